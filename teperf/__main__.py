@@ -1,0 +1,3 @@
+from teperf.cli import main
+
+main()

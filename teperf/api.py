@@ -1,0 +1,154 @@
+"""The library API: what the CLI calls, and what a Python user can call.
+
+    from teperf import api, config
+    cfg = config.load_config("configs/cpu.toml", {"processes": 4})
+    path = api.compare(cfg, api.path_side("base", "old/"), api.path_side("head", "new/"))
+    print(api.summarize(path).rows)
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+from pathlib import Path
+from typing import Callable, Optional
+
+from teperf import __version__
+from teperf.bundle import Bundle, now_iso
+from teperf.config import Config
+from teperf.engine.coordinator import run_schedule
+from teperf.errors import TeperfError
+from teperf.plan import expand, total_steps
+from teperf.sides import Side
+from teperf.summary import Summary, summarize  # noqa: F401  (re-exported)
+
+
+class Interrupted(Exception):
+    """Ctrl-C during a run; ``path`` is the bundle, which keeps every finished trial."""
+
+    def __init__(self, path: Path):
+        super().__init__(str(path))
+        self.path = path
+
+
+def path_side(label: str, path: Optional[str] = None, python: Optional[str] = None) -> Side:
+    """A side from a directory put first on sys.path and/or an interpreter."""
+    sys_path: tuple[str, ...] = ()
+    if path is not None:
+        p = Path(path)
+        if not p.is_dir():
+            raise TeperfError(f"--{label}-path {path!r} is not a directory", f"point --{label}-path at the directory that holds the package to import")
+        sys_path = (str(p.resolve()),)
+    return Side(label=label, python=python or sys.executable, sys_path=sys_path, description={"kind": "env" if python else "path"})
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def host_facts(config: Config) -> dict:
+    return {
+        "hostname": socket.gethostname(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "core": config.core,
+        "platform": platform.platform(),
+        "coordinator_python": sys.version.split()[0],
+    }
+
+
+def _doctor_warnings(core: int) -> list[str]:
+    try:
+        from teperf.doctor import quick_checks
+    except ImportError:
+        return []
+    warnings = []
+    for check in quick_checks(core):
+        if check.status in ("warn", "fail"):
+            warnings.append(f"{check.name}: {check.detail}" + (f" ({check.fix})" if check.fix else ""))
+    return warnings
+
+
+def measure(
+    config: Config,
+    sides: list[Side],
+    *,
+    results_dir: Optional[str] = None,
+    command: Optional[list[str]] = None,
+    progress: Optional[Callable[[int], Callable[[int, str], None]]] = None,
+    extra_meta: Optional[dict] = None,
+) -> Path:
+    """Run the whole schedule for 1 (run) or 2 (compare) sides; return the bundle path.
+
+    ``progress(total_steps)`` returns the per-trial callback (or None for silence).
+    """
+    if len(sides) not in (1, 2) or len({s.label for s in sides}) != len(sides):
+        raise TeperfError("need one side (run) or two differently labelled sides (compare)", "check the side options")
+    cases = expand(config)
+    kind = "compare" if len(sides) == 2 else "run"
+    meta = {
+        "teperf_version": __version__,
+        "kind": kind,
+        "command": command if command is not None else sys.argv,
+        "started_at": now_iso(),
+        "finished_at": None,
+        "config": config.to_dict(),
+        "sides": {s.label: s.to_meta() for s in sides},
+        "host": host_facts(config),
+        "cases": [c.to_meta() for c in cases],
+        "warnings": _doctor_warnings(config.core),
+        **(extra_meta or {}),
+    }
+    bundle = Bundle.create(results_dir, kind, meta)
+    callback = progress(total_steps(config, len(cases), len(sides))) if progress else None
+    status, error = "complete", None
+    try:
+        failed = run_schedule(config, sides, cases, bundle, callback)
+        if failed and len(failed) == len(cases):
+            status = "failed"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise Interrupted(bundle.path)
+    except TeperfError as exc:
+        status, error = "failed", exc.one_line()
+        raise
+    except Exception as exc:  # keep the bundle consistent, then let the CLI report it
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        bundle.close()
+        workers = _worker_facts(bundle)
+        host = dict(meta["host"])
+        first = next(iter(workers.values()), {})
+        for key in ("gpu", "driver", "cuda"):
+            if first.get(key):
+                host[key] = first[key]
+        bundle.update_meta(status=status, error=error, finished_at=now_iso(), workers=workers, host=host)
+    return bundle.path
+
+
+def _worker_facts(bundle: Bundle) -> dict:
+    """The first hello of each side, plus every pair's start-up time."""
+    facts: dict = {}
+    for rec in bundle.records():
+        if rec.get("kind") == "worker":
+            side = facts.setdefault(rec["side"], dict(rec["hello"]))
+            side.setdefault("start_s_by_pair", []).append(rec["hello"].get("start_s"))
+    return facts
+
+
+def run(config: Config, side: Side, **kwargs) -> Path:
+    return measure(config, [side], **kwargs)
+
+
+def compare(config: Config, base: Side, head: Side, **kwargs) -> Path:
+    return measure(config, [base, head], **kwargs)

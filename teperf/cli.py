@@ -1,0 +1,62 @@
+"""The ``teperf`` command: parses, calls the library, prints. It never measures.
+
+Each subcommand lives in its own file under ``teperf/commands/`` and exposes a
+click command named ``command``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from teperf import __version__
+from teperf.errors import TeperfError
+
+# module name under teperf.commands -> registered in this order
+COMMAND_MODULES = (
+    "run",
+    "compare",
+    "report",
+    "explain",
+    "doctor",
+    "cache",
+    "nightly",
+    "history",
+    "dashboard",
+    "import_",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="teperf")
+def cli():
+    """Host-overhead benchmarks for TransformerEngine modules: paired, interleaved, honest."""
+
+
+for _name in COMMAND_MODULES:
+    try:
+        _module = importlib.import_module(f"teperf.commands.{_name}")
+    except ModuleNotFoundError as _exc:  # TODO(lead): remove once every command exists
+        if _exc.name != f"teperf.commands.{_name}":
+            raise
+        continue
+    cli.add_command(_module.command)
+
+
+def main(argv=None) -> None:
+    try:
+        cli.main(args=argv, prog_name="teperf", standalone_mode=False)
+    except TeperfError as exc:
+        click.echo(f"teperf: error: {exc.one_line()}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("teperf: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        click.echo(f"teperf: error: {exc.format_message()} (see teperf --help)", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("teperf: interrupted", err=True)
+        sys.exit(130)

@@ -1,0 +1,138 @@
+"""Options and output shared by the measuring commands (run, compare, nightly)."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+
+import click
+
+from teperf.config import MODES, load_config, parse_shape
+from teperf.render import FORMATS, render
+
+
+def _csv_list(ctx, param, value):
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    return items or None
+
+
+def _shape_list(ctx, param, value):
+    if not value:
+        return None
+    return [parse_shape(v) for v in value]
+
+
+def config_options(f):
+    """--config plus one override per config field; None means 'not given'."""
+    opts = [
+        click.option("--config", "config_path", metavar="FILE", help="TOML config: a path or a name in configs/ (default: configs/default.toml)."),
+        click.option("--backend", type=click.Choice(["torch", "te"]), help="torch: plain-PyTorch reference modules; te: TransformerEngine."),
+        click.option("--device", type=click.Choice(["cpu", "cuda"])),
+        click.option("--modules", callback=_csv_list, metavar="A,B", help="Modules to measure (comma-separated)."),
+        click.option("--recipes", callback=_csv_list, metavar="A,B", help="Recipes, e.g. bf16,fp8_delayed."),
+        click.option("--modes", callback=_csv_list, metavar="A,B", help=f"Modes: {', '.join(MODES)}."),
+        click.option("--shape", "shapes", multiple=True, callback=_shape_list, metavar="8,2,256", help="Input shape; repeat for several."),
+        click.option("--processes", type=int, help="Fresh worker pairs (the unit of replication)."),
+        click.option("--rounds", type=int),
+        click.option("--trials", type=int, help="Trials per case per round."),
+        click.option("--iters", type=int, help="fwd+bwd steps per trial."),
+        click.option("--warmup", type=int, help="Untimed steps after building each case."),
+        click.option("--timeout", "timeout_s", type=float, help="Seconds a worker may take for one request."),
+        click.option("--core", type=int, help="CPU core to pin the workers to (default: the last one)."),
+        click.option("--seed", type=int, help="Seed of the case order and the hash seeds."),
+        click.option("--metric", type=click.Choice(["process_cpu", "thread_cpu", "wall"]), help="Headline clock (default process_cpu)."),
+        click.option("--min-effect", "min_effect_pct", type=float, help="Changes under this many % are 'no change'."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+OVERRIDE_KEYS = ("backend", "device", "modules", "recipes", "modes", "shapes", "processes", "rounds", "trials", "iters", "warmup", "timeout_s", "core", "seed", "metric", "min_effect_pct")
+
+
+def make_config(kwargs: dict, **extra):
+    overrides = {k: kwargs.pop(k, None) for k in OVERRIDE_KEYS}
+    overrides.update({k: v for k, v in extra.items() if v is not None})
+    path = kwargs.pop("config_path", None) or "default"
+    return load_config(path, overrides)
+
+
+def output_options(f):
+    f = click.option("--results-dir", metavar="DIR", help="Where bundles go (default: ./results).")(f)
+    f = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")(f)
+    return f
+
+
+def make_progress():
+    """A rich progress bar on a terminal, nothing otherwise."""
+    if not sys.stderr.isatty():
+        return None, None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    bar = Progress(
+        TextColumn("[bold]measuring"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("steps"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        TextColumn("{task.description}"),
+        transient=True,
+        console=_console(stderr=True),
+    )
+
+    def factory(total):
+        task = bar.add_task("", total=total)
+
+        def advance(steps, what):
+            bar.update(task, advance=steps, description=what)
+
+        return advance
+
+    return bar, factory
+
+
+def _console(stderr=False):
+    from rich.console import Console
+
+    return Console(stderr=stderr, width=None if sys.stdout.isatty() else 200)
+
+
+def emit(summary, fmt: str) -> None:
+    text = render(summary, fmt, console=_console())
+    if text is not None:
+        click.echo(text, nl=False)
+
+
+@contextmanager
+def progress_bar():
+    bar, factory = make_progress()
+    if bar is None:
+        yield None
+        return
+    with bar:
+        yield factory
+
+
+def measure_and_report(fn, fmt: str):
+    """Run ``fn(progress_factory) -> bundle path`` and print its summary; on Ctrl-C print
+    what was measured and exit 130."""
+    from teperf.api import Interrupted, summarize
+
+    try:
+        with progress_bar() as factory:
+            path = fn(factory)
+    except Interrupted as stop:
+        click.echo(f"teperf: interrupted; the bundle keeps what was measured: {stop.path}", err=True)
+        emit(summarize(stop.path), fmt)
+        sys.exit(130)
+    summary = summarize(path)
+    emit(summary, fmt)
+    if summary.meta.get("status") == "failed":
+        click.echo(f"teperf: error: every case failed ({summary.meta.get('error') or summary.rows[0].get('error')}); see {path}/workers/", err=True)
+        sys.exit(1)
+    return summary

@@ -1,0 +1,24 @@
+"""teperf run: one side alone, absolute host times."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from teperf.commands._common import config_options, make_config, measure_and_report, output_options
+
+
+@click.command("run")
+@config_options
+@output_options
+@click.option("--path", "side_path", metavar="DIR", help="Directory put first on the worker's sys.path.")
+@click.option("--python", metavar="EXE", help="Interpreter to run the worker (default: this one).")
+@click.option("--label", default="run", show_default=True, help="Name of the side in the output.")
+def command(side_path, python, label, fmt, results_dir, **kwargs):
+    """Measure one side: median host time per fwd+bwd step of every case."""
+    from teperf import api
+
+    config = make_config(kwargs)
+    side = api.path_side(label, side_path, python)
+    measure_and_report(lambda progress: api.run(config, side, results_dir=results_dir, command=["teperf"] + sys.argv[1:], progress=progress), fmt)

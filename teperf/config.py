@@ -1,0 +1,268 @@
+"""Configuration: TOML file + CLI overrides -> one typed, validated :class:`Config`.
+
+Every validation error of user input is raised here, before any worker starts,
+as a TeperfError that names the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Mapping
+
+from teperf.errors import TeperfError
+
+BACKENDS = ("torch", "te")
+DEVICES = ("cpu", "cuda")
+MODES = ("eager", "cuda-graph", "compile")
+METRICS = ("process_cpu", "thread_cpu", "wall")
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+@dataclasses.dataclass(frozen=True)
+class ModuleSpec:
+    name: str
+    factory: str | None = None  # "pkg.mod:callable" imported inside the side's worker
+    kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    processes: int = 6  # fresh worker pairs: the unit of replication
+    rounds: int = 2
+    trials: int = 3
+    iters: int = 200  # steps per trial
+    warmup: int = 50
+    timeout_s: float = 600.0  # per worker request (start-up, set-up or one trial)
+
+    @property
+    def steps_per_case_side(self) -> int:
+        return self.processes * self.rounds * self.trials * self.iters
+
+
+@dataclasses.dataclass(frozen=True)
+class Stats:
+    alpha: float = 0.05  # 1 - confidence of the interval
+    min_effect_pct: float = 1.0  # smaller resolved changes are still reported as "no change"
+    noise_limit_pct: float = 10.0  # an interval wider than +-this is "noisy"
+    metric: str = "process_cpu"
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    backend: str = "torch"
+    device: str = "cpu"
+    modules: tuple[ModuleSpec, ...] = ()
+    recipes: tuple[str, ...] = ()
+    modes: tuple[str, ...] = ("eager",)
+    shapes: tuple[tuple[int, ...], ...] = ((8, 2, 256),)
+    schedule: Schedule = Schedule()
+    stats: Stats = Stats()
+    core: int | None = None
+    seed: int = 0
+    counters: bool = False
+    source: str | None = None  # the TOML file it came from
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+_TOP_KEYS = {"backend", "device", "modules", "recipes", "modes", "shapes", "core", "seed", "counters", "schedule", "stats"}
+_SCHEDULE_KEYS = {f.name for f in dataclasses.fields(Schedule)}
+_STATS_KEYS = {f.name for f in dataclasses.fields(Stats)}
+
+
+def backend_module(name: str):
+    """The worker backend's static facts (MODULES, RECIPES, check_shape). These modules
+    import torch only inside functions, so the coordinator can read them."""
+    if name == "torch":
+        from teperf.worker.backends import torch_ref
+
+        return torch_ref
+    if name == "te":
+        from teperf.worker.backends import te
+
+        return te
+    raise TeperfError(f"unknown backend {name!r}", f"use one of: {', '.join(BACKENDS)}")
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    if not re.fullmatch(r"\s*\d+(\s*[,x]\s*\d+)*\s*", text or ""):
+        raise TeperfError(f"malformed shape {text!r}", "write it as comma-separated positive integers, e.g. --shape 8,2,256")
+    dims = tuple(int(d) for d in re.split(r"[,x]", text.replace(" ", "")))
+    if any(d <= 0 for d in dims):
+        raise TeperfError(f"malformed shape {text!r}: dimensions must be positive", "e.g. --shape 8,2,256")
+    return dims
+
+
+def resolve_config_path(name: str) -> Path:
+    """A path, or the name of a file in configs/ (with or without .toml)."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    for candidate in (CONFIG_DIR / name, CONFIG_DIR / f"{name}.toml"):
+        if candidate.is_file():
+            return candidate
+    known = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.toml")))
+    raise TeperfError(f"config file {name!r} not found", f"give a path or one of: {known}")
+
+
+def load_config(path: str | os.PathLike | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
+    """Read the TOML at ``path`` (optional), apply ``overrides`` (CLI values; None = not given)."""
+    raw: dict[str, Any] = {}
+    source = None
+    if path is not None:
+        p = resolve_config_path(str(path))
+        source = str(p)
+        try:
+            raw = tomllib.loads(p.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise TeperfError(f"{p}: invalid TOML ({exc})", "fix the syntax of the config file")
+    return build_config(raw, overrides or {}, source)
+
+
+def _unknown(keys, known, where: str):
+    extra = sorted(set(keys) - set(known))
+    if extra:
+        raise TeperfError(f"unknown config key {extra[0]!r} in {where}", f"known keys: {', '.join(sorted(known))}")
+
+
+def _positive_int(value, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise TeperfError(f"{name} must be an integer >= {minimum}, got {value!r}", f"set {name} to a whole number >= {minimum}")
+    return value
+
+
+def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: str | None = None) -> Config:
+    _unknown(raw, _TOP_KEYS, "the top level")
+    sched_raw = dict(raw.get("schedule") or {})
+    _unknown(sched_raw, _SCHEDULE_KEYS, "[schedule]")
+    stats_raw = dict(raw.get("stats") or {})
+    _unknown(stats_raw, _STATS_KEYS, "[stats]")
+    ov = {k: v for k, v in overrides.items() if v is not None}
+
+    backend = ov.get("backend", raw.get("backend", "torch"))
+    if backend not in BACKENDS:
+        raise TeperfError(f"unknown backend {backend!r}", f"use one of: {', '.join(BACKENDS)}")
+    device = ov.get("device", raw.get("device", "cpu" if backend == "torch" else "cuda"))
+    if device not in DEVICES:
+        raise TeperfError(f"unknown device {device!r}", f"use one of: {', '.join(DEVICES)}")
+    facts = backend_module(backend)
+
+    # modules: a list of names, or a table of custom modules, or both (list names + [modules.X] tables)
+    mod_raw = raw.get("modules", None)
+    custom: dict[str, ModuleSpec] = {}
+    names: list[str] | None = None
+    if isinstance(mod_raw, dict):
+        for name, spec in mod_raw.items():
+            if not isinstance(spec, dict):
+                raise TeperfError(f"[modules.{name}] must be a table", 'write [modules.NAME] with factory = "pkg.mod:callable"')
+            _unknown(spec, {"factory", "kwargs"}, f"[modules.{name}]")
+            factory = spec.get("factory")
+            if not isinstance(factory, str) or ":" not in factory:
+                raise TeperfError(f"[modules.{name}] needs factory = \"pkg.mod:callable\"", "add the factory key")
+            custom[name] = ModuleSpec(name, factory, dict(spec.get("kwargs") or {}))
+        names = list(custom)
+    elif mod_raw is not None:
+        names = list(mod_raw)
+    if ov.get("modules"):
+        names = list(ov["modules"])
+    if names is None:
+        names = list(facts.MODULES)
+    modules = []
+    for name in names:
+        if name in custom:
+            modules.append(custom[name])
+        elif name in facts.MODULES:
+            modules.append(ModuleSpec(name))
+        else:
+            known = list(facts.MODULES) + list(custom)
+            raise TeperfError(f"unknown module {name!r} for backend {backend}", f"use one of: {', '.join(known)} (or add [modules.{name}] with a factory)")
+
+    recipes = ov.get("recipes") or raw.get("recipes")
+    if not recipes:
+        recipes = ("fp32",) if (backend == "torch" and device == "cpu") else (("bf16",) if backend == "torch" else tuple(facts.RECIPES))
+    for recipe in recipes:
+        if recipe not in facts.RECIPES:
+            raise TeperfError(f"unknown recipe {recipe!r} for backend {backend}", f"use one of: {', '.join(facts.RECIPES)}")
+
+    modes = tuple(ov.get("modes") or raw.get("modes") or ("eager",))
+    for mode in modes:
+        if mode not in MODES:
+            raise TeperfError(f"unknown mode {mode!r}", f"use one of: {', '.join(MODES)}")
+        if mode == "cuda-graph" and device != "cuda":
+            raise TeperfError("mode cuda-graph needs --device cuda", "drop cuda-graph from modes on the CPU")
+
+    shapes_raw = ov.get("shapes") or raw.get("shapes") or [[8, 2, 256]]
+    shapes = []
+    for shape in shapes_raw:
+        dims = parse_shape(shape) if isinstance(shape, str) else tuple(shape)
+        if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims):
+            raise TeperfError(f"malformed shape {shape!r}", "write shapes as lists of positive integers, e.g. [8, 2, 256]")
+        shapes.append(dims)
+    check_shape = getattr(facts, "check_shape", None)
+    if check_shape is not None:
+        for spec in modules:
+            if spec.factory:
+                continue
+            for recipe in recipes:
+                for dims in shapes:
+                    problem = check_shape(spec.name, recipe, list(dims))
+                    if problem:
+                        raise TeperfError(f"shape {list(dims)} cannot run {spec.name} under {recipe}: {problem}", "pick a shape that meets the rule or drop that recipe")
+
+    sched_vals = {**sched_raw, **{k: ov[k] for k in _SCHEDULE_KEYS if k in ov}}
+    for key in ("processes", "rounds", "trials", "iters"):
+        if key in sched_vals:
+            _positive_int(sched_vals[key], key)
+    if "warmup" in sched_vals:
+        _positive_int(sched_vals["warmup"], "warmup", minimum=0)
+    if "timeout_s" in sched_vals and not (isinstance(sched_vals["timeout_s"], (int, float)) and sched_vals["timeout_s"] > 0):
+        raise TeperfError(f"timeout_s must be a positive number, got {sched_vals['timeout_s']!r}", "e.g. timeout_s = 600")
+    schedule = Schedule(**sched_vals)
+
+    stats_vals = {**stats_raw, **{k: ov[k] for k in _STATS_KEYS if k in ov}}
+    stats = Stats(**stats_vals)
+    if not 0 < stats.alpha < 0.5:
+        raise TeperfError(f"alpha must be between 0 and 0.5, got {stats.alpha}", "e.g. alpha = 0.05 for a 95% interval")
+    if stats.metric not in METRICS:
+        raise TeperfError(f"unknown metric {stats.metric!r}", f"use one of: {', '.join(METRICS)}")
+
+    core = ov.get("core", raw.get("core"))
+    core = check_core(core)
+    seed = ov.get("seed", raw.get("seed", 0))
+    _positive_int(seed, "seed", minimum=0)
+    counters = bool(ov.get("counters", raw.get("counters", False)))
+    return Config(
+        backend=backend,
+        device=device,
+        modules=tuple(modules),
+        recipes=tuple(recipes),
+        modes=modes,
+        shapes=tuple(shapes),
+        schedule=schedule,
+        stats=stats,
+        core=core,
+        seed=seed,
+        counters=counters,
+        source=source,
+    )
+
+
+def available_cores() -> list[int]:
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def check_core(core) -> int:
+    """The core to pin both workers to; default: the last core this process may use."""
+    cores = available_cores()
+    if core is None:
+        return cores[-1]
+    if isinstance(core, bool) or not isinstance(core, int) or core not in cores:
+        raise TeperfError(f"core {core!r} is not available on this machine", f"use one of: {', '.join(map(str, cores))} (--core)")
+    return core

@@ -1,0 +1,138 @@
+"""Starting one worker process for a side and talking to it.
+
+A worker is a fresh ``python -m teperf.worker`` in the side's interpreter,
+pinned to the chosen core before torch is imported, single-threaded, with
+the pair's hash seed. Its stderr goes to a log file in the bundle.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import time
+from pathlib import Path
+
+from teperf.errors import TeperfError
+from teperf.sides import Side
+from teperf.worker.protocol import decode, encode
+
+TEPERF_ROOT = str(Path(__file__).resolve().parent.parent.parent)
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+class WorkerError(RuntimeError):
+    """The worker died, hung or answered nonsense. ``log_tail`` holds the end of its stderr."""
+
+    def __init__(self, message: str, log_tail: str = ""):
+        super().__init__(message)
+        self.log_tail = log_tail
+
+
+def check_python(python: str) -> None:
+    if os.path.sep in python or python.startswith("."):
+        ok = os.path.isfile(python) and os.access(python, os.X_OK)
+    else:
+        from shutil import which
+
+        ok = which(python) is not None
+    if not ok:
+        raise TeperfError(f"interpreter {python!r} does not exist or is not executable", "point --base-python/--head-python at a python executable")
+
+
+def worker_env(side: Side, hash_seed: int) -> dict:
+    env = dict(os.environ)
+    env.update(side.env)
+    for var in THREAD_VARS:
+        env[var] = "1"
+    env["PYTHONHASHSEED"] = str(hash_seed)
+    env["PYTHONUNBUFFERED"] = "1"
+    # teperf's own worker package must be importable by the side's interpreter;
+    # the side's directories are put before it by the worker itself.
+    env["PYTHONPATH"] = os.pathsep.join([TEPERF_ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return env
+
+
+class Worker:
+    def __init__(self, side: Side, *, core: int, device: str, backends: list[str], hash_seed: int, log_path: Path, cwd: Path, timeout_s: float):
+        check_python(side.python)
+        self.side = side
+        self.timeout_s = timeout_s
+        self.log_path = Path(log_path)
+        self._log = open(self.log_path, "ab")
+        self._buffer = b""
+        t0 = time.perf_counter()
+        self.proc = subprocess.Popen(
+            [side.python, "-m", "teperf.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            env=worker_env(side, hash_seed),
+            # A neutral cwd: `python -m` puts the cwd first on sys.path, and a
+            # source checkout there would shadow the package under test.
+            cwd=str(cwd),
+            start_new_session=True,  # Ctrl-C reaches the coordinator only
+        )
+        self._send({"cmd": "init", "core": core, "sys_path": list(side.sys_path), "device": device, "backends": backends})
+        self.hello = self._receive(timeout_s)
+        if self.hello.get("type") != "hello":
+            raise WorkerError(f"worker for {side.label} sent {self.hello!r} instead of hello", self.log_tail())
+        self.hello["start_s"] = round(time.perf_counter() - t0, 3)
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            self._log.flush()
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(text[-lines:])
+
+    def _send(self, message: dict) -> None:
+        try:
+            self.proc.stdin.write(encode(message))
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise WorkerError(f"worker for {self.side.label} is gone (exit {self.proc.poll()})", self.log_tail())
+
+    def _receive(self, timeout_s: float) -> dict:
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise WorkerError(f"worker for {self.side.label} did not answer within {timeout_s:g} s (killed)", self.log_tail())
+            ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                code = self.proc.wait()
+                raise WorkerError(f"worker for {self.side.label} exited with status {code}", self.log_tail())
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        try:
+            return decode(line)
+        except ValueError:
+            raise WorkerError(f"worker for {self.side.label} wrote a malformed line: {line[:200]!r}", self.log_tail())
+
+    def request(self, message: dict, timeout_s: float | None = None) -> dict:
+        self._send(message)
+        return self._receive(self.timeout_s if timeout_s is None else timeout_s)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        if self.alive():
+            try:
+                self._send({"cmd": "quit"})
+                self.proc.wait(timeout=10)
+            except (WorkerError, subprocess.TimeoutExpired):
+                self.kill()
+        self._log.close()
+
+    def kill(self) -> None:
+        if self.alive():
+            self.proc.kill()
+            self.proc.wait()

@@ -1,0 +1,121 @@
+"""Cases (what is measured) and the schedule (in what order).
+
+A case is (module, recipe, shape, dtype, mode). The schedule walks fresh
+worker pairs -> rounds -> cases (shuffled per round) -> trials, with the two
+sides alternating so that every base trial has a head trial beside it in time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any, Iterator, Mapping
+
+from teperf.config import Config
+
+DTYPE_OF_RECIPE = {"fp32": "float32"}  # everything else runs with bf16 parameters
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    id: int
+    backend: str  # worker backend: torch | te | factory
+    module: str
+    recipe: str
+    shape: tuple[int, ...]
+    dtype: str
+    mode: str
+    factory: str | None = None
+    kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def shape_text(self) -> str:
+        return "x".join(map(str, self.shape))
+
+    @property
+    def key(self) -> str:
+        return f"{self.module}/{self.recipe}/{self.shape_text}/{self.mode}"
+
+    def to_wire(self, device: str, warmup: int) -> dict:
+        return {
+            "id": self.id,
+            "backend": self.backend,
+            "module": self.module,
+            "recipe": self.recipe,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "mode": self.mode,
+            "device": device,
+            "warmup": warmup,
+            "factory": self.factory,
+            "kwargs": dict(self.kwargs),
+        }
+
+    def to_meta(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["shape"] = list(self.shape)
+        d["kwargs"] = dict(self.kwargs)
+        return d
+
+
+def expand(config: Config) -> list[Case]:
+    cases = []
+    for spec in config.modules:
+        for recipe in config.recipes:
+            for shape in config.shapes:
+                for mode in config.modes:
+                    cases.append(
+                        Case(
+                            id=len(cases),
+                            backend="factory" if spec.factory else config.backend,
+                            module=spec.name,
+                            recipe=recipe,
+                            shape=tuple(shape),
+                            dtype=DTYPE_OF_RECIPE.get(recipe, "bfloat16"),
+                            mode=mode,
+                            factory=spec.factory,
+                            kwargs=dict(spec.kwargs),
+                        )
+                    )
+    return cases
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+    """One timed trial: which case, and which side (index into the side list) goes when."""
+
+    round: int
+    case_id: int
+    trial: int
+    side: int
+    position: int  # 0 = first of its (base, head) couple, 1 = second
+
+
+def hash_seed(seed: int, pair: int) -> int:
+    # One PYTHONHASHSEED per pair, the same for both of its sides; a new one per pair.
+    return (seed * 1_000_003 + pair * 7919 + 17) % (2**32 - 1)
+
+
+def start_order(pair: int, n_sides: int) -> list[int]:
+    order = list(range(n_sides))
+    return order if pair % 2 == 0 else order[::-1]
+
+
+def pair_slots(config: Config, case_ids: list[int], pair: int, n_sides: int) -> Iterator[Slot]:
+    sched = config.schedule
+    for rnd in range(sched.rounds):
+        order = list(case_ids)
+        random.Random(f"{config.seed}/{pair}/{rnd}").shuffle(order)
+        for case_id in order:
+            for trial in range(sched.trials):
+                sides = list(range(n_sides))
+                # A B, then B A: flips every trial, every round and every pair
+                if (pair + rnd + trial) % 2 == 1:
+                    sides.reverse()
+                for position, side in enumerate(sides):
+                    yield Slot(rnd, case_id, trial, side, position)
+
+
+def total_steps(config: Config, n_cases: int, n_sides: int) -> int:
+    s = config.schedule
+    return s.processes * s.rounds * s.trials * s.iters * n_cases * n_sides

@@ -1,0 +1,201 @@
+"""One table model -> rich / markdown / json / csv.
+
+``table_model`` decides what is shown and how numbers are written; the
+renderers only lay it out, so every format says the same thing.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+
+from teperf.schema import ROW_FIELDS
+from teperf.summary import Summary
+
+FORMATS = ("table", "markdown", "json", "csv")
+VERDICT_STYLE = {"slower": "bold red", "faster": "bold green", "no change": "dim", "noisy": "yellow"}
+STATUS_TEXT = {"skipped": "skipped", "failed": "FAILED", "partial": "partial", "missing": "not measured"}
+
+
+@dataclasses.dataclass
+class TableModel:
+    title: str
+    header: list[str]  # lines above the table
+    columns: list[str]
+    rows: list[list[str]]
+    styles: list[str | None]  # per row
+    footer: list[str]
+
+
+def _us(v) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:,.1f} us"
+
+
+def _signed_us(v) -> str:
+    return "-" if v is None else f"{v:+,.1f} us"
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{v:+.1f}%"
+
+
+def side_text(desc: dict) -> str:
+    label = desc.get("label", "?")
+    bits = []
+    if desc.get("sha"):
+        bits.append(desc["sha"][:10] + (" (dirty)" if desc.get("dirty") else ""))
+        if desc.get("subject"):
+            bits.append(repr(desc["subject"][:60]))
+    if desc.get("strategy"):
+        bits.append(f"strategy {desc['strategy']}")
+    if desc.get("sys_path"):
+        bits.append("path " + ":".join(desc["sys_path"]))
+    if desc.get("python"):
+        bits.append(f"python {desc['python']}")
+    return f"{label}: " + ", ".join(bits)
+
+
+def counters_text(counters) -> str:
+    if not counters or not counters.get("base"):
+        return ""
+    if counters.get("head") is None:
+        c = counters["base"]
+        return ", ".join(f"{k} {v}" for k, v in c.items() if v is not None)
+    try:
+        from teperf.explain import counters_diff
+    except ImportError:  # pragma: no cover - explain is part of teperf
+        return ""
+    return counters_diff(counters["base"], counters["head"])
+
+
+def table_model(summary: Summary) -> TableModel:
+    meta = summary.meta
+    cfg = meta.get("config", {})
+    sched = cfg.get("schedule", {})
+    metric = cfg.get("stats", {}).get("metric", "process_cpu").replace("_", " ")
+    alpha = cfg.get("stats", {}).get("alpha", 0.05)
+    header = [side_text(d) for d in meta.get("sides", {}).values()]
+    host = meta.get("host", {})
+    header.append(
+        f"{sched.get('processes')} process pairs x {sched.get('rounds')} rounds x {sched.get('trials')} trials x "
+        f"{sched.get('iters')} iters; core {cfg.get('core')}; {cfg.get('device')} ({host.get('gpu') or host.get('cpu_model', '?')}); "
+        f"median {metric} time per fwd+bwd step"
+    )
+    show_mode = len({r["mode"] for r in summary.rows}) > 1
+    show_shape = len({r["shape"] for r in summary.rows}) > 1
+    show_counters = any(r.get("counters") for r in summary.rows)
+    show_host = any(r.get("host_bound") is not None for r in summary.rows)
+    cols = ["module", "recipe"] + (["shape"] if show_shape else []) + (["mode"] if show_mode else [])
+    if summary.compare:
+        labels = list(meta["sides"])
+        cols += [labels[0], labels[1], "delta", "delta %", f"{int(round((1 - alpha) * 100))}% CI", "verdict"]
+    else:
+        cols += ["median", "spread (IQR)", "main thread", "wall", "between pairs"]
+    if show_host:
+        cols.append("host-bound")
+    if show_counters:
+        cols.append("counters")
+    rows, styles = [], []
+    for r in summary.rows:
+        line = [r["module"], r["recipe"]] + ([r["shape"]] if show_shape else []) + ([r["mode"]] if show_mode else [])
+        status = r.get("status")
+        if status in ("skipped", "failed", "missing"):
+            n_num = 6 if summary.compare else 5
+            reason = (r.get("error") or "")[:90]
+            line += [STATUS_TEXT[status]] + [""] * (n_num - 2) + [reason]
+            style = "dim" if status == "skipped" else "red"
+        elif summary.compare:
+            ci = "-"
+            if r.get("ci_low_us") is not None:
+                ci = f"[{r['ci_low_us']:+,.1f}, {r['ci_high_us']:+,.1f}] us"
+            v = r.get("verdict") or "-"
+            if status == "partial":
+                v += " (partial)"
+            line += [_us(r["base_us"]), _us(r["head_us"]), _signed_us(r["delta_us"]), _pct(r["delta_pct"]), ci, v]
+            style = VERDICT_STYLE.get(r.get("verdict"))
+        else:
+            between = "-" if r.get("pair_sd_pct") is None else f"{r['pair_sd_pct']:.1f}%"
+            spread = "-" if r.get("base_spread_pct") is None else f"{r['base_spread_pct']:.1f}%"
+            line += [_us(r["base_us"]), spread, _us(r.get("base_thread_us")), _us(r.get("base_wall_us")), between]
+            style = None if status == "ok" else "yellow"
+        if show_host:
+            line.append({True: "yes", False: "GPU-bound", None: "-"}[r.get("host_bound")])
+        if show_counters:
+            line.append(counters_text(r.get("counters")))
+        rows.append(line)
+        styles.append(style)
+    footer = list(summary.notes)
+    if summary.compare:
+        mdes = [r["mde_pct"] for r in summary.rows if r.get("mde_pct") is not None]
+        if mdes:
+            footer.append(f"smallest detectable change (80% power): {min(mdes):.1f}% .. {max(mdes):.1f}% per cell")
+        footer.append(f"intervals: Student t over per-pair log ratios (pair = unit); changes under {cfg.get('stats', {}).get('min_effect_pct', 1.0)}% count as no change")
+    if summary.path:
+        footer.append(f"bundle: {summary.path}")
+    title = "teperf compare" if summary.compare else "teperf run"
+    return TableModel(title=title, header=header, columns=cols, rows=rows, styles=styles, footer=footer)
+
+
+def render_rich(model: TableModel, console) -> None:
+    from rich.table import Table
+
+    table = Table(title=model.title, caption="\n".join(model.header), caption_justify="left", title_justify="left")
+    for col in model.columns:
+        table.add_column(col, justify="left" if col in ("module", "recipe", "shape", "mode", "verdict", "counters") else "right")
+    for row, style in zip(model.rows, model.styles):
+        table.add_row(*row, style=style)
+    console.print(table)
+    for line in model.footer:
+        console.print(f"[dim]{line}[/dim]", highlight=False)
+
+
+def render_markdown(model: TableModel) -> str:
+    out = [f"**{model.title}**", ""]
+    out += [f"- {h}" for h in model.header]
+    out.append("")
+    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
+    out.append("| " + " | ".join(esc(c) for c in model.columns) + " |")
+    out.append("|" + "|".join("---" for _ in model.columns) + "|")
+    for row in model.rows:
+        out.append("| " + " | ".join(esc(c) for c in row) + " |")
+    out.append("")
+    out += [f"<sub>{esc(f)}</sub><br>" for f in model.footer]
+    return "\n".join(out).rstrip("<br>") + "\n"
+
+
+def _clean(v):
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return None
+    return v
+
+
+def render_json(summary: Summary) -> str:
+    rows = [{k: _clean(r.get(k)) for k in ROW_FIELDS} for r in summary.rows]
+    return json.dumps({"meta": summary.meta, "rows": rows, "notes": summary.notes}, indent=2, default=str) + "\n"
+
+
+def render_csv(summary: Summary) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(ROW_FIELDS), extrasaction="ignore")
+    writer.writeheader()
+    for r in summary.rows:
+        flat = {k: _clean(r.get(k)) for k in ROW_FIELDS}
+        for k in ("counters", "info"):
+            flat[k] = json.dumps(flat[k], sort_keys=True) if flat[k] is not None else ""
+        writer.writerow(flat)
+    return buf.getvalue()
+
+
+def render(summary: Summary, fmt: str, console=None) -> str | None:
+    if fmt == "json":
+        return render_json(summary)
+    if fmt == "csv":
+        return render_csv(summary)
+    model = table_model(summary)
+    if fmt == "markdown":
+        return render_markdown(model)
+    render_rich(model, console)
+    return None

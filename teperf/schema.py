@@ -1,0 +1,58 @@
+"""The result schema, in one place: what a bundle holds and what a summary row is.
+
+A bundle is a directory:
+  meta.json       run metadata (teperf version, command, config, sides, host,
+                  cases, workers, start/end, status); rewritten atomically
+  records.jsonl   one JSON object per line, appended and flushed as each
+                  thing happens, so a crash or Ctrl-C keeps all of it:
+                    {"kind": "worker", "pair", "side", "hello": {...}}
+                    {"kind": "setup", "pair", "side", "case_id", "status": ready|error|skipped, "info"|"error"}
+                    {"kind": "trial", "pair", "round", "trial", "side", "position", "case_id", "hash_seed", "t", **CLOCK_FIELDS}
+                    {"kind": "counters", "pair", "side", "case_id", "counters": {...}}
+                    {"kind": "failure", "pair", "side", "case_id", "error", "log_tail"}
+  workers/*.log   each worker's stderr
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+META_FILE = "meta.json"
+RECORDS_FILE = "records.jsonl"
+SIDE_LABELS = ("base", "head")
+
+# Keys of one summary row (teperf.stats.summarize), in output order for csv/json.
+ROW_FIELDS = (
+    "module",
+    "recipe",
+    "shape",
+    "dtype",
+    "mode",
+    "status",  # ok | partial | failed | skipped
+    "error",
+    "base_us",  # median per-step host time of the base side (the only side for `run`)
+    "head_us",
+    "delta_us",
+    "delta_pct",
+    "ci_low_us",
+    "ci_high_us",
+    "ci_low_pct",
+    "ci_high_pct",
+    "verdict",  # faster | slower | no change | noisy | None
+    "ci_basis",  # "pairs" (process pairs are the unit) or "trials" (one pair only)
+    "n_pairs",
+    "n_trials",
+    "base_spread_pct",  # IQR / median of per-step trial times
+    "head_spread_pct",
+    "pair_sd_pct",  # standard deviation of per-pair log ratios, in %
+    "mde_pct",  # smallest change this run could detect (80 % power)
+    "base_thread_us",
+    "head_thread_us",
+    "base_wall_us",
+    "head_wall_us",
+    "host_bound",  # False when the GPU was behind (CUDA only), None on CPU
+    "sync_us",  # median final-synchronize wait per step
+    "counters",  # {"base": {...}, "head": {...}} or None
+    "info",
+)
+
+VERDICTS = ("faster", "slower", "no change", "noisy")

@@ -1,0 +1,125 @@
+"""Statistics of one cell: medians, paired delta, interval, verdict.
+
+Method (the process pair is the unit of replication; trials inside one
+process are not independent draws, see ../shared/gpu/README.md):
+
+1. Per pair p and side, the median per-step time over that pair's trials.
+2. Per pair, the log ratio r_p = ln(head_p / base_p). Both sides of a pair
+   share core, hash seed and time window, so r_p cancels what drifts
+   between pairs (the absolute level moves by several % on a cloud VM).
+3. The estimate is the mean of r_p; its interval is Student's t over pairs
+   (scipy.stats.t, n_pairs - 1 degrees of freedom). Reported in % as
+   exp(r) - 1 and in us by scaling the base median.
+4. With a single pair there is nothing to replicate over; the interval then
+   comes from the trial couples inside that pair (ci_basis = "trials") and
+   misses between-process noise, which the output says.
+
+Verdict: "noisy" when the interval is wider than +-noise_limit_pct; "no
+change" when it contains 0 or the estimate is under min_effect_pct;
+otherwise "slower"/"faster". The smallest detectable change is
+(t_{1-alpha/2} + t_{0.8}) * sd / sqrt(n), i.e. at 80 % power.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+from scipy import stats as sps
+
+from teperf.config import Stats
+
+
+def spread_pct(values: Sequence[float]) -> float | None:
+    if len(values) < 2:
+        return None
+    q1, med, q3 = np.percentile(values, [25, 50, 75])
+    return float((q3 - q1) / med * 100) if med > 0 else None
+
+
+def _t_interval(samples: np.ndarray, alpha: float) -> tuple[float, float, float, float]:
+    """(mean, half_width, sd, mde) of a t interval; half_width = inf when n < 2."""
+    n = len(samples)
+    mean = float(np.mean(samples))
+    if n < 2:
+        return mean, math.inf, math.nan, math.inf
+    sd = float(np.std(samples, ddof=1))
+    se = sd / math.sqrt(n)
+    tcrit = float(sps.t.ppf(1 - alpha / 2, n - 1))
+    mde = (tcrit + float(sps.t.ppf(0.8, n - 1))) * se
+    return mean, tcrit * se, sd, mde
+
+
+def compare_cell(
+    base: Mapping[int, Sequence[float]],
+    head: Mapping[int, Sequence[float]],
+    cfg: Stats,
+    couples: Sequence[tuple[float, float]] = (),
+) -> dict:
+    """base/head: pair -> per-step times (us) of that pair's trials.
+    couples: (base, head) per-step times of trial couples, used only with one pair."""
+    pairs = sorted(set(base) & set(head))
+    all_base = [v for p in pairs for v in base[p]]
+    all_head = [v for p in pairs for v in head[p]]
+    out = {
+        "base_us": float(np.median(all_base)) if all_base else None,
+        "head_us": float(np.median(all_head)) if all_head else None,
+        "n_pairs": len(pairs),
+        "n_trials": len(all_base),
+        "base_spread_pct": spread_pct(all_base),
+        "head_spread_pct": spread_pct(all_head),
+    }
+    if not pairs:
+        return {**out, "verdict": None}
+    if len(pairs) >= 2:
+        logs = np.array([math.log(np.median(head[p]) / np.median(base[p])) for p in pairs])
+        basis = "pairs"
+    else:
+        logs = np.array([math.log(h / b) for b, h in couples]) if couples else np.array([math.log(out["head_us"] / out["base_us"])])
+        basis = "trials"
+    mean, half, sd, mde = _t_interval(logs, cfg.alpha)
+    to_pct = lambda r: (math.exp(r) - 1) * 100  # noqa: E731
+    delta_pct = to_pct(mean)
+    low_pct, high_pct = (to_pct(mean - half), to_pct(mean + half)) if math.isfinite(half) else (None, None)
+    b = out["base_us"]
+    out.update(
+        delta_pct=delta_pct,
+        delta_us=b * delta_pct / 100,
+        ci_low_pct=low_pct,
+        ci_high_pct=high_pct,
+        ci_low_us=None if low_pct is None else b * low_pct / 100,
+        ci_high_us=None if high_pct is None else b * high_pct / 100,
+        ci_basis=basis,
+        pair_sd_pct=None if basis != "pairs" else sd * 100,
+        mde_pct=None if not math.isfinite(mde) else to_pct(mde),
+    )
+    out["verdict"] = verdict(delta_pct, low_pct, high_pct, cfg)
+    return out
+
+
+def verdict(delta_pct: float, low_pct: float | None, high_pct: float | None, cfg: Stats) -> str:
+    if low_pct is None or high_pct is None:
+        return "noisy"
+    if (high_pct - low_pct) / 2 > cfg.noise_limit_pct:
+        return "noisy"
+    if low_pct <= 0 <= high_pct or abs(delta_pct) < cfg.min_effect_pct:
+        return "no change"
+    return "slower" if delta_pct > 0 else "faster"
+
+
+def single_cell(values: Mapping[int, Sequence[float]]) -> dict:
+    """One side alone (`teperf run`): median, spread, between-pair spread."""
+    all_v = [v for p in sorted(values) for v in values[p]]
+    pair_medians = [float(np.median(values[p])) for p in sorted(values) if values[p]]
+    between = None
+    if len(pair_medians) >= 2:
+        between = float(np.std(pair_medians, ddof=1) / np.mean(pair_medians) * 100)
+    return {
+        "base_us": float(np.median(all_v)) if all_v else None,
+        "n_pairs": len(pair_medians),
+        "n_trials": len(all_v),
+        "base_spread_pct": spread_pct(all_v),
+        "pair_sd_pct": between,
+        "verdict": None,
+    }

@@ -1,0 +1,126 @@
+"""Bundle -> one table model (meta + rows), whatever state the bundle is in."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from teperf.bundle import Bundle
+from teperf.config import Stats
+from teperf.schema import ROW_FIELDS
+from teperf.stats import compare_cell, single_cell
+
+METRIC_FIELD = {"process_cpu": "process_cpu_ns", "thread_cpu": "thread_cpu_ns", "wall": "wall_ns"}
+NOT_HOST_BOUND_SYNC_FRACTION = 0.02  # the final synchronize waited > 2 % of the loop: GPU was behind
+
+
+@dataclasses.dataclass
+class Summary:
+    meta: dict
+    rows: list[dict]
+    notes: list[str]
+    path: Path | None = None
+
+    @property
+    def compare(self) -> bool:
+        return len(self.meta.get("sides", {})) == 2
+
+
+def _per_step_us(rec: dict, field: str) -> float:
+    return rec[field] / rec["iters"] / 1000.0
+
+
+def summarize(path, stats: Stats | None = None) -> Summary:
+    bundle = Bundle.open(path)
+    meta = bundle.read_meta()
+    cfg_stats = meta.get("config", {}).get("stats", {})
+    stats = stats or Stats(**{k: v for k, v in cfg_stats.items() if k in {f.name for f in dataclasses.fields(Stats)}})
+    labels = list(meta.get("sides", {}))
+    base_label = labels[0] if labels else "base"
+    head_label = labels[1] if len(labels) > 1 else None
+    field = METRIC_FIELD[stats.metric]
+
+    times = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))  # case -> side -> pair -> [us]
+    extra = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))  # case -> side -> clock -> [us]
+    couples = defaultdict(dict)  # case -> (pair, round, trial) -> {side: us}
+    setup_status = defaultdict(dict)  # case -> side -> record
+    counters = defaultdict(dict)
+    failures = defaultdict(list)
+    pair_starts = []
+    for rec in bundle.records():
+        kind = rec.get("kind")
+        if kind == "trial":
+            cid, side = rec["case_id"], rec["side"]
+            v = _per_step_us(rec, field)
+            times[cid][side][rec["pair"]].append(v)
+            couples[cid].setdefault((rec["pair"], rec["round"], rec["trial"]), {})[side] = v
+            for clock in ("thread_cpu_ns", "wall_ns", "sync_ns"):
+                if rec.get(clock) is not None:
+                    extra[cid][side][clock].append(_per_step_us(rec, clock))
+        elif kind == "setup":
+            setup_status[rec["case_id"]][rec["side"]] = rec
+        elif kind == "counters":
+            counters[rec["case_id"]].setdefault(rec["side"], rec["counters"])
+        elif kind == "failure" and rec.get("case_id") is not None:
+            failures[rec["case_id"]].append(rec)
+        elif kind == "pair":
+            pair_starts.append(rec.get("start_s"))
+
+    rows = []
+    notes: list[str] = []
+    for case in meta.get("cases", []):
+        cid = case["id"]
+        row = {k: None for k in ROW_FIELDS}
+        row.update(module=case["module"], recipe=case["recipe"], shape="x".join(map(str, case["shape"])), dtype=case["dtype"], mode=case["mode"])
+        setups = setup_status.get(cid, {})
+        skipped = [r for r in setups.values() if r.get("status") == "skipped"]
+        errors = [r for r in setups.values() if r.get("status") == "error"] + failures.get(cid, [])
+        info = next((r.get("info") for r in setups.values() if r.get("status") == "ready"), None)
+        row["info"] = info
+        if head_label is None:
+            row.update(single_cell(times[cid][base_label]))
+        else:
+            pairs_couples = [(c[base_label], c[head_label]) for c in couples[cid].values() if base_label in c and head_label in c]
+            row.update(compare_cell(times[cid][base_label], times[cid][head_label], stats, pairs_couples))
+        for label, prefix in ((base_label, "base"), (head_label, "head")):
+            if label is None:
+                continue
+            ex = extra[cid][label]
+            if ex.get("thread_cpu_ns"):
+                row[f"{prefix}_thread_us"] = float(np.median(ex["thread_cpu_ns"]))
+            if ex.get("wall_ns"):
+                row[f"{prefix}_wall_us"] = float(np.median(ex["wall_ns"]))
+        syncs = [v for label in (base_label, head_label) if label for v in extra[cid][label].get("sync_ns", [])]
+        walls = [v for label in (base_label, head_label) if label for v in extra[cid][label].get("wall_ns", [])]
+        if meta.get("config", {}).get("device") == "cuda" and syncs:
+            row["sync_us"] = float(np.median(syncs))
+            row["host_bound"] = bool(np.median(syncs) <= NOT_HOST_BOUND_SYNC_FRACTION * np.median(walls))
+        if counters.get(cid):
+            row["counters"] = {"base": counters[cid].get(base_label), "head": counters[cid].get(head_label) if head_label else None}
+        if skipped and not row["n_trials"]:
+            row["status"] = "skipped"
+            row["error"] = skipped[0].get("error")
+            row["verdict"] = None
+        elif errors:
+            row["status"] = "failed" if not row["n_trials"] else "partial"
+            row["error"] = str(errors[0].get("error"))
+            if not row["n_trials"]:
+                row["verdict"] = None
+        elif not row["n_trials"]:
+            row["status"] = "missing"
+        else:
+            row["status"] = "ok"
+        rows.append(row)
+
+    if meta.get("status") != "complete":
+        notes.append(f"run status: {meta.get('status')} - the table shows what was measured before it stopped")
+    if any(r.get("ci_basis") == "trials" for r in rows):
+        notes.append("one process pair: intervals cover trial noise only, not the between-process noise (a few % on a VM); use --processes 3 or more for verdicts that hold")
+    if any(r.get("host_bound") is False for r in rows):
+        notes.append("cells marked 'GPU-bound': the GPU was behind at the end of a trial, so host time is not what limits the step")
+    for w in meta.get("warnings", []) or []:
+        notes.append(f"doctor: {w}")
+    return Summary(meta=meta, rows=rows, notes=notes, path=bundle.path)

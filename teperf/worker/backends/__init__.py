@@ -1,0 +1,39 @@
+"""Backends build a case's module and inputs inside the worker.
+
+A backend is a module with:
+  MODULES: tuple[str, ...]                       built-in module names
+  RECIPES: tuple[str, ...]                       recipe names it knows
+  def recipe_status(recipe, device) -> str|None   None if usable here, else why it is skipped
+  def build(case: dict, device: str) -> Built     see teperf.worker.runner.Built
+The coordinator validates names against the static copy in teperf.plan,
+so the worker is only asked for cases that exist.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+
+def get_backend(name: str):
+    if name == "torch":
+        from teperf.worker.backends import torch_ref
+
+        return torch_ref
+    if name == "te":
+        from teperf.worker.backends import te
+
+        return te
+    if name == "factory":
+        from teperf.worker.backends import factory
+
+        return factory
+    raise ValueError(f"unknown backend {name!r}")
+
+
+def import_object(spec: str):
+    """'pkg.mod:attr' -> the attribute, imported in this (the side's) interpreter."""
+    mod_name, _, attr = spec.partition(":")
+    obj = importlib.import_module(mod_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj

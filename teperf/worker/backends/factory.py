@@ -1,0 +1,33 @@
+"""Modules from the side's own code: ``factory = "pkg.mod:callable"``.
+
+The factory is imported inside the worker, after the side's directories are
+first on sys.path, so base and head each import their own ``pkg``.
+"""
+
+from __future__ import annotations
+
+from teperf.worker.backends import import_object
+from teperf.worker.runner import Built
+
+MODULES: tuple = ()
+RECIPES = ("fp32", "bf16")
+DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
+
+
+def recipe_status(recipe: str, device: str):
+    if recipe not in RECIPES:
+        return f"recipe {recipe} is not available for factory modules (use fp32 or bf16)"
+    return None
+
+
+def build(case: dict, device: str) -> Built:
+    import torch
+
+    factory = import_object(case["factory"])
+    module = factory(**(case.get("kwargs") or {}))
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"factory {case['factory']} returned {type(module).__name__}, not an nn.Module")
+    dtype = getattr(torch, DTYPES[case["recipe"]])
+    module = module.to(device=device, dtype=dtype)
+    x = torch.randn(*case["shape"], device=device, dtype=dtype, requires_grad=True)
+    return Built(module=module, inputs=(x,), info={"factory": case["factory"]})

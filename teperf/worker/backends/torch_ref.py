@@ -1,0 +1,42 @@
+"""Plain-PyTorch reference modules: the CPU default, no GPU or TE needed.
+
+They mirror the shape of TE's modules (LayerNorm + Linear, LayerNorm + MLP)
+so the engine can be exercised end to end anywhere.
+"""
+
+from __future__ import annotations
+
+from teperf.worker.runner import Built
+
+MODULES = ("Linear", "LayerNormLinear", "LayerNormMLP")
+RECIPES = ("fp32", "bf16")
+DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
+
+
+def recipe_status(recipe: str, device: str):
+    if recipe not in RECIPES:
+        return f"recipe {recipe} is not known to the torch backend (use fp32 or bf16)"
+    return None
+
+
+def make_module(name: str, hidden: int):
+    import torch.nn as nn
+
+    if name == "Linear":
+        return nn.Linear(hidden, hidden)
+    if name == "LayerNormLinear":
+        return nn.Sequential(nn.LayerNorm(hidden), nn.Linear(hidden, 3 * hidden))
+    if name == "LayerNormMLP":
+        return nn.Sequential(
+            nn.LayerNorm(hidden), nn.Linear(hidden, 4 * hidden), nn.GELU(), nn.Linear(4 * hidden, hidden)
+        )
+    raise ValueError(f"unknown torch module {name!r}")
+
+
+def build(case: dict, device: str) -> Built:
+    import torch
+
+    dtype = getattr(torch, DTYPES[case["recipe"]])
+    module = make_module(case["module"], case["shape"][-1]).to(device=device, dtype=dtype)
+    x = torch.randn(*case["shape"], device=device, dtype=dtype, requires_grad=True)
+    return Built(module=module, inputs=(x,), info={"params": sum(p.numel() for p in module.parameters())})

@@ -1,0 +1,86 @@
+"""Turns a built case into a ``step()``: one forward + ``.sum().backward()``.
+
+Backends only build (module, inputs, autocast); how a step is run in each
+mode (eager, cuda-graph, compile) is decided here, once for all backends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Any, Callable, ContextManager, Optional
+
+
+@dataclasses.dataclass
+class Built:
+    module: Any  # torch.nn.Module
+    inputs: tuple  # positional tensors; the first one gets requires_grad
+    call: Optional[Callable[..., Any]] = None  # (module, *inputs) -> output; default module(*inputs)
+    autocast: Optional[Callable[[], ContextManager]] = None  # a fresh context per step
+    info: dict = dataclasses.field(default_factory=dict)  # recorded in the bundle per case
+    # Backends that need mode-specific preparation (TE's make_graphed_callables)
+    # can supply their own graph builder: (built, sample_inputs) -> callable.
+    make_graphed: Optional[Callable[["Built"], Callable[..., Any]]] = None
+
+
+def _first_tensor(out):
+    if isinstance(out, (tuple, list)):
+        return out[0]
+    return out
+
+
+def make_step(built: Built, mode: str) -> tuple[Callable[[], None], dict]:
+    """Return (step, info). ``info`` records what the mode did (e.g. graph breaks)."""
+    import torch
+
+    module = built.module
+    call = built.call or (lambda m, *xs: m(*xs))
+    autocast = built.autocast or contextlib.nullcontext
+    params = [p for p in module.parameters() if p.requires_grad]
+    info: dict = {}
+
+    def zero_grads():
+        # set_to_none keeps memory flat and is what training loops do
+        for p in params:
+            p.grad = None
+        for x in built.inputs:
+            if isinstance(x, torch.Tensor) and x.grad is not None:
+                x.grad = None
+
+    if mode == "eager":
+        fn = call
+    elif mode == "compile":
+        compiled = torch.compile(module)
+        fn = lambda m, *xs: call(compiled, *xs)  # noqa: E731
+        try:
+            import torch._dynamo as dynamo
+
+            with autocast():
+                explanation = dynamo.explain(module)(*built.inputs)
+            info["graph_breaks"] = int(explanation.graph_break_count)
+            info["graphs"] = int(explanation.graph_count)
+            info["break_reasons"] = sorted({str(b.reason)[:200] for b in explanation.break_reasons})[:5]
+            dynamo.reset()
+            compiled = torch.compile(module)
+        except Exception as exc:  # explain is best-effort; the timing still stands
+            info["graph_breaks"] = None
+            info["explain_error"] = f"{type(exc).__name__}: {exc}"[:300]
+    elif mode == "cuda-graph":
+        if not torch.cuda.is_available():
+            raise RuntimeError("mode cuda-graph needs CUDA; use --mode eager on CPU")
+        if built.make_graphed is not None:
+            graphed = built.make_graphed(built)
+        else:
+            graphed = torch.cuda.make_graphed_callables(module, tuple(built.inputs))
+        fn = lambda m, *xs: graphed(*xs)  # noqa: E731
+        info["graphed_by"] = "backend" if built.make_graphed is not None else "torch.cuda.make_graphed_callables"
+    else:
+        raise ValueError(f"unknown mode {mode!r}")
+
+    def step():
+        zero_grads()
+        with autocast():
+            out = fn(module, *built.inputs)
+        _first_tensor(out).sum().backward()
+
+    return step, info

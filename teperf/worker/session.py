@@ -1,0 +1,120 @@
+"""The worker's state: the cases built in this process and how to answer commands."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+
+
+class Session:
+    def __init__(self, device: str, backends: list):
+        import torch
+
+        torch.set_num_threads(1)
+        self.torch = torch
+        self.device = device
+        self.cuda = device.startswith("cuda")
+        if self.cuda and not torch.cuda.is_available():
+            raise SystemExit("teperf worker: --device cuda asked for, but torch.cuda.is_available() is False")
+        self.backend_names = list(backends)
+        self.cases: dict = {}  # case_id -> (step, built, info)
+
+    def hello(self) -> dict:
+        torch = self.torch
+        facts = {
+            "python": sys.version.split()[0],
+            "executable": sys.executable,
+            "platform": platform.platform(),
+            "torch": torch.__version__,
+            "torch_file": os.path.dirname(torch.__file__),
+            "threads": torch.get_num_threads(),
+            "hash_seed": os.environ.get("PYTHONHASHSEED"),
+            "device": self.device,
+            "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        }
+        if self.cuda:
+            props = torch.cuda.get_device_properties(0)
+            facts.update(
+                gpu=torch.cuda.get_device_name(0),
+                gpu_capability=list(torch.cuda.get_device_capability(0)),
+                gpu_memory_gib=round(props.total_memory / 2**30, 1),
+                cuda=torch.version.cuda,
+                cuda_initialized=torch.cuda.is_initialized(),
+            )
+            try:
+                facts["driver"] = _driver_version()
+            except Exception:
+                facts["driver"] = None
+        from teperf.worker.backends import get_backend
+
+        for name in self.backend_names:
+            backend = get_backend(name)
+            describe = getattr(backend, "describe", None)
+            if describe is not None:
+                facts[f"backend_{name}"] = describe()
+        return facts
+
+    def handle(self, message: dict) -> dict:
+        cmd = message["cmd"]
+        if cmd == "setup":
+            return self.setup(message["case"])
+        if cmd == "trial":
+            return self.trial(message["case_id"], int(message["iters"]))
+        if cmd == "counters":
+            from teperf.worker.counters import count_step
+
+            step = self.cases[message["case_id"]][0]
+            return {"type": "counters", "case_id": message["case_id"], "counters": count_step(step, self.cuda)}
+        if cmd == "profile":
+            from teperf.worker.profile import profile_step
+
+            step = self.cases[message["case_id"]][0]
+            functions = profile_step(step, int(message.get("iters", 200)), self.cuda)
+            return {"type": "profile", "case_id": message["case_id"], "functions": functions}
+        raise ValueError(f"unknown command {cmd!r}")
+
+    def setup(self, case: dict) -> dict:
+        from teperf.worker.backends import get_backend
+        from teperf.worker.runner import make_step
+
+        torch = self.torch
+        case_id = case["id"]
+        backend = get_backend(case["backend"])
+        reason = backend.recipe_status(case["recipe"], self.device)
+        if reason:
+            return {"type": "error", "case_id": case_id, "error": reason, "skipped": True}
+        t0 = time.perf_counter()
+        torch.manual_seed(1234)  # same data on both sides
+        built = backend.build(case, self.device)
+        step, mode_info = make_step(built, case["mode"])
+        for _ in range(int(case["warmup"])):
+            step()
+        if self.cuda:
+            torch.cuda.synchronize()
+        info = dict(built.info)
+        info.update(mode_info)
+        info["setup_s"] = round(time.perf_counter() - t0, 3)
+        self.cases[case_id] = (step, built, info)
+        return {"type": "ready", "case_id": case_id, "info": info}
+
+    def trial(self, case_id: int, iters: int) -> dict:
+        from teperf.worker.clocks import time_loop
+
+        step = self.cases[case_id][0]
+        clocks = time_loop(step, iters, self.cuda)
+        return {"type": "trial", "case_id": case_id, **clocks}
+
+    def close(self):
+        self.cases.clear()
+
+
+def _driver_version() -> str:
+    # Read from the kernel module's file to avoid a dependency on pynvml.
+    with open("/proc/driver/nvidia/version") as f:
+        first = f.readline()
+    for token in first.split():
+        if token[0].isdigit() and "." in token:
+            return token
+    return first.strip()
