@@ -162,8 +162,9 @@ def render_markdown(model: TableModel) -> str:
     for row in model.rows:
         out.append("| " + " | ".join(esc(c) for c in row) + " |")
     out.append("")
-    out += [f"<sub>{esc(f)}</sub><br>" for f in model.footer]
-    return "\n".join(out).rstrip("<br>") + "\n"
+    # GitHub renders consecutive <sub> lines as one block; <br> keeps them apart.
+    out.append("<br>\n".join(f"<sub>{esc(f)}</sub>" for f in model.footer))
+    return "\n".join(out) + "\n"
 
 
 def _clean(v):

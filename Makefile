@@ -1,0 +1,31 @@
+# One command sets up and runs the CPU demo, one sets up and runs the tests.
+#   make demo   - venv + torch 2.13.0 CPU + teperf, then a real base-vs-head comparison
+#   make test   - same set-up, then the test suite (what .ci/run calls)
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.teperf-installed
+
+.PHONY: setup demo test test-fast gpu-test nightly-demo clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	# torch first and pinned: 2.13.0 CPU installs from local disk; an unpinned
+	# torch would pull a multi-GB CUDA build.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+demo: setup
+	$(BIN)/teperf compare --config demo --base-path examples/planted/base --head-path examples/planted/head
+
+test: setup
+	$(BIN)/python -m pytest -q -ra
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -ra -m "not browser" -k "not integration"
+
+clean:
+	rm -rf $(VENV) site .pytest_cache

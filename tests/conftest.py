@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PLANTED = ROOT / "examples" / "planted"
+
+
+def run_cli(*args, cwd=None, timeout=600, env=None):
+    """Run the real `teperf` CLI in a subprocess; returns CompletedProcess (text)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "teperf", *map(str, args)],
+        cwd=cwd or ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+    )
+
+
+def rows_by_module(stdout: str) -> dict:
+    data = json.loads(stdout)
+    return {r["module"]: r for r in data["rows"]}
+
+
+@pytest.fixture
+def results_dir(tmp_path):
+    return tmp_path / "results"

@@ -1,0 +1,86 @@
+import pytest
+
+from teperf.config import Config, available_cores, build_config, load_config, parse_shape
+from teperf.errors import TeperfError
+
+
+def test_defaults_are_cpu_reference():
+    cfg = load_config("default", {})
+    assert cfg.backend == "torch" and cfg.device == "cpu"
+    assert [m.name for m in cfg.modules] == ["Linear", "LayerNormLinear", "LayerNormMLP"]
+    assert cfg.recipes == ("fp32",)
+    assert cfg.core == available_cores()[-1]
+    assert cfg.schedule.processes >= 3  # verdicts need several pairs
+
+
+def test_cli_overrides_win():
+    cfg = load_config("default", {"modules": ["Linear"], "iters": 7, "shapes": [(4, 64)], "processes": 2, "min_effect_pct": 3.0})
+    assert [m.name for m in cfg.modules] == ["Linear"]
+    assert cfg.schedule.iters == 7 and cfg.schedule.processes == 2
+    assert cfg.shapes == ((4, 64),)
+    assert cfg.stats.min_effect_pct == 3.0
+
+
+def test_none_override_means_not_given():
+    cfg = load_config("default", {"iters": None})
+    assert cfg.schedule.iters == load_config("default", {}).schedule.iters
+
+
+def test_factory_modules():
+    raw = {"modules": {"Block": {"factory": "pkg.mod:make", "kwargs": {"hidden": 8}}}}
+    cfg = build_config(raw, {})
+    (spec,) = cfg.modules
+    assert spec.factory == "pkg.mod:make" and spec.kwargs == {"hidden": 8}
+
+
+@pytest.mark.parametrize(
+    "raw, overrides, needle",
+    [
+        ({"bogus": 1}, {}, "unknown config key 'bogus'"),
+        ({"schedule": {"iterz": 3}}, {}, "unknown config key 'iterz' in [schedule]"),
+        ({}, {"modules": ["Nope"]}, "unknown module 'Nope'"),
+        ({}, {"recipes": ["fp9"]}, "unknown recipe 'fp9'"),
+        ({}, {"modes": ["turbo"]}, "unknown mode 'turbo'"),
+        ({}, {"modes": ["cuda-graph"]}, "needs --device cuda"),
+        ({}, {"iters": 0}, "iters must be an integer >= 1"),
+        ({}, {"core": 9999}, "core 9999 is not available"),
+        ({"shapes": [[8, 0]]}, {}, "malformed shape"),
+        ({"modules": {"B": {"factory": "nocolon"}}}, {}, "needs factory"),
+        ({}, {"backend": "jax"}, "unknown backend"),
+        ({"stats": {"alpha": 0.9}}, {}, "alpha must be between"),
+    ],
+)
+def test_bad_input_is_one_line_with_fix(raw, overrides, needle):
+    with pytest.raises(TeperfError) as err:
+        build_config(raw, overrides)
+    msg = err.value.one_line()
+    assert needle in msg
+    assert "\n" not in msg and ";" in msg  # problem; fix
+
+
+@pytest.mark.parametrize("text, dims", [("8,2,256", (8, 2, 256)), ("4x64", (4, 64)), (" 16 ", (16,))])
+def test_parse_shape(text, dims):
+    assert parse_shape(text) == dims
+
+
+@pytest.mark.parametrize("text", ["", "8,,2", "a,b", "8,-1", "8,0"])
+def test_parse_shape_rejects(text):
+    with pytest.raises(TeperfError, match="shape"):
+        parse_shape(text)
+
+
+def test_missing_and_invalid_config_file(tmp_path):
+    with pytest.raises(TeperfError, match="not found"):
+        load_config(tmp_path / "nope.toml", {})
+    bad = tmp_path / "bad.toml"
+    bad.write_text("backend = ")
+    with pytest.raises(TeperfError, match="invalid TOML"):
+        load_config(bad, {})
+
+
+def test_every_shipped_config_loads():
+    from teperf.config import CONFIG_DIR
+
+    for path in CONFIG_DIR.glob("*.toml"):
+        cfg = load_config(path, {})
+        assert isinstance(cfg, Config) and cfg.modules, path

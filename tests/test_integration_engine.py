@@ -1,0 +1,201 @@
+"""Integration: real worker processes on the CPU, through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import PLANTED, ROOT, rows_by_module, run_cli
+
+SMALL = ["--processes", "4", "--rounds", "1", "--trials", "3", "--iters", "40", "--warmup", "10"]
+
+
+def _trials(bundle: Path) -> list[dict]:
+    return [json.loads(l) for l in (bundle / "records.jsonl").read_text().splitlines() if '"kind":"trial"' in l]
+
+
+def _only_bundle(results_dir: Path) -> Path:
+    (bundle,) = list(results_dir.iterdir())
+    return bundle
+
+
+def test_planted_slowdown_is_detected_and_others_unchanged(results_dir):
+    res = run_cli("compare", "--config", "demo", "--base-path", PLANTED / "base", "--head-path", PLANTED / "head",
+                  *SMALL, "--format", "json", "--results-dir", results_dir)
+    assert res.returncode == 0, res.stderr
+    rows = rows_by_module(res.stdout)
+    mlp = rows["MLP"]
+    assert mlp["verdict"] == "slower"
+    # head's MLP busy-waits 100 us per forward
+    assert 60 <= mlp["delta_us"] <= 160, mlp
+    assert mlp["ci_low_us"] > 0
+    for name in ("Linear", "LayerNormLinear"):
+        assert rows[name]["verdict"] in ("no change", "noisy"), rows[name]
+    for key in ("module", "recipe", "shape", "base_us", "head_us", "delta_us", "delta_pct", "ci_low_us", "ci_high_us", "verdict"):
+        assert key in mlp
+    meta = json.loads(res.stdout)["meta"]
+    assert meta["status"] == "complete" and set(meta["sides"]) == {"base", "head"}
+    bundle = _only_bundle(results_dir)
+    trials = _trials(bundle)
+    assert len(trials) == 4 * 1 * 3 * 3 * 2
+    seeds = {(t["pair"], t["hash_seed"]) for t in trials}
+    assert len({s for _, s in seeds}) == 4  # a new hash seed per pair, shared by both sides
+    hellos = [json.loads(l) for l in (bundle / "records.jsonl").read_text().splitlines() if '"kind":"worker"' in l]
+    assert all(h["hello"]["affinity"] == [meta["config"]["core"]] for h in hellos)
+    assert all(h["hello"]["threads"] == 1 for h in hellos)
+
+
+def test_aa_over_many_cells_reports_no_change(results_dir):
+    same = PLANTED / "base"
+    shapes = []
+    for s in ("8,2,64", "8,2,128", "4,4,128", "16,128"):
+        shapes += ["--shape", s]
+    res = run_cli("compare", "--base-path", same, "--head-path", same, *shapes, *SMALL, "--no-counters",
+                  "--format", "json", "--results-dir", results_dir)
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)["rows"]
+    assert len(rows) == 12
+    changed = [r for r in rows if r["verdict"] in ("slower", "faster")]
+    # 5 % per cell advertised: 3 or more of 12 would happen by chance < 2 % of the time
+    assert len(changed) <= 2, [(r["module"], r["shape"], r["delta_pct"]) for r in changed]
+    assert all(r["ci_basis"] == "pairs" for r in rows)
+
+
+FAULTY = '''
+import os, time
+import torch.nn as nn
+
+class Crash(nn.Linear):
+    calls = 0
+    def forward(self, x):
+        Crash.calls += 1
+        if Crash.calls > 30:
+            os._exit(3)
+        return super().forward(x)
+
+class Hang(nn.Linear):
+    calls = 0
+    def forward(self, x):
+        Hang.calls += 1
+        if Hang.calls > 30:
+            time.sleep(3600)
+        return super().forward(x)
+
+def make_ok():
+    return nn.Linear(64, 64)
+
+def make_crash():
+    return Crash(64, 64)
+
+def make_hang():
+    return Hang(64, 64)
+
+def make_bad():
+    raise RuntimeError("this factory is broken")
+'''
+
+
+@pytest.fixture
+def faulty(tmp_path):
+    pkg = tmp_path / "side"
+    pkg.mkdir()
+    (pkg / "faulty_blocks.py").write_text(FAULTY)
+    cfg = tmp_path / "faulty.toml"
+    cfg.write_text(textwrap.dedent('''
+        shapes = [[4, 64]]
+        [modules.Ok]
+        factory = "faulty_blocks:make_ok"
+        [modules.Crash]
+        factory = "faulty_blocks:make_crash"
+        [modules.Hang]
+        factory = "faulty_blocks:make_hang"
+        [modules.Bad]
+        factory = "faulty_blocks:make_bad"
+        [schedule]
+        processes = 2
+        rounds = 1
+        trials = 3
+        iters = 20
+        warmup = 5
+        timeout_s = 8
+    '''))
+    return pkg, cfg
+
+
+def test_failing_cells_are_marked_and_the_rest_goes_on(faulty, results_dir):
+    pkg, cfg = faulty
+    res = run_cli("compare", "--config", cfg, "--base-path", pkg, "--head-path", pkg, "--no-counters",
+                  "--format", "json", "--results-dir", results_dir, timeout=300)
+    assert res.returncode == 0, res.stderr
+    rows = rows_by_module(res.stdout)
+    assert rows["Ok"]["status"] == "ok" and rows["Ok"]["n_pairs"] == 2
+    assert rows["Bad"]["status"] == "failed" and "this factory is broken" in rows["Bad"]["error"]
+    assert rows["Crash"]["status"] in ("failed", "partial") and "exited with status 3" in rows["Crash"]["error"]
+    assert rows["Hang"]["status"] in ("failed", "partial") and "did not answer" in rows["Hang"]["error"]
+    assert "Traceback" not in res.stderr
+
+
+def test_table_marks_failed_cells(faulty, results_dir):
+    pkg, cfg = faulty
+    res = run_cli("run", "--config", cfg, "--path", pkg, "--modules", "Ok,Bad", "--format", "markdown", "--results-dir", results_dir)
+    assert res.returncode == 0, res.stderr
+    assert "FAILED" in res.stdout and "this factory is broken" in res.stdout
+    assert "| Ok |" in res.stdout
+
+
+def test_ctrl_c_keeps_every_measured_trial(results_dir):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "teperf", "compare", "--base-path", PLANTED / "base", "--head-path", PLANTED / "base",
+         "--processes", "50", "--rounds", "1", "--trials", "3", "--iters", "30", "--warmup", "5", "--no-counters",
+         "--format", "json", "--results-dir", results_dir],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    # Wait (by content, not by a fixed sleep) until some trials are on disk.
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        bundles = list(results_dir.glob("*")) if results_dir.exists() else []
+        if bundles and (bundles[0] / "records.jsonl").exists() and len(_trials(bundles[0])) >= 20:
+            break
+        time.sleep(0.2)
+    before = len(_trials(bundles[0]))
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    bundle = bundles[0]
+    after = len(_trials(bundle))
+    assert after >= before
+    meta = json.loads((bundle / "meta.json").read_text())
+    assert meta["status"] == "interrupted"
+    printed = json.loads(out)
+    assert printed["meta"]["status"] == "interrupted" and printed["rows"]
+    again = run_cli("report", bundle, "--format", "json")
+    assert again.returncode == 0
+    assert sum(r["n_trials"] for r in json.loads(again.stdout)["rows"]) * 2 == after
+    # no worker left behind
+    for rec in (bundle / "records.jsonl").read_text().splitlines():
+        if '"kind":"worker"' in rec:
+            pid = json.loads(rec)["hello"]["pid"]
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+
+
+def test_report_survives_a_torn_last_line(results_dir):
+    res = run_cli("run", "--modules", "Linear", "--processes", "1", "--rounds", "1", "--trials", "2", "--iters", "10",
+                  "--warmup", "2", "--results-dir", results_dir, "--format", "csv")
+    assert res.returncode == 0, res.stderr
+    bundle = _only_bundle(results_dir)
+    with open(bundle / "records.jsonl", "a") as f:
+        f.write('{"kind":"trial","pair":0,"ro')  # a crash mid-write
+    again = run_cli("report", bundle, "--format", "csv")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[0].startswith("module,recipe,shape")
+    assert again.stdout == res.stdout

@@ -1,0 +1,123 @@
+"""Statistics: calibration on simulated A/A cells, power on planted shifts, verdict rules.
+
+The simulation mimics what was measured on the H200 VM: each fresh process
+gets its own level (a few % apart, the same for both sides of a pair only
+partly), and trials inside one process scatter much less.
+"""
+
+import numpy as np
+import pytest
+
+from teperf.config import Stats
+from teperf.stats import compare_cell, single_cell, verdict
+
+DEFAULT = Stats()
+
+
+def simulate_cell(rng, n_pairs=6, trials=6, shift_pct=0.0, pair_sd=0.03, process_sd=0.01, trial_sd=0.01, base=500.0):
+    """pair_sd: level shared by both processes of a pair; process_sd: each process's own offset."""
+    base_t, head_t, couples = {}, {}, []
+    for p in range(n_pairs):
+        level = base * np.exp(rng.normal(0, pair_sd))
+        b_level = level * np.exp(rng.normal(0, process_sd))
+        h_level = level * np.exp(rng.normal(0, process_sd)) * (1 + shift_pct / 100)
+        base_t[p] = list(b_level * np.exp(rng.normal(0, trial_sd, trials)))
+        head_t[p] = list(h_level * np.exp(rng.normal(0, trial_sd, trials)))
+        couples += list(zip(base_t[p], head_t[p]))
+    return base_t, head_t, couples
+
+
+def test_aa_false_change_rate_matches_alpha():
+    rng = np.random.default_rng(1)
+    cfg = Stats(alpha=0.05, min_effect_pct=0.0, noise_limit_pct=1e9)
+    n = 3000
+    changes = 0
+    for _ in range(n):
+        b, h, _ = simulate_cell(rng)
+        changes += compare_cell(b, h, cfg)["verdict"] in ("slower", "faster")
+    rate = changes / n
+    assert 0.035 <= rate <= 0.065, rate  # 5 % advertised; a binomial 3000 draws sits well inside
+
+
+def test_default_min_effect_keeps_aa_at_or_below_alpha():
+    rng = np.random.default_rng(2)
+    n = 2000
+    changes = sum(compare_cell(*simulate_cell(rng)[:2], DEFAULT)["verdict"] in ("slower", "faster") for _ in range(n))
+    assert changes / n <= 0.05
+
+
+def test_trial_level_interval_would_be_overconfident():
+    # Why the pair is the unit: treating all trials as independent draws
+    # rejects far more often than 5 % on the same A/A data.
+    rng = np.random.default_rng(3)
+    from scipy import stats as sps
+
+    n, rejections = 500, 0
+    for _ in range(n):
+        _, _, couples = simulate_cell(rng)
+        res = sps.ttest_1samp([np.log(hh / bb) for bb, hh in couples], 0.0)
+        rejections += res.pvalue < 0.05
+    assert rejections / n > 0.2
+
+
+def test_planted_shift_is_detected_with_the_right_size():
+    rng = np.random.default_rng(4)
+    hits, sizes = 0, []
+    for _ in range(300):
+        b, h, _ = simulate_cell(rng, shift_pct=8.0)
+        res = compare_cell(b, h, DEFAULT)
+        hits += res["verdict"] == "slower"
+        sizes.append(res["delta_pct"])
+        assert res["ci_low_pct"] < res["ci_high_pct"]
+    assert hits / 300 >= 0.9
+    assert abs(np.median(sizes) - 8.0) < 1.0
+
+
+def test_faster_is_reported_as_faster():
+    rng = np.random.default_rng(5)
+    res = compare_cell(*simulate_cell(rng, shift_pct=-15.0)[:2], DEFAULT)
+    assert res["verdict"] == "faster" and res["delta_us"] < 0
+
+
+def test_us_and_pct_agree_and_interval_contains_estimate():
+    rng = np.random.default_rng(6)
+    res = compare_cell(*simulate_cell(rng, shift_pct=5.0)[:2], DEFAULT)
+    assert res["delta_us"] == pytest.approx(res["base_us"] * res["delta_pct"] / 100)
+    assert res["ci_low_us"] <= res["delta_us"] <= res["ci_high_us"]
+    assert res["ci_basis"] == "pairs" and res["n_pairs"] == 6
+    assert res["mde_pct"] > 0 and res["pair_sd_pct"] > 0
+
+
+def test_single_pair_falls_back_to_trial_couples():
+    rng = np.random.default_rng(7)
+    b, h, couples = simulate_cell(rng, n_pairs=1, shift_pct=20.0)
+    res = compare_cell(b, h, DEFAULT, couples)
+    assert res["ci_basis"] == "trials" and res["n_pairs"] == 1
+    assert res["verdict"] == "slower"
+
+
+def test_no_pairs_means_no_verdict():
+    res = compare_cell({0: [1.0]}, {}, DEFAULT)
+    assert res["verdict"] is None and res["n_pairs"] == 0
+
+
+@pytest.mark.parametrize(
+    "delta, low, high, expected",
+    [
+        (5.0, 2.0, 8.0, "slower"),
+        (-5.0, -8.0, -2.0, "faster"),
+        (1.0, -1.0, 3.0, "no change"),
+        (0.5, 0.2, 0.8, "no change"),  # resolved, but under min_effect
+        (5.0, -20.0, 30.0, "noisy"),
+        (5.0, None, None, "noisy"),
+    ],
+)
+def test_verdict_rules(delta, low, high, expected):
+    assert verdict(delta, low, high, DEFAULT) == expected
+
+
+def test_single_side_summary():
+    res = single_cell({0: [100.0, 102.0, 98.0], 1: [110.0, 111.0, 109.0]})
+    assert res["base_us"] == pytest.approx(105.5)
+    assert res["n_pairs"] == 2 and res["pair_sd_pct"] > 5
+    assert res["base_spread_pct"] > 0
