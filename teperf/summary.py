@@ -15,6 +15,7 @@ from teperf.stats import compare_cell, single_cell
 
 METRIC_FIELD = {"process_cpu": "process_cpu_ns", "thread_cpu": "thread_cpu_ns", "wall": "wall_ns"}
 NOT_HOST_BOUND_SYNC_FRACTION = 0.02  # the final synchronize waited > 2 % of the loop: GPU was behind
+PREEMPTED_WALL_OVER_CPU = 1.2
 
 
 @dataclasses.dataclass
@@ -50,6 +51,7 @@ def summarize(path, stats: Stats | None = None) -> Summary:
     counters = defaultdict(dict)
     failures = defaultdict(list)
     pair_starts = []
+    preempted = total_trials = 0
     for rec in bundle.records():
         kind = rec.get("kind")
         if kind == "trial":
@@ -57,6 +59,11 @@ def summarize(path, stats: Stats | None = None) -> Summary:
             v = _per_step_us(rec, field)
             times[cid][side][rec["pair"]].append(v)
             couples[cid].setdefault((rec["pair"], rec["round"], rec["trial"]), {})[side] = v
+            total_trials += 1
+            # Wall time well above process CPU time: the worker sat runnable but
+            # descheduled, i.e. something else ran on the measuring core.
+            if rec["wall_ns"] > PREEMPTED_WALL_OVER_CPU * rec["process_cpu_ns"] and meta.get("config", {}).get("device") == "cpu":
+                preempted += 1
             for clock in ("thread_cpu_ns", "wall_ns", "sync_ns"):
                 if rec.get(clock) is not None:
                     extra[cid][side][clock].append(_per_step_us(rec, clock))
@@ -121,6 +128,11 @@ def summarize(path, stats: Stats | None = None) -> Summary:
         notes.append("one process pair: intervals cover trial noise only, not the between-process noise (a few % on a VM); use --processes 3 or more for verdicts that hold")
     if any(r.get("host_bound") is False for r in rows):
         notes.append("cells marked 'GPU-bound': the GPU was behind at the end of a trial, so host time is not what limits the step")
+    if total_trials and preempted / total_trials > 0.05:
+        notes.append(f"{preempted} of {total_trials} trials ran at least 20% longer in wall time than in CPU time: other work shared the measuring core (pick a quieter --core or machine)")
+    starts = [s for s in pair_starts if s is not None]
+    if starts:
+        notes.append(f"a fresh process pair took {float(np.median(starts)):.1f} s to start and set up (median of {len(starts)})")
     for w in meta.get("warnings", []) or []:
         notes.append(f"doctor: {w}")
     return Summary(meta=meta, rows=rows, notes=notes, path=bundle.path)
