@@ -64,13 +64,14 @@ class Config:
     core: int | None = None
     seed: int = 0
     counters: bool = False
+    prestart: bool = True  # start the next pair's processes while this pair measures
     source: str | None = None  # the TOML file it came from
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
 
-_TOP_KEYS = {"backend", "device", "modules", "recipes", "modes", "shapes", "core", "seed", "counters", "schedule", "stats"}
+_TOP_KEYS = {"backend", "device", "modules", "recipes", "modes", "shapes", "core", "seed", "counters", "prestart", "schedule", "stats"}
 _SCHEDULE_KEYS = {f.name for f in dataclasses.fields(Schedule)}
 _STATS_KEYS = {f.name for f in dataclasses.fields(Stats)}
 
@@ -236,6 +237,7 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
     seed = ov.get("seed", raw.get("seed", 0))
     _positive_int(seed, "seed", minimum=0)
     counters = bool(ov.get("counters", raw.get("counters", False)))
+    prestart = bool(ov.get("prestart", raw.get("prestart", True)))
     return Config(
         backend=backend,
         device=device,
@@ -248,6 +250,7 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
         core=core,
         seed=seed,
         counters=counters,
+        prestart=prestart,
         source=source,
     )
 

@@ -131,8 +131,10 @@ def summarize(path, stats: Stats | None = None) -> Summary:
     if total_trials and preempted / total_trials > 0.05:
         notes.append(f"{preempted} of {total_trials} trials ran at least 20% longer in wall time than in CPU time: other work shared the measuring core (pick a quieter --core or machine)")
     starts = [s for s in pair_starts if s is not None]
-    if starts:
-        notes.append(f"a fresh process pair took {float(np.median(starts)):.1f} s to start and set up (median of {len(starts)})")
+    if len(starts) > 1:
+        notes.append(f"fresh process pair: the first took {starts[0]:.1f} s to start and set up, later ones {float(np.median(starts[1:])):.1f} s (median; each started while the previous one measured)")
+    elif starts:
+        notes.append(f"fresh process pair: {starts[0]:.1f} s to start and set up")
     for w in meta.get("warnings", []) or []:
         notes.append(f"doctor: {w}")
     return Summary(meta=meta, rows=rows, notes=notes, path=bundle.path)

@@ -11,7 +11,7 @@ import time
 from typing import Callable, Optional
 
 from teperf.bundle import Bundle
-from teperf.config import Config
+from teperf.config import Config, available_cores
 from teperf.engine.spawn import Worker, WorkerError
 from teperf.errors import TeperfError
 from teperf.plan import Case, hash_seed, pair_slots, start_order
@@ -37,26 +37,38 @@ class PairRunner:
         self.restarts = 0
         self.backends = sorted({c.backend for c in cases})
 
+    def launch(self, import_core: int) -> None:
+        """Start this pair's processes without waiting for them (they import torch
+        on ``import_core``; ``start`` moves them to the measuring core)."""
+        for index in start_order(self.pair, len(self.sides)):
+            self.workers[index] = self._spawn(index, import_core)
+
     def start(self) -> None:
         for index in start_order(self.pair, len(self.sides)):
             self._start_side(index)
         for case in self.cases.values():
             self._setup_everywhere(case)
 
+    def _spawn(self, index: int, core: int) -> Worker:
+        side = self.sides[index]
+        return Worker(
+            side,
+            core=core,
+            device=self.config.device,
+            backends=self.backends,
+            hash_seed=self.seed,
+            log_path=self.bundle.worker_log(self.pair, side.label),
+            cwd=self.bundle.path,
+            timeout_s=self.config.schedule.timeout_s,
+        )
+
     def _start_side(self, index: int) -> None:
         side = self.sides[index]
         try:
-            worker = Worker(
-                side,
-                core=self.config.core,
-                device=self.config.device,
-                backends=self.backends,
-                hash_seed=self.seed,
-                log_path=self.bundle.worker_log(self.pair, side.label),
-                cwd=self.bundle.path,
-                timeout_s=self.config.schedule.timeout_s,
-            )
+            worker = self.workers.get(index) or self._spawn(index, self.config.core)
+            worker.wait_ready(self.config.core)
         except WorkerError as exc:
+            self.workers.pop(index, None)
             last = exc.log_tail.strip().splitlines()[-1:] or [""]
             self.bundle.append({"kind": "failure", "pair": self.pair, "side": side.label, "case_id": None, "error": str(exc), "log_tail": exc.log_tail})
             raise TeperfError(
@@ -139,16 +151,34 @@ class PairRunner:
         self.workers.clear()
 
 
+def import_core_for(config: Config) -> Optional[int]:
+    """A core other than the measuring one, where the next pair may import torch
+    while this pair measures; None on a one-core machine (then no prestart)."""
+    others = [c for c in available_cores() if c != config.core]
+    return others[0] if others else None
+
+
 def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, progress: Optional[Progress] = None) -> dict:
     """Measure every case on every side. Returns {case_id: reason} for failed cases."""
     failed: dict[int, str] = {}
     iters = config.schedule.iters
+    import_core = import_core_for(config) if config.prestart else None
+    upcoming: Optional[PairRunner] = None
     for pair in range(config.schedule.processes):
-        runner = PairRunner(config, sides, cases, bundle, pair, failed)
+        runner = upcoming or PairRunner(config, sides, cases, bundle, pair, failed)
+        upcoming = None
         try:
             t0 = time.perf_counter()
             runner.start()
             bundle.append({"kind": "pair", "pair": pair, "hash_seed": runner.seed, "start_s": round(time.perf_counter() - t0, 3)})
+            if import_core is not None and pair + 1 < config.schedule.processes:
+                # Hide the next pair's interpreter start and torch import behind this pair's trials.
+                upcoming = PairRunner(config, sides, cases, bundle, pair + 1, failed)
+                try:
+                    upcoming.launch(import_core)
+                except TeperfError:
+                    upcoming.close()
+                    upcoming = None
             if config.counters and pair == 0:
                 for case in cases:
                     runner.counters(case)
@@ -180,6 +210,10 @@ def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: B
                         **reply,
                     }
                 )
+        except BaseException:
+            if upcoming is not None:
+                upcoming.close()
+            raise
         finally:
             runner.close()
     return failed

@@ -54,14 +54,19 @@ def worker_env(side: Side, hash_seed: int) -> dict:
 
 
 class Worker:
+    """A worker process. Construction starts it and returns at once; ``wait_ready``
+    collects its hello, so the next pair can import torch while this one measures."""
+
     def __init__(self, side: Side, *, core: int, device: str, backends: list[str], hash_seed: int, log_path: Path, cwd: Path, timeout_s: float):
         check_python(side.python)
         self.side = side
+        self.core = core
         self.timeout_s = timeout_s
         self.log_path = Path(log_path)
         self._log = open(self.log_path, "ab")
         self._buffer = b""
-        t0 = time.perf_counter()
+        self._t0 = time.perf_counter()
+        self.hello: dict | None = None
         self.proc = subprocess.Popen(
             [side.python, "-m", "teperf.worker"],
             stdin=subprocess.PIPE,
@@ -74,10 +79,25 @@ class Worker:
             start_new_session=True,  # Ctrl-C reaches the coordinator only
         )
         self._send({"cmd": "init", "core": core, "sys_path": list(side.sys_path), "device": device, "backends": backends})
-        self.hello = self._receive(timeout_s)
-        if self.hello.get("type") != "hello":
-            raise WorkerError(f"worker for {side.label} sent {self.hello!r} instead of hello", self.log_tail())
-        self.hello["start_s"] = round(time.perf_counter() - t0, 3)
+
+    def wait_ready(self, core: int) -> dict:
+        """Wait for the hello; then make sure every thread runs on ``core``."""
+        if self.hello is None:
+            waited = time.perf_counter()
+            hello = self._receive(self.timeout_s)
+            if hello.get("type") != "hello":
+                raise WorkerError(f"worker for {self.side.label} sent {hello!r} instead of hello", self.log_tail())
+            hello["start_s"] = round(time.perf_counter() - self._t0, 3)
+            hello["waited_s"] = round(time.perf_counter() - waited, 3)
+            self.hello = hello
+        if core != self.core:
+            reply = self.request({"cmd": "pin", "core": core})
+            if reply.get("type") != "pinned":
+                raise WorkerError(f"worker for {self.side.label} could not move to core {core}: {reply.get('error')}", self.log_tail())
+            self.hello["affinity"] = reply["affinity"]
+            self.hello["imported_on_core"] = self.core
+            self.core = core
+        return self.hello
 
     def log_tail(self, lines: int = 15) -> str:
         try:
@@ -124,6 +144,8 @@ class Worker:
         return self.proc.poll() is None
 
     def close(self) -> None:
+        if self.hello is None:  # still importing: nothing to wait for
+            self.kill()
         if self.alive():
             try:
                 self._send({"cmd": "quit"})

@@ -56,7 +56,8 @@ def make_step(built: Built, mode: str) -> tuple[Callable[[], None], dict]:
             import torch._dynamo as dynamo
 
             with autocast():
-                explanation = dynamo.explain(module)(*built.inputs)
+                # through built.call, so modules with extra non-tensor args (GroupedLinear's m_splits) work
+                explanation = dynamo.explain(lambda *xs: call(module, *xs))(*built.inputs)
             info["graph_breaks"] = int(explanation.graph_break_count)
             info["graphs"] = int(explanation.graph_count)
             info["break_reasons"] = sorted({str(b.reason)[:200] for b in explanation.break_reasons})[:5]

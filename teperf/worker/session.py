@@ -62,6 +62,8 @@ class Session:
             return self.setup(message["case"])
         if cmd == "trial":
             return self.trial(message["case_id"], int(message["iters"]))
+        if cmd == "pin":
+            return self.pin(int(message["core"]))
         if cmd == "counters":
             from teperf.worker.counters import count_step
 
@@ -74,6 +76,16 @@ class Session:
             functions = profile_step(step, int(message.get("iters", 200)), self.cuda)
             return {"type": "profile", "case_id": message["case_id"], "functions": functions}
         raise ValueError(f"unknown command {cmd!r}")
+
+    def pin(self, core: int) -> dict:
+        """Move every thread of this process to ``core`` (a prestarted worker imported
+        torch on another core while the previous pair was measuring)."""
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                os.sched_setaffinity(int(tid), {core})
+            except ProcessLookupError:  # a thread that just ended
+                pass
+        return {"type": "pinned", "affinity": sorted(os.sched_getaffinity(0))}
 
     def setup(self, case: dict) -> dict:
         from teperf.worker.backends import get_backend
