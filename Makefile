@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.teperf-installed
 
-.PHONY: setup demo test test-fast gpu-test nightly-demo clean
+.PHONY: setup demo test test-fast bench clean
 
 setup: $(STAMP)
 
@@ -26,6 +26,10 @@ test: setup
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -ra -m "not browser" -k "not integration"
+
+# What the engine itself costs (start-up, round trip, time to first trial): figures, not asserts.
+bench: setup
+	$(BIN)/python benchmarks/engine_costs.py
 
 clean:
 	rm -rf $(VENV) site .pytest_cache
