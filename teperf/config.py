@@ -163,9 +163,15 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
                 raise TeperfError(f"[modules.{name}] must be a table", 'write [modules.NAME] with factory = "pkg.mod:callable"')
             _unknown(spec, {"factory", "kwargs"}, f"[modules.{name}]")
             factory = spec.get("factory")
+            kwargs = spec.get("kwargs") or {}
+            if not isinstance(kwargs, dict):
+                raise TeperfError(f"[modules.{name}] kwargs must be a table", "write kwargs = { name = value }")
+            if factory is None and name in facts.MODULES:
+                custom[name] = ModuleSpec(name, None, dict(kwargs))  # a built-in module with constructor kwargs
+                continue
             if not isinstance(factory, str) or ":" not in factory:
-                raise TeperfError(f"[modules.{name}] needs factory = \"pkg.mod:callable\"", "add the factory key")
-            custom[name] = ModuleSpec(name, factory, dict(spec.get("kwargs") or {}))
+                raise TeperfError(f"[modules.{name}] needs factory = \"pkg.mod:callable\"", "add the factory key, or use a built-in module name")
+            custom[name] = ModuleSpec(name, factory, dict(kwargs))
         names = list(custom)
     elif mod_raw is not None:
         names = list(mod_raw)
@@ -204,16 +210,6 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
         if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims):
             raise TeperfError(f"malformed shape {shape!r}", "write shapes as lists of positive integers, e.g. [8, 2, 256]")
         shapes.append(dims)
-    check_shape = getattr(facts, "check_shape", None)
-    if check_shape is not None:
-        for spec in modules:
-            if spec.factory:
-                continue
-            for recipe in recipes:
-                for dims in shapes:
-                    problem = check_shape(spec.name, recipe, list(dims))
-                    if problem:
-                        raise TeperfError(f"shape {list(dims)} cannot run {spec.name} under {recipe}: {problem}", "pick a shape that meets the rule or drop that recipe")
 
     sched_vals = {**sched_raw, **{k: ov[k] for k in _SCHEDULE_KEYS if k in ov}}
     for key in ("processes", "rounds", "trials", "iters"):
@@ -232,8 +228,8 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
     if stats.metric not in METRICS:
         raise TeperfError(f"unknown metric {stats.metric!r}", f"use one of: {', '.join(METRICS)}")
 
-    core = ov.get("core", raw.get("core"))
-    core = check_core(core)
+    config_core = ov.get("core", raw.get("core"))
+    core = check_core(config_core)
     seed = ov.get("seed", raw.get("seed", 0))
     _positive_int(seed, "seed", minimum=0)
     counters = bool(ov.get("counters", raw.get("counters", False)))

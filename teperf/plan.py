@@ -11,7 +11,8 @@ import dataclasses
 import random
 from typing import Any, Iterator, Mapping
 
-from teperf.config import Config
+from teperf.config import Config, backend_module
+from teperf.errors import TeperfError
 
 DTYPE_OF_RECIPE = {"fp32": "float32"}  # everything else runs with bf16 parameters
 
@@ -27,6 +28,7 @@ class Case:
     mode: str
     factory: str | None = None
     kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    skip: str | None = None  # why this case cannot run (a shape rule), decided before measuring
 
     @property
     def shape_text(self) -> str:
@@ -58,11 +60,25 @@ class Case:
         return d
 
 
+def shape_problem(config: Config, module: str, factory, recipe: str, shape, kwargs) -> str | None:
+    """The backend's alignment rule this (module, recipe, shape) breaks, or None."""
+    if factory:
+        return None
+    check = getattr(backend_module(config.backend), "check_shape", None)
+    if check is None:
+        return None
+    problem = check(module, recipe, list(shape), dict(kwargs))
+    return f"shape {list(shape)} cannot run under {recipe}: {problem}" if problem else None
+
+
 def expand(config: Config) -> list[Case]:
+    """The case matrix. Cases a shape rule rules out stay in it, marked ``skip``, so
+    the table shows them with the rule; a matrix where nothing can run is an error."""
     cases = []
     for spec in config.modules:
         for recipe in config.recipes:
             for shape in config.shapes:
+                skip = shape_problem(config, spec.name, spec.factory, recipe, shape, spec.kwargs)
                 for mode in config.modes:
                     cases.append(
                         Case(
@@ -75,8 +91,11 @@ def expand(config: Config) -> list[Case]:
                             mode=mode,
                             factory=spec.factory,
                             kwargs=dict(spec.kwargs),
+                            skip=skip,
                         )
                     )
+    if cases and all(c.skip for c in cases):
+        raise TeperfError(cases[0].skip, "pick a shape that meets the rule or drop that recipe")
     return cases
 
 

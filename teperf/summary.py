@@ -107,7 +107,10 @@ def summarize(path, stats: Stats | None = None) -> Summary:
             row["host_bound"] = bool(np.median(syncs) <= NOT_HOST_BOUND_SYNC_FRACTION * np.median(walls))
         if counters.get(cid):
             row["counters"] = {"base": counters[cid].get(base_label), "head": counters[cid].get(head_label) if head_label else None}
-        if skipped and not row["n_trials"]:
+        if case.get("skip"):
+            row["status"] = "skipped"
+            row["error"] = case["skip"]
+        elif skipped and not row["n_trials"]:
             row["status"] = "skipped"
             row["error"] = skipped[0].get("error")
             row["verdict"] = None

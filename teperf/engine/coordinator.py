@@ -32,7 +32,7 @@ class PairRunner:
         self.pair = pair
         self.seed = hash_seed(config.seed, pair)
         self.failed = failed  # case_id -> reason; shared across pairs
-        self.skipped: dict[int, str] = {}
+        self.skipped: dict[int, str] = {c.id: c.skip for c in cases if c.skip}
         self.workers: dict[int, Worker] = {}
         self.restarts = 0
         self.backends = sorted({c.backend for c in cases})

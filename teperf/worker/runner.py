@@ -58,8 +58,12 @@ def make_step(built: Built, mode: str) -> tuple[Callable[[], None], dict]:
             with autocast():
                 # through built.call, so modules with extra non-tensor args (GroupedLinear's m_splits) work
                 explanation = dynamo.explain(lambda *xs: call(module, *xs))(*built.inputs)
-            info["graph_breaks"] = int(explanation.graph_break_count)
             info["graphs"] = int(explanation.graph_count)
+            # torch reports graph_count - 1 breaks, i.e. -1 when dynamo captured nothing
+            info["graph_breaks"] = max(0, int(explanation.graph_break_count))
+            if info["graphs"] == 0:
+                # e.g. TE's Linear-family forwards are wrapped in torch._dynamo.disable
+                info["compile_note"] = "dynamo captured no graph: the forward runs eagerly under torch.compile"
             info["break_reasons"] = sorted({str(b.reason)[:200] for b in explanation.break_reasons})[:5]
             dynamo.reset()
             compiled = torch.compile(module)

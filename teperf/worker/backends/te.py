@@ -1,0 +1,216 @@
+"""TransformerEngine backend: te.Linear ... te.TransformerLayer under every recipe.
+
+The coordinator imports this module for MODULES, RECIPES and check_shape and
+never has torch, so torch and transformer_engine are imported only inside
+functions. Version differences live in teperf.worker.te_compat.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional
+
+from teperf.worker import te_compat as compat
+from teperf.worker.runner import Built
+
+MODULES = compat.MODULES
+RECIPES = compat.RECIPES
+
+
+def check_shape(module: str, recipe: str, shape, kwargs: Optional[dict] = None) -> Optional[str]:
+    """Pure Python (no torch, no TE): None if the shape fits, else the rule it breaks."""
+    return compat.check_shape(module, recipe, shape, kwargs)
+
+
+def _te():
+    import transformer_engine.pytorch as te
+
+    return te
+
+
+def _te_version() -> str:
+    import transformer_engine
+
+    return str(getattr(transformer_engine, "__version__", ""))
+
+
+def _state_manager():
+    for path in ("transformer_engine.pytorch.quantization", "transformer_engine.pytorch.fp8"):
+        try:
+            mod = __import__(path, fromlist=["FP8GlobalStateManager"])
+        except ImportError:
+            continue
+        fsm = getattr(mod, "FP8GlobalStateManager", None)
+        if fsm is not None:
+            return fsm
+    return None
+
+
+def recipe_status(recipe: str, device: str) -> Optional[str]:
+    """None if the recipe runs here; else TE's reason (shown as skipped, not as an error).
+
+    A TE that cannot be imported raises: that is an error, not a skip."""
+    if recipe not in RECIPES:
+        return f"recipe {recipe} is not known to the te backend (use one of: {', '.join(RECIPES)})"
+    if not str(device).startswith("cuda"):
+        return f"TransformerEngine modules need a CUDA device (device is {device})"
+    te = _te()
+    reason = compat.probe_recipe(te, recipe, _state_manager(), _te_version())
+    if reason is None and compat.RECIPE_CLASSES[recipe] is not None:
+        from transformer_engine.common import recipe as recipe_mod
+
+        if getattr(recipe_mod, compat.RECIPE_CLASSES[recipe], None) is None:
+            reason = f"TE {_te_version()} has no recipe class {compat.RECIPE_CLASSES[recipe]}"
+    return reason
+
+
+def _attention_backend() -> Optional[dict]:
+    """Which attention backend TE chose (after a first call); None if unknown."""
+    for path in (
+        "transformer_engine.pytorch.attention.dot_product_attention.dot_product_attention",
+        "transformer_engine.pytorch.attention.dot_product_attention",
+        "transformer_engine.pytorch.attention",
+    ):
+        try:
+            mod = __import__(path, fromlist=["_attention_backends"])
+        except ImportError:
+            continue
+        backends = getattr(mod, "_attention_backends", None)
+        if isinstance(backends, dict):
+            keys = ("use_flash_attention", "use_fused_attention", "fused_attention_backend", "use_unfused_attention")
+            return {k: str(backends.get(k)) for k in keys if k in backends}
+    return None
+
+
+def _splits_wrapper(inner, m_splits):
+    """GroupedLinear as a one-input module (make_graphed_callables graphs tensor inputs only)."""
+    import torch
+
+    class GroupedLinearWithSplits(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            return self.inner(x, m_splits)
+
+    return GroupedLinearWithSplits()
+
+
+def build(case: dict, device: str) -> Built:
+    import torch
+    from transformer_engine.common import recipe as recipe_mod
+
+    te = _te()
+    version = _te_version()
+    name = case["module"]
+    recipe = case["recipe"]
+    shape = [int(d) for d in case["shape"]]
+    kwargs = dict(case.get("kwargs") or {})
+    problem = check_shape(name, recipe, shape, kwargs)
+    if problem:
+        raise ValueError(f"{name} {recipe} {shape}: {problem}")
+    dtype = getattr(torch, case.get("dtype") or "bfloat16")
+
+    cls = getattr(te, name)
+    defaults, user = compat.constructor_kwargs(name, shape, dtype, device, kwargs)
+    params, var_kw = compat.signature_of(cls)
+    ctor, notes = compat.adapt_kwargs(params, var_kw, defaults, user)
+    module = cls(**ctor)
+    module.train()
+
+    x = torch.randn(*compat.input_shape(name, shape), device=device, dtype=dtype, requires_grad=True)
+    recipe_obj = compat.make_recipe(recipe_mod, recipe, case.get("recipe_kwargs"))  # one per case
+    autocast, autocast_api = compat.autocast_factory(te, recipe_obj)
+
+    call = None
+    m_splits = None
+    info = {
+        "te_version": version,
+        "te_location": os.path.dirname(sys.modules["transformer_engine"].__file__),
+        "autocast_api": autocast_api,
+        "recipe_repr": repr(recipe_obj) if recipe_obj is not None else None,
+        "constructor": {k: (str(v) if not isinstance(v, (int, float, str, bool)) else v) for k, v in ctor.items()},
+        "input_shape": list(x.shape),
+        "params": sum(p.numel() for p in module.parameters()),
+    }
+    if notes:
+        info["constructor_shims"] = notes
+    if name == "GroupedLinear":
+        splits = compat.m_splits_for(x.shape[0], int(ctor.get("num_gemms", compat.NUM_GEMMS)))
+        if compat.m_splits_as_tensor(version):
+            m_splits = torch.tensor(splits, dtype=torch.int64, device="cpu")  # built once, not per call
+            info["m_splits"] = f"cpu int64 tensor {splits}"
+        else:
+            m_splits = splits
+            info["m_splits"] = f"list {splits}"
+        call = lambda mod, inp: mod(inp, m_splits)  # noqa: E731
+
+    if name in compat.ATTENTION:
+        # The first attention call picks the backend (slow); do it here, untimed, and record it.
+        ctx = autocast() if autocast is not None else None
+        if ctx is not None:
+            with ctx:
+                out = module(x)
+        else:
+            out = module(x)
+        (out[0] if isinstance(out, (tuple, list)) else out).sum().backward()
+        for p in module.parameters():
+            p.grad = None
+        x.grad = None
+        info["attention_backend"] = _attention_backend()
+        info["nvte_attention_env"] = {
+            k: os.environ[k] for k in ("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN") if k in os.environ
+        }
+
+    def make_graphed(built: Built):
+        target = built.module if m_splits is None else _splits_wrapper(built.module, m_splits)
+        gkw = compat.graph_kwargs(te.make_graphed_callables, recipe_obj)
+        built.info["graphed_with"] = "te.make_graphed_callables(" + ", ".join(sorted(gkw)) + ")"
+        return te.make_graphed_callables(target, tuple(built.inputs), **gkw)
+
+    return Built(module=module, inputs=(x,), call=call, autocast=autocast, info=info, make_graphed=make_graphed)
+
+
+def describe() -> dict:
+    """TE facts recorded in the bundle: version, install location, API variants, cuDNN, recipes."""
+    try:
+        import transformer_engine
+        import transformer_engine.pytorch as te
+    except Exception as exc:  # noqa: BLE001 - describe must not end the worker
+        return {"error": f"{type(exc).__name__}: {exc}"[:500]}
+    import importlib.util
+
+    import torch
+
+    version = str(getattr(transformer_engine, "__version__", ""))
+    facts: dict = {
+        "version": version,
+        "location": os.path.dirname(transformer_engine.__file__),
+        "pytorch_location": os.path.dirname(te.__file__),
+        "autocast_api": compat.autocast_factory(te, object())[1],
+        "graph_kwargs": sorted(compat.graph_kwargs(te.make_graphed_callables, object())),
+        "m_splits": "tensor" if compat.m_splits_as_tensor(version) else "list",
+        "nvte_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NVTE_")},
+        "flash_attn_installed": importlib.util.find_spec("flash_attn") is not None,
+    }
+    ext = sys.modules.get("transformer_engine_torch")
+    facts["torch_extension"] = getattr(ext, "__file__", None)
+    try:
+        from transformer_engine.common import _get_shared_object_file
+
+        facts["core_library"] = str(_get_shared_object_file("core"))
+    except Exception as exc:  # noqa: BLE001
+        facts["core_library"] = f"unknown ({type(exc).__name__})"
+    try:
+        facts["torch_cudnn"] = torch.backends.cudnn.version()
+    except Exception:  # noqa: BLE001
+        facts["torch_cudnn"] = None
+    if torch.cuda.is_available():
+        try:
+            facts["cudnn"] = ".".join(str(p) for p in te.get_cudnn_version())
+        except Exception as exc:  # noqa: BLE001
+            facts["cudnn"] = f"unknown ({type(exc).__name__})"
+        facts["recipes"] = {r: (recipe_status(r, "cuda") or "ok") for r in RECIPES}
+    return facts

@@ -1,0 +1,396 @@
+"""TransformerEngine version shims and shape rules, in one place.
+
+Everything here is pure Python: no torch, no transformer_engine at import.
+Functions that need TE take the imported ``transformer_engine.pytorch``
+module (or a fake with the same attribute names) as an argument, so the
+logic is unit-tested without TE (tests/test_te_backend.py).
+
+What differs between TE releases (../shared/context/transformer-engine-notes.md, section 1):
+- autocast: ``te.autocast(recipe=...)`` since 2.9; before that only
+  ``te.fp8_autocast(fp8_recipe=...)`` (deprecated, warns, from 2.9 on);
+- availability probes: ``te.is_*_available(return_reason=True)``; older
+  releases lack ``return_reason`` (or the function): fall back to
+  ``FP8GlobalStateManager.is_*_available()``, which returns ``(ok, reason)``;
+- make_graphed_callables: ``enabled=/recipe=`` in new TE, ``fp8_enabled=/fp8_recipe=`` in old;
+- constructors: te.LayerNorm/RMSNorm ``normalized_shape`` (old: ``hidden_size``)
+  and ``params_dtype`` (new ops-based: alias of ``dtype``); ``device`` goes
+  through ``**kwargs`` there. Keyword names we add by default are dropped if a
+  constructor does not take them; keywords from the config are never dropped;
+- GroupedLinear ``m_splits``: list of ints up to 2.16, CPU int64 tensor from 2.17
+  (a list still works there but is converted on every call: extra host cost).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from typing import Any, Callable, Iterable, Optional
+
+MODULES = (
+    "Linear",
+    "LayerNormLinear",
+    "LayerNormMLP",
+    "LayerNorm",
+    "RMSNorm",
+    "GroupedLinear",
+    "MultiheadAttention",
+    "TransformerLayer",
+)
+RECIPES = ("bf16", "fp8_delayed", "fp8_current", "fp8_block", "mxfp8", "nvfp4")
+
+# recipe name -> class in transformer_engine.common.recipe (None: no quantization)
+RECIPE_CLASSES = {
+    "bf16": None,
+    "fp8_delayed": "DelayedScaling",
+    "fp8_current": "Float8CurrentScaling",
+    "fp8_block": "Float8BlockScaling",
+    "mxfp8": "MXFP8BlockScaling",
+    "nvfp4": "NVFP4BlockScaling",
+}
+# recipe name -> TE's availability probe (same name on te.pytorch and on FP8GlobalStateManager)
+RECIPE_PROBES = {
+    "bf16": None,
+    "fp8_delayed": "is_fp8_available",
+    "fp8_current": "is_fp8_available",
+    "fp8_block": "is_fp8_block_scaling_available",
+    "mxfp8": "is_mxfp8_available",
+    "nvfp4": "is_nvfp4_available",
+}
+
+# Defaults for the small host-bound benchmark modules.
+HEAD_DIM = 64  # num_attention_heads = hidden // 64 unless the config says otherwise
+NUM_GEMMS = 4  # GroupedLinear
+QUANTIZING = ("Linear", "LayerNormLinear", "LayerNormMLP", "GroupedLinear", "MultiheadAttention", "TransformerLayer")
+ATTENTION = ("MultiheadAttention", "TransformerLayer")
+
+
+def parse_version(text: Optional[str]) -> tuple:
+    """'2.20.2' -> (2, 20, 2); '2.17.0.dev0+abc' -> (2, 17, 0); junk -> ()."""
+    if not text:
+        return ()
+    m = re.match(r"\s*(\d+(?:\.\d+)*)", str(text))
+    if not m:
+        return ()
+    return tuple(int(p) for p in m.group(1).split("."))
+
+
+# ---------------------------------------------------------------- recipes
+
+
+def recipe_class_name(recipe: str) -> Optional[str]:
+    if recipe not in RECIPE_CLASSES:
+        raise ValueError(f"unknown TE recipe {recipe!r}; use one of: {', '.join(RECIPES)}")
+    return RECIPE_CLASSES[recipe]
+
+
+def make_recipe(recipe_module: Any, recipe: str, overrides: Optional[dict] = None):
+    """The one recipe object of a case (None for bf16). ``recipe_module`` is
+    ``transformer_engine.common.recipe``."""
+    name = recipe_class_name(recipe)
+    if name is None:
+        return None
+    cls = getattr(recipe_module, name, None)
+    if cls is None:
+        raise RuntimeError(f"this TransformerEngine has no recipe class {name} (recipe {recipe})")
+    return cls(**(overrides or {}))
+
+
+def _normalize_probe_result(result) -> tuple:
+    if isinstance(result, tuple):
+        ok = bool(result[0])
+        reason = str(result[1]) if len(result) > 1 and result[1] is not None else ""
+        return ok, reason
+    return bool(result), ""
+
+
+def probe_recipe(te: Any, recipe: str, fp8_state_manager: Any = None, te_version: str = "") -> Optional[str]:
+    """None if ``recipe`` is usable here, else TE's own reason.
+
+    ``te`` is ``transformer_engine.pytorch``; ``fp8_state_manager`` is
+    ``FP8GlobalStateManager`` (fallback for TE without ``return_reason``).
+    """
+    recipe_class_name(recipe)  # validates the name
+    probe = RECIPE_PROBES[recipe]
+    if probe is None:  # bf16
+        fn = getattr(te, "is_bf16_available", None)
+        if fn is not None:
+            try:
+                ok = bool(fn())
+            except Exception as exc:  # noqa: BLE001 - report, never crash the probe
+                return f"te.is_bf16_available() failed: {type(exc).__name__}: {exc}"
+            if not ok:
+                return "te.is_bf16_available() is False: bf16 needs compute capability 8.0 or higher"
+        return None
+    ver = f"TE {te_version} " if te_version else "this TE "
+    fn = getattr(te, probe, None)
+    result = None
+    if fn is not None:
+        try:
+            result = fn(return_reason=True)
+        except TypeError:  # an older TE without return_reason
+            result = None
+    if result is None and fp8_state_manager is not None and hasattr(fp8_state_manager, probe):
+        result = getattr(fp8_state_manager, probe)()
+    if result is None and fn is not None:
+        result = fn()  # bool only
+    if result is None:
+        return f"{ver}has no {probe}(): recipe {recipe} ({RECIPE_CLASSES[recipe]}) is not supported by this TransformerEngine"
+    ok, reason = _normalize_probe_result(result)
+    if ok:
+        return None
+    return reason or f"{probe}() is False ({ver}gave no reason)"
+
+
+# ---------------------------------------------------------------- autocast
+
+
+def has_param(fn: Callable, name: str) -> bool:
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+_FP8_AUTOCAST_FILTERED = False
+
+
+def silence_fp8_autocast_warning() -> None:
+    """Install once (at build time, never per step) a filter for fp8_autocast's deprecation warning."""
+    global _FP8_AUTOCAST_FILTERED
+    if not _FP8_AUTOCAST_FILTERED:
+        warnings.filterwarnings("ignore", message=r".*fp8_autocast.*", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", message=r".*fp8_autocast.*", category=FutureWarning)
+        _FP8_AUTOCAST_FILTERED = True
+
+
+def autocast_factory(te: Any, recipe_obj: Any) -> tuple:
+    """(zero-arg callable returning a fresh autocast context, api name).
+
+    bf16 (``recipe_obj is None``) -> (None, "none"): the step runs with no TE
+    autocast at all, as a bf16 model does. Otherwise one pre-built recipe object
+    is captured and reused for every step.
+    """
+    if recipe_obj is None:
+        return None, "none"
+    autocast = getattr(te, "autocast", None)
+    if autocast is not None and has_param(autocast, "recipe"):
+        return (lambda: autocast(enabled=True, recipe=recipe_obj)), "te.autocast(recipe=...)"
+    fp8_autocast = getattr(te, "fp8_autocast", None)
+    if fp8_autocast is None:
+        raise RuntimeError("this TransformerEngine has neither te.autocast nor te.fp8_autocast")
+    silence_fp8_autocast_warning()
+    return (lambda: fp8_autocast(enabled=True, fp8_recipe=recipe_obj)), "te.fp8_autocast(fp8_recipe=...)"
+
+
+def graph_kwargs(make_graphed_callables: Callable, recipe_obj: Any) -> dict:
+    """Quantization kwargs for te.make_graphed_callables in this TE's spelling."""
+    import inspect
+
+    enabled = recipe_obj is not None
+
+    try:
+        names = set(inspect.signature(make_graphed_callables).parameters)
+    except (TypeError, ValueError):
+        names = set()
+    new = "enabled" in names and "recipe" in names
+    if new:
+        kw = {"enabled": enabled}
+        if enabled:
+            kw["recipe"] = recipe_obj
+        return kw
+    kw = {"fp8_enabled": enabled}
+    if enabled:
+        kw["fp8_recipe"] = recipe_obj
+    return kw
+
+
+# ---------------------------------------------------------------- constructors
+
+
+def attention_heads(hidden: int, kwargs: Optional[dict] = None) -> int:
+    kwargs = kwargs or {}
+    if "num_attention_heads" in kwargs:
+        return int(kwargs["num_attention_heads"])
+    return max(1, hidden // HEAD_DIM)
+
+
+def num_gemms(kwargs: Optional[dict] = None) -> int:
+    return int((kwargs or {}).get("num_gemms", NUM_GEMMS))
+
+
+def constructor_kwargs(module: str, shape: list, dtype: Any, device: Any, user: Optional[dict] = None) -> tuple:
+    """(defaults, user) keyword arguments for ``te.<module>``.
+
+    ``defaults`` are ours (sizes, bf16 params, device, dropout off, sbhd) and
+    may be dropped or renamed to fit an older constructor (see adapt_kwargs);
+    ``user`` are the config's kwargs, applied on top and passed as given.
+    """
+    if module not in MODULES:
+        raise ValueError(f"unknown TE module {module!r}; use one of: {', '.join(MODULES)}")
+    user = dict(user or {})
+    h = int(shape[-1])
+    common = {"params_dtype": dtype, "device": device}
+    if module == "Linear":
+        d = {"in_features": h, "out_features": h}
+    elif module == "LayerNormLinear":
+        d = {"in_features": h, "out_features": 3 * h}
+    elif module == "LayerNormMLP":
+        d = {"hidden_size": h, "ffn_hidden_size": 4 * h}
+    elif module in ("LayerNorm", "RMSNorm"):
+        d = {"normalized_shape": h}
+    elif module == "GroupedLinear":
+        d = {"num_gemms": NUM_GEMMS, "in_features": h, "out_features": h}
+    elif module == "MultiheadAttention":
+        d = {
+            "hidden_size": h,
+            "num_attention_heads": attention_heads(h, user),
+            "attention_dropout": 0.0,
+            "qkv_format": "sbhd",
+        }
+    else:  # TransformerLayer
+        d = {
+            "hidden_size": h,
+            "ffn_hidden_size": 4 * h,
+            "num_attention_heads": attention_heads(h, user),
+            "hidden_dropout": 0.0,
+            "attention_dropout": 0.0,
+            "attn_input_format": "sbhd",
+        }
+    d.update(common)
+    for key in user:  # the config's value wins; a key given by the config is the config's
+        d.pop(key, None)
+    return d, user
+
+
+# Renames applied to our defaults when a constructor lacks the new name.
+_RENAMES = {
+    "normalized_shape": ("hidden_size",),  # te.LayerNorm/RMSNorm before normalized_shape
+    "params_dtype": ("dtype",),  # ops-style modules without params_dtype
+}
+
+
+def adapt_kwargs(params: Iterable[str], has_var_kw: bool, defaults: dict, user: dict) -> tuple:
+    """Fit our default kwargs to a constructor signature (names in ``params``).
+
+    Returns (kwargs, notes): notes list what was renamed or dropped, recorded in
+    the case info. User kwargs pass unchanged (a typo fails loudly in TE).
+    """
+    params = set(params)
+    out: dict = {}
+    notes: list = []
+    for key, value in defaults.items():
+        if key in params:
+            out[key] = value
+            continue
+        alt = next((a for a in _RENAMES.get(key, ()) if a in params), None)
+        if alt is not None:
+            out[alt] = value
+            notes.append(f"{key}->{alt}")
+        elif has_var_kw:
+            out[key] = value
+        else:
+            notes.append(f"dropped {key}")
+    out.update(user)
+    return out, notes
+
+
+def signature_of(cls: Any) -> tuple:
+    """(parameter names, has **kwargs) of cls.__init__."""
+    import inspect
+
+    sig = inspect.signature(cls.__init__)
+    names = [n for n in sig.parameters if n != "self"]
+    var_kw = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+    return names, var_kw
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def input_shape(module: str, shape: list, kwargs: Optional[dict] = None) -> list:
+    """Shape of the input tensor: as given, except GroupedLinear takes [tokens, hidden]."""
+    shape = [int(d) for d in shape]
+    if module == "GroupedLinear":
+        return [math.prod(shape[:-1]), shape[-1]]
+    return shape
+
+
+def m_splits_for(tokens: int, gemms: int) -> list:
+    """Equal splits (check_shape insists tokens % num_gemms == 0)."""
+    base = tokens // gemms
+    splits = [base] * gemms
+    splits[-1] += tokens - base * gemms
+    return splits
+
+
+def m_splits_as_tensor(te_version: str) -> bool:
+    """TE 2.17+ types m_splits as a CPU int64 tensor (a list is converted every call)."""
+    v = parse_version(te_version)
+    return bool(v) and v >= (2, 17)
+
+
+# ---------------------------------------------------------------- shape rules
+
+# Per recipe: (row rule, column rule, grouped split alignment, name of the rule, source)
+# FP8: TE's own assert_dim_for_fp8_exec only asks tokens % 8, but the cuBLASLt FP8
+# GEMMs (the wgrad GEMM contracts over tokens) need % 16: on an H200 with TE 2.20.2,
+# 8 and 24 tokens pass the assert and then fail in cublaslt_gemm.cu
+# CanonicalizeGemmInput for all three FP8 recipes; 16, 64, 128 work. TE's autocast
+# docstring says "both dimensions divisible by 16"; its tests skip otherwise.
+_RULES = {
+    "fp8_delayed": (16, 16, 16, "FP8 GEMM", "cuBLASLt FP8 GEMM; TE autocast docs"),
+    "fp8_current": (16, 16, 16, "FP8 GEMM", "cuBLASLt FP8 GEMM; TE autocast docs"),
+    "fp8_block": (16, 16, 16, "FP8 GEMM", "cuBLASLt FP8 GEMM; TE autocast docs"),
+    "mxfp8": (32, 32, 32, "MXFP8 32-element blocks", "MXFP8Quantizer.is_quantizable"),
+    "nvfp4": (32, 32, 128, "NVFP4 quantize-transpose (rows, cols % 32)", "quantize_transpose_nvfp4.cuh"),
+}
+
+
+def check_shape(module: str, recipe: str, shape, kwargs: Optional[dict] = None) -> Optional[str]:
+    """None if ``shape`` can run ``module`` under ``recipe``, else a message naming the rule.
+
+    tokens = product of all dims but the last, hidden = last dim.
+    """
+    if module not in MODULES:
+        return f"unknown TE module {module!r}"
+    if recipe not in RECIPE_CLASSES:
+        return f"unknown TE recipe {recipe!r}"
+    try:
+        dims = [int(d) for d in shape]
+    except (TypeError, ValueError):
+        return f"shape {shape!r} is not a list of integers"
+    if not dims or any(d <= 0 for d in dims):
+        return "shape dimensions must be positive integers"
+    if len(dims) < 2:
+        return "TE modules take at least 2-D input [tokens..., hidden]"
+    kwargs = kwargs or {}
+    hidden = dims[-1]
+    tokens = math.prod(dims[:-1])
+    if module in ATTENTION:
+        if len(dims) != 3:
+            return f"{module} takes [seq, batch, hidden] (sbhd); got {len(dims)}-D {dims}"
+        heads = attention_heads(hidden, kwargs)
+        if hidden % heads:
+            return f"attention heads: hidden {hidden} must be divisible by num_attention_heads {heads}"
+    gemms = num_gemms(kwargs) if module == "GroupedLinear" else 1
+    if module == "GroupedLinear" and tokens % gemms:
+        return f"GroupedLinear splits: tokens {tokens} (product of leading dims) must be divisible by num_gemms {gemms}"
+    if recipe == "bf16" or module not in QUANTIZING:
+        return None
+    rows, cols, group_align, rule, source = _RULES[recipe]
+    if module == "GroupedLinear":
+        split = tokens // gemms
+        if split % group_align:
+            return (
+                f"{recipe} GroupedLinear alignment (TE get_align_size_for_quantization = {group_align}): "
+                f"each m_split (tokens {tokens} / num_gemms {gemms} = {split}) must be a multiple of {group_align}"
+            )
+    elif tokens % rows:
+        return f"{rule} rule ({source}): tokens = product of leading dims = {tokens} must be divisible by {rows}"
+    if hidden % cols:
+        return f"{rule} rule ({source}): hidden (last dim) = {hidden} must be divisible by {cols}"
+    return None
