@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.teperf-installed
 
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup demo test test-fast bench nightly-demo clean
 
 setup: $(STAMP)
 
@@ -26,6 +26,11 @@ test: setup
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -ra -m "not browser" -k "not integration"
+
+# A small real nightly on the CPU over several commits of a fixture repo, then the dashboard.
+nightly-demo: setup
+	$(BIN)/python examples/nightly_demo.py --out results/nightly-demo
+	@echo "open results/nightly-demo/site/index.html"
 
 # What the engine itself costs (start-up, round trip, time to first trial): figures, not asserts.
 bench: setup

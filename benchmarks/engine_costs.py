@@ -42,7 +42,7 @@ def main() -> None:
     for i in range(3):
         t0 = time.perf_counter()
         w = Worker(side, core=cfg.core, device="cpu", backends=["torch"], hash_seed=i, log_path=tmp / f"w{i}.log", cwd=tmp, timeout_s=120)
-        w.wait_ready(cfg.core)
+        w.wait_ready()
         cold.append(time.perf_counter() - t0)
         w.close()
     print(f"cold worker start (spawn + import torch + hello): median {statistics.median(cold):.2f} s over {len(cold)}")
@@ -52,12 +52,13 @@ def main() -> None:
         w = Worker(side, core=other[0], device="cpu", backends=["torch"], hash_seed=9, log_path=tmp / "pre.log", cwd=tmp, timeout_s=120)
         time.sleep(max(cold) + 1)  # the previous pair's trials would run here
         t0 = time.perf_counter()
-        w.wait_ready(cfg.core)
+        w.wait_ready()
+        w.pin(cfg.core)
         print(f"prestarted worker: coordinator waited {time.perf_counter() - t0:.3f} s (imported on core {other[0]}, moved to core {cfg.core})")
         w.close()
 
     w = Worker(side, core=cfg.core, device="cpu", backends=["torch"], hash_seed=1, log_path=tmp / "rt.log", cwd=tmp, timeout_s=120)
-    w.wait_ready(cfg.core)
+    w.wait_ready()
     w.request({"cmd": "setup", "case": case.to_wire("cpu", 5)})
     trips, steps = [], []
     for _ in range(200):

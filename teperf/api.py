@@ -86,14 +86,16 @@ def measure(
     command: Optional[list[str]] = None,
     progress: Optional[Callable[[int], Callable[[int, str], None]]] = None,
     extra_meta: Optional[dict] = None,
+    cases: Optional[list] = None,
 ) -> Path:
     """Run the whole schedule for 1 (run) or 2 (compare) sides; return the bundle path.
 
     ``progress(total_steps)`` returns the per-trial callback (or None for silence).
+    ``cases`` narrows the matrix (e.g. one shard of it); default: all of ``expand(config)``.
     """
     if len(sides) not in (1, 2) or len({s.label for s in sides}) != len(sides):
         raise TeperfError("need one side (run) or two differently labelled sides (compare)", "check the side options")
-    cases = expand(config)
+    cases = cases if cases is not None else expand(config)
     kind = "compare" if len(sides) == 2 else "run"
     meta = {
         "teperf_version": __version__,

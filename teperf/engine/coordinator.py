@@ -34,20 +34,71 @@ class PairRunner:
         self.failed = failed  # case_id -> reason; shared across pairs
         self.skipped: dict[int, str] = {c.id: c.skip for c in cases if c.skip}
         self.workers: dict[int, Worker] = {}
+        self.ready: dict[int, set] = {}  # side index -> case ids set up in its worker
+        self.queued: dict[int, list] = {}  # side index -> case ids whose setup was sent ahead
         self.restarts = 0
         self.backends = sorted({c.backend for c in cases})
 
+    def _runnable(self) -> list[Case]:
+        return [c for c in self.cases.values() if c.id not in self.failed and c.id not in self.skipped]
+
+    def _wire(self, case: Case) -> dict:
+        return case.to_wire(self.config.device, self.config.schedule.warmup)
+
     def launch(self, import_core: int) -> None:
-        """Start this pair's processes without waiting for them (they import torch
-        on ``import_core``; ``start`` moves them to the measuring core)."""
+        """Start this pair's processes and queue every case's set-up, without waiting:
+        they import torch, build and warm up on ``import_core`` while the previous
+        pair measures; ``start`` moves them to the measuring core and warms up again."""
         for index in start_order(self.pair, len(self.sides)):
-            self.workers[index] = self._spawn(index, import_core)
+            worker = self.workers[index] = self._spawn(index, import_core)
+            self.queued[index] = []
+            for case in self._runnable():
+                worker.send({"cmd": "setup", "case": self._wire(case)})
+                self.queued[index].append(case.id)
 
     def start(self) -> None:
         for index in start_order(self.pair, len(self.sides)):
             self._start_side(index)
-        for case in self.cases.values():
-            self._setup_everywhere(case)
+            self._collect_queued(index)
+            self._move_to_measuring_core(index)
+            self._record_worker(index)
+        for case in self._runnable():
+            for index in sorted(self.workers):
+                if case.id in self._runnable_ids() and case.id not in self.ready[index]:
+                    self._setup(index, case)
+
+    def _runnable_ids(self) -> set:
+        return {c.id for c in self._runnable()}
+
+    def _collect_queued(self, index: int) -> None:
+        for case_id in self.queued.pop(index, []):
+            if index not in self.workers:
+                return
+            try:
+                reply = self.workers[index].receive()
+            except WorkerError as exc:
+                self._worker_failed(index, self.cases[case_id], exc)  # the fresh worker sets everything up anew
+                return
+            self._record_setup(index, self.cases[case_id], reply)
+
+    def _move_to_measuring_core(self, index: int) -> None:
+        worker = self.workers.get(index)
+        if worker is None or worker.core == self.config.core:
+            return
+        try:
+            worker.pin(self.config.core)
+        except WorkerError as exc:
+            self._worker_failed(index, None, exc)
+            return
+        # Caches and branch predictors now belong to the measuring core: warm up there too.
+        for case_id in sorted(self.ready[index]):
+            try:
+                reply = worker.request({"cmd": "warm", "case_id": case_id, "steps": self.config.schedule.warmup})
+            except WorkerError as exc:
+                self._worker_failed(index, self.cases[case_id], exc)
+                return
+            if reply.get("type") != "warm":
+                self._record_setup(index, self.cases[case_id], reply)
 
     def _spawn(self, index: int, core: int) -> Worker:
         side = self.sides[index]
@@ -66,7 +117,8 @@ class PairRunner:
         side = self.sides[index]
         try:
             worker = self.workers.get(index) or self._spawn(index, self.config.core)
-            worker.wait_ready(self.config.core)
+            self.workers[index] = worker
+            worker.wait_ready()
         except WorkerError as exc:
             self.workers.pop(index, None)
             last = exc.log_tail.strip().splitlines()[-1:] or [""]
@@ -75,25 +127,26 @@ class PairRunner:
                 f"the {side.label} worker did not start: {last[0] or exc}",
                 f"see {self.bundle.worker_log(self.pair, side.label)}; check that {side.python} can import torch",
             )
-        self.workers[index] = worker
-        self.bundle.append({"kind": "worker", "pair": self.pair, "side": side.label, "hash_seed": self.seed, "hello": worker.hello})
+        self.ready[index] = set()
 
-    def _setup_everywhere(self, case: Case) -> None:
-        for index in sorted(self.workers):
-            if case.id in self.failed or case.id in self.skipped:
-                return
-            self._setup(index, case)
+    def _record_worker(self, index: int) -> None:
+        worker = self.workers.get(index)
+        if worker is not None:
+            self.bundle.append({"kind": "worker", "pair": self.pair, "side": self.sides[index].label, "hash_seed": self.seed, "hello": worker.hello})
 
     def _setup(self, index: int, case: Case) -> None:
-        side = self.sides[index]
-        wire = case.to_wire(self.config.device, self.config.schedule.warmup)
         try:
-            reply = self.workers[index].request({"cmd": "setup", "case": wire})
+            reply = self.workers[index].request({"cmd": "setup", "case": self._wire(case)})
         except WorkerError as exc:
             self._worker_failed(index, case, exc)
             return
+        self._record_setup(index, case, reply)
+
+    def _record_setup(self, index: int, case: Case, reply: dict) -> None:
+        side = self.sides[index]
         record = {"kind": "setup", "pair": self.pair, "side": side.label, "case_id": case.id}
-        if reply.get("type") == "ready":
+        if reply.get("type") in ("ready", "warm"):
+            self.ready[index].add(case.id)
             self.bundle.append({**record, "status": "ready", "info": reply.get("info", {})})
         elif reply.get("skipped"):
             self.skipped[case.id] = reply.get("error", "")
@@ -109,13 +162,15 @@ class PairRunner:
             self.failed[case.id] = f"{side.label}: {exc}"
         self.bundle.append({"kind": "failure", "pair": self.pair, "side": side.label, "case_id": case_id, "error": str(exc), "log_tail": exc.log_tail})
         self.workers.pop(index).kill()
+        self.queued.pop(index, None)
         self.restarts += 1
         if self.restarts > MAX_RESTARTS_PER_PAIR:
             raise TeperfError(f"the {side.label} worker failed {self.restarts} times in pair {self.pair}: {exc}", f"see {self.bundle.worker_log(self.pair, side.label)}")
-        # A fresh worker for this side, with the cases that still work set up again.
+        # A fresh worker for this side, on the measuring core, with the cases that still work set up again.
         self._start_side(index)
-        for other in self.cases.values():
-            if other.id not in self.failed and other.id not in self.skipped:
+        self._record_worker(index)
+        for other in self._runnable():
+            if index in self.workers:
                 self._setup(index, other)
 
     def active(self, case_id: int) -> bool:

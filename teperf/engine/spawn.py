@@ -78,26 +78,28 @@ class Worker:
             cwd=str(cwd),
             start_new_session=True,  # Ctrl-C reaches the coordinator only
         )
-        self._send({"cmd": "init", "core": core, "sys_path": list(side.sys_path), "device": device, "backends": backends})
+        self.send({"cmd": "init", "core": core, "sys_path": list(side.sys_path), "device": device, "backends": backends})
 
-    def wait_ready(self, core: int) -> dict:
-        """Wait for the hello; then make sure every thread runs on ``core``."""
+    def wait_ready(self) -> dict:
+        """Wait for the hello (the worker has imported torch and is listening)."""
         if self.hello is None:
             waited = time.perf_counter()
-            hello = self._receive(self.timeout_s)
+            hello = self.receive()
             if hello.get("type") != "hello":
                 raise WorkerError(f"worker for {self.side.label} sent {hello!r} instead of hello", self.log_tail())
             hello["start_s"] = round(time.perf_counter() - self._t0, 3)
             hello["waited_s"] = round(time.perf_counter() - waited, 3)
             self.hello = hello
-        if core != self.core:
-            reply = self.request({"cmd": "pin", "core": core})
-            if reply.get("type") != "pinned":
-                raise WorkerError(f"worker for {self.side.label} could not move to core {core}: {reply.get('error')}", self.log_tail())
-            self.hello["affinity"] = reply["affinity"]
-            self.hello["imported_on_core"] = self.core
-            self.core = core
         return self.hello
+
+    def pin(self, core: int) -> None:
+        """Move every thread of the worker to ``core``."""
+        reply = self.request({"cmd": "pin", "core": core})
+        if reply.get("type") != "pinned":
+            raise WorkerError(f"worker for {self.side.label} could not move to core {core}: {reply.get('error')}", self.log_tail())
+        self.hello["affinity"] = reply["affinity"]
+        self.hello["imported_on_core"] = self.core
+        self.core = core
 
     def log_tail(self, lines: int = 15) -> str:
         try:
@@ -107,14 +109,16 @@ class Worker:
             return ""
         return "\n".join(text[-lines:])
 
-    def _send(self, message: dict) -> None:
+    def send(self, message: dict) -> None:
         try:
             self.proc.stdin.write(encode(message))
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise WorkerError(f"worker for {self.side.label} is gone (exit {self.proc.poll()})", self.log_tail())
 
-    def _receive(self, timeout_s: float) -> dict:
+    def receive(self, timeout_s: float | None = None) -> dict:
+        """The next reply line; WorkerError if the worker dies or takes longer than the timeout."""
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
         fd = self.proc.stdout.fileno()
         deadline = time.monotonic() + timeout_s
         while b"\n" not in self._buffer:
@@ -137,8 +141,8 @@ class Worker:
             raise WorkerError(f"worker for {self.side.label} wrote a malformed line: {line[:200]!r}", self.log_tail())
 
     def request(self, message: dict, timeout_s: float | None = None) -> dict:
-        self._send(message)
-        return self._receive(self.timeout_s if timeout_s is None else timeout_s)
+        self.send(message)
+        return self.receive(self.timeout_s if timeout_s is None else timeout_s)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -148,7 +152,7 @@ class Worker:
             self.kill()
         if self.alive():
             try:
-                self._send({"cmd": "quit"})
+                self.send({"cmd": "quit"})
                 self.proc.wait(timeout=10)
             except (WorkerError, subprocess.TimeoutExpired):
                 self.kill()

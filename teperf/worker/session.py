@@ -62,6 +62,13 @@ class Session:
             return self.setup(message["case"])
         if cmd == "trial":
             return self.trial(message["case_id"], int(message["iters"]))
+        if cmd == "warm":
+            step = self.cases[message["case_id"]][0]
+            for _ in range(int(message["steps"])):
+                step()
+            if self.cuda:
+                self.torch.cuda.synchronize()
+            return {"type": "warm", "case_id": message["case_id"], "info": self.cases[message["case_id"]][2]}
         if cmd == "pin":
             return self.pin(int(message["core"]))
         if cmd == "counters":

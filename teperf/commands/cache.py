@@ -1,0 +1,90 @@
+"""``teperf cache list|clear``: git trees, overlay trees and builds kept between runs."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+
+from teperf.sides import cachedir
+
+_cache_dir_option = click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Cache root (default: $TEPERF_CACHE, else ~/.cache/teperf).",
+)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def _what(entry: cachedir.Entry) -> str:
+    meta = entry.meta
+    if entry.kind == "trees":
+        return f"{str(meta.get('sha', entry.key))[:10]} {meta.get('subject', '')}".strip()
+    if entry.kind == "overlays":
+        return f"{meta.get('package') or '?'} @ {str(meta.get('sha') or '?')[:10]} {meta.get('subject') or ''}".strip()
+    status = "ok" if meta.get("ok") else f"FAILED (exit {meta.get('returncode')})" if meta else "incomplete"
+    return f"{meta.get('package', '?')} from {str(meta.get('sha', '?'))[:10]}, {status}, {meta.get('seconds', '?')}s"
+
+
+@click.group("cache")
+def command():
+    """Show or clear teperf's cache of git trees, overlays and builds."""
+
+
+@command.command("list")
+@_cache_dir_option
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def list_(cache_dir, fmt):
+    """List the cached git trees, overlay trees and builds."""
+    root = cachedir.cache_root(cache_dir)
+    found = cachedir.entries(cache_dir)
+    if fmt == "json":
+        click.echo(json.dumps(
+            {
+                "root": str(root),
+                "entries": [
+                    {"kind": e.kind, "key": e.key, "path": str(e.path), "size": e.size, "mtime": e.mtime,
+                     "complete": e.complete, "meta": e.meta}
+                    for e in found
+                ],
+            },
+            indent=2, default=str,
+        ))
+        return
+    if not found:
+        click.echo(f"cache {root}: empty")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"teperf cache {root}", title_justify="left")
+    for name in ("kind", "key", "what", "size", "last used"):
+        table.add_column(name, justify="right" if name == "size" else "left")
+    for e in found:
+        table.add_row(e.kind, e.key[:24], _what(e) if e.complete or e.kind == "builds" else "(incomplete)",
+                      _size(e.size), time.strftime("%Y-%m-%d %H:%M", time.localtime(e.mtime)))
+    console = Console()
+    console.print(table)
+    console.print(f"{len(found)} entries, {_size(sum(e.size for e in found))}")
+
+
+@command.command("clear")
+@_cache_dir_option
+@click.argument("kinds", nargs=-1, type=click.Choice(list(cachedir.KINDS)))
+@click.option("--older-than", type=float, default=None, metavar="DAYS", help="Only entries not used for DAYS days.")
+def clear(cache_dir, kinds, older_than):
+    """Remove cached entries: all, or only KINDS (trees, overlays, builds)."""
+    root = cachedir.cache_root(cache_dir)
+    removed = cachedir.clear(cache_dir, kinds or cachedir.KINDS,
+                             older_than_s=None if older_than is None else older_than * 86400)
+    freed = sum(e.size for e in removed)
+    click.echo(f"cache {root}: removed {len(removed)} entries ({_size(freed)})")

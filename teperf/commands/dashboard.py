@@ -1,0 +1,45 @@
+"""teperf dashboard: the nightly history as a static site that opens from the file system."""
+
+from __future__ import annotations
+
+import click
+
+from teperf.commands.history import history_option, open_store, select_machine
+from teperf.errors import TeperfError
+
+
+@click.command("dashboard")
+@history_option
+@click.option("--out", default="site", show_default=True, metavar="DIR", help="Directory to write the site into (replaced).")
+@click.option("--machine", help="Only this machine (fingerprint prefix or label text); default: all, each on its own page.")
+@click.option("--ref", help="Only nightlies of this branch.")
+@click.option("--min-effect", "min_effect_pct", type=float, default=2.0, show_default=True, help="Smallest step or drift reported, in %.")
+@click.option("--sig-level", type=float, default=0.01, show_default=True, help="Permutation-test p-value to accept a step.")
+def command(history_url, out, machine, ref, min_effect_pct, sig_level):
+    """Build the dashboard: overview grid, one chart per cell, detected changes.
+
+    \b
+    teperf dashboard --history results/history --out site/
+    then open site/index.html (no server or network needed)
+    """
+    from teperf.history.analysis import analyze
+    from teperf.history.changepoint import DetectionSettings
+    from teperf.history.dashboard import build_site
+
+    if not 0 < sig_level < 1:
+        raise TeperfError(f"--sig-level must be between 0 and 1, got {sig_level}", "e.g. --sig-level 0.01")
+    if min_effect_pct < 0:
+        raise TeperfError(f"--min-effect must be >= 0, got {min_effect_pct}", "e.g. --min-effect 2")
+    settings = DetectionSettings(min_effect_pct=min_effect_pct, sig_level=sig_level)
+    store = open_store(history_url)
+    df = store.read(ref=ref)
+    df = select_machine(df, machine)
+    if df.empty:
+        click.echo(f"teperf: the history at {store.url} is empty; writing an empty dashboard", err=True)
+    cells = analyze(df, settings)
+    index = build_site(cells, out, store=str(store.url), n_runs=int(df["run_id"].nunique()) if not df.empty else 0, settings=settings)
+    n_changes = sum(len(c.changes) for c in cells)
+    n_slower = sum(1 for c in cells for ch in c.changes if ch.direction == "slower")
+    machines = len({c.machine for c in cells})
+    click.echo(f"dashboard: {index} ({len(cells)} cells on {machines} machine{'s' if machines != 1 else ''}, "
+               f"{n_changes} change{'s' if n_changes != 1 else ''} detected, {n_slower} slower)")

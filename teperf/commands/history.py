@@ -1,0 +1,162 @@
+"""teperf history: the nightly series of one or all cells, as a table, CSV or JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from teperf.errors import TeperfError
+
+
+def history_option(f):
+    return click.option(
+        "--history", "history_url", metavar="DIR|URL", envvar="TEPERF_HISTORY",
+        help="History store: a directory or fsspec URL (default: $TEPERF_HISTORY or results/history).",
+    )(f)
+
+
+def open_store(url):
+    from teperf.history.store import HistoryStore
+
+    return HistoryStore(url)
+
+
+def select_machine(df, machine: str | None):
+    """Filter by machine fingerprint (a unique prefix is enough) or by a text in its label."""
+    if not machine or df.empty:
+        return df
+    ids = sorted(df["machine"].dropna().unique())
+    hits = [m for m in ids if m.startswith(machine)]
+    if not hits:
+        labels = df.drop_duplicates("machine").set_index("machine")["machine_label"].to_dict()
+        hits = [m for m in ids if machine.lower() in str(labels.get(m, "")).lower()]
+    if len(hits) != 1:
+        known = ", ".join(f"{m} ({lbl})" for m, lbl in df.drop_duplicates("machine")[["machine", "machine_label"]].itertuples(index=False))
+        what = "matches no machine" if not hits else "matches several machines"
+        raise TeperfError(f"--machine {machine!r} {what}", f"use one of: {known}")
+    return df[df["machine"] == hits[0]]
+
+
+TABLE_COLUMNS = ("committed_at", "sha", "subject", "module", "recipe", "shape", "host_us", "delta_pct", "ci_low_pct", "ci_high_pct", "verdict", "status", "machine")
+
+
+@click.command("history")
+@history_option
+@click.option("--module", help="Only this module.")
+@click.option("--recipe", help="Only this recipe.")
+@click.option("--machine", help="Only this machine (fingerprint prefix, or text in its CPU/GPU label).")
+@click.option("--ref", help="Only nightlies of this branch.")
+@click.option("--changes", is_flag=True, help="List the detected changes instead of the points.")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+@click.option("--last", type=int, metavar="N", help="Only the newest N commits of each cell.")
+def command(history_url, module, recipe, machine, ref, changes, fmt, last):
+    """Show the nightly history (one row per commit and cell).
+
+    \b
+    teperf history --module Linear --recipe bf16
+    teperf history --format csv > history.csv
+    teperf history --changes
+    """
+    from teperf.history.store import ordered
+
+    store = open_store(history_url)
+    df = store.read(module=module, recipe=recipe, ref=ref)
+    df = select_machine(df, machine)
+    if df.empty:
+        where = f" matching {', '.join(f'{k}={v}' for k, v in (('module', module), ('recipe', recipe), ('ref', ref)) if v)}" if (module or recipe or ref) else ""
+        raise TeperfError(f"no history{where} in {store.url}", "run teperf nightly or teperf import BUNDLE first, or check --history and the filters")
+    if changes:
+        _print_changes(df, fmt)
+        return
+    df = ordered(df)
+    if last:
+        keep = []
+        for _, g in df.groupby(["machine", "module", "recipe", "shape", "dtype", "mode"], dropna=False, sort=False):
+            shas = list(dict.fromkeys(g["sha"].fillna(g["run_id"])))[-last:]
+            keep.append(g[g["sha"].fillna(g["run_id"]).isin(shas)])
+        import pandas as pd
+
+        df = ordered(pd.concat(keep))
+    if fmt == "csv":
+        sys.stdout.write(df.to_csv(index=False))
+    elif fmt == "json":
+        click.echo(df.to_json(orient="records", date_format="iso", indent=1))
+    else:
+        _print_table(df)
+
+
+def _print_table(df) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_lines=False, header_style="bold")
+    for col in ("date", "commit", "subject", "cell", "host us", "night %", "95% CI %", "verdict", "machine"):
+        table.add_column(col, justify="right" if col in ("host us", "night %") else "left", overflow="fold")
+    colors = {"slower": "red", "faster": "green", "noisy": "yellow", "no change": "dim"}
+    for r in df.itertuples(index=False):
+        date = r.committed_at if r.committed_at is not None and str(r.committed_at) != "NaT" else r.run_date
+        ci = f"[{r.ci_low_pct:+.1f}, {r.ci_high_pct:+.1f}]" if _ok(r.ci_low_pct) and _ok(r.ci_high_pct) else ""
+        verdict = r.verdict if isinstance(r.verdict, str) else (r.status if r.status != "ok" else "")
+        table.add_row(
+            Text(str(date)[:16]), Text((r.sha or "")[:10]), Text((r.subject or "")[:50]),
+            Text(f"{r.module} {r.recipe} {r.shape}"), Text(f"{r.host_us:.1f}" if _ok(r.host_us) else "-"),
+            Text(f"{r.delta_pct:+.1f}" if _ok(r.delta_pct) else ""), Text(ci),
+            Text(verdict or "", style=colors.get(verdict, "")), Text(r.machine or ""),
+        )
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+def _ok(v) -> bool:
+    try:
+        return v is not None and v == v
+    except TypeError:
+        return False
+
+
+def _print_changes(df, fmt: str) -> None:
+    from teperf.history.analysis import analyze
+
+    rows = []
+    for cell in analyze(df):
+        for ch in cell.changes:
+            rows.append({
+                "machine": cell.machine, "module": cell.module, "recipe": cell.recipe, "shape": cell.shape,
+                "dtype": cell.dtype, "mode": cell.mode, "kind": ch.kind, "direction": ch.direction,
+                "size_us": round(ch.delta_us, 3), "size_pct": round(ch.delta_pct, 3),
+                "first_bad_sha": ch.first_bad.sha, "first_bad_subject": ch.first_bad.subject,
+                "last_good_sha": ch.last_good.sha if ch.last_good else None,
+                "last_good_subject": ch.last_good.subject if ch.last_good else None,
+                "pvalue": ch.pvalue,
+            })
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=1))
+        return
+    if fmt == "csv":
+        import csv
+
+        w = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]) if rows else ["machine"])
+        w.writeheader()
+        w.writerows(rows)
+        return
+    if not rows:
+        click.echo("no changes detected")
+        return
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(header_style="bold")
+    for col in ("cell", "change", "size", "last good", "first bad", "machine"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        style = "red" if r["direction"] == "slower" else "green"
+        table.add_row(
+            Text(f"{r['module']} {r['recipe']} {r['shape']}"), Text(f"{r['kind']} {r['direction']}", style=style),
+            Text(f"{r['size_us']:+.1f} us ({r['size_pct']:+.1f}%)"),
+            Text(f"{(r['last_good_sha'] or '-')[:10]} {(r['last_good_subject'] or '')[:40]}"),
+            Text(f"{(r['first_bad_sha'] or '-')[:10]} {(r['first_bad_subject'] or '')[:40]}"), Text(r["machine"]),
+        )
+    Console(width=None if sys.stdout.isatty() else 200).print(table)

@@ -1,0 +1,68 @@
+"""teperf import: add existing result bundles to the nightly history."""
+
+from __future__ import annotations
+
+import click
+
+from teperf.commands.history import history_option, open_store
+from teperf.errors import TeperfError
+
+
+def parse_shard(text: str | None) -> tuple[int, int]:
+    """'I/N' -> (I, N) with 1 <= I <= N."""
+    if text is None:
+        return 1, 1
+    try:
+        i_text, n_text = text.split("/")
+        i, n = int(i_text), int(n_text)
+    except ValueError:
+        raise TeperfError(f"malformed shard {text!r}", "write it as I/N, e.g. --shard 2/4") from None
+    if n < 1 or not 1 <= i <= n:
+        raise TeperfError(f"shard {text!r} out of range", "I must be between 1 and N, e.g. --shard 1/2 and --shard 2/2")
+    return i, n
+
+
+@click.command("import")
+@click.argument("bundles", nargs=-1, required=True, type=click.Path(file_okay=False), metavar="BUNDLE...")
+@history_option
+@click.option("--ref", help="Branch name to record (default: the measured side's ref).")
+@click.option("--shard", metavar="I/N", help="Which slice of a split night the bundle is (default 1/1).")
+@click.option("--sha", help="Commit to record, for a bundle whose side has no git description.")
+@click.option("--subject", help="Commit subject to record with --sha.")
+@click.option("--commit-date", metavar="ISO", help="Commit date to record with --sha (ISO 8601).")
+@click.option("--include-partial", is_flag=True, help="Also add bundles of runs that did not finish (interrupted, running).")
+def command(bundles, history_url, ref, shard, sha, subject, commit_date, include_partial):
+    """Add result bundles (from teperf run/compare/nightly) to the history.
+
+    Importing a bundle twice adds it once.
+
+    \b
+    teperf import results/20250101-020000-compare-ab12 --history results/history
+    """
+    from teperf.api import summarize
+
+    i, n = parse_shard(shard)
+    if (subject or commit_date) and not sha:
+        raise TeperfError("--subject/--commit-date need --sha", "give the commit with --sha too")
+    if sha and len(bundles) > 1:
+        raise TeperfError("--sha names one commit, but several bundles were given", "import them one at a time with their own --sha")
+    store = open_store(history_url)
+    overrides = {}
+    if sha:
+        overrides.update(sha=sha, subject=subject, committed_at=commit_date)
+    added = skipped = 0
+    for path in bundles:
+        summary = summarize(path)
+        status = summary.meta.get("status")
+        if status in ("running", "interrupted") and not include_partial:
+            click.echo(f"skipped {path}: run status {status!r} (use --include-partial to add it anyway)", err=True)
+            skipped += 1
+            continue
+        file, new = store.add_summary(summary, run_kind="import", ref=ref, shard=f"{i}/{n}", bundle=str(path), overrides=overrides)
+        if new:
+            added += 1
+            click.echo(f"added {path} -> {file} ({len(summary.rows)} cells)")
+        else:
+            skipped += 1
+            click.echo(f"already in the history: {path} ({file})")
+    click.echo(f"{added} bundle{'s' if added != 1 else ''} added to {store.url}, {skipped} skipped")

@@ -1,0 +1,229 @@
+"""teperf nightly: measure a branch's head against the previous nightly's commit, append to the history.
+
+Each night is a paired comparison (``teperf compare PREV..HEAD`` on git
+sides), so the history holds both the absolute host time of every nightly
+commit and a night-over-night delta with its own interval.  The first night
+(no earlier nightly on this machine kind) pairs the head with its first parent.
+
+``--shard I/N`` measures the I-th of N deterministic slices of the case
+matrix, so N machines of one kind can split a night; every row records its
+machine fingerprint (CPU model, GPU, driver) and machines never mix.
+
+The decisions (which commit is the base, which cases a shard runs, which
+machine this is) are plain functions below, testable without git or workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shlex
+import shutil
+import subprocess
+import sys
+from typing import Any, Sequence
+
+import click
+
+from teperf.commands._common import config_options, emit, make_config, output_options, progress_bar
+from teperf.commands.history import history_option, open_store
+from teperf.commands.import_ import parse_shard
+from teperf.errors import TeperfError
+
+DEFAULT_CONFIG = "nightly"
+
+
+# ----------------------------------------------------------------------------- decisions (unit-tested)
+
+
+def shard_cases(cases: Sequence[Any], index: int, count: int) -> list:
+    """The ``index``-th (1-based) of ``count`` slices of ``cases``.
+
+    Deterministic and independent of the order the matrix was written in:
+    cases are sorted by (module, recipe, shape, dtype, mode) and dealt round-robin,
+    so slices differ in size by at most one and every case is in exactly one slice.
+    """
+    if count < 1 or not 1 <= index <= count:
+        raise TeperfError(f"shard {index}/{count} out of range", "I must be between 1 and N")
+
+    def key(c):
+        shape = c.shape if isinstance(c.shape, str) else "x".join(map(str, c.shape))
+        return (str(c.module), str(c.recipe), shape, str(c.dtype), str(c.mode))
+
+    ordered = sorted(cases, key=key)
+    return [c for k, c in enumerate(ordered) if k % count == index - 1]
+
+
+@dataclasses.dataclass(frozen=True)
+class BaseChoice:
+    spec: str  # what git_sides gets: "PREV..HEAD", or "HEAD" (= HEAD^1..HEAD)
+    base_sha: str | None  # the previous nightly's commit, when it is the base
+    reason: str
+    skip: bool = False
+
+
+def choose_base(history, *, machine: str, ref: str, head_sha: str, shard: str = "1/1", force: bool = False,
+                is_ancestor=None, has_parent=None) -> BaseChoice:
+    """Which commit tonight's head is paired with.
+
+    The commit of the newest earlier nightly (by run date) of this machine kind and branch
+    that measured another commit, whatever its shard.  When this shard already measured the
+    head on this machine kind, there is nothing new: skip, unless ``force``.  When the previous
+    commit is not an ancestor of the head (the branch was rewritten) or there is none, pair
+    with the head's first parent.  ``is_ancestor(a, b)`` may be given to check ancestry (None:
+    assume it is); ``has_parent(sha)`` whether the head has a parent (None: assume so); a root
+    commit is measured against itself (A/A).
+    """
+    from teperf.history.store import latest_run
+
+    have = history is not None and not history.empty
+    if have and not force:
+        done = history[(history["machine"] == machine) & (history["ref"] == ref) & (history["sha"] == head_sha)
+                       & (history["shard"] == shard)]
+        if not done.empty:
+            when = done["run_date"].max()
+            return BaseChoice(head_sha, None, f"{head_sha[:10]} was already measured (shard {shard}) by the nightly of {when}", skip=True)
+    prev = latest_run(history, machine=machine, ref=ref, exclude_sha=head_sha) if have else None
+
+    def parent_choice(why: str) -> BaseChoice:
+        if has_parent is not None and not has_parent(head_sha):
+            return BaseChoice(f"{head_sha}..{head_sha}", None, f"{why}; the head is a root commit: measured against itself (A/A)")
+        return BaseChoice(head_sha, None, f"{why}: paired with the head's first parent")
+
+    if prev is None:
+        return parent_choice("no earlier nightly of another commit on this machine")
+    if is_ancestor is not None and not is_ancestor(prev["sha"], head_sha):
+        return parent_choice(f"the previous nightly's {prev['sha'][:10]} is not an ancestor of the head (rewritten branch?)")
+    return BaseChoice(f"{prev['sha']}..{head_sha}", prev["sha"], f"paired with the previous nightly's {prev['sha'][:10]}")
+
+
+def local_machine(device: str, *, cpu_model: str | None = None, gpu: str | None = None, driver: str | None = None) -> tuple[str, str]:
+    """This machine's fingerprint as the nightly's rows will record it.
+
+    On the CPU the worker reports no GPU, so neither does this; on CUDA the GPU name and driver
+    come from nvidia-smi (the worker reads them from torch and /proc; they agree on NVIDIA's stack,
+    and the run's rows use the worker's own report).
+    """
+    from teperf.api import cpu_model as _cpu
+    from teperf.history.store import machine_fingerprint
+
+    cpu_model = cpu_model or _cpu()
+    if device == "cuda" and gpu is None:
+        gpu, driver = _nvidia_smi()
+    if device != "cuda":
+        gpu = driver = None
+    return machine_fingerprint(cpu_model, gpu, driver)
+
+
+def _nvidia_smi() -> tuple[str | None, str | None]:
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None, None
+    try:
+        out = subprocess.run([exe, "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+    first = out.strip().splitlines()[0] if out.strip() else ""
+    name, _, drv = first.partition(",")
+    return (name.strip() or None), (drv.strip() or None)
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+@click.command("nightly")
+@click.option("--repo", default=".", show_default=True, metavar="DIR", help="Git checkout of the project (e.g. TransformerEngine).")
+@click.option("--ref", default="main", show_default=True, help="Branch (or any ref) whose head is measured.")
+@history_option
+@click.option("--shard", metavar="I/N", help="Measure only the I-th of N slices of the case matrix (split a night over N machines).")
+@click.option("--strategy", type=click.Choice(["auto", "overlay", "build"]), default="auto", show_default=True, help="How a git side is made runnable.")
+@click.option("--package", default="transformer_engine", show_default=True, help="Package under test.")
+@click.option("--build-command", metavar="CMD", help="Build command for --strategy build.")
+@click.option("--python", metavar="EXE", help="Interpreter that runs the workers (default: this one).")
+@click.option("--force", is_flag=True, help="Measure even if the head was already measured by the last nightly.")
+@click.option("--dry-run", is_flag=True, help="Say what would be measured, measure nothing.")
+@click.option("--counters/--no-counters", default=False, show_default=True, help="Count calls and ops per step (slower).")
+@config_options
+@output_options
+def command(repo, ref, history_url, shard, strategy, package, build_command, python, force, dry_run, counters, fmt, results_dir, **kwargs):
+    """Measure REF's head against the previous nightly's commit and add it to the history.
+
+    \b
+    teperf nightly --repo ~/TransformerEngine --ref main
+    teperf nightly --repo ~/TransformerEngine --shard 1/2    (machine A)
+    teperf nightly --repo ~/TransformerEngine --shard 2/2    (machine B)
+    """
+    from teperf import api
+    from teperf.plan import expand
+    from teperf.sides.git import GitFailed, repo_root, resolve, run_git
+
+    shard_i, shard_n = parse_shard(shard)
+    if not kwargs.get("config_path"):
+        kwargs["config_path"] = DEFAULT_CONFIG
+    config = make_config(kwargs, counters=counters)
+    cases = shard_cases(expand(config), shard_i, shard_n)
+    if not cases:
+        raise TeperfError(f"shard {shard_i}/{shard_n} has no cases: the matrix has only {len(expand(config))}",
+                          "use fewer shards (N at most the number of cases)")
+    root = repo_root(repo)
+    head_sha = resolve(root, ref, what="--ref")
+    store = open_store(history_url)
+    history = store.read()
+    machine, label = local_machine(config.device)
+
+    def is_ancestor(a: str, b: str) -> bool:
+        try:
+            run_git(root, "merge-base", "--is-ancestor", a, b)
+            return True
+        except GitFailed:
+            return False
+
+    def has_parent(sha: str) -> bool:
+        try:
+            run_git(root, "rev-parse", "--verify", "--quiet", f"{sha}^1")
+            return True
+        except GitFailed:
+            return False
+
+    choice = choose_base(history, machine=machine, ref=ref, head_sha=head_sha, shard=f"{shard_i}/{shard_n}", force=force,
+                         is_ancestor=is_ancestor, has_parent=has_parent)
+    click.echo(f"nightly: {ref} at {head_sha[:10]} on {label} (machine {machine}), shard {shard_i}/{shard_n}: "
+               f"{len(cases)} case{'s' if len(cases) != 1 else ''}; {choice.reason}", err=True)
+    if choice.skip:
+        click.echo("nightly: nothing new to measure (use --force to measure it again)", err=True)
+        return
+    if dry_run:
+        for c in cases:
+            click.echo(f"  would measure {c.key}", err=True)
+        return
+
+    from teperf.sides.git import git_sides
+
+    base, head = git_sides(
+        choice.spec, repo=str(root), strategy=strategy, package=package, python=python or sys.executable,
+        build_command=shlex.split(build_command) if build_command else None,
+    )
+    nightly_meta = {"nightly": {"ref": ref, "shard": f"{shard_i}/{shard_n}", "machine": machine, "base_reason": choice.reason,
+                                "history": str(store.url)}}
+    try:
+        with progress_bar() as factory:
+            path = api.compare(config, base, head, results_dir=results_dir, command=["teperf"] + sys.argv[1:],
+                               progress=factory, extra_meta=nightly_meta, cases=list(cases))
+    except api.Interrupted as stop:
+        click.echo(f"teperf: interrupted; not added to the history. The bundle keeps what was measured: {stop.path} "
+                   f"(teperf import --include-partial {stop.path} adds it)", err=True)
+        sys.exit(130)
+    summary = api.summarize(path)
+    emit(summary, fmt)
+    file, _ = store.add_summary(summary, run_kind="nightly", ref=ref, shard=f"{shard_i}/{shard_n}", bundle=str(path))
+    recorded = summary.meta.get("host", {})
+    from teperf.history.store import machine_from_meta
+
+    actual = machine_from_meta(summary.meta)["machine"]
+    if actual != machine:
+        click.echo(f"teperf: warning: the workers reported machine {actual}, the probe said {machine} "
+                   f"(GPU/driver names differ: {recorded.get('gpu')!r}, {recorded.get('driver')!r}); "
+                   "the base was chosen from the probe's history", err=True)
+    click.echo(f"nightly: added to the history: {file}", err=True)
+    if summary.meta.get("status") == "failed":
+        sys.exit(1)

@@ -1,0 +1,286 @@
+"""Change detection on one cell's nightly series.
+
+Method (and why)
+----------------
+**Steps: E-divisive means** (Matteson & James, "A Nonparametric Approach for
+Multiple Change Point Analysis of Multivariate Data", JASA 2014), the method
+behind MongoDB's CI and Hunter / Apache Otava.  It is non-parametric (host
+times are skewed and heavy-tailed, so a Gaussian test would over-fire), finds
+any number of steps by bisection, and needs no threshold on the raw data:
+
+* For a segment Z, every split Z[s:t] / Z[t:k] is scored with the energy
+  statistic ``Q = mn/(m+n) * (2/(mn) sum|X-Y| - C(n,2)^-1 sum|X-X'| - C(m,2)^-1 sum|Y-Y'|)``
+  (alpha = 1); the best (t, k) over all current segments is the candidate.
+* Significance is the paper's permutation test: shuffle the points within each
+  current segment ``permutations`` times, recompute the best Q, and accept
+  the candidate while ``p = (#{Q_perm >= Q} + 1) / (R + 1) <= sig_level``.
+  The permutation generator is seeded, so a dashboard is reproducible.
+  With R = 999 a step needs about 4 nights after it (and as many before) to
+  reach p <= 0.01 reliably; the test stops as soon as p can no longer get there, so
+  only real steps pay for all the permutations.
+  (Hunter replaced this with a t-test for speed; our series are a few hundred
+  points, so the exact, distribution-free permutation test is affordable, and
+  we take it.  We do not use Otava itself: it pins numpy==2.2 and pulls in
+  BigQuery/Slack/Postgres clients; MongoDB's ``signal-processing-algorithms``
+  pins numpy<2.)
+
+**Minimum effect size.** A statistically real step can be too small to act
+on.  Each accepted point is judged by its *local* jump: the median of up to
+``local_window`` points just after it minus the median of up to
+``local_window`` points just before it, both inside its segments and both
+with the local trend taken out (Sen's slope of the point pairs that do not
+straddle it, from up to 4 x ``local_window`` points each side).  Points whose
+jump is below ``min_effect_pct`` (and ``min_effect_us``) are dropped, weakest
+first, with neighbours re-judged after each drop (the merge step of Hunter,
+Fleming et al., ICPE 2023).  Judging the detrended local jump, not the
+difference of the segment levels, is what keeps a slow ramp from being
+reported as a string of steps.  The size *reported* for a kept step is the
+difference of the medians of the whole segments on either side.
+
+**Drift: Mann-Kendall trend test with the Theil-Sen slope** (Mann 1945,
+Kendall 1975, Sen 1968), run on every segment between accepted steps: a
+significant monotone trend (``scipy.stats.kendalltau`` against the index,
+p <= ``drift_sig_level``) whose fitted change across the segment is at least
+the minimum effect is reported as a drift, from its first to its last commit.
+
+Indices follow the series: a change at ``index=i`` means point ``i`` is the
+first after the change ("first bad commit") and ``i-1`` the last before it
+("last good commit").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+from scipy import stats as sps
+
+
+@dataclasses.dataclass(frozen=True)
+class DetectionSettings:
+    sig_level: float = 0.01  # permutation-test p-value to accept a step
+    permutations: int = 999  # stops early once p cannot reach sig_level, so only real steps cost all of them
+    min_size: int = 3  # points on each side of a step, at least
+    min_effect_pct: float = 2.0  # smallest step/drift worth reporting, % of the level before
+    min_effect_us: float = 0.0  # ... and in microseconds
+    local_window: int = 8  # points each side used to size a step
+    drift_sig_level: float = 0.001  # stricter than steps: one test per segment, and a trend needs many nights anyway
+    drift_min_points: int = 8
+    window: int = 200  # analyse the newest this-many points of a series (0: all); E-divisive is O(n^2) a permutation
+    seed: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    kind: str  # "step" | "drift"
+    index: int  # first point after the change (step) / first point of the drifting segment
+    end_index: int  # step: == index; drift: last point of the drifting segment
+    before: float  # level before (us)
+    after: float  # level after (us)
+    pvalue: float
+
+    @property
+    def delta(self) -> float:
+        return self.after - self.before
+
+    @property
+    def delta_pct(self) -> float:
+        return 100.0 * self.delta / self.before if self.before else float("nan")
+
+    @property
+    def direction(self) -> str:
+        return "slower" if self.delta > 0 else "faster"
+
+
+# ----------------------------------------------------------------------------- E-divisive
+
+
+def _best_split(z: np.ndarray, min_size: int) -> tuple[float, int]:
+    """Best (Q, tau) over all splits z[:tau] | z[tau:kappa] with both parts >= min_size.
+
+    All (tau, kappa) pairs at once from a 2-D prefix sum of |z_i - z_j|: O(n^2) memory and time.
+    """
+    n = len(z)
+    if n < 2 * min_size:
+        return -np.inf, -1
+    d = np.abs(z[:, None] - z[None, :])
+    p = np.zeros((n + 1, n + 1))
+    p[1:, 1:] = d.cumsum(0).cumsum(1)  # p[a, b] = sum_{i<a, j<b} d_ij
+    taus = np.arange(n + 1)[:, None]
+    kappas = np.arange(n + 1)[None, :]
+    diag = np.diag(p)  # p[a, a]
+    within_x = np.broadcast_to(diag[:, None] / 2.0, p.shape)  # pairs inside z[:tau]
+    # pairs inside z[tau:kappa]: (p[k,k] - 2 p[t,k] + p[t,t]) / 2, d being symmetric
+    within_y = (diag[None, :] - 2.0 * p + diag[:, None]) / 2.0
+    between = p - diag[:, None]  # sum over i < tau <= j < kappa
+    nx = np.broadcast_to(taus.astype(float), p.shape)
+    my = (kappas - taus).astype(float)
+    valid = (nx >= min_size) & (my >= min_size)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = (
+            2.0 * between / (nx * my)
+            - within_x / (nx * (nx - 1) / 2.0)
+            - within_y / (my * (my - 1) / 2.0)
+        )
+        q = nx * my / (nx + my) * e
+    q = np.where(valid, q, -np.inf)
+    t, _k = np.unravel_index(np.argmax(q), q.shape)
+    return float(q[t, _k]), int(t)
+
+
+def _segments(bounds: list[int]) -> list[tuple[int, int]]:
+    return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
+
+
+def _best_over_segments(x: np.ndarray, bounds: list[int], min_size: int) -> tuple[float, int]:
+    best_q, best_idx = -np.inf, -1
+    for a, b in _segments(bounds):
+        q, t = _best_split(x[a:b], min_size)
+        if t >= 0 and q > best_q:
+            best_q, best_idx = q, a + t
+    return best_q, best_idx
+
+
+def e_divisive(series: Sequence[float], settings: DetectionSettings = DetectionSettings()) -> list[tuple[int, float]]:
+    """Significant change points of ``series`` as (index, p-value), sorted by index."""
+    x = np.asarray(series, dtype=float)
+    rng = np.random.default_rng(settings.seed)
+    bounds = [0, len(x)]
+    found: list[tuple[int, float]] = []
+    while True:
+        q_obs, idx = _best_over_segments(x, bounds, settings.min_size)
+        if idx < 0:
+            break
+        exceed = 0
+        for _ in range(settings.permutations):
+            y = x.copy()
+            for a, b in _segments(bounds):
+                rng.shuffle(y[a:b])
+            q_perm, _ = _best_over_segments(y, bounds, settings.min_size)
+            if q_perm >= q_obs:
+                exceed += 1
+                if (exceed + 1) / (settings.permutations + 1) > settings.sig_level:
+                    break  # cannot become significant any more: stop early (p is then a lower bound)
+        pvalue = (exceed + 1) / (settings.permutations + 1)
+        if pvalue > settings.sig_level:
+            break
+        found.append((idx, pvalue))
+        bounds = sorted(bounds + [idx])
+    return sorted(found)
+
+
+# ----------------------------------------------------------------------------- sizing and drift
+
+
+def _pairwise_slopes(t: np.ndarray, y: np.ndarray) -> np.ndarray:
+    i, j = np.triu_indices(len(t), k=1)
+    return (y[j] - y[i]) / (t[j] - t[i])
+
+
+def _local_levels(x: np.ndarray, idx: int, lo: int, hi: int, w: int) -> tuple[float, float]:
+    """Levels just before and just after ``idx``, with the local trend taken out.
+
+    The common slope is Sen's estimator blocked by side (the median of the pairwise slopes
+    that do not cross ``idx``, as in Hirsch's seasonal Kendall slope), so the step itself
+    does not bias it.  On a ramp the detrended jump is ~0; on a flat series the slope is ~0
+    and the jump is the plain difference of medians.
+    """
+    # slope from up to 4w points each side (a slope from w points is too noisy to extrapolate)
+    s_before = np.arange(max(lo, idx - 4 * w), idx)
+    s_after = np.arange(idx, min(hi, idx + 4 * w))
+    slopes = np.concatenate([
+        _pairwise_slopes(s_before, x[s_before]) if len(s_before) > 1 else np.empty(0),
+        _pairwise_slopes(s_after, x[s_after]) if len(s_after) > 1 else np.empty(0),
+    ])
+    t_before = np.arange(max(lo, idx - w), idx)
+    t_after = np.arange(idx, min(hi, idx + w))
+    slope = float(np.median(slopes)) if len(slopes) else 0.0
+    # levels at the change, i.e. extrapolated to idx - 0.5 from both sides
+    before = float(np.median(x[t_before] - slope * (t_before - (idx - 0.5))))
+    after = float(np.median(x[t_after] - slope * (t_after - (idx - 0.5))))
+    return before, after
+
+
+def _big_enough(before: float, after: float, s: DetectionSettings) -> bool:
+    delta = abs(after - before)
+    pct = 100.0 * delta / abs(before) if before else float("inf")
+    return pct >= s.min_effect_pct and delta >= s.min_effect_us
+
+
+def detect(series: Sequence[float], settings: DetectionSettings = DetectionSettings()) -> list[Change]:
+    """Steps (E-divisive + minimum local effect) and drifts (Mann-Kendall/Theil-Sen) in ``series``.
+
+    Only the newest ``settings.window`` points are analysed (all when 0).  NaN points (failed
+    cells) must be removed by the caller; indices refer to the series given.
+    """
+    x = np.asarray(series, dtype=float)
+    if np.isnan(x).any():
+        raise ValueError("series contains NaN; drop failed points first")
+    offset = len(x) - settings.window if settings.window and len(x) > settings.window else 0
+    found = _detect(x[offset:], settings)
+    if offset:
+        found = [dataclasses.replace(c, index=c.index + offset, end_index=c.end_index + offset) for c in found]
+    return found
+
+
+def _detect(x: np.ndarray, settings: DetectionSettings) -> list[Change]:
+    points = dict(e_divisive(x, settings))
+    # Merge step: drop the weakest point below the minimum effect, re-size the neighbours, repeat.
+    while points:
+        idxs = sorted(points)
+        bounds = [0] + idxs + [len(x)]
+        sizes = {}
+        for j, idx in enumerate(idxs):
+            b, a = _local_levels(x, idx, bounds[j], bounds[j + 2], settings.local_window)
+            sizes[idx] = (b, a)
+        weak = [i for i in idxs
+                if not _big_enough(*sizes[i], settings)
+                or not _big_enough(float(np.median(x[bounds[idxs.index(i)]:i])),
+                                   float(np.median(x[i:bounds[idxs.index(i) + 2]])), settings)]
+        if not weak:
+            break
+        weakest = min(weak, key=lambda i: abs(sizes[i][1] - sizes[i][0]) / max(abs(sizes[i][0]), 1e-12))
+        del points[weakest]
+    changes: list[Change] = []
+    idxs = sorted(points)
+    bounds = [0] + idxs + [len(x)]
+    for j, idx in enumerate(idxs):
+        # the reported size: medians of the whole segments on either side (the levels a reader sees)
+        b, a = float(np.median(x[bounds[j]:idx])), float(np.median(x[idx:bounds[j + 2]]))
+        changes.append(Change("step", idx, idx, b, a, points[idx]))
+    for a, b in _segments(bounds):
+        seg = x[a:b]
+        if len(seg) < settings.drift_min_points:
+            continue
+        t = np.arange(len(seg))
+        tau = sps.kendalltau(t, seg)
+        if not np.isfinite(tau.pvalue) or tau.pvalue > settings.drift_sig_level:
+            continue
+        fit = sps.theilslopes(seg, t)
+        start = fit.intercept
+        end = fit.intercept + fit.slope * (len(seg) - 1)
+        if _big_enough(start, end, settings):
+            changes.append(Change("drift", a, b - 1, float(start), float(end), float(tau.pvalue)))
+    return sorted(changes, key=lambda c: (c.index, c.kind))
+
+
+def segment_levels(series: Sequence[float], changes: Sequence[Change], start: int = 0) -> list[tuple[int, int, float, float]]:
+    """(start, stop, level at start, level at stop - 1) of the segments between the steps, for
+    plotting: the median for a flat segment, the Theil-Sen line for a drifting one.  Points
+    before ``start`` (outside the analysed window) get no level."""
+    x = np.asarray(series, dtype=float)
+    cuts = sorted({c.index for c in changes if c.kind == "step" and c.index > start})
+    drifts = {(c.index, c.end_index): c for c in changes if c.kind == "drift"}
+    bounds = [start] + cuts + [len(x)]
+    out = []
+    for a, b in _segments(bounds):
+        if b <= a:
+            continue
+        d = drifts.get((a, b - 1))
+        if d is not None:
+            out.append((a, b, d.before, d.after))
+        else:
+            level = float(np.median(x[a:b]))
+            out.append((a, b, level, level))
+    return out

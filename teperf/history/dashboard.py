@@ -1,0 +1,331 @@
+"""The nightly dashboard: a static site that works offline from the file system.
+
+    site/index.html            overview: per machine, a module x recipe grid
+    site/machine-<id>.html     one interactive chart per cell (plotly), per machine
+    site/regressions.html      every detected change: cell, size, first bad / last good commit
+    site/assets/plotly.min.js  plotly.js, copied from the installed plotly package (no CDN)
+    site/assets/dashboard.js   draws the charts from JSON data blocks in the page
+    site/assets/style.css
+
+Safety: commit subjects, refs, module and recipe names, machine labels and
+errors are untrusted.  HTML goes through Jinja2 with autoescape on; the one
+``|safe`` value is the figure JSON, in which ``<``, ``>`` and ``&`` are written
+as ``\\u003c`` etc., so it cannot close its ``<script type="application/json">``
+block; strings inside figures are HTML-escaped too, because plotly renders a
+subset of HTML in hover labels.  Pages carry a Content-Security-Policy that
+allows no inline script at all.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import json
+import math
+import os
+import shutil
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import Sequence
+
+from teperf import __version__
+from teperf.history import changepoint
+from teperf.history.analysis import Cell, Found, Point, analyze
+from teperf.history.store import HistoryStore
+
+VERDICT_CSS = {"slower": "slower", "faster": "faster", "no change": "nochange", "noisy": "noisy"}
+VERDICT_COLOR = {"slower": "#c0392b", "faster": "#1e8449", "no change": "#7f8c8d", "noisy": "#d68910", None: "#34495e"}
+RECENT = 7  # a step among the last RECENT commits is flagged in the overview
+
+
+def _esc(text) -> str:
+    """For strings inside plotly figures: plotly renders a subset of HTML tags in hover labels,
+    tick labels and annotations, and decodes &lt; &gt; &amp; (but not &quot;) back to text."""
+    return html.escape("" if text is None else str(text), quote=False)
+
+
+def _fmt_us(v) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:,.1f} us"
+
+
+def _fmt_pct(v, signed=True) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    return f"{v:+.1f}%" if signed else f"{v:.1f}%"
+
+
+def _fmt_date(d) -> str:
+    if d is None:
+        return ""
+    return d.strftime("%Y-%m-%d %H:%M UTC") if isinstance(d, _dt.datetime) else str(d)
+
+
+def _json_for_script(obj) -> str:
+    """JSON that is safe inside <script type="application/json">: no '<', '>' or '&' survive."""
+    from plotly.utils import PlotlyJSONEncoder
+
+    text = json.dumps(obj, cls=PlotlyJSONEncoder, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def cell_figure(cell: Cell) -> dict:
+    """The plotly figure (as a dict) of one cell: host time over commits + paired night deltas."""
+    from plotly.subplots import make_subplots
+    import plotly.graph_objects as go
+
+    pts = cell.points
+    x = list(range(len(pts)))
+    ticktext = [_esc(p.short_sha[:7]) for p in pts]
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.68, 0.32], vertical_spacing=0.07)
+
+    def custom(p: Point):
+        return [
+            _esc(p.sha or p.run_id),
+            _esc((p.subject or "")[:120]),
+            _esc(_fmt_date(p.date)),
+            _esc(p.verdict or ("failed: " + (p.error or "")[:80] if not p.ok else "no comparison")),
+            _esc(_fmt_pct(p.delta_pct)),
+            _esc(f"[{_fmt_pct(p.ci_low_pct)}, {_fmt_pct(p.ci_high_pct)}]" if p.ci_low_pct is not None else ""),
+            _esc(p.base_sha[:10] if p.base_sha else "-"),
+        ]
+
+    cd = [custom(p) for p in pts]
+    hover = ("<b>%{customdata[0]}</b><br>%{customdata[1]}<br>%{customdata[2]}<br>"
+             "host %{y:.1f} us/step<br>vs %{customdata[6]}: %{customdata[4]} %{customdata[5]} (%{customdata[3]})<extra></extra>")
+    # 95 % band of the night's paired interval, put on the head's scale: base + [ci_low, ci_high]
+    lo = [p.base_us + p.ci_low_us if None not in (p.base_us, p.ci_low_us) and p.ok else None for p in pts]
+    hi = [p.base_us + p.ci_high_us if None not in (p.base_us, p.ci_high_us) and p.ok else None for p in pts]
+    if any(v is not None for v in lo):
+        fig.add_trace(go.Scatter(x=x, y=lo, mode="lines", line=dict(width=0), hoverinfo="skip", showlegend=False,
+                                 connectgaps=False, name="ci-low"), row=1, col=1)
+        fig.add_trace(go.Scatter(x=x, y=hi, mode="lines", line=dict(width=0), fill="tonexty", fillcolor="rgba(46,134,193,0.18)",
+                                 hoverinfo="skip", name="95% interval (paired)", connectgaps=False), row=1, col=1)
+    # level between change points
+    lx, ly = [], []
+    for first, last, y0, y1 in cell.levels:
+        if first == last or y0 == y1:
+            lx += [first - 0.4, last + 0.4, None]
+            ly += [y0, y1, None]
+        else:  # a drift: its Theil-Sen line
+            lx += [first, last, None]
+            ly += [y0, y1, None]
+    if lx:
+        fig.add_trace(go.Scatter(x=lx, y=ly, mode="lines", line=dict(color="#7f8c8d", dash="dash", width=1.5),
+                                 hoverinfo="skip", name="level between changes"), row=1, col=1)
+    fig.add_trace(
+        go.Scatter(
+            x=x, y=[p.host_us if p.ok else None for p in pts], mode="lines+markers", name="host time",
+            line=dict(color="#2e86c1", width=1.5),
+            marker=dict(size=8, color=[VERDICT_COLOR.get(p.verdict, VERDICT_COLOR[None]) for p in pts], line=dict(width=0.5, color="#fff")),
+            customdata=cd, hovertemplate=hover,
+        ),
+        row=1, col=1,
+    )
+    failed = [i for i, p in enumerate(pts) if not p.ok]
+    if failed:
+        ok_vals = [p.host_us for p in pts if p.ok]
+        y0 = min(ok_vals) if ok_vals else 0
+        fig.add_trace(go.Scatter(x=failed, y=[y0] * len(failed), mode="markers", name="failed",
+                                 marker=dict(symbol="x", size=10, color="#c0392b"),
+                                 customdata=[cd[i] for i in failed], hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}<br>%{customdata[3]}<extra></extra>"),
+                      row=1, col=1)
+    # paired night-over-night change, with its interval
+    dy = [p.delta_pct if p.ok else None for p in pts]
+    err_plus = [(p.ci_high_pct - p.delta_pct) if None not in (p.ci_high_pct, p.delta_pct) else None for p in pts]
+    err_minus = [(p.delta_pct - p.ci_low_pct) if None not in (p.ci_low_pct, p.delta_pct) else None for p in pts]
+    fig.add_trace(
+        go.Scatter(
+            x=x, y=dy, mode="markers", name="night vs previous (%)",
+            marker=dict(size=7, color=[VERDICT_COLOR.get(p.verdict, VERDICT_COLOR[None]) for p in pts], symbol="diamond"),
+            error_y=dict(type="data", symmetric=False, array=err_plus, arrayminus=err_minus, thickness=1.2, width=3, color="#5d6d7e"),
+            customdata=cd, hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}<br>vs %{customdata[6]}: %{customdata[4]} %{customdata[5]}<br>%{customdata[3]}<extra></extra>",
+        ),
+        row=2, col=1,
+    )
+    shapes, annotations = [], []
+    for ch in cell.changes:
+        color = VERDICT_COLOR["slower"] if ch.direction == "slower" else VERDICT_COLOR["faster"]
+        if ch.kind == "step":
+            shapes.append(dict(type="line", xref="x", yref="paper", x0=ch.index - 0.5, x1=ch.index - 0.5, y0=0, y1=1,
+                               line=dict(color=color, width=2, dash="dot")))
+            annotations.append(dict(x=ch.index - 0.5, y=1.0, xref="x", yref="paper", yanchor="bottom", showarrow=False,
+                                    text=_esc(f"{_fmt_pct(ch.delta_pct)} at {ch.first_bad.short_sha[:7]}"), font=dict(color=color, size=11)))
+        else:
+            shapes.append(dict(type="rect", xref="x", yref="paper", x0=ch.index - 0.5, x1=ch.end_index + 0.5, y0=0, y1=1,
+                               fillcolor=color, opacity=0.08, line=dict(width=0)))
+            annotations.append(dict(x=(ch.index + ch.end_index) / 2, y=1.0, xref="x", yref="paper", yanchor="bottom", showarrow=False,
+                                    text=_esc(f"drift {_fmt_pct(ch.delta_pct)}"), font=dict(color=color, size=11)))
+    fig.add_hline(y=0, line=dict(color="#aab7b8", width=1), row=2, col=1)
+    fig.update_layout(
+        template="plotly_white", height=460, margin=dict(l=60, r=20, t=30, b=40), hovermode="closest",
+        legend=dict(orientation="h", yanchor="bottom", y=-0.22, x=0), shapes=shapes, annotations=annotations,
+    )
+    step = max(1, len(pts) // 25)
+    fig.update_xaxes(tickmode="array", tickvals=x[::step], ticktext=ticktext[::step], tickangle=-45, range=[-0.7, len(pts) - 0.3])
+    fig.update_yaxes(title_text="host us / step", row=1, col=1)
+    fig.update_yaxes(title_text="night %", zeroline=True, row=2, col=1)
+    return fig.to_plotly_json()
+
+
+# ----------------------------------------------------------------------------- page models
+
+
+def _change_row(c: Cell, ch: Found, page: str) -> dict:
+    paired = "-"
+    if ch.paired is not None and ch.paired.delta_pct is not None:
+        paired = f"{_fmt_pct(ch.paired.delta_pct)} [{_fmt_pct(ch.paired.ci_low_pct)}, {_fmt_pct(ch.paired.ci_high_pct)}] {ch.paired.verdict}"
+    good = ch.last_good
+    return {
+        "slug": c.slug, "module": c.module, "recipe": c.recipe, "variant": c.variant,
+        "kind": ch.kind + (" (placed by the paired test)" if ch.moved else "")
+        + (f" over {ch.end_index - ch.index + 1} commits, through {c.points[ch.end_index].short_sha}" if ch.kind == "drift" else ""),
+        "direction": ch.direction,
+        "css": ch.direction,
+        "what": f"{ch.kind}, {ch.direction}" + (f" (over {ch.end_index - ch.index + 1} commits)" if ch.kind == "drift" else ""),
+        "size_us": f"{ch.delta_us:+,.1f}", "size_pct": _fmt_pct(ch.delta_pct),
+        "size": f"{ch.delta_us:+,.1f} us ({_fmt_pct(ch.delta_pct)})",
+        "bad_sha": ch.first_bad.short_sha, "bad_subject": ch.first_bad.subject or "", "bad_date": _fmt_date(ch.first_bad.date),
+        "good_sha": good.short_sha if good else "-", "good_subject": (good.subject or "") if good else "(start of history)",
+        "good_date": _fmt_date(good.date) if good else "",
+        "paired": paired,
+        "sort": ch.first_bad.date or _dt.datetime.min.replace(tzinfo=_dt.timezone.utc),
+        "page": page,
+    }
+
+
+def _machine_models(cells: Sequence[Cell]) -> list[dict]:
+    by_machine: dict[str, list[Cell]] = {}
+    for c in cells:
+        by_machine.setdefault(c.machine, []).append(c)
+    models = []
+    for mid, mcells in sorted(by_machine.items(), key=lambda kv: kv[1][0].machine_label):
+        page = f"machine-{mid}.html"
+        recipes = sorted({c.recipe for c in mcells})
+        rows: dict[tuple, dict] = {}
+        variants_per_module: dict[str, set] = {}
+        for c in mcells:
+            variants_per_module.setdefault(c.module, set()).add(c.variant)
+        for c in mcells:
+            key = (c.module, c.variant)
+            row = rows.setdefault(key, {"module": c.module, "variant": c.variant, "show_variant": len(variants_per_module[c.module]) > 1,
+                                        "by_recipe": {}})
+            last = c.latest
+            recent = c.recent_change(RECENT)
+            verdict = last.verdict if last and last.ok else None
+            row["by_recipe"][c.recipe] = {
+                "slug": c.slug,
+                "latest_us": _fmt_us(last.host_us) if last and last.ok else "failed",
+                "week": _fmt_pct(c.change_vs_week()),
+                "verdict": (verdict or ("failed" if last and not last.ok else "no comparison")),
+                "css": VERDICT_CSS.get(verdict, "none"),
+                "recent": (f"step {_fmt_pct(recent.delta_pct)} at {recent.first_bad.short_sha[:7]}" if recent.kind == "step"
+                           else f"drift {_fmt_pct(recent.delta_pct)} since {recent.first_bad.short_sha[:7]}") if recent else None,
+                "recent_css": recent.direction if recent else "",
+            }
+        grid = []
+        for key in sorted(rows):
+            row = rows[key]
+            row["cells"] = [row["by_recipe"].get(r) for r in recipes]
+            grid.append(row)
+        # newest commit over the machine's cells
+        newest = max((c.latest for c in mcells if c.latest), key=lambda p: (p.date or _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)), default=None)
+        commits = {p.sha or p.run_id for c in mcells for p in c.points}
+        label = mcells[0].machine_label
+        changes = [_change_row(c, ch, page) for c in mcells for ch in c.changes]
+        changes.sort(key=lambda r: r["sort"], reverse=True)
+        models.append({
+            "id": mid, "label": label, "short": (label.split(" / ")[0][:28] + (" +GPU" if "no GPU" not in label else "")),
+            "page": page, "recipes": recipes, "grid": grid, "cells_obj": mcells,
+            "latest_sha": newest.short_sha if newest else "", "latest_subject": (newest.subject or "") if newest else "",
+            "latest_date": _fmt_date(newest.date) if newest else "", "n_commits": len(commits),
+            "groups": [
+                {"title": "Regressions (slower steps)", "rows": [r for r in changes if r["direction"] == "slower" and r["kind"].startswith("step")]},
+                {"title": "Improvements (faster steps)", "rows": [r for r in changes if r["direction"] == "faster" and r["kind"].startswith("step")]},
+                {"title": "Drifts", "rows": [r for r in changes if r["kind"].startswith("drift")]},
+            ],
+            "n_regressions": sum(1 for r in changes if r["direction"] == "slower"),
+        })
+    return models
+
+
+# ----------------------------------------------------------------------------- the site
+
+
+def _env():
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("teperf.history", "templates"),
+        autoescape=True,  # every {{ }} is HTML-escaped (templates end in .j2, so say it outright)
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def _asset(name: str) -> bytes:
+    return resources.files("teperf.history").joinpath("static", name).read_bytes()
+
+
+def build_site(cells: Sequence[Cell], out: str | os.PathLike, *, store: str = "", n_runs: int = 0,
+               settings: changepoint.DetectionSettings | None = None, now: _dt.datetime | None = None) -> Path:
+    """Write the site for analysed ``cells`` into ``out``; returns the path of index.html.
+
+    The site is built in a temporary directory next to ``out`` and swapped in, so a
+    half-written site is never served.
+    """
+    import plotly.offline
+
+    settings = settings or changepoint.DetectionSettings()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    os.chmod(work, 0o755)  # mkdtemp makes it private; a site is for reading
+    try:
+        (work / "assets").mkdir()
+        (work / "assets" / "plotly.min.js").write_text(plotly.offline.get_plotlyjs(), encoding="utf-8")
+        (work / "assets" / "dashboard.js").write_bytes(_asset("dashboard.js"))
+        (work / "assets" / "style.css").write_bytes(_asset("style.css"))
+        env = _env()
+        machines = _machine_models(cells)
+        common = {
+            "machines": machines, "generated": _fmt_date(now or _dt.datetime.now(_dt.timezone.utc)), "version": __version__,
+            "store": store, "n_runs": n_runs, "settings": settings, "recent": RECENT,
+            "n_regressions": sum(m["n_regressions"] for m in machines),
+        }
+        (work / "index.html").write_text(env.get_template("index.html.j2").render(title="Overview", page="index", charts=False, **common), encoding="utf-8")
+        (work / "regressions.html").write_text(env.get_template("regressions.html.j2").render(title="Changes", page="regressions", charts=False, **common), encoding="utf-8")
+        for m in machines:
+            cell_models = []
+            for c in sorted(m["cells_obj"], key=lambda c: (c.module, c.recipe, c.variant)):
+                rows = [_change_row(c, ch, m["page"]) for ch in c.changes]
+                cell_models.append({
+                    "slug": c.slug, "module": c.module, "recipe": c.recipe, "variant": c.variant,
+                    "figure_json": _json_for_script(cell_figure(c)), "changes": rows, "n_changes": len(rows),
+                    "changes_css": "slower" if any(r["direction"] == "slower" for r in rows) else "faster",
+                })
+            page_m = {**m, "cells": cell_models}
+            (work / m["page"]).write_text(env.get_template("machine.html.j2").render(title=m["label"], page=m["page"], charts=True, m=page_m, **common), encoding="utf-8")
+        if out.exists():
+            old = out.with_name(f".{out.name}.old-{os.getpid()}")
+            os.replace(out, old)
+            os.replace(work, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(work, out)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return out / "index.html"
+
+
+def build_from_store(store: HistoryStore, out: str | os.PathLike, *, settings: changepoint.DetectionSettings | None = None,
+                     machine: str | None = None, ref: str | None = None) -> tuple[Path, list[Cell]]:
+    df = store.read(machine=machine, ref=ref)
+    cells = analyze(df, settings)
+    index = build_site(cells, out, store=str(store.url), n_runs=int(df["run_id"].nunique()) if not df.empty else 0, settings=settings)
+    return index, cells

@@ -1,0 +1,402 @@
+"""The nightly history: an append-only Parquet dataset, one file per run.
+
+Layout: ``<root>/<run_id>.parquet``, one row per cell (module x recipe x shape x
+dtype x mode) with the run-level columns repeated on every row.  ``root`` is a
+local directory or any fsspec URL (``s3://bucket/teperf``, ``memory://h``,
+``file:///...``).  Nothing is ever rewritten, so many machines can append to
+the same store side by side; each file name carries the machine fingerprint
+and a token, so two writers never collide.
+
+Writes are atomic: the file is written under a temporary name that no reader
+picks up (``.<run_id>.parquet.tmp``: pyarrow skips dot-files and a
+``*.parquet`` glob does not match it), then renamed (``os.replace`` locally,
+``fs.mv`` elsewhere; a single-object upload is atomic on object stores).  A
+nightly killed mid-write leaves at most a stray ``.tmp`` file.
+
+Reading it without teperf::
+
+    pandas.read_parquet("results/history")                                 # pyarrow engine
+    duckdb.sql("select * from read_parquet('results/history/*.parquet', union_by_name=true)")
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import io
+import json
+import math
+import os
+import posixpath
+import secrets
+import warnings
+from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from teperf.errors import TeperfError
+
+DEFAULT_HISTORY = os.path.join("results", "history")
+HISTORY_ENV = "TEPERF_HISTORY"
+SUFFIX = ".parquet"
+
+_TS = pa.timestamp("us", tz="UTC")
+
+# Run-level columns (the same on every row of one file), then the cell columns.
+RUN_FIELDS = [
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("run_kind", pa.string()),  # nightly | import
+    pa.field("run_date", _TS),  # when the measurement started
+    pa.field("run_status", pa.string()),  # complete | failed | interrupted | running
+    pa.field("ref", pa.string()),  # branch the nightly watches (untrusted text)
+    pa.field("sha", pa.string()),  # the measured commit (head of the nightly)
+    pa.field("subject", pa.string()),  # its subject line (untrusted text)
+    pa.field("committed_at", _TS),
+    pa.field("base_sha", pa.string()),  # what it was paired against (previous nightly commit)
+    pa.field("base_subject", pa.string()),
+    pa.field("base_committed_at", _TS),
+    pa.field("machine", pa.string()),  # fingerprint id: hash of cpu_model, gpu, driver
+    pa.field("machine_label", pa.string()),
+    pa.field("cpu_model", pa.string()),
+    pa.field("gpu", pa.string()),
+    pa.field("driver", pa.string()),
+    pa.field("hostname", pa.string()),
+    pa.field("shard", pa.string()),  # "I/N"
+    pa.field("teperf_version", pa.string()),
+    pa.field("torch_version", pa.string()),
+    pa.field("bundle", pa.string()),
+]
+CELL_FIELDS = [
+    pa.field("module", pa.string()),
+    pa.field("recipe", pa.string()),
+    pa.field("shape", pa.string()),
+    pa.field("dtype", pa.string()),
+    pa.field("mode", pa.string()),
+    pa.field("status", pa.string()),
+    pa.field("error", pa.string()),
+    pa.field("host_us", pa.float64()),  # the measured side's median host time per step (head, or the only side)
+    pa.field("host_spread_pct", pa.float64()),
+    pa.field("base_us", pa.float64()),
+    pa.field("head_us", pa.float64()),
+    pa.field("delta_us", pa.float64()),
+    pa.field("delta_pct", pa.float64()),
+    pa.field("ci_low_us", pa.float64()),
+    pa.field("ci_high_us", pa.float64()),
+    pa.field("ci_low_pct", pa.float64()),
+    pa.field("ci_high_pct", pa.float64()),
+    pa.field("verdict", pa.string()),
+    pa.field("ci_basis", pa.string()),
+    pa.field("n_pairs", pa.int64()),
+    pa.field("n_trials", pa.int64()),
+    pa.field("base_spread_pct", pa.float64()),
+    pa.field("head_spread_pct", pa.float64()),
+    pa.field("pair_sd_pct", pa.float64()),
+    pa.field("mde_pct", pa.float64()),
+    pa.field("host_bound", pa.bool_()),
+    pa.field("counters", pa.string()),  # JSON text
+]
+SCHEMA = pa.schema(RUN_FIELDS + CELL_FIELDS, metadata={b"teperf.history.schema": b"1"})
+COLUMNS = SCHEMA.names
+CELL_KEY = ("module", "recipe", "shape", "dtype", "mode")
+
+
+# ----------------------------------------------------------------------------- machine fingerprint
+
+
+def machine_fingerprint(cpu_model: str | None, gpu: str | None, driver: str | None) -> tuple[str, str]:
+    """(id, label) of the machine kind: CPU model + GPU + driver.  Runs of different ids never mix."""
+    parts = [(cpu_model or "unknown CPU").strip(), (gpu or "no GPU").strip(), (driver or "no driver").strip()]
+    digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:10]
+    label = parts[0] + " / " + parts[1] + ("" if driver is None else f" / driver {parts[2]}")
+    return digest, label
+
+
+def machine_from_meta(meta: Mapping[str, Any]) -> dict:
+    host = dict(meta.get("host") or {})
+    workers = meta.get("workers") or {}
+    hello = next(iter(workers.values()), {}) if isinstance(workers, Mapping) else {}
+    gpu = host.get("gpu") or hello.get("gpu")
+    driver = host.get("driver") or hello.get("driver")
+    fid, label = machine_fingerprint(host.get("cpu_model"), gpu, driver)
+    return {
+        "machine": fid,
+        "machine_label": label,
+        "cpu_model": host.get("cpu_model"),
+        "gpu": gpu,
+        "driver": driver,
+        "hostname": host.get("hostname"),
+        "torch_version": hello.get("torch"),
+    }
+
+
+# ----------------------------------------------------------------------------- bundle summary -> rows
+
+
+def _ts(value) -> _dt.datetime | None:
+    if value in (None, ""):
+        return None
+    if isinstance(value, _dt.datetime):
+        dt = value
+    else:
+        try:
+            dt = _dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=_dt.timezone.utc)
+    return dt.astimezone(_dt.timezone.utc)
+
+
+def _num(value):
+    if value is None:
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def measured_sides(meta: Mapping[str, Any]) -> tuple[dict, dict | None]:
+    """(measured side, base side or None): for a compare the head is measured; a run has one side."""
+    sides = dict(meta.get("sides") or {})
+    if "head" in sides:
+        return dict(sides["head"]), dict(sides.get("base") or {}) or None
+    if len(sides) >= 2:
+        labels = list(sides)
+        return dict(sides[labels[1]]), dict(sides[labels[0]])
+    if sides:
+        return dict(next(iter(sides.values()))), None
+    return {}, None
+
+
+def make_run_id(meta: Mapping[str, Any], machine: str, sha: str | None, shard: str, token: str) -> str:
+    started = _ts(meta.get("started_at")) or _dt.datetime.now(_dt.timezone.utc)
+    short = (sha or "nosha")[:10]
+    return f"{started:%Y%m%dT%H%M%SZ}_{machine}_{short}_s{shard.replace('/', 'of')}_{token}"
+
+
+def rows_from_summary(summary, *, run_kind: str = "import", ref: str | None = None, shard: str = "1/1",
+                      bundle: str | None = None, run_id: str | None = None, overrides: Mapping[str, Any] | None = None) -> list[dict]:
+    """A bundle summary (``teperf.api.summarize``) -> history rows, one per cell.
+
+    ``overrides`` replaces run-level values (e.g. sha/subject/committed_at for a bundle
+    whose side has no git description).
+    """
+    meta = dict(summary.meta)
+    head, base = measured_sides(meta)
+    mach = machine_from_meta(meta)
+    overrides = dict(overrides or {})
+    sha = overrides.get("sha", head.get("sha"))
+    if run_id is None:
+        # deterministic per bundle, so importing the same bundle twice is a no-op
+        ident = f"{bundle or ''}|{meta.get('started_at')}|{sha}|{shard}"
+        run_id = make_run_id(meta, mach["machine"], sha, shard, hashlib.sha256(ident.encode()).hexdigest()[:8])
+    run = {
+        "run_id": run_id,
+        "run_kind": run_kind,
+        "run_date": _ts(meta.get("started_at")),
+        "run_status": meta.get("status"),
+        "ref": ref if ref is not None else head.get("ref"),
+        "sha": sha,
+        "subject": head.get("subject"),
+        "committed_at": _ts(head.get("commit_date") or head.get("committed_at")),
+        "base_sha": base.get("sha") if base else None,
+        "base_subject": base.get("subject") if base else None,
+        "base_committed_at": _ts((base or {}).get("commit_date") or (base or {}).get("committed_at")),
+        "shard": shard,
+        "teperf_version": meta.get("teperf_version"),
+        "bundle": bundle,
+        **mach,
+    }
+    for key, value in overrides.items():
+        if key not in run:
+            raise KeyError(f"unknown run-level column {key!r}")
+        run[key] = _ts(value) if key in ("run_date", "committed_at", "base_committed_at") else value
+    out = []
+    for r in summary.rows:
+        row = dict(run)
+        head_us = _num(r.get("head_us"))
+        base_us = _num(r.get("base_us"))
+        is_compare = base is not None
+        row.update(
+            module=r.get("module"),
+            recipe=r.get("recipe"),
+            shape=r.get("shape") if isinstance(r.get("shape"), str) or r.get("shape") is None else "x".join(map(str, r["shape"])),
+            dtype=r.get("dtype"),
+            mode=r.get("mode"),
+            status=r.get("status"),
+            error=None if r.get("error") is None else str(r.get("error")),
+            host_us=head_us if is_compare else base_us,
+            host_spread_pct=_num(r.get("head_spread_pct") if is_compare else r.get("base_spread_pct")),
+            base_us=base_us,
+            head_us=head_us,
+            verdict=r.get("verdict"),
+            ci_basis=r.get("ci_basis"),
+            host_bound=r.get("host_bound"),
+            counters=None if r.get("counters") is None else json.dumps(r.get("counters"), sort_keys=True, default=str),
+        )
+        for key in ("delta_us", "delta_pct", "ci_low_us", "ci_high_us", "ci_low_pct", "ci_high_pct",
+                    "base_spread_pct", "head_spread_pct", "pair_sd_pct", "mde_pct"):
+            row[key] = _num(r.get(key))
+        for key in ("n_pairs", "n_trials"):
+            row[key] = None if r.get(key) is None else int(r.get(key))
+        out.append(row)
+    return out
+
+
+def to_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+    cols = {name: [row.get(name) for row in rows] for name in COLUMNS}
+    return pa.Table.from_pydict(cols, schema=SCHEMA)
+
+
+# ----------------------------------------------------------------------------- the store
+
+
+class HistoryStore:
+    """A history store at a local path or fsspec URL."""
+
+    def __init__(self, url: str | os.PathLike | None = None):
+        import fsspec
+
+        url = os.fspath(url) if url is not None else os.environ.get(HISTORY_ENV) or DEFAULT_HISTORY
+        self.url = url
+        try:
+            self.fs, self.root = fsspec.core.url_to_fs(url)
+        except (ImportError, ValueError) as exc:
+            raise TeperfError(f"cannot open history store {url!r}: {exc}", "give a local directory or an fsspec URL whose filesystem package is installed")
+        self.local = "file" in _protocols(self.fs)
+
+    def __repr__(self) -> str:
+        return f"HistoryStore({self.url!r})"
+
+    def _path(self, name: str) -> str:
+        return posixpath.join(self.root, name) if not self.local else os.path.join(self.root, name)
+
+    def files(self) -> list[str]:
+        """Complete run files, sorted by name (= run date first)."""
+        try:
+            if not self.fs.exists(self.root):
+                return []
+            names = self.fs.ls(self.root, detail=False)
+        except FileNotFoundError:
+            return []
+        out = []
+        for name in names:
+            base = posixpath.basename(str(name).rstrip("/"))
+            if base.endswith(SUFFIX) and not base.startswith((".", "_")):
+                out.append(str(name))
+        return sorted(out, key=posixpath.basename)
+
+    def has_run(self, run_id: str) -> bool:
+        return self.fs.exists(self._path(run_id + SUFFIX))
+
+    def append(self, rows: Sequence[Mapping[str, Any]] | pa.Table) -> str:
+        """Write one run (all rows must share one run_id) as a new file, atomically; return its path."""
+        table = rows if isinstance(rows, pa.Table) else to_table(rows)
+        if table.num_rows == 0:
+            raise TeperfError("nothing to add to the history: the run has no cells", "check the bundle (teperf report BUNDLE)")
+        ids = set(table.column("run_id").to_pylist())
+        if len(ids) != 1 or None in ids:
+            raise ValueError(f"one run per file: got run ids {sorted(map(str, ids))}")
+        run_id = ids.pop()
+        if "/" in run_id or run_id.startswith((".", "_")):
+            raise ValueError(f"bad run id {run_id!r}")
+        final = self._path(run_id + SUFFIX)
+        tmp = self._path(f".{run_id}.{secrets.token_hex(3)}{SUFFIX}.tmp")
+        try:
+            self.fs.makedirs(self.root, exist_ok=True)
+        except OSError as exc:
+            raise TeperfError(f"cannot create history store {self.url}: {exc}", "pass a writable --history")
+        if self.local:
+            try:
+                with open(tmp, "wb") as f:
+                    pq.write_table(table, f, compression="zstd")
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, final)
+            except BaseException:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
+        else:
+            buf = io.BytesIO()
+            pq.write_table(table, buf, compression="zstd")
+            self.fs.pipe_file(tmp, buf.getvalue())
+            self.fs.mv(tmp, final)
+        return final
+
+    def read(self, *, machine: str | None = None, module: str | None = None, recipe: str | None = None,
+             ref: str | None = None):
+        """All rows (a pandas DataFrame in the store's schema), optionally filtered.
+
+        A file that cannot be read (not a teperf history file, damaged by hand) is skipped
+        with a warning rather than taking the whole history down.
+        """
+        tables = []
+        for path in self.files():
+            try:
+                t = pq.read_table(path, filesystem=self.fs)
+            except Exception as exc:  # noqa: BLE001 - keep going, say which file
+                warnings.warn(f"history: skipping unreadable {path}: {exc}")
+                continue
+            tables.append(_conform(t))
+        table = pa.concat_tables(tables) if tables else SCHEMA.empty_table()
+        df = table.to_pandas()
+        for col, val in (("machine", machine), ("module", module), ("recipe", recipe), ("ref", ref)):
+            if val is not None:
+                df = df[df[col] == val]
+        return df.reset_index(drop=True)
+
+    def add_summary(self, summary, **kwargs) -> tuple[str, bool]:
+        """Rows from a bundle summary -> a new run file.  Returns (path, added); a run already
+        present (the same bundle imported twice) is not added again."""
+        rows = rows_from_summary(summary, **kwargs)
+        run_id = rows[0]["run_id"] if rows else None
+        if run_id and self.has_run(run_id):
+            return self._path(run_id + SUFFIX), False
+        return self.append(rows), True
+
+
+def _protocols(fs) -> tuple[str, ...]:
+    proto = fs.protocol
+    return tuple(proto) if isinstance(proto, (tuple, list)) else (proto,)
+
+
+def _conform(table: pa.Table) -> pa.Table:
+    """Any older/newer file -> today's schema: missing columns null, unknown ones dropped."""
+    cols = []
+    for field in SCHEMA:
+        if field.name in table.column_names:
+            col = table.column(field.name)
+            if col.type != field.type:
+                col = col.cast(field.type, safe=False)
+            cols.append(col)
+        else:
+            cols.append(pa.nulls(table.num_rows, field.type))
+    return pa.Table.from_arrays(cols, schema=SCHEMA)
+
+
+def ordered(df):
+    """Rows in series order: commit date, then run date (re-measurements of one commit stay together)."""
+    if df.empty:
+        return df
+    key = df["committed_at"].fillna(df["run_date"])
+    return df.assign(_order=key).sort_values(["_order", "run_date", "run_id"], kind="stable").drop(columns="_order").reset_index(drop=True)
+
+
+def latest_run(df, *, machine: str, ref: str | None = None, exclude_sha: str | None = None) -> dict | None:
+    """The newest run (by run date) of ``machine`` (and ``ref``), as a dict of its run-level columns."""
+    sel = df[df["machine"] == machine]
+    if ref is not None:
+        sel = sel[sel["ref"] == ref]
+    if exclude_sha is not None:
+        sel = sel[sel["sha"] != exclude_sha]
+    sel = sel[sel["sha"].notna()]
+    if sel.empty:
+        return None
+    top = sel.sort_values(["run_date", "run_id"]).iloc[-1]
+    return {f.name: top[f.name] for f in RUN_FIELDS}

@@ -1,0 +1,178 @@
+"""teperf's on-disk cache: git trees by SHA, overlay (shadow) trees, builds.
+
+Layout under the cache root (``$TEPERF_CACHE``, else ``$XDG_CACHE_HOME/teperf``,
+else ``~/.cache/teperf``)::
+
+    trees/<sha>/             a commit's files, from ``git archive`` (+ .teperf.json)
+    overlays/<key>/<pkg>/    a shadow package: the side's .py files, symlinks for the rest
+    builds/<hash>/           prefix/ (the build), build.log, build.json
+
+Every entry is made in a temporary sibling directory and renamed into place
+when complete, so a crash never leaves a half-made entry that looks finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Iterator
+
+KINDS = ("trees", "overlays", "builds")
+META = ".teperf.json"  # inside trees/<sha>/ and overlays/<key>/
+BUILD_META = "build.json"  # inside builds/<hash>/
+
+
+def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
+    if cache_dir:
+        return Path(cache_dir).expanduser().absolute()
+    env = os.environ.get("TEPERF_CACHE")
+    if env:
+        return Path(env).expanduser().absolute()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return (base / "teperf").absolute()
+
+
+def kind_dir(kind: str, cache_dir: str | os.PathLike | None = None) -> Path:
+    if kind not in KINDS:
+        raise ValueError(f"unknown cache kind {kind!r}")
+    path = cache_root(cache_dir) / kind
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def tmp_sibling(final: Path) -> Path:
+    """A fresh temporary directory next to ``final`` (same filesystem, so rename is atomic)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}-{time.monotonic_ns()}"
+    tmp.mkdir()
+    return tmp
+
+
+def publish(tmp: Path, final: Path) -> Path:
+    """Rename ``tmp`` to ``final``; if another process got there first, keep theirs."""
+    try:
+        os.rename(tmp, final)
+    except OSError:
+        if not final.exists():
+            raise
+        remove_tree(tmp)
+    return final
+
+
+def remove_tree(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink(missing_ok=True)
+        return
+
+    def _onerror(func, p, exc_info):  # read-only files from git archive
+        try:
+            os.chmod(p, 0o700)
+            func(p)
+        except OSError:
+            pass
+
+    if path.exists():
+        for root, dirs, _files in os.walk(path):
+            for d in dirs:
+                with contextlib.suppress(OSError):
+                    os.chmod(os.path.join(root, d), 0o755)
+        shutil.rmtree(path, onerror=_onerror)
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock on ``path`` (a lock file), held for the block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        try:
+            import fcntl
+
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        except (ImportError, OSError):  # no flock: run unlocked
+            pass
+        yield
+
+
+def write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def du(path: Path) -> int:
+    """Bytes used by the files under ``path`` (symlinks counted as links, not targets)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
+
+
+@dataclasses.dataclass
+class Entry:
+    kind: str  # trees | overlays | builds
+    key: str  # sha, overlay key or build hash
+    path: Path
+    meta: dict
+    size: int
+    mtime: float
+    complete: bool  # False for leftovers of an interrupted run (.tmp-*) or a failed build
+
+
+def entries(cache_dir: str | os.PathLike | None = None, kinds=KINDS, sizes: bool = True) -> list[Entry]:
+    root = cache_root(cache_dir)
+    found: list[Entry] = []
+    for kind in kinds:
+        directory = root / kind
+        if not directory.is_dir():
+            continue
+        for path in sorted(directory.iterdir()):
+            if not path.is_dir() or path.name.endswith(".lock"):
+                continue
+            meta_file = path / (BUILD_META if kind == "builds" else META)
+            meta = read_json(meta_file)
+            complete = not path.name.startswith(".tmp-") and bool(meta) and meta.get("ok", True) is not False
+            found.append(
+                Entry(
+                    kind=kind,
+                    key=path.name,
+                    path=path,
+                    meta=meta,
+                    size=du(path) if sizes else 0,
+                    mtime=path.stat().st_mtime,
+                    complete=complete,
+                )
+            )
+    return found
+
+
+def clear(cache_dir: str | os.PathLike | None = None, kinds=KINDS, older_than_s: float | None = None) -> list[Entry]:
+    """Remove cache entries (all, or of some kinds, or not used for ``older_than_s``)."""
+    now = time.time()
+    removed = []
+    for entry in entries(cache_dir, kinds):
+        if older_than_s is not None and now - entry.mtime < older_than_s:
+            continue
+        remove_tree(entry.path)
+        lock = entry.path.parent / f"{entry.key}.lock"
+        lock.unlink(missing_ok=True)
+        removed.append(entry)
+    return removed
+
+
+def touch(path: Path) -> None:
+    """Mark an entry as used now (``cache clear --older-than`` goes by this)."""
+    with contextlib.suppress(OSError):
+        os.utime(path)

@@ -1,0 +1,202 @@
+"""A throw-away git repository of a small plain-PyTorch package, for the git/overlay/build tests.
+
+Never committed to teperf: each test makes its own under tmp_path.
+
+History (branch ``main``)::
+
+    base  (tag v0.1.0)  mypkg: blocks.make_mlp / make_norm, old.py, _table.json (data file read at import)
+    head                make_mlp's forward busy-waits ~200 us; old.py deleted, new.py added   (.py only)
+    cpp   (branch cpp)  from head: adds mypkg/csrc/op.cpp                                     (build input)
+
+plus branch ``topic`` from base (one .py commit), for ``A...B``. The
+"installed" copy (``site/``) is base's package plus a data file that differs
+from git's (to see which one is read), a fake compiled library ``_native.so``,
+a generated ``_version_gen.py`` that is not in git, and ``mypkg-0.1.0.dist-info``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "teperf tests",
+    "GIT_AUTHOR_EMAIL": "tests@teperf.invalid",
+    "GIT_COMMITTER_NAME": "teperf tests",
+    "GIT_COMMITTER_EMAIL": "tests@teperf.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+INIT = '''\
+"""mypkg: plain-PyTorch blocks for teperf's git tests."""
+import json as _json
+from pathlib import Path as _Path
+
+# a data file read at import: in an overlay it is a symlink to the installed one
+DATA = _json.loads((_Path(__file__).parent / "_table.json").read_text())
+'''
+
+BLOCKS = '''\
+import time
+
+import torch
+from torch import nn
+
+SLOW = {slow}
+SPIN_NS = 200_000
+
+
+def _spin(ns):
+    end = time.perf_counter_ns() + ns
+    while time.perf_counter_ns() < end:
+        pass
+
+
+class MLP(nn.Module):
+    def __init__(self, width, depth):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
+
+    def forward(self, x):
+        if SLOW:
+            _spin(SPIN_NS)
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x
+
+
+class Norm(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+
+    def forward(self, x):
+        return self.norm(x)
+
+
+def make_mlp(width=32, depth=2):
+    return MLP(width, depth)
+
+
+def make_norm(width=32):
+    return Norm(width)
+'''
+
+BUILD_SCRIPT = '''\
+"""A stand-in build: 'installs' ./mypkg into PREFIX, counts its runs, can be told to fail."""
+import os, shutil, sys
+from pathlib import Path
+
+prefix, counter = Path(sys.argv[1]), Path(sys.argv[2])
+with open(counter, "a") as f:
+    f.write(os.getcwd() + "\\n")
+print("building in", os.getcwd())
+if os.environ.get("FIXTURE_BUILD_FAIL"):
+    print("error: compiler exploded (planted)")
+    sys.exit(3)
+src = Path("mypkg")
+shutil.copytree(src, prefix / "mypkg", ignore=shutil.ignore_patterns("csrc"))
+(prefix / "mypkg" / "_native.so").write_bytes(b"\\x7fELF fake built library")
+(prefix / "mypkg" / "_built_marker.txt").write_text("built\\n")
+dist = prefix / "mypkg-0.1.0.dist-info"
+dist.mkdir()
+(dist / "METADATA").write_text("Metadata-Version: 2.1\\nName: mypkg\\nVersion: 0.1.0\\n")
+(dist / "top_level.txt").write_text("mypkg\\n")
+(dist / "RECORD").write_text("")
+print("done")
+'''
+
+
+def git(repo, *args, check=True) -> str:
+    env = {**os.environ, **GIT_ENV}
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"git {args} failed: {proc.stderr}")
+    return proc.stdout.strip()
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text) if text.startswith("\n") else text)
+
+
+def commit(repo: Path, message: str) -> str:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@dataclass
+class Fixture:
+    root: Path  # tmp dir
+    repo: Path
+    site: Path  # the 'installed' package's site dir (put on PYTHONPATH)
+    base: str
+    head: str
+    cpp: str
+    topic: str
+    build_script: Path
+    counter: Path
+
+    def build_command(self) -> list[str]:
+        return [sys.executable, str(self.build_script), "{prefix}", str(self.counter)]
+
+    def builds_run(self) -> int:
+        return len(self.counter.read_text().splitlines()) if self.counter.exists() else 0
+
+
+def make_fixture(root: Path, *, install: bool = True) -> Fixture:
+    repo = root / "repo"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.name", "teperf tests")
+    git(repo, "config", "user.email", "tests@teperf.invalid")
+    git(repo, "config", "commit.gpgsign", "false")
+    pkg = repo / "mypkg"
+    write(pkg / "__init__.py", INIT)
+    write(pkg / "blocks.py", BLOCKS.format(slow="False"))
+    write(pkg / "old.py", "GONE_IN_HEAD = True\n")
+    write(pkg / "_table.json", '{"origin": "git", "scale": 1}\n')
+    write(repo / "README.md", "# mypkg\n")
+    write(repo / "tests" / "test_mypkg.py", "def test_nothing():\n    pass\n")
+    base = commit(repo, "base: mypkg blocks")
+    git(repo, "tag", "v0.1.0")
+
+    git(repo, "branch", "topic")
+    write(pkg / "blocks.py", BLOCKS.format(slow="True"))
+    (pkg / "old.py").unlink()
+    write(pkg / "new.py", "ADDED_IN_HEAD = True\n")
+    head = commit(repo, "head: make_mlp busy-waits 200 us")
+
+    git(repo, "checkout", "-q", "-b", "cpp")
+    write(pkg / "csrc" / "op.cpp", "int op() { return 1; }\n")
+    cpp = commit(repo, "cpp: add a compiled source")
+    git(repo, "checkout", "-q", "topic")
+    write(pkg / "topic.py", "TOPIC = 1\n")
+    topic = commit(repo, "topic: a python-only change")
+    git(repo, "checkout", "-q", "main")
+
+    site = root / "site"
+    site.mkdir()
+    if install:
+        installed = site / "mypkg"
+        shutil.copytree(pkg, installed, ignore=shutil.ignore_patterns("csrc", "new.py"))
+        write(installed / "old.py", "GONE_IN_HEAD = True\n")
+        write(installed / "blocks.py", BLOCKS.format(slow="False"))
+        write(installed / "_table.json", '{"origin": "installed", "scale": 1}\n')
+        (installed / "_native.so").write_bytes(b"\x7fELF fake compiled library")
+        write(installed / "_version_gen.py", "GENERATED = True\n")
+        dist = site / "mypkg-0.1.0.dist-info"
+        dist.mkdir()
+        write(dist / "METADATA", "Metadata-Version: 2.1\nName: mypkg\nVersion: 0.1.0\n")
+        write(dist / "top_level.txt", "mypkg\n")
+        write(dist / "RECORD", "")
+    build_script = root / "fake_build.py"
+    write(build_script, BUILD_SCRIPT)
+    return Fixture(root=root, repo=repo, site=site, base=base, head=head, cpp=cpp, topic=topic,
+                   build_script=build_script, counter=root / "builds.txt")

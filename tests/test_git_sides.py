@@ -1,0 +1,492 @@
+"""Sides from git refs: ref parsing, trees, overlay decision and shadow trees, builds, cache command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gitfixture import git, make_fixture
+from teperf.errors import TeperfError
+from teperf.sides import build as build_mod
+from teperf.sides import cachedir
+from teperf.sides import git as git_mod
+from teperf.sides import overlay as overlay_mod
+from teperf.sides.git import git_sides, parse_spec, resolve_spec
+
+
+@pytest.fixture
+def fx(tmp_path, monkeypatch):
+    f = make_fixture(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(f.site))
+    monkeypatch.setenv("TEPERF_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("TEPERF_ALLOW_DIRTY", raising=False)
+    monkeypatch.delenv("TEPERF_BUILD_GLOBS", raising=False)
+    return f
+
+
+def quiet(_msg):
+    pass
+
+
+def sides(fx, spec, **kw):
+    kw.setdefault("package", "mypkg")
+    kw.setdefault("log", quiet)
+    return git_sides(spec, repo=str(fx.repo), **kw)
+
+
+def run_py(side, code, env=None):
+    """Run code in side's interpreter the way the worker sets sys.path; return stdout."""
+    prelude = f"import sys; sys.path[0:0] = {list(side.sys_path)!r}\n"
+    proc = subprocess.run([side.python, "-c", prelude + code], capture_output=True, text=True,
+                          cwd="/", env={**os.environ, **(env or {}), **side.env})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+# ------------------------------------------------------------------ parsing and resolving
+
+
+@pytest.mark.parametrize(
+    "text, base, head, mode",
+    [
+        ("main..topic", "main", "topic", "range"),
+        ("main...topic", "main", "topic", "merge-base"),
+        ("v1.0..HEAD", "v1.0", "HEAD", "range"),
+        ("abc1234", "abc1234^1", "abc1234", "parent"),
+        ("HEAD", "HEAD^1", "HEAD", "parent"),
+        ("..topic", "HEAD", "topic", "range"),
+        ("main..", "main", "HEAD", "range"),
+        ("feature/x...origin/main", "feature/x", "origin/main", "merge-base"),
+    ],
+)
+def test_parse_spec(text, base, head, mode):
+    spec = parse_spec(text)
+    assert (spec.base_ref, spec.head_ref, spec.mode) == (base, head, mode)
+
+
+@pytest.mark.parametrize("text", ["", "  ", "a..b..c", "..", "..."])
+def test_parse_spec_rejects(text):
+    with pytest.raises(TeperfError):
+        parse_spec(text)
+
+
+def test_resolve_forms(fx):
+    r = resolve_spec("v0.1.0..main", fx.repo)
+    assert (r.base.sha, r.head.sha) == (fx.base, fx.head)
+    assert r.head.subject == "head: make_mlp busy-waits 200 us" and r.base.ref == "v0.1.0"
+    assert len(r.base.short_sha) >= 7 and fx.base.startswith(r.base.short_sha)
+    r = resolve_spec(f"{fx.base[:8]}..HEAD", fx.repo)
+    assert (r.base.sha, r.head.sha) == (fx.base, fx.head)
+    r = resolve_spec("HEAD", fx.repo)  # single ref: base is its first parent
+    assert (r.base.sha, r.head.sha, r.spec.mode) == (fx.base, fx.head, "parent")
+    r = resolve_spec("cpp~1..cpp", fx.repo)
+    assert (r.base.sha, r.head.sha) == (fx.head, fx.cpp)
+    r = resolve_spec("topic...cpp", fx.repo)  # merge-base of topic and cpp is base
+    assert (r.base.sha, r.head.sha) == (fx.base, fx.cpp)
+    assert r.base.ref.startswith("merge-base(")
+    r = resolve_spec("main..main", fx.repo)
+    assert r.base.sha == r.head.sha == fx.head
+    # a subdirectory of the repo works as --repo
+    assert resolve_spec("HEAD", fx.repo / "mypkg").repo == fx.repo
+
+
+def test_bad_ref(fx):
+    with pytest.raises(TeperfError) as exc:
+        resolve_spec("main..no-such-branch", fx.repo)
+    assert "no-such-branch" in str(exc.value) and "does not name a commit" in str(exc.value)
+    with pytest.raises(TeperfError, match="has no parent"):
+        resolve_spec(fx.base, fx.repo)  # the root commit
+    with pytest.raises(TeperfError, match="not a valid ref"):
+        resolve_spec("--output=x..main", fx.repo)
+
+
+def test_non_repo(tmp_path):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pytest.raises(TeperfError, match="not inside a git repository"):
+        git_sides("a..b", repo=str(plain), package="mypkg", log=quiet)
+    with pytest.raises(TeperfError, match="no such directory"):
+        git_sides("a..b", repo=str(tmp_path / "missing"), package="mypkg", log=quiet)
+
+
+def test_errors_are_one_line_exit_2(fx):
+    with pytest.raises(TeperfError) as exc:
+        git_sides("main..nope", repo=str(fx.repo), package="mypkg", log=quiet)
+    assert "\n" not in exc.value.one_line() and exc.value.exit_code == 2
+
+
+# ------------------------------------------------------------------ trees
+
+
+def test_materialize_is_cached_and_leaves_the_checkout_alone(fx, tmp_path):
+    git_dir = fx.repo / ".git"
+    status_before = git(fx.repo, "status", "--porcelain")  # (this refreshes the index itself)
+    index_before = (git_dir / "index").stat().st_mtime_ns
+    tree = git_mod.materialize(fx.repo, fx.head, cache_dir=tmp_path / "c")
+    assert tree == tmp_path / "c" / "trees" / fx.head
+    assert (tree / "mypkg" / "new.py").exists() and not (tree / "mypkg" / "old.py").exists()
+    assert (tree / "mypkg" / "blocks.py").read_text() == (fx.repo / "mypkg" / "blocks.py").read_text()
+    assert not (tree / ".git").exists()
+    marker = json.loads((tree / ".teperf.json").read_text())
+    assert marker["sha"] == fx.head and marker["complete"]
+    (tree / "sentinel").write_text("x")  # a second call reuses the tree rather than re-extracting it
+    assert git_mod.materialize(fx.repo, fx.head, cache_dir=tmp_path / "c") == tree
+    assert (tree / "sentinel").exists()
+    assert (git_dir / "index").stat().st_mtime_ns == index_before
+    assert git(fx.repo, "status", "--porcelain") == status_before
+    assert not (git_dir / "worktrees").exists()
+
+
+def test_materialize_with_submodule(fx, tmp_path):
+    sub = tmp_path / "subrepo"
+    sub.mkdir()
+    git(sub, "init", "-q", "-b", "main")
+    (sub / "kernel.cu").write_text("// kernel\n")
+    git(sub, "add", "-A")
+    git(sub, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "sub")
+    git(fx.repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "3rdparty/sub")
+    git(fx.repo, "commit", "-q", "-m", "add submodule")
+    sha = git(fx.repo, "rev-parse", "HEAD")
+    tree = git_mod.materialize(fx.repo, sha, cache_dir=tmp_path / "c", submodules=True)
+    assert (tree / "3rdparty" / "sub" / "kernel.cu").read_text() == "// kernel\n"
+    # a submodule bump is a build input: overlay refuses
+    assert overlay_mod.blockers(fx.repo, fx.head, sha, "mypkg") == ["3rdparty/sub"]  # .gitmodules alone is not
+
+
+def test_find_package_dir(fx):
+    assert git_mod.find_package_dir(fx.repo, fx.head, "mypkg") == "mypkg"
+    assert git_mod.find_package_dir(fx.repo, fx.head, "nothere") is None
+
+
+# ------------------------------------------------------------------ dirty work tree
+
+
+def test_dirty_tree_matters_only_for_the_checked_out_commit(fx):
+    (fx.repo / "mypkg" / "blocks.py").write_text("# uncommitted edit\n")
+    with pytest.raises(TeperfError, match="uncommitted changes") as exc:
+        sides(fx, "HEAD", strategy="overlay")
+    assert "--allow-dirty" in str(exc.value) and "mypkg/blocks.py" in str(exc.value)
+    base, head = sides(fx, "HEAD", strategy="overlay", allow_dirty=True)
+    assert head.description["dirty"] is True and base.description["dirty"] is False
+    # a comparison of other commits does not care
+    base, head = sides(fx, "topic...cpp", strategy="build", build_command=fx.build_command())
+    assert not head.description["dirty"]
+
+
+def test_dirty_outside_the_package_does_not_matter(fx, monkeypatch):
+    (fx.repo / "README.md").write_text("edited\n")
+    base, head = sides(fx, "HEAD", strategy="overlay")
+    assert head.description["dirty"] is False
+    (fx.repo / "setup.py").write_text("# a build input\n")
+    git(fx.repo, "add", "setup.py")  # staged counts too
+    with pytest.raises(TeperfError, match="setup.py"):
+        sides(fx, "HEAD", strategy="overlay")
+    monkeypatch.setenv("TEPERF_ALLOW_DIRTY", "1")
+    assert sides(fx, "HEAD", strategy="overlay")[1].description["dirty"] is True
+
+
+# ------------------------------------------------------------------ the overlay decision
+
+
+@pytest.mark.parametrize(
+    "path, expected",
+    [
+        ("mypkg/blocks.py", False),
+        ("mypkg/sub/new.py", False),
+        ("mypkg/README.md", False),
+        ("mypkg/_table.json", True),
+        ("mypkg/csrc/op.cpp", True),
+        ("mypkg/pytorch/setup.py", True),
+        ("setup.py", True),
+        ("pyproject.toml", True),
+        ("build_tools/utils.py", True),
+        ("3rdparty/cutlass", True),
+        ("CMakeLists.txt", True),
+        ("docs/index.rst", False),
+        ("docs/conf.py", False),
+        ("tests/pytorch/test_x.py", False),
+        ("tests/cpp/test.cu", False),
+        ("tests/CMakeLists.txt", False),
+        ("othersrc/common/gemm.cu", True),
+        ("csrc/x.cu", True),
+        ("examples/run.sh", False),
+        (".github/workflows/ci.yml", False),
+        ("README.md", False),
+        ("LICENSE", False),
+        ("tools/gen.sh", True),
+    ],
+)
+def test_is_build_input(path, expected):
+    assert overlay_mod.is_build_input(path, "mypkg") is expected
+
+
+def test_version_commit():
+    assert overlay_mod.version_commit("2.20.0.dev0+d0067d0") == "d0067d0"
+    assert overlay_mod.version_commit("1.2+gabcdef12") == "abcdef12"
+    assert overlay_mod.version_commit("1.2+git.abcdef12") == "abcdef12"
+    assert overlay_mod.version_commit("2.20.2") is None
+    assert overlay_mod.version_commit("2.1+cu121") is None
+
+
+def test_overlay_plan_python_only(fx):
+    plan = overlay_mod.plan_overlay(fx.repo, fx.base, fx.head, package="mypkg", package_dir="mypkg")
+    assert plan.installed.location == fx.site / "mypkg"
+    assert plan.installed.version == "0.1.0" and plan.installed.in_site_dir is False
+    assert plan.installed_commit == fx.base and "tag v0.1.0" in plan.installed_check
+    assert set(plan.changed_py) == {"mypkg/blocks.py", "mypkg/old.py", "mypkg/new.py"}
+    assert {"old.py", "new.py", "blocks.py", "__init__.py"} <= plan.known_py
+
+
+def test_overlay_refuses_non_python_change(fx):
+    with pytest.raises(overlay_mod.OverlayRefused) as exc:
+        sides(fx, "main..cpp", strategy="overlay")
+    text = str(exc.value)
+    assert "mypkg/csrc/op.cpp" in text and "--strategy build" in text
+    # the installed build's commit is checked too: installed = base (tag), head = cpp differs from it
+    with pytest.raises(overlay_mod.OverlayRefused, match="installed mypkg 0.1.0 was built from"):
+        overlay_mod.plan_overlay(fx.repo, fx.cpp, fx.cpp, package="mypkg", package_dir="mypkg")
+
+
+def test_overlay_checks_plus_sha_version(fx):
+    dist = fx.site / "mypkg-0.1.0.dist-info" / "METADATA"
+    dist.write_text(f"Metadata-Version: 2.1\nName: mypkg\nVersion: 0.1.0+{fx.cpp[:7]}\n")
+    plan = overlay_mod.plan_overlay(fx.repo, fx.cpp, fx.cpp, package="mypkg", package_dir="mypkg")
+    assert plan.installed_commit == fx.cpp and plan.installed_check.startswith("verified")
+    with pytest.raises(overlay_mod.OverlayRefused, match="built from"):
+        overlay_mod.plan_overlay(fx.repo, fx.base, fx.head, package="mypkg", package_dir="mypkg")
+    dist.write_text("Metadata-Version: 2.1\nName: mypkg\nVersion: 0.1.0+deadbee\n")
+    plan = overlay_mod.plan_overlay(fx.repo, fx.base, fx.head, package="mypkg", package_dir="mypkg")
+    assert plan.installed_commit is None and plan.installed_check.startswith("unverified")
+
+
+def test_missing_installed_package(fx, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(fx.root / "empty"))
+    with pytest.raises(overlay_mod.OverlayRefused, match="mypkg is not installed") as exc:
+        sides(fx, "v0.1.0..main", strategy="overlay")
+    assert "--strategy build" in str(exc.value)
+    # auto falls back to building
+    messages = []
+    base, head = sides(fx, "v0.1.0..main", strategy="auto", build_command=fx.build_command(), log=messages.append)
+    assert head.description["strategy"] == "build"
+    assert "not installed" in head.description["overlay_refused"]
+    assert any("overlay does not apply" in m for m in messages)
+
+
+def test_wrong_strategy_and_package(fx):
+    with pytest.raises(TeperfError, match="unknown strategy"):
+        sides(fx, "HEAD", strategy="magic")
+    with pytest.raises(TeperfError, match="takes no git refs"):
+        sides(fx, "HEAD", strategy="env")
+    with pytest.raises(TeperfError, match="no nothere/__init__.py"):
+        sides(fx, "HEAD", package="nothere")
+
+
+# ------------------------------------------------------------------ the shadow trees
+
+
+def test_overlay_sides(fx, tmp_path):
+    base, head = sides(fx, "v0.1.0..main", strategy="overlay")
+    assert (base.label, head.label) == ("base", "head")
+    d = head.description
+    assert d["sha"] == fx.head and d["short_sha"] == fx.head[: len(d["short_sha"])]
+    assert d["subject"] == "head: make_mlp busy-waits 200 us"
+    assert d["ref"] == "main" and d["strategy"] == "overlay" and d["dirty"] is False
+    assert d["installed_version"] == "0.1.0" and d["installed_commit"] == fx.base
+    assert Path(d["tree"]) == tmp_path / "cache" / "trees" / fx.head
+    assert base.description["ref"] == "v0.1.0"
+    assert json.dumps(head.to_meta())  # bundle metadata must be JSON
+
+    root = Path(head.sys_path[0])
+    shadow = root / "mypkg"
+    assert root.parent == tmp_path / "cache" / "overlays"
+    assert sorted(p.name for p in root.iterdir()) == [".teperf.json", "mypkg"]  # no dist-info/egg-info
+    assert not (shadow / "blocks.py").is_symlink() and "SLOW = True" in (shadow / "blocks.py").read_text()
+    assert (shadow / "_table.json").is_symlink()
+    assert os.readlink(shadow / "_table.json") == str(fx.site / "mypkg" / "_table.json")
+    assert (shadow / "_native.so").is_symlink()
+    assert (shadow / "new.py").exists() and not (shadow / "old.py").exists()  # added / deleted
+    assert (shadow / "_version_gen.py").is_symlink()  # generated at install, not in git: kept
+    assert head.description["overlay_deleted_py"] == ["old.py"]
+    base_shadow = Path(base.sys_path[0]) / "mypkg"
+    assert (base_shadow / "old.py").exists() and not (base_shadow / "new.py").exists()
+    assert "SLOW = False" in (base_shadow / "blocks.py").read_text()
+
+    probe = (
+        "import importlib.metadata as md, mypkg, mypkg.blocks as b\n"
+        "print(mypkg.__file__, mypkg.DATA['origin'], b.SLOW, md.version('mypkg'))"
+    )
+    out = run_py(head, probe).split()
+    assert out[0] == str(shadow / "__init__.py") and out[1:] == ["installed", "True", "0.1.0"]
+    out = run_py(base, probe).split()
+    assert out[1:] == ["installed", "False", "0.1.0"]
+
+    # a second call reuses the shadow trees
+    (shadow / "sentinel").write_text("x")
+    _, head2 = sides(fx, "v0.1.0..main", strategy="overlay")
+    assert head2.sys_path == head.sys_path and (shadow / "sentinel").exists()
+
+
+def test_overlay_rebuilt_when_installation_changes(fx):
+    _, head = sides(fx, "v0.1.0..main", strategy="overlay")
+    (fx.site / "mypkg" / "_extra.dat").write_bytes(b"new")
+    _, head2 = sides(fx, "v0.1.0..main", strategy="overlay")
+    assert head2.sys_path != head.sys_path
+    assert (Path(head2.sys_path[0]) / "mypkg" / "_extra.dat").is_symlink()
+
+
+def test_overlay_in_place_layout_links_sibling_libraries(fx, tmp_path, monkeypatch):
+    # an editable/in-place install: compiled parts next to the package directory, not in site-packages
+    checkout = tmp_path / "checkout"
+    (checkout / "mypkg").mkdir(parents=True)
+    for name in ("__init__.py", "blocks.py", "_table.json"):
+        (checkout / "mypkg" / name).write_bytes((fx.site / "mypkg" / name).read_bytes())
+    (checkout / "libmypkg.so").write_bytes(b"\x7fELF core")
+    (checkout / "mypkg_torch.cpython-311.so").write_bytes(b"\x7fELF ext")
+    (checkout / "unrelated.so").write_bytes(b"x")
+    monkeypatch.setenv("PYTHONPATH", str(checkout))
+    _, head = sides(fx, "v0.1.0..main", strategy="overlay")
+    root = Path(head.sys_path[0])
+    assert sorted(p.name for p in root.iterdir() if p.name.endswith(".so")) == [
+        "libmypkg.so", "mypkg_torch.cpython-311.so"]
+    assert os.readlink(root / "libmypkg.so") == str(checkout / "libmypkg.so")
+
+
+def test_a_a_overlay_is_one_tree(fx):
+    base, head = sides(fx, "main..main", strategy="overlay")
+    assert base.sys_path == head.sys_path and base.description["sha"] == head.description["sha"]
+
+
+# ------------------------------------------------------------------ builds
+
+
+def test_build_once_per_compiled_hash_and_reused(fx):
+    base, head = sides(fx, "v0.1.0..main", strategy="build", build_command=fx.build_command())
+    assert fx.builds_run() == 1  # base and head differ only in .py: one build serves both
+    assert base.description["build_hash"] == head.description["build_hash"]
+    assert {base.description["build_reused"], head.description["build_reused"]} == {False, True}
+    prefix = Path(head.description["build_prefix"])
+    assert head.sys_path[1] == str(prefix) and (prefix / "mypkg" / "_built_marker.txt").exists()
+    shadow = Path(head.sys_path[0]) / "mypkg"
+    assert "SLOW = True" in (shadow / "blocks.py").read_text()
+    assert (shadow / "_built_marker.txt").is_symlink() and not (shadow / "old.py").exists()
+    assert "SLOW = False" in (Path(base.sys_path[0]) / "mypkg" / "blocks.py").read_text()
+    out = run_py(head, "import importlib.metadata as md, mypkg.blocks as b; print(b.SLOW, md.version('mypkg'))",
+                 env={"PYTHONPATH": ""})
+    assert out.split() == ["True", "0.1.0"]
+    log_text = Path(head.description["build_log"]).read_text()
+    assert "building in" in log_text and "done" in log_text
+    assert not (prefix.parent / "src").exists()  # the scratch copy is removed after success
+
+    # a second run reuses the cache; a non-.py change needs its own build
+    base2, head2 = sides(fx, "v0.1.0..main", strategy="build", build_command=fx.build_command())
+    assert fx.builds_run() == 1 and base2.description["build_reused"] and head2.description["build_reused"]
+    base3, head3 = sides(fx, "main..cpp", strategy="build", build_command=fx.build_command())
+    assert fx.builds_run() == 2
+    assert base3.description["build_hash"] == head.description["build_hash"]
+    assert head3.description["build_hash"] != head.description["build_hash"]
+    entries = {e.key: e for e in cachedir.entries(kinds=("builds",))}
+    assert len(entries) == 2 and all(e.complete for e in entries.values())
+
+
+def test_auto_picks_build_for_non_python_change(fx):
+    messages = []
+    base, head = sides(fx, "main..cpp", build_command=fx.build_command(), log=messages.append)
+    assert head.description["strategy"] == "build" and "mypkg/csrc/op.cpp" in head.description["overlay_refused"]
+    assert fx.builds_run() == 2
+    base, head = sides(fx, "v0.1.0..main", build_command=fx.build_command())
+    assert head.description["strategy"] == "overlay" and fx.builds_run() == 2
+
+
+def test_build_failure_shows_log_tail_and_is_retried(fx, monkeypatch):
+    monkeypatch.setenv("FIXTURE_BUILD_FAIL", "1")
+    messages = []
+    with pytest.raises(build_mod.BuildFailed) as exc:
+        sides(fx, "v0.1.0..main", strategy="build", build_command=fx.build_command(), log=messages.append)
+    assert "failed with exit 3" in str(exc.value) and "\n" not in exc.value.one_line()
+    assert exc.value.log_path.exists() and "compiler exploded" in exc.value.tail
+    assert any("compiler exploded" in m for m in messages)
+    monkeypatch.delenv("FIXTURE_BUILD_FAIL")
+    sides(fx, "v0.1.0..main", strategy="build", build_command=fx.build_command())
+    assert fx.builds_run() == 2
+
+
+def test_build_that_installs_nothing_fails(fx):
+    with pytest.raises(build_mod.BuildFailed, match="produced no package"):
+        sides(fx, "v0.1.0..main", strategy="build", build_command=[sys.executable, "-c", "pass"])
+
+
+def test_compiled_hash_globs(fx):
+    h1, n1 = build_mod.compiled_hash(fx.repo, fx.head, package_dir="mypkg")
+    h2, _ = build_mod.compiled_hash(fx.repo, fx.base, package_dir="mypkg")
+    h3, _ = build_mod.compiled_hash(fx.repo, fx.cpp, package_dir="mypkg")
+    assert h1 == h2 != h3 and n1 == 1  # only mypkg/_table.json is a build input in base/head
+    g1, n = build_mod.compiled_hash(fx.repo, fx.head, package_dir="mypkg", globs=["mypkg/*.py"])
+    g2, _ = build_mod.compiled_hash(fx.repo, fx.base, package_dir="mypkg", globs=["mypkg/*.py"])
+    assert g1 != g2 and n == 3
+    e1, _ = build_mod.compiled_hash(fx.repo, fx.head, package_dir="mypkg", env={"NVTE_CUDA_ARCHS": "90"})
+    assert e1 != h1
+
+
+def test_te_build_env(monkeypatch):
+    monkeypatch.setattr(build_mod, "cuda_archs", lambda: "90")
+    env = build_mod.build_env("transformer_engine", {})
+    assert env["NVTE_FRAMEWORK"] == "pytorch" and env["NVTE_CUDA_ARCHS"] == "90"
+    assert build_mod.build_env("transformer_engine", {"NVTE_CUDA_ARCHS": "80"})["NVTE_CUDA_ARCHS"] == "80"
+    assert "NVTE_FRAMEWORK" not in build_mod.build_env("mypkg", {})
+    cmd = build_mod.default_command("transformer_engine")
+    assert cmd[1:] == ["-m", "pip", "install", "--no-build-isolation", "--no-deps", "--target", "{prefix}", "."]
+
+
+# ------------------------------------------------------------------ describing and the cache command
+
+
+def test_describe(fx):
+    base, head = sides(fx, "v0.1.0..main", strategy="overlay")
+    text = git_mod.describe_sides(base, head)
+    lines = text.splitlines()
+    assert lines[0].startswith(f"base {base.description['short_sha']} (v0.1.0)")
+    assert "head: make_mlp busy-waits 200 us" in lines[1] and "[overlay]" in lines[1]
+    assert "installed mypkg 0.1.0" in lines[2]
+
+
+def test_cache_command(fx, tmp_path):
+    from click.testing import CliRunner
+
+    from teperf.commands.cache import command
+
+    cache = tmp_path / "cache"
+    sides(fx, "v0.1.0..main", strategy="build", build_command=fx.build_command())
+    runner = CliRunner()
+    result = runner.invoke(command, ["list", "--cache-dir", str(cache), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    listed = json.loads(result.output)
+    kinds = sorted(e["kind"] for e in listed["entries"])
+    assert kinds == ["builds", "overlays", "overlays", "trees", "trees"]
+    result = runner.invoke(command, ["list", "--cache-dir", str(cache)])
+    assert result.exit_code == 0 and "builds" in result.output and "trees" in result.output
+    result = runner.invoke(command, ["clear", "--cache-dir", str(cache), "overlays"])
+    assert result.exit_code == 0 and "removed 2 entries" in result.output
+    assert not any((cache / "overlays").iterdir())
+    result = runner.invoke(command, ["clear", "--cache-dir", str(cache), "--older-than", "1"])
+    assert "removed 0 entries" in result.output
+    result = runner.invoke(command, ["clear", "--cache-dir", str(cache)])
+    assert "removed 3 entries" in result.output
+    result = runner.invoke(command, ["list", "--cache-dir", str(cache)])
+    assert "empty" in result.output
+    # after a clear, the next run makes everything again
+    sides(fx, "v0.1.0..main", strategy="build", build_command=fx.build_command())
+    assert fx.builds_run() == 2
+
+
+def test_cache_root_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("TEPERF_CACHE", str(tmp_path / "x"))
+    assert cachedir.cache_root() == tmp_path / "x"
+    assert cachedir.cache_root(tmp_path / "y") == tmp_path / "y"
+    monkeypatch.delenv("TEPERF_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cachedir.cache_root() == tmp_path / "xdg" / "teperf"

@@ -1,0 +1,131 @@
+"""The nightly's decisions, without git or workers: shards, the previous nightly's commit, the machine."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import random
+
+import pytest
+
+from teperf.commands.import_ import parse_shard
+from teperf.commands.nightly import choose_base, local_machine, shard_cases
+from teperf.errors import TeperfError
+from teperf.history import synthetic
+from teperf.history.store import HistoryStore, machine_fingerprint
+
+
+@dataclasses.dataclass(frozen=True)
+class C:
+    module: str
+    recipe: str
+    shape: tuple
+    dtype: str
+    mode: str
+
+
+def matrix():
+    return [C(m, r, s, "bfloat16", mode) for m, r, s, mode in itertools.product(
+        ["Linear", "LayerNormLinear", "LayerNormMLP", "TransformerLayer"], ["bf16", "fp8_delayed", "mxfp8"],
+        [(8, 2, 256), (128, 4, 256)], ["eager", "cuda-graph"])]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 7, 48])
+def test_shards_partition_the_matrix_evenly(n):
+    cases = matrix()
+    shards = [shard_cases(cases, i, n) for i in range(1, n + 1)]
+    flat = [c for s in shards for c in s]
+    assert sorted(map(repr, flat)) == sorted(map(repr, cases))  # every case exactly once
+    sizes = [len(s) for s in shards]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_shards_do_not_depend_on_the_matrix_order():
+    cases = matrix()
+    shuffled = cases[:]
+    random.Random(3).shuffle(shuffled)
+    for i in (1, 2, 3):
+        assert shard_cases(cases, i, 3) == shard_cases(shuffled, i, 3)
+
+
+def test_shards_from_lead_cases_with_tuple_shapes():
+    from teperf.config import load_config
+    from teperf.plan import expand
+
+    cases = expand(load_config("default"))
+    a, b = shard_cases(cases, 1, 2), shard_cases(cases, 2, 2)
+    assert {c.id for c in a}.isdisjoint({c.id for c in b}) and len(a) + len(b) == len(cases)
+
+
+@pytest.mark.parametrize("text,expected", [(None, (1, 1)), ("1/1", (1, 1)), ("2/4", (2, 4))])
+def test_parse_shard(text, expected):
+    assert parse_shard(text) == expected
+
+
+@pytest.mark.parametrize("text", ["0/2", "3/2", "1/0", "a/b", "2", "1/2/3", ""])
+def test_parse_shard_refuses_nonsense(text):
+    with pytest.raises(TeperfError):
+        parse_shard(text)
+
+
+def test_shard_out_of_range():
+    with pytest.raises(TeperfError):
+        shard_cases(matrix(), 4, 3)
+
+
+@pytest.fixture
+def history(tmp_path):
+    st = HistoryStore(tmp_path / "h")
+    plan = synthetic.Plan(commits=5, machines=(("CPU A", None, None), ("CPU B", "GPU", "1.0")))
+    synthetic.write(st, plan)
+    return st.read()
+
+
+def machine_a():
+    return machine_fingerprint("CPU A", None, None)[0]
+
+
+def test_first_nightly_pairs_with_the_parent(tmp_path):
+    empty = HistoryStore(tmp_path / "none").read()
+    choice = choose_base(empty, machine=machine_a(), ref="main", head_sha="f" * 40)
+    assert choice.spec == "f" * 40 and choice.base_sha is None and not choice.skip
+    root = choose_base(empty, machine=machine_a(), ref="main", head_sha="f" * 40, has_parent=lambda sha: False)
+    assert root.spec == f"{'f' * 40}..{'f' * 40}"
+
+
+def test_next_nightly_pairs_with_the_previous_nightly_commit(history):
+    head = "f" * 40
+    choice = choose_base(history, machine=machine_a(), ref="main", head_sha=head)
+    assert choice.base_sha == synthetic.sha_of(4)
+    assert choice.spec == f"{synthetic.sha_of(4)}..{head}"
+
+
+def test_same_commit_again_is_skipped_unless_forced(history):
+    last = synthetic.sha_of(4)
+    assert choose_base(history, machine=machine_a(), ref="main", head_sha=last).skip
+    forced = choose_base(history, machine=machine_a(), ref="main", head_sha=last, force=True)
+    assert not forced.skip and forced.base_sha == synthetic.sha_of(3)
+
+
+def test_another_shard_of_the_same_night_is_not_skipped(history):
+    last = synthetic.sha_of(4)
+    other = choose_base(history, machine=machine_a(), ref="main", head_sha=last, shard="2/2")
+    assert not other.skip and other.base_sha == synthetic.sha_of(3)  # the same base as shard 1/1 had
+
+
+def test_other_machines_and_branches_are_not_the_previous_nightly(history):
+    other_machine = machine_fingerprint("CPU C", None, None)[0]
+    assert choose_base(history, machine=other_machine, ref="main", head_sha="f" * 40).base_sha is None
+    assert choose_base(history, machine=machine_a(), ref="release", head_sha="f" * 40).base_sha is None
+
+
+def test_rewritten_branch_falls_back_to_the_parent(history):
+    choice = choose_base(history, machine=machine_a(), ref="main", head_sha="f" * 40, is_ancestor=lambda a, b: False)
+    assert choice.base_sha is None and choice.spec == "f" * 40 and "not an ancestor" in choice.reason
+
+
+def test_local_machine_on_cpu_matches_what_a_cpu_run_records():
+    fid, label = local_machine("cpu", cpu_model="Some CPU")
+    assert fid == machine_fingerprint("Some CPU", None, None)[0]
+    fid_gpu, label_gpu = local_machine("cuda", cpu_model="Some CPU", gpu="NVIDIA H200", driver="570.1")
+    assert fid_gpu == machine_fingerprint("Some CPU", "NVIDIA H200", "570.1")[0] and "H200" in label_gpu

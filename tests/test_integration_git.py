@@ -1,0 +1,121 @@
+"""Integration: ``teperf compare BASE..HEAD`` on a fixture git repo, through the real CLI and real workers."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+
+from conftest import rows_by_module, run_cli
+from gitfixture import make_fixture
+
+# Changes under 3 % count as "no change" here: these tests check that the right code runs on each side
+# (a 200 us busy-wait on ~500 us is +40 %), not the engine's A/A calibration (tested with many cells elsewhere).
+SMALL = ["--processes", "4", "--rounds", "1", "--trials", "3", "--iters", "40", "--warmup", "10", "--no-counters",
+         "--min-effect", "3"]
+AA = ["--processes", "3", "--rounds", "1", "--trials", "3", "--iters", "30", "--warmup", "10", "--no-counters",
+      "--min-effect", "3"]
+TINY = ["--processes", "1", "--rounds", "1", "--trials", "2", "--iters", "10", "--warmup", "2", "--no-counters",
+        "--modules", "MLP"]
+
+CONFIG = """\
+backend = "torch"
+device = "cpu"
+recipes = ["fp32"]
+shapes = [[8, 2, 32]]
+
+[modules.MLP]
+factory = "mypkg.blocks:make_mlp"
+kwargs = { width = 32, depth = 12 }
+
+[modules.Norm]
+factory = "mypkg.blocks:make_norm"
+kwargs = { width = 32 }
+"""
+
+
+@pytest.fixture
+def fx(tmp_path):
+    f = make_fixture(tmp_path)
+    (tmp_path / "git.toml").write_text(CONFIG)
+    f.env = {"PYTHONPATH": str(f.site), "TEPERF_CACHE": str(tmp_path / "cache")}
+    return f
+
+
+def compare(fx, spec, *args, results_dir, repo=None, env=None):
+    return run_cli(
+        "compare", spec, "--repo", repo or fx.repo, "--package", "mypkg", "--config", fx.root / "git.toml", *args,
+        "--format", "json", "--results-dir", results_dir, env={**fx.env, **(env or {})}, cwd=fx.root,
+    )
+
+
+def test_overlay_detects_planted_slowdown(fx, results_dir):
+    res = compare(fx, "v0.1.0..main", "--strategy", "overlay", *SMALL, results_dir=results_dir)
+    assert res.returncode == 0, res.stderr
+    rows = rows_by_module(res.stdout)
+    mlp, norm = rows["MLP"], rows["Norm"]
+    assert mlp["verdict"] == "slower", mlp
+    assert 120 <= mlp["delta_us"] <= 320 and mlp["ci_low_us"] > 0, mlp  # head busy-waits 200 us per forward
+    assert norm["verdict"] in ("no change", "noisy"), norm
+    meta = json.loads(res.stdout)["meta"]
+    head, base = meta["sides"]["head"], meta["sides"]["base"]
+    assert head["sha"] == fx.head and base["sha"] == fx.base
+    assert head["strategy"] == "overlay" and head["subject"] == "head: make_mlp busy-waits 200 us"
+    assert base["ref"] == "v0.1.0" and head["ref"] == "main" and head["dirty"] is False
+    assert head["installed_version"] == "0.1.0" and head["installed_commit"] == fx.base
+    assert head["sys_path"][0].startswith(str(fx.root / "cache" / "overlays"))
+
+
+def test_overlay_a_a_reports_no_change(fx, results_dir):
+    res = compare(fx, "main..main", "--strategy", "overlay", *AA, results_dir=results_dir)
+    assert res.returncode == 0, res.stderr
+    rows = rows_by_module(res.stdout)
+    assert {r["verdict"] for r in rows.values()} <= {"no change", "noisy"}, rows
+    sides = json.loads(res.stdout)["meta"]["sides"]
+    assert sides["base"]["sha"] == sides["head"]["sha"] == fx.head
+    assert sides["base"]["sys_path"] == sides["head"]["sys_path"]
+
+
+def test_build_strategy_builds_each_side_once_and_reuses(fx, results_dir):
+    build = shlex.join(fx.build_command())
+    res = compare(fx, "v0.1.0..cpp", "--strategy", "build", "--build-command", build, *TINY,
+                  results_dir=results_dir / "1")
+    assert res.returncode == 0, res.stderr
+    assert fx.builds_run() == 2  # base and cpp differ in a compiled source: one build each
+    meta = json.loads(res.stdout)["meta"]
+    hashes = {meta["sides"][s]["build_hash"] for s in ("base", "head")}
+    assert len(hashes) == 2 and not meta["sides"]["head"]["build_reused"]
+    mlp = rows_by_module(res.stdout)["MLP"]
+    assert mlp["status"] == "ok" and mlp["head_us"] > mlp["base_us"], mlp  # head spins 200 us
+
+    res = compare(fx, "v0.1.0..cpp", "--strategy", "build", "--build-command", build, *TINY,
+                  results_dir=results_dir / "2")
+    assert res.returncode == 0, res.stderr
+    assert fx.builds_run() == 2  # the second run reuses both builds
+    meta = json.loads(res.stdout)["meta"]
+    assert meta["sides"]["base"]["build_reused"] and meta["sides"]["head"]["build_reused"]
+    assert {meta["sides"][s]["build_hash"] for s in ("base", "head")} == hashes
+
+
+def test_overlay_refusal_and_bad_input_exit_2(fx, tmp_path, results_dir):
+    res = compare(fx, "main..cpp", "--strategy", "overlay", *TINY, results_dir=results_dir)
+    assert res.returncode == 2
+    assert "mypkg/csrc/op.cpp" in res.stderr and "--strategy build" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    res = compare(fx, "main..no-such-ref", *TINY, results_dir=results_dir)
+    assert res.returncode == 2 and "no-such-ref" in res.stderr
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    res = compare(fx, "a..b", *TINY, repo=plain, results_dir=results_dir)
+    assert res.returncode == 2 and "not inside a git repository" in res.stderr, res.stderr
+    res = compare(fx, "v0.1.0..main", "--strategy", "overlay", *TINY, env={"PYTHONPATH": ""}, results_dir=results_dir)
+    assert res.returncode == 2 and "mypkg is not installed" in res.stderr, res.stderr
+    assert not results_dir.exists() or not any(results_dir.iterdir())  # nothing measured
+
+
+def test_cache_cli(fx):
+    res = run_cli("cache", "list", "--format", "json", env=fx.env, cwd=fx.root)
+    assert res.returncode == 0 and json.loads(res.stdout)["entries"] == []
+    res = run_cli("cache", "clear", env=fx.env, cwd=fx.root)
+    assert res.returncode == 0 and "removed 0 entries" in res.stdout
