@@ -14,9 +14,9 @@ process are not independent draws, see ../shared/gpu/README.md):
    comes from the trial couples inside that pair (ci_basis = "trials") and
    misses between-process noise, which the output says.
 
-Verdict: "noisy" when the interval is wider than +-noise_limit_pct; "no
-change" when it contains 0 or the estimate is under min_effect_pct;
-otherwise "slower"/"faster". The smallest detectable change is
+Verdict: "slower"/"faster" when the interval excludes 0 and the estimate is
+at least min_effect_pct; "noisy" when it contains 0 but is wider than
++-noise_limit_pct (a large change could hide in it); else "no change". The smallest detectable change is
 (t_{1-alpha/2} + t_{0.8}) * sd / sqrt(n), i.e. at 80 % power.
 """
 
@@ -101,11 +101,13 @@ def compare_cell(
 def verdict(delta_pct: float, low_pct: float | None, high_pct: float | None, cfg: Stats) -> str:
     if low_pct is None or high_pct is None:
         return "noisy"
+    if low_pct > 0 or high_pct < 0:  # resolved, however wide
+        if abs(delta_pct) < cfg.min_effect_pct:
+            return "no change"
+        return "slower" if delta_pct > 0 else "faster"
     if (high_pct - low_pct) / 2 > cfg.noise_limit_pct:
-        return "noisy"
-    if low_pct <= 0 <= high_pct or abs(delta_pct) < cfg.min_effect_pct:
-        return "no change"
-    return "slower" if delta_pct > 0 else "faster"
+        return "noisy"  # contains 0 but could hide a large change
+    return "no change"
 
 
 def single_cell(values: Mapping[int, Sequence[float]]) -> dict:

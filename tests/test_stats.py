@@ -109,6 +109,8 @@ def test_no_pairs_means_no_verdict():
         (1.0, -1.0, 3.0, "no change"),
         (0.5, 0.2, 0.8, "no change"),  # resolved, but under min_effect
         (5.0, -20.0, 30.0, "noisy"),
+        (140.0, 127.0, 153.0, "slower"),  # wide, but far from 0
+        (-40.0, -60.0, -15.0, "faster"),
         (5.0, None, None, "noisy"),
     ],
 )
