@@ -66,13 +66,11 @@ def host_facts(config: Config) -> dict:
     }
 
 
-def _doctor_warnings(core: int) -> list[str]:
-    try:
-        from teperf.doctor import quick_checks
-    except ImportError:
-        return []
+def _doctor_warnings(core: int, device: str) -> list[str]:
+    from teperf.doctor import quick_checks
+
     warnings = []
-    for check in quick_checks(core):
+    for check in quick_checks(core, device=device):
         if check.status in ("warn", "fail"):
             warnings.append(f"{check.name}: {check.detail}" + (f" ({check.fix})" if check.fix else ""))
     return warnings
@@ -107,7 +105,7 @@ def measure(
         "sides": {s.label: s.to_meta() for s in sides},
         "host": host_facts(config),
         "cases": [c.to_meta() for c in cases],
-        "warnings": _doctor_warnings(config.core),
+        "warnings": _doctor_warnings(config.core, config.device),
         **(extra_meta or {}),
     }
     bundle = Bundle.create(results_dir, kind, meta)

@@ -64,7 +64,7 @@ class Config:
     core: int | None = None
     seed: int = 0
     counters: bool = False
-    prestart: bool = True  # start the next pair's processes while this pair measures
+    prestart: int = 1  # pairs started ahead (on spare cores) while the current one measures
     source: str | None = None  # the TOML file it came from
 
     def to_dict(self) -> dict:
@@ -233,7 +233,8 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
     seed = ov.get("seed", raw.get("seed", 0))
     _positive_int(seed, "seed", minimum=0)
     counters = bool(ov.get("counters", raw.get("counters", False)))
-    prestart = bool(ov.get("prestart", raw.get("prestart", True)))
+    prestart = ov.get("prestart", raw.get("prestart", 1))
+    prestart = int(prestart) if isinstance(prestart, bool) else _positive_int(prestart, "prestart", minimum=0)
     return Config(
         backend=backend,
         device=device,

@@ -64,10 +64,8 @@ def counters_text(counters) -> str:
     if counters.get("head") is None:
         c = counters["base"]
         return ", ".join(f"{k} {v}" for k, v in c.items() if v is not None)
-    try:
-        from teperf.explain import counters_diff
-    except ImportError:  # pragma: no cover - explain is part of teperf
-        return ""
+    from teperf.explain import counters_diff
+
     return counters_diff(counters["base"], counters["head"])
 
 

@@ -21,9 +21,10 @@ from teperf.errors import TeperfError
 @click.option("--base-python", metavar="EXE", help="Interpreter for the base side (e.g. a virtualenv's python).")
 @click.option("--head-python", metavar="EXE", help="Interpreter for the head side.")
 @click.option("--counters/--no-counters", default=True, show_default=True, help="Count python calls, ATen ops, ... per step, once, outside the timed trials.")
+@click.option("--explain", "explain_cell", metavar="MODULE/RECIPE", help="Afterwards, profile this cell on both sides and show where the delta comes from.")
 @config_options
 @output_options
-def command(spec, repo, strategy, package, build_command, base_path, head_path, base_python, head_python, counters, fmt, results_dir, **kwargs):
+def command(spec, repo, strategy, package, build_command, base_path, head_path, base_python, head_python, counters, explain_cell, fmt, results_dir, **kwargs):
     """Compare two sides: git refs (BASE..HEAD), directories or interpreters.
 
     \b
@@ -56,7 +57,11 @@ def command(spec, repo, strategy, package, build_command, base_path, head_path, 
         head = api.path_side("head", head_path, head_python)
     else:
         raise TeperfError("nothing to compare", "give BASE..HEAD (git refs), or --base-path/--head-path, or --base-python/--head-python")
-    measure_and_report(
+    summary = measure_and_report(
         lambda progress: api.compare(config, base, head, results_dir=results_dir, command=["teperf"] + sys.argv[1:], progress=progress),
         fmt,
     )
+    if explain_cell:
+        from teperf.explain import explain_bundle, render_report
+
+        click.echo(render_report(explain_bundle(summary.path, explain_cell)))

@@ -8,6 +8,7 @@ one case fails (the case is marked failed; the others go on).
 from __future__ import annotations
 
 import time
+from collections import deque
 from typing import Callable, Optional
 
 from teperf.bundle import Bundle
@@ -206,35 +207,42 @@ class PairRunner:
         self.workers.clear()
 
 
-def import_core_for(config: Config) -> Optional[int]:
-    """A core other than the measuring one, where the next pair may import torch
-    while this pair measures; None on a one-core machine (then no prestart)."""
-    others = [c for c in available_cores() if c != config.core]
-    return others[0] if others else None
+def import_cores_for(config: Config) -> list[int]:
+    """Cores other than the measuring one, where upcoming pairs may start while
+    this pair measures; empty on a one-core machine (then no prestart)."""
+    return [c for c in available_cores() if c != config.core]
 
 
 def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, progress: Optional[Progress] = None) -> dict:
     """Measure every case on every side. Returns {case_id: reason} for failed cases."""
     failed: dict[int, str] = {}
     iters = config.schedule.iters
-    import_core = import_core_for(config) if config.prestart else None
-    upcoming: Optional[PairRunner] = None
-    for pair in range(config.schedule.processes):
-        runner = upcoming or PairRunner(config, sides, cases, bundle, pair, failed)
-        upcoming = None
+    n_pairs = config.schedule.processes
+    import_cores = import_cores_for(config)
+    # Start up to `prestart` pairs ahead, each on its own spare core: a fresh TE
+    # pair takes ~20 s to import and set up, far longer than a short pair measures.
+    depth = min(config.prestart, len(import_cores))
+    upcoming: deque[PairRunner] = deque()
+    next_launch = 1
+    for pair in range(n_pairs):
+        runner = upcoming.popleft() if upcoming else PairRunner(config, sides, cases, bundle, pair, failed)
         try:
             t0 = time.perf_counter()
             runner.start()
             bundle.append({"kind": "pair", "pair": pair, "hash_seed": runner.seed, "start_s": round(time.perf_counter() - t0, 3)})
-            if import_core is not None and pair + 1 < config.schedule.processes:
-                # Hide the next pair's interpreter start and torch import behind this pair's trials.
-                upcoming = PairRunner(config, sides, cases, bundle, pair + 1, failed)
+            next_launch = max(next_launch, pair + 1)
+            while len(upcoming) < depth and next_launch < n_pairs:
+                ahead = PairRunner(config, sides, cases, bundle, next_launch, failed)
                 try:
-                    upcoming.launch(import_core)
+                    ahead.launch(import_cores[next_launch % len(import_cores)])
                 except TeperfError:
-                    upcoming.close()
-                    upcoming = None
-            if config.counters and pair == 0:
+                    ahead.close()
+                    break
+                upcoming.append(ahead)
+                next_launch += 1
+            # Counted once, outside the timed trials. Not in the first pair when there
+            # are more: there one side meets a cold torch.compile cache, the other a warm one.
+            if config.counters and pair == min(1, n_pairs - 1):
                 for case in cases:
                     runner.counters(case)
             by_id = {c.id: c for c in cases}
@@ -266,8 +274,8 @@ def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: B
                     }
                 )
         except BaseException:
-            if upcoming is not None:
-                upcoming.close()
+            for ahead in upcoming:
+                ahead.close()
             raise
         finally:
             runner.close()

@@ -1,0 +1,50 @@
+"""teperf doctor: read-only checks of the measuring machine.
+
+Exit status: 0 when no check failed (warnings and unknowns are advice: a
+cloud VM without cpufreq files can still measure), 1 when a check failed
+(e.g. the chosen core does not exist here, torch is missing), and with
+--strict also 1 when a check warned.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown": "dim"}
+
+
+@click.command("doctor")
+@click.option("--core", type=int, help="The core you will pin workers to (default: the last usable one, as compare does).")
+@click.option("--python", "pythons", multiple=True, metavar="EXE", help="Also report Python/torch/TE versions of this side interpreter; repeatable.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--strict", is_flag=True, help="Exit 1 on warnings too, not only on failures.")
+def command(core, pythons, fmt, strict):
+    """Check CPU frequency, core isolation, ASLR, load, versions and GPU; change nothing."""
+    from teperf.doctor import all_checks, default_core, worst
+
+    core = default_core() if core is None else core
+    checks = all_checks(core, tuple(pythons))
+    verdict = worst(checks)
+    if fmt == "json":
+        click.echo(json.dumps({"core": core, "verdict": verdict, "checks": [c.to_dict() for c in checks]}, indent=2))
+    else:
+        _print_text(core, checks, verdict)
+    if verdict == "fail" or (strict and verdict == "warn"):
+        sys.exit(1)
+
+
+def _print_text(core, checks, verdict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    table = Table(title=f"teperf doctor (core {core})", show_lines=False)
+    for col in ("check", "status", "detail", "fix"):
+        table.add_column(col, overflow="fold")
+    for c in checks:
+        table.add_row(c.name, f"[{STATUS_STYLE.get(c.status, '')}]{c.status}[/]", c.detail, c.fix)
+    console.print(table)
+    console.print(f"overall: [{STATUS_STYLE.get(verdict, '')}]{verdict}[/] (doctor only reads; it never changes a setting)")

@@ -1,0 +1,42 @@
+"""teperf explain: where did a cell's delta come from?"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+
+@click.command("explain")
+@click.argument("bundle", type=click.Path(file_okay=False, exists=True))
+@click.option("--cell", metavar="MODULE/RECIPE[/SHAPE[/MODE]]", help="The cell to explain (optional when the bundle has one).")
+@click.option("--iters", type=int, default=100, show_default=True, help="Profiled steps per side per repeat.")
+@click.option("--repeats", type=int, default=5, show_default=True, help="Profiles per side, alternating which side goes first; per-function median.")
+@click.option("--top", type=int, default=15, show_default=True, help="Functions listed per ranking.")
+@click.option("--core", type=int, help="Core to pin to (default: the bundle's).")
+@click.option("--timeout", "timeout_s", type=float, help="Seconds a worker may take for one request (default: the bundle's).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def command(bundle, cell, iters, repeats, top, core, timeout_s, fmt):
+    """Profile one cell of BUNDLE again on both of its sides (cProfile in pinned
+    workers) and list the functions whose own time and call counts changed most.
+
+    \b
+    teperf explain results/compare-... --cell LayerNormLinear/bf16
+    """
+    from teperf.errors import TeperfError
+    from teperf.explain import explain_bundle, render_report
+
+    if iters < 1 or repeats < 1 or top < 1:
+        raise TeperfError("--iters, --repeats and --top must be at least 1", "e.g. --iters 200 --repeats 2")
+
+    def progress(what: str) -> None:
+        if sys.stderr.isatty():
+            click.echo(f"teperf explain: {what}", err=True)
+
+    report = explain_bundle(bundle, cell, iters=iters, repeats=repeats, core=core, timeout_s=timeout_s, progress=progress)
+    if fmt == "json":
+        out = {k: v for k, v in report.items() if k != "profiles"}
+        click.echo(json.dumps(out, indent=2))
+    else:
+        click.echo(render_report(report, n=top), nl=False)

@@ -1,0 +1,438 @@
+"""Read-only checks of the measuring machine (``teperf doctor``).
+
+Every check returns a :class:`Check` ``(name, status, detail, fix)`` with
+status ``ok``, ``warn``, ``fail`` or ``unknown``. Nothing here changes a
+system setting, and nothing raises: whatever cannot be read (no cpufreq in a
+VM, no /proc, no nvidia-smi, a timeout) is ``unknown`` with the reason.
+
+No torch import: versions come from ``importlib.metadata`` (this
+interpreter) or from a side's interpreter asked in a subprocess.
+
+Verdicts chosen for teperf's design (paired, interleaved, fresh processes):
+- ASLR on (2) is ``ok``: fresh worker pairs are meant to sample address-space
+  layouts, and the pair-level interval accounts for them. ASLR off makes a
+  layout effect a fixed bias of one side, so it is a ``warn``.
+- No isolated cores is a ``warn`` (timings share the core with the OS),
+  as is a chosen core that is not isolated when others are.
+- A chosen core that this process may not use is the only ``fail`` among
+  the quick checks: the run would not start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from typing import Callable, NamedTuple, Optional
+
+STATUSES = ("ok", "warn", "fail", "unknown")
+SYS_CPU = "/sys/devices/system/cpu"
+PROC = "/proc"
+TE_DISTRIBUTIONS = ("transformer_engine", "transformer-engine", "transformer_engine_torch", "transformer-engine-cu12", "transformer-engine-cu13")
+
+
+class Check(NamedTuple):
+    name: str
+    status: str  # ok | warn | fail | unknown
+    detail: str
+    fix: str = ""
+
+    def to_dict(self) -> dict:
+        return self._asdict()
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read().strip()
+
+
+def _safe(name: str, fn: Callable[[], Check]) -> Check:
+    try:
+        return fn()
+    except Exception as exc:  # a check must never break doctor or compare
+        return Check(name, "unknown", f"could not check: {type(exc).__name__}: {exc}")
+
+
+def parse_cpu_list(text: str) -> set[int]:
+    """'0-3,8,10-11' -> {0,1,2,3,8,10,11}; '' -> set()."""
+    cores: set[int] = set()
+    for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            cores.update(range(int(lo), int(hi) + 1))
+        else:
+            cores.add(int(part))
+    return cores
+
+
+def allowed_cores() -> list[int]:
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def default_core() -> int:
+    """The core compare pins to when --core is not given: the last usable one."""
+    return allowed_cores()[-1]
+
+
+# ---- individual checks ----
+
+
+def check_core(core: int) -> Check:
+    cores = allowed_cores()
+    total = os.cpu_count() or len(cores)
+    span = f"{len(cores)} usable of {total} logical cores ({_fmt_cores(cores)})"
+    if core not in cores:
+        return Check("core", "fail", f"core {core} is not usable here: {span}", f"pick one of {_fmt_cores(cores)} with --core")
+    if len(cores) == 1:
+        return Check("core", "warn", f"core {core}; {span}: the coordinator, the OS and the workers share it", "use a machine (or cgroup) with at least 2 cores")
+    notes = []
+    status = "ok"
+    try:
+        siblings = parse_cpu_list(_read(f"{SYS_CPU}/cpu{core}/topology/thread_siblings_list")) - {core}
+    except OSError:
+        siblings = set()
+    if siblings:
+        notes.append(f"SMT sibling(s) {_fmt_cores(sorted(siblings))} share its execution units")
+    if core == 0:
+        status = "warn"
+        notes.append("core 0 takes most interrupts and housekeeping")
+    detail = f"core {core}; {span}" + (f"; {'; '.join(notes)}" if notes else "")
+    fix = f"use --core {cores[-1]}" if core == 0 else ("keep the sibling idle (or disable SMT)" if siblings else "")
+    return Check("core", status, detail, fix)
+
+
+def check_governor(core: int) -> Check:
+    path = f"{SYS_CPU}/cpu{core}/cpufreq/scaling_governor"
+    try:
+        governor = _read(path)
+    except OSError:
+        return Check("governor", "unknown", f"{path} not readable (no cpufreq here, common in VMs)")
+    if governor == "performance":
+        return Check("governor", "ok", f"core {core}: performance")
+    return Check("governor", "warn", f"core {core}: {governor} (clock speed changes with load)", "sudo cpupower frequency-set -g performance")
+
+
+def check_turbo() -> Check:
+    no_turbo = f"{SYS_CPU}/intel_pstate/no_turbo"
+    boost = f"{SYS_CPU}/cpufreq/boost"
+    try:
+        value = _read(no_turbo)
+        if value == "1":
+            return Check("turbo", "ok", "turbo off (intel_pstate/no_turbo=1)")
+        return Check("turbo", "warn", "turbo on (intel_pstate/no_turbo=0): clock depends on temperature and other cores", f"echo 1 | sudo tee {no_turbo}")
+    except OSError:
+        pass
+    try:
+        value = _read(boost)
+        if value == "0":
+            return Check("turbo", "ok", "boost off (cpufreq/boost=0)")
+        return Check("turbo", "warn", "boost on (cpufreq/boost=1): clock depends on temperature and other cores", f"echo 0 | sudo tee {boost}")
+    except OSError:
+        pass
+    return Check("turbo", "unknown", "neither intel_pstate/no_turbo nor cpufreq/boost is readable")
+
+
+def check_isolation(core: int) -> Check:
+    path = f"{SYS_CPU}/isolated"
+    try:
+        isolated = parse_cpu_list(_read(path))
+    except (OSError, ValueError) as exc:
+        return Check("isolation", "unknown", f"{path} not readable ({type(exc).__name__})")
+    try:
+        nohz = parse_cpu_list(_read(f"{SYS_CPU}/nohz_full"))
+    except (OSError, ValueError):
+        nohz = set()
+    if core in isolated:
+        extra = "" if core in nohz else " (not nohz_full: the timer tick still interrupts it)"
+        return Check("isolation", "ok", f"core {core} is isolated{extra}")
+    if isolated:
+        return Check("isolation", "warn", f"core {core} is not isolated; isolated: {_fmt_cores(sorted(isolated))}", f"use --core {min(isolated)}")
+    return Check(
+        "isolation",
+        "warn",
+        "no isolated cores: the OS schedules other work on the measuring core",
+        f"boot with isolcpus={core} nohz_full={core} rcu_nocbs={core} (or use a quiet machine)",
+    )
+
+
+def check_aslr() -> Check:
+    path = f"{PROC}/sys/kernel/randomize_va_space"
+    try:
+        value = _read(path)
+    except OSError:
+        return Check("aslr", "unknown", f"{path} not readable")
+    if value == "2":
+        return Check("aslr", "ok", "full ASLR (2): each fresh worker pair samples another address-space layout, as intended")
+    if value == "1":
+        return Check("aslr", "ok", "partial ASLR (1): stack/mmap layouts vary between worker pairs")
+    return Check(
+        "aslr",
+        "warn",
+        f"ASLR off ({value}): every worker gets the same layout, so a layout effect becomes a fixed bias of one side",
+        f"echo 2 | sudo tee {path}",
+    )
+
+
+def check_load() -> Check:
+    path = f"{PROC}/loadavg"
+    try:
+        fields = _read(path).split()
+        load1, load5 = float(fields[0]), float(fields[1])
+    except (OSError, ValueError, IndexError):
+        return Check("load", "unknown", f"{path} not readable")
+    ncpu = len(allowed_cores()) or 1
+    detail = f"load average {load1:.2f} (1 min), {load5:.2f} (5 min) on {ncpu} usable cores"
+    if load1 > max(1.0, 0.5 * ncpu):
+        return Check("load", "warn", detail + ": the machine is busy", "wait for other jobs to finish, or measure on a quiet machine")
+    return Check("load", "ok", detail)
+
+
+def runnable_on_core(core: int, exclude: Optional[set[int]] = None) -> Optional[list[tuple[int, str]]]:
+    """(tid, name) of runnable (state R) threads last run on ``core``, or None if /proc cannot be read."""
+    exclude = exclude if exclude is not None else {os.getpid()}
+    try:
+        pids = [int(p) for p in os.listdir(PROC) if p.isdigit()]
+    except OSError:
+        return None
+    found = []
+    for pid in pids:
+        if pid in exclude:
+            continue
+        try:
+            tids = [int(t) for t in os.listdir(f"{PROC}/{pid}/task")]
+        except OSError:
+            continue  # gone, or not ours to read
+        for tid in tids:
+            try:
+                stat = _read(f"{PROC}/{pid}/task/{tid}/stat")
+            except OSError:
+                continue
+            # comm may hold spaces and parentheses: split after the last ')'
+            head, _, rest = stat.rpartition(")")
+            fields = rest.split()
+            if len(fields) < 37:
+                continue
+            state, processor = fields[0], fields[36]  # fields 3 and 39 of proc(5)
+            if state == "R" and processor.isdigit() and int(processor) == core:
+                found.append((tid, head.partition("(")[2]))
+    return found
+
+
+def check_runnable(core: int) -> Check:
+    found = runnable_on_core(core)
+    if found is None:
+        return Check("runnable", "unknown", f"{PROC} not listable")
+    if not found:
+        return Check("runnable", "ok", f"no other runnable thread on core {core}")
+    names = ", ".join(f"{name} ({tid})" for tid, name in found[:5]) + (" ..." if len(found) > 5 else "")
+    return Check("runnable", "warn", f"{len(found)} other runnable thread(s) on core {core}: {names}", "stop them, or pick a quiet core with --core")
+
+
+def check_clocksource() -> Check:
+    path = "/sys/devices/system/clocksource/clocksource0/current_clocksource"
+    try:
+        source = _read(path)
+    except OSError:
+        return Check("clocksource", "unknown", f"{path} not readable")
+    if source in ("hpet", "acpi_pm"):
+        return Check("clocksource", "warn", f"{source}: reading the clock is slow (microseconds)", "use tsc if the kernel offers it (clocksource=tsc)")
+    return Check("clocksource", "ok", source)
+
+
+def check_python() -> Check:
+    return Check("python", "ok", f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})")
+
+
+def distribution_versions() -> dict:
+    """{'torch': version|None, 'transformer_engine': version|None} of this interpreter, without importing them."""
+    from importlib import metadata
+
+    def version(*names):
+        for name in names:
+            try:
+                return metadata.version(name)
+            except metadata.PackageNotFoundError:
+                continue
+        return None
+
+    return {"torch": version("torch"), "transformer_engine": version(*TE_DISTRIBUTIONS)}
+
+
+_SIDE_PROBE = (
+    "import json, platform, sys\n"
+    "from importlib import metadata\n"
+    "def v(*names):\n"
+    "    for n in names:\n"
+    "        try:\n"
+    "            return metadata.version(n)\n"
+    "        except metadata.PackageNotFoundError:\n"
+    "            pass\n"
+    "print(json.dumps({'python': platform.python_version(), 'torch': v('torch'), 'transformer_engine': v(*%r)}))\n"
+) % (TE_DISTRIBUTIONS,)
+
+
+def side_versions(python: str, timeout_s: float = 30.0) -> dict:
+    """Ask another interpreter for its Python, torch and TE versions (metadata only, no imports)."""
+    out = subprocess.run([python, "-I", "-c", _SIDE_PROBE], capture_output=True, text=True, timeout=timeout_s, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def check_versions(python: Optional[str] = None) -> list[Check]:
+    """torch and TE versions of ``python`` (this interpreter when None)."""
+    label = "" if python is None else f" [{python}]"
+    try:
+        if python is None:
+            found = distribution_versions()
+        else:
+            found = side_versions(python)
+    except (FileNotFoundError, PermissionError) as exc:
+        return [Check(f"python{label}", "fail", f"cannot run the interpreter: {exc}", "point --python (and --base-python/--head-python) at an executable python")]
+    except Exception as exc:
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+        return [Check(f"torch{label}", "unknown", f"could not ask the interpreter: {reason}"), Check(f"transformer_engine{label}", "unknown", "see torch")]
+    checks = []
+    if python is not None:
+        checks.append(Check(f"python{label}", "ok", f"Python {found.get('python')}"))
+    torch_version = found.get("torch")
+    if torch_version:
+        checks.append(Check(f"torch{label}", "ok", f"torch {torch_version}"))
+    else:
+        # A side's interpreter without torch cannot run a worker; the coordinator's own
+        # interpreter only needs torch when a side uses it (the default).
+        status = "fail" if python is not None else "warn"
+        checks.append(Check(f"torch{label}", status, "torch is not installed: workers started with this interpreter cannot run", "install torch into this interpreter"))
+    te_version = found.get("transformer_engine")
+    if te_version:
+        checks.append(Check(f"transformer_engine{label}", "ok", f"TransformerEngine {te_version}"))
+    else:
+        checks.append(
+            Check(f"transformer_engine{label}", "ok", "not installed as a distribution (fine for --backend torch; a side may bring TE on its path)")
+        )
+    return checks
+
+
+def _nvidia_smi(args: list[str], timeout_s: float = 15.0) -> Optional[str]:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    out = subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout_s)
+    if out.returncode != 0:
+        raise RuntimeError((out.stderr or out.stdout).strip().splitlines()[0] if (out.stderr or out.stdout).strip() else f"exit {out.returncode}")
+    return out.stdout
+
+
+def check_gpu_visible() -> Check:
+    listing = _nvidia_smi(["-L"])
+    if listing is None:
+        driver = os.path.exists("/proc/driver/nvidia/version")
+        detail = "nvidia-smi not found" + ("" if driver else " and no NVIDIA driver loaded") + " (fine for --device cpu)"
+        return Check("gpu", "unknown", detail, "install the NVIDIA driver utilities to measure --device cuda")
+    gpus = [line.strip() for line in listing.splitlines() if line.strip().startswith("GPU")]
+    if not gpus:
+        return Check("gpu", "warn", "nvidia-smi lists no GPU", "check the driver and CUDA_VISIBLE_DEVICES")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    extra = f"; CUDA_VISIBLE_DEVICES={visible}" if visible is not None else ""
+    return Check("gpu", "ok", "; ".join(gpus[:4]) + (" ..." if len(gpus) > 4 else "") + extra)
+
+
+def check_gpu_busy() -> Check:
+    usage = _nvidia_smi(["--query-gpu=index,utilization.gpu,memory.used", "--format=csv,noheader,nounits"])
+    if usage is None:
+        return Check("gpu_busy", "unknown", "nvidia-smi not found")
+    apps = _nvidia_smi(["--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader,nounits"]) or ""
+    busy = []
+    for line in usage.strip().splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) >= 3 and fields[1].isdigit() and int(fields[1]) > 5:
+            busy.append(f"GPU {fields[0]} at {fields[1]}% ({fields[2]} MiB used)")
+    procs = [line.strip() for line in apps.strip().splitlines() if line.strip()]
+    if busy or procs:
+        detail = "; ".join(busy + [f"process {p}" for p in procs[:5]])
+        return Check("gpu_busy", "warn", detail, "wait for the other GPU work to finish: it competes for the GPU and the host")
+    return Check("gpu_busy", "ok", "GPU idle, no compute processes")
+
+
+# ---- collections ----
+
+
+def quick_checks(core: Optional[int] = None, device: str = "cpu") -> list[Check]:
+    """The cheap subset that compare runs before measuring (well under a second).
+
+    Goes into the bundle's metadata; non-ok results go in the table footer.
+    """
+    core = default_core() if core is None else core
+    checks = [
+        _safe("core", lambda: check_core(core)),
+        _safe("governor", lambda: check_governor(core)),
+        _safe("turbo", check_turbo),
+        _safe("isolation", lambda: check_isolation(core)),
+        _safe("aslr", check_aslr),
+        _safe("load", check_load),
+        _safe("runnable", lambda: check_runnable(core)),
+    ]
+    if device.startswith("cuda"):
+        checks.append(_safe("gpu_busy", check_gpu_busy))
+    return checks
+
+
+def all_checks(core: Optional[int] = None, pythons: tuple = ()) -> list[Check]:
+    """Everything ``teperf doctor`` shows."""
+    core = default_core() if core is None else core
+    checks = quick_checks(core)
+    checks.append(_safe("clocksource", check_clocksource))
+    checks.append(_safe("python", check_python))
+    checks.extend(_safe_list("versions", lambda: check_versions(None)))
+    for python in pythons:
+        checks.extend(_safe_list(f"versions [{python}]", lambda python=python: check_versions(python)))
+    checks.append(_safe("gpu", check_gpu_visible))
+    checks.append(_safe("gpu_busy", check_gpu_busy))
+    return checks
+
+
+def _safe_list(name: str, fn: Callable[[], list[Check]]) -> list[Check]:
+    try:
+        return fn()
+    except Exception as exc:
+        return [Check(name, "unknown", f"could not check: {type(exc).__name__}: {exc}")]
+
+
+def worst(checks: list[Check]) -> str:
+    """fail > warn > unknown > ok."""
+    order = {"fail": 3, "warn": 2, "unknown": 1, "ok": 0}
+    return max((c.status for c in checks), key=lambda s: order.get(s, 0), default="ok")
+
+
+def footer_lines(checks: list) -> list[str]:
+    """One line per warn/fail check, for a table footer ("doctor: warn isolation: ... (fix: ...)").
+
+    Accepts Check tuples or their dicts (as stored in a bundle).
+    """
+    lines = []
+    for check in checks:
+        c = Check(**check) if isinstance(check, dict) else check
+        if c.status in ("warn", "fail"):
+            lines.append(f"doctor: {c.status} {c.name}: {c.detail}" + (f" (fix: {c.fix})" if c.fix else ""))
+    return lines
+
+
+def _fmt_cores(cores) -> str:
+    cores = sorted(cores)
+    if not cores:
+        return "none"
+    runs, start, prev = [], cores[0], cores[0]
+    for c in cores[1:]:
+        if c == prev + 1:
+            prev = c
+            continue
+        runs.append(f"{start}-{prev}" if prev != start else f"{start}")
+        start = prev = c
+    runs.append(f"{start}-{prev}" if prev != start else f"{start}")
+    return ",".join(runs)

@@ -1,0 +1,314 @@
+"""Deterministic counts of what one fwd+bwd step does (``{"cmd": "counters"}``).
+
+Timing is noisy; counts are not. ``count_step`` runs the step a few times
+untimed so that lazy imports, caches and first-call paths are done, then
+counts ONE step per counter, each in its own instrumented pass (so one
+counter's instrumentation never shows up in another's count):
+
+python_calls
+    Python function frames *started* during the step: functions, methods,
+    lambdas, the first run of a generator/coroutine body, comprehensions on
+    Python <= 3.11 (3.12 inlines them, PEP 709). Generator resumptions are
+    NOT counted, and neither are calls of C functions (builtins, torch's C++
+    bindings): those are visible as ``aten_ops`` and the profile, and C-call
+    events differ between sys.setprofile and sys.monitoring. The step
+    function itself and the harness around it (zero_grads, the call lambda,
+    ``_first_tensor``) are included; they are the same on both sides, so
+    deltas are exact. Mechanism: sys.monitoring PY_START (all threads) on
+    3.12+, sys.setprofile ``call`` events minus generator resumptions
+    otherwise.
+aten_ops
+    ATen operator calls seen by a TorchDispatchMode (forward and backward):
+    every op that reaches the Python dispatch key, i.e. after autograd and
+    CompositeImplicit decompositions. Ops issued from inside a tensor
+    subclass's own __torch_dispatch__ are not counted a second time.
+    torch.compile'd regions (TE's jit_fuser functions) run eagerly for this
+    pass (see _dynamo_eager) and count as their eager ops.
+autograd_nodes
+    Backward nodes the autograd engine executed (AccumulateGrad included),
+    from the profiler's ``autograd::engine::evaluate_function:`` events.
+kernel_launches
+    CUDA only (else None): host-side launch API calls recorded by
+    torch.profiler (cudaLaunchKernel*, cuLaunchKernel*, cudaGraphLaunch,
+    cudaLaunchCooperativeKernel*); a graph replay counts as one launch.
+syncs
+    CUDA only (else None): host-device synchronisations recorded by
+    torch.profiler: cuda{Device,Stream,Event}Synchronize and the
+    synchronous cudaMemcpy/cudaMemcpy2D, minus what profiling an empty
+    step records (the profiler's own and our trailing synchronize).
+allocations
+    CUDA: caching-allocator allocation requests
+    (``torch.cuda.memory_stats()['allocation.all.allocated']`` delta over
+    the step). CPU: CPU-allocator allocations recorded by the profiler with
+    ``profile_memory=True`` (``[memory]`` events with positive size).
+
+After the passes the Python calls are counted once more; a different
+number (an instrumentation pass changed the module's state, which would
+also change the timed trials that follow) is reported on the worker's
+stderr.
+
+Checked on the H200 (torch 2.11, Python 3.12, TE 2.20.2; Linear,
+LayerNormLinear, LayerNormMLP x bf16/fp8_delayed/fp8_current, a cuda-graph
+case, a module with one .item()): identical in two fresh processes and
+twice in one, syncs agree with torch.cuda.set_sync_debug_mode. One known
+exception: code that torch.compile builds (TE LayerNormMLP bf16's fused
+bias-GeLU) makes 2 more Python calls per step when it was compiled in this
+process than when it was loaded from inductor's FX-graph cache (332 vs 330),
+so count after the cache is warm (e.g. in the second worker pair).
+
+All passes run with the cyclic garbage collector disabled (so no finaliser
+runs at a random point) and with autograd's device threads off
+(``torch.autograd.set_multithreading_enabled(False)``), so a CUDA backward
+runs on the calling thread where every mechanism sees it. A counter that
+cannot be measured here is None, never a guess.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import sys
+from typing import Callable, Optional
+
+KEYS = ("python_calls", "aten_ops", "autograd_nodes", "kernel_launches", "syncs", "allocations")
+WARM_STEPS = 2
+
+LAUNCH_NAMES = (
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cudaLaunchKernelEx",
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "cudaLaunchCooperativeKernel",
+    "cudaLaunchCooperativeKernelMultiDevice",
+    "cudaGraphLaunch",
+    "cuGraphLaunch",
+)
+SYNC_NAMES = (
+    "cudaDeviceSynchronize",
+    "cudaStreamSynchronize",
+    "cudaEventSynchronize",
+    "cudaMemcpy",
+    "cudaMemcpy2D",
+    "cuCtxSynchronize",
+    "cuStreamSynchronize",
+    "cuEventSynchronize",
+)
+NODE_PREFIX = "autograd::engine::evaluate_function: "
+
+
+def count_step(step: Callable[[], None], cuda: bool, warm: int = WARM_STEPS) -> dict:
+    import torch
+
+    for _ in range(warm):
+        step()
+    if cuda:
+        torch.cuda.synchronize()
+    counts: dict = dict.fromkeys(KEYS)
+    with _steady():
+        counts["python_calls"] = count_python_calls(step)
+        counts["aten_ops"] = _count_aten_ops(step)
+        nodes, launches, syncs, cpu_allocs = _profiler_pass(step, cuda)
+        counts["autograd_nodes"] = nodes
+        if cuda:
+            counts["kernel_launches"] = launches
+            counts["syncs"] = syncs
+            counts["allocations"] = _count_cuda_allocations(step)
+        else:
+            counts["allocations"] = cpu_allocs
+        # Self-check: counting must leave the step as it found it (the timed
+        # trials come after). A changed Python call count means it did not.
+        after = count_python_calls(step)
+    if after != counts["python_calls"]:
+        print(
+            f"teperf counters: warning: the step's Python calls went from {counts['python_calls']} to {after} "
+            "while counting; an instrumentation pass changed the module's state",
+            file=sys.stderr,
+        )
+    return counts
+
+
+@contextlib.contextmanager
+def _steady():
+    import torch
+
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        with torch.autograd.set_multithreading_enabled(False):
+            yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+# ---- Python calls (torch-free, so it is testable on any interpreter) ----
+
+_GEN_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
+
+
+def count_python_calls(fn: Callable[[], object]) -> int:
+    """Python frames started while ``fn()`` runs, ``fn`` itself included."""
+    if hasattr(sys, "monitoring"):
+        return _count_monitoring(fn)
+    return _count_setprofile(fn)
+
+
+def _count_monitoring(fn) -> int:
+    mon = sys.monitoring
+    tool = None
+    for candidate in (mon.PROFILER_ID, 3, 4, 5):
+        if mon.get_tool(candidate) is None:
+            tool = candidate
+            break
+    if tool is None:
+        raise RuntimeError("no free sys.monitoring tool id for counting Python calls")
+    mon.use_tool_id(tool, "teperf-counters")
+    n = 0
+
+    def on_start(code, offset):
+        nonlocal n
+        n += 1
+
+    try:
+        mon.register_callback(tool, mon.events.PY_START, on_start)
+        mon.set_events(tool, mon.events.PY_START)
+        try:
+            fn()
+        finally:
+            mon.set_events(tool, 0)
+    finally:
+        mon.register_callback(tool, mon.events.PY_START, None)
+        mon.free_tool_id(tool)
+    return n
+
+
+def _count_setprofile(fn) -> int:
+    import opcode
+
+    resume = opcode.opmap.get("RESUME")
+    n = 0
+    resumed = 0
+
+    def on_event(frame, event, arg):
+        nonlocal n, resumed
+        if event == "call":
+            n += 1
+            code = frame.f_code
+            if code.co_flags & _GEN_FLAGS:
+                # 3.11: the event fires on every (re)entry; a re-entry stops at
+                # RESUME with a non-zero argument (after yield / yield from / await).
+                lasti = frame.f_lasti
+                if resume is not None and lasti >= 0:
+                    raw = code.co_code
+                    if raw[lasti] == resume and raw[lasti + 1] != 0:
+                        resumed += 1
+                elif lasti > 0:  # <= 3.10: a fresh frame has f_lasti == -1
+                    resumed += 1
+
+    old = sys.getprofile()
+    sys.setprofile(on_event)
+    try:
+        fn()
+    finally:
+        sys.setprofile(old)
+    return n - resumed
+
+
+# ---- ATen ops ----
+
+
+def _count_aten_ops(step) -> int:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Counting(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.n += 1
+            return func(*args, **(kwargs or {}))
+
+    mode = Counting()
+    with _dynamo_eager(), mode:
+        step()
+    return mode.n
+
+
+def _dynamo_eager():
+    """Run torch.compile'd functions eagerly for the dispatch-mode pass.
+
+    Seeing a user TorchDispatchMode, dynamo marks the compiled frame as
+    skipped for the rest of the process (measured: TE 2.20 LayerNormMLP
+    bf16's compiled bias-GeLU then ran eagerly in every later step, 330 ->
+    222 Python calls per step). ``set_stance("force_eager")`` bypasses
+    dynamo for this one step and leaves its caches alone; compiled regions
+    are therefore counted as their eager ATen ops.
+    """
+    try:
+        import torch.compiler
+
+        set_stance = getattr(torch.compiler, "set_stance", None)
+        if set_stance is not None:
+            return set_stance("force_eager")
+    except Exception:
+        pass
+    return contextlib.nullcontext()
+
+
+# ---- profiler: autograd nodes, launches, syncs, CPU allocations ----
+
+
+def _profiler_pass(step, cuda: bool):
+    """(autograd nodes, launches, syncs, CPU allocations) of one step.
+
+    On CUDA the same profiling of an empty step is subtracted: the profiler
+    itself and our trailing synchronize add cudaDeviceSynchronize calls
+    (2 on torch 2.11 + CUDA 13).
+    """
+    nodes, launches, syncs, allocs = _profile_counts(step, cuda)
+    if not cuda:
+        return nodes, None, None, allocs
+    _, base_launches, base_syncs, _ = _profile_counts(lambda: None, cuda)
+    if base_syncs == 0:
+        # Not even our own trailing synchronize was recorded: the profiler
+        # sees no CUDA runtime calls here (no CUPTI), so say "unknown".
+        return nodes, None, None, None
+    return nodes, launches - base_launches, syncs - base_syncs, None
+
+
+def _profile_counts(fn, cuda: bool):
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities, profile_memory=not cuda, record_shapes=False, with_stack=False) as prof:
+        fn()
+        if cuda:
+            torch.cuda.synchronize()  # so every launch is flushed; calibrated away
+    nodes = launches = syncs = allocs = 0
+    for event in prof.profiler.kineto_results.events():
+        name = event.name()
+        if name.startswith(NODE_PREFIX):
+            nodes += 1
+        elif name == "[memory]":
+            if event.nbytes() > 0 and "CPU" in str(event.device_type()):
+                allocs += 1
+        elif name in LAUNCH_NAMES:
+            launches += 1
+        elif name in SYNC_NAMES:
+            syncs += 1
+    return nodes, launches, syncs, allocs
+
+
+def _count_cuda_allocations(step) -> Optional[int]:
+    import torch
+
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_stats().get("allocation.all.allocated")
+    step()
+    torch.cuda.synchronize()
+    after = torch.cuda.memory_stats().get("allocation.all.allocated")
+    if before is None or after is None:
+        return None
+    return int(after - before)

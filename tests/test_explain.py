@@ -1,0 +1,260 @@
+"""teperf.explain: profile diffs, counter diffs, and ``teperf explain`` end to end."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from teperf import explain
+from teperf.errors import TeperfError
+from teperf.explain import FunctionDelta, by_calls, by_own_time, combine_profiles, counters_diff, diff_profiles, find_case, summary
+
+
+def row(name, calls, own, cum=None, rel="pkg/mod.py", line=10, file=None):
+    return {"file": file or f"/somewhere/{rel}", "rel": rel, "line": line, "name": name, "calls": calls, "own_us": own, "cum_us": own if cum is None else cum}
+
+
+# ---- counters_diff ----
+
+
+def test_counters_diff_text():
+    base = {"python_calls": 100, "aten_ops": 20, "autograd_nodes": 6, "kernel_launches": 9, "syncs": 0, "allocations": 8}
+    head = {"python_calls": 114, "aten_ops": 21, "autograd_nodes": 6, "kernel_launches": 9, "syncs": 0, "allocations": 8}
+    assert counters_diff(base, head) == "+14 py calls, +1 aten op, 0 kernels"
+    head2 = dict(head, syncs=2, allocations=5, autograd_nodes=7)
+    assert counters_diff(base, head2) == "+14 py calls, +1 aten op, +1 autograd node, 0 kernels, +2 syncs, -3 allocs"
+    assert counters_diff(base, base, full=True) == "0 py calls, 0 aten ops, 0 autograd nodes, 0 kernels, 0 syncs, 0 allocs"
+
+
+def test_counters_diff_skips_unmeasurable_and_missing():
+    cpu = {"python_calls": 10, "aten_ops": 5, "autograd_nodes": 3, "kernel_launches": None, "syncs": None, "allocations": 4}
+    assert counters_diff(cpu, dict(cpu, python_calls=9)) == "-1 py call, 0 aten ops"
+    assert counters_diff(None, cpu) == ""
+    assert counters_diff(cpu, {}) == ""
+    assert explain.counter_deltas(cpu, dict(cpu, aten_ops=7))["aten_ops"] == 2
+    assert explain.counter_deltas(cpu, cpu)["kernel_launches"] is None
+
+
+# ---- profile diffs ----
+
+
+def test_functions_match_across_trees_by_relative_path_and_name():
+    base = [row("f", 1, 5.0, file="/tmp/base/pkg/mod.py", line=10), row("g", 2, 1.0)]
+    head = [row("f", 1, 11.0, file="/tmp/head/pkg/mod.py", line=14), row("g", 2, 1.0)]
+    deltas = {d.name: d for d in diff_profiles(base, head)}
+    assert set(deltas) == {"f", "g"}
+    f = deltas["f"]
+    assert (f.d_own_us, f.d_calls, f.file, f.line) == (6.0, 0.0, "/tmp/head/pkg/mod.py", 14)
+    assert f.where == "pkg/mod.py:14"
+    assert deltas["g"].d_own_us == 0
+
+
+def test_rankings_and_summary():
+    base = [row("slow", 1, 10.0), row("same", 3, 4.0), row("dc_init", 2, 1.0, rel="dataclasses.py", line=1), row("gone", 1, 2.0)]
+    head = [row("slow", 1, 16.0), row("same", 3, 4.0), row("dc_init", 15, 7.5, rel="dataclasses.py", line=1), row("<built-in method torch.add>", 1, 0.5, rel="~", line=0)]
+    deltas = diff_profiles(base, head)
+    assert [d.name for d in by_own_time(deltas, 2)] == ["dc_init", "slow"]
+    assert [d.name for d in by_calls(deltas)] == ["dc_init", "gone", "<built-in method torch.add>"]
+    text = summary(deltas, n_time=1, n_calls=1)
+    assert text == "+6.5 us in dc_init (dataclasses.py:1), +13 calls of dc_init (dataclasses.py:1)"
+    assert "[not called in base]" in explain.render_text(deltas)
+    c_function = next(d for d in deltas if d.rel == "~")
+    assert c_function.where == ""
+    json.dumps(explain.to_json(deltas))
+
+
+def test_calls_tie_is_broken_by_cumulative_time():
+    # helper calls inner: both gain K calls; the helper (larger cumulative time) ranks first
+    base = [row("step", 1, 1.0, cum=10.0)]
+    head = [row("step", 1, 1.0, cum=40.0), row("inner", 7, 0.5, cum=0.5), row("helper", 7, 20.0, cum=20.5)]
+    assert [d.name for d in by_calls(diff_profiles(base, head))] == ["helper", "inner"]
+
+
+def test_no_difference_summary():
+    rows = [row("f", 1, 3.0)]
+    assert summary(diff_profiles(rows, rows)) == "no function-level difference"
+
+
+def test_combine_profiles_takes_the_median_per_function():
+    a = [row("f", 1, 5.0), row("g", 1, 1.0)]
+    b = [row("f", 1, 90.0)]  # a preemption landed in f; g did not run at all
+    c = [row("f", 1, 6.0), row("g", 1, 1.2)]
+    combined = {r["name"]: r for r in combine_profiles([a, b, c])}
+    assert combined["f"]["own_us"] == 6.0
+    assert combined["g"]["own_us"] == 1.0  # median of 1.0, 0, 1.2
+    assert combine_profiles([a]) == a
+
+
+def test_find_case():
+    meta = {
+        "cases": [
+            {"id": 0, "module": "Linear", "recipe": "bf16", "shape": [8, 2, 256], "mode": "eager"},
+            {"id": 1, "module": "Linear", "recipe": "bf16", "shape": [8, 2, 256], "mode": "cuda-graph"},
+            {"id": 2, "module": "LayerNormLinear", "recipe": "bf16", "shape": [8, 2, 256], "mode": "eager"},
+        ]
+    }
+    assert find_case(meta, "LayerNormLinear/bf16")["id"] == 2
+    assert find_case(meta, "Linear/bf16/8x2x256/cuda-graph")["id"] == 1
+    with pytest.raises(TeperfError, match="matches 2 cells"):
+        find_case(meta, "Linear/bf16")
+    with pytest.raises(TeperfError, match="no cell"):
+        find_case(meta, "Linear/fp8")
+    with pytest.raises(TeperfError, match="several cells"):
+        find_case(meta, None)
+
+
+def test_function_delta_roundtrip():
+    d = FunctionDelta(rel="a.py", name="f", file="/x/a.py", line=3, base_calls=1, head_calls=2, in_base=True, in_head=True)
+    assert d.to_dict()["d_calls"] == 1 and d.to_dict()["where"] == "a.py:3"
+
+
+# ---- the worker's profile rows ----
+
+
+def test_profile_rows_shape(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    from teperf.worker.profile import profile_step, relative_path
+
+    calls = []
+
+    def leaf():
+        calls.append(1)
+
+    def step():
+        leaf()
+        leaf()
+
+    rows = profile_step(step, 10, cuda=False)
+    json.dumps(rows)
+    mine = {r["name"]: r for r in rows if r["rel"].endswith("test_explain.py")}
+    assert mine["test_profile_rows_shape.<locals>.leaf"]["calls"] == 2.0
+    assert mine["test_profile_rows_shape.<locals>.step"]["calls"] == 1.0
+    assert all(set(r) == {"file", "rel", "line", "name", "calls", "own_us", "cum_us"} for r in rows)
+    owns = [r["own_us"] for r in rows]
+    assert owns == sorted(owns, reverse=True)
+    assert relative_path("/opt/x/pkg/mod.py", ["/opt/x"]) == "pkg/mod.py"
+    assert relative_path("<frozen importlib._bootstrap>", ["/opt/x"]) == "<frozen importlib._bootstrap>"
+
+
+# ---- end to end: a compare bundle, then teperf explain on it ----
+
+FIXTURE = textwrap.dedent(
+    """
+    import torch
+
+    EXTRA_HELPER_CALLS = {extra}
+
+
+    def _inner(v):
+        return v + 1
+
+
+    def helper(v):
+        s = 0
+        for i in range(3000):
+            s += i * v
+        return _inner(s)
+
+
+    class Block(torch.nn.Module):
+        def __init__(self, hidden=16):
+            super().__init__()
+            self.lin = torch.nn.Linear(hidden, hidden)
+
+        def forward(self, x):
+            for _ in range(EXTRA_HELPER_CALLS):
+                helper(1)
+            return self.lin(x)
+
+
+    def make(hidden=16):
+        return Block(hidden)
+    """
+)
+
+K = 6
+
+
+def _side(root: Path, extra: int) -> Path:
+    pkg = root / "explainpkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "mod.py").write_text(FIXTURE.format(extra=extra))
+    return root
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    pytest.importorskip("torch")
+    from teperf import api
+    from teperf.config import load_config
+
+    root = tmp_path_factory.mktemp("explain")
+    base = _side(root / "base", 0)
+    head = _side(root / "head", K)
+    cfg = root / "cfg.toml"
+    cfg.write_text(
+        textwrap.dedent(
+            """
+            backend = "torch"
+            device = "cpu"
+            recipes = ["fp32"]
+            shapes = [[4, 16]]
+            counters = true
+            [modules.Block]
+            factory = "explainpkg.mod:make"
+            [schedule]
+            processes = 1
+            rounds = 1
+            trials = 1
+            iters = 3
+            warmup = 2
+            """
+        )
+    )
+    config = load_config(str(cfg), {})
+    return api.compare(config, api.path_side("base", str(base)), api.path_side("head", str(head)), results_dir=str(root / "results"))
+
+
+def test_explain_puts_the_helper_on_top(bundle):
+    report = explain.explain_bundle(bundle, "Block/fp32", iters=20, repeats=3)
+    assert report["cell"] == "Block/fp32/4x16/eager"
+    counters = report["counters"]
+    assert counters["head"]["python_calls"] - counters["base"]["python_calls"] == 2 * K
+    assert report["counters_diff"].startswith(f"+{2 * K} py calls, 0 aten ops")
+    top_calls = report["diff"]["by_calls"]
+    assert [(d["name"], d["d_calls"]) for d in top_calls] == [("helper", K), ("_inner", K)]
+    assert top_calls[0]["where"].startswith("explainpkg/mod.py:")
+    assert report["diff"]["by_own_time"][0]["name"] == "helper"
+    assert report["diff"]["summary"].startswith("+") and " in helper (explainpkg/mod.py:" in report["diff"]["summary"]
+    assert Path(report["saved_to"]).is_file()
+
+    text = explain.render_report(report, n=5)
+    ranked = text.split("By own time", 1)[1].splitlines()[2]  # first row under the column header
+    assert "helper" in ranked, text
+
+
+def test_explain_cli(bundle):
+    from click.testing import CliRunner
+
+    from teperf.commands.explain import command
+
+    result = CliRunner().invoke(command, [str(bundle), "--cell", "Block/fp32", "--iters", "10", "--repeats", "1", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["diff"]["by_calls"][0]["name"] == "helper"
+    assert "profiles" not in out
+
+    bad = CliRunner().invoke(command, [str(bundle), "--cell", "Nope/fp32"])
+    assert bad.exit_code != 0 and isinstance(bad.exception, TeperfError)
+
+
+def test_bundle_row_carries_counters(bundle):
+    from teperf.api import summarize
+
+    (row_,) = summarize(bundle).rows
+    assert row_["counters"]["head"]["python_calls"] - row_["counters"]["base"]["python_calls"] == 2 * K
+    assert counters_diff(row_["counters"]["base"], row_["counters"]["head"]) == f"+{2 * K} py calls, 0 aten ops"
