@@ -17,8 +17,8 @@ job() {  # name timeout args...
   timeout --signal=INT $lim python3 -m teperf "$@" --format markdown --results-dir $R/$name > "$OUT/$name.md" 2> "$OUT/$name.err"
   echo "$name: rc=$? wall=$(( $(date +%s) - t )) s" >> "$OUT/log.txt"
 }
-job default 150 compare "${CELLS[@]}" --processes 8 --rounds 1 --trials 3 --iters 100 --warmup 50
-job pr-schedule 170 compare "${CELLS[@]}"
+job default 150 compare "${CELLS[@]}" --processes 8 --rounds 2 --trials 3 --iters 100 --warmup 50 --prestart 3
+job pr-schedule 160 compare "${CELLS[@]}"
 for f in default pr-schedule; do { echo "## $f"; cat "$OUT/$f.md"; tail -2 "$OUT/$f.err"; echo; } >> "$OUT/quality.md"; done
 tar czf "$OUT/bundles.tar.gz" $R
 echo "total: $(( $(date +%s) - T0 )) s" >> "$OUT/log.txt"

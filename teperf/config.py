@@ -31,10 +31,12 @@ class ModuleSpec:
 
 @dataclasses.dataclass(frozen=True)
 class Schedule:
-    processes: int = 6  # fresh worker pairs: the unit of replication
+    # Many short fresh pairs: between-process noise dominates, so pairs buy
+    # precision and long pairs do not (README, "Choosing the schedule").
+    processes: int = 8  # fresh worker pairs: the unit of replication
     rounds: int = 2
     trials: int = 3
-    iters: int = 200  # steps per trial
+    iters: int = 100  # steps per trial
     warmup: int = 50
     timeout_s: float = 600.0  # per worker request (start-up, set-up or one trial)
 
@@ -64,7 +66,7 @@ class Config:
     core: int | None = None
     seed: int = 0
     counters: bool = False
-    prestart: int = 1  # pairs started ahead (on spare cores) while the current one measures
+    prestart: int = 3  # pairs started ahead (on spare cores) while the current one measures
     source: str | None = None  # the TOML file it came from
 
     def to_dict(self) -> dict:
@@ -233,7 +235,7 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
     seed = ov.get("seed", raw.get("seed", 0))
     _positive_int(seed, "seed", minimum=0)
     counters = bool(ov.get("counters", raw.get("counters", False)))
-    prestart = ov.get("prestart", raw.get("prestart", 1))
+    prestart = ov.get("prestart", raw.get("prestart", Config.prestart))
     prestart = int(prestart) if isinstance(prestart, bool) else _positive_int(prestart, "prestart", minimum=0)
     return Config(
         backend=backend,
