@@ -201,9 +201,14 @@ class PairRunner:
             return None
         return reply
 
-    def close(self) -> None:
+    def close(self, retire_core: Optional[int] = None, retired: Optional[list] = None) -> None:
+        """End this pair's workers: at once when ``retired`` is given (they are reaped later), else waiting."""
         for worker in self.workers.values():
-            worker.close()
+            if retired is None:
+                worker.close()
+            else:
+                worker.retire(retire_core)
+                retired.append(worker)
         self.workers.clear()
 
 
@@ -223,60 +228,70 @@ def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: B
     # pair takes ~20 s to import and set up, far longer than a short pair measures.
     depth = min(config.prestart, len(import_cores))
     upcoming: deque[PairRunner] = deque()
+    retired: list[Worker] = []  # quit, still tearing down on a spare core
+    retire_core = import_cores[-1] if import_cores else None
     next_launch = 1
-    for pair in range(n_pairs):
-        runner = upcoming.popleft() if upcoming else PairRunner(config, sides, cases, bundle, pair, failed)
-        try:
-            t0 = time.perf_counter()
-            runner.start()
-            bundle.append({"kind": "pair", "pair": pair, "hash_seed": runner.seed, "start_s": round(time.perf_counter() - t0, 3)})
-            next_launch = max(next_launch, pair + 1)
-            while len(upcoming) < depth and next_launch < n_pairs:
-                ahead = PairRunner(config, sides, cases, bundle, next_launch, failed)
-                try:
-                    ahead.launch(import_cores[next_launch % len(import_cores)])
-                except TeperfError:
-                    ahead.close()
-                    break
-                upcoming.append(ahead)
-                next_launch += 1
-            # Counted once, outside the timed trials. Not in the first pair when there
-            # are more: there one side meets a cold torch.compile cache, the other a warm one.
-            if config.counters and pair == min(1, n_pairs - 1):
-                for case in cases:
-                    runner.counters(case)
-            by_id = {c.id: c for c in cases}
-            for slot in pair_slots(config, [c.id for c in cases], pair, len(sides)):
-                case = by_id[slot.case_id]
-                if not runner.active(case.id):
+    try:
+        for pair in range(n_pairs):
+            runner = upcoming.popleft() if upcoming else PairRunner(config, sides, cases, bundle, pair, failed)
+            try:
+                t0 = time.perf_counter()
+                runner.start()
+                bundle.append({"kind": "pair", "pair": pair, "hash_seed": runner.seed, "start_s": round(time.perf_counter() - t0, 3)})
+                next_launch = max(next_launch, pair + 1)
+                while len(upcoming) < depth and next_launch < n_pairs:
+                    ahead = PairRunner(config, sides, cases, bundle, next_launch, failed)
+                    try:
+                        ahead.launch(import_cores[next_launch % len(import_cores)])
+                    except TeperfError:
+                        ahead.close()
+                        break
+                    upcoming.append(ahead)
+                    next_launch += 1
+                # Counted once, outside the timed trials. Not in the first pair when there
+                # are more: there one side meets a cold torch.compile cache, the other a warm one.
+                if config.counters and pair == min(1, n_pairs - 1):
+                    for case in cases:
+                        runner.counters(case)
+                by_id = {c.id: c for c in cases}
+                for slot in pair_slots(config, [c.id for c in cases], pair, len(sides)):
+                    case = by_id[slot.case_id]
+                    if not runner.active(case.id):
+                        if progress:
+                            progress(iters, "")
+                        continue
+                    reply = runner.trial(slot.side, case, iters)
                     if progress:
-                        progress(iters, "")
-                    continue
-                reply = runner.trial(slot.side, case, iters)
-                if progress:
-                    progress(iters, f"pair {pair + 1}/{config.schedule.processes} {case.key}")
-                if reply is None:
-                    continue
-                reply.pop("type", None)
-                reply.pop("case_id", None)
-                bundle.append(
-                    {
-                        "kind": "trial",
-                        "pair": pair,
-                        "round": slot.round,
-                        "trial": slot.trial,
-                        "side": sides[slot.side].label,
-                        "position": slot.position,
-                        "case_id": case.id,
-                        "hash_seed": runner.seed,
-                        "t": round(time.time(), 3),
-                        **reply,
-                    }
-                )
-        except BaseException:
-            for ahead in upcoming:
-                ahead.close()
-            raise
-        finally:
-            runner.close()
+                        progress(iters, f"pair {pair + 1}/{config.schedule.processes} {case.key}")
+                    if reply is None:
+                        continue
+                    reply.pop("type", None)
+                    reply.pop("case_id", None)
+                    bundle.append(
+                        {
+                            "kind": "trial",
+                            "pair": pair,
+                            "round": slot.round,
+                            "trial": slot.trial,
+                            "side": sides[slot.side].label,
+                            "position": slot.position,
+                            "case_id": case.id,
+                            "hash_seed": runner.seed,
+                            "t": round(time.time(), 3),
+                            **reply,
+                        }
+                    )
+            except BaseException:
+                for ahead in upcoming:
+                    ahead.close()
+                raise
+            finally:
+                runner.close(retire_core, retired)
+                if len(retired) > 8:  # keep few exiting processes around
+                    for worker in retired[:-4]:
+                        worker.reap()
+                    del retired[:-4]
+    finally:
+        for worker in retired:
+            worker.reap()
     return failed

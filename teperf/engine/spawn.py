@@ -148,14 +148,29 @@ class Worker:
         return self.proc.poll() is None
 
     def close(self) -> None:
-        if self.hello is None:  # still importing: nothing to wait for
+        """Quit and wait (up to 10 s) for the process to end."""
+        self.retire(None)
+        self.reap()
+
+    def retire(self, core: int | None) -> None:
+        """Ask the worker to quit without waiting for it. A CUDA process takes
+        seconds to tear down; moved to ``core`` first, it does so off the
+        measuring core while the next pair measures. ``reap`` collects it."""
+        if self.hello is None:  # still importing: nothing worth a clean exit
             self.kill()
         if self.alive():
             try:
+                if core is not None and core != self.core:
+                    self.pin(core)
                 self.send({"cmd": "quit"})
-                self.proc.wait(timeout=10)
-            except (WorkerError, subprocess.TimeoutExpired):
+            except WorkerError:
                 self.kill()
+
+    def reap(self, timeout_s: float = 10.0) -> None:
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
         self._log.close()
 
     def kill(self) -> None:
