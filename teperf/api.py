@@ -41,6 +41,10 @@ def path_side(label: str, path: Optional[str] = None, python: Optional[str] = No
         if not p.is_dir():
             raise TeperfError(f"--{label}-path {path!r} is not a directory", f"point --{label}-path at the directory that holds the package to import")
         sys_path = (str(p.resolve()),)
+    if python is not None:
+        from teperf.engine.spawn import check_python
+
+        check_python(python)
     return Side(label=label, python=python or sys.executable, sys_path=sys_path, description={"kind": "env" if python else "path"})
 
 

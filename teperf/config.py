@@ -188,7 +188,7 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
         elif name in facts.MODULES:
             modules.append(ModuleSpec(name))
         else:
-            known = list(facts.MODULES) + list(custom)
+            known = list(dict.fromkeys(list(facts.MODULES) + list(custom)))
             raise TeperfError(f"unknown module {name!r} for backend {backend}", f"use one of: {', '.join(known)} (or add [modules.{name}] with a factory)")
 
     recipes = ov.get("recipes") or raw.get("recipes")

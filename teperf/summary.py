@@ -125,8 +125,10 @@ def summarize(path, stats: Stats | None = None) -> Summary:
             row["status"] = "ok"
         rows.append(row)
 
-    if meta.get("status") != "complete":
+    if meta.get("status") in ("interrupted", "running"):
         notes.append(f"run status: {meta.get('status')} - the table shows what was measured before it stopped")
+    elif meta.get("status") == "failed":
+        notes.append(f"run status: failed{': ' + meta['error'] if meta.get('error') else ''}")
     if any(r.get("ci_basis") == "trials" for r in rows):
         notes.append("one process pair: intervals cover trial noise only, not the between-process noise (a few % on a VM); use --processes 3 or more for verdicts that hold")
     if any(r.get("host_bound") is False for r in rows):

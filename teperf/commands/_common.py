@@ -134,6 +134,11 @@ def measure_and_report(fn, fmt: str):
     summary = summarize(path)
     emit(summary, fmt)
     if summary.meta.get("status") == "failed":
-        click.echo(f"teperf: error: every case failed ({summary.meta.get('error') or summary.rows[0].get('error')}); see {path}/workers/", err=True)
-        sys.exit(1)
+        first = summary.meta.get("error") or next((r.get("error") for r in summary.rows if r.get("error")), "")
+        click.echo(
+            f"teperf: error: every case failed ({first}); check the module factories and that each side's "
+            f"--path/--base-path/--head-path holds their package (worker logs: {path}/workers/)",
+            err=True,
+        )
+        sys.exit(2)
     return summary

@@ -15,7 +15,10 @@ from teperf.errors import TeperfError
 @click.option("--repo", default=".", show_default=True, metavar="DIR", help="Git repository the refs are in.")
 @click.option("--strategy", type=click.Choice(["auto", "overlay", "build", "env"]), default="auto", show_default=True, help="How a git side is made runnable.")
 @click.option("--package", default="transformer_engine", show_default=True, help="Package under test (for overlay/build).")
+@click.option("--package-dir", metavar="PATH", help="The package's directory inside the repo (default: found by name).")
 @click.option("--build-command", metavar="CMD", help="Build command for --strategy build (default: pip install into a per-side prefix).")
+@click.option("--cache-dir", metavar="DIR", help="Where git trees, overlays and builds are cached (default: $TEPERF_CACHE or ~/.cache/teperf).")
+@click.option("--allow-dirty", is_flag=True, default=None, help="Measure a checked-out side even with uncommitted changes in the package.")
 @click.option("--base-path", metavar="DIR", help="Directory put first on the base worker's sys.path.")
 @click.option("--head-path", metavar="DIR", help="Directory put first on the head worker's sys.path.")
 @click.option("--base-python", metavar="EXE", help="Interpreter for the base side (e.g. a virtualenv's python).")
@@ -24,7 +27,7 @@ from teperf.errors import TeperfError
 @click.option("--explain", "explain_cell", metavar="MODULE/RECIPE", help="Afterwards, profile this cell on both sides and show where the delta comes from.")
 @config_options
 @output_options
-def command(spec, repo, strategy, package, build_command, base_path, head_path, base_python, head_python, counters, explain_cell, fmt, results_dir, **kwargs):
+def command(spec, repo, strategy, package, package_dir, build_command, cache_dir, allow_dirty, base_path, head_path, base_python, head_python, counters, explain_cell, fmt, results_dir, **kwargs):
     """Compare two sides: git refs (BASE..HEAD), directories or interpreters.
 
     \b
@@ -49,8 +52,11 @@ def command(spec, repo, strategy, package, build_command, base_path, head_path, 
             repo=repo,
             strategy=strategy,
             package=package,
+            package_dir=package_dir,
             python=python,
+            cache_dir=cache_dir,
             build_command=shlex.split(build_command) if build_command else None,
+            allow_dirty=allow_dirty,
         )
     elif any(side_opts):
         base = api.path_side("base", base_path, base_python)
