@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.teperf-installed
 
-.PHONY: setup demo test test-fast bench nightly-demo clean
+.PHONY: setup demo test test-fast bench bench-schedules nightly-demo clean
 
 setup: $(STAMP)
 
@@ -35,6 +35,10 @@ nightly-demo: setup
 # What the engine itself costs (start-up, round trip, time to first trial): figures, not asserts.
 bench: setup
 	$(BIN)/python benchmarks/engine_costs.py
+
+# The PR thread's schedule vs teperf's default, A/A: half-width, spread, wall time, false changes.
+bench-schedules: setup
+	$(BIN)/python benchmarks/schedule_quality.py --repeats 3
 
 clean:
 	rm -rf $(VENV) site .pytest_cache
