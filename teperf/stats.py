@@ -3,7 +3,8 @@
 Method (the process pair is the unit of replication; trials inside one
 process are not independent draws, see ../shared/gpu/README.md):
 
-1. Per pair p and side, the median per-step time over that pair's trials.
+1. Per pair p and side, the median per-step time over that pair's trials;
+   a side's reported figure is the geometric mean of those over pairs.
 2. Per pair, the log ratio r_p = ln(head_p / base_p). Both sides of a pair
    share core, hash seed and time window, so r_p cancels what drifts
    between pairs (the absolute level moves by several % on a cloud VM).
@@ -63,29 +64,35 @@ def compare_cell(
     all_base = [v for p in pairs for v in base[p]]
     all_head = [v for p in pairs for v in head[p]]
     out = {
-        "base_us": float(np.median(all_base)) if all_base else None,
-        "head_us": float(np.median(all_head)) if all_head else None,
         "n_pairs": len(pairs),
         "n_trials": len(all_base),
         "base_spread_pct": spread_pct(all_base),
         "head_spread_pct": spread_pct(all_head),
     }
     if not pairs:
-        return {**out, "verdict": None}
-    if len(pairs) >= 2:
-        logs = np.array([math.log(np.median(head[p]) / np.median(base[p])) for p in pairs])
-        basis = "pairs"
-    else:
-        logs = np.array([math.log(h / b) for b, h in couples]) if couples else np.array([math.log(out["head_us"] / out["base_us"])])
-        basis = "trials"
+        return {**out, "base_us": None, "head_us": None, "verdict": None}
+    # Each side's figure is the geometric mean of its per-pair medians, so that
+    # head/base is exactly the mean per-pair ratio that the interval is about.
+    log_b = np.array([math.log(np.median(base[p])) for p in pairs])
+    log_h = np.array([math.log(np.median(head[p])) for p in pairs])
+    out["base_us"] = float(math.exp(log_b.mean()))
+    out["head_us"] = float(math.exp(log_h.mean()))
+    logs = log_h - log_b
     mean, half, sd, mde = _t_interval(logs, cfg.alpha)
+    basis = "pairs"
+    if len(pairs) == 1:
+        # Nothing to replicate over: the width comes from the trial couples of
+        # the one pair, which cannot see between-process noise (the output says so).
+        basis = "trials"
+        if len(couples) >= 2:
+            _, half, _, mde = _t_interval(np.array([math.log(h / b) for b, h in couples]), cfg.alpha)
     to_pct = lambda r: (math.exp(r) - 1) * 100  # noqa: E731
     delta_pct = to_pct(mean)
     low_pct, high_pct = (to_pct(mean - half), to_pct(mean + half)) if math.isfinite(half) else (None, None)
     b = out["base_us"]
     out.update(
         delta_pct=delta_pct,
-        delta_us=b * delta_pct / 100,
+        delta_us=out["head_us"] - b,
         ci_low_pct=low_pct,
         ci_high_pct=high_pct,
         ci_low_us=None if low_pct is None else b * low_pct / 100,

@@ -83,6 +83,7 @@ def test_us_and_pct_agree_and_interval_contains_estimate():
     rng = np.random.default_rng(6)
     res = compare_cell(*simulate_cell(rng, shift_pct=5.0)[:2], DEFAULT)
     assert res["delta_us"] == pytest.approx(res["base_us"] * res["delta_pct"] / 100)
+    assert res["delta_us"] == pytest.approx(res["head_us"] - res["base_us"])  # the columns add up
     assert res["ci_low_us"] <= res["delta_us"] <= res["ci_high_us"]
     assert res["ci_basis"] == "pairs" and res["n_pairs"] == 6
     assert res["mde_pct"] > 0 and res["pair_sd_pct"] > 0
