@@ -36,13 +36,7 @@ def cli():
 
 
 for _name in COMMAND_MODULES:
-    try:
-        _module = importlib.import_module(f"teperf.commands.{_name}")
-    except ModuleNotFoundError as _exc:  # TODO(lead): remove once every command exists
-        if _exc.name != f"teperf.commands.{_name}":
-            raise
-        continue
-    cli.add_command(_module.command)
+    cli.add_command(importlib.import_module(f"teperf.commands.{_name}").command)
 
 
 def main(argv=None) -> None:

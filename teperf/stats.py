@@ -27,7 +27,6 @@ import math
 from typing import Mapping, Sequence
 
 import numpy as np
-from scipy import stats as sps
 
 from teperf.config import Stats
 
@@ -41,6 +40,8 @@ def spread_pct(values: Sequence[float]) -> float | None:
 
 def _t_interval(samples: np.ndarray, alpha: float) -> tuple[float, float, float, float]:
     """(mean, half_width, sd, mde) of a t interval; half_width = inf when n < 2."""
+    from scipy import stats as sps  # imported here: it costs half a second of CLI start-up
+
     n = len(samples)
     mean = float(np.mean(samples))
     if n < 2:
