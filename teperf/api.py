@@ -35,11 +35,16 @@ class Interrupted(Exception):
 
 def path_side(label: str, path: Optional[str] = None, python: Optional[str] = None) -> Side:
     """A side from a directory put first on sys.path and/or an interpreter."""
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", label or ""):
+        raise TeperfError(f"side label {label!r} is not a plain name", "use letters, digits, '.', '_' or '-' (--label)")
+    option = "--path" if label not in ("base", "head") else f"--{label}-path"
     sys_path: tuple[str, ...] = ()
     if path is not None:
         p = Path(path)
         if not p.is_dir():
-            raise TeperfError(f"--{label}-path {path!r} is not a directory", f"point --{label}-path at the directory that holds the package to import")
+            raise TeperfError(f"{option} {path!r} is not a directory", f"point {option} at the directory that holds the package to import")
         sys_path = (str(p.resolve()),)
     if python is not None:
         from teperf.engine.spawn import check_python

@@ -139,11 +139,33 @@ def _positive_int(value, name: str, minimum: int = 1) -> int:
     return value
 
 
+def _table(raw: Mapping[str, Any], key: str) -> dict:
+    value = raw.get(key) or {}
+    if not isinstance(value, dict):
+        raise TeperfError(f"{key} must be a table, got {value!r}", f"write it as a [{key}] section")
+    return dict(value)
+
+
+def _string_list(value, key: str) -> list | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise TeperfError(f"{key} must be a list of names, got {value!r}", f'write e.g. {key} = ["{key[:-1]}"]' if key != "recipes" else 'write e.g. recipes = ["bf16"]')
+    return list(value)
+
+
+def _number(value, name: str, low: float, high: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise TeperfError(f"{name} must be a number {bound}, got {value!r}", f"set {name} to a number {bound}")
+    return float(value)
+
+
 def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: str | None = None) -> Config:
     _unknown(raw, _TOP_KEYS, "the top level")
-    sched_raw = dict(raw.get("schedule") or {})
+    sched_raw = _table(raw, "schedule")
     _unknown(sched_raw, _SCHEDULE_KEYS, "[schedule]")
-    stats_raw = dict(raw.get("stats") or {})
+    stats_raw = _table(raw, "stats")
     _unknown(stats_raw, _STATS_KEYS, "[stats]")
     ov = {k: v for k, v in overrides.items() if v is not None}
 
@@ -176,7 +198,7 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
             custom[name] = ModuleSpec(name, factory, dict(kwargs))
         names = list(custom)
     elif mod_raw is not None:
-        names = list(mod_raw)
+        names = _string_list(mod_raw, "modules")
     if ov.get("modules"):
         names = list(ov["modules"])
     if names is None:
@@ -191,14 +213,14 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
             known = list(dict.fromkeys(list(facts.MODULES) + list(custom)))
             raise TeperfError(f"unknown module {name!r} for backend {backend}", f"use one of: {', '.join(known)} (or add [modules.{name}] with a factory)")
 
-    recipes = ov.get("recipes") or raw.get("recipes")
+    recipes = ov.get("recipes") or _string_list(raw.get("recipes"), "recipes")
     if not recipes:
         recipes = ("fp32",) if (backend == "torch" and device == "cpu") else (("bf16",) if backend == "torch" else tuple(facts.RECIPES))
     for recipe in recipes:
         if recipe not in facts.RECIPES:
             raise TeperfError(f"unknown recipe {recipe!r} for backend {backend}", f"use one of: {', '.join(facts.RECIPES)}")
 
-    modes = tuple(ov.get("modes") or raw.get("modes") or ("eager",))
+    modes = tuple(ov.get("modes") or _string_list(raw.get("modes"), "modes") or ("eager",))
     for mode in modes:
         if mode not in MODES:
             raise TeperfError(f"unknown mode {mode!r}", f"use one of: {', '.join(MODES)}")
@@ -206,6 +228,8 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
             raise TeperfError("mode cuda-graph needs --device cuda", "drop cuda-graph from modes on the CPU")
 
     shapes_raw = ov.get("shapes") or raw.get("shapes") or [[8, 2, 256]]
+    if not isinstance(shapes_raw, (list, tuple)) or not all(isinstance(s, (list, tuple, str)) for s in shapes_raw):
+        raise TeperfError(f"shapes must be a list of shapes, got {shapes_raw!r}", "write shapes = [[8, 2, 256]] (a list of lists)")
     shapes = []
     for shape in shapes_raw:
         dims = parse_shape(shape) if isinstance(shape, str) else tuple(shape)
@@ -225,8 +249,10 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
 
     stats_vals = {**stats_raw, **{k: ov[k] for k in _STATS_KEYS if k in ov}}
     stats = Stats(**stats_vals)
-    if not 0 < stats.alpha < 0.5:
-        raise TeperfError(f"alpha must be between 0 and 0.5, got {stats.alpha}", "e.g. alpha = 0.05 for a 95% interval")
+    if isinstance(stats.alpha, bool) or not isinstance(stats.alpha, (int, float)) or not 0 < stats.alpha < 0.5:
+        raise TeperfError(f"alpha must be between 0 and 0.5, got {stats.alpha!r}", "e.g. alpha = 0.05 for a 95% interval")
+    _number(stats.min_effect_pct, "min_effect_pct", 0)
+    _number(stats.noise_limit_pct, "noise_limit_pct", 0)
     if stats.metric not in METRICS:
         raise TeperfError(f"unknown metric {stats.metric!r}", f"use one of: {', '.join(METRICS)}")
 

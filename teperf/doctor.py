@@ -28,6 +28,11 @@ import subprocess
 import sys
 from typing import Callable, NamedTuple, Optional
 
+from teperf import config
+from teperf.config import available_cores
+
+allowed_cores = available_cores  # the old name, still imported by teperf/explain.py
+
 STATUSES = ("ok", "warn", "fail", "unknown")
 SYS_CPU = "/sys/devices/system/cpu"
 PROC = "/proc"
@@ -71,22 +76,11 @@ def parse_cpu_list(text: str) -> set[int]:
     return cores
 
 
-def allowed_cores() -> list[int]:
-    if hasattr(os, "sched_getaffinity"):
-        return sorted(os.sched_getaffinity(0))
-    return list(range(os.cpu_count() or 1))
-
-
-def default_core() -> int:
-    """The core compare pins to when --core is not given: the last usable one."""
-    return allowed_cores()[-1]
-
-
 # ---- individual checks ----
 
 
 def check_core(core: int) -> Check:
-    cores = allowed_cores()
+    cores = available_cores()
     total = os.cpu_count() or len(cores)
     span = f"{len(cores)} usable of {total} logical cores ({_fmt_cores(cores)})"
     if core not in cores:
@@ -188,7 +182,7 @@ def check_load() -> Check:
         load1, load5 = float(fields[0]), float(fields[1])
     except (OSError, ValueError, IndexError):
         return Check("load", "unknown", f"{path} not readable")
-    ncpu = len(allowed_cores()) or 1
+    ncpu = len(available_cores()) or 1
     detail = f"load average {load1:.2f} (1 min), {load5:.2f} (5 min) on {ncpu} usable cores"
     if load1 > max(1.0, 0.5 * ncpu):
         return Check("load", "warn", detail + ": the machine is busy", "wait for other jobs to finish, or measure on a quiet machine")
@@ -329,6 +323,17 @@ def _nvidia_smi(args: list[str], timeout_s: float = 15.0) -> Optional[str]:
     return out.stdout
 
 
+def gpu_and_driver() -> tuple[Optional[str], Optional[str]]:
+    """(name, driver version) of the first GPU nvidia-smi lists, or (None, None) when it cannot tell."""
+    try:
+        out = _nvidia_smi(["--query-gpu=name,driver_version", "--format=csv,noheader"], timeout_s=30.0) or ""
+    except (OSError, RuntimeError, subprocess.SubprocessError):
+        return None, None
+    first = out.strip().splitlines()[0] if out.strip() else ""
+    name, _, driver = first.partition(",")
+    return (name.strip() or None), (driver.strip() or None)
+
+
 def check_gpu_visible() -> Check:
     listing = _nvidia_smi(["-L"])
     if listing is None:
@@ -368,7 +373,7 @@ def quick_checks(core: Optional[int] = None, device: str = "cpu") -> list[Check]
 
     Goes into the bundle's metadata; non-ok results go in the table footer.
     """
-    core = default_core() if core is None else core
+    core = config.check_core(None) if core is None else core  # compare's default core
     checks = [
         _safe("core", lambda: check_core(core)),
         _safe("governor", lambda: check_governor(core)),
@@ -385,7 +390,7 @@ def quick_checks(core: Optional[int] = None, device: str = "cpu") -> list[Check]
 
 def all_checks(core: Optional[int] = None, pythons: tuple = ()) -> list[Check]:
     """Everything ``teperf doctor`` shows."""
-    core = default_core() if core is None else core
+    core = config.check_core(None) if core is None else core  # compare's default core
     checks = quick_checks(core)
     checks.append(_safe("clocksource", check_clocksource))
     checks.append(_safe("python", check_python))

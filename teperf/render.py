@@ -138,16 +138,17 @@ def table_model(summary: Summary) -> TableModel:
 
 
 def render_rich(model: TableModel, console) -> None:
+    from rich.markup import escape  # cells hold paths, commit subjects, error text: not markup
     from rich.table import Table
 
-    table = Table(title=model.title, caption="\n".join(model.header), caption_justify="left", title_justify="left")
+    table = Table(title=model.title, caption=escape("\n".join(model.header)), caption_justify="left", title_justify="left")
     for col in model.columns:
-        table.add_column(col, justify="left" if col in ("module", "recipe", "shape", "mode", "verdict", "counters") else "right")
+        table.add_column(escape(col), justify="left" if col in ("module", "recipe", "shape", "mode", "verdict", "counters") else "right")
     for row, style in zip(model.rows, model.styles):
-        table.add_row(*row, style=style)
+        table.add_row(*(escape(cell) for cell in row), style=style)
     console.print(table)
     for line in model.footer:
-        console.print(f"[dim]{line}[/dim]", highlight=False)
+        console.print(f"[dim]{escape(line)}[/dim]", highlight=False)
 
 
 def render_markdown(model: TableModel) -> str:

@@ -126,7 +126,8 @@ def single_cell(values: Mapping[int, Sequence[float]]) -> dict:
     if len(pair_medians) >= 2:
         between = float(np.std(pair_medians, ddof=1) / np.mean(pair_medians) * 100)
     return {
-        "base_us": float(np.median(all_v)) if all_v else None,
+        # the same definition as compare_cell's: geometric mean of per-pair medians
+        "base_us": float(np.exp(np.mean(np.log(pair_medians)))) if pair_medians else None,
         "n_pairs": len(pair_medians),
         "n_trials": len(all_v),
         "base_spread_pct": spread_pct(all_v),

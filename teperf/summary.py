@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from teperf.bundle import Bundle
+from teperf.errors import TeperfError
 from teperf.config import Stats
 from teperf.schema import ROW_FIELDS
 from teperf.stats import compare_cell, single_cell
@@ -34,11 +35,29 @@ def _per_step_us(rec: dict, field: str) -> float:
     return rec[field] / rec["iters"] / 1000.0
 
 
+TRIAL_KEYS = ("case_id", "side", "pair", "round", "trial", "iters")
+
+
+def stats_from_meta(meta: dict, **overrides) -> Stats:
+    """The run's statistics settings (keys this teperf does not know are ignored)."""
+    raw = (meta.get("config") or {}).get("stats") or {}
+    known = {f.name for f in dataclasses.fields(Stats)}
+    stats = dataclasses.replace(Stats(**{k: v for k, v in raw.items() if k in known}), **overrides)
+    if stats.metric not in METRIC_FIELD:
+        raise TeperfError(f"unknown metric {stats.metric!r} in the bundle", f"pass --metric with one of: {', '.join(METRIC_FIELD)}")
+    return stats
+
+
+def _damaged(bundle: Bundle, what: str) -> TeperfError:
+    return TeperfError(f"{bundle.path} is damaged: {what}", "re-run the measurement, or fix meta.json by hand")
+
+
 def summarize(path, stats: Stats | None = None) -> Summary:
     bundle = Bundle.open(path)
     meta = bundle.read_meta()
-    cfg_stats = meta.get("config", {}).get("stats", {})
-    stats = stats or Stats(**{k: v for k, v in cfg_stats.items() if k in {f.name for f in dataclasses.fields(Stats)}})
+    if not isinstance(meta, dict) or not isinstance(meta.get("cases", []), list) or not isinstance(meta.get("sides", {}), dict):
+        raise _damaged(bundle, "meta.json is not a teperf metadata object")
+    stats = stats or stats_from_meta(meta)
     labels = list(meta.get("sides", {}))
     base_label = labels[0] if labels else "base"
     head_label = labels[1] if len(labels) > 1 else None
@@ -53,8 +72,12 @@ def summarize(path, stats: Stats | None = None) -> Summary:
     pair_starts = []
     preempted = total_trials = 0
     for rec in bundle.records():
+        if not isinstance(rec, dict):
+            continue
         kind = rec.get("kind")
         if kind == "trial":
+            if any(k not in rec for k in TRIAL_KEYS) or not isinstance(rec.get(field), (int, float)) or not rec["iters"]:
+                continue  # not a trial this teperf can read
             cid, side = rec["case_id"], rec["side"]
             v = _per_step_us(rec, field)
             times[cid][side][rec["pair"]].append(v)
@@ -79,6 +102,8 @@ def summarize(path, stats: Stats | None = None) -> Summary:
     rows = []
     notes: list[str] = []
     for case in meta.get("cases", []):
+        if not isinstance(case, dict) or any(k not in case for k in ("id", "module", "recipe", "shape", "dtype", "mode")):
+            raise _damaged(bundle, f"a case in meta.json lacks its keys: {str(case)[:80]}")
         cid = case["id"]
         row = {k: None for k in ROW_FIELDS}
         row.update(module=case["module"], recipe=case["recipe"], shape="x".join(map(str, case["shape"])), dtype=case["dtype"], mode=case["mode"])

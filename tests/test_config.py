@@ -48,6 +48,15 @@ def test_factory_modules():
         ({"modules": {"B": {"factory": "nocolon"}}}, {}, "needs factory"),
         ({}, {"backend": "jax"}, "unknown backend"),
         ({"stats": {"alpha": 0.9}}, {}, "alpha must be between"),
+        ({"stats": {"alpha": "x"}}, {}, "alpha must be between"),
+        ({"stats": {"min_effect_pct": "1"}}, {}, "min_effect_pct must be a number"),
+        ({"stats": {"noise_limit_pct": -2}}, {}, "noise_limit_pct must be a number"),
+        ({"schedule": 5}, {}, "schedule must be a table"),
+        ({"stats": "x"}, {}, "stats must be a table"),
+        ({"modules": 5}, {}, "modules must be a list"),
+        ({"recipes": "fp32"}, {}, "recipes must be a list"),
+        ({"modes": "eager"}, {}, "modes must be a list"),
+        ({"shapes": [8, 2, 256]}, {}, "shapes must be a list of shapes"),
     ],
 )
 def test_bad_input_is_one_line_with_fix(raw, overrides, needle):

@@ -197,6 +197,33 @@ def test_rebuild_replaces_the_site(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".site")]
 
 
+def test_out_that_is_not_a_dashboard_is_refused_and_kept(tmp_path):
+    from teperf.errors import TeperfError
+
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("precious")
+    with pytest.raises(TeperfError, match="not a teperf dashboard"):
+        build_site([], out)
+    assert (out / "notes.txt").read_text() == "precious"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".mine")]
+    afile = tmp_path / "file.txt"
+    afile.write_text("precious")
+    with pytest.raises(TeperfError, match="not a teperf dashboard"):
+        build_site([], afile)
+    assert afile.read_text() == "precious"
+
+
+def test_empty_dir_and_previous_site_are_replaced(tmp_path):
+    out = tmp_path / "site"
+    out.mkdir()
+    build_site([], out)  # empty directory: fine
+    assert (out / ".teperf-dashboard").is_file() and (out / "index.html").exists()
+    (out / "stale.html").write_text("old")
+    build_site([], out)  # a site built before: replaced
+    assert not (out / "stale.html").exists() and (out / "index.html").exists()
+
+
 def test_paired_test_refines_an_off_by_one_step(tmp_path):
     """Series noise can put a step one night late; the night whose paired test saw it wins."""
     st = HistoryStore(tmp_path / "h")

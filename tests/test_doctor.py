@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from teperf import doctor
 from teperf.commands.doctor import command
+from teperf.config import available_cores, check_core
 from teperf.doctor import STATUSES, Check
 
 
@@ -35,7 +36,7 @@ def test_quick_checks_are_a_fast_subset():
     import time
 
     t0 = time.perf_counter()
-    quick = doctor.quick_checks(doctor.default_core())
+    quick = doctor.quick_checks(check_core(None))
     assert time.perf_counter() - t0 < 10
     _valid(quick)
     assert {c.name for c in quick} == {"core", "governor", "turbo", "isolation", "aslr", "load", "runnable"}
@@ -46,7 +47,7 @@ def test_unreadable_is_unknown_not_an_error(tmp_path, monkeypatch):
     monkeypatch.setattr(doctor, "SYS_CPU", str(tmp_path / "no-sys"))
     monkeypatch.setattr(doctor, "PROC", str(tmp_path / "no-proc"))
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # no nvidia-smi
-    checks = {c.name: c for c in doctor.all_checks(doctor.default_core())}
+    checks = {c.name: c for c in doctor.all_checks(check_core(None))}
     for name in ("governor", "turbo", "isolation", "aslr", "load", "runnable", "gpu", "gpu_busy"):
         assert checks[name].status == "unknown", checks[name]
 
@@ -56,7 +57,7 @@ def test_a_check_that_raises_becomes_unknown(monkeypatch):
         raise RuntimeError("sensor exploded")
 
     monkeypatch.setattr(doctor, "check_governor", boom)
-    (governor,) = [c for c in doctor.quick_checks(doctor.default_core()) if c.name == "governor"]
+    (governor,) = [c for c in doctor.quick_checks(check_core(None)) if c.name == "governor"]
     assert governor.status == "unknown" and "sensor exploded" in governor.detail
 
 
@@ -81,7 +82,7 @@ def _stat_line(tid: int, comm: str, state: str, processor: int) -> str:
 
 
 def test_verdicts_from_a_fake_sysfs(tmp_path, monkeypatch):
-    core = doctor.default_core()
+    core = check_core(None)
     sys_cpu, proc = _fake_sys(tmp_path, core, isolated=str(core), aslr="0", loadavg="99.0 50.0 10.0 5/100 1")
     task = proc / "4242" / "task" / "4242"
     task.mkdir(parents=True)
@@ -105,7 +106,7 @@ def test_verdicts_from_a_fake_sysfs(tmp_path, monkeypatch):
 
 
 def test_good_machine_is_ok(tmp_path, monkeypatch):
-    core = doctor.default_core()
+    core = check_core(None)
     sys_cpu, proc = _fake_sys(tmp_path, core, governor="performance", isolated=f"{core}", no_turbo="1", aslr="2")
     monkeypatch.setattr(doctor, "SYS_CPU", str(sys_cpu))
     monkeypatch.setattr(doctor, "PROC", str(proc))
@@ -115,7 +116,7 @@ def test_good_machine_is_ok(tmp_path, monkeypatch):
 
 
 def test_missing_core_fails():
-    missing = max(doctor.allowed_cores()) + 1000
+    missing = max(available_cores()) + 1000
     check = doctor.check_core(missing)
     assert check.status == "fail" and "--core" in check.fix
 
@@ -153,7 +154,7 @@ def test_cli_json_and_exit_codes():
     data = json.loads(ok.output)
     assert data["verdict"] in STATUSES and data["checks"]
     assert ok.exit_code == (1 if data["verdict"] == "fail" else 0)
-    bad = runner.invoke(command, ["--core", str(max(doctor.allowed_cores()) + 1000), "--format", "json"])
+    bad = runner.invoke(command, ["--core", str(max(available_cores()) + 1000), "--format", "json"])
     assert bad.exit_code == 1
     assert json.loads(bad.output)["verdict"] == "fail"
     text = runner.invoke(command, [])
@@ -174,3 +175,38 @@ def test_doctor_changes_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(builtins, "open", spy)
     doctor.all_checks()
     assert modes and all(set(m) <= {"r", "b", "t"} for m in modes), modes
+
+
+def test_text_output_with_a_side_python_path():
+    # "[/abs/path]" in a check name must be printed, not parsed as rich markup.
+    import sys
+
+    out = CliRunner().invoke(command, ["--python", sys.executable])
+    assert out.exception is None or isinstance(out.exception, SystemExit), out.exception
+    assert out.exit_code in (0, 1) and "overall:" in out.output
+    assert f"python [{sys.executable}]" in out.output.replace("\n", "")
+
+
+def _fake_nvidia_smi(tmp_path, body):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "nvidia-smi"
+    exe.write_text("#!/bin/sh\n" + body + "\n")
+    exe.chmod(0o755)
+    return str(bin_dir)
+
+
+def test_gpu_and_driver(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    assert doctor.gpu_and_driver() == (None, None)
+    monkeypatch.setenv("PATH", _fake_nvidia_smi(tmp_path, 'echo "NVIDIA H200, 570.1"; echo "NVIDIA H200, 570.1"'))
+    assert doctor.gpu_and_driver() == ("NVIDIA H200", "570.1")
+    from teperf.commands.nightly import local_machine
+    from teperf.history.store import machine_fingerprint
+
+    assert local_machine("cuda", cpu_model="CPU X") == machine_fingerprint("CPU X", "NVIDIA H200", "570.1")
+
+
+def test_gpu_and_driver_when_nvidia_smi_fails(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", _fake_nvidia_smi(tmp_path, 'echo "no devices" >&2; exit 9'))
+    assert doctor.gpu_and_driver() == (None, None)

@@ -72,6 +72,15 @@ def test_dashboard_command(store, tmp_path, capsys):
     assert code == 2
 
 
+def test_dashboard_refuses_an_out_dir_it_did_not_build(store, tmp_path, capsys):
+    out_dir = tmp_path / "docs"
+    out_dir.mkdir()
+    (out_dir / "notes.txt").write_text("keep me")
+    code, _, err = run(["dashboard", "--history", store.url, "--out", str(out_dir)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "is not a teperf dashboard" in err
+    assert (out_dir / "notes.txt").read_text() == "keep me"
+
+
 def test_import_adds_bundles_once(tmp_path, monkeypatch, capsys):
     from teperf import api
 
@@ -104,6 +113,25 @@ def test_import_adds_bundles_once(tmp_path, monkeypatch, capsys):
     assert code == 2 and "--sha" in err
     code, _, err = run(["import", str(tmp_path / "b1"), "--history", str(hist), "--shard", "3/2"], capsys)
     assert code == 2
+
+
+def test_history_of_a_bundle_without_commits(tmp_path, capsys):
+    """A --base-path compare has no sha, subject or commit date: history must still print it."""
+    from conftest import PLANTED, run_cli
+
+    res = tmp_path / "res"
+    proc = run_cli("compare", "--base-path", PLANTED / "base", "--head-path", PLANTED / "base", "--config", "demo",
+                   "--processes", "2", "--rounds", "1", "--trials", "1", "--iters", "5", "--warmup", "1",
+                   "--no-counters", "--results-dir", res, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    hist = tmp_path / "h"
+    code, out, err = run(["import", *map(str, res.iterdir()), "--history", str(hist)], capsys)
+    assert code == 0, err
+    code, out, err = run(["history", "--history", str(hist)], capsys)
+    assert code == 0, err
+    assert "Linear fp32" in out and "MLP fp32" in out
+    code, out, err = run(["history", "--history", str(hist), "--last", "1", "--changes"], capsys)
+    assert code == 0, err
 
 
 def test_import_of_a_non_bundle_is_a_one_line_error(tmp_path, capsys):

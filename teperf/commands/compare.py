@@ -38,6 +38,11 @@ def command(spec, repo, strategy, package, package_dir, build_command, cache_dir
     from teperf import api
 
     config = make_config(kwargs, counters=counters)
+    if explain_cell:  # checked now, not after minutes of measuring
+        from teperf.explain import find_case
+        from teperf.plan import expand
+
+        find_case({"cases": [c.to_meta() for c in expand(config)]}, explain_cell)
     side_opts = (base_path, head_path, base_python, head_python)
     if spec:
         if base_path or head_path:
@@ -70,4 +75,5 @@ def command(spec, repo, strategy, package, package_dir, build_command, cache_dir
     if explain_cell:
         from teperf.explain import explain_bundle, render_report
 
-        click.echo(render_report(explain_bundle(summary.path, explain_cell)))
+        # on stderr when stdout carries json/csv, so that it stays parseable
+        click.echo(render_report(explain_bundle(summary.path, explain_cell)), err=fmt in ("json", "csv"))

@@ -10,7 +10,7 @@ from teperf.errors import TeperfError
 
 @click.command("dashboard")
 @history_option
-@click.option("--out", default="site", show_default=True, metavar="DIR", help="Directory to write the site into (replaced).")
+@click.option("--out", default="site", show_default=True, metavar="DIR", help="Directory to write the site into (replaced if empty or a site teperf built).")
 @click.option("--machine", help="Only this machine (fingerprint prefix or label text); default: all, each on its own page.")
 @click.option("--ref", help="Only nightlies of this branch.")
 @click.option("--min-effect", "min_effect_pct", type=float, default=2.0, show_default=True, help="Smallest step or drift reported, in %.")

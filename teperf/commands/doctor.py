@@ -23,9 +23,10 @@ STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown": 
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too, not only on failures.")
 def command(core, pythons, fmt, strict):
     """Check CPU frequency, core isolation, ASLR, load, versions and GPU; change nothing."""
-    from teperf.doctor import all_checks, default_core, worst
+    from teperf.config import check_core
+    from teperf.doctor import all_checks, worst
 
-    core = default_core() if core is None else core
+    core = check_core(None) if core is None else core  # compare's default; a given core is reported on, not refused
     checks = all_checks(core, tuple(pythons))
     verdict = worst(checks)
     if fmt == "json":
@@ -39,12 +40,13 @@ def command(core, pythons, fmt, strict):
 def _print_text(core, checks, verdict) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = Console(width=None if sys.stdout.isatty() else 200)
     table = Table(title=f"teperf doctor (core {core})", show_lines=False)
     for col in ("check", "status", "detail", "fix"):
         table.add_column(col, overflow="fold")
     for c in checks:
-        table.add_row(c.name, f"[{STATUS_STYLE.get(c.status, '')}]{c.status}[/]", c.detail, c.fix)
+        table.add_row(Text(c.name), Text(c.status, style=STATUS_STYLE.get(c.status, "")), Text(c.detail), Text(c.fix))
     console.print(table)
     console.print(f"overall: [{STATUS_STYLE.get(verdict, '')}]{verdict}[/] (doctor only reads; it never changes a setting)")

@@ -99,14 +99,19 @@ def _print_table(df) -> None:
     for r in df.itertuples(index=False):
         date = r.committed_at if r.committed_at is not None and str(r.committed_at) != "NaT" else r.run_date
         ci = f"[{r.ci_low_pct:+.1f}, {r.ci_high_pct:+.1f}]" if _ok(r.ci_low_pct) and _ok(r.ci_high_pct) else ""
-        verdict = r.verdict if isinstance(r.verdict, str) else (r.status if r.status != "ok" else "")
+        verdict = _s(r.verdict) or (_s(r.status) if r.status != "ok" else "")
         table.add_row(
-            Text(str(date)[:16]), Text((r.sha or "")[:10]), Text((r.subject or "")[:50]),
-            Text(f"{r.module} {r.recipe} {r.shape}"), Text(f"{r.host_us:.1f}" if _ok(r.host_us) else "-"),
+            Text(str(date)[:16]), Text(_s(r.sha)[:10]), Text(_s(r.subject)[:50]),
+            Text(f"{_s(r.module)} {_s(r.recipe)} {_s(r.shape)}"), Text(f"{r.host_us:.1f}" if _ok(r.host_us) else "-"),
             Text(f"{r.delta_pct:+.1f}" if _ok(r.delta_pct) else ""), Text(ci),
-            Text(verdict or "", style=colors.get(verdict, "")), Text(r.machine or ""),
+            Text(verdict, style=colors.get(verdict, "")), Text(_s(r.machine)),
         )
     Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+def _s(v) -> str:
+    """An optional string column's value: missing (None, NaN) reads as ''."""
+    return v if isinstance(v, str) else ""
 
 
 def _ok(v) -> bool:

@@ -18,8 +18,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import shlex
-import shutil
-import subprocess
 import sys
 from typing import Any, Sequence
 
@@ -27,7 +25,7 @@ import click
 
 from teperf.commands._common import config_options, emit, make_config, output_options, progress_bar
 from teperf.commands.history import history_option, open_store
-from teperf.commands.import_ import parse_shard
+from teperf.commands.import_ import check_shard, parse_shard
 from teperf.errors import TeperfError
 
 DEFAULT_CONFIG = "nightly"
@@ -43,8 +41,7 @@ def shard_cases(cases: Sequence[Any], index: int, count: int) -> list:
     cases are sorted by (module, recipe, shape, dtype, mode) and dealt round-robin,
     so slices differ in size by at most one and every case is in exactly one slice.
     """
-    if count < 1 or not 1 <= index <= count:
-        raise TeperfError(f"shard {index}/{count} out of range", "I must be between 1 and N")
+    check_shard(index, count)
 
     def key(c):
         shape = c.shape if isinstance(c.shape, str) else "x".join(map(str, c.shape))
@@ -105,27 +102,15 @@ def local_machine(device: str, *, cpu_model: str | None = None, gpu: str | None 
     and the run's rows use the worker's own report).
     """
     from teperf.api import cpu_model as _cpu
+    from teperf.doctor import gpu_and_driver
     from teperf.history.store import machine_fingerprint
 
     cpu_model = cpu_model or _cpu()
     if device == "cuda" and gpu is None:
-        gpu, driver = _nvidia_smi()
+        gpu, driver = gpu_and_driver()
     if device != "cuda":
         gpu = driver = None
     return machine_fingerprint(cpu_model, gpu, driver)
-
-
-def _nvidia_smi() -> tuple[str | None, str | None]:
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return None, None
-    try:
-        out = subprocess.run([exe, "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=30, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None, None
-    first = out.strip().splitlines()[0] if out.strip() else ""
-    name, _, drv = first.partition(",")
-    return (name.strip() or None), (drv.strip() or None)
 
 
 # ----------------------------------------------------------------------------- the command

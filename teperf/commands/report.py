@@ -14,14 +14,8 @@ from teperf.render import FORMATS
 @click.option("--metric", type=click.Choice(["process_cpu", "thread_cpu", "wall"]), help="Headline clock to summarise.")
 def command(bundle, fmt, metric):
     """Print the table of a finished, interrupted or crashed run."""
-    import dataclasses
-
-    from teperf.api import summarize
     from teperf.bundle import Bundle
-    from teperf.config import Stats
+    from teperf.summary import stats_from_meta, summarize
 
-    stats = None
-    if metric:
-        raw = Bundle.open(bundle).read_meta().get("config", {}).get("stats", {})
-        stats = dataclasses.replace(Stats(**raw), metric=metric)
+    stats = stats_from_meta(Bundle.open(bundle).read_meta(), metric=metric) if metric else None
     emit(summarize(bundle, stats), fmt)

@@ -162,7 +162,7 @@ class PairRunner:
         if case is not None:
             self.failed[case.id] = f"{side.label}: {exc}"
         self.bundle.append({"kind": "failure", "pair": self.pair, "side": side.label, "case_id": case_id, "error": str(exc), "log_tail": exc.log_tail})
-        self.workers.pop(index).kill()
+        self.workers.pop(index).close()
         self.queued.pop(index, None)
         self.restarts += 1
         if self.restarts > MAX_RESTARTS_PER_PAIR:
@@ -241,13 +241,14 @@ def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: B
                 next_launch = max(next_launch, pair + 1)
                 while len(upcoming) < depth and next_launch < n_pairs:
                     ahead = PairRunner(config, sides, cases, bundle, next_launch, failed)
-                    try:
-                        ahead.launch(import_cores[next_launch % len(import_cores)])
-                    except TeperfError:
-                        ahead.close()
-                        break
-                    upcoming.append(ahead)
+                    upcoming.append(ahead)  # closed on any error below, half-launched or not
                     next_launch += 1
+                    try:
+                        ahead.launch(import_cores[ahead.pair % len(import_cores)])
+                    except (TeperfError, WorkerError):
+                        upcoming.pop().close()  # that pair starts cold when its turn comes
+                        next_launch -= 1
+                        break
                 # Counted once, outside the timed trials. Not in the first pair when there
                 # are more: there one side meets a cold torch.compile cache, the other a warm one.
                 if config.counters and pair == min(1, n_pairs - 1):
@@ -261,9 +262,9 @@ def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: B
                             progress(iters, "")
                         continue
                     reply = runner.trial(slot.side, case, iters)
-                    if progress:
-                        progress(iters, f"pair {pair + 1}/{config.schedule.processes} {case.key}")
                     if reply is None:
+                        if progress:
+                            progress(iters, "")
                         continue
                     reply.pop("type", None)
                     reply.pop("case_id", None)
@@ -281,6 +282,8 @@ def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: B
                             **reply,
                         }
                     )
+                    if progress:  # after the sample is on disk: a redraw must not stand between
+                        progress(iters, f"pair {pair + 1}/{n_pairs} {case.key}")
             except BaseException:
                 for ahead in upcoming:
                     ahead.close()

@@ -37,7 +37,7 @@ def check_python(python: str) -> None:
 
         ok = which(python) is not None
     if not ok:
-        raise TeperfError(f"interpreter {python!r} does not exist or is not executable", "point --base-python/--head-python at a python executable")
+        raise TeperfError(f"interpreter {python!r} does not exist or is not executable", "point --python/--base-python/--head-python at a python executable")
 
 
 def worker_env(side: Side, hash_seed: int) -> dict:
@@ -67,17 +67,21 @@ class Worker:
         self._buffer = b""
         self._t0 = time.perf_counter()
         self.hello: dict | None = None
-        self.proc = subprocess.Popen(
-            [side.python, "-m", "teperf.worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            env=worker_env(side, hash_seed),
-            # A neutral cwd: `python -m` puts the cwd first on sys.path, and a
-            # source checkout there would shadow the package under test.
-            cwd=str(cwd),
-            start_new_session=True,  # Ctrl-C reaches the coordinator only
-        )
+        try:
+            self.proc = subprocess.Popen(
+                [side.python, "-m", "teperf.worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._log,
+                env=worker_env(side, hash_seed),
+                # A neutral cwd: `python -m` puts the cwd first on sys.path, and a
+                # source checkout there would shadow the package under test.
+                cwd=str(cwd),
+                start_new_session=True,  # Ctrl-C reaches the coordinator only
+            )
+        except OSError as exc:
+            self._log.close()
+            raise WorkerError(f"cannot start {side.python} for {side.label}: {exc.strerror or exc}")
         self.send({"cmd": "init", "core": core, "sys_path": list(side.sys_path), "device": device, "backends": backends})
 
     def wait_ready(self) -> dict:

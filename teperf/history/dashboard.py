@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Sequence
 
 from teperf import __version__
+from teperf.errors import TeperfError
 from teperf.history import changepoint
 from teperf.history.analysis import Cell, Found, Point, analyze
 from teperf.history.store import HistoryStore
@@ -37,6 +38,7 @@ from teperf.history.store import HistoryStore
 VERDICT_CSS = {"slower": "slower", "faster": "faster", "no change": "nochange", "noisy": "noisy"}
 VERDICT_COLOR = {"slower": "#c0392b", "faster": "#1e8449", "no change": "#7f8c8d", "noisy": "#d68910", None: "#34495e"}
 RECENT = 7  # a step among the last RECENT commits is flagged in the overview
+MARKER = ".teperf-dashboard"  # written into every site; only such a directory is ever replaced
 
 
 def _esc(text) -> str:
@@ -271,6 +273,15 @@ def _asset(name: str) -> bytes:
     return resources.files("teperf.history").joinpath("static", name).read_bytes()
 
 
+def _check_replaceable(out: Path) -> None:
+    """Refuse to replace ``out`` unless it is absent, an empty directory or a site built here."""
+    if not os.path.lexists(out):
+        return
+    if out.is_dir() and not out.is_symlink() and ((out / MARKER).is_file() or not any(out.iterdir())):
+        return
+    raise TeperfError(f"--out {out} exists and is not a teperf dashboard", "pass a new or empty directory")
+
+
 def build_site(cells: Sequence[Cell], out: str | os.PathLike, *, store: str = "", n_runs: int = 0,
                settings: changepoint.DetectionSettings | None = None, now: _dt.datetime | None = None) -> Path:
     """Write the site for analysed ``cells`` into ``out``; returns the path of index.html.
@@ -282,10 +293,12 @@ def build_site(cells: Sequence[Cell], out: str | os.PathLike, *, store: str = ""
 
     settings = settings or changepoint.DetectionSettings()
     out = Path(out)
+    _check_replaceable(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     os.chmod(work, 0o755)  # mkdtemp makes it private; a site is for reading
     try:
+        (work / MARKER).write_text(f"built by teperf {__version__}; this directory is replaced on rebuild\n", encoding="utf-8")
         (work / "assets").mkdir()
         (work / "assets" / "plotly.min.js").write_text(plotly.offline.get_plotlyjs(), encoding="utf-8")
         (work / "assets" / "dashboard.js").write_bytes(_asset("dashboard.js"))
@@ -310,7 +323,8 @@ def build_site(cells: Sequence[Cell], out: str | os.PathLike, *, store: str = ""
                 })
             page_m = {**m, "cells": cell_models}
             (work / m["page"]).write_text(env.get_template("machine.html.j2").render(title=m["label"], page=m["page"], charts=True, m=page_m, **common), encoding="utf-8")
-        if out.exists():
+        _check_replaceable(out)
+        if os.path.lexists(out):
             old = out.with_name(f".{out.name}.old-{os.getpid()}")
             os.replace(out, old)
             os.replace(work, out)
