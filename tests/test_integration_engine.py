@@ -160,6 +160,8 @@ def test_ctrl_c_keeps_every_measured_trial(results_dir):
          "--processes", "50", "--rounds", "1", "--trials", "3", "--iters", "30", "--warmup", "5", "--no-counters",
          "--format", "json", "--results-dir", results_dir],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # a shell that runs pytest in the background ignores SIGINT, and children inherit that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     # Wait (by content, not by a fixed sleep) until some trials are on disk.
     deadline = time.monotonic() + 120
