@@ -100,7 +100,7 @@ def test_readable_by_duckdb(tmp_path):
     st = HistoryStore(tmp_path / "h")
     st.add_summary(summary(), bundle="one")
     (tmp_path / "h" / ".x.parquet.tmp").write_bytes(b"junk")
-    n = duckdb.sql(f"select count(*) from read_parquet('{tmp_path / 'h'}/*.parquet', union_by_name=true)").fetchone()[0]
+    n = duckdb.sql(f"select count(*) from read_parquet('{tmp_path / 'h'}/*.parquet', union_by_name=true)").fetchall()[0][0]
     assert n == 2
 
 
