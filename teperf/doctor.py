@@ -31,7 +31,6 @@ from typing import Callable, NamedTuple, Optional
 from teperf import config
 from teperf.config import available_cores
 
-allowed_cores = available_cores  # the old name, still imported by teperf/explain.py
 
 STATUSES = ("ok", "warn", "fail", "unknown")
 SYS_CPU = "/sys/devices/system/cpu"

@@ -489,10 +489,10 @@ def render_report(report: dict, n: int = 15) -> str:
 
 def _usable_core(asked, recorded) -> tuple[int, str]:
     """(core, note): --core if given (must exist), else the bundle's core, else the last usable one."""
-    from teperf.doctor import allowed_cores
+    from teperf.config import available_cores
     from teperf.errors import TeperfError
 
-    cores = allowed_cores()
+    cores = available_cores()
     if asked is not None:
         if asked not in cores:
             raise TeperfError(f"core {asked} is not available on this machine", f"use one of: {', '.join(map(str, cores))} (--core)")

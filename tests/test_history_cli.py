@@ -134,6 +134,20 @@ def test_history_of_a_bundle_without_commits(tmp_path, capsys):
     assert code == 0, err
 
 
+def test_import_refuses_a_commit_date_that_is_not_a_date(tmp_path, capsys):
+    hist = tmp_path / "h"
+    code, _, err = run(["import", str(tmp_path / "b1"), "--history", str(hist), "--sha", "9" * 40,
+                        "--commit-date", "notadate"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "--commit-date 'notadate'" in err
+    assert not hist.exists() or HistoryStore(hist).read().empty
+
+
+@pytest.mark.parametrize("last", ["0", "-1"])
+def test_history_last_must_be_positive(store, capsys, last):
+    code, out, err = run(["history", "--history", store.url, "--last", last], capsys)
+    assert code == 2 and "--last" in err and not out
+
+
 def test_import_of_a_non_bundle_is_a_one_line_error(tmp_path, capsys):
     (tmp_path / "notabundle").mkdir()
     code, _, err = run(["import", str(tmp_path / "notabundle"), "--history", str(tmp_path / "h")], capsys)

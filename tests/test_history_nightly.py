@@ -73,6 +73,14 @@ def test_shard_out_of_range():
         shard_cases(matrix(), 4, 3)
 
 
+def test_one_shard_range_check_serves_import_and_nightly():
+    with pytest.raises(TeperfError) as from_flag:
+        parse_shard("4/3")
+    with pytest.raises(TeperfError) as from_cases:
+        shard_cases(matrix(), 4, 3)
+    assert str(from_flag.value) == str(from_cases.value) == "shard 4/3 out of range; I must be between 1 and N, e.g. --shard 1/2 and --shard 2/2"
+
+
 @pytest.fixture
 def history(tmp_path):
     st = HistoryStore(tmp_path / "h")

@@ -50,7 +50,7 @@ TABLE_COLUMNS = ("committed_at", "sha", "subject", "module", "recipe", "shape", 
 @click.option("--ref", help="Only nightlies of this branch.")
 @click.option("--changes", is_flag=True, help="List the detected changes instead of the points.")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
-@click.option("--last", type=int, metavar="N", help="Only the newest N commits of each cell.")
+@click.option("--last", type=click.IntRange(min=1), metavar="N", help="Only the newest N commits of each cell.")
 def command(history_url, module, recipe, machine, ref, changes, fmt, last):
     """Show the nightly history (one row per commit and cell).
 

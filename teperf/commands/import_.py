@@ -49,6 +49,11 @@ def command(bundles, history_url, ref, shard, sha, subject, commit_date, include
     i, n = parse_shard(shard)
     if (subject or commit_date) and not sha:
         raise TeperfError("--subject/--commit-date need --sha", "give the commit with --sha too")
+    if commit_date is not None:
+        from teperf.history.store import _ts
+
+        if _ts(commit_date) is None:
+            raise TeperfError(f"--commit-date {commit_date!r} is not an ISO 8601 date", "write it like 2025-04-30 or 2025-04-30T10:00:00Z")
     if sha and len(bundles) > 1:
         raise TeperfError("--sha names one commit, but several bundles were given", "import them one at a time with their own --sha")
     store = open_store(history_url)
