@@ -40,8 +40,8 @@ class PairRunner:
         self.restarts = 0
         self.backends = sorted({c.backend for c in cases})
 
-    def _runnable(self) -> list[Case]:
-        return [c for c in self.cases.values() if c.id not in self.failed and c.id not in self.skipped]
+    def _runnable_cases(self) -> list[Case]:
+        return [c for c in self.cases.values() if self.runnable(c.id)]
 
     def _wire(self, case: Case) -> dict:
         return case.to_wire(self.config.device, self.config.schedule.warmup)
@@ -53,7 +53,7 @@ class PairRunner:
         for index in start_order(self.pair, len(self.sides)):
             worker = self.workers[index] = self._spawn(index, import_core)
             self.queued[index] = []
-            for case in self._runnable():
+            for case in self._runnable_cases():
                 worker.send({"cmd": "setup", "case": self._wire(case)})
                 self.queued[index].append(case.id)
 
@@ -63,13 +63,14 @@ class PairRunner:
             self._collect_queued(index)
             self._move_to_measuring_core(index)
             self._record_worker(index)
-        for case in self._runnable():
+        # Cases not set up ahead (a cold pair, or a side restarted above).
+        for case in self._runnable_cases():
             for index in sorted(self.workers):
-                if case.id in self._runnable_ids() and case.id not in self.ready[index]:
+                if self.runnable(case.id) and case.id not in self.ready[index]:
                     self._setup(index, case)
 
-    def _runnable_ids(self) -> set:
-        return {c.id for c in self._runnable()}
+    def runnable(self, case_id: int) -> bool:
+        return case_id not in self.failed and case_id not in self.skipped
 
     def _collect_queued(self, index: int) -> None:
         for case_id in self.queued.pop(index, []):
@@ -170,12 +171,12 @@ class PairRunner:
         # A fresh worker for this side, on the measuring core, with the cases that still work set up again.
         self._start_side(index)
         self._record_worker(index)
-        for other in self._runnable():
+        for other in self._runnable_cases():
             if index in self.workers:
                 self._setup(index, other)
 
     def active(self, case_id: int) -> bool:
-        return case_id not in self.failed and case_id not in self.skipped and len(self.workers) == len(self.sides)
+        return self.runnable(case_id) and len(self.workers) == len(self.sides)
 
     def counters(self, case: Case) -> None:
         for index, worker in sorted(self.workers.items()):
