@@ -40,7 +40,7 @@ ROW_FIELDS = (
     "verdict",  # faster | slower | no change | noisy | None
     "ci_basis",  # "pairs" (process pairs are the unit) or "trials" (one pair only)
     "n_pairs",
-    "n_trials",
+    "n_trials",  # base-side trials in the bundle (the only side for `run`)
     "base_spread_pct",  # IQR / median of per-step trial times
     "head_spread_pct",
     "pair_sd_pct",  # standard deviation of per-pair log ratios, in %

@@ -66,7 +66,7 @@ def compare_cell(
     all_head = [v for p in pairs for v in head[p]]
     out = {
         "n_pairs": len(pairs),
-        "n_trials": len(all_base),
+        "n_trials": sum(len(v) for v in base.values()),  # every base trial on disk, matched or not
         "base_spread_pct": spread_pct(all_base),
         "head_spread_pct": spread_pct(all_head),
     }
