@@ -40,10 +40,6 @@ class Schedule:
     warmup: int = 50
     timeout_s: float = 600.0  # per worker request (start-up, set-up or one trial)
 
-    @property
-    def steps_per_case_side(self) -> int:
-        return self.processes * self.rounds * self.trials * self.iters
-
 
 @dataclasses.dataclass(frozen=True)
 class Stats:

@@ -18,7 +18,6 @@ from __future__ import annotations
 SCHEMA_VERSION = 1
 META_FILE = "meta.json"
 RECORDS_FILE = "records.jsonl"
-SIDE_LABELS = ("base", "head")
 
 # Keys of one summary row (teperf.stats.summarize), in output order for csv/json.
 ROW_FIELDS = (
@@ -54,5 +53,3 @@ ROW_FIELDS = (
     "counters",  # {"base": {...}, "head": {...}} or None
     "info",
 )
-
-VERDICTS = ("faster", "slower", "no change", "noisy")
