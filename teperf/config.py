@@ -62,7 +62,7 @@ class Config:
     core: int | None = None
     seed: int = 0
     counters: bool = False
-    prestart: int = 3  # pairs started ahead (on spare cores) while the current one measures
+    prestart: int | None = None  # pairs started ahead on spare cores while one measures; None = auto
     source: str | None = None  # the TOML file it came from
 
     def to_dict(self) -> dict:
@@ -257,8 +257,13 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
     seed = ov.get("seed", raw.get("seed", 0))
     _positive_int(seed, "seed", minimum=0)
     counters = bool(ov.get("counters", raw.get("counters", False)))
-    prestart = ov.get("prestart", raw.get("prestart", Config.prestart))
-    prestart = int(prestart) if isinstance(prestart, bool) else _positive_int(prestart, "prestart", minimum=0)
+    prestart = ov.get("prestart", raw.get("prestart", "auto"))
+    if prestart in (None, "auto"):
+        prestart = None
+    elif isinstance(prestart, str) and prestart.isdigit():
+        prestart = int(prestart)
+    elif isinstance(prestart, bool) or not isinstance(prestart, int) or prestart < 0:
+        raise TeperfError(f"prestart must be a whole number >= 0 or \"auto\", got {prestart!r}", "e.g. prestart = \"auto\" or --prestart 0 to start every pair cold")
     return Config(
         backend=backend,
         device=device,
@@ -280,6 +285,28 @@ def available_cores() -> list[int]:
     if hasattr(os, "sched_getaffinity"):
         return sorted(os.sched_getaffinity(0))
     return list(range(os.cpu_count() or 1))
+
+
+def smt_siblings(core: int) -> set[int]:
+    """Hardware threads sharing ``core``'s physical core (itself included): work on a
+    sibling slows the measuring core down, so prestarted workers stay off them."""
+    try:
+        text = open(f"/sys/devices/system/cpu/cpu{core}/topology/thread_siblings_list").read()
+    except OSError:
+        return {core}
+    return parse_cpu_list(text) | {core}
+
+
+def parse_cpu_list(text: str) -> set[int]:
+    """Linux cpu-list syntax: "3", "3,11", "6-7", "0-3,8-11"."""
+    cores: set[int] = set()
+    for part in text.strip().split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            cores.update(range(int(lo), int(hi) + 1))
+        elif part:
+            cores.add(int(part))
+    return cores
 
 
 def check_core(core) -> int:

@@ -1,6 +1,6 @@
 import pytest
 
-from teperf.config import Config, available_cores, build_config, load_config, parse_shape
+from teperf.config import Config, available_cores, build_config, load_config, parse_cpu_list, parse_shape
 from teperf.errors import TeperfError
 
 
@@ -57,6 +57,8 @@ def test_factory_modules():
         ({"recipes": "fp32"}, {}, "recipes must be a list"),
         ({"modes": "eager"}, {}, "modes must be a list"),
         ({"shapes": [8, 2, 256]}, {}, "shapes must be a list of shapes"),
+        ({}, {"prestart": "lots"}, "prestart must be a whole number"),
+        ({"prestart": -1}, {}, "prestart must be a whole number"),
     ],
 )
 def test_bad_input_is_one_line_with_fix(raw, overrides, needle):
@@ -93,3 +95,13 @@ def test_every_shipped_config_loads():
     for path in CONFIG_DIR.glob("*.toml"):
         cfg = load_config(path, {})
         assert isinstance(cfg, Config) and cfg.modules, path
+
+
+@pytest.mark.parametrize("raw, overrides, want", [({}, {}, None), ({"prestart": "auto"}, {}, None), ({}, {"prestart": "2"}, 2), ({"prestart": 5}, {"prestart": "auto"}, None), ({"prestart": 0}, {}, 0)])
+def test_prestart_auto_or_count(raw, overrides, want):
+    assert build_config(raw, overrides).prestart == want
+
+
+@pytest.mark.parametrize("text, cores", [("7\n", {7}), ("3,11", {3, 11}), ("6-7", {6, 7}), ("0-1,8-9", {0, 1, 8, 9})])
+def test_parse_cpu_list(text, cores):
+    assert parse_cpu_list(text) == cores

@@ -62,3 +62,16 @@ def test_hash_seeds_and_start_order_change_per_pair():
 def test_total_steps():
     cfg = _cfg(iters=10)
     assert total_steps(cfg, 3, 2) == 4 * 3 * 4 * 10 * 3 * 2
+
+
+def test_prestart_depth_gives_each_worker_a_spare_core():
+    from teperf.engine.coordinator import MAX_AUTO_PRESTART, prestart_depth
+
+    auto = load_config("default", {"processes": 8})
+    assert prestart_depth(auto, 14, 2) == 7  # 16-core GPU machine less the measuring core and its sibling
+    assert prestart_depth(auto, 1, 2) == 1  # 2-core CI VM: one pair ahead, both workers share the core
+    assert prestart_depth(auto, 0, 2) == 0
+    assert prestart_depth(load_config("default", {"processes": 3}), 14, 2) == 2  # never more than the pairs left
+    assert prestart_depth(load_config("default", {"processes": 40}), 100, 2) == MAX_AUTO_PRESTART
+    assert prestart_depth(load_config("default", {"prestart": 2}), 14, 2) == 2
+    assert prestart_depth(load_config("default", {"prestart": 5}), 3, 2) == 3

@@ -43,7 +43,7 @@ def config_options(f):
         click.option("--core", type=int, help="CPU core to pin the workers to (default: the last one)."),
         click.option("--seed", type=int, help="Seed of the case order and the hash seeds."),
         click.option("--metric", type=click.Choice(["process_cpu", "thread_cpu", "wall"]), help="Headline clock (default process_cpu)."),
-        click.option("--prestart", type=int, metavar="N", help="Pairs to start ahead on spare cores while one measures (default 3; 0 = off)."),
+        click.option("--prestart", metavar="N|auto", help="Pairs to start ahead on spare cores while one measures (default auto: one core per worker, up to 8 pairs; 0 = off)."),
         click.option("--min-effect", "min_effect_pct", type=float, help="Changes under this many % are 'no change'."),
     ]
     for opt in reversed(opts):

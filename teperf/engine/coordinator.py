@@ -12,13 +12,14 @@ from collections import deque
 from typing import Callable, Optional
 
 from teperf.bundle import Bundle
-from teperf.config import Config, available_cores
+from teperf.config import Config, available_cores, smt_siblings
 from teperf.engine.spawn import Worker, WorkerError
 from teperf.errors import TeperfError
 from teperf.plan import Case, hash_seed, pair_slots, start_order
 from teperf.sides import Side
 
 MAX_RESTARTS_PER_PAIR = 3
+MAX_AUTO_PRESTART = 8  # more importers at once mostly contend for memory bandwidth
 Progress = Callable[[int, str], None]  # (steps just measured, what is running)
 
 
@@ -46,12 +47,13 @@ class PairRunner:
     def _wire(self, case: Case) -> dict:
         return case.to_wire(self.config.device, self.config.schedule.warmup)
 
-    def launch(self, import_core: int) -> None:
+    def launch(self, import_cores: list[int]) -> None:
         """Start this pair's processes and queue every case's set-up, without waiting:
-        they import torch, build and warm up on ``import_core`` while the previous
-        pair measures; ``start`` moves them to the measuring core and warms up again."""
+        they import torch, build and warm up on spare cores (side i on
+        ``import_cores[i % len]``) while the previous pair measures; ``start`` moves
+        them to the measuring core and warms up again."""
         for index in start_order(self.pair, len(self.sides)):
-            worker = self.workers[index] = self._spawn(index, import_core)
+            worker = self.workers[index] = self._spawn(index, import_cores[index % len(import_cores)])
             self.queued[index] = []
             for case in self._runnable_cases():
                 worker.send({"cmd": "setup", "case": self._wire(case)})
@@ -214,9 +216,23 @@ class PairRunner:
 
 
 def import_cores_for(config: Config) -> list[int]:
-    """Cores other than the measuring one, where upcoming pairs may start while
-    this pair measures; empty on a one-core machine (then no prestart)."""
-    return [c for c in available_cores() if c != config.core]
+    """Cores where upcoming pairs may start while this pair measures: not the
+    measuring core, and not its SMT siblings while other cores are left; empty on
+    a one-core machine (then no prestart)."""
+    spare = [c for c in available_cores() if c != config.core]
+    siblings = smt_siblings(config.core)
+    return [c for c in spare if c not in siblings] or spare
+
+
+def prestart_depth(config: Config, n_import_cores: int, n_sides: int) -> int:
+    """Pairs kept started ahead. Auto: one spare core per worker (a fresh TE pair
+    takes 20-35 s to import and set up, far longer than a short pair measures, so
+    the pipeline must be deep to keep up), at least one pair where any core is spare."""
+    if n_import_cores == 0:
+        return 0
+    if config.prestart is not None:
+        return min(config.prestart, n_import_cores)
+    return min(MAX_AUTO_PRESTART, max(1, n_import_cores // max(1, n_sides)), config.schedule.processes - 1)
 
 
 def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, progress: Optional[Progress] = None) -> dict:
@@ -225,9 +241,7 @@ def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: B
     iters = config.schedule.iters
     n_pairs = config.schedule.processes
     import_cores = import_cores_for(config)
-    # Start up to `prestart` pairs ahead, each on its own spare core: a fresh TE
-    # pair takes ~20 s to import and set up, far longer than a short pair measures.
-    depth = min(config.prestart, len(import_cores))
+    depth = prestart_depth(config, len(import_cores), len(sides))
     upcoming: deque[PairRunner] = deque()
     retired: list[Worker] = []  # quit, still tearing down on a spare core
     retire_core = import_cores[-1] if import_cores else None
@@ -245,7 +259,8 @@ def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: B
                     upcoming.append(ahead)  # closed on any error below, half-launched or not
                     next_launch += 1
                     try:
-                        ahead.launch(import_cores[ahead.pair % len(import_cores)])
+                        first = (ahead.pair * len(sides)) % len(import_cores)
+                        ahead.launch((import_cores[first:] + import_cores[:first])[: len(sides)])
                     except (TeperfError, WorkerError):
                         upcoming.pop().close()  # that pair starts cold when its turn comes
                         next_launch -= 1
