@@ -3,7 +3,9 @@
 # Both sides are the same installed TE 2.20.2 (A/A), on the PR thread's cells
 # (LayerNormLinear, LayerNormMLP x bf16, fp8_delayed, [8,2,256]).
 #     bash scripts/gpu_quality.sh quality     teperf's default schedule (two seeds), then the PR thread's
-#     bash scripts/gpu_quality.sh every-cell  A/A over every eager cell the H200 has
+#     bash scripts/gpu_quality.sh final       A/A over every eager cell the H200 has (balanced A B / B A
+#                                             couples), a schedule variant with twice the couples, and the
+#                                             planted-slowdown overlay test (tests/test_gpu_overlay.py)
 # Writes $OUT/<part>.md (tables), $OUT/log.txt, $OUT/bundles.tar.gz.
 set -u
 PART=${1:-quality}
@@ -33,8 +35,12 @@ case $PART in
     job default-seed0 150 compare --config pr-thread "${AA[@]}" "${DEFAULT[@]}" --seed 0
     job pr-schedule 210 compare --config pr-thread "${AA[@]}"
     job default-seed1 150 compare --config pr-thread "${AA[@]}" "${DEFAULT[@]}" --seed 1 ;;
-  every-cell)
-    job every-cell-aa 420 compare --config nightly --modes eager "${AA[@]}" --processes 8 --rounds 1 --trials 3 --iters 50 --warmup 20 ;;
+  final)
+    job every-cell-aa 290 compare --config nightly --modes eager "${AA[@]}" --processes 8 --rounds 2 --trials 2 --iters 50 --warmup 20
+    job default-6x50 120 compare --config pr-thread "${AA[@]}" --processes 8 --rounds 2 --trials 6 --iters 50 --warmup 50
+    t=$(date +%s)
+    TEPERF_KEEP_BUNDLE=$R/overlay-planted timeout 130 python3 -m pytest -q -m gpu tests/test_gpu_overlay.py -s -p no:cacheprovider > "$OUT/overlay.txt" 2>&1
+    echo "overlay-planted: rc=$? wall=$(( $(date +%s) - t )) s" >> "$OUT/log.txt" ;;
 esac
 tar czf "$OUT/bundles.tar.gz" $R
 echo "total: $(( $(date +%s) - T0 )) s" >> "$OUT/log.txt"

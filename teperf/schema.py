@@ -28,8 +28,8 @@ ROW_FIELDS = (
     "mode",
     "status",  # ok | partial | failed | skipped
     "error",
-    "base_us",  # median per-step host time of the base side (the only side for `run`)
-    "head_us",
+    "base_us",  # per-step host time of the base side: geometric mean of per-pair medians (the only side for `run`)
+    "head_us",  # base_us x the paired ratio exp(mean r_p), so head - base = delta (stats.py)
     "delta_us",
     "delta_pct",
     "ci_low_us",

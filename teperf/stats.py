@@ -4,13 +4,19 @@ Method (the process pair is the unit of replication; trials inside one
 process are not independent draws, see ../shared/gpu/README.md):
 
 1. Per pair p and side, the median per-step time over that pair's trials;
-   a side's reported figure is the geometric mean of those over pairs.
-2. Per pair, the log ratio r_p = ln(head_p / base_p). Both sides of a pair
-   share core, hash seed and time window, so r_p cancels what drifts
-   between pairs (the absolute level moves by several % on a cloud VM).
+   the base figure is the geometric mean of those over pairs.
+2. Per pair, r_p = the median over its trial couples of ln(head / base). A
+   couple is the base and head trial that ran next to each other (A B / B A),
+   so r_p cancels what drifts between pairs (the absolute level moves by several
+   % on a cloud VM) and, through the median, most of the multi-second slow
+   spells that the H200 VM shows (its speed swings up to 2x): comparing side
+   medians instead let a spell that covered more of one side's trials through,
+   and measured 1.3-1.9x wider between-pair sd on the H200's A/A bundles.
+   A pair without couples (records from elsewhere) uses ln of the side medians.
 3. The estimate is the mean of r_p; its interval is Student's t over pairs
    (scipy.stats.t, n_pairs - 1 degrees of freedom). Reported in % as
-   exp(r) - 1 and in us by scaling the base median.
+   exp(r) - 1 and in us by scaling the base figure; the head figure is the
+   base figure times exp(r), so the columns add up.
 4. With a single pair there is nothing to replicate over; the interval then
    comes from the trial couples inside that pair (ci_basis = "trials") and
    misses between-process noise, which the output says.
@@ -57,10 +63,11 @@ def compare_cell(
     base: Mapping[int, Sequence[float]],
     head: Mapping[int, Sequence[float]],
     cfg: Stats,
-    couples: Sequence[tuple[float, float]] = (),
+    couples: Mapping[int, Sequence[tuple[float, float]]] | None = None,
 ) -> dict:
     """base/head: pair -> per-step times (us) of that pair's trials.
-    couples: (base, head) per-step times of trial couples, used only with one pair."""
+    couples: pair -> (base, head) per-step times of the trials that ran next to each other."""
+    couples = couples or {}
     pairs = sorted(set(base) & set(head))
     all_base = [v for p in pairs for v in base[p]]
     all_head = [v for p in pairs for v in head[p]]
@@ -72,21 +79,24 @@ def compare_cell(
     }
     if not pairs:
         return {**out, "base_us": None, "head_us": None, "verdict": None}
-    # Each side's figure is the geometric mean of its per-pair medians, so that
-    # head/base is exactly the mean per-pair ratio that the interval is about.
-    log_b = np.array([math.log(np.median(base[p])) for p in pairs])
-    log_h = np.array([math.log(np.median(head[p])) for p in pairs])
-    out["base_us"] = float(math.exp(log_b.mean()))
-    out["head_us"] = float(math.exp(log_h.mean()))
-    logs = log_h - log_b
+
+    def pair_log_ratio(p: int) -> float:
+        if couples.get(p):
+            return float(np.median([math.log(h / b) for b, h in couples[p]]))
+        return math.log(np.median(head[p]) / np.median(base[p]))
+
+    logs = np.array([pair_log_ratio(p) for p in pairs])
     mean, half, sd, mde = _t_interval(logs, cfg.alpha)
+    out["base_us"] = float(math.exp(np.mean([math.log(np.median(base[p])) for p in pairs])))
+    out["head_us"] = out["base_us"] * math.exp(mean)
     basis = "pairs"
     if len(pairs) == 1:
         # Nothing to replicate over: the width comes from the trial couples of
         # the one pair, which cannot see between-process noise (the output says so).
         basis = "trials"
-        if len(couples) >= 2:
-            _, half, _, mde = _t_interval(np.array([math.log(h / b) for b, h in couples]), cfg.alpha)
+        one = couples.get(pairs[0], ())
+        if len(one) >= 2:
+            _, half, _, mde = _t_interval(np.array([math.log(h / b) for b, h in one]), cfg.alpha)
     to_pct = lambda r: (math.exp(r) - 1) * 100  # noqa: E731
     delta_pct = to_pct(mean)
     low_pct, high_pct = (to_pct(mean - half), to_pct(mean + half)) if math.isfinite(half) else (None, None)

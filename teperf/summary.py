@@ -115,8 +115,11 @@ def summarize(path, stats: Stats | None = None) -> Summary:
         if head_label is None:
             row.update(single_cell(times[cid][base_label]))
         else:
-            pairs_couples = [(c[base_label], c[head_label]) for c in couples[cid].values() if base_label in c and head_label in c]
-            row.update(compare_cell(times[cid][base_label], times[cid][head_label], stats, pairs_couples))
+            by_pair = defaultdict(list)
+            for (pair, _round, _trial), c in couples[cid].items():
+                if base_label in c and head_label in c:
+                    by_pair[pair].append((c[base_label], c[head_label]))
+            row.update(compare_cell(times[cid][base_label], times[cid][head_label], stats, by_pair))
         for label, prefix in ((base_label, "base"), (head_label, "head")):
             if label is None:
                 continue
