@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SCHEDULES = {
     "pr-thread (1 pair x 6 x 9 x 300)": ["--processes", "1", "--rounds", "6", "--trials", "9", "--iters", "300"],
-    "teperf default (8 pairs x 2 x 3 x 100)": ["--processes", "8", "--rounds", "2", "--trials", "3", "--iters", "100"],
+    "teperf default (8 pairs x 2 x 6 x 50)": ["--processes", "8", "--rounds", "2", "--trials", "6", "--iters", "50"],
 }
 
 

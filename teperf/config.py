@@ -31,12 +31,13 @@ class ModuleSpec:
 
 @dataclasses.dataclass(frozen=True)
 class Schedule:
-    # Many short fresh pairs: between-process noise dominates, so pairs buy
-    # precision and long pairs do not (README, "Choosing the schedule").
+    # Many fresh pairs of many short couples: the H200 VM's speed swings in
+    # multi-second spells, so short adjacent A/B couples and many of them buy
+    # precision; long trials do not (README, "Choosing the schedule").
     processes: int = 8  # fresh worker pairs: the unit of replication
     rounds: int = 2
-    trials: int = 3
-    iters: int = 100  # steps per trial
+    trials: int = 6  # even, so each pair has as many A B couples as B A ones
+    iters: int = 50  # steps per trial
     warmup: int = 50
     timeout_s: float = 600.0  # per worker request (start-up, set-up or one trial)
 

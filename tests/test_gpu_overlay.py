@@ -86,7 +86,7 @@ def test_overlay_on_installed_te_detects_slowdown(tmp_path):
     cmd = [
         sys.executable, "-m", "teperf", "compare", "main~1..main", "--repo", str(repo), "--strategy", "overlay",
         "--backend", "te", "--device", "cuda", "--modules", "Linear,LayerNormLinear", "--recipes", "bf16",
-        "--shape", "8,2,256", "--processes", "4", "--rounds", "1", "--trials", "2", "--iters", "100",
+        "--shape", "8,2,256", "--processes", "4", "--rounds", "2", "--trials", "6", "--iters", "50",
         "--warmup", "20", "--no-counters", "--format", "json", "--results-dir", str(results),
     ]
     env = {**os.environ, "TEPERF_CACHE": str(tmp_path / "cache"),
