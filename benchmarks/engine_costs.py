@@ -69,7 +69,9 @@ def main() -> None:
     w.close()
     rt = statistics.median(trips) / 1000
     st = statistics.median(steps) / 1000
-    print(f"protocol round trip: {rt - st:.0f} us per trial outside the timed loop (1 step = {st:.0f} us); at 200 iters x ~100 us that is {100 * (rt - st) / (200 * 100):.2f}% of a trial")
+    n = cfg.schedule.iters
+    print(f"protocol round trip: {rt - st:.0f} us per trial outside the timed loop (1 step = {st:.0f} us); "
+          f"at the default {n} iters x {st:.0f} us that is {100 * (rt - st) / (n * st):.2f}% of a trial's wall time")
 
     t0 = time.time()
     res = subprocess.run(

@@ -35,7 +35,7 @@ def main() -> None:
     args = ap.parse_args()
     extra = args.extra or ["--base-path", str(ROOT / "examples/planted/base"), "--head-path", str(ROOT / "examples/planted/base")]
     tmp = Path(tempfile.mkdtemp())
-    print(f"{'schedule':42s} {'run':>3s} {'wall s':>7s} {'half-width %':>13s} {'spread %':>9s} {'changes':>8s} {'merit':>6s}")
+    print(f"{'schedule':42s} {'run':>3s} {'wall s':>7s} {'half-width %':>13s} {'spread %':>9s} {'changes':>8s} {'merit':>6s} {'pair sd %':>9s}")
     for name, sched in SCHEDULES.items():
         merits, changes_total, cells_total = [], 0, 0
         for rep in range(args.repeats):
@@ -54,7 +54,10 @@ def main() -> None:
             cells_total += len(rows)
             merit = half * math.sqrt(wall)
             merits.append(merit)
-            print(f"{name:42s} {rep:3d} {wall:7.1f} {half:13.2f} {spread:9.1f} {changes:4d}/{len(rows):<3d} {merit:6.1f}")
+            # Between-pair sd: what a one-pair schedule carries but cannot see.
+            pair_sds = [r["pair_sd_pct"] for r in rows if r.get("pair_sd_pct") is not None]
+            pair_sd = f"{statistics.median(pair_sds):9.2f}" if pair_sds else f"{'-':>9s}"
+            print(f"{name:42s} {rep:3d} {wall:7.1f} {half:13.2f} {spread:9.1f} {changes:4d}/{len(rows):<3d} {merit:6.1f} {pair_sd}", flush=True)
         if merits:
             print(f"{name:42s} median merit {statistics.median(merits):.1f}; false changes {changes_total}/{cells_total}")
 

@@ -130,7 +130,7 @@ def table_model(summary: Summary) -> TableModel:
         mdes = [r["mde_pct"] for r in summary.rows if r.get("mde_pct") is not None]
         if mdes:
             footer.append(f"smallest detectable change (80% power): {min(mdes):.1f}% .. {max(mdes):.1f}% per cell")
-        footer.append(f"intervals: Student t over per-pair log ratios (pair = unit); changes under {cfg.get('stats', {}).get('min_effect_pct', 1.0)}% count as no change")
+        footer.append(f"intervals: Student t over pairs (pair = unit) of the median log ratio of adjacent A/B trial couples; changes under {cfg.get('stats', {}).get('min_effect_pct', 1.0)}% count as no change")
     if summary.path:
         footer.append(f"bundle: {summary.path}")
     title = "teperf compare" if summary.compare else "teperf run"
