@@ -288,24 +288,28 @@ def available_cores() -> list[int]:
     return list(range(os.cpu_count() or 1))
 
 
-def smt_siblings(core: int) -> set[int]:
+def smt_siblings(core: int, sys_cpu: str = "/sys/devices/system/cpu") -> set[int]:
     """Hardware threads sharing ``core``'s physical core (itself included): work on a
     sibling slows the measuring core down, so prestarted workers stay off them."""
     try:
-        text = open(f"/sys/devices/system/cpu/cpu{core}/topology/thread_siblings_list").read()
+        with open(f"{sys_cpu}/cpu{core}/topology/thread_siblings_list") as f:
+            text = f.read()
     except OSError:
         return {core}
     return parse_cpu_list(text) | {core}
 
 
 def parse_cpu_list(text: str) -> set[int]:
-    """Linux cpu-list syntax: "3", "3,11", "6-7", "0-3,8-11"."""
+    """Linux cpu-list syntax: '0-3,8,10-11' -> {0,1,2,3,8,10,11}; '' -> set()."""
     cores: set[int] = set()
     for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
         if "-" in part:
-            lo, hi = part.split("-")
+            lo, hi = part.split("-", 1)
             cores.update(range(int(lo), int(hi) + 1))
-        elif part:
+        else:
             cores.add(int(part))
     return cores
 

@@ -29,7 +29,7 @@ import sys
 from typing import Callable, NamedTuple, Optional
 
 from teperf import config
-from teperf.config import available_cores
+from teperf.config import available_cores, parse_cpu_list, smt_siblings
 
 
 STATUSES = ("ok", "warn", "fail", "unknown")
@@ -60,21 +60,6 @@ def _safe(name: str, fn: Callable[[], Check]) -> Check:
         return Check(name, "unknown", f"could not check: {type(exc).__name__}: {exc}")
 
 
-def parse_cpu_list(text: str) -> set[int]:
-    """'0-3,8,10-11' -> {0,1,2,3,8,10,11}; '' -> set()."""
-    cores: set[int] = set()
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            cores.update(range(int(lo), int(hi) + 1))
-        else:
-            cores.add(int(part))
-    return cores
-
-
 # ---- individual checks ----
 
 
@@ -88,10 +73,7 @@ def check_core(core: int) -> Check:
         return Check("core", "warn", f"core {core}; {span}: the coordinator, the OS and the workers share it", "use a machine (or cgroup) with at least 2 cores")
     notes = []
     status = "ok"
-    try:
-        siblings = parse_cpu_list(_read(f"{SYS_CPU}/cpu{core}/topology/thread_siblings_list")) - {core}
-    except OSError:
-        siblings = set()
+    siblings = smt_siblings(core, SYS_CPU) - {core}
     if siblings:
         notes.append(f"SMT sibling(s) {_fmt_cores(sorted(siblings))} share its execution units")
     if core == 0:
