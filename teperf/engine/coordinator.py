@@ -50,10 +50,10 @@ class PairRunner:
     def launch(self, import_cores: list[int]) -> None:
         """Start this pair's processes and queue every case's set-up, without waiting:
         they import torch, build and warm up on spare cores (side i on
-        ``import_cores[i % len]``) while the previous pair measures; ``start`` moves
+        ``import_cores[i]``) while the previous pair measures; ``start`` moves
         them to the measuring core and warms up again."""
         for index in start_order(self.pair, len(self.sides)):
-            worker = self.workers[index] = self._spawn(index, import_cores[index % len(import_cores)])
+            worker = self.workers[index] = self._spawn(index, import_cores[index])
             self.queued[index] = []
             for case in self._runnable_cases():
                 worker.send({"cmd": "setup", "case": self._wire(case)})
@@ -258,8 +258,8 @@ def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: B
                     upcoming.append(ahead)  # closed on any error below, half-launched or not
                     next_launch += 1
                     try:
-                        first = (ahead.pair * len(sides)) % len(import_cores)
-                        ahead.launch((import_cores[first:] + import_cores[:first])[: len(sides)])
+                        # One spare core per worker, in turn; shared where cores are few.
+                        ahead.launch([import_cores[(ahead.pair * len(sides) + i) % len(import_cores)] for i in range(len(sides))])
                     except (TeperfError, WorkerError):
                         upcoming.pop().close()  # that pair starts cold when its turn comes
                         next_launch -= 1
