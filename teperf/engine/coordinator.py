@@ -206,13 +206,17 @@ class PairRunner:
 
     def close(self, retire_core: Optional[int] = None, retired: Optional[list] = None) -> None:
         """End this pair's workers: at once when ``retired`` is given (they are reaped later), else waiting."""
-        for worker in self.workers.values():
-            if retired is None:
-                worker.close()
-            else:
-                worker.retire(retire_core)
-                retired.append(worker)
+        workers = list(self.workers.values())
         self.workers.clear()
+        if retired is None:
+            for worker in workers:
+                worker.close()
+            return
+        # Handed over before retiring: a Ctrl-C inside retire() (it talks to the
+        # worker) must still leave every worker to the caller's reap, or one outlives us.
+        retired.extend(workers)
+        for worker in workers:
+            worker.retire(retire_core)
 
 
 def import_cores_for(config: Config) -> list[int]:

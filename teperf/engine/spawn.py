@@ -171,6 +171,12 @@ class Worker:
                 self.kill()
 
     def reap(self, timeout_s: float = 10.0) -> None:
+        """Wait for the worker to end. Its stdin is closed first: the EOF ends a
+        worker that never got its quit (an interrupted retire) as well."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
         try:
             self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
