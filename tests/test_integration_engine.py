@@ -15,7 +15,7 @@ import pytest
 
 from conftest import PLANTED, ROOT, rows_by_module, run_cli
 
-SMALL = ["--processes", "4", "--rounds", "1", "--trials", "3", "--iters", "40", "--warmup", "10"]
+SMALL = ["--processes", "4", "--rounds", "1", "--trials", "4", "--iters", "30", "--warmup", "10"]
 
 
 def _trials(bundle: Path) -> list[dict]:
@@ -47,7 +47,7 @@ def test_planted_slowdown_is_detected_and_others_unchanged(results_dir):
     assert meta["status"] == "complete" and set(meta["sides"]) == {"base", "head"}
     bundle = _only_bundle(results_dir)
     trials = _trials(bundle)
-    assert len(trials) == 4 * 1 * 3 * 3 * 2
+    assert len(trials) == 4 * 1 * 4 * 3 * 2
     seeds = {(t["pair"], t["hash_seed"]) for t in trials}
     assert len({s for _, s in seeds}) == 4  # a new hash seed per pair, shared by both sides
     hellos = [json.loads(l) for l in (bundle / "records.jsonl").read_text().splitlines() if '"kind":"worker"' in l]

@@ -12,9 +12,9 @@ from gitfixture import make_fixture
 
 # Changes under 3 % count as "no change" here: these tests check that the right code runs on each side
 # (a 200 us busy-wait on ~500 us is +40 %), not the engine's A/A calibration (tested with many cells elsewhere).
-SMALL = ["--processes", "4", "--rounds", "1", "--trials", "3", "--iters", "40", "--warmup", "10", "--no-counters",
+SMALL = ["--processes", "4", "--rounds", "1", "--trials", "4", "--iters", "30", "--warmup", "10", "--no-counters",
          "--min-effect", "3"]
-AA = ["--processes", "3", "--rounds", "1", "--trials", "3", "--iters", "30", "--warmup", "10", "--no-counters",
+AA = ["--processes", "3", "--rounds", "1", "--trials", "4", "--iters", "30", "--warmup", "10", "--no-counters",
       "--min-effect", "3"]
 TINY = ["--processes", "1", "--rounds", "1", "--trials", "2", "--iters", "10", "--warmup", "2", "--no-counters",
         "--modules", "MLP"]
