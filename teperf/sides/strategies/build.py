@@ -147,6 +147,7 @@ class Build(Strategy):
                 manifest = set(cachedir.read_json(manifest_file).get("files", []))
                 manifest, rewritten = buildrun.sync_tree(tree, src, manifest)
                 cachedir.write_json(manifest_file, {"files": sorted(manifest), "sha": commit.sha})
+                cachedir.write_json(work / cachedir.META, {"complete": True, "repo": str(t.repo), "sha": commit.sha})
                 subs = {"{prefix}": str(prefix), "{src}": str(src), "{python}": t.python,
                         "{jobs}": self._env["MAX_JOBS"]}
                 argv = []

@@ -130,12 +130,13 @@ class Extension(Strategy):
         reason = (f"the extension's sources differ ({changes.shorten(paths)}), the core's do not"
                   if paths else "forced: the extension of each side is built from its tree")
         last = self._last_seconds()
-        estimate = f"about {last:.0f} s, as the last build" if last else "the first build takes minutes (TE: ~75 s on 16 cores)"
+        estimate = (f"about {last:.0f} s like the slowest before" if last else
+                    "no earlier build to go by: TE's takes ~75 s on 16 cores")
         costs = []
         for label, commit in self.pair.sides():
             key, _ = self.key(commit)
             cost = (f"extension reused from the cache ({key[:12]})" if self._cached(key) else
-                    f"builds the extension from its tree ({estimate}, {self._env['MAX_JOBS']} jobs)")
+                    f"builds the extension from its tree with {self._env['MAX_JOBS']} jobs ({estimate})")
             costs.append((label, f"{cost}, over the installed {installed.package} {installed.version or ''}".rstrip()))
         from teperf.sides.strategies.overlay import version_note
 

@@ -54,10 +54,11 @@ class Overlay(Strategy):
     def plan(self) -> Plan:
         installed = self.basis.installed
         py = self.pair.changes.paths(changes.PYTHON)
-        reason = (f"only .py files differ ({len(py)}: {changes.shorten(py)})" if py else
-                  "no runtime file differs")
-        if self.pair.changes.paths(changes.VERSION):
-            reason += " and version strings"
+        versions = self.pair.changes.paths(changes.VERSION)
+        if py:
+            reason = f"only .py files{' and version strings' if versions else ''} differ ({len(py)}: {changes.shorten(py)})"
+        else:
+            reason = "only version strings differ" if versions else "no file of the package differs"
         cost = f"seconds: its .py files over the installed {installed.package} {installed.version or ''}".rstrip()
         note = version_note(self.target, self.pair)
         return Plan(self.name, reason, tuple((label, cost) for label, _ in self.pair.sides()),
