@@ -67,10 +67,11 @@ class SidesPlan:
     def lines(self) -> list[str]:
         b, h = self.pair.base, self.pair.head
         counts = self.pair.changes.counts()
+        n = sum(counts.values())
         what = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "nothing"
         subject = h.subject[:50] + ("..." if len(h.subject) > 50 else "")
         return [f"base {b.short_sha} ({b.ref}) .. head {h.short_sha} ({h.ref}) \"{subject}\": "
-                f"{sum(counts.values())} file{'s' if sum(counts.values()) != 1 else ''} differ ({what})", *self.plan.lines()]
+                f"{n} file{' differs' if n == 1 else 's differ'} ({what})", *self.plan.lines()]
 
     def description(self, label: str, commit: Commit) -> dict:
         t = self.target
