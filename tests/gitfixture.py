@@ -200,3 +200,187 @@ def make_fixture(root: Path, *, install: bool = True) -> Fixture:
     write(build_script, BUILD_SCRIPT)
     return Fixture(root=root, repo=repo, site=site, base=base, head=head, cpp=cpp, topic=topic,
                    build_script=build_script, counter=root / "builds.txt")
+
+
+# ---------------------------------------------------------------------------- a package with a C++ extension
+
+EXT_INIT = '''\
+"""extpkg: a core library and a torch.utils.cpp_extension extension, loaded the way TE loads its own."""
+import ctypes
+import glob
+import importlib.util
+import os
+import sys
+
+import torch  # noqa: F401  (the extension links libtorch: it loads after torch)
+
+_lib = os.path.join(os.path.dirname(__file__), "_lib")
+
+
+def _one(pattern):
+    found = glob.glob(os.path.join(_lib, pattern))
+    if len(found) != 1:
+        raise RuntimeError(f"expected one {pattern} in {_lib}, found {found}")
+    return found[0]
+
+
+_CORE = ctypes.CDLL(_one("libextpkg_core.so"), mode=ctypes.RTLD_GLOBAL)  # the extension does not link it
+_spec = importlib.util.spec_from_file_location("extpkg_ext", _one("extpkg_ext*.so"))
+ext = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ext)
+sys.modules["extpkg_ext"] = ext
+'''
+
+EXT_BLOCKS = '''\
+import torch
+from torch import nn
+
+from extpkg import ext
+
+
+class Block(nn.Module):
+    """Calls into the extension every step (its host work is what the csrc commits change)."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.linear = nn.Linear(width, width)
+
+    def forward(self, x):
+        ext.host_work()
+        return torch.relu(self.linear(x))
+
+
+class Plain(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.linear = nn.Linear(width, width)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x))
+
+
+def make_block(width=32):
+    return Block(width)
+
+
+def make_plain(width=32):
+    return Plain(width)
+'''
+
+EXT_SETUP = '''\
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+setup(
+    name="extpkg_ext",
+    version="0.1.0",
+    ext_modules=[CppExtension("extpkg._lib.extpkg_ext", ["csrc/ext.cpp"])],
+    cmdclass={"build_ext": BuildExtension},
+)
+'''
+
+EXT_CPP = '''\
+#include <Python.h>
+
+#include <chrono>
+
+extern "C" int extpkg_core_version(void);  // from the core library, loaded RTLD_GLOBAL first
+{extra_decl}
+static const long long SPIN_NS = {spin_ns};
+
+static PyObject* host_work(PyObject*, PyObject*) {{
+  auto end = std::chrono::steady_clock::now() + std::chrono::nanoseconds(SPIN_NS);
+  while (std::chrono::steady_clock::now() < end) {{
+  }}
+  return PyLong_FromLong(extpkg_core_version(){extra_call});
+}}
+
+static PyMethodDef methods[] = {{{{"host_work", host_work, METH_NOARGS, "host work per step"}},
+                                {{nullptr, nullptr, 0, nullptr}}}};
+static struct PyModuleDef module = {{PyModuleDef_HEAD_INIT, "extpkg_ext", nullptr, -1, methods}};
+
+PyMODINIT_FUNC PyInit_extpkg_ext(void) {{ return PyModule_Create(&module); }}
+'''
+
+EXT_CORE = "int extpkg_core_version(void) { return %d; }\n"
+
+EXT_LAYOUT = '''\
+name = "extpkg"
+core = ["extpkg/core/"]
+version_files = ["VERSION.txt"]
+
+[extension]
+sources = ["extpkg/ext/"]
+setup_dir = "extpkg/ext"
+artifacts = ["extpkg_ext*.so"]
+import_check = "extpkg"
+'''
+
+
+@dataclass
+class ExtFixture:
+    root: Path
+    repo: Path
+    site: Path  # the installed package: base's .py files, its core library, an installed (fake) extension
+    layout: Path  # the --layout file
+    base: str  # tag v0.1.0
+    head: str  # csrc: host_work spins 200 us                  (extension tier)
+    pyonly: str  # from base: a .py change                      (overlay)
+    version: str  # from base: VERSION.txt only                  (overlay + note)
+    core: str  # from base: the core library's source          (build)
+    badsym: str  # from base: csrc calls a symbol the installed core lacks
+
+
+def make_ext_fixture(root: Path) -> ExtFixture:
+    repo = root / "extrepo"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.name", "teperf tests")
+    git(repo, "config", "user.email", "tests@teperf.invalid")
+    git(repo, "config", "commit.gpgsign", "false")
+    pkg = repo / "extpkg"
+    write(repo / "VERSION.txt", "0.1.0\n")
+    write(pkg / "__init__.py", EXT_INIT)
+    write(pkg / "blocks.py", EXT_BLOCKS)
+    write(pkg / "core" / "core.c", EXT_CORE % 1)
+    write(pkg / "ext" / "setup.py", EXT_SETUP)
+    write(pkg / "ext" / "csrc" / "ext.cpp", EXT_CPP.format(spin_ns=0, extra_decl="", extra_call=""))
+    base = commit(repo, "base: extpkg with a core library and an extension")
+    git(repo, "tag", "v0.1.0")
+
+    def branch(name: str, edits: dict, message: str) -> str:
+        git(repo, "checkout", "-q", "-b", name, base)
+        for rel, text in edits.items():
+            write(repo / rel, text)
+        sha = commit(repo, message)
+        git(repo, "checkout", "-q", "main")
+        return sha
+
+    cpp = "extpkg/ext/csrc/ext.cpp"
+    pyonly = branch("pyonly", {"extpkg/blocks.py": EXT_BLOCKS + "\nEXTRA = 1\n"}, "pyonly: a Python change")
+    version = branch("version", {"VERSION.txt": "0.1.1\n"}, "version: bump to 0.1.1")
+    core = branch("core", {"extpkg/core/core.c": EXT_CORE % 2}, "core: a core library change")
+    badsym = branch("badsym", {cpp: EXT_CPP.format(spin_ns=0, extra_decl='extern "C" int extpkg_core_new(void);',
+                                                   extra_call=" + extpkg_core_new()")},
+                    "badsym: the extension needs a new core symbol")
+    write(repo / cpp, EXT_CPP.format(spin_ns=200_000, extra_decl="", extra_call=""))
+    head = commit(repo, "head: host_work spins 200 us in C++")
+
+    site = root / "extsite"
+    lib = site / "extpkg" / "_lib"
+    lib.mkdir(parents=True)
+    for name in ("__init__.py", "blocks.py"):
+        git_show = git(repo, "show", f"{base}:extpkg/{name}")
+        write(site / "extpkg" / name, git_show + "\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib / "libextpkg_core.so"), "-x", "c", "-"],
+                   input=EXT_CORE % 1, text=True, check=True)
+    (lib / "extpkg_ext.cpython-fake.so").write_bytes(b"\x7fELF an installed extension the sides replace")
+    dist = site / "extpkg-0.1.0.dist-info"
+    dist.mkdir()
+    write(dist / "METADATA", "Metadata-Version: 2.1\nName: extpkg\nVersion: 0.1.0\n")
+    write(dist / "top_level.txt", "extpkg\n")
+    write(dist / "RECORD", "")
+    layout = root / "extpkg-layout.toml"
+    write(layout, EXT_LAYOUT)
+    return ExtFixture(root=root, repo=repo, site=site, layout=layout, base=base, head=head, pyonly=pyonly,
+                      version=version, core=core, badsym=badsym)

@@ -12,11 +12,14 @@ import pytest
 
 from gitfixture import git, make_fixture
 from teperf.errors import TeperfError
-from teperf.sides import build as build_mod
-from teperf.sides import cachedir
+from teperf.sides import buildrun, cachedir, changes, gitrepo
 from teperf.sides import git as git_mod
-from teperf.sides import overlay as overlay_mod
-from teperf.sides.git import git_sides, parse_spec, resolve_spec
+from teperf.sides import installed as installed_mod
+from teperf.sides.git import git_sides, plan_sides
+from teperf.sides.gitrepo import parse_spec, resolve_spec
+from teperf.sides.layout import GENERIC, TE_LAYOUT
+from teperf.sides.strategies.build import compiled_hash
+from teperf.sides.target import Refused
 
 
 @pytest.fixture
@@ -37,6 +40,20 @@ def sides(fx, spec, **kw):
     kw.setdefault("package", "mypkg")
     kw.setdefault("log", quiet)
     return git_sides(spec, repo=str(fx.repo), **kw)
+
+
+def overlay_basis(fx, a, b):
+    """What the overlay strategy checked for a..b: the installed build and the known .py files."""
+    from teperf.sides.gitrepo import commit_info
+    from teperf.sides.strategies.overlay import Overlay
+    from teperf.sides.target import Pair, Target
+
+    target = Target(repo=fx.repo, package="mypkg", package_dir="mypkg", layout=GENERIC, log=quiet)
+    pair = Pair(base=commit_info(fx.repo, a, "a"), head=commit_info(fx.repo, b, "b"),
+                changes=changes.diff(fx.repo, a, b, GENERIC, "mypkg"))
+    strategy = Overlay(target, pair)
+    strategy.plan()
+    return strategy.basis, pair
 
 
 def run_py(side, code, env=None):
@@ -127,7 +144,7 @@ def test_materialize_is_cached_and_leaves_the_checkout_alone(fx, tmp_path):
     git_dir = fx.repo / ".git"
     status_before = git(fx.repo, "status", "--porcelain")  # (this refreshes the index itself)
     index_before = (git_dir / "index").stat().st_mtime_ns
-    tree = git_mod.materialize(fx.repo, fx.head, cache_dir=tmp_path / "c")
+    tree = gitrepo.materialize(fx.repo, fx.head, cache_dir=tmp_path / "c")
     assert tree == tmp_path / "c" / "trees" / fx.head
     assert (tree / "mypkg" / "new.py").exists() and not (tree / "mypkg" / "old.py").exists()
     assert (tree / "mypkg" / "blocks.py").read_text() == (fx.repo / "mypkg" / "blocks.py").read_text()
@@ -135,7 +152,7 @@ def test_materialize_is_cached_and_leaves_the_checkout_alone(fx, tmp_path):
     marker = json.loads((tree / ".teperf.json").read_text())
     assert marker["sha"] == fx.head and marker["complete"]
     (tree / "sentinel").write_text("x")  # a second call reuses the tree rather than re-extracting it
-    assert git_mod.materialize(fx.repo, fx.head, cache_dir=tmp_path / "c") == tree
+    assert gitrepo.materialize(fx.repo, fx.head, cache_dir=tmp_path / "c") == tree
     assert (tree / "sentinel").exists()
     assert (git_dir / "index").stat().st_mtime_ns == index_before
     assert git(fx.repo, "status", "--porcelain") == status_before
@@ -152,15 +169,15 @@ def test_materialize_with_submodule(fx, tmp_path):
     git(fx.repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "3rdparty/sub")
     git(fx.repo, "commit", "-q", "-m", "add submodule")
     sha = git(fx.repo, "rev-parse", "HEAD")
-    tree = git_mod.materialize(fx.repo, sha, cache_dir=tmp_path / "c", submodules=True)
+    tree = gitrepo.materialize(fx.repo, sha, cache_dir=tmp_path / "c", submodules=True)
     assert (tree / "3rdparty" / "sub" / "kernel.cu").read_text() == "// kernel\n"
     # a submodule bump is a build input: overlay refuses
-    assert overlay_mod.blockers(fx.repo, fx.head, sha, "mypkg") == ["3rdparty/sub"]  # .gitmodules alone is not
+    assert changes.blockers(fx.repo, fx.head, sha, "mypkg") == ["3rdparty/sub"]  # .gitmodules alone is not
 
 
 def test_find_package_dir(fx):
-    assert git_mod.find_package_dir(fx.repo, fx.head, "mypkg") == "mypkg"
-    assert git_mod.find_package_dir(fx.repo, fx.head, "nothere") is None
+    assert gitrepo.find_package_dir(fx.repo, fx.head, "mypkg") == "mypkg"
+    assert gitrepo.find_package_dir(fx.repo, fx.head, "nothere") is None
 
 
 # ------------------------------------------------------------------ dirty work tree
@@ -222,59 +239,61 @@ def test_dirty_outside_the_package_does_not_matter(fx, monkeypatch):
     ],
 )
 def test_is_build_input(path, expected):
-    assert overlay_mod.is_build_input(path, "mypkg") is expected
+    assert changes.is_build_input(path, "mypkg") is expected
 
 
 def test_version_commit():
-    assert overlay_mod.version_commit("2.20.0.dev0+d0067d0") == "d0067d0"
-    assert overlay_mod.version_commit("1.2+gabcdef12") == "abcdef12"
-    assert overlay_mod.version_commit("1.2+git.abcdef12") == "abcdef12"
-    assert overlay_mod.version_commit("2.20.2") is None
-    assert overlay_mod.version_commit("2.1+cu121") is None
+    assert installed_mod.version_commit("2.20.0.dev0+d0067d0") == "d0067d0"
+    assert installed_mod.version_commit("1.2+gabcdef12") == "abcdef12"
+    assert installed_mod.version_commit("1.2+git.abcdef12") == "abcdef12"
+    assert installed_mod.version_commit("2.20.2") is None
+    assert installed_mod.version_commit("2.1+cu121") is None
 
 
 def test_overlay_plan_python_only(fx):
-    plan = overlay_mod.plan_overlay(fx.repo, fx.base, fx.head, package="mypkg", package_dir="mypkg")
-    assert plan.installed.location == fx.site / "mypkg"
-    assert plan.installed.version == "0.1.0" and plan.installed.in_site_dir is False
-    assert plan.installed_commit == fx.base and "tag v0.1.0" in plan.installed_check
-    assert set(plan.changed_py) == {"mypkg/blocks.py", "mypkg/old.py", "mypkg/new.py"}
-    assert {"old.py", "new.py", "blocks.py", "__init__.py"} <= plan.known_py
+    basis, pair = overlay_basis(fx, fx.base, fx.head)
+    assert basis.installed.location == fx.site / "mypkg"
+    assert basis.installed.version == "0.1.0" and basis.installed.in_site_dir is False
+    assert basis.commit == fx.base and "tag v0.1.0" in basis.check
+    assert set(pair.changes.paths(changes.PYTHON)) == {"mypkg/blocks.py", "mypkg/old.py", "mypkg/new.py"}
+    assert {"old.py", "new.py", "blocks.py", "__init__.py"} <= basis.known_py
 
 
 def test_overlay_refuses_non_python_change(fx):
-    with pytest.raises(overlay_mod.OverlayRefused) as exc:
+    with pytest.raises(Refused) as exc:
         sides(fx, "main..cpp", strategy="overlay")
     text = str(exc.value)
     assert "mypkg/csrc/op.cpp" in text and "--strategy build" in text
     # the installed build's commit is checked too: installed = base (tag), head = cpp differs from it
-    with pytest.raises(overlay_mod.OverlayRefused, match="installed mypkg 0.1.0 was built from"):
-        overlay_mod.plan_overlay(fx.repo, fx.cpp, fx.cpp, package="mypkg", package_dir="mypkg")
+    with pytest.raises(Refused, match="installed mypkg 0.1.0 was built from"):
+        overlay_basis(fx, fx.cpp, fx.cpp)
 
 
 def test_overlay_checks_plus_sha_version(fx):
     dist = fx.site / "mypkg-0.1.0.dist-info" / "METADATA"
     dist.write_text(f"Metadata-Version: 2.1\nName: mypkg\nVersion: 0.1.0+{fx.cpp[:7]}\n")
-    plan = overlay_mod.plan_overlay(fx.repo, fx.cpp, fx.cpp, package="mypkg", package_dir="mypkg")
-    assert plan.installed_commit == fx.cpp and plan.installed_check.startswith("verified")
-    with pytest.raises(overlay_mod.OverlayRefused, match="built from"):
-        overlay_mod.plan_overlay(fx.repo, fx.base, fx.head, package="mypkg", package_dir="mypkg")
+    basis, _ = overlay_basis(fx, fx.cpp, fx.cpp)
+    assert basis.commit == fx.cpp and basis.check.startswith("verified")
+    with pytest.raises(Refused, match="built from"):
+        overlay_basis(fx, fx.base, fx.head)
     dist.write_text("Metadata-Version: 2.1\nName: mypkg\nVersion: 0.1.0+deadbee\n")
-    plan = overlay_mod.plan_overlay(fx.repo, fx.base, fx.head, package="mypkg", package_dir="mypkg")
-    assert plan.installed_commit is None and plan.installed_check.startswith("unverified")
+    basis, _ = overlay_basis(fx, fx.base, fx.head)
+    assert basis.commit is None and basis.check.startswith("unverified")
 
 
 def test_missing_installed_package(fx, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(fx.root / "empty"))
-    with pytest.raises(overlay_mod.OverlayRefused, match="mypkg is not installed") as exc:
+    with pytest.raises(Refused, match="mypkg is not installed") as exc:
         sides(fx, "v0.1.0..main", strategy="overlay")
     assert "--strategy build" in str(exc.value)
-    # auto falls back to building
+    # auto: with nothing installed, a package with compiled sources is built ...
     messages = []
-    base, head = sides(fx, "v0.1.0..main", strategy="auto", build_command=fx.build_command(), log=messages.append)
-    assert head.description["strategy"] == "build"
-    assert "not installed" in head.description["overlay_refused"]
-    assert any("overlay does not apply" in m for m in messages)
+    base, head = sides(fx, "topic..cpp", strategy="auto", build_command=fx.build_command(), log=messages.append)
+    assert head.description["strategy"] == "build" and "mypkg/csrc/op.cpp" in head.description["tier_reason"]
+    # ... and one with nothing to build runs from its trees (path)
+    base, head = sides(fx, "v0.1.0..main", strategy="auto", log=messages.append)
+    assert head.description["strategy"] == "path"
+    assert any(m.startswith("strategy path: the package has nothing to build") for m in messages), messages
 
 
 def test_wrong_strategy_and_package(fx):
@@ -380,7 +399,8 @@ def test_build_once_per_compiled_hash_and_reused(fx):
     assert out.split() == ["True", "0.1.0"]
     log_text = Path(head.description["build_log"]).read_text()
     assert "building in" in log_text and "done" in log_text
-    assert not (prefix.parent / "src").exists()  # the scratch copy is removed after success
+    workdir = Path(head.description["build_workdir"])  # one persistent build directory for the repo
+    assert workdir.parent.parent == fx.root / "cache" / "buildtrees" and (workdir / "mypkg" / "old.py").exists()
 
     # a second run reuses the cache; a non-.py change needs its own build
     base2, head2 = sides(fx, "v0.1.0..main", strategy="build", build_command=fx.build_command())
@@ -391,12 +411,16 @@ def test_build_once_per_compiled_hash_and_reused(fx):
     assert head3.description["build_hash"] != head.description["build_hash"]
     entries = {e.key: e for e in cachedir.entries(kinds=("builds",))}
     assert len(entries) == 2 and all(e.complete for e in entries.values())
+    # both builds ran in the same directory: the second one found the first one's outputs there
+    assert set(fx.counter.read_text().splitlines()) == {str(workdir)}
+    assert head3.description["build_workdir"] == str(workdir)
+    assert (workdir / "mypkg" / "csrc" / "op.cpp").exists() and not (workdir / "mypkg" / "old.py").exists()
 
 
 def test_auto_picks_build_for_non_python_change(fx):
     messages = []
     base, head = sides(fx, "main..cpp", build_command=fx.build_command(), log=messages.append)
-    assert head.description["strategy"] == "build" and "mypkg/csrc/op.cpp" in head.description["overlay_refused"]
+    assert head.description["strategy"] == "build" and "mypkg/csrc/op.cpp" in head.description["tier_reason"]
     assert fx.builds_run() == 2
     base, head = sides(fx, "v0.1.0..main", build_command=fx.build_command())
     assert head.description["strategy"] == "overlay" and fx.builds_run() == 2
@@ -405,7 +429,7 @@ def test_auto_picks_build_for_non_python_change(fx):
 def test_build_failure_shows_log_tail_and_is_retried(fx, monkeypatch):
     monkeypatch.setenv("FIXTURE_BUILD_FAIL", "1")
     messages = []
-    with pytest.raises(build_mod.BuildFailed) as exc:
+    with pytest.raises(buildrun.BuildFailed) as exc:
         sides(fx, "v0.1.0..main", strategy="build", build_command=fx.build_command(), log=messages.append)
     assert "failed with exit 3" in str(exc.value) and "\n" not in exc.value.one_line()
     assert exc.value.log_path.exists() and "compiler exploded" in exc.value.tail
@@ -416,30 +440,35 @@ def test_build_failure_shows_log_tail_and_is_retried(fx, monkeypatch):
 
 
 def test_build_that_installs_nothing_fails(fx):
-    with pytest.raises(build_mod.BuildFailed, match="produced no package"):
+    with pytest.raises(buildrun.BuildFailed, match="produced no package"):
         sides(fx, "v0.1.0..main", strategy="build", build_command=[sys.executable, "-c", "pass"])
 
 
 def test_compiled_hash_globs(fx):
-    h1, n1 = build_mod.compiled_hash(fx.repo, fx.head, package_dir="mypkg")
-    h2, _ = build_mod.compiled_hash(fx.repo, fx.base, package_dir="mypkg")
-    h3, _ = build_mod.compiled_hash(fx.repo, fx.cpp, package_dir="mypkg")
+    h1, n1 = compiled_hash(fx.repo, fx.head, package_dir="mypkg")
+    h2, _ = compiled_hash(fx.repo, fx.base, package_dir="mypkg")
+    h3, _ = compiled_hash(fx.repo, fx.cpp, package_dir="mypkg")
     assert h1 == h2 != h3 and n1 == 1  # only mypkg/_table.json is a build input in base/head
-    g1, n = build_mod.compiled_hash(fx.repo, fx.head, package_dir="mypkg", globs=["mypkg/*.py"])
-    g2, _ = build_mod.compiled_hash(fx.repo, fx.base, package_dir="mypkg", globs=["mypkg/*.py"])
+    g1, n = compiled_hash(fx.repo, fx.head, package_dir="mypkg", globs=["mypkg/*.py"])
+    g2, _ = compiled_hash(fx.repo, fx.base, package_dir="mypkg", globs=["mypkg/*.py"])
     assert g1 != g2 and n == 3
-    e1, _ = build_mod.compiled_hash(fx.repo, fx.head, package_dir="mypkg", env={"NVTE_CUDA_ARCHS": "90"})
+    e1, _ = compiled_hash(fx.repo, fx.head, package_dir="mypkg", env={"NVTE_CUDA_ARCHS": "90"})
     assert e1 != h1
+    v1, _ = compiled_hash(fx.repo, fx.head, package_dir="mypkg", version_files=["mypkg/_table.json"])
+    assert v1 != h1  # a version file is not a compiled source
 
 
 def test_te_build_env(monkeypatch):
-    monkeypatch.setattr(build_mod, "cuda_archs", lambda: "90")
-    env = build_mod.build_env("transformer_engine", {})
+    monkeypatch.setattr(buildrun, "cuda_archs", lambda: "90")
+    monkeypatch.setattr(buildrun.shutil, "which", lambda name: "/usr/bin/ccache" if name == "ccache" else None)
+    env = buildrun.build_env(TE_LAYOUT, base={}, jobs=3)
     assert env["NVTE_FRAMEWORK"] == "pytorch" and env["NVTE_CUDA_ARCHS"] == "90"
-    assert build_mod.build_env("transformer_engine", {"NVTE_CUDA_ARCHS": "80"})["NVTE_CUDA_ARCHS"] == "80"
-    assert "NVTE_FRAMEWORK" not in build_mod.build_env("mypkg", {})
-    cmd = build_mod.default_command("transformer_engine")
-    assert cmd[1:] == ["-m", "pip", "install", "--no-build-isolation", "--no-deps", "--target", "{prefix}", "."]
+    assert env["MAX_JOBS"] == env["CMAKE_BUILD_PARALLEL_LEVEL"] == "3"
+    assert env["CMAKE_CXX_COMPILER_LAUNCHER"] == "ccache"
+    assert buildrun.build_env(TE_LAYOUT, base={"NVTE_CUDA_ARCHS": "80"})["NVTE_CUDA_ARCHS"] == "80"
+    env = buildrun.build_env(GENERIC, base={"NVTE_PROJECT_BUILDING": "1"})
+    assert "NVTE_FRAMEWORK" not in env and "NVTE_CUDA_ARCHS" not in env and "NVTE_PROJECT_BUILDING" not in env
+    assert int(env["MAX_JOBS"]) >= 1
 
 
 # ------------------------------------------------------------------ describing and the cache command
@@ -466,7 +495,7 @@ def test_cache_command(fx, tmp_path):
     assert result.exit_code == 0, result.output
     listed = json.loads(result.output)
     kinds = sorted(e["kind"] for e in listed["entries"])
-    assert kinds == ["builds", "overlays", "overlays", "trees", "trees"]
+    assert kinds == ["builds", "buildtrees", "overlays", "overlays", "trees", "trees"]
     result = runner.invoke(command, ["list", "--cache-dir", str(cache)])
     assert result.exit_code == 0 and "builds" in result.output and "trees" in result.output
     result = runner.invoke(command, ["clear", "--cache-dir", str(cache), "overlays"])
@@ -475,7 +504,7 @@ def test_cache_command(fx, tmp_path):
     result = runner.invoke(command, ["clear", "--cache-dir", str(cache), "--older-than", "1"])
     assert "removed 0 entries" in result.output
     result = runner.invoke(command, ["clear", "--cache-dir", str(cache)])
-    assert "removed 3 entries" in result.output
+    assert "removed 4 entries" in result.output
     result = runner.invoke(command, ["list", "--cache-dir", str(cache)])
     assert "empty" in result.output
     # after a clear, the next run makes everything again

@@ -31,13 +31,16 @@ def _what(entry: cachedir.Entry) -> str:
         return f"{str(meta.get('sha', entry.key))[:10]} {meta.get('subject', '')}".strip()
     if entry.kind == "overlays":
         return f"{meta.get('package') or '?'} @ {str(meta.get('sha') or '?')[:10]} {meta.get('subject') or ''}".strip()
+    if entry.kind == "buildtrees":
+        return f"build directory of {meta.get('repo', '?')}, last {str(meta.get('sha', '?'))[:10]}"
     status = "ok" if meta.get("ok") else f"FAILED (exit {meta.get('returncode')})" if meta else "incomplete"
-    return f"{meta.get('package', '?')} from {str(meta.get('sha', '?'))[:10]}, {status}, {meta.get('seconds', '?')}s"
+    what = f"{meta.get('package', '?')}{' extension' if entry.kind == 'ext' else ''}"
+    return f"{what} from {str(meta.get('sha', '?'))[:10]}, {status}, {meta.get('seconds', '?')}s"
 
 
 @click.group("cache")
 def command():
-    """Show or clear teperf's cache of git trees, overlays and builds."""
+    """Show or clear teperf's cache of git trees, overlays, builds, build directories and extensions."""
 
 
 @command.command("list")
@@ -82,7 +85,7 @@ def list_(cache_dir, fmt):
 @click.argument("kinds", nargs=-1, type=click.Choice(list(cachedir.KINDS)))
 @click.option("--older-than", type=float, default=None, metavar="DAYS", help="Only entries not used for DAYS days.")
 def clear(cache_dir, kinds, older_than):
-    """Remove cached entries: all, or only KINDS (trees, overlays, builds)."""
+    """Remove cached entries: all, or only KINDS (trees, overlays, builds, buildtrees, ext)."""
     root = cachedir.cache_root(cache_dir)
     removed = cachedir.clear(cache_dir, kinds or cachedir.KINDS,
                              older_than_s=None if older_than is None else older_than * 86400)

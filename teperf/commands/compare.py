@@ -8,15 +8,24 @@ import click
 
 from teperf.commands._common import config_options, make_config, measure_and_report, output_options
 from teperf.errors import TeperfError
+from teperf.sides import strategies
+from teperf.sides.strategies.build import PLACEHOLDERS
+
+STRATEGY_HELP = "How a git side is made runnable. " + strategies.help_text()
+BUILD_COMMAND_HELP = ("Build command of --strategy build (default: pip install into a per-build prefix); placeholders: "
+                      + ", ".join(f"{k} {v}" for k, v in PLACEHOLDERS.items()) + ".")
 
 
 @click.command("compare")
 @click.argument("spec", required=False, metavar="[BASE..HEAD]")
 @click.option("--repo", default=".", show_default=True, metavar="DIR", help="Git repository the refs are in.")
-@click.option("--strategy", type=click.Choice(["auto", "overlay", "build", "env"]), default="auto", show_default=True, help="How a git side is made runnable.")
+@click.option("--strategy", type=click.Choice(strategies.NAMES), default="auto", show_default=True, help=STRATEGY_HELP)
 @click.option("--package", default="transformer_engine", show_default=True, help="Package under test (for overlay/build).")
 @click.option("--package-dir", metavar="PATH", help="The package's directory inside the repo (default: found by name).")
-@click.option("--build-command", metavar="CMD", help="Build command for --strategy build (default: pip install into a per-side prefix).")
+@click.option("--build-command", metavar="CMD", help=BUILD_COMMAND_HELP)
+@click.option("--jobs", type=int, metavar="N", help="Parallel compile jobs of extension and build strategies (default: the free cores).")
+@click.option("--layout", "layout_file", metavar="FILE", help="TOML file: which paths of the package are core, extension, version files (default: built in for transformer_engine; see teperf/sides/layout.py).")
+@click.option("--plan", "plan_only", is_flag=True, help="Say which strategy each git side needs, why and what it costs; then stop.")
 @click.option("--cache-dir", metavar="DIR", help="Where git trees, overlays and builds are cached (default: $TEPERF_CACHE or ~/.cache/teperf).")
 @click.option("--allow-dirty", is_flag=True, default=None, help="Measure a checked-out side even with uncommitted changes in the package.")
 @click.option("--base-path", metavar="DIR", help="Directory put first on the base worker's sys.path.")
@@ -27,7 +36,7 @@ from teperf.errors import TeperfError
 @click.option("--explain", "explain_cell", metavar="MODULE/RECIPE", help="Afterwards, profile this cell on both sides and show where the delta comes from.")
 @config_options
 @output_options
-def command(spec, repo, strategy, package, package_dir, build_command, cache_dir, allow_dirty, base_path, head_path, base_python, head_python, counters, explain_cell, fmt, results_dir, **kwargs):
+def command(spec, repo, strategy, package, package_dir, build_command, jobs, layout_file, plan_only, cache_dir, allow_dirty, base_path, head_path, base_python, head_python, counters, explain_cell, fmt, results_dir, **kwargs):
     """Compare two sides: git refs (BASE..HEAD), directories or interpreters.
 
     \b
@@ -49,20 +58,27 @@ def command(spec, repo, strategy, package, package_dir, build_command, cache_dir
             raise TeperfError("BASE..HEAD and --base-path/--head-path both given", "use one way to name the sides")
         import shlex
 
-        from teperf.sides.git import git_sides
+        from teperf.sides.git import plan_sides
 
         python = base_python or head_python or sys.executable
-        base, head = git_sides(
+        planned = plan_sides(
             spec,
             repo=repo,
             strategy=strategy,
             package=package,
             package_dir=package_dir,
+            layout=layout_file,
             python=python,
             cache_dir=cache_dir,
             build_command=shlex.split(build_command) if build_command else None,
+            jobs=jobs,
             allow_dirty=allow_dirty,
         )
+        if plan_only:
+            return
+        base, head = planned.make()
+    elif plan_only:
+        raise TeperfError("--plan needs git refs (BASE..HEAD)", "give BASE..HEAD, or leave --plan out")
     elif any(side_opts):
         base = api.path_side("base", base_path, base_python)
         head = api.path_side("head", head_path, head_python)

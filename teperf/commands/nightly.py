@@ -27,6 +27,7 @@ from teperf.commands._common import config_options, emit, make_config, output_op
 from teperf.commands.history import history_option, open_store
 from teperf.commands.import_ import check_shard, parse_shard
 from teperf.errors import TeperfError
+from teperf.sides import strategies
 
 DEFAULT_CONFIG = "nightly"
 
@@ -121,7 +122,8 @@ def local_machine(device: str, *, cpu_model: str | None = None, gpu: str | None 
 @click.option("--ref", default="main", show_default=True, help="Branch (or any ref) whose head is measured.")
 @history_option
 @click.option("--shard", metavar="I/N", help="Measure only the I-th of N slices of the case matrix (split a night over N machines).")
-@click.option("--strategy", type=click.Choice(["auto", "overlay", "build"]), default="auto", show_default=True, help="How a git side is made runnable.")
+@click.option("--strategy", type=click.Choice(strategies.GIT_NAMES), default="auto", show_default=True, help="How a git side is made runnable. " + strategies.help_text(strategies.GIT_NAMES))
+@click.option("--jobs", type=int, metavar="N", help="Parallel compile jobs (default: the free cores).")
 @click.option("--package", default="transformer_engine", show_default=True, help="Package under test.")
 @click.option("--build-command", metavar="CMD", help="Build command for --strategy build.")
 @click.option("--python", metavar="EXE", help="Interpreter that runs the workers (default: this one).")
@@ -130,7 +132,7 @@ def local_machine(device: str, *, cpu_model: str | None = None, gpu: str | None 
 @click.option("--counters/--no-counters", default=False, show_default=True, help="Count calls and ops per step (slower).")
 @config_options
 @output_options
-def command(repo, ref, history_url, shard, strategy, package, build_command, python, force, dry_run, counters, fmt, results_dir, **kwargs):
+def command(repo, ref, history_url, shard, strategy, jobs, package, build_command, python, force, dry_run, counters, fmt, results_dir, **kwargs):
     """Measure REF's head against the previous nightly's commit and add it to the history.
 
     \b
@@ -140,7 +142,7 @@ def command(repo, ref, history_url, shard, strategy, package, build_command, pyt
     """
     from teperf import api
     from teperf.plan import expand
-    from teperf.sides.git import GitFailed, repo_root, resolve, run_git
+    from teperf.sides.gitrepo import GitFailed, repo_root, resolve, run_git
 
     shard_i, shard_n = parse_shard(shard)
     if not kwargs.get("config_path"):
@@ -186,7 +188,7 @@ def command(repo, ref, history_url, shard, strategy, package, build_command, pyt
 
     base, head = git_sides(
         choice.spec, repo=str(root), strategy=strategy, package=package, python=python or sys.executable,
-        build_command=shlex.split(build_command) if build_command else None,
+        build_command=shlex.split(build_command) if build_command else None, jobs=jobs,
     )
     nightly_meta = {"nightly": {"ref": ref, "shard": f"{shard_i}/{shard_n}", "machine": machine, "base_reason": choice.reason,
                                 "history": str(store.url)}}

@@ -6,6 +6,8 @@ else ``~/.cache/teperf``)::
     trees/<sha>/             a commit's files, from ``git archive`` (+ .teperf.json)
     overlays/<key>/<pkg>/    a shadow package: the side's .py files, symlinks for the rest
     builds/<hash>/           prefix/ (the build), build.log, build.json
+    buildtrees/<key>/        src/: the persistent, incremental build directory of one build configuration
+    ext/<key>/               prefix/ (a framework extension built over the installed core), build.log, build.json
 
 Every entry is made in a temporary sibling directory and renamed into place
 when complete, so a crash never leaves a half-made entry that looks finished.
@@ -22,9 +24,10 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-KINDS = ("trees", "overlays", "builds")
+KINDS = ("trees", "overlays", "builds", "buildtrees", "ext")
+BUILT = ("builds", "ext")  # kinds whose metadata is BUILD_META
 META = ".teperf.json"  # inside trees/<sha>/ and overlays/<key>/
-BUILD_META = "build.json"  # inside builds/<hash>/
+BUILD_META = "build.json"  # inside builds/<hash>/ and ext/<key>/
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
@@ -122,7 +125,7 @@ def du(path: Path) -> int:
 
 @dataclasses.dataclass
 class Entry:
-    kind: str  # trees | overlays | builds
+    kind: str  # one of KINDS
     key: str  # sha, overlay key or build hash
     path: Path
     meta: dict
@@ -141,7 +144,7 @@ def entries(cache_dir: str | os.PathLike | None = None, kinds=KINDS, sizes: bool
         for path in sorted(directory.iterdir()):
             if not path.is_dir() or path.name.endswith(".lock"):
                 continue
-            meta_file = path / (BUILD_META if kind == "builds" else META)
+            meta_file = path / (BUILD_META if kind in BUILT else META)
             meta = read_json(meta_file)
             complete = not path.name.startswith(".tmp-") and bool(meta) and meta.get("ok", True) is not False
             found.append(

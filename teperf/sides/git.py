@@ -1,546 +1,178 @@
 """Sides from git refs: ``teperf compare base..head``.
 
-``git_sides(spec, ...)`` resolves the spec to two commits, materializes their
-trees from git (``git archive`` into a cache keyed by SHA, never touching the
-user's work tree, index or ``.git/worktrees``) and makes each side runnable
-with a strategy:
-
-- ``overlay``: the installed package with each side's ``.py`` files on top
-  (teperf.sides.overlay); valid only when no non-Python file of the package
-  (or build input) differs between base, head and the installed build;
-- ``build``: the project's build command, once per hash of the compiled
-  sources (teperf.sides.build), then the side's ``.py`` files on top;
-- ``auto``: overlay when valid, else build.
-
-Every git call takes an argument list, never a shell string.
+``git_sides(spec, ...)`` resolves the spec to two commits, classifies what
+differs (teperf.sides.changes), picks a strategy (``auto``: teperf.sides.auto;
+or the one asked for, teperf.sides.strategies), says up front which one,
+why and what it costs, and has it make each commit runnable. Trees come from
+``git archive`` into a cache keyed by SHA, never touching the user's work
+tree, index or ``.git/worktrees``; a bare repository works too.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import re
-import shutil
-import subprocess
 import sys
-import tarfile
-import tempfile
 import time
-from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Iterable
 
 from teperf.errors import TeperfError
-from teperf.sides import Side
-from teperf.sides import cachedir
-
-STRATEGIES = ("auto", "overlay", "build", "env")
-
-Log = Callable[[str], None]
-
-
-def _stderr_log(message: str) -> None:
-    print(f"teperf: {message}", file=sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------- running git
-
-
-class GitFailed(Exception):
-    def __init__(self, args: Sequence[str], returncode: int, stderr: str):
-        self.args_ = list(args)
-        self.returncode = returncode
-        self.stderr = stderr.strip()
-        super().__init__(f"git {' '.join(args)} failed ({returncode}): {self.stderr}")
-
-
-def _git_exe() -> str:
-    exe = shutil.which("git")
-    if not exe:
-        raise TeperfError("git is not installed (or not on PATH)", "install git to compare git refs")
-    return exe
-
-
-def _git_env() -> dict:
-    env = dict(os.environ)
-    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", LANG="C", GIT_OPTIONAL_LOCKS="0")
-    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):  # the repo is given by -C, nothing else
-        env.pop(name, None)
-    return env
-
-
-def run_git(repo: str | os.PathLike, *args: str, binary: bool = False, check: bool = True):
-    """``git -C repo args...`` -> stdout (str, stripped of the final newline; bytes if ``binary``)."""
-    cmd = [_git_exe(), "-C", os.fspath(repo), "-c", "core.quotepath=off", *args]
-    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, env=_git_env())
-    if check and proc.returncode != 0:
-        raise GitFailed(args, proc.returncode, proc.stderr.decode(errors="replace"))
-    if binary:
-        return proc.stdout
-    out = proc.stdout.decode(errors="surrogateescape")
-    return out[:-1] if out.endswith("\n") else out
-
-
-def _nul_list(data: bytes) -> list[str]:
-    return [p.decode(errors="surrogateescape") for p in data.split(b"\0") if p]
-
-
-# --------------------------------------------------------------------- repo and refs
-
-
-def repo_root(repo: str | os.PathLike = ".") -> Path:
-    """The top level of the git work tree that holds ``repo``, or a TeperfError."""
-    path = Path(repo).expanduser()
-    if not path.exists():
-        raise TeperfError(f"--repo {repo}: no such directory", "pass --repo DIR, a git checkout of the project")
-    if not path.is_dir():
-        raise TeperfError(f"--repo {repo} is not a directory", "pass --repo DIR, a git checkout of the project")
-    try:
-        top = run_git(path, "rev-parse", "--show-toplevel")
-    except GitFailed as exc:
-        if "not a git repository" in exc.stderr.lower():
-            raise TeperfError(
-                f"{path.absolute()} is not inside a git repository",
-                "run teperf compare from a checkout of the project, or pass --repo DIR",
-            ) from None
-        raise TeperfError(f"git cannot read {path.absolute()}: {exc.stderr.splitlines()[-1] if exc.stderr else exc}",
-                          "fix the repository (see the git message), or pass another --repo") from None
-    if not top:  # a bare repository
-        raise TeperfError(f"{path.absolute()} is a bare git repository", "pass --repo DIR with a work tree")
-    return Path(top)
-
-
-@dataclasses.dataclass(frozen=True)
-class RefSpec:
-    """What the user typed, split: ``A..B``, ``A...B`` or a single ref."""
-
-    text: str
-    base: str  # ref as typed ('' is HEAD in git's A..B syntax)
-    head: str
-    mode: str  # "range" (A..B), "merge-base" (A...B) or "parent" (single ref: base = its first parent)
-
-    @property
-    def base_ref(self) -> str:
-        return self.base or "HEAD"
-
-    @property
-    def head_ref(self) -> str:
-        return self.head or "HEAD"
-
-
-def parse_spec(spec: str) -> RefSpec:
-    """Split a spec; git ref names cannot contain '..', so splitting on it is unambiguous."""
-    text = (spec or "").strip()
-    if not text:
-        raise TeperfError("empty ref spec", "give BASE..HEAD, BASE...HEAD or a single commit (e.g. HEAD)")
-    if "..." in text:
-        base, _, head = text.partition("...")
-        mode = "merge-base"
-    elif ".." in text:
-        base, _, head = text.partition("..")
-        mode = "range"
-    else:
-        return RefSpec(text=text, base=f"{text}^1", head=text, mode="parent")
-    if ".." in head or (not base and not head):
-        raise TeperfError(f"cannot parse ref spec {spec!r}", "give BASE..HEAD, BASE...HEAD or a single commit")
-    return RefSpec(text=text, base=base, head=head, mode=mode)
-
-
-def resolve(repo: str | os.PathLike, ref: str, *, what: str = "ref") -> str:
-    """A ref (branch, tag, SHA, HEAD, HEAD~2, ...) -> the full SHA of its commit."""
-    if ref.startswith("-"):
-        raise TeperfError(f"{what} {ref!r} is not a valid ref", "refs cannot start with '-'")
-    out = run_git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
-    sha = out.strip()
-    if not re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", sha):
-        if ref.endswith("^1"):
-            parent_of = ref[:-2]
-            probe = run_git(repo, "rev-parse", "--verify", "--quiet", f"{parent_of}^{{commit}}", check=False)
-            if probe.strip():
-                raise TeperfError(
-                    f"{parent_of} ({probe.strip()[:10]}) has no parent commit to compare it with",
-                    f"give both sides, e.g. teperf compare BASE..{parent_of}",
-                )
-        raise TeperfError(
-            f"{what} {ref!r} does not name a commit in {repo}",
-            f"check the name (git -C {repo} log --oneline --all | head), or git fetch it first",
-        )
-    return sha
-
-
-@dataclasses.dataclass(frozen=True)
-class Commit:
-    sha: str
-    short_sha: str
-    subject: str
-    date: str  # committer date, ISO 8601
-    ref: str  # as typed (or derived, e.g. 'main^1', 'merge-base(main, topic)')
-
-
-def commit_info(repo: str | os.PathLike, sha: str, ref: str) -> Commit:
-    out = run_git(repo, "show", "-s", "--no-show-signature", "--format=%H%x00%h%x00%cI%x00%s", sha)
-    full, short, date, subject = out.split("\0", 3)
-    return Commit(sha=full, short_sha=short, subject=subject, date=date, ref=ref)
-
-
-@dataclasses.dataclass(frozen=True)
-class Resolved:
-    spec: RefSpec
-    base: Commit
-    head: Commit
-    repo: Path
-
-
-def resolve_spec(spec: str, repo: str | os.PathLike = ".") -> Resolved:
-    root = repo_root(repo)
-    parsed = parse_spec(spec)
-    head_sha = resolve(root, parsed.head_ref, what="head ref")
-    if parsed.mode == "merge-base":
-        tip = resolve(root, parsed.base_ref, what="base ref")
-        try:
-            base_sha = run_git(root, "merge-base", tip, head_sha).strip()
-        except GitFailed:
-            raise TeperfError(
-                f"{parsed.base_ref} and {parsed.head_ref} have no common ancestor",
-                f"use {parsed.base_ref}..{parsed.head_ref} to compare the two commits directly",
-            ) from None
-        base_ref = f"merge-base({parsed.base_ref}, {parsed.head_ref})"
-    else:
-        base_sha = resolve(root, parsed.base_ref, what="base ref")
-        base_ref = parsed.base_ref
-    return Resolved(
-        spec=parsed,
-        base=commit_info(root, base_sha, base_ref),
-        head=commit_info(root, head_sha, parsed.head_ref),
-        repo=root,
-    )
-
-
-# --------------------------------------------------------------------- dirty state
-
-
-def dirty_files(repo: str | os.PathLike, paths: Iterable[str] = ()) -> list[str]:
-    """Tracked files with uncommitted changes (staged or not), limited to ``paths`` if given."""
-    args = ["status", "--porcelain=v1", "-z", "--untracked-files=no", "--ignore-submodules=dirty"]
-    paths = [p for p in paths if p]
-    if paths:
-        args += ["--", *paths]
-    raw = run_git(repo, *args, binary=True)
-    files = []
-    entries = raw.split(b"\0")
-    i = 0
-    while i < len(entries):
-        item = entries[i]
-        i += 1
-        if len(item) < 4:
-            continue
-        status, name = item[:2].decode(), item[3:].decode(errors="surrogateescape")
-        if "R" in status or "C" in status:
-            i += 1  # the original name follows
-        files.append(name)
-    return files
-
-
-def head_sha(repo: str | os.PathLike) -> str | None:
-    out = run_git(repo, "rev-parse", "--verify", "--quiet", "HEAD", check=False).strip()
-    return out or None
+from teperf.sides import Side, changes, gitrepo, strategies
+from teperf.sides.gitrepo import Commit, Resolved
+from teperf.sides.layout import PackageLayout, layout_for
+from teperf.sides.strategy import Strategy
+from teperf.sides.target import Log, Pair, Plan, Target, stderr_log
 
 
 def check_dirty(resolved: Resolved, package_dir: str | None, allow_dirty: bool) -> dict[str, bool]:
     """Which sides are the checked-out HEAD of a work tree whose package files have uncommitted changes.
 
     That is the one case where a dirty tree matters: the user probably expects
-    the uncommitted edits to be measured, and teperf measures commits.
+    the uncommitted edits to be measured, and teperf measures commits. A bare
+    repository has nothing checked out.
     """
-    current = head_sha(resolved.repo)
+    current = gitrepo.checked_out_sha(resolved.repo)
     result = {"base": False, "head": False}
     hits = [name for name, c in (("base", resolved.base), ("head", resolved.head)) if c.sha == current]
     if not hits:
         return result
-    from teperf.sides.overlay import is_build_input
-
     pkg = (package_dir or ".").strip("/")
     inside = (lambda p: True) if pkg in ("", ".") else (lambda p: p == pkg or p.startswith(pkg + "/"))
-    changed = [p for p in dirty_files(resolved.repo) if inside(p) or is_build_input(p, pkg)]
+    changed = [p for p in gitrepo.dirty_files(resolved.repo) if inside(p) or changes.is_build_input(p, pkg)]
     if not changed:
         return result
     for name in hits:
         result[name] = True
     if not allow_dirty:
-        shown = ", ".join(changed[:3]) + (f" (+{len(changed) - 3} more)" if len(changed) > 3 else "")
         raise TeperfError(
             f"{' and '.join(hits)} is the checked-out HEAD ({current[:10]}) but the work tree has uncommitted "
-            f"changes ({shown}) that teperf would not measure (it measures commits)",
+            f"changes ({changes.shorten(changed)}) that teperf would not measure (it measures commits)",
             "commit them (or git stash) and run again, or pass --allow-dirty to measure the committed HEAD",
         )
     return result
 
 
-# --------------------------------------------------------------------- trees
+@dataclasses.dataclass(frozen=True)
+class SidesPlan:
+    """Everything decided before any side is made: said up front, then carried out by ``make``."""
 
+    spec: str
+    target: Target
+    pair: Pair
+    strategy: Strategy
+    plan: Plan
+    refused: dict
+    dirty: dict
 
-def ls_tree(repo: str | os.PathLike, sha: str, path: str | None = None) -> list[tuple[str, str, str, str]]:
-    """(mode, type, object, path) of every entry (recursively) in a commit, optionally under ``path``."""
-    args = ["ls-tree", "-r", "-z", "--full-tree", sha]
-    if path:
-        args += ["--", path]
-    rows = []
-    for item in _nul_list(run_git(repo, *args, binary=True)):
-        meta, _, name = item.partition("\t")
-        mode, kind, obj = meta.split()
-        rows.append((mode, kind, obj, name))
-    return rows
+    def lines(self) -> list[str]:
+        b, h = self.pair.base, self.pair.head
+        counts = self.pair.changes.counts()
+        n = sum(counts.values())
+        what = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "nothing"
+        subject = h.subject[:50] + ("..." if len(h.subject) > 50 else "")
+        return [f"base {b.short_sha} ({b.ref}) .. head {h.short_sha} ({h.ref}) \"{subject}\": "
+                f"{n} file{' differs' if n == 1 else 's differ'} ({what})", *self.plan.lines()]
 
+    def description(self, label: str, commit: Commit) -> dict:
+        t = self.target
+        out = {
+            "source": "git", "repo": str(t.repo), "spec": self.spec, "package": t.package,
+            "package_dir": t.package_dir, "layout": t.layout.name,
+            "sha": commit.sha, "short_sha": commit.short_sha, "subject": commit.subject,
+            "commit_date": commit.date, "ref": commit.ref, "dirty": self.dirty[label],
+            "strategy": self.strategy.name, "tier_reason": self.plan.reason,
+            "changes": self.pair.changes.counts(), "cost": dict(self.plan.costs).get(label),
+        }
+        if self.plan.notes:
+            out["notes"] = list(self.plan.notes)
+        if self.refused:
+            out["refused"] = dict(self.refused)
+            if "overlay" in self.refused:
+                out["overlay_refused"] = self.refused["overlay"]
+        return out
 
-def find_package_dir(repo: str | os.PathLike, sha: str, package: str) -> str | None:
-    """The package's directory inside the repo at ``sha`` (``pkg``, ``src/pkg``, ...), or None."""
-    top = package.split(".")[0]
-    suffix = f"{top}/__init__.py"
-    candidates = [
-        name[: -len("/__init__.py")]
-        for _mode, kind, _obj, name in ls_tree(repo, sha)
-        if kind == "blob" and (name == suffix or name.endswith("/" + suffix))
-    ]
-    if not candidates:
-        return None
-    # the shallowest wins (a vendored copy deeper down is not it); ties: 'src/' layouts first
-    candidates.sort(key=lambda n: (n.count("/"), not n.startswith("src/"), n))
-    return candidates[0]
-
-
-def _extract_archive(repo: str | os.PathLike, sha: str, dest: Path) -> int:
-    """Stream ``git archive sha`` into ``dest``; return the number of files."""
-    cmd = [_git_exe(), "-C", os.fspath(repo), "archive", "--format=tar", sha]
-    count = 0
-    with tempfile.TemporaryFile() as errors:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, env=_git_env())
-        try:
-            with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
-                for member in tar:
-                    if member.type in (tarfile.XGLTYPE, tarfile.XHDTYPE) or member.name == "pax_global_header":
-                        continue
-                    if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
-                        continue
-                    try:
-                        tar.extract(member, dest, filter="tar")
-                    except TypeError:  # Python without extraction filters
-                        tar.extract(member, dest)
-                    count += member.isfile()
-        finally:
-            proc.stdout.close()
-            rc = proc.wait()
-        if rc != 0:
-            errors.seek(0)
-            raise GitFailed(cmd[3:], rc, errors.read().decode(errors="replace"))
-    return count
-
-
-def _gitlinks(repo: str | os.PathLike, sha: str) -> list[tuple[str, str]]:
-    return [(name, obj) for mode, _kind, obj, name in ls_tree(repo, sha) if mode == "160000"]
-
-
-def _submodule_repo(repo: Path, path: str) -> Path | None:
-    """A local git repository holding the submodule at ``path`` (checked out, or in .git/modules)."""
-    checked_out = repo / path
-    if (checked_out / ".git").exists():
-        return checked_out
-    git_dir = Path(run_git(repo, "rev-parse", "--absolute-git-dir"))
-    name = run_git(repo, "config", "-f", ".gitmodules", "--get-regexp", r"^submodule\..*\.path$", check=False)
-    for line in name.splitlines():
-        key, _, value = line.partition(" ")
-        if value == path:
-            module = git_dir / "modules" / key[len("submodule."): -len(".path")]
-            if module.is_dir():
-                return module
-    module = git_dir / "modules" / path
-    return module if module.is_dir() else None
-
-
-def _fill_submodules(repo: Path, sha: str, dest: Path, depth: int = 0) -> None:
-    if depth > 4:
-        return
-    for path, commit in _gitlinks(repo, sha):
-        source = _submodule_repo(repo, path)
-        if source is None or run_git(source, "cat-file", "-t", commit, check=False).strip() != "commit":
-            raise TeperfError(
-                f"submodule {path} at {commit[:10]} is not available locally in {repo}",
-                f"run git -C {repo} submodule update --init --recursive, then run teperf again",
-            )
-        target = dest / path
-        target.mkdir(parents=True, exist_ok=True)
-        _extract_archive(source, commit, target)
-        _fill_submodules(source, commit, target, depth + 1)
-
-
-def materialize(
-    repo: str | os.PathLike,
-    sha: str,
-    *,
-    cache_dir: str | os.PathLike | None = None,
-    submodules: bool = False,
-) -> Path:
-    """The commit's files under ``<cache>/trees/<sha>/`` (made once, reused by later runs).
-
-    Uses ``git archive`` (nothing is written to the user's work tree, index or
-    .git). With ``submodules``, the submodules' files are added from the local
-    clones of them (no network).
-    """
-    repo = Path(repo)
-    trees = cachedir.kind_dir("trees", cache_dir)
-    final = trees / sha
-    meta_file = final / cachedir.META
-    with cachedir.locked(trees / f"{sha}.lock"):
-        meta = cachedir.read_json(meta_file) if final.is_dir() else {}
-        if meta.get("complete") and (meta.get("submodules") or not submodules):
-            cachedir.touch(final)
-            return final
+    def make(self) -> tuple[Side, Side]:
         started = time.perf_counter()
-        if meta.get("complete"):  # the tree is there; only its submodules are missing
-            _fill_submodules(repo, sha, final)
-            meta.update(submodules=True)
-            cachedir.write_json(meta_file, meta)
-            return final
-        if final.exists():
-            cachedir.remove_tree(final)  # an incomplete leftover
-        tmp = cachedir.tmp_sibling(final)
-        try:
-            files = _extract_archive(repo, sha, tmp)
-            if submodules:
-                _fill_submodules(repo, sha, tmp)
-            cachedir.write_json(
-                tmp / cachedir.META,
-                {
-                    "complete": True,
-                    "sha": sha,
-                    "repo": str(repo),
-                    "files": files,
-                    "submodules": submodules,
-                    "subject": run_git(repo, "show", "-s", "--format=%s", sha),
-                    "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                    "seconds": round(time.perf_counter() - started, 3),
-                },
-            )
-            cachedir.publish(tmp, final)
-        except BaseException:
-            cachedir.remove_tree(tmp)
-            raise
-    return final
+        made = [self.strategy.prepare(label, commit, self.description(label, commit))
+                for label, commit in self.pair.sides()]
+        self.target.log(f"sides ready in {time.perf_counter() - started:.1f}s ({self.strategy.name})")
+        return made[0], made[1]
 
 
-def changed_files(repo: str | os.PathLike, a: str, b: str) -> list[str]:
-    """Paths that differ between two commits (renames as delete + add; submodules as their path)."""
-    if a == b:
-        return []
-    return _nul_list(run_git(repo, "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", a, b, "--", binary=True))
-
-
-# --------------------------------------------------------------------- the entry point
-
-
-def git_sides(
+def plan_sides(
     spec: str,
     *,
     repo: str = ".",
     strategy: str = "auto",
     package: str = "transformer_engine",
     package_dir: str | None = None,
+    layout: PackageLayout | str | os.PathLike | None = None,
     python: str = sys.executable,
     cache_dir: str | None = None,
-    build_command: list[str] | None = None,
+    build_command: Iterable[str] | None = None,
+    jobs: int | None = None,
     allow_dirty: bool | None = None,
     log: Log | None = None,
-) -> tuple[Side, Side]:
-    """Two sides ("base", "head") for a git ref spec.
+) -> SidesPlan:
+    """Resolve ``spec``, classify the diff, choose the strategy and say so (through ``log``); build nothing.
 
     ``spec``: ``A..B``, ``A...B`` (base = merge-base) or one ref (base = its
-    first parent). ``strategy``: auto | overlay | build. ``package``: the
-    import name under test; ``package_dir``: its path in the repo (found if
-    None). ``python``: the interpreter that runs the workers and holds the
-    installed package (overlay) or builds it (build). ``cache_dir``: the cache
-    root (default $TEPERF_CACHE or ~/.cache/teperf). ``build_command``: argv
-    of the build (see teperf.sides.build). ``allow_dirty`` (default
+    first parent). ``strategy``: one of teperf.sides.strategies.NAMES.
+    ``package``: the import name under test; ``package_dir``: its path in the
+    repo (found if None). ``layout``: a PackageLayout or a TOML file (default:
+    built in for the package). ``python``: runs the workers, holds the
+    installed package, builds. ``cache_dir``: default $TEPERF_CACHE or
+    ~/.cache/teperf. ``build_command``: argv template of --strategy build.
+    ``jobs``: compile jobs (default: free cores). ``allow_dirty`` (default
     $TEPERF_ALLOW_DIRTY): measure the committed HEAD even when the work tree
-    has uncommitted changes in the package. ``log``: progress lines (default:
-    stderr).
+    has uncommitted changes in the package. ``log``: progress lines (default: stderr).
     """
-    from teperf.sides import build as build_mod
-    from teperf.sides import overlay as overlay_mod
-
-    log = log or _stderr_log
-    if strategy not in STRATEGIES:
-        raise TeperfError(f"unknown strategy {strategy!r}", f"use one of {', '.join(STRATEGIES)}")
-    if strategy == "env":
-        raise TeperfError(
-            "--strategy env takes no git refs",
-            "give the sides with --base-python/--head-python or --base-path/--head-path instead of a ref spec",
-        )
+    log = log or stderr_log
+    if strategy != "auto":
+        cls = strategies.get(strategy)  # unknown names fail here, before git is asked anything
+        if strategy == "env":
+            cls(None, None).plan()
     if allow_dirty is None:
         allow_dirty = os.environ.get("TEPERF_ALLOW_DIRTY", "") not in ("", "0")
-    started = time.perf_counter()
-    resolved = resolve_spec(spec, repo)
+    if jobs is not None and jobs < 1:
+        raise TeperfError(f"--jobs {jobs}: must be at least 1", "pass --jobs N with N >= 1, or leave it out")
+    resolved = gitrepo.resolve_spec(spec, repo)
     root = resolved.repo
     pkg_dir = package_dir
     if pkg_dir is None:
-        pkg_dir = find_package_dir(root, resolved.head.sha, package) or find_package_dir(root, resolved.base.sha, package)
+        pkg_dir = (gitrepo.find_package_dir(root, resolved.head.sha, package)
+                   or gitrepo.find_package_dir(root, resolved.base.sha, package))
         if pkg_dir is None:
             raise TeperfError(
                 f"no {package}/__init__.py in {resolved.head.short_sha} or {resolved.base.short_sha} of {root}",
                 "pass --package NAME (the import name under test) and --package-dir PATH if it lives elsewhere",
             )
     pkg_dir = pkg_dir.strip("/") or "."
+    if not isinstance(layout, PackageLayout):
+        layout = layout_for(package, layout)
     dirty = check_dirty(resolved, pkg_dir, allow_dirty)
+    target = Target(repo=root, package=package, package_dir=pkg_dir, layout=layout, python=python,
+                    cache_dir=cache_dir, build_command=tuple(build_command) if build_command else None,
+                    jobs=jobs, log=log)
+    pair = Pair(base=resolved.base, head=resolved.head,
+                changes=changes.diff(root, resolved.base.sha, resolved.head.sha, layout, pkg_dir))
+    if strategy == "auto":
+        from teperf.sides import auto
 
-    common = {"source": "git", "repo": str(root), "spec": spec, "package": package, "package_dir": pkg_dir}
+        chosen, plan, refused = auto.choose(target, pair)
+    else:
+        chosen = strategies.get(strategy)(target, pair)
+        plan, refused = chosen.plan(), {}
+    planned = SidesPlan(spec=spec, target=target, pair=pair, strategy=chosen, plan=plan, refused=refused,
+                        dirty=dirty)
+    for line in planned.lines():
+        log(line)
+    return planned
 
-    def describe(label: str, commit: Commit) -> dict:
-        return {
-            **common,
-            "sha": commit.sha,
-            "short_sha": commit.short_sha,
-            "subject": commit.subject,
-            "commit_date": commit.date,
-            "ref": commit.ref,
-            "dirty": dirty[label],
-        }
 
-    descriptions = {"base": describe("base", resolved.base), "head": describe("head", resolved.head)}
-    refusal = None
-    if strategy in ("auto", "overlay"):
-        try:
-            plan = overlay_mod.plan_overlay(
-                root, resolved.base.sha, resolved.head.sha, package=package, package_dir=pkg_dir, python=python
-            )
-        except overlay_mod.OverlayRefused as exc:
-            if strategy == "overlay":
-                raise
-            refusal = exc.one_line()
-            log(f"overlay does not apply ({exc.problem}); building each side from source instead")
-        else:
-            sides = []
-            for label, commit in (("base", resolved.base), ("head", resolved.head)):
-                tree = materialize(root, commit.sha, cache_dir=cache_dir)
-                sides.append(
-                    overlay_mod.overlay_side(
-                        label, plan, tree, commit.sha, python=python, cache_dir=cache_dir,
-                        description={**descriptions[label], "strategy": "overlay", "tree": str(tree)},
-                    )
-                )
-            log(f"sides ready in {time.perf_counter() - started:.1f}s (overlay on {plan.installed.location})")
-            return sides[0], sides[1]
-
-    sides = []
-    for label, commit in (("base", resolved.base), ("head", resolved.head)):
-        tree = materialize(root, commit.sha, cache_dir=cache_dir, submodules=True)
-        description = {**descriptions[label], "strategy": "build", "tree": str(tree)}
-        if refusal:
-            description["overlay_refused"] = refusal
-        sides.append(
-            build_mod.build_side(
-                label, root, commit.sha, tree, package=package, package_dir=pkg_dir, python=python,
-                cache_dir=cache_dir, build_command=build_command, description=description, log=log,
-            )
-        )
-    log(f"sides ready in {time.perf_counter() - started:.1f}s (build)")
-    return sides[0], sides[1]
+def git_sides(spec: str, **kwargs) -> tuple[Side, Side]:
+    """Two sides ("base", "head") for a git ref spec; the arguments are plan_sides'."""
+    return plan_sides(spec, **kwargs).make()
 
 
 # --------------------------------------------------------------------- describing
@@ -561,6 +193,8 @@ def describe_side(side: Side) -> str:
     flags = [d.get("strategy", "?")]
     if d.get("build_hash"):
         flags.append(f"build {d['build_hash'][:8]}")
+    if d.get("ext_key"):
+        flags.append(f"extension {d['ext_key'][:8]}{' cached' if d.get('ext_reused') else ''}")
     if d.get("dirty"):
         flags.append("work tree dirty")
     bits.append(f"[{', '.join(flags)}]")
@@ -571,7 +205,9 @@ def describe_sides(base: Side, head: Side) -> str:
     """Table-header text for a compare: two lines, base then head, plus the installed build if any."""
     lines = [describe_side(base), describe_side(head)]
     installed = head.description.get("installed_version")
-    if installed and head.description.get("strategy") == "overlay":
+    if installed and head.description.get("strategy") in ("overlay", "extension"):
         check = head.description.get("installed_check", "")
-        lines.append(f"compiled parts: installed {head.description.get('package')} {installed} ({check})")
+        what = "core" if head.description.get("strategy") == "extension" else "compiled parts"
+        lines.append(f"{what}: installed {head.description.get('package')} {installed} ({check})")
+    lines += [f"note: {n}" for n in head.description.get("notes") or []]
     return "\n".join(lines)

@@ -1,0 +1,211 @@
+"""Running a build command: its environment (jobs, CUDA archs, ccache), its log, a live status line.
+
+Shared by the extension and build strategies; knows nothing about what is built.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from teperf.errors import TeperfError
+from teperf.sides.layout import PackageLayout
+from teperf.sides.target import Log
+
+# environment variables that change what a build produces (part of cache keys)
+HASHED_ENV = ("NVTE_FRAMEWORK", "NVTE_CUDA_ARCHS", "NVTE_BUILD_DEBUG", "NVTE_UB_WITH_MPI", "NVTE_ENABLE_NVSHMEM",
+              "NVTE_WITH_CUBLASMP", "CUDA_HOME", "CUDA_PATH", "CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS",
+              "TORCH_CUDA_ARCH_LIST")
+LOG_TAIL_LINES = 40
+STATUS_EVERY_S = 0.5  # on a terminal
+PROGRESS_EVERY_S = 30.0  # elsewhere: a log line now and then
+
+
+class BuildFailed(TeperfError):
+    def __init__(self, problem: str, fix: str, log_path: Path, tail: str):
+        super().__init__(problem, fix)
+        self.log_path = log_path
+        self.tail = tail
+
+
+def free_cores() -> int:
+    """Cores this process may use minus those busy now (load average), at least 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        busy = int(round(os.getloadavg()[0]))
+    except OSError:
+        busy = 0
+    return max(1, cores - busy)
+
+
+def cuda_archs() -> str | None:
+    """'90' for an H200, '80;90' for a mixed host; None without nvidia-smi."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    try:
+        out = subprocess.run([exe, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30, stdin=subprocess.DEVNULL).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    archs = sorted({line.strip().replace(".", "") for line in out.splitlines() if line.strip()})
+    return ";".join(archs) or None
+
+
+def build_env(layout: PackageLayout, *, jobs: int | None = None, extra: Mapping[str, str] | None = None,
+              base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a build: the layout's variables (the user's win), jobs, CUDA archs, ccache."""
+    env = dict(os.environ if base is None else base)
+    for key, value in {**layout.build_env, **dict(extra or {})}.items():
+        env.setdefault(key, value)
+    if layout.cuda_archs_env and not env.get(layout.cuda_archs_env):
+        archs = cuda_archs()
+        if archs:
+            env[layout.cuda_archs_env] = archs
+    n = str(jobs or free_cores())
+    env["MAX_JOBS"] = n  # torch.utils.cpp_extension (ninja) and TE's build
+    env["CMAKE_BUILD_PARALLEL_LEVEL"] = n
+    if shutil.which("ccache"):  # CMake picks the launchers up from the environment (3.17+)
+        for lang in ("C", "CXX", "CUDA"):
+            env.setdefault(f"CMAKE_{lang}_COMPILER_LAUNCHER", "ccache")
+    env.pop("NVTE_PROJECT_BUILDING", None)  # the build sets it itself
+    return env
+
+
+def hashed_env(env: Mapping[str, str], also: Sequence[str] = ()) -> dict[str, str]:
+    return {k: env[k] for k in (*HASHED_ENV, *also) if env.get(k)}
+
+
+def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - 64 * 1024))
+            text = handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _last_line(path: Path) -> str:
+    for line in reversed(tail(path, 5).splitlines()):
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def _clock(seconds: float) -> str:
+    return f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
+
+
+class _Status:
+    """Elapsed time and the log's last line: on a terminal one live line, elsewhere a line every 30 s."""
+
+    def __init__(self, what: str, log_path: Path, log: Log):
+        self.what, self.log_path, self.log = what, log_path, log
+        self.tty = sys.stderr.isatty()
+        self.started = time.perf_counter()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        every = STATUS_EVERY_S if self.tty else PROGRESS_EVERY_S
+        while not self.stop.wait(every):
+            line = f"{self.what}: {_clock(time.perf_counter() - self.started)} | {_last_line(self.log_path)}"
+            if self.tty:
+                width = shutil.get_terminal_size((100, 20)).columns - 1
+                sys.stderr.write("\r\x1b[K" + line[:width])
+                sys.stderr.flush()
+            else:
+                self.log(line[:200])
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+        if self.tty:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
+def run_logged(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path, what: str,
+               log: Log) -> tuple[int, float]:
+    """Run ``argv`` with its output in ``log_path``; return (exit status, seconds)."""
+    started = time.perf_counter()
+    with open(log_path, "ab") as out:
+        out.write(f"$ {' '.join(argv)}\n(cwd {cwd})\n".encode())
+        out.flush()
+        with _Status(what, log_path, log):
+            try:
+                rc = subprocess.run(list(argv), cwd=cwd, env=dict(env), stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL).returncode
+            except OSError as exc:
+                out.write(f"\ncould not start the build command: {exc}\n".encode())
+                rc = 127
+    return rc, time.perf_counter() - started
+
+
+def writable_copy(tree: Path, dest: Path) -> None:
+    """Copy a materialized tree (git archive keeps its read-only modes) to ``dest``, writable."""
+    shutil.copytree(tree, dest, symlinks=True)
+    for root, dirs, files in os.walk(dest):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, os.stat(path).st_mode | 0o200)
+
+
+def sync_tree(tree: Path, dest: Path, manifest: set[str]) -> tuple[set[str], int]:
+    """Make ``dest`` hold ``tree``'s files, rewriting only those whose content differs.
+
+    Unchanged files keep their modification time, so make/ninja/CMake in a
+    persistent build directory recompile only what differs; a rewritten file
+    gets the current time (git archive stamps files with the commit's time,
+    which may be older than the objects built from the previous side).
+    ``manifest``: the files the previous sync wrote (removed when no longer
+    in ``tree``; build outputs are never touched). Returns (new manifest, files rewritten).
+    """
+    now: set[str] = set()
+    rewritten = 0
+    for root, dirs, files in os.walk(tree):
+        rel_root = os.path.relpath(root, tree)
+        for name in files:
+            rel = name if rel_root == "." else os.path.join(rel_root, name)
+            if rel == ".teperf.json":
+                continue
+            now.add(rel)
+            src, dst = Path(root) / name, dest / rel
+            if src.is_symlink():
+                if dst.is_symlink() and os.readlink(dst) == os.readlink(src):
+                    continue
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                if dst.exists() or dst.is_symlink():
+                    dst.unlink()
+                os.symlink(os.readlink(src), dst)
+                rewritten += 1
+                continue
+            if dst.is_file() and not dst.is_symlink() and dst.stat().st_size == src.stat().st_size \
+                    and dst.read_bytes() == src.read_bytes():
+                continue
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if dst.is_symlink():
+                dst.unlink()
+            shutil.copyfile(src, dst)
+            os.chmod(dst, (src.stat().st_mode & 0o777) | 0o200)
+            rewritten += 1
+    for rel in manifest - now:
+        (dest / rel).unlink(missing_ok=True)
+    return now, rewritten

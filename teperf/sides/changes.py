@@ -1,0 +1,161 @@
+"""What changed between two commits, and which tier of side-making that needs.
+
+Every changed path gets one kind:
+
+- ``python``: a runtime ``.py`` file of the package (overlay runs it as is);
+- ``version``: a version-string file (``build_tools/VERSION.txt``): compiled code does not depend on it;
+- ``extension``: an input of the package's framework extension (the layout says which);
+- ``core``: a source of the package's compiled core library (the layout says which);
+- ``build``: any other build input (``is_build_input``: build files, compiled sources, submodules, ...);
+- ``other``: docs, tests, CI, scripts, and what the layout calls unrelated.
+
+The tier is the cheapest that covers every kind present: overlay (python,
+version, other), extension (plus extension), build (plus core or build).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import PurePosixPath
+from typing import Iterable
+
+from teperf.sides import gitrepo
+from teperf.sides.layout import PackageLayout, matches
+
+PYTHON, VERSION, EXTENSION, CORE, BUILD, OTHER = "python", "version", "extension", "core", "build", "other"
+KINDS = (PYTHON, VERSION, EXTENSION, CORE, BUILD, OTHER)
+TIERS = ("overlay", "extension", "build")
+
+# Suffixes of files that are documentation wherever they are.
+DOC_SUFFIXES = (".md", ".rst", ".pyi")
+# Outside the package, paths under these top-level directories are not build inputs.
+NOT_BUILD_DIRS = frozenset(
+    {"docs", "doc", "tests", "test", "examples", "example", "benchmarks", "benchmark", "qa", ".github",
+     ".gitlab", ".circleci", ".ci", "ci", "scripts", "notebooks", "results", "configs"}
+)
+# Outside the package, these directories and file names are always build inputs.
+BUILD_DIRS = frozenset({"build_tools", "3rdparty", "third_party", "thirdparty", "csrc", "cmake", "extern", "external"})
+BUILD_FILES = frozenset(
+    {"setup.py", "setup.cfg", "pyproject.toml", "CMakeLists.txt", "MANIFEST.in", "Makefile", "meson.build",
+     "build.py"}
+)
+COMPILED_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".cmake", ".pyx",
+                     ".pxd", ".so", ".in", ".version", ".ld")
+
+
+def _inside(path: str, package_dir: str) -> bool:
+    pkg = package_dir.strip("/")
+    return pkg in ("", ".") or path == pkg or path.startswith(pkg + "/")
+
+
+def is_build_input(path: str, package_dir: str, submodule: bool = False) -> bool:
+    """Would a change to ``path`` (repo-relative) need a rebuild of the package?
+
+    Inside the package: everything but ``.py`` (except ``setup.py``) and docs.
+    Outside: nothing under a docs/tests/examples/CI directory; otherwise
+    submodules, build files and directories, compiled sources, and any other
+    file below the top level (when unsure it counts: overlay then refuses,
+    which is safe).
+    """
+    p = PurePosixPath(path)
+    if submodule:
+        return True
+    if _inside(path, package_dir):
+        if p.suffix == ".py":
+            return p.name == "setup.py"
+        return p.suffix not in DOC_SUFFIXES
+    top = p.parts[0] if len(p.parts) > 1 else ""
+    if top in NOT_BUILD_DIRS:  # tests/cpp/*.cu and the like are not part of the package's build
+        return False
+    if p.name in BUILD_FILES or top in BUILD_DIRS or p.suffix in COMPILED_SUFFIXES:
+        return True
+    if p.suffix in DOC_SUFFIXES:
+        return False
+    if p.suffix == ".py":  # a script or another package outside the one under test
+        return False
+    if len(p.parts) == 1:  # top-level LICENSE, .gitignore, VERSION.txt, ...
+        return False
+    return True
+
+
+def classify(path: str, layout: PackageLayout, package_dir: str, submodule: bool = False) -> str:
+    """The kind of one changed path (see the module docstring)."""
+    if submodule:
+        return CORE if layout.core else BUILD
+    if matches(path, layout.version_files):
+        return VERSION
+    if matches(path, layout.unrelated):
+        return OTHER
+    if layout.extension and matches(path, layout.extension.sources):
+        return EXTENSION
+    p = PurePosixPath(path)
+    if _inside(path, package_dir) and p.suffix == ".py" and p.name != "setup.py":
+        return PYTHON
+    if not is_build_input(path, package_dir):
+        return OTHER
+    return CORE if matches(path, layout.core) else BUILD
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    path: str
+    kind: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Changes:
+    """The classified difference between two commits."""
+
+    a: str
+    b: str
+    items: tuple[Change, ...]
+
+    def paths(self, *kinds: str) -> list[str]:
+        return [c.path for c in self.items if c.kind in kinds]
+
+    @property
+    def kinds(self) -> set[str]:
+        return {c.kind for c in self.items}
+
+    @property
+    def tier(self) -> str:
+        kinds = self.kinds
+        if CORE in kinds or BUILD in kinds:
+            return "build"
+        if EXTENSION in kinds:
+            return "extension"
+        return "overlay"
+
+    def deciding(self) -> list[str]:
+        """The paths that decide the tier (for the overlay tier: the .py and version files)."""
+        tier = self.tier
+        if tier == "build":
+            return self.paths(CORE, BUILD)
+        if tier == "extension":
+            return self.paths(EXTENSION)
+        return self.paths(PYTHON, VERSION)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for c in self.items:
+            out[c.kind] = out.get(c.kind, 0) + 1
+        return out
+
+
+def diff(repo: str | os.PathLike, a: str, b: str, layout: PackageLayout, package_dir: str) -> Changes:
+    items = tuple(Change(e.path, classify(e.path, layout, package_dir, e.submodule))
+                  for e in gitrepo.diff_entries(repo, a, b))
+    return Changes(a=a, b=b, items=items)
+
+
+def blockers(repo: str | os.PathLike, a: str, b: str, package_dir: str) -> list[str]:
+    """The build inputs that differ between commits ``a`` and ``b`` (for any layout)."""
+    return [e.path for e in gitrepo.diff_entries(repo, a, b) if is_build_input(e.path, package_dir, e.submodule)]
+
+
+def shorten(paths: Iterable[str], shown: int = 3) -> str:
+    """'a, b, c +4 more'."""
+    paths = list(paths)
+    text = ", ".join(paths[:shown])
+    return text + (f" +{len(paths) - shown} more" if len(paths) > shown else "")

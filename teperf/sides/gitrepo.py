@@ -1,0 +1,423 @@
+"""Git plumbing for git sides: run git, resolve refs, read trees, materialize commits.
+
+Works on a bare repository too (``git archive`` and ``ls-tree`` need no work
+tree); only the dirty check needs one, and a bare repository has nothing
+uncommitted. Every git call takes an argument list, never a shell string.
+Nothing here knows about packages, builds or strategies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from teperf.errors import TeperfError
+from teperf.sides import cachedir
+
+# --------------------------------------------------------------------- running git
+
+
+class GitFailed(Exception):
+    def __init__(self, args: Sequence[str], returncode: int, stderr: str):
+        self.args_ = list(args)
+        self.returncode = returncode
+        self.stderr = stderr.strip()
+        super().__init__(f"git {' '.join(args)} failed ({returncode}): {self.stderr}")
+
+
+def _git_exe() -> str:
+    exe = shutil.which("git")
+    if not exe:
+        raise TeperfError("git is not installed (or not on PATH)", "install git to compare git refs")
+    return exe
+
+
+def _git_env() -> dict:
+    env = dict(os.environ)
+    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", LANG="C", GIT_OPTIONAL_LOCKS="0")
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):  # the repo is given by -C, nothing else
+        env.pop(name, None)
+    return env
+
+
+def run_git(repo: str | os.PathLike, *args: str, binary: bool = False, check: bool = True):
+    """``git -C repo args...`` -> stdout (str, stripped of the final newline; bytes if ``binary``)."""
+    cmd = [_git_exe(), "-C", os.fspath(repo), "-c", "core.quotepath=off", *args]
+    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, env=_git_env())
+    if check and proc.returncode != 0:
+        raise GitFailed(args, proc.returncode, proc.stderr.decode(errors="replace"))
+    if binary:
+        return proc.stdout
+    out = proc.stdout.decode(errors="surrogateescape")
+    return out[:-1] if out.endswith("\n") else out
+
+
+def _nul_list(data: bytes) -> list[str]:
+    return [p.decode(errors="surrogateescape") for p in data.split(b"\0") if p]
+
+
+# --------------------------------------------------------------------- repo and refs
+
+
+def repo_root(repo: str | os.PathLike = ".") -> Path:
+    """The top level of the git work tree that holds ``repo`` (a bare repository: its git directory)."""
+    path = Path(repo).expanduser()
+    if not path.exists():
+        raise TeperfError(f"--repo {repo}: no such directory", "pass --repo DIR, a git checkout of the project")
+    if not path.is_dir():
+        raise TeperfError(f"--repo {repo} is not a directory", "pass --repo DIR, a git checkout of the project")
+    try:
+        top = run_git(path, "rev-parse", "--show-toplevel")
+    except GitFailed as exc:
+        if "not a git repository" in exc.stderr.lower():
+            raise TeperfError(
+                f"{path.absolute()} is not inside a git repository",
+                "run teperf compare from a checkout of the project, or pass --repo DIR",
+            ) from None
+        raise TeperfError(f"git cannot read {path.absolute()}: {exc.stderr.splitlines()[-1] if exc.stderr else exc}",
+                          "fix the repository (see the git message), or pass another --repo") from None
+    if not top:  # a bare repository: the git directory is the repository
+        return Path(run_git(path, "rev-parse", "--absolute-git-dir"))
+    return Path(top)
+
+
+def has_work_tree(repo: str | os.PathLike) -> bool:
+    return run_git(repo, "rev-parse", "--is-inside-work-tree", check=False).strip() == "true"
+
+
+@dataclasses.dataclass(frozen=True)
+class RefSpec:
+    """What the user typed, split: ``A..B``, ``A...B`` or a single ref."""
+
+    text: str
+    base: str  # ref as typed ('' is HEAD in git's A..B syntax)
+    head: str
+    mode: str  # "range" (A..B), "merge-base" (A...B) or "parent" (single ref: base = its first parent)
+
+    @property
+    def base_ref(self) -> str:
+        return self.base or "HEAD"
+
+    @property
+    def head_ref(self) -> str:
+        return self.head or "HEAD"
+
+
+def parse_spec(spec: str) -> RefSpec:
+    """Split a spec; git ref names cannot contain '..', so splitting on it is unambiguous."""
+    text = (spec or "").strip()
+    if not text:
+        raise TeperfError("empty ref spec", "give BASE..HEAD, BASE...HEAD or a single commit (e.g. HEAD)")
+    if "..." in text:
+        base, _, head = text.partition("...")
+        mode = "merge-base"
+    elif ".." in text:
+        base, _, head = text.partition("..")
+        mode = "range"
+    else:
+        return RefSpec(text=text, base=f"{text}^1", head=text, mode="parent")
+    if ".." in head or (not base and not head):
+        raise TeperfError(f"cannot parse ref spec {spec!r}", "give BASE..HEAD, BASE...HEAD or a single commit")
+    return RefSpec(text=text, base=base, head=head, mode=mode)
+
+
+def resolve(repo: str | os.PathLike, ref: str, *, what: str = "ref") -> str:
+    """A ref (branch, tag, SHA, HEAD, HEAD~2, ...) -> the full SHA of its commit."""
+    if ref.startswith("-"):
+        raise TeperfError(f"{what} {ref!r} is not a valid ref", "refs cannot start with '-'")
+    out = run_git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+    sha = out.strip()
+    if not re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", sha):
+        if ref.endswith("^1"):
+            parent_of = ref[:-2]
+            probe = run_git(repo, "rev-parse", "--verify", "--quiet", f"{parent_of}^{{commit}}", check=False)
+            if probe.strip():
+                raise TeperfError(
+                    f"{parent_of} ({probe.strip()[:10]}) has no parent commit to compare it with",
+                    f"give both sides, e.g. teperf compare BASE..{parent_of}",
+                )
+        raise TeperfError(
+            f"{what} {ref!r} does not name a commit in {repo}",
+            f"check the name (git -C {repo} log --oneline --all | head), or git fetch it first",
+        )
+    return sha
+
+
+@dataclasses.dataclass(frozen=True)
+class Commit:
+    sha: str
+    short_sha: str
+    subject: str
+    date: str  # committer date, ISO 8601
+    ref: str  # as typed (or derived, e.g. 'main^1', 'merge-base(main, topic)')
+
+
+def commit_info(repo: str | os.PathLike, sha: str, ref: str) -> Commit:
+    out = run_git(repo, "show", "-s", "--no-show-signature", "--format=%H%x00%h%x00%cI%x00%s", sha)
+    full, short, date, subject = out.split("\0", 3)
+    return Commit(sha=full, short_sha=short, subject=subject, date=date, ref=ref)
+
+
+@dataclasses.dataclass(frozen=True)
+class Resolved:
+    spec: RefSpec
+    base: Commit
+    head: Commit
+    repo: Path
+
+
+def resolve_spec(spec: str, repo: str | os.PathLike = ".") -> Resolved:
+    root = repo_root(repo)
+    parsed = parse_spec(spec)
+    head_sha = resolve(root, parsed.head_ref, what="head ref")
+    if parsed.mode == "merge-base":
+        tip = resolve(root, parsed.base_ref, what="base ref")
+        try:
+            base_sha = run_git(root, "merge-base", tip, head_sha).strip()
+        except GitFailed:
+            raise TeperfError(
+                f"{parsed.base_ref} and {parsed.head_ref} have no common ancestor",
+                f"use {parsed.base_ref}..{parsed.head_ref} to compare the two commits directly",
+            ) from None
+        base_ref = f"merge-base({parsed.base_ref}, {parsed.head_ref})"
+    else:
+        base_sha = resolve(root, parsed.base_ref, what="base ref")
+        base_ref = parsed.base_ref
+    return Resolved(
+        spec=parsed,
+        base=commit_info(root, base_sha, base_ref),
+        head=commit_info(root, head_sha, parsed.head_ref),
+        repo=root,
+    )
+
+
+# --------------------------------------------------------------------- the work tree
+
+
+def dirty_files(repo: str | os.PathLike, paths: Iterable[str] = ()) -> list[str]:
+    """Tracked files with uncommitted changes (staged or not), limited to ``paths`` if given."""
+    args = ["status", "--porcelain=v1", "-z", "--untracked-files=no", "--ignore-submodules=dirty"]
+    paths = [p for p in paths if p]
+    if paths:
+        args += ["--", *paths]
+    raw = run_git(repo, *args, binary=True)
+    files = []
+    entries = raw.split(b"\0")
+    i = 0
+    while i < len(entries):
+        item = entries[i]
+        i += 1
+        if len(item) < 4:
+            continue
+        status, name = item[:2].decode(), item[3:].decode(errors="surrogateescape")
+        if "R" in status or "C" in status:
+            i += 1  # the original name follows
+        files.append(name)
+    return files
+
+
+def checked_out_sha(repo: str | os.PathLike) -> str | None:
+    """The commit checked out in the work tree; None for a bare repository (nothing is checked out)."""
+    if not has_work_tree(repo):
+        return None
+    out = run_git(repo, "rev-parse", "--verify", "--quiet", "HEAD", check=False).strip()
+    return out or None
+
+
+# --------------------------------------------------------------------- trees
+
+
+def ls_tree(repo: str | os.PathLike, sha: str, path: str | None = None) -> list[tuple[str, str, str, str]]:
+    """(mode, type, object, path) of every entry (recursively) in a commit, optionally under ``path``."""
+    args = ["ls-tree", "-r", "-z", "--full-tree", sha]
+    if path:
+        args += ["--", path]
+    rows = []
+    for item in _nul_list(run_git(repo, *args, binary=True)):
+        meta, _, name = item.partition("\t")
+        mode, kind, obj = meta.split()
+        rows.append((mode, kind, obj, name))
+    return rows
+
+
+def find_package_dir(repo: str | os.PathLike, sha: str, package: str) -> str | None:
+    """The package's directory inside the repo at ``sha`` (``pkg``, ``src/pkg``, ...), or None."""
+    top = package.split(".")[0]
+    suffix = f"{top}/__init__.py"
+    candidates = [
+        name[: -len("/__init__.py")]
+        for _mode, kind, _obj, name in ls_tree(repo, sha)
+        if kind == "blob" and (name == suffix or name.endswith("/" + suffix))
+    ]
+    if not candidates:
+        return None
+    # the shallowest wins (a vendored copy deeper down is not it); ties: 'src/' layouts first
+    candidates.sort(key=lambda n: (n.count("/"), not n.startswith("src/"), n))
+    return candidates[0]
+
+
+def _extract_archive(repo: str | os.PathLike, sha: str, dest: Path) -> int:
+    """Stream ``git archive sha`` into ``dest``; return the number of files."""
+    cmd = [_git_exe(), "-C", os.fspath(repo), "archive", "--format=tar", sha]
+    count = 0
+    with tempfile.TemporaryFile() as errors:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, env=_git_env())
+        try:
+            with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
+                for member in tar:
+                    if member.type in (tarfile.XGLTYPE, tarfile.XHDTYPE) or member.name == "pax_global_header":
+                        continue
+                    if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
+                        continue
+                    try:
+                        tar.extract(member, dest, filter="tar")
+                    except TypeError:  # Python without extraction filters
+                        tar.extract(member, dest)
+                    count += member.isfile()
+            while proc.stdout.read(1 << 16):  # the tar reader stops at the end marker; git may still be padding
+                pass
+        finally:
+            proc.stdout.close()
+            rc = proc.wait()
+        if rc != 0:
+            errors.seek(0)
+            raise GitFailed(cmd[3:], rc, errors.read().decode(errors="replace"))
+    return count
+
+
+def _gitlinks(repo: str | os.PathLike, sha: str) -> list[tuple[str, str]]:
+    return [(name, obj) for mode, _kind, obj, name in ls_tree(repo, sha) if mode == "160000"]
+
+
+def _submodule_repo(repo: Path, path: str) -> Path | None:
+    """A local git repository holding the submodule at ``path`` (checked out, or in .git/modules)."""
+    checked_out = repo / path
+    if has_work_tree(repo) and (checked_out / ".git").exists():
+        return checked_out
+    git_dir = Path(run_git(repo, "rev-parse", "--absolute-git-dir"))
+    name = run_git(repo, "config", "-f", ".gitmodules", "--get-regexp", r"^submodule\..*\.path$", check=False)
+    for line in name.splitlines():
+        key, _, value = line.partition(" ")
+        if value == path:
+            module = git_dir / "modules" / key[len("submodule."): -len(".path")]
+            if module.is_dir():
+                return module
+    module = git_dir / "modules" / path
+    return module if module.is_dir() else None
+
+
+def _fill_submodules(repo: Path, sha: str, dest: Path, depth: int = 0) -> None:
+    if depth > 4:
+        return
+    for path, commit in _gitlinks(repo, sha):
+        source = _submodule_repo(repo, path)
+        if source is None or run_git(source, "cat-file", "-t", commit, check=False).strip() != "commit":
+            raise TeperfError(
+                f"submodule {path} at {commit[:10]} is not available locally in {repo}",
+                f"run git -C {repo} submodule update --init --recursive, then run teperf again",
+            )
+        target = dest / path
+        target.mkdir(parents=True, exist_ok=True)
+        _extract_archive(source, commit, target)
+        _fill_submodules(source, commit, target, depth + 1)
+
+
+def materialize(
+    repo: str | os.PathLike,
+    sha: str,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+    submodules: bool = False,
+) -> Path:
+    """The commit's files under ``<cache>/trees/<sha>/`` (made once, reused by later runs).
+
+    Uses ``git archive`` (nothing is written to the user's work tree, index or
+    .git). With ``submodules``, the submodules' files are added from the local
+    clones of them (no network).
+    """
+    repo = Path(repo)
+    trees = cachedir.kind_dir("trees", cache_dir)
+    final = trees / sha
+    meta_file = final / cachedir.META
+    with cachedir.locked(trees / f"{sha}.lock"):
+        meta = cachedir.read_json(meta_file) if final.is_dir() else {}
+        if meta.get("complete") and (meta.get("submodules") or not submodules):
+            cachedir.touch(final)
+            return final
+        started = time.perf_counter()
+        if meta.get("complete"):  # the tree is there; only its submodules are missing
+            _fill_submodules(repo, sha, final)
+            meta.update(submodules=True)
+            cachedir.write_json(meta_file, meta)
+            return final
+        if final.exists():
+            cachedir.remove_tree(final)  # an incomplete leftover
+        tmp = cachedir.tmp_sibling(final)
+        try:
+            files = _extract_archive(repo, sha, tmp)
+            if submodules:
+                _fill_submodules(repo, sha, tmp)
+            cachedir.write_json(
+                tmp / cachedir.META,
+                {
+                    "complete": True,
+                    "sha": sha,
+                    "repo": str(repo),
+                    "files": files,
+                    "submodules": submodules,
+                    "subject": run_git(repo, "show", "-s", "--format=%s", sha),
+                    "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "seconds": round(time.perf_counter() - started, 3),
+                },
+            )
+            cachedir.publish(tmp, final)
+        except BaseException:
+            cachedir.remove_tree(tmp)
+            raise
+    return final
+
+
+@dataclasses.dataclass(frozen=True)
+class DiffEntry:
+    path: str
+    submodule: bool
+
+
+def diff_entries(repo: str | os.PathLike, a: str, b: str) -> list[DiffEntry]:
+    """Paths that differ between two commits (renames as delete + add), submodules marked."""
+    if a == b:
+        return []
+    raw = run_git(repo, "diff", "--raw", "-z", "--no-renames", "--no-ext-diff", "--no-abbrev", a, b, "--", binary=True)
+    parts = [x.decode(errors="surrogateescape") for x in raw.split(b"\0")]
+    entries = []
+    i = 0
+    while i < len(parts) - 1:
+        meta, path = parts[i], parts[i + 1]
+        i += 2
+        if not meta.startswith(":"):
+            continue
+        old_mode, new_mode = meta[1:].split()[:2]
+        entries.append(DiffEntry(path=path, submodule="160000" in (old_mode, new_mode)))
+    return entries
+
+
+def tracked_py(repo: str | os.PathLike, sha: str, package_dir: str) -> set[str]:
+    """Package-relative paths of the .py files tracked under ``package_dir`` at ``sha``."""
+    pkg = package_dir.strip("/")
+    prefix = "" if pkg in ("", ".") else pkg + "/"
+    rows = ls_tree(repo, sha, prefix or None)
+    return {name[len(prefix):] for _m, kind, _o, name in rows if kind == "blob" and name.endswith(".py")}
+
+
+def show_file(repo: str | os.PathLike, sha: str, path: str) -> str | None:
+    """The text of ``path`` at ``sha``, or None when it is not there."""
+    proc = run_git(repo, "cat-file", "-p", f"{sha}:{path}", binary=True, check=False)
+    return proc.decode(errors="replace") if proc else None

@@ -1,0 +1,264 @@
+"""The installed package: where the workers' interpreter imports it from, which commit it was built from.
+
+The coordinator never imports the package: it asks the interpreter that
+will run the workers, in a subprocess, where the package is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from teperf.errors import TeperfError
+from teperf.sides import gitrepo
+from teperf.sides.target import Refused
+
+COMPILED_FILE_SUFFIXES = (".so", ".pyd", ".dylib")
+
+_FINDER = r"""
+import importlib.metadata as md, importlib.util, json, site, sys, sysconfig
+name = sys.argv[1]
+out = {"python": sys.executable, "python_version": sys.version.split()[0], "error": None, "locations": None, "origin": None}
+try:
+    spec = importlib.util.find_spec(name)
+except Exception as exc:
+    spec = None
+    out["error"] = "%s: %s" % (type(exc).__name__, exc)
+if spec is not None:
+    out["origin"] = spec.origin
+    if spec.submodule_search_locations is not None:
+        out["locations"] = list(spec.submodule_search_locations)
+try:
+    dists = list(md.packages_distributions().get(name, []))
+except Exception:
+    dists = []
+out["distributions"] = dists
+out["version"] = out["distribution"] = None
+for dist in dists + [name, name.replace("_", "-")]:
+    try:
+        out["version"] = md.version(dist)
+        out["distribution"] = dist
+        break
+    except Exception:
+        pass
+dirs = set()
+for key in ("purelib", "platlib"):
+    dirs.add(sysconfig.get_paths()[key])
+try:
+    dirs.update(site.getsitepackages())
+    dirs.add(site.getusersitepackages())
+except Exception:
+    pass
+out["site_dirs"] = sorted(dirs)
+print(json.dumps(out))
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Installed:
+    package: str
+    location: Path  # the installed package directory
+    version: str | None
+    distribution: str | None
+    python: str
+    python_version: str
+    in_site_dir: bool  # False for editable/in-place installs (a checkout on sys.path)
+    sibling_libs: tuple[str, ...] = ()  # editable layout: shared objects next to the package dir
+
+    def to_meta(self) -> dict:
+        return {
+            "installed": str(self.location),
+            "installed_version": self.version,
+            "installed_distribution": self.distribution,
+            "installed_layout": "site" if self.in_site_dir else "in-place",
+        }
+
+
+def _check_package_name(package: str) -> None:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", package or ""):
+        raise TeperfError(
+            f"package {package!r} is not a top-level import name",
+            "pass --package NAME, the top-level package under test (e.g. transformer_engine)",
+        )
+
+
+def find_installed(package: str, python: str = sys.executable, env: Mapping[str, str] | None = None) -> Installed:
+    """Where ``python`` imports ``package`` from, found without importing it (a subprocess)."""
+    _check_package_name(package)
+    exe = shutil.which(python) or python
+    if not os.path.exists(exe):
+        raise TeperfError(f"python interpreter {python} does not exist", "pass --python EXE, an existing interpreter")
+    # run from an empty directory, so a package in the current directory does not answer for the installed one
+    with tempfile.TemporaryDirectory(prefix="teperf-find-") as cwd:
+        proc = subprocess.run(
+            [exe, "-c", _FINDER, package], cwd=cwd, capture_output=True, text=True,
+            env=dict(os.environ if env is None else env), stdin=subprocess.DEVNULL, timeout=120,
+        )
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise TeperfError(f"cannot ask {python} where {package} is: {tail}", "check the interpreter (--python)")
+    info = json.loads(proc.stdout.strip().splitlines()[-1])
+    locations = info.get("locations")
+    if not locations:
+        why = info.get("error") or ("it is a single module, not a package" if info.get("origin") else "not found")
+        raise Refused(
+            f"{package} is not installed in {python} ({why})",
+            "install the package (one build) into that interpreter or put it on PYTHONPATH for --strategy overlay, "
+            "or use --strategy build",
+        )
+    if len(locations) != 1:
+        raise Refused(
+            f"{package} is a namespace package spread over {len(locations)} directories ({', '.join(locations)})",
+            "overlay needs one installed package directory; use --strategy build",
+        )
+    location = Path(locations[0]).absolute()
+    site_dirs = {os.path.realpath(d) for d in info.get("site_dirs") or []}
+    in_site = os.path.realpath(location.parent) in site_dirs
+    siblings: list[str] = []
+    if not in_site:  # editable/in-place: compiled parts may sit next to the package directory
+        for entry in sorted(location.parent.iterdir()):
+            name = entry.name
+            if entry.is_file() and name.startswith((package, f"lib{package}")) and (
+                name.endswith((".so", ".pyd", ".dylib")) or ".so." in name
+            ):
+                siblings.append(str(entry))
+    return Installed(
+        package=package,
+        location=location,
+        version=info.get("version"),
+        distribution=info.get("distribution"),
+        python=info.get("python") or exe,
+        python_version=info.get("python_version") or "",
+        in_site_dir=in_site,
+        sibling_libs=tuple(siblings),
+    )
+
+
+def version_commit(version: str | None) -> str | None:
+    """The commit in a local version label: '2.20.0.dev0+d0067d0' -> 'd0067d0' (also '+gabc1234', '+git.abc1234')."""
+    if not version or "+" not in version:
+        return None
+    local = version.split("+", 1)[1]
+    for part in re.split(r"[.\-_]", local):
+        m = re.fullmatch(r"g?([0-9a-f]{7,40})", part)
+        if m:
+            return m.group(1)
+    return None
+
+
+def installed_commit(repo: str | os.PathLike, installed: Installed) -> tuple[str | None, str]:
+    """(full SHA of the commit the installed build came from, or None; how that was decided)."""
+    def lookup(ref: str) -> str | None:
+        out = gitrepo.run_git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False).strip()
+        return out or None
+
+    version = installed.version
+    short = version_commit(version)
+    if short:
+        sha = lookup(short)
+        if sha:
+            return sha, f"verified: version {version} names commit {short}"
+        return None, f"unverified: version {version} names commit {short}, which is not in the repo (git fetch it)"
+    if version:
+        for tag in (f"v{version}", version, f"release_v{version}"):
+            sha = lookup(f"refs/tags/{tag}")
+            if sha:
+                return sha, f"verified: version {version} matches tag {tag}"
+        return None, f"unverified: version {version} names no commit or tag in the repo"
+    return None, "unverified: the installed package has no version metadata"
+
+
+def walk_files(top: Path) -> Iterable[str]:
+    """Package-relative paths of the files under ``top`` (following directory symlinks), no __pycache__."""
+    for root, dirs, files in os.walk(top, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        rel_root = os.path.relpath(root, top)
+        for name in sorted(files):
+            yield name if rel_root == "." else os.path.join(rel_root, name)
+
+
+def fingerprint(location: Path, extra: Iterable[str] = ()) -> str:
+    """Changes when the installed package changes (a new build, a reinstall)."""
+    h = hashlib.sha256(str(location).encode())
+    for rel in walk_files(location):
+        try:
+            st = os.stat(location / rel)
+        except OSError:
+            continue
+        h.update(f"\0{rel}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+    for path in extra:
+        h.update(f"\0{path}".encode())
+    return h.hexdigest()
+
+
+
+
+def is_compiled(name: str) -> bool:
+    return name.endswith(COMPILED_FILE_SUFFIXES) or ".so." in name
+
+
+def compiled_files(installed: Installed) -> list[Path]:
+    """The compiled files of the installed package (inside it, and beside it for an in-place build)."""
+    found = [installed.location / rel for rel in walk_files(installed.location) if is_compiled(os.path.basename(rel))]
+    return found + [Path(p) for p in installed.sibling_libs]
+
+
+TIER_ORDER = ("overlay", "extension", "build")
+
+
+def check_sides_against(installed: Installed, target, pair, *, strategy: str, tier: str) -> tuple[str | None, str]:
+    """(the installed build's commit or None, how that was decided); Refused when a side needs more than ``tier``.
+
+    The installed build came from some commit: a side whose compiled sources
+    differ from that commit's beyond what ``strategy`` rebuilds cannot run on it.
+    """
+    from teperf.sides import changes
+
+    commit, check = installed_commit(target.repo, installed)
+    if not commit:
+        return None, check
+    for label, side in pair.sides():
+        diff = changes.diff(target.repo, commit, side.sha, target.layout, target.package_dir)
+        if TIER_ORDER.index(diff.tier) > TIER_ORDER.index(tier):
+            found = diff.deciding()
+            raise Refused(
+                f"{strategy} cannot run {label}: the installed {installed.package} {installed.version} was built "
+                f"from {commit[:10]}, whose compiled sources differ from {label} {side.sha[:10]} "
+                f"({changes.shorten(found, 4)})",
+                f"install a build of {label} ({side.sha[:10]}) or of a commit with the same compiled sources, "
+                f"or use --strategy {diff.tier}",
+            )
+    return commit, check
+
+
+@dataclasses.dataclass(frozen=True)
+class Basis:
+    """The installed build a pair's sides run over, checked against both sides."""
+
+    installed: Installed
+    commit: str | None  # the commit it was built from, when its version tells
+    check: str  # how that was decided
+    known_py: frozenset[str]  # package-relative .py paths tracked in base, head or that commit
+
+    def to_meta(self) -> dict:
+        return {**self.installed.to_meta(), "installed_commit": self.commit, "installed_check": self.check}
+
+
+def basis(target, pair, *, strategy: str, tier: str) -> Basis:
+    """Find the installed package and check that ``strategy`` (which rebuilds up to ``tier``) can use it."""
+    installed = find_installed(target.package, target.python)
+    commit, check = check_sides_against(installed, target, pair, strategy=strategy, tier=tier)
+    known = gitrepo.tracked_py(target.repo, pair.base.sha, target.package_dir)
+    known |= gitrepo.tracked_py(target.repo, pair.head.sha, target.package_dir)
+    if commit:
+        known |= gitrepo.tracked_py(target.repo, commit, target.package_dir)
+    return Basis(installed=installed, commit=commit, check=check, known_py=frozenset(known))

@@ -1,0 +1,151 @@
+"""What teperf knows about a package's source layout: which paths are what, and how its extension is built.
+
+All of teperf's TransformerEngine-specific build knowledge is ``TE_LAYOUT``
+below. Any other package gets ``GENERIC`` (no core/extension split: a
+non-Python change means a full build) unless ``--layout FILE`` describes it::
+
+    core = ["mypkg/core/"]                 # compiled core library sources: a change needs --strategy build
+    version_files = ["VERSION.txt"]        # version strings only: a change is a note, not a build
+    unrelated = ["mypkg/jax/"]             # build inputs that do not reach what is measured
+    build_env = { MYPKG_FRAMEWORK = "torch" }
+
+    [extension]                            # a framework extension built on its own, over the installed core
+    sources = ["mypkg/ext/"]               # its inputs: a change needs only it rebuilt
+    setup_dir = "mypkg/ext"                # where its setup.py is
+    artifacts = ["mypkg_ext*"]             # file names of the built extension in the installed package
+    import_check = "mypkg"                 # importing this loads the extension
+    env = { MYPKG_FORCE_BUILD = "1" }
+    hash_also = ["mypkg/core/include/"]    # further inputs of its build (hashed into the cache key)
+
+A pattern ending in ``/`` is a directory (everything below it), any other is
+an ``fnmatch`` pattern on the repository-relative path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import os
+import tomllib
+from typing import Iterable, Mapping
+
+from teperf.errors import TeperfError
+
+
+def matches(path: str, patterns: Iterable[str]) -> bool:
+    for pattern in patterns:
+        if pattern.endswith("/"):
+            if path.startswith(pattern) or path == pattern[:-1]:
+                return True
+        elif fnmatch.fnmatchcase(path, pattern):
+            return True
+    return False
+
+
+@dataclasses.dataclass(frozen=True)
+class ExtensionBuild:
+    """A framework extension that builds on its own from ``setup_dir`` against the installed core."""
+
+    sources: tuple[str, ...]
+    setup_dir: str
+    artifacts: tuple[str, ...]
+    import_check: str
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    hash_also: tuple[str, ...] = ()
+
+    def command(self, python: str, prefix: str) -> list[str]:
+        return [python, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index",
+                "--target", prefix, "."]
+
+    def is_artifact(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.artifacts)
+
+
+@dataclasses.dataclass(frozen=True)
+class PackageLayout:
+    name: str
+    core: tuple[str, ...] = ()
+    extension: ExtensionBuild | None = None
+    version_files: tuple[str, ...] = ()
+    unrelated: tuple[str, ...] = ()
+    build_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    cuda_archs_env: str | None = None  # the variable that takes the local GPU's CUDA archs, e.g. NVTE_CUDA_ARCHS
+
+    def to_meta(self) -> dict:
+        return {"layout": self.name}
+
+
+GENERIC = PackageLayout(name="generic")
+
+TE_LAYOUT = PackageLayout(
+    name="transformer_engine",
+    core=("transformer_engine/common/",),
+    extension=ExtensionBuild(
+        sources=("transformer_engine/pytorch/csrc/", "transformer_engine/pytorch/setup.py", "build_tools/pytorch.py"),
+        setup_dir="transformer_engine/pytorch",
+        artifacts=("transformer_engine_torch*.so",),
+        import_check="transformer_engine.pytorch",
+        env={"NVTE_PYTORCH_FORCE_BUILD": "TRUE", "NVTE_FRAMEWORK": "pytorch"},
+        # setup.py copies build_tools/ and the core's headers (common/**/*.h, *.cuh) into its tree
+        hash_also=("build_tools/", "transformer_engine/common/*.h", "transformer_engine/common/*.cuh"),
+    ),
+    version_files=("build_tools/VERSION.txt",),
+    unrelated=("transformer_engine/jax/", "build_tools/jax.py"),
+    build_env={"NVTE_FRAMEWORK": "pytorch"},
+    cuda_archs_env="NVTE_CUDA_ARCHS",
+)
+
+BUILT_IN = {"transformer_engine": TE_LAYOUT}
+
+
+def layout_for(package: str, path: str | os.PathLike | None = None) -> PackageLayout:
+    """The layout from ``path`` (a TOML file) if given, else the built-in one for ``package``."""
+    if path:
+        return load_layout(path)
+    return BUILT_IN.get(package, GENERIC)
+
+
+def _strings(data: Mapping, key: str, where: str) -> tuple[str, ...]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TeperfError(f"{where}: {key} must be a list of strings", "fix the layout file")
+    return tuple(value)
+
+
+def _env(data: Mapping, key: str, where: str) -> dict[str, str]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise TeperfError(f"{where}: {key} must be a table of strings", "fix the layout file")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def load_layout(path: str | os.PathLike) -> PackageLayout:
+    where = f"--layout {path}"
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise TeperfError(f"{where}: cannot read it ({exc.strerror})", "pass an existing TOML file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise TeperfError(f"{where} is not valid TOML: {exc}", "fix the layout file") from None
+    known = {"core", "extension", "version_files", "unrelated", "build_env", "cuda_archs_env", "name"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise TeperfError(f"{where}: unknown key(s) {', '.join(unknown)}", f"use only {', '.join(sorted(known))}")
+    extension = None
+    if "extension" in data:
+        ext = data["extension"]
+        missing = [k for k in ("sources", "setup_dir", "artifacts", "import_check") if not ext.get(k)]
+        if missing:
+            raise TeperfError(f"{where}: [extension] lacks {', '.join(missing)}", "add them (see teperf/sides/layout.py)")
+        extension = ExtensionBuild(
+            sources=_strings(ext, "sources", where), setup_dir=str(ext["setup_dir"]).strip("/"),
+            artifacts=_strings(ext, "artifacts", where), import_check=str(ext["import_check"]),
+            env=_env(ext, "env", where), hash_also=_strings(ext, "hash_also", where),
+        )
+    return PackageLayout(
+        name=str(data.get("name") or os.path.basename(os.fspath(path))),
+        core=_strings(data, "core", where), extension=extension,
+        version_files=_strings(data, "version_files", where), unrelated=_strings(data, "unrelated", where),
+        build_env=_env(data, "build_env", where), cuda_archs_env=data.get("cuda_archs_env"),
+    )

@@ -1,0 +1,161 @@
+"""Shadow trees: one side's ``.py`` files over a compiled build of the package.
+
+The shadow tree of a side is ``<cache>/overlays/<key>/<package>/``: every
+``.py`` file from the side's git tree (new ones included, deleted ones left
+out), and every other file of the build (compiled libraries, data files) as
+a symlink to the build's. Compiled files the side brings itself (an
+extension built from its tree) replace the build's files of the same name.
+``<cache>/overlays/<key>`` goes first on the worker's sys.path. It holds no
+``*.dist-info``/``*.egg-info``, so ``importlib.metadata`` still finds the
+installed distribution.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from teperf.errors import TeperfError
+from teperf.sides import Side, cachedir
+from teperf.sides.installed import walk_files
+
+
+@dataclasses.dataclass(frozen=True)
+class ShadowSpec:
+    """Everything a shadow tree is made of."""
+
+    package: str
+    installed_dir: Path  # the build's package directory (installed, or a build prefix's)
+    side_pkg_dir: Path  # the side's package directory in its materialized tree
+    key: str  # cache key: changes whenever any of the inputs does
+    known_py: frozenset[str] = frozenset()  # package-relative .py files tracked in git (absent = deleted)
+    sibling_libs: tuple[str, ...] = ()  # in-place builds: compiled files next to the package directory
+    own_files: Mapping[str, str] = dataclasses.field(default_factory=dict)  # package-relative path -> side's file
+    replaced: tuple[str, ...] = ()  # fnmatch patterns of build files (base names) the side's own files replace
+
+
+def build_shadow(spec: ShadowSpec, *, cache_dir: str | os.PathLike | None = None,
+                 meta: Mapping | None = None) -> tuple[Path, dict]:
+    """Make (or reuse) ``<cache>/overlays/<key>/<package>/``; return (root for sys.path, its metadata)."""
+    overlays = cachedir.kind_dir("overlays", cache_dir)
+    final = overlays / spec.key
+    meta_file = final / cachedir.META
+    with cachedir.locked(overlays / f"{spec.key}.lock"):
+        existing = cachedir.read_json(meta_file)
+        if existing.get("complete"):
+            cachedir.touch(final)
+            return final, existing
+        if final.exists():
+            cachedir.remove_tree(final)
+        tmp = cachedir.tmp_sibling(final)
+        try:
+            stats = _fill_shadow(tmp, spec)
+            written = {**dict(meta or {}), "complete": True, "stats": stats}
+            cachedir.write_json(tmp / cachedir.META, written)
+            cachedir.publish(tmp, final)
+        except BaseException:
+            cachedir.remove_tree(tmp)
+            raise
+    return final, written
+
+
+def mark(root: Path, **fields) -> None:
+    """Record more about a finished shadow tree (e.g. that its extension loads)."""
+    meta_file = root / cachedir.META
+    cachedir.write_json(meta_file, {**cachedir.read_json(meta_file), **fields})
+
+
+def _is_replaced(name: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def _link(target: Path, source: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(os.path.abspath(source), target)
+
+
+def _fill_shadow(root: Path, spec: ShadowSpec) -> dict:
+    shadow = root / spec.package
+    shadow.mkdir()
+    side_dir = spec.side_pkg_dir
+    side_py = set(rel for rel in walk_files(side_dir) if rel.endswith(".py")) if side_dir.is_dir() else set()
+    stats = {"py_from_side": 0, "links": 0, "deleted_py": [], "kept_installed_py": [], "sibling_libs": [],
+             "own_files": sorted(spec.own_files), "replaced": []}
+    for rel in walk_files(spec.installed_dir):
+        if rel.endswith(".py"):
+            if rel in side_py:
+                continue  # the side's own copy comes below
+            if rel in spec.known_py:
+                stats["deleted_py"].append(rel)  # tracked in git, absent on this side: deleted
+                continue
+            stats["kept_installed_py"].append(rel)  # generated at install time (not in git): keep
+        elif rel in spec.own_files or _is_replaced(os.path.basename(rel), spec.replaced):
+            stats["replaced"].append(rel)  # the side brings its own (two copies would both be found)
+            continue
+        _link(shadow / rel, spec.installed_dir / rel)
+        stats["links"] += 1
+    for rel in sorted(side_py):
+        target = shadow / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(side_dir / rel, target)
+        os.chmod(target, 0o644)
+        stats["py_from_side"] += 1
+    for rel, source in sorted(spec.own_files.items()):
+        _link(shadow / rel, Path(source))
+    for lib in spec.sibling_libs:  # in-place builds keep the compiled parts next to the package directory
+        name = os.path.basename(lib)
+        if _is_replaced(name, spec.replaced):
+            stats["replaced"].append(name)
+            continue
+        os.symlink(os.path.abspath(lib), root / name)
+        stats["sibling_libs"].append(name)
+    return stats
+
+
+def check_import_location(root: Path, package: str, python: str, env: Mapping[str, str] | None = None) -> str:
+    """Ask ``python`` (with ``root`` first on sys.path, as the worker does) where ``package`` comes from."""
+    code = (
+        "import importlib.util, sys; sys.path[0:0] = [sys.argv[1]]; "
+        "s = importlib.util.find_spec(sys.argv[2]); print(s.origin if s else '')"
+    )
+    with tempfile.TemporaryDirectory(prefix="teperf-check-") as cwd:
+        proc = subprocess.run(
+            [python, "-c", code, str(root), package], cwd=cwd, capture_output=True, text=True,
+            env=dict(os.environ if env is None else env), stdin=subprocess.DEVNULL, timeout=120,
+        )
+    origin = proc.stdout.strip()
+    if proc.returncode != 0 or not origin or not os.path.abspath(origin).startswith(str(root) + os.sep):
+        raise TeperfError(
+            f"with the overlay {root} first on sys.path, {python} still imports {package} from "
+            f"{origin or '(nowhere)'}",
+            "remove whatever shadows it (an import hook or .pth that loads it first), or use --strategy build",
+        )
+    return origin
+
+
+
+
+def shadow_side(label: str, spec: ShadowSpec, *, python: str, cache_dir: str | os.PathLike | None,
+                description: Mapping, extra_sys_path: Iterable[str] = ()) -> Side:
+    """The side that runs ``spec``'s shadow tree (checked to be what ``python`` imports)."""
+    description = dict(description)
+    root, meta = build_shadow(
+        spec, cache_dir=cache_dir, meta={k: description.get(k) for k in ("sha", "repo", "subject", "package")})
+    check_import_location(root, spec.package, python)
+    stats = meta.get("stats", {})
+    description.update(
+        overlay=str(root),
+        overlay_py_files=stats.get("py_from_side"),
+        overlay_links=stats.get("links"),
+        overlay_deleted_py=stats.get("deleted_py"),
+        overlay_kept_installed_py=stats.get("kept_installed_py"),
+    )
+    if stats.get("own_files"):
+        description.update(overlay_own_files=stats["own_files"], overlay_replaced=stats.get("replaced"))
+    return Side(label=label, python=python, sys_path=(str(root), *extra_sys_path), env={}, description=description)

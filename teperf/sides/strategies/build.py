@@ -1,0 +1,214 @@
+"""build: build the whole package from each side's tree, incrementally, once per hash of its compiled sources.
+
+The hash covers the tree's build inputs (teperf.sides.changes.is_build_input,
+version files left out; or the files matching ``TEPERF_BUILD_GLOBS``), the
+build command, the interpreter and the build-relevant environment, so two
+commits that differ only in Python share one build. A finished build lives
+in ``<cache>/builds/<hash>/``: ``prefix/`` (what the command installed),
+``build.log``, ``build.json``; only successful builds are reused.
+
+Builds run in ONE persistent directory per repository and build
+configuration, ``<cache>/buildtrees/<key>/src``: before each build the
+side's tree is synced into it, rewriting only the files that differ, so the
+build system's own objects (CMake's ``build/cmake``, setuptools' ``build/``)
+stay and the second side, and the next run, recompile only what differs.
+ccache is used when installed (CMake compiler launchers), ``--jobs`` sets
+MAX_JOBS / CMAKE_BUILD_PARALLEL_LEVEL (default: the free cores).
+
+Build command: an argv list; ``{prefix}``, ``{src}``, ``{python}`` and
+``{jobs}`` in it are replaced. Default:
+``{python} -m pip install --no-build-isolation --no-deps --target {prefix} .``
+(pip builds in the source directory, so its build directories persist).
+The side then runs as an overlay on the build: its own ``.py`` files over
+``prefix/<package>``, with ``prefix`` on sys.path after it so the build's
+distribution metadata is found.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Mapping
+
+from teperf.sides import Side, buildrun, cachedir, changes, gitrepo, installed as inst
+from teperf.sides.gitrepo import Commit
+from teperf.sides.layout import matches
+from teperf.sides.shadow import ShadowSpec, shadow_side
+from teperf.sides.strategy import Strategy
+from teperf.sides.target import Plan
+
+DEFAULT_COMMAND = ("{python}", "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--target", "{prefix}", ".")
+PLACEHOLDERS = {"{prefix}": "where the build installs to", "{src}": "the build directory (a copy of the tree)",
+                "{python}": "the interpreter (--python)", "{jobs}": "parallel jobs (--jobs)"}
+
+
+def compiled_hash(repo, sha: str, *, package_dir: str, version_files=(), command=(), python: str = "",
+                  env: Mapping[str, str] | None = None, globs=None) -> tuple[str, int]:
+    """(hash of the commit's compiled sources + how they are built, number of files hashed)."""
+    env = os.environ if env is None else env
+    globs = list(globs or [])
+    h = hashlib.sha256()
+    n = 0
+    for mode, kind, obj, path in gitrepo.ls_tree(repo, sha):
+        if globs:
+            selected = any(fnmatch.fnmatchcase(path, g) for g in globs)
+        else:
+            selected = (changes.is_build_input(path, package_dir, submodule=(kind == "commit"))
+                        and not matches(path, version_files))
+        if selected:
+            h.update(f"{mode} {obj} {path}\0".encode(errors="surrogateescape"))
+            n += 1
+    recipe = {
+        "command": list(command),
+        "python": os.path.realpath(shutil.which(python) or python) if python else "",
+        "env": buildrun.hashed_env(env),
+    }
+    h.update(json.dumps(recipe, sort_keys=True).encode())
+    return h.hexdigest()[:20], n
+
+
+class Build(Strategy):
+    name = "build"
+
+    @functools.cached_property
+    def _env(self) -> dict[str, str]:
+        return buildrun.build_env(self.target.layout, jobs=self.target.jobs)
+
+    @property
+    def template(self) -> list[str]:
+        return list(self.target.build_command or DEFAULT_COMMAND)
+
+    @functools.cached_property
+    def _globs(self) -> list[str]:
+        return [g for g in os.environ.get("TEPERF_BUILD_GLOBS", "").split(",") if g]
+
+    def key(self, commit: Commit) -> tuple[str, int]:
+        t = self.target
+        return compiled_hash(t.repo, commit.sha, package_dir=t.package_dir, version_files=t.layout.version_files,
+                             command=self.template, python=t.python, env=self._env, globs=self._globs or None)
+
+    def workdir(self) -> Path:
+        """The persistent build directory of this repository and build configuration."""
+        t = self.target
+        config = {"repo": str(t.repo), "command": self.template,
+                  "python": os.path.realpath(shutil.which(t.python) or t.python),
+                  "env": buildrun.hashed_env(self._env)}
+        key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+        return cachedir.kind_dir("buildtrees", t.cache_dir) / key
+
+    def _cached(self, digest: str) -> dict:
+        home = cachedir.kind_dir("builds", self.target.cache_dir) / digest
+        meta = cachedir.read_json(home / cachedir.BUILD_META)
+        return meta if meta.get("ok") and (home / "prefix").is_dir() else {}
+
+    def plan(self) -> Plan:
+        deciding = self.pair.changes.deciding() if self.pair.changes.tier == "build" else []
+        reason = (f"compiled sources differ ({changes.shorten(deciding)})" if deciding else
+                  "forced: each side is built from its tree")
+        incremental = self.workdir() / "src"
+        costs = []
+        for label, commit in self.pair.sides():
+            digest, _ = self.key(commit)
+            if self._cached(digest):
+                cost = f"build reused from the cache ({digest[:12]})"
+            elif incremental.is_dir():
+                cost = f"incremental build in {incremental} (recompiles what differs, {self._env['MAX_JOBS']} jobs)"
+            else:
+                cost = f"full build (first in this build directory: TE takes tens of minutes; {self._env['MAX_JOBS']} jobs)"
+            costs.append((label, cost))
+        return Plan(self.name, reason, tuple(costs))
+
+    def ensure(self, label: str, commit: Commit, tree: Path) -> dict:
+        """Build ``commit`` unless a build with the same hash exists; return its build.json (plus 'reused')."""
+        t = self.target
+        digest, n_files = self.key(commit)
+        builds = cachedir.kind_dir("builds", t.cache_dir)
+        home = builds / digest
+        work = self.workdir()
+        with cachedir.locked(builds / f"{digest}.lock"):
+            meta = self._cached(digest)
+            if meta:
+                cachedir.touch(home)
+                return {**meta, "reused": True}
+            home.mkdir(parents=True, exist_ok=True)
+            prefix, log_path = home / "prefix", home / "build.log"
+            for stale in (prefix, log_path):
+                cachedir.remove_tree(stale)
+            prefix.mkdir()
+            with cachedir.locked(work.with_suffix(".lock")):
+                src = work / "src"
+                src.mkdir(parents=True, exist_ok=True)
+                manifest_file = work / "manifest.json"
+                manifest = set(cachedir.read_json(manifest_file).get("files", []))
+                manifest, rewritten = buildrun.sync_tree(tree, src, manifest)
+                cachedir.write_json(manifest_file, {"files": sorted(manifest), "sha": commit.sha})
+                cachedir.write_json(work / cachedir.META, {"complete": True, "repo": str(t.repo), "sha": commit.sha})
+                subs = {"{prefix}": str(prefix), "{src}": str(src), "{python}": t.python,
+                        "{jobs}": self._env["MAX_JOBS"]}
+                argv = []
+                for arg in self.template:
+                    for placeholder, value in subs.items():
+                        arg = arg.replace(placeholder, value)
+                    argv.append(arg)
+                env = {**self._env, "TEPERF_BUILD_PREFIX": str(prefix), "TEPERF_BUILD_SRC": str(src)}
+                t.log(f"{label} {commit.sha[:10]}: building {t.package} in {src} ({rewritten} files changed since "
+                      f"its last build; compiled-sources hash {digest[:12]}, {n_files} files, "
+                      f"{env['MAX_JOBS']} jobs{', ccache' if 'CMAKE_CXX_COMPILER_LAUNCHER' in env else ''}); "
+                      f"log: {log_path}")
+                meta = {
+                    "ok": False, "hash": digest, "sha": commit.sha, "repo": str(t.repo), "package": t.package,
+                    "package_dir": t.package_dir, "command": argv, "prefix": str(prefix), "log": str(log_path),
+                    "workdir": str(src), "files_rewritten": rewritten, "hashed_files": n_files,
+                    "globs": self._globs, "python": t.python,
+                    "env": buildrun.hashed_env(env, ("MAX_JOBS", "CMAKE_CXX_COMPILER_LAUNCHER")),
+                }
+                rc, seconds = buildrun.run_logged(argv, cwd=src, env=env, log_path=log_path,
+                                                  what=f"building {label}", log=t.log)
+            meta.update(seconds=round(seconds, 1), returncode=rc)
+            if rc == 0 and not (prefix / t.package).is_dir():
+                with open(log_path, "a") as out:
+                    out.write(f"\nteperf: the build exited 0 but {prefix} has no {t.package}/ directory\n")
+                rc = meta["returncode"] = -1
+            if rc != 0:
+                cachedir.write_json(home / cachedir.BUILD_META, meta)
+                tail = buildrun.tail(log_path)
+                t.log(f"build failed; last lines of {log_path}:\n{tail}")
+                what = "produced no package" if rc == -1 else f"failed with exit {rc}"
+                raise buildrun.BuildFailed(
+                    f"building {t.package} for {label} {commit.sha[:10]} {what} (log: {log_path})",
+                    "read the log, fix the build or pass another build command; the next run tries again",
+                    log_path, tail,
+                )
+            meta["ok"] = True
+            cachedir.write_json(home / cachedir.BUILD_META, meta)
+            t.log(f"{label} {commit.sha[:10]}: built in {meta['seconds']} s")
+            return {**meta, "reused": False}
+
+    def prepare(self, label: str, commit: Commit, description: Mapping[str, Any]) -> Side:
+        t = self.target
+        tree = self.tree(commit, submodules=True)
+        built = self.ensure(label, commit, tree)
+        prefix = Path(built["prefix"])
+        installed_dir = prefix / t.package
+        known = gitrepo.tracked_py(t.repo, commit.sha, t.package_dir)
+        if built.get("sha") and built["sha"] != commit.sha:
+            try:
+                known |= gitrepo.tracked_py(t.repo, built["sha"], t.package_dir)
+            except gitrepo.GitFailed:  # the commit the build came from is gone from this repo
+                pass
+        spec = ShadowSpec(package=t.package, installed_dir=installed_dir, side_pkg_dir=t.side_pkg_dir(tree),
+                          key=f"{commit.sha[:16]}-{inst.fingerprint(installed_dir)[:12]}", known_py=frozenset(known))
+        description = {
+            **description, "tree": str(tree),
+            "build_hash": built["hash"], "build_prefix": str(prefix), "build_log": built["log"],
+            "build_reused": built["reused"], "build_seconds": built.get("seconds"),
+            "build_from_sha": built.get("sha"), "build_command": built.get("command"),
+            "build_workdir": built.get("workdir"),
+        }
+        return shadow_side(label, spec, python=t.python, cache_dir=t.cache_dir, description=description,
+                           extra_sys_path=(str(prefix),))

@@ -1,0 +1,250 @@
+"""extension: rebuild only the framework extension from each side's tree, over the installed core library.
+
+For TransformerEngine that is ``transformer_engine_torch`` built by
+``transformer_engine/pytorch/setup.py`` (the layout in teperf/sides/layout.py
+says which paths are its inputs and how it is built; any package can give
+its own with ``--layout``). The build runs in a writable copy of the side's
+tree::
+
+    cd <copy>/<setup_dir> && <python> -m pip install --no-build-isolation --no-deps --no-index --target <prefix> .
+
+with the layout's variables, MAX_JOBS = free cores (``--jobs``) and the local
+GPU's CUDA archs. It is cached in ``<cache>/ext/<key>/`` keyed by a hash of
+the extension's inputs at that commit, the interpreter, the build-relevant
+environment and the installed core (path, size and mtime of every compiled
+file of the installed package that is not the extension). The side is an
+overlay: its ``.py`` files over the installed build, with the freshly built
+extension where the package loads it from, in place of the installed one.
+An extension that does not load against the installed core (an undefined
+symbol) stops with one line naming ``--strategy build``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+from teperf.errors import TeperfError
+from teperf.sides import Side, buildrun, cachedir, changes, gitrepo, installed as inst
+from teperf.sides.gitrepo import Commit
+from teperf.sides.layout import ExtensionBuild, matches
+from teperf.sides.shadow import ShadowSpec, mark, shadow_side
+from teperf.sides.strategy import Strategy
+from teperf.sides.target import Plan, Refused
+
+KIND = "ext"
+
+
+class Extension(Strategy):
+    name = "extension"
+
+    @property
+    def ext(self) -> ExtensionBuild:
+        ext = self.target.layout.extension
+        if ext is None:
+            raise Refused(
+                f"no extension build is known for {self.target.package} (layout {self.target.layout.name})",
+                "describe it with --layout FILE (an [extension] table), or use --strategy build",
+            )
+        return ext
+
+    @functools.cached_property
+    def basis(self) -> inst.Basis:
+        t, pair = self.target, self.pair
+        self.ext  # noqa: B018 - refuses when the layout has no extension
+        if pair.changes.tier == "build":
+            raise Refused(
+                f"the compiled core of {t.package} differs between base and head "
+                f"({changes.shorten(pair.changes.deciding(), 4)}): rebuilding the extension alone is not enough",
+                "use --strategy build",
+            )
+        try:
+            return inst.basis(t, pair, strategy="extension", tier="extension")
+        except Refused as exc:
+            if "not installed" not in exc.problem and "namespace package" not in exc.problem:
+                raise
+            raise Refused(f"the extension is built over the installed core, but {exc.problem}",
+                          "install one build of the package into that interpreter, or use --strategy build") from None
+
+    @functools.cached_property
+    def core(self) -> str:
+        """Fingerprint of the installed core: every compiled file of the installed package but the extension."""
+        return self._core_fingerprint(self.basis.installed)
+
+    def _core_fingerprint(self, installed: inst.Installed) -> str:
+        h = hashlib.sha256()
+        for path in sorted(inst.compiled_files(installed)):
+            if self.ext.is_artifact(path.name):
+                continue
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+        return h.hexdigest()
+
+    @functools.cached_property
+    def _env(self) -> dict[str, str]:
+        return buildrun.build_env(self.target.layout, jobs=self.target.jobs, extra=self.ext.env)
+
+    def key(self, commit: Commit) -> tuple[str, int]:
+        """(cache key of this commit's extension build, number of input files hashed)."""
+        t, ext = self.target, self.ext
+        core = self.core
+        h = hashlib.sha256()
+        n = 0
+        inputs = (*ext.sources, *ext.hash_also)
+        for mode, _kind, obj, path in gitrepo.ls_tree(t.repo, commit.sha):
+            if matches(path, inputs) and not matches(path, t.layout.version_files):
+                h.update(f"{mode} {obj} {path}\0".encode(errors="surrogateescape"))
+                n += 1
+        recipe = {
+            "command": ext.command("{python}", "{prefix}"), "setup_dir": ext.setup_dir,
+            "python": os.path.realpath(shutil.which(t.python) or t.python),
+            "env": buildrun.hashed_env(self._env, tuple(ext.env)), "core": core,
+        }
+        h.update(json.dumps(recipe, sort_keys=True).encode())
+        return h.hexdigest()[:20], n
+
+    def _cached(self, key: str) -> dict:
+        home = cachedir.kind_dir(KIND, self.target.cache_dir) / key
+        meta = cachedir.read_json(home / cachedir.BUILD_META)
+        return meta if meta.get("ok") and (home / "prefix").is_dir() else {}
+
+    def _last_seconds(self) -> float | None:
+        times = [e.meta.get("seconds") for e in cachedir.entries(self.target.cache_dir, kinds=(KIND,), sizes=False)
+                 if e.complete and e.meta.get("layout") == self.target.layout.name and e.meta.get("seconds")]
+        return max(times) if times else None
+
+    def plan(self) -> Plan:
+        installed = self.basis.installed
+        paths = self.pair.changes.paths(changes.EXTENSION)
+        reason = (f"the extension's sources differ ({changes.shorten(paths)}), the core's do not"
+                  if paths else "forced: the extension of each side is built from its tree")
+        last = self._last_seconds()
+        estimate = (f"about {last:.0f} s like the slowest before" if last else
+                    "no earlier build to go by: TE's takes ~75 s on 16 cores")
+        costs = []
+        for label, commit in self.pair.sides():
+            key, _ = self.key(commit)
+            cost = (f"extension reused from the cache ({key[:12]})" if self._cached(key) else
+                    f"builds the extension from its tree with {self._env['MAX_JOBS']} jobs ({estimate})")
+            costs.append((label, f"{cost}, over the installed {installed.package} {installed.version or ''}".rstrip()))
+        from teperf.sides.strategies.overlay import version_note
+
+        note = version_note(self.target, self.pair)
+        return Plan(self.name, reason, tuple(costs), (note,) if note else ())
+
+    def ensure(self, label: str, commit: Commit) -> dict:
+        """Build this commit's extension unless the cache has it; return its build.json (plus 'reused')."""
+        t, ext = self.target, self.ext
+        key, n_files = self.key(commit)
+        exts = cachedir.kind_dir(KIND, t.cache_dir)
+        home = exts / key
+        with cachedir.locked(exts / f"{key}.lock"):
+            meta = self._cached(key)
+            if meta:
+                cachedir.touch(home)
+                t.log(f"{label} {commit.sha[:10]}: extension reused from the cache ({home})")
+                return {**meta, "reused": True}
+            home.mkdir(parents=True, exist_ok=True)
+            prefix, src, log_path = home / "prefix", home / "src", home / "build.log"
+            for stale in (prefix, src, log_path):
+                cachedir.remove_tree(stale)
+            prefix.mkdir()
+            buildrun.writable_copy(self.tree(commit), src)
+            argv = ext.command(t.python, str(prefix))
+            t.log(f"{label} {commit.sha[:10]}: building the {t.layout.name} extension from its tree "
+                  f"({n_files} input files, {self._env['MAX_JOBS']} jobs); log: {log_path}")
+            meta = {"ok": False, "key": key, "sha": commit.sha, "repo": str(t.repo), "package": t.package,
+                    "layout": t.layout.name, "command": argv, "cwd": ext.setup_dir, "prefix": str(prefix),
+                    "log": str(log_path), "hashed_files": n_files, "core": self.core[:16],
+                    "env": buildrun.hashed_env(self._env, tuple(ext.env) + ("MAX_JOBS",))}
+            rc, seconds = buildrun.run_logged(argv, cwd=src / ext.setup_dir, env=self._env, log_path=log_path,
+                                              what=f"building the extension for {label}", log=t.log)
+            artifacts = self._artifacts(prefix) if rc == 0 else {}
+            meta.update(seconds=round(seconds, 1), returncode=rc, artifacts=artifacts)
+            if rc == 0 and not artifacts:
+                with open(log_path, "a") as out:
+                    out.write(f"\nteperf: the build exited 0 but {prefix}/{t.package}/ has no "
+                              f"{' or '.join(ext.artifacts)}\n")
+                rc = meta["returncode"] = -1
+            if rc != 0:
+                cachedir.write_json(home / cachedir.BUILD_META, meta)
+                tail = buildrun.tail(log_path)
+                t.log(f"extension build failed; last lines of {log_path}:\n{tail}")
+                what = "produced no extension" if rc == -1 else f"failed with exit {rc}"
+                raise buildrun.BuildFailed(
+                    f"building the extension for {label} {commit.sha[:10]} {what} (log: {log_path})",
+                    "read the log and fix the build (the next run tries again), or use --strategy build",
+                    log_path, tail,
+                )
+            meta["ok"] = True
+            cachedir.write_json(home / cachedir.BUILD_META, meta)
+            cachedir.remove_tree(src)
+            t.log(f"{label} {commit.sha[:10]}: extension built in {meta['seconds']} s")
+            return {**meta, "reused": False}
+
+    def _artifacts(self, prefix: Path) -> dict[str, str]:
+        """package-relative path -> built file, for the extension's files under ``prefix/<package>/``."""
+        pkg_root = prefix / self.target.package
+        if not pkg_root.is_dir():
+            return {}
+        return {rel: str(pkg_root / rel) for rel in inst.walk_files(pkg_root)
+                if self.ext.is_artifact(os.path.basename(rel))}
+
+    def prepare(self, label: str, commit: Commit, description: Mapping[str, Any]) -> Side:
+        t = self.target
+        basis = self.basis
+        installed = basis.installed
+        built = self.ensure(label, commit)
+        tree = self.tree(commit)
+        spec = ShadowSpec(
+            package=t.package, installed_dir=installed.location, side_pkg_dir=t.side_pkg_dir(tree),
+            key=f"{commit.sha[:16]}-{inst.fingerprint(installed.location, installed.sibling_libs)[:12]}"
+                f"-x{built['key'][:10]}",
+            known_py=basis.known_py, sibling_libs=installed.sibling_libs, own_files=built["artifacts"],
+            replaced=self.ext.artifacts,
+        )
+        description = {
+            **description, "tree": str(tree), **basis.to_meta(),
+            "changed_py": self.pair.changes.paths(changes.PYTHON),
+            "changed_extension": self.pair.changes.paths(changes.EXTENSION),
+            "ext_key": built["key"], "ext_prefix": built["prefix"], "ext_log": built["log"],
+            "ext_reused": built["reused"], "ext_seconds": built.get("seconds"), "ext_from_sha": built.get("sha"),
+        }
+        side = shadow_side(label, spec, python=t.python, cache_dir=t.cache_dir, description=description)
+        self._check_loads(label, Path(side.sys_path[0]))
+        return side
+
+    def _check_loads(self, label: str, root: Path) -> None:
+        """Import what loads the extension, once per shadow tree; an undefined symbol is one clear line."""
+        meta = cachedir.read_json(root / cachedir.META)
+        if meta.get("extension_loads"):
+            return
+        code = "import sys; sys.path[0:0] = [sys.argv[1]]; import importlib; importlib.import_module(sys.argv[2])"
+        with tempfile.TemporaryDirectory(prefix="teperf-check-") as cwd:
+            proc = subprocess.run([self.target.python, "-c", code, str(root), self.ext.import_check], cwd=cwd,
+                                  capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)
+        if proc.returncode == 0:
+            mark(root, extension_loads=True)
+            return
+        err = proc.stderr.strip()
+        symbol = re.search(r"undefined symbol: ?(\S+)", err)
+        if symbol:
+            raise TeperfError(
+                f"the extension built from {label}'s tree does not load against the installed core library "
+                f"(undefined symbol {symbol.group(1)}): {label} needs a core the installed build lacks",
+                "use --strategy build (builds the core too)",
+            )
+        last = (err.splitlines() or ["(no output)"])[-1]
+        raise TeperfError(f"with the extension built from {label}'s tree, import {self.ext.import_check} fails: {last}",
+                          "see the message; --strategy build builds everything from the tree")

@@ -1,0 +1,81 @@
+"""overlay: each side's ``.py`` files over the installed build of the package (seconds, no build).
+
+Valid when base and head differ only in runtime ``.py`` files, version
+strings and files outside the build (docs, tests, ...), and so do each side
+and the commit the installed build came from (when its version names one,
+e.g. ``2.20.0.dev0+d0067d0``, or a tag). A version-only difference is
+recorded as a note in both sides' metadata: the compiled code does not read
+the version file, and both sides report the installed version.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Mapping
+
+from teperf.sides import Side, changes, gitrepo, installed as inst
+from teperf.sides.gitrepo import Commit
+from teperf.sides.shadow import ShadowSpec, shadow_side
+from teperf.sides.strategy import Strategy
+from teperf.sides.target import Plan, Refused
+
+
+def version_note(target, pair) -> str | None:
+    """'build_tools/VERSION.txt: 2.16.0 -> 2.16.1 (...)' when version files differ; None otherwise."""
+    paths = pair.changes.paths(changes.VERSION)
+    if not paths:
+        return None
+    shown = []
+    for path in paths[:3]:
+        old = (gitrepo.show_file(target.repo, pair.base.sha, path) or "").strip()[:40] or "(none)"
+        new = (gitrepo.show_file(target.repo, pair.head.sha, path) or "").strip()[:40] or "(none)"
+        shown.append(f"{path}: {old} -> {new}")
+    more = f" +{len(paths) - 3} more" if len(paths) > 3 else ""
+    return (f"version strings differ ({'; '.join(shown)}{more}); no compiled code reads them, so both sides run "
+            "on the installed build and report its version")
+
+
+class Overlay(Strategy):
+    name = "overlay"
+
+    @functools.cached_property
+    def basis(self) -> inst.Basis:
+        t, pair = self.target, self.pair
+        if pair.changes.tier != "overlay":
+            found = pair.changes.deciding()
+            raise Refused(
+                f"overlay cannot run base..head: build inputs of {t.package} differ between base "
+                f"{pair.base.sha[:10]} and head {pair.head.sha[:10]} ({changes.shorten(found, 4)})",
+                f"use --strategy {pair.changes.tier} (builds what differs from each side's tree, cached), "
+                "or --strategy env with two installs",
+            )
+        return inst.basis(t, pair, strategy="overlay", tier="overlay")
+
+    def plan(self) -> Plan:
+        installed = self.basis.installed
+        py = self.pair.changes.paths(changes.PYTHON)
+        versions = self.pair.changes.paths(changes.VERSION)
+        if py:
+            reason = f"only .py files{' and version strings' if versions else ''} differ ({len(py)}: {changes.shorten(py)})"
+        else:
+            reason = "only version strings differ" if versions else "no file of the package differs"
+        cost = f"seconds: its .py files over the installed {installed.package} {installed.version or ''}".rstrip()
+        note = version_note(self.target, self.pair)
+        return Plan(self.name, reason, tuple((label, cost) for label, _ in self.pair.sides()),
+                    (note,) if note else ())
+
+    def prepare(self, label: str, commit: Commit, description: Mapping[str, Any]) -> Side:
+        t = self.target
+        basis = self.basis
+        installed = basis.installed
+        tree = self.tree(commit)
+        spec = ShadowSpec(
+            package=t.package, installed_dir=installed.location, side_pkg_dir=t.side_pkg_dir(tree),
+            key=f"{commit.sha[:16]}-{inst.fingerprint(installed.location, installed.sibling_libs)[:12]}",
+            known_py=basis.known_py, sibling_libs=installed.sibling_libs,
+        )
+        description = {
+            **description, "tree": str(tree), **basis.to_meta(),
+            "changed_py": self.pair.changes.paths(changes.PYTHON),
+        }
+        return shadow_side(label, spec, python=t.python, cache_dir=t.cache_dir, description=description)

@@ -1,0 +1,44 @@
+"""path: each side's tree first on sys.path, as it is in git (a pure-Python package: nothing to build)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from teperf.sides import Side, changes
+from teperf.sides.gitrepo import Commit
+from teperf.sides.strategy import Strategy
+from teperf.sides.target import Plan, Refused
+
+
+class PathStrategy(Strategy):
+    name = "path"
+
+    def _import_root(self) -> str:
+        """The directory (relative to the tree) that holds the package directory: what goes on sys.path."""
+        pkg = self.target.package_dir.strip("/")
+        if pkg in ("", "."):
+            raise Refused(
+                f"--strategy path needs {self.target.package} in a directory of that name, not at the repo root",
+                "pass --package-dir, or use --strategy overlay or build",
+            )
+        parent, _, name = pkg.rpartition("/")
+        if name != self.target.package.split(".")[0]:
+            raise Refused(f"the package directory {pkg} is not named {self.target.package}",
+                          "pass --package NAME matching the directory, or use --strategy overlay or build")
+        return parent
+
+    def plan(self) -> Plan:
+        self._import_root()
+        kinds = self.pair.changes.counts()
+        changed = self.pair.changes.paths(changes.PYTHON, changes.VERSION, changes.EXTENSION, changes.CORE,
+                                          changes.BUILD)
+        reason = (f"the package has nothing to build; {sum(kinds.values())} files differ"
+                  + (f" ({changes.shorten(changed)})" if changed else ""))
+        return Plan(self.name, reason, tuple((label, "seconds: its tree on sys.path") for label, _ in self.pair.sides()))
+
+    def prepare(self, label: str, commit: Commit, description: Mapping[str, Any]) -> Side:
+        tree = self.tree(commit)
+        parent = self._import_root()
+        root = tree / parent if parent else tree
+        return Side(label=label, python=self.target.python, sys_path=(str(root),), env={},
+                    description={**description, "tree": str(tree)})

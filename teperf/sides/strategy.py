@@ -1,0 +1,39 @@
+"""The one interface every way of making git sides implements.
+
+A strategy is made for one Target (what is measured) and one Pair (the two
+commits): ``plan()`` says what it will do and what that costs (or raises
+``Refused`` when it cannot run here), ``prepare(label, commit, description)``
+turns one commit into a runnable ``Side``. Implementations live in
+``teperf/sides/strategies/``, one file each; ``teperf/sides/auto.py`` picks one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Mapping
+
+from teperf.sides import Side, gitrepo
+from teperf.sides.gitrepo import Commit
+from teperf.sides.target import Pair, Plan, Target
+
+
+class Strategy:
+    name: ClassVar[str] = ""
+
+    def __init__(self, target: Target, pair: Pair):
+        self.target = target
+        self.pair = pair
+
+    def plan(self) -> Plan:
+        """What will happen and what it costs; raises Refused when the strategy cannot run this pair."""
+        raise NotImplementedError
+
+    def prepare(self, label: str, commit: Commit, description: Mapping[str, Any]) -> Side:
+        """The side for ``commit``; ``description`` (the commit's provenance) goes into its metadata."""
+        raise NotImplementedError
+
+    # helpers for the implementations
+
+    def tree(self, commit: Commit, *, submodules: bool = False) -> Path:
+        return gitrepo.materialize(self.target.repo, commit.sha, cache_dir=self.target.cache_dir,
+                                   submodules=submodules)

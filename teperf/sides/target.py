@@ -1,0 +1,75 @@
+"""The values every strategy works from: what is measured (Target), which two commits (Pair), the plan.
+
+Kept apart from the strategies so that they, ``auto`` and the entry point
+share them without importing each other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from pathlib import Path
+from typing import Callable
+
+from teperf.errors import TeperfError
+from teperf.sides.changes import Changes
+from teperf.sides.gitrepo import Commit
+from teperf.sides.layout import PackageLayout
+
+Log = Callable[[str], None]
+
+
+def stderr_log(message: str) -> None:
+    print(f"teperf: {message}", file=sys.stderr, flush=True)
+
+
+class Refused(TeperfError):
+    """A strategy cannot make this pair's sides; ``problem`` says why (auto then tries the next tier)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What is measured and where things go: the same for both sides."""
+
+    repo: Path
+    package: str
+    package_dir: str  # the package's directory inside the repo ('.' = the repo root)
+    layout: PackageLayout
+    python: str = sys.executable  # runs the workers; holds the installed package; builds
+    cache_dir: str | os.PathLike | None = None
+    build_command: tuple[str, ...] | None = None  # --strategy build's argv template
+    jobs: int | None = None  # parallel compile jobs (None: the free cores)
+    log: Log = stderr_log
+
+    def side_pkg_dir(self, tree: Path) -> Path:
+        pkg = self.package_dir.strip("/")
+        return tree if pkg in ("", ".") else tree / pkg
+
+
+@dataclasses.dataclass(frozen=True)
+class Pair:
+    """The two commits compared and what differs between them."""
+
+    base: Commit
+    head: Commit
+    changes: Changes
+
+    def sides(self) -> tuple[tuple[str, Commit], tuple[str, Commit]]:
+        return ("base", self.base), ("head", self.head)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What a strategy will do for a pair, said before it does it."""
+
+    strategy: str
+    reason: str  # why this tier, naming the deciding files
+    costs: tuple[tuple[str, str], ...]  # (label, expected cost) per side
+    notes: tuple[str, ...] = ()  # recorded in both sides' metadata (e.g. a version-only difference)
+
+    def lines(self) -> list[str]:
+        out = [f"strategy {self.strategy}: {self.reason}"]
+        out += [f"  {label}: {cost}" for label, cost in self.costs]
+        out += [f"  note: {note}" for note in self.notes]
+        return out
