@@ -6,15 +6,14 @@ import json
 import shutil
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
-from teperf import cli
 from teperf.commands.nightly import choose_base
 from teperf.history.analysis import analyze
 from teperf.history.dashboard import build_site
 from teperf.history.nights import nights
 from teperf.history.store import HistoryStore, default_night
+from test_history_cli import run
 from test_history_store import make_meta, make_row, summary
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -134,16 +133,6 @@ def test_named_nights_skip_a_commit_another_night_measured_whole(tmp_path):
 
 
 # ----------------------------------------------------------------------------- history and dashboard show it
-
-
-def run(argv, capsys):
-    code = 0
-    try:
-        cli.main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.fixture

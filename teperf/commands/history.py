@@ -123,7 +123,8 @@ def _print_table(df, night_of: dict) -> None:
             Text(str(date)[:16]), Text(_s(r.sha)[:10]), Text(_s(r.subject)[:50]),
             Text(f"{_s(r.module)} {_s(r.recipe)} {_s(r.shape)}"), Text(f"{r.host_us:.1f}" if _ok(r.host_us) else "-"),
             Text(f"{r.delta_pct:+.1f}" if _ok(r.delta_pct) else ""), Text(ci),
-            Text(verdict, style=colors.get(verdict, "")), _shards_text(night_of.get((r.machine, r.night))), Text(_s(r.machine)),
+            Text(verdict, style=colors.get(verdict, "")), _shards_text(night_of.get((r.machine, r.night))),
+            Text(_s(r.machine)),
         )
     Console(width=None if sys.stdout.isatty() else 200).print(table)
 
@@ -139,24 +140,33 @@ def _shards_text(night):
     return Text(f"{night.done} of {night.count} !", style="bold red")
 
 
-def _print_nights(found, fmt: str) -> None:
-    rows = [{
-        "machine": n.machine, "machine_label": n.machine_label, "night": n.night, "ref": n.ref, "commit": n.short_sha,
-        "subject": n.subject, "started": n.started.isoformat() if n.started else None, "shards": n.count, "done": n.done,
-        "missing": [f"{i}/{n.count}" for i in n.missing],
-        "not_complete": {f"{i}/{n.count}": st for i, st in n.not_complete},
-        "complete": n.complete, "status": n.describe(),
-    } for n in found]
+def _emit_records(rows: list[dict], fmt: str, csv_rows: list[dict] | None = None) -> bool:
+    """Print ``rows`` as JSON or CSV (``csv_rows``: flattened for CSV); False for the table format."""
     if fmt == "json":
         click.echo(json.dumps(rows, indent=1))
-        return
+        return True
     if fmt == "csv":
         import csv
 
         w = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]) if rows else ["machine"])
         w.writeheader()
-        w.writerows({**r, "missing": " ".join(r["missing"]),
-                     "not_complete": " ".join(f"{k}:{v}" for k, v in r["not_complete"].items())} for r in rows)
+        w.writerows(csv_rows if csv_rows is not None else rows)
+        return True
+    return False
+
+
+def _print_nights(found, fmt: str) -> None:
+    rows = [{
+        "machine": n.machine, "machine_label": n.machine_label, "night": n.night, "ref": n.ref,
+        "commit": n.short_sha, "subject": n.subject, "started": n.started.isoformat() if n.started else None,
+        "shards": n.count, "done": n.done,
+        "missing": [f"{i}/{n.count}" for i in n.missing],
+        "not_complete": {f"{i}/{n.count}": st for i, st in n.not_complete},
+        "complete": n.complete, "status": n.describe(),
+    } for n in found]
+    flat = [{**r, "missing": " ".join(r["missing"]),
+             "not_complete": " ".join(f"{k}:{v}" for k, v in r["not_complete"].items())} for r in rows]
+    if _emit_records(rows, fmt, csv_rows=flat):
         return
     from rich.console import Console
     from rich.table import Table
@@ -166,8 +176,9 @@ def _print_nights(found, fmt: str) -> None:
     for col in ("started", "night", "commit", "subject", "shards", "machine"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(Text((r["started"] or "")[:16]), Text(r["night"]), Text(r["commit"]), Text((r["subject"] or "")[:40]),
-                      Text(r["status"], style="" if r["complete"] else "bold red"), Text(r["machine"]))
+        table.add_row(Text((r["started"] or "")[:16]), Text(r["night"]), Text(r["commit"]),
+                      Text((r["subject"] or "")[:40]), Text(r["status"], style="" if r["complete"] else "bold red"),
+                      Text(r["machine"]))
     Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
@@ -198,15 +209,7 @@ def _print_changes(df, fmt: str) -> None:
                 "last_good_subject": ch.last_good.subject if ch.last_good else None,
                 "pvalue": ch.pvalue,
             })
-    if fmt == "json":
-        click.echo(json.dumps(rows, indent=1))
-        return
-    if fmt == "csv":
-        import csv
-
-        w = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]) if rows else ["machine"])
-        w.writeheader()
-        w.writerows(rows)
+    if _emit_records(rows, fmt):
         return
     if not rows:
         click.echo("no changes detected")

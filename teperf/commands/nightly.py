@@ -108,7 +108,8 @@ def _already_measured(history, *, machine: str, ref: str, head_sha: str, shard: 
         return f"{head_sha[:10]} was already measured (shard {shard}) by the nightly of {mine['run_date'].max()}"
     whole = [n for n in nights(sel) if n.night != night and n.complete]
     if whole:
-        return f"{head_sha[:10]} was already measured, every shard, by night {whole[-1].night} of {whole[-1].started}"
+        last = whole[-1]
+        return f"{head_sha[:10]} was already measured, every shard, by night {last.night} of {last.started}"
     return None
 
 
@@ -138,7 +139,8 @@ def _check_night(night_id: str | None) -> str | None:
     night_id = night_id.strip()
     if not night_id or len(night_id) > 100 or not night_id.isprintable():
         raise TeperfError(f"--night {night_id!r} is not a usable night id",
-                          "give a short printable name that all shards of the night share, e.g. --night gh-$GITHUB_RUN_ID")
+                          "give a short printable name that all shards of the night share, "
+                          "e.g. --night gh-$GITHUB_RUN_ID")
     return night_id
 
 
@@ -151,7 +153,8 @@ def _check_night(night_id: str | None) -> str | None:
 @history_option
 @click.option("--shard", metavar="I/N", help="Measure only the I-th of N slices of the case matrix (split a night over N machines).")
 @click.option("--night", "night_id", metavar="ID",
-              help="Name of the night the shards belong to, the same for all N (e.g. the CI run id); default: the head commit.")
+              help="Name of the night the shards belong to, the same for all N (e.g. the CI run id); "
+                   "default: the head commit.")
 @click.option("--strategy", type=click.Choice(strategies.GIT_NAMES), default="auto", show_default=True, help="How a git side is made runnable. " + strategies.help_text(strategies.GIT_NAMES))
 @click.option("--jobs", type=int, metavar="N", help="Parallel compile jobs (default: the free cores).")
 @click.option("--package", default="transformer_engine", show_default=True, help="Package under test.")

@@ -273,5 +273,6 @@ def analyze(df, settings: changepoint.DetectionSettings | None = None) -> list[C
     cells = []
     for (machine, *key), group in df.groupby(["machine", *CELL_KEY], sort=True):
         label = group["machine_label"].dropna()
-        cells.append(analyze_cell(machine, label.iloc[-1] if len(label) else machine, tuple(key), group, settings, night_of))
+        cells.append(analyze_cell(machine, label.iloc[-1] if len(label) else machine, tuple(key), group, settings,
+                                  night_of))
     return cells

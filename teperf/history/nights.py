@@ -105,8 +105,8 @@ def nights(df) -> list[Night]:
         sha = _str(r.sha)
         if sha and sha not in night.shas:
             night.shas.append(sha)
-    return sorted(out.values(), key=lambda nt: (nt.machine, nt.started or _dt.datetime.min.replace(tzinfo=_dt.timezone.utc),
-                                                 nt.night))
+    never = _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
+    return sorted(out.values(), key=lambda nt: (nt.machine, nt.started or never, nt.night))
 
 
 def _when(v) -> _dt.datetime | None:
