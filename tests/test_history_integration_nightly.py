@@ -50,13 +50,19 @@ warmup = 5
 """
 
 
+def fixture_repo(root: Path, commits: int):
+    """The demo's toyte repository (a 40 us step at commit 2) and the tiny config: (demo, repo, site, shas, config)."""
+    demo = load_demo()
+    repo, site, shas = demo.make_repo(root, commits=commits, step_at=2, spin_us=40)
+    config = root / "tiny.toml"
+    config.write_text(CONFIG)
+    return demo, repo, site, shas, config
+
+
 @pytest.fixture(scope="module")
 def fixture(tmp_path_factory):
     root = tmp_path_factory.mktemp("nightly")
-    demo = load_demo()
-    repo, site, shas = demo.make_repo(root, commits=4, step_at=2, spin_us=40)
-    config = root / "tiny.toml"
-    config.write_text(CONFIG)
+    demo, repo, site, shas, config = fixture_repo(root, 4)
     env = {**os.environ, "PYTHONPATH": str(site), "TEPERF_CACHE": str(root / "cache"), "TEPERF_HISTORY": str(root / "history")}
     env.pop("TEPERF_ALLOW_DIRTY", None)
 

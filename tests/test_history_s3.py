@@ -24,7 +24,7 @@ pytest.importorskip("s3fs")
 moto_server = pytest.importorskip("moto.server")
 
 from teperf.history.store import HistoryStore  # noqa: E402
-from test_history_integration_nightly import CONFIG, ROOT, load_demo  # noqa: E402
+from test_history_integration_nightly import ROOT, fixture_repo  # noqa: E402
 from test_history_store import make_meta, make_row, summary  # noqa: E402
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -103,11 +103,7 @@ def test_concurrent_writers_lose_nothing(s3):
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     root = tmp_path_factory.mktemp("s3nightly")
-    demo = load_demo()
-    repo, site, shas = demo.make_repo(root, commits=3, step_at=2, spin_us=40)
-    config = root / "tiny.toml"
-    config.write_text(CONFIG)
-    return root, demo, repo, site, shas, config
+    return (root, *fixture_repo(root, 3))
 
 
 def nightly(root, repo, site, config, shard, endpoint, history, night=None):
