@@ -22,6 +22,10 @@ Reading it without teperf::
 
     pandas.read_parquet("results/history")                                 # pyarrow engine
     duckdb.sql("select * from read_parquet('results/history/*.parquet', union_by_name=true)")
+
+(pandas takes the first file's columns: in a store that also holds files of an older teperf, a
+newer column such as ``night`` may be left out; DuckDB's union_by_name and ``HistoryStore.read``
+keep every column.)
 """
 
 from __future__ import annotations
