@@ -50,13 +50,19 @@ warmup = 5
 """
 
 
+def fixture_repo(root: Path, commits: int):
+    """The demo's toyte repository (a 40 us step at commit 2) and the tiny config: (demo, repo, site, shas, config)."""
+    demo = load_demo()
+    repo, site, shas = demo.make_repo(root, commits=commits, step_at=2, spin_us=40)
+    config = root / "tiny.toml"
+    config.write_text(CONFIG)
+    return demo, repo, site, shas, config
+
+
 @pytest.fixture(scope="module")
 def fixture(tmp_path_factory):
     root = tmp_path_factory.mktemp("nightly")
-    demo = load_demo()
-    repo, site, shas = demo.make_repo(root, commits=4, step_at=2, spin_us=40)
-    config = root / "tiny.toml"
-    config.write_text(CONFIG)
+    demo, repo, site, shas, config = fixture_repo(root, 4)
     env = {**os.environ, "PYTHONPATH": str(site), "TEPERF_CACHE": str(root / "cache"), "TEPERF_HISTORY": str(root / "history")}
     env.pop("TEPERF_ALLOW_DIRTY", None)
 
@@ -120,3 +126,48 @@ def test_dashboard_from_measured_history(fixture, tmp_path):
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "site" / "index.html").exists()
     assert "Block" in (tmp_path / "site" / "index.html").read_text()
+
+
+def test_shards_are_one_night(fixture):
+    from teperf.history.nights import nights
+
+    root, *_ = fixture
+    (night,) = nights(HistoryStore(root / "sharded").read())
+    assert night.complete and night.count == 2 and night.shards == {1: "complete", 2: "complete"}
+
+
+def test_an_interrupted_shard_is_recorded_as_interrupted(fixture, tmp_path):
+    """Ctrl-C (Slurm's --signal=INT near the time limit) leaves the shard in the history, marked interrupted."""
+    import json
+    import signal
+    import time
+
+    from teperf.history.nights import nights
+
+    root, repo, shas, _ = fixture
+    hist, results = tmp_path / "h", tmp_path / "bundles"
+    env = {**os.environ, "PYTHONPATH": str(root / "site-packages"), "TEPERF_CACHE": str(root / "cache")}
+    env.pop("TEPERF_ALLOW_DIRTY", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "teperf", "nightly", "--repo", str(repo), "--ref", "nightly", "--package", "toyte",
+         "--strategy", "overlay", "--config", str(root / "tiny.toml"), "--processes", "50", "--results-dir", str(results),
+         "--format", "json", "--history", str(hist), "--shard", "2/2", "--night", "ci-9"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # see test_ctrl_c_keeps_every_measured_trial
+    )
+    deadline = time.monotonic() + 300  # wait (by content) until trials are on disk
+    while time.monotonic() < deadline and proc.poll() is None:
+        records = list(results.glob("*/records.jsonl"))
+        if records and sum('"kind":"trial"' in line for line in records[0].read_text().splitlines()) >= 4:
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "added to the history as an interrupted shard" in err
+    df = HistoryStore(hist).read()
+    assert set(df.run_status) == {"interrupted"} and set(df.night) == {"ci-9"} and set(df.shard) == {"2/2"}
+    (night,) = nights(df)
+    assert night.describe() == "incomplete: 0 of 2 shards (missing 1/2; 2/2 interrupted)"
+    bundle = json.loads((next(results.glob("*/meta.json"))).read_text())
+    assert bundle["nightly"]["night"] == "ci-9"

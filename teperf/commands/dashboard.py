@@ -25,6 +25,7 @@ def command(history_url, out, machine, ref, min_effect_pct, sig_level):
     from teperf.history.analysis import analyze
     from teperf.history.changepoint import DetectionSettings
     from teperf.history.dashboard import build_site
+    from teperf.history.nights import nights
 
     if not 0 < sig_level < 1:
         raise TeperfError(f"--sig-level must be between 0 and 1, got {sig_level}", "e.g. --sig-level 0.01")
@@ -37,9 +38,14 @@ def command(history_url, out, machine, ref, min_effect_pct, sig_level):
     if df.empty:
         click.echo(f"teperf: the history at {store.url} is empty; writing an empty dashboard", err=True)
     cells = analyze(df, settings)
-    index = build_site(cells, out, store=str(store.url), n_runs=int(df["run_id"].nunique()) if not df.empty else 0, settings=settings)
+    found = nights(df)
+    index = build_site(cells, out, store=str(store.url), n_runs=int(df["run_id"].nunique()) if not df.empty else 0,
+                       settings=settings, nights=found)
     n_changes = sum(len(c.changes) for c in cells)
     n_slower = sum(1 for c in cells for ch in c.changes if ch.direction == "slower")
     machines = len({c.machine for c in cells})
     click.echo(f"dashboard: {index} ({len(cells)} cells on {machines} machine{'s' if machines != 1 else ''}, "
                f"{n_changes} change{'s' if n_changes != 1 else ''} detected, {n_slower} slower)")
+    for n in found:
+        if not n.complete:
+            click.echo(f"dashboard: night {n.night} ({n.short_sha or 'no commit'}) on machine {n.machine}: {n.describe()}")

@@ -49,24 +49,38 @@ TABLE_COLUMNS = ("committed_at", "sha", "subject", "module", "recipe", "shape", 
 @click.option("--machine", help="Only this machine (fingerprint prefix, or text in its CPU/GPU label).")
 @click.option("--ref", help="Only nightlies of this branch.")
 @click.option("--changes", is_flag=True, help="List the detected changes instead of the points.")
+@click.option("--nights", "list_nights", is_flag=True,
+              help="List the nights instead of the points: which shards each had, complete or not.")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
 @click.option("--last", type=click.IntRange(min=1), metavar="N", help="Only the newest N commits of each cell.")
-def command(history_url, module, recipe, machine, ref, changes, fmt, last):
+def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt, last):
     """Show the nightly history (one row per commit and cell).
+
+    A night split into shards is one night: its rows come from every shard, and a night with
+    a shard missing or not complete is marked incomplete ("2 of 3 shards (missing 3/3)").
 
     \b
     teperf history --module Linear --recipe bf16
     teperf history --format csv > history.csv
     teperf history --changes
+    teperf history --nights
     """
+    from teperf.history.nights import by_key, nights, status_column
     from teperf.history.store import ordered
 
     store = open_store(history_url)
-    df = store.read(module=module, recipe=recipe, ref=ref)
-    df = select_machine(df, machine)
+    whole = select_machine(store.read(ref=ref), machine)
+    found = nights(whole)  # from every cell: a --module filter must not make a night look short of shards
+    df = whole
+    for col, val in (("module", module), ("recipe", recipe)):
+        if val is not None:
+            df = df[df[col] == val]
     if df.empty:
         where = f" matching {', '.join(f'{k}={v}' for k, v in (('module', module), ('recipe', recipe), ('ref', ref)) if v)}" if (module or recipe or ref) else ""
         raise TeperfError(f"no history{where} in {store.url}", "run teperf nightly or teperf import BUNDLE first, or check --history and the filters")
+    if list_nights:
+        _print_nights(found, fmt)
+        return
     if changes:
         _print_changes(df, fmt)
         return
@@ -79,21 +93,26 @@ def command(history_url, module, recipe, machine, ref, changes, fmt, last):
         import pandas as pd
 
         df = ordered(pd.concat(keep))
+    df = df.assign(night_status=status_column(df, found))
     if fmt == "csv":
         sys.stdout.write(df.to_csv(index=False))
     elif fmt == "json":
         click.echo(df.to_json(orient="records", date_format="iso", indent=1))
     else:
-        _print_table(df)
+        _print_table(df, by_key(found))
+        shown = set(zip(df["machine"], df["night"]))
+        for n in found:
+            if not n.complete and (n.machine, n.night) in shown:
+                click.echo(f"night {n.night} ({n.short_sha or 'no commit'}) on machine {n.machine}: {n.describe()}")
 
 
-def _print_table(df) -> None:
+def _print_table(df, night_of: dict) -> None:
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     table = Table(show_lines=False, header_style="bold")
-    for col in ("date", "commit", "subject", "cell", "host us", "night %", "95% CI %", "verdict", "machine"):
+    for col in ("date", "commit", "subject", "cell", "host us", "night %", "95% CI %", "verdict", "shards", "machine"):
         table.add_column(col, justify="right" if col in ("host us", "night %") else "left", overflow="fold")
     colors = {"slower": "red", "faster": "green", "noisy": "yellow", "no change": "dim"}
     for r in df.itertuples(index=False):
@@ -104,8 +123,62 @@ def _print_table(df) -> None:
             Text(str(date)[:16]), Text(_s(r.sha)[:10]), Text(_s(r.subject)[:50]),
             Text(f"{_s(r.module)} {_s(r.recipe)} {_s(r.shape)}"), Text(f"{r.host_us:.1f}" if _ok(r.host_us) else "-"),
             Text(f"{r.delta_pct:+.1f}" if _ok(r.delta_pct) else ""), Text(ci),
-            Text(verdict, style=colors.get(verdict, "")), Text(_s(r.machine)),
+            Text(verdict, style=colors.get(verdict, "")), _shards_text(night_of.get((r.machine, r.night))),
+            Text(_s(r.machine)),
         )
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+def _shards_text(night):
+    """The night's shards for a table cell: '3 of 3' quietly, an incomplete night loudly."""
+    from rich.text import Text
+
+    if night is None:
+        return Text("")
+    if night.complete:
+        return Text(f"{night.done} of {night.count}", style="dim")
+    return Text(f"{night.done} of {night.count} !", style="bold red")
+
+
+def _emit_records(rows: list[dict], fmt: str, csv_rows: list[dict] | None = None) -> bool:
+    """Print ``rows`` as JSON or CSV (``csv_rows``: flattened for CSV); False for the table format."""
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=1))
+        return True
+    if fmt == "csv":
+        import csv
+
+        w = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]) if rows else ["machine"])
+        w.writeheader()
+        w.writerows(csv_rows if csv_rows is not None else rows)
+        return True
+    return False
+
+
+def _print_nights(found, fmt: str) -> None:
+    rows = [{
+        "machine": n.machine, "machine_label": n.machine_label, "night": n.night, "ref": n.ref,
+        "commit": n.short_sha, "subject": n.subject, "started": n.started.isoformat() if n.started else None,
+        "shards": n.count, "done": n.done,
+        "missing": [f"{i}/{n.count}" for i in n.missing],
+        "not_complete": {f"{i}/{n.count}": st for i, st in n.not_complete},
+        "complete": n.complete, "status": n.describe(),
+    } for n in found]
+    flat = [{**r, "missing": " ".join(r["missing"]),
+             "not_complete": " ".join(f"{k}:{v}" for k, v in r["not_complete"].items())} for r in rows]
+    if _emit_records(rows, fmt, csv_rows=flat):
+        return
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(header_style="bold")
+    for col in ("started", "night", "commit", "subject", "shards", "machine"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(Text((r["started"] or "")[:16]), Text(r["night"]), Text(r["commit"]),
+                      Text((r["subject"] or "")[:40]), Text(r["status"], style="" if r["complete"] else "bold red"),
+                      Text(r["machine"]))
     Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
@@ -136,15 +209,7 @@ def _print_changes(df, fmt: str) -> None:
                 "last_good_subject": ch.last_good.subject if ch.last_good else None,
                 "pvalue": ch.pvalue,
             })
-    if fmt == "json":
-        click.echo(json.dumps(rows, indent=1))
-        return
-    if fmt == "csv":
-        import csv
-
-        w = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]) if rows else ["machine"])
-        w.writeheader()
-        w.writerows(rows)
+    if _emit_records(rows, fmt):
         return
     if not rows:
         click.echo("no changes detected")

@@ -60,27 +60,28 @@ class BaseChoice:
     skip: bool = False
 
 
-def choose_base(history, *, machine: str, ref: str, head_sha: str, shard: str = "1/1", force: bool = False,
-                is_ancestor=None, has_parent=None) -> BaseChoice:
+def choose_base(history, *, machine: str, ref: str, head_sha: str, shard: str = "1/1", night: str | None = None,
+                force: bool = False, is_ancestor=None, has_parent=None) -> BaseChoice:
     """Which commit tonight's head is paired with.
 
     The commit of the newest earlier nightly (by run date) of this machine kind and branch
-    that measured another commit, whatever its shard.  When this shard already measured the
-    head on this machine kind, there is nothing new: skip, unless ``force``.  When the previous
-    commit is not an ancestor of the head (the branch was rewritten) or there is none, pair
-    with the head's first parent.  ``is_ancestor(a, b)`` may be given to check ancestry (None:
-    assume it is); ``has_parent(sha)`` whether the head has a parent (None: assume so); a root
-    commit is measured against itself (A/A).
+    that measured another commit, whatever its shard.  There is nothing new (skip, unless
+    ``force``) when this shard already has a complete run in this night (``night``, default: the
+    head's), or when another night on this machine kind measured the head completely, every shard.
+    A failed or interrupted shard is measured again, so its re-run completes the night.  When the
+    previous commit is not an ancestor of the head (the branch was rewritten) or there is none,
+    pair with the head's first parent.  ``is_ancestor(a, b)`` may be given to check ancestry
+    (None: assume it is); ``has_parent(sha)`` whether the head has a parent (None: assume so);
+    a root commit is measured against itself (A/A).
     """
-    from teperf.history.store import latest_run
+    from teperf.history.store import default_night, latest_run
 
     have = history is not None and not history.empty
     if have and not force:
-        done = history[(history["machine"] == machine) & (history["ref"] == ref) & (history["sha"] == head_sha)
-                       & (history["shard"] == shard)]
-        if not done.empty:
-            when = done["run_date"].max()
-            return BaseChoice(head_sha, None, f"{head_sha[:10]} was already measured (shard {shard}) by the nightly of {when}", skip=True)
+        skip = _already_measured(history, machine=machine, ref=ref, head_sha=head_sha, shard=shard,
+                                 night=night or default_night(head_sha))
+        if skip:
+            return BaseChoice(head_sha, None, skip, skip=True)
     prev = latest_run(history, machine=machine, ref=ref, exclude_sha=head_sha) if have else None
 
     def parent_choice(why: str) -> BaseChoice:
@@ -93,6 +94,23 @@ def choose_base(history, *, machine: str, ref: str, head_sha: str, shard: str = 
     if is_ancestor is not None and not is_ancestor(prev["sha"], head_sha):
         return parent_choice(f"the previous nightly's {prev['sha'][:10]} is not an ancestor of the head (rewritten branch?)")
     return BaseChoice(f"{prev['sha']}..{head_sha}", prev["sha"], f"paired with the previous nightly's {prev['sha'][:10]}")
+
+
+def _already_measured(history, *, machine: str, ref: str, head_sha: str, shard: str, night: str) -> str | None:
+    """Why this shard need not run (None: it must): see ``choose_base``."""
+    from teperf.history.nights import nights
+
+    sel = history[(history["machine"] == machine) & (history["ref"] == ref) & (history["sha"] == head_sha)]
+    if sel.empty:
+        return None
+    mine = sel[(sel["night"] == night) & (sel["shard"] == shard) & (sel["run_status"] == "complete")]
+    if not mine.empty:
+        return f"{head_sha[:10]} was already measured (shard {shard}) by the nightly of {mine['run_date'].max()}"
+    whole = [n for n in nights(sel) if n.night != night and n.complete]
+    if whole:
+        last = whole[-1]
+        return f"{head_sha[:10]} was already measured, every shard, by night {last.night} of {last.started}"
+    return None
 
 
 def local_machine(device: str, *, cpu_model: str | None = None, gpu: str | None = None, driver: str | None = None) -> tuple[str, str]:
@@ -114,6 +132,18 @@ def local_machine(device: str, *, cpu_model: str | None = None, gpu: str | None 
     return machine_fingerprint(cpu_model, gpu, driver)
 
 
+def _check_night(night_id: str | None) -> str | None:
+    """A night id is text that every shard repeats; it must be short and printable (it is shown as is)."""
+    if night_id is None:
+        return None
+    night_id = night_id.strip()
+    if not night_id or len(night_id) > 100 or not night_id.isprintable():
+        raise TeperfError(f"--night {night_id!r} is not a usable night id",
+                          "give a short printable name that all shards of the night share, "
+                          "e.g. --night gh-$GITHUB_RUN_ID")
+    return night_id
+
+
 # ----------------------------------------------------------------------------- the command
 
 
@@ -122,6 +152,9 @@ def local_machine(device: str, *, cpu_model: str | None = None, gpu: str | None 
 @click.option("--ref", default="main", show_default=True, help="Branch (or any ref) whose head is measured.")
 @history_option
 @click.option("--shard", metavar="I/N", help="Measure only the I-th of N slices of the case matrix (split a night over N machines).")
+@click.option("--night", "night_id", metavar="ID",
+              help="Name of the night the shards belong to, the same for all N (e.g. the CI run id); "
+                   "default: the head commit.")
 @click.option("--strategy", type=click.Choice(strategies.GIT_NAMES), default="auto", show_default=True, help="How a git side is made runnable. " + strategies.help_text(strategies.GIT_NAMES))
 @click.option("--jobs", type=int, metavar="N", help="Parallel compile jobs (default: the free cores).")
 @click.option("--package", default="transformer_engine", show_default=True, help="Package under test.")
@@ -132,13 +165,14 @@ def local_machine(device: str, *, cpu_model: str | None = None, gpu: str | None 
 @click.option("--counters/--no-counters", default=False, show_default=True, help="Count calls and ops per step (slower).")
 @config_options
 @output_options
-def command(repo, ref, history_url, shard, strategy, jobs, package, build_command, python, force, dry_run, counters, fmt, results_dir, **kwargs):
+def command(repo, ref, history_url, shard, night_id, strategy, jobs, package, build_command, python, force, dry_run, counters,
+            fmt, results_dir, **kwargs):
     """Measure REF's head against the previous nightly's commit and add it to the history.
 
     \b
     teperf nightly --repo ~/TransformerEngine --ref main
-    teperf nightly --repo ~/TransformerEngine --shard 1/2    (machine A)
-    teperf nightly --repo ~/TransformerEngine --shard 2/2    (machine B)
+    teperf nightly --repo ~/TransformerEngine --shard 1/2 --night 2025-06-01    (machine A)
+    teperf nightly --repo ~/TransformerEngine --shard 2/2 --night 2025-06-01    (machine B)
     """
     from teperf import api
     from teperf.plan import expand
@@ -157,6 +191,7 @@ def command(repo, ref, history_url, shard, strategy, jobs, package, build_comman
     store = open_store(history_url)
     history = store.read()
     machine, label = local_machine(config.device)
+    night_id = _check_night(night_id)
 
     def is_ancestor(a: str, b: str) -> bool:
         try:
@@ -172,9 +207,12 @@ def command(repo, ref, history_url, shard, strategy, jobs, package, build_comman
         except GitFailed:
             return False
 
-    choice = choose_base(history, machine=machine, ref=ref, head_sha=head_sha, shard=f"{shard_i}/{shard_n}", force=force,
-                         is_ancestor=is_ancestor, has_parent=has_parent)
-    click.echo(f"nightly: {ref} at {head_sha[:10]} on {label} (machine {machine}), shard {shard_i}/{shard_n}: "
+    choice = choose_base(history, machine=machine, ref=ref, head_sha=head_sha, shard=f"{shard_i}/{shard_n}", night=night_id,
+                         force=force, is_ancestor=is_ancestor, has_parent=has_parent)
+    from teperf.history.store import default_night
+
+    night = night_id or default_night(head_sha)
+    click.echo(f"nightly: {ref} at {head_sha[:10]} on {label} (machine {machine}), night {night} shard {shard_i}/{shard_n}: "
                f"{len(cases)} case{'s' if len(cases) != 1 else ''}; {choice.reason}", err=True)
     if choice.skip:
         click.echo("nightly: nothing new to measure (use --force to measure it again)", err=True)
@@ -190,19 +228,25 @@ def command(repo, ref, history_url, shard, strategy, jobs, package, build_comman
         choice.spec, repo=str(root), strategy=strategy, package=package, python=python or sys.executable,
         build_command=shlex.split(build_command) if build_command else None, jobs=jobs,
     )
-    nightly_meta = {"nightly": {"ref": ref, "shard": f"{shard_i}/{shard_n}", "machine": machine, "base_reason": choice.reason,
-                                "history": str(store.url)}}
+    nightly_meta = {"nightly": {"ref": ref, "shard": f"{shard_i}/{shard_n}", "night": night, "machine": machine,
+                                "base_reason": choice.reason, "history": str(store.url)}}
+    record = dict(run_kind="nightly", ref=ref, shard=f"{shard_i}/{shard_n}", night=night)
     try:
         with progress_bar() as factory:
             path = api.compare(config, base, head, results_dir=results_dir, command=["teperf"] + sys.argv[1:],
                                progress=factory, extra_meta=nightly_meta, cases=list(cases))
     except api.Interrupted as stop:
-        click.echo(f"teperf: interrupted; not added to the history. The bundle keeps what was measured: {stop.path} "
-                   f"(teperf import --include-partial {stop.path} adds it)", err=True)
+        # the shard is recorded as interrupted, so its night shows it (not as missing, never as complete)
+        try:
+            file, _ = store.add_summary(api.summarize(stop.path), bundle=str(stop.path), **record)
+            where = f"added to the history as an interrupted shard ({file})"
+        except TeperfError as exc:  # e.g. stopped before the first cell: nothing to record
+            where = f"not added to the history ({exc.one_line()})"
+        click.echo(f"teperf: interrupted; {where}. The bundle keeps what was measured: {stop.path}", err=True)
         sys.exit(130)
     summary = api.summarize(path)
     emit(summary, fmt)
-    file, _ = store.add_summary(summary, run_kind="nightly", ref=ref, shard=f"{shard_i}/{shard_n}", bundle=str(path))
+    file, _ = store.add_summary(summary, bundle=str(path), **record)
     recorded = summary.meta.get("host", {})
     from teperf.history.store import machine_from_meta
 

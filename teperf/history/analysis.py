@@ -4,7 +4,9 @@ Shared by ``teperf history`` and ``teperf dashboard``; pure data, no HTML.
 
 One point per commit and machine: when a commit was measured more than once
 (a re-run), the newest run stands for it.  Failed cells are kept as points
-without a value (shown, never fed to change detection).
+without a value (shown, never fed to change detection).  Shards of one night
+merge by themselves (each cell is in one shard); every point also carries its
+night and, when that night is incomplete, what is missing (``nights.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import math
 from typing import Any, Sequence
 
 from teperf.history import changepoint
+from teperf.history.nights import Night, by_key, nights
 from teperf.history.store import CELL_KEY, ordered
 
 WEEK = _dt.timedelta(days=7)
@@ -42,6 +45,8 @@ class Point:
     n_pairs: int | None
     spread_pct: float | None
     error: str | None
+    night: str | None = None
+    night_note: str | None = None  # None: the night is complete; else e.g. "incomplete: 2 of 3 shards (missing 3/3)"
 
     @property
     def short_sha(self) -> str:
@@ -160,8 +165,9 @@ def _dt_or_none(x) -> _dt.datetime | None:
     return x.to_pydatetime() if hasattr(x, "to_pydatetime") else x
 
 
-def _points(group) -> list[Point]:
+def _points(group, night_of: dict[tuple[str, str], Night] | None = None) -> list[Point]:
     """Rows of one cell (series order) -> one point per commit (newest run wins)."""
+    night_of = night_of or {}
     by_key: dict[str, Any] = {}
     order: list[str] = []
     for row in group.itertuples(index=False):
@@ -197,9 +203,15 @@ def _points(group) -> list[Point]:
                 n_pairs=_val(r.n_pairs),
                 spread_pct=_val(r.host_spread_pct),
                 error=_val(r.error),
+                night=_val(r.night),
+                night_note=_note(night_of.get((r.machine, r.night))),
             )
         )
     return points
+
+
+def _note(night: Night | None) -> str | None:
+    return None if night is None or night.complete else night.describe()
 
 
 def _paired_night(points: Sequence[Point], i: int) -> Point | None:
@@ -212,9 +224,10 @@ def _paired_night(points: Sequence[Point], i: int) -> Point | None:
     return p
 
 
-def analyze_cell(machine: str, machine_label: str, key: tuple, group, settings: changepoint.DetectionSettings) -> Cell:
+def analyze_cell(machine: str, machine_label: str, key: tuple, group, settings: changepoint.DetectionSettings,
+                 night_of: dict[tuple[str, str], Night] | None = None) -> Cell:
     module, recipe, shape, dtype, mode = key
-    points = _points(ordered(group))
+    points = _points(ordered(group), night_of)
     ok_idx = [i for i, p in enumerate(points) if p.ok]
     values = [points[i].host_us for i in ok_idx]
     seed = int(hashlib.sha256("\0".join((machine, *key)).encode()).hexdigest()[:8], 16)
@@ -253,11 +266,13 @@ def analyze(df, settings: changepoint.DetectionSettings | None = None) -> list[C
     settings = settings or changepoint.DetectionSettings()
     if df.empty:
         return []
+    night_of = by_key(nights(df))
     df = df.copy()
     for c in CELL_KEY:
         df[c] = df[c].fillna("")
     cells = []
     for (machine, *key), group in df.groupby(["machine", *CELL_KEY], sort=True):
         label = group["machine_label"].dropna()
-        cells.append(analyze_cell(machine, label.iloc[-1] if len(label) else machine, tuple(key), group, settings))
+        cells.append(analyze_cell(machine, label.iloc[-1] if len(label) else machine, tuple(key), group, settings,
+                                  night_of))
     return cells

@@ -33,6 +33,7 @@ from teperf import __version__
 from teperf.errors import TeperfError
 from teperf.history import changepoint
 from teperf.history.analysis import Cell, Found, Point, analyze
+from teperf.history.nights import Night, latest_per_machine, nights as find_nights
 from teperf.history.store import HistoryStore
 
 VERDICT_CSS = {"slower": "slower", "faster": "faster", "no change": "nochange", "noisy": "noisy"}
@@ -93,11 +94,13 @@ def cell_figure(cell: Cell) -> dict:
             _esc(_fmt_pct(p.delta_pct)),
             _esc(f"[{_fmt_pct(p.ci_low_pct)}, {_fmt_pct(p.ci_high_pct)}]" if p.ci_low_pct is not None else ""),
             _esc(p.base_sha[:10] if p.base_sha else "-"),
+            _esc(f"<br>night {p.night}: {p.night_note}" if p.night_note else ""),
         ]
 
     cd = [custom(p) for p in pts]
     hover = ("<b>%{customdata[0]}</b><br>%{customdata[1]}<br>%{customdata[2]}<br>"
-             "host %{y:.1f} us/step<br>vs %{customdata[6]}: %{customdata[4]} %{customdata[5]} (%{customdata[3]})<extra></extra>")
+             "host %{y:.1f} us/step<br>vs %{customdata[6]}: %{customdata[4]} %{customdata[5]} (%{customdata[3]})"
+             "%{customdata[7]}<extra></extra>")
     # 95 % band of the night's paired interval, put on the head's scale: base + [ci_low, ci_high]
     lo = [p.base_us + p.ci_low_us if None not in (p.base_us, p.ci_low_us) and p.ok else None for p in pts]
     hi = [p.base_us + p.ci_high_us if None not in (p.base_us, p.ci_high_us) and p.ok else None for p in pts]
@@ -199,12 +202,20 @@ def _change_row(c: Cell, ch: Found, page: str) -> dict:
     }
 
 
-def _machine_models(cells: Sequence[Cell]) -> list[dict]:
+def _night_model(n: Night) -> dict:
+    return {"id": n.night, "commit": n.short_sha or "-", "subject": n.subject or "", "started": _fmt_date(n.started),
+            "status": n.describe(), "complete": n.complete, "css": "ok" if n.complete else "incomplete"}
+
+
+def _machine_models(cells: Sequence[Cell], nights: Sequence[Night] = ()) -> list[dict]:
     by_machine: dict[str, list[Cell]] = {}
     for c in cells:
         by_machine.setdefault(c.machine, []).append(c)
+    latest_night = latest_per_machine(nights)
     models = []
     for mid, mcells in sorted(by_machine.items(), key=lambda kv: kv[1][0].machine_label):
+        mine = [n for n in nights if n.machine == mid][::-1]  # newest first
+        tonight = latest_night.get(mid)
         page = f"machine-{mid}.html"
         recipes = sorted({c.recipe for c in mcells})
         rows: dict[tuple, dict] = {}
@@ -227,6 +238,9 @@ def _machine_models(cells: Sequence[Cell]) -> list[dict]:
                 "recent": (f"step {_fmt_pct(recent.delta_pct)} at {recent.first_bad.short_sha[:7]}" if recent.kind == "step"
                            else f"drift {_fmt_pct(recent.delta_pct)} since {recent.first_bad.short_sha[:7]}") if recent else None,
                 "recent_css": recent.direction if recent else "",
+                # a cell the newest night did not measure (its shard is missing or failed) says so
+                "stale": (f"not in night {tonight.night}" if tonight is not None and tonight.shas and last is not None
+                          and last.sha not in tonight.shas else None),
             }
         grid = []
         for key in sorted(rows):
@@ -250,6 +264,9 @@ def _machine_models(cells: Sequence[Cell]) -> list[dict]:
                 {"title": "Drifts", "rows": [r for r in changes if r["kind"].startswith("drift")]},
             ],
             "n_regressions": sum(1 for r in changes if r["direction"] == "slower"),
+            "night": _night_model(tonight) if tonight is not None else None,
+            "nights": [_night_model(n) for n in mine],
+            "incomplete": [_night_model(n) for n in mine if not n.complete],
         })
     return models
 
@@ -283,8 +300,12 @@ def _check_replaceable(out: Path) -> None:
 
 
 def build_site(cells: Sequence[Cell], out: str | os.PathLike, *, store: str = "", n_runs: int = 0,
-               settings: changepoint.DetectionSettings | None = None, now: _dt.datetime | None = None) -> Path:
+               settings: changepoint.DetectionSettings | None = None, now: _dt.datetime | None = None,
+               nights: Sequence[Night] = ()) -> Path:
     """Write the site for analysed ``cells`` into ``out``; returns the path of index.html.
+
+    ``nights`` (``nights.nights`` of the same rows) lets the pages say which nights are
+    incomplete (a shard missing or failed) and which cells the newest night did not measure.
 
     The site is built in a temporary directory next to ``out`` and swapped in, so a
     half-written site is never served.
@@ -304,11 +325,12 @@ def build_site(cells: Sequence[Cell], out: str | os.PathLike, *, store: str = ""
         (work / "assets" / "dashboard.js").write_bytes(_asset("dashboard.js"))
         (work / "assets" / "style.css").write_bytes(_asset("style.css"))
         env = _env()
-        machines = _machine_models(cells)
+        machines = _machine_models(cells, nights)
         common = {
             "machines": machines, "generated": _fmt_date(now or _dt.datetime.now(_dt.timezone.utc)), "version": __version__,
             "store": store, "n_runs": n_runs, "settings": settings, "recent": RECENT,
             "n_regressions": sum(m["n_regressions"] for m in machines),
+            "n_incomplete": sum(len(m["incomplete"]) for m in machines),
         }
         (work / "index.html").write_text(env.get_template("index.html.j2").render(title="Overview", page="index", charts=False, **common), encoding="utf-8")
         (work / "regressions.html").write_text(env.get_template("regressions.html.j2").render(title="Changes", page="regressions", charts=False, **common), encoding="utf-8")
@@ -341,5 +363,6 @@ def build_from_store(store: HistoryStore, out: str | os.PathLike, *, settings: c
                      machine: str | None = None, ref: str | None = None) -> tuple[Path, list[Cell]]:
     df = store.read(machine=machine, ref=ref)
     cells = analyze(df, settings)
-    index = build_site(cells, out, store=str(store.url), n_runs=int(df["run_id"].nunique()) if not df.empty else 0, settings=settings)
+    index = build_site(cells, out, store=str(store.url), n_runs=int(df["run_id"].nunique()) if not df.empty else 0,
+                       settings=settings, nights=find_nights(df))
     return index, cells

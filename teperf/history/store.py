@@ -10,13 +10,22 @@ and a token, so two writers never collide.
 Writes are atomic: the file is written under a temporary name that no reader
 picks up (``.<run_id>.parquet.tmp``: pyarrow skips dot-files and a
 ``*.parquet`` glob does not match it), then renamed (``os.replace`` locally,
-``fs.mv`` elsewhere; a single-object upload is atomic on object stores).  A
-nightly killed mid-write leaves at most a stray ``.tmp`` file.
+``fs.mv`` on other file systems).  On object stores (S3, GCS, Azure) it is one
+upload straight to the final name: a single PUT is atomic there.  A nightly
+killed mid-write leaves at most a stray ``.tmp`` file.
+
+Concurrent writers (the shards of one night, machines of several kinds) each
+add their own new files and never rewrite or index anything, so nothing is
+read, modified and written back: there is no shared file to lose an update to.
 
 Reading it without teperf::
 
     pandas.read_parquet("results/history")                                 # pyarrow engine
     duckdb.sql("select * from read_parquet('results/history/*.parquet', union_by_name=true)")
+
+(pandas takes the first file's columns: in a store that also holds files of an older teperf, a
+newer column such as ``night`` may be left out; DuckDB's union_by_name and ``HistoryStore.read``
+keep every column.)
 """
 
 from __future__ import annotations
@@ -40,6 +49,8 @@ from teperf.errors import TeperfError
 DEFAULT_HISTORY = os.path.join("results", "history")
 HISTORY_ENV = "TEPERF_HISTORY"
 SUFFIX = ".parquet"
+# fsspec protocols where one upload is atomic (the object is visible complete or not at all)
+OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "memory"}
 
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -63,6 +74,7 @@ RUN_FIELDS = [
     pa.field("driver", pa.string()),
     pa.field("hostname", pa.string()),
     pa.field("shard", pa.string()),  # "I/N"
+    pa.field("night", pa.string()),  # which night the shard belongs to (see default_night); older files: null
     pa.field("teperf_version", pa.string()),
     pa.field("torch_version", pa.string()),
     pa.field("bundle", pa.string()),
@@ -171,6 +183,26 @@ def measured_sides(meta: Mapping[str, Any]) -> tuple[dict, dict | None]:
     return {}, None
 
 
+def default_night(sha: str | None, run_id: str | None = None) -> str:
+    """The night a run belongs to when none was named: its measured commit.
+
+    Shards of one night measure one commit, and a re-run of a failed shard (hours later, or the
+    next day) must join the same night, so the commit, not a date, is the default; name one
+    with ``teperf nightly --night ID`` (e.g. the CI run id) instead.  A run without a commit is
+    a night of its own.
+    """
+    return sha[:12] if isinstance(sha, str) and sha else f"run:{run_id}"
+
+
+def split_shard(text) -> tuple[int, int]:
+    """'I/N' -> (I, N); anything else (an old or hand-made row) reads as 1/1."""
+    try:
+        i, n = (int(x) for x in str(text).split("/"))
+    except (TypeError, ValueError):
+        return 1, 1
+    return (i, n) if 1 <= i <= n else (1, 1)
+
+
 def make_run_id(meta: Mapping[str, Any], machine: str, sha: str | None, shard: str, token: str) -> str:
     started = _ts(meta.get("started_at")) or _dt.datetime.now(_dt.timezone.utc)
     short = (sha or "nosha")[:10]
@@ -178,9 +210,11 @@ def make_run_id(meta: Mapping[str, Any], machine: str, sha: str | None, shard: s
 
 
 def rows_from_summary(summary, *, run_kind: str = "import", ref: str | None = None, shard: str = "1/1",
-                      bundle: str | None = None, run_id: str | None = None, overrides: Mapping[str, Any] | None = None) -> list[dict]:
+                      night: str | None = None, bundle: str | None = None, run_id: str | None = None,
+                      overrides: Mapping[str, Any] | None = None) -> list[dict]:
     """A bundle summary (``teperf.api.summarize``) -> history rows, one per cell.
 
+    ``night`` names the night the run is a shard of (default: ``default_night`` of its commit).
     ``overrides`` replaces run-level values (e.g. sha/subject/committed_at for a bundle
     whose side has no git description).
     """
@@ -191,7 +225,7 @@ def rows_from_summary(summary, *, run_kind: str = "import", ref: str | None = No
     sha = overrides.get("sha", head.get("sha"))
     if run_id is None:
         # deterministic per bundle, so importing the same bundle twice is a no-op
-        ident = f"{bundle or ''}|{meta.get('started_at')}|{sha}|{shard}"
+        ident = f"{bundle or ''}|{meta.get('started_at')}|{sha}|{shard}|{night or ''}"
         run_id = make_run_id(meta, mach["machine"], sha, shard, hashlib.sha256(ident.encode()).hexdigest()[:8])
     run = {
         "run_id": run_id,
@@ -206,6 +240,7 @@ def rows_from_summary(summary, *, run_kind: str = "import", ref: str | None = No
         "base_subject": base.get("subject") if base else None,
         "base_committed_at": _ts((base or {}).get("commit_date") or (base or {}).get("committed_at")),
         "shard": shard,
+        "night": night,
         "teperf_version": meta.get("teperf_version"),
         "bundle": bundle,
         **mach,
@@ -214,6 +249,8 @@ def rows_from_summary(summary, *, run_kind: str = "import", ref: str | None = No
         if key not in run:
             raise KeyError(f"unknown run-level column {key!r}")
         run[key] = _ts(value) if key in ("run_date", "committed_at", "base_committed_at") else value
+    if run["night"] is None:
+        run["night"] = default_night(run["sha"], run_id)
     out = []
     for r in summary.rows:
         row = dict(run)
@@ -267,6 +304,7 @@ class HistoryStore:
         except (ImportError, ValueError) as exc:
             raise TeperfError(f"cannot open history store {url!r}: {exc}", "give a local directory or an fsspec URL whose filesystem package is installed")
         self.local = "file" in _protocols(self.fs)
+        self.object_store = bool(OBJECT_STORES & set(_protocols(self.fs)))
 
     def __repr__(self) -> str:
         return f"HistoryStore({self.url!r})"
@@ -325,8 +363,13 @@ class HistoryStore:
         else:
             buf = io.BytesIO()
             pq.write_table(table, buf, compression="zstd")
-            self.fs.pipe_file(tmp, buf.getvalue())
-            self.fs.mv(tmp, final)
+            if self.object_store:
+                # one PUT: the object appears whole or not at all (a copy + delete would only add a window
+                # in which a killed writer leaves its temp object behind)
+                self.fs.pipe_file(final, buf.getvalue())
+            else:
+                self.fs.pipe_file(tmp, buf.getvalue())
+                self.fs.mv(tmp, final)
         return final
 
     def read(self, *, machine: str | None = None, module: str | None = None, recipe: str | None = None,
@@ -346,6 +389,10 @@ class HistoryStore:
             tables.append(_conform(t))
         table = pa.concat_tables(tables) if tables else SCHEMA.empty_table()
         df = table.to_pandas()
+        if not df.empty:  # files written before nights were recorded: the night is the commit's
+            missing = df["night"].isna()
+            df.loc[missing, "night"] = [default_night(sha, rid) for sha, rid in
+                                        zip(df.loc[missing, "sha"], df.loc[missing, "run_id"])]
         for col, val in (("machine", machine), ("module", module), ("recipe", recipe), ("ref", ref)):
             if val is not None:
                 df = df[df[col] == val]

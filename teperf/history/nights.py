@@ -1,0 +1,138 @@
+"""Nights: the shards of one night put back together, and whether the night is whole.
+
+A night is every run with the same machine fingerprint and night id (``night``
+column; by default the measured commit, or ``teperf nightly --night ID``).  Each
+shard run wrote its own file with ``shard = I/N`` and its run status, so the
+night knows which of its N shards came back and how each ended.  A night is
+complete only when every shard 1..N has a complete run and all of them measured
+one commit; anything else is incomplete and says what is missing, never shown
+as a whole night.
+
+Re-runs: the newest run of a shard stands for it (a failed shard measured again
+completes the night).  When the split changed within a night (``1/2`` then
+``1/3``), the newest run's N is the night's; runs of the old split still give
+their cells but do not count as shards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+from typing import Iterable
+
+from teperf.history.store import split_shard
+
+COMPLETE = "complete"
+
+
+@dataclasses.dataclass
+class Night:
+    machine: str
+    machine_label: str
+    night: str
+    ref: str | None
+    shas: list[str]  # the commits its shards measured: one, unless the ref moved between shards
+    subject: str | None
+    started: _dt.datetime | None  # the first shard's run date
+    count: int  # N: how many shards the night was split into
+    shards: dict[int, str]  # shard index -> status of its newest run (complete | failed | interrupted | ...)
+    runs: int = 0
+
+    @property
+    def missing(self) -> list[int]:
+        return [i for i in range(1, self.count + 1) if i not in self.shards]
+
+    @property
+    def not_complete(self) -> list[tuple[int, str]]:
+        return [(i, st) for i, st in sorted(self.shards.items()) if st != COMPLETE]
+
+    @property
+    def done(self) -> int:
+        return sum(1 for st in self.shards.values() if st == COMPLETE)
+
+    @property
+    def complete(self) -> bool:
+        return self.done == self.count and len(self.shas) <= 1
+
+    @property
+    def short_sha(self) -> str:
+        return ",".join(s[:10] for s in self.shas)
+
+    def problems(self) -> list[str]:
+        """What keeps the night from being whole, one phrase each (empty when complete)."""
+        out = []
+        if self.missing:
+            out.append("missing " + ", ".join(f"{i}/{self.count}" for i in self.missing))
+        by_status: dict[str, list[int]] = {}
+        for i, st in self.not_complete:
+            by_status.setdefault(st, []).append(i)
+        for st, idx in by_status.items():
+            out.append(", ".join(f"{i}/{self.count}" for i in idx) + f" {st}")
+        if len(self.shas) > 1:
+            out.append(f"shards measured different commits ({self.short_sha})")
+        return out
+
+    def describe(self) -> str:
+        """'complete (3 of 3 shards)' or 'incomplete: 2 of 3 shards (missing 3/3; 2/3 failed)'."""
+        shards = f"{self.done} of {self.count} shard{'s' if self.count != 1 else ''}"
+        if self.complete:
+            return f"complete ({shards})"
+        return f"incomplete: {shards} ({'; '.join(self.problems())})"
+
+
+def _str(v) -> str | None:
+    return v if isinstance(v, str) and v else None
+
+
+def nights(df) -> list[Night]:
+    """Every (machine, night) of a history DataFrame, oldest first per machine."""
+    if df is None or df.empty:
+        return []
+    runs = (df.drop_duplicates("run_id")
+            .sort_values(["run_date", "run_id"], kind="stable", na_position="first"))
+    out: dict[tuple[str, str], Night] = {}
+    for r in runs.itertuples(index=False):
+        key = (r.machine, r.night)
+        i, n = split_shard(r.shard)
+        night = out.get(key)
+        if night is None:
+            night = out[key] = Night(r.machine, _str(r.machine_label) or r.machine, r.night, _str(r.ref), [],
+                                     _str(r.subject), _when(r.run_date), n, {})
+        night.runs += 1
+        if n != night.count:  # the split changed: the newest run's N decides, older shards of another N drop out
+            night.count, night.shards, night.shas = n, {}, []
+        night.shards[i] = _str(r.run_status) or "unknown"  # runs are in date order: the newest stays
+        sha = _str(r.sha)
+        if sha and sha not in night.shas:
+            night.shas.append(sha)
+    never = _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
+    return sorted(out.values(), key=lambda nt: (nt.machine, nt.started or never, nt.night))
+
+
+def _when(v) -> _dt.datetime | None:
+    try:
+        import pandas as pd
+
+        if v is None or pd.isna(v):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return v.to_pydatetime() if hasattr(v, "to_pydatetime") else v
+
+
+def by_key(items: Iterable[Night]) -> dict[tuple[str, str], Night]:
+    return {(n.machine, n.night): n for n in items}
+
+
+def status_column(df, found: Iterable[Night] | None = None):
+    """Each row's night, described (``Night.describe``): a column for CSV/JSON output."""
+    index = by_key(found if found is not None else nights(df))
+    return [index[(m, nt)].describe() if (m, nt) in index else None for m, nt in zip(df["machine"], df["night"])]
+
+
+def latest_per_machine(items: Iterable[Night]) -> dict[str, Night]:
+    """The newest night (by its first run date) of each machine."""
+    out: dict[str, Night] = {}
+    for n in items:  # nights() is oldest first per machine
+        out[n.machine] = n
+    return out
