@@ -44,14 +44,19 @@ def config_options(f):
         click.option("--seed", type=int, help="Seed of the case order and the hash seeds."),
         click.option("--metric", type=click.Choice(["process_cpu", "thread_cpu", "wall"]), help="Headline clock (default process_cpu)."),
         click.option("--prestart", metavar="N|auto", help="Pairs to start ahead on spare cores while one measures (default auto: one core per worker, up to 8 pairs; 0 = off)."),
-        click.option("--min-effect", "min_effect_pct", type=float, help="Changes under this many % are 'no change'."),
+        click.option("--min-effect", "min_effect_pct", type=float, help="Changes under this many % do not matter: 'no change' needs the whole interval inside +-this."),
+        click.option("--precision", "precision_pct", type=float, metavar="P",
+                     help="Keep adding fresh pairs until every cell's 95% interval is at most +-P % (or the budget is spent); --processes is then not used."),
+        click.option("--budget", "budget_s", metavar="DURATION",
+                     help="Wall-clock limit of the measuring: 5m, 90s, 1h or seconds (default with --precision: 10m)."),
     ]
     for opt in reversed(opts):
         f = opt(f)
     return f
 
 
-OVERRIDE_KEYS = ("backend", "device", "modules", "recipes", "modes", "shapes", "processes", "rounds", "trials", "iters", "warmup", "timeout_s", "core", "seed", "metric", "min_effect_pct", "prestart")
+OVERRIDE_KEYS = ("backend", "device", "modules", "recipes", "modes", "shapes", "processes", "rounds", "trials", "iters", "warmup",
+                 "timeout_s", "core", "seed", "metric", "min_effect_pct", "prestart", "precision_pct", "budget_s")
 
 
 def make_config(kwargs: dict, **extra):
@@ -61,19 +66,33 @@ def make_config(kwargs: dict, **extra):
     return load_config(path, overrides)
 
 
+def fail_on_option(f):
+    return click.option(
+        "--fail-on", "fail_on", multiple=True, metavar="VERDICT",
+        help="Exit 1 when any cell has this verdict: slower, faster, change (either), inconclusive; repeat or join with commas.",
+    )(f)
+
+
+def gate(summary, verdicts: set) -> None:
+    """--fail-on: exit 1, naming the cells in one line on stderr, when any cell has one of ``verdicts``."""
+    from teperf.gate import failing_cells
+
+    cells = failing_cells(summary.rows, verdicts) if verdicts else []
+    if cells:
+        click.echo(f"teperf: fail-on: {len(cells)} cell{'s' if len(cells) != 1 else ''}: {'; '.join(cells)}", err=True)
+        sys.exit(1)
+
+
 def output_options(f):
     f = click.option("--results-dir", metavar="DIR", help="Where bundles go (default: ./results).")(f)
     f = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")(f)
     return f
 
 
-def make_progress():
-    """A rich progress bar on a terminal, nothing otherwise."""
-    if not sys.stderr.isatty():
-        return None, None
+def _progress_bar(transient: bool):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    bar = Progress(
+    return Progress(
         TextColumn("[bold]measuring"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -82,19 +101,62 @@ def make_progress():
         TextColumn("ETA"),
         TimeRemainingColumn(),
         TextColumn("{task.description}"),
-        transient=True,
+        transient=transient,
         console=_console(stderr=True),
     )
 
-    def factory(total):
-        task = bar.add_task("", total=total)
+
+class LiveView:
+    """While a compare measures, on a terminal: per cell the pairs done, the current delta and
+    half-width, and the time left of the budget, above the progress bar (rich Live on stderr)."""
+
+    MAX_ROWS = 20  # the unsettled cells first; a nightly's 100+ cells would not fit a screen
+
+    def __init__(self):
+        self.bar = _progress_bar(transient=False)
+        self.snapshot = None
+
+    def factory(self, total):
+        task = self.bar.add_task("", total=total)
 
         def advance(steps, what):
-            bar.update(task, advance=steps, description=what)
+            self.bar.update(task, advance=steps, description=what)
 
         return advance
 
-    return bar, factory
+    def update(self, snapshot) -> None:
+        import time
+
+        self.snapshot = snapshot
+        self.seen_at = time.monotonic()  # the budget keeps ticking between snapshots
+
+    def __rich__(self):
+        import time
+
+        from rich.console import Group
+        from rich.table import Table
+
+        snap = self.snapshot
+        if snap is None:
+            return self.bar
+        title = f"{snap.pairs_done} pairs done"
+        if snap.target_pct is not None:
+            title += f"; target +-{snap.target_pct:g}%"
+        if snap.budget_s is not None:
+            left = max(0.0, snap.time_left_s - (time.monotonic() - self.seen_at))
+            title += f"; budget left {int(left // 60)}:{int(left % 60):02d}"
+        table = Table(title=title, title_justify="left", box=None, pad_edge=False)
+        for col in ("cell", "pairs", "delta", "half-width", ""):
+            table.add_column(col, justify="left" if col in ("cell", "") else "right")
+        cells = sorted(snap.cells, key=lambda c: (c.settled or bool(c.dropped), c.case_id))
+        for c in cells[: self.MAX_ROWS]:
+            state = c.dropped or ("settled" if c.settled else "")
+            table.add_row(c.key, str(c.pairs), "-" if c.delta_pct is None else f"{c.delta_pct:+.2f}%",
+                          "-" if c.half_pct is None else f"+-{c.half_pct:.2f}%", state,
+                          style="dim" if state else None)
+        if len(cells) > self.MAX_ROWS:
+            table.add_row(f"... {len(cells) - self.MAX_ROWS} more", "", "", "", "")
+        return Group(table, self.bar)
 
 
 def _console(stderr=False):
@@ -110,23 +172,26 @@ def emit(summary, fmt: str) -> None:
 
 
 @contextmanager
-def progress_bar():
-    bar, factory = make_progress()
-    if bar is None:
-        yield None
+def live_view():
+    """(progress factory, snapshot listener) for api.measure: a LiveView on a terminal, (None, None) otherwise."""
+    if not sys.stderr.isatty():
+        yield None, None
         return
-    with bar:
-        yield factory
+    from rich.live import Live
+
+    view = LiveView()
+    with Live(view, console=_console(stderr=True), refresh_per_second=2, transient=True):
+        yield view.factory, view.update
 
 
 def measure_and_report(fn, fmt: str):
-    """Run ``fn(progress_factory) -> bundle path`` and print its summary; on Ctrl-C print
-    what was measured and exit 130."""
+    """Run ``fn(progress_factory, live_listener) -> bundle path`` and print its summary; on Ctrl-C
+    print what was measured and exit 130."""
     from teperf.api import Interrupted, summarize
 
     try:
-        with progress_bar() as factory:
-            path = fn(factory)
+        with live_view() as (factory, listener):
+            path = fn(factory, listener)
     except Interrupted as stop:
         click.echo(f"teperf: interrupted; the bundle keeps what was measured: {stop.path}", err=True)
         emit(summarize(stop.path), fmt)
