@@ -73,7 +73,9 @@ class Adaptive:
         self.n_sides = n_sides
         # case -> pair -> (round, trial) -> {side index: per-step us}
         self._trials: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
-        self._pair_cost: list[float] = []  # seconds per measured case, one figure per finished pair
+        self._pair_cost: list[float] = []  # seconds of measuring per case, one figure per finished pair
+        self._pair_start: list[float] = []  # seconds each pair took to start (the first one cold)
+        self.rows: dict[int, dict] = {}  # case -> its interim stats.compare_cell row
         self.pairs_done = 0
         self.stop_reason = ""
         self.listeners: list[Callable[[Snapshot], None]] = []
@@ -124,10 +126,13 @@ class Adaptive:
         return True
 
     def pair_estimate(self, n_cases: int) -> float:
-        """Seconds the next pair will likely take with ``n_cases`` cases: the median cost per case
-        of the pairs so far (the first only while it is the only one: it pays the cold start)."""
-        costs = self._pair_cost[1:] or self._pair_cost
-        return statistics.median(costs) * n_cases if costs else 0.0
+        """Seconds the next pair will likely take with ``n_cases`` cases: the median measuring cost per
+        case so far, plus the median start of the pairs after the first (which paid the cold start
+        that later pairs, started ahead, mostly do not)."""
+        if not self._pair_cost:
+            return 0.0
+        start = statistics.median(self._pair_start[1:]) if len(self._pair_start) > 1 else 0.0
+        return statistics.median(self._pair_cost) * n_cases + start
 
     # ---------------------------------------------------------------- what the coordinator feeds it
 
@@ -137,9 +142,11 @@ class Adaptive:
             self._trials[case_id][pair][(round_, trial)][side] = value / record["iters"] / 1000.0
 
     def pair_done(self, pair: int, seconds: float, n_cases: int, skipped: Iterable[int] = (),
-                  failed: Iterable[int] = ()) -> None:
-        """After each pair: settle the cells whose interval is narrow enough."""
+                  failed: Iterable[int] = (), start_s: float = 0.0) -> None:
+        """After each pair (``seconds`` of measuring ``n_cases`` cases after ``start_s`` of start-up):
+        settle the cells whose interval is narrow enough."""
         self.pairs_done = pair + 1
+        self._pair_start.append(start_s)
         if n_cases:
             self._pair_cost.append(seconds / n_cases)
         for cid in skipped:
@@ -166,7 +173,7 @@ class Adaptive:
                     head[pair].append(sides[1])
                 if 0 in sides and 1 in sides:
                     couples[pair].append((sides[0], sides[1]))
-        row = compare_cell(base, head, self.stats, couples)
+        row = self.rows[case_id] = compare_cell(base, head, self.stats, couples)
         cell.pairs = row["n_pairs"]
         cell.delta_pct = row.get("delta_pct")
         # One pair's interval comes from its trials and misses between-process noise: no width yet.

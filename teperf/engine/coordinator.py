@@ -285,7 +285,8 @@ def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: B
                         break
                 t0 = time.perf_counter()
                 runner.start()
-                bundle.append({"kind": "pair", "pair": pair, "hash_seed": runner.seed, "start_s": round(time.perf_counter() - t0, 3)})
+                start_s = time.perf_counter() - t0
+                bundle.append({"kind": "pair", "pair": pair, "hash_seed": runner.seed, "start_s": round(start_s, 3)})
                 # Counted once, outside the timed trials. Not in the first pair when there
                 # are more: there one side meets a cold torch.compile cache, the other a warm one.
                 if config.counters and pair == min(1, plan.max_pairs - 1):
@@ -325,7 +326,8 @@ def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: B
                     if progress:  # after the sample is on disk: a redraw must not stand between
                         of = f"/{plan.max_pairs}" if plan.target is None else ""
                         progress(iters, f"pair {pair + 1}{of} {case.key}")
-                plan.pair_done(pair, time.perf_counter() - t0, len(todo), skipped=runner.skipped, failed=failed)
+                plan.pair_done(pair, time.perf_counter() - t0 - start_s, len(todo), skipped=runner.skipped, failed=failed,
+                               start_s=start_s)
             except BaseException:
                 for ahead in upcoming:
                     ahead.close()
