@@ -178,3 +178,23 @@ def test_aa_false_changes_stay_near_alpha_under_the_stopping_rule():
         pairs.append(ad.rows[0]["n_pairs"])
     assert changes / n <= 0.085, changes / n
     assert np.median(pairs) > 10  # the rule did run long enough to matter
+
+
+def test_live_view_draws_cells_and_budget_left():
+    import io
+
+    from rich.console import Console
+
+    from teperf.commands._common import LiveView
+
+    ad, clock, _ = make(precision=50.0, budget=300)
+    view = LiveView()
+    ad.listeners.append(view.update)
+    progress = view.factory(None)
+    run_pairs(ad, clock, [0.01, 0.01], np.random.default_rng(9), seconds_per_case=5.0)
+    progress(50, "pair 8 Linear")
+    buf = io.StringIO()
+    Console(file=buf, width=120).print(view)
+    text = buf.getvalue()
+    assert "4 pairs done; target +-50%; budget left 4:" in text  # 300 s less 40 s measured: 4:20 or a tick less
+    assert "Linear/fp32/8x2x64/eager" in text and "settled" in text and "+-" in text
