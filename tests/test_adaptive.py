@@ -185,7 +185,7 @@ def test_live_view_draws_cells_and_budget_left():
 
     from rich.console import Console
 
-    from teperf.commands._common import LiveView
+    from teperf.commands._live import LiveView
 
     ad, clock, _ = make(precision=50.0, budget=300)
     view = LiveView()

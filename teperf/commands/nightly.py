@@ -23,7 +23,8 @@ from typing import Any, Sequence
 
 import click
 
-from teperf.commands._common import config_options, emit, fail_on_option, gate, live_view, make_config, output_options
+from teperf.commands._common import config_options, emit, fail_on_option, gate, make_config, output_options
+from teperf.commands._live import live_view
 from teperf.commands.history import history_option, open_store
 from teperf.commands.import_ import check_shard, parse_shard
 from teperf.errors import TeperfError

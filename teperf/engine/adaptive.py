@@ -76,7 +76,8 @@ class Adaptive:
         self._pair_cost: list[float] = []  # seconds of measuring per case, one figure per finished pair
         self._pair_start: list[float] = []  # seconds each pair took to start (the first one cold)
         self.rows: dict[int, dict] = {}  # case -> its interim stats.compare_cell row
-        self.pairs_done = 0
+        self.pairs_done = 0  # pairs that measured at least one trial (a pair cut by the budget at once does not count)
+        self._measured: set[int] = set()
         self.stop_reason = ""
         self.listeners: list[Callable[[Snapshot], None]] = []
 
@@ -140,12 +141,13 @@ class Adaptive:
         value = record.get(self.field)
         if isinstance(value, (int, float)) and record.get("iters"):
             self._trials[case_id][pair][(round_, trial)][side] = value / record["iters"] / 1000.0
+            self._measured.add(pair)
 
     def pair_done(self, pair: int, seconds: float, n_cases: int, skipped: Iterable[int] = (),
                   failed: Iterable[int] = (), start_s: float = 0.0) -> None:
         """After each pair (``seconds`` of measuring ``n_cases`` cases after ``start_s`` of start-up):
         settle the cells whose interval is narrow enough."""
-        self.pairs_done = pair + 1
+        self.pairs_done = len(self._measured)
         self._pair_start.append(start_s)
         if n_cases:
             self._pair_cost.append(seconds / n_cases)
