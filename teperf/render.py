@@ -52,12 +52,12 @@ def verdict_text(row: dict) -> str:
 
 def schedule_text(sched: dict, rows: list[dict]) -> str:
     """How many pairs: fixed, or until the precision target / budget (with the pairs each cell got)."""
+    from teperf.summary import duration_text
+
     pairs = sorted({r["n_pairs"] for r in rows if r.get("n_pairs")})
     got = f"{pairs[0]}" if len(pairs) == 1 else f"{pairs[0]}-{pairs[-1]}" if pairs else "0"
     budget = sched.get("budget_s")
     if sched.get("precision_pct") is not None:
-        from teperf.summary import duration_text
-
         limit = f" or {duration_text(budget)}" if budget else ""
         return (f"until every cell is within +-{sched['precision_pct']:g}% (at least {sched.get('min_pairs')} pairs){limit}: "
                 f"{got} process pairs per cell")

@@ -66,3 +66,10 @@ def test_stop_notes():
     assert stop_note({"reason": "budget", "pairs": 3, "elapsed_s": 61, "precision_pct": None, "budget_s": 60}, meta) == \
         "budget of 60 s spent after 3 of 8 pairs (61 s)"
     assert stop_note({"reason": "schedule done", "pairs": 8}, meta) == ""
+
+
+def test_fixed_schedule_with_a_budget_says_how_many_pairs_ran():
+    s = summary(precision=None, budget=90.0)
+    for r in s.rows:
+        r["n_pairs"] = 5
+    assert table_model(s).header[-1].startswith("8 process pairs (budget 90 s: 5 ran) x 2 rounds")
