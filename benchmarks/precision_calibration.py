@@ -68,9 +68,13 @@ def main() -> None:
     cells = sum(verdicts.values())
     if not cells:
         return
-    rate = lambda *names: f"{sum(verdicts[n] for n in names)}/{cells} ({100 * sum(verdicts[n] for n in names) / cells:.0f}%)"  # noqa: E731
+    def rate(*names: str) -> str:
+        n = sum(verdicts[name] for name in names)
+        return f"{n}/{cells} ({100 * n / cells:.0f}%)"
+
     print(f"\ncells: {cells} in {args.repeats} runs, {time.perf_counter() - t_all:.0f} s in all")
-    print(f"false slower/faster: {rate('slower', 'faster')}; no change: {rate('no change')}; inconclusive: {rate('inconclusive')}")
+    print(f"false slower/faster: {rate('slower', 'faster')}; no change: {rate('no change')}; "
+          f"inconclusive: {rate('inconclusive')}")
     print(f"runs that reached +-{args.precision}%: {len(reached_walls)}/{args.repeats}"
           + (f", wall {min(reached_walls):.0f}-{max(reached_walls):.0f} s (median {statistics.median(reached_walls):.0f})"
              if reached_walls else ""))

@@ -28,7 +28,8 @@ def parse_fail_on(values: Iterable[str] | None) -> set[str]:
             if not name:
                 continue
             if name not in FAIL_ON:
-                raise TeperfError(f"--fail-on {name!r} is not a verdict", f"use {', '.join(FAIL_ON)} (repeat it or join with commas)")
+                raise TeperfError(f"--fail-on {name!r} is not a verdict",
+                                  f"use {', '.join(FAIL_ON)} (repeat it or join with commas)")
             verdicts |= FAIL_ON[name]
     return verdicts
 
@@ -43,6 +44,8 @@ def failing_cells(rows: Sequence[dict], verdicts: set[str]) -> list[str]:
             continue
         cell = "/".join([r["module"], r["recipe"]] + ([r["shape"]] if shapes else []) + ([r["mode"]] if modes else []))
         delta = f" {r['delta_pct']:+.1f}%" if r.get("delta_pct") is not None else ""
-        bound = f" (up to {r['bound_pct']:+.1f}%)" if r.get("verdict") == "inconclusive" and r.get("bound_pct") is not None else ""
+        bound = ""
+        if r.get("verdict") == "inconclusive" and r.get("bound_pct") is not None:
+            bound = f" (up to {r['bound_pct']:+.1f}%)"
         out.append(f"{cell} {r['verdict']}{delta}{bound}")
     return out

@@ -180,8 +180,8 @@ class Adaptive:
         cell.delta_pct = row.get("delta_pct")
         # One pair's interval comes from its trials and misses between-process noise: no width yet.
         cell.half_pct = half_width_pct(row) if row.get("ci_basis") == "pairs" else None
-        if self.target is not None and not cell.settled and settles(cell.pairs, cell.half_pct, self.target, self.min_pairs):
-            cell.settled = True
+        if self.target is not None and settles(cell.pairs, cell.half_pct, self.target, self.min_pairs):
+            cell.settled = True  # for good: a settled cell gets no more pairs
         return cell
 
     # ---------------------------------------------------------------- for the live view and the bundle
