@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.teperf-installed
 
-.PHONY: setup demo test test-fast bench bench-schedules nightly-demo clean
+.PHONY: setup demo test test-fast bench bench-schedules bench-precision nightly-demo clean
 
 setup: $(STAMP)
 
@@ -39,6 +39,10 @@ bench: setup
 # The PR thread's schedule vs teperf's default, A/A: half-width, spread, wall time, false changes.
 bench-schedules: setup
 	$(BIN)/python benchmarks/schedule_quality.py --repeats 3
+
+# --precision A/A on the CPU: false slower/faster, no change, inconclusive, wall time and pairs to reach P.
+bench-precision: setup
+	$(BIN)/python benchmarks/precision_calibration.py --repeats 8 --precision 3 --budget 60s
 
 clean:
 	rm -rf $(VENV) site .pytest_cache

@@ -18,6 +18,7 @@ from typing import Callable, Optional
 from teperf import __version__
 from teperf.bundle import Bundle, now_iso
 from teperf.config import Config
+from teperf.engine.adaptive import Adaptive, Snapshot
 from teperf.engine.coordinator import run_schedule
 from teperf.errors import TeperfError
 from teperf.plan import expand, total_steps
@@ -91,17 +92,24 @@ def measure(
     *,
     results_dir: Optional[str] = None,
     command: Optional[list[str]] = None,
-    progress: Optional[Callable[[int], Callable[[int, str], None]]] = None,
+    progress: Optional[Callable[[Optional[int]], Callable[[int, str], None]]] = None,
     extra_meta: Optional[dict] = None,
     cases: Optional[list] = None,
+    live: Optional[Callable[[Snapshot], None]] = None,
 ) -> Path:
     """Run the whole schedule for 1 (run) or 2 (compare) sides; return the bundle path.
 
-    ``progress(total_steps)`` returns the per-trial callback (or None for silence).
+    ``progress(total_steps)`` returns the per-trial callback (or None for silence); the total is
+    None when ``--precision`` leaves the number of pairs open.
+    ``live(snapshot)`` is called at the start and after every pair with each cell's pairs,
+    delta and half-width and the budget left (teperf.engine.adaptive.Snapshot).
     ``cases`` narrows the matrix (e.g. one shard of it); default: all of ``expand(config)``.
     """
     if len(sides) not in (1, 2) or len({s.label for s in sides}) != len(sides):
         raise TeperfError("need one side (run) or two differently labelled sides (compare)", "check the side options")
+    if len(sides) == 1 and config.schedule.precision_pct is not None:
+        raise TeperfError("--precision needs two sides: it aims at the width of the base-vs-head interval",
+                          "use it with compare or nightly; `run` takes --processes (and --budget)")
     cases = cases if cases is not None else expand(config)
     kind = "compare" if len(sides) == 2 else "run"
     meta = {
@@ -118,10 +126,14 @@ def measure(
         **(extra_meta or {}),
     }
     bundle = Bundle.create(results_dir, kind, meta)
-    callback = progress(total_steps(config, len(cases), len(sides))) if progress else None
+    total = total_steps(config, len(cases), len(sides)) if config.schedule.precision_pct is None else None
+    callback = progress(total) if progress else None
+    adaptive = Adaptive(config, cases, len(sides))
+    if live is not None:
+        adaptive.listeners.append(live)
     status, error = "complete", None
     try:
-        failed = run_schedule(config, sides, cases, bundle, callback)
+        failed = run_schedule(config, sides, cases, bundle, callback, adaptive)
         if failed and len(failed) == len(cases):
             status = "failed"
     except KeyboardInterrupt:

@@ -40,13 +40,24 @@ class Schedule:
     iters: int = 50  # steps per trial
     warmup: int = 50
     timeout_s: float = 600.0  # per worker request (start-up, set-up or one trial)
+    # Run until the answer is known (teperf/engine/adaptive.py): with precision_pct, fresh pairs keep
+    # coming until every cell's 95 % half-width is at most this many %, or the budget is spent;
+    # `processes` is then not used. budget_s alone caps a fixed schedule's wall time.
+    precision_pct: float | None = None
+    budget_s: float | None = None  # seconds from the start of the first pair; None = no limit
+    # No cell stops before this many pairs (the default schedule's count). Stopping on width picks moments when the
+    # sd happens to look small; simulated A/A false changes (min_effect 0) went from 5 % to 8-10 % with 4, 6.5-7 % with 8
+    # (tests/test_adaptive.py).
+    min_pairs: int = 8
+
+
+DEFAULT_PRECISION_BUDGET_S = 600.0  # --precision without --budget: stop after ten minutes
 
 
 @dataclasses.dataclass(frozen=True)
 class Stats:
     alpha: float = 0.05  # 1 - confidence of the interval
-    min_effect_pct: float = 1.0  # smaller resolved changes are still reported as "no change"
-    noise_limit_pct: float = 10.0  # an interval wider than +-this is "noisy"
+    min_effect_pct: float = 1.0  # "no change" needs the whole interval inside +-this; changes under it do not matter
     metric: str = "process_cpu"
 
 
@@ -73,6 +84,8 @@ class Config:
 _TOP_KEYS = {"backend", "device", "modules", "recipes", "modes", "shapes", "core", "seed", "counters", "prestart", "schedule", "stats"}
 _SCHEDULE_KEYS = {f.name for f in dataclasses.fields(Schedule)}
 _STATS_KEYS = {f.name for f in dataclasses.fields(Stats)}
+_RETIRED = {"noise_limit_pct": "the 'noisy' verdict is gone: an interval that reaches past +-min_effect_pct is "
+                               "'inconclusive'; delete noise_limit_pct from [stats]"}
 
 
 def backend_module(name: str):
@@ -96,6 +109,24 @@ def parse_shape(text: str) -> tuple[int, ...]:
     if any(d <= 0 for d in dims):
         raise TeperfError(f"malformed shape {text!r}: dimensions must be positive", "e.g. --shape 8,2,256")
     return dims
+
+
+DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(value, name: str = "--budget") -> float:
+    """'5m', '90s', '1h', '1h30m', '2.5m' or plain seconds (a number or its text) -> seconds > 0."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        text = str(value).strip().lower().replace(" ", "")
+        parts = re.findall(r"(\d+(?:\.\d+)?)([hms]?)", text)
+        if not text or "".join(n + u for n, u in parts) != text or (len(parts) > 1 and not all(u for _, u in parts)):
+            raise TeperfError(f"malformed duration {value!r} for {name}", "write a duration like 5m, 90s, 1h, 1h30m or plain seconds")
+        seconds = sum(float(n) * DURATION_UNITS[u or "s"] for n, u in parts)
+    if not seconds > 0 or seconds != seconds or seconds == float("inf"):
+        raise TeperfError(f"{name} must be a positive duration, got {value!r}", "write a duration like 5m, 90s or 1h")
+    return seconds
 
 
 def resolve_config_path(name: str) -> Path:
@@ -126,6 +157,9 @@ def load_config(path: str | os.PathLike | None = None, overrides: Mapping[str, A
 
 def _unknown(keys, known, where: str):
     extra = sorted(set(keys) - set(known))
+    for key in extra:
+        if key in _RETIRED:
+            raise TeperfError(f"config key {key!r} in {where} was retired", _RETIRED[key])
     if extra:
         raise TeperfError(f"unknown config key {extra[0]!r} in {where}", f"known keys: {', '.join(sorted(known))}")
 
@@ -240,6 +274,14 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
             _positive_int(sched_vals[key], key)
     if "warmup" in sched_vals:
         _positive_int(sched_vals["warmup"], "warmup", minimum=0)
+    if sched_vals.get("precision_pct") is not None:
+        sched_vals["precision_pct"] = _number(sched_vals["precision_pct"], "precision_pct (--precision)", 0.01, 100)
+    if sched_vals.get("budget_s") is not None:
+        sched_vals["budget_s"] = parse_duration(sched_vals["budget_s"], "budget_s (--budget)")
+    elif sched_vals.get("precision_pct") is not None:
+        sched_vals["budget_s"] = DEFAULT_PRECISION_BUDGET_S
+    if "min_pairs" in sched_vals:
+        _positive_int(sched_vals["min_pairs"], "min_pairs", minimum=2)
     if "timeout_s" in sched_vals and not (isinstance(sched_vals["timeout_s"], (int, float)) and sched_vals["timeout_s"] > 0):
         raise TeperfError(f"timeout_s must be a positive number, got {sched_vals['timeout_s']!r}", "e.g. timeout_s = 600")
     schedule = Schedule(**sched_vals)
@@ -249,7 +291,6 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
     if isinstance(stats.alpha, bool) or not isinstance(stats.alpha, (int, float)) or not 0 < stats.alpha < 0.5:
         raise TeperfError(f"alpha must be between 0 and 0.5, got {stats.alpha!r}", "e.g. alpha = 0.05 for a 95% interval")
     _number(stats.min_effect_pct, "min_effect_pct", 0)
-    _number(stats.noise_limit_pct, "noise_limit_pct", 0)
     if stats.metric not in METRICS:
         raise TeperfError(f"unknown metric {stats.metric!r}", f"use one of: {', '.join(METRICS)}")
 

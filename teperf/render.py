@@ -16,7 +16,7 @@ from teperf.schema import ROW_FIELDS
 from teperf.summary import Summary
 
 FORMATS = ("table", "markdown", "json", "csv")
-VERDICT_STYLE = {"slower": "bold red", "faster": "bold green", "no change": "dim", "noisy": "yellow"}
+VERDICT_STYLE = {"slower": "bold red", "faster": "bold green", "no change": "dim", "inconclusive": "yellow"}
 STATUS_TEXT = {"skipped": "skipped", "failed": "FAILED", "partial": "partial", "missing": "not measured"}
 
 
@@ -40,6 +40,29 @@ def _signed_us(v) -> str:
 
 def _pct(v) -> str:
     return "-" if v is None else f"{v:+.1f}%"
+
+
+def verdict_text(row: dict) -> str:
+    """The verdict as the table shows it: an inconclusive one with the change it could not rule out."""
+    v = row.get("verdict") or "-"
+    if v == "inconclusive" and row.get("bound_pct") is not None:
+        v += f" (up to {row['bound_pct']:+.1f}%)"
+    return v
+
+
+def schedule_text(sched: dict, rows: list[dict]) -> str:
+    """How many pairs: fixed, or until the precision target / budget (with the pairs each cell got)."""
+    from teperf.summary import duration_text
+
+    pairs = sorted({r["n_pairs"] for r in rows if r.get("n_pairs")})
+    got = f"{pairs[0]}" if len(pairs) == 1 else f"{pairs[0]}-{pairs[-1]}" if pairs else "0"
+    budget = sched.get("budget_s")
+    if sched.get("precision_pct") is not None:
+        limit = f" or {duration_text(budget)}" if budget else ""
+        return (f"until every cell is within +-{sched['precision_pct']:g}% (at least {sched.get('min_pairs')} pairs){limit}: "
+                f"{got} process pairs per cell")
+    limit = f" (budget {duration_text(budget)}: {got} ran)" if budget else ""
+    return f"{sched.get('processes')} process pairs{limit}"
 
 
 def side_text(desc: dict) -> str:
@@ -78,7 +101,7 @@ def table_model(summary: Summary) -> TableModel:
     header = [side_text(d) for d in meta.get("sides", {}).values()]
     host = meta.get("host", {})
     header.append(
-        f"{sched.get('processes')} process pairs x {sched.get('rounds')} rounds x {sched.get('trials')} trials x "
+        f"{schedule_text(sched, summary.rows)} x {sched.get('rounds')} rounds x {sched.get('trials')} trials x "
         f"{sched.get('iters')} iters; core {cfg.get('core')}; {cfg.get('device')} ({host.get('gpu') or host.get('cpu_model', '?')}); "
         f"median {metric} time per fwd+bwd step"
     )
@@ -86,10 +109,13 @@ def table_model(summary: Summary) -> TableModel:
     show_shape = len({r["shape"] for r in summary.rows}) > 1
     show_counters = any(r.get("counters") for r in summary.rows)
     show_host = any(r.get("host_bound") is not None for r in summary.rows)
+    # cells got different numbers of pairs (--precision lets settled cells drop out)
+    show_pairs = summary.compare and len({r.get("n_pairs") for r in summary.rows if r.get("n_pairs")}) > 1
     cols = ["module", "recipe"] + (["shape"] if show_shape else []) + (["mode"] if show_mode else [])
     if summary.compare:
         labels = list(meta["sides"])
-        cols += [labels[0], labels[1], "delta", "delta %", f"{int(round((1 - alpha) * 100))}% CI", "verdict"]
+        cols += [labels[0], labels[1], "delta", "delta %", f"{int(round((1 - alpha) * 100))}% CI"]
+        cols += (["pairs"] if show_pairs else []) + ["verdict"]
     else:
         cols += ["median", "spread (IQR)", "main thread", "wall", "between pairs"]
     if show_host:
@@ -101,7 +127,7 @@ def table_model(summary: Summary) -> TableModel:
         line = [r["module"], r["recipe"]] + ([r["shape"]] if show_shape else []) + ([r["mode"]] if show_mode else [])
         status = r.get("status")
         if status in ("skipped", "failed", "missing"):
-            n_num = 6 if summary.compare else 5
+            n_num = (7 if show_pairs else 6) if summary.compare else 5
             reason = (r.get("error") or "")[:90]
             line += [STATUS_TEXT[status]] + [""] * (n_num - 2) + [reason]
             style = "dim" if status == "skipped" else "red"
@@ -109,10 +135,11 @@ def table_model(summary: Summary) -> TableModel:
             ci = "-"
             if r.get("ci_low_us") is not None:
                 ci = f"[{r['ci_low_us']:+,.1f}, {r['ci_high_us']:+,.1f}] us"
-            v = r.get("verdict") or "-"
+            v = verdict_text(r)
             if status == "partial":
                 v += " (partial)"
-            line += [_us(r["base_us"]), _us(r["head_us"]), _signed_us(r["delta_us"]), _pct(r["delta_pct"]), ci, v]
+            line += [_us(r["base_us"]), _us(r["head_us"]), _signed_us(r["delta_us"]), _pct(r["delta_pct"]), ci]
+            line += ([str(r.get("n_pairs") or 0)] if show_pairs else []) + [v]
             style = VERDICT_STYLE.get(r.get("verdict"))
         else:
             between = "-" if r.get("pair_sd_pct") is None else f"{r['pair_sd_pct']:.1f}%"
@@ -130,7 +157,10 @@ def table_model(summary: Summary) -> TableModel:
         mdes = [r["mde_pct"] for r in summary.rows if r.get("mde_pct") is not None]
         if mdes:
             footer.append(f"smallest detectable change (80% power): {min(mdes):.1f}% .. {max(mdes):.1f}% per cell")
-        footer.append(f"intervals: Student t over pairs (pair = unit) of the median log ratio of adjacent A/B trial couples; changes under {cfg.get('stats', {}).get('min_effect_pct', 1.0)}% count as no change")
+        effect = cfg.get("stats", {}).get("min_effect_pct", 1.0)
+        footer.append("intervals: Student t over pairs (pair = unit) of the median log ratio of adjacent A/B trial couples")
+        footer.append(f"verdicts: slower/faster = the interval excludes 0 and the change is at least {effect:g}%; no change = the "
+                      f"whole interval inside +-{effect:g}%; inconclusive = neither, with the change it could not rule out")
     if summary.path:
         footer.append(f"bundle: {summary.path}")
     title = "teperf compare" if summary.compare else "teperf run"

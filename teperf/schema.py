@@ -10,6 +10,8 @@ A bundle is a directory:
                     {"kind": "trial", "pair", "round", "trial", "side", "position", "case_id", "hash_seed", "t", **CLOCK_FIELDS}
                     {"kind": "counters", "pair", "side", "case_id", "counters": {...}}
                     {"kind": "failure", "pair", "side", "case_id", "error", "log_tail"}
+                    {"kind": "stop", "reason", "pairs", "elapsed_s", "precision_pct", "budget_s", "open": [cell keys]}
+                      (last: how the run ended; reason: precision reached | budget | max pairs | schedule done)
   workers/*.log   each worker's stderr
 """
 
@@ -36,7 +38,8 @@ ROW_FIELDS = (
     "ci_high_us",
     "ci_low_pct",
     "ci_high_pct",
-    "verdict",  # faster | slower | no change | noisy | None
+    "verdict",  # faster | slower | no change | inconclusive | None (teperf/stats.py says what each rules out)
+    "bound_pct",  # inconclusive: the change its interval could not rule out (the end farthest outside +-min_effect)
     "ci_basis",  # "pairs" (process pairs are the unit) or "trials" (one pair only)
     "n_pairs",
     "n_trials",  # base-side trials in the bundle (the only side for `run`)

@@ -21,10 +21,13 @@ process are not independent draws, see ../shared/gpu/README.md):
    comes from the trial couples inside that pair (ci_basis = "trials") and
    misses between-process noise, which the output says.
 
-Verdict: "slower"/"faster" when the interval excludes 0 and the estimate is
-at least min_effect_pct; "noisy" when it contains 0 but is wider than
-+-noise_limit_pct (a large change could hide in it); else "no change". The smallest detectable change is
-(t_{1-alpha/2} + t_{0.8}) * sd / sqrt(n), i.e. at 80 % power.
+Verdicts say what the interval ruled out (``verdict``):
+- "slower"/"faster": the interval excludes 0 and the estimate is at least min_effect_pct;
+- "no change": the whole interval lies inside +-min_effect_pct, so every change that matters is
+  ruled out (a narrow interval around +0.4 % is no change; [-2.3, +8.5] % is not);
+- "inconclusive" otherwise, with the bound it could not exclude (``bound_pct``: the end of the
+  interval farthest outside +-min_effect_pct, "up to +8.5 %"). More pairs, or ``--precision``, settle it.
+The smallest detectable change is (t_{1-alpha/2} + t_{0.8}) * sd / sqrt(n), i.e. at 80 % power.
 """
 
 from __future__ import annotations
@@ -113,19 +116,37 @@ def compare_cell(
         mde_pct=None if not math.isfinite(mde) else to_pct(mde),
     )
     out["verdict"] = verdict(delta_pct, low_pct, high_pct, cfg)
+    out["bound_pct"] = inconclusive_bound(low_pct, high_pct, cfg) if out["verdict"] == "inconclusive" else None
     return out
 
 
 def verdict(delta_pct: float, low_pct: float | None, high_pct: float | None, cfg: Stats) -> str:
     if low_pct is None or high_pct is None:
-        return "noisy"
-    if low_pct > 0 or high_pct < 0:  # resolved, however wide
-        if abs(delta_pct) < cfg.min_effect_pct:
-            return "no change"
-        return "slower" if delta_pct > 0 else "faster"
-    if (high_pct - low_pct) / 2 > cfg.noise_limit_pct:
-        return "noisy"  # contains 0 but could hide a large change
-    return "no change"
+        return "inconclusive"  # no interval at all: nothing was ruled out
+    if (low_pct > 0 or high_pct < 0) and abs(delta_pct) >= cfg.min_effect_pct:
+        return "slower" if delta_pct > 0 else "faster"  # resolved, however wide
+    if -cfg.min_effect_pct <= low_pct and high_pct <= cfg.min_effect_pct:
+        return "no change"  # every change that matters is ruled out
+    return "inconclusive"
+
+
+def inconclusive_bound(low_pct: float | None, high_pct: float | None, cfg: Stats) -> float | None:
+    """The change an inconclusive interval could not rule out: its end farthest outside +-min_effect
+    (None without an interval)."""
+    if low_pct is None or high_pct is None:
+        return None
+    outside = [v for v in (low_pct, high_pct) if abs(v) > cfg.min_effect_pct] or [low_pct, high_pct]
+    return max(outside, key=abs)
+
+
+def half_width_pct(row: Mapping) -> float | None:
+    """The 95 % half-width of a row's interval in %, the figure ``--precision`` aims at (None: no interval).
+    Taken on the log scale the interval is built on, (exp(h) - 1) x 100, so that it does not grow with
+    the estimate: a +20 % cell and an A/A cell with the same noise stop at the same pair."""
+    low, high = row.get("ci_low_pct"), row.get("ci_high_pct")
+    if low is None or high is None:
+        return None
+    return (math.exp((math.log1p(high / 100) - math.log1p(low / 100)) / 2) - 1) * 100
 
 
 def single_cell(values: Mapping[int, Sequence[float]]) -> dict:

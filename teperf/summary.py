@@ -52,6 +52,33 @@ def _damaged(bundle: Bundle, what: str) -> TeperfError:
     return TeperfError(f"{bundle.path} is damaged: {what}", "re-run the measurement, or fix meta.json by hand")
 
 
+def duration_text(seconds) -> str:
+    seconds = float(seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def stop_note(stop: dict, meta: dict) -> str:
+    """How a run with --precision or --budget ended; '' for a fixed schedule that ran out."""
+    reason, pairs = stop.get("reason"), stop.get("pairs")
+    target, budget = stop.get("precision_pct"), stop.get("budget_s")
+    took = duration_text(stop.get("elapsed_s") or 0)
+    open_ = stop.get("open") or []
+    missed = ""
+    if target is not None and open_:
+        cells = ", ".join(open_[:6]) + (" ..." if len(open_) > 6 else "")
+        missed = f"; {len(open_)} cell{'s' if len(open_) != 1 else ''} did not reach +-{target:g}%: {cells}"
+    if reason == "precision reached":
+        return f"precision: every cell reached +-{target:g}% (95% half-width) after {pairs} pairs, {took}"
+    if reason == "budget":
+        planned = "" if target is not None else f" of {(meta.get('config') or {}).get('schedule', {}).get('processes')}"
+        return f"budget of {duration_text(budget)} spent after {pairs}{planned} pairs ({took}){missed}"
+    if reason == "max pairs":
+        return f"stopped at the most pairs teperf runs ({pairs}), {took}{missed}"
+    return ""
+
+
 def summarize(path, stats: Stats | None = None) -> Summary:
     bundle = Bundle.open(path)
     meta = bundle.read_meta()
@@ -70,6 +97,7 @@ def summarize(path, stats: Stats | None = None) -> Summary:
     counters = defaultdict(dict)
     failures = defaultdict(list)
     pair_starts = []
+    stop = None
     preempted = total_trials = 0
     for rec in bundle.records():
         if not isinstance(rec, dict):
@@ -98,6 +126,8 @@ def summarize(path, stats: Stats | None = None) -> Summary:
             failures[rec["case_id"]].append(rec)
         elif kind == "pair":
             pair_starts.append(rec.get("start_s"))
+        elif kind == "stop":
+            stop = rec
 
     rows = []
     notes: list[str] = []
@@ -168,6 +198,8 @@ def summarize(path, stats: Stats | None = None) -> Summary:
         notes.append(f"fresh process pair: the first took {starts[0]:.1f} s to start and set up, later ones {float(np.median(starts[1:])):.1f} s (median; each started while the previous one measured)")
     elif starts:
         notes.append(f"fresh process pair: {starts[0]:.1f} s to start and set up")
+    if stop is not None and stop_note(stop, meta):
+        notes.append(stop_note(stop, meta))
     for w in meta.get("warnings", []) or []:
         notes.append(f"doctor: {w}")
     return Summary(meta=meta, rows=rows, notes=notes, path=bundle.path)

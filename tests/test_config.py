@@ -1,6 +1,6 @@
 import pytest
 
-from teperf.config import Config, available_cores, build_config, load_config, parse_cpu_list, parse_shape
+from teperf.config import DEFAULT_PRECISION_BUDGET_S, Config, available_cores, build_config, load_config, parse_cpu_list, parse_duration, parse_shape
 from teperf.errors import TeperfError
 
 
@@ -50,7 +50,12 @@ def test_factory_modules():
         ({"stats": {"alpha": 0.9}}, {}, "alpha must be between"),
         ({"stats": {"alpha": "x"}}, {}, "alpha must be between"),
         ({"stats": {"min_effect_pct": "1"}}, {}, "min_effect_pct must be a number"),
-        ({"stats": {"noise_limit_pct": -2}}, {}, "noise_limit_pct must be a number"),
+        ({"stats": {"noise_limit_pct": 10}}, {}, "'noise_limit_pct' in [stats] was retired"),
+        ({}, {"precision_pct": 0}, "precision_pct (--precision) must be a number"),
+        ({}, {"precision_pct": "x"}, "precision_pct (--precision) must be a number"),
+        ({}, {"budget_s": "5 minutes"}, "malformed duration '5 minutes'"),
+        ({}, {"budget_s": "0s"}, "must be a positive duration"),
+        ({"schedule": {"min_pairs": 1}}, {}, "min_pairs must be an integer >= 2"),
         ({"schedule": 5}, {}, "schedule must be a table"),
         ({"stats": "x"}, {}, "stats must be a table"),
         ({"modules": 5}, {}, "modules must be a list"),
@@ -105,3 +110,28 @@ def test_prestart_auto_or_count(raw, overrides, want):
 @pytest.mark.parametrize("text, cores", [("7\n", {7}), ("3,11", {3, 11}), ("6-7", {6, 7}), ("0-1,8-9", {0, 1, 8, 9})])
 def test_parse_cpu_list(text, cores):
     assert parse_cpu_list(text) == cores
+
+
+@pytest.mark.parametrize("text, seconds", [("5m", 300), ("90s", 90), ("1h", 3600), ("1h30m", 5400), ("2.5m", 150),
+                                           ("300", 300), (" 45 ", 45), (120, 120), (1.5, 1.5), ("1M", 60)])
+def test_parse_duration(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "5 minutes", "m", "5x", "5m3", "-5m", "1h-2m", "0", True, "inf", "nan"])
+def test_parse_duration_rejects_with_one_line(text):
+    with pytest.raises(TeperfError) as err:
+        parse_duration(text)
+    msg = err.value.one_line()
+    assert "--budget" in msg and "\n" not in msg and ";" in msg
+
+
+def test_precision_and_budget_from_toml_and_cli():
+    cfg = build_config({"schedule": {"precision_pct": 2, "budget_s": "3m", "min_pairs": 5}}, {})
+    assert (cfg.schedule.precision_pct, cfg.schedule.budget_s, cfg.schedule.min_pairs) == (2.0, 180.0, 5)
+    cfg = build_config({"schedule": {"precision_pct": 2}}, {"precision_pct": 1.0, "budget_s": "90s"})
+    assert (cfg.schedule.precision_pct, cfg.schedule.budget_s) == (1.0, 90.0)
+    # --precision alone gets the default budget; neither given: the fixed schedule, no limit
+    assert build_config({}, {"precision_pct": 1.0}).schedule.budget_s == DEFAULT_PRECISION_BUDGET_S
+    plain = build_config({}, {})
+    assert plain.schedule.precision_pct is None and plain.schedule.budget_s is None

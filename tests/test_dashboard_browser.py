@@ -111,7 +111,7 @@ def test_overview_and_regressions_pages(browser, site, tmp_path):
     page, problems, dialogs, requests = open_page(browser, (out / "index.html").as_uri())
     page.wait_for_load_state("load")
     assert page.locator("td.cell").count() == 6
-    assert page.locator("td.cell.slower, td.cell.faster, td.cell.nochange, td.cell.noisy, td.cell.none").count() == 6
+    assert page.locator("td.cell.slower, td.cell.faster, td.cell.nochange, td.cell.inconclusive, td.cell.none").count() == 6
     save(page, "dashboard-overview.png", tmp_path, full_page=True)
     page.goto((out / "regressions.html").as_uri())
     rows = page.locator("table.regressions tr.slower")

@@ -31,8 +31,11 @@ def test_planted_slowdown_is_detected_and_others_unchanged(results_dir):
     # --min-effect 3: this test is about each side running its own code; the
     # false-change rate of unchanged cells is what the A/A test below checks.
     res = run_cli("compare", "--config", "demo", "--base-path", PLANTED / "base", "--head-path", PLANTED / "head",
-                  *SMALL, "--min-effect", "3", "--format", "json", "--results-dir", results_dir)
-    assert res.returncode == 0, res.stderr
+                  *SMALL, "--min-effect", "3", "--fail-on", "slower", "--format", "json", "--results-dir", results_dir)
+    # --fail-on slower: the planted slowdown fails the run, named in one line on stderr, after the full output
+    assert res.returncode == 1, res.stderr
+    (gate_line,) = [l for l in res.stderr.splitlines() if l.startswith("teperf: fail-on:")]
+    assert "MLP/fp32 slower +" in gate_line and "Linear" not in gate_line.replace("MLP", "")
     rows = rows_by_module(res.stdout)
     mlp = rows["MLP"]
     assert mlp["verdict"] == "slower"
@@ -40,7 +43,7 @@ def test_planted_slowdown_is_detected_and_others_unchanged(results_dir):
     assert 60 <= mlp["delta_us"] <= 160, mlp
     assert mlp["ci_low_us"] > 0
     for name in ("Linear", "LayerNormLinear"):
-        assert rows[name]["verdict"] in ("no change", "noisy"), rows[name]
+        assert rows[name]["verdict"] in ("no change", "inconclusive"), rows[name]
     for key in ("module", "recipe", "shape", "base_us", "head_us", "delta_us", "delta_pct", "ci_low_us", "ci_high_us", "verdict"):
         assert key in mlp
     meta = json.loads(res.stdout)["meta"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from teperf.config import Stats
-from teperf.stats import compare_cell, single_cell, verdict
+from teperf.stats import compare_cell, half_width_pct, inconclusive_bound, single_cell, verdict
 
 DEFAULT = Stats()
 
@@ -48,7 +48,7 @@ def measure(rng, cfg, **kw):
 
 def test_aa_false_change_rate_matches_alpha():
     rng = np.random.default_rng(1)
-    cfg = Stats(alpha=0.05, min_effect_pct=0.0, noise_limit_pct=1e9)
+    cfg = Stats(alpha=0.05, min_effect_pct=0.0)
     n = 3000
     changes = 0
     for _ in range(n):
@@ -59,7 +59,7 @@ def test_aa_false_change_rate_matches_alpha():
 
 def test_aa_false_change_rate_holds_under_slow_spells():
     rng = np.random.default_rng(11)
-    cfg = Stats(alpha=0.05, min_effect_pct=0.0, noise_limit_pct=1e9)
+    cfg = Stats(alpha=0.05, min_effect_pct=0.0)
     n = 2000
     changes = sum(measure(rng, cfg, spells=0.15)["verdict"] in ("slower", "faster") for _ in range(n))
     assert 0.03 <= changes / n <= 0.07, changes / n
@@ -69,7 +69,7 @@ def test_couples_resist_slow_spells_better_than_side_medians():
     # The per-pair ratio from adjacent couples must beat the ratio of the side medians
     # when the machine's speed swings (it measured 1.3-1.9x lower sd on the H200).
     rng = np.random.default_rng(12)
-    cfg = Stats(alpha=0.05, min_effect_pct=0.0, noise_limit_pct=1e9)
+    cfg = Stats(alpha=0.05, min_effect_pct=0.0)
     with_couples, medians_only = [], []
     for _ in range(400):
         b, h, c = simulate_cell(rng, spells=0.15)
@@ -141,20 +141,44 @@ def test_no_pairs_means_no_verdict():
 
 
 @pytest.mark.parametrize(
-    "delta, low, high, expected",
+    "delta, low, high, expected, bound",
     [
-        (5.0, 2.0, 8.0, "slower"),
-        (-5.0, -8.0, -2.0, "faster"),
-        (1.0, -1.0, 3.0, "no change"),
-        (0.5, 0.2, 0.8, "no change"),  # resolved, but under min_effect
-        (5.0, -20.0, 30.0, "noisy"),
-        (140.0, 127.0, 153.0, "slower"),  # wide, but far from 0
-        (-40.0, -60.0, -15.0, "faster"),
-        (5.0, None, None, "noisy"),
+        (5.0, 2.0, 8.0, "slower", None),
+        (-5.0, -8.0, -2.0, "faster", None),
+        (140.0, 127.0, 153.0, "slower", None),  # wide, but far from 0
+        (-40.0, -60.0, -15.0, "faster", None),
+        (1.2, 0.3, 2.1, "slower", None),  # excludes 0, at least min_effect: as before
+        (0.4, -0.5, 0.9, "no change", None),  # the whole interval inside +-1 %
+        (0.5, 0.2, 0.8, "no change", None),  # resolved, but every value under min_effect
+        (0.0, -1.0, 1.0, "no change", None),  # the edges count as inside
+        # the PR #2957 case: +3.0 % [-2.3, +8.5] leaves an 8.5 % regression possible
+        (3.0, -2.3, 8.5, "inconclusive", 8.5),
+        (0.4, -1.2, 1.9, "inconclusive", 1.9),  # 2.15 -> 2.16: room for a 1.9 % regression
+        (-0.5, -3.0, 0.8, "inconclusive", -3.0),  # only the lower end is outside
+        (0.7, 0.2, 1.4, "inconclusive", 1.4),  # excludes 0, but under min_effect and not inside +-1 %
+        (5.0, -20.0, 30.0, "inconclusive", 30.0),  # what used to be "noisy"
+        (5.0, None, None, "inconclusive", None),  # no interval at all
     ],
 )
-def test_verdict_rules(delta, low, high, expected):
+def test_verdict_rules(delta, low, high, expected, bound):
     assert verdict(delta, low, high, DEFAULT) == expected
+    if expected == "inconclusive":
+        assert inconclusive_bound(low, high, DEFAULT) == bound
+
+
+def test_inconclusive_row_carries_its_bound():
+    # Three pairs a few % apart: the interval reaches past +-1 % on both sides of 0.
+    res = compare_cell({0: [100.0], 1: [100.0], 2: [100.0]}, {0: [99.0], 1: [103.0], 2: [101.0]}, DEFAULT)
+    assert res["verdict"] == "inconclusive"
+    assert res["bound_pct"] == pytest.approx(max(res["ci_low_pct"], res["ci_high_pct"], key=abs))
+    # taken on the log scale: close to half the width in % for an interval this narrow
+    assert half_width_pct(res) == pytest.approx((res["ci_high_pct"] - res["ci_low_pct"]) / 2, rel=0.02)
+
+
+def test_decided_rows_have_no_bound():
+    rng = np.random.default_rng(8)
+    res = measure(rng, DEFAULT, shift_pct=20.0)
+    assert res["verdict"] == "slower" and res["bound_pct"] is None
 
 
 def test_single_side_summary():

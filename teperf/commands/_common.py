@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sys
-from contextlib import contextmanager
 
 import click
 
+from teperf.commands._live import live_view
 from teperf.config import MODES, load_config, parse_shape
 from teperf.render import FORMATS, render
 
@@ -44,14 +44,19 @@ def config_options(f):
         click.option("--seed", type=int, help="Seed of the case order and the hash seeds."),
         click.option("--metric", type=click.Choice(["process_cpu", "thread_cpu", "wall"]), help="Headline clock (default process_cpu)."),
         click.option("--prestart", metavar="N|auto", help="Pairs to start ahead on spare cores while one measures (default auto: one core per worker, up to 8 pairs; 0 = off)."),
-        click.option("--min-effect", "min_effect_pct", type=float, help="Changes under this many % are 'no change'."),
+        click.option("--min-effect", "min_effect_pct", type=float, help="Changes under this many % do not matter: 'no change' needs the whole interval inside +-this."),
+        click.option("--precision", "precision_pct", type=float, metavar="P",
+                     help="Keep adding fresh pairs until every cell's 95% interval is at most +-P % (or the budget is spent); --processes is then not used."),
+        click.option("--budget", "budget_s", metavar="DURATION",
+                     help="Wall-clock limit of the measuring: 5m, 90s, 1h or seconds (default with --precision: 10m)."),
     ]
     for opt in reversed(opts):
         f = opt(f)
     return f
 
 
-OVERRIDE_KEYS = ("backend", "device", "modules", "recipes", "modes", "shapes", "processes", "rounds", "trials", "iters", "warmup", "timeout_s", "core", "seed", "metric", "min_effect_pct", "prestart")
+OVERRIDE_KEYS = ("backend", "device", "modules", "recipes", "modes", "shapes", "processes", "rounds", "trials", "iters", "warmup",
+                 "timeout_s", "core", "seed", "metric", "min_effect_pct", "prestart", "precision_pct", "budget_s")
 
 
 def make_config(kwargs: dict, **extra):
@@ -61,40 +66,27 @@ def make_config(kwargs: dict, **extra):
     return load_config(path, overrides)
 
 
+def fail_on_option(f):
+    return click.option(
+        "--fail-on", "fail_on", multiple=True, metavar="VERDICT",
+        help="Exit 1 when any cell has this verdict: slower, faster, change (either), inconclusive; repeat or join with commas.",
+    )(f)
+
+
+def gate(summary, verdicts: set) -> None:
+    """--fail-on: exit 1, naming the cells in one line on stderr, when any cell has one of ``verdicts``."""
+    from teperf.gate import failing_cells
+
+    cells = failing_cells(summary.rows, verdicts) if verdicts else []
+    if cells:
+        click.echo(f"teperf: fail-on: {len(cells)} cell{'s' if len(cells) != 1 else ''}: {'; '.join(cells)}", err=True)
+        sys.exit(1)
+
+
 def output_options(f):
     f = click.option("--results-dir", metavar="DIR", help="Where bundles go (default: ./results).")(f)
     f = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")(f)
     return f
-
-
-def make_progress():
-    """A rich progress bar on a terminal, nothing otherwise."""
-    if not sys.stderr.isatty():
-        return None, None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    bar = Progress(
-        TextColumn("[bold]measuring"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("steps"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        TextColumn("{task.description}"),
-        transient=True,
-        console=_console(stderr=True),
-    )
-
-    def factory(total):
-        task = bar.add_task("", total=total)
-
-        def advance(steps, what):
-            bar.update(task, advance=steps, description=what)
-
-        return advance
-
-    return bar, factory
 
 
 def _console(stderr=False):
@@ -109,24 +101,14 @@ def emit(summary, fmt: str) -> None:
         click.echo(text, nl=False)
 
 
-@contextmanager
-def progress_bar():
-    bar, factory = make_progress()
-    if bar is None:
-        yield None
-        return
-    with bar:
-        yield factory
-
-
 def measure_and_report(fn, fmt: str):
-    """Run ``fn(progress_factory) -> bundle path`` and print its summary; on Ctrl-C print
-    what was measured and exit 130."""
+    """Run ``fn(progress_factory, live_listener) -> bundle path`` and print its summary; on Ctrl-C
+    print what was measured and exit 130."""
     from teperf.api import Interrupted, summarize
 
     try:
-        with progress_bar() as factory:
-            path = fn(factory)
+        with live_view() as (factory, listener):
+            path = fn(factory, listener)
     except Interrupted as stop:
         click.echo(f"teperf: interrupted; the bundle keeps what was measured: {stop.path}", err=True)
         emit(summarize(stop.path), fmt)

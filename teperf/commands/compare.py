@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from teperf.commands._common import config_options, make_config, measure_and_report, output_options
+from teperf.commands._common import config_options, fail_on_option, gate, make_config, measure_and_report, output_options
 from teperf.errors import TeperfError
 from teperf.sides import strategies
 from teperf.sides.strategies.build import PLACEHOLDERS
@@ -14,6 +14,7 @@ from teperf.sides.strategies.build import PLACEHOLDERS
 STRATEGY_HELP = "How a git side is made runnable. " + strategies.help_text()
 BUILD_COMMAND_HELP = ("Build command of --strategy build (default: pip install into a per-build prefix); placeholders: "
                       + ", ".join(f"{k} {v}" for k, v in PLACEHOLDERS.items()) + ".")
+from teperf.gate import parse_fail_on
 
 
 @click.command("compare")
@@ -34,18 +35,21 @@ BUILD_COMMAND_HELP = ("Build command of --strategy build (default: pip install i
 @click.option("--head-python", metavar="EXE", help="Interpreter for the head side.")
 @click.option("--counters/--no-counters", default=True, show_default=True, help="Count python calls, ATen ops, ... per step, once, outside the timed trials.")
 @click.option("--explain", "explain_cell", metavar="MODULE/RECIPE", help="Afterwards, profile this cell on both sides and show where the delta comes from.")
+@fail_on_option
 @config_options
 @output_options
-def command(spec, repo, strategy, package, package_dir, build_command, jobs, layout_file, plan_only, cache_dir, allow_dirty, base_path, head_path, base_python, head_python, counters, explain_cell, fmt, results_dir, **kwargs):
+def command(spec, repo, strategy, package, package_dir, build_command, jobs, layout_file, plan_only, cache_dir, allow_dirty, base_path, head_path, base_python, head_python, counters, explain_cell, fail_on, fmt, results_dir, **kwargs):
     """Compare two sides: git refs (BASE..HEAD), directories or interpreters.
 
     \b
     teperf compare main..my-branch --repo ~/TransformerEngine
     teperf compare --base-path old/ --head-path new/
     teperf compare --base-python venv-a/bin/python --head-python venv-b/bin/python
+    teperf compare main..my-branch --precision 1 --budget 5m --fail-on slower
     """
     from teperf import api
 
+    fail_verdicts = parse_fail_on(fail_on)
     config = make_config(kwargs, counters=counters)
     if explain_cell:  # checked now, not after minutes of measuring
         from teperf.explain import find_case
@@ -85,7 +89,8 @@ def command(spec, repo, strategy, package, package_dir, build_command, jobs, lay
     else:
         raise TeperfError("nothing to compare", "give BASE..HEAD (git refs), or --base-path/--head-path, or --base-python/--head-python")
     summary = measure_and_report(
-        lambda progress: api.compare(config, base, head, results_dir=results_dir, command=["teperf"] + sys.argv[1:], progress=progress),
+        lambda progress, live: api.compare(config, base, head, results_dir=results_dir, command=["teperf"] + sys.argv[1:],
+                                           progress=progress, live=live),
         fmt,
     )
     if explain_cell:
@@ -93,3 +98,4 @@ def command(spec, repo, strategy, package, package_dir, build_command, jobs, lay
 
         # on stderr when stdout carries json/csv, so that it stays parseable
         click.echo(render_report(explain_bundle(summary.path, explain_cell)), err=fmt in ("json", "csv"))
+    gate(summary, fail_verdicts)

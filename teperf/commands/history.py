@@ -114,7 +114,7 @@ def _print_table(df, night_of: dict) -> None:
     table = Table(show_lines=False, header_style="bold")
     for col in ("date", "commit", "subject", "cell", "host us", "night %", "95% CI %", "verdict", "shards", "machine"):
         table.add_column(col, justify="right" if col in ("host us", "night %") else "left", overflow="fold")
-    colors = {"slower": "red", "faster": "green", "noisy": "yellow", "no change": "dim"}
+    colors = {"slower": "red", "faster": "green", "inconclusive": "yellow", "no change": "dim"}
     for r in df.itertuples(index=False):
         date = r.committed_at if r.committed_at is not None and str(r.committed_at) != "NaT" else r.run_date
         ci = f"[{r.ci_low_pct:+.1f}, {r.ci_high_pct:+.1f}]" if _ok(r.ci_low_pct) and _ok(r.ci_high_pct) else ""

@@ -23,7 +23,8 @@ from typing import Any, Sequence
 
 import click
 
-from teperf.commands._common import config_options, emit, make_config, output_options, progress_bar
+from teperf.commands._common import config_options, emit, fail_on_option, gate, make_config, output_options
+from teperf.commands._live import live_view
 from teperf.commands.history import history_option, open_store
 from teperf.commands.import_ import check_shard, parse_shard
 from teperf.errors import TeperfError
@@ -163,10 +164,11 @@ def _check_night(night_id: str | None) -> str | None:
 @click.option("--force", is_flag=True, help="Measure even if the head was already measured by the last nightly.")
 @click.option("--dry-run", is_flag=True, help="Say what would be measured, measure nothing.")
 @click.option("--counters/--no-counters", default=False, show_default=True, help="Count calls and ops per step (slower).")
+@fail_on_option
 @config_options
 @output_options
 def command(repo, ref, history_url, shard, night_id, strategy, jobs, package, build_command, python, force, dry_run, counters,
-            fmt, results_dir, **kwargs):
+            fail_on, fmt, results_dir, **kwargs):
     """Measure REF's head against the previous nightly's commit and add it to the history.
 
     \b
@@ -179,6 +181,9 @@ def command(repo, ref, history_url, shard, night_id, strategy, jobs, package, bu
     from teperf.sides.gitrepo import GitFailed, repo_root, resolve, run_git
 
     shard_i, shard_n = parse_shard(shard)
+    from teperf.gate import parse_fail_on
+
+    fail_verdicts = parse_fail_on(fail_on)
     if not kwargs.get("config_path"):
         kwargs["config_path"] = DEFAULT_CONFIG
     config = make_config(kwargs, counters=counters)
@@ -232,9 +237,9 @@ def command(repo, ref, history_url, shard, night_id, strategy, jobs, package, bu
                                 "base_reason": choice.reason, "history": str(store.url)}}
     record = dict(run_kind="nightly", ref=ref, shard=f"{shard_i}/{shard_n}", night=night)
     try:
-        with progress_bar() as factory:
+        with live_view() as (factory, listener):
             path = api.compare(config, base, head, results_dir=results_dir, command=["teperf"] + sys.argv[1:],
-                               progress=factory, extra_meta=nightly_meta, cases=list(cases))
+                               progress=factory, extra_meta=nightly_meta, cases=list(cases), live=listener)
     except api.Interrupted as stop:
         # the shard is recorded as interrupted, so its night shows it (not as missing, never as complete)
         try:
@@ -258,3 +263,4 @@ def command(repo, ref, history_url, shard, night_id, strategy, jobs, package, bu
     click.echo(f"nightly: added to the history: {file}", err=True)
     if summary.meta.get("status") == "failed":
         sys.exit(1)
+    gate(summary, fail_verdicts)

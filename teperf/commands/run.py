@@ -22,4 +22,5 @@ def command(side_path, python, label, counters, fmt, results_dir, **kwargs):
 
     config = make_config(kwargs, counters=counters)
     side = api.path_side(label, side_path, python)
-    measure_and_report(lambda progress: api.run(config, side, results_dir=results_dir, command=["teperf"] + sys.argv[1:], progress=progress), fmt)
+    measure_and_report(lambda progress, live: api.run(config, side, results_dir=results_dir, command=["teperf"] + sys.argv[1:],
+                                                      progress=progress, live=live), fmt)

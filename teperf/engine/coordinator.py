@@ -7,12 +7,14 @@ one case fails (the case is marked failed; the others go on).
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import deque
 from typing import Callable, Optional
 
 from teperf.bundle import Bundle
 from teperf.config import Config, available_cores, smt_siblings
+from teperf.engine.adaptive import Adaptive
 from teperf.engine.spawn import Worker, WorkerError
 from teperf.errors import TeperfError
 from teperf.plan import Case, hash_seed, pair_slots, start_order
@@ -35,6 +37,7 @@ class PairRunner:
         self.seed = hash_seed(config.seed, pair)
         self.failed = failed  # case_id -> reason; shared across pairs
         self.skipped: dict[int, str] = {c.id: c.skip for c in cases if c.skip}
+        self.dropped: set[int] = set()  # settled since this pair was launched ahead: no trials, no warm-up
         self.workers: dict[int, Worker] = {}
         self.ready: dict[int, set] = {}  # side index -> case ids set up in its worker
         self.queued: dict[int, list] = {}  # side index -> case ids whose setup was sent ahead
@@ -72,7 +75,7 @@ class PairRunner:
                     self._setup(index, case)
 
     def runnable(self, case_id: int) -> bool:
-        return case_id not in self.failed and case_id not in self.skipped
+        return case_id not in self.failed and case_id not in self.skipped and case_id not in self.dropped
 
     def _collect_queued(self, index: int) -> None:
         for case_id in self.queued.pop(index, []):
@@ -96,6 +99,8 @@ class PairRunner:
             return
         # Caches and branch predictors now belong to the measuring core: warm up there too.
         for case_id in sorted(self.ready[index]):
+            if not self.runnable(case_id):
+                continue
             try:
                 reply = worker.request({"cmd": "warm", "case_id": case_id, "steps": self.config.schedule.warmup})
             except WorkerError as exc:
@@ -228,7 +233,7 @@ def import_cores_for(config: Config) -> list[int]:
     return [c for c in spare if c not in siblings] or spare
 
 
-def prestart_depth(config: Config, n_import_cores: int, n_sides: int) -> int:
+def prestart_depth(config: Config, n_import_cores: int, n_sides: int, max_pairs: Optional[int] = None) -> int:
     """Pairs kept started ahead. Auto: one spare core per worker (a fresh TE pair
     takes 20-35 s to import and set up, far longer than a short pair measures, so
     the pipeline must be deep to keep up), at least one pair where any core is spare."""
@@ -236,29 +241,39 @@ def prestart_depth(config: Config, n_import_cores: int, n_sides: int) -> int:
         return 0
     if config.prestart is not None:
         return min(config.prestart, n_import_cores)
-    return min(MAX_AUTO_PRESTART, max(1, n_import_cores // max(1, n_sides)), config.schedule.processes - 1)
+    max_pairs = config.schedule.processes if max_pairs is None else max_pairs
+    return min(MAX_AUTO_PRESTART, max(1, n_import_cores // max(1, n_sides)), max_pairs - 1)
 
 
-def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, progress: Optional[Progress] = None) -> dict:
-    """Measure every case on every side. Returns {case_id: reason} for failed cases."""
+def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, progress: Optional[Progress] = None,
+                 adaptive: Optional[Adaptive] = None) -> dict:
+    """Measure every case on every side. Returns {case_id: reason} for failed cases.
+    ``adaptive`` decides how many pairs and which cases each measures (default: the fixed schedule)."""
     failed: dict[int, str] = {}
     iters = config.schedule.iters
-    n_pairs = config.schedule.processes
+    plan = adaptive or Adaptive(config, cases, len(sides))
     import_cores = import_cores_for(config)
-    depth = prestart_depth(config, len(import_cores), len(sides))
+    depth = prestart_depth(config, len(import_cores), len(sides), plan.max_pairs)
     upcoming: deque[PairRunner] = deque()
     retired: list[Worker] = []  # quit, still tearing down on a spare core
     retire_core = import_cores[-1] if import_cores else None
     next_launch = 1
+    by_id = {c.id: c for c in cases}
+    plan.start()
     try:
-        for pair in range(n_pairs):
-            runner = upcoming.popleft() if upcoming else PairRunner(config, sides, cases, bundle, pair, failed)
+        for pair in itertools.count():
+            todo = plan.next_pair(pair, failed)
+            if not todo:
+                break
+            # A pair launched ahead set up every case open then; the ones settled since get no trials.
+            runner = upcoming.popleft() if upcoming else PairRunner(config, sides, [by_id[c] for c in todo], bundle, pair, failed)
+            runner.dropped.update(set(runner.cases) - set(todo))
             try:
                 # Launch the pairs ahead first, so that they import while this one starts
                 # too: launched after it, pair 1 of a TE run waited 11-14 s for its set-up.
                 next_launch = max(next_launch, pair + 1)
-                while len(upcoming) < depth and next_launch < n_pairs:
-                    ahead = PairRunner(config, sides, cases, bundle, next_launch, failed)
+                while len(upcoming) < depth and plan.may_launch(next_launch):
+                    ahead = PairRunner(config, sides, [by_id[c] for c in plan.open_cases(failed)], bundle, next_launch, failed)
                     upcoming.append(ahead)  # closed on any error below, half-launched or not
                     next_launch += 1
                     try:
@@ -270,15 +285,18 @@ def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: B
                         break
                 t0 = time.perf_counter()
                 runner.start()
-                bundle.append({"kind": "pair", "pair": pair, "hash_seed": runner.seed, "start_s": round(time.perf_counter() - t0, 3)})
+                start_s = time.perf_counter() - t0
+                bundle.append({"kind": "pair", "pair": pair, "hash_seed": runner.seed, "start_s": round(start_s, 3)})
                 # Counted once, outside the timed trials. Not in the first pair when there
                 # are more: there one side meets a cold torch.compile cache, the other a warm one.
-                if config.counters and pair == min(1, n_pairs - 1):
+                if config.counters and pair == min(1, plan.max_pairs - 1):
                     for case in cases:
-                        runner.counters(case)
-                by_id = {c.id: c for c in cases}
-                for slot in pair_slots(config, [c.id for c in cases], pair, len(sides)):
+                        if case.id in runner.cases:
+                            runner.counters(case)
+                for slot in pair_slots(config, todo, pair, len(sides)):
                     case = by_id[slot.case_id]
+                    if slot.position == 0 and plan.out_of_time():
+                        break  # the budget is spent: stop between couples, keep what is on disk
                     if not runner.active(case.id):
                         if progress:
                             progress(iters, "")
@@ -304,8 +322,12 @@ def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: B
                             **reply,
                         }
                     )
+                    plan.add_trial(pair, case.id, slot.round, slot.trial, slot.side, reply)
                     if progress:  # after the sample is on disk: a redraw must not stand between
-                        progress(iters, f"pair {pair + 1}/{n_pairs} {case.key}")
+                        of = f"/{plan.max_pairs}" if plan.target is None else ""
+                        progress(iters, f"pair {pair + 1}{of} {case.key}")
+                plan.pair_done(pair, time.perf_counter() - t0 - start_s, len(todo), skipped=runner.skipped, failed=failed,
+                               start_s=start_s)
             except BaseException:
                 for ahead in upcoming:
                     ahead.close()
@@ -316,6 +338,9 @@ def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: B
                     for worker in retired[:-4]:
                         worker.reap()
                     del retired[:-4]
+        for ahead in upcoming:  # started ahead for a pair the run no longer needs (it stopped early)
+            ahead.close()
+        bundle.append(plan.stop_record())
     finally:
         for worker in retired:
             worker.reap()

@@ -36,8 +36,8 @@ from teperf.history.analysis import Cell, Found, Point, analyze
 from teperf.history.nights import Night, latest_per_machine, nights as find_nights
 from teperf.history.store import HistoryStore
 
-VERDICT_CSS = {"slower": "slower", "faster": "faster", "no change": "nochange", "noisy": "noisy"}
-VERDICT_COLOR = {"slower": "#c0392b", "faster": "#1e8449", "no change": "#7f8c8d", "noisy": "#d68910", None: "#34495e"}
+VERDICT_CSS = {"slower": "slower", "faster": "faster", "no change": "nochange", "inconclusive": "inconclusive"}
+VERDICT_COLOR = {"slower": "#c0392b", "faster": "#1e8449", "no change": "#7f8c8d", "inconclusive": "#d68910", None: "#34495e"}
 RECENT = 7  # a step among the last RECENT commits is flagged in the overview
 MARKER = ".teperf-dashboard"  # written into every site; only such a directory is ever replaced
 

@@ -1,0 +1,96 @@
+"""The live view while a run measures: per cell the pairs done, the current delta and half-width,
+the time left of the budget, and the progress bar (rich Live on stderr, on a terminal only)."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+
+
+def _progress_bar(transient: bool):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    return Progress(
+        TextColumn("[bold]measuring"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("steps"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        TextColumn("{task.description}"),
+        transient=transient,
+        console=_stderr_console(),
+    )
+
+
+class LiveView:
+    """While a compare measures, on a terminal: per cell the pairs done, the current delta and
+    half-width, and the time left of the budget, above the progress bar (rich Live on stderr)."""
+
+    MAX_ROWS = 20  # the unsettled cells first; a nightly's 100+ cells would not fit a screen
+
+    def __init__(self):
+        self.bar = _progress_bar(transient=False)
+        self.snapshot = None
+
+    def factory(self, total):
+        task = self.bar.add_task("", total=total)
+
+        def advance(steps, what):
+            self.bar.update(task, advance=steps, description=what)
+
+        return advance
+
+    def update(self, snapshot) -> None:
+        import time
+
+        self.snapshot = snapshot
+        self.seen_at = time.monotonic()  # the budget keeps ticking between snapshots
+
+    def __rich__(self):
+        import time
+
+        from rich.console import Group
+        from rich.table import Table
+
+        snap = self.snapshot
+        if snap is None:
+            return self.bar
+        title = f"{snap.pairs_done} pairs done"
+        if snap.target_pct is not None:
+            title += f"; target +-{snap.target_pct:g}%"
+        if snap.budget_s is not None:
+            left = max(0.0, snap.time_left_s - (time.monotonic() - self.seen_at))
+            title += f"; budget left {int(left // 60)}:{int(left % 60):02d}"
+        table = Table(title=title, title_justify="left", box=None, pad_edge=False)
+        for col in ("cell", "pairs", "delta", "half-width", ""):
+            table.add_column(col, justify="left" if col in ("cell", "") else "right")
+        cells = sorted(snap.cells, key=lambda c: (c.settled or bool(c.dropped), c.case_id))
+        for c in cells[: self.MAX_ROWS]:
+            state = c.dropped or ("settled" if c.settled else "")
+            table.add_row(c.key, str(c.pairs), "-" if c.delta_pct is None else f"{c.delta_pct:+.2f}%",
+                          "-" if c.half_pct is None else f"+-{c.half_pct:.2f}%", state,
+                          style="dim" if state else None)
+        if len(cells) > self.MAX_ROWS:
+            table.add_row(f"... {len(cells) - self.MAX_ROWS} more", "", "", "", "")
+        return Group(table, self.bar)
+
+
+@contextmanager
+def live_view():
+    """(progress factory, snapshot listener) for api.measure: a LiveView on a terminal, (None, None) otherwise."""
+    if not sys.stderr.isatty():
+        yield None, None
+        return
+    from rich.live import Live
+
+    view = LiveView()
+    with Live(view, console=_stderr_console(), refresh_per_second=2, transient=True):
+        yield view.factory, view.update
+
+
+def _stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True)

@@ -1,0 +1,219 @@
+"""When to stop measuring, and which cells the next pair measures.
+
+Without ``precision_pct`` the schedule is fixed: ``processes`` pairs of every
+case (cut short only by ``budget_s`` when one is set). With it, fresh pairs keep
+coming until every cell's 95 % half-width is at most ``precision_pct`` or the
+budget is spent. A cell stops once it has ``min_pairs`` pairs and a narrow
+enough interval, and later pairs leave it out, so the time goes to the cells
+that still need it.
+
+Stopping looks only at interval widths, never at the estimates, so it does not
+pick the answer. The interim intervals come from ``teperf.stats.compare_cell``,
+the same statistic the final table shows. The clock is injected so that tests
+can drive the budget without sleeping.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from collections import defaultdict
+from typing import Callable, Iterable, Optional
+
+from teperf.config import Config, Stats
+from teperf.stats import compare_cell, half_width_pct
+from teperf.summary import METRIC_FIELD
+
+MAX_PAIRS = 1000  # with --precision the budget bounds the run; this only guards against a runaway loop
+
+
+@dataclasses.dataclass
+class CellState:
+    """What the live view shows of one cell and what the stopping rule reads."""
+
+    case_id: int
+    key: str
+    pairs: int = 0
+    delta_pct: Optional[float] = None
+    half_pct: Optional[float] = None
+    settled: bool = False  # reached the precision target: no more pairs
+    dropped: str = ""  # failed or skipped: no more pairs either
+
+
+@dataclasses.dataclass
+class Snapshot:
+    cells: list[CellState]
+    pairs_done: int
+    target_pct: Optional[float]
+    budget_s: Optional[float]
+    elapsed_s: float
+    stop_reason: str = ""
+
+    @property
+    def time_left_s(self) -> Optional[float]:
+        return None if self.budget_s is None else max(0.0, self.budget_s - self.elapsed_s)
+
+
+class Adaptive:
+    """The coordinator asks it which cases go into the next pair and whether to stop;
+    it is fed every trial as it lands on disk."""
+
+    def __init__(self, config: Config, cases: Iterable, n_sides: int, clock: Callable[[], float] = time.monotonic):
+        sched = config.schedule
+        self.target = sched.precision_pct if n_sides == 2 else None
+        self.budget = sched.budget_s
+        self.min_pairs = sched.min_pairs
+        self.max_pairs = MAX_PAIRS if self.target is not None else sched.processes
+        self.stats: Stats = config.stats
+        self.field = METRIC_FIELD.get(config.stats.metric, "process_cpu_ns")
+        self.clock = clock
+        self.t0: Optional[float] = None
+        self.cells = {c.id: CellState(c.id, c.key, dropped=c.skip and "skipped" or "") for c in cases}
+        self.n_sides = n_sides
+        # case -> pair -> (round, trial) -> {side index: per-step us}
+        self._trials: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
+        self._pair_cost: list[float] = []  # seconds of measuring per case, one figure per finished pair
+        self._pair_start: list[float] = []  # seconds each pair took to start (the first one cold)
+        self.rows: dict[int, dict] = {}  # case -> its interim stats.compare_cell row
+        self.pairs_done = 0  # pairs that measured at least one trial (a pair cut by the budget at once does not count)
+        self._measured: set[int] = set()
+        self.stop_reason = ""
+        self.listeners: list[Callable[[Snapshot], None]] = []
+
+    # ---------------------------------------------------------------- what the coordinator asks
+
+    def start(self) -> None:
+        """The budget counts from here (before the first pair starts, start-up included)."""
+        if self.t0 is None:
+            self.t0 = self.clock()
+        self._notify()
+
+    def elapsed(self) -> float:
+        return 0.0 if self.t0 is None else self.clock() - self.t0
+
+    def open_cases(self, failed: Iterable[int] = ()) -> list[int]:
+        """Cases that still need pairs, in case order. In a fixed schedule that is every case
+        (failed ones are the pair runner's business there, as before)."""
+        if self.target is None:
+            return list(self.cells)
+        failed = set(failed)
+        return [cid for cid, c in self.cells.items() if not c.settled and not c.dropped and cid not in failed]
+
+    def next_pair(self, pair: int, failed: Iterable[int] = ()) -> list[int]:
+        """The cases pair ``pair`` measures; [] means stop (the reason is in ``stop_reason``)."""
+        if self.stop_reason:
+            return []
+        if self.t0 is None:
+            self.start()
+        todo = self.open_cases(failed)
+        if pair >= self.max_pairs:
+            return self._stop("max pairs" if self.target is not None else "")
+        if not todo:
+            return self._stop("precision reached" if any(c.settled for c in self.cells.values()) else "no cell left")
+        if self.budget is not None and pair > 0 and self.elapsed() + self.pair_estimate(len(todo)) > self.budget:
+            return self._stop("budget")
+        return todo
+
+    def may_launch(self, pair: int) -> bool:
+        """Whether a pair may be started ahead (it is closed unused if the run stops first)."""
+        return not self.stop_reason and pair < self.max_pairs
+
+    def out_of_time(self) -> bool:
+        """The budget is spent: the current pair stops at the next couple (every sample so far stays)."""
+        if self.budget is None or self.elapsed() <= self.budget:
+            return False
+        self.stop_reason = "budget"
+        return True
+
+    def pair_estimate(self, n_cases: int) -> float:
+        """Seconds the next pair will likely take with ``n_cases`` cases: the median measuring cost per
+        case so far, plus the median start of the pairs after the first (which paid the cold start
+        that later pairs, started ahead, mostly do not)."""
+        if not self._pair_cost:
+            return 0.0
+        start = statistics.median(self._pair_start[1:]) if len(self._pair_start) > 1 else 0.0
+        return statistics.median(self._pair_cost) * n_cases + start
+
+    # ---------------------------------------------------------------- what the coordinator feeds it
+
+    def add_trial(self, pair: int, case_id: int, round_: int, trial: int, side: int, record: dict) -> None:
+        value = record.get(self.field)
+        if isinstance(value, (int, float)) and record.get("iters"):
+            self._trials[case_id][pair][(round_, trial)][side] = value / record["iters"] / 1000.0
+            self._measured.add(pair)
+
+    def pair_done(self, pair: int, seconds: float, n_cases: int, skipped: Iterable[int] = (),
+                  failed: Iterable[int] = (), start_s: float = 0.0) -> None:
+        """After each pair (``seconds`` of measuring ``n_cases`` cases after ``start_s`` of start-up):
+        settle the cells whose interval is narrow enough."""
+        self.pairs_done = len(self._measured)
+        self._pair_start.append(start_s)
+        if n_cases:
+            self._pair_cost.append(seconds / n_cases)
+        for cid in skipped:
+            if cid in self.cells and not self.cells[cid].dropped:
+                self.cells[cid].dropped = "skipped"
+        for cid in failed:
+            if cid in self.cells and not self.cells[cid].dropped:
+                self.cells[cid].dropped = "failed"
+        for cid in self._trials:
+            self.update_cell(cid)
+        self._notify()
+
+    def update_cell(self, case_id: int) -> CellState:
+        cell = self.cells[case_id]
+        if self.n_sides != 2:
+            cell.pairs = len(self._trials.get(case_id, {}))
+            return cell
+        base, head, couples = defaultdict(list), defaultdict(list), defaultdict(list)
+        for pair, slots in self._trials.get(case_id, {}).items():
+            for sides in slots.values():
+                if 0 in sides:
+                    base[pair].append(sides[0])
+                if 1 in sides:
+                    head[pair].append(sides[1])
+                if 0 in sides and 1 in sides:
+                    couples[pair].append((sides[0], sides[1]))
+        row = self.rows[case_id] = compare_cell(base, head, self.stats, couples)
+        cell.pairs = row["n_pairs"]
+        cell.delta_pct = row.get("delta_pct")
+        # One pair's interval comes from its trials and misses between-process noise: no width yet.
+        cell.half_pct = half_width_pct(row) if row.get("ci_basis") == "pairs" else None
+        if self.target is not None and settles(cell.pairs, cell.half_pct, self.target, self.min_pairs):
+            cell.settled = True  # for good: a settled cell gets no more pairs
+        return cell
+
+    # ---------------------------------------------------------------- for the live view and the bundle
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot([dataclasses.replace(c) for c in self.cells.values()], self.pairs_done, self.target,
+                        self.budget, self.elapsed(), self.stop_reason)
+
+    def stop_record(self) -> dict:
+        """What the bundle keeps about how the run ended (summary.py turns it into a note)."""
+        return {
+            "kind": "stop",
+            "reason": self.stop_reason or "schedule done",
+            "pairs": self.pairs_done,
+            "elapsed_s": round(self.elapsed(), 3),
+            "precision_pct": self.target,
+            "budget_s": self.budget,
+            "open": [c.key for c in self.cells.values() if self.target is not None and not c.settled and not c.dropped],
+        }
+
+    def _stop(self, reason: str) -> list[int]:
+        self.stop_reason = reason or "schedule done"
+        self._notify()
+        return []
+
+    def _notify(self) -> None:
+        if self.listeners:
+            snap = self.snapshot()
+            for listener in self.listeners:
+                listener(snap)
+
+
+def settles(pairs: int, half_pct: Optional[float], target_pct: float, min_pairs: int) -> bool:
+    """The stopping rule of one cell: enough pairs and a narrow enough interval. Widths only."""
+    return pairs >= min_pairs and half_pct is not None and half_pct <= target_pct

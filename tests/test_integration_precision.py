@@ -1,0 +1,96 @@
+"""Integration: --precision and --budget with real worker processes on the CPU."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from conftest import PLANTED, run_cli
+
+SHORT = ["--rounds", "1", "--trials", "4", "--iters", "30", "--warmup", "10", "--no-counters"]
+
+
+def _records(results_dir: Path, kind: str) -> list[dict]:
+    (bundle,) = list(results_dir.iterdir())
+    lines = (bundle / "records.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r.get("kind") == kind]
+
+
+def _config(tmp_path: Path, modules: str, min_pairs: int) -> Path:
+    path = tmp_path / "precision.toml"
+    path.write_text(textwrap.dedent(f"""
+        backend = "torch"
+        device = "cpu"
+        recipes = ["fp32"]
+        shapes = [[8, 2, 64]]
+        {modules}
+        [schedule]
+        min_pairs = {min_pairs}
+    """))
+    return path
+
+
+def test_loose_target_stops_at_min_pairs_long_before_the_budget(tmp_path, results_dir):
+    cfg = _config(tmp_path, 'modules = ["Linear", "LayerNormLinear"]', min_pairs=3)
+    same = PLANTED / "base"
+    res = run_cli("compare", "--config", cfg, "--base-path", same, "--head-path", same, *SHORT,
+                  "--precision", "40", "--budget", "10m", "--format", "json", "--results-dir", results_dir)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert [r["n_pairs"] for r in out["rows"]] == [3, 3]
+    (stop,) = _records(results_dir, "stop")
+    assert stop["reason"] == "precision reached" and stop["pairs"] == 3 and stop["open"] == []
+    assert stop["elapsed_s"] < 300  # far inside the 10 min budget: it stopped because the answer was known
+    assert {t["pair"] for t in _records(results_dir, "trial")} == {0, 1, 2}
+    assert any(n.startswith("precision: every cell reached +-40%") for n in out["notes"])
+    assert out["meta"]["config"]["schedule"]["precision_pct"] == 40.0
+
+
+NOISY = '''
+import random, time
+import torch.nn as nn
+
+class Noisy(nn.Linear):
+    """A block whose forward busy-waits 0.2-2 ms, drawn once per process: every process has its own
+    level, so the between-pair noise is huge and the interval stays wide."""
+    wait_s = random.uniform(0.0002, 0.002)
+
+    def forward(self, x):
+        end = time.perf_counter() + self.wait_s
+        while time.perf_counter() < end:
+            pass
+        return super().forward(x)
+
+def make_quiet(hidden=64):
+    return nn.Linear(hidden, hidden)
+
+def make_noisy(hidden=64):
+    return Noisy(hidden, hidden)
+'''
+
+
+def test_settled_cell_drops_out_and_the_budget_ends_the_run(tmp_path, results_dir):
+    blocks = tmp_path / "blocks"
+    blocks.mkdir()
+    (blocks / "noisy_blocks.py").write_text(NOISY)
+    modules = textwrap.dedent("""
+        [modules.Quiet]
+        factory = "noisy_blocks:make_quiet"
+        [modules.Noisy]
+        factory = "noisy_blocks:make_noisy"
+    """)
+    cfg = _config(tmp_path, modules, min_pairs=3)
+    res = run_cli("compare", "--config", cfg, "--base-path", blocks, "--head-path", blocks, *SHORT,
+                  "--precision", "30", "--budget", "75s", "--format", "json", "--results-dir", results_dir)
+    assert res.returncode == 0, res.stderr
+    rows = {r["module"]: r for r in json.loads(res.stdout)["rows"]}
+    (stop,) = _records(results_dir, "stop")
+    # 75 s: room for 3 pairs even when a loaded 2-core VM takes 30 s to start the first one
+    assert rows["Quiet"]["n_pairs"] == 3, (stop, rows["Quiet"]["ci_low_pct"], rows["Quiet"]["ci_high_pct"])
+    assert rows["Noisy"]["n_pairs"] > 3, stop
+    ids = {c["module"]: c["id"] for c in json.loads(res.stdout)["meta"]["cases"]}
+    later = {t["case_id"] for t in _records(results_dir, "trial") if t["pair"] >= 3}
+    assert later == {ids["Noisy"]}  # pairs after the quiet cell settled measured only the noisy one
+    assert stop["reason"] == "budget" and stop["open"] == ["Noisy/fp32/8x2x64/eager"], stop
+    assert stop["elapsed_s"] < 75 + 30  # a pair that would not fit is not started; a late one is cut

@@ -1,0 +1,75 @@
+"""Every output format carries the new verdicts, the inconclusive bound and the precision schedule."""
+
+import csv
+import io
+import json
+
+from teperf.render import render, table_model
+from teperf.schema import ROW_FIELDS
+from teperf.summary import Summary, stop_note
+
+
+def _row(module, verdict, delta, low, high, pairs, bound=None):
+    r = {k: None for k in ROW_FIELDS}
+    r.update(module=module, recipe="bf16", shape="8x2x256", dtype="bfloat16", mode="eager", status="ok", base_us=500.0,
+             head_us=500.0 * (1 + delta / 100), delta_us=5 * delta, delta_pct=delta, ci_low_pct=low, ci_high_pct=high,
+             ci_low_us=5 * low, ci_high_us=5 * high, verdict=verdict, bound_pct=bound, n_pairs=pairs, n_trials=12 * pairs,
+             ci_basis="pairs", mde_pct=2.0)
+    return r
+
+
+def summary(precision=1.0, budget=300.0):
+    meta = {
+        "sides": {"base": {"label": "base"}, "head": {"label": "head"}},
+        "config": {"core": 7, "device": "cuda", "stats": {"alpha": 0.05, "min_effect_pct": 1.0},
+                   "schedule": {"processes": 8, "rounds": 2, "trials": 6, "iters": 50, "precision_pct": precision,
+                                "budget_s": budget, "min_pairs": 8}},
+        "host": {"gpu": "H200"},
+    }
+    rows = [_row("LayerNormLinear", "inconclusive", 3.0, -2.3, 8.5, 12, bound=8.5),
+            _row("LayerNormMLP", "no change", 0.2, -0.7, 0.9, 31)]
+    return Summary(meta=meta, rows=rows, notes=[])
+
+
+def test_markdown_shows_the_bound_pairs_and_the_target():
+    text = render(summary(), "markdown")
+    assert "| inconclusive (up to +8.5%) |" in text
+    assert "| no change |" in text
+    assert "| pairs |" in text and "| 12 |" in text and "| 31 |" in text
+    assert "until every cell is within +-1% (at least 8 pairs) or 5.0 min: 12-31 process pairs per cell" in text
+    assert "no change = the whole interval inside +-1%" in text
+
+
+def test_fixed_schedule_header_and_no_pairs_column_when_all_equal():
+    s = summary(precision=None, budget=None)
+    for r in s.rows:
+        r["n_pairs"] = 8
+    model = table_model(s)
+    assert "pairs" not in model.columns
+    assert model.header[-1].startswith("8 process pairs x 2 rounds")
+
+
+def test_json_and_csv_carry_verdict_and_bound():
+    rows = json.loads(render(summary(), "json"))["rows"]
+    assert [(r["verdict"], r["bound_pct"]) for r in rows] == [("inconclusive", 8.5), ("no change", None)]
+    table = list(csv.DictReader(io.StringIO(render(summary(), "csv"))))
+    assert [(r["verdict"], r["bound_pct"]) for r in table] == [("inconclusive", "8.5"), ("no change", "")]
+
+
+def test_stop_notes():
+    meta = {"config": {"schedule": {"processes": 8}}}
+    assert stop_note({"reason": "precision reached", "pairs": 14, "elapsed_s": 95, "precision_pct": 1.0}, meta) == \
+        "precision: every cell reached +-1% (95% half-width) after 14 pairs, 95 s"
+    note = stop_note({"reason": "budget", "pairs": 34, "elapsed_s": 301, "precision_pct": 1.0, "budget_s": 300,
+                      "open": ["LayerNormMLP/fp8_delayed/8x2x256/eager"]}, meta)
+    assert note == "budget of 5.0 min spent after 34 pairs (5.0 min); 1 cell did not reach +-1%: LayerNormMLP/fp8_delayed/8x2x256/eager"
+    assert stop_note({"reason": "budget", "pairs": 3, "elapsed_s": 61, "precision_pct": None, "budget_s": 60}, meta) == \
+        "budget of 60 s spent after 3 of 8 pairs (61 s)"
+    assert stop_note({"reason": "schedule done", "pairs": 8}, meta) == ""
+
+
+def test_fixed_schedule_with_a_budget_says_how_many_pairs_ran():
+    s = summary(precision=None, budget=90.0)
+    for r in s.rows:
+        r["n_pairs"] = 5
+    assert table_model(s).header[-1].startswith("8 process pairs (budget 90 s: 5 ran) x 2 rounds")
