@@ -15,7 +15,7 @@ from teperf.errors import TeperfError
 from teperf.sides import buildrun, cachedir, changes, gitrepo
 from teperf.sides import git as git_mod
 from teperf.sides import installed as installed_mod
-from teperf.sides.git import git_sides, plan_sides
+from teperf.sides.git import git_sides
 from teperf.sides.gitrepo import parse_spec, resolve_spec
 from teperf.sides.layout import GENERIC, TE_LAYOUT
 from teperf.sides.strategies.build import compiled_hash

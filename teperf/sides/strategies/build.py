@@ -44,7 +44,7 @@ from teperf.sides.target import Plan
 
 DEFAULT_COMMAND = ("{python}", "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--target", "{prefix}", ".")
 PLACEHOLDERS = {"{prefix}": "where the build installs to", "{src}": "the build directory (a copy of the tree)",
-                "{python}": "the interpreter (--python)", "{jobs}": "parallel jobs (--jobs)"}
+                "{python}": "the workers' interpreter", "{jobs}": "parallel jobs (--jobs)"}
 
 
 def compiled_hash(repo, sha: str, *, package_dir: str, version_files=(), command=(), python: str = "",
@@ -117,9 +117,11 @@ class Build(Strategy):
             if self._cached(digest):
                 cost = f"build reused from the cache ({digest[:12]})"
             elif incremental.is_dir():
-                cost = f"incremental build in {incremental} (recompiles what differs, {self._env['MAX_JOBS']} jobs)"
+                cost = (f"incremental build in {incremental} (recompiles what differs, "
+                        f"{changes.plural(self._env['MAX_JOBS'], 'job')})")
             else:
-                cost = f"full build (first in this build directory: TE takes tens of minutes; {self._env['MAX_JOBS']} jobs)"
+                cost = (f"full build (the first in this build directory; TE's takes tens of minutes), "
+                        f"{changes.plural(self._env['MAX_JOBS'], 'job')}")
             costs.append((label, cost))
         return Plan(self.name, reason, tuple(costs))
 
@@ -156,9 +158,10 @@ class Build(Strategy):
                         arg = arg.replace(placeholder, value)
                     argv.append(arg)
                 env = {**self._env, "TEPERF_BUILD_PREFIX": str(prefix), "TEPERF_BUILD_SRC": str(src)}
-                t.log(f"{label} {commit.sha[:10]}: building {t.package} in {src} ({rewritten} files changed since "
-                      f"its last build; compiled-sources hash {digest[:12]}, {n_files} files, "
-                      f"{env['MAX_JOBS']} jobs{', ccache' if 'CMAKE_CXX_COMPILER_LAUNCHER' in env else ''}); "
+                t.log(f"{label} {commit.sha[:10]}: building {t.package} in {src} ({changes.plural(rewritten, 'file')} "
+                      f"rewritten since its last build; compiled-sources hash {digest[:12]}, "
+                      f"{changes.plural(env['MAX_JOBS'], 'job')}"
+                      f"{', ccache' if 'CMAKE_CXX_COMPILER_LAUNCHER' in env else ''}); "
                       f"log: {log_path}")
                 meta = {
                     "ok": False, "hash": digest, "sha": commit.sha, "repo": str(t.repo), "package": t.package,

@@ -136,7 +136,7 @@ class Extension(Strategy):
         for label, commit in self.pair.sides():
             key, _ = self.key(commit)
             cost = (f"extension reused from the cache ({key[:12]})" if self._cached(key) else
-                    f"builds the extension from its tree with {self._env['MAX_JOBS']} jobs ({estimate})")
+                    f"builds the extension from its tree with {changes.plural(self._env['MAX_JOBS'], 'job')} ({estimate})")
             costs.append((label, f"{cost}, over the installed {installed.package} {installed.version or ''}".rstrip()))
         from teperf.sides.strategies.overlay import version_note
 
@@ -163,7 +163,7 @@ class Extension(Strategy):
             buildrun.writable_copy(self.tree(commit), src)
             argv = ext.command(t.python, str(prefix))
             t.log(f"{label} {commit.sha[:10]}: building the {t.layout.name} extension from its tree "
-                  f"({n_files} input files, {self._env['MAX_JOBS']} jobs); log: {log_path}")
+                  f"({changes.plural(n_files, 'input file')}, {changes.plural(self._env['MAX_JOBS'], 'job')}); log: {log_path}")
             meta = {"ok": False, "key": key, "sha": commit.sha, "repo": str(t.repo), "package": t.package,
                     "layout": t.layout.name, "command": argv, "cwd": ext.setup_dir, "prefix": str(prefix),
                     "log": str(log_path), "hashed_files": n_files, "core": self.core[:16],
