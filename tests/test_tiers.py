@@ -250,3 +250,12 @@ def test_bare_repository(tmp_path, monkeypatch, cache):
     assert run_py(base, "import mypkg.blocks as b; print(b.SLOW)") == "False"
     planned = plan(bare, "main..cpp", package="mypkg")  # auto works there too
     assert planned.strategy.name == "build" and "mypkg/csrc/op.cpp" in planned.plan.reason
+
+
+def test_table_header_names_the_extension_build_and_the_note():
+    from teperf.render import side_text
+
+    desc = {"label": "head", "sha": "a" * 40, "subject": "s", "strategy": "extension", "ext_key": "0123456789abc",
+            "ext_reused": True}
+    assert "strategy extension (extension from the cache 01234567)" in side_text(desc)
+    assert "strategy extension (extension built 01234567)" in side_text({**desc, "ext_reused": False})
