@@ -132,7 +132,8 @@ def test_auto_tier_for_each_kind_of_diff(te, branch):
 def test_version_only_is_an_overlay_with_a_note_in_the_side_metadata(te):
     base, head = git_sides("v2.16..version", repo=str(te), package="transformer_engine", log=lambda m: None)
     assert head.description["strategy"] == "overlay"
-    assert "2.16.0 -> 2.16.1" in head.description["notes"][0] and base.description["notes"] == head.description["notes"]
+    assert "2.16.0 -> 2.16.1" in head.description["notes"][0]
+    assert base.description["notes"] == head.description["notes"]
     assert head.description["changes"] == {"version": 1}
     shadow = Path(head.sys_path[0]) / "transformer_engine"
     assert (shadow / "wheel_lib" / "libtransformer_engine.so").is_symlink()
@@ -149,7 +150,8 @@ def test_plan_names_a_few_files_then_how_many_more(te, tmp_path):
     assert planned.plan.reason.count(".cpp") == 3 and "+4 more" in planned.plan.reason
     lines = planned.lines()
     assert lines[0].startswith("base ") and "8 files differ (1 python, 7 extension)" in lines[0]
-    assert "builds the extension from its tree with" in lines[2] and "over the installed transformer_engine 2.16.0" in lines[2]
+    assert "builds the extension from its tree with" in lines[2]
+    assert "over the installed transformer_engine 2.16.0" in lines[2]
 
 
 def test_extension_without_an_install_falls_back_to_build(te, monkeypatch):
@@ -232,7 +234,8 @@ def test_pure_python_package_runs_from_its_trees(tmp_path, monkeypatch, cache):
 
 def test_pure_python_with_native_packaging_is_not_path(tmp_path, monkeypatch, cache):
     repo = make_pure_python(tmp_path)
-    (repo / "setup.py").write_text("from setuptools import Extension, setup\nsetup(ext_modules=[Extension('x', ['x.c'])])\n")
+    (repo / "setup.py").write_text(
+        "from setuptools import Extension, setup\nsetup(ext_modules=[Extension('x', ['x.c'])])\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "an extension module")
     monkeypatch.setenv("PYTHONPATH", "")

@@ -42,7 +42,8 @@ from teperf.sides.shadow import ShadowSpec, shadow_side
 from teperf.sides.strategy import Strategy
 from teperf.sides.target import Plan
 
-DEFAULT_COMMAND = ("{python}", "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--target", "{prefix}", ".")
+DEFAULT_COMMAND = ("{python}", "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--target", "{prefix}",
+                   ".")
 PLACEHOLDERS = {"{prefix}": "where the build installs to", "{src}": "the build directory (a copy of the tree)",
                 "{python}": "the workers' interpreter", "{jobs}": "parallel jobs (--jobs)"}
 
@@ -158,7 +159,8 @@ class Build(Strategy):
                         arg = arg.replace(placeholder, value)
                     argv.append(arg)
                 env = {**self._env, "TEPERF_BUILD_PREFIX": str(prefix), "TEPERF_BUILD_SRC": str(src)}
-                t.log(f"{label} {commit.sha[:10]}: building {t.package} in {src} ({changes.plural(rewritten, 'file')} "
+                t.log(f"{label} {commit.sha[:10]}: building {t.package} in {src} "
+                      f"({changes.plural(rewritten, 'file')} "
                       f"rewritten since its last build; compiled-sources hash {digest[:12]}, "
                       f"{changes.plural(env['MAX_JOBS'], 'job')}"
                       f"{', ccache' if 'CMAKE_CXX_COMPILER_LAUNCHER' in env else ''}); "
