@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
 
 import pytest
 
@@ -185,3 +186,16 @@ def test_extension_tier_builds_measures_and_reuses_the_cache(tmp_path, results_d
     last = res.stderr.strip().splitlines()[-1]
     assert "undefined symbol" in last and "extpkg_core_new" in last and "--strategy build" in last, res.stderr
     assert res.stderr.count("building the extpkg extension") == 1  # base's came from the cache
+
+
+def test_plan_only_and_bare_repo_through_the_cli(fx, tmp_path, results_dir):
+    bare = tmp_path / "bare.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(fx.repo), str(bare)], check=True)
+    res = compare(fx, "main..cpp", "--plan", results_dir=results_dir, repo=bare)
+    assert res.returncode == 0, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert lines[1] == "teperf: strategy build: compiled sources differ (mypkg/csrc/op.cpp)", lines
+    assert lines[2].startswith("teperf:   base: ") and lines[3].startswith("teperf:   head: ")
+    assert res.stdout == "" and not results_dir.exists()  # nothing built, nothing measured
+    res = run_cli("compare", "--plan", "--base-python", "python3", env=fx.env, cwd=fx.root)
+    assert res.returncode == 2 and "--plan needs git refs" in res.stderr
