@@ -454,8 +454,11 @@ def test_compiled_hash_globs(fx):
     assert g1 != g2 and n == 3
     e1, _ = compiled_hash(fx.repo, fx.head, package_dir="mypkg", env={"NVTE_CUDA_ARCHS": "90"})
     assert e1 != h1
-    v1, _ = compiled_hash(fx.repo, fx.head, package_dir="mypkg", version_files=["mypkg/_table.json"])
+    v1, _ = compiled_hash(fx.repo, fx.head, package_dir="mypkg", skip=["mypkg/_table.json"])
     assert v1 != h1  # a version file is not a compiled source
+    s1, _ = compiled_hash(fx.repo, fx.head, package_dir="mypkg", skip=["mypkg/csrc/"])
+    s3, _ = compiled_hash(fx.repo, fx.cpp, package_dir="mypkg", skip=["mypkg/csrc/"])
+    assert s1 == s3  # cpp differs from head only in a skipped path
 
 
 def test_te_build_env(monkeypatch):

@@ -85,10 +85,8 @@ class SidesPlan:
         }
         if self.plan.notes:
             out["notes"] = list(self.plan.notes)
-        if self.refused:
+        if self.refused:  # auto tried these first: {strategy: why not}
             out["refused"] = dict(self.refused)
-            if "overlay" in self.refused:
-                out["overlay_refused"] = self.refused["overlay"]
         return out
 
     def make(self) -> tuple[Side, Side]:

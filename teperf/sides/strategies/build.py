@@ -48,9 +48,12 @@ PLACEHOLDERS = {"{prefix}": "where the build installs to", "{src}": "the build d
                 "{python}": "the workers' interpreter", "{jobs}": "parallel jobs (--jobs)"}
 
 
-def compiled_hash(repo, sha: str, *, package_dir: str, version_files=(), command=(), python: str = "",
+def compiled_hash(repo, sha: str, *, package_dir: str, skip=(), command=(), python: str = "",
                   env: Mapping[str, str] | None = None, globs=None) -> tuple[str, int]:
-    """(hash of the commit's compiled sources + how they are built, number of files hashed)."""
+    """(hash of the commit's compiled sources + how they are built, number of files hashed).
+
+    ``skip``: patterns of build inputs that do not change what is built (version files, other frameworks).
+    """
     env = os.environ if env is None else env
     globs = list(globs or [])
     h = hashlib.sha256()
@@ -60,7 +63,7 @@ def compiled_hash(repo, sha: str, *, package_dir: str, version_files=(), command
             selected = any(fnmatch.fnmatchcase(path, g) for g in globs)
         else:
             selected = (changes.is_build_input(path, package_dir, submodule=(kind == "commit"))
-                        and not matches(path, version_files))
+                        and not matches(path, skip))
         if selected:
             h.update(f"{mode} {obj} {path}\0".encode(errors="surrogateescape"))
             n += 1
@@ -90,7 +93,8 @@ class Build(Strategy):
 
     def key(self, commit: Commit) -> tuple[str, int]:
         t = self.target
-        return compiled_hash(t.repo, commit.sha, package_dir=t.package_dir, version_files=t.layout.version_files,
+        return compiled_hash(t.repo, commit.sha, package_dir=t.package_dir,
+                             skip=(*t.layout.version_files, *t.layout.unrelated),
                              command=self.template, python=t.python, env=self._env, globs=self._globs or None)
 
     def workdir(self) -> Path:
