@@ -73,7 +73,10 @@ def side_text(desc: dict) -> str:
         if desc.get("subject"):
             bits.append(repr(desc["subject"][:60]))
     if desc.get("strategy"):
-        bits.append(f"strategy {desc['strategy']}")
+        extension = ""
+        if desc.get("ext_key"):
+            extension = f" (extension {'from the cache' if desc.get('ext_reused') else 'built'} {desc['ext_key'][:8]})"
+        bits.append(f"strategy {desc['strategy']}{extension}")
     if desc.get("sys_path"):
         bits.append("path " + ":".join(desc["sys_path"]))
     if desc.get("python"):
@@ -99,6 +102,7 @@ def table_model(summary: Summary) -> TableModel:
     metric = cfg.get("stats", {}).get("metric", "process_cpu").replace("_", " ")
     alpha = cfg.get("stats", {}).get("alpha", 0.05)
     header = [side_text(d) for d in meta.get("sides", {}).values()]
+    header += [f"note: {n}" for n in meta.get("sides", {}).get("head", {}).get("notes") or []]
     host = meta.get("host", {})
     header.append(
         f"{schedule_text(sched, summary.rows)} x {sched.get('rounds')} rounds x {sched.get('trials')} trials x "

@@ -384,3 +384,97 @@ def make_ext_fixture(root: Path) -> ExtFixture:
     write(layout, EXT_LAYOUT)
     return ExtFixture(root=root, repo=repo, site=site, layout=layout, base=base, head=head, pyonly=pyonly,
                       version=version, core=core, badsym=badsym)
+
+
+# ---------------------------------------------------------------------------- TE-shaped paths (no real TE)
+
+TE_FILES = {
+    "setup.py": "# top-level build of the core and the extensions\n",
+    "build_tools/VERSION.txt": "2.16.0\n",
+    "build_tools/utils.py": "# build helpers\n",
+    "build_tools/pytorch.py": "# how the PyTorch extension is built\n",
+    "build_tools/jax.py": "# how the JAX extension is built\n",
+    "docs/index.rst": "TE\n",
+    "tests/pytorch/test_x.py": "def test_x():\n    pass\n",
+    "transformer_engine/__init__.py": "",
+    "transformer_engine/common/__init__.py": "# loads libtransformer_engine\n",
+    "transformer_engine/common/gemm/gemm.cu": "// core\n",
+    "transformer_engine/common/include/transformer_engine/gemm.h": "// core header\n",
+    "transformer_engine/pytorch/__init__.py": "",
+    "transformer_engine/pytorch/setup.py": "# builds transformer_engine_torch\n",
+    "transformer_engine/pytorch/module/base.py": "X = 1\n",
+    "transformer_engine/pytorch/csrc/quantizer.cpp": "// extension\n",
+    "transformer_engine/pytorch/csrc/extensions/gemm.cpp": "// extension\n",
+    "transformer_engine/jax/csrc/extensions.cpp": "// jax extension\n",
+}
+
+# branch -> files it changes (each one commit on top of base)
+TE_EDITS = {
+    "py": ["transformer_engine/pytorch/module/base.py"],
+    "version": ["build_tools/VERSION.txt"],
+    "py-version": ["transformer_engine/pytorch/module/base.py", "build_tools/VERSION.txt"],
+    "common-py": ["transformer_engine/common/__init__.py"],
+    "csrc": ["transformer_engine/pytorch/csrc/quantizer.cpp", "transformer_engine/pytorch/csrc/extensions/gemm.cpp",
+             "transformer_engine/pytorch/module/base.py"],
+    "ext-setup": ["transformer_engine/pytorch/setup.py"],
+    "ext-build-tools": ["build_tools/pytorch.py"],
+    "common": ["transformer_engine/common/gemm/gemm.cu", "transformer_engine/pytorch/csrc/quantizer.cpp"],
+    "common-header": ["transformer_engine/common/include/transformer_engine/gemm.h"],
+    "build-file": ["setup.py"],
+    "build-tools": ["build_tools/utils.py"],
+    "jax": ["transformer_engine/jax/csrc/extensions.cpp", "build_tools/jax.py"],
+    "docs-tests": ["docs/index.rst", "tests/pytorch/test_x.py"],
+}
+
+
+def make_te_shaped(root: Path) -> tuple[Path, Path]:
+    """(a repo with TE's paths and one branch per TE_EDITS entry, tag v2.16; a site with a fake installed TE 2.16.0)."""
+    repo = root / "te"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "commit.gpgsign", "false")
+    for rel, text in TE_FILES.items():
+        write(repo / rel, text)
+    base = commit(repo, "TE-shaped base")
+    git(repo, "tag", "v2.16")
+    for name, paths in TE_EDITS.items():
+        git(repo, "checkout", "-q", "-b", name, base)
+        for rel in paths:
+            write(repo / rel, (repo / rel).read_text() + ("2.16.1\n" if rel.endswith("VERSION.txt") else "# edit\n"))
+        if name in ("version", "py-version"):
+            write(repo / "build_tools/VERSION.txt", "2.16.1\n")
+        commit(repo, f"{name}: edit {', '.join(paths)}")
+    git(repo, "checkout", "-q", "main")
+    site = root / "te-site"
+    pkg = site / "transformer_engine"
+    (pkg / "wheel_lib").mkdir(parents=True)
+    for rel in ("__init__.py", "common/__init__.py", "pytorch/__init__.py", "pytorch/module/base.py"):
+        write(pkg / rel, TE_FILES[f"transformer_engine/{rel}"])
+    (pkg / "wheel_lib" / "libtransformer_engine.so").write_bytes(b"\x7fELF fake core")
+    (pkg / "wheel_lib" / "transformer_engine_torch.cpython-312-x86_64-linux-gnu.so").write_bytes(b"\x7fELF fake ext")
+    dist = site / "transformer_engine-2.16.0.dist-info"
+    dist.mkdir()
+    write(dist / "METADATA", "Metadata-Version: 2.1\nName: transformer_engine\nVersion: 2.16.0\n")
+    write(dist / "top_level.txt", "transformer_engine\n")
+    return repo, site
+
+
+PURE_INIT = "from .core import work\n"
+PURE_CORE = "def work(x):\n    return x + {n}\n"
+
+
+def make_pure_python(root: Path) -> Path:
+    """Research code in git: a package and nothing to build (no setup.py, no pyproject, no compiled files)."""
+    repo = root / "research"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "commit.gpgsign", "false")
+    write(repo / "src" / "research" / "__init__.py", PURE_INIT)
+    write(repo / "src" / "research" / "core.py", PURE_CORE.format(n=1))
+    write(repo / "tools" / "plot.sh", "echo plot\n")  # not Python, not docs: counts as a build input elsewhere
+    commit(repo, "v1")
+    git(repo, "tag", "v1")
+    write(repo / "src" / "research" / "core.py", PURE_CORE.format(n=2))
+    write(repo / "tools" / "plot.sh", "echo plot2\n")
+    commit(repo, "v2")
+    return repo

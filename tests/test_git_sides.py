@@ -15,7 +15,7 @@ from teperf.errors import TeperfError
 from teperf.sides import buildrun, cachedir, changes, gitrepo
 from teperf.sides import git as git_mod
 from teperf.sides import installed as installed_mod
-from teperf.sides.git import git_sides, plan_sides
+from teperf.sides.git import git_sides
 from teperf.sides.gitrepo import parse_spec, resolve_spec
 from teperf.sides.layout import GENERIC, TE_LAYOUT
 from teperf.sides.strategies.build import compiled_hash
@@ -454,8 +454,11 @@ def test_compiled_hash_globs(fx):
     assert g1 != g2 and n == 3
     e1, _ = compiled_hash(fx.repo, fx.head, package_dir="mypkg", env={"NVTE_CUDA_ARCHS": "90"})
     assert e1 != h1
-    v1, _ = compiled_hash(fx.repo, fx.head, package_dir="mypkg", version_files=["mypkg/_table.json"])
+    v1, _ = compiled_hash(fx.repo, fx.head, package_dir="mypkg", skip=["mypkg/_table.json"])
     assert v1 != h1  # a version file is not a compiled source
+    s1, _ = compiled_hash(fx.repo, fx.head, package_dir="mypkg", skip=["mypkg/csrc/"])
+    s3, _ = compiled_hash(fx.repo, fx.cpp, package_dir="mypkg", skip=["mypkg/csrc/"])
+    assert s1 == s3  # cpp differs from head only in a skipped path
 
 
 def test_te_build_env(monkeypatch):

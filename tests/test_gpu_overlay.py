@@ -63,7 +63,7 @@ LayerNormLinear.forward = _teperf_slow_forward
 
 
 def test_overlay_on_installed_te_detects_slowdown(tmp_path):
-    from teperf.sides.overlay import find_installed
+    from teperf.sides.installed import find_installed
 
     installed = find_installed("transformer_engine", sys.executable)
     repo = tmp_path / "te-repo"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import subprocess
 
 import pytest
 
@@ -119,3 +121,81 @@ def test_cache_cli(fx):
     assert res.returncode == 0 and json.loads(res.stdout)["entries"] == []
     res = run_cli("cache", "clear", env=fx.env, cwd=fx.root)
     assert res.returncode == 0 and "removed 0 entries" in res.stdout
+
+
+EXT_TINY = [*TINY[:-2], "--modules", "Block"]
+EXT_CONFIG = """\
+backend = "torch"
+device = "cpu"
+recipes = ["fp32"]
+shapes = [[8, 2, 32]]
+
+[modules.Block]
+factory = "extpkg.blocks:make_block"
+kwargs = { width = 32 }
+
+[modules.Plain]
+factory = "extpkg.blocks:make_plain"
+kwargs = { width = 32 }
+"""
+
+
+def test_extension_tier_builds_measures_and_reuses_the_cache(tmp_path, results_dir):
+    """A real torch.utils.cpp_extension build of each side's C++ (head spins 200 us in it), over an installed core."""
+    from gitfixture import make_ext_fixture
+
+    fx = make_ext_fixture(tmp_path)
+    (tmp_path / "ext.toml").write_text(EXT_CONFIG)
+    env = {"PYTHONPATH": str(fx.site), "TEPERF_CACHE": str(tmp_path / "cache")}
+
+    def ext_compare(spec, *args, out):
+        return run_cli("compare", spec, "--repo", fx.repo, "--package", "extpkg", "--layout", fx.layout,
+                       "--config", tmp_path / "ext.toml", "--jobs", "2", *args, "--format", "json",
+                       "--results-dir", results_dir / out, env=env, cwd=tmp_path)
+
+    res = ext_compare("v0.1.0..main", *SMALL, out="1")
+    assert res.returncode == 0, res.stderr
+    assert "strategy extension: the extension's sources differ (extpkg/ext/csrc/ext.cpp)" in res.stderr
+    assert res.stderr.count("building the extpkg extension from its tree") == 2
+    rows = rows_by_module(res.stdout)
+    assert rows["Block"]["verdict"] == "slower" and 120 <= rows["Block"]["delta_us"] <= 320, rows["Block"]
+    assert rows["Plain"]["verdict"] in ("no change", "noisy"), rows["Plain"]
+    sides = json.loads(res.stdout)["meta"]["sides"]
+    assert {sides[s]["strategy"] for s in sides} == {"extension"}
+    assert not sides["base"]["ext_reused"] and not sides["head"]["ext_reused"]
+    assert sides["base"]["ext_key"] != sides["head"]["ext_key"]
+    shadow = sides["head"]["sys_path"][0]
+    built = sides["head"]["overlay_own_files"]
+    assert len(built) == 1 and built[0].startswith("_lib/extpkg_ext")
+    assert os.readlink(f"{shadow}/extpkg/{built[0]}").startswith(sides["head"]["ext_prefix"])
+    assert not os.path.exists(f"{shadow}/extpkg/_lib/extpkg_ext.cpython-fake.so")  # the installed one is replaced
+    assert os.readlink(f"{shadow}/extpkg/_lib/libextpkg_core.so") == str(fx.site / "extpkg/_lib/libextpkg_core.so")
+
+    res = ext_compare("v0.1.0..main", *EXT_TINY, out="2")  # the second run builds nothing
+    assert res.returncode == 0, res.stderr
+    assert "building the" not in res.stderr and res.stderr.count("extension reused from the cache") == 4  # plan+log
+    sides2 = json.loads(res.stdout)["meta"]["sides"]
+    assert sides2["base"]["ext_reused"] and sides2["head"]["ext_reused"]
+    assert [sides2[s]["ext_key"] for s in ("base", "head")] == [sides[s]["ext_key"] for s in ("base", "head")]
+    listed = json.loads(run_cli("cache", "list", "--format", "json", env=env, cwd=tmp_path).stdout)["entries"]
+    assert sorted(e["key"] for e in listed if e["kind"] == "ext") == sorted(sides[s]["ext_key"] for s in sides)
+
+    # an extension that needs a core symbol the installed core lacks: one line naming --strategy build
+    res = ext_compare("v0.1.0..badsym", *EXT_TINY, out="3")
+    assert res.returncode == 2
+    last = res.stderr.strip().splitlines()[-1]
+    assert "undefined symbol" in last and "extpkg_core_new" in last and "--strategy build" in last, res.stderr
+    assert res.stderr.count("building the extpkg extension") == 1  # base's came from the cache
+
+
+def test_plan_only_and_bare_repo_through_the_cli(fx, tmp_path, results_dir):
+    bare = tmp_path / "bare.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(fx.repo), str(bare)], check=True)
+    res = compare(fx, "main..cpp", "--plan", results_dir=results_dir, repo=bare)
+    assert res.returncode == 0, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert lines[1] == "teperf: strategy build: compiled sources differ (mypkg/csrc/op.cpp)", lines
+    assert lines[2].startswith("teperf:   base: ") and lines[3].startswith("teperf:   head: ")
+    assert res.stdout == "" and not results_dir.exists()  # nothing built, nothing measured
+    res = run_cli("compare", "--plan", "--base-python", "python3", env=fx.env, cwd=fx.root)
+    assert res.returncode == 2 and "--plan needs git refs" in res.stderr

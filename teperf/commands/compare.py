@@ -21,7 +21,7 @@ from teperf.gate import parse_fail_on
 @click.argument("spec", required=False, metavar="[BASE..HEAD]")
 @click.option("--repo", default=".", show_default=True, metavar="DIR", help="Git repository the refs are in.")
 @click.option("--strategy", type=click.Choice(strategies.NAMES), default="auto", show_default=True, help=STRATEGY_HELP)
-@click.option("--package", default="transformer_engine", show_default=True, help="Package under test (for overlay/build).")
+@click.option("--package", default="transformer_engine", show_default=True, help="Package under test (its import name).")
 @click.option("--package-dir", metavar="PATH", help="The package's directory inside the repo (default: found by name).")
 @click.option("--build-command", metavar="CMD", help=BUILD_COMMAND_HELP)
 @click.option("--jobs", type=int, metavar="N", help="Parallel compile jobs of extension and build strategies (default: the free cores).")

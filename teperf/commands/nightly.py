@@ -15,7 +15,6 @@ machine this is) are plain functions below, testable without git or workers.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import shlex
 import sys

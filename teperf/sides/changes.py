@@ -159,3 +159,8 @@ def shorten(paths: Iterable[str], shown: int = 3) -> str:
     paths = list(paths)
     text = ", ".join(paths[:shown])
     return text + (f" +{len(paths) - shown} more" if len(paths) > shown else "")
+
+
+def plural(n: int | str, word: str) -> str:
+    """'1 job', '16 jobs'."""
+    return f"{n} {word}{'' if str(n) == '1' else 's'}"

@@ -68,7 +68,7 @@ class SidesPlan:
         b, h = self.pair.base, self.pair.head
         counts = self.pair.changes.counts()
         n = sum(counts.values())
-        what = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "nothing"
+        what = ", ".join(f"{counts[kind]} {kind}" for kind in changes.KINDS if kind in counts) or "nothing"
         subject = h.subject[:50] + ("..." if len(h.subject) > 50 else "")
         return [f"base {b.short_sha} ({b.ref}) .. head {h.short_sha} ({h.ref}) \"{subject}\": "
                 f"{n} file{' differs' if n == 1 else 's differ'} ({what})", *self.plan.lines()]
@@ -85,10 +85,8 @@ class SidesPlan:
         }
         if self.plan.notes:
             out["notes"] = list(self.plan.notes)
-        if self.refused:
+        if self.refused:  # auto tried these first: {strategy: why not}
             out["refused"] = dict(self.refused)
-            if "overlay" in self.refused:
-                out["overlay_refused"] = self.refused["overlay"]
         return out
 
     def make(self) -> tuple[Side, Side]:

@@ -75,6 +75,8 @@ def repo_root(repo: str | os.PathLike = ".") -> Path:
     if not path.is_dir():
         raise TeperfError(f"--repo {repo} is not a directory", "pass --repo DIR, a git checkout of the project")
     try:
+        if run_git(path, "rev-parse", "--is-bare-repository").strip() == "true":
+            return Path(run_git(path, "rev-parse", "--absolute-git-dir"))  # the git directory is the repository
         top = run_git(path, "rev-parse", "--show-toplevel")
     except GitFailed as exc:
         if "not a git repository" in exc.stderr.lower():
@@ -84,8 +86,6 @@ def repo_root(repo: str | os.PathLike = ".") -> Path:
             ) from None
         raise TeperfError(f"git cannot read {path.absolute()}: {exc.stderr.splitlines()[-1] if exc.stderr else exc}",
                           "fix the repository (see the git message), or pass another --repo") from None
-    if not top:  # a bare repository: the git directory is the repository
-        return Path(run_git(path, "rev-parse", "--absolute-git-dir"))
     return Path(top)
 
 

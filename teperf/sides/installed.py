@@ -20,7 +20,7 @@ from typing import Iterable, Mapping
 
 from teperf.errors import TeperfError
 from teperf.sides import gitrepo
-from teperf.sides.target import Refused
+from teperf.sides.target import Pair, Refused, Target
 
 COMPILED_FILE_SUFFIXES = (".so", ".pyd", ".dylib")
 
@@ -215,7 +215,8 @@ def compiled_files(installed: Installed) -> list[Path]:
 TIER_ORDER = ("overlay", "extension", "build")
 
 
-def check_sides_against(installed: Installed, target, pair, *, strategy: str, tier: str) -> tuple[str | None, str]:
+def check_sides_against(installed: Installed, target: Target, pair: Pair, *, strategy: str,
+                        tier: str) -> tuple[str | None, str]:
     """(the installed build's commit or None, how that was decided); Refused when a side needs more than ``tier``.
 
     The installed build came from some commit: a side whose compiled sources
@@ -253,9 +254,9 @@ class Basis:
         return {**self.installed.to_meta(), "installed_commit": self.commit, "installed_check": self.check}
 
 
-def basis(target, pair, *, strategy: str, tier: str) -> Basis:
-    """Find the installed package and check that ``strategy`` (which rebuilds up to ``tier``) can use it."""
-    installed = find_installed(target.package, target.python)
+def basis(target: Target, pair: Pair, *, strategy: str, tier: str, installed: Installed | None = None) -> Basis:
+    """Find the installed package (unless given) and check that ``strategy`` (rebuilding up to ``tier``) can use it."""
+    installed = installed or find_installed(target.package, target.python)
     commit, check = check_sides_against(installed, target, pair, strategy=strategy, tier=tier)
     known = gitrepo.tracked_py(target.repo, pair.base.sha, target.package_dir)
     known |= gitrepo.tracked_py(target.repo, pair.head.sha, target.package_dir)

@@ -137,7 +137,8 @@ def load_layout(path: str | os.PathLike) -> PackageLayout:
         ext = data["extension"]
         missing = [k for k in ("sources", "setup_dir", "artifacts", "import_check") if not ext.get(k)]
         if missing:
-            raise TeperfError(f"{where}: [extension] lacks {', '.join(missing)}", "add them (see teperf/sides/layout.py)")
+            raise TeperfError(f"{where}: [extension] lacks {', '.join(missing)}",
+                              "add them (see teperf/sides/layout.py)")
         extension = ExtensionBuild(
             sources=_strings(ext, "sources", where), setup_dir=str(ext["setup_dir"]).strip("/"),
             artifacts=_strings(ext, "artifacts", where), import_check=str(ext["import_check"]),

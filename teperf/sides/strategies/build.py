@@ -42,14 +42,18 @@ from teperf.sides.shadow import ShadowSpec, shadow_side
 from teperf.sides.strategy import Strategy
 from teperf.sides.target import Plan
 
-DEFAULT_COMMAND = ("{python}", "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--target", "{prefix}", ".")
+DEFAULT_COMMAND = ("{python}", "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--target", "{prefix}",
+                   ".")
 PLACEHOLDERS = {"{prefix}": "where the build installs to", "{src}": "the build directory (a copy of the tree)",
-                "{python}": "the interpreter (--python)", "{jobs}": "parallel jobs (--jobs)"}
+                "{python}": "the workers' interpreter", "{jobs}": "parallel jobs (--jobs)"}
 
 
-def compiled_hash(repo, sha: str, *, package_dir: str, version_files=(), command=(), python: str = "",
+def compiled_hash(repo, sha: str, *, package_dir: str, skip=(), command=(), python: str = "",
                   env: Mapping[str, str] | None = None, globs=None) -> tuple[str, int]:
-    """(hash of the commit's compiled sources + how they are built, number of files hashed)."""
+    """(hash of the commit's compiled sources + how they are built, number of files hashed).
+
+    ``skip``: patterns of build inputs that do not change what is built (version files, other frameworks).
+    """
     env = os.environ if env is None else env
     globs = list(globs or [])
     h = hashlib.sha256()
@@ -59,7 +63,7 @@ def compiled_hash(repo, sha: str, *, package_dir: str, version_files=(), command
             selected = any(fnmatch.fnmatchcase(path, g) for g in globs)
         else:
             selected = (changes.is_build_input(path, package_dir, submodule=(kind == "commit"))
-                        and not matches(path, version_files))
+                        and not matches(path, skip))
         if selected:
             h.update(f"{mode} {obj} {path}\0".encode(errors="surrogateescape"))
             n += 1
@@ -89,7 +93,8 @@ class Build(Strategy):
 
     def key(self, commit: Commit) -> tuple[str, int]:
         t = self.target
-        return compiled_hash(t.repo, commit.sha, package_dir=t.package_dir, version_files=t.layout.version_files,
+        return compiled_hash(t.repo, commit.sha, package_dir=t.package_dir,
+                             skip=(*t.layout.version_files, *t.layout.unrelated),
                              command=self.template, python=t.python, env=self._env, globs=self._globs or None)
 
     def workdir(self) -> Path:
@@ -117,9 +122,11 @@ class Build(Strategy):
             if self._cached(digest):
                 cost = f"build reused from the cache ({digest[:12]})"
             elif incremental.is_dir():
-                cost = f"incremental build in {incremental} (recompiles what differs, {self._env['MAX_JOBS']} jobs)"
+                cost = (f"incremental build in {incremental} (recompiles what differs, "
+                        f"{changes.plural(self._env['MAX_JOBS'], 'job')})")
             else:
-                cost = f"full build (first in this build directory: TE takes tens of minutes; {self._env['MAX_JOBS']} jobs)"
+                cost = (f"full build (the first in this build directory; TE's takes tens of minutes), "
+                        f"{changes.plural(self._env['MAX_JOBS'], 'job')}")
             costs.append((label, cost))
         return Plan(self.name, reason, tuple(costs))
 
@@ -156,9 +163,11 @@ class Build(Strategy):
                         arg = arg.replace(placeholder, value)
                     argv.append(arg)
                 env = {**self._env, "TEPERF_BUILD_PREFIX": str(prefix), "TEPERF_BUILD_SRC": str(src)}
-                t.log(f"{label} {commit.sha[:10]}: building {t.package} in {src} ({rewritten} files changed since "
-                      f"its last build; compiled-sources hash {digest[:12]}, {n_files} files, "
-                      f"{env['MAX_JOBS']} jobs{', ccache' if 'CMAKE_CXX_COMPILER_LAUNCHER' in env else ''}); "
+                t.log(f"{label} {commit.sha[:10]}: building {t.package} in {src} "
+                      f"({changes.plural(rewritten, 'file')} "
+                      f"rewritten since its last build; compiled-sources hash {digest[:12]}, "
+                      f"{changes.plural(env['MAX_JOBS'], 'job')}"
+                      f"{', ccache' if 'CMAKE_CXX_COMPILER_LAUNCHER' in env else ''}); "
                       f"log: {log_path}")
                 meta = {
                     "ok": False, "hash": digest, "sha": commit.sha, "repo": str(t.repo), "package": t.package,

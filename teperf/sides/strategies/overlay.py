@@ -56,7 +56,8 @@ class Overlay(Strategy):
         py = self.pair.changes.paths(changes.PYTHON)
         versions = self.pair.changes.paths(changes.VERSION)
         if py:
-            reason = f"only .py files{' and version strings' if versions else ''} differ ({len(py)}: {changes.shorten(py)})"
+            also = " and version strings" if versions else ""
+            reason = f"only .py files{also} differ ({len(py)}: {changes.shorten(py)})"
         else:
             reason = "only version strings differ" if versions else "no file of the package differs"
         cost = f"seconds: its .py files over the installed {installed.package} {installed.version or ''}".rstrip()

@@ -34,7 +34,8 @@ class PathStrategy(Strategy):
                                           changes.BUILD)
         reason = (f"the package has nothing to build; {sum(kinds.values())} files differ"
                   + (f" ({changes.shorten(changed)})" if changed else ""))
-        return Plan(self.name, reason, tuple((label, "seconds: its tree on sys.path") for label, _ in self.pair.sides()))
+        costs = tuple((label, "seconds: its tree on sys.path") for label, _ in self.pair.sides())
+        return Plan(self.name, reason, costs)
 
     def prepare(self, label: str, commit: Commit, description: Mapping[str, Any]) -> Side:
         tree = self.tree(commit)
