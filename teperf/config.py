@@ -7,6 +7,7 @@ as a TeperfError that names the fix.
 from __future__ import annotations
 
 import dataclasses
+import importlib.resources
 import os
 import re
 import tomllib
@@ -19,7 +20,7 @@ BACKENDS = ("torch", "te")
 DEVICES = ("cpu", "cuda")
 MODES = ("eager", "cuda-graph", "compile")
 METRICS = ("process_cpu", "thread_cpu", "wall")
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+CONFIGS_PACKAGE = "teperf.configs"  # shipped configs are package data: the same in editable and normal installs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,16 +99,29 @@ def parse_shape(text: str) -> tuple[int, ...]:
     return dims
 
 
-def resolve_config_path(name: str) -> Path:
-    """A path, or the name of a file in configs/ (with or without .toml)."""
+def shipped_configs() -> dict[str, str]:
+    """Name -> TOML text of every config shipped inside the package."""
+    root = importlib.resources.files(CONFIGS_PACKAGE)
+    return {p.name[: -len(".toml")]: p.read_text() for p in root.iterdir() if p.name.endswith(".toml")}
+
+
+def shipped_names() -> list[str]:
+    return sorted(shipped_configs())
+
+
+def resolve_config(name: str) -> tuple[str, str]:
+    """(source, TOML text) of a path, or of a shipped config's name (with or without .toml)."""
     path = Path(name)
     if path.is_file():
-        return path
-    for candidate in (CONFIG_DIR / name, CONFIG_DIR / f"{name}.toml"):
-        if candidate.is_file():
-            return candidate
-    known = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.toml")))
-    raise TeperfError(f"config file {name!r} not found", f"give a path or one of: {known}")
+        try:
+            return str(path), path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TeperfError(f"cannot read config file {name!r}: {exc}", "give a readable UTF-8 TOML file")
+    shipped = shipped_configs()
+    stem = name[: -len(".toml")] if name.endswith(".toml") else name
+    if stem in shipped:
+        return f"{CONFIGS_PACKAGE}:{stem}.toml", shipped[stem]
+    raise TeperfError(f"config file {name!r} not found", f"give a path or one of: {', '.join(sorted(shipped))}")
 
 
 def load_config(path: str | os.PathLike | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
@@ -115,12 +129,11 @@ def load_config(path: str | os.PathLike | None = None, overrides: Mapping[str, A
     raw: dict[str, Any] = {}
     source = None
     if path is not None:
-        p = resolve_config_path(str(path))
-        source = str(p)
+        source, text = resolve_config(str(path))
         try:
-            raw = tomllib.loads(p.read_text())
+            raw = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise TeperfError(f"{p}: invalid TOML ({exc})", "fix the syntax of the config file")
+            raise TeperfError(f"{source}: invalid TOML ({exc})", "fix the syntax of the config file")
     return build_config(raw, overrides or {}, source)
 
 

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 import click
 
-from teperf.config import MODES, load_config, parse_shape
+from teperf.config import MODES, Schedule, Stats, load_config, parse_shape, shipped_names
 from teperf.render import FORMATS, render
 
 
@@ -27,7 +27,7 @@ def _shape_list(ctx, param, value):
 def config_options(f):
     """--config plus one override per config field; None means 'not given'."""
     opts = [
-        click.option("--config", "config_path", metavar="FILE", help="TOML config: a path or a name in configs/ (default: configs/default.toml)."),
+        click.option("--config", "config_path", metavar="FILE|NAME", help=f"TOML config: a path, or a shipped config: {', '.join(shipped_names())}.", show_default="default"),
         click.option("--backend", type=click.Choice(["torch", "te"]), help="torch: plain-PyTorch reference modules; te: TransformerEngine."),
         click.option("--device", type=click.Choice(["cpu", "cuda"])),
         click.option("--modules", callback=_csv_list, metavar="A,B", help="Modules to measure (comma-separated)."),
