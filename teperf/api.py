@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import platform
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -18,7 +19,9 @@ from typing import Callable, Optional
 from teperf import __version__
 from teperf.bundle import Bundle, now_iso
 from teperf.config import Config
+from teperf.bundle import coordinator_facts
 from teperf.engine.coordinator import run_schedule
+from teperf.engine.signals import terminate_as_interrupt
 from teperf.errors import TeperfError
 from teperf.plan import expand, total_steps
 from teperf.sides import Side
@@ -26,11 +29,12 @@ from teperf.summary import Summary, summarize  # noqa: F401  (re-exported)
 
 
 class Interrupted(Exception):
-    """Ctrl-C during a run; ``path`` is the bundle, which keeps every finished trial."""
+    """Ctrl-C or SIGTERM during a run; ``path`` is the bundle, which keeps every finished trial."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, signum: int = signal.SIGINT):
         super().__init__(str(path))
         self.path = path
+        self.signum = signum
 
 
 def path_side(label: str, path: Optional[str] = None, python: Optional[str] = None) -> Side:
@@ -102,6 +106,11 @@ def measure(
     """
     if len(sides) not in (1, 2) or len({s.label for s in sides}) != len(sides):
         raise TeperfError("need one side (run) or two differently labelled sides (compare)", "check the side options")
+    if len(sides) == 2 and config.schedule.trials % 2:
+        name = config.option("trials")
+        raise TeperfError(f"{name} is {config.schedule.trials}: an odd number leaves the A B and B A couples unbalanced",
+                          f"use an even number, e.g. {name} {config.schedule.trials + 1}" if name.startswith("--")
+                          else f"use an even number, e.g. trials = {config.schedule.trials + 1}")
     cases = cases if cases is not None else expand(config)
     kind = "compare" if len(sides) == 2 else "run"
     meta = {
@@ -115,18 +124,20 @@ def measure(
         "host": host_facts(config),
         "cases": [c.to_meta() for c in cases],
         "warnings": _doctor_warnings(config.core, config.device),
+        "coordinator": coordinator_facts(),  # lets a reader tell a live run from one whose coordinator died
         **(extra_meta or {}),
     }
     bundle = Bundle.create(results_dir, kind, meta)
     callback = progress(total_steps(config, len(cases), len(sides))) if progress else None
     status, error = "complete", None
     try:
-        failed = run_schedule(config, sides, cases, bundle, callback)
+        with terminate_as_interrupt():
+            failed = run_schedule(config, sides, cases, bundle, callback)
         if failed and len(failed) == len(cases):
             status = "failed"
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         status = "interrupted"
-        raise Interrupted(bundle.path)
+        raise Interrupted(bundle.path, getattr(stop, "signum", signal.SIGINT))
     except TeperfError as exc:
         status, error = "failed", exc.one_line()
         raise

@@ -12,6 +12,7 @@ import io
 import json
 import math
 
+from teperf.safe_text import for_markdown, for_terminal
 from teperf.schema import ROW_FIELDS
 from teperf.summary import Summary
 
@@ -75,23 +76,30 @@ def table_model(summary: Summary) -> TableModel:
     sched = cfg.get("schedule", {})
     metric = cfg.get("stats", {}).get("metric", "process_cpu").replace("_", " ")
     alpha = cfg.get("stats", {}).get("alpha", 0.05)
-    header = [side_text(d) for d in meta.get("sides", {}).values()]
-    host = meta.get("host", {})
+    header = [side_text(d) for d in meta.get("sides", {}).values() if isinstance(d, dict)]
+    host = meta.get("host") if isinstance(meta.get("host"), dict) else {}
+    if all(isinstance(sched.get(k), int) for k in ("processes", "rounds", "trials", "iters")):
+        plan = f"{sched['processes']} process pairs x {sched['rounds']} rounds x {sched['trials']} trials x {sched['iters']} iters"
+    else:
+        plan = "schedule unknown (meta.json does not say)"
     header.append(
-        f"{sched.get('processes')} process pairs x {sched.get('rounds')} rounds x {sched.get('trials')} trials x "
-        f"{sched.get('iters')} iters; core {cfg.get('core')}; {cfg.get('device')} ({host.get('gpu') or host.get('cpu_model', '?')}); "
+        f"{plan}; core {cfg.get('core', '?')}; {cfg.get('device', '?')} ({host.get('gpu') or host.get('cpu_model', '?')}); "
         f"median {metric} time per fwd+bwd step"
     )
     show_mode = len({r["mode"] for r in summary.rows}) > 1
     show_shape = len({r["shape"] for r in summary.rows}) > 1
     show_counters = any(r.get("counters") for r in summary.rows)
     show_host = any(r.get("host_bound") is not None for r in summary.rows)
+    # On how many pairs each verdict rests, shown where any cell has fewer than planned.
+    show_pairs = any(r.get("n_pairs") != r.get("pairs_planned") and r.get("status") not in ("skipped",) for r in summary.rows)
     cols = ["module", "recipe"] + (["shape"] if show_shape else []) + (["mode"] if show_mode else [])
     if summary.compare:
         labels = list(meta["sides"])
         cols += [labels[0], labels[1], "delta", "delta %", f"{int(round((1 - alpha) * 100))}% CI", "verdict"]
     else:
         cols += ["median", "spread (IQR)", "main thread", "wall", "between pairs"]
+    if show_pairs:
+        cols.append("pairs")
     if show_host:
         cols.append("host-bound")
     if show_counters:
@@ -119,6 +127,8 @@ def table_model(summary: Summary) -> TableModel:
             spread = "-" if r.get("base_spread_pct") is None else f"{r['base_spread_pct']:.1f}%"
             line += [_us(r["base_us"]), spread, _us(r.get("base_thread_us")), _us(r.get("base_wall_us")), between]
             style = None if status == "ok" else "yellow"
+        if show_pairs:
+            line.append(f"{r.get('n_pairs') or 0}/{r.get('pairs_planned') or '?'}")
         if show_host:
             line.append({True: "yes", False: "GPU-bound", None: "-"}[r.get("host_bound")])
         if show_counters:
@@ -141,21 +151,24 @@ def render_rich(model: TableModel, console) -> None:
     from rich.markup import escape  # cells hold paths, commit subjects, error text: not markup
     from rich.table import Table
 
-    table = Table(title=model.title, caption=escape("\n".join(model.header)), caption_justify="left", title_justify="left")
+    def safe(text):
+        return escape(for_terminal(text))
+
+    table = Table(title=model.title, caption=safe("\n".join(model.header)), caption_justify="left", title_justify="left")
     for col in model.columns:
-        table.add_column(escape(col), justify="left" if col in ("module", "recipe", "shape", "mode", "verdict", "counters") else "right")
+        table.add_column(safe(col), justify="left" if col in ("module", "recipe", "shape", "mode", "verdict", "counters") else "right")
     for row, style in zip(model.rows, model.styles):
-        table.add_row(*(escape(cell) for cell in row), style=style)
+        table.add_row(*(safe(cell) for cell in row), style=style)
     console.print(table)
     for line in model.footer:
-        console.print(f"[dim]{escape(line)}[/dim]", highlight=False)
+        console.print(f"[dim]{safe(line)}[/dim]", highlight=False)
 
 
 def render_markdown(model: TableModel) -> str:
     out = [f"**{model.title}**", ""]
-    out += [f"- {h}" for h in model.header]
+    esc = for_markdown  # names, subjects and errors come from configs, code and git
+    out += [f"- {esc(h)}" for h in model.header]
     out.append("")
-    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
     out.append("| " + " | ".join(esc(c) for c in model.columns) + " |")
     out.append("|" + "|".join("---" for _ in model.columns) + "|")
     for row in model.rows:

@@ -9,7 +9,9 @@ A bundle is a directory:
                     {"kind": "setup", "pair", "side", "case_id", "status": ready|error|skipped, "info"|"error"}
                     {"kind": "trial", "pair", "round", "trial", "side", "position", "case_id", "hash_seed", "t", **CLOCK_FIELDS}
                     {"kind": "counters", "pair", "side", "case_id", "counters": {...}}
-                    {"kind": "failure", "pair", "side", "case_id", "error", "log_tail"}
+                    {"kind": "failure", "pair", "side", "case_id", "error", "final", "log_tail"}
+                      final False: the worker died or hung, the cell lost this pair only;
+                      lost_pairs: the pairs the cell has lost so far
   workers/*.log   each worker's stderr
 """
 
@@ -38,7 +40,8 @@ ROW_FIELDS = (
     "ci_high_pct",
     "verdict",  # faster | slower | no change | noisy | None
     "ci_basis",  # "pairs" (process pairs are the unit) or "trials" (one pair only)
-    "n_pairs",
+    "n_pairs",  # process pairs the figures rest on
+    "pairs_planned",  # process pairs the schedule asked for (more than n_pairs: lost or interrupted)
     "n_trials",  # base-side trials in the bundle (the only side for `run`)
     "base_spread_pct",  # IQR / median of per-step trial times
     "head_spread_pct",
@@ -53,3 +56,8 @@ ROW_FIELDS = (
     "counters",  # {"base": {...}, "head": {...}} or None
     "info",
 )
+
+
+def lost_pairs_text(pairs: list) -> str:
+    """How a failure record's ``lost_pairs`` reads in the table: 'in 2 pairs: 0, 1'."""
+    return f"in {len(pairs)} pair{'s' if len(pairs) != 1 else ''}: {', '.join(map(str, pairs))}"

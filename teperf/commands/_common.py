@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from contextlib import contextmanager
 
 import click
 
 from teperf.config import MODES, Schedule, Stats, load_config, parse_shape, shipped_names
+from teperf.errors import EXIT_CELLS_FAILED, exit_status_for_signal
 from teperf.render import FORMATS, render
+from teperf.safe_text import for_terminal
 
 
 def _csv_list(ctx, param, value):
     if value is None:
         return None
-    items = [v.strip() for v in value.split(",") if v.strip()]
-    return items or None
+    return [v.strip() for v in value.split(",") if v.strip()]  # [] when given empty: refused by config
 
 
 def _shape_list(ctx, param, value):
@@ -120,25 +122,27 @@ def progress_bar():
 
 
 def measure_and_report(fn, fmt: str):
-    """Run ``fn(progress_factory) -> bundle path`` and print its summary; on Ctrl-C print
-    what was measured and exit 130."""
+    """Run ``fn(progress_factory) -> bundle path``, print its summary and exit with the
+    status a CI relies on (teperf.errors): 1 when a cell failed or ended partial, 130/143
+    on Ctrl-C/SIGTERM (after printing what was measured)."""
     from teperf.api import Interrupted, summarize
+    from teperf.engine.hints import failure_hint
 
     try:
         with progress_bar() as factory:
             path = fn(factory)
     except Interrupted as stop:
-        click.echo(f"teperf: interrupted; the bundle keeps what was measured: {stop.path}", err=True)
+        how = "terminated (SIGTERM)" if stop.signum == signal.SIGTERM else "interrupted"
+        click.echo(f"teperf: {how}; the bundle keeps what was measured: {stop.path}", err=True)
         emit(summarize(stop.path), fmt)
-        sys.exit(130)
+        sys.exit(exit_status_for_signal(stop.signum))
     summary = summarize(path)
     emit(summary, fmt)
-    if summary.meta.get("status") == "failed":
-        first = summary.meta.get("error") or next((r.get("error") for r in summary.rows if r.get("error")), "")
-        click.echo(
-            f"teperf: error: every case failed ({first}); check the module factories and that each side's "
-            f"--path/--base-path/--head-path holds their package (worker logs: {path}/workers/)",
-            err=True,
-        )
-        sys.exit(2)
+    bad = summary.incomplete_rows
+    if bad:
+        first = summary.meta.get("error") or next((r.get("error") for r in bad if r.get("error")), "") or ""
+        every = "every cell" if len(bad) == len([r for r in summary.rows if r.get("status") != "skipped"]) else f"{len(bad)} cell(s)"
+        click.echo(for_terminal(f"teperf: {every} failed or ended partial ({first[:300]}); {failure_hint(first)} "
+                                f"(worker logs: {path}/workers/)"), err=True)
+        sys.exit(EXIT_CELLS_FAILED)
     return summary

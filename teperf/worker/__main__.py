@@ -8,10 +8,15 @@ already runs on the chosen core with one thread.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import sys
+import threading
 import time
 import traceback
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+WATCHDOG_PERIOD_S = 1.0
 
 
 def _open_channel():
@@ -22,10 +27,39 @@ def _open_channel():
     return out
 
 
+def _die_with_coordinator() -> None:
+    """A worker must not outlive its coordinator, even a SIGKILLed one, or a hung worker
+    would run for good: the kernel kills us when the parent dies (Linux), and a watchdog
+    thread catches what that misses (a parent gone before prctl, another OS, a closed
+    pipe while the main thread is stuck in measured code)."""
+    coordinator = int(os.environ.get("TEPERF_COORDINATOR_PID") or os.getppid())
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != coordinator:  # it died before prctl took effect
+        os._exit(1)
+
+    def watch():
+        poller = select.poll()
+        poller.register(sys.stdin.fileno(), select.POLLHUP | select.POLLERR)
+        while True:
+            # Only hang-up is asked for: pending input does not wake us, the main thread reads it.
+            events = poller.poll(WATCHDOG_PERIOD_S * 1000)
+            if events or os.getppid() != coordinator:  # the coordinator closed our pipe, or died
+                os._exit(1)
+
+    threading.Thread(target=watch, name="teperf-watchdog", daemon=True).start()
+
+
 def main() -> int:
     channel = _open_channel()
     # The coordinator owns Ctrl-C: it stops the run and keeps the samples.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_coordinator()
     from teperf.worker.protocol import decode, encode
 
     inbox = sys.stdin.buffer
@@ -35,9 +69,13 @@ def main() -> int:
         os.sched_setaffinity(0, {int(core)})
     sys.path[0:0] = list(init.get("sys_path") or [])
     started = time.perf_counter()
-    from teperf.worker.session import Session
+    from teperf.worker.session import Session, StartError
 
-    session = Session(device=init.get("device", "cpu"), backends=init.get("backends") or [])
+    try:
+        session = Session(device=init.get("device", "cpu"), backends=init.get("backends") or [])
+    except StartError as exc:  # told to the coordinator in words, with the fix
+        channel.write(encode({"type": "fatal", "error": str(exc), "fix": exc.fix}))
+        return 1
     hello = session.hello()
     hello.update(type="hello", core=core, import_s=round(time.perf_counter() - started, 3), pid=os.getpid())
     channel.write(encode(hello))

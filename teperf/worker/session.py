@@ -8,6 +8,14 @@ import sys
 import time
 
 
+class StartError(Exception):
+    """This worker cannot measure here at all (e.g. no CUDA); ``fix`` says what to do."""
+
+    def __init__(self, problem: str, fix: str):
+        super().__init__(problem)
+        self.fix = fix
+
+
 class Session:
     def __init__(self, device: str, backends: list):
         import torch
@@ -17,7 +25,10 @@ class Session:
         self.device = device
         self.cuda = device.startswith("cuda")
         if self.cuda and not torch.cuda.is_available():
-            raise SystemExit("teperf worker: --device cuda asked for, but torch.cuda.is_available() is False")
+            raise StartError(
+                f"device cuda asked for, but this torch ({torch.__version__}) sees no CUDA device",
+                "run on a machine with a GPU and a CUDA build of torch, or use --device cpu --backend torch",
+            )
         self.backend_names = list(backends)
         self.cases: dict = {}  # case_id -> (step, built, info)
 
