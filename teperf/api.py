@@ -23,6 +23,7 @@ from teperf.bundle import coordinator_facts
 from teperf.engine.coordinator import run_schedule
 from teperf.engine.signals import terminate_as_interrupt
 from teperf.errors import TeperfError
+from teperf.memory import check_memory
 from teperf.plan import expand, total_steps
 from teperf.sides import Side
 from teperf.summary import Summary, summarize  # noqa: F401  (re-exported)
@@ -112,6 +113,7 @@ def measure(
                           f"use an even number, e.g. {name} {config.schedule.trials + 1}" if name.startswith("--")
                           else f"use an even number, e.g. trials = {config.schedule.trials + 1}")
     cases = cases if cases is not None else expand(config)
+    check_memory(cases, config.device)
     kind = "compare" if len(sides) == 2 else "run"
     meta = {
         "teperf_version": __version__,

@@ -6,11 +6,11 @@ import sys
 
 import click
 
-from teperf.commands._common import config_options, make_config, measure_and_report, output_options
+from teperf.commands._common import EXIT_STATUS_HELP, config_options, make_config, measure_and_report, output_options
 from teperf.errors import TeperfError
 
 
-@click.command("compare")
+@click.command("compare", epilog=EXIT_STATUS_HELP)
 @click.argument("spec", required=False, metavar="[BASE..HEAD]")
 @click.option("--repo", default=".", show_default=True, metavar="DIR", help="Git repository the refs are in.")
 @click.option("--strategy", type=click.Choice(["auto", "overlay", "build", "env"]), default="auto", show_default=True, help="How a git side is made runnable.")
