@@ -99,7 +99,7 @@ def summarize(path, stats: Stats | None = None) -> Summary:
     counters = defaultdict(dict)
     failures = defaultdict(list)
     pair_starts = []
-    preempted = total_trials = unusable = 0
+    preempted = total_trials = unusable = compiled_in_trial = 0
     for rec in bundle.records():
         if not _usable(rec, field):
             unusable += 1
@@ -113,6 +113,7 @@ def summarize(path, stats: Stats | None = None) -> Summary:
             times[cid][side][rec["pair"]].append(v)
             couples[cid].setdefault((rec["pair"], rec["round"], rec["trial"]), {})[side] = v
             total_trials += 1
+            compiled_in_trial += bool(isinstance(rec.get("compiles"), int) and rec["compiles"] > 0)
             # Wall time well above process CPU time: the worker sat runnable but
             # descheduled, i.e. something else ran on the measuring core.
             if rec["wall_ns"] > PREEMPTED_WALL_OVER_CPU * rec["process_cpu_ns"] and meta.get("config", {}).get("device") == "cpu":
@@ -217,6 +218,9 @@ def summarize(path, stats: Stats | None = None) -> Summary:
         notes.append("one process pair: intervals cover trial noise only, not the between-process noise (a few % on a VM); use --processes 3 or more for verdicts that hold")
     if any(r.get("host_bound") is False for r in rows):
         notes.append("cells marked 'GPU-bound': the GPU was behind at the end of a trial, so host time is not what limits the step")
+    if compiled_in_trial:
+        notes.append(f"{compiled_in_trial} trial{'s' if compiled_in_trial != 1 else ''} of compiled cells compiled inside "
+                     "the timed loop: their times include compilation")
     if total_trials and preempted / total_trials > 0.05:
         notes.append(f"{preempted} of {total_trials} trials ran at least 20% longer in wall time than in CPU time: other work shared the measuring core (pick a quieter --core or machine)")
     starts = [s for s in pair_starts if s is not None]

@@ -278,3 +278,16 @@ def test_report_survives_a_torn_last_line(results_dir):
     assert again.returncode == 0, again.stderr
     assert again.stdout.splitlines()[0].startswith("module,recipe,shape")
     assert again.stdout == res.stdout
+
+
+def test_compiled_cases_sharing_a_worker_all_measure_without_compiling_in_trials(results_dir):
+    # Each compile-mode case compiles as if alone (dynamo reset before it); cases set up before
+    # lose their compiled code to that reset and must get it back untimed, not in a trial.
+    res = run_cli("run", "--modes", "compile", "--modules", "Linear,LayerNormMLP", "--processes", "1", "--rounds", "1",
+                  "--trials", "2", "--iters", "5", "--warmup", "2", "--prestart", "0", "--format", "json",
+                  "--results-dir", results_dir)
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)["rows"]
+    assert [r["status"] for r in rows] == ["ok", "ok"] and all(r["info"]["graphs"] >= 1 for r in rows)
+    trials = _trials(_only_bundle(results_dir))
+    assert len(trials) == 4 and all(t["compiles"] == 0 for t in trials), [t.get("compiles") for t in trials]
