@@ -225,3 +225,11 @@ def test_help_texts_are_complete(capsys):
         for words in ("--timeout", "default: (600", "--processes", "default: (8", "--trials", "default: (6",
                       "--iters", "default: (50", "pr-thread", "Exit status", "130"):
             assert words in flat, (name, words)
+
+
+def test_a_bare_repository_is_named_as_such(tmp_path, capsys):
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", "--bare", str(tmp_path / "te.git")], check=True)
+    code, _, err = run(["compare", "main..dev", "--repo", str(tmp_path / "te.git")], capsys)
+    assert code == 2 and "is a bare git repository" in err and "git clone" in err and err.count("\n") == 1

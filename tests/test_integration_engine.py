@@ -291,3 +291,46 @@ def test_compiled_cases_sharing_a_worker_all_measure_without_compiling_in_trials
     assert [r["status"] for r in rows] == ["ok", "ok"] and all(r["info"]["graphs"] >= 1 for r in rows)
     trials = _trials(_only_bundle(results_dir))
     assert len(trials) == 4 and all(t["compiles"] == 0 for t in trials), [t.get("compiles") for t in trials]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--device", "cuda"], ["sees no CUDA device", "--device cpu"]),
+    (["--timeout", "0.5"], ["did not answer within 0.5 s", "raise --timeout"]),
+])
+def test_a_worker_that_cannot_start_names_the_cause(args, words, results_dir):
+    if "--device" in args:
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("this machine has CUDA")
+    res = run_cli("run", "--modules", "Linear", *args, "--results-dir", results_dir)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.count("\n") == 1 and all(w in res.stderr for w in words), res.stderr
+    assert "can import torch" not in res.stderr
+
+
+SIGKILLED = '''
+import os, signal
+import torch.nn as nn
+
+class Killed(nn.Linear):
+    def forward(self, x):
+        os.kill(os.getpid(), signal.SIGKILL)  # what the OOM killer does
+
+def make_killed():
+    return Killed(64, 64)
+'''
+
+
+def test_a_worker_killed_by_sigkill_hints_at_memory(tmp_path, results_dir):
+    pkg = tmp_path / "side"
+    pkg.mkdir()
+    (pkg / "killed_blocks.py").write_text(SIGKILLED)
+    cfg = tmp_path / "killed.toml"
+    cfg.write_text('shapes = [[4, 64]]\n[modules.Killed]\nfactory = "killed_blocks:make_killed"\n')
+    res = run_cli("run", "--config", cfg, "--path", pkg, "--processes", "1", "--rounds", "1", "--trials", "2",
+                  "--iters", "5", "--warmup", "1", "--format", "csv", "--results-dir", results_dir)
+    assert res.returncode == 1, res.stderr
+    assert "was killed by SIGKILL (signal 9)" in res.stdout  # the reason, in the csv too
+    assert "killed for memory" in res.stderr and "smaller --shape" in res.stderr
+    assert "check the module factories" not in res.stderr

@@ -26,7 +26,7 @@ import click
 from teperf.commands._common import config_options, emit, make_config, output_options, progress_bar
 from teperf.commands.history import history_option, open_store
 from teperf.commands.import_ import check_shard, parse_shard
-from teperf.errors import TeperfError
+from teperf.errors import EXIT_CELLS_FAILED, TeperfError, exit_status_for_signal
 
 DEFAULT_CONFIG = "nightly"
 
@@ -197,7 +197,7 @@ def command(repo, ref, history_url, shard, strategy, package, build_command, pyt
     except api.Interrupted as stop:
         click.echo(f"teperf: interrupted; not added to the history. The bundle keeps what was measured: {stop.path} "
                    f"(teperf import --include-partial {stop.path} adds it)", err=True)
-        sys.exit(130)
+        sys.exit(exit_status_for_signal(stop.signum))
     summary = api.summarize(path)
     emit(summary, fmt)
     file, _ = store.add_summary(summary, run_kind="nightly", ref=ref, shard=f"{shard_i}/{shard_n}", bundle=str(path))
@@ -210,5 +210,5 @@ def command(repo, ref, history_url, shard, strategy, package, build_command, pyt
                    f"(GPU/driver names differ: {recorded.get('gpu')!r}, {recorded.get('driver')!r}); "
                    "the base was chosen from the probe's history", err=True)
     click.echo(f"nightly: added to the history: {file}", err=True)
-    if summary.meta.get("status") == "failed":
-        sys.exit(1)
+    if summary.meta.get("status") == "failed" or summary.incomplete_rows:
+        sys.exit(EXIT_CELLS_FAILED)

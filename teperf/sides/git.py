@@ -102,6 +102,9 @@ def repo_root(repo: str | os.PathLike = ".") -> Path:
                 f"{path.absolute()} is not inside a git repository",
                 "run teperf compare from a checkout of the project, or pass --repo DIR",
             ) from None
+        if "must be run in a work tree" in exc.stderr:  # git's words for a bare repository
+            raise TeperfError(f"{path.absolute()} is a bare git repository (no work tree)",
+                              f"clone it (git clone {path} DIR) and pass --repo DIR") from None
         raise TeperfError(f"git cannot read {path.absolute()}: {exc.stderr.splitlines()[-1] if exc.stderr else exc}",
                           "fix the repository (see the git message), or pass another --repo") from None
     if not top:  # a bare repository
