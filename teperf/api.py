@@ -24,7 +24,7 @@ from teperf.engine.coordinator import run_schedule
 from teperf.engine.signals import terminate_as_interrupt
 from teperf.errors import TeperfError
 from teperf.memory import check_memory
-from teperf.plan import expand, total_steps
+from teperf.plan import check_balance, expand, total_steps
 from teperf.sides import Side
 from teperf.summary import Summary, summarize  # noqa: F401  (re-exported)
 
@@ -107,11 +107,7 @@ def measure(
     """
     if len(sides) not in (1, 2) or len({s.label for s in sides}) != len(sides):
         raise TeperfError("need one side (run) or two differently labelled sides (compare)", "check the side options")
-    if len(sides) == 2 and config.schedule.trials % 2:
-        name = config.option("trials")
-        raise TeperfError(f"{name} is {config.schedule.trials}: an odd number leaves the A B and B A couples unbalanced",
-                          f"use an even number, e.g. {name} {config.schedule.trials + 1}" if name.startswith("--")
-                          else f"use an even number, e.g. trials = {config.schedule.trials + 1}")
+    check_balance(config, len(sides))
     cases = cases if cases is not None else expand(config)
     check_memory(cases, config.device)
     kind = "compare" if len(sides) == 2 else "run"

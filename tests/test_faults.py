@@ -40,7 +40,7 @@ def run(argv, capsys):
     (["run", "--backend", "te", "--device", "cpu"], "--backend te needs a CUDA device"),
     (["run", "--timeout", "0"], "--timeout must be a positive number"),
     (["run", "--trials", "0"], "--trials must be an integer"),
-    (["compare", "--trials", "3", "--base-path", ".", "--head-path", "."], "use an even number, e.g. --trials 4"),
+    (["compare", "--trials", "3", "--rounds", "1", "--base-path", ".", "--head-path", "."], "use an even number, e.g. --trials 4"),
     (["run", "--shape", "100000,100000", "--modules", "Linear"], "use a smaller --shape"),
     (["doctor", "--core", "999"], "core 999 is not available"),
 ])
@@ -66,10 +66,14 @@ def test_errors_name_the_flag_only_when_the_user_typed_it():
     cli_cfg = build_config({}, {"timeout_s": 5.0})
     toml_cfg = build_config({"schedule": {"timeout_s": 5.0}}, {})
     assert cli_cfg.option("timeout_s") == "--timeout" and toml_cfg.option("timeout_s") == "timeout_s"
-    with pytest.raises(TeperfError, match="trials is 3.*trials = 4"):
+    with pytest.raises(TeperfError, match="trials 3 x rounds 1.*trials = 4"):
         from teperf.api import compare, path_side
 
-        compare(build_config({"schedule": {"trials": 3}}, {}), path_side("base"), path_side("head"))
+        compare(build_config({"schedule": {"trials": 3, "rounds": 1}}, {}), path_side("base"), path_side("head"))
+    from teperf.plan import check_balance
+
+    check_balance(build_config({"schedule": {"trials": 9, "rounds": 6}}, {}), 2)  # the PR thread's 6 x 9 balances
+    check_balance(build_config({"schedule": {"trials": 3, "rounds": 1}}, {}), 1)  # one side: no couples
 
 
 def test_dashboard_refuses_a_store_that_does_not_exist(tmp_path, capsys):

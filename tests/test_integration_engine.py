@@ -226,7 +226,7 @@ def test_table_marks_failed_cells(faulty, results_dir):
 def test_ctrl_c_keeps_every_measured_trial(results_dir):
     proc = subprocess.Popen(
         [sys.executable, "-m", "teperf", "compare", "--base-path", PLANTED / "base", "--head-path", PLANTED / "base",
-         "--processes", "50", "--rounds", "1", "--trials", "3", "--iters", "30", "--warmup", "5", "--no-counters",
+         "--processes", "50", "--rounds", "1", "--trials", "4", "--iters", "30", "--warmup", "5", "--no-counters",
          "--format", "json", "--results-dir", results_dir],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         # a shell that runs pytest in the background ignores SIGINT, and children inherit that

@@ -27,11 +27,12 @@ def _open_channel():
     return out
 
 
-def _die_with_coordinator() -> None:
+def _die_with_coordinator(channel) -> None:
     """A worker must not outlive its coordinator, even a SIGKILLed one, or a hung worker
     would run for good: the kernel kills us when the parent dies (Linux), and a watchdog
-    thread catches what that misses (a parent gone before prctl, another OS, a closed
-    pipe while the main thread is stuck in measured code)."""
+    thread catches what that misses (a parent gone before prctl, another OS, nobody left
+    reading our replies while the main thread is stuck in measured code). Our stdin
+    closing is no sign: a client may send every command and close it at once."""
     coordinator = int(os.environ.get("TEPERF_COORDINATOR_PID") or os.getppid())
     if sys.platform.startswith("linux"):
         try:
@@ -45,11 +46,10 @@ def _die_with_coordinator() -> None:
 
     def watch():
         poller = select.poll()
-        poller.register(sys.stdin.fileno(), select.POLLHUP | select.POLLERR)
+        poller.register(channel.fileno(), select.POLLERR)  # on a pipe's write end: the reader is gone
         while True:
-            # Only hang-up is asked for: pending input does not wake us, the main thread reads it.
             events = poller.poll(WATCHDOG_PERIOD_S * 1000)
-            if events or os.getppid() != coordinator:  # the coordinator closed our pipe, or died
+            if events or os.getppid() != coordinator:
                 os._exit(1)
 
     threading.Thread(target=watch, name="teperf-watchdog", daemon=True).start()
@@ -59,7 +59,7 @@ def main() -> int:
     channel = _open_channel()
     # The coordinator owns Ctrl-C: it stops the run and keeps the samples.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_coordinator()
+    _die_with_coordinator(channel)
     from teperf.worker.protocol import decode, encode
 
     inbox = sys.stdin.buffer
