@@ -237,3 +237,27 @@ def test_a_bare_repository_is_named_as_such(tmp_path, capsys):
     subprocess.run(["git", "init", "-q", "--bare", str(tmp_path / "te.git")], check=True)
     code, _, err = run(["compare", "main..dev", "--repo", str(tmp_path / "te.git")], capsys)
     assert code == 2 and "is a bare git repository" in err and "git clone" in err and err.count("\n") == 1
+
+
+def test_each_case_gets_its_own_global_state_back_before_a_trial():
+    # TE keeps the last attention backend choice in a module-level dict; two attention cases
+    # in one worker must each see their own (compiled ones failed on the other's).
+    from teperf.worker.runner import Built
+    from teperf.worker.session import Session
+
+    shared = {"attention_params": None, "backend_selection_requires_update": True}
+    session = Session(device="cpu", backends=[])
+    seen = []
+    for case_id, params in ((0, "A"), (1, "B")):
+        def step(params=params):
+            seen.append(shared["attention_params"])
+            shared.update(attention_params=params, backend_selection_requires_update=False)
+
+        step()  # set-up: the case leaves its own choice behind
+        session.cases[case_id] = (step, Built(module=None, inputs=(), global_state=shared), {})
+        session.saved_state[case_id] = dict(shared)
+    seen.clear()
+    session.ready(0)()
+    session.ready(1)()
+    session.ready(0)()
+    assert seen == ["A", "B", "A"]  # each step starts from its own case's choice, never the other's
