@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_in_process
 from teperf import cli
 from teperf.bundle import Bundle
 from teperf.config import build_config
@@ -21,14 +22,7 @@ from teperf.safe_text import for_markdown, for_terminal
 from teperf.summary import summarize
 
 
-def run(argv, capsys):
-    code = 0
-    try:
-        cli.main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
+run = run_in_process
 
 
 # --- config mistakes: one line each, exit 2, before any worker starts ---------------------------

@@ -119,23 +119,6 @@ class Flaky(nn.Linear):
 
 def make_flaky(marker):
     return Flaky(marker)
-
-class Stuck(nn.Linear):
-    """Hangs in its second trial and says so (its pid) in the marker file."""
-    calls = 0
-    def __init__(self, marker, after):
-        super().__init__(64, 64)
-        self.marker, self.after = marker, after
-    def forward(self, x):
-        Stuck.calls += 1
-        if Stuck.calls > self.after:
-            with open(self.marker, "a") as f:
-                f.write(f"{os.getpid()}\\n")
-            time.sleep(3600)
-        return super().forward(x)
-
-def make_stuck(marker, after):
-    return Stuck(marker, after)
 '''
 
 

@@ -88,20 +88,11 @@ def _attention_state() -> Optional[dict]:
 
 def _attention_backend() -> Optional[dict]:
     """Which attention backend TE chose (after a first call); None if unknown."""
-    for path in (
-        "transformer_engine.pytorch.attention.dot_product_attention.dot_product_attention",
-        "transformer_engine.pytorch.attention.dot_product_attention",
-        "transformer_engine.pytorch.attention",
-    ):
-        try:
-            mod = __import__(path, fromlist=["_attention_backends"])
-        except ImportError:
-            continue
-        backends = getattr(mod, "_attention_backends", None)
-        if isinstance(backends, dict):
-            keys = ("use_flash_attention", "use_fused_attention", "fused_attention_backend", "use_unfused_attention")
-            return {k: str(backends.get(k)) for k in keys if k in backends}
-    return None
+    backends = _attention_state()
+    if backends is None:
+        return None
+    keys = ("use_flash_attention", "use_fused_attention", "fused_attention_backend", "use_unfused_attention")
+    return {k: str(backends.get(k)) for k in keys if k in backends}
 
 
 def _splits_wrapper(inner, m_splits):
