@@ -98,9 +98,11 @@ class Bundle:
         try:
             meta = json.loads((self.path / META_FILE).read_bytes().decode("utf-8"))
         except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
-            raise TeperfError(f"cannot read {self.path / META_FILE}: {str(exc)[:200]}", "the bundle is damaged; re-run the measurement")
+            raise TeperfError(f"cannot read {self.path / META_FILE}: {str(exc)[:200]}",
+                              "the bundle is damaged; re-run the measurement")
         if not isinstance(meta, dict):
-            raise TeperfError(f"{self.path / META_FILE} holds no metadata object", "the bundle is damaged; re-run the measurement")
+            raise TeperfError(f"{self.path / META_FILE} holds no metadata object",
+                              "the bundle is damaged; re-run the measurement")
         return meta
 
     def update_meta(self, **changes) -> dict:

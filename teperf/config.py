@@ -233,7 +233,8 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
     if names is None:
         names = list(facts.MODULES)
     if not names:
-        raise TeperfError(f"{_named('modules', ov)} is empty: nothing to measure", f"name at least one module, e.g. {', '.join(facts.MODULES[:2])}")
+        raise TeperfError(f"{_named('modules', ov)} is empty: nothing to measure",
+                          f"name at least one module, e.g. {', '.join(facts.MODULES[:2])}")
     modules = []
     for name in names:
         if name in custom:
@@ -246,7 +247,8 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
 
     recipes = ov["recipes"] if "recipes" in ov else _string_list(raw.get("recipes"), "recipes")
     if recipes is not None and not recipes:
-        raise TeperfError(f"{_named('recipes', ov)} is empty: nothing to measure", f"name at least one recipe: {', '.join(facts.RECIPES)}")
+        raise TeperfError(f"{_named('recipes', ov)} is empty: nothing to measure",
+                          f"name at least one recipe: {', '.join(facts.RECIPES)}")
     if not recipes:
         recipes = ("fp32",) if (backend == "torch" and device == "cpu") else (("bf16",) if backend == "torch" else tuple(facts.RECIPES))
     for recipe in recipes:
@@ -255,7 +257,8 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
 
     modes = ov["modes"] if "modes" in ov else _string_list(raw.get("modes"), "modes")
     if modes is not None and not modes:
-        raise TeperfError(f"{_named('modes', ov)} is empty: nothing to measure", f"name at least one mode: {', '.join(MODES)}")
+        raise TeperfError(f"{_named('modes', ov)} is empty: nothing to measure",
+                          f"name at least one mode: {', '.join(MODES)}")
     modes = tuple(modes or ("eager",))
     for mode in modes:
         if mode not in MODES:
@@ -265,7 +268,8 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
 
     shapes_raw = ov["shapes"] if "shapes" in ov else raw.get("shapes", [[8, 2, 256]])
     if isinstance(shapes_raw, (list, tuple)) and not shapes_raw:
-        raise TeperfError(f"{_named('shapes', ov)} is empty: nothing to measure", "give at least one shape, e.g. shapes = [[8, 2, 256]]")
+        raise TeperfError(f"{_named('shapes', ov)} is empty: nothing to measure",
+                          "give at least one shape, e.g. shapes = [[8, 2, 256]]")
     if not isinstance(shapes_raw, (list, tuple)) or not all(isinstance(s, (list, tuple, str)) for s in shapes_raw):
         raise TeperfError(f"shapes must be a list of shapes, got {shapes_raw!r}", "write shapes = [[8, 2, 256]] (a list of lists)")
     shapes = []
@@ -284,7 +288,8 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
     timeout = sched_vals.get("timeout_s", 1)
     if isinstance(timeout, bool) or not (isinstance(timeout, (int, float)) and timeout > 0):
         name = _named("timeout_s", ov)
-        raise TeperfError(f"{name} must be a positive number of seconds, got {timeout!r}", f"e.g. {name} 600" if name.startswith("--") else "e.g. timeout_s = 600")
+        raise TeperfError(f"{name} must be a positive number of seconds, got {timeout!r}",
+                          f"e.g. {name} 600" if name.startswith("--") else "e.g. timeout_s = 600")
     schedule = Schedule(**sched_vals)
 
     stats_vals = {**stats_raw, **{k: ov[k] for k in _STATS_KEYS if k in ov}}

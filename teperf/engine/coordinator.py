@@ -161,7 +161,8 @@ class PairRunner:
             self.workers.pop(index, None)
             last = exc.log_tail.strip().splitlines()[-1:] or [""]
             self.bundle.append({"kind": "failure", "pair": self.pair, "side": side.label, "case_id": None, "error": str(exc), "log_tail": exc.log_tail})
-            raise TeperfError(f"the {side.label} worker did not start: {exc.fatal or last[0] or exc}", start_hint(exc, side, self.config, self.bundle.worker_log(self.pair, side.label)))
+            raise TeperfError(f"the {side.label} worker did not start: {exc.fatal or last[0] or exc}",
+                              start_hint(exc, side, self.config, self.bundle.worker_log(self.pair, side.label)))
         self.ready[index] = set()
 
     def _record_worker(self, index: int) -> None:

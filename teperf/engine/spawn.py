@@ -111,7 +111,8 @@ class Worker:
             waited = time.perf_counter()
             hello = self.receive()
             if hello.get("type") == "fatal":
-                raise WorkerError(f"worker for {self.side.label}: {hello.get('error')}", self.log_tail(), hello.get("error"), hello.get("fix"))
+                raise WorkerError(f"worker for {self.side.label}: {hello.get('error')}",
+                                  self.log_tail(), hello.get("error"), hello.get("fix"))
             if hello.get("type") != "hello":
                 raise WorkerError(f"worker for {self.side.label} sent {hello!r} instead of hello", self.log_tail())
             hello["start_s"] = round(time.perf_counter() - self._t0, 3)
@@ -153,7 +154,8 @@ class Worker:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
-                raise WorkerError(f"worker for {self.side.label} did not answer within {timeout_s:g} s (killed)", self.log_tail(), timed_out=True)
+                raise WorkerError(f"worker for {self.side.label} did not answer within {timeout_s:g} s (killed)",
+                                  self.log_tail(), timed_out=True)
             ready, _, _ = select.select([fd], [], [], min(left, 1.0))
             if not ready:
                 continue
