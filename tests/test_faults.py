@@ -255,3 +255,11 @@ def test_each_case_gets_its_own_global_state_back_before_a_trial():
     session.ready(1)()
     session.ready(0)()
     assert seen == ["A", "B", "A"]  # each step starts from its own case's choice, never the other's
+
+
+def test_import_says_how_many_lines_it_skipped(tmp_path, capsys):
+    recs = [_trial(s, p, t, 1000 + t) for p in (0, 1) for t in (0, 1) for s in ("base", "head")]
+    path = _bundle(tmp_path, _meta(), _lines(recs) + b"\xff\xfe\n")
+    code, out, err = run(["import", str(path), "--history", str(tmp_path / "h"), "--sha", "a" * 40], capsys)
+    assert code == 0, err
+    assert "skipped 1 unreadable line" in err and "1 bundle added" in out

@@ -169,6 +169,7 @@ def test_workers_die_with_a_sigkilled_coordinator(stuck_run, tmp_path):
     assert (meta["status"], meta["status_detail"]) == ("interrupted", "coordinator gone")
     table = run_cli("report", bundle, "--format", "markdown")
     assert "interrupted (coordinator gone)" in table.stdout
+    assert "| pairs |" in table.stdout and "/2 |" in table.stdout  # on how many of the 2 pairs each cell rests
     history = tmp_path / "history"
     refused = run_cli("import", bundle, "--history", history)
     assert refused.returncode == 0 and "skipped" in refused.stderr
