@@ -200,7 +200,8 @@ def test_a_worker_that_dies_costs_its_pair_not_its_cell(tmp_path, faulty, result
 
 def test_table_marks_failed_cells(faulty, results_dir):
     pkg, cfg = faulty
-    res = run_cli("run", "--config", cfg, "--path", pkg, "--modules", "Ok,Bad", "--format", "markdown", "--results-dir", results_dir)
+    res = run_cli("run", "--config", cfg, "--path", pkg, "--modules", "Ok,Bad", "--timeout", "120", "--format", "markdown",
+                  "--results-dir", results_dir)  # no hang here: a loaded CI machine may take 8 s to start
     assert res.returncode == 1, res.stderr
     assert "FAILED" in res.stdout and "this factory is broken" in res.stdout
     assert "| Ok |" in res.stdout

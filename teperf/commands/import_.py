@@ -63,7 +63,7 @@ def command(bundles, history_url, ref, shard, sha, subject, commit_date, include
     added = skipped = 0
     for path in bundles:
         summary = summarize(path)
-        for note in summary.notes:
+        for note in getattr(summary, "notes", None) or []:
             if note.startswith("skipped "):  # a damaged bundle: say what was left out
                 click.echo(f"{path}: {note}", err=True)
         status = summary.meta.get("status")

@@ -27,29 +27,44 @@ def _open_channel():
     return out
 
 
+def _alive(pid: str | None) -> bool:
+    if not pid:
+        return True  # started by hand or by a test: nobody to watch
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError):
+        pass
+    return True
+
+
 def _die_with_coordinator(channel) -> None:
     """A worker must not outlive its coordinator, even a SIGKILLed one, or a hung worker
     would run for good: the kernel kills us when the parent dies (Linux), and a watchdog
     thread catches what that misses (a parent gone before prctl, another OS, nobody left
     reading our replies while the main thread is stuck in measured code). Our stdin
     closing is no sign: a client may send every command and close it at once."""
-    coordinator = int(os.environ.get("TEPERF_COORDINATOR_PID") or os.getppid())
+    parent = os.getppid()  # the coordinator, or a wrapper script it started us through
+    armed = False
     if sys.platform.startswith("linux"):
         try:
             import ctypes
 
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            armed = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
         except (OSError, AttributeError):
             pass
-    if os.getppid() != coordinator:  # it died before prctl took effect
-        os._exit(1)
+    if os.getppid() != parent or parent == 1 or not _alive(os.environ.get("TEPERF_COORDINATOR_PID")):
+        os._exit(1)  # it died before prctl took effect
+    # With the kernel watching the parent, the thread need not wake during trials at all.
+    period_ms = -1 if armed else WATCHDOG_PERIOD_S * 1000
 
     def watch():
         poller = select.poll()
         poller.register(channel.fileno(), select.POLLERR)  # on a pipe's write end: the reader is gone
         while True:
-            events = poller.poll(WATCHDOG_PERIOD_S * 1000)
-            if events or os.getppid() != coordinator:
+            events = poller.poll(period_ms)
+            if events or os.getppid() != parent:
                 os._exit(1)
 
     threading.Thread(target=watch, name="teperf-watchdog", daemon=True).start()

@@ -32,7 +32,7 @@ class Session:
         self.backend_names = list(backends)
         self.cases: dict = {}  # case_id -> (step, built, info)
         self.saved_state: dict = {}  # case_id -> its copy of Built.global_state after set-up
-        self.compiled_at: dict = {}  # compile-mode case_id -> dynamo epoch its code belongs to
+        self.warmed_at: dict = {}  # case_id -> dynamo epoch it was last warmed in
         self.warmups: dict = {}  # case_id -> warm-up steps
         self.dynamo_epoch = 0  # bumped whenever a case's set-up resets dynamo
 
@@ -123,9 +123,9 @@ class Session:
         torch.manual_seed(1234)  # same data on both sides
         built = backend.build(case, self.device)
         step, mode_info = make_step(built, case["mode"])
-        if case["mode"] == "compile":  # make_step reset dynamo: other compiled cases lost their code
-            self.dynamo_epoch += 1
-            self.compiled_at[case_id] = self.dynamo_epoch
+        if case["mode"] == "compile":  # make_step reset dynamo: the cases set up before lost their
+            self.dynamo_epoch += 1  # compiled code (TE's torch.compile'd fusions in eager cases too)
+        self.warmed_at[case_id] = self.dynamo_epoch
         self.warmups[case_id] = int(case["warmup"])
         for _ in range(int(case["warmup"])):
             step()
@@ -146,25 +146,25 @@ class Session:
         if case_id in self.saved_state:
             built.global_state.clear()
             built.global_state.update(self.saved_state[case_id])
-        if case_id in self.compiled_at and self.compiled_at[case_id] != self.dynamo_epoch:
+        if self.warmed_at.get(case_id, self.dynamo_epoch) != self.dynamo_epoch:
             for _ in range(max(2, self.warmups.get(case_id, 0))):  # recompiles here, untimed
                 step()
             if self.cuda:
                 self.torch.cuda.synchronize()
-            self.compiled_at[case_id] = self.dynamo_epoch
+            self.warmed_at[case_id] = self.dynamo_epoch
         return step
 
     def trial(self, case_id: int, iters: int) -> dict:
         from teperf.worker.clocks import time_loop
 
         step = self.ready(case_id)
-        compiled = case_id in self.compiled_at
-        if compiled:
+        dynamo = "torch._dynamo" in sys.modules  # loaded by a compile case or TE's compiled fusions
+        if dynamo:
             from teperf.worker.runner import dynamo_graphs
 
             graphs = dynamo_graphs()
         clocks = time_loop(step, iters, self.cuda)
-        if compiled:  # a compile inside the timed loop would swamp the host time
+        if dynamo:  # a compile inside the timed loop would swamp the host time
             clocks["compiles"] = dynamo_graphs() - graphs
         return {"type": "trial", "case_id": case_id, **clocks}
 
