@@ -121,7 +121,7 @@ def test_history_of_a_bundle_without_commits(tmp_path, capsys):
 
     res = tmp_path / "res"
     proc = run_cli("compare", "--base-path", PLANTED / "base", "--head-path", PLANTED / "base", "--config", "demo",
-                   "--processes", "2", "--rounds", "1", "--trials", "1", "--iters", "5", "--warmup", "1",
+                   "--processes", "2", "--rounds", "1", "--trials", "2", "--iters", "5", "--warmup", "1",
                    "--no-counters", "--results-dir", res, timeout=300)
     assert proc.returncode == 0, proc.stderr
     hist = tmp_path / "h"

@@ -26,7 +26,7 @@ from teperf.commands._common import config_options, emit, fail_on_option, gate, 
 from teperf.commands._live import live_view
 from teperf.commands.history import history_option, open_store
 from teperf.commands.import_ import check_shard, parse_shard
-from teperf.errors import TeperfError
+from teperf.errors import EXIT_CELLS_FAILED, TeperfError, exit_status_for_signal
 from teperf.sides import strategies
 
 DEFAULT_CONFIG = "nightly"
@@ -247,7 +247,7 @@ def command(repo, ref, history_url, shard, night_id, strategy, jobs, package, bu
         except TeperfError as exc:  # e.g. stopped before the first cell: nothing to record
             where = f"not added to the history ({exc.one_line()})"
         click.echo(f"teperf: interrupted; {where}. The bundle keeps what was measured: {stop.path}", err=True)
-        sys.exit(130)
+        sys.exit(exit_status_for_signal(stop.signum))
     summary = api.summarize(path)
     emit(summary, fmt)
     file, _ = store.add_summary(summary, bundle=str(path), **record)
@@ -260,6 +260,6 @@ def command(repo, ref, history_url, shard, night_id, strategy, jobs, package, bu
                    f"(GPU/driver names differ: {recorded.get('gpu')!r}, {recorded.get('driver')!r}); "
                    "the base was chosen from the probe's history", err=True)
     click.echo(f"nightly: added to the history: {file}", err=True)
-    if summary.meta.get("status") == "failed":
-        sys.exit(1)
+    if summary.meta.get("status") == "failed" or summary.incomplete_rows:
+        sys.exit(EXIT_CELLS_FAILED)
     gate(summary, fail_verdicts)
