@@ -10,19 +10,13 @@ import types
 import pandas as pd
 import pytest
 
+from conftest import run_in_process
 from teperf import cli
 from teperf.history import synthetic
 from teperf.history.store import HistoryStore
 
 
-def run(argv, capsys):
-    code = 0
-    try:
-        cli.main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
+run = run_in_process
 
 
 @pytest.fixture
