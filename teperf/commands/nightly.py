@@ -22,7 +22,8 @@ from typing import Any, Sequence
 
 import click
 
-from teperf.commands._common import config_options, emit, fail_on_option, gate, make_config, output_options
+from teperf.commands._common import (EXIT_STATUS_HELP, config_options, emit, fail_on_option, gate, make_config,
+                                     output_options)
 from teperf.commands._live import live_view
 from teperf.commands.history import history_option, open_store
 from teperf.commands.import_ import check_shard, parse_shard
@@ -147,7 +148,7 @@ def _check_night(night_id: str | None) -> str | None:
 # ----------------------------------------------------------------------------- the command
 
 
-@click.command("nightly")
+@click.command("nightly", epilog=EXIT_STATUS_HELP)
 @click.option("--repo", default=".", show_default=True, metavar="DIR", help="Git checkout of the project (e.g. TransformerEngine).")
 @click.option("--ref", default="main", show_default=True, help="Branch (or any ref) whose head is measured.")
 @history_option
