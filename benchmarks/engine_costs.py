@@ -76,7 +76,7 @@ def main() -> None:
     t0 = time.time()
     res = subprocess.run(
         [sys.executable, "-m", "teperf", "compare", "--base-path", str(ROOT / "examples/planted/base"), "--head-path", str(ROOT / "examples/planted/base"),
-         "--config", "demo", "--processes", "1", "--rounds", "1", "--trials", "1", "--iters", "10", "--warmup", "5", "--no-counters",
+         "--config", "demo", "--processes", "1", "--rounds", "1", "--trials", "2", "--iters", "10", "--warmup", "5", "--no-counters",
          "--results-dir", str(tmp / "first"), "--format", "json"],
         capture_output=True, text=True, cwd=ROOT,
     )

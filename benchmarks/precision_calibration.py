@@ -5,7 +5,7 @@ total, how often a false `slower`/`faster` came out, how often `no change`, how 
 
     .venv/bin/python benchmarks/precision_calibration.py [--repeats 8] [--precision 3] [--budget 60s] [-- extra teperf args]
 
-Default cells: configs/default.toml (the plain-PyTorch reference modules), base and head the same path.
+Default cells: teperf/configs/default.toml (the plain-PyTorch reference modules), base and head the same path.
 """
 
 from __future__ import annotations

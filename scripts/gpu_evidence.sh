@@ -4,7 +4,7 @@
 #     bash scripts/gpu_evidence.sh        (writes $OUT/tables.md, $OUT/log.txt, $OUT/bundles.tar.gz)
 # Three jobs run side by side on far-apart cores (the GPU machine has 16):
 #   A  core 3:  teperf run over every module x recipe x mode the H200 has (short schedule)
-#   B  core 7:  A/A of configs/pr-thread.toml with the PR thread's schedule (1 pair, 6x9x300),
+#   B  core 7:  A/A of teperf/configs/pr-thread.toml with the PR thread's schedule (1 pair, 6x9x300),
 #               then the same cells with teperf's default schedule: interval width per second
 #   C  core 11: A/A over every eager cell with a short multi-pair schedule
 # Both sides of each A/A are the same installed TE 2.20.2.

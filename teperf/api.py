@@ -1,7 +1,7 @@
 """The library API: what the CLI calls, and what a Python user can call.
 
     from teperf import api, config
-    cfg = config.load_config("configs/cpu.toml", {"processes": 4})
+    cfg = config.load_config("default", {"processes": 4})
     path = api.compare(cfg, api.path_side("base", "old/"), api.path_side("head", "new/"))
     print(api.summarize(path).rows)
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import platform
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -18,20 +19,24 @@ from typing import Callable, Optional
 from teperf import __version__
 from teperf.bundle import Bundle, now_iso
 from teperf.config import Config
+from teperf.bundle import coordinator_facts
 from teperf.engine.adaptive import Adaptive, Snapshot
 from teperf.engine.coordinator import run_schedule
+from teperf.engine.signals import terminate_as_interrupt
 from teperf.errors import TeperfError
-from teperf.plan import expand, total_steps
+from teperf.memory import check_memory
+from teperf.plan import check_balance, expand, total_steps
 from teperf.sides import Side
 from teperf.summary import Summary, summarize  # noqa: F401  (re-exported)
 
 
 class Interrupted(Exception):
-    """Ctrl-C during a run; ``path`` is the bundle, which keeps every finished trial."""
+    """Ctrl-C or SIGTERM during a run; ``path`` is the bundle, which keeps every finished trial."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, signum: int = signal.SIGINT):
         super().__init__(str(path))
         self.path = path
+        self.signum = signum
 
 
 def path_side(label: str, path: Optional[str] = None, python: Optional[str] = None) -> Side:
@@ -110,7 +115,9 @@ def measure(
     if len(sides) == 1 and config.schedule.precision_pct is not None:
         raise TeperfError("--precision needs two sides: it aims at the width of the base-vs-head interval",
                           "use it with compare or nightly; `run` takes --processes (and --budget)")
+    check_balance(config, len(sides))
     cases = cases if cases is not None else expand(config)
+    check_memory(cases, config.device)
     kind = "compare" if len(sides) == 2 else "run"
     meta = {
         "teperf_version": __version__,
@@ -123,6 +130,7 @@ def measure(
         "host": host_facts(config),
         "cases": [c.to_meta() for c in cases],
         "warnings": _doctor_warnings(config.core, config.device),
+        "coordinator": coordinator_facts(),  # lets a reader tell a live run from one whose coordinator died
         **(extra_meta or {}),
     }
     bundle = Bundle.create(results_dir, kind, meta)
@@ -133,12 +141,13 @@ def measure(
         adaptive.listeners.append(live)
     status, error = "complete", None
     try:
-        failed = run_schedule(config, sides, cases, bundle, callback, adaptive)
+        with terminate_as_interrupt():
+            failed = run_schedule(config, sides, cases, bundle, callback, adaptive)
         if failed and len(failed) == len(cases):
             status = "failed"
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         status = "interrupted"
-        raise Interrupted(bundle.path)
+        raise Interrupted(bundle.path, getattr(stop, "signum", signal.SIGINT))
     except TeperfError as exc:
         status, error = "failed", exc.one_line()
         raise

@@ -6,6 +6,7 @@ import datetime as _dt
 import json
 import os
 import secrets
+import socket
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -25,10 +26,46 @@ def write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def _process_start(pid: int) -> int | None:
+    """Start time of ``pid`` in clock ticks since boot (Linux), which tells a reused pid apart."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def coordinator_facts() -> dict:
+    """Who writes this bundle: recorded in meta.json so that a reader can tell a live run
+    from one whose coordinator died without a word (SIGKILL, a power cut)."""
+    return {"pid": os.getpid(), "hostname": socket.gethostname(), "start_ticks": _process_start(os.getpid())}
+
+
+def coordinator_gone(meta: dict) -> bool:
+    """True when meta says ``running`` but its coordinator no longer exists on this host.
+    Unknown (another host, no record) counts as not gone."""
+    facts = meta.get("coordinator")
+    if meta.get("status") != "running" or not isinstance(facts, dict) or facts.get("hostname") != socket.gethostname():
+        return False
+    pid = facts.get("pid")
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # someone else's process under that pid
+        pass
+    started = _process_start(pid)
+    return facts.get("start_ticks") is not None and started is not None and started != facts["start_ticks"]
+
+
 class Bundle:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._records = None
+        self.skipped_lines = 0  # lines of records.jsonl the last records() pass could not read
 
     @classmethod
     def create(cls, results_dir: str | os.PathLike | None, kind: str, meta: dict) -> "Bundle":
@@ -59,9 +96,14 @@ class Bundle:
 
     def read_meta(self) -> dict:
         try:
-            return json.loads((self.path / META_FILE).read_text())
-        except (OSError, ValueError) as exc:
-            raise TeperfError(f"cannot read {self.path / META_FILE}: {exc}", "the bundle is damaged; re-run the measurement")
+            meta = json.loads((self.path / META_FILE).read_bytes().decode("utf-8"))
+        except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+            raise TeperfError(f"cannot read {self.path / META_FILE}: {str(exc)[:200]}",
+                              "the bundle is damaged; re-run the measurement")
+        if not isinstance(meta, dict):
+            raise TeperfError(f"{self.path / META_FILE} holds no metadata object",
+                              "the bundle is damaged; re-run the measurement")
+        return meta
 
     def update_meta(self, **changes) -> dict:
         meta = self.read_meta()
@@ -79,19 +121,27 @@ class Bundle:
             self._records = None
 
     def records(self) -> Iterator[dict]:
+        """Every record that reads as a JSON object; any other line (cut short by a crash,
+        damaged bytes) is skipped and counted in ``skipped_lines``."""
+        self.skipped_lines = 0
         path = self.path / RECORDS_FILE
-        if not path.exists():
+        try:
+            f = open(path, "rb")
+        except OSError:
             return
-        with open(path) as f:
-            for line in f:
-                line = line.strip()
-                if not line:
+        with f:
+            for raw in f:
+                raw = raw.strip()
+                if not raw:
                     continue
                 try:
-                    yield json.loads(line)
-                except ValueError:
-                    # A line cut short by a crash: everything before it still counts.
+                    record = json.loads(raw.decode("utf-8"))
+                except ValueError:  # bad JSON or bad UTF-8
+                    record = None
+                if not isinstance(record, dict):
+                    self.skipped_lines += 1
                     continue
+                yield record
 
     def worker_log(self, pair: int, side: str) -> Path:
         return self.path / "workers" / f"pair{pair:02d}-{side}.log"

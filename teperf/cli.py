@@ -7,12 +7,14 @@ click command named ``command``.
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 
 import click
 
 from teperf import __version__
-from teperf.errors import TeperfError
+from teperf.errors import EXIT_INTERRUPTED, EXIT_USAGE, TeperfError, exit_status_for_signal
+from teperf.safe_text import for_terminal
 
 # module name under teperf.commands -> registered in this order
 COMMAND_MODULES = (
@@ -43,14 +45,14 @@ def main(argv=None) -> None:
     try:
         cli.main(args=argv, prog_name="teperf", standalone_mode=False)
     except TeperfError as exc:
-        click.echo(f"teperf: error: {exc.one_line()}", err=True)
+        click.echo(for_terminal(f"teperf: error: {exc.one_line()}"), err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("teperf: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as exc:
-        click.echo(f"teperf: error: {exc.format_message()} (see teperf --help)", err=True)
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
+        click.echo(for_terminal(f"teperf: error: {exc.format_message()} (see teperf --help)"), err=True)
+        sys.exit(EXIT_USAGE if exc.exit_code == 2 else exc.exit_code)
+    except KeyboardInterrupt as stop:  # Ctrl-C outside a measurement (a git build, a report)
         click.echo("teperf: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(exit_status_for_signal(getattr(stop, "signum", signal.SIGINT)))

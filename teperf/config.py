@@ -7,6 +7,7 @@ as a TeperfError that names the fix.
 from __future__ import annotations
 
 import dataclasses
+import importlib.resources
 import os
 import re
 import tomllib
@@ -19,7 +20,7 @@ BACKENDS = ("torch", "te")
 DEVICES = ("cpu", "cuda")
 MODES = ("eager", "cuda-graph", "compile")
 METRICS = ("process_cpu", "thread_cpu", "wall")
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+CONFIGS_PACKAGE = "teperf.configs"  # shipped configs are package data: the same in editable and normal installs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,9 +77,22 @@ class Config:
     counters: bool = False
     prestart: int | None = None  # pairs started ahead on spare cores while one measures; None = auto
     source: str | None = None  # the TOML file it came from
+    from_cli: tuple[str, ...] = ()  # keys whose value the user typed as a flag: errors name the flag
+
+    def option(self, key: str) -> str:
+        """How the user gave ``key``: its flag (``--timeout``) or the config key (``timeout_s``)."""
+        return CLI_FLAGS.get(key, f"--{key}") if key in self.from_cli else key
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+# Config key -> the CLI flag that overrides it, where the names differ.
+CLI_FLAGS = {"timeout_s": "--timeout", "min_effect_pct": "--min-effect", "shapes": "--shape"}
+
+
+def _named(key: str, overrides: Mapping[str, Any]) -> str:
+    return CLI_FLAGS.get(key, f"--{key}") if overrides.get(key) is not None else key
 
 
 _TOP_KEYS = {"backend", "device", "modules", "recipes", "modes", "shapes", "core", "seed", "counters", "prestart", "schedule", "stats"}
@@ -129,16 +143,29 @@ def parse_duration(value, name: str = "--budget") -> float:
     return seconds
 
 
-def resolve_config_path(name: str) -> Path:
-    """A path, or the name of a file in configs/ (with or without .toml)."""
+def shipped_configs() -> dict[str, str]:
+    """Name -> TOML text of every config shipped inside the package."""
+    root = importlib.resources.files(CONFIGS_PACKAGE)
+    return {p.name[: -len(".toml")]: p.read_text() for p in root.iterdir() if p.name.endswith(".toml")}
+
+
+def shipped_names() -> list[str]:
+    return sorted(shipped_configs())
+
+
+def resolve_config(name: str) -> tuple[str, str]:
+    """(source, TOML text) of a path, or of a shipped config's name (with or without .toml)."""
     path = Path(name)
     if path.is_file():
-        return path
-    for candidate in (CONFIG_DIR / name, CONFIG_DIR / f"{name}.toml"):
-        if candidate.is_file():
-            return candidate
-    known = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.toml")))
-    raise TeperfError(f"config file {name!r} not found", f"give a path or one of: {known}")
+        try:
+            return str(path), path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TeperfError(f"cannot read config file {name!r}: {exc}", "give a readable UTF-8 TOML file")
+    shipped = shipped_configs()
+    stem = name[: -len(".toml")] if name.endswith(".toml") else name
+    if stem in shipped:
+        return f"{CONFIGS_PACKAGE}:{stem}.toml", shipped[stem]
+    raise TeperfError(f"config file {name!r} not found", f"give a path or one of: {', '.join(sorted(shipped))}")
 
 
 def load_config(path: str | os.PathLike | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
@@ -146,12 +173,11 @@ def load_config(path: str | os.PathLike | None = None, overrides: Mapping[str, A
     raw: dict[str, Any] = {}
     source = None
     if path is not None:
-        p = resolve_config_path(str(path))
-        source = str(p)
+        source, text = resolve_config(str(path))
         try:
-            raw = tomllib.loads(p.read_text())
+            raw = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise TeperfError(f"{p}: invalid TOML ({exc})", "fix the syntax of the config file")
+            raise TeperfError(f"{source}: invalid TOML ({exc})", "fix the syntax of the config file")
     return build_config(raw, overrides or {}, source)
 
 
@@ -206,6 +232,9 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
     device = ov.get("device", raw.get("device", "cpu" if backend == "torch" else "cuda"))
     if device not in DEVICES:
         raise TeperfError(f"unknown device {device!r}", f"use one of: {', '.join(DEVICES)}")
+    if backend == "te" and device == "cpu":  # else every cell is skipped and nothing is measured
+        raise TeperfError(f"{_named('backend', ov)} te needs a CUDA device, but {_named('device', ov)} is cpu",
+                          "use --device cuda on a GPU machine, or --backend torch for the CPU reference modules")
     facts = backend_module(backend)
 
     # modules: a list of names, or a table of custom modules, or both (list names + [modules.X] tables)
@@ -222,6 +251,9 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
             if not isinstance(kwargs, dict):
                 raise TeperfError(f"[modules.{name}] kwargs must be a table", "write kwargs = { name = value }")
             if factory is None and name in facts.MODULES:
+                if kwargs and not getattr(facts, "TAKES_KWARGS", True):
+                    raise TeperfError(f"[modules.{name}] kwargs: the {backend} backend's built-in {name} takes no kwargs",
+                                      f"drop kwargs, or give [modules.{name}] a factory that uses them")
                 custom[name] = ModuleSpec(name, None, dict(kwargs))  # a built-in module with constructor kwargs
                 continue
             if not isinstance(factory, str) or ":" not in factory:
@@ -230,10 +262,13 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
         names = list(custom)
     elif mod_raw is not None:
         names = _string_list(mod_raw, "modules")
-    if ov.get("modules"):
+    if "modules" in ov:
         names = list(ov["modules"])
     if names is None:
         names = list(facts.MODULES)
+    if not names:
+        raise TeperfError(f"{_named('modules', ov)} is empty: nothing to measure",
+                          f"name at least one module, e.g. {', '.join(facts.MODULES[:2])}")
     modules = []
     for name in names:
         if name in custom:
@@ -244,21 +279,31 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
             known = list(dict.fromkeys(list(facts.MODULES) + list(custom)))
             raise TeperfError(f"unknown module {name!r} for backend {backend}", f"use one of: {', '.join(known)} (or add [modules.{name}] with a factory)")
 
-    recipes = ov.get("recipes") or _string_list(raw.get("recipes"), "recipes")
+    recipes = ov["recipes"] if "recipes" in ov else _string_list(raw.get("recipes"), "recipes")
+    if recipes is not None and not recipes:
+        raise TeperfError(f"{_named('recipes', ov)} is empty: nothing to measure",
+                          f"name at least one recipe: {', '.join(facts.RECIPES)}")
     if not recipes:
         recipes = ("fp32",) if (backend == "torch" and device == "cpu") else (("bf16",) if backend == "torch" else tuple(facts.RECIPES))
     for recipe in recipes:
         if recipe not in facts.RECIPES:
             raise TeperfError(f"unknown recipe {recipe!r} for backend {backend}", f"use one of: {', '.join(facts.RECIPES)}")
 
-    modes = tuple(ov.get("modes") or _string_list(raw.get("modes"), "modes") or ("eager",))
+    modes = ov["modes"] if "modes" in ov else _string_list(raw.get("modes"), "modes")
+    if modes is not None and not modes:
+        raise TeperfError(f"{_named('modes', ov)} is empty: nothing to measure",
+                          f"name at least one mode: {', '.join(MODES)}")
+    modes = tuple(modes or ("eager",))
     for mode in modes:
         if mode not in MODES:
             raise TeperfError(f"unknown mode {mode!r}", f"use one of: {', '.join(MODES)}")
         if mode == "cuda-graph" and device != "cuda":
             raise TeperfError("mode cuda-graph needs --device cuda", "drop cuda-graph from modes on the CPU")
 
-    shapes_raw = ov.get("shapes") or raw.get("shapes") or [[8, 2, 256]]
+    shapes_raw = ov["shapes"] if "shapes" in ov else raw.get("shapes", [[8, 2, 256]])
+    if isinstance(shapes_raw, (list, tuple)) and not shapes_raw:
+        raise TeperfError(f"{_named('shapes', ov)} is empty: nothing to measure",
+                          "give at least one shape, e.g. shapes = [[8, 2, 256]]")
     if not isinstance(shapes_raw, (list, tuple)) or not all(isinstance(s, (list, tuple, str)) for s in shapes_raw):
         raise TeperfError(f"shapes must be a list of shapes, got {shapes_raw!r}", "write shapes = [[8, 2, 256]] (a list of lists)")
     shapes = []
@@ -271,9 +316,9 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
     sched_vals = {**sched_raw, **{k: ov[k] for k in _SCHEDULE_KEYS if k in ov}}
     for key in ("processes", "rounds", "trials", "iters"):
         if key in sched_vals:
-            _positive_int(sched_vals[key], key)
+            _positive_int(sched_vals[key], _named(key, ov))
     if "warmup" in sched_vals:
-        _positive_int(sched_vals["warmup"], "warmup", minimum=0)
+        _positive_int(sched_vals["warmup"], _named("warmup", ov), minimum=0)
     if sched_vals.get("precision_pct") is not None:
         sched_vals["precision_pct"] = _number(sched_vals["precision_pct"], "precision_pct (--precision)", 0.01, 100)
     if sched_vals.get("budget_s") is not None:
@@ -282,22 +327,25 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
         sched_vals["budget_s"] = DEFAULT_PRECISION_BUDGET_S
     if "min_pairs" in sched_vals:
         _positive_int(sched_vals["min_pairs"], "min_pairs", minimum=2)
-    if "timeout_s" in sched_vals and not (isinstance(sched_vals["timeout_s"], (int, float)) and sched_vals["timeout_s"] > 0):
-        raise TeperfError(f"timeout_s must be a positive number, got {sched_vals['timeout_s']!r}", "e.g. timeout_s = 600")
+    timeout = sched_vals.get("timeout_s", 1)
+    if isinstance(timeout, bool) or not (isinstance(timeout, (int, float)) and timeout > 0):
+        name = _named("timeout_s", ov)
+        raise TeperfError(f"{name} must be a positive number of seconds, got {timeout!r}",
+                          f"e.g. {name} 600" if name.startswith("--") else "e.g. timeout_s = 600")
     schedule = Schedule(**sched_vals)
 
     stats_vals = {**stats_raw, **{k: ov[k] for k in _STATS_KEYS if k in ov}}
     stats = Stats(**stats_vals)
     if isinstance(stats.alpha, bool) or not isinstance(stats.alpha, (int, float)) or not 0 < stats.alpha < 0.5:
         raise TeperfError(f"alpha must be between 0 and 0.5, got {stats.alpha!r}", "e.g. alpha = 0.05 for a 95% interval")
-    _number(stats.min_effect_pct, "min_effect_pct", 0)
+    _number(stats.min_effect_pct, _named("min_effect_pct", ov), 0)
     if stats.metric not in METRICS:
         raise TeperfError(f"unknown metric {stats.metric!r}", f"use one of: {', '.join(METRICS)}")
 
     config_core = ov.get("core", raw.get("core"))
     core = check_core(config_core)
     seed = ov.get("seed", raw.get("seed", 0))
-    _positive_int(seed, "seed", minimum=0)
+    _positive_int(seed, _named("seed", ov), minimum=0)
     counters = bool(ov.get("counters", raw.get("counters", False)))
     prestart = ov.get("prestart", raw.get("prestart", "auto"))
     if prestart in (None, "auto"):
@@ -320,6 +368,7 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
         counters=counters,
         prestart=prestart,
         source=source,
+        from_cli=tuple(sorted(ov)),
     )
 
 

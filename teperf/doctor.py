@@ -355,15 +355,12 @@ def quick_checks(core: Optional[int] = None, device: str = "cpu") -> list[Check]
     Goes into the bundle's metadata; non-ok results go in the table footer.
     """
     core = config.check_core(None) if core is None else core  # compare's default core
-    checks = [
-        _safe("core", lambda: check_core(core)),
-        _safe("governor", lambda: check_governor(core)),
-        _safe("turbo", check_turbo),
-        _safe("isolation", lambda: check_isolation(core)),
-        _safe("aslr", check_aslr),
-        _safe("load", check_load),
-        _safe("runnable", lambda: check_runnable(core)),
-    ]
+    checks = [_safe("core", lambda: check_core(core))]
+    if checks[0].status != "fail":  # advice about a core this machine lacks (isolcpus=999) would mislead
+        checks += [_safe("governor", lambda: check_governor(core)), _safe("isolation", lambda: check_isolation(core))]
+    checks += [_safe("turbo", check_turbo), _safe("aslr", check_aslr), _safe("load", check_load)]
+    if checks[0].status != "fail":
+        checks.append(_safe("runnable", lambda: check_runnable(core)))
     if device.startswith("cuda"):
         checks.append(_safe("gpu_busy", check_gpu_busy))
     return checks

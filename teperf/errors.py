@@ -1,4 +1,16 @@
-"""The one exception type that the CLI turns into a one-line message and exit 2."""
+"""The one exception type that the CLI turns into a one-line message and exit 2, and the
+exit statuses a CI can rely on (README "Exit status")."""
+
+import signal
+
+EXIT_OK = 0  # every cell measured (skipped cells - a recipe the GPU lacks - count as measured)
+EXIT_CELLS_FAILED = 1  # a cell failed or ended partial; the table says which and why
+EXIT_USAGE = 2  # bad input, refused before (or instead of) measuring
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130: Ctrl-C; SIGTERM gives 128 + 15 = 143, as shells report it
+
+
+def exit_status_for_signal(signum: int) -> int:
+    return 128 + int(signum)
 
 
 class TeperfError(Exception):

@@ -135,6 +135,17 @@ def pair_slots(config: Config, case_ids: list[int], pair: int, n_sides: int) -> 
                     yield Slot(rnd, case_id, trial, side, position)
 
 
+def check_balance(config: Config, n_sides: int) -> None:
+    """Refuse a compare schedule whose couples per pair are odd: the order flips every trial
+    and every round (pair_slots), so an odd count leaves A B or B A one ahead."""
+    sched = config.schedule
+    if n_sides == 2 and (sched.rounds * sched.trials) % 2:
+        name = config.option("trials")
+        even = f"{name} {sched.trials + 1}" if name.startswith("--") else f"trials = {sched.trials + 1}"
+        raise TeperfError(f"{name} {sched.trials} x {config.option('rounds')} {sched.rounds}: an odd number of couples per pair "
+                          "leaves the A B and B A orders unbalanced", f"use an even number, e.g. {even}")
+
+
 def total_steps(config: Config, n_cases: int, n_sides: int) -> int:
     s = config.schedule
     return s.processes * s.rounds * s.trials * s.iters * n_cases * n_sides

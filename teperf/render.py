@@ -12,6 +12,7 @@ import io
 import json
 import math
 
+from teperf.safe_text import for_markdown, for_terminal
 from teperf.schema import ROW_FIELDS
 from teperf.summary import Summary
 
@@ -65,6 +66,12 @@ def schedule_text(sched: dict, rows: list[dict]) -> str:
     return f"{sched.get('processes')} process pairs{limit}"
 
 
+def pairs_text(row: dict) -> str:
+    """The pairs cell: '3/8' of a fixed schedule, '12' where --precision left the number open."""
+    got = row.get("n_pairs") or 0
+    return f"{got}/{row['pairs_planned']}" if row.get("pairs_planned") else str(got)
+
+
 def side_text(desc: dict) -> str:
     label = desc.get("label", "?")
     bits = []
@@ -101,27 +108,33 @@ def table_model(summary: Summary) -> TableModel:
     sched = cfg.get("schedule", {})
     metric = cfg.get("stats", {}).get("metric", "process_cpu").replace("_", " ")
     alpha = cfg.get("stats", {}).get("alpha", 0.05)
-    header = [side_text(d) for d in meta.get("sides", {}).values()]
-    header += [f"note: {n}" for n in meta.get("sides", {}).get("head", {}).get("notes") or []]
-    host = meta.get("host", {})
+    sides = meta.get("sides") if isinstance(meta.get("sides"), dict) else {}
+    header = [side_text(d) for d in sides.values() if isinstance(d, dict)]
+    head_side = sides.get("head") if isinstance(sides.get("head"), dict) else {}
+    header += [f"note: {n}" for n in head_side.get("notes") or []]
+    host = meta.get("host") if isinstance(meta.get("host"), dict) else {}
+    known_size = isinstance(sched.get("processes"), int) or sched.get("precision_pct") is not None
+    if known_size and all(isinstance(sched.get(k), int) for k in ("rounds", "trials", "iters")):
+        plan = (f"{schedule_text(sched, summary.rows)} x {sched['rounds']} rounds x {sched['trials']} trials x "
+                f"{sched['iters']} iters")
+    else:
+        plan = "schedule unknown (meta.json does not say)"
     header.append(
-        f"{schedule_text(sched, summary.rows)} x {sched.get('rounds')} rounds x {sched.get('trials')} trials x "
-        f"{sched.get('iters')} iters; core {cfg.get('core')}; {cfg.get('device')} ({host.get('gpu') or host.get('cpu_model', '?')}); "
+        f"{plan}; core {cfg.get('core', '?')}; {cfg.get('device', '?')} ({host.get('gpu') or host.get('cpu_model', '?')}); "
         f"median {metric} time per fwd+bwd step"
     )
     show_mode = len({r["mode"] for r in summary.rows}) > 1
     show_shape = len({r["shape"] for r in summary.rows}) > 1
     show_counters = any(r.get("counters") for r in summary.rows)
     show_host = any(r.get("host_bound") is not None for r in summary.rows)
-    # cells got different numbers of pairs (--precision lets settled cells drop out)
-    show_pairs = summary.compare and len({r.get("n_pairs") for r in summary.rows if r.get("n_pairs")}) > 1
+    show_pairs = summary.show_pairs
     cols = ["module", "recipe"] + (["shape"] if show_shape else []) + (["mode"] if show_mode else [])
     if summary.compare:
         labels = list(meta["sides"])
         cols += [labels[0], labels[1], "delta", "delta %", f"{int(round((1 - alpha) * 100))}% CI"]
         cols += (["pairs"] if show_pairs else []) + ["verdict"]
     else:
-        cols += ["median", "spread (IQR)", "main thread", "wall", "between pairs"]
+        cols += ["median", "spread (IQR)", "main thread", "wall", "between pairs"] + (["pairs"] if show_pairs else [])
     if show_host:
         cols.append("host-bound")
     if show_counters:
@@ -130,10 +143,13 @@ def table_model(summary: Summary) -> TableModel:
     for r in summary.rows:
         line = [r["module"], r["recipe"]] + ([r["shape"]] if show_shape else []) + ([r["mode"]] if show_mode else [])
         status = r.get("status")
+        pairs = [pairs_text(r) if status != "skipped" else ""] if show_pairs else []
         if status in ("skipped", "failed", "missing"):
-            n_num = (7 if show_pairs else 6) if summary.compare else 5
             reason = (r.get("error") or "")[:90]
-            line += [STATUS_TEXT[status]] + [""] * (n_num - 2) + [reason]
+            if summary.compare:  # base, head, delta, delta %, CI, [pairs], verdict
+                line += [STATUS_TEXT[status]] + [""] * 4 + pairs + [reason]
+            else:  # median, spread, main thread, wall, between pairs, [pairs]
+                line += [STATUS_TEXT[status]] + [""] * 3 + [reason] + pairs
             style = "dim" if status == "skipped" else "red"
         elif summary.compare:
             ci = "-"
@@ -143,12 +159,12 @@ def table_model(summary: Summary) -> TableModel:
             if status == "partial":
                 v += " (partial)"
             line += [_us(r["base_us"]), _us(r["head_us"]), _signed_us(r["delta_us"]), _pct(r["delta_pct"]), ci]
-            line += ([str(r.get("n_pairs") or 0)] if show_pairs else []) + [v]
+            line += pairs + [v]
             style = VERDICT_STYLE.get(r.get("verdict"))
         else:
             between = "-" if r.get("pair_sd_pct") is None else f"{r['pair_sd_pct']:.1f}%"
             spread = "-" if r.get("base_spread_pct") is None else f"{r['base_spread_pct']:.1f}%"
-            line += [_us(r["base_us"]), spread, _us(r.get("base_thread_us")), _us(r.get("base_wall_us")), between]
+            line += [_us(r["base_us"]), spread, _us(r.get("base_thread_us")), _us(r.get("base_wall_us")), between] + pairs
             style = None if status == "ok" else "yellow"
         if show_host:
             line.append({True: "yes", False: "GPU-bound", None: "-"}[r.get("host_bound")])
@@ -175,21 +191,24 @@ def render_rich(model: TableModel, console) -> None:
     from rich.markup import escape  # cells hold paths, commit subjects, error text: not markup
     from rich.table import Table
 
-    table = Table(title=model.title, caption=escape("\n".join(model.header)), caption_justify="left", title_justify="left")
+    def safe(text):
+        return escape(for_terminal(text))
+
+    table = Table(title=model.title, caption=safe("\n".join(model.header)), caption_justify="left", title_justify="left")
     for col in model.columns:
-        table.add_column(escape(col), justify="left" if col in ("module", "recipe", "shape", "mode", "verdict", "counters") else "right")
+        table.add_column(safe(col), justify="left" if col in ("module", "recipe", "shape", "mode", "verdict", "counters") else "right")
     for row, style in zip(model.rows, model.styles):
-        table.add_row(*(escape(cell) for cell in row), style=style)
+        table.add_row(*(safe(cell) for cell in row), style=style)
     console.print(table)
     for line in model.footer:
-        console.print(f"[dim]{escape(line)}[/dim]", highlight=False)
+        console.print(f"[dim]{safe(line)}[/dim]", highlight=False)
 
 
 def render_markdown(model: TableModel) -> str:
     out = [f"**{model.title}**", ""]
-    out += [f"- {h}" for h in model.header]
+    esc = for_markdown  # names, subjects and errors come from configs, code and git
+    out += [f"- {esc(h)}" for h in model.header]
     out.append("")
-    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
     out.append("| " + " | ".join(esc(c) for c in model.columns) + " |")
     out.append("|" + "|".join("---" for _ in model.columns) + "|")
     for row in model.rows:

@@ -9,7 +9,9 @@ A bundle is a directory:
                     {"kind": "setup", "pair", "side", "case_id", "status": ready|error|skipped, "info"|"error"}
                     {"kind": "trial", "pair", "round", "trial", "side", "position", "case_id", "hash_seed", "t", **CLOCK_FIELDS}
                     {"kind": "counters", "pair", "side", "case_id", "counters": {...}}
-                    {"kind": "failure", "pair", "side", "case_id", "error", "log_tail"}
+                    {"kind": "failure", "pair", "side", "case_id", "error", "final", "log_tail"}
+                      final False: the worker died or hung, the cell lost this pair only;
+                      lost_pairs: the pairs the cell has lost so far
                     {"kind": "stop", "reason", "pairs", "elapsed_s", "precision_pct", "budget_s", "open": [cell keys]}
                       (last: how the run ended; reason: precision reached | budget | max pairs | schedule done)
   workers/*.log   each worker's stderr
@@ -41,7 +43,8 @@ ROW_FIELDS = (
     "verdict",  # faster | slower | no change | inconclusive | None (teperf/stats.py says what each rules out)
     "bound_pct",  # inconclusive: the change its interval could not rule out (the end farthest outside +-min_effect)
     "ci_basis",  # "pairs" (process pairs are the unit) or "trials" (one pair only)
-    "n_pairs",
+    "n_pairs",  # process pairs the figures rest on
+    "pairs_planned",  # process pairs the schedule asked for (more than n_pairs: lost or interrupted)
     "n_trials",  # base-side trials in the bundle (the only side for `run`)
     "base_spread_pct",  # IQR / median of per-step trial times
     "head_spread_pct",
@@ -56,3 +59,8 @@ ROW_FIELDS = (
     "counters",  # {"base": {...}, "head": {...}} or None
     "info",
 )
+
+
+def lost_pairs_text(pairs: list) -> str:
+    """How a failure record's ``lost_pairs`` reads in the table: 'in 2 pairs: 0, 1'."""
+    return f"in {len(pairs)} pair{'s' if len(pairs) != 1 else ''}: {', '.join(map(str, pairs))}"

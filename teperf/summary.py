@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from teperf.bundle import Bundle
+from teperf.bundle import Bundle, coordinator_gone
 from teperf.errors import TeperfError
 from teperf.config import Stats
-from teperf.schema import ROW_FIELDS
+from teperf.schema import ROW_FIELDS, lost_pairs_text
 from teperf.stats import compare_cell, single_cell
 
 METRIC_FIELD = {"process_cpu": "process_cpu_ns", "thread_cpu": "thread_cpu_ns", "wall": "wall_ns"}
@@ -30,6 +30,20 @@ class Summary:
     def compare(self) -> bool:
         return len(self.meta.get("sides", {})) == 2
 
+    @property
+    def show_pairs(self) -> bool:
+        """Whether the table needs a pairs column: some cell rests on fewer pairs than the schedule
+        planned (a lost pair, a stop), or cells got different numbers (--precision lets settled
+        cells drop out). The one place that decides it for every format."""
+        measured = [r for r in self.rows if r.get("status") != "skipped"]
+        short = any(r.get("pairs_planned") and (r.get("n_pairs") or 0) != r["pairs_planned"] for r in measured)
+        return short or len({r.get("n_pairs") for r in measured if r.get("n_pairs")}) > 1
+
+    @property
+    def incomplete_rows(self) -> list[dict]:
+        """Cells that failed, ended partial or were never measured (skipped ones are fine)."""
+        return [r for r in self.rows if r.get("status") in ("failed", "partial", "missing")]
+
 
 def _per_step_us(rec: dict, field: str) -> float:
     return rec[field] / rec["iters"] / 1000.0
@@ -38,11 +52,20 @@ def _per_step_us(rec: dict, field: str) -> float:
 TRIAL_KEYS = ("case_id", "side", "pair", "round", "trial", "iters")
 
 
+def _same_kind(value, default) -> bool:
+    if isinstance(default, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return type(value) is type(default)
+
+
 def stats_from_meta(meta: dict, **overrides) -> Stats:
     """The run's statistics settings (keys this teperf does not know are ignored)."""
     raw = (meta.get("config") or {}).get("stats") or {}
     known = {f.name for f in dataclasses.fields(Stats)}
-    stats = dataclasses.replace(Stats(**{k: v for k, v in raw.items() if k in known}), **overrides)
+    defaults = Stats()
+    # A damaged value falls back to the default rather than ending the report in a traceback.
+    kept = {k: v for k, v in raw.items() if k in known and _same_kind(v, getattr(defaults, k))} if isinstance(raw, dict) else {}
+    stats = dataclasses.replace(Stats(**kept), **overrides)
     if stats.metric not in METRIC_FIELD:
         raise TeperfError(f"unknown metric {stats.metric!r} in the bundle", f"pass --metric with one of: {', '.join(METRIC_FIELD)}")
     return stats
@@ -79,11 +102,28 @@ def stop_note(stop: dict, meta: dict) -> str:
     return ""
 
 
+def _usable(rec: dict, field: str) -> bool:
+    """A record of a kind the summary reads, with the fields it needs of the right types."""
+    kind = rec.get("kind")
+    if kind == "trial":
+        return (all(k in rec for k in TRIAL_KEYS) and isinstance(rec.get("side"), str)
+                and all(isinstance(rec.get(k), (int, float)) and not isinstance(rec.get(k), bool) for k in (field, "wall_ns", "process_cpu_ns", "iters"))
+                and rec["iters"] > 0 and all(isinstance(rec.get(k), (int, str)) for k in ("case_id", "pair", "round", "trial")))
+    if kind in ("setup", "counters", "failure"):
+        return isinstance(rec.get("side"), str) and (rec.get("case_id") is None or isinstance(rec.get("case_id"), (int, str)))
+    if kind == "stop":
+        return isinstance(rec.get("reason"), str)
+    return True
+
+
 def summarize(path, stats: Stats | None = None) -> Summary:
     bundle = Bundle.open(path)
     meta = bundle.read_meta()
-    if not isinstance(meta, dict) or not isinstance(meta.get("cases", []), list) or not isinstance(meta.get("sides", {}), dict):
+    if not isinstance(meta.get("cases", []), list) or not isinstance(meta.get("sides", {}), dict) or not isinstance(meta.get("config", {}), dict):
         raise _damaged(bundle, "meta.json is not a teperf metadata object")
+    if coordinator_gone(meta):
+        # Its coordinator died without a word (SIGKILL, a crash): it will never finish.
+        meta = {**meta, "status": "interrupted", "status_detail": "coordinator gone"}
     stats = stats or stats_from_meta(meta)
     labels = list(meta.get("sides", {}))
     base_label = labels[0] if labels else "base"
@@ -98,9 +138,10 @@ def summarize(path, stats: Stats | None = None) -> Summary:
     failures = defaultdict(list)
     pair_starts = []
     stop = None
-    preempted = total_trials = 0
+    preempted = total_trials = unusable = compiled_in_trial = 0
     for rec in bundle.records():
-        if not isinstance(rec, dict):
+        if not _usable(rec, field):
+            unusable += 1
             continue
         kind = rec.get("kind")
         if kind == "trial":
@@ -111,35 +152,46 @@ def summarize(path, stats: Stats | None = None) -> Summary:
             times[cid][side][rec["pair"]].append(v)
             couples[cid].setdefault((rec["pair"], rec["round"], rec["trial"]), {})[side] = v
             total_trials += 1
+            compiled_in_trial += bool(isinstance(rec.get("compiles"), int) and rec["compiles"] > 0)
             # Wall time well above process CPU time: the worker sat runnable but
             # descheduled, i.e. something else ran on the measuring core.
             if rec["wall_ns"] > PREEMPTED_WALL_OVER_CPU * rec["process_cpu_ns"] and meta.get("config", {}).get("device") == "cpu":
                 preempted += 1
             for clock in ("thread_cpu_ns", "wall_ns", "sync_ns"):
-                if rec.get(clock) is not None:
+                if isinstance(rec.get(clock), (int, float)) and not isinstance(rec.get(clock), bool):
                     extra[cid][side][clock].append(_per_step_us(rec, clock))
         elif kind == "setup":
             setup_status[rec["case_id"]][rec["side"]] = rec
-        elif kind == "counters":
+        elif kind == "counters" and isinstance(rec.get("counters"), dict):
             counters[rec["case_id"]].setdefault(rec["side"], rec["counters"])
         elif kind == "failure" and rec.get("case_id") is not None:
             failures[rec["case_id"]].append(rec)
-        elif kind == "pair":
+        elif kind == "pair" and isinstance(rec.get("start_s"), (int, float)):
             pair_starts.append(rec.get("start_s"))
         elif kind == "stop":
             stop = rec
 
     rows = []
     notes: list[str] = []
+    schedule = (meta.get("config") or {}).get("schedule") or {}
+    schedule = schedule if isinstance(schedule, dict) else {}
+    planned = schedule.get("processes")
+    # --precision leaves the number of pairs open: nothing was planned to fall short of
+    planned = planned if isinstance(planned, int) and not isinstance(planned, bool) and schedule.get("precision_pct") is None else None
+    bad_cases = 0
     for case in meta.get("cases", []):
-        if not isinstance(case, dict) or any(k not in case for k in ("id", "module", "recipe", "shape", "dtype", "mode")):
-            raise _damaged(bundle, f"a case in meta.json lacks its keys: {str(case)[:80]}")
+        if (not isinstance(case, dict) or any(k not in case for k in ("id", "module", "recipe", "shape", "dtype", "mode"))
+                or not isinstance(case["shape"], list) or not isinstance(case["id"], (int, str))):
+            bad_cases += 1
+            continue
         cid = case["id"]
         row = {k: None for k in ROW_FIELDS}
         row.update(module=case["module"], recipe=case["recipe"], shape="x".join(map(str, case["shape"])), dtype=case["dtype"], mode=case["mode"])
         setups = setup_status.get(cid, {})
         skipped = [r for r in setups.values() if r.get("status") == "skipped"]
-        errors = [r for r in setups.values() if r.get("status") == "error"] + failures.get(cid, [])
+        # A failure record with final False cost the cell one pair; the next pair measured it again.
+        errors = [r for r in setups.values() if r.get("status") == "error"] + [f for f in failures.get(cid, []) if f.get("final", True)]
+        lost = [f for f in failures.get(cid, []) if not f.get("final", True)]
         info = next((r.get("info") for r in setups.values() if r.get("status") == "ready"), None)
         row["info"] = info
         if head_label is None:
@@ -172,25 +224,48 @@ def summarize(path, stats: Stats | None = None) -> Summary:
             row["status"] = "skipped"
             row["error"] = skipped[0].get("error")
             row["verdict"] = None
-        elif errors:
+        elif errors or lost:
             row["status"] = "failed" if not row["n_trials"] else "partial"
-            row["error"] = str(errors[0].get("error"))
+            if errors:
+                row["error"] = str(errors[0].get("error"))
+                if isinstance(errors[0].get("lost_pairs"), list) and errors[0]["lost_pairs"]:
+                    row["error"] += f" ({lost_pairs_text(errors[0]['lost_pairs'])})"
+            else:
+                pairs = sorted({f.get("pair") for f in lost}, key=str)
+                row["error"] = f"lost pair{'s' if len(pairs) > 1 else ''} {', '.join(map(str, pairs))}: {lost[0].get('error')}"
             if not row["n_trials"]:
                 row["verdict"] = None
         elif not row["n_trials"]:
             row["status"] = "missing"
         else:
             row["status"] = "ok"
+        row["pairs_planned"] = planned
+        if row["status"] == "partial":
+            where = "/".join(str(row[k]) for k in ("module", "recipe", "shape", "mode"))
+            of_planned = f" of {planned}" if planned else ""
+            notes.append(f"partial {where}: its figures rest on {row['n_pairs'] or 0}{of_planned} pairs; {row['error']}")
         rows.append(row)
 
     if meta.get("status") in ("interrupted", "running"):
-        notes.append(f"run status: {meta.get('status')} - the table shows what was measured before it stopped")
+        detail = f" ({meta['status_detail']})" if meta.get("status_detail") else ""
+        notes.append(f"run status: {meta.get('status')}{detail} - the table shows what was measured before it stopped")
+    if bad_cases:
+        notes.append(f"skipped {bad_cases} case{'s' if bad_cases != 1 else ''} of meta.json that lack their keys (damaged)")
+    if not meta.get("cases"):
+        notes.append("meta.json lists no cases: nothing to show (a damaged or foreign bundle?)")
+    skipped_lines = bundle.skipped_lines + unusable
+    if skipped_lines:
+        notes.append(f"skipped {skipped_lines} unreadable line{'s' if skipped_lines != 1 else ''} of records.jsonl "
+                     "(cut short by a crash, or damaged); the rest is shown")
     elif meta.get("status") == "failed":
         notes.append(f"run status: failed{': ' + meta['error'] if meta.get('error') else ''}")
     if any(r.get("ci_basis") == "trials" for r in rows):
         notes.append("one process pair: intervals cover trial noise only, not the between-process noise (a few % on a VM); use --processes 3 or more for verdicts that hold")
     if any(r.get("host_bound") is False for r in rows):
         notes.append("cells marked 'GPU-bound': the GPU was behind at the end of a trial, so host time is not what limits the step")
+    if compiled_in_trial:
+        notes.append(f"{compiled_in_trial} trial{'s' if compiled_in_trial != 1 else ''} of compiled cells compiled inside "
+                     "the timed loop: their times include compilation")
     if total_trials and preempted / total_trials > 0.05:
         notes.append(f"{preempted} of {total_trials} trials ran at least 20% longer in wall time than in CPU time: other work shared the measuring core (pick a quieter --core or machine)")
     starts = [s for s in pair_starts if s is not None]

@@ -26,6 +26,19 @@ def run_cli(*args, cwd=None, timeout=600, env=None):
     )
 
 
+def run_in_process(argv, capsys):
+    """The real CLI entry point in this process: (exit status, stdout, stderr)."""
+    from teperf import cli
+
+    code = 0
+    try:
+        cli.main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
 def rows_by_module(stdout: str) -> dict:
     data = json.loads(stdout)
     return {r["module"]: r for r in data["rows"]}

@@ -198,3 +198,23 @@ def test_live_view_draws_cells_and_budget_left():
     text = buf.getvalue()
     assert "4 pairs done; target +-50%; budget left 4:" in text  # 300 s less 40 s measured: 4:20 or a tick less
     assert "Linear/fp32/8x2x64/eager" in text and "settled" in text and "+-" in text
+
+
+def test_a_cell_that_lost_its_pairs_drops_out_of_the_schedule():
+    # The coordinator hands CellRetries.failed to the schedule: a cell whose worker died in
+    # LOST_PAIRS_PER_CELL pairs is failed and no later pair measures it; one lost pair is not enough.
+    from teperf.engine.coordinator import LOST_PAIRS_PER_CELL, CellRetries
+
+    ad, clock, cases = make(precision=0.01, budget=3600, min_pairs=2)
+    retries = CellRetries()
+    ad.start()
+    dead = cases[0].id
+    for pair in range(LOST_PAIRS_PER_CELL):
+        todo = ad.next_pair(pair, retries.failed)
+        assert dead in todo
+        retries.lose(dead, pair, "head: worker died")
+        for cid in todo:
+            if cid != dead:
+                feed(ad, pair, cid, [1.0, 1.01, 0.99, 1.0])
+        ad.pair_done(pair, 1.0, len(todo), failed=retries.failed)
+    assert dead in retries.failed and dead not in ad.next_pair(LOST_PAIRS_PER_CELL, retries.failed)

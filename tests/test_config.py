@@ -95,11 +95,19 @@ def test_missing_and_invalid_config_file(tmp_path):
 
 
 def test_every_shipped_config_loads():
-    from teperf.config import CONFIG_DIR
+    from teperf.config import shipped_names
 
-    for path in CONFIG_DIR.glob("*.toml"):
-        cfg = load_config(path, {})
-        assert isinstance(cfg, Config) and cfg.modules, path
+    names = shipped_names()
+    assert {"default", "demo", "nightly", "pr-thread"} <= set(names)
+    for name in names:
+        cfg = load_config(name, {})
+        assert isinstance(cfg, Config) and cfg.modules, name
+        assert cfg.source == f"teperf.configs:{name}.toml"
+
+
+def test_unknown_config_lists_the_shipped_names():
+    with pytest.raises(TeperfError, match="one of: default, demo, nightly, pr-thread"):
+        load_config("nope", {})
 
 
 @pytest.mark.parametrize("raw, overrides, want", [({}, {}, None), ({"prestart": "auto"}, {}, None), ({}, {"prestart": "2"}, 2), ({"prestart": 5}, {"prestart": "auto"}, None), ({"prestart": 0}, {}, 0)])

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from teperf import doctor
 from teperf.commands.doctor import command
 from teperf.config import available_cores, check_core
+from teperf.errors import TeperfError
 from teperf.doctor import STATUSES, Check
 
 
@@ -154,9 +155,9 @@ def test_cli_json_and_exit_codes():
     data = json.loads(ok.output)
     assert data["verdict"] in STATUSES and data["checks"]
     assert ok.exit_code == (1 if data["verdict"] == "fail" else 0)
+    # a core the machine lacks is bad input, refused before any check (no isolcpus=<that core> advice)
     bad = runner.invoke(command, ["--core", str(max(available_cores()) + 1000), "--format", "json"])
-    assert bad.exit_code == 1
-    assert json.loads(bad.output)["verdict"] == "fail"
+    assert isinstance(bad.exception, TeperfError) and "is not available" in str(bad.exception)
     text = runner.invoke(command, [])
     assert "overall:" in text.output
 
@@ -210,3 +211,11 @@ def test_gpu_and_driver(tmp_path, monkeypatch):
 def test_gpu_and_driver_when_nvidia_smi_fails(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", _fake_nvidia_smi(tmp_path, 'echo "no devices" >&2; exit 9'))
     assert doctor.gpu_and_driver() == (None, None)
+
+
+def test_quick_checks_give_no_core_advice_for_a_core_the_machine_lacks():
+    missing = max(available_cores()) + 1000
+    checks = {c.name: c for c in doctor.quick_checks(missing)}
+    assert checks["core"].status == "fail"
+    assert "isolation" not in checks and "runnable" not in checks
+    assert all(str(missing) not in c.fix for name, c in checks.items() if name != "core")

@@ -209,7 +209,7 @@ def bundle(tmp_path_factory):
             [schedule]
             processes = 1
             rounds = 1
-            trials = 1
+            trials = 2
             iters = 3
             warmup = 2
             """

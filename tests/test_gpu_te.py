@@ -35,7 +35,7 @@ _WHY = _cuda_and_te()
 if _WHY:
     pytestmark.append(pytest.mark.skip(reason=_WHY))
 
-SHAPE = [128, 4, 256]  # passes every recipe's alignment rule (see configs/nightly.toml)
+SHAPE = [128, 4, 256]  # passes every recipe's alignment rule (see teperf/configs/nightly.toml)
 _ids = iter(range(1, 1_000_000))
 
 

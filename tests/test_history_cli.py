@@ -10,19 +10,13 @@ import types
 import pandas as pd
 import pytest
 
+from conftest import run_in_process
 from teperf import cli
 from teperf.history import synthetic
 from teperf.history.store import HistoryStore
 
 
-def run(argv, capsys):
-    code = 0
-    try:
-        cli.main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
+run = run_in_process
 
 
 @pytest.fixture
@@ -121,7 +115,7 @@ def test_history_of_a_bundle_without_commits(tmp_path, capsys):
 
     res = tmp_path / "res"
     proc = run_cli("compare", "--base-path", PLANTED / "base", "--head-path", PLANTED / "base", "--config", "demo",
-                   "--processes", "2", "--rounds", "1", "--trials", "1", "--iters", "5", "--warmup", "1",
+                   "--processes", "2", "--rounds", "1", "--trials", "2", "--iters", "5", "--warmup", "1",
                    "--no-counters", "--results-dir", res, timeout=300)
     assert proc.returncode == 0, proc.stderr
     hist = tmp_path / "h"

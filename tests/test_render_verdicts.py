@@ -73,3 +73,21 @@ def test_fixed_schedule_with_a_budget_says_how_many_pairs_ran():
     for r in s.rows:
         r["n_pairs"] = 5
     assert table_model(s).header[-1].startswith("8 process pairs (budget 90 s: 5 ran) x 2 rounds")
+
+
+def test_one_pairs_column_for_lost_pairs_and_for_precision():
+    # fixed schedule: a cell that lost a pair shows n/planned, once, before the verdict
+    fixed = summary(precision=None, budget=None)
+    for r in fixed.rows:
+        r.update(n_pairs=8, pairs_planned=8)
+    fixed.rows[0]["n_pairs"] = 7
+    model = table_model(fixed)
+    assert model.columns.count("pairs") == 1 and model.columns.index("pairs") == model.columns.index("verdict") - 1
+    assert [line[model.columns.index("pairs")] for line in model.rows] == ["7/8", "8/8"]
+    # every cell got what was planned: no column
+    fixed.rows[0]["n_pairs"] = 8
+    assert not fixed.show_pairs and "pairs" not in table_model(fixed).columns
+    # --precision: nothing planned, the bare counts
+    open_ = summary()
+    model = table_model(open_)
+    assert open_.show_pairs and [line[model.columns.index("pairs")] for line in model.rows] == ["12", "31"]

@@ -134,8 +134,9 @@ def test_unknown_names_are_rejected_by_check_shape():
 
 
 def _toml(name):
-    with open(ROOT / "configs" / name, "rb") as f:
-        return tomllib.load(f)
+    from teperf.config import shipped_configs
+
+    return tomllib.loads(shipped_configs()[name.removesuffix(".toml")])
 
 
 def test_pr_thread_config():

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import click
 
 from teperf.commands._live import live_view
-from teperf.config import MODES, load_config, parse_shape
+from teperf.config import MODES, Schedule, Stats, load_config, parse_shape, shipped_names
+from teperf.errors import EXIT_CELLS_FAILED, exit_status_for_signal
 from teperf.render import FORMATS, render
+from teperf.safe_text import for_terminal
 
 
 def _csv_list(ctx, param, value):
     if value is None:
         return None
-    items = [v.strip() for v in value.split(",") if v.strip()]
-    return items or None
+    return [v.strip() for v in value.split(",") if v.strip()]  # [] when given empty: refused by config
 
 
 def _shape_list(ctx, param, value):
@@ -24,27 +26,41 @@ def _shape_list(ctx, param, value):
     return [parse_shape(v) for v in value]
 
 
+def _default(value) -> str:
+    # The dataclass default (one source of truth); a --config file may set its own.
+    return f"{value:g}, or the config's" if isinstance(value, float) else f"{value}, or the config's"
+
+
+_SCHED, _STATS = Schedule(), Stats()
+
+EXIT_STATUS_HELP = """\b
+Exit status: 0 every cell measured (skipped recipes included); 1 a cell failed
+or ended partial (the table says which and why), or a cell has a verdict that
+--fail-on names; 2 bad input; 130 Ctrl-C; 143 SIGTERM (the bundle keeps what
+was measured, status interrupted)."""
+
+
 def config_options(f):
     """--config plus one override per config field; None means 'not given'."""
     opts = [
-        click.option("--config", "config_path", metavar="FILE", help="TOML config: a path or a name in configs/ (default: configs/default.toml)."),
-        click.option("--backend", type=click.Choice(["torch", "te"]), help="torch: plain-PyTorch reference modules; te: TransformerEngine."),
-        click.option("--device", type=click.Choice(["cpu", "cuda"])),
+        click.option("--config", "config_path", metavar="FILE|NAME", help=f"TOML config: a path, or a shipped config: {', '.join(shipped_names())}.", show_default="default"),
+        click.option("--backend", type=click.Choice(["torch", "te"]), help="torch: plain-PyTorch reference modules (CPU or GPU); te: TransformerEngine (needs CUDA)."),
+        click.option("--device", type=click.Choice(["cpu", "cuda"]), help="Where the modules run (default: cpu for torch, cuda for te)."),
         click.option("--modules", callback=_csv_list, metavar="A,B", help="Modules to measure (comma-separated)."),
         click.option("--recipes", callback=_csv_list, metavar="A,B", help="Recipes, e.g. bf16,fp8_delayed."),
         click.option("--modes", callback=_csv_list, metavar="A,B", help=f"Modes: {', '.join(MODES)}."),
         click.option("--shape", "shapes", multiple=True, callback=_shape_list, metavar="8,2,256", help="Input shape; repeat for several."),
-        click.option("--processes", type=int, help="Fresh worker pairs (the unit of replication)."),
-        click.option("--rounds", type=int),
-        click.option("--trials", type=int, help="Trials per case per round."),
-        click.option("--iters", type=int, help="fwd+bwd steps per trial."),
-        click.option("--warmup", type=int, help="Untimed steps after building each case."),
-        click.option("--timeout", "timeout_s", type=float, help="Seconds a worker may take for one request."),
+        click.option("--processes", type=int, help="Fresh worker pairs (the unit of replication).", show_default=_default(_SCHED.processes)),
+        click.option("--rounds", type=int, help="Rounds per pair; each round runs every case in a new shuffled order.", show_default=_default(_SCHED.rounds)),
+        click.option("--trials", type=int, help="Trials per case per round (even for compare: A B and B A couples balance).", show_default=_default(_SCHED.trials)),
+        click.option("--iters", type=int, help="fwd+bwd steps per trial.", show_default=_default(_SCHED.iters)),
+        click.option("--warmup", type=int, help="Untimed steps after building each case.", show_default=_default(_SCHED.warmup)),
+        click.option("--timeout", "timeout_s", type=float, help="Seconds a worker may take for one request (start-up, set-up or one trial); then it is killed.", show_default=_default(_SCHED.timeout_s)),
         click.option("--core", type=int, help="CPU core to pin the workers to (default: the last one)."),
-        click.option("--seed", type=int, help="Seed of the case order and the hash seeds."),
-        click.option("--metric", type=click.Choice(["process_cpu", "thread_cpu", "wall"]), help="Headline clock (default process_cpu)."),
-        click.option("--prestart", metavar="N|auto", help="Pairs to start ahead on spare cores while one measures (default auto: one core per worker, up to 8 pairs; 0 = off)."),
-        click.option("--min-effect", "min_effect_pct", type=float, help="Changes under this many % do not matter: 'no change' needs the whole interval inside +-this."),
+        click.option("--seed", type=int, help="Seed of the case order and the hash seeds.", show_default=_default(0)),
+        click.option("--metric", type=click.Choice(["process_cpu", "thread_cpu", "wall"]), help="Headline clock.", show_default=_default(_STATS.metric)),
+        click.option("--prestart", metavar="N|auto", help="Pairs to start ahead on spare cores while one measures (auto: one core per worker, up to 8 pairs; 0 = off).", show_default="auto"),
+        click.option("--min-effect", "min_effect_pct", type=float, help="Changes under this many % do not matter: 'no change' needs the whole interval inside +-this.", show_default=_default(_STATS.min_effect_pct)),
         click.option("--precision", "precision_pct", type=float, metavar="P",
                      help="Keep adding fresh pairs until every cell's 95% interval is at most +-P % (or the budget is spent); --processes is then not used."),
         click.option("--budget", "budget_s", metavar="DURATION",
@@ -84,7 +100,7 @@ def gate(summary, verdicts: set) -> None:
 
 
 def output_options(f):
-    f = click.option("--results-dir", metavar="DIR", help="Where bundles go (default: ./results).")(f)
+    f = click.option("--results-dir", metavar="DIR", help="Where bundles go.", show_default="./results")(f)
     f = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")(f)
     return f
 
@@ -102,25 +118,27 @@ def emit(summary, fmt: str) -> None:
 
 
 def measure_and_report(fn, fmt: str):
-    """Run ``fn(progress_factory, live_listener) -> bundle path`` and print its summary; on Ctrl-C
-    print what was measured and exit 130."""
+    """Run ``fn(progress_factory, live_listener) -> bundle path``, print its summary and exit with the
+    status a CI relies on (teperf.errors): 1 when a cell failed or ended partial, 130/143
+    on Ctrl-C/SIGTERM (after printing what was measured)."""
     from teperf.api import Interrupted, summarize
+    from teperf.engine.hints import failure_hint
 
     try:
         with live_view() as (factory, listener):
             path = fn(factory, listener)
     except Interrupted as stop:
-        click.echo(f"teperf: interrupted; the bundle keeps what was measured: {stop.path}", err=True)
+        how = "terminated (SIGTERM)" if stop.signum == signal.SIGTERM else "interrupted"
+        click.echo(f"teperf: {how}; the bundle keeps what was measured: {stop.path}", err=True)
         emit(summarize(stop.path), fmt)
-        sys.exit(130)
+        sys.exit(exit_status_for_signal(stop.signum))
     summary = summarize(path)
     emit(summary, fmt)
-    if summary.meta.get("status") == "failed":
-        first = summary.meta.get("error") or next((r.get("error") for r in summary.rows if r.get("error")), "")
-        click.echo(
-            f"teperf: error: every case failed ({first}); check the module factories and that each side's "
-            f"--path/--base-path/--head-path holds their package (worker logs: {path}/workers/)",
-            err=True,
-        )
-        sys.exit(2)
+    bad = summary.incomplete_rows
+    if bad:
+        first = summary.meta.get("error") or next((r.get("error") for r in bad if r.get("error")), "") or ""
+        every = "every cell" if len(bad) == len([r for r in summary.rows if r.get("status") != "skipped"]) else f"{len(bad)} cell(s)"
+        click.echo(for_terminal(f"teperf: {every} failed or ended partial ({first[:300]}); {failure_hint(first)} "
+                                f"(worker logs: {path}/workers/)"), err=True)
+        sys.exit(EXIT_CELLS_FAILED)
     return summary

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from teperf.commands._common import config_options, fail_on_option, gate, make_config, measure_and_report, output_options
+from teperf.commands._common import EXIT_STATUS_HELP, config_options, fail_on_option, gate, make_config, measure_and_report, output_options
 from teperf.errors import TeperfError
 from teperf.sides import strategies
 from teperf.sides.strategies.build import PLACEHOLDERS
@@ -17,7 +17,7 @@ BUILD_COMMAND_HELP = ("Build command of --strategy build (default: pip install i
 from teperf.gate import parse_fail_on
 
 
-@click.command("compare")
+@click.command("compare", epilog=EXIT_STATUS_HELP)
 @click.argument("spec", required=False, metavar="[BASE..HEAD]")
 @click.option("--repo", default=".", show_default=True, metavar="DIR", help="Git repository the refs are in.")
 @click.option("--strategy", type=click.Choice(strategies.NAMES), default="auto", show_default=True, help=STRATEGY_HELP)

@@ -33,6 +33,9 @@ def command(history_url, out, machine, ref, min_effect_pct, sig_level):
         raise TeperfError(f"--min-effect must be >= 0, got {min_effect_pct}", "e.g. --min-effect 2")
     settings = DetectionSettings(min_effect_pct=min_effect_pct, sig_level=sig_level)
     store = open_store(history_url)
+    if not store.fs.exists(store.root):  # a typo in --history must not build an empty site
+        raise TeperfError(f"no history store at {store.url}",
+                          "check --history, or run teperf nightly or teperf import BUNDLE first")
     df = store.read(ref=ref)
     df = select_machine(df, machine)
     if df.empty:

@@ -2,8 +2,8 @@
 
 Exit status: 0 when no check failed (warnings and unknowns are advice: a
 cloud VM without cpufreq files can still measure), 1 when a check failed
-(e.g. the chosen core does not exist here, torch is missing), and with
---strict also 1 when a check warned.
+(e.g. torch is missing), and with --strict also 1 when a check warned; 2 for
+bad input (a --core this machine does not have).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown": 
 
 
 @click.command("doctor")
-@click.option("--core", type=int, help="The core you will pin workers to (default: the last usable one, as compare does).")
+@click.option("--core", type=int, help="The core you will pin workers to (default: the last usable one, as compare does); one this machine lacks is refused (exit 2).")
 @click.option("--python", "pythons", multiple=True, metavar="EXE", help="Also report Python/torch/TE versions of this side interpreter; repeatable.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too, not only on failures.")
@@ -26,7 +26,7 @@ def command(core, pythons, fmt, strict):
     from teperf.config import check_core
     from teperf.doctor import all_checks, worst
 
-    core = check_core(None) if core is None else core  # compare's default; a given core is reported on, not refused
+    core = check_core(core)  # compare's default, or the given core refused (exit 2) if this machine lacks it
     checks = all_checks(core, tuple(pythons))
     verdict = worst(checks)
     if fmt == "json":

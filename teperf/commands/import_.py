@@ -63,6 +63,9 @@ def command(bundles, history_url, ref, shard, sha, subject, commit_date, include
     added = skipped = 0
     for path in bundles:
         summary = summarize(path)
+        for note in getattr(summary, "notes", None) or []:
+            if note.startswith("skipped "):  # a damaged bundle: say what was left out
+                click.echo(f"{path}: {note}", err=True)
         status = summary.meta.get("status")
         if status in ("running", "interrupted") and not include_partial:
             click.echo(f"skipped {path}: run status {status!r} (use --include-partial to add it anyway)", err=True)

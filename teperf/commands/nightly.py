@@ -22,11 +22,12 @@ from typing import Any, Sequence
 
 import click
 
-from teperf.commands._common import config_options, emit, fail_on_option, gate, make_config, output_options
+from teperf.commands._common import (EXIT_STATUS_HELP, config_options, emit, fail_on_option, gate, make_config,
+                                     output_options)
 from teperf.commands._live import live_view
 from teperf.commands.history import history_option, open_store
 from teperf.commands.import_ import check_shard, parse_shard
-from teperf.errors import TeperfError
+from teperf.errors import EXIT_CELLS_FAILED, TeperfError, exit_status_for_signal
 from teperf.sides import strategies
 
 DEFAULT_CONFIG = "nightly"
@@ -147,7 +148,7 @@ def _check_night(night_id: str | None) -> str | None:
 # ----------------------------------------------------------------------------- the command
 
 
-@click.command("nightly")
+@click.command("nightly", epilog=EXIT_STATUS_HELP)
 @click.option("--repo", default=".", show_default=True, metavar="DIR", help="Git checkout of the project (e.g. TransformerEngine).")
 @click.option("--ref", default="main", show_default=True, help="Branch (or any ref) whose head is measured.")
 @history_option
@@ -247,7 +248,7 @@ def command(repo, ref, history_url, shard, night_id, strategy, jobs, package, bu
         except TeperfError as exc:  # e.g. stopped before the first cell: nothing to record
             where = f"not added to the history ({exc.one_line()})"
         click.echo(f"teperf: interrupted; {where}. The bundle keeps what was measured: {stop.path}", err=True)
-        sys.exit(130)
+        sys.exit(exit_status_for_signal(stop.signum))
     summary = api.summarize(path)
     emit(summary, fmt)
     file, _ = store.add_summary(summary, bundle=str(path), **record)
@@ -260,6 +261,6 @@ def command(repo, ref, history_url, shard, night_id, strategy, jobs, package, bu
                    f"(GPU/driver names differ: {recorded.get('gpu')!r}, {recorded.get('driver')!r}); "
                    "the base was chosen from the probe's history", err=True)
     click.echo(f"nightly: added to the history: {file}", err=True)
-    if summary.meta.get("status") == "failed":
-        sys.exit(1)
+    if summary.meta.get("status") == "failed" or summary.incomplete_rows:
+        sys.exit(EXIT_CELLS_FAILED)
     gate(summary, fail_verdicts)

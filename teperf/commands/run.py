@@ -6,10 +6,10 @@ import sys
 
 import click
 
-from teperf.commands._common import config_options, make_config, measure_and_report, output_options
+from teperf.commands._common import EXIT_STATUS_HELP, config_options, make_config, measure_and_report, output_options
 
 
-@click.command("run")
+@click.command("run", epilog=EXIT_STATUS_HELP)
 @config_options
 @output_options
 @click.option("--path", "side_path", metavar="DIR", help="Directory put first on the worker's sys.path.")

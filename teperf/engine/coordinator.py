@@ -2,40 +2,74 @@
 
 The coordinator never imports torch. It owns the workers of one pair at a
 time, streams every record to the bundle as it arrives, and keeps going when
-one case fails (the case is marked failed; the others go on).
+one case fails: an error the case raises fails it at once; a worker that dies
+or hangs costs the case its pair only (:class:`CellRetries`).
 """
 
 from __future__ import annotations
 
 import itertools
 import time
-from collections import deque
+from collections import defaultdict, deque
 from typing import Callable, Optional
 
 from teperf.bundle import Bundle
 from teperf.config import Config, available_cores, smt_siblings
 from teperf.engine.adaptive import Adaptive
+from teperf.engine.hints import start_hint
 from teperf.engine.spawn import Worker, WorkerError
 from teperf.errors import TeperfError
+from teperf.schema import lost_pairs_text
 from teperf.plan import Case, hash_seed, pair_slots, start_order
 from teperf.sides import Side
 
-MAX_RESTARTS_PER_PAIR = 3
+MAX_RESTARTS_PER_PAIR = 3  # then the rest of the pair is given up (its cells go on in the next pair)
+LOST_PAIRS_PER_CELL = 2  # a cell whose worker died or hung in this many pairs is failed
 MAX_AUTO_PRESTART = 8  # more importers at once mostly contend for memory bandwidth
 Progress = Callable[[int, str], None]  # (steps just measured, what is running)
+
+
+class CellRetries:
+    """Per-cell budget of lost pairs, shared by all pairs of a run.
+
+    An error the case itself raises (a factory or forward that raises) fails the
+    cell at once: it would raise again. A worker that dies or hangs may be the
+    machine's fault (OOM killer, a stuck driver): the cell loses that pair only
+    and the next pair measures it again, until it has lost ``limit`` pairs."""
+
+    def __init__(self, limit: int = LOST_PAIRS_PER_CELL):
+        self.limit = limit
+        self.failed: dict[int, str] = {}  # case_id -> reason
+        self.lost: dict[int, list[int]] = defaultdict(list)  # case_id -> pairs lost
+
+    def fail(self, case_id: int, reason: str) -> None:
+        self.failed.setdefault(case_id, reason)
+
+    def lose(self, case_id: int, pair: int, reason: str) -> bool:
+        """Charge the cell a lost pair; True when that used up its budget (the cell is now failed)."""
+        self.lost[case_id].append(pair)
+        if len(self.lost[case_id]) >= self.limit:
+            self.fail(case_id, f"{reason} ({lost_pairs_text(self.lost[case_id])})")
+            return True
+        return False
+
+    def runnable(self, case_id: int) -> bool:
+        return case_id not in self.failed
 
 
 class PairRunner:
     """The workers of one process pair (one per side) and the cases set up in them."""
 
-    def __init__(self, config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, pair: int, failed: dict):
+    def __init__(self, config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, pair: int, retries: CellRetries):
         self.config = config
         self.sides = sides
         self.cases = {c.id: c for c in cases}
         self.bundle = bundle
         self.pair = pair
         self.seed = hash_seed(config.seed, pair)
-        self.failed = failed  # case_id -> reason; shared across pairs
+        self.retries = retries
+        self.lost_here: set[int] = set()  # cases whose worker died or hung in this pair
+        self.given_up = False  # too many restarts: the rest of this pair is skipped
         self.skipped: dict[int, str] = {c.id: c.skip for c in cases if c.skip}
         self.dropped: set[int] = set()  # settled since this pair was launched ahead: no trials, no warm-up
         self.workers: dict[int, Worker] = {}
@@ -75,7 +109,8 @@ class PairRunner:
                     self._setup(index, case)
 
     def runnable(self, case_id: int) -> bool:
-        return case_id not in self.failed and case_id not in self.skipped and case_id not in self.dropped
+        return (self.retries.runnable(case_id) and case_id not in self.skipped and case_id not in self.lost_here
+                and case_id not in self.dropped)
 
     def _collect_queued(self, index: int) -> None:
         for case_id in self.queued.pop(index, []):
@@ -132,10 +167,8 @@ class PairRunner:
             self.workers.pop(index, None)
             last = exc.log_tail.strip().splitlines()[-1:] or [""]
             self.bundle.append({"kind": "failure", "pair": self.pair, "side": side.label, "case_id": None, "error": str(exc), "log_tail": exc.log_tail})
-            raise TeperfError(
-                f"the {side.label} worker did not start: {last[0] or exc}",
-                f"see {self.bundle.worker_log(self.pair, side.label)}; check that {side.python} can import torch",
-            )
+            raise TeperfError(f"the {side.label} worker did not start: {exc.fatal or last[0] or exc}",
+                              start_hint(exc, side, self.config, self.bundle.worker_log(self.pair, side.label)))
         self.ready[index] = set()
 
     def _record_worker(self, index: int) -> None:
@@ -161,20 +194,27 @@ class PairRunner:
             self.skipped[case.id] = reply.get("error", "")
             self.bundle.append({**record, "status": "skipped", "error": reply.get("error")})
         else:
-            self.failed[case.id] = f"{side.label}: {reply.get('error')}"
+            self.retries.fail(case.id, f"{side.label}: {reply.get('error')}")
             self.bundle.append({**record, "status": "error", "error": reply.get("error")})
 
     def _worker_failed(self, index: int, case: Optional[Case], exc: WorkerError) -> None:
+        """The worker died or hung: the case loses this pair (and is failed once it has lost
+        too many); a fresh worker for the side takes over the other cases."""
         side = self.sides[index]
         case_id = case.id if case else None
+        reason = f"{side.label}: {exc}"
+        final = False
         if case is not None:
-            self.failed[case.id] = f"{side.label}: {exc}"
-        self.bundle.append({"kind": "failure", "pair": self.pair, "side": side.label, "case_id": case_id, "error": str(exc), "log_tail": exc.log_tail})
-        self.workers.pop(index).close()
+            self.lost_here.add(case.id)
+            final = self.retries.lose(case.id, self.pair, reason)
+        self.bundle.append({"kind": "failure", "pair": self.pair, "side": side.label, "case_id": case_id, "error": str(exc),
+                            "final": final, "lost_pairs": list(self.retries.lost.get(case_id, [])), "log_tail": exc.log_tail})
+        self.workers.pop(index).kill()
         self.queued.pop(index, None)
         self.restarts += 1
         if self.restarts > MAX_RESTARTS_PER_PAIR:
-            raise TeperfError(f"the {side.label} worker failed {self.restarts} times in pair {self.pair}: {exc}", f"see {self.bundle.worker_log(self.pair, side.label)}")
+            self.given_up = True  # the cells go on in the next pair
+            return
         # A fresh worker for this side, on the measuring core, with the cases that still work set up again.
         self._start_side(index)
         self._record_worker(index)
@@ -183,7 +223,7 @@ class PairRunner:
                 self._setup(index, other)
 
     def active(self, case_id: int) -> bool:
-        return self.runnable(case_id) and len(self.workers) == len(self.sides)
+        return not self.given_up and self.runnable(case_id) and len(self.workers) == len(self.sides)
 
     def counters(self, case: Case) -> None:
         for index, worker in sorted(self.workers.items()):
@@ -204,15 +244,21 @@ class PairRunner:
             self._worker_failed(index, case, exc)
             return None
         if reply.get("type") != "trial":
-            self.failed[case.id] = f"{self.sides[index].label}: {reply.get('error')}"
-            self.bundle.append({"kind": "failure", "pair": self.pair, "side": self.sides[index].label, "case_id": case.id, "error": reply.get("error"), "log_tail": ""})
+            self.retries.fail(case.id, f"{self.sides[index].label}: {reply.get('error')}")
+            self.bundle.append({"kind": "failure", "pair": self.pair, "side": self.sides[index].label, "case_id": case.id, "error": reply.get("error"),
+                                "final": True, "log_tail": ""})
             return None
         return reply
 
-    def close(self, retire_core: Optional[int] = None, retired: Optional[list] = None) -> None:
-        """End this pair's workers: at once when ``retired`` is given (they are reaped later), else waiting."""
+    def close(self, retire_core: Optional[int] = None, retired: Optional[list] = None, hurry: bool = False) -> None:
+        """End this pair's workers: at once when ``retired`` is given (they are reaped later), else
+        waiting; ``hurry`` (the run is stopping) kills them without asking: one may be hung."""
         workers = list(self.workers.values())
         self.workers.clear()
+        if hurry:
+            for worker in workers:
+                worker.kill()
+            return
         if retired is None:
             for worker in workers:
                 worker.close()
@@ -248,8 +294,10 @@ def prestart_depth(config: Config, n_import_cores: int, n_sides: int, max_pairs:
 def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, progress: Optional[Progress] = None,
                  adaptive: Optional[Adaptive] = None) -> dict:
     """Measure every case on every side. Returns {case_id: reason} for failed cases.
-    ``adaptive`` decides how many pairs and which cases each measures (default: the fixed schedule)."""
-    failed: dict[int, str] = {}
+    ``adaptive`` decides how many pairs and which cases each measures (default: the fixed schedule);
+    a failed cell drops out of it, a cell that lost a pair is measured again by the next one."""
+    retries = CellRetries()
+    failed = retries.failed  # case_id -> reason, shared by every pair and the adaptive schedule
     iters = config.schedule.iters
     plan = adaptive or Adaptive(config, cases, len(sides))
     import_cores = import_cores_for(config)
@@ -266,14 +314,14 @@ def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: B
             if not todo:
                 break
             # A pair launched ahead set up every case open then; the ones settled since get no trials.
-            runner = upcoming.popleft() if upcoming else PairRunner(config, sides, [by_id[c] for c in todo], bundle, pair, failed)
+            runner = upcoming.popleft() if upcoming else PairRunner(config, sides, [by_id[c] for c in todo], bundle, pair, retries)
             runner.dropped.update(set(runner.cases) - set(todo))
             try:
                 # Launch the pairs ahead first, so that they import while this one starts
                 # too: launched after it, pair 1 of a TE run waited 11-14 s for its set-up.
                 next_launch = max(next_launch, pair + 1)
                 while len(upcoming) < depth and plan.may_launch(next_launch):
-                    ahead = PairRunner(config, sides, [by_id[c] for c in plan.open_cases(failed)], bundle, next_launch, failed)
+                    ahead = PairRunner(config, sides, [by_id[c] for c in plan.open_cases(failed)], bundle, next_launch, retries)
                     upcoming.append(ahead)  # closed on any error below, half-launched or not
                     next_launch += 1
                     try:
@@ -329,19 +377,23 @@ def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: B
                 plan.pair_done(pair, time.perf_counter() - t0 - start_s, len(todo), skipped=runner.skipped, failed=failed,
                                start_s=start_s)
             except BaseException:
+                # Stopping (Ctrl-C, SIGTERM, an error): every sample is on disk, so end all
+                # workers at once rather than ask them, which waits on a hung one.
+                runner.close(hurry=True)
                 for ahead in upcoming:
-                    ahead.close()
+                    ahead.close(hurry=True)
+                for worker in retired:
+                    worker.kill()
                 raise
-            finally:
-                runner.close(retire_core, retired)
-                if len(retired) > 8:  # keep few exiting processes around
-                    for worker in retired[:-4]:
-                        worker.reap()
-                    del retired[:-4]
+            runner.close(retire_core, retired)
+            if len(retired) > 8:  # keep few exiting processes around
+                for worker in retired[:-4]:
+                    worker.reap()
+                del retired[:-4]
         for ahead in upcoming:  # started ahead for a pair the run no longer needs (it stopped early)
             ahead.close()
         bundle.append(plan.stop_record())
     finally:
         for worker in retired:
             worker.reap()
-    return failed
+    return retries.failed

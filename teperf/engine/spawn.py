@@ -18,15 +18,35 @@ from teperf.sides import Side
 from teperf.worker.protocol import decode, encode
 
 TEPERF_ROOT = str(Path(__file__).resolve().parent.parent.parent)
+RETIRE_PIN_TIMEOUT_S = 10.0  # a worker quitting after its pair answers in milliseconds
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 
 
 class WorkerError(RuntimeError):
-    """The worker died, hung or answered nonsense. ``log_tail`` holds the end of its stderr."""
+    """The worker died, hung or answered nonsense. ``log_tail`` holds the end of its stderr;
+    ``fatal``/``fix`` are the worker's own words when it could not start (e.g. no CUDA)."""
 
-    def __init__(self, message: str, log_tail: str = ""):
+    def __init__(self, message: str, log_tail: str = "", fatal: str | None = None, fix: str | None = None,
+                 exit_code: int | None = None, timed_out: bool = False):
         super().__init__(message)
         self.log_tail = log_tail
+        self.fatal = fatal
+        self.fix = fix
+        self.exit_code = exit_code  # negative: killed by that signal
+        self.timed_out = timed_out
+
+
+def exit_text(code: int) -> str:
+    """'exited with status 3' / 'was killed by SIGKILL (signal 9)'."""
+    if code is not None and code < 0:
+        import signal
+
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name} (signal {-code})"
+    return f"exited with status {code}"
 
 
 def check_python(python: str) -> None:
@@ -47,6 +67,7 @@ def worker_env(side: Side, hash_seed: int) -> dict:
         env[var] = "1"
     env["PYTHONHASHSEED"] = str(hash_seed)
     env["PYTHONUNBUFFERED"] = "1"
+    env["TEPERF_COORDINATOR_PID"] = str(os.getpid())  # the worker's watchdog ends it when we are gone
     # teperf's own worker package must be importable by the side's interpreter;
     # the side's directories are put before it by the worker itself.
     env["PYTHONPATH"] = os.pathsep.join([TEPERF_ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
@@ -89,6 +110,9 @@ class Worker:
         if self.hello is None:
             waited = time.perf_counter()
             hello = self.receive()
+            if hello.get("type") == "fatal":
+                raise WorkerError(f"worker for {self.side.label}: {hello.get('error')}",
+                                  self.log_tail(), hello.get("error"), hello.get("fix"))
             if hello.get("type") != "hello":
                 raise WorkerError(f"worker for {self.side.label} sent {hello!r} instead of hello", self.log_tail())
             hello["start_s"] = round(time.perf_counter() - self._t0, 3)
@@ -96,9 +120,9 @@ class Worker:
             self.hello = hello
         return self.hello
 
-    def pin(self, core: int) -> None:
+    def pin(self, core: int, timeout_s: float | None = None) -> None:
         """Move every thread of the worker to ``core``."""
-        reply = self.request({"cmd": "pin", "core": core})
+        reply = self.request({"cmd": "pin", "core": core}, timeout_s)
         if reply.get("type") != "pinned":
             raise WorkerError(f"worker for {self.side.label} could not move to core {core}: {reply.get('error')}", self.log_tail())
         self.hello["affinity"] = reply["affinity"]
@@ -107,7 +131,8 @@ class Worker:
 
     def log_tail(self, lines: int = 15) -> str:
         try:
-            self._log.flush()
+            if not self._log.closed:
+                self._log.flush()
             text = self.log_path.read_text(errors="replace").splitlines()
         except OSError:
             return ""
@@ -129,14 +154,15 @@ class Worker:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
-                raise WorkerError(f"worker for {self.side.label} did not answer within {timeout_s:g} s (killed)", self.log_tail())
+                raise WorkerError(f"worker for {self.side.label} did not answer within {timeout_s:g} s (killed)",
+                                  self.log_tail(), timed_out=True)
             ready, _, _ = select.select([fd], [], [], min(left, 1.0))
             if not ready:
                 continue
             chunk = os.read(fd, 1 << 16)
             if not chunk:
                 code = self.proc.wait()
-                raise WorkerError(f"worker for {self.side.label} exited with status {code}", self.log_tail())
+                raise WorkerError(f"worker for {self.side.label} {exit_text(code)}", self.log_tail(), exit_code=code)
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         try:
@@ -165,7 +191,7 @@ class Worker:
         if self.alive():
             try:
                 if core is not None and core != self.core:
-                    self.pin(core)
+                    self.pin(core, timeout_s=min(self.timeout_s, RETIRE_PIN_TIMEOUT_S))
                 self.send({"cmd": "quit"})
             except WorkerError:
                 self.kill()
@@ -187,3 +213,8 @@ class Worker:
         if self.alive():
             self.proc.kill()
             self.proc.wait()
+        for stream in (self.proc.stdin, self._log):
+            try:
+                stream.close()
+            except OSError:  # a pipe whose reader is gone
+                pass

@@ -8,10 +8,15 @@ already runs on the chosen core with one thread.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import sys
+import threading
 import time
 import traceback
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+WATCHDOG_PERIOD_S = 1.0
 
 
 def _open_channel():
@@ -22,10 +27,54 @@ def _open_channel():
     return out
 
 
+def _alive(pid: str | None) -> bool:
+    if not pid:
+        return True  # started by hand or by a test: nobody to watch
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError):
+        pass
+    return True
+
+
+def _die_with_coordinator(channel) -> None:
+    """A worker must not outlive its coordinator, even a SIGKILLed one, or a hung worker
+    would run for good: the kernel kills us when the parent dies (Linux), and a watchdog
+    thread catches what that misses (a parent gone before prctl, another OS, nobody left
+    reading our replies while the main thread is stuck in measured code). Our stdin
+    closing is no sign: a client may send every command and close it at once."""
+    parent = os.getppid()  # the coordinator, or a wrapper script it started us through
+    armed = False
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            armed = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent or parent == 1 or not _alive(os.environ.get("TEPERF_COORDINATOR_PID")):
+        os._exit(1)  # it died before prctl took effect
+    # With the kernel watching the parent, the thread need not wake during trials at all.
+    period_ms = -1 if armed else WATCHDOG_PERIOD_S * 1000
+
+    def watch():
+        poller = select.poll()
+        poller.register(channel.fileno(), select.POLLERR)  # on a pipe's write end: the reader is gone
+        while True:
+            events = poller.poll(period_ms)
+            if events or os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="teperf-watchdog", daemon=True).start()
+
+
 def main() -> int:
     channel = _open_channel()
     # The coordinator owns Ctrl-C: it stops the run and keeps the samples.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_coordinator(channel)
     from teperf.worker.protocol import decode, encode
 
     inbox = sys.stdin.buffer
@@ -35,9 +84,13 @@ def main() -> int:
         os.sched_setaffinity(0, {int(core)})
     sys.path[0:0] = list(init.get("sys_path") or [])
     started = time.perf_counter()
-    from teperf.worker.session import Session
+    from teperf.worker.session import Session, StartError
 
-    session = Session(device=init.get("device", "cpu"), backends=init.get("backends") or [])
+    try:
+        session = Session(device=init.get("device", "cpu"), backends=init.get("backends") or [])
+    except StartError as exc:  # told to the coordinator in words, with the fix
+        channel.write(encode({"type": "fatal", "error": str(exc), "fix": exc.fix}))
+        return 1
     hello = session.hello()
     hello.update(type="hello", core=core, import_s=round(time.perf_counter() - started, 3), pid=os.getpid())
     channel.write(encode(hello))

@@ -9,6 +9,7 @@ Commands (coordinator -> worker), each answered by exactly one reply:
   {"cmd": "setup", "case": CASE}           -> {"type": "ready", "case_id", "info"}
                                               | {"type": "error", "case_id", "error", "skipped": bool}
   {"cmd": "trial", "case_id", "iters"}     -> {"type": "trial", "case_id", **CLOCK_FIELDS}
+                                              (+ "compiles": graphs dynamo compiled in the timed loop, once dynamo is loaded)
                                               | {"type": "error", ...}
   {"cmd": "counters", "case_id"}           -> {"type": "counters", "case_id", "counters": {...}}
   {"cmd": "profile", "case_id", "iters"}   -> {"type": "profile", "case_id", "functions": [...]}

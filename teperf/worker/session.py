@@ -8,6 +8,14 @@ import sys
 import time
 
 
+class StartError(Exception):
+    """This worker cannot measure here at all (e.g. no CUDA); ``fix`` says what to do."""
+
+    def __init__(self, problem: str, fix: str):
+        super().__init__(problem)
+        self.fix = fix
+
+
 class Session:
     def __init__(self, device: str, backends: list):
         import torch
@@ -17,9 +25,16 @@ class Session:
         self.device = device
         self.cuda = device.startswith("cuda")
         if self.cuda and not torch.cuda.is_available():
-            raise SystemExit("teperf worker: --device cuda asked for, but torch.cuda.is_available() is False")
+            raise StartError(
+                f"device cuda asked for, but this torch ({torch.__version__}) sees no CUDA device",
+                "run on a machine with a GPU and a CUDA build of torch, or use --device cpu --backend torch",
+            )
         self.backend_names = list(backends)
         self.cases: dict = {}  # case_id -> (step, built, info)
+        self.saved_state: dict = {}  # case_id -> its copy of Built.global_state after set-up
+        self.warmed_at: dict = {}  # case_id -> dynamo epoch it was last warmed in
+        self.warmups: dict = {}  # case_id -> warm-up steps
+        self.dynamo_epoch = 0  # bumped whenever a case's set-up resets dynamo
 
     def hello(self) -> dict:
         torch = self.torch
@@ -63,7 +78,7 @@ class Session:
         if cmd == "trial":
             return self.trial(message["case_id"], int(message["iters"]))
         if cmd == "warm":
-            step = self.cases[message["case_id"]][0]
+            step = self.ready(message["case_id"])
             for _ in range(int(message["steps"])):
                 step()
             if self.cuda:
@@ -74,12 +89,12 @@ class Session:
         if cmd == "counters":
             from teperf.worker.counters import count_step
 
-            step = self.cases[message["case_id"]][0]
+            step = self.ready(message["case_id"])
             return {"type": "counters", "case_id": message["case_id"], "counters": count_step(step, self.cuda)}
         if cmd == "profile":
             from teperf.worker.profile import profile_step
 
-            step = self.cases[message["case_id"]][0]
+            step = self.ready(message["case_id"])
             functions = profile_step(step, int(message.get("iters", 200)), self.cuda)
             return {"type": "profile", "case_id": message["case_id"], "functions": functions}
         raise ValueError(f"unknown command {cmd!r}")
@@ -108,6 +123,10 @@ class Session:
         torch.manual_seed(1234)  # same data on both sides
         built = backend.build(case, self.device)
         step, mode_info = make_step(built, case["mode"])
+        if case["mode"] == "compile":  # make_step reset dynamo: the cases set up before lost their
+            self.dynamo_epoch += 1  # compiled code (TE's torch.compile'd fusions in eager cases too)
+        self.warmed_at[case_id] = self.dynamo_epoch
+        self.warmups[case_id] = int(case["warmup"])
         for _ in range(int(case["warmup"])):
             step()
         if self.cuda:
@@ -116,13 +135,37 @@ class Session:
         info.update(mode_info)
         info["setup_s"] = round(time.perf_counter() - t0, 3)
         self.cases[case_id] = (step, built, info)
+        if built.global_state is not None:
+            self.saved_state[case_id] = dict(built.global_state)
         return {"type": "ready", "case_id": case_id, "info": info}
+
+    def ready(self, case_id: int):
+        """The case's step, with its own global state back and its compiled code current:
+        whatever other cases did in this worker since must not reach the timed loop."""
+        step, built, _info = self.cases[case_id]
+        if case_id in self.saved_state:
+            built.global_state.clear()
+            built.global_state.update(self.saved_state[case_id])
+        if self.warmed_at.get(case_id, self.dynamo_epoch) != self.dynamo_epoch:
+            for _ in range(max(2, self.warmups.get(case_id, 0))):  # recompiles here, untimed
+                step()
+            if self.cuda:
+                self.torch.cuda.synchronize()
+            self.warmed_at[case_id] = self.dynamo_epoch
+        return step
 
     def trial(self, case_id: int, iters: int) -> dict:
         from teperf.worker.clocks import time_loop
 
-        step = self.cases[case_id][0]
+        step = self.ready(case_id)
+        dynamo = "torch._dynamo" in sys.modules  # loaded by a compile case or TE's compiled fusions
+        if dynamo:
+            from teperf.worker.runner import dynamo_graphs
+
+            graphs = dynamo_graphs()
         clocks = time_loop(step, iters, self.cuda)
+        if dynamo:  # a compile inside the timed loop would swamp the host time
+            clocks["compiles"] = dynamo_graphs() - graphs
         return {"type": "trial", "case_id": case_id, **clocks}
 
     def close(self):

@@ -65,8 +65,12 @@ def recipe_status(recipe: str, device: str) -> Optional[str]:
     return reason
 
 
-def _attention_backend() -> Optional[dict]:
-    """Which attention backend TE chose (after a first call); None if unknown."""
+def _attention_state() -> Optional[dict]:
+    """TE's module-level ``_attention_backends`` dict: the attention backend chosen for the
+    last call's parameters. Each attention case must see its own (Built.global_state): under
+    torch.compile another case's entry sent dynamo into comparing foreign AttentionParams
+    (InternalTorchDynamoError in get_attention_backend), and in eager mode it made the first
+    step of each trial choose the backend again."""
     for path in (
         "transformer_engine.pytorch.attention.dot_product_attention.dot_product_attention",
         "transformer_engine.pytorch.attention.dot_product_attention",
@@ -76,11 +80,19 @@ def _attention_backend() -> Optional[dict]:
             mod = __import__(path, fromlist=["_attention_backends"])
         except ImportError:
             continue
-        backends = getattr(mod, "_attention_backends", None)
-        if isinstance(backends, dict):
-            keys = ("use_flash_attention", "use_fused_attention", "fused_attention_backend", "use_unfused_attention")
-            return {k: str(backends.get(k)) for k in keys if k in backends}
+        state = getattr(mod, "_attention_backends", None)
+        if isinstance(state, dict):
+            return state
     return None
+
+
+def _attention_backend() -> Optional[dict]:
+    """Which attention backend TE chose (after a first call); None if unknown."""
+    backends = _attention_state()
+    if backends is None:
+        return None
+    keys = ("use_flash_attention", "use_fused_attention", "fused_attention_backend", "use_unfused_attention")
+    return {k: str(backends.get(k)) for k in keys if k in backends}
 
 
 def _splits_wrapper(inner, m_splits):
@@ -170,7 +182,8 @@ def build(case: dict, device: str) -> Built:
         built.info["graphed_with"] = "te.make_graphed_callables(" + ", ".join(sorted(gkw)) + ")"
         return te.make_graphed_callables(target, tuple(built.inputs), **gkw)
 
-    return Built(module=module, inputs=(x,), call=call, autocast=autocast, info=info, make_graphed=make_graphed)
+    return Built(module=module, inputs=(x,), call=call, autocast=autocast, info=info, make_graphed=make_graphed,
+                 global_state=_attention_state() if name in compat.ATTENTION else None)
 
 
 def describe() -> dict:

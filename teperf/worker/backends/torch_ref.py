@@ -9,6 +9,7 @@ from __future__ import annotations
 from teperf.worker.runner import Built
 
 MODULES = ("Linear", "LayerNormLinear", "LayerNormMLP")
+TAKES_KWARGS = False  # built from the shape alone; config kwargs would be ignored, so they are refused
 RECIPES = ("fp32", "bf16")
 DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 

@@ -1,0 +1,1 @@
+"""The shipped configs (package data): `--config NAME` finds NAME.toml here."""

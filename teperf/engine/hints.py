@@ -1,0 +1,38 @@
+"""What to do about a worker that failed: a hint naming the likely cause, not a guess.
+
+Worker failures reach the user as text (in the bundle's failure records and the
+table), so the hints read the same words teperf.engine.spawn writes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from teperf.config import Config
+
+OOM_HINT = "it may have been killed for memory (the OOM killer sends SIGKILL): try a smaller --shape or fewer cases per run"
+FACTORY_HINT = "check the module factories and that each side's --path/--base-path/--head-path holds their package"
+
+
+def failure_hint(error: str, timeout_option: str = "--timeout") -> str:
+    """The hint for a cell's failure text (a worker killed, hung, or a case that raised)."""
+    text = error or ""
+    if "SIGKILL" in text or "status -9" in text:
+        return OOM_HINT
+    if "did not answer within" in text:
+        return f"a step or set-up took longer than the timeout: raise {timeout_option} if the case is just slow"
+    if "was killed by" in text:
+        return "something killed the worker (see its log)"
+    return FACTORY_HINT
+
+
+def start_hint(exc, side, config: Config, log: Path) -> str:
+    """The hint for a worker that did not start (no hello)."""
+    if getattr(exc, "fix", None):
+        return exc.fix
+    if getattr(exc, "timed_out", False):
+        return f"importing torch/TE took longer than the timeout: raise {config.option('timeout_s')} (see {log})"
+    code = getattr(exc, "exit_code", None)
+    if code == -9:
+        return f"{OOM_HINT} (see {log})"
+    return f"see {log}; check that {side.python} can import torch"

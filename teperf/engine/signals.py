@@ -1,0 +1,33 @@
+"""SIGTERM ends a run like Ctrl-C: what `timeout`, CI cancellation and `kill` send must
+also stop the workers, keep every sample and mark the bundle interrupted."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived. A KeyboardInterrupt, so every Ctrl-C path (stop the workers,
+    keep the samples) handles it too; ``signum`` decides the exit status."""
+
+    signum = signal.SIGTERM
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+@contextmanager
+def terminate_as_interrupt():
+    """While inside, SIGTERM raises :class:`Terminated` (main thread only: elsewhere Python
+    cannot install handlers, and the caller's own handling stands)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

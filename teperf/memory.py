@@ -1,0 +1,76 @@
+"""A rough upper bound of each case's memory, checked before any worker starts.
+
+A shape whose tensors cannot fit would otherwise start workers that the OOM
+killer ends minutes later with a bare SIGKILL. The coordinator has no torch, so
+the bound is arithmetic on the shape: parameters (with their gradients and
+quantized copies) plus the activations a forward + backward keeps.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+
+from teperf.errors import TeperfError
+
+# Weights per module as a multiple of hidden^2 (LayerNormMLP: h->4h->h); unknown names: a transformer layer's.
+PARAMS_PER_HIDDEN_SQ = {"Linear": 1, "LayerNormLinear": 3, "LayerNormMLP": 8, "LayerNorm": 0, "RMSNorm": 0,
+                        "GroupedLinear": 4, "MultiheadAttention": 4, "TransformerLayer": 12}
+ATTENTION = {"MultiheadAttention", "TransformerLayer"}
+BYTES_PER_PARAM = 16  # weight + grad + fp32/quantized copies, generously
+ACTIVATIONS_PER_TOKEN_HIDDEN = 32  # inputs, 4h intermediates and their grads, generously
+HEAD_DIM = 64
+
+
+def estimate_bytes(case) -> int | None:
+    """Upper bound for a built-in module's case; None for a factory's (its module is unknown here)."""
+    if case.factory or not case.shape:
+        return None
+    hidden = case.shape[-1]
+    tokens = math.prod(case.shape[:-1]) or 1
+    elem = 4 if case.dtype == "float32" else 2
+    params = PARAMS_PER_HIDDEN_SQ.get(case.module, 12) * hidden * hidden + 4 * hidden
+    total = params * BYTES_PER_PARAM + ACTIVATIONS_PER_TOKEN_HIDDEN * tokens * hidden * elem
+    if case.module in ATTENTION and len(case.shape) >= 3:  # [seq, batch, hidden]: seq x seq scores per head
+        seq, batch = case.shape[0], math.prod(case.shape[1:-1])
+        total += 3 * seq * seq * batch * max(1, hidden // HEAD_DIM) * elem
+    return total
+
+
+def available_bytes(device: str) -> int | None:
+    """Free memory where the tensors live: host RAM (MemAvailable) for cpu, the first GPU's
+    free memory from nvidia-smi for cuda; None where unknown (then nothing is refused)."""
+    if device.startswith("cuda"):
+        smi = shutil.which("nvidia-smi")
+        if smi is None:
+            return None
+        try:
+            out = subprocess.run([smi, "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True, timeout=10).stdout
+            return int(out.split()[0]) * 2**20
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+            return None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_memory(cases, device: str, available: int | None = None) -> None:
+    """Refuse, with one line, the first case whose bound exceeds the free memory."""
+    available = available_bytes(device) if available is None else available
+    if available is None:
+        return
+    for case in cases:
+        need = None if case.skip else estimate_bytes(case)
+        if need is not None and need > available:
+            raise TeperfError(
+                f"{case.module} at shape {list(case.shape)} needs about {need / 2**30:.1f} GiB, but {device} has "
+                f"{available / 2**30:.1f} GiB free",
+                "use a smaller --shape",
+            )

@@ -1,0 +1,27 @@
+"""Text from configs, code, git and exceptions, made safe for where it is shown.
+
+Module names, commit subjects and exception messages are not ours: in markdown
+meant for a PR comment they must not become HTML or break the table, and on a
+terminal their escape sequences must not reach the terminal.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+# ANSI CSI (colours, cursor moves) and OSC (titles, hyperlinks) sequences, then any other
+# C0/C1 control character except newline and tab.
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]?")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def for_terminal(text) -> str:
+    """``text`` without escape sequences or control characters (newlines and tabs stay)."""
+    return _CONTROL.sub("", _ANSI.sub("", str(text)))
+
+
+def for_markdown(text) -> str:
+    """``text`` as literal markdown table content: HTML escaped, ``|`` escaped, one line."""
+    one_line = " ".join(for_terminal(text).split("\n"))
+    return html.escape(one_line, quote=False).replace("|", "\\|")
