@@ -18,6 +18,7 @@ from teperf.errors import TeperfError
 COMMAND_MODULES = (
     "run",
     "compare",
+    "bisect",
     "report",
     "explain",
     "doctor",
