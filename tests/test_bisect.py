@@ -91,7 +91,7 @@ def test_a_side_branch_commit_as_good_is_refused(history):
     (["bad..good", "--cell", "MLP/fp32"], "is not an ancestor of"),
     (["good..good", "--cell", "MLP/fp32"], "the range is empty"),
     (["good..bad", "--cell", "Attention/fp32"], "no cell 'Attention/fp32'"),
-    (["good..bad", "--cell", "MLP/fp32", "--budget", "0"], "--budget 0: must be positive"),
+    (["good..bad", "--cell", "MLP/fp32", "--budget", "0"], "must be a positive duration"),
 ])
 def test_bad_input_exits_2_with_one_line(history, tmp_path, args, words):
     res = run_cli("bisect", *args, "--repo", history.repo, "--package", "mypkg",

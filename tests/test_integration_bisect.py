@@ -48,7 +48,7 @@ def test_counters_find_the_commit_that_adds_python_calls(tmp_path):
     history = make_history(tmp_path / "fx", n=20, culprit=13, extra_calls=5, broken=(10,))
     out, stderr, env = bisect(history, tmp_path)
     meta, result = out["meta"], out["meta"]["result"]
-    assert "expected probes: 5 (ceil(log2 20))" in stderr and "tier per commit: overlay 20" in stderr
+    assert "expected probes: 5 (ceil(log2 20))" in stderr and "tier per commit: path 20" in stderr
     assert meta["kind"] == "bisect" and meta["status"] == "complete"
     assert result["mode"] == "counters" and result["status"] == "found"
     assert result["culprit"]["sha"] == history.culprit

@@ -188,11 +188,16 @@ class Bisector:
                      tier=side.description.get("strategy"))
         return counters
 
-    def compare(self, base: int, head: int, config: Config):
-        """A paired compare of two commits of the range through the normal engine -> (row, bundle path)."""
+    def compare(self, base: int, head: int, config: Config, bounded: bool = True):
+        """A paired compare of two commits of the range through the normal engine -> (row, bundle path).
+        ``bounded``: part of the timing search, which --budget bounds as a whole."""
         from teperf import api
 
         base_side, head_side = self.factory.sides(self.rng.at(base).sha, self.rng.at(head).sha)
+        # --budget bounds the whole search; an adaptive (--precision) compare gets what is left of it
+        if bounded:
+            left = max(self.budget_s - self.timing_s, 1.0) if config.schedule.precision_pct is not None else None
+            config = dataclasses.replace(config, schedule=dataclasses.replace(config.schedule, budget_s=left))
         path = api.compare(config, base_side, head_side, results_dir=str(self.bundle.path / "compares"),
                            cases=[self.case], command=["teperf", "bisect", "(probe)"])
         summary = api.summarize(path)
@@ -336,7 +341,7 @@ class Bisector:
         t0 = time.perf_counter()
         config = dataclasses.replace(self.config, counters=True)
         try:
-            row, path = self.compare(index - 1, index, config)
+            row, path = self.compare(index - 1, index, config, bounded=False)
         except TeperfError as exc:  # ProbeSkipped is not one: the culprit's sides were made before
             self._record(index, "confirm", "failed", time.perf_counter() - t0, detail=exc.one_line())
             return {"error": exc.one_line()}

@@ -15,13 +15,13 @@ from typing import Callable, Protocol
 
 from teperf.errors import TeperfError
 from teperf.sides import Side
-from teperf.sides.git import (  # noqa: F401  (re-exported: bisect's git helpers)
+from teperf.sides.gitrepo import (  # noqa: F401  (re-exported: bisect's git helpers)
     Commit, GitFailed, commit_info, find_package_dir, parse_spec, repo_root, resolve, run_git,
 )
 
 # Rough cost of making one commit runnable, per tier (seconds), for the plan printed up front.
-# overlay: a shadow tree of symlinks; build: TE's full build is minutes (../shared/gpu/README.md).
-TIER_SECONDS = {"overlay": 2.0, "extension": 90.0, "build": 600.0}
+# overlay: a shadow tree of symlinks; extension: TE's pytorch extension ~73 s on the H200; build: minutes.
+TIER_SECONDS = {"path": 1.0, "overlay": 2.0, "extension": 90.0, "build": 600.0}
 
 
 class ProbeSkipped(Exception):
@@ -42,7 +42,7 @@ class SideFactory(Protocol):
 
 @dataclasses.dataclass
 class GitSideFactory:
-    """Sides from the same machinery as ``teperf compare A..B`` (tiers, caches)."""
+    """Sides from the same machinery as ``teperf compare A..B`` (teperf.sides.git.plan_sides: tiers, caches)."""
 
     repo: str
     package: str = "transformer_engine"
@@ -51,6 +51,8 @@ class GitSideFactory:
     python: str = sys.executable
     cache_dir: str | None = None
     build_command: list[str] | None = None
+    jobs: int | None = None
+    layout: str | None = None  # a --layout TOML file; None: built in for the package
     log: Callable[[str], None] | None = None
 
     def _package_dir(self, sha: str) -> str:
@@ -65,27 +67,41 @@ class GitSideFactory:
         return self.package_dir
 
     def sides(self, base_sha: str, head_sha: str) -> tuple[Side, Side]:
-        from teperf.sides.git import git_sides
+        from teperf.sides.git import plan_sides
 
-        for attempt in range(3):
-            try:
-                return git_sides(
-                    f"{base_sha}..{head_sha}", repo=self.repo, strategy=self.strategy, package=self.package,
-                    package_dir=self._package_dir(base_sha), python=self.python, cache_dir=self.cache_dir,
-                    build_command=self.build_command, allow_dirty=True, log=self.log,
-                )
-            except TeperfError as exc:
-                raise ProbeSkipped(exc.one_line()) from None
-            except GitFailed as exc:
-                # main's git archive reader can stop before git has written its padding (SIGPIPE, -13);
-                # issue 10 drains the pipe. The half-made tree is removed, so trying again is safe.
-                if exc.returncode != -13 or attempt == 2:
-                    raise ProbeSkipped(str(exc)) from None
-        raise AssertionError("unreachable")
+        try:
+            return plan_sides(
+                f"{base_sha}..{head_sha}", repo=self.repo, strategy=self.strategy, package=self.package,
+                package_dir=self._package_dir(base_sha), layout=self.layout, python=self.python,
+                cache_dir=self.cache_dir, build_command=self.build_command, jobs=self.jobs, allow_dirty=True,
+                log=self.log,
+            ).make()
+        except TeperfError as exc:  # refused, build failed, not importable: this commit cannot be measured
+            raise ProbeSkipped(exc.one_line()) from None
 
     def tier(self, base_sha: str, head_sha: str) -> str:
-        from teperf.sides.overlay import blockers
+        """From the git diff alone (no interpreter asked): what ``auto`` starts from."""
+        from teperf.sides import changes
+        from teperf.sides.layout import layout_for
 
-        if self.strategy not in ("auto",):
+        if self.strategy != "auto":
             return self.strategy
-        return "build" if blockers(self.repo, base_sha, head_sha, self._package_dir(base_sha)) else "overlay"
+        if self._pure_python(base_sha, head_sha):
+            return "path"
+        layout = layout_for(self.package, self.layout)
+        return changes.diff(self.repo, base_sha, head_sha, layout, self._package_dir(base_sha)).tier
+
+    def _pure_python(self, base_sha: str, head_sha: str) -> bool:
+        """Whether auto picks ``path`` (nothing compiled anywhere), decided once per run."""
+        if not hasattr(self, "_path_tier"):
+            from teperf.sides.git import plan_sides
+
+            try:
+                planned = plan_sides(f"{base_sha}..{head_sha}", repo=self.repo, package=self.package,
+                                     package_dir=self._package_dir(base_sha), layout=self.layout,
+                                     python=self.python, cache_dir=self.cache_dir, allow_dirty=True,
+                                     log=lambda line: None)
+                self._path_tier = planned.strategy.name == "path"
+            except TeperfError:
+                self._path_tier = False
+        return self._path_tier
