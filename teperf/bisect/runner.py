@@ -377,10 +377,12 @@ def bisect(
     confirm: bool = True,
     command: list[str] | None = None,
     log: Log | None = None,
-) -> Path:
+    plan_only: bool = False,
+) -> Path | None:
     """Find the commit of GOOD..BAD that moved ``cell``; return the bundle (kind "bisect").
 
     ``factory`` makes the sides (default: git sides of ``repo`` with ``--strategy auto``).
+    ``plan_only``: say the plan and stop (None: no bundle).
     """
     log = log or _stderr
     case = find_cell(config, cell)  # bad input first, before git or workers
@@ -389,6 +391,8 @@ def bisect(
     plan = make_plan(rng, factory, config)
     for line in plan_lines(rng, case, plan):
         log(line)
+    if plan_only:
+        return None
     meta = {
         "teperf_version": __version__,
         "kind": "bisect",

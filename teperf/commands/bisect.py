@@ -25,11 +25,12 @@ DEFAULT_BUDGET_S = 1800.0
 @click.option("--layout", "layout_file", metavar="FILE", help="TOML file: which paths are core, extension, version files (as in compare).")
 @click.option("--cache-dir", metavar="DIR", help="Where git trees, overlays and builds are cached.")
 @click.option("--python", metavar="EXE", help="Interpreter that runs the workers (default: this one).")
+@click.option("--plan", "plan_only", is_flag=True, help="Say the plan (commits, expected probes, tier per commit, expected time); then stop.")
 @click.option("--confirm/--no-confirm", default=True, show_default=True, help="Compare the culprit against its parent in time.")
 @click.option("--results-dir", metavar="DIR", help="Where the bundle goes (default: ./results).")
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table", show_default=True)
 @config_options
-def command(spec, cell, repo, strategy, package, package_dir, build_command, jobs, layout_file, cache_dir, python, confirm, results_dir, fmt, **kwargs):
+def command(spec, cell, repo, strategy, package, package_dir, build_command, jobs, layout_file, cache_dir, python, plan_only, confirm, results_dir, fmt, **kwargs):
     """Find the commit of GOOD..BAD (first-parent history) that moved one cell.
 
     \b
@@ -58,7 +59,9 @@ def command(spec, cell, repo, strategy, package, package_dir, build_command, job
         layout=layout_file,
     )
     path = bisect(config, spec, cell, factory=factory, repo=repo, results_dir=results_dir, budget_s=budget_s,
-                  confirm=confirm, command=["teperf"] + sys.argv[1:])
+                  confirm=confirm, command=["teperf"] + sys.argv[1:], plan_only=plan_only)
+    if path is None:
+        return
     text = render_bisect(path, fmt, console=_console())
     if text is not None:
         click.echo(text, nl=False)
