@@ -1,7 +1,7 @@
 #!/bin/bash
 # teperf bisect on the H200 (issue 12): TE 2.16.0 installed (.gpu/ from ../shared/gpu/bundle.sh 2.16.0),
 # the TE v2.16 source as .te-src/transformer-engine-v2.16.bundle (copied from ../shared/te-src/).
-# Ten commits on top of tag v2.16, eight harmless (a comment in a .py file), two planted:
+# Ten commits on top of tag v2.16 (scripts/te_plants.py), eight harmless (a comment in a .py file), two planted:
 #   commit 4  Python: prepare_forward (every module, every forward) calls a helper 20 times, 5 us each
 #             -> found by counters (+20 Python calls per step), then confirmed slower in time
 #   commit 8  C++: 100 us busy-wait in Float8Quantizer::create_tensor (every fp8 quantization), no counter
@@ -32,57 +32,12 @@ make_commits() {  # -> tags c1..c10 in $SRC, on branch bisect from v2.16
   git clone -q "$BUNDLE" "$SRC" || { log "cannot clone $BUNDLE"; exit 1; }
   local g=(git -C "$SRC" -c user.name=teperf -c user.email=teperf@invalid -c commit.gpgsign=false)
   "${g[@]}" checkout -q -b bisect v2.16 || exit 1
-  local i
+  local i what
+  local PLANTS=(- comment:constants.py comment:utils.py comment:fp8.py calls comment:jit.py comment:graph.py
+                comment:distributed.py csrc comment:export.py comment:quantization.py)
   for i in 1 2 3 4 5 6 7 8 9 10; do
-    $PY - "$SRC" "$i" <<'EOF' || { log "making commit $i failed"; exit 1; }
-import sys
-from pathlib import Path
-
-src, i = Path(sys.argv[1]), int(sys.argv[2])
-HARMLESS = {1: "constants.py", 2: "utils.py", 3: "fp8.py", 5: "jit.py", 6: "graph.py", 7: "distributed.py",
-            9: "export.py", 10: "quantization.py"}
-
-
-def edit(rel, old, new, after=None):
-    path = src / rel
-    text = path.read_text()
-    start = text.index(after) if after else 0
-    at = text.index(old, start)
-    path.write_text(text[:at] + new + text[at + len(old):])
-
-
-if i in HARMLESS:
-    path = src / "transformer_engine" / "pytorch" / HARMLESS[i]
-    path.write_text(path.read_text() + f"# teperf gpu_bisect.sh: harmless commit {i}\n")
-    print(f"harmless: a comment in {HARMLESS[i]}")
-elif i == 4:
-    base = "transformer_engine/pytorch/module/base.py"
-    edit(base, "class TransformerEngineBaseModule(", (
-        "import time as _teperf_time\n\n\n"
-        "def _teperf_check(inp):  # planted by teperf's gpu_bisect.sh: 5 us of host work per call\n"
-        "    end = _teperf_time.perf_counter_ns() + 5_000\n"
-        "    while _teperf_time.perf_counter_ns() < end:\n"
-        "        pass\n"
-        "    return inp\n\n\n"
-        "class TransformerEngineBaseModule("))
-    doc = '        """Checks and prepares for FWD execution."""\n'
-    edit(base, doc, doc + "        for _ in range(20):  # planted: 20 Python calls per forward\n"
-         "            inp = _teperf_check(inp)\n", after="    def prepare_forward(\n")
-    print("planted: prepare_forward calls _teperf_check 20 times (Python)")
-else:
-    rel = "transformer_engine/pytorch/csrc/quantizer.cpp"
-    edit(rel, '#include "common.h"\n', '#include "common.h"\n\n#include <chrono>\n')
-    head = ("std::pair<TensorWrapper, py::object> Float8Quantizer::create_tensor(\n"
-            "    const std::vector<size_t>& shape, DType dtype, std::optional<at::Tensor> data,")
-    edit(rel, ") const {\n", ") const {\n"
-         "  {  // planted by teperf's gpu_bisect.sh: 100 us of host work per FP8 tensor created\n"
-         "    const auto teperf_end = std::chrono::steady_clock::now() + std::chrono::microseconds(100);\n"
-         "    while (std::chrono::steady_clock::now() < teperf_end) {\n"
-         "    }\n"
-         "  }\n", after=head)
-    print("planted: Float8Quantizer::create_tensor spins 100 us (C++)")
-EOF
-    "${g[@]}" commit -q -a -m "teperf bisect fixture: commit $i" || exit 1
+    what=$($PY scripts/te_plants.py "$SRC" "${PLANTS[$i]}") || { log "making commit $i failed"; exit 1; }
+    "${g[@]}" commit -q -a -m "teperf bisect fixture $i: $what" || exit 1
     "${g[@]}" tag "c$i"
   done
   log "commits on v2.16 ($(git -C "$SRC" rev-parse --short v2.16)):"

@@ -523,6 +523,19 @@ def make_norm(width=32):
 '''
 
 
+# the config of the bisect tests: one factory module of the history's package
+HISTORY_CONFIG = """\
+backend = "torch"
+device = "cpu"
+recipes = ["fp32"]
+shapes = [[8, 2, 32]]
+
+[modules.MLP]
+factory = "mypkg.blocks:make_mlp"
+kwargs = { width = 32, depth = 2 }
+"""
+
+
 @dataclass
 class History:
     repo: Path

@@ -5,20 +5,11 @@ from __future__ import annotations
 import pytest
 
 from conftest import run_cli
-from gitfixture import make_history
+from gitfixture import HISTORY_CONFIG, make_history
 from teperf.bisect import search
 from teperf.bisect.runner import resolve_range
 from teperf.errors import TeperfError
 
-CONFIG = """\
-backend = "torch"
-device = "cpu"
-recipes = ["fp32"]
-shapes = [[8, 2, 32]]
-
-[modules.MLP]
-factory = "mypkg.blocks:make_mlp"
-"""
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 7, 8, 20, 76])
@@ -45,7 +36,8 @@ def test_search_skips_unmeasurable_commits_and_tries_a_neighbour():
 
     bracket = search.search(n, judge)
     assert bracket.found and bracket.bad == culprit
-    assert judged[:3] == [10, 9, 14]  # the middle, skipped: its nearest neighbour (lower first), then the new middle
+    # the middle, skipped: its nearest neighbour (lower first), then the new middle
+    assert judged[:3] == [10, 9, 14]
     assert len(judged) <= search.expected_probes(n) + len(broken)
 
 
@@ -61,7 +53,7 @@ def test_search_reports_the_bracket_when_every_commit_between_is_skipped_or_unde
 @pytest.fixture(scope="module")
 def history(tmp_path_factory):
     root = tmp_path_factory.mktemp("bisect")
-    (root / "bisect.toml").write_text(CONFIG)
+    (root / "bisect.toml").write_text(HISTORY_CONFIG)
     return make_history(root, n=6, culprit=3, extra_calls=2)
 
 

@@ -11,31 +11,16 @@ from __future__ import annotations
 import json
 import math
 
-import pytest
 
 from conftest import run_cli
-from gitfixture import make_history
+from gitfixture import HISTORY_CONFIG, make_history
 
-CONFIG = """\
-backend = "torch"
-device = "cpu"
-recipes = ["fp32"]
-shapes = [[8, 2, 32]]
-
-[modules.MLP]
-factory = "mypkg.blocks:make_mlp"
-kwargs = { width = 32, depth = 2 }
-
-[modules.Norm]
-factory = "mypkg.blocks:make_norm"
-kwargs = { width = 32 }
-"""
 # Small: the 3 ms spin is ~10x the step; what is tested is the search, not the engine's precision.
 SCHEDULE = ["--processes", "3", "--rounds", "1", "--trials", "2", "--iters", "5", "--warmup", "3"]
 
 
 def bisect(history, tmp_path, *args):
-    (tmp_path / "bisect.toml").write_text(CONFIG)
+    (tmp_path / "bisect.toml").write_text(HISTORY_CONFIG)
     env = {"PYTHONPATH": str(history.site), "TEPERF_CACHE": str(tmp_path / "cache")}
     res = run_cli("bisect", "good..bad", "--cell", "MLP/fp32", "--repo", history.repo, "--package", "mypkg",
                   "--config", tmp_path / "bisect.toml", *SCHEDULE, *args, "--format", "json",
@@ -57,6 +42,9 @@ def test_counters_find_the_commit_that_adds_python_calls(tmp_path):
     assert result["moved_counters"] == ["python_calls"]
     assert result["counters_after"]["python_calls"] - result["counters_before"]["python_calls"] == 5
     assert result["counters_after"]["aten_ops"] == result["counters_before"]["aten_ops"]
+    again = [(p["role"], p["counters"]["python_calls"]) for p in out["probes"] if p["what"] == "counters again"]
+    calls = result["counters_good"]["python_calls"], result["counters_bad"]["python_calls"]
+    assert again == [("GOOD", calls[0]), ("BAD", calls[1])]
     skipped = [p for p in out["probes"] if p["result"] == "skip"]
     assert [p["sha"] for p in skipped] == [history.shas[10]] and "NameError" in skipped[0]["detail"]
     assert out["confirm"]["rows"][0]["module"] == "MLP"  # the culprit against its parent, the normal engine
@@ -66,7 +54,8 @@ def test_counters_find_the_commit_that_adds_python_calls(tmp_path):
     res = run_cli("report", bundle, "--format", "markdown", env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert f"culprit: {history.culprit[:7]}" in res.stdout and "confirming compare" in res.stdout
-    assert "python_calls: " in res.stdout and "(+5)" in res.stdout
+    before = result["counters_before"]["python_calls"]
+    assert f"python_calls {before} -> {before + 5} (+5)" in res.stdout
 
 
 def test_timing_finds_the_commit_that_adds_a_busy_wait(tmp_path):

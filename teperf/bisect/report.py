@@ -13,8 +13,8 @@ from teperf.bundle import Bundle
 from teperf.explain import COUNTER_LABELS, counters_diff
 from teperf.render import TableModel, render, render_markdown, render_rich
 
-RESULT_STYLE = {"bad": "bold red", "good": "green", "skip": "yellow", "undecided": "yellow", "slower": "bold red",
-                "faster": "bold green"}
+RESULT_STYLE = {"bad": "bold red", "good": "green", "skip": "yellow", "undecided": "yellow",
+                "slower": "bold red", "faster": "bold green"}
 
 
 def load(path) -> tuple[dict, list[dict]]:
@@ -28,25 +28,26 @@ def _commit(c: dict | None) -> str:
     return f"{c['short_sha']} \"{c['subject'][:70]}\" ({c['date'][:10]})"
 
 
-def counter_lines(before: dict | None, after: dict | None) -> list[str]:
+def counter_text(before: dict | None, after: dict | None) -> str:
+    """'python_calls 34 -> 39 (+5), aten_ops 44 -> 44, ...' for the counters measured on either side."""
     if not before or not after:
-        return []
-    lines = []
+        return ""
+    parts = []
     for key, *_ in COUNTER_LABELS:
         b, a = before.get(key), after.get(key)
         if b is None and a is None:
             continue
-        change = "" if b is None or a is None or a == b else f"  ({a - b:+d})"
-        lines.append(f"  {key}: {b} -> {a}{change}")
-    return lines
+        change = "" if b is None or a is None or a == b else f" ({a - b:+d})"
+        parts.append(f"{key} {b} -> {a}{change}")
+    return ", ".join(parts)
 
 
 def headline(meta: dict) -> list[str]:
     result = meta.get("result") or {}
     good, bad = meta.get("good") or {}, meta.get("bad") or {}
-    lines = [f"range {good.get('short_sha')}..{bad.get('short_sha')} ({len(meta.get('commits') or [])} first-parent "
-             f"commits), cell {meta.get('cell')}; searched on {result.get('mode', '?')}; "
-             f"{result.get('probes', '?')} probes (expected {meta.get('plan', {}).get('expected_probes')}), "
+    n = len(meta.get("commits") or [])
+    lines = [f"range {good.get('short_sha')}..{bad.get('short_sha')} ({n} first-parent commits), "
+             f"cell {meta.get('cell')}; searched on {result.get('mode', '?')}; {result.get('probes', '?')} probes (expected {meta.get('plan', {}).get('expected_probes')}), "
              f"{result.get('wall_s', '?')} s"]
     status = result.get("status")
     if meta.get("status") != "complete":
@@ -65,15 +66,16 @@ def headline(meta: dict) -> list[str]:
     if result.get("moved_counters"):
         diff = counters_diff(result.get("counters_good"), result.get("counters_bad"))
         lines.append(f"counters GOOD -> BAD: {diff}")
-    before_after = counter_lines(result.get("counters_before"), result.get("counters_after"))
+    before_after = counter_text(result.get("counters_before"), result.get("counters_after"))
     if before_after:
-        lines.append("counters at the parent -> the culprit:")
-        lines += before_after
+        lines.append(f"counters at the parent -> the culprit: {before_after}")
     end = result.get("endpoint")
     if end and end.get("delta_pct") is not None:
-        lines.append(f"GOOD..BAD in time: {end['delta_pct']:+.1f}% (CI [{end.get('ci_low_pct') or 0:+.1f}, "
-                     f"{end.get('ci_high_pct') or 0:+.1f}%]) {end.get('verdict')}"
-                     + (f"; a probe is bad beyond {end['threshold_pct']:+.1f}%" if 'threshold_pct' in end else ""))
+        line = (f"GOOD..BAD in time: {end['delta_pct']:+.1f}% (CI [{end.get('ci_low_pct') or 0:+.1f}, "
+                f"{end.get('ci_high_pct') or 0:+.1f}%]) {end.get('verdict')}")
+        if "threshold_pct" in end:
+            line += f"; a probe is bad beyond {end['threshold_pct']:+.1f}%"
+        lines.append(line)
     return lines
 
 
@@ -117,7 +119,8 @@ def render_bisect(path, fmt: str, console=None) -> str | None:
     if fmt == "markdown":
         text = render_markdown(model)
         if confirm and confirm.is_dir():
-            text += "\n**confirming compare: the culprit against its parent**\n\n" + render(summarize(confirm), "markdown")
+            text += "\n**confirming compare: the culprit against its parent**\n\n"
+            text += render(summarize(confirm), "markdown")
         return text
     render_rich(model, console)
     if confirm and confirm.is_dir():

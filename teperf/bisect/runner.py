@@ -29,12 +29,14 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from teperf import __version__
+from teperf.api import Interrupted
 from teperf.bisect import search as bsearch
 from teperf.bisect.sides import TIER_SECONDS, ProbeSkipped, SideFactory
 from teperf.bisect import sides as git
 from teperf.bundle import Bundle, now_iso
 from teperf.config import Config
 from teperf.errors import TeperfError
+from teperf.explain import counters_diff
 from teperf.plan import Case, expand
 
 Log = Callable[[str], None]
@@ -62,7 +64,8 @@ def resolve_range(spec: str, repo: str) -> Range:
     root = git.repo_root(repo)
     parsed = git.parse_spec(spec)
     if parsed.mode != "range" or not parsed.base or not parsed.head:
-        raise TeperfError(f"bisect needs GOOD..BAD, got {spec!r}", "give two refs, e.g. teperf bisect v2.15..v2.16")
+        raise TeperfError(f"bisect needs GOOD..BAD, got {spec!r}",
+                          "give two refs, e.g. teperf bisect v2.15..v2.16")
     good = git.resolve(root, parsed.base, what="GOOD ref")
     bad = git.resolve(root, parsed.head, what="BAD ref")
     if good == bad:
@@ -80,8 +83,8 @@ def resolve_range(spec: str, repo: str) -> Range:
         raise TeperfError(f"{parsed.base} ({good[:10]}) is not on the first-parent history of {parsed.head}",
                           "give a GOOD on BAD's main line (e.g. the merge-base: git merge-base GOOD BAD)")
     commits = [git.commit_info(root, sha, sha[:10]) for sha in shas]
-    return Range(root, git.commit_info(root, good, parsed.base), dataclasses.replace(commits[-1], ref=parsed.head),
-                 commits)
+    bad_commit = dataclasses.replace(commits[-1], ref=parsed.head)
+    return Range(root, git.commit_info(root, good, parsed.base), bad_commit, commits)
 
 
 def find_cell(config: Config, cell: str) -> Case:
@@ -169,7 +172,7 @@ class Bisector:
         sha = self.rng.at(index).sha
         return self.factory.sides(good, sha)[0 if index == 0 else 1]
 
-    def count(self, index: int) -> Optional[dict]:
+    def count(self, index: int, what: str = "counters") -> Optional[dict]:
         """Counters of commit ``index``, or None (the probe is recorded as skipped)."""
         from teperf.engine.probe import ProbeFailed, count_case
 
@@ -177,14 +180,14 @@ class Bisector:
         commit = self.rng.at(index)
         try:
             side = self.side(index)
-            counters = count_case(self.config, side, self.case,
-                                  self.bundle.path / "workers" / f"{index:03d}-{commit.short_sha}.log")
+            log_path = self.bundle.path / "workers" / f"{index:03d}-{commit.short_sha}-{what[-5:]}.log"
+            counters = count_case(self.config, side, self.case, log_path)
         except (ProbeSkipped, ProbeFailed) as exc:
-            self._record(index, "counters", "skip", time.perf_counter() - t0, detail=exc.reason,
+            self._record(index, what, "skip", time.perf_counter() - t0, detail=exc.reason,
                          tier=self.factory.tier(self.rng.good.sha, commit.sha))
             return None
         self.counters[index] = counters
-        self._record(index, "counters", "measured", time.perf_counter() - t0, counters=counters,
+        self._record(index, what, "measured", time.perf_counter() - t0, counters=counters,
                      tier=side.description.get("strategy"))
         return counters
 
@@ -196,7 +199,9 @@ class Bisector:
         base_side, head_side = self.factory.sides(self.rng.at(base).sha, self.rng.at(head).sha)
         # --budget bounds the whole search; an adaptive (--precision) compare gets what is left of it
         if bounded:
-            left = max(self.budget_s - self.timing_s, 1.0) if config.schedule.precision_pct is not None else None
+            left = None
+            if config.schedule.precision_pct is not None:
+                left = max(self.budget_s - self.timing_s, 1.0)
             config = dataclasses.replace(config, schedule=dataclasses.replace(config.schedule, budget_s=left))
         path = api.compare(config, base_side, head_side, results_dir=str(self.bundle.path / "compares"),
                            cases=[self.case], command=["teperf", "bisect", "(probe)"])
@@ -213,10 +218,30 @@ class Bisector:
             if counters is None:
                 record = list(self.bundle.records())[-1]
                 which = "GOOD" if index == 0 else "BAD"
-                raise TeperfError(f"{which} {self.rng.at(index).short_sha} cannot be measured: {record['detail']}",
-                                  f"pick a {which} that builds and imports (worker logs: {self.bundle.path}/workers)")
+                raise TeperfError(
+                    f"{which} {self.rng.at(index).short_sha} cannot be measured: {record['detail']}",
+                    f"pick a {which} that builds and imports (worker logs: {self.bundle.path}/workers)")
             got.append(counters)
         return got[0], got[1]
+
+    def recount(self, good: dict, bad: dict) -> tuple[dict, dict]:
+        """GOOD and BAD once more, each in a fresh worker, before searching on a difference. Code that
+        torch.compile builds makes a few more Python calls in the process that compiled it than when it
+        came from inductor's cache (teperf/worker/counters.py): the first run of an endpoint may have been
+        that one. The second count is the one every later probe of the same code will see."""
+        n = len(self.rng.commits)
+        again = []
+        for index, first in ((0, good), (n, bad)):
+            second = self.count(index, "counters again")
+            if second is None:
+                second = first
+            elif second != first:
+                which = "GOOD" if index == 0 else "BAD"
+                self.log(f"{which}'s counters changed in a second fresh worker "
+                         f"({counters_diff(first, second)}; a cold compile cache in the first?): "
+                         "the search uses the second")
+            again.append(second)
+        return again[0], again[1]
 
     def counter_search(self, good: dict, bad: dict, keys: list[str]) -> bsearch.Bracket:
         def judge(index: int) -> str:
@@ -258,7 +283,8 @@ class Bisector:
                          f"(~{2 * seconds:.0f} s) would exceed --budget {self.budget_s:g} s")
                 return row, "undecided"
             sched = config.schedule
-            config = dataclasses.replace(config, schedule=dataclasses.replace(sched, processes=sched.processes * 2))
+            more = dataclasses.replace(sched, processes=sched.processes * 2)
+            config = dataclasses.replace(config, schedule=more)
 
     def timing_search(self) -> tuple[Optional[bsearch.Bracket], dict]:
         n = len(self.rng.commits)
@@ -305,11 +331,15 @@ class Bisector:
     def run(self) -> dict:
         n = len(self.rng.commits)
         good, bad = self.endpoint_counters()
-        keys = [k for k in sorted(set(good) | set(bad)) if good.get(k) is not None and good.get(k) != bad.get(k)]
+        keys = moved(good, bad)
+        if keys:
+            good, bad = self.recount(good, bad)
+            keys = moved(good, bad)
         result: dict = {"counters_good": good, "counters_bad": bad, "moved_counters": keys}
         if keys:
             result["mode"] = "counters"
-            self.log(f"counters differ between GOOD and BAD ({', '.join(keys)}): binary search on exact equality")
+            self.log(f"counters differ between GOOD and BAD ({', '.join(keys)}): "
+                     "binary search on exact equality")
             bracket = self.counter_search(good, bad, keys)
         else:
             result["mode"] = "timing"
@@ -318,10 +348,12 @@ class Bisector:
             if bracket is None:
                 result.update(status="no change", probes=self.n_probes)
                 return result
-        result.update(status=bracket.status, probes=self.n_probes, good_index=bracket.good, bad_index=bracket.bad)
+        result.update(status=bracket.status, probes=self.n_probes, good_index=bracket.good,
+                      bad_index=bracket.bad)
         result["last_good"] = commit_meta(self.rng.at(bracket.good))
         if not bracket.found:
-            result["candidates"] = [commit_meta(self.rng.at(i)) for i in range(bracket.good + 1, bracket.bad + 1)]
+            between = range(bracket.good + 1, bracket.bad + 1)
+            result["candidates"] = [commit_meta(self.rng.at(i)) for i in between]
             return result
         culprit = self.rng.at(bracket.bad)
         result["culprit"] = commit_meta(culprit)
@@ -354,6 +386,11 @@ class Bisector:
         keep = ("status", "verdict", "base_us", "head_us", "delta_us", "delta_pct", "ci_low_pct", "ci_high_pct",
                 "ci_low_us", "ci_high_us", "counters", "error")
         return {"bundle": rel, "row": {k: row.get(k) for k in keep}}
+
+
+def moved(good: dict, bad: dict) -> list[str]:
+    """The counters measured at GOOD that BAD has different."""
+    return [k for k in sorted(set(good) | set(bad)) if good.get(k) is not None and good.get(k) != bad.get(k)]
 
 
 def _row_text(row: dict) -> str:
@@ -415,9 +452,9 @@ def bisect(
     status, error, result = "complete", None, {}
     try:
         result = Bisector(config, rng, case, factory, bundle, budget_s=budget_s, confirm=confirm, log=log).run()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         status = "interrupted"
-        raise
+        raise Interrupted(bundle.path) from None
     except TeperfError as exc:
         status, error = "failed", exc.one_line()
         raise

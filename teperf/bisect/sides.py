@@ -61,7 +61,8 @@ class GitSideFactory:
             if found is None:
                 raise TeperfError(
                     f"no {self.package}/__init__.py in {sha[:10]} of {self.repo}",
-                    "pass --package NAME (the import name under test) and --package-dir PATH if it lives elsewhere",
+                    "pass --package NAME (the import name under test) and --package-dir PATH if it lives "
+                    "elsewhere",
                 )
             self.package_dir = found.strip("/") or "."
         return self.package_dir
