@@ -92,3 +92,96 @@ def test_bad_input_exits_2_with_one_line(history, tmp_path, args, words):
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], res.stderr
     assert not (tmp_path / "r").exists()  # nothing measured, no bundle
+
+
+# ---------------------------------------------------------- the timing search, with synthetic compares
+
+def _run_fake(tmp_path, monkeypatch, delta_of, budget_s=100.0):
+    """A Bisector over 8 fake commits whose counters never differ and whose compare against GOOD gives
+    delta_of(head index) -> (delta %, CI low %, CI high %) or None (the commit does not build)."""
+    from teperf.bisect.runner import Bisector, Range
+    from teperf.bisect.sides import Commit, ProbeSkipped
+    from teperf.bundle import Bundle
+    from teperf.config import build_config
+    from teperf.engine import probe
+    from teperf.plan import expand
+    from teperf.sides import Side
+
+    commits = [Commit(sha=f"{i:040x}", short_sha=f"{i:07x}", subject=f"commit {i}", date="2026-11-30T00:00:00",
+                      ref="") for i in range(9)]
+    rng = Range(repo=tmp_path, good=commits[0], bad=commits[8], commits=commits[1:])
+    config = build_config({"modules": ["Linear"]}, {"processes": 2})
+
+    class Factory:
+        def sides(self, base_sha, head_sha):
+            if delta_of(int(head_sha, 16)) is None:
+                raise ProbeSkipped("build failed (planted)")
+            return Side("base", "python3"), Side("head", "python3")
+
+        def tier(self, base_sha, head_sha):
+            return "overlay"
+
+    class Fake(Bisector):
+        now = 0.0
+
+        def compare(self, base, head, config, bounded=True):
+            self.factory.sides(self.rng.at(base).sha, self.rng.at(head).sha)
+            self.now += 5.0 * config.schedule.processes  # what the compare took
+            delta, low, high = delta_of(head)
+            verdict = "slower" if low > 0 else ("no change" if high - low < 20 else "noisy")
+            return {"status": "ok", "delta_pct": delta, "ci_low_pct": low, "ci_high_pct": high,
+                    "verdict": verdict}, self.bundle.path / "compares" / f"c{head}"
+
+    bundle = Bundle.create(tmp_path / "results", "bisect", {"kind": "bisect", "commits": [], "plan": {}})
+    monkeypatch.setattr(probe, "count_case", lambda *a, **k: {"python_calls": 10, "aten_ops": 5})
+    try:
+        fake = Fake(config, rng, expand(config)[0], Factory(), bundle, budget_s=budget_s, confirm=False,
+                    log=lambda line: None)
+        fake.clock = lambda: fake.now  # seconds pass as compares run, and only then
+        result = fake.run()
+    finally:
+        bundle.close()
+    return result, [r for r in bundle.records() if r["kind"] == "probe"]
+
+
+def test_timing_search_decides_from_the_interval_against_half_the_delta(tmp_path, monkeypatch):
+    result, probes = _run_fake(tmp_path, monkeypatch,
+                               lambda i: (100.0, 90.0, 110.0) if i >= 5 else (1.0, -4.0, 6.0))
+    assert result["mode"] == "timing" and result["status"] == "found"
+    assert result["culprit"]["short_sha"] == "0000005"
+    assert result["endpoint"]["threshold_pct"] == 50.0
+    assert [p["index"] for p in probes if p["what"] == "timing"] == [8, 4, 6, 5]
+
+
+def test_timing_search_skips_a_commit_that_does_not_build(tmp_path, monkeypatch):
+    def history(culprit):
+        return lambda i: None if i == 4 else ((100.0, 90.0, 110.0) if i >= culprit else (1.0, -4.0, 6.0))
+
+    result, probes = _run_fake(tmp_path / "a", monkeypatch, history(6))
+    assert result["status"] == "found" and result["culprit"]["short_sha"] == "0000006"
+    assert [(p["index"], p["result"]) for p in probes if p["what"] == "timing"][1:] == [
+        (4, "skip"), (3, "good"), (5, "good"), (6, "bad")]
+    # the culprit next to the commit that does not build: git bisect's answer, one of the two
+    result, _ = _run_fake(tmp_path / "b", monkeypatch, history(5))
+    assert result["status"] == "skipped"
+    assert [c["short_sha"] for c in result["candidates"]] == ["0000004", "0000005"]
+
+
+def test_an_undecided_probe_is_measured_again_then_stops_with_the_bracket(tmp_path, monkeypatch):
+    from teperf.bisect.report import headline
+
+    straddles = (50.0, 20.0, 80.0)  # across the line at half of GOOD..BAD's +100 %
+    result, probes = _run_fake(
+        tmp_path, monkeypatch,
+        lambda i: straddles if i == 4 else ((100.0, 90.0, 110.0) if i >= 5 else (1.0, -4.0, 6.0)), budget_s=45.0)
+    assert result["status"] == "undecided" and (result["good_index"], result["bad_index"]) == (0, 8)
+    fours = [p for p in probes if p["index"] == 4]
+    assert [(p["result"], p["processes"]) for p in fours] == [("undecided", 2), ("undecided", 4)]
+    lines = headline({"result": result, "status": "complete", "good": {}, "bad": {}, "plan": {}})
+    assert any("not narrowed to one commit" in line and "within --budget" in line for line in lines), lines
+
+
+def test_no_change_between_good_and_bad_ends_the_run(tmp_path, monkeypatch):
+    result, probes = _run_fake(tmp_path, monkeypatch, lambda i: (0.5, -3.0, 4.0))
+    assert result["status"] == "no change" and result["probes"] == 0
+    assert [p["index"] for p in probes if p["what"] == "timing"] == [8]

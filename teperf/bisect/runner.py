@@ -152,6 +152,7 @@ class Bisector:
         self.confirm_wanted = confirm
         self.log = log
         self.timing_s = 0.0  # seconds spent in timing compares (what --budget bounds)
+        self.clock = time.perf_counter
         self.n_probes = 0
         self.counters: dict[int, dict] = {}  # index -> counters
 
@@ -255,23 +256,23 @@ class Bisector:
 
     # -- timing ---------------------------------------------------------------
 
-    def timed(self, base: int, head: int, what: str) -> tuple[Optional[dict], str]:
-        """Compare base..head; measure again with twice the pairs while the interval is undecided
-        and the budget allows. Returns (row, path) of the last compare, or (None, reason)."""
+    def timed(self, base: int, head: int, decide: Callable[[dict], str]) -> tuple[Optional[dict], str]:
+        """Compare base..head and ``decide`` from its row; measure again with twice the pairs while that
+        is "undecided" and the budget allows. Returns (the last row, the decision), or (None, why not)."""
         config = self.config
         while True:
-            t0 = time.perf_counter()
+            t0 = self.clock()
             try:
                 row, path = self.compare(base, head, config)
             except ProbeSkipped as exc:
                 return None, exc.reason
             except TeperfError as exc:
                 return None, exc.one_line()
-            seconds = time.perf_counter() - t0
+            seconds = self.clock() - t0
             self.timing_s += seconds
             if row.get("status") not in ("ok", "partial"):
                 return None, f"{row.get('status')}: {row.get('error')}"
-            decided = what(row)
+            decided = decide(row)
             self._record(head, "timing", decided, seconds, detail=_row_text(row),
                          bundle=str(Path(path).relative_to(self.bundle.path)), delta_pct=row.get("delta_pct"),
                          ci_low_pct=row.get("ci_low_pct"), ci_high_pct=row.get("ci_high_pct"),
@@ -299,6 +300,7 @@ class Bisector:
                               f"see the worker logs under {self.bundle.path}/compares")
         endpoint = {"verdict": row.get("verdict"), "delta_pct": row.get("delta_pct"),
                     "ci_low_pct": row.get("ci_low_pct"), "ci_high_pct": row.get("ci_high_pct")}
+        endpoint["decided"] = decided
         if decided != "bad":
             return None, endpoint
         threshold = row["delta_pct"] / 2
@@ -345,9 +347,11 @@ class Bisector:
             result["mode"] = "timing"
             self.log("no counter differs between GOOD and BAD: binary search on paired timings")
             bracket, result["endpoint"] = self.timing_search()
-            if bracket is None:
+            if bracket is None and result["endpoint"]["decided"] == "good":
                 result.update(status="no change", probes=self.n_probes)
                 return result
+            if bracket is None:  # GOOD..BAD itself undecided within the budget
+                bracket = bsearch.Bracket(0, n, "undecided", [])
         result.update(status=bracket.status, probes=self.n_probes, good_index=bracket.good,
                       bad_index=bracket.bad)
         result["last_good"] = commit_meta(self.rng.at(bracket.good))
