@@ -10,7 +10,9 @@
 # Run "py": teperf bisect v2.16..c7 --cell LayerNormLinear/bf16 (7 commits, counters)
 # Run "csrc": teperf bisect c7..c10 --cell LayerNormLinear/fp8_delayed (3 commits, timing; skipped with a
 #             message when this teperf has no --strategy extension)
-#     OUT=/tmp/out bash scripts/gpu_bisect.sh [all|py|csrc]    on the GPU machine, repo root (~8 min for all)
+#     OUT=/tmp/out bash scripts/gpu_bisect.sh py     on the GPU machine, repo root (~4 min)
+#     OUT=/tmp/out bash scripts/gpu_bisect.sh csrc   then this (~5-6 min: two extension builds, ~75 s each)
+#     OUT=/tmp/out bash scripts/gpu_bisect.sh all    both in one call (~9-10 min: may not fit a 10-minute call)
 #     bash scripts/gpu_bisect.sh --plan-only                  anywhere (CPU): make the commits, print both plans
 #                                                             over a fake installed TE; nothing built or measured
 # Writes $OUT/log.txt (plans, probe logs, culprits, times), $OUT/bisect.md (reports),
@@ -108,7 +110,7 @@ EOF
 }
 
 if [ "$MODE" = all ] || [ "$MODE" = py ]; then
-  bisect py 260 "${PY_RUN[@]}"
+  bisect py 290 "${PY_RUN[@]}"
 fi
 if [ "$MODE" = all ] || [ "$MODE" = csrc ]; then
   if python3 -m teperf bisect --help | grep -q "extension"; then

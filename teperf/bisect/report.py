@@ -96,7 +96,7 @@ def probe_model(meta: dict, probes: list[dict], path) -> TableModel:
               f"bundle: {path}"]
     return TableModel(title="teperf bisect", header=headline(meta),
                       columns=["role", "commit", "subject", "tier", "measured", "result", "detail", "s"],
-                      rows=rows, styles=styles, footer=footer)
+                      rows=rows, styles=styles, footer=footer, numeric=("s",))
 
 
 def confirm_path(meta: dict, path) -> Path | None:

@@ -206,8 +206,8 @@ class Bisector:
             config = dataclasses.replace(config, schedule=dataclasses.replace(config.schedule, budget_s=left))
         path = api.compare(config, base_side, head_side, results_dir=str(self.bundle.path / "compares"),
                            cases=[self.case], command=["teperf", "bisect", "(probe)"])
-        summary = api.summarize(path)
-        return summary.rows[0], path
+        row = dict(api.summarize(path).rows[0], tier=head_side.description.get("strategy"))
+        return row, path
 
     # -- counters -------------------------------------------------------------
 
@@ -273,7 +273,7 @@ class Bisector:
             if row.get("status") not in ("ok", "partial"):
                 return None, f"{row.get('status')}: {row.get('error')}"
             decided = decide(row)
-            self._record(head, "timing", decided, seconds, detail=_row_text(row),
+            self._record(head, "timing", decided, seconds, detail=_row_text(row), tier=row.get("tier"),
                          bundle=str(Path(path).relative_to(self.bundle.path)), delta_pct=row.get("delta_pct"),
                          ci_low_pct=row.get("ci_low_pct"), ci_high_pct=row.get("ci_high_pct"),
                          verdict=row.get("verdict"), processes=config.schedule.processes)
@@ -386,7 +386,7 @@ class Bisector:
             return {"error": exc.reason}
         rel = str(Path(path).relative_to(self.bundle.path))
         self._record(index, "confirm", row.get("verdict") or str(row.get("status")), time.perf_counter() - t0,
-                     detail=_row_text(row), bundle=rel)
+                     detail=_row_text(row), bundle=rel, tier=row.get("tier"))
         keep = ("status", "verdict", "base_us", "head_us", "delta_us", "delta_pct", "ci_low_pct", "ci_high_pct",
                 "ci_low_us", "ci_high_us", "counters", "error")
         return {"bundle": rel, "row": {k: row.get(k) for k in keep}}
