@@ -125,6 +125,15 @@ def write(path: Path, text: str) -> None:
     path.write_text(textwrap.dedent(text) if text.startswith("\n") else text)
 
 
+def write_dist_info(site: Path, name: str, version: str) -> None:
+    """The installed distribution's metadata, as pip leaves it (importlib.metadata finds the package)."""
+    dist = site / f"{name}-{version}.dist-info"
+    dist.mkdir()
+    write(dist / "METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    write(dist / "top_level.txt", f"{name}\n")
+    write(dist / "RECORD", "")
+
+
 def commit(repo: Path, message: str) -> str:
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", message)
@@ -191,11 +200,7 @@ def make_fixture(root: Path, *, install: bool = True) -> Fixture:
         write(installed / "_table.json", '{"origin": "installed", "scale": 1}\n')
         (installed / "_native.so").write_bytes(b"\x7fELF fake compiled library")
         write(installed / "_version_gen.py", "GENERATED = True\n")
-        dist = site / "mypkg-0.1.0.dist-info"
-        dist.mkdir()
-        write(dist / "METADATA", "Metadata-Version: 2.1\nName: mypkg\nVersion: 0.1.0\n")
-        write(dist / "top_level.txt", "mypkg\n")
-        write(dist / "RECORD", "")
+        write_dist_info(site, "mypkg", "0.1.0")
     build_script = root / "fake_build.py"
     write(build_script, BUILD_SCRIPT)
     return Fixture(root=root, repo=repo, site=site, base=base, head=head, cpp=cpp, topic=topic,
@@ -375,11 +380,7 @@ def make_ext_fixture(root: Path) -> ExtFixture:
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib / "libextpkg_core.so"), "-x", "c", "-"],
                    input=EXT_CORE % 1, text=True, check=True)
     (lib / "extpkg_ext.cpython-fake.so").write_bytes(b"\x7fELF an installed extension the sides replace")
-    dist = site / "extpkg-0.1.0.dist-info"
-    dist.mkdir()
-    write(dist / "METADATA", "Metadata-Version: 2.1\nName: extpkg\nVersion: 0.1.0\n")
-    write(dist / "top_level.txt", "extpkg\n")
-    write(dist / "RECORD", "")
+    write_dist_info(site, "extpkg", "0.1.0")
     layout = root / "extpkg-layout.toml"
     write(layout, EXT_LAYOUT)
     return ExtFixture(root=root, repo=repo, site=site, layout=layout, base=base, head=head, pyonly=pyonly,
@@ -581,11 +582,7 @@ def make_history(root: Path, *, n: int = 20, culprit: int = 13, extra_calls: int
     git(repo, "tag", "bad")
     site = root / "site"
     shutil.copytree(pkg, site / "mypkg")
-    dist = site / "mypkg-0.1.0.dist-info"
-    dist.mkdir()
-    write(dist / "METADATA", "Metadata-Version: 2.1\nName: mypkg\nVersion: 0.1.0\n")
-    write(dist / "top_level.txt", "mypkg\n")
-    write(dist / "RECORD", "")
+    write_dist_info(site, "mypkg", "0.1.0")
     # the installed copy is GOOD's
     write(site / "mypkg" / "blocks.py", blocks(0))
     return History(repo=repo, site=site, shas=shas, culprit=shas[culprit])
