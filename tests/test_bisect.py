@@ -182,6 +182,10 @@ def test_an_undecided_probe_is_measured_again_then_stops_with_the_bracket(tmp_pa
 
 
 def test_no_change_between_good_and_bad_ends_the_run(tmp_path, monkeypatch):
-    result, probes = _run_fake(tmp_path, monkeypatch, lambda i: (0.5, -3.0, 4.0))
+    result, probes = _run_fake(tmp_path / "a", monkeypatch, lambda i: (0.5, -3.0, 4.0))
     assert result["status"] == "no change" and result["probes"] == 0
     assert [p["index"] for p in probes if p["what"] == "timing"] == [8]
+    # an interval that can tell nothing, however many pairs: measured again while the budget lasts, then stop
+    result, probes = _run_fake(tmp_path / "b", monkeypatch, lambda i: (5.0, -30.0, 40.0), budget_s=60.0)
+    assert result["status"] == "inconclusive" and result["probes"] == 0
+    assert [p["processes"] for p in probes if p["what"] == "timing"] == [2, 4]

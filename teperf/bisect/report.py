@@ -56,8 +56,10 @@ def headline(meta: dict) -> list[str]:
         lines.append(f"culprit: {_commit(result.get('culprit'))}, {result['culprit']['sha']}")
         lines.append(f"parent:  {_commit(result.get('parent'))}")
     elif status == "no change":
-        end = result.get("endpoint") or {}
-        lines.append(f"no counter differs and GOOD..BAD is '{end.get('verdict')}' in time: nothing to bisect")
+        lines.append("no counter differs and GOOD..BAD is 'no change' in time: nothing to bisect")
+    elif status == "inconclusive":
+        lines.append("no counter differs, and whether GOOD..BAD changed in time could not be told within --budget "
+                     "(see its interval below): nothing to bisect on; a longer --budget or --precision may settle it")
     elif status in ("skipped", "undecided"):
         why = "could not be measured" if status == "skipped" else "could not be decided within --budget"
         cands = ", ".join(c["short_sha"] for c in result.get("candidates") or [])

@@ -291,7 +291,7 @@ class Bisector:
         n = len(self.rng.commits)
         endpoint: dict = {}
 
-        def whole(row: dict) -> str:
+        def whole(row: dict) -> str:  # "bad": there is a change to find; "good": there is none
             return {"slower": "bad", "faster": "bad", "no change": "good"}.get(row.get("verdict"), "undecided")
 
         row, decided = self.timed(0, n, whole)
@@ -347,11 +347,10 @@ class Bisector:
             result["mode"] = "timing"
             self.log("no counter differs between GOOD and BAD: binary search on paired timings")
             bracket, result["endpoint"] = self.timing_search()
-            if bracket is None and result["endpoint"]["decided"] == "good":
-                result.update(status="no change", probes=self.n_probes)
+            if bracket is None:  # GOOD..BAD is no change, or could not be told from it within the budget
+                good_end = result["endpoint"]["decided"] == "good"
+                result.update(status="no change" if good_end else "inconclusive", probes=self.n_probes)
                 return result
-            if bracket is None:  # GOOD..BAD itself undecided within the budget
-                bracket = bsearch.Bracket(0, n, "undecided", [])
         result.update(status=bracket.status, probes=self.n_probes, good_index=bracket.good,
                       bad_index=bracket.bad)
         result["last_good"] = commit_meta(self.rng.at(bracket.good))
