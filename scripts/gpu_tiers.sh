@@ -32,42 +32,7 @@ make_commits() {  # -> branches pyonly, csrc, version in $SRC, each one commit o
   local g=(git -C "$SRC" -c user.name=teperf -c user.email=teperf@invalid -c commit.gpgsign=false)
   for what in pyonly csrc version; do
     "${g[@]}" checkout -q -b "$what" v2.16 || exit 1
-    python3 - "$SRC" "$what" <<'EOF' || { log "planting $what failed"; exit 1; }
-import sys
-from pathlib import Path
-
-src, what = Path(sys.argv[1]), sys.argv[2]
-
-
-def edit(rel, old, new, after=None):
-    path = src / rel
-    text = path.read_text()
-    start = text.index(after) if after else 0
-    at = text.index(old, start)
-    path.write_text(text[:at] + new + text[at + len(old):])
-
-
-if what == "pyonly":
-    doc = '        """Checks and prepares for FWD execution."""\n'
-    edit("transformer_engine/pytorch/module/base.py", doc, doc + (
-        "        import time as _teperf_time  # planted by teperf's gpu_tiers.sh: 50 us of host work per call\n"
-        "        _teperf_end = _teperf_time.perf_counter_ns() + 50_000\n"
-        "        while _teperf_time.perf_counter_ns() < _teperf_end:\n"
-        "            pass\n"), after="    def prepare_forward(\n")
-elif what == "csrc":
-    rel = "transformer_engine/pytorch/csrc/quantizer.cpp"
-    edit(rel, '#include "common.h"\n', '#include "common.h"\n\n#include <chrono>\n')
-    head = ("std::pair<TensorWrapper, py::object> Float8Quantizer::create_tensor(\n"
-            "    const std::vector<size_t>& shape, DType dtype, std::optional<at::Tensor> data,")
-    edit(rel, ") const {\n", ") const {\n"
-         "  {  // planted by teperf's gpu_tiers.sh: 100 us of host work per FP8 tensor created\n"
-         "    const auto teperf_end = std::chrono::steady_clock::now() + std::chrono::microseconds(100);\n"
-         "    while (std::chrono::steady_clock::now() < teperf_end) {\n"
-         "    }\n"
-         "  }\n", after=head)
-else:
-    (src / "build_tools" / "VERSION.txt").write_text("2.16.1\n")
-EOF
+    python3 scripts/te_plants.py "$SRC" "$what" > /dev/null || { log "planting $what failed"; exit 1; }
     "${g[@]}" commit -q -a -m "teperf tiers: $what" || exit 1
     log "commit $what: $(git -C "$SRC" log --oneline -1) ($(git -C "$SRC" diff --stat v2.16 HEAD | tail -1))"
   done

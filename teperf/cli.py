@@ -20,6 +20,7 @@ from teperf.safe_text import for_terminal
 COMMAND_MODULES = (
     "run",
     "compare",
+    "bisect",
     "report",
     "explain",
     "doctor",

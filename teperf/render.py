@@ -29,6 +29,7 @@ class TableModel:
     rows: list[list[str]]
     styles: list[str | None]  # per row
     footer: list[str]
+    numeric: tuple[str, ...] | None = None  # right-justified columns (None: all but the text ones of compare)
 
 
 def _us(v) -> str:
@@ -196,7 +197,11 @@ def render_rich(model: TableModel, console) -> None:
 
     table = Table(title=model.title, caption=safe("\n".join(model.header)), caption_justify="left", title_justify="left")
     for col in model.columns:
-        table.add_column(safe(col), justify="left" if col in ("module", "recipe", "shape", "mode", "verdict", "counters") else "right")
+        if model.numeric is not None:
+            right = col in model.numeric
+        else:
+            right = col not in ("module", "recipe", "shape", "mode", "verdict", "counters")
+        table.add_column(safe(col), justify="right" if right else "left")
     for row, style in zip(model.rows, model.styles):
         table.add_row(*(safe(cell) for cell in row), style=style)
     console.print(table)

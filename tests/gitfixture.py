@@ -125,6 +125,15 @@ def write(path: Path, text: str) -> None:
     path.write_text(textwrap.dedent(text) if text.startswith("\n") else text)
 
 
+def write_dist_info(site: Path, name: str, version: str) -> None:
+    """The installed distribution's metadata, as pip leaves it (importlib.metadata finds the package)."""
+    dist = site / f"{name}-{version}.dist-info"
+    dist.mkdir()
+    write(dist / "METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    write(dist / "top_level.txt", f"{name}\n")
+    write(dist / "RECORD", "")
+
+
 def commit(repo: Path, message: str) -> str:
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", message)
@@ -191,11 +200,7 @@ def make_fixture(root: Path, *, install: bool = True) -> Fixture:
         write(installed / "_table.json", '{"origin": "installed", "scale": 1}\n')
         (installed / "_native.so").write_bytes(b"\x7fELF fake compiled library")
         write(installed / "_version_gen.py", "GENERATED = True\n")
-        dist = site / "mypkg-0.1.0.dist-info"
-        dist.mkdir()
-        write(dist / "METADATA", "Metadata-Version: 2.1\nName: mypkg\nVersion: 0.1.0\n")
-        write(dist / "top_level.txt", "mypkg\n")
-        write(dist / "RECORD", "")
+        write_dist_info(site, "mypkg", "0.1.0")
     build_script = root / "fake_build.py"
     write(build_script, BUILD_SCRIPT)
     return Fixture(root=root, repo=repo, site=site, base=base, head=head, cpp=cpp, topic=topic,
@@ -375,11 +380,7 @@ def make_ext_fixture(root: Path) -> ExtFixture:
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib / "libextpkg_core.so"), "-x", "c", "-"],
                    input=EXT_CORE % 1, text=True, check=True)
     (lib / "extpkg_ext.cpython-fake.so").write_bytes(b"\x7fELF an installed extension the sides replace")
-    dist = site / "extpkg-0.1.0.dist-info"
-    dist.mkdir()
-    write(dist / "METADATA", "Metadata-Version: 2.1\nName: extpkg\nVersion: 0.1.0\n")
-    write(dist / "top_level.txt", "extpkg\n")
-    write(dist / "RECORD", "")
+    write_dist_info(site, "extpkg", "0.1.0")
     layout = root / "extpkg-layout.toml"
     write(layout, EXT_LAYOUT)
     return ExtFixture(root=root, repo=repo, site=site, layout=layout, base=base, head=head, pyonly=pyonly,
@@ -478,3 +479,110 @@ def make_pure_python(root: Path) -> Path:
     write(repo / "tools" / "plot.sh", "echo plot2\n")
     commit(repo, "v2")
     return repo
+
+
+# --------------------------------------------------------------------- a longer history, for teperf bisect
+
+HISTORY_BLOCKS = '''\
+import time
+
+import torch
+from torch import nn
+
+REVISION = {revision}
+SPIN_NS = {spin_ns}
+EXTRA_CALLS = {extra_calls}
+{broken}
+
+def _touch(x):
+    return x
+
+
+class MLP(nn.Module):
+    def __init__(self, width, depth):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
+
+    def forward(self, x):
+        # inline, so that a spin adds no Python call (perf_counter_ns is a C function)
+        end = time.perf_counter_ns() + SPIN_NS
+        while time.perf_counter_ns() < end:
+            pass
+        for _ in range(EXTRA_CALLS):
+            x = _touch(x)
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x
+
+
+def make_mlp(width=32, depth=2):
+    return MLP(width, depth)
+
+
+def make_norm(width=32):
+    return nn.LayerNorm(width)
+'''
+
+
+# the config of the bisect tests: one factory module of the history's package
+HISTORY_CONFIG = """\
+backend = "torch"
+device = "cpu"
+recipes = ["fp32"]
+shapes = [[8, 2, 32]]
+
+[modules.MLP]
+factory = "mypkg.blocks:make_mlp"
+kwargs = { width = 32, depth = 2 }
+"""
+
+
+@dataclass
+class History:
+    repo: Path
+    site: Path  # the 'installed' package (GOOD's), for overlay
+    shas: list  # shas[0] is GOOD (tag 'good'), shas[-1] BAD (tag 'bad')
+    culprit: str
+
+
+def make_history(root: Path, *, n: int = 20, culprit: int = 13, extra_calls: int = 0, spin_ns: int = 0,
+                 broken: tuple = ()) -> History:
+    """GOOD and ``n`` first-parent commits after it that each change a revision number in blocks.py;
+    commit ``culprit`` (1..n) also sets EXTRA_CALLS / SPIN_NS, kept by the later ones. Commits whose
+    index is in ``broken`` do not import (a syntax error), the next one fixes it."""
+    repo = root / "repo"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "commit.gpgsign", "false")
+    pkg = repo / "mypkg"
+    write(pkg / "__init__.py", '"""mypkg: blocks for teperf bisect tests."""\n')
+
+    def blocks(i: int) -> str:
+        planted = i >= culprit > 0
+        return HISTORY_BLOCKS.format(revision=i, spin_ns=spin_ns if planted else 0,
+                                     extra_calls=extra_calls if planted else 0,
+                                     broken="this is not python (planted)" if i in broken else "")
+
+    write(pkg / "blocks.py", blocks(0))
+    shas = [commit(repo, "GOOD: mypkg blocks")]
+    git(repo, "tag", "good")
+    for i in range(1, n + 1):
+        what = "planted" if i == culprit else ("broken" if i in broken else "revision")
+        if i % 4 == 0:  # a merge of a side branch: the first-parent history skips the side's commit
+            git(repo, "checkout", "-q", "-b", f"side{i}")
+            write(repo / "docs" / f"note{i}.md", f"note {i}\n")
+            commit(repo, f"side {i}: a note")
+            git(repo, "checkout", "-q", "main")
+            git(repo, "merge", "-q", "--no-ff", "--no-commit", f"side{i}")
+            write(pkg / "blocks.py", blocks(i))
+            shas.append(commit(repo, f"commit {i}: merge side {i}, {what}"))
+            continue
+        write(pkg / "blocks.py", blocks(i))
+        shas.append(commit(repo, f"commit {i}: {what}"))
+    git(repo, "tag", "bad")
+    site = root / "site"
+    shutil.copytree(pkg, site / "mypkg")
+    write_dist_info(site, "mypkg", "0.1.0")
+    # the installed copy is GOOD's
+    write(site / "mypkg" / "blocks.py", blocks(0))
+    return History(repo=repo, site=site, shas=shas, culprit=shas[culprit])

@@ -17,5 +17,17 @@ def command(bundle, fmt, metric):
     from teperf.bundle import Bundle
     from teperf.summary import stats_from_meta, summarize
 
-    stats = stats_from_meta(Bundle.open(bundle).read_meta(), metric=metric) if metric else None
+    meta = Bundle.open(bundle).read_meta()
+    if isinstance(meta, dict) and meta.get("kind") == "bisect":
+        from teperf.bisect.report import render_bisect
+        from teperf.commands._common import _console
+        from teperf.errors import TeperfError
+
+        if fmt == "csv":
+            raise TeperfError("a bisect bundle has no csv form", "use --format table, markdown or json")
+        text = render_bisect(bundle, fmt, console=_console())
+        if text is not None:
+            click.echo(text, nl=False)
+        return
+    stats = stats_from_meta(meta, metric=metric) if metric else None
     emit(summarize(bundle, stats), fmt)

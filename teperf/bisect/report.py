@@ -1,0 +1,131 @@
+"""A bisect bundle -> what ``teperf bisect`` and ``teperf report`` print (table, markdown or json).
+
+The probe log is a render.TableModel, laid out by the same renderers as
+compare's table; the confirming compare is its own bundle, rendered as such.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from teperf.bundle import Bundle
+from teperf.explain import COUNTER_LABELS, counters_diff
+from teperf.render import TableModel, render, render_markdown, render_rich
+
+RESULT_STYLE = {"bad": "bold red", "good": "green", "skip": "yellow", "undecided": "yellow",
+                "slower": "bold red", "faster": "bold green"}
+
+
+def load(path) -> tuple[dict, list[dict]]:
+    bundle = Bundle.open(path)
+    return bundle.read_meta(), [r for r in bundle.records() if isinstance(r, dict) and r.get("kind") == "probe"]
+
+
+def _commit(c: dict | None) -> str:
+    if not c:
+        return "?"
+    return f"{c['short_sha']} \"{c['subject'][:70]}\" ({c['date'][:10]})"
+
+
+def counter_text(before: dict | None, after: dict | None) -> str:
+    """'python_calls 34 -> 39 (+5), aten_ops 44 -> 44, ...' for the counters measured on either side."""
+    if not before or not after:
+        return ""
+    parts = []
+    for key, *_ in COUNTER_LABELS:
+        b, a = before.get(key), after.get(key)
+        if b is None and a is None:
+            continue
+        change = "" if b is None or a is None or a == b else f" ({a - b:+d})"
+        parts.append(f"{key} {b} -> {a}{change}")
+    return ", ".join(parts)
+
+
+def headline(meta: dict) -> list[str]:
+    result = meta.get("result") or {}
+    good, bad = meta.get("good") or {}, meta.get("bad") or {}
+    n = len(meta.get("commits") or [])
+    lines = [f"range {good.get('short_sha')}..{bad.get('short_sha')} ({n} first-parent commits), "
+             f"cell {meta.get('cell')}; searched on {result.get('mode', '?')}; {result.get('probes', '?')} probes (expected {meta.get('plan', {}).get('expected_probes')}), "
+             f"{result.get('wall_s', '?')} s"]
+    status = result.get("status")
+    if meta.get("status") != "complete":
+        lines.append(f"run status: {meta.get('status')}{': ' + meta['error'] if meta.get('error') else ''}")
+    if status == "found":
+        lines.append(f"culprit: {_commit(result.get('culprit'))}, {result['culprit']['sha']}")
+        lines.append(f"parent:  {_commit(result.get('parent'))}")
+    elif status == "no change":
+        lines.append("no counter differs and GOOD..BAD is 'no change' in time: nothing to bisect")
+    elif status == "inconclusive":
+        lines.append("no counter differs, and whether GOOD..BAD changed in time could not be told within --budget "
+                     "(see its interval below): nothing to bisect on; a longer --budget or --precision may settle it")
+    elif status in ("skipped", "undecided"):
+        why = "could not be measured" if status == "skipped" else "could not be decided within --budget"
+        cands = ", ".join(c["short_sha"] for c in result.get("candidates") or [])
+        lines.append(f"not narrowed to one commit (a probe {why}): the change is in one of {cands}; "
+                     f"last good {_commit(result.get('last_good'))}")
+    if result.get("moved_counters"):
+        diff = counters_diff(result.get("counters_good"), result.get("counters_bad"))
+        lines.append(f"counters GOOD -> BAD: {diff}")
+    before_after = counter_text(result.get("counters_before"), result.get("counters_after"))
+    if before_after:
+        lines.append(f"counters at the parent -> the culprit: {before_after}")
+    end = result.get("endpoint")
+    if end and end.get("delta_pct") is not None:
+        line = (f"GOOD..BAD in time: {end['delta_pct']:+.1f}% (CI [{end.get('ci_low_pct') or 0:+.1f}, "
+                f"{end.get('ci_high_pct') or 0:+.1f}%]) {end.get('verdict')}")
+        if "threshold_pct" in end:
+            line += f"; a probe is bad beyond {end['threshold_pct']:+.1f}%"
+        lines.append(line)
+    return lines
+
+
+def probe_model(meta: dict, probes: list[dict], path) -> TableModel:
+    rows, styles = [], []
+    for p in probes:
+        measured = p["what"]
+        if p.get("counters"):
+            measured += f" ({p['counters'].get('python_calls')} py calls)"
+        if p.get("processes"):
+            measured += f" ({p['processes']} pairs)"
+        rows.append([p["role"], p["short_sha"], p["subject"][:50], p.get("tier") or "", measured, p["result"],
+                     p.get("detail", "")[:90], f"{p['seconds']:.1f}"])
+        styles.append(RESULT_STYLE.get(p["result"]))
+    plan = meta.get("plan") or {}
+    footer = [f"plan: {plan.get('expected_probes')} probes expected; tiers {plan.get('tiers')}; "
+              f"about {plan.get('counters_s')} s (counters) / {plan.get('timing_s')} s (timing)",
+              f"bundle: {path}"]
+    return TableModel(title="teperf bisect", header=headline(meta),
+                      columns=["role", "commit", "subject", "tier", "measured", "result", "detail", "s"],
+                      rows=rows, styles=styles, footer=footer, numeric=("s",))
+
+
+def confirm_path(meta: dict, path) -> Path | None:
+    rel = ((meta.get("result") or {}).get("confirm") or {}).get("bundle")
+    return Path(path) / rel if rel else None
+
+
+def render_bisect(path, fmt: str, console=None) -> str | None:
+    """Text of a bisect bundle; with fmt 'table' printed on ``console`` (returns None)."""
+    from teperf.summary import summarize
+
+    meta, probes = load(path)
+    confirm = confirm_path(meta, path)
+    if fmt == "json":
+        out = {"meta": meta, "probes": probes}
+        if confirm and confirm.is_dir():
+            out["confirm"] = json.loads(render(summarize(confirm), "json"))
+        return json.dumps(out, indent=2, default=str) + "\n"
+    model = probe_model(meta, probes, path)
+    if fmt == "markdown":
+        text = render_markdown(model)
+        if confirm and confirm.is_dir():
+            text += "\n**confirming compare: the culprit against its parent**\n\n"
+            text += render(summarize(confirm), "markdown")
+        return text
+    render_rich(model, console)
+    if confirm and confirm.is_dir():
+        console.print("\nconfirming compare: the culprit against its parent", highlight=False)
+        render(summarize(confirm), "table", console=console)
+    return None

@@ -1,0 +1,108 @@
+"""The one seam between bisect and teperf/sides: commit SHA -> runnable Side, and what that costs.
+
+Everything bisect needs from the git/side machinery goes through this file,
+so that a change of that machinery (issue 10's strategy interface) is a
+change here only. A commit that cannot be made runnable (its build fails,
+its tree lacks the package) raises ProbeSkipped: bisect then tries a
+neighbour, as ``git bisect skip`` does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Callable, Protocol
+
+from teperf.errors import TeperfError
+from teperf.sides import Side
+from teperf.sides.gitrepo import (  # noqa: F401  (re-exported: bisect's git helpers)
+    Commit, GitFailed, commit_info, find_package_dir, parse_spec, repo_root, resolve, run_git,
+)
+
+# Rough cost of making one commit runnable, per tier (seconds), for the plan printed up front.
+# overlay: a shadow tree of symlinks; extension: TE's pytorch extension ~73 s on the H200; build: minutes.
+TIER_SECONDS = {"path": 1.0, "overlay": 2.0, "extension": 90.0, "build": 600.0}
+
+
+class ProbeSkipped(Exception):
+    """This commit cannot be measured (build or import failure); ``reason`` is one line."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class SideFactory(Protocol):
+    def sides(self, base_sha: str, head_sha: str) -> tuple[Side, Side]:
+        """("base", "head") sides of two commits; ProbeSkipped when one cannot be made."""
+
+    def tier(self, base_sha: str, head_sha: str) -> str:
+        """The tier making ``head_sha`` runnable next to ``base_sha`` takes: overlay, extension or build."""
+
+
+@dataclasses.dataclass
+class GitSideFactory:
+    """Sides from the same machinery as ``teperf compare A..B`` (teperf.sides.git.plan_sides: tiers, caches)."""
+
+    repo: str
+    package: str = "transformer_engine"
+    package_dir: str | None = None
+    strategy: str = "auto"
+    python: str = sys.executable
+    cache_dir: str | None = None
+    build_command: list[str] | None = None
+    jobs: int | None = None
+    layout: str | None = None  # a --layout TOML file; None: built in for the package
+    log: Callable[[str], None] | None = None
+
+    def _package_dir(self, sha: str) -> str:
+        if self.package_dir is None:
+            found = find_package_dir(self.repo, sha, self.package)
+            if found is None:
+                raise TeperfError(
+                    f"no {self.package}/__init__.py in {sha[:10]} of {self.repo}",
+                    "pass --package NAME (the import name under test) and --package-dir PATH if it lives "
+                    "elsewhere",
+                )
+            self.package_dir = found.strip("/") or "."
+        return self.package_dir
+
+    def sides(self, base_sha: str, head_sha: str) -> tuple[Side, Side]:
+        from teperf.sides.git import plan_sides
+
+        try:
+            return plan_sides(
+                f"{base_sha}..{head_sha}", repo=self.repo, strategy=self.strategy, package=self.package,
+                package_dir=self._package_dir(base_sha), layout=self.layout, python=self.python,
+                cache_dir=self.cache_dir, build_command=self.build_command, jobs=self.jobs, allow_dirty=True,
+                log=self.log,
+            ).make()
+        except TeperfError as exc:  # refused, build failed, not importable: this commit cannot be measured
+            raise ProbeSkipped(exc.one_line()) from None
+
+    def tier(self, base_sha: str, head_sha: str) -> str:
+        """From the git diff alone (no interpreter asked): what ``auto`` starts from."""
+        from teperf.sides import changes
+        from teperf.sides.layout import layout_for
+
+        if self.strategy != "auto":
+            return self.strategy
+        if self._pure_python(base_sha, head_sha):
+            return "path"
+        layout = layout_for(self.package, self.layout)
+        return changes.diff(self.repo, base_sha, head_sha, layout, self._package_dir(base_sha)).tier
+
+    def _pure_python(self, base_sha: str, head_sha: str) -> bool:
+        """Whether auto picks ``path`` (nothing compiled anywhere), decided once per run."""
+        if not hasattr(self, "_path_tier"):
+            from teperf.sides.git import plan_sides
+
+            try:
+                planned = plan_sides(f"{base_sha}..{head_sha}", repo=self.repo, package=self.package,
+                                     package_dir=self._package_dir(base_sha), layout=self.layout,
+                                     python=self.python, cache_dir=self.cache_dir, allow_dirty=True,
+                                     log=lambda line: None)
+                self._path_tier = planned.strategy.name == "path"
+            except TeperfError:
+                self._path_tier = False
+        return self._path_tier
