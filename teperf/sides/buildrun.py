@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from teperf.errors import TeperfError
+from teperf.sides import cachedir
 from teperf.sides.layout import PackageLayout
 from teperf.sides.target import Log
 
@@ -83,6 +84,25 @@ def build_env(layout: PackageLayout, *, jobs: int | None = None, extra: Mapping[
 
 def hashed_env(env: Mapping[str, str], also: Sequence[str] = ()) -> dict[str, str]:
     return {k: env[k] for k in (*HASHED_ENV, *also) if env.get(k)}
+
+
+def settle(home: Path, meta: dict, log_path: Path, log: Log, *, produced: bool, missing: str,
+           building: str, product: str, fix: str) -> None:
+    """Record a finished build's outcome in ``home``; raise BuildFailed (with the log's tail) when it
+    failed, or exited 0 without the ``product`` it should leave (``missing`` says so in the log)."""
+    if meta.get("returncode") == 0 and not produced:
+        with open(log_path, "a") as out:
+            out.write(f"\nteperf: the build exited 0 but {missing}\n")
+        meta["returncode"] = -1
+    rc = meta.get("returncode")
+    if rc != 0:
+        cachedir.write_json(home / cachedir.BUILD_META, meta)
+        last = tail(log_path)
+        log(f"{building} failed; last lines of {log_path}:\n{last}")
+        what = f"produced no {product}" if rc == -1 else f"failed with exit {rc}"
+        raise BuildFailed(f"{building} {what} (log: {log_path})", fix, log_path, last)
+    meta["ok"] = True
+    cachedir.write_json(home / cachedir.BUILD_META, meta)
 
 
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:

@@ -179,22 +179,10 @@ class Build(Strategy):
                 rc, seconds = buildrun.run_logged(argv, cwd=src, env=env, log_path=log_path,
                                                   what=f"building {label}", log=t.log)
             meta.update(seconds=round(seconds, 1), returncode=rc)
-            if rc == 0 and not (prefix / t.package).is_dir():
-                with open(log_path, "a") as out:
-                    out.write(f"\nteperf: the build exited 0 but {prefix} has no {t.package}/ directory\n")
-                rc = meta["returncode"] = -1
-            if rc != 0:
-                cachedir.write_json(home / cachedir.BUILD_META, meta)
-                tail = buildrun.tail(log_path)
-                t.log(f"build failed; last lines of {log_path}:\n{tail}")
-                what = "produced no package" if rc == -1 else f"failed with exit {rc}"
-                raise buildrun.BuildFailed(
-                    f"building {t.package} for {label} {commit.sha[:10]} {what} (log: {log_path})",
-                    "read the log, fix the build or pass another build command; the next run tries again",
-                    log_path, tail,
-                )
-            meta["ok"] = True
-            cachedir.write_json(home / cachedir.BUILD_META, meta)
+            buildrun.settle(home, meta, log_path, t.log, produced=(prefix / t.package).is_dir(),
+                            missing=f"{prefix} has no {t.package}/ directory",
+                            building=f"building {t.package} for {label} {commit.sha[:10]}", product="package",
+                            fix="read the log, fix the build or pass another build command; the next run tries again")
             t.log(f"{label} {commit.sha[:10]}: built in {meta['seconds']} s")
             return {**meta, "reused": False}
 

@@ -174,23 +174,10 @@ class Extension(Strategy):
                                               what=f"building the extension for {label}", log=t.log)
             artifacts = self._artifacts(prefix) if rc == 0 else {}
             meta.update(seconds=round(seconds, 1), returncode=rc, artifacts=artifacts)
-            if rc == 0 and not artifacts:
-                with open(log_path, "a") as out:
-                    out.write(f"\nteperf: the build exited 0 but {prefix}/{t.package}/ has no "
-                              f"{' or '.join(ext.artifacts)}\n")
-                rc = meta["returncode"] = -1
-            if rc != 0:
-                cachedir.write_json(home / cachedir.BUILD_META, meta)
-                tail = buildrun.tail(log_path)
-                t.log(f"extension build failed; last lines of {log_path}:\n{tail}")
-                what = "produced no extension" if rc == -1 else f"failed with exit {rc}"
-                raise buildrun.BuildFailed(
-                    f"building the extension for {label} {commit.sha[:10]} {what} (log: {log_path})",
-                    "read the log and fix the build (the next run tries again), or use --strategy build",
-                    log_path, tail,
-                )
-            meta["ok"] = True
-            cachedir.write_json(home / cachedir.BUILD_META, meta)
+            buildrun.settle(home, meta, log_path, t.log, produced=bool(artifacts),
+                            missing=f"{prefix}/{t.package}/ has no {' or '.join(ext.artifacts)}",
+                            building=f"building the extension for {label} {commit.sha[:10]}", product="extension",
+                            fix="read the log and fix the build (the next run tries again), or use --strategy build")
             cachedir.remove_tree(src)
             t.log(f"{label} {commit.sha[:10]}: extension built in {meta['seconds']} s")
             return {**meta, "reused": False}
