@@ -55,7 +55,8 @@ def test_counters_find_the_commit_that_adds_python_calls(tmp_path):
     assert res.returncode == 0, res.stderr
     assert f"culprit: {history.culprit[:7]}" in res.stdout and "confirming compare" in res.stdout
     before = result["counters_before"]["python_calls"]
-    assert f"python_calls {before} -> {before + 5} (+5)" in res.stdout
+    # markdown output escapes HTML, so the arrow reads "-&gt;" there
+    assert f"python_calls {before} -&gt; {before + 5} (+5)" in res.stdout
 
 
 def test_timing_finds_the_commit_that_adds_a_busy_wait(tmp_path):
