@@ -52,6 +52,10 @@ def compare(fx, spec, *args, results_dir, repo=None, env=None):
     )
 
 
+# Statistical: an unchanged cell reads a false change about 5% of the time by design, and a
+# loaded 2-core CI VM makes that likelier; one rerun keeps a chance failure from failing CI,
+# while a real bias (which repeats) still fails.
+@pytest.mark.flaky(reruns=1)
 def test_overlay_detects_planted_slowdown(fx, results_dir):
     # 6 pairs, not SMALL's 4: with t over 3 degrees of freedom a loaded 2-core VM could leave 0 inside
     res = compare(fx, "v0.1.0..main", "--strategy", "overlay", *SMALL, "--processes", "6", results_dir=results_dir)
@@ -70,6 +74,10 @@ def test_overlay_detects_planted_slowdown(fx, results_dir):
     assert head["sys_path"][0].startswith(str(fx.root / "cache" / "overlays"))
 
 
+# Statistical: an unchanged cell reads a false change about 5% of the time by design, and a
+# loaded 2-core CI VM makes that likelier; one rerun keeps a chance failure from failing CI,
+# while a real bias (which repeats) still fails.
+@pytest.mark.flaky(reruns=1)
 def test_overlay_a_a_reports_no_change(fx, results_dir):
     res = compare(fx, "main..main", "--strategy", "overlay", *AA, results_dir=results_dir)
     assert res.returncode == 0, res.stderr
