@@ -27,11 +27,15 @@ def _only_bundle(results_dir: Path) -> Path:
     return bundle
 
 
+# Statistical: real processes on a possibly loaded 2-core VM. One rerun keeps a chance
+# miss from failing CI; a planted slowdown that is missed twice (a real defect) still fails.
+@pytest.mark.flaky(reruns=1)
 def test_planted_slowdown_is_detected_and_others_unchanged(results_dir):
     # --min-effect 3: this test is about each side running its own code; the
     # false-change rate of unchanged cells is what the A/A test below checks.
+    # 6 pairs, not SMALL's 4: t over 3 degrees of freedom let a loaded CI VM leave 0 inside.
     res = run_cli("compare", "--config", "demo", "--base-path", PLANTED / "base", "--head-path", PLANTED / "head",
-                  *SMALL, "--min-effect", "3", "--fail-on", "slower", "--format", "json", "--results-dir", results_dir)
+                  *SMALL, "--processes", "6", "--min-effect", "3", "--fail-on", "slower", "--format", "json", "--results-dir", results_dir)
     # --fail-on slower: the planted slowdown fails the run, named in one line on stderr, after the full output
     assert res.returncode == 1, res.stderr
     (gate_line,) = [l for l in res.stderr.splitlines() if l.startswith("teperf: fail-on:")]
@@ -39,8 +43,8 @@ def test_planted_slowdown_is_detected_and_others_unchanged(results_dir):
     rows = rows_by_module(res.stdout)
     mlp = rows["MLP"]
     assert mlp["verdict"] == "slower"
-    # head's MLP busy-waits 100 us per forward
-    assert 60 <= mlp["delta_us"] <= 160, mlp
+    # head's MLP busy-waits 100 us (wall) per forward; timer reads and preemption add some
+    assert 60 <= mlp["delta_us"] <= 250, mlp
     assert mlp["ci_low_us"] > 0
     for name in ("Linear", "LayerNormLinear"):
         assert rows[name]["verdict"] in ("no change", "inconclusive"), rows[name]
@@ -50,14 +54,15 @@ def test_planted_slowdown_is_detected_and_others_unchanged(results_dir):
     assert meta["status"] == "complete" and set(meta["sides"]) == {"base", "head"}
     bundle = _only_bundle(results_dir)
     trials = _trials(bundle)
-    assert len(trials) == 4 * 1 * 4 * 3 * 2
+    assert len(trials) == 6 * 1 * 4 * 3 * 2
     seeds = {(t["pair"], t["hash_seed"]) for t in trials}
-    assert len({s for _, s in seeds}) == 4  # a new hash seed per pair, shared by both sides
+    assert len({s for _, s in seeds}) == 6  # a new hash seed per pair, shared by both sides
     hellos = [json.loads(l) for l in (bundle / "records.jsonl").read_text().splitlines() if '"kind":"worker"' in l]
     assert all(h["hello"]["affinity"] == [meta["config"]["core"]] for h in hellos)
     assert all(h["hello"]["threads"] == 1 for h in hellos)
 
 
+@pytest.mark.flaky(reruns=1)  # statistical, as above
 def test_aa_over_many_cells_reports_no_change(results_dir):
     same = PLANTED / "base"
     shapes = []
