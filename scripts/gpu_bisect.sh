@@ -114,7 +114,7 @@ if [ "$MODE" = all ] || [ "$MODE" = py ]; then
 fi
 if [ "$MODE" = all ] || [ "$MODE" = csrc ]; then
   if python3 -m teperf bisect --help | grep -q "extension"; then
-    bisect csrc 330 "${CSRC_RUN[@]}"
+    bisect csrc 540 "${CSRC_RUN[@]}"
   else
     log "csrc: skipped: this teperf has no --strategy extension (issue 10), so a csrc commit cannot be built"
   fi
