@@ -189,3 +189,27 @@ def test_no_change_between_good_and_bad_ends_the_run(tmp_path, monkeypatch):
     result, probes = _run_fake(tmp_path / "b", monkeypatch, lambda i: (5.0, -30.0, 40.0), budget_s=60.0)
     assert result["status"] == "inconclusive" and result["probes"] == 0
     assert [p["processes"] for p in probes if p["what"] == "timing"] == [2, 4]
+
+
+def test_plan_counts_one_build_per_distinct_set_of_compiled_inputs():
+    """Only a commit that changes compiled inputs against its parent starts a new build; the others reuse it."""
+    from teperf.bisect.runner import Range, distinct_builds, make_plan
+    from teperf.bisect.sides import Commit
+    from teperf.config import build_config
+
+    commits = [Commit(sha=f"{i:040x}", short_sha=f"{i:07x}", subject=f"commit {i}", date="", ref="")
+               for i in range(9)]
+    csrc = {3, 6}  # these commits change the extension's C++; the others only .py files
+
+    class Factory:
+        def tier(self, base_sha, head_sha):
+            base, head = int(base_sha, 16), int(head_sha, 16)
+            return "extension" if any(base < c <= head for c in csrc) else "overlay"
+
+    rng = Range(repo=".", good=commits[0], bad=commits[8], commits=commits[1:])
+    assert distinct_builds(rng, Factory()) == 3  # GOOD's, then one from commit 3, one from commit 6
+    config = build_config({"modules": ["Linear"]}, {"processes": 2})
+    plan = make_plan(rng, Factory(), config)
+    assert plan["expected_probes"] == 3 and plan["builds"] == 3
+    csrc.update(range(1, 9))  # every commit changes the C++: each side GOOD, BAD and 3 probes is built
+    assert make_plan(rng, Factory(), config)["builds"] == 5

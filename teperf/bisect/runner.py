@@ -108,6 +108,20 @@ def compare_seconds(config: Config) -> float:
     return steps * STEP_US.get(config.device, 500.0) / 1e6 + s.processes * 1.0 + WORKER_SECONDS[config.device]
 
 
+COMPILED_TIERS = ("extension", "build")
+
+
+def distinct_builds(rng: Range, factory: SideFactory) -> int:
+    """How many different builds the range holds: commits whose compiled inputs equal their parent's share
+    one (the extension and build caches are keyed by those inputs), so only a compiled change starts a new one."""
+    builds = 1  # GOOD's
+    previous = rng.good.sha
+    for commit in rng.commits:
+        builds += factory.tier(previous, commit.sha) in COMPILED_TIERS
+        previous = commit.sha
+    return builds
+
+
 def make_plan(rng: Range, factory: SideFactory, config: Config) -> dict:
     tiers: dict[str, int] = {}
     for commit in rng.commits:
@@ -116,14 +130,19 @@ def make_plan(rng: Range, factory: SideFactory, config: Config) -> dict:
     n = len(rng.commits)
     probes = bsearch.expected_probes(n)
     worst = max(tiers, key=lambda t: TIER_SECONDS.get(t, 600.0))
-    probe_s = TIER_SECONDS.get(worst, 600.0) + WORKER_SECONDS[config.device]
+    side_s = TIER_SECONDS.get(worst, 600.0)
+    # GOOD, BAD and each probe need a side; a compiled one is built once per distinct set of inputs
+    sides = 2 + probes
+    builds = min(sides, distinct_builds(rng, factory)) if worst in COMPILED_TIERS else sides
+    making_s = builds * side_s
     confirm_s = compare_seconds(config)
     return {
         "commits": n,
         "expected_probes": probes,
         "tiers": tiers,
-        "counters_s": round((2 + probes) * probe_s + confirm_s),
-        "timing_s": round((1 + probes) * (confirm_s + TIER_SECONDS.get(worst, 600.0)) + confirm_s),
+        "builds": builds,
+        "counters_s": round(making_s + sides * WORKER_SECONDS[config.device] + confirm_s),
+        "timing_s": round(making_s + (1 + probes) * confirm_s + confirm_s),
     }
 
 
@@ -132,7 +151,9 @@ def plan_lines(rng: Range, case: Case, plan: dict) -> list[str]:
     return [
         f"{rng.good.short_sha}..{rng.bad.short_sha}: {plan['commits']} first-parent commits; cell {case.key}",
         f"expected probes: {plan['expected_probes']} (ceil(log2 {plan['commits']})), plus GOOD and BAD; "
-        f"tier per commit: {tiers}",
+        f"tier per commit: {tiers}"
+        + (f"; {plan['builds']} builds at most (commits with the same compiled inputs share one)"
+           if any(t in COMPILED_TIERS for t in plan["tiers"]) else ""),
         f"expected time: about {plan['counters_s']} s if a counter moved (one worker run per probe, then one "
         f"confirming compare), about {plan['timing_s']} s if only time moved (one compare per probe)",
     ]
