@@ -259,3 +259,69 @@ def test_compile_cache_cold_and_warm(tmp_path, monkeypatch):
     assert warm.use("case1") == {"mode": "warm", "dir": str(shared / "case1"), "files_before": 1}
     warm.close()
     assert (shared / "case1" / "artifact").exists()  # the run's directory is the coordinator's to remove
+
+
+def _drop(bundle: Bundle, keep) -> None:
+    lines = [json.loads(l) for l in (bundle.path / "records.jsonl").read_text().splitlines()]
+    (bundle.path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines if keep(r)))
+
+
+def test_a_lost_pair_counts_for_no_onetime_figure(tmp_path):
+    """CellRetries: a worker that died costs the cell that pair, its first call included."""
+    bundle = _bundle(tmp_path, head_factor=1.25)
+    # pair 1's head worker died during the compile cell's trials: no head trials there, a failure record
+    _drop(bundle, lambda r: not (r["kind"] == "trial" and r["pair"] == 1 and r["side"] == "head" and r["case_id"] == 1))
+    with open(bundle.path / "records.jsonl", "a") as f:
+        f.write(json.dumps({"kind": "failure", "pair": 1, "side": "head", "case_id": 1, "error": "worker died",
+                            "final": False, "lost_pairs": [1]}) + "\n")
+    s = summarize(bundle.path)
+    eager, comp = s.rows
+    assert comp["status"] == "partial" and comp["n_pairs"] == 3
+    assert comp["first_call_n_pairs"] == 3 and comp["recompile_n_pairs"] == 3
+    assert eager["first_call_n_pairs"] == 4  # the other cell kept the pair
+    md = render(s, "markdown")
+    assert "| 3 | slower |" in md.split("**one-time costs**")[1]
+
+
+def test_a_cell_whose_every_pair_was_lost_has_no_onetime_figure(tmp_path):
+    bundle = _bundle(tmp_path, pairs=2)
+    with open(bundle.path / "records.jsonl", "a") as f:
+        for pair in (0, 1):
+            f.write(json.dumps({"kind": "failure", "pair": pair, "side": "base", "case_id": 1, "error": "hung",
+                                "final": pair == 1, "lost_pairs": list(range(pair + 1))}) + "\n")
+    s = summarize(bundle.path)
+    comp = s.rows[1]
+    assert comp["first_call_base_ms"] is None and comp["recompile_base_ms"] is None
+    for fmt in ("markdown", "json", "csv"):
+        assert render(s, fmt)
+    assert "| compile | recompile |" not in render(s, "markdown")
+
+
+def test_precision_runs_render_onetime_rows_with_their_pairs(tmp_path):
+    """--precision: cells settle after different numbers of pairs; the one-time table says how many
+    each rests on and the inconclusive verdict carries its bound, as in the per-step table."""
+    bundle = _bundle(tmp_path, pairs=5)
+    meta = json.loads((bundle.path / "meta.json").read_text())
+    meta["config"]["schedule"].update(precision_pct=1.0, budget_s=600, min_pairs=3)
+    (bundle.path / "meta.json").write_text(json.dumps(meta))
+    # the eager cell settled after 3 pairs: pairs 3 and 4 set it up (started ahead) but ran no trials of it
+    _drop(bundle, lambda r: not (r["kind"] == "trial" and r["case_id"] == 0 and r["pair"] >= 3))
+    lines = [json.loads(l) for l in (bundle.path / "records.jsonl").read_text().splitlines()]
+    for r in lines:  # the compile cell's head first calls scatter by pair: no interval inside +-1%
+        if r["kind"] == "setup" and r["side"] == "head" and r["case_id"] == 1:
+            r["info"]["first_call"] = _clocks(3000.0 * (1.2, 0.9, 1.1, 0.95, 1.0)[r["pair"]])
+    (bundle.path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    with open(bundle.path / "records.jsonl", "a") as f:
+        f.write(json.dumps({"kind": "stop", "reason": "precision reached", "pairs": 5, "elapsed_s": 30.0,
+                            "precision_pct": 1.0, "budget_s": 600, "open": []}) + "\n")
+    s = summarize(bundle.path)
+    eager, comp = s.rows
+    assert eager["n_pairs"] == 3 and comp["n_pairs"] == 5 and s.show_pairs
+    assert eager["first_call_n_pairs"] == 5  # every pair that set the cell up
+    assert comp["first_call_verdict"] == "inconclusive" and comp["first_call_bound_pct"] is not None
+    assert comp["recompile_verdict"] == "no change"
+    onetime_md = render(s, "markdown").split("**one-time costs**")[1]
+    assert "| 5 | inconclusive (up to" in onetime_md and "| 5 | no change |" in onetime_md
+    data = json.loads(render(s, "json"))
+    assert {"first_call_bound_pct", "first_call_n_pairs"} <= set(data["rows"][1])
+    assert "noisy" not in render(s, "markdown")
