@@ -21,6 +21,7 @@ DEVICES = ("cpu", "cuda")
 MODES = ("eager", "cuda-graph", "compile")
 METRICS = ("process_cpu", "thread_cpu", "wall")
 CONFIGS_PACKAGE = "teperf.configs"  # shipped configs are package data: the same in editable and normal installs
+COMPILE_CACHES = ("cold", "warm")  # inductor's on-disk cache at a compile case's first call (teperf/worker/compile_cache.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +77,7 @@ class Config:
     seed: int = 0
     counters: bool = False
     prestart: int | None = None  # pairs started ahead on spare cores while one measures; None = auto
+    compile_cache: str = "cold"  # cold: every compile case starts from an empty cache; warm: from a filled one
     source: str | None = None  # the TOML file it came from
     from_cli: tuple[str, ...] = ()  # keys whose value the user typed as a flag: errors name the flag
 
@@ -88,14 +90,16 @@ class Config:
 
 
 # Config key -> the CLI flag that overrides it, where the names differ.
-CLI_FLAGS = {"timeout_s": "--timeout", "min_effect_pct": "--min-effect", "shapes": "--shape"}
+CLI_FLAGS = {"timeout_s": "--timeout", "min_effect_pct": "--min-effect", "shapes": "--shape",
+             "compile_cache": "--compile-cache"}
 
 
 def _named(key: str, overrides: Mapping[str, Any]) -> str:
     return CLI_FLAGS.get(key, f"--{key}") if overrides.get(key) is not None else key
 
 
-_TOP_KEYS = {"backend", "device", "modules", "recipes", "modes", "shapes", "core", "seed", "counters", "prestart", "schedule", "stats"}
+_TOP_KEYS = {"backend", "device", "modules", "recipes", "modes", "shapes", "core", "seed", "counters", "prestart", "compile_cache",
+             "schedule", "stats"}
 _SCHEDULE_KEYS = {f.name for f in dataclasses.fields(Schedule)}
 _STATS_KEYS = {f.name for f in dataclasses.fields(Stats)}
 _RETIRED = {"noise_limit_pct": "the 'noisy' verdict is gone: an interval that reaches past +-min_effect_pct is "
@@ -354,7 +358,12 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
         prestart = int(prestart)
     elif isinstance(prestart, bool) or not isinstance(prestart, int) or prestart < 0:
         raise TeperfError(f"prestart must be a whole number >= 0 or \"auto\", got {prestart!r}", "e.g. prestart = \"auto\" or --prestart 0 to start every pair cold")
+    compile_cache = ov.get("compile_cache", raw.get("compile_cache", "cold"))
+    if compile_cache not in COMPILE_CACHES:
+        raise TeperfError(f"unknown compile cache state {compile_cache!r}",
+                          f"{_named('compile_cache', ov)} takes one of: {', '.join(COMPILE_CACHES)}")
     return Config(
+        compile_cache=compile_cache,
         backend=backend,
         device=device,
         modules=tuple(modules),

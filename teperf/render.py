@@ -188,6 +188,60 @@ def table_model(summary: Summary) -> TableModel:
     return TableModel(title=title, header=header, columns=cols, rows=rows, styles=styles, footer=footer)
 
 
+def _ms(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:,.2f} ms" if abs(v) < 10 else f"{v:,.0f} ms"
+
+
+def _signed_ms(v) -> str:
+    if v is None:
+        return "-"
+    return f"{v:+,.2f} ms" if abs(v) < 10 else f"{v:+,.0f} ms"
+
+
+ONETIME_LABEL = {"first_call": "first call", "recompile": "recompile"}
+
+
+def onetime_model(summary: Summary) -> TableModel | None:
+    """The second table: one-time costs per cell (first call, recompile), None when the bundle has none."""
+    from teperf.schema import ONETIME_COSTS
+
+    lines = [(r, cost) for r in summary.rows for cost in ONETIME_COSTS if r.get(f"{cost}_base_ms") is not None]
+    if not lines:
+        return None
+    show_shape = len({r["shape"] for r in summary.rows}) > 1
+    cols = ["module", "recipe"] + (["shape"] if show_shape else []) + ["mode", "cost"]
+    alpha = summary.meta.get("config", {}).get("stats", {}).get("alpha", 0.05)
+    if summary.compare:
+        labels = list(summary.meta["sides"])
+        cols += [labels[0], labels[1], "delta", "delta %", f"{int(round((1 - alpha) * 100))}% CI", "pairs", "verdict"]
+    else:
+        cols += ["median", "between pairs", "pairs", "extra vs eager", "saves per step", "break-even (steps)"]
+    rows, styles = [], []
+    for r, cost in lines:
+        g = lambda k: r.get(f"{cost}_{k}")  # noqa: E731
+        line = [r["module"], r["recipe"]] + ([r["shape"]] if show_shape else []) + [r["mode"], ONETIME_LABEL[cost]]
+        if summary.compare:
+            ci = "-" if g("ci_low_ms") is None else f"[{g('ci_low_ms'):+,.2f}, {g('ci_high_ms'):+,.2f}] ms"
+            line += [_ms(g("base_ms")), _ms(g("head_ms")), _signed_ms(g("delta_ms")), _pct(g("delta_pct")), ci,
+                     str(g("n_pairs") or 0), verdict_text({"verdict": g("verdict"), "bound_pct": g("bound_pct")})]
+            styles.append(VERDICT_STYLE.get(g("verdict")))
+        else:
+            between = "-" if g("pair_sd_pct") is None else f"{g('pair_sd_pct'):.1f}%"
+            first = cost == "first_call"
+            steps = r.get("break_even_steps") if first else None
+            steps_text = "" if not first else "-" if steps is None else f"{steps:,}" if isinstance(steps, int) else str(steps)
+            line += [_ms(g("base_ms")), between, str(g("n_pairs") or 0), _signed_ms(r.get("onetime_extra_ms")) if first else "",
+                     _signed_us(r.get("saving_per_step_us")) if first else "", steps_text]
+            styles.append(None)
+        rows.append(line)
+    header = ["what a cell costs once, before its first fast step: the first call (eager: the first step; compile: "
+              "tracing and compiling; cuda-graph: the capture) and, for compile, the recompile when the recipe changes"]
+    return TableModel(title="one-time costs", header=header, columns=cols, rows=rows, styles=styles,
+                      footer=list(summary.onetime_notes))
+
+
 def render_rich(model: TableModel, console) -> None:
     from rich.markup import escape  # cells hold paths, commit subjects, error text: not markup
     from rich.table import Table
@@ -232,7 +286,8 @@ def _clean(v):
 
 def render_json(summary: Summary) -> str:
     rows = [{k: _clean(r.get(k)) for k in ROW_FIELDS} for r in summary.rows]
-    return json.dumps({"meta": summary.meta, "rows": rows, "notes": summary.notes}, indent=2, default=str) + "\n"
+    data = {"meta": summary.meta, "rows": rows, "notes": summary.notes, "onetime_notes": summary.onetime_notes}
+    return json.dumps(data, indent=2, default=str) + "\n"
 
 
 def render_csv(summary: Summary) -> str:
@@ -252,8 +307,9 @@ def render(summary: Summary, fmt: str, console=None) -> str | None:
         return render_json(summary)
     if fmt == "csv":
         return render_csv(summary)
-    model = table_model(summary)
+    models = [m for m in (table_model(summary), onetime_model(summary)) if m is not None]
     if fmt == "markdown":
-        return render_markdown(model)
-    render_rich(model, console)
+        return "\n".join(render_markdown(m) for m in models)
+    for model in models:
+        render_rich(model, console)
     return None

@@ -7,6 +7,9 @@ A bundle is a directory:
                   thing happens, so a crash or Ctrl-C keeps all of it:
                     {"kind": "worker", "pair", "side", "hello": {...}}
                     {"kind": "setup", "pair", "side", "case_id", "status": ready|error|skipped, "info"|"error"}
+                       info["first_call"] / ["recompile"] / ["switch_back"]: one-time costs, see ONETIME_CLOCKS
+                    {"kind": "compile_cache", "mode": cold|warm, "dir"}   (runs with compile cases)
+                    {"kind": "prewarm", "side", "case_id", "status", "info", "error"}   (--compile-cache warm)
                     {"kind": "trial", "pair", "round", "trial", "side", "position", "case_id", "hash_seed", "t", **CLOCK_FIELDS}
                     {"kind": "counters", "pair", "side", "case_id", "counters": {...}}
                     {"kind": "failure", "pair", "side", "case_id", "error", "final", "log_tail"}
@@ -22,6 +25,37 @@ from __future__ import annotations
 SCHEMA_VERSION = 1
 META_FILE = "meta.json"
 RECORDS_FILE = "records.jsonl"
+
+# One-time costs of a cell (teperf.stats.onetime_cell), one figure per side and process pair,
+# in ms of the headline clock (process CPU: the worker's own plus its compiler children's):
+#   first_call  eager: the first step; compile: torch.compile + the first step (trace and
+#               compile); cuda-graph: the capture + the first replay. Apart from building the
+#               module and the warm-up (teperf/worker/session.py).
+#   recompile   compile only: the first step under another recipe/autocast after the first call.
+ONETIME_COSTS = ("first_call", "recompile")
+ONETIME_STATS = ("base_ms", "head_ms", "delta_ms", "delta_pct", "ci_low_ms", "ci_high_ms", "ci_low_pct", "ci_high_pct",
+                 "verdict", "bound_pct", "n_pairs", "pair_sd_pct")
+# In the per-step row as <cost>_<stat>, plus, for `run`, the break-even against the eager cell:
+ONETIME_FIELDS = tuple(f"{cost}_{stat}" for cost in ONETIME_COSTS for stat in ONETIME_STATS) + (
+    "onetime_extra_ms",  # first call of this mode minus the eager cell's
+    "saving_per_step_us",  # the eager cell's per-step time minus this mode's
+    "break_even_steps",  # steps after the first until the extra is paid back; "never" if not faster per step
+)
+# The clocks of a one-time record (teperf.worker.clocks.time_once), ns; per --metric:
+ONETIME_CLOCKS = {"process_cpu": ("process_cpu_ns", "children_cpu_ns"), "thread_cpu": ("thread_cpu_ns",), "wall": ("wall_ns",)}
+# Shapes of the one-time records inside a ready setup record's "info" (written by teperf/worker/session.py):
+#   time_once      = {"process_cpu_ns", "children_cpu_ns", "thread_cpu_ns", "wall_ns": int,
+#                     "cores": [int] | None (the affinity it ran with)}
+#   first_call     = time_once + {"what": str,
+#                     "after_process_warmup": {kind: time_once | {"error": str}} (the worker's first case only;
+#                                             kind: eager | compile | cuda-graph),
+#                     "cache": {"mode": cold|warm, "dir", "files_before", "files_after"} (compile only)}
+#   recompile      = time_once + {"what": str, "graphs": int}   (compile, when the backend offers another recipe)
+#   switch_back    = time_once + {"what": str}                   (the step back under the case's own recipe)
+#   recompile_error = str                                        (the switch failed; the rest still stands)
+# Compile cases also carry info["graphs"], ["graph_breaks"], ["break_reasons"], ["compile_note"] from dynamo's
+# counters during the first call. A setup record of an older bundle has none of these: its row's one-time
+# fields stay None and no one-time table is shown.
 
 # Keys of one summary row (teperf.stats.summarize), in output order for csv/json.
 ROW_FIELDS = (
@@ -56,6 +90,7 @@ ROW_FIELDS = (
     "head_wall_us",
     "host_bound",  # False when the GPU was behind (CUDA only), None on CPU
     "sync_us",  # median final-synchronize wait per step
+    *ONETIME_FIELDS,
     "counters",  # {"base": {...}, "head": {...}} or None
     "info",
 )

@@ -165,3 +165,44 @@ def single_cell(values: Mapping[int, Sequence[float]]) -> dict:
         "pair_sd_pct": between,
         "verdict": None,
     }
+
+
+def onetime_cell(base: Mapping[int, float], head: Mapping[int, float] | None, cfg: Stats) -> dict:
+    """A one-time cost (ms) of one cell: one figure per side per process pair.
+
+    The pair is the unit as for the per-step figure: per pair ln(head / base), Student's
+    t over pairs, the same verdict rule: compare_cell with one couple per pair does
+    exactly that. One side alone (`run`): the geometric mean over pairs and their spread."""
+    base = {p: v for p, v in base.items() if v and v > 0}
+    if head is None:
+        one = single_cell({p: [v] for p, v in base.items()})
+        return {"base_ms": one["base_us"], "n_pairs": one["n_pairs"], "pair_sd_pct": one["pair_sd_pct"]}
+    head = {p: v for p, v in head.items() if v and v > 0}
+    pairs = set(base) & set(head)
+    couples = {p: [(base[p], head[p])] for p in pairs}
+    cell = compare_cell({p: [base[p]] for p in pairs}, {p: [head[p]] for p in pairs}, cfg, couples)
+    return {
+        "base_ms": cell.get("base_us"),
+        "head_ms": cell.get("head_us"),
+        "delta_ms": cell.get("delta_us"),
+        "delta_pct": cell.get("delta_pct"),
+        "ci_low_ms": cell.get("ci_low_us"),
+        "ci_high_ms": cell.get("ci_high_us"),
+        "ci_low_pct": cell.get("ci_low_pct"),
+        "ci_high_pct": cell.get("ci_high_pct"),
+        "verdict": cell.get("verdict"),
+        "bound_pct": cell.get("bound_pct"),
+        "n_pairs": cell.get("n_pairs"),
+        "pair_sd_pct": cell.get("pair_sd_pct"),
+    }
+
+
+def break_even_steps(extra_ms: float | None, saving_us: float | None) -> int | str | None:
+    """Steps after the first before a mode has paid back its one-time extra over eager
+    (extra / saving per step, rounded up; 0 when it costs nothing extra up front);
+    "never" when it is not faster per step; None when a figure is missing."""
+    if extra_ms is None or saving_us is None:
+        return None
+    if saving_us <= 0:
+        return "never"
+    return max(0, math.ceil(extra_ms * 1000.0 / saving_us))

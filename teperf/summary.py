@@ -11,8 +11,8 @@ import numpy as np
 from teperf.bundle import Bundle, coordinator_gone
 from teperf.errors import TeperfError
 from teperf.config import Stats
-from teperf.schema import ROW_FIELDS, lost_pairs_text
-from teperf.stats import compare_cell, single_cell
+from teperf.schema import ONETIME_CLOCKS, ONETIME_COSTS, ONETIME_STATS, ROW_FIELDS, lost_pairs_text
+from teperf.stats import break_even_steps, compare_cell, onetime_cell, single_cell
 
 METRIC_FIELD = {"process_cpu": "process_cpu_ns", "thread_cpu": "thread_cpu_ns", "wall": "wall_ns"}
 NOT_HOST_BOUND_SYNC_FRACTION = 0.02  # the final synchronize waited > 2 % of the loop: GPU was behind
@@ -25,6 +25,7 @@ class Summary:
     rows: list[dict]
     notes: list[str]
     path: Path | None = None
+    onetime_notes: list[str] = dataclasses.field(default_factory=list)  # under the one-time table
 
     @property
     def compare(self) -> bool:
@@ -138,6 +139,8 @@ def summarize(path, stats: Stats | None = None) -> Summary:
     failures = defaultdict(list)
     pair_starts = []
     stop = None
+    onetime = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))  # case -> cost -> side -> pair -> ms
+    onetime_seen = OnetimeFacts()
     preempted = total_trials = unusable = compiled_in_trial = 0
     for rec in bundle.records():
         if not _usable(rec, field):
@@ -162,6 +165,14 @@ def summarize(path, stats: Stats | None = None) -> Summary:
                     extra[cid][side][clock].append(_per_step_us(rec, clock))
         elif kind == "setup":
             setup_status[rec["case_id"]][rec["side"]] = rec
+            if rec.get("status") == "ready" and isinstance(rec.get("info"), dict):
+                for cost in ONETIME_COSTS:
+                    ms = onetime_ms(rec["info"].get(cost), stats.metric)
+                    if ms is not None:  # the first set-up of a case in a pair counts (a restarted worker sets up again)
+                        onetime[rec["case_id"]][cost][rec["side"]].setdefault(rec.get("pair"), ms)
+                onetime_seen.add(rec, meta)
+        elif kind in ("prewarm", "compile_cache"):
+            onetime_seen.add(rec, meta)
         elif kind == "counters" and isinstance(rec.get("counters"), dict):
             counters[rec["case_id"]].setdefault(rec["side"], rec["counters"])
         elif kind == "failure" and rec.get("case_id") is not None:
@@ -215,6 +226,14 @@ def summarize(path, stats: Stats | None = None) -> Summary:
         if meta.get("config", {}).get("device") == "cuda" and syncs:
             row["sync_us"] = float(np.median(syncs))
             row["host_bound"] = bool(np.median(syncs) <= NOT_HOST_BOUND_SYNC_FRACTION * np.median(walls))
+        # A pair the cell lost (its worker died or hung, CellRetries) counts for neither figure.
+        lost_pairs = {f.get("pair") for f in failures.get(cid, [])}
+        for cost in ONETIME_COSTS:
+            by_side = {side: {p: ms for p, ms in by_pair.items() if p not in lost_pairs}
+                       for side, by_pair in onetime[cid][cost].items()}
+            if by_side.get(base_label):
+                figures = onetime_cell(by_side[base_label], by_side.get(head_label, {}) if head_label else None, stats)
+                row.update({f"{cost}_{k}": v for k, v in figures.items() if k in ONETIME_STATS})
         if counters.get(cid):
             row["counters"] = {"base": counters[cid].get(base_label), "head": counters[cid].get(head_label) if head_label else None}
         if case.get("skip"):
@@ -277,4 +296,104 @@ def summarize(path, stats: Stats | None = None) -> Summary:
         notes.append(stop_note(stop, meta))
     for w in meta.get("warnings", []) or []:
         notes.append(f"doctor: {w}")
-    return Summary(meta=meta, rows=rows, notes=notes, path=bundle.path)
+    if head_label is None:
+        add_break_even(rows)
+    return Summary(meta=meta, rows=rows, notes=notes, path=bundle.path, onetime_notes=onetime_seen.notes(meta))
+
+
+def onetime_ms(clocks, metric: str) -> float | None:
+    """A one-time record (teperf.worker.clocks.time_once) -> ms of the headline clock."""
+    if not isinstance(clocks, dict):
+        return None
+    parts = [clocks.get(k) for k in ONETIME_CLOCKS[metric]]
+    if not all(isinstance(v, (int, float)) for v in parts):
+        return None
+    return sum(parts) / 1e6
+
+
+def add_break_even(rows: list[dict]) -> None:
+    """`run`: per cell and mode, the one-time extra over the eager cell and the steps that pay it back."""
+    eager = {(r["module"], r["recipe"], r["shape"], r["dtype"]): r for r in rows if r["mode"] == "eager"}
+    for r in rows:
+        e = eager.get((r["module"], r["recipe"], r["shape"], r["dtype"]))
+        if r["mode"] == "eager" or e is None or None in (r.get("first_call_base_ms"), e.get("first_call_base_ms")):
+            continue
+        r["onetime_extra_ms"] = r["first_call_base_ms"] - e["first_call_base_ms"]
+        if r.get("base_us") is not None and e.get("base_us") is not None:
+            r["saving_per_step_us"] = e["base_us"] - r["base_us"]
+        r["break_even_steps"] = break_even_steps(r["onetime_extra_ms"], r.get("saving_per_step_us"))
+
+
+class OnetimeFacts:
+    """What the one-time table's footer says: where first calls ran, the cache state, the warm-ups."""
+
+    def __init__(self):
+        self.first_calls = 0
+        self.on_measuring_core = 0
+        self.shared_core = 0  # wall time well above CPU time: another process had the core
+        self.warmups: list[float] = []  # process-level compile warm-up, s of CPU
+        self.cache_mode = None
+        self.cache_hits: list[int] = []  # files already in a compile case's cache at its first call
+        self.prewarm_errors = 0
+        self.recompile_what: set = set()
+        self.recompile_graphs: list[int] = []
+
+    def add(self, rec: dict, meta: dict) -> None:
+        if rec.get("kind") == "compile_cache":
+            self.cache_mode = rec.get("mode")
+            return
+        if rec.get("kind") == "prewarm":
+            self.prewarm_errors += rec.get("status") not in ("ready",)
+            return
+        info = rec["info"]
+        first = info.get("first_call")
+        if not isinstance(first, dict):
+            return
+        self.first_calls += 1
+        core = (meta.get("config") or {}).get("core")
+        if first.get("cores") == [core]:
+            self.on_measuring_core += 1
+        cpu = (first.get("process_cpu_ns") or 0) + (first.get("children_cpu_ns") or 0)
+        if (meta.get("config") or {}).get("device") == "cpu" and first.get("wall_ns", 0) > 1.2 * cpu:
+            self.shared_core += 1
+        warm = (first.get("after_process_warmup") or {}).get("compile")
+        if isinstance(warm, dict) and "error" not in warm:
+            self.warmups.append(((warm.get("process_cpu_ns") or 0) + (warm.get("children_cpu_ns") or 0)) / 1e9)
+        if isinstance(first.get("cache"), dict):
+            self.cache_hits.append(int(first["cache"].get("files_before") or 0))
+        if isinstance(info.get("recompile"), dict):
+            self.recompile_what.add(str(info["recompile"].get("what")))
+            self.recompile_graphs.append(int(info["recompile"].get("graphs") or 0))
+
+    def notes(self, meta: dict) -> list[str]:
+        if not self.first_calls:
+            return []
+        metric = ((meta.get("config") or {}).get("stats") or {}).get("metric", "process_cpu")
+        clock = {"process_cpu": "process CPU time (the worker's threads plus the compiler processes it ran)",
+                 "thread_cpu": "main-thread CPU time", "wall": "wall time"}.get(metric, metric)
+        paired = "; intervals: Student t over pairs of ln(head/base)" if len(meta.get("sides") or {}) == 2 else ""
+        out = [f"one-time costs: {clock} of one call per side and process pair, apart from building the module and "
+               f"the warm-up{paired}"]
+        spare = self.first_calls - self.on_measuring_core
+        if spare:
+            out.append(f"{spare} of {self.first_calls} first calls ran on a spare core (pairs set up ahead), "
+                       f"{self.on_measuring_core} on the measuring core; CPU time does not depend on the core, "
+                       f"wall time does: {self.shared_core} first calls on the CPU waited >20% for their core")
+        if self.warmups:
+            out.append(f"not in the figures: each worker's first compile of anything (dynamo/inductor start-up, compiler "
+                       f"probes), done once on a tiny function: median {float(np.median(self.warmups)):.1f} s of CPU")
+        if self.cache_mode == "cold":
+            hits = sum(1 for n in self.cache_hits if n)
+            out.append(f"compile cache cold: every compile case started from an empty inductor/Triton cache of its own"
+                       + (f" ({hits} did not: see the bundle)" if hits else ""))
+        elif self.cache_mode == "warm":
+            hits = sum(1 for n in self.cache_hits if n)
+            out.append(f"compile cache warm: filled before the first pair by a throwaway worker per side; "
+                       f"{hits} of {len(self.cache_hits)} compile first calls found it filled"
+                       + (f"; {self.prewarm_errors} pre-warm set-ups failed" if self.prewarm_errors else ""))
+        for what in sorted(self.recompile_what):
+            graphs = sorted(set(self.recompile_graphs))
+            none = " (no graph: nothing recompiled, the step ran eagerly)" if graphs == [0] else ""
+            out.append(f"recompile: {what}, right after the first compiled call; graphs compiled by it: "
+                       f"{', '.join(map(str, graphs))}{none}")
+        return out

@@ -116,7 +116,9 @@ def test_module_recipe_mode(session, module, recipe, mode):
     if mode == "cuda-graph":
         assert info["graphed_with"].startswith("te.make_graphed_callables(")
     if mode == "compile":
-        assert "graph_breaks" in info  # a count, or None with explain_error
+        assert isinstance(info["graph_breaks"], int)
+        assert info["first_call"]["cache"]["files_before"] == 0
+    assert info["first_call"]["process_cpu_ns"] > 0 and info["first_call"]["wall_ns"] > 0
     trial = session.trial(case["id"], 20)
     assert trial["iters"] == 20
     for key in ("process_cpu_ns", "thread_cpu_ns", "wall_ns", "gpu_ns"):

@@ -642,6 +642,9 @@ def test_constructor_gets_bf16_params_and_no_dropout(fake_te):
     assert ctor["hidden_dropout"] == 0.0 and ctor["attention_dropout"] == 0.0
     assert ctor["params_dtype"] == str(torch.bfloat16)
     assert ctor["num_attention_heads"] == 2 and ctor["attn_input_format"] == "sbhd"
+    # the first call picks the attention backend: it is timed as part of it, and recorded after it
+    assert "attention_backend" not in built.info
+    built.after_first_call(built)
     assert "attention_backend" in built.info
     del te
 
@@ -689,15 +692,38 @@ def test_describe_without_te(monkeypatch):
     assert "error" in facts
 
 
-def test_make_step_compile_explains_through_call(fake_te):
-    """runner's compile mode runs dynamo.explain through built.call (GroupedLinear needs m_splits)."""
+def test_make_step_compile_goes_through_call(fake_te):
+    """runner's compile mode compiles through built.call (GroupedLinear needs m_splits); the first
+    step compiles, and dynamo's counters say what."""
     pytest.importorskip("torch")
-    from teperf.worker.runner import make_step
+    from teperf.worker.runner import compile_counts_during, make_step
 
     fake_te()
     built = te_backend.build(_case("GroupedLinear", "bf16"), "cpu")
     step, info = make_step(built, "compile")
-    assert "explain_error" not in info, info
-    assert isinstance(info["graph_breaks"], int)
-    step()
+    counts = compile_counts_during(step)
+    assert counts["graphs"] >= 1 and isinstance(counts["graph_breaks"], int)
+    assert built.module.seen_splits
+
+
+@pytest.mark.parametrize("recipe, other", [("bf16", "DelayedScaling"), ("fp8_delayed", "Float8CurrentScaling"),
+                                           ("fp8_block", "DelayedScaling")])
+def test_another_recipe_for_the_recompile(fake_te, monkeypatch, recipe, other):
+    pytest.importorskip("torch")
+    fake_te()
+    monkeypatch.setattr(te_backend, "recipe_status", lambda r, d: None)  # the fake runs on the CPU
+    built = te_backend.build(_case("Linear", recipe), "cpu")
+    assert other in built.alt_autocast_what
+    with built.alt_autocast():
+        pass
+    assert type(Ctx.entered[-1]["recipe"]).__name__ == other
+
+
+def test_no_other_recipe_where_it_does_not_run(fake_te):
+    pytest.importorskip("torch")
+    fake_te()
+    built = te_backend.build(_case("Linear", "bf16"), "cpu")  # fp8 needs CUDA: no recipe to switch to
+    assert built.alt_autocast is None and built.alt_autocast_what is None
+    built = te_backend.build(_case("LayerNorm", "bf16"), "cpu")
+    assert built.alt_autocast is None
 

@@ -8,7 +8,7 @@ import sys
 import click
 
 from teperf.commands._live import live_view
-from teperf.config import MODES, Schedule, Stats, load_config, parse_shape, shipped_names
+from teperf.config import COMPILE_CACHES, MODES, Schedule, Stats, load_config, parse_shape, shipped_names
 from teperf.errors import EXIT_CELLS_FAILED, exit_status_for_signal
 from teperf.render import FORMATS, render
 from teperf.safe_text import for_terminal
@@ -65,6 +65,9 @@ def config_options(f):
                      help="Keep adding fresh pairs until every cell's 95% interval is at most +-P % (or the budget is spent); --processes is then not used."),
         click.option("--budget", "budget_s", metavar="DURATION",
                      help="Wall-clock limit of the measuring: 5m, 90s, 1h or seconds (default with --precision: 10m)."),
+        click.option("--compile-cache", type=click.Choice(COMPILE_CACHES),
+                     help="Inductor's on-disk cache at a compile case's first call: cold (default, empty per case "
+                          "and process) or warm (filled by a throwaway worker per side before the first pair)."),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -72,7 +75,8 @@ def config_options(f):
 
 
 OVERRIDE_KEYS = ("backend", "device", "modules", "recipes", "modes", "shapes", "processes", "rounds", "trials", "iters", "warmup",
-                 "timeout_s", "core", "seed", "metric", "min_effect_pct", "prestart", "precision_pct", "budget_s")
+                 "timeout_s", "core", "seed", "metric", "min_effect_pct", "prestart", "precision_pct", "budget_s",
+                 "compile_cache")
 
 
 def make_config(kwargs: dict, **extra):

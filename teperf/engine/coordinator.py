@@ -9,6 +9,9 @@ or hangs costs the case its pair only (:class:`CellRetries`).
 from __future__ import annotations
 
 import itertools
+import os
+import shutil
+import tempfile
 import time
 from collections import defaultdict, deque
 from typing import Callable, Optional
@@ -60,7 +63,8 @@ class CellRetries:
 class PairRunner:
     """The workers of one process pair (one per side) and the cases set up in them."""
 
-    def __init__(self, config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, pair: int, retries: CellRetries):
+    def __init__(self, config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, pair: int, retries: CellRetries,
+                 cache_root: Optional[str] = None):
         self.config = config
         self.sides = sides
         self.cases = {c.id: c for c in cases}
@@ -77,6 +81,7 @@ class PairRunner:
         self.queued: dict[int, list] = {}  # side index -> case ids whose setup was sent ahead
         self.restarts = 0
         self.backends = sorted({c.backend for c in cases})
+        self.cache_root = cache_root
 
     def _runnable_cases(self) -> list[Case]:
         return [c for c in self.cases.values() if self.runnable(c.id)]
@@ -155,6 +160,7 @@ class PairRunner:
             log_path=self.bundle.worker_log(self.pair, side.label),
             cwd=self.bundle.path,
             timeout_s=self.config.schedule.timeout_s,
+            compile_cache=compile_cache_spec(self.config, self.cache_root, side.label),
         )
 
     def _start_side(self, index: int) -> None:
@@ -291,11 +297,76 @@ def prestart_depth(config: Config, n_import_cores: int, n_sides: int, max_pairs:
     return min(MAX_AUTO_PRESTART, max(1, n_import_cores // max(1, n_sides)), max_pairs - 1)
 
 
+def compile_cache_spec(config: Config, cache_root: Optional[str], label: str) -> Optional[dict]:
+    """What a worker is told about inductor's cache (teperf/worker/compile_cache.py): cold, its own
+    fresh one; warm, this side's directory of the run, filled before the first pair."""
+    if cache_root is None:
+        return None
+    spec = {
+        "mode": config.compile_cache,
+        "process_warmup_dir": os.path.join(cache_root, "process-warmup"),
+        "parent": cache_root,
+    }
+    if config.compile_cache == "warm":
+        spec["dir"] = os.path.join(cache_root, "warm", label)
+    return spec
+
+
+def prewarm_compile_cache(config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, cache_root: str) -> None:
+    """--compile-cache warm: before the first pair, one throwaway worker per side sets up every
+    compile case once, so that its directory holds what that case compiles; every pair then
+    measures the cached path (a user's second run). Its setups are kept as "prewarm" records."""
+    todo = [c for c in cases if c.mode == "compile" and not c.skip]
+    cores = import_cores_for(config) or [config.core]
+    workers: dict[int, Worker] = {}
+    try:
+        for index, side in enumerate(sides):
+            workers[index] = worker = Worker(
+                side,
+                core=cores[index % len(cores)],
+                device=config.device,
+                backends=sorted({c.backend for c in cases}),
+                hash_seed=hash_seed(config.seed, 0),
+                log_path=bundle.path / "workers" / f"prewarm-{side.label}.log",
+                cwd=bundle.path,
+                timeout_s=config.schedule.timeout_s,
+                compile_cache=compile_cache_spec(config, cache_root, side.label),
+            )
+            for case in todo:  # queued now: both sides compile side by side
+                worker.send({"cmd": "setup", "case": case.to_wire(config.device, 1)})
+        for index, worker in workers.items():
+            worker.wait_ready()
+            for case in todo:
+                reply = worker.receive()
+                bundle.append({"kind": "prewarm", "side": sides[index].label, "case_id": case.id,
+                               "status": reply.get("type"), "info": reply.get("info"), "error": reply.get("error")})
+    except WorkerError as exc:  # the pairs then meet a partly filled cache, which the records show
+        bundle.append({"kind": "prewarm", "side": None, "case_id": None, "status": "error", "error": str(exc)})
+    finally:
+        for worker in workers.values():
+            worker.close()
+
+
 def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, progress: Optional[Progress] = None,
                  adaptive: Optional[Adaptive] = None) -> dict:
     """Measure every case on every side. Returns {case_id: reason} for failed cases.
     ``adaptive`` decides how many pairs and which cases each measures (default: the fixed schedule);
     a failed cell drops out of it, a cell that lost a pair is measured again by the next one."""
+    cache_root = None
+    if any(c.mode == "compile" and not c.skip for c in cases):
+        cache_root = tempfile.mkdtemp(prefix="teperf-compile-")
+        bundle.append({"kind": "compile_cache", "mode": config.compile_cache, "dir": cache_root})
+    try:
+        if cache_root is not None and config.compile_cache == "warm":
+            prewarm_compile_cache(config, sides, cases, bundle, cache_root)
+        return _run_pairs(config, sides, cases, bundle, progress, adaptive, cache_root)
+    finally:
+        if cache_root is not None:
+            shutil.rmtree(cache_root, ignore_errors=True)
+
+
+def _run_pairs(config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, progress: Optional[Progress],
+               adaptive: Optional[Adaptive], cache_root: Optional[str]) -> dict:
     retries = CellRetries()
     failed = retries.failed  # case_id -> reason, shared by every pair and the adaptive schedule
     iters = config.schedule.iters
@@ -314,14 +385,16 @@ def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: B
             if not todo:
                 break
             # A pair launched ahead set up every case open then; the ones settled since get no trials.
-            runner = upcoming.popleft() if upcoming else PairRunner(config, sides, [by_id[c] for c in todo], bundle, pair, retries)
+            runner = upcoming.popleft() if upcoming else PairRunner(config, sides, [by_id[c] for c in todo], bundle, pair,
+                                                                    retries, cache_root)
             runner.dropped.update(set(runner.cases) - set(todo))
             try:
                 # Launch the pairs ahead first, so that they import while this one starts
                 # too: launched after it, pair 1 of a TE run waited 11-14 s for its set-up.
                 next_launch = max(next_launch, pair + 1)
                 while len(upcoming) < depth and plan.may_launch(next_launch):
-                    ahead = PairRunner(config, sides, [by_id[c] for c in plan.open_cases(failed)], bundle, next_launch, retries)
+                    ahead = PairRunner(config, sides, [by_id[c] for c in plan.open_cases(failed)], bundle, next_launch,
+                                       retries, cache_root)
                     upcoming.append(ahead)  # closed on any error below, half-launched or not
                     next_launch += 1
                     try:

@@ -78,7 +78,10 @@ class Worker:
     """A worker process. Construction starts it and returns at once; ``wait_ready``
     collects its hello, so the next pair can import torch while this one measures."""
 
-    def __init__(self, side: Side, *, core: int, device: str, backends: list[str], hash_seed: int, log_path: Path, cwd: Path, timeout_s: float):
+    def __init__(
+        self, side: Side, *, core: int, device: str, backends: list[str], hash_seed: int, log_path: Path, cwd: Path,
+        timeout_s: float, compile_cache: dict | None = None,
+    ):
         check_python(side.python)
         self.side = side
         self.core = core
@@ -103,7 +106,8 @@ class Worker:
         except OSError as exc:
             self._log.close()
             raise WorkerError(f"cannot start {side.python} for {side.label}: {exc.strerror or exc}")
-        self.send({"cmd": "init", "core": core, "sys_path": list(side.sys_path), "device": device, "backends": backends})
+        self.send({"cmd": "init", "core": core, "sys_path": list(side.sys_path), "device": device, "backends": backends,
+                   "compile_cache": compile_cache})
 
     def wait_ready(self) -> dict:
         """Wait for the hello (the worker has imported torch and is listening)."""

@@ -107,6 +107,11 @@ CELL_FIELDS = [
     pa.field("mde_pct", pa.float64()),
     pa.field("host_bound", pa.bool_()),
     pa.field("counters", pa.string()),  # JSON text
+    # one-time costs (teperf.schema ONETIME_COSTS), ms: the measured side's, and the paired change for a compare
+    pa.field("first_call_ms", pa.float64()),
+    pa.field("first_call_delta_pct", pa.float64()),
+    pa.field("first_call_verdict", pa.string()),
+    pa.field("recompile_ms", pa.float64()),
 ]
 SCHEMA = pa.schema(RUN_FIELDS + CELL_FIELDS, metadata={b"teperf.history.schema": b"1"})
 COLUMNS = SCHEMA.names
@@ -279,6 +284,13 @@ def rows_from_summary(summary, *, run_kind: str = "import", ref: str | None = No
             row[key] = _num(r.get(key))
         for key in ("n_pairs", "n_trials"):
             row[key] = None if r.get(key) is None else int(r.get(key))
+        side = "head" if is_compare else "base"
+        row.update(
+            first_call_ms=_num(r.get(f"first_call_{side}_ms")),
+            first_call_delta_pct=_num(r.get("first_call_delta_pct")),
+            first_call_verdict=r.get("first_call_verdict"),
+            recompile_ms=_num(r.get(f"recompile_{side}_ms")),
+        )
         out.append(row)
     return out
 

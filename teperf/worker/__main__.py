@@ -83,11 +83,16 @@ def main() -> int:
     if core is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {int(core)})
     sys.path[0:0] = list(init.get("sys_path") or [])
+    # before torch: inductor reads its compile-thread count when it is imported
+    from teperf.worker.compile_cache import CompileCache
+
+    compile_cache = CompileCache(init.get("compile_cache"))
     started = time.perf_counter()
     from teperf.worker.session import Session, StartError
 
     try:
-        session = Session(device=init.get("device", "cpu"), backends=init.get("backends") or [])
+        session = Session(device=init.get("device", "cpu"), backends=init.get("backends") or [],
+                          compile_cache=compile_cache)
     except StartError as exc:  # told to the coordinator in words, with the fix
         channel.write(encode({"type": "fatal", "error": str(exc), "fix": exc.fix}))
         return 1

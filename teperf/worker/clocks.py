@@ -45,3 +45,43 @@ def time_loop(step: Callable[[], None], iters: int, cuda: bool) -> dict:
         "sync_ns": sync_ns,
         "gpu_ns": gpu_ns,
     }
+
+
+def _children_cpu_ns() -> int:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return int((usage.ru_utime + usage.ru_stime) * 1e9)
+
+
+def time_once(fn: Callable[[], None], cuda: bool) -> dict:
+    """Clocks around one call that pays a one-time cost (a first step, a compile, a capture).
+
+    Beside the trial clocks it keeps the CPU time of the child processes the call
+    waited for: inductor runs the C++ compiler (CPU) or ptxas (CUDA) as children,
+    whose time no clock of this process sees. On CUDA the final synchronize is
+    inside the wall time: the GPU work of a first call is part of what it costs.
+    """
+    c0 = _children_cpu_ns()
+    p0 = time.process_time_ns()
+    t0 = time.thread_time_ns()
+    w0 = time.perf_counter_ns()
+    fn()
+    if cuda:
+        import torch
+
+        torch.cuda.synchronize()
+    w1 = time.perf_counter_ns()
+    t1 = time.thread_time_ns()
+    p1 = time.process_time_ns()
+    c1 = _children_cpu_ns()
+    import os
+
+    return {
+        "process_cpu_ns": p1 - p0,
+        "children_cpu_ns": c1 - c0,
+        "thread_cpu_ns": t1 - t0,
+        "wall_ns": w1 - w0,
+        # where it ran: a prestarted pair sets up on a spare core, a cold pair on the measuring core
+        "cores": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+    }

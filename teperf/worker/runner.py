@@ -22,9 +22,17 @@ class Built:
     # can supply their own graph builder: (built, sample_inputs) -> callable.
     make_graphed: Optional[Callable[["Built"], Callable[..., Any]]] = None
     # Module-level state the forward reads and rewrites between calls (TE's cached attention
-    # backend choice). Cases sharing a worker would see each other's: the session saves it
-    # after set-up and puts it back before each trial (see Session.restore).
+    # backend choice). Cases sharing a worker would see each other's: the session gives each
+    # case the state of a fresh process before its first call, saves it after set-up and puts
+    # it back before each trial (see Session.ready).
     global_state: Optional[dict] = None
+    # Another recipe/autocast state to switch to once, after the first compiled call: what a
+    # recompile costs when the recipe changes at run time (TE: another recipe; torch: an
+    # autocast dtype). None: the backend has no other state to offer here.
+    alt_autocast: Optional[Callable[[], ContextManager]] = None
+    alt_autocast_what: Optional[str] = None
+    # Called once after the first step (TE records the attention backend that call picked).
+    after_first_call: Optional[Callable[["Built"], None]] = None
 
 
 # Enough compiled variants per code object for every compiled case of a worker (TE's
@@ -35,7 +43,8 @@ DYNAMO_LIMITS = {"cache_size_limit": 64, "recompile_limit": 64, "accumulated_cac
 
 def isolate_dynamo():
     """Forget every other case's compiled code and guards, so that this case compiles as it
-    would alone (issue 13: compiled TE attention cases failed when sharing a worker). Cases
+    would alone: its first call pays the whole compile (issue 17) and meets no other case's
+    guards (issue 13: compiled TE attention cases failed when sharing a worker). Cases
     compiled before lose their code too: the session re-warms them, untimed."""
     import torch._dynamo as dynamo
 
@@ -45,11 +54,24 @@ def isolate_dynamo():
     dynamo.reset()
 
 
-def dynamo_graphs() -> int:
-    """Graphs dynamo has compiled in this process so far (to catch a compile inside a timed trial)."""
+def _dynamo_counts() -> tuple[int, dict]:
     import torch._dynamo.utils as dynamo_utils
 
-    return int(dynamo_utils.counters["stats"]["unique_graphs"])
+    return int(dynamo_utils.counters["stats"]["unique_graphs"]), dict(dynamo_utils.counters["graph_break"])
+
+
+def dynamo_graphs() -> int:
+    """Graphs dynamo has compiled in this process so far (to catch a compile inside a timed trial)."""
+    return _dynamo_counts()[0]
+
+
+def dtype_autocast(device: str) -> tuple[Callable[[], ContextManager], str]:
+    """A generic other autocast state: torch.autocast to a lower precision on the device."""
+    import torch
+
+    kind = "cuda" if str(device).startswith("cuda") else "cpu"
+    dtype = torch.float16 if kind == "cuda" else torch.bfloat16
+    return (lambda: torch.autocast(kind, dtype=dtype)), f"torch.autocast({kind!r}, dtype={dtype})"
 
 
 def _first_tensor(out):
@@ -58,8 +80,12 @@ def _first_tensor(out):
     return out
 
 
-def make_step(built: Built, mode: str) -> tuple[Callable[[], None], dict]:
-    """Return (step, info). ``info`` records what the mode did (e.g. graph breaks)."""
+def make_step(built: Built, mode: str) -> tuple[Callable[..., None], dict]:
+    """Return (step, info). ``info`` records what the mode did (e.g. graph breaks).
+
+    Nothing is compiled or captured here for compile mode: the first ``step()`` pays
+    it (teperf.worker.session times it). ``step(autocast=f)`` runs one step under
+    another autocast factory ``f`` (the recompile measurement)."""
     import torch
 
     module = built.module
@@ -79,26 +105,7 @@ def make_step(built: Built, mode: str) -> tuple[Callable[[], None], dict]:
     if mode == "eager":
         fn = call
     elif mode == "compile":
-        import torch._dynamo as dynamo
-
-        isolate_dynamo()
-        try:
-            with autocast():
-                # through built.call, so modules with extra non-tensor args (GroupedLinear's m_splits) work
-                explanation = dynamo.explain(lambda *xs: call(module, *xs))(*built.inputs)
-            info["graphs"] = int(explanation.graph_count)
-            # torch reports graph_count - 1 breaks, i.e. -1 when dynamo captured nothing
-            info["graph_breaks"] = max(0, int(explanation.graph_break_count))
-            if info["graphs"] == 0:
-                # e.g. TE's Linear-family forwards are wrapped in torch._dynamo.disable
-                info["compile_note"] = "dynamo captured no graph: the forward runs eagerly under torch.compile"
-            info["break_reasons"] = sorted({str(b.reason)[:200] for b in explanation.break_reasons})[:5]
-        except Exception as exc:  # explain is best-effort; the timing still stands
-            info["graph_breaks"] = None
-            info["explain_error"] = f"{type(exc).__name__}: {exc}"[:300]
-        finally:
-            dynamo.reset()  # what explain traced must not stand beside the real compile
-        compiled = torch.compile(module)  # a fresh one per case
+        compiled = torch.compile(module)  # a fresh one per case, after Session's isolate_dynamo
         fn = lambda m, *xs: call(compiled, *xs)  # noqa: E731
     elif mode == "cuda-graph":
         if not torch.cuda.is_available():
@@ -112,10 +119,29 @@ def make_step(built: Built, mode: str) -> tuple[Callable[[], None], dict]:
     else:
         raise ValueError(f"unknown mode {mode!r}")
 
-    def step():
+    def step(autocast=autocast):
         zero_grads()
         with autocast():
             out = fn(module, *built.inputs)
         _first_tensor(out).sum().backward()
 
     return step, info
+
+
+def compile_counts_during(fn: Callable[[], None]) -> dict:
+    """What dynamo compiled while ``fn`` ran: graphs, graph breaks and their reasons
+    (from dynamo's counters, not dynamo.explain: explain would trace the module before the
+    timed first call and so take part of the compile out of it)."""
+    graphs0, breaks0 = _dynamo_counts()
+    fn()
+    graphs1, breaks1 = _dynamo_counts()
+    new_breaks = {k: v - breaks0.get(k, 0) for k, v in breaks1.items() if v - breaks0.get(k, 0) > 0}
+    info = {
+        "graphs": graphs1 - graphs0,
+        "graph_breaks": sum(new_breaks.values()),
+        "break_reasons": sorted(str(k)[:200] for k in new_breaks)[:5],
+    }
+    if info["graphs"] == 0:
+        # e.g. TE's Linear-family forwards are wrapped in torch._dynamo.disable
+        info["compile_note"] = "dynamo captured no graph: the forward runs eagerly under torch.compile"
+    return info

@@ -7,7 +7,7 @@ first on sys.path, so base and head each import their own ``pkg``.
 from __future__ import annotations
 
 from teperf.worker.backends import import_object
-from teperf.worker.runner import Built
+from teperf.worker.runner import Built, dtype_autocast
 
 MODULES: tuple = ()
 RECIPES = ("fp32", "bf16")
@@ -30,4 +30,6 @@ def build(case: dict, device: str) -> Built:
     dtype = getattr(torch, DTYPES[case["recipe"]])
     module = module.to(device=device, dtype=dtype)
     x = torch.randn(*case["shape"], device=device, dtype=dtype, requires_grad=True)
-    return Built(module=module, inputs=(x,), info={"factory": case["factory"]})
+    alt, alt_what = dtype_autocast(device)
+    return Built(module=module, inputs=(x,), info={"factory": case["factory"]}, alt_autocast=alt,
+                 alt_autocast_what=alt_what)

@@ -6,7 +6,7 @@ so the engine can be exercised end to end anywhere.
 
 from __future__ import annotations
 
-from teperf.worker.runner import Built
+from teperf.worker.runner import Built, dtype_autocast
 
 MODULES = ("Linear", "LayerNormLinear", "LayerNormMLP")
 TAKES_KWARGS = False  # built from the shape alone; config kwargs would be ignored, so they are refused
@@ -40,4 +40,6 @@ def build(case: dict, device: str) -> Built:
     dtype = getattr(torch, DTYPES[case["recipe"]])
     module = make_module(case["module"], case["shape"][-1]).to(device=device, dtype=dtype)
     x = torch.randn(*case["shape"], device=device, dtype=dtype, requires_grad=True)
-    return Built(module=module, inputs=(x,), info={"params": sum(p.numel() for p in module.parameters())})
+    alt, alt_what = dtype_autocast(device)
+    return Built(module=module, inputs=(x,), info={"params": sum(p.numel() for p in module.parameters())},
+                 alt_autocast=alt, alt_autocast_what=alt_what)

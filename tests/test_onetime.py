@@ -1,0 +1,327 @@
+"""One-time costs (first call, recompile): statistics, summary, every output format, history.
+
+Fast: synthetic bundles. The real workers under torch.compile are in
+tests/test_integration_onetime.py."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+
+import pytest
+from rich.console import Console
+
+from teperf.bundle import Bundle
+from teperf.config import Stats, load_config
+from teperf.errors import TeperfError
+from teperf.render import render
+from teperf.schema import ONETIME_FIELDS, ROW_FIELDS
+from teperf.stats import break_even_steps, onetime_cell
+from teperf.summary import summarize
+
+
+@pytest.mark.parametrize(
+    "extra_ms, saving_us, expected",
+    [
+        (100.0, 50.0, 2000),  # 100 ms back at 50 us a step
+        (100.0, 30.0, 3334),  # rounded up: 3333 steps leave 10 us unpaid
+        (-5.0, 10.0, 0),  # cheaper up front and faster: pays from the first step
+        (100.0, 0.0, "never"),
+        (100.0, -20.0, "never"),  # slower per step
+        (None, 10.0, None),
+        (5.0, None, None),
+    ],
+)
+def test_break_even_steps(extra_ms, saving_us, expected):
+    assert break_even_steps(extra_ms, saving_us) == expected
+
+
+def test_onetime_cell_pairs_are_the_unit():
+    cfg = Stats()
+    base = {0: 1000.0, 1: 1100.0, 2: 900.0, 3: 1050.0}
+    head = {p: v * 1.5 for p, v in base.items()}  # 50% slower in every pair
+    cell = onetime_cell(base, head, cfg)
+    assert cell["n_pairs"] == 4
+    assert cell["delta_pct"] == pytest.approx(50.0)
+    assert cell["verdict"] == "slower"
+    assert cell["head_ms"] - cell["base_ms"] == pytest.approx(cell["delta_ms"])
+    # a pair without the other side's figure does not count
+    assert onetime_cell(base, {0: 1500.0, 1: 1650.0}, cfg)["n_pairs"] == 2
+    one = onetime_cell(base, None, cfg)
+    assert one["base_ms"] == pytest.approx(math.exp(sum(math.log(v) for v in base.values()) / 4))
+    assert one["n_pairs"] == 4 and one["pair_sd_pct"] > 0
+
+
+def test_onetime_cell_one_pair_has_no_interval():
+    cell = onetime_cell({0: 10.0}, {0: 12.0}, Stats())
+    assert cell["ci_low_ms"] is None and cell["delta_pct"] == pytest.approx(20.0)
+
+
+def test_compile_cache_option_is_validated():
+    assert load_config(None, {}).compile_cache == "cold"
+    assert load_config(None, {"compile_cache": "warm"}).compile_cache == "warm"
+    with pytest.raises(TeperfError, match="compile cache"):
+        load_config(None, {"compile_cache": "lukewarm"})
+
+
+# ----------------------------------------------------------------------------- synthetic bundles
+
+
+def _clocks(ms: float, core: int = 1, **extra) -> dict:
+    ns = int(ms * 1e6)
+    return {"process_cpu_ns": ns // 2, "children_cpu_ns": ns - ns // 2, "thread_cpu_ns": ns // 2, "wall_ns": ns, "cores": [core], **extra}
+
+
+def _bundle(tmp_path, sides=("base", "head"), head_factor=1.0, pairs=4) -> Bundle:
+    cfg = load_config(None, {"modules": ["Linear"], "modes": ["eager", "compile"], "core": None})
+    meta = {
+        "kind": "compare" if len(sides) == 2 else "run",
+        "config": cfg.to_dict(),
+        "sides": {s: {"label": s} for s in sides},
+        "cases": [
+            {"id": 0, "module": "Linear", "recipe": "fp32", "shape": [8, 2, 64], "dtype": "float32", "mode": "eager"},
+            {"id": 1, "module": "Linear", "recipe": "fp32", "shape": [8, 2, 64], "dtype": "float32", "mode": "compile"},
+        ],
+    }
+    bundle = Bundle.create(tmp_path / "results", meta["kind"], meta)
+    core = cfg.core
+    bundle.append({"kind": "compile_cache", "mode": "cold", "dir": "/tmp/x"})
+    for pair in range(pairs):
+        for side in sides:
+            f = head_factor if side == "head" else 1.0
+            eager = {"first_call": _clocks(2.0 * f * (1 + pair / 100), core)}
+            comp = {
+                "first_call": _clocks(3000.0 * f * (1 + pair / 50), core, cache={"mode": "cold", "dir": f"/tmp/{pair}{side}", "files_before": 0}),
+                "recompile": _clocks(900.0 * f, core, what="first step under torch.autocast('cpu', dtype=torch.bfloat16)", graphs=1),
+            }
+            for cid, info in ((0, eager), (1, comp)):
+                bundle.append({"kind": "setup", "pair": pair, "side": side, "case_id": cid, "status": "ready", "info": info})
+            for cid, us in ((0, 100.0), (1, 60.0)):
+                for trial in range(2):
+                    bundle.append({"kind": "trial", "pair": pair, "round": 0, "trial": trial, "side": side, "case_id": cid,
+                                   "iters": 10, "process_cpu_ns": int(us * f * 10 * 1000 * (1 + trial / 100)),
+                                   "thread_cpu_ns": 1, "wall_ns": int(us * 10 * 1000), "sync_ns": 0})
+    bundle.close()
+    bundle.update_meta(status="complete")
+    return bundle
+
+
+def test_compare_summary_has_paired_onetime_figures(tmp_path):
+    bundle = _bundle(tmp_path, head_factor=1.25)
+    s = summarize(bundle.path)
+    eager, comp = s.rows
+    assert comp["first_call_n_pairs"] == 4 and comp["first_call_verdict"] == "slower"
+    assert comp["first_call_delta_pct"] == pytest.approx(25.0)
+    assert comp["recompile_base_ms"] == pytest.approx(900.0) and comp["recompile_delta_pct"] == pytest.approx(25.0)
+    assert eager["recompile_base_ms"] is None and eager["first_call_base_ms"] == pytest.approx(2.0, rel=0.05)
+    assert any("compile cache cold" in n for n in s.onetime_notes)
+    assert any("graphs compiled by it: 1" in n for n in s.onetime_notes)
+
+
+def test_metric_picks_the_onetime_clock(tmp_path):
+    bundle = _bundle(tmp_path)
+    wall = summarize(bundle.path, Stats(metric="wall")).rows[1]
+    thread = summarize(bundle.path, Stats(metric="thread_cpu")).rows[1]
+    assert thread["first_call_base_ms"] == pytest.approx(wall["first_call_base_ms"] / 2, rel=1e-3)
+
+
+def test_onetime_table_in_every_format(tmp_path):
+    s = summarize(_bundle(tmp_path, head_factor=1.25).path)
+    md = render(s, "markdown")
+    assert "**one-time costs**" in md and "| Linear | fp32 | compile | recompile |" in md
+    assert "first call" in md and "slower" in md.split("**one-time costs**")[1]
+    console = Console(record=True, width=250)
+    render(s, "table", console=console)
+    text = console.export_text()
+    assert "one-time costs" in text and "recompile" in text
+    data = json.loads(render(s, "json"))
+    row = data["rows"][1]
+    assert set(ONETIME_FIELDS) <= set(row) and row["first_call_verdict"] == "slower"
+    assert data["onetime_notes"]
+    rows = list(csv.DictReader(io.StringIO(render(s, "csv"))))
+    assert list(rows[0]) == list(ROW_FIELDS)
+    assert float(rows[1]["recompile_head_ms"]) == pytest.approx(900.0 * 1.25)
+
+
+def test_run_table_gives_the_break_even(tmp_path):
+    s = summarize(_bundle(tmp_path, sides=("run",)).path)
+    eager, comp = s.rows
+    assert comp["saving_per_step_us"] == pytest.approx(40.0, rel=0.02)
+    assert comp["onetime_extra_ms"] == pytest.approx(comp["first_call_base_ms"] - eager["first_call_base_ms"])
+    assert comp["break_even_steps"] == break_even_steps(comp["onetime_extra_ms"], comp["saving_per_step_us"])
+    assert isinstance(comp["break_even_steps"], int) and comp["break_even_steps"] > 70000
+    assert eager["break_even_steps"] is None
+    md = render(s, "markdown")
+    assert "break-even (steps)" in md and f"{comp['break_even_steps']:,}" in md
+
+
+def test_bundle_without_onetime_records_renders_as_before(tmp_path):
+    bundle = _bundle(tmp_path)
+    lines = [json.loads(l) for l in (bundle.path / "records.jsonl").read_text().splitlines()]
+    for rec in lines:
+        if rec["kind"] == "setup":
+            rec["info"] = {}
+    (bundle.path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines if r["kind"] != "compile_cache"))
+    s = summarize(bundle.path)
+    assert s.rows[1]["first_call_base_ms"] is None and not s.onetime_notes
+    assert "one-time costs" not in render(s, "markdown")
+
+
+def test_history_rows_carry_the_onetime_cost(tmp_path):
+    from teperf.history.store import HistoryStore
+
+    s = summarize(_bundle(tmp_path, head_factor=1.25).path)
+    st = HistoryStore(tmp_path / "h")
+    st.add_summary(s, run_kind="nightly", bundle="x")
+    df = st.read()
+    comp = df[df["mode"] == "compile"].iloc[0]
+    assert comp.first_call_ms == pytest.approx(s.rows[1]["first_call_head_ms"])
+    assert comp.first_call_delta_pct == pytest.approx(25.0) and comp.first_call_verdict == "slower"
+    assert comp.recompile_ms == pytest.approx(900.0 * 1.25)
+    assert math.isnan(df[df["mode"] == "eager"].iloc[0].recompile_ms)
+
+
+# ----------------------------------------------------------------------------- worker pieces, in this process
+
+
+def test_each_compile_case_compiles_anew_after_isolate_dynamo():
+    """The session calls isolate_dynamo before each compile case's timed first call: without it
+    dynamo would hand the second module of one class and shape the first one's graph."""
+    torch = pytest.importorskip("torch")
+    from teperf.worker.runner import compile_counts_during, isolate_dynamo
+
+    x = torch.randn(4, 8)
+    isolate_dynamo()  # whatever other tests compiled in this process
+
+    def graphs(module):
+        compiled = torch.compile(module, backend="eager")  # dynamo's caching is the point, not inductor
+        return compile_counts_during(lambda: compiled(x))["graphs"]
+
+    assert graphs(torch.nn.Linear(8, 8)) == 1 and graphs(torch.nn.Linear(8, 8)) == 0
+    isolate_dynamo()
+    assert graphs(torch.nn.Linear(8, 8)) == 1
+
+
+def test_first_call_meets_a_fresh_processes_global_state():
+    """A case's first call sees the module-level state (TE's attention backend choice) as a fresh
+    process has it, not what an earlier case left; its trials get its own state back."""
+    pytest.importorskip("torch")
+    from teperf.worker.runner import Built
+    from teperf.worker.session import Session
+
+    shared = {"chosen": None}
+    seen = []
+
+    class Module:
+        def parameters(self):
+            return []
+
+        def __call__(self, x):
+            seen.append(shared["chosen"])
+            shared["chosen"] = shared["chosen"] or f"picked by {self.name}"
+            return x
+
+    import torch
+
+    session = Session("cpu", [])
+    for cid, name in ((0, "first"), (1, "second")):
+        module = Module()
+        module.name = name
+        built = Built(module=module, inputs=(torch.ones(2, requires_grad=True),), global_state=shared)
+        step, _info = session._first_call({"id": cid, "mode": "eager"}, built, {})
+        session.cases[cid] = (step, built, {})
+        session.saved_state[cid] = dict(shared)
+    assert seen == [None, None]  # the second case chose for itself too
+    session.ready(0)
+    assert shared["chosen"] == "picked by first"
+
+
+def test_compile_cache_cold_and_warm(tmp_path, monkeypatch):
+    from teperf.worker.compile_cache import CompileCache
+
+    for var in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_COMPILE_THREADS"):
+        monkeypatch.delenv(var, raising=False)
+    cold = CompileCache({"mode": "cold", "parent": str(tmp_path)})
+    one, two = cold.use("case1"), cold.use("case2")
+    assert one["dir"] != two["dir"] and one["files_before"] == two["files_before"] == 0
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == two["dir"] and os.environ["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+    other = CompileCache({"mode": "cold", "parent": str(tmp_path)})
+    assert other.root != cold.root  # a fresh directory per worker process
+    cold.close()
+    assert not os.path.exists(cold.root) and os.path.exists(other.root)
+    shared = tmp_path / "warm" / "base"
+    (shared / "case1").mkdir(parents=True)
+    (shared / "case1" / "artifact").write_text("x")
+    warm = CompileCache({"mode": "warm", "dir": str(shared)})
+    assert warm.use("case1") == {"mode": "warm", "dir": str(shared / "case1"), "files_before": 1}
+    warm.close()
+    assert (shared / "case1" / "artifact").exists()  # the run's directory is the coordinator's to remove
+
+
+def _drop(bundle: Bundle, keep) -> None:
+    lines = [json.loads(l) for l in (bundle.path / "records.jsonl").read_text().splitlines()]
+    (bundle.path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines if keep(r)))
+
+
+def test_a_lost_pair_counts_for_no_onetime_figure(tmp_path):
+    """CellRetries: a worker that died costs the cell that pair, its first call included."""
+    bundle = _bundle(tmp_path, head_factor=1.25)
+    # pair 1's head worker died during the compile cell's trials: no head trials there, a failure record
+    _drop(bundle, lambda r: not (r["kind"] == "trial" and r["pair"] == 1 and r["side"] == "head" and r["case_id"] == 1))
+    with open(bundle.path / "records.jsonl", "a") as f:
+        f.write(json.dumps({"kind": "failure", "pair": 1, "side": "head", "case_id": 1, "error": "worker died",
+                            "final": False, "lost_pairs": [1]}) + "\n")
+    s = summarize(bundle.path)
+    eager, comp = s.rows
+    assert comp["status"] == "partial" and comp["n_pairs"] == 3
+    assert comp["first_call_n_pairs"] == 3 and comp["recompile_n_pairs"] == 3
+    assert eager["first_call_n_pairs"] == 4  # the other cell kept the pair
+    md = render(s, "markdown")
+    assert "| 3 | slower |" in md.split("**one-time costs**")[1]
+
+
+def test_a_cell_whose_every_pair_was_lost_has_no_onetime_figure(tmp_path):
+    bundle = _bundle(tmp_path, pairs=2)
+    with open(bundle.path / "records.jsonl", "a") as f:
+        for pair in (0, 1):
+            f.write(json.dumps({"kind": "failure", "pair": pair, "side": "base", "case_id": 1, "error": "hung",
+                                "final": pair == 1, "lost_pairs": list(range(pair + 1))}) + "\n")
+    s = summarize(bundle.path)
+    comp = s.rows[1]
+    assert comp["first_call_base_ms"] is None and comp["recompile_base_ms"] is None
+    for fmt in ("markdown", "json", "csv"):
+        assert render(s, fmt)
+    assert "| compile | recompile |" not in render(s, "markdown")
+
+
+def test_precision_runs_render_onetime_rows_with_their_pairs(tmp_path):
+    """--precision: cells settle after different numbers of pairs; the one-time table says how many
+    each rests on and the inconclusive verdict carries its bound, as in the per-step table."""
+    bundle = _bundle(tmp_path, pairs=5)
+    meta = json.loads((bundle.path / "meta.json").read_text())
+    meta["config"]["schedule"].update(precision_pct=1.0, budget_s=600, min_pairs=3)
+    (bundle.path / "meta.json").write_text(json.dumps(meta))
+    # the eager cell settled after 3 pairs: pairs 3 and 4 set it up (started ahead) but ran no trials of it
+    _drop(bundle, lambda r: not (r["kind"] == "trial" and r["case_id"] == 0 and r["pair"] >= 3))
+    lines = [json.loads(l) for l in (bundle.path / "records.jsonl").read_text().splitlines()]
+    for r in lines:  # the compile cell's head first calls scatter by pair: no interval inside +-1%
+        if r["kind"] == "setup" and r["side"] == "head" and r["case_id"] == 1:
+            r["info"]["first_call"] = _clocks(3000.0 * (1.2, 0.9, 1.1, 0.95, 1.0)[r["pair"]])
+    (bundle.path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    with open(bundle.path / "records.jsonl", "a") as f:
+        f.write(json.dumps({"kind": "stop", "reason": "precision reached", "pairs": 5, "elapsed_s": 30.0,
+                            "precision_pct": 1.0, "budget_s": 600, "open": []}) + "\n")
+    s = summarize(bundle.path)
+    eager, comp = s.rows
+    assert eager["n_pairs"] == 3 and comp["n_pairs"] == 5 and s.show_pairs
+    assert eager["first_call_n_pairs"] == 5  # every pair that set the cell up
+    assert comp["first_call_verdict"] == "inconclusive" and comp["first_call_bound_pct"] is not None
+    assert comp["recompile_verdict"] == "no change"
+    onetime_md = render(s, "markdown").split("**one-time costs**")[1]
+    assert "| 5 | inconclusive (up to" in onetime_md and "| 5 | no change |" in onetime_md
+    data = json.loads(render(s, "json"))
+    assert {"first_call_bound_pct", "first_call_n_pairs"} <= set(data["rows"][1])
+    assert "noisy" not in render(s, "markdown")
