@@ -76,6 +76,7 @@ class Config:
     seed: int = 0
     counters: bool = False
     prestart: int | None = None  # pairs started ahead on spare cores while one measures; None = auto
+    lanes: int = 1  # pairs measuring at once, each on its own physical core (engine/lanes.py); "auto" resolved
     source: str | None = None  # the TOML file it came from
     from_cli: tuple[str, ...] = ()  # keys whose value the user typed as a flag: errors name the flag
 
@@ -95,7 +96,7 @@ def _named(key: str, overrides: Mapping[str, Any]) -> str:
     return CLI_FLAGS.get(key, f"--{key}") if overrides.get(key) is not None else key
 
 
-_TOP_KEYS = {"backend", "device", "modules", "recipes", "modes", "shapes", "core", "seed", "counters", "prestart", "schedule", "stats"}
+_TOP_KEYS = {"backend", "device", "modules", "recipes", "modes", "shapes", "core", "seed", "counters", "prestart", "lanes", "schedule", "stats"}
 _SCHEDULE_KEYS = {f.name for f in dataclasses.fields(Schedule)}
 _STATS_KEYS = {f.name for f in dataclasses.fields(Stats)}
 _RETIRED = {"noise_limit_pct": "the 'noisy' verdict is gone: an interval that reaches past +-min_effect_pct is "
@@ -354,6 +355,9 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
         prestart = int(prestart)
     elif isinstance(prestart, bool) or not isinstance(prestart, int) or prestart < 0:
         raise TeperfError(f"prestart must be a whole number >= 0 or \"auto\", got {prestart!r}", "e.g. prestart = \"auto\" or --prestart 0 to start every pair cold")
+    from teperf.engine.lanes import check_lanes  # not at the top: engine.lanes reads this module's core helpers
+
+    lanes = check_lanes(ov.get("lanes", raw.get("lanes", 1)), core, _named("lanes", ov))
     return Config(
         backend=backend,
         device=device,
@@ -367,6 +371,7 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
         seed=seed,
         counters=counters,
         prestart=prestart,
+        lanes=lanes,
         source=source,
         from_cli=tuple(sorted(ov)),
     )
