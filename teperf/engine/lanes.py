@@ -93,7 +93,7 @@ def auto_lanes(cores: Optional[Iterable[int]] = None, siblings_of: SiblingsOf = 
 
 def check_lanes(value, first: int, option: str = "--lanes") -> int:
     """A lane count from the CLI or the TOML (a whole number >= 1, or "auto") -> lanes to run."""
-    if value in (None, 1):
+    if value is None or (value == 1 and not isinstance(value, bool)):
         return 1
     if value == "auto":
         return auto_lanes()
