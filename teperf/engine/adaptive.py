@@ -78,6 +78,7 @@ class Adaptive:
         self.rows: dict[int, dict] = {}  # case -> its interim stats.compare_cell row
         self.pairs_done = 0  # pairs that measured at least one trial (a pair cut by the budget at once does not count)
         self._measured: set[int] = set()
+        self._finished: set[int] = set()  # pairs that ended: with lanes, others are still measuring
         self.stop_reason = ""
         self.listeners: list[Callable[[Snapshot], None]] = []
 
@@ -147,6 +148,7 @@ class Adaptive:
                   failed: Iterable[int] = (), start_s: float = 0.0) -> None:
         """After each pair (``seconds`` of measuring ``n_cases`` cases after ``start_s`` of start-up):
         settle the cells whose interval is narrow enough."""
+        self._finished.add(pair)
         self.pairs_done = len(self._measured)
         self._pair_start.append(start_s)
         if n_cases:
@@ -168,6 +170,8 @@ class Adaptive:
             return cell
         base, head, couples = defaultdict(list), defaultdict(list), defaultdict(list)
         for pair, slots in self._trials.get(case_id, {}).items():
+            if pair not in self._finished:
+                continue  # a pair another lane is still measuring: its figure is not final yet
             for sides in slots.values():
                 if 0 in sides:
                     base[pair].append(sides[0])
