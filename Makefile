@@ -50,4 +50,4 @@ clean:
 # Parallel lanes (--lanes 1, 2, 4, 8 as the cores allow): A/A false changes, a planted change, half-width per
 # minute, per-lane agreement, and whether lanes slow each other's steps. Figures, not asserts.
 bench-lanes: setup
-	$(BIN)/python benchmarks/lanes_calibration.py --runs 3 --budget 60s
+	$(BIN)/python benchmarks/lanes_calibration.py --runs 4 --budget 60s

@@ -59,11 +59,13 @@ def assign_lanes(n: int, first: int, cores: Optional[Iterable[int]] = None,
     """The measuring core of each lane: lane 0 on ``first`` (the configured core), the others on the
     highest-numbered thread of the other physical cores, from the top down (like the default core).
     More lanes than physical cores: a TeperfError naming the fix."""
+    if n == 1:
+        return [first]  # one lane: the configured core, as before lanes existed
     cores = available_cores() if cores is None else sorted(set(cores))
     groups = physical_cores(cores, siblings_of)
     if n > len(groups):
         return _too_many(n, groups, option)
-    own = next(g for g in groups if first in g)
+    own = next((g for g in groups if first in g), None)
     others = sorted((g for g in groups if g is not own), key=lambda g: g[-1], reverse=True)
     return [first] + [g[-1] for g in others[: n - 1]]
 
