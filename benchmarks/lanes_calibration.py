@@ -43,6 +43,7 @@ PLANTED = ROOT / "examples" / "planted"
 
 
 RUN_GRACE_S = 150  # past its budget a run is sent SIGINT (it stops, keeps and prints its samples)
+STOPPED = []  # Ctrl-C or `timeout --signal=INT`: the run in progress ends cleanly, the figures so far are printed
 
 
 def teperf(*args: str, timeout_s: float | None = None) -> subprocess.CompletedProcess:
@@ -50,9 +51,16 @@ def teperf(*args: str, timeout_s: float | None = None) -> subprocess.CompletedPr
                             text=True, cwd=ROOT)
     try:
         out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate()
+    except (subprocess.TimeoutExpired, KeyboardInterrupt) as stop:
+        if isinstance(stop, KeyboardInterrupt):
+            STOPPED.append(True)  # Ctrl-C and `timeout` signal the whole process group: teperf has it too
+        else:
+            proc.send_signal(signal.SIGINT)  # teperf stops within seconds and prints what it measured
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
@@ -164,18 +172,27 @@ def main() -> None:
     print(f"each run: teperf compare {' '.join(extra)} --lanes N --precision 0.1 --budget {args.budget}; planted: {args.planted}",
           flush=True)
     results = []
-    for run in range(args.runs):
-        order = counts[run % len(counts):] + counts[: run % len(counts)]  # rotate: no lane count always first
-        for lanes in order:
-            result = one_run(lanes, run, args, extra)
-            if result:
-                results.append(result)
-                print(describe(result, args.planted), flush=True)
+    try:
+        run_all(args, counts, extra, results)
+    except KeyboardInterrupt:
+        print("stopped by a signal: the figures below cover the runs finished so far", flush=True)
     table = summary_table(results, args.planted)
     print("\n" + "\n".join(table))
     (Path(args.out) / "lanes.md").write_text("\n".join(table) + "\n")
     (Path(args.out) / "lanes.json").write_text(json.dumps(results, indent=1, default=str))
     print(f"\nbundles, lanes.md and lanes.json in {args.out}")
+
+
+def run_all(args, counts: list[int], extra: list[str], results: list[dict]) -> None:
+    for run in range(args.runs):
+        order = counts[run % len(counts):] + counts[: run % len(counts)]  # rotate: no lane count always first
+        for lanes in order:
+            if STOPPED:
+                return
+            result = one_run(lanes, run, args, extra)
+            if result:
+                results.append(result)
+                print(describe(result, args.planted) + (" (stopped by a signal)" if STOPPED else ""), flush=True)
 
 
 if __name__ == "__main__":
