@@ -32,23 +32,7 @@ TE_DIR=$(python3 -c "import importlib.util as u; print(list(u.find_spec('transfo
   | tar -C "$REPO" -xf -
 G="git -C $REPO -c user.name=teperf -c user.email=teperf@invalid"
 $G init -q -b main && $G add -A && $G commit -qm "base: installed transformer_engine"
-cat >> "$REPO/transformer_engine/pytorch/module/layernorm_linear.py" <<'PLANT'
-
-# --- planted by scripts/gpu_lanes.sh: LayerNormLinear.forward does 50 us more host work
-import time as _teperf_time
-
-_teperf_forward = LayerNormLinear.forward
-
-
-def _teperf_slow_forward(self, *args, **kwargs):
-    end = _teperf_time.perf_counter_ns() + 50_000
-    while _teperf_time.perf_counter_ns() < end:
-        pass
-    return _teperf_forward(self, *args, **kwargs)
-
-
-LayerNormLinear.forward = _teperf_slow_forward
-PLANT
+python3 scripts/te_plants.py "$REPO" lnl-forward >> "$OUT/log.txt" 2>&1
 $G commit -qam "head: LayerNormLinear.forward busy-waits 50 us"
 echo "planted repo ready: $(( $(date +%s) - T0 )) s" >> "$OUT/log.txt"
 

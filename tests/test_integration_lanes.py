@@ -10,15 +10,14 @@ import json
 import signal
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
 from conftest import PLANTED, ROOT, rows_by_module, run_cli
 from teperf.config import available_cores, smt_siblings
 from teperf.engine.lanes import physical_cores
-from test_integration_engine import FAULTY
-from test_integration_signals import STUCK, _children, _wait_for_hang, _wait_gone
+from test_integration_engine import FAULTY, flaky_config
+from test_integration_signals import _children, _wait_for_hang, _wait_gone, stuck_config
 
 PHYSICAL = len(physical_cores(available_cores()))
 pytestmark = pytest.mark.skipif(PHYSICAL < 2, reason=f"--lanes 2 needs 2 physical cores; this process may use {PHYSICAL}")
@@ -96,17 +95,7 @@ def test_a_worker_that_dies_on_one_lane_costs_its_pair_only(tmp_path, results_di
     pkg = tmp_path / "side"
     pkg.mkdir()
     (pkg / "faulty_blocks.py").write_text(FAULTY)
-    cfg = tmp_path / "flaky.toml"
-    cfg.write_text(textwrap.dedent(f'''
-        shapes = [[4, 64]]
-        [modules.Ok]
-        factory = "faulty_blocks:make_ok"
-        [modules.Flaky]
-        factory = "faulty_blocks:make_flaky"
-        kwargs = {{ marker = "{tmp_path / 'crashed-once'}" }}
-        [schedule]
-        processes = 4
-    '''))
+    cfg = flaky_config(tmp_path, processes=4)
     res = run_cli("compare", "--config", cfg, "--base-path", pkg, "--head-path", pkg, *QUICK, "--format", "json",
                   "--results-dir", results_dir, timeout=300)
     assert res.returncode == 1, res.stderr  # partial: one pair lost
@@ -120,22 +109,7 @@ def test_a_worker_that_dies_on_one_lane_costs_its_pair_only(tmp_path, results_di
 
 
 def test_sigterm_stops_both_lanes_and_leaves_no_worker(tmp_path):
-    pkg = tmp_path / "side"
-    pkg.mkdir()
-    (pkg / "stuck_blocks.py").write_text(STUCK)
-    marker = tmp_path / "hanging.pid"
-    cfg = tmp_path / "stuck.toml"
-    cfg.write_text(textwrap.dedent(f'''
-        shapes = [[4, 64]]
-        [modules.Ok]
-        factory = "stuck_blocks:make_ok"
-        [modules.Stuck]
-        factory = "stuck_blocks:make_stuck"
-        kwargs = {{ marker = "{marker}", after = 4 }}
-        [schedule]
-        processes = 4
-        timeout_s = 600
-    '''))
+    pkg, cfg, marker = stuck_config(tmp_path, processes=4)
     results = tmp_path / "results"
     proc = subprocess.Popen(
         [sys.executable, "-m", "teperf", "compare", "--config", cfg, "--base-path", pkg, "--head-path", pkg, *QUICK,
