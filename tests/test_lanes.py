@@ -3,7 +3,9 @@ lane threads stop, and `report --by-lane` on a stored bundle."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sys
 import threading
 
 import pytest
@@ -195,3 +197,34 @@ def test_report_by_lane_of_a_one_lane_bundle_has_nothing_to_compare(tmp_path, ca
     assert code == 0
     assert [line.split(",")[4] for line in out.splitlines()[1:]] == ["0", "all", "0", "all"]
     assert all(line.endswith(",-") for line in out.splitlines()[1:] if ",all," in line)
+
+
+# ---------------------------------------------------------------- how lanes take pairs
+
+
+def test_each_lane_starts_its_first_pair_cold_and_later_pairs_come_started_ahead(monkeypatch, tmp_path):
+    """Lanes 7 and 6 of an 8-core machine: pairs 0 and 1 start on the lanes' own (idle) cores; the spare
+    cores start pairs 2, 3, ... ahead, and each lane then takes the pair numbered next, started ahead."""
+    from teperf.bundle import Bundle
+    from teperf.engine import coordinator
+    from teperf.engine.adaptive import Adaptive
+    from teperf.plan import expand
+    from teperf.sides import Side
+
+    monkeypatch.setattr(coordinator, "assign_lanes", lambda n, first: [7, 6][:n])
+    monkeypatch.setattr(coordinator, "spare_cores", lambda lanes: [0, 1, 2, 3, 4, 5])
+    launched = []
+    monkeypatch.setattr(coordinator.PairRunner, "launch", lambda self, cores: launched.append((self.pair, self)))
+    config = dataclasses.replace(load_config("default", {"processes": 6, "prestart": "2"}), lanes=2)
+    cases = expand(config)
+    sides = [Side(label="base", python=sys.executable), Side(label="head", python=sys.executable)]
+    bundle = Bundle.create(tmp_path, "compare", {})
+    run = coordinator._Run(config, sides, cases, bundle, None, Adaptive(config, cases, 2))
+    run.plan.start()
+    taken = [run.take(lane) for lane in (0, 1)]
+    assert [(r.pair, r.lane, r.core, bool(r.workers)) for r, _ in taken] == [(0, 0, 7, False), (1, 1, 6, False)]
+    assert [pair for pair, _ in launched] == [2, 3]  # prestart depth 2, from the pair after the lanes' first
+    third, _ = run.take(1)
+    assert (third.pair, third.core) == (2, 6) and third is launched[0][1]  # the runner started ahead, now on lane 1
+    assert [r.pair for r in run.upcoming] == [3, 4] and [pair for pair, _ in launched] == [2, 3, 4]
+    bundle.close()

@@ -345,7 +345,8 @@ class _Run:
                 return None
             self.taken += 1
             # A pair launched ahead set up every case open then; the ones settled since get no trials.
-            runner = self.upcoming.popleft() if self.upcoming else self.runner(pair, todo)
+            ahead = bool(self.upcoming) and self.upcoming[0].pair == pair
+            runner = self.upcoming.popleft() if ahead else self.runner(pair, todo)
             runner.core, runner.lane = self.lane_cores[lane], lane
             runner.dropped.update(set(runner.cases) - set(todo))
             try:
@@ -358,7 +359,9 @@ class _Run:
     def _launch_ahead(self) -> None:
         # Launch the pairs ahead before this one starts, so that they import while it starts
         # too: launched after it, pair 1 of a TE run waited 11-14 s for its set-up.
-        self.next_launch = max(self.next_launch, self.taken)
+        # The first pair of each lane starts cold on its own lane's core, idle until then; the spare
+        # cores start the pairs after those.
+        self.next_launch = max(self.next_launch, self.taken, len(self.lane_cores))
         n_sides = len(self.sides)
         while len(self.upcoming) < self.depth and self.plan.may_launch(self.next_launch):
             ahead = self.runner(self.next_launch, self.plan.open_cases(self.retries.failed))
