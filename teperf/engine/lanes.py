@@ -2,9 +2,10 @@
 
 A lane is a measuring core. With ``--lanes N`` N process pairs measure at the same
 time, each pinned to a core of its own physical core: two lanes on SMT siblings
-would share one core's pipeline and caches, and slow each other down by more
-than pairing cancels. Cores that are no lane's (and, while any are left, no
-lane's sibling) start the upcoming pairs ahead, as with one lane.
+would share one core's pipeline and caches and slow each other's steps (lanes on
+separate cores still share L3 and memory bandwidth: benchmarks/lanes_calibration.py
+measures that). Cores that are no lane's (and, while any are left, no lane's
+sibling) start the upcoming pairs ahead, as with one lane.
 
 Each lane runs its pairs in its own thread (worker I/O releases the GIL; the
 coordinator's own work is small). The lane threads share one lock for the
