@@ -1,8 +1,8 @@
 #!/bin/bash
 # Parallel lanes on the H200 (issue 16): does --lanes N keep teperf calibrated, and how much precision per
 # minute does it buy? benchmarks/lanes_calibration.py with --lanes 1, 2, 4, 8, one run each of 75 s
-# (--precision 0.1 --budget 75s: the budget decides), on TE cells Linear, LayerNormLinear, LayerNormMLP x bf16,
-# fp8_delayed at [8,2,256] (pairs of 2 rounds x 6 trials x 50 iters). Base = the installed TE's .py files,
+# (--precision 0.1 --budget 75s: the budget decides), on the pr-thread config's TE cells plus Linear: Linear,
+# LayerNormLinear, LayerNormMLP x bf16, fp8_delayed at [8,2,256] (pairs of 2 rounds x 6 trials x 50 iters). Base = the installed TE's .py files,
 # head = the same plus a 50 us busy-wait in LayerNormLinear.forward (git overlay): the two LayerNormLinear
 # cells are the planted change, the four others are A/A.
 #     run from the repo root (source .gpu/setup.sh is done here):  bash scripts/gpu_lanes.sh
@@ -39,8 +39,7 @@ echo "planted repo ready: $(( $(date +%s) - T0 )) s" >> "$OUT/log.txt"
 t=$(date +%s)
 timeout --signal=INT $(( 520 - ($(date +%s) - T0) )) python3 benchmarks/lanes_calibration.py \
   --lanes 1,2,4,8 --runs 1 --budget 75s --planted LayerNormLinear --out "$OUT/lanes" -- \
-  main~1..main --repo "$REPO" --strategy overlay --backend te --device cuda \
-  --modules Linear,LayerNormLinear,LayerNormMLP --recipes bf16,fp8_delayed --shape 8,2,256 \
+  main~1..main --repo "$REPO" --strategy overlay --config pr-thread --modules Linear,LayerNormLinear,LayerNormMLP \
   --rounds 2 --trials 6 --iters 50 --warmup 50 > "$OUT/bench.txt" 2>&1
 echo "benchmark: rc=$? wall=$(( $(date +%s) - t )) s" >> "$OUT/log.txt"
 cp "$OUT/lanes/lanes.md" "$OUT/lanes.md" 2>/dev/null
