@@ -75,7 +75,7 @@ class Adaptive:
         self._trials: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
         self._pair_cost: list[float] = []  # seconds of measuring per case, one figure per finished pair
         self._pair_start: dict[int, float] = {}  # pair -> seconds it took to start (each lane's first one cold)
-        self.cold_pairs = max(1, getattr(config, "lanes", 1))  # pairs 0..lanes-1 start cold, one per lane
+        self.cold_pairs = max(1, config.lanes)  # pairs 0..lanes-1 start cold, one per lane
         self.rows: dict[int, dict] = {}  # case -> its interim stats.compare_cell row
         self.pairs_done = 0  # pairs that measured at least one trial (a pair cut by the budget at once does not count)
         self._measured: set[int] = set()
