@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.teperf-installed
 
-.PHONY: setup demo test test-fast bench bench-schedules bench-precision nightly-demo clean
+.PHONY: setup demo test test-fast bench bench-schedules bench-precision bench-lanes nightly-demo clean
 
 setup: $(STAMP)
 
@@ -46,3 +46,8 @@ bench-precision: setup
 
 clean:
 	rm -rf $(VENV) site .pytest_cache
+
+# Parallel lanes (--lanes 1, 2, 4, 8 as the cores allow): A/A false changes, a planted change, half-width per
+# minute, per-lane agreement, and whether lanes slow each other's steps. Figures, not asserts.
+bench-lanes: setup
+	$(BIN)/python benchmarks/lanes_calibration.py --runs 4 --budget 60s

@@ -5,6 +5,7 @@
 NAME:
   pyonly        50 us busy-wait in TransformerEngineBaseModule.prepare_forward (every module, every forward)
   calls         prepare_forward calls a helper 20 times, 5 us each (20 more Python calls per forward)
+  lnl-forward   50 us busy-wait in LayerNormLinear.forward only (the other modules are untouched: A/A)
   csrc          100 us busy-wait in Float8Quantizer::create_tensor (C++, every fp8 quantization)
   version       build_tools/VERSION.txt 2.16.0 -> 2.16.1
   comment:FILE  a comment line at the end of transformer_engine/pytorch/FILE (harmless)
@@ -49,6 +50,18 @@ def plant(src: Path, name: str) -> str:
             "        for _ in range(20):  # planted: 20 Python calls per forward\n"
             "            inp = _teperf_check(inp)\n"), after="    def prepare_forward(\n")
         return "prepare_forward calls _teperf_check 20 times, 5 us each (Python)"
+    if name == "lnl-forward":
+        path = src / "transformer_engine/pytorch/module/layernorm_linear.py"
+        path.write_text(path.read_text() + (
+            "\n\nimport time as _teperf_time  # planted by teperf: 50 us of host work per LayerNormLinear forward\n"
+            "_teperf_lnl_forward = LayerNormLinear.forward\n\n\n"
+            "def _teperf_slow_lnl_forward(self, *args, **kwargs):\n"
+            "    end = _teperf_time.perf_counter_ns() + 50_000\n"
+            "    while _teperf_time.perf_counter_ns() < end:\n"
+            "        pass\n"
+            "    return _teperf_lnl_forward(self, *args, **kwargs)\n\n\n"
+            "LayerNormLinear.forward = _teperf_slow_lnl_forward\n"))
+        return "LayerNormLinear.forward spins 50 us (Python)"
     if name == "csrc":
         rel = "transformer_engine/pytorch/csrc/quantizer.cpp"
         edit(src, rel, '#include "common.h"\n', '#include "common.h"\n\n#include <chrono>\n')

@@ -21,7 +21,7 @@ from teperf.bundle import Bundle, now_iso
 from teperf.config import Config
 from teperf.bundle import coordinator_facts
 from teperf.engine.adaptive import Adaptive, Snapshot
-from teperf.engine.coordinator import run_schedule
+from teperf.engine.coordinator import lane_cores, run_schedule
 from teperf.engine.signals import terminate_as_interrupt
 from teperf.errors import TeperfError
 from teperf.memory import check_memory
@@ -76,6 +76,7 @@ def host_facts(config: Config) -> dict:
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "core": config.core,
+        "lane_cores": lane_cores(config),
         "platform": platform.platform(),
         "coordinator_python": sys.version.split()[0],
     }

@@ -7,6 +7,7 @@ import json
 import os
 import secrets
 import socket
+import threading
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -65,6 +66,7 @@ class Bundle:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._records = None
+        self._append_lock = threading.Lock()  # parallel lanes append from their own threads
         self.skipped_lines = 0  # lines of records.jsonl the last records() pass could not read
 
     @classmethod
@@ -113,7 +115,9 @@ class Bundle:
 
     def append(self, record: dict) -> None:
         # Line-buffered text file: each record reaches the OS as soon as it is written.
-        self._records.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
+        line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
+        with self._append_lock:
+            self._records.write(line)
 
     def close(self) -> None:
         if self._records is not None:

@@ -78,6 +78,7 @@ class Config:
     counters: bool = False
     prestart: int | None = None  # pairs started ahead on spare cores while one measures; None = auto
     compile_cache: str = "cold"  # cold: every compile case starts from an empty cache; warm: from a filled one
+    lanes: int = 1  # pairs measuring at once, each on its own physical core (engine/lanes.py); "auto" resolved
     source: str | None = None  # the TOML file it came from
     from_cli: tuple[str, ...] = ()  # keys whose value the user typed as a flag: errors name the flag
 
@@ -98,8 +99,8 @@ def _named(key: str, overrides: Mapping[str, Any]) -> str:
     return CLI_FLAGS.get(key, f"--{key}") if overrides.get(key) is not None else key
 
 
-_TOP_KEYS = {"backend", "device", "modules", "recipes", "modes", "shapes", "core", "seed", "counters", "prestart", "compile_cache",
-             "schedule", "stats"}
+_TOP_KEYS = {"backend", "device", "modules", "recipes", "modes", "shapes", "core", "seed", "counters", "prestart",
+             "compile_cache", "lanes", "schedule", "stats"}
 _SCHEDULE_KEYS = {f.name for f in dataclasses.fields(Schedule)}
 _STATS_KEYS = {f.name for f in dataclasses.fields(Stats)}
 _RETIRED = {"noise_limit_pct": "the 'noisy' verdict is gone: an interval that reaches past +-min_effect_pct is "
@@ -362,6 +363,9 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
     if compile_cache not in COMPILE_CACHES:
         raise TeperfError(f"unknown compile cache state {compile_cache!r}",
                           f"{_named('compile_cache', ov)} takes one of: {', '.join(COMPILE_CACHES)}")
+    from teperf.engine.lanes import check_lanes  # not at the top: engine.lanes reads this module's core helpers
+
+    lanes = check_lanes(ov.get("lanes", raw.get("lanes", 1)), core, _named("lanes", ov))
     return Config(
         compile_cache=compile_cache,
         backend=backend,
@@ -376,6 +380,7 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
         seed=seed,
         counters=counters,
         prestart=prestart,
+        lanes=lanes,
         source=source,
         from_cli=tuple(sorted(ov)),
     )

@@ -10,7 +10,10 @@ A bundle is a directory:
                        info["first_call"] / ["recompile"] / ["switch_back"]: one-time costs, see ONETIME_CLOCKS
                     {"kind": "compile_cache", "mode": cold|warm, "dir"}   (runs with compile cases)
                     {"kind": "prewarm", "side", "case_id", "status", "info", "error"}   (--compile-cache warm)
-                    {"kind": "trial", "pair", "round", "trial", "side", "position", "case_id", "hash_seed", "t", **CLOCK_FIELDS}
+                    {"kind": "pair", "pair", "hash_seed", "start_s", "lane", "core"}
+                      (when the pair starts measuring: on lane ``lane``, pinned to ``core``)
+                    {"kind": "trial", "pair", "round", "trial", "side", "position", "case_id", "hash_seed", "t",
+                     "lane", "core", **CLOCK_FIELDS}   (no lane/core: a bundle from before --lanes, lane 0)
                     {"kind": "counters", "pair", "side", "case_id", "counters": {...}}
                     {"kind": "failure", "pair", "side", "case_id", "error", "final", "log_tail"}
                       final False: the worker died or hung, the cell lost this pair only;

@@ -89,6 +89,7 @@ def compare_cell(
         return math.log(np.median(head[p]) / np.median(base[p]))
 
     logs = np.array([pair_log_ratio(p) for p in pairs])
+    out["pair_logs"] = dict(zip(pairs, logs.tolist()))  # r_p per pair: what a by-lane breakdown groups
     mean, half, sd, mde = _t_interval(logs, cfg.alpha)
     out["base_us"] = float(math.exp(np.mean([math.log(np.median(base[p])) for p in pairs])))
     out["head_us"] = out["base_us"] * math.exp(mean)

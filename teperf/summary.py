@@ -117,7 +117,8 @@ def _usable(rec: dict, field: str) -> bool:
     return True
 
 
-def summarize(path, stats: Stats | None = None) -> Summary:
+def summarize(path, stats: Stats | None = None, lane: int | None = None) -> Summary:
+    """The table model of a bundle; ``lane``: only the trials that lane measured (``report --by-lane``)."""
     bundle = Bundle.open(path)
     meta = bundle.read_meta()
     if not isinstance(meta.get("cases", []), list) or not isinstance(meta.get("sides", {}), dict) or not isinstance(meta.get("config", {}), dict):
@@ -150,6 +151,8 @@ def summarize(path, stats: Stats | None = None) -> Summary:
         if kind == "trial":
             if any(k not in rec for k in TRIAL_KEYS) or not isinstance(rec.get(field), (int, float)) or not rec["iters"]:
                 continue  # not a trial this teperf can read
+            if lane is not None and rec.get("lane", 0) != lane:
+                continue  # bundles from before lanes measured on one lane: lane 0
             cid, side = rec["case_id"], rec["side"]
             v = _per_step_us(rec, field)
             times[cid][side][rec["pair"]].append(v)
@@ -294,6 +297,12 @@ def summarize(path, stats: Stats | None = None) -> Summary:
         notes.append(f"fresh process pair: {starts[0]:.1f} s to start and set up")
     if stop is not None and stop_note(stop, meta):
         notes.append(stop_note(stop, meta))
+    lanes = (meta.get("config") or {}).get("lanes")
+    if isinstance(lanes, int) and lanes > 1:
+        cores = (meta.get("host") or {}).get("lane_cores") or []
+        on = f" on cores {', '.join(map(str, cores))}" if cores else ""
+        notes.append(f"{lanes} lanes measured pairs at once{on}; `teperf report --by-lane` shows each lane's estimate "
+                     "and whether they agree")
     for w in meta.get("warnings", []) or []:
         notes.append(f"doctor: {w}")
     if head_label is None:

@@ -22,10 +22,10 @@ class Clock:
         return self.now
 
 
-def make(precision=None, budget=None, min_pairs=4, processes=8, modules="Linear,LayerNormLinear", **stats):
+def make(precision=None, budget=None, min_pairs=4, processes=8, modules="Linear,LayerNormLinear", lanes=1, **stats):
     cfg = load_config("default", {"modules": modules.split(","), "processes": processes, "precision_pct": precision,
                                   "budget_s": budget})
-    cfg = dataclasses.replace(cfg, schedule=dataclasses.replace(cfg.schedule, min_pairs=min_pairs),
+    cfg = dataclasses.replace(cfg, lanes=lanes, schedule=dataclasses.replace(cfg.schedule, min_pairs=min_pairs),
                               stats=dataclasses.replace(cfg.stats, **stats) if stats else cfg.stats)
     clock = Clock()
     cases = expand(cfg)
@@ -135,6 +135,28 @@ def test_estimate_leaves_out_the_cold_start_of_the_first_pair():
     ad.pair_done(1, 6.0, 2, start_s=1.0)
     ad.pair_done(2, 6.0, 2, start_s=3.0)
     assert ad.pair_estimate(1) == pytest.approx(3.0 + 2.0)
+
+
+def test_with_lanes_the_estimate_leaves_out_every_lanes_cold_first_pair():
+    ad, clock, _ = make(precision=1.0, lanes=2)
+    ad.start()
+    ad.pair_done(1, 4.0, 2, start_s=35.0)  # lane 1's first pair ended first: also cold
+    ad.pair_done(0, 4.0, 2, start_s=40.0)
+    ad.pair_done(2, 4.0, 2, start_s=1.0)
+    assert ad.pair_estimate(1) == pytest.approx(2.0 + 1.0)
+
+
+def test_a_cell_settles_on_finished_pairs_only():
+    """With lanes, another lane's pair is still measuring while one ends: its trials so far do not count."""
+    ad, clock, cases = make(precision=50.0, min_pairs=2, modules="Linear")
+    ad.start()
+    (cid,) = [c.id for c in cases]
+    feed(ad, 0, cid, [1.01, 1.02])
+    feed(ad, 1, cid, [1.0, 1.01])  # pair 1 in flight on the other lane
+    ad.pair_done(0, 1.0, 1)
+    assert ad.cells[cid].pairs == 1 and not ad.cells[cid].settled
+    ad.pair_done(1, 1.0, 1)
+    assert ad.cells[cid].pairs == 2 and ad.cells[cid].settled
 
 
 def test_failed_and_skipped_cells_get_no_more_pairs():

@@ -174,8 +174,8 @@ def test_failing_cells_are_marked_and_the_rest_goes_on(faulty, results_dir):
     assert "failed or ended partial" in res.stderr and "--timeout" not in res.stderr.split("(")[0]
 
 
-def test_a_worker_that_dies_costs_its_pair_not_its_cell(tmp_path, faulty, results_dir):
-    pkg, _ = faulty
+def flaky_config(tmp_path, processes: int):
+    """Cells Ok and Flaky (whose first forward anywhere kills its worker, once) of FAULTY."""
     cfg = tmp_path / "flaky.toml"
     cfg.write_text(textwrap.dedent(f'''
         shapes = [[4, 64]]
@@ -185,12 +185,18 @@ def test_a_worker_that_dies_costs_its_pair_not_its_cell(tmp_path, faulty, result
         factory = "faulty_blocks:make_flaky"
         kwargs = {{ marker = "{tmp_path / 'crashed-once'}" }}
         [schedule]
-        processes = 3
+        processes = {processes}
         rounds = 1
         trials = 2
         iters = 10
         warmup = 2
     '''))
+    return cfg
+
+
+def test_a_worker_that_dies_costs_its_pair_not_its_cell(tmp_path, faulty, results_dir):
+    pkg, _ = faulty
+    cfg = flaky_config(tmp_path, processes=3)
     res = run_cli("compare", "--config", cfg, "--base-path", pkg, "--head-path", pkg, "--no-counters",
                   "--format", "json", "--results-dir", results_dir)
     assert res.returncode == 1, res.stderr  # partial is not "all measured"

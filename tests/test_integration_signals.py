@@ -46,9 +46,8 @@ def make_ok():
 '''
 
 
-@pytest.fixture
-def stuck_run(tmp_path):
-    """Start `teperf compare` whose Stuck cell hangs in its second trial (timeout 600 s)."""
+def stuck_config(tmp_path, processes: int = 2):
+    """(side dir, config, marker) of cells Ok and Stuck, whose worker hangs after 4 forwards (timeout 600 s)."""
     pkg = tmp_path / "side"
     pkg.mkdir()
     (pkg / "stuck_blocks.py").write_text(STUCK)
@@ -62,13 +61,20 @@ def stuck_run(tmp_path):
         factory = "stuck_blocks:make_stuck"
         kwargs = {{ marker = "{marker}", after = 4 }}
         [schedule]
-        processes = 2
+        processes = {processes}
         rounds = 1
         trials = 2
         iters = 5
         warmup = 2
         timeout_s = 600
     '''))
+    return pkg, cfg, marker
+
+
+@pytest.fixture
+def stuck_run(tmp_path):
+    """Start `teperf compare` whose Stuck cell hangs in its second trial (timeout 600 s)."""
+    pkg, cfg, marker = stuck_config(tmp_path)
     results = tmp_path / "results"
     proc = subprocess.Popen(
         [sys.executable, "-m", "teperf", "compare", "--config", cfg, "--base-path", pkg, "--head-path", pkg,

@@ -60,6 +60,8 @@ def config_options(f):
         click.option("--seed", type=int, help="Seed of the case order and the hash seeds.", show_default=_default(0)),
         click.option("--metric", type=click.Choice(["process_cpu", "thread_cpu", "wall"]), help="Headline clock.", show_default=_default(_STATS.metric)),
         click.option("--prestart", metavar="N|auto", help="Pairs to start ahead on spare cores while one measures (auto: one core per worker, up to 8 pairs; 0 = off).", show_default="auto"),
+        click.option("--lanes", metavar="N|auto", help="Pairs measuring at once, each on its own physical core (auto: "
+                     "one lane per 4 physical cores, at most 4; see README, 'Parallel lanes').", show_default="1, or the config's"),
         click.option("--min-effect", "min_effect_pct", type=float, help="Changes under this many % do not matter: 'no change' needs the whole interval inside +-this.", show_default=_default(_STATS.min_effect_pct)),
         click.option("--precision", "precision_pct", type=float, metavar="P",
                      help="Keep adding fresh pairs until every cell's 95% interval is at most +-P % (or the budget is spent); --processes is then not used."),
@@ -75,7 +77,7 @@ def config_options(f):
 
 
 OVERRIDE_KEYS = ("backend", "device", "modules", "recipes", "modes", "shapes", "processes", "rounds", "trials", "iters", "warmup",
-                 "timeout_s", "core", "seed", "metric", "min_effect_pct", "prestart", "precision_pct", "budget_s",
+                 "timeout_s", "core", "seed", "metric", "min_effect_pct", "prestart", "lanes", "precision_pct", "budget_s",
                  "compile_cache")
 
 

@@ -12,7 +12,8 @@ from teperf.render import FORMATS
 @click.argument("bundle", type=click.Path(file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--metric", type=click.Choice(["process_cpu", "thread_cpu", "wall"]), help="Headline clock to summarise.")
-def command(bundle, fmt, metric):
+@click.option("--by-lane", is_flag=True, help="Each lane's estimate per cell (runs with --lanes), and whether the lanes agree.")
+def command(bundle, fmt, metric, by_lane):
     """Print the table of a finished, interrupted or crashed run."""
     from teperf.bundle import Bundle
     from teperf.summary import stats_from_meta, summarize
@@ -30,4 +31,12 @@ def command(bundle, fmt, metric):
             click.echo(text, nl=False)
         return
     stats = stats_from_meta(meta, metric=metric) if metric else None
+    if by_lane:
+        from teperf.bylane import render_by_lane
+        from teperf.commands._common import _console
+
+        text = render_by_lane(bundle, fmt, stats, console=_console())
+        if text is not None:
+            click.echo(text, nl=False)
+        return
     emit(summarize(bundle, stats), fmt)

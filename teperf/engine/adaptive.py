@@ -74,10 +74,12 @@ class Adaptive:
         # case -> pair -> (round, trial) -> {side index: per-step us}
         self._trials: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
         self._pair_cost: list[float] = []  # seconds of measuring per case, one figure per finished pair
-        self._pair_start: list[float] = []  # seconds each pair took to start (the first one cold)
+        self._pair_start: dict[int, float] = {}  # pair -> seconds it took to start (each lane's first one cold)
+        self.cold_pairs = max(1, config.lanes)  # pairs 0..lanes-1 start cold, one per lane
         self.rows: dict[int, dict] = {}  # case -> its interim stats.compare_cell row
         self.pairs_done = 0  # pairs that measured at least one trial (a pair cut by the budget at once does not count)
         self._measured: set[int] = set()
+        self._finished: set[int] = set()  # pairs that ended: with lanes, others are still measuring
         self.stop_reason = ""
         self.listeners: list[Callable[[Snapshot], None]] = []
 
@@ -128,11 +130,12 @@ class Adaptive:
 
     def pair_estimate(self, n_cases: int) -> float:
         """Seconds the next pair will likely take with ``n_cases`` cases: the median measuring cost per
-        case so far, plus the median start of the pairs after the first (which paid the cold start
-        that later pairs, started ahead, mostly do not)."""
+        case so far, plus the median start of the pairs after each lane's first (which paid the cold
+        start that later pairs, started ahead, mostly do not)."""
         if not self._pair_cost:
             return 0.0
-        start = statistics.median(self._pair_start[1:]) if len(self._pair_start) > 1 else 0.0
+        later = [s for pair, s in self._pair_start.items() if pair >= self.cold_pairs]
+        start = statistics.median(later) if later else 0.0
         return statistics.median(self._pair_cost) * n_cases + start
 
     # ---------------------------------------------------------------- what the coordinator feeds it
@@ -147,8 +150,9 @@ class Adaptive:
                   failed: Iterable[int] = (), start_s: float = 0.0) -> None:
         """After each pair (``seconds`` of measuring ``n_cases`` cases after ``start_s`` of start-up):
         settle the cells whose interval is narrow enough."""
+        self._finished.add(pair)
         self.pairs_done = len(self._measured)
-        self._pair_start.append(start_s)
+        self._pair_start[pair] = start_s
         if n_cases:
             self._pair_cost.append(seconds / n_cases)
         for cid in skipped:
@@ -168,6 +172,8 @@ class Adaptive:
             return cell
         base, head, couples = defaultdict(list), defaultdict(list), defaultdict(list)
         for pair, slots in self._trials.get(case_id, {}).items():
+            if pair not in self._finished:
+                continue  # a pair another lane is still measuring: its figure is not final yet
             for sides in slots.values():
                 if 0 in sides:
                     base[pair].append(sides[0])

@@ -8,18 +8,19 @@ or hangs costs the case its pair only (:class:`CellRetries`).
 
 from __future__ import annotations
 
-import itertools
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections import defaultdict, deque
 from typing import Callable, Optional
 
 from teperf.bundle import Bundle
-from teperf.config import Config, available_cores, smt_siblings
+from teperf.config import Config
 from teperf.engine.adaptive import Adaptive
 from teperf.engine.hints import start_hint
+from teperf.engine.lanes import LaneStopped, assign_lanes, run_lanes, spare_cores
 from teperf.engine.spawn import Worker, WorkerError
 from teperf.errors import TeperfError
 from teperf.schema import lost_pairs_text
@@ -64,8 +65,13 @@ class PairRunner:
     """The workers of one process pair (one per side) and the cases set up in them."""
 
     def __init__(self, config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, pair: int, retries: CellRetries,
-                 cache_root: Optional[str] = None):
+                 cache_root: Optional[str] = None, stop: Optional[threading.Event] = None,
+                 spawned: Optional[list] = None):
         self.config = config
+        self.core = config.core  # the measuring core: its lane's (set when a lane takes the pair)
+        self.lane = 0
+        self.stop = stop  # set: the run is stopping, a dead worker is no lost pair (engine/lanes.py)
+        self.spawned = spawned if spawned is not None else []  # every worker of the run, for a stop to kill
         self.sides = sides
         self.cases = {c.id: c for c in cases}
         self.bundle = bundle
@@ -130,10 +136,10 @@ class PairRunner:
 
     def _move_to_measuring_core(self, index: int) -> None:
         worker = self.workers.get(index)
-        if worker is None or worker.core == self.config.core:
+        if worker is None or worker.core == self.core:
             return
         try:
-            worker.pin(self.config.core)
+            worker.pin(self.core)
         except WorkerError as exc:
             self._worker_failed(index, None, exc)
             return
@@ -151,7 +157,7 @@ class PairRunner:
 
     def _spawn(self, index: int, core: int) -> Worker:
         side = self.sides[index]
-        return Worker(
+        worker = Worker(
             side,
             core=core,
             device=self.config.device,
@@ -162,15 +168,18 @@ class PairRunner:
             timeout_s=self.config.schedule.timeout_s,
             compile_cache=compile_cache_spec(self.config, self.cache_root, side.label),
         )
+        self.spawned.append(worker)
+        return worker
 
     def _start_side(self, index: int) -> None:
         side = self.sides[index]
         try:
-            worker = self.workers.get(index) or self._spawn(index, self.config.core)
+            worker = self.workers.get(index) or self._spawn(index, self.core)
             self.workers[index] = worker
             worker.wait_ready()
         except WorkerError as exc:
             self.workers.pop(index, None)
+            self._check_stop()
             last = exc.log_tail.strip().splitlines()[-1:] or [""]
             self.bundle.append({"kind": "failure", "pair": self.pair, "side": side.label, "case_id": None, "error": str(exc), "log_tail": exc.log_tail})
             raise TeperfError(f"the {side.label} worker did not start: {exc.fatal or last[0] or exc}",
@@ -206,6 +215,7 @@ class PairRunner:
     def _worker_failed(self, index: int, case: Optional[Case], exc: WorkerError) -> None:
         """The worker died or hung: the case loses this pair (and is failed once it has lost
         too many); a fresh worker for the side takes over the other cases."""
+        self._check_stop()
         side = self.sides[index]
         case_id = case.id if case else None
         reason = f"{side.label}: {exc}"
@@ -227,6 +237,11 @@ class PairRunner:
         for other in self._runnable_cases():
             if index in self.workers:
                 self._setup(index, other)
+
+    def _check_stop(self) -> None:
+        """A worker killed because the run is stopping cost no pair: end this pair, record nothing."""
+        if self.stop is not None and self.stop.is_set():
+            raise LaneStopped()
 
     def active(self, case_id: int) -> bool:
         return not self.given_up and self.runnable(case_id) and len(self.workers) == len(self.sides)
@@ -276,13 +291,15 @@ class PairRunner:
             worker.retire(retire_core)
 
 
-def import_cores_for(config: Config) -> list[int]:
-    """Cores where upcoming pairs may start while this pair measures: not the
-    measuring core, and not its SMT siblings while other cores are left; empty on
-    a one-core machine (then no prestart)."""
-    spare = [c for c in available_cores() if c != config.core]
-    siblings = smt_siblings(config.core)
-    return [c for c in spare if c not in siblings] or spare
+def lane_cores(config: Config) -> list[int]:
+    """The measuring core of each lane (config.core first), one per physical core."""
+    return assign_lanes(config.lanes, config.core)
+
+
+def import_cores_for(config: Config, lanes: Optional[list[int]] = None) -> list[int]:
+    """Cores where upcoming pairs may start while the lanes measure: no measuring core, and none of
+    their SMT siblings while other cores are left; empty when every core measures (then no prestart)."""
+    return spare_cores(lane_cores(config) if lanes is None else lanes)
 
 
 def prestart_depth(config: Config, n_import_cores: int, n_sides: int, max_pairs: Optional[int] = None) -> int:
@@ -347,11 +364,166 @@ def prewarm_compile_cache(config: Config, sides: list[Side], cases: list[Case], 
             worker.close()
 
 
+class _Run:
+    """What the lanes of one run share. ``lock`` guards the schedule (``plan``), the pairs started
+    ahead, the order of records in the bundle and the progress view; worker I/O runs outside it."""
+
+    def __init__(self, config: Config, sides: list[Side], cases: list[Case], bundle: Bundle,
+                 progress: Optional[Progress], plan: Adaptive, cache_root: Optional[str] = None):
+        self.config, self.sides, self.bundle, self.progress, self.plan = config, sides, bundle, progress, plan
+        self.cache_root = cache_root  # inductor's caches of this run (compile_cache_spec)
+        self.cases = cases
+        self.by_id = {c.id: c for c in cases}
+        self.retries = CellRetries()
+        self.lock = threading.RLock()
+        self.stop = threading.Event()
+        self.lane_cores = lane_cores(config)
+        self.import_cores = import_cores_for(config, self.lane_cores)
+        self.depth = prestart_depth(config, len(self.import_cores), len(sides), plan.max_pairs)
+        self.retire_core = self.import_cores[-1] if self.import_cores else None
+        self.upcoming: deque[PairRunner] = deque()  # pairs started ahead, numbered from ``taken`` on
+        self.retired: list[Worker] = []  # quit, still tearing down on a spare core
+        self.spawned: list[Worker] = []  # every worker this run started: what a stop kills
+        self.taken = 0  # pairs handed to a lane so far
+        self.next_launch = 1
+
+    def runner(self, pair: int, case_ids: list[int]) -> PairRunner:
+        return PairRunner(self.config, self.sides, [self.by_id[c] for c in case_ids], self.bundle, pair, self.retries,
+                          self.cache_root, self.stop, self.spawned)
+
+    def take(self, lane: int) -> Optional[tuple[PairRunner, list[int]]]:
+        """The next pair for ``lane`` (None: the schedule is done); launches the pairs ahead."""
+        with self.lock:
+            if self.stop.is_set():
+                raise LaneStopped()
+            pair = self.taken
+            todo = self.plan.next_pair(pair, self.retries.failed)
+            if not todo:
+                return None
+            self.taken += 1
+            # A pair launched ahead set up every case open then; the ones settled since get no trials.
+            ahead = bool(self.upcoming) and self.upcoming[0].pair == pair
+            runner = self.upcoming.popleft() if ahead else self.runner(pair, todo)
+            runner.core, runner.lane = self.lane_cores[lane], lane
+            runner.dropped.update(set(runner.cases) - set(todo))
+            try:
+                self._launch_ahead()
+            except BaseException:
+                runner.close(hurry=True)
+                raise
+            return runner, todo
+
+    def _launch_ahead(self) -> None:
+        # Launch the pairs ahead before this one starts, so that they import while it starts
+        # too: launched after it, pair 1 of a TE run waited 11-14 s for its set-up.
+        # The first pair of each lane starts cold on its own lane's core, idle until then; the spare
+        # cores start the pairs after those.
+        self.next_launch = max(self.next_launch, self.taken, len(self.lane_cores))
+        n_sides = len(self.sides)
+        while len(self.upcoming) < self.depth and self.plan.may_launch(self.next_launch):
+            ahead = self.runner(self.next_launch, self.plan.open_cases(self.retries.failed))
+            self.upcoming.append(ahead)  # closed on any error, half-launched or not
+            self.next_launch += 1
+            try:
+                # One spare core per worker, in turn; shared where cores are few.
+                ahead.launch([self.import_cores[(ahead.pair * n_sides + i) % len(self.import_cores)] for i in range(n_sides)])
+            except (TeperfError, WorkerError):
+                self.upcoming.pop().close()  # that pair starts cold when its turn comes
+                self.next_launch -= 1
+                break
+
+    def lane(self, lane: int) -> None:
+        """Measure pairs on ``lane`` until the schedule is done."""
+        while True:
+            taken = self.take(lane)
+            if taken is None:
+                return
+            runner, todo = taken
+            try:
+                self.measure(runner, todo)
+            except BaseException:
+                # Stopping (Ctrl-C, SIGTERM, an error): every sample is on disk, so end the
+                # workers at once rather than ask them, which waits on a hung one.
+                runner.close(hurry=True)
+                raise
+            quitting: list[Worker] = []
+            runner.close(self.retire_core, quitting)
+            with self.lock:
+                self.retired.extend(quitting)
+                if len(self.retired) > 8:  # keep few exiting processes around
+                    for worker in self.retired[:-4]:
+                        worker.reap()
+                    del self.retired[:-4]
+
+    def _tick(self, steps: int, text: str) -> None:
+        if self.progress:
+            self.progress(steps, text)
+
+    def measure(self, runner: PairRunner, todo: list[int]) -> None:
+        """Start one pair on its lane's core and run its trials, each on disk as it lands."""
+        config, plan, sides, pair = self.config, self.plan, self.sides, runner.pair
+        iters = config.schedule.iters
+        where = {"lane": runner.lane, "core": runner.core}
+        t0 = time.perf_counter()
+        runner.start()
+        start_s = time.perf_counter() - t0
+        with self.lock:
+            self.bundle.append({"kind": "pair", "pair": pair, "hash_seed": runner.seed, "start_s": round(start_s, 3), **where})
+        # Counted once, outside the timed trials. Not in the first pair when there
+        # are more: there one side meets a cold torch.compile cache, the other a warm one.
+        if config.counters and pair == min(1, plan.max_pairs - 1):
+            for case in self.cases:
+                if case.id in runner.cases:
+                    runner.counters(case)
+        for slot in pair_slots(config, todo, pair, len(sides)):
+            if self.stop.is_set():
+                raise LaneStopped()
+            case = self.by_id[slot.case_id]
+            with self.lock:
+                out_of_time = slot.position == 0 and plan.out_of_time()
+            if out_of_time:
+                break  # the budget is spent: stop between couples, keep what is on disk
+            reply = runner.trial(slot.side, case, iters) if runner.active(case.id) else None
+            with self.lock:
+                if reply is None:
+                    self._tick(iters, "")
+                    continue
+                reply.pop("type", None)
+                reply.pop("case_id", None)
+                self.bundle.append({"kind": "trial", "pair": pair, "round": slot.round, "trial": slot.trial,
+                                    "side": sides[slot.side].label, "position": slot.position, "case_id": case.id,
+                                    "hash_seed": runner.seed, "t": round(time.time(), 3), **where, **reply})
+                plan.add_trial(pair, case.id, slot.round, slot.trial, slot.side, reply)
+                # after the sample is on disk: a redraw must not stand between
+                of = f"/{plan.max_pairs}" if plan.target is None else ""
+                on = f" lane {runner.lane + 1}" if len(self.lane_cores) > 1 else ""
+                self._tick(iters, f"pair {pair + 1}{of}{on} {case.key}")
+        with self.lock:
+            plan.pair_done(pair, time.perf_counter() - t0 - start_s, len(todo), skipped=runner.skipped,
+                           failed=self.retries.failed, start_s=start_s)
+
+    def kill_all(self) -> None:
+        """SIGKILL every worker of the run (lane threads may still hold their pipes: they see EOF)."""
+        for worker in list(self.spawned):
+            if worker.alive():
+                worker.proc.kill()
+
+    def end(self, stopping: bool) -> None:
+        """After the lanes: close what is left. ``stopping``: kill at once, a worker may be hung."""
+        if stopping:
+            for worker in self.spawned:
+                worker.kill()
+            return
+        for ahead in self.upcoming:  # started ahead for a pair the run no longer needs (it stopped early)
+            ahead.close()
+
+
 def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, progress: Optional[Progress] = None,
                  adaptive: Optional[Adaptive] = None) -> dict:
     """Measure every case on every side. Returns {case_id: reason} for failed cases.
     ``adaptive`` decides how many pairs and which cases each measures (default: the fixed schedule);
-    a failed cell drops out of it, a cell that lost a pair is measured again by the next one."""
+    a failed cell drops out of it, a cell that lost a pair is measured again by the next one.
+    With ``config.lanes`` > 1 that many pairs measure at once, one per lane (engine/lanes.py)."""
     cache_root = None
     if any(c.mode == "compile" and not c.skip for c in cases):
         cache_root = tempfile.mkdtemp(prefix="teperf-compile-")
@@ -367,106 +539,20 @@ def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: B
 
 def _run_pairs(config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, progress: Optional[Progress],
                adaptive: Optional[Adaptive], cache_root: Optional[str]) -> dict:
-    retries = CellRetries()
-    failed = retries.failed  # case_id -> reason, shared by every pair and the adaptive schedule
-    iters = config.schedule.iters
     plan = adaptive or Adaptive(config, cases, len(sides))
-    import_cores = import_cores_for(config)
-    depth = prestart_depth(config, len(import_cores), len(sides), plan.max_pairs)
-    upcoming: deque[PairRunner] = deque()
-    retired: list[Worker] = []  # quit, still tearing down on a spare core
-    retire_core = import_cores[-1] if import_cores else None
-    next_launch = 1
-    by_id = {c.id: c for c in cases}
+    run = _Run(config, sides, cases, bundle, progress, plan, cache_root)
     plan.start()
     try:
-        for pair in itertools.count():
-            todo = plan.next_pair(pair, failed)
-            if not todo:
-                break
-            # A pair launched ahead set up every case open then; the ones settled since get no trials.
-            runner = upcoming.popleft() if upcoming else PairRunner(config, sides, [by_id[c] for c in todo], bundle, pair,
-                                                                    retries, cache_root)
-            runner.dropped.update(set(runner.cases) - set(todo))
-            try:
-                # Launch the pairs ahead first, so that they import while this one starts
-                # too: launched after it, pair 1 of a TE run waited 11-14 s for its set-up.
-                next_launch = max(next_launch, pair + 1)
-                while len(upcoming) < depth and plan.may_launch(next_launch):
-                    ahead = PairRunner(config, sides, [by_id[c] for c in plan.open_cases(failed)], bundle, next_launch,
-                                       retries, cache_root)
-                    upcoming.append(ahead)  # closed on any error below, half-launched or not
-                    next_launch += 1
-                    try:
-                        # One spare core per worker, in turn; shared where cores are few.
-                        ahead.launch([import_cores[(ahead.pair * len(sides) + i) % len(import_cores)] for i in range(len(sides))])
-                    except (TeperfError, WorkerError):
-                        upcoming.pop().close()  # that pair starts cold when its turn comes
-                        next_launch -= 1
-                        break
-                t0 = time.perf_counter()
-                runner.start()
-                start_s = time.perf_counter() - t0
-                bundle.append({"kind": "pair", "pair": pair, "hash_seed": runner.seed, "start_s": round(start_s, 3)})
-                # Counted once, outside the timed trials. Not in the first pair when there
-                # are more: there one side meets a cold torch.compile cache, the other a warm one.
-                if config.counters and pair == min(1, plan.max_pairs - 1):
-                    for case in cases:
-                        if case.id in runner.cases:
-                            runner.counters(case)
-                for slot in pair_slots(config, todo, pair, len(sides)):
-                    case = by_id[slot.case_id]
-                    if slot.position == 0 and plan.out_of_time():
-                        break  # the budget is spent: stop between couples, keep what is on disk
-                    if not runner.active(case.id):
-                        if progress:
-                            progress(iters, "")
-                        continue
-                    reply = runner.trial(slot.side, case, iters)
-                    if reply is None:
-                        if progress:
-                            progress(iters, "")
-                        continue
-                    reply.pop("type", None)
-                    reply.pop("case_id", None)
-                    bundle.append(
-                        {
-                            "kind": "trial",
-                            "pair": pair,
-                            "round": slot.round,
-                            "trial": slot.trial,
-                            "side": sides[slot.side].label,
-                            "position": slot.position,
-                            "case_id": case.id,
-                            "hash_seed": runner.seed,
-                            "t": round(time.time(), 3),
-                            **reply,
-                        }
-                    )
-                    plan.add_trial(pair, case.id, slot.round, slot.trial, slot.side, reply)
-                    if progress:  # after the sample is on disk: a redraw must not stand between
-                        of = f"/{plan.max_pairs}" if plan.target is None else ""
-                        progress(iters, f"pair {pair + 1}{of} {case.key}")
-                plan.pair_done(pair, time.perf_counter() - t0 - start_s, len(todo), skipped=runner.skipped, failed=failed,
-                               start_s=start_s)
-            except BaseException:
-                # Stopping (Ctrl-C, SIGTERM, an error): every sample is on disk, so end all
-                # workers at once rather than ask them, which waits on a hung one.
-                runner.close(hurry=True)
-                for ahead in upcoming:
-                    ahead.close(hurry=True)
-                for worker in retired:
-                    worker.kill()
-                raise
-            runner.close(retire_core, retired)
-            if len(retired) > 8:  # keep few exiting processes around
-                for worker in retired[:-4]:
-                    worker.reap()
-                del retired[:-4]
-        for ahead in upcoming:  # started ahead for a pair the run no longer needs (it stopped early)
-            ahead.close()
+        if len(run.lane_cores) == 1:
+            run.lane(0)  # in this thread, as before lanes existed
+        else:
+            run_lanes(len(run.lane_cores), run.lane, run.stop, run.kill_all)
+        run.end(stopping=False)
         bundle.append(plan.stop_record())
+    except BaseException:
+        run.end(stopping=True)
+        raise
     finally:
-        for worker in retired:
+        for worker in run.retired:
             worker.reap()
-    return retries.failed
+    return run.retries.failed

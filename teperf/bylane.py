@@ -1,0 +1,143 @@
+"""`teperf report --by-lane`: each lane's estimate of every cell, and whether the lanes agree.
+
+With ``--lanes N`` the pairs of a run measured side by side on N cores. The estimate
+still rests on every pair (the pair is the unit, the lane a recorded factor); this
+breakdown checks that the lanes tell the same story: per lane, the pairs it ran,
+the base level and the paired delta with its interval (the same statistic as the
+main table, over that lane's pairs only), and per cell a one-way ANOVA of the
+per-pair log ratios across lanes (``scipy.stats.f_oneway``; lanes with at least 2
+pairs). ``agree`` is its p-value at the run's alpha: lanes that "differ" in many
+cells would mean that where a pair ran moved its answer, which pairing does not
+cancel. The ``level`` column is a lane's base time against all lanes': lanes that
+slow each other's steps show there (pairing cancels a slowdown that hits both
+sides of a couple alike; the delta columns show whether it did).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections import defaultdict
+
+from teperf.bundle import Bundle
+from teperf.config import Stats
+from teperf.render import TableModel, render_markdown, render_rich
+from teperf.summary import Summary, stats_from_meta, summarize
+
+FIELDS = ("module", "recipe", "shape", "mode", "lane", "core", "n_pairs", "base_us", "level_pct", "delta_pct",
+          "ci_low_pct", "ci_high_pct", "verdict", "agree_p", "agree")
+
+
+def lane_cores(path) -> dict[int, list[int]]:
+    """Lane -> the cores its trials ran on (one, unless the bundle says otherwise); lane 0 for old bundles."""
+    cores: dict[int, set] = defaultdict(set)
+    for rec in Bundle.open(path).records():
+        if rec.get("kind") == "trial":
+            lane = rec.get("lane", 0)
+            if isinstance(lane, int) and not isinstance(lane, bool):
+                cores[lane].update([rec["core"]] if isinstance(rec.get("core"), int) else [])
+    return {lane: sorted(c) for lane, c in sorted(cores.items())}
+
+
+def lanes_agree(groups: list[list[float]], alpha: float) -> tuple[float | None, str]:
+    """p-value of a one-way ANOVA over the lanes' per-pair log ratios, and 'yes'/'NO' at ``alpha``
+    ('-' with fewer than two lanes of at least two pairs)."""
+    groups = [g for g in groups if len(g) >= 2]
+    if len(groups) < 2:
+        return None, "-"
+    from scipy import stats as sps
+
+    if all(len(set(g)) == 1 for g in groups):  # no spread inside any lane: ANOVA is undefined
+        return None, "-"
+    p = float(sps.f_oneway(*groups).pvalue)
+    if math.isnan(p):
+        return None, "-"
+    return p, "yes" if p >= alpha else "NO"
+
+
+def breakdown(path, stats: Stats | None = None) -> tuple[Summary, list[dict]]:
+    """The whole run's summary and one row per (cell, lane) plus a row per cell for all lanes."""
+    meta = Bundle.open(path).read_meta()
+    stats = stats or stats_from_meta(meta)
+    whole = summarize(path, stats)
+    cores = lane_cores(path)
+    per_lane = {lane: summarize(path, stats, lane=lane).rows for lane in cores}
+    rows = []
+    for i, row in enumerate(whole.rows):
+        cell = {k: row.get(k) for k in ("module", "recipe", "shape", "mode")}
+        groups = []
+        for lane, lane_rows in per_lane.items():
+            r = lane_rows[i]
+            if not r.get("n_pairs"):
+                continue
+            groups.append(list((r.get("pair_logs") or {}).values()))
+            rows.append({**cell, **_figures(r, row), "lane": lane, "core": ",".join(map(str, cores[lane]))})
+        p, agree = lanes_agree(groups, stats.alpha)
+        rows.append({**cell, **_figures(row, row), "lane": "all", "core": "", "agree_p": p, "agree": agree})
+    return whole, rows
+
+
+def _figures(r: dict, whole: dict) -> dict:
+    level = None
+    if r.get("base_us") and whole.get("base_us"):
+        level = (r["base_us"] / whole["base_us"] - 1) * 100
+    return {"n_pairs": r.get("n_pairs"), "base_us": r.get("base_us"), "level_pct": level, "delta_pct": r.get("delta_pct"),
+            "ci_low_pct": r.get("ci_low_pct"), "ci_high_pct": r.get("ci_high_pct"), "verdict": r.get("verdict"),
+            "agree_p": None, "agree": ""}
+
+
+def table_model(summary: Summary, rows: list[dict]) -> TableModel:
+    show_shape = len({r["shape"] for r in rows}) > 1
+    show_mode = len({r["mode"] for r in rows}) > 1
+    cols = ["module", "recipe"] + (["shape"] if show_shape else []) + (["mode"] if show_mode else [])
+    cols += ["lane", "core", "pairs", "base", "level"]
+    if summary.compare:
+        cols += ["delta %", "95% CI", "verdict", "lanes agree (p)"]
+    lines, styles = [], []
+    for r in rows:
+        line = [r["module"], r["recipe"]] + ([r["shape"]] if show_shape else []) + ([r["mode"]] if show_mode else [])
+        base = "-" if r["base_us"] is None else f"{r['base_us']:,.1f} us"
+        level = "" if r["lane"] == "all" or r["level_pct"] is None else f"{r['level_pct']:+.1f}%"
+        line += [str(r["lane"]), r["core"], str(r["n_pairs"] or 0), base, level]
+        if summary.compare:
+            ci = "-" if r["ci_low_pct"] is None else f"[{r['ci_low_pct']:+.1f}, {r['ci_high_pct']:+.1f}]%"
+            delta = "-" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%"
+            agree = r["agree"] + (f" ({r['agree_p']:.2f})" if r["agree_p"] is not None else "")
+            line += [delta, ci, r["verdict"] or "-", agree]
+        lines.append(line)
+        styles.append("bold" if r["lane"] == "all" else ("red" if r.get("agree") == "NO" else None))
+    n_lanes = len({r["lane"] for r in rows if r["lane"] != "all"})
+    differ = sum(r.get("agree") == "NO" for r in rows)
+    tested = sum(r.get("agree") in ("yes", "NO") for r in rows)
+    footer = [f"{n_lanes} lane{'s' if n_lanes != 1 else ''}; level: a lane's base time against all lanes' "
+              "(a slower lane shows there; pairing cancels what hits both sides of a couple alike)"]
+    if summary.compare:
+        footer.append(f"lanes agree: one-way ANOVA of the per-pair log ratios across lanes (lanes with 2+ pairs); "
+                      f"NO = p < alpha. {differ} of {tested} cells differ (about 5% expected by chance)")
+    if summary.path:
+        footer.append(f"bundle: {summary.path}")
+    return TableModel(title="teperf report --by-lane", header=[], columns=cols, rows=lines, styles=styles, footer=footer,
+                      numeric=("lane", "core", "pairs", "base", "level", "delta %"))
+
+
+def _clean(v):
+    return None if isinstance(v, float) and (math.isnan(v) or math.isinf(v)) else v
+
+
+def render_by_lane(path, fmt: str, stats: Stats | None = None, console=None) -> str | None:
+    summary, rows = breakdown(path, stats)
+    if fmt == "json":
+        return json.dumps({"lanes": [{k: _clean(r.get(k)) for k in FIELDS} for r in rows]}, indent=2) + "\n"
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=list(FIELDS), extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows({k: _clean(r.get(k)) for k in FIELDS} for r in rows)
+        return buf.getvalue()
+    model = table_model(summary, rows)
+    if fmt == "markdown":
+        return render_markdown(model)
+    render_rich(model, console)
+    return None
