@@ -70,6 +70,8 @@ def make_noisy(hidden=64):
 '''
 
 
+# Statistical: its deliberately noisy cell may reach the width by chance; one rerun keeps that from failing CI.
+@pytest.mark.flaky(reruns=1)
 def test_settled_cell_drops_out_and_the_budget_ends_the_run(tmp_path, results_dir):
     blocks = tmp_path / "blocks"
     blocks.mkdir()
