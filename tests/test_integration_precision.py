@@ -6,6 +6,8 @@ import json
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from conftest import PLANTED, run_cli
 
 SHORT = ["--rounds", "1", "--trials", "4", "--iters", "30", "--warmup", "10", "--no-counters"]
