@@ -26,6 +26,7 @@ from teperf.engine.signals import terminate_as_interrupt
 from teperf.errors import TeperfError
 from teperf.memory import check_memory
 from teperf.plan import check_balance, expand, total_steps
+from teperf.records import WorkerRecord
 from teperf.sides import Side
 from teperf.summary import Summary, summarize  # noqa: F401  (re-exported)
 
@@ -171,9 +172,9 @@ def _worker_facts(bundle: Bundle) -> dict:
     """The first hello of each side, plus every pair's start-up time."""
     facts: dict = {}
     for rec in bundle.records():
-        if rec.get("kind") == "worker":
-            side = facts.setdefault(rec["side"], dict(rec["hello"]))
-            side.setdefault("start_s_by_pair", []).append(rec["hello"].get("start_s"))
+        if isinstance(rec, WorkerRecord):
+            side = facts.setdefault(rec.side, dict(rec.hello))
+            side.setdefault("start_s_by_pair", []).append(rec.hello.get("start_s"))
     return facts
 
 

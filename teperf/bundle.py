@@ -12,7 +12,17 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from teperf.errors import TeperfError
-from teperf.schema import META_FILE, RECORDS_FILE, SCHEMA_VERSION
+from teperf.records import (
+    META_FILE,
+    RECORDS_FILE,
+    SCHEMA_VERSION,
+    BundleMeta,
+    Record,
+    RecordError,
+    Typed,
+    check_version,
+    parse_record,
+)
 
 DEFAULT_RESULTS = Path("results")
 
@@ -62,12 +72,17 @@ def coordinator_gone(meta: dict) -> bool:
     return facts.get("start_ticks") is not None and started is not None and started != facts["start_ticks"]
 
 
+def _damaged(path: Path, what: str) -> TeperfError:
+    return TeperfError(f"{path} is damaged: {what}", "re-run the measurement, or fix meta.json by hand")
+
+
 class Bundle:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._records = None
         self._append_lock = threading.Lock()  # parallel lanes append from their own threads
         self.skipped_lines = 0  # lines of records.jsonl the last records() pass could not read
+        self.schema = SCHEMA_VERSION  # the version it was written under (records() upgrades older ones)
 
     @classmethod
     def create(cls, results_dir: str | os.PathLike | None, kind: str, meta: dict) -> "Bundle":
@@ -91,7 +106,16 @@ class Bundle:
         p = Path(path)
         if not (p / META_FILE).is_file():
             raise TeperfError(f"{p} is not a teperf bundle (no {META_FILE})", "pass a directory under results/ written by teperf run/compare")
-        return cls(p)
+        bundle = cls(p)
+        try:
+            meta = bundle.read_meta()
+        except TeperfError:
+            return bundle  # damaged: the reader says so when it needs the metadata
+        try:
+            bundle.schema = check_version(meta, where=str(p))  # a newer teperf's bundle stops here
+        except RecordError as exc:
+            raise _damaged(p, str(exc)) from None
+        return bundle
 
     def write_meta(self, meta: dict) -> None:
         write_json_atomic(self.path / META_FILE, meta)
@@ -107,15 +131,24 @@ class Bundle:
                               "the bundle is damaged; re-run the measurement")
         return meta
 
+    def meta(self) -> BundleMeta:
+        """meta.json as a typed value, upgraded from an older schema."""
+        try:
+            return BundleMeta.from_dict(self.read_meta())
+        except RecordError as exc:
+            raise _damaged(self.path, str(exc)) from None
+
     def update_meta(self, **changes) -> dict:
         meta = self.read_meta()
         meta.update(changes)
         self.write_meta(meta)
         return meta
 
-    def append(self, record: dict) -> None:
+    def append(self, record: Typed | dict) -> None:
+        data = record.to_dict() if isinstance(record, Typed) else record
         # Line-buffered text file: each record reaches the OS as soon as it is written.
-        line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
+        line = json.dumps(data, separators=(",", ":"), default=str) + "
+"
         with self._append_lock:
             self._records.write(line)
 
@@ -124,9 +157,21 @@ class Bundle:
             self._records.close()
             self._records = None
 
-    def records(self) -> Iterator[dict]:
-        """Every record that reads as a JSON object; any other line (cut short by a crash,
-        damaged bytes) is skipped and counted in ``skipped_lines``."""
+    def records(self) -> Iterator[Record]:
+        """Every record, typed (teperf.records) and upgraded to this schema; a line that is not one
+        (cut short by a crash, damaged bytes, a known kind with fields of the wrong type) is
+        skipped and counted in ``skipped_lines``."""
+        schema = self.schema
+        raw_lines = self.raw_records()
+        for raw in raw_lines:
+            try:
+                yield parse_record(raw, schema)
+            except RecordError:
+                self.skipped_lines += 1
+
+    def raw_records(self) -> Iterator[dict]:
+        """Every line that reads as a JSON object, as written; any other line is skipped and
+        counted in ``skipped_lines``."""
         self.skipped_lines = 0
         path = self.path / RECORDS_FILE
         try:

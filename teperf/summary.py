@@ -143,7 +143,7 @@ def summarize(path, stats: Stats | None = None, lane: int | None = None) -> Summ
     onetime = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))  # case -> cost -> side -> pair -> ms
     onetime_seen = OnetimeFacts()
     preempted = total_trials = unusable = compiled_in_trial = 0
-    for rec in bundle.records():
+    for rec in bundle.raw_records():
         if not _usable(rec, field):
             unusable += 1
             continue

@@ -9,6 +9,7 @@ from gitfixture import HISTORY_CONFIG, make_history
 from teperf.bisect import search
 from teperf.bisect.runner import resolve_range
 from teperf.errors import TeperfError
+from teperf.records import ProbeRecord
 
 
 
@@ -141,7 +142,7 @@ def _run_fake(tmp_path, monkeypatch, delta_of, budget_s=100.0):
         result = fake.run()
     finally:
         bundle.close()
-    return result, [r for r in bundle.records() if r["kind"] == "probe"]
+    return result, [r.to_dict() for r in bundle.records() if isinstance(r, ProbeRecord)]
 
 
 def test_timing_search_decides_from_the_interval_against_half_the_delta(tmp_path, monkeypatch):

@@ -230,9 +230,9 @@ def test_paired_test_refines_an_off_by_one_step(tmp_path):
     runs = synthetic.rows(plan(commits=30, steps={("Linear", "fp32", 15): 8.0}, subjects={}, machines=(("CPU one", None, None),)))
     for run in runs:
         for row in run:
-            if row["module"] == "Linear" and row["sha"] == synthetic.sha_of(15):
-                row["host_us"] = row["base_us"] = (row["host_us"] / 1.08) * 1.002  # the night's series value looks unchanged...
-                row["verdict"] = "slower"  # ...but its paired run saw the regression
+            if row.module == "Linear" and row.sha == synthetic.sha_of(15):
+                row.host_us = row.base_us = (row.host_us / 1.08) * 1.002  # the night's series value looks unchanged...
+                row.verdict = "slower"  # ...but its paired run saw the regression
         st.append(run)
     cells = analyze(st.read())
     linear = next(c for c in cells if c.module == "Linear")

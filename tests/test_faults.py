@@ -192,7 +192,7 @@ def test_unreadable_meta_is_one_line(tmp_path, meta_bytes, capsys):
 def test_records_counts_skipped_lines(tmp_path):
     path = _bundle(tmp_path, _meta(), b'{"kind":"x"}\n\xff\n{"kind":"y"}\n{"kin')
     bundle = Bundle(path)
-    assert [r["kind"] for r in bundle.records()] == ["x", "y"] and bundle.skipped_lines == 2
+    assert [r.to_dict()["kind"] for r in bundle.records()] == ["x", "y"] and bundle.skipped_lines == 2
 
 
 # --- memory bound --------------------------------------------------------------------------------

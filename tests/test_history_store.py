@@ -79,8 +79,8 @@ def test_round_trip_keeps_every_value(tmp_path):
 
 def test_single_side_run_measures_the_only_side(tmp_path):
     rows = rows_from_summary(summary(make_meta(single=True), [make_row(single=True)]))
-    assert rows[0]["host_us"] == 100.0 and rows[0]["head_us"] is None and rows[0]["base_sha"] is None
-    assert rows[0]["sha"] == "a" * 40 and rows[0]["host_spread_pct"] == 1.5
+    assert rows[0].host_us == 100.0 and rows[0].head_us is None and rows[0].base_sha is None
+    assert rows[0].sha == "a" * 40 and rows[0].host_spread_pct == 1.5
 
 
 def test_readable_by_pandas_and_pyarrow_directly(tmp_path):
@@ -212,5 +212,5 @@ def test_a_run_file_holds_one_run(tmp_path):
 
 def test_timestamps_without_zone_are_utc():
     rows = rows_from_summary(summary(make_meta(started="2025-01-02T03:04:05")), overrides={"committed_at": "2025-01-01T00:00:00"})
-    assert rows[0]["run_date"] == dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
-    assert rows[0]["committed_at"].tzinfo is not None
+    assert rows[0].run_date == dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    assert rows[0].committed_at.tzinfo is not None

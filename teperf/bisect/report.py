@@ -11,15 +11,16 @@ from pathlib import Path
 
 from teperf.bundle import Bundle
 from teperf.explain import COUNTER_LABELS, counters_diff
+from teperf.records import ProbeRecord
 from teperf.render import TableModel, render, render_markdown, render_rich
 
 RESULT_STYLE = {"bad": "bold red", "good": "green", "skip": "yellow", "undecided": "yellow",
                 "slower": "bold red", "faster": "bold green"}
 
 
-def load(path) -> tuple[dict, list[dict]]:
+def load(path) -> tuple[dict, list[ProbeRecord]]:
     bundle = Bundle.open(path)
-    return bundle.read_meta(), [r for r in bundle.records() if isinstance(r, dict) and r.get("kind") == "probe"]
+    return bundle.meta().to_dict(), [r for r in bundle.records() if isinstance(r, ProbeRecord)]
 
 
 def _commit(c: dict | None) -> str:
@@ -81,17 +82,17 @@ def headline(meta: dict) -> list[str]:
     return lines
 
 
-def probe_model(meta: dict, probes: list[dict], path) -> TableModel:
+def probe_model(meta: dict, probes: list[ProbeRecord], path) -> TableModel:
     rows, styles = [], []
     for p in probes:
-        measured = p["what"]
-        if p.get("counters"):
-            measured += f" ({p['counters'].get('python_calls')} py calls)"
-        if p.get("processes"):
-            measured += f" ({p['processes']} pairs)"
-        rows.append([p["role"], p["short_sha"], p["subject"][:50], p.get("tier") or "", measured, p["result"],
-                     p.get("detail", "")[:90], f"{p['seconds']:.1f}"])
-        styles.append(RESULT_STYLE.get(p["result"]))
+        measured = p.what
+        if p.counters:
+            measured += f" ({p.counters.get('python_calls')} py calls)"
+        if p.extra.get("processes"):
+            measured += f" ({p.extra['processes']} pairs)"
+        rows.append([p.role, p.short_sha or "?", (p.subject or "")[:50], p.tier or "", measured, p.result,
+                     (p.detail or "")[:90], f"{p.seconds or 0:.1f}"])
+        styles.append(RESULT_STYLE.get(p.result))
     plan = meta.get("plan") or {}
     footer = [f"plan: {plan.get('expected_probes')} probes expected; tiers {plan.get('tiers')}; "
               f"about {plan.get('counters_s')} s (counters) / {plan.get('timing_s')} s (timing)",
@@ -113,7 +114,7 @@ def render_bisect(path, fmt: str, console=None) -> str | None:
     meta, probes = load(path)
     confirm = confirm_path(meta, path)
     if fmt == "json":
-        out = {"meta": meta, "probes": probes}
+        out = {"meta": meta, "probes": [p.to_dict() for p in probes]}
         if confirm and confirm.is_dir():
             out["confirm"] = json.loads(render(summarize(confirm), "json"))
         return json.dumps(out, indent=2, default=str) + "\n"

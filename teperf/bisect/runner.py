@@ -38,6 +38,7 @@ from teperf.config import Config
 from teperf.errors import TeperfError
 from teperf.explain import counters_diff
 from teperf.plan import Case, expand
+from teperf.records import ProbeRecord
 
 Log = Callable[[str], None]
 WORKER_SECONDS = {"cpu": 4.0, "cuda": 40.0}  # start, import, set up, count: for the plan's estimate
@@ -182,8 +183,8 @@ class Bisector:
     def _record(self, index: int, what: str, result: str, seconds: float, **fields) -> None:
         commit = self.rng.at(index)
         role = "GOOD" if index == 0 else ("BAD" if index == len(self.rng.commits) else "probe")
-        self.bundle.append({"kind": "probe", "index": index, "role": role, **commit_meta(commit), "what": what,
-                            "result": result, "seconds": round(seconds, 2), **fields})
+        self.bundle.append(ProbeRecord.from_dict({"kind": "probe", "index": index, "role": role, **commit_meta(commit),
+                                                  "what": what, "result": result, "seconds": round(seconds, 2), **fields}))
         detail = fields.get("detail", "")
         self.log(f"{role} {commit.short_sha} {what}: {result}{' - ' + detail if detail else ''} "
                  f"({seconds:.1f} s)")
@@ -241,7 +242,7 @@ class Bisector:
                 record = list(self.bundle.records())[-1]
                 which = "GOOD" if index == 0 else "BAD"
                 raise TeperfError(
-                    f"{which} {self.rng.at(index).short_sha} cannot be measured: {record['detail']}",
+                    f"{which} {self.rng.at(index).short_sha} cannot be measured: {record.detail}",
                     f"pick a {which} that builds and imports (worker logs: {self.bundle.path}/workers)")
             got.append(counters)
         return got[0], got[1]

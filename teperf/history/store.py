@@ -44,7 +44,17 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from teperf import __version__
 from teperf.errors import TeperfError
+from teperf.records import (
+    CELL_COLUMNS,
+    CELL_KEY,
+    HISTORY_COLUMN_TYPES,
+    HISTORY_SCHEMA_VERSION,
+    RUN_COLUMNS,
+    HistoryRow,
+    RecordError,
+)
 
 DEFAULT_HISTORY = os.path.join("results", "history")
 HISTORY_ENV = "TEPERF_HISTORY"
@@ -53,69 +63,20 @@ SUFFIX = ".parquet"
 OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "memory"}
 
 _TS = pa.timestamp("us", tz="UTC")
+_ARROW_TYPES = {str: pa.string(), float: pa.float64(), int: pa.int64(), bool: pa.bool_(), _dt.datetime: _TS}
 
-# Run-level columns (the same on every row of one file), then the cell columns.
-RUN_FIELDS = [
-    pa.field("run_id", pa.string(), nullable=False),
-    pa.field("run_kind", pa.string()),  # nightly | import
-    pa.field("run_date", _TS),  # when the measurement started
-    pa.field("run_status", pa.string()),  # complete | failed | interrupted | running
-    pa.field("ref", pa.string()),  # branch the nightly watches (untrusted text)
-    pa.field("sha", pa.string()),  # the measured commit (head of the nightly)
-    pa.field("subject", pa.string()),  # its subject line (untrusted text)
-    pa.field("committed_at", _TS),
-    pa.field("base_sha", pa.string()),  # what it was paired against (previous nightly commit)
-    pa.field("base_subject", pa.string()),
-    pa.field("base_committed_at", _TS),
-    pa.field("machine", pa.string()),  # fingerprint id: hash of cpu_model, gpu, driver
-    pa.field("machine_label", pa.string()),
-    pa.field("cpu_model", pa.string()),
-    pa.field("gpu", pa.string()),
-    pa.field("driver", pa.string()),
-    pa.field("hostname", pa.string()),
-    pa.field("shard", pa.string()),  # "I/N"
-    pa.field("night", pa.string()),  # which night the shard belongs to (see default_night); older files: null
-    pa.field("teperf_version", pa.string()),
-    pa.field("torch_version", pa.string()),
-    pa.field("bundle", pa.string()),
-]
-CELL_FIELDS = [
-    pa.field("module", pa.string()),
-    pa.field("recipe", pa.string()),
-    pa.field("shape", pa.string()),
-    pa.field("dtype", pa.string()),
-    pa.field("mode", pa.string()),
-    pa.field("status", pa.string()),
-    pa.field("error", pa.string()),
-    pa.field("host_us", pa.float64()),  # the measured side's median host time per step (head, or the only side)
-    pa.field("host_spread_pct", pa.float64()),
-    pa.field("base_us", pa.float64()),
-    pa.field("head_us", pa.float64()),
-    pa.field("delta_us", pa.float64()),
-    pa.field("delta_pct", pa.float64()),
-    pa.field("ci_low_us", pa.float64()),
-    pa.field("ci_high_us", pa.float64()),
-    pa.field("ci_low_pct", pa.float64()),
-    pa.field("ci_high_pct", pa.float64()),
-    pa.field("verdict", pa.string()),
-    pa.field("ci_basis", pa.string()),
-    pa.field("n_pairs", pa.int64()),
-    pa.field("n_trials", pa.int64()),
-    pa.field("base_spread_pct", pa.float64()),
-    pa.field("head_spread_pct", pa.float64()),
-    pa.field("pair_sd_pct", pa.float64()),
-    pa.field("mde_pct", pa.float64()),
-    pa.field("host_bound", pa.bool_()),
-    pa.field("counters", pa.string()),  # JSON text
-    # one-time costs (teperf.schema ONETIME_COSTS), ms: the measured side's, and the paired change for a compare
-    pa.field("first_call_ms", pa.float64()),
-    pa.field("first_call_delta_pct", pa.float64()),
-    pa.field("first_call_verdict", pa.string()),
-    pa.field("recompile_ms", pa.float64()),
-]
-SCHEMA = pa.schema(RUN_FIELDS + CELL_FIELDS, metadata={b"teperf.history.schema": b"1"})
+
+def _arrow_field(name: str) -> pa.Field:
+    return pa.field(name, _ARROW_TYPES[HISTORY_COLUMN_TYPES[name]], nullable=name != "run_id")
+
+
+# The columns are teperf.records.HistoryRow's: run-level ones (the same on every row of one file),
+# then the cell's.
+RUN_FIELDS = [_arrow_field(name) for name in RUN_COLUMNS]
+CELL_FIELDS = [_arrow_field(name) for name in CELL_COLUMNS]
+SCHEMA_KEY = b"teperf.history.schema"
+SCHEMA = pa.schema(RUN_FIELDS + CELL_FIELDS, metadata={SCHEMA_KEY: str(HISTORY_SCHEMA_VERSION).encode()})
 COLUMNS = SCHEMA.names
-CELL_KEY = ("module", "recipe", "shape", "dtype", "mode")
 
 
 # ----------------------------------------------------------------------------- machine fingerprint
@@ -216,7 +177,7 @@ def make_run_id(meta: Mapping[str, Any], machine: str, sha: str | None, shard: s
 
 def rows_from_summary(summary, *, run_kind: str = "import", ref: str | None = None, shard: str = "1/1",
                       night: str | None = None, bundle: str | None = None, run_id: str | None = None,
-                      overrides: Mapping[str, Any] | None = None) -> list[dict]:
+                      overrides: Mapping[str, Any] | None = None) -> list[HistoryRow]:
     """A bundle summary (``teperf.api.summarize``) -> history rows, one per cell.
 
     ``night`` names the night the run is a shard of (default: ``default_night`` of its commit).
@@ -251,7 +212,7 @@ def rows_from_summary(summary, *, run_kind: str = "import", ref: str | None = No
         **mach,
     }
     for key, value in overrides.items():
-        if key not in run:
+        if key not in RUN_COLUMNS:
             raise KeyError(f"unknown run-level column {key!r}")
         run[key] = _ts(value) if key in ("run_date", "committed_at", "base_committed_at") else value
     if run["night"] is None:
@@ -284,19 +245,23 @@ def rows_from_summary(summary, *, run_kind: str = "import", ref: str | None = No
             row[key] = _num(r.get(key))
         for key in ("n_pairs", "n_trials"):
             row[key] = None if r.get(key) is None else int(r.get(key))
-        side = "head" if is_compare else "base"
-        row.update(
-            first_call_ms=_num(r.get(f"first_call_{side}_ms")),
-            first_call_delta_pct=_num(r.get("first_call_delta_pct")),
-            first_call_verdict=r.get("first_call_verdict"),
-            recompile_ms=_num(r.get(f"recompile_{side}_ms")),
-        )
-        out.append(row)
+        out.append(HistoryRow(**row))
     return out
 
 
-def to_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
-    cols = {name: [row.get(name) for row in rows] for name in COLUMNS}
+def history_row(row: HistoryRow | Mapping[str, Any]) -> HistoryRow:
+    """A row as its type; a mapping is checked (unknown columns, wrong types: a ValueError)."""
+    if isinstance(row, HistoryRow):
+        return row
+    unknown = set(row) - set(COLUMNS)
+    if unknown:
+        raise RecordError(f"history row with unknown columns {sorted(unknown)}")
+    return HistoryRow(**row)
+
+
+def to_table(rows: Sequence[HistoryRow | Mapping[str, Any]]) -> pa.Table:
+    typed = [history_row(row) for row in rows]
+    cols = {name: [getattr(row, name) for row in typed] for name in COLUMNS}
     return pa.Table.from_pydict(cols, schema=SCHEMA)
 
 
@@ -398,6 +363,7 @@ class HistoryStore:
             except Exception as exc:  # noqa: BLE001 - keep going, say which file
                 warnings.warn(f"history: skipping unreadable {path}: {exc}")
                 continue
+            check_version(t, path)
             tables.append(_conform(t))
         table = pa.concat_tables(tables) if tables else SCHEMA.empty_table()
         df = table.to_pandas()
@@ -414,7 +380,7 @@ class HistoryStore:
         """Rows from a bundle summary -> a new run file.  Returns (path, added); a run already
         present (the same bundle imported twice) is not added again."""
         rows = rows_from_summary(summary, **kwargs)
-        run_id = rows[0]["run_id"] if rows else None
+        run_id = rows[0].run_id if rows else None
         if run_id and self.has_run(run_id):
             return self._path(run_id + SUFFIX), False
         return self.append(rows), True
@@ -423,6 +389,23 @@ class HistoryStore:
 def _protocols(fs) -> tuple[str, ...]:
     proto = fs.protocol
     return tuple(proto) if isinstance(proto, (tuple, list)) else (proto,)
+
+
+def check_version(table: pa.Table, path: str) -> int:
+    """The history schema a file was written under (1 when it does not say); a TeperfError when a
+    newer teperf wrote it, naming that teperf's version."""
+    raw = (table.schema.metadata or {}).get(SCHEMA_KEY, b"1")
+    try:
+        version = int(raw)
+    except ValueError:
+        version = 1
+    if version > HISTORY_SCHEMA_VERSION:
+        writers = table.column("teperf_version").to_pylist() if "teperf_version" in table.column_names else []
+        use = next((v for v in writers if v), "a newer release")
+        raise TeperfError(f"{path} has history schema {version}, written by teperf {use}; this teperf {__version__} "
+                          f"reads schema {HISTORY_SCHEMA_VERSION} and older",
+                          f"read the history with teperf {use} or newer (pip install -U teperf)")
+    return version
 
 
 def _conform(table: pa.Table) -> pa.Table:
@@ -458,4 +441,4 @@ def latest_run(df, *, machine: str, ref: str | None = None, exclude_sha: str | N
     if sel.empty:
         return None
     top = sel.sort_values(["run_date", "run_id"]).iloc[-1]
-    return {f.name: top[f.name] for f in RUN_FIELDS}
+    return {name: top[name] for name in RUN_COLUMNS}

@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from teperf.history.store import HistoryStore, machine_fingerprint
+from teperf.records import HistoryRow
 
 DEFAULT_CELLS = (
     ("Linear", "fp32", 100.0),
@@ -52,7 +53,7 @@ def true_levels(plan: Plan, module: str, recipe: str, base: float) -> np.ndarray
     return level
 
 
-def rows(plan: Plan) -> list[list[dict]]:
+def rows(plan: Plan) -> list[list[HistoryRow]]:
     """One list of rows per run (commit x machine)."""
     rng = np.random.default_rng(plan.seed)
     runs = []
@@ -91,7 +92,7 @@ def rows(plan: Plan) -> list[list[dict]]:
                                verdict=verdict, mde_pct=1.0, pair_sd_pct=0.5)
                 else:
                     row.update(base_us=head, head_us=None)
-                out.append(row)
+                out.append(HistoryRow(**row))
             runs.append(out)
     return runs
 

@@ -1,0 +1,535 @@
+"""Every record a bundle holds and every row of the history, as typed values that check themselves.
+
+A bundle is a directory:
+  meta.json       run metadata (:class:`BundleMeta`); rewritten atomically
+  records.jsonl   one JSON object per line (a record below), appended and flushed as each
+                  thing happens, so a crash or Ctrl-C keeps all of it
+  workers/*.log   each worker's stderr
+
+Records, by ``kind``: ``worker`` (a worker's hello), ``setup`` (a case set up, failed or skipped
+in a worker), ``pair`` (a process pair started), ``trial`` (one timed trial), ``counters``,
+``failure`` (a worker died or hung, or a case raised), ``stop`` (last: how the run ended) and,
+in a bisect bundle, ``probe``. A kind this teperf does not know is kept as :class:`UnknownRecord`
+and ignored.
+
+Reading goes through :func:`parse_record` and :meth:`BundleMeta.from_dict`: a record whose
+fields have the wrong types is refused (the reader skips and counts it, like a damaged line),
+keys a record does not define are kept in ``extra`` and written back unchanged, and a bundle
+of an older schema is upgraded on the way in (:data:`UPGRADES`). A bundle of a newer schema
+is refused with the teperf version that reads it (:func:`check_version`).
+
+Schema versions (``"schema"`` in meta.json):
+  1  teperf 0.1.0. A failure record may lack ``final`` (a worker that did not start, a case
+     whose trial raised, and every failure of bundles written before lost pairs were retried:
+     all of them final) and ``lost_pairs``.
+  2  teperf 0.2.0. Every record is written from its type here, with all of its fields.
+
+History rows (:class:`HistoryRow`) are the columns of the Parquet history (teperf.history.store
+derives its Arrow schema from them); the store's own version is :data:`HISTORY_SCHEMA_VERSION`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import typing
+from typing import Any, ClassVar, Mapping, Optional, Union
+
+from teperf import __version__
+from teperf.errors import TeperfError
+
+SCHEMA_VERSION = 2
+# The teperf release that first wrote each schema: what a reader of an older release is told to use.
+WRITTEN_SINCE = {1: "0.1.0", 2: "0.2.0"}
+HISTORY_SCHEMA_VERSION = 1
+META_FILE = "meta.json"
+RECORDS_FILE = "records.jsonl"
+
+# Run statuses (meta.json) and cell statuses (summary rows).
+RUN_STATUSES = ("running", "complete", "failed", "interrupted")
+CELL_STATUSES = ("ok", "partial", "failed", "skipped", "missing")  # missing: planned, never measured
+SETUP_STATUSES = ("ready", "error", "skipped")
+STOP_REASONS = ("precision reached", "budget", "max pairs", "schedule done")
+
+
+class RecordError(ValueError):
+    """A record or meta.json whose fields do not have the types its kind defines."""
+
+
+# ----------------------------------------------------------------------------- field checks
+
+
+def _accepts(value: Any, hint: Any) -> bool:
+    """Whether ``value`` (as JSON decoded it) fits the annotation ``hint``."""
+    if hint is Any:
+        return True
+    origin = typing.get_origin(hint)
+    if origin is Union or type(hint).__name__ == "UnionType":
+        return any(_accepts(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if origin is not None:
+        hint = origin
+    if hint is float:  # JSON writes 3.0 as 3
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
+@dataclasses.dataclass(kw_only=True)
+class Typed:
+    """Base of every record: ``from_dict`` checks the types, ``to_dict`` writes the JSON object back."""
+
+    kind: ClassVar[str] = ""
+    extra: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def _hints(cls) -> dict:
+        hints = cls.__dict__.get("_hint_cache")
+        if hints is None:
+            hints = typing.get_type_hints(cls)
+            cls._hint_cache = hints
+        return hints
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]):
+        hints = cls._hints()
+        values: dict[str, Any] = {}
+        extra = {k: v for k, v in raw.items() if k != "kind"}
+        for f in dataclasses.fields(cls):
+            if f.name == "extra":
+                continue
+            if f.name not in raw:
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                    raise RecordError(f"{cls.kind or cls.__name__} record without {f.name!r}")
+                continue
+            value = extra.pop(f.name)
+            if not _accepts(value, hints[f.name]):
+                raise RecordError(f"{cls.kind or cls.__name__} record: {f.name}={value!r:.60} is not {hints[f.name]}")
+            values[f.name] = value
+        record = cls(**values, extra=extra)
+        record.check()
+        return record
+
+    def check(self) -> None:
+        """Rules beyond the field types (subclasses)."""
+
+    def to_dict(self) -> dict:
+        out = {"kind": self.kind} if self.kind else {}
+        for f in dataclasses.fields(self):
+            if f.name != "extra":
+                out[f.name] = getattr(self, f.name)
+        out.update(self.extra)
+        return out
+
+
+CaseId = Union[int, str]
+
+
+# ----------------------------------------------------------------------------- records of records.jsonl
+
+
+@dataclasses.dataclass(kw_only=True)
+class WorkerRecord(Typed):
+    """A worker started and said hello (its interpreter, torch, TE, GPU, start-up time)."""
+
+    kind: ClassVar[str] = "worker"
+    pair: int
+    side: str
+    hash_seed: Optional[int] = None
+    hello: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(kw_only=True)
+class SetupRecord(Typed):
+    """A case set up in one side's worker: ready (with ``info``), error, or skipped (e.g. a recipe
+    the GPU lacks)."""
+
+    kind: ClassVar[str] = "setup"
+    pair: int
+    side: str
+    case_id: CaseId
+    status: str
+    info: Optional[dict] = None
+    error: Optional[str] = None
+
+    def check(self) -> None:
+        if self.status not in SETUP_STATUSES:
+            raise RecordError(f"setup record with status {self.status!r}")
+
+
+@dataclasses.dataclass(kw_only=True)
+class PairRecord(Typed):
+    """A process pair started: its hash seed and how long it took to start and set up."""
+
+    kind: ClassVar[str] = "pair"
+    pair: int
+    hash_seed: Optional[int] = None
+    start_s: Optional[float] = None
+
+
+@dataclasses.dataclass(kw_only=True)
+class TrialRecord(Typed):
+    """One timed trial of ``iters`` steps; clocks in ns for all steps together (teperf.worker.clocks).
+    Keys the worker adds that are not named here stay in ``extra``."""
+
+    kind: ClassVar[str] = "trial"
+    pair: int
+    round: int
+    trial: int
+    side: str
+    case_id: CaseId
+    iters: int
+    process_cpu_ns: float
+    wall_ns: float
+    position: Optional[int] = None
+    hash_seed: Optional[int] = None
+    t: Optional[float] = None
+    thread_cpu_ns: Optional[float] = None
+    sync_ns: Optional[float] = None
+    gpu_ns: Optional[float] = None
+    compiles: Optional[int] = None
+
+    def check(self) -> None:
+        if self.iters <= 0:
+            raise RecordError(f"trial record with iters={self.iters}")
+
+    def per_step_us(self, clock: str) -> Optional[float]:
+        """``clock`` (a field name, e.g. 'process_cpu_ns') per step in us; None where not measured."""
+        value = getattr(self, clock, None) if clock in self._hints() else self.extra.get(clock)
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        return value / self.iters / 1000.0
+
+
+@dataclasses.dataclass(kw_only=True)
+class CountersRecord(Typed):
+    """What one case does per step on one side (Python calls, aten ops, ...), counted outside the trials."""
+
+    kind: ClassVar[str] = "counters"
+    pair: int
+    side: str
+    case_id: CaseId
+    counters: dict
+
+
+@dataclasses.dataclass(kw_only=True)
+class FailureRecord(Typed):
+    """A worker died or hung, or a case raised. ``final`` False: the cell lost this pair only and
+    the next pair measures it again; ``lost_pairs``: the pairs it has lost so far.
+    ``case_id`` None: a worker that did not start."""
+
+    kind: ClassVar[str] = "failure"
+    pair: Optional[int] = None
+    side: str
+    case_id: Optional[CaseId] = None
+    error: Optional[str] = None
+    final: bool = True
+    lost_pairs: list = dataclasses.field(default_factory=list)
+    log_tail: str = ""
+
+
+@dataclasses.dataclass(kw_only=True)
+class StopRecord(Typed):
+    """The last record: how the run ended, and the cells a --precision target left open."""
+
+    kind: ClassVar[str] = "stop"
+    reason: str
+    pairs: Optional[int] = None
+    elapsed_s: Optional[float] = None
+    precision_pct: Optional[float] = None
+    budget_s: Optional[float] = None
+    open: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(kw_only=True)
+class ProbeRecord(Typed):
+    """A bisect bundle's probe of one commit (counted or timed), with the commit's sha/subject/date."""
+
+    kind: ClassVar[str] = "probe"
+    index: int
+    role: str = "probe"
+    what: str = ""
+    result: str
+    seconds: Optional[float] = None
+    sha: Optional[str] = None
+    short_sha: Optional[str] = None
+    subject: Optional[str] = None
+    date: Optional[str] = None
+    detail: Optional[str] = None
+    tier: Optional[str] = None
+    counters: Optional[dict] = None
+
+
+@dataclasses.dataclass(kw_only=True)
+class UnknownRecord(Typed):
+    """A kind this teperf does not know (a newer teperf of the same schema added it): kept, not read."""
+
+    raw: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def record_kind(self):
+        return self.raw.get("kind")
+
+    def to_dict(self) -> dict:
+        return dict(self.raw)
+
+
+Record = Union[WorkerRecord, SetupRecord, PairRecord, TrialRecord, CountersRecord, FailureRecord, StopRecord,
+               ProbeRecord, UnknownRecord]
+KINDS: dict[str, type] = {cls.kind: cls for cls in (WorkerRecord, SetupRecord, PairRecord, TrialRecord, CountersRecord,
+                                                   FailureRecord, StopRecord, ProbeRecord)}
+
+
+def parse_record(raw: Mapping[str, Any], schema: int = SCHEMA_VERSION) -> Record:
+    """One line of records.jsonl (decoded), written under ``schema`` -> its typed record.
+    Raises RecordError when a known kind lacks a field or has one of the wrong type."""
+    if not isinstance(raw, Mapping):
+        raise RecordError("a record is a JSON object")
+    raw = upgrade_record(dict(raw), schema)
+    cls = KINDS.get(raw.get("kind"))
+    if cls is None:
+        return UnknownRecord(raw=dict(raw))
+    return cls.from_dict(raw)
+
+
+# ----------------------------------------------------------------------------- meta.json
+
+
+@dataclasses.dataclass(kw_only=True)
+class BundleMeta:
+    """meta.json of a run, compare, nightly or bisect bundle. Bisect's own keys (spec, good, bad,
+    commits, plan, result, ...) stay in ``extra``."""
+
+    schema: int = SCHEMA_VERSION
+    status: str = "running"
+    teperf_version: Optional[str] = None
+    kind: Optional[str] = None  # run | compare | bisect (an instance field here, not the record kind)
+    command: Optional[list] = None
+    started_at: Optional[str] = None
+    finished_at: Optional[str] = None
+    config: dict = dataclasses.field(default_factory=dict)
+    sides: dict = dataclasses.field(default_factory=dict)
+    host: dict = dataclasses.field(default_factory=dict)
+    cases: list = dataclasses.field(default_factory=list)
+    warnings: Optional[list] = None
+    coordinator: Optional[dict] = None
+    error: Optional[str] = None
+    workers: Optional[dict] = None
+    status_detail: Optional[str] = None
+    extra: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> "BundleMeta":
+        """A meta.json object, upgraded to this schema. Raises RecordError when its parts have the wrong
+        types, TeperfError when a newer teperf wrote it."""
+        if not isinstance(raw, Mapping):
+            raise RecordError("meta.json holds no metadata object")
+        check_version(raw)
+        raw = upgrade_meta(dict(raw))
+        hints = _META_HINTS
+        values, extra = {}, {}
+        names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        for key, value in raw.items():
+            if key in names:
+                if value is None and key in ("config", "sides", "host", "cases"):
+                    continue  # an empty part reads as the default
+                if not _accepts(value, hints[key]):
+                    raise RecordError(f"meta.json: {key} is {type(value).__name__}, not {hints[key]}")
+                values[key] = value
+            else:
+                extra[key] = value
+        return cls(**values, extra=extra)
+
+    def to_dict(self) -> dict:
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        if self.status_detail is None:
+            out.pop("status_detail")
+        out.update(self.extra)
+        return out
+
+    @property
+    def labels(self) -> list[str]:
+        """Side labels in order: [base] for a run, [base, head] for a compare."""
+        return list(self.sides)
+
+    @property
+    def device(self) -> Optional[str]:
+        return self.config.get("device")
+
+    @property
+    def schedule(self) -> dict:
+        sched = self.config.get("schedule")
+        return sched if isinstance(sched, dict) else {}
+
+
+_META_HINTS = typing.get_type_hints(BundleMeta)
+CASE_KEYS = ("id", "module", "recipe", "shape", "dtype", "mode")
+
+
+@dataclasses.dataclass(kw_only=True)
+class CaseMeta(Typed):
+    """One case of meta.json's ``cases`` (teperf.plan.Case.to_meta)."""
+
+    id: CaseId
+    module: str
+    recipe: str
+    shape: list
+    dtype: str
+    mode: str
+    skip: Optional[str] = None
+
+    @property
+    def shape_text(self) -> str:
+        return "x".join(map(str, self.shape))
+
+    @property
+    def cell(self) -> str:
+        return "/".join((self.module, self.recipe, self.shape_text, self.mode))
+
+
+# ----------------------------------------------------------------------------- versions and upgrades
+
+
+def check_version(meta: Mapping[str, Any], where: str = "this bundle") -> int:
+    """The schema ``meta`` was written under (1 when it does not say); a TeperfError when it is newer than
+    this teperf reads, naming the teperf version that wrote it."""
+    version = meta.get("schema", 1)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise RecordError(f"meta.json: schema {version!r} is not a version number")
+    if version > SCHEMA_VERSION:
+        writer = meta.get("teperf_version")
+        use = writer if isinstance(writer, str) and writer else "a newer release"
+        raise TeperfError(
+            f"{where} has bundle schema {version}, written by teperf {use}; this teperf {__version__} reads "
+            f"schema {SCHEMA_VERSION} and older",
+            f"read it with teperf {use} or newer (pip install -U teperf)")
+    return version
+
+
+def _failure_v1_to_v2(record: dict) -> dict:
+    # Schema 1 left "final" out where every failure was final, and "lost_pairs" where none was lost.
+    record.setdefault("final", True)
+    record.setdefault("lost_pairs", [])
+    record.setdefault("log_tail", "")
+    return record
+
+
+# schema N -> {kind: what turns a record of that kind into schema N + 1}
+UPGRADES: dict[int, dict[str, Any]] = {1: {"failure": _failure_v1_to_v2}}
+
+
+def upgrade_record(record: dict, schema: int) -> dict:
+    for version in range(schema, SCHEMA_VERSION):
+        step = UPGRADES.get(version, {}).get(record.get("kind"))
+        if step is not None:
+            record = step(record)
+    return record
+
+
+def upgrade_meta(meta: dict) -> dict:
+    """meta.json of an older schema -> this one (so far only the version number changes)."""
+    meta["schema"] = SCHEMA_VERSION
+    return meta
+
+
+# ----------------------------------------------------------------------------- summary rows
+
+
+def lost_pairs_text(pairs: list) -> str:
+    """How a failure record's ``lost_pairs`` reads in the table: 'in 2 pairs: 0, 1'."""
+    return f"in {len(pairs)} pair{'s' if len(pairs) != 1 else ''}: {', '.join(map(str, pairs))}"
+
+
+# ----------------------------------------------------------------------------- history rows
+
+
+@dataclasses.dataclass(kw_only=True)
+class HistoryRow:
+    """One cell of one run in the nightly history (one row of its Parquet files). Run-level
+    columns come first and repeat on every row of a run; ``RUN_COLUMNS`` names them."""
+
+    run_id: str
+    run_kind: Optional[str] = None  # nightly | import
+    run_date: Optional[_dt.datetime] = None  # when the measurement started
+    run_status: Optional[str] = None  # complete | failed | interrupted | running
+    ref: Optional[str] = None  # branch the nightly watches (untrusted text)
+    sha: Optional[str] = None  # the measured commit (head of the nightly)
+    subject: Optional[str] = None  # its subject line (untrusted text)
+    committed_at: Optional[_dt.datetime] = None
+    base_sha: Optional[str] = None  # what it was paired against (previous nightly commit)
+    base_subject: Optional[str] = None
+    base_committed_at: Optional[_dt.datetime] = None
+    machine: Optional[str] = None  # fingerprint id: hash of cpu_model, gpu, driver
+    machine_label: Optional[str] = None
+    cpu_model: Optional[str] = None
+    gpu: Optional[str] = None
+    driver: Optional[str] = None
+    hostname: Optional[str] = None
+    shard: Optional[str] = None  # "I/N"
+    night: Optional[str] = None  # which night the shard belongs to (store.default_night); older files: null
+    teperf_version: Optional[str] = None
+    torch_version: Optional[str] = None
+    bundle: Optional[str] = None
+    # the cell
+    module: Optional[str] = None
+    recipe: Optional[str] = None
+    shape: Optional[str] = None
+    dtype: Optional[str] = None
+    mode: Optional[str] = None
+    status: Optional[str] = None
+    error: Optional[str] = None
+    host_us: Optional[float] = None  # the measured side's median host time per step (head, or the only side)
+    host_spread_pct: Optional[float] = None
+    base_us: Optional[float] = None
+    head_us: Optional[float] = None
+    delta_us: Optional[float] = None
+    delta_pct: Optional[float] = None
+    ci_low_us: Optional[float] = None
+    ci_high_us: Optional[float] = None
+    ci_low_pct: Optional[float] = None
+    ci_high_pct: Optional[float] = None
+    verdict: Optional[str] = None
+    ci_basis: Optional[str] = None
+    n_pairs: Optional[int] = None
+    n_trials: Optional[int] = None
+    base_spread_pct: Optional[float] = None
+    head_spread_pct: Optional[float] = None
+    pair_sd_pct: Optional[float] = None
+    mde_pct: Optional[float] = None
+    host_bound: Optional[bool] = None
+    counters: Optional[str] = None  # JSON text
+    # one-time costs (teperf.schema ONETIME_COSTS), ms: the measured side's, and the paired change for a compare
+    first_call_ms: Optional[float] = None
+    first_call_delta_pct: Optional[float] = None
+    first_call_verdict: Optional[str] = None
+    recompile_ms: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.run_id, str) or not self.run_id:
+            raise RecordError(f"history row with run_id {self.run_id!r}")
+        for name, want in HISTORY_COLUMN_TYPES.items():
+            value = getattr(self, name)
+            if value is not None and not _accepts(value, Optional[want]):
+                raise RecordError(f"history row: {name}={value!r:.60} is not {want.__name__}")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _column_types() -> dict[str, type]:
+    hints = typing.get_type_hints(HistoryRow)
+    out = {}
+    for f in dataclasses.fields(HistoryRow):
+        args = [a for a in typing.get_args(hints[f.name]) if a is not type(None)]
+        out[f.name] = args[0] if args else hints[f.name]
+    return out
+
+
+# Column -> the Python type of its values (None is allowed in every column but run_id).
+HISTORY_COLUMN_TYPES = _column_types()
+HISTORY_COLUMNS = tuple(HISTORY_COLUMN_TYPES)
+RUN_COLUMNS = HISTORY_COLUMNS[: HISTORY_COLUMNS.index("bundle") + 1]
+CELL_COLUMNS = HISTORY_COLUMNS[len(RUN_COLUMNS):]
+CELL_KEY = ("module", "recipe", "shape", "dtype", "mode")
