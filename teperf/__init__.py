@@ -5,4 +5,4 @@ interpreter) imports ``teperf.worker`` through this package, and must not pull
 in click, pandas or anything else the side may lack.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
