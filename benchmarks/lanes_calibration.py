@@ -36,7 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from teperf.config import available_cores, parse_duration  # noqa: E402
+from teperf.config import parse_duration  # noqa: E402
+from teperf.cpus import available_cores  # noqa: E402
 from teperf.engine.lanes import physical_cores  # noqa: E402
 
 PLANTED = ROOT / "examples" / "planted"

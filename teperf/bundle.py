@@ -147,8 +147,7 @@ class Bundle:
     def append(self, record: Typed | dict) -> None:
         data = record.to_dict() if isinstance(record, Typed) else record
         # Line-buffered text file: each record reaches the OS as soon as it is written.
-        line = json.dumps(data, separators=(",", ":"), default=str) + "
-"
+        line = json.dumps(data, separators=(",", ":"), default=str) + "\n"
         with self._append_lock:
             self._records.write(line)
 

@@ -14,6 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Mapping
 
+from teperf.cpus import check_core
 from teperf.errors import TeperfError
 
 BACKENDS = ("torch", "te")
@@ -384,45 +385,3 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
         source=source,
         from_cli=tuple(sorted(ov)),
     )
-
-
-def available_cores() -> list[int]:
-    if hasattr(os, "sched_getaffinity"):
-        return sorted(os.sched_getaffinity(0))
-    return list(range(os.cpu_count() or 1))
-
-
-def smt_siblings(core: int, sys_cpu: str = "/sys/devices/system/cpu") -> set[int]:
-    """Hardware threads sharing ``core``'s physical core (itself included): work on a
-    sibling slows the measuring core down, so prestarted workers stay off them."""
-    try:
-        with open(f"{sys_cpu}/cpu{core}/topology/thread_siblings_list") as f:
-            text = f.read()
-    except OSError:
-        return {core}
-    return parse_cpu_list(text) | {core}
-
-
-def parse_cpu_list(text: str) -> set[int]:
-    """Linux cpu-list syntax: '0-3,8,10-11' -> {0,1,2,3,8,10,11}; '' -> set()."""
-    cores: set[int] = set()
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            cores.update(range(int(lo), int(hi) + 1))
-        else:
-            cores.add(int(part))
-    return cores
-
-
-def check_core(core) -> int:
-    """The core to pin both workers to; default: the last core this process may use."""
-    cores = available_cores()
-    if core is None:
-        return cores[-1]
-    if isinstance(core, bool) or not isinstance(core, int) or core not in cores:
-        raise TeperfError(f"core {core!r} is not available on this machine", f"use one of: {', '.join(map(str, cores))} (--core)")
-    return core

@@ -28,12 +28,10 @@ import subprocess
 import sys
 from typing import Callable, NamedTuple, Optional
 
-from teperf import config
-from teperf.config import available_cores, parse_cpu_list, smt_siblings
+from teperf.cpus import SYS_CPU, available_cores, check_core as default_core, cpu_list_text, parse_cpu_list, smt_siblings
 
 
 STATUSES = ("ok", "warn", "fail", "unknown")
-SYS_CPU = "/sys/devices/system/cpu"
 PROC = "/proc"
 TE_DISTRIBUTIONS = ("transformer_engine", "transformer-engine", "transformer_engine_torch", "transformer-engine-cu12", "transformer-engine-cu13")
 
@@ -66,16 +64,16 @@ def _safe(name: str, fn: Callable[[], Check]) -> Check:
 def check_core(core: int) -> Check:
     cores = available_cores()
     total = os.cpu_count() or len(cores)
-    span = f"{len(cores)} usable of {total} logical cores ({_fmt_cores(cores)})"
+    span = f"{len(cores)} usable of {total} logical cores ({cpu_list_text(cores)})"
     if core not in cores:
-        return Check("core", "fail", f"core {core} is not usable here: {span}", f"pick one of {_fmt_cores(cores)} with --core")
+        return Check("core", "fail", f"core {core} is not usable here: {span}", f"pick one of {cpu_list_text(cores)} with --core")
     if len(cores) == 1:
         return Check("core", "warn", f"core {core}; {span}: the coordinator, the OS and the workers share it", "use a machine (or cgroup) with at least 2 cores")
     notes = []
     status = "ok"
     siblings = smt_siblings(core, SYS_CPU) - {core}
     if siblings:
-        notes.append(f"SMT sibling(s) {_fmt_cores(sorted(siblings))} share its execution units")
+        notes.append(f"SMT sibling(s) {cpu_list_text(sorted(siblings))} share its execution units")
     if core == 0:
         status = "warn"
         notes.append("core 0 takes most interrupts and housekeeping")
@@ -129,7 +127,7 @@ def check_isolation(core: int) -> Check:
         extra = "" if core in nohz else " (not nohz_full: the timer tick still interrupts it)"
         return Check("isolation", "ok", f"core {core} is isolated{extra}")
     if isolated:
-        return Check("isolation", "warn", f"core {core} is not isolated; isolated: {_fmt_cores(sorted(isolated))}", f"use --core {min(isolated)}")
+        return Check("isolation", "warn", f"core {core} is not isolated; isolated: {cpu_list_text(sorted(isolated))}", f"use --core {min(isolated)}")
     return Check(
         "isolation",
         "warn",
@@ -354,7 +352,7 @@ def quick_checks(core: Optional[int] = None, device: str = "cpu") -> list[Check]
 
     Goes into the bundle's metadata; non-ok results go in the table footer.
     """
-    core = config.check_core(None) if core is None else core  # compare's default core
+    core = default_core(None) if core is None else core  # compare's default core
     checks = [_safe("core", lambda: check_core(core))]
     if checks[0].status != "fail":  # advice about a core this machine lacks (isolcpus=999) would mislead
         checks += [_safe("governor", lambda: check_governor(core)), _safe("isolation", lambda: check_isolation(core))]
@@ -368,7 +366,7 @@ def quick_checks(core: Optional[int] = None, device: str = "cpu") -> list[Check]
 
 def all_checks(core: Optional[int] = None, pythons: tuple = ()) -> list[Check]:
     """Everything ``teperf doctor`` shows."""
-    core = config.check_core(None) if core is None else core  # compare's default core
+    core = default_core(None) if core is None else core  # compare's default core
     checks = quick_checks(core)
     checks.append(_safe("clocksource", check_clocksource))
     checks.append(_safe("python", check_python))
@@ -404,18 +402,3 @@ def footer_lines(checks: list) -> list[str]:
         if c.status in ("warn", "fail"):
             lines.append(f"doctor: {c.status} {c.name}: {c.detail}" + (f" (fix: {c.fix})" if c.fix else ""))
     return lines
-
-
-def _fmt_cores(cores) -> str:
-    cores = sorted(cores)
-    if not cores:
-        return "none"
-    runs, start, prev = [], cores[0], cores[0]
-    for c in cores[1:]:
-        if c == prev + 1:
-            prev = c
-            continue
-        runs.append(f"{start}-{prev}" if prev != start else f"{start}")
-        start = prev = c
-    runs.append(f"{start}-{prev}" if prev != start else f"{start}")
-    return ",".join(runs)

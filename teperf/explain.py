@@ -489,19 +489,14 @@ def render_report(report: dict, n: int = 15) -> str:
 
 def _usable_core(asked, recorded) -> tuple[int, str]:
     """(core, note): --core if given (must exist), else the bundle's core, else the last usable one."""
-    from teperf.config import available_cores
-    from teperf.errors import TeperfError
+    from teperf.cpus import check_core, core_usable
 
-    cores = available_cores()
-    if asked is not None:
-        if asked not in cores:
-            raise TeperfError(f"core {asked} is not available on this machine", f"use one of: {', '.join(map(str, cores))} (--core)")
-        return int(asked), ""
-    if recorded is None:
-        return cores[-1], ""
-    if recorded not in cores:
-        return cores[-1], f"the bundle's core {recorded} is not usable here; profiled on core {cores[-1]}"
-    return int(recorded), ""
+    if asked is not None or recorded is None:
+        return check_core(asked), ""
+    if not core_usable(recorded):
+        fallback = check_core(None)
+        return fallback, f"the bundle's core {recorded} is not usable here; profiled on core {fallback}"
+    return recorded, ""
 
 
 def _writable_dir(parent: Path, cell_name: str) -> Path:

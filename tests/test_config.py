@@ -1,6 +1,7 @@
 import pytest
 
-from teperf.config import DEFAULT_PRECISION_BUDGET_S, Config, available_cores, build_config, load_config, parse_cpu_list, parse_duration, parse_shape
+from teperf.config import DEFAULT_PRECISION_BUDGET_S, Config, build_config, load_config, parse_duration, parse_shape
+from teperf.cpus import available_cores, parse_cpu_list
 from teperf.errors import TeperfError
 
 

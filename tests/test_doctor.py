@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from teperf import doctor
 from teperf.commands.doctor import command
-from teperf.config import available_cores, check_core
+from teperf.cpus import available_cores, check_core
 from teperf.errors import TeperfError
 from teperf.doctor import STATUSES, Check
 

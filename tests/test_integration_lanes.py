@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from conftest import PLANTED, ROOT, rows_by_module, run_cli
-from teperf.config import available_cores, smt_siblings
+from teperf.cpus import available_cores, smt_siblings
 from teperf.engine.lanes import physical_cores
 from test_integration_engine import FAULTY, flaky_config
 from test_integration_signals import _children, _wait_for_hang, _wait_gone, stuck_config

@@ -10,7 +10,8 @@ import threading
 
 import pytest
 
-from teperf.config import load_config, parse_cpu_list
+from teperf.config import load_config
+from teperf.cpus import parse_cpu_list
 from teperf.engine import lanes
 from teperf.engine.lanes import LaneStopped, assign_lanes, auto_lanes, check_lanes, physical_cores, run_lanes, spare_cores
 from teperf.errors import TeperfError

@@ -23,7 +23,7 @@ STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown": 
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too, not only on failures.")
 def command(core, pythons, fmt, strict):
     """Check CPU frequency, core isolation, ASLR, load, versions and GPU; change nothing."""
-    from teperf.config import check_core
+    from teperf.cpus import check_core
     from teperf.doctor import all_checks, worst
 
     core = check_core(core)  # compare's default, or the given core refused (exit 2) if this machine lacks it

@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Callable, Iterable, Optional
 
-from teperf.config import available_cores, smt_siblings
+from teperf.cpus import available_cores, smt_siblings
 from teperf.errors import TeperfError
 
 AUTO_MAX_LANES = 4  # the most lanes `auto` picks; raise it only where the lanes benchmark shows calibration holds
