@@ -18,6 +18,8 @@ import os
 from pathlib import Path
 from typing import Iterable, Optional
 
+from teperf.numbers import signed_us
+
 COUNTER_LABELS = (
     # key, singular, plural, shown when 0
     ("python_calls", "py call", "py calls", True),
@@ -112,13 +114,6 @@ def by_calls(deltas: list[FunctionDelta], n: Optional[int] = None) -> list[Funct
     return ranked if n is None else ranked[:n]
 
 
-def _fmt_us(value: float) -> str:
-    sign = "+" if value > 0 else ("-" if value < 0 else "")
-    magnitude = abs(value)
-    text = f"{magnitude:.0f}" if magnitude >= 10 else f"{magnitude:.1f}"
-    return f"{sign}{text} us"
-
-
 def _fmt_count(value: float) -> str:
     if value == int(value):
         return f"{int(value):+d}"
@@ -131,7 +126,7 @@ def summary(deltas: list[FunctionDelta], n_time: int = 2, n_calls: int = 2) -> s
     for d in by_own_time(deltas, n_time):
         if d.d_own_us == 0:
             break
-        parts.append(f"{_fmt_us(d.d_own_us)} in {d.short_name}" + (f" ({d.where})" if d.where else ""))
+        parts.append(f"{signed_us(d.d_own_us)} in {d.short_name}" + (f" ({d.where})" if d.where else ""))
     for d in by_calls(deltas, n_calls):
         parts.append(f"{_fmt_count(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.short_name}" + (f" ({d.where})" if d.where else ""))
     return ", ".join(parts) if parts else "no function-level difference"
@@ -144,13 +139,13 @@ def render_text(deltas: list[FunctionDelta], n: int = 15, title: str = "") -> st
         lines.append(title)
     total_base = sum(d.base_own_us for d in deltas)
     total_head = sum(d.head_own_us for d in deltas)
-    lines.append(f"profiled own time per step: base {total_base:.1f} us, head {total_head:.1f} us ({_fmt_us(total_head - total_base)}; includes cProfile overhead)")
+    lines.append(f"profiled own time per step: base {total_base:.1f} us, head {total_head:.1f} us ({signed_us(total_head - total_base)}; includes cProfile overhead)")
     lines.append("")
     lines.append(f"By own time (top {n}):")
     lines.append(f"  {'delta':>10} {'base':>9} {'head':>9} {'calls b/h':>13}  function")
     for d in by_own_time(deltas, n):
         lines.append(
-            f"  {_fmt_us(d.d_own_us):>10} {d.base_own_us:>9.1f} {d.head_own_us:>9.1f} {_calls_pair(d):>13}  {d.short_name}  {d.where}{_presence(d)}"
+            f"  {signed_us(d.d_own_us):>10} {d.base_own_us:>9.1f} {d.head_own_us:>9.1f} {_calls_pair(d):>13}  {d.short_name}  {d.where}{_presence(d)}"
         )
     lines.append("")
     changed = by_calls(deltas, n)
@@ -158,7 +153,7 @@ def render_text(deltas: list[FunctionDelta], n: int = 15, title: str = "") -> st
     if not changed:
         lines.append("  (no call count changed)")
     for d in changed:
-        lines.append(f"  {_fmt_count(d.d_calls):>10} {_calls_pair(d):>19} {_fmt_us(d.d_cum_us):>10} cum  {d.short_name}  {d.where}{_presence(d)}")
+        lines.append(f"  {_fmt_count(d.d_calls):>10} {_calls_pair(d):>19} {signed_us(d.d_cum_us):>10} cum  {d.short_name}  {d.where}{_presence(d)}")
     return "\n".join(lines)
 
 

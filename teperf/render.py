@@ -12,6 +12,7 @@ import io
 import json
 import math
 
+from teperf.numbers import duration, pct, signed_us, us
 from teperf.safe_text import for_markdown, for_terminal
 from teperf.schema import ROW_FIELDS
 from teperf.summary import Summary
@@ -32,18 +33,6 @@ class TableModel:
     numeric: tuple[str, ...] | None = None  # right-justified columns (None: all but the text ones of compare)
 
 
-def _us(v) -> str:
-    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:,.1f} us"
-
-
-def _signed_us(v) -> str:
-    return "-" if v is None else f"{v:+,.1f} us"
-
-
-def _pct(v) -> str:
-    return "-" if v is None else f"{v:+.1f}%"
-
-
 def verdict_text(row: dict) -> str:
     """The verdict as the table shows it: an inconclusive one with the change it could not rule out."""
     v = row.get("verdict") or "-"
@@ -54,16 +43,14 @@ def verdict_text(row: dict) -> str:
 
 def schedule_text(sched: dict, rows: list[dict]) -> str:
     """How many pairs: fixed, or until the precision target / budget (with the pairs each cell got)."""
-    from teperf.summary import duration_text
-
     pairs = sorted({r["n_pairs"] for r in rows if r.get("n_pairs")})
     got = f"{pairs[0]}" if len(pairs) == 1 else f"{pairs[0]}-{pairs[-1]}" if pairs else "0"
     budget = sched.get("budget_s")
     if sched.get("precision_pct") is not None:
-        limit = f" or {duration_text(budget)}" if budget else ""
+        limit = f" or {duration(budget)}" if budget else ""
         return (f"until every cell is within +-{sched['precision_pct']:g}% (at least {sched.get('min_pairs')} pairs){limit}: "
                 f"{got} process pairs per cell")
-    limit = f" (budget {duration_text(budget)}: {got} ran)" if budget else ""
+    limit = f" (budget {duration(budget)}: {got} ran)" if budget else ""
     return f"{sched.get('processes')} process pairs{limit}"
 
 
@@ -159,13 +146,13 @@ def table_model(summary: Summary) -> TableModel:
             v = verdict_text(r)
             if status == "partial":
                 v += " (partial)"
-            line += [_us(r["base_us"]), _us(r["head_us"]), _signed_us(r["delta_us"]), _pct(r["delta_pct"]), ci]
+            line += [us(r["base_us"]), us(r["head_us"]), signed_us(r["delta_us"]), pct(r["delta_pct"]), ci]
             line += pairs + [v]
             style = VERDICT_STYLE.get(r.get("verdict"))
         else:
             between = "-" if r.get("pair_sd_pct") is None else f"{r['pair_sd_pct']:.1f}%"
             spread = "-" if r.get("base_spread_pct") is None else f"{r['base_spread_pct']:.1f}%"
-            line += [_us(r["base_us"]), spread, _us(r.get("base_thread_us")), _us(r.get("base_wall_us")), between] + pairs
+            line += [us(r["base_us"]), spread, us(r.get("base_thread_us")), us(r.get("base_wall_us")), between] + pairs
             style = None if status == "ok" else "yellow"
         if show_host:
             line.append({True: "yes", False: "GPU-bound", None: "-"}[r.get("host_bound")])

@@ -10,6 +10,7 @@ import numpy as np
 
 from teperf.bundle import Bundle, coordinator_gone
 from teperf.errors import TeperfError
+from teperf.numbers import duration
 from teperf.config import Stats
 from teperf.schema import ONETIME_CLOCKS, ONETIME_COSTS, ONETIME_STATS, ROW_FIELDS, lost_pairs_text
 from teperf.stats import break_even_steps, compare_cell, onetime_cell, single_cell
@@ -76,18 +77,11 @@ def _damaged(bundle: Bundle, what: str) -> TeperfError:
     return TeperfError(f"{bundle.path} is damaged: {what}", "re-run the measurement, or fix meta.json by hand")
 
 
-def duration_text(seconds) -> str:
-    seconds = float(seconds)
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
-
-
 def stop_note(stop: dict, meta: dict) -> str:
     """How a run with --precision or --budget ended; '' for a fixed schedule that ran out."""
     reason, pairs = stop.get("reason"), stop.get("pairs")
     target, budget = stop.get("precision_pct"), stop.get("budget_s")
-    took = duration_text(stop.get("elapsed_s") or 0)
+    took = duration(stop.get("elapsed_s") or 0)
     open_ = stop.get("open") or []
     missed = ""
     if target is not None and open_:
@@ -97,7 +91,7 @@ def stop_note(stop: dict, meta: dict) -> str:
         return f"precision: every cell reached +-{target:g}% (95% half-width) after {pairs} pairs, {took}"
     if reason == "budget":
         planned = "" if target is not None else f" of {(meta.get('config') or {}).get('schedule', {}).get('processes')}"
-        return f"budget of {duration_text(budget)} spent after {pairs}{planned} pairs ({took}){missed}"
+        return f"budget of {duration(budget)} spent after {pairs}{planned} pairs ({took}){missed}"
     if reason == "max pairs":
         return f"stopped at the most pairs teperf runs ({pairs}), {took}{missed}"
     return ""

@@ -21,7 +21,6 @@ from __future__ import annotations
 import datetime as _dt
 import html
 import json
-import math
 import os
 import shutil
 import tempfile
@@ -29,7 +28,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Sequence
 
-from teperf import __version__
+from teperf import __version__, numbers
 from teperf.errors import TeperfError
 from teperf.history import changepoint
 from teperf.history.analysis import Cell, Found, Point, analyze
@@ -49,13 +48,11 @@ def _esc(text) -> str:
 
 
 def _fmt_us(v) -> str:
-    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:,.1f} us"
+    return numbers.us(v, none="n/a")
 
 
 def _fmt_pct(v, signed=True) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "n/a"
-    return f"{v:+.1f}%" if signed else f"{v:.1f}%"
+    return numbers.pct(v, signed, none="n/a")
 
 
 def _fmt_date(d) -> str:
@@ -192,7 +189,7 @@ def _change_row(c: Cell, ch: Found, page: str) -> dict:
         "css": ch.direction,
         "what": f"{ch.kind}, {ch.direction}" + (f" (over {ch.end_index - ch.index + 1} commits)" if ch.kind == "drift" else ""),
         "size_us": f"{ch.delta_us:+,.1f}", "size_pct": _fmt_pct(ch.delta_pct),
-        "size": f"{ch.delta_us:+,.1f} us ({_fmt_pct(ch.delta_pct)})",
+        "size": f"{numbers.signed_us(ch.delta_us)} ({_fmt_pct(ch.delta_pct)})",
         "bad_sha": ch.first_bad.short_sha, "bad_subject": ch.first_bad.subject or "", "bad_date": _fmt_date(ch.first_bad.date),
         "good_sha": good.short_sha if good else "-", "good_subject": (good.subject or "") if good else "(start of history)",
         "good_date": _fmt_date(good.date) if good else "",
