@@ -36,17 +36,13 @@ from teperf.bisect import sides as git
 from teperf.bundle import Bundle, now_iso
 from teperf.config import Config
 from teperf.errors import TeperfError
+from teperf.log import Log, stderr_logger
 from teperf.explain import counters_diff
 from teperf.plan import Case, expand
 from teperf.records import ProbeRecord
 
-Log = Callable[[str], None]
 WORKER_SECONDS = {"cpu": 4.0, "cuda": 40.0}  # start, import, set up, count: for the plan's estimate
 STEP_US = {"cpu": 500.0, "cuda": 600.0}  # a guess at one fwd+bwd step, for the plan's estimate
-
-
-def _stderr(message: str) -> None:
-    print(f"teperf bisect: {message}", file=sys.stderr, flush=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -446,7 +442,7 @@ def bisect(
     ``factory`` makes the sides (default: git sides of ``repo`` with ``--strategy auto``).
     ``plan_only``: say the plan and stop (None: no bundle).
     """
-    log = log or _stderr
+    log = log or stderr_logger("teperf bisect")
     case = find_cell(config, cell)  # bad input first, before git or workers
     rng = resolve_range(spec, repo)
     factory = factory or git.GitSideFactory(repo=str(rng.repo))

@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 from teperf.errors import TeperfError
 from teperf.sides import cachedir
 from teperf.sides.layout import PackageLayout
-from teperf.sides.target import Log
+from teperf.log import Log
 
 # environment variables that change what a build produces (part of cache keys)
 HASHED_ENV = ("NVTE_FRAMEWORK", "NVTE_CUDA_ARCHS", "NVTE_BUILD_DEBUG", "NVTE_UB_WITH_MPI", "NVTE_ENABLE_NVSHMEM",

@@ -21,7 +21,8 @@ from teperf.sides import Side, changes, gitrepo, strategies
 from teperf.sides.gitrepo import Commit, Resolved
 from teperf.sides.layout import PackageLayout, layout_for
 from teperf.sides.strategy import Strategy
-from teperf.sides.target import Log, Pair, Plan, Target, stderr_log
+from teperf.log import Log, stderr_log
+from teperf.sides.target import Pair, Plan, Target
 
 
 def check_dirty(resolved: Resolved, package_dir: str | None, allow_dirty: bool) -> dict[str, bool]:

@@ -10,19 +10,12 @@ import dataclasses
 import os
 import sys
 from pathlib import Path
-from typing import Callable
 
 from teperf.errors import TeperfError
+from teperf.log import Log, stderr_log
 from teperf.sides.changes import Changes
 from teperf.sides.gitrepo import Commit
 from teperf.sides.layout import PackageLayout
-
-Log = Callable[[str], None]
-
-
-def stderr_log(message: str) -> None:
-    print(f"teperf: {message}", file=sys.stderr, flush=True)
-
 
 class Refused(TeperfError):
     """A strategy cannot make this pair's sides; ``problem`` says why (auto then tries the next tier)."""

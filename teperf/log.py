@@ -1,0 +1,19 @@
+"""Progress lines on stderr ("teperf: building ...") for the library's long steps: the one logger,
+and the type every ``log=`` parameter takes (tests pass ``lines.append``)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+Log = Callable[[str], None]
+
+
+def stderr_logger(prefix: str = "teperf") -> Log:
+    def log(message: str) -> None:
+        print(f"{prefix}: {message}", file=sys.stderr, flush=True)
+
+    return log
+
+
+stderr_log = stderr_logger()
