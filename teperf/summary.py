@@ -11,11 +11,11 @@ import numpy as np
 from teperf.bundle import Bundle, coordinator_gone
 from teperf.errors import TeperfError
 from teperf.numbers import duration
-from teperf.config import Stats
+from teperf.config import METRICS, Stats
 from teperf.schema import ONETIME_CLOCKS, ONETIME_COSTS, ONETIME_STATS, ROW_FIELDS, lost_pairs_text
 from teperf.stats import break_even_steps, compare_cell, onetime_cell, single_cell
 
-METRIC_FIELD = {"process_cpu": "process_cpu_ns", "thread_cpu": "thread_cpu_ns", "wall": "wall_ns"}
+METRIC_FIELD = {metric: f"{metric}_ns" for metric in METRICS}  # the trial record's clock of each --metric
 NOT_HOST_BOUND_SYNC_FRACTION = 0.02  # the final synchronize waited > 2 % of the loop: GPU was behind
 PREEMPTED_WALL_OVER_CPU = 1.2
 

@@ -8,7 +8,7 @@ import sys
 import click
 
 from teperf.commands._live import live_view
-from teperf.config import COMPILE_CACHES, MODES, Schedule, Stats, load_config, parse_shape, shipped_names
+from teperf.config import COMPILE_CACHES, METRICS, MODES, Schedule, Stats, load_config, parse_shape, shipped_names
 from teperf.errors import EXIT_CELLS_FAILED, exit_status_for_signal
 from teperf.render import FORMATS, render
 from teperf.safe_text import for_terminal
@@ -58,7 +58,7 @@ def config_options(f):
         click.option("--timeout", "timeout_s", type=float, help="Seconds a worker may take for one request (start-up, set-up or one trial); then it is killed.", show_default=_default(_SCHED.timeout_s)),
         click.option("--core", type=int, help="CPU core to pin the workers to (default: the last one)."),
         click.option("--seed", type=int, help="Seed of the case order and the hash seeds.", show_default=_default(0)),
-        click.option("--metric", type=click.Choice(["process_cpu", "thread_cpu", "wall"]), help="Headline clock.", show_default=_default(_STATS.metric)),
+        click.option("--metric", type=click.Choice(METRICS), help="Headline clock.", show_default=_default(_STATS.metric)),
         click.option("--prestart", metavar="N|auto", help="Pairs to start ahead on spare cores while one measures (auto: one core per worker, up to 8 pairs; 0 = off).", show_default="auto"),
         click.option("--lanes", metavar="N|auto", help="Pairs measuring at once, each on its own physical core (auto: "
                      "one lane per 4 physical cores, at most 4; see README, 'Parallel lanes').", show_default="1, or the config's"),

@@ -5,13 +5,14 @@ from __future__ import annotations
 import click
 
 from teperf.commands._common import emit
+from teperf.config import METRICS
 from teperf.render import FORMATS
 
 
 @click.command("report")
 @click.argument("bundle", type=click.Path(file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-@click.option("--metric", type=click.Choice(["process_cpu", "thread_cpu", "wall"]), help="Headline clock to summarise.")
+@click.option("--metric", type=click.Choice(METRICS), help="Headline clock to summarise.")
 @click.option("--by-lane", is_flag=True, help="Each lane's estimate per cell (runs with --lanes), and whether the lanes agree.")
 def command(bundle, fmt, metric, by_lane):
     """Print the table of a finished, interrupted or crashed run."""

@@ -212,9 +212,6 @@ def compiled_files(installed: Installed) -> list[Path]:
     return found + [Path(p) for p in installed.sibling_libs]
 
 
-TIER_ORDER = ("overlay", "extension", "build")
-
-
 def check_sides_against(installed: Installed, target: Target, pair: Pair, *, strategy: str,
                         tier: str) -> tuple[str | None, str]:
     """(the installed build's commit or None, how that was decided); Refused when a side needs more than ``tier``.
@@ -229,7 +226,7 @@ def check_sides_against(installed: Installed, target: Target, pair: Pair, *, str
         return None, check
     for label, side in pair.sides():
         diff = changes.diff(target.repo, commit, side.sha, target.layout, target.package_dir)
-        if TIER_ORDER.index(diff.tier) > TIER_ORDER.index(tier):
+        if changes.TIERS.index(diff.tier) > changes.TIERS.index(tier):
             found = diff.deciding()
             raise Refused(
                 f"{strategy} cannot run {label}: the installed {installed.package} {installed.version} was built "
