@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.teperf-installed
 
-.PHONY: setup demo test test-fast bench bench-schedules bench-precision bench-lanes nightly-demo clean
+.PHONY: setup demo test test-fast lint format bench bench-schedules bench-precision bench-lanes nightly-demo clean
 
 setup: $(STAMP)
 
@@ -26,6 +26,15 @@ test: setup
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -ra -m "not browser" -k "not integration"
+
+# Formatter check and linter (settings in pyproject.toml [tool.ruff]); `make format` rewrites the files.
+lint: setup
+	$(BIN)/ruff format --check --diff teperf tests benchmarks examples scripts
+	$(BIN)/ruff check teperf tests benchmarks examples scripts
+
+format: setup
+	$(BIN)/ruff format teperf tests benchmarks examples scripts
+	$(BIN)/ruff check --fix teperf tests benchmarks examples scripts
 
 # A small real nightly on the CPU over several commits of a fixture repo, then the dashboard.
 nightly-demo: setup

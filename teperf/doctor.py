@@ -389,16 +389,3 @@ def worst(checks: list[Check]) -> str:
     """fail > warn > unknown > ok."""
     order = {"fail": 3, "warn": 2, "unknown": 1, "ok": 0}
     return max((c.status for c in checks), key=lambda s: order.get(s, 0), default="ok")
-
-
-def footer_lines(checks: list) -> list[str]:
-    """One line per warn/fail check, for a table footer ("doctor: warn isolation: ... (fix: ...)").
-
-    Accepts Check tuples or their dicts (as stored in a bundle).
-    """
-    lines = []
-    for check in checks:
-        c = Check(**check) if isinstance(check, dict) else check
-        if c.status in ("warn", "fail"):
-            lines.append(f"doctor: {c.status} {c.name}: {c.detail}" + (f" (fix: {c.fix})" if c.fix else ""))
-    return lines

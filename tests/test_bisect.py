@@ -18,7 +18,7 @@ def test_search_finds_every_culprit_within_ceil_log2_probes(n):
     for culprit in range(1, n + 1):
         judged = []
 
-        def judge(i):
+        def judge(i, judged=judged, culprit=culprit):
             judged.append(i)
             return "bad" if i >= culprit else "good"
 

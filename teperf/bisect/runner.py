@@ -349,7 +349,6 @@ class Bisector:
     # -- the whole run ----------------------------------------------------------
 
     def run(self) -> dict:
-        n = len(self.rng.commits)
         good, bad = self.endpoint_counters()
         keys = moved(good, bad)
         if keys:

@@ -19,7 +19,8 @@ from typing import Any, Sequence
 
 from teperf.history import changepoint
 from teperf.history.nights import Night, by_key, nights
-from teperf.history.store import CELL_KEY, ordered
+from teperf.history.store import ordered
+from teperf.records import CELL_KEY
 
 WEEK = _dt.timedelta(days=7)
 

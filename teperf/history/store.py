@@ -48,7 +48,6 @@ from teperf import __version__
 from teperf.errors import TeperfError
 from teperf.records import (
     CELL_COLUMNS,
-    CELL_KEY,
     HISTORY_COLUMN_TYPES,
     HISTORY_SCHEMA_VERSION,
     RUN_COLUMNS,
@@ -361,7 +360,7 @@ class HistoryStore:
             try:
                 t = pq.read_table(path, filesystem=self.fs)
             except Exception as exc:  # noqa: BLE001 - keep going, say which file
-                warnings.warn(f"history: skipping unreadable {path}: {exc}")
+                warnings.warn(f"history: skipping unreadable {path}: {exc}", stacklevel=2)
                 continue
             check_version(t, path)
             tables.append(_conform(t))

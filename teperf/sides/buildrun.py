@@ -200,7 +200,7 @@ def sync_tree(tree: Path, dest: Path, manifest: set[str]) -> tuple[set[str], int
     """
     now: set[str] = set()
     rewritten = 0
-    for root, dirs, files in os.walk(tree):
+    for root, _dirs, files in os.walk(tree):
         rel_root = os.path.relpath(root, tree)
         for name in files:
             rel = name if rel_root == "." else os.path.join(rel_root, name)

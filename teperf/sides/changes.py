@@ -149,11 +149,6 @@ def diff(repo: str | os.PathLike, a: str, b: str, layout: PackageLayout, package
     return Changes(a=a, b=b, items=items)
 
 
-def blockers(repo: str | os.PathLike, a: str, b: str, package_dir: str) -> list[str]:
-    """The build inputs that differ between commits ``a`` and ``b`` (for any layout)."""
-    return [e.path for e in gitrepo.diff_entries(repo, a, b) if is_build_input(e.path, package_dir, e.submodule)]
-
-
 def shorten(paths: Iterable[str], shown: int = 3) -> str:
     """'a, b, c +4 more'."""
     paths = list(paths)
