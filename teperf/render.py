@@ -12,7 +12,7 @@ import io
 import json
 import math
 
-from teperf.numbers import duration, pct, signed_us, us
+from teperf.numbers import duration, ms, pct, signed_ms, signed_us, us
 from teperf.safe_text import for_markdown, for_terminal
 from teperf.schema import ROW_FIELDS
 from teperf.summary import Summary
@@ -175,18 +175,6 @@ def table_model(summary: Summary) -> TableModel:
     return TableModel(title=title, header=header, columns=cols, rows=rows, styles=styles, footer=footer)
 
 
-def _ms(v) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    return f"{v:,.2f} ms" if abs(v) < 10 else f"{v:,.0f} ms"
-
-
-def _signed_ms(v) -> str:
-    if v is None:
-        return "-"
-    return f"{v:+,.2f} ms" if abs(v) < 10 else f"{v:+,.0f} ms"
-
-
 ONETIME_LABEL = {"first_call": "first call", "recompile": "recompile"}
 
 
@@ -211,7 +199,7 @@ def onetime_model(summary: Summary) -> TableModel | None:
         line = [r["module"], r["recipe"]] + ([r["shape"]] if show_shape else []) + [r["mode"], ONETIME_LABEL[cost]]
         if summary.compare:
             ci = "-" if g("ci_low_ms") is None else f"[{g('ci_low_ms'):+,.2f}, {g('ci_high_ms'):+,.2f}] ms"
-            line += [_ms(g("base_ms")), _ms(g("head_ms")), _signed_ms(g("delta_ms")), _pct(g("delta_pct")), ci,
+            line += [ms(g("base_ms")), ms(g("head_ms")), signed_ms(g("delta_ms")), pct(g("delta_pct")), ci,
                      str(g("n_pairs") or 0), verdict_text({"verdict": g("verdict"), "bound_pct": g("bound_pct")})]
             styles.append(VERDICT_STYLE.get(g("verdict")))
         else:
@@ -219,8 +207,8 @@ def onetime_model(summary: Summary) -> TableModel | None:
             first = cost == "first_call"
             steps = r.get("break_even_steps") if first else None
             steps_text = "" if not first else "-" if steps is None else f"{steps:,}" if isinstance(steps, int) else str(steps)
-            line += [_ms(g("base_ms")), between, str(g("n_pairs") or 0), _signed_ms(r.get("onetime_extra_ms")) if first else "",
-                     _signed_us(r.get("saving_per_step_us")) if first else "", steps_text]
+            line += [ms(g("base_ms")), between, str(g("n_pairs") or 0), signed_ms(r.get("onetime_extra_ms")) if first else "",
+                     signed_us(r.get("saving_per_step_us")) if first else "", steps_text]
             styles.append(None)
         rows.append(line)
     header = ["what a cell costs once, before its first fast step: the first call (eager: the first step; compile: "

@@ -244,6 +244,13 @@ def rows_from_summary(summary, *, run_kind: str = "import", ref: str | None = No
             row[key] = _num(r.get(key))
         for key in ("n_pairs", "n_trials"):
             row[key] = None if r.get(key) is None else int(r.get(key))
+        side = "head" if is_compare else "base"
+        row.update(
+            first_call_ms=_num(r.get(f"first_call_{side}_ms")),
+            first_call_delta_pct=_num(r.get("first_call_delta_pct")),
+            first_call_verdict=r.get("first_call_verdict"),
+            recompile_ms=_num(r.get(f"recompile_{side}_ms")),
+        )
         out.append(HistoryRow(**row))
     return out
 
