@@ -145,7 +145,8 @@ class Bundle:
         return meta
 
     def append(self, record: Typed | dict) -> None:
-        data = record.to_dict() if isinstance(record, Typed) else record
+        """Write one record (a dict is read as its type first, so what is written always reads back)."""
+        data = (record if isinstance(record, Typed) else parse_record(record)).to_dict()
         # Line-buffered text file: each record reaches the OS as soon as it is written.
         line = json.dumps(data, separators=(",", ":"), default=str) + "\n"
         with self._append_lock:

@@ -7,9 +7,10 @@ A bundle is a directory:
   workers/*.log   each worker's stderr
 
 Records, by ``kind``: ``worker`` (a worker's hello), ``setup`` (a case set up, failed or skipped
-in a worker), ``pair`` (a process pair started), ``trial`` (one timed trial), ``counters``,
-``failure`` (a worker died or hung, or a case raised), ``stop`` (last: how the run ended) and,
-in a bisect bundle, ``probe``. A kind this teperf does not know is kept as :class:`UnknownRecord`
+in a worker; its ``info`` holds the one-time costs, teperf.schema.ONETIME_COSTS), ``pair`` (a
+process pair started), ``trial`` (one timed trial), ``counters``, ``failure`` (a worker died or
+hung, or a case raised), ``compile_cache`` and ``prewarm`` (runs with compile cases), ``stop``
+(last: how the run ended) and, in a bisect bundle, ``probe``. A kind this teperf does not know is kept as :class:`UnknownRecord`
 and ignored.
 
 Reading goes through :func:`parse_record` and :meth:`BundleMeta.from_dict`: a record whose
@@ -94,23 +95,27 @@ class Typed:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]):
-        hints = cls._hints()
+        """A decoded line -> the record; RecordError when a field is missing or of the wrong type.
+        Keys the type does not define are kept in ``extra``."""
         values: dict[str, Any] = {}
         extra = {k: v for k, v in raw.items() if k != "kind"}
         for f in dataclasses.fields(cls):
             if f.name == "extra":
                 continue
-            if f.name not in raw:
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                    raise RecordError(f"{cls.kind or cls.__name__} record without {f.name!r}")
-                continue
-            value = extra.pop(f.name)
-            if not _accepts(value, hints[f.name]):
-                raise RecordError(f"{cls.kind or cls.__name__} record: {f.name}={value!r:.60} is not {hints[f.name]}")
-            values[f.name] = value
-        record = cls(**values, extra=extra)
-        record.check()
-        return record
+            if f.name in extra:
+                values[f.name] = extra.pop(f.name)
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise RecordError(f"{cls.kind or cls.__name__} record without {f.name!r}")
+        return cls(**values, extra=extra)
+
+    def __post_init__(self) -> None:
+        # Checked when made, so that the engine cannot write a record a reader would refuse.
+        hints = self._hints()
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name != "extra" and not _accepts(value, hints[f.name]):
+                raise RecordError(f"{self.kind or type(self).__name__} record: {f.name}={value!r:.60} is not {hints[f.name]}")
+        self.check()
 
     def check(self) -> None:
         """Rules beyond the field types (subclasses)."""
@@ -167,6 +172,8 @@ class PairRecord(Typed):
     pair: int
     hash_seed: Optional[int] = None
     start_s: Optional[float] = None
+    lane: int = 0  # --lanes: which lane measured it (bundles from before lanes: lane 0)
+    core: Optional[int] = None  # the core it measured on
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -190,6 +197,8 @@ class TrialRecord(Typed):
     sync_ns: Optional[float] = None
     gpu_ns: Optional[float] = None
     compiles: Optional[int] = None
+    lane: int = 0  # --lanes: which lane measured it (bundles from before lanes: lane 0)
+    core: Optional[int] = None
 
     def check(self) -> None:
         if self.iters <= 0:
@@ -244,6 +253,28 @@ class StopRecord(Typed):
 
 
 @dataclasses.dataclass(kw_only=True)
+class CompileCacheRecord(Typed):
+    """A run with compile cases: inductor's cache state (``--compile-cache``) and its directory."""
+
+    kind: ClassVar[str] = "compile_cache"
+    mode: str
+    dir: Optional[str] = None
+
+
+@dataclasses.dataclass(kw_only=True)
+class PrewarmRecord(Typed):
+    """``--compile-cache warm``: a compile case set up once before the first pair by a throwaway worker.
+    ``side`` None: the pre-warm worker did not start (``error`` says why)."""
+
+    kind: ClassVar[str] = "prewarm"
+    side: Optional[str] = None
+    case_id: Optional[CaseId] = None
+    status: Optional[str] = None  # the worker's reply: ready, or error
+    info: Optional[dict] = None
+    error: Optional[str] = None
+
+
+@dataclasses.dataclass(kw_only=True)
 class ProbeRecord(Typed):
     """A bisect bundle's probe of one commit (counted or timed), with the commit's sha/subject/date."""
 
@@ -277,9 +308,10 @@ class UnknownRecord(Typed):
 
 
 Record = Union[WorkerRecord, SetupRecord, PairRecord, TrialRecord, CountersRecord, FailureRecord, StopRecord,
-               ProbeRecord, UnknownRecord]
+               CompileCacheRecord, PrewarmRecord, ProbeRecord, UnknownRecord]
 KINDS: dict[str, type] = {cls.kind: cls for cls in (WorkerRecord, SetupRecord, PairRecord, TrialRecord, CountersRecord,
-                                                   FailureRecord, StopRecord, ProbeRecord)}
+                                                   FailureRecord, StopRecord, CompileCacheRecord, PrewarmRecord,
+                                                   ProbeRecord)}
 
 
 def parse_record(raw: Mapping[str, Any], schema: int = SCHEMA_VERSION) -> Record:

@@ -61,7 +61,7 @@ def test_fixed_schedule_is_every_case_for_processes_pairs():
     ad, clock, cases = make(processes=5)
     asked = run_pairs(ad, clock, [0.05, 0.05], np.random.default_rng(0))
     assert asked == [[c.id for c in cases]] * 5
-    assert ad.stop_record()["reason"] == "schedule done"
+    assert ad.stop_record().reason == "schedule done"
 
 
 def test_never_stops_before_min_pairs_even_when_narrow():
@@ -79,7 +79,7 @@ def test_stops_when_widths_reach_the_target():
         assert cell.settled and cell.half_pct <= 1.0
     # it went on past min_pairs because 2 % between pairs needs ~20 pairs for +-1 %
     assert 8 < len(asked) < 100
-    assert ad.stop_record()["open"] == []
+    assert ad.stop_record().open == []
 
 
 def test_settled_cells_drop_out_of_later_pairs():
@@ -107,7 +107,7 @@ def test_budget_stops_launching_pairs_that_would_not_fit():
     asked = run_pairs(ad, clock, [0.02, 0.02], np.random.default_rng(5), seconds_per_case=10.0)
     assert len(asked) == 3 and ad.stop_reason == "budget"
     record = ad.stop_record()
-    assert record["elapsed_s"] == 60.0 and len(record["open"]) == 2
+    assert record.elapsed_s == 60.0 and len(record.open) == 2
 
 
 def test_budget_cuts_the_current_pair_once_spent():

@@ -87,7 +87,8 @@ def test_a_record_with_a_field_of_the_wrong_type_is_refused_and_counted(tmp_path
 
 
 def test_records_the_engine_writes_have_every_kind():
-    assert set(KINDS) == {"worker", "setup", "pair", "trial", "counters", "failure", "stop", "probe"}
+    assert set(KINDS) == {"worker", "setup", "pair", "trial", "counters", "failure", "stop", "probe", "compile_cache",
+                          "prewarm"}
     stop = StopRecord(reason="budget", pairs=3, elapsed_s=12.5, precision_pct=None, budget_s=10.0, open=["a"])
     assert stop.to_dict()["kind"] == "stop" and parse_record(stop.to_dict()) == stop
 

@@ -22,6 +22,7 @@ from collections import defaultdict
 from typing import Callable, Iterable, Optional
 
 from teperf.config import Config, Stats
+from teperf.records import StopRecord
 from teperf.stats import compare_cell, half_width_pct
 from teperf.summary import METRIC_FIELD
 
@@ -196,17 +197,16 @@ class Adaptive:
         return Snapshot([dataclasses.replace(c) for c in self.cells.values()], self.pairs_done, self.target,
                         self.budget, self.elapsed(), self.stop_reason)
 
-    def stop_record(self) -> dict:
+    def stop_record(self) -> StopRecord:
         """What the bundle keeps about how the run ended (summary.py turns it into a note)."""
-        return {
-            "kind": "stop",
-            "reason": self.stop_reason or "schedule done",
-            "pairs": self.pairs_done,
-            "elapsed_s": round(self.elapsed(), 3),
-            "precision_pct": self.target,
-            "budget_s": self.budget,
-            "open": [c.key for c in self.cells.values() if self.target is not None and not c.settled and not c.dropped],
-        }
+        return StopRecord(
+            reason=self.stop_reason or "schedule done",
+            pairs=self.pairs_done,
+            elapsed_s=round(self.elapsed(), 3),
+            precision_pct=self.target,
+            budget_s=self.budget,
+            open=[c.key for c in self.cells.values() if self.target is not None and not c.settled and not c.dropped],
+        )
 
     def _stop(self, reason: str) -> list[int]:
         self.stop_reason = reason or "schedule done"

@@ -23,8 +23,19 @@ from teperf.engine.hints import start_hint
 from teperf.engine.lanes import LaneStopped, assign_lanes, run_lanes, spare_cores
 from teperf.engine.spawn import Worker, WorkerError
 from teperf.errors import TeperfError
-from teperf.schema import lost_pairs_text
-from teperf.plan import Case, hash_seed, pair_slots, start_order
+from teperf.plan import Case, Slot, hash_seed, pair_slots, start_order
+from teperf.records import (
+    CompileCacheRecord,
+    CountersRecord,
+    FailureRecord,
+    PairRecord,
+    PrewarmRecord,
+    RecordError,
+    SetupRecord,
+    TrialRecord,
+    WorkerRecord,
+    lost_pairs_text,
+)
 from teperf.sides import Side
 
 MAX_RESTARTS_PER_PAIR = 3  # then the rest of the pair is given up (its cells go on in the next pair)
@@ -181,7 +192,7 @@ class PairRunner:
             self.workers.pop(index, None)
             self._check_stop()
             last = exc.log_tail.strip().splitlines()[-1:] or [""]
-            self.bundle.append({"kind": "failure", "pair": self.pair, "side": side.label, "case_id": None, "error": str(exc), "log_tail": exc.log_tail})
+            self.bundle.append(FailureRecord(pair=self.pair, side=side.label, case_id=None, error=str(exc), log_tail=exc.log_tail))
             raise TeperfError(f"the {side.label} worker did not start: {exc.fatal or last[0] or exc}",
                               start_hint(exc, side, self.config, self.bundle.worker_log(self.pair, side.label)))
         self.ready[index] = set()
@@ -189,7 +200,7 @@ class PairRunner:
     def _record_worker(self, index: int) -> None:
         worker = self.workers.get(index)
         if worker is not None:
-            self.bundle.append({"kind": "worker", "pair": self.pair, "side": self.sides[index].label, "hash_seed": self.seed, "hello": worker.hello})
+            self.bundle.append(WorkerRecord(pair=self.pair, side=self.sides[index].label, hash_seed=self.seed, hello=worker.hello))
 
     def _setup(self, index: int, case: Case) -> None:
         try:
@@ -201,16 +212,18 @@ class PairRunner:
 
     def _record_setup(self, index: int, case: Case, reply: dict) -> None:
         side = self.sides[index]
-        record = {"kind": "setup", "pair": self.pair, "side": side.label, "case_id": case.id}
+        def record(status: str, **fields) -> SetupRecord:
+            return SetupRecord(pair=self.pair, side=side.label, case_id=case.id, status=status, **fields)
+
         if reply.get("type") in ("ready", "warm"):
             self.ready[index].add(case.id)
-            self.bundle.append({**record, "status": "ready", "info": reply.get("info", {})})
+            self.bundle.append(record("ready", info=reply.get("info", {})))
         elif reply.get("skipped"):
             self.skipped[case.id] = reply.get("error", "")
-            self.bundle.append({**record, "status": "skipped", "error": reply.get("error")})
+            self.bundle.append(record("skipped", error=reply.get("error")))
         else:
             self.retries.fail(case.id, f"{side.label}: {reply.get('error')}")
-            self.bundle.append({**record, "status": "error", "error": reply.get("error")})
+            self.bundle.append(record("error", error=reply.get("error")))
 
     def _worker_failed(self, index: int, case: Optional[Case], exc: WorkerError) -> None:
         """The worker died or hung: the case loses this pair (and is failed once it has lost
@@ -223,8 +236,8 @@ class PairRunner:
         if case is not None:
             self.lost_here.add(case.id)
             final = self.retries.lose(case.id, self.pair, reason)
-        self.bundle.append({"kind": "failure", "pair": self.pair, "side": side.label, "case_id": case_id, "error": str(exc),
-                            "final": final, "lost_pairs": list(self.retries.lost.get(case_id, [])), "log_tail": exc.log_tail})
+        self.bundle.append(FailureRecord(pair=self.pair, side=side.label, case_id=case_id, error=str(exc), final=final,
+                                         lost_pairs=list(self.retries.lost.get(case_id, [])), log_tail=exc.log_tail))
         self.workers.pop(index).kill()
         self.queued.pop(index, None)
         self.restarts += 1
@@ -256,20 +269,29 @@ class PairRunner:
                 self._worker_failed(index, case, exc)
                 return
             if reply.get("type") == "counters":
-                self.bundle.append({"kind": "counters", "pair": self.pair, "side": self.sides[index].label, "case_id": case.id, "counters": reply["counters"]})
+                self.bundle.append(CountersRecord(pair=self.pair, side=self.sides[index].label, case_id=case.id,
+                                                  counters=reply["counters"]))
 
-    def trial(self, index: int, case: Case, iters: int) -> Optional[dict]:
+    def trial(self, slot: Slot, case: Case, iters: int) -> Optional[TrialRecord]:
+        """One trial of ``case`` on the side of ``slot``, as its record; None when it failed (recorded)."""
+        index, label = slot.side, self.sides[slot.side].label
         try:
             reply = self.workers[index].request({"cmd": "trial", "case_id": case.id, "iters": iters})
         except WorkerError as exc:
             self._worker_failed(index, case, exc)
             return None
-        if reply.get("type") != "trial":
-            self.retries.fail(case.id, f"{self.sides[index].label}: {reply.get('error')}")
-            self.bundle.append({"kind": "failure", "pair": self.pair, "side": self.sides[index].label, "case_id": case.id, "error": reply.get("error"),
-                                "final": True, "log_tail": ""})
-            return None
-        return reply
+        error = reply.get("error")
+        if reply.get("type") == "trial":
+            clocks = {k: v for k, v in reply.items() if k not in ("type", "case_id")}
+            try:
+                return TrialRecord.from_dict({"pair": self.pair, "round": slot.round, "trial": slot.trial, "side": label,
+                                              "position": slot.position, "case_id": case.id, "hash_seed": self.seed,
+                                              "t": round(time.time(), 3), "lane": self.lane, "core": self.core, **clocks})
+            except RecordError as exc:  # a worker of another teperf version, say
+                error = f"the worker sent a trial this teperf cannot read: {exc}"
+        self.retries.fail(case.id, f"{label}: {error}")
+        self.bundle.append(FailureRecord(pair=self.pair, side=label, case_id=case.id, error=error, final=True))
+        return None
 
     def close(self, retire_core: Optional[int] = None, retired: Optional[list] = None, hurry: bool = False) -> None:
         """End this pair's workers: at once when ``retired`` is given (they are reaped later), else
@@ -355,10 +377,10 @@ def prewarm_compile_cache(config: Config, sides: list[Side], cases: list[Case], 
             worker.wait_ready()
             for case in todo:
                 reply = worker.receive()
-                bundle.append({"kind": "prewarm", "side": sides[index].label, "case_id": case.id,
-                               "status": reply.get("type"), "info": reply.get("info"), "error": reply.get("error")})
+                bundle.append(PrewarmRecord(side=sides[index].label, case_id=case.id, status=reply.get("type"),
+                                            info=reply.get("info"), error=reply.get("error")))
     except WorkerError as exc:  # the pairs then meet a partly filled cache, which the records show
-        bundle.append({"kind": "prewarm", "side": None, "case_id": None, "status": "error", "error": str(exc)})
+        bundle.append(PrewarmRecord(status="error", error=str(exc)))
     finally:
         for worker in workers.values():
             worker.close()
@@ -463,12 +485,12 @@ class _Run:
         """Start one pair on its lane's core and run its trials, each on disk as it lands."""
         config, plan, sides, pair = self.config, self.plan, self.sides, runner.pair
         iters = config.schedule.iters
-        where = {"lane": runner.lane, "core": runner.core}
         t0 = time.perf_counter()
         runner.start()
         start_s = time.perf_counter() - t0
         with self.lock:
-            self.bundle.append({"kind": "pair", "pair": pair, "hash_seed": runner.seed, "start_s": round(start_s, 3), **where})
+            self.bundle.append(PairRecord(pair=pair, hash_seed=runner.seed, start_s=round(start_s, 3), lane=runner.lane,
+                                          core=runner.core))
         # Counted once, outside the timed trials. Not in the first pair when there
         # are more: there one side meets a cold torch.compile cache, the other a warm one.
         if config.counters and pair == min(1, plan.max_pairs - 1):
@@ -483,17 +505,13 @@ class _Run:
                 out_of_time = slot.position == 0 and plan.out_of_time()
             if out_of_time:
                 break  # the budget is spent: stop between couples, keep what is on disk
-            reply = runner.trial(slot.side, case, iters) if runner.active(case.id) else None
+            record = runner.trial(slot, case, iters) if runner.active(case.id) else None
             with self.lock:
-                if reply is None:
+                if record is None:
                     self._tick(iters, "")
                     continue
-                reply.pop("type", None)
-                reply.pop("case_id", None)
-                self.bundle.append({"kind": "trial", "pair": pair, "round": slot.round, "trial": slot.trial,
-                                    "side": sides[slot.side].label, "position": slot.position, "case_id": case.id,
-                                    "hash_seed": runner.seed, "t": round(time.time(), 3), **where, **reply})
-                plan.add_trial(pair, case.id, slot.round, slot.trial, slot.side, reply)
+                self.bundle.append(record)
+                plan.add_trial(pair, case.id, slot.round, slot.trial, slot.side, record.to_dict())
                 # after the sample is on disk: a redraw must not stand between
                 of = f"/{plan.max_pairs}" if plan.target is None else ""
                 on = f" lane {runner.lane + 1}" if len(self.lane_cores) > 1 else ""
@@ -527,7 +545,7 @@ def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: B
     cache_root = None
     if any(c.mode == "compile" and not c.skip for c in cases):
         cache_root = tempfile.mkdtemp(prefix="teperf-compile-")
-        bundle.append({"kind": "compile_cache", "mode": config.compile_cache, "dir": cache_root})
+        bundle.append(CompileCacheRecord(mode=config.compile_cache, dir=cache_root))
     try:
         if cache_root is not None and config.compile_cache == "warm":
             prewarm_compile_cache(config, sides, cases, bundle, cache_root)
