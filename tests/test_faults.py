@@ -157,7 +157,7 @@ def test_table_strips_control_characters(tmp_path):
     (b"\xff\xfe not utf-8\n", 1),
     (b"garbage\n[1, 2]\n\"text\"\n", 3),
     (b'{"kind":"trial","case_id":0,"side":"base","pair":0,"round":0,"trial":9,"iters":"ten","process_cpu_ns":1}\n', 1),
-    (b'{"kind":"setup","case_id":[0],"side":7}\n{"kind":"pair","start_s":"soon"}\n', 1),
+    (b'{"kind":"setup","case_id":[0],"side":7}\n{"kind":"pair","start_s":"soon"}\n', 2),  # both of the wrong shape
 ])
 def test_report_survives_any_bytes_and_counts_what_it_skipped(tmp_path, tail, skipped, capsys):
     recs = [_trial(s, p, t, 1000 + t) for p in (0, 1) for t in (0, 1) for s in ("base", "head")]

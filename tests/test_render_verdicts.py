@@ -6,6 +6,7 @@ import json
 
 from teperf.render import render, table_model
 from teperf.schema import ROW_FIELDS
+from teperf.records import StopRecord
 from teperf.summary import Summary, stop_note
 
 
@@ -58,14 +59,14 @@ def test_json_and_csv_carry_verdict_and_bound():
 
 def test_stop_notes():
     meta = {"config": {"schedule": {"processes": 8}}}
-    assert stop_note({"reason": "precision reached", "pairs": 14, "elapsed_s": 95, "precision_pct": 1.0}, meta) == \
+    assert stop_note(StopRecord(**{"reason": "precision reached", "pairs": 14, "elapsed_s": 95, "precision_pct": 1.0}), meta) == \
         "precision: every cell reached +-1% (95% half-width) after 14 pairs, 95 s"
-    note = stop_note({"reason": "budget", "pairs": 34, "elapsed_s": 301, "precision_pct": 1.0, "budget_s": 300,
-                      "open": ["LayerNormMLP/fp8_delayed/8x2x256/eager"]}, meta)
+    note = stop_note(StopRecord(**{"reason": "budget", "pairs": 34, "elapsed_s": 301, "precision_pct": 1.0, "budget_s": 300,
+                      "open": ["LayerNormMLP/fp8_delayed/8x2x256/eager"]}), meta)
     assert note == "budget of 5.0 min spent after 34 pairs (5.0 min); 1 cell did not reach +-1%: LayerNormMLP/fp8_delayed/8x2x256/eager"
-    assert stop_note({"reason": "budget", "pairs": 3, "elapsed_s": 61, "precision_pct": None, "budget_s": 60}, meta) == \
+    assert stop_note(StopRecord(**{"reason": "budget", "pairs": 3, "elapsed_s": 61, "precision_pct": None, "budget_s": 60}), meta) == \
         "budget of 60 s spent after 3 of 8 pairs (61 s)"
-    assert stop_note({"reason": "schedule done", "pairs": 8}, meta) == ""
+    assert stop_note(StopRecord(**{"reason": "schedule done", "pairs": 8}), meta) == ""
 
 
 def test_fixed_schedule_with_a_budget_says_how_many_pairs_ran():

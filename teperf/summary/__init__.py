@@ -1,0 +1,75 @@
+"""Bundle -> one table model (meta + rows + notes), whatever state the bundle is in.
+
+Three steps, each its own module and each tested on the stored bundles of tests/fixtures/bundles:
+parsing (``parse``: typed records grouped by cell), aggregation (``aggregate``: one row of figures,
+status and error per cell) and presentation (``notes``: the words under the tables).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from teperf.config import Stats
+from teperf.errors import TeperfError
+from teperf.summary.aggregate import METRIC_FIELD, aggregate
+from teperf.summary.notes import notes, onetime_notes, stop_note
+from teperf.summary.parse import ParsedBundle, parse
+
+__all__ = ["METRIC_FIELD", "ParsedBundle", "Summary", "aggregate", "notes", "onetime_notes", "parse", "stats_from_meta",
+           "stop_note", "summarize"]
+
+
+@dataclasses.dataclass
+class Summary:
+    meta: dict
+    rows: list[dict]
+    notes: list[str]
+    path: Path | None = None
+    onetime_notes: list[str] = dataclasses.field(default_factory=list)  # under the one-time table
+
+    @property
+    def compare(self) -> bool:
+        return len(self.meta.get("sides", {})) == 2
+
+    @property
+    def show_pairs(self) -> bool:
+        """Whether the table needs a pairs column: some cell rests on fewer pairs than the schedule
+        planned (a lost pair, a stop), or cells got different numbers (--precision lets settled
+        cells drop out). The one place that decides it for every format."""
+        measured = [r for r in self.rows if r.get("status") != "skipped"]
+        short = any(r.get("pairs_planned") and (r.get("n_pairs") or 0) != r["pairs_planned"] for r in measured)
+        return short or len({r.get("n_pairs") for r in measured if r.get("n_pairs")}) > 1
+
+    @property
+    def incomplete_rows(self) -> list[dict]:
+        """Cells that failed, ended partial or were never measured (skipped ones are fine)."""
+        return [r for r in self.rows if r.get("status") in ("failed", "partial", "missing")]
+
+
+def _same_kind(value, default) -> bool:
+    if isinstance(default, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return type(value) is type(default)
+
+
+def stats_from_meta(meta: dict, **overrides) -> Stats:
+    """The run's statistics settings (keys this teperf does not know are ignored)."""
+    raw = (meta.get("config") or {}).get("stats") or {}
+    known = {f.name for f in dataclasses.fields(Stats)}
+    defaults = Stats()
+    # A damaged value falls back to the default rather than ending the report in a traceback.
+    kept = {k: v for k, v in raw.items() if k in known and _same_kind(v, getattr(defaults, k))} if isinstance(raw, dict) else {}
+    stats = dataclasses.replace(Stats(**kept), **overrides)
+    if stats.metric not in METRIC_FIELD:
+        raise TeperfError(f"unknown metric {stats.metric!r} in the bundle", f"pass --metric with one of: {', '.join(METRIC_FIELD)}")
+    return stats
+
+
+def summarize(path, stats: Stats | None = None, lane: int | None = None) -> Summary:
+    """The table model of a bundle; ``lane``: only the trials that lane measured (``report --by-lane``)."""
+    parsed = parse(path, lane)
+    stats = stats or stats_from_meta(parsed.meta)
+    rows = aggregate(parsed, stats)
+    return Summary(meta=parsed.meta, rows=rows, notes=notes(parsed, rows, stats), path=parsed.path,
+                   onetime_notes=onetime_notes(parsed))

@@ -1,0 +1,165 @@
+"""Aggregation: a parsed bundle -> one row per cell (teperf.schema.ROW_FIELDS): its figures
+(teperf/stats.py), its status and what went wrong. No notes; the table's text is presentation's."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Optional
+
+import numpy as np
+
+from teperf.config import METRICS, Stats
+from teperf.records import CaseMeta, lost_pairs_text
+from teperf.schema import ONETIME_CLOCKS, ONETIME_COSTS, ONETIME_STATS, ROW_FIELDS
+from teperf.stats import break_even_steps, compare_cell, onetime_cell, single_cell
+from teperf.summary.parse import CellRecords, ParsedBundle
+
+METRIC_FIELD = {metric: f"{metric}_ns" for metric in METRICS}  # the trial record's clock of each --metric
+NOT_HOST_BOUND_SYNC_FRACTION = 0.02  # the final synchronize waited > 2 % of the loop: GPU was behind
+EXTRA_CLOCKS = ("thread_cpu_ns", "wall_ns", "sync_ns")
+
+
+def planned_pairs(parsed: ParsedBundle) -> Optional[int]:
+    """The pairs the schedule asked for; None where --precision left the number open."""
+    schedule = parsed.config.get("schedule")
+    schedule = schedule if isinstance(schedule, dict) else {}
+    planned = schedule.get("processes")
+    ok = isinstance(planned, int) and not isinstance(planned, bool) and schedule.get("precision_pct") is None
+    return planned if ok else None
+
+
+def trials_without_clock(parsed: ParsedBundle, stats: Stats) -> int:
+    """Trials that lack the headline clock (another teperf's): not counted in any figure."""
+    field = METRIC_FIELD[stats.metric]
+    return sum(t.per_step_us(field) is None for cell in parsed.cells.values() for t in cell.trials)
+
+
+def aggregate(parsed: ParsedBundle, stats: Stats) -> list[dict]:
+    """One row per well-formed case of meta.json, in its order."""
+    rows = [cell_row(parsed, case, stats) for case in parsed.cases]
+    if parsed.head_label is None:
+        add_break_even(rows)
+    return rows
+
+
+def cell_row(parsed: ParsedBundle, case: CaseMeta, stats: Stats) -> dict:
+    cell = parsed.cell(case.id)
+    row = {k: None for k in ROW_FIELDS}
+    row.update(module=case.module, recipe=case.recipe, shape=case.shape_text, dtype=case.dtype, mode=case.mode)
+    row["info"] = next((r.info for r in cell.setups.values() if r.status == "ready"), None)
+    row.update(step_figures(parsed, cell, stats))
+    row.update(onetime_figures(parsed, cell, stats))
+    if cell.counters:
+        head = parsed.head_label
+        row["counters"] = {"base": cell.counters.get(parsed.base_label), "head": cell.counters.get(head) if head else None}
+    row.update(status_of(case, cell, row["n_trials"]))
+    row["pairs_planned"] = planned_pairs(parsed)
+    return row
+
+
+def step_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
+    """Per-step figures: the headline clock's estimate and interval, the other clocks' medians, GPU-bound."""
+    field = METRIC_FIELD[stats.metric]
+    base, head = parsed.base_label, parsed.head_label
+    times = defaultdict(lambda: defaultdict(list))  # side -> pair -> [us]
+    clocks = defaultdict(lambda: defaultdict(list))  # side -> clock -> [us]
+    couples = {}  # (pair, round, trial) -> {side: us}
+    for t in cell.trials:
+        v = t.per_step_us(field)
+        if v is None:
+            continue
+        times[t.side][t.pair].append(v)
+        couples.setdefault((t.pair, t.round, t.trial), {})[t.side] = v
+        for clock in EXTRA_CLOCKS:
+            value = t.per_step_us(clock)
+            if value is not None:
+                clocks[t.side][clock].append(value)
+    if head is None:
+        out = dict(single_cell(times[base]))
+    else:
+        by_pair = defaultdict(list)
+        for (pair, _round, _trial), c in couples.items():
+            if base in c and head in c:
+                by_pair[pair].append((c[base], c[head]))
+        out = dict(compare_cell(times[base], times[head], stats, by_pair))
+    for label, prefix in ((base, "base"), (head, "head")):
+        if label is None:
+            continue
+        if clocks[label].get("thread_cpu_ns"):
+            out[f"{prefix}_thread_us"] = float(np.median(clocks[label]["thread_cpu_ns"]))
+        if clocks[label].get("wall_ns"):
+            out[f"{prefix}_wall_us"] = float(np.median(clocks[label]["wall_ns"]))
+    syncs = [v for label in (base, head) if label for v in clocks[label].get("sync_ns", [])]
+    walls = [v for label in (base, head) if label for v in clocks[label].get("wall_ns", [])]
+    if parsed.device == "cuda" and syncs:
+        out["sync_us"] = float(np.median(syncs))
+        out["host_bound"] = bool(np.median(syncs) <= NOT_HOST_BOUND_SYNC_FRACTION * np.median(walls))
+    return out
+
+
+def onetime_ms(clocks, metric: str) -> float | None:
+    """A one-time record (teperf.worker.clocks.time_once) -> ms of the headline clock."""
+    if not isinstance(clocks, dict):
+        return None
+    parts = [clocks.get(k) for k in ONETIME_CLOCKS[metric]]
+    if not all(isinstance(v, (int, float)) for v in parts):
+        return None
+    return sum(parts) / 1e6
+
+
+def onetime_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
+    """One-time costs (first call, recompile), one figure per side and pair, paired like per-step times."""
+    by_cost = defaultdict(lambda: defaultdict(dict))  # cost -> side -> pair -> ms
+    for setup in cell.ready:
+        for cost in ONETIME_COSTS:
+            ms = onetime_ms(setup.info.get(cost), stats.metric)
+            if ms is not None:  # the first set-up of a case in a pair counts (a restarted worker sets up again)
+                by_cost[cost][setup.side].setdefault(setup.pair, ms)
+    # A pair the cell lost (its worker died or hung, CellRetries) counts for neither figure.
+    lost = {f.pair for f in cell.failures}
+    base, head = parsed.base_label, parsed.head_label
+    out = {}
+    for cost in ONETIME_COSTS:
+        by_side = {side: {p: ms for p, ms in by_pair.items() if p not in lost} for side, by_pair in by_cost[cost].items()}
+        if by_side.get(base):
+            figures = onetime_cell(by_side[base], by_side.get(head, {}) if head else None, stats)
+            out.update({f"{cost}_{k}": v for k, v in figures.items() if k in ONETIME_STATS})
+    return out
+
+
+def status_of(case: CaseMeta, cell: CellRecords, n_trials) -> dict:
+    """status (ok | partial | failed | skipped | missing), and the error that explains it."""
+    skipped = [r for r in cell.setups.values() if r.status == "skipped"]
+    # A failure record with final False cost the cell one pair; the next pair measured it again.
+    errors = [r for r in cell.setups.values() if r.status == "error"] + [f for f in cell.failures if f.final]
+    lost = [f for f in cell.failures if not f.final]
+    if case.skip:
+        return {"status": "skipped", "error": case.skip}
+    if skipped and not n_trials:
+        return {"status": "skipped", "error": skipped[0].error, "verdict": None}
+    if errors or lost:
+        out = {"status": "failed" if not n_trials else "partial"}
+        if errors:
+            out["error"] = str(errors[0].error)
+            if getattr(errors[0], "lost_pairs", None):
+                out["error"] += f" ({lost_pairs_text(errors[0].lost_pairs)})"
+        else:
+            pairs = sorted({f.pair for f in lost}, key=str)
+            out["error"] = f"lost pair{'s' if len(pairs) > 1 else ''} {', '.join(map(str, pairs))}: {lost[0].error}"
+        if not n_trials:
+            out["verdict"] = None
+        return out
+    return {"status": "ok" if n_trials else "missing"}
+
+
+def add_break_even(rows: list[dict]) -> None:
+    """`run`: per cell and mode, the one-time extra over the eager cell and the steps that pay it back."""
+    eager = {(r["module"], r["recipe"], r["shape"], r["dtype"]): r for r in rows if r["mode"] == "eager"}
+    for r in rows:
+        e = eager.get((r["module"], r["recipe"], r["shape"], r["dtype"]))
+        if r["mode"] == "eager" or e is None or None in (r.get("first_call_base_ms"), e.get("first_call_base_ms")):
+            continue
+        r["onetime_extra_ms"] = r["first_call_base_ms"] - e["first_call_base_ms"]
+        if r.get("base_us") is not None and e.get("base_us") is not None:
+            r["saving_per_step_us"] = e["base_us"] - r["base_us"]
+        r["break_even_steps"] = break_even_steps(r["onetime_extra_ms"], r.get("saving_per_step_us"))

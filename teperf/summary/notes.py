@@ -1,0 +1,149 @@
+"""Presentation: the notes under the table (what the figures rest on, what went wrong, how the run
+ended) and under the one-time table. Words only: every figure comes from aggregation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from teperf.config import Stats
+from teperf.numbers import duration
+from teperf.records import StopRecord
+from teperf.summary.aggregate import planned_pairs, trials_without_clock
+from teperf.summary.parse import ParsedBundle
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
+    meta = parsed.meta
+    out = []
+    planned = planned_pairs(parsed)
+    for row in rows:
+        if row["status"] == "partial":
+            where = "/".join(str(row[k]) for k in ("module", "recipe", "shape", "mode"))
+            of_planned = f" of {planned}" if planned else ""
+            out.append(f"partial {where}: its figures rest on {row['n_pairs'] or 0}{of_planned} pairs; {row['error']}")
+    if meta.get("status") in ("interrupted", "running"):
+        detail = f" ({meta['status_detail']})" if meta.get("status_detail") else ""
+        out.append(f"run status: {meta.get('status')}{detail} - the table shows what was measured before it stopped")
+    if parsed.bad_cases:
+        out.append(f"skipped {_plural(parsed.bad_cases, 'case')} of meta.json that lack their keys (damaged)")
+    if not meta.get("cases"):
+        out.append("meta.json lists no cases: nothing to show (a damaged or foreign bundle?)")
+    skipped_lines = parsed.skipped_lines + trials_without_clock(parsed, stats)
+    if skipped_lines:
+        out.append(f"skipped {_plural(skipped_lines, 'unreadable line')} of records.jsonl "
+                   "(cut short by a crash, or damaged); the rest is shown")
+    elif meta.get("status") == "failed":
+        out.append(f"run status: failed{': ' + meta['error'] if meta.get('error') else ''}")
+    if any(r.get("ci_basis") == "trials" for r in rows):
+        out.append("one process pair: intervals cover trial noise only, not the between-process noise (a few % on a VM); "
+                   "use --processes 3 or more for verdicts that hold")
+    if any(r.get("host_bound") is False for r in rows):
+        out.append("cells marked 'GPU-bound': the GPU was behind at the end of a trial, so host time is not what limits "
+                   "the step")
+    if parsed.compiled_in_trial:
+        out.append(f"{_plural(parsed.compiled_in_trial, 'trial')} of compiled cells compiled inside "
+                   "the timed loop: their times include compilation")
+    if parsed.total_trials and parsed.preempted_trials / parsed.total_trials > 0.05:
+        out.append(f"{parsed.preempted_trials} of {parsed.total_trials} trials ran at least 20% longer in wall time than in "
+                   "CPU time: other work shared the measuring core (pick a quieter --core or machine)")
+    starts = parsed.pair_starts
+    if len(starts) > 1:
+        out.append(f"fresh process pair: the first took {starts[0]:.1f} s to start and set up, later ones "
+                   f"{float(np.median(starts[1:])):.1f} s (median; each started while the previous one measured)")
+    elif starts:
+        out.append(f"fresh process pair: {starts[0]:.1f} s to start and set up")
+    if parsed.stop is not None and stop_note(parsed.stop, meta):
+        out.append(stop_note(parsed.stop, meta))
+    lanes = parsed.config.get("lanes")
+    if isinstance(lanes, int) and lanes > 1:
+        cores = (meta.get("host") or {}).get("lane_cores") or []
+        on = f" on cores {', '.join(map(str, cores))}" if cores else ""
+        out.append(f"{lanes} lanes measured pairs at once{on}; `teperf report --by-lane` shows each lane's estimate "
+                   "and whether they agree")
+    for w in meta.get("warnings") or []:
+        out.append(f"doctor: {w}")
+    return out
+
+
+def stop_note(stop: StopRecord, meta: dict) -> str:
+    """How a run with --precision or --budget ended; '' for a fixed schedule that ran out."""
+    target, budget, pairs = stop.precision_pct, stop.budget_s, stop.pairs
+    took = duration(stop.elapsed_s or 0)
+    missed = ""
+    if target is not None and stop.open:
+        cells = ", ".join(stop.open[:6]) + (" ..." if len(stop.open) > 6 else "")
+        missed = f"; {_plural(len(stop.open), 'cell')} did not reach +-{target:g}%: {cells}"
+    if stop.reason == "precision reached":
+        return f"precision: every cell reached +-{target:g}% (95% half-width) after {pairs} pairs, {took}"
+    if stop.reason == "budget":
+        planned = "" if target is not None else f" of {(meta.get('config') or {}).get('schedule', {}).get('processes')}"
+        return f"budget of {duration(budget)} spent after {pairs}{planned} pairs ({took}){missed}"
+    if stop.reason == "max pairs":
+        return f"stopped at the most pairs teperf runs ({pairs}), {took}{missed}"
+    return ""
+
+
+def onetime_notes(parsed: ParsedBundle) -> list[str]:
+    """The one-time table's footer: the clock, where first calls ran, the compile cache, the warm-ups."""
+    meta = parsed.meta
+    config = parsed.config
+    first_calls = on_measuring_core = shared_core = 0
+    warmups: list[float] = []  # process-level compile warm-up, s of CPU
+    cache_hits: list[int] = []  # files already in a compile case's cache at its first call
+    recompile_what: set = set()
+    recompile_graphs: list[int] = []
+    for setup in (s for cell in parsed.cells.values() for s in cell.ready):
+        info = setup.info
+        first = info.get("first_call")
+        if not isinstance(first, dict):
+            continue
+        first_calls += 1
+        if first.get("cores") == [config.get("core")]:
+            on_measuring_core += 1
+        cpu = (first.get("process_cpu_ns") or 0) + (first.get("children_cpu_ns") or 0)
+        if config.get("device") == "cpu" and first.get("wall_ns", 0) > 1.2 * cpu:
+            shared_core += 1  # wall time well above CPU time: another process had the core
+        warm = (first.get("after_process_warmup") or {}).get("compile")
+        if isinstance(warm, dict) and "error" not in warm:
+            warmups.append(((warm.get("process_cpu_ns") or 0) + (warm.get("children_cpu_ns") or 0)) / 1e9)
+        if isinstance(first.get("cache"), dict):
+            cache_hits.append(int(first["cache"].get("files_before") or 0))
+        if isinstance(info.get("recompile"), dict):
+            recompile_what.add(str(info["recompile"].get("what")))
+            recompile_graphs.append(int(info["recompile"].get("graphs") or 0))
+    if not first_calls:
+        return []
+    metric = (config.get("stats") or {}).get("metric", "process_cpu")
+    clock = {"process_cpu": "process CPU time (the worker's threads plus the compiler processes it ran)",
+             "thread_cpu": "main-thread CPU time", "wall": "wall time"}.get(metric, metric)
+    paired = "; intervals: Student t over pairs of ln(head/base)" if len(meta.get("sides") or {}) == 2 else ""
+    out = [f"one-time costs: {clock} of one call per side and process pair, apart from building the module and "
+           f"the warm-up{paired}"]
+    spare = first_calls - on_measuring_core
+    if spare:
+        out.append(f"{spare} of {first_calls} first calls ran on a spare core (pairs set up ahead), "
+                   f"{on_measuring_core} on the measuring core; CPU time does not depend on the core, "
+                   f"wall time does: {shared_core} first calls on the CPU waited >20% for their core")
+    if warmups:
+        out.append(f"not in the figures: each worker's first compile of anything (dynamo/inductor start-up, compiler "
+                   f"probes), done once on a tiny function: median {float(np.median(warmups)):.1f} s of CPU")
+    cache_mode = parsed.compile_cache.mode if parsed.compile_cache else None
+    hits = sum(1 for n in cache_hits if n)
+    if cache_mode == "cold":
+        out.append("compile cache cold: every compile case started from an empty inductor/Triton cache of its own"
+                   + (f" ({hits} did not: see the bundle)" if hits else ""))
+    elif cache_mode == "warm":
+        prewarm_errors = sum(p.status != "ready" for p in parsed.prewarms)
+        out.append(f"compile cache warm: filled before the first pair by a throwaway worker per side; "
+                   f"{hits} of {len(cache_hits)} compile first calls found it filled"
+                   + (f"; {prewarm_errors} pre-warm set-ups failed" if prewarm_errors else ""))
+    for what in sorted(recompile_what):
+        graphs = sorted(set(recompile_graphs))
+        none = " (no graph: nothing recompiled, the step ran eagerly)" if graphs == [0] else ""
+        out.append(f"recompile: {what}, right after the first compiled call; graphs compiled by it: "
+                   f"{', '.join(map(str, graphs))}{none}")
+    return out

@@ -1,0 +1,138 @@
+"""Parsing: a bundle on disk -> its typed records, grouped by cell. No statistics, no text.
+
+Whatever state the bundle is in: a record that does not read (damaged, cut short, a known kind
+with fields of the wrong type) and a case of meta.json without its keys are counted, not fatal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from pathlib import Path
+from typing import Optional
+
+from teperf.bundle import Bundle, coordinator_gone
+from teperf.records import (
+    CaseId,
+    CaseMeta,
+    CompileCacheRecord,
+    CountersRecord,
+    FailureRecord,
+    PairRecord,
+    PrewarmRecord,
+    RecordError,
+    SetupRecord,
+    StopRecord,
+    TrialRecord,
+)
+
+PREEMPTED_WALL_OVER_CPU = 1.2  # a CPU trial whose wall time exceeds its CPU time this much shared its core
+
+
+@dataclasses.dataclass
+class CellRecords:
+    """What the bundle holds about one case, in the order it was written."""
+
+    trials: list[TrialRecord] = dataclasses.field(default_factory=list)
+    setups: dict[str, SetupRecord] = dataclasses.field(default_factory=dict)  # side -> its last set-up
+    ready: list[SetupRecord] = dataclasses.field(default_factory=list)  # every ready set-up (one-time costs)
+    counters: dict[str, dict] = dataclasses.field(default_factory=dict)  # side -> the first counters
+    failures: list[FailureRecord] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class ParsedBundle:
+    path: Path
+    meta: dict  # meta.json, upgraded; status 'interrupted' when its coordinator is gone
+    cases: list[CaseMeta]
+    cells: dict[CaseId, CellRecords]
+    bad_cases: int = 0  # cases of meta.json without their keys
+    skipped_lines: int = 0  # lines of records.jsonl that did not read as a record
+    pair_starts: list[float] = dataclasses.field(default_factory=list)  # s to start and set up each pair
+    stop: Optional[StopRecord] = None
+    compile_cache: Optional[CompileCacheRecord] = None
+    prewarms: list[PrewarmRecord] = dataclasses.field(default_factory=list)
+    total_trials: int = 0
+    preempted_trials: int = 0  # CPU trials that waited for their core (wall time well above CPU time)
+    compiled_in_trial: int = 0  # trials that compiled inside the timed loop
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.meta.get("sides") or {})
+
+    @property
+    def base_label(self) -> str:
+        return self.labels[0] if self.labels else "base"
+
+    @property
+    def head_label(self) -> Optional[str]:
+        return self.labels[1] if len(self.labels) > 1 else None
+
+    @property
+    def config(self) -> dict:
+        return self.meta.get("config") or {}
+
+    @property
+    def device(self) -> Optional[str]:
+        return self.config.get("device")
+
+    def cell(self, case_id: CaseId) -> CellRecords:
+        return self.cells.get(case_id) or CellRecords()
+
+
+def parse(path, lane: Optional[int] = None) -> ParsedBundle:
+    """Read the bundle at ``path``; a TeperfError when it is not one, a newer teperf wrote it, or its
+    meta.json is damaged beyond reading. ``lane``: only the trials that lane measured (``report --by-lane``)."""
+    bundle = Bundle.open(path)
+    meta = bundle.meta().to_dict()
+    if coordinator_gone(meta):
+        # Its coordinator died without a word (SIGKILL, a crash): it will never finish.
+        meta = {**meta, "status": "interrupted", "status_detail": "coordinator gone"}
+    cases, bad_cases = [], 0
+    for raw in meta.get("cases") or []:
+        try:
+            cases.append(CaseMeta.from_dict(raw) if isinstance(raw, dict) else None)
+        except RecordError:
+            cases.append(None)
+        if cases[-1] is None:
+            cases.pop()
+            bad_cases += 1
+    parsed = ParsedBundle(path=bundle.path, meta=meta, cases=cases, cells=defaultdict(CellRecords), bad_cases=bad_cases)
+    for rec in bundle.records():
+        if lane is not None and isinstance(rec, TrialRecord) and rec.lane != lane:
+            continue  # bundles from before lanes measured on one lane: lane 0
+        _add(parsed, rec)
+    parsed.skipped_lines = bundle.skipped_lines
+    parsed.cells = dict(parsed.cells)
+    return parsed
+
+
+def _add(parsed: ParsedBundle, rec) -> None:
+    if isinstance(rec, TrialRecord):
+        parsed.cells[rec.case_id].trials.append(rec)
+        parsed.total_trials += 1
+        parsed.compiled_in_trial += bool(rec.compiles)
+        # Wall time well above process CPU time: the worker sat runnable but descheduled, i.e.
+        # something else ran on the measuring core.
+        if parsed.device == "cpu" and rec.wall_ns > PREEMPTED_WALL_OVER_CPU * rec.process_cpu_ns:
+            parsed.preempted_trials += 1
+    elif isinstance(rec, SetupRecord):
+        cell = parsed.cells[rec.case_id]
+        cell.setups[rec.side] = rec
+        if rec.status == "ready" and isinstance(rec.info, dict):
+            cell.ready.append(rec)
+    elif isinstance(rec, CountersRecord):
+        parsed.cells[rec.case_id].counters.setdefault(rec.side, rec.counters)
+    elif isinstance(rec, FailureRecord):
+        if rec.case_id is not None:
+            parsed.cells[rec.case_id].failures.append(rec)
+    elif isinstance(rec, PairRecord):
+        if rec.start_s is not None:
+            parsed.pair_starts.append(rec.start_s)
+    elif isinstance(rec, StopRecord):
+        parsed.stop = rec
+    elif isinstance(rec, CompileCacheRecord):
+        parsed.compile_cache = rec
+    elif isinstance(rec, PrewarmRecord):
+        parsed.prewarms.append(rec)
+
