@@ -406,7 +406,7 @@ def explain_bundle(
     from teperf.plan import hash_seed
 
     bundle = Bundle.open(bundle_path)
-    meta = bundle.read_meta()
+    meta = bundle.meta().to_dict()
     case = find_case(meta, cell)
     sides = sides_from_meta(meta)
     config = meta.get("config") or {}

@@ -1,33 +1,9 @@
-"""The result schema, in one place: what a bundle holds and what a summary row is.
-
-A bundle is a directory:
-  meta.json       run metadata (teperf version, command, config, sides, host,
-                  cases, workers, start/end, status); rewritten atomically
-  records.jsonl   one JSON object per line, appended and flushed as each
-                  thing happens, so a crash or Ctrl-C keeps all of it:
-                    {"kind": "worker", "pair", "side", "hello": {...}}
-                    {"kind": "setup", "pair", "side", "case_id", "status": ready|error|skipped, "info"|"error"}
-                       info["first_call"] / ["recompile"] / ["switch_back"]: one-time costs, see ONETIME_CLOCKS
-                    {"kind": "compile_cache", "mode": cold|warm, "dir"}   (runs with compile cases)
-                    {"kind": "prewarm", "side", "case_id", "status", "info", "error"}   (--compile-cache warm)
-                    {"kind": "pair", "pair", "hash_seed", "start_s", "lane", "core"}
-                      (when the pair starts measuring: on lane ``lane``, pinned to ``core``)
-                    {"kind": "trial", "pair", "round", "trial", "side", "position", "case_id", "hash_seed", "t",
-                     "lane", "core", **CLOCK_FIELDS}   (no lane/core: a bundle from before --lanes, lane 0)
-                    {"kind": "counters", "pair", "side", "case_id", "counters": {...}}
-                    {"kind": "failure", "pair", "side", "case_id", "error", "final", "log_tail"}
-                      final False: the worker died or hung, the cell lost this pair only;
-                      lost_pairs: the pairs the cell has lost so far
-                    {"kind": "stop", "reason", "pairs", "elapsed_s", "precision_pct", "budget_s", "open": [cell keys]}
-                      (last: how the run ended; reason: precision reached | budget | max pairs | schedule done)
-  workers/*.log   each worker's stderr
+"""What a summary row is (teperf.summary -> render, gate, history): its fields in output order, and
+the one-time costs a setup record's ``info`` carries. Every record of a bundle and every history row
+is a typed value in teperf/records.py, which also holds the schema version and its upgrades.
 """
 
 from __future__ import annotations
-
-SCHEMA_VERSION = 1
-META_FILE = "meta.json"
-RECORDS_FILE = "records.jsonl"
 
 # One-time costs of a cell (teperf.stats.onetime_cell), one figure per side and process pair,
 # in ms of the headline clock (process CPU: the worker's own plus its compiler children's):
@@ -98,7 +74,3 @@ ROW_FIELDS = (
     "info",
 )
 
-
-def lost_pairs_text(pairs: list) -> str:
-    """How a failure record's ``lost_pairs`` reads in the table: 'in 2 pairs: 0, 1'."""
-    return f"in {len(pairs)} pair{'s' if len(pairs) != 1 else ''}: {', '.join(map(str, pairs))}"

@@ -19,8 +19,8 @@ def command(bundle, fmt, metric, by_lane):
     from teperf.bundle import Bundle
     from teperf.summary import stats_from_meta, summarize
 
-    meta = Bundle.open(bundle).read_meta()
-    if isinstance(meta, dict) and meta.get("kind") == "bisect":
+    meta = Bundle.open(bundle).meta()
+    if meta.kind == "bisect":
         from teperf.bisect.report import render_bisect
         from teperf.commands._common import _console
         from teperf.errors import TeperfError
@@ -31,7 +31,7 @@ def command(bundle, fmt, metric, by_lane):
         if text is not None:
             click.echo(text, nl=False)
         return
-    stats = stats_from_meta(meta, metric=metric) if metric else None
+    stats = stats_from_meta(meta.to_dict(), metric=metric) if metric else None
     if by_lane:
         from teperf.bylane import render_by_lane
         from teperf.commands._common import _console
