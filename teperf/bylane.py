@@ -23,6 +23,7 @@ from collections import defaultdict
 
 from teperf.bundle import Bundle
 from teperf.config import Stats
+from teperf.records import TrialRecord
 from teperf.render import TableModel, render_markdown, render_rich
 from teperf.summary import Summary, stats_from_meta, summarize
 
@@ -34,10 +35,8 @@ def lane_cores(path) -> dict[int, list[int]]:
     """Lane -> the cores its trials ran on (one, unless the bundle says otherwise); lane 0 for old bundles."""
     cores: dict[int, set] = defaultdict(set)
     for rec in Bundle.open(path).records():
-        if rec.get("kind") == "trial":
-            lane = rec.get("lane", 0)
-            if isinstance(lane, int) and not isinstance(lane, bool):
-                cores[lane].update([rec["core"]] if isinstance(rec.get("core"), int) else [])
+        if isinstance(rec, TrialRecord):
+            cores[rec.lane].update([rec.core] if rec.core is not None else [])
     return {lane: sorted(c) for lane, c in sorted(cores.items())}
 
 
@@ -59,8 +58,8 @@ def lanes_agree(groups: list[list[float]], alpha: float) -> tuple[float | None, 
 
 def breakdown(path, stats: Stats | None = None) -> tuple[Summary, list[dict]]:
     """The whole run's summary and one row per (cell, lane) plus a row per cell for all lanes."""
-    meta = Bundle.open(path).read_meta()
-    stats = stats or stats_from_meta(meta)
+    meta = Bundle.open(path).meta()
+    stats = stats or stats_from_meta(meta.to_dict())
     whole = summarize(path, stats)
     cores = lane_cores(path)
     per_lane = {lane: summarize(path, stats, lane=lane).rows for lane in cores}
