@@ -41,23 +41,54 @@ def main() -> None:
     cold = []
     for i in range(3):
         t0 = time.perf_counter()
-        w = Worker(side, core=cfg.core, device="cpu", backends=["torch"], hash_seed=i, log_path=tmp / f"w{i}.log", cwd=tmp, timeout_s=120)
+        w = Worker(
+            side,
+            core=cfg.core,
+            device="cpu",
+            backends=["torch"],
+            hash_seed=i,
+            log_path=tmp / f"w{i}.log",
+            cwd=tmp,
+            timeout_s=120,
+        )
         w.wait_ready()
         cold.append(time.perf_counter() - t0)
         w.close()
-    print(f"cold worker start (spawn + import torch + hello): median {statistics.median(cold):.2f} s over {len(cold)}")
+    print(
+        f"cold worker start (spawn + import torch + hello): median {statistics.median(cold):.2f} s over {len(cold)}"
+    )
 
     other = [c for c in sorted(__import__("os").sched_getaffinity(0)) if c != cfg.core]
     if other:
-        w = Worker(side, core=other[0], device="cpu", backends=["torch"], hash_seed=9, log_path=tmp / "pre.log", cwd=tmp, timeout_s=120)
+        w = Worker(
+            side,
+            core=other[0],
+            device="cpu",
+            backends=["torch"],
+            hash_seed=9,
+            log_path=tmp / "pre.log",
+            cwd=tmp,
+            timeout_s=120,
+        )
         time.sleep(max(cold) + 1)  # the previous pair's trials would run here
         t0 = time.perf_counter()
         w.wait_ready()
         w.pin(cfg.core)
-        print(f"prestarted worker: coordinator waited {time.perf_counter() - t0:.3f} s (imported on core {other[0]}, moved to core {cfg.core})")
+        print(
+            f"prestarted worker: coordinator waited {time.perf_counter() - t0:.3f} s (imported on core {other[0]}, moved to core {cfg.core})"
+        )
         w.close()
 
-    w = Worker(side, core=cfg.core, device="cpu", backends=["torch"], hash_seed=1, log_path=tmp / "rt.log", cwd=tmp, timeout_s=120)
+    w = Worker(
+        side,
+        core=cfg.core,
+        device="cpu",
+        backends=["torch"],
+        hash_seed=1,
+        log_path=tmp / "rt.log",
+        cwd=tmp,
+        timeout_s=120,
+    )
     w.wait_ready()
     w.request({"cmd": "setup", "case": case.to_wire("cpu", 5)})
     trips, steps = [], []
@@ -70,20 +101,52 @@ def main() -> None:
     rt = statistics.median(trips) / 1000
     st = statistics.median(steps) / 1000
     n = cfg.schedule.iters
-    print(f"protocol round trip: {rt - st:.0f} us per trial outside the timed loop (1 step = {st:.0f} us); "
-          f"at the default {n} iters x {st:.0f} us that is {100 * (rt - st) / (n * st):.2f}% of a trial's wall time")
+    print(
+        f"protocol round trip: {rt - st:.0f} us per trial outside the timed loop (1 step = {st:.0f} us); "
+        f"at the default {n} iters x {st:.0f} us that is {100 * (rt - st) / (n * st):.2f}% of a trial's wall time"
+    )
 
     t0 = time.time()
     res = subprocess.run(
-        [sys.executable, "-m", "teperf", "compare", "--base-path", str(ROOT / "examples/planted/base"), "--head-path", str(ROOT / "examples/planted/base"),
-         "--config", "demo", "--processes", "1", "--rounds", "1", "--trials", "2", "--iters", "10", "--warmup", "5", "--no-counters",
-         "--results-dir", str(tmp / "first"), "--format", "json"],
-        capture_output=True, text=True, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "teperf",
+            "compare",
+            "--base-path",
+            str(ROOT / "examples/planted/base"),
+            "--head-path",
+            str(ROOT / "examples/planted/base"),
+            "--config",
+            "demo",
+            "--processes",
+            "1",
+            "--rounds",
+            "1",
+            "--trials",
+            "2",
+            "--iters",
+            "10",
+            "--warmup",
+            "5",
+            "--no-counters",
+            "--results-dir",
+            str(tmp / "first"),
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert res.returncode == 0, res.stderr
     (b,) = list((tmp / "first").iterdir())
-    first = min(json.loads(l)["t"] for l in (b / "records.jsonl").read_text().splitlines() if '"kind":"trial"' in l)
-    print(f"teperf compare: {first - t0:.2f} s from command start to the first measured trial (CPU, 3 factory modules)")
+    first = min(
+        json.loads(l)["t"] for l in (b / "records.jsonl").read_text().splitlines() if '"kind":"trial"' in l
+    )
+    print(
+        f"teperf compare: {first - t0:.2f} s from command start to the first measured trial (CPU, 3 factory modules)"
+    )
     bundle.close()
 
 

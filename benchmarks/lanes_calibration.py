@@ -48,8 +48,13 @@ STOPPED = []  # Ctrl-C or `timeout --signal=INT`: the run in progress ends clean
 
 
 def teperf(*args: str, timeout_s: float | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.Popen([sys.executable, "-m", "teperf", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "teperf", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except (subprocess.TimeoutExpired, KeyboardInterrupt) as stop:
@@ -68,22 +73,56 @@ def teperf(*args: str, timeout_s: float | None = None) -> subprocess.CompletedPr
 def one_run(lanes: int, run: int, args, extra: list[str]) -> dict | None:
     out = Path(args.out) / f"lanes{lanes}-run{run}"
     t0 = time.perf_counter()
-    res = teperf("compare", *extra, "--lanes", str(lanes), "--precision", "0.1", "--budget", args.budget, "--no-counters",
-                 "--seed", str(run), "--format", "json", "--results-dir", str(out),
-                 timeout_s=parse_duration(args.budget) + RUN_GRACE_S)
+    res = teperf(
+        "compare",
+        *extra,
+        "--lanes",
+        str(lanes),
+        "--precision",
+        "0.1",
+        "--budget",
+        args.budget,
+        "--no-counters",
+        "--seed",
+        str(run),
+        "--format",
+        "json",
+        "--results-dir",
+        str(out),
+        timeout_s=parse_duration(args.budget) + RUN_GRACE_S,
+    )
     wall = time.perf_counter() - t0
     if res.returncode not in (0, 1, 130) or not res.stdout.strip():
-        print(f"lanes {lanes} run {run}: failed (exit {res.returncode}): {res.stderr.strip()[-400:]}", flush=True)
+        print(
+            f"lanes {lanes} run {run}: failed (exit {res.returncode}): {res.stderr.strip()[-400:]}",
+            flush=True,
+        )
         return None
     (bundle,) = [p for p in out.iterdir() if p.is_dir()]
-    rows = [r for r in json.loads(res.stdout)["rows"] if r["status"] in ("ok", "partial") and r.get("delta_pct") is not None]
-    by_lane = json.loads(teperf("report", str(bundle), "--by-lane", "--format", "json").stdout or '{"lanes": []}')["lanes"]
-    records = [json.loads(line) for line in (bundle / "records.jsonl").read_text().splitlines() if line.strip()]
+    rows = [
+        r
+        for r in json.loads(res.stdout)["rows"]
+        if r["status"] in ("ok", "partial") and r.get("delta_pct") is not None
+    ]
+    by_lane = json.loads(
+        teperf("report", str(bundle), "--by-lane", "--format", "json").stdout or '{"lanes": []}'
+    )["lanes"]
+    records = [
+        json.loads(line) for line in (bundle / "records.jsonl").read_text().splitlines() if line.strip()
+    ]
     times = [r["t"] for r in records if r.get("kind") == "trial"]
     starts = [r["start_s"] for r in records if r.get("kind") == "pair"]
-    return {"lanes": lanes, "run": run, "wall": wall, "rows": rows, "by_lane": by_lane, "bundle": str(bundle),
-            "measuring_min": (max(times) - min(times)) / 60 if len(times) > 1 else None,
-            "pairs": max((r["n_pairs"] for r in rows), default=0), "pair_start_s": statistics.median(starts) if starts else None}
+    return {
+        "lanes": lanes,
+        "run": run,
+        "wall": wall,
+        "rows": rows,
+        "by_lane": by_lane,
+        "bundle": str(bundle),
+        "measuring_min": (max(times) - min(times)) / 60 if len(times) > 1 else None,
+        "pairs": max((r["n_pairs"] for r in rows), default=0),
+        "pair_start_s": statistics.median(starts) if starts else None,
+    }
 
 
 def half_width(row: dict) -> float:
@@ -95,13 +134,22 @@ def describe(result: dict, planted: str) -> str:
     hit = [r for r in result["rows"] if r["module"] == planted]
     halves = [half_width(r) for r in result["rows"] if r["ci_low_pct"] is not None]
     differ = sum(r.get("agree") == "NO" for r in result["by_lane"])
-    planted_text = ", ".join(f"{r['verdict']} {r['delta_pct']:+.1f}% ({r['delta_us']:+.0f} us)" for r in hit) or "-"
-    merit = (statistics.median(halves) * result["measuring_min"] ** 0.5) if halves and result["measuring_min"] else None
-    return (f"lanes {result['lanes']} run {result['run']}: wall {result['wall']:.0f} s, measuring "
-            f"{(result['measuring_min'] or 0) * 60:.0f} s, {result['pairs']} pairs (start {result['pair_start_s'] or 0:.1f} s median); "
-            f"A/A {sum(r['verdict'] in ('slower', 'faster') for r in aa)}/{len(aa)} false changes; planted {planted_text}; "
-            f"half-width median {statistics.median(halves) if halves else float('nan'):.2f}%"
-            + (f", x sqrt(min) {merit:.2f}" if merit else "") + f"; lanes differ in {differ} cells")
+    planted_text = (
+        ", ".join(f"{r['verdict']} {r['delta_pct']:+.1f}% ({r['delta_us']:+.0f} us)" for r in hit) or "-"
+    )
+    merit = (
+        (statistics.median(halves) * result["measuring_min"] ** 0.5)
+        if halves and result["measuring_min"]
+        else None
+    )
+    return (
+        f"lanes {result['lanes']} run {result['run']}: wall {result['wall']:.0f} s, measuring "
+        f"{(result['measuring_min'] or 0) * 60:.0f} s, {result['pairs']} pairs (start {result['pair_start_s'] or 0:.1f} s median); "
+        f"A/A {sum(r['verdict'] in ('slower', 'faster') for r in aa)}/{len(aa)} false changes; planted {planted_text}; "
+        f"half-width median {statistics.median(halves) if halves else float('nan'):.2f}%"
+        + (f", x sqrt(min) {merit:.2f}" if merit else "")
+        + f"; lanes differ in {differ} cells"
+    )
 
 
 def summary_table(results: list[dict], planted: str) -> list[str]:
@@ -112,24 +160,35 @@ def summary_table(results: list[dict], planted: str) -> list[str]:
     for r in by.get(1, []):
         for row in r["rows"]:
             base_level.setdefault((row["module"], row["recipe"]), []).append(row["base_us"])
-    lines = ["| lanes | runs | A/A false changes | planted slower | planted delta | pairs per run | pairs per measuring min | "
-             "median half-width | half-width x sqrt(measuring min) | x sqrt(wall min) | cells where lanes differ | base time vs 1 lane | lane levels (max-min) |",
-             "|" + "---|" * 13]
+    lines = [
+        "| lanes | runs | A/A false changes | planted slower | planted delta | pairs per run | pairs per measuring min | "
+        "median half-width | half-width x sqrt(measuring min) | x sqrt(wall min) | cells where lanes differ | base time vs 1 lane | lane levels (max-min) |",
+        "|" + "---|" * 13,
+    ]
     for lanes in sorted(by):
         runs = by[lanes]
         rows = [row for r in runs for row in r["rows"]]
         aa = [row for row in rows if row["module"] != planted]
         hit = [row for row in rows if row["module"] == planted]
         halves = [half_width(row) for row in rows if row["ci_low_pct"] is not None]
-        run_half = {id(r): statistics.median([half_width(x) for x in r["rows"] if x["ci_low_pct"] is not None] or [0.0])
-                    for r in runs}
-        merits = [run_half[id(r)] * r["measuring_min"] ** 0.5 for r in runs if r["measuring_min"] and r["rows"]]
+        run_half = {
+            id(r): statistics.median(
+                [half_width(x) for x in r["rows"] if x["ci_low_pct"] is not None] or [0.0]
+            )
+            for r in runs
+        }
+        merits = [
+            run_half[id(r)] * r["measuring_min"] ** 0.5 for r in runs if r["measuring_min"] and r["rows"]
+        ]
         wall_merits = [run_half[id(r)] * (r["wall"] / 60) ** 0.5 for r in runs if r["rows"]]
         rate = [r["pairs"] / r["measuring_min"] for r in runs if r["measuring_min"]]
         tested = [x for r in runs for x in r["by_lane"] if x.get("agree") in ("yes", "NO")]
         differ = sum(x["agree"] == "NO" for x in tested)
-        ratios = [row["base_us"] / statistics.median(base_level[(row["module"], row["recipe"])]) - 1
-                  for row in rows if (row["module"], row["recipe"]) in base_level and row["base_us"]]
+        ratios = [
+            row["base_us"] / statistics.median(base_level[(row["module"], row["recipe"])]) - 1
+            for row in rows
+            if (row["module"], row["recipe"]) in base_level and row["base_us"]
+        ]
         spreads = []
         for r in runs:
             levels = defaultdict(list)
@@ -146,17 +205,24 @@ def summary_table(results: list[dict], planted: str) -> list[str]:
             f"{deltas} | {', '.join(str(r['pairs']) for r in runs)} | "
             f"{fmt(med(rate), '{:.1f}')} | {fmt(med(halves))}% | {fmt(med(merits))} | {fmt(med(wall_merits))} | "
             f"{differ} of {len(tested)} | {fmt(med(ratios) and med(ratios) * 100, '{:+.1f}%')} | "
-            f"{fmt(med(spreads), '{:.1f}%')} |")
+            f"{fmt(med(spreads), '{:.1f}%')} |"
+        )
     return lines
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--lanes", default="1,2,4,8", help="lane counts to try (those beyond the physical cores are skipped)")
+    ap.add_argument(
+        "--lanes", default="1,2,4,8", help="lane counts to try (those beyond the physical cores are skipped)"
+    )
     ap.add_argument("--runs", type=int, default=2, help="runs per lane count")
     ap.add_argument("--budget", default="60s", help="wall time of each run (teperf --budget)")
-    ap.add_argument("--planted", default="MLP", help="the module whose head has a planted slowdown; the others are A/A")
-    ap.add_argument("--out", default=None, help="where the bundles and lanes.md go (default: a temporary directory)")
+    ap.add_argument(
+        "--planted", default="MLP", help="the module whose head has a planted slowdown; the others are A/A"
+    )
+    ap.add_argument(
+        "--out", default=None, help="where the bundles and lanes.md go (default: a temporary directory)"
+    )
     ap.add_argument("extra", nargs="*")
     args = ap.parse_args()
     if args.out is None:
@@ -164,14 +230,29 @@ def main() -> None:
 
         args.out = tempfile.mkdtemp(prefix="teperf-lanes-")
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    extra = args.extra or ["--config", "demo", "--base-path", str(PLANTED / "base"), "--head-path", str(PLANTED / "head")]
+    extra = args.extra or [
+        "--config",
+        "demo",
+        "--base-path",
+        str(PLANTED / "base"),
+        "--head-path",
+        str(PLANTED / "head"),
+    ]
     physical = len(physical_cores(available_cores()))
     wanted = [int(n) for n in args.lanes.split(",")]
     counts = [n for n in wanted if n <= physical]
-    print(f"{physical} physical cores available; lane counts {counts}"
-          + (f" (skipped, not enough physical cores: {[n for n in wanted if n > physical]})" if len(counts) < len(wanted) else ""))
-    print(f"each run: teperf compare {' '.join(extra)} --lanes N --precision 0.1 --budget {args.budget}; planted: {args.planted}",
-          flush=True)
+    print(
+        f"{physical} physical cores available; lane counts {counts}"
+        + (
+            f" (skipped, not enough physical cores: {[n for n in wanted if n > physical]})"
+            if len(counts) < len(wanted)
+            else ""
+        )
+    )
+    print(
+        f"each run: teperf compare {' '.join(extra)} --lanes N --precision 0.1 --budget {args.budget}; planted: {args.planted}",
+        flush=True,
+    )
     results = []
     try:
         run_all(args, counts, extra, results)
@@ -186,14 +267,18 @@ def main() -> None:
 
 def run_all(args, counts: list[int], extra: list[str], results: list[dict]) -> None:
     for run in range(args.runs):
-        order = counts[run % len(counts):] + counts[: run % len(counts)]  # rotate: no lane count always first
+        order = (
+            counts[run % len(counts) :] + counts[: run % len(counts)]
+        )  # rotate: no lane count always first
         for lanes in order:
             if STOPPED:
                 return
             result = one_run(lanes, run, args, extra)
             if result:
                 results.append(result)
-                print(describe(result, args.planted) + (" (stopped by a signal)" if STOPPED else ""), flush=True)
+                print(
+                    describe(result, args.planted) + (" (stopped by a signal)" if STOPPED else ""), flush=True
+                )
 
 
 if __name__ == "__main__":

@@ -42,14 +42,36 @@ def main() -> None:
     verdicts: Counter = Counter()
     reached_walls, pairs_used, halves = [], [], []
     print(f"A/A with --precision {args.precision} --budget {args.budget}: {' '.join(extra)}")
-    print(f"{'run':>3s} {'wall s':>7s} {'stop':>18s} {'pairs per cell':>15s} {'half-widths %':>22s}  verdicts")
+    print(
+        f"{'run':>3s} {'wall s':>7s} {'stop':>18s} {'pairs per cell':>15s} {'half-widths %':>22s}  verdicts"
+    )
     t_all = time.perf_counter()
     for rep in range(args.repeats):
         out = tmp / f"run{rep}"
         t0 = time.perf_counter()
-        res = subprocess.run([sys.executable, "-m", "teperf", "compare", *extra, "--precision", args.precision,
-                              "--budget", args.budget, "--no-counters", "--seed", str(rep), "--format", "json",
-                              "--results-dir", str(out)], capture_output=True, text=True, cwd=ROOT)
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "teperf",
+                "compare",
+                *extra,
+                "--precision",
+                args.precision,
+                "--budget",
+                args.budget,
+                "--no-counters",
+                "--seed",
+                str(rep),
+                "--format",
+                "json",
+                "--results-dir",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
         wall = time.perf_counter() - t0
         if res.returncode != 0:
             print(f"{rep:3d} failed: {res.stderr.strip()[-300:]}")
@@ -63,23 +85,36 @@ def main() -> None:
         halves += run_halves
         if stop.get("reason") == "precision reached":
             reached_walls.append(wall)
-        print(f"{rep:3d} {wall:7.1f} {stop.get('reason', '?'):>18s} {','.join(map(str, run_pairs)):>15s} "
-              f"{','.join(f'{h:.1f}' for h in run_halves):>22s}  {', '.join(r['verdict'] for r in rows)}", flush=True)
+        print(
+            f"{rep:3d} {wall:7.1f} {stop.get('reason', '?'):>18s} {','.join(map(str, run_pairs)):>15s} "
+            f"{','.join(f'{h:.1f}' for h in run_halves):>22s}  {', '.join(r['verdict'] for r in rows)}",
+            flush=True,
+        )
     cells = sum(verdicts.values())
     if not cells:
         return
+
     def rate(*names: str) -> str:
         n = sum(verdicts[name] for name in names)
         return f"{n}/{cells} ({100 * n / cells:.0f}%)"
 
     print(f"\ncells: {cells} in {args.repeats} runs, {time.perf_counter() - t_all:.0f} s in all")
-    print(f"false slower/faster: {rate('slower', 'faster')}; no change: {rate('no change')}; "
-          f"inconclusive: {rate('inconclusive')}")
-    print(f"runs that reached +-{args.precision}%: {len(reached_walls)}/{args.repeats}"
-          + (f", wall {min(reached_walls):.0f}-{max(reached_walls):.0f} s (median {statistics.median(reached_walls):.0f})"
-             if reached_walls else ""))
-    print(f"pairs per cell: {min(pairs_used)}-{max(pairs_used)} (median {statistics.median(pairs_used):.0f}); "
-          f"half-width {min(halves):.2f}-{max(halves):.2f}% (median {statistics.median(halves):.2f})")
+    print(
+        f"false slower/faster: {rate('slower', 'faster')}; no change: {rate('no change')}; "
+        f"inconclusive: {rate('inconclusive')}"
+    )
+    print(
+        f"runs that reached +-{args.precision}%: {len(reached_walls)}/{args.repeats}"
+        + (
+            f", wall {min(reached_walls):.0f}-{max(reached_walls):.0f} s (median {statistics.median(reached_walls):.0f})"
+            if reached_walls
+            else ""
+        )
+    )
+    print(
+        f"pairs per cell: {min(pairs_used)}-{max(pairs_used)} (median {statistics.median(pairs_used):.0f}); "
+        f"half-width {min(halves):.2f}-{max(halves):.2f}% (median {statistics.median(halves):.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -23,8 +23,26 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEDULES = {
-    "pr-thread (1 pair x 6 x 9 x 300)": ["--processes", "1", "--rounds", "6", "--trials", "9", "--iters", "300"],
-    "teperf default (8 pairs x 2 x 6 x 50)": ["--processes", "8", "--rounds", "2", "--trials", "6", "--iters", "50"],
+    "pr-thread (1 pair x 6 x 9 x 300)": [
+        "--processes",
+        "1",
+        "--rounds",
+        "6",
+        "--trials",
+        "9",
+        "--iters",
+        "300",
+    ],
+    "teperf default (8 pairs x 2 x 6 x 50)": [
+        "--processes",
+        "8",
+        "--rounds",
+        "2",
+        "--trials",
+        "6",
+        "--iters",
+        "50",
+    ],
 }
 
 
@@ -33,15 +51,40 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("extra", nargs="*")
     args = ap.parse_args()
-    extra = args.extra or ["--base-path", str(ROOT / "examples/planted/base"), "--head-path", str(ROOT / "examples/planted/base")]
+    extra = args.extra or [
+        "--base-path",
+        str(ROOT / "examples/planted/base"),
+        "--head-path",
+        str(ROOT / "examples/planted/base"),
+    ]
     tmp = Path(tempfile.mkdtemp())
-    print(f"{'schedule':42s} {'run':>3s} {'wall s':>7s} {'half-width %':>13s} {'spread %':>9s} {'changes':>8s} {'merit':>6s} {'pair sd %':>9s}")
+    print(
+        f"{'schedule':42s} {'run':>3s} {'wall s':>7s} {'half-width %':>13s} {'spread %':>9s} {'changes':>8s} {'merit':>6s} {'pair sd %':>9s}"
+    )
     for name, sched in SCHEDULES.items():
         merits, changes_total, cells_total = [], 0, 0
         for rep in range(args.repeats):
             t0 = time.perf_counter()
-            res = subprocess.run([sys.executable, "-m", "teperf", "compare", *extra, *sched, "--no-counters", "--seed", str(rep),
-                                  "--format", "json", "--results-dir", str(tmp)], capture_output=True, text=True, cwd=ROOT)
+            res = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "teperf",
+                    "compare",
+                    *extra,
+                    *sched,
+                    "--no-counters",
+                    "--seed",
+                    str(rep),
+                    "--format",
+                    "json",
+                    "--results-dir",
+                    str(tmp),
+                ],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+            )
             wall = time.perf_counter() - t0
             if res.returncode != 0:
                 print(f"{name}: failed: {res.stderr.strip()[-300:]}")
@@ -57,9 +100,14 @@ def main() -> None:
             # Between-pair sd: what a one-pair schedule carries but cannot see.
             pair_sds = [r["pair_sd_pct"] for r in rows if r.get("pair_sd_pct") is not None]
             pair_sd = f"{statistics.median(pair_sds):9.2f}" if pair_sds else f"{'-':>9s}"
-            print(f"{name:42s} {rep:3d} {wall:7.1f} {half:13.2f} {spread:9.1f} {changes:4d}/{len(rows):<3d} {merit:6.1f} {pair_sd}", flush=True)
+            print(
+                f"{name:42s} {rep:3d} {wall:7.1f} {half:13.2f} {spread:9.1f} {changes:4d}/{len(rows):<3d} {merit:6.1f} {pair_sd}",
+                flush=True,
+            )
         if merits:
-            print(f"{name:42s} median merit {statistics.median(merits):.1f}; false changes {changes_total}/{cells_total}")
+            print(
+                f"{name:42s} median merit {statistics.median(merits):.1f}; false changes {changes_total}/{cells_total}"
+            )
 
 
 if __name__ == "__main__":

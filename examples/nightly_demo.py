@@ -75,7 +75,7 @@ def make_linear(hidden=64):
     return nn.Linear(hidden, hidden)
 '''
 
-CONFIG = '''\
+CONFIG = """\
 # nightly demo: one block that changes with the commits, one control that does not
 backend = "torch"
 device = "cpu"
@@ -96,7 +96,7 @@ rounds = 2
 trials = 3
 iters = {iters}
 warmup = 20
-'''
+"""
 
 SUBJECTS = {
     3: 'Escape test: subject with <script>alert("pwned")</script> & <b>tags</b>',
@@ -163,13 +163,21 @@ def teperf(*args: str, env: dict) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=str(ROOT / "results" / "nightly-demo"), help="work directory (default results/nightly-demo)")
+    ap.add_argument(
+        "--out",
+        default=str(ROOT / "results" / "nightly-demo"),
+        help="work directory (default results/nightly-demo)",
+    )
     ap.add_argument("--commits", type=int, default=12)
     ap.add_argument("--step-at", type=int, default=8, help="first commit with the planted slowdown")
     ap.add_argument("--spin-us", type=int, default=40)
     ap.add_argument("--processes", type=int, default=2, help="worker pairs per night")
     ap.add_argument("--iters", type=int, default=100)
-    ap.add_argument("--synthetic", action="store_true", help="no measuring: write a synthetic 40-night history and build the site")
+    ap.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="no measuring: write a synthetic 40-night history and build the site",
+    )
     args = ap.parse_args(argv)
 
     out = Path(args.out).resolve()
@@ -197,7 +205,9 @@ def main(argv=None) -> int:
         synthetic.write(HistoryStore(history), plan)
     else:
         if args.commits < 2 * 3 + 1 or not 3 <= args.step_at <= args.commits - 3:
-            raise SystemExit("need --commits >= 7 and 3 <= --step-at <= commits-3 (E-divisive wants >= 3 nights each side)")
+            raise SystemExit(
+                "need --commits >= 7 and 3 <= --step-at <= commits-3 (E-divisive wants >= 3 nights each side)"
+            )
         repo, site_packages, shas = make_repo(out, args.commits, args.step_at, args.spin_us)
         config = out / "nightly-demo.toml"
         config.write_text(CONFIG.format(processes=args.processes, iters=args.iters))
@@ -208,8 +218,24 @@ def main(argv=None) -> int:
         for i, sha in enumerate(shas):
             git(repo, "branch", "-f", "nightly", sha)  # the watched branch moves on, one commit a night
             print(f"\n=== night {i + 1}/{len(shas)}: {sha[:10]} ===", flush=True)
-            teperf("nightly", "--repo", str(repo), "--ref", "nightly", "--package", "toyte", "--strategy", "overlay",
-                   "--config", str(config), "--results-dir", str(out / "bundles"), "--format", "markdown", env=env)
+            teperf(
+                "nightly",
+                "--repo",
+                str(repo),
+                "--ref",
+                "nightly",
+                "--package",
+                "toyte",
+                "--strategy",
+                "overlay",
+                "--config",
+                str(config),
+                "--results-dir",
+                str(out / "bundles"),
+                "--format",
+                "markdown",
+                env=env,
+            )
         teperf("history", "--changes", env=env)
     teperf("dashboard", "--out", str(site), env=env)
     print(f"\ndone in {time.perf_counter() - started:.0f}s: open {site / 'index.html'}")

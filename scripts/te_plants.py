@@ -26,53 +26,87 @@ def edit(src: Path, rel: str, old: str, new: str, after: str | None = None) -> N
     text = path.read_text()
     start = text.index(after) if after else 0
     at = text.index(old, start)
-    path.write_text(text[:at] + new + text[at + len(old):])
+    path.write_text(text[:at] + new + text[at + len(old) :])
 
 
 def plant(src: Path, name: str) -> str:
     if name == "pyonly":
-        edit(src, BASE, FORWARD_DOC, FORWARD_DOC + (
-            "        import time as _teperf_time  # planted by teperf: 50 us of host work per call\n"
-            "        _teperf_end = _teperf_time.perf_counter_ns() + 50_000\n"
-            "        while _teperf_time.perf_counter_ns() < _teperf_end:\n"
-            "            pass\n"), after="    def prepare_forward(\n")
+        edit(
+            src,
+            BASE,
+            FORWARD_DOC,
+            FORWARD_DOC
+            + (
+                "        import time as _teperf_time  # planted by teperf: 50 us of host work per call\n"
+                "        _teperf_end = _teperf_time.perf_counter_ns() + 50_000\n"
+                "        while _teperf_time.perf_counter_ns() < _teperf_end:\n"
+                "            pass\n"
+            ),
+            after="    def prepare_forward(\n",
+        )
         return "prepare_forward spins 50 us (Python)"
     if name == "calls":
-        edit(src, BASE, "class TransformerEngineBaseModule(", (
-            "import time as _teperf_time\n\n\n"
-            "def _teperf_check(inp):  # planted by teperf: 5 us of host work per call\n"
-            "    end = _teperf_time.perf_counter_ns() + 5_000\n"
-            "    while _teperf_time.perf_counter_ns() < end:\n"
-            "        pass\n"
-            "    return inp\n\n\n"
-            "class TransformerEngineBaseModule("))
-        edit(src, BASE, FORWARD_DOC, FORWARD_DOC + (
-            "        for _ in range(20):  # planted: 20 Python calls per forward\n"
-            "            inp = _teperf_check(inp)\n"), after="    def prepare_forward(\n")
+        edit(
+            src,
+            BASE,
+            "class TransformerEngineBaseModule(",
+            (
+                "import time as _teperf_time\n\n\n"
+                "def _teperf_check(inp):  # planted by teperf: 5 us of host work per call\n"
+                "    end = _teperf_time.perf_counter_ns() + 5_000\n"
+                "    while _teperf_time.perf_counter_ns() < end:\n"
+                "        pass\n"
+                "    return inp\n\n\n"
+                "class TransformerEngineBaseModule("
+            ),
+        )
+        edit(
+            src,
+            BASE,
+            FORWARD_DOC,
+            FORWARD_DOC
+            + (
+                "        for _ in range(20):  # planted: 20 Python calls per forward\n"
+                "            inp = _teperf_check(inp)\n"
+            ),
+            after="    def prepare_forward(\n",
+        )
         return "prepare_forward calls _teperf_check 20 times, 5 us each (Python)"
     if name == "lnl-forward":
         path = src / "transformer_engine/pytorch/module/layernorm_linear.py"
-        path.write_text(path.read_text() + (
-            "\n\nimport time as _teperf_time  # planted by teperf: 50 us of host work per LayerNormLinear forward\n"
-            "_teperf_lnl_forward = LayerNormLinear.forward\n\n\n"
-            "def _teperf_slow_lnl_forward(self, *args, **kwargs):\n"
-            "    end = _teperf_time.perf_counter_ns() + 50_000\n"
-            "    while _teperf_time.perf_counter_ns() < end:\n"
-            "        pass\n"
-            "    return _teperf_lnl_forward(self, *args, **kwargs)\n\n\n"
-            "LayerNormLinear.forward = _teperf_slow_lnl_forward\n"))
+        path.write_text(
+            path.read_text()
+            + (
+                "\n\nimport time as _teperf_time  # planted by teperf: 50 us of host work per LayerNormLinear forward\n"
+                "_teperf_lnl_forward = LayerNormLinear.forward\n\n\n"
+                "def _teperf_slow_lnl_forward(self, *args, **kwargs):\n"
+                "    end = _teperf_time.perf_counter_ns() + 50_000\n"
+                "    while _teperf_time.perf_counter_ns() < end:\n"
+                "        pass\n"
+                "    return _teperf_lnl_forward(self, *args, **kwargs)\n\n\n"
+                "LayerNormLinear.forward = _teperf_slow_lnl_forward\n"
+            )
+        )
         return "LayerNormLinear.forward spins 50 us (Python)"
     if name == "csrc":
         rel = "transformer_engine/pytorch/csrc/quantizer.cpp"
         edit(src, rel, '#include "common.h"\n', '#include "common.h"\n\n#include <chrono>\n')
-        head = ("std::pair<TensorWrapper, py::object> Float8Quantizer::create_tensor(\n"
-                "    const std::vector<size_t>& shape, DType dtype, std::optional<at::Tensor> data,")
-        edit(src, rel, ") const {\n", ") const {\n"
-             "  {  // planted by teperf: 100 us of host work per FP8 tensor created\n"
-             "    const auto teperf_end = std::chrono::steady_clock::now() + std::chrono::microseconds(100);\n"
-             "    while (std::chrono::steady_clock::now() < teperf_end) {\n"
-             "    }\n"
-             "  }\n", after=head)
+        head = (
+            "std::pair<TensorWrapper, py::object> Float8Quantizer::create_tensor(\n"
+            "    const std::vector<size_t>& shape, DType dtype, std::optional<at::Tensor> data,"
+        )
+        edit(
+            src,
+            rel,
+            ") const {\n",
+            ") const {\n"
+            "  {  // planted by teperf: 100 us of host work per FP8 tensor created\n"
+            "    const auto teperf_end = std::chrono::steady_clock::now() + std::chrono::microseconds(100);\n"
+            "    while (std::chrono::steady_clock::now() < teperf_end) {\n"
+            "    }\n"
+            "  }\n",
+            after=head,
+        )
         return "Float8Quantizer::create_tensor spins 100 us (C++)"
     if name == "version":
         (src / "build_tools" / "VERSION.txt").write_text("2.16.1\n")

@@ -1,9 +1,9 @@
 """The library API: what the CLI calls, and what a Python user can call.
 
-    from teperf import api, config
-    cfg = config.load_config("default", {"processes": 4})
-    path = api.compare(cfg, api.path_side("base", "old/"), api.path_side("head", "new/"))
-    print(api.summarize(path).rows)
+from teperf import api, config
+cfg = config.load_config("default", {"processes": 4})
+path = api.compare(cfg, api.path_side("base", "old/"), api.path_side("head", "new/"))
+print(api.summarize(path).rows)
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from teperf import __version__
-from teperf.bundle import Bundle, now_iso
+from teperf.bundle import Bundle, coordinator_facts, now_iso
 from teperf.config import Config
-from teperf.bundle import coordinator_facts
 from teperf.engine.adaptive import Adaptive, Snapshot
 from teperf.engine.coordinator import lane_cores, run_schedule
 from teperf.engine.signals import terminate_as_interrupt
@@ -45,19 +44,29 @@ def path_side(label: str, path: Optional[str] = None, python: Optional[str] = No
     import re
 
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", label or ""):
-        raise TeperfError(f"side label {label!r} is not a plain name", "use letters, digits, '.', '_' or '-' (--label)")
+        raise TeperfError(
+            f"side label {label!r} is not a plain name", "use letters, digits, '.', '_' or '-' (--label)"
+        )
     option = "--path" if label not in ("base", "head") else f"--{label}-path"
     sys_path: tuple[str, ...] = ()
     if path is not None:
         p = Path(path)
         if not p.is_dir():
-            raise TeperfError(f"{option} {path!r} is not a directory", f"point {option} at the directory that holds the package to import")
+            raise TeperfError(
+                f"{option} {path!r} is not a directory",
+                f"point {option} at the directory that holds the package to import",
+            )
         sys_path = (str(p.resolve()),)
     if python is not None:
         from teperf.engine.spawn import check_python
 
         check_python(python)
-    return Side(label=label, python=python or sys.executable, sys_path=sys_path, description={"kind": "env" if python else "path"})
+    return Side(
+        label=label,
+        python=python or sys.executable,
+        sys_path=sys_path,
+        description={"kind": "env" if python else "path"},
+    )
 
 
 def cpu_model() -> str:
@@ -113,10 +122,14 @@ def measure(
     ``cases`` narrows the matrix (e.g. one shard of it); default: all of ``expand(config)``.
     """
     if len(sides) not in (1, 2) or len({s.label for s in sides}) != len(sides):
-        raise TeperfError("need one side (run) or two differently labelled sides (compare)", "check the side options")
+        raise TeperfError(
+            "need one side (run) or two differently labelled sides (compare)", "check the side options"
+        )
     if len(sides) == 1 and config.schedule.precision_pct is not None:
-        raise TeperfError("--precision needs two sides: it aims at the width of the base-vs-head interval",
-                          "use it with compare or nightly; `run` takes --processes (and --budget)")
+        raise TeperfError(
+            "--precision needs two sides: it aims at the width of the base-vs-head interval",
+            "use it with compare or nightly; `run` takes --processes (and --budget)",
+        )
     check_balance(config, len(sides))
     cases = cases if cases is not None else expand(config)
     check_memory(cases, config.device)

@@ -57,7 +57,11 @@ def coordinator_gone(meta: dict) -> bool:
     """True when meta says ``running`` but its coordinator no longer exists on this host.
     Unknown (another host, no record) counts as not gone."""
     facts = meta.get("coordinator")
-    if meta.get("status") != "running" or not isinstance(facts, dict) or facts.get("hostname") != socket.gethostname():
+    if (
+        meta.get("status") != "running"
+        or not isinstance(facts, dict)
+        or facts.get("hostname") != socket.gethostname()
+    ):
         return False
     pid = facts.get("pid")
     if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
@@ -90,7 +94,9 @@ class Bundle:
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise TeperfError(f"cannot create results directory {root}: {exc.strerror}", "pass a writable --results-dir")
+            raise TeperfError(
+                f"cannot create results directory {root}: {exc.strerror}", "pass a writable --results-dir"
+            )
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         path = root / f"{stamp}-{kind}-{secrets.token_hex(2)}"
         path.mkdir()
@@ -105,7 +111,10 @@ class Bundle:
     def open(cls, path: str | os.PathLike) -> "Bundle":
         p = Path(path)
         if not (p / META_FILE).is_file():
-            raise TeperfError(f"{p} is not a teperf bundle (no {META_FILE})", "pass a directory under results/ written by teperf run/compare")
+            raise TeperfError(
+                f"{p} is not a teperf bundle (no {META_FILE})",
+                "pass a directory under results/ written by teperf run/compare",
+            )
         bundle = cls(p)
         try:
             meta = bundle.read_meta()
@@ -124,11 +133,15 @@ class Bundle:
         try:
             meta = json.loads((self.path / META_FILE).read_bytes().decode("utf-8"))
         except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
-            raise TeperfError(f"cannot read {self.path / META_FILE}: {str(exc)[:200]}",
-                              "the bundle is damaged; re-run the measurement")
+            raise TeperfError(
+                f"cannot read {self.path / META_FILE}: {str(exc)[:200]}",
+                "the bundle is damaged; re-run the measurement",
+            )
         if not isinstance(meta, dict):
-            raise TeperfError(f"{self.path / META_FILE} holds no metadata object",
-                              "the bundle is damaged; re-run the measurement")
+            raise TeperfError(
+                f"{self.path / META_FILE} holds no metadata object",
+                "the bundle is damaged; re-run the measurement",
+            )
         return meta
 
     def meta(self) -> BundleMeta:

@@ -27,8 +27,23 @@ from teperf.records import TrialRecord
 from teperf.render import TableModel, render_markdown, render_rich
 from teperf.summary import Summary, stats_from_meta, summarize
 
-FIELDS = ("module", "recipe", "shape", "mode", "lane", "core", "n_pairs", "base_us", "level_pct", "delta_pct",
-          "ci_low_pct", "ci_high_pct", "verdict", "agree_p", "agree")
+FIELDS = (
+    "module",
+    "recipe",
+    "shape",
+    "mode",
+    "lane",
+    "core",
+    "n_pairs",
+    "base_us",
+    "level_pct",
+    "delta_pct",
+    "ci_low_pct",
+    "ci_high_pct",
+    "verdict",
+    "agree_p",
+    "agree",
+)
 
 
 def lane_cores(path) -> dict[int, list[int]]:
@@ -82,9 +97,17 @@ def _figures(r: dict, whole: dict) -> dict:
     level = None
     if r.get("base_us") and whole.get("base_us"):
         level = (r["base_us"] / whole["base_us"] - 1) * 100
-    return {"n_pairs": r.get("n_pairs"), "base_us": r.get("base_us"), "level_pct": level, "delta_pct": r.get("delta_pct"),
-            "ci_low_pct": r.get("ci_low_pct"), "ci_high_pct": r.get("ci_high_pct"), "verdict": r.get("verdict"),
-            "agree_p": None, "agree": ""}
+    return {
+        "n_pairs": r.get("n_pairs"),
+        "base_us": r.get("base_us"),
+        "level_pct": level,
+        "delta_pct": r.get("delta_pct"),
+        "ci_low_pct": r.get("ci_low_pct"),
+        "ci_high_pct": r.get("ci_high_pct"),
+        "verdict": r.get("verdict"),
+        "agree_p": None,
+        "agree": "",
+    }
 
 
 def table_model(summary: Summary, rows: list[dict]) -> TableModel:
@@ -96,7 +119,11 @@ def table_model(summary: Summary, rows: list[dict]) -> TableModel:
         cols += ["delta %", "95% CI", "verdict", "lanes agree (p)"]
     lines, styles = [], []
     for r in rows:
-        line = [r["module"], r["recipe"]] + ([r["shape"]] if show_shape else []) + ([r["mode"]] if show_mode else [])
+        line = (
+            [r["module"], r["recipe"]]
+            + ([r["shape"]] if show_shape else [])
+            + ([r["mode"]] if show_mode else [])
+        )
         base = "-" if r["base_us"] is None else f"{r['base_us']:,.1f} us"
         level = "" if r["lane"] == "all" or r["level_pct"] is None else f"{r['level_pct']:+.1f}%"
         line += [str(r["lane"]), r["core"], str(r["n_pairs"] or 0), base, level]
@@ -110,15 +137,26 @@ def table_model(summary: Summary, rows: list[dict]) -> TableModel:
     n_lanes = len({r["lane"] for r in rows if r["lane"] != "all"})
     differ = sum(r.get("agree") == "NO" for r in rows)
     tested = sum(r.get("agree") in ("yes", "NO") for r in rows)
-    footer = [f"{n_lanes} lane{'s' if n_lanes != 1 else ''}; level: a lane's base time against all lanes' "
-              "(a slower lane shows there; pairing cancels what hits both sides of a couple alike)"]
+    footer = [
+        f"{n_lanes} lane{'s' if n_lanes != 1 else ''}; level: a lane's base time against all lanes' "
+        "(a slower lane shows there; pairing cancels what hits both sides of a couple alike)"
+    ]
     if summary.compare:
-        footer.append(f"lanes agree: one-way ANOVA of the per-pair log ratios across lanes (lanes with 2+ pairs); "
-                      f"NO = p < alpha. {differ} of {tested} cells differ (about 5% expected by chance)")
+        footer.append(
+            f"lanes agree: one-way ANOVA of the per-pair log ratios across lanes (lanes with 2+ pairs); "
+            f"NO = p < alpha. {differ} of {tested} cells differ (about 5% expected by chance)"
+        )
     if summary.path:
         footer.append(f"bundle: {summary.path}")
-    return TableModel(title="teperf report --by-lane", header=[], columns=cols, rows=lines, styles=styles, footer=footer,
-                      numeric=("lane", "core", "pairs", "base", "level", "delta %"))
+    return TableModel(
+        title="teperf report --by-lane",
+        header=[],
+        columns=cols,
+        rows=lines,
+        styles=styles,
+        footer=footer,
+        numeric=("lane", "core", "pairs", "base", "level", "delta %"),
+    )
 
 
 def _clean(v):

@@ -10,9 +10,10 @@ import dataclasses
 import importlib.resources
 import os
 import re
-import tomllib
 from pathlib import Path
 from typing import Any, Mapping
+
+import tomllib
 
 from teperf.cpus import check_core
 from teperf.errors import TeperfError
@@ -21,8 +22,13 @@ BACKENDS = ("torch", "te")
 DEVICES = ("cpu", "cuda")
 MODES = ("eager", "cuda-graph", "compile")
 METRICS = ("process_cpu", "thread_cpu", "wall")
-CONFIGS_PACKAGE = "teperf.configs"  # shipped configs are package data: the same in editable and normal installs
-COMPILE_CACHES = ("cold", "warm")  # inductor's on-disk cache at a compile case's first call (teperf/worker/compile_cache.py)
+CONFIGS_PACKAGE = (
+    "teperf.configs"  # shipped configs are package data: the same in editable and normal installs
+)
+COMPILE_CACHES = (
+    "cold",
+    "warm",
+)  # inductor's on-disk cache at a compile case's first call (teperf/worker/compile_cache.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +66,9 @@ DEFAULT_PRECISION_BUDGET_S = 600.0  # --precision without --budget: stop after t
 @dataclasses.dataclass(frozen=True)
 class Stats:
     alpha: float = 0.05  # 1 - confidence of the interval
-    min_effect_pct: float = 1.0  # "no change" needs the whole interval inside +-this; changes under it do not matter
+    min_effect_pct: float = (
+        1.0  # "no change" needs the whole interval inside +-this; changes under it do not matter
+    )
     metric: str = "process_cpu"
 
 
@@ -78,8 +86,12 @@ class Config:
     seed: int = 0
     counters: bool = False
     prestart: int | None = None  # pairs started ahead on spare cores while one measures; None = auto
-    compile_cache: str = "cold"  # cold: every compile case starts from an empty cache; warm: from a filled one
-    lanes: int = 1  # pairs measuring at once, each on its own physical core (engine/lanes.py); "auto" resolved
+    compile_cache: str = (
+        "cold"  # cold: every compile case starts from an empty cache; warm: from a filled one
+    )
+    lanes: int = (
+        1  # pairs measuring at once, each on its own physical core (engine/lanes.py); "auto" resolved
+    )
     source: str | None = None  # the TOML file it came from
     from_cli: tuple[str, ...] = ()  # keys whose value the user typed as a flag: errors name the flag
 
@@ -92,20 +104,40 @@ class Config:
 
 
 # Config key -> the CLI flag that overrides it, where the names differ.
-CLI_FLAGS = {"timeout_s": "--timeout", "min_effect_pct": "--min-effect", "shapes": "--shape",
-             "compile_cache": "--compile-cache"}
+CLI_FLAGS = {
+    "timeout_s": "--timeout",
+    "min_effect_pct": "--min-effect",
+    "shapes": "--shape",
+    "compile_cache": "--compile-cache",
+}
 
 
 def _named(key: str, overrides: Mapping[str, Any]) -> str:
     return CLI_FLAGS.get(key, f"--{key}") if overrides.get(key) is not None else key
 
 
-_TOP_KEYS = {"backend", "device", "modules", "recipes", "modes", "shapes", "core", "seed", "counters", "prestart",
-             "compile_cache", "lanes", "schedule", "stats"}
+_TOP_KEYS = {
+    "backend",
+    "device",
+    "modules",
+    "recipes",
+    "modes",
+    "shapes",
+    "core",
+    "seed",
+    "counters",
+    "prestart",
+    "compile_cache",
+    "lanes",
+    "schedule",
+    "stats",
+}
 _SCHEDULE_KEYS = {f.name for f in dataclasses.fields(Schedule)}
 _STATS_KEYS = {f.name for f in dataclasses.fields(Stats)}
-_RETIRED = {"noise_limit_pct": "the 'noisy' verdict is gone: an interval that reaches past +-min_effect_pct is "
-                               "'inconclusive'; delete noise_limit_pct from [stats]"}
+_RETIRED = {
+    "noise_limit_pct": "the 'noisy' verdict is gone: an interval that reaches past +-min_effect_pct is "
+    "'inconclusive'; delete noise_limit_pct from [stats]"
+}
 
 
 def backend_module(name: str):
@@ -124,7 +156,9 @@ def backend_module(name: str):
 
 def parse_shape(text: str) -> tuple[int, ...]:
     if not re.fullmatch(r"\s*\d+(\s*[,x]\s*\d+)*\s*", text or ""):
-        raise TeperfError(f"malformed shape {text!r}", "write it as comma-separated positive integers, e.g. --shape 8,2,256")
+        raise TeperfError(
+            f"malformed shape {text!r}", "write it as comma-separated positive integers, e.g. --shape 8,2,256"
+        )
     dims = tuple(int(d) for d in re.split(r"[,x]", text.replace(" ", "")))
     if any(d <= 0 for d in dims):
         raise TeperfError(f"malformed shape {text!r}: dimensions must be positive", "e.g. --shape 8,2,256")
@@ -141,11 +175,20 @@ def parse_duration(value, name: str = "--budget") -> float:
     else:
         text = str(value).strip().lower().replace(" ", "")
         parts = re.findall(r"(\d+(?:\.\d+)?)([hms]?)", text)
-        if not text or "".join(n + u for n, u in parts) != text or (len(parts) > 1 and not all(u for _, u in parts)):
-            raise TeperfError(f"malformed duration {value!r} for {name}", "write a duration like 5m, 90s, 1h, 1h30m or plain seconds")
+        if (
+            not text
+            or "".join(n + u for n, u in parts) != text
+            or (len(parts) > 1 and not all(u for _, u in parts))
+        ):
+            raise TeperfError(
+                f"malformed duration {value!r} for {name}",
+                "write a duration like 5m, 90s, 1h, 1h30m or plain seconds",
+            )
         seconds = sum(float(n) * DURATION_UNITS[u or "s"] for n, u in parts)
     if not seconds > 0 or seconds != seconds or seconds == float("inf"):
-        raise TeperfError(f"{name} must be a positive duration, got {value!r}", "write a duration like 5m, 90s or 1h")
+        raise TeperfError(
+            f"{name} must be a positive duration, got {value!r}", "write a duration like 5m, 90s or 1h"
+        )
     return seconds
 
 
@@ -171,7 +214,9 @@ def resolve_config(name: str) -> tuple[str, str]:
     stem = name[: -len(".toml")] if name.endswith(".toml") else name
     if stem in shipped:
         return f"{CONFIGS_PACKAGE}:{stem}.toml", shipped[stem]
-    raise TeperfError(f"config file {name!r} not found", f"give a path or one of: {', '.join(sorted(shipped))}")
+    raise TeperfError(
+        f"config file {name!r} not found", f"give a path or one of: {', '.join(sorted(shipped))}"
+    )
 
 
 def load_config(path: str | os.PathLike | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
@@ -193,12 +238,17 @@ def _unknown(keys, known, where: str):
         if key in _RETIRED:
             raise TeperfError(f"config key {key!r} in {where} was retired", _RETIRED[key])
     if extra:
-        raise TeperfError(f"unknown config key {extra[0]!r} in {where}", f"known keys: {', '.join(sorted(known))}")
+        raise TeperfError(
+            f"unknown config key {extra[0]!r} in {where}", f"known keys: {', '.join(sorted(known))}"
+        )
 
 
 def _positive_int(value, name: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise TeperfError(f"{name} must be an integer >= {minimum}, got {value!r}", f"set {name} to a whole number >= {minimum}")
+        raise TeperfError(
+            f"{name} must be an integer >= {minimum}, got {value!r}",
+            f"set {name} to a whole number >= {minimum}",
+        )
     return value
 
 
@@ -212,15 +262,29 @@ def _table(raw: Mapping[str, Any], key: str) -> dict:
 def _string_list(value, key: str) -> list | None:
     if value is None:
         return None
-    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise TeperfError(f"{key} must be a list of names, got {value!r}", f'write e.g. {key} = ["{key[:-1]}"]' if key != "recipes" else 'write e.g. recipes = ["bf16"]')
+    if (
+        isinstance(value, str)
+        or not isinstance(value, (list, tuple))
+        or not all(isinstance(v, str) for v in value)
+    ):
+        raise TeperfError(
+            f"{key} must be a list of names, got {value!r}",
+            f'write e.g. {key} = ["{key[:-1]}"]' if key != "recipes" else 'write e.g. recipes = ["bf16"]',
+        )
     return list(value)
 
 
 def _number(value, name: str, low: float, high: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low or (high is not None and value > high):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or value < low
+        or (high is not None and value > high)
+    ):
         bound = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise TeperfError(f"{name} must be a number {bound}, got {value!r}", f"set {name} to a number {bound}")
+        raise TeperfError(
+            f"{name} must be a number {bound}, got {value!r}", f"set {name} to a number {bound}"
+        )
     return float(value)
 
 
@@ -239,8 +303,10 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
     if device not in DEVICES:
         raise TeperfError(f"unknown device {device!r}", f"use one of: {', '.join(DEVICES)}")
     if backend == "te" and device == "cpu":  # else every cell is skipped and nothing is measured
-        raise TeperfError(f"{_named('backend', ov)} te needs a CUDA device, but {_named('device', ov)} is cpu",
-                          "use --device cuda on a GPU machine, or --backend torch for the CPU reference modules")
+        raise TeperfError(
+            f"{_named('backend', ov)} te needs a CUDA device, but {_named('device', ov)} is cpu",
+            "use --device cuda on a GPU machine, or --backend torch for the CPU reference modules",
+        )
     facts = backend_module(backend)
 
     # modules: a list of names, or a table of custom modules, or both (list names + [modules.X] tables)
@@ -250,20 +316,32 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
     if isinstance(mod_raw, dict):
         for name, spec in mod_raw.items():
             if not isinstance(spec, dict):
-                raise TeperfError(f"[modules.{name}] must be a table", 'write [modules.NAME] with factory = "pkg.mod:callable"')
+                raise TeperfError(
+                    f"[modules.{name}] must be a table",
+                    'write [modules.NAME] with factory = "pkg.mod:callable"',
+                )
             _unknown(spec, {"factory", "kwargs"}, f"[modules.{name}]")
             factory = spec.get("factory")
             kwargs = spec.get("kwargs") or {}
             if not isinstance(kwargs, dict):
-                raise TeperfError(f"[modules.{name}] kwargs must be a table", "write kwargs = { name = value }")
+                raise TeperfError(
+                    f"[modules.{name}] kwargs must be a table", "write kwargs = { name = value }"
+                )
             if factory is None and name in facts.MODULES:
                 if kwargs and not getattr(facts, "TAKES_KWARGS", True):
-                    raise TeperfError(f"[modules.{name}] kwargs: the {backend} backend's built-in {name} takes no kwargs",
-                                      f"drop kwargs, or give [modules.{name}] a factory that uses them")
-                custom[name] = ModuleSpec(name, None, dict(kwargs))  # a built-in module with constructor kwargs
+                    raise TeperfError(
+                        f"[modules.{name}] kwargs: the {backend} backend's built-in {name} takes no kwargs",
+                        f"drop kwargs, or give [modules.{name}] a factory that uses them",
+                    )
+                custom[name] = ModuleSpec(
+                    name, None, dict(kwargs)
+                )  # a built-in module with constructor kwargs
                 continue
             if not isinstance(factory, str) or ":" not in factory:
-                raise TeperfError(f"[modules.{name}] needs factory = \"pkg.mod:callable\"", "add the factory key, or use a built-in module name")
+                raise TeperfError(
+                    f'[modules.{name}] needs factory = "pkg.mod:callable"',
+                    "add the factory key, or use a built-in module name",
+                )
             custom[name] = ModuleSpec(name, factory, dict(kwargs))
         names = list(custom)
     elif mod_raw is not None:
@@ -273,8 +351,10 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
     if names is None:
         names = list(facts.MODULES)
     if not names:
-        raise TeperfError(f"{_named('modules', ov)} is empty: nothing to measure",
-                          f"name at least one module, e.g. {', '.join(facts.MODULES[:2])}")
+        raise TeperfError(
+            f"{_named('modules', ov)} is empty: nothing to measure",
+            f"name at least one module, e.g. {', '.join(facts.MODULES[:2])}",
+        )
     modules = []
     for name in names:
         if name in custom:
@@ -283,22 +363,35 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
             modules.append(ModuleSpec(name))
         else:
             known = list(dict.fromkeys(list(facts.MODULES) + list(custom)))
-            raise TeperfError(f"unknown module {name!r} for backend {backend}", f"use one of: {', '.join(known)} (or add [modules.{name}] with a factory)")
+            raise TeperfError(
+                f"unknown module {name!r} for backend {backend}",
+                f"use one of: {', '.join(known)} (or add [modules.{name}] with a factory)",
+            )
 
     recipes = ov["recipes"] if "recipes" in ov else _string_list(raw.get("recipes"), "recipes")
     if recipes is not None and not recipes:
-        raise TeperfError(f"{_named('recipes', ov)} is empty: nothing to measure",
-                          f"name at least one recipe: {', '.join(facts.RECIPES)}")
+        raise TeperfError(
+            f"{_named('recipes', ov)} is empty: nothing to measure",
+            f"name at least one recipe: {', '.join(facts.RECIPES)}",
+        )
     if not recipes:
-        recipes = ("fp32",) if (backend == "torch" and device == "cpu") else (("bf16",) if backend == "torch" else tuple(facts.RECIPES))
+        recipes = (
+            ("fp32",)
+            if (backend == "torch" and device == "cpu")
+            else (("bf16",) if backend == "torch" else tuple(facts.RECIPES))
+        )
     for recipe in recipes:
         if recipe not in facts.RECIPES:
-            raise TeperfError(f"unknown recipe {recipe!r} for backend {backend}", f"use one of: {', '.join(facts.RECIPES)}")
+            raise TeperfError(
+                f"unknown recipe {recipe!r} for backend {backend}", f"use one of: {', '.join(facts.RECIPES)}"
+            )
 
     modes = ov["modes"] if "modes" in ov else _string_list(raw.get("modes"), "modes")
     if modes is not None and not modes:
-        raise TeperfError(f"{_named('modes', ov)} is empty: nothing to measure",
-                          f"name at least one mode: {', '.join(MODES)}")
+        raise TeperfError(
+            f"{_named('modes', ov)} is empty: nothing to measure",
+            f"name at least one mode: {', '.join(MODES)}",
+        )
     modes = tuple(modes or ("eager",))
     for mode in modes:
         if mode not in MODES:
@@ -308,15 +401,24 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
 
     shapes_raw = ov["shapes"] if "shapes" in ov else raw.get("shapes", [[8, 2, 256]])
     if isinstance(shapes_raw, (list, tuple)) and not shapes_raw:
-        raise TeperfError(f"{_named('shapes', ov)} is empty: nothing to measure",
-                          "give at least one shape, e.g. shapes = [[8, 2, 256]]")
-    if not isinstance(shapes_raw, (list, tuple)) or not all(isinstance(s, (list, tuple, str)) for s in shapes_raw):
-        raise TeperfError(f"shapes must be a list of shapes, got {shapes_raw!r}", "write shapes = [[8, 2, 256]] (a list of lists)")
+        raise TeperfError(
+            f"{_named('shapes', ov)} is empty: nothing to measure",
+            "give at least one shape, e.g. shapes = [[8, 2, 256]]",
+        )
+    if not isinstance(shapes_raw, (list, tuple)) or not all(
+        isinstance(s, (list, tuple, str)) for s in shapes_raw
+    ):
+        raise TeperfError(
+            f"shapes must be a list of shapes, got {shapes_raw!r}",
+            "write shapes = [[8, 2, 256]] (a list of lists)",
+        )
     shapes = []
     for shape in shapes_raw:
         dims = parse_shape(shape) if isinstance(shape, str) else tuple(shape)
         if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims):
-            raise TeperfError(f"malformed shape {shape!r}", "write shapes as lists of positive integers, e.g. [8, 2, 256]")
+            raise TeperfError(
+                f"malformed shape {shape!r}", "write shapes as lists of positive integers, e.g. [8, 2, 256]"
+            )
         shapes.append(dims)
 
     sched_vals = {**sched_raw, **{k: ov[k] for k in _SCHEDULE_KEYS if k in ov}}
@@ -326,7 +428,9 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
     if "warmup" in sched_vals:
         _positive_int(sched_vals["warmup"], _named("warmup", ov), minimum=0)
     if sched_vals.get("precision_pct") is not None:
-        sched_vals["precision_pct"] = _number(sched_vals["precision_pct"], "precision_pct (--precision)", 0.01, 100)
+        sched_vals["precision_pct"] = _number(
+            sched_vals["precision_pct"], "precision_pct (--precision)", 0.01, 100
+        )
     if sched_vals.get("budget_s") is not None:
         sched_vals["budget_s"] = parse_duration(sched_vals["budget_s"], "budget_s (--budget)")
     elif sched_vals.get("precision_pct") is not None:
@@ -336,14 +440,22 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
     timeout = sched_vals.get("timeout_s", 1)
     if isinstance(timeout, bool) or not (isinstance(timeout, (int, float)) and timeout > 0):
         name = _named("timeout_s", ov)
-        raise TeperfError(f"{name} must be a positive number of seconds, got {timeout!r}",
-                          f"e.g. {name} 600" if name.startswith("--") else "e.g. timeout_s = 600")
+        raise TeperfError(
+            f"{name} must be a positive number of seconds, got {timeout!r}",
+            f"e.g. {name} 600" if name.startswith("--") else "e.g. timeout_s = 600",
+        )
     schedule = Schedule(**sched_vals)
 
     stats_vals = {**stats_raw, **{k: ov[k] for k in _STATS_KEYS if k in ov}}
     stats = Stats(**stats_vals)
-    if isinstance(stats.alpha, bool) or not isinstance(stats.alpha, (int, float)) or not 0 < stats.alpha < 0.5:
-        raise TeperfError(f"alpha must be between 0 and 0.5, got {stats.alpha!r}", "e.g. alpha = 0.05 for a 95% interval")
+    if (
+        isinstance(stats.alpha, bool)
+        or not isinstance(stats.alpha, (int, float))
+        or not 0 < stats.alpha < 0.5
+    ):
+        raise TeperfError(
+            f"alpha must be between 0 and 0.5, got {stats.alpha!r}", "e.g. alpha = 0.05 for a 95% interval"
+        )
     _number(stats.min_effect_pct, _named("min_effect_pct", ov), 0)
     if stats.metric not in METRICS:
         raise TeperfError(f"unknown metric {stats.metric!r}", f"use one of: {', '.join(METRICS)}")
@@ -359,12 +471,19 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
     elif isinstance(prestart, str) and prestart.isdigit():
         prestart = int(prestart)
     elif isinstance(prestart, bool) or not isinstance(prestart, int) or prestart < 0:
-        raise TeperfError(f"prestart must be a whole number >= 0 or \"auto\", got {prestart!r}", "e.g. prestart = \"auto\" or --prestart 0 to start every pair cold")
+        raise TeperfError(
+            f'prestart must be a whole number >= 0 or "auto", got {prestart!r}',
+            'e.g. prestart = "auto" or --prestart 0 to start every pair cold',
+        )
     compile_cache = ov.get("compile_cache", raw.get("compile_cache", "cold"))
     if compile_cache not in COMPILE_CACHES:
-        raise TeperfError(f"unknown compile cache state {compile_cache!r}",
-                          f"{_named('compile_cache', ov)} takes one of: {', '.join(COMPILE_CACHES)}")
-    from teperf.engine.lanes import check_lanes  # not at the top: engine.lanes reads this module's core helpers
+        raise TeperfError(
+            f"unknown compile cache state {compile_cache!r}",
+            f"{_named('compile_cache', ov)} takes one of: {', '.join(COMPILE_CACHES)}",
+        )
+    from teperf.engine.lanes import (
+        check_lanes,
+    )  # not at the top: engine.lanes reads this module's core helpers
 
     lanes = check_lanes(ov.get("lanes", raw.get("lanes", 1)), core, _named("lanes", ov))
     return Config(

@@ -69,5 +69,7 @@ def check_core(core) -> int:
     if core is None:
         return cores[-1]
     if not core_usable(core):
-        raise TeperfError(f"core {core!r} is not available on this machine", f"use one of: {cpu_list_text(cores)} (--core)")
+        raise TeperfError(
+            f"core {core!r} is not available on this machine", f"use one of: {cpu_list_text(cores)} (--core)"
+        )
     return core

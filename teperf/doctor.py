@@ -28,12 +28,26 @@ import subprocess
 import sys
 from typing import Callable, NamedTuple, Optional
 
-from teperf.cpus import SYS_CPU, available_cores, check_core as default_core, cpu_list_text, parse_cpu_list, smt_siblings
-
+from teperf.cpus import (
+    SYS_CPU,
+    available_cores,
+    cpu_list_text,
+    parse_cpu_list,
+    smt_siblings,
+)
+from teperf.cpus import (
+    check_core as default_core,
+)
 
 STATUSES = ("ok", "warn", "fail", "unknown")
 PROC = "/proc"
-TE_DISTRIBUTIONS = ("transformer_engine", "transformer-engine", "transformer_engine_torch", "transformer-engine-cu12", "transformer-engine-cu13")
+TE_DISTRIBUTIONS = (
+    "transformer_engine",
+    "transformer-engine",
+    "transformer_engine_torch",
+    "transformer-engine-cu12",
+    "transformer-engine-cu13",
+)
 
 
 class Check(NamedTuple):
@@ -66,9 +80,19 @@ def check_core(core: int) -> Check:
     total = os.cpu_count() or len(cores)
     span = f"{len(cores)} usable of {total} logical cores ({cpu_list_text(cores)})"
     if core not in cores:
-        return Check("core", "fail", f"core {core} is not usable here: {span}", f"pick one of {cpu_list_text(cores)} with --core")
+        return Check(
+            "core",
+            "fail",
+            f"core {core} is not usable here: {span}",
+            f"pick one of {cpu_list_text(cores)} with --core",
+        )
     if len(cores) == 1:
-        return Check("core", "warn", f"core {core}; {span}: the coordinator, the OS and the workers share it", "use a machine (or cgroup) with at least 2 cores")
+        return Check(
+            "core",
+            "warn",
+            f"core {core}; {span}: the coordinator, the OS and the workers share it",
+            "use a machine (or cgroup) with at least 2 cores",
+        )
     notes = []
     status = "ok"
     siblings = smt_siblings(core, SYS_CPU) - {core}
@@ -78,7 +102,11 @@ def check_core(core: int) -> Check:
         status = "warn"
         notes.append("core 0 takes most interrupts and housekeeping")
     detail = f"core {core}; {span}" + (f"; {'; '.join(notes)}" if notes else "")
-    fix = f"use --core {cores[-1]}" if core == 0 else ("keep the sibling idle (or disable SMT)" if siblings else "")
+    fix = (
+        f"use --core {cores[-1]}"
+        if core == 0
+        else ("keep the sibling idle (or disable SMT)" if siblings else "")
+    )
     return Check("core", status, detail, fix)
 
 
@@ -90,7 +118,12 @@ def check_governor(core: int) -> Check:
         return Check("governor", "unknown", f"{path} not readable (no cpufreq here, common in VMs)")
     if governor == "performance":
         return Check("governor", "ok", f"core {core}: performance")
-    return Check("governor", "warn", f"core {core}: {governor} (clock speed changes with load)", "sudo cpupower frequency-set -g performance")
+    return Check(
+        "governor",
+        "warn",
+        f"core {core}: {governor} (clock speed changes with load)",
+        "sudo cpupower frequency-set -g performance",
+    )
 
 
 def check_turbo() -> Check:
@@ -100,14 +133,24 @@ def check_turbo() -> Check:
         value = _read(no_turbo)
         if value == "1":
             return Check("turbo", "ok", "turbo off (intel_pstate/no_turbo=1)")
-        return Check("turbo", "warn", "turbo on (intel_pstate/no_turbo=0): clock depends on temperature and other cores", f"echo 1 | sudo tee {no_turbo}")
+        return Check(
+            "turbo",
+            "warn",
+            "turbo on (intel_pstate/no_turbo=0): clock depends on temperature and other cores",
+            f"echo 1 | sudo tee {no_turbo}",
+        )
     except OSError:
         pass
     try:
         value = _read(boost)
         if value == "0":
             return Check("turbo", "ok", "boost off (cpufreq/boost=0)")
-        return Check("turbo", "warn", "boost on (cpufreq/boost=1): clock depends on temperature and other cores", f"echo 0 | sudo tee {boost}")
+        return Check(
+            "turbo",
+            "warn",
+            "boost on (cpufreq/boost=1): clock depends on temperature and other cores",
+            f"echo 0 | sudo tee {boost}",
+        )
     except OSError:
         pass
     return Check("turbo", "unknown", "neither intel_pstate/no_turbo nor cpufreq/boost is readable")
@@ -127,7 +170,12 @@ def check_isolation(core: int) -> Check:
         extra = "" if core in nohz else " (not nohz_full: the timer tick still interrupts it)"
         return Check("isolation", "ok", f"core {core} is isolated{extra}")
     if isolated:
-        return Check("isolation", "warn", f"core {core} is not isolated; isolated: {cpu_list_text(sorted(isolated))}", f"use --core {min(isolated)}")
+        return Check(
+            "isolation",
+            "warn",
+            f"core {core} is not isolated; isolated: {cpu_list_text(sorted(isolated))}",
+            f"use --core {min(isolated)}",
+        )
     return Check(
         "isolation",
         "warn",
@@ -143,7 +191,11 @@ def check_aslr() -> Check:
     except OSError:
         return Check("aslr", "unknown", f"{path} not readable")
     if value == "2":
-        return Check("aslr", "ok", "full ASLR (2): each fresh worker pair samples another address-space layout, as intended")
+        return Check(
+            "aslr",
+            "ok",
+            "full ASLR (2): each fresh worker pair samples another address-space layout, as intended",
+        )
     if value == "1":
         return Check("aslr", "ok", "partial ASLR (1): stack/mmap layouts vary between worker pairs")
     return Check(
@@ -164,7 +216,12 @@ def check_load() -> Check:
     ncpu = len(available_cores()) or 1
     detail = f"load average {load1:.2f} (1 min), {load5:.2f} (5 min) on {ncpu} usable cores"
     if load1 > max(1.0, 0.5 * ncpu):
-        return Check("load", "warn", detail + ": the machine is busy", "wait for other jobs to finish, or measure on a quiet machine")
+        return Check(
+            "load",
+            "warn",
+            detail + ": the machine is busy",
+            "wait for other jobs to finish, or measure on a quiet machine",
+        )
     return Check("load", "ok", detail)
 
 
@@ -206,7 +263,12 @@ def check_runnable(core: int) -> Check:
     if not found:
         return Check("runnable", "ok", f"no other runnable thread on core {core}")
     names = ", ".join(f"{name} ({tid})" for tid, name in found[:5]) + (" ..." if len(found) > 5 else "")
-    return Check("runnable", "warn", f"{len(found)} other runnable thread(s) on core {core}: {names}", "stop them, or pick a quiet core with --core")
+    return Check(
+        "runnable",
+        "warn",
+        f"{len(found)} other runnable thread(s) on core {core}: {names}",
+        "stop them, or pick a quiet core with --core",
+    )
 
 
 def check_clocksource() -> Check:
@@ -216,12 +278,19 @@ def check_clocksource() -> Check:
     except OSError:
         return Check("clocksource", "unknown", f"{path} not readable")
     if source in ("hpet", "acpi_pm"):
-        return Check("clocksource", "warn", f"{source}: reading the clock is slow (microseconds)", "use tsc if the kernel offers it (clocksource=tsc)")
+        return Check(
+            "clocksource",
+            "warn",
+            f"{source}: reading the clock is slow (microseconds)",
+            "use tsc if the kernel offers it (clocksource=tsc)",
+        )
     return Check("clocksource", "ok", source)
 
 
 def check_python() -> Check:
-    return Check("python", "ok", f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})")
+    return Check(
+        "python", "ok", f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})"
+    )
 
 
 def distribution_versions() -> dict:
@@ -254,7 +323,9 @@ _SIDE_PROBE = (
 
 def side_versions(python: str, timeout_s: float = 30.0) -> dict:
     """Ask another interpreter for its Python, torch and TE versions (metadata only, no imports)."""
-    out = subprocess.run([python, "-I", "-c", _SIDE_PROBE], capture_output=True, text=True, timeout=timeout_s, check=True)
+    out = subprocess.run(
+        [python, "-I", "-c", _SIDE_PROBE], capture_output=True, text=True, timeout=timeout_s, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -267,10 +338,20 @@ def check_versions(python: Optional[str] = None) -> list[Check]:
         else:
             found = side_versions(python)
     except (FileNotFoundError, PermissionError) as exc:
-        return [Check(f"python{label}", "fail", f"cannot run the interpreter: {exc}", "point --python (and --base-python/--head-python) at an executable python")]
+        return [
+            Check(
+                f"python{label}",
+                "fail",
+                f"cannot run the interpreter: {exc}",
+                "point --python (and --base-python/--head-python) at an executable python",
+            )
+        ]
     except Exception as exc:
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
-        return [Check(f"torch{label}", "unknown", f"could not ask the interpreter: {reason}"), Check(f"transformer_engine{label}", "unknown", "see torch")]
+        return [
+            Check(f"torch{label}", "unknown", f"could not ask the interpreter: {reason}"),
+            Check(f"transformer_engine{label}", "unknown", "see torch"),
+        ]
     checks = []
     if python is not None:
         checks.append(Check(f"python{label}", "ok", f"Python {found.get('python')}"))
@@ -281,13 +362,24 @@ def check_versions(python: Optional[str] = None) -> list[Check]:
         # A side's interpreter without torch cannot run a worker; the coordinator's own
         # interpreter only needs torch when a side uses it (the default).
         status = "fail" if python is not None else "warn"
-        checks.append(Check(f"torch{label}", status, "torch is not installed: workers started with this interpreter cannot run", "install torch into this interpreter"))
+        checks.append(
+            Check(
+                f"torch{label}",
+                status,
+                "torch is not installed: workers started with this interpreter cannot run",
+                "install torch into this interpreter",
+            )
+        )
     te_version = found.get("transformer_engine")
     if te_version:
         checks.append(Check(f"transformer_engine{label}", "ok", f"TransformerEngine {te_version}"))
     else:
         checks.append(
-            Check(f"transformer_engine{label}", "ok", "not installed as a distribution (fine for --backend torch; a side may bring TE on its path)")
+            Check(
+                f"transformer_engine{label}",
+                "ok",
+                "not installed as a distribution (fine for --backend torch; a side may bring TE on its path)",
+            )
         )
     return checks
 
@@ -298,7 +390,11 @@ def _nvidia_smi(args: list[str], timeout_s: float = 15.0) -> Optional[str]:
         return None
     out = subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout_s)
     if out.returncode != 0:
-        raise RuntimeError((out.stderr or out.stdout).strip().splitlines()[0] if (out.stderr or out.stdout).strip() else f"exit {out.returncode}")
+        raise RuntimeError(
+            (out.stderr or out.stdout).strip().splitlines()[0]
+            if (out.stderr or out.stdout).strip()
+            else f"exit {out.returncode}"
+        )
     return out.stdout
 
 
@@ -317,7 +413,11 @@ def check_gpu_visible() -> Check:
     listing = _nvidia_smi(["-L"])
     if listing is None:
         driver = os.path.exists("/proc/driver/nvidia/version")
-        detail = "nvidia-smi not found" + ("" if driver else " and no NVIDIA driver loaded") + " (fine for --device cpu)"
+        detail = (
+            "nvidia-smi not found"
+            + ("" if driver else " and no NVIDIA driver loaded")
+            + " (fine for --device cpu)"
+        )
         return Check("gpu", "unknown", detail, "install the NVIDIA driver utilities to measure --device cuda")
     gpus = [line.strip() for line in listing.splitlines() if line.strip().startswith("GPU")]
     if not gpus:
@@ -331,7 +431,10 @@ def check_gpu_busy() -> Check:
     usage = _nvidia_smi(["--query-gpu=index,utilization.gpu,memory.used", "--format=csv,noheader,nounits"])
     if usage is None:
         return Check("gpu_busy", "unknown", "nvidia-smi not found")
-    apps = _nvidia_smi(["--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader,nounits"]) or ""
+    apps = (
+        _nvidia_smi(["--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader,nounits"])
+        or ""
+    )
     busy = []
     for line in usage.strip().splitlines():
         fields = [f.strip() for f in line.split(",")]
@@ -340,7 +443,12 @@ def check_gpu_busy() -> Check:
     procs = [line.strip() for line in apps.strip().splitlines() if line.strip()]
     if busy or procs:
         detail = "; ".join(busy + [f"process {p}" for p in procs[:5]])
-        return Check("gpu_busy", "warn", detail, "wait for the other GPU work to finish: it competes for the GPU and the host")
+        return Check(
+            "gpu_busy",
+            "warn",
+            detail,
+            "wait for the other GPU work to finish: it competes for the GPU and the host",
+        )
     return Check("gpu_busy", "ok", "GPU idle, no compute processes")
 
 
@@ -355,7 +463,10 @@ def quick_checks(core: Optional[int] = None, device: str = "cpu") -> list[Check]
     core = default_core(None) if core is None else core  # compare's default core
     checks = [_safe("core", lambda: check_core(core))]
     if checks[0].status != "fail":  # advice about a core this machine lacks (isolcpus=999) would mislead
-        checks += [_safe("governor", lambda: check_governor(core)), _safe("isolation", lambda: check_isolation(core))]
+        checks += [
+            _safe("governor", lambda: check_governor(core)),
+            _safe("isolation", lambda: check_isolation(core)),
+        ]
     checks += [_safe("turbo", check_turbo), _safe("aslr", check_aslr), _safe("load", check_load)]
     if checks[0].status != "fail":
         checks.append(_safe("runnable", lambda: check_runnable(core)))

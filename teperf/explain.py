@@ -87,7 +87,9 @@ def diff_profiles(base: Iterable[dict], head: Iterable[dict]) -> list[FunctionDe
             key = _key(row)
             delta = table.get(key)
             if delta is None:
-                delta = table[key] = FunctionDelta(rel=key[0], name=key[1], file=row.get("file", key[0]), line=int(row.get("line") or 0))
+                delta = table[key] = FunctionDelta(
+                    rel=key[0], name=key[1], file=row.get("file", key[0]), line=int(row.get("line") or 0)
+                )
             elif side == "head" and not delta.in_head:
                 delta.file, delta.line = row.get("file", delta.file), int(row.get("line") or 0)
             setattr(delta, f"in_{side}", True)
@@ -128,7 +130,10 @@ def summary(deltas: list[FunctionDelta], n_time: int = 2, n_calls: int = 2) -> s
             break
         parts.append(f"{signed_us(d.d_own_us)} in {d.short_name}" + (f" ({d.where})" if d.where else ""))
     for d in by_calls(deltas, n_calls):
-        parts.append(f"{_fmt_count(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.short_name}" + (f" ({d.where})" if d.where else ""))
+        parts.append(
+            f"{_fmt_count(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.short_name}"
+            + (f" ({d.where})" if d.where else "")
+        )
     return ", ".join(parts) if parts else "no function-level difference"
 
 
@@ -139,7 +144,9 @@ def render_text(deltas: list[FunctionDelta], n: int = 15, title: str = "") -> st
         lines.append(title)
     total_base = sum(d.base_own_us for d in deltas)
     total_head = sum(d.head_own_us for d in deltas)
-    lines.append(f"profiled own time per step: base {total_base:.1f} us, head {total_head:.1f} us ({signed_us(total_head - total_base)}; includes cProfile overhead)")
+    lines.append(
+        f"profiled own time per step: base {total_base:.1f} us, head {total_head:.1f} us ({signed_us(total_head - total_base)}; includes cProfile overhead)"
+    )
     lines.append("")
     lines.append(f"By own time (top {n}):")
     lines.append(f"  {'delta':>10} {'base':>9} {'head':>9} {'calls b/h':>13}  function")
@@ -153,7 +160,9 @@ def render_text(deltas: list[FunctionDelta], n: int = 15, title: str = "") -> st
     if not changed:
         lines.append("  (no call count changed)")
     for d in changed:
-        lines.append(f"  {_fmt_count(d.d_calls):>10} {_calls_pair(d):>19} {signed_us(d.d_cum_us):>10} cum  {d.short_name}  {d.where}{_presence(d)}")
+        lines.append(
+            f"  {_fmt_count(d.d_calls):>10} {_calls_pair(d):>19} {signed_us(d.d_cum_us):>10} cum  {d.short_name}  {d.where}{_presence(d)}"
+        )
     return "\n".join(lines)
 
 
@@ -230,7 +239,9 @@ def find_case(meta: dict, cell: Optional[str]) -> dict:
 
     cases = list(meta.get("cases") or [])
     if not cases:
-        raise TeperfError("the bundle's metadata lists no cases", "explain a bundle written by teperf compare")
+        raise TeperfError(
+            "the bundle's metadata lists no cases", "explain a bundle written by teperf compare"
+        )
     names = ["/".join(_cell_fields(c)) for c in cases]
     if not cell:
         if len(cases) == 1:
@@ -241,7 +252,10 @@ def find_case(meta: dict, cell: Optional[str]) -> dict:
     if not hits:
         raise TeperfError(f"no cell {cell!r} in the bundle", "use one of: " + ", ".join(names))
     if len(hits) > 1:
-        raise TeperfError(f"--cell {cell!r} matches {len(hits)} cells", "add /SHAPE and /MODE, one of: " + ", ".join("/".join(_cell_fields(c)) for c in hits))
+        raise TeperfError(
+            f"--cell {cell!r} matches {len(hits)} cells",
+            "add /SHAPE and /MODE, one of: " + ", ".join("/".join(_cell_fields(c)) for c in hits),
+        )
     return hits[0]
 
 
@@ -252,14 +266,19 @@ def sides_from_meta(meta: dict) -> list:
 
     described = meta.get("sides") or {}
     if not described:
-        raise TeperfError("the bundle's metadata has no sides", "explain a bundle written by teperf compare or run")
+        raise TeperfError(
+            "the bundle's metadata has no sides", "explain a bundle written by teperf compare or run"
+        )
     sides = []
     for label, desc in described.items():
         desc = dict(desc)
         sys_path = tuple(desc.pop("sys_path", ()) or ())
         missing = [p for p in sys_path if not os.path.isdir(p)]
         if missing:
-            raise TeperfError(f"the {label} side's directory {missing[0]} is gone", "run teperf compare again to rebuild the sides")
+            raise TeperfError(
+                f"the {label} side's directory {missing[0]} is gone",
+                "run teperf compare again to rebuild the sides",
+            )
         sides.append(
             Side(
                 label=desc.pop("label", label),
@@ -327,7 +346,11 @@ def profile_case(
     from teperf.errors import TeperfError
     from teperf.plan import Case
 
-    fields = {f: case[f] for f in ("id", "backend", "module", "recipe", "shape", "dtype", "mode", "factory", "kwargs") if f in case}
+    fields = {
+        f: case[f]
+        for f in ("id", "backend", "module", "recipe", "shape", "dtype", "mode", "factory", "kwargs")
+        if f in case
+    }
     fields["shape"] = tuple(fields.get("shape") or ())
     wire = Case(**fields).to_wire(device, warmup)
     log_dir = Path(log_dir)
@@ -351,21 +374,30 @@ def profile_case(
                     timeout_s=timeout_s,
                 )
             except WorkerError as exc:
-                raise TeperfError(f"the {side.label} worker did not start: {exc}", f"see {log_dir / (side.label + '.log')}")
+                raise TeperfError(
+                    f"the {side.label} worker did not start: {exc}", f"see {log_dir / (side.label + '.log')}"
+                )
         for side in sides:  # both import at once; then each collects its hello and pins
             worker = workers[side.label]
             try:
                 hello = worker.wait_ready()
             except WorkerError as exc:
-                raise TeperfError(f"the {side.label} worker did not start: {exc}", f"see {log_dir / (side.label + '.log')}")
+                raise TeperfError(
+                    f"the {side.label} worker did not start: {exc}", f"see {log_dir / (side.label + '.log')}"
+                )
             result["hello"][side.label] = hello
         for side in sides:
             reply = workers[side.label].request({"cmd": "setup", "case": wire})
             if reply.get("type") != "ready":
-                raise TeperfError(f"the {side.label} side could not set up {'/'.join(_cell_fields(case))}: {reply.get('error')}", f"see {log_dir / (side.label + '.log')}")
+                raise TeperfError(
+                    f"the {side.label} side could not set up {'/'.join(_cell_fields(case))}: {reply.get('error')}",
+                    f"see {log_dir / (side.label + '.log')}",
+                )
         for side in sides:
             reply = workers[side.label].request({"cmd": "counters", "case_id": wire["id"]})
-            result["counters"][side.label] = reply.get("counters") if reply.get("type") == "counters" else None
+            result["counters"][side.label] = (
+                reply.get("counters") if reply.get("type") == "counters" else None
+            )
             if reply.get("type") != "counters":
                 result["errors"][side.label] = f"counters: {reply.get('error')}"
         for r in range(max(int(repeats), 1)):
@@ -373,9 +405,14 @@ def profile_case(
             for side in order:
                 if progress:
                     progress(f"profiling {side.label} ({r + 1}/{repeats})")
-                reply = workers[side.label].request({"cmd": "profile", "case_id": wire["id"], "iters": int(iters)})
+                reply = workers[side.label].request(
+                    {"cmd": "profile", "case_id": wire["id"], "iters": int(iters)}
+                )
                 if reply.get("type") != "profile":
-                    raise TeperfError(f"profiling the {side.label} side failed: {reply.get('error')}", f"see {log_dir / (side.label + '.log')}")
+                    raise TeperfError(
+                        f"profiling the {side.label} side failed: {reply.get('error')}",
+                        f"see {log_dir / (side.label + '.log')}",
+                    )
                 runs[side.label].append(reply["functions"])
     except WorkerError as exc:
         raise TeperfError(f"a worker failed while explaining: {exc}", f"see the logs in {log_dir}")
@@ -442,7 +479,9 @@ def explain_bundle(
     if len(labels) == 2:
         base, head = labels
         deltas = diff_profiles(outcome["profiles"][base], outcome["profiles"][head])
-        report["counters_diff"] = counters_diff(outcome["counters"].get(base), outcome["counters"].get(head), full=True)
+        report["counters_diff"] = counters_diff(
+            outcome["counters"].get(base), outcome["counters"].get(head), full=True
+        )
         report["diff"] = to_json(deltas)
     target = log_dir / "explain.json"
     try:
@@ -455,13 +494,17 @@ def explain_bundle(
 
 def render_report(report: dict, n: int = 15) -> str:
     """Text for ``teperf explain``."""
-    lines = [f"explain {report['cell']} (core {report['core']}, {report['repeats']} x {report['iters']} profiled steps per side)"]
+    lines = [
+        f"explain {report['cell']} (core {report['core']}, {report['repeats']} x {report['iters']} profiled steps per side)"
+    ]
     labels = report["sides"]
     counters = report.get("counters") or {}
     for label in labels:
         c = counters.get(label)
         if c:
-            lines.append(f"  {label} counters: " + ", ".join(f"{k}={v}" for k, v in c.items() if v is not None))
+            lines.append(
+                f"  {label} counters: " + ", ".join(f"{k}={v}" for k, v in c.items() if v is not None)
+            )
     if len(labels) == 2:
         lines.append(f"  counters {labels[1]} - {labels[0]}: {report.get('counters_diff') or 'n/a'}")
         deltas = diff_profiles(report["profiles"][labels[0]], report["profiles"][labels[1]])

@@ -28,8 +28,10 @@ def parse_fail_on(values: Iterable[str] | None) -> set[str]:
             if not name:
                 continue
             if name not in FAIL_ON:
-                raise TeperfError(f"--fail-on {name!r} is not a verdict",
-                                  f"use {', '.join(FAIL_ON)} (repeat it or join with commas)")
+                raise TeperfError(
+                    f"--fail-on {name!r} is not a verdict",
+                    f"use {', '.join(FAIL_ON)} (repeat it or join with commas)",
+                )
             verdicts |= FAIL_ON[name]
     return verdicts
 
@@ -42,7 +44,9 @@ def failing_cells(rows: Sequence[dict], verdicts: set[str]) -> list[str]:
     for r in rows:
         if r.get("verdict") not in verdicts:
             continue
-        cell = "/".join([r["module"], r["recipe"]] + ([r["shape"]] if shapes else []) + ([r["mode"]] if modes else []))
+        cell = "/".join(
+            [r["module"], r["recipe"]] + ([r["shape"]] if shapes else []) + ([r["mode"]] if modes else [])
+        )
         delta = f" {r['delta_pct']:+.1f}%" if r.get("delta_pct") is not None else ""
         bound = ""
         if r.get("verdict") == "inconclusive" and r.get("bound_pct") is not None:

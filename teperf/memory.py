@@ -15,8 +15,16 @@ import subprocess
 from teperf.errors import TeperfError
 
 # Weights per module as a multiple of hidden^2 (LayerNormMLP: h->4h->h); unknown names: a transformer layer's.
-PARAMS_PER_HIDDEN_SQ = {"Linear": 1, "LayerNormLinear": 3, "LayerNormMLP": 8, "LayerNorm": 0, "RMSNorm": 0,
-                        "GroupedLinear": 4, "MultiheadAttention": 4, "TransformerLayer": 12}
+PARAMS_PER_HIDDEN_SQ = {
+    "Linear": 1,
+    "LayerNormLinear": 3,
+    "LayerNormMLP": 8,
+    "LayerNorm": 0,
+    "RMSNorm": 0,
+    "GroupedLinear": 4,
+    "MultiheadAttention": 4,
+    "TransformerLayer": 12,
+}
 ATTENTION = {"MultiheadAttention", "TransformerLayer"}
 BYTES_PER_PARAM = 16  # weight + grad + fp32/quantized copies, generously
 ACTIVATIONS_PER_TOKEN_HIDDEN = 32  # inputs, 4h intermediates and their grads, generously
@@ -46,8 +54,12 @@ def available_bytes(device: str) -> int | None:
         if smi is None:
             return None
         try:
-            out = subprocess.run([smi, "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
-                                 capture_output=True, text=True, timeout=10).stdout
+            out = subprocess.run(
+                [smi, "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout
             return int(out.split()[0]) * 2**20
         except (OSError, subprocess.SubprocessError, ValueError, IndexError):
             return None

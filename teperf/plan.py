@@ -142,8 +142,11 @@ def check_balance(config: Config, n_sides: int) -> None:
     if n_sides == 2 and (sched.rounds * sched.trials) % 2:
         name = config.option("trials")
         even = f"{name} {sched.trials + 1}" if name.startswith("--") else f"trials = {sched.trials + 1}"
-        raise TeperfError(f"{name} {sched.trials} x {config.option('rounds')} {sched.rounds}: an odd number of couples per pair "
-                          "leaves the A B and B A orders unbalanced", f"use an even number, e.g. {even}")
+        raise TeperfError(
+            f"{name} {sched.trials} x {config.option('rounds')} {sched.rounds}: an odd number of couples per pair "
+            "leaves the A B and B A orders unbalanced",
+            f"use an even number, e.g. {even}",
+        )
 
 
 def total_steps(config: Config, n_cases: int, n_sides: int) -> int:

@@ -114,7 +114,9 @@ class Typed:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name != "extra" and not _accepts(value, hints[f.name]):
-                raise RecordError(f"{self.kind or type(self).__name__} record: {f.name}={value!r:.60} is not {hints[f.name]}")
+                raise RecordError(
+                    f"{self.kind or type(self).__name__} record: {f.name}={value!r:.60} is not {hints[f.name]}"
+                )
         self.check()
 
     def check(self) -> None:
@@ -307,11 +309,34 @@ class UnknownRecord(Typed):
         return dict(self.raw)
 
 
-Record = Union[WorkerRecord, SetupRecord, PairRecord, TrialRecord, CountersRecord, FailureRecord, StopRecord,
-               CompileCacheRecord, PrewarmRecord, ProbeRecord, UnknownRecord]
-KINDS: dict[str, type] = {cls.kind: cls for cls in (WorkerRecord, SetupRecord, PairRecord, TrialRecord, CountersRecord,
-                                                   FailureRecord, StopRecord, CompileCacheRecord, PrewarmRecord,
-                                                   ProbeRecord)}
+Record = Union[
+    WorkerRecord,
+    SetupRecord,
+    PairRecord,
+    TrialRecord,
+    CountersRecord,
+    FailureRecord,
+    StopRecord,
+    CompileCacheRecord,
+    PrewarmRecord,
+    ProbeRecord,
+    UnknownRecord,
+]
+KINDS: dict[str, type] = {
+    cls.kind: cls
+    for cls in (
+        WorkerRecord,
+        SetupRecord,
+        PairRecord,
+        TrialRecord,
+        CountersRecord,
+        FailureRecord,
+        StopRecord,
+        CompileCacheRecord,
+        PrewarmRecord,
+        ProbeRecord,
+    )
+}
 
 
 def parse_record(raw: Mapping[str, Any], schema: int = SCHEMA_VERSION) -> Record:
@@ -436,7 +461,8 @@ def check_version(meta: Mapping[str, Any], where: str = "this bundle") -> int:
         raise TeperfError(
             f"{where} has bundle schema {version}, written by teperf {use}; this teperf {__version__} reads "
             f"schema {SCHEMA_VERSION} and older",
-            f"read it with teperf {use} or newer (pip install -U teperf)")
+            f"read it with teperf {use} or newer (pip install -U teperf)",
+        )
     return version
 
 
@@ -563,5 +589,5 @@ def _column_types() -> dict[str, type]:
 HISTORY_COLUMN_TYPES = _column_types()
 HISTORY_COLUMNS = tuple(HISTORY_COLUMN_TYPES)
 RUN_COLUMNS = HISTORY_COLUMNS[: HISTORY_COLUMNS.index("bundle") + 1]
-CELL_COLUMNS = HISTORY_COLUMNS[len(RUN_COLUMNS):]
+CELL_COLUMNS = HISTORY_COLUMNS[len(RUN_COLUMNS) :]
 CELL_KEY = ("module", "recipe", "shape", "dtype", "mode")

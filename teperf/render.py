@@ -48,8 +48,10 @@ def schedule_text(sched: dict, rows: list[dict]) -> str:
     budget = sched.get("budget_s")
     if sched.get("precision_pct") is not None:
         limit = f" or {duration(budget)}" if budget else ""
-        return (f"until every cell is within +-{sched['precision_pct']:g}% (at least {sched.get('min_pairs')} pairs){limit}: "
-                f"{got} process pairs per cell")
+        return (
+            f"until every cell is within +-{sched['precision_pct']:g}% (at least {sched.get('min_pairs')} pairs){limit}: "
+            f"{got} process pairs per cell"
+        )
     limit = f" (budget {duration(budget)}: {got} ran)" if budget else ""
     return f"{sched.get('processes')} process pairs{limit}"
 
@@ -103,8 +105,10 @@ def table_model(summary: Summary) -> TableModel:
     host = meta.get("host") if isinstance(meta.get("host"), dict) else {}
     known_size = isinstance(sched.get("processes"), int) or sched.get("precision_pct") is not None
     if known_size and all(isinstance(sched.get(k), int) for k in ("rounds", "trials", "iters")):
-        plan = (f"{schedule_text(sched, summary.rows)} x {sched['rounds']} rounds x {sched['trials']} trials x "
-                f"{sched['iters']} iters")
+        plan = (
+            f"{schedule_text(sched, summary.rows)} x {sched['rounds']} rounds x {sched['trials']} trials x "
+            f"{sched['iters']} iters"
+        )
     else:
         plan = "schedule unknown (meta.json does not say)"
     header.append(
@@ -122,14 +126,20 @@ def table_model(summary: Summary) -> TableModel:
         cols += [labels[0], labels[1], "delta", "delta %", f"{int(round((1 - alpha) * 100))}% CI"]
         cols += (["pairs"] if show_pairs else []) + ["verdict"]
     else:
-        cols += ["median", "spread (IQR)", "main thread", "wall", "between pairs"] + (["pairs"] if show_pairs else [])
+        cols += ["median", "spread (IQR)", "main thread", "wall", "between pairs"] + (
+            ["pairs"] if show_pairs else []
+        )
     if show_host:
         cols.append("host-bound")
     if show_counters:
         cols.append("counters")
     rows, styles = [], []
     for r in summary.rows:
-        line = [r["module"], r["recipe"]] + ([r["shape"]] if show_shape else []) + ([r["mode"]] if show_mode else [])
+        line = (
+            [r["module"], r["recipe"]]
+            + ([r["shape"]] if show_shape else [])
+            + ([r["mode"]] if show_mode else [])
+        )
         status = r.get("status")
         pairs = [pairs_text(r) if status != "skipped" else ""] if show_pairs else []
         if status in ("skipped", "failed", "missing"):
@@ -152,7 +162,13 @@ def table_model(summary: Summary) -> TableModel:
         else:
             between = "-" if r.get("pair_sd_pct") is None else f"{r['pair_sd_pct']:.1f}%"
             spread = "-" if r.get("base_spread_pct") is None else f"{r['base_spread_pct']:.1f}%"
-            line += [us(r["base_us"]), spread, us(r.get("base_thread_us")), us(r.get("base_wall_us")), between] + pairs
+            line += [
+                us(r["base_us"]),
+                spread,
+                us(r.get("base_thread_us")),
+                us(r.get("base_wall_us")),
+                between,
+            ] + pairs
             style = None if status == "ok" else "yellow"
         if show_host:
             line.append({True: "yes", False: "GPU-bound", None: "-"}[r.get("host_bound")])
@@ -164,11 +180,17 @@ def table_model(summary: Summary) -> TableModel:
     if summary.compare:
         mdes = [r["mde_pct"] for r in summary.rows if r.get("mde_pct") is not None]
         if mdes:
-            footer.append(f"smallest detectable change (80% power): {min(mdes):.1f}% .. {max(mdes):.1f}% per cell")
+            footer.append(
+                f"smallest detectable change (80% power): {min(mdes):.1f}% .. {max(mdes):.1f}% per cell"
+            )
         effect = cfg.get("stats", {}).get("min_effect_pct", 1.0)
-        footer.append("intervals: Student t over pairs (pair = unit) of the median log ratio of adjacent A/B trial couples")
-        footer.append(f"verdicts: slower/faster = the interval excludes 0 and the change is at least {effect:g}%; no change = the "
-                      f"whole interval inside +-{effect:g}%; inconclusive = neither, with the change it could not rule out")
+        footer.append(
+            "intervals: Student t over pairs (pair = unit) of the median log ratio of adjacent A/B trial couples"
+        )
+        footer.append(
+            f"verdicts: slower/faster = the interval excludes 0 and the change is at least {effect:g}%; no change = the "
+            f"whole interval inside +-{effect:g}%; inconclusive = neither, with the change it could not rule out"
+        )
     if summary.path:
         footer.append(f"bundle: {summary.path}")
     title = "teperf compare" if summary.compare else "teperf run"
@@ -182,7 +204,9 @@ def onetime_model(summary: Summary) -> TableModel | None:
     """The second table: one-time costs per cell (first call, recompile), None when the bundle has none."""
     from teperf.schema import ONETIME_COSTS
 
-    lines = [(r, cost) for r in summary.rows for cost in ONETIME_COSTS if r.get(f"{cost}_base_ms") is not None]
+    lines = [
+        (r, cost) for r in summary.rows for cost in ONETIME_COSTS if r.get(f"{cost}_base_ms") is not None
+    ]
     if not lines:
         return None
     show_shape = len({r["shape"] for r in summary.rows}) > 1
@@ -190,31 +214,72 @@ def onetime_model(summary: Summary) -> TableModel | None:
     alpha = summary.meta.get("config", {}).get("stats", {}).get("alpha", 0.05)
     if summary.compare:
         labels = list(summary.meta["sides"])
-        cols += [labels[0], labels[1], "delta", "delta %", f"{int(round((1 - alpha) * 100))}% CI", "pairs", "verdict"]
+        cols += [
+            labels[0],
+            labels[1],
+            "delta",
+            "delta %",
+            f"{int(round((1 - alpha) * 100))}% CI",
+            "pairs",
+            "verdict",
+        ]
     else:
         cols += ["median", "between pairs", "pairs", "extra vs eager", "saves per step", "break-even (steps)"]
     rows, styles = [], []
     for r, cost in lines:
         g = lambda k: r.get(f"{cost}_{k}")  # noqa: E731
-        line = [r["module"], r["recipe"]] + ([r["shape"]] if show_shape else []) + [r["mode"], ONETIME_LABEL[cost]]
+        line = (
+            [r["module"], r["recipe"]]
+            + ([r["shape"]] if show_shape else [])
+            + [r["mode"], ONETIME_LABEL[cost]]
+        )
         if summary.compare:
             ci = "-" if g("ci_low_ms") is None else f"[{g('ci_low_ms'):+,.2f}, {g('ci_high_ms'):+,.2f}] ms"
-            line += [ms(g("base_ms")), ms(g("head_ms")), signed_ms(g("delta_ms")), pct(g("delta_pct")), ci,
-                     str(g("n_pairs") or 0), verdict_text({"verdict": g("verdict"), "bound_pct": g("bound_pct")})]
+            line += [
+                ms(g("base_ms")),
+                ms(g("head_ms")),
+                signed_ms(g("delta_ms")),
+                pct(g("delta_pct")),
+                ci,
+                str(g("n_pairs") or 0),
+                verdict_text({"verdict": g("verdict"), "bound_pct": g("bound_pct")}),
+            ]
             styles.append(VERDICT_STYLE.get(g("verdict")))
         else:
             between = "-" if g("pair_sd_pct") is None else f"{g('pair_sd_pct'):.1f}%"
             first = cost == "first_call"
             steps = r.get("break_even_steps") if first else None
-            steps_text = "" if not first else "-" if steps is None else f"{steps:,}" if isinstance(steps, int) else str(steps)
-            line += [ms(g("base_ms")), between, str(g("n_pairs") or 0), signed_ms(r.get("onetime_extra_ms")) if first else "",
-                     signed_us(r.get("saving_per_step_us")) if first else "", steps_text]
+            steps_text = (
+                ""
+                if not first
+                else "-"
+                if steps is None
+                else f"{steps:,}"
+                if isinstance(steps, int)
+                else str(steps)
+            )
+            line += [
+                ms(g("base_ms")),
+                between,
+                str(g("n_pairs") or 0),
+                signed_ms(r.get("onetime_extra_ms")) if first else "",
+                signed_us(r.get("saving_per_step_us")) if first else "",
+                steps_text,
+            ]
             styles.append(None)
         rows.append(line)
-    header = ["what a cell costs once, before its first fast step: the first call (eager: the first step; compile: "
-              "tracing and compiling; cuda-graph: the capture) and, for compile, the recompile when the recipe changes"]
-    return TableModel(title="one-time costs", header=header, columns=cols, rows=rows, styles=styles,
-                      footer=list(summary.onetime_notes))
+    header = [
+        "what a cell costs once, before its first fast step: the first call (eager: the first step; compile: "
+        "tracing and compiling; cuda-graph: the capture) and, for compile, the recompile when the recipe changes"
+    ]
+    return TableModel(
+        title="one-time costs",
+        header=header,
+        columns=cols,
+        rows=rows,
+        styles=styles,
+        footer=list(summary.onetime_notes),
+    )
 
 
 def render_rich(model: TableModel, console) -> None:
@@ -224,7 +289,9 @@ def render_rich(model: TableModel, console) -> None:
     def safe(text):
         return escape(for_terminal(text))
 
-    table = Table(title=model.title, caption=safe("\n".join(model.header)), caption_justify="left", title_justify="left")
+    table = Table(
+        title=model.title, caption=safe("\n".join(model.header)), caption_justify="left", title_justify="left"
+    )
     for col in model.columns:
         if model.numeric is not None:
             right = col in model.numeric
@@ -261,7 +328,12 @@ def _clean(v):
 
 def render_json(summary: Summary) -> str:
     rows = [{k: _clean(r.get(k)) for k in ROW_FIELDS} for r in summary.rows]
-    data = {"meta": summary.meta, "rows": rows, "notes": summary.notes, "onetime_notes": summary.onetime_notes}
+    data = {
+        "meta": summary.meta,
+        "rows": rows,
+        "notes": summary.notes,
+        "onetime_notes": summary.onetime_notes,
+    }
     return json.dumps(data, indent=2, default=str) + "\n"
 
 

@@ -12,8 +12,20 @@ from __future__ import annotations
 #               module and the warm-up (teperf/worker/session.py).
 #   recompile   compile only: the first step under another recipe/autocast after the first call.
 ONETIME_COSTS = ("first_call", "recompile")
-ONETIME_STATS = ("base_ms", "head_ms", "delta_ms", "delta_pct", "ci_low_ms", "ci_high_ms", "ci_low_pct", "ci_high_pct",
-                 "verdict", "bound_pct", "n_pairs", "pair_sd_pct")
+ONETIME_STATS = (
+    "base_ms",
+    "head_ms",
+    "delta_ms",
+    "delta_pct",
+    "ci_low_ms",
+    "ci_high_ms",
+    "ci_low_pct",
+    "ci_high_pct",
+    "verdict",
+    "bound_pct",
+    "n_pairs",
+    "pair_sd_pct",
+)
 # In the per-step row as <cost>_<stat>, plus, for `run`, the break-even against the eager cell:
 ONETIME_FIELDS = tuple(f"{cost}_{stat}" for cost in ONETIME_COSTS for stat in ONETIME_STATS) + (
     "onetime_extra_ms",  # first call of this mode minus the eager cell's
@@ -21,7 +33,11 @@ ONETIME_FIELDS = tuple(f"{cost}_{stat}" for cost in ONETIME_COSTS for stat in ON
     "break_even_steps",  # steps after the first until the extra is paid back; "never" if not faster per step
 )
 # The clocks of a one-time record (teperf.worker.clocks.time_once), ns; per --metric:
-ONETIME_CLOCKS = {"process_cpu": ("process_cpu_ns", "children_cpu_ns"), "thread_cpu": ("thread_cpu_ns",), "wall": ("wall_ns",)}
+ONETIME_CLOCKS = {
+    "process_cpu": ("process_cpu_ns", "children_cpu_ns"),
+    "thread_cpu": ("thread_cpu_ns",),
+    "wall": ("wall_ns",),
+}
 # Shapes of the one-time records inside a ready setup record's "info" (written by teperf/worker/session.py):
 #   time_once      = {"process_cpu_ns", "children_cpu_ns", "thread_cpu_ns", "wall_ns": int,
 #                     "cores": [int] | None (the affinity it ran with)}
@@ -73,4 +89,3 @@ ROW_FIELDS = (
     "counters",  # {"base": {...}, "head": {...}} or None
     "info",
 )
-

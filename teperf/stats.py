@@ -117,7 +117,9 @@ def compare_cell(
         mde_pct=None if not math.isfinite(mde) else to_pct(mde),
     )
     out["verdict"] = verdict(delta_pct, low_pct, high_pct, cfg)
-    out["bound_pct"] = inconclusive_bound(low_pct, high_pct, cfg) if out["verdict"] == "inconclusive" else None
+    out["bound_pct"] = (
+        inconclusive_bound(low_pct, high_pct, cfg) if out["verdict"] == "inconclusive" else None
+    )
     return out
 
 

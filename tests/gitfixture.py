@@ -41,7 +41,7 @@ from pathlib import Path as _Path
 DATA = _json.loads((_Path(__file__).parent / "_table.json").read_text())
 '''
 
-BLOCKS = '''\
+BLOCKS = """\
 import time
 
 import torch
@@ -85,7 +85,7 @@ def make_mlp(width=32, depth=2):
 
 def make_norm(width=32):
     return Norm(width)
-'''
+"""
 
 BUILD_SCRIPT = '''\
 """A stand-in build: 'installs' ./mypkg into PREFIX, counts its runs, can be told to fail."""
@@ -203,8 +203,17 @@ def make_fixture(root: Path, *, install: bool = True) -> Fixture:
         write_dist_info(site, "mypkg", "0.1.0")
     build_script = root / "fake_build.py"
     write(build_script, BUILD_SCRIPT)
-    return Fixture(root=root, repo=repo, site=site, base=base, head=head, cpp=cpp, topic=topic,
-                   build_script=build_script, counter=root / "builds.txt")
+    return Fixture(
+        root=root,
+        repo=repo,
+        site=site,
+        base=base,
+        head=head,
+        cpp=cpp,
+        topic=topic,
+        build_script=build_script,
+        counter=root / "builds.txt",
+    )
 
 
 # ---------------------------------------------------------------------------- a package with a C++ extension
@@ -272,7 +281,7 @@ def make_plain(width=32):
     return Plain(width)
 '''
 
-EXT_SETUP = '''\
+EXT_SETUP = """\
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
@@ -282,9 +291,9 @@ setup(
     ext_modules=[CppExtension("extpkg._lib.extpkg_ext", ["csrc/ext.cpp"])],
     cmdclass={"build_ext": BuildExtension},
 )
-'''
+"""
 
-EXT_CPP = '''\
+EXT_CPP = """\
 #include <Python.h>
 
 #include <chrono>
@@ -305,11 +314,11 @@ static PyMethodDef methods[] = {{{{"host_work", host_work, METH_NOARGS, "host wo
 static struct PyModuleDef module = {{PyModuleDef_HEAD_INIT, "extpkg_ext", nullptr, -1, methods}};
 
 PyMODINIT_FUNC PyInit_extpkg_ext(void) {{ return PyModule_Create(&module); }}
-'''
+"""
 
 EXT_CORE = "int extpkg_core_version(void) { return %d; }\n"
 
-EXT_LAYOUT = '''\
+EXT_LAYOUT = """\
 name = "extpkg"
 core = ["extpkg/core/"]
 version_files = ["VERSION.txt"]
@@ -319,7 +328,7 @@ sources = ["extpkg/ext/"]
 setup_dir = "extpkg/ext"
 artifacts = ["extpkg_ext*.so"]
 import_check = "extpkg"
-'''
+"""
 
 
 @dataclass
@@ -365,9 +374,17 @@ def make_ext_fixture(root: Path) -> ExtFixture:
     pyonly = branch("pyonly", {"extpkg/blocks.py": EXT_BLOCKS + "\nEXTRA = 1\n"}, "pyonly: a Python change")
     version = branch("version", {"VERSION.txt": "0.1.1\n"}, "version: bump to 0.1.1")
     core = branch("core", {"extpkg/core/core.c": EXT_CORE % 2}, "core: a core library change")
-    badsym = branch("badsym", {cpp: EXT_CPP.format(spin_ns=0, extra_decl='extern "C" int extpkg_core_new(void);',
-                                                   extra_call=" + extpkg_core_new()")},
-                    "badsym: the extension needs a new core symbol")
+    badsym = branch(
+        "badsym",
+        {
+            cpp: EXT_CPP.format(
+                spin_ns=0,
+                extra_decl='extern "C" int extpkg_core_new(void);',
+                extra_call=" + extpkg_core_new()",
+            )
+        },
+        "badsym: the extension needs a new core symbol",
+    )
     write(repo / cpp, EXT_CPP.format(spin_ns=200_000, extra_decl="", extra_call=""))
     head = commit(repo, "head: host_work spins 200 us in C++")
 
@@ -377,14 +394,28 @@ def make_ext_fixture(root: Path) -> ExtFixture:
     for name in ("__init__.py", "blocks.py"):
         git_show = git(repo, "show", f"{base}:extpkg/{name}")
         write(site / "extpkg" / name, git_show + "\n")
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib / "libextpkg_core.so"), "-x", "c", "-"],
-                   input=EXT_CORE % 1, text=True, check=True)
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-o", str(lib / "libextpkg_core.so"), "-x", "c", "-"],
+        input=EXT_CORE % 1,
+        text=True,
+        check=True,
+    )
     (lib / "extpkg_ext.cpython-fake.so").write_bytes(b"\x7fELF an installed extension the sides replace")
     write_dist_info(site, "extpkg", "0.1.0")
     layout = root / "extpkg-layout.toml"
     write(layout, EXT_LAYOUT)
-    return ExtFixture(root=root, repo=repo, site=site, layout=layout, base=base, head=head, pyonly=pyonly,
-                      version=version, core=core, badsym=badsym)
+    return ExtFixture(
+        root=root,
+        repo=repo,
+        site=site,
+        layout=layout,
+        base=base,
+        head=head,
+        pyonly=pyonly,
+        version=version,
+        core=core,
+        badsym=badsym,
+    )
 
 
 # ---------------------------------------------------------------------------- TE-shaped paths (no real TE)
@@ -415,8 +446,11 @@ TE_EDITS = {
     "version": ["build_tools/VERSION.txt"],
     "py-version": ["transformer_engine/pytorch/module/base.py", "build_tools/VERSION.txt"],
     "common-py": ["transformer_engine/common/__init__.py"],
-    "csrc": ["transformer_engine/pytorch/csrc/quantizer.cpp", "transformer_engine/pytorch/csrc/extensions/gemm.cpp",
-             "transformer_engine/pytorch/module/base.py"],
+    "csrc": [
+        "transformer_engine/pytorch/csrc/quantizer.cpp",
+        "transformer_engine/pytorch/csrc/extensions/gemm.cpp",
+        "transformer_engine/pytorch/module/base.py",
+    ],
     "ext-setup": ["transformer_engine/pytorch/setup.py"],
     "ext-build-tools": ["build_tools/pytorch.py"],
     "common": ["transformer_engine/common/gemm/gemm.cu", "transformer_engine/pytorch/csrc/quantizer.cpp"],
@@ -441,7 +475,10 @@ def make_te_shaped(root: Path) -> tuple[Path, Path]:
     for name, paths in TE_EDITS.items():
         git(repo, "checkout", "-q", "-b", name, base)
         for rel in paths:
-            write(repo / rel, (repo / rel).read_text() + ("2.16.1\n" if rel.endswith("VERSION.txt") else "# edit\n"))
+            write(
+                repo / rel,
+                (repo / rel).read_text() + ("2.16.1\n" if rel.endswith("VERSION.txt") else "# edit\n"),
+            )
         if name in ("version", "py-version"):
             write(repo / "build_tools/VERSION.txt", "2.16.1\n")
         commit(repo, f"{name}: edit {', '.join(paths)}")
@@ -452,7 +489,9 @@ def make_te_shaped(root: Path) -> tuple[Path, Path]:
     for rel in ("__init__.py", "common/__init__.py", "pytorch/__init__.py", "pytorch/module/base.py"):
         write(pkg / rel, TE_FILES[f"transformer_engine/{rel}"])
     (pkg / "wheel_lib" / "libtransformer_engine.so").write_bytes(b"\x7fELF fake core")
-    (pkg / "wheel_lib" / "transformer_engine_torch.cpython-312-x86_64-linux-gnu.so").write_bytes(b"\x7fELF fake ext")
+    (pkg / "wheel_lib" / "transformer_engine_torch.cpython-312-x86_64-linux-gnu.so").write_bytes(
+        b"\x7fELF fake ext"
+    )
     dist = site / "transformer_engine-2.16.0.dist-info"
     dist.mkdir()
     write(dist / "METADATA", "Metadata-Version: 2.1\nName: transformer_engine\nVersion: 2.16.0\n")
@@ -472,7 +511,9 @@ def make_pure_python(root: Path) -> Path:
     git(repo, "config", "commit.gpgsign", "false")
     write(repo / "src" / "research" / "__init__.py", PURE_INIT)
     write(repo / "src" / "research" / "core.py", PURE_CORE.format(n=1))
-    write(repo / "tools" / "plot.sh", "echo plot\n")  # not Python, not docs: counts as a build input elsewhere
+    write(
+        repo / "tools" / "plot.sh", "echo plot\n"
+    )  # not Python, not docs: counts as a build input elsewhere
     commit(repo, "v1")
     git(repo, "tag", "v1")
     write(repo / "src" / "research" / "core.py", PURE_CORE.format(n=2))
@@ -483,7 +524,7 @@ def make_pure_python(root: Path) -> Path:
 
 # --------------------------------------------------------------------- a longer history, for teperf bisect
 
-HISTORY_BLOCKS = '''\
+HISTORY_BLOCKS = """\
 import time
 
 import torch
@@ -521,7 +562,7 @@ def make_mlp(width=32, depth=2):
 
 def make_norm(width=32):
     return nn.LayerNorm(width)
-'''
+"""
 
 
 # the config of the bisect tests: one factory module of the history's package
@@ -545,8 +586,9 @@ class History:
     culprit: str
 
 
-def make_history(root: Path, *, n: int = 20, culprit: int = 13, extra_calls: int = 0, spin_ns: int = 0,
-                 broken: tuple = ()) -> History:
+def make_history(
+    root: Path, *, n: int = 20, culprit: int = 13, extra_calls: int = 0, spin_ns: int = 0, broken: tuple = ()
+) -> History:
     """GOOD and ``n`` first-parent commits after it that each change a revision number in blocks.py;
     commit ``culprit`` (1..n) also sets EXTRA_CALLS / SPIN_NS, kept by the later ones. Commits whose
     index is in ``broken`` do not import (a syntax error), the next one fixes it."""
@@ -559,9 +601,12 @@ def make_history(root: Path, *, n: int = 20, culprit: int = 13, extra_calls: int
 
     def blocks(i: int) -> str:
         planted = i >= culprit > 0
-        return HISTORY_BLOCKS.format(revision=i, spin_ns=spin_ns if planted else 0,
-                                     extra_calls=extra_calls if planted else 0,
-                                     broken="this is not python (planted)" if i in broken else "")
+        return HISTORY_BLOCKS.format(
+            revision=i,
+            spin_ns=spin_ns if planted else 0,
+            extra_calls=extra_calls if planted else 0,
+            broken="this is not python (planted)" if i in broken else "",
+        )
 
     write(pkg / "blocks.py", blocks(0))
     shas = [commit(repo, "GOOD: mypkg blocks")]

@@ -22,11 +22,24 @@ class Clock:
         return self.now
 
 
-def make(precision=None, budget=None, min_pairs=4, processes=8, modules="Linear,LayerNormLinear", lanes=1, **stats):
-    cfg = load_config("default", {"modules": modules.split(","), "processes": processes, "precision_pct": precision,
-                                  "budget_s": budget})
-    cfg = dataclasses.replace(cfg, lanes=lanes, schedule=dataclasses.replace(cfg.schedule, min_pairs=min_pairs),
-                              stats=dataclasses.replace(cfg.stats, **stats) if stats else cfg.stats)
+def make(
+    precision=None, budget=None, min_pairs=4, processes=8, modules="Linear,LayerNormLinear", lanes=1, **stats
+):
+    cfg = load_config(
+        "default",
+        {
+            "modules": modules.split(","),
+            "processes": processes,
+            "precision_pct": precision,
+            "budget_s": budget,
+        },
+    )
+    cfg = dataclasses.replace(
+        cfg,
+        lanes=lanes,
+        schedule=dataclasses.replace(cfg.schedule, min_pairs=min_pairs),
+        stats=dataclasses.replace(cfg.stats, **stats) if stats else cfg.stats,
+    )
     clock = Clock()
     cases = expand(cfg)
     return Adaptive(cfg, cases, 2, clock=clock), clock, cases
@@ -165,8 +178,11 @@ def test_failed_and_skipped_cells_get_no_more_pairs():
     assert ad.next_pair(0) == [a, b, c]
     ad.pair_done(0, 3.0, 3, skipped={b: "needs a GPU"}, failed={c: "crash"})
     assert ad.next_pair(1, failed={c: "crash"}) == [a]
-    assert {x.key.split("/")[0]: x.dropped for x in ad.cells.values()} == {"Linear": "", "LayerNormLinear": "skipped",
-                                                                            "LayerNormMLP": "failed"}
+    assert {x.key.split("/")[0]: x.dropped for x in ad.cells.values()} == {
+        "Linear": "",
+        "LayerNormLinear": "skipped",
+        "LayerNormMLP": "failed",
+    }
 
 
 def test_a_cell_needs_pairs_and_width():
@@ -218,7 +234,9 @@ def test_live_view_draws_cells_and_budget_left():
     buf = io.StringIO()
     Console(file=buf, width=120).print(view)
     text = buf.getvalue()
-    assert "4 pairs done; target +-50%; budget left 4:" in text  # 300 s less 40 s measured: 4:20 or a tick less
+    assert (
+        "4 pairs done; target +-50%; budget left 4:" in text
+    )  # 300 s less 40 s measured: 4:20 or a tick less
     assert "Linear/fp32/8x2x64/eager" in text and "settled" in text and "+-" in text
 
 

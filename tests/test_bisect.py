@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import run_cli
 from gitfixture import HISTORY_CONFIG, make_history
+
 from teperf.bisect import search
 from teperf.bisect.runner import resolve_range
 from teperf.errors import TeperfError
 from teperf.records import ProbeRecord
-
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 7, 8, 20, 76])
@@ -64,12 +63,15 @@ def test_range_is_the_first_parent_history(history):
     assert rng.good.sha == history.shas[0] and rng.bad.sha == history.shas[-1] and rng.bad.ref == "bad"
 
 
-@pytest.mark.parametrize("spec, words", [
-    ("bad..good", "is not an ancestor of"),
-    ("good..good", "the range is empty"),
-    ("good...bad", "needs GOOD..BAD"),
-    ("good..nope", "does not name a commit"),
-])
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ("bad..good", "is not an ancestor of"),
+        ("good..good", "the range is empty"),
+        ("good...bad", "needs GOOD..BAD"),
+        ("good..nope", "does not name a commit"),
+    ],
+)
 def test_bad_ranges_are_one_line_errors(history, spec, words):
     with pytest.raises(TeperfError, match=words):
         resolve_range(spec, str(history.repo))
@@ -80,15 +82,28 @@ def test_a_side_branch_commit_as_good_is_refused(history):
         resolve_range("side4..bad", str(history.repo))
 
 
-@pytest.mark.parametrize("args, words", [
-    (["bad..good", "--cell", "MLP/fp32"], "is not an ancestor of"),
-    (["good..good", "--cell", "MLP/fp32"], "the range is empty"),
-    (["good..bad", "--cell", "Attention/fp32"], "no cell 'Attention/fp32'"),
-    (["good..bad", "--cell", "MLP/fp32", "--budget", "0"], "must be a positive duration"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["bad..good", "--cell", "MLP/fp32"], "is not an ancestor of"),
+        (["good..good", "--cell", "MLP/fp32"], "the range is empty"),
+        (["good..bad", "--cell", "Attention/fp32"], "no cell 'Attention/fp32'"),
+        (["good..bad", "--cell", "MLP/fp32", "--budget", "0"], "must be a positive duration"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(history, tmp_path, args, words):
-    res = run_cli("bisect", *args, "--repo", history.repo, "--package", "mypkg",
-                  "--config", history.repo.parent / "bisect.toml", "--results-dir", tmp_path / "r")
+    res = run_cli(
+        "bisect",
+        *args,
+        "--repo",
+        history.repo,
+        "--package",
+        "mypkg",
+        "--config",
+        history.repo.parent / "bisect.toml",
+        "--results-dir",
+        tmp_path / "r",
+    )
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], res.stderr
@@ -96,6 +111,7 @@ def test_bad_input_exits_2_with_one_line(history, tmp_path, args, words):
 
 
 # ---------------------------------------------------------- the timing search, with synthetic compares
+
 
 def _run_fake(tmp_path, monkeypatch, delta_of, budget_s=100.0):
     """A Bisector over 8 fake commits whose counters never differ and whose compare against GOOD gives
@@ -108,8 +124,12 @@ def _run_fake(tmp_path, monkeypatch, delta_of, budget_s=100.0):
     from teperf.plan import expand
     from teperf.sides import Side
 
-    commits = [Commit(sha=f"{i:040x}", short_sha=f"{i:07x}", subject=f"commit {i}", date="2026-11-30T00:00:00",
-                      ref="") for i in range(9)]
+    commits = [
+        Commit(
+            sha=f"{i:040x}", short_sha=f"{i:07x}", subject=f"commit {i}", date="2026-11-30T00:00:00", ref=""
+        )
+        for i in range(9)
+    ]
     rng = Range(repo=tmp_path, good=commits[0], bad=commits[8], commits=commits[1:])
     config = build_config({"modules": ["Linear"]}, {"processes": 2})
 
@@ -130,14 +150,27 @@ def _run_fake(tmp_path, monkeypatch, delta_of, budget_s=100.0):
             self.now += 5.0 * config.schedule.processes  # what the compare took
             delta, low, high = delta_of(head)
             verdict = "slower" if low > 0 else ("no change" if high - low < 20 else "noisy")
-            return {"status": "ok", "delta_pct": delta, "ci_low_pct": low, "ci_high_pct": high,
-                    "verdict": verdict}, self.bundle.path / "compares" / f"c{head}"
+            return {
+                "status": "ok",
+                "delta_pct": delta,
+                "ci_low_pct": low,
+                "ci_high_pct": high,
+                "verdict": verdict,
+            }, self.bundle.path / "compares" / f"c{head}"
 
     bundle = Bundle.create(tmp_path / "results", "bisect", {"kind": "bisect", "commits": [], "plan": {}})
     monkeypatch.setattr(probe, "count_case", lambda *a, **k: {"python_calls": 10, "aten_ops": 5})
     try:
-        fake = Fake(config, rng, expand(config)[0], Factory(), bundle, budget_s=budget_s, confirm=False,
-                    log=lambda line: None)
+        fake = Fake(
+            config,
+            rng,
+            expand(config)[0],
+            Factory(),
+            bundle,
+            budget_s=budget_s,
+            confirm=False,
+            log=lambda line: None,
+        )
         fake.clock = lambda: fake.now  # seconds pass as compares run, and only then
         result = fake.run()
     finally:
@@ -146,8 +179,9 @@ def _run_fake(tmp_path, monkeypatch, delta_of, budget_s=100.0):
 
 
 def test_timing_search_decides_from_the_interval_against_half_the_delta(tmp_path, monkeypatch):
-    result, probes = _run_fake(tmp_path, monkeypatch,
-                               lambda i: (100.0, 90.0, 110.0) if i >= 5 else (1.0, -4.0, 6.0))
+    result, probes = _run_fake(
+        tmp_path, monkeypatch, lambda i: (100.0, 90.0, 110.0) if i >= 5 else (1.0, -4.0, 6.0)
+    )
     assert result["mode"] == "timing" and result["status"] == "found"
     assert result["culprit"]["short_sha"] == "0000005"
     assert result["endpoint"]["threshold_pct"] == 50.0
@@ -161,7 +195,11 @@ def test_timing_search_skips_a_commit_that_does_not_build(tmp_path, monkeypatch)
     result, probes = _run_fake(tmp_path / "a", monkeypatch, history(6))
     assert result["status"] == "found" and result["culprit"]["short_sha"] == "0000006"
     assert [(p["index"], p["result"]) for p in probes if p["what"] == "timing"][1:] == [
-        (4, "skip"), (3, "good"), (5, "good"), (6, "bad")]
+        (4, "skip"),
+        (3, "good"),
+        (5, "good"),
+        (6, "bad"),
+    ]
     # the culprit next to the commit that does not build: git bisect's answer, one of the two
     result, _ = _run_fake(tmp_path / "b", monkeypatch, history(5))
     assert result["status"] == "skipped"
@@ -173,8 +211,11 @@ def test_an_undecided_probe_is_measured_again_then_stops_with_the_bracket(tmp_pa
 
     straddles = (50.0, 20.0, 80.0)  # across the line at half of GOOD..BAD's +100 %
     result, probes = _run_fake(
-        tmp_path, monkeypatch,
-        lambda i: straddles if i == 4 else ((100.0, 90.0, 110.0) if i >= 5 else (1.0, -4.0, 6.0)), budget_s=45.0)
+        tmp_path,
+        monkeypatch,
+        lambda i: straddles if i == 4 else ((100.0, 90.0, 110.0) if i >= 5 else (1.0, -4.0, 6.0)),
+        budget_s=45.0,
+    )
     assert result["status"] == "undecided" and (result["good_index"], result["bad_index"]) == (0, 8)
     fours = [p for p in probes if p["index"] == 4]
     assert [(p["result"], p["processes"]) for p in fours] == [("undecided", 2), ("undecided", 4)]
@@ -198,8 +239,10 @@ def test_plan_counts_one_build_per_distinct_set_of_compiled_inputs():
     from teperf.bisect.sides import Commit
     from teperf.config import build_config
 
-    commits = [Commit(sha=f"{i:040x}", short_sha=f"{i:07x}", subject=f"commit {i}", date="", ref="")
-               for i in range(9)]
+    commits = [
+        Commit(sha=f"{i:040x}", short_sha=f"{i:07x}", subject=f"commit {i}", date="", ref="")
+        for i in range(9)
+    ]
     csrc = {3, 6}  # these commits change the extension's C++; the others only .py files
 
     class Factory:

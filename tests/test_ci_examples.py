@@ -40,7 +40,7 @@ def signatures(lines) -> set[tuple]:
             continue
         for k, w in enumerate(words):
             if w == "teperf" and k + 1 < len(words):
-                rest = words[k + 1:]
+                rest = words[k + 1 :]
                 flags = []
                 for t in rest[1:]:
                     if t in (";", "&&", "||", "|"):
@@ -108,7 +108,7 @@ def fakes(tmp_path: Path) -> tuple[dict, Path]:
     scripts = {
         "sbatch": record + 'echo "4242;cluster"\n',
         "srun": record + 'while [[ "$1" == --* ]]; do shift; done; exec "$@"\n',
-        "git": record + 'echo 0123456789abcdef\n',
+        "git": record + "echo 0123456789abcdef\n",
         "teperf": record,
     }
     for name, body in scripts.items():
@@ -117,8 +117,14 @@ def fakes(tmp_path: Path) -> tuple[dict, Path]:
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "activate").write_text("")
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path), "TEPERF_VENV": str(venv),
-           "TEPERF_HISTORY": "s3://bucket/teperf/history", "TE_REPO": str(tmp_path / "TE"), "USER": "tester"}
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "HOME": str(tmp_path),
+        "TEPERF_VENV": str(venv),
+        "TEPERF_HISTORY": "s3://bucket/teperf/history",
+        "TE_REPO": str(tmp_path / "TE"),
+        "USER": "tester",
+    }
     return env, log
 
 
@@ -140,23 +146,40 @@ def test_sbatch_from_the_login_node_submits_the_array_and_the_dashboard(tmp_path
     sb = [c for c in calls(log) if c[0] == "sbatch"]
     assert len(sb) == 2
     assert "--array=1-4" in sb[0] and sb[0][-1] == str(SBATCH.resolve())
-    assert "--dependency=afterany:4242" in sb[1] and any(a.startswith("--wrap=bash") and "dashboard" in a for a in sb[1])
+    assert "--dependency=afterany:4242" in sb[1] and any(
+        a.startswith("--wrap=bash") and "dashboard" in a for a in sb[1]
+    )
     assert not [c for c in calls(log) if c[0] == "teperf"]  # the login node measures nothing
 
 
 def test_sbatch_array_task_runs_its_shard_and_the_dashboard_job_builds(tmp_path):
     env, log = fakes(tmp_path)
-    task = {**env, "SLURM_JOB_ID": "4243", "SLURM_ARRAY_JOB_ID": "4242", "SLURM_ARRAY_TASK_ID": "3", "TEPERF_SHARDS": "4"}
+    task = {
+        **env,
+        "SLURM_JOB_ID": "4243",
+        "SLURM_ARRAY_JOB_ID": "4242",
+        "SLURM_ARRAY_TASK_ID": "3",
+        "TEPERF_SHARDS": "4",
+    }
     out = subprocess.run(["bash", str(SBATCH)], env=task, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     (nightly,) = [c for c in calls(log) if c[0] == "teperf"]
     assert nightly[1] == "nightly"
     args = dict(zip(nightly[2::2], nightly[3::2]))
-    assert args["--shard"] == "3/4" and args["--night"] == "slurm-4242" and args["--history"] == "s3://bucket/teperf/history"
+    assert (
+        args["--shard"] == "3/4"
+        and args["--night"] == "slurm-4242"
+        and args["--history"] == "s3://bucket/teperf/history"
+    )
     assert args["--repo"] == env["TE_REPO"] and args["--ref"] == "origin/main"
     log.unlink()
-    out = subprocess.run(["bash", str(SBATCH), "dashboard"], env={**env, "SLURM_JOB_ID": "4244"},
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        ["bash", str(SBATCH), "dashboard"],
+        env={**env, "SLURM_JOB_ID": "4244"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert [c[1] for c in calls(log) if c[0] == "teperf"] == ["history", "dashboard"]
 
@@ -169,10 +192,17 @@ def test_workflow_shard_step_runs_as_shell(tmp_path):
     script = re.sub(r"\$\{\{\s*([\w.]+)\s*\}\}", lambda m: values[m.group(1)], step["run"])
     env, log = fakes(tmp_path)
     wf_env = {k: str(v) for k, v in wf["env"].items() if "${{" not in str(v)}
-    out = subprocess.run(["bash", "-c", script], env={**env, **wf_env}, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        ["bash", "-c", script], env={**env, **wf_env}, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     (nightly,) = calls(log)
     args = dict(zip(nightly[2::2], nightly[3::2]))
     assert nightly[:2] == ["teperf", "nightly"]
-    assert args == {"--repo": "TransformerEngine", "--ref": "main", "--shard": "3/4", "--night": "gh-999",
-                    "--history": "s3://bucket/teperf/history"}
+    assert args == {
+        "--repo": "TransformerEngine",
+        "--ref": "main",
+        "--shard": "3/4",
+        "--night": "gh-999",
+        "--history": "s3://bucket/teperf/history",
+    }

@@ -1,6 +1,13 @@
 import pytest
 
-from teperf.config import DEFAULT_PRECISION_BUDGET_S, Config, build_config, load_config, parse_duration, parse_shape
+from teperf.config import (
+    DEFAULT_PRECISION_BUDGET_S,
+    Config,
+    build_config,
+    load_config,
+    parse_duration,
+    parse_shape,
+)
 from teperf.cpus import available_cores, parse_cpu_list
 from teperf.errors import TeperfError
 
@@ -15,7 +22,10 @@ def test_defaults_are_cpu_reference():
 
 
 def test_cli_overrides_win():
-    cfg = load_config("default", {"modules": ["Linear"], "iters": 7, "shapes": [(4, 64)], "processes": 2, "min_effect_pct": 3.0})
+    cfg = load_config(
+        "default",
+        {"modules": ["Linear"], "iters": 7, "shapes": [(4, 64)], "processes": 2, "min_effect_pct": 3.0},
+    )
     assert [m.name for m in cfg.modules] == ["Linear"]
     assert cfg.schedule.iters == 7 and cfg.schedule.processes == 2
     assert cfg.shapes == ((4, 64),)
@@ -111,18 +121,42 @@ def test_unknown_config_lists_the_shipped_names():
         load_config("nope", {})
 
 
-@pytest.mark.parametrize("raw, overrides, want", [({}, {}, None), ({"prestart": "auto"}, {}, None), ({}, {"prestart": "2"}, 2), ({"prestart": 5}, {"prestart": "auto"}, None), ({"prestart": 0}, {}, 0)])
+@pytest.mark.parametrize(
+    "raw, overrides, want",
+    [
+        ({}, {}, None),
+        ({"prestart": "auto"}, {}, None),
+        ({}, {"prestart": "2"}, 2),
+        ({"prestart": 5}, {"prestart": "auto"}, None),
+        ({"prestart": 0}, {}, 0),
+    ],
+)
 def test_prestart_auto_or_count(raw, overrides, want):
     assert build_config(raw, overrides).prestart == want
 
 
-@pytest.mark.parametrize("text, cores", [("7\n", {7}), ("3,11", {3, 11}), ("6-7", {6, 7}), ("0-1,8-9", {0, 1, 8, 9})])
+@pytest.mark.parametrize(
+    "text, cores", [("7\n", {7}), ("3,11", {3, 11}), ("6-7", {6, 7}), ("0-1,8-9", {0, 1, 8, 9})]
+)
 def test_parse_cpu_list(text, cores):
     assert parse_cpu_list(text) == cores
 
 
-@pytest.mark.parametrize("text, seconds", [("5m", 300), ("90s", 90), ("1h", 3600), ("1h30m", 5400), ("2.5m", 150),
-                                           ("300", 300), (" 45 ", 45), (120, 120), (1.5, 1.5), ("1M", 60)])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [
+        ("5m", 300),
+        ("90s", 90),
+        ("1h", 3600),
+        ("1h30m", 5400),
+        ("2.5m", 150),
+        ("300", 300),
+        (" 45 ", 45),
+        (120, 120),
+        (1.5, 1.5),
+        ("1M", 60),
+    ],
+)
 def test_parse_duration(text, seconds):
     assert parse_duration(text) == seconds
 

@@ -121,7 +121,10 @@ def test_count_python_calls_counts_frames_started():
 
     assert count_python_calls(lambda: None) == 1  # the callable itself
     assert count_python_calls(two) == 3
-    assert count_python_calls(lambda: [len(str(i)) for i in range(5)]) in (1, 2)  # C calls never count; 3.12 inlines the comprehension
+    assert count_python_calls(lambda: [len(str(i)) for i in range(5)]) in (
+        1,
+        2,
+    )  # C calls never count; 3.12 inlines the comprehension
 
 
 def test_generator_resumptions_are_not_calls():
@@ -236,8 +239,20 @@ def test_counters_without_warm_state_still_stable(tmp_path, monkeypatch):
 def _worker_counters(side_dir: Path, cwd: Path, hash_seed: int, cases: list[dict]) -> list[dict]:
     """Start a real ``python -m teperf.worker``, set the cases up, ask for counters."""
     env = dict(os.environ, PYTHONHASHSEED=str(hash_seed), OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    lines = [json.dumps({"cmd": "init", "core": None, "sys_path": [str(side_dir)], "device": "cpu", "backends": ["factory"]})]
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
+    lines = [
+        json.dumps(
+            {
+                "cmd": "init",
+                "core": None,
+                "sys_path": [str(side_dir)],
+                "device": "cpu",
+                "backends": ["factory"],
+            }
+        )
+    ]
     for wire in cases:
         lines.append(json.dumps({"cmd": "setup", "case": wire}))
         lines.append(json.dumps({"cmd": "counters", "case_id": wire["id"]}))
@@ -275,7 +290,9 @@ def test_head_tree_with_k_extra_calls_in_fresh_workers(tmp_path):
     (b,) = _worker_counters(base, tmp_path, 7, [case(0)])
     (h,) = _worker_counters(head, tmp_path, 7, [case(0)])
     assert h["python_calls"] - b["python_calls"] == 2 * k
-    assert {key: h[key] for key in KEYS if key != "python_calls"} == {key: b[key] for key in KEYS if key != "python_calls"}
+    assert {key: h[key] for key in KEYS if key != "python_calls"} == {
+        key: b[key] for key in KEYS if key != "python_calls"
+    }
 
 
 def test_setprofile_path_matches_monitoring_semantics(monkeypatch):

@@ -95,8 +95,14 @@ def test_regressions_page_names_the_planted_commit(site):
         assert "Regress LayerNorm" in row and '<script>alert("pwned")</script>' in row  # shown as text
         size_pct = float(re.search(r"([+-]\d+\.\d)%", row).group(1))
         assert 4.0 < size_pct < 8.0
-        improvements = tables.sections[next(k for k in tables.sections if k.startswith(machine) and "Improvements" in k)][1:]
-        assert len(improvements) == 1 and "Linear" in improvements[0] and synthetic.sha_of(FASTER_AT)[:10] in improvements[0]
+        improvements = tables.sections[
+            next(k for k in tables.sections if k.startswith(machine) and "Improvements" in k)
+        ][1:]
+        assert (
+            len(improvements) == 1
+            and "Linear" in improvements[0]
+            and synthetic.sha_of(FASTER_AT)[:10] in improvements[0]
+        )
 
 
 def test_no_false_changes_in_the_flat_cell(site):
@@ -116,8 +122,10 @@ def test_every_untrusted_string_is_escaped(site):
         assert "</script><script>" not in text, page
         # the only script elements are the two local files and the JSON data blocks
         for tag in re.findall(r"<script[^>]*>", text):
-            assert tag in ('<script src="assets/plotly.min.js">', '<script src="assets/dashboard.js">') or \
-                re.fullmatch(r'<script type="application/json" id="fig-c[0-9a-f]{12}">', tag), tag
+            assert tag in (
+                '<script src="assets/plotly.min.js">',
+                '<script src="assets/dashboard.js">',
+            ) or re.fullmatch(r'<script type="application/json" id="fig-c[0-9a-f]{12}">', tag), tag
     regressions = (out / "regressions.html").read_text()
     assert "&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt; &amp; &lt;img" in regressions
 
@@ -125,13 +133,20 @@ def test_every_untrusted_string_is_escaped(site):
 def test_figure_json_cannot_break_out_and_round_trips(site):
     out, _ = site
     page = next(out.glob("machine-*.html")).read_text()
-    blocks = re.findall(r'<script type="application/json" id="fig-(c[0-9a-f]{12})">(.*?)</script>', page, re.S)
+    blocks = re.findall(
+        r'<script type="application/json" id="fig-(c[0-9a-f]{12})">(.*?)</script>', page, re.S
+    )
     assert len(blocks) == 3
     for _, body in blocks:
         assert "<" not in body and ">" not in body
         fig = json.loads(body)
         assert fig["data"] and fig["layout"]
-    hover_texts = [cd[1] for _, body in blocks for trace in json.loads(body)["data"] for cd in (trace.get("customdata") or [])]
+    hover_texts = [
+        cd[1]
+        for _, body in blocks
+        for trace in json.loads(body)["data"]
+        for cd in (trace.get("customdata") or [])
+    ]
     assert any("&lt;script&gt;" in t for t in hover_texts)  # plotly shows entities as text
     assert not any("<script" in t for t in hover_texts)
 
@@ -227,11 +242,17 @@ def test_empty_dir_and_previous_site_are_replaced(tmp_path):
 def test_paired_test_refines_an_off_by_one_step(tmp_path):
     """Series noise can put a step one night late; the night whose paired test saw it wins."""
     st = HistoryStore(tmp_path / "h")
-    runs = synthetic.rows(plan(commits=30, steps={("Linear", "fp32", 15): 8.0}, subjects={}, machines=(("CPU one", None, None),)))
+    runs = synthetic.rows(
+        plan(
+            commits=30, steps={("Linear", "fp32", 15): 8.0}, subjects={}, machines=(("CPU one", None, None),)
+        )
+    )
     for run in runs:
         for row in run:
             if row.module == "Linear" and row.sha == synthetic.sha_of(15):
-                row.host_us = row.base_us = (row.host_us / 1.08) * 1.002  # the night's series value looks unchanged...
+                row.host_us = row.base_us = (
+                    row.host_us / 1.08
+                ) * 1.002  # the night's series value looks unchanged...
                 row.verdict = "slower"  # ...but its paired run saw the regression
         st.append(run)
     cells = analyze(st.read())

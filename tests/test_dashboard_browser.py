@@ -20,10 +20,29 @@ from teperf.history.store import HistoryStore
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = next((p for p in (os.environ.get("TEPERF_CHROMIUM"), shutil.which("chromium"), "/usr/bin/chromium",
-                             shutil.which("chromium-browser")) if p and os.path.exists(p)), None)
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+CHROMIUM = next(
+    (
+        p
+        for p in (
+            os.environ.get("TEPERF_CHROMIUM"),
+            shutil.which("chromium"),
+            "/usr/bin/chromium",
+            shutil.which("chromium-browser"),
+        )
+        if p and os.path.exists(p)
+    ),
+    None,
+)
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+]
 EVIL_SUBJECT = 'Regress LayerNorm <script>window.__pwned = 1; alert("pwned")</script> <img src=x onerror="window.__pwned=2">'
 STEP_AT = 24
 
@@ -44,13 +63,16 @@ def browser():
 def site(tmp_path_factory):
     root = tmp_path_factory.mktemp("browser")
     st = HistoryStore(root / "history")
-    synthetic.write(st, synthetic.Plan(
-        commits=40,
-        steps={("LayerNormLinear", "fp32", STEP_AT): 6.0, ("Linear", "fp32", 30): -5.0},
-        drifts={("LayerNormMLP", "fp32"): 0.3},
-        subjects={STEP_AT: EVIL_SUBJECT},
-        machines=(("Synthetic CPU @ 2.0GHz", None, None), ("Synthetic Xeon", "NVIDIA H200", "570.124")),
-    ))
+    synthetic.write(
+        st,
+        synthetic.Plan(
+            commits=40,
+            steps={("LayerNormLinear", "fp32", STEP_AT): 6.0, ("Linear", "fp32", 30): -5.0},
+            drifts={("LayerNormMLP", "fp32"): 0.3},
+            subjects={STEP_AT: EVIL_SUBJECT},
+            machines=(("Synthetic CPU @ 2.0GHz", None, None), ("Synthetic Xeon", "NVIDIA H200", "570.124")),
+        ),
+    )
     index, cells = build_from_store(st, root / "site")
     return root / "site", cells
 
@@ -58,7 +80,10 @@ def site(tmp_path_factory):
 def open_page(browser, url):
     page = browser.new_page(viewport={"width": 1400, "height": 1100})
     problems, dialogs, requests = [], [], []
-    page.on("console", lambda m: problems.append(f"console.{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+    page.on(
+        "console",
+        lambda m: problems.append(f"console.{m.type}: {m.text}") if m.type in ("error", "warning") else None,
+    )
     page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     page.on("request", lambda r: requests.append(r.url))
@@ -81,7 +106,10 @@ def test_charts_render_without_console_errors(browser, site, tmp_path):
     out, cells = site
     machine = next(c.machine for c in cells if c.machine_label.startswith("Synthetic CPU"))
     page, problems, dialogs, requests = open_page(browser, (out / f"machine-{machine}.html").as_uri())
-    page.wait_for_function("window.teperfCharts && window.teperfCharts.rendered + window.teperfCharts.failed === window.teperfCharts.expected", timeout=30_000)
+    page.wait_for_function(
+        "window.teperfCharts && window.teperfCharts.rendered + window.teperfCharts.failed === window.teperfCharts.expected",
+        timeout=30_000,
+    )
     state = page.evaluate("window.teperfCharts")
     assert state["expected"] == 3 and state["rendered"] == 3 and state["failed"] == 0, state
     # plotly drew real SVG: one main plot per chart, with markers for the 40 commits
@@ -111,7 +139,12 @@ def test_overview_and_regressions_pages(browser, site, tmp_path):
     page, problems, dialogs, requests = open_page(browser, (out / "index.html").as_uri())
     page.wait_for_load_state("load")
     assert page.locator("td.cell").count() == 6
-    assert page.locator("td.cell.slower, td.cell.faster, td.cell.nochange, td.cell.inconclusive, td.cell.none").count() == 6
+    assert (
+        page.locator(
+            "td.cell.slower, td.cell.faster, td.cell.nochange, td.cell.inconclusive, td.cell.none"
+        ).count()
+        == 6
+    )
     save(page, "dashboard-overview.png", tmp_path, full_page=True)
     page.goto((out / "regressions.html").as_uri())
     rows = page.locator("table.regressions tr.slower")

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from teperf import doctor
 from teperf.commands.doctor import command
 from teperf.cpus import available_cores, check_core
-from teperf.errors import TeperfError
 from teperf.doctor import STATUSES, Check
+from teperf.errors import TeperfError
 
 
 def _valid(checks):
@@ -27,7 +27,20 @@ def test_runs_on_this_machine():
     checks = doctor.all_checks()
     _valid(checks)
     names = {c.name for c in checks}
-    assert {"core", "governor", "turbo", "isolation", "aslr", "load", "runnable", "python", "torch", "transformer_engine", "gpu", "gpu_busy"} <= names
+    assert {
+        "core",
+        "governor",
+        "turbo",
+        "isolation",
+        "aslr",
+        "load",
+        "runnable",
+        "python",
+        "torch",
+        "transformer_engine",
+        "gpu",
+        "gpu_busy",
+    } <= names
     assert next(c for c in checks if c.name == "core").status in ("ok", "warn")  # the default core exists
 
 
@@ -60,7 +73,15 @@ def test_a_check_that_raises_becomes_unknown(monkeypatch):
     assert governor.status == "unknown" and "sensor exploded" in governor.detail
 
 
-def _fake_sys(tmp_path: Path, core: int, governor="powersave", isolated="", no_turbo="0", aslr="2", loadavg="0.10 0.20 0.30 1/100 1"):
+def _fake_sys(
+    tmp_path: Path,
+    core: int,
+    governor="powersave",
+    isolated="",
+    no_turbo="0",
+    aslr="2",
+    loadavg="0.10 0.20 0.30 1/100 1",
+):
     sys_cpu = tmp_path / "sys"
     (sys_cpu / f"cpu{core}" / "cpufreq").mkdir(parents=True)
     (sys_cpu / f"cpu{core}" / "cpufreq" / "scaling_governor").write_text(governor + "\n")
@@ -103,7 +124,9 @@ def test_verdicts_from_a_fake_sysfs(tmp_path, monkeypatch):
 
 def test_good_machine_is_ok(tmp_path, monkeypatch):
     core = check_core(None)
-    sys_cpu, proc = _fake_sys(tmp_path, core, governor="performance", isolated=f"{core}", no_turbo="1", aslr="2")
+    sys_cpu, proc = _fake_sys(
+        tmp_path, core, governor="performance", isolated=f"{core}", no_turbo="1", aslr="2"
+    )
     monkeypatch.setattr(doctor, "SYS_CPU", str(sys_cpu))
     monkeypatch.setattr(doctor, "PROC", str(proc))
     checks = {c.name: c for c in doctor.quick_checks(core)}
@@ -195,7 +218,9 @@ def _fake_nvidia_smi(tmp_path, body):
 def test_gpu_and_driver(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     assert doctor.gpu_and_driver() == (None, None)
-    monkeypatch.setenv("PATH", _fake_nvidia_smi(tmp_path, 'echo "NVIDIA H200, 570.1"; echo "NVIDIA H200, 570.1"'))
+    monkeypatch.setenv(
+        "PATH", _fake_nvidia_smi(tmp_path, 'echo "NVIDIA H200, 570.1"; echo "NVIDIA H200, 570.1"')
+    )
     assert doctor.gpu_and_driver() == ("NVIDIA H200", "570.1")
     from teperf.commands.nightly import local_machine
     from teperf.history.store import machine_fingerprint

@@ -10,27 +10,71 @@ import pytest
 
 from teperf import explain
 from teperf.errors import TeperfError
-from teperf.explain import FunctionDelta, by_calls, by_own_time, combine_profiles, counters_diff, diff_profiles, find_case, summary
+from teperf.explain import (
+    FunctionDelta,
+    by_calls,
+    by_own_time,
+    combine_profiles,
+    counters_diff,
+    diff_profiles,
+    find_case,
+    summary,
+)
 
 
 def row(name, calls, own, cum=None, rel="pkg/mod.py", line=10, file=None):
-    return {"file": file or f"/somewhere/{rel}", "rel": rel, "line": line, "name": name, "calls": calls, "own_us": own, "cum_us": own if cum is None else cum}
+    return {
+        "file": file or f"/somewhere/{rel}",
+        "rel": rel,
+        "line": line,
+        "name": name,
+        "calls": calls,
+        "own_us": own,
+        "cum_us": own if cum is None else cum,
+    }
 
 
 # ---- counters_diff ----
 
 
 def test_counters_diff_text():
-    base = {"python_calls": 100, "aten_ops": 20, "autograd_nodes": 6, "kernel_launches": 9, "syncs": 0, "allocations": 8}
-    head = {"python_calls": 114, "aten_ops": 21, "autograd_nodes": 6, "kernel_launches": 9, "syncs": 0, "allocations": 8}
+    base = {
+        "python_calls": 100,
+        "aten_ops": 20,
+        "autograd_nodes": 6,
+        "kernel_launches": 9,
+        "syncs": 0,
+        "allocations": 8,
+    }
+    head = {
+        "python_calls": 114,
+        "aten_ops": 21,
+        "autograd_nodes": 6,
+        "kernel_launches": 9,
+        "syncs": 0,
+        "allocations": 8,
+    }
     assert counters_diff(base, head) == "+14 py calls, +1 aten op, 0 kernels"
     head2 = dict(head, syncs=2, allocations=5, autograd_nodes=7)
-    assert counters_diff(base, head2) == "+14 py calls, +1 aten op, +1 autograd node, 0 kernels, +2 syncs, -3 allocs"
-    assert counters_diff(base, base, full=True) == "0 py calls, 0 aten ops, 0 autograd nodes, 0 kernels, 0 syncs, 0 allocs"
+    assert (
+        counters_diff(base, head2)
+        == "+14 py calls, +1 aten op, +1 autograd node, 0 kernels, +2 syncs, -3 allocs"
+    )
+    assert (
+        counters_diff(base, base, full=True)
+        == "0 py calls, 0 aten ops, 0 autograd nodes, 0 kernels, 0 syncs, 0 allocs"
+    )
 
 
 def test_counters_diff_skips_unmeasurable_and_missing():
-    cpu = {"python_calls": 10, "aten_ops": 5, "autograd_nodes": 3, "kernel_launches": None, "syncs": None, "allocations": 4}
+    cpu = {
+        "python_calls": 10,
+        "aten_ops": 5,
+        "autograd_nodes": 3,
+        "kernel_launches": None,
+        "syncs": None,
+        "allocations": 4,
+    }
     assert counters_diff(cpu, dict(cpu, python_calls=9)) == "-1 py call, 0 aten ops"
     assert counters_diff(None, cpu) == ""
     assert counters_diff(cpu, {}) == ""
@@ -53,8 +97,18 @@ def test_functions_match_across_trees_by_relative_path_and_name():
 
 
 def test_rankings_and_summary():
-    base = [row("slow", 1, 10.0), row("same", 3, 4.0), row("dc_init", 2, 1.0, rel="dataclasses.py", line=1), row("gone", 1, 2.0)]
-    head = [row("slow", 1, 16.0), row("same", 3, 4.0), row("dc_init", 15, 7.5, rel="dataclasses.py", line=1), row("<built-in method torch.add>", 1, 0.5, rel="~", line=0)]
+    base = [
+        row("slow", 1, 10.0),
+        row("same", 3, 4.0),
+        row("dc_init", 2, 1.0, rel="dataclasses.py", line=1),
+        row("gone", 1, 2.0),
+    ]
+    head = [
+        row("slow", 1, 16.0),
+        row("same", 3, 4.0),
+        row("dc_init", 15, 7.5, rel="dataclasses.py", line=1),
+        row("<built-in method torch.add>", 1, 0.5, rel="~", line=0),
+    ]
     deltas = diff_profiles(base, head)
     assert [d.name for d in by_own_time(deltas, 2)] == ["dc_init", "slow"]
     assert [d.name for d in by_calls(deltas)] == ["dc_init", "gone", "<built-in method torch.add>"]
@@ -107,7 +161,9 @@ def test_find_case():
 
 
 def test_function_delta_roundtrip():
-    d = FunctionDelta(rel="a.py", name="f", file="/x/a.py", line=3, base_calls=1, head_calls=2, in_base=True, in_head=True)
+    d = FunctionDelta(
+        rel="a.py", name="f", file="/x/a.py", line=3, base_calls=1, head_calls=2, in_base=True, in_head=True
+    )
     assert d.to_dict()["d_calls"] == 1 and d.to_dict()["where"] == "a.py:3"
 
 
@@ -216,7 +272,12 @@ def bundle(tmp_path_factory):
         )
     )
     config = load_config(str(cfg), {})
-    return api.compare(config, api.path_side("base", str(base)), api.path_side("head", str(head)), results_dir=str(root / "results"))
+    return api.compare(
+        config,
+        api.path_side("base", str(base)),
+        api.path_side("head", str(head)),
+        results_dir=str(root / "results"),
+    )
 
 
 def test_explain_puts_the_helper_on_top(bundle):
@@ -229,7 +290,10 @@ def test_explain_puts_the_helper_on_top(bundle):
     assert [(d["name"], d["d_calls"]) for d in top_calls] == [("helper", K), ("_inner", K)]
     assert top_calls[0]["where"].startswith("explainpkg/mod.py:")
     assert report["diff"]["by_own_time"][0]["name"] == "helper"
-    assert report["diff"]["summary"].startswith("+") and " in helper (explainpkg/mod.py:" in report["diff"]["summary"]
+    assert (
+        report["diff"]["summary"].startswith("+")
+        and " in helper (explainpkg/mod.py:" in report["diff"]["summary"]
+    )
     assert Path(report["saved_to"]).is_file()
 
     text = explain.render_report(report, n=5)
@@ -242,7 +306,9 @@ def test_explain_cli(bundle):
 
     from teperf.commands.explain import command
 
-    result = CliRunner().invoke(command, [str(bundle), "--cell", "Block/fp32", "--iters", "10", "--repeats", "1", "--format", "json"])
+    result = CliRunner().invoke(
+        command, [str(bundle), "--cell", "Block/fp32", "--iters", "10", "--repeats", "1", "--format", "json"]
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
     assert out["diff"]["by_calls"][0]["name"] == "helper"
@@ -257,4 +323,6 @@ def test_bundle_row_carries_counters(bundle):
 
     (row_,) = summarize(bundle).rows
     assert row_["counters"]["head"]["python_calls"] - row_["counters"]["base"]["python_calls"] == 2 * K
-    assert counters_diff(row_["counters"]["base"], row_["counters"]["head"]) == f"+{2 * K} py calls, 0 aten ops"
+    assert (
+        counters_diff(row_["counters"]["base"], row_["counters"]["head"]) == f"+{2 * K} py calls, 0 aten ops"
+    )

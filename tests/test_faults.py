@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import run_in_process
+
 from teperf import cli
 from teperf.bundle import Bundle
 from teperf.config import build_config
@@ -21,23 +21,29 @@ from teperf.render import render
 from teperf.safe_text import for_markdown, for_terminal
 from teperf.summary import summarize
 
-
 run = run_in_process
 
 
 # --- config mistakes: one line each, exit 2, before any worker starts ---------------------------
 
-@pytest.mark.parametrize("argv, words", [
-    (["run", "--modules", ""], "--modules is empty"),
-    (["run", "--modules", " , "], "--modules is empty"),
-    (["run", "--recipes", ""], "--recipes is empty"),
-    (["run", "--backend", "te", "--device", "cpu"], "--backend te needs a CUDA device"),
-    (["run", "--timeout", "0"], "--timeout must be a positive number"),
-    (["run", "--trials", "0"], "--trials must be an integer"),
-    (["compare", "--trials", "3", "--rounds", "1", "--base-path", ".", "--head-path", "."], "use an even number, e.g. --trials 4"),
-    (["run", "--shape", "100000,100000", "--modules", "Linear"], "use a smaller --shape"),
-    (["doctor", "--core", "999"], "core 999 is not available"),
-])
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["run", "--modules", ""], "--modules is empty"),
+        (["run", "--modules", " , "], "--modules is empty"),
+        (["run", "--recipes", ""], "--recipes is empty"),
+        (["run", "--backend", "te", "--device", "cpu"], "--backend te needs a CUDA device"),
+        (["run", "--timeout", "0"], "--timeout must be a positive number"),
+        (["run", "--trials", "0"], "--trials must be an integer"),
+        (
+            ["compare", "--trials", "3", "--rounds", "1", "--base-path", ".", "--head-path", "."],
+            "use an even number, e.g. --trials 4",
+        ),
+        (["run", "--shape", "100000,100000", "--modules", "Linear"], "use a smaller --shape"),
+        (["doctor", "--core", "999"], "core 999 is not available"),
+    ],
+)
 def test_cli_mistakes_are_refused_in_one_line(argv, words, capsys):
     code, out, err = run(argv, capsys)
     assert code == 2, err
@@ -45,12 +51,15 @@ def test_cli_mistakes_are_refused_in_one_line(argv, words, capsys):
     assert "isolcpus" not in err + out
 
 
-@pytest.mark.parametrize("raw, words", [
-    ({"modules": []}, "modules is empty"),
-    ({"shapes": []}, "shapes is empty"),
-    ({"modules": {"Linear": {"kwargs": {"hidden": 8}}}}, "takes no kwargs"),
-    ({"schedule": {"timeout_s": -1}}, "timeout_s must be"),  # a TOML value: named by its key, not a flag
-])
+@pytest.mark.parametrize(
+    "raw, words",
+    [
+        ({"modules": []}, "modules is empty"),
+        ({"shapes": []}, "shapes is empty"),
+        ({"modules": {"Linear": {"kwargs": {"hidden": 8}}}}, "takes no kwargs"),
+        ({"schedule": {"timeout_s": -1}}, "timeout_s must be"),  # a TOML value: named by its key, not a flag
+    ],
+)
 def test_config_file_mistakes_are_refused(raw, words):
     with pytest.raises(TeperfError, match=words):
         build_config(raw, {})
@@ -63,20 +72,27 @@ def test_errors_name_the_flag_only_when_the_user_typed_it():
     with pytest.raises(TeperfError, match="trials 3 x rounds 1.*trials = 4"):
         from teperf.api import compare, path_side
 
-        compare(build_config({"schedule": {"trials": 3, "rounds": 1}}, {}), path_side("base"), path_side("head"))
+        compare(
+            build_config({"schedule": {"trials": 3, "rounds": 1}}, {}), path_side("base"), path_side("head")
+        )
     from teperf.plan import check_balance
 
-    check_balance(build_config({"schedule": {"trials": 9, "rounds": 6}}, {}), 2)  # the PR thread's 6 x 9 balances
+    check_balance(
+        build_config({"schedule": {"trials": 9, "rounds": 6}}, {}), 2
+    )  # the PR thread's 6 x 9 balances
     check_balance(build_config({"schedule": {"trials": 3, "rounds": 1}}, {}), 1)  # one side: no couples
 
 
 def test_dashboard_refuses_a_store_that_does_not_exist(tmp_path, capsys):
-    code, _, err = run(["dashboard", "--history", str(tmp_path / "typo"), "--out", str(tmp_path / "site")], capsys)
+    code, _, err = run(
+        ["dashboard", "--history", str(tmp_path / "typo"), "--out", str(tmp_path / "site")], capsys
+    )
     assert code == 2 and "no history store" in err and err.count("\n") == 1
     assert not (tmp_path / "site").exists()
 
 
 # --- hints ---------------------------------------------------------------------------------------
+
 
 def test_hints_name_the_real_cause(tmp_path):
     cfg = build_config({}, {"timeout_s": 3.0})
@@ -89,11 +105,14 @@ def test_hints_name_the_real_cause(tmp_path):
     assert "--timeout" in start_hint(WorkerError("x", timed_out=True), side, cfg, log)
     assert "timeout_s" in start_hint(WorkerError("x", timed_out=True), side, build_config({}, {}), log)
     assert "memory" in start_hint(WorkerError("x", exit_code=-9), side, cfg, log)
-    no_cuda = WorkerError("x", fatal="device cuda asked for, but this torch sees no CUDA device", fix="use --device cpu")
+    no_cuda = WorkerError(
+        "x", fatal="device cuda asked for, but this torch sees no CUDA device", fix="use --device cpu"
+    )
     assert start_hint(no_cuda, side, cfg, log) == "use --device cpu"
 
 
 # --- escaping ------------------------------------------------------------------------------------
+
 
 def test_text_is_made_safe_for_markdown_and_terminal():
     assert for_markdown("<script>x</script> | a & b\nc") == "&lt;script&gt;x&lt;/script&gt; \\| a &amp; b c"
@@ -113,15 +132,40 @@ def _bundle(tmp_path: Path, meta: dict, records: bytes) -> Path:
 def _meta(module="Linear", subject="fine"):
     return {
         "status": "complete",
-        "config": {"device": "cpu", "core": 1, "schedule": {"processes": 2, "rounds": 1, "trials": 2, "iters": 10}, "stats": {}},
+        "config": {
+            "device": "cpu",
+            "core": 1,
+            "schedule": {"processes": 2, "rounds": 1, "trials": 2, "iters": 10},
+            "stats": {},
+        },
         "sides": {"base": {"label": "base", "sha": "a" * 40, "subject": subject}, "head": {"label": "head"}},
-        "cases": [{"id": 0, "module": module, "recipe": "fp32", "shape": [8, 64], "dtype": "float32", "mode": "eager"}],
+        "cases": [
+            {
+                "id": 0,
+                "module": module,
+                "recipe": "fp32",
+                "shape": [8, 64],
+                "dtype": "float32",
+                "mode": "eager",
+            }
+        ],
     }
 
 
 def _trial(side, pair, trial, ns):
-    return {"kind": "trial", "case_id": 0, "side": side, "pair": pair, "round": 0, "trial": trial, "iters": 10,
-            "process_cpu_ns": ns, "thread_cpu_ns": ns, "wall_ns": ns, "sync_ns": 0}
+    return {
+        "kind": "trial",
+        "case_id": 0,
+        "side": side,
+        "pair": pair,
+        "round": 0,
+        "trial": trial,
+        "iters": 10,
+        "process_cpu_ns": ns,
+        "thread_cpu_ns": ns,
+        "wall_ns": ns,
+        "sync_ns": 0,
+    }
 
 
 def _lines(records) -> bytes:
@@ -131,8 +175,19 @@ def _lines(records) -> bytes:
 def test_markdown_escapes_names_subjects_and_errors(tmp_path):
     evil = "<img src=x onerror=alert(1)>|x"
     recs = [_trial(s, p, t, 1000 + t) for p in (0, 1) for t in (0, 1) for s in ("base", "head")]
-    recs.append({"kind": "failure", "pair": 1, "side": "head", "case_id": 0, "error": "\x1b[31m<b>boom</b>", "final": True})
-    summary = summarize(_bundle(tmp_path, _meta(module=evil, subject="<script>alert(1)</script>"), _lines(recs)))
+    recs.append(
+        {
+            "kind": "failure",
+            "pair": 1,
+            "side": "head",
+            "case_id": 0,
+            "error": "\x1b[31m<b>boom</b>",
+            "final": True,
+        }
+    )
+    summary = summarize(
+        _bundle(tmp_path, _meta(module=evil, subject="<script>alert(1)</script>"), _lines(recs))
+    )
     text = render(summary, "markdown")
     assert "<img" not in text and "<script" not in text and "<b>" not in text and "\x1b" not in text
     assert "&lt;img src=x onerror=alert(1)&gt;\\|x" in text and "&lt;script&gt;" in text
@@ -143,7 +198,16 @@ def test_table_strips_control_characters(tmp_path):
 
     from rich.console import Console
 
-    recs = [{"kind": "setup", "pair": 0, "side": "base", "case_id": 0, "status": "error", "error": "\x1b]0;pwned\x07\x1b[2Jbad"}]
+    recs = [
+        {
+            "kind": "setup",
+            "pair": 0,
+            "side": "base",
+            "case_id": 0,
+            "status": "error",
+            "error": "\x1b]0;pwned\x07\x1b[2Jbad",
+        }
+    ]
     summary = summarize(_bundle(tmp_path, _meta(), _lines(recs)))
     buf = io.StringIO()
     render(summary, "table", console=Console(file=buf, width=200, force_terminal=False))
@@ -152,13 +216,23 @@ def test_table_strips_control_characters(tmp_path):
 
 # --- damaged bundles -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("tail, skipped", [
-    (b'{"kind":"trial","pair":0,"ro\n', 1),  # cut short by a crash
-    (b"\xff\xfe not utf-8\n", 1),
-    (b"garbage\n[1, 2]\n\"text\"\n", 3),
-    (b'{"kind":"trial","case_id":0,"side":"base","pair":0,"round":0,"trial":9,"iters":"ten","process_cpu_ns":1}\n', 1),
-    (b'{"kind":"setup","case_id":[0],"side":7}\n{"kind":"pair","start_s":"soon"}\n', 2),  # both of the wrong shape
-])
+
+@pytest.mark.parametrize(
+    "tail, skipped",
+    [
+        (b'{"kind":"trial","pair":0,"ro\n', 1),  # cut short by a crash
+        (b"\xff\xfe not utf-8\n", 1),
+        (b'garbage\n[1, 2]\n"text"\n', 3),
+        (
+            b'{"kind":"trial","case_id":0,"side":"base","pair":0,"round":0,"trial":9,"iters":"ten","process_cpu_ns":1}\n',
+            1,
+        ),
+        (
+            b'{"kind":"setup","case_id":[0],"side":7}\n{"kind":"pair","start_s":"soon"}\n',
+            2,
+        ),  # both of the wrong shape
+    ],
+)
 def test_report_survives_any_bytes_and_counts_what_it_skipped(tmp_path, tail, skipped, capsys):
     recs = [_trial(s, p, t, 1000 + t) for p in (0, 1) for t in (0, 1) for s in ("base", "head")]
     path = _bundle(tmp_path, _meta(), _lines(recs[:4]) + tail + _lines(recs[4:]))
@@ -197,17 +271,21 @@ def test_records_counts_skipped_lines(tmp_path):
 
 # --- memory bound --------------------------------------------------------------------------------
 
+
 def test_memory_bound_refuses_shapes_that_cannot_fit():
     cfg = build_config({"shapes": [[8, 2, 64], [4, 65536]]}, {"modules": ["LayerNormMLP"]})
     small, big = expand(cfg)
     assert 0 < estimate_bytes(small) < 2**24 < estimate_bytes(big)
     check_memory([small], "cpu", available=2**30)
-    with pytest.raises(TeperfError, match=r"LayerNormMLP at shape \[4, 65536\] needs about .* GiB.*smaller --shape"):
+    with pytest.raises(
+        TeperfError, match=r"LayerNormMLP at shape \[4, 65536\] needs about .* GiB.*smaller --shape"
+    ):
         check_memory([small, big], "cpu", available=2**30)
     check_memory([big], "cuda", available=None)  # unknown free memory: nothing refused (no nvidia-smi here)
 
 
 # --- help and exit statuses ----------------------------------------------------------------------
+
 
 def test_help_texts_are_complete(capsys):
     import click
@@ -220,8 +298,19 @@ def test_help_texts_are_complete(capsys):
         code, out, _ = run([name, "--help"], capsys)
         assert code == 0
         flat = " ".join(out.split())
-        for words in ("--timeout", "default: (600", "--processes", "default: (8", "--trials", "default: (6",
-                      "--iters", "default: (50", "pr-thread", "Exit status", "130"):
+        for words in (
+            "--timeout",
+            "default: (600",
+            "--processes",
+            "default: (8",
+            "--trials",
+            "default: (6",
+            "--iters",
+            "default: (50",
+            "pr-thread",
+            "Exit status",
+            "130",
+        ):
             assert words in flat, (name, words)
 
 
@@ -245,6 +334,7 @@ def test_each_case_gets_its_own_global_state_back_before_a_trial():
     session = Session(device="cpu", backends=[])
     seen = []
     for case_id, params in ((0, "A"), (1, "B")):
+
         def step(params=params):
             seen.append(shared["attention_params"])
             shared.update(attention_params=params, backend_selection_requires_update=False)

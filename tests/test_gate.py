@@ -1,22 +1,33 @@
 """--fail-on: parsing, which cells fail, and the exit codes of the real CLI on a finished bundle."""
 
 import pytest
-
 from conftest import PLANTED, run_cli
-from teperf.commands._common import gate
-from teperf.summary import Summary
 
+from teperf.commands._common import gate
 from teperf.errors import TeperfError
 from teperf.gate import failing_cells, parse_fail_on
+from teperf.summary import Summary
 
 
 def row(module, verdict, delta=1.0, bound=None, shape="8x2x64"):
-    return {"module": module, "recipe": "fp32", "shape": shape, "mode": "eager", "verdict": verdict,
-            "delta_pct": delta, "bound_pct": bound}
+    return {
+        "module": module,
+        "recipe": "fp32",
+        "shape": shape,
+        "mode": "eager",
+        "verdict": verdict,
+        "delta_pct": delta,
+        "bound_pct": bound,
+    }
 
 
-ROWS = [row("Linear", "slower", 3.2), row("LayerNormLinear", "faster", -2.0), row("LayerNormMLP", "no change", 0.1),
-        row("MLP", "inconclusive", 3.0, 8.5), row("Skipped", None, None)]
+ROWS = [
+    row("Linear", "slower", 3.2),
+    row("LayerNormLinear", "faster", -2.0),
+    row("LayerNormMLP", "no change", 0.1),
+    row("MLP", "inconclusive", 3.0, 8.5),
+    row("Skipped", None, None),
+]
 
 
 @pytest.mark.parametrize(
@@ -45,7 +56,10 @@ def test_parse_fail_on_rejects_unknown_with_one_line(bad):
 
 def test_failing_cells_name_the_cells():
     assert failing_cells(ROWS, {"slower"}) == ["Linear/fp32 slower +3.2%"]
-    assert failing_cells(ROWS, {"slower", "faster"}) == ["Linear/fp32 slower +3.2%", "LayerNormLinear/fp32 faster -2.0%"]
+    assert failing_cells(ROWS, {"slower", "faster"}) == [
+        "Linear/fp32 slower +3.2%",
+        "LayerNormLinear/fp32 faster -2.0%",
+    ]
     assert failing_cells(ROWS, {"inconclusive"}) == ["MLP/fp32 inconclusive +3.0% (up to +8.5%)"]
     assert failing_cells(ROWS, set()) == []
     two_shapes = [row("Linear", "slower", 3.0, shape="8x2x64"), row("Linear", "no change", shape="4x64")]
@@ -61,12 +75,24 @@ def test_gate_exits_1_with_one_line_only_on_a_matching_verdict(capsys):
         gate(summary, parse_fail_on(["change"]))
     assert stop.value.code == 1
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("teperf: fail-on: 2 cells: Linear/fp32 slower +3.2%; LayerNormLinear")
+    assert err.count("\n") == 1 and err.startswith(
+        "teperf: fail-on: 2 cells: Linear/fp32 slower +3.2%; LayerNormLinear"
+    )
 
 
 def test_bad_fail_on_is_a_usage_error_before_anything_runs(results_dir):
     same = PLANTED / "base"
-    res = run_cli("compare", "--base-path", same, "--head-path", same, "--fail-on", "noisy", "--results-dir", results_dir)
+    res = run_cli(
+        "compare",
+        "--base-path",
+        same,
+        "--head-path",
+        same,
+        "--fail-on",
+        "noisy",
+        "--results-dir",
+        results_dir,
+    )
     assert res.returncode == 2
     assert res.stderr.count("\n") == 1 and "--fail-on 'noisy' is not a verdict" in res.stderr
     assert not results_dir.exists()  # rejected before measuring

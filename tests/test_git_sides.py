@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from gitfixture import git, make_fixture
+
 from teperf.errors import TeperfError
 from teperf.sides import buildrun, cachedir, changes, gitrepo
 from teperf.sides import installed as installed_mod
@@ -48,8 +48,11 @@ def overlay_basis(fx, a, b):
     from teperf.sides.target import Pair, Target
 
     target = Target(repo=fx.repo, package="mypkg", package_dir="mypkg", layout=GENERIC, log=quiet)
-    pair = Pair(base=commit_info(fx.repo, a, "a"), head=commit_info(fx.repo, b, "b"),
-                changes=changes.diff(fx.repo, a, b, GENERIC, "mypkg"))
+    pair = Pair(
+        base=commit_info(fx.repo, a, "a"),
+        head=commit_info(fx.repo, b, "b"),
+        changes=changes.diff(fx.repo, a, b, GENERIC, "mypkg"),
+    )
     strategy = Overlay(target, pair)
     strategy.plan()
     return strategy.basis, pair
@@ -58,8 +61,13 @@ def overlay_basis(fx, a, b):
 def run_py(side, code, env=None):
     """Run code in side's interpreter the way the worker sets sys.path; return stdout."""
     prelude = f"import sys; sys.path[0:0] = {list(side.sys_path)!r}\n"
-    proc = subprocess.run([side.python, "-c", prelude + code], capture_output=True, text=True,
-                          cwd="/", env={**os.environ, **(env or {}), **side.env})
+    proc = subprocess.run(
+        [side.python, "-c", prelude + code],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        env={**os.environ, **(env or {}), **side.env},
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()
 
@@ -171,7 +179,11 @@ def test_materialize_with_submodule(fx, tmp_path):
     tree = gitrepo.materialize(fx.repo, sha, cache_dir=tmp_path / "c", submodules=True)
     assert (tree / "3rdparty" / "sub" / "kernel.cu").read_text() == "// kernel\n"
     # a submodule bump is a build input: overlay refuses
-    inputs = [e.path for e in gitrepo.diff_entries(fx.repo, fx.head, sha) if changes.is_build_input(e.path, "mypkg", e.submodule)]
+    inputs = [
+        e.path
+        for e in gitrepo.diff_entries(fx.repo, fx.head, sha)
+        if changes.is_build_input(e.path, "mypkg", e.submodule)
+    ]
     assert inputs == ["3rdparty/sub"]  # .gitmodules alone is not
 
 
@@ -288,7 +300,9 @@ def test_missing_installed_package(fx, monkeypatch):
     assert "--strategy build" in str(exc.value)
     # auto: with nothing installed, a package with compiled sources is built ...
     messages = []
-    base, head = sides(fx, "topic..cpp", strategy="auto", build_command=fx.build_command(), log=messages.append)
+    base, head = sides(
+        fx, "topic..cpp", strategy="auto", build_command=fx.build_command(), log=messages.append
+    )
     assert head.description["strategy"] == "build" and "mypkg/csrc/op.cpp" in head.description["tier_reason"]
     # ... and one with nothing to build runs from its trees (path)
     base, head = sides(fx, "v0.1.0..main", strategy="auto", log=messages.append)
@@ -371,7 +385,9 @@ def test_overlay_in_place_layout_links_sibling_libraries(fx, tmp_path, monkeypat
     _, head = sides(fx, "v0.1.0..main", strategy="overlay")
     root = Path(head.sys_path[0])
     assert sorted(p.name for p in root.iterdir() if p.name.endswith(".so")) == [
-        "libmypkg.so", "mypkg_torch.cpython-311.so"]
+        "libmypkg.so",
+        "mypkg_torch.cpython-311.so",
+    ]
     assert os.readlink(root / "libmypkg.so") == str(checkout / "libmypkg.so")
 
 
@@ -394,13 +410,18 @@ def test_build_once_per_compiled_hash_and_reused(fx):
     assert "SLOW = True" in (shadow / "blocks.py").read_text()
     assert (shadow / "_built_marker.txt").is_symlink() and not (shadow / "old.py").exists()
     assert "SLOW = False" in (Path(base.sys_path[0]) / "mypkg" / "blocks.py").read_text()
-    out = run_py(head, "import importlib.metadata as md, mypkg.blocks as b; print(b.SLOW, md.version('mypkg'))",
-                 env={"PYTHONPATH": ""})
+    out = run_py(
+        head,
+        "import importlib.metadata as md, mypkg.blocks as b; print(b.SLOW, md.version('mypkg'))",
+        env={"PYTHONPATH": ""},
+    )
     assert out.split() == ["True", "0.1.0"]
     log_text = Path(head.description["build_log"]).read_text()
     assert "building in" in log_text and "done" in log_text
     workdir = Path(head.description["build_workdir"])  # one persistent build directory for the repo
-    assert workdir.parent.parent == fx.root / "cache" / "buildtrees" and (workdir / "mypkg" / "old.py").exists()
+    assert (
+        workdir.parent.parent == fx.root / "cache" / "buildtrees" and (workdir / "mypkg" / "old.py").exists()
+    )
 
     # a second run reuses the cache; a non-.py change needs its own build
     base2, head2 = sides(fx, "v0.1.0..main", strategy="build", build_command=fx.build_command())
@@ -463,7 +484,9 @@ def test_compiled_hash_globs(fx):
 
 def test_te_build_env(monkeypatch):
     monkeypatch.setattr(buildrun, "cuda_archs", lambda: "90")
-    monkeypatch.setattr(buildrun.shutil, "which", lambda name: "/usr/bin/ccache" if name == "ccache" else None)
+    monkeypatch.setattr(
+        buildrun.shutil, "which", lambda name: "/usr/bin/ccache" if name == "ccache" else None
+    )
     env = buildrun.build_env(TE_LAYOUT, base={}, jobs=3)
     assert env["NVTE_FRAMEWORK"] == "pytorch" and env["NVTE_CUDA_ARCHS"] == "90"
     assert env["MAX_JOBS"] == env["CMAKE_BUILD_PARALLEL_LEVEL"] == "3"

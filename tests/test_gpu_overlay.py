@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 from gitfixture import commit, git
 
@@ -43,7 +42,7 @@ _WHY = _why_skip()
 if _WHY:
     pytestmark.append(pytest.mark.skip(reason=_WHY))
 
-SLOWDOWN = '''
+SLOWDOWN = """
 
 # --- teperf GPU test: head's LayerNormLinear.forward does ~200 us of extra host work
 import time as _teperf_time
@@ -59,7 +58,7 @@ def _teperf_slow_forward(self, *args, **kwargs):
 
 
 LayerNormLinear.forward = _teperf_slow_forward
-'''
+"""
 
 
 def test_overlay_on_installed_te_detects_slowdown(tmp_path):
@@ -84,13 +83,46 @@ def test_overlay_on_installed_te_detects_slowdown(tmp_path):
 
     results = Path(os.environ.get("TEPERF_KEEP_BUNDLE") or tmp_path / "results")
     cmd = [
-        sys.executable, "-m", "teperf", "compare", "main~1..main", "--repo", str(repo), "--strategy", "overlay",
-        "--backend", "te", "--device", "cuda", "--modules", "Linear,LayerNormLinear", "--recipes", "bf16",
-        "--shape", "8,2,256", "--processes", "4", "--rounds", "2", "--trials", "6", "--iters", "50",
-        "--warmup", "20", "--no-counters", "--format", "json", "--results-dir", str(results),
+        sys.executable,
+        "-m",
+        "teperf",
+        "compare",
+        "main~1..main",
+        "--repo",
+        str(repo),
+        "--strategy",
+        "overlay",
+        "--backend",
+        "te",
+        "--device",
+        "cuda",
+        "--modules",
+        "Linear,LayerNormLinear",
+        "--recipes",
+        "bf16",
+        "--shape",
+        "8,2,256",
+        "--processes",
+        "4",
+        "--rounds",
+        "2",
+        "--trials",
+        "6",
+        "--iters",
+        "50",
+        "--warmup",
+        "20",
+        "--no-counters",
+        "--format",
+        "json",
+        "--results-dir",
+        str(results),
     ]
-    env = {**os.environ, "TEPERF_CACHE": str(tmp_path / "cache"),
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "TEPERF_CACHE": str(tmp_path / "cache"),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     started = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=500)
     elapsed = time.time() - started
@@ -100,19 +132,34 @@ def test_overlay_on_installed_te_detects_slowdown(tmp_path):
     out = json.loads(proc.stdout)
     rows = {r["module"]: r for r in out["rows"]}
     for r in rows.values():
-        print(r["module"], r["base_us"], r["head_us"], r["delta_us"], r["ci_low_us"], r["ci_high_us"], r["verdict"])
+        print(
+            r["module"],
+            r["base_us"],
+            r["head_us"],
+            r["delta_us"],
+            r["ci_low_us"],
+            r["ci_high_us"],
+            r["verdict"],
+        )
     bundle = max((p for p in results.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
-    trials = [json.loads(line) for line in (bundle / "records.jsonl").read_text().splitlines() if '"kind":"trial"' in line
-              or '"kind": "trial"' in line]
+    trials = [
+        json.loads(line)
+        for line in (bundle / "records.jsonl").read_text().splitlines()
+        if '"kind":"trial"' in line or '"kind": "trial"' in line
+    ]
     first = min(t["t"] for t in trials)
-    print(f"command start -> first measured trial: {first - started:.1f} s; whole command {elapsed:.1f} s; bundle {bundle}")
+    print(
+        f"command start -> first measured trial: {first - started:.1f} s; whole command {elapsed:.1f} s; bundle {bundle}"
+    )
     meta = out["meta"]
     head = meta["sides"]["head"]
     assert head["strategy"] == "overlay" and head["installed"] == str(installed.location)
     workers = meta.get("workers", {})
     te_facts = workers.get("head", {}).get("backend_te", {})
     if te_facts:
-        print("head worker imported TE from", te_facts.get("location"), "ext", te_facts.get("torch_extension"))
+        print(
+            "head worker imported TE from", te_facts.get("location"), "ext", te_facts.get("torch_extension")
+        )
         assert te_facts["location"].startswith(head["sys_path"][0])
     assert rows["LayerNormLinear"]["verdict"] == "slower", rows["LayerNormLinear"]
     assert 100 <= rows["LayerNormLinear"]["delta_us"] <= 400

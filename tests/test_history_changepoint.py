@@ -84,7 +84,10 @@ def test_two_steps_up_then_down():
     x[20:] *= 1.08
     x[45:] /= 1.08
     changes = detect(x)
-    assert [(c.kind, c.index, c.direction) for c in changes] == [("step", 20, "slower"), ("step", 45, "faster")]
+    assert [(c.kind, c.index, c.direction) for c in changes] == [
+        ("step", 20, "slower"),
+        ("step", 45, "faster"),
+    ]
 
 
 def test_minimum_effect_size_drops_real_but_small_steps():

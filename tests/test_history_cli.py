@@ -9,12 +9,11 @@ import types
 
 import pandas as pd
 import pytest
-
 from conftest import run_in_process
+
 from teperf import cli
 from teperf.history import synthetic
 from teperf.history.store import HistoryStore
-
 
 run = run_in_process
 
@@ -22,8 +21,12 @@ run = run_in_process
 @pytest.fixture
 def store(tmp_path):
     st = HistoryStore(tmp_path / "history")
-    synthetic.write(st, synthetic.Plan(commits=30, steps={("LayerNormLinear", "fp32", 18): 8.0},
-                                       subjects={18: "Slow <script>x</script>"}))
+    synthetic.write(
+        st,
+        synthetic.Plan(
+            commits=30, steps={("LayerNormLinear", "fp32", 18): 8.0}, subjects={18: "Slow <script>x</script>"}
+        ),
+    )
     return st
 
 
@@ -33,7 +36,9 @@ def test_history_table_csv_json(store, capsys):
     df = pd.read_csv(io.StringIO(out))
     assert len(df) == 30 and set(df.module) == {"Linear"}
     assert list(df.sha) == [synthetic.sha_of(i) for i in range(30)]  # series order
-    code, out, _ = run(["history", "--history", store.url, "--recipe", "fp32", "--format", "json", "--last", "3"], capsys)
+    code, out, _ = run(
+        ["history", "--history", store.url, "--recipe", "fp32", "--format", "json", "--last", "3"], capsys
+    )
     rows = json.loads(out)
     assert len(rows) == 3 * 3 and {r["sha"] for r in rows} == {synthetic.sha_of(i) for i in (27, 28, 29)}
     code, out, _ = run(["history", "--history", store.url, "--module", "LayerNormMLP"], capsys)
@@ -44,8 +49,9 @@ def test_history_changes(store, capsys):
     code, out, _ = run(["history", "--history", store.url, "--changes", "--format", "json"], capsys)
     assert code == 0
     changes = json.loads(out)
-    assert [(c["module"], c["kind"], c["direction"], c["first_bad_sha"], c["last_good_sha"]) for c in changes] == [
-        ("LayerNormLinear", "step", "slower", synthetic.sha_of(18), synthetic.sha_of(17))]
+    assert [
+        (c["module"], c["kind"], c["direction"], c["first_bad_sha"], c["last_good_sha"]) for c in changes
+    ] == [("LayerNormLinear", "step", "slower", synthetic.sha_of(18), synthetic.sha_of(17))]
 
 
 def test_history_errors_are_one_line(tmp_path, store, capsys):
@@ -62,7 +68,9 @@ def test_dashboard_command(store, tmp_path, capsys):
     assert "1 change" in out and "1 slower" in out
     assert (out_dir / "index.html").exists() and (out_dir / "assets" / "plotly.min.js").exists()
     assert synthetic.sha_of(18)[:10] in (out_dir / "regressions.html").read_text()
-    code, _, err = run(["dashboard", "--history", store.url, "--out", str(out_dir), "--min-effect", "-1"], capsys)
+    code, _, err = run(
+        ["dashboard", "--history", store.url, "--out", str(out_dir), "--min-effect", "-1"], capsys
+    )
     assert code == 2
 
 
@@ -80,26 +88,72 @@ def test_import_adds_bundles_once(tmp_path, monkeypatch, capsys):
 
     def fake_summarize(path):
         meta = {
-            "teperf_version": "0.1.0", "started_at": "2025-05-01T00:00:00+00:00", "status": "complete",
+            "teperf_version": "0.1.0",
+            "started_at": "2025-05-01T00:00:00+00:00",
+            "status": "complete",
             "sides": {"run": {"label": "run", "python": sys.executable}},
-            "host": {"hostname": "h", "cpu_model": "CPU X"}, "workers": {"run": {"torch": "2.13.0"}},
+            "host": {"hostname": "h", "cpu_model": "CPU X"},
+            "workers": {"run": {"torch": "2.13.0"}},
         }
         if "partial" in str(path):
             meta["status"] = "interrupted"
-        rows = [{"module": "Linear", "recipe": "fp32", "shape": "8x2x256", "dtype": "float32", "mode": "eager",
-                 "status": "ok", "base_us": 123.0, "head_us": None, "verdict": None, "n_pairs": 3}]
+        rows = [
+            {
+                "module": "Linear",
+                "recipe": "fp32",
+                "shape": "8x2x256",
+                "dtype": "float32",
+                "mode": "eager",
+                "status": "ok",
+                "base_us": 123.0,
+                "head_us": None,
+                "verdict": None,
+                "n_pairs": 3,
+            }
+        ]
         return types.SimpleNamespace(meta=meta, rows=rows)
 
     monkeypatch.setattr(api, "summarize", fake_summarize)
     hist = tmp_path / "h"
-    code, out, err = run(["import", str(tmp_path / "b1"), "--history", str(hist), "--sha", "9" * 40,
-                          "--subject", "An imported <i>run</i>", "--commit-date", "2025-04-30T10:00:00Z"], capsys)
+    code, out, err = run(
+        [
+            "import",
+            str(tmp_path / "b1"),
+            "--history",
+            str(hist),
+            "--sha",
+            "9" * 40,
+            "--subject",
+            "An imported <i>run</i>",
+            "--commit-date",
+            "2025-04-30T10:00:00Z",
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert "1 bundle added" in out
     df = HistoryStore(hist).read()
-    assert len(df) == 1 and df.sha[0] == "9" * 40 and df.host_us[0] == 123.0 and df.subject[0] == "An imported <i>run</i>"
-    code, out, _ = run(["import", str(tmp_path / "b1"), "--history", str(hist), "--sha", "9" * 40,
-                        "--subject", "An imported <i>run</i>", "--commit-date", "2025-04-30T10:00:00Z"], capsys)
+    assert (
+        len(df) == 1
+        and df.sha[0] == "9" * 40
+        and df.host_us[0] == 123.0
+        and df.subject[0] == "An imported <i>run</i>"
+    )
+    code, out, _ = run(
+        [
+            "import",
+            str(tmp_path / "b1"),
+            "--history",
+            str(hist),
+            "--sha",
+            "9" * 40,
+            "--subject",
+            "An imported <i>run</i>",
+            "--commit-date",
+            "2025-04-30T10:00:00Z",
+        ],
+        capsys,
+    )
     assert "already in the history" in out and len(HistoryStore(hist).read()) == 1
     code, out, err = run(["import", str(tmp_path / "partial"), "--history", str(hist)], capsys)
     assert "skipped" in err and len(HistoryStore(hist).read()) == 1
@@ -114,9 +168,29 @@ def test_history_of_a_bundle_without_commits(tmp_path, capsys):
     from conftest import PLANTED, run_cli
 
     res = tmp_path / "res"
-    proc = run_cli("compare", "--base-path", PLANTED / "base", "--head-path", PLANTED / "base", "--config", "demo",
-                   "--processes", "2", "--rounds", "1", "--trials", "2", "--iters", "5", "--warmup", "1",
-                   "--no-counters", "--results-dir", res, timeout=300)
+    proc = run_cli(
+        "compare",
+        "--base-path",
+        PLANTED / "base",
+        "--head-path",
+        PLANTED / "base",
+        "--config",
+        "demo",
+        "--processes",
+        "2",
+        "--rounds",
+        "1",
+        "--trials",
+        "2",
+        "--iters",
+        "5",
+        "--warmup",
+        "1",
+        "--no-counters",
+        "--results-dir",
+        res,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     hist = tmp_path / "h"
     code, out, err = run(["import", *map(str, res.iterdir()), "--history", str(hist)], capsys)
@@ -130,8 +204,19 @@ def test_history_of_a_bundle_without_commits(tmp_path, capsys):
 
 def test_import_refuses_a_commit_date_that_is_not_a_date(tmp_path, capsys):
     hist = tmp_path / "h"
-    code, _, err = run(["import", str(tmp_path / "b1"), "--history", str(hist), "--sha", "9" * 40,
-                        "--commit-date", "notadate"], capsys)
+    code, _, err = run(
+        [
+            "import",
+            str(tmp_path / "b1"),
+            "--history",
+            str(hist),
+            "--sha",
+            "9" * 40,
+            "--commit-date",
+            "notadate",
+        ],
+        capsys,
+    )
     assert code == 2 and err.count("\n") == 1 and "--commit-date 'notadate'" in err
     assert not hist.exists() or HistoryStore(hist).read().empty
 

@@ -63,16 +63,44 @@ def fixture_repo(root: Path, commits: int):
 def fixture(tmp_path_factory):
     root = tmp_path_factory.mktemp("nightly")
     demo, repo, site, shas, config = fixture_repo(root, 4)
-    env = {**os.environ, "PYTHONPATH": str(site), "TEPERF_CACHE": str(root / "cache"), "TEPERF_HISTORY": str(root / "history")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(site),
+        "TEPERF_CACHE": str(root / "cache"),
+        "TEPERF_HISTORY": str(root / "history"),
+    }
     env.pop("TEPERF_ALLOW_DIRTY", None)
 
     def nightly(*extra, ref_at=None):
         if ref_at is not None:
             demo.git(repo, "branch", "-f", "nightly", ref_at)
         return subprocess.run(
-            [sys.executable, "-m", "teperf", "nightly", "--repo", str(repo), "--ref", "nightly", "--package", "toyte",
-             "--strategy", "overlay", "--config", str(config), "--results-dir", str(root / "bundles"), "--format", "json", *extra],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+            [
+                sys.executable,
+                "-m",
+                "teperf",
+                "nightly",
+                "--repo",
+                str(repo),
+                "--ref",
+                "nightly",
+                "--package",
+                "toyte",
+                "--strategy",
+                "overlay",
+                "--config",
+                str(config),
+                "--results-dir",
+                str(root / "bundles"),
+                "--format",
+                "json",
+                *extra,
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
 
     return root, repo, shas, nightly
@@ -93,7 +121,9 @@ def test_nightly_pairs_night_after_night(fixture):
     assert again.returncode == 0 and "nothing new" in again.stderr
     assert len(store.files()) == 1
 
-    second = nightly(ref_at=shas[3])  # two commits later: paired with the last nightly's commit, not the parent
+    second = nightly(
+        ref_at=shas[3]
+    )  # two commits later: paired with the last nightly's commit, not the parent
     assert second.returncode == 0, second.stderr
     df = store.read()
     night2 = df[df.sha == shas[3]]
@@ -121,8 +151,22 @@ def test_shards_split_the_cells(fixture):
 
 def test_dashboard_from_measured_history(fixture, tmp_path):
     root, *_ = fixture
-    out = subprocess.run([sys.executable, "-m", "teperf", "dashboard", "--history", str(root / "history"), "--out", str(tmp_path / "site")],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "teperf",
+            "dashboard",
+            "--history",
+            str(root / "history"),
+            "--out",
+            str(tmp_path / "site"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "site" / "index.html").exists()
     assert "Block" in (tmp_path / "site" / "index.html").read_text()
@@ -149,11 +193,42 @@ def test_an_interrupted_shard_is_recorded_as_interrupted(fixture, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(root / "site-packages"), "TEPERF_CACHE": str(root / "cache")}
     env.pop("TEPERF_ALLOW_DIRTY", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "teperf", "nightly", "--repo", str(repo), "--ref", "nightly", "--package", "toyte",
-         "--strategy", "overlay", "--config", str(root / "tiny.toml"), "--processes", "50", "--results-dir", str(results),
-         "--format", "json", "--history", str(hist), "--shard", "2/2", "--night", "ci-9"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # see test_ctrl_c_keeps_every_measured_trial
+        [
+            sys.executable,
+            "-m",
+            "teperf",
+            "nightly",
+            "--repo",
+            str(repo),
+            "--ref",
+            "nightly",
+            "--package",
+            "toyte",
+            "--strategy",
+            "overlay",
+            "--config",
+            str(root / "tiny.toml"),
+            "--processes",
+            "50",
+            "--results-dir",
+            str(results),
+            "--format",
+            "json",
+            "--history",
+            str(hist),
+            "--shard",
+            "2/2",
+            "--night",
+            "ci-9",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(
+            signal.SIGINT, signal.SIG_DFL
+        ),  # see test_ctrl_c_keeps_every_measured_trial
     )
     deadline = time.monotonic() + 300  # wait (by content) until trials are on disk
     while time.monotonic() < deadline and proc.poll() is None:

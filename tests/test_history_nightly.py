@@ -25,9 +25,15 @@ class C:
 
 
 def matrix():
-    return [C(m, r, s, "bfloat16", mode) for m, r, s, mode in itertools.product(
-        ["Linear", "LayerNormLinear", "LayerNormMLP", "TransformerLayer"], ["bf16", "fp8_delayed", "mxfp8"],
-        [(8, 2, 256), (128, 4, 256)], ["eager", "cuda-graph"])]
+    return [
+        C(m, r, s, "bfloat16", mode)
+        for m, r, s, mode in itertools.product(
+            ["Linear", "LayerNormLinear", "LayerNormMLP", "TransformerLayer"],
+            ["bf16", "fp8_delayed", "mxfp8"],
+            [(8, 2, 256), (128, 4, 256)],
+            ["eager", "cuda-graph"],
+        )
+    ]
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 7, 48])
@@ -78,7 +84,11 @@ def test_one_shard_range_check_serves_import_and_nightly():
         parse_shard("4/3")
     with pytest.raises(TeperfError) as from_cases:
         shard_cases(matrix(), 4, 3)
-    assert str(from_flag.value) == str(from_cases.value) == "shard 4/3 out of range; I must be between 1 and N, e.g. --shard 1/2 and --shard 2/2"
+    assert (
+        str(from_flag.value)
+        == str(from_cases.value)
+        == "shard 4/3 out of range; I must be between 1 and N, e.g. --shard 1/2 and --shard 2/2"
+    )
 
 
 @pytest.fixture
@@ -97,7 +107,9 @@ def test_first_nightly_pairs_with_the_parent(tmp_path):
     empty = HistoryStore(tmp_path / "none").read()
     choice = choose_base(empty, machine=machine_a(), ref="main", head_sha="f" * 40)
     assert choice.spec == "f" * 40 and choice.base_sha is None and not choice.skip
-    root = choose_base(empty, machine=machine_a(), ref="main", head_sha="f" * 40, has_parent=lambda sha: False)
+    root = choose_base(
+        empty, machine=machine_a(), ref="main", head_sha="f" * 40, has_parent=lambda sha: False
+    )
     assert root.spec == f"{'f' * 40}..{'f' * 40}"
 
 
@@ -128,7 +140,9 @@ def test_other_machines_and_branches_are_not_the_previous_nightly(history):
 
 
 def test_rewritten_branch_falls_back_to_the_parent(history):
-    choice = choose_base(history, machine=machine_a(), ref="main", head_sha="f" * 40, is_ancestor=lambda a, b: False)
+    choice = choose_base(
+        history, machine=machine_a(), ref="main", head_sha="f" * 40, is_ancestor=lambda a, b: False
+    )
     assert choice.base_sha is None and choice.spec == "f" * 40 and "not an ancestor" in choice.reason
 
 

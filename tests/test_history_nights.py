@@ -7,25 +7,41 @@ import shutil
 from pathlib import Path
 
 import pytest
+from test_history_cli import run
+from test_history_store import make_meta, make_row, summary
 
 from teperf.commands.nightly import choose_base
 from teperf.history.analysis import analyze
 from teperf.history.dashboard import build_site
 from teperf.history.nights import nights
 from teperf.history.store import HistoryStore, default_night
-from test_history_cli import run
-from test_history_store import make_meta, make_row, summary
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HEAD = "2" * 40
 
 
-def add_shard(st, shard, modules, *, sha=HEAD, night=None, status="complete", started="2025-01-02T02:00:00Z", bundle=None):
+def add_shard(
+    st,
+    shard,
+    modules,
+    *,
+    sha=HEAD,
+    night=None,
+    status="complete",
+    started="2025-01-02T02:00:00Z",
+    bundle=None,
+):
     meta = make_meta(sha=sha, base_sha="1" * 40, started=started)
     meta["status"] = status
     rows = [make_row(m, status="ok" if status == "complete" else "failed") for m in modules]
-    return st.add_summary(summary(meta, rows), run_kind="nightly", ref="main", shard=shard, night=night,
-                          bundle=bundle or f"{shard}-{started}")[0]
+    return st.add_summary(
+        summary(meta, rows),
+        run_kind="nightly",
+        ref="main",
+        shard=shard,
+        night=night,
+        bundle=bundle or f"{shard}-{started}",
+    )[0]
 
 
 def only(st):
@@ -63,7 +79,9 @@ def test_a_rerun_of_the_failed_shard_completes_the_night(tmp_path):
     add_shard(st, "1/2", ["Linear"])
     add_shard(st, "2/2", ["LayerNormMLP"], status="failed", started="2025-01-02T02:01:00Z")
     assert not only(st).complete
-    add_shard(st, "2/2", ["LayerNormMLP"], started="2025-01-03T09:00:00Z")  # the next day, same commit: same night
+    add_shard(
+        st, "2/2", ["LayerNormMLP"], started="2025-01-03T09:00:00Z"
+    )  # the next day, same commit: same night
     n = only(st)
     assert n.complete and n.runs == 3
 
@@ -124,7 +142,9 @@ def test_named_nights_skip_a_commit_another_night_measured_whole(tmp_path):
     m = machine_of(st)
     # gh-1 is short of shard 2: tonight (gh-2) measures both shards again, so gh-2 can be whole
     for shard in ("1/2", "2/2"):
-        assert not choose_base(st.read(), machine=m, ref="main", head_sha=HEAD, shard=shard, night="gh-2").skip
+        assert not choose_base(
+            st.read(), machine=m, ref="main", head_sha=HEAD, shard=shard, night="gh-2"
+        ).skip
     add_shard(st, "2/2", ["LayerNormMLP"], night="gh-1", started="2025-01-02T02:09:00Z")
     skip = choose_base(st.read(), machine=m, ref="main", head_sha=HEAD, shard="1/2", night="gh-3")
     assert skip.skip and "gh-1" in skip.reason
@@ -147,11 +167,18 @@ def test_history_marks_the_incomplete_night(short_night, capsys):
     code, out, err = run(["history", "--history", short_night.url], capsys)
     assert code == 0, err
     assert "1 of 2 !" in out
-    assert f"night {HEAD[:12]} ({HEAD[:10]}) on machine" in out and "incomplete: 1 of 2 shards (missing 2/2)" in out
+    assert (
+        f"night {HEAD[:12]} ({HEAD[:10]}) on machine" in out
+        and "incomplete: 1 of 2 shards (missing 2/2)" in out
+    )
     # filtering to one module must not make its night look short of the other shard's cells
-    code, out, _ = run(["history", "--history", short_night.url, "--module", "Linear", "--format", "json"], capsys)
+    code, out, _ = run(
+        ["history", "--history", short_night.url, "--module", "Linear", "--format", "json"], capsys
+    )
     rows = json.loads(out)
-    assert {r["night_status"] for r in rows if r["sha"] == HEAD} == {"incomplete: 1 of 2 shards (missing 2/2)"}
+    assert {r["night_status"] for r in rows if r["sha"] == HEAD} == {
+        "incomplete: 1 of 2 shards (missing 2/2)"
+    }
     assert {r["night_status"] for r in rows if r["sha"] == "1" * 40} == {"complete (1 of 1 shard)"}
     code, out, _ = run(["history", "--history", short_night.url, "--nights", "--format", "json"], capsys)
     listed = {r["night"]: r for r in json.loads(out)}
@@ -168,7 +195,10 @@ def test_dashboard_marks_the_incomplete_night(short_night, tmp_path, capsys):
     assert code == 0, err
     assert "incomplete: 1 of 2 shards (missing 2/2)" in out
     index = (tmp_path / "site" / "index.html").read_text()
-    assert f"Latest night <code>{HEAD[:12]}</code>" in index and "incomplete: 1 of 2 shards (missing 2/2)" in index
+    assert (
+        f"Latest night <code>{HEAD[:12]}</code>" in index
+        and "incomplete: 1 of 2 shards (missing 2/2)" in index
+    )
     assert f"not in night {HEAD[:12]}" in index  # LayerNormMLP's newest point is the night before
     page = next((tmp_path / "site").glob("machine-*.html")).read_text()
     assert 'id="nights"' in page and "missing 2/2" in page

@@ -23,11 +23,16 @@ import pytest
 pytest.importorskip("s3fs")
 moto_server = pytest.importorskip("moto.server")
 
-from teperf.history.store import HistoryStore  # noqa: E402
 from test_history_integration_nightly import ROOT, fixture_repo  # noqa: E402
 from test_history_store import make_meta, make_row, summary  # noqa: E402
 
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+from teperf.history.store import HistoryStore  # noqa: E402
+
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +49,9 @@ def s3():
     saved_env = {k: os.environ.get(k) for k in CREDENTIALS}
     os.environ.update(CREDENTIALS)
     saved_conf = fsspec.config.conf.get("s3")
-    fsspec.config.conf["s3"] = {"endpoint_url": endpoint}  # in-process stores; subprocesses get the env variable
+    fsspec.config.conf["s3"] = {
+        "endpoint_url": endpoint
+    }  # in-process stores; subprocesses get the env variable
     s3fs.S3FileSystem.clear_instance_cache()
     try:
         yield endpoint
@@ -82,8 +89,13 @@ def test_concurrent_writers_lose_nothing(s3):
             start.wait()
             for k in range(per_writer):
                 meta = make_meta(sha=f"{w:x}{k:x}".ljust(40, "0"), started=f"2025-03-0{k + 1}T02:00:00Z")
-                st.add_summary(summary(meta, [make_row("Linear"), make_row("LayerNormMLP")]),
-                               run_kind="nightly", ref="main", shard=f"{w + 1}/{writers}", bundle=f"w{w}-{k}")
+                st.add_summary(
+                    summary(meta, [make_row("Linear"), make_row("LayerNormMLP")]),
+                    run_kind="nightly",
+                    ref="main",
+                    shard=f"{w + 1}/{writers}",
+                    bundle=f"w{w}-{k}",
+                )
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -108,20 +120,53 @@ def repo(tmp_path_factory):
 
 def nightly(root, repo, site, config, shard, endpoint, history, night=None):
     i = shard.split("/")[0]
-    env = {**os.environ, **CREDENTIALS, "FSSPEC_S3_ENDPOINT_URL": endpoint, "PYTHONPATH": str(site),
-           "TEPERF_CACHE": str(root / f"cache-{i}")}  # each shard on its own machine: its own cache
+    env = {
+        **os.environ,
+        **CREDENTIALS,
+        "FSSPEC_S3_ENDPOINT_URL": endpoint,
+        "PYTHONPATH": str(site),
+        "TEPERF_CACHE": str(root / f"cache-{i}"),
+    }  # each shard on its own machine: its own cache
     env.pop("TEPERF_ALLOW_DIRTY", None)
     env.pop("TEPERF_HISTORY", None)
-    cmd = [sys.executable, "-m", "teperf", "nightly", "--repo", str(repo), "--ref", "nightly", "--package", "toyte",
-           "--strategy", "overlay", "--config", str(config), "--results-dir", str(root / f"bundles-{i}"),
-           "--format", "json", "--history", history, "--shard", shard, *(["--night", night] if night else [])]
+    cmd = [
+        sys.executable,
+        "-m",
+        "teperf",
+        "nightly",
+        "--repo",
+        str(repo),
+        "--ref",
+        "nightly",
+        "--package",
+        "toyte",
+        "--strategy",
+        "overlay",
+        "--config",
+        str(config),
+        "--results-dir",
+        str(root / f"bundles-{i}"),
+        "--format",
+        "json",
+        "--history",
+        history,
+        "--shard",
+        shard,
+        *(["--night", night] if night else []),
+    ]
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def teperf(*args, endpoint):
     env = {**os.environ, **CREDENTIALS, "FSSPEC_S3_ENDPOINT_URL": endpoint}
-    return subprocess.run([sys.executable, "-m", "teperf", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "teperf", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_two_shards_at_once_into_s3_are_one_night(s3, repo, tmp_path):
@@ -144,7 +189,10 @@ def test_two_shards_at_once_into_s3_are_one_night(s3, repo, tmp_path):
     by_night = {n["night"]: n for n in json.loads(listed.stdout)}
     assert set(by_night) == {"ci-7", "ci-8"}
     assert by_night["ci-7"]["complete"] and by_night["ci-7"]["status"] == "complete (2 of 2 shards)"
-    assert by_night["ci-8"]["status"] == "incomplete: 1 of 2 shards (missing 2/2)" and not by_night["ci-8"]["complete"]
+    assert (
+        by_night["ci-8"]["status"] == "incomplete: 1 of 2 shards (missing 2/2)"
+        and not by_night["ci-8"]["complete"]
+    )
 
     rows = teperf("history", "--history", history, "--format", "json", endpoint=s3)
     assert rows.returncode == 0, rows.stderr

@@ -23,15 +23,33 @@ from teperf.history.store import (
 )
 
 
-def make_meta(sha="a" * 40, base_sha="b" * 40, started="2025-01-02T03:04:05+01:00", gpu=None, driver=None, single=False):
-    head = {"label": "head", "python": "/usr/bin/python3", "sha": sha, "subject": "Head <b>subject</b>",
-            "commit_date": "2025-01-01T12:00:00+00:00", "ref": "main"}
-    base = {"label": "base", "python": "/usr/bin/python3", "sha": base_sha, "subject": "Base subject",
-            "commit_date": "2024-12-31T12:00:00+00:00", "ref": "prev"}
+def make_meta(
+    sha="a" * 40, base_sha="b" * 40, started="2025-01-02T03:04:05+01:00", gpu=None, driver=None, single=False
+):
+    head = {
+        "label": "head",
+        "python": "/usr/bin/python3",
+        "sha": sha,
+        "subject": "Head <b>subject</b>",
+        "commit_date": "2025-01-01T12:00:00+00:00",
+        "ref": "main",
+    }
+    base = {
+        "label": "base",
+        "python": "/usr/bin/python3",
+        "sha": base_sha,
+        "subject": "Base subject",
+        "commit_date": "2024-12-31T12:00:00+00:00",
+        "ref": "prev",
+    }
     workers = {"head": {"torch": "2.13.0", **({"gpu": gpu, "driver": driver} if gpu else {})}}
     return {
-        "teperf_version": "0.1.0", "command": ["teperf", "compare"], "started_at": started,
-        "finished_at": "2025-01-02T03:10:00+01:00", "status": "complete", "config": {},
+        "teperf_version": "0.1.0",
+        "command": ["teperf", "compare"],
+        "started_at": started,
+        "finished_at": "2025-01-02T03:10:00+01:00",
+        "status": "complete",
+        "config": {},
         "sides": {"run": head} if single else {"base": base, "head": head},
         "host": {"hostname": "box", "cpu_model": "Test CPU 9000", "core": 1},
         "workers": workers,
@@ -40,20 +58,37 @@ def make_meta(sha="a" * 40, base_sha="b" * 40, started="2025-01-02T03:04:05+01:0
 
 def make_row(module="Linear", recipe="fp32", base=100.0, head=110.0, single=False, **extra):
     row = {
-        "module": module, "recipe": recipe, "shape": "8x2x256", "dtype": "float32", "mode": "eager",
-        "status": "ok", "error": None, "base_us": base, "head_us": None if single else head,
-        "delta_us": None if single else head - base, "delta_pct": None if single else 100 * (head - base) / base,
-        "ci_low_us": None if single else 8.0, "ci_high_us": None if single else 12.0,
-        "verdict": None if single else "slower", "n_pairs": 6, "base_spread_pct": 1.5,
-        "head_spread_pct": None if single else 2.5, "pair_sd_pct": 0.7, "mde_pct": 1.2,
-        "host_bound": None, "counters": {"base": {"ops": 3}, "head": {"ops": 4}},
+        "module": module,
+        "recipe": recipe,
+        "shape": "8x2x256",
+        "dtype": "float32",
+        "mode": "eager",
+        "status": "ok",
+        "error": None,
+        "base_us": base,
+        "head_us": None if single else head,
+        "delta_us": None if single else head - base,
+        "delta_pct": None if single else 100 * (head - base) / base,
+        "ci_low_us": None if single else 8.0,
+        "ci_high_us": None if single else 12.0,
+        "verdict": None if single else "slower",
+        "n_pairs": 6,
+        "base_spread_pct": 1.5,
+        "head_spread_pct": None if single else 2.5,
+        "pair_sd_pct": 0.7,
+        "mde_pct": 1.2,
+        "host_bound": None,
+        "counters": {"base": {"ops": 3}, "head": {"ops": 4}},
     }
     row.update(extra)
     return row
 
 
 def summary(meta=None, rows=None):
-    return types.SimpleNamespace(meta=meta or make_meta(), rows=rows if rows is not None else [make_row(), make_row("LayerNormMLP", base=200.0, head=190.0)])
+    return types.SimpleNamespace(
+        meta=meta or make_meta(),
+        rows=rows if rows is not None else [make_row(), make_row("LayerNormMLP", base=200.0, head=190.0)],
+    )
 
 
 def test_round_trip_keeps_every_value(tmp_path):
@@ -87,7 +122,9 @@ def test_readable_by_pandas_and_pyarrow_directly(tmp_path):
     st = HistoryStore(tmp_path / "h")
     st.add_summary(summary(make_meta(started="2025-01-02T00:00:00Z")), bundle="one")
     st.add_summary(summary(make_meta(sha="c" * 40, started="2025-01-03T00:00:00Z")), bundle="two")
-    (tmp_path / "h" / ".left-over.parquet.tmp").write_bytes(b"PAR1 half a file")  # a killed writer's leftovers
+    (tmp_path / "h" / ".left-over.parquet.tmp").write_bytes(
+        b"PAR1 half a file"
+    )  # a killed writer's leftovers
     df = pd.read_parquet(tmp_path / "h")
     assert len(df) == 4 and set(df.sha) == {"a" * 40, "c" * 40}
     import pyarrow.dataset as ds
@@ -100,7 +137,9 @@ def test_readable_by_duckdb(tmp_path):
     st = HistoryStore(tmp_path / "h")
     st.add_summary(summary(), bundle="one")
     (tmp_path / "h" / ".x.parquet.tmp").write_bytes(b"junk")
-    n = duckdb.sql(f"select count(*) from read_parquet('{tmp_path / 'h'}/*.parquet', union_by_name=true)").fetchall()[0][0]
+    n = duckdb.sql(
+        f"select count(*) from read_parquet('{tmp_path / 'h'}/*.parquet', union_by_name=true)"
+    ).fetchall()[0][0]
     assert n == 2
 
 
@@ -116,7 +155,9 @@ def test_killed_write_leaves_no_file_that_breaks_reading(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         st.add_summary(summary(make_meta(sha="d" * 40)), bundle="killed")
     monkeypatch.undo()
-    assert sorted(os.listdir(tmp_path / "h")) == [os.path.basename(f) for f in st.files()]  # no temp file left
+    assert sorted(os.listdir(tmp_path / "h")) == [
+        os.path.basename(f) for f in st.files()
+    ]  # no temp file left
     assert len(st.files()) == 1
     assert set(st.read().sha) == {"a" * 40}
     assert len(pd.read_parquet(tmp_path / "h")) == 2
@@ -211,6 +252,8 @@ def test_a_run_file_holds_one_run(tmp_path):
 
 
 def test_timestamps_without_zone_are_utc():
-    rows = rows_from_summary(summary(make_meta(started="2025-01-02T03:04:05")), overrides={"committed_at": "2025-01-01T00:00:00"})
+    rows = rows_from_summary(
+        summary(make_meta(started="2025-01-02T03:04:05")), overrides={"committed_at": "2025-01-01T00:00:00"}
+    )
     assert rows[0].run_date == dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
     assert rows[0].committed_at.tzinfo is not None

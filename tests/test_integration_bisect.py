@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 
-
 from conftest import run_cli
 from gitfixture import HISTORY_CONFIG, make_history
 
@@ -22,9 +21,26 @@ SCHEDULE = ["--processes", "3", "--rounds", "1", "--trials", "2", "--iters", "5"
 def bisect(history, tmp_path, *args):
     (tmp_path / "bisect.toml").write_text(HISTORY_CONFIG)
     env = {"PYTHONPATH": str(history.site), "TEPERF_CACHE": str(tmp_path / "cache")}
-    res = run_cli("bisect", "good..bad", "--cell", "MLP/fp32", "--repo", history.repo, "--package", "mypkg",
-                  "--config", tmp_path / "bisect.toml", *SCHEDULE, *args, "--format", "json",
-                  "--results-dir", tmp_path / "results", env=env, cwd=tmp_path)
+    res = run_cli(
+        "bisect",
+        "good..bad",
+        "--cell",
+        "MLP/fp32",
+        "--repo",
+        history.repo,
+        "--package",
+        "mypkg",
+        "--config",
+        tmp_path / "bisect.toml",
+        *SCHEDULE,
+        *args,
+        "--format",
+        "json",
+        "--results-dir",
+        tmp_path / "results",
+        env=env,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout), res.stderr, env
 
@@ -42,7 +58,9 @@ def test_counters_find_the_commit_that_adds_python_calls(tmp_path):
     assert result["moved_counters"] == ["python_calls"]
     assert result["counters_after"]["python_calls"] - result["counters_before"]["python_calls"] == 5
     assert result["counters_after"]["aten_ops"] == result["counters_before"]["aten_ops"]
-    again = [(p["role"], p["counters"]["python_calls"]) for p in out["probes"] if p["what"] == "counters again"]
+    again = [
+        (p["role"], p["counters"]["python_calls"]) for p in out["probes"] if p["what"] == "counters again"
+    ]
     calls = result["counters_good"]["python_calls"], result["counters_bad"]["python_calls"]
     assert again == [("GOOD", calls[0]), ("BAD", calls[1])]
     skipped = [p for p in out["probes"] if p["result"] == "skip"]

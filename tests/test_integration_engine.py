@@ -12,14 +12,15 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import PLANTED, ROOT, rows_by_module, run_cli
 
 SMALL = ["--processes", "4", "--rounds", "1", "--trials", "4", "--iters", "30", "--warmup", "10"]
 
 
 def _trials(bundle: Path) -> list[dict]:
-    return [json.loads(l) for l in (bundle / "records.jsonl").read_text().splitlines() if '"kind":"trial"' in l]
+    return [
+        json.loads(l) for l in (bundle / "records.jsonl").read_text().splitlines() if '"kind":"trial"' in l
+    ]
 
 
 def _only_bundle(results_dir: Path) -> Path:
@@ -34,8 +35,26 @@ def test_planted_slowdown_is_detected_and_others_unchanged(results_dir):
     # --min-effect 3: this test is about each side running its own code; the
     # false-change rate of unchanged cells is what the A/A test below checks.
     # 6 pairs, not SMALL's 4: t over 3 degrees of freedom let a loaded CI VM leave 0 inside.
-    res = run_cli("compare", "--config", "demo", "--base-path", PLANTED / "base", "--head-path", PLANTED / "head",
-                  *SMALL, "--processes", "6", "--min-effect", "3", "--fail-on", "slower", "--format", "json", "--results-dir", results_dir)
+    res = run_cli(
+        "compare",
+        "--config",
+        "demo",
+        "--base-path",
+        PLANTED / "base",
+        "--head-path",
+        PLANTED / "head",
+        *SMALL,
+        "--processes",
+        "6",
+        "--min-effect",
+        "3",
+        "--fail-on",
+        "slower",
+        "--format",
+        "json",
+        "--results-dir",
+        results_dir,
+    )
     # --fail-on slower: the planted slowdown fails the run, named in one line on stderr, after the full output
     assert res.returncode == 1, res.stderr
     (gate_line,) = [l for l in res.stderr.splitlines() if l.startswith("teperf: fail-on:")]
@@ -48,7 +67,18 @@ def test_planted_slowdown_is_detected_and_others_unchanged(results_dir):
     assert mlp["ci_low_us"] > 0
     for name in ("Linear", "LayerNormLinear"):
         assert rows[name]["verdict"] in ("no change", "inconclusive"), rows[name]
-    for key in ("module", "recipe", "shape", "base_us", "head_us", "delta_us", "delta_pct", "ci_low_us", "ci_high_us", "verdict"):
+    for key in (
+        "module",
+        "recipe",
+        "shape",
+        "base_us",
+        "head_us",
+        "delta_us",
+        "delta_pct",
+        "ci_low_us",
+        "ci_high_us",
+        "verdict",
+    ):
         assert key in mlp
     meta = json.loads(res.stdout)["meta"]
     assert meta["status"] == "complete" and set(meta["sides"]) == {"base", "head"}
@@ -57,7 +87,9 @@ def test_planted_slowdown_is_detected_and_others_unchanged(results_dir):
     assert len(trials) == 6 * 1 * 4 * 3 * 2
     seeds = {(t["pair"], t["hash_seed"]) for t in trials}
     assert len({s for _, s in seeds}) == 6  # a new hash seed per pair, shared by both sides
-    hellos = [json.loads(l) for l in (bundle / "records.jsonl").read_text().splitlines() if '"kind":"worker"' in l]
+    hellos = [
+        json.loads(l) for l in (bundle / "records.jsonl").read_text().splitlines() if '"kind":"worker"' in l
+    ]
     assert all(h["hello"]["affinity"] == [meta["config"]["core"]] for h in hellos)
     assert all(h["hello"]["threads"] == 1 for h in hellos)
 
@@ -68,8 +100,20 @@ def test_aa_over_many_cells_reports_no_change(results_dir):
     shapes = []
     for s in ("8,2,64", "8,2,128", "4,4,128", "16,128"):
         shapes += ["--shape", s]
-    res = run_cli("compare", "--base-path", same, "--head-path", same, *shapes, *SMALL, "--no-counters",
-                  "--format", "json", "--results-dir", results_dir)
+    res = run_cli(
+        "compare",
+        "--base-path",
+        same,
+        "--head-path",
+        same,
+        *shapes,
+        *SMALL,
+        "--no-counters",
+        "--format",
+        "json",
+        "--results-dir",
+        results_dir,
+    )
     assert res.returncode == 0, res.stderr
     rows = json.loads(res.stdout)["rows"]
     assert len(rows) == 12
@@ -136,7 +180,8 @@ def faulty(tmp_path):
     pkg.mkdir()
     (pkg / "faulty_blocks.py").write_text(FAULTY)
     cfg = tmp_path / "faulty.toml"
-    cfg.write_text(textwrap.dedent('''
+    cfg.write_text(
+        textwrap.dedent("""
         shapes = [[4, 64]]
         [modules.Ok]
         factory = "faulty_blocks:make_ok"
@@ -153,20 +198,36 @@ def faulty(tmp_path):
         iters = 20
         warmup = 5
         timeout_s = 8
-    '''))
+    """)
+    )
     return pkg, cfg
 
 
 def test_failing_cells_are_marked_and_the_rest_goes_on(faulty, results_dir):
     pkg, cfg = faulty
-    res = run_cli("compare", "--config", cfg, "--base-path", pkg, "--head-path", pkg, "--no-counters",
-                  "--format", "json", "--results-dir", results_dir, timeout=300)
+    res = run_cli(
+        "compare",
+        "--config",
+        cfg,
+        "--base-path",
+        pkg,
+        "--head-path",
+        pkg,
+        "--no-counters",
+        "--format",
+        "json",
+        "--results-dir",
+        results_dir,
+        timeout=300,
+    )
     assert res.returncode == 1, res.stderr  # cells failed: a CI job must not go green
     rows = rows_by_module(res.stdout)
     assert rows["Ok"]["status"] == "ok" and rows["Ok"]["n_pairs"] == 2
     assert rows["Bad"]["status"] == "failed" and "this factory is broken" in rows["Bad"]["error"]
     # a worker that dies or hangs costs the cell its pair; the next pair tries again, then it is failed
-    assert rows["Crash"]["status"] in ("failed", "partial") and "exited with status 3" in rows["Crash"]["error"]
+    assert (
+        rows["Crash"]["status"] in ("failed", "partial") and "exited with status 3" in rows["Crash"]["error"]
+    )
     assert "in 2 pairs" in rows["Crash"]["error"]
     assert rows["Hang"]["status"] in ("failed", "partial") and "did not answer" in rows["Hang"]["error"]
     assert "in 2 pairs" in rows["Hang"]["error"]
@@ -177,28 +238,42 @@ def test_failing_cells_are_marked_and_the_rest_goes_on(faulty, results_dir):
 def flaky_config(tmp_path, processes: int):
     """Cells Ok and Flaky (whose first forward anywhere kills its worker, once) of FAULTY."""
     cfg = tmp_path / "flaky.toml"
-    cfg.write_text(textwrap.dedent(f'''
+    cfg.write_text(
+        textwrap.dedent(f'''
         shapes = [[4, 64]]
         [modules.Ok]
         factory = "faulty_blocks:make_ok"
         [modules.Flaky]
         factory = "faulty_blocks:make_flaky"
-        kwargs = {{ marker = "{tmp_path / 'crashed-once'}" }}
+        kwargs = {{ marker = "{tmp_path / "crashed-once"}" }}
         [schedule]
         processes = {processes}
         rounds = 1
         trials = 2
         iters = 10
         warmup = 2
-    '''))
+    ''')
+    )
     return cfg
 
 
 def test_a_worker_that_dies_costs_its_pair_not_its_cell(tmp_path, faulty, results_dir):
     pkg, _ = faulty
     cfg = flaky_config(tmp_path, processes=3)
-    res = run_cli("compare", "--config", cfg, "--base-path", pkg, "--head-path", pkg, "--no-counters",
-                  "--format", "json", "--results-dir", results_dir)
+    res = run_cli(
+        "compare",
+        "--config",
+        cfg,
+        "--base-path",
+        pkg,
+        "--head-path",
+        pkg,
+        "--no-counters",
+        "--format",
+        "json",
+        "--results-dir",
+        results_dir,
+    )
     assert res.returncode == 1, res.stderr  # partial is not "all measured"
     rows = rows_by_module(res.stdout)
     assert rows["Ok"]["status"] == "ok" and rows["Ok"]["n_pairs"] == 3
@@ -208,14 +283,29 @@ def test_a_worker_that_dies_costs_its_pair_not_its_cell(tmp_path, faulty, result
     assert flaky["verdict"] is not None and "exited with status 3" in flaky["error"]
     assert any("partial Flaky" in n and "2 of 3 pairs" in n for n in json.loads(res.stdout)["notes"])
     table = run_cli("report", _only_bundle(results_dir), "--format", "markdown")
-    assert "| pairs |" in table.stdout.replace("| pairs | counters |", "| pairs |") and "| 2/3 |" in table.stdout
+    assert (
+        "| pairs |" in table.stdout.replace("| pairs | counters |", "| pairs |") and "| 2/3 |" in table.stdout
+    )
     assert "exited with status 3" in table.stdout  # the reason is in the table's notes, not only in json/csv
 
 
 def test_table_marks_failed_cells(faulty, results_dir):
     pkg, cfg = faulty
-    res = run_cli("run", "--config", cfg, "--path", pkg, "--modules", "Ok,Bad", "--timeout", "120", "--format", "markdown",
-                  "--results-dir", results_dir)  # no hang here: a loaded CI machine may take 8 s to start
+    res = run_cli(
+        "run",
+        "--config",
+        cfg,
+        "--path",
+        pkg,
+        "--modules",
+        "Ok,Bad",
+        "--timeout",
+        "120",
+        "--format",
+        "markdown",
+        "--results-dir",
+        results_dir,
+    )  # no hang here: a loaded CI machine may take 8 s to start
     assert res.returncode == 1, res.stderr
     assert "FAILED" in res.stdout and "this factory is broken" in res.stdout
     assert "| Ok |" in res.stdout
@@ -223,10 +313,35 @@ def test_table_marks_failed_cells(faulty, results_dir):
 
 def test_ctrl_c_keeps_every_measured_trial(results_dir):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "teperf", "compare", "--base-path", PLANTED / "base", "--head-path", PLANTED / "base",
-         "--processes", "50", "--rounds", "1", "--trials", "4", "--iters", "30", "--warmup", "5", "--no-counters",
-         "--format", "json", "--results-dir", results_dir],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "teperf",
+            "compare",
+            "--base-path",
+            PLANTED / "base",
+            "--head-path",
+            PLANTED / "base",
+            "--processes",
+            "50",
+            "--rounds",
+            "1",
+            "--trials",
+            "4",
+            "--iters",
+            "30",
+            "--warmup",
+            "5",
+            "--no-counters",
+            "--format",
+            "json",
+            "--results-dir",
+            results_dir,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         # a shell that runs pytest in the background ignores SIGINT, and children inherit that
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
@@ -266,8 +381,25 @@ def test_ctrl_c_keeps_every_measured_trial(results_dir):
 
 
 def test_report_survives_a_torn_last_line(results_dir):
-    res = run_cli("run", "--modules", "Linear", "--processes", "1", "--rounds", "1", "--trials", "2", "--iters", "10",
-                  "--warmup", "2", "--results-dir", results_dir, "--format", "csv")
+    res = run_cli(
+        "run",
+        "--modules",
+        "Linear",
+        "--processes",
+        "1",
+        "--rounds",
+        "1",
+        "--trials",
+        "2",
+        "--iters",
+        "10",
+        "--warmup",
+        "2",
+        "--results-dir",
+        results_dir,
+        "--format",
+        "csv",
+    )
     assert res.returncode == 0, res.stderr
     bundle = _only_bundle(results_dir)
     with open(bundle / "records.jsonl", "a") as f:
@@ -281,9 +413,29 @@ def test_report_survives_a_torn_last_line(results_dir):
 def test_compiled_cases_sharing_a_worker_all_measure_without_compiling_in_trials(results_dir):
     # Each compile-mode case compiles as if alone (dynamo reset before it); cases set up before
     # lose their compiled code to that reset and must get it back untimed, not in a trial.
-    res = run_cli("run", "--modes", "compile", "--modules", "Linear,LayerNormMLP", "--processes", "1", "--rounds", "1",
-                  "--trials", "2", "--iters", "5", "--warmup", "2", "--prestart", "0", "--format", "json",
-                  "--results-dir", results_dir)
+    res = run_cli(
+        "run",
+        "--modes",
+        "compile",
+        "--modules",
+        "Linear,LayerNormMLP",
+        "--processes",
+        "1",
+        "--rounds",
+        "1",
+        "--trials",
+        "2",
+        "--iters",
+        "5",
+        "--warmup",
+        "2",
+        "--prestart",
+        "0",
+        "--format",
+        "json",
+        "--results-dir",
+        results_dir,
+    )
     assert res.returncode == 0, res.stderr
     rows = json.loads(res.stdout)["rows"]
     assert [r["status"] for r in rows] == ["ok", "ok"] and all(r["info"]["graphs"] >= 1 for r in rows)
@@ -291,10 +443,13 @@ def test_compiled_cases_sharing_a_worker_all_measure_without_compiling_in_trials
     assert len(trials) == 4 and all(t["compiles"] == 0 for t in trials), [t.get("compiles") for t in trials]
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--device", "cuda"], ["sees no CUDA device", "--device cpu"]),
-    (["--timeout", "0.5"], ["did not answer within 0.5 s", "raise --timeout"]),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--device", "cuda"], ["sees no CUDA device", "--device cpu"]),
+        (["--timeout", "0.5"], ["did not answer within 0.5 s", "raise --timeout"]),
+    ],
+)
 def test_a_worker_that_cannot_start_names_the_cause(args, words, results_dir):
     if "--device" in args:
         import torch
@@ -307,7 +462,7 @@ def test_a_worker_that_cannot_start_names_the_cause(args, words, results_dir):
     assert "can import torch" not in res.stderr
 
 
-SIGKILLED = '''
+SIGKILLED = """
 import os, signal
 import torch.nn as nn
 
@@ -317,7 +472,7 @@ class Killed(nn.Linear):
 
 def make_killed():
     return Killed(64, 64)
-'''
+"""
 
 
 def test_a_worker_killed_by_sigkill_hints_at_memory(tmp_path, results_dir):
@@ -326,8 +481,27 @@ def test_a_worker_killed_by_sigkill_hints_at_memory(tmp_path, results_dir):
     (pkg / "killed_blocks.py").write_text(SIGKILLED)
     cfg = tmp_path / "killed.toml"
     cfg.write_text('shapes = [[4, 64]]\n[modules.Killed]\nfactory = "killed_blocks:make_killed"\n')
-    res = run_cli("run", "--config", cfg, "--path", pkg, "--processes", "1", "--rounds", "1", "--trials", "2",
-                  "--iters", "5", "--warmup", "1", "--format", "csv", "--results-dir", results_dir)
+    res = run_cli(
+        "run",
+        "--config",
+        cfg,
+        "--path",
+        pkg,
+        "--processes",
+        "1",
+        "--rounds",
+        "1",
+        "--trials",
+        "2",
+        "--iters",
+        "5",
+        "--warmup",
+        "1",
+        "--format",
+        "csv",
+        "--results-dir",
+        results_dir,
+    )
     assert res.returncode == 1, res.stderr
     assert "was killed by SIGKILL (signal 9)" in res.stdout  # the reason, in the csv too
     assert "killed for memory" in res.stderr and "smaller --shape" in res.stderr

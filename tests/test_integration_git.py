@@ -8,18 +8,56 @@ import shlex
 import subprocess
 
 import pytest
-
 from conftest import rows_by_module, run_cli
 from gitfixture import make_fixture
 
 # Changes under 3 % count as "no change" here: these tests check that the right code runs on each side
 # (a 200 us busy-wait on ~500 us is +40 %), not the engine's A/A calibration (tested with many cells elsewhere).
-SMALL = ["--processes", "4", "--rounds", "1", "--trials", "4", "--iters", "30", "--warmup", "10", "--no-counters",
-         "--min-effect", "3"]
-AA = ["--processes", "3", "--rounds", "1", "--trials", "4", "--iters", "30", "--warmup", "10", "--no-counters",
-      "--min-effect", "3"]
-TINY = ["--processes", "1", "--rounds", "1", "--trials", "2", "--iters", "10", "--warmup", "2", "--no-counters",
-        "--modules", "MLP"]
+SMALL = [
+    "--processes",
+    "4",
+    "--rounds",
+    "1",
+    "--trials",
+    "4",
+    "--iters",
+    "30",
+    "--warmup",
+    "10",
+    "--no-counters",
+    "--min-effect",
+    "3",
+]
+AA = [
+    "--processes",
+    "3",
+    "--rounds",
+    "1",
+    "--trials",
+    "4",
+    "--iters",
+    "30",
+    "--warmup",
+    "10",
+    "--no-counters",
+    "--min-effect",
+    "3",
+]
+TINY = [
+    "--processes",
+    "1",
+    "--rounds",
+    "1",
+    "--trials",
+    "2",
+    "--iters",
+    "10",
+    "--warmup",
+    "2",
+    "--no-counters",
+    "--modules",
+    "MLP",
+]
 
 CONFIG = """\
 backend = "torch"
@@ -47,8 +85,21 @@ def fx(tmp_path):
 
 def compare(fx, spec, *args, results_dir, repo=None, env=None):
     return run_cli(
-        "compare", spec, "--repo", repo or fx.repo, "--package", "mypkg", "--config", fx.root / "git.toml", *args,
-        "--format", "json", "--results-dir", results_dir, env={**fx.env, **(env or {})}, cwd=fx.root,
+        "compare",
+        spec,
+        "--repo",
+        repo or fx.repo,
+        "--package",
+        "mypkg",
+        "--config",
+        fx.root / "git.toml",
+        *args,
+        "--format",
+        "json",
+        "--results-dir",
+        results_dir,
+        env={**fx.env, **(env or {})},
+        cwd=fx.root,
     )
 
 
@@ -58,7 +109,9 @@ def compare(fx, spec, *args, results_dir, repo=None, env=None):
 @pytest.mark.flaky(reruns=1)
 def test_overlay_detects_planted_slowdown(fx, results_dir):
     # 6 pairs, not SMALL's 4: with t over 3 degrees of freedom a loaded 2-core VM could leave 0 inside
-    res = compare(fx, "v0.1.0..main", "--strategy", "overlay", *SMALL, "--processes", "6", results_dir=results_dir)
+    res = compare(
+        fx, "v0.1.0..main", "--strategy", "overlay", *SMALL, "--processes", "6", results_dir=results_dir
+    )
     assert res.returncode == 0, res.stderr
     rows = rows_by_module(res.stdout)
     mlp, norm = rows["MLP"], rows["Norm"]
@@ -90,8 +143,16 @@ def test_overlay_a_a_reports_no_change(fx, results_dir):
 
 def test_build_strategy_builds_each_side_once_and_reuses(fx, results_dir):
     build = shlex.join(fx.build_command())
-    res = compare(fx, "v0.1.0..cpp", "--strategy", "build", "--build-command", build, *TINY,
-                  results_dir=results_dir / "1")
+    res = compare(
+        fx,
+        "v0.1.0..cpp",
+        "--strategy",
+        "build",
+        "--build-command",
+        build,
+        *TINY,
+        results_dir=results_dir / "1",
+    )
     assert res.returncode == 0, res.stderr
     assert fx.builds_run() == 2  # base and cpp differ in a compiled source: one build each
     meta = json.loads(res.stdout)["meta"]
@@ -100,8 +161,16 @@ def test_build_strategy_builds_each_side_once_and_reuses(fx, results_dir):
     mlp = rows_by_module(res.stdout)["MLP"]
     assert mlp["status"] == "ok" and mlp["head_us"] > mlp["base_us"], mlp  # head spins 200 us
 
-    res = compare(fx, "v0.1.0..cpp", "--strategy", "build", "--build-command", build, *TINY,
-                  results_dir=results_dir / "2")
+    res = compare(
+        fx,
+        "v0.1.0..cpp",
+        "--strategy",
+        "build",
+        "--build-command",
+        build,
+        *TINY,
+        results_dir=results_dir / "2",
+    )
     assert res.returncode == 0, res.stderr
     assert fx.builds_run() == 2  # the second run reuses both builds
     meta = json.loads(res.stdout)["meta"]
@@ -120,7 +189,9 @@ def test_overlay_refusal_and_bad_input_exit_2(fx, tmp_path, results_dir):
     plain.mkdir()
     res = compare(fx, "a..b", *TINY, repo=plain, results_dir=results_dir)
     assert res.returncode == 2 and "not inside a git repository" in res.stderr, res.stderr
-    res = compare(fx, "v0.1.0..main", "--strategy", "overlay", *TINY, env={"PYTHONPATH": ""}, results_dir=results_dir)
+    res = compare(
+        fx, "v0.1.0..main", "--strategy", "overlay", *TINY, env={"PYTHONPATH": ""}, results_dir=results_dir
+    )
     assert res.returncode == 2 and "mypkg is not installed" in res.stderr, res.stderr
     assert not results_dir.exists() or not any(results_dir.iterdir())  # nothing measured
 
@@ -149,7 +220,9 @@ kwargs = { width = 32 }
 """
 
 
-@pytest.mark.flaky(reruns=1)  # statistical: a real build, then a planted 200 us spin against an unchanged cell
+@pytest.mark.flaky(
+    reruns=1
+)  # statistical: a real build, then a planted 200 us spin against an unchanged cell
 def test_extension_tier_builds_measures_and_reuses_the_cache(tmp_path, results_dir):
     """A real torch.utils.cpp_extension build of each side's C++ (head spins 200 us in it), over an installed core."""
     from gitfixture import make_ext_fixture
@@ -159,9 +232,27 @@ def test_extension_tier_builds_measures_and_reuses_the_cache(tmp_path, results_d
     env = {"PYTHONPATH": str(fx.site), "TEPERF_CACHE": str(tmp_path / "cache")}
 
     def ext_compare(spec, *args, out):
-        return run_cli("compare", spec, "--repo", fx.repo, "--package", "extpkg", "--layout", fx.layout,
-                       "--config", tmp_path / "ext.toml", "--jobs", "2", *args, "--format", "json",
-                       "--results-dir", results_dir / out, env=env, cwd=tmp_path)
+        return run_cli(
+            "compare",
+            spec,
+            "--repo",
+            fx.repo,
+            "--package",
+            "extpkg",
+            "--layout",
+            fx.layout,
+            "--config",
+            tmp_path / "ext.toml",
+            "--jobs",
+            "2",
+            *args,
+            "--format",
+            "json",
+            "--results-dir",
+            results_dir / out,
+            env=env,
+            cwd=tmp_path,
+        )
 
     res = ext_compare("v0.1.0..main", *SMALL, out="1")
     assert res.returncode == 0, res.stderr
@@ -178,17 +269,25 @@ def test_extension_tier_builds_measures_and_reuses_the_cache(tmp_path, results_d
     built = sides["head"]["overlay_own_files"]
     assert len(built) == 1 and built[0].startswith("_lib/extpkg_ext")
     assert os.readlink(f"{shadow}/extpkg/{built[0]}").startswith(sides["head"]["ext_prefix"])
-    assert not os.path.exists(f"{shadow}/extpkg/_lib/extpkg_ext.cpython-fake.so")  # the installed one is replaced
-    assert os.readlink(f"{shadow}/extpkg/_lib/libextpkg_core.so") == str(fx.site / "extpkg/_lib/libextpkg_core.so")
+    assert not os.path.exists(
+        f"{shadow}/extpkg/_lib/extpkg_ext.cpython-fake.so"
+    )  # the installed one is replaced
+    assert os.readlink(f"{shadow}/extpkg/_lib/libextpkg_core.so") == str(
+        fx.site / "extpkg/_lib/libextpkg_core.so"
+    )
 
     res = ext_compare("v0.1.0..main", *EXT_TINY, out="2")  # the second run builds nothing
     assert res.returncode == 0, res.stderr
-    assert "building the" not in res.stderr and res.stderr.count("extension reused from the cache") == 4  # plan+log
+    assert (
+        "building the" not in res.stderr and res.stderr.count("extension reused from the cache") == 4
+    )  # plan+log
     sides2 = json.loads(res.stdout)["meta"]["sides"]
     assert sides2["base"]["ext_reused"] and sides2["head"]["ext_reused"]
     assert [sides2[s]["ext_key"] for s in ("base", "head")] == [sides[s]["ext_key"] for s in ("base", "head")]
     listed = json.loads(run_cli("cache", "list", "--format", "json", env=env, cwd=tmp_path).stdout)["entries"]
-    assert sorted(e["key"] for e in listed if e["kind"] == "ext") == sorted(sides[s]["ext_key"] for s in sides)
+    assert sorted(e["key"] for e in listed if e["kind"] == "ext") == sorted(
+        sides[s]["ext_key"] for s in sides
+    )
 
     # an extension that needs a core symbol the installed core lacks: one line naming --strategy build
     res = ext_compare("v0.1.0..badsym", *EXT_TINY, out="3")

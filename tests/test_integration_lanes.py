@@ -12,15 +12,17 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import PLANTED, ROOT, rows_by_module, run_cli
-from teperf.cpus import available_cores, smt_siblings
-from teperf.engine.lanes import physical_cores
 from test_integration_engine import FAULTY, flaky_config
 from test_integration_signals import _children, _wait_for_hang, _wait_gone, stuck_config
 
+from teperf.cpus import available_cores, smt_siblings
+from teperf.engine.lanes import physical_cores
+
 PHYSICAL = len(physical_cores(available_cores()))
-pytestmark = pytest.mark.skipif(PHYSICAL < 2, reason=f"--lanes 2 needs 2 physical cores; this process may use {PHYSICAL}")
+pytestmark = pytest.mark.skipif(
+    PHYSICAL < 2, reason=f"--lanes 2 needs 2 physical cores; this process may use {PHYSICAL}"
+)
 
 QUICK = ("--rounds", "1", "--trials", "2", "--iters", "10", "--warmup", "5", "--no-counters", "--lanes", "2")
 
@@ -45,8 +47,23 @@ def _check_lanes(records: list[dict]) -> dict:
 
 @pytest.mark.flaky(reruns=1)  # the planted MLP delta is statistical
 def test_two_lanes_measure_pairs_at_once_and_report_breaks_them_down(results_dir):
-    res = run_cli("compare", "--config", "demo", "--base-path", PLANTED / "base", "--head-path", PLANTED / "head",
-                  "--processes", "4", *QUICK, "--format", "json", "--results-dir", results_dir, timeout=300)
+    res = run_cli(
+        "compare",
+        "--config",
+        "demo",
+        "--base-path",
+        PLANTED / "base",
+        "--head-path",
+        PLANTED / "head",
+        "--processes",
+        "4",
+        *QUICK,
+        "--format",
+        "json",
+        "--results-dir",
+        results_dir,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     rows = rows_by_module(res.stdout)
     assert all(r["n_pairs"] == 4 for r in rows.values())
@@ -80,14 +97,33 @@ def _children_left() -> list[int]:
 def test_precision_with_two_lanes_stops_on_width(tmp_path, results_dir):
     cfg = tmp_path / "wide.toml"
     cfg.write_text('modules = ["Linear"]\nshapes = [[8, 64]]\n[schedule]\nmin_pairs = 3\n')
-    res = run_cli("compare", "--config", cfg, "--base-path", PLANTED / "base", "--head-path", PLANTED / "base",
-                  *QUICK, "--precision", "90", "--budget", "5m", "--format", "json", "--results-dir", results_dir, timeout=400)
+    res = run_cli(
+        "compare",
+        "--config",
+        cfg,
+        "--base-path",
+        PLANTED / "base",
+        "--head-path",
+        PLANTED / "base",
+        *QUICK,
+        "--precision",
+        "90",
+        "--budget",
+        "5m",
+        "--format",
+        "json",
+        "--results-dir",
+        results_dir,
+        timeout=400,
+    )
     assert res.returncode == 0, res.stderr
     meta, records = _records(results_dir)
     stop = next(r for r in records if r["kind"] == "stop")
     assert stop["reason"] == "precision reached", stop
     # the cell settles at min_pairs; a pair the other lane had started by then still counts
-    assert 3 <= rows_by_module(res.stdout)["Linear"]["n_pairs"] <= 3 + 1  # + the one the other lane measured then
+    assert (
+        3 <= rows_by_module(res.stdout)["Linear"]["n_pairs"] <= 3 + 1
+    )  # + the one the other lane measured then
     _check_lanes(records)
 
 
@@ -96,8 +132,21 @@ def test_a_worker_that_dies_on_one_lane_costs_its_pair_only(tmp_path, results_di
     pkg.mkdir()
     (pkg / "faulty_blocks.py").write_text(FAULTY)
     cfg = flaky_config(tmp_path, processes=4)
-    res = run_cli("compare", "--config", cfg, "--base-path", pkg, "--head-path", pkg, *QUICK, "--format", "json",
-                  "--results-dir", results_dir, timeout=300)
+    res = run_cli(
+        "compare",
+        "--config",
+        cfg,
+        "--base-path",
+        pkg,
+        "--head-path",
+        pkg,
+        *QUICK,
+        "--format",
+        "json",
+        "--results-dir",
+        results_dir,
+        timeout=300,
+    )
     assert res.returncode == 1, res.stderr  # partial: one pair lost
     rows = rows_by_module(res.stdout)
     assert rows["Ok"]["status"] == "ok" and rows["Ok"]["n_pairs"] == 4
@@ -112,9 +161,27 @@ def test_sigterm_stops_both_lanes_and_leaves_no_worker(tmp_path):
     pkg, cfg, marker = stuck_config(tmp_path, processes=4)
     results = tmp_path / "results"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "teperf", "compare", "--config", cfg, "--base-path", pkg, "--head-path", pkg, *QUICK,
-         "--format", "json", "--results-dir", results],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "teperf",
+            "compare",
+            "--config",
+            cfg,
+            "--base-path",
+            pkg,
+            "--head-path",
+            pkg,
+            *QUICK,
+            "--format",
+            "json",
+            "--results-dir",
+            results,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         hanging = _wait_for_hang(proc, marker)

@@ -10,15 +10,32 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import PLANTED, run_cli
 
-SMALL = ["--modules", "Linear", "--modes", "eager,compile", "--shape", "8,2,32", "--processes", "2", "--rounds", "1",
-         "--trials", "2", "--iters", "10", "--warmup", "2"]
+SMALL = [
+    "--modules",
+    "Linear",
+    "--modes",
+    "eager,compile",
+    "--shape",
+    "8,2,32",
+    "--processes",
+    "2",
+    "--rounds",
+    "1",
+    "--trials",
+    "2",
+    "--iters",
+    "10",
+    "--warmup",
+    "2",
+]
 
 
 def _records(bundle: Path, kind: str) -> list[dict]:
-    return [r for r in map(json.loads, (bundle / "records.jsonl").read_text().splitlines()) if r["kind"] == kind]
+    return [
+        r for r in map(json.loads, (bundle / "records.jsonl").read_text().splitlines()) if r["kind"] == kind
+    ]
 
 
 def _setups(bundle: Path, mode: str) -> list[dict]:
@@ -28,8 +45,19 @@ def _setups(bundle: Path, mode: str) -> list[dict]:
 
 
 def test_cold_compare_pairs_first_calls_and_recompiles(results_dir):
-    res = run_cli("compare", "--base-path", PLANTED / "base", "--head-path", PLANTED / "base", *SMALL, "--no-counters",
-                  "--format", "json", "--results-dir", results_dir)
+    res = run_cli(
+        "compare",
+        "--base-path",
+        PLANTED / "base",
+        "--head-path",
+        PLANTED / "base",
+        *SMALL,
+        "--no-counters",
+        "--format",
+        "json",
+        "--results-dir",
+        results_dir,
+    )
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     eager, comp = data["rows"]
@@ -69,9 +97,15 @@ def test_warm_run_reads_a_prefilled_cache_and_gives_the_break_even(results_dir):
     assert comp["break_even_steps"] == "never" or comp["break_even_steps"] >= 0
     (bundle,) = list(results_dir.iterdir())
     prewarm = _records(bundle, "prewarm")
-    assert [r["status"] for r in prewarm] == ["ready"] and prewarm[0]["info"]["first_call"]["cache"]["files_before"] == 0
+    assert [r["status"] for r in prewarm] == ["ready"] and prewarm[0]["info"]["first_call"]["cache"][
+        "files_before"
+    ] == 0
     caches = [r["info"]["first_call"]["cache"] for r in _setups(bundle, "compile")]
     assert len(caches) == 2
     # warm: both pairs read the one directory the pre-warm filled
     assert all(c["mode"] == "warm" and c["files_before"] > 0 for c in caches)
-    assert len({c["dir"] for c in caches}) == 1 == len({prewarm[0]["info"]["first_call"]["cache"]["dir"], caches[0]["dir"]})
+    assert (
+        len({c["dir"] for c in caches})
+        == 1
+        == len({prewarm[0]["info"]["first_call"]["cache"]["dir"], caches[0]["dir"]})
+    )

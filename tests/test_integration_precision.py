@@ -7,7 +7,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import PLANTED, run_cli
 
 SHORT = ["--rounds", "1", "--trials", "4", "--iters", "30", "--warmup", "10", "--no-counters"]
@@ -21,7 +20,8 @@ def _records(results_dir: Path, kind: str) -> list[dict]:
 
 def _config(tmp_path: Path, modules: str, min_pairs: int) -> Path:
     path = tmp_path / "precision.toml"
-    path.write_text(textwrap.dedent(f"""
+    path.write_text(
+        textwrap.dedent(f"""
         backend = "torch"
         device = "cpu"
         recipes = ["fp32"]
@@ -29,15 +29,32 @@ def _config(tmp_path: Path, modules: str, min_pairs: int) -> Path:
         {modules}
         [schedule]
         min_pairs = {min_pairs}
-    """))
+    """)
+    )
     return path
 
 
 def test_loose_target_stops_at_min_pairs_long_before_the_budget(tmp_path, results_dir):
     cfg = _config(tmp_path, 'modules = ["Linear", "LayerNormLinear"]', min_pairs=3)
     same = PLANTED / "base"
-    res = run_cli("compare", "--config", cfg, "--base-path", same, "--head-path", same, *SHORT,
-                  "--precision", "40", "--budget", "10m", "--format", "json", "--results-dir", results_dir)
+    res = run_cli(
+        "compare",
+        "--config",
+        cfg,
+        "--base-path",
+        same,
+        "--head-path",
+        same,
+        *SHORT,
+        "--precision",
+        "40",
+        "--budget",
+        "10m",
+        "--format",
+        "json",
+        "--results-dir",
+        results_dir,
+    )
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert [r["n_pairs"] for r in out["rows"]] == [3, 3]
@@ -85,8 +102,24 @@ def test_settled_cell_drops_out_and_the_budget_ends_the_run(tmp_path, results_di
         factory = "noisy_blocks:make_noisy"
     """)
     cfg = _config(tmp_path, modules, min_pairs=3)
-    res = run_cli("compare", "--config", cfg, "--base-path", blocks, "--head-path", blocks, *SHORT,
-                  "--precision", "30", "--budget", "75s", "--format", "json", "--results-dir", results_dir)
+    res = run_cli(
+        "compare",
+        "--config",
+        cfg,
+        "--base-path",
+        blocks,
+        "--head-path",
+        blocks,
+        *SHORT,
+        "--precision",
+        "30",
+        "--budget",
+        "75s",
+        "--format",
+        "json",
+        "--results-dir",
+        results_dir,
+    )
     assert res.returncode == 0, res.stderr
     rows = {r["module"]: r for r in json.loads(res.stdout)["rows"]}
     (stop,) = _records(results_dir, "stop")

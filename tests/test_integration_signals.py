@@ -8,7 +8,6 @@ must end by themselves, and `report`/`import` must see the bundle as interrupted
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -17,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, run_cli
 
 STUCK = '''
@@ -53,7 +51,8 @@ def stuck_config(tmp_path, processes: int = 2):
     (pkg / "stuck_blocks.py").write_text(STUCK)
     marker = tmp_path / "hanging.pid"
     cfg = tmp_path / "stuck.toml"
-    cfg.write_text(textwrap.dedent(f'''
+    cfg.write_text(
+        textwrap.dedent(f'''
         shapes = [[4, 64]]
         [modules.Ok]
         factory = "stuck_blocks:make_ok"
@@ -67,7 +66,8 @@ def stuck_config(tmp_path, processes: int = 2):
         iters = 5
         warmup = 2
         timeout_s = 600
-    '''))
+    ''')
+    )
     return pkg, cfg, marker
 
 
@@ -77,9 +77,29 @@ def stuck_run(tmp_path):
     pkg, cfg, marker = stuck_config(tmp_path)
     results = tmp_path / "results"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "teperf", "compare", "--config", cfg, "--base-path", pkg, "--head-path", pkg,
-         "--no-counters", "--prestart", "0", "--format", "json", "--results-dir", results],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "teperf",
+            "compare",
+            "--config",
+            cfg,
+            "--base-path",
+            pkg,
+            "--head-path",
+            pkg,
+            "--no-counters",
+            "--prestart",
+            "0",
+            "--format",
+            "json",
+            "--results-dir",
+            results,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         # a shell that runs pytest in the background ignores SIGINT, and children inherit that
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
@@ -175,7 +195,9 @@ def test_workers_die_with_a_sigkilled_coordinator(stuck_run, tmp_path):
     assert (meta["status"], meta["status_detail"]) == ("interrupted", "coordinator gone")
     table = run_cli("report", bundle, "--format", "markdown")
     assert "interrupted (coordinator gone)" in table.stdout
-    assert "| pairs |" in table.stdout and "/2 |" in table.stdout  # on how many of the 2 pairs each cell rests
+    assert (
+        "| pairs |" in table.stdout and "/2 |" in table.stdout
+    )  # on how many of the 2 pairs each cell rests
     history = tmp_path / "history"
     refused = run_cli("import", bundle, "--history", history)
     assert refused.returncode == 0 and "skipped" in refused.stderr
@@ -191,5 +213,7 @@ def test_a_live_coordinators_bundle_still_reads_running(tmp_path):
     assert not coordinator_gone({**meta, "status": "complete"})
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    assert coordinator_gone({**meta, "coordinator": {**meta["coordinator"], "pid": dead.pid, "start_ticks": None}})
+    assert coordinator_gone(
+        {**meta, "coordinator": {**meta["coordinator"], "pid": dead.pid, "start_ticks": None}}
+    )
     assert not coordinator_gone({**meta, "coordinator": {**meta["coordinator"], "hostname": "elsewhere"}})

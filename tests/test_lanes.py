@@ -13,7 +13,15 @@ import pytest
 from teperf.config import load_config
 from teperf.cpus import parse_cpu_list
 from teperf.engine import lanes
-from teperf.engine.lanes import LaneStopped, assign_lanes, auto_lanes, check_lanes, physical_cores, run_lanes, spare_cores
+from teperf.engine.lanes import (
+    LaneStopped,
+    assign_lanes,
+    auto_lanes,
+    check_lanes,
+    physical_cores,
+    run_lanes,
+    spare_cores,
+)
 from teperf.errors import TeperfError
 
 
@@ -127,7 +135,9 @@ def test_a_lane_that_ran_out_of_pairs_outlives_the_others():
             first_done.set()
             return
         first_done.wait(timeout=30)
-        alive_when_second_ran.append(any(t.name == "teperf-lane0" and t.is_alive() for t in threading.enumerate()))
+        alive_when_second_ran.append(
+            any(t.name == "teperf-lane0" and t.is_alive() for t in threading.enumerate())
+        )
 
     run_lanes(2, lane, threading.Event(), lambda: None)
     assert alive_when_second_ran == [True]
@@ -140,12 +150,24 @@ def _stored_bundle(path, lane_shift: float):
     """A two-lane compare bundle: cell 0 agrees across lanes, cell 1's lane 1 sees a delta lane 0 does not."""
     path.mkdir()
     (path / "workers").mkdir()
-    cases = [{"id": i, "module": m, "recipe": "fp32", "shape": [8, 64], "dtype": "float32", "mode": "eager"}
-             for i, m in enumerate(["Same", "Split"])]
-    meta = {"schema": 1, "kind": "compare", "status": "complete", "sides": {"base": {"label": "base"}, "head": {"label": "head"}},
-            "cases": cases, "host": {"lane_cores": [1, 0]},
-            "config": {"lanes": 2, "device": "cpu", "schedule": {"processes": 8, "rounds": 1, "trials": 2, "iters": 10},
-                       "stats": {"alpha": 0.05, "min_effect_pct": 1.0, "metric": "process_cpu"}}}
+    cases = [
+        {"id": i, "module": m, "recipe": "fp32", "shape": [8, 64], "dtype": "float32", "mode": "eager"}
+        for i, m in enumerate(["Same", "Split"])
+    ]
+    meta = {
+        "schema": 1,
+        "kind": "compare",
+        "status": "complete",
+        "sides": {"base": {"label": "base"}, "head": {"label": "head"}},
+        "cases": cases,
+        "host": {"lane_cores": [1, 0]},
+        "config": {
+            "lanes": 2,
+            "device": "cpu",
+            "schedule": {"processes": 8, "rounds": 1, "trials": 2, "iters": 10},
+            "stats": {"alpha": 0.05, "min_effect_pct": 1.0, "metric": "process_cpu"},
+        },
+    }
     (path / "meta.json").write_text(json.dumps(meta))
     records = []
     for pair in range(8):
@@ -156,9 +178,22 @@ def _stored_bundle(path, lane_shift: float):
                 base = 100.0 + pair  # the level drifts between pairs; pairing cancels it
                 head = base * (1 + 0.002 * (pair % 4 - 1.5) + (lane_shift * lane if cid == 1 else 0))
                 for side, us in (("base", base), ("head", head)):
-                    records.append({"kind": "trial", "pair": pair, "round": 0, "trial": trial, "side": side, "position": 0,
-                                    "case_id": cid, "iters": 10, "lane": lane, "core": core, "process_cpu_ns": us * 10_000,
-                                    "wall_ns": us * 10_000})
+                    records.append(
+                        {
+                            "kind": "trial",
+                            "pair": pair,
+                            "round": 0,
+                            "trial": trial,
+                            "side": side,
+                            "position": 0,
+                            "case_id": cid,
+                            "iters": 10,
+                            "lane": lane,
+                            "core": core,
+                            "process_cpu_ns": us * 10_000,
+                            "wall_ns": us * 10_000,
+                        }
+                    )
     (path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return path
 
@@ -172,7 +207,9 @@ def test_report_by_lane_breaks_each_cell_down_and_flags_lanes_that_differ(tmp_pa
     rows = json.loads(out)["lanes"]
     by = {(r["module"], r["lane"]): r for r in rows}
     assert [r["lane"] for r in rows] == [0, 1, "all", 0, 1, "all"]
-    assert by[("Same", 0)]["n_pairs"] == by[("Same", 1)]["n_pairs"] == 4 and by[("Same", "all")]["n_pairs"] == 8
+    assert (
+        by[("Same", 0)]["n_pairs"] == by[("Same", 1)]["n_pairs"] == 4 and by[("Same", "all")]["n_pairs"] == 8
+    )
     assert by[("Same", 0)]["core"] == "1" and by[("Same", 1)]["core"] == "0"
     assert by[("Same", "all")]["agree"] == "yes"
     assert by[("Split", "all")]["agree"] == "NO" and by[("Split", "all")]["agree_p"] < 0.05
@@ -215,7 +252,9 @@ def test_each_lane_starts_its_first_pair_cold_and_later_pairs_come_started_ahead
     monkeypatch.setattr(coordinator, "assign_lanes", lambda n, first: [7, 6][:n])
     monkeypatch.setattr(coordinator, "spare_cores", lambda lanes: [0, 1, 2, 3, 4, 5])
     launched = []
-    monkeypatch.setattr(coordinator.PairRunner, "launch", lambda self, cores: launched.append((self.pair, self)))
+    monkeypatch.setattr(
+        coordinator.PairRunner, "launch", lambda self, cores: launched.append((self.pair, self))
+    )
     config = dataclasses.replace(load_config("default", {"processes": 6, "prestart": "2"}), lanes=2)
     cases = expand(config)
     sides = [Side(label="base", python=sys.executable), Side(label="head", python=sys.executable)]
@@ -223,9 +262,14 @@ def test_each_lane_starts_its_first_pair_cold_and_later_pairs_come_started_ahead
     run = coordinator._Run(config, sides, cases, bundle, None, Adaptive(config, cases, 2))
     run.plan.start()
     taken = [run.take(lane) for lane in (0, 1)]
-    assert [(r.pair, r.lane, r.core, bool(r.workers)) for r, _ in taken] == [(0, 0, 7, False), (1, 1, 6, False)]
+    assert [(r.pair, r.lane, r.core, bool(r.workers)) for r, _ in taken] == [
+        (0, 0, 7, False),
+        (1, 1, 6, False),
+    ]
     assert [pair for pair, _ in launched] == [2, 3]  # prestart depth 2, from the pair after the lanes' first
     third, _ = run.take(1)
-    assert (third.pair, third.core) == (2, 6) and third is launched[0][1]  # the runner started ahead, now on lane 1
+    assert (third.pair, third.core) == (2, 6) and third is launched[0][
+        1
+    ]  # the runner started ahead, now on lane 1
     assert [r.pair for r in run.upcoming] == [3, 4] and [pair for pair, _ in launched] == [2, 3, 4]
     bundle.close()

@@ -72,7 +72,14 @@ def test_compile_cache_option_is_validated():
 
 def _clocks(ms: float, core: int = 1, **extra) -> dict:
     ns = int(ms * 1e6)
-    return {"process_cpu_ns": ns // 2, "children_cpu_ns": ns - ns // 2, "thread_cpu_ns": ns // 2, "wall_ns": ns, "cores": [core], **extra}
+    return {
+        "process_cpu_ns": ns // 2,
+        "children_cpu_ns": ns - ns // 2,
+        "thread_cpu_ns": ns // 2,
+        "wall_ns": ns,
+        "cores": [core],
+        **extra,
+    }
 
 
 def _bundle(tmp_path, sides=("base", "head"), head_factor=1.0, pairs=4) -> Bundle:
@@ -82,8 +89,22 @@ def _bundle(tmp_path, sides=("base", "head"), head_factor=1.0, pairs=4) -> Bundl
         "config": cfg.to_dict(),
         "sides": {s: {"label": s} for s in sides},
         "cases": [
-            {"id": 0, "module": "Linear", "recipe": "fp32", "shape": [8, 2, 64], "dtype": "float32", "mode": "eager"},
-            {"id": 1, "module": "Linear", "recipe": "fp32", "shape": [8, 2, 64], "dtype": "float32", "mode": "compile"},
+            {
+                "id": 0,
+                "module": "Linear",
+                "recipe": "fp32",
+                "shape": [8, 2, 64],
+                "dtype": "float32",
+                "mode": "eager",
+            },
+            {
+                "id": 1,
+                "module": "Linear",
+                "recipe": "fp32",
+                "shape": [8, 2, 64],
+                "dtype": "float32",
+                "mode": "compile",
+            },
         ],
     }
     bundle = Bundle.create(tmp_path / "results", meta["kind"], meta)
@@ -94,16 +115,46 @@ def _bundle(tmp_path, sides=("base", "head"), head_factor=1.0, pairs=4) -> Bundl
             f = head_factor if side == "head" else 1.0
             eager = {"first_call": _clocks(2.0 * f * (1 + pair / 100), core)}
             comp = {
-                "first_call": _clocks(3000.0 * f * (1 + pair / 50), core, cache={"mode": "cold", "dir": f"/tmp/{pair}{side}", "files_before": 0}),
-                "recompile": _clocks(900.0 * f, core, what="first step under torch.autocast('cpu', dtype=torch.bfloat16)", graphs=1),
+                "first_call": _clocks(
+                    3000.0 * f * (1 + pair / 50),
+                    core,
+                    cache={"mode": "cold", "dir": f"/tmp/{pair}{side}", "files_before": 0},
+                ),
+                "recompile": _clocks(
+                    900.0 * f,
+                    core,
+                    what="first step under torch.autocast('cpu', dtype=torch.bfloat16)",
+                    graphs=1,
+                ),
             }
             for cid, info in ((0, eager), (1, comp)):
-                bundle.append({"kind": "setup", "pair": pair, "side": side, "case_id": cid, "status": "ready", "info": info})
+                bundle.append(
+                    {
+                        "kind": "setup",
+                        "pair": pair,
+                        "side": side,
+                        "case_id": cid,
+                        "status": "ready",
+                        "info": info,
+                    }
+                )
             for cid, us in ((0, 100.0), (1, 60.0)):
                 for trial in range(2):
-                    bundle.append({"kind": "trial", "pair": pair, "round": 0, "trial": trial, "side": side, "case_id": cid,
-                                   "iters": 10, "process_cpu_ns": int(us * f * 10 * 1000 * (1 + trial / 100)),
-                                   "thread_cpu_ns": 1, "wall_ns": int(us * 10 * 1000), "sync_ns": 0})
+                    bundle.append(
+                        {
+                            "kind": "trial",
+                            "pair": pair,
+                            "round": 0,
+                            "trial": trial,
+                            "side": side,
+                            "case_id": cid,
+                            "iters": 10,
+                            "process_cpu_ns": int(us * f * 10 * 1000 * (1 + trial / 100)),
+                            "thread_cpu_ns": 1,
+                            "wall_ns": int(us * 10 * 1000),
+                            "sync_ns": 0,
+                        }
+                    )
     bundle.close()
     bundle.update_meta(status="complete")
     return bundle
@@ -115,7 +166,9 @@ def test_compare_summary_has_paired_onetime_figures(tmp_path):
     eager, comp = s.rows
     assert comp["first_call_n_pairs"] == 4 and comp["first_call_verdict"] == "slower"
     assert comp["first_call_delta_pct"] == pytest.approx(25.0)
-    assert comp["recompile_base_ms"] == pytest.approx(900.0) and comp["recompile_delta_pct"] == pytest.approx(25.0)
+    assert comp["recompile_base_ms"] == pytest.approx(900.0) and comp["recompile_delta_pct"] == pytest.approx(
+        25.0
+    )
     assert eager["recompile_base_ms"] is None and eager["first_call_base_ms"] == pytest.approx(2.0, rel=0.05)
     assert any("compile cache cold" in n for n in s.onetime_notes)
     assert any("graphs compiled by it: 1" in n for n in s.onetime_notes)
@@ -164,7 +217,9 @@ def test_bundle_without_onetime_records_renders_as_before(tmp_path):
     for rec in lines:
         if rec["kind"] == "setup":
             rec["info"] = {}
-    (bundle.path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines if r["kind"] != "compile_cache"))
+    (bundle.path / "records.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in lines if r["kind"] != "compile_cache")
+    )
     s = summarize(bundle.path)
     assert s.rows[1]["first_call_base_ms"] is None and not s.onetime_notes
     assert "one-time costs" not in render(s, "markdown")
@@ -247,7 +302,10 @@ def test_compile_cache_cold_and_warm(tmp_path, monkeypatch):
     cold = CompileCache({"mode": "cold", "parent": str(tmp_path)})
     one, two = cold.use("case1"), cold.use("case2")
     assert one["dir"] != two["dir"] and one["files_before"] == two["files_before"] == 0
-    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == two["dir"] and os.environ["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+    assert (
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] == two["dir"]
+        and os.environ["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+    )
     other = CompileCache({"mode": "cold", "parent": str(tmp_path)})
     assert other.root != cold.root  # a fresh directory per worker process
     cold.close()
@@ -270,10 +328,25 @@ def test_a_lost_pair_counts_for_no_onetime_figure(tmp_path):
     """CellRetries: a worker that died costs the cell that pair, its first call included."""
     bundle = _bundle(tmp_path, head_factor=1.25)
     # pair 1's head worker died during the compile cell's trials: no head trials there, a failure record
-    _drop(bundle, lambda r: not (r["kind"] == "trial" and r["pair"] == 1 and r["side"] == "head" and r["case_id"] == 1))
+    _drop(
+        bundle,
+        lambda r: not (r["kind"] == "trial" and r["pair"] == 1 and r["side"] == "head" and r["case_id"] == 1),
+    )
     with open(bundle.path / "records.jsonl", "a") as f:
-        f.write(json.dumps({"kind": "failure", "pair": 1, "side": "head", "case_id": 1, "error": "worker died",
-                            "final": False, "lost_pairs": [1]}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "kind": "failure",
+                    "pair": 1,
+                    "side": "head",
+                    "case_id": 1,
+                    "error": "worker died",
+                    "final": False,
+                    "lost_pairs": [1],
+                }
+            )
+            + "\n"
+        )
     s = summarize(bundle.path)
     eager, comp = s.rows
     assert comp["status"] == "partial" and comp["n_pairs"] == 3
@@ -287,8 +360,20 @@ def test_a_cell_whose_every_pair_was_lost_has_no_onetime_figure(tmp_path):
     bundle = _bundle(tmp_path, pairs=2)
     with open(bundle.path / "records.jsonl", "a") as f:
         for pair in (0, 1):
-            f.write(json.dumps({"kind": "failure", "pair": pair, "side": "base", "case_id": 1, "error": "hung",
-                                "final": pair == 1, "lost_pairs": list(range(pair + 1))}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "kind": "failure",
+                        "pair": pair,
+                        "side": "base",
+                        "case_id": 1,
+                        "error": "hung",
+                        "final": pair == 1,
+                        "lost_pairs": list(range(pair + 1)),
+                    }
+                )
+                + "\n"
+            )
     s = summarize(bundle.path)
     comp = s.rows[1]
     assert comp["first_call_base_ms"] is None and comp["recompile_base_ms"] is None
@@ -312,8 +397,20 @@ def test_precision_runs_render_onetime_rows_with_their_pairs(tmp_path):
             r["info"]["first_call"] = _clocks(3000.0 * (1.2, 0.9, 1.1, 0.95, 1.0)[r["pair"]])
     (bundle.path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     with open(bundle.path / "records.jsonl", "a") as f:
-        f.write(json.dumps({"kind": "stop", "reason": "precision reached", "pairs": 5, "elapsed_s": 30.0,
-                            "precision_pct": 1.0, "budget_s": 600, "open": []}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "kind": "stop",
+                    "reason": "precision reached",
+                    "pairs": 5,
+                    "elapsed_s": 30.0,
+                    "precision_pct": 1.0,
+                    "budget_s": 600,
+                    "open": [],
+                }
+            )
+            + "\n"
+        )
     s = summarize(bundle.path)
     eager, comp = s.rows
     assert eager["n_pairs"] == 3 and comp["n_pairs"] == 5 and s.show_pairs

@@ -43,7 +43,11 @@ def test_case_order_is_shuffled_per_round_and_reproducible():
     def orders(seed_cfg):
         out = []
         for rnd_slots in range(seed_cfg.schedule.rounds):
-            seq = [s.case_id for s in pair_slots(seed_cfg, ids, 0, 2) if s.round == rnd_slots and s.trial == 0 and s.position == 0]
+            seq = [
+                s.case_id
+                for s in pair_slots(seed_cfg, ids, 0, 2)
+                if s.round == rnd_slots and s.trial == 0 and s.position == 0
+            ]
             out.append(seq)
         return out
 
@@ -71,7 +75,9 @@ def test_prestart_depth_gives_each_worker_a_spare_core():
     assert prestart_depth(auto, 14, 2) == 7  # 16-core GPU machine less the measuring core and its sibling
     assert prestart_depth(auto, 1, 2) == 1  # 2-core CI VM: one pair ahead, both workers share the core
     assert prestart_depth(auto, 0, 2) == 0
-    assert prestart_depth(load_config("default", {"processes": 3}), 14, 2) == 2  # never more than the pairs left
+    assert (
+        prestart_depth(load_config("default", {"processes": 3}), 14, 2) == 2
+    )  # never more than the pairs left
     assert prestart_depth(load_config("default", {"processes": 40}), 100, 2) == MAX_AUTO_PRESTART
     assert prestart_depth(load_config("default", {"prestart": 2}), 14, 2) == 2
     assert prestart_depth(load_config("default", {"prestart": 5}), 3, 2) == 3

@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import run_in_process
+
 from teperf import __version__
 from teperf.bundle import Bundle
 from teperf.errors import TeperfError
@@ -64,13 +64,29 @@ def test_a_schema_1_failure_record_is_upgraded_on_read():
 
 
 def test_a_record_with_a_field_of_the_wrong_type_is_refused_and_counted(tmp_path):
-    good = {"kind": "trial", "pair": 0, "round": 0, "trial": 1, "side": "base", "case_id": 0, "iters": 10,
-            "process_cpu_ns": 1_000_000, "wall_ns": 1_100_000, "gpu_ns": None, "future_clock_ns": 5}
+    good = {
+        "kind": "trial",
+        "pair": 0,
+        "round": 0,
+        "trial": 1,
+        "side": "base",
+        "case_id": 0,
+        "iters": 10,
+        "process_cpu_ns": 1_000_000,
+        "wall_ns": 1_100_000,
+        "gpu_ns": None,
+        "future_clock_ns": 5,
+    }
     trial = parse_record(good)
     assert isinstance(trial, TrialRecord) and trial.extra == {"future_clock_ns": 5}
     assert trial.per_step_us("process_cpu_ns") == 100.0 and trial.per_step_us("sync_ns") is None
-    for bad in ({**good, "iters": "10"}, {**good, "iters": 0}, {**good, "side": None}, {**good, "pair": True},
-                {k: v for k, v in good.items() if k != "wall_ns"}):
+    for bad in (
+        {**good, "iters": "10"},
+        {**good, "iters": 0},
+        {**good, "side": None},
+        {**good, "pair": True},
+        {k: v for k, v in good.items() if k != "wall_ns"},
+    ):
         with pytest.raises(RecordError):
             parse_record(bad)
     with pytest.raises(RecordError):
@@ -87,8 +103,18 @@ def test_a_record_with_a_field_of_the_wrong_type_is_refused_and_counted(tmp_path
 
 
 def test_records_the_engine_writes_have_every_kind():
-    assert set(KINDS) == {"worker", "setup", "pair", "trial", "counters", "failure", "stop", "probe", "compile_cache",
-                          "prewarm"}
+    assert set(KINDS) == {
+        "worker",
+        "setup",
+        "pair",
+        "trial",
+        "counters",
+        "failure",
+        "stop",
+        "probe",
+        "compile_cache",
+        "prewarm",
+    }
     stop = StopRecord(reason="budget", pairs=3, elapsed_s=12.5, precision_pct=None, budget_s=10.0, open=["a"])
     assert stop.to_dict()["kind"] == "stop" and parse_record(stop.to_dict()) == stop
 

@@ -4,31 +4,62 @@ import csv
 import io
 import json
 
+from teperf.records import StopRecord
 from teperf.render import render, table_model
 from teperf.schema import ROW_FIELDS
-from teperf.records import StopRecord
 from teperf.summary import Summary, stop_note
 
 
 def _row(module, verdict, delta, low, high, pairs, bound=None):
     r = {k: None for k in ROW_FIELDS}
-    r.update(module=module, recipe="bf16", shape="8x2x256", dtype="bfloat16", mode="eager", status="ok", base_us=500.0,
-             head_us=500.0 * (1 + delta / 100), delta_us=5 * delta, delta_pct=delta, ci_low_pct=low, ci_high_pct=high,
-             ci_low_us=5 * low, ci_high_us=5 * high, verdict=verdict, bound_pct=bound, n_pairs=pairs, n_trials=12 * pairs,
-             ci_basis="pairs", mde_pct=2.0)
+    r.update(
+        module=module,
+        recipe="bf16",
+        shape="8x2x256",
+        dtype="bfloat16",
+        mode="eager",
+        status="ok",
+        base_us=500.0,
+        head_us=500.0 * (1 + delta / 100),
+        delta_us=5 * delta,
+        delta_pct=delta,
+        ci_low_pct=low,
+        ci_high_pct=high,
+        ci_low_us=5 * low,
+        ci_high_us=5 * high,
+        verdict=verdict,
+        bound_pct=bound,
+        n_pairs=pairs,
+        n_trials=12 * pairs,
+        ci_basis="pairs",
+        mde_pct=2.0,
+    )
     return r
 
 
 def summary(precision=1.0, budget=300.0):
     meta = {
         "sides": {"base": {"label": "base"}, "head": {"label": "head"}},
-        "config": {"core": 7, "device": "cuda", "stats": {"alpha": 0.05, "min_effect_pct": 1.0},
-                   "schedule": {"processes": 8, "rounds": 2, "trials": 6, "iters": 50, "precision_pct": precision,
-                                "budget_s": budget, "min_pairs": 8}},
+        "config": {
+            "core": 7,
+            "device": "cuda",
+            "stats": {"alpha": 0.05, "min_effect_pct": 1.0},
+            "schedule": {
+                "processes": 8,
+                "rounds": 2,
+                "trials": 6,
+                "iters": 50,
+                "precision_pct": precision,
+                "budget_s": budget,
+                "min_pairs": 8,
+            },
+        },
         "host": {"gpu": "H200"},
     }
-    rows = [_row("LayerNormLinear", "inconclusive", 3.0, -2.3, 8.5, 12, bound=8.5),
-            _row("LayerNormMLP", "no change", 0.2, -0.7, 0.9, 31)]
+    rows = [
+        _row("LayerNormLinear", "inconclusive", 3.0, -2.3, 8.5, 12, bound=8.5),
+        _row("LayerNormMLP", "no change", 0.2, -0.7, 0.9, 31),
+    ]
     return Summary(meta=meta, rows=rows, notes=[])
 
 
@@ -37,7 +68,9 @@ def test_markdown_shows_the_bound_pairs_and_the_target():
     assert "| inconclusive (up to +8.5%) |" in text
     assert "| no change |" in text
     assert "| pairs |" in text and "| 12 |" in text and "| 31 |" in text
-    assert "until every cell is within +-1% (at least 8 pairs) or 5.0 min: 12-31 process pairs per cell" in text
+    assert (
+        "until every cell is within +-1% (at least 8 pairs) or 5.0 min: 12-31 process pairs per cell" in text
+    )
     assert "no change = the whole interval inside +-1%" in text
 
 
@@ -59,13 +92,39 @@ def test_json_and_csv_carry_verdict_and_bound():
 
 def test_stop_notes():
     meta = {"config": {"schedule": {"processes": 8}}}
-    assert stop_note(StopRecord(**{"reason": "precision reached", "pairs": 14, "elapsed_s": 95, "precision_pct": 1.0}), meta) == \
-        "precision: every cell reached +-1% (95% half-width) after 14 pairs, 95 s"
-    note = stop_note(StopRecord(**{"reason": "budget", "pairs": 34, "elapsed_s": 301, "precision_pct": 1.0, "budget_s": 300,
-                      "open": ["LayerNormMLP/fp8_delayed/8x2x256/eager"]}), meta)
-    assert note == "budget of 5.0 min spent after 34 pairs (5.0 min); 1 cell did not reach +-1%: LayerNormMLP/fp8_delayed/8x2x256/eager"
-    assert stop_note(StopRecord(**{"reason": "budget", "pairs": 3, "elapsed_s": 61, "precision_pct": None, "budget_s": 60}), meta) == \
-        "budget of 60 s spent after 3 of 8 pairs (61 s)"
+    assert (
+        stop_note(
+            StopRecord(**{"reason": "precision reached", "pairs": 14, "elapsed_s": 95, "precision_pct": 1.0}),
+            meta,
+        )
+        == "precision: every cell reached +-1% (95% half-width) after 14 pairs, 95 s"
+    )
+    note = stop_note(
+        StopRecord(
+            **{
+                "reason": "budget",
+                "pairs": 34,
+                "elapsed_s": 301,
+                "precision_pct": 1.0,
+                "budget_s": 300,
+                "open": ["LayerNormMLP/fp8_delayed/8x2x256/eager"],
+            }
+        ),
+        meta,
+    )
+    assert (
+        note
+        == "budget of 5.0 min spent after 34 pairs (5.0 min); 1 cell did not reach +-1%: LayerNormMLP/fp8_delayed/8x2x256/eager"
+    )
+    assert (
+        stop_note(
+            StopRecord(
+                **{"reason": "budget", "pairs": 3, "elapsed_s": 61, "precision_pct": None, "budget_s": 60}
+            ),
+            meta,
+        )
+        == "budget of 60 s spent after 3 of 8 pairs (61 s)"
+    )
     assert stop_note(StopRecord(**{"reason": "schedule done", "pairs": 8}), meta) == ""
 
 
@@ -83,7 +142,10 @@ def test_one_pairs_column_for_lost_pairs_and_for_precision():
         r.update(n_pairs=8, pairs_planned=8)
     fixed.rows[0]["n_pairs"] = 7
     model = table_model(fixed)
-    assert model.columns.count("pairs") == 1 and model.columns.index("pairs") == model.columns.index("verdict") - 1
+    assert (
+        model.columns.count("pairs") == 1
+        and model.columns.index("pairs") == model.columns.index("verdict") - 1
+    )
     assert [line[model.columns.index("pairs")] for line in model.rows] == ["7/8", "8/8"]
     # every cell got what was planned: no column
     fixed.rows[0]["n_pairs"] = 8

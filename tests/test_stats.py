@@ -14,7 +14,17 @@ from teperf.stats import compare_cell, half_width_pct, inconclusive_bound, singl
 DEFAULT = Stats()
 
 
-def simulate_cell(rng, n_pairs=6, trials=6, shift_pct=0.0, pair_sd=0.03, process_sd=0.01, trial_sd=0.01, base=500.0, spells=0.0):
+def simulate_cell(
+    rng,
+    n_pairs=6,
+    trials=6,
+    shift_pct=0.0,
+    pair_sd=0.03,
+    process_sd=0.01,
+    trial_sd=0.01,
+    base=500.0,
+    spells=0.0,
+):
     """pair_sd: level shared by both processes of a pair; process_sd: each process's own offset.
     spells: chance per trial slot that the machine switches between its normal speed and a
     slow spell (up to 2x, as on the H200 VM); the switch may fall between a couple's two trials.
@@ -32,7 +42,7 @@ def simulate_cell(rng, n_pairs=6, trials=6, shift_pct=0.0, pair_sd=0.03, process
                 if rng.random() < spells:
                     slow = 1.0 if slow > 1.0 else rng.uniform(1.3, 2.0)
                 speeds.append(slow)
-            first, second = (speeds if k % 2 == 0 else speeds[::-1])  # A B, then B A
+            first, second = speeds if k % 2 == 0 else speeds[::-1]  # A B, then B A
             b = b_level * first * np.exp(rng.normal(0, trial_sd))
             h = h_level * second * np.exp(rng.normal(0, trial_sd))
             base_t[p].append(b)

@@ -29,8 +29,11 @@ def test_the_three_steps_make_what_summarize_made_before_the_split(path):
     parsed = parse(path)
     stats = stats_from_meta(parsed.meta)
     rows = aggregate(parsed, stats)
-    got = {"rows": [{k: _clean(v) for k, v in r.items() if k != "info"} for r in rows],
-           "notes": notes(parsed, rows, stats), "onetime_notes": onetime_notes(parsed)}
+    got = {
+        "rows": [{k: _clean(v) for k, v in r.items() if k != "info"} for r in rows],
+        "notes": notes(parsed, rows, stats),
+        "onetime_notes": onetime_notes(parsed),
+    }
     assert json.loads(json.dumps(got, default=str, sort_keys=True)) == _stored(path.name)
     summary = summarize(path)
     assert summary.rows == rows and summary.notes == got["notes"]
@@ -44,7 +47,9 @@ def test_parse_groups_typed_records_by_cell():
     assert len(parsed.cases) == 144 and parsed.bad_cases == 0 and parsed.skipped_lines == 0
     assert parsed.total_trials == sum(len(c.trials) for c in parsed.cells.values()) == 273
     failures = [f for c in parsed.cells.values() for f in c.failures]
-    assert len(failures) == 5 and all(isinstance(f, FailureRecord) and f.final for f in failures)  # upgraded from v1
+    assert len(failures) == 5 and all(
+        isinstance(f, FailureRecord) and f.final for f in failures
+    )  # upgraded from v1
     assert parsed.head_label is None and parsed.base_label == "run"
     compare = parse(FIXTURES / "bundles" / "v1-compare-counters")
     assert compare.labels == ["base", "head"] and compare.stop.reason == "schedule done"
@@ -61,15 +66,20 @@ def test_aggregate_sets_figures_and_statuses():
         by_status.setdefault(r["status"], []).append(r)
     assert set(by_status) == {"ok", "skipped", "failed"} and len(rows) == 144
     assert all(r["error"] for r in by_status["failed"] + by_status["skipped"])
-    assert all(r["base_us"] > 0 and r["head_us"] is None and r["sync_us"] is not None for r in by_status["ok"])
+    assert all(
+        r["base_us"] > 0 and r["head_us"] is None and r["sync_us"] is not None for r in by_status["ok"]
+    )
     assert all(r["host_bound"] is not None for r in by_status["ok"])  # CUDA: whether the GPU kept up is known
     # the headline clock is a setting: the same bundle summarised by wall time gives other figures
     wall = aggregate(parsed, Stats(metric="wall"))
     ok = [(a, b) for a, b in zip(rows, wall) if a["status"] == "ok"]
     assert ok and all(not math.isclose(a["base_us"], b["base_us"]) for a, b in ok[:5])
 
-    compare = {r["module"]: r for r in aggregate(parse(FIXTURES / "bundles" / "v2-compare-compile-cpu"), Stats())
-               if r["mode"] == "eager"}
+    compare = {
+        r["module"]: r
+        for r in aggregate(parse(FIXTURES / "bundles" / "v2-compare-compile-cpu"), Stats())
+        if r["mode"] == "eager"
+    }
     assert compare["MLP"]["verdict"] == "slower" and compare["MLP"]["delta_us"] > 50  # the planted 100 us
     assert compare["MLP"]["first_call_base_ms"] > 0 and compare["MLP"]["n_pairs"] == 3
 
@@ -82,16 +92,26 @@ def test_notes_say_what_the_figures_rest_on():
     assert any(n.startswith("one process pair: intervals cover trial noise only") for n in text)
     compiled = parse(FIXTURES / "bundles" / "v2-compare-compile-cpu")
     footer = onetime_notes(compiled)
-    assert footer[0].startswith("one-time costs: process CPU time") and any("compile cache cold" in n for n in footer)
-    assert onetime_notes(parse(FIXTURES / "bundles" / "v1-compare-counters")) == []  # no one-time records in v1
+    assert footer[0].startswith("one-time costs: process CPU time") and any(
+        "compile cache cold" in n for n in footer
+    )
+    assert (
+        onetime_notes(parse(FIXTURES / "bundles" / "v1-compare-counters")) == []
+    )  # no one-time records in v1
 
 
 def test_a_lost_pair_makes_a_partial_cell_with_a_note(tmp_path):
     path = tmp_path / "b"
     shutil.copytree(FIXTURES / "bundles" / "v2-compare-compile-cpu", path)
     with open(path / "records.jsonl", "a") as f:
-        f.write(json.dumps(FailureRecord(pair=2, side="head", case_id=0, error="worker died", final=False,
-                                         lost_pairs=[2]).to_dict()) + "\n")
+        f.write(
+            json.dumps(
+                FailureRecord(
+                    pair=2, side="head", case_id=0, error="worker died", final=False, lost_pairs=[2]
+                ).to_dict()
+            )
+            + "\n"
+        )
     parsed = parse(path)
     stats = stats_from_meta(parsed.meta)
     rows = aggregate(parsed, stats)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tomllib
 import types
 import warnings
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from teperf.worker import te_compat as compat
 from teperf.worker.backends import te as te_backend
@@ -122,7 +122,9 @@ def test_shapes_that_fit(module, recipe, shape):
 def test_shape_kwargs_change_the_rule():
     assert te_backend.check_shape("GroupedLinear", "fp8_delayed", [16, 2, 256], {"num_gemms": 2}) is None
     assert "num_gemms 3" in te_backend.check_shape("GroupedLinear", "bf16", [16, 2, 256], {"num_gemms": 3})
-    assert te_backend.check_shape("MultiheadAttention", "bf16", [8, 2, 96], {"num_attention_heads": 3}) is None
+    assert (
+        te_backend.check_shape("MultiheadAttention", "bf16", [8, 2, 96], {"num_attention_heads": 3}) is None
+    )
 
 
 def test_unknown_names_are_rejected_by_check_shape():
@@ -185,7 +187,13 @@ class FakeRecipe:
 
 def _recipe_module():
     mod = types.ModuleType("transformer_engine.common.recipe")
-    for name in ("DelayedScaling", "Float8CurrentScaling", "Float8BlockScaling", "MXFP8BlockScaling", "NVFP4BlockScaling"):
+    for name in (
+        "DelayedScaling",
+        "Float8CurrentScaling",
+        "Float8BlockScaling",
+        "MXFP8BlockScaling",
+        "NVFP4BlockScaling",
+    ):
         setattr(mod, name, type(name, (FakeRecipe,), {}))
     return mod
 
@@ -215,22 +223,67 @@ def _fake_modules():
             made.append((type(self).__name__, kw))
 
     class Linear(_Base):
-        def __init__(self, in_features, out_features, sequence_parallel=False, bias=True, params_dtype=None, device="cuda", name=None):
+        def __init__(
+            self,
+            in_features,
+            out_features,
+            sequence_parallel=False,
+            bias=True,
+            params_dtype=None,
+            device="cuda",
+            name=None,
+        ):
             super().__init__()
-            self._record(dict(in_features=in_features, out_features=out_features, params_dtype=params_dtype, device=device))
-            self.lin = torch.nn.Linear(in_features, out_features, bias=bias, dtype=params_dtype, device=device)
+            self._record(
+                dict(
+                    in_features=in_features,
+                    out_features=out_features,
+                    params_dtype=params_dtype,
+                    device=device,
+                )
+            )
+            self.lin = torch.nn.Linear(
+                in_features, out_features, bias=bias, dtype=params_dtype, device=device
+            )
 
         def forward(self, inp, is_first_microbatch=None):
             return self.lin(inp)
 
     class LayerNormLinear(Linear):
-        def __init__(self, in_features, out_features, eps=1e-5, bias=True, normalization="LayerNorm", params_dtype=None, device="cuda"):
+        def __init__(
+            self,
+            in_features,
+            out_features,
+            eps=1e-5,
+            bias=True,
+            normalization="LayerNorm",
+            params_dtype=None,
+            device="cuda",
+        ):
             super().__init__(in_features, out_features, bias=bias, params_dtype=params_dtype, device=device)
 
     class LayerNormMLP(_Base):
-        def __init__(self, hidden_size, ffn_hidden_size, eps=1e-5, bias=True, normalization="LayerNorm", activation="gelu", params_dtype=None, device="cuda", checkpoint=False):
+        def __init__(
+            self,
+            hidden_size,
+            ffn_hidden_size,
+            eps=1e-5,
+            bias=True,
+            normalization="LayerNorm",
+            activation="gelu",
+            params_dtype=None,
+            device="cuda",
+            checkpoint=False,
+        ):
             super().__init__()
-            self._record(dict(hidden_size=hidden_size, ffn_hidden_size=ffn_hidden_size, params_dtype=params_dtype, device=device))
+            self._record(
+                dict(
+                    hidden_size=hidden_size,
+                    ffn_hidden_size=ffn_hidden_size,
+                    params_dtype=params_dtype,
+                    device=device,
+                )
+            )
             self.fc1 = torch.nn.Linear(hidden_size, ffn_hidden_size, dtype=params_dtype, device=device)
             self.fc2 = torch.nn.Linear(ffn_hidden_size, hidden_size, dtype=params_dtype, device=device)
 
@@ -238,7 +291,16 @@ def _fake_modules():
             return self.fc2(torch.nn.functional.gelu(self.fc1(inp)))
 
     class LayerNorm(_Base):  # ops-style: device/dtype through **kwargs
-        def __init__(self, normalized_shape=None, eps=1e-5, sequence_parallel=None, params_dtype=None, zero_centered_gamma=False, hidden_size=None, **kwargs):
+        def __init__(
+            self,
+            normalized_shape=None,
+            eps=1e-5,
+            sequence_parallel=None,
+            params_dtype=None,
+            zero_centered_gamma=False,
+            hidden_size=None,
+            **kwargs,
+        ):
             super().__init__()
             self._record(dict(normalized_shape=normalized_shape, params_dtype=params_dtype, **kwargs))
             self.norm = torch.nn.LayerNorm(normalized_shape, dtype=params_dtype, device=kwargs.get("device"))
@@ -250,12 +312,30 @@ def _fake_modules():
         pass
 
     class GroupedLinear(_Base):
-        def __init__(self, num_gemms, in_features, out_features, bias=True, params_dtype=None, device="cuda", single_grouped_weight=False):
+        def __init__(
+            self,
+            num_gemms,
+            in_features,
+            out_features,
+            bias=True,
+            params_dtype=None,
+            device="cuda",
+            single_grouped_weight=False,
+        ):
             super().__init__()
-            self._record(dict(num_gemms=num_gemms, in_features=in_features, out_features=out_features, params_dtype=params_dtype, device=device))
+            self._record(
+                dict(
+                    num_gemms=num_gemms,
+                    in_features=in_features,
+                    out_features=out_features,
+                    params_dtype=params_dtype,
+                    device=device,
+                )
+            )
             self.num_gemms = num_gemms
             self.lins = torch.nn.ModuleList(
-                torch.nn.Linear(in_features, out_features, dtype=params_dtype, device=device) for _ in range(num_gemms)
+                torch.nn.Linear(in_features, out_features, dtype=params_dtype, device=device)
+                for _ in range(num_gemms)
             )
             self.seen_splits = []
 
@@ -266,10 +346,28 @@ def _fake_modules():
             return torch.cat([lin(p) for lin, p in zip(self.lins, parts)])
 
     class MultiheadAttention(_Base):
-        def __init__(self, hidden_size, num_attention_heads, kv_channels=None, attention_dropout=0.1, params_dtype=None, device="cuda", qkv_format="sbhd", attn_mask_type="causal"):
+        def __init__(
+            self,
+            hidden_size,
+            num_attention_heads,
+            kv_channels=None,
+            attention_dropout=0.1,
+            params_dtype=None,
+            device="cuda",
+            qkv_format="sbhd",
+            attn_mask_type="causal",
+        ):
             super().__init__()
-            self._record(dict(hidden_size=hidden_size, num_attention_heads=num_attention_heads, attention_dropout=attention_dropout,
-                              params_dtype=params_dtype, device=device, qkv_format=qkv_format))
+            self._record(
+                dict(
+                    hidden_size=hidden_size,
+                    num_attention_heads=num_attention_heads,
+                    attention_dropout=attention_dropout,
+                    params_dtype=params_dtype,
+                    device=device,
+                    qkv_format=qkv_format,
+                )
+            )
             self.proj = torch.nn.Linear(hidden_size, hidden_size, dtype=params_dtype, device=device)
 
         def forward(self, hidden_states, attention_mask=None):
@@ -277,31 +375,65 @@ def _fake_modules():
             return self.proj(hidden_states)
 
     class TransformerLayer(_Base):
-        def __init__(self, hidden_size, ffn_hidden_size, num_attention_heads, hidden_dropout=0.1, attention_dropout=0.1, params_dtype=None, device="cuda", attn_input_format="sbhd"):
+        def __init__(
+            self,
+            hidden_size,
+            ffn_hidden_size,
+            num_attention_heads,
+            hidden_dropout=0.1,
+            attention_dropout=0.1,
+            params_dtype=None,
+            device="cuda",
+            attn_input_format="sbhd",
+        ):
             super().__init__()
-            self._record(dict(hidden_size=hidden_size, ffn_hidden_size=ffn_hidden_size, num_attention_heads=num_attention_heads,
-                              hidden_dropout=hidden_dropout, attention_dropout=attention_dropout, params_dtype=params_dtype,
-                              device=device, attn_input_format=attn_input_format))
+            self._record(
+                dict(
+                    hidden_size=hidden_size,
+                    ffn_hidden_size=ffn_hidden_size,
+                    num_attention_heads=num_attention_heads,
+                    hidden_dropout=hidden_dropout,
+                    attention_dropout=attention_dropout,
+                    params_dtype=params_dtype,
+                    device=device,
+                    attn_input_format=attn_input_format,
+                )
+            )
             self.proj = torch.nn.Linear(hidden_size, hidden_size, dtype=params_dtype, device=device)
 
         def forward(self, hidden_states, attention_mask=None):
             assert hidden_states.dim() == 3
             return self.proj(hidden_states)
 
-    classes = dict(Linear=Linear, LayerNormLinear=LayerNormLinear, LayerNormMLP=LayerNormMLP, LayerNorm=LayerNorm,
-                   RMSNorm=RMSNorm, GroupedLinear=GroupedLinear, MultiheadAttention=MultiheadAttention,
-                   TransformerLayer=TransformerLayer)
+    classes = dict(
+        Linear=Linear,
+        LayerNormLinear=LayerNormLinear,
+        LayerNormMLP=LayerNormMLP,
+        LayerNorm=LayerNorm,
+        RMSNorm=RMSNorm,
+        GroupedLinear=GroupedLinear,
+        MultiheadAttention=MultiheadAttention,
+        TransformerLayer=TransformerLayer,
+    )
     return classes, made
 
 
-def make_fake_te(version="2.20.2", *, autocast=True, return_reason=True, available=None, nvfp4_probe=True, fsm=False):
+def make_fake_te(
+    version="2.20.2", *, autocast=True, return_reason=True, available=None, nvfp4_probe=True, fsm=False
+):
     """A fake transformer_engine package. ``available``: probe name -> (ok, reason)."""
     available = dict(
         {
             "is_fp8_available": (True, ""),
             "is_fp8_block_scaling_available": (True, ""),
-            "is_mxfp8_available": (False, "Device compute capability 10.0 or higher required for MXFP8 execution."),
-            "is_nvfp4_available": (False, "Device compute capability 10.0 or higher required for NVFP4 execution."),
+            "is_mxfp8_available": (
+                False,
+                "Device compute capability 10.0 or higher required for MXFP8 execution.",
+            ),
+            "is_nvfp4_available": (
+                False,
+                "Device compute capability 10.0 or higher required for NVFP4 execution.",
+            ),
         },
         **(available or {}),
     )
@@ -313,18 +445,25 @@ def make_fake_te(version="2.20.2", *, autocast=True, return_reason=True, availab
     common = types.ModuleType("transformer_engine.common")
     recipe = _recipe_module()
     pkg.pytorch, pkg.common, common.recipe = pt, common, recipe
-    mods = {"transformer_engine": pkg, "transformer_engine.pytorch": pt, "transformer_engine.common": common,
-            "transformer_engine.common.recipe": recipe}
+    mods = {
+        "transformer_engine": pkg,
+        "transformer_engine.pytorch": pt,
+        "transformer_engine.common": common,
+        "transformer_engine.common.recipe": recipe,
+    }
 
     for name, (ok, reason) in available.items():
         if name == "is_nvfp4_available" and not nvfp4_probe:
             continue
         if return_reason:
+
             def probe(return_reason=False, _ok=ok, _reason=reason):
                 return (_ok, _reason) if return_reason else _ok
         else:
+
             def probe(_ok=ok):
                 return _ok
+
         setattr(pt, name, probe)
     pt.is_bf16_available = lambda: True
     if fsm:
@@ -340,7 +479,10 @@ def make_fake_te(version="2.20.2", *, autocast=True, return_reason=True, availab
         pt.quantization = q
 
     if autocast:
-        def autocast_fn(enabled=True, calibrating=False, recipe=None, amax_reduction_group=None, _graph=False):
+
+        def autocast_fn(
+            enabled=True, calibrating=False, recipe=None, amax_reduction_group=None, _graph=False
+        ):
             return Ctx(api="autocast", enabled=enabled, recipe=recipe)
 
         pt.autocast = autocast_fn
@@ -353,7 +495,9 @@ def make_fake_te(version="2.20.2", *, autocast=True, return_reason=True, availab
     pt.fp8_autocast = fp8_autocast
     pt.graph_calls = []
 
-    def make_graphed_callables(modules, sample_args, num_warmup_iters=3, enabled=None, recipe=None, fp8_enabled=None, fp8_recipe=None):
+    def make_graphed_callables(
+        modules, sample_args, num_warmup_iters=3, enabled=None, recipe=None, fp8_enabled=None, fp8_recipe=None
+    ):
         pt.graph_calls.append(dict(modules=modules, sample_args=sample_args, enabled=enabled, recipe=recipe))
         return modules
 
@@ -368,7 +512,9 @@ def make_fake_te(version="2.20.2", *, autocast=True, return_reason=True, availab
 def fake_te(monkeypatch):
     def install(**kw):
         mods = make_fake_te(**kw)
-        for name in [n for n in sys.modules if n == "transformer_engine" or n.startswith("transformer_engine.")]:
+        for name in [
+            n for n in sys.modules if n == "transformer_engine" or n.startswith("transformer_engine.")
+        ]:
             monkeypatch.delitem(sys.modules, name)
         for name, mod in mods.items():
             monkeypatch.setitem(sys.modules, name, mod)
@@ -387,12 +533,22 @@ def test_recipe_status_uses_te_reason(fake_te):
     assert te_backend.recipe_status("bf16", "cuda") is None
     assert te_backend.recipe_status("fp8_delayed", "cuda") is None
     assert te_backend.recipe_status("fp8_block", "cuda:0") is None
-    assert te_backend.recipe_status("mxfp8", "cuda") == "Device compute capability 10.0 or higher required for MXFP8 execution."
-    assert te_backend.recipe_status("nvfp4", "cuda") == "Device compute capability 10.0 or higher required for NVFP4 execution."
+    assert (
+        te_backend.recipe_status("mxfp8", "cuda")
+        == "Device compute capability 10.0 or higher required for MXFP8 execution."
+    )
+    assert (
+        te_backend.recipe_status("nvfp4", "cuda")
+        == "Device compute capability 10.0 or higher required for NVFP4 execution."
+    )
 
 
 def test_recipe_status_fp8_unavailable(fake_te):
-    fake_te(available={"is_fp8_available": (False, "Device compute capability 8.9 or higher required for FP8 execution.")})
+    fake_te(
+        available={
+            "is_fp8_available": (False, "Device compute capability 8.9 or higher required for FP8 execution.")
+        }
+    )
     for recipe in ("fp8_delayed", "fp8_current"):
         assert "8.9 or higher" in te_backend.recipe_status(recipe, "cuda")
     assert te_backend.recipe_status("fp8_block", "cuda") is None
@@ -415,7 +571,10 @@ def test_recipe_status_without_te_raises(monkeypatch):
 def test_old_te_without_return_reason_falls_back_to_state_manager(fake_te):
     fake_te(return_reason=False, fsm=True)
     assert te_backend.recipe_status("fp8_current", "cuda") is None
-    assert te_backend.recipe_status("mxfp8", "cuda") == "Device compute capability 10.0 or higher required for MXFP8 execution."
+    assert (
+        te_backend.recipe_status("mxfp8", "cuda")
+        == "Device compute capability 10.0 or higher required for MXFP8 execution."
+    )
 
 
 def test_old_te_without_reason_anywhere(fake_te):
@@ -433,7 +592,9 @@ def test_te_without_the_probe(fake_te):
 def test_te_without_the_recipe_class(fake_te):
     fake_te()
     del sys.modules["transformer_engine.common.recipe"].NVFP4BlockScaling
-    sys.modules["transformer_engine.pytorch"].is_nvfp4_available = lambda return_reason=False: (True, "") if return_reason else True
+    sys.modules["transformer_engine.pytorch"].is_nvfp4_available = lambda return_reason=False: (
+        (True, "") if return_reason else True
+    )
     assert "no recipe class NVFP4BlockScaling" in te_backend.recipe_status("nvfp4", "cuda")
 
 
@@ -444,12 +605,16 @@ def test_unknown_recipe_status():
 # ------------------------------------------------------------------ version shims
 
 
-@pytest.mark.parametrize("text, expected", [("2.20.2", (2, 20, 2)), ("2.17.0.dev0+abc123", (2, 17, 0)), ("", ()), ("x", ())])
+@pytest.mark.parametrize(
+    "text, expected", [("2.20.2", (2, 20, 2)), ("2.17.0.dev0+abc123", (2, 17, 0)), ("", ()), ("x", ())]
+)
 def test_parse_version(text, expected):
     assert compat.parse_version(text) == expected
 
 
-@pytest.mark.parametrize("version, tensor", [("2.14.0", False), ("2.16.1", False), ("2.17.0", True), ("2.20.2", True), ("", False)])
+@pytest.mark.parametrize(
+    "version, tensor", [("2.14.0", False), ("2.16.1", False), ("2.17.0", True), ("2.20.2", True), ("", False)]
+)
 def test_m_splits_type_by_version(version, tensor):
     assert compat.m_splits_as_tensor(version) is tensor
 
@@ -491,10 +656,14 @@ def test_bf16_has_no_autocast(fake_te):
 
 
 def test_graph_kwargs_new_and_old_names():
-    def new(modules, sample_args, enabled=None, calibrating=None, recipe=None, fp8_enabled=None, fp8_recipe=None):
+    def new(
+        modules, sample_args, enabled=None, calibrating=None, recipe=None, fp8_enabled=None, fp8_recipe=None
+    ):
         pass
 
-    def old(modules, sample_args, num_warmup_iters=3, fp8_enabled=False, fp8_calibrating=False, fp8_recipe=None):
+    def old(
+        modules, sample_args, num_warmup_iters=3, fp8_enabled=False, fp8_calibrating=False, fp8_recipe=None
+    ):
         pass
 
     r = object()
@@ -514,7 +683,12 @@ EXPECTED_DEFAULTS = {
     "LayerNorm": {"normalized_shape": H},
     "RMSNorm": {"normalized_shape": H},
     "GroupedLinear": {"num_gemms": 4, "in_features": H, "out_features": H},
-    "MultiheadAttention": {"hidden_size": H, "num_attention_heads": 4, "attention_dropout": 0.0, "qkv_format": "sbhd"},
+    "MultiheadAttention": {
+        "hidden_size": H,
+        "num_attention_heads": 4,
+        "attention_dropout": 0.0,
+        "qkv_format": "sbhd",
+    },
     "TransformerLayer": {
         "hidden_size": H,
         "ffn_hidden_size": 4 * H,
@@ -536,9 +710,13 @@ def test_constructor_defaults_for_every_module(module):
 
 
 def test_config_kwargs_win_and_pass_unchanged():
-    defaults, user = compat.constructor_kwargs("TransformerLayer", [8, 2, H], "BF16", "cuda", {"num_attention_heads": 2, "activation": "swiglu"})
+    defaults, user = compat.constructor_kwargs(
+        "TransformerLayer", [8, 2, H], "BF16", "cuda", {"num_attention_heads": 2, "activation": "swiglu"}
+    )
     assert "num_attention_heads" not in defaults
-    kwargs, notes = compat.adapt_kwargs(["hidden_size", "ffn_hidden_size", "num_attention_heads"], False, defaults, user)
+    kwargs, notes = compat.adapt_kwargs(
+        ["hidden_size", "ffn_hidden_size", "num_attention_heads"], False, defaults, user
+    )
     assert kwargs["num_attention_heads"] == 2 and kwargs["activation"] == "swiglu"  # never dropped
     assert "dropped device" in notes and "dropped params_dtype" in notes
 
@@ -546,20 +724,29 @@ def test_config_kwargs_win_and_pass_unchanged():
 def test_adapt_kwargs_for_an_older_layernorm():
     defaults, user = compat.constructor_kwargs("LayerNorm", [8, 2, H], "BF16", "cuda", {})
     # older te.LayerNorm(hidden_size, eps, sequence_parallel, params_dtype, zero_centered_gamma, device), no **kwargs
-    kwargs, notes = compat.adapt_kwargs(["hidden_size", "eps", "sequence_parallel", "params_dtype", "zero_centered_gamma", "device"], False, defaults, user)
+    kwargs, notes = compat.adapt_kwargs(
+        ["hidden_size", "eps", "sequence_parallel", "params_dtype", "zero_centered_gamma", "device"],
+        False,
+        defaults,
+        user,
+    )
     assert kwargs == {"hidden_size": H, "params_dtype": "BF16", "device": "cuda"}
     assert notes == ["normalized_shape->hidden_size"]
 
 
 def test_adapt_kwargs_ops_style_norm_takes_device_through_var_kwargs():
     defaults, user = compat.constructor_kwargs("RMSNorm", [8, 2, H], "BF16", "cuda", {})
-    kwargs, notes = compat.adapt_kwargs(["normalized_shape", "eps", "params_dtype", "hidden_size"], True, defaults, user)
+    kwargs, notes = compat.adapt_kwargs(
+        ["normalized_shape", "eps", "params_dtype", "hidden_size"], True, defaults, user
+    )
     assert kwargs == {"normalized_shape": H, "params_dtype": "BF16", "device": "cuda"}
     assert notes == []
 
 
 def test_adapt_kwargs_dtype_rename():
-    kwargs, notes = compat.adapt_kwargs(["normalized_shape", "dtype", "device"], False, {"normalized_shape": 8, "params_dtype": "BF16"}, {})
+    kwargs, notes = compat.adapt_kwargs(
+        ["normalized_shape", "dtype", "device"], False, {"normalized_shape": 8, "params_dtype": "BF16"}, {}
+    )
     assert kwargs == {"normalized_shape": 8, "dtype": "BF16"} and notes == ["params_dtype->dtype"]
 
 
@@ -573,8 +760,19 @@ def test_heads_default_and_small_hidden():
 
 
 def _case(module, recipe, shape=(128, 4, 64), mode="eager", kwargs=None):
-    return {"id": 1, "backend": "te", "module": module, "recipe": recipe, "shape": list(shape), "dtype": "bfloat16",
-            "mode": mode, "device": "cpu", "warmup": 1, "factory": None, "kwargs": kwargs or {}}
+    return {
+        "id": 1,
+        "backend": "te",
+        "module": module,
+        "recipe": recipe,
+        "shape": list(shape),
+        "dtype": "bfloat16",
+        "mode": mode,
+        "device": "cpu",
+        "warmup": 1,
+        "factory": None,
+        "kwargs": kwargs or {},
+    }
 
 
 @pytest.mark.parametrize("recipe", ["bf16", "fp8_delayed", "fp8_current", "fp8_block", "mxfp8", "nvfp4"])
@@ -706,8 +904,10 @@ def test_make_step_compile_goes_through_call(fake_te):
     assert built.module.seen_splits
 
 
-@pytest.mark.parametrize("recipe, other", [("bf16", "DelayedScaling"), ("fp8_delayed", "Float8CurrentScaling"),
-                                           ("fp8_block", "DelayedScaling")])
+@pytest.mark.parametrize(
+    "recipe, other",
+    [("bf16", "DelayedScaling"), ("fp8_delayed", "Float8CurrentScaling"), ("fp8_block", "DelayedScaling")],
+)
 def test_another_recipe_for_the_recompile(fake_te, monkeypatch, recipe, other):
     pytest.importorskip("torch")
     fake_te()
@@ -726,4 +926,3 @@ def test_no_other_recipe_where_it_does_not_run(fake_te):
     assert built.alt_autocast is None and built.alt_autocast_what is None
     built = te_backend.build(_case("LayerNorm", "bf16"), "cpu")
     assert built.alt_autocast is None
-

@@ -7,8 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from gitfixture import TE_EDITS, git, make_ext_fixture, make_fixture, make_pure_python, make_te_shaped
+
 from teperf.errors import TeperfError
 from teperf.sides import changes
 from teperf.sides.git import git_sides, plan_sides
@@ -33,13 +33,20 @@ def te(tmp_path, monkeypatch, cache):
 
 def plan(repo, spec, messages=None, **kw):
     kw.setdefault("package", "transformer_engine")
-    return plan_sides(spec, repo=str(repo), log=(messages.append if messages is not None else lambda m: None), **kw)
+    return plan_sides(
+        spec, repo=str(repo), log=(messages.append if messages is not None else lambda m: None), **kw
+    )
 
 
 def run_py(side, code):
     prelude = f"import sys; sys.path[0:0] = {list(side.sys_path)!r}\n"
-    proc = subprocess.run([side.python, "-c", prelude + code], capture_output=True, text=True, cwd="/",
-                          env={**os.environ, **side.env})
+    proc = subprocess.run(
+        [side.python, "-c", prelude + code],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        env={**os.environ, **side.env},
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()
 
@@ -95,8 +102,13 @@ TIERS = {
     "version": ("overlay", []),
     "py-version": ("overlay", ["transformer_engine/pytorch/module/base.py"]),
     "common-py": ("overlay", ["transformer_engine/common/__init__.py"]),
-    "csrc": ("extension", ["transformer_engine/pytorch/csrc/quantizer.cpp",
-                           "transformer_engine/pytorch/csrc/extensions/gemm.cpp"]),
+    "csrc": (
+        "extension",
+        [
+            "transformer_engine/pytorch/csrc/quantizer.cpp",
+            "transformer_engine/pytorch/csrc/extensions/gemm.cpp",
+        ],
+    ),
     "ext-setup": ("extension", ["transformer_engine/pytorch/setup.py"]),
     "ext-build-tools": ("extension", ["build_tools/pytorch.py"]),
     "common": ("build", ["transformer_engine/common/gemm/gemm.cu"]),
@@ -196,7 +208,9 @@ def test_installed_build_of_other_core_sources_is_caught(te, tmp_path):
 def test_layout_file(tmp_path):
     fx = make_ext_fixture(tmp_path)
     layout = load_layout(fx.layout)
-    assert layout.extension.setup_dir == "extpkg/ext" and layout.extension.is_artifact("extpkg_ext.cpython-311.so")
+    assert layout.extension.setup_dir == "extpkg/ext" and layout.extension.is_artifact(
+        "extpkg_ext.cpython-311.so"
+    )
     bad = tmp_path / "bad.toml"
     bad.write_text('cores = ["x/"]\n')
     with pytest.raises(TeperfError, match="unknown key"):
@@ -211,7 +225,13 @@ def test_layout_file(tmp_path):
 def test_ext_fixture_plans(tmp_path, monkeypatch, cache):
     fx = make_ext_fixture(tmp_path)
     monkeypatch.setenv("PYTHONPATH", str(fx.site))
-    expected = {"main": "extension", "pyonly": "overlay", "version": "overlay", "core": "build", "badsym": "extension"}
+    expected = {
+        "main": "extension",
+        "pyonly": "overlay",
+        "version": "overlay",
+        "core": "build",
+        "badsym": "extension",
+    }
     for branch, strategy in expected.items():
         planned = plan(fx.repo, f"v0.1.0..{branch}", package="extpkg", layout=fx.layout)
         assert planned.strategy.name == strategy, branch
@@ -235,7 +255,8 @@ def test_pure_python_package_runs_from_its_trees(tmp_path, monkeypatch, cache):
 def test_pure_python_with_native_packaging_is_not_path(tmp_path, monkeypatch, cache):
     repo = make_pure_python(tmp_path)
     (repo / "setup.py").write_text(
-        "from setuptools import Extension, setup\nsetup(ext_modules=[Extension('x', ['x.c'])])\n")
+        "from setuptools import Extension, setup\nsetup(ext_modules=[Extension('x', ['x.c'])])\n"
+    )
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "an extension module")
     monkeypatch.setenv("PYTHONPATH", "")
@@ -247,7 +268,9 @@ def test_bare_repository(tmp_path, monkeypatch, cache):
     monkeypatch.setenv("PYTHONPATH", str(fx.site))
     bare = tmp_path / "bare.git"
     git(tmp_path, "clone", "-q", "--bare", str(fx.repo), str(bare))
-    base, head = git_sides("v0.1.0..main", repo=str(bare), package="mypkg", strategy="overlay", log=lambda m: None)
+    base, head = git_sides(
+        "v0.1.0..main", repo=str(bare), package="mypkg", strategy="overlay", log=lambda m: None
+    )
     assert head.description["repo"] == str(bare) and head.description["dirty"] is False
     assert run_py(head, "import mypkg.blocks as b; print(b.SLOW)") == "True"
     assert run_py(base, "import mypkg.blocks as b; print(b.SLOW)") == "False"
@@ -258,7 +281,13 @@ def test_bare_repository(tmp_path, monkeypatch, cache):
 def test_table_header_names_the_extension_build_and_the_note():
     from teperf.render import side_text
 
-    desc = {"label": "head", "sha": "a" * 40, "subject": "s", "strategy": "extension", "ext_key": "0123456789abc",
-            "ext_reused": True}
+    desc = {
+        "label": "head",
+        "sha": "a" * 40,
+        "subject": "s",
+        "strategy": "extension",
+        "ext_key": "0123456789abc",
+        "ext_reused": True,
+    }
     assert "strategy extension (extension from the cache 01234567)" in side_text(desc)
     assert "strategy extension (extension built 01234567)" in side_text({**desc, "ext_reused": False})

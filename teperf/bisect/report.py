@@ -14,8 +14,14 @@ from teperf.explain import COUNTER_LABELS, counters_diff
 from teperf.records import ProbeRecord
 from teperf.render import TableModel, render, render_markdown, render_rich
 
-RESULT_STYLE = {"bad": "bold red", "good": "green", "skip": "yellow", "undecided": "yellow",
-                "slower": "bold red", "faster": "bold green"}
+RESULT_STYLE = {
+    "bad": "bold red",
+    "good": "green",
+    "skip": "yellow",
+    "undecided": "yellow",
+    "slower": "bold red",
+    "faster": "bold green",
+}
 
 
 def load(path) -> tuple[dict, list[ProbeRecord]]:
@@ -26,7 +32,7 @@ def load(path) -> tuple[dict, list[ProbeRecord]]:
 def _commit(c: dict | None) -> str:
     if not c:
         return "?"
-    return f"{c['short_sha']} \"{c['subject'][:70]}\" ({c['date'][:10]})"
+    return f'{c["short_sha"]} "{c["subject"][:70]}" ({c["date"][:10]})'
 
 
 def counter_text(before: dict | None, after: dict | None) -> str:
@@ -47,9 +53,11 @@ def headline(meta: dict) -> list[str]:
     result = meta.get("result") or {}
     good, bad = meta.get("good") or {}, meta.get("bad") or {}
     n = len(meta.get("commits") or [])
-    lines = [f"range {good.get('short_sha')}..{bad.get('short_sha')} ({n} first-parent commits), "
-             f"cell {meta.get('cell')}; searched on {result.get('mode', '?')}; {result.get('probes', '?')} probes (expected {meta.get('plan', {}).get('expected_probes')}), "
-             f"{result.get('wall_s', '?')} s"]
+    lines = [
+        f"range {good.get('short_sha')}..{bad.get('short_sha')} ({n} first-parent commits), "
+        f"cell {meta.get('cell')}; searched on {result.get('mode', '?')}; {result.get('probes', '?')} probes (expected {meta.get('plan', {}).get('expected_probes')}), "
+        f"{result.get('wall_s', '?')} s"
+    ]
     status = result.get("status")
     if meta.get("status") != "complete":
         lines.append(f"run status: {meta.get('status')}{': ' + meta['error'] if meta.get('error') else ''}")
@@ -59,13 +67,17 @@ def headline(meta: dict) -> list[str]:
     elif status == "no change":
         lines.append("no counter differs and GOOD..BAD is 'no change' in time: nothing to bisect")
     elif status == "inconclusive":
-        lines.append("no counter differs, and whether GOOD..BAD changed in time could not be told within --budget "
-                     "(see its interval below): nothing to bisect on; a longer --budget or --precision may settle it")
+        lines.append(
+            "no counter differs, and whether GOOD..BAD changed in time could not be told within --budget "
+            "(see its interval below): nothing to bisect on; a longer --budget or --precision may settle it"
+        )
     elif status in ("skipped", "undecided"):
         why = "could not be measured" if status == "skipped" else "could not be decided within --budget"
         cands = ", ".join(c["short_sha"] for c in result.get("candidates") or [])
-        lines.append(f"not narrowed to one commit (a probe {why}): the change is in one of {cands}; "
-                     f"last good {_commit(result.get('last_good'))}")
+        lines.append(
+            f"not narrowed to one commit (a probe {why}): the change is in one of {cands}; "
+            f"last good {_commit(result.get('last_good'))}"
+        )
     if result.get("moved_counters"):
         diff = counters_diff(result.get("counters_good"), result.get("counters_bad"))
         lines.append(f"counters GOOD -> BAD: {diff}")
@@ -74,8 +86,10 @@ def headline(meta: dict) -> list[str]:
         lines.append(f"counters at the parent -> the culprit: {before_after}")
     end = result.get("endpoint")
     if end and end.get("delta_pct") is not None:
-        line = (f"GOOD..BAD in time: {end['delta_pct']:+.1f}% (CI [{end.get('ci_low_pct') or 0:+.1f}, "
-                f"{end.get('ci_high_pct') or 0:+.1f}%]) {end.get('verdict')}")
+        line = (
+            f"GOOD..BAD in time: {end['delta_pct']:+.1f}% (CI [{end.get('ci_low_pct') or 0:+.1f}, "
+            f"{end.get('ci_high_pct') or 0:+.1f}%]) {end.get('verdict')}"
+        )
         if "threshold_pct" in end:
             line += f"; a probe is bad beyond {end['threshold_pct']:+.1f}%"
         lines.append(line)
@@ -90,16 +104,34 @@ def probe_model(meta: dict, probes: list[ProbeRecord], path) -> TableModel:
             measured += f" ({p.counters.get('python_calls')} py calls)"
         if p.extra.get("processes"):
             measured += f" ({p.extra['processes']} pairs)"
-        rows.append([p.role, p.short_sha or "?", (p.subject or "")[:50], p.tier or "", measured, p.result,
-                     (p.detail or "")[:90], f"{p.seconds or 0:.1f}"])
+        rows.append(
+            [
+                p.role,
+                p.short_sha or "?",
+                (p.subject or "")[:50],
+                p.tier or "",
+                measured,
+                p.result,
+                (p.detail or "")[:90],
+                f"{p.seconds or 0:.1f}",
+            ]
+        )
         styles.append(RESULT_STYLE.get(p.result))
     plan = meta.get("plan") or {}
-    footer = [f"plan: {plan.get('expected_probes')} probes expected; tiers {plan.get('tiers')}; "
-              f"about {plan.get('counters_s')} s (counters) / {plan.get('timing_s')} s (timing)",
-              f"bundle: {path}"]
-    return TableModel(title="teperf bisect", header=headline(meta),
-                      columns=["role", "commit", "subject", "tier", "measured", "result", "detail", "s"],
-                      rows=rows, styles=styles, footer=footer, numeric=("s",))
+    footer = [
+        f"plan: {plan.get('expected_probes')} probes expected; tiers {plan.get('tiers')}; "
+        f"about {plan.get('counters_s')} s (counters) / {plan.get('timing_s')} s (timing)",
+        f"bundle: {path}",
+    ]
+    return TableModel(
+        title="teperf bisect",
+        header=headline(meta),
+        columns=["role", "commit", "subject", "tier", "measured", "result", "detail", "s"],
+        rows=rows,
+        styles=styles,
+        footer=footer,
+        numeric=("s",),
+    )
 
 
 def confirm_path(meta: dict, path) -> Path | None:

@@ -31,13 +31,13 @@ from typing import Callable, Optional
 from teperf import __version__
 from teperf.api import Interrupted
 from teperf.bisect import search as bsearch
-from teperf.bisect.sides import TIER_SECONDS, ProbeSkipped, SideFactory
 from teperf.bisect import sides as git
+from teperf.bisect.sides import TIER_SECONDS, ProbeSkipped, SideFactory
 from teperf.bundle import Bundle, now_iso
 from teperf.config import Config
 from teperf.errors import TeperfError
-from teperf.log import Log, stderr_logger
 from teperf.explain import counters_diff
+from teperf.log import Log, stderr_logger
 from teperf.plan import Case, expand
 from teperf.records import ProbeRecord
 
@@ -61,24 +61,31 @@ def resolve_range(spec: str, repo: str) -> Range:
     root = git.repo_root(repo)
     parsed = git.parse_spec(spec)
     if parsed.mode != "range" or not parsed.base or not parsed.head:
-        raise TeperfError(f"bisect needs GOOD..BAD, got {spec!r}",
-                          "give two refs, e.g. teperf bisect v2.15..v2.16")
+        raise TeperfError(
+            f"bisect needs GOOD..BAD, got {spec!r}", "give two refs, e.g. teperf bisect v2.15..v2.16"
+        )
     good = git.resolve(root, parsed.base, what="GOOD ref")
     bad = git.resolve(root, parsed.head, what="BAD ref")
     if good == bad:
-        raise TeperfError(f"{spec}: GOOD and BAD are the same commit ({good[:10]}), the range is empty",
-                          "give a BAD that comes after GOOD")
+        raise TeperfError(
+            f"{spec}: GOOD and BAD are the same commit ({good[:10]}), the range is empty",
+            "give a BAD that comes after GOOD",
+        )
     try:
         git.run_git(root, "merge-base", "--is-ancestor", good, bad)
     except git.GitFailed:
-        raise TeperfError(f"{parsed.base} ({good[:10]}) is not an ancestor of {parsed.head} ({bad[:10]})",
-                          "give GOOD..BAD with GOOD older than BAD on its history (swap them?)") from None
+        raise TeperfError(
+            f"{parsed.base} ({good[:10]}) is not an ancestor of {parsed.head} ({bad[:10]})",
+            "give GOOD..BAD with GOOD older than BAD on its history (swap them?)",
+        ) from None
     shas = git.run_git(root, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}").split()
     if not shas:
         raise TeperfError(f"{spec}: no commits between GOOD and BAD", "give a BAD that comes after GOOD")
     if git.run_git(root, "rev-parse", f"{shas[0]}^1") != good:
-        raise TeperfError(f"{parsed.base} ({good[:10]}) is not on the first-parent history of {parsed.head}",
-                          "give a GOOD on BAD's main line (e.g. the merge-base: git merge-base GOOD BAD)")
+        raise TeperfError(
+            f"{parsed.base} ({good[:10]}) is not on the first-parent history of {parsed.head}",
+            "give a GOOD on BAD's main line (e.g. the merge-base: git merge-base GOOD BAD)",
+        )
     commits = [git.commit_info(root, sha, sha[:10]) for sha in shas]
     bad_commit = dataclasses.replace(commits[-1], ref=parsed.head)
     return Range(root, git.commit_info(root, good, parsed.base), bad_commit, commits)
@@ -149,8 +156,11 @@ def plan_lines(rng: Range, case: Case, plan: dict) -> list[str]:
         f"{rng.good.short_sha}..{rng.bad.short_sha}: {plan['commits']} first-parent commits; cell {case.key}",
         f"expected probes: {plan['expected_probes']} (ceil(log2 {plan['commits']})), plus GOOD and BAD; "
         f"tier per commit: {tiers}"
-        + (f"; {plan['builds']} builds at most (commits with the same compiled inputs share one)"
-           if any(t in COMPILED_TIERS for t in plan["tiers"]) else ""),
+        + (
+            f"; {plan['builds']} builds at most (commits with the same compiled inputs share one)"
+            if any(t in COMPILED_TIERS for t in plan["tiers"])
+            else ""
+        ),
         f"expected time: about {plan['counters_s']} s if a counter moved (one worker run per probe, then one "
         f"confirming compare), about {plan['timing_s']} s if only time moved (one compare per probe)",
     ]
@@ -159,8 +169,18 @@ def plan_lines(rng: Range, case: Case, plan: dict) -> list[str]:
 class Bisector:
     """One bisect run: its range, cell, side factory and bundle."""
 
-    def __init__(self, config: Config, rng: Range, case: Case, factory: SideFactory, bundle: Bundle, *,
-                 budget_s: float, confirm: bool, log: Log):
+    def __init__(
+        self,
+        config: Config,
+        rng: Range,
+        case: Case,
+        factory: SideFactory,
+        bundle: Bundle,
+        *,
+        budget_s: float,
+        confirm: bool,
+        log: Log,
+    ):
         self.config = config
         self.rng = rng
         self.case = case
@@ -179,11 +199,24 @@ class Bisector:
     def _record(self, index: int, what: str, result: str, seconds: float, **fields) -> None:
         commit = self.rng.at(index)
         role = "GOOD" if index == 0 else ("BAD" if index == len(self.rng.commits) else "probe")
-        self.bundle.append(ProbeRecord.from_dict({"kind": "probe", "index": index, "role": role, **commit_meta(commit),
-                                                  "what": what, "result": result, "seconds": round(seconds, 2), **fields}))
+        self.bundle.append(
+            ProbeRecord.from_dict(
+                {
+                    "kind": "probe",
+                    "index": index,
+                    "role": role,
+                    **commit_meta(commit),
+                    "what": what,
+                    "result": result,
+                    "seconds": round(seconds, 2),
+                    **fields,
+                }
+            )
+        )
         detail = fields.get("detail", "")
-        self.log(f"{role} {commit.short_sha} {what}: {result}{' - ' + detail if detail else ''} "
-                 f"({seconds:.1f} s)")
+        self.log(
+            f"{role} {commit.short_sha} {what}: {result}{' - ' + detail if detail else ''} ({seconds:.1f} s)"
+        )
 
     def side(self, index: int):
         """The side of commit ``index`` (paired with GOOD, so its tier covers both)."""
@@ -202,12 +235,24 @@ class Bisector:
             log_path = self.bundle.path / "workers" / f"{index:03d}-{commit.short_sha}-{what[-5:]}.log"
             counters = count_case(self.config, side, self.case, log_path)
         except (ProbeSkipped, ProbeFailed) as exc:
-            self._record(index, what, "skip", time.perf_counter() - t0, detail=exc.reason,
-                         tier=self.factory.tier(self.rng.good.sha, commit.sha))
+            self._record(
+                index,
+                what,
+                "skip",
+                time.perf_counter() - t0,
+                detail=exc.reason,
+                tier=self.factory.tier(self.rng.good.sha, commit.sha),
+            )
             return None
         self.counters[index] = counters
-        self._record(index, what, "measured", time.perf_counter() - t0, counters=counters,
-                     tier=side.description.get("strategy"))
+        self._record(
+            index,
+            what,
+            "measured",
+            time.perf_counter() - t0,
+            counters=counters,
+            tier=side.description.get("strategy"),
+        )
         return counters
 
     def compare(self, base: int, head: int, config: Config, bounded: bool = True):
@@ -222,8 +267,14 @@ class Bisector:
             if config.schedule.precision_pct is not None:
                 left = max(self.budget_s - self.timing_s, 1.0)
             config = dataclasses.replace(config, schedule=dataclasses.replace(config.schedule, budget_s=left))
-        path = api.compare(config, base_side, head_side, results_dir=str(self.bundle.path / "compares"),
-                           cases=[self.case], command=["teperf", "bisect", "(probe)"])
+        path = api.compare(
+            config,
+            base_side,
+            head_side,
+            results_dir=str(self.bundle.path / "compares"),
+            cases=[self.case],
+            command=["teperf", "bisect", "(probe)"],
+        )
         row = dict(api.summarize(path).rows[0], tier=head_side.description.get("strategy"))
         return row, path
 
@@ -239,7 +290,8 @@ class Bisector:
                 which = "GOOD" if index == 0 else "BAD"
                 raise TeperfError(
                     f"{which} {self.rng.at(index).short_sha} cannot be measured: {record.detail}",
-                    f"pick a {which} that builds and imports (worker logs: {self.bundle.path}/workers)")
+                    f"pick a {which} that builds and imports (worker logs: {self.bundle.path}/workers)",
+                )
             got.append(counters)
         return got[0], got[1]
 
@@ -256,9 +308,11 @@ class Bisector:
                 second = first
             elif second != first:
                 which = "GOOD" if index == 0 else "BAD"
-                self.log(f"{which}'s counters changed in a second fresh worker "
-                         f"({counters_diff(first, second)}; a cold compile cache in the first?): "
-                         "the search uses the second")
+                self.log(
+                    f"{which}'s counters changed in a second fresh worker "
+                    f"({counters_diff(first, second)}; a cold compile cache in the first?): "
+                    "the search uses the second"
+                )
             again.append(second)
         return again[0], again[1]
 
@@ -291,15 +345,27 @@ class Bisector:
             if row.get("status") not in ("ok", "partial"):
                 return None, f"{row.get('status')}: {row.get('error')}"
             decided = decide(row)
-            self._record(head, "timing", decided, seconds, detail=_row_text(row), tier=row.get("tier"),
-                         bundle=str(Path(path).relative_to(self.bundle.path)), delta_pct=row.get("delta_pct"),
-                         ci_low_pct=row.get("ci_low_pct"), ci_high_pct=row.get("ci_high_pct"),
-                         verdict=row.get("verdict"), processes=config.schedule.processes)
+            self._record(
+                head,
+                "timing",
+                decided,
+                seconds,
+                detail=_row_text(row),
+                tier=row.get("tier"),
+                bundle=str(Path(path).relative_to(self.bundle.path)),
+                delta_pct=row.get("delta_pct"),
+                ci_low_pct=row.get("ci_low_pct"),
+                ci_high_pct=row.get("ci_high_pct"),
+                verdict=row.get("verdict"),
+                processes=config.schedule.processes,
+            )
             if decided != "undecided":
                 return row, decided
             if self.timing_s + 2 * seconds > self.budget_s:
-                self.log(f"{self.rng.at(head).short_sha}: undecided, and measuring twice the pairs "
-                         f"(~{2 * seconds:.0f} s) would exceed --budget {self.budget_s:g} s")
+                self.log(
+                    f"{self.rng.at(head).short_sha}: undecided, and measuring twice the pairs "
+                    f"(~{2 * seconds:.0f} s) would exceed --budget {self.budget_s:g} s"
+                )
                 return row, "undecided"
             sched = config.schedule
             more = dataclasses.replace(sched, processes=sched.processes * 2)
@@ -310,14 +376,22 @@ class Bisector:
         endpoint: dict = {}
 
         def whole(row: dict) -> str:  # "bad": there is a change to find; "good": there is none
-            return {"slower": "bad", "faster": "bad", "no change": "good"}.get(row.get("verdict"), "undecided")
+            return {"slower": "bad", "faster": "bad", "no change": "good"}.get(
+                row.get("verdict"), "undecided"
+            )
 
         row, decided = self.timed(0, n, whole)
         if row is None:
-            raise TeperfError(f"GOOD..BAD could not be compared: {decided}",
-                              f"see the worker logs under {self.bundle.path}/compares")
-        endpoint = {"verdict": row.get("verdict"), "delta_pct": row.get("delta_pct"),
-                    "ci_low_pct": row.get("ci_low_pct"), "ci_high_pct": row.get("ci_high_pct")}
+            raise TeperfError(
+                f"GOOD..BAD could not be compared: {decided}",
+                f"see the worker logs under {self.bundle.path}/compares",
+            )
+        endpoint = {
+            "verdict": row.get("verdict"),
+            "delta_pct": row.get("delta_pct"),
+            "ci_low_pct": row.get("ci_low_pct"),
+            "ci_high_pct": row.get("ci_high_pct"),
+        }
         endpoint["decided"] = decided
         if decided != "bad":
             return None, endpoint
@@ -357,8 +431,9 @@ class Bisector:
         result: dict = {"counters_good": good, "counters_bad": bad, "moved_counters": keys}
         if keys:
             result["mode"] = "counters"
-            self.log(f"counters differ between GOOD and BAD ({', '.join(keys)}): "
-                     "binary search on exact equality")
+            self.log(
+                f"counters differ between GOOD and BAD ({', '.join(keys)}): binary search on exact equality"
+            )
             bracket = self.counter_search(good, bad, keys)
         else:
             result["mode"] = "timing"
@@ -368,8 +443,9 @@ class Bisector:
                 good_end = result["endpoint"]["decided"] == "good"
                 result.update(status="no change" if good_end else "inconclusive", probes=self.n_probes)
                 return result
-        result.update(status=bracket.status, probes=self.n_probes, good_index=bracket.good,
-                      bad_index=bracket.bad)
+        result.update(
+            status=bracket.status, probes=self.n_probes, good_index=bracket.good, bad_index=bracket.bad
+        )
         result["last_good"] = commit_meta(self.rng.at(bracket.good))
         if not bracket.found:
             between = range(bracket.good + 1, bracket.bad + 1)
@@ -401,10 +477,29 @@ class Bisector:
             self._record(index, "confirm", "failed", time.perf_counter() - t0, detail=exc.reason)
             return {"error": exc.reason}
         rel = str(Path(path).relative_to(self.bundle.path))
-        self._record(index, "confirm", row.get("verdict") or str(row.get("status")), time.perf_counter() - t0,
-                     detail=_row_text(row), bundle=rel, tier=row.get("tier"))
-        keep = ("status", "verdict", "base_us", "head_us", "delta_us", "delta_pct", "ci_low_pct", "ci_high_pct",
-                "ci_low_us", "ci_high_us", "counters", "error")
+        self._record(
+            index,
+            "confirm",
+            row.get("verdict") or str(row.get("status")),
+            time.perf_counter() - t0,
+            detail=_row_text(row),
+            bundle=rel,
+            tier=row.get("tier"),
+        )
+        keep = (
+            "status",
+            "verdict",
+            "base_us",
+            "head_us",
+            "delta_us",
+            "delta_pct",
+            "ci_low_pct",
+            "ci_high_pct",
+            "ci_low_us",
+            "ci_high_us",
+            "counters",
+            "error",
+        )
         return {"bundle": rel, "row": {k: row.get(k) for k in keep}}
 
 
@@ -471,7 +566,9 @@ def bisect(
     started = time.perf_counter()
     status, error, result = "complete", None, {}
     try:
-        result = Bisector(config, rng, case, factory, bundle, budget_s=budget_s, confirm=confirm, log=log).run()
+        result = Bisector(
+            config, rng, case, factory, bundle, budget_s=budget_s, confirm=confirm, log=log
+        ).run()
     except (KeyboardInterrupt, Interrupted):
         status = "interrupted"
         raise Interrupted(bundle.path) from None

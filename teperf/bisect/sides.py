@@ -16,7 +16,14 @@ from typing import Callable, Protocol
 from teperf.errors import TeperfError
 from teperf.sides import Side
 from teperf.sides.gitrepo import (  # noqa: F401  (re-exported: bisect's git helpers)
-    Commit, GitFailed, commit_info, find_package_dir, parse_spec, repo_root, resolve, run_git,
+    Commit,
+    GitFailed,
+    commit_info,
+    find_package_dir,
+    parse_spec,
+    repo_root,
+    resolve,
+    run_git,
 )
 
 # Rough cost of making one commit runnable, per tier (seconds), for the plan printed up front.
@@ -72,9 +79,17 @@ class GitSideFactory:
 
         try:
             return plan_sides(
-                f"{base_sha}..{head_sha}", repo=self.repo, strategy=self.strategy, package=self.package,
-                package_dir=self._package_dir(base_sha), layout=self.layout, python=self.python,
-                cache_dir=self.cache_dir, build_command=self.build_command, jobs=self.jobs, allow_dirty=True,
+                f"{base_sha}..{head_sha}",
+                repo=self.repo,
+                strategy=self.strategy,
+                package=self.package,
+                package_dir=self._package_dir(base_sha),
+                layout=self.layout,
+                python=self.python,
+                cache_dir=self.cache_dir,
+                build_command=self.build_command,
+                jobs=self.jobs,
+                allow_dirty=True,
                 log=self.log,
             ).make()
         except TeperfError as exc:  # refused, build failed, not importable: this commit cannot be measured
@@ -98,10 +113,17 @@ class GitSideFactory:
             from teperf.sides.git import plan_sides
 
             try:
-                planned = plan_sides(f"{base_sha}..{head_sha}", repo=self.repo, package=self.package,
-                                     package_dir=self._package_dir(base_sha), layout=self.layout,
-                                     python=self.python, cache_dir=self.cache_dir, allow_dirty=True,
-                                     log=lambda line: None)
+                planned = plan_sides(
+                    f"{base_sha}..{head_sha}",
+                    repo=self.repo,
+                    package=self.package,
+                    package_dir=self._package_dir(base_sha),
+                    layout=self.layout,
+                    python=self.python,
+                    cache_dir=self.cache_dir,
+                    allow_dirty=True,
+                    log=lambda line: None,
+                )
                 self._path_tier = planned.strategy.name == "path"
             except TeperfError:
                 self._path_tier = False

@@ -8,7 +8,16 @@ import sys
 import click
 
 from teperf.commands._live import live_view
-from teperf.config import COMPILE_CACHES, METRICS, MODES, Schedule, Stats, load_config, parse_shape, shipped_names
+from teperf.config import (
+    COMPILE_CACHES,
+    METRICS,
+    MODES,
+    Schedule,
+    Stats,
+    load_config,
+    parse_shape,
+    shipped_names,
+)
 from teperf.errors import EXIT_CELLS_FAILED, exit_status_for_signal
 from teperf.render import FORMATS, render
 from teperf.safe_text import for_terminal
@@ -43,42 +52,148 @@ was measured, status interrupted)."""
 def config_options(f):
     """--config plus one override per config field; None means 'not given'."""
     opts = [
-        click.option("--config", "config_path", metavar="FILE|NAME", help=f"TOML config: a path, or a shipped config: {', '.join(shipped_names())}.", show_default="default"),
-        click.option("--backend", type=click.Choice(["torch", "te"]), help="torch: plain-PyTorch reference modules (CPU or GPU); te: TransformerEngine (needs CUDA)."),
-        click.option("--device", type=click.Choice(["cpu", "cuda"]), help="Where the modules run (default: cpu for torch, cuda for te)."),
-        click.option("--modules", callback=_csv_list, metavar="A,B", help="Modules to measure (comma-separated)."),
+        click.option(
+            "--config",
+            "config_path",
+            metavar="FILE|NAME",
+            help=f"TOML config: a path, or a shipped config: {', '.join(shipped_names())}.",
+            show_default="default",
+        ),
+        click.option(
+            "--backend",
+            type=click.Choice(["torch", "te"]),
+            help="torch: plain-PyTorch reference modules (CPU or GPU); te: TransformerEngine (needs CUDA).",
+        ),
+        click.option(
+            "--device",
+            type=click.Choice(["cpu", "cuda"]),
+            help="Where the modules run (default: cpu for torch, cuda for te).",
+        ),
+        click.option(
+            "--modules", callback=_csv_list, metavar="A,B", help="Modules to measure (comma-separated)."
+        ),
         click.option("--recipes", callback=_csv_list, metavar="A,B", help="Recipes, e.g. bf16,fp8_delayed."),
         click.option("--modes", callback=_csv_list, metavar="A,B", help=f"Modes: {', '.join(MODES)}."),
-        click.option("--shape", "shapes", multiple=True, callback=_shape_list, metavar="8,2,256", help="Input shape; repeat for several."),
-        click.option("--processes", type=int, help="Fresh worker pairs (the unit of replication).", show_default=_default(_SCHED.processes)),
-        click.option("--rounds", type=int, help="Rounds per pair; each round runs every case in a new shuffled order.", show_default=_default(_SCHED.rounds)),
-        click.option("--trials", type=int, help="Trials per case per round (even for compare: A B and B A couples balance).", show_default=_default(_SCHED.trials)),
-        click.option("--iters", type=int, help="fwd+bwd steps per trial.", show_default=_default(_SCHED.iters)),
-        click.option("--warmup", type=int, help="Untimed steps after building each case.", show_default=_default(_SCHED.warmup)),
-        click.option("--timeout", "timeout_s", type=float, help="Seconds a worker may take for one request (start-up, set-up or one trial); then it is killed.", show_default=_default(_SCHED.timeout_s)),
+        click.option(
+            "--shape",
+            "shapes",
+            multiple=True,
+            callback=_shape_list,
+            metavar="8,2,256",
+            help="Input shape; repeat for several.",
+        ),
+        click.option(
+            "--processes",
+            type=int,
+            help="Fresh worker pairs (the unit of replication).",
+            show_default=_default(_SCHED.processes),
+        ),
+        click.option(
+            "--rounds",
+            type=int,
+            help="Rounds per pair; each round runs every case in a new shuffled order.",
+            show_default=_default(_SCHED.rounds),
+        ),
+        click.option(
+            "--trials",
+            type=int,
+            help="Trials per case per round (even for compare: A B and B A couples balance).",
+            show_default=_default(_SCHED.trials),
+        ),
+        click.option(
+            "--iters", type=int, help="fwd+bwd steps per trial.", show_default=_default(_SCHED.iters)
+        ),
+        click.option(
+            "--warmup",
+            type=int,
+            help="Untimed steps after building each case.",
+            show_default=_default(_SCHED.warmup),
+        ),
+        click.option(
+            "--timeout",
+            "timeout_s",
+            type=float,
+            help="Seconds a worker may take for one request (start-up, set-up or one trial); then it is killed.",
+            show_default=_default(_SCHED.timeout_s),
+        ),
         click.option("--core", type=int, help="CPU core to pin the workers to (default: the last one)."),
-        click.option("--seed", type=int, help="Seed of the case order and the hash seeds.", show_default=_default(0)),
-        click.option("--metric", type=click.Choice(METRICS), help="Headline clock.", show_default=_default(_STATS.metric)),
-        click.option("--prestart", metavar="N|auto", help="Pairs to start ahead on spare cores while one measures (auto: one core per worker, up to 8 pairs; 0 = off).", show_default="auto"),
-        click.option("--lanes", metavar="N|auto", help="Pairs measuring at once, each on its own physical core (auto: "
-                     "one lane per 4 physical cores, at most 4; see README, 'Parallel lanes').", show_default="1, or the config's"),
-        click.option("--min-effect", "min_effect_pct", type=float, help="Changes under this many % do not matter: 'no change' needs the whole interval inside +-this.", show_default=_default(_STATS.min_effect_pct)),
-        click.option("--precision", "precision_pct", type=float, metavar="P",
-                     help="Keep adding fresh pairs until every cell's 95% interval is at most +-P % (or the budget is spent); --processes is then not used."),
-        click.option("--budget", "budget_s", metavar="DURATION",
-                     help="Wall-clock limit of the measuring: 5m, 90s, 1h or seconds (default with --precision: 10m)."),
-        click.option("--compile-cache", type=click.Choice(COMPILE_CACHES),
-                     help="Inductor's on-disk cache at a compile case's first call: cold (default, empty per case "
-                          "and process) or warm (filled by a throwaway worker per side before the first pair)."),
+        click.option(
+            "--seed", type=int, help="Seed of the case order and the hash seeds.", show_default=_default(0)
+        ),
+        click.option(
+            "--metric",
+            type=click.Choice(METRICS),
+            help="Headline clock.",
+            show_default=_default(_STATS.metric),
+        ),
+        click.option(
+            "--prestart",
+            metavar="N|auto",
+            help="Pairs to start ahead on spare cores while one measures (auto: one core per worker, up to 8 pairs; 0 = off).",
+            show_default="auto",
+        ),
+        click.option(
+            "--lanes",
+            metavar="N|auto",
+            help="Pairs measuring at once, each on its own physical core (auto: "
+            "one lane per 4 physical cores, at most 4; see README, 'Parallel lanes').",
+            show_default="1, or the config's",
+        ),
+        click.option(
+            "--min-effect",
+            "min_effect_pct",
+            type=float,
+            help="Changes under this many % do not matter: 'no change' needs the whole interval inside +-this.",
+            show_default=_default(_STATS.min_effect_pct),
+        ),
+        click.option(
+            "--precision",
+            "precision_pct",
+            type=float,
+            metavar="P",
+            help="Keep adding fresh pairs until every cell's 95% interval is at most +-P % (or the budget is spent); --processes is then not used.",
+        ),
+        click.option(
+            "--budget",
+            "budget_s",
+            metavar="DURATION",
+            help="Wall-clock limit of the measuring: 5m, 90s, 1h or seconds (default with --precision: 10m).",
+        ),
+        click.option(
+            "--compile-cache",
+            type=click.Choice(COMPILE_CACHES),
+            help="Inductor's on-disk cache at a compile case's first call: cold (default, empty per case "
+            "and process) or warm (filled by a throwaway worker per side before the first pair).",
+        ),
     ]
     for opt in reversed(opts):
         f = opt(f)
     return f
 
 
-OVERRIDE_KEYS = ("backend", "device", "modules", "recipes", "modes", "shapes", "processes", "rounds", "trials", "iters", "warmup",
-                 "timeout_s", "core", "seed", "metric", "min_effect_pct", "prestart", "lanes", "precision_pct", "budget_s",
-                 "compile_cache")
+OVERRIDE_KEYS = (
+    "backend",
+    "device",
+    "modules",
+    "recipes",
+    "modes",
+    "shapes",
+    "processes",
+    "rounds",
+    "trials",
+    "iters",
+    "warmup",
+    "timeout_s",
+    "core",
+    "seed",
+    "metric",
+    "min_effect_pct",
+    "prestart",
+    "lanes",
+    "precision_pct",
+    "budget_s",
+    "compile_cache",
+)
 
 
 def make_config(kwargs: dict, **extra):
@@ -90,7 +205,10 @@ def make_config(kwargs: dict, **extra):
 
 def fail_on_option(f):
     return click.option(
-        "--fail-on", "fail_on", multiple=True, metavar="VERDICT",
+        "--fail-on",
+        "fail_on",
+        multiple=True,
+        metavar="VERDICT",
         help="Exit 1 when any cell has this verdict: slower, faster, change (either), inconclusive; repeat or join with commas.",
     )(f)
 
@@ -101,13 +219,23 @@ def gate(summary, verdicts: set) -> None:
 
     cells = failing_cells(summary.rows, verdicts) if verdicts else []
     if cells:
-        click.echo(f"teperf: fail-on: {len(cells)} cell{'s' if len(cells) != 1 else ''}: {'; '.join(cells)}", err=True)
+        click.echo(
+            f"teperf: fail-on: {len(cells)} cell{'s' if len(cells) != 1 else ''}: {'; '.join(cells)}",
+            err=True,
+        )
         sys.exit(1)
 
 
 def output_options(f):
     f = click.option("--results-dir", metavar="DIR", help="Where bundles go.", show_default="./results")(f)
-    f = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Output format.")(f)
+    f = click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        default="table",
+        show_default=True,
+        help="Output format.",
+    )(f)
     return f
 
 
@@ -143,8 +271,17 @@ def measure_and_report(fn, fmt: str):
     bad = summary.incomplete_rows
     if bad:
         first = summary.meta.get("error") or next((r.get("error") for r in bad if r.get("error")), "") or ""
-        every = "every cell" if len(bad) == len([r for r in summary.rows if r.get("status") != "skipped"]) else f"{len(bad)} cell(s)"
-        click.echo(for_terminal(f"teperf: {every} failed or ended partial ({first[:300]}); {failure_hint(first)} "
-                                f"(worker logs: {path}/workers/)"), err=True)
+        every = (
+            "every cell"
+            if len(bad) == len([r for r in summary.rows if r.get("status") != "skipped"])
+            else f"{len(bad)} cell(s)"
+        )
+        click.echo(
+            for_terminal(
+                f"teperf: {every} failed or ended partial ({first[:300]}); {failure_hint(first)} "
+                f"(worker logs: {path}/workers/)"
+            ),
+            err=True,
+        )
         sys.exit(EXIT_CELLS_FAILED)
     return summary

@@ -8,7 +8,14 @@ from contextlib import contextmanager
 
 
 def _progress_bar(transient: bool):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     return Progress(
         TextColumn("[bold]measuring"),
@@ -69,9 +76,14 @@ class LiveView:
         cells = sorted(snap.cells, key=lambda c: (c.settled or bool(c.dropped), c.case_id))
         for c in cells[: self.MAX_ROWS]:
             state = c.dropped or ("settled" if c.settled else "")
-            table.add_row(c.key, str(c.pairs), "-" if c.delta_pct is None else f"{c.delta_pct:+.2f}%",
-                          "-" if c.half_pct is None else f"+-{c.half_pct:.2f}%", state,
-                          style="dim" if state else None)
+            table.add_row(
+                c.key,
+                str(c.pairs),
+                "-" if c.delta_pct is None else f"{c.delta_pct:+.2f}%",
+                "-" if c.half_pct is None else f"+-{c.half_pct:.2f}%",
+                state,
+                style="dim" if state else None,
+            )
         if len(cells) > self.MAX_ROWS:
             table.add_row(f"... {len(cells) - self.MAX_ROWS} more", "", "", "", "")
         return Group(table, self.bar)

@@ -15,30 +15,71 @@ DEFAULT_BUDGET_S = 1800.0
 
 @click.command("bisect")
 @click.argument("spec", metavar="GOOD..BAD")
-@click.option("--cell", required=True, metavar="MODULE/RECIPE[/SHAPE[/MODE]]",
-              help="The cell that moved (one of the config's).")
+@click.option(
+    "--cell",
+    required=True,
+    metavar="MODULE/RECIPE[/SHAPE[/MODE]]",
+    help="The cell that moved (one of the config's).",
+)
 @click.option("--repo", default=".", show_default=True, metavar="DIR", help="Git repository the refs are in.")
-@click.option("--strategy", type=click.Choice(strategies.GIT_NAMES), default="auto", show_default=True,
-              help="How each commit is made runnable, as in compare (see teperf compare --help).")
+@click.option(
+    "--strategy",
+    type=click.Choice(strategies.GIT_NAMES),
+    default="auto",
+    show_default=True,
+    help="How each commit is made runnable, as in compare (see teperf compare --help).",
+)
 @click.option("--package", default="transformer_engine", show_default=True, help="Package under test.")
-@click.option("--package-dir", metavar="PATH",
-              help="The package's directory inside the repo (default: found by name).")
+@click.option(
+    "--package-dir", metavar="PATH", help="The package's directory inside the repo (default: found by name)."
+)
 @click.option("--build-command", metavar="CMD", help="Build command of --strategy build (as in compare).")
-@click.option("--jobs", type=int, metavar="N", help="Parallel compile jobs of extension and build strategies.")
-@click.option("--layout", "layout_file", metavar="FILE",
-              help="TOML file: which paths are core, extension, version files (as in compare).")
+@click.option(
+    "--jobs", type=int, metavar="N", help="Parallel compile jobs of extension and build strategies."
+)
+@click.option(
+    "--layout",
+    "layout_file",
+    metavar="FILE",
+    help="TOML file: which paths are core, extension, version files (as in compare).",
+)
 @click.option("--cache-dir", metavar="DIR", help="Where git trees, overlays and builds are cached.")
 @click.option("--python", metavar="EXE", help="Interpreter that runs the workers (default: this one).")
-@click.option("--plan", "plan_only", is_flag=True,
-              help="Say the plan (commits, expected probes, tier per commit, expected time); then stop.")
-@click.option("--confirm/--no-confirm", default=True, show_default=True,
-              help="Compare the culprit against its parent in time.")
+@click.option(
+    "--plan",
+    "plan_only",
+    is_flag=True,
+    help="Say the plan (commits, expected probes, tier per commit, expected time); then stop.",
+)
+@click.option(
+    "--confirm/--no-confirm",
+    default=True,
+    show_default=True,
+    help="Compare the culprit against its parent in time.",
+)
 @click.option("--results-dir", metavar="DIR", help="Where the bundle goes (default: ./results).")
-@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
-              show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table", show_default=True
+)
 @config_options
-def command(spec, cell, repo, strategy, package, package_dir, build_command, jobs, layout_file, cache_dir, python,
-            plan_only, confirm, results_dir, fmt, **kwargs):
+def command(
+    spec,
+    cell,
+    repo,
+    strategy,
+    package,
+    package_dir,
+    build_command,
+    jobs,
+    layout_file,
+    cache_dir,
+    python,
+    plan_only,
+    confirm,
+    results_dir,
+    fmt,
+    **kwargs,
+):
     """Find the commit of GOOD..BAD (first-parent history) that moved one cell.
 
     \b
@@ -63,8 +104,14 @@ def command(spec, cell, repo, strategy, package, package_dir, build_command, job
 
         check_python(python)
     factory = GitSideFactory(
-        repo=repo, package=package, package_dir=package_dir, strategy=strategy,
-        python=python or sys.executable, cache_dir=cache_dir, jobs=jobs, layout=layout_file,
+        repo=repo,
+        package=package,
+        package_dir=package_dir,
+        strategy=strategy,
+        python=python or sys.executable,
+        cache_dir=cache_dir,
+        jobs=jobs,
+        layout=layout_file,
         build_command=shlex.split(build_command) if build_command else None,
     )
 
@@ -74,8 +121,18 @@ def command(spec, cell, repo, strategy, package, package_dir, build_command, job
             click.echo(text, nl=False)
 
     try:
-        path = bisect(config, spec, cell, factory=factory, repo=repo, results_dir=results_dir,
-                      budget_s=budget_s, confirm=confirm, command=["teperf"] + sys.argv[1:], plan_only=plan_only)
+        path = bisect(
+            config,
+            spec,
+            cell,
+            factory=factory,
+            repo=repo,
+            results_dir=results_dir,
+            budget_s=budget_s,
+            confirm=confirm,
+            command=["teperf"] + sys.argv[1:],
+            plan_only=plan_only,
+        )
     except Interrupted as stop:
         click.echo(f"teperf: interrupted; the bundle keeps the probes so far: {stop.path}", err=True)
         show(stop.path)

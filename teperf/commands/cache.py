@@ -51,17 +51,27 @@ def list_(cache_dir, fmt):
     root = cachedir.cache_root(cache_dir)
     found = cachedir.entries(cache_dir)
     if fmt == "json":
-        click.echo(json.dumps(
-            {
-                "root": str(root),
-                "entries": [
-                    {"kind": e.kind, "key": e.key, "path": str(e.path), "size": e.size, "mtime": e.mtime,
-                     "complete": e.complete, "meta": e.meta}
-                    for e in found
-                ],
-            },
-            indent=2, default=str,
-        ))
+        click.echo(
+            json.dumps(
+                {
+                    "root": str(root),
+                    "entries": [
+                        {
+                            "kind": e.kind,
+                            "key": e.key,
+                            "path": str(e.path),
+                            "size": e.size,
+                            "mtime": e.mtime,
+                            "complete": e.complete,
+                            "meta": e.meta,
+                        }
+                        for e in found
+                    ],
+                },
+                indent=2,
+                default=str,
+            )
+        )
         return
     if not found:
         click.echo(f"cache {root}: empty")
@@ -73,8 +83,13 @@ def list_(cache_dir, fmt):
     for name in ("kind", "key", "what", "size", "last used"):
         table.add_column(name, justify="right" if name == "size" else "left")
     for e in found:
-        table.add_row(e.kind, e.key[:24], _what(e) if e.complete or e.kind == "builds" else "(incomplete)",
-                      _size(e.size), time.strftime("%Y-%m-%d %H:%M", time.localtime(e.mtime)))
+        table.add_row(
+            e.kind,
+            e.key[:24],
+            _what(e) if e.complete or e.kind == "builds" else "(incomplete)",
+            _size(e.size),
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(e.mtime)),
+        )
     console = Console()
     console.print(table)
     console.print(f"{len(found)} entries, {_size(sum(e.size for e in found))}")
@@ -83,11 +98,14 @@ def list_(cache_dir, fmt):
 @command.command("clear")
 @_cache_dir_option
 @click.argument("kinds", nargs=-1, type=click.Choice(list(cachedir.KINDS)))
-@click.option("--older-than", type=float, default=None, metavar="DAYS", help="Only entries not used for DAYS days.")
+@click.option(
+    "--older-than", type=float, default=None, metavar="DAYS", help="Only entries not used for DAYS days."
+)
 def clear(cache_dir, kinds, older_than):
     """Remove cached entries: all, or only KINDS (trees, overlays, builds, buildtrees, ext)."""
     root = cachedir.cache_root(cache_dir)
-    removed = cachedir.clear(cache_dir, kinds or cachedir.KINDS,
-                             older_than_s=None if older_than is None else older_than * 86400)
+    removed = cachedir.clear(
+        cache_dir, kinds or cachedir.KINDS, older_than_s=None if older_than is None else older_than * 86400
+    )
     freed = sum(e.size for e in removed)
     click.echo(f"cache {root}: removed {len(removed)} entries ({_size(freed)})")

@@ -6,39 +6,114 @@ import sys
 
 import click
 
-from teperf.commands._common import EXIT_STATUS_HELP, config_options, fail_on_option, gate, make_config, measure_and_report, output_options
+from teperf.commands._common import (
+    EXIT_STATUS_HELP,
+    config_options,
+    fail_on_option,
+    gate,
+    make_config,
+    measure_and_report,
+    output_options,
+)
 from teperf.errors import TeperfError
 from teperf.sides import strategies
 from teperf.sides.strategies.build import PLACEHOLDERS
 
 STRATEGY_HELP = "How a git side is made runnable. " + strategies.help_text()
-BUILD_COMMAND_HELP = ("Build command of --strategy build (default: pip install into a per-build prefix); placeholders: "
-                      + ", ".join(f"{k} {v}" for k, v in PLACEHOLDERS.items()) + ".")
+BUILD_COMMAND_HELP = (
+    "Build command of --strategy build (default: pip install into a per-build prefix); placeholders: "
+    + ", ".join(f"{k} {v}" for k, v in PLACEHOLDERS.items())
+    + "."
+)
 from teperf.gate import parse_fail_on
 
 
 @click.command("compare", epilog=EXIT_STATUS_HELP)
 @click.argument("spec", required=False, metavar="[BASE..HEAD]")
 @click.option("--repo", default=".", show_default=True, metavar="DIR", help="Git repository the refs are in.")
-@click.option("--strategy", type=click.Choice(strategies.NAMES), default="auto", show_default=True, help=STRATEGY_HELP)
-@click.option("--package", default="transformer_engine", show_default=True, help="Package under test (its import name).")
-@click.option("--package-dir", metavar="PATH", help="The package's directory inside the repo (default: found by name).")
+@click.option(
+    "--strategy", type=click.Choice(strategies.NAMES), default="auto", show_default=True, help=STRATEGY_HELP
+)
+@click.option(
+    "--package", default="transformer_engine", show_default=True, help="Package under test (its import name)."
+)
+@click.option(
+    "--package-dir", metavar="PATH", help="The package's directory inside the repo (default: found by name)."
+)
 @click.option("--build-command", metavar="CMD", help=BUILD_COMMAND_HELP)
-@click.option("--jobs", type=int, metavar="N", help="Parallel compile jobs of extension and build strategies (default: the free cores).")
-@click.option("--layout", "layout_file", metavar="FILE", help="TOML file: which paths of the package are core, extension, version files (default: built in for transformer_engine; see teperf/sides/layout.py).")
-@click.option("--plan", "plan_only", is_flag=True, help="Say which strategy each git side needs, why and what it costs; then stop.")
-@click.option("--cache-dir", metavar="DIR", help="Where git trees, overlays and builds are cached (default: $TEPERF_CACHE or ~/.cache/teperf).")
-@click.option("--allow-dirty", is_flag=True, default=None, help="Measure a checked-out side even with uncommitted changes in the package.")
+@click.option(
+    "--jobs",
+    type=int,
+    metavar="N",
+    help="Parallel compile jobs of extension and build strategies (default: the free cores).",
+)
+@click.option(
+    "--layout",
+    "layout_file",
+    metavar="FILE",
+    help="TOML file: which paths of the package are core, extension, version files (default: built in for transformer_engine; see teperf/sides/layout.py).",
+)
+@click.option(
+    "--plan",
+    "plan_only",
+    is_flag=True,
+    help="Say which strategy each git side needs, why and what it costs; then stop.",
+)
+@click.option(
+    "--cache-dir",
+    metavar="DIR",
+    help="Where git trees, overlays and builds are cached (default: $TEPERF_CACHE or ~/.cache/teperf).",
+)
+@click.option(
+    "--allow-dirty",
+    is_flag=True,
+    default=None,
+    help="Measure a checked-out side even with uncommitted changes in the package.",
+)
 @click.option("--base-path", metavar="DIR", help="Directory put first on the base worker's sys.path.")
 @click.option("--head-path", metavar="DIR", help="Directory put first on the head worker's sys.path.")
-@click.option("--base-python", metavar="EXE", help="Interpreter for the base side (e.g. a virtualenv's python).")
+@click.option(
+    "--base-python", metavar="EXE", help="Interpreter for the base side (e.g. a virtualenv's python)."
+)
 @click.option("--head-python", metavar="EXE", help="Interpreter for the head side.")
-@click.option("--counters/--no-counters", default=True, show_default=True, help="Count python calls, ATen ops, ... per step, once, outside the timed trials.")
-@click.option("--explain", "explain_cell", metavar="MODULE/RECIPE", help="Afterwards, profile this cell on both sides and show where the delta comes from.")
+@click.option(
+    "--counters/--no-counters",
+    default=True,
+    show_default=True,
+    help="Count python calls, ATen ops, ... per step, once, outside the timed trials.",
+)
+@click.option(
+    "--explain",
+    "explain_cell",
+    metavar="MODULE/RECIPE",
+    help="Afterwards, profile this cell on both sides and show where the delta comes from.",
+)
 @fail_on_option
 @config_options
 @output_options
-def command(spec, repo, strategy, package, package_dir, build_command, jobs, layout_file, plan_only, cache_dir, allow_dirty, base_path, head_path, base_python, head_python, counters, explain_cell, fail_on, fmt, results_dir, **kwargs):
+def command(
+    spec,
+    repo,
+    strategy,
+    package,
+    package_dir,
+    build_command,
+    jobs,
+    layout_file,
+    plan_only,
+    cache_dir,
+    allow_dirty,
+    base_path,
+    head_path,
+    base_python,
+    head_python,
+    counters,
+    explain_cell,
+    fail_on,
+    fmt,
+    results_dir,
+    **kwargs,
+):
     """Compare two sides: git refs (BASE..HEAD), directories or interpreters.
 
     \b
@@ -59,7 +134,9 @@ def command(spec, repo, strategy, package, package_dir, build_command, jobs, lay
     side_opts = (base_path, head_path, base_python, head_python)
     if spec:
         if base_path or head_path:
-            raise TeperfError("BASE..HEAD and --base-path/--head-path both given", "use one way to name the sides")
+            raise TeperfError(
+                "BASE..HEAD and --base-path/--head-path both given", "use one way to name the sides"
+            )
         import shlex
 
         from teperf.sides.git import plan_sides
@@ -87,10 +164,20 @@ def command(spec, repo, strategy, package, package_dir, build_command, jobs, lay
         base = api.path_side("base", base_path, base_python)
         head = api.path_side("head", head_path, head_python)
     else:
-        raise TeperfError("nothing to compare", "give BASE..HEAD (git refs), or --base-path/--head-path, or --base-python/--head-python")
+        raise TeperfError(
+            "nothing to compare",
+            "give BASE..HEAD (git refs), or --base-path/--head-path, or --base-python/--head-python",
+        )
     summary = measure_and_report(
-        lambda progress, live: api.compare(config, base, head, results_dir=results_dir, command=["teperf"] + sys.argv[1:],
-                                           progress=progress, live=live),
+        lambda progress, live: api.compare(
+            config,
+            base,
+            head,
+            results_dir=results_dir,
+            command=["teperf"] + sys.argv[1:],
+            progress=progress,
+            live=live,
+        ),
         fmt,
     )
     if explain_cell:

@@ -10,11 +10,33 @@ from teperf.errors import TeperfError
 
 @click.command("dashboard")
 @history_option
-@click.option("--out", default="site", show_default=True, metavar="DIR", help="Directory to write the site into (replaced if empty or a site teperf built).")
-@click.option("--machine", help="Only this machine (fingerprint prefix or label text); default: all, each on its own page.")
+@click.option(
+    "--out",
+    default="site",
+    show_default=True,
+    metavar="DIR",
+    help="Directory to write the site into (replaced if empty or a site teperf built).",
+)
+@click.option(
+    "--machine",
+    help="Only this machine (fingerprint prefix or label text); default: all, each on its own page.",
+)
 @click.option("--ref", help="Only nightlies of this branch.")
-@click.option("--min-effect", "min_effect_pct", type=float, default=2.0, show_default=True, help="Smallest step or drift reported, in %.")
-@click.option("--sig-level", type=float, default=0.01, show_default=True, help="Permutation-test p-value to accept a step.")
+@click.option(
+    "--min-effect",
+    "min_effect_pct",
+    type=float,
+    default=2.0,
+    show_default=True,
+    help="Smallest step or drift reported, in %.",
+)
+@click.option(
+    "--sig-level",
+    type=float,
+    default=0.01,
+    show_default=True,
+    help="Permutation-test p-value to accept a step.",
+)
 def command(history_url, out, machine, ref, min_effect_pct, sig_level):
     """Build the dashboard: overview grid, one chart per cell, detected changes.
 
@@ -34,21 +56,33 @@ def command(history_url, out, machine, ref, min_effect_pct, sig_level):
     settings = DetectionSettings(min_effect_pct=min_effect_pct, sig_level=sig_level)
     store = open_store(history_url)
     if not store.fs.exists(store.root):  # a typo in --history must not build an empty site
-        raise TeperfError(f"no history store at {store.url}",
-                          "check --history, or run teperf nightly or teperf import BUNDLE first")
+        raise TeperfError(
+            f"no history store at {store.url}",
+            "check --history, or run teperf nightly or teperf import BUNDLE first",
+        )
     df = store.read(ref=ref)
     df = select_machine(df, machine)
     if df.empty:
         click.echo(f"teperf: the history at {store.url} is empty; writing an empty dashboard", err=True)
     cells = analyze(df, settings)
     found = nights(df)
-    index = build_site(cells, out, store=str(store.url), n_runs=int(df["run_id"].nunique()) if not df.empty else 0,
-                       settings=settings, nights=found)
+    index = build_site(
+        cells,
+        out,
+        store=str(store.url),
+        n_runs=int(df["run_id"].nunique()) if not df.empty else 0,
+        settings=settings,
+        nights=found,
+    )
     n_changes = sum(len(c.changes) for c in cells)
     n_slower = sum(1 for c in cells for ch in c.changes if ch.direction == "slower")
     machines = len({c.machine for c in cells})
-    click.echo(f"dashboard: {index} ({len(cells)} cells on {machines} machine{'s' if machines != 1 else ''}, "
-               f"{n_changes} change{'s' if n_changes != 1 else ''} detected, {n_slower} slower)")
+    click.echo(
+        f"dashboard: {index} ({len(cells)} cells on {machines} machine{'s' if machines != 1 else ''}, "
+        f"{n_changes} change{'s' if n_changes != 1 else ''} detected, {n_slower} slower)"
+    )
     for n in found:
         if not n.complete:
-            click.echo(f"dashboard: night {n.night} ({n.short_sha or 'no commit'}) on machine {n.machine}: {n.describe()}")
+            click.echo(
+                f"dashboard: night {n.night} ({n.short_sha or 'no commit'}) on machine {n.machine}: {n.describe()}"
+            )

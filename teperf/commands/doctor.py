@@ -17,8 +17,18 @@ STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown": 
 
 
 @click.command("doctor")
-@click.option("--core", type=int, help="The core you will pin workers to (default: the last usable one, as compare does); one this machine lacks is refused (exit 2).")
-@click.option("--python", "pythons", multiple=True, metavar="EXE", help="Also report Python/torch/TE versions of this side interpreter; repeatable.")
+@click.option(
+    "--core",
+    type=int,
+    help="The core you will pin workers to (default: the last usable one, as compare does); one this machine lacks is refused (exit 2).",
+)
+@click.option(
+    "--python",
+    "pythons",
+    multiple=True,
+    metavar="EXE",
+    help="Also report Python/torch/TE versions of this side interpreter; repeatable.",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too, not only on failures.")
 def command(core, pythons, fmt, strict):
@@ -30,7 +40,9 @@ def command(core, pythons, fmt, strict):
     checks = all_checks(core, tuple(pythons))
     verdict = worst(checks)
     if fmt == "json":
-        click.echo(json.dumps({"core": core, "verdict": verdict, "checks": [c.to_dict() for c in checks]}, indent=2))
+        click.echo(
+            json.dumps({"core": core, "verdict": verdict, "checks": [c.to_dict() for c in checks]}, indent=2)
+        )
     else:
         _print_text(core, checks, verdict)
     if verdict == "fail" or (strict and verdict == "warn"):
@@ -47,6 +59,10 @@ def _print_text(core, checks, verdict) -> None:
     for col in ("check", "status", "detail", "fix"):
         table.add_column(col, overflow="fold")
     for c in checks:
-        table.add_row(Text(c.name), Text(c.status, style=STATUS_STYLE.get(c.status, "")), Text(c.detail), Text(c.fix))
+        table.add_row(
+            Text(c.name), Text(c.status, style=STATUS_STYLE.get(c.status, "")), Text(c.detail), Text(c.fix)
+        )
     console.print(table)
-    console.print(f"overall: [{STATUS_STYLE.get(verdict, '')}]{verdict}[/] (doctor only reads; it never changes a setting)")
+    console.print(
+        f"overall: [{STATUS_STYLE.get(verdict, '')}]{verdict}[/] (doctor only reads; it never changes a setting)"
+    )

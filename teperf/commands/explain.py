@@ -10,12 +10,27 @@ import click
 
 @click.command("explain")
 @click.argument("bundle", type=click.Path(file_okay=False, exists=True))
-@click.option("--cell", metavar="MODULE/RECIPE[/SHAPE[/MODE]]", help="The cell to explain (optional when the bundle has one).")
+@click.option(
+    "--cell",
+    metavar="MODULE/RECIPE[/SHAPE[/MODE]]",
+    help="The cell to explain (optional when the bundle has one).",
+)
 @click.option("--iters", type=int, default=100, show_default=True, help="Profiled steps per side per repeat.")
-@click.option("--repeats", type=int, default=5, show_default=True, help="Profiles per side, alternating which side goes first; per-function median.")
+@click.option(
+    "--repeats",
+    type=int,
+    default=5,
+    show_default=True,
+    help="Profiles per side, alternating which side goes first; per-function median.",
+)
 @click.option("--top", type=int, default=15, show_default=True, help="Functions listed per ranking.")
 @click.option("--core", type=int, help="Core to pin to (default: the bundle's).")
-@click.option("--timeout", "timeout_s", type=float, help="Seconds a worker may take for one request (default: the bundle's).")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=float,
+    help="Seconds a worker may take for one request (default: the bundle's).",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def command(bundle, cell, iters, repeats, top, core, timeout_s, fmt):
     """Profile one cell of BUNDLE again on both of its sides (cProfile in pinned
@@ -34,7 +49,9 @@ def command(bundle, cell, iters, repeats, top, core, timeout_s, fmt):
         if sys.stderr.isatty():
             click.echo(f"teperf explain: {what}", err=True)
 
-    report = explain_bundle(bundle, cell, iters=iters, repeats=repeats, core=core, timeout_s=timeout_s, progress=progress)
+    report = explain_bundle(
+        bundle, cell, iters=iters, repeats=repeats, core=core, timeout_s=timeout_s, progress=progress
+    )
     if fmt == "json":
         out = {k: v for k, v in report.items() if k != "profiles"}
         click.echo(json.dumps(out, indent=2))

@@ -12,7 +12,10 @@ from teperf.errors import TeperfError
 
 def history_option(f):
     return click.option(
-        "--history", "history_url", metavar="DIR|URL", envvar="TEPERF_HISTORY",
+        "--history",
+        "history_url",
+        metavar="DIR|URL",
+        envvar="TEPERF_HISTORY",
         help="History store: a directory or fsspec URL (default: $TEPERF_HISTORY or results/history).",
     )(f)
 
@@ -33,13 +36,30 @@ def select_machine(df, machine: str | None):
         labels = df.drop_duplicates("machine").set_index("machine")["machine_label"].to_dict()
         hits = [m for m in ids if machine.lower() in str(labels.get(m, "")).lower()]
     if len(hits) != 1:
-        known = ", ".join(f"{m} ({lbl})" for m, lbl in df.drop_duplicates("machine")[["machine", "machine_label"]].itertuples(index=False))
+        known = ", ".join(
+            f"{m} ({lbl})"
+            for m, lbl in df.drop_duplicates("machine")[["machine", "machine_label"]].itertuples(index=False)
+        )
         what = "matches no machine" if not hits else "matches several machines"
         raise TeperfError(f"--machine {machine!r} {what}", f"use one of: {known}")
     return df[df["machine"] == hits[0]]
 
 
-TABLE_COLUMNS = ("committed_at", "sha", "subject", "module", "recipe", "shape", "host_us", "delta_pct", "ci_low_pct", "ci_high_pct", "verdict", "status", "machine")
+TABLE_COLUMNS = (
+    "committed_at",
+    "sha",
+    "subject",
+    "module",
+    "recipe",
+    "shape",
+    "host_us",
+    "delta_pct",
+    "ci_low_pct",
+    "ci_high_pct",
+    "verdict",
+    "status",
+    "machine",
+)
 
 
 @click.command("history")
@@ -49,10 +69,18 @@ TABLE_COLUMNS = ("committed_at", "sha", "subject", "module", "recipe", "shape", 
 @click.option("--machine", help="Only this machine (fingerprint prefix, or text in its CPU/GPU label).")
 @click.option("--ref", help="Only nightlies of this branch.")
 @click.option("--changes", is_flag=True, help="List the detected changes instead of the points.")
-@click.option("--nights", "list_nights", is_flag=True,
-              help="List the nights instead of the points: which shards each had, complete or not.")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
-@click.option("--last", type=click.IntRange(min=1), metavar="N", help="Only the newest N commits of each cell.")
+@click.option(
+    "--nights",
+    "list_nights",
+    is_flag=True,
+    help="List the nights instead of the points: which shards each had, complete or not.",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True
+)
+@click.option(
+    "--last", type=click.IntRange(min=1), metavar="N", help="Only the newest N commits of each cell."
+)
 def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt, last):
     """Show the nightly history (one row per commit and cell).
 
@@ -76,8 +104,15 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
         if val is not None:
             df = df[df[col] == val]
     if df.empty:
-        where = f" matching {', '.join(f'{k}={v}' for k, v in (('module', module), ('recipe', recipe), ('ref', ref)) if v)}" if (module or recipe or ref) else ""
-        raise TeperfError(f"no history{where} in {store.url}", "run teperf nightly or teperf import BUNDLE first, or check --history and the filters")
+        where = (
+            f" matching {', '.join(f'{k}={v}' for k, v in (('module', module), ('recipe', recipe), ('ref', ref)) if v)}"
+            if (module or recipe or ref)
+            else ""
+        )
+        raise TeperfError(
+            f"no history{where} in {store.url}",
+            "run teperf nightly or teperf import BUNDLE first, or check --history and the filters",
+        )
     if list_nights:
         _print_nights(found, fmt)
         return
@@ -87,7 +122,9 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
     df = ordered(df)
     if last:
         keep = []
-        for _, g in df.groupby(["machine", "module", "recipe", "shape", "dtype", "mode"], dropna=False, sort=False):
+        for _, g in df.groupby(
+            ["machine", "module", "recipe", "shape", "dtype", "mode"], dropna=False, sort=False
+        ):
             shas = list(dict.fromkeys(g["sha"].fillna(g["run_id"])))[-last:]
             keep.append(g[g["sha"].fillna(g["run_id"]).isin(shas)])
         import pandas as pd
@@ -103,7 +140,9 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
         shown = set(zip(df["machine"], df["night"]))
         for n in found:
             if not n.complete and (n.machine, n.night) in shown:
-                click.echo(f"night {n.night} ({n.short_sha or 'no commit'}) on machine {n.machine}: {n.describe()}")
+                click.echo(
+                    f"night {n.night} ({n.short_sha or 'no commit'}) on machine {n.machine}: {n.describe()}"
+                )
 
 
 def _print_table(df, night_of: dict) -> None:
@@ -112,18 +151,36 @@ def _print_table(df, night_of: dict) -> None:
     from rich.text import Text
 
     table = Table(show_lines=False, header_style="bold")
-    for col in ("date", "commit", "subject", "cell", "host us", "night %", "95% CI %", "verdict", "shards", "machine"):
+    for col in (
+        "date",
+        "commit",
+        "subject",
+        "cell",
+        "host us",
+        "night %",
+        "95% CI %",
+        "verdict",
+        "shards",
+        "machine",
+    ):
         table.add_column(col, justify="right" if col in ("host us", "night %") else "left", overflow="fold")
     colors = {"slower": "red", "faster": "green", "inconclusive": "yellow", "no change": "dim"}
     for r in df.itertuples(index=False):
         date = r.committed_at if r.committed_at is not None and str(r.committed_at) != "NaT" else r.run_date
-        ci = f"[{r.ci_low_pct:+.1f}, {r.ci_high_pct:+.1f}]" if _ok(r.ci_low_pct) and _ok(r.ci_high_pct) else ""
+        ci = (
+            f"[{r.ci_low_pct:+.1f}, {r.ci_high_pct:+.1f}]" if _ok(r.ci_low_pct) and _ok(r.ci_high_pct) else ""
+        )
         verdict = _s(r.verdict) or (_s(r.status) if r.status != "ok" else "")
         table.add_row(
-            Text(str(date)[:16]), Text(_s(r.sha)[:10]), Text(_s(r.subject)[:50]),
-            Text(f"{_s(r.module)} {_s(r.recipe)} {_s(r.shape)}"), Text(f"{r.host_us:.1f}" if _ok(r.host_us) else "-"),
-            Text(f"{r.delta_pct:+.1f}" if _ok(r.delta_pct) else ""), Text(ci),
-            Text(verdict, style=colors.get(verdict, "")), _shards_text(night_of.get((r.machine, r.night))),
+            Text(str(date)[:16]),
+            Text(_s(r.sha)[:10]),
+            Text(_s(r.subject)[:50]),
+            Text(f"{_s(r.module)} {_s(r.recipe)} {_s(r.shape)}"),
+            Text(f"{r.host_us:.1f}" if _ok(r.host_us) else "-"),
+            Text(f"{r.delta_pct:+.1f}" if _ok(r.delta_pct) else ""),
+            Text(ci),
+            Text(verdict, style=colors.get(verdict, "")),
+            _shards_text(night_of.get((r.machine, r.night))),
             Text(_s(r.machine)),
         )
     Console(width=None if sys.stdout.isatty() else 200).print(table)
@@ -156,16 +213,32 @@ def _emit_records(rows: list[dict], fmt: str, csv_rows: list[dict] | None = None
 
 
 def _print_nights(found, fmt: str) -> None:
-    rows = [{
-        "machine": n.machine, "machine_label": n.machine_label, "night": n.night, "ref": n.ref,
-        "commit": n.short_sha, "subject": n.subject, "started": n.started.isoformat() if n.started else None,
-        "shards": n.count, "done": n.done,
-        "missing": [f"{i}/{n.count}" for i in n.missing],
-        "not_complete": {f"{i}/{n.count}": st for i, st in n.not_complete},
-        "complete": n.complete, "status": n.describe(),
-    } for n in found]
-    flat = [{**r, "missing": " ".join(r["missing"]),
-             "not_complete": " ".join(f"{k}:{v}" for k, v in r["not_complete"].items())} for r in rows]
+    rows = [
+        {
+            "machine": n.machine,
+            "machine_label": n.machine_label,
+            "night": n.night,
+            "ref": n.ref,
+            "commit": n.short_sha,
+            "subject": n.subject,
+            "started": n.started.isoformat() if n.started else None,
+            "shards": n.count,
+            "done": n.done,
+            "missing": [f"{i}/{n.count}" for i in n.missing],
+            "not_complete": {f"{i}/{n.count}": st for i, st in n.not_complete},
+            "complete": n.complete,
+            "status": n.describe(),
+        }
+        for n in found
+    ]
+    flat = [
+        {
+            **r,
+            "missing": " ".join(r["missing"]),
+            "not_complete": " ".join(f"{k}:{v}" for k, v in r["not_complete"].items()),
+        }
+        for r in rows
+    ]
     if _emit_records(rows, fmt, csv_rows=flat):
         return
     from rich.console import Console
@@ -176,9 +249,14 @@ def _print_nights(found, fmt: str) -> None:
     for col in ("started", "night", "commit", "subject", "shards", "machine"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(Text((r["started"] or "")[:16]), Text(r["night"]), Text(r["commit"]),
-                      Text((r["subject"] or "")[:40]), Text(r["status"], style="" if r["complete"] else "bold red"),
-                      Text(r["machine"]))
+        table.add_row(
+            Text((r["started"] or "")[:16]),
+            Text(r["night"]),
+            Text(r["commit"]),
+            Text((r["subject"] or "")[:40]),
+            Text(r["status"], style="" if r["complete"] else "bold red"),
+            Text(r["machine"]),
+        )
     Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
@@ -200,15 +278,25 @@ def _print_changes(df, fmt: str) -> None:
     rows = []
     for cell in analyze(df):
         for ch in cell.changes:
-            rows.append({
-                "machine": cell.machine, "module": cell.module, "recipe": cell.recipe, "shape": cell.shape,
-                "dtype": cell.dtype, "mode": cell.mode, "kind": ch.kind, "direction": ch.direction,
-                "size_us": round(ch.delta_us, 3), "size_pct": round(ch.delta_pct, 3),
-                "first_bad_sha": ch.first_bad.sha, "first_bad_subject": ch.first_bad.subject,
-                "last_good_sha": ch.last_good.sha if ch.last_good else None,
-                "last_good_subject": ch.last_good.subject if ch.last_good else None,
-                "pvalue": ch.pvalue,
-            })
+            rows.append(
+                {
+                    "machine": cell.machine,
+                    "module": cell.module,
+                    "recipe": cell.recipe,
+                    "shape": cell.shape,
+                    "dtype": cell.dtype,
+                    "mode": cell.mode,
+                    "kind": ch.kind,
+                    "direction": ch.direction,
+                    "size_us": round(ch.delta_us, 3),
+                    "size_pct": round(ch.delta_pct, 3),
+                    "first_bad_sha": ch.first_bad.sha,
+                    "first_bad_subject": ch.first_bad.subject,
+                    "last_good_sha": ch.last_good.sha if ch.last_good else None,
+                    "last_good_subject": ch.last_good.subject if ch.last_good else None,
+                    "pvalue": ch.pvalue,
+                }
+            )
     if _emit_records(rows, fmt):
         return
     if not rows:
@@ -224,9 +312,11 @@ def _print_changes(df, fmt: str) -> None:
     for r in rows:
         style = "red" if r["direction"] == "slower" else "green"
         table.add_row(
-            Text(f"{r['module']} {r['recipe']} {r['shape']}"), Text(f"{r['kind']} {r['direction']}", style=style),
+            Text(f"{r['module']} {r['recipe']} {r['shape']}"),
+            Text(f"{r['kind']} {r['direction']}", style=style),
             Text(f"{r['size_us']:+.1f} us ({r['size_pct']:+.1f}%)"),
             Text(f"{(r['last_good_sha'] or '-')[:10]} {(r['last_good_subject'] or '')[:40]}"),
-            Text(f"{(r['first_bad_sha'] or '-')[:10]} {(r['first_bad_subject'] or '')[:40]}"), Text(r["machine"]),
+            Text(f"{(r['first_bad_sha'] or '-')[:10]} {(r['first_bad_subject'] or '')[:40]}"),
+            Text(r["machine"]),
         )
     Console(width=None if sys.stdout.isatty() else 200).print(table)

@@ -23,7 +23,9 @@ def parse_shard(text: str | None) -> tuple[int, int]:
 def check_shard(i: int, n: int) -> tuple[int, int]:
     """(I, N) back if 1 <= I <= N, else a TeperfError (for --shard and nightly's shard_cases)."""
     if n < 1 or not 1 <= i <= n:
-        raise TeperfError(f"shard {i}/{n} out of range", "I must be between 1 and N, e.g. --shard 1/2 and --shard 2/2")
+        raise TeperfError(
+            f"shard {i}/{n} out of range", "I must be between 1 and N, e.g. --shard 1/2 and --shard 2/2"
+        )
     return i, n
 
 
@@ -35,7 +37,11 @@ def check_shard(i: int, n: int) -> tuple[int, int]:
 @click.option("--sha", help="Commit to record, for a bundle whose side has no git description.")
 @click.option("--subject", help="Commit subject to record with --sha.")
 @click.option("--commit-date", metavar="ISO", help="Commit date to record with --sha (ISO 8601).")
-@click.option("--include-partial", is_flag=True, help="Also add bundles of runs that did not finish (interrupted, running).")
+@click.option(
+    "--include-partial",
+    is_flag=True,
+    help="Also add bundles of runs that did not finish (interrupted, running).",
+)
 def command(bundles, history_url, ref, shard, sha, subject, commit_date, include_partial):
     """Add result bundles (from teperf run/compare/nightly) to the history.
 
@@ -53,9 +59,15 @@ def command(bundles, history_url, ref, shard, sha, subject, commit_date, include
         from teperf.history.store import _ts
 
         if _ts(commit_date) is None:
-            raise TeperfError(f"--commit-date {commit_date!r} is not an ISO 8601 date", "write it like 2025-04-30 or 2025-04-30T10:00:00Z")
+            raise TeperfError(
+                f"--commit-date {commit_date!r} is not an ISO 8601 date",
+                "write it like 2025-04-30 or 2025-04-30T10:00:00Z",
+            )
     if sha and len(bundles) > 1:
-        raise TeperfError("--sha names one commit, but several bundles were given", "import them one at a time with their own --sha")
+        raise TeperfError(
+            "--sha names one commit, but several bundles were given",
+            "import them one at a time with their own --sha",
+        )
     store = open_store(history_url)
     overrides = {}
     if sha:
@@ -68,10 +80,14 @@ def command(bundles, history_url, ref, shard, sha, subject, commit_date, include
                 click.echo(f"{path}: {note}", err=True)
         status = summary.meta.get("status")
         if status in ("running", "interrupted") and not include_partial:
-            click.echo(f"skipped {path}: run status {status!r} (use --include-partial to add it anyway)", err=True)
+            click.echo(
+                f"skipped {path}: run status {status!r} (use --include-partial to add it anyway)", err=True
+            )
             skipped += 1
             continue
-        file, new = store.add_summary(summary, run_kind="import", ref=ref, shard=f"{i}/{n}", bundle=str(path), overrides=overrides)
+        file, new = store.add_summary(
+            summary, run_kind="import", ref=ref, shard=f"{i}/{n}", bundle=str(path), overrides=overrides
+        )
         if new:
             added += 1
             click.echo(f"added {path} -> {file} ({len(summary.rows)} cells)")

@@ -22,8 +22,15 @@ from typing import Any, Sequence
 
 import click
 
-from teperf.commands._common import (EXIT_STATUS_HELP, config_options, emit, fail_on_option, gate, make_config,
-                                     output_options)
+from teperf.commands._common import (
+    EXIT_STATUS_HELP,
+    config_options,
+    emit,
+    fail_on_option,
+    gate,
+    make_config,
+    output_options,
+)
 from teperf.commands._live import live_view
 from teperf.commands.history import history_option, open_store
 from teperf.commands.import_ import check_shard, parse_shard
@@ -61,8 +68,18 @@ class BaseChoice:
     skip: bool = False
 
 
-def choose_base(history, *, machine: str, ref: str, head_sha: str, shard: str = "1/1", night: str | None = None,
-                force: bool = False, is_ancestor=None, has_parent=None) -> BaseChoice:
+def choose_base(
+    history,
+    *,
+    machine: str,
+    ref: str,
+    head_sha: str,
+    shard: str = "1/1",
+    night: str | None = None,
+    force: bool = False,
+    is_ancestor=None,
+    has_parent=None,
+) -> BaseChoice:
     """Which commit tonight's head is paired with.
 
     The commit of the newest earlier nightly (by run date) of this machine kind and branch
@@ -79,25 +96,41 @@ def choose_base(history, *, machine: str, ref: str, head_sha: str, shard: str = 
 
     have = history is not None and not history.empty
     if have and not force:
-        skip = _already_measured(history, machine=machine, ref=ref, head_sha=head_sha, shard=shard,
-                                 night=night or default_night(head_sha))
+        skip = _already_measured(
+            history,
+            machine=machine,
+            ref=ref,
+            head_sha=head_sha,
+            shard=shard,
+            night=night or default_night(head_sha),
+        )
         if skip:
             return BaseChoice(head_sha, None, skip, skip=True)
     prev = latest_run(history, machine=machine, ref=ref, exclude_sha=head_sha) if have else None
 
     def parent_choice(why: str) -> BaseChoice:
         if has_parent is not None and not has_parent(head_sha):
-            return BaseChoice(f"{head_sha}..{head_sha}", None, f"{why}; the head is a root commit: measured against itself (A/A)")
+            return BaseChoice(
+                f"{head_sha}..{head_sha}",
+                None,
+                f"{why}; the head is a root commit: measured against itself (A/A)",
+            )
         return BaseChoice(head_sha, None, f"{why}: paired with the head's first parent")
 
     if prev is None:
         return parent_choice("no earlier nightly of another commit on this machine")
     if is_ancestor is not None and not is_ancestor(prev["sha"], head_sha):
-        return parent_choice(f"the previous nightly's {prev['sha'][:10]} is not an ancestor of the head (rewritten branch?)")
-    return BaseChoice(f"{prev['sha']}..{head_sha}", prev["sha"], f"paired with the previous nightly's {prev['sha'][:10]}")
+        return parent_choice(
+            f"the previous nightly's {prev['sha'][:10]} is not an ancestor of the head (rewritten branch?)"
+        )
+    return BaseChoice(
+        f"{prev['sha']}..{head_sha}", prev["sha"], f"paired with the previous nightly's {prev['sha'][:10]}"
+    )
 
 
-def _already_measured(history, *, machine: str, ref: str, head_sha: str, shard: str, night: str) -> str | None:
+def _already_measured(
+    history, *, machine: str, ref: str, head_sha: str, shard: str, night: str
+) -> str | None:
     """Why this shard need not run (None: it must): see ``choose_base``."""
     from teperf.history.nights import nights
 
@@ -106,7 +139,9 @@ def _already_measured(history, *, machine: str, ref: str, head_sha: str, shard: 
         return None
     mine = sel[(sel["night"] == night) & (sel["shard"] == shard) & (sel["run_status"] == "complete")]
     if not mine.empty:
-        return f"{head_sha[:10]} was already measured (shard {shard}) by the nightly of {mine['run_date'].max()}"
+        return (
+            f"{head_sha[:10]} was already measured (shard {shard}) by the nightly of {mine['run_date'].max()}"
+        )
     whole = [n for n in nights(sel) if n.night != night and n.complete]
     if whole:
         last = whole[-1]
@@ -114,7 +149,9 @@ def _already_measured(history, *, machine: str, ref: str, head_sha: str, shard: 
     return None
 
 
-def local_machine(device: str, *, cpu_model: str | None = None, gpu: str | None = None, driver: str | None = None) -> tuple[str, str]:
+def local_machine(
+    device: str, *, cpu_model: str | None = None, gpu: str | None = None, driver: str | None = None
+) -> tuple[str, str]:
     """This machine's fingerprint as the nightly's rows will record it.
 
     On the CPU the worker reports no GPU, so neither does this; on CUDA the GPU name and driver
@@ -139,9 +176,10 @@ def _check_night(night_id: str | None) -> str | None:
         return None
     night_id = night_id.strip()
     if not night_id or len(night_id) > 100 or not night_id.isprintable():
-        raise TeperfError(f"--night {night_id!r} is not a usable night id",
-                          "give a short printable name that all shards of the night share, "
-                          "e.g. --night gh-$GITHUB_RUN_ID")
+        raise TeperfError(
+            f"--night {night_id!r} is not a usable night id",
+            "give a short printable name that all shards of the night share, e.g. --night gh-$GITHUB_RUN_ID",
+        )
     return night_id
 
 
@@ -149,26 +187,70 @@ def _check_night(night_id: str | None) -> str | None:
 
 
 @click.command("nightly", epilog=EXIT_STATUS_HELP)
-@click.option("--repo", default=".", show_default=True, metavar="DIR", help="Git checkout of the project (e.g. TransformerEngine).")
+@click.option(
+    "--repo",
+    default=".",
+    show_default=True,
+    metavar="DIR",
+    help="Git checkout of the project (e.g. TransformerEngine).",
+)
 @click.option("--ref", default="main", show_default=True, help="Branch (or any ref) whose head is measured.")
 @history_option
-@click.option("--shard", metavar="I/N", help="Measure only the I-th of N slices of the case matrix (split a night over N machines).")
-@click.option("--night", "night_id", metavar="ID",
-              help="Name of the night the shards belong to, the same for all N (e.g. the CI run id); "
-                   "default: the head commit.")
-@click.option("--strategy", type=click.Choice(strategies.GIT_NAMES), default="auto", show_default=True, help="How a git side is made runnable. " + strategies.help_text(strategies.GIT_NAMES))
+@click.option(
+    "--shard",
+    metavar="I/N",
+    help="Measure only the I-th of N slices of the case matrix (split a night over N machines).",
+)
+@click.option(
+    "--night",
+    "night_id",
+    metavar="ID",
+    help="Name of the night the shards belong to, the same for all N (e.g. the CI run id); "
+    "default: the head commit.",
+)
+@click.option(
+    "--strategy",
+    type=click.Choice(strategies.GIT_NAMES),
+    default="auto",
+    show_default=True,
+    help="How a git side is made runnable. " + strategies.help_text(strategies.GIT_NAMES),
+)
 @click.option("--jobs", type=int, metavar="N", help="Parallel compile jobs (default: the free cores).")
 @click.option("--package", default="transformer_engine", show_default=True, help="Package under test.")
 @click.option("--build-command", metavar="CMD", help="Build command for --strategy build.")
 @click.option("--python", metavar="EXE", help="Interpreter that runs the workers (default: this one).")
-@click.option("--force", is_flag=True, help="Measure even if the head was already measured by the last nightly.")
+@click.option(
+    "--force", is_flag=True, help="Measure even if the head was already measured by the last nightly."
+)
 @click.option("--dry-run", is_flag=True, help="Say what would be measured, measure nothing.")
-@click.option("--counters/--no-counters", default=False, show_default=True, help="Count calls and ops per step (slower).")
+@click.option(
+    "--counters/--no-counters",
+    default=False,
+    show_default=True,
+    help="Count calls and ops per step (slower).",
+)
 @fail_on_option
 @config_options
 @output_options
-def command(repo, ref, history_url, shard, night_id, strategy, jobs, package, build_command, python, force, dry_run, counters,
-            fail_on, fmt, results_dir, **kwargs):
+def command(
+    repo,
+    ref,
+    history_url,
+    shard,
+    night_id,
+    strategy,
+    jobs,
+    package,
+    build_command,
+    python,
+    force,
+    dry_run,
+    counters,
+    fail_on,
+    fmt,
+    results_dir,
+    **kwargs,
+):
     """Measure REF's head against the previous nightly's commit and add it to the history.
 
     \b
@@ -189,8 +271,10 @@ def command(repo, ref, history_url, shard, night_id, strategy, jobs, package, bu
     config = make_config(kwargs, counters=counters)
     cases = shard_cases(expand(config), shard_i, shard_n)
     if not cases:
-        raise TeperfError(f"shard {shard_i}/{shard_n} has no cases: the matrix has only {len(expand(config))}",
-                          "use fewer shards (N at most the number of cases)")
+        raise TeperfError(
+            f"shard {shard_i}/{shard_n} has no cases: the matrix has only {len(expand(config))}",
+            "use fewer shards (N at most the number of cases)",
+        )
     root = repo_root(repo)
     head_sha = resolve(root, ref, what="--ref")
     store = open_store(history_url)
@@ -212,13 +296,25 @@ def command(repo, ref, history_url, shard, night_id, strategy, jobs, package, bu
         except GitFailed:
             return False
 
-    choice = choose_base(history, machine=machine, ref=ref, head_sha=head_sha, shard=f"{shard_i}/{shard_n}", night=night_id,
-                         force=force, is_ancestor=is_ancestor, has_parent=has_parent)
+    choice = choose_base(
+        history,
+        machine=machine,
+        ref=ref,
+        head_sha=head_sha,
+        shard=f"{shard_i}/{shard_n}",
+        night=night_id,
+        force=force,
+        is_ancestor=is_ancestor,
+        has_parent=has_parent,
+    )
     from teperf.history.store import default_night
 
     night = night_id or default_night(head_sha)
-    click.echo(f"nightly: {ref} at {head_sha[:10]} on {label} (machine {machine}), night {night} shard {shard_i}/{shard_n}: "
-               f"{len(cases)} case{'s' if len(cases) != 1 else ''}; {choice.reason}", err=True)
+    click.echo(
+        f"nightly: {ref} at {head_sha[:10]} on {label} (machine {machine}), night {night} shard {shard_i}/{shard_n}: "
+        f"{len(cases)} case{'s' if len(cases) != 1 else ''}; {choice.reason}",
+        err=True,
+    )
     if choice.skip:
         click.echo("nightly: nothing new to measure (use --force to measure it again)", err=True)
         return
@@ -230,16 +326,38 @@ def command(repo, ref, history_url, shard, night_id, strategy, jobs, package, bu
     from teperf.sides.git import git_sides
 
     base, head = git_sides(
-        choice.spec, repo=str(root), strategy=strategy, package=package, python=python or sys.executable,
-        build_command=shlex.split(build_command) if build_command else None, jobs=jobs,
+        choice.spec,
+        repo=str(root),
+        strategy=strategy,
+        package=package,
+        python=python or sys.executable,
+        build_command=shlex.split(build_command) if build_command else None,
+        jobs=jobs,
     )
-    nightly_meta = {"nightly": {"ref": ref, "shard": f"{shard_i}/{shard_n}", "night": night, "machine": machine,
-                                "base_reason": choice.reason, "history": str(store.url)}}
+    nightly_meta = {
+        "nightly": {
+            "ref": ref,
+            "shard": f"{shard_i}/{shard_n}",
+            "night": night,
+            "machine": machine,
+            "base_reason": choice.reason,
+            "history": str(store.url),
+        }
+    }
     record = dict(run_kind="nightly", ref=ref, shard=f"{shard_i}/{shard_n}", night=night)
     try:
         with live_view() as (factory, listener):
-            path = api.compare(config, base, head, results_dir=results_dir, command=["teperf"] + sys.argv[1:],
-                               progress=factory, extra_meta=nightly_meta, cases=list(cases), live=listener)
+            path = api.compare(
+                config,
+                base,
+                head,
+                results_dir=results_dir,
+                command=["teperf"] + sys.argv[1:],
+                progress=factory,
+                extra_meta=nightly_meta,
+                cases=list(cases),
+                live=listener,
+            )
     except api.Interrupted as stop:
         # the shard is recorded as interrupted, so its night shows it (not as missing, never as complete)
         try:
@@ -257,9 +375,12 @@ def command(repo, ref, history_url, shard, night_id, strategy, jobs, package, bu
 
     actual = machine_from_meta(summary.meta)["machine"]
     if actual != machine:
-        click.echo(f"teperf: warning: the workers reported machine {actual}, the probe said {machine} "
-                   f"(GPU/driver names differ: {recorded.get('gpu')!r}, {recorded.get('driver')!r}); "
-                   "the base was chosen from the probe's history", err=True)
+        click.echo(
+            f"teperf: warning: the workers reported machine {actual}, the probe said {machine} "
+            f"(GPU/driver names differ: {recorded.get('gpu')!r}, {recorded.get('driver')!r}); "
+            "the base was chosen from the probe's history",
+            err=True,
+        )
     click.echo(f"nightly: added to the history: {file}", err=True)
     if summary.meta.get("status") == "failed" or summary.incomplete_rows:
         sys.exit(EXIT_CELLS_FAILED)

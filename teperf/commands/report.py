@@ -13,7 +13,11 @@ from teperf.render import FORMATS
 @click.argument("bundle", type=click.Path(file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--metric", type=click.Choice(METRICS), help="Headline clock to summarise.")
-@click.option("--by-lane", is_flag=True, help="Each lane's estimate per cell (runs with --lanes), and whether the lanes agree.")
+@click.option(
+    "--by-lane",
+    is_flag=True,
+    help="Each lane's estimate per cell (runs with --lanes), and whether the lanes agree.",
+)
 def command(bundle, fmt, metric, by_lane):
     """Print the table of a finished, interrupted or crashed run."""
     from teperf.bundle import Bundle

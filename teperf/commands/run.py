@@ -6,7 +6,13 @@ import sys
 
 import click
 
-from teperf.commands._common import EXIT_STATUS_HELP, config_options, make_config, measure_and_report, output_options
+from teperf.commands._common import (
+    EXIT_STATUS_HELP,
+    config_options,
+    make_config,
+    measure_and_report,
+    output_options,
+)
 
 
 @click.command("run", epilog=EXIT_STATUS_HELP)
@@ -15,12 +21,26 @@ from teperf.commands._common import EXIT_STATUS_HELP, config_options, make_confi
 @click.option("--path", "side_path", metavar="DIR", help="Directory put first on the worker's sys.path.")
 @click.option("--python", metavar="EXE", help="Interpreter to run the worker (default: this one).")
 @click.option("--label", default="run", show_default=True, help="Name of the side in the output.")
-@click.option("--counters/--no-counters", default=False, show_default=True, help="Count python calls, ATen ops, ... per step, once, outside the timed trials.")
+@click.option(
+    "--counters/--no-counters",
+    default=False,
+    show_default=True,
+    help="Count python calls, ATen ops, ... per step, once, outside the timed trials.",
+)
 def command(side_path, python, label, counters, fmt, results_dir, **kwargs):
     """Measure one side: median host time per fwd+bwd step of every case."""
     from teperf import api
 
     config = make_config(kwargs, counters=counters)
     side = api.path_side(label, side_path, python)
-    measure_and_report(lambda progress, live: api.run(config, side, results_dir=results_dir, command=["teperf"] + sys.argv[1:],
-                                                      progress=progress, live=live), fmt)
+    measure_and_report(
+        lambda progress, live: api.run(
+            config,
+            side,
+            results_dir=results_dir,
+            command=["teperf"] + sys.argv[1:],
+            progress=progress,
+            live=live,
+        ),
+        fmt,
+    )

@@ -60,7 +60,9 @@ class Adaptive:
     """The coordinator asks it which cases go into the next pair and whether to stop;
     it is fed every trial as it lands on disk."""
 
-    def __init__(self, config: Config, cases: Iterable, n_sides: int, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, config: Config, cases: Iterable, n_sides: int, clock: Callable[[], float] = time.monotonic
+    ):
         sched = config.schedule
         self.target = sched.precision_pct if n_sides == 2 else None
         self.budget = sched.budget_s
@@ -75,10 +77,14 @@ class Adaptive:
         # case -> pair -> (round, trial) -> {side index: per-step us}
         self._trials: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
         self._pair_cost: list[float] = []  # seconds of measuring per case, one figure per finished pair
-        self._pair_start: dict[int, float] = {}  # pair -> seconds it took to start (each lane's first one cold)
+        self._pair_start: dict[
+            int, float
+        ] = {}  # pair -> seconds it took to start (each lane's first one cold)
         self.cold_pairs = max(1, config.lanes)  # pairs 0..lanes-1 start cold, one per lane
         self.rows: dict[int, dict] = {}  # case -> its interim stats.compare_cell row
-        self.pairs_done = 0  # pairs that measured at least one trial (a pair cut by the budget at once does not count)
+        self.pairs_done = (
+            0  # pairs that measured at least one trial (a pair cut by the budget at once does not count)
+        )
         self._measured: set[int] = set()
         self._finished: set[int] = set()  # pairs that ended: with lanes, others are still measuring
         self.stop_reason = ""
@@ -113,8 +119,14 @@ class Adaptive:
         if pair >= self.max_pairs:
             return self._stop("max pairs" if self.target is not None else "")
         if not todo:
-            return self._stop("precision reached" if any(c.settled for c in self.cells.values()) else "no cell left")
-        if self.budget is not None and pair > 0 and self.elapsed() + self.pair_estimate(len(todo)) > self.budget:
+            return self._stop(
+                "precision reached" if any(c.settled for c in self.cells.values()) else "no cell left"
+            )
+        if (
+            self.budget is not None
+            and pair > 0
+            and self.elapsed() + self.pair_estimate(len(todo)) > self.budget
+        ):
             return self._stop("budget")
         return todo
 
@@ -147,8 +159,15 @@ class Adaptive:
             self._trials[case_id][pair][(round_, trial)][side] = value / record["iters"] / 1000.0
             self._measured.add(pair)
 
-    def pair_done(self, pair: int, seconds: float, n_cases: int, skipped: Iterable[int] = (),
-                  failed: Iterable[int] = (), start_s: float = 0.0) -> None:
+    def pair_done(
+        self,
+        pair: int,
+        seconds: float,
+        n_cases: int,
+        skipped: Iterable[int] = (),
+        failed: Iterable[int] = (),
+        start_s: float = 0.0,
+    ) -> None:
         """After each pair (``seconds`` of measuring ``n_cases`` cases after ``start_s`` of start-up):
         settle the cells whose interval is narrow enough."""
         self._finished.add(pair)
@@ -194,8 +213,14 @@ class Adaptive:
     # ---------------------------------------------------------------- for the live view and the bundle
 
     def snapshot(self) -> Snapshot:
-        return Snapshot([dataclasses.replace(c) for c in self.cells.values()], self.pairs_done, self.target,
-                        self.budget, self.elapsed(), self.stop_reason)
+        return Snapshot(
+            [dataclasses.replace(c) for c in self.cells.values()],
+            self.pairs_done,
+            self.target,
+            self.budget,
+            self.elapsed(),
+            self.stop_reason,
+        )
 
     def stop_record(self) -> StopRecord:
         """What the bundle keeps about how the run ended (summary.py turns it into a note)."""
@@ -205,7 +230,11 @@ class Adaptive:
             elapsed_s=round(self.elapsed(), 3),
             precision_pct=self.target,
             budget_s=self.budget,
-            open=[c.key for c in self.cells.values() if self.target is not None and not c.settled and not c.dropped],
+            open=[
+                c.key
+                for c in self.cells.values()
+                if self.target is not None and not c.settled and not c.dropped
+            ],
         )
 
     def _stop(self, reason: str) -> list[int]:

@@ -75,9 +75,18 @@ class CellRetries:
 class PairRunner:
     """The workers of one process pair (one per side) and the cases set up in them."""
 
-    def __init__(self, config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, pair: int, retries: CellRetries,
-                 cache_root: Optional[str] = None, stop: Optional[threading.Event] = None,
-                 spawned: Optional[list] = None):
+    def __init__(
+        self,
+        config: Config,
+        sides: list[Side],
+        cases: list[Case],
+        bundle: Bundle,
+        pair: int,
+        retries: CellRetries,
+        cache_root: Optional[str] = None,
+        stop: Optional[threading.Event] = None,
+        spawned: Optional[list] = None,
+    ):
         self.config = config
         self.core = config.core  # the measuring core: its lane's (set when a lane takes the pair)
         self.lane = 0
@@ -131,8 +140,12 @@ class PairRunner:
                     self._setup(index, case)
 
     def runnable(self, case_id: int) -> bool:
-        return (self.retries.runnable(case_id) and case_id not in self.skipped and case_id not in self.lost_here
-                and case_id not in self.dropped)
+        return (
+            self.retries.runnable(case_id)
+            and case_id not in self.skipped
+            and case_id not in self.lost_here
+            and case_id not in self.dropped
+        )
 
     def _collect_queued(self, index: int) -> None:
         for case_id in self.queued.pop(index, []):
@@ -141,7 +154,9 @@ class PairRunner:
             try:
                 reply = self.workers[index].receive()
             except WorkerError as exc:
-                self._worker_failed(index, self.cases[case_id], exc)  # the fresh worker sets everything up anew
+                self._worker_failed(
+                    index, self.cases[case_id], exc
+                )  # the fresh worker sets everything up anew
                 return
             self._record_setup(index, self.cases[case_id], reply)
 
@@ -159,7 +174,9 @@ class PairRunner:
             if not self.runnable(case_id):
                 continue
             try:
-                reply = worker.request({"cmd": "warm", "case_id": case_id, "steps": self.config.schedule.warmup})
+                reply = worker.request(
+                    {"cmd": "warm", "case_id": case_id, "steps": self.config.schedule.warmup}
+                )
             except WorkerError as exc:
                 self._worker_failed(index, self.cases[case_id], exc)
                 return
@@ -192,15 +209,25 @@ class PairRunner:
             self.workers.pop(index, None)
             self._check_stop()
             last = exc.log_tail.strip().splitlines()[-1:] or [""]
-            self.bundle.append(FailureRecord(pair=self.pair, side=side.label, case_id=None, error=str(exc), log_tail=exc.log_tail))
-            raise TeperfError(f"the {side.label} worker did not start: {exc.fatal or last[0] or exc}",
-                              start_hint(exc, side, self.config, self.bundle.worker_log(self.pair, side.label)))
+            self.bundle.append(
+                FailureRecord(
+                    pair=self.pair, side=side.label, case_id=None, error=str(exc), log_tail=exc.log_tail
+                )
+            )
+            raise TeperfError(
+                f"the {side.label} worker did not start: {exc.fatal or last[0] or exc}",
+                start_hint(exc, side, self.config, self.bundle.worker_log(self.pair, side.label)),
+            )
         self.ready[index] = set()
 
     def _record_worker(self, index: int) -> None:
         worker = self.workers.get(index)
         if worker is not None:
-            self.bundle.append(WorkerRecord(pair=self.pair, side=self.sides[index].label, hash_seed=self.seed, hello=worker.hello))
+            self.bundle.append(
+                WorkerRecord(
+                    pair=self.pair, side=self.sides[index].label, hash_seed=self.seed, hello=worker.hello
+                )
+            )
 
     def _setup(self, index: int, case: Case) -> None:
         try:
@@ -212,6 +239,7 @@ class PairRunner:
 
     def _record_setup(self, index: int, case: Case, reply: dict) -> None:
         side = self.sides[index]
+
         def record(status: str, **fields) -> SetupRecord:
             return SetupRecord(pair=self.pair, side=side.label, case_id=case.id, status=status, **fields)
 
@@ -236,8 +264,17 @@ class PairRunner:
         if case is not None:
             self.lost_here.add(case.id)
             final = self.retries.lose(case.id, self.pair, reason)
-        self.bundle.append(FailureRecord(pair=self.pair, side=side.label, case_id=case_id, error=str(exc), final=final,
-                                         lost_pairs=list(self.retries.lost.get(case_id, [])), log_tail=exc.log_tail))
+        self.bundle.append(
+            FailureRecord(
+                pair=self.pair,
+                side=side.label,
+                case_id=case_id,
+                error=str(exc),
+                final=final,
+                lost_pairs=list(self.retries.lost.get(case_id, [])),
+                log_tail=exc.log_tail,
+            )
+        )
         self.workers.pop(index).kill()
         self.queued.pop(index, None)
         self.restarts += 1
@@ -269,8 +306,14 @@ class PairRunner:
                 self._worker_failed(index, case, exc)
                 return
             if reply.get("type") == "counters":
-                self.bundle.append(CountersRecord(pair=self.pair, side=self.sides[index].label, case_id=case.id,
-                                                  counters=reply["counters"]))
+                self.bundle.append(
+                    CountersRecord(
+                        pair=self.pair,
+                        side=self.sides[index].label,
+                        case_id=case.id,
+                        counters=reply["counters"],
+                    )
+                )
 
     def trial(self, slot: Slot, case: Case, iters: int) -> Optional[TrialRecord]:
         """One trial of ``case`` on the side of ``slot``, as its record; None when it failed (recorded)."""
@@ -284,16 +327,32 @@ class PairRunner:
         if reply.get("type") == "trial":
             clocks = {k: v for k, v in reply.items() if k not in ("type", "case_id")}
             try:
-                return TrialRecord.from_dict({"pair": self.pair, "round": slot.round, "trial": slot.trial, "side": label,
-                                              "position": slot.position, "case_id": case.id, "hash_seed": self.seed,
-                                              "t": round(time.time(), 3), "lane": self.lane, "core": self.core, **clocks})
+                return TrialRecord.from_dict(
+                    {
+                        "pair": self.pair,
+                        "round": slot.round,
+                        "trial": slot.trial,
+                        "side": label,
+                        "position": slot.position,
+                        "case_id": case.id,
+                        "hash_seed": self.seed,
+                        "t": round(time.time(), 3),
+                        "lane": self.lane,
+                        "core": self.core,
+                        **clocks,
+                    }
+                )
             except RecordError as exc:  # a worker of another teperf version, say
                 error = f"the worker sent a trial this teperf cannot read: {exc}"
         self.retries.fail(case.id, f"{label}: {error}")
-        self.bundle.append(FailureRecord(pair=self.pair, side=label, case_id=case.id, error=error, final=True))
+        self.bundle.append(
+            FailureRecord(pair=self.pair, side=label, case_id=case.id, error=error, final=True)
+        )
         return None
 
-    def close(self, retire_core: Optional[int] = None, retired: Optional[list] = None, hurry: bool = False) -> None:
+    def close(
+        self, retire_core: Optional[int] = None, retired: Optional[list] = None, hurry: bool = False
+    ) -> None:
         """End this pair's workers: at once when ``retired`` is given (they are reaped later), else
         waiting; ``hurry`` (the run is stopping) kills them without asking: one may be hung."""
         workers = list(self.workers.values())
@@ -351,7 +410,9 @@ def compile_cache_spec(config: Config, cache_root: Optional[str], label: str) ->
     return spec
 
 
-def prewarm_compile_cache(config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, cache_root: str) -> None:
+def prewarm_compile_cache(
+    config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, cache_root: str
+) -> None:
     """--compile-cache warm: before the first pair, one throwaway worker per side sets up every
     compile case once, so that its directory holds what that case compiles; every pair then
     measures the cached path (a user's second run). Its setups are kept as "prewarm" records."""
@@ -377,8 +438,15 @@ def prewarm_compile_cache(config: Config, sides: list[Side], cases: list[Case], 
             worker.wait_ready()
             for case in todo:
                 reply = worker.receive()
-                bundle.append(PrewarmRecord(side=sides[index].label, case_id=case.id, status=reply.get("type"),
-                                            info=reply.get("info"), error=reply.get("error")))
+                bundle.append(
+                    PrewarmRecord(
+                        side=sides[index].label,
+                        case_id=case.id,
+                        status=reply.get("type"),
+                        info=reply.get("info"),
+                        error=reply.get("error"),
+                    )
+                )
     except WorkerError as exc:  # the pairs then meet a partly filled cache, which the records show
         bundle.append(PrewarmRecord(status="error", error=str(exc)))
     finally:
@@ -390,8 +458,16 @@ class _Run:
     """What the lanes of one run share. ``lock`` guards the schedule (``plan``), the pairs started
     ahead, the order of records in the bundle and the progress view; worker I/O runs outside it."""
 
-    def __init__(self, config: Config, sides: list[Side], cases: list[Case], bundle: Bundle,
-                 progress: Optional[Progress], plan: Adaptive, cache_root: Optional[str] = None):
+    def __init__(
+        self,
+        config: Config,
+        sides: list[Side],
+        cases: list[Case],
+        bundle: Bundle,
+        progress: Optional[Progress],
+        plan: Adaptive,
+        cache_root: Optional[str] = None,
+    ):
         self.config, self.sides, self.bundle, self.progress, self.plan = config, sides, bundle, progress, plan
         self.cache_root = cache_root  # inductor's caches of this run (compile_cache_spec)
         self.cases = cases
@@ -410,8 +486,17 @@ class _Run:
         self.next_launch = 1
 
     def runner(self, pair: int, case_ids: list[int]) -> PairRunner:
-        return PairRunner(self.config, self.sides, [self.by_id[c] for c in case_ids], self.bundle, pair, self.retries,
-                          self.cache_root, self.stop, self.spawned)
+        return PairRunner(
+            self.config,
+            self.sides,
+            [self.by_id[c] for c in case_ids],
+            self.bundle,
+            pair,
+            self.retries,
+            self.cache_root,
+            self.stop,
+            self.spawned,
+        )
 
     def take(self, lane: int) -> Optional[tuple[PairRunner, list[int]]]:
         """The next pair for ``lane`` (None: the schedule is done); launches the pairs ahead."""
@@ -448,7 +533,12 @@ class _Run:
             self.next_launch += 1
             try:
                 # One spare core per worker, in turn; shared where cores are few.
-                ahead.launch([self.import_cores[(ahead.pair * n_sides + i) % len(self.import_cores)] for i in range(n_sides)])
+                ahead.launch(
+                    [
+                        self.import_cores[(ahead.pair * n_sides + i) % len(self.import_cores)]
+                        for i in range(n_sides)
+                    ]
+                )
             except (TeperfError, WorkerError):
                 self.upcoming.pop().close()  # that pair starts cold when its turn comes
                 self.next_launch -= 1
@@ -489,8 +579,15 @@ class _Run:
         runner.start()
         start_s = time.perf_counter() - t0
         with self.lock:
-            self.bundle.append(PairRecord(pair=pair, hash_seed=runner.seed, start_s=round(start_s, 3), lane=runner.lane,
-                                          core=runner.core))
+            self.bundle.append(
+                PairRecord(
+                    pair=pair,
+                    hash_seed=runner.seed,
+                    start_s=round(start_s, 3),
+                    lane=runner.lane,
+                    core=runner.core,
+                )
+            )
         # Counted once, outside the timed trials. Not in the first pair when there
         # are more: there one side meets a cold torch.compile cache, the other a warm one.
         if config.counters and pair == min(1, plan.max_pairs - 1):
@@ -517,8 +614,14 @@ class _Run:
                 on = f" lane {runner.lane + 1}" if len(self.lane_cores) > 1 else ""
                 self._tick(iters, f"pair {pair + 1}{of}{on} {case.key}")
         with self.lock:
-            plan.pair_done(pair, time.perf_counter() - t0 - start_s, len(todo), skipped=runner.skipped,
-                           failed=self.retries.failed, start_s=start_s)
+            plan.pair_done(
+                pair,
+                time.perf_counter() - t0 - start_s,
+                len(todo),
+                skipped=runner.skipped,
+                failed=self.retries.failed,
+                start_s=start_s,
+            )
 
     def kill_all(self) -> None:
         """SIGKILL every worker of the run (lane threads may still hold their pipes: they see EOF)."""
@@ -536,8 +639,14 @@ class _Run:
             ahead.close()
 
 
-def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, progress: Optional[Progress] = None,
-                 adaptive: Optional[Adaptive] = None) -> dict:
+def run_schedule(
+    config: Config,
+    sides: list[Side],
+    cases: list[Case],
+    bundle: Bundle,
+    progress: Optional[Progress] = None,
+    adaptive: Optional[Adaptive] = None,
+) -> dict:
     """Measure every case on every side. Returns {case_id: reason} for failed cases.
     ``adaptive`` decides how many pairs and which cases each measures (default: the fixed schedule);
     a failed cell drops out of it, a cell that lost a pair is measured again by the next one.
@@ -555,8 +664,15 @@ def run_schedule(config: Config, sides: list[Side], cases: list[Case], bundle: B
             shutil.rmtree(cache_root, ignore_errors=True)
 
 
-def _run_pairs(config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, progress: Optional[Progress],
-               adaptive: Optional[Adaptive], cache_root: Optional[str]) -> dict:
+def _run_pairs(
+    config: Config,
+    sides: list[Side],
+    cases: list[Case],
+    bundle: Bundle,
+    progress: Optional[Progress],
+    adaptive: Optional[Adaptive],
+    cache_root: Optional[str],
+) -> dict:
     plan = adaptive or Adaptive(config, cases, len(sides))
     run = _Run(config, sides, cases, bundle, progress, plan, cache_root)
     plan.start()

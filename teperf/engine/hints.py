@@ -11,7 +11,9 @@ from pathlib import Path
 from teperf.config import Config
 
 OOM_HINT = "it may have been killed for memory (the OOM killer sends SIGKILL): try a smaller --shape or fewer cases per run"
-FACTORY_HINT = "check the module factories and that each side's --path/--base-path/--head-path holds their package"
+FACTORY_HINT = (
+    "check the module factories and that each side's --path/--base-path/--head-path holds their package"
+)
 
 
 def failure_hint(error: str, timeout_option: str = "--timeout") -> str:
@@ -20,7 +22,9 @@ def failure_hint(error: str, timeout_option: str = "--timeout") -> str:
     if "SIGKILL" in text or "status -9" in text:
         return OOM_HINT
     if "did not answer within" in text:
-        return f"a step or set-up took longer than the timeout: raise {timeout_option} if the case is just slow"
+        return (
+            f"a step or set-up took longer than the timeout: raise {timeout_option} if the case is just slow"
+        )
     if "was killed by" in text:
         return "something killed the worker (see its log)"
     return FACTORY_HINT
@@ -31,7 +35,9 @@ def start_hint(exc, side, config: Config, log: Path) -> str:
     if getattr(exc, "fix", None):
         return exc.fix
     if getattr(exc, "timed_out", False):
-        return f"importing torch/TE took longer than the timeout: raise {config.option('timeout_s')} (see {log})"
+        return (
+            f"importing torch/TE took longer than the timeout: raise {config.option('timeout_s')} (see {log})"
+        )
     code = getattr(exc, "exit_code", None)
     if code == -9:
         return f"{OOM_HINT} (see {log})"

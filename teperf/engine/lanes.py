@@ -27,7 +27,9 @@ from typing import Callable, Iterable, Optional
 from teperf.cpus import available_cores, smt_siblings
 from teperf.errors import TeperfError
 
-AUTO_MAX_LANES = 4  # the most lanes `auto` picks; raise it only where the lanes benchmark shows calibration holds
+AUTO_MAX_LANES = (
+    4  # the most lanes `auto` picks; raise it only where the lanes benchmark shows calibration holds
+)
 CORES_PER_LANE = 4  # one core measures, the others start its next pairs (a TE pair imports for 10-30 s)
 STOP_SWEEP_S = 0.2  # while stopping, how often every worker of the run is killed again (a lane may have just spawned one)
 STOP_WAIT_S = 15.0  # then lane threads still running are abandoned (daemon threads; their workers are killed)
@@ -55,8 +57,13 @@ def physical_cores(cores: Iterable[int], siblings_of: SiblingsOf = smt_siblings)
     return groups
 
 
-def assign_lanes(n: int, first: int, cores: Optional[Iterable[int]] = None,
-                 siblings_of: SiblingsOf = smt_siblings, option: str = "--lanes") -> list[int]:
+def assign_lanes(
+    n: int,
+    first: int,
+    cores: Optional[Iterable[int]] = None,
+    siblings_of: SiblingsOf = smt_siblings,
+    option: str = "--lanes",
+) -> list[int]:
     """The measuring core of each lane: lane 0 on ``first`` (the configured core), the others on the
     highest-numbered thread of the other physical cores, from the top down (like the default core).
     More lanes than physical cores: a TeperfError naming the fix."""
@@ -75,12 +82,15 @@ def _too_many(n: int, groups: list[list[int]], option: str):
     count = len(groups)
     threads = sum(len(g) for g in groups)
     smt = f" ({threads} hardware threads: SMT siblings never measure at once)" if threads > count else ""
-    raise TeperfError(f"{option} {n}: this process may use only {count} physical core{'s' if count != 1 else ''}{smt}",
-                      f"use {option} {count} or fewer, or {option} auto")
+    raise TeperfError(
+        f"{option} {n}: this process may use only {count} physical core{'s' if count != 1 else ''}{smt}",
+        f"use {option} {count} or fewer, or {option} auto",
+    )
 
 
-def spare_cores(lane_cores: list[int], cores: Optional[Iterable[int]] = None,
-                siblings_of: SiblingsOf = smt_siblings) -> list[int]:
+def spare_cores(
+    lane_cores: list[int], cores: Optional[Iterable[int]] = None, siblings_of: SiblingsOf = smt_siblings
+) -> list[int]:
     """Cores where upcoming pairs may start while the lanes measure: no lane's core, and no lane's SMT
     sibling while other cores are left; empty when every core measures (then no prestart)."""
     cores = available_cores() if cores is None else sorted(set(cores))
@@ -103,13 +113,17 @@ def check_lanes(value, first: int, option: str = "--lanes") -> int:
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise TeperfError(f"{option} must be a whole number >= 1 or \"auto\", got {value!r}",
-                          f"e.g. {option} 2, or {option} 1 to measure one pair at a time")
+        raise TeperfError(
+            f'{option} must be a whole number >= 1 or "auto", got {value!r}',
+            f"e.g. {option} 2, or {option} 1 to measure one pair at a time",
+        )
     assign_lanes(value, first, option=option)  # enough physical cores?
     return value
 
 
-def run_lanes(n: int, lane: Callable[[int], None], stop: threading.Event, kill_all: Callable[[], None]) -> None:
+def run_lanes(
+    n: int, lane: Callable[[int], None], stop: threading.Event, kill_all: Callable[[], None]
+) -> None:
     """Run ``lane(i)`` for i in 0..n-1, each in its own thread, until all return. The first error of a
     lane (or Ctrl-C/SIGTERM here in the main thread) stops every lane: ``stop`` is set, ``kill_all``
     ends every worker, and the error is raised here once the lanes have ended (or STOP_WAIT_S passed)."""
@@ -131,7 +145,9 @@ def run_lanes(n: int, lane: Callable[[int], None], stop: threading.Event, kill_a
         # lane may have started pairs ahead that another lane measures now: end only when all are done.
         done.wait()
 
-    threads = [threading.Thread(target=body, args=(i,), name=f"teperf-lane{i}", daemon=True) for i in range(n)]
+    threads = [
+        threading.Thread(target=body, args=(i,), name=f"teperf-lane{i}", daemon=True) for i in range(n)
+    ]
     try:
         for t in threads:
             t.start()

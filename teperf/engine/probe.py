@@ -29,9 +29,16 @@ def count_case(config: Config, side: Side, case: Case, log_path: Path) -> dict:
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        worker = Worker(side, core=config.core, device=config.device, backends=[case.backend],
-                        hash_seed=hash_seed(config.seed, 0), log_path=log_path, cwd=log_path.parent,
-                        timeout_s=config.schedule.timeout_s)
+        worker = Worker(
+            side,
+            core=config.core,
+            device=config.device,
+            backends=[case.backend],
+            hash_seed=hash_seed(config.seed, 0),
+            log_path=log_path,
+            cwd=log_path.parent,
+            timeout_s=config.schedule.timeout_s,
+        )
     except WorkerError as exc:
         raise ProbeFailed(str(exc), exc.log_tail) from None
     try:

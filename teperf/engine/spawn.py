@@ -26,8 +26,15 @@ class WorkerError(RuntimeError):
     """The worker died, hung or answered nonsense. ``log_tail`` holds the end of its stderr;
     ``fatal``/``fix`` are the worker's own words when it could not start (e.g. no CUDA)."""
 
-    def __init__(self, message: str, log_tail: str = "", fatal: str | None = None, fix: str | None = None,
-                 exit_code: int | None = None, timed_out: bool = False):
+    def __init__(
+        self,
+        message: str,
+        log_tail: str = "",
+        fatal: str | None = None,
+        fix: str | None = None,
+        exit_code: int | None = None,
+        timed_out: bool = False,
+    ):
         super().__init__(message)
         self.log_tail = log_tail
         self.fatal = fatal
@@ -57,7 +64,10 @@ def check_python(python: str) -> None:
 
         ok = which(python) is not None
     if not ok:
-        raise TeperfError(f"interpreter {python!r} does not exist or is not executable", "point --python/--base-python/--head-python at a python executable")
+        raise TeperfError(
+            f"interpreter {python!r} does not exist or is not executable",
+            "point --python/--base-python/--head-python at a python executable",
+        )
 
 
 def worker_env(side: Side, hash_seed: int) -> dict:
@@ -70,7 +80,9 @@ def worker_env(side: Side, hash_seed: int) -> dict:
     env["TEPERF_COORDINATOR_PID"] = str(os.getpid())  # the worker's watchdog ends it when we are gone
     # teperf's own worker package must be importable by the side's interpreter;
     # the side's directories are put before it by the worker itself.
-    env["PYTHONPATH"] = os.pathsep.join([TEPERF_ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [TEPERF_ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
     return env
 
 
@@ -79,8 +91,17 @@ class Worker:
     collects its hello, so the next pair can import torch while this one measures."""
 
     def __init__(
-        self, side: Side, *, core: int, device: str, backends: list[str], hash_seed: int, log_path: Path, cwd: Path,
-        timeout_s: float, compile_cache: dict | None = None,
+        self,
+        side: Side,
+        *,
+        core: int,
+        device: str,
+        backends: list[str],
+        hash_seed: int,
+        log_path: Path,
+        cwd: Path,
+        timeout_s: float,
+        compile_cache: dict | None = None,
     ):
         check_python(side.python)
         self.side = side
@@ -106,8 +127,16 @@ class Worker:
         except OSError as exc:
             self._log.close()
             raise WorkerError(f"cannot start {side.python} for {side.label}: {exc.strerror or exc}")
-        self.send({"cmd": "init", "core": core, "sys_path": list(side.sys_path), "device": device, "backends": backends,
-                   "compile_cache": compile_cache})
+        self.send(
+            {
+                "cmd": "init",
+                "core": core,
+                "sys_path": list(side.sys_path),
+                "device": device,
+                "backends": backends,
+                "compile_cache": compile_cache,
+            }
+        )
 
     def wait_ready(self) -> dict:
         """Wait for the hello (the worker has imported torch and is listening)."""
@@ -115,10 +144,16 @@ class Worker:
             waited = time.perf_counter()
             hello = self.receive()
             if hello.get("type") == "fatal":
-                raise WorkerError(f"worker for {self.side.label}: {hello.get('error')}",
-                                  self.log_tail(), hello.get("error"), hello.get("fix"))
+                raise WorkerError(
+                    f"worker for {self.side.label}: {hello.get('error')}",
+                    self.log_tail(),
+                    hello.get("error"),
+                    hello.get("fix"),
+                )
             if hello.get("type") != "hello":
-                raise WorkerError(f"worker for {self.side.label} sent {hello!r} instead of hello", self.log_tail())
+                raise WorkerError(
+                    f"worker for {self.side.label} sent {hello!r} instead of hello", self.log_tail()
+                )
             hello["start_s"] = round(time.perf_counter() - self._t0, 3)
             hello["waited_s"] = round(time.perf_counter() - waited, 3)
             self.hello = hello
@@ -128,7 +163,10 @@ class Worker:
         """Move every thread of the worker to ``core``."""
         reply = self.request({"cmd": "pin", "core": core}, timeout_s)
         if reply.get("type") != "pinned":
-            raise WorkerError(f"worker for {self.side.label} could not move to core {core}: {reply.get('error')}", self.log_tail())
+            raise WorkerError(
+                f"worker for {self.side.label} could not move to core {core}: {reply.get('error')}",
+                self.log_tail(),
+            )
         self.hello["affinity"] = reply["affinity"]
         self.hello["imported_on_core"] = self.core
         self.core = core
@@ -147,7 +185,9 @@ class Worker:
             self.proc.stdin.write(encode(message))
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
-            raise WorkerError(f"worker for {self.side.label} is gone (exit {self.proc.poll()})", self.log_tail())
+            raise WorkerError(
+                f"worker for {self.side.label} is gone (exit {self.proc.poll()})", self.log_tail()
+            )
 
     def receive(self, timeout_s: float | None = None) -> dict:
         """The next reply line; WorkerError if the worker dies or takes longer than the timeout."""
@@ -158,21 +198,28 @@ class Worker:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
-                raise WorkerError(f"worker for {self.side.label} did not answer within {timeout_s:g} s (killed)",
-                                  self.log_tail(), timed_out=True)
+                raise WorkerError(
+                    f"worker for {self.side.label} did not answer within {timeout_s:g} s (killed)",
+                    self.log_tail(),
+                    timed_out=True,
+                )
             ready, _, _ = select.select([fd], [], [], min(left, 1.0))
             if not ready:
                 continue
             chunk = os.read(fd, 1 << 16)
             if not chunk:
                 code = self.proc.wait()
-                raise WorkerError(f"worker for {self.side.label} {exit_text(code)}", self.log_tail(), exit_code=code)
+                raise WorkerError(
+                    f"worker for {self.side.label} {exit_text(code)}", self.log_tail(), exit_code=code
+                )
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         try:
             return decode(line)
         except ValueError:
-            raise WorkerError(f"worker for {self.side.label} wrote a malformed line: {line[:200]!r}", self.log_tail())
+            raise WorkerError(
+                f"worker for {self.side.label} wrote a malformed line: {line[:200]!r}", self.log_tail()
+            )
 
     def request(self, message: dict, timeout_s: float | None = None) -> dict:
         self.send(message)

@@ -47,7 +47,9 @@ class Point:
     spread_pct: float | None
     error: str | None
     night: str | None = None
-    night_note: str | None = None  # None: the night is complete; else e.g. "incomplete: 2 of 3 shards (missing 3/3)"
+    night_note: str | None = (
+        None  # None: the night is complete; else e.g. "incomplete: 2 of 3 shards (missing 3/3)"
+    )
 
     @property
     def short_sha(self) -> str:
@@ -225,8 +227,14 @@ def _paired_night(points: Sequence[Point], i: int) -> Point | None:
     return p
 
 
-def analyze_cell(machine: str, machine_label: str, key: tuple, group, settings: changepoint.DetectionSettings,
-                 night_of: dict[tuple[str, str], Night] | None = None) -> Cell:
+def analyze_cell(
+    machine: str,
+    machine_label: str,
+    key: tuple,
+    group,
+    settings: changepoint.DetectionSettings,
+    night_of: dict[tuple[str, str], Night] | None = None,
+) -> Cell:
     module, recipe, shape, dtype, mode = key
     points = _points(ordered(group), night_of)
     ok_idx = [i for i, p in enumerate(points) if p.ok]
@@ -244,17 +252,46 @@ def analyze_cell(machine: str, machine_label: str, key: tuple, group, settings: 
             # if the detected night's own paired test does not see it but exactly one neighbour's does, move there.
             here = _paired_night(points, i)
             if here is None or here.verdict != direction:
-                agree = [j for j in (i - 1, i + 1) if 0 < j < len(points)
-                         and (pn := _paired_night(points, j)) is not None and pn.verdict == direction]
+                agree = [
+                    j
+                    for j in (i - 1, i + 1)
+                    if 0 < j < len(points)
+                    and (pn := _paired_night(points, j)) is not None
+                    and pn.verdict == direction
+                ]
                 if len(agree) == 1:
                     i, moved = agree[0], True
-            found.append(Found("step", direction, i, i, ch.before, ch.after, ch.pvalue,
-                               first_bad=points[i], last_good=points[i - 1] if i > 0 else None,
-                               paired=_paired_night(points, i), moved=moved))
+            found.append(
+                Found(
+                    "step",
+                    direction,
+                    i,
+                    i,
+                    ch.before,
+                    ch.after,
+                    ch.pvalue,
+                    first_bad=points[i],
+                    last_good=points[i - 1] if i > 0 else None,
+                    paired=_paired_night(points, i),
+                    moved=moved,
+                )
+            )
         else:
             a, b = ok_idx[ch.index], ok_idx[ch.end_index]
-            found.append(Found("drift", "slower" if ch.delta > 0 else "faster", a, b, ch.before, ch.after, ch.pvalue,
-                               first_bad=points[a], last_good=points[a - 1] if a > 0 else None, paired=None))
+            found.append(
+                Found(
+                    "drift",
+                    "slower" if ch.delta > 0 else "faster",
+                    a,
+                    b,
+                    ch.before,
+                    ch.after,
+                    ch.pvalue,
+                    first_bad=points[a],
+                    last_good=points[a - 1] if a > 0 else None,
+                    paired=None,
+                )
+            )
     levels = []
     first = len(values) - cs.window if cs.window and len(values) > cs.window else 0
     for start, stop, y0, y1 in changepoint.segment_levels(values, raw, first) if values else []:
@@ -274,6 +311,9 @@ def analyze(df, settings: changepoint.DetectionSettings | None = None) -> list[C
     cells = []
     for (machine, *key), group in df.groupby(["machine", *CELL_KEY], sort=True):
         label = group["machine_label"].dropna()
-        cells.append(analyze_cell(machine, label.iloc[-1] if len(label) else machine, tuple(key), group, settings,
-                                  night_of))
+        cells.append(
+            analyze_cell(
+                machine, label.iloc[-1] if len(label) else machine, tuple(key), group, settings, night_of
+            )
+        )
     return cells

@@ -65,9 +65,13 @@ class DetectionSettings:
     min_effect_pct: float = 2.0  # smallest step/drift worth reporting, % of the level before
     min_effect_us: float = 0.0  # ... and in microseconds
     local_window: int = 8  # points each side used to size a step
-    drift_sig_level: float = 0.001  # stricter than steps: one test per segment, and a trend needs many nights anyway
+    drift_sig_level: float = (
+        0.001  # stricter than steps: one test per segment, and a trend needs many nights anyway
+    )
     drift_min_points: int = 8
-    window: int = 200  # analyse the newest this-many points of a series (0: all); E-divisive is O(n^2) a permutation
+    window: int = (
+        200  # analyse the newest this-many points of a series (0: all); E-divisive is O(n^2) a permutation
+    )
     seed: int = 0
 
 
@@ -118,11 +122,7 @@ def _best_split(z: np.ndarray, min_size: int) -> tuple[float, int]:
     my = (kappas - taus).astype(float)
     valid = (nx >= min_size) & (my >= min_size)
     with np.errstate(divide="ignore", invalid="ignore"):
-        e = (
-            2.0 * between / (nx * my)
-            - within_x / (nx * (nx - 1) / 2.0)
-            - within_y / (my * (my - 1) / 2.0)
-        )
+        e = 2.0 * between / (nx * my) - within_x / (nx * (nx - 1) / 2.0) - within_y / (my * (my - 1) / 2.0)
         q = nx * my / (nx + my) * e
     q = np.where(valid, q, -np.inf)
     t, _k = np.unravel_index(np.argmax(q), q.shape)
@@ -142,7 +142,9 @@ def _best_over_segments(x: np.ndarray, bounds: list[int], min_size: int) -> tupl
     return best_q, best_idx
 
 
-def e_divisive(series: Sequence[float], settings: DetectionSettings = DetectionSettings()) -> list[tuple[int, float]]:
+def e_divisive(
+    series: Sequence[float], settings: DetectionSettings = DetectionSettings()
+) -> list[tuple[int, float]]:
     """Significant change points of ``series`` as (index, p-value), sorted by index."""
     x = np.asarray(series, dtype=float)
     rng = np.random.default_rng(settings.seed)
@@ -189,10 +191,12 @@ def _local_levels(x: np.ndarray, idx: int, lo: int, hi: int, w: int) -> tuple[fl
     # slope from up to 4w points each side (a slope from w points is too noisy to extrapolate)
     s_before = np.arange(max(lo, idx - 4 * w), idx)
     s_after = np.arange(idx, min(hi, idx + 4 * w))
-    slopes = np.concatenate([
-        _pairwise_slopes(s_before, x[s_before]) if len(s_before) > 1 else np.empty(0),
-        _pairwise_slopes(s_after, x[s_after]) if len(s_after) > 1 else np.empty(0),
-    ])
+    slopes = np.concatenate(
+        [
+            _pairwise_slopes(s_before, x[s_before]) if len(s_before) > 1 else np.empty(0),
+            _pairwise_slopes(s_after, x[s_after]) if len(s_after) > 1 else np.empty(0),
+        ]
+    )
     t_before = np.arange(max(lo, idx - w), idx)
     t_after = np.arange(idx, min(hi, idx + w))
     slope = float(np.median(slopes)) if len(slopes) else 0.0
@@ -220,7 +224,9 @@ def detect(series: Sequence[float], settings: DetectionSettings = DetectionSetti
     offset = len(x) - settings.window if settings.window and len(x) > settings.window else 0
     found = _detect(x[offset:], settings)
     if offset:
-        found = [dataclasses.replace(c, index=c.index + offset, end_index=c.end_index + offset) for c in found]
+        found = [
+            dataclasses.replace(c, index=c.index + offset, end_index=c.end_index + offset) for c in found
+        ]
     return found
 
 
@@ -234,10 +240,16 @@ def _detect(x: np.ndarray, settings: DetectionSettings) -> list[Change]:
         for j, idx in enumerate(idxs):
             b, a = _local_levels(x, idx, bounds[j], bounds[j + 2], settings.local_window)
             sizes[idx] = (b, a)
-        weak = [i for i in idxs
-                if not _big_enough(*sizes[i], settings)
-                or not _big_enough(float(np.median(x[bounds[idxs.index(i)]:i])),
-                                   float(np.median(x[i:bounds[idxs.index(i) + 2]])), settings)]
+        weak = [
+            i
+            for i in idxs
+            if not _big_enough(*sizes[i], settings)
+            or not _big_enough(
+                float(np.median(x[bounds[idxs.index(i)] : i])),
+                float(np.median(x[i : bounds[idxs.index(i) + 2]])),
+                settings,
+            )
+        ]
         if not weak:
             break
         weakest = min(weak, key=lambda i: abs(sizes[i][1] - sizes[i][0]) / max(abs(sizes[i][0]), 1e-12))
@@ -247,7 +259,7 @@ def _detect(x: np.ndarray, settings: DetectionSettings) -> list[Change]:
     bounds = [0] + idxs + [len(x)]
     for j, idx in enumerate(idxs):
         # the reported size: medians of the whole segments on either side (the levels a reader sees)
-        b, a = float(np.median(x[bounds[j]:idx])), float(np.median(x[idx:bounds[j + 2]]))
+        b, a = float(np.median(x[bounds[j] : idx])), float(np.median(x[idx : bounds[j + 2]]))
         changes.append(Change("step", idx, idx, b, a, points[idx]))
     for a, b in _segments(bounds):
         seg = x[a:b]
@@ -265,7 +277,9 @@ def _detect(x: np.ndarray, settings: DetectionSettings) -> list[Change]:
     return sorted(changes, key=lambda c: (c.index, c.kind))
 
 
-def segment_levels(series: Sequence[float], changes: Sequence[Change], start: int = 0) -> list[tuple[int, int, float, float]]:
+def segment_levels(
+    series: Sequence[float], changes: Sequence[Change], start: int = 0
+) -> list[tuple[int, int, float, float]]:
     """(start, stop, level at start, level at stop - 1) of the segments between the steps, for
     plotting: the median for a flat segment, the Theil-Sen line for a drifting one.  Points
     before ``start`` (outside the analysed window) get no level."""

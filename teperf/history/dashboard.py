@@ -32,11 +32,23 @@ from teperf import __version__, numbers
 from teperf.errors import TeperfError
 from teperf.history import changepoint
 from teperf.history.analysis import Cell, Found, Point, analyze
-from teperf.history.nights import Night, latest_per_machine, nights as find_nights
+from teperf.history.nights import Night, latest_per_machine
+from teperf.history.nights import nights as find_nights
 from teperf.history.store import HistoryStore
 
-VERDICT_CSS = {"slower": "slower", "faster": "faster", "no change": "nochange", "inconclusive": "inconclusive"}
-VERDICT_COLOR = {"slower": "#c0392b", "faster": "#1e8449", "no change": "#7f8c8d", "inconclusive": "#d68910", None: "#34495e"}
+VERDICT_CSS = {
+    "slower": "slower",
+    "faster": "faster",
+    "no change": "nochange",
+    "inconclusive": "inconclusive",
+}
+VERDICT_COLOR = {
+    "slower": "#c0392b",
+    "faster": "#1e8449",
+    "no change": "#7f8c8d",
+    "inconclusive": "#d68910",
+    None: "#34495e",
+}
 RECENT = 7  # a step among the last RECENT commits is flagged in the overview
 MARKER = ".teperf-dashboard"  # written into every site; only such a directory is ever replaced
 
@@ -66,7 +78,13 @@ def _json_for_script(obj) -> str:
     from plotly.utils import PlotlyJSONEncoder
 
     text = json.dumps(obj, cls=PlotlyJSONEncoder, separators=(",", ":"))
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 # ----------------------------------------------------------------------------- figures
@@ -74,8 +92,8 @@ def _json_for_script(obj) -> str:
 
 def cell_figure(cell: Cell) -> dict:
     """The plotly figure (as a dict) of one cell: host time over commits + paired night deltas."""
-    from plotly.subplots import make_subplots
     import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
 
     pts = cell.points
     x = list(range(len(pts)))
@@ -89,23 +107,52 @@ def cell_figure(cell: Cell) -> dict:
             _esc(_fmt_date(p.date)),
             _esc(p.verdict or ("failed: " + (p.error or "")[:80] if not p.ok else "no comparison")),
             _esc(_fmt_pct(p.delta_pct)),
-            _esc(f"[{_fmt_pct(p.ci_low_pct)}, {_fmt_pct(p.ci_high_pct)}]" if p.ci_low_pct is not None else ""),
+            _esc(
+                f"[{_fmt_pct(p.ci_low_pct)}, {_fmt_pct(p.ci_high_pct)}]" if p.ci_low_pct is not None else ""
+            ),
             _esc(p.base_sha[:10] if p.base_sha else "-"),
             _esc(f"<br>night {p.night}: {p.night_note}" if p.night_note else ""),
         ]
 
     cd = [custom(p) for p in pts]
-    hover = ("<b>%{customdata[0]}</b><br>%{customdata[1]}<br>%{customdata[2]}<br>"
-             "host %{y:.1f} us/step<br>vs %{customdata[6]}: %{customdata[4]} %{customdata[5]} (%{customdata[3]})"
-             "%{customdata[7]}<extra></extra>")
+    hover = (
+        "<b>%{customdata[0]}</b><br>%{customdata[1]}<br>%{customdata[2]}<br>"
+        "host %{y:.1f} us/step<br>vs %{customdata[6]}: %{customdata[4]} %{customdata[5]} (%{customdata[3]})"
+        "%{customdata[7]}<extra></extra>"
+    )
     # 95 % band of the night's paired interval, put on the head's scale: base + [ci_low, ci_high]
     lo = [p.base_us + p.ci_low_us if None not in (p.base_us, p.ci_low_us) and p.ok else None for p in pts]
     hi = [p.base_us + p.ci_high_us if None not in (p.base_us, p.ci_high_us) and p.ok else None for p in pts]
     if any(v is not None for v in lo):
-        fig.add_trace(go.Scatter(x=x, y=lo, mode="lines", line=dict(width=0), hoverinfo="skip", showlegend=False,
-                                 connectgaps=False, name="ci-low"), row=1, col=1)
-        fig.add_trace(go.Scatter(x=x, y=hi, mode="lines", line=dict(width=0), fill="tonexty", fillcolor="rgba(46,134,193,0.18)",
-                                 hoverinfo="skip", name="95% interval (paired)", connectgaps=False), row=1, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=lo,
+                mode="lines",
+                line=dict(width=0),
+                hoverinfo="skip",
+                showlegend=False,
+                connectgaps=False,
+                name="ci-low",
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=hi,
+                mode="lines",
+                line=dict(width=0),
+                fill="tonexty",
+                fillcolor="rgba(46,134,193,0.18)",
+                hoverinfo="skip",
+                name="95% interval (paired)",
+                connectgaps=False,
+            ),
+            row=1,
+            col=1,
+        )
     # level between change points
     lx, ly = [], []
     for first, last, y0, y1 in cell.levels:
@@ -116,58 +163,160 @@ def cell_figure(cell: Cell) -> dict:
             lx += [first, last, None]
             ly += [y0, y1, None]
     if lx:
-        fig.add_trace(go.Scatter(x=lx, y=ly, mode="lines", line=dict(color="#7f8c8d", dash="dash", width=1.5),
-                                 hoverinfo="skip", name="level between changes"), row=1, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=lx,
+                y=ly,
+                mode="lines",
+                line=dict(color="#7f8c8d", dash="dash", width=1.5),
+                hoverinfo="skip",
+                name="level between changes",
+            ),
+            row=1,
+            col=1,
+        )
     fig.add_trace(
         go.Scatter(
-            x=x, y=[p.host_us if p.ok else None for p in pts], mode="lines+markers", name="host time",
+            x=x,
+            y=[p.host_us if p.ok else None for p in pts],
+            mode="lines+markers",
+            name="host time",
             line=dict(color="#2e86c1", width=1.5),
-            marker=dict(size=8, color=[VERDICT_COLOR.get(p.verdict, VERDICT_COLOR[None]) for p in pts], line=dict(width=0.5, color="#fff")),
-            customdata=cd, hovertemplate=hover,
+            marker=dict(
+                size=8,
+                color=[VERDICT_COLOR.get(p.verdict, VERDICT_COLOR[None]) for p in pts],
+                line=dict(width=0.5, color="#fff"),
+            ),
+            customdata=cd,
+            hovertemplate=hover,
         ),
-        row=1, col=1,
+        row=1,
+        col=1,
     )
     failed = [i for i, p in enumerate(pts) if not p.ok]
     if failed:
         ok_vals = [p.host_us for p in pts if p.ok]
         y0 = min(ok_vals) if ok_vals else 0
-        fig.add_trace(go.Scatter(x=failed, y=[y0] * len(failed), mode="markers", name="failed",
-                                 marker=dict(symbol="x", size=10, color="#c0392b"),
-                                 customdata=[cd[i] for i in failed], hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}<br>%{customdata[3]}<extra></extra>"),
-                      row=1, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=failed,
+                y=[y0] * len(failed),
+                mode="markers",
+                name="failed",
+                marker=dict(symbol="x", size=10, color="#c0392b"),
+                customdata=[cd[i] for i in failed],
+                hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}<br>%{customdata[3]}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
     # paired night-over-night change, with its interval
     dy = [p.delta_pct if p.ok else None for p in pts]
-    err_plus = [(p.ci_high_pct - p.delta_pct) if None not in (p.ci_high_pct, p.delta_pct) else None for p in pts]
-    err_minus = [(p.delta_pct - p.ci_low_pct) if None not in (p.ci_low_pct, p.delta_pct) else None for p in pts]
+    err_plus = [
+        (p.ci_high_pct - p.delta_pct) if None not in (p.ci_high_pct, p.delta_pct) else None for p in pts
+    ]
+    err_minus = [
+        (p.delta_pct - p.ci_low_pct) if None not in (p.ci_low_pct, p.delta_pct) else None for p in pts
+    ]
     fig.add_trace(
         go.Scatter(
-            x=x, y=dy, mode="markers", name="night vs previous (%)",
-            marker=dict(size=7, color=[VERDICT_COLOR.get(p.verdict, VERDICT_COLOR[None]) for p in pts], symbol="diamond"),
-            error_y=dict(type="data", symmetric=False, array=err_plus, arrayminus=err_minus, thickness=1.2, width=3, color="#5d6d7e"),
-            customdata=cd, hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}<br>vs %{customdata[6]}: %{customdata[4]} %{customdata[5]}<br>%{customdata[3]}<extra></extra>",
+            x=x,
+            y=dy,
+            mode="markers",
+            name="night vs previous (%)",
+            marker=dict(
+                size=7,
+                color=[VERDICT_COLOR.get(p.verdict, VERDICT_COLOR[None]) for p in pts],
+                symbol="diamond",
+            ),
+            error_y=dict(
+                type="data",
+                symmetric=False,
+                array=err_plus,
+                arrayminus=err_minus,
+                thickness=1.2,
+                width=3,
+                color="#5d6d7e",
+            ),
+            customdata=cd,
+            hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}<br>vs %{customdata[6]}: %{customdata[4]} %{customdata[5]}<br>%{customdata[3]}<extra></extra>",
         ),
-        row=2, col=1,
+        row=2,
+        col=1,
     )
     shapes, annotations = [], []
     for ch in cell.changes:
         color = VERDICT_COLOR["slower"] if ch.direction == "slower" else VERDICT_COLOR["faster"]
         if ch.kind == "step":
-            shapes.append(dict(type="line", xref="x", yref="paper", x0=ch.index - 0.5, x1=ch.index - 0.5, y0=0, y1=1,
-                               line=dict(color=color, width=2, dash="dot")))
-            annotations.append(dict(x=ch.index - 0.5, y=1.0, xref="x", yref="paper", yanchor="bottom", showarrow=False,
-                                    text=_esc(f"{_fmt_pct(ch.delta_pct)} at {ch.first_bad.short_sha[:7]}"), font=dict(color=color, size=11)))
+            shapes.append(
+                dict(
+                    type="line",
+                    xref="x",
+                    yref="paper",
+                    x0=ch.index - 0.5,
+                    x1=ch.index - 0.5,
+                    y0=0,
+                    y1=1,
+                    line=dict(color=color, width=2, dash="dot"),
+                )
+            )
+            annotations.append(
+                dict(
+                    x=ch.index - 0.5,
+                    y=1.0,
+                    xref="x",
+                    yref="paper",
+                    yanchor="bottom",
+                    showarrow=False,
+                    text=_esc(f"{_fmt_pct(ch.delta_pct)} at {ch.first_bad.short_sha[:7]}"),
+                    font=dict(color=color, size=11),
+                )
+            )
         else:
-            shapes.append(dict(type="rect", xref="x", yref="paper", x0=ch.index - 0.5, x1=ch.end_index + 0.5, y0=0, y1=1,
-                               fillcolor=color, opacity=0.08, line=dict(width=0)))
-            annotations.append(dict(x=(ch.index + ch.end_index) / 2, y=1.0, xref="x", yref="paper", yanchor="bottom", showarrow=False,
-                                    text=_esc(f"drift {_fmt_pct(ch.delta_pct)}"), font=dict(color=color, size=11)))
+            shapes.append(
+                dict(
+                    type="rect",
+                    xref="x",
+                    yref="paper",
+                    x0=ch.index - 0.5,
+                    x1=ch.end_index + 0.5,
+                    y0=0,
+                    y1=1,
+                    fillcolor=color,
+                    opacity=0.08,
+                    line=dict(width=0),
+                )
+            )
+            annotations.append(
+                dict(
+                    x=(ch.index + ch.end_index) / 2,
+                    y=1.0,
+                    xref="x",
+                    yref="paper",
+                    yanchor="bottom",
+                    showarrow=False,
+                    text=_esc(f"drift {_fmt_pct(ch.delta_pct)}"),
+                    font=dict(color=color, size=11),
+                )
+            )
     fig.add_hline(y=0, line=dict(color="#aab7b8", width=1), row=2, col=1)
     fig.update_layout(
-        template="plotly_white", height=460, margin=dict(l=60, r=20, t=30, b=40), hovermode="closest",
-        legend=dict(orientation="h", yanchor="bottom", y=-0.22, x=0), shapes=shapes, annotations=annotations,
+        template="plotly_white",
+        height=460,
+        margin=dict(l=60, r=20, t=30, b=40),
+        hovermode="closest",
+        legend=dict(orientation="h", yanchor="bottom", y=-0.22, x=0),
+        shapes=shapes,
+        annotations=annotations,
     )
     step = max(1, len(pts) // 25)
-    fig.update_xaxes(tickmode="array", tickvals=x[::step], ticktext=ticktext[::step], tickangle=-45, range=[-0.7, len(pts) - 0.3])
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=x[::step],
+        ticktext=ticktext[::step],
+        tickangle=-45,
+        range=[-0.7, len(pts) - 0.3],
+    )
     fig.update_yaxes(title_text="host us / step", row=1, col=1)
     fig.update_yaxes(title_text="night %", zeroline=True, row=2, col=1)
     return fig.to_plotly_json()
@@ -182,16 +331,29 @@ def _change_row(c: Cell, ch: Found, page: str) -> dict:
         paired = f"{_fmt_pct(ch.paired.delta_pct)} [{_fmt_pct(ch.paired.ci_low_pct)}, {_fmt_pct(ch.paired.ci_high_pct)}] {ch.paired.verdict}"
     good = ch.last_good
     return {
-        "slug": c.slug, "module": c.module, "recipe": c.recipe, "variant": c.variant,
-        "kind": ch.kind + (" (placed by the paired test)" if ch.moved else "")
-        + (f" over {ch.end_index - ch.index + 1} commits, through {c.points[ch.end_index].short_sha}" if ch.kind == "drift" else ""),
+        "slug": c.slug,
+        "module": c.module,
+        "recipe": c.recipe,
+        "variant": c.variant,
+        "kind": ch.kind
+        + (" (placed by the paired test)" if ch.moved else "")
+        + (
+            f" over {ch.end_index - ch.index + 1} commits, through {c.points[ch.end_index].short_sha}"
+            if ch.kind == "drift"
+            else ""
+        ),
         "direction": ch.direction,
         "css": ch.direction,
-        "what": f"{ch.kind}, {ch.direction}" + (f" (over {ch.end_index - ch.index + 1} commits)" if ch.kind == "drift" else ""),
-        "size_us": f"{ch.delta_us:+,.1f}", "size_pct": _fmt_pct(ch.delta_pct),
+        "what": f"{ch.kind}, {ch.direction}"
+        + (f" (over {ch.end_index - ch.index + 1} commits)" if ch.kind == "drift" else ""),
+        "size_us": f"{ch.delta_us:+,.1f}",
+        "size_pct": _fmt_pct(ch.delta_pct),
         "size": f"{numbers.signed_us(ch.delta_us)} ({_fmt_pct(ch.delta_pct)})",
-        "bad_sha": ch.first_bad.short_sha, "bad_subject": ch.first_bad.subject or "", "bad_date": _fmt_date(ch.first_bad.date),
-        "good_sha": good.short_sha if good else "-", "good_subject": (good.subject or "") if good else "(start of history)",
+        "bad_sha": ch.first_bad.short_sha,
+        "bad_subject": ch.first_bad.subject or "",
+        "bad_date": _fmt_date(ch.first_bad.date),
+        "good_sha": good.short_sha if good else "-",
+        "good_subject": (good.subject or "") if good else "(start of history)",
         "good_date": _fmt_date(good.date) if good else "",
         "paired": paired,
         "sort": ch.first_bad.date or _dt.datetime.min.replace(tzinfo=_dt.timezone.utc),
@@ -200,8 +362,15 @@ def _change_row(c: Cell, ch: Found, page: str) -> dict:
 
 
 def _night_model(n: Night) -> dict:
-    return {"id": n.night, "commit": n.short_sha or "-", "subject": n.subject or "", "started": _fmt_date(n.started),
-            "status": n.describe(), "complete": n.complete, "css": "ok" if n.complete else "incomplete"}
+    return {
+        "id": n.night,
+        "commit": n.short_sha or "-",
+        "subject": n.subject or "",
+        "started": _fmt_date(n.started),
+        "status": n.describe(),
+        "complete": n.complete,
+        "css": "ok" if n.complete else "incomplete",
+    }
 
 
 def _machine_models(cells: Sequence[Cell], nights: Sequence[Night] = ()) -> list[dict]:
@@ -221,8 +390,15 @@ def _machine_models(cells: Sequence[Cell], nights: Sequence[Night] = ()) -> list
             variants_per_module.setdefault(c.module, set()).add(c.variant)
         for c in mcells:
             key = (c.module, c.variant)
-            row = rows.setdefault(key, {"module": c.module, "variant": c.variant, "show_variant": len(variants_per_module[c.module]) > 1,
-                                        "by_recipe": {}})
+            row = rows.setdefault(
+                key,
+                {
+                    "module": c.module,
+                    "variant": c.variant,
+                    "show_variant": len(variants_per_module[c.module]) > 1,
+                    "by_recipe": {},
+                },
+            )
             last = c.latest
             recent = c.recent_change(RECENT)
             verdict = last.verdict if last and last.ok else None
@@ -232,12 +408,23 @@ def _machine_models(cells: Sequence[Cell], nights: Sequence[Night] = ()) -> list
                 "week": _fmt_pct(c.change_vs_week()),
                 "verdict": (verdict or ("failed" if last and not last.ok else "no comparison")),
                 "css": VERDICT_CSS.get(verdict, "none"),
-                "recent": (f"step {_fmt_pct(recent.delta_pct)} at {recent.first_bad.short_sha[:7]}" if recent.kind == "step"
-                           else f"drift {_fmt_pct(recent.delta_pct)} since {recent.first_bad.short_sha[:7]}") if recent else None,
+                "recent": (
+                    f"step {_fmt_pct(recent.delta_pct)} at {recent.first_bad.short_sha[:7]}"
+                    if recent.kind == "step"
+                    else f"drift {_fmt_pct(recent.delta_pct)} since {recent.first_bad.short_sha[:7]}"
+                )
+                if recent
+                else None,
                 "recent_css": recent.direction if recent else "",
                 # a cell the newest night did not measure (its shard is missing or failed) says so
-                "stale": (f"not in night {tonight.night}" if tonight is not None and tonight.shas and last is not None
-                          and last.sha not in tonight.shas else None),
+                "stale": (
+                    f"not in night {tonight.night}"
+                    if tonight is not None
+                    and tonight.shas
+                    and last is not None
+                    and last.sha not in tonight.shas
+                    else None
+                ),
             }
         grid = []
         for key in sorted(rows):
@@ -245,26 +432,49 @@ def _machine_models(cells: Sequence[Cell], nights: Sequence[Night] = ()) -> list
             row["cells"] = [row["by_recipe"].get(r) for r in recipes]
             grid.append(row)
         # newest commit over the machine's cells
-        newest = max((c.latest for c in mcells if c.latest), key=lambda p: (p.date or _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)), default=None)
+        newest = max(
+            (c.latest for c in mcells if c.latest),
+            key=lambda p: p.date or _dt.datetime.min.replace(tzinfo=_dt.timezone.utc),
+            default=None,
+        )
         commits = {p.sha or p.run_id for c in mcells for p in c.points}
         label = mcells[0].machine_label
         changes = [_change_row(c, ch, page) for c in mcells for ch in c.changes]
         changes.sort(key=lambda r: r["sort"], reverse=True)
-        models.append({
-            "id": mid, "label": label, "short": (label.split(" / ")[0][:28] + (" +GPU" if "no GPU" not in label else "")),
-            "page": page, "recipes": recipes, "grid": grid, "cells_obj": mcells,
-            "latest_sha": newest.short_sha if newest else "", "latest_subject": (newest.subject or "") if newest else "",
-            "latest_date": _fmt_date(newest.date) if newest else "", "n_commits": len(commits),
-            "groups": [
-                {"title": "Regressions (slower steps)", "rows": [r for r in changes if r["direction"] == "slower" and r["kind"].startswith("step")]},
-                {"title": "Improvements (faster steps)", "rows": [r for r in changes if r["direction"] == "faster" and r["kind"].startswith("step")]},
-                {"title": "Drifts", "rows": [r for r in changes if r["kind"].startswith("drift")]},
-            ],
-            "n_regressions": sum(1 for r in changes if r["direction"] == "slower"),
-            "night": _night_model(tonight) if tonight is not None else None,
-            "nights": [_night_model(n) for n in mine],
-            "incomplete": [_night_model(n) for n in mine if not n.complete],
-        })
+        models.append(
+            {
+                "id": mid,
+                "label": label,
+                "short": (label.split(" / ")[0][:28] + (" +GPU" if "no GPU" not in label else "")),
+                "page": page,
+                "recipes": recipes,
+                "grid": grid,
+                "cells_obj": mcells,
+                "latest_sha": newest.short_sha if newest else "",
+                "latest_subject": (newest.subject or "") if newest else "",
+                "latest_date": _fmt_date(newest.date) if newest else "",
+                "n_commits": len(commits),
+                "groups": [
+                    {
+                        "title": "Regressions (slower steps)",
+                        "rows": [
+                            r for r in changes if r["direction"] == "slower" and r["kind"].startswith("step")
+                        ],
+                    },
+                    {
+                        "title": "Improvements (faster steps)",
+                        "rows": [
+                            r for r in changes if r["direction"] == "faster" and r["kind"].startswith("step")
+                        ],
+                    },
+                    {"title": "Drifts", "rows": [r for r in changes if r["kind"].startswith("drift")]},
+                ],
+                "n_regressions": sum(1 for r in changes if r["direction"] == "slower"),
+                "night": _night_model(tonight) if tonight is not None else None,
+                "nights": [_night_model(n) for n in mine],
+                "incomplete": [_night_model(n) for n in mine if not n.complete],
+            }
+        )
     return models
 
 
@@ -296,9 +506,16 @@ def _check_replaceable(out: Path) -> None:
     raise TeperfError(f"--out {out} exists and is not a teperf dashboard", "pass a new or empty directory")
 
 
-def build_site(cells: Sequence[Cell], out: str | os.PathLike, *, store: str = "", n_runs: int = 0,
-               settings: changepoint.DetectionSettings | None = None, now: _dt.datetime | None = None,
-               nights: Sequence[Night] = ()) -> Path:
+def build_site(
+    cells: Sequence[Cell],
+    out: str | os.PathLike,
+    *,
+    store: str = "",
+    n_runs: int = 0,
+    settings: changepoint.DetectionSettings | None = None,
+    now: _dt.datetime | None = None,
+    nights: Sequence[Night] = (),
+) -> Path:
     """Write the site for analysed ``cells`` into ``out``; returns the path of index.html.
 
     ``nights`` (``nights.nights`` of the same rows) lets the pages say which nights are
@@ -316,7 +533,9 @@ def build_site(cells: Sequence[Cell], out: str | os.PathLike, *, store: str = ""
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     os.chmod(work, 0o755)  # mkdtemp makes it private; a site is for reading
     try:
-        (work / MARKER).write_text(f"built by teperf {__version__}; this directory is replaced on rebuild\n", encoding="utf-8")
+        (work / MARKER).write_text(
+            f"built by teperf {__version__}; this directory is replaced on rebuild\n", encoding="utf-8"
+        )
         (work / "assets").mkdir()
         (work / "assets" / "plotly.min.js").write_text(plotly.offline.get_plotlyjs(), encoding="utf-8")
         (work / "assets" / "dashboard.js").write_bytes(_asset("dashboard.js"))
@@ -324,24 +543,51 @@ def build_site(cells: Sequence[Cell], out: str | os.PathLike, *, store: str = ""
         env = _env()
         machines = _machine_models(cells, nights)
         common = {
-            "machines": machines, "generated": _fmt_date(now or _dt.datetime.now(_dt.timezone.utc)), "version": __version__,
-            "store": store, "n_runs": n_runs, "settings": settings, "recent": RECENT,
+            "machines": machines,
+            "generated": _fmt_date(now or _dt.datetime.now(_dt.timezone.utc)),
+            "version": __version__,
+            "store": store,
+            "n_runs": n_runs,
+            "settings": settings,
+            "recent": RECENT,
             "n_regressions": sum(m["n_regressions"] for m in machines),
             "n_incomplete": sum(len(m["incomplete"]) for m in machines),
         }
-        (work / "index.html").write_text(env.get_template("index.html.j2").render(title="Overview", page="index", charts=False, **common), encoding="utf-8")
-        (work / "regressions.html").write_text(env.get_template("regressions.html.j2").render(title="Changes", page="regressions", charts=False, **common), encoding="utf-8")
+        (work / "index.html").write_text(
+            env.get_template("index.html.j2").render(title="Overview", page="index", charts=False, **common),
+            encoding="utf-8",
+        )
+        (work / "regressions.html").write_text(
+            env.get_template("regressions.html.j2").render(
+                title="Changes", page="regressions", charts=False, **common
+            ),
+            encoding="utf-8",
+        )
         for m in machines:
             cell_models = []
             for c in sorted(m["cells_obj"], key=lambda c: (c.module, c.recipe, c.variant)):
                 rows = [_change_row(c, ch, m["page"]) for ch in c.changes]
-                cell_models.append({
-                    "slug": c.slug, "module": c.module, "recipe": c.recipe, "variant": c.variant,
-                    "figure_json": _json_for_script(cell_figure(c)), "changes": rows, "n_changes": len(rows),
-                    "changes_css": "slower" if any(r["direction"] == "slower" for r in rows) else "faster",
-                })
+                cell_models.append(
+                    {
+                        "slug": c.slug,
+                        "module": c.module,
+                        "recipe": c.recipe,
+                        "variant": c.variant,
+                        "figure_json": _json_for_script(cell_figure(c)),
+                        "changes": rows,
+                        "n_changes": len(rows),
+                        "changes_css": "slower"
+                        if any(r["direction"] == "slower" for r in rows)
+                        else "faster",
+                    }
+                )
             page_m = {**m, "cells": cell_models}
-            (work / m["page"]).write_text(env.get_template("machine.html.j2").render(title=m["label"], page=m["page"], charts=True, m=page_m, **common), encoding="utf-8")
+            (work / m["page"]).write_text(
+                env.get_template("machine.html.j2").render(
+                    title=m["label"], page=m["page"], charts=True, m=page_m, **common
+                ),
+                encoding="utf-8",
+            )
         _check_replaceable(out)
         if os.path.lexists(out):
             old = out.with_name(f".{out.name}.old-{os.getpid()}")
@@ -356,10 +602,22 @@ def build_site(cells: Sequence[Cell], out: str | os.PathLike, *, store: str = ""
     return out / "index.html"
 
 
-def build_from_store(store: HistoryStore, out: str | os.PathLike, *, settings: changepoint.DetectionSettings | None = None,
-                     machine: str | None = None, ref: str | None = None) -> tuple[Path, list[Cell]]:
+def build_from_store(
+    store: HistoryStore,
+    out: str | os.PathLike,
+    *,
+    settings: changepoint.DetectionSettings | None = None,
+    machine: str | None = None,
+    ref: str | None = None,
+) -> tuple[Path, list[Cell]]:
     df = store.read(machine=machine, ref=ref)
     cells = analyze(df, settings)
-    index = build_site(cells, out, store=str(store.url), n_runs=int(df["run_id"].nunique()) if not df.empty else 0,
-                       settings=settings, nights=find_nights(df))
+    index = build_site(
+        cells,
+        out,
+        store=str(store.url),
+        n_runs=int(df["run_id"].nunique()) if not df.empty else 0,
+        settings=settings,
+        nights=find_nights(df),
+    )
     return index, cells

@@ -88,18 +88,30 @@ def nights(df) -> list[Night]:
     """Every (machine, night) of a history DataFrame, oldest first per machine."""
     if df is None or df.empty:
         return []
-    runs = (df.drop_duplicates("run_id")
-            .sort_values(["run_date", "run_id"], kind="stable", na_position="first"))
+    runs = df.drop_duplicates("run_id").sort_values(
+        ["run_date", "run_id"], kind="stable", na_position="first"
+    )
     out: dict[tuple[str, str], Night] = {}
     for r in runs.itertuples(index=False):
         key = (r.machine, r.night)
         i, n = split_shard(r.shard)
         night = out.get(key)
         if night is None:
-            night = out[key] = Night(r.machine, _str(r.machine_label) or r.machine, r.night, _str(r.ref), [],
-                                     _str(r.subject), _when(r.run_date), n, {})
+            night = out[key] = Night(
+                r.machine,
+                _str(r.machine_label) or r.machine,
+                r.night,
+                _str(r.ref),
+                [],
+                _str(r.subject),
+                _when(r.run_date),
+                n,
+                {},
+            )
         night.runs += 1
-        if n != night.count:  # the split changed: the newest run's N decides, older shards of another N drop out
+        if (
+            n != night.count
+        ):  # the split changed: the newest run's N decides, older shards of another N drop out
             night.count, night.shards, night.shas = n, {}, []
         night.shards[i] = _str(r.run_status) or "unknown"  # runs are in date order: the newest stays
         sha = _str(r.sha)
@@ -127,7 +139,9 @@ def by_key(items: Iterable[Night]) -> dict[tuple[str, str], Night]:
 def status_column(df, found: Iterable[Night] | None = None):
     """Each row's night, described (``Night.describe``): a column for CSV/JSON output."""
     index = by_key(found if found is not None else nights(df))
-    return [index[(m, nt)].describe() if (m, nt) in index else None for m, nt in zip(df["machine"], df["night"])]
+    return [
+        index[(m, nt)].describe() if (m, nt) in index else None for m, nt in zip(df["machine"], df["night"])
+    ]
 
 
 def latest_per_machine(items: Iterable[Night]) -> dict[str, Night]:

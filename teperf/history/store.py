@@ -174,9 +174,17 @@ def make_run_id(meta: Mapping[str, Any], machine: str, sha: str | None, shard: s
     return f"{started:%Y%m%dT%H%M%SZ}_{machine}_{short}_s{shard.replace('/', 'of')}_{token}"
 
 
-def rows_from_summary(summary, *, run_kind: str = "import", ref: str | None = None, shard: str = "1/1",
-                      night: str | None = None, bundle: str | None = None, run_id: str | None = None,
-                      overrides: Mapping[str, Any] | None = None) -> list[HistoryRow]:
+def rows_from_summary(
+    summary,
+    *,
+    run_kind: str = "import",
+    ref: str | None = None,
+    shard: str = "1/1",
+    night: str | None = None,
+    bundle: str | None = None,
+    run_id: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> list[HistoryRow]:
     """A bundle summary (``teperf.api.summarize``) -> history rows, one per cell.
 
     ``night`` names the night the run is a shard of (default: ``default_night`` of its commit).
@@ -191,7 +199,9 @@ def rows_from_summary(summary, *, run_kind: str = "import", ref: str | None = No
     if run_id is None:
         # deterministic per bundle, so importing the same bundle twice is a no-op
         ident = f"{bundle or ''}|{meta.get('started_at')}|{sha}|{shard}|{night or ''}"
-        run_id = make_run_id(meta, mach["machine"], sha, shard, hashlib.sha256(ident.encode()).hexdigest()[:8])
+        run_id = make_run_id(
+            meta, mach["machine"], sha, shard, hashlib.sha256(ident.encode()).hexdigest()[:8]
+        )
     run = {
         "run_id": run_id,
         "run_kind": run_kind,
@@ -225,7 +235,9 @@ def rows_from_summary(summary, *, run_kind: str = "import", ref: str | None = No
         row.update(
             module=r.get("module"),
             recipe=r.get("recipe"),
-            shape=r.get("shape") if isinstance(r.get("shape"), str) or r.get("shape") is None else "x".join(map(str, r["shape"])),
+            shape=r.get("shape")
+            if isinstance(r.get("shape"), str) or r.get("shape") is None
+            else "x".join(map(str, r["shape"])),
             dtype=r.get("dtype"),
             mode=r.get("mode"),
             status=r.get("status"),
@@ -237,10 +249,22 @@ def rows_from_summary(summary, *, run_kind: str = "import", ref: str | None = No
             verdict=r.get("verdict"),
             ci_basis=r.get("ci_basis"),
             host_bound=r.get("host_bound"),
-            counters=None if r.get("counters") is None else json.dumps(r.get("counters"), sort_keys=True, default=str),
+            counters=None
+            if r.get("counters") is None
+            else json.dumps(r.get("counters"), sort_keys=True, default=str),
         )
-        for key in ("delta_us", "delta_pct", "ci_low_us", "ci_high_us", "ci_low_pct", "ci_high_pct",
-                    "base_spread_pct", "head_spread_pct", "pair_sd_pct", "mde_pct"):
+        for key in (
+            "delta_us",
+            "delta_pct",
+            "ci_low_us",
+            "ci_high_us",
+            "ci_low_pct",
+            "ci_high_pct",
+            "base_spread_pct",
+            "head_spread_pct",
+            "pair_sd_pct",
+            "mde_pct",
+        ):
             row[key] = _num(r.get(key))
         for key in ("n_pairs", "n_trials"):
             row[key] = None if r.get(key) is None else int(r.get(key))
@@ -285,7 +309,10 @@ class HistoryStore:
         try:
             self.fs, self.root = fsspec.core.url_to_fs(url)
         except (ImportError, ValueError) as exc:
-            raise TeperfError(f"cannot open history store {url!r}: {exc}", "give a local directory or an fsspec URL whose filesystem package is installed")
+            raise TeperfError(
+                f"cannot open history store {url!r}: {exc}",
+                "give a local directory or an fsspec URL whose filesystem package is installed",
+            )
         self.local = "file" in _protocols(self.fs)
         self.object_store = bool(OBJECT_STORES & set(_protocols(self.fs)))
 
@@ -317,7 +344,10 @@ class HistoryStore:
         """Write one run (all rows must share one run_id) as a new file, atomically; return its path."""
         table = rows if isinstance(rows, pa.Table) else to_table(rows)
         if table.num_rows == 0:
-            raise TeperfError("nothing to add to the history: the run has no cells", "check the bundle (teperf report BUNDLE)")
+            raise TeperfError(
+                "nothing to add to the history: the run has no cells",
+                "check the bundle (teperf report BUNDLE)",
+            )
         ids = set(table.column("run_id").to_pylist())
         if len(ids) != 1 or None in ids:
             raise ValueError(f"one run per file: got run ids {sorted(map(str, ids))}")
@@ -355,8 +385,14 @@ class HistoryStore:
                 self.fs.mv(tmp, final)
         return final
 
-    def read(self, *, machine: str | None = None, module: str | None = None, recipe: str | None = None,
-             ref: str | None = None):
+    def read(
+        self,
+        *,
+        machine: str | None = None,
+        module: str | None = None,
+        recipe: str | None = None,
+        ref: str | None = None,
+    ):
         """All rows (a pandas DataFrame in the store's schema), optionally filtered.
 
         A file that cannot be read (not a teperf history file, damaged by hand) is skipped
@@ -375,8 +411,9 @@ class HistoryStore:
         df = table.to_pandas()
         if not df.empty:  # files written before nights were recorded: the night is the commit's
             missing = df["night"].isna()
-            df.loc[missing, "night"] = [default_night(sha, rid) for sha, rid in
-                                        zip(df.loc[missing, "sha"], df.loc[missing, "run_id"])]
+            df.loc[missing, "night"] = [
+                default_night(sha, rid) for sha, rid in zip(df.loc[missing, "sha"], df.loc[missing, "run_id"])
+            ]
         for col, val in (("machine", machine), ("module", module), ("recipe", recipe), ("ref", ref)):
             if val is not None:
                 df = df[df[col] == val]
@@ -408,9 +445,11 @@ def check_version(table: pa.Table, path: str) -> int:
     if version > HISTORY_SCHEMA_VERSION:
         writers = table.column("teperf_version").to_pylist() if "teperf_version" in table.column_names else []
         use = next((v for v in writers if v), "a newer release")
-        raise TeperfError(f"{path} has history schema {version}, written by teperf {use}; this teperf {__version__} "
-                          f"reads schema {HISTORY_SCHEMA_VERSION} and older",
-                          f"read the history with teperf {use} or newer (pip install -U teperf)")
+        raise TeperfError(
+            f"{path} has history schema {version}, written by teperf {use}; this teperf {__version__} "
+            f"reads schema {HISTORY_SCHEMA_VERSION} and older",
+            f"read the history with teperf {use} or newer (pip install -U teperf)",
+        )
     return version
 
 
@@ -433,7 +472,12 @@ def ordered(df):
     if df.empty:
         return df
     key = df["committed_at"].fillna(df["run_date"])
-    return df.assign(_order=key).sort_values(["_order", "run_date", "run_id"], kind="stable").drop(columns="_order").reset_index(drop=True)
+    return (
+        df.assign(_order=key)
+        .sort_values(["_order", "run_date", "run_id"], kind="stable")
+        .drop(columns="_order")
+        .reset_index(drop=True)
+    )
 
 
 def latest_run(df, *, machine: str, ref: str | None = None, exclude_sha: str | None = None) -> dict | None:

@@ -27,8 +27,12 @@ DEFAULT_CELLS = (
 class Plan:
     commits: int = 30
     cells: Sequence[tuple[str, str, float]] = DEFAULT_CELLS  # (module, recipe, base host us)
-    steps: Mapping[tuple[str, str, int], float] = dataclasses.field(default_factory=dict)  # (module, recipe, commit index) -> % step
-    drifts: Mapping[tuple[str, str], float] = dataclasses.field(default_factory=dict)  # (module, recipe) -> % per commit
+    steps: Mapping[tuple[str, str, int], float] = dataclasses.field(
+        default_factory=dict
+    )  # (module, recipe, commit index) -> % step
+    drifts: Mapping[tuple[str, str], float] = dataclasses.field(
+        default_factory=dict
+    )  # (module, recipe) -> % per commit
     noise_pct: float = 0.8  # night-to-night noise of the median host time
     machines: Sequence[tuple[str, str | None, str | None]] = (("Synthetic CPU @ 2.0GHz", None, None),)
     subjects: Mapping[int, str] = dataclasses.field(default_factory=dict)  # commit index -> subject
@@ -60,25 +64,52 @@ def rows(plan: Plan) -> list[list[HistoryRow]]:
     levels = {(m, r): true_levels(plan, m, r, b) for m, r, b in plan.cells}
     for mi, (cpu, gpu, driver) in enumerate(plan.machines):
         fid, label = machine_fingerprint(cpu, gpu, driver)
-        measured = {key: lv * np.exp(rng.normal(0, plan.noise_pct / 100.0, plan.commits)) for key, lv in levels.items()}
+        measured = {
+            key: lv * np.exp(rng.normal(0, plan.noise_pct / 100.0, plan.commits))
+            for key, lv in levels.items()
+        }
         for i in range(plan.commits):
             date = plan.start + _dt.timedelta(days=i)
             run_id = f"{date:%Y%m%dT%H%M%SZ}_{fid}_{sha_of(i)[:10]}_s1of1_syn{mi}"
             run = {
-                "run_id": run_id, "run_kind": "nightly", "run_date": date + _dt.timedelta(hours=1), "run_status": "complete",
-                "ref": plan.ref, "sha": sha_of(i), "subject": plan.subjects.get(i, f"Commit number {i}"),
-                "committed_at": date, "base_sha": sha_of(i - 1) if i else None,
+                "run_id": run_id,
+                "run_kind": "nightly",
+                "run_date": date + _dt.timedelta(hours=1),
+                "run_status": "complete",
+                "ref": plan.ref,
+                "sha": sha_of(i),
+                "subject": plan.subjects.get(i, f"Commit number {i}"),
+                "committed_at": date,
+                "base_sha": sha_of(i - 1) if i else None,
                 "base_subject": plan.subjects.get(i - 1, f"Commit number {i - 1}") if i else None,
                 "base_committed_at": date - _dt.timedelta(days=1) if i else None,
-                "machine": fid, "machine_label": label, "cpu_model": cpu, "gpu": gpu, "driver": driver,
-                "hostname": f"synthetic-{mi}", "shard": "1/1", "teperf_version": "synthetic", "torch_version": None,
+                "machine": fid,
+                "machine_label": label,
+                "cpu_model": cpu,
+                "gpu": gpu,
+                "driver": driver,
+                "hostname": f"synthetic-{mi}",
+                "shard": "1/1",
+                "teperf_version": "synthetic",
+                "torch_version": None,
                 "bundle": None,
             }
             out = []
             for module, recipe, _ in plan.cells:
                 head = float(measured[(module, recipe)][i])
-                row = {**run, "module": module, "recipe": recipe, "shape": plan.shape, "dtype": "float32", "mode": "eager",
-                       "status": "ok", "host_us": head, "host_spread_pct": 2.0, "n_pairs": 6, "n_trials": 36}
+                row = {
+                    **run,
+                    "module": module,
+                    "recipe": recipe,
+                    "shape": plan.shape,
+                    "dtype": "float32",
+                    "mode": "eager",
+                    "status": "ok",
+                    "host_us": head,
+                    "host_spread_pct": 2.0,
+                    "n_pairs": 6,
+                    "n_trials": 36,
+                }
                 if i:
                     # the night's paired comparison: a fresh base measurement, the same true difference
                     truth = levels[(module, recipe)][i] - levels[(module, recipe)][i - 1]
@@ -86,10 +117,19 @@ def rows(plan: Plan) -> list[list[HistoryRow]]:
                     half = head * 0.006
                     delta = head - base
                     verdict = "no change" if -half < delta < half else ("slower" if delta > 0 else "faster")
-                    row.update(base_us=base, head_us=head, delta_us=delta, delta_pct=100 * delta / base,
-                               ci_low_us=delta - half, ci_high_us=delta + half,
-                               ci_low_pct=100 * (delta - half) / base, ci_high_pct=100 * (delta + half) / base,
-                               verdict=verdict, mde_pct=1.0, pair_sd_pct=0.5)
+                    row.update(
+                        base_us=base,
+                        head_us=head,
+                        delta_us=delta,
+                        delta_pct=100 * delta / base,
+                        ci_low_us=delta - half,
+                        ci_high_us=delta + half,
+                        ci_low_pct=100 * (delta - half) / base,
+                        ci_high_pct=100 * (delta + half) / base,
+                        verdict=verdict,
+                        mde_pct=1.0,
+                        pair_sd_pct=0.5,
+                    )
                 else:
                     row.update(base_us=head, head_us=None)
                 out.append(HistoryRow(**row))

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
-from teperf.sides import changes, gitrepo, installed as inst, strategies
+from teperf.sides import changes, gitrepo, strategies
+from teperf.sides import installed as inst
 from teperf.sides.strategy import Strategy
 from teperf.sides.target import Pair, Plan, Refused, Target
 
@@ -21,8 +22,9 @@ SOURCE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".pyx", ".f90", "
 NATIVE_BUILD_FILES = frozenset({"CMakeLists.txt", "meson.build", "Cargo.toml", "build.rs"})
 PACKAGING_FILES = ("setup.py", "pyproject.toml", "setup.cfg")
 # what in a packaging file says it builds compiled code
-NATIVE_PACKAGING = re.compile(r"ext_modules|Extension\(|cmake|scikit[-_]build|maturin|pybind11|cython|cffi_modules",
-                              re.IGNORECASE)
+NATIVE_PACKAGING = re.compile(
+    r"ext_modules|Extension\(|cmake|scikit[-_]build|maturin|pybind11|cython|cffi_modules", re.IGNORECASE
+)
 
 ORDER = {"overlay": ("overlay", "build"), "extension": ("extension", "build"), "build": ("build",)}
 
@@ -37,7 +39,9 @@ def _tree_has_native_code(target: Target, sha: str) -> bool:
             continue
         if p.suffix in SOURCE_SUFFIXES or p.name in NATIVE_BUILD_FILES:
             return True
-        if p.name in PACKAGING_FILES and NATIVE_PACKAGING.search(gitrepo.show_file(target.repo, sha, path) or ""):
+        if p.name in PACKAGING_FILES and NATIVE_PACKAGING.search(
+            gitrepo.show_file(target.repo, sha, path) or ""
+        ):
             return True
     return False
 

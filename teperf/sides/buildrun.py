@@ -15,14 +15,27 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from teperf.errors import TeperfError
+from teperf.log import Log
 from teperf.sides import cachedir
 from teperf.sides.layout import PackageLayout
-from teperf.log import Log
 
 # environment variables that change what a build produces (part of cache keys)
-HASHED_ENV = ("NVTE_FRAMEWORK", "NVTE_CUDA_ARCHS", "NVTE_BUILD_DEBUG", "NVTE_UB_WITH_MPI", "NVTE_ENABLE_NVSHMEM",
-              "NVTE_WITH_CUBLASMP", "CUDA_HOME", "CUDA_PATH", "CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS",
-              "TORCH_CUDA_ARCH_LIST")
+HASHED_ENV = (
+    "NVTE_FRAMEWORK",
+    "NVTE_CUDA_ARCHS",
+    "NVTE_BUILD_DEBUG",
+    "NVTE_UB_WITH_MPI",
+    "NVTE_ENABLE_NVSHMEM",
+    "NVTE_WITH_CUBLASMP",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CC",
+    "CXX",
+    "CFLAGS",
+    "CXXFLAGS",
+    "LDFLAGS",
+    "TORCH_CUDA_ARCH_LIST",
+)
 LOG_TAIL_LINES = 40
 STATUS_EVERY_S = 0.5  # on a terminal
 PROGRESS_EVERY_S = 30.0  # elsewhere: a log line now and then
@@ -54,16 +67,26 @@ def cuda_archs() -> str | None:
     if not exe:
         return None
     try:
-        out = subprocess.run([exe, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=30, stdin=subprocess.DEVNULL).stdout
+        out = subprocess.run(
+            [exe, "--query-gpu=compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     archs = sorted({line.strip().replace(".", "") for line in out.splitlines() if line.strip()})
     return ";".join(archs) or None
 
 
-def build_env(layout: PackageLayout, *, jobs: int | None = None, extra: Mapping[str, str] | None = None,
-              base: Mapping[str, str] | None = None) -> dict[str, str]:
+def build_env(
+    layout: PackageLayout,
+    *,
+    jobs: int | None = None,
+    extra: Mapping[str, str] | None = None,
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """The environment of a build: the layout's variables (the user's win), jobs, CUDA archs, ccache."""
     env = dict(os.environ if base is None else base)
     for key, value in {**layout.build_env, **dict(extra or {})}.items():
@@ -86,8 +109,18 @@ def hashed_env(env: Mapping[str, str], also: Sequence[str] = ()) -> dict[str, st
     return {k: env[k] for k in (*HASHED_ENV, *also) if env.get(k)}
 
 
-def settle(home: Path, meta: dict, log_path: Path, log: Log, *, produced: bool, missing: str,
-           building: str, product: str, fix: str) -> None:
+def settle(
+    home: Path,
+    meta: dict,
+    log_path: Path,
+    log: Log,
+    *,
+    produced: bool,
+    missing: str,
+    building: str,
+    product: str,
+    fix: str,
+) -> None:
     """Record a finished build's outcome in ``home``; raise BuildFailed (with the log's tail) when it
     failed, or exited 0 without the ``product`` it should leave (``missing`` says so in the log)."""
     if meta.get("returncode") == 0 and not produced:
@@ -161,8 +194,9 @@ class _Status:
             sys.stderr.flush()
 
 
-def run_logged(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path, what: str,
-               log: Log) -> tuple[int, float]:
+def run_logged(
+    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path, what: str, log: Log
+) -> tuple[int, float]:
     """Run ``argv`` with its output in ``log_path``; return (exit status, seconds)."""
     started = time.perf_counter()
     with open(log_path, "ab") as out:
@@ -170,8 +204,14 @@ def run_logged(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_pa
         out.flush()
         with _Status(what, log_path, log):
             try:
-                rc = subprocess.run(list(argv), cwd=cwd, env=dict(env), stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL).returncode
+                rc = subprocess.run(
+                    list(argv),
+                    cwd=cwd,
+                    env=dict(env),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                ).returncode
             except OSError as exc:
                 out.write(f"\ncould not start the build command: {exc}\n".encode())
                 rc = 127
@@ -217,8 +257,12 @@ def sync_tree(tree: Path, dest: Path, manifest: set[str]) -> tuple[set[str], int
                 os.symlink(os.readlink(src), dst)
                 rewritten += 1
                 continue
-            if dst.is_file() and not dst.is_symlink() and dst.stat().st_size == src.stat().st_size \
-                    and dst.read_bytes() == src.read_bytes():
+            if (
+                dst.is_file()
+                and not dst.is_symlink()
+                and dst.stat().st_size == src.stat().st_size
+                and dst.read_bytes() == src.read_bytes()
+            ):
                 continue
             dst.parent.mkdir(parents=True, exist_ok=True)
             if dst.is_symlink():

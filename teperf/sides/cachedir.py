@@ -161,7 +161,9 @@ def entries(cache_dir: str | os.PathLike | None = None, kinds=KINDS, sizes: bool
     return found
 
 
-def clear(cache_dir: str | os.PathLike | None = None, kinds=KINDS, older_than_s: float | None = None) -> list[Entry]:
+def clear(
+    cache_dir: str | os.PathLike | None = None, kinds=KINDS, older_than_s: float | None = None
+) -> list[Entry]:
     """Remove cache entries (all, or of some kinds, or not used for ``older_than_s``)."""
     now = time.time()
     removed = []

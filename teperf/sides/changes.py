@@ -31,17 +31,62 @@ TIERS = ("overlay", "extension", "build")
 DOC_SUFFIXES = (".md", ".rst", ".pyi")
 # Outside the package, paths under these top-level directories are not build inputs.
 NOT_BUILD_DIRS = frozenset(
-    {"docs", "doc", "tests", "test", "examples", "example", "benchmarks", "benchmark", "qa", ".github",
-     ".gitlab", ".circleci", ".ci", "ci", "scripts", "notebooks", "results", "configs"}
+    {
+        "docs",
+        "doc",
+        "tests",
+        "test",
+        "examples",
+        "example",
+        "benchmarks",
+        "benchmark",
+        "qa",
+        ".github",
+        ".gitlab",
+        ".circleci",
+        ".ci",
+        "ci",
+        "scripts",
+        "notebooks",
+        "results",
+        "configs",
+    }
 )
 # Outside the package, these directories and file names are always build inputs.
-BUILD_DIRS = frozenset({"build_tools", "3rdparty", "third_party", "thirdparty", "csrc", "cmake", "extern", "external"})
-BUILD_FILES = frozenset(
-    {"setup.py", "setup.cfg", "pyproject.toml", "CMakeLists.txt", "MANIFEST.in", "Makefile", "meson.build",
-     "build.py"}
+BUILD_DIRS = frozenset(
+    {"build_tools", "3rdparty", "third_party", "thirdparty", "csrc", "cmake", "extern", "external"}
 )
-COMPILED_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".cmake", ".pyx",
-                     ".pxd", ".so", ".in", ".version", ".ld")
+BUILD_FILES = frozenset(
+    {
+        "setup.py",
+        "setup.cfg",
+        "pyproject.toml",
+        "CMakeLists.txt",
+        "MANIFEST.in",
+        "Makefile",
+        "meson.build",
+        "build.py",
+    }
+)
+COMPILED_SUFFIXES = (
+    ".c",
+    ".cc",
+    ".cpp",
+    ".cxx",
+    ".cu",
+    ".cuh",
+    ".h",
+    ".hh",
+    ".hpp",
+    ".hxx",
+    ".cmake",
+    ".pyx",
+    ".pxd",
+    ".so",
+    ".in",
+    ".version",
+    ".ld",
+)
 
 
 def _inside(path: str, package_dir: str) -> bool:
@@ -144,8 +189,10 @@ class Changes:
 
 
 def diff(repo: str | os.PathLike, a: str, b: str, layout: PackageLayout, package_dir: str) -> Changes:
-    items = tuple(Change(e.path, classify(e.path, layout, package_dir, e.submodule))
-                  for e in gitrepo.diff_entries(repo, a, b))
+    items = tuple(
+        Change(e.path, classify(e.path, layout, package_dir, e.submodule))
+        for e in gitrepo.diff_entries(repo, a, b)
+    )
     return Changes(a=a, b=b, items=items)
 
 

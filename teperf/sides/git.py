@@ -17,11 +17,11 @@ import time
 from typing import Iterable
 
 from teperf.errors import TeperfError
+from teperf.log import Log, stderr_log
 from teperf.sides import Side, changes, gitrepo, strategies
 from teperf.sides.gitrepo import Commit, Resolved
 from teperf.sides.layout import PackageLayout, layout_for
 from teperf.sides.strategy import Strategy
-from teperf.log import Log, stderr_log
 from teperf.sides.target import Pair, Plan, Target
 
 
@@ -71,18 +71,31 @@ class SidesPlan:
         n = sum(counts.values())
         what = ", ".join(f"{counts[kind]} {kind}" for kind in changes.KINDS if kind in counts) or "nothing"
         subject = h.subject[:50] + ("..." if len(h.subject) > 50 else "")
-        return [f"base {b.short_sha} ({b.ref}) .. head {h.short_sha} ({h.ref}) \"{subject}\": "
-                f"{n} file{' differs' if n == 1 else 's differ'} ({what})", *self.plan.lines()]
+        return [
+            f'base {b.short_sha} ({b.ref}) .. head {h.short_sha} ({h.ref}) "{subject}": '
+            f"{n} file{' differs' if n == 1 else 's differ'} ({what})",
+            *self.plan.lines(),
+        ]
 
     def description(self, label: str, commit: Commit) -> dict:
         t = self.target
         out = {
-            "source": "git", "repo": str(t.repo), "spec": self.spec, "package": t.package,
-            "package_dir": t.package_dir, "layout": t.layout.name,
-            "sha": commit.sha, "short_sha": commit.short_sha, "subject": commit.subject,
-            "commit_date": commit.date, "ref": commit.ref, "dirty": self.dirty[label],
-            "strategy": self.strategy.name, "tier_reason": self.plan.reason,
-            "changes": self.pair.changes.counts(), "cost": dict(self.plan.costs).get(label),
+            "source": "git",
+            "repo": str(t.repo),
+            "spec": self.spec,
+            "package": t.package,
+            "package_dir": t.package_dir,
+            "layout": t.layout.name,
+            "sha": commit.sha,
+            "short_sha": commit.short_sha,
+            "subject": commit.subject,
+            "commit_date": commit.date,
+            "ref": commit.ref,
+            "dirty": self.dirty[label],
+            "strategy": self.strategy.name,
+            "tier_reason": self.plan.reason,
+            "changes": self.pair.changes.counts(),
+            "cost": dict(self.plan.costs).get(label),
         }
         if self.plan.notes:
             out["notes"] = list(self.plan.notes)
@@ -92,8 +105,10 @@ class SidesPlan:
 
     def make(self) -> tuple[Side, Side]:
         started = time.perf_counter()
-        made = [self.strategy.prepare(label, commit, self.description(label, commit))
-                for label, commit in self.pair.sides()]
+        made = [
+            self.strategy.prepare(label, commit, self.description(label, commit))
+            for label, commit in self.pair.sides()
+        ]
         self.target.log(f"sides ready in {time.perf_counter() - started:.1f}s ({self.strategy.name})")
         return made[0], made[1]
 
@@ -139,8 +154,9 @@ def plan_sides(
     root = resolved.repo
     pkg_dir = package_dir
     if pkg_dir is None:
-        pkg_dir = (gitrepo.find_package_dir(root, resolved.head.sha, package)
-                   or gitrepo.find_package_dir(root, resolved.base.sha, package))
+        pkg_dir = gitrepo.find_package_dir(root, resolved.head.sha, package) or gitrepo.find_package_dir(
+            root, resolved.base.sha, package
+        )
         if pkg_dir is None:
             raise TeperfError(
                 f"no {package}/__init__.py in {resolved.head.short_sha} or {resolved.base.short_sha} of {root}",
@@ -150,11 +166,22 @@ def plan_sides(
     if not isinstance(layout, PackageLayout):
         layout = layout_for(package, layout)
     dirty = check_dirty(resolved, pkg_dir, allow_dirty)
-    target = Target(repo=root, package=package, package_dir=pkg_dir, layout=layout, python=python,
-                    cache_dir=cache_dir, build_command=tuple(build_command) if build_command else None,
-                    jobs=jobs, log=log)
-    pair = Pair(base=resolved.base, head=resolved.head,
-                changes=changes.diff(root, resolved.base.sha, resolved.head.sha, layout, pkg_dir))
+    target = Target(
+        repo=root,
+        package=package,
+        package_dir=pkg_dir,
+        layout=layout,
+        python=python,
+        cache_dir=cache_dir,
+        build_command=tuple(build_command) if build_command else None,
+        jobs=jobs,
+        log=log,
+    )
+    pair = Pair(
+        base=resolved.base,
+        head=resolved.head,
+        changes=changes.diff(root, resolved.base.sha, resolved.head.sha, layout, pkg_dir),
+    )
     if strategy == "auto":
         from teperf.sides import auto
 
@@ -162,8 +189,9 @@ def plan_sides(
     else:
         chosen = strategies.get(strategy)(target, pair)
         plan, refused = chosen.plan(), {}
-    planned = SidesPlan(spec=spec, target=target, pair=pair, strategy=chosen, plan=plan, refused=refused,
-                        dirty=dirty)
+    planned = SidesPlan(
+        spec=spec, target=target, pair=pair, strategy=chosen, plan=plan, refused=refused, dirty=dirty
+    )
     for line in planned.lines():
         log(line)
     return planned

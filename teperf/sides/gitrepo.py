@@ -71,12 +71,18 @@ def repo_root(repo: str | os.PathLike = ".") -> Path:
     """The top level of the git work tree that holds ``repo`` (a bare repository: its git directory)."""
     path = Path(repo).expanduser()
     if not path.exists():
-        raise TeperfError(f"--repo {repo}: no such directory", "pass --repo DIR, a git checkout of the project")
+        raise TeperfError(
+            f"--repo {repo}: no such directory", "pass --repo DIR, a git checkout of the project"
+        )
     if not path.is_dir():
-        raise TeperfError(f"--repo {repo} is not a directory", "pass --repo DIR, a git checkout of the project")
+        raise TeperfError(
+            f"--repo {repo} is not a directory", "pass --repo DIR, a git checkout of the project"
+        )
     try:
         if run_git(path, "rev-parse", "--is-bare-repository").strip() == "true":
-            return Path(run_git(path, "rev-parse", "--absolute-git-dir"))  # the git directory is the repository
+            return Path(
+                run_git(path, "rev-parse", "--absolute-git-dir")
+            )  # the git directory is the repository
         top = run_git(path, "rev-parse", "--show-toplevel")
     except GitFailed as exc:
         if "not a git repository" in exc.stderr.lower():
@@ -84,8 +90,10 @@ def repo_root(repo: str | os.PathLike = ".") -> Path:
                 f"{path.absolute()} is not inside a git repository",
                 "run teperf compare from a checkout of the project, or pass --repo DIR",
             ) from None
-        raise TeperfError(f"git cannot read {path.absolute()}: {exc.stderr.splitlines()[-1] if exc.stderr else exc}",
-                          "fix the repository (see the git message), or pass another --repo") from None
+        raise TeperfError(
+            f"git cannot read {path.absolute()}: {exc.stderr.splitlines()[-1] if exc.stderr else exc}",
+            "fix the repository (see the git message), or pass another --repo",
+        ) from None
     return Path(top)
 
 
@@ -125,7 +133,9 @@ def parse_spec(spec: str) -> RefSpec:
     else:
         return RefSpec(text=text, base=f"{text}^1", head=text, mode="parent")
     if ".." in head or (not base and not head):
-        raise TeperfError(f"cannot parse ref spec {spec!r}", "give BASE..HEAD, BASE...HEAD or a single commit")
+        raise TeperfError(
+            f"cannot parse ref spec {spec!r}", "give BASE..HEAD, BASE...HEAD or a single commit"
+        )
     return RefSpec(text=text, base=base, head=head, mode=mode)
 
 
@@ -269,11 +279,16 @@ def _extract_archive(repo: str | os.PathLike, sha: str, dest: Path) -> int:
     cmd = [_git_exe(), "-C", os.fspath(repo), "archive", "--format=tar", sha]
     count = 0
     with tempfile.TemporaryFile() as errors:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, env=_git_env())
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, env=_git_env()
+        )
         try:
             with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
                 for member in tar:
-                    if member.type in (tarfile.XGLTYPE, tarfile.XHDTYPE) or member.name == "pax_global_header":
+                    if (
+                        member.type in (tarfile.XGLTYPE, tarfile.XHDTYPE)
+                        or member.name == "pax_global_header"
+                    ):
                         continue
                     if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
                         continue
@@ -282,7 +297,9 @@ def _extract_archive(repo: str | os.PathLike, sha: str, dest: Path) -> int:
                     except TypeError:  # Python without extraction filters
                         tar.extract(member, dest)
                     count += member.isfile()
-            while proc.stdout.read(1 << 16):  # the tar reader stops at the end marker; git may still be padding
+            while proc.stdout.read(
+                1 << 16
+            ):  # the tar reader stops at the end marker; git may still be padding
                 pass
         finally:
             proc.stdout.close()
@@ -307,7 +324,7 @@ def _submodule_repo(repo: Path, path: str) -> Path | None:
     for line in name.splitlines():
         key, _, value = line.partition(" ")
         if value == path:
-            module = git_dir / "modules" / key[len("submodule."): -len(".path")]
+            module = git_dir / "modules" / key[len("submodule.") : -len(".path")]
             if module.is_dir():
                 return module
     module = git_dir / "modules" / path
@@ -395,7 +412,9 @@ def diff_entries(repo: str | os.PathLike, a: str, b: str) -> list[DiffEntry]:
     """Paths that differ between two commits (renames as delete + add), submodules marked."""
     if a == b:
         return []
-    raw = run_git(repo, "diff", "--raw", "-z", "--no-renames", "--no-ext-diff", "--no-abbrev", a, b, "--", binary=True)
+    raw = run_git(
+        repo, "diff", "--raw", "-z", "--no-renames", "--no-ext-diff", "--no-abbrev", a, b, "--", binary=True
+    )
     parts = [x.decode(errors="surrogateescape") for x in raw.split(b"\0")]
     entries = []
     i = 0
@@ -414,7 +433,7 @@ def tracked_py(repo: str | os.PathLike, sha: str, package_dir: str) -> set[str]:
     pkg = package_dir.strip("/")
     prefix = "" if pkg in ("", ".") else pkg + "/"
     rows = ls_tree(repo, sha, prefix or None)
-    return {name[len(prefix):] for _m, kind, _o, name in rows if kind == "blob" and name.endswith(".py")}
+    return {name[len(prefix) :] for _m, kind, _o, name in rows if kind == "blob" and name.endswith(".py")}
 
 
 def show_file(repo: str | os.PathLike, sha: str, path: str) -> str | None:

@@ -91,25 +91,38 @@ def _check_package_name(package: str) -> None:
         )
 
 
-def find_installed(package: str, python: str = sys.executable, env: Mapping[str, str] | None = None) -> Installed:
+def find_installed(
+    package: str, python: str = sys.executable, env: Mapping[str, str] | None = None
+) -> Installed:
     """Where ``python`` imports ``package`` from, found without importing it (a subprocess)."""
     _check_package_name(package)
     exe = shutil.which(python) or python
     if not os.path.exists(exe):
-        raise TeperfError(f"python interpreter {python} does not exist", "pass --python EXE, an existing interpreter")
+        raise TeperfError(
+            f"python interpreter {python} does not exist", "pass --python EXE, an existing interpreter"
+        )
     # run from an empty directory, so a package in the current directory does not answer for the installed one
     with tempfile.TemporaryDirectory(prefix="teperf-find-") as cwd:
         proc = subprocess.run(
-            [exe, "-c", _FINDER, package], cwd=cwd, capture_output=True, text=True,
-            env=dict(os.environ if env is None else env), stdin=subprocess.DEVNULL, timeout=120,
+            [exe, "-c", _FINDER, package],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            env=dict(os.environ if env is None else env),
+            stdin=subprocess.DEVNULL,
+            timeout=120,
         )
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise TeperfError(f"cannot ask {python} where {package} is: {tail}", "check the interpreter (--python)")
+        raise TeperfError(
+            f"cannot ask {python} where {package} is: {tail}", "check the interpreter (--python)"
+        )
     info = json.loads(proc.stdout.strip().splitlines()[-1])
     locations = info.get("locations")
     if not locations:
-        why = info.get("error") or ("it is a single module, not a package" if info.get("origin") else "not found")
+        why = info.get("error") or (
+            "it is a single module, not a package" if info.get("origin") else "not found"
+        )
         raise Refused(
             f"{package} is not installed in {python} ({why})",
             "install the package (one build) into that interpreter or put it on PYTHONPATH for --strategy overlay, "
@@ -127,8 +140,10 @@ def find_installed(package: str, python: str = sys.executable, env: Mapping[str,
     if not in_site:  # editable/in-place: compiled parts may sit next to the package directory
         for entry in sorted(location.parent.iterdir()):
             name = entry.name
-            if entry.is_file() and name.startswith((package, f"lib{package}")) and (
-                name.endswith((".so", ".pyd", ".dylib")) or ".so." in name
+            if (
+                entry.is_file()
+                and name.startswith((package, f"lib{package}"))
+                and (name.endswith((".so", ".pyd", ".dylib")) or ".so." in name)
             ):
                 siblings.append(str(entry))
     return Installed(
@@ -157,8 +172,11 @@ def version_commit(version: str | None) -> str | None:
 
 def installed_commit(repo: str | os.PathLike, installed: Installed) -> tuple[str | None, str]:
     """(full SHA of the commit the installed build came from, or None; how that was decided)."""
+
     def lookup(ref: str) -> str | None:
-        out = gitrepo.run_git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False).strip()
+        out = gitrepo.run_git(
+            repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False
+        ).strip()
         return out or None
 
     version = installed.version
@@ -167,7 +185,10 @@ def installed_commit(repo: str | os.PathLike, installed: Installed) -> tuple[str
         sha = lookup(short)
         if sha:
             return sha, f"verified: version {version} names commit {short}"
-        return None, f"unverified: version {version} names commit {short}, which is not in the repo (git fetch it)"
+        return (
+            None,
+            f"unverified: version {version} names commit {short}, which is not in the repo (git fetch it)",
+        )
     if version:
         for tag in (f"v{version}", version, f"release_v{version}"):
             sha = lookup(f"refs/tags/{tag}")
@@ -200,20 +221,23 @@ def fingerprint(location: Path, extra: Iterable[str] = ()) -> str:
     return h.hexdigest()
 
 
-
-
 def is_compiled(name: str) -> bool:
     return name.endswith(COMPILED_FILE_SUFFIXES) or ".so." in name
 
 
 def compiled_files(installed: Installed) -> list[Path]:
     """The compiled files of the installed package (inside it, and beside it for an in-place build)."""
-    found = [installed.location / rel for rel in walk_files(installed.location) if is_compiled(os.path.basename(rel))]
+    found = [
+        installed.location / rel
+        for rel in walk_files(installed.location)
+        if is_compiled(os.path.basename(rel))
+    ]
     return found + [Path(p) for p in installed.sibling_libs]
 
 
-def check_sides_against(installed: Installed, target: Target, pair: Pair, *, strategy: str,
-                        tier: str) -> tuple[str | None, str]:
+def check_sides_against(
+    installed: Installed, target: Target, pair: Pair, *, strategy: str, tier: str
+) -> tuple[str | None, str]:
     """(the installed build's commit or None, how that was decided); Refused when a side needs more than ``tier``.
 
     The installed build came from some commit: a side whose compiled sources
@@ -251,7 +275,9 @@ class Basis:
         return {**self.installed.to_meta(), "installed_commit": self.commit, "installed_check": self.check}
 
 
-def basis(target: Target, pair: Pair, *, strategy: str, tier: str, installed: Installed | None = None) -> Basis:
+def basis(
+    target: Target, pair: Pair, *, strategy: str, tier: str, installed: Installed | None = None
+) -> Basis:
     """Find the installed package (unless given) and check that ``strategy`` (rebuilding up to ``tier``) can use it."""
     installed = installed or find_installed(target.package, target.python)
     commit, check = check_sides_against(installed, target, pair, strategy=strategy, tier=tier)

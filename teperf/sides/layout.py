@@ -26,8 +26,9 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import os
-import tomllib
 from typing import Iterable, Mapping
+
+import tomllib
 
 from teperf.errors import TeperfError
 
@@ -54,8 +55,18 @@ class ExtensionBuild:
     hash_also: tuple[str, ...] = ()
 
     def command(self, python: str, prefix: str) -> list[str]:
-        return [python, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index",
-                "--target", prefix, "."]
+        return [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--no-build-isolation",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            prefix,
+            ".",
+        ]
 
     def is_artifact(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.artifacts)
@@ -69,7 +80,9 @@ class PackageLayout:
     version_files: tuple[str, ...] = ()
     unrelated: tuple[str, ...] = ()
     build_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    cuda_archs_env: str | None = None  # the variable that takes the local GPU's CUDA archs, e.g. NVTE_CUDA_ARCHS
+    cuda_archs_env: str | None = (
+        None  # the variable that takes the local GPU's CUDA archs, e.g. NVTE_CUDA_ARCHS
+    )
 
     def to_meta(self) -> dict:
         return {"layout": self.name}
@@ -81,7 +94,11 @@ TE_LAYOUT = PackageLayout(
     name="transformer_engine",
     core=("transformer_engine/common/",),
     extension=ExtensionBuild(
-        sources=("transformer_engine/pytorch/csrc/", "transformer_engine/pytorch/setup.py", "build_tools/pytorch.py"),
+        sources=(
+            "transformer_engine/pytorch/csrc/",
+            "transformer_engine/pytorch/setup.py",
+            "build_tools/pytorch.py",
+        ),
         setup_dir="transformer_engine/pytorch",
         artifacts=("transformer_engine_torch*.so",),
         import_check="transformer_engine.pytorch",
@@ -131,22 +148,31 @@ def load_layout(path: str | os.PathLike) -> PackageLayout:
     known = {"core", "extension", "version_files", "unrelated", "build_env", "cuda_archs_env", "name"}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise TeperfError(f"{where}: unknown key(s) {', '.join(unknown)}", f"use only {', '.join(sorted(known))}")
+        raise TeperfError(
+            f"{where}: unknown key(s) {', '.join(unknown)}", f"use only {', '.join(sorted(known))}"
+        )
     extension = None
     if "extension" in data:
         ext = data["extension"]
         missing = [k for k in ("sources", "setup_dir", "artifacts", "import_check") if not ext.get(k)]
         if missing:
-            raise TeperfError(f"{where}: [extension] lacks {', '.join(missing)}",
-                              "add them (see teperf/sides/layout.py)")
+            raise TeperfError(
+                f"{where}: [extension] lacks {', '.join(missing)}", "add them (see teperf/sides/layout.py)"
+            )
         extension = ExtensionBuild(
-            sources=_strings(ext, "sources", where), setup_dir=str(ext["setup_dir"]).strip("/"),
-            artifacts=_strings(ext, "artifacts", where), import_check=str(ext["import_check"]),
-            env=_env(ext, "env", where), hash_also=_strings(ext, "hash_also", where),
+            sources=_strings(ext, "sources", where),
+            setup_dir=str(ext["setup_dir"]).strip("/"),
+            artifacts=_strings(ext, "artifacts", where),
+            import_check=str(ext["import_check"]),
+            env=_env(ext, "env", where),
+            hash_also=_strings(ext, "hash_also", where),
         )
     return PackageLayout(
         name=str(data.get("name") or os.path.basename(os.fspath(path))),
-        core=_strings(data, "core", where), extension=extension,
-        version_files=_strings(data, "version_files", where), unrelated=_strings(data, "unrelated", where),
-        build_env=_env(data, "build_env", where), cuda_archs_env=data.get("cuda_archs_env"),
+        core=_strings(data, "core", where),
+        extension=extension,
+        version_files=_strings(data, "version_files", where),
+        unrelated=_strings(data, "unrelated", where),
+        build_env=_env(data, "build_env", where),
+        cuda_archs_env=data.get("cuda_archs_env"),
     )

@@ -36,12 +36,17 @@ class ShadowSpec:
     key: str  # cache key: changes whenever any of the inputs does
     known_py: frozenset[str] = frozenset()  # package-relative .py files tracked in git (absent = deleted)
     sibling_libs: tuple[str, ...] = ()  # in-place builds: compiled files next to the package directory
-    own_files: Mapping[str, str] = dataclasses.field(default_factory=dict)  # package-relative path -> side's file
-    replaced: tuple[str, ...] = ()  # fnmatch patterns of build files (base names) the side's own files replace
+    own_files: Mapping[str, str] = dataclasses.field(
+        default_factory=dict
+    )  # package-relative path -> side's file
+    replaced: tuple[
+        str, ...
+    ] = ()  # fnmatch patterns of build files (base names) the side's own files replace
 
 
-def build_shadow(spec: ShadowSpec, *, cache_dir: str | os.PathLike | None = None,
-                 meta: Mapping | None = None) -> tuple[Path, dict]:
+def build_shadow(
+    spec: ShadowSpec, *, cache_dir: str | os.PathLike | None = None, meta: Mapping | None = None
+) -> tuple[Path, dict]:
     """Make (or reuse) ``<cache>/overlays/<key>/<package>/``; return (root for sys.path, its metadata)."""
     overlays = cachedir.kind_dir("overlays", cache_dir)
     final = overlays / spec.key
@@ -85,8 +90,15 @@ def _fill_shadow(root: Path, spec: ShadowSpec) -> dict:
     shadow.mkdir()
     side_dir = spec.side_pkg_dir
     side_py = set(rel for rel in walk_files(side_dir) if rel.endswith(".py")) if side_dir.is_dir() else set()
-    stats = {"py_from_side": 0, "links": 0, "deleted_py": [], "kept_installed_py": [], "sibling_libs": [],
-             "own_files": sorted(spec.own_files), "replaced": []}
+    stats = {
+        "py_from_side": 0,
+        "links": 0,
+        "deleted_py": [],
+        "kept_installed_py": [],
+        "sibling_libs": [],
+        "own_files": sorted(spec.own_files),
+        "replaced": [],
+    }
     for rel in walk_files(spec.installed_dir):
         if rel.endswith(".py"):
             if rel in side_py:
@@ -126,8 +138,13 @@ def check_import_location(root: Path, package: str, python: str, env: Mapping[st
     )
     with tempfile.TemporaryDirectory(prefix="teperf-check-") as cwd:
         proc = subprocess.run(
-            [python, "-c", code, str(root), package], cwd=cwd, capture_output=True, text=True,
-            env=dict(os.environ if env is None else env), stdin=subprocess.DEVNULL, timeout=120,
+            [python, "-c", code, str(root), package],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            env=dict(os.environ if env is None else env),
+            stdin=subprocess.DEVNULL,
+            timeout=120,
         )
     origin = proc.stdout.strip()
     if proc.returncode != 0 or not origin or not os.path.abspath(origin).startswith(str(root) + os.sep):
@@ -139,14 +156,20 @@ def check_import_location(root: Path, package: str, python: str, env: Mapping[st
     return origin
 
 
-
-
-def shadow_side(label: str, spec: ShadowSpec, *, python: str, cache_dir: str | os.PathLike | None,
-                description: Mapping, extra_sys_path: Iterable[str] = ()) -> Side:
+def shadow_side(
+    label: str,
+    spec: ShadowSpec,
+    *,
+    python: str,
+    cache_dir: str | os.PathLike | None,
+    description: Mapping,
+    extra_sys_path: Iterable[str] = (),
+) -> Side:
     """The side that runs ``spec``'s shadow tree (checked to be what ``python`` imports)."""
     description = dict(description)
     root, meta = build_shadow(
-        spec, cache_dir=cache_dir, meta={k: description.get(k) for k in ("sha", "repo", "subject", "package")})
+        spec, cache_dir=cache_dir, meta={k: description.get(k) for k in ("sha", "repo", "subject", "package")}
+    )
     check_import_location(root, spec.package, python)
     stats = meta.get("stats", {})
     description.update(
@@ -158,4 +181,6 @@ def shadow_side(label: str, spec: ShadowSpec, *, python: str, cache_dir: str | o
     )
     if stats.get("own_files"):
         description.update(overlay_own_files=stats["own_files"], overlay_replaced=stats.get("replaced"))
-    return Side(label=label, python=python, sys_path=(str(root), *extra_sys_path), env={}, description=description)
+    return Side(
+        label=label, python=python, sys_path=(str(root), *extra_sys_path), env={}, description=description
+    )

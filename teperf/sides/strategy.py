@@ -35,5 +35,6 @@ class Strategy:
     # helpers for the implementations
 
     def tree(self, commit: Commit, *, submodules: bool = False) -> Path:
-        return gitrepo.materialize(self.target.repo, commit.sha, cache_dir=self.target.cache_dir,
-                                   submodules=submodules)
+        return gitrepo.materialize(
+            self.target.repo, commit.sha, cache_dir=self.target.cache_dir, submodules=submodules
+        )

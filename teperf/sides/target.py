@@ -17,6 +17,7 @@ from teperf.sides.changes import Changes
 from teperf.sides.gitrepo import Commit
 from teperf.sides.layout import PackageLayout
 
+
 class Refused(TeperfError):
     """A strategy cannot make this pair's sides; ``problem`` says why (auto then tries the next tier)."""
 

@@ -16,8 +16,18 @@ from teperf.summary.aggregate import METRIC_FIELD, aggregate
 from teperf.summary.notes import notes, onetime_notes, stop_note
 from teperf.summary.parse import ParsedBundle, parse
 
-__all__ = ["METRIC_FIELD", "ParsedBundle", "Summary", "aggregate", "notes", "onetime_notes", "parse", "stats_from_meta",
-           "stop_note", "summarize"]
+__all__ = [
+    "METRIC_FIELD",
+    "ParsedBundle",
+    "Summary",
+    "aggregate",
+    "notes",
+    "onetime_notes",
+    "parse",
+    "stats_from_meta",
+    "stop_note",
+    "summarize",
+]
 
 
 @dataclasses.dataclass
@@ -38,7 +48,9 @@ class Summary:
         planned (a lost pair, a stop), or cells got different numbers (--precision lets settled
         cells drop out). The one place that decides it for every format."""
         measured = [r for r in self.rows if r.get("status") != "skipped"]
-        short = any(r.get("pairs_planned") and (r.get("n_pairs") or 0) != r["pairs_planned"] for r in measured)
+        short = any(
+            r.get("pairs_planned") and (r.get("n_pairs") or 0) != r["pairs_planned"] for r in measured
+        )
         return short or len({r.get("n_pairs") for r in measured if r.get("n_pairs")}) > 1
 
     @property
@@ -59,10 +71,17 @@ def stats_from_meta(meta: dict, **overrides) -> Stats:
     known = {f.name for f in dataclasses.fields(Stats)}
     defaults = Stats()
     # A damaged value falls back to the default rather than ending the report in a traceback.
-    kept = {k: v for k, v in raw.items() if k in known and _same_kind(v, getattr(defaults, k))} if isinstance(raw, dict) else {}
+    kept = (
+        {k: v for k, v in raw.items() if k in known and _same_kind(v, getattr(defaults, k))}
+        if isinstance(raw, dict)
+        else {}
+    )
     stats = dataclasses.replace(Stats(**kept), **overrides)
     if stats.metric not in METRIC_FIELD:
-        raise TeperfError(f"unknown metric {stats.metric!r} in the bundle", f"pass --metric with one of: {', '.join(METRIC_FIELD)}")
+        raise TeperfError(
+            f"unknown metric {stats.metric!r} in the bundle",
+            f"pass --metric with one of: {', '.join(METRIC_FIELD)}",
+        )
     return stats
 
 
@@ -71,5 +90,10 @@ def summarize(path, stats: Stats | None = None, lane: int | None = None) -> Summ
     parsed = parse(path, lane)
     stats = stats or stats_from_meta(parsed.meta)
     rows = aggregate(parsed, stats)
-    return Summary(meta=parsed.meta, rows=rows, notes=notes(parsed, rows, stats), path=parsed.path,
-                   onetime_notes=onetime_notes(parsed))
+    return Summary(
+        meta=parsed.meta,
+        rows=rows,
+        notes=notes(parsed, rows, stats),
+        path=parsed.path,
+        onetime_notes=onetime_notes(parsed),
+    )

@@ -45,13 +45,18 @@ def aggregate(parsed: ParsedBundle, stats: Stats) -> list[dict]:
 def cell_row(parsed: ParsedBundle, case: CaseMeta, stats: Stats) -> dict:
     cell = parsed.cell(case.id)
     row = {k: None for k in ROW_FIELDS}
-    row.update(module=case.module, recipe=case.recipe, shape=case.shape_text, dtype=case.dtype, mode=case.mode)
+    row.update(
+        module=case.module, recipe=case.recipe, shape=case.shape_text, dtype=case.dtype, mode=case.mode
+    )
     row["info"] = next((r.info for r in cell.setups.values() if r.status == "ready"), None)
     row.update(step_figures(parsed, cell, stats))
     row.update(onetime_figures(parsed, cell, stats))
     if cell.counters:
         head = parsed.head_label
-        row["counters"] = {"base": cell.counters.get(parsed.base_label), "head": cell.counters.get(head) if head else None}
+        row["counters"] = {
+            "base": cell.counters.get(parsed.base_label),
+            "head": cell.counters.get(head) if head else None,
+        }
     row.update(status_of(case, cell, row["n_trials"]))
     row["pairs_planned"] = planned_pairs(parsed)
     return row
@@ -113,14 +118,19 @@ def onetime_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> di
     for setup in cell.ready:
         for cost in ONETIME_COSTS:
             ms = onetime_ms(setup.info.get(cost), stats.metric)
-            if ms is not None:  # the first set-up of a case in a pair counts (a restarted worker sets up again)
+            if (
+                ms is not None
+            ):  # the first set-up of a case in a pair counts (a restarted worker sets up again)
                 by_cost[cost][setup.side].setdefault(setup.pair, ms)
     # A pair the cell lost (its worker died or hung, CellRetries) counts for neither figure.
     lost = {f.pair for f in cell.failures}
     base, head = parsed.base_label, parsed.head_label
     out = {}
     for cost in ONETIME_COSTS:
-        by_side = {side: {p: ms for p, ms in by_pair.items() if p not in lost} for side, by_pair in by_cost[cost].items()}
+        by_side = {
+            side: {p: ms for p, ms in by_pair.items() if p not in lost}
+            for side, by_pair in by_cost[cost].items()
+        }
         if by_side.get(base):
             figures = onetime_cell(by_side[base], by_side.get(head, {}) if head else None, stats)
             out.update({f"{cost}_{k}": v for k, v in figures.items() if k in ONETIME_STATS})
@@ -145,7 +155,9 @@ def status_of(case: CaseMeta, cell: CellRecords, n_trials) -> dict:
                 out["error"] += f" ({lost_pairs_text(errors[0].lost_pairs)})"
         else:
             pairs = sorted({f.pair for f in lost}, key=str)
-            out["error"] = f"lost pair{'s' if len(pairs) > 1 else ''} {', '.join(map(str, pairs))}: {lost[0].error}"
+            out["error"] = (
+                f"lost pair{'s' if len(pairs) > 1 else ''} {', '.join(map(str, pairs))}: {lost[0].error}"
+            )
         if not n_trials:
             out["verdict"] = None
         return out
@@ -157,7 +169,11 @@ def add_break_even(rows: list[dict]) -> None:
     eager = {(r["module"], r["recipe"], r["shape"], r["dtype"]): r for r in rows if r["mode"] == "eager"}
     for r in rows:
         e = eager.get((r["module"], r["recipe"], r["shape"], r["dtype"]))
-        if r["mode"] == "eager" or e is None or None in (r.get("first_call_base_ms"), e.get("first_call_base_ms")):
+        if (
+            r["mode"] == "eager"
+            or e is None
+            or None in (r.get("first_call_base_ms"), e.get("first_call_base_ms"))
+        ):
             continue
         r["onetime_extra_ms"] = r["first_call_base_ms"] - e["first_call_base_ms"]
         if r.get("base_us") is not None and e.get("base_us") is not None:

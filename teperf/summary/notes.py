@@ -24,36 +24,52 @@ def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
         if row["status"] == "partial":
             where = "/".join(str(row[k]) for k in ("module", "recipe", "shape", "mode"))
             of_planned = f" of {planned}" if planned else ""
-            out.append(f"partial {where}: its figures rest on {row['n_pairs'] or 0}{of_planned} pairs; {row['error']}")
+            out.append(
+                f"partial {where}: its figures rest on {row['n_pairs'] or 0}{of_planned} pairs; {row['error']}"
+            )
     if meta.get("status") in ("interrupted", "running"):
         detail = f" ({meta['status_detail']})" if meta.get("status_detail") else ""
-        out.append(f"run status: {meta.get('status')}{detail} - the table shows what was measured before it stopped")
+        out.append(
+            f"run status: {meta.get('status')}{detail} - the table shows what was measured before it stopped"
+        )
     if parsed.bad_cases:
         out.append(f"skipped {_plural(parsed.bad_cases, 'case')} of meta.json that lack their keys (damaged)")
     if not meta.get("cases"):
         out.append("meta.json lists no cases: nothing to show (a damaged or foreign bundle?)")
     skipped_lines = parsed.skipped_lines + trials_without_clock(parsed, stats)
     if skipped_lines:
-        out.append(f"skipped {_plural(skipped_lines, 'unreadable line')} of records.jsonl "
-                   "(cut short by a crash, or damaged); the rest is shown")
+        out.append(
+            f"skipped {_plural(skipped_lines, 'unreadable line')} of records.jsonl "
+            "(cut short by a crash, or damaged); the rest is shown"
+        )
     elif meta.get("status") == "failed":
         out.append(f"run status: failed{': ' + meta['error'] if meta.get('error') else ''}")
     if any(r.get("ci_basis") == "trials" for r in rows):
-        out.append("one process pair: intervals cover trial noise only, not the between-process noise (a few % on a VM); "
-                   "use --processes 3 or more for verdicts that hold")
+        out.append(
+            "one process pair: intervals cover trial noise only, not the between-process noise (a few % on a VM); "
+            "use --processes 3 or more for verdicts that hold"
+        )
     if any(r.get("host_bound") is False for r in rows):
-        out.append("cells marked 'GPU-bound': the GPU was behind at the end of a trial, so host time is not what limits "
-                   "the step")
+        out.append(
+            "cells marked 'GPU-bound': the GPU was behind at the end of a trial, so host time is not what limits "
+            "the step"
+        )
     if parsed.compiled_in_trial:
-        out.append(f"{_plural(parsed.compiled_in_trial, 'trial')} of compiled cells compiled inside "
-                   "the timed loop: their times include compilation")
+        out.append(
+            f"{_plural(parsed.compiled_in_trial, 'trial')} of compiled cells compiled inside "
+            "the timed loop: their times include compilation"
+        )
     if parsed.total_trials and parsed.preempted_trials / parsed.total_trials > 0.05:
-        out.append(f"{parsed.preempted_trials} of {parsed.total_trials} trials ran at least 20% longer in wall time than in "
-                   "CPU time: other work shared the measuring core (pick a quieter --core or machine)")
+        out.append(
+            f"{parsed.preempted_trials} of {parsed.total_trials} trials ran at least 20% longer in wall time than in "
+            "CPU time: other work shared the measuring core (pick a quieter --core or machine)"
+        )
     starts = parsed.pair_starts
     if len(starts) > 1:
-        out.append(f"fresh process pair: the first took {starts[0]:.1f} s to start and set up, later ones "
-                   f"{float(np.median(starts[1:])):.1f} s (median; each started while the previous one measured)")
+        out.append(
+            f"fresh process pair: the first took {starts[0]:.1f} s to start and set up, later ones "
+            f"{float(np.median(starts[1:])):.1f} s (median; each started while the previous one measured)"
+        )
     elif starts:
         out.append(f"fresh process pair: {starts[0]:.1f} s to start and set up")
     if parsed.stop is not None and stop_note(parsed.stop, meta):
@@ -62,8 +78,10 @@ def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
     if isinstance(lanes, int) and lanes > 1:
         cores = (meta.get("host") or {}).get("lane_cores") or []
         on = f" on cores {', '.join(map(str, cores))}" if cores else ""
-        out.append(f"{lanes} lanes measured pairs at once{on}; `teperf report --by-lane` shows each lane's estimate "
-                   "and whether they agree")
+        out.append(
+            f"{lanes} lanes measured pairs at once{on}; `teperf report --by-lane` shows each lane's estimate "
+            "and whether they agree"
+        )
     for w in meta.get("warnings") or []:
         out.append(f"doctor: {w}")
     return out
@@ -80,7 +98,11 @@ def stop_note(stop: StopRecord, meta: dict) -> str:
     if stop.reason == "precision reached":
         return f"precision: every cell reached +-{target:g}% (95% half-width) after {pairs} pairs, {took}"
     if stop.reason == "budget":
-        planned = "" if target is not None else f" of {(meta.get('config') or {}).get('schedule', {}).get('processes')}"
+        planned = (
+            ""
+            if target is not None
+            else f" of {(meta.get('config') or {}).get('schedule', {}).get('processes')}"
+        )
         return f"budget of {duration(budget)} spent after {pairs}{planned} pairs ({took}){missed}"
     if stop.reason == "max pairs":
         return f"stopped at the most pairs teperf runs ({pairs}), {took}{missed}"
@@ -118,32 +140,47 @@ def onetime_notes(parsed: ParsedBundle) -> list[str]:
     if not first_calls:
         return []
     metric = (config.get("stats") or {}).get("metric", "process_cpu")
-    clock = {"process_cpu": "process CPU time (the worker's threads plus the compiler processes it ran)",
-             "thread_cpu": "main-thread CPU time", "wall": "wall time"}.get(metric, metric)
+    clock = {
+        "process_cpu": "process CPU time (the worker's threads plus the compiler processes it ran)",
+        "thread_cpu": "main-thread CPU time",
+        "wall": "wall time",
+    }.get(metric, metric)
     paired = "; intervals: Student t over pairs of ln(head/base)" if len(meta.get("sides") or {}) == 2 else ""
-    out = [f"one-time costs: {clock} of one call per side and process pair, apart from building the module and "
-           f"the warm-up{paired}"]
+    out = [
+        f"one-time costs: {clock} of one call per side and process pair, apart from building the module and "
+        f"the warm-up{paired}"
+    ]
     spare = first_calls - on_measuring_core
     if spare:
-        out.append(f"{spare} of {first_calls} first calls ran on a spare core (pairs set up ahead), "
-                   f"{on_measuring_core} on the measuring core; CPU time does not depend on the core, "
-                   f"wall time does: {shared_core} first calls on the CPU waited >20% for their core")
+        out.append(
+            f"{spare} of {first_calls} first calls ran on a spare core (pairs set up ahead), "
+            f"{on_measuring_core} on the measuring core; CPU time does not depend on the core, "
+            f"wall time does: {shared_core} first calls on the CPU waited >20% for their core"
+        )
     if warmups:
-        out.append(f"not in the figures: each worker's first compile of anything (dynamo/inductor start-up, compiler "
-                   f"probes), done once on a tiny function: median {float(np.median(warmups)):.1f} s of CPU")
+        out.append(
+            f"not in the figures: each worker's first compile of anything (dynamo/inductor start-up, compiler "
+            f"probes), done once on a tiny function: median {float(np.median(warmups)):.1f} s of CPU"
+        )
     cache_mode = parsed.compile_cache.mode if parsed.compile_cache else None
     hits = sum(1 for n in cache_hits if n)
     if cache_mode == "cold":
-        out.append("compile cache cold: every compile case started from an empty inductor/Triton cache of its own"
-                   + (f" ({hits} did not: see the bundle)" if hits else ""))
+        out.append(
+            "compile cache cold: every compile case started from an empty inductor/Triton cache of its own"
+            + (f" ({hits} did not: see the bundle)" if hits else "")
+        )
     elif cache_mode == "warm":
         prewarm_errors = sum(p.status != "ready" for p in parsed.prewarms)
-        out.append(f"compile cache warm: filled before the first pair by a throwaway worker per side; "
-                   f"{hits} of {len(cache_hits)} compile first calls found it filled"
-                   + (f"; {prewarm_errors} pre-warm set-ups failed" if prewarm_errors else ""))
+        out.append(
+            f"compile cache warm: filled before the first pair by a throwaway worker per side; "
+            f"{hits} of {len(cache_hits)} compile first calls found it filled"
+            + (f"; {prewarm_errors} pre-warm set-ups failed" if prewarm_errors else "")
+        )
     for what in sorted(recompile_what):
         graphs = sorted(set(recompile_graphs))
         none = " (no graph: nothing recompiled, the step ran eagerly)" if graphs == [0] else ""
-        out.append(f"recompile: {what}, right after the first compiled call; graphs compiled by it: "
-                   f"{', '.join(map(str, graphs))}{none}")
+        out.append(
+            f"recompile: {what}, right after the first compiled call; graphs compiled by it: "
+            f"{', '.join(map(str, graphs))}{none}"
+        )
     return out

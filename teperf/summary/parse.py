@@ -97,7 +97,9 @@ def parse(path, lane: Optional[int] = None) -> ParsedBundle:
         if cases[-1] is None:
             cases.pop()
             bad_cases += 1
-    parsed = ParsedBundle(path=bundle.path, meta=meta, cases=cases, cells=defaultdict(CellRecords), bad_cases=bad_cases)
+    parsed = ParsedBundle(
+        path=bundle.path, meta=meta, cases=cases, cells=defaultdict(CellRecords), bad_cases=bad_cases
+    )
     for rec in bundle.records():
         if lane is not None and isinstance(rec, TrialRecord) and rec.lane != lane:
             continue  # bundles from before lanes measured on one lane: lane 0
@@ -135,4 +137,3 @@ def _add(parsed: ParsedBundle, rec) -> None:
         parsed.compile_cache = rec
     elif isinstance(rec, PrewarmRecord):
         parsed.prewarms.append(rec)
-

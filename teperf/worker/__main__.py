@@ -91,8 +91,9 @@ def main() -> int:
     from teperf.worker.session import Session, StartError
 
     try:
-        session = Session(device=init.get("device", "cpu"), backends=init.get("backends") or [],
-                          compile_cache=compile_cache)
+        session = Session(
+            device=init.get("device", "cpu"), backends=init.get("backends") or [], compile_cache=compile_cache
+        )
     except StartError as exc:  # told to the coordinator in words, with the fix
         channel.write(encode({"type": "fatal", "error": str(exc), "fix": exc.fix}))
         return 1
@@ -107,7 +108,11 @@ def main() -> int:
             reply = session.handle(message)
         except Exception as exc:  # one failing case must not end the pair
             traceback.print_exc()
-            reply = {"type": "error", "case_id": message.get("case_id"), "error": f"{type(exc).__name__}: {exc}"}
+            reply = {
+                "type": "error",
+                "case_id": message.get("case_id"),
+                "error": f"{type(exc).__name__}: {exc}",
+            }
         channel.write(encode(reply))
     session.close()
     return 0

@@ -282,7 +282,9 @@ def _profile_counts(fn, cuda: bool):
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities, profile_memory=not cuda, record_shapes=False, with_stack=False) as prof:
+    with profile(
+        activities=activities, profile_memory=not cuda, record_shapes=False, with_stack=False
+    ) as prof:
         fn()
         if cuda:
             torch.cuda.synchronize()  # so every launch is flushed; calibrated away

@@ -37,8 +37,12 @@ class Built:
 
 # Enough compiled variants per code object for every compiled case of a worker (TE's
 # forwards are shared by all recipes of a module); the default falls back to eager quietly.
-DYNAMO_LIMITS = {"cache_size_limit": 64, "recompile_limit": 64, "accumulated_cache_size_limit": 1024,
-                 "accumulated_recompile_limit": 1024}
+DYNAMO_LIMITS = {
+    "cache_size_limit": 64,
+    "recompile_limit": 64,
+    "accumulated_cache_size_limit": 1024,
+    "accumulated_recompile_limit": 1024,
+}
 
 
 def isolate_dynamo():
@@ -115,7 +119,9 @@ def make_step(built: Built, mode: str) -> tuple[Callable[..., None], dict]:
         else:
             graphed = torch.cuda.make_graphed_callables(module, tuple(built.inputs))
         fn = lambda m, *xs: graphed(*xs)  # noqa: E731
-        info["graphed_by"] = "backend" if built.make_graphed is not None else "torch.cuda.make_graphed_callables"
+        info["graphed_by"] = (
+            "backend" if built.make_graphed is not None else "torch.cuda.make_graphed_callables"
+        )
     else:
         raise ValueError(f"unknown mode {mode!r}")
 

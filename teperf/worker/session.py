@@ -102,7 +102,11 @@ class Session:
             from teperf.worker.counters import count_step
 
             step = self.ready(message["case_id"])
-            return {"type": "counters", "case_id": message["case_id"], "counters": count_step(step, self.cuda)}
+            return {
+                "type": "counters",
+                "case_id": message["case_id"],
+                "counters": count_step(step, self.cuda),
+            }
         if cmd == "profile":
             from teperf.worker.profile import profile_step
 
@@ -251,7 +255,9 @@ class Session:
                 fn = lambda: torch.cuda.make_graphed_callables(lin, (x,))(x).sum().backward()  # noqa: E731
             try:
                 done[kind] = time_once(fn, self.cuda)
-            except Exception as exc:  # the case's own first call still measures; it then carries this cost too
+            except (
+                Exception
+            ) as exc:  # the case's own first call still measures; it then carries this cost too
                 done[kind] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
         return done or None
 

@@ -72,7 +72,14 @@ OTHER_RECIPE = {
 # Defaults for the small host-bound benchmark modules.
 HEAD_DIM = 64  # num_attention_heads = hidden // 64 unless the config says otherwise
 NUM_GEMMS = 4  # GroupedLinear
-QUANTIZING = ("Linear", "LayerNormLinear", "LayerNormMLP", "GroupedLinear", "MultiheadAttention", "TransformerLayer")
+QUANTIZING = (
+    "Linear",
+    "LayerNormLinear",
+    "LayerNormMLP",
+    "GroupedLinear",
+    "MultiheadAttention",
+    "TransformerLayer",
+)
 ATTENTION = ("MultiheadAttention", "TransformerLayer")
 
 
@@ -233,7 +240,9 @@ def num_gemms(kwargs: Optional[dict] = None) -> int:
     return int((kwargs or {}).get("num_gemms", NUM_GEMMS))
 
 
-def constructor_kwargs(module: str, shape: list, dtype: Any, device: Any, user: Optional[dict] = None) -> tuple:
+def constructor_kwargs(
+    module: str, shape: list, dtype: Any, device: Any, user: Optional[dict] = None
+) -> tuple:
     """(defaults, user) keyword arguments for ``te.<module>``.
 
     ``defaults`` are ours (sizes, bf16 params, device, dropout off, sbhd) and
@@ -401,7 +410,9 @@ def check_shape(module: str, recipe: str, shape, kwargs: Optional[dict] = None) 
                 f"each m_split (tokens {tokens} / num_gemms {gemms} = {split}) must be a multiple of {group_align}"
             )
     elif tokens % rows:
-        return f"{rule} rule ({source}): tokens = product of leading dims = {tokens} must be divisible by {rows}"
+        return (
+            f"{rule} rule ({source}): tokens = product of leading dims = {tokens} must be divisible by {rows}"
+        )
     if hidden % cols:
         return f"{rule} rule ({source}): hidden (last dim) = {hidden} must be divisible by {cols}"
     return None

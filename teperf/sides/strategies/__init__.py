@@ -8,9 +8,9 @@ HELP = {
     "auto": "pick the cheapest from the git diff: overlay, extension or build (path for a pure-Python package)",
     "overlay": "each side's .py files over the installed build (seconds); only .py files and version strings differ",
     "extension": "rebuild only the framework extension (TE: transformer_engine/pytorch) from each side's tree, "
-                 "over the installed core library; cached",
+    "over the installed core library; cached",
     "build": "build everything from each side's tree in one persistent, incremental build directory (ccache if "
-             "installed); cached per compiled sources",
+    "installed); cached per compiled sources",
     "path": "put each side's tree first on sys.path (a pure-Python package, nothing to build)",
     "env": "no git refs: the sides are two environments (--base-python/--head-python or --base-path/--head-path)",
 }

@@ -35,21 +35,44 @@ import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
-from teperf.sides import Side, buildrun, cachedir, changes, gitrepo, installed as inst
+from teperf.sides import Side, buildrun, cachedir, changes, gitrepo
+from teperf.sides import installed as inst
 from teperf.sides.gitrepo import Commit
 from teperf.sides.layout import matches
 from teperf.sides.shadow import ShadowSpec, shadow_side
 from teperf.sides.strategy import Strategy
 from teperf.sides.target import Plan
 
-DEFAULT_COMMAND = ("{python}", "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--target", "{prefix}",
-                   ".")
-PLACEHOLDERS = {"{prefix}": "where the build installs to", "{src}": "the build directory (a copy of the tree)",
-                "{python}": "the workers' interpreter", "{jobs}": "parallel jobs (--jobs)"}
+DEFAULT_COMMAND = (
+    "{python}",
+    "-m",
+    "pip",
+    "install",
+    "--no-build-isolation",
+    "--no-deps",
+    "--target",
+    "{prefix}",
+    ".",
+)
+PLACEHOLDERS = {
+    "{prefix}": "where the build installs to",
+    "{src}": "the build directory (a copy of the tree)",
+    "{python}": "the workers' interpreter",
+    "{jobs}": "parallel jobs (--jobs)",
+}
 
 
-def compiled_hash(repo, sha: str, *, package_dir: str, skip=(), command=(), python: str = "",
-                  env: Mapping[str, str] | None = None, globs=None) -> tuple[str, int]:
+def compiled_hash(
+    repo,
+    sha: str,
+    *,
+    package_dir: str,
+    skip=(),
+    command=(),
+    python: str = "",
+    env: Mapping[str, str] | None = None,
+    globs=None,
+) -> tuple[str, int]:
     """(hash of the commit's compiled sources + how they are built, number of files hashed).
 
     ``skip``: patterns of build inputs that do not change what is built (version files, other frameworks).
@@ -62,8 +85,9 @@ def compiled_hash(repo, sha: str, *, package_dir: str, skip=(), command=(), pyth
         if globs:
             selected = any(fnmatch.fnmatchcase(path, g) for g in globs)
         else:
-            selected = (changes.is_build_input(path, package_dir, submodule=(kind == "commit"))
-                        and not matches(path, skip))
+            selected = changes.is_build_input(
+                path, package_dir, submodule=(kind == "commit")
+            ) and not matches(path, skip)
         if selected:
             h.update(f"{mode} {obj} {path}\0".encode(errors="surrogateescape"))
             n += 1
@@ -93,16 +117,26 @@ class Build(Strategy):
 
     def key(self, commit: Commit) -> tuple[str, int]:
         t = self.target
-        return compiled_hash(t.repo, commit.sha, package_dir=t.package_dir,
-                             skip=(*t.layout.version_files, *t.layout.unrelated),
-                             command=self.template, python=t.python, env=self._env, globs=self._globs or None)
+        return compiled_hash(
+            t.repo,
+            commit.sha,
+            package_dir=t.package_dir,
+            skip=(*t.layout.version_files, *t.layout.unrelated),
+            command=self.template,
+            python=t.python,
+            env=self._env,
+            globs=self._globs or None,
+        )
 
     def workdir(self) -> Path:
         """The persistent build directory of this repository and build configuration."""
         t = self.target
-        config = {"repo": str(t.repo), "command": self.template,
-                  "python": os.path.realpath(shutil.which(t.python) or t.python),
-                  "env": buildrun.hashed_env(self._env)}
+        config = {
+            "repo": str(t.repo),
+            "command": self.template,
+            "python": os.path.realpath(shutil.which(t.python) or t.python),
+            "env": buildrun.hashed_env(self._env),
+        }
         key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
         return cachedir.kind_dir("buildtrees", t.cache_dir) / key
 
@@ -113,8 +147,11 @@ class Build(Strategy):
 
     def plan(self) -> Plan:
         deciding = self.pair.changes.deciding() if self.pair.changes.tier == "build" else []
-        reason = (f"compiled sources differ ({changes.shorten(deciding)})" if deciding else
-                  "forced: each side is built from its tree")
+        reason = (
+            f"compiled sources differ ({changes.shorten(deciding)})"
+            if deciding
+            else "forced: each side is built from its tree"
+        )
         incremental = self.workdir() / "src"
         costs = []
         for label, commit in self.pair.sides():
@@ -122,11 +159,15 @@ class Build(Strategy):
             if self._cached(digest):
                 cost = f"build reused from the cache ({digest[:12]})"
             elif incremental.is_dir():
-                cost = (f"incremental build in {incremental} (recompiles what differs, "
-                        f"{changes.plural(self._env['MAX_JOBS'], 'job')})")
+                cost = (
+                    f"incremental build in {incremental} (recompiles what differs, "
+                    f"{changes.plural(self._env['MAX_JOBS'], 'job')})"
+                )
             else:
-                cost = (f"full build (the first in this build directory; TE's takes tens of minutes), "
-                        f"{changes.plural(self._env['MAX_JOBS'], 'job')}")
+                cost = (
+                    f"full build (the first in this build directory; TE's takes tens of minutes), "
+                    f"{changes.plural(self._env['MAX_JOBS'], 'job')}"
+                )
             costs.append((label, cost))
         return Plan(self.name, reason, tuple(costs))
 
@@ -154,35 +195,61 @@ class Build(Strategy):
                 manifest = set(cachedir.read_json(manifest_file).get("files", []))
                 manifest, rewritten = buildrun.sync_tree(tree, src, manifest)
                 cachedir.write_json(manifest_file, {"files": sorted(manifest), "sha": commit.sha})
-                cachedir.write_json(work / cachedir.META, {"complete": True, "repo": str(t.repo), "sha": commit.sha})
-                subs = {"{prefix}": str(prefix), "{src}": str(src), "{python}": t.python,
-                        "{jobs}": self._env["MAX_JOBS"]}
+                cachedir.write_json(
+                    work / cachedir.META, {"complete": True, "repo": str(t.repo), "sha": commit.sha}
+                )
+                subs = {
+                    "{prefix}": str(prefix),
+                    "{src}": str(src),
+                    "{python}": t.python,
+                    "{jobs}": self._env["MAX_JOBS"],
+                }
                 argv = []
                 for arg in self.template:
                     for placeholder, value in subs.items():
                         arg = arg.replace(placeholder, value)
                     argv.append(arg)
                 env = {**self._env, "TEPERF_BUILD_PREFIX": str(prefix), "TEPERF_BUILD_SRC": str(src)}
-                t.log(f"{label} {commit.sha[:10]}: building {t.package} in {src} "
-                      f"({changes.plural(rewritten, 'file')} "
-                      f"rewritten since its last build; compiled-sources hash {digest[:12]}, "
-                      f"{changes.plural(env['MAX_JOBS'], 'job')}"
-                      f"{', ccache' if 'CMAKE_CXX_COMPILER_LAUNCHER' in env else ''}); "
-                      f"log: {log_path}")
+                t.log(
+                    f"{label} {commit.sha[:10]}: building {t.package} in {src} "
+                    f"({changes.plural(rewritten, 'file')} "
+                    f"rewritten since its last build; compiled-sources hash {digest[:12]}, "
+                    f"{changes.plural(env['MAX_JOBS'], 'job')}"
+                    f"{', ccache' if 'CMAKE_CXX_COMPILER_LAUNCHER' in env else ''}); "
+                    f"log: {log_path}"
+                )
                 meta = {
-                    "ok": False, "hash": digest, "sha": commit.sha, "repo": str(t.repo), "package": t.package,
-                    "package_dir": t.package_dir, "command": argv, "prefix": str(prefix), "log": str(log_path),
-                    "workdir": str(src), "files_rewritten": rewritten, "hashed_files": n_files,
-                    "globs": self._globs, "python": t.python,
+                    "ok": False,
+                    "hash": digest,
+                    "sha": commit.sha,
+                    "repo": str(t.repo),
+                    "package": t.package,
+                    "package_dir": t.package_dir,
+                    "command": argv,
+                    "prefix": str(prefix),
+                    "log": str(log_path),
+                    "workdir": str(src),
+                    "files_rewritten": rewritten,
+                    "hashed_files": n_files,
+                    "globs": self._globs,
+                    "python": t.python,
                     "env": buildrun.hashed_env(env, ("MAX_JOBS", "CMAKE_CXX_COMPILER_LAUNCHER")),
                 }
-                rc, seconds = buildrun.run_logged(argv, cwd=src, env=env, log_path=log_path,
-                                                  what=f"building {label}", log=t.log)
+                rc, seconds = buildrun.run_logged(
+                    argv, cwd=src, env=env, log_path=log_path, what=f"building {label}", log=t.log
+                )
             meta.update(seconds=round(seconds, 1), returncode=rc)
-            buildrun.settle(home, meta, log_path, t.log, produced=(prefix / t.package).is_dir(),
-                            missing=f"{prefix} has no {t.package}/ directory",
-                            building=f"building {t.package} for {label} {commit.sha[:10]}", product="package",
-                            fix="read the log, fix the build or pass another build command; the next run tries again")
+            buildrun.settle(
+                home,
+                meta,
+                log_path,
+                t.log,
+                produced=(prefix / t.package).is_dir(),
+                missing=f"{prefix} has no {t.package}/ directory",
+                building=f"building {t.package} for {label} {commit.sha[:10]}",
+                product="package",
+                fix="read the log, fix the build or pass another build command; the next run tries again",
+            )
             t.log(f"{label} {commit.sha[:10]}: built in {meta['seconds']} s")
             return {**meta, "reused": False}
 
@@ -198,14 +265,30 @@ class Build(Strategy):
                 known |= gitrepo.tracked_py(t.repo, built["sha"], t.package_dir)
             except gitrepo.GitFailed:  # the commit the build came from is gone from this repo
                 pass
-        spec = ShadowSpec(package=t.package, installed_dir=installed_dir, side_pkg_dir=t.side_pkg_dir(tree),
-                          key=f"{commit.sha[:16]}-{inst.fingerprint(installed_dir)[:12]}", known_py=frozenset(known))
+        spec = ShadowSpec(
+            package=t.package,
+            installed_dir=installed_dir,
+            side_pkg_dir=t.side_pkg_dir(tree),
+            key=f"{commit.sha[:16]}-{inst.fingerprint(installed_dir)[:12]}",
+            known_py=frozenset(known),
+        )
         description = {
-            **description, "tree": str(tree),
-            "build_hash": built["hash"], "build_prefix": str(prefix), "build_log": built["log"],
-            "build_reused": built["reused"], "build_seconds": built.get("seconds"),
-            "build_from_sha": built.get("sha"), "build_command": built.get("command"),
+            **description,
+            "tree": str(tree),
+            "build_hash": built["hash"],
+            "build_prefix": str(prefix),
+            "build_log": built["log"],
+            "build_reused": built["reused"],
+            "build_seconds": built.get("seconds"),
+            "build_from_sha": built.get("sha"),
+            "build_command": built.get("command"),
             "build_workdir": built.get("workdir"),
         }
-        return shadow_side(label, spec, python=t.python, cache_dir=t.cache_dir, description=description,
-                           extra_sys_path=(str(prefix),))
+        return shadow_side(
+            label,
+            spec,
+            python=t.python,
+            cache_dir=t.cache_dir,
+            description=description,
+            extra_sys_path=(str(prefix),),
+        )

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from teperf.errors import TeperfError
-from teperf.sides import Side, buildrun, cachedir, changes, gitrepo, installed as inst
+from teperf.sides import Side, buildrun, cachedir, changes, gitrepo
+from teperf.sides import installed as inst
 from teperf.sides.gitrepo import Commit
 from teperf.sides.layout import ExtensionBuild, matches
 from teperf.sides.shadow import ShadowSpec, mark, shadow_side
@@ -69,8 +70,10 @@ class Extension(Strategy):
         try:
             installed = inst.find_installed(t.package, t.python)
         except Refused as exc:
-            raise Refused(f"the extension is built over the installed core, but {exc.problem}",
-                          "install one build of the package into that interpreter, or use --strategy build") from None
+            raise Refused(
+                f"the extension is built over the installed core, but {exc.problem}",
+                "install one build of the package into that interpreter, or use --strategy build",
+            ) from None
         return inst.basis(t, pair, strategy="extension", tier="extension", installed=installed)
 
     @functools.cached_property
@@ -106,9 +109,11 @@ class Extension(Strategy):
                 h.update(f"{mode} {obj} {path}\0".encode(errors="surrogateescape"))
                 n += 1
         recipe = {
-            "command": ext.command("{python}", "{prefix}"), "setup_dir": ext.setup_dir,
+            "command": ext.command("{python}", "{prefix}"),
+            "setup_dir": ext.setup_dir,
             "python": os.path.realpath(shutil.which(t.python) or t.python),
-            "env": buildrun.hashed_env(self._env, tuple(ext.env)), "core": core,
+            "env": buildrun.hashed_env(self._env, tuple(ext.env)),
+            "core": core,
         }
         h.update(json.dumps(recipe, sort_keys=True).encode())
         return h.hexdigest()[:20], n
@@ -119,25 +124,37 @@ class Extension(Strategy):
         return meta if meta.get("ok") and (home / "prefix").is_dir() else {}
 
     def _last_seconds(self) -> float | None:
-        times = [e.meta.get("seconds") for e in cachedir.entries(self.target.cache_dir, kinds=(KIND,), sizes=False)
-                 if e.complete and e.meta.get("layout") == self.target.layout.name and e.meta.get("seconds")]
+        times = [
+            e.meta.get("seconds")
+            for e in cachedir.entries(self.target.cache_dir, kinds=(KIND,), sizes=False)
+            if e.complete and e.meta.get("layout") == self.target.layout.name and e.meta.get("seconds")
+        ]
         return max(times) if times else None
 
     def plan(self) -> Plan:
         installed = self.basis.installed
         paths = self.pair.changes.paths(changes.EXTENSION)
-        reason = (f"the extension's sources differ ({changes.shorten(paths)}), the core's do not"
-                  if paths else "forced: the extension of each side is built from its tree")
+        reason = (
+            f"the extension's sources differ ({changes.shorten(paths)}), the core's do not"
+            if paths
+            else "forced: the extension of each side is built from its tree"
+        )
         last = self._last_seconds()
-        estimate = (f"about {last:.0f} s like the slowest before" if last else
-                    "no earlier build to go by: TE's took 89-103 s on the H200's 16 cores")
+        estimate = (
+            f"about {last:.0f} s like the slowest before"
+            if last
+            else "no earlier build to go by: TE's took 89-103 s on the H200's 16 cores"
+        )
         jobs = changes.plural(self._env["MAX_JOBS"], "job")
         over = f"over the installed {installed.package} {installed.version or ''}".rstrip()
         costs = []
         for label, commit in self.pair.sides():
             key, _ = self.key(commit)
-            cost = (f"extension reused from the cache ({key[:12]})" if self._cached(key) else
-                    f"builds the extension from its tree with {jobs} ({estimate})")
+            cost = (
+                f"extension reused from the cache ({key[:12]})"
+                if self._cached(key)
+                else f"builds the extension from its tree with {jobs} ({estimate})"
+            )
             costs.append((label, f"{cost}, {over}"))
         from teperf.sides.strategies.overlay import version_note
 
@@ -163,21 +180,47 @@ class Extension(Strategy):
             prefix.mkdir()
             buildrun.writable_copy(self.tree(commit), src)
             argv = ext.command(t.python, str(prefix))
-            t.log(f"{label} {commit.sha[:10]}: building the {t.layout.name} extension from its tree "
-                  f"({changes.plural(n_files, 'input file')}, {changes.plural(self._env['MAX_JOBS'], 'job')}); "
-                  f"log: {log_path}")
-            meta = {"ok": False, "key": key, "sha": commit.sha, "repo": str(t.repo), "package": t.package,
-                    "layout": t.layout.name, "command": argv, "cwd": ext.setup_dir, "prefix": str(prefix),
-                    "log": str(log_path), "hashed_files": n_files, "core": self.core[:16],
-                    "env": buildrun.hashed_env(self._env, tuple(ext.env) + ("MAX_JOBS",))}
-            rc, seconds = buildrun.run_logged(argv, cwd=src / ext.setup_dir, env=self._env, log_path=log_path,
-                                              what=f"building the extension for {label}", log=t.log)
+            t.log(
+                f"{label} {commit.sha[:10]}: building the {t.layout.name} extension from its tree "
+                f"({changes.plural(n_files, 'input file')}, {changes.plural(self._env['MAX_JOBS'], 'job')}); "
+                f"log: {log_path}"
+            )
+            meta = {
+                "ok": False,
+                "key": key,
+                "sha": commit.sha,
+                "repo": str(t.repo),
+                "package": t.package,
+                "layout": t.layout.name,
+                "command": argv,
+                "cwd": ext.setup_dir,
+                "prefix": str(prefix),
+                "log": str(log_path),
+                "hashed_files": n_files,
+                "core": self.core[:16],
+                "env": buildrun.hashed_env(self._env, tuple(ext.env) + ("MAX_JOBS",)),
+            }
+            rc, seconds = buildrun.run_logged(
+                argv,
+                cwd=src / ext.setup_dir,
+                env=self._env,
+                log_path=log_path,
+                what=f"building the extension for {label}",
+                log=t.log,
+            )
             artifacts = self._artifacts(prefix) if rc == 0 else {}
             meta.update(seconds=round(seconds, 1), returncode=rc, artifacts=artifacts)
-            buildrun.settle(home, meta, log_path, t.log, produced=bool(artifacts),
-                            missing=f"{prefix}/{t.package}/ has no {' or '.join(ext.artifacts)}",
-                            building=f"building the extension for {label} {commit.sha[:10]}", product="extension",
-                            fix="read the log and fix the build (the next run tries again), or use --strategy build")
+            buildrun.settle(
+                home,
+                meta,
+                log_path,
+                t.log,
+                produced=bool(artifacts),
+                missing=f"{prefix}/{t.package}/ has no {' or '.join(ext.artifacts)}",
+                building=f"building the extension for {label} {commit.sha[:10]}",
+                product="extension",
+                fix="read the log and fix the build (the next run tries again), or use --strategy build",
+            )
             cachedir.remove_tree(src)
             t.log(f"{label} {commit.sha[:10]}: extension built in {meta['seconds']} s")
             return {**meta, "reused": False}
@@ -187,8 +230,11 @@ class Extension(Strategy):
         pkg_root = prefix / self.target.package
         if not pkg_root.is_dir():
             return {}
-        return {rel: str(pkg_root / rel) for rel in inst.walk_files(pkg_root)
-                if self.ext.is_artifact(os.path.basename(rel))}
+        return {
+            rel: str(pkg_root / rel)
+            for rel in inst.walk_files(pkg_root)
+            if self.ext.is_artifact(os.path.basename(rel))
+        }
 
     def prepare(self, label: str, commit: Commit, description: Mapping[str, Any]) -> Side:
         t = self.target
@@ -197,18 +243,28 @@ class Extension(Strategy):
         built = self.ensure(label, commit)
         tree = self.tree(commit)
         spec = ShadowSpec(
-            package=t.package, installed_dir=installed.location, side_pkg_dir=t.side_pkg_dir(tree),
+            package=t.package,
+            installed_dir=installed.location,
+            side_pkg_dir=t.side_pkg_dir(tree),
             key=f"{commit.sha[:16]}-{inst.fingerprint(installed.location, installed.sibling_libs)[:12]}"
-                f"-x{built['key'][:10]}",
-            known_py=basis.known_py, sibling_libs=installed.sibling_libs, own_files=built["artifacts"],
+            f"-x{built['key'][:10]}",
+            known_py=basis.known_py,
+            sibling_libs=installed.sibling_libs,
+            own_files=built["artifacts"],
             replaced=self.ext.artifacts,
         )
         description = {
-            **description, "tree": str(tree), **basis.to_meta(),
+            **description,
+            "tree": str(tree),
+            **basis.to_meta(),
             "changed_py": self.pair.changes.paths(changes.PYTHON),
             "changed_extension": self.pair.changes.paths(changes.EXTENSION),
-            "ext_key": built["key"], "ext_prefix": built["prefix"], "ext_log": built["log"],
-            "ext_reused": built["reused"], "ext_seconds": built.get("seconds"), "ext_from_sha": built.get("sha"),
+            "ext_key": built["key"],
+            "ext_prefix": built["prefix"],
+            "ext_log": built["log"],
+            "ext_reused": built["reused"],
+            "ext_seconds": built.get("seconds"),
+            "ext_from_sha": built.get("sha"),
         }
         side = shadow_side(label, spec, python=t.python, cache_dir=t.cache_dir, description=description)
         self._check_loads(label, Path(side.sys_path[0]))
@@ -221,8 +277,14 @@ class Extension(Strategy):
             return
         code = "import sys; sys.path[0:0] = [sys.argv[1]]; import importlib; importlib.import_module(sys.argv[2])"
         with tempfile.TemporaryDirectory(prefix="teperf-check-") as cwd:
-            proc = subprocess.run([self.target.python, "-c", code, str(root), self.ext.import_check], cwd=cwd,
-                                  capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)
+            proc = subprocess.run(
+                [self.target.python, "-c", code, str(root), self.ext.import_check],
+                cwd=cwd,
+                capture_output=True,
+                text=True,
+                stdin=subprocess.DEVNULL,
+                timeout=600,
+            )
         if proc.returncode == 0:
             mark(root, extension_loads=True)
             return
@@ -235,6 +297,7 @@ class Extension(Strategy):
                 "use --strategy build (builds the core too)",
             )
         last = (err.splitlines() or ["(no output)"])[-1]
-        raise TeperfError(f"with the extension built from {label}'s tree, import {self.ext.import_check} "
-                          f"fails: {last}",
-                          "see the message; --strategy build builds everything from the tree")
+        raise TeperfError(
+            f"with the extension built from {label}'s tree, import {self.ext.import_check} fails: {last}",
+            "see the message; --strategy build builds everything from the tree",
+        )

@@ -13,7 +13,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Mapping
 
-from teperf.sides import Side, changes, gitrepo, installed as inst
+from teperf.sides import Side, changes, gitrepo
+from teperf.sides import installed as inst
 from teperf.sides.gitrepo import Commit
 from teperf.sides.shadow import ShadowSpec, shadow_side
 from teperf.sides.strategy import Strategy
@@ -31,8 +32,10 @@ def version_note(target, pair) -> str | None:
         new = (gitrepo.show_file(target.repo, pair.head.sha, path) or "").strip()[:40] or "(none)"
         shown.append(f"{path}: {old} -> {new}")
     more = f" +{len(paths) - 3} more" if len(paths) > 3 else ""
-    return (f"version strings differ ({'; '.join(shown)}{more}); no compiled code reads them, so both sides run "
-            "on the installed build and report its version")
+    return (
+        f"version strings differ ({'; '.join(shown)}{more}); no compiled code reads them, so both sides run "
+        "on the installed build and report its version"
+    )
 
 
 class Overlay(Strategy):
@@ -62,8 +65,9 @@ class Overlay(Strategy):
             reason = "only version strings differ" if versions else "no file of the package differs"
         cost = f"seconds: its .py files over the installed {installed.package} {installed.version or ''}".rstrip()
         note = version_note(self.target, self.pair)
-        return Plan(self.name, reason, tuple((label, cost) for label, _ in self.pair.sides()),
-                    (note,) if note else ())
+        return Plan(
+            self.name, reason, tuple((label, cost) for label, _ in self.pair.sides()), (note,) if note else ()
+        )
 
     def prepare(self, label: str, commit: Commit, description: Mapping[str, Any]) -> Side:
         t = self.target
@@ -71,12 +75,17 @@ class Overlay(Strategy):
         installed = basis.installed
         tree = self.tree(commit)
         spec = ShadowSpec(
-            package=t.package, installed_dir=installed.location, side_pkg_dir=t.side_pkg_dir(tree),
+            package=t.package,
+            installed_dir=installed.location,
+            side_pkg_dir=t.side_pkg_dir(tree),
             key=f"{commit.sha[:16]}-{inst.fingerprint(installed.location, installed.sibling_libs)[:12]}",
-            known_py=basis.known_py, sibling_libs=installed.sibling_libs,
+            known_py=basis.known_py,
+            sibling_libs=installed.sibling_libs,
         )
         description = {
-            **description, "tree": str(tree), **basis.to_meta(),
+            **description,
+            "tree": str(tree),
+            **basis.to_meta(),
             "changed_py": self.pair.changes.paths(changes.PYTHON),
         }
         return shadow_side(label, spec, python=t.python, cache_dir=t.cache_dir, description=description)

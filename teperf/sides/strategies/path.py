@@ -23,17 +23,21 @@ class PathStrategy(Strategy):
             )
         parent, _, name = pkg.rpartition("/")
         if name != self.target.package.split(".")[0]:
-            raise Refused(f"the package directory {pkg} is not named {self.target.package}",
-                          "pass --package NAME matching the directory, or use --strategy overlay or build")
+            raise Refused(
+                f"the package directory {pkg} is not named {self.target.package}",
+                "pass --package NAME matching the directory, or use --strategy overlay or build",
+            )
         return parent
 
     def plan(self) -> Plan:
         self._import_root()
         kinds = self.pair.changes.counts()
-        changed = self.pair.changes.paths(changes.PYTHON, changes.VERSION, changes.EXTENSION, changes.CORE,
-                                          changes.BUILD)
-        reason = (f"the package has nothing to build; {sum(kinds.values())} files differ"
-                  + (f" ({changes.shorten(changed)})" if changed else ""))
+        changed = self.pair.changes.paths(
+            changes.PYTHON, changes.VERSION, changes.EXTENSION, changes.CORE, changes.BUILD
+        )
+        reason = f"the package has nothing to build; {sum(kinds.values())} files differ" + (
+            f" ({changes.shorten(changed)})" if changed else ""
+        )
         costs = tuple((label, "seconds: its tree on sys.path") for label, _ in self.pair.sides())
         return Plan(self.name, reason, costs)
 
@@ -41,5 +45,10 @@ class PathStrategy(Strategy):
         tree = self.tree(commit)
         parent = self._import_root()
         root = tree / parent if parent else tree
-        return Side(label=label, python=self.target.python, sys_path=(str(root),), env={},
-                    description={**description, "tree": str(tree)})
+        return Side(
+            label=label,
+            python=self.target.python,
+            sys_path=(str(root),),
+            env={},
+            description={**description, "tree": str(tree)},
+        )

@@ -31,5 +31,10 @@ def build(case: dict, device: str) -> Built:
     module = module.to(device=device, dtype=dtype)
     x = torch.randn(*case["shape"], device=device, dtype=dtype, requires_grad=True)
     alt, alt_what = dtype_autocast(device)
-    return Built(module=module, inputs=(x,), info={"factory": case["factory"]}, alt_autocast=alt,
-                 alt_autocast_what=alt_what)
+    return Built(
+        module=module,
+        inputs=(x,),
+        info={"factory": case["factory"]},
+        alt_autocast=alt,
+        alt_autocast_what=alt_what,
+    )

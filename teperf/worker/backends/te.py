@@ -143,7 +143,9 @@ def build(case: dict, device: str) -> Built:
         "te_location": os.path.dirname(sys.modules["transformer_engine"].__file__),
         "autocast_api": autocast_api,
         "recipe_repr": repr(recipe_obj) if recipe_obj is not None else None,
-        "constructor": {k: (str(v) if not isinstance(v, (int, float, str, bool)) else v) for k, v in ctor.items()},
+        "constructor": {
+            k: (str(v) if not isinstance(v, (int, float, str, bool)) else v) for k, v in ctor.items()
+        },
         "input_shape": list(x.shape),
         "params": sum(p.numel() for p in module.parameters()),
     }
@@ -166,7 +168,9 @@ def build(case: dict, device: str) -> Built:
         def after_first_call(built: Built):
             built.info["attention_backend"] = _attention_backend()
             built.info["nvte_attention_env"] = {
-                k: os.environ[k] for k in ("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN") if k in os.environ
+                k: os.environ[k]
+                for k in ("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN")
+                if k in os.environ
             }
 
     def make_graphed(built: Built):
@@ -176,9 +180,18 @@ def build(case: dict, device: str) -> Built:
         return te.make_graphed_callables(target, tuple(built.inputs), **gkw)
 
     alt_autocast, alt_what = _other_recipe(te, recipe_mod, name, recipe, shape, kwargs, device)
-    return Built(module=module, inputs=(x,), call=call, autocast=autocast, info=info, make_graphed=make_graphed,
-                 global_state=_attention_state() if name in compat.ATTENTION else None,
-                 alt_autocast=alt_autocast, alt_autocast_what=alt_what, after_first_call=after_first_call)
+    return Built(
+        module=module,
+        inputs=(x,),
+        call=call,
+        autocast=autocast,
+        info=info,
+        make_graphed=make_graphed,
+        global_state=_attention_state() if name in compat.ATTENTION else None,
+        alt_autocast=alt_autocast,
+        alt_autocast_what=alt_what,
+        after_first_call=after_first_call,
+    )
 
 
 def _other_recipe(te, recipe_mod, name: str, recipe: str, shape, kwargs, device):
