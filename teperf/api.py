@@ -24,7 +24,8 @@ from teperf.engine.coordinator import lane_cores, run_schedule
 from teperf.engine.signals import terminate_as_interrupt
 from teperf.errors import TeperfError
 from teperf.memory import check_memory
-from teperf.plan import check_balance, expand, total_steps
+from teperf.plan import check_balance, expand, hash_seed, total_steps
+from teperf.provenance import check_path_sides, preflight
 from teperf.records import WorkerRecord
 from teperf.sides import Side
 from teperf.summary import Summary, summarize  # noqa: F401  (re-exported)
@@ -133,6 +134,9 @@ def measure(
     check_balance(config, len(sides))
     cases = cases if cases is not None else expand(config)
     check_memory(cases, config.device)
+    # Before any pair: each side must be able to import what it is meant to measure, from where it was named.
+    check_path_sides(config, sides)
+    found = preflight(config, sides, hash_seed(config.seed, 0))
     kind = "compare" if len(sides) == 2 else "run"
     meta = {
         "teperf_version": __version__,
@@ -142,6 +146,7 @@ def measure(
         "finished_at": None,
         "config": config.to_dict(),
         "sides": {s.label: s.to_meta() for s in sides},
+        "preflight": found,  # where each side's interpreter finds torch and the packages under test
         "host": host_facts(config),
         "cases": [c.to_meta() for c in cases],
         "warnings": _doctor_warnings(config.core, config.device),

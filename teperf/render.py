@@ -13,6 +13,7 @@ import json
 import math
 
 from teperf.numbers import duration, ms, pct, signed_ms, signed_us, us
+from teperf.provenance import side_line
 from teperf.safe_text import for_markdown, for_terminal
 from teperf.schema import ROW_FIELDS
 from teperf.summary import Summary
@@ -99,7 +100,9 @@ def table_model(summary: Summary) -> TableModel:
     metric = cfg.get("stats", {}).get("metric", "process_cpu").replace("_", " ")
     alpha = cfg.get("stats", {}).get("alpha", 0.05)
     sides = meta.get("sides") if isinstance(meta.get("sides"), dict) else {}
-    header = [side_text(d) for d in sides.values() if isinstance(d, dict)]
+    header = [f"WARNING: {p}" for p in summary.code_problems]
+    header += [side_text(d) for d in sides.values() if isinstance(d, dict)]
+    header += [side_line(label, facts) for label, facts in summary.imported.items()]
     head_side = sides.get("head") if isinstance(sides.get("head"), dict) else {}
     header += [f"note: {n}" for n in head_side.get("notes") or []]
     host = meta.get("host") if isinstance(meta.get("host"), dict) else {}
@@ -333,6 +336,8 @@ def render_json(summary: Summary) -> str:
         "rows": rows,
         "notes": summary.notes,
         "onetime_notes": summary.onetime_notes,
+        "imported": summary.imported,
+        "code_problems": summary.code_problems,
     }
     return json.dumps(data, indent=2, default=str) + "\n"
 

@@ -268,6 +268,12 @@ def measure_and_report(fn, fmt: str):
         sys.exit(exit_status_for_signal(stop.signum))
     summary = summarize(path)
     emit(summary, fmt)
+    for problem in summary.code_problems:  # a CI job must not read this as a clean result
+        click.echo(
+            for_terminal(f"teperf: {problem}; check what each side points at (bundle: {path})"), err=True
+        )
+    if summary.code_problems:
+        sys.exit(EXIT_CELLS_FAILED)
     bad = summary.incomplete_rows
     if bad:
         first = summary.meta.get("error") or next((r.get("error") for r in bad if r.get("error")), "") or ""

@@ -24,6 +24,7 @@ from teperf.engine.lanes import LaneStopped, assign_lanes, run_lanes, spare_core
 from teperf.engine.spawn import Worker, WorkerError
 from teperf.errors import TeperfError
 from teperf.plan import Case, Slot, hash_seed, pair_slots, start_order
+from teperf.provenance import packages_under_test
 from teperf.records import (
     CompileCacheRecord,
     CountersRecord,
@@ -108,6 +109,7 @@ class PairRunner:
         self.restarts = 0
         self.backends = sorted({c.backend for c in cases})
         self.cache_root = cache_root
+        self.packages = packages_under_test(config)
 
     def _runnable_cases(self) -> list[Case]:
         return [c for c in self.cases.values() if self.runnable(c.id)]
@@ -131,13 +133,15 @@ class PairRunner:
         for index in start_order(self.pair, len(self.sides)):
             self._start_side(index)
             self._collect_queued(index)
+            self._describe_imports(index)  # still on its import core, where one was spare
             self._move_to_measuring_core(index)
-            self._record_worker(index)
         # Cases not set up ahead (a cold pair, or a side restarted above).
         for case in self._runnable_cases():
             for index in sorted(self.workers):
                 if self.runnable(case.id) and case.id not in self.ready[index]:
                     self._setup(index, case)
+        for index in start_order(self.pair, len(self.sides)):
+            self._record_worker(index)
 
     def runnable(self, case_id: int) -> bool:
         return (
@@ -220,6 +224,22 @@ class PairRunner:
             )
         self.ready[index] = set()
 
+    def _describe_imports(self, index: int) -> None:
+        """Ask the worker what it really imported (interpreter, torch, the package under test with
+        its content hash) and keep it in its hello: the bundle then proves which code each side ran."""
+        worker = self.workers.get(index)
+        if worker is None or "imported" in (worker.hello or {}):
+            return
+        try:
+            reply = worker.request({"cmd": "imported", "packages": self.packages})
+        except WorkerError as exc:
+            self._worker_failed(index, None, exc)
+            return
+        if reply.get("type") == "imported":
+            worker.hello["imported"] = reply["imported"]
+        else:  # an older worker, or the hashing failed: the run goes on, the bundle says so
+            worker.hello["imported"] = {"error": str(reply.get("error"))}
+
     def _record_worker(self, index: int) -> None:
         worker = self.workers.get(index)
         if worker is not None:
@@ -283,10 +303,11 @@ class PairRunner:
             return
         # A fresh worker for this side, on the measuring core, with the cases that still work set up again.
         self._start_side(index)
-        self._record_worker(index)
         for other in self._runnable_cases():
             if index in self.workers:
                 self._setup(index, other)
+        self._describe_imports(index)
+        self._record_worker(index)
 
     def _check_stop(self) -> None:
         """A worker killed because the run is stopping cost no pair: end this pair, record nothing."""

@@ -7,9 +7,13 @@ the pair's hash seed. Its stderr goes to a log file in the bundle.
 
 from __future__ import annotations
 
+import atexit
 import os
 import select
+import shutil
 import subprocess
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -17,7 +21,9 @@ from teperf.errors import TeperfError
 from teperf.sides import Side
 from teperf.worker.protocol import decode, encode
 
-TEPERF_ROOT = str(Path(__file__).resolve().parent.parent.parent)
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the driver's teperf package
+_worker_code: dict[str, str] = {}
+_worker_code_lock = threading.Lock()
 RETIRE_PIN_TIMEOUT_S = 10.0  # a worker quitting after its pair answers in milliseconds
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 
@@ -70,6 +76,23 @@ def check_python(python: str) -> None:
         )
 
 
+def worker_code_dir() -> str:
+    """A private directory that holds teperf's worker code and nothing else, for the workers'
+    PYTHONPATH. Never the directory above the installed package: in a normal (non-editable)
+    install that is the driver's whole site-packages, and a side's interpreter would import
+    the driver's torch and packages before its own (an A/A that prints like a result)."""
+    with _worker_code_lock:
+        if "dir" not in _worker_code:
+            root = tempfile.mkdtemp(prefix="teperf-worker-code-")
+            ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+            (Path(root) / "teperf").mkdir()
+            shutil.copy2(PACKAGE_DIR / "__init__.py", Path(root) / "teperf" / "__init__.py")
+            shutil.copytree(PACKAGE_DIR / "worker", Path(root) / "teperf" / "worker", ignore=ignore)
+            atexit.register(shutil.rmtree, root, True)
+            _worker_code["dir"] = root
+        return _worker_code["dir"]
+
+
 def worker_env(side: Side, hash_seed: int) -> dict:
     env = dict(os.environ)
     env.update(side.env)
@@ -78,10 +101,11 @@ def worker_env(side: Side, hash_seed: int) -> dict:
     env["PYTHONHASHSEED"] = str(hash_seed)
     env["PYTHONUNBUFFERED"] = "1"
     env["TEPERF_COORDINATOR_PID"] = str(os.getpid())  # the worker's watchdog ends it when we are gone
-    # teperf's own worker package must be importable by the side's interpreter;
-    # the side's directories are put before it by the worker itself.
+    # teperf's worker code (and nothing else of the driver) must be importable by the side's
+    # interpreter; the side's directories are put before it by the worker itself. A PYTHONPATH
+    # the user set stays: the worker records its sys.path (teperf.worker.provenance).
     env["PYTHONPATH"] = os.pathsep.join(
-        [TEPERF_ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        [worker_code_dir()] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     )
     return env
 

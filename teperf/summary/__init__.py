@@ -12,6 +12,7 @@ from pathlib import Path
 
 from teperf.config import Stats
 from teperf.errors import TeperfError
+from teperf.provenance import identical_code, mixed_code, side_facts
 from teperf.summary.aggregate import METRIC_FIELD, aggregate
 from teperf.summary.notes import notes, onetime_notes, stop_note
 from teperf.summary.parse import ParsedBundle, parse
@@ -37,6 +38,10 @@ class Summary:
     notes: list[str]
     path: Path | None = None
     onetime_notes: list[str] = dataclasses.field(default_factory=list)  # under the one-time table
+    # Why the sides' figures are not a comparison of what the user named (identical code, code that
+    # changed during the run); shown above the table, and the measuring commands exit 1 on it.
+    code_problems: list[str] = dataclasses.field(default_factory=list)
+    imported: dict = dataclasses.field(default_factory=dict)  # label -> what its first worker imported
 
     @property
     def compare(self) -> bool:
@@ -96,4 +101,19 @@ def summarize(path, stats: Stats | None = None, lane: int | None = None) -> Summ
         notes=notes(parsed, rows, stats),
         path=parsed.path,
         onetime_notes=onetime_notes(parsed),
+        code_problems=code_problems(parsed),
+        imported=side_facts(parsed.workers),
     )
+
+
+def code_problems(parsed: ParsedBundle) -> list[str]:
+
+    problems = []
+    identical = identical_code(parsed.meta, parsed.workers)
+    if identical:
+        problems.append(identical)
+    for label in mixed_code(parsed.workers):
+        problems.append(
+            f"{label}'s workers did not all import the same code: its tree changed during the run"
+        )
+    return problems

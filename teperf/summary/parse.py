@@ -24,6 +24,7 @@ from teperf.records import (
     SetupRecord,
     StopRecord,
     TrialRecord,
+    WorkerRecord,
 )
 
 PREEMPTED_WALL_OVER_CPU = 1.2  # a CPU trial whose wall time exceeds its CPU time this much shared its core
@@ -55,6 +56,7 @@ class ParsedBundle:
     total_trials: int = 0
     preempted_trials: int = 0  # CPU trials that waited for their core (wall time well above CPU time)
     compiled_in_trial: int = 0  # trials that compiled inside the timed loop
+    workers: list[WorkerRecord] = dataclasses.field(default_factory=list)  # each worker's hello
 
     @property
     def labels(self) -> list[str]:
@@ -137,3 +139,5 @@ def _add(parsed: ParsedBundle, rec) -> None:
         parsed.compile_cache = rec
     elif isinstance(rec, PrewarmRecord):
         parsed.prewarms.append(rec)
+    elif isinstance(rec, WorkerRecord):
+        parsed.workers.append(rec)

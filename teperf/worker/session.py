@@ -98,6 +98,10 @@ class Session:
             return {"type": "warm", "case_id": message["case_id"], "info": self.cases[message["case_id"]][2]}
         if cmd == "pin":
             return self.pin(int(message["core"]))
+        if cmd == "imported":
+            from teperf.worker.provenance import imported_facts
+
+            return {"type": "imported", "imported": imported_facts(list(message.get("packages") or []))}
         if cmd == "counters":
             from teperf.worker.counters import count_step
 

@@ -1,0 +1,140 @@
+"""What this worker really imported: interpreter, torch and the package under test, with a content hash.
+
+Asked once per worker after its cases are set up (so every import the cases
+needed has happened). The hash covers the package's files this process
+loaded: its ``.py`` modules and the compiled files mapped into memory that
+belong to it (extension modules and the libraries beside them), each by
+content and path relative to the package. Two sides that imported the same
+code hash the same wherever it lies on disk; one changed byte tells them apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import sys
+
+COMPILED_SUFFIXES = (".so", ".pyd", ".dylib", ".dll")
+CHUNK = 1 << 20
+
+
+def _mapped_files() -> set[str]:
+    """Real paths of every file mapped into this process (Linux); empty elsewhere."""
+    out: set[str] = set()
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and parts[5].startswith("/"):
+                    out.add(parts[5].strip().removesuffix(" (deleted)"))
+    except OSError:
+        pass
+    return out
+
+
+def _file_hash(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _version(name: str, module) -> str | None:
+    version = getattr(module, "__version__", None)
+    if isinstance(version, str):
+        return version
+    try:
+        from importlib import metadata
+
+        dists = metadata.packages_distributions().get(name) or [name]
+        return metadata.version(dists[0])
+    except Exception:  # no metadata: a plain directory on sys.path
+        return None
+
+
+def _belongs(module_name: str, name: str, file: str) -> bool:
+    if module_name == name or module_name.startswith(name + "."):
+        return True
+    # a compiled sibling such as transformer_engine_torch (TE's PyTorch extension)
+    return module_name.startswith(name + "_") and file.endswith(COMPILED_SUFFIXES)
+
+
+def package_facts(name: str, mapped: set[str]) -> dict:
+    """Version, location and content hash of package ``name`` as this process loaded it."""
+    module = sys.modules.get(name)
+    if module is None:
+        try:
+            module = importlib.import_module(name)
+        except Exception as exc:
+            return {"imported": False, "error": f"{type(exc).__name__}: {exc}"}
+    location = getattr(module, "__file__", None)
+    paths = list(getattr(module, "__path__", []) or [])
+    root = paths[0] if paths else (os.path.dirname(location) if location else None)
+    files: dict[str, str] = {}  # relative name -> absolute path
+    for mod_name, mod in list(sys.modules.items()):
+        file = getattr(mod, "__file__", None)
+        if isinstance(file, str) and _belongs(mod_name, name, file):
+            rel = os.path.relpath(file, root) if root and file.startswith(root + os.sep) else mod_name
+            files[rel] = file
+    if root and paths:
+        # compiled files of the package that are mapped in but are no module (libtransformer_engine.so)
+        real = {os.path.realpath(p) for p in mapped}
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+            for fn in filenames:
+                if ".so" in fn or fn.endswith(COMPILED_SUFFIXES):
+                    full = os.path.join(dirpath, fn)
+                    if os.path.realpath(full) in real:
+                        files.setdefault(os.path.relpath(full, root), full)
+    total = hashlib.sha256()
+    compiled = 0
+    for rel in sorted(files):
+        try:
+            digest = _file_hash(files[rel])
+        except OSError:
+            digest = "unreadable"
+        total.update(f"{rel}\0{digest}\n".encode(errors="surrogateescape"))
+        compiled += not files[rel].endswith(".py")
+    return {
+        "imported": True,
+        "version": _version(name, module),
+        "path": root or location,
+        "files": len(files),
+        "compiled_files": compiled,
+        "hash": total.hexdigest()[:16] if files else None,
+    }
+
+
+def imported_facts(packages: list[str], hash_packages: bool = True) -> dict:
+    """The worker's interpreter, torch, and each package under test (``packages``)."""
+    import time
+
+    started = time.perf_counter()
+    torch = sys.modules.get("torch")
+    mapped = _mapped_files()
+    facts = {
+        "executable": sys.executable,
+        "prefix": sys.prefix,
+        "python": sys.version.split()[0],
+        "sys_path": [p for p in sys.path if p],
+        "torch": {
+            "version": getattr(torch, "__version__", None),
+            "path": os.path.dirname(torch.__file__) if torch is not None else None,
+        },
+        "packages": {},
+    }
+    for name in packages:
+        if name == "torch":  # torch's own modules: version and path say which; hashing GBs would not pay
+            facts["packages"][name] = {
+                "imported": torch is not None,
+                "version": facts["torch"]["version"],
+                "path": facts["torch"]["path"],
+                "files": None,
+                "hash": None,
+            }
+        elif hash_packages:
+            facts["packages"][name] = package_facts(name, mapped)
+    facts["seconds"] = round(time.perf_counter() - started, 3)  # what the hashing cost this worker
+    return facts

@@ -1,0 +1,167 @@
+"""Which code each side runs: the checks before measuring and the judgement after (issue 20)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from teperf.config import build_config
+from teperf.errors import TeperfError
+from teperf.provenance import (
+    check_path_sides,
+    code_identity,
+    identical_code,
+    meant_to_differ,
+    mixed_code,
+    packages_under_test,
+    side_line,
+)
+from teperf.sides import Side
+from teperf.worker.provenance import package_facts
+
+FACTORY_CFG = {"modules": {"Spin": {"factory": "spinpkg.blocks:make"}}}
+
+
+def test_packages_under_test_follow_the_config():
+    assert packages_under_test(build_config({}, {})) == ["torch"]
+    assert packages_under_test(build_config(FACTORY_CFG, {})) == ["spinpkg"]
+
+
+def _path_side(label, path):
+    return Side(label=label, python=sys.executable, sys_path=(str(path),), description={"kind": "path"})
+
+
+def test_path_sides_with_the_default_config_are_refused(tmp_path):
+    with pytest.raises(TeperfError) as info:
+        check_path_sides(build_config({}, {}), [_path_side("base", tmp_path)])
+    assert "--base-path" in str(info.value) and "built-in reference modules" in str(info.value)
+    assert "factor" in info.value.fix
+
+
+def test_path_sides_must_hold_the_package_under_test(tmp_path):
+    (tmp_path / "old" / "spinpkg").mkdir(parents=True)
+    (tmp_path / "new").mkdir()
+    config = build_config(FACTORY_CFG, {})
+    check_path_sides(config, [_path_side("base", tmp_path / "old")])  # holds it: fine
+    with pytest.raises(TeperfError) as info:
+        check_path_sides(config, [_path_side("head", tmp_path / "new")])
+    assert "--head-path" in str(info.value) and "no spinpkg" in str(info.value)
+    (tmp_path / "new" / "spinpkg.py").write_text("")
+    check_path_sides(config, [_path_side("head", tmp_path / "new")])  # a single module is a package too
+
+
+def _package(root, body):
+    pkg = root / "hashme_pkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from . import sub\n")
+    (pkg / "sub.py").write_text(body)
+    return root
+
+
+def _facts(root):
+    for name in [m for m in sys.modules if m == "hashme_pkg" or m.startswith("hashme_pkg.")]:
+        del sys.modules[name]
+    sys.path.insert(0, str(root))
+    try:
+        importlib.invalidate_caches()
+        importlib.import_module("hashme_pkg")
+        return package_facts("hashme_pkg", set())
+    finally:
+        sys.path.remove(str(root))
+        for name in [m for m in sys.modules if m == "hashme_pkg" or m.startswith("hashme_pkg.")]:
+            del sys.modules[name]
+
+
+def test_the_content_hash_ignores_where_the_code_lies_and_sees_one_changed_byte(tmp_path):
+    a = _facts(_package(tmp_path / "a", "X = 1\n"))
+    b = _facts(_package(tmp_path / "b", "X = 1\n"))
+    c = _facts(_package(tmp_path / "c", "X = 2\n"))
+    assert a["imported"] and a["files"] == 2 and a["path"].startswith(str(tmp_path / "a"))
+    assert a["hash"] == b["hash"] != c["hash"]
+
+
+def _imported(prefix, spin_hash, torch_version="2.13.0"):
+    return {
+        "python": "3.11.7",
+        "prefix": prefix,
+        "torch": {"version": torch_version, "path": f"{prefix}/torch"},
+        "packages": {
+            "spinpkg": {
+                "imported": True,
+                "version": None,
+                "path": f"{prefix}/spinpkg",
+                "files": 1,
+                "hash": spin_hash,
+            }
+        },
+    }
+
+
+def _records(base, head):
+    return [
+        SimpleNamespace(side="base", hello={"imported": base}),
+        SimpleNamespace(side="head", hello={"imported": head}),
+    ]
+
+
+ENV_SIDES = {"base": {"python": "/venv-a/bin/python"}, "head": {"python": "/venv-b/bin/python"}}
+
+
+def test_two_named_sides_with_identical_code_are_no_comparison():
+    meta = {"kind": "compare", "sides": ENV_SIDES}
+    same = _records(_imported("/venv-a", "abc"), _imported("/venv-b", "abc"))
+    problem = identical_code(meta, same)
+    assert problem and "both sides ran identical code" in problem and "spinpkg hash abc" in problem
+    assert identical_code(meta, _records(_imported("/venv-a", "abc"), _imported("/venv-b", "abd"))) is None
+    # the same package over two torch releases is a comparison of torch
+    assert identical_code(meta, _records(_imported("/a", "abc"), _imported("/b", "abc", "2.14.1"))) is None
+
+
+def test_a_deliberate_a_a_is_not_flagged():
+    same_python = {"base": {"python": "/venv-a/bin/python"}, "head": {"python": "/venv-a/bin/python"}}
+    records = _records(_imported("/venv-a", "abc"), _imported("/venv-a", "abc"))
+    assert not meant_to_differ(same_python)
+    assert identical_code({"kind": "compare", "sides": same_python}, records) is None
+    git_same = {"base": {"sha": "1" * 40}, "head": {"sha": "1" * 40, "sys_path": ["/other"]}}
+    assert not meant_to_differ(git_same)
+    assert meant_to_differ({"base": {"sha": "1" * 40}, "head": {"sha": "2" * 40}})
+
+
+def test_unknown_provenance_never_claims_identity():
+    assert code_identity({}) is None
+    assert code_identity({"packages": {"spinpkg": {"imported": True, "hash": None}}}) is None
+    meta = {"kind": "compare", "sides": ENV_SIDES}
+    assert identical_code(meta, [SimpleNamespace(side="base", hello={})]) is None
+
+
+def test_torch_built_ins_are_identical_only_from_the_same_install():
+    def torch_only(prefix):
+        return {
+            "python": "3.11.7",
+            "torch": {"version": "2.13.0", "path": f"{prefix}/torch"},
+            "packages": {
+                "torch": {"imported": True, "version": "2.13.0", "path": f"{prefix}/torch", "hash": None}
+            },
+        }
+
+    meta = {"kind": "compare", "sides": ENV_SIDES}
+    assert identical_code(
+        meta, _records(torch_only("/d"), torch_only("/d"))
+    )  # both imported the driver's torch
+    assert identical_code(meta, _records(torch_only("/a"), torch_only("/b"))) is None
+
+
+def test_a_side_whose_code_changed_during_the_run_is_named():
+    records = _records(_imported("/a", "abc"), _imported("/b", "x")) + [
+        SimpleNamespace(side="head", hello={"imported": _imported("/b", "y")})
+    ]
+    assert mixed_code(records) == ["head"]
+
+
+def test_the_header_line_names_interpreter_torch_and_package():
+    line = side_line("base", _imported("/venv-a", "abc"))
+    assert line.startswith("base imported: python 3.11.7 (/venv-a), torch 2.13.0 (/venv-a/torch)")
+    assert "spinpkg (/venv-a/spinpkg; 1 files, hash abc)" in line
