@@ -165,3 +165,30 @@ def test_the_header_line_names_interpreter_torch_and_package():
     line = side_line("base", _imported("/venv-a", "abc"))
     assert line.startswith("base imported: python 3.11.7 (/venv-a), torch 2.13.0 (/venv-a/torch)")
     assert "spinpkg (/venv-a/spinpkg; 1 files, hash abc)" in line
+
+
+def test_compiled_files_are_hashed_once_per_run_while_their_stat_holds(tmp_path):
+    root = _package(tmp_path / "a", "X = 1\n")
+    lib = root / "hashme_pkg" / "libhashme.so"
+    lib.write_bytes(b"\x7fELF one")
+    mapped = {str(lib.resolve())}
+
+    def facts(known=None):
+        sys.path.insert(0, str(root))
+        try:
+            importlib.invalidate_caches()
+            importlib.import_module("hashme_pkg")
+            return package_facts("hashme_pkg", mapped, known)
+        finally:
+            sys.path.remove(str(root))
+            for name in [m for m in sys.modules if m == "hashme_pkg" or m.startswith("hashme_pkg.")]:
+                del sys.modules[name]
+
+    first = facts()
+    assert first["compiled_files"] == 1 and first["files"] == 3
+    ((real, entry),) = first["compiled"].items()
+    reused = facts({real: entry[:3] + ["0" * 64]})  # a stat that matches: the digest is taken as known
+    assert reused["hash"] != first["hash"]
+    lib.write_bytes(b"\x7fELF two!")  # changed: hashed anew whatever was known
+    changed = facts({real: entry[:3] + ["0" * 64]})
+    assert changed["compiled"][real][3] not in ("0" * 64, entry[3])

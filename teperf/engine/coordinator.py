@@ -41,6 +41,9 @@ from teperf.sides import Side
 
 MAX_RESTARTS_PER_PAIR = 3  # then the rest of the pair is given up (its cells go on in the next pair)
 LOST_PAIRS_PER_CELL = 2  # a cell whose worker died or hung in this many pairs is failed
+# Compiled files' content hashes by real path (with size, mtime and inode): a worker re-hashes a
+# 100+ MB library only when it changed (teperf.worker.provenance).
+KNOWN_HASHES: dict[str, list] = {}
 MAX_AUTO_PRESTART = 8  # more importers at once mostly contend for memory bandwidth
 Progress = Callable[[int, str], None]  # (steps just measured, what is running)
 
@@ -231,12 +234,14 @@ class PairRunner:
         if worker is None or "imported" in (worker.hello or {}):
             return
         try:
-            reply = worker.request({"cmd": "imported", "packages": self.packages})
+            reply = worker.request({"cmd": "imported", "packages": self.packages, "known": dict(KNOWN_HASHES)})
         except WorkerError as exc:
             self._worker_failed(index, None, exc)
             return
         if reply.get("type") == "imported":
             worker.hello["imported"] = reply["imported"]
+            for facts in (reply["imported"].get("packages") or {}).values():
+                KNOWN_HASHES.update((facts or {}).get("compiled") or {})
         else:  # an older worker, or the hashing failed: the run goes on, the bundle says so
             worker.hello["imported"] = {"error": str(reply.get("error"))}
 

@@ -61,8 +61,16 @@ def _belongs(module_name: str, name: str, file: str) -> bool:
     return module_name.startswith(name + "_") and file.endswith(COMPILED_SUFFIXES)
 
 
-def package_facts(name: str, mapped: set[str]) -> dict:
-    """Version, location and content hash of package ``name`` as this process loaded it."""
+def _stat_key(path: str) -> list:
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def package_facts(name: str, mapped: set[str], known: dict | None = None) -> dict:
+    """Version, location and content hash of package ``name`` as this process loaded it.
+    ``known``: real path -> [size, mtime_ns, inode, sha256] of compiled files an earlier worker
+    of the run hashed; reused while the file's stat still matches (TE's libraries are 100+ MB)."""
+    known = known or {}
     module = sys.modules.get(name)
     if module is None:
         try:
@@ -89,25 +97,32 @@ def package_facts(name: str, mapped: set[str]) -> dict:
                     if os.path.realpath(full) in real:
                         files.setdefault(os.path.relpath(full, root), full)
     total = hashlib.sha256()
-    compiled = 0
+    compiled: dict[str, list] = {}
     for rel in sorted(files):
         try:
-            digest = _file_hash(files[rel])
+            if files[rel].endswith(".py"):
+                digest = _file_hash(files[rel])
+            else:
+                real = os.path.realpath(files[rel])
+                stat = _stat_key(real)
+                prior = known.get(real)
+                digest = prior[3] if prior and list(prior[:3]) == stat else _file_hash(real)
+                compiled[real] = stat + [digest]
         except OSError:
             digest = "unreadable"
         total.update(f"{rel}\0{digest}\n".encode(errors="surrogateescape"))
-        compiled += not files[rel].endswith(".py")
     return {
         "imported": True,
         "version": _version(name, module),
         "path": root or location,
         "files": len(files),
-        "compiled_files": compiled,
+        "compiled_files": len(compiled),
+        "compiled": compiled,  # real path -> [size, mtime_ns, inode, sha256]: what later workers may reuse
         "hash": total.hexdigest()[:16] if files else None,
     }
 
 
-def imported_facts(packages: list[str], hash_packages: bool = True) -> dict:
+def imported_facts(packages: list[str], known: dict | None = None) -> dict:
     """The worker's interpreter, torch, and each package under test (``packages``)."""
     import time
 
@@ -134,7 +149,7 @@ def imported_facts(packages: list[str], hash_packages: bool = True) -> dict:
                 "files": None,
                 "hash": None,
             }
-        elif hash_packages:
-            facts["packages"][name] = package_facts(name, mapped)
+        else:
+            facts["packages"][name] = package_facts(name, mapped, known)
     facts["seconds"] = round(time.perf_counter() - started, 3)  # what the hashing cost this worker
     return facts

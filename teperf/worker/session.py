@@ -101,7 +101,8 @@ class Session:
         if cmd == "imported":
             from teperf.worker.provenance import imported_facts
 
-            return {"type": "imported", "imported": imported_facts(list(message.get("packages") or []))}
+            facts = imported_facts(list(message.get("packages") or []), message.get("known"))
+            return {"type": "imported", "imported": facts}
         if cmd == "counters":
             from teperf.worker.counters import count_step
 
