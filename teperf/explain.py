@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from teperf.numbers import signed_us
+from teperf.provenance import side_line
 
 COUNTER_LABELS = (
     # key, singular, plural, shown when 0
@@ -356,7 +357,7 @@ def profile_case(
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     workers: dict = {}
-    result: dict = {"counters": {}, "profiles": {}, "hello": {}, "errors": {}}
+    result: dict = {"counters": {}, "profiles": {}, "hello": {}, "errors": {}, "imported": {}}
     runs: dict = {s.label: [] for s in sides}
     try:
         for side in sides:
@@ -393,6 +394,11 @@ def profile_case(
                     f"the {side.label} side could not set up {'/'.join(_cell_fields(case))}: {reply.get('error')}",
                     f"see {log_dir / (side.label + '.log')}",
                 )
+        packages = case_packages(wire)
+        for side in sides:  # which code this explanation is about (the bundle says what was measured)
+            reply = workers[side.label].request({"cmd": "imported", "packages": packages})
+            if reply.get("type") == "imported":
+                result["imported"][side.label] = reply["imported"]
         for side in sides:
             reply = workers[side.label].request({"cmd": "counters", "case_id": wire["id"]})
             result["counters"][side.label] = (
@@ -465,6 +471,7 @@ def explain_bundle(
         progress=progress,
     )
     labels = [s.label for s in sides]
+    drift = code_drift(bundle.records(), outcome.get("imported") or {})
     report = {
         "cell": cell_name,
         "case": case,
@@ -473,8 +480,9 @@ def explain_bundle(
         "repeats": repeats,
         "sides": labels,
         "counters": outcome["counters"],
-        "errors": {**outcome["errors"], **({"core": core_note} if core_note else {})},
+        "errors": {**outcome["errors"], **drift, **({"core": core_note} if core_note else {})},
         "profiles": outcome["profiles"],
+        "imported": outcome.get("imported") or {},
     }
     if len(labels) == 2:
         base, head = labels
@@ -492,6 +500,33 @@ def explain_bundle(
     return report
 
 
+def case_packages(wire: dict) -> list[str]:
+    """The packages under test of one case (teperf.provenance.packages_under_test, for one cell)."""
+    if wire.get("factory"):
+        return [wire["factory"].split(":", 1)[0].split(".", 1)[0]]
+    return ["transformer_engine"] if wire.get("backend") == "te" else ["torch"]
+
+
+def code_drift(records, now: dict) -> dict:
+    """label -> a note when a side now imports other code than its workers did when the bundle was made."""
+    from teperf.provenance import code_identity, side_facts
+
+    then = side_facts(records)
+    notes = {}
+    for label, facts in now.items():
+        before = then.get(label)
+        if before is None:
+            continue
+        same_packages = {
+            k: v for k, v in (before.get("packages") or {}).items() if k in (facts.get("packages") or {})
+        }
+        if code_identity({**before, "packages": same_packages}) != code_identity(facts):
+            notes[f"{label} code"] = (
+                f"{label} now imports other code than when the bundle was measured: this explains today's code"
+            )
+    return notes
+
+
 def render_report(report: dict, n: int = 15) -> str:
     """Text for ``teperf explain``."""
     lines = [
@@ -499,6 +534,8 @@ def render_report(report: dict, n: int = 15) -> str:
     ]
     labels = report["sides"]
     counters = report.get("counters") or {}
+    for label, facts in (report.get("imported") or {}).items():
+        lines.append("  " + side_line(label, facts))
     for label in labels:
         c = counters.get(label)
         if c:

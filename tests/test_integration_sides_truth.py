@@ -209,3 +209,27 @@ def test_a_side_without_the_package_under_test_is_refused(world, tmp_path):
     assert res.returncode == 2, res.stderr
     assert "lacks spinpkg" in res.stderr and "Traceback" not in res.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_path_sides_import_their_own_package_from_a_wheel_install(world, tmp_path):
+    """--base-path/--head-path from the wheel: each side's spinpkg comes from its directory, never D's."""
+    for name, us in (("old", 0), ("new", 40)):
+        (tmp_path / name / "spinpkg").mkdir(parents=True)
+        (tmp_path / name / "spinpkg" / "__init__.py").write_text(SPIN.replace("{us}", str(us)))
+    res = _teperf(
+        world,
+        "compare",
+        "--base-path", tmp_path / "old",
+        "--head-path", tmp_path / "new",
+        "--config", world["tmp"] / "cfg.toml",
+        "--processes", "1",
+        "--format", "json",
+        "--results-dir", tmp_path / "results",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    imported = json.loads(res.stdout)["imported"]
+    assert imported["base"]["packages"]["spinpkg"]["path"] == str(tmp_path / "old" / "spinpkg")
+    assert imported["head"]["packages"]["spinpkg"]["path"] == str(tmp_path / "new" / "spinpkg")
+    assert not any(
+        str(world["tmp"] / "D") in p for p in imported["head"]["sys_path"]
+    )  # nothing of the driver

@@ -234,7 +234,9 @@ class PairRunner:
         if worker is None or "imported" in (worker.hello or {}):
             return
         try:
-            reply = worker.request({"cmd": "imported", "packages": self.packages, "known": dict(KNOWN_HASHES)})
+            reply = worker.request(
+                {"cmd": "imported", "packages": self.packages, "known": dict(KNOWN_HASHES)}
+            )
         except WorkerError as exc:
             self._worker_failed(index, None, exc)
             return
