@@ -58,8 +58,14 @@ class Schedule:
     # sd happens to look small; simulated A/A false changes (min_effect 0) went from 5 % to 8-10 % with 4, 6.5-7 % with 8
     # (tests/test_adaptive.py).
     min_pairs: int = 8
+    # How each pair's workers start (teperf/engine/forkserver.py): "fresh" interpreters, or children
+    # forked from a server per side that imported torch and the package once; a server serves
+    # `server_pairs` pairs, then a new one with a new hash seed takes over.
+    spawn: str = "fresh"
+    server_pairs: int = 4
 
 
+SPAWNS = ("fresh", "forkserver")
 DEFAULT_PRECISION_BUDGET_S = 600.0  # --precision without --budget: stop after ten minutes
 
 
@@ -109,6 +115,7 @@ CLI_FLAGS = {
     "min_effect_pct": "--min-effect",
     "shapes": "--shape",
     "compile_cache": "--compile-cache",
+    "server_pairs": "--server-pairs",
 }
 
 
@@ -437,6 +444,13 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
         sched_vals["budget_s"] = DEFAULT_PRECISION_BUDGET_S
     if "min_pairs" in sched_vals:
         _positive_int(sched_vals["min_pairs"], "min_pairs", minimum=2)
+    if sched_vals.get("spawn", "fresh") not in SPAWNS:
+        raise TeperfError(
+            f"unknown spawn {sched_vals['spawn']!r}",
+            f"{_named('spawn', ov)} takes one of: {', '.join(SPAWNS)}",
+        )
+    if "server_pairs" in sched_vals:
+        _positive_int(sched_vals["server_pairs"], _named("server_pairs", ov))
     timeout = sched_vals.get("timeout_s", 1)
     if isinstance(timeout, bool) or not (isinstance(timeout, (int, float)) and timeout > 0):
         name = _named("timeout_s", ov)

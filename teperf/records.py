@@ -277,6 +277,22 @@ class PrewarmRecord(Typed):
 
 
 @dataclasses.dataclass(kw_only=True)
+class ServerRecord(Typed):
+    """``--spawn forkserver``: a side's fork server of one generation started, died (and was started
+    again) or failed to start (the workers then started fresh)."""
+
+    kind: ClassVar[str] = "server"
+    event: str
+    side: str
+    generation: int
+    hash_seed: Optional[int] = None
+    pid: Optional[int] = None
+    start_s: Optional[float] = None
+    import_s: Optional[float] = None
+    error: Optional[str] = None
+
+
+@dataclasses.dataclass(kw_only=True)
 class ProbeRecord(Typed):
     """A bisect bundle's probe of one commit (counted or timed), with the commit's sha/subject/date."""
 
@@ -319,6 +335,7 @@ Record = Union[
     StopRecord,
     CompileCacheRecord,
     PrewarmRecord,
+    ServerRecord,
     ProbeRecord,
     UnknownRecord,
 ]
@@ -334,6 +351,7 @@ KINDS: dict[str, type] = {
         StopRecord,
         CompileCacheRecord,
         PrewarmRecord,
+        ServerRecord,
         ProbeRecord,
     )
 }

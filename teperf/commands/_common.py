@@ -12,6 +12,7 @@ from teperf.config import (
     COMPILE_CACHES,
     METRICS,
     MODES,
+    SPAWNS,
     Schedule,
     Stats,
     load_config,
@@ -165,6 +166,20 @@ def config_options(f):
             help="Inductor's on-disk cache at a compile case's first call: cold (default, empty per case "
             "and process) or warm (filled by a throwaway worker per side before the first pair).",
         ),
+        click.option(
+            "--spawn",
+            type=click.Choice(SPAWNS),
+            help="How each pair's workers start: fresh interpreters (default), or forked from a server per "
+            "side that imported torch and the package once (starts in about a second; a new server with a "
+            "new hash seed every --server-pairs pairs).",
+        ),
+        click.option(
+            "--server-pairs",
+            "server_pairs",
+            type=int,
+            metavar="N",
+            help=f"With --spawn forkserver: pairs each server serves before a fresh one takes over (default {_SCHED.server_pairs}).",
+        ),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -193,6 +208,8 @@ OVERRIDE_KEYS = (
     "precision_pct",
     "budget_s",
     "compile_cache",
+    "spawn",
+    "server_pairs",
 )
 
 

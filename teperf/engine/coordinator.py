@@ -32,6 +32,7 @@ from teperf.records import (
     PairRecord,
     PrewarmRecord,
     RecordError,
+    ServerRecord,
     SetupRecord,
     TrialRecord,
     WorkerRecord,
@@ -90,8 +91,10 @@ class PairRunner:
         cache_root: Optional[str] = None,
         stop: Optional[threading.Event] = None,
         spawned: Optional[list] = None,
+        servers=None,
     ):
         self.config = config
+        self.servers = servers  # fork servers (--spawn forkserver), or None: fresh interpreters
         self.core = config.core  # the measuring core: its lane's (set when a lane takes the pair)
         self.lane = 0
         self.stop = stop  # set: the run is stopping, a dead worker is no lost pair (engine/lanes.py)
@@ -100,7 +103,8 @@ class PairRunner:
         self.cases = {c.id: c for c in cases}
         self.bundle = bundle
         self.pair = pair
-        self.seed = hash_seed(config.seed, pair)
+        # A forked worker has its server's hash seed: that of its generation's first pair.
+        self.seed = servers.seed(pair) if servers is not None else hash_seed(config.seed, pair)
         self.retries = retries
         self.lost_here: set[int] = set()  # cases whose worker died or hung in this pair
         self.given_up = False  # too many restarts: the rest of this pair is skipped
@@ -202,6 +206,7 @@ class PairRunner:
             cwd=self.bundle.path,
             timeout_s=self.config.schedule.timeout_s,
             compile_cache=compile_cache_spec(self.config, self.cache_root, side.label),
+            launcher=self.servers.launcher(index, self.pair) if self.servers is not None else None,
         )
         self.spawned.append(worker)
         return worker
@@ -512,6 +517,20 @@ class _Run:
         self.spawned: list[Worker] = []  # every worker this run started: what a stop kills
         self.taken = 0  # pairs handed to a lane so far
         self.next_launch = 1
+        self.servers = None
+        if config.schedule.spawn == "forkserver":
+            from teperf.engine.forkserver import ServerPool
+
+            cores = self.import_cores or self.lane_cores
+            self.servers = ServerPool(
+                config,
+                sides,
+                preload_modules(config, cases),
+                bundle.path / "workers",
+                bundle.path,
+                lambda i: cores[i % len(cores)],
+                plan.max_pairs,
+            )
 
     def runner(self, pair: int, case_ids: list[int]) -> PairRunner:
         return PairRunner(
@@ -524,6 +543,7 @@ class _Run:
             self.cache_root,
             self.stop,
             self.spawned,
+            self.servers,
         )
 
     def take(self, lane: int) -> Optional[tuple[PairRunner, list[int]]]:
@@ -662,9 +682,22 @@ class _Run:
         if stopping:
             for worker in self.spawned:
                 worker.kill()
+            if self.servers is not None:
+                self.servers.close(stopping=True)
             return
         for ahead in self.upcoming:  # started ahead for a pair the run no longer needs (it stopped early)
             ahead.close()
+
+    def close_servers(self) -> None:
+        """Quit the fork servers (each leaves once its children have) and record what they did."""
+        if self.servers is None:
+            return
+        for worker in self.retired:
+            worker.reap()
+        self.retired.clear()
+        self.servers.close()
+        for event in self.servers.events:
+            self.bundle.append(ServerRecord(**event))
 
 
 def run_schedule(
@@ -717,4 +750,17 @@ def _run_pairs(
     finally:
         for worker in run.retired:
             worker.reap()
+        run.close_servers()
     return run.retries.failed
+
+
+def preload_modules(config: Config, cases: list[Case]) -> list[str]:
+    """What a fork server imports before it forks: torch, teperf's worker, each backend in use and
+    the packages under test (a package whose import initializes CUDA makes the server refuse)."""
+    names = ["torch", "teperf.worker.session", "teperf.worker.runner", "teperf.worker.counters"]
+    backends = {c.backend for c in cases}
+    names += [f"teperf.worker.backends.{'torch_ref' if b == 'torch' else b}" for b in sorted(backends)]
+    if "te" in backends:
+        names.append("transformer_engine.pytorch")
+    names += [p for p in packages_under_test(config) if p not in ("torch", "transformer_engine")]
+    return list(dict.fromkeys(names))

@@ -126,7 +126,10 @@ class Worker:
         cwd: Path,
         timeout_s: float,
         compile_cache: dict | None = None,
+        launcher=None,
     ):
+        """``launcher(log_file)``: a Popen-like process to use instead of a fresh interpreter
+        (a fork server's child, teperf.engine.forkserver), or None to start one."""
         check_python(side.python)
         self.side = side
         self.core = core
@@ -136,8 +139,11 @@ class Worker:
         self._buffer = b""
         self._t0 = time.perf_counter()
         self.hello: dict | None = None
+        self.forked = False
         try:
-            self.proc = subprocess.Popen(
+            proc = launcher(self._log) if launcher is not None else None
+            self.forked = proc is not None
+            self.proc = proc or subprocess.Popen(
                 [side.python, "-m", "teperf.worker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -151,6 +157,9 @@ class Worker:
         except OSError as exc:
             self._log.close()
             raise WorkerError(f"cannot start {side.python} for {side.label}: {exc.strerror or exc}")
+        except WorkerError:
+            self._log.close()
+            raise
         self.send(
             {
                 "cmd": "init",
@@ -179,6 +188,7 @@ class Worker:
                     f"worker for {self.side.label} sent {hello!r} instead of hello", self.log_tail()
                 )
             hello["start_s"] = round(time.perf_counter() - self._t0, 3)
+            hello["forked"] = self.forked  # from a fork server (--spawn forkserver), not a fresh interpreter
             hello["waited_s"] = round(time.perf_counter() - waited, 3)
             self.hello = hello
         return self.hello

@@ -1,0 +1,475 @@
+"""Workers forked from a server per side (``--spawn forkserver``) instead of fresh interpreters.
+
+A fresh TE worker spends about 10 s importing torch and TE before it measures anything; a child
+forked from a process that already imported them starts in under a second (issue 23). Forks share
+what a fresh process would draw anew (the hash seed, the address-space layout), so each side's
+server is replaced every ``server_pairs`` pairs, each generation with its own PYTHONHASHSEED: the
+generations, not the forks, sample what varies between processes.
+
+The coordinator talks to a server over a SEQPACKET socket (teperf.worker.forkserver) and to each
+forked worker over the same pipes a fresh one has; :class:`ForkedProcess` is the ``Popen`` the
+Worker class sees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Optional
+
+from teperf.engine.spawn import WorkerError, check_python, worker_env
+from teperf.plan import hash_seed
+from teperf.sides import Side
+
+START_TIMEOUT_S = 600.0  # importing torch and TE on a loaded machine
+REPLY_TIMEOUT_S = 60.0
+EXIT_REPORT_WAIT_S = 2.0  # after the child is gone, how long the server may take to say how it ended
+
+
+class ServerError(WorkerError):
+    """The server could not start or stopped answering; the pair's worker starts fresh instead."""
+
+
+class ForkedProcess:
+    """The part of ``subprocess.Popen`` the Worker uses, for a child of the fork server."""
+
+    def __init__(self, pid: int, stdin, stdout, server: "ForkServer"):
+        self.pid = pid
+        self.stdin = stdin
+        self.stdout = stdout
+        self.server = server
+        self.returncode: Optional[int] = None
+        try:
+            self._pidfd = os.pidfd_open(pid)
+        except (AttributeError, OSError):  # no pidfd: the server's exit report alone says it ended
+            self._pidfd = None
+
+    def _gone(self) -> bool:
+        if self._pidfd is None:
+            return False
+        import select
+
+        return bool(select.select([self._pidfd], [], [], 0)[0])
+
+    def poll(self) -> Optional[int]:
+        if self.returncode is None:
+            code = self.server.exit_status(self.pid)
+            if code is None and self._gone():  # ended; its status is on the way from the server
+                code = self.server.exit_status(self.pid, wait_s=EXIT_REPORT_WAIT_S)
+                if code is None:
+                    code = -signal.SIGKILL if self.server.killed(self.pid) else -1
+            if code is not None:
+                self.returncode = code
+                self._close_pidfd()
+        return self.returncode
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"forked worker {self.pid}", timeout)
+            if self._pidfd is not None:
+                import select
+
+                left = 0.5 if deadline is None else max(0.0, min(0.5, deadline - time.monotonic()))
+                select.select([self._pidfd], [], [], left)
+            else:
+                self.server.wait_exit(self.pid, 0.5)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            self.server.note_killed(self.pid)
+            try:
+                if self._pidfd is not None and hasattr(signal, "pidfd_send_signal"):
+                    signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)  # never a recycled pid
+                else:
+                    os.kill(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, OSError):
+                pass
+
+    def _close_pidfd(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
+class ForkServer:
+    """One server process: started with the side's environment and hash seed, preloads, forks."""
+
+    def __init__(
+        self,
+        side: Side,
+        *,
+        seed: int,
+        preload: list[str],
+        log_path: Path,
+        cwd: Path,
+        core: Optional[int],
+        timeout_s: float = START_TIMEOUT_S,
+        run_in=None,
+    ):
+        """``run_in(fn)``: where the process is started (ServerPool: one long-lived thread, since
+        the server's PR_SET_PDEATHSIG fires when the *thread* that started it ends)."""
+        check_python(side.python)
+        self.side, self.seed = side, seed
+        self._lock = threading.Lock()  # one fork request at a time
+        self._replies: queue.Queue = queue.Queue()
+        self._exits: dict[int, int] = {}
+        self._killed: set[int] = set()
+        self._exited = threading.Condition()
+        self.closed = False
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock = parent
+        self._log = open(log_path, "ab")
+        env = worker_env(side, seed)
+        t0 = time.perf_counter()
+        try:
+            self.proc = (run_in or (lambda fn: fn()))(
+                lambda: subprocess.Popen(
+                    [side.python, "-m", "teperf.worker.forkserver", str(child.fileno())],
+                    pass_fds=(child.fileno(),),
+                    stdin=subprocess.DEVNULL,
+                    stdout=self._log,
+                    stderr=self._log,
+                    env=env,
+                    cwd=str(cwd),
+                    start_new_session=True,  # Ctrl-C reaches the coordinator only
+                )
+            )
+        except OSError as exc:
+            raise ServerError(f"cannot start a fork server for {side.label}: {exc}")
+        finally:
+            child.close()
+        if core is not None and hasattr(os, "sched_setaffinity"):
+            try:  # import on a spare core; each child moves to its own core at its init
+                os.sched_setaffinity(self.proc.pid, {core})
+            except OSError:
+                pass
+        threading.Thread(target=self._read, name=f"teperf-forkserver-{side.label}", daemon=True).start()
+        self._send({"cmd": "init", "sys_path": list(side.sys_path), "preload": preload})
+        hello = self._reply(timeout_s)
+        if hello.get("type") != "ready":
+            self.kill()
+            raise ServerError(f"the {side.label} fork server could not start: {hello.get('error', hello)}")
+        self.pid = self.proc.pid
+        self.import_s = hello.get("import_s")
+        self.start_s = round(time.perf_counter() - t0, 3)
+
+    def _send(self, message: dict, fds: tuple = ()) -> None:
+        data = json.dumps(message).encode()
+        try:
+            if fds:
+                socket.send_fds(self.sock, [data], list(fds))
+            else:
+                self.sock.send(data)
+        except OSError as exc:
+            raise ServerError(f"the {self.side.label} fork server is gone ({exc})")
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = self.sock.recv(1 << 16)
+            except OSError:
+                data = b""
+            if not data:
+                self._replies.put({"type": "gone"})
+                with self._exited:
+                    self._exited.notify_all()
+                return
+            message = json.loads(data)
+            if message.get("type") == "exit":
+                with self._exited:
+                    self._exits[message["pid"]] = int(message["status"])
+                    self._exited.notify_all()
+            else:
+                self._replies.put(message)
+
+    def _reply(self, timeout_s: float) -> dict:
+        try:
+            return self._replies.get(timeout=timeout_s)
+        except queue.Empty:
+            return {"type": "timeout", "error": f"no answer within {timeout_s:g} s"}
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def fork(self, log_file) -> ForkedProcess:
+        """A new worker process with fresh pipes; its stderr goes to ``log_file``."""
+        with self._lock:
+            if self.closed or not self.alive():
+                raise ServerError(f"the {self.side.label} fork server is gone")
+            r_in, w_in = os.pipe()
+            r_out, w_out = os.pipe()
+            try:
+                self._send({"cmd": "fork"}, (r_in, w_out, log_file.fileno()))
+                reply = self._reply(REPLY_TIMEOUT_S)
+            finally:
+                os.close(r_in)
+                os.close(w_out)
+            if reply.get("type") != "forked":
+                os.close(w_in)
+                os.close(r_out)
+                raise ServerError(
+                    f"the {self.side.label} fork server did not fork: {reply.get('error', reply)}"
+                )
+        return ForkedProcess(reply["pid"], os.fdopen(w_in, "wb"), os.fdopen(r_out, "rb"), self)
+
+    def exit_status(self, pid: int, wait_s: float = 0.0) -> Optional[int]:
+        with self._exited:
+            if pid not in self._exits and wait_s > 0:
+                self._exited.wait_for(lambda: pid in self._exits or not self.alive(), wait_s)
+            return self._exits.get(pid)
+
+    def wait_exit(self, pid: int, timeout_s: float) -> None:
+        self.exit_status(pid, timeout_s)
+
+    def note_killed(self, pid: int) -> None:
+        self._killed.add(pid)
+
+    def killed(self, pid: int) -> bool:
+        return pid in self._killed
+
+    def quit(self) -> None:
+        """No more forks; the server leaves once its children have ended (they measure on)."""
+        with self._lock:
+            if not self.closed:
+                self.closed = True
+                try:
+                    self._send({"cmd": "quit"})
+                except ServerError:
+                    pass
+
+    def kill(self) -> None:
+        self.closed = True
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        self.sock.close()
+        self._log.close()
+
+    def reap(self, timeout_s: float = 30.0) -> None:
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
+
+
+class _Slot:
+    """One generation's server of one side, or why it failed, once it exists; ``get`` waits for it."""
+
+    def __init__(self):
+        self.ready = threading.Event()
+        self.server: Optional[ForkServer] = None
+        self.error: Optional[ServerError] = None
+
+    def put(self, result) -> None:
+        if isinstance(result, ServerError):
+            self.error = result
+        else:
+            self.server = result
+        self.ready.set()
+
+    def get(self) -> ForkServer:
+        self.ready.wait()
+        if self.server is None:
+            raise self.error
+        return self.server
+
+
+class ServerPool:
+    """The fork servers of one run: per side, a generation of ``every`` pairs each with its own
+    hash seed (that of its first pair, so generation 0 draws what a fresh first pair would)."""
+
+    def __init__(
+        self,
+        config,
+        sides: list[Side],
+        preload: list[str],
+        log_dir: Path,
+        cwd: Path,
+        core_for,
+        max_pairs: Optional[int] = None,
+    ):
+        self.config, self.sides, self.preload = config, sides, preload
+        self.every = max(1, int(config.schedule.server_pairs))
+        self.log_dir, self.cwd, self.core_for = Path(log_dir), Path(cwd), core_for
+        self.max_pairs = max_pairs  # no server is started ahead for a generation past it
+        self.lock = threading.Lock()
+        self.slots: dict[tuple[int, int], _Slot] = {}  # (side index, generation) -> its server
+        self.all: list[ForkServer] = []
+        self.started = 0  # servers started, restarts included
+        self.restarts = 0  # servers that died and were started again
+        self.failed: Optional[str] = None  # a server could not start: the run's workers start fresh
+        self.closed = False
+        self._starter: Optional[threading.Thread] = None
+        self._jobs: queue.Queue = queue.Queue()
+        self._stopped = threading.Event()  # set once every server has ended
+        self.events: list[dict] = []  # what the bundle records (started, died, failed)
+
+    def generation(self, pair: int) -> int:
+        return pair // self.every
+
+    def seed(self, pair: int) -> int:
+        return hash_seed(self.config.seed, self.generation(pair) * self.every)
+
+    def launcher(self, index: int, pair: int):
+        """``launch(log_file) -> ForkedProcess`` for side ``index`` of ``pair``; None: start it fresh."""
+        if self.failed is not None:
+            return None
+        generation = self.generation(pair)
+
+        def launch(log_file):
+            try:
+                server = self._server(index, generation)
+            except ServerError:
+                return None  # recorded; this worker and the run's next ones start fresh
+            try:
+                return server.fork(log_file)
+            except ServerError:
+                if server.alive() and not server.closed:
+                    raise
+                if not server.alive():  # killed for memory, a crash: one new server for it, counted
+                    self._event("died", index, generation, server, error=f"exit {server.proc.poll()}")
+                try:
+                    return self.replace(index, generation, server).fork(log_file)
+                except ServerError:
+                    return None
+
+        return launch
+
+    def _server(self, index: int, generation: int, ahead: bool = True) -> ForkServer:
+        """This side's server of ``generation``, started on first use (once, whoever asks first);
+        ``ahead``: then start the next generation's too, so that it has imported when its turn comes."""
+        key = (index, generation)
+        with self.lock:
+            if self.closed:
+                raise ServerError("the run is over")
+            slot = self.slots.get(key)
+            owner = slot is None
+            if owner:
+                slot = self.slots[key] = _Slot()
+        if not owner:
+            return slot.get()
+        side = self.sides[index]
+        try:
+            server = ForkServer(
+                side,
+                seed=hash_seed(self.config.seed, generation * self.every),
+                preload=self.preload,
+                log_path=self.log_dir / f"forkserver-{side.label}-g{generation:03d}.log",
+                cwd=self.cwd,
+                core=self.core_for(generation * len(self.sides) + index),
+                timeout_s=self.config.schedule.timeout_s,
+                run_in=self._in_starter,
+            )
+        except ServerError as exc:
+            self.failed = str(exc)
+            self._event("failed", index, generation, None, error=str(exc))
+            slot.put(exc)
+            raise
+        with self.lock:
+            self.all.append(server)
+            self.started += 1
+            # Older generations of this side fork no more; each leaves when its children have.
+            for (i, g), old in list(self.slots.items()):
+                if i == index and g < generation - 1 and old.server is not None:
+                    old.server.quit()
+                    del self.slots[(i, g)]
+            closed = self.closed
+        if closed:  # the run ended while this one imported
+            server.kill()
+        self._event("started", index, generation, server)
+        slot.put(server)
+        if (
+            ahead
+            and not closed
+            and (self.max_pairs is None or (generation + 1) * self.every < self.max_pairs)
+        ):
+            threading.Thread(target=self._ahead, args=(index, generation + 1), daemon=True).start()
+        return server
+
+    def _in_starter(self, fn):
+        """Run ``fn`` (a Popen) in the pool's one starter thread, which lives as long as the pool:
+        a server started from a lane's or a helper's thread would be SIGKILLed when that thread ends."""
+        with self.lock:
+            if self._starter is None:
+                self._starter = threading.Thread(
+                    target=self._start_jobs, name="teperf-forkserver-starter", daemon=True
+                )
+                self._starter.start()
+        done: queue.Queue = queue.Queue()
+        self._jobs.put((fn, done))
+        ok, value = done.get()
+        if not ok:
+            raise value
+        return value
+
+    def _start_jobs(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                self._stopped.wait()  # the servers' parent thread must outlive them
+                return
+            fn, done = job
+            try:
+                done.put((True, fn()))
+            except BaseException as exc:
+                done.put((False, exc))
+
+    def _ahead(self, index: int, generation: int) -> None:
+        try:
+            self._server(index, generation, ahead=False)
+        except ServerError:
+            pass  # recorded; its pairs start fresh
+
+    def replace(self, index: int, generation: int, dead: ForkServer) -> ForkServer:
+        """A new server for a generation whose server died (counted)."""
+        with self.lock:
+            slot = self.slots.get((index, generation))
+            if slot is not None and slot.server is dead:
+                del self.slots[(index, generation)]
+                self.restarts += not dead.alive()
+        return self._server(index, generation, ahead=False)
+
+    def _event(
+        self, what: str, index: int, generation: int, server: Optional[ForkServer], error=None
+    ) -> None:
+        self.events.append(
+            {
+                "event": what,
+                "side": self.sides[index].label,
+                "generation": generation,
+                "hash_seed": hash_seed(self.config.seed, generation * self.every),
+                "pid": getattr(server, "pid", None),
+                "start_s": getattr(server, "start_s", None),
+                "import_s": getattr(server, "import_s", None),
+                "error": error,
+            }
+        )
+
+    def close(self, stopping: bool = False) -> None:
+        """End every server: ``stopping`` kills at once (and their children die with them)."""
+        with self.lock:
+            self.closed = True
+        for server in list(self.all):
+            if stopping:
+                server.kill()
+            else:
+                server.quit()
+        if not stopping:
+            for server in list(self.all):
+                server.reap()
+        self._jobs.put(None)
+        self._stopped.set()

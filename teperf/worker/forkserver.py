@@ -1,0 +1,163 @@
+"""A fork server: ``python -m teperf.worker.forkserver FD`` (started by teperf.engine.forkserver).
+
+One per side and generation, in the side's interpreter with the side's environment and hash seed.
+It imports torch, the package under test and teperf's worker once (10 s on the H200), never
+touches CUDA, and forks a worker for each request: the child takes the pipes the coordinator sent
+(SCM_RIGHTS) as its stdin, stdout and stderr and runs ``teperf.worker.__main__.main`` as a fresh
+worker would, from its ``init`` on (core, sys.path, device). What a fork cannot vary (the hash
+seed, the address-space layout) the coordinator varies by starting a new server every few pairs.
+
+Control messages on the SEQPACKET socket FD, one JSON object each:
+  coordinator -> server: {"cmd": "init", "sys_path", "preload"}; {"cmd": "fork"} + 3 fds; {"cmd": "quit"}
+  server -> coordinator: {"type": "ready", "pid", "import_s"} | {"type": "fatal", "error"};
+                         {"type": "forked", "pid"}; {"type": "exit", "pid", "status"} (unsolicited)
+A quit stops the forking; the server exits once its children have (they keep measuring meanwhile).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+
+MAX_MESSAGE = 1 << 16
+
+
+def _send(sock, lock, message: dict) -> None:
+    with lock:
+        sock.send(json.dumps(message).encode())
+
+
+def _status(raw: int) -> int:
+    """waitpid's status as Popen's returncode: the exit code, or -signal."""
+    if os.WIFSIGNALED(raw):
+        return -os.WTERMSIG(raw)
+    return os.WEXITSTATUS(raw)
+
+
+def _reaper(sock, lock, children: set, changed: threading.Condition) -> None:
+    """Reap every child and say how it ended (the coordinator cannot wait for a grandchild)."""
+    while True:
+        with changed:
+            while not children:
+                changed.wait()
+        try:
+            pid, raw = os.waitpid(-1, 0)
+        except ChildProcessError:
+            time.sleep(0.01)
+            continue
+        with changed:
+            children.discard(pid)
+            changed.notify_all()
+        try:
+            _send(sock, lock, {"type": "exit", "pid": pid, "status": _status(raw)})
+        except OSError:
+            pass
+
+
+def _preload(names: list) -> None:
+    import importlib
+
+    for name in names:
+        importlib.import_module(name)
+
+
+def _child(fds: list, sock) -> None:
+    """In the forked child: become a worker on the pipes the coordinator sent. Never returns."""
+    code = 1
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        stdin_fd, stdout_fd, log_fd = fds
+        os.dup2(stdin_fd, 0)
+        os.dup2(stdout_fd, 1)
+        os.dup2(log_fd, 2)
+        for fd in (stdin_fd, stdout_fd, log_fd):
+            if fd > 2:
+                os.close(fd)
+        sock.close()
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the worker's command stream, for the whole process
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", closefd=False, buffering=1)  # noqa: SIM115
+        os.environ["TEPERF_FORKED"] = str(os.getppid())
+        from teperf.worker.__main__ import main
+
+        code = main()
+    except BaseException:
+        try:
+            traceback.print_exc()
+        except Exception:
+            pass
+    finally:
+        try:
+            sys.stderr.flush()
+        except Exception:
+            pass
+        os._exit(code or 0)
+
+
+def main() -> int:
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the coordinator owns Ctrl-C
+    from teperf.worker.__main__ import PR_SET_PDEATHSIG, _alive
+
+    if sys.platform.startswith("linux"):  # die with the coordinator, even a SIGKILLed one
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if not _alive(os.environ.get("TEPERF_COORDINATOR_PID")):
+        return 1
+    lock = threading.Lock()
+    init = json.loads(sock.recv(MAX_MESSAGE) or b"{}")
+    sys.path[0:0] = list(init.get("sys_path") or [])
+    started = time.perf_counter()
+    try:
+        _preload(list(init.get("preload") or []))
+        import torch
+
+        if torch.cuda.is_initialized():  # a forked child cannot use its parent's CUDA context
+            raise RuntimeError(f"importing {', '.join(init.get('preload') or [])} initialized CUDA")
+    except BaseException as exc:
+        traceback.print_exc()
+        _send(sock, lock, {"type": "fatal", "error": f"{type(exc).__name__}: {exc}"})
+        return 1
+    _send(
+        sock, lock, {"type": "ready", "pid": os.getpid(), "import_s": round(time.perf_counter() - started, 3)}
+    )
+    children: set = set()
+    changed = threading.Condition()
+    threading.Thread(target=_reaper, args=(sock, lock, children, changed), daemon=True).start()
+    while True:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(sock, MAX_MESSAGE, 3)
+        except OSError:
+            data, fds = b"", []
+        message = json.loads(data) if data else {"cmd": "quit"}  # EOF: the coordinator is gone
+        if message.get("cmd") != "fork" or len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            break
+        with changed:  # holding it keeps the reaper out of waitpid between fork and bookkeeping
+            pid = os.fork()
+            if pid == 0:
+                _child(fds, sock)
+            children.add(pid)
+            changed.notify_all()
+        for fd in fds:
+            os.close(fd)
+        _send(sock, lock, {"type": "forked", "pid": pid})
+    with changed:  # quit: the children measure on; leave when the last one has ended
+        while children:
+            changed.wait(1.0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
