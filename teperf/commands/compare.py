@@ -88,6 +88,11 @@ from teperf.gate import parse_fail_on
     metavar="MODULE/RECIPE",
     help="Afterwards, profile this cell on both sides and show where the delta comes from.",
 )
+@click.option(
+    "--expected",
+    metavar="FILE",
+    help="Also check the head side's counters against this expected-counters file (teperf counters check); exit 1 on a change.",
+)
 @fail_on_option
 @config_options
 @output_options
@@ -109,6 +114,7 @@ def command(
     head_python,
     counters,
     explain_cell,
+    expected,
     fail_on,
     fmt,
     results_dir,
@@ -126,6 +132,8 @@ def command(
 
     fail_verdicts = parse_fail_on(fail_on)
     config = make_config(kwargs, counters=counters)
+    if expected and not counters:
+        raise TeperfError("--expected needs the counters", "leave --no-counters out")
     if explain_cell:  # checked now, not after minutes of measuring
         from teperf.explain import find_case
         from teperf.plan import expand
@@ -185,4 +193,12 @@ def command(
 
         # on stderr when stdout carries json/csv, so that it stays parseable
         click.echo(render_report(explain_bundle(summary.path, explain_cell)), err=fmt in ("json", "csv"))
+    checked = None
+    if expected:
+        from teperf.countergate import check_bundle, render
+
+        checked = check_bundle(summary.path, expected)
+        click.echo(render(checked), err=fmt in ("json", "csv"), nl=False)
     gate(summary, fail_verdicts)
+    if checked is not None and not checked.passed:
+        sys.exit(1)
