@@ -11,10 +11,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import run_in_process
 
 from teperf import countergate as cg
 from teperf.errors import TeperfError
-from conftest import run_in_process
 
 MADE_WITH = {"python": "3.11", "torch": "2.13.0+cpu", "device": "cpu", "teperf": "0.2.0"}
 COUNTS = {"python_calls": 24, "aten_ops": 20, "autograd_nodes": 8, "allocations": 8}
@@ -264,3 +264,49 @@ def test_check_update_and_refusal_end_to_end(tmp_path, capsys):
     assert cell["status"] == "changed" and cell["win"] is True and cell["changes"][0]["kind"] == "win"
     code, out, err = run_in_process(check + ["--path", str(base)], capsys)
     assert code == 1 and "(-6, win) - win: update the file" in out
+
+
+FIXTURE_BUNDLE = Path(__file__).parent / "fixtures" / "bundles" / "v2-compare-compile-cpu"
+
+
+def test_compare_bundle_head_against_the_file(tmp_path):
+    # A real CPU compare (eager + compile; head's MLP busy-waits): base's counters make the file.
+    base = {
+        "Linear/fp32/8x2x64/eager": {
+            "python_calls": 24,
+            "aten_ops": 20,
+            "autograd_nodes": 8,
+            "allocations": 8,
+        },
+        "MLP/fp32/8x2x64/eager": {
+            "python_calls": 46,
+            "aten_ops": 42,
+            "autograd_nodes": 18,
+            "allocations": 21,
+        },
+        "MLP/fp32/8x2x64/compile": {
+            "python_calls": 156,
+            "aten_ops": 42,
+            "autograd_nodes": 9,
+            "allocations": 19,
+        },
+        "Gone/fp32/8x2x64/eager": COUNTS,
+    }
+    path = write_expected(tmp_path / "e.toml", base)
+    result = cg.check_bundle(FIXTURE_BUNDLE, path)
+    assert result.side == "head"
+    by_key = {c.key: c for c in result.cells}
+    assert by_key["Linear/fp32/8x2x64/eager"].status == "ok"
+    assert [c.text() for c in by_key["MLP/fp32/8x2x64/compile"].changes] == [
+        "python_calls 156 -> 162 (+6, regression)"
+    ]
+    assert by_key["LayerNormLinear/fp32/8x2x64/eager"].status == "new"
+    assert result.not_in_config == ["Gone/fp32/8x2x64/eager"]
+    assert not result.passed
+    text = cg.render(result)
+    assert "the head side's counters of 6 cells" in text and "1 row of the file not in this config" in text
+    assert cg.check_bundle(FIXTURE_BUNDLE, path, "base").cells[0].status == "ok"
+    other = write_expected(tmp_path / "o.toml", base)
+    other.write_text(other.read_text().replace('python = "3.11"', 'python = "3.12"'))
+    with pytest.raises(TeperfError, match=r"python 3.12 -> 3.11"):
+        cg.check_bundle(FIXTURE_BUNDLE, other)
