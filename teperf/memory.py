@@ -43,7 +43,10 @@ def estimate_bytes(case) -> int | None:
     if case.module in ATTENTION and len(case.shape) >= 3:  # [seq, batch, hidden]: seq x seq scores per head
         seq, batch = case.shape[0], math.prod(case.shape[1:-1])
         total += 3 * seq * seq * batch * max(1, hidden // HEAD_DIM) * elem
-    return total
+    layers = (case.kwargs or {}).get("layers", 1)  # TransformerLayer stacked N deep (te_compat.STACK_KWARG)
+    return (
+        total * layers if isinstance(layers, int) and not isinstance(layers, bool) and layers > 1 else total
+    )
 
 
 def available_bytes(device: str) -> int | None:

@@ -123,13 +123,14 @@ def build(case: dict, device: str) -> Built:
     problem = check_shape(name, recipe, shape, kwargs)
     if problem:
         raise ValueError(f"{name} {recipe} {shape}: {problem}")
+    layers = int(kwargs.pop(compat.STACK_KWARG, 1))
     dtype = getattr(torch, case.get("dtype") or "bfloat16")
 
     cls = getattr(te, name)
     defaults, user = compat.constructor_kwargs(name, shape, dtype, device, kwargs)
     params, var_kw = compat.signature_of(cls)
     ctor, notes = compat.adapt_kwargs(params, var_kw, defaults, user)
-    module = cls(**ctor)
+    module = cls(**ctor) if layers == 1 else torch.nn.Sequential(*(cls(**ctor) for _ in range(layers)))
     module.train()
 
     x = torch.randn(*compat.input_shape(name, shape), device=device, dtype=dtype, requires_grad=True)
@@ -148,6 +149,7 @@ def build(case: dict, device: str) -> Built:
         },
         "input_shape": list(x.shape),
         "params": sum(p.numel() for p in module.parameters()),
+        "layers": layers,
     }
     if notes:
         info["constructor_shims"] = notes
