@@ -476,7 +476,10 @@ def count_cells(
                 ready.append(case)
             else:
                 status = "skipped" if reply.get("skipped") else "failed"
-                results[case.key] = CellResult(case.key, status, reason=str(reply.get("error"))[:300])
+                reason = str(reply.get("error"))[:300] + (
+                    "" if status == "skipped" else f" (log: {log_path})"
+                )
+                results[case.key] = CellResult(case.key, status, reason=reason)
         for case in ready:
             current = case
             progress(f"counting {case.key}")
@@ -494,7 +497,10 @@ def count_cells(
                 if reply.get("type") == "profile":
                     cell.calls = calls_by_function(reply["functions"])
     except WorkerError as exc:
-        reason = f"the worker failed at {current.key if current else 'start-up'}: {exc}"[:300]
+        reason = (
+            f"the worker failed at {current.key if current else 'start-up'}: {exc}"[:300]
+            + f" (log: {log_path})"
+        )
         if not results and current is None:
             raise TeperfError(f"the {side.label} worker did not start: {exc}", f"see {log_path}") from None
         for case in runnable:
@@ -519,6 +525,7 @@ def check(
     ``update``: rewrite the rows that changed (and add the new ones) in place; a missing file is
     made. A side whose versions differ from the file's is refused (TeperfError) either way.
     """
+    import shutil
     import tempfile
 
     from teperf.plan import expand
@@ -551,9 +558,16 @@ def check(
         return cell.status != "ok" or (update and key not in known_calls)
 
     work = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="teperf-counters-"))
-    hello, counted = count_cells(
-        config, side, cases, work, on_hello=on_hello, want_calls=want_calls, progress=progress
-    )
+    try:
+        hello, counted = count_cells(
+            config, side, cases, work, on_hello=on_hello, want_calls=want_calls, progress=progress
+        )
+    except TeperfError as exc:
+        if log_dir is None and str(work) not in str(exc):  # kept when the error points at its log
+            shutil.rmtree(work, ignore_errors=True)
+        raise
+    if log_dir is None and not any(c.status == "failed" for c in counted.values()):
+        shutil.rmtree(work, ignore_errors=True)  # the worker's log is kept only when a cell failed
     if not seen and hello:
         seen.update(made_with(hello, config.device))
     cells = []

@@ -310,3 +310,44 @@ def test_compare_bundle_head_against_the_file(tmp_path):
     other.write_text(other.read_text().replace('python = "3.11"', 'python = "3.12"'))
     with pytest.raises(TeperfError, match=r"python 3.12 -> 3.11"):
         cg.check_bundle(FIXTURE_BUNDLE, other)
+
+
+@pytest.mark.flaky(reruns=1)
+def test_compare_expected_gates_the_head_side(tmp_path, capsys):
+    config = tmp_path / "gate.toml"
+    config.write_text(FIX_CONFIG)
+    base, head = side(tmp_path / "base", 0), side(tmp_path / "head", 2)
+    expected = tmp_path / "counters.toml"
+    code, out, err = run_in_process(
+        [
+            "counters",
+            "check",
+            "--config",
+            str(config),
+            "--expected",
+            str(expected),
+            "--path",
+            str(base),
+            "--update",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    short = ["--processes", "2", "--rounds", "1", "--trials", "2", "--iters", "5", "--prestart", "0"]
+    compare = ["compare", "--config", str(config), *short, "--results-dir", str(tmp_path / "results")]
+    code, out, err = run_in_process(
+        compare + ["--base-path", str(base), "--head-path", str(head), "--expected", str(expected)], capsys
+    )
+    assert code == 1, (out, err)
+    assert "the head side's counters of 1 cell" in out and "(+4, regression)" in out
+    code, out, err = run_in_process(
+        compare + ["--base-path", str(head), "--head-path", str(base), "--expected", str(expected)], capsys
+    )
+    assert code == 0, (out, err)
+    assert "1 cell as expected" in out
+    code, out, err = run_in_process(
+        compare
+        + ["--base-path", str(base), "--head-path", str(base), "--expected", str(expected), "--no-counters"],
+        capsys,
+    )
+    assert code == 2 and "--expected needs the counters" in err
