@@ -28,6 +28,14 @@ BUILD_COMMAND_HELP = (
 from teperf.gate import parse_fail_on
 
 
+def _sweep(text):
+    if not text:
+        return None
+    from teperf.sweep import parse_sweep
+
+    return parse_sweep(text)
+
+
 @click.command("compare", epilog=EXIT_STATUS_HELP)
 @click.argument("spec", required=False, metavar="[BASE..HEAD]")
 @click.option("--repo", default=".", show_default=True, metavar="DIR", help="Git repository the refs are in.")
@@ -93,6 +101,11 @@ from teperf.gate import parse_fail_on
     metavar="FILE",
     help="Also check the head side's counters against this expected-counters file (teperf counters check); exit 1 on a change.",
 )
+@click.option(
+    "--sweep",
+    metavar="KEY=V1,V2,...",
+    help="Measure every value of a module kwarg (num_gemms=1,2,4,8) or shape dimension (dim0=64,128) as its own cell; then print the host-time slope per unit.",
+)
 @fail_on_option
 @config_options
 @output_options
@@ -115,6 +128,7 @@ def command(
     counters,
     explain_cell,
     expected,
+    sweep,
     fail_on,
     fmt,
     results_dir,
@@ -132,6 +146,11 @@ def command(
 
     fail_verdicts = parse_fail_on(fail_on)
     config = make_config(kwargs, counters=counters)
+    swept = _sweep(sweep)
+    if swept:
+        from teperf.sweep import apply
+
+        config = apply(config, swept)
     if expected and not counters:
         raise TeperfError("--expected needs the counters", "leave --no-counters out")
     if explain_cell:  # checked now, not after minutes of measuring
@@ -193,6 +212,10 @@ def command(
 
         # on stderr when stdout carries json/csv, so that it stays parseable
         click.echo(render_report(explain_bundle(summary.path, explain_cell)), err=fmt in ("json", "csv"))
+    if swept:
+        from teperf.sweep import analyze, render
+
+        click.echo(render(analyze(summary.path, swept)), err=fmt in ("json", "csv"), nl=False)
     checked = None
     if expected:
         from teperf.countergate import check_bundle, render

@@ -12,6 +12,7 @@ import sys
 from typing import Optional
 
 from teperf.worker import te_compat as compat
+from teperf.worker.backends import module_class
 from teperf.worker.runner import Built
 
 MODULES = compat.MODULES
@@ -116,7 +117,7 @@ def build(case: dict, device: str) -> Built:
 
     te = _te()
     version = _te_version()
-    name = case["module"]
+    name = module_class(case["module"])
     recipe = case["recipe"]
     shape = [int(d) for d in case["shape"]]
     kwargs = dict(case.get("kwargs") or {})
