@@ -1,7 +1,8 @@
 #!/bin/bash
 # H200 evidence for the counters gate and the compile residue (issue 26); NOT RUN YET.
 # On the GPU machine, from the repo root, with .gpu/ carried (TE 2.20.2 or 2.16.0):
-#     OUT=/tmp/out bash scripts/gpu_counters.sh [gate|model|all]      (default all; about 8-10 minutes)
+#     OUT=/tmp/out bash scripts/gpu_counters.sh [gate|model|sweep|all]   (default all; about 10-14 minutes:
+#     run the parts in separate device calls when one call may last 10 minutes at most)
 # Writes under $OUT: log.txt (exit status and wall time per job), the expected files it made
 # (te-eager.toml: every eager + cuda-graph cell of config nightly; te-compile.toml: every compile
 # cell; pr-thread.toml) with their .calls.json, the text of each check (*.txt), and for the
@@ -12,6 +13,8 @@
 #          A row that changes between the checks is a counter that is not repeatable on the GPU:
 #          note which, and give it a tolerance in the file.
 #   model: the stack of 4 TransformerLayers [128,2,1024], bf16/fp8 delayed, eager and compile.
+#   sweep: GroupedLinear host time against num_gemms 1,2,4,8,16, bf16 and fp8 delayed ([128,4,256]: 512 tokens,
+#          32 per GEMM at 16; 3, 6, 12 break the split rule): sweep.txt has per value the us per step and Python calls, and the slope.
 # What to look for: "update" lines rc=0; "check" lines rc=0 with "N cells as expected" (a rc=1 with
 # changed rows = a counter that wobbles: the .txt says which); the wall time of each check (for the
 # README); in te-compile.toml the graphs/graph_breaks of each compile cell (LayerNormLinear: graphs 0,
@@ -70,6 +73,14 @@ for line in (b / "records.jsonl").read_text().splitlines():
 PY
   done
   tar czf "$OUT/model-bundle.tgz" -C "$OUT" model
+fi
+if [ "$WHAT" = sweep ] || [ "$WHAT" = all ]; then
+  t=$(date +%s)
+  timeout --signal=INT 500 $TP run --config nightly --modules GroupedLinear --recipes bf16,fp8_delayed \
+      --modes eager --sweep num_gemms=1,2,4,8,16 --processes 4 --rounds 1 --trials 4 --iters 50 \
+      --counters --core 7 --results-dir "$OUT/sweep" > "$OUT/sweep.txt" 2> "$OUT/sweep.err"
+  echo "sweep: rc=$? wall=$(( $(date +%s) - t )) s" >> "$OUT/log.txt"
+  tar czf "$OUT/sweep-bundle.tgz" -C "$OUT" sweep
 fi
 echo "total: $(( $(date +%s) - T0 )) s" >> "$OUT/log.txt"
 tail -40 "$OUT/log.txt"
