@@ -30,7 +30,7 @@ COUNTER_LABELS = (
     ("allocations", "alloc", "allocs", False),
     # compile cells only (teperf/worker/counters.py count_compile)
     ("graphs", "graph", "graphs", False),
-    ("graph_breaks", "graph break", "graph breaks", False),
+    ("graph_breaks", "graph break", "graph breaks", True),
     ("recompiles", "recompile", "recompiles", False),
     ("guard_failures", "guard failure", "guard failures", False),
 )
