@@ -621,11 +621,14 @@ def _update(result: CheckResult, expected: Optional[Expected], cells: list) -> N
 # ---- checking a compare bundle's head side ----
 
 
-def check_bundle(bundle_path, expected_path, side_label: Optional[str] = None) -> CheckResult:
-    """The counters ``compare`` recorded for one side (default: head) against the file: no new worker.
+def check_bundle(
+    bundle_path, expected_path, side_label: Optional[str] = None, name_functions: bool = True
+) -> CheckResult:
+    """The counters ``compare`` recorded for one side (default: head) against the file.
 
-    The functions behind a change are not named here (the bundle has no profile): ``teperf
-    counters check`` on that side does that.
+    Nothing is counted again. When a cell changed and the file's calls sidecar has it,
+    ``name_functions`` starts one worker of that side to profile the changed cells, so that the
+    functions behind the change are named as ``teperf counters check`` names them.
     """
     from teperf.bundle import Bundle
     from teperf.records import CountersRecord, WorkerRecord
@@ -654,8 +657,7 @@ def check_bundle(bundle_path, expected_path, side_label: Optional[str] = None) -
         )
     cells = []
     for case in meta.get("cases") or []:
-        shape = "x".join(str(n) for n in case.get("shape") or [])
-        key = f"{case.get('module')}/{case.get('recipe')}/{shape}/{case.get('mode')}"
+        key = _meta_key(case)
         got = counters.get(case.get("id"))
         if case.get("skip"):
             cells.append(CellResult(key, "skipped", reason=case["skip"]))
@@ -676,8 +678,75 @@ def check_bundle(bundle_path, expected_path, side_label: Optional[str] = None) -
     for cell in result.changed:
         old = expected.rows.get(cell.key)
         result.new_rows[cell.key] = row_line(cell.key, cell.counters, old.tolerance if old else None)
+    known = read_calls(expected_path)
+    wanted = [c for c in meta.get("cases") or [] if _meta_key(c) in known and by_key(result, _meta_key(c))]
+    if name_functions and wanted:
+        _name_functions(bundle, meta, label, wanted, known, result)
     result.seconds = round(time.perf_counter() - t0, 1)
     return result
+
+
+def _meta_key(case: dict) -> str:
+    shape = "x".join(str(n) for n in case.get("shape") or [])
+    return f"{case.get('module')}/{case.get('recipe')}/{shape}/{case.get('mode')}"
+
+
+def by_key(result: CheckResult, key: str) -> Optional[CellResult]:
+    """The changed cell named ``key``, or None."""
+    return next((c for c in result.changed if c.key == key), None)
+
+
+def _name_functions(bundle, meta: dict, label: str, cases: list, known: dict, result: CheckResult) -> None:
+    """Profile the changed cells on the bundle's ``label`` side in one worker; a side that is gone
+    (a temporary tree) or a worker that fails leaves the functions unnamed, with a note."""
+    import shutil
+    import tempfile
+    from types import SimpleNamespace
+
+    from teperf.explain import _usable_core, sides_from_meta
+    from teperf.plan import Case
+
+    config = meta.get("config") or {}
+    schedule = config.get("schedule") or {}
+    try:
+        side = next(s for s in sides_from_meta(meta) if s.label == label)
+        core, _note = _usable_core(None, config.get("core"))
+    except (TeperfError, StopIteration) as exc:
+        for case in cases:
+            by_key(result, _meta_key(case)).functions = [f"(not profiled: {exc})"]
+        return
+    plan_cases = []
+    for case in cases:
+        fields = {
+            f: case[f]
+            for f in ("id", "backend", "module", "recipe", "shape", "dtype", "mode", "factory", "kwargs")
+            if f in case
+        }
+        fields["shape"] = tuple(fields.get("shape") or ())
+        plan_cases.append(Case(**fields))
+    run_config = SimpleNamespace(
+        core=core,
+        device=config.get("device", "cpu"),
+        seed=int(config.get("seed", 0)),
+        schedule=SimpleNamespace(
+            timeout_s=float(schedule.get("timeout_s", 600.0)), warmup=int(schedule.get("warmup", 50))
+        ),
+    )
+    work = Path(tempfile.mkdtemp(prefix="teperf-counters-"))
+    try:
+        _hello, counted = count_cells(
+            run_config, side, plan_cases, work, want_calls=lambda key, counters: True
+        )
+    except TeperfError as exc:
+        counted = {}
+        for case in cases:
+            by_key(result, _meta_key(case)).functions = [f"(not profiled: {exc})"]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for key, got in counted.items():
+        cell = by_key(result, key)
+        if cell is not None and got.calls is not None:
+            cell.functions = functions_text(known.get(key), got.calls)
 
 
 # ---- text ----

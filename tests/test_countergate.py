@@ -340,6 +340,7 @@ def test_compare_expected_gates_the_head_side(tmp_path, capsys):
     )
     assert code == 1, (out, err)
     assert "the head side's counters of 1 cell" in out and "(+4, regression)" in out
+    assert "+2 calls of helper (gatepkg/mod.py)" in out  # one more head worker named the functions
     code, out, err = run_in_process(
         compare + ["--base-path", str(head), "--head-path", str(base), "--expected", str(expected)], capsys
     )
