@@ -260,3 +260,43 @@ def render(rows: list[dict]) -> str:
                 f"  slope {labels[1]} - {labels[0]}: {_slope(row['delta'])}: {row['delta']['verdict']}"
             )
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+# ---- the dashboard: kwarg sweeps that a nightly stored (cells named MODULE[KEY=V]) ----
+
+
+def series_from_cells(cells) -> list[dict]:
+    """Per (module, key, recipe, shape/dtype/mode) of one machine's history cells named ``MODULE[KEY=V]``
+    (a nightly run with --sweep): the values, the newest host time per value with its night's interval
+    bounds when paired, and the least-squares slope through them (us per unit). Two values at least."""
+    groups: dict = defaultdict(dict)
+    for cell in cells:
+        m = VARIANT.match(cell.module)
+        last = cell.latest
+        if not m or last is None or last.host_us is None:
+            continue
+        try:
+            value = float(m.group("value"))
+        except ValueError:
+            continue
+        name = (m.group("module"), m.group("key"), cell.recipe, cell.variant)
+        groups[name][value] = last
+    out = []
+    for (module, key, recipe, variant), points in sorted(groups.items()):
+        if len(points) < 2:
+            continue
+        values = sorted(points)
+        us = [points[v].host_us for v in values]
+        out.append(
+            {
+                "module": module,
+                "key": key,
+                "recipe": recipe,
+                "variant": variant,
+                "values": values,
+                "us": us,
+                "shas": [points[v].short_sha for v in values],
+                "slope": _ols_slope(values, us),
+            }
+        )
+    return out
