@@ -352,3 +352,10 @@ def test_compare_expected_gates_the_head_side(tmp_path, capsys):
         capsys,
     )
     assert code == 2 and "--expected needs the counters" in err
+    code, out, err = run_in_process(
+        compare
+        + ["--base-path", str(base), "--head-path", str(base), "--expected", str(expected)]
+        + ["--compile-cache", "warm"],
+        capsys,
+    )
+    assert code == 2 and "--compile-cache cold" in err

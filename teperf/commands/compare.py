@@ -153,6 +153,8 @@ def command(
         config = apply(config, swept)
     if expected and not counters:
         raise TeperfError("--expected needs the counters", "leave --no-counters out")
+    if expected and config.compile_cache == "warm":  # code loaded from a warm cache counts differently
+        raise TeperfError("--expected needs --compile-cache cold, as counters check counts", "leave it out")
     if explain_cell:  # checked now, not after minutes of measuring
         from teperf.explain import find_case
         from teperf.plan import expand
