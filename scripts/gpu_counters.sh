@@ -1,26 +1,29 @@
 #!/bin/bash
-# H200 evidence for the counters gate and the compile residue (issue 26); NOT RUN YET.
-# On the GPU machine, from the repo root, with .gpu/ carried (TE 2.20.2 or 2.16.0):
-#     OUT=/tmp/out bash scripts/gpu_counters.sh [gate|model|sweep|all]   (default all; about 10-14 minutes:
-#     run the parts in separate device calls when one call may last 10 minutes at most)
-# Writes under $OUT: log.txt (exit status and wall time per job), the expected files it made
-# (te-eager.toml: every eager + cuda-graph cell of config nightly; te-compile.toml: every compile
-# cell; pr-thread.toml) with their .calls.json, the text of each check (*.txt), and for the
-# model-sized cell model.md (teperf run --config te-model: per-step, one-time table with the first
-# call and the recompile) and model-counters.txt (its graphs, graph breaks, recompiles, guard failures).
-#   gate:  per config, `counters check --update` (makes the file) and then two plain checks in fresh
-#          workers: how long the whole check takes, and whether every counter repeats (rc=0, "as expected").
-#          A row that changes between the checks is a counter that is not repeatable on the GPU:
-#          note which, and give it a tolerance in the file.
-#   model: the stack of 4 TransformerLayers [128,2,1024], bf16/fp8 delayed, eager and compile.
-#   sweep: GroupedLinear host time against num_gemms 1,2,4,8,16, bf16 and fp8 delayed ([128,4,256]: 512 tokens,
-#          32 per GEMM at 16; 3, 6, 12 break the split rule): sweep.txt has per value the us per step and Python calls, and the slope.
-# What to look for: "update" lines rc=0; "check" lines rc=0 with "N cells as expected" (a rc=1 with
-# changed rows = a counter that wobbles: the .txt says which); the wall time of each check (for the
-# README); in te-compile.toml the graphs/graph_breaks of each compile cell (LayerNormLinear: graphs 0,
-# it runs eagerly; LayerNormMLP bf16: 2 graphs), the break reasons in te-compile-update.txt.
+# H200 evidence for the counters gate, the compile residue and the overhead slopes (issue 26); NOT RUN YET.
+# On the GPU machine, from the repo root, with .gpu/ carried (TE 2.20.2 or 2.16.0), one part per device call
+# (a call may last 10 minutes at most):
+#     OUT=/tmp/out bash scripts/gpu_counters.sh gate       # about 3-5 min
+#     OUT=/tmp/out bash scripts/gpu_counters.sh gate-all   # about 5-8 min
+#     OUT=/tmp/out bash scripts/gpu_counters.sh model      # about 5-9 min
+#     OUT=/tmp/out bash scripts/gpu_counters.sh sweep      # about 2-4 min
+# Writes under $OUT: log.txt (exit status and wall time per job), the expected files it made (*.toml with
+# their .calls.json) and the text of each check (*.txt, stderr in *.err).
+#   gate:     the PR thread's cells (config pr-thread) eager (core 3) and compile (core 11, at the same
+#             time): per file `counters check --update` (makes it), then two plain checks in fresh workers
+#             (another hash seed): how long a whole check takes, and whether every counter repeats.
+#   gate-all: the same for every eager and cuda-graph cell of config nightly the GPU has (te-all.toml).
+#   model:    the stack of 4 TransformerLayers [128,2,1024] (config te-model), bf16/fp8 delayed, eager and
+#             compile, with counters: model.md (per-step and one-time tables: first call, recompile) and
+#             model-counters.txt (graphs, graph breaks, recompiles, guard failures; first call per pair).
+#   sweep:    GroupedLinear host time against num_gemms 1,2,4,8,16, bf16 and fp8 delayed ([128,4,256]: 512
+#             tokens, 32 per GEMM at 16; 3, 6, 12 break the split rule): sweep.txt, per value the us per step
+#             and Python calls, and the slope with its interval.
+# What to look for: "*-update" rc=0; "*-check1/2" rc=0 with "N cells as expected" (rc=1 with changed rows =
+# a counter that is not repeatable on the GPU: the .txt names it; give it a tolerance in the file); the
+# check's wall time (for the README); in pr-thread-compile.toml each compile row's graphs and graph_breaks
+# (LayerNormLinear: graphs 0, it runs eagerly; LayerNormMLP bf16: 2 graphs), the reasons in its -update.txt.
 set -u
-WHAT=${1:-all}
+WHAT=${1:?say which part: gate, gate-all, model or sweep}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 T0=$(date +%s)
 source .gpu/setup.sh > "$OUT/log.txt" 2>&1 || { cat "$OUT/log.txt"; exit 1; }
@@ -42,16 +45,17 @@ gate() {  # name timeout config args...
   job "$name-check2" $lim counters check --expected "$OUT/$name.toml" --seed 7 "$@"
 }
 
-if [ "$WHAT" = gate ] || [ "$WHAT" = all ]; then
-  # two cores: the eager/cuda-graph cells and the compile cells at once (each worker pins its own core)
-  (gate pr-thread 200 --config pr-thread --core 3
-   gate te-eager 400 --config nightly --modes eager,cuda-graph --core 3) &
-  (gate te-compile 500 --config nightly --modes compile --core 11) &
+if [ "$WHAT" = gate ]; then
+  (gate pr-thread 150 --config pr-thread --core 3) &
+  (gate pr-thread-compile 180 --config pr-thread --modes compile --core 11) &
   wait
 fi
-if [ "$WHAT" = model ] || [ "$WHAT" = all ]; then
+if [ "$WHAT" = gate-all ]; then
+  gate te-all 180 --config nightly --modes eager,cuda-graph --core 3
+fi
+if [ "$WHAT" = model ]; then
   t=$(date +%s)
-  timeout --signal=INT 500 $TP run --config te-model --counters --core 7 --format markdown \
+  timeout --signal=INT 560 $TP run --config te-model --counters --core 7 --format markdown \
       --results-dir "$OUT/model" > "$OUT/model.md" 2> "$OUT/model.err"
   echo "model: rc=$? wall=$(( $(date +%s) - t )) s" >> "$OUT/log.txt"
   for b in "$OUT"/model/*/; do
@@ -74,7 +78,7 @@ PY
   done
   tar czf "$OUT/model-bundle.tgz" -C "$OUT" model
 fi
-if [ "$WHAT" = sweep ] || [ "$WHAT" = all ]; then
+if [ "$WHAT" = sweep ]; then
   t=$(date +%s)
   timeout --signal=INT 500 $TP run --config nightly --modules GroupedLinear --recipes bf16,fp8_delayed \
       --modes eager --sweep num_gemms=1,2,4,8,16 --processes 4 --rounds 1 --trials 4 --iters 50 \
