@@ -28,14 +28,6 @@ BUILD_COMMAND_HELP = (
 from teperf.gate import parse_fail_on
 
 
-def _sweep(text):
-    if not text:
-        return None
-    from teperf.sweep import parse_sweep
-
-    return parse_sweep(text)
-
-
 @click.command("compare", epilog=EXIT_STATUS_HELP)
 @click.argument("spec", required=False, metavar="[BASE..HEAD]")
 @click.option("--repo", default=".", show_default=True, metavar="DIR", help="Git repository the refs are in.")
@@ -146,15 +138,22 @@ def command(
 
     fail_verdicts = parse_fail_on(fail_on)
     config = make_config(kwargs, counters=counters)
-    swept = _sweep(sweep)
-    if swept:
-        from teperf.sweep import apply
+    swept = None
+    if sweep:
+        from teperf.sweep import apply, parse_sweep
 
+        swept = parse_sweep(sweep)
         config = apply(config, swept)
-    if expected and not counters:
-        raise TeperfError("--expected needs the counters", "leave --no-counters out")
-    if expected and config.compile_cache == "warm":  # code loaded from a warm cache counts differently
-        raise TeperfError("--expected needs --compile-cache cold, as counters check counts", "leave it out")
+    if expected:  # checked now, not after minutes of measuring
+        from teperf.countergate import Expected
+
+        if not counters:
+            raise TeperfError("--expected needs the counters", "leave --no-counters out")
+        if config.compile_cache == "warm":  # code loaded from a warm cache counts differently
+            raise TeperfError(
+                "--expected needs --compile-cache cold, as counters check counts", "leave it out"
+            )
+        Expected.read(expected)
     if explain_cell:  # checked now, not after minutes of measuring
         from teperf.explain import find_case
         from teperf.plan import expand
