@@ -199,9 +199,11 @@ def analyze(bundle_path, sweep: Sweep) -> list[dict]:
             for value in values:
                 medians = [statistics.median(p[value]) for p in per[label].values() if p.get(value)]
                 means.append(statistics.fmean(medians) if medians else None)
+            # values no pair measured (skipped at run time: a recipe the GPU lacks) drop out
+            measured = [v for v in values if any(p.get(v) for p in per[label].values())]
             for pair, got in per[label].items():
-                xs = [v for v in values if got.get(v)]
-                if len(xs) == len(values):  # a pair that measured every value
+                xs = [v for v in measured if got.get(v)]
+                if len(xs) == len(measured):  # a pair that measured every measured value
                     by_pair[pair] = _ols_slope(xs, [statistics.median(got[v]) for v in xs])
             slopes[label] = {p: s for p, s in by_pair.items() if s is not None}
             counters = [parsed.cell(cases[v].id).counters.get(label) for v in values]
