@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "bisect",
     "report",
     "explain",
+    "counters",
     "doctor",
     "cache",
     "nightly",

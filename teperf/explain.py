@@ -29,6 +29,11 @@ COUNTER_LABELS = (
     ("kernel_launches", "kernel", "kernels", True),
     ("syncs", "sync", "syncs", False),
     ("allocations", "alloc", "allocs", False),
+    # compile cells only (teperf/worker/counters.py count_compile)
+    ("graphs", "graph", "graphs", False),
+    ("graph_breaks", "graph break", "graph breaks", True),
+    ("recompiles", "recompile", "recompiles", False),
+    ("guard_failures", "guard failure", "guard failures", False),
 )
 
 
@@ -540,8 +545,11 @@ def render_report(report: dict, n: int = 15) -> str:
         c = counters.get(label)
         if c:
             lines.append(
-                f"  {label} counters: " + ", ".join(f"{k}={v}" for k, v in c.items() if v is not None)
+                f"  {label} counters: "
+                + ", ".join(f"{k}={v}" for k, v in c.items() if v is not None and not isinstance(v, list))
             )
+            if c.get("break_reasons"):
+                lines.append(f"  {label} graph breaks: " + "; ".join(c["break_reasons"]))
     if len(labels) == 2:
         lines.append(f"  counters {labels[1]} - {labels[0]}: {report.get('counters_diff') or 'n/a'}")
         deltas = diff_profiles(report["profiles"][labels[0]], report["profiles"][labels[1]])

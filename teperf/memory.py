@@ -35,15 +35,21 @@ def estimate_bytes(case) -> int | None:
     """Upper bound for a built-in module's case; None for a factory's (its module is unknown here)."""
     if case.factory or not case.shape:
         return None
+    from teperf.worker.backends import module_class
+
+    module = module_class(case.module)  # GroupedLinear[num_gemms=4] (a --sweep value) is a GroupedLinear
     hidden = case.shape[-1]
     tokens = math.prod(case.shape[:-1]) or 1
     elem = 4 if case.dtype == "float32" else 2
-    params = PARAMS_PER_HIDDEN_SQ.get(case.module, 12) * hidden * hidden + 4 * hidden
+    params = PARAMS_PER_HIDDEN_SQ.get(module, 12) * hidden * hidden + 4 * hidden
     total = params * BYTES_PER_PARAM + ACTIVATIONS_PER_TOKEN_HIDDEN * tokens * hidden * elem
-    if case.module in ATTENTION and len(case.shape) >= 3:  # [seq, batch, hidden]: seq x seq scores per head
+    if module in ATTENTION and len(case.shape) >= 3:  # [seq, batch, hidden]: seq x seq scores per head
         seq, batch = case.shape[0], math.prod(case.shape[1:-1])
         total += 3 * seq * seq * batch * max(1, hidden // HEAD_DIM) * elem
-    return total
+    layers = (case.kwargs or {}).get("layers", 1)  # TransformerLayer stacked N deep (te_compat.STACK_KWARG)
+    return (
+        total * layers if isinstance(layers, int) and not isinstance(layers, bool) and layers > 1 else total
+    )
 
 
 def available_bytes(device: str) -> int | None:

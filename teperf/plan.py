@@ -67,7 +67,9 @@ def shape_problem(config: Config, module: str, factory, recipe: str, shape, kwar
     check = getattr(backend_module(config.backend), "check_shape", None)
     if check is None:
         return None
-    problem = check(module, recipe, list(shape), dict(kwargs))
+    from teperf.worker.backends import module_class
+
+    problem = check(module_class(module), recipe, list(shape), dict(kwargs))
     return f"shape {list(shape)} cannot run under {recipe}: {problem}" if problem else None
 
 

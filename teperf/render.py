@@ -87,7 +87,7 @@ def counters_text(counters) -> str:
         return ""
     if counters.get("head") is None:
         c = counters["base"]
-        return ", ".join(f"{k} {v}" for k, v in c.items() if v is not None)
+        return ", ".join(f"{k} {v}" for k, v in c.items() if v is not None and not isinstance(v, list))
     from teperf.explain import counters_diff
 
     return counters_diff(counters["base"], counters["head"])

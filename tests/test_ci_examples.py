@@ -206,3 +206,18 @@ def test_workflow_shard_step_runs_as_shell(tmp_path):
         "--night": "gh-999",
         "--history": "s3://bucket/teperf/history",
     }
+
+
+def test_counters_workflow_runs_the_gate_on_pull_requests():
+    path = ROOT / "examples" / "ci" / "github-counters.yml"
+    wf = yaml.safe_load(path.read_text())
+    triggers = wf.get("on", wf.get(True))
+    assert "pull_request" in triggers
+    sigs = signatures(run_lines(wf))
+    assert ("counters", ("--expected",)) in sigs  # the CPU job: the default config
+    assert ("counters", ("--config", "--expected", "--modes")) in sigs  # the TE job
+    assert wf["jobs"]["h200"]["runs-on"] == LABELS
+    # every expected file the workflow checks is one the header says how to make
+    files = set(re.findall(r"--expected (\S+)", path.read_text()))
+    assert files == {"ci/teperf-counters-cpu.toml", "ci/teperf-counters-h200.toml"}
+    assert "github-counters.yml" in (ROOT / "README.md").read_text()

@@ -353,3 +353,64 @@ def test_counting_leaves_compiled_functions_compiled(session, tmp_path, capfd):
     assert count_python_calls(step) == before == first["python_calls"]
     assert _counters(session, 0) == first
     assert "changed the module's state" not in capfd.readouterr().err
+
+
+# ---- compile residue ----
+
+
+def test_compile_residue_counts_breaks_recompiles_and_guard_failures():
+    # backend="eager": dynamo's graphs and guards without inductor's C++ toolchain
+    import torch._dynamo
+
+    from teperf.worker.runner import compile_counts_during, isolate_dynamo
+
+    isolate_dynamo()
+    state = {"n": 0}
+
+    @torch.compile(backend="eager")
+    def broken(x):
+        y = x * 2
+        torch._dynamo.graph_break()
+        return y + 1
+
+    @torch.compile(backend="eager", dynamic=False)
+    def guarded(x, k):
+        return x * k
+
+    x = torch.ones(4, requires_grad=True)
+
+    def steady():
+        broken(x).sum().backward()
+
+    def changing():  # a Python int the guards read, different every step: a recompile per step
+        state["n"] += 1
+        guarded(x, state["n"]).sum().backward()
+
+    first = compile_counts_during(steady)
+    assert first["graphs"] == 2 and first["graph_breaks"] == 1
+    got = counters_mod.count_compile(steady, first, cuda=False)
+    assert (got["graphs"], got["graph_breaks"], got["recompiles"], got["guard_failures"]) == (2, 1, 0, 0)
+    assert len(got["break_reasons"]) == 1 and "graph_break" in got["break_reasons"][0]
+    torch._dynamo.config.automatic_dynamic_shapes = False
+    try:
+        first = compile_counts_during(changing)
+        got = counters_mod.count_compile(changing, first, cuda=False)
+    finally:
+        torch._dynamo.config.automatic_dynamic_shapes = True
+    assert got["recompiles"] == 1 and got["guard_failures"] >= 1
+    isolate_dynamo()
+
+
+def test_compile_case_counters_carry_the_residue(session, tmp_path, monkeypatch):
+    import functools
+
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="eager"))
+    write_side(tmp_path, "pkg_comp")
+    _setup(session, case(0, "pkg_comp"))
+    _setup(session, {**case(1, "pkg_comp"), "mode": "compile"})
+    eager, compiled = _counters(session, 0), _counters(session, 1)
+    assert "graphs" not in eager  # eager cells have no compile residue
+    assert compiled["graphs"] == 1 and compiled["graph_breaks"] == 0
+    assert compiled["recompiles"] == 0 and compiled["guard_failures"] == 0
+    assert compiled["break_reasons"] == []
+    assert _counters(session, 1) == compiled

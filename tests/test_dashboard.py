@@ -261,3 +261,22 @@ def test_paired_test_refines_an_off_by_one_step(tmp_path):
     assert [ch.first_bad.sha for ch in steps] == [synthetic.sha_of(15)]
     assert steps[0].last_good.sha == synthetic.sha_of(14)
     assert steps[0].moved  # the series alone put it one night late
+
+
+def test_a_swept_kwarg_gets_a_slope_chart(tmp_path):
+    # a nightly with --sweep num_gemms=1,2,4,8 stores one cell per value: GroupedLinear[num_gemms=N]
+    cells = tuple((f"GroupedLinear[num_gemms={n}]", "bf16", 100.0 + 20.0 * n) for n in (1, 2, 4, 8))
+    st = HistoryStore(tmp_path / "history")
+    synthetic.write(st, plan(commits=6, steps={}, subjects={}, cells=cells + (("Linear", "bf16", 90.0),)))
+    index, _cells = build_from_store(st, tmp_path / "site")
+    page = next(p for p in (tmp_path / "site").glob("machine-*.html") if "Overhead slopes" in p.read_text())
+    text = page.read_text()
+    heading = re.search(
+        r"<h3>GroupedLinear &middot; bf16 .*?num_gemms: ([+-][0-9.]+) us per num_gemms</h3>", text
+    )
+    assert heading and 18.0 < float(heading.group(1)) < 22.0, heading  # 20 us per GEMM, with 0.8% noise
+    figure = re.search(r'<script type="application/json" id="fig-s[0-9a-f]+">(.*?)</script>', text, re.S)
+    data = json.loads(figure.group(1))["data"]
+    assert data[0]["x"] == [1.0, 2.0, 4.0, 8.0] and len(data) == 2  # the points and the fitted line
+    section = text.split("Overhead slopes")[1].split('<ul class="toc">')[0]
+    assert section.count("<h3>") == 1 and "<h3>Linear" not in section  # the unswept cell has no slope

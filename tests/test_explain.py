@@ -326,3 +326,42 @@ def test_bundle_row_carries_counters(bundle):
     assert (
         counters_diff(row_["counters"]["base"], row_["counters"]["head"]) == f"+{2 * K} py calls, 0 aten ops"
     )
+
+
+def test_compile_residue_in_explain_and_the_tables():
+    # compile cells carry graphs, graph breaks (+ reasons), recompiles and guard failures
+    from teperf.render import counters_text
+
+    base = {
+        "python_calls": 150,
+        "aten_ops": 20,
+        "graphs": 1,
+        "graph_breaks": 0,
+        "recompiles": 0,
+        "guard_failures": 0,
+        "break_reasons": [],
+    }
+    head = {
+        **base,
+        "python_calls": 160,
+        "graphs": 2,
+        "graph_breaks": 1,
+        "break_reasons": ["time.perf_counter_ns"],
+    }
+    assert explain.counters_diff(base, head) == "+10 py calls, 0 aten ops, +1 graph, +1 graph break"
+    assert explain.counters_diff(base, base) == "0 py calls, 0 aten ops, 0 graph breaks"
+    assert counters_text({"base": head, "head": None}).endswith(
+        "graph_breaks 1, recompiles 0, guard_failures 0"
+    )
+    report = {
+        "cell": "MLP/fp32/8x2x64/compile",
+        "core": 1,
+        "repeats": 1,
+        "iters": 1,
+        "sides": ["base", "head"],
+        "counters": {"base": base, "head": head},
+        "counters_diff": explain.counters_diff(base, head),
+        "profiles": {"base": [], "head": []},
+    }
+    text = explain.render_report(report)
+    assert "  head graph breaks: time.perf_counter_ns" in text and "break_reasons" not in text

@@ -8,6 +8,7 @@ that build() + the runner's eager step run on the CPU.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import types
@@ -926,3 +927,17 @@ def test_no_other_recipe_where_it_does_not_run(fake_te):
     assert built.alt_autocast is None and built.alt_autocast_what is None
     built = te_backend.build(_case("LayerNorm", "bf16"), "cpu")
     assert built.alt_autocast is None
+
+
+def test_layers_kwarg_stacks_transformer_layers_only():
+    # teperf's own kwarg (te_compat.STACK_KWARG): a model-sized cell, checked before any worker
+    assert te_backend.check_shape("TransformerLayer", "bf16", [128, 2, 1024], {"layers": 4}) is None
+    assert "TransformerLayer only" in te_backend.check_shape("Linear", "bf16", [8, 2, 256], {"layers": 2})
+    assert "whole number" in te_backend.check_shape("TransformerLayer", "bf16", [8, 2, 256], {"layers": 0})
+    from teperf.config import load_config
+    from teperf.memory import estimate_bytes
+    from teperf.plan import expand
+
+    cases = expand(load_config("te-model", {}))
+    one = dataclasses.replace(cases[0], kwargs={})
+    assert estimate_bytes(cases[0]) == 4 * estimate_bytes(one)

@@ -88,6 +88,16 @@ from teperf.gate import parse_fail_on
     metavar="MODULE/RECIPE",
     help="Afterwards, profile this cell on both sides and show where the delta comes from.",
 )
+@click.option(
+    "--expected",
+    metavar="FILE",
+    help="Also check the head side's counters against this expected-counters file (teperf counters check); exit 1 on a change.",
+)
+@click.option(
+    "--sweep",
+    metavar="KEY=V1,V2,...",
+    help="Measure every value of a module kwarg (num_gemms=1,2,4,8) or shape dimension (dim0=64,128) as its own cell; then print the host-time slope per unit.",
+)
 @fail_on_option
 @config_options
 @output_options
@@ -109,6 +119,8 @@ def command(
     head_python,
     counters,
     explain_cell,
+    expected,
+    sweep,
     fail_on,
     fmt,
     results_dir,
@@ -126,6 +138,22 @@ def command(
 
     fail_verdicts = parse_fail_on(fail_on)
     config = make_config(kwargs, counters=counters)
+    swept = None
+    if sweep:
+        from teperf.sweep import apply, parse_sweep
+
+        swept = parse_sweep(sweep)
+        config = apply(config, swept)
+    if expected:  # checked now, not after minutes of measuring
+        from teperf.countergate import Expected
+
+        if not counters:
+            raise TeperfError("--expected needs the counters", "leave --no-counters out")
+        if config.compile_cache == "warm":  # code loaded from a warm cache counts differently
+            raise TeperfError(
+                "--expected needs --compile-cache cold, as counters check counts", "leave it out"
+            )
+        Expected.read(expected)
     if explain_cell:  # checked now, not after minutes of measuring
         from teperf.explain import find_case
         from teperf.plan import expand
@@ -185,4 +213,16 @@ def command(
 
         # on stderr when stdout carries json/csv, so that it stays parseable
         click.echo(render_report(explain_bundle(summary.path, explain_cell)), err=fmt in ("json", "csv"))
+    if swept:
+        from teperf.sweep import analyze, render
+
+        click.echo(render(analyze(summary.path, swept)), err=fmt in ("json", "csv"), nl=False)
+    checked = None
+    if expected:
+        from teperf.countergate import check_bundle, render
+
+        checked = check_bundle(summary.path, expected)
+        click.echo(render(checked), err=fmt in ("json", "csv"), nl=False)
     gate(summary, fail_verdicts)
+    if checked is not None and not checked.passed:
+        sys.exit(1)

@@ -229,6 +229,11 @@ def _check_night(night_id: str | None) -> str | None:
     show_default=True,
     help="Count calls and ops per step (slower).",
 )
+@click.option(
+    "--sweep",
+    metavar="KEY=V1,V2,...",
+    help="One cell per value of a module kwarg (num_gemms=1,2,4,8); the dashboard draws their slope.",
+)
 @fail_on_option
 @config_options
 @output_options
@@ -246,6 +251,7 @@ def command(
     force,
     dry_run,
     counters,
+    sweep,
     fail_on,
     fmt,
     results_dir,
@@ -269,6 +275,10 @@ def command(
     if not kwargs.get("config_path"):
         kwargs["config_path"] = DEFAULT_CONFIG
     config = make_config(kwargs, counters=counters)
+    if sweep:
+        from teperf.sweep import apply, parse_sweep
+
+        config = apply(config, parse_sweep(sweep))
     cases = shard_cases(expand(config), shard_i, shard_n)
     if not cases:
         raise TeperfError(

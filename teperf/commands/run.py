@@ -22,18 +22,29 @@ from teperf.commands._common import (
 @click.option("--python", metavar="EXE", help="Interpreter to run the worker (default: this one).")
 @click.option("--label", default="run", show_default=True, help="Name of the side in the output.")
 @click.option(
+    "--sweep",
+    metavar="KEY=V1,V2,...",
+    help="Measure every value of a module kwarg (num_gemms=1,2,4,8) or shape dimension (dim0=64,128) as its own cell; then print the host-time slope per unit.",
+)
+@click.option(
     "--counters/--no-counters",
     default=False,
     show_default=True,
     help="Count python calls, ATen ops, ... per step, once, outside the timed trials.",
 )
-def command(side_path, python, label, counters, fmt, results_dir, **kwargs):
+def command(side_path, python, label, sweep, counters, fmt, results_dir, **kwargs):
     """Measure one side: median host time per fwd+bwd step of every case."""
     from teperf import api
 
     config = make_config(kwargs, counters=counters)
+    swept = None
+    if sweep:
+        from teperf.sweep import apply, parse_sweep
+
+        swept = parse_sweep(sweep)
+        config = apply(config, swept)
     side = api.path_side(label, side_path, python)
-    measure_and_report(
+    summary = measure_and_report(
         lambda progress, live: api.run(
             config,
             side,
@@ -44,3 +55,7 @@ def command(side_path, python, label, counters, fmt, results_dir, **kwargs):
         ),
         fmt,
     )
+    if swept:
+        from teperf.sweep import analyze, render
+
+        click.echo(render(analyze(summary.path, swept)), err=fmt in ("json", "csv"), nl=False)

@@ -19,6 +19,7 @@ allows no inline script at all.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import html
 import json
 import os
@@ -478,6 +479,65 @@ def _machine_models(cells: Sequence[Cell], nights: Sequence[Night] = ()) -> list
     return models
 
 
+def slope_figure(series: dict) -> dict:
+    """Host time against the swept value (the newest night of each value), with the fitted line."""
+    import plotly.graph_objects as go
+
+    xs, ys = series["values"], series["us"]
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=ys,
+            mode="markers+lines",
+            name="host time",
+            text=[_esc(s) for s in series["shas"]],
+            hovertemplate=f"{_esc(series['key'])} %{{x}}: %{{y:.1f}} us (%{{text}})<extra></extra>",
+        )
+    )
+    slope = series.get("slope")
+    if slope is not None:
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        fig.add_trace(
+            go.Scatter(
+                x=[xs[0], xs[-1]],
+                y=[my + slope * (xs[0] - mx), my + slope * (xs[-1] - mx)],
+                mode="lines",
+                line={"dash": "dash"},
+                name=f"{slope:+.2f} us per {_esc(series['key'])}",
+            )
+        )
+    fig.update_layout(
+        template="plotly_white",
+        height=300,
+        margin={"l": 60, "r": 20, "t": 20, "b": 40},
+        xaxis_title=_esc(series["key"]),
+        yaxis_title="host us per step",
+    )
+    return fig.to_plotly_json()
+
+
+def _slope_models(cells) -> list[dict]:
+    from teperf.sweep import series_from_cells
+
+    models = []
+    for series in series_from_cells(cells):
+        text = "\0".join([series["module"], series["key"], series["recipe"], series["variant"]])
+        slope = series["slope"]
+        models.append(
+            {
+                "slug": "s" + hashlib.sha256(text.encode()).hexdigest()[:12],
+                "module": series["module"],
+                "key": series["key"],
+                "recipe": series["recipe"],
+                "variant": series["variant"],
+                "slope": "-" if slope is None else f"{slope:+.2f} us per {series['key']}",
+                "figure_json": _json_for_script(slope_figure(series)),
+            }
+        )
+    return models
+
+
 # ----------------------------------------------------------------------------- the site
 
 
@@ -581,7 +641,7 @@ def build_site(
                         else "faster",
                     }
                 )
-            page_m = {**m, "cells": cell_models}
+            page_m = {**m, "cells": cell_models, "slopes": _slope_models(m["cells_obj"])}
             (work / m["page"]).write_text(
                 env.get_template("machine.html.j2").render(
                     title=m["label"], page=m["page"], charts=True, m=page_m, **common

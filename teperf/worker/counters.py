@@ -42,6 +42,18 @@ allocations
     the step). CPU: CPU-allocator allocations recorded by the profiler with
     ``profile_memory=True`` (``[memory]`` events with positive size).
 
+Compile cells (``--modes compile``) add the compile residue (``count_compile``):
+
+graphs, graph_breaks
+    Graphs dynamo compiled and graph breaks it met at the case's first call
+    (dynamo's counters; each break costs host time between graphs and keeps
+    the CUDA-graph backend out). ``break_reasons``: the breaks' reasons,
+    deduplicated (at most 5, 200 characters each), not a count.
+recompiles, guard_failures
+    Frames dynamo compiled again and guard checks that failed during one
+    steady step: a step should reuse what the first call compiled, so both
+    are 0 unless something the guards read changes every step.
+
 After the passes the Python calls are counted once more; a different
 number (an instrumentation pass changed the module's state, which would
 also change the timed trials that follow) is reported on the worker's
@@ -71,6 +83,7 @@ import sys
 from typing import Callable, Optional
 
 KEYS = ("python_calls", "aten_ops", "autograd_nodes", "kernel_launches", "syncs", "allocations")
+COMPILE_KEYS = ("graphs", "graph_breaks", "recompiles", "guard_failures")
 WARM_STEPS = 2
 
 LAUNCH_NAMES = (
@@ -126,6 +139,33 @@ def count_step(step: Callable[[], None], cuda: bool, warm: int = WARM_STEPS) -> 
             file=sys.stderr,
         )
     return counts
+
+
+def count_compile(step: Callable[[], None], first_call: dict, cuda: bool) -> dict:
+    """The compile residue of a compiled case: ``first_call`` is what the session recorded while
+    the first call compiled (teperf.worker.runner.compile_counts_during); one more step is run
+    here to count recompiles and guard failures."""
+    import torch
+    import torch._dynamo.utils as dynamo_utils
+
+    def state() -> tuple[int, int]:
+        frames = int(dynamo_utils.counters["frames"]["total"])
+        failures = sum(len(v) for v in dynamo_utils.guard_failures.values())
+        return frames, failures
+
+    step()  # whatever re-warming the session did is behind us
+    frames0, failures0 = state()
+    step()
+    if cuda:
+        torch.cuda.synchronize()
+    frames1, failures1 = state()
+    return {
+        "graphs": first_call.get("graphs"),
+        "graph_breaks": first_call.get("graph_breaks"),
+        "recompiles": frames1 - frames0,
+        "guard_failures": failures1 - failures0,
+        "break_reasons": list(first_call.get("break_reasons") or []),
+    }
 
 
 @contextlib.contextmanager
@@ -243,8 +283,11 @@ def _dynamo_eager():
     bf16's compiled bias-GeLU then ran eagerly in every later step, 330 ->
     222 Python calls per step). ``set_stance("force_eager")`` bypasses
     dynamo for this one step and leaves its caches alone; compiled regions
-    are therefore counted as their eager ATen ops.
+    are therefore counted as their eager ATen ops. Without dynamo imported nothing
+    is compiled, and importing it only for this would cost seconds per worker.
     """
+    if "torch._dynamo" not in sys.modules:
+        return contextlib.nullcontext()
     try:
         import torch.compiler
 

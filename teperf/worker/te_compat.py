@@ -81,6 +81,9 @@ QUANTIZING = (
     "TransformerLayer",
 )
 ATTENTION = ("MultiheadAttention", "TransformerLayer")
+# teperf's own kwarg, not TE's: TransformerLayer with layers = N is a model-sized cell, a
+# torch.nn.Sequential of N layers built with the same constructor kwargs (README, "Compile residue").
+STACK_KWARG = "layers"
 
 
 def parse_version(text: Optional[str]) -> tuple:
@@ -388,6 +391,12 @@ def check_shape(module: str, recipe: str, shape, kwargs: Optional[dict] = None) 
     if len(dims) < 2:
         return "TE modules take at least 2-D input [tokens..., hidden]"
     kwargs = kwargs or {}
+    if STACK_KWARG in kwargs:
+        layers = kwargs[STACK_KWARG]
+        if module != "TransformerLayer":
+            return f"kwarg {STACK_KWARG} (a stack of N layers) is for TransformerLayer only, not {module}"
+        if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
+            return f"kwarg {STACK_KWARG} must be a whole number >= 1, got {layers!r}"
     hidden = dims[-1]
     tokens = math.prod(dims[:-1])
     if module in ATTENTION:

@@ -14,6 +14,11 @@ from __future__ import annotations
 import importlib
 
 
+def module_class(name: str) -> str:
+    """The class a module name builds: ``GroupedLinear[num_gemms=4]`` (a --sweep value) -> ``GroupedLinear``."""
+    return name.split("[", 1)[0]
+
+
 def get_backend(name: str):
     if name == "torch":
         from teperf.worker.backends import torch_ref

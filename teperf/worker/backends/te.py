@@ -12,6 +12,7 @@ import sys
 from typing import Optional
 
 from teperf.worker import te_compat as compat
+from teperf.worker.backends import module_class
 from teperf.worker.runner import Built
 
 MODULES = compat.MODULES
@@ -116,20 +117,21 @@ def build(case: dict, device: str) -> Built:
 
     te = _te()
     version = _te_version()
-    name = case["module"]
+    name = module_class(case["module"])
     recipe = case["recipe"]
     shape = [int(d) for d in case["shape"]]
     kwargs = dict(case.get("kwargs") or {})
     problem = check_shape(name, recipe, shape, kwargs)
     if problem:
         raise ValueError(f"{name} {recipe} {shape}: {problem}")
+    layers = int(kwargs.pop(compat.STACK_KWARG, 1))
     dtype = getattr(torch, case.get("dtype") or "bfloat16")
 
     cls = getattr(te, name)
     defaults, user = compat.constructor_kwargs(name, shape, dtype, device, kwargs)
     params, var_kw = compat.signature_of(cls)
     ctor, notes = compat.adapt_kwargs(params, var_kw, defaults, user)
-    module = cls(**ctor)
+    module = cls(**ctor) if layers == 1 else torch.nn.Sequential(*(cls(**ctor) for _ in range(layers)))
     module.train()
 
     x = torch.randn(*compat.input_shape(name, shape), device=device, dtype=dtype, requires_grad=True)
@@ -148,6 +150,7 @@ def build(case: dict, device: str) -> Built:
         },
         "input_shape": list(x.shape),
         "params": sum(p.numel() for p in module.parameters()),
+        "layers": layers,
     }
     if notes:
         info["constructor_shims"] = notes

@@ -1,0 +1,61 @@
+"""teperf counters check: a side's exact step counters against an expected file (a CI gate
+that needs no quiet machine). The measuring and the file live in teperf/countergate.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from teperf.commands._common import config_options, make_config
+
+CHECK_EPILOG = """\b
+Exit status: 0 every cell as expected (or --update wrote the changes); 1 a counter
+changed either way, a cell is not in the file, or a cell failed; 2 bad input, or a
+file made with other torch/python/package versions."""
+
+
+@click.group("counters")
+def command():
+    """Exact per-step counters (Python calls, ATen ops, ...) as a CI gate."""
+
+
+@command.command("check", epilog=CHECK_EPILOG)
+@click.option(
+    "--expected", "expected", required=True, metavar="FILE", help="The expected-counters file (TOML)."
+)
+@click.option(
+    "--update",
+    is_flag=True,
+    help="Rewrite the rows that changed and add new cells (makes FILE when missing); exit 0.",
+)
+@click.option("--path", "side_path", metavar="DIR", help="Directory put first on the worker's sys.path.")
+@click.option("--python", metavar="EXE", help="Interpreter to run the worker (default: this one).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@config_options
+def check_command(expected, update, side_path, python, fmt, **kwargs):
+    """Count every cell of the config once on one side and compare with FILE: exact,
+    unless a row gives a tolerance. A decrease fails too (a win: update the file).
+
+    \b
+    teperf counters check --expected tests/counters.toml
+    teperf counters check --config demo --path examples/planted/head --expected demo.toml --update
+    """
+    from teperf import api
+    from teperf.countergate import check, render
+
+    config = make_config(kwargs)
+    side = api.path_side("side", side_path, python)
+
+    def progress(what: str) -> None:
+        if sys.stderr.isatty():
+            click.echo(f"teperf counters: {what}", err=True)
+
+    result = check(config, side, expected, update=update, progress=progress)
+    if fmt == "json":
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        click.echo(render(result), nl=False)
+    if result.failed or (result.changed and not update):
+        sys.exit(1)
