@@ -114,6 +114,7 @@ def test_records_the_engine_writes_have_every_kind():
         "probe",
         "compile_cache",
         "prewarm",
+        "server",
     }
     stop = StopRecord(reason="budget", pairs=3, elapsed_s=12.5, precision_pct=None, budget_s=10.0, open=["a"])
     assert stop.to_dict()["kind"] == "stop" and parse_record(stop.to_dict()) == stop
