@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.teperf-installed
 
-.PHONY: setup demo test test-fast lint format bench bench-schedules bench-precision bench-lanes nightly-demo clean
+.PHONY: setup demo test test-fast lint format bench bench-schedules bench-precision bench-lanes bench-spawn nightly-demo clean
 
 setup: $(STAMP)
 
@@ -60,3 +60,7 @@ clean:
 # minute, per-lane agreement, and whether lanes slow each other's steps. Figures, not asserts.
 bench-lanes: setup
 	$(BIN)/python benchmarks/lanes_calibration.py --runs 4 --budget 60s
+
+# --spawn fresh vs forkserver: pairs in the same budget, the planted change, A/A false changes. Figures, not asserts.
+bench-spawn: setup
+	$(BIN)/python benchmarks/spawn_calibration.py --runs 3 --budget 60s
