@@ -79,13 +79,13 @@ def test_a_server_that_dies_is_started_again_and_counted(tmp_path):
             )
 
         first = worker(0)
-        assert first.forked and first.wait_ready()["forked"]
+        assert first.wait_ready()["forked"] and first.forked
         first.close()
         (server,) = pool.all
         server.proc.kill()
         server.proc.wait()
         second = worker(1)  # the same generation: its server is gone, a new one takes over
-        assert second.forked and second.wait_ready()["pid"] != first.hello["pid"]
+        assert second.wait_ready()["pid"] != first.hello["pid"] and second.forked
         second.close()
         assert pool.restarts == 1 and len(pool.all) == 2
         assert [e["event"] for e in pool.events] == ["started", "died", "started"]

@@ -325,7 +325,8 @@ class ServerPool:
         return hash_seed(self.config.seed, self.generation(pair) * self.every)
 
     def launcher(self, index: int, pair: int):
-        """``launch(log_file) -> ForkedProcess`` for side ``index`` of ``pair``; None: start it fresh."""
+        """``launch(log_file) -> ForkedProcess`` for side ``index`` of ``pair`` (None: start it
+        fresh), with ``launch.pending(log_file, popen)``: the same without waiting (PendingFork)."""
         if self.failed is not None:
             return None
         generation = self.generation(pair)
@@ -347,6 +348,11 @@ class ServerPool:
                 except ServerError:
                     return None
 
+        def pending(log_file, popen):
+            # a fresh fallback starts in the long-lived starter thread too (PR_SET_PDEATHSIG)
+            return PendingFork(lambda: launch(log_file) or self._in_starter(popen))
+
+        launch.pending = pending
         return launch
 
     def _server(self, index: int, generation: int, ahead: bool = True) -> ForkServer:
@@ -473,3 +479,116 @@ class ServerPool:
                 server.reap()
         self._jobs.put(None)
         self._stopped.set()
+
+
+class PendingFork:
+    """A worker on its way from a fork server, as the Worker sees it (a ``Popen``) at once: the
+    fork waits for the server's imports in a thread of its own, so that launching a pair ahead
+    never holds up the lanes; what the Worker writes meanwhile is passed on when it exists.
+    ``start()`` returns the process (forked, or fresh where no server could start)."""
+
+    def __init__(self, start):
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._proc = None
+        self._error: Optional[BaseException] = None
+        self._killed = False
+        self._stdin_closed = False
+        self._buffered: Optional[list[bytes]] = []
+        self.forked = False
+        self.stdin = _PendingStdin(self)
+        self.stdout = _PendingStdout(self)
+        threading.Thread(target=self._run, args=(start,), name="teperf-fork", daemon=True).start()
+
+    def _run(self, start) -> None:
+        try:
+            proc = start()
+        except BaseException as exc:  # the Worker reports it on its next read
+            proc, self._error = None, exc
+        with self._lock:
+            self._proc = proc
+            if proc is not None:
+                self.forked = isinstance(proc, ForkedProcess)
+                if self._killed:
+                    proc.kill()
+                else:
+                    try:
+                        for data in self._buffered or ():
+                            proc.stdin.write(data)
+                        proc.stdin.flush()
+                        if self._stdin_closed:
+                            proc.stdin.close()
+                    except OSError:
+                        pass
+            self._buffered = None
+        self._done.set()
+
+    def real(self):
+        self._done.wait()
+        if self._proc is None:
+            error = self._error
+            raise (
+                error if isinstance(error, WorkerError) else WorkerError(f"the worker did not start: {error}")
+            )
+        return self._proc
+
+    @property
+    def pid(self) -> Optional[int]:
+        return getattr(self._proc, "pid", None)
+
+    def poll(self) -> Optional[int]:
+        if not self._done.is_set():
+            return -signal.SIGKILL if self._killed else None
+        return self._proc.poll() if self._proc is not None else 1
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        if self._killed and not self._done.is_set():
+            return -signal.SIGKILL  # killed on arrival by _run
+        if not self._done.wait(timeout):
+            raise subprocess.TimeoutExpired("pending fork", timeout)
+        return self._proc.wait(timeout) if self._proc is not None else 1
+
+    def kill(self) -> None:
+        with self._lock:
+            if self._proc is None:
+                self._killed = True
+                return
+        self._proc.kill()
+
+
+class _PendingStdin:
+    def __init__(self, owner: PendingFork):
+        self.owner = owner
+
+    def write(self, data: bytes) -> None:
+        with self.owner._lock:
+            if self.owner._buffered is not None:
+                self.owner._buffered.append(bytes(data))
+                return
+            proc = self.owner._proc
+        if proc is None:
+            raise BrokenPipeError("the worker never started")
+        proc.stdin.write(data)
+
+    def flush(self) -> None:
+        with self.owner._lock:
+            proc = self.owner._proc if self.owner._buffered is None else None
+        if proc is not None:
+            proc.stdin.flush()
+
+    def close(self) -> None:
+        with self.owner._lock:
+            if self.owner._buffered is not None:
+                self.owner._stdin_closed = True
+                return
+            proc = self.owner._proc
+        if proc is not None:
+            proc.stdin.close()
+
+
+class _PendingStdout:
+    def __init__(self, owner: PendingFork):
+        self.owner = owner
+
+    def fileno(self) -> int:
+        return self.owner.real().stdout.fileno()

@@ -8,6 +8,7 @@ the pair's hash seed. Its stderr goes to a log file in the bundle.
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import select
 import shutil
@@ -139,21 +140,24 @@ class Worker:
         self._buffer = b""
         self._t0 = time.perf_counter()
         self.hello: dict | None = None
-        self.forked = False
+        popen = functools.partial(
+            subprocess.Popen,
+            [side.python, "-m", "teperf.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            env=worker_env(side, hash_seed),
+            # A neutral cwd: `python -m` puts the cwd first on sys.path, and a
+            # source checkout there would shadow the package under test.
+            cwd=str(cwd),
+            start_new_session=True,  # Ctrl-C reaches the coordinator only
+        )
         try:
-            proc = launcher(self._log) if launcher is not None else None
-            self.forked = proc is not None
-            self.proc = proc or subprocess.Popen(
-                [side.python, "-m", "teperf.worker"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=self._log,
-                env=worker_env(side, hash_seed),
-                # A neutral cwd: `python -m` puts the cwd first on sys.path, and a
-                # source checkout there would shadow the package under test.
-                cwd=str(cwd),
-                start_new_session=True,  # Ctrl-C reaches the coordinator only
-            )
+            if launcher is not None and hasattr(launcher, "pending"):
+                self.proc = launcher.pending(self._log, popen)  # forks in the background
+            else:
+                proc = launcher(self._log) if launcher is not None else None
+                self.proc = proc or popen()
         except OSError as exc:
             self._log.close()
             raise WorkerError(f"cannot start {side.python} for {side.label}: {exc.strerror or exc}")
@@ -170,6 +174,13 @@ class Worker:
                 "compile_cache": compile_cache,
             }
         )
+
+    @property
+    def forked(self) -> bool:
+        """Whether this worker came from a fork server (--spawn forkserver), not a fresh interpreter."""
+        from teperf.engine.forkserver import ForkedProcess
+
+        return bool(getattr(self.proc, "forked", False)) or isinstance(self.proc, ForkedProcess)
 
     def wait_ready(self) -> dict:
         """Wait for the hello (the worker has imported torch and is listening)."""
