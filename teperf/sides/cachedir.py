@@ -161,20 +161,78 @@ def entries(cache_dir: str | os.PathLike | None = None, kinds=KINDS, sizes: bool
     return found
 
 
+@dataclasses.dataclass
+class Cleared:
+    removed: list[Entry]
+    in_use: list[Entry]  # held by a running teperf (hold()): left in place
+
+
 def clear(
     cache_dir: str | os.PathLike | None = None, kinds=KINDS, older_than_s: float | None = None
-) -> list[Entry]:
-    """Remove cache entries (all, or of some kinds, or not used for ``older_than_s``)."""
+) -> Cleared:
+    """Remove cache entries (all, or of some kinds, or not used for ``older_than_s``); entries a
+    running teperf holds are left in place."""
     now = time.time()
-    removed = []
+    done = Cleared([], [])
     for entry in entries(cache_dir, kinds):
         if older_than_s is not None and now - entry.mtime < older_than_s:
             continue
-        remove_tree(entry.path)
+        with _unused(entry.path) as free:
+            if not free:
+                done.in_use.append(entry)
+                continue
+            remove_tree(entry.path)
         lock = entry.path.parent / f"{entry.key}.lock"
         lock.unlink(missing_ok=True)
-        removed.append(entry)
-    return removed
+        done.removed.append(entry)
+    return done
+
+
+# Entries this process uses: path -> the open .inuse file whose shared lock says so (until exit).
+_HELD: dict[Path, object] = {}
+
+
+def _inuse_file(path: Path) -> Path:
+    # Beside the entry, and never removed: a second file under the same name would be a second lock.
+    return path.parent / f"{path.name}.inuse"
+
+
+def hold(path: Path) -> None:
+    """Mark the entry at ``path`` as in use by this process until it exits: ``cache clear`` leaves
+    it alone. Called before the entry is read or made, so a clear already under way finishes first
+    and the caller then finds it gone and makes it again."""
+    if path in _HELD:
+        return
+    inuse = _inuse_file(path)
+    inuse.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(inuse, "a+")
+    try:
+        import fcntl
+
+        fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
+    except (ImportError, OSError):  # no flock: not marked
+        pass
+    _HELD[path] = handle
+
+
+@contextlib.contextmanager
+def _unused(path: Path) -> Iterator[bool]:
+    """True (and no one can start using it while inside) when no process holds ``path``."""
+    inuse = _inuse_file(path)
+    if not inuse.exists():
+        yield True
+        return
+    with open(inuse, "a+") as handle:
+        try:
+            import fcntl
+
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        except (ImportError, OSError):
+            pass
+        yield True
 
 
 def touch(path: Path) -> None:
