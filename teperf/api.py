@@ -26,7 +26,8 @@ from teperf.errors import TeperfError
 from teperf.memory import check_memory
 from teperf.plan import check_balance, expand, total_steps
 from teperf.records import WorkerRecord
-from teperf.sides import Side
+from teperf.sides import Side, with_inherited_pythonpath
+from teperf.stats import preload as preload_stats
 from teperf.summary import Summary, summarize  # noqa: F401  (re-exported)
 
 
@@ -131,8 +132,10 @@ def measure(
             "use it with compare or nightly; `run` takes --processes (and --budget)",
         )
     check_balance(config, len(sides))
+    sides = [with_inherited_pythonpath(s) for s in sides]  # recorded, so explain can use it later
     cases = cases if cases is not None else expand(config)
     check_memory(cases, config.device)
+    preload_stats()  # before any Ctrl-C can be meant for the run (see its docstring)
     kind = "compare" if len(sides) == 2 else "run"
     meta = {
         "teperf_version": __version__,

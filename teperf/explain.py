@@ -233,8 +233,9 @@ def _cell_fields(case: dict) -> list[str]:
     return [str(case.get("module")), str(case.get("recipe")), shape, str(case.get("mode"))]
 
 
-def find_case(meta: dict, cell: Optional[str]) -> dict:
-    """The bundle case named by ``MODULE/RECIPE[/SHAPE[/MODE]]`` (shape as 8x2x256)."""
+def find_case(meta: dict, cell: Optional[str], where: str = "the bundle") -> dict:
+    """The bundle case named by ``MODULE/RECIPE[/SHAPE[/MODE]]`` (shape as 8x2x256); ``where`` names
+    what the cases came from in the errors (a config's, before any bundle exists)."""
     from teperf.errors import TeperfError
 
     cases = list(meta.get("cases") or [])
@@ -246,11 +247,11 @@ def find_case(meta: dict, cell: Optional[str]) -> dict:
     if not cell:
         if len(cases) == 1:
             return cases[0]
-        raise TeperfError("the bundle has several cells", "pick one with --cell, one of: " + ", ".join(names))
+        raise TeperfError(f"{where} has several cells", "pick one with --cell, one of: " + ", ".join(names))
     wanted = [part for part in cell.strip().strip("/").split("/")]
     hits = [c for c in cases if _cell_fields(c)[: len(wanted)] == wanted]
     if not hits:
-        raise TeperfError(f"no cell {cell!r} in the bundle", "use one of: " + ", ".join(names))
+        raise TeperfError(f"no cell {cell!r} in {where}", "use one of: " + ", ".join(names))
     if len(hits) > 1:
         raise TeperfError(
             f"--cell {cell!r} matches {len(hits)} cells",
@@ -278,6 +279,13 @@ def sides_from_meta(meta: dict) -> list:
             raise TeperfError(
                 f"the {label} side's directory {missing[0]} is gone",
                 "run teperf compare again to rebuild the sides",
+            )
+        pythonpath = (desc.get("env") or {}).get("PYTHONPATH") or ""
+        gone = [p for p in pythonpath.split(os.pathsep) if p and not os.path.isdir(p)]
+        if gone:  # the shell's PYTHONPATH at measuring time (teperf.sides.with_inherited_pythonpath)
+            raise TeperfError(
+                f"the {label} side's PYTHONPATH directory {gone[0]}, recorded in the bundle, is gone",
+                "restore it, or run teperf compare again",
             )
         sides.append(
             Side(
@@ -348,7 +356,18 @@ def profile_case(
 
     fields = {
         f: case[f]
-        for f in ("id", "backend", "module", "recipe", "shape", "dtype", "mode", "factory", "kwargs")
+        for f in (
+            "id",
+            "backend",
+            "module",
+            "recipe",
+            "shape",
+            "dtype",
+            "mode",
+            "factory",
+            "kwargs",
+            "inputs",
+        )
         if f in case
     }
     fields["shape"] = tuple(fields.get("shape") or ())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import subprocess
 import sys
@@ -109,6 +110,9 @@ def test_cache_clear_keeps_entries_a_running_teperf_holds(tmp_path, capsys):
 
     used, unused = _tree_entry(tmp_path, "a" * 40), _tree_entry(tmp_path, "b" * 40)
     cachedir.hold(used)
+    # another teperf's hold, as hold() takes it there (this process's own holds do not keep entries)
+    other = open(cachedir._inuse_file(used), "a+")
+    fcntl.flock(other.fileno(), fcntl.LOCK_SH)
     try:
         code, out, _ = run_in_process(["cache", "clear", "--cache-dir", str(tmp_path)], capsys)
         assert code == 0
@@ -116,7 +120,7 @@ def test_cache_clear_keeps_entries_a_running_teperf_holds(tmp_path, capsys):
         assert "removed 1 entries" in out
         assert "kept 1 in use by a running teperf" in out and f"trees/{'a' * 24}" in out
     finally:
-        cachedir._HELD.pop(used).close()  # what this process's exit does
+        other.close()  # what that process's exit does
     done = cachedir.clear(tmp_path)
     assert [e.key for e in done.removed] == ["a" * 40] and not done.in_use and not used.exists()
 

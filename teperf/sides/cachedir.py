@@ -177,6 +177,9 @@ def clear(
     for entry in entries(cache_dir, kinds):
         if older_than_s is not None and now - entry.mtime < older_than_s:
             continue
+        own = _HELD.pop(entry.path, None)  # this process asked: its own hold does not keep it
+        if own is not None:
+            own.close()
         with _unused(entry.path) as free:
             if not free:
                 done.in_use.append(entry)
@@ -193,46 +196,57 @@ _HELD: dict[Path, object] = {}
 
 
 def _inuse_file(path: Path) -> Path:
-    # Beside the entry, and never removed: a second file under the same name would be a second lock.
     return path.parent / f"{path.name}.inuse"
+
+
+def _flock(handle, flags: int) -> bool:
+    """flock ``handle``; False when LOCK_NB was asked and another process holds it. No flock: True."""
+    try:
+        import fcntl
+
+        fcntl.flock(handle.fileno(), flags)
+    except BlockingIOError:
+        return False
+    except (ImportError, OSError):
+        pass
+    return True
 
 
 def hold(path: Path) -> None:
     """Mark the entry at ``path`` as in use by this process until it exits: ``cache clear`` leaves
     it alone. Called before the entry is read or made, so a clear already under way finishes first
     and the caller then finds it gone and makes it again."""
+    import fcntl
+
     if path in _HELD:
         return
     inuse = _inuse_file(path)
     inuse.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(inuse, "a+")
-    try:
-        import fcntl
-
-        fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
-    except (ImportError, OSError):  # no flock: not marked
-        pass
-    _HELD[path] = handle
+    while True:
+        handle = open(inuse, "a+")
+        _flock(handle, fcntl.LOCK_SH)
+        try:  # a clear unlinks the file it locked: a lock on that one would guard nothing
+            if os.fstat(handle.fileno()).st_ino == os.stat(inuse).st_ino:
+                _HELD[path] = handle
+                return
+        except FileNotFoundError:
+            pass
+        handle.close()
 
 
 @contextlib.contextmanager
 def _unused(path: Path) -> Iterator[bool]:
-    """True (and no one can start using it while inside) when no process holds ``path``."""
-    inuse = _inuse_file(path)
-    if not inuse.exists():
-        yield True
-        return
-    with open(inuse, "a+") as handle:
-        try:
-            import fcntl
+    """True (and no one can start using it while inside) when no other process holds ``path``;
+    the .inuse file goes with the entry."""
+    import fcntl
 
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    inuse = _inuse_file(path)
+    with open(inuse, "a+") as handle:
+        if not _flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB):
             yield False
             return
-        except (ImportError, OSError):
-            pass
         yield True
+        inuse.unlink(missing_ok=True)  # still locked: a waiting hold() sees the unlink and starts over
 
 
 def touch(path: Path) -> None:
