@@ -173,3 +173,19 @@ def test_module_file_refused_by_package_strategies():
     target = Target(repo=".", package="model", package_dir="model.py", layout=GENERIC, log=quiet)
     with pytest.raises(Refused, match="use --strategy path"):
         target.refuse_module("overlay")
+
+
+def test_bisect_build_estimate_goes_by_the_packages_own_builds(tmp_path):
+    from types import SimpleNamespace
+
+    from teperf.bisect.runner import tier_seconds
+    from teperf.sides import cachedir
+
+    factory = SimpleNamespace(package="model", cache_dir=tmp_path / "c")
+    seconds, basis = tier_seconds(factory, "build")
+    assert seconds == 600.0 and "guessed" in basis and "no model build cached" in basis
+    home = tmp_path / "c" / "builds" / "abc"
+    home.mkdir(parents=True)
+    cachedir.write_json(home / cachedir.BUILD_META, {"ok": True, "package": "model", "seconds": 12.5})
+    assert tier_seconds(factory, "build") == (12.5, "each build about 12 s, the slowest cached model one")
+    assert tier_seconds(factory, "path") == (1.0, "")
