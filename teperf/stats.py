@@ -54,6 +54,11 @@ def preload() -> None:
     from scipy import stats  # noqa: F401
 
 
+def t_half_width(values: Sequence[float], alpha: float = 0.05) -> float:
+    """Half-width of the (1 - alpha) Student t interval of the mean of ``values``; inf when n < 2."""
+    return _t_interval(np.asarray(values, dtype=float), alpha)[1]
+
+
 def _t_interval(samples: np.ndarray, alpha: float) -> tuple[float, float, float, float]:
     """(mean, half_width, sd, mde) of a t interval; half_width = inf when n < 2."""
     from scipy import stats as sps  # imported here: it costs half a second of CLI start-up
