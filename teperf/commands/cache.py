@@ -81,7 +81,7 @@ def list_(cache_dir, fmt):
 
     table = Table(title=f"teperf cache {root}", title_justify="left")
     for name in ("kind", "key", "what", "size", "last used"):
-        table.add_column(name, justify="right" if name == "size" else "left")
+        table.add_column(name, justify="right" if name == "size" else "left", overflow="fold")
     for e in found:
         table.add_row(
             e.kind,
