@@ -27,7 +27,8 @@ from teperf.memory import check_memory
 from teperf.plan import check_balance, expand, hash_seed, total_steps
 from teperf.provenance import check_path_sides, preflight
 from teperf.records import WorkerRecord
-from teperf.sides import Side
+from teperf.sides import Side, with_inherited_pythonpath
+from teperf.stats import preload as preload_stats
 from teperf.summary import Summary, summarize  # noqa: F401  (re-exported)
 
 
@@ -132,11 +133,13 @@ def measure(
             "use it with compare or nightly; `run` takes --processes (and --budget)",
         )
     check_balance(config, len(sides))
+    sides = [with_inherited_pythonpath(s) for s in sides]  # recorded, so explain can use it later
     cases = cases if cases is not None else expand(config)
     check_memory(cases, config.device)
     # Before any pair: each side must be able to import what it is meant to measure, from where it was named.
     check_path_sides(config, sides)
     found = preflight(config, sides, hash_seed(config.seed, 0))
+    preload_stats()  # before any Ctrl-C can be meant for the run (see its docstring)
     kind = "compare" if len(sides) == 2 else "run"
     meta = {
         "teperf_version": __version__,

@@ -36,6 +36,7 @@ class ModuleSpec:
     name: str
     factory: str | None = None  # "pkg.mod:callable" imported inside the side's worker
     kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    inputs: str | None = None  # "pkg.mod:callable" making the forward's inputs (factory modules only)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,6 +222,11 @@ def resolve_config(name: str) -> tuple[str, str]:
     stem = name[: -len(".toml")] if name.endswith(".toml") else name
     if stem in shipped:
         return f"{CONFIGS_PACKAGE}:{stem}.toml", shipped[stem]
+    if path.is_dir():
+        raise TeperfError(
+            f"config {name!r} is a directory, not a TOML file",
+            f"give the TOML file inside it, or one of: {', '.join(sorted(shipped))}",
+        )
     raise TeperfError(
         f"config file {name!r} not found", f"give a path or one of: {', '.join(sorted(shipped))}"
     )
@@ -327,9 +333,21 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
                     f"[modules.{name}] must be a table",
                     'write [modules.NAME] with factory = "pkg.mod:callable"',
                 )
-            _unknown(spec, {"factory", "kwargs"}, f"[modules.{name}]")
+            _unknown(spec, {"factory", "kwargs", "inputs"}, f"[modules.{name}]")
             factory = spec.get("factory")
             kwargs = spec.get("kwargs") or {}
+            inputs = spec.get("inputs")
+            if inputs is not None and (not isinstance(inputs, str) or ":" not in inputs):
+                raise TeperfError(
+                    f'[modules.{name}] inputs must be "pkg.mod:callable"',
+                    "name a function make_inputs(shape, dtype, device) in the side's code (README, "
+                    "'Your own modules')",
+                )
+            if inputs is not None and factory is None:
+                raise TeperfError(
+                    f"[modules.{name}] inputs needs a factory: built-in modules make their own input",
+                    f'add factory = "pkg.mod:callable" to [modules.{name}], or drop inputs',
+                )
             if not isinstance(kwargs, dict):
                 raise TeperfError(
                     f"[modules.{name}] kwargs must be a table", "write kwargs = { name = value }"
@@ -349,7 +367,7 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
                     f'[modules.{name}] needs factory = "pkg.mod:callable"',
                     "add the factory key, or use a built-in module name",
                 )
-            custom[name] = ModuleSpec(name, factory, dict(kwargs))
+            custom[name] = ModuleSpec(name, factory, dict(kwargs), inputs)
         names = list(custom)
     elif mod_raw is not None:
         names = _string_list(mod_raw, "modules")

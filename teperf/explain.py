@@ -51,6 +51,22 @@ class FunctionDelta:
     head_cum_us: float = 0.0
     in_base: bool = False
     in_head: bool = False
+    # Own-time change per repeat (head - base, the two profiled next to each other): its mean and 95%
+    # half-width. None: not known (one repeat, or rows given without their repeats).
+    own_mean_us: Optional[float] = None
+    own_hw_us: Optional[float] = None
+
+    @property
+    def own_settled(self) -> Optional[bool]:
+        """Whether the own-time change's interval excludes 0; None when there is no interval."""
+        if self.own_hw_us is None or self.own_mean_us is None:
+            return None
+        return abs(self.own_mean_us) > self.own_hw_us
+
+    @property
+    def own_pm(self) -> str:
+        """'+-12.3 us', or '' without an interval."""
+        return "" if self.own_hw_us is None else f"+-{self.own_hw_us:.1f} us"
 
     @property
     def d_calls(self) -> float:
@@ -77,7 +93,13 @@ class FunctionDelta:
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
-        out.update(d_calls=self.d_calls, d_own_us=self.d_own_us, d_cum_us=self.d_cum_us, where=self.where)
+        out.update(
+            d_calls=self.d_calls,
+            d_own_us=self.d_own_us,
+            d_cum_us=self.d_cum_us,
+            where=self.where,
+            own_settled=self.own_settled,
+        )
         return out
 
 
@@ -105,6 +127,40 @@ def diff_profiles(base: Iterable[dict], head: Iterable[dict]) -> list[FunctionDe
     return list(table.values())
 
 
+def own_time_intervals(base_runs: list[list[dict]], head_runs: list[list[dict]]) -> dict[str, list]:
+    """{"rel\tname": [mean, half_width]} of each function's own-time change over the repeats: repeat r's
+    head minus repeat r's base (profiled one after the other), Student t at 95%. Few repeats give
+    wide intervals: at 2 repeats a -620 us line can be +134 us at 5."""
+    from teperf.stats import t_half_width
+
+    n = min(len(base_runs), len(head_runs))
+    if n < 2:
+        return {}
+
+    def per_repeat(rows: list[dict]) -> dict[tuple, float]:
+        out: dict[tuple, float] = {}
+        for row in rows:
+            out[_key(row)] = out.get(_key(row), 0.0) + float(row.get("own_us") or 0)
+        return out
+
+    base = [per_repeat(rows) for rows in base_runs[:n]]
+    head = [per_repeat(rows) for rows in head_runs[:n]]
+    keys = set().union(*base, *head)
+    out = {}
+    for key in keys:
+        diffs = [h.get(key, 0.0) - b.get(key, 0.0) for b, h in zip(base, head)]
+        out["\t".join(key)] = [round(sum(diffs) / n, 3), round(t_half_width(diffs), 3)]
+    return out
+
+
+def apply_intervals(deltas: list[FunctionDelta], intervals: dict) -> list[FunctionDelta]:
+    for d in deltas:
+        got = intervals.get(f"{d.rel}\t{d.name}")
+        if got:
+            d.own_mean_us, d.own_hw_us = float(got[0]), float(got[1])
+    return deltas
+
+
 def by_own_time(deltas: list[FunctionDelta], n: Optional[int] = None) -> list[FunctionDelta]:
     """Largest |delta own time| first; ties broken by |delta calls|, then name."""
     ranked = sorted(deltas, key=lambda d: (-abs(d.d_own_us), -abs(d.d_calls), d.rel, d.name))
@@ -129,18 +185,26 @@ def _fmt_count(value: float) -> str:
 
 
 def summary(deltas: list[FunctionDelta], n_time: int = 2, n_calls: int = 2) -> str:
-    """One line: "+6.0 us in f (pkg/mod.py:12), +13 calls of g (dataclasses.py:1)"."""
+    """One line: "+13 calls of g (dataclasses.py:1), +6.0 us +-1.2 us in f (pkg/mod.py:12)".
+
+    Call counts first: they repeat exactly. Then own time, leaving out the changes whose interval
+    over the repeats includes 0 (noise at this many repeats); without intervals, the largest."""
     parts = []
-    for d in by_own_time(deltas, n_time):
-        if d.d_own_us == 0:
-            break
-        parts.append(f"{signed_us(d.d_own_us)} in {d.short_name}" + (f" ({d.where})" if d.where else ""))
     for d in by_calls(deltas, n_calls):
         parts.append(
             f"{_fmt_count(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.short_name}"
             + (f" ({d.where})" if d.where else "")
         )
-    return ", ".join(parts) if parts else "no function-level difference"
+    timed = [d for d in by_own_time(deltas) if d.d_own_us != 0 and d.own_settled is not False]
+    for d in timed[:n_time]:
+        pm = f" {d.own_pm}" if d.own_pm else ""
+        parts.append(f"{signed_us(d.d_own_us)}{pm} in {d.short_name}" + (f" ({d.where})" if d.where else ""))
+    unsettled = sum(1 for d in deltas if d.d_own_us != 0 and d.own_settled is False)
+    if not parts:
+        return "no function-level difference" + (
+            f" beyond the noise ({unsettled} own-time changes within their intervals)" if unsettled else ""
+        )
+    return ", ".join(parts)
 
 
 def render_text(deltas: list[FunctionDelta], n: int = 15, title: str = "") -> str:
@@ -154,11 +218,14 @@ def render_text(deltas: list[FunctionDelta], n: int = 15, title: str = "") -> st
         f"profiled own time per step: base {total_base:.1f} us, head {total_head:.1f} us ({signed_us(total_head - total_base)}; includes cProfile overhead)"
     )
     lines.append("")
-    lines.append(f"By own time (top {n}):")
-    lines.append(f"  {'delta':>10} {'base':>9} {'head':>9} {'calls b/h':>13}  function")
+    lines.append(
+        f"By own time (top {n}; +- is the 95% interval over the repeats, ~ marks one that includes 0):"
+    )
+    lines.append(f"  {'delta':>10} {'+-':>11} {'base':>9} {'head':>9} {'calls b/h':>13}  function")
     for d in by_own_time(deltas, n):
+        pm = "" if d.own_hw_us is None else ("~" if d.own_settled is False else "") + d.own_pm
         lines.append(
-            f"  {signed_us(d.d_own_us):>10} {d.base_own_us:>9.1f} {d.head_own_us:>9.1f} {_calls_pair(d):>13}  {d.short_name}  {d.where}{_presence(d)}"
+            f"  {signed_us(d.d_own_us):>10} {pm:>11} {d.base_own_us:>9.1f} {d.head_own_us:>9.1f} {_calls_pair(d):>13}  {d.short_name}  {d.where}{_presence(d)}"
         )
     lines.append("")
     changed = by_calls(deltas, n)
@@ -239,8 +306,9 @@ def _cell_fields(case: dict) -> list[str]:
     return [str(case.get("module")), str(case.get("recipe")), shape, str(case.get("mode"))]
 
 
-def find_case(meta: dict, cell: Optional[str]) -> dict:
-    """The bundle case named by ``MODULE/RECIPE[/SHAPE[/MODE]]`` (shape as 8x2x256)."""
+def find_case(meta: dict, cell: Optional[str], where: str = "the bundle") -> dict:
+    """The bundle case named by ``MODULE/RECIPE[/SHAPE[/MODE]]`` (shape as 8x2x256); ``where`` names
+    what the cases came from in the errors (a config's, before any bundle exists)."""
     from teperf.errors import TeperfError
 
     cases = list(meta.get("cases") or [])
@@ -252,11 +320,11 @@ def find_case(meta: dict, cell: Optional[str]) -> dict:
     if not cell:
         if len(cases) == 1:
             return cases[0]
-        raise TeperfError("the bundle has several cells", "pick one with --cell, one of: " + ", ".join(names))
+        raise TeperfError(f"{where} has several cells", "pick one with --cell, one of: " + ", ".join(names))
     wanted = [part for part in cell.strip().strip("/").split("/")]
     hits = [c for c in cases if _cell_fields(c)[: len(wanted)] == wanted]
     if not hits:
-        raise TeperfError(f"no cell {cell!r} in the bundle", "use one of: " + ", ".join(names))
+        raise TeperfError(f"no cell {cell!r} in {where}", "use one of: " + ", ".join(names))
     if len(hits) > 1:
         raise TeperfError(
             f"--cell {cell!r} matches {len(hits)} cells",
@@ -284,6 +352,13 @@ def sides_from_meta(meta: dict) -> list:
             raise TeperfError(
                 f"the {label} side's directory {missing[0]} is gone",
                 "run teperf compare again to rebuild the sides",
+            )
+        pythonpath = (desc.get("env") or {}).get("PYTHONPATH") or ""
+        gone = [p for p in pythonpath.split(os.pathsep) if p and not os.path.isdir(p)]
+        if gone:  # the shell's PYTHONPATH at measuring time (teperf.sides.with_inherited_pythonpath)
+            raise TeperfError(
+                f"the {label} side's PYTHONPATH directory {gone[0]}, recorded in the bundle, is gone",
+                "restore it, or run teperf compare again",
             )
         sides.append(
             Side(
@@ -354,7 +429,18 @@ def profile_case(
 
     fields = {
         f: case[f]
-        for f in ("id", "backend", "module", "recipe", "shape", "dtype", "mode", "factory", "kwargs")
+        for f in (
+            "id",
+            "backend",
+            "module",
+            "recipe",
+            "shape",
+            "dtype",
+            "mode",
+            "factory",
+            "kwargs",
+            "inputs",
+        )
         if f in case
     }
     fields["shape"] = tuple(fields.get("shape") or ())
@@ -431,6 +517,8 @@ def profile_case(
         for worker in workers.values():
             worker.close()
     result["profiles"] = {label: combine_profiles(rows) for label, rows in runs.items()}
+    if len(sides) == 2:
+        result["own_time_ci"] = own_time_intervals(runs[sides[0].label], runs[sides[1].label])
     return result
 
 
@@ -488,10 +576,13 @@ def explain_bundle(
         "errors": {**outcome["errors"], **drift, **({"core": core_note} if core_note else {})},
         "profiles": outcome["profiles"],
         "imported": outcome.get("imported") or {},
+        "own_time_ci": outcome.get("own_time_ci") or {},
     }
     if len(labels) == 2:
         base, head = labels
-        deltas = diff_profiles(outcome["profiles"][base], outcome["profiles"][head])
+        deltas = apply_intervals(
+            diff_profiles(outcome["profiles"][base], outcome["profiles"][head]), report["own_time_ci"]
+        )
         report["counters_diff"] = counters_diff(
             outcome["counters"].get(base), outcome["counters"].get(head), full=True
         )
@@ -552,8 +643,13 @@ def render_report(report: dict, n: int = 15) -> str:
                 lines.append(f"  {label} graph breaks: " + "; ".join(c["break_reasons"]))
     if len(labels) == 2:
         lines.append(f"  counters {labels[1]} - {labels[0]}: {report.get('counters_diff') or 'n/a'}")
-        deltas = diff_profiles(report["profiles"][labels[0]], report["profiles"][labels[1]])
+        deltas = apply_intervals(
+            diff_profiles(report["profiles"][labels[0]], report["profiles"][labels[1]]),
+            report.get("own_time_ci") or {},
+        )
         lines.append(f"  in short: {summary(deltas)}")
+        if int(report.get("repeats") or 0) < 2:
+            lines.append("  (one repeat: own-time changes have no interval; --repeats 3 or more gives one)")
         lines.append("")
         lines.append(render_text(deltas, n=n))
     else:

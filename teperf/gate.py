@@ -24,9 +24,13 @@ def parse_fail_on(values: Iterable[str] | None) -> set[str]:
     """--fail-on values (repeatable, or comma lists) -> the verdicts that fail the run."""
     verdicts: set[str] = set()
     for value in values or ():
-        for name in (v.strip().lower() for v in str(value).split(",")):
-            if not name:
-                continue
+        names = [v.strip().lower() for v in str(value).split(",") if v.strip()]
+        if not names:  # an empty CI variable would otherwise gate nothing, silently
+            raise TeperfError(
+                f"--fail-on {value!r} names no verdict",
+                f"use {', '.join(FAIL_ON)} (repeat it or join with commas), or leave --fail-on out",
+            )
+        for name in names:
             if name not in FAIL_ON:
                 raise TeperfError(
                     f"--fail-on {name!r} is not a verdict",

@@ -28,6 +28,7 @@ class Case:
     mode: str
     factory: str | None = None
     kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    inputs: str | None = None  # factory modules: "pkg.mod:callable" making the forward's inputs
     skip: str | None = None  # why this case cannot run (a shape rule), decided before measuring
 
     @property
@@ -51,6 +52,7 @@ class Case:
             "warmup": warmup,
             "factory": self.factory,
             "kwargs": dict(self.kwargs),
+            "inputs": self.inputs,
         }
 
     def to_meta(self) -> dict:
@@ -93,6 +95,7 @@ def expand(config: Config) -> list[Case]:
                             mode=mode,
                             factory=spec.factory,
                             kwargs=dict(spec.kwargs),
+                            inputs=spec.inputs,
                             skip=skip,
                         )
                     )

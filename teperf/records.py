@@ -479,7 +479,7 @@ def check_version(meta: Mapping[str, Any], where: str = "this bundle") -> int:
         raise TeperfError(
             f"{where} has bundle schema {version}, written by teperf {use}; this teperf {__version__} reads "
             f"schema {SCHEMA_VERSION} and older",
-            f"read it with teperf {use} or newer (pip install -U teperf)",
+            f"read it with teperf {use} or newer (upgrade: git pull in teperf's clone, then pip install -U .)",
         )
     return version
 

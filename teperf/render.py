@@ -79,6 +79,9 @@ def side_text(desc: dict) -> str:
         bits.append("path " + ":".join(desc["sys_path"]))
     if desc.get("python"):
         bits.append(f"python {desc['python']}")
+    pythonpath = (desc.get("env") or {}).get("PYTHONPATH")
+    if pythonpath:  # inherited from the shell: a factory outside the side's tree may come from there
+        bits.append(f"PYTHONPATH {pythonpath}")
     return f"{label}: " + ", ".join(bits)
 
 
@@ -300,7 +303,8 @@ def render_rich(model: TableModel, console) -> None:
             right = col in model.numeric
         else:
             right = col not in ("module", "recipe", "shape", "mode", "verdict", "counters")
-        table.add_column(safe(col), justify="right" if right else "left")
+        # fold, not ellipsis: a long module name or path must keep its end on a narrow terminal
+        table.add_column(safe(col), justify="right" if right else "left", overflow="fold")
     for row, style in zip(model.rows, model.styles):
         table.add_row(*(safe(cell) for cell in row), style=style)
     console.print(table)

@@ -21,7 +21,14 @@ def for_terminal(text) -> str:
     return _CONTROL.sub("", _ANSI.sub("", str(text)))
 
 
+# Markdown syntax that would turn a name into a link, an image, code or emphasis: `[x](y)` must read
+# as itself. An underscore inside a word (fp8_delayed) cannot start emphasis and stays as it is.
+_MARKDOWN = re.compile(r"[\\`*\[\]~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
 def for_markdown(text) -> str:
-    """``text`` as literal markdown table content: HTML escaped, ``|`` escaped, one line."""
+    """``text`` as literal markdown table content: HTML escaped, markdown syntax and ``|`` escaped,
+    one line."""
     one_line = " ".join(for_terminal(text).split("\n"))
-    return html.escape(one_line, quote=False).replace("|", "\\|")
+    escaped = _MARKDOWN.sub(lambda m: "\\" + m.group(0), html.escape(one_line, quote=False))
+    return escaped.replace("|", "\\|")

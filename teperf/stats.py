@@ -47,6 +47,18 @@ def spread_pct(values: Sequence[float]) -> float | None:
     return float((q3 - q1) / med * 100) if med > 0 else None
 
 
+def preload() -> None:
+    """Import scipy.stats now. It is imported lazily (half a second of CLI start-up), but a run must
+    not import it mid-measuring: a Ctrl-C that lands inside that import leaves scipy half-imported,
+    and the summary of what was measured then fails (AttributeError: no attribute '_lib')."""
+    from scipy import stats  # noqa: F401
+
+
+def t_half_width(values: Sequence[float], alpha: float = 0.05) -> float:
+    """Half-width of the (1 - alpha) Student t interval of the mean of ``values``; inf when n < 2."""
+    return _t_interval(np.asarray(values, dtype=float), alpha)[1]
+
+
 def _t_interval(samples: np.ndarray, alpha: float) -> tuple[float, float, float, float]:
     """(mean, half_width, sd, mde) of a t interval; half_width = inf when n < 2."""
     from scipy import stats as sps  # imported here: it costs half a second of CLI start-up

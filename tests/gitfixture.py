@@ -631,3 +631,93 @@ def make_history(
     # the installed copy is GOOD's
     write(site / "mypkg" / "blocks.py", blocks(0))
     return History(repo=repo, site=site, shas=shas, culprit=shas[culprit])
+
+
+# --------------------------------------------------------------------- one module at the repo root (nanoGPT)
+
+SINGLE_MODEL = """\
+import torch
+from torch import nn
+
+EXTRA_CALLS = {extra_calls}
+
+
+def _touch(x):
+    return x
+
+
+class TinyGPT(nn.Module):
+    def __init__(self, vocab=64, width=32):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, idx, targets=None):
+        x = self.embed(idx)
+        for _ in range(EXTRA_CALLS):
+            x = _touch(x)
+        logits = self.head(x + self.mlp(x))
+        loss = None if targets is None else logits.float().mean()
+        return logits, loss
+"""
+
+# Outside the repo, as a user's own helper is: it reaches the side's model.py through the side's tree
+# (first on sys.path) and itself through the shell's PYTHONPATH.
+SINGLE_FACTORY = """\
+import torch
+
+
+def make_model(vocab=64, width=32):
+    from model import TinyGPT
+
+    return TinyGPT(vocab, width)
+
+
+def make_inputs(shape, dtype, device):
+    # token ids: integers, no grad; the shape is [batch, seq]
+    return (torch.randint(0, 64, tuple(shape), device=device),)
+"""
+
+SINGLE_CONFIG = """\
+backend = "torch"
+device = "cpu"
+recipes = ["fp32"]
+shapes = [[2, 8]]
+
+[modules.TinyGPT]
+factory = "nanofactory:make_model"
+inputs = "nanofactory:make_inputs"
+kwargs = { vocab = 64, width = 32 }
+"""
+
+
+@dataclass
+class SingleModule:
+    repo: Path
+    helpers: Path  # holds nanofactory.py: put on PYTHONPATH
+    config: Path
+    base: str
+    head: str
+
+
+def make_single_module(root: Path) -> SingleModule:
+    """A nanoGPT-shaped repo: ``model.py`` and ``train.py`` at the root, an image; base..head adds 5
+    Python calls per forward in model.py and changes the image (a data file, not a build input)."""
+    repo = root / "nanogpt"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "commit.gpgsign", "false")
+    write(repo / "model.py", SINGLE_MODEL.format(extra_calls=0))
+    write(repo / "train.py", "from model import TinyGPT\n\nif __name__ == '__main__':\n    TinyGPT()\n")
+    (repo / "images").mkdir()
+    (repo / "images" / "arch.png").write_bytes(b"\x89PNG\r\n\x1a\n one")
+    base = commit(repo, "base: TinyGPT")
+    write(repo / "model.py", SINGLE_MODEL.format(extra_calls=5))
+    (repo / "images" / "arch.png").write_bytes(b"\x89PNG\r\n\x1a\n two")
+    head = commit(repo, "head: 5 more calls per forward, a new image")
+    helpers = root / "helpers"
+    write(helpers / "nanofactory.py", SINGLE_FACTORY)
+    config = root / "nano.toml"
+    write(config, SINGLE_CONFIG)
+    return SingleModule(repo=repo, helpers=helpers, config=config, base=base, head=head)

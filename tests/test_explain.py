@@ -113,7 +113,8 @@ def test_rankings_and_summary():
     assert [d.name for d in by_own_time(deltas, 2)] == ["dc_init", "slow"]
     assert [d.name for d in by_calls(deltas)] == ["dc_init", "gone", "<built-in method torch.add>"]
     text = summary(deltas, n_time=1, n_calls=1)
-    assert text == "+6.5 us in dc_init (dataclasses.py:1), +13 calls of dc_init (dataclasses.py:1)"
+    # calls first: they repeat exactly
+    assert text == "+13 calls of dc_init (dataclasses.py:1), +6.5 us in dc_init (dataclasses.py:1)"
     assert "[not called in base]" in explain.render_text(deltas)
     c_function = next(d for d in deltas if d.rel == "~")
     assert c_function.where == ""
@@ -365,3 +366,24 @@ def test_compile_residue_in_explain_and_the_tables():
     }
     text = explain.render_report(report)
     assert "  head graph breaks: time.perf_counter_ns" in text and "break_reasons" not in text
+
+
+def test_own_time_intervals_keep_noise_out_of_the_summary():
+    # repeat by repeat: "slow" is +6 us every time, "noisy" swings -620 .. +134 us
+    base_runs = [[row("slow", 1, 10.0), row("noisy", 1, 700.0)] for _ in range(3)]
+    head_runs = [
+        [row("slow", 1, 16.0), row("noisy", 1, 80.0)],
+        [row("slow", 1, 16.1), row("noisy", 1, 834.0)],
+        [row("slow", 1, 15.9), row("noisy", 1, 650.0)],
+    ]
+    intervals = explain.own_time_intervals(base_runs, head_runs)
+    deltas = explain.apply_intervals(
+        diff_profiles(combine_profiles(base_runs), combine_profiles(head_runs)), intervals
+    )
+    by_name = {d.name: d for d in deltas}
+    assert by_name["slow"].own_settled is True and by_name["noisy"].own_settled is False
+    assert by_name["noisy"].own_hw_us > 500
+    assert summary(deltas) == "+6.0 us +-0.2 us in slow (pkg/mod.py:10)"
+    text = explain.render_text(deltas)
+    assert "~+-" in text  # the noisy line is marked as within its interval
+    assert explain.own_time_intervals(base_runs[:1], head_runs[:1]) == {}  # one repeat: no interval

@@ -95,7 +95,7 @@ def find_cell(config: Config, cell: str) -> Case:
     from teperf.explain import find_case
 
     cases = expand(config)
-    wanted = find_case({"cases": [c.to_meta() for c in cases]}, cell)
+    wanted = find_case({"cases": [c.to_meta() for c in cases]}, cell, where="the config")
     case = next(c for c in cases if c.id == wanted["id"])
     if case.skip:
         raise TeperfError(f"cell {cell} cannot run: {case.skip}", "pick another --cell or --shape")
@@ -126,6 +126,29 @@ def distinct_builds(rng: Range, factory: SideFactory) -> int:
     return builds
 
 
+def tier_seconds(factory: SideFactory, tier: str) -> tuple[float, str]:
+    """(seconds to make one side of ``tier``, what the figure rests on). A compiled tier goes by this
+    package's slowest cached build when there is one: TE's figures say nothing of another package."""
+    guess = TIER_SECONDS.get(tier, 600.0)
+    if tier not in COMPILED_TIERS:
+        return guess, ""
+    from teperf.sides import cachedir
+
+    package = getattr(factory, "package", None)
+    kind = "ext" if tier == "extension" else "builds"
+    what = "extension build" if tier == "extension" else "build"
+    times = [
+        float(e.meta["seconds"])
+        for e in cachedir.entries(getattr(factory, "cache_dir", None), kinds=(kind,), sizes=False)
+        if e.complete and e.meta.get("package") == package and isinstance(e.meta.get("seconds"), (int, float))
+    ]
+    if times:
+        return max(times), f"each {what} about {max(times):.0f} s, the slowest cached {package} one"
+    if package in (None, "transformer_engine"):
+        return guess, f"each {what} about {guess:.0f} s, TE's on the H200"
+    return guess, f"each {what} guessed at {guess:.0f} s: no {package} build cached to go by"
+
+
 def make_plan(rng: Range, factory: SideFactory, config: Config) -> dict:
     tiers: dict[str, int] = {}
     for commit in rng.commits:
@@ -134,7 +157,7 @@ def make_plan(rng: Range, factory: SideFactory, config: Config) -> dict:
     n = len(rng.commits)
     probes = bsearch.expected_probes(n)
     worst = max(tiers, key=lambda t: TIER_SECONDS.get(t, 600.0))
-    side_s = TIER_SECONDS.get(worst, 600.0)
+    side_s, cost_basis = tier_seconds(factory, worst)
     # GOOD, BAD and each probe need a side; a compiled one is built once per distinct set of inputs
     sides = 2 + probes
     builds = min(sides, distinct_builds(rng, factory)) if worst in COMPILED_TIERS else sides
@@ -147,6 +170,7 @@ def make_plan(rng: Range, factory: SideFactory, config: Config) -> dict:
         "builds": builds,
         "counters_s": round(making_s + sides * WORKER_SECONDS[config.device] + confirm_s),
         "timing_s": round(making_s + (1 + probes) * confirm_s + confirm_s),
+        "cost_basis": cost_basis,
     }
 
 
@@ -162,7 +186,8 @@ def plan_lines(rng: Range, case: Case, plan: dict) -> list[str]:
             else ""
         ),
         f"expected time: about {plan['counters_s']} s if a counter moved (one worker run per probe, then one "
-        f"confirming compare), about {plan['timing_s']} s if only time moved (one compare per probe)",
+        f"confirming compare), about {plan['timing_s']} s if only time moved (one compare per probe)"
+        + (f"; {plan['cost_basis']}" if plan.get("cost_basis") else ""),
     ]
 
 

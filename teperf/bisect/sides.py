@@ -14,11 +14,13 @@ import sys
 from typing import Callable, Protocol
 
 from teperf.errors import TeperfError
+from teperf.log import stderr_log
 from teperf.sides import Side
 from teperf.sides.gitrepo import (  # noqa: F401  (re-exported: bisect's git helpers)
     Commit,
     GitFailed,
     commit_info,
+    detect_package,
     find_package_dir,
     parse_spec,
     repo_root,
@@ -52,7 +54,7 @@ class GitSideFactory:
     """Sides from the same machinery as ``teperf compare A..B`` (teperf.sides.git.plan_sides: tiers, caches)."""
 
     repo: str
-    package: str = "transformer_engine"
+    package: str | None = None  # None: found in the repo (gitrepo.detect_package)
     package_dir: str | None = None
     strategy: str = "auto"
     python: str = sys.executable
@@ -63,11 +65,16 @@ class GitSideFactory:
     log: Callable[[str], None] | None = None
 
     def _package_dir(self, sha: str) -> str:
+        if self.package is None:  # found once, in the first commit asked about, and said
+            self.package, how = detect_package(self.repo, sha)
+            (self.log or stderr_log)(
+                f"package under test: {self.package} ({how}; --package NAME names another)"
+            )
         if self.package_dir is None:
             found = find_package_dir(self.repo, sha, self.package)
             if found is None:
                 raise TeperfError(
-                    f"no {self.package}/__init__.py in {sha[:10]} of {self.repo}",
+                    f"no {self.package}/__init__.py or {self.package}.py in {sha[:10]} of {self.repo}",
                     "pass --package NAME (the import name under test) and --package-dir PATH if it lives "
                     "elsewhere",
                 )
@@ -78,12 +85,13 @@ class GitSideFactory:
         from teperf.sides.git import plan_sides
 
         try:
+            package_dir = self._package_dir(base_sha)  # first: it finds the package when not given
             return plan_sides(
                 f"{base_sha}..{head_sha}",
                 repo=self.repo,
                 strategy=self.strategy,
                 package=self.package,
-                package_dir=self._package_dir(base_sha),
+                package_dir=package_dir,
                 layout=self.layout,
                 python=self.python,
                 cache_dir=self.cache_dir,
@@ -102,10 +110,11 @@ class GitSideFactory:
 
         if self.strategy != "auto":
             return self.strategy
+        package_dir = self._package_dir(base_sha)
         if self._pure_python(base_sha, head_sha):
             return "path"
         layout = layout_for(self.package, self.layout)
-        return changes.diff(self.repo, base_sha, head_sha, layout, self._package_dir(base_sha)).tier
+        return changes.diff(self.repo, base_sha, head_sha, layout, package_dir).tier
 
     def _pure_python(self, base_sha: str, head_sha: str) -> bool:
         """Whether auto picks ``path`` (nothing compiled anywhere), decided once per run."""
@@ -117,7 +126,7 @@ class GitSideFactory:
                     f"{base_sha}..{head_sha}",
                     repo=self.repo,
                     package=self.package,
-                    package_dir=self._package_dir(base_sha),
+                    package_dir=self.package_dir,
                     layout=self.layout,
                     python=self.python,
                     cache_dir=self.cache_dir,

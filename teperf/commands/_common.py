@@ -98,7 +98,7 @@ def config_options(f):
         click.option(
             "--trials",
             type=int,
-            help="Trials per case per round (even for compare: A B and B A couples balance).",
+            help="Trials per case per round (compare: rounds x trials even, so A B and B A couples balance).",
             show_default=_default(_SCHED.trials),
         ),
         click.option(
@@ -268,12 +268,27 @@ def emit(summary, fmt: str) -> None:
         click.echo(text, nl=False)
 
 
+def _preload_report() -> None:
+    """Import what the summary and the table import lazily, before measuring: a Ctrl-C that lands
+    inside an import leaves that module half-imported, and printing what was measured then fails."""
+    import rich.markup  # noqa: F401
+    import rich.table  # noqa: F401
+
+    import teperf.explain  # noqa: F401
+    import teperf.schema  # noqa: F401
+    from teperf.stats import preload
+
+    preload()
+
+
 def measure_and_report(fn, fmt: str):
     """Run ``fn(progress_factory, live_listener) -> bundle path``, print its summary and exit with the
     status a CI relies on (teperf.errors): 1 when a cell failed or ended partial, 130/143
     on Ctrl-C/SIGTERM (after printing what was measured)."""
     from teperf.api import Interrupted, summarize
     from teperf.engine.hints import failure_hint
+
+    _preload_report()
 
     try:
         with live_view() as (factory, listener):

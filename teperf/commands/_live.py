@@ -72,7 +72,7 @@ class LiveView:
             title += f"; budget left {int(left // 60)}:{int(left % 60):02d}"
         table = Table(title=title, title_justify="left", box=None, pad_edge=False)
         for col in ("cell", "pairs", "delta", "half-width", ""):
-            table.add_column(col, justify="left" if col in ("cell", "") else "right")
+            table.add_column(col, justify="left" if col in ("cell", "") else "right", overflow="fold")
         cells = sorted(snap.cells, key=lambda c: (c.settled or bool(c.dropped), c.case_id))
         for c in cells[: self.MAX_ROWS]:
             state = c.dropped or ("settled" if c.settled else "")

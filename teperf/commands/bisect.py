@@ -29,9 +29,16 @@ DEFAULT_BUDGET_S = 1800.0
     show_default=True,
     help="How each commit is made runnable, as in compare (see teperf compare --help).",
 )
-@click.option("--package", default="transformer_engine", show_default=True, help="Package under test.")
 @click.option(
-    "--package-dir", metavar="PATH", help="The package's directory inside the repo (default: found by name)."
+    "--package",
+    metavar="NAME",
+    help="Package or module under test (its import name; default: found in the repo: transformer_engine, pyproject's name, the one top-level package or module).",
+)
+@click.option(
+    "--package-dir",
+    metavar="PATH",
+    help="The package's directory inside the repo, or the one that holds a single module NAME.py "
+    "(default: found by name).",
 )
 @click.option("--build-command", metavar="CMD", help="Build command of --strategy build (as in compare).")
 @click.option(

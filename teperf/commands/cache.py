@@ -81,7 +81,7 @@ def list_(cache_dir, fmt):
 
     table = Table(title=f"teperf cache {root}", title_justify="left")
     for name in ("kind", "key", "what", "size", "last used"):
-        table.add_column(name, justify="right" if name == "size" else "left")
+        table.add_column(name, justify="right" if name == "size" else "left", overflow="fold")
     for e in found:
         table.add_row(
             e.kind,
@@ -104,8 +104,13 @@ def list_(cache_dir, fmt):
 def clear(cache_dir, kinds, older_than):
     """Remove cached entries: all, or only KINDS (trees, overlays, builds, buildtrees, ext)."""
     root = cachedir.cache_root(cache_dir)
-    removed = cachedir.clear(
+    done = cachedir.clear(
         cache_dir, kinds or cachedir.KINDS, older_than_s=None if older_than is None else older_than * 86400
     )
-    freed = sum(e.size for e in removed)
-    click.echo(f"cache {root}: removed {len(removed)} entries ({_size(freed)})")
+    freed = sum(e.size for e in done.removed)
+    click.echo(f"cache {root}: removed {len(done.removed)} entries ({_size(freed)})")
+    if done.in_use:
+        click.echo(
+            f"cache {root}: kept {len(done.in_use)} in use by a running teperf (clear again when it has "
+            f"ended): {', '.join(f'{e.kind}/{e.key[:24]}' for e in done.in_use)}"
+        )

@@ -35,10 +35,15 @@ from teperf.gate import parse_fail_on
     "--strategy", type=click.Choice(strategies.NAMES), default="auto", show_default=True, help=STRATEGY_HELP
 )
 @click.option(
-    "--package", default="transformer_engine", show_default=True, help="Package under test (its import name)."
+    "--package",
+    metavar="NAME",
+    help="Package or module under test (its import name; default: found in the repo: transformer_engine, pyproject's name, the one top-level package or module).",
 )
 @click.option(
-    "--package-dir", metavar="PATH", help="The package's directory inside the repo (default: found by name)."
+    "--package-dir",
+    metavar="PATH",
+    help="The package's directory inside the repo, or the one that holds a single module NAME.py "
+    "(default: found by name).",
 )
 @click.option("--build-command", metavar="CMD", help=BUILD_COMMAND_HELP)
 @click.option(
@@ -158,7 +163,7 @@ def command(
         from teperf.explain import find_case
         from teperf.plan import expand
 
-        find_case({"cases": [c.to_meta() for c in expand(config)]}, explain_cell)
+        find_case({"cases": [c.to_meta() for c in expand(config)]}, explain_cell, where="the config")
     side_opts = (base_path, head_path, base_python, head_python)
     if spec:
         if base_path or head_path:

@@ -216,7 +216,11 @@ def _check_night(night_id: str | None) -> str | None:
     help="How a git side is made runnable. " + strategies.help_text(strategies.GIT_NAMES),
 )
 @click.option("--jobs", type=int, metavar="N", help="Parallel compile jobs (default: the free cores).")
-@click.option("--package", default="transformer_engine", show_default=True, help="Package under test.")
+@click.option(
+    "--package",
+    metavar="NAME",
+    help="Package or module under test (its import name; default: found in the repo: transformer_engine, pyproject's name, the one top-level package or module).",
+)
 @click.option("--build-command", metavar="CMD", help="Build command for --strategy build.")
 @click.option("--python", metavar="EXE", help="Interpreter that runs the workers (default: this one).")
 @click.option(

@@ -315,6 +315,11 @@ class HistoryStore:
             )
         self.local = "file" in _protocols(self.fs)
         self.object_store = bool(OBJECT_STORES & set(_protocols(self.fs)))
+        if self.local and os.path.exists(self.root) and not os.path.isdir(self.root):
+            raise TeperfError(
+                f"{url} is a file, not a history store (a directory of run files)",
+                "give the history's directory (--history, or $TEPERF_HISTORY)",
+            )
 
     def __repr__(self) -> str:
         return f"HistoryStore({self.url!r})"
@@ -448,7 +453,7 @@ def check_version(table: pa.Table, path: str) -> int:
         raise TeperfError(
             f"{path} has history schema {version}, written by teperf {use}; this teperf {__version__} "
             f"reads schema {HISTORY_SCHEMA_VERSION} and older",
-            f"read the history with teperf {use} or newer (pip install -U teperf)",
+            f"read the history with teperf {use} or newer (upgrade: git pull in teperf's clone, then pip install -U .)",
         )
     return version
 

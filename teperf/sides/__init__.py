@@ -7,6 +7,7 @@ builds) ends in a :class:`Side`; the engine knows nothing else about sides.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Mapping
 
 
@@ -26,3 +27,15 @@ class Side:
             "env": dict(self.env),
             **dict(self.description),
         }
+
+
+def with_inherited_pythonpath(side: Side) -> Side:
+    """``side`` with this process's PYTHONPATH (made absolute) in its environment. Workers inherit it,
+    and a factory outside the side's tree may come from there: recorded in the bundle's sides, it
+    lets ``explain`` and ``report`` use and show the same path later, from another shell."""
+    if "PYTHONPATH" in side.env:
+        return side
+    entries = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if not entries:
+        return side
+    return dataclasses.replace(side, env={**side.env, "PYTHONPATH": os.pathsep.join(entries)})

@@ -61,7 +61,8 @@ def pure_python(target: Target, pair: Pair) -> bool:
 
 def choose(target: Target, pair: Pair) -> tuple[Strategy, Plan, dict[str, str]]:
     """(the strategy, its plan, {strategy: why it was refused} for those tried first)."""
-    order = ("path",) if pure_python(target, pair) else ORDER[pair.changes.tier]
+    # one module file (model.py) has no package directory to overlay or build: its tree on sys.path
+    order = ("path",) if target.module_file or pure_python(target, pair) else ORDER[pair.changes.tier]
     refused: dict[str, str] = {}
     for i, name in enumerate(order):
         strategy = strategies.get(name)(target, pair)

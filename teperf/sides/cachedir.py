@@ -161,20 +161,92 @@ def entries(cache_dir: str | os.PathLike | None = None, kinds=KINDS, sizes: bool
     return found
 
 
+@dataclasses.dataclass
+class Cleared:
+    removed: list[Entry]
+    in_use: list[Entry]  # held by a running teperf (hold()): left in place
+
+
 def clear(
     cache_dir: str | os.PathLike | None = None, kinds=KINDS, older_than_s: float | None = None
-) -> list[Entry]:
-    """Remove cache entries (all, or of some kinds, or not used for ``older_than_s``)."""
+) -> Cleared:
+    """Remove cache entries (all, or of some kinds, or not used for ``older_than_s``); entries a
+    running teperf holds are left in place."""
     now = time.time()
-    removed = []
+    done = Cleared([], [])
     for entry in entries(cache_dir, kinds):
         if older_than_s is not None and now - entry.mtime < older_than_s:
             continue
-        remove_tree(entry.path)
+        own = _HELD.pop(entry.path, None)  # this process asked: its own hold does not keep it
+        if own is not None:
+            own.close()
+        with _unused(entry.path) as free:
+            if not free:
+                done.in_use.append(entry)
+                continue
+            remove_tree(entry.path)
         lock = entry.path.parent / f"{entry.key}.lock"
         lock.unlink(missing_ok=True)
-        removed.append(entry)
-    return removed
+        done.removed.append(entry)
+    return done
+
+
+# Entries this process uses: path -> the open .inuse file whose shared lock says so (until exit).
+_HELD: dict[Path, object] = {}
+
+
+def _inuse_file(path: Path) -> Path:
+    return path.parent / f"{path.name}.inuse"
+
+
+def _flock(handle, flags: int) -> bool:
+    """flock ``handle``; False when LOCK_NB was asked and another process holds it. No flock: True."""
+    try:
+        import fcntl
+
+        fcntl.flock(handle.fileno(), flags)
+    except BlockingIOError:
+        return False
+    except (ImportError, OSError):
+        pass
+    return True
+
+
+def hold(path: Path) -> None:
+    """Mark the entry at ``path`` as in use by this process until it exits: ``cache clear`` leaves
+    it alone. Called before the entry is read or made, so a clear already under way finishes first
+    and the caller then finds it gone and makes it again."""
+    import fcntl
+
+    if path in _HELD:
+        return
+    inuse = _inuse_file(path)
+    inuse.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        handle = open(inuse, "a+")
+        _flock(handle, fcntl.LOCK_SH)
+        try:  # a clear unlinks the file it locked: a lock on that one would guard nothing
+            if os.fstat(handle.fileno()).st_ino == os.stat(inuse).st_ino:
+                _HELD[path] = handle
+                return
+        except FileNotFoundError:
+            pass
+        handle.close()
+
+
+@contextlib.contextmanager
+def _unused(path: Path) -> Iterator[bool]:
+    """True (and no one can start using it while inside) when no other process holds ``path``;
+    the .inuse file goes with the entry."""
+    import fcntl
+
+    inuse = _inuse_file(path)
+    with open(inuse, "a+") as handle:
+        if not _flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB):
+            yield False
+            return
+        yield True
+        inuse.unlink(missing_ok=True)  # still locked: a waiting hold() sees the unlink and starts over
 
 
 def touch(path: Path) -> None:

@@ -68,6 +68,35 @@ BUILD_FILES = frozenset(
         "build.py",
     }
 )
+# Data files (images, notebooks, tables, text): outside the package they feed no build. Inside it they
+# stay build inputs, as an overlay runs the installed copy's data files, not the side's.
+DATA_SUFFIXES = (
+    ".png",
+    ".jpg",
+    ".jpeg",
+    ".gif",
+    ".svg",
+    ".webp",
+    ".ico",
+    ".bmp",
+    ".pdf",
+    ".ipynb",
+    ".txt",
+    ".csv",
+    ".tsv",
+    ".json",
+    ".jsonl",
+    ".yaml",
+    ".yml",
+    ".html",
+    ".css",
+    ".npy",
+    ".npz",
+    ".pkl",
+    ".pt",
+    ".bin",
+    ".log",
+)
 COMPILED_SUFFIXES = (
     ".c",
     ".cc",
@@ -98,10 +127,10 @@ def is_build_input(path: str, package_dir: str, submodule: bool = False) -> bool
     """Would a change to ``path`` (repo-relative) need a rebuild of the package?
 
     Inside the package: everything but ``.py`` (except ``setup.py``) and docs.
-    Outside: nothing under a docs/tests/examples/CI directory; otherwise
-    submodules, build files and directories, compiled sources, and any other
-    file below the top level (when unsure it counts: overlay then refuses,
-    which is safe).
+    Outside: nothing under a docs/tests/examples/CI directory, no data file
+    (images, notebooks, tables); otherwise submodules, build files and
+    directories, compiled sources, and any other file below the top level
+    (when unsure it counts: overlay then refuses, which is safe).
     """
     p = PurePosixPath(path)
     if submodule:
@@ -115,7 +144,7 @@ def is_build_input(path: str, package_dir: str, submodule: bool = False) -> bool
         return False
     if p.name in BUILD_FILES or top in BUILD_DIRS or p.suffix in COMPILED_SUFFIXES:
         return True
-    if p.suffix in DOC_SUFFIXES:
+    if p.suffix in DOC_SUFFIXES or p.suffix.lower() in DATA_SUFFIXES:
         return False
     if p.suffix == ".py":  # a script or another package outside the one under test
         return False

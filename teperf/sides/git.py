@@ -118,7 +118,7 @@ def plan_sides(
     *,
     repo: str = ".",
     strategy: str = "auto",
-    package: str = "transformer_engine",
+    package: str | None = None,
     package_dir: str | None = None,
     layout: PackageLayout | str | os.PathLike | None = None,
     python: str = sys.executable,
@@ -132,8 +132,9 @@ def plan_sides(
 
     ``spec``: ``A..B``, ``A...B`` (base = merge-base) or one ref (base = its
     first parent). ``strategy``: one of teperf.sides.strategies.NAMES.
-    ``package``: the import name under test; ``package_dir``: its path in the
-    repo (found if None). ``layout``: a PackageLayout or a TOML file (default:
+    ``package``: the import name under test (None: found in the repo, see
+    gitrepo.detect_package); ``package_dir``: its path in the repo, or the
+    file of a single module (found if None). ``layout``: a PackageLayout or a TOML file (default:
     built in for the package). ``python``: runs the workers, holds the
     installed package, builds. ``cache_dir``: default $TEPERF_CACHE or
     ~/.cache/teperf. ``build_command``: argv template of --strategy build.
@@ -152,6 +153,9 @@ def plan_sides(
         raise TeperfError(f"--jobs {jobs}: must be at least 1", "pass --jobs N with N >= 1, or leave it out")
     resolved = gitrepo.resolve_spec(spec, repo)
     root = resolved.repo
+    if not package:
+        package, how = gitrepo.detect_package(root, resolved.head.sha)
+        log(f"package under test: {package} ({how}; --package NAME names another)")
     pkg_dir = package_dir
     if pkg_dir is None:
         pkg_dir = gitrepo.find_package_dir(root, resolved.head.sha, package) or gitrepo.find_package_dir(
@@ -159,9 +163,14 @@ def plan_sides(
         )
         if pkg_dir is None:
             raise TeperfError(
-                f"no {package}/__init__.py in {resolved.head.short_sha} or {resolved.base.short_sha} of {root}",
+                f"no {package}/__init__.py or {package}.py in {resolved.head.short_sha} or "
+                f"{resolved.base.short_sha} of {root}",
                 "pass --package NAME (the import name under test) and --package-dir PATH if it lives elsewhere",
             )
+    else:  # --package-dir DIR that holds the code as one module file, DIR/NAME.py
+        pkg_dir = (
+            gitrepo.module_in_dir(root, (resolved.head.sha, resolved.base.sha), package, pkg_dir) or pkg_dir
+        )
     pkg_dir = pkg_dir.strip("/") or "."
     if not isinstance(layout, PackageLayout):
         layout = layout_for(package, layout)

@@ -16,7 +16,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Iterable, Sequence
 
 from teperf.errors import TeperfError
@@ -88,7 +88,7 @@ def repo_root(repo: str | os.PathLike = ".") -> Path:
         if "not a git repository" in exc.stderr.lower():
             raise TeperfError(
                 f"{path.absolute()} is not inside a git repository",
-                "run teperf compare from a checkout of the project, or pass --repo DIR",
+                "run this command in a checkout of the project, or pass --repo DIR",
             ) from None
         raise TeperfError(
             f"git cannot read {path.absolute()}: {exc.stderr.splitlines()[-1] if exc.stderr else exc}",
@@ -268,45 +268,156 @@ def find_package_dir(repo: str | os.PathLike, sha: str, package: str) -> str | N
         if kind == "blob" and (name == suffix or name.endswith("/" + suffix))
     ]
     if not candidates:
-        return None
+        return find_module_file(repo, sha, package)
     # the shallowest wins (a vendored copy deeper down is not it); ties: 'src/' layouts first
     candidates.sort(key=lambda n: (n.count("/"), not n.startswith("src/"), n))
     return candidates[0]
 
 
+# Top-level directories and modules that are never the code under test.
+_NOT_PACKAGES = frozenset(
+    {
+        "tests",
+        "test",
+        "docs",
+        "doc",
+        "examples",
+        "example",
+        "benchmarks",
+        "benchmark",
+        "scripts",
+        "tools",
+        "build_tools",
+        "ci",
+        "qa",
+        "notebooks",
+        "configs",
+        "results",
+    }
+)
+_NOT_MODULES = frozenset({"setup", "conftest", "noxfile", "tasks", "manage", "fabfile"})
+
+
+def detect_package(repo: str | os.PathLike, sha: str) -> tuple[str, str]:
+    """(import name, how it was found) of the code under test at ``sha``, when ``--package`` is not given:
+    TransformerEngine's package, else pyproject's project name, else the one top-level package, else the
+    one top-level module. Several candidates: a TeperfError listing them."""
+    blobs = [path for _mode, kind, _obj, path in ls_tree(repo, sha) if kind == "blob"]
+    if "transformer_engine/__init__.py" in blobs:
+        return "transformer_engine", "transformer_engine/__init__.py"
+    if "pyproject.toml" in blobs:
+        import tomllib
+
+        try:
+            name = tomllib.loads(show_file(repo, sha, "pyproject.toml") or "").get("project", {}).get("name")
+        except (tomllib.TOMLDecodeError, AttributeError):
+            name = None
+        if isinstance(name, str) and name.strip():
+            module = re.sub(r"[-.]+", "_", name.strip()).lower()
+            if find_package_dir(repo, sha, module) is not None:
+                return module, f"pyproject.toml's project name {name!r}"
+    packages = sorted(
+        {
+            PurePosixPath(path).parent.name
+            for path in blobs
+            if path.endswith("/__init__.py")
+            and path.count("/") == (2 if path.startswith("src/") else 1)
+            and PurePosixPath(path).parent.name not in _NOT_PACKAGES
+            and PurePosixPath(path).parent.name.isidentifier()
+        }
+    )
+    if len(packages) == 1:
+        return packages[0], "the one top-level package"
+    modules = sorted(
+        PurePosixPath(path).stem
+        for path in blobs
+        if "/" not in path
+        and path.endswith(".py")
+        and PurePosixPath(path).stem.isidentifier()
+        and PurePosixPath(path).stem not in _NOT_MODULES
+    )
+    if not packages and len(modules) == 1:
+        return modules[0], "the one top-level module"
+    found = packages or modules
+    raise TeperfError(
+        f"cannot tell which package is under test at {sha[:10]} of {repo}: "
+        + (f"found {', '.join(found)}" if found else "no Python package or module at its top level"),
+        "pass --package NAME (the import name under test)",
+    )
+
+
+def find_module_file(repo: str | os.PathLike, sha: str, package: str) -> str | None:
+    """The file of a single module named ``package`` at ``sha`` (``model.py``, ``src/model.py``), or None.
+    A repo whose code is one module (nanoGPT's ``model.py``) names it in place of a package directory."""
+    if "." in package:  # a module file holds no submodules
+        return None
+    name = f"{package}.py"
+    hits = [
+        path
+        for _mode, kind, _obj, path in ls_tree(repo, sha)
+        if kind == "blob" and (path == name or path.endswith("/" + name))
+    ]
+    hits.sort(key=lambda n: (n.count("/"), not n.startswith("src/"), n))
+    return hits[0] if hits else None
+
+
+def module_in_dir(repo: str | os.PathLike, shas: Sequence[str], package: str, package_dir: str) -> str | None:
+    """``DIR/package.py`` when ``--package-dir DIR`` holds the code under test as one module file rather
+    than a package directory of that name; else None."""
+    top = package.split(".")[0]
+    pkg = package_dir.strip("/")
+    if "." in package or pkg.endswith(".py") or PurePosixPath(pkg or ".").name == top:
+        return None
+    prefix = "" if pkg in ("", ".") else pkg + "/"
+    module = f"{prefix}{top}.py"
+    if any(show_file(repo, sha, f"{prefix}{top}/__init__.py") is not None for sha in shas):
+        return None
+    return module if any(show_file(repo, sha, module) is not None for sha in shas) else None
+
+
+def _untar(stream, dest: Path) -> int:
+    """Extract a tar stream into ``dest``; return the number of files."""
+    count = 0
+    with tarfile.open(fileobj=stream, mode="r|") as tar:
+        for member in tar:
+            if member.type in (tarfile.XGLTYPE, tarfile.XHDTYPE) or member.name == "pax_global_header":
+                continue
+            if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
+                continue
+            try:
+                tar.extract(member, dest, filter="tar")
+            except TypeError:  # Python without extraction filters
+                tar.extract(member, dest)
+            count += member.isfile()
+    while stream.read(1 << 16):  # the tar reader stops at the end marker; git may still be padding
+        pass
+    return count
+
+
 def _extract_archive(repo: str | os.PathLike, sha: str, dest: Path) -> int:
     """Stream ``git archive sha`` into ``dest``; return the number of files."""
     cmd = [_git_exe(), "-C", os.fspath(repo), "archive", "--format=tar", sha]
-    count = 0
+    count, unreadable = 0, None
     with tempfile.TemporaryFile() as errors:
         proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, env=_git_env()
         )
         try:
-            with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
-                for member in tar:
-                    if (
-                        member.type in (tarfile.XGLTYPE, tarfile.XHDTYPE)
-                        or member.name == "pax_global_header"
-                    ):
-                        continue
-                    if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
-                        continue
-                    try:
-                        tar.extract(member, dest, filter="tar")
-                    except TypeError:  # Python without extraction filters
-                        tar.extract(member, dest)
-                    count += member.isfile()
-            while proc.stdout.read(
-                1 << 16
-            ):  # the tar reader stops at the end marker; git may still be padding
-                pass
+            count = _untar(proc.stdout, dest)
+        except (tarfile.TarError, EOFError) as exc:  # git stopped mid-stream (a missing object)
+            unreadable = exc
         finally:
             proc.stdout.close()
             rc = proc.wait()
-        if rc != 0:
+        if rc != 0 or unreadable is not None:
             errors.seek(0)
-            raise GitFailed(cmd[3:], rc, errors.read().decode(errors="replace"))
+            said = errors.read().decode(errors="replace").strip()
+            last = said.splitlines()[-1] if said else f"{type(unreadable).__name__}: {unreadable}"
+            raise TeperfError(
+                f"git archive {sha[:10]} failed in {repo}: {last}",
+                "the repository lacks objects of that commit (a partial or shallow clone?): fetch them "
+                "(git fetch --refetch, or git fetch --unshallow) or use a full clone",
+            )
     return count
 
 
@@ -365,6 +476,7 @@ def materialize(
     final = trees / sha
     meta_file = final / cachedir.META
     with cachedir.locked(trees / f"{sha}.lock"):
+        cachedir.hold(final)
         meta = cachedir.read_json(meta_file) if final.is_dir() else {}
         if meta.get("complete") and (meta.get("submodules") or not submodules):
             cachedir.touch(final)

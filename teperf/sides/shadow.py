@@ -52,6 +52,7 @@ def build_shadow(
     final = overlays / spec.key
     meta_file = final / cachedir.META
     with cachedir.locked(overlays / f"{spec.key}.lock"):
+        cachedir.hold(final)
         existing = cachedir.read_json(meta_file)
         if existing.get("complete"):
             cachedir.touch(final)

@@ -28,13 +28,27 @@ class Target:
 
     repo: Path
     package: str
-    package_dir: str  # the package's directory inside the repo ('.' = the repo root)
+    package_dir: str  # the package's directory inside the repo ('.' = the repo root), or a module's file
     layout: PackageLayout
     python: str = sys.executable  # runs the workers; holds the installed package; builds
     cache_dir: str | os.PathLike | None = None
     build_command: tuple[str, ...] | None = None  # --strategy build's argv template
     jobs: int | None = None  # parallel compile jobs (None: the free cores)
     log: Log = stderr_log
+
+    @property
+    def module_file(self) -> bool:
+        """The code under test is one module file (nanoGPT's ``model.py``), not a package directory."""
+        return self.package_dir.endswith(".py")
+
+    def refuse_module(self, strategy: str) -> None:
+        """Strategies that overlay or build a package directory cannot take a single module."""
+        if self.module_file:
+            raise Refused(
+                f"--strategy {strategy} needs a package directory; {self.package} is a single module "
+                f"({self.package_dir})",
+                "use --strategy path (each side's tree on sys.path), or auto",
+            )
 
     def side_pkg_dir(self, tree: Path) -> Path:
         pkg = self.package_dir.strip("/")

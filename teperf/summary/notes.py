@@ -16,6 +16,17 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
 
 
+def _where_running(meta: dict) -> str:
+    """' on HOST (pid N)' for a coordinator on another host, whose liveness this reader cannot check."""
+    import socket
+
+    facts = meta.get("coordinator")
+    if not isinstance(facts, dict) or not facts.get("hostname") or facts["hostname"] == socket.gethostname():
+        return ""
+    pid = f", pid {facts['pid']}" if facts.get("pid") else ""
+    return f" on {facts['hostname']}{pid}, which this host cannot check"
+
+
 def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
     meta = parsed.meta
     out = []
@@ -27,11 +38,11 @@ def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
             out.append(
                 f"partial {where}: its figures rest on {row['n_pairs'] or 0}{of_planned} pairs; {row['error']}"
             )
-    if meta.get("status") in ("interrupted", "running"):
+    if meta.get("status") == "interrupted":
         detail = f" ({meta['status_detail']})" if meta.get("status_detail") else ""
-        out.append(
-            f"run status: {meta.get('status')}{detail} - the table shows what was measured before it stopped"
-        )
+        out.append(f"run status: interrupted{detail} - the table shows what was measured before it stopped")
+    elif meta.get("status") == "running":
+        out.append(f"run status: running{_where_running(meta)} - the table shows what was measured so far")
     if parsed.bad_cases:
         out.append(f"skipped {_plural(parsed.bad_cases, 'case')} of meta.json that lack their keys (damaged)")
     if not meta.get("cases"):

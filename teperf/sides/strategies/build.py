@@ -145,7 +145,23 @@ class Build(Strategy):
         meta = cachedir.read_json(home / cachedir.BUILD_META)
         return meta if meta.get("ok") and (home / "prefix").is_dir() else {}
 
+    def _estimate(self) -> str:
+        """What a full build of this package took before (TE's figure only for TE: another package's
+        build may take seconds)."""
+        t = self.target
+        times = [
+            e.meta.get("seconds")
+            for e in cachedir.entries(t.cache_dir, kinds=("builds",), sizes=False)
+            if e.complete and e.meta.get("package") == t.package and e.meta.get("seconds") is not None
+        ]
+        if times:
+            return f"about {max(times):.0f} s like the slowest {t.package} build before"
+        if t.layout.name == "transformer_engine":
+            return "TE's takes tens of minutes"
+        return f"no earlier {t.package} build to go by"
+
     def plan(self) -> Plan:
+        self.target.refuse_module(self.name)
         deciding = self.pair.changes.deciding() if self.pair.changes.tier == "build" else []
         reason = (
             f"compiled sources differ ({changes.shorten(deciding)})"
@@ -165,7 +181,7 @@ class Build(Strategy):
                 )
             else:
                 cost = (
-                    f"full build (the first in this build directory; TE's takes tens of minutes), "
+                    f"full build (the first in this build directory; {self._estimate()}), "
                     f"{changes.plural(self._env['MAX_JOBS'], 'job')}"
                 )
             costs.append((label, cost))
@@ -179,6 +195,7 @@ class Build(Strategy):
         home = builds / digest
         work = self.workdir()
         with cachedir.locked(builds / f"{digest}.lock"):
+            cachedir.hold(home)
             meta = self._cached(digest)
             if meta:
                 cachedir.touch(home)
@@ -189,6 +206,7 @@ class Build(Strategy):
                 cachedir.remove_tree(stale)
             prefix.mkdir()
             with cachedir.locked(work.with_suffix(".lock")):
+                cachedir.hold(work)
                 src = work / "src"
                 src.mkdir(parents=True, exist_ok=True)
                 manifest_file = work / "manifest.json"

@@ -132,6 +132,7 @@ class Extension(Strategy):
         return max(times) if times else None
 
     def plan(self) -> Plan:
+        self.target.refuse_module(self.name)
         installed = self.basis.installed
         paths = self.pair.changes.paths(changes.EXTENSION)
         reason = (
@@ -144,6 +145,8 @@ class Extension(Strategy):
             f"about {last:.0f} s like the slowest before"
             if last
             else "no earlier build to go by: TE's took 89-103 s on the H200's 16 cores"
+            if self.target.layout.name == "transformer_engine"
+            else f"no earlier {self.target.package} extension build to go by"
         )
         jobs = changes.plural(self._env["MAX_JOBS"], "job")
         over = f"over the installed {installed.package} {installed.version or ''}".rstrip()
@@ -168,6 +171,7 @@ class Extension(Strategy):
         exts = cachedir.kind_dir(KIND, t.cache_dir)
         home = exts / key
         with cachedir.locked(exts / f"{key}.lock"):
+            cachedir.hold(home)
             meta = self._cached(key)
             if meta:
                 cachedir.touch(home)

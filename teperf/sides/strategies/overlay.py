@@ -55,6 +55,7 @@ class Overlay(Strategy):
         return inst.basis(t, pair, strategy="overlay", tier="overlay")
 
     def plan(self) -> Plan:
+        self.target.refuse_module(self.name)
         installed = self.basis.installed
         py = self.pair.changes.paths(changes.PYTHON)
         versions = self.pair.changes.paths(changes.VERSION)

@@ -16,10 +16,14 @@ class PathStrategy(Strategy):
     def _import_root(self) -> str:
         """The directory (relative to the tree) that holds the package directory: what goes on sys.path."""
         pkg = self.target.package_dir.strip("/")
+        if self.target.module_file:  # one module (model.py): the directory that holds it
+            return pkg.rpartition("/")[0]
         if pkg in ("", "."):
             raise Refused(
-                f"--strategy path needs {self.target.package} in a directory of that name, not at the repo root",
-                "pass --package-dir, or use --strategy overlay or build",
+                f"--strategy path needs {self.target.package} in a directory of that name or a module "
+                f"{self.target.package}.py, not the repo root as the package",
+                "pass --package-dir (the package's directory, or the one holding the module), "
+                "or use --strategy overlay or build",
             )
         parent, _, name = pkg.rpartition("/")
         if name != self.target.package.split(".")[0]:

@@ -2,6 +2,14 @@
 
 The factory is imported inside the worker, after the side's directories are
 first on sys.path, so base and head each import their own ``pkg``.
+
+The contract (README, "Your own modules"): ``factory(**kwargs)`` returns an
+``nn.Module``; teperf moves it to the device and the recipe's dtype. Its
+input is one float tensor of the cell's shape, in that dtype, with
+``requires_grad``; or whatever ``inputs(shape, dtype, device)`` returns (a
+tensor, or a tuple/list of positional arguments: token ids, several tensors).
+A step calls ``module(*inputs)`` and runs ``.sum().backward()`` on its output,
+or on the first element of a returned tuple or list.
 """
 
 from __future__ import annotations
@@ -29,12 +37,19 @@ def build(case: dict, device: str) -> Built:
         raise TypeError(f"factory {case['factory']} returned {type(module).__name__}, not an nn.Module")
     dtype = getattr(torch, DTYPES[case["recipe"]])
     module = module.to(device=device, dtype=dtype)
-    x = torch.randn(*case["shape"], device=device, dtype=dtype, requires_grad=True)
+    if case.get("inputs"):
+        made = import_object(case["inputs"])(tuple(case["shape"]), dtype, device)
+        inputs = tuple(made) if isinstance(made, (tuple, list)) else (made,)
+    else:
+        inputs = (torch.randn(*case["shape"], device=device, dtype=dtype, requires_grad=True),)
     alt, alt_what = dtype_autocast(device)
+    info = {"factory": case["factory"]}
+    if case.get("inputs"):
+        info["inputs"] = case["inputs"]
     return Built(
         module=module,
-        inputs=(x,),
-        info={"factory": case["factory"]},
+        inputs=inputs,
+        info=info,
         alt_autocast=alt,
         alt_autocast_what=alt_what,
     )
