@@ -47,7 +47,7 @@ if [ "$MODE" = speed ]; then
   $G init -q -b main && $G add -A && $G commit -qm "base: installed transformer_engine"
   python3 scripts/te_plants.py "$REPO" lnl-forward >> "$OUT/log.txt" 2>&1
   $G commit -qam "head: LayerNormLinear.forward busy-waits 50 us"
-  for spawn in forkserver fresh; do
+  for spawn in ${SPAWNS:-forkserver fresh}; do
     t=$(date +%s)
     python3 -m teperf compare main~1..main --repo "$REPO" --strategy overlay --config pr-thread \
       --modules Linear,LayerNormLinear,LayerNormMLP --rounds 2 --trials 6 --iters 50 --warmup 50 \
@@ -59,7 +59,7 @@ if [ "$MODE" = speed ]; then
 else
   t=$(date +%s)
   python3 -m teperf compare --base-python python3 --head-python python3 --config nightly --modes eager,cuda-graph \
-    --processes 8 --rounds 2 --trials 4 --iters 30 --warmup 20 --lanes 4 --spawn forkserver \
+    --processes ${AA_PAIRS:-8} --rounds 2 --trials 4 --iters 30 --warmup 20 --lanes 4 --spawn forkserver \
     --format markdown --results-dir "$R/aa-forkserver" > "$OUT/aa-forkserver.md" 2>> "$OUT/log.txt"
   echo "aa forkserver: rc=$? wall $(( $(date +%s) - t )) s" | tee -a "$OUT/summary.txt"
   summarize "$(ls -d "$R/aa-forkserver"/*/ | tail -1)" "aa-forkserver"
