@@ -100,7 +100,12 @@ def headline(meta: dict) -> list[str]:
             "no counter differs, and whether GOOD..BAD changed in time could not be told within --budget "
             "(see its interval below): nothing to bisect on; a longer --budget or --precision may settle it"
         )
-    for left in result.get("unresolved") or []:
+    unresolved = result.get("unresolved")
+    if unresolved is None and status in ("skipped", "undecided"):  # a bundle of before several changes
+        unresolved = [
+            {"status": status, "candidates": result.get("candidates"), "parent": result.get("last_good")}
+        ]
+    for left in unresolved or []:
         why = (
             "could not be measured" if left["status"] == "skipped" else "could not be decided within --budget"
         )

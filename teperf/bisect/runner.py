@@ -395,7 +395,9 @@ class Bisector:
 
     # -- timing ---------------------------------------------------------------
 
-    def timed(self, base: int, head: int, decide: Callable[[dict], str]) -> tuple[Optional[dict], str]:
+    def timed(
+        self, base: int, head: int, decide: Callable[[dict], str], again: bool = True
+    ) -> tuple[Optional[dict], str]:
         """Compare base..head and ``decide`` from its row; measure again with twice the pairs while that
         is "undecided" and the budget allows. Returns (the last row, the decision), or (None, why not)."""
         config = self.config
@@ -426,7 +428,7 @@ class Bisector:
                 verdict=row.get("verdict"),
                 processes=config.schedule.processes,
             )
-            if decided != "undecided":
+            if decided != "undecided" or not again:
                 return row, decided
             if self.timing_s + 2 * seconds > self.budget_s:
                 self.log(
@@ -438,9 +440,11 @@ class Bisector:
             more = dataclasses.replace(sched, processes=sched.processes * 2)
             config = dataclasses.replace(config, schedule=more)
 
-    def endpoint_timing(self) -> tuple[Optional[dict], str]:
+    def endpoint_timing(self, again: bool = True) -> tuple[Optional[dict], str]:
         """GOOD..BAD in time: (endpoint fields, decision: "bad" there is a change, "good" none, or
-        "undecided"); (None, why) when it could not be compared."""
+        "undecided"); (None, why) when it could not be compared. ``again``: an undecided one is measured
+        again with twice the pairs while --budget lasts (the timing search needs to know there is a step;
+        after a counter search, GOOD..BAD's delta is what the culprits' are set against, once)."""
 
         def whole(row: dict) -> str:
             return {"slower": "bad", "faster": "bad", "no change": "good"}.get(
@@ -448,7 +452,7 @@ class Bisector:
             )
 
         n = len(self.rng.commits)
-        row, decided = self.timed(0, n, whole)
+        row, decided = self.timed(0, n, whole, again)
         if row is None:
             return None, decided
         keep = ("verdict", "delta_pct", "ci_low_pct", "ci_high_pct", "delta_us", "base_us", "head_us")
@@ -471,13 +475,17 @@ class Bisector:
         if decided != "bad":
             return None, endpoint
         self.estimates = {0: (0.0, 0.0, 0.0), n: _estimate(endpoint)}
+        # two compares against GOOD also differ by the machine's drift between them, which their intervals
+        # do not hold: a step smaller than this is left in the unexplained part
+        resolution = MIN_STEP_SHARE * abs(endpoint["delta_pct"])
 
         def position(lo: int, hi: int):
             def decide(row: dict) -> str:
                 here = _estimate(row)
                 if here[1] is None or here[2] is None:
                     return "undecided"
-                off_lo, off_hi = _apart(here, self.estimates[lo]), _apart(here, self.estimates[hi])
+                off_lo = _apart(here, self.estimates[lo], resolution)
+                off_hi = _apart(here, self.estimates[hi], resolution)
                 if off_lo and off_hi:
                     return "between"  # a step on each side
                 return "bad" if off_lo else ("good" if off_hi else "undecided")
@@ -517,7 +525,7 @@ class Bisector:
             changes = self.counter_search(keys)
             found = attribute(changes.segments, self.counters.get, keys, self._commit)
             if self.confirm_wanted:
-                endpoint, why = self.endpoint_timing()
+                endpoint, why = self.endpoint_timing(again=False)
                 result["endpoint"] = endpoint or {"error": why}
         else:
             result["mode"] = "timing"
@@ -630,6 +638,7 @@ class Bisector:
         return {"bundle": rel, "row": {k: row.get(k) for k in keep}}
 
 
+MIN_STEP_SHARE = 0.1  # the timing search looks for steps of at least this share of GOOD..BAD's delta
 CONFIRM_SHARE = 0.8  # confirm in time the biggest culprits until they carry this share of the change
 
 
@@ -741,9 +750,10 @@ def _estimate(row: dict) -> tuple:
     return row.get("delta_pct"), row.get("ci_low_pct"), row.get("ci_high_pct")
 
 
-def _apart(a: tuple, b: tuple) -> bool:
-    """Whether two (delta, low, high) estimates' intervals do not overlap."""
-    return a[1] > b[2] or b[1] > a[2]
+def _apart(a: tuple, b: tuple, resolution: float = 0.0) -> bool:
+    """Whether two (delta, low, high) estimates' intervals do not overlap, and their deltas are at least
+    ``resolution`` apart."""
+    return (a[1] > b[2] or b[1] > a[2]) and abs(a[0] - b[0]) >= resolution
 
 
 def moved(good: dict, bad: dict) -> list[str]:
