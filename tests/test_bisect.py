@@ -94,6 +94,7 @@ def test_attribution_orders_culprits_by_share_and_lists_opposite_movers_apart():
         lambda i: {"python_calls": calls[i], "aten_ops": aten[i]},
         ["python_calls", "aten_ops"],
         lambda i: {"short_sha": f"c{i}", "subject": f"commit {i}", "date": "", "sha": f"c{i}"},
+        9,
     )
     assert out["totals"] == {"python_calls": 216, "aten_ops": 6}
     assert [(e["short_sha"], e["deltas"].get("python_calls")) for e in out["culprits"]] == [
@@ -115,6 +116,7 @@ def test_attribution_orders_culprits_by_share_and_lists_opposite_movers_apart():
         lambda i: {"python_calls": calls.get(i, 411), "aten_ops": aten.get(i, 50)},
         ["python_calls", "aten_ops"],
         lambda i: {"short_sha": f"c{i}", "subject": "", "date": "", "sha": f"c{i}"},
+        4,
     )
     assert [e["short_sha"] for e in out["culprits"]] == ["c4", "c3"]
 
@@ -504,3 +506,17 @@ def test_plan_seconds_are_the_packages_own(tmp_path):
     assert tier_seconds("nanogpt", "build", str(cache)) == (20.0, "measured")
     factory = GitSideFactory(repo=str(tmp_path), package="nanogpt", cache_dir=str(cache))
     assert factory.seconds("build") == (20.0, "measured")
+
+
+def test_shares_are_of_good_to_bad_not_of_the_changes_found():
+    from teperf.bisect.attribute import attribute
+
+    at = {0: 0.0, 2: 0.0, 3: 70.0, 5: 73.0}  # a +3 after the last step found: left unexplained
+    out = attribute(
+        [search.Segment(2, 3, "found")],
+        lambda i: {"time_pct": at[i]},
+        ["time_pct"],
+        lambda i: {"short_sha": f"c{i}", "subject": "", "date": "", "sha": f"c{i}"},
+        5,
+    )
+    assert out["totals"] == {"time_pct": 73.0} and out["culprits"][0]["share"] == round(70 / 73, 4)

@@ -47,13 +47,14 @@ def attribute(
     values: Callable[[int], Optional[dict]],
     keys: list[str],
     commit: Callable[[int], dict],
+    last: int,
 ) -> dict:
     """{"culprits", "opposite", "unresolved", "totals"}: one entry per segment, with its deltas and shares.
 
     ``values(i)``: what was measured at index i (counters, or {"time_pct": ...}); ``keys``: those that
-    moved between GOOD and BAD, in order of precedence; ``commit(i)``: the commit's meta (sha, subject, ...).
+    moved between GOOD and BAD, in order of precedence; ``commit(i)``: the commit's meta (sha, subject, ...);
+    ``last``: BAD's index.
     """
-    last = max((s.bad for s in segments), default=0)
     good, bad = values(0) or {}, values(last) or {}
     totals = {k: bad[k] - good[k] for k in keys if good.get(k) is not None and bad.get(k) is not None}
     culprits, opposite, unresolved = [], [], []

@@ -523,7 +523,7 @@ class Bisector:
                 "on exact equality"
             )
             changes = self.counter_search(keys)
-            found = attribute(changes.segments, self.counters.get, keys, self._commit)
+            found = attribute(changes.segments, self.counters.get, keys, self._commit, len(self.rng.commits))
             if self.confirm_wanted:
                 endpoint, why = self.endpoint_timing(again=False)
                 result["endpoint"] = endpoint or {"error": why}
@@ -535,7 +535,9 @@ class Bisector:
                 good_end = result["endpoint"]["decided"] == "good"
                 result.update(status="no change" if good_end else "inconclusive", probes=self.n_probes)
                 return conclude(result)
-            found = attribute(changes.segments, self._time_at, ["time_pct"], self._commit)
+            found = attribute(
+                changes.segments, self._time_at, ["time_pct"], self._commit, len(self.rng.commits)
+            )
         result.update(
             status=_status(changes),
             probes=self.n_probes,
@@ -592,9 +594,8 @@ class Bisector:
             self.timing_s += last_s
             carried += entry["share"]
         first = result["culprits"][0].get("confirm")
-        if first:
-            result["confirm"] = first  # the biggest culprit's, which the report renders in full
-        if first:  # counted in the compare's own workers: the figures next to its timing
+        if first:  # the biggest culprit's, which the report renders in full; its counters next to its timing
+            result["confirm"] = first
             row = first.get("row") or {}
             counters = row.get("counters") or {}
             if counters.get("base") and counters.get("head"):
