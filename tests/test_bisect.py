@@ -336,6 +336,20 @@ def test_timing_search_finds_two_steps_and_says_what_is_left_unexplained(tmp_pat
     assert any("97% covered, 3% unexplained" in line for line in lines), lines
 
 
+def test_an_end_too_wide_to_tell_is_measured_again(tmp_path, monkeypatch):
+    # BAD (+1200 %) first measured +-900 %: commit 4 (+400 %) overlaps it, yet it is not like BAD
+    result, probes = _run_fake(
+        tmp_path,
+        monkeypatch,
+        _steps(100.0, {3: 500.0, 6: 1300.0}),
+        half=lambda base, head, processes: 900.0 if (head, processes) == (8, 2) else 5.0,
+    )
+    timed = [(p["index"], p["result"], p.get("processes")) for p in probes if p["what"] == "timing"]
+    assert timed[:4] == [(8, "bad", 2), (4, "undecided", 2), (8, "measured again", 4), (4, "between", None)]
+    assert [e["short_sha"] for e in result["culprits"]] == ["0000006", "0000003"]
+    assert [e["share"] for e in result["culprits"]] == [round(800 / 1200, 4), round(400 / 1200, 4)]
+
+
 def test_an_undecided_probe_is_measured_again_then_the_segment_stops(tmp_path, monkeypatch):
     from teperf.bisect.report import headline
 

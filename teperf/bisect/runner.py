@@ -233,6 +233,7 @@ class Bisector:
         self.n_probes = 0
         self.counters: dict[int, dict] = {}  # index -> counters
         self.estimates: dict[int, tuple] = {}  # index -> (delta %, CI low %, CI high %) against GOOD
+        self.pairs: dict[int, tuple] = {}  # index -> (processes, seconds) of its last compare against GOOD
         self.count_seconds: list[float] = []  # each counter probe's, side making included
 
     # -- probes ---------------------------------------------------------------
@@ -395,50 +396,69 @@ class Bisector:
 
     # -- timing ---------------------------------------------------------------
 
+    def _compare_once(self, base: int, head: int, processes: int):
+        """One timing compare of base..head with ``processes`` pairs -> (row, bundle path, seconds), or
+        (None, why not, seconds); its seconds count against --budget."""
+        sched = dataclasses.replace(self.config.schedule, processes=processes)
+        config = dataclasses.replace(self.config, schedule=sched)
+        t0 = self.clock()
+        try:
+            row, path = self.compare(base, head, config)
+        except ProbeSkipped as exc:
+            return None, exc.reason, 0.0
+        except TeperfError as exc:
+            return None, exc.one_line(), 0.0
+        seconds = self.clock() - t0
+        self.timing_s += seconds
+        if row.get("status") not in ("ok", "partial"):
+            return None, f"{row.get('status')}: {row.get('error')}", seconds
+        if base == 0:
+            self.pairs[head] = (processes, seconds)
+        return row, path, seconds
+
+    def _record_timing(self, head: int, result: str, seconds: float, row: dict, path, processes: int) -> None:
+        self._record(
+            head,
+            "timing",
+            result,
+            seconds,
+            detail=_row_text(row),
+            tier=row.get("tier"),
+            bundle=str(Path(path).relative_to(self.bundle.path)),
+            delta_pct=row.get("delta_pct"),
+            ci_low_pct=row.get("ci_low_pct"),
+            ci_high_pct=row.get("ci_high_pct"),
+            verdict=row.get("verdict"),
+            processes=processes,
+        )
+
+    def _affordable(self, index: int, seconds: float) -> bool:
+        """Whether measuring ``index`` again with twice the pairs (~2 x ``seconds``) fits in --budget."""
+        if self.timing_s + 2 * seconds <= self.budget_s:
+            return True
+        self.log(
+            f"{self.rng.at(index).short_sha}: undecided, and measuring twice the pairs "
+            f"(~{2 * seconds:.0f} s) would exceed --budget {self.budget_s:g} s"
+        )
+        return False
+
     def timed(
         self, base: int, head: int, decide: Callable[[dict], str], again: bool = True
     ) -> tuple[Optional[dict], str]:
         """Compare base..head and ``decide`` from its row; measure again with twice the pairs while that
         is "undecided" and the budget allows. Returns (the last row, the decision), or (None, why not)."""
-        config = self.config
+        processes = self.config.schedule.processes
         while True:
-            t0 = self.clock()
-            try:
-                row, path = self.compare(base, head, config)
-            except ProbeSkipped as exc:
-                return None, exc.reason
-            except TeperfError as exc:
-                return None, exc.one_line()
-            seconds = self.clock() - t0
-            self.timing_s += seconds
-            if row.get("status") not in ("ok", "partial"):
-                return None, f"{row.get('status')}: {row.get('error')}"
+            row, path, seconds = self._compare_once(base, head, processes)
+            if row is None:
+                return None, path
             decided = decide(row)
-            self._record(
-                head,
-                "timing",
-                decided,
-                seconds,
-                detail=_row_text(row),
-                tier=row.get("tier"),
-                bundle=str(Path(path).relative_to(self.bundle.path)),
-                delta_pct=row.get("delta_pct"),
-                ci_low_pct=row.get("ci_low_pct"),
-                ci_high_pct=row.get("ci_high_pct"),
-                verdict=row.get("verdict"),
-                processes=config.schedule.processes,
-            )
+            self._record_timing(head, decided, seconds, row, path, processes)
             if decided != "undecided" or not again:
                 return row, decided
-            if self.timing_s + 2 * seconds > self.budget_s:
-                self.log(
-                    f"{self.rng.at(head).short_sha}: undecided, and measuring twice the pairs "
-                    f"(~{2 * seconds:.0f} s) would exceed --budget {self.budget_s:g} s"
-                )
+            if not self._affordable(head, seconds):
                 return row, "undecided"
-            sched = config.schedule
-            more = dataclasses.replace(sched, processes=sched.processes * 2)
-            config = dataclasses.replace(config, schedule=more)
+            processes *= 2
 
     def endpoint_timing(self, again: bool = True) -> tuple[Optional[dict], str]:
         """GOOD..BAD in time: (endpoint fields, decision: "bad" there is a change, "good" none, or
@@ -463,8 +483,10 @@ class Bisector:
     def timing_search(self) -> tuple[Optional[bsearch.Changes], dict]:
         """Every step in time between GOOD and BAD. Each probe is compared against GOOD, which puts it at
         (delta, CI) on one scale with every other probe (GOOD at exactly 0, BAD at GOOD..BAD's). A probe
-        differs from a segment end when their intervals do not overlap; one that overlaps both ends is
-        measured again with twice the pairs while --budget lasts, then the segment stops undecided."""
+        differs from a segment end when their intervals do not overlap (and are MIN_STEP_SHARE of GOOD..BAD
+        apart); it is like an end when it differs from the other one and lies on that end's side of the
+        middle. Otherwise the widest interval in the way (the probe's or an end's) is measured again with
+        twice the pairs while --budget lasts, then the segment stops undecided."""
         n = len(self.rng.commits)
         endpoint, decided = self.endpoint_timing()
         if endpoint is None:
@@ -479,29 +501,61 @@ class Bisector:
         # do not hold: a step smaller than this is left in the unexplained part
         resolution = MIN_STEP_SHARE * abs(endpoint["delta_pct"])
 
-        def position(lo: int, hi: int):
-            def decide(row: dict) -> str:
-                here = _estimate(row)
-                if here[1] is None or here[2] is None:
-                    return "undecided"
-                off_lo = _apart(here, self.estimates[lo], resolution)
-                off_hi = _apart(here, self.estimates[hi], resolution)
-                if off_lo and off_hi:
-                    return "between"  # a step on each side
-                return "bad" if off_lo else ("good" if off_hi else "undecided")
+        def classify(index: int, lo: int, hi: int) -> str:
+            """good: like lo; bad: like hi; between: a step on each side; or undecided. Like an end: apart
+            from the other one and on its side of the segment's middle (as one bisection step decides)."""
+            here, a, b = self.estimates[index], self.estimates[lo], self.estimates[hi]
+            if here[1] is None or here[2] is None:
+                return "undecided"
+            off_lo, off_hi = _apart(here, a, resolution), _apart(here, b, resolution)
+            if off_lo and off_hi:
+                return "between"
+            sign = 1 if b[0] >= a[0] else -1
+            middle = sign * (a[0] + b[0]) / 2
+            low, high = sorted((sign * here[1], sign * here[2]))
+            if off_lo and low > middle:
+                return "bad"
+            if off_hi and high < middle:
+                return "good"
+            return "undecided"
 
-            return decide
+        def width(index: int) -> float:
+            return self.estimates[index][2] - self.estimates[index][1]
 
         def probe(index: int, lo: int, hi: int):
             self.n_probes += 1
-            row, decided = self.timed(0, index, position(lo, hi))
+            processes = self.config.schedule.processes
+            row, path, seconds = self._compare_once(0, index, processes)
             if row is None:
-                self._record(index, "timing", "skip", 0.0, detail=decided)
+                self._record(index, "timing", "skip", seconds, detail=path)
                 return "skip"
-            if decided == "undecided":
-                return "undecided"
             self.estimates[index] = _estimate(row)
-            return decided in ("bad", "between"), decided in ("good", "between")
+            recorded = False
+            while True:
+                decided = classify(index, lo, hi)
+                if not recorded:
+                    self._record_timing(index, decided, seconds, row, path, processes)
+                elif decided != "undecided":
+                    self._record(index, "timing", decided, 0.0, detail="with the ends measured again")
+                if decided != "undecided":
+                    return decided in ("bad", "between"), decided in ("good", "between")
+                # measure again the widest interval that leaves it undecided: the probe's, or an end's that it
+                # overlaps (GOOD's is exact); an end measured again serves every segment it bounds
+                here = self.estimates[index]
+                overlapped = [e for e in (lo, hi) if e != 0 and not _apart(here, self.estimates[e])]
+                target = max([index, *overlapped], key=width)
+                pairs, took = self.pairs[target]
+                if not self._affordable(target, took):
+                    return "undecided"
+                again = self._compare_once(0, target, 2 * pairs)
+                if again[0] is None:
+                    return "undecided"
+                self.estimates[target] = _estimate(again[0])
+                if target == index:
+                    (row, path, seconds), processes, recorded = again, 2 * pairs, False
+                else:
+                    self._record_timing(target, "measured again", again[2], again[0], again[1], 2 * pairs)
+                    recorded = True
 
         return bsearch.find_changes(n, probe), endpoint
 
