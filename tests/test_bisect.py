@@ -348,6 +348,8 @@ def test_an_end_too_wide_to_tell_is_measured_again(tmp_path, monkeypatch):
     assert timed[:4] == [(8, "bad", 2), (4, "undecided", 2), (8, "measured again", 4), (4, "between", None)]
     assert [e["short_sha"] for e in result["culprits"]] == ["0000006", "0000003"]
     assert [e["share"] for e in result["culprits"]] == [round(800 / 1200, 4), round(400 / 1200, 4)]
+    end = result["endpoint"]  # GOOD..BAD's figures are the narrower ones
+    assert (end["ci_low_pct"], end["ci_high_pct"]) == (1195.0, 1205.0)
 
 
 def test_an_undecided_probe_is_measured_again_then_the_segment_stops(tmp_path, monkeypatch):

@@ -234,6 +234,7 @@ class Bisector:
         self.counters: dict[int, dict] = {}  # index -> counters
         self.estimates: dict[int, tuple] = {}  # index -> (delta %, CI low %, CI high %) against GOOD
         self.pairs: dict[int, tuple] = {}  # index -> (processes, seconds) of its last compare against GOOD
+        self.rows: dict[int, dict] = {}  # index -> the row of its last compare against GOOD
         self.count_seconds: list[float] = []  # each counter probe's, side making included
 
     # -- probes ---------------------------------------------------------------
@@ -414,6 +415,7 @@ class Bisector:
             return None, f"{row.get('status')}: {row.get('error')}", seconds
         if base == 0:
             self.pairs[head] = (processes, seconds)
+            self.rows[head] = row
         return row, path, seconds
 
     def _record_timing(self, head: int, result: str, seconds: float, row: dict, path, processes: int) -> None:
@@ -475,8 +477,7 @@ class Bisector:
         row, decided = self.timed(0, n, whole, again)
         if row is None:
             return None, decided
-        keep = ("verdict", "delta_pct", "ci_low_pct", "ci_high_pct", "delta_us", "base_us", "head_us")
-        endpoint = {k: row.get(k) for k in keep}
+        endpoint = _endpoint(row)
         endpoint["decided"] = decided
         return endpoint, decided
 
@@ -557,7 +558,10 @@ class Bisector:
                     self._record_timing(target, "measured again", again[2], again[0], again[1], 2 * pairs)
                     recorded = True
 
-        return bsearch.find_changes(n, probe), endpoint
+        changes = bsearch.find_changes(n, probe)
+        if self.rows.get(n) is not None:  # BAD measured again on the way: the narrower figures
+            endpoint.update(_endpoint(self.rows[n]))
+        return changes, endpoint
 
     # -- the whole run ----------------------------------------------------------
 
@@ -799,6 +803,11 @@ def conclude(result: dict) -> dict:
         why += f"; {len(left)} segment(s) not narrowed ({left[0]['status']})"
     result.update(explained=False, answer=f"unexplained: {why} for {what}")
     return result
+
+
+def _endpoint(row: dict) -> dict:
+    keep = ("verdict", "delta_pct", "ci_low_pct", "ci_high_pct", "delta_us", "base_us", "head_us")
+    return {k: row.get(k) for k in keep}
 
 
 def _estimate(row: dict) -> tuple:
