@@ -133,7 +133,12 @@ def headline(meta: dict) -> list[str]:
         lines.append(
             f"confirmed in time: {', '.join(cover['confirmed']) or 'none'} of {', '.join(cover['tried'])}: "
             f"{cover['confirmed_us']:+.1f} us of GOOD..BAD's {cover['endpoint_us']:+.1f} us "
-            f"({cover['covered_pct']:.0f}% covered, {100 - cover['covered_pct']:.0f}% unexplained)"
+            + (
+                f"({cover['covered_pct']:.0f}% covered, {100 - cover['covered_pct']:.0f}% unexplained)"
+                if cover["covered_pct"] <= 100
+                else f"({cover['covered_pct']:.0f}%: more than all of it; commits that moved the other way, "
+                "or the intervals' width)"
+            )
             + ("; the rest not compared within --budget" if result.get("confirm_stopped") else "")
         )
     return lines

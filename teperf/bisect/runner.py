@@ -742,6 +742,7 @@ def coverage(result: dict) -> Optional[dict]:
         "confirmed_us": round(covered_us, 2),
         "endpoint_us": round(total_us, 2),
         "covered_pct": round(100.0 * covered_us / total_us, 1),
+        "unexplained_pct": round(max(0.0, 100.0 - 100.0 * covered_us / total_us), 1),
     }
 
 
