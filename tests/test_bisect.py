@@ -420,7 +420,7 @@ def test_counters_find_every_change_point_and_attribute_the_change(tmp_path, mon
         (2, "confirm"),
     ]
     assert result["coverage"]["covered_pct"] == round(100 * 150 / 130, 1)
-    assert result["explained"] is True and "1 moved the other way" in result["answer"]
+    assert result["explained"] is True and "1 moved the other way (-15%)" in result["answer"]
     from teperf.bundle import Bundle
 
     measured = Bundle.open(next((tmp_path / "results").iterdir())).meta().to_dict()["plan"]["measured"]

@@ -123,7 +123,7 @@ def test_counters_name_every_change_point_biggest_share_first(tmp_path):
         and out["culprits"][0]["confirm"]["row"]["verdict"] == "slower"
     )
     assert result["coverage"]["confirmed"] == [history.shas[9][:7]] and result["coverage"]["covered_pct"] > 50
-    assert out["explained"] is True and "1 moved the other way" in out["answer"]
+    assert out["explained"] is True and "1 moved the other way (-17%)" in out["answer"]
     print(f"\nthree counter changes: {result['probes']} probes, {result['wall_s']} s; {out['answer']}")
 
 

@@ -776,7 +776,9 @@ def conclude(result: dict) -> dict:
         what = f"GOOD..BAD's {result['totals'][key]:+g} {key}"
     else:
         what = f"GOOD..BAD's {end.get('delta_pct', 0):+.1f}% in time"
-    against = f"; {len(opposite)} moved the other way" if opposite else ""
+    against = (
+        f"; {len(opposite)} moved the other way ({sum(e['share'] for e in opposite):.0%})" if opposite else ""
+    )
     if named or skipped:
         share = sum(e["share"] for e in named)
         text = (
