@@ -536,3 +536,10 @@ def test_shares_are_of_good_to_bad_not_of_the_changes_found():
         5,
     )
     assert out["totals"] == {"time_pct": 73.0} and out["culprits"][0]["share"] == round(70 / 73, 4)
+
+
+def test_an_answer_without_totals_still_reads():
+    from teperf.bisect.runner import conclude
+
+    result = conclude({"mode": "counters", "status": "found", "totals": {}, "culprits": [], "unresolved": []})
+    assert result["explained"] is False and "GOOD..BAD's counter change" in result["answer"]

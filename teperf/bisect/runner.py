@@ -772,8 +772,9 @@ def conclude(result: dict) -> dict:
     skipped = [u for u in result.get("unresolved") or [] if u["status"] == "skipped" and u["direction"] > 0]
     opposite = result.get("opposite_movers") or []
     if mode == "counters":
-        key = next(iter(result["totals"]))
-        what = f"GOOD..BAD's {result['totals'][key]:+g} {key}"
+        totals = result.get("totals") or {}  # empty when BAD lacks the counters that moved
+        key = next(iter(totals), None)
+        what = f"GOOD..BAD's {totals[key]:+g} {key}" if key else "GOOD..BAD's counter change"
     else:
         what = f"GOOD..BAD's {end.get('delta_pct', 0):+.1f}% in time"
     against = (
