@@ -285,8 +285,13 @@ def _steps(start, steps):
 
 
 def test_timing_search_finds_one_step_from_intervals_that_overlap_one_end(tmp_path, monkeypatch):
-    result, probes = _run_fake(tmp_path, monkeypatch, _steps(100.0, {5: 200.0}))
+    plan = {"expected_probes": 3}
+    result, probes = _run_fake(tmp_path, monkeypatch, _steps(100.0, {5: 200.0}), plan=plan)
     assert result["mode"] == "timing" and result["status"] == "found"
+    from teperf.bundle import Bundle
+
+    measured = Bundle.open(next((tmp_path / "results").iterdir())).meta().to_dict()["plan"]["measured"]
+    assert measured["compare_s"] == 10.0 and measured["timing_s"] == 40  # the fake's 5 s a pair
     assert result["culprit"]["short_sha"] == "0000005"
     assert [p["index"] for p in probes if p["what"] == "timing"] == [8, 4, 6, 5]
     assert [(e["short_sha"], e["share"]) for e in result["culprits"]] == [("0000005", 1.0)]

@@ -380,6 +380,23 @@ class Bisector:
             f"for one change point, +{measured['per_change_s']} s per further one"
         )
 
+    def reestimate_timing(self) -> None:
+        """The timing search's time from what GOOD..BAD's compare took here (its last one, at the pairs a
+        probe starts with or more)."""
+        n = len(self.rng.commits)
+        if not self.plan or n not in self.pairs:
+            return
+        compare_s = self.pairs[n][1]
+        probes = self.plan.get("expected_probes", 0)
+        measured = {**(self.plan.get("measured") or {}), "compare_s": round(compare_s, 1)}
+        measured["timing_s"] = round((probes + 1) * compare_s)  # the probes of one step and its confirm
+        self.plan = {**self.plan, "measured": measured}
+        self.bundle.update_meta(plan=self.plan)
+        self.log(
+            f"measured: a timing compare takes {compare_s:.0f} s here; about {measured['timing_s']} s more for "
+            "one step (its probes and its confirm), as much per further step"
+        )
+
     def counter_search(self, keys: list[str]) -> bsearch.Changes:
         """Every change point of ``keys`` between GOOD and BAD (counted already): exact equality."""
 
@@ -497,6 +514,7 @@ class Bisector:
             )
         if decided != "bad":
             return None, endpoint
+        self.reestimate_timing()
         self.estimates = {0: (0.0, 0.0, 0.0), n: _estimate(endpoint)}
         # two compares against GOOD also differ by the machine's drift between them, which their intervals
         # do not hold: a step smaller than this is left in the unexplained part
