@@ -55,7 +55,7 @@ DEFAULT_BUDGET_S = 1800.0
     "--confirm/--no-confirm",
     default=True,
     show_default=True,
-    help="Compare the culprit against its parent in time.",
+    help="Compare GOOD..BAD and the biggest culprits (each against its parent) in time.",
 )
 @click.option("--results-dir", metavar="DIR", help="Where the bundle goes (default: ./results).")
 @click.option(
