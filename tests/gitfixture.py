@@ -587,11 +587,25 @@ class History:
 
 
 def make_history(
-    root: Path, *, n: int = 20, culprit: int = 13, extra_calls: int = 0, spin_ns: int = 0, broken: tuple = ()
+    root: Path,
+    *,
+    n: int = 20,
+    culprit: int = 13,
+    extra_calls: int = 0,
+    spin_ns: int = 0,
+    broken: tuple = (),
+    steps: dict | None = None,
 ) -> History:
     """GOOD and ``n`` first-parent commits after it that each change a revision number in blocks.py;
     commit ``culprit`` (1..n) also sets EXTRA_CALLS / SPIN_NS, kept by the later ones. Commits whose
-    index is in ``broken`` do not import (a syntax error), the next one fixes it."""
+    index is in ``broken`` do not import (a syntax error), the next one fixes it.
+
+    ``steps`` plants several changes instead: {commit index: {"extra_calls": N, "spin_ns": NS}}, each
+    value kept from that commit on until a later step sets it again (culprit is then the first step)."""
+    if steps is None:
+        steps = {culprit: {"extra_calls": extra_calls, "spin_ns": spin_ns}} if culprit > 0 else {}
+    else:
+        culprit = min(steps)
     repo = root / "repo"
     repo.mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
@@ -600,11 +614,14 @@ def make_history(
     write(pkg / "__init__.py", '"""mypkg: blocks for teperf bisect tests."""\n')
 
     def blocks(i: int) -> str:
-        planted = i >= culprit > 0
+        planted = {"extra_calls": 0, "spin_ns": 0}
+        for at in sorted(steps):
+            if at <= i:
+                planted.update(steps[at])
         return HISTORY_BLOCKS.format(
             revision=i,
-            spin_ns=spin_ns if planted else 0,
-            extra_calls=extra_calls if planted else 0,
+            spin_ns=planted["spin_ns"],
+            extra_calls=planted["extra_calls"],
             broken="this is not python (planted)" if i in broken else "",
         )
 
@@ -612,7 +629,7 @@ def make_history(
     shas = [commit(repo, "GOOD: mypkg blocks")]
     git(repo, "tag", "good")
     for i in range(1, n + 1):
-        what = "planted" if i == culprit else ("broken" if i in broken else "revision")
+        what = "planted" if i in steps else ("broken" if i in broken else "revision")
         if i % 4 == 0:  # a merge of a side branch: the first-parent history skips the side's commit
             git(repo, "checkout", "-q", "-b", f"side{i}")
             write(repo / "docs" / f"note{i}.md", f"note {i}\n")

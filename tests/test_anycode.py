@@ -176,16 +176,13 @@ def test_module_file_refused_by_package_strategies():
 
 
 def test_bisect_build_estimate_goes_by_the_packages_own_builds(tmp_path):
-    from types import SimpleNamespace
-
-    from teperf.bisect.runner import tier_seconds
+    from teperf.bisect.sides import tier_seconds
     from teperf.sides import cachedir
 
-    factory = SimpleNamespace(package="model", cache_dir=tmp_path / "c")
-    seconds, basis = tier_seconds(factory, "build")
-    assert seconds == 600.0 and "guessed" in basis and "no model build cached" in basis
+    cache = str(tmp_path / "c")
+    assert tier_seconds("model", "build", cache) == (60.0, "default")  # not TE's 600 s
     home = tmp_path / "c" / "builds" / "abc"
     home.mkdir(parents=True)
     cachedir.write_json(home / cachedir.BUILD_META, {"ok": True, "package": "model", "seconds": 12.5})
-    assert tier_seconds(factory, "build") == (12.5, "each build about 12 s, the slowest cached model one")
-    assert tier_seconds(factory, "path") == (1.0, "")
+    assert tier_seconds("model", "build", cache) == (12.5, "measured")
+    assert tier_seconds("model", "path", cache) == (1.0, "default")

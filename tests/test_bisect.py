@@ -12,42 +12,113 @@ from teperf.errors import TeperfError
 from teperf.records import ProbeRecord
 
 
+def _probe_of(value_of):
+    """A probe over planted values: which of (lo, i) and (i, hi) have different ends."""
+
+    def probe(i, lo, hi):
+        v = value_of(i)
+        if v in ("skip", "undecided"):
+            return v
+        return value_of(lo) != v, v != value_of(hi)
+
+    return probe
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 7, 8, 20, 76])
-def test_search_finds_every_culprit_within_ceil_log2_probes(n):
+def test_one_change_is_found_within_ceil_log2_probes(n):
     for culprit in range(1, n + 1):
-        judged = []
+        changes = search.find_changes(n, _probe_of(lambda i, c=culprit: i >= c))
+        assert [(s.good, s.bad, s.status) for s in changes.segments] == [(culprit - 1, culprit, "found")]
+        assert len(changes.probed) <= search.expected_probes(n)
 
-        def judge(i, judged=judged, culprit=culprit):
-            judged.append(i)
-            return "bad" if i >= culprit else "good"
 
-        bracket = search.search(n, judge)
-        assert bracket.found and bracket.bad == culprit and bracket.good == culprit - 1
-        assert len(judged) == len(bracket.probed) <= search.expected_probes(n)
+@pytest.mark.parametrize(
+    "n, steps",
+    [
+        (20, {3: 5, 9: 2, 15: 30}),  # up, down, up
+        (76, {1: 4, 2: 9, 40: 1, 75: 7, 76: 8}),  # neighbours, and the last commit
+        (439, {57: 436, 130: 430, 201: 448, 330: 516, 400: 627}),  # x-transformers' counters, roughly
+    ],
+)
+def test_every_change_point_is_found_in_about_k_log2_n_probes(n, steps):
+    changes = search.find_changes(n, _probe_of(_steps(0, steps)))
+    assert all(s.found for s in changes.segments)
+    assert [s.bad for s in changes.segments] == sorted(steps)
+    assert len(changes.probed) <= len(steps) * search.expected_probes(n)
+    assert len(set(changes.probed)) == len(changes.probed)  # no commit probed twice
+
+
+def test_a_change_that_a_later_one_undoes_inside_one_segment_is_not_looked_for():
+    # +1 at 2, -1 at 3: the segment (0, 4) has equal ends on its left half after the first split
+    changes = search.find_changes(8, _probe_of(lambda i: (1 if 2 <= i < 3 else 0) + (5 if i >= 7 else 0)))
+    assert [s.bad for s in changes.segments] == [7]
 
 
 def test_search_skips_unmeasurable_commits_and_tries_a_neighbour():
     n, culprit, broken = 20, 13, {10, 11}
     judged = []
 
-    def judge(i):
+    def value(i):
         judged.append(i)
-        return "skip" if i in broken else ("bad" if i >= culprit else "good")
+        return "skip" if i in broken else i >= culprit
 
-    bracket = search.search(n, judge)
-    assert bracket.found and bracket.bad == culprit
+    changes = search.find_changes(n, _probe_of(lambda i: value(i) if 0 < i < n else i >= culprit))
+    assert [(s.bad, s.status) for s in changes.segments] == [(culprit, "found")]
     # the middle, skipped: its nearest neighbour (lower first), then the new middle
     assert judged[:3] == [10, 9, 14]
-    assert len(judged) <= search.expected_probes(n) + len(broken)
+    assert len(changes.probed) <= search.expected_probes(n) + len(broken)
 
 
-def test_search_reports_the_bracket_when_every_commit_between_is_skipped_or_undecided():
-    bracket = search.search(4, lambda i: "skip")
-    assert bracket.status == "skipped" and (bracket.good, bracket.bad) == (0, 4)
-    bracket = search.search(8, lambda i: "good" if i <= 4 else "undecided")
-    assert bracket.status == "undecided" and bracket.good == 4 and bracket.bad == 8
+def test_search_reports_the_segments_left_when_commits_are_skipped_or_undecided():
+    changes = search.find_changes(4, lambda i, lo, hi: "skip")
+    assert [(s.good, s.bad, s.status) for s in changes.segments] == [(0, 4, "skipped")]
+    changes = search.find_changes(8, _probe_of(lambda i: i > 4 if i <= 4 or i == 8 else "undecided"))
+    assert [(s.good, s.bad, s.status) for s in changes.segments] == [(4, 8, "undecided")]
+    # one change found, another left: both reported, in index order
+    changes = search.find_changes(8, _probe_of(lambda i: "skip" if i in (5, 6) else (i >= 2) + (i >= 6) * 10))
+    assert [(s.good, s.bad, s.status) for s in changes.segments] == [(1, 2, "found"), (4, 7, "skipped")]
     with pytest.raises(ValueError):
-        search.search(4, lambda i: "maybe")
+        search.find_changes(4, lambda i, lo, hi: "maybe")
+
+
+def test_attribution_orders_culprits_by_share_and_lists_opposite_movers_apart():
+    from teperf.bisect.attribute import attribute
+
+    calls = {0: 411, 3: 436, 4: 430, 7: 448, 8: 516, 9: 627}  # measured at the change points' ends
+    aten = {0: 50, 3: 50, 4: 50, 7: 56, 8: 56, 9: 56}
+    segments = [search.Segment(lo, hi, "found") for lo, hi in ((0, 3), (3, 4), (4, 7), (7, 8), (8, 9))]
+    # (0, 3) is not one commit: a segment left undecided
+    segments[0] = search.Segment(0, 3, "undecided")
+    out = attribute(
+        segments,
+        lambda i: {"python_calls": calls[i], "aten_ops": aten[i]},
+        ["python_calls", "aten_ops"],
+        lambda i: {"short_sha": f"c{i}", "subject": f"commit {i}", "date": "", "sha": f"c{i}"},
+        9,
+    )
+    assert out["totals"] == {"python_calls": 216, "aten_ops": 6}
+    assert [(e["short_sha"], e["deltas"].get("python_calls")) for e in out["culprits"]] == [
+        ("c9", 111),
+        ("c8", 68),
+        ("c7", 18),
+    ]
+    assert out["culprits"][0]["share"] == round(111 / 216, 4)
+    assert out["culprits"][2]["shares"]["aten_ops"] == 1.0
+    assert [(e["short_sha"], e["share"]) for e in out["opposite"]] == [("c4", round(-6 / 216, 4))]
+    assert [(u["status"], [c["short_sha"] for c in u["candidates"]]) for u in out["unresolved"]] == [
+        ("undecided", ["c1", "c2", "c3"])
+    ]
+    # equal shares of the first key: the next key breaks the tie
+    calls.update({3: 421, 4: 431})  # c3 and c4: +10 Python calls each
+    aten.update({3: 51, 4: 53})  # c3 +1, c4 +2 ATen ops
+    out = attribute(
+        [search.Segment(2, 3, "found"), search.Segment(3, 4, "found")],
+        lambda i: {"python_calls": calls.get(i, 411), "aten_ops": aten.get(i, 50)},
+        ["python_calls", "aten_ops"],
+        lambda i: {"short_sha": f"c{i}", "subject": "", "date": "", "sha": f"c{i}"},
+        4,
+    )
+    assert [e["short_sha"] for e in out["culprits"]] == ["c4", "c3"]
 
 
 @pytest.fixture(scope="module")
@@ -110,12 +181,24 @@ def test_bad_input_exits_2_with_one_line(history, tmp_path, args, words):
     assert not (tmp_path / "r").exists()  # nothing measured, no bundle
 
 
-# ---------------------------------------------------------- the timing search, with synthetic compares
+# ---------------------------------------------------------- the run, with synthetic counters and compares
 
 
-def _run_fake(tmp_path, monkeypatch, delta_of, budget_s=100.0):
-    """A Bisector over 8 fake commits whose counters never differ and whose compare against GOOD gives
-    delta_of(head index) -> (delta %, CI low %, CI high %) or None (the commit does not build)."""
+def _run_fake(
+    tmp_path,
+    monkeypatch,
+    time_of,
+    *,
+    n=8,
+    counters_of=None,
+    half=lambda base, head, processes: 5.0,
+    budget_s=100.0,
+    confirm=False,
+    plan=None,
+):
+    """A Bisector over n fake commits: time_of(i) is commit i's step in us (None: it does not build),
+    counters_of(i) its counters (default: the same everywhere), half(base, head, processes) the half-width
+    of a compare's interval in %. A compare takes 5 s per pair of processes, on a fake clock."""
     from teperf.bisect.runner import Bisector, Range
     from teperf.bisect.sides import Commit, ProbeSkipped
     from teperf.bundle import Bundle
@@ -124,20 +207,24 @@ def _run_fake(tmp_path, monkeypatch, delta_of, budget_s=100.0):
     from teperf.plan import expand
     from teperf.sides import Side
 
+    counters_of = counters_of or (lambda i: {"python_calls": 10, "aten_ops": 5})
     commits = [
         Commit(
             sha=f"{i:040x}", short_sha=f"{i:07x}", subject=f"commit {i}", date="2026-11-30T00:00:00", ref=""
         )
-        for i in range(9)
+        for i in range(n + 1)
     ]
-    rng = Range(repo=tmp_path, good=commits[0], bad=commits[8], commits=commits[1:])
+    rng = Range(repo=tmp_path, good=commits[0], bad=commits[n], commits=commits[1:])
     config = build_config({"modules": ["Linear"]}, {"processes": 2})
 
     class Factory:
         def sides(self, base_sha, head_sha):
-            if delta_of(int(head_sha, 16)) is None:
+            base, head = int(base_sha, 16), int(head_sha, 16)
+            if time_of(head) is None:
                 raise ProbeSkipped("build failed (planted)")
-            return Side("base", "python3"), Side("head", "python3")
+            return Side("base", "python3", description={"index": base}), Side(
+                "head", "python3", description={"index": head}
+            )
 
         def tier(self, base_sha, head_sha):
             return "overlay"
@@ -148,18 +235,31 @@ def _run_fake(tmp_path, monkeypatch, delta_of, budget_s=100.0):
         def compare(self, base, head, config, bounded=True):
             self.factory.sides(self.rng.at(base).sha, self.rng.at(head).sha)
             self.now += 5.0 * config.schedule.processes  # what the compare took
-            delta, low, high = delta_of(head)
-            verdict = "slower" if low > 0 else ("no change" if high - low < 20 else "noisy")
-            return {
+            t_base, t_head = time_of(base), time_of(head)
+            delta = 100.0 * (t_head - t_base) / t_base
+            w = half(base, head, config.schedule.processes)
+            low, high = delta - w, delta + w
+            verdict = (
+                "slower" if low > 0 else ("faster" if high < 0 else ("no change" if w < 10 else "noisy"))
+            )
+            row = {
                 "status": "ok",
                 "delta_pct": delta,
                 "ci_low_pct": low,
                 "ci_high_pct": high,
                 "verdict": verdict,
-            }, self.bundle.path / "compares" / f"c{head}"
+                "base_us": t_base,
+                "head_us": t_head,
+                "delta_us": t_head - t_base,
+            }
+            if config.counters:
+                row["counters"] = {"base": counters_of(base), "head": counters_of(head)}
+            return row, self.bundle.path / "compares" / f"c{base}-{head}"
 
     bundle = Bundle.create(tmp_path / "results", "bisect", {"kind": "bisect", "commits": [], "plan": {}})
-    monkeypatch.setattr(probe, "count_case", lambda *a, **k: {"python_calls": 10, "aten_ops": 5})
+    monkeypatch.setattr(
+        probe, "count_case", lambda config, side, *a: dict(counters_of(side.description["index"]))
+    )
     try:
         fake = Fake(
             config,
@@ -168,8 +268,9 @@ def _run_fake(tmp_path, monkeypatch, delta_of, budget_s=100.0):
             Factory(),
             bundle,
             budget_s=budget_s,
-            confirm=False,
+            confirm=confirm,
             log=lambda line: None,
+            plan=plan,
         )
         fake.clock = lambda: fake.now  # seconds pass as compares run, and only then
         result = fake.run()
@@ -178,19 +279,29 @@ def _run_fake(tmp_path, monkeypatch, delta_of, budget_s=100.0):
     return result, [r.to_dict() for r in bundle.records() if isinstance(r, ProbeRecord)]
 
 
-def test_timing_search_decides_from_the_interval_against_half_the_delta(tmp_path, monkeypatch):
-    result, probes = _run_fake(
-        tmp_path, monkeypatch, lambda i: (100.0, 90.0, 110.0) if i >= 5 else (1.0, -4.0, 6.0)
-    )
+def _steps(start, steps):
+    """i -> the value at commit i: ``start``, then each step's value from its commit on."""
+    return lambda i: max([(at, v) for at, v in steps.items() if at <= i], default=(0, start))[1]
+
+
+def test_timing_search_finds_one_step_from_intervals_that_overlap_one_end(tmp_path, monkeypatch):
+    plan = {"expected_probes": 3}
+    result, probes = _run_fake(tmp_path, monkeypatch, _steps(100.0, {5: 200.0}), plan=plan)
     assert result["mode"] == "timing" and result["status"] == "found"
+    from teperf.bundle import Bundle
+
+    measured = Bundle.open(next((tmp_path / "results").iterdir())).meta().to_dict()["plan"]["measured"]
+    assert measured["compare_s"] == 10.0 and measured["timing_s"] == 40  # the fake's 5 s a pair
     assert result["culprit"]["short_sha"] == "0000005"
-    assert result["endpoint"]["threshold_pct"] == 50.0
     assert [p["index"] for p in probes if p["what"] == "timing"] == [8, 4, 6, 5]
+    assert [(e["short_sha"], e["share"]) for e in result["culprits"]] == [("0000005", 1.0)]
+    assert result["explained"] is True and result["answer"].startswith("explained: 1 commit(s)")
 
 
 def test_timing_search_skips_a_commit_that_does_not_build(tmp_path, monkeypatch):
     def history(culprit):
-        return lambda i: None if i == 4 else ((100.0, 90.0, 110.0) if i >= culprit else (1.0, -4.0, 6.0))
+        step = _steps(100.0, {culprit: 200.0})
+        return lambda i: None if i == 4 else step(i)
 
     result, probes = _run_fake(tmp_path / "a", monkeypatch, history(6))
     assert result["status"] == "found" and result["culprit"]["short_sha"] == "0000006"
@@ -202,35 +313,174 @@ def test_timing_search_skips_a_commit_that_does_not_build(tmp_path, monkeypatch)
     ]
     # the culprit next to the commit that does not build: git bisect's answer, one of the two
     result, _ = _run_fake(tmp_path / "b", monkeypatch, history(5))
-    assert result["status"] == "skipped"
+    assert result["status"] == "skipped" and result["explained"] is True
     assert [c["short_sha"] for c in result["candidates"]] == ["0000004", "0000005"]
 
 
-def test_an_undecided_probe_is_measured_again_then_stops_with_the_bracket(tmp_path, monkeypatch):
+def test_timing_search_finds_two_steps_and_says_what_is_left_unexplained(tmp_path, monkeypatch):
+    # +3 % at 1 (inside the intervals' +-5 %: not found), +30 at 3, +70 at 6
+    time_of = _steps(100.0, {1: 103.0, 3: 133.0, 6: 203.0})
+    result, probes = _run_fake(tmp_path, monkeypatch, time_of, confirm=True)
+    assert result["status"] == "found"
+    timed = [(p["index"], p["result"]) for p in probes if p["what"] == "timing"]
+    assert timed == [(8, "bad"), (4, "between"), (2, "good"), (3, "bad"), (6, "bad"), (5, "good")]
+    assert [e["short_sha"] for e in result["culprits"]] == ["0000006", "0000003"]
+    assert [e["share"] for e in result["culprits"]] == [round(70 / 103, 4), round(30 / 103, 4)]
+    # both confirmed against their parents: 70 + 30 us of GOOD..BAD's 103
+    assert [(p["index"], p["result"]) for p in probes if p["what"] == "confirm"] == [
+        (6, "slower"),
+        (3, "slower"),
+    ]
+    cover = result["coverage"]
+    assert cover["confirmed"] == ["0000006", "0000003"] and cover["covered_pct"] == round(100 * 100 / 103, 1)
+    assert result["explained"] is True
     from teperf.bisect.report import headline
 
-    straddles = (50.0, 20.0, 80.0)  # across the line at half of GOOD..BAD's +100 %
+    lines = headline({"result": result, "status": "complete", "good": {}, "bad": {}, "plan": {}})
+    assert any(line.startswith("culprits, biggest share first (2)") for line in lines), lines
+    assert any("97% covered, 3% unexplained" in line for line in lines), lines
+
+
+def test_an_end_too_wide_to_tell_is_measured_again(tmp_path, monkeypatch):
+    # BAD (+1200 %) first measured +-900 %: commit 4 (+400 %) overlaps it, yet it is not like BAD
     result, probes = _run_fake(
         tmp_path,
         monkeypatch,
-        lambda i: straddles if i == 4 else ((100.0, 90.0, 110.0) if i >= 5 else (1.0, -4.0, 6.0)),
+        _steps(100.0, {3: 500.0, 6: 1300.0}),
+        half=lambda base, head, processes: 900.0 if (head, processes) == (8, 2) else 5.0,
+    )
+    timed = [(p["index"], p["result"], p.get("processes")) for p in probes if p["what"] == "timing"]
+    assert timed[:4] == [(8, "bad", 2), (4, "undecided", 2), (8, "measured again", 4), (4, "between", None)]
+    assert [e["short_sha"] for e in result["culprits"]] == ["0000006", "0000003"]
+    assert [e["share"] for e in result["culprits"]] == [round(800 / 1200, 4), round(400 / 1200, 4)]
+    end = result["endpoint"]  # GOOD..BAD's figures are the narrower ones
+    assert (end["ci_low_pct"], end["ci_high_pct"]) == (1195.0, 1205.0)
+
+
+def test_an_undecided_probe_is_measured_again_then_the_segment_stops(tmp_path, monkeypatch):
+    from teperf.bisect.report import headline
+
+    # commit 4 sits between GOOD and BAD with an interval across both: it cannot tell where the step is
+    result, probes = _run_fake(
+        tmp_path,
+        monkeypatch,
+        _steps(100.0, {4: 150.0, 5: 200.0}),
+        half=lambda base, head, processes: 60.0 if head == 4 else 5.0,
         budget_s=45.0,
     )
     assert result["status"] == "undecided" and (result["good_index"], result["bad_index"]) == (0, 8)
     fours = [p for p in probes if p["index"] == 4]
     assert [(p["result"], p["processes"]) for p in fours] == [("undecided", 2), ("undecided", 4)]
+    assert result["explained"] is False and result["answer"].startswith("unexplained: no decisive step")
     lines = headline({"result": result, "status": "complete", "good": {}, "bad": {}, "plan": {}})
     assert any("not narrowed to one commit" in line and "within --budget" in line for line in lines), lines
 
 
 def test_no_change_between_good_and_bad_ends_the_run(tmp_path, monkeypatch):
-    result, probes = _run_fake(tmp_path / "a", monkeypatch, lambda i: (0.5, -3.0, 4.0))
-    assert result["status"] == "no change" and result["probes"] == 0
+    result, probes = _run_fake(tmp_path / "a", monkeypatch, lambda i: 100.0)
+    assert result["status"] == "no change" and result["probes"] == 0 and result["explained"] is None
     assert [p["index"] for p in probes if p["what"] == "timing"] == [8]
     # an interval that can tell nothing, however many pairs: measured again while the budget lasts, then stop
-    result, probes = _run_fake(tmp_path / "b", monkeypatch, lambda i: (5.0, -30.0, 40.0), budget_s=60.0)
-    assert result["status"] == "inconclusive" and result["probes"] == 0
+    result, probes = _run_fake(
+        tmp_path / "b",
+        monkeypatch,
+        _steps(100.0, {8: 105.0}),
+        half=lambda *a: 35.0,
+        budget_s=60.0,
+    )
+    assert result["status"] == "inconclusive" and result["probes"] == 0 and result["explained"] is False
     assert [p["processes"] for p in probes if p["what"] == "timing"] == [2, 4]
+
+
+def _calls(steps):
+    calls = _steps(100, steps)
+    return lambda i: {"python_calls": calls(i), "aten_ops": 40 + (i >= 7)}
+
+
+def test_counters_find_every_change_point_and_attribute_the_change(tmp_path, monkeypatch):
+    # Python calls: +5 at 2, -2 at 5, +10 at 7 (GOOD 100, BAD 113); time follows them, 10 us a call
+    counters_of = _calls({2: 105, 5: 103, 7: 113})
+    time_of = lambda i: 100.0 + 10 * (counters_of(i)["python_calls"] - 100)  # noqa: E731
+    plan = {"expected_probes": 3, "counters_s": 1}
+    result, probes = _run_fake(
+        tmp_path, monkeypatch, time_of, counters_of=counters_of, confirm=True, plan=plan
+    )
+    assert result["mode"] == "counters" and result["status"] == "found"
+    assert result["moved_counters"] == ["aten_ops", "python_calls"]
+    assert [(e["short_sha"], e["deltas"]) for e in result["culprits"]] == [
+        ("0000007", {"python_calls": 10, "aten_ops": 1}),
+        ("0000002", {"python_calls": 5}),
+    ]
+    assert [e["share"] for e in result["culprits"]] == [round(10 / 13, 4), round(5 / 13, 4)]
+    assert [(e["short_sha"], e["share"]) for e in result["opposite_movers"]] == [
+        ("0000005", round(-2 / 13, 4))
+    ]
+    assert result["culprit"]["short_sha"] == "0000007"
+    assert result["counters_after"]["python_calls"] - result["counters_before"]["python_calls"] == 10
+    assert result["probes"] <= 3 * 3
+    # GOOD..BAD in time, then the culprits until they carry 80 % of the change: 7 (77 %), then 2
+    assert [(p["index"], p["what"]) for p in probes if p["what"] in ("timing", "confirm")] == [
+        (8, "timing"),
+        (7, "confirm"),
+        (2, "confirm"),
+    ]
+    assert result["coverage"]["covered_pct"] == round(100 * 150 / 130, 1)
+    assert result["explained"] is True and "1 moved the other way (-15%)" in result["answer"]
+    from teperf.bundle import Bundle
+
+    measured = Bundle.open(next((tmp_path / "results").iterdir())).meta().to_dict()["plan"]["measured"]
+    assert measured["probe_s"] >= 0 and measured["per_change_s"] >= 0
+
+
+def test_budget_stops_confirming_after_the_first_culprit(tmp_path, monkeypatch):
+    counters_of = _calls({2: 105, 5: 103, 7: 113})
+    time_of = lambda i: 100.0 + 10 * (counters_of(i)["python_calls"] - 100)  # noqa: E731
+    result, probes = _run_fake(
+        tmp_path, monkeypatch, time_of, counters_of=counters_of, confirm=True, budget_s=10.0
+    )
+    assert [p["index"] for p in probes if p["what"] == "confirm"] == [7]
+    assert result["confirm_stopped"] == "budget" and result["coverage"]["tried"] == ["0000007"]
+
+
+def test_only_opposite_movers_is_unexplained():
+    from teperf.bisect.runner import conclude
+
+    mover = {"short_sha": "abc", "share": -1.0, "deltas": {"python_calls": -6}}
+    result = conclude(
+        {
+            "mode": "counters",
+            "status": "partial",
+            "totals": {"python_calls": 12},
+            "culprits": [],
+            "opposite_movers": [mover],
+            "unresolved": [{"status": "undecided", "direction": 1, "candidates": []}],
+        }
+    )
+    assert result["explained"] is False
+    assert result["answer"].startswith("unexplained: every commit found moved the other way (1)")
+
+
+def test_unexplained_exits_1_with_one_line(tmp_path, monkeypatch, capsys):
+    from conftest import run_in_process
+
+    from teperf.bisect import runner
+    from teperf.bundle import Bundle
+
+    def fake_bisect(config, spec, cell, **kwargs):
+        bundle = Bundle.create(tmp_path / "r", "bisect", {"kind": "bisect", "commits": [], "plan": {}})
+        bundle.close()
+        result = {"mode": "timing", "status": "inconclusive", "probes": 0}
+        bundle.update_meta(status="complete", result=runner.conclude(result))
+        return bundle.path
+
+    monkeypatch.setattr(runner, "bisect", fake_bisect)
+    config = tmp_path / "c.toml"
+    config.write_text(HISTORY_CONFIG)
+    code, out, err = run_in_process(
+        ["bisect", "good..bad", "--cell", "MLP/fp32", "--config", str(config)], capsys
+    )
+    assert code == 1
+    assert err.strip().splitlines()[-1].startswith("teperf bisect: unexplained: no counter differs"), err
 
 
 def test_plan_counts_one_build_per_distinct_set_of_compiled_inputs():
@@ -255,5 +505,46 @@ def test_plan_counts_one_build_per_distinct_set_of_compiled_inputs():
     config = build_config({"modules": ["Linear"]}, {"processes": 2})
     plan = make_plan(rng, Factory(), config)
     assert plan["expected_probes"] == 3 and plan["builds"] == 3
+    assert plan["seconds_basis"] == "TE" and plan["side_s"] == 90.0  # a factory without figures: TE's
     csrc.update(range(1, 9))  # every commit changes the C++: each side GOOD, BAD and 3 probes is built
     assert make_plan(rng, Factory(), config)["builds"] == 5
+
+
+def test_plan_seconds_are_the_packages_own(tmp_path):
+    """TE's build figures for TE only; another package gets a default until one of its builds is cached."""
+    import json
+
+    from teperf.bisect.sides import GitSideFactory, tier_seconds
+
+    cache = tmp_path / "cache"
+    assert tier_seconds("transformer_engine", "build", str(cache)) == (600.0, "TE")
+    assert tier_seconds("nanogpt", "build", str(cache)) == (60.0, "default")
+    assert tier_seconds("nanogpt", "overlay", str(cache)) == (2.0, "default")
+    for key, package, seconds in (("a1", "nanogpt", 12.5), ("b2", "nanogpt", 20.0), ("c3", "other", 900.0)):
+        (cache / "builds" / key).mkdir(parents=True)
+        meta = {"ok": True, "package": package, "seconds": seconds}
+        (cache / "builds" / key / "build.json").write_text(json.dumps(meta))
+    assert tier_seconds("nanogpt", "build", str(cache)) == (20.0, "measured")
+    factory = GitSideFactory(repo=str(tmp_path), package="nanogpt", cache_dir=str(cache))
+    assert factory.seconds("build") == (20.0, "measured")
+
+
+def test_shares_are_of_good_to_bad_not_of_the_changes_found():
+    from teperf.bisect.attribute import attribute
+
+    at = {0: 0.0, 2: 0.0, 3: 70.0, 5: 73.0}  # a +3 after the last step found: left unexplained
+    out = attribute(
+        [search.Segment(2, 3, "found")],
+        lambda i: {"time_pct": at[i]},
+        ["time_pct"],
+        lambda i: {"short_sha": f"c{i}", "subject": "", "date": "", "sha": f"c{i}"},
+        5,
+    )
+    assert out["totals"] == {"time_pct": 73.0} and out["culprits"][0]["share"] == round(70 / 73, 4)
+
+
+def test_an_answer_without_totals_still_reads():
+    from teperf.bisect.runner import conclude
+
+    result = conclude({"mode": "counters", "status": "found", "totals": {}, "culprits": [], "unresolved": []})
+    assert result["explained"] is False and "GOOD..BAD's counter change" in result["answer"]

@@ -19,6 +19,7 @@ RESULT_STYLE = {
     "good": "green",
     "skip": "yellow",
     "undecided": "yellow",
+    "between": "bold red",
     "slower": "bold red",
     "faster": "bold green",
 }
@@ -49,34 +50,69 @@ def counter_text(before: dict | None, after: dict | None) -> str:
     return ", ".join(parts)
 
 
+def entry_text(entry: dict) -> str:
+    """One culprit (or opposite mover): commit, its change, its share of GOOD..BAD's, its own compare."""
+    if "time_pct" in (entry.get("deltas") or {}):
+        moved = f"{entry['deltas']['time_pct']:+.1f}% of GOOD's time"
+    else:
+        moved = counters_diff(entry.get("before"), entry.get("after")) or "?"
+    text = f"{_commit(entry)}: {moved}, {entry.get('share', 0):.0%} of the change"
+    row = (entry.get("confirm") or {}).get("row") or {}
+    if row.get("delta_pct") is not None:
+        ci = ""
+        if row.get("ci_low_pct") is not None:
+            ci = f" (CI [{row['ci_low_pct']:+.1f}, {row['ci_high_pct']:+.1f}%])"
+        text += f"; against its parent {row['delta_pct']:+.1f}%{ci} {row.get('verdict')}"
+    elif entry.get("confirm"):
+        text += f"; against its parent: {entry['confirm'].get('error') or row.get('error') or 'failed'}"
+    return text
+
+
 def headline(meta: dict) -> list[str]:
     result = meta.get("result") or {}
     good, bad = meta.get("good") or {}, meta.get("bad") or {}
     n = len(meta.get("commits") or [])
     lines = [
         f"range {good.get('short_sha')}..{bad.get('short_sha')} ({n} first-parent commits), "
-        f"cell {meta.get('cell')}; searched on {result.get('mode', '?')}; {result.get('probes', '?')} probes (expected {meta.get('plan', {}).get('expected_probes')}), "
+        f"cell {meta.get('cell')}; searched on {result.get('mode', '?')}; {result.get('probes', '?')} probes "
+        f"(expected {meta.get('plan', {}).get('expected_probes')} per change point), "
         f"{result.get('wall_s', '?')} s"
     ]
     status = result.get("status")
     if meta.get("status") != "complete":
         lines.append(f"run status: {meta.get('status')}{': ' + meta['error'] if meta.get('error') else ''}")
-    if status == "found":
+    if result.get("answer"):
+        lines.append(result["answer"])
+    culprits = result.get("culprits") or []
+    if result.get("culprit"):
         lines.append(f"culprit: {_commit(result.get('culprit'))}, {result['culprit']['sha']}")
         lines.append(f"parent:  {_commit(result.get('parent'))}")
-    elif status == "no change":
+    if len(culprits) > 1 or (culprits and result.get("opposite_movers")):
+        lines.append(f"culprits, biggest share first ({len(culprits)}):")
+        lines += [f"  {entry_text(e)}" for e in culprits]
+    if result.get("opposite_movers"):
+        lines.append("moved the other way (not culprits):")
+        lines += [f"  {entry_text(e)}" for e in result["opposite_movers"]]
+    if status == "no change":
         lines.append("no counter differs and GOOD..BAD is 'no change' in time: nothing to bisect")
     elif status == "inconclusive":
         lines.append(
             "no counter differs, and whether GOOD..BAD changed in time could not be told within --budget "
             "(see its interval below): nothing to bisect on; a longer --budget or --precision may settle it"
         )
-    elif status in ("skipped", "undecided"):
-        why = "could not be measured" if status == "skipped" else "could not be decided within --budget"
-        cands = ", ".join(c["short_sha"] for c in result.get("candidates") or [])
+    unresolved = result.get("unresolved")
+    if unresolved is None and status in ("skipped", "undecided"):  # a bundle of before several changes
+        unresolved = [
+            {"status": status, "candidates": result.get("candidates"), "parent": result.get("last_good")}
+        ]
+    for left in unresolved or []:
+        why = (
+            "could not be measured" if left["status"] == "skipped" else "could not be decided within --budget"
+        )
+        cands = ", ".join(c["short_sha"] for c in left.get("candidates") or [])
         lines.append(
-            f"not narrowed to one commit (a probe {why}): the change is in one of {cands}; "
-            f"last good {_commit(result.get('last_good'))}"
+            f"not narrowed to one commit (a probe {why}): a change is in one of {cands}; "
+            f"last good {_commit(left.get('parent'))}"
         )
     if result.get("moved_counters"):
         diff = counters_diff(result.get("counters_good"), result.get("counters_bad"))
@@ -86,13 +122,25 @@ def headline(meta: dict) -> list[str]:
         lines.append(f"counters at the parent -> the culprit: {before_after}")
     end = result.get("endpoint")
     if end and end.get("delta_pct") is not None:
-        line = (
+        lines.append(
             f"GOOD..BAD in time: {end['delta_pct']:+.1f}% (CI [{end.get('ci_low_pct') or 0:+.1f}, "
             f"{end.get('ci_high_pct') or 0:+.1f}%]) {end.get('verdict')}"
         )
-        if "threshold_pct" in end:
-            line += f"; a probe is bad beyond {end['threshold_pct']:+.1f}%"
-        lines.append(line)
+    elif end and end.get("error"):
+        lines.append(f"GOOD..BAD in time: not compared ({end['error']})")
+    cover = result.get("coverage")
+    if cover:
+        lines.append(
+            f"confirmed in time: {', '.join(cover['confirmed']) or 'none'} of {', '.join(cover['tried'])}: "
+            f"{cover['confirmed_us']:+.1f} us of GOOD..BAD's {cover['endpoint_us']:+.1f} us "
+            + (
+                f"({cover['covered_pct']:.0f}% covered, {100 - cover['covered_pct']:.0f}% unexplained)"
+                if cover["covered_pct"] <= 100
+                else f"({cover['covered_pct']:.0f}%: more than all of it; commits that moved the other way, "
+                "or the intervals' width)"
+            )
+            + ("; the rest not compared within --budget" if result.get("confirm_stopped") else "")
+        )
     return lines
 
 
@@ -119,8 +167,13 @@ def probe_model(meta: dict, probes: list[ProbeRecord], path) -> TableModel:
         styles.append(RESULT_STYLE.get(p.result))
     plan = meta.get("plan") or {}
     footer = [
-        f"plan: {plan.get('expected_probes')} probes expected; tiers {plan.get('tiers')}; "
-        f"about {plan.get('counters_s')} s (counters) / {plan.get('timing_s')} s (timing)",
+        f"plan: {plan.get('expected_probes')} probes per change point; tiers {plan.get('tiers')}; "
+        f"about {plan.get('counters_s')} s (counters, one change point) / {plan.get('timing_s')} s (timing)"
+        + (
+            f"; measured {plan['measured']['probe_s']} s per counter probe"
+            if (plan.get("measured") or {}).get("probe_s") is not None
+            else ""
+        ),
         f"bundle: {path}",
     ]
     return TableModel(
@@ -146,7 +199,16 @@ def render_bisect(path, fmt: str, console=None) -> str | None:
     meta, probes = load(path)
     confirm = confirm_path(meta, path)
     if fmt == "json":
-        out = {"meta": meta, "probes": [p.to_dict() for p in probes]}
+        result = meta.get("result") or {}
+        out = {
+            "answer": result.get("answer"),
+            "explained": result.get("explained"),
+            "culprits": result.get("culprits") or [],  # biggest share first
+            "opposite_movers": result.get("opposite_movers") or [],
+            "unresolved": result.get("unresolved") or [],
+            "meta": meta,
+            "probes": [p.to_dict() for p in probes],
+        }
         if confirm and confirm.is_dir():
             out["confirm"] = json.loads(render(summarize(confirm), "json"))
         return json.dumps(out, indent=2, default=str) + "\n"

@@ -1,17 +1,26 @@
 """``teperf bisect GOOD..BAD --cell MODULE/RECIPE``: the library side.
 
-1. Counters at GOOD and BAD (one worker run each). If a counter differs, a
-   binary search on exact equality with GOOD's values, one worker run per
-   probe (teperf.engine.probe).
-2. The culprit against its parent through the normal engine (api.compare,
-   the configured schedule, counters on): its interval and verdict confirm
-   that it carries the change.
+1. Counters at GOOD and BAD (one worker run each). If a counter differs,
+   every change point of it between them (search.find_changes: a segment
+   whose ends differ is split until each change sits on one commit), on
+   exact equality, one worker run per probe (teperf.engine.probe).
+2. GOOD..BAD's change attributed to those commits (attribute.py): each
+   one's counter deltas and share, biggest first; those that moved the other
+   way apart. GOOD..BAD and the biggest culprits, each against its parent,
+   are then compared in time through the normal engine (api.compare, the
+   configured schedule, counters on) until the culprits confirmed carry most
+   of the change or ``budget_s`` runs out: how much of GOOD..BAD's timing
+   delta the confirmed ones cover.
 3. No counter differs: GOOD..BAD is compared in time first (direction and
-   size of the change); then each probe is compared against GOOD and sits on
-   the bad side when its interval lies beyond half of GOOD..BAD's delta, on
-   the good side when it lies short of it. An interval across that line is
-   measured again with twice the pairs while ``budget_s`` lasts, else the
-   search stops with the bracket found so far.
+   size of the change); then every step in time, each probe compared against
+   GOOD: it differs from a segment end when their intervals do not overlap.
+   A probe that overlaps both ends is measured again with twice the pairs
+   while ``budget_s`` lasts, else that segment stops with its commits left.
+   Each step found is confirmed against its parent, as in 2.
+
+``result["explained"]``: True when the commits named carry the change in its
+direction, False when they do not (only opposite movers, no decisive step),
+None when there is nothing to explain; ``result["answer"]`` says it in a line.
 
 A probe whose commit cannot be made runnable, or whose worker fails, is
 skipped (``git bisect skip``). Everything goes into a bundle of kind
@@ -32,6 +41,7 @@ from teperf import __version__
 from teperf.api import Interrupted
 from teperf.bisect import search as bsearch
 from teperf.bisect import sides as git
+from teperf.bisect.attribute import attribute, ordered
 from teperf.bisect.sides import TIER_SECONDS, ProbeSkipped, SideFactory
 from teperf.bundle import Bundle, now_iso
 from teperf.config import Config
@@ -126,27 +136,18 @@ def distinct_builds(rng: Range, factory: SideFactory) -> int:
     return builds
 
 
-def tier_seconds(factory: SideFactory, tier: str) -> tuple[float, str]:
-    """(seconds to make one side of ``tier``, what the figure rests on). A compiled tier goes by this
-    package's slowest cached build when there is one: TE's figures say nothing of another package."""
-    guess = TIER_SECONDS.get(tier, 600.0)
-    if tier not in COMPILED_TIERS:
-        return guess, ""
-    from teperf.sides import cachedir
+def side_seconds(factory: SideFactory, tier: str) -> tuple[float, str]:
+    """(seconds, basis) of making one commit runnable in ``tier``: the factory's own figure for its package
+    (measured builds of it in the cache, else a default for it), TE's figures for a factory without one."""
+    seconds = getattr(factory, "seconds", None)
+    return seconds(tier) if seconds else (TIER_SECONDS.get(tier, 600.0), "TE")
 
-    package = getattr(factory, "package", None)
-    kind = "ext" if tier == "extension" else "builds"
-    what = "extension build" if tier == "extension" else "build"
-    times = [
-        float(e.meta["seconds"])
-        for e in cachedir.entries(getattr(factory, "cache_dir", None), kinds=(kind,), sizes=False)
-        if e.complete and e.meta.get("package") == package and isinstance(e.meta.get("seconds"), (int, float))
-    ]
-    if times:
-        return max(times), f"each {what} about {max(times):.0f} s, the slowest cached {package} one"
-    if package in (None, "transformer_engine"):
-        return guess, f"each {what} about {guess:.0f} s, TE's on the H200"
-    return guess, f"each {what} guessed at {guess:.0f} s: no {package} build cached to go by"
+
+BASIS_TEXT = {
+    "measured": "the slowest build of this package in the cache",
+    "TE": "TE's builds on the H200",
+    "default": "no build of this package measured yet; replaced by measured times after GOOD and BAD",
+}
 
 
 def make_plan(rng: Range, factory: SideFactory, config: Config) -> dict:
@@ -156,38 +157,49 @@ def make_plan(rng: Range, factory: SideFactory, config: Config) -> dict:
         tiers[tier] = tiers.get(tier, 0) + 1
     n = len(rng.commits)
     probes = bsearch.expected_probes(n)
-    worst = max(tiers, key=lambda t: TIER_SECONDS.get(t, 600.0))
-    side_s, cost_basis = tier_seconds(factory, worst)
+    per_tier = {tier: side_seconds(factory, tier) for tier in tiers}
+    worst = max(tiers, key=lambda t: per_tier[t][0])
+    side_s, basis = per_tier[worst]
+    compiled = worst in COMPILED_TIERS
     # GOOD, BAD and each probe need a side; a compiled one is built once per distinct set of inputs
     sides = 2 + probes
-    builds = min(sides, distinct_builds(rng, factory)) if worst in COMPILED_TIERS else sides
+    distinct = distinct_builds(rng, factory) if compiled else sides
+    builds = min(sides, distinct)
     making_s = builds * side_s
     confirm_s = compare_seconds(config)
+    worker_s = WORKER_SECONDS[config.device]
+    # each further change point: its probes (and their builds, while new compiled inputs are left) and a confirm
+    further_builds = min(probes, max(distinct - builds, 0)) if compiled else probes
     return {
         "commits": n,
         "expected_probes": probes,
         "tiers": tiers,
         "builds": builds,
-        "counters_s": round(making_s + sides * WORKER_SECONDS[config.device] + confirm_s),
+        "side_s": round(side_s, 1),
+        "seconds_basis": basis,
+        # counters at 2 + probes commits and GOOD, BAD once more; GOOD..BAD and the culprit in time
+        "counters_s": round(making_s + (sides + 2) * worker_s + 2 * confirm_s),
+        "per_change_s": round(further_builds * side_s + probes * worker_s + confirm_s),
         "timing_s": round(making_s + (1 + probes) * confirm_s + confirm_s),
-        "cost_basis": cost_basis,
     }
 
 
 def plan_lines(rng: Range, case: Case, plan: dict) -> list[str]:
     tiers = ", ".join(f"{k} {v}" for k, v in sorted(plan["tiers"].items()))
+    p = plan["expected_probes"]
     return [
         f"{rng.good.short_sha}..{rng.bad.short_sha}: {plan['commits']} first-parent commits; cell {case.key}",
-        f"expected probes: {plan['expected_probes']} (ceil(log2 {plan['commits']})), plus GOOD and BAD; "
-        f"tier per commit: {tiers}"
+        f"expected probes: {p} per change point (ceil(log2 {plan['commits']})), k change points about "
+        f"k x {p}, plus GOOD and BAD; tier per commit: {tiers}"
         + (
             f"; {plan['builds']} builds at most (commits with the same compiled inputs share one)"
             if any(t in COMPILED_TIERS for t in plan["tiers"])
             else ""
         ),
-        f"expected time: about {plan['counters_s']} s if a counter moved (one worker run per probe, then one "
-        f"confirming compare), about {plan['timing_s']} s if only time moved (one compare per probe)"
-        + (f"; {plan['cost_basis']}" if plan.get("cost_basis") else ""),
+        f"expected time: about {plan['counters_s']} s if a counter moved at one commit (one worker run per "
+        f"probe, then GOOD..BAD and the culprit compared in time), +{plan['per_change_s']} s per further "
+        f"change point; about {plan['timing_s']} s if only time moved (one compare per probe); "
+        f"{plan.get('side_s')} s to make a side ({BASIS_TEXT.get(plan.get('seconds_basis'), '?')})",
     ]
 
 
@@ -205,8 +217,10 @@ class Bisector:
         budget_s: float,
         confirm: bool,
         log: Log,
+        plan: dict | None = None,
     ):
         self.config = config
+        self.plan = plan or {}
         self.rng = rng
         self.case = case
         self.factory = factory
@@ -218,6 +232,10 @@ class Bisector:
         self.clock = time.perf_counter
         self.n_probes = 0
         self.counters: dict[int, dict] = {}  # index -> counters
+        self.estimates: dict[int, tuple] = {}  # index -> (delta %, CI low %, CI high %) against GOOD
+        self.pairs: dict[int, tuple] = {}  # index -> (processes, seconds) of its last compare against GOOD
+        self.rows: dict[int, dict] = {}  # index -> the row of its last compare against GOOD
+        self.count_seconds: list[float] = []  # each counter probe's, side making included
 
     # -- probes ---------------------------------------------------------------
 
@@ -270,6 +288,7 @@ class Bisector:
             )
             return None
         self.counters[index] = counters
+        self.count_seconds.append(time.perf_counter() - t0)
         self._record(
             index,
             what,
@@ -341,109 +360,226 @@ class Bisector:
             again.append(second)
         return again[0], again[1]
 
-    def counter_search(self, good: dict, bad: dict, keys: list[str]) -> bsearch.Bracket:
-        def judge(index: int) -> str:
+    def reestimate(self) -> None:
+        """The plan again from what GOOD's and BAD's counter probes took here (side making included):
+        the first plan's figures per side are guesses (TE's, or a default for other packages)."""
+        if not self.count_seconds or not self.plan:
+            return
+        probe_s = sum(self.count_seconds) / len(self.count_seconds)
+        probes = self.plan.get("expected_probes", 0)
+        confirm_s = compare_seconds(self.config)
+        measured = {
+            "probe_s": round(probe_s, 1),
+            "counters_s": round((probes + 2) * probe_s + 2 * confirm_s),
+            "per_change_s": round(probes * probe_s + confirm_s),
+        }
+        self.plan = {**self.plan, "measured": measured}
+        self.bundle.update_meta(plan=self.plan)
+        self.log(
+            f"measured: a counter probe takes {probe_s:.0f} s here; about {measured['counters_s']} s more "
+            f"for one change point, +{measured['per_change_s']} s per further one"
+        )
+
+    def reestimate_timing(self) -> None:
+        """The timing search's time from what GOOD..BAD's compare took here (its last one, at the pairs a
+        probe starts with or more)."""
+        n = len(self.rng.commits)
+        if not self.plan or n not in self.pairs:
+            return
+        compare_s = self.pairs[n][1]
+        probes = self.plan.get("expected_probes", 0)
+        measured = {**(self.plan.get("measured") or {}), "compare_s": round(compare_s, 1)}
+        measured["timing_s"] = round((probes + 1) * compare_s)  # the probes of one step and its confirm
+        self.plan = {**self.plan, "measured": measured}
+        self.bundle.update_meta(plan=self.plan)
+        self.log(
+            f"measured: a timing compare takes {compare_s:.0f} s here; about {measured['timing_s']} s more for "
+            "one step (its probes and its confirm), as much per further step"
+        )
+
+    def counter_search(self, keys: list[str]) -> bsearch.Changes:
+        """Every change point of ``keys`` between GOOD and BAD (counted already): exact equality."""
+
+        def differ(a: dict, b: dict) -> bool:
+            return any(a.get(k) != b.get(k) for k in keys)
+
+        def probe(index: int, lo: int, hi: int):
             self.n_probes += 1
             counters = self.count(index)
             if counters is None:
                 return "skip"
-            return "bad" if any(counters.get(k) != good.get(k) for k in keys) else "good"
+            return differ(self.counters[lo], counters), differ(counters, self.counters[hi])
 
-        return bsearch.search(len(self.rng.commits), judge)
+        return bsearch.find_changes(len(self.rng.commits), probe)
 
     # -- timing ---------------------------------------------------------------
 
-    def timed(self, base: int, head: int, decide: Callable[[dict], str]) -> tuple[Optional[dict], str]:
+    def _compare_once(self, base: int, head: int, processes: int):
+        """One timing compare of base..head with ``processes`` pairs -> (row, bundle path, seconds), or
+        (None, why not, seconds); its seconds count against --budget."""
+        sched = dataclasses.replace(self.config.schedule, processes=processes)
+        config = dataclasses.replace(self.config, schedule=sched)
+        t0 = self.clock()
+        try:
+            row, path = self.compare(base, head, config)
+        except ProbeSkipped as exc:
+            return None, exc.reason, 0.0
+        except TeperfError as exc:
+            return None, exc.one_line(), 0.0
+        seconds = self.clock() - t0
+        self.timing_s += seconds
+        if row.get("status") not in ("ok", "partial"):
+            return None, f"{row.get('status')}: {row.get('error')}", seconds
+        if base == 0:
+            self.pairs[head] = (processes, seconds)
+            self.rows[head] = row
+        return row, path, seconds
+
+    def _record_timing(self, head: int, result: str, seconds: float, row: dict, path, processes: int) -> None:
+        self._record(
+            head,
+            "timing",
+            result,
+            seconds,
+            detail=_row_text(row),
+            tier=row.get("tier"),
+            bundle=str(Path(path).relative_to(self.bundle.path)),
+            delta_pct=row.get("delta_pct"),
+            ci_low_pct=row.get("ci_low_pct"),
+            ci_high_pct=row.get("ci_high_pct"),
+            verdict=row.get("verdict"),
+            processes=processes,
+        )
+
+    def _affordable(self, index: int, seconds: float) -> bool:
+        """Whether measuring ``index`` again with twice the pairs (~2 x ``seconds``) fits in --budget."""
+        if self.timing_s + 2 * seconds <= self.budget_s:
+            return True
+        self.log(
+            f"{self.rng.at(index).short_sha}: undecided, and measuring twice the pairs "
+            f"(~{2 * seconds:.0f} s) would exceed --budget {self.budget_s:g} s"
+        )
+        return False
+
+    def timed(
+        self, base: int, head: int, decide: Callable[[dict], str], again: bool = True
+    ) -> tuple[Optional[dict], str]:
         """Compare base..head and ``decide`` from its row; measure again with twice the pairs while that
         is "undecided" and the budget allows. Returns (the last row, the decision), or (None, why not)."""
-        config = self.config
+        processes = self.config.schedule.processes
         while True:
-            t0 = self.clock()
-            try:
-                row, path = self.compare(base, head, config)
-            except ProbeSkipped as exc:
-                return None, exc.reason
-            except TeperfError as exc:
-                return None, exc.one_line()
-            seconds = self.clock() - t0
-            self.timing_s += seconds
-            if row.get("status") not in ("ok", "partial"):
-                return None, f"{row.get('status')}: {row.get('error')}"
+            row, path, seconds = self._compare_once(base, head, processes)
+            if row is None:
+                return None, path
             decided = decide(row)
-            self._record(
-                head,
-                "timing",
-                decided,
-                seconds,
-                detail=_row_text(row),
-                tier=row.get("tier"),
-                bundle=str(Path(path).relative_to(self.bundle.path)),
-                delta_pct=row.get("delta_pct"),
-                ci_low_pct=row.get("ci_low_pct"),
-                ci_high_pct=row.get("ci_high_pct"),
-                verdict=row.get("verdict"),
-                processes=config.schedule.processes,
-            )
-            if decided != "undecided":
+            self._record_timing(head, decided, seconds, row, path, processes)
+            if decided != "undecided" or not again:
                 return row, decided
-            if self.timing_s + 2 * seconds > self.budget_s:
-                self.log(
-                    f"{self.rng.at(head).short_sha}: undecided, and measuring twice the pairs "
-                    f"(~{2 * seconds:.0f} s) would exceed --budget {self.budget_s:g} s"
-                )
+            if not self._affordable(head, seconds):
                 return row, "undecided"
-            sched = config.schedule
-            more = dataclasses.replace(sched, processes=sched.processes * 2)
-            config = dataclasses.replace(config, schedule=more)
+            processes *= 2
 
-    def timing_search(self) -> tuple[Optional[bsearch.Bracket], dict]:
-        n = len(self.rng.commits)
-        endpoint: dict = {}
+    def endpoint_timing(self, again: bool = True) -> tuple[Optional[dict], str]:
+        """GOOD..BAD in time: (endpoint fields, decision: "bad" there is a change, "good" none, or
+        "undecided"); (None, why) when it could not be compared. ``again``: an undecided one is measured
+        again with twice the pairs while --budget lasts (the timing search needs to know there is a step;
+        after a counter search, GOOD..BAD's delta is what the culprits' are set against, once)."""
 
-        def whole(row: dict) -> str:  # "bad": there is a change to find; "good": there is none
+        def whole(row: dict) -> str:
             return {"slower": "bad", "faster": "bad", "no change": "good"}.get(
                 row.get("verdict"), "undecided"
             )
 
-        row, decided = self.timed(0, n, whole)
+        n = len(self.rng.commits)
+        row, decided = self.timed(0, n, whole, again)
         if row is None:
+            return None, decided
+        endpoint = _endpoint(row)
+        endpoint["decided"] = decided
+        return endpoint, decided
+
+    def timing_search(self) -> tuple[Optional[bsearch.Changes], dict]:
+        """Every step in time between GOOD and BAD. Each probe is compared against GOOD, which puts it at
+        (delta, CI) on one scale with every other probe (GOOD at exactly 0, BAD at GOOD..BAD's). A probe
+        differs from a segment end when their intervals do not overlap (and are MIN_STEP_SHARE of GOOD..BAD
+        apart); it is like an end when it differs from the other one and lies on that end's side of the
+        middle. Otherwise the widest interval in the way (the probe's or an end's) is measured again with
+        twice the pairs while --budget lasts, then the segment stops undecided."""
+        n = len(self.rng.commits)
+        endpoint, decided = self.endpoint_timing()
+        if endpoint is None:
             raise TeperfError(
                 f"GOOD..BAD could not be compared: {decided}",
                 f"see the worker logs under {self.bundle.path}/compares",
             )
-        endpoint = {
-            "verdict": row.get("verdict"),
-            "delta_pct": row.get("delta_pct"),
-            "ci_low_pct": row.get("ci_low_pct"),
-            "ci_high_pct": row.get("ci_high_pct"),
-        }
-        endpoint["decided"] = decided
         if decided != "bad":
             return None, endpoint
-        threshold = row["delta_pct"] / 2
-        sign = 1 if row["delta_pct"] > 0 else -1
-        endpoint["threshold_pct"] = threshold
+        self.reestimate_timing()
+        self.estimates = {0: (0.0, 0.0, 0.0), n: _estimate(endpoint)}
+        # two compares against GOOD also differ by the machine's drift between them, which their intervals
+        # do not hold: a step smaller than this is left in the unexplained part
+        resolution = MIN_STEP_SHARE * abs(endpoint["delta_pct"])
 
-        def side_of(row: dict) -> str:
-            low, high = row.get("ci_low_pct"), row.get("ci_high_pct")
-            if low is None or high is None:
+        def classify(index: int, lo: int, hi: int) -> str:
+            """good: like lo; bad: like hi; between: a step on each side; or undecided. Like an end: apart
+            from the other one and on its side of the segment's middle (as one bisection step decides)."""
+            here, a, b = self.estimates[index], self.estimates[lo], self.estimates[hi]
+            if here[1] is None or here[2] is None:
                 return "undecided"
-            low, high = sorted((sign * low, sign * high))
-            if low > sign * threshold:
+            off_lo, off_hi = _apart(here, a, resolution), _apart(here, b, resolution)
+            if off_lo and off_hi:
+                return "between"
+            sign = 1 if b[0] >= a[0] else -1
+            middle = sign * (a[0] + b[0]) / 2
+            low, high = sorted((sign * here[1], sign * here[2]))
+            if off_lo and low > middle:
                 return "bad"
-            if high < sign * threshold:
+            if off_hi and high < middle:
                 return "good"
             return "undecided"
 
-        def judge(index: int) -> str:
-            self.n_probes += 1
-            row, decided = self.timed(0, index, side_of)
-            if row is None:
-                self._record(index, "timing", "skip", 0.0, detail=decided)
-                return "skip"
-            return decided
+        def width(index: int) -> float:
+            return self.estimates[index][2] - self.estimates[index][1]
 
-        return bsearch.search(n, judge), endpoint
+        def probe(index: int, lo: int, hi: int):
+            self.n_probes += 1
+            processes = self.config.schedule.processes
+            row, path, seconds = self._compare_once(0, index, processes)
+            if row is None:
+                self._record(index, "timing", "skip", seconds, detail=path)
+                return "skip"
+            self.estimates[index] = _estimate(row)
+            recorded = False
+            while True:
+                decided = classify(index, lo, hi)
+                if not recorded:
+                    self._record_timing(index, decided, seconds, row, path, processes)
+                elif decided != "undecided":
+                    self._record(index, "timing", decided, 0.0, detail="with the ends measured again")
+                if decided != "undecided":
+                    return decided in ("bad", "between"), decided in ("good", "between")
+                # measure again the widest interval that leaves it undecided: the probe's, or an end's that it
+                # overlaps (GOOD's is exact); an end measured again serves every segment it bounds
+                here = self.estimates[index]
+                overlapped = [e for e in (lo, hi) if e != 0 and not _apart(here, self.estimates[e])]
+                target = max([index, *overlapped], key=width)
+                pairs, took = self.pairs[target]
+                if not self._affordable(target, took):
+                    return "undecided"
+                again = self._compare_once(0, target, 2 * pairs)
+                if again[0] is None:
+                    return "undecided"
+                self.estimates[target] = _estimate(again[0])
+                if target == index:
+                    (row, path, seconds), processes, recorded = again, 2 * pairs, False
+                else:
+                    self._record_timing(target, "measured again", again[2], again[0], again[1], 2 * pairs)
+                    recorded = True
+
+        changes = bsearch.find_changes(n, probe)
+        if self.rows.get(n) is not None:  # BAD measured again on the way: the narrower figures
+            endpoint.update(_endpoint(self.rows[n]))
+        return changes, endpoint
 
     # -- the whole run ----------------------------------------------------------
 
@@ -453,42 +589,93 @@ class Bisector:
         if keys:
             good, bad = self.recount(good, bad)
             keys = moved(good, bad)
+        self.reestimate()
         result: dict = {"counters_good": good, "counters_bad": bad, "moved_counters": keys}
         if keys:
             result["mode"] = "counters"
+            keys = ordered(keys)
             self.log(
-                f"counters differ between GOOD and BAD ({', '.join(keys)}): binary search on exact equality"
+                f"counters differ between GOOD and BAD ({', '.join(keys)}): every change point, "
+                "on exact equality"
             )
-            bracket = self.counter_search(good, bad, keys)
+            changes = self.counter_search(keys)
+            found = attribute(changes.segments, self.counters.get, keys, self._commit, len(self.rng.commits))
+            if self.confirm_wanted:
+                endpoint, why = self.endpoint_timing(again=False)
+                result["endpoint"] = endpoint or {"error": why}
         else:
             result["mode"] = "timing"
-            self.log("no counter differs between GOOD and BAD: binary search on paired timings")
-            bracket, result["endpoint"] = self.timing_search()
-            if bracket is None:  # GOOD..BAD is no change, or could not be told from it within the budget
+            self.log("no counter differs between GOOD and BAD: every step in paired timings")
+            changes, result["endpoint"] = self.timing_search()
+            if changes is None:  # GOOD..BAD is no change, or could not be told from it within the budget
                 good_end = result["endpoint"]["decided"] == "good"
                 result.update(status="no change" if good_end else "inconclusive", probes=self.n_probes)
-                return result
+                return conclude(result)
+            found = attribute(
+                changes.segments, self._time_at, ["time_pct"], self._commit, len(self.rng.commits)
+            )
         result.update(
-            status=bracket.status, probes=self.n_probes, good_index=bracket.good, bad_index=bracket.bad
+            status=_status(changes),
+            probes=self.n_probes,
+            culprits=found["culprits"],
+            opposite_movers=found["opposite"],
+            unresolved=found["unresolved"],
+            totals=found["totals"],
         )
-        result["last_good"] = commit_meta(self.rng.at(bracket.good))
-        if not bracket.found:
-            between = range(bracket.good + 1, bracket.bad + 1)
-            result["candidates"] = [commit_meta(self.rng.at(i)) for i in between]
-            return result
-        culprit = self.rng.at(bracket.bad)
-        result["culprit"] = commit_meta(culprit)
-        result["parent"] = commit_meta(self.rng.at(bracket.bad - 1))
-        if bracket.bad in self.counters:
-            result["counters_after"] = self.counters[bracket.bad]
-        if bracket.bad - 1 in self.counters:
-            result["counters_before"] = self.counters[bracket.bad - 1]
-        if self.confirm_wanted:
-            result["confirm"] = self.confirm(bracket.bad)
-            counters = (result["confirm"].get("row") or {}).get("counters") or {}
+        self._single_culprit_fields(result)
+        if self.confirm_wanted and result["culprits"]:
+            self.confirm_culprits(result)
+        return conclude(result)
+
+    def _commit(self, index: int) -> dict:
+        return commit_meta(self.rng.at(index))
+
+    def _time_at(self, index: int) -> Optional[dict]:
+        return {"time_pct": self.estimates[index][0]} if index in self.estimates else None
+
+    def _single_culprit_fields(self, result: dict) -> None:
+        """The fields of one answer (the biggest culprit, or the first segment left), as before there
+        were several: culprit, parent, good_index, bad_index, counters_before/after, candidates."""
+        if result["culprits"]:
+            top = result["culprits"][0]
+            result.update(good_index=top["index"] - 1, bad_index=top["index"])
+            result["culprit"] = self._commit(top["index"])
+            result["parent"] = top["parent"]
+            if result["mode"] == "counters":
+                result["counters_before"], result["counters_after"] = top["before"], top["after"]
+        elif result["unresolved"]:
+            left = next((u for u in result["unresolved"] if u["direction"] >= 0), result["unresolved"][0])
+            result.update(good_index=left["good_index"], bad_index=left["bad_index"])
+            result["candidates"] = left["candidates"]
+        if "good_index" in result:
+            result["last_good"] = self._commit(result["good_index"])
+
+    def confirm_culprits(self, result: dict) -> None:
+        """Each culprit against its parent in time, biggest share first, until those confirmed carry
+        CONFIRM_SHARE of the change; after the first, only while --budget lasts."""
+        carried, last_s = 0.0, 0.0
+        for i, entry in enumerate(result["culprits"]):
+            if i and carried >= CONFIRM_SHARE:
+                break
+            if i and self.timing_s + last_s > self.budget_s:
+                self.log(
+                    f"{entry['short_sha']} and later culprits not confirmed: ~{last_s:.0f} s more would exceed "
+                    f"--budget {self.budget_s:g} s"
+                )
+                result["confirm_stopped"] = "budget"
+                break
+            t0 = self.clock()
+            entry["confirm"] = self.confirm(entry["index"])
+            last_s = self.clock() - t0
+            self.timing_s += last_s
+            carried += entry["share"]
+        first = result["culprits"][0].get("confirm")
+        if first:  # the biggest culprit's, which the report renders in full; its counters next to its timing
+            result["confirm"] = first
+            row = first.get("row") or {}
+            counters = row.get("counters") or {}
             if counters.get("base") and counters.get("head"):
                 result["counters_before"], result["counters_after"] = counters["base"], counters["head"]
-        return result
 
     def confirm(self, index: int) -> dict:
         t0 = time.perf_counter()
@@ -526,6 +713,133 @@ class Bisector:
             "error",
         )
         return {"bundle": rel, "row": {k: row.get(k) for k in keep}}
+
+
+MIN_STEP_SHARE = 0.1  # the timing search looks for steps of at least this share of GOOD..BAD's delta
+CONFIRM_SHARE = 0.8  # confirm in time the biggest culprits until they carry this share of the change
+
+
+def _status(changes: bsearch.Changes) -> str:
+    """found: every change point on one commit; partial: some; else why none was (skipped, undecided)."""
+    if not changes.left:
+        return "found"
+    return "partial" if changes.found else changes.left[0].status
+
+
+def _direction(result: dict) -> int:
+    end = result.get("endpoint") or {}
+    if result.get("mode") == "timing" or not result.get("totals"):
+        delta = end.get("delta_pct") or 0
+    else:
+        delta = next(iter(result["totals"].values()))
+    return 1 if delta > 0 else (-1 if delta < 0 else 0)
+
+
+def _confirmed(entry: dict, direction: int) -> Optional[bool]:
+    """Whether the culprit's paired compare against its parent moved time as GOOD..BAD did; None: not run."""
+    confirm = entry.get("confirm")
+    if not confirm:
+        return None
+    verdict = (confirm.get("row") or {}).get("verdict")
+    return verdict == ("slower" if direction > 0 else "faster")
+
+
+def coverage(result: dict) -> Optional[dict]:
+    """How much of GOOD..BAD's timing delta the confirmed culprits' own deltas add up to."""
+    end = result.get("endpoint") or {}
+    total_us = end.get("delta_us")
+    time_dir = 1 if (end.get("delta_pct") or 0) > 0 else -1
+    tried = [e for e in result.get("culprits") or [] if e.get("confirm")]
+    if not tried or not total_us:
+        return None
+    confirmed = [e for e in tried if _confirmed(e, time_dir)]
+    covered_us = sum((e["confirm"].get("row") or {}).get("delta_us") or 0.0 for e in confirmed)
+    return {
+        "tried": [e["short_sha"] for e in tried],
+        "confirmed": [e["short_sha"] for e in confirmed],
+        "confirmed_us": round(covered_us, 2),
+        "endpoint_us": round(total_us, 2),
+        "covered_pct": round(100.0 * covered_us / total_us, 1),
+        "unexplained_pct": round(max(0.0, 100.0 - 100.0 * covered_us / total_us), 1),
+    }
+
+
+def conclude(result: dict) -> dict:
+    """``explained`` (True, False, or None when there is nothing to explain) and ``answer``, one line."""
+    status, mode = result.get("status"), result.get("mode")
+    end = result.get("endpoint") or {}
+    if status == "no change":
+        result.update(
+            explained=None, answer="no change: no counter differs and GOOD..BAD is no change in time"
+        )
+        return result
+    if status == "inconclusive":
+        result.update(
+            explained=False,
+            answer="unexplained: no counter differs, and whether GOOD..BAD changed in time could not be "
+            "told within --budget",
+        )
+        return result
+    result["coverage"] = coverage(result)
+    direction = _direction(result)
+    culprits = result.get("culprits") or []
+    if mode == "timing":  # a step is decisive when its own compare agrees, or was not run
+        named = [e for e in culprits if _confirmed(e, direction) is not False]
+    else:
+        named = culprits
+    skipped = [u for u in result.get("unresolved") or [] if u["status"] == "skipped" and u["direction"] > 0]
+    opposite = result.get("opposite_movers") or []
+    if mode == "counters":
+        totals = result.get("totals") or {}  # empty when BAD lacks the counters that moved
+        key = next(iter(totals), None)
+        what = f"GOOD..BAD's {totals[key]:+g} {key}" if key else "GOOD..BAD's counter change"
+    else:
+        what = f"GOOD..BAD's {end.get('delta_pct', 0):+.1f}% in time"
+    against = (
+        f"; {len(opposite)} moved the other way ({sum(e['share'] for e in opposite):.0%})" if opposite else ""
+    )
+    if named or skipped:
+        share = sum(e["share"] for e in named)
+        text = (
+            f"explained: {len(named)} commit(s) carry {share:.0%} of {what}"
+            + (f", biggest {named[0]['short_sha']} ({named[0]['share']:.0%})" if named else "")
+            + (f"; {len(skipped)} change(s) among commits that cannot be measured" if skipped else "")
+            + against
+        )
+        cover = result["coverage"]
+        if cover:
+            text += (
+                f"; confirmed in time: {len(cover['confirmed'])} of {len(cover['tried'])} checked, covering "
+                f"{cover['covered_pct']:.0f}% of GOOD..BAD's {cover['endpoint_us']:+.1f} us"
+            )
+        result.update(explained=True, answer=text)
+        return result
+    if mode == "counters":
+        why = f"every commit found moved the other way ({len(opposite)})" if opposite else "no change point"
+    else:
+        why = "no decisive step" + (
+            f" ({len(culprits)} found by the search, none confirmed by its own compare)" if culprits else ""
+        )
+    left = result.get("unresolved") or []
+    if left:
+        why += f"; {len(left)} segment(s) not narrowed ({left[0]['status']})"
+    result.update(explained=False, answer=f"unexplained: {why} for {what}")
+    return result
+
+
+def _endpoint(row: dict) -> dict:
+    keep = ("verdict", "delta_pct", "ci_low_pct", "ci_high_pct", "delta_us", "base_us", "head_us")
+    return {k: row.get(k) for k in keep}
+
+
+def _estimate(row: dict) -> tuple:
+    return row.get("delta_pct"), row.get("ci_low_pct"), row.get("ci_high_pct")
+
+
+def _apart(a: tuple, b: tuple, resolution: float = 0.0) -> bool:
+    """Whether two (delta, low, high) estimates' intervals do not overlap, and their deltas are at least
+    ``resolution`` apart."""
+    return (a[1] > b[2] or b[1] > a[2]) and abs(a[0] - b[0]) >= resolution
 
 
 def moved(good: dict, bad: dict) -> list[str]:
@@ -592,7 +906,7 @@ def bisect(
     status, error, result = "complete", None, {}
     try:
         result = Bisector(
-            config, rng, case, factory, bundle, budget_s=budget_s, confirm=confirm, log=log
+            config, rng, case, factory, bundle, budget_s=budget_s, confirm=confirm, log=log, plan=plan
         ).run()
     except (KeyboardInterrupt, Interrupted):
         status = "interrupted"

@@ -1,35 +1,58 @@
-"""The binary search itself, apart from what a probe measures (unit-tested with fake judges).
+"""The search itself, apart from what a probe measures (unit-tested with fake probes).
 
 Commits are indexed 0..n along the first-parent history: 0 is GOOD, n is BAD.
-``judge(i)`` says whether commit i is "good" (like GOOD), "bad" (like BAD),
-"skip" (cannot be measured: try a neighbour, as ``git bisect skip`` does) or
-"undecided" (measured, but the measurement cannot tell: stop with the bracket
-found so far).
+``find_changes`` finds every change point between them, not just the first:
+a segment (lo, hi) whose two ends differ is split at its middle commit i, and
+``probe(i, lo, hi)`` says which halves still have different ends:
+
+- ``(left, right)``: whether i differs from lo, and whether it differs from hi;
+- "skip": i cannot be measured (try a neighbour, as ``git bisect skip`` does);
+- "undecided": measured, but the measurement cannot tell (the segment stops
+  there, its commits left as candidates).
+
+Each half whose ends differ is searched the same way, until every change sits
+on one commit (hi = lo + 1). k changes cost about k * log2(n) probes; one
+change exactly ceil(log2(n)), the classic bisection. Two changes that cancel
+inside one segment (a commit that adds what a later one of the same segment
+removes) leave its ends equal and are not looked for.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
+from typing import Callable, Union
 
-VERDICTS = ("good", "bad", "skip", "undecided")
+Verdict = Union[tuple, str]  # (left differs, right differs) | "skip" | "undecided"
 
 
 @dataclasses.dataclass
-class Bracket:
-    good: int  # the last index known good
-    bad: int  # the first index known bad
+class Segment:
+    good: int  # the last index like the segment's lower end
+    bad: int  # the first index unlike it
     status: str  # found (bad = good + 1) | skipped (every commit between is unmeasurable) | undecided
-    probed: list[int]
 
     @property
     def found(self) -> bool:
         return self.status == "found"
 
 
+@dataclasses.dataclass
+class Changes:
+    segments: list[Segment]  # in index order: the change points found, and the segments left unnarrowed
+    probed: list[int]
+
+    @property
+    def found(self) -> list[Segment]:
+        return [s for s in self.segments if s.found]
+
+    @property
+    def left(self) -> list[Segment]:
+        return [s for s in self.segments if not s.found]
+
+
 def expected_probes(n_commits: int) -> int:
-    """Probes to narrow n first-parent commits (GOOD excluded, BAD included) to one, none skipped."""
+    """Probes to narrow one change among n first-parent commits (GOOD excluded, BAD included), none skipped."""
     return math.ceil(math.log2(n_commits)) if n_commits > 1 else 0
 
 
@@ -40,24 +63,39 @@ def next_index(good: int, bad: int, skipped: set[int]) -> int | None:
     return min(left, key=lambda i: (abs(i - middle), i)) if left else None
 
 
-def search(n: int, judge: Callable[[int], str]) -> Bracket:
-    good, bad = 0, n
+def find_changes(n: int, probe: Callable[[int, int, int], Verdict]) -> Changes:
+    """Every change point of 0..n, whose ends (0 and n) are taken to differ; lower segments first."""
+    pending = [(0, n)]  # segments whose ends differ, the next to search last
     skipped: set[int] = set()
     probed: list[int] = []
-    while bad - good > 1:
-        i = next_index(good, bad, skipped)
+    segments: list[Segment] = []
+    while pending:
+        lo, hi = pending.pop()
+        if hi - lo == 1:
+            segments.append(Segment(lo, hi, "found"))
+            continue
+        i = next_index(lo, hi, skipped)
         if i is None:
-            return Bracket(good, bad, "skipped", probed)
+            segments.append(Segment(lo, hi, "skipped"))
+            continue
         probed.append(i)
-        verdict = judge(i)
-        if verdict not in VERDICTS:
-            raise ValueError(f"judge returned {verdict!r}")
-        if verdict == "good":
-            good = i
-        elif verdict == "bad":
-            bad = i
-        elif verdict == "skip":
+        verdict = probe(i, lo, hi)
+        if verdict == "skip":
             skipped.add(i)
-        else:
-            return Bracket(good, bad, "undecided", probed)
-    return Bracket(good, bad, "found", probed)
+            pending.append((lo, hi))
+            continue
+        if verdict == "undecided":
+            segments.append(Segment(lo, hi, "undecided"))
+            continue
+        if not (isinstance(verdict, tuple) and len(verdict) == 2):
+            raise ValueError(f"probe returned {verdict!r}")
+        left, right = verdict
+        if not (left or right):  # like both ends, which differ from each other: cannot tell where
+            segments.append(Segment(lo, hi, "undecided"))
+            continue
+        if right:
+            pending.append((i, hi))
+        if left:
+            pending.append((lo, i))
+    segments.sort(key=lambda s: s.good)
+    return Changes(segments, probed)

@@ -31,6 +31,36 @@ from teperf.sides.gitrepo import (  # noqa: F401  (re-exported: bisect's git hel
 # Rough cost of making one commit runnable, per tier (seconds), for the plan printed up front.
 # overlay: a shadow tree of symlinks; extension: TE's pytorch extension ~73 s on the H200; build: minutes.
 TIER_SECONDS = {"path": 1.0, "overlay": 2.0, "extension": 90.0, "build": 600.0}
+# Any other package, before one of its builds was measured here: a pip install of a mostly-Python tree
+# (nanoGPT's bisect planned 4840 s on TE's figures and took 76 s). The cache's timings replace it.
+OTHER_TIER_SECONDS = {"path": 1.0, "overlay": 2.0, "extension": 60.0, "build": 60.0}
+TE_PACKAGE = "transformer_engine"
+
+
+def tier_seconds(package: str, tier: str, cache_dir: str | None = None, layout: str | None = None):
+    """(seconds, basis) of making one commit runnable: the slowest of this package's builds in the cache
+    when there is one (basis "measured"), else TE's figures for TE ("TE") and OTHER_TIER_SECONDS for any
+    other package ("default")."""
+    if tier in ("extension", "build"):
+        from teperf.sides import cachedir
+        from teperf.sides.layout import layout_for
+
+        try:
+            layout_name = layout_for(package, layout).name
+        except TeperfError:
+            layout_name = None
+        times = [
+            e.meta.get("seconds")
+            for e in cachedir.entries(cache_dir, kinds=("builds" if tier == "build" else "ext",), sizes=False)
+            if e.complete
+            and e.meta.get("seconds")
+            and (e.meta.get("package") == package if tier == "build" else e.meta.get("layout") == layout_name)
+        ]
+        if times:
+            return float(max(times)), "measured"
+    if package == TE_PACKAGE:
+        return TIER_SECONDS.get(tier, 600.0), "TE"
+    return OTHER_TIER_SECONDS.get(tier, 60.0), "default"
 
 
 class ProbeSkipped(Exception):
@@ -102,6 +132,10 @@ class GitSideFactory:
             ).make()
         except TeperfError as exc:  # refused, build failed, not importable: this commit cannot be measured
             raise ProbeSkipped(exc.one_line()) from None
+
+    def seconds(self, tier: str) -> tuple[float, str]:
+        """(seconds, basis) of making one commit of this package runnable in ``tier`` (tier_seconds)."""
+        return tier_seconds(self.package, tier, self.cache_dir, self.layout)
 
     def tier(self, base_sha: str, head_sha: str) -> str:
         """From the git diff alone (no interpreter asked): what ``auto`` starts from."""

@@ -62,7 +62,7 @@ DEFAULT_BUDGET_S = 1800.0
     "--confirm/--no-confirm",
     default=True,
     show_default=True,
-    help="Compare the culprit against its parent in time.",
+    help="Compare GOOD..BAD and the biggest culprits (each against its parent) in time.",
 )
 @click.option("--results-dir", metavar="DIR", help="Where the bundle goes (default: ./results).")
 @click.option(
@@ -92,12 +92,19 @@ def command(
     \b
     teperf bisect v2.15..v2.16 --cell Linear/bf16 --repo ~/TransformerEngine --config nightly
 
-    Counters at GOOD and BAD first; when one differs, a binary search on them
-    (one worker run per probe), then the culprit against its parent in time.
-    When none differs, a binary search on paired timings; --budget (default
-    30m) bounds all of its compares together, and a probe whose interval
-    cannot decide is measured again with twice the pairs (with --precision:
-    until its interval is that narrow) while the budget lasts.
+    Counters at GOOD and BAD first; when one differs, every commit that moved
+    it (one worker run per probe; k change points cost about k x log2(n)
+    probes), each with its share of GOOD..BAD's change, biggest first; those
+    that moved the other way apart. Then GOOD..BAD and the biggest culprits,
+    each against its parent, in time. When no counter differs, every step in
+    paired timings. --budget (default 30m) bounds the timing compares
+    together, and a probe whose interval cannot decide is measured again with
+    twice the pairs (with --precision: until its interval is that narrow)
+    while the budget lasts.
+
+    \b
+    Exit 0: the commits named carry the change (or there is none);
+    exit 1: unexplained (only opposite movers, no decisive step), one line on stderr.
     """
     from teperf.api import Interrupted
     from teperf.bisect.report import render_bisect
@@ -146,3 +153,9 @@ def command(
         sys.exit(130)
     if path is not None:
         show(path)
+        from teperf.bisect.report import load
+
+        result = load(path)[0].get("result") or {}
+        if result.get("explained") is False:  # the commits named do not carry the change: say so, exit 1
+            click.echo(f"teperf bisect: {result.get('answer')}", err=True)
+            sys.exit(1)
