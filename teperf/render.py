@@ -36,7 +36,9 @@ class TableModel:
 def verdict_text(row: dict) -> str:
     """The verdict as the table shows it: an inconclusive one with the change it could not rule out."""
     v = row.get("verdict") or "-"
-    if v == "inconclusive" and row.get("bound_pct") is not None:
+    if v == "inconclusive" and row.get("verdict_cause") == "load":
+        v += f" (load: {row.get('contended_pct') or 0:.0f}% contended)"
+    elif v == "inconclusive" and row.get("bound_pct") is not None:
         v += f" (up to {row['bound_pct']:+.1f}%)"
     return v
 

@@ -147,6 +147,13 @@ def config_options(f):
             show_default=_default(_STATS.min_effect_pct),
         ),
         click.option(
+            "--min-effect-once",
+            "min_effect_once_pct",
+            type=float,
+            help="The same for one-time costs (first call, recompile), which vary more between processes.",
+            show_default=_default(_STATS.min_effect_once_pct),
+        ),
+        click.option(
             "--precision",
             "precision_pct",
             type=float,
@@ -188,6 +195,7 @@ OVERRIDE_KEYS = (
     "seed",
     "metric",
     "min_effect_pct",
+    "min_effect_once_pct",
     "prestart",
     "lanes",
     "precision_pct",
@@ -209,7 +217,8 @@ def fail_on_option(f):
         "fail_on",
         multiple=True,
         metavar="VERDICT",
-        help="Exit 1 when any cell has this verdict: slower, faster, change (either), inconclusive; repeat or join with commas.",
+        help="Exit 1 when any cell has this verdict, per step or one-time (first call, recompile): slower, faster, "
+        "change (either), inconclusive; repeat or join with commas.",
     )(f)
 
 

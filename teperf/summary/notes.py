@@ -7,7 +7,7 @@ import numpy as np
 
 from teperf.config import Stats
 from teperf.numbers import duration
-from teperf.records import StopRecord
+from teperf.records import CONTENDED_WALL_OVER_CPU, StopRecord
 from teperf.summary.aggregate import planned_pairs, trials_without_clock
 from teperf.summary.parse import ParsedBundle
 
@@ -59,11 +59,9 @@ def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
             f"{_plural(parsed.compiled_in_trial, 'trial')} of compiled cells compiled inside "
             "the timed loop: their times include compilation"
         )
-    if parsed.total_trials and parsed.preempted_trials / parsed.total_trials > 0.05:
-        out.append(
-            f"{parsed.preempted_trials} of {parsed.total_trials} trials ran at least 20% longer in wall time than in "
-            "CPU time: other work shared the measuring core (pick a quieter --core or machine)"
-        )
+    load = load_note(parsed, rows, stats)
+    if load:
+        out.append(load)
     starts = parsed.pair_starts
     if len(starts) > 1:
         out.append(
@@ -85,6 +83,31 @@ def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
     for w in meta.get("warnings") or []:
         out.append(f"doctor: {w}")
     return out
+
+
+def load_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str:
+    """What sharing the measuring core did: couples measured again, couples left out, cells inconclusive."""
+    remeasured = sum(r.get("remeasured") or 0 for r in rows)
+    shares = [r["contended_pct"] for r in rows if r.get("contended_pct") is not None]
+    left_out = [p for p in shares if p > 0]
+    loaded = sum(r.get("verdict_cause") == "load" for r in rows)
+    if not (remeasured or left_out) and parsed.preempted_trials <= 0.05 * parsed.total_trials:
+        return ""
+    text = (
+        f"{parsed.preempted_trials} of {parsed.total_trials} trials shared the measuring core (wall time at least "
+        f"{CONTENDED_WALL_OVER_CPU * 100 - 100:.0f}% above CPU time); {_plural(remeasured, 'couple')} measured again"
+    )
+    if left_out:
+        text += (
+            f"; couples that shared it in every attempt are left out of the figures: {min(left_out):.0f}-"
+            f"{max(left_out):.0f}% per cell"
+        )
+    if loaded:
+        text += (
+            f"; {_plural(loaded, 'cell')} over {stats.max_contended_pct:g}% {'is' if loaded == 1 else 'are'} "
+            "inconclusive (load)"
+        )
+    return text + " - pick a quieter --core or machine"
 
 
 def stop_note(stop: StopRecord, meta: dict) -> str:
