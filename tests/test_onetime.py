@@ -437,3 +437,22 @@ def test_precision_runs_render_onetime_rows_with_their_pairs(tmp_path):
     data = json.loads(render(s, "json"))
     assert {"first_call_bound_pct", "first_call_n_pairs"} <= set(data["rows"][1])
     assert "noisy" not in render(s, "markdown")
+
+
+def test_warm_cache_note_counts_first_calls_that_hit_for_every_graph():
+    from teperf.summary.notes import warm_cache_text
+
+    def cache(hit=0, miss=0, bypass=0, autograd_bypass=0):
+        return {"files_before": 9, "fxgraph_hit": hit, "fxgraph_miss": miss, "fxgraph_bypass": bypass,
+                "autograd_hit": 0, "autograd_miss": 0, "autograd_bypass": autograd_bypass}  # fmt: skip
+
+    assert warm_cache_text([cache(hit=2), cache(hit=2)], 2) == (
+        "2 of 2 compile first calls found every graph they compiled in it"
+    )
+    text = warm_cache_text([cache(hit=2), cache(hit=1, miss=1), cache(bypass=1), cache()], 4)
+    assert text.startswith("1 of 4 compile first calls found every graph")
+    assert "1 compiled graphs anew" in text and "1 bypassed a cache" in text and "1 compiled nothing" in text
+    # a bundle from before the counters: whether the directory held files
+    assert warm_cache_text([{"files_before": 3}, {"files_before": 0}], 1) == (
+        "1 of 2 compile first calls found it filled"
+    )

@@ -110,6 +110,26 @@ def load_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str:
     return text + " - pick a quieter --core or machine"
 
 
+def warm_cache_text(caches: list[dict], filled: int) -> str:
+    """What a warm run's compile first calls found in the cache: hits for every graph they compiled, or
+    not (inductor's FX graph cache and AOT autograd's count each graph: hit, miss, or bypass)."""
+    counted = [c for c in caches if "fxgraph_hit" in c]
+    if not counted:  # a bundle from before the counters: only whether the directory held files
+        return f"{filled} of {len(caches)} compile first calls found it filled"
+    graphs = [sum(c.get(f"fxgraph_{k}", 0) for k in ("hit", "miss", "bypass")) for c in counted]
+    every = sum(1 for c, n in zip(counted, graphs) if n and c.get("fxgraph_hit") == n)
+    text = f"{every} of {len(counted)} compile first calls found every graph they compiled in it"
+    missed = sum(1 for c in counted if c.get("fxgraph_miss"))
+    bypassed = sum(1 for c in counted if c.get("fxgraph_bypass") or c.get("autograd_bypass"))
+    none = sum(1 for n in graphs if not n)
+    parts = [
+        f"{missed} compiled graphs anew (cache misses)" if missed else "",
+        f"{bypassed} bypassed a cache (graphs it cannot key or store)" if bypassed else "",
+        f"{none} compiled nothing inductor caches" if none else "",
+    ]
+    return text + "".join(f"; {p}" for p in parts if p)
+
+
 def stop_note(stop: StopRecord, meta: dict) -> str:
     """How a run with --precision or --budget ended; '' for a fixed schedule that ran out."""
     target, budget, pairs = stop.precision_pct, stop.budget_s, stop.pairs
@@ -138,7 +158,7 @@ def onetime_notes(parsed: ParsedBundle) -> list[str]:
     config = parsed.config
     first_calls = on_measuring_core = shared_core = 0
     warmups: list[float] = []  # process-level compile warm-up, s of CPU
-    cache_hits: list[int] = []  # files already in a compile case's cache at its first call
+    caches: list[dict] = []  # a compile case's cache at its first call (teperf.schema: first_call.cache)
     recompile_what: set = set()
     recompile_graphs: list[int] = []
     for setup in (s for cell in parsed.cells.values() for s in cell.ready):
@@ -156,7 +176,7 @@ def onetime_notes(parsed: ParsedBundle) -> list[str]:
         if isinstance(warm, dict) and "error" not in warm:
             warmups.append(((warm.get("process_cpu_ns") or 0) + (warm.get("children_cpu_ns") or 0)) / 1e9)
         if isinstance(first.get("cache"), dict):
-            cache_hits.append(int(first["cache"].get("files_before") or 0))
+            caches.append(first["cache"])
         if isinstance(info.get("recompile"), dict):
             recompile_what.add(str(info["recompile"].get("what")))
             recompile_graphs.append(int(info["recompile"].get("graphs") or 0))
@@ -186,17 +206,18 @@ def onetime_notes(parsed: ParsedBundle) -> list[str]:
             f"probes), done once on a tiny function: median {float(np.median(warmups)):.1f} s of CPU"
         )
     cache_mode = parsed.compile_cache.mode if parsed.compile_cache else None
-    hits = sum(1 for n in cache_hits if n)
+    filled = sum(1 for c in caches if c.get("files_before"))
     if cache_mode == "cold":
+        hits = sum(1 for c in caches if c.get("fxgraph_hit") or c.get("autograd_hit"))
         out.append(
             "compile cache cold: every compile case started from an empty inductor/Triton cache of its own"
-            + (f" ({hits} did not: see the bundle)" if hits else "")
+            + (f" ({filled or hits} did not: see the bundle)" if filled or hits else "")
         )
     elif cache_mode == "warm":
         prewarm_errors = sum(p.status != "ready" for p in parsed.prewarms)
         out.append(
-            f"compile cache warm: filled before the first pair by a throwaway worker per side; "
-            f"{hits} of {len(cache_hits)} compile first calls found it filled"
+            "compile cache warm: filled before the first pair by a throwaway worker per side; "
+            + warm_cache_text(caches, filled)
             + (f"; {prewarm_errors} pre-warm set-ups failed" if prewarm_errors else "")
         )
     for what in sorted(recompile_what):
