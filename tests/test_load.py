@@ -41,10 +41,17 @@ def test_trial_is_contended_only_on_the_cpu_when_wall_time_is_well_over_cpu_time
     assert trial(1000).attempt == 0  # older bundles: every trial a first attempt
 
 
-def test_remeasure_budget_caps_each_couple_and_the_pair():
-    budget = RemeasureBudget(total=4, per_couple=3)
-    assert [budget.take(a) for a in range(4)] == [True, True, True, False]  # a couple: 3 re-measures
-    assert budget.take(0) and not budget.take(0)  # the pair: 4 in all
+def test_remeasure_budget_caps_each_couple_the_pair_and_a_lasting_load():
+    budget = RemeasureBudget(total=4, per_couple=3, futile=9)
+    assert not budget.take(0, contended=False)  # a clean couple is not measured again
+    assert [budget.take(a, True) for a in range(4)] == [True, True, True, False]  # a couple: 3 re-measures
+    assert budget.take(0, True) and not budget.take(0, True)  # the pair: 4 in all
+    lasting = RemeasureBudget(total=100, per_couple=3, futile=4)
+    assert [lasting.take(a, True) for a in range(4)] == [True, True, True, False]  # 3 futile in a row
+    assert not lasting.take(1, False)  # a clean re-measure: the count starts again
+    assert [lasting.take(a, True) for a in range(4)] == [True, True, True, False]  # 3 futile again
+    assert lasting.take(0, True) and not lasting.take(1, True)  # the 4th futile in a row: no more
+    assert not lasting.take(0, True)
 
 
 def _bundle(tmp_path, contended_pairs: set, head_factor=1.0, remeasure=False, pairs=6) -> Bundle:

@@ -41,20 +41,28 @@ from teperf.sides import Side
 MAX_RESTARTS_PER_PAIR = 3  # then the rest of the pair is given up (its cells go on in the next pair)
 LOST_PAIRS_PER_CELL = 2  # a cell whose worker died or hung in this many pairs is failed
 MAX_REMEASURES_PER_COUPLE = 3  # a couple contended this often is left out (summary: "inconclusive (load)")
+MAX_FUTILE_REMEASURES = 4  # re-measures in a row that shared the core too: the pair stops re-measuring
 MAX_AUTO_PRESTART = 8  # more importers at once mostly contend for memory bandwidth
 Progress = Callable[[int, str], None]  # (steps just measured, what is running)
 
 
 class RemeasureBudget:
     """How often one pair may measure a couple again after it shared its core (wall time well above CPU
-    time, TrialRecord.contended): ``per_couple`` times each, ``total`` times in all."""
+    time, TrialRecord.contended): ``per_couple`` times each, ``total`` times in all, and no more once
+    ``futile`` re-measures in a row shared it too (a load that lasts, not a spell: more costs time only)."""
 
-    def __init__(self, total: int, per_couple: int = MAX_REMEASURES_PER_COUPLE):
-        self.left, self.per_couple = total, per_couple
+    def __init__(
+        self, total: int, per_couple: int = MAX_REMEASURES_PER_COUPLE, futile: int = MAX_FUTILE_REMEASURES
+    ):
+        self.left, self.per_couple, self.futile = total, per_couple, futile
+        self.in_a_row = 0  # re-measures in a row that shared the core too
 
-    def take(self, attempt: int) -> bool:
-        """Whether the couple just measured (its ``attempt``-th time) is measured again; counts it."""
-        if attempt >= self.per_couple or self.left <= 0:
+    def take(self, attempt: int, contended: bool) -> bool:
+        """Whether the couple just measured (its ``attempt``-th time; ``contended``: it shared the core)
+        is measured again; counts it."""
+        if attempt > 0:
+            self.in_a_row = self.in_a_row + 1 if contended else 0
+        if not contended or attempt >= self.per_couple or self.left <= 0 or self.in_a_row >= self.futile:
             return False
         self.left -= 1
         return True
@@ -621,8 +629,7 @@ class _Run:
                 records = self._couple(runner, couple, attempt)
                 if records is None:
                     return self._pair_done(runner, todo, t0, start_s)  # the budget is spent
-                contended = any(r.contended(config.device) for r in records)
-                if not (contended and remeasures.take(attempt)):
+                if not remeasures.take(attempt, any(r.contended(config.device) for r in records)):
                     break
                 attempt += 1
         self._pair_done(runner, todo, t0, start_s)
