@@ -193,6 +193,12 @@ def table_model(summary: Summary) -> TableModel:
             f"verdicts: slower/faster = the interval excludes 0 and the change is at least {effect:g}%; no change = the "
             f"whole interval inside +-{effect:g}%; inconclusive = neither, with the change it could not rule out"
         )
+        if any(r.get("verdict_cause") == "load" for r in summary.rows):
+            limit = cfg.get("stats", {}).get("max_contended_pct", 20.0)
+            footer.append(
+                f"inconclusive (load) = more than {limit:g}% of the cell's trial couples shared the measuring core "
+                "in every attempt: its figures include them and no verdict stands"
+            )
     if summary.path:
         footer.append(f"bundle: {summary.path}")
     title = "teperf compare" if summary.compare else "teperf run"

@@ -98,9 +98,10 @@ def load_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str:
         f"{CONTENDED_WALL_OVER_CPU * 100 - 100:.0f}% above CPU time); {_plural(remeasured, 'couple')} measured again"
     )
     if left_out:
+        low, high = f"{min(left_out):.0f}", f"{max(left_out):.0f}"
         text += (
-            f"; couples that shared it in every attempt are left out of the figures: {min(left_out):.0f}-"
-            f"{max(left_out):.0f}% per cell"
+            "; couples that shared it in every attempt are left out of the figures: "
+            f"{low if low == high else f'{low}-{high}'}% per cell"
         )
     if loaded:
         text += (
