@@ -113,6 +113,7 @@ CLI_FLAGS = {
     "timeout_s": "--timeout",
     "min_effect_pct": "--min-effect",
     "min_effect_once_pct": "--min-effect-once",
+    "max_contended_pct": "--max-contended",
     "shapes": "--shape",
     "compile_cache": "--compile-cache",
 }
@@ -464,7 +465,7 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
         )
     _number(stats.min_effect_pct, _named("min_effect_pct", ov), 0)
     _number(stats.min_effect_once_pct, _named("min_effect_once_pct", ov), 0)
-    _number(stats.max_contended_pct, "max_contended_pct", 0, 100)
+    _number(stats.max_contended_pct, _named("max_contended_pct", ov), 0, 100)
     if stats.metric not in METRICS:
         raise TeperfError(f"unknown metric {stats.metric!r}", f"use one of: {', '.join(METRICS)}")
 

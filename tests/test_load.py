@@ -12,6 +12,7 @@ from conftest import PLANTED
 from teperf.bundle import Bundle
 from teperf.config import Stats, load_config
 from teperf.engine.coordinator import RemeasureBudget
+from teperf.errors import TeperfError
 from teperf.gate import failing_cells
 from teperf.records import TrialRecord
 from teperf.render import render, verdict_text
@@ -130,6 +131,27 @@ def test_too_many_contended_couples_make_the_verdict_inconclusive_for_load(tmp_p
     # the limit is a setting: raised, the same bundle has a verdict again
     parsed = parse(summary.path)
     assert aggregate(parsed, Stats(max_contended_pct=50.0))[0]["verdict"] == "slower"
+
+
+def test_max_contended_100_accepts_any_load(tmp_path):
+    every = _bundle(tmp_path, set(range(6)), head_factor=1.1)
+    # every couple shared its core: with the limit at 100 % the figures come from all of them, verdict as before
+    lines = [json.loads(line) for line in (every.path / "records.jsonl").read_text().splitlines()]
+    for r in lines:
+        r["wall_ns"] = r["process_cpu_ns"] * 3
+    (every.path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    parsed = parse(every.path)
+    loaded = aggregate(parsed, Stats())[0]
+    accepted = aggregate(parsed, Stats(max_contended_pct=100.0))[0]
+    assert loaded["verdict_cause"] == "load" and loaded["contended_pct"] == 100
+    assert accepted["verdict"] == "slower" and accepted["verdict_cause"] is None
+    assert accepted["n_trials"] == 24 and accepted["delta_pct"] == loaded["delta_pct"]
+
+
+def test_max_contended_is_validated():
+    assert load_config(None, {"max_contended_pct": 100.0}).stats.max_contended_pct == 100.0
+    with pytest.raises(TeperfError, match="--max-contended must be a number between 0 and 100"):
+        load_config(None, {"max_contended_pct": 150.0})
 
 
 def test_the_engine_re_measures_a_contended_couple_and_the_summary_uses_the_re_measure(tmp_path, monkeypatch):

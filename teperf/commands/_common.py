@@ -154,6 +154,15 @@ def config_options(f):
             show_default=_default(_STATS.min_effect_once_pct),
         ),
         click.option(
+            "--max-contended",
+            "max_contended_pct",
+            type=float,
+            metavar="PCT",
+            help="A cell with more than this many % of its trial couples sharing the measuring core (even after "
+            "re-measuring) is 'inconclusive (load)'; 100 accepts any load (README, 'A loaded machine').",
+            show_default=_default(_STATS.max_contended_pct),
+        ),
+        click.option(
             "--precision",
             "precision_pct",
             type=float,
@@ -196,6 +205,7 @@ OVERRIDE_KEYS = (
     "metric",
     "min_effect_pct",
     "min_effect_once_pct",
+    "max_contended_pct",
     "prestart",
     "lanes",
     "precision_pct",

@@ -71,8 +71,8 @@ def clean_trials(parsed: ParsedBundle, cell: CellRecords, field: str, limit_pct:
     """The trials a cell's per-step figures rest on. A couple (the trials that ran next to each other, one
     per side) counts with its first attempt in which no trial shared its core (the coordinator re-measures
     a contended couple while it may); a couple contended in every attempt is left out, not averaged in.
-    Where more than ``limit_pct`` % of the couples are left out, every couple counts (its last attempt), so
-    that the table still shows what was measured, and the verdict says load. Trials of a lost pair count
+    Where more than ``limit_pct`` % of the couples (or all of them) would be left out, every couple counts
+    (its last attempt), so that the table still shows what was measured, and the verdict says load. Trials of a lost pair count
     for nothing. Returns ([(TrialRecord, us, couple key)], {"couples", "contended", "remeasured"})."""
     sides = [parsed.base_label] + ([parsed.head_label] if parsed.head_label else [])
     lost = lost_pairs(cell)
@@ -94,7 +94,8 @@ def clean_trials(parsed: ParsedBundle, cell: CellRecords, field: str, limit_pct:
         chosen[key] = attempt, contended
         counts["couples"] += attempt is not None or contended
         counts["contended"] += contended
-    keep_all = counts["couples"] and 100.0 * counts["contended"] / counts["couples"] > limit_pct
+    share = 100.0 * counts["contended"] / counts["couples"] if counts["couples"] else 0.0
+    keep_all = share > limit_pct or (share == 100.0 and counts["couples"])  # else nothing would be left
     used = []
     for key, (attempt, contended) in chosen.items():
         attempts = slots[key]
