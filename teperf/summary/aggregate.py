@@ -72,13 +72,13 @@ def clean_trials(parsed: ParsedBundle, cell: CellRecords, field: str, limit_pct:
     per side) counts with its first attempt in which no trial shared its core (the coordinator re-measures
     a contended couple while it may); a couple contended in every attempt is left out, not averaged in.
     Where more than ``limit_pct`` % of the couples (or all of them) would be left out, every couple counts
-    (its last attempt), so that the table still shows what was measured, and the verdict says load. Trials of a lost pair count
-    for nothing. Returns ([(TrialRecord, us, couple key)], {"couples", "contended", "remeasured"})."""
+    (its last attempt), so that the table still shows what was measured, and the verdict says load.
+    Trials of a lost pair count for nothing.
+    Returns ([(TrialRecord, us, couple key)], {"couples", "contended", "remeasured"})."""
     sides = [parsed.base_label] + ([parsed.head_label] if parsed.head_label else [])
     lost = lost_pairs(cell)
-    slots = defaultdict(
-        lambda: defaultdict(dict)
-    )  # (pair, round, trial) -> attempt -> side -> (us, contended)
+    # (pair, round, trial) -> attempt -> side -> (us, contended)
+    slots = defaultdict(lambda: defaultdict(dict))
     records = {}
     for t in cell.trials:
         v = t.per_step_us(field)
