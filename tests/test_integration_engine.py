@@ -48,6 +48,8 @@ def test_planted_slowdown_is_detected_and_others_unchanged(results_dir):
         "6",
         "--min-effect",
         "3",
+        "--max-contended",  # load's own verdict is tests/test_load.py's: here, whatever the VM's load
+        "100",
         "--fail-on",
         "slower",
         "--format",
@@ -84,7 +86,9 @@ def test_planted_slowdown_is_detected_and_others_unchanged(results_dir):
     assert meta["status"] == "complete" and set(meta["sides"]) == {"base", "head"}
     bundle = _only_bundle(results_dir)
     trials = _trials(bundle)
-    assert len(trials) == 6 * 1 * 4 * 3 * 2
+    assert (
+        len([t for t in trials if t["attempt"] == 0]) == 6 * 1 * 4 * 3 * 2
+    )  # and re-measures on a loaded VM
     seeds = {(t["pair"], t["hash_seed"]) for t in trials}
     assert len({s for _, s in seeds}) == 6  # a new hash seed per pair, shared by both sides
     hellos = [
@@ -494,7 +498,8 @@ def test_compiled_cases_sharing_a_worker_all_measure_without_compiling_in_trials
     rows = json.loads(res.stdout)["rows"]
     assert [r["status"] for r in rows] == ["ok", "ok"] and all(r["info"]["graphs"] >= 1 for r in rows)
     trials = _trials(_only_bundle(results_dir))
-    assert len(trials) == 4 and all(t["compiles"] == 0 for t in trials), [t.get("compiles") for t in trials]
+    assert len([t for t in trials if t["attempt"] == 0]) == 4  # and re-measures on a loaded VM
+    assert all(t["compiles"] == 0 for t in trials), [t.get("compiles") for t in trials]
 
 
 @pytest.mark.parametrize(
