@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.teperf-installed
 
-.PHONY: setup demo test test-fast lint format bench bench-schedules bench-precision bench-lanes nightly-demo clean
+.PHONY: setup demo test test-fast lint format bench bench-schedules bench-precision bench-lanes bench-load nightly-demo clean
 
 setup: $(STAMP)
 
@@ -60,3 +60,7 @@ clean:
 # minute, per-lane agreement, and whether lanes slow each other's steps. Figures, not asserts.
 bench-lanes: setup
 	$(BIN)/python benchmarks/lanes_calibration.py --runs 4 --budget 60s
+
+# Verdicts on a loaded machine: demo compares with a CPU hog on the other core and without (README, 'A loaded machine').
+bench-load: setup
+	$(BIN)/python benchmarks/load_contention.py --runs 3 -- --processes 6 --rounds 1 --trials 6
