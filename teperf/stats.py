@@ -227,6 +227,28 @@ def pick_attempt(attempts: Mapping[int, Mapping], sides: Sequence) -> tuple[int 
     return None, complete
 
 
+def choose_attempts(slots: Mapping, sides: Sequence, limit_pct: float) -> tuple[dict, list, int, int]:
+    """The couples of one cell that its figures rest on (teperf.summary.aggregate and the --precision
+    rule alike). ``slots``: couple key -> attempt -> side -> (value, contended). Each couple counts with
+    pick_attempt's attempt; one contended in every attempt is left out, unless more than ``limit_pct`` %
+    of the couples (or all of them) are: then they count too, with their last attempt, so that the figures
+    show what was measured (the verdict then says load). Returns (key -> the attempt that counts, the keys
+    without a complete attempt, couples, couples contended in every attempt)."""
+    picked, incomplete, contended = {}, [], {}
+    for key, attempts in slots.items():
+        attempt, every_time = pick_attempt(attempts, sides)
+        if attempt is not None:
+            picked[key] = attempt
+        elif every_time:
+            contended[key] = max(a for a, got in attempts.items() if all(side in got for side in sides))
+        else:
+            incomplete.append(key)
+    couples = len(picked) + len(contended)
+    if contended and (100.0 * len(contended) / couples > limit_pct or not picked):
+        picked.update(contended)
+    return picked, incomplete, couples, len(contended)
+
+
 def break_even_steps(extra_ms: float | None, saving_us: float | None) -> int | str | None:
     """Steps after the first before a mode has paid back its one-time extra over eager
     (extra / saving per step, rounded up; 0 when it costs nothing extra up front);

@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Optional
 
 from teperf.config import Config, Stats
 from teperf.records import StopRecord
-from teperf.stats import compare_cell, half_width_pct, pick_attempt
+from teperf.stats import choose_attempts, compare_cell, half_width_pct
 from teperf.summary import METRIC_FIELD
 
 MAX_PAIRS = 1000  # with --precision the budget bounds the run; this only guards against a runaway loop
@@ -204,22 +204,20 @@ class Adaptive:
             cell.pairs = len(self._trials.get(case_id, {}))
             return cell
         base, head, couples = defaultdict(list), defaultdict(list), defaultdict(list)
-        n_couples = n_contended = 0
-        for pair, slots in self._trials.get(case_id, {}).items():
-            if pair not in self._finished:
-                continue  # a pair another lane is still measuring: its figure is not final yet
-            for attempts in slots.values():
-                # the summary's rule (teperf.summary.aggregate.clean_trials): a couple contended in
-                # every attempt is left out
-                attempt, contended = pick_attempt(attempts, (0, 1))
-                n_couples += attempt is not None or contended
-                n_contended += contended
-                if attempt is None:
-                    continue
-                (b, _), (h, _) = attempts[attempt][0], attempts[attempt][1]
-                base[pair].append(b)
-                head[pair].append(h)
-                couples[pair].append((b, h))
+        # a pair another lane is still measuring is left out: its figure is not final yet
+        slots = {
+            (pair, key): attempts
+            for pair, by_key in self._trials.get(case_id, {}).items()
+            if pair in self._finished
+            for key, attempts in by_key.items()
+        }
+        # the summary's rule (teperf.summary.aggregate.clean_trials): couples that shared the core are left out
+        picked, _, n_couples, n_contended = choose_attempts(slots, (0, 1), self.stats.max_contended_pct)
+        for (pair, key), attempt in picked.items():
+            (b, _), (h, _) = slots[(pair, key)][attempt][0], slots[(pair, key)][attempt][1]
+            base[pair].append(b)
+            head[pair].append(h)
+            couples[pair].append((b, h))
         row = self.rows[case_id] = compare_cell(base, head, self.stats, couples)
         cell.pairs = row["n_pairs"]
         cell.delta_pct = row.get("delta_pct")

@@ -11,7 +11,7 @@ import numpy as np
 from teperf.config import METRICS, Stats
 from teperf.records import CaseMeta, lost_pairs_text
 from teperf.schema import ONETIME_CLOCKS, ONETIME_COSTS, ONETIME_STATS, ROW_FIELDS
-from teperf.stats import break_even_steps, compare_cell, onetime_cell, pick_attempt, single_cell
+from teperf.stats import break_even_steps, choose_attempts, compare_cell, onetime_cell, single_cell
 from teperf.summary.parse import CellRecords, ParsedBundle
 
 METRIC_FIELD = {metric: f"{metric}_ns" for metric in METRICS}  # the trial record's clock of each --metric
@@ -86,27 +86,16 @@ def clean_trials(parsed: ParsedBundle, cell: CellRecords, field: str, limit_pct:
             continue
         slots[(t.pair, t.round, t.trial)][t.attempt][t.side] = (v, t.contended(parsed.device))
         records[(t.pair, t.round, t.trial, t.attempt, t.side)] = (t, v)
-    chosen = {}  # couple key -> (attempt, contended in every attempt)
-    counts = {"couples": 0, "contended": 0, "remeasured": 0}
-    for key, attempts in slots.items():
-        counts["remeasured"] += max(attempts) > 0
-        attempt, contended = pick_attempt(attempts, sides)
-        chosen[key] = attempt, contended
-        counts["couples"] += attempt is not None or contended
-        counts["contended"] += contended
-    share = 100.0 * counts["contended"] / counts["couples"] if counts["couples"] else 0.0
-    keep_all = share > limit_pct or (share == 100.0 and counts["couples"])  # else nothing would be left
-    used = []
-    for key, (attempt, contended) in chosen.items():
-        attempts = slots[key]
-        if attempt is not None:
-            used += [(*records[(*key, attempt, side)], key) for side in sides]
-        elif contended and keep_all:
-            last = max(a for a, got in attempts.items() if all(side in got for side in sides))
-            used += [(*records[(*key, last, side)], key) for side in sides]
-        elif not contended:  # no complete couple (a run cut short): its trials that did not share the core
-            last = max(attempts)
-            used += [(*records[(*key, last, side)], key) for side, (_, c) in attempts[last].items() if not c]
+    picked, incomplete, couples, contended = choose_attempts(slots, sides, limit_pct)
+    counts = {
+        "couples": couples,
+        "contended": contended,
+        "remeasured": sum(max(attempts) > 0 for attempts in slots.values()),
+    }
+    used = [(*records[(*key, attempt, side)], key) for key, attempt in picked.items() for side in sides]
+    for key in incomplete:  # no complete couple (a run cut short): its trials that did not share the core
+        last = max(slots[key])
+        used += [(*records[(*key, last, side)], key) for side, (_, c) in slots[key][last].items() if not c]
     return used, counts
 
 
