@@ -232,7 +232,8 @@ def choose_attempts(slots: Mapping, sides: Sequence, limit_pct: float) -> tuple[
     rule alike). ``slots``: couple key -> attempt -> side -> (value, contended). Each couple counts with
     pick_attempt's attempt; one contended in every attempt is left out, unless more than ``limit_pct`` %
     of the couples (or all of them) are: then they count too, with their last attempt, so that the figures
-    show what was measured (the verdict then says load). Returns (key -> the attempt that counts, the keys
+    show what was measured (the verdict then says load). ``limit_pct`` 100 accepts any load: every couple
+    counts. Returns (key -> the attempt that counts, the keys
     without a complete attempt, couples, couples contended in every attempt)."""
     picked, incomplete, contended = {}, [], {}
     for key, attempts in slots.items():
@@ -244,7 +245,7 @@ def choose_attempts(slots: Mapping, sides: Sequence, limit_pct: float) -> tuple[
         else:
             incomplete.append(key)
     couples = len(picked) + len(contended)
-    if contended and (100.0 * len(contended) / couples > limit_pct or not picked):
+    if contended and (limit_pct >= 100.0 or 100.0 * len(contended) / couples > limit_pct or not picked):
         picked.update(contended)
     return picked, incomplete, couples, len(contended)
 

@@ -146,6 +146,11 @@ def test_max_contended_100_accepts_any_load(tmp_path):
     assert loaded["verdict_cause"] == "load" and loaded["contended_pct"] == 100
     assert accepted["verdict"] == "slower" and accepted["verdict_cause"] is None
     assert accepted["n_trials"] == 24 and accepted["delta_pct"] == loaded["delta_pct"]
+    # a few contended couples: left out at the default, counted (as before issue 22) at 100
+    some = parse(_bundle(tmp_path / "some", {0, 1}).path)
+    assert aggregate(some, Stats())[0]["n_trials"] == 22
+    counted = aggregate(some, Stats(max_contended_pct=100.0))[0]
+    assert counted["n_trials"] == 24 and counted["contended_pct"] == pytest.approx(100 * 2 / 24)
 
 
 def test_max_contended_is_validated():

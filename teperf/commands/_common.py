@@ -159,7 +159,8 @@ def config_options(f):
             type=float,
             metavar="PCT",
             help="A cell with more than this many % of its trial couples sharing the measuring core (even after "
-            "re-measuring) is 'inconclusive (load)'; 100 accepts any load (README, 'A loaded machine').",
+            "re-measuring) is 'inconclusive (load)'; 100 accepts any load: every couple counts (README, 'A loaded "
+            "machine').",
             show_default=_default(_STATS.max_contended_pct),
         ),
         click.option(
