@@ -24,6 +24,8 @@ Schema versions (``"schema"`` in meta.json):
      whose trial raised, and every failure of bundles written before lost pairs were retried:
      all of them final) and ``lost_pairs``.
   2  teperf 0.2.0. Every record is written from its type here, with all of its fields.
+     Fields added since, optional with defaults (older schema-2 bundles read as before): a trial's
+     ``lane``/``core`` (--lanes) and ``attempt`` (a couple measured again after it shared its core).
 
 History rows (:class:`HistoryRow`) are the columns of the Parquet history (teperf.history.store
 derives its Arrow schema from them); the store's own version is :data:`HISTORY_SCHEMA_VERSION`.
