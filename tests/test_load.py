@@ -100,7 +100,9 @@ def _bundle(tmp_path, contended_pairs: set, head_factor=1.0, remeasure=False, pa
 
 def test_contended_couples_are_left_out_or_replaced_by_their_re_measure(tmp_path):
     # one couple in each of two pairs shared its core and read +30 %: averaged in, it would move the estimate
-    left_out = summarize(_bundle(tmp_path / "a", {0, 1}).path).rows[0]
+    summary = summarize(_bundle(tmp_path / "a", {0, 1}).path)
+    left_out = summary.rows[0]
+    assert any("left out of the figures: 8% per cell" in n for n in summary.notes)
     assert left_out["contended_pct"] == pytest.approx(100 * 2 / 24) and left_out["remeasured"] == 0
     assert abs(left_out["delta_pct"]) < 0.3 and left_out["verdict"] == "no change"
     assert left_out.get("verdict_cause") is None
@@ -123,7 +125,10 @@ def test_too_many_contended_couples_make_the_verdict_inconclusive_for_load(tmp_p
     assert row["n_trials"] == 24 and row["delta_pct"] > 10
     assert verdict_text(row) == "inconclusive (load: 25% contended)"
     assert "inconclusive (load: 25% contended)" in render(summary, "markdown")
-    assert any("1 cell over 20% is inconclusive (load)" in n for n in summary.notes)
+    assert any(
+        "1 cell had more than 20% of their couples" in n and "1 is inconclusive (load)" in n
+        for n in summary.notes
+    )
     assert failing_cells(summary.rows, {"inconclusive"}) == [
         f"Linear/fp32 inconclusive {row['delta_pct']:+.1f}% (load: 25% of couples shared their core)"
     ]

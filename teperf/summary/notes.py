@@ -88,10 +88,11 @@ def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
 def load_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str:
     """What sharing the measuring core did: couples measured again, couples left out, cells inconclusive."""
     remeasured = sum(r.get("remeasured") or 0 for r in rows)
-    shares = [r["contended_pct"] for r in rows if r.get("contended_pct") is not None]
-    left_out = [p for p in shares if p > 0]
-    loaded = sum(r.get("verdict_cause") == "load" for r in rows)
-    if not (remeasured or left_out) and parsed.preempted_trials <= 0.05 * parsed.total_trials:
+    shares = [r["contended_pct"] for r in rows if r.get("contended_pct")]
+    limit = stats.max_contended_pct
+    counted = [p for p in shares if p > limit or p == 100 or limit >= 100]  # teperf.stats.choose_attempts
+    left_out = [p for p in shares if p not in counted]
+    if not (remeasured or shares) and parsed.preempted_trials <= 0.05 * parsed.total_trials:
         return ""
     text = (
         f"{parsed.preempted_trials} of {parsed.total_trials} trials shared the measuring core (wall time at least "
@@ -103,10 +104,14 @@ def load_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str:
             "; couples that shared it in every attempt are left out of the figures: "
             f"{low if low == high else f'{low}-{high}'}% per cell"
         )
-    if loaded:
+    if counted and limit >= 100:
+        text += f"; they count (the limit is 100%): up to {max(counted):.0f}% of a cell's couples"
+    elif counted:
+        loaded = sum(r.get("verdict_cause") == "load" for r in rows)
         text += (
-            f"; {_plural(loaded, 'cell')} over {stats.max_contended_pct:g}% {'is' if loaded == 1 else 'are'} "
-            "inconclusive (load)"
+            f"; {_plural(len(counted), 'cell')} had more than {limit:g}% of their couples share it in every attempt "
+            f"(up to {max(counted):.0f}%): their figures count them"
+            + (f", and {loaded} {'is' if loaded == 1 else 'are'} inconclusive (load)" if loaded else "")
         )
     return text + " - pick a quieter --core or machine"
 
