@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.teperf-installed
 
-.PHONY: setup demo test test-fast lint format bench bench-schedules bench-precision bench-lanes bench-spawn nightly-demo clean
+.PHONY: setup demo test test-fast lint format bench bench-schedules bench-precision bench-lanes bench-load bench-spawn nightly-demo clean
 
 setup: $(STAMP)
 
@@ -64,3 +64,7 @@ bench-lanes: setup
 # --spawn fresh vs forkserver: pairs in the same budget, the planted change, A/A false changes. Figures, not asserts.
 bench-spawn: setup
 	$(BIN)/python benchmarks/spawn_calibration.py --runs 3 --budget 60s
+
+# Verdicts on a loaded machine: demo compares with a CPU hog on the other core and without (README, 'A loaded machine').
+bench-load: setup
+	$(BIN)/python benchmarks/load_contention.py --runs 3 -- --processes 6 --rounds 1 --trials 6

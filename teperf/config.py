@@ -77,6 +77,11 @@ class Stats:
         1.0  # "no change" needs the whole interval inside +-this; changes under it do not matter
     )
     metric: str = "process_cpu"
+    # The same for one-time costs (first call, recompile), which vary by tens of % between processes.
+    min_effect_once_pct: float = 10.0
+    # A cell whose trial couples shared their core (even after re-measuring) more often than this many %
+    # is "inconclusive" for load (README, "A loaded machine").
+    max_contended_pct: float = 20.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,6 +119,8 @@ class Config:
 CLI_FLAGS = {
     "timeout_s": "--timeout",
     "min_effect_pct": "--min-effect",
+    "min_effect_once_pct": "--min-effect-once",
+    "max_contended_pct": "--max-contended",
     "shapes": "--shape",
     "compile_cache": "--compile-cache",
     "server_pairs": "--server-pairs",
@@ -489,6 +496,8 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
             f"alpha must be between 0 and 0.5, got {stats.alpha!r}", "e.g. alpha = 0.05 for a 95% interval"
         )
     _number(stats.min_effect_pct, _named("min_effect_pct", ov), 0)
+    _number(stats.min_effect_once_pct, _named("min_effect_once_pct", ov), 0)
+    _number(stats.max_contended_pct, _named("max_contended_pct", ov), 0, 100)
     if stats.metric not in METRICS:
         raise TeperfError(f"unknown metric {stats.metric!r}", f"use one of: {', '.join(METRICS)}")
 

@@ -2,7 +2,8 @@
 
 It rests on the interval's verdict (teperf/stats.py), never on a bare ratio:
 ``slower`` fails only when the interval excludes 0 and the change is at least
-min_effect; ``inconclusive`` fails when the run could not rule a change out.
+min_effect; ``inconclusive`` fails when the run could not rule a change out (also for
+load). One-time costs are gated too; their "too few pairs" matches no --fail-on name.
 """
 
 from __future__ import annotations
@@ -41,19 +42,32 @@ def parse_fail_on(values: Iterable[str] | None) -> set[str]:
 
 
 def failing_cells(rows: Sequence[dict], verdicts: set[str]) -> list[str]:
-    """'module/recipe[/shape/mode] verdict delta' of every row whose verdict is in ``verdicts``."""
+    """'module/recipe[/shape/mode][ cost] verdict delta' of every row's per-step verdict, and of its one-time
+    verdicts (first call, recompile: their own minimum effect, teperf/stats.py), that is in ``verdicts``."""
+    from teperf.schema import ONETIME_COSTS
+
     shapes = len({r.get("shape") for r in rows}) > 1
     modes = len({r.get("mode") for r in rows}) > 1
     out = []
     for r in rows:
-        if r.get("verdict") not in verdicts:
-            continue
         cell = "/".join(
             [r["module"], r["recipe"]] + ([r["shape"]] if shapes else []) + ([r["mode"]] if modes else [])
         )
-        delta = f" {r['delta_pct']:+.1f}%" if r.get("delta_pct") is not None else ""
-        bound = ""
-        if r.get("verdict") == "inconclusive" and r.get("bound_pct") is not None:
-            bound = f" (up to {r['bound_pct']:+.1f}%)"
-        out.append(f"{cell} {r['verdict']}{delta}{bound}")
+        figures = [("", r)] + [
+            (
+                f" {cost.replace('_', ' ')}",
+                {k: r.get(f"{cost}_{k}") for k in ("verdict", "delta_pct", "bound_pct")},
+            )
+            for cost in ONETIME_COSTS
+        ]
+        for what, f in figures:
+            if f.get("verdict") not in verdicts:
+                continue
+            delta = f" {f['delta_pct']:+.1f}%" if f.get("delta_pct") is not None else ""
+            bound = ""
+            if f.get("verdict") == "inconclusive" and f.get("bound_pct") is not None:
+                bound = f" (up to {f['bound_pct']:+.1f}%)"
+            elif f.get("verdict_cause") == "load":
+                bound = f" (load: {f.get('contended_pct') or 0:.0f}% of couples shared their core)"
+            out.append(f"{cell}{what} {f['verdict']}{delta}{bound}")
     return out

@@ -24,6 +24,8 @@ Schema versions (``"schema"`` in meta.json):
      whose trial raised, and every failure of bundles written before lost pairs were retried:
      all of them final) and ``lost_pairs``.
   2  teperf 0.2.0. Every record is written from its type here, with all of its fields.
+     Fields added since, optional with defaults (older schema-2 bundles read as before): a trial's
+     ``lane``/``core`` (--lanes) and ``attempt`` (a couple measured again after it shared its core).
 
 History rows (:class:`HistoryRow`) are the columns of the Parquet history (teperf.history.store
 derives its Arrow schema from them); the store's own version is :data:`HISTORY_SCHEMA_VERSION`.
@@ -51,6 +53,7 @@ RUN_STATUSES = ("running", "complete", "failed", "interrupted")
 CELL_STATUSES = ("ok", "partial", "failed", "skipped", "missing")  # missing: planned, never measured
 SETUP_STATUSES = ("ready", "error", "skipped")
 STOP_REASONS = ("precision reached", "budget", "max pairs", "schedule done")
+CONTENDED_WALL_OVER_CPU = 1.2  # a CPU trial whose wall time exceeds its CPU time this much shared its core
 
 
 class RecordError(ValueError):
@@ -201,10 +204,21 @@ class TrialRecord(Typed):
     compiles: Optional[int] = None
     lane: int = 0  # --lanes: which lane measured it (bundles from before lanes: lane 0)
     core: Optional[int] = None
+    # 0: the couple's first measurement; n: its n-th re-measure, after an attempt that shared its core
+    # (teperf/engine/coordinator.py). Older bundles: 0.
+    attempt: int = 0
 
     def check(self) -> None:
         if self.iters <= 0:
             raise RecordError(f"trial record with iters={self.iters}")
+        if self.attempt < 0:
+            raise RecordError(f"trial record with attempt={self.attempt}")
+
+    def contended(self, device: Optional[str]) -> bool:
+        """Whether another process had the measuring core during this trial: on the CPU, wall time
+        well above process CPU time (the worker sat runnable but descheduled). On a GPU the wall
+        time also holds waits for the device, so this cannot tell there: False."""
+        return device == "cpu" and self.wall_ns > CONTENDED_WALL_OVER_CPU * self.process_cpu_ns
 
     def per_step_us(self, clock: str) -> Optional[float]:
         """``clock`` (a field name, e.g. 'process_cpu_ns') per step in us; None where not measured."""

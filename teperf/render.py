@@ -37,7 +37,9 @@ class TableModel:
 def verdict_text(row: dict) -> str:
     """The verdict as the table shows it: an inconclusive one with the change it could not rule out."""
     v = row.get("verdict") or "-"
-    if v == "inconclusive" and row.get("bound_pct") is not None:
+    if v == "inconclusive" and row.get("verdict_cause") == "load":
+        v += f" (load: {row.get('contended_pct') or 0:.0f}% contended)"
+    elif v == "inconclusive" and row.get("bound_pct") is not None:
         v += f" (up to {row['bound_pct']:+.1f}%)"
     return v
 
@@ -197,6 +199,12 @@ def table_model(summary: Summary) -> TableModel:
             f"verdicts: slower/faster = the interval excludes 0 and the change is at least {effect:g}%; no change = the "
             f"whole interval inside +-{effect:g}%; inconclusive = neither, with the change it could not rule out"
         )
+        if any(r.get("verdict_cause") == "load" for r in summary.rows):
+            limit = cfg.get("stats", {}).get("max_contended_pct", 20.0)
+            footer.append(
+                f"inconclusive (load) = more than {limit:g}% of the cell's trial couples shared the measuring core "
+                "in every attempt: its figures include them and no verdict stands"
+            )
     if summary.path:
         footer.append(f"bundle: {summary.path}")
     title = "teperf compare" if summary.compare else "teperf run"

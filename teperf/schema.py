@@ -44,7 +44,9 @@ ONETIME_CLOCKS = {
 #   first_call     = time_once + {"what": str,
 #                     "after_process_warmup": {kind: time_once | {"error": str}} (the worker's first case only;
 #                                             kind: eager | compile | cuda-graph),
-#                     "cache": {"mode": cold|warm, "dir", "files_before", "files_after"} (compile only)}
+#                     "cache": {"mode": cold|warm, "dir", "files_before", "files_after",
+#                               "fxgraph_hit|miss|bypass", "autograd_hit|miss|bypass": int (graphs, per cache;
+#                               teperf.worker.compile_cache.CACHE_COUNTERS)} (compile only)}
 #   recompile      = time_once + {"what": str, "graphs": int}   (compile, when the backend offers another recipe)
 #   switch_back    = time_once + {"what": str}                   (the step back under the case's own recipe)
 #   recompile_error = str                                        (the switch failed; the rest still stands)
@@ -71,6 +73,7 @@ ROW_FIELDS = (
     "ci_high_pct",
     "verdict",  # faster | slower | no change | inconclusive | None (teperf/stats.py says what each rules out)
     "bound_pct",  # inconclusive: the change its interval could not rule out (the end farthest outside +-min_effect)
+    "verdict_cause",  # "load": inconclusive because too many couples shared their core (contended_pct)
     "ci_basis",  # "pairs" (process pairs are the unit) or "trials" (one pair only)
     "n_pairs",  # process pairs the figures rest on
     "pairs_planned",  # process pairs the schedule asked for (more than n_pairs: lost or interrupted)
@@ -79,6 +82,8 @@ ROW_FIELDS = (
     "head_spread_pct",
     "pair_sd_pct",  # standard deviation of per-pair log ratios, in %
     "mde_pct",  # smallest change this run could detect (80 % power)
+    "contended_pct",  # % of trial couples left out: they shared their core in every attempt (CPU only)
+    "remeasured",  # trial couples measured again after an attempt that shared its core
     "base_thread_us",
     "head_thread_us",
     "base_wall_us",

@@ -32,12 +32,16 @@ The smallest detectable change is (t_{1-alpha/2} + t_{0.8}) * sd / sqrt(n), i.e.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from teperf.config import Stats
+
+MIN_ONETIME_PAIRS = 5  # a one-time cost gets a verdict from this many pairs on
+TOO_FEW_PAIRS = "too few pairs"  # its verdict below that
 
 
 def spread_pct(values: Sequence[float]) -> float | None:
@@ -186,8 +190,9 @@ def onetime_cell(base: Mapping[int, float], head: Mapping[int, float] | None, cf
     """A one-time cost (ms) of one cell: one figure per side per process pair.
 
     The pair is the unit as for the per-step figure: per pair ln(head / base), Student's
-    t over pairs, the same verdict rule: compare_cell with one couple per pair does
-    exactly that. One side alone (`run`): the geometric mean over pairs and their spread."""
+    t over pairs, the same verdict rule with its own minimum effect (``min_effect_once_pct``:
+    one-time costs vary by tens of % between processes) and no verdict below MIN_ONETIME_PAIRS
+    pairs ("too few pairs"). One side alone (`run`): the geometric mean over pairs and their spread."""
     base = {p: v for p, v in base.items() if v and v > 0}
     if head is None:
         one = single_cell({p: [v] for p, v in base.items()})
@@ -195,7 +200,12 @@ def onetime_cell(base: Mapping[int, float], head: Mapping[int, float] | None, cf
     head = {p: v for p, v in head.items() if v and v > 0}
     pairs = set(base) & set(head)
     couples = {p: [(base[p], head[p])] for p in pairs}
-    cell = compare_cell({p: [base[p]] for p in pairs}, {p: [head[p]] for p in pairs}, cfg, couples)
+    once = dataclasses.replace(cfg, min_effect_pct=cfg.min_effect_once_pct)
+    cell = compare_cell({p: [base[p]] for p in pairs}, {p: [head[p]] for p in pairs}, once, couples)
+    verdict, bound = cell.get("verdict"), cell.get("bound_pct")
+    if verdict is not None and len(pairs) < MIN_ONETIME_PAIRS:
+        # On 3 pairs (2 degrees of freedom) the H200's A/A warm cells read "slower" +1.8 and +2.8 %.
+        verdict, bound = TOO_FEW_PAIRS, None
     return {
         "base_ms": cell.get("base_us"),
         "head_ms": cell.get("head_us"),
@@ -205,11 +215,51 @@ def onetime_cell(base: Mapping[int, float], head: Mapping[int, float] | None, cf
         "ci_high_ms": cell.get("ci_high_us"),
         "ci_low_pct": cell.get("ci_low_pct"),
         "ci_high_pct": cell.get("ci_high_pct"),
-        "verdict": cell.get("verdict"),
-        "bound_pct": cell.get("bound_pct"),
+        "verdict": verdict,
+        "bound_pct": bound,
         "n_pairs": cell.get("n_pairs"),
         "pair_sd_pct": cell.get("pair_sd_pct"),
     }
+
+
+def pick_attempt(attempts: Mapping[int, Mapping], sides: Sequence) -> tuple[int | None, bool]:
+    """One couple (the trials of ``sides`` that ran next to each other), measured once or, after an
+    attempt that shared its core, again (teperf/engine/coordinator.py). ``attempts``: attempt ->
+    side -> (value, contended). Returns (the first attempt in which every side measured and none was
+    contended, False); (None, True) when every complete attempt was contended: the couple is left
+    out, not averaged in; (None, False) when no attempt is complete (a run cut short)."""
+    complete = False
+    for attempt in sorted(attempts):
+        got = attempts[attempt]
+        if not all(side in got for side in sides):
+            continue
+        complete = True
+        if not any(got[side][1] for side in sides):
+            return attempt, False
+    return None, complete
+
+
+def choose_attempts(slots: Mapping, sides: Sequence, limit_pct: float) -> tuple[dict, list, int, int]:
+    """The couples of one cell that its figures rest on (teperf.summary.aggregate and the --precision
+    rule alike). ``slots``: couple key -> attempt -> side -> (value, contended). Each couple counts with
+    pick_attempt's attempt; one contended in every attempt is left out, unless more than ``limit_pct`` %
+    of the couples (or all of them) are: then they count too, with their last attempt, so that the figures
+    show what was measured (the verdict then says load). ``limit_pct`` 100 accepts any load: every couple
+    counts. Returns (key -> the attempt that counts, the keys
+    without a complete attempt, couples, couples contended in every attempt)."""
+    picked, incomplete, contended = {}, [], {}
+    for key, attempts in slots.items():
+        attempt, every_time = pick_attempt(attempts, sides)
+        if attempt is not None:
+            picked[key] = attempt
+        elif every_time:
+            contended[key] = max(a for a, got in attempts.items() if all(side in got for side in sides))
+        else:
+            incomplete.append(key)
+    couples = len(picked) + len(contended)
+    if contended and (limit_pct >= 100.0 or 100.0 * len(contended) / couples > limit_pct or not picked):
+        picked.update(contended)
+    return picked, incomplete, couples, len(contended)
 
 
 def break_even_steps(extra_ms: float | None, saving_us: float | None) -> int | str | None:

@@ -99,6 +99,9 @@ def test_hints_name_the_real_cause(tmp_path):
     side = type("S", (), {"python": "/usr/bin/python3"})()
     assert exit_text(-9) == "was killed by SIGKILL (signal 9)" and exit_text(3) == "exited with status 3"
     assert failure_hint(f"worker for head {exit_text(-9)}") == OOM_HINT
+    # found dead when teperf next wrote to it (spawn.Worker.send); the row's error as the table has it
+    assert failure_hint("lost pair 2: worker for head is gone (exit -9)") == OOM_HINT
+    assert failure_hint("worker for head is gone (exit -90)") != OOM_HINT
     assert "--timeout" in failure_hint("worker for base did not answer within 3 s (killed)")
     assert "factories" in failure_hint("RuntimeError: this factory is broken")
     log = tmp_path / "w.log"

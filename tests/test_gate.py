@@ -66,6 +66,23 @@ def test_failing_cells_name_the_cells():
     assert failing_cells(two_shapes, {"slower"}) == ["Linear/fp32/8x2x64 slower +3.0%"]
 
 
+def test_fail_on_covers_one_time_verdicts():
+    """Issue 22: a compile cell whose first call got 40 % slower failed no gate."""
+    compiled = {
+        **row("Linear", "no change", 0.2),
+        "mode": "compile",
+        "first_call_verdict": "slower",
+        "first_call_delta_pct": 40.0,
+        "recompile_verdict": "too few pairs",
+        "recompile_delta_pct": 90.0,
+    }
+    assert failing_cells([compiled], {"slower"}) == ["Linear/fp32 first call slower +40.0%"]
+    assert failing_cells([compiled], {"slower", "faster", "inconclusive"}) == [
+        "Linear/fp32 first call slower +40.0%"
+    ]  # "too few pairs" is no verdict: no --fail-on name matches it
+    assert failing_cells([compiled], {"faster"}) == []
+
+
 def test_gate_exits_1_with_one_line_only_on_a_matching_verdict(capsys):
     summary = Summary(meta={}, rows=ROWS, notes=[])
     gate(summary, {"faster"} - {"faster"})  # nothing asked: never fails

@@ -102,8 +102,13 @@ def test_warm_run_reads_a_prefilled_cache_and_gives_the_break_even(results_dir):
     ] == 0
     caches = [r["info"]["first_call"]["cache"] for r in _setups(bundle, "compile")]
     assert len(caches) == 2
-    # warm: both pairs read the one directory the pre-warm filled
+    # warm: both pairs read the one directory the pre-warm filled, and found every graph there (issue 22)
     assert all(c["mode"] == "warm" and c["files_before"] > 0 for c in caches)
+    assert all(c["fxgraph_hit"] > 0 and c["fxgraph_miss"] == 0 for c in caches), caches
+    assert prewarm[0]["info"]["first_call"]["cache"]["fxgraph_miss"] > 0
+    assert any(
+        "2 of 2 compile first calls found every graph" in n for n in json.loads(res.stdout)["onetime_notes"]
+    )
     assert (
         len({c["dir"] for c in caches})
         == 1

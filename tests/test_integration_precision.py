@@ -50,6 +50,8 @@ def test_loose_target_stops_at_min_pairs_long_before_the_budget(tmp_path, result
         "40",
         "--budget",
         "10m",
+        "--max-contended",  # a loaded VM's cells would not settle (tests/test_load.py): here, the width rule
+        "100",
         "--format",
         "json",
         "--results-dir",
@@ -115,6 +117,8 @@ def test_settled_cell_drops_out_and_the_budget_ends_the_run(tmp_path, results_di
         "30",
         "--budget",
         "75s",
+        "--max-contended",  # a loaded VM's cells would not settle (tests/test_load.py): here, the width rule
+        "100",
         "--format",
         "json",
         "--results-dir",

@@ -41,18 +41,33 @@ def test_break_even_steps(extra_ms, saving_us, expected):
 
 def test_onetime_cell_pairs_are_the_unit():
     cfg = Stats()
-    base = {0: 1000.0, 1: 1100.0, 2: 900.0, 3: 1050.0}
+    base = {0: 1000.0, 1: 1100.0, 2: 900.0, 3: 1050.0, 4: 980.0}
     head = {p: v * 1.5 for p, v in base.items()}  # 50% slower in every pair
     cell = onetime_cell(base, head, cfg)
-    assert cell["n_pairs"] == 4
+    assert cell["n_pairs"] == 5
     assert cell["delta_pct"] == pytest.approx(50.0)
     assert cell["verdict"] == "slower"
     assert cell["head_ms"] - cell["base_ms"] == pytest.approx(cell["delta_ms"])
     # a pair without the other side's figure does not count
     assert onetime_cell(base, {0: 1500.0, 1: 1650.0}, cfg)["n_pairs"] == 2
     one = onetime_cell(base, None, cfg)
-    assert one["base_ms"] == pytest.approx(math.exp(sum(math.log(v) for v in base.values()) / 4))
-    assert one["n_pairs"] == 4 and one["pair_sd_pct"] > 0
+    assert one["base_ms"] == pytest.approx(math.exp(sum(math.log(v) for v in base.values()) / 5))
+    assert one["n_pairs"] == 5 and one["pair_sd_pct"] > 0
+
+
+def test_onetime_verdicts_need_five_pairs_and_their_own_minimum_effect():
+    cfg = Stats()  # min_effect 1 %, min_effect_once 10 %
+    base = {p: 1000.0 + 10 * p for p in range(8)}
+    wobble = [1.02, 1.03, 1.025, 1.035, 1.02, 1.03, 1.028, 1.022]  # +2.7 %: an A/A's one-time noise
+    head = {p: base[p] * w for p, w in zip(base, wobble)}
+    # the interval excludes 0 and the change is over --min-effect, but not over --min-effect-once
+    assert onetime_cell(base, head, cfg)["verdict"] == "no change"
+    assert onetime_cell(base, head, Stats(min_effect_once_pct=1.0))["verdict"] == "slower"
+    # under five pairs: no verdict at all, however clear
+    few = {p: base[p] for p in range(4)}
+    cell = onetime_cell(few, {p: v * 2 for p, v in few.items()}, cfg)
+    assert cell["verdict"] == "too few pairs" and cell["bound_pct"] is None
+    assert cell["delta_pct"] == pytest.approx(100.0)  # the figures are still there
 
 
 def test_onetime_cell_one_pair_has_no_interval():
@@ -82,7 +97,7 @@ def _clocks(ms: float, core: int = 1, **extra) -> dict:
     }
 
 
-def _bundle(tmp_path, sides=("base", "head"), head_factor=1.0, pairs=4) -> Bundle:
+def _bundle(tmp_path, sides=("base", "head"), head_factor=1.0, pairs=6) -> Bundle:
     cfg = load_config(None, {"modules": ["Linear"], "modes": ["eager", "compile"], "core": None})
     meta = {
         "kind": "compare" if len(sides) == 2 else "run",
@@ -164,7 +179,7 @@ def test_compare_summary_has_paired_onetime_figures(tmp_path):
     bundle = _bundle(tmp_path, head_factor=1.25)
     s = summarize(bundle.path)
     eager, comp = s.rows
-    assert comp["first_call_n_pairs"] == 4 and comp["first_call_verdict"] == "slower"
+    assert comp["first_call_n_pairs"] == 6 and comp["first_call_verdict"] == "slower"
     assert comp["first_call_delta_pct"] == pytest.approx(25.0)
     assert comp["recompile_base_ms"] == pytest.approx(900.0) and comp["recompile_delta_pct"] == pytest.approx(
         25.0
@@ -349,11 +364,11 @@ def test_a_lost_pair_counts_for_no_onetime_figure(tmp_path):
         )
     s = summarize(bundle.path)
     eager, comp = s.rows
-    assert comp["status"] == "partial" and comp["n_pairs"] == 3
-    assert comp["first_call_n_pairs"] == 3 and comp["recompile_n_pairs"] == 3
-    assert eager["first_call_n_pairs"] == 4  # the other cell kept the pair
+    assert comp["status"] == "partial" and comp["n_pairs"] == 5
+    assert comp["first_call_n_pairs"] == 5 and comp["recompile_n_pairs"] == 5
+    assert eager["first_call_n_pairs"] == 6  # the other cell kept the pair
     md = render(s, "markdown")
-    assert "| 3 | slower |" in md.split("**one-time costs**")[1]
+    assert "| 5 | slower |" in md.split("**one-time costs**")[1]
 
 
 def test_a_cell_whose_every_pair_was_lost_has_no_onetime_figure(tmp_path):
@@ -422,3 +437,22 @@ def test_precision_runs_render_onetime_rows_with_their_pairs(tmp_path):
     data = json.loads(render(s, "json"))
     assert {"first_call_bound_pct", "first_call_n_pairs"} <= set(data["rows"][1])
     assert "noisy" not in render(s, "markdown")
+
+
+def test_warm_cache_note_counts_first_calls_that_hit_for_every_graph():
+    from teperf.summary.notes import warm_cache_text
+
+    def cache(hit=0, miss=0, bypass=0, autograd_bypass=0):
+        return {"files_before": 9, "fxgraph_hit": hit, "fxgraph_miss": miss, "fxgraph_bypass": bypass,
+                "autograd_hit": 0, "autograd_miss": 0, "autograd_bypass": autograd_bypass}  # fmt: skip
+
+    assert warm_cache_text([cache(hit=2), cache(hit=2)], 2) == (
+        "2 of 2 compile first calls found every graph they compiled in it"
+    )
+    text = warm_cache_text([cache(hit=2), cache(hit=1, miss=1), cache(bypass=1), cache()], 4)
+    assert text.startswith("1 of 4 compile first calls found every graph")
+    assert "1 compiled graphs anew" in text and "1 bypassed a cache" in text and "1 compiled nothing" in text
+    # a bundle from before the counters: whether the directory held files
+    assert warm_cache_text([{"files_before": 3}, {"files_before": 0}], 1) == (
+        "1 of 2 compile first calls found it filled"
+    )

@@ -92,7 +92,9 @@ def test_aggregate_sets_figures_and_statuses():
         for r in aggregate(parse(FIXTURES / "bundles" / "v2-compare-compile-cpu"), Stats())
         if r["mode"] == "eager"
     }
-    assert compare["MLP"]["verdict"] == "slower" and compare["MLP"]["delta_us"] > 50  # the planted 100 us
+    # recorded on a loaded VM: 55 of 72 trials shared their core, so no verdict stands (issue 22) ...
+    assert compare["MLP"]["verdict"] == "inconclusive" and compare["MLP"]["verdict_cause"] == "load"
+    assert compare["MLP"]["delta_us"] > 50 and compare["MLP"]["contended_pct"] == 100  # the planted 100 us
     assert compare["MLP"]["first_call_base_ms"] > 0 and compare["MLP"]["n_pairs"] == 3
 
 

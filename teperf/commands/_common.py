@@ -148,6 +148,23 @@ def config_options(f):
             show_default=_default(_STATS.min_effect_pct),
         ),
         click.option(
+            "--min-effect-once",
+            "min_effect_once_pct",
+            type=float,
+            help="The same for one-time costs (first call, recompile), which vary more between processes.",
+            show_default=_default(_STATS.min_effect_once_pct),
+        ),
+        click.option(
+            "--max-contended",
+            "max_contended_pct",
+            type=float,
+            metavar="PCT",
+            help="A cell with more than this many % of its trial couples sharing the measuring core (even after "
+            "re-measuring) is 'inconclusive (load)'; 100 accepts any load: every couple counts (README, 'A loaded "
+            "machine').",
+            show_default=_default(_STATS.max_contended_pct),
+        ),
+        click.option(
             "--precision",
             "precision_pct",
             type=float,
@@ -203,6 +220,8 @@ OVERRIDE_KEYS = (
     "seed",
     "metric",
     "min_effect_pct",
+    "min_effect_once_pct",
+    "max_contended_pct",
     "prestart",
     "lanes",
     "precision_pct",
@@ -226,7 +245,8 @@ def fail_on_option(f):
         "fail_on",
         multiple=True,
         metavar="VERDICT",
-        help="Exit 1 when any cell has this verdict: slower, faster, change (either), inconclusive; repeat or join with commas.",
+        help="Exit 1 when any cell has this verdict, per step or one-time (first call, recompile): slower, faster, "
+        "change (either), inconclusive; repeat or join with commas.",
     )(f)
 
 

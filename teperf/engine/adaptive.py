@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Optional
 
 from teperf.config import Config, Stats
 from teperf.records import StopRecord
-from teperf.stats import compare_cell, half_width_pct
+from teperf.stats import choose_attempts, compare_cell, half_width_pct
 from teperf.summary import METRIC_FIELD
 
 MAX_PAIRS = 1000  # with --precision the budget bounds the run; this only guards against a runaway loop
@@ -74,8 +74,8 @@ class Adaptive:
         self.t0: Optional[float] = None
         self.cells = {c.id: CellState(c.id, c.key, dropped=c.skip and "skipped" or "") for c in cases}
         self.n_sides = n_sides
-        # case -> pair -> (round, trial) -> {side index: per-step us}
-        self._trials: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
+        # case -> pair -> (round, trial) -> attempt -> {side index: (per-step us, contended)}
+        self._trials: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(dict))))
         self._pair_cost: list[float] = []  # seconds of measuring per case, one figure per finished pair
         self._pair_start: dict[
             int, float
@@ -153,10 +153,23 @@ class Adaptive:
 
     # ---------------------------------------------------------------- what the coordinator feeds it
 
-    def add_trial(self, pair: int, case_id: int, round_: int, trial: int, side: int, record: dict) -> None:
+    def add_trial(
+        self,
+        pair: int,
+        case_id: int,
+        round_: int,
+        trial: int,
+        side: int,
+        record: dict,
+        attempt: int = 0,
+        contended: bool = False,
+    ) -> None:
+        """A trial as it lands; ``attempt`` > 0: its couple measured again after sharing its core
+        (``contended``: this trial did)."""
         value = record.get(self.field)
         if isinstance(value, (int, float)) and record.get("iters"):
-            self._trials[case_id][pair][(round_, trial)][side] = value / record["iters"] / 1000.0
+            per_step = value / record["iters"] / 1000.0
+            self._trials[case_id][pair][(round_, trial)][attempt][side] = (per_step, contended)
             self._measured.add(pair)
 
     def pair_done(
@@ -191,22 +204,32 @@ class Adaptive:
             cell.pairs = len(self._trials.get(case_id, {}))
             return cell
         base, head, couples = defaultdict(list), defaultdict(list), defaultdict(list)
-        for pair, slots in self._trials.get(case_id, {}).items():
-            if pair not in self._finished:
-                continue  # a pair another lane is still measuring: its figure is not final yet
-            for sides in slots.values():
-                if 0 in sides:
-                    base[pair].append(sides[0])
-                if 1 in sides:
-                    head[pair].append(sides[1])
-                if 0 in sides and 1 in sides:
-                    couples[pair].append((sides[0], sides[1]))
+        # a pair another lane is still measuring is left out: its figure is not final yet
+        slots = {
+            (pair, key): attempts
+            for pair, by_key in self._trials.get(case_id, {}).items()
+            if pair in self._finished
+            for key, attempts in by_key.items()
+        }
+        # the summary's rule (teperf.summary.aggregate.clean_trials): couples that shared the core are left out
+        picked, _, n_couples, n_contended = choose_attempts(slots, (0, 1), self.stats.max_contended_pct)
+        for (pair, key), attempt in picked.items():
+            (b, _), (h, _) = slots[(pair, key)][attempt][0], slots[(pair, key)][attempt][1]
+            base[pair].append(b)
+            head[pair].append(h)
+            couples[pair].append((b, h))
         row = self.rows[case_id] = compare_cell(base, head, self.stats, couples)
         cell.pairs = row["n_pairs"]
         cell.delta_pct = row.get("delta_pct")
         # One pair's interval comes from its trials and misses between-process noise: no width yet.
         cell.half_pct = half_width_pct(row) if row.get("ci_basis") == "pairs" else None
-        if self.target is not None and settles(cell.pairs, cell.half_pct, self.target, self.min_pairs):
+        # Too many couples shared their core: more pairs, while the budget lasts, may bring the share down.
+        loaded = n_couples and 100.0 * n_contended / n_couples > self.stats.max_contended_pct
+        if (
+            self.target is not None
+            and not loaded
+            and settles(cell.pairs, cell.half_pct, self.target, self.min_pairs)
+        ):
             cell.settled = True  # for good: a settled cell gets no more pairs
         return cell
 

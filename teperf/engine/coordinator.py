@@ -45,8 +45,32 @@ LOST_PAIRS_PER_CELL = 2  # a cell whose worker died or hung in this many pairs i
 # Compiled files' content hashes by real path (with size, mtime and inode): a worker re-hashes a
 # 100+ MB library only when it changed (teperf.worker.provenance).
 KNOWN_HASHES: dict[str, list] = {}
+MAX_REMEASURES_PER_COUPLE = 3  # a couple contended this often is left out (summary: "inconclusive (load)")
+MAX_FUTILE_REMEASURES = 4  # re-measures in a row that shared the core too: the pair stops re-measuring
 MAX_AUTO_PRESTART = 8  # more importers at once mostly contend for memory bandwidth
 Progress = Callable[[int, str], None]  # (steps just measured, what is running)
+
+
+class RemeasureBudget:
+    """How often one pair may measure a couple again after it shared its core (wall time well above CPU
+    time, TrialRecord.contended): ``per_couple`` times each, ``total`` times in all, and no more once
+    ``futile`` re-measures in a row shared it too (a load that lasts, not a spell: more costs time only)."""
+
+    def __init__(
+        self, total: int, per_couple: int = MAX_REMEASURES_PER_COUPLE, futile: int = MAX_FUTILE_REMEASURES
+    ):
+        self.left, self.per_couple, self.futile = total, per_couple, futile
+        self.in_a_row = 0  # re-measures in a row that shared the core too
+
+    def take(self, attempt: int, contended: bool) -> bool:
+        """Whether the couple just measured (its ``attempt``-th time; ``contended``: it shared the core)
+        is measured again; counts it."""
+        if attempt > 0:
+            self.in_a_row = self.in_a_row + 1 if contended else 0
+        if not contended or attempt >= self.per_couple or self.left <= 0 or self.in_a_row >= self.futile:
+            return False
+        self.left -= 1
+        return True
 
 
 class CellRetries:
@@ -348,8 +372,9 @@ class PairRunner:
                     )
                 )
 
-    def trial(self, slot: Slot, case: Case, iters: int) -> Optional[TrialRecord]:
-        """One trial of ``case`` on the side of ``slot``, as its record; None when it failed (recorded)."""
+    def trial(self, slot: Slot, case: Case, iters: int, attempt: int = 0) -> Optional[TrialRecord]:
+        """One trial of ``case`` on the side of ``slot``, as its record; None when it failed (recorded).
+        ``attempt``: how many times its couple was measured before (it shared its core then)."""
         index, label = slot.side, self.sides[slot.side].label
         try:
             reply = self.workers[index].request({"cmd": "trial", "case_id": case.id, "iters": iters})
@@ -372,6 +397,7 @@ class PairRunner:
                         "t": round(time.time(), 3),
                         "lane": self.lane,
                         "core": self.core,
+                        "attempt": attempt,
                         **clocks,
                     }
                 )
@@ -622,7 +648,6 @@ class _Run:
     def measure(self, runner: PairRunner, todo: list[int]) -> None:
         """Start one pair on its lane's core and run its trials, each on disk as it lands."""
         config, plan, sides, pair = self.config, self.plan, self.sides, runner.pair
-        iters = config.schedule.iters
         t0 = time.perf_counter()
         runner.start()
         start_s = time.perf_counter() - t0
@@ -642,28 +667,61 @@ class _Run:
             for case in self.cases:
                 if case.id in runner.cases:
                     runner.counters(case)
-        for slot in pair_slots(config, todo, pair, len(sides)):
+        slots = list(pair_slots(config, todo, pair, len(sides)))
+        # A loaded machine may at most double a pair's trials with re-measures.
+        remeasures = RemeasureBudget(len(slots) // len(sides))
+        for start in range(0, len(slots), len(sides)):
+            couple = slots[start : start + len(sides)]  # the trials that run next to each other
+            attempt = 0
+            while True:
+                records = self._couple(runner, couple, attempt)
+                if records is None:
+                    return self._pair_done(runner, todo, t0, start_s)  # the budget is spent
+                if not remeasures.take(attempt, any(r.contended(config.device) for r in records)):
+                    break
+                attempt += 1
+        self._pair_done(runner, todo, t0, start_s)
+
+    def _couple(self, runner: PairRunner, couple: list[Slot], attempt: int) -> Optional[list[TrialRecord]]:
+        """Measure one couple; its records (a failed trial has none); None when the budget is spent."""
+        plan, iters, pair = self.plan, self.config.schedule.iters, runner.pair
+        records = []
+        for slot in couple:
             if self.stop.is_set():
                 raise LaneStopped()
             case = self.by_id[slot.case_id]
             with self.lock:
                 out_of_time = slot.position == 0 and plan.out_of_time()
             if out_of_time:
-                break  # the budget is spent: stop between couples, keep what is on disk
-            record = runner.trial(slot, case, iters) if runner.active(case.id) else None
+                return None  # stop between couples, keep what is on disk
+            record = runner.trial(slot, case, iters, attempt) if runner.active(case.id) else None
             with self.lock:
                 if record is None:
                     self._tick(iters, "")
                     continue
                 self.bundle.append(record)
-                plan.add_trial(pair, case.id, slot.round, slot.trial, slot.side, record.to_dict())
+                plan.add_trial(
+                    pair,
+                    case.id,
+                    slot.round,
+                    slot.trial,
+                    slot.side,
+                    record.to_dict(),
+                    attempt=attempt,
+                    contended=record.contended(self.config.device),
+                )
+                records.append(record)
                 # after the sample is on disk: a redraw must not stand between
                 of = f"/{plan.max_pairs}" if plan.target is None else ""
                 on = f" lane {runner.lane + 1}" if len(self.lane_cores) > 1 else ""
-                self._tick(iters, f"pair {pair + 1}{of}{on} {case.key}")
+                again = f" (re-measure {attempt})" if attempt else ""
+                self._tick(iters, f"pair {pair + 1}{of}{on} {case.key}{again}")
+        return records
+
+    def _pair_done(self, runner: PairRunner, todo: list[int], t0: float, start_s: float) -> None:
         with self.lock:
-            plan.pair_done(
-                pair,
+            self.plan.pair_done(
+                runner.pair,
                 time.perf_counter() - t0 - start_s,
                 len(todo),
                 skipped=runner.skipped,

@@ -6,9 +6,14 @@ table), so the hints read the same words teperf.engine.spawn writes.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from teperf.config import Config
+
+# How a worker killed by SIGKILL reads in spawn's words: "was killed by SIGKILL" (it died while
+# teperf waited for a reply) or "is gone (exit -9)" (it was dead when teperf next wrote to it).
+_SIGKILLED = re.compile(r"SIGKILL|status -9\b|exit -9\b")
 
 OOM_HINT = "it may have been killed for memory (the OOM killer sends SIGKILL): try a smaller --shape or fewer cases per run"
 FACTORY_HINT = (
@@ -19,7 +24,7 @@ FACTORY_HINT = (
 def failure_hint(error: str, timeout_option: str = "--timeout") -> str:
     """The hint for a cell's failure text (a worker killed, hung, or a case that raised)."""
     text = error or ""
-    if "SIGKILL" in text or "status -9" in text:
+    if _SIGKILLED.search(text):
         return OOM_HINT
     if "did not answer within" in text:
         return (

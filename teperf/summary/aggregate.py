@@ -11,7 +11,7 @@ import numpy as np
 from teperf.config import METRICS, Stats
 from teperf.records import CaseMeta, lost_pairs_text
 from teperf.schema import ONETIME_CLOCKS, ONETIME_COSTS, ONETIME_STATS, ROW_FIELDS
-from teperf.stats import break_even_steps, compare_cell, onetime_cell, single_cell
+from teperf.stats import break_even_steps, choose_attempts, compare_cell, onetime_cell, single_cell
 from teperf.summary.parse import CellRecords, ParsedBundle
 
 METRIC_FIELD = {metric: f"{metric}_ns" for metric in METRICS}  # the trial record's clock of each --metric
@@ -62,19 +62,55 @@ def cell_row(parsed: ParsedBundle, case: CaseMeta, stats: Stats) -> dict:
     return row
 
 
+def lost_pairs(cell: CellRecords) -> set:
+    """The pairs a cell lost (its worker died or hung, CellRetries): they count for none of its figures."""
+    return {f.pair for f in cell.failures}
+
+
+def clean_trials(parsed: ParsedBundle, cell: CellRecords, field: str, limit_pct: float) -> tuple[list, dict]:
+    """The trials a cell's per-step figures rest on. A couple (the trials that ran next to each other, one
+    per side) counts with its first attempt in which no trial shared its core (the coordinator re-measures
+    a contended couple while it may); a couple contended in every attempt is left out, not averaged in.
+    Where more than ``limit_pct`` % of the couples (or all of them) would be left out, every couple counts
+    (its last attempt), so that the table still shows what was measured, and the verdict says load.
+    Trials of a lost pair count for nothing.
+    Returns ([(TrialRecord, us, couple key)], {"couples", "contended", "remeasured"})."""
+    sides = [parsed.base_label] + ([parsed.head_label] if parsed.head_label else [])
+    lost = lost_pairs(cell)
+    # (pair, round, trial) -> attempt -> side -> (us, contended)
+    slots = defaultdict(lambda: defaultdict(dict))
+    records = {}
+    for t in cell.trials:
+        v = t.per_step_us(field)
+        if v is None or t.pair in lost:
+            continue
+        slots[(t.pair, t.round, t.trial)][t.attempt][t.side] = (v, t.contended(parsed.device))
+        records[(t.pair, t.round, t.trial, t.attempt, t.side)] = (t, v)
+    picked, incomplete, couples, contended = choose_attempts(slots, sides, limit_pct)
+    counts = {
+        "couples": couples,
+        "contended": contended,
+        "remeasured": sum(max(attempts) > 0 for attempts in slots.values()),
+    }
+    used = [(*records[(*key, attempt, side)], key) for key, attempt in picked.items() for side in sides]
+    for key in incomplete:  # no complete couple (a run cut short): its trials that did not share the core
+        last = max(slots[key])
+        used += [(*records[(*key, last, side)], key) for side, (_, c) in slots[key][last].items() if not c]
+    return used, counts
+
+
 def step_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
-    """Per-step figures: the headline clock's estimate and interval, the other clocks' medians, GPU-bound."""
+    """Per-step figures: the headline clock's estimate and interval, the other clocks' medians, GPU-bound,
+    and how many couples shared their core (too many: the verdict is inconclusive, cause load)."""
     field = METRIC_FIELD[stats.metric]
     base, head = parsed.base_label, parsed.head_label
     times = defaultdict(lambda: defaultdict(list))  # side -> pair -> [us]
     clocks = defaultdict(lambda: defaultdict(list))  # side -> clock -> [us]
     couples = {}  # (pair, round, trial) -> {side: us}
-    for t in cell.trials:
-        v = t.per_step_us(field)
-        if v is None:
-            continue
+    used, counts = clean_trials(parsed, cell, field, stats.max_contended_pct)
+    for t, v, key in used:
         times[t.side][t.pair].append(v)
-        couples.setdefault((t.pair, t.round, t.trial), {})[t.side] = v
+        couples.setdefault(key, {})[t.side] = v
         for clock in EXTRA_CLOCKS:
             value = t.per_step_us(clock)
             if value is not None:
@@ -87,6 +123,12 @@ def step_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
             if base in c and head in c:
                 by_pair[pair].append((c[base], c[head]))
         out = dict(compare_cell(times[base], times[head], stats, by_pair))
+    if counts["couples"] and parsed.device == "cpu":  # elsewhere no trial tells (TrialRecord.contended)
+        out["contended_pct"] = 100.0 * counts["contended"] / counts["couples"]
+        out["remeasured"] = counts["remeasured"]
+        if out.get("verdict") is not None and out["contended_pct"] > stats.max_contended_pct:
+            # What could be measured shared its core too often: what was not detected likely did too.
+            out.update(verdict="inconclusive", bound_pct=None, verdict_cause="load")
     for label, prefix in ((base, "base"), (head, "head")):
         if label is None:
             continue
@@ -122,8 +164,7 @@ def onetime_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> di
                 ms is not None
             ):  # the first set-up of a case in a pair counts (a restarted worker sets up again)
                 by_cost[cost][setup.side].setdefault(setup.pair, ms)
-    # A pair the cell lost (its worker died or hung, CellRetries) counts for neither figure.
-    lost = {f.pair for f in cell.failures}
+    lost = lost_pairs(cell)
     base, head = parsed.base_label, parsed.head_label
     out = {}
     for cost in ONETIME_COSTS:

@@ -7,7 +7,7 @@ import numpy as np
 
 from teperf.config import Stats
 from teperf.numbers import duration
-from teperf.records import StopRecord
+from teperf.records import CONTENDED_WALL_OVER_CPU, StopRecord
 from teperf.summary.aggregate import planned_pairs, trials_without_clock
 from teperf.summary.parse import ParsedBundle
 
@@ -70,11 +70,9 @@ def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
             f"{_plural(parsed.compiled_in_trial, 'trial')} of compiled cells compiled inside "
             "the timed loop: their times include compilation"
         )
-    if parsed.total_trials and parsed.preempted_trials / parsed.total_trials > 0.05:
-        out.append(
-            f"{parsed.preempted_trials} of {parsed.total_trials} trials ran at least 20% longer in wall time than in "
-            "CPU time: other work shared the measuring core (pick a quieter --core or machine)"
-        )
+    load = load_note(parsed, rows, stats)
+    if load:
+        out.append(load)
     starts = parsed.pair_starts
     if len(starts) > 1:
         out.append(
@@ -96,6 +94,57 @@ def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
     for w in meta.get("warnings") or []:
         out.append(f"doctor: {w}")
     return out
+
+
+def load_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str:
+    """What sharing the measuring core did: couples measured again, couples left out, cells inconclusive."""
+    remeasured = sum(r.get("remeasured") or 0 for r in rows)
+    shares = [r["contended_pct"] for r in rows if r.get("contended_pct")]
+    limit = stats.max_contended_pct
+    counted = [p for p in shares if p > limit or p == 100 or limit >= 100]  # teperf.stats.choose_attempts
+    left_out = [p for p in shares if p not in counted]
+    if not (remeasured or shares) and parsed.preempted_trials <= 0.05 * parsed.total_trials:
+        return ""
+    text = (
+        f"{parsed.preempted_trials} of {parsed.total_trials} trials shared the measuring core (wall time at least "
+        f"{CONTENDED_WALL_OVER_CPU * 100 - 100:.0f}% above CPU time); {_plural(remeasured, 'couple')} measured again"
+    )
+    if left_out:
+        low, high = f"{min(left_out):.0f}", f"{max(left_out):.0f}"
+        text += (
+            "; couples that shared it in every attempt are left out of the figures: "
+            f"{low if low == high else f'{low}-{high}'}% per cell"
+        )
+    if counted and limit >= 100:
+        text += f"; they count (the limit is 100%): up to {max(counted):.0f}% of a cell's couples"
+    elif counted:
+        loaded = sum(r.get("verdict_cause") == "load" for r in rows)
+        text += (
+            f"; {_plural(len(counted), 'cell')} had more than {limit:g}% of their couples share it in every attempt "
+            f"(up to {max(counted):.0f}%): their figures count them"
+            + (f", and {loaded} {'is' if loaded == 1 else 'are'} inconclusive (load)" if loaded else "")
+        )
+    return text + " - pick a quieter --core or machine"
+
+
+def warm_cache_text(caches: list[dict], filled: int) -> str:
+    """What a warm run's compile first calls found in the cache: hits for every graph they compiled, or
+    not (inductor's FX graph cache and AOT autograd's count each graph: hit, miss, or bypass)."""
+    counted = [c for c in caches if "fxgraph_hit" in c]
+    if not counted:  # a bundle from before the counters: only whether the directory held files
+        return f"{filled} of {len(caches)} compile first calls found it filled"
+    graphs = [sum(c.get(f"fxgraph_{k}", 0) for k in ("hit", "miss", "bypass")) for c in counted]
+    every = sum(1 for c, n in zip(counted, graphs) if n and c.get("fxgraph_hit") == n)
+    text = f"{every} of {len(counted)} compile first calls found every graph they compiled in it"
+    missed = sum(1 for c in counted if c.get("fxgraph_miss"))
+    bypassed = sum(1 for c in counted if c.get("fxgraph_bypass") or c.get("autograd_bypass"))
+    none = sum(1 for n in graphs if not n)
+    parts = [
+        f"{missed} compiled graphs anew (cache misses)" if missed else "",
+        f"{bypassed} bypassed a cache (graphs it cannot key or store)" if bypassed else "",
+        f"{none} compiled nothing inductor caches" if none else "",
+    ]
+    return text + "".join(f"; {p}" for p in parts if p)
 
 
 def stop_note(stop: StopRecord, meta: dict) -> str:
@@ -126,7 +175,7 @@ def onetime_notes(parsed: ParsedBundle) -> list[str]:
     config = parsed.config
     first_calls = on_measuring_core = shared_core = 0
     warmups: list[float] = []  # process-level compile warm-up, s of CPU
-    cache_hits: list[int] = []  # files already in a compile case's cache at its first call
+    caches: list[dict] = []  # a compile case's cache at its first call (teperf.schema: first_call.cache)
     recompile_what: set = set()
     recompile_graphs: list[int] = []
     for setup in (s for cell in parsed.cells.values() for s in cell.ready):
@@ -144,7 +193,7 @@ def onetime_notes(parsed: ParsedBundle) -> list[str]:
         if isinstance(warm, dict) and "error" not in warm:
             warmups.append(((warm.get("process_cpu_ns") or 0) + (warm.get("children_cpu_ns") or 0)) / 1e9)
         if isinstance(first.get("cache"), dict):
-            cache_hits.append(int(first["cache"].get("files_before") or 0))
+            caches.append(first["cache"])
         if isinstance(info.get("recompile"), dict):
             recompile_what.add(str(info["recompile"].get("what")))
             recompile_graphs.append(int(info["recompile"].get("graphs") or 0))
@@ -174,17 +223,18 @@ def onetime_notes(parsed: ParsedBundle) -> list[str]:
             f"probes), done once on a tiny function: median {float(np.median(warmups)):.1f} s of CPU"
         )
     cache_mode = parsed.compile_cache.mode if parsed.compile_cache else None
-    hits = sum(1 for n in cache_hits if n)
+    filled = sum(1 for c in caches if c.get("files_before"))
     if cache_mode == "cold":
+        hits = sum(1 for c in caches if c.get("fxgraph_hit") or c.get("autograd_hit"))
         out.append(
             "compile cache cold: every compile case started from an empty inductor/Triton cache of its own"
-            + (f" ({hits} did not: see the bundle)" if hits else "")
+            + (f" ({filled or hits} did not: see the bundle)" if filled or hits else "")
         )
     elif cache_mode == "warm":
         prewarm_errors = sum(p.status != "ready" for p in parsed.prewarms)
         out.append(
-            f"compile cache warm: filled before the first pair by a throwaway worker per side; "
-            f"{hits} of {len(cache_hits)} compile first calls found it filled"
+            "compile cache warm: filled before the first pair by a throwaway worker per side; "
+            + warm_cache_text(caches, filled)
             + (f"; {prewarm_errors} pre-warm set-ups failed" if prewarm_errors else "")
         )
     for what in sorted(recompile_what):

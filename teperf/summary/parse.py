@@ -27,8 +27,6 @@ from teperf.records import (
     WorkerRecord,
 )
 
-PREEMPTED_WALL_OVER_CPU = 1.2  # a CPU trial whose wall time exceeds its CPU time this much shared its core
-
 
 @dataclasses.dataclass
 class CellRecords:
@@ -116,9 +114,7 @@ def _add(parsed: ParsedBundle, rec) -> None:
         parsed.cells[rec.case_id].trials.append(rec)
         parsed.total_trials += 1
         parsed.compiled_in_trial += bool(rec.compiles)
-        # Wall time well above process CPU time: the worker sat runnable but descheduled, i.e.
-        # something else ran on the measuring core.
-        if parsed.device == "cpu" and rec.wall_ns > PREEMPTED_WALL_OVER_CPU * rec.process_cpu_ns:
+        if rec.contended(parsed.device):
             parsed.preempted_trials += 1
     elif isinstance(rec, SetupRecord):
         cell = parsed.cells[rec.case_id]

@@ -29,6 +29,31 @@ import shutil
 import tempfile
 
 MODES = ("cold", "warm")
+# What torch's compile caches counted (torch._dynamo.utils.counters): per graph, inductor's FX graph
+# cache and AOT autograd's cache each hit, miss or are bypassed (a graph they cannot key or pickle).
+CACHE_COUNTERS = {
+    "fxgraph_hit": ("inductor", "fxgraph_cache_hit"),
+    "fxgraph_miss": ("inductor", "fxgraph_cache_miss"),
+    "fxgraph_bypass": ("inductor", "fxgraph_cache_bypass"),
+    "autograd_hit": ("aot_autograd", "autograd_cache_hit"),
+    "autograd_miss": ("aot_autograd", "autograd_cache_miss"),
+    "autograd_bypass": ("aot_autograd", "autograd_cache_bypass"),
+}
+
+
+def cache_counts() -> dict:
+    """The compile caches' counters so far in this process ({} before dynamo was imported)."""
+    import sys
+
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is None:
+        return {}
+    return {key: int(utils.counters[group][name]) for key, (group, name) in CACHE_COUNTERS.items()}
+
+
+def counts_since(before: dict) -> dict:
+    """What the compile caches counted since ``before`` (cache_counts() then)."""
+    return {key: value - before.get(key, 0) for key, value in cache_counts().items()}
 
 
 def _count_files(path: str) -> int:

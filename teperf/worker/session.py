@@ -181,6 +181,7 @@ class Session:
         In compile mode, also one step under another recipe/autocast (info["recompile"])
         and the step back (info["switch_back"]: cached, if the second recipe change is cheap)."""
         from teperf.worker.clocks import time_once
+        from teperf.worker.compile_cache import cache_counts, counts_since
         from teperf.worker.runner import compile_counts_during, isolate_dynamo, make_step
 
         mode = case["mode"]
@@ -201,6 +202,7 @@ class Session:
             self.dynamo_epoch += 1
             cache = self.compile_cache.use(f"case{case['id']}")
         made = {}
+        counted = cache_counts() if cache is not None else {}
 
         def first():
             made["step"], made["info"] = make_step(built, mode)
@@ -217,6 +219,7 @@ class Session:
             first_call["after_process_warmup"] = warmup
         if cache is not None:
             cache["files_after"] = self.compile_cache.files(cache["dir"])
+            cache.update(counts_since(counted))  # hits: graphs it found in the cache
             first_call["cache"] = cache
         info["first_call"] = first_call
         if built.after_first_call is not None:

@@ -1,0 +1,228 @@
+"""Issue 22: trials that shared their core are re-measured, left out, and too many of them make the
+verdict "inconclusive (load)". Contention is injected (a trial's wall time over its CPU time, or a
+patched TrialRecord.contended), so these tests do not depend on how loaded the machine is."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import PLANTED
+
+from teperf.bundle import Bundle
+from teperf.config import Stats, load_config
+from teperf.engine.coordinator import RemeasureBudget
+from teperf.errors import TeperfError
+from teperf.gate import failing_cells
+from teperf.records import TrialRecord
+from teperf.render import render, verdict_text
+from teperf.stats import pick_attempt
+from teperf.summary import aggregate, parse, summarize
+
+
+def test_pick_attempt_takes_the_first_clean_complete_attempt():
+    sides = ("base", "head")
+    clean = {"base": (100.0, False), "head": (101.0, False)}
+    assert pick_attempt({0: clean}, sides) == (0, False)
+    shared = {"base": (100.0, True), "head": (130.0, False)}
+    assert pick_attempt({0: shared, 1: clean}, sides) == (1, False)
+    assert pick_attempt({0: shared, 1: shared}, sides) == (None, True)  # contended every time: left out
+    assert pick_attempt({0: {"base": (100.0, False)}}, sides) == (None, False)  # no complete couple
+    assert pick_attempt({0: {"base": (100.0, True)}}, ("base",)) == (None, True)
+
+
+def test_trial_is_contended_only_on_the_cpu_when_wall_time_is_well_over_cpu_time():
+    def trial(wall):
+        return TrialRecord(
+            pair=0, round=0, trial=0, side="base", case_id=0, iters=10, process_cpu_ns=1000, wall_ns=wall
+        )
+
+    assert trial(1300).contended("cpu") and not trial(1100).contended("cpu")
+    assert not trial(5000).contended("cuda")  # a GPU's waits are in the wall time: no telling
+    assert trial(1000).attempt == 0  # older bundles: every trial a first attempt
+
+
+def test_remeasure_budget_caps_each_couple_the_pair_and_a_lasting_load():
+    budget = RemeasureBudget(total=4, per_couple=3, futile=9)
+    assert not budget.take(0, contended=False)  # a clean couple is not measured again
+    assert [budget.take(a, True) for a in range(4)] == [True, True, True, False]  # a couple: 3 re-measures
+    assert budget.take(0, True) and not budget.take(0, True)  # the pair: 4 in all
+    lasting = RemeasureBudget(total=100, per_couple=3, futile=4)
+    assert [lasting.take(a, True) for a in range(4)] == [True, True, True, False]  # 3 futile in a row
+    assert not lasting.take(1, False)  # a clean re-measure: the count starts again
+    assert [lasting.take(a, True) for a in range(4)] == [True, True, True, False]  # 3 futile again
+    assert lasting.take(0, True) and not lasting.take(1, True)  # the 4th futile in a row: no more
+    assert not lasting.take(0, True)
+
+
+def _bundle(tmp_path, contended_pairs: set, head_factor=1.0, remeasure=False, pairs=6) -> Bundle:
+    """An A/A-like CPU compare of one cell; in ``contended_pairs`` the first couple's attempt 0 shared its
+    core (wall 2x CPU) and read 30 % slower on the head side; with ``remeasure`` a clean attempt 1 follows."""
+    cfg = load_config(None, {"modules": ["Linear"], "core": None})
+    meta = {
+        "kind": "compare",
+        "config": cfg.to_dict(),
+        "sides": {"base": {"label": "base"}, "head": {"label": "head"}},
+        "cases": [
+            {
+                "id": 0,
+                "module": "Linear",
+                "recipe": "fp32",
+                "shape": [8, 2, 64],
+                "dtype": "float32",
+                "mode": "eager",
+            }
+        ],
+    }
+    bundle = Bundle.create(tmp_path / "results", "compare", meta)
+
+    def trial(pair, k, side, us, attempt=0, shared=False):
+        cpu = int(us * 10 * 1000)
+        bundle.append(
+            {"kind": "trial", "pair": pair, "round": 0, "trial": k, "side": side, "case_id": 0, "iters": 10,
+             "process_cpu_ns": cpu, "wall_ns": cpu * (2 if shared else 1), "attempt": attempt}
+        )  # fmt: skip
+
+    for pair in range(pairs):
+        level = 100.0 + 3 * pair
+        for k in range(4):
+            wobble = 1 + ((pair * 4 + k) % 5 - 2) / 1000  # +-0.2 %: an A/A
+            shared = pair in contended_pairs and k == 0
+            trial(pair, k, "base", level, shared=shared)
+            trial(pair, k, "head", level * wobble * (1.3 if shared else head_factor), shared=shared)
+            if shared and remeasure:
+                trial(pair, k, "base", level, attempt=1)
+                trial(pair, k, "head", level * wobble * head_factor, attempt=1)
+    bundle.close()
+    bundle.update_meta(status="complete")
+    return bundle
+
+
+def test_contended_couples_are_left_out_or_replaced_by_their_re_measure(tmp_path):
+    # one couple in each of two pairs shared its core and read +30 %: averaged in, it would move the estimate
+    summary = summarize(_bundle(tmp_path / "a", {0, 1}).path)
+    left_out = summary.rows[0]
+    assert any("left out of the figures: 8% per cell" in n for n in summary.notes)
+    assert left_out["contended_pct"] == pytest.approx(100 * 2 / 24) and left_out["remeasured"] == 0
+    assert abs(left_out["delta_pct"]) < 0.3 and left_out["verdict"] == "no change"
+    assert left_out.get("verdict_cause") is None
+    again = summarize(_bundle(tmp_path / "b", {0, 1}, remeasure=True).path)
+    row = again.rows[0]
+    assert row["contended_pct"] == 0 and row["remeasured"] == 2 and row["verdict"] == "no change"
+    assert row["n_trials"] == 24  # one base trial per couple: the clean re-measure, not both attempts
+    assert any("2 couples measured again" in n for n in again.notes)
+
+
+def test_too_many_contended_couples_make_the_verdict_inconclusive_for_load(tmp_path):
+    # 4 of 24 couples (17 %) is under the 20 % limit; 6 of 24 (25 %) is over it
+    under = summarize(_bundle(tmp_path / "a", {0, 1, 2, 3}, head_factor=1.1).path).rows[0]
+    assert under["verdict"] == "slower" and under["delta_pct"] == pytest.approx(10, abs=0.5)
+    summary = summarize(_bundle(tmp_path / "b", {0, 1, 2, 3, 4, 5}, head_factor=1.1).path)
+    row = summary.rows[0]
+    assert row["verdict"] == "inconclusive" and row["verdict_cause"] == "load" and row["bound_pct"] is None
+    assert row["contended_pct"] == pytest.approx(25.0)
+    # the figures still show what was measured: every couple, the contended ones too
+    assert row["n_trials"] == 24 and row["delta_pct"] > 10
+    assert verdict_text(row) == "inconclusive (load: 25% contended)"
+    assert "inconclusive (load: 25% contended)" in render(summary, "markdown")
+    assert any(
+        "1 cell had more than 20% of their couples" in n and "1 is inconclusive (load)" in n
+        for n in summary.notes
+    )
+    assert failing_cells(summary.rows, {"inconclusive"}) == [
+        f"Linear/fp32 inconclusive {row['delta_pct']:+.1f}% (load: 25% of couples shared their core)"
+    ]
+    assert json.loads(render(summary, "json"))["rows"][0]["verdict_cause"] == "load"
+    # the limit is a setting: raised, the same bundle has a verdict again
+    parsed = parse(summary.path)
+    assert aggregate(parsed, Stats(max_contended_pct=50.0))[0]["verdict"] == "slower"
+
+
+def test_max_contended_100_accepts_any_load(tmp_path):
+    every = _bundle(tmp_path, set(range(6)), head_factor=1.1)
+    # every couple shared its core: with the limit at 100 % the figures come from all of them, verdict as before
+    lines = [json.loads(line) for line in (every.path / "records.jsonl").read_text().splitlines()]
+    for r in lines:
+        r["wall_ns"] = r["process_cpu_ns"] * 3
+    (every.path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    parsed = parse(every.path)
+    loaded = aggregate(parsed, Stats())[0]
+    accepted = aggregate(parsed, Stats(max_contended_pct=100.0))[0]
+    assert loaded["verdict_cause"] == "load" and loaded["contended_pct"] == 100
+    assert accepted["verdict"] == "slower" and accepted["verdict_cause"] is None
+    assert accepted["n_trials"] == 24 and accepted["delta_pct"] == loaded["delta_pct"]
+    # a few contended couples: left out at the default, counted (as before issue 22) at 100
+    some = parse(_bundle(tmp_path / "some", {0, 1}).path)
+    assert aggregate(some, Stats())[0]["n_trials"] == 22
+    counted = aggregate(some, Stats(max_contended_pct=100.0))[0]
+    assert counted["n_trials"] == 24 and counted["contended_pct"] == pytest.approx(100 * 2 / 24)
+
+
+def test_max_contended_is_validated():
+    assert load_config(None, {"max_contended_pct": 100.0}).stats.max_contended_pct == 100.0
+    with pytest.raises(TeperfError, match="--max-contended must be a number between 0 and 100"):
+        load_config(None, {"max_contended_pct": 150.0})
+
+
+def test_the_engine_re_measures_a_contended_couple_and_the_summary_uses_the_re_measure(tmp_path, monkeypatch):
+    """Real workers, in-process coordinator; the contention flag injected: every couple's first trial
+    (trial 0) shares its core in its first attempt."""
+    from teperf import api
+
+    monkeypatch.setattr(TrialRecord, "contended", lambda self, device: self.trial == 0 and self.attempt == 0)
+    cfg = load_config(
+        "demo",
+        {"modules": ["Linear"], "processes": 3, "rounds": 1, "trials": 4, "iters": 20, "warmup": 5},
+    )
+    same = str(PLANTED / "base")
+    path = api.compare(
+        cfg, api.path_side("base", same), api.path_side("head", same), results_dir=str(tmp_path), command=[]
+    )
+    trials = [r for r in Bundle.open(path).records() if isinstance(r, TrialRecord)]
+    again = [t for t in trials if t.attempt == 1]
+    assert {(t.pair, t.trial) for t in again} == {(p, 0) for p in range(3)} and len(again) == 6
+    assert all(t.attempt == 0 for t in trials if t.trial != 0)
+    row = summarize(path).rows[0]
+    assert row["remeasured"] == 3 and row["contended_pct"] == 0 and row["n_pairs"] == 3
+    assert row["verdict_cause"] is None
+
+
+def test_a_couple_contended_every_time_is_re_measured_at_most_three_times(tmp_path, monkeypatch):
+    from teperf import api
+
+    monkeypatch.setattr(TrialRecord, "contended", lambda self, device: True)
+    cfg = load_config(
+        "demo",
+        {"modules": ["Linear"], "processes": 1, "rounds": 1, "trials": 4, "iters": 20, "warmup": 5},
+    )
+    same = str(PLANTED / "base")
+    path = api.compare(
+        cfg, api.path_side("base", same), api.path_side("head", same), results_dir=str(tmp_path), command=[]
+    )
+    trials = [r for r in Bundle.open(path).records() if isinstance(r, TrialRecord)]
+    # 4 couples; the pair may measure 4 more: the first couple 3 times again, the second once
+    assert sorted((t.trial, t.attempt) for t in trials if t.side == "base") == [
+        (0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1), (2, 0), (3, 0)
+    ]  # fmt: skip
+    row = summarize(path).rows[0]
+    assert row["contended_pct"] == 100 and row["verdict"] == "inconclusive" and row["verdict_cause"] == "load"
+
+
+@pytest.mark.parametrize("limit, settled", [(20.0, False), (100.0, True)])
+def test_precision_does_not_settle_a_cell_whose_couples_shared_the_core(limit, settled):
+    """--precision: a narrow cell whose couples all shared their core keeps getting pairs (the load may pass)
+    unless --max-contended 100 accepts it; the interim figures follow the summary's rule."""
+    from test_adaptive import ITERS, make
+
+    ad, _, _ = make(precision=5.0, budget=None, min_pairs=3, modules="Linear", max_contended_pct=limit)
+    for pair in range(4):
+        for k in range(4):
+            for side, us in ((0, 100.0), (1, 100.5 + 0.1 * k)):
+                record = {"process_cpu_ns": us * ITERS * 1000, "iters": ITERS}
+                ad.add_trial(pair, 0, 0, k, side, record, contended=True)
+        ad.pair_done(pair, 1.0, 1)
+    cell = ad.cells[0]
+    assert (
+        cell.pairs == 4 and cell.half_pct is not None and cell.half_pct < 5.0
+    )  # narrow: every couple counts
+    assert cell.settled is settled
