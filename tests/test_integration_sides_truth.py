@@ -223,6 +223,7 @@ def test_path_sides_import_their_own_package_from_a_wheel_install(world, tmp_pat
         "--head-path", tmp_path / "new",
         "--config", world["tmp"] / "cfg.toml",
         "--processes", "1",
+        "--prestart", "0",  # cold: the hash must still cover what the factories imported
         "--format", "json",
         "--results-dir", tmp_path / "results",
     )  # fmt: skip
@@ -231,3 +232,4 @@ def test_path_sides_import_their_own_package_from_a_wheel_install(world, tmp_pat
     assert imported["base"]["packages"]["spinpkg"]["path"] == str(tmp_path / "old" / "spinpkg")
     assert imported["head"]["packages"]["spinpkg"]["path"] == str(tmp_path / "new" / "spinpkg")
     assert imported["head"]["sys_path"][0] == str(tmp_path / "new")  # before the interpreter's own packages
+    assert imported["base"]["packages"]["spinpkg"]["hash"] != imported["head"]["packages"]["spinpkg"]["hash"]

@@ -164,7 +164,6 @@ class PairRunner:
         for index in start_order(self.pair, len(self.sides)):
             self._start_side(index)
             self._collect_queued(index)
-            self._describe_imports(index)  # still on its import core, where one was spare
             self._move_to_measuring_core(index)
         # Cases not set up ahead (a cold pair, or a side restarted above).
         for case in self._runnable_cases():
@@ -172,6 +171,8 @@ class PairRunner:
                 if self.runnable(case.id) and case.id not in self.ready[index]:
                     self._setup(index, case)
         for index in start_order(self.pair, len(self.sides)):
+            # after every set-up: the factories' imports are what the content hash must cover
+            self._describe_imports(index)
             self._record_worker(index)
 
     def runnable(self, case_id: int) -> bool:
