@@ -55,6 +55,8 @@ def test_ctrl_c_inside_a_lazy_import_still_gives_130_and_the_table(tmp_path):
             "-c",
             CTRL_C_IN_IMPORT,
             "compare",
+            "--config",
+            "demo",  # its factories import from the paths (the default's built-ins would be refused)
             "--base-path",
             str(PLANTED / "base"),
             "--head-path",
