@@ -548,3 +548,33 @@ def test_an_answer_without_totals_still_reads():
 
     result = conclude({"mode": "counters", "status": "found", "totals": {}, "culprits": [], "unresolved": []})
     assert result["explained"] is False and "GOOD..BAD's counter change" in result["answer"]
+
+
+def test_a_compiled_range_makes_every_side_the_same_way(monkeypatch):
+    """GOOD..BAD needs the extension tier: GOOD (and any unchanged commit) is built too, never the
+    installed wheel's compiled code beside local builds (issue 20, item 6)."""
+    import teperf.sides.git as sides_git
+    from teperf.bisect.sides import GitSideFactory
+
+    asked = []
+
+    class Planned:
+        def make(self):
+            return "base-side", "head-side"
+
+    def plan_sides(spec, **kwargs):
+        asked.append((spec, kwargs["strategy"]))
+        return Planned()
+
+    monkeypatch.setattr(sides_git, "plan_sides", plan_sides)
+    factory = GitSideFactory(repo=".", package="pkg", package_dir="pkg", log=lambda line: None)
+    monkeypatch.setattr(factory, "tier", lambda a, b: "extension" if (a, b) == ("g", "b") else "path")
+    assert factory.pin_range("g", "b") == "extension"
+    factory.sides("g", "g")  # GOOD against itself: what a counters probe of GOOD makes
+    factory.sides("g", "p")
+    assert asked == [("g..g", "extension"), ("g..p", "extension")]
+    python_only = GitSideFactory(repo=".", package="pkg", package_dir="pkg", log=lambda line: None)
+    monkeypatch.setattr(python_only, "tier", lambda a, b: "overlay")
+    assert python_only.pin_range("g", "b") is None and python_only.pinned is None
+    forced = GitSideFactory(repo=".", package="pkg", package_dir="pkg", strategy="overlay")
+    assert forced.pin_range("g", "b") is None  # the user's --strategy stands

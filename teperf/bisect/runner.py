@@ -880,6 +880,9 @@ def bisect(
     rng = resolve_range(spec, repo)
     factory = factory or git.GitSideFactory(repo=str(rng.repo))
     plan = make_plan(rng, factory, config)
+    pin_range = getattr(factory, "pin_range", None)
+    if pin_range is not None:
+        plan["pinned_strategy"] = pin_range(rng.good.sha, rng.bad.sha)
     for line in plan_lines(rng, case, plan):
         log(line)
     if plan_only:

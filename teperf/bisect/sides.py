@@ -93,6 +93,25 @@ class GitSideFactory:
     jobs: int | None = None
     layout: str | None = None  # a --layout TOML file; None: built in for the package
     log: Callable[[str], None] | None = None
+    pinned: str | None = None  # the strategy every side of the run is made with (pin_range)
+
+    def pin_range(self, good_sha: str, bad_sha: str) -> str | None:
+        """When GOOD..BAD needs compiled code (extension or build), make every side of the run that
+        way, GOOD's and unchanged commits' too: a wheel's extension on one side and a local build on
+        the other puts the difference between the two builds into every delta (issue 20; on the H200
+        the local build of TE 2.16's extension read about 1 % slower than the wheel's). The caches,
+        keyed by compiled inputs, keep it to one build per distinct set of inputs."""
+        if self.strategy != "auto":
+            return None
+        tier = self.tier(good_sha, bad_sha)
+        if tier in ("extension", "build"):
+            self.pinned = tier
+            (self.log or stderr_log)(
+                f"every side of this bisect is made with --strategy {tier} (GOOD..BAD needs it): no side "
+                "runs the installed build's compiled code while another runs a local build"
+            )
+            return tier
+        return None
 
     def _package_dir(self, sha: str) -> str:
         if self.package is None:  # found once, in the first commit asked about, and said
@@ -119,7 +138,7 @@ class GitSideFactory:
             return plan_sides(
                 f"{base_sha}..{head_sha}",
                 repo=self.repo,
-                strategy=self.strategy,
+                strategy=self.pinned or self.strategy,
                 package=self.package,
                 package_dir=package_dir,
                 layout=self.layout,
