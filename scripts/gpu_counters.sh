@@ -1,5 +1,5 @@
 #!/bin/bash
-# H200 evidence for the counters gate, the compile residue and the overhead slopes (issue 26); NOT RUN YET.
+# H200 evidence for the counters gate, the compile residue and the overhead slopes (issue 26); gate and sweep ran on the H200 (results/evidence/h200-counters), gate-all and model not yet.
 # On the GPU machine, from the repo root, with .gpu/ carried (TE 2.20.2 or 2.16.0), one part per device call
 # (a call may last 10 minutes at most):
 #     OUT=/tmp/out bash scripts/gpu_counters.sh gate       # about 3-5 min
