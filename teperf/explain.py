@@ -485,7 +485,12 @@ def profile_case(
                     f"the {side.label} side could not set up {'/'.join(_cell_fields(case))}: {reply.get('error')}",
                     f"see {log_dir / (side.label + '.log')}",
                 )
-        packages = case_packages(wire)
+        packages = list(
+            dict.fromkeys(
+                [s.description["package"] for s in sides if isinstance(s.description.get("package"), str)]
+                + case_packages(wire)
+            )
+        )
         for side in sides:  # which code this explanation is about (the bundle says what was measured)
             reply = workers[side.label].request({"cmd": "imported", "packages": packages})
             if reply.get("type") == "imported":

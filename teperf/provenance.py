@@ -26,10 +26,14 @@ TE_PACKAGES = ("transformer_engine",)
 PREFLIGHT_TIMEOUT_S = 120.0
 
 
-def packages_under_test(config) -> list[str]:
-    """Top-level import names whose code the cells measure: TE for the te backend, each factory's
-    package, torch itself for torch's built-in reference modules."""
-    names: list[str] = []
+def packages_under_test(config, sides: Iterable[Side] = ()) -> list[str]:
+    """Top-level import names whose code the cells measure: the package a git side was made of
+    (``--package``), TE for the te backend, each factory's package, torch itself for torch's
+    built-in reference modules. A factory outside the sides' trees that imports the package
+    (nanoGPT's ``model``) is the same on both sides: the side's package is what differs."""
+    names: list[str] = [
+        s.description["package"] for s in sides if isinstance(s.description.get("package"), str)
+    ]
     if config.backend == "te":
         names += TE_PACKAGES
     for spec in config.modules:
@@ -41,9 +45,9 @@ def packages_under_test(config) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def measured_packages(config) -> list[str]:
-    """The packages under test whose code lives outside torch (what a path side must provide)."""
-    return [n for n in packages_under_test(config) if n != "torch"]
+def measured_packages(config, sides: Iterable[Side] = ()) -> list[str]:
+    """The packages under test whose code lives outside torch (what a side must be able to import)."""
+    return [n for n in packages_under_test(config, sides) if n != "torch"]
 
 
 def check_path_sides(config, sides: Iterable[Side]) -> None:
@@ -99,7 +103,8 @@ def preflight(config, sides: Iterable[Side], hash_seed: int = 0) -> dict[str, di
     worker; a one-line TeperfError naming the interpreter and what it lacks, before any pair."""
     from teperf.engine.spawn import check_python, worker_code_dir, worker_env
 
-    wanted = ["torch", *measured_packages(config), "teperf.worker"]
+    sides = list(sides)
+    wanted = ["torch", *measured_packages(config, sides), "teperf.worker"]
     found: dict[str, dict] = {}
     for side in sides:
         check_python(side.python)

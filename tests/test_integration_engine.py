@@ -100,16 +100,15 @@ def test_planted_slowdown_is_detected_and_others_unchanged(results_dir):
 
 @pytest.mark.flaky(reruns=1)  # statistical, as above
 def test_aa_over_many_cells_reports_no_change(results_dir):
-    same = PLANTED / "base"
     shapes = []
     for s in ("8,2,64", "8,2,128", "4,4,128", "16,128"):
         shapes += ["--shape", s]
     res = run_cli(
         "compare",
-        "--base-path",
-        same,
-        "--head-path",
-        same,
+        "--base-python",  # a deliberate A/A of torch's built-ins: the same interpreter twice
+        sys.executable,
+        "--head-python",
+        sys.executable,
         *shapes,
         *SMALL,
         "--no-counters",
@@ -376,10 +375,10 @@ def test_ctrl_c_keeps_every_measured_trial(results_dir):
             "-m",
             "teperf",
             "compare",
-            "--base-path",
-            PLANTED / "base",
-            "--head-path",
-            PLANTED / "base",
+            "--base-python",  # A/A of torch's built-ins (path sides would import nothing)
+            sys.executable,
+            "--head-python",
+            sys.executable,
             "--processes",
             "50",
             "--rounds",

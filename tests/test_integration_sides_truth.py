@@ -120,17 +120,22 @@ def _teperf(world, *args):
     )
 
 
-@pytest.mark.flaky(reruns=1)
-def test_env_sides_import_their_own_packages_from_a_wheel_install(world):
-    res = _teperf(
+def _compare_pythons(world, base, head, results, *extra):
+    """`teperf compare --base-python BASE --head-python HEAD` of the spin config, from the wheel."""
+    return _teperf(
         world,
         "compare",
-        "--base-python", world["A"],
-        "--head-python", world["B"],
+        "--base-python", base,
+        "--head-python", head,
         "--config", world["tmp"] / "cfg.toml",
-        "--format", "json",
-        "--results-dir", world["tmp"] / "results",
+        "--results-dir", results,
+        *extra,
     )  # fmt: skip
+
+
+@pytest.mark.flaky(reruns=1)
+def test_env_sides_import_their_own_packages_from_a_wheel_install(world):
+    res = _compare_pythons(world, world["A"], world["B"], world["tmp"] / "results", "--format", "json")
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     imported = out["imported"]
@@ -148,43 +153,20 @@ def test_env_sides_import_their_own_packages_from_a_wheel_install(world):
 
 
 def test_two_interpreters_with_identical_code_exit_1_and_say_so(world):
-    res = _teperf(
-        world,
-        "compare",
-        "--base-python", world["A"],
-        "--head-python", world["A2"],
-        "--config", world["tmp"] / "cfg.toml",
-        "--processes", "1",
-        "--results-dir", world["tmp"] / "results",
-    )  # fmt: skip
+    res = _compare_pythons(world, world["A"], world["A2"], world["tmp"] / "results", "--processes", "1")
     assert res.returncode == 1, res.stderr
     assert "both sides ran identical code" in res.stdout + res.stderr
     assert "spinpkg hash" in res.stderr
 
 
 def test_a_deliberate_a_a_is_no_error(world):
-    res = _teperf(
-        world,
-        "compare",
-        "--base-python", world["A"],
-        "--head-python", world["A"],
-        "--config", world["tmp"] / "cfg.toml",
-        "--processes", "1",
-        "--results-dir", world["tmp"] / "results",
-    )  # fmt: skip
+    res = _compare_pythons(world, world["A"], world["A"], world["tmp"] / "results", "--processes", "1")
     assert res.returncode == 0, res.stderr
     assert "identical code" not in res.stdout + res.stderr
 
 
 def test_a_side_without_torch_is_refused_before_any_pair(world, tmp_path):
-    res = _teperf(
-        world,
-        "compare",
-        "--base-python", world["A"],
-        "--head-python", world["bare"],
-        "--config", world["tmp"] / "cfg.toml",
-        "--results-dir", tmp_path / "results",
-    )  # fmt: skip
+    res = _compare_pythons(world, world["A"], world["bare"], tmp_path / "results")
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) <= 2 and "Traceback" not in res.stderr
@@ -198,14 +180,7 @@ def test_a_side_without_torch_is_refused_before_any_pair(world, tmp_path):
 
 def test_a_side_without_the_package_under_test_is_refused(world, tmp_path):
     nopkg = _venv(tmp_path / "nopkg", None)
-    res = _teperf(
-        world,
-        "compare",
-        "--base-python", world["A"],
-        "--head-python", nopkg,
-        "--config", world["tmp"] / "cfg.toml",
-        "--results-dir", tmp_path / "results",
-    )  # fmt: skip
+    res = _compare_pythons(world, world["A"], nopkg, tmp_path / "results")
     assert res.returncode == 2, res.stderr
     assert "lacks spinpkg" in res.stderr and "Traceback" not in res.stderr
     assert not (tmp_path / "results").exists()

@@ -192,3 +192,10 @@ def test_compiled_files_are_hashed_once_per_run_while_their_stat_holds(tmp_path)
     lib.write_bytes(b"\x7fELF two!")  # changed: hashed anew whatever was known
     changed = facts({real: entry[:3] + ["0" * 64]})
     assert changed["compiled"][real][3] not in ("0" * 64, entry[3])
+
+
+def test_a_git_sides_package_is_under_test_even_behind_an_outside_factory():
+    # nanoGPT: the factory lives outside the repo and imports `model` from the side's tree
+    config = build_config({"modules": {"GPT": {"factory": "nanofactory:make"}}}, {})
+    git_side = Side(label="base", python=sys.executable, description={"package": "model", "sha": "1" * 40})
+    assert packages_under_test(config, [git_side]) == ["model", "nanofactory"]

@@ -140,7 +140,7 @@ class PairRunner:
         self.restarts = 0
         self.backends = sorted({c.backend for c in cases})
         self.cache_root = cache_root
-        self.packages = packages_under_test(config)
+        self.packages = packages_under_test(config, sides)
 
     def _runnable_cases(self) -> list[Case]:
         return [c for c in self.cases.values() if self.runnable(c.id)]
@@ -552,7 +552,7 @@ class _Run:
             self.servers = ServerPool(
                 config,
                 sides,
-                preload_modules(config, cases),
+                preload_modules(config, cases, sides),
                 bundle.path / "workers",
                 bundle.path,
                 lambda i: cores[i % len(cores)],
@@ -813,7 +813,7 @@ def _run_pairs(
     return run.retries.failed
 
 
-def preload_modules(config: Config, cases: list[Case]) -> list[str]:
+def preload_modules(config: Config, cases: list[Case], sides: list[Side]) -> list[str]:
     """What a fork server imports before it forks: torch, teperf's worker, each backend in use and
     the packages under test (a package whose import initializes CUDA makes the server refuse)."""
     names = ["torch", "teperf.worker.session", "teperf.worker.runner", "teperf.worker.counters"]
@@ -821,5 +821,5 @@ def preload_modules(config: Config, cases: list[Case]) -> list[str]:
     names += [f"teperf.worker.backends.{'torch_ref' if b == 'torch' else b}" for b in sorted(backends)]
     if "te" in backends:
         names.append("transformer_engine.pytorch")
-    names += [p for p in packages_under_test(config) if p not in ("torch", "transformer_engine")]
+    names += [p for p in packages_under_test(config, sides) if p not in ("torch", "transformer_engine")]
     return list(dict.fromkeys(names))
