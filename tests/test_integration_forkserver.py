@@ -32,6 +32,7 @@ def test_forked_workers_find_the_planted_slowdown(results_dir):
         "--trials", "4",
         "--iters", "30",
         "--warmup", "10",
+        "--max-contended", "100",  # load's own verdict is tests/test_load.py's
         "--format", "json",
         "--results-dir", results_dir,
     )  # fmt: skip
