@@ -81,7 +81,7 @@ class ForkedProcess:
                 left = 0.5 if deadline is None else max(0.0, min(0.5, deadline - time.monotonic()))
                 select.select([self._pidfd], [], [], left)
             else:
-                self.server.wait_exit(self.pid, 0.5)
+                self.server.exit_status(self.pid, wait_s=0.5)
         return self.returncode
 
     def kill(self) -> None:
@@ -227,9 +227,6 @@ class ForkServer:
             if pid not in self._exits and wait_s > 0:
                 self._exited.wait_for(lambda: pid in self._exits or not self.alive(), wait_s)
             return self._exits.get(pid)
-
-    def wait_exit(self, pid: int, timeout_s: float) -> None:
-        self.exit_status(pid, timeout_s)
 
     def note_killed(self, pid: int) -> None:
         self._killed.add(pid)
