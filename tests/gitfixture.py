@@ -317,6 +317,26 @@ PyMODINIT_FUNC PyInit_extpkg_ext(void) {{ return PyModule_Create(&module); }}
 """
 
 EXT_CORE = "int extpkg_core_version(void) { return %d; }\n"
+# the core, spinning 200 us per call (the extension calls it every step): a planted core slowdown
+EXT_CORE_SPIN = """\
+#include <time.h>
+
+int extpkg_core_version(void) {
+  struct timespec now, end;
+  clock_gettime(CLOCK_MONOTONIC, &end);
+  end.tv_nsec += 200000;
+  if (end.tv_nsec >= 1000000000) { end.tv_sec += 1; end.tv_nsec -= 1000000000; }
+  do { clock_gettime(CLOCK_MONOTONIC, &now); }
+  while (now.tv_sec < end.tv_sec || (now.tv_sec == end.tv_sec && now.tv_nsec < end.tv_nsec));
+  return 1;
+}
+"""
+EXT_CORE_EXTRA = "int extpkg_core_extra(void) { return 7; }\n"
+EXT_CORE_CMAKE = """\
+cmake_minimum_required(VERSION 3.18)
+project(extpkg_core C)
+add_library(extpkg_core SHARED core.c extra.c)
+"""
 
 EXT_LAYOUT = """\
 name = "extpkg"
@@ -328,6 +348,10 @@ sources = ["extpkg/ext/"]
 setup_dir = "extpkg/ext"
 artifacts = ["extpkg_ext*.so"]
 import_check = "extpkg"
+
+[core_build]
+cmake_dir = "extpkg/core"
+artifacts = ["libextpkg_core.so"]
 """
 
 
@@ -341,8 +365,9 @@ class ExtFixture:
     head: str  # csrc: host_work spins 200 us                  (extension tier)
     pyonly: str  # from base: a .py change                      (overlay)
     version: str  # from base: VERSION.txt only                  (overlay + note)
-    core: str  # from base: the core library's source          (build)
+    core: str  # from base: the core library's source          (core)
     badsym: str  # from base: csrc calls a symbol the installed core lacks
+    corespin: str = ""  # from base: the core spins 200 us per call (core)
 
 
 def make_ext_fixture(root: Path) -> ExtFixture:
@@ -357,6 +382,8 @@ def make_ext_fixture(root: Path) -> ExtFixture:
     write(pkg / "__init__.py", EXT_INIT)
     write(pkg / "blocks.py", EXT_BLOCKS)
     write(pkg / "core" / "core.c", EXT_CORE % 1)
+    write(pkg / "core" / "extra.c", EXT_CORE_EXTRA)
+    write(pkg / "core" / "CMakeLists.txt", EXT_CORE_CMAKE)
     write(pkg / "ext" / "setup.py", EXT_SETUP)
     write(pkg / "ext" / "csrc" / "ext.cpp", EXT_CPP.format(spin_ns=0, extra_decl="", extra_call=""))
     base = commit(repo, "base: extpkg with a core library and an extension")
@@ -374,6 +401,9 @@ def make_ext_fixture(root: Path) -> ExtFixture:
     pyonly = branch("pyonly", {"extpkg/blocks.py": EXT_BLOCKS + "\nEXTRA = 1\n"}, "pyonly: a Python change")
     version = branch("version", {"VERSION.txt": "0.1.1\n"}, "version: bump to 0.1.1")
     core = branch("core", {"extpkg/core/core.c": EXT_CORE % 2}, "core: a core library change")
+    corespin = branch(
+        "corespin", {"extpkg/core/core.c": EXT_CORE_SPIN}, "corespin: the core spins 200 us per call (C)"
+    )
     badsym = branch(
         "badsym",
         {
@@ -415,6 +445,7 @@ def make_ext_fixture(root: Path) -> ExtFixture:
         version=version,
         core=core,
         badsym=badsym,
+        corespin=corespin,
     )
 
 

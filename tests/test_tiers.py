@@ -111,10 +111,11 @@ TIERS = {
     ),
     "ext-setup": ("extension", ["transformer_engine/pytorch/setup.py"]),
     "ext-build-tools": ("extension", ["build_tools/pytorch.py"]),
-    "common": ("build", ["transformer_engine/common/gemm/gemm.cu"]),
-    "common-header": ("build", ["transformer_engine/common/include/transformer_engine/gemm.h"]),
-    "build-file": ("build", ["setup.py"]),
-    "build-tools": ("build", ["build_tools/utils.py"]),
+    # a core change over an installed TE: its core library and extension rebuilt (core)
+    "common": ("core", ["transformer_engine/common/gemm/gemm.cu"]),
+    "common-header": ("core", ["transformer_engine/common/include/transformer_engine/gemm.h"]),
+    "build-file": ("build", ["setup.py"]),  # the package's own build: only a whole build covers it
+    "build-tools": ("core", ["build_tools/utils.py"]),
     "jax": ("overlay", []),
     "docs-tests": ("overlay", []),
 }
@@ -130,15 +131,22 @@ def test_auto_tier_for_each_kind_of_diff(te, branch):
     messages = []
     planned = plan(te, f"v2.16..{branch}", messages)
     assert planned.strategy.name == strategy, messages
-    assert planned.pair.changes.tier == strategy
+    assert planned.pair.changes.tier == ("build" if strategy == "core" else strategy)
     for path in deciding:  # the files that decide it are named up front
         assert path in planned.plan.reason, planned.plan.reason
-    assert messages[1] == f"strategy {strategy}: {planned.plan.reason}"
-    assert [m.split(":")[0] for m in messages[2:4]] == ["  base", "  head"]  # a cost per side
+    said = [m for m in messages if m.startswith("strategy ")]
+    assert said == [f"strategy {strategy}: {planned.plan.reason}"]
+    at = messages.index(said[0])
+    assert [m.split(":")[0] for m in messages[at + 1 : at + 3]] == ["  base", "  head"]  # a cost per side
+    if branch == "build-file":  # core was tried first and said why not
+        assert any("core does not apply (build inputs outside the core library" in m for m in messages)
     has_version = "VERSION.txt" in " ".join(TE_EDITS[branch])
-    assert bool(planned.plan.notes) == has_version
+    version_notes = [n for n in planned.plan.notes if "VERSION.txt" in n]
+    assert bool(version_notes) == has_version
     if has_version:
-        assert "build_tools/VERSION.txt: 2.16.0 -> 2.16.1" in planned.plan.notes[0]
+        assert "build_tools/VERSION.txt: 2.16.0 -> 2.16.1" in version_notes[0]
+    if strategy == "core" and "header" in branch:  # said before any build starts
+        assert any("a core header differs" in n and "full core build" in n for n in planned.plan.notes)
 
 
 def test_version_only_is_an_overlay_with_a_note_in_the_side_metadata(te):
@@ -229,7 +237,8 @@ def test_ext_fixture_plans(tmp_path, monkeypatch, cache):
         "main": "extension",
         "pyonly": "overlay",
         "version": "overlay",
-        "core": "build",
+        "core": "core",
+        "corespin": "core",
         "badsym": "extension",
     }
     for branch, strategy in expected.items():

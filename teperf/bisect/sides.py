@@ -30,10 +30,10 @@ from teperf.sides.gitrepo import (  # noqa: F401  (re-exported: bisect's git hel
 
 # Rough cost of making one commit runnable, per tier (seconds), for the plan printed up front.
 # overlay: a shadow tree of symlinks; extension: TE's pytorch extension ~73 s on the H200; build: minutes.
-TIER_SECONDS = {"path": 1.0, "overlay": 2.0, "extension": 90.0, "build": 600.0}
+TIER_SECONDS = {"path": 1.0, "overlay": 2.0, "extension": 90.0, "core": 300.0, "build": 600.0}
 # Any other package, before one of its builds was measured here: a pip install of a mostly-Python tree
 # (nanoGPT's bisect planned 4840 s on TE's figures and took 76 s). The cache's timings replace it.
-OTHER_TIER_SECONDS = {"path": 1.0, "overlay": 2.0, "extension": 60.0, "build": 60.0}
+OTHER_TIER_SECONDS = {"path": 1.0, "overlay": 2.0, "extension": 60.0, "core": 60.0, "build": 60.0}
 TE_PACKAGE = "transformer_engine"
 
 
@@ -41,7 +41,8 @@ def tier_seconds(package: str, tier: str, cache_dir: str | None = None, layout: 
     """(seconds, basis) of making one commit runnable: the slowest of this package's builds in the cache
     when there is one (basis "measured"), else TE's figures for TE ("TE") and OTHER_TIER_SECONDS for any
     other package ("default")."""
-    if tier in ("extension", "build"):
+    kinds = {"extension": "ext", "core": "cores", "build": "builds"}
+    if tier in kinds:
         from teperf.sides import cachedir
         from teperf.sides.layout import layout_for
 
@@ -51,7 +52,7 @@ def tier_seconds(package: str, tier: str, cache_dir: str | None = None, layout: 
             layout_name = None
         times = [
             e.meta.get("seconds")
-            for e in cachedir.entries(cache_dir, kinds=("builds" if tier == "build" else "ext",), sizes=False)
+            for e in cachedir.entries(cache_dir, kinds=(kinds[tier],), sizes=False)
             if e.complete
             and e.meta.get("seconds")
             and (e.meta.get("package") == package if tier == "build" else e.meta.get("layout") == layout_name)
@@ -105,13 +106,30 @@ class GitSideFactory:
             return None
         tier = self.tier(good_sha, bad_sha)
         if tier in ("extension", "build"):
-            self.pinned = tier
+            name = "core" if tier == "build" and self._core_applies() else tier
+            self.pinned = name
             (self.log or stderr_log)(
-                f"every side of this bisect is made with --strategy {tier} (GOOD..BAD needs it): no side "
+                f"every side of this bisect is made with --strategy {name} (GOOD..BAD needs it): no side "
                 "runs the installed build's compiled code while another runs a local build"
             )
-            return tier
+            return name
         return None
+
+    def _core_applies(self) -> bool:
+        """A core-library change of a package whose core and extension teperf can rebuild over an
+        installed copy (TE): the core strategy, whose shared Ninja tree makes each probe incremental."""
+        from teperf.sides import installed as inst
+        from teperf.sides.layout import layout_for
+        from teperf.sides.target import Refused
+
+        try:
+            layout = layout_for(self.package or TE_PACKAGE, self.layout)
+            if layout.core_build is None or layout.extension is None:
+                return False
+            inst.find_installed(self.package or TE_PACKAGE, self.python)
+        except (TeperfError, Refused):
+            return False
+        return True
 
     def _package_dir(self, sha: str) -> str:
         if self.package is None:  # found once, in the first commit asked about, and said

@@ -31,10 +31,13 @@ def _what(entry: cachedir.Entry) -> str:
         return f"{str(meta.get('sha', entry.key))[:10]} {meta.get('subject', '')}".strip()
     if entry.kind == "overlays":
         return f"{meta.get('package') or '?'} @ {str(meta.get('sha') or '?')[:10]} {meta.get('subject') or ''}".strip()
+    if entry.kind == "ccache":
+        return "compiler cache (ccache) shared by every build"
     if entry.kind == "buildtrees":
         return f"build directory of {meta.get('repo', '?')}, last {str(meta.get('sha', '?'))[:10]}"
     status = "ok" if meta.get("ok") else f"FAILED (exit {meta.get('returncode')})" if meta else "incomplete"
-    what = f"{meta.get('package', '?')}{' extension' if entry.kind == 'ext' else ''}"
+    kind = {"ext": " extension", "cores": " core library"}.get(entry.kind, "")
+    what = f"{meta.get('package', '?')}{kind}"
     return f"{what} from {str(meta.get('sha', '?'))[:10]}, {status}, {meta.get('seconds', '?')}s"
 
 
@@ -102,7 +105,7 @@ def list_(cache_dir, fmt):
     "--older-than", type=float, default=None, metavar="DAYS", help="Only entries not used for DAYS days."
 )
 def clear(cache_dir, kinds, older_than):
-    """Remove cached entries: all, or only KINDS (trees, overlays, builds, buildtrees, ext)."""
+    """Remove cached entries: all, or only KINDS (trees, overlays, builds, buildtrees, ext, cores, ccache)."""
     root = cachedir.cache_root(cache_dir)
     done = cachedir.clear(
         cache_dir, kinds or cachedir.KINDS, older_than_s=None if older_than is None else older_than * 86400

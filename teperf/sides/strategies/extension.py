@@ -95,7 +95,15 @@ class Extension(Strategy):
 
     @functools.cached_property
     def _env(self) -> dict[str, str]:
-        return buildrun.build_env(self.target.layout, jobs=self.target.jobs, extra=self.ext.env)
+        t = self.target
+        return buildrun.build_env(
+            t.layout,
+            jobs=t.jobs,
+            extra=self.ext.env,
+            cache_dir=t.cache_dir,
+            python=t.python,
+            ccache="masquerade",
+        )
 
     def key(self, commit: Commit) -> tuple[str, int]:
         """(cache key of this commit's extension build, number of input files hashed)."""
@@ -204,6 +212,7 @@ class Extension(Strategy):
                 "core": self.core[:16],
                 "env": buildrun.hashed_env(self._env, tuple(ext.env) + ("MAX_JOBS",)),
             }
+            before = buildrun.ccache_stats(self._env)
             rc, seconds = buildrun.run_logged(
                 argv,
                 cwd=src / ext.setup_dir,
@@ -213,7 +222,12 @@ class Extension(Strategy):
                 log=t.log,
             )
             artifacts = self._artifacts(prefix) if rc == 0 else {}
-            meta.update(seconds=round(seconds, 1), returncode=rc, artifacts=artifacts)
+            meta.update(
+                seconds=round(seconds, 1),
+                returncode=rc,
+                artifacts=artifacts,
+                ccache=buildrun.ccache_delta(before, buildrun.ccache_stats(self._env)),
+            )
             buildrun.settle(
                 home,
                 meta,

