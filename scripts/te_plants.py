@@ -7,6 +7,8 @@ NAME:
   calls         prepare_forward calls a helper 20 times, 5 us each (20 more Python calls per forward)
   lnl-forward   50 us busy-wait in LayerNormLinear.forward only (the other modules are untouched: A/A)
   csrc          100 us busy-wait in Float8Quantizer::create_tensor (C++, every fp8 quantization)
+  core:N        N us busy-wait in nvte_quantize_v2 (the core library, common/cast/cast.cu: every FP8 cast)
+  core-header   a comment in common/common.h (every core file that includes it recompiles)
   version       build_tools/VERSION.txt 2.16.0 -> 2.16.1
   comment:FILE  a comment line at the end of transformer_engine/pytorch/FILE (harmless)
 """
@@ -108,6 +110,26 @@ def plant(src: Path, name: str) -> str:
             after=head,
         )
         return "Float8Quantizer::create_tensor spins 100 us (C++)"
+    if name.startswith("core:"):
+        us = int(name.split(":", 1)[1])
+        rel = "transformer_engine/common/cast/cast.cu"
+        edit(src, rel, "#include <cuda.h>\n", "#include <chrono>\n#include <cuda.h>\n")
+        edit(
+            src,
+            rel,
+            "  NVTE_API_CALL(nvte_quantize_v2);\n",
+            "  NVTE_API_CALL(nvte_quantize_v2);\n"
+            f"  {{  // planted by teperf: {us} us of host work per quantization\n"
+            f"    const auto teperf_end = std::chrono::steady_clock::now() + std::chrono::microseconds({us});\n"
+            "    while (std::chrono::steady_clock::now() < teperf_end) {\n"
+            "    }\n"
+            "  }\n",
+        )
+        return f"nvte_quantize_v2 spins {us} us (C++, the core library)"
+    if name == "core-header":
+        path = src / "transformer_engine" / "common" / "common.h"
+        path.write_text(path.read_text() + "// teperf: a comment in a core header\n")
+        return "a comment in common/common.h"
     if name == "version":
         (src / "build_tools" / "VERSION.txt").write_text("2.16.1\n")
         return "VERSION.txt 2.16.1"

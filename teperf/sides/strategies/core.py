@@ -271,10 +271,13 @@ class Core(Extension):
         ext_costs = dict(ext_plan.costs)
         costs = []
         previous = (tree / "build" / "CMakeCache.txt").is_file()
+        planned: dict[str, str] = {}  # key -> the side that builds it
         for label, commit in self.pair.sides():
             key, _ = self.core_key(commit)
             if self._cached_core(key):
                 core = f"core reused from the cache ({key[:12]})"
+            elif key in planned:
+                core = f"the core {planned[key]} builds (the same sources)"
             elif previous:
                 core = (
                     f"incremental core build in {tree} with {jobs} (Ninja recompiles the files whose "
@@ -283,6 +286,7 @@ class Core(Extension):
             else:
                 core = f"full core build with {jobs} (the first in {tree}; {self._full_build()})"
                 previous = True  # the next side builds incrementally in the same tree
+            planned.setdefault(key, label)
             costs.append((label, f"{core}; {ext_costs.get(label, '')}".rstrip("; ")))
         notes = list(ext_plan.notes)
         headers = [p for p in core_paths if p.endswith(HEADER_SUFFIXES)]

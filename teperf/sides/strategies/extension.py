@@ -159,13 +159,17 @@ class Extension(Strategy):
         jobs = changes.plural(self._env["MAX_JOBS"], "job")
         over = f"over the installed {installed.package} {installed.version or ''}".rstrip()
         costs = []
+        planned: dict[str, str] = {}  # key -> the side that builds it
         for label, commit in self.pair.sides():
             key, _ = self.key(commit)
             cost = (
                 f"extension reused from the cache ({key[:12]})"
                 if self._cached(key)
+                else f"the extension {planned[key]} builds (the same inputs)"
+                if key in planned
                 else f"builds the extension from its tree with {jobs} ({estimate})"
             )
+            planned.setdefault(key, label)
             costs.append((label, f"{cost}, {over}"))
         from teperf.sides.strategies.overlay import version_note
 
