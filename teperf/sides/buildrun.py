@@ -7,6 +7,7 @@ Shared by the extension and build strategies; knows nothing about what is built.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -101,6 +102,22 @@ def find_ccache(python: str | None = None) -> str | None:
 MASQUERADE = ("cc", "gcc", "c++", "g++")  # the names setuptools and torch.utils.cpp_extension call
 
 
+@functools.lru_cache(maxsize=None)
+def sysconfig_compilers(python: str | None) -> tuple[str, ...]:
+    """The compiler names setuptools takes from ``python``'s build (e.g. x86_64-linux-gnu-gcc on Debian's
+    Python): torch.utils.cpp_extension calls them when it does not use Ninja."""
+    if not python:
+        return ()
+    code = "import sysconfig\nfor k in ('CC', 'CXX'):\n    print((sysconfig.get_config_var(k) or '').split(' ')[0])"
+    try:
+        out = subprocess.run(
+            [python, "-c", code], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return tuple(os.path.basename(word) for word in out.split() if word)
+
+
 def ccache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
     """The compiler cache every build of every repository shares (content-addressed, so sides and
     commits that compile the same translation unit the same way share its object)."""
@@ -111,12 +128,12 @@ def ccache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
     return home
 
 
-def _masquerade(ccache: str, home: Path) -> Path:
+def _masquerade(ccache: str, home: Path, names=MASQUERADE) -> Path:
     """A directory of compiler names that are ccache: first on PATH, setuptools' and torch's compiler
     calls go through it (ccache finds the real compiler further down PATH)."""
     bin_dir = home / "bin"
     bin_dir.mkdir(exist_ok=True)
-    for name in MASQUERADE:
+    for name in dict.fromkeys(names):
         link = bin_dir / name
         if os.path.islink(link) and os.readlink(link) == ccache:
             continue
@@ -164,7 +181,8 @@ def build_env(
             for lang in ("C", "CXX", "CUDA"):
                 env.setdefault(f"CMAKE_{lang}_COMPILER_LAUNCHER", exe)
         else:
-            env["PATH"] = f"{_masquerade(exe, home)}{os.pathsep}{env.get('PATH', '')}"
+            names = (*MASQUERADE, *sysconfig_compilers(python))
+            env["PATH"] = f"{_masquerade(exe, home, names)}{os.pathsep}{env.get('PATH', '')}"
         env["TEPERF_CCACHE"] = exe
     env.pop("NVTE_PROJECT_BUILDING", None)  # the build sets it itself
     return env

@@ -10,6 +10,7 @@ tree, index or ``.git/worktrees``; a bare repository works too.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import os
 import sys
@@ -105,10 +106,12 @@ class SidesPlan:
 
     def make(self) -> tuple[Side, Side]:
         started = time.perf_counter()
-        made = [
-            self.strategy.prepare(label, commit, self.description(label, commit))
-            for label, commit in self.pair.sides()
-        ]
+        jobs = [(label, commit, self.description(label, commit)) for label, commit in self.pair.sides()]
+        if self.strategy.parallel_sides():
+            with concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="teperf-side") as pool:
+                made = list(pool.map(lambda job: self.strategy.prepare(*job), jobs))
+        else:
+            made = [self.strategy.prepare(*job) for job in jobs]
         self.target.log(f"sides ready in {time.perf_counter() - started:.1f}s ({self.strategy.name})")
         return made[0], made[1]
 

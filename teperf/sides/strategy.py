@@ -32,6 +32,10 @@ class Strategy:
         """The side for ``commit``; ``description`` (the commit's provenance) goes into its metadata."""
         raise NotImplementedError
 
+    def parallel_sides(self) -> bool:
+        """Whether base and head are made at the same time (independent builds that cannot share)."""
+        return False
+
     # helpers for the implementations
 
     def tree(self, commit: Commit, *, submodules: bool = False) -> Path:

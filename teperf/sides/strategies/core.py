@@ -168,6 +168,9 @@ class Core(Extension):
             )
         return inst.basis(t, pair, strategy="core", tier="build", installed=installed)
 
+    def parallel_sides(self) -> bool:
+        return False  # one shared Ninja tree: head's core builds incrementally after base's
+
     def _installed_core(self, installed: inst.Installed) -> dict[str, str]:
         """package-relative path -> installed file, for the core library files the sides replace."""
         found = {}
