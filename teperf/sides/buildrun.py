@@ -181,8 +181,22 @@ def build_env(
             for lang in ("C", "CXX", "CUDA"):
                 env.setdefault(f"CMAKE_{lang}_COMPILER_LAUNCHER", exe)
         else:
-            names = (*MASQUERADE, *sysconfig_compilers(python))
-            env["PATH"] = f"{_masquerade(exe, home, names)}{os.pathsep}{env.get('PATH', '')}"
+            names = [*MASQUERADE, *sysconfig_compilers(python)]
+            # CC/CXX naming a compiler by absolute path (the H200 image: CXX=/opt/gcc/bin/g++, which
+            # torch.utils.cpp_extension calls) bypass PATH: name ccache instead, and put the compiler's
+            # directory right after ccache's so that ccache finds that same compiler
+            dirs = []
+            for var in ("CC", "CXX"):
+                value = env.get(var, "")
+                if os.path.isabs(value) and os.access(value, os.X_OK):
+                    names.append(os.path.basename(value))
+                    dirs.append(os.path.dirname(value))
+            bin_dir = _masquerade(exe, home, names)
+            for var in ("CC", "CXX"):
+                value = env.get(var, "")
+                if os.path.isabs(value) and os.access(value, os.X_OK):
+                    env[var] = str(bin_dir / os.path.basename(value))
+            env["PATH"] = os.pathsep.join([str(bin_dir), *dict.fromkeys(dirs), env.get("PATH", "")])
         env["TEPERF_CCACHE"] = exe
     env.pop("NVTE_PROJECT_BUILDING", None)  # the build sets it itself
     return env
