@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import tomllib
 
-from teperf.cpus import check_core
+from teperf.cpus import check_core, check_lanes
 from teperf.errors import TeperfError
 
 BACKENDS = ("torch", "te")
@@ -522,10 +522,6 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
             f"unknown compile cache state {compile_cache!r}",
             f"{_named('compile_cache', ov)} takes one of: {', '.join(COMPILE_CACHES)}",
         )
-    from teperf.engine.lanes import (
-        check_lanes,
-    )  # not at the top: engine.lanes reads this module's core helpers
-
     lanes = check_lanes(ov.get("lanes", raw.get("lanes", 1)), core, _named("lanes", ov))
     return Config(
         compile_cache=compile_cache,
