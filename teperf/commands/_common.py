@@ -8,17 +8,7 @@ import sys
 import click
 
 from teperf.commands._live import live_view
-from teperf.config import (
-    COMPILE_CACHES,
-    METRICS,
-    MODES,
-    SPAWNS,
-    Schedule,
-    Stats,
-    load_config,
-    parse_shape,
-    shipped_names,
-)
+from teperf.config import KEYS, OVERRIDE_KEYS, Key, load_config, parse_shape, shipped_names
 from teperf.errors import EXIT_CELLS_FAILED, exit_status_for_signal
 from teperf.render import FORMATS, render
 from teperf.safe_text import for_terminal
@@ -41,8 +31,6 @@ def _default(value) -> str:
     return f"{value:g}, or the config's" if isinstance(value, float) else f"{value}, or the config's"
 
 
-_SCHED, _STATS = Schedule(), Stats()
-
 EXIT_STATUS_HELP = """\b
 Exit status: 0 every cell measured (skipped recipes included); 1 a cell failed
 or ended partial (the table says which and why), or a cell has a verdict that
@@ -50,8 +38,30 @@ or ended partial (the table says which and why), or a cell has a verdict that
 was measured, status interrupted)."""
 
 
+def _key_option(key: Key):
+    """The click option of a config key (teperf/config.py's table); None means 'not given'."""
+    opt = key.option
+    kwargs: dict = {"help": opt.help.replace("{default}", str(key.default))}
+    if isinstance(opt.type, tuple):
+        kwargs["type"] = click.Choice(opt.type)
+    elif opt.type is not None:
+        kwargs["type"] = opt.type
+    if opt.metavar:
+        kwargs["metavar"] = opt.metavar
+    if opt.show_default is True:
+        kwargs["show_default"] = _default(key.default)
+    elif opt.show_default:
+        kwargs["show_default"] = opt.show_default
+    kwargs.update(_PARSE[opt.parse] if opt.parse else {})
+    return click.option(key.flag, key.name, **kwargs)
+
+
+_PARSE = {"names": {"callback": _csv_list}, "shapes": {"multiple": True, "callback": _shape_list}}
+
+
 def config_options(f):
-    """--config plus one override per config field; None means 'not given'."""
+    """--config plus one override per config key with a flag."""
+    keys = {k.name: k for k in KEYS}
     opts = [
         click.option(
             "--config",
@@ -60,176 +70,11 @@ def config_options(f):
             help=f"TOML config: a path, or a shipped config: {', '.join(shipped_names())}.",
             show_default="default",
         ),
-        click.option(
-            "--backend",
-            type=click.Choice(["torch", "te"]),
-            help="torch: plain-PyTorch reference modules (CPU or GPU); te: TransformerEngine (needs CUDA).",
-        ),
-        click.option(
-            "--device",
-            type=click.Choice(["cpu", "cuda"]),
-            help="Where the modules run (default: cpu for torch, cuda for te).",
-        ),
-        click.option(
-            "--modules", callback=_csv_list, metavar="A,B", help="Modules to measure (comma-separated)."
-        ),
-        click.option("--recipes", callback=_csv_list, metavar="A,B", help="Recipes, e.g. bf16,fp8_delayed."),
-        click.option("--modes", callback=_csv_list, metavar="A,B", help=f"Modes: {', '.join(MODES)}."),
-        click.option(
-            "--shape",
-            "shapes",
-            multiple=True,
-            callback=_shape_list,
-            metavar="8,2,256",
-            help="Input shape; repeat for several.",
-        ),
-        click.option(
-            "--processes",
-            type=int,
-            help="Fresh worker pairs (the unit of replication).",
-            show_default=_default(_SCHED.processes),
-        ),
-        click.option(
-            "--rounds",
-            type=int,
-            help="Rounds per pair; each round runs every case in a new shuffled order.",
-            show_default=_default(_SCHED.rounds),
-        ),
-        click.option(
-            "--trials",
-            type=int,
-            help="Trials per case per round (compare: rounds x trials even, so A B and B A couples balance).",
-            show_default=_default(_SCHED.trials),
-        ),
-        click.option(
-            "--iters", type=int, help="fwd+bwd steps per trial.", show_default=_default(_SCHED.iters)
-        ),
-        click.option(
-            "--warmup",
-            type=int,
-            help="Untimed steps after building each case.",
-            show_default=_default(_SCHED.warmup),
-        ),
-        click.option(
-            "--timeout",
-            "timeout_s",
-            type=float,
-            help="Seconds a worker may take for one request (start-up, set-up or one trial); then it is killed.",
-            show_default=_default(_SCHED.timeout_s),
-        ),
-        click.option("--core", type=int, help="CPU core to pin the workers to (default: the last one)."),
-        click.option(
-            "--seed", type=int, help="Seed of the case order and the hash seeds.", show_default=_default(0)
-        ),
-        click.option(
-            "--metric",
-            type=click.Choice(METRICS),
-            help="Headline clock.",
-            show_default=_default(_STATS.metric),
-        ),
-        click.option(
-            "--prestart",
-            metavar="N|auto",
-            help="Pairs to start ahead on spare cores while one measures (auto: one core per worker, up to 8 pairs; 0 = off).",
-            show_default="auto",
-        ),
-        click.option(
-            "--lanes",
-            metavar="N|auto",
-            help="Pairs measuring at once, each on its own physical core (auto: "
-            "one lane per 4 physical cores, at most 4; see README, 'Parallel lanes').",
-            show_default="1, or the config's",
-        ),
-        click.option(
-            "--min-effect",
-            "min_effect_pct",
-            type=float,
-            help="Changes under this many % do not matter: 'no change' needs the whole interval inside +-this.",
-            show_default=_default(_STATS.min_effect_pct),
-        ),
-        click.option(
-            "--min-effect-once",
-            "min_effect_once_pct",
-            type=float,
-            help="The same for one-time costs (first call, recompile), which vary more between processes.",
-            show_default=_default(_STATS.min_effect_once_pct),
-        ),
-        click.option(
-            "--max-contended",
-            "max_contended_pct",
-            type=float,
-            metavar="PCT",
-            help="A cell with more than this many % of its trial couples sharing the measuring core (even after "
-            "re-measuring) is 'inconclusive (load)'; 100 accepts any load: every couple counts (README, 'A loaded "
-            "machine').",
-            show_default=_default(_STATS.max_contended_pct),
-        ),
-        click.option(
-            "--precision",
-            "precision_pct",
-            type=float,
-            metavar="P",
-            help="Keep adding fresh pairs until every cell's 95% interval is at most +-P % (or the budget is spent); --processes is then not used.",
-        ),
-        click.option(
-            "--budget",
-            "budget_s",
-            metavar="DURATION",
-            help="Wall-clock limit of the measuring: 5m, 90s, 1h or seconds (default with --precision: 10m).",
-        ),
-        click.option(
-            "--compile-cache",
-            type=click.Choice(COMPILE_CACHES),
-            help="Inductor's on-disk cache at a compile case's first call: cold (default, empty per case "
-            "and process) or warm (filled by a throwaway worker per side before the first pair).",
-        ),
-        click.option(
-            "--spawn",
-            type=click.Choice(SPAWNS),
-            help="How each pair's workers start: fresh interpreters (default), or forked from a server per "
-            "side that imported torch and the package once (starts in about a second; a new server with a "
-            "new hash seed every --server-pairs pairs).",
-        ),
-        click.option(
-            "--server-pairs",
-            "server_pairs",
-            type=int,
-            metavar="N",
-            help=f"With --spawn forkserver: pairs each server serves before a fresh one takes over (default {_SCHED.server_pairs}).",
-        ),
+        *(_key_option(keys[name]) for name in OVERRIDE_KEYS),
     ]
     for opt in reversed(opts):
         f = opt(f)
     return f
-
-
-OVERRIDE_KEYS = (
-    "backend",
-    "device",
-    "modules",
-    "recipes",
-    "modes",
-    "shapes",
-    "processes",
-    "rounds",
-    "trials",
-    "iters",
-    "warmup",
-    "timeout_s",
-    "core",
-    "seed",
-    "metric",
-    "min_effect_pct",
-    "min_effect_once_pct",
-    "max_contended_pct",
-    "prestart",
-    "lanes",
-    "precision_pct",
-    "budget_s",
-    "compile_cache",
-    "spawn",
-    "server_pairs",
-)
 
 
 def make_config(kwargs: dict, **extra):
