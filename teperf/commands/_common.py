@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
+import shlex
 import signal
 import sys
 
@@ -10,6 +14,7 @@ import click
 from teperf.commands._live import live_view
 from teperf.config import KEYS, OVERRIDE_KEYS, Key, load_config, parse_shape, shipped_names
 from teperf.errors import EXIT_CELLS_FAILED, exit_status_for_signal
+from teperf.options import MeasureOptions, SideOptions
 from teperf.render import FORMATS, render
 from teperf.safe_text import for_terminal
 
@@ -82,6 +87,185 @@ def make_config(kwargs: dict, **extra):
     overrides.update({k: v for k, v in extra.items() if v is not None})
     path = kwargs.pop("config_path", None) or "default"
     return load_config(path, overrides)
+
+
+# ----------------------------------------------------------------------------- the git-side options
+
+
+def _side_options() -> dict:
+    """Every git-side option of compare, bisect and nightly, declared once: name -> (flags, click kwargs)."""
+    from teperf.sides import strategies
+    from teperf.sides.strategies.build import PLACEHOLDERS
+
+    return {
+        "repo": (
+            ("--repo",),
+            dict(default=".", show_default=True, metavar="DIR", help="Git repository the refs are in."),
+        ),
+        "strategy": (
+            ("--strategy",),
+            dict(
+                type=click.Choice(strategies.NAMES),
+                default="auto",
+                show_default=True,
+                help="How a git side is made runnable. " + strategies.help_text(),
+            ),
+        ),
+        "package": (
+            ("--package",),
+            dict(
+                metavar="NAME",
+                help="Package or module under test (its import name; default: found in the repo: "
+                "transformer_engine, pyproject's name, the one top-level package or module).",
+            ),
+        ),
+        "package_dir": (
+            ("--package-dir",),
+            dict(
+                metavar="PATH",
+                help="The package's directory inside the repo, or the one that holds a single module NAME.py "
+                "(default: found by name).",
+            ),
+        ),
+        "build_command": (
+            ("--build-command",),
+            dict(
+                metavar="CMD",
+                help="Build command of --strategy build (default: pip install into a per-build prefix); "
+                "placeholders: " + ", ".join(f"{k} {v}" for k, v in PLACEHOLDERS.items()) + ".",
+            ),
+        ),
+        "jobs": (
+            ("--jobs",),
+            dict(
+                type=int,
+                metavar="N",
+                help="Parallel compile jobs of extension and build strategies (default: the free cores).",
+            ),
+        ),
+        "layout": (
+            ("--layout",),
+            dict(
+                metavar="FILE",
+                help="TOML file: which paths of the package are core, extension, version files (default: built "
+                "in for transformer_engine; see teperf/sides/layout.py).",
+            ),
+        ),
+        "cache_dir": (
+            ("--cache-dir",),
+            dict(
+                metavar="DIR",
+                help="Where git trees, overlays and builds are cached (default: $TEPERF_CACHE or ~/.cache/teperf).",
+            ),
+        ),
+        "allow_dirty": (
+            ("--allow-dirty",),
+            dict(
+                is_flag=True,
+                default=None,
+                help="Measure a checked-out side even with uncommitted changes in the package.",
+            ),
+        ),
+        "python": (
+            ("--python",),
+            dict(metavar="EXE", help="Interpreter that runs the workers (default: this one)."),
+        ),
+    }
+
+
+def _side_wording() -> dict:
+    """Where bisect and nightly word a git-side option their own way (as they always have: a change here
+    changes that command's --help), and take only the strategies that make sides from git refs."""
+    from teperf.sides import strategies
+
+    git_only = click.Choice(strategies.GIT_NAMES)
+    return {
+        "bisect": {
+            "strategy": dict(
+                type=git_only,
+                help="How each commit is made runnable, as in compare (see teperf compare --help).",
+            ),
+            "build_command": dict(help="Build command of --strategy build (as in compare)."),
+            "jobs": dict(help="Parallel compile jobs of extension and build strategies."),
+            "layout": dict(help="TOML file: which paths are core, extension, version files (as in compare)."),
+            "cache_dir": dict(help="Where git trees, overlays and builds are cached."),
+        },
+        "nightly": {
+            "repo": dict(help="Git checkout of the project (e.g. TransformerEngine)."),
+            "strategy": dict(
+                type=git_only,
+                help="How a git side is made runnable. " + strategies.help_text(strategies.GIT_NAMES),
+            ),
+            "jobs": dict(help="Parallel compile jobs (default: the free cores)."),
+            "build_command": dict(help="Build command for --strategy build."),
+        },
+    }
+
+
+SIDE_FIELDS = tuple(f.name for f in dataclasses.fields(SideOptions))
+
+
+def side_options(command: str, *names: str):
+    """The git-side options ``names`` (SideOptions' fields), in this order, as ``command`` words them."""
+    declared, wording = _side_options(), _side_wording().get(command, {})
+
+    def decorate(f):
+        for name in reversed(names):
+            flags, kwargs = declared[name]
+            f = click.option(*flags, name, **{**kwargs, **wording.get(name, {})})(f)
+        return f
+
+    return decorate
+
+
+def grouped(default_config: str = "default"):
+    """Hand the command its option groups whole, in place of their separate options: ``sides``
+    (SideOptions, when it takes them) and ``measure`` (MeasureOptions). Put it right above the
+    ``def``, under the click options."""
+
+    def decorate(f):
+        wants_sides = "sides" in inspect.signature(f).parameters  # run's --python is its own side's
+
+        @functools.wraps(f)
+        def command(**kwargs):
+            if wants_sides:
+                kwargs["sides"] = take_sides(kwargs)
+            kwargs["measure"] = take_measure(kwargs, default_config)
+            return f(**kwargs)
+
+        return command
+
+    return decorate
+
+
+def take_sides(kwargs: dict) -> SideOptions:
+    given = {name: kwargs.pop(name) for name in SIDE_FIELDS if name in kwargs}
+    command = given.get("build_command")
+    given["build_command"] = tuple(shlex.split(command)) if command else None
+    return SideOptions(**given)
+
+
+def take_measure(kwargs: dict, default_config: str = "default") -> MeasureOptions:
+    """--config, the config keys' flags, --counters, --sweep, --fail-on, --format and --results-dir."""
+    from teperf.gate import parse_fail_on
+
+    fail_on = frozenset(parse_fail_on(kwargs.pop("fail_on", None)))
+    kwargs["config_path"] = kwargs.get("config_path") or default_config
+    config = make_config(kwargs, counters=kwargs.pop("counters", None))
+    swept = None
+    sweep = kwargs.pop("sweep", None)
+    if sweep:
+        from teperf.sweep import apply, parse_sweep
+
+        swept = parse_sweep(sweep)
+        config = apply(config, swept)
+    return MeasureOptions(
+        config=config,
+        results_dir=kwargs.pop("results_dir", None),
+        fmt=kwargs.pop("fmt", "table"),
+        sweep=swept,
+        fail_on=fail_on,
+    )
 
 
 def fail_on_option(f):

@@ -16,7 +16,6 @@ machine this is) are plain functions below, testable without git or workers.
 from __future__ import annotations
 
 import dataclasses
-import shlex
 import sys
 from typing import Any, Sequence
 
@@ -28,14 +27,15 @@ from teperf.commands._common import (
     emit,
     fail_on_option,
     gate,
-    make_config,
+    grouped,
     output_options,
+    side_options,
 )
 from teperf.commands._live import live_view
 from teperf.commands.history import history_option, open_store
 from teperf.commands.import_ import check_shard, parse_shard
 from teperf.errors import EXIT_CELLS_FAILED, TeperfError, exit_status_for_signal
-from teperf.sides import strategies
+from teperf.options import MeasureOptions, SideOptions
 
 DEFAULT_CONFIG = "nightly"
 
@@ -187,13 +187,7 @@ def _check_night(night_id: str | None) -> str | None:
 
 
 @click.command("nightly", epilog=EXIT_STATUS_HELP)
-@click.option(
-    "--repo",
-    default=".",
-    show_default=True,
-    metavar="DIR",
-    help="Git checkout of the project (e.g. TransformerEngine).",
-)
+@side_options("nightly", "repo")
 @click.option("--ref", default="main", show_default=True, help="Branch (or any ref) whose head is measured.")
 @history_option
 @click.option(
@@ -208,21 +202,7 @@ def _check_night(night_id: str | None) -> str | None:
     help="Name of the night the shards belong to, the same for all N (e.g. the CI run id); "
     "default: the head commit.",
 )
-@click.option(
-    "--strategy",
-    type=click.Choice(strategies.GIT_NAMES),
-    default="auto",
-    show_default=True,
-    help="How a git side is made runnable. " + strategies.help_text(strategies.GIT_NAMES),
-)
-@click.option("--jobs", type=int, metavar="N", help="Parallel compile jobs (default: the free cores).")
-@click.option(
-    "--package",
-    metavar="NAME",
-    help="Package or module under test (its import name; default: found in the repo: transformer_engine, pyproject's name, the one top-level package or module).",
-)
-@click.option("--build-command", metavar="CMD", help="Build command for --strategy build.")
-@click.option("--python", metavar="EXE", help="Interpreter that runs the workers (default: this one).")
+@side_options("nightly", "strategy", "jobs", "package", "build_command", "python")
 @click.option(
     "--force", is_flag=True, help="Measure even if the head was already measured by the last nightly."
 )
@@ -241,26 +221,8 @@ def _check_night(night_id: str | None) -> str | None:
 @fail_on_option
 @config_options
 @output_options
-def command(
-    repo,
-    ref,
-    history_url,
-    shard,
-    night_id,
-    strategy,
-    jobs,
-    package,
-    build_command,
-    python,
-    force,
-    dry_run,
-    counters,
-    sweep,
-    fail_on,
-    fmt,
-    results_dir,
-    **kwargs,
-):
+@grouped(default_config=DEFAULT_CONFIG)
+def command(ref, history_url, shard, night_id, force, dry_run, sides: SideOptions, measure: MeasureOptions):
     """Measure REF's head against the previous nightly's commit and add it to the history.
 
     \b
@@ -273,23 +235,14 @@ def command(
     from teperf.sides.gitrepo import GitFailed, repo_root, resolve, run_git
 
     shard_i, shard_n = parse_shard(shard)
-    from teperf.gate import parse_fail_on
-
-    fail_verdicts = parse_fail_on(fail_on)
-    if not kwargs.get("config_path"):
-        kwargs["config_path"] = DEFAULT_CONFIG
-    config = make_config(kwargs, counters=counters)
-    if sweep:
-        from teperf.sweep import apply, parse_sweep
-
-        config = apply(config, parse_sweep(sweep))
+    config = measure.config
     cases = shard_cases(expand(config), shard_i, shard_n)
     if not cases:
         raise TeperfError(
             f"shard {shard_i}/{shard_n} has no cases: the matrix has only {len(expand(config))}",
             "use fewer shards (N at most the number of cases)",
         )
-    root = repo_root(repo)
+    root = repo_root(sides.repo)
     head_sha = resolve(root, ref, what="--ref")
     store = open_store(history_url)
     history = store.read()
@@ -337,17 +290,7 @@ def command(
             click.echo(f"  would measure {c.key}", err=True)
         return
 
-    from teperf.sides.git import git_sides
-
-    base, head = git_sides(
-        choice.spec,
-        repo=str(root),
-        strategy=strategy,
-        package=package,
-        python=python or sys.executable,
-        build_command=shlex.split(build_command) if build_command else None,
-        jobs=jobs,
-    )
+    base, head = dataclasses.replace(sides, repo=str(root)).plan(choice.spec).make()
     nightly_meta = {
         "nightly": {
             "ref": ref,
@@ -365,7 +308,7 @@ def command(
                 config,
                 base,
                 head,
-                results_dir=results_dir,
+                results_dir=measure.results_dir,
                 command=["teperf"] + sys.argv[1:],
                 progress=factory,
                 extra_meta=nightly_meta,
@@ -382,7 +325,7 @@ def command(
         click.echo(f"teperf: interrupted; {where}. The bundle keeps what was measured: {stop.path}", err=True)
         sys.exit(exit_status_for_signal(stop.signum))
     summary = api.summarize(path)
-    emit(summary, fmt)
+    emit(summary, measure.fmt)
     file, _ = store.add_summary(summary, bundle=str(path), **record)
     recorded = summary.meta.get("host", {})
     from teperf.history.store import machine_from_meta
@@ -398,4 +341,4 @@ def command(
     click.echo(f"nightly: added to the history: {file}", err=True)
     if summary.meta.get("status") == "failed" or summary.incomplete_rows:
         sys.exit(EXIT_CELLS_FAILED)
-    gate(summary, fail_verdicts)
+    gate(summary, measure.fail_on)

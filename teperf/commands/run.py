@@ -9,10 +9,11 @@ import click
 from teperf.commands._common import (
     EXIT_STATUS_HELP,
     config_options,
-    make_config,
+    grouped,
     measure_and_report,
     output_options,
 )
+from teperf.options import MeasureOptions
 
 
 @click.command("run", epilog=EXIT_STATUS_HELP)
@@ -32,30 +33,24 @@ from teperf.commands._common import (
     show_default=True,
     help="Count python calls, ATen ops, ... per step, once, outside the timed trials.",
 )
-def command(side_path, python, label, sweep, counters, fmt, results_dir, **kwargs):
+@grouped()
+def command(side_path, python, label, measure: MeasureOptions):
     """Measure one side: median host time per fwd+bwd step of every case."""
     from teperf import api
 
-    config = make_config(kwargs, counters=counters)
-    swept = None
-    if sweep:
-        from teperf.sweep import apply, parse_sweep
-
-        swept = parse_sweep(sweep)
-        config = apply(config, swept)
     side = api.path_side(label, side_path, python)
     summary = measure_and_report(
         lambda progress, live: api.run(
-            config,
+            measure.config,
             side,
-            results_dir=results_dir,
+            results_dir=measure.results_dir,
             command=["teperf"] + sys.argv[1:],
             progress=progress,
             live=live,
         ),
-        fmt,
+        measure.fmt,
     )
-    if swept:
+    if measure.sweep:
         from teperf.sweep import analyze, render
 
-        click.echo(render(analyze(summary.path, swept)), err=fmt in ("json", "csv"), nl=False)
+        click.echo(render(analyze(summary.path, measure.sweep)), err=measure.fmt in ("json", "csv"), nl=False)
