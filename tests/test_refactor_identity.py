@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from tests import refactor_identity
+import refactor_identity
 
 
 def test_outputs_are_unchanged(tmp_path):
