@@ -219,32 +219,43 @@ def errors(tmp: Path) -> dict[str, str]:
 
 
 def _profile(scale: float) -> list[dict]:
+    """Rows shaped like teperf.worker.profile's, made up: six functions, one only in base or head."""
     rows = []
     for k in range(6):
         rows.append(
             {
-                "file": f"/src/pkg/mod{k % 3}.py",
+                "file": f"/src/{'head' if scale > 1 else 'base'}/pkg/mod{k % 3}.py",
+                "rel": f"pkg/mod{k % 3}.py",
                 "line": 10 * k + 1,
-                "func": f"fn{k}",
-                "calls": 100 + k * (10 if scale > 1 and k % 2 else 0),
-                "own_s": 0.001 * (k + 1) * (scale if k % 2 else 1.0),
-                "cum_s": 0.002 * (k + 1) * scale,
+                "name": f"fn{k}" if k else "<built-in method torch.mm>",
+                "calls": 100.0 + k * (10 if scale > 1 and k % 2 else 0),
+                "own_us": 10.0 * (k + 1) * (scale if k % 2 else 1.0),
+                "cum_us": 20.0 * (k + 1) * scale,
             }
         )
     if scale > 1:
         rows.append(
             {
-                "file": "/src/pkg/new.py",
+                "file": "/src/head/pkg/new.py",
+                "rel": "pkg/new.py",
                 "line": 5,
-                "func": "added",
-                "calls": 7,
-                "own_s": 0.003,
-                "cum_s": 0.003,
+                "name": "added",
+                "calls": 7.0,
+                "own_us": 30.0,
+                "cum_us": 30.0,
             }
         )
     else:
         rows.append(
-            {"file": "/src/pkg/old.py", "line": 9, "func": "gone", "calls": 3, "own_s": 0.002, "cum_s": 0.002}
+            {
+                "file": "/src/base/pkg/old.py",
+                "rel": "pkg/old.py",
+                "line": 9,
+                "name": "gone",
+                "calls": 3.0,
+                "own_us": 20.0,
+                "cum_us": 20.0,
+            }
         )
     return rows
 
@@ -270,6 +281,23 @@ def explains() -> dict[str, str]:
         + explain.counters_diff(*counters, full=True),
         "explain/combined": json.dumps(explain.combine_profiles([base, head]), indent=1) + "\n",
     }
+    report = {
+        "cell": "Linear/fp32/8x2x64/eager",
+        "core": 3,
+        "iters": 100,
+        "repeats": 1,
+        "sides": ["base", "head"],
+        "counters": {"base": counters[0], "head": {**counters[1], "break_reasons": ["a", "b"]}},
+        "counters_diff": explain.counters_diff(*counters, full=True),
+        "errors": {"core": "the bundle's core 9 is not usable here; profiled on core 3"},
+        "profiles": {"base": base, "head": head},
+        "imported": {},
+        "own_time_ci": explain.own_time_intervals(runs_b, runs_h),
+        "saved_to": "/somewhere/explain.json",
+    }
+    out["explain/report"] = explain.render_report(report, n=4)
+    one = {**report, "sides": ["run"], "profiles": {"run": base}, "counters": {"run": counters[0]}}
+    out["explain/report-one-side"] = explain.render_report(one, n=3)
     return out
 
 
