@@ -199,8 +199,9 @@ class Schedule:
             metavar="DURATION",
         ),
     )
-    # No cell stops before this many pairs (the default schedule's count). Stopping on width picks moments when the
-    # sd happens to look small; simulated A/A false changes (min_effect 0) went from 5 % to 8-10 % with 4, 6.5-7 % with 8
+    # No cell stops before this many pairs (the default schedule's count). Stopping on width picks moments
+    # when the sd happens to look small; simulated A/A false changes (min_effect 0) went from 5 % to 8-10 %
+    # with 4, 6.5-7 % with 8
     # (tests/test_adaptive.py).
     min_pairs: int = key(8, _whole(2))
     # How each pair's workers start (teperf/engine/forkserver.py): "fresh" interpreters, or children
@@ -220,7 +221,8 @@ class Schedule:
         4,
         _whole(),
         Option(
-            "With --spawn forkserver: pairs each server serves before a fresh one takes over (default {default}).",
+            "With --spawn forkserver: pairs each server serves before a fresh one takes over "
+            "(default {default}).",
             type=int,
             metavar="N",
         ),
@@ -264,8 +266,8 @@ class Stats:
         _percent(100),
         Option(
             "A cell with more than this many % of its trial couples sharing the measuring core (even after "
-            "re-measuring) is 'inconclusive (load)'; 100 accepts any load: every couple counts (README, 'A loaded "
-            "machine').",
+            "re-measuring) is 'inconclusive (load)'; 100 accepts any load: every couple counts (README, "
+            "'A loaded machine').",
             flag="--max-contended",
             type=float,
             metavar="PCT",
@@ -320,7 +322,8 @@ class Config:
         None,
         _prestart,
         Option(
-            "Pairs to start ahead on spare cores while one measures (auto: one core per worker, up to 8 pairs; 0 = off).",
+            "Pairs to start ahead on spare cores while one measures (auto: one core per worker, up to 8 "
+            "pairs; 0 = off).",
             metavar="N|auto",
             show_default="auto",
         ),

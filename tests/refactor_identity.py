@@ -1,8 +1,9 @@
 """What the CLI and the config print, captured in-process, so that a refactor can prove it changed none of it.
 
 ``python -m tests.refactor_identity OUTDIR`` writes one file per capture; tests/test_refactor_identity.py
-compares today's captures with the ones stored in tests/fixtures/refactor-identity.json (``--store`` rewrites it) (issue 25: the options
-table, option groups and api.nightly must not change a help text, a render, a resolved config or an error).
+compares today's captures with the ones stored in tests/fixtures/refactor-identity.json (``--store``
+rewrites it). Issue 25: the options table, option groups, api.nightly and the coordinator and explain
+splits must not change a help text, a render, a resolved config or an error.
 Nothing here starts a worker: the matrix is help texts, renders of the stored fixture bundles, the shipped
 configs as resolved, the explain renders of a made-up profile, and the errors of bad input.
 """

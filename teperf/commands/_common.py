@@ -147,15 +147,16 @@ def _side_options() -> dict:
             ("--layout",),
             dict(
                 metavar="FILE",
-                help="TOML file: which paths of the package are core, extension, version files (default: built "
-                "in for transformer_engine; see teperf/sides/layout.py).",
+                help="TOML file: which paths of the package are core, extension, version files (default: "
+                "built in for transformer_engine; see teperf/sides/layout.py).",
             ),
         ),
         "cache_dir": (
             ("--cache-dir",),
             dict(
                 metavar="DIR",
-                help="Where git trees, overlays and builds are cached (default: $TEPERF_CACHE or ~/.cache/teperf).",
+                help="Where git trees, overlays and builds are cached "
+                "(default: $TEPERF_CACHE or ~/.cache/teperf).",
             ),
         ),
         "allow_dirty": (

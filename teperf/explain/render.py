@@ -1,4 +1,4 @@
-"""The explain texts: a profile diff as text or JSON, a counter diff in a line, the report of ``teperf explain``."""
+"""The explain texts: a profile diff as text or JSON, a counter diff in one line, ``teperf explain``'s report."""
 
 from __future__ import annotations
 
