@@ -269,6 +269,22 @@ def take_measure(kwargs: dict, default_config: str = "default") -> MeasureOption
     )
 
 
+COUNTERS_HELP = "Count python calls, ATen ops, ... per step, once, outside the timed trials."
+SWEEP_HELP = (
+    "Measure every value of a module kwarg (num_gemms=1,2,4,8) or shape dimension (dim0=64,128) as its own "
+    "cell; then print the host-time slope per unit."
+)
+
+
+def counters_option(default: bool, help: str = COUNTERS_HELP):
+    """--counters/--no-counters: the config's ``counters`` key, whose default each command chooses."""
+    return click.option("--counters/--no-counters", default=default, show_default=True, help=help)
+
+
+def sweep_option(help: str = SWEEP_HELP):
+    return click.option("--sweep", metavar="KEY=V1,V2,...", help=help)
+
+
 def fail_on_option(f):
     return click.option(
         "--fail-on",

@@ -10,12 +10,14 @@ import click
 from teperf.commands._common import (
     EXIT_STATUS_HELP,
     config_options,
+    counters_option,
     fail_on_option,
     gate,
     grouped,
     measure_and_report,
     output_options,
     side_options,
+    sweep_option,
 )
 from teperf.errors import TeperfError
 from teperf.options import MeasureOptions, SideOptions
@@ -37,12 +39,7 @@ from teperf.options import MeasureOptions, SideOptions
     "--base-python", metavar="EXE", help="Interpreter for the base side (e.g. a virtualenv's python)."
 )
 @click.option("--head-python", metavar="EXE", help="Interpreter for the head side.")
-@click.option(
-    "--counters/--no-counters",
-    default=True,
-    show_default=True,
-    help="Count python calls, ATen ops, ... per step, once, outside the timed trials.",
-)
+@counters_option(default=True)
 @click.option(
     "--explain",
     "explain_cell",
@@ -54,11 +51,7 @@ from teperf.options import MeasureOptions, SideOptions
     metavar="FILE",
     help="Also check the head side's counters against this expected-counters file (teperf counters check); exit 1 on a change.",
 )
-@click.option(
-    "--sweep",
-    metavar="KEY=V1,V2,...",
-    help="Measure every value of a module kwarg (num_gemms=1,2,4,8) or shape dimension (dim0=64,128) as its own cell; then print the host-time slope per unit.",
-)
+@sweep_option()
 @fail_on_option
 @config_options
 @output_options

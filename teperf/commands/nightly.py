@@ -14,12 +14,14 @@ import click
 from teperf.commands._common import (
     EXIT_STATUS_HELP,
     config_options,
+    counters_option,
     emit,
     fail_on_option,
     gate,
     grouped,
     output_options,
     side_options,
+    sweep_option,
 )
 from teperf.commands._live import live_view
 from teperf.commands.history import history_option
@@ -55,16 +57,9 @@ from teperf.options import MeasureOptions, SideOptions
     "--force", is_flag=True, help="Measure even if the head was already measured by the last nightly."
 )
 @click.option("--dry-run", is_flag=True, help="Say what would be measured, measure nothing.")
-@click.option(
-    "--counters/--no-counters",
-    default=False,
-    show_default=True,
-    help="Count calls and ops per step (slower).",
-)
-@click.option(
-    "--sweep",
-    metavar="KEY=V1,V2,...",
-    help="One cell per value of a module kwarg (num_gemms=1,2,4,8); the dashboard draws their slope.",
+@counters_option(default=False, help="Count calls and ops per step (slower).")
+@sweep_option(
+    help="One cell per value of a module kwarg (num_gemms=1,2,4,8); the dashboard draws their slope."
 )
 @fail_on_option
 @config_options

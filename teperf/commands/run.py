@@ -9,9 +9,11 @@ import click
 from teperf.commands._common import (
     EXIT_STATUS_HELP,
     config_options,
+    counters_option,
     grouped,
     measure_and_report,
     output_options,
+    sweep_option,
 )
 from teperf.options import MeasureOptions
 
@@ -22,17 +24,8 @@ from teperf.options import MeasureOptions
 @click.option("--path", "side_path", metavar="DIR", help="Directory put first on the worker's sys.path.")
 @click.option("--python", metavar="EXE", help="Interpreter to run the worker (default: this one).")
 @click.option("--label", default="run", show_default=True, help="Name of the side in the output.")
-@click.option(
-    "--sweep",
-    metavar="KEY=V1,V2,...",
-    help="Measure every value of a module kwarg (num_gemms=1,2,4,8) or shape dimension (dim0=64,128) as its own cell; then print the host-time slope per unit.",
-)
-@click.option(
-    "--counters/--no-counters",
-    default=False,
-    show_default=True,
-    help="Count python calls, ATen ops, ... per step, once, outside the timed trials.",
-)
+@sweep_option()
+@counters_option(default=False)
 @grouped()
 def command(side_path, python, label, measure: MeasureOptions):
     """Measure one side: median host time per fwd+bwd step of every case."""
