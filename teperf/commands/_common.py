@@ -90,6 +90,8 @@ def make_config(kwargs: dict, **extra):
 
 
 # ----------------------------------------------------------------------------- the git-side options
+# A new one: a field of teperf.options.SideOptions (and its use in SideOptions.plan/factory), its
+# declaration below, and its name in the side_options(...) lines of the commands that take it.
 
 
 def _side_options() -> dict:
