@@ -4,6 +4,9 @@ from teperf import api, config
 cfg = config.load_config("default", {"processes": 4})
 path = api.compare(cfg, api.path_side("base", "old/"), api.path_side("head", "new/"))
 print(api.summarize(path).rows)
+
+A nightly: ``plan = api.plan_nightly(cfg, options.SideOptions(repo=...), history=...)``, then
+``api.nightly(plan, options.MeasureOptions(cfg), sides)`` (what ``teperf nightly`` does).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import signal
 import socket
 import sys
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, ContextManager, Optional
 
 from teperf import __version__
 from teperf.bundle import Bundle, coordinator_facts, now_iso
@@ -24,6 +27,8 @@ from teperf.engine.coordinator import lane_cores, run_schedule
 from teperf.engine.signals import terminate_as_interrupt
 from teperf.errors import TeperfError
 from teperf.memory import check_memory
+from teperf.nightly import NightlyPlan, NightlyResult
+from teperf.options import MeasureOptions, SideOptions
 from teperf.plan import check_balance, expand, hash_seed, total_steps
 from teperf.provenance import check_path_sides, preflight
 from teperf.records import WorkerRecord
@@ -205,3 +210,130 @@ def run(config: Config, side: Side, **kwargs) -> Path:
 
 def compare(config: Config, base: Side, head: Side, **kwargs) -> Path:
     return measure(config, [base, head], **kwargs)
+
+
+def plan_nightly(
+    config: Config,
+    sides: SideOptions,
+    *,
+    ref: str = "main",
+    history: Optional[str] = None,
+    shard: Optional[str] = None,
+    night: Optional[str] = None,
+    force: bool = False,
+) -> NightlyPlan:
+    """Tonight's plan for one shard (``shard`` "I/N", default all): the head of ``ref`` in ``sides.repo``,
+    the commit it is paired with (teperf.nightly.choose_base, from the ``history`` store), the cases
+    and this machine's fingerprint. Measures nothing; ``plan.choice.skip`` says there is nothing new."""
+    from teperf.history.store import HistoryStore, default_night
+    from teperf.nightly import check_night, choose_base, local_machine, parse_shard, shard_cases
+    from teperf.sides.gitrepo import GitFailed, repo_root, resolve, run_git
+
+    shard_i, shard_n = parse_shard(shard)
+    cases = shard_cases(expand(config), shard_i, shard_n)
+    if not cases:
+        raise TeperfError(
+            f"shard {shard_i}/{shard_n} has no cases: the matrix has only {len(expand(config))}",
+            "use fewer shards (N at most the number of cases)",
+        )
+    root = repo_root(sides.repo)
+    head_sha = resolve(root, ref, what="--ref")
+    store = HistoryStore(history)
+    machine, label = local_machine(config.device)
+    night_id = check_night(night)
+
+    def is_ancestor(a: str, b: str) -> bool:
+        try:
+            run_git(root, "merge-base", "--is-ancestor", a, b)
+            return True
+        except GitFailed:
+            return False
+
+    def has_parent(sha: str) -> bool:
+        try:
+            run_git(root, "rev-parse", "--verify", "--quiet", f"{sha}^1")
+            return True
+        except GitFailed:
+            return False
+
+    choice = choose_base(
+        store.read(),
+        machine=machine,
+        ref=ref,
+        head_sha=head_sha,
+        shard=f"{shard_i}/{shard_n}",
+        night=night_id,
+        force=force,
+        is_ancestor=is_ancestor,
+        has_parent=has_parent,
+    )
+    return NightlyPlan(
+        ref=ref,
+        head_sha=head_sha,
+        repo=str(root),
+        shard=(shard_i, shard_n),
+        night=night_id or default_night(head_sha),
+        machine=machine,
+        label=label,
+        cases=tuple(cases),
+        choice=choice,
+        store=store,
+    )
+
+
+def nightly(
+    plan: NightlyPlan,
+    measure: MeasureOptions,
+    sides: SideOptions,
+    *,
+    command: Optional[list[str]] = None,
+    view: Optional[Callable[[], ContextManager]] = None,
+    show: Optional[Callable[[Summary], None]] = None,
+) -> NightlyResult:
+    """Make the plan's two git sides, compare them on the plan's cases and add the shard to the history.
+
+    ``view()`` is entered around the measuring only and yields ``(progress, live)`` for :func:`measure`;
+    ``show(summary)`` is called before the shard is added to the history. Ctrl-C/SIGTERM: the shard is
+    recorded as interrupted where it can be (not as missing, never as complete), then
+    teperf.nightly.NightlyInterrupted says where."""
+    import contextlib
+    import dataclasses
+
+    from teperf.history.store import machine_from_meta
+    from teperf.nightly import NightlyInterrupted
+
+    base, head = dataclasses.replace(sides, repo=plan.repo).plan(plan.choice.spec).make()
+    try:
+        with (view or (lambda: contextlib.nullcontext((None, None))))() as (progress, live):
+            path = compare(
+                measure.config,
+                base,
+                head,
+                results_dir=measure.results_dir,
+                command=command,
+                progress=progress,
+                extra_meta=plan.meta(),
+                cases=list(plan.cases),
+                live=live,
+            )
+    except Interrupted as stop:
+        try:
+            file, _ = plan.store.add_summary(summarize(stop.path), bundle=str(stop.path), **plan.record())
+            where = f"added to the history as an interrupted shard ({file})"
+        except TeperfError as exc:  # e.g. stopped before the first cell: nothing to record
+            where = f"not added to the history ({exc.one_line()})"
+        raise NightlyInterrupted(stop, where) from None
+    summary = summarize(path)
+    if show is not None:
+        show(summary)
+    file, _ = plan.store.add_summary(summary, bundle=str(path), **plan.record())
+    actual = machine_from_meta(summary.meta)["machine"]
+    warning = None
+    if actual != plan.machine:
+        recorded = summary.meta.get("host", {})
+        warning = (
+            f"the workers reported machine {actual}, the probe said {plan.machine} "
+            f"(GPU/driver names differ: {recorded.get('gpu')!r}, {recorded.get('driver')!r}); "
+            "the base was chosen from the probe's history"
+        )
+    return NightlyResult(path=path, summary=summary, history_file=file, machine_warning=warning)

@@ -2,6 +2,11 @@
 
 Every validation error of user input is raised here, before any worker starts,
 as a TeperfError that names the fix.
+
+The dataclasses below are the one table of config keys: each field made with :func:`key` carries
+its default, its check and its command-line flag (:class:`Option`). The TOML keys each table takes,
+the overrides, :func:`build_config`'s handling and the click options of ``commands/_common.py`` are
+all made from them, so a new key is one field here (README, "Layout").
 """
 
 from __future__ import annotations
@@ -11,11 +16,11 @@ import importlib.resources
 import os
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import tomllib
 
-from teperf.cpus import check_core
+from teperf.cpus import check_core, check_lanes
 from teperf.errors import TeperfError
 
 BACKENDS = ("torch", "te")
@@ -29,6 +34,8 @@ COMPILE_CACHES = (
     "cold",
     "warm",
 )  # inductor's on-disk cache at a compile case's first call (teperf/worker/compile_cache.py)
+SPAWNS = ("fresh", "forkserver")
+DEFAULT_PRECISION_BUDGET_S = 600.0  # --precision without --budget: stop after ten minutes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,70 +46,306 @@ class ModuleSpec:
     inputs: str | None = None  # "pkg.mod:callable" making the forward's inputs (factory modules only)
 
 
+# ----------------------------------------------------------------------------- the table of config keys
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """A config key's command-line flag; commands/_common.py makes the click option from it."""
+
+    help: str  # "{default}" in it is replaced with the key's default
+    flag: str | None = None  # None: --the-key-name
+    type: Any = None  # int, float, a tuple of the choices, or None for text
+    metavar: str | None = None
+    show_default: bool | str | None = None  # True: the key's default ("8, or the config's"); text: that text
+    parse: str | None = None  # "names": comma-separated names; "shapes": a repeatable --shape
+
+
+Check = Callable[[Any, str, dict], Any]  # (value, how the user named the key, keys resolved so far) -> value
+
+
+def key(default: Any, check: Check | None = None, option: Option | None = None, *, matrix: bool = False):
+    """A config key: a dataclass field with its check and flag. ``check`` gets the given value (or the
+    default) and returns the value kept (None: kept as given); ``matrix`` keys (backend ... shapes) say
+    what is measured and are resolved together by ``_matrix``, as they depend on each other."""
+    return dataclasses.field(
+        default=default, metadata={"key": True, "check": check, "option": option, "matrix": matrix}
+    )
+
+
+def _whole(minimum: int = 1) -> Check:
+    return lambda value, name, resolved: _positive_int(value, name, minimum)
+
+
+def _seconds(value, name: str, resolved: dict):
+    if isinstance(value, bool) or not (isinstance(value, (int, float)) and value > 0):
+        raise TeperfError(
+            f"{name} must be a positive number of seconds, got {value!r}",
+            f"e.g. {name} 600" if name.startswith("--") else f"e.g. {name} = 600",
+        )
+    return value
+
+
+def _precision(value, name: str, resolved: dict):
+    return None if value is None else _number(value, "precision_pct (--precision)", 0.01, 100)
+
+
+def _budget(value, name: str, resolved: dict):
+    if value is not None:
+        return parse_duration(value, "budget_s (--budget)")
+    return DEFAULT_PRECISION_BUDGET_S if resolved.get("precision_pct") is not None else None
+
+
+def _choice(choices: tuple[str, ...], what: str, fix: str = "{name} takes one of") -> Check:
+    def check(value, name: str, resolved: dict):
+        if value not in choices:
+            raise TeperfError(f"unknown {what} {value!r}", f"{fix.format(name=name)}: {', '.join(choices)}")
+        return value
+
+    return check
+
+
+def _alpha(value, name: str, resolved: dict):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 0.5:
+        raise TeperfError(
+            f"{name} must be between 0 and 0.5, got {value!r}", f"e.g. {name} = 0.05 for a 95% interval"
+        )
+    return value
+
+
+def _percent(high: float | None = None) -> Check:
+    def check(value, name: str, resolved: dict):
+        _number(value, name, 0, high)
+        return value  # as given: an int stays an int in the bundle's config
+
+    return check
+
+
+def _prestart(value, name: str, resolved: dict):
+    if value in (None, "auto"):
+        return None
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TeperfError(
+            f'prestart must be a whole number >= 0 or "auto", got {value!r}',
+            'e.g. prestart = "auto" or --prestart 0 to start every pair cold',
+        )
+    return value
+
+
 @dataclasses.dataclass(frozen=True)
 class Schedule:
     # Many fresh pairs of many short couples: the H200 VM's speed swings in
     # multi-second spells, so short adjacent A/B couples and many of them buy
     # precision; long trials do not (README, "Choosing the schedule").
-    processes: int = 8  # fresh worker pairs: the unit of replication
-    rounds: int = 2
-    trials: int = 6  # even, so each pair has as many A B couples as B A ones
-    iters: int = 50  # steps per trial
-    warmup: int = 50
-    timeout_s: float = 600.0  # per worker request (start-up, set-up or one trial)
+    processes: int = key(  # fresh worker pairs: the unit of replication
+        8, _whole(), Option("Fresh worker pairs (the unit of replication).", type=int, show_default=True)
+    )
+    rounds: int = key(
+        2,
+        _whole(),
+        Option(
+            "Rounds per pair; each round runs every case in a new shuffled order.",
+            type=int,
+            show_default=True,
+        ),
+    )
+    trials: int = key(  # even, so each pair has as many A B couples as B A ones
+        6,
+        _whole(),
+        Option(
+            "Trials per case per round (compare: rounds x trials even, so A B and B A couples balance).",
+            type=int,
+            show_default=True,
+        ),
+    )
+    iters: int = key(
+        50, _whole(), Option("fwd+bwd steps per trial.", type=int, show_default=True)
+    )  # per trial
+    warmup: int = key(
+        50, _whole(0), Option("Untimed steps after building each case.", type=int, show_default=True)
+    )
+    timeout_s: float = key(  # per worker request (start-up, set-up or one trial)
+        600.0,
+        _seconds,
+        Option(
+            "Seconds a worker may take for one request (start-up, set-up or one trial); then it is killed.",
+            flag="--timeout",
+            type=float,
+            show_default=True,
+        ),
+    )
     # Run until the answer is known (teperf/engine/adaptive.py): with precision_pct, fresh pairs keep
     # coming until every cell's 95 % half-width is at most this many %, or the budget is spent;
     # `processes` is then not used. budget_s alone caps a fixed schedule's wall time.
-    precision_pct: float | None = None
-    budget_s: float | None = None  # seconds from the start of the first pair; None = no limit
-    # No cell stops before this many pairs (the default schedule's count). Stopping on width picks moments when the
-    # sd happens to look small; simulated A/A false changes (min_effect 0) went from 5 % to 8-10 % with 4, 6.5-7 % with 8
+    precision_pct: float | None = key(
+        None,
+        _precision,
+        Option(
+            "Keep adding fresh pairs until every cell's 95% interval is at most +-P % (or the budget is "
+            "spent); --processes is then not used.",
+            flag="--precision",
+            type=float,
+            metavar="P",
+        ),
+    )
+    budget_s: float | None = key(  # seconds from the start of the first pair; None = no limit
+        None,
+        _budget,
+        Option(
+            "Wall-clock limit of the measuring: 5m, 90s, 1h or seconds (default with --precision: 10m).",
+            flag="--budget",
+            metavar="DURATION",
+        ),
+    )
+    # No cell stops before this many pairs (the default schedule's count). Stopping on width picks moments
+    # when the sd happens to look small; simulated A/A false changes (min_effect 0) went from 5 % to 8-10 %
+    # with 4, 6.5-7 % with 8
     # (tests/test_adaptive.py).
-    min_pairs: int = 8
+    min_pairs: int = key(8, _whole(2))
     # How each pair's workers start (teperf/engine/forkserver.py): "fresh" interpreters, or children
     # forked from a server per side that imported torch and the package once; a server serves
     # `server_pairs` pairs, then a new one with a new hash seed takes over.
-    spawn: str = "fresh"
-    server_pairs: int = 4
-
-
-SPAWNS = ("fresh", "forkserver")
-DEFAULT_PRECISION_BUDGET_S = 600.0  # --precision without --budget: stop after ten minutes
+    spawn: str = key(
+        "fresh",
+        _choice(SPAWNS, "spawn"),
+        Option(
+            "How each pair's workers start: fresh interpreters (default), or forked from a server per "
+            "side that imported torch and the package once (starts in about a second; a new server with a "
+            "new hash seed every --server-pairs pairs).",
+            type=SPAWNS,
+        ),
+    )
+    server_pairs: int = key(
+        4,
+        _whole(),
+        Option(
+            "With --spawn forkserver: pairs each server serves before a fresh one takes over "
+            "(default {default}).",
+            type=int,
+            metavar="N",
+        ),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
 class Stats:
-    alpha: float = 0.05  # 1 - confidence of the interval
-    min_effect_pct: float = (
-        1.0  # "no change" needs the whole interval inside +-this; changes under it do not matter
+    alpha: float = key(0.05, _alpha)  # 1 - confidence of the interval
+    # "no change" needs the whole interval inside +-this; changes under it do not matter
+    min_effect_pct: float = key(
+        1.0,
+        _percent(),
+        Option(
+            "Changes under this many % do not matter: 'no change' needs the whole interval inside +-this.",
+            flag="--min-effect",
+            type=float,
+            show_default=True,
+        ),
     )
-    metric: str = "process_cpu"
+    metric: str = key(
+        "process_cpu",
+        _choice(METRICS, "metric", fix="use one of"),
+        Option("Headline clock.", type=METRICS, show_default=True),
+    )
     # The same for one-time costs (first call, recompile), which vary by tens of % between processes.
-    min_effect_once_pct: float = 10.0
+    min_effect_once_pct: float = key(
+        10.0,
+        _percent(),
+        Option(
+            "The same for one-time costs (first call, recompile), which vary more between processes.",
+            flag="--min-effect-once",
+            type=float,
+            show_default=True,
+        ),
+    )
     # A cell whose trial couples shared their core (even after re-measuring) more often than this many %
     # is "inconclusive" for load (README, "A loaded machine").
-    max_contended_pct: float = 20.0
+    max_contended_pct: float = key(
+        20.0,
+        _percent(100),
+        Option(
+            "A cell with more than this many % of its trial couples sharing the measuring core (even after "
+            "re-measuring) is 'inconclusive (load)'; 100 accepts any load: every couple counts (README, "
+            "'A loaded machine').",
+            flag="--max-contended",
+            type=float,
+            metavar="PCT",
+            show_default=True,
+        ),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    backend: str = "torch"
-    device: str = "cpu"
-    modules: tuple[ModuleSpec, ...] = ()
-    recipes: tuple[str, ...] = ()
-    modes: tuple[str, ...] = ("eager",)
-    shapes: tuple[tuple[int, ...], ...] = ((8, 2, 256),)
+    backend: str = key(
+        "torch",
+        option=Option(
+            "torch: plain-PyTorch reference modules (CPU or GPU); te: TransformerEngine (needs CUDA).",
+            type=BACKENDS,
+        ),
+        matrix=True,
+    )
+    device: str = key(
+        "cpu",
+        option=Option("Where the modules run (default: cpu for torch, cuda for te).", type=DEVICES),
+        matrix=True,
+    )
+    modules: tuple[ModuleSpec, ...] = key(
+        (), option=Option("Modules to measure (comma-separated).", metavar="A,B", parse="names"), matrix=True
+    )
+    recipes: tuple[str, ...] = key(
+        (), option=Option("Recipes, e.g. bf16,fp8_delayed.", metavar="A,B", parse="names"), matrix=True
+    )
+    modes: tuple[str, ...] = key(
+        ("eager",),
+        option=Option(f"Modes: {', '.join(MODES)}.", metavar="A,B", parse="names"),
+        matrix=True,
+    )
+    shapes: tuple[tuple[int, ...], ...] = key(
+        ((8, 2, 256),),
+        option=Option("Input shape; repeat for several.", flag="--shape", metavar="8,2,256", parse="shapes"),
+        matrix=True,
+    )
     schedule: Schedule = Schedule()
     stats: Stats = Stats()
-    core: int | None = None
-    seed: int = 0
-    counters: bool = False
-    prestart: int | None = None  # pairs started ahead on spare cores while one measures; None = auto
-    compile_cache: str = (
-        "cold"  # cold: every compile case starts from an empty cache; warm: from a filled one
+    core: int | None = key(
+        None,
+        lambda value, name, resolved: check_core(value),
+        Option("CPU core to pin the workers to (default: the last one).", type=int),
     )
-    lanes: int = (
-        1  # pairs measuring at once, each on its own physical core (engine/lanes.py); "auto" resolved
+    seed: int = key(
+        0, _whole(0), Option("Seed of the case order and the hash seeds.", type=int, show_default=True)
+    )
+    counters: bool = key(False, lambda value, name, resolved: bool(value))  # each command has its own flag
+    prestart: int | None = key(  # pairs started ahead on spare cores while one measures; None = auto
+        None,
+        _prestart,
+        Option(
+            "Pairs to start ahead on spare cores while one measures (auto: one core per worker, up to 8 "
+            "pairs; 0 = off).",
+            metavar="N|auto",
+            show_default="auto",
+        ),
+    )
+    compile_cache: str = key(  # cold: every compile case starts from an empty cache; warm: from a filled one
+        "cold",
+        _choice(COMPILE_CACHES, "compile cache state"),
+        Option(
+            "Inductor's on-disk cache at a compile case's first call: cold (default, empty per case "
+            "and process) or warm (filled by a throwaway worker per side before the first pair).",
+            type=COMPILE_CACHES,
+        ),
+    )
+    lanes: int = key(  # pairs measuring at once, each on its own physical core (cpus.py); "auto" resolved
+        1,
+        lambda value, name, resolved: check_lanes(value, resolved["core"], name),
+        Option(
+            "Pairs measuring at once, each on its own physical core (auto: "
+            "one lane per 4 physical cores, at most 4; see README, 'Parallel lanes').",
+            metavar="N|auto",
+            show_default="1, or the config's",
+        ),
     )
     source: str | None = None  # the TOML file it came from
     from_cli: tuple[str, ...] = ()  # keys whose value the user typed as a flag: errors name the flag
@@ -115,44 +358,86 @@ class Config:
         return dataclasses.asdict(self)
 
 
-# Config key -> the CLI flag that overrides it, where the names differ.
-CLI_FLAGS = {
-    "timeout_s": "--timeout",
-    "min_effect_pct": "--min-effect",
-    "min_effect_once_pct": "--min-effect-once",
-    "max_contended_pct": "--max-contended",
-    "shapes": "--shape",
-    "compile_cache": "--compile-cache",
-    "server_pairs": "--server-pairs",
+@dataclasses.dataclass(frozen=True)
+class Key:
+    """One row of the table, as read from the dataclasses' fields."""
+
+    name: str
+    section: str | None  # None: the top level; else its TOML table ([schedule], [stats])
+    default: Any
+    check: Check | None
+    option: Option | None
+    matrix: bool
+
+    @property
+    def flag(self) -> str | None:
+        if self.option is None:
+            return None
+        return self.option.flag or "--" + self.name.replace("_", "-")
+
+
+def _keys(cls, section: str | None = None):
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(f.default):
+            yield from _keys(type(f.default), f.name)
+        elif f.metadata.get("key"):
+            meta = f.metadata
+            yield Key(f.name, section, f.default, meta["check"], meta["option"], meta["matrix"])
+
+
+KEYS: tuple[Key, ...] = tuple(_keys(Config))
+_SECTION_TYPES = {
+    f.name: type(f.default) for f in dataclasses.fields(Config) if dataclasses.is_dataclass(f.default)
 }
-
-
-def _named(key: str, overrides: Mapping[str, Any]) -> str:
-    return CLI_FLAGS.get(key, f"--{key}") if overrides.get(key) is not None else key
-
-
-_TOP_KEYS = {
+SECTIONS = tuple(_SECTION_TYPES)  # ("schedule", "stats"): the TOML tables
+# The flags in --help in this order (as they always were); a key not named here comes after them.
+HELP_ORDER = (
     "backend",
     "device",
     "modules",
     "recipes",
     "modes",
     "shapes",
+    "processes",
+    "rounds",
+    "trials",
+    "iters",
+    "warmup",
+    "timeout_s",
     "core",
     "seed",
-    "counters",
+    "metric",
     "prestart",
-    "compile_cache",
     "lanes",
-    "schedule",
-    "stats",
+    "min_effect_pct",
+    "min_effect_once_pct",
+    "max_contended_pct",
+    "precision_pct",
+    "budget_s",
+    "compile_cache",
+    "spawn",
+    "server_pairs",
+)
+# The keys a command-line flag overrides, in --help order.
+OVERRIDE_KEYS = tuple(
+    sorted(
+        (k.name for k in KEYS if k.option),
+        key=lambda n: HELP_ORDER.index(n) if n in HELP_ORDER else len(HELP_ORDER),
+    )
+)
+CLI_FLAGS = {k.name: k.flag for k in KEYS if k.flag}  # config key -> the CLI flag that overrides it
+_KNOWN = {
+    "the top level": {k.name for k in KEYS if k.section is None} | set(SECTIONS),
+    **{f"[{s}]": {k.name for k in KEYS if k.section == s} for s in SECTIONS},
 }
-_SCHEDULE_KEYS = {f.name for f in dataclasses.fields(Schedule)}
-_STATS_KEYS = {f.name for f in dataclasses.fields(Stats)}
 _RETIRED = {
     "noise_limit_pct": "the 'noisy' verdict is gone: an interval that reaches past +-min_effect_pct is "
     "'inconclusive'; delete noise_limit_pct from [stats]"
 }
+
+
+def _named(key: str, overrides: Mapping[str, Any]) -> str:
+    return CLI_FLAGS.get(key, f"--{key}") if overrides.get(key) is not None else key
 
 
 def backend_module(name: str):
@@ -309,13 +594,33 @@ def _number(value, name: str, low: float, high: float | None = None) -> float:
 
 
 def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: str | None = None) -> Config:
-    _unknown(raw, _TOP_KEYS, "the top level")
-    sched_raw = _table(raw, "schedule")
-    _unknown(sched_raw, _SCHEDULE_KEYS, "[schedule]")
-    stats_raw = _table(raw, "stats")
-    _unknown(stats_raw, _STATS_KEYS, "[stats]")
+    _unknown(raw, _KNOWN["the top level"], "the top level")
+    given = {None: raw}
+    for section in SECTIONS:
+        given[section] = _table(raw, section)
+        _unknown(given[section], _KNOWN[f"[{section}]"], f"[{section}]")
     ov = {k: v for k, v in overrides.items() if v is not None}
 
+    resolved = _matrix(raw, ov)
+    for k in KEYS:  # in the dataclasses' order: a check may read the keys before it (lanes reads core)
+        if k.matrix:
+            continue
+        value = ov[k.name] if k.name in ov else given[k.section].get(k.name, k.default)
+        resolved[k.name] = value if k.check is None else k.check(value, _named(k.name, ov), resolved)
+    tables = {
+        s: _SECTION_TYPES[s](**{k.name: resolved.pop(k.name) for k in KEYS if k.section == s})
+        for s in SECTIONS
+    }
+    return Config(
+        **tables,
+        **resolved,
+        source=source,
+        from_cli=tuple(sorted(ov)),
+    )
+
+
+def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
+    """What is measured: backend, device, modules, recipes, modes and shapes, which depend on each other."""
     backend = ov.get("backend", raw.get("backend", "torch"))
     if backend not in BACKENDS:
         raise TeperfError(f"unknown backend {backend!r}", f"use one of: {', '.join(BACKENDS)}")
@@ -453,95 +758,11 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
             )
         shapes.append(dims)
 
-    sched_vals = {**sched_raw, **{k: ov[k] for k in _SCHEDULE_KEYS if k in ov}}
-    for key in ("processes", "rounds", "trials", "iters"):
-        if key in sched_vals:
-            _positive_int(sched_vals[key], _named(key, ov))
-    if "warmup" in sched_vals:
-        _positive_int(sched_vals["warmup"], _named("warmup", ov), minimum=0)
-    if sched_vals.get("precision_pct") is not None:
-        sched_vals["precision_pct"] = _number(
-            sched_vals["precision_pct"], "precision_pct (--precision)", 0.01, 100
-        )
-    if sched_vals.get("budget_s") is not None:
-        sched_vals["budget_s"] = parse_duration(sched_vals["budget_s"], "budget_s (--budget)")
-    elif sched_vals.get("precision_pct") is not None:
-        sched_vals["budget_s"] = DEFAULT_PRECISION_BUDGET_S
-    if "min_pairs" in sched_vals:
-        _positive_int(sched_vals["min_pairs"], "min_pairs", minimum=2)
-    if sched_vals.get("spawn", "fresh") not in SPAWNS:
-        raise TeperfError(
-            f"unknown spawn {sched_vals['spawn']!r}",
-            f"{_named('spawn', ov)} takes one of: {', '.join(SPAWNS)}",
-        )
-    if "server_pairs" in sched_vals:
-        _positive_int(sched_vals["server_pairs"], _named("server_pairs", ov))
-    timeout = sched_vals.get("timeout_s", 1)
-    if isinstance(timeout, bool) or not (isinstance(timeout, (int, float)) and timeout > 0):
-        name = _named("timeout_s", ov)
-        raise TeperfError(
-            f"{name} must be a positive number of seconds, got {timeout!r}",
-            f"e.g. {name} 600" if name.startswith("--") else "e.g. timeout_s = 600",
-        )
-    schedule = Schedule(**sched_vals)
-
-    stats_vals = {**stats_raw, **{k: ov[k] for k in _STATS_KEYS if k in ov}}
-    stats = Stats(**stats_vals)
-    if (
-        isinstance(stats.alpha, bool)
-        or not isinstance(stats.alpha, (int, float))
-        or not 0 < stats.alpha < 0.5
-    ):
-        raise TeperfError(
-            f"alpha must be between 0 and 0.5, got {stats.alpha!r}", "e.g. alpha = 0.05 for a 95% interval"
-        )
-    _number(stats.min_effect_pct, _named("min_effect_pct", ov), 0)
-    _number(stats.min_effect_once_pct, _named("min_effect_once_pct", ov), 0)
-    _number(stats.max_contended_pct, _named("max_contended_pct", ov), 0, 100)
-    if stats.metric not in METRICS:
-        raise TeperfError(f"unknown metric {stats.metric!r}", f"use one of: {', '.join(METRICS)}")
-
-    config_core = ov.get("core", raw.get("core"))
-    core = check_core(config_core)
-    seed = ov.get("seed", raw.get("seed", 0))
-    _positive_int(seed, _named("seed", ov), minimum=0)
-    counters = bool(ov.get("counters", raw.get("counters", False)))
-    prestart = ov.get("prestart", raw.get("prestart", "auto"))
-    if prestart in (None, "auto"):
-        prestart = None
-    elif isinstance(prestart, str) and prestart.isdigit():
-        prestart = int(prestart)
-    elif isinstance(prestart, bool) or not isinstance(prestart, int) or prestart < 0:
-        raise TeperfError(
-            f'prestart must be a whole number >= 0 or "auto", got {prestart!r}',
-            'e.g. prestart = "auto" or --prestart 0 to start every pair cold',
-        )
-    compile_cache = ov.get("compile_cache", raw.get("compile_cache", "cold"))
-    if compile_cache not in COMPILE_CACHES:
-        raise TeperfError(
-            f"unknown compile cache state {compile_cache!r}",
-            f"{_named('compile_cache', ov)} takes one of: {', '.join(COMPILE_CACHES)}",
-        )
-    from teperf.engine.lanes import (
-        check_lanes,
-    )  # not at the top: engine.lanes reads this module's core helpers
-
-    lanes = check_lanes(ov.get("lanes", raw.get("lanes", 1)), core, _named("lanes", ov))
-    return Config(
-        compile_cache=compile_cache,
-        backend=backend,
-        device=device,
-        modules=tuple(modules),
-        recipes=tuple(recipes),
-        modes=modes,
-        shapes=tuple(shapes),
-        schedule=schedule,
-        stats=stats,
-        core=core,
-        seed=seed,
-        counters=counters,
-        prestart=prestart,
-        lanes=lanes,
-        source=source,
-        from_cli=tuple(sorted(ov)),
-    )
+    return {
+        "backend": backend,
+        "device": device,
+        "modules": tuple(modules),
+        "recipes": tuple(recipes),
+        "modes": modes,
+        "shapes": tuple(shapes),
+    }

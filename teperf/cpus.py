@@ -1,9 +1,11 @@
-"""This machine's CPUs: the cores this process may use, SMT siblings, Linux cpu lists, and the one
-check of a ``--core`` (config, doctor, explain and the coordinator all ask here)."""
+"""This machine's CPUs: the cores this process may use, SMT siblings, Linux cpu lists, the one
+check of a ``--core`` (config, doctor, explain and the coordinator all ask here), and the lane
+topology: which physical cores measure at once under ``--lanes`` (README, "Parallel lanes")."""
 
 from __future__ import annotations
 
 import os
+from typing import Callable, Iterable, Optional
 
 from teperf.errors import TeperfError
 
@@ -73,3 +75,93 @@ def check_core(core) -> int:
             f"core {core!r} is not available on this machine", f"use one of: {cpu_list_text(cores)} (--core)"
         )
     return core
+
+
+# ----------------------------------------------------------------------------- lane topology (--lanes)
+# Which cores measure at once: engine/lanes.py runs the lanes, config.py checks --lanes with these.
+
+AUTO_MAX_LANES = (
+    4  # the most lanes `auto` picks; raise it only where the lanes benchmark shows calibration holds
+)
+CORES_PER_LANE = 4  # one core measures, the others start its next pairs (a TE pair imports for 10-30 s)
+SiblingsOf = Callable[[int], set]
+
+
+def physical_cores(cores: Iterable[int], siblings_of: SiblingsOf = smt_siblings) -> list[list[int]]:
+    """The available hardware threads grouped by physical core, each group sorted, groups in order of
+    their first thread. A thread whose topology cannot be read counts as a core of its own."""
+    cores = sorted(set(cores))
+    available = set(cores)
+    groups: list[list[int]] = []
+    seen: set[int] = set()
+    for core in cores:
+        if core in seen:
+            continue
+        group = sorted((siblings_of(core) | {core}) & available)
+        seen.update(group)
+        groups.append(group)
+    return groups
+
+
+def assign_lanes(
+    n: int,
+    first: int,
+    cores: Optional[Iterable[int]] = None,
+    siblings_of: SiblingsOf = smt_siblings,
+    option: str = "--lanes",
+) -> list[int]:
+    """The measuring core of each lane: lane 0 on ``first`` (the configured core), the others on the
+    highest-numbered thread of the other physical cores, from the top down (like the default core).
+    More lanes than physical cores: a TeperfError naming the fix."""
+    if n == 1:
+        return [first]  # one lane: the configured core, as before lanes existed
+    cores = available_cores() if cores is None else sorted(set(cores))
+    groups = physical_cores(cores, siblings_of)
+    if n > len(groups):
+        return _too_many(n, groups, option)
+    own = next((g for g in groups if first in g), None)
+    others = sorted((g for g in groups if g is not own), key=lambda g: g[-1], reverse=True)
+    return [first] + [g[-1] for g in others[: n - 1]]
+
+
+def _too_many(n: int, groups: list[list[int]], option: str):
+    count = len(groups)
+    threads = sum(len(g) for g in groups)
+    smt = f" ({threads} hardware threads: SMT siblings never measure at once)" if threads > count else ""
+    raise TeperfError(
+        f"{option} {n}: this process may use only {count} physical core{'s' if count != 1 else ''}{smt}",
+        f"use {option} {count} or fewer, or {option} auto",
+    )
+
+
+def spare_cores(
+    lane_cores: list[int], cores: Optional[Iterable[int]] = None, siblings_of: SiblingsOf = smt_siblings
+) -> list[int]:
+    """Cores where upcoming pairs may start while the lanes measure: no lane's core, and no lane's SMT
+    sibling while other cores are left; empty when every core measures (then no prestart)."""
+    cores = available_cores() if cores is None else sorted(set(cores))
+    spare = [c for c in cores if c not in lane_cores]
+    siblings = set().union(*(siblings_of(c) | {c} for c in lane_cores)) if lane_cores else set()
+    return [c for c in spare if c not in siblings] or spare
+
+
+def auto_lanes(cores: Optional[Iterable[int]] = None, siblings_of: SiblingsOf = smt_siblings) -> int:
+    cores = available_cores() if cores is None else cores
+    return max(1, min(AUTO_MAX_LANES, len(physical_cores(cores, siblings_of)) // CORES_PER_LANE))
+
+
+def check_lanes(value, first: int, option: str = "--lanes") -> int:
+    """A lane count from the CLI or the TOML (a whole number >= 1, or "auto") -> lanes to run."""
+    if value is None or (value == 1 and not isinstance(value, bool)):
+        return 1
+    if value == "auto":
+        return auto_lanes()
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise TeperfError(
+            f'{option} must be a whole number >= 1 or "auto", got {value!r}',
+            f"e.g. {option} 2, or {option} 1 to measure one pair at a time",
+        )
+    assign_lanes(value, first, option=option)  # enough physical cores?
+    return value

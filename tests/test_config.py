@@ -178,3 +178,32 @@ def test_precision_and_budget_from_toml_and_cli():
     assert build_config({}, {"precision_pct": 1.0}).schedule.budget_s == DEFAULT_PRECISION_BUDGET_S
     plain = build_config({}, {})
     assert plain.schedule.precision_pct is None and plain.schedule.budget_s is None
+
+
+def test_the_table_makes_the_toml_keys_the_overrides_and_the_flags():
+    from teperf import config
+    from teperf.cli import cli
+
+    flagged = {k.name: k.flag for k in config.KEYS if k.option}
+    assert set(config.OVERRIDE_KEYS) == set(flagged) and config.CLI_FLAGS == flagged
+    # every key is a TOML key of its table; one that is not in the table is refused there
+    for k in config.KEYS:
+        where = {k.section: {k.name: k.default}} if k.section else {k.name: k.default}
+        if not k.matrix and k.default is not None:
+            build_config(where, {})
+        with pytest.raises(TeperfError, match="unknown config key 'nope'"):
+            build_config({k.section: {"nope": 1}} if k.section else {"nope": 1}, {})
+    # every measuring command has every flag, and it lands on its key
+    for name in ("run", "compare", "nightly", "bisect"):
+        params = {p.name: p.opts for p in cli.commands[name].params}
+        assert {n: params[n][0] for n in flagged} == flagged, name
+
+
+def test_a_key_check_sees_the_keys_before_it_and_how_the_user_named_it():
+    with pytest.raises(TeperfError, match="--server-pairs must be an integer >= 1"):
+        build_config({}, {"server_pairs": 0})
+    with pytest.raises(TeperfError, match="^server_pairs must be an integer >= 1"):
+        build_config({"schedule": {"server_pairs": 0}}, {})
+    assert build_config({"lanes": 1, "core": 0}, {}).lanes == 1
+    assert build_config({"stats": {"min_effect_pct": 2}}, {}).stats.min_effect_pct == 2  # kept as given
+    assert build_config({}, {"prestart": "3"}).prestart == 3

@@ -8,11 +8,10 @@ import random
 
 import pytest
 
-from teperf.commands.import_ import parse_shard
-from teperf.commands.nightly import choose_base, local_machine, shard_cases
 from teperf.errors import TeperfError
 from teperf.history import synthetic
 from teperf.history.store import HistoryStore, machine_fingerprint
+from teperf.nightly import choose_base, local_machine, parse_shard, shard_cases
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,3 +150,30 @@ def test_local_machine_on_cpu_matches_what_a_cpu_run_records():
     assert fid == machine_fingerprint("Some CPU", None, None)[0]
     fid_gpu, label_gpu = local_machine("cuda", cpu_model="Some CPU", gpu="NVIDIA H200", driver="570.1")
     assert fid_gpu == machine_fingerprint("Some CPU", "NVIDIA H200", "570.1")[0] and "H200" in label_gpu
+
+
+def test_plan_nightly_is_the_command_without_the_printing(tmp_path):
+    from gitfixture import make_fixture
+
+    from teperf import api
+    from teperf.config import load_config
+    from teperf.options import SideOptions
+
+    fx = make_fixture(tmp_path, install=False)
+    config = load_config("default", {"modules": ["Linear", "LayerNormMLP"]})
+    history = str(tmp_path / "history")
+    plan = api.plan_nightly(config, SideOptions(repo=str(fx.repo)), history=history, shard="2/2", night="n1")
+    assert (plan.head_sha, plan.repo, plan.shard, plan.night) == (fx.head, str(fx.repo), (2, 2), "n1")
+    assert plan.choice.spec == fx.head and not plan.choice.skip  # the first night: the head's first parent
+    assert [c.module for c in plan.cases] == ["Linear"]  # sorted by module, dealt round-robin
+    assert plan.describe().startswith(f"nightly: main at {fx.head[:10]} on ")
+    assert plan.describe().endswith("night n1 shard 2/2: 1 case; " + plan.choice.reason)
+    assert plan.record() == {"run_kind": "nightly", "ref": "main", "shard": "2/2", "night": "n1"}
+    assert plan.meta()["nightly"]["history"] == str(plan.store.url)
+    with pytest.raises(TeperfError, match="shard 3/3 has no cases"):
+        api.plan_nightly(
+            load_config("default", {"modules": ["Linear"], "shapes": [(8, 2, 64)]}),
+            SideOptions(repo=str(fx.repo)),
+            history=history,
+            shard="3/3",
+        )

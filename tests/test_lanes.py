@@ -261,15 +261,15 @@ def test_each_lane_starts_its_first_pair_cold_and_later_pairs_come_started_ahead
     bundle = Bundle.create(tmp_path, "compare", {})
     run = coordinator._Run(config, sides, cases, bundle, None, Adaptive(config, cases, 2))
     run.plan.start()
-    taken = [run.take(lane) for lane in (0, 1)]
+    taken = [run.schedule.take(lane) for lane in (0, 1)]
     assert [(r.pair, r.lane, r.core, bool(r.workers)) for r, _ in taken] == [
         (0, 0, 7, False),
         (1, 1, 6, False),
     ]
     assert [pair for pair, _ in launched] == [2, 3]  # prestart depth 2, from the pair after the lanes' first
-    third, _ = run.take(1)
+    third, _ = run.schedule.take(1)
     assert (third.pair, third.core) == (2, 6) and third is launched[0][
         1
     ]  # the runner started ahead, now on lane 1
-    assert [r.pair for r in run.upcoming] == [3, 4] and [pair for pair, _ in launched] == [2, 3, 4]
+    assert [r.pair for r in run.schedule.upcoming] == [3, 4] and [pair for pair, _ in launched] == [2, 3, 4]
     bundle.close()

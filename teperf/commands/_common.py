@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
+import shlex
 import signal
 import sys
 
 import click
 
 from teperf.commands._live import live_view
-from teperf.config import (
-    COMPILE_CACHES,
-    METRICS,
-    MODES,
-    SPAWNS,
-    Schedule,
-    Stats,
-    load_config,
-    parse_shape,
-    shipped_names,
-)
+from teperf.config import KEYS, OVERRIDE_KEYS, Key, load_config, parse_shape, shipped_names
 from teperf.errors import EXIT_CELLS_FAILED, exit_status_for_signal
+from teperf.options import MeasureOptions, SideOptions
 from teperf.render import FORMATS, render
 from teperf.safe_text import for_terminal
 
@@ -41,8 +36,6 @@ def _default(value) -> str:
     return f"{value:g}, or the config's" if isinstance(value, float) else f"{value}, or the config's"
 
 
-_SCHED, _STATS = Schedule(), Stats()
-
 EXIT_STATUS_HELP = """\b
 Exit status: 0 every cell measured (skipped recipes included); 1 a cell failed
 or ended partial (the table says which and why), or a cell has a verdict that
@@ -50,8 +43,30 @@ or ended partial (the table says which and why), or a cell has a verdict that
 was measured, status interrupted)."""
 
 
+def _key_option(key: Key):
+    """The click option of a config key (teperf/config.py's table); None means 'not given'."""
+    opt = key.option
+    kwargs: dict = {"help": opt.help.replace("{default}", str(key.default))}
+    if isinstance(opt.type, tuple):
+        kwargs["type"] = click.Choice(opt.type)
+    elif opt.type is not None:
+        kwargs["type"] = opt.type
+    if opt.metavar:
+        kwargs["metavar"] = opt.metavar
+    if opt.show_default is True:
+        kwargs["show_default"] = _default(key.default)
+    elif opt.show_default:
+        kwargs["show_default"] = opt.show_default
+    kwargs.update(_PARSE[opt.parse] if opt.parse else {})
+    return click.option(key.flag, key.name, **kwargs)
+
+
+_PARSE = {"names": {"callback": _csv_list}, "shapes": {"multiple": True, "callback": _shape_list}}
+
+
 def config_options(f):
-    """--config plus one override per config field; None means 'not given'."""
+    """--config plus one override per config key with a flag."""
+    keys = {k.name: k for k in KEYS}
     opts = [
         click.option(
             "--config",
@@ -60,176 +75,11 @@ def config_options(f):
             help=f"TOML config: a path, or a shipped config: {', '.join(shipped_names())}.",
             show_default="default",
         ),
-        click.option(
-            "--backend",
-            type=click.Choice(["torch", "te"]),
-            help="torch: plain-PyTorch reference modules (CPU or GPU); te: TransformerEngine (needs CUDA).",
-        ),
-        click.option(
-            "--device",
-            type=click.Choice(["cpu", "cuda"]),
-            help="Where the modules run (default: cpu for torch, cuda for te).",
-        ),
-        click.option(
-            "--modules", callback=_csv_list, metavar="A,B", help="Modules to measure (comma-separated)."
-        ),
-        click.option("--recipes", callback=_csv_list, metavar="A,B", help="Recipes, e.g. bf16,fp8_delayed."),
-        click.option("--modes", callback=_csv_list, metavar="A,B", help=f"Modes: {', '.join(MODES)}."),
-        click.option(
-            "--shape",
-            "shapes",
-            multiple=True,
-            callback=_shape_list,
-            metavar="8,2,256",
-            help="Input shape; repeat for several.",
-        ),
-        click.option(
-            "--processes",
-            type=int,
-            help="Fresh worker pairs (the unit of replication).",
-            show_default=_default(_SCHED.processes),
-        ),
-        click.option(
-            "--rounds",
-            type=int,
-            help="Rounds per pair; each round runs every case in a new shuffled order.",
-            show_default=_default(_SCHED.rounds),
-        ),
-        click.option(
-            "--trials",
-            type=int,
-            help="Trials per case per round (compare: rounds x trials even, so A B and B A couples balance).",
-            show_default=_default(_SCHED.trials),
-        ),
-        click.option(
-            "--iters", type=int, help="fwd+bwd steps per trial.", show_default=_default(_SCHED.iters)
-        ),
-        click.option(
-            "--warmup",
-            type=int,
-            help="Untimed steps after building each case.",
-            show_default=_default(_SCHED.warmup),
-        ),
-        click.option(
-            "--timeout",
-            "timeout_s",
-            type=float,
-            help="Seconds a worker may take for one request (start-up, set-up or one trial); then it is killed.",
-            show_default=_default(_SCHED.timeout_s),
-        ),
-        click.option("--core", type=int, help="CPU core to pin the workers to (default: the last one)."),
-        click.option(
-            "--seed", type=int, help="Seed of the case order and the hash seeds.", show_default=_default(0)
-        ),
-        click.option(
-            "--metric",
-            type=click.Choice(METRICS),
-            help="Headline clock.",
-            show_default=_default(_STATS.metric),
-        ),
-        click.option(
-            "--prestart",
-            metavar="N|auto",
-            help="Pairs to start ahead on spare cores while one measures (auto: one core per worker, up to 8 pairs; 0 = off).",
-            show_default="auto",
-        ),
-        click.option(
-            "--lanes",
-            metavar="N|auto",
-            help="Pairs measuring at once, each on its own physical core (auto: "
-            "one lane per 4 physical cores, at most 4; see README, 'Parallel lanes').",
-            show_default="1, or the config's",
-        ),
-        click.option(
-            "--min-effect",
-            "min_effect_pct",
-            type=float,
-            help="Changes under this many % do not matter: 'no change' needs the whole interval inside +-this.",
-            show_default=_default(_STATS.min_effect_pct),
-        ),
-        click.option(
-            "--min-effect-once",
-            "min_effect_once_pct",
-            type=float,
-            help="The same for one-time costs (first call, recompile), which vary more between processes.",
-            show_default=_default(_STATS.min_effect_once_pct),
-        ),
-        click.option(
-            "--max-contended",
-            "max_contended_pct",
-            type=float,
-            metavar="PCT",
-            help="A cell with more than this many % of its trial couples sharing the measuring core (even after "
-            "re-measuring) is 'inconclusive (load)'; 100 accepts any load: every couple counts (README, 'A loaded "
-            "machine').",
-            show_default=_default(_STATS.max_contended_pct),
-        ),
-        click.option(
-            "--precision",
-            "precision_pct",
-            type=float,
-            metavar="P",
-            help="Keep adding fresh pairs until every cell's 95% interval is at most +-P % (or the budget is spent); --processes is then not used.",
-        ),
-        click.option(
-            "--budget",
-            "budget_s",
-            metavar="DURATION",
-            help="Wall-clock limit of the measuring: 5m, 90s, 1h or seconds (default with --precision: 10m).",
-        ),
-        click.option(
-            "--compile-cache",
-            type=click.Choice(COMPILE_CACHES),
-            help="Inductor's on-disk cache at a compile case's first call: cold (default, empty per case "
-            "and process) or warm (filled by a throwaway worker per side before the first pair).",
-        ),
-        click.option(
-            "--spawn",
-            type=click.Choice(SPAWNS),
-            help="How each pair's workers start: fresh interpreters (default), or forked from a server per "
-            "side that imported torch and the package once (starts in about a second; a new server with a "
-            "new hash seed every --server-pairs pairs).",
-        ),
-        click.option(
-            "--server-pairs",
-            "server_pairs",
-            type=int,
-            metavar="N",
-            help=f"With --spawn forkserver: pairs each server serves before a fresh one takes over (default {_SCHED.server_pairs}).",
-        ),
+        *(_key_option(keys[name]) for name in OVERRIDE_KEYS),
     ]
     for opt in reversed(opts):
         f = opt(f)
     return f
-
-
-OVERRIDE_KEYS = (
-    "backend",
-    "device",
-    "modules",
-    "recipes",
-    "modes",
-    "shapes",
-    "processes",
-    "rounds",
-    "trials",
-    "iters",
-    "warmup",
-    "timeout_s",
-    "core",
-    "seed",
-    "metric",
-    "min_effect_pct",
-    "min_effect_once_pct",
-    "max_contended_pct",
-    "prestart",
-    "lanes",
-    "precision_pct",
-    "budget_s",
-    "compile_cache",
-    "spawn",
-    "server_pairs",
-)
 
 
 def make_config(kwargs: dict, **extra):
@@ -237,6 +87,204 @@ def make_config(kwargs: dict, **extra):
     overrides.update({k: v for k, v in extra.items() if v is not None})
     path = kwargs.pop("config_path", None) or "default"
     return load_config(path, overrides)
+
+
+# ----------------------------------------------------------------------------- the git-side options
+# A new one: a field of teperf.options.SideOptions (and its use in SideOptions.plan/factory), its
+# declaration below, and its name in the side_options(...) lines of the commands that take it.
+
+
+def _side_options() -> dict:
+    """Every git-side option of compare, bisect and nightly, declared once: name -> (flags, click kwargs)."""
+    from teperf.sides import strategies
+    from teperf.sides.strategies.build import PLACEHOLDERS
+
+    return {
+        "repo": (
+            ("--repo",),
+            dict(default=".", show_default=True, metavar="DIR", help="Git repository the refs are in."),
+        ),
+        "strategy": (
+            ("--strategy",),
+            dict(
+                type=click.Choice(strategies.NAMES),
+                default="auto",
+                show_default=True,
+                help="How a git side is made runnable. " + strategies.help_text(),
+            ),
+        ),
+        "package": (
+            ("--package",),
+            dict(
+                metavar="NAME",
+                help="Package or module under test (its import name; default: found in the repo: "
+                "transformer_engine, pyproject's name, the one top-level package or module).",
+            ),
+        ),
+        "package_dir": (
+            ("--package-dir",),
+            dict(
+                metavar="PATH",
+                help="The package's directory inside the repo, or the one that holds a single module NAME.py "
+                "(default: found by name).",
+            ),
+        ),
+        "build_command": (
+            ("--build-command",),
+            dict(
+                metavar="CMD",
+                help="Build command of --strategy build (default: pip install into a per-build prefix); "
+                "placeholders: " + ", ".join(f"{k} {v}" for k, v in PLACEHOLDERS.items()) + ".",
+            ),
+        ),
+        "jobs": (
+            ("--jobs",),
+            dict(
+                type=int,
+                metavar="N",
+                help="Parallel compile jobs of extension and build strategies (default: the free cores).",
+            ),
+        ),
+        "layout": (
+            ("--layout",),
+            dict(
+                metavar="FILE",
+                help="TOML file: which paths of the package are core, extension, version files (default: "
+                "built in for transformer_engine; see teperf/sides/layout.py).",
+            ),
+        ),
+        "cache_dir": (
+            ("--cache-dir",),
+            dict(
+                metavar="DIR",
+                help="Where git trees, overlays and builds are cached "
+                "(default: $TEPERF_CACHE or ~/.cache/teperf).",
+            ),
+        ),
+        "allow_dirty": (
+            ("--allow-dirty",),
+            dict(
+                is_flag=True,
+                default=None,
+                help="Measure a checked-out side even with uncommitted changes in the package.",
+            ),
+        ),
+        "python": (
+            ("--python",),
+            dict(metavar="EXE", help="Interpreter that runs the workers (default: this one)."),
+        ),
+    }
+
+
+def _side_wording() -> dict:
+    """Where bisect and nightly word a git-side option their own way (as they always have: a change here
+    changes that command's --help), and take only the strategies that make sides from git refs."""
+    from teperf.sides import strategies
+
+    git_only = click.Choice(strategies.GIT_NAMES)
+    return {
+        "bisect": {
+            "strategy": dict(
+                type=git_only,
+                help="How each commit is made runnable, as in compare (see teperf compare --help).",
+            ),
+            "build_command": dict(help="Build command of --strategy build (as in compare)."),
+            "jobs": dict(help="Parallel compile jobs of extension and build strategies."),
+            "layout": dict(help="TOML file: which paths are core, extension, version files (as in compare)."),
+            "cache_dir": dict(help="Where git trees, overlays and builds are cached."),
+        },
+        "nightly": {
+            "repo": dict(help="Git checkout of the project (e.g. TransformerEngine)."),
+            "strategy": dict(
+                type=git_only,
+                help="How a git side is made runnable. " + strategies.help_text(strategies.GIT_NAMES),
+            ),
+            "jobs": dict(help="Parallel compile jobs (default: the free cores)."),
+            "build_command": dict(help="Build command for --strategy build."),
+        },
+    }
+
+
+SIDE_FIELDS = tuple(f.name for f in dataclasses.fields(SideOptions))
+
+
+def side_options(command: str, *names: str):
+    """The git-side options ``names`` (SideOptions' fields), in this order, as ``command`` words them."""
+    declared, wording = _side_options(), _side_wording().get(command, {})
+
+    def decorate(f):
+        for name in reversed(names):
+            flags, kwargs = declared[name]
+            f = click.option(*flags, name, **{**kwargs, **wording.get(name, {})})(f)
+        return f
+
+    return decorate
+
+
+def grouped(default_config: str = "default"):
+    """Hand the command its option groups whole, in place of their separate options: ``sides``
+    (SideOptions, when it takes them) and ``measure`` (MeasureOptions). Put it right above the
+    ``def``, under the click options."""
+
+    def decorate(f):
+        wants_sides = "sides" in inspect.signature(f).parameters  # run's --python is its own side's
+
+        @functools.wraps(f)
+        def command(**kwargs):
+            if wants_sides:
+                kwargs["sides"] = take_sides(kwargs)
+            kwargs["measure"] = take_measure(kwargs, default_config)
+            return f(**kwargs)
+
+        return command
+
+    return decorate
+
+
+def take_sides(kwargs: dict) -> SideOptions:
+    given = {name: kwargs.pop(name) for name in SIDE_FIELDS if name in kwargs}
+    command = given.get("build_command")
+    given["build_command"] = tuple(shlex.split(command)) if command else None
+    return SideOptions(**given)
+
+
+def take_measure(kwargs: dict, default_config: str = "default") -> MeasureOptions:
+    """--config, the config keys' flags, --counters, --sweep, --fail-on, --format and --results-dir."""
+    from teperf.gate import parse_fail_on
+
+    fail_on = frozenset(parse_fail_on(kwargs.pop("fail_on", None)))
+    kwargs["config_path"] = kwargs.get("config_path") or default_config
+    config = make_config(kwargs, counters=kwargs.pop("counters", None))
+    swept = None
+    sweep = kwargs.pop("sweep", None)
+    if sweep:
+        from teperf.sweep import apply, parse_sweep
+
+        swept = parse_sweep(sweep)
+        config = apply(config, swept)
+    return MeasureOptions(
+        config=config,
+        results_dir=kwargs.pop("results_dir", None),
+        fmt=kwargs.pop("fmt", "table"),
+        sweep=swept,
+        fail_on=fail_on,
+    )
+
+
+COUNTERS_HELP = "Count python calls, ATen ops, ... per step, once, outside the timed trials."
+SWEEP_HELP = (
+    "Measure every value of a module kwarg (num_gemms=1,2,4,8) or shape dimension (dim0=64,128) as its own "
+    "cell; then print the host-time slope per unit."
+)
+
+
+def counters_option(default: bool, help: str = COUNTERS_HELP):
+    """--counters/--no-counters: the config's ``counters`` key, whose default each command chooses."""
+    return click.option("--counters/--no-counters", default=default, show_default=True, help=help)
+
+
+def sweep_option(help: str = SWEEP_HELP):
+    return click.option("--sweep", metavar="KEY=V1,V2,...", help=help)
 
 
 def fail_on_option(f):

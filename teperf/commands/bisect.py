@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 
 import click
 
-from teperf.commands._common import _console, config_options, make_config
-from teperf.sides import strategies
+from teperf.commands._common import _console, config_options, grouped, side_options
+from teperf.options import MeasureOptions, SideOptions
 
 DEFAULT_BUDGET_S = 1800.0
 
@@ -21,37 +20,18 @@ DEFAULT_BUDGET_S = 1800.0
     metavar="MODULE/RECIPE[/SHAPE[/MODE]]",
     help="The cell that moved (one of the config's).",
 )
-@click.option("--repo", default=".", show_default=True, metavar="DIR", help="Git repository the refs are in.")
-@click.option(
-    "--strategy",
-    type=click.Choice(strategies.GIT_NAMES),
-    default="auto",
-    show_default=True,
-    help="How each commit is made runnable, as in compare (see teperf compare --help).",
+@side_options(
+    "bisect",
+    "repo",
+    "strategy",
+    "package",
+    "package_dir",
+    "build_command",
+    "jobs",
+    "layout",
+    "cache_dir",
+    "python",
 )
-@click.option(
-    "--package",
-    metavar="NAME",
-    help="Package or module under test (its import name; default: found in the repo: transformer_engine, pyproject's name, the one top-level package or module).",
-)
-@click.option(
-    "--package-dir",
-    metavar="PATH",
-    help="The package's directory inside the repo, or the one that holds a single module NAME.py "
-    "(default: found by name).",
-)
-@click.option("--build-command", metavar="CMD", help="Build command of --strategy build (as in compare).")
-@click.option(
-    "--jobs", type=int, metavar="N", help="Parallel compile jobs of extension and build strategies."
-)
-@click.option(
-    "--layout",
-    "layout_file",
-    metavar="FILE",
-    help="TOML file: which paths are core, extension, version files (as in compare).",
-)
-@click.option("--cache-dir", metavar="DIR", help="Where git trees, overlays and builds are cached.")
-@click.option("--python", metavar="EXE", help="Interpreter that runs the workers (default: this one).")
 @click.option(
     "--plan",
     "plan_only",
@@ -69,24 +49,8 @@ DEFAULT_BUDGET_S = 1800.0
     "--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table", show_default=True
 )
 @config_options
-def command(
-    spec,
-    cell,
-    repo,
-    strategy,
-    package,
-    package_dir,
-    build_command,
-    jobs,
-    layout_file,
-    cache_dir,
-    python,
-    plan_only,
-    confirm,
-    results_dir,
-    fmt,
-    **kwargs,
-):
+@grouped()
+def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: MeasureOptions):
     """Find the commit of GOOD..BAD (first-parent history) that moved one cell.
 
     \b
@@ -109,25 +73,14 @@ def command(
     from teperf.api import Interrupted
     from teperf.bisect.report import render_bisect
     from teperf.bisect.runner import bisect
-    from teperf.bisect.sides import GitSideFactory
 
-    config = make_config(kwargs)
+    config, fmt = measure.config, measure.fmt
     budget_s = config.schedule.budget_s or DEFAULT_BUDGET_S
-    if python:
+    if sides.python:
         from teperf.engine.spawn import check_python
 
-        check_python(python)
-    factory = GitSideFactory(
-        repo=repo,
-        package=package,
-        package_dir=package_dir,
-        strategy=strategy,
-        python=python or sys.executable,
-        cache_dir=cache_dir,
-        jobs=jobs,
-        layout=layout_file,
-        build_command=shlex.split(build_command) if build_command else None,
-    )
+        check_python(sides.python)
+    factory = sides.factory()
 
     def show(path) -> None:
         text = render_bisect(path, fmt, console=_console())
@@ -140,8 +93,8 @@ def command(
             spec,
             cell,
             factory=factory,
-            repo=repo,
-            results_dir=results_dir,
+            repo=sides.repo,
+            results_dir=measure.results_dir,
             budget_s=budget_s,
             confirm=confirm,
             command=["teperf"] + sys.argv[1:],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import click
@@ -9,84 +10,36 @@ import click
 from teperf.commands._common import (
     EXIT_STATUS_HELP,
     config_options,
+    counters_option,
     fail_on_option,
     gate,
-    make_config,
+    grouped,
     measure_and_report,
     output_options,
+    side_options,
+    sweep_option,
 )
 from teperf.errors import TeperfError
-from teperf.sides import strategies
-from teperf.sides.strategies.build import PLACEHOLDERS
-
-STRATEGY_HELP = "How a git side is made runnable. " + strategies.help_text()
-BUILD_COMMAND_HELP = (
-    "Build command of --strategy build (default: pip install into a per-build prefix); placeholders: "
-    + ", ".join(f"{k} {v}" for k, v in PLACEHOLDERS.items())
-    + "."
-)
-from teperf.gate import parse_fail_on
+from teperf.options import MeasureOptions, SideOptions
 
 
 @click.command("compare", epilog=EXIT_STATUS_HELP)
 @click.argument("spec", required=False, metavar="[BASE..HEAD]")
-@click.option("--repo", default=".", show_default=True, metavar="DIR", help="Git repository the refs are in.")
-@click.option(
-    "--strategy", type=click.Choice(strategies.NAMES), default="auto", show_default=True, help=STRATEGY_HELP
-)
-@click.option(
-    "--package",
-    metavar="NAME",
-    help="Package or module under test (its import name; default: found in the repo: transformer_engine, pyproject's name, the one top-level package or module).",
-)
-@click.option(
-    "--package-dir",
-    metavar="PATH",
-    help="The package's directory inside the repo, or the one that holds a single module NAME.py "
-    "(default: found by name).",
-)
-@click.option("--build-command", metavar="CMD", help=BUILD_COMMAND_HELP)
-@click.option(
-    "--jobs",
-    type=int,
-    metavar="N",
-    help="Parallel compile jobs of extension and build strategies (default: the free cores).",
-)
-@click.option(
-    "--layout",
-    "layout_file",
-    metavar="FILE",
-    help="TOML file: which paths of the package are core, extension, version files (default: built in for transformer_engine; see teperf/sides/layout.py).",
-)
+@side_options("compare", "repo", "strategy", "package", "package_dir", "build_command", "jobs", "layout")
 @click.option(
     "--plan",
     "plan_only",
     is_flag=True,
     help="Say which strategy each git side needs, why and what it costs; then stop.",
 )
-@click.option(
-    "--cache-dir",
-    metavar="DIR",
-    help="Where git trees, overlays and builds are cached (default: $TEPERF_CACHE or ~/.cache/teperf).",
-)
-@click.option(
-    "--allow-dirty",
-    is_flag=True,
-    default=None,
-    help="Measure a checked-out side even with uncommitted changes in the package.",
-)
+@side_options("compare", "cache_dir", "allow_dirty")
 @click.option("--base-path", metavar="DIR", help="Directory put first on the base worker's sys.path.")
 @click.option("--head-path", metavar="DIR", help="Directory put first on the head worker's sys.path.")
 @click.option(
     "--base-python", metavar="EXE", help="Interpreter for the base side (e.g. a virtualenv's python)."
 )
 @click.option("--head-python", metavar="EXE", help="Interpreter for the head side.")
-@click.option(
-    "--counters/--no-counters",
-    default=True,
-    show_default=True,
-    help="Count python calls, ATen ops, ... per step, once, outside the timed trials.",
-)
+@counters_option(default=True)
 @click.option(
     "--explain",
     "explain_cell",
@@ -98,38 +51,22 @@ from teperf.gate import parse_fail_on
     metavar="FILE",
     help="Also check the head side's counters against this expected-counters file (teperf counters check); exit 1 on a change.",
 )
-@click.option(
-    "--sweep",
-    metavar="KEY=V1,V2,...",
-    help="Measure every value of a module kwarg (num_gemms=1,2,4,8) or shape dimension (dim0=64,128) as its own cell; then print the host-time slope per unit.",
-)
+@sweep_option()
 @fail_on_option
 @config_options
 @output_options
+@grouped()
 def command(
     spec,
-    repo,
-    strategy,
-    package,
-    package_dir,
-    build_command,
-    jobs,
-    layout_file,
     plan_only,
-    cache_dir,
-    allow_dirty,
     base_path,
     head_path,
     base_python,
     head_python,
-    counters,
     explain_cell,
     expected,
-    sweep,
-    fail_on,
-    fmt,
-    results_dir,
-    **kwargs,
+    sides: SideOptions,
+    measure: MeasureOptions,
 ):
     """Compare two sides: git refs (BASE..HEAD), directories or interpreters.
 
@@ -141,18 +78,11 @@ def command(
     """
     from teperf import api
 
-    fail_verdicts = parse_fail_on(fail_on)
-    config = make_config(kwargs, counters=counters)
-    swept = None
-    if sweep:
-        from teperf.sweep import apply, parse_sweep
-
-        swept = parse_sweep(sweep)
-        config = apply(config, swept)
+    config, fmt = measure.config, measure.fmt
     if expected:  # checked now, not after minutes of measuring
         from teperf.countergate import Expected
 
-        if not counters:
+        if not config.counters:
             raise TeperfError("--expected needs the counters", "leave --no-counters out")
         if config.compile_cache == "warm":  # code loaded from a warm cache counts differently
             raise TeperfError(
@@ -164,36 +94,18 @@ def command(
         from teperf.plan import expand
 
         find_case({"cases": [c.to_meta() for c in expand(config)]}, explain_cell, where="the config")
-    side_opts = (base_path, head_path, base_python, head_python)
     if spec:
         if base_path or head_path:
             raise TeperfError(
                 "BASE..HEAD and --base-path/--head-path both given", "use one way to name the sides"
             )
-        import shlex
-
-        from teperf.sides.git import plan_sides
-
-        python = base_python or head_python or sys.executable
-        planned = plan_sides(
-            spec,
-            repo=repo,
-            strategy=strategy,
-            package=package,
-            package_dir=package_dir,
-            layout=layout_file,
-            python=python,
-            cache_dir=cache_dir,
-            build_command=shlex.split(build_command) if build_command else None,
-            jobs=jobs,
-            allow_dirty=allow_dirty,
-        )
+        planned = dataclasses.replace(sides, python=base_python or head_python).plan(spec)
         if plan_only:
             return
         base, head = planned.make()
     elif plan_only:
         raise TeperfError("--plan needs git refs (BASE..HEAD)", "give BASE..HEAD, or leave --plan out")
-    elif any(side_opts):
+    elif any((base_path, head_path, base_python, head_python)):
         base = api.path_side("base", base_path, base_python)
         head = api.path_side("head", head_path, head_python)
     else:
@@ -206,7 +118,7 @@ def command(
             config,
             base,
             head,
-            results_dir=results_dir,
+            results_dir=measure.results_dir,
             command=["teperf"] + sys.argv[1:],
             progress=progress,
             live=live,
@@ -218,16 +130,16 @@ def command(
 
         # on stderr when stdout carries json/csv, so that it stays parseable
         click.echo(render_report(explain_bundle(summary.path, explain_cell)), err=fmt in ("json", "csv"))
-    if swept:
+    if measure.sweep:
         from teperf.sweep import analyze, render
 
-        click.echo(render(analyze(summary.path, swept)), err=fmt in ("json", "csv"), nl=False)
+        click.echo(render(analyze(summary.path, measure.sweep)), err=fmt in ("json", "csv"), nl=False)
     checked = None
     if expected:
         from teperf.countergate import check_bundle, render
 
         checked = check_bundle(summary.path, expected)
         click.echo(render(checked), err=fmt in ("json", "csv"), nl=False)
-    gate(summary, fail_verdicts)
+    gate(summary, measure.fail_on)
     if checked is not None and not checked.passed:
         sys.exit(1)

@@ -6,27 +6,7 @@ import click
 
 from teperf.commands.history import history_option, open_store
 from teperf.errors import TeperfError
-
-
-def parse_shard(text: str | None) -> tuple[int, int]:
-    """'I/N' -> (I, N) with 1 <= I <= N."""
-    if text is None:
-        return 1, 1
-    try:
-        i_text, n_text = text.split("/")
-        i, n = int(i_text), int(n_text)
-    except ValueError:
-        raise TeperfError(f"malformed shard {text!r}", "write it as I/N, e.g. --shard 2/4") from None
-    return check_shard(i, n)
-
-
-def check_shard(i: int, n: int) -> tuple[int, int]:
-    """(I, N) back if 1 <= I <= N, else a TeperfError (for --shard and nightly's shard_cases)."""
-    if n < 1 or not 1 <= i <= n:
-        raise TeperfError(
-            f"shard {i}/{n} out of range", "I must be between 1 and N, e.g. --shard 1/2 and --shard 2/2"
-        )
-    return i, n
+from teperf.nightly import parse_shard
 
 
 @click.command("import")

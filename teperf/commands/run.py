@@ -9,10 +9,13 @@ import click
 from teperf.commands._common import (
     EXIT_STATUS_HELP,
     config_options,
-    make_config,
+    counters_option,
+    grouped,
     measure_and_report,
     output_options,
+    sweep_option,
 )
+from teperf.options import MeasureOptions
 
 
 @click.command("run", epilog=EXIT_STATUS_HELP)
@@ -21,41 +24,26 @@ from teperf.commands._common import (
 @click.option("--path", "side_path", metavar="DIR", help="Directory put first on the worker's sys.path.")
 @click.option("--python", metavar="EXE", help="Interpreter to run the worker (default: this one).")
 @click.option("--label", default="run", show_default=True, help="Name of the side in the output.")
-@click.option(
-    "--sweep",
-    metavar="KEY=V1,V2,...",
-    help="Measure every value of a module kwarg (num_gemms=1,2,4,8) or shape dimension (dim0=64,128) as its own cell; then print the host-time slope per unit.",
-)
-@click.option(
-    "--counters/--no-counters",
-    default=False,
-    show_default=True,
-    help="Count python calls, ATen ops, ... per step, once, outside the timed trials.",
-)
-def command(side_path, python, label, sweep, counters, fmt, results_dir, **kwargs):
+@sweep_option()
+@counters_option(default=False)
+@grouped()
+def command(side_path, python, label, measure: MeasureOptions):
     """Measure one side: median host time per fwd+bwd step of every case."""
     from teperf import api
 
-    config = make_config(kwargs, counters=counters)
-    swept = None
-    if sweep:
-        from teperf.sweep import apply, parse_sweep
-
-        swept = parse_sweep(sweep)
-        config = apply(config, swept)
     side = api.path_side(label, side_path, python)
     summary = measure_and_report(
         lambda progress, live: api.run(
-            config,
+            measure.config,
             side,
-            results_dir=results_dir,
+            results_dir=measure.results_dir,
             command=["teperf"] + sys.argv[1:],
             progress=progress,
             live=live,
         ),
-        fmt,
+        measure.fmt,
     )
-    if swept:
+    if measure.sweep:
         from teperf.sweep import analyze, render
 
-        click.echo(render(analyze(summary.path, swept)), err=fmt in ("json", "csv"), nl=False)
+        click.echo(render(analyze(summary.path, measure.sweep)), err=measure.fmt in ("json", "csv"), nl=False)

@@ -1,0 +1,438 @@
+"""One process pair: a worker per side, the cases set up in them, their trials.
+
+:class:`PairRunner` owns the workers of one pair from spawn to close and writes what happens to them
+(set-ups, counters, failures, the workers' hellos) to the bundle; a worker that dies or hangs costs the
+case this pair only (:class:`CellRetries`), and a couple that shared its core is measured again
+(:class:`RemeasureBudget`). The coordinator (engine/coordinator.py) decides which pairs run where.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import defaultdict
+from typing import Optional
+
+from teperf.bundle import Bundle
+from teperf.config import Config
+from teperf.engine.hints import start_hint
+from teperf.engine.lanes import LaneStopped
+from teperf.engine.spawn import Worker, WorkerError
+from teperf.errors import TeperfError
+from teperf.plan import Case, Slot, hash_seed, start_order
+from teperf.provenance import packages_under_test
+from teperf.records import (
+    CountersRecord,
+    FailureRecord,
+    RecordError,
+    SetupRecord,
+    TrialRecord,
+    WorkerRecord,
+    lost_pairs_text,
+)
+from teperf.sides import Side
+
+MAX_RESTARTS_PER_PAIR = 3  # then the rest of the pair is given up (its cells go on in the next pair)
+LOST_PAIRS_PER_CELL = 2  # a cell whose worker died or hung in this many pairs is failed
+# Compiled files' content hashes by real path (with size, mtime and inode): a worker re-hashes a
+# 100+ MB library only when it changed (teperf.worker.provenance).
+KNOWN_HASHES: dict[str, list] = {}
+MAX_REMEASURES_PER_COUPLE = 3  # a couple contended this often is left out (summary: "inconclusive (load)")
+MAX_FUTILE_REMEASURES = 4  # re-measures in a row that shared the core too: the pair stops re-measuring
+
+
+class RemeasureBudget:
+    """How often one pair may measure a couple again after it shared its core (wall time well above CPU
+    time, TrialRecord.contended): ``per_couple`` times each, ``total`` times in all, and no more once
+    ``futile`` re-measures in a row shared it too (a load that lasts, not a spell: more costs time only)."""
+
+    def __init__(
+        self, total: int, per_couple: int = MAX_REMEASURES_PER_COUPLE, futile: int = MAX_FUTILE_REMEASURES
+    ):
+        self.left, self.per_couple, self.futile = total, per_couple, futile
+        self.in_a_row = 0  # re-measures in a row that shared the core too
+
+    def take(self, attempt: int, contended: bool) -> bool:
+        """Whether the couple just measured (its ``attempt``-th time; ``contended``: it shared the core)
+        is measured again; counts it."""
+        if attempt > 0:
+            self.in_a_row = self.in_a_row + 1 if contended else 0
+        if not contended or attempt >= self.per_couple or self.left <= 0 or self.in_a_row >= self.futile:
+            return False
+        self.left -= 1
+        return True
+
+
+class CellRetries:
+    """Per-cell budget of lost pairs, shared by all pairs of a run.
+
+    An error the case itself raises (a factory or forward that raises) fails the
+    cell at once: it would raise again. A worker that dies or hangs may be the
+    machine's fault (OOM killer, a stuck driver): the cell loses that pair only
+    and the next pair measures it again, until it has lost ``limit`` pairs."""
+
+    def __init__(self, limit: int = LOST_PAIRS_PER_CELL):
+        self.limit = limit
+        self.failed: dict[int, str] = {}  # case_id -> reason
+        self.lost: dict[int, list[int]] = defaultdict(list)  # case_id -> pairs lost
+
+    def fail(self, case_id: int, reason: str) -> None:
+        self.failed.setdefault(case_id, reason)
+
+    def lose(self, case_id: int, pair: int, reason: str) -> bool:
+        """Charge the cell a lost pair; True when that used up its budget (the cell is now failed)."""
+        self.lost[case_id].append(pair)
+        if len(self.lost[case_id]) >= self.limit:
+            self.fail(case_id, f"{reason} ({lost_pairs_text(self.lost[case_id])})")
+            return True
+        return False
+
+    def runnable(self, case_id: int) -> bool:
+        return case_id not in self.failed
+
+
+class PairRunner:
+    """The workers of one process pair (one per side) and the cases set up in them."""
+
+    def __init__(
+        self,
+        config: Config,
+        sides: list[Side],
+        cases: list[Case],
+        bundle: Bundle,
+        pair: int,
+        retries: CellRetries,
+        cache_root: Optional[str] = None,
+        stop: Optional[threading.Event] = None,
+        spawned: Optional[list] = None,
+        servers=None,
+    ):
+        self.config = config
+        self.servers = servers  # fork servers (--spawn forkserver), or None: fresh interpreters
+        self.core = config.core  # the measuring core: its lane's (set when a lane takes the pair)
+        self.lane = 0
+        self.stop = stop  # set: the run is stopping, a dead worker is no lost pair (engine/lanes.py)
+        self.spawned = spawned if spawned is not None else []  # every worker of the run, for a stop to kill
+        self.sides = sides
+        self.cases = {c.id: c for c in cases}
+        self.bundle = bundle
+        self.pair = pair
+        # A forked worker has its server's hash seed: that of its generation's first pair.
+        self.seed = servers.seed(pair) if servers is not None else hash_seed(config.seed, pair)
+        self.retries = retries
+        self.lost_here: set[int] = set()  # cases whose worker died or hung in this pair
+        self.given_up = False  # too many restarts: the rest of this pair is skipped
+        self.skipped: dict[int, str] = {c.id: c.skip for c in cases if c.skip}
+        self.dropped: set[int] = set()  # settled since this pair was launched ahead: no trials, no warm-up
+        self.workers: dict[int, Worker] = {}
+        self.ready: dict[int, set] = {}  # side index -> case ids set up in its worker
+        self.queued: dict[int, list] = {}  # side index -> case ids whose setup was sent ahead
+        self.restarts = 0
+        self.backends = sorted({c.backend for c in cases})
+        self.cache_root = cache_root
+        self.packages = packages_under_test(config, sides)
+
+    def _runnable_cases(self) -> list[Case]:
+        return [c for c in self.cases.values() if self.runnable(c.id)]
+
+    def _wire(self, case: Case) -> dict:
+        return case.to_wire(self.config.device, self.config.schedule.warmup)
+
+    def launch(self, import_cores: list[int]) -> None:
+        """Start this pair's processes and queue every case's set-up, without waiting:
+        they import torch, build and warm up on spare cores (side i on
+        ``import_cores[i]``) while the previous pair measures; ``start`` moves
+        them to the measuring core and warms up again."""
+        for index in start_order(self.pair, len(self.sides)):
+            worker = self.workers[index] = self._spawn(index, import_cores[index])
+            self.queued[index] = []
+            for case in self._runnable_cases():
+                worker.send({"cmd": "setup", "case": self._wire(case)})
+                self.queued[index].append(case.id)
+
+    def start(self) -> None:
+        for index in start_order(self.pair, len(self.sides)):
+            self._start_side(index)
+            self._collect_queued(index)
+            self._move_to_measuring_core(index)
+        # Cases not set up ahead (a cold pair, or a side restarted above).
+        for case in self._runnable_cases():
+            for index in sorted(self.workers):
+                if self.runnable(case.id) and case.id not in self.ready[index]:
+                    self._setup(index, case)
+        for index in start_order(self.pair, len(self.sides)):
+            # after every set-up: the factories' imports are what the content hash must cover
+            self._describe_imports(index)
+            self._record_worker(index)
+
+    def runnable(self, case_id: int) -> bool:
+        return (
+            self.retries.runnable(case_id)
+            and case_id not in self.skipped
+            and case_id not in self.lost_here
+            and case_id not in self.dropped
+        )
+
+    def _collect_queued(self, index: int) -> None:
+        for case_id in self.queued.pop(index, []):
+            if index not in self.workers:
+                return
+            try:
+                reply = self.workers[index].receive()
+            except WorkerError as exc:
+                self._worker_failed(
+                    index, self.cases[case_id], exc
+                )  # the fresh worker sets everything up anew
+                return
+            self._record_setup(index, self.cases[case_id], reply)
+
+    def _move_to_measuring_core(self, index: int) -> None:
+        worker = self.workers.get(index)
+        if worker is None or worker.core == self.core:
+            return
+        try:
+            worker.pin(self.core)
+        except WorkerError as exc:
+            self._worker_failed(index, None, exc)
+            return
+        # Caches and branch predictors now belong to the measuring core: warm up there too.
+        for case_id in sorted(self.ready[index]):
+            if not self.runnable(case_id):
+                continue
+            try:
+                reply = worker.request(
+                    {"cmd": "warm", "case_id": case_id, "steps": self.config.schedule.warmup}
+                )
+            except WorkerError as exc:
+                self._worker_failed(index, self.cases[case_id], exc)
+                return
+            if reply.get("type") != "warm":
+                self._record_setup(index, self.cases[case_id], reply)
+
+    def _spawn(self, index: int, core: int) -> Worker:
+        side = self.sides[index]
+        worker = Worker(
+            side,
+            core=core,
+            device=self.config.device,
+            backends=self.backends,
+            hash_seed=self.seed,
+            log_path=self.bundle.worker_log(self.pair, side.label),
+            cwd=self.bundle.path,
+            timeout_s=self.config.schedule.timeout_s,
+            compile_cache=compile_cache_spec(self.config, self.cache_root, side.label),
+            launcher=self.servers.launcher(index, self.pair) if self.servers is not None else None,
+        )
+        self.spawned.append(worker)
+        return worker
+
+    def _start_side(self, index: int) -> None:
+        side = self.sides[index]
+        try:
+            worker = self.workers.get(index) or self._spawn(index, self.core)
+            self.workers[index] = worker
+            worker.wait_ready()
+        except WorkerError as exc:
+            self.workers.pop(index, None)
+            self._check_stop()
+            last = exc.log_tail.strip().splitlines()[-1:] or [""]
+            self.bundle.append(
+                FailureRecord(
+                    pair=self.pair, side=side.label, case_id=None, error=str(exc), log_tail=exc.log_tail
+                )
+            )
+            raise TeperfError(
+                f"the {side.label} worker did not start: {exc.fatal or last[0] or exc}",
+                start_hint(exc, side, self.config, self.bundle.worker_log(self.pair, side.label)),
+            )
+        self.ready[index] = set()
+
+    def _describe_imports(self, index: int) -> None:
+        """Ask the worker what it really imported (interpreter, torch, the package under test with
+        its content hash) and keep it in its hello: the bundle then proves which code each side ran."""
+        worker = self.workers.get(index)
+        if worker is None or "imported" in (worker.hello or {}):
+            return
+        try:
+            reply = worker.request(
+                {"cmd": "imported", "packages": self.packages, "known": dict(KNOWN_HASHES)}
+            )
+        except WorkerError as exc:
+            self._worker_failed(index, None, exc)
+            return
+        if reply.get("type") == "imported":
+            worker.hello["imported"] = reply["imported"]
+            for facts in (reply["imported"].get("packages") or {}).values():
+                KNOWN_HASHES.update((facts or {}).get("compiled") or {})
+        else:  # an older worker, or the hashing failed: the run goes on, the bundle says so
+            worker.hello["imported"] = {"error": str(reply.get("error"))}
+
+    def _record_worker(self, index: int) -> None:
+        worker = self.workers.get(index)
+        if worker is not None:
+            self.bundle.append(
+                WorkerRecord(
+                    pair=self.pair, side=self.sides[index].label, hash_seed=self.seed, hello=worker.hello
+                )
+            )
+
+    def _setup(self, index: int, case: Case) -> None:
+        try:
+            reply = self.workers[index].request({"cmd": "setup", "case": self._wire(case)})
+        except WorkerError as exc:
+            self._worker_failed(index, case, exc)
+            return
+        self._record_setup(index, case, reply)
+
+    def _record_setup(self, index: int, case: Case, reply: dict) -> None:
+        side = self.sides[index]
+
+        def record(status: str, **fields) -> SetupRecord:
+            return SetupRecord(pair=self.pair, side=side.label, case_id=case.id, status=status, **fields)
+
+        if reply.get("type") in ("ready", "warm"):
+            self.ready[index].add(case.id)
+            self.bundle.append(record("ready", info=reply.get("info", {})))
+        elif reply.get("skipped"):
+            self.skipped[case.id] = reply.get("error", "")
+            self.bundle.append(record("skipped", error=reply.get("error")))
+        else:
+            self.retries.fail(case.id, f"{side.label}: {reply.get('error')}")
+            self.bundle.append(record("error", error=reply.get("error")))
+
+    def _worker_failed(self, index: int, case: Optional[Case], exc: WorkerError) -> None:
+        """The worker died or hung: the case loses this pair (and is failed once it has lost
+        too many); a fresh worker for the side takes over the other cases."""
+        self._check_stop()
+        side = self.sides[index]
+        case_id = case.id if case else None
+        reason = f"{side.label}: {exc}"
+        final = False
+        if case is not None:
+            self.lost_here.add(case.id)
+            final = self.retries.lose(case.id, self.pair, reason)
+        self.bundle.append(
+            FailureRecord(
+                pair=self.pair,
+                side=side.label,
+                case_id=case_id,
+                error=str(exc),
+                final=final,
+                lost_pairs=list(self.retries.lost.get(case_id, [])),
+                log_tail=exc.log_tail,
+            )
+        )
+        self.workers.pop(index).kill()
+        self.queued.pop(index, None)
+        self.restarts += 1
+        if self.restarts > MAX_RESTARTS_PER_PAIR:
+            self.given_up = True  # the cells go on in the next pair
+            return
+        # A fresh worker for this side, on the measuring core, with the cases that still work set up again.
+        self._start_side(index)
+        for other in self._runnable_cases():
+            if index in self.workers:
+                self._setup(index, other)
+        self._describe_imports(index)
+        self._record_worker(index)
+
+    def _check_stop(self) -> None:
+        """A worker killed because the run is stopping cost no pair: end this pair, record nothing."""
+        if self.stop is not None and self.stop.is_set():
+            raise LaneStopped()
+
+    def active(self, case_id: int) -> bool:
+        return not self.given_up and self.runnable(case_id) and len(self.workers) == len(self.sides)
+
+    def counters(self, case: Case) -> None:
+        for index, worker in sorted(self.workers.items()):
+            if not self.active(case.id):
+                return
+            try:
+                reply = worker.request({"cmd": "counters", "case_id": case.id})
+            except WorkerError as exc:
+                self._worker_failed(index, case, exc)
+                return
+            if reply.get("type") == "counters":
+                self.bundle.append(
+                    CountersRecord(
+                        pair=self.pair,
+                        side=self.sides[index].label,
+                        case_id=case.id,
+                        counters=reply["counters"],
+                    )
+                )
+
+    def trial(self, slot: Slot, case: Case, iters: int, attempt: int = 0) -> Optional[TrialRecord]:
+        """One trial of ``case`` on the side of ``slot``, as its record; None when it failed (recorded).
+        ``attempt``: how many times its couple was measured before (it shared its core then)."""
+        index, label = slot.side, self.sides[slot.side].label
+        try:
+            reply = self.workers[index].request({"cmd": "trial", "case_id": case.id, "iters": iters})
+        except WorkerError as exc:
+            self._worker_failed(index, case, exc)
+            return None
+        error = reply.get("error")
+        if reply.get("type") == "trial":
+            clocks = {k: v for k, v in reply.items() if k not in ("type", "case_id")}
+            try:
+                return TrialRecord.from_dict(
+                    {
+                        "pair": self.pair,
+                        "round": slot.round,
+                        "trial": slot.trial,
+                        "side": label,
+                        "position": slot.position,
+                        "case_id": case.id,
+                        "hash_seed": self.seed,
+                        "t": round(time.time(), 3),
+                        "lane": self.lane,
+                        "core": self.core,
+                        "attempt": attempt,
+                        **clocks,
+                    }
+                )
+            except RecordError as exc:  # a worker of another teperf version, say
+                error = f"the worker sent a trial this teperf cannot read: {exc}"
+        self.retries.fail(case.id, f"{label}: {error}")
+        self.bundle.append(
+            FailureRecord(pair=self.pair, side=label, case_id=case.id, error=error, final=True)
+        )
+        return None
+
+    def close(
+        self, retire_core: Optional[int] = None, retired: Optional[list] = None, hurry: bool = False
+    ) -> None:
+        """End this pair's workers: at once when ``retired`` is given (they are reaped later), else
+        waiting; ``hurry`` (the run is stopping) kills them without asking: one may be hung."""
+        workers = list(self.workers.values())
+        self.workers.clear()
+        if hurry:
+            for worker in workers:
+                worker.kill()
+            return
+        if retired is None:
+            for worker in workers:
+                worker.close()
+            return
+        # Handed over before retiring: a Ctrl-C inside retire() (it talks to the
+        # worker) must still leave every worker to the caller's reap, or one outlives us.
+        retired.extend(workers)
+        for worker in workers:
+            worker.retire(retire_core)
+
+
+def compile_cache_spec(config: Config, cache_root: Optional[str], label: str) -> Optional[dict]:
+    """What a worker is told about inductor's cache (teperf/worker/compile_cache.py): cold, its own
+    fresh one; warm, this side's directory of the run, filled before the first pair."""
+    if cache_root is None:
+        return None
+    spec = {
+        "mode": config.compile_cache,
+        "process_warmup_dir": os.path.join(cache_root, "process-warmup"),
+        "parent": cache_root,
+    }
+    if config.compile_cache == "warm":
+        spec["dir"] = os.path.join(cache_root, "warm", label)
+    return spec

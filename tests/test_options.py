@@ -1,0 +1,77 @@
+"""The option groups: what the click options become (SideOptions, MeasureOptions), and that every field
+reaches the library call that takes it."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+import pytest
+
+from teperf.commands._common import SIDE_FIELDS, take_measure, take_sides
+from teperf.errors import TeperfError
+from teperf.options import SideOptions
+
+
+def test_side_options_reach_plan_sides_and_the_bisect_factory(monkeypatch):
+    import teperf.sides.git
+
+    seen = {}
+    monkeypatch.setattr(teperf.sides.git, "plan_sides", lambda spec, **kwargs: seen.update(kwargs, spec=spec))
+    given = {
+        "repo": "/r",
+        "strategy": "build",
+        "package": "pkg",
+        "package_dir": "src/pkg",
+        "layout": "layout.toml",
+        "build_command": "make  -j 2 'a b'",
+        "jobs": 3,
+        "cache_dir": "/c",
+        "allow_dirty": True,
+        "python": "/py",
+    }
+    assert set(given) == set(SIDE_FIELDS)
+    kwargs = dict(given, other=1)
+    sides = take_sides(kwargs)
+    assert kwargs == {"other": 1} and sides.build_command == ("make", "-j", "2", "a b")
+    sides.plan("a..b")
+    assert seen == {
+        "spec": "a..b",
+        **given,
+        "python": "/py",
+        "build_command": ["make", "-j", "2", "a b"],
+        "log": None,
+    }
+    factory = sides.factory()
+    assert (factory.repo, factory.package_dir, factory.layout, factory.jobs) == (
+        "/r",
+        "src/pkg",
+        "layout.toml",
+        3,
+    )
+    assert factory.build_command == ["make", "-j", "2", "a b"] and factory.python == "/py"
+    assert SideOptions().interpreter == sys.executable
+
+
+def test_measure_options_take_config_counters_sweep_and_fail_on():
+    kwargs = {
+        "config_path": None,
+        "processes": 4,
+        "counters": True,
+        "sweep": "dim0=4,8",
+        "fail_on": ("slower,faster",),
+        "fmt": "json",
+        "results_dir": "out",
+        "label": "kept",
+    }
+    measure = take_measure(kwargs, default_config="demo")
+    assert kwargs == {"label": "kept"}
+    assert measure.config.source.endswith("demo.toml") and measure.config.schedule.processes == 4
+    assert measure.config.counters and "counters" in measure.config.from_cli
+    assert measure.sweep.key == "dim0" and len(measure.config.shapes) == 2 * len(
+        take_measure({}).config.shapes
+    )
+    assert measure.fail_on == {"slower", "faster"} and (measure.fmt, measure.results_dir) == ("json", "out")
+    with pytest.raises(TeperfError, match="--fail-on"):
+        take_measure({"fail_on": ("worse",)})
+    assert dataclasses.replace(measure, fmt="csv").config is measure.config
