@@ -70,7 +70,9 @@ def reports() -> dict[str, str]:
             out[f"report/{bundle.name}.{fmt}"] = _invoke(["report", str(bundle), "--format", fmt])
         out[f"report/{bundle.name}.wall"] = _invoke(["report", str(bundle), "--metric", "wall"])
         out[f"report/{bundle.name}.by-lane"] = _invoke(["report", str(bundle), "--by-lane"])
-    return {k: v.replace(str(ROOT), "ROOT") for k, v in out.items()}
+    # where this checkout lives, not what the bundles recorded (one was made in /work/main: its config
+    # path must stay as it is wherever the tests run)
+    return {k: v.replace(str(FIXTURES), "FIXTURES") for k, v in out.items()}
 
 
 def configs() -> dict[str, str]:
