@@ -482,19 +482,45 @@ def test_compiled_hash_globs(fx):
     assert s1 == s3  # cpp differs from head only in a skipped path
 
 
-def test_te_build_env(monkeypatch):
+def test_te_build_env(monkeypatch, tmp_path):
     monkeypatch.setattr(buildrun, "cuda_archs", lambda: "90")
     monkeypatch.setattr(
         buildrun.shutil, "which", lambda name: "/usr/bin/ccache" if name == "ccache" else None
     )
-    env = buildrun.build_env(TE_LAYOUT, base={}, jobs=3)
+    env = buildrun.build_env(TE_LAYOUT, base={}, jobs=3, cache_dir=tmp_path)
     assert env["NVTE_FRAMEWORK"] == "pytorch" and env["NVTE_CUDA_ARCHS"] == "90"
     assert env["MAX_JOBS"] == env["CMAKE_BUILD_PARALLEL_LEVEL"] == "3"
-    assert env["CMAKE_CXX_COMPILER_LAUNCHER"] == "ccache"
-    assert buildrun.build_env(TE_LAYOUT, base={"NVTE_CUDA_ARCHS": "80"})["NVTE_CUDA_ARCHS"] == "80"
-    env = buildrun.build_env(GENERIC, base={"NVTE_PROJECT_BUILDING": "1"})
+    assert env["CMAKE_CXX_COMPILER_LAUNCHER"] == env["CMAKE_CUDA_COMPILER_LAUNCHER"] == "/usr/bin/ccache"
+    assert env["CCACHE_DIR"] == str(tmp_path / "ccache" / "shared")  # one compiler cache for every build
+    assert "CCACHE_DIR" not in buildrun.hashed_env(env)  # where the cache lives does not change a build
+    env = buildrun.build_env(TE_LAYOUT, base={"NVTE_CUDA_ARCHS": "80"}, cache_dir=tmp_path)
+    assert env["NVTE_CUDA_ARCHS"] == "80"
+    env = buildrun.build_env(GENERIC, base={"NVTE_PROJECT_BUILDING": "1"}, cache_dir=tmp_path)
     assert "NVTE_FRAMEWORK" not in env and "NVTE_CUDA_ARCHS" not in env and "NVTE_PROJECT_BUILDING" not in env
     assert int(env["MAX_JOBS"]) >= 1
+
+
+def test_masquerade_takes_a_compiler_named_by_path(monkeypatch, tmp_path):
+    """setuptools and torch call CC/CXX by path when set (the H200 image: CXX=/opt/gcc/bin/g++): the
+    build gets ccache under that name, first on PATH, with the real compiler's directory right after."""
+    real = tmp_path / "opt" / "gcc" / "bin"
+    real.mkdir(parents=True)
+    for name in ("gcc", "g++"):
+        (real / name).write_text("#!/bin/sh\n")
+        (real / name).chmod(0o755)
+    monkeypatch.setattr(
+        buildrun.shutil, "which", lambda name, *a, **k: "/usr/bin/ccache" if name == "ccache" else None
+    )
+    base = {"PATH": "/usr/bin", "CC": str(real / "gcc"), "CXX": str(real / "g++")}
+    env = buildrun.build_env(GENERIC, base=base, cache_dir=tmp_path / "cache", ccache="masquerade")
+    masq = tmp_path / "cache" / "ccache" / "shared" / "bin"
+    assert env["CXX"] == str(masq / "g++") and env["CC"] == str(masq / "gcc")
+    assert env["PATH"].split(os.pathsep)[:3] == [str(masq), str(real), "/usr/bin"]
+    for name in ("c++", "g++", "gcc", "cc"):
+        assert os.readlink(masq / name) == "/usr/bin/ccache"
+    assert "CMAKE_CXX_COMPILER_LAUNCHER" not in env  # launchers are for CMake builds only
+    plain = buildrun.build_env(GENERIC, base=base, cache_dir=tmp_path / "cache", ccache="")
+    assert plain["CXX"] == str(real / "g++") and "CCACHE_DIR" not in plain
 
 
 # ------------------------------------------------------------------ describing and the cache command
@@ -512,7 +538,8 @@ def test_cache_command(fx, tmp_path):
     assert result.exit_code == 0, result.output
     listed = json.loads(result.output)
     kinds = sorted(e["kind"] for e in listed["entries"])
-    assert kinds == ["builds", "buildtrees", "overlays", "overlays", "trees", "trees"]
+    shared = ["ccache"] if buildrun.find_ccache() else []  # the build's compiler cache, when ccache is here
+    assert kinds == sorted(["builds", "buildtrees", "overlays", "overlays", "trees", "trees", *shared])
     result = runner.invoke(command, ["list", "--cache-dir", str(cache)])
     assert result.exit_code == 0 and "builds" in result.output and "trees" in result.output
     result = runner.invoke(command, ["clear", "--cache-dir", str(cache), "overlays"])
@@ -521,7 +548,7 @@ def test_cache_command(fx, tmp_path):
     result = runner.invoke(command, ["clear", "--cache-dir", str(cache), "--older-than", "1"])
     assert "removed 0 entries" in result.output
     result = runner.invoke(command, ["clear", "--cache-dir", str(cache)])
-    assert "removed 4 entries" in result.output
+    assert f"removed {4 + len(shared)} entries" in result.output
     result = runner.invoke(command, ["list", "--cache-dir", str(cache)])
     assert "empty" in result.output
     # after a clear, the next run makes everything again

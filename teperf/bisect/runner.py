@@ -42,7 +42,7 @@ from teperf.api import Interrupted
 from teperf.bisect import search as bsearch
 from teperf.bisect import sides as git
 from teperf.bisect.attribute import attribute, ordered
-from teperf.bisect.sides import TIER_SECONDS, ProbeSkipped, SideFactory
+from teperf.bisect.sides import TE_PACKAGE, ProbeSkipped, SideFactory, tier_seconds
 from teperf.bundle import Bundle, now_iso
 from teperf.config import Config
 from teperf.errors import TeperfError
@@ -140,7 +140,7 @@ def side_seconds(factory: SideFactory, tier: str) -> tuple[float, str]:
     """(seconds, basis) of making one commit runnable in ``tier``: the factory's own figure for its package
     (measured builds of it in the cache, else a default for it), TE's figures for a factory without one."""
     seconds = getattr(factory, "seconds", None)
-    return seconds(tier) if seconds else (TIER_SECONDS.get(tier, 600.0), "TE")
+    return seconds(tier) if seconds else tier_seconds(TE_PACKAGE, tier, cache_dir="/nonexistent")
 
 
 BASIS_TEXT = {

@@ -28,21 +28,24 @@ from teperf.sides.gitrepo import (  # noqa: F401  (re-exported: bisect's git hel
     run_git,
 )
 
-# Rough cost of making one commit runnable, per tier (seconds), for the plan printed up front.
-# overlay: a shadow tree of symlinks; extension: TE's pytorch extension ~73 s on the H200; build: minutes.
-TIER_SECONDS = {"path": 1.0, "overlay": 2.0, "extension": 90.0, "core": 300.0, "build": 600.0}
-# Any other package, before one of its builds was measured here: a pip install of a mostly-Python tree
-# (nanoGPT's bisect planned 4840 s on TE's figures and took 76 s). The cache's timings replace it.
-OTHER_TIER_SECONDS = {"path": 1.0, "overlay": 2.0, "extension": 60.0, "core": 60.0, "build": 60.0}
+# Rough cost of making one commit runnable, per strategy (seconds), for the plan printed up front: each
+# strategy's te_seconds / other_seconds (teperf/sides/strategies/), until the cache has measured builds.
+# Any other package's figures are a pip install of a mostly-Python tree (nanoGPT's bisect planned
+# 4840 s on TE's figures and took 76 s).
 TE_PACKAGE = "transformer_engine"
 
 
 def tier_seconds(package: str, tier: str, cache_dir: str | None = None, layout: str | None = None):
-    """(seconds, basis) of making one commit runnable: the slowest of this package's builds in the cache
-    when there is one (basis "measured"), else TE's figures for TE ("TE") and OTHER_TIER_SECONDS for any
-    other package ("default")."""
-    kinds = {"extension": "ext", "core": "cores", "build": "builds"}
-    if tier in kinds:
+    """(seconds, basis) of making one commit runnable with strategy ``tier``: the slowest of this
+    package's builds in the cache when there is one (basis "measured"), else the strategy's own figure
+    for TE ("TE") or for any other package ("default")."""
+    from teperf.sides import strategies
+
+    try:
+        cls = strategies.get(tier)
+    except TeperfError:
+        cls = strategies.get("build")
+    if cls.cache_kind:
         from teperf.sides import cachedir
         from teperf.sides.layout import layout_for
 
@@ -50,18 +53,19 @@ def tier_seconds(package: str, tier: str, cache_dir: str | None = None, layout: 
             layout_name = layout_for(package, layout).name
         except TeperfError:
             layout_name = None
+        by_package = cls.cache_kind == "builds"  # whole builds say their package, the others their layout
         times = [
             e.meta.get("seconds")
-            for e in cachedir.entries(cache_dir, kinds=(kinds[tier],), sizes=False)
+            for e in cachedir.entries(cache_dir, kinds=(cls.cache_kind,), sizes=False)
             if e.complete
             and e.meta.get("seconds")
-            and (e.meta.get("package") == package if tier == "build" else e.meta.get("layout") == layout_name)
+            and (e.meta.get("package") == package if by_package else e.meta.get("layout") == layout_name)
         ]
         if times:
             return float(max(times)), "measured"
     if package == TE_PACKAGE:
-        return TIER_SECONDS.get(tier, 600.0), "TE"
-    return OTHER_TIER_SECONDS.get(tier, 60.0), "default"
+        return cls.te_seconds, "TE"
+    return cls.other_seconds, "default"
 
 
 class ProbeSkipped(Exception):
@@ -172,6 +176,8 @@ class GitSideFactory:
 
     def seconds(self, tier: str) -> tuple[float, str]:
         """(seconds, basis) of making one commit of this package runnable in ``tier`` (tier_seconds)."""
+        if tier == "build" and self.pinned == "core":  # the build tier's commits are made by core here
+            tier = "core"
         return tier_seconds(self.package, tier, self.cache_dir, self.layout)
 
     def tier(self, base_sha: str, head_sha: str) -> str:

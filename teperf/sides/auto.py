@@ -27,12 +27,6 @@ NATIVE_PACKAGING = re.compile(
     r"ext_modules|Extension\(|cmake|scikit[-_]build|maturin|pybind11|cython|cffi_modules", re.IGNORECASE
 )
 
-ORDER = {
-    "overlay": ("overlay", "build"),
-    "extension": ("extension", "build"),
-    "build": ("core", "build"),  # core: the installed package with its core and extension rebuilt
-}
-
 
 def _tree_has_native_code(target: Target, sha: str) -> bool:
     for _mode, kind, _obj, path in gitrepo.ls_tree(target.repo, sha):
@@ -67,7 +61,11 @@ def pure_python(target: Target, pair: Pair) -> bool:
 def choose(target: Target, pair: Pair) -> tuple[Strategy, Plan, dict[str, str]]:
     """(the strategy, its plan, {strategy: why it was refused} for those tried first)."""
     # one module file (model.py) has no package directory to overlay or build: its tree on sys.path
-    order = ("path",) if target.module_file or pure_python(target, pair) else ORDER[pair.changes.tier]
+    order = (
+        ("path",)
+        if target.module_file or pure_python(target, pair)
+        else strategies.for_tier(pair.changes.tier)
+    )
     refused: dict[str, str] = {}
     for i, name in enumerate(order):
         strategy = strategies.get(name)(target, pair)

@@ -19,6 +19,11 @@ from teperf.sides.target import Pair, Plan, Target
 
 class Strategy:
     name: ClassVar[str] = ""
+    help: ClassVar[str] = ""  # one line for --help
+    tier: ClassVar[str | None] = None  # the change tier ``auto`` uses it for (teperf.sides.changes.TIERS)
+    cache_kind: ClassVar[str | None] = None  # where its builds are cached (their timings plan bisect)
+    te_seconds: ClassVar[float] = 600.0  # making one TE commit runnable, before any was measured here
+    other_seconds: ClassVar[float] = 60.0  # the same for any other package (mostly-Python trees build fast)
 
     def __init__(self, target: Target, pair: Pair):
         self.target = target

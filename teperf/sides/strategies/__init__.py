@@ -1,23 +1,34 @@
-"""The strategies by name: the one list the CLI (compare, nightly) and ``auto`` use."""
+"""The strategies: the one list the CLI (compare, bisect, nightly), ``auto`` and bisect's plan use.
+
+Each class in ``CLASSES`` names and describes itself (``teperf.sides.strategy.Strategy``): its
+name, its help line, the change tier ``auto`` picks it for, where its builds are cached and what
+making one commit runnable costs before any was measured here.
+"""
 
 from __future__ import annotations
 
 from teperf.errors import TeperfError
+from teperf.sides.strategies.build import Build
+from teperf.sides.strategies.core import Core
+from teperf.sides.strategies.env import Env
+from teperf.sides.strategies.extension import Extension
+from teperf.sides.strategies.overlay import Overlay
+from teperf.sides.strategies.path import PathStrategy
+
+CLASSES = (Overlay, Extension, Core, Build, PathStrategy, Env)  # in the order --help lists them
+
+
+def _either(names: list[str]) -> str:
+    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
+
 
 HELP = {
-    "auto": "pick the cheapest from the git diff: overlay, extension, core or build (path for a pure-Python package)",
-    "overlay": "each side's .py files over the installed build (seconds); only .py files and version strings differ",
-    "extension": "rebuild only the framework extension (TE: transformer_engine/pytorch) from each side's tree, "
-    "over the installed core library; cached",
-    "core": "rebuild the core library (CMake, one shared incremental Ninja tree) and the extension from each "
-    "side's tree, over the installed package; cached per core sources, ccache if installed",
-    "build": "build everything from each side's tree in one persistent, incremental build directory (ccache if "
-    "installed); cached per compiled sources",
-    "path": "put each side's tree first on sys.path (a pure-Python package, nothing to build)",
-    "env": "no git refs: the sides are two environments (--base-python/--head-python or --base-path/--head-path)",
+    "auto": f"pick the cheapest from the git diff: {_either([c.name for c in CLASSES if c.tier])} "
+    "(path for a pure-Python package)",
+    **{c.name: c.help for c in CLASSES},
 }
 NAMES = tuple(HELP)
-GIT_NAMES = tuple(n for n in NAMES if n != "env")  # strategies that make sides from git refs
+GIT_NAMES = tuple(n for n in NAMES if n != Env.name)  # strategies that make sides from git refs
 
 
 def help_text(names=NAMES) -> str:
@@ -26,14 +37,13 @@ def help_text(names=NAMES) -> str:
 
 def get(name: str):
     """The Strategy class for a name (not 'auto', which chooses one)."""
-    from teperf.sides.strategies.build import Build
-    from teperf.sides.strategies.core import Core
-    from teperf.sides.strategies.env import Env
-    from teperf.sides.strategies.extension import Extension
-    from teperf.sides.strategies.overlay import Overlay
-    from teperf.sides.strategies.path import PathStrategy
-
-    classes = {c.name: c for c in (Overlay, Extension, Core, Build, PathStrategy, Env)}
+    classes = {c.name: c for c in CLASSES}
     if name not in classes:
         raise TeperfError(f"unknown strategy {name!r}", f"use one of {', '.join(NAMES)}")
     return classes[name]
+
+
+def for_tier(tier: str) -> tuple[str, ...]:
+    """What ``auto`` tries for a change tier, cheapest first: the strategies made for it, then a whole build."""
+    names = [c.name for c in CLASSES if c.tier == tier]
+    return tuple(dict.fromkeys([*names, Build.name]))

@@ -102,6 +102,12 @@ def compiled_hash(
 
 class Build(Strategy):
     name = "build"
+    help = (
+        "build everything from each side's tree in one persistent, incremental build directory (ccache if "
+        "installed); cached per compiled sources"
+    )
+    tier = "build"
+    cache_kind = "builds"
 
     @functools.cached_property
     def _env(self) -> dict[str, str]:

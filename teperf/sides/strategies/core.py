@@ -128,6 +128,13 @@ def compiler_version(compiler: str) -> str:
 
 class Core(Extension):
     name = "core"
+    help = (
+        "rebuild the core library (CMake, one shared incremental Ninja tree) and the extension from each "
+        "side's tree, over the installed package; cached per core sources, ccache if installed"
+    )
+    tier = "build"
+    cache_kind = "cores"
+    te_seconds = 300.0
 
     @property
     def cb(self) -> CoreBuild:

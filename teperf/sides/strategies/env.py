@@ -8,6 +8,9 @@ from teperf.sides.strategy import Strategy
 
 class Env(Strategy):
     name = "env"
+    help = (
+        "no git refs: the sides are two environments (--base-python/--head-python or --base-path/--head-path)"
+    )
 
     def plan(self):
         raise TeperfError(

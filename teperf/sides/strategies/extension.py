@@ -46,6 +46,13 @@ KIND = "ext"
 
 class Extension(Strategy):
     name = "extension"
+    help = (
+        "rebuild only the framework extension (TE: transformer_engine/pytorch) from each side's tree, "
+        "over the installed core library; cached"
+    )
+    tier = "extension"
+    cache_kind = "ext"
+    te_seconds = 90.0
 
     @property
     def ext(self) -> ExtensionBuild:

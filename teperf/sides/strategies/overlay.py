@@ -40,6 +40,11 @@ def version_note(target, pair) -> str | None:
 
 class Overlay(Strategy):
     name = "overlay"
+    help = (
+        "each side's .py files over the installed build (seconds); only .py files and version strings differ"
+    )
+    tier = "overlay"
+    te_seconds = other_seconds = 2.0
 
     @functools.cached_property
     def basis(self) -> inst.Basis:

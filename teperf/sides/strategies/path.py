@@ -12,6 +12,8 @@ from teperf.sides.target import Plan, Refused
 
 class PathStrategy(Strategy):
     name = "path"
+    help = "put each side's tree first on sys.path (a pure-Python package, nothing to build)"
+    te_seconds = other_seconds = 1.0
 
     def _import_root(self) -> str:
         """The directory (relative to the tree) that holds the package directory: what goes on sys.path."""
