@@ -27,6 +27,7 @@ class SideOptions:
     cache_dir: str | None = None
     allow_dirty: bool | None = None
     python: str | None = None  # the interpreter that runs the workers; None: this one
+    cuda_archs: str | None = None  # CUDA archs compiled sides are built for; None: the local GPUs'
 
     @property
     def interpreter(self) -> str:
@@ -49,6 +50,7 @@ class SideOptions:
             jobs=self.jobs,
             allow_dirty=self.allow_dirty,
             log=log,
+            cuda_archs=self.cuda_archs,
         )
 
     def factory(self):
@@ -65,6 +67,7 @@ class SideOptions:
             jobs=self.jobs,
             layout=self.layout,
             build_command=list(self.build_command) if self.build_command else None,
+            cuda_archs=self.cuda_archs,
         )
 
 

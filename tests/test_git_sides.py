@@ -483,7 +483,7 @@ def test_compiled_hash_globs(fx):
 
 
 def test_te_build_env(monkeypatch, tmp_path):
-    monkeypatch.setattr(buildrun, "cuda_archs", lambda: "90")
+    monkeypatch.setattr(buildrun, "local_cuda_archs", lambda: "90")
     monkeypatch.setattr(
         buildrun.shutil, "which", lambda name: "/usr/bin/ccache" if name == "ccache" else None
     )
@@ -495,6 +495,8 @@ def test_te_build_env(monkeypatch, tmp_path):
     assert "CCACHE_DIR" not in buildrun.hashed_env(env)  # where the cache lives does not change a build
     env = buildrun.build_env(TE_LAYOUT, base={"NVTE_CUDA_ARCHS": "80"}, cache_dir=tmp_path)
     assert env["NVTE_CUDA_ARCHS"] == "80"
+    env = buildrun.build_env(TE_LAYOUT, base={"NVTE_CUDA_ARCHS": "80"}, cache_dir=tmp_path, cuda_archs="90a")
+    assert env["NVTE_CUDA_ARCHS"] == "90a"  # --cuda-archs wins
     env = buildrun.build_env(GENERIC, base={"NVTE_PROJECT_BUILDING": "1"}, cache_dir=tmp_path)
     assert "NVTE_FRAMEWORK" not in env and "NVTE_CUDA_ARCHS" not in env and "NVTE_PROJECT_BUILDING" not in env
     assert int(env["MAX_JOBS"]) >= 1

@@ -29,6 +29,7 @@ def test_side_options_reach_plan_sides_and_the_bisect_factory(monkeypatch):
         "cache_dir": "/c",
         "allow_dirty": True,
         "python": "/py",
+        "cuda_archs": "80;90",
     }
     assert set(given) == set(SIDE_FIELDS)
     kwargs = dict(given, other=1)
@@ -50,6 +51,7 @@ def test_side_options_reach_plan_sides_and_the_bisect_factory(monkeypatch):
         3,
     )
     assert factory.build_command == ["make", "-j", "2", "a b"] and factory.python == "/py"
+    assert factory.cuda_archs == "80;90"
     assert SideOptions().interpreter == sys.executable
 
 

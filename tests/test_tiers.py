@@ -300,3 +300,21 @@ def test_table_header_names_the_extension_build_and_the_note():
     }
     assert "strategy extension (extension from the cache 01234567)" in side_text(desc)
     assert "strategy extension (extension built 01234567)" in side_text({**desc, "ext_reused": False})
+
+
+def test_core_builds_for_the_archs_asked(te, monkeypatch):
+    """--cuda-archs reaches CMake (CMAKE_CUDA_ARCHITECTURES) and the extension's NVTE_CUDA_ARCHS; without it
+    and without a GPU the plan says how to name them."""
+    from teperf.sides import buildrun
+
+    monkeypatch.delenv("NVTE_CUDA_ARCHS", raising=False)
+    monkeypatch.setattr(buildrun, "local_cuda_archs", lambda: None)
+    asked = plan(te, "v2.16..common", cuda_archs="80;90")
+    assert asked.strategy.name == "core"
+    assert "-DCMAKE_CUDA_ARCHITECTURES=80;90" in asked.strategy._cmake_args()
+    assert asked.strategy._env["NVTE_CUDA_ARCHS"] == "80;90"
+    assert not any("CUDA archs" in n for n in asked.plan.notes)
+    unasked = plan(te, "v2.16..common")
+    assert not any(a.startswith("-DCMAKE_CUDA_ARCHITECTURES") for a in unasked.strategy._cmake_args())
+    assert any("no GPU found to take CUDA archs from" in n for n in unasked.plan.notes)
+    assert asked.strategy.core_key(asked.pair.head) != unasked.strategy.core_key(unasked.pair.head)

@@ -96,6 +96,7 @@ class GitSideFactory:
     cache_dir: str | None = None
     build_command: list[str] | None = None
     jobs: int | None = None
+    cuda_archs: str | None = None  # --cuda-archs: what compiled sides are built for (None: the local GPUs')
     layout: str | None = None  # a --layout TOML file; None: built in for the package
     log: Callable[[str], None] | None = None
     pinned: str | None = None  # the strategy every side of the run is made with (pin_range)
@@ -168,6 +169,7 @@ class GitSideFactory:
                 cache_dir=self.cache_dir,
                 build_command=self.build_command,
                 jobs=self.jobs,
+                cuda_archs=self.cuda_archs,
                 allow_dirty=True,
                 log=self.log,
             ).make()

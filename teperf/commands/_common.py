@@ -145,6 +145,14 @@ def _side_options() -> dict:
                 help="Parallel compile jobs of extension and build strategies (default: the free cores).",
             ),
         ),
+        "cuda_archs": (
+            ("--cuda-archs",),
+            dict(
+                metavar="ARCHS",
+                help="CUDA archs compiled sides are built for, e.g. 90 or '80;90' (default: "
+                "NVTE_CUDA_ARCHS, else the local GPUs' from nvidia-smi).",
+            ),
+        ),
         "layout": (
             ("--layout",),
             dict(

@@ -28,6 +28,7 @@ DEFAULT_BUDGET_S = 1800.0
     "package_dir",
     "build_command",
     "jobs",
+    "cuda_archs",
     "layout",
     "cache_dir",
     "python",

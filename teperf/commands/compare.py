@@ -25,7 +25,9 @@ from teperf.options import MeasureOptions, SideOptions
 
 @click.command("compare", epilog=EXIT_STATUS_HELP)
 @click.argument("spec", required=False, metavar="[BASE..HEAD]")
-@side_options("compare", "repo", "strategy", "package", "package_dir", "build_command", "jobs", "layout")
+@side_options(
+    "compare", "repo", "strategy", "package", "package_dir", "build_command", "jobs", "cuda_archs", "layout"
+)
 @click.option(
     "--plan",
     "plan_only",

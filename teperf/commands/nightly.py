@@ -52,7 +52,7 @@ from teperf.options import MeasureOptions, SideOptions
     help="Name of the night the shards belong to, the same for all N (e.g. the CI run id); "
     "default: the head commit.",
 )
-@side_options("nightly", "strategy", "jobs", "package", "build_command", "python")
+@side_options("nightly", "strategy", "jobs", "cuda_archs", "package", "build_command", "python")
 @click.option(
     "--force", is_flag=True, help="Measure even if the head was already measured by the last nightly."
 )

@@ -64,7 +64,7 @@ def free_cores() -> int:
     return max(1, cores - busy)
 
 
-def cuda_archs() -> str | None:
+def local_cuda_archs() -> str | None:
     """'90' for an H200, '80;90' for a mixed host; None without nvidia-smi."""
     exe = shutil.which("nvidia-smi")
     if not exe:
@@ -153,6 +153,7 @@ def build_env(
     cache_dir: str | os.PathLike | None = None,
     python: str | None = None,
     ccache: str = "launcher",
+    cuda_archs: str | None = None,
 ) -> dict[str, str]:
     """The environment of a build: the layout's variables (the user's win), jobs, CUDA archs, ccache.
 
@@ -161,8 +162,10 @@ def build_env(
     env = dict(os.environ if base is None else base)
     for key, value in {**layout.build_env, **dict(extra or {})}.items():
         env.setdefault(key, value)
+    if layout.cuda_archs_env and cuda_archs:  # --cuda-archs wins over the environment
+        env[layout.cuda_archs_env] = cuda_archs
     if layout.cuda_archs_env and not env.get(layout.cuda_archs_env):
-        archs = cuda_archs()
+        archs = local_cuda_archs()
         if archs:
             env[layout.cuda_archs_env] = archs
     n = str(jobs or free_cores())

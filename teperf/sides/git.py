@@ -13,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import os
+import re
 import sys
 import time
 from typing import Iterable
@@ -130,6 +131,7 @@ def plan_sides(
     jobs: int | None = None,
     allow_dirty: bool | None = None,
     log: Log | None = None,
+    cuda_archs: str | None = None,
 ) -> SidesPlan:
     """Resolve ``spec``, classify the diff, choose the strategy and say so (through ``log``); build nothing.
 
@@ -145,6 +147,11 @@ def plan_sides(
     $TEPERF_ALLOW_DIRTY): measure the committed HEAD even when the work tree
     has uncommitted changes in the package. ``log``: progress lines (default: stderr).
     """
+    if cuda_archs is not None and not re.fullmatch(r"\d+[a-z]?(;\d+[a-z]?)*", cuda_archs):
+        raise TeperfError(
+            f"--cuda-archs {cuda_archs!r} is not a list of CUDA archs",
+            "pass compute capabilities without the dot, ';'-separated: 90, '80;90' or 90a",
+        )
     log = log or stderr_log
     if strategy != "auto":
         cls = strategies.get(strategy)  # unknown names fail here, before git is asked anything
@@ -187,6 +194,7 @@ def plan_sides(
         cache_dir=cache_dir,
         build_command=tuple(build_command) if build_command else None,
         jobs=jobs,
+        cuda_archs=cuda_archs,
         log=log,
     )
     pair = Pair(

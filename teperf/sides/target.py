@@ -34,6 +34,7 @@ class Target:
     cache_dir: str | os.PathLike | None = None
     build_command: tuple[str, ...] | None = None  # --strategy build's argv template
     jobs: int | None = None  # parallel compile jobs (None: the free cores)
+    cuda_archs: str | None = None  # CUDA archs to build for, e.g. "90" or "80;90" (None: the local GPUs')
     log: Log = stderr_log
 
     @property

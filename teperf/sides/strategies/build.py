@@ -112,7 +112,9 @@ class Build(Strategy):
     @functools.cached_property
     def _env(self) -> dict[str, str]:
         t = self.target
-        return buildrun.build_env(t.layout, jobs=t.jobs, cache_dir=t.cache_dir, python=t.python)
+        return buildrun.build_env(
+            t.layout, jobs=t.jobs, cache_dir=t.cache_dir, python=t.python, cuda_archs=t.cuda_archs
+        )
 
     @property
     def template(self) -> list[str]:

@@ -194,7 +194,12 @@ class Core(Extension):
     def _core_env(self) -> dict[str, str]:
         t = self.target
         env = buildrun.build_env(
-            t.layout, jobs=t.jobs, cache_dir=t.cache_dir, python=t.python, ccache="launcher"
+            t.layout,
+            jobs=t.jobs,
+            cache_dir=t.cache_dir,
+            python=t.python,
+            ccache="launcher",
+            cuda_archs=t.cuda_archs,
         )
         for var, module in self.cb.module_dirs.items():
             if not env.get(var):
@@ -206,7 +211,7 @@ class Core(Extension):
     @functools.cached_property
     def archs(self) -> str:
         var = self.target.layout.cuda_archs_env
-        return self._core_env.get(var, "") if var else ""
+        return (self._core_env.get(var, "") if var else "") or (self.target.cuda_archs or "")
 
     def _cmake_args(self) -> list[str]:
         args = [*self.cb.cmake_args, f"-DPython_EXECUTABLE={self.target.python}"]

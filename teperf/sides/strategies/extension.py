@@ -110,6 +110,7 @@ class Extension(Strategy):
             cache_dir=t.cache_dir,
             python=t.python,
             ccache="masquerade",
+            cuda_archs=t.cuda_archs,
         )
 
     def key(self, commit: Commit) -> tuple[str, int]:
