@@ -91,9 +91,48 @@ def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
             f"{lanes} lanes measured pairs at once{on}; `teperf report --by-lane` shows each lane's estimate "
             "and whether they agree"
         )
+    generations = generation_note(parsed, rows, stats)
+    if generations:
+        out.append(generations)
     for w in meta.get("warnings") or []:
         out.append(f"doctor: {w}")
     return out
+
+
+def generation_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str:
+    """With --spawn forkserver, the pairs forked by one server generation share its address-space layout
+    and hash seed: if they agree with each other more than with other generations, pairs are not
+    independent and the interval over pairs is too narrow. Counted per cell with a one-way ANOVA of the
+    per-pair log ratios across generations (those with 2+ pairs)."""
+    schedule = parsed.config.get("schedule") or {}
+    if schedule.get("spawn") != "forkserver" or not parsed.pair_seeds:
+        return ""
+    from teperf.bylane import lanes_agree
+
+    tested = differ = 0
+    for row in rows:
+        groups: dict[int, list[float]] = {}
+        for pair, value in (row.get("pair_logs") or {}).items():
+            seed = parsed.pair_seeds.get(int(pair))
+            if seed is not None:
+                groups.setdefault(seed, []).append(value)
+        p, agree = lanes_agree(list(groups.values()), stats.alpha)
+        tested += p is not None
+        differ += agree == "NO"
+    if not tested:
+        return ""
+    expected = max(1, round(tested * stats.alpha))
+    text = (
+        f"fork-server generations: pairs of one generation read differently from other generations' in "
+        f"{differ} of {tested} cells (one-way ANOVA of per-pair log ratios, p < {stats.alpha:g}; about "
+        f"{expected} by chance)"
+    )
+    if differ > 2 * expected:
+        text += (
+            ": pairs of a generation are not independent here and the intervals may be too narrow; "
+            "--server-pairs 1 (a server per pair) or --spawn fresh"
+        )
+    return text
 
 
 def load_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str:

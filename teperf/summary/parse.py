@@ -48,6 +48,9 @@ class ParsedBundle:
     bad_cases: int = 0  # cases of meta.json without their keys
     skipped_lines: int = 0  # lines of records.jsonl that did not read as a record
     pair_starts: list[float] = dataclasses.field(default_factory=list)  # s to start and set up each pair
+    pair_seeds: dict[int, int] = dataclasses.field(
+        default_factory=dict
+    )  # pair -> hash seed (its server generation's)
     stop: Optional[StopRecord] = None
     compile_cache: Optional[CompileCacheRecord] = None
     prewarms: list[PrewarmRecord] = dataclasses.field(default_factory=list)
@@ -129,6 +132,8 @@ def _add(parsed: ParsedBundle, rec) -> None:
     elif isinstance(rec, PairRecord):
         if rec.start_s is not None:
             parsed.pair_starts.append(rec.start_s)
+        if rec.hash_seed is not None:
+            parsed.pair_seeds[rec.pair] = rec.hash_seed
     elif isinstance(rec, StopRecord):
         parsed.stop = rec
     elif isinstance(rec, CompileCacheRecord):
