@@ -224,18 +224,10 @@ kwargs = { width = 32 }
 """
 
 
-@pytest.mark.flaky(
-    reruns=1
-)  # statistical: a real build, then a planted 200 us spin against an unchanged cell
-def test_extension_tier_builds_measures_and_reuses_the_cache(tmp_path, results_dir):
-    """A real torch.utils.cpp_extension build of each side's C++ (head spins 200 us in it), over an installed core."""
-    from gitfixture import make_ext_fixture
+def ext_fixture_compare(fx, tmp_path, results_dir, env):
+    """``teperf compare`` on the extension fixture package, JSON out, one results directory per call."""
 
-    fx = make_ext_fixture(tmp_path)
-    (tmp_path / "ext.toml").write_text(EXT_CONFIG)
-    env = {"PYTHONPATH": str(fx.site), "TEPERF_CACHE": str(tmp_path / "cache")}
-
-    def ext_compare(spec, *args, out):
+    def compare(spec, *args, out):
         return run_cli(
             "compare",
             spec,
@@ -257,6 +249,22 @@ def test_extension_tier_builds_measures_and_reuses_the_cache(tmp_path, results_d
             env=env,
             cwd=tmp_path,
         )
+
+    return compare
+
+
+@pytest.mark.flaky(
+    reruns=1
+)  # statistical: a real build, then a planted 200 us spin against an unchanged cell
+def test_extension_tier_builds_measures_and_reuses_the_cache(tmp_path, results_dir):
+    """A real torch.utils.cpp_extension build of each side's C++ (head spins 200 us in it), over an installed core."""
+    from gitfixture import make_ext_fixture
+
+    fx = make_ext_fixture(tmp_path)
+    (tmp_path / "ext.toml").write_text(EXT_CONFIG)
+    env = {"PYTHONPATH": str(fx.site), "TEPERF_CACHE": str(tmp_path / "cache")}
+
+    ext_compare = ext_fixture_compare(fx, tmp_path, results_dir, env)
 
     res = ext_compare("v0.1.0..main", *SMALL, "--max-contended", "100", out="1")  # whatever the VM's load
     assert res.returncode == 0, res.stderr
@@ -327,28 +335,7 @@ def test_core_strategy_builds_the_core_incrementally_in_one_tree_and_shares_ccac
     (tmp_path / "ext.toml").write_text(EXT_CONFIG)
     env = {"PYTHONPATH": str(fx.site), "TEPERF_CACHE": str(tmp_path / "cache")}
 
-    def core_compare(spec, *args, out):
-        return run_cli(
-            "compare",
-            spec,
-            "--repo",
-            fx.repo,
-            "--package",
-            "extpkg",
-            "--layout",
-            fx.layout,
-            "--config",
-            tmp_path / "ext.toml",
-            "--jobs",
-            "2",
-            *args,
-            "--format",
-            "json",
-            "--results-dir",
-            results_dir / out,
-            env=env,
-            cwd=tmp_path,
-        )
+    core_compare = ext_fixture_compare(fx, tmp_path, results_dir, env)
 
     res = core_compare("v0.1.0..corespin", *SMALL, "--max-contended", "100", out="1")
     assert res.returncode == 0, res.stderr

@@ -64,21 +64,29 @@ def free_cores() -> int:
     return max(1, cores - busy)
 
 
+def tool_output(argv: Sequence[str], env: Mapping[str, str] | None = None, timeout: float = 60) -> str:
+    """What a short query of a tool (nvidia-smi, ccache, a compiler, an interpreter) prints; "" when it
+    cannot run or fails."""
+    try:
+        proc = subprocess.run(
+            list(argv),
+            env=None if env is None else dict(env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return proc.stdout if proc.returncode == 0 else ""
+
+
 def local_cuda_archs() -> str | None:
     """'90' for an H200, '80;90' for a mixed host; None without nvidia-smi."""
     exe = shutil.which("nvidia-smi")
     if not exe:
         return None
-    try:
-        out = subprocess.run(
-            [exe, "--query-gpu=compute_cap", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            stdin=subprocess.DEVNULL,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
+    out = tool_output([exe, "--query-gpu=compute_cap", "--format=csv,noheader"], timeout=30)
     archs = sorted({line.strip().replace(".", "") for line in out.splitlines() if line.strip()})
     return ";".join(archs) or None
 
@@ -109,12 +117,7 @@ def sysconfig_compilers(python: str | None) -> tuple[str, ...]:
     if not python:
         return ()
     code = "import sysconfig\nfor k in ('CC', 'CXX'):\n    print((sysconfig.get_config_var(k) or '').split(' ')[0])"
-    try:
-        out = subprocess.run(
-            [python, "-c", code], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return ()
+    out = tool_output([python, "-c", code])
     return tuple(os.path.basename(word) for word in out.split() if word)
 
 
@@ -210,17 +213,7 @@ def ccache_stats(env: Mapping[str, str]) -> dict[str, int]:
     exe = env.get("TEPERF_CCACHE")
     if not exe:
         return {}
-    try:
-        out = subprocess.run(
-            [exe, "--print-stats"],
-            env=dict(env),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
+    out = tool_output([exe, "--print-stats"], env)
     stats = {}
     for line in out.splitlines():
         key, _, value = line.partition("\t")
@@ -408,3 +401,16 @@ def sync_tree(tree: Path, dest: Path, manifest: set[str]) -> tuple[set[str], int
     for rel in manifest - now:
         (dest / rel).unlink(missing_ok=True)
     return now, rewritten
+
+
+def sync_workdir(work: Path, tree: Path, sha: str, **meta) -> int:
+    """Sync ``tree`` into the persistent build directory ``work/src`` (see sync_tree) and record which
+    commit it now holds; returns the number of files rewritten."""
+    src = work / "src"
+    src.mkdir(parents=True, exist_ok=True)
+    manifest_file = work / "manifest.json"
+    manifest = set(cachedir.read_json(manifest_file).get("files", []))
+    manifest, rewritten = sync_tree(tree, src, manifest)
+    cachedir.write_json(manifest_file, {"files": sorted(manifest), "sha": sha})
+    cachedir.write_json(work / cachedir.META, {"complete": True, "sha": sha, **meta})
+    return rewritten

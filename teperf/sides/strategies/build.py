@@ -217,14 +217,7 @@ class Build(Strategy):
             with cachedir.locked(work.with_suffix(".lock")):
                 cachedir.hold(work)
                 src = work / "src"
-                src.mkdir(parents=True, exist_ok=True)
-                manifest_file = work / "manifest.json"
-                manifest = set(cachedir.read_json(manifest_file).get("files", []))
-                manifest, rewritten = buildrun.sync_tree(tree, src, manifest)
-                cachedir.write_json(manifest_file, {"files": sorted(manifest), "sha": commit.sha})
-                cachedir.write_json(
-                    work / cachedir.META, {"complete": True, "repo": str(t.repo), "sha": commit.sha}
-                )
+                rewritten = buildrun.sync_workdir(work, tree, commit.sha, repo=str(t.repo))
                 subs = {
                     "{prefix}": str(prefix),
                     "{src}": str(src),

@@ -39,16 +39,15 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any, Mapping
 
-from teperf.sides import Side, buildrun, cachedir, changes, gitrepo
+from teperf.sides import Side, buildrun, cachedir, changes
 from teperf.sides import installed as inst
 from teperf.sides.gitrepo import Commit
 from teperf.sides.layout import CoreBuild, matches
 from teperf.sides.shadow import ShadowSpec, shadow_side
-from teperf.sides.strategies.extension import Extension
+from teperf.sides.strategies.extension import Extension, inputs_key
 from teperf.sides.target import Plan, Refused
 
 KIND = "cores"
@@ -76,18 +75,7 @@ def _module_dir(python: str, module: str) -> str | None:
         "s = importlib.util.find_spec(sys.argv[1])\n"
         "print(list(s.submodule_search_locations)[0] if s and s.submodule_search_locations else '')"
     )
-    try:
-        out = subprocess.run(
-            [python, "-c", code, module],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    found = out.stdout.strip() if out.returncode == 0 else ""
-    return found or None
+    return buildrun.tool_output([python, "-c", code, module]).strip() or None
 
 
 def read_cmake_cache(build: Path) -> dict[str, str]:
@@ -107,23 +95,10 @@ def read_cmake_cache(build: Path) -> dict[str, str]:
 
 def compiler_version(compiler: str) -> str:
     """One line naming the compiler's release (nvcc: 'release 13.0, V13.0.48'; gcc: its first line)."""
-    if not compiler:
-        return ""
-    try:
-        out = subprocess.run(
-            [compiler, "--version"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    lines = [line.strip() for line in out.splitlines() if line.strip()]
-    for line in lines:
-        if "release" in line:
-            return line
-    return lines[0] if lines else ""
+    lines = [
+        line.strip() for line in buildrun.tool_output([compiler, "--version"]).splitlines() if line.strip()
+    ]
+    return next((line for line in lines if "release" in line), lines[0] if lines else "")
 
 
 class Core(Extension):
@@ -230,16 +205,7 @@ class Core(Extension):
 
     def core_key(self, commit: Commit) -> tuple[str, int]:
         """(cache key of this commit's core library, number of input files hashed)."""
-        t = self.target
-        h = hashlib.sha256()
-        n = 0
-        inputs = self.core_inputs()
-        for mode, _kind, obj, path in gitrepo.ls_tree(t.repo, commit.sha):
-            if matches(path, inputs) and not matches(path, t.layout.version_files):
-                h.update(f"{mode} {obj} {path}\0".encode(errors="surrogateescape"))
-                n += 1
-        h.update(json.dumps(self._recipe(), sort_keys=True).encode())
-        return h.hexdigest()[:20], n
+        return inputs_key(self.target, commit, self.core_inputs(), self._recipe())
 
     def workdir(self) -> Path:
         """The persistent CMake/Ninja tree of this repository and build configuration."""
@@ -345,15 +311,7 @@ class Core(Extension):
             with cachedir.locked(work.with_suffix(".lock")):
                 cachedir.hold(work)
                 src, build = work / "src", work / "build"
-                src.mkdir(parents=True, exist_ok=True)
-                manifest_file = work / "manifest.json"
-                manifest = set(cachedir.read_json(manifest_file).get("files", []))
-                manifest, rewritten = buildrun.sync_tree(tree, src, manifest)
-                cachedir.write_json(manifest_file, {"files": sorted(manifest), "sha": commit.sha})
-                cachedir.write_json(
-                    work / cachedir.META,
-                    {"complete": True, "repo": str(t.repo), "sha": commit.sha, "package": t.package},
-                )
+                rewritten = buildrun.sync_workdir(work, tree, commit.sha, repo=str(t.repo), package=t.package)
                 cmake = shutil.which("cmake", path=env.get("PATH")) or "cmake"
                 fresh = not (build / "CMakeCache.txt").is_file()
                 meta = {
@@ -460,15 +418,8 @@ class Core(Extension):
         ninja = shutil.which("ninja", path=env.get("PATH"))
         if not (build / "build.ninja").is_file() or not ninja:
             return {}
-        try:  # every command of the default targets: what a build from nothing runs
-            listed = subprocess.run(
-                [ninja, "-C", str(build), "-t", "commands"],
-                capture_output=True,
-                timeout=120,
-                stdin=subprocess.DEVNULL,
-            ).stdout
-        except (OSError, subprocess.SubprocessError):
-            return {}
+        # every command of the default targets: what a build from nothing runs
+        listed = buildrun.tool_output([ninja, "-C", str(build), "-t", "commands"], timeout=120)
         total = sum(1 for line in listed.splitlines() if line.strip())
         return {"steps_rebuilt": len(steps), "steps_total": max(total, len(steps))}
 

@@ -44,6 +44,19 @@ from teperf.sides.target import Plan, Refused
 KIND = "ext"
 
 
+def inputs_key(target, commit: Commit, inputs, recipe: Mapping[str, Any]) -> tuple[str, int]:
+    """(cache key, number of files hashed): the git objects of the commit's paths matching ``inputs``
+    (version files left out: compiled code does not read them) and how they are built (``recipe``)."""
+    h = hashlib.sha256()
+    n = 0
+    for mode, _kind, obj, path in gitrepo.ls_tree(target.repo, commit.sha):
+        if matches(path, inputs) and not matches(path, target.layout.version_files):
+            h.update(f"{mode} {obj} {path}\0".encode(errors="surrogateescape"))
+            n += 1
+    h.update(json.dumps(recipe, sort_keys=True).encode())
+    return h.hexdigest()[:20], n
+
+
 class Extension(Strategy):
     name = "extension"
     help = (
@@ -116,23 +129,14 @@ class Extension(Strategy):
     def key(self, commit: Commit) -> tuple[str, int]:
         """(cache key of this commit's extension build, number of input files hashed)."""
         t, ext = self.target, self.ext
-        core = self.core
-        h = hashlib.sha256()
-        n = 0
-        inputs = (*ext.sources, *ext.hash_also)
-        for mode, _kind, obj, path in gitrepo.ls_tree(t.repo, commit.sha):
-            if matches(path, inputs) and not matches(path, t.layout.version_files):
-                h.update(f"{mode} {obj} {path}\0".encode(errors="surrogateescape"))
-                n += 1
         recipe = {
             "command": ext.command("{python}", "{prefix}"),
             "setup_dir": ext.setup_dir,
             "python": os.path.realpath(shutil.which(t.python) or t.python),
             "env": buildrun.hashed_env(self._env, tuple(ext.env)),
-            "core": core,
+            "core": self.core,
         }
-        h.update(json.dumps(recipe, sort_keys=True).encode())
-        return h.hexdigest()[:20], n
+        return inputs_key(t, commit, (*ext.sources, *ext.hash_also), recipe)
 
     def _cached(self, key: str) -> dict:
         home = cachedir.kind_dir(KIND, self.target.cache_dir) / key
