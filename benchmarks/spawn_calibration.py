@@ -63,9 +63,15 @@ def main() -> int:
                         entry["false"] += r["verdict"] in ("slower", "faster")
                         if r.get("ci_low_us") is not None and r.get("base_us"):
                             entry["widths"].append(50 * (r["ci_high_us"] - r["ci_low_us"]) / r["base_us"])
+                    generations = [
+                        n for n in data.get("notes") or [] if n.startswith("fork-server generations")
+                    ]
                     print(
                         f"run {run + 1} {spawn:10s} {kind:7s}: {entry['pairs'][-1]} pairs; "
-                        + ", ".join(f"{m} {r['delta_us']:+.1f} us {r['verdict']}" for m, r in rows.items()),
+                        + ", ".join(f"{m} {r['delta_us']:+.1f} us {r['verdict']}" for m, r in rows.items())
+                        + "".join(
+                            f"\n    {n}" for n in generations
+                        ),  # do a generation's pairs move together?
                         flush=True,
                     )
     print(
