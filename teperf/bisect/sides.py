@@ -129,7 +129,9 @@ class GitSideFactory:
 
         try:
             layout = layout_for(self.package or TE_PACKAGE, self.layout)
-            if layout.core_build is None or layout.extension is None:
+            from teperf.sides.strategies import Core
+
+            if not Core.fits(layout):
                 return False
             inst.find_installed(self.package or TE_PACKAGE, self.python)
         except (TeperfError, Refused):

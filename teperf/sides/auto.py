@@ -64,7 +64,7 @@ def choose(target: Target, pair: Pair) -> tuple[Strategy, Plan, dict[str, str]]:
     order = (
         ("path",)
         if target.module_file or pure_python(target, pair)
-        else strategies.for_tier(pair.changes.tier)
+        else strategies.for_tier(pair.changes.tier, target.layout)
     )
     refused: dict[str, str] = {}
     for i, name in enumerate(order):

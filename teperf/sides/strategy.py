@@ -37,6 +37,11 @@ class Strategy:
         """The side for ``commit``; ``description`` (the commit's provenance) goes into its metadata."""
         raise NotImplementedError
 
+    @classmethod
+    def fits(cls, layout) -> bool:
+        """Whether the package's layout describes what this strategy builds (auto skips it silently if not)."""
+        return True
+
     def parallel_sides(self) -> bool:
         """Whether base and head are made at the same time (independent builds that cannot share)."""
         return False

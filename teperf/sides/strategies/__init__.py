@@ -43,7 +43,8 @@ def get(name: str):
     return classes[name]
 
 
-def for_tier(tier: str) -> tuple[str, ...]:
-    """What ``auto`` tries for a change tier, cheapest first: the strategies made for it, then a whole build."""
-    names = [c.name for c in CLASSES if c.tier == tier]
+def for_tier(tier: str, layout=None) -> tuple[str, ...]:
+    """What ``auto`` tries for a change tier, cheapest first: the strategies made for it (those the
+    package's layout describes, when given), then a whole build."""
+    names = [c.name for c in CLASSES if c.tier == tier and (layout is None or c.fits(layout))]
     return tuple(dict.fromkeys([*names, Build.name]))

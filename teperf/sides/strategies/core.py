@@ -150,6 +150,10 @@ class Core(Extension):
             )
         return inst.basis(t, pair, strategy="core", tier="build", installed=installed)
 
+    @classmethod
+    def fits(cls, layout) -> bool:
+        return layout.core_build is not None and layout.extension is not None
+
     def parallel_sides(self) -> bool:
         return False  # one shared Ninja tree: head's core builds incrementally after base's
 
