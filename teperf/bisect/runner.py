@@ -554,8 +554,15 @@ class Bisector:
                 decided = classify(index, lo, hi)
                 if not recorded:
                     self._record_timing(index, decided, seconds, row, path, processes)
-                elif decided != "undecided":
-                    self._record(index, "timing", decided, 0.0, detail="with the ends measured again")
+                elif decided != "undecided":  # decided by an end measured again: the probe's compare stands
+                    self._record(
+                        index,
+                        "timing",
+                        decided,
+                        0.0,
+                        detail="with the ends measured again",
+                        bundle=str(Path(path).relative_to(self.bundle.path)),
+                    )
                 if decided != "undecided":
                     return decided in ("bad", "between"), decided in ("good", "between")
                 # measure again the widest interval that leaves it undecided: the probe's, or an end's that it
