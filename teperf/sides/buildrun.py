@@ -191,18 +191,16 @@ def build_env(
             # CC/CXX naming a compiler by absolute path (the H200 image: CXX=/opt/gcc/bin/g++, which
             # torch.utils.cpp_extension calls) bypass PATH: name ccache instead, and put the compiler's
             # directory right after ccache's so that ccache finds that same compiler
-            dirs = []
-            for var in ("CC", "CXX"):
-                value = env.get(var, "")
-                if os.path.isabs(value) and os.access(value, os.X_OK):
-                    names.append(os.path.basename(value))
-                    dirs.append(os.path.dirname(value))
-            bin_dir = _masquerade(exe, home, names)
-            for var in ("CC", "CXX"):
-                value = env.get(var, "")
-                if os.path.isabs(value) and os.access(value, os.X_OK):
-                    env[var] = str(bin_dir / os.path.basename(value))
-            env["PATH"] = os.pathsep.join([str(bin_dir), *dict.fromkeys(dirs), env.get("PATH", "")])
+            by_path = {
+                var: env[var]
+                for var in ("CC", "CXX")
+                if os.path.isabs(env.get(var, "")) and os.access(env[var], os.X_OK)
+            }
+            bin_dir = _masquerade(exe, home, [*names, *(os.path.basename(v) for v in by_path.values())])
+            for var, value in by_path.items():
+                env[var] = str(bin_dir / os.path.basename(value))
+            dirs = dict.fromkeys(os.path.dirname(v) for v in by_path.values())
+            env["PATH"] = os.pathsep.join([str(bin_dir), *dirs, env.get("PATH", "")])
         env["TEPERF_CCACHE"] = exe
     env.pop("NVTE_PROJECT_BUILDING", None)  # the build sets it itself
     return env
