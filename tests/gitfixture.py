@@ -52,8 +52,10 @@ SPIN_NS = 200_000
 
 
 def _spin(ns):
-    end = time.perf_counter_ns() + ns
-    while time.perf_counter_ns() < end:
+    # thread CPU time, not wall time: teperf measures CPU time, so a wall-clock spin shrinks when the
+    # machine is loaded and the thread is descheduled mid-spin
+    end = time.thread_time_ns() + ns
+    while time.thread_time_ns() < end:
         pass
 
 
@@ -576,9 +578,9 @@ class MLP(nn.Module):
         self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
 
     def forward(self, x):
-        # inline, so that a spin adds no Python call (perf_counter_ns is a C function)
-        end = time.perf_counter_ns() + SPIN_NS
-        while time.perf_counter_ns() < end:
+        # inline, so that a spin adds no Python call; thread CPU time, so a plant keeps its size on a loaded machine
+        end = time.thread_time_ns() + SPIN_NS
+        while time.thread_time_ns() < end:
             pass
         for _ in range(EXTRA_CALLS):
             x = _touch(x)
