@@ -192,8 +192,11 @@ def table_model(summary: Summary) -> TableModel:
                 f"smallest detectable change (80% power): {min(mdes):.1f}% .. {max(mdes):.1f}% per cell"
             )
         effect = cfg.get("stats", {}).get("min_effect_pct", 1.0)
+        unit = "pairs (pair = unit)"
+        if any(r.get("ci_basis") in ("generations", "one generation") for r in summary.rows):
+            unit = "fork-server generations (generation = unit, each the mean of its pairs)"
         footer.append(
-            "intervals: Student t over pairs (pair = unit) of the median log ratio of adjacent A/B trial couples"
+            f"intervals: Student t over {unit} of the median log ratio of adjacent A/B trial couples"
         )
         footer.append(
             f"verdicts: slower/faster = the interval excludes 0 and the change is at least {effect:g}%; no change = the "

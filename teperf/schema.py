@@ -74,7 +74,8 @@ ROW_FIELDS = (
     "verdict",  # faster | slower | no change | inconclusive | None (teperf/stats.py says what each rules out)
     "bound_pct",  # inconclusive: the change its interval could not rule out (the end farthest outside +-min_effect)
     "verdict_cause",  # "load": inconclusive because too many couples shared their core (contended_pct)
-    "ci_basis",  # "pairs" (process pairs are the unit) or "trials" (one pair only)
+    "ci_basis",  # "pairs" (process pairs are the unit), "trials" (one pair only), "generations" (--spawn forkserver:
+    # fork-server generations are the unit) or "one generation" (one only: its pairs give the width)
     "n_pairs",  # process pairs the figures rest on
     "pairs_planned",  # process pairs the schedule asked for (more than n_pairs: lost or interrupted)
     "n_trials",  # base-side trials in the bundle (the only side for `run`)

@@ -20,6 +20,14 @@ process are not independent draws, see ../shared/gpu/README.md):
 4. With a single pair there is nothing to replicate over; the interval then
    comes from the trial couples inside that pair (ci_basis = "trials") and
    misses between-process noise, which the output says.
+5. Pairs forked by one fork-server generation (--spawn forkserver) share its
+   address-space layout and hash seed, and on the H200 they moved together
+   (6 of 6 cells differed between generations): they are not independent, and
+   a t over pairs is too narrow. There the generation is the unit (``groups``:
+   pair -> generation): r_g = the mean of its pairs' r_p, the estimate is the
+   mean of r_g and its interval Student's t over generations (ci_basis =
+   "generations"). With a single generation the interval comes from its pairs
+   and misses between-generation noise (ci_basis = "one generation").
 
 Verdicts say what the interval ruled out (``verdict``):
 - "slower"/"faster": the interval excludes 0 and the estimate is at least min_effect_pct;
@@ -40,6 +48,8 @@ import numpy as np
 
 from teperf.config import Stats
 
+# ci_basis values whose interval is taken over independent draws (the width --precision aims at)
+INDEPENDENT_BASES = ("pairs", "generations")
 MIN_ONETIME_PAIRS = 5  # a one-time cost gets a verdict from this many pairs on
 TOO_FEW_PAIRS = "too few pairs"  # its verdict below that
 
@@ -83,9 +93,11 @@ def compare_cell(
     head: Mapping[int, Sequence[float]],
     cfg: Stats,
     couples: Mapping[int, Sequence[tuple[float, float]]] | None = None,
+    groups: Mapping[int, int] | None = None,
 ) -> dict:
     """base/head: pair -> per-step times (us) of that pair's trials.
-    couples: pair -> (base, head) per-step times of the trials that ran next to each other."""
+    couples: pair -> (base, head) per-step times of the trials that ran next to each other.
+    groups: pair -> its fork-server generation (None: every pair is its own unit)."""
     couples = couples or {}
     pairs = sorted(set(base) & set(head))
     all_base = [v for p in pairs for v in base[p]]
@@ -106,10 +118,18 @@ def compare_cell(
 
     logs = np.array([pair_log_ratio(p) for p in pairs])
     out["pair_logs"] = dict(zip(pairs, logs.tolist()))  # r_p per pair: what a by-lane breakdown groups
-    mean, half, sd, mde = _t_interval(logs, cfg.alpha)
+    units = unit_logs(pairs, logs, groups)
+    mean, half, sd, mde = _t_interval(units, cfg.alpha)
     out["base_us"] = float(math.exp(np.mean([math.log(np.median(base[p])) for p in pairs])))
-    out["head_us"] = out["base_us"] * math.exp(mean)
     basis = "pairs"
+    if len(units) < len(pairs):
+        out["n_generations"] = len(units)
+        basis = "generations"
+        if len(units) == 1:
+            # One generation: its pairs give the width, which cannot see between-generation noise.
+            basis = "one generation"
+            mean, half, sd, mde = _t_interval(logs, cfg.alpha)
+    out["head_us"] = out["base_us"] * math.exp(mean)
     if len(pairs) == 1:
         # Nothing to replicate over: the width comes from the trial couples of
         # the one pair, which cannot see between-process noise (the output says so).
@@ -129,7 +149,7 @@ def compare_cell(
         ci_low_us=None if low_pct is None else b * low_pct / 100,
         ci_high_us=None if high_pct is None else b * high_pct / 100,
         ci_basis=basis,
-        pair_sd_pct=None if basis != "pairs" else sd * 100,
+        pair_sd_pct=sd * 100 if basis in INDEPENDENT_BASES else None,
         mde_pct=None if not math.isfinite(mde) else to_pct(mde),
     )
     out["verdict"] = verdict(delta_pct, low_pct, high_pct, cfg)
@@ -137,6 +157,19 @@ def compare_cell(
         inconclusive_bound(low_pct, high_pct, cfg) if out["verdict"] == "inconclusive" else None
     )
     return out
+
+
+def unit_logs(pairs: Sequence[int], logs: np.ndarray, groups: Mapping[int, int] | None) -> np.ndarray:
+    """The independent draws the interval is taken over: the pairs' log ratios, or with ``groups``
+    the mean log ratio of each generation's pairs (generations in order of their first pair)."""
+    if not groups:
+        return logs
+    by_group: dict[int, list[float]] = {}
+    for p, r in zip(pairs, logs):
+        by_group.setdefault(groups.get(p, -1 - p), []).append(float(r))
+    if len(by_group) == len(pairs):
+        return logs
+    return np.array([float(np.mean(v)) for v in by_group.values()])
 
 
 def verdict(delta_pct: float, low_pct: float | None, high_pct: float | None, cfg: Stats) -> str:
@@ -186,13 +219,19 @@ def single_cell(values: Mapping[int, Sequence[float]]) -> dict:
     }
 
 
-def onetime_cell(base: Mapping[int, float], head: Mapping[int, float] | None, cfg: Stats) -> dict:
+def onetime_cell(
+    base: Mapping[int, float],
+    head: Mapping[int, float] | None,
+    cfg: Stats,
+    groups: Mapping[int, int] | None = None,
+) -> dict:
     """A one-time cost (ms) of one cell: one figure per side per process pair.
 
     The pair is the unit as for the per-step figure: per pair ln(head / base), Student's
     t over pairs, the same verdict rule with its own minimum effect (``min_effect_once_pct``:
     one-time costs vary by tens of % between processes) and no verdict below MIN_ONETIME_PAIRS
-    pairs ("too few pairs"). One side alone (`run`): the geometric mean over pairs and their spread."""
+    pairs ("too few pairs"; with ``groups``, fork-server generations are the unit and are counted
+    instead). One side alone (`run`): the geometric mean over pairs and their spread."""
     base = {p: v for p, v in base.items() if v and v > 0}
     if head is None:
         one = single_cell({p: [v] for p, v in base.items()})
@@ -201,9 +240,9 @@ def onetime_cell(base: Mapping[int, float], head: Mapping[int, float] | None, cf
     pairs = set(base) & set(head)
     couples = {p: [(base[p], head[p])] for p in pairs}
     once = dataclasses.replace(cfg, min_effect_pct=cfg.min_effect_once_pct)
-    cell = compare_cell({p: [base[p]] for p in pairs}, {p: [head[p]] for p in pairs}, once, couples)
+    cell = compare_cell({p: [base[p]] for p in pairs}, {p: [head[p]] for p in pairs}, once, couples, groups)
     verdict, bound = cell.get("verdict"), cell.get("bound_pct")
-    if verdict is not None and len(pairs) < MIN_ONETIME_PAIRS:
+    if verdict is not None and cell.get("n_generations", len(pairs)) < MIN_ONETIME_PAIRS:
         # On 3 pairs (2 degrees of freedom) the H200's A/A warm cells read "slower" +1.8 and +2.8 %.
         verdict, bound = TOO_FEW_PAIRS, None
     return {

@@ -3,7 +3,11 @@ summary tests whether generations read alike before the interval over pairs is t
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+
+import numpy as np
+import pytest
 
 from teperf.config import Stats
 from teperf.summary.notes import generation_note
@@ -43,3 +47,66 @@ def test_fresh_pairs_and_single_pair_generations_are_not_tested():
     assert (
         generation_note(parsed("forkserver", own), [{"pair_logs": {p: 0.01 * p for p in own}}], Stats()) == ""
     )
+
+
+# ---- the interval's unit: with --spawn forkserver, the generation
+
+
+def cell_of(offsets: list[float], per_generation: int, jitter: float = 0.002, groups: bool = True) -> dict:
+    """A cell whose pairs' log ratios are their generation's offset plus a little of their own."""
+    from teperf.stats import compare_cell
+
+    base, head, gen = {}, {}, {}
+    for g, off in enumerate(offsets):
+        for k in range(per_generation):
+            p = g * per_generation + k
+            base[p] = [100.0, 100.0]
+            head[p] = [100.0 * math.exp(off + jitter * (k - (per_generation - 1) / 2))] * 2
+            gen[p] = g
+    return compare_cell(base, head, Stats(), None, gen if groups else None)
+
+
+def test_generations_that_move_together_widen_the_interval():
+    offsets = [0.0, 0.03, -0.02, 0.01]
+    by_pair = cell_of(offsets, 4, groups=False)
+    by_generation = cell_of(offsets, 4)
+    assert by_pair["ci_basis"] == "pairs" and by_generation["ci_basis"] == "generations"
+    assert by_generation["n_generations"] == 4 and by_generation["n_pairs"] == 16
+    width = lambda row: row["ci_high_pct"] - row["ci_low_pct"]  # noqa: E731
+    # 16 pairs as if independent: narrow; 4 generations (3 degrees of freedom): what the data support
+    assert width(by_generation) > 2.5 * width(by_pair)
+    # the estimate is the mean of the generations' means (balanced here: the pairs' mean too)
+    assert by_generation["delta_pct"] == pytest.approx(by_pair["delta_pct"], abs=1e-9)
+
+
+def test_generation_means_equal_a_t_over_them():
+    from scipy import stats as sps
+
+    offsets = [0.0, 0.03, -0.02, 0.01]
+    row = cell_of(offsets, 3)
+    sd = float(np.std(offsets, ddof=1))
+    half = sps.t.ppf(0.975, 3) * sd / 2
+    assert math.log1p(row["ci_high_pct"] / 100) == pytest.approx(np.mean(offsets) + half, rel=1e-6)
+
+
+def test_one_generation_says_so_and_gives_no_precision_width():
+    from teperf.stats import INDEPENDENT_BASES
+
+    row = cell_of([0.02], 4)
+    assert row["ci_basis"] == "one generation" and row["ci_basis"] not in INDEPENDENT_BASES
+    assert row["ci_low_pct"] is not None  # the pairs' interval, flagged
+
+
+def test_a_generation_per_pair_is_the_pair_interval():
+    offsets = [0.0, 0.03, -0.02, 0.01, 0.005]
+    assert cell_of(offsets, 1) == cell_of(offsets, 1, groups=False)
+
+
+def test_one_time_costs_count_generations_for_too_few():
+    from teperf.stats import onetime_cell
+
+    base = {p: 100.0 for p in range(8)}
+    head = {p: 130.0 + p for p in range(8)}
+    assert onetime_cell(base, head, Stats())["verdict"] == "slower"  # 8 pairs
+    two = onetime_cell(base, head, Stats(), {p: p // 4 for p in range(8)})  # 2 generations
+    assert two["verdict"] == "too few pairs"

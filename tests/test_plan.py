@@ -81,3 +81,68 @@ def test_prestart_depth_gives_each_worker_a_spare_core():
     assert prestart_depth(load_config("default", {"processes": 40}), 100, 2) == MAX_AUTO_PRESTART
     assert prestart_depth(load_config("default", {"prestart": 2}), 14, 2) == 2
     assert prestart_depth(load_config("default", {"prestart": 5}), 3, 2) == 3
+
+
+class _Plan:
+    max_pairs = 4
+
+    def next_pair(self, pair, failed):
+        return [0, 1] if pair < self.max_pairs else []
+
+    def may_launch(self, pair):
+        return pair < self.max_pairs
+
+    def open_cases(self, failed):
+        return [0, 1]
+
+
+class _Runner:
+    def __init__(self, pair, case_ids, fail=False):
+        self.pair, self.cases, self.dropped = pair, {c: None for c in case_ids}, set()
+        self.launched, self.closed, self.fail = None, False, fail
+
+    def launch(self, cores):
+        if self.fail:
+            from teperf.engine.spawn import WorkerError
+
+            raise WorkerError("no interpreter")
+        self.launched = cores
+
+    def close(self, hurry=False):
+        self.closed = True
+
+
+def _schedule(import_cores, fail_first=False):
+    import threading
+
+    from teperf.engine.coordinator import PairSchedule
+
+    made = []
+
+    def new_runner(pair, case_ids):
+        made.append(_Runner(pair, case_ids, fail=fail_first and not made))
+        return made[-1]
+
+    cfg = load_config("default", {"processes": 4, "prestart": 1})
+    sched = PairSchedule(cfg, _Plan(), [1], import_cores, 2, new_runner, threading.RLock(), threading.Event())
+    return sched, made
+
+
+def test_a_cold_pair_starts_its_sides_at_once_where_spare_cores_allow():
+    sched, made = _schedule([2, 3, 4, 5])
+    runner, todo = sched.take(0)
+    assert runner.pair == 0 and runner.launched == [2, 3]  # both sides import at once, on spare cores
+    assert made[1].pair == 1 and made[1].launched == [4, 5]  # the pair ahead shares none of them
+
+
+def test_a_cold_pair_starts_one_side_after_the_other_where_cores_are_few():
+    sched, made = _schedule([0])  # the 2-core CI VM: one spare core, shared by the pair ahead
+    runner, _ = sched.take(0)
+    assert runner.pair == 0 and runner.launched is None  # PairRunner.start spawns on the lane's core
+    assert made[1].launched == [0, 0]
+
+
+def test_a_cold_pair_whose_launch_fails_starts_cold():
+    sched, made = _schedule([2, 3, 4, 5], fail_first=True)
+    runner, _ = sched.take(0)
+    assert made[0].closed and runner is made[1] and runner.pair == 0 and runner.launched is None

@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Optional
 
 from teperf.config import Config, Stats
 from teperf.records import StopRecord
-from teperf.stats import choose_attempts, compare_cell, half_width_pct
+from teperf.stats import INDEPENDENT_BASES, choose_attempts, compare_cell, half_width_pct
 from teperf.summary import METRIC_FIELD
 
 MAX_PAIRS = 1000  # with --precision the budget bounds the run; this only guards against a runaway loop
@@ -69,6 +69,9 @@ class Adaptive:
         self.min_pairs = sched.min_pairs
         self.max_pairs = MAX_PAIRS if self.target is not None else sched.processes
         self.stats: Stats = config.stats
+        # pair -> its fork-server generation, the unit of the intervals (the summary's rule: stats.compare_cell)
+        every = max(1, int(sched.server_pairs)) if sched.spawn == "forkserver" else None
+        self.generation_of: Optional[Callable[[int], int]] = (lambda pair: pair // every) if every else None
         self.field = METRIC_FIELD.get(config.stats.metric, "process_cpu_ns")
         self.clock = clock
         self.t0: Optional[float] = None
@@ -218,11 +221,12 @@ class Adaptive:
             base[pair].append(b)
             head[pair].append(h)
             couples[pair].append((b, h))
-        row = self.rows[case_id] = compare_cell(base, head, self.stats, couples)
+        groups = {p: self.generation_of(p) for p in base} if self.generation_of else None
+        row = self.rows[case_id] = compare_cell(base, head, self.stats, couples, groups)
         cell.pairs = row["n_pairs"]
         cell.delta_pct = row.get("delta_pct")
-        # One pair's interval comes from its trials and misses between-process noise: no width yet.
-        cell.half_pct = half_width_pct(row) if row.get("ci_basis") == "pairs" else None
+        # One pair's (or one generation's) interval misses between-process noise: no width yet.
+        cell.half_pct = half_width_pct(row) if row.get("ci_basis") in INDEPENDENT_BASES else None
         # Too many couples shared their core: more pairs, while the budget lasts, may bring the share down.
         loaded = n_couples and 100.0 * n_contended / n_couples > self.stats.max_contended_pct
         if (

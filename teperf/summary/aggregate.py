@@ -122,7 +122,7 @@ def step_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
         for (pair, _round, _trial), c in couples.items():
             if base in c and head in c:
                 by_pair[pair].append((c[base], c[head]))
-        out = dict(compare_cell(times[base], times[head], stats, by_pair))
+        out = dict(compare_cell(times[base], times[head], stats, by_pair, parsed.pair_generations))
     if counts["couples"] and parsed.device == "cpu":  # elsewhere no trial tells (TrialRecord.contended)
         out["contended_pct"] = 100.0 * counts["contended"] / counts["couples"]
         out["remeasured"] = counts["remeasured"]
@@ -173,7 +173,9 @@ def onetime_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> di
             for side, by_pair in by_cost[cost].items()
         }
         if by_side.get(base):
-            figures = onetime_cell(by_side[base], by_side.get(head, {}) if head else None, stats)
+            figures = onetime_cell(
+                by_side[base], by_side.get(head, {}) if head else None, stats, parsed.pair_generations
+            )
             out.update({f"{cost}_{k}": v for k, v in figures.items() if k in ONETIME_STATS})
     return out
 

@@ -60,6 +60,11 @@ def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
             "one process pair: intervals cover trial noise only, not the between-process noise (a few % on a VM); "
             "use --processes 3 or more for verdicts that hold"
         )
+    if any(r.get("ci_basis") == "one generation" for r in rows):
+        out.append(
+            "one fork-server generation: intervals cover the noise between its pairs only, not between generations "
+            "(the unit with --spawn forkserver); use more pairs than --server-pairs, or --spawn fresh"
+        )
     if any(r.get("host_bound") is False for r in rows):
         out.append(
             "cells marked 'GPU-bound': the GPU was behind at the end of a trial, so host time is not what limits "
@@ -129,8 +134,8 @@ def generation_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str
     )
     if differ > 2 * expected:
         text += (
-            ": pairs of a generation are not independent here and the intervals may be too narrow; "
-            "--server-pairs 1 (a server per pair) or --spawn fresh"
+            ": pairs of a generation are not independent here, which is why the intervals take the generation, "
+            "not the pair, as the unit (--server-pairs 1 or --spawn fresh make every pair one)"
         )
     return text
 
@@ -244,7 +249,12 @@ def onetime_notes(parsed: ParsedBundle) -> list[str]:
         "thread_cpu": "main-thread CPU time",
         "wall": "wall time",
     }.get(metric, metric)
-    paired = "; intervals: Student t over pairs of ln(head/base)" if len(meta.get("sides") or {}) == 2 else ""
+    unit = (
+        "fork-server generations" if (config.get("schedule") or {}).get("spawn") == "forkserver" else "pairs"
+    )
+    paired = (
+        f"; intervals: Student t over {unit} of ln(head/base)" if len(meta.get("sides") or {}) == 2 else ""
+    )
     out = [
         f"one-time costs: {clock} of one call per side and process pair, apart from building the module and "
         f"the warm-up{paired}"

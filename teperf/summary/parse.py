@@ -76,6 +76,14 @@ class ParsedBundle:
         return self.meta.get("config") or {}
 
     @property
+    def pair_generations(self) -> Optional[dict[int, int]]:
+        """pair -> its fork-server generation (named by the server's hash seed), the unit the intervals
+        are taken over (teperf.stats.compare_cell); None unless the run forked its workers."""
+        if (self.config.get("schedule") or {}).get("spawn") != "forkserver" or not self.pair_seeds:
+            return None
+        return dict(self.pair_seeds)
+
+    @property
     def device(self) -> Optional[str]:
         return self.config.get("device")
 
