@@ -4,8 +4,9 @@ Each run is a real `teperf compare` of the demo config within a fixed wall-clock
 schedule's pair count is set high so that the budget ends it):
   planted: examples/planted/base vs head (MLP +100 us, the others unchanged)
   A/A:     examples/planted/base on both sides (a deliberate A/A: every cell should read no change)
-Prints, per mode: pairs measured per run, the planted MLP delta, and the false changes over all
-unchanged cells. Figures, not asserts.
+Prints, per mode: pairs measured per run, the units the intervals are taken over (pairs; with
+forkserver, server generations), the planted MLP delta, and the false changes over all unchanged
+cells. Figures, not asserts.
 
     python benchmarks/spawn_calibration.py --runs 3 --budget 60s
 """
@@ -52,9 +53,13 @@ def main() -> int:
                     data = compare(head, spawn, args.budget, Path(tmp) / f"{spawn}-{kind}-{run}", extra)
                     rows = {r["module"]: r for r in data["rows"]}
                     entry = out.setdefault(
-                        spawn, {"pairs": [], "mlp_us": [], "cells": 0, "false": 0, "widths": []}
+                        spawn, {"pairs": [], "units": [], "mlp_us": [], "cells": 0, "false": 0, "widths": []}
                     )
-                    entry["pairs"].append(max(r.get("n_pairs") or 0 for r in rows.values()))
+                    pairs = max(r.get("n_pairs") or 0 for r in rows.values())
+                    entry["pairs"].append(pairs)
+                    # the intervals' independent draws: pairs, or with forkserver the server generations
+                    every = int(args.server_pairs) if spawn == "forkserver" else 1
+                    entry["units"].append(-(-pairs // every))
                     for module, r in rows.items():
                         if kind == "planted" and module == "MLP":
                             entry["mlp_us"].append(r["delta_us"])
@@ -78,13 +83,15 @@ def main() -> int:
         f"\nbudget {args.budget} per run, {args.runs} runs per mode and kind; server pairs {args.server_pairs}"
     )
     print(
-        "| spawn | pairs per run (median) | planted MLP delta us (median, range) | A/A false changes | median half-width |"
+        "| spawn | pairs per run (median) | units per run (median) | planted MLP delta us (median, range) "
+        "| A/A false changes | median half-width |"
     )
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     for spawn, e in out.items():
         mlp = e["mlp_us"]
         print(
-            f"| {spawn} | {statistics.median(e['pairs']):g} | {statistics.median(mlp):+.1f} ({min(mlp):+.1f}..{max(mlp):+.1f}) "
+            f"| {spawn} | {statistics.median(e['pairs']):g} | {statistics.median(e['units']):g} "
+            f"| {statistics.median(mlp):+.1f} ({min(mlp):+.1f}..{max(mlp):+.1f}) "
             f"| {e['false']} of {e['cells']} | {statistics.median(e['widths']):.2f}% |"
         )
     return 0
