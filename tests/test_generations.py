@@ -110,3 +110,19 @@ def test_one_time_costs_count_generations_for_too_few():
     assert onetime_cell(base, head, Stats())["verdict"] == "slower"  # 8 pairs
     two = onetime_cell(base, head, Stats(), {p: p // 4 for p in range(8)})  # 2 generations
     assert two["verdict"] == "too few pairs"
+
+
+def test_one_generation_is_said_in_the_notes():
+    from teperf.summary.notes import notes
+
+    row = {"status": "ok", "ci_basis": "one generation", "pair_logs": {0: 0.01, 1: 0.02}}
+    said = notes(parsed("forkserver", {0: 7, 1: 7}), [row], Stats())
+    assert any("one fork-server generation" in n and "--spawn fresh" in n for n in said)
+    assert not any(
+        "one fork-server generation" in n for n in notes(parsed("fresh", {}), [{"status": "ok"}], Stats())
+    )
+
+
+def test_pair_generations_only_for_forkserver_runs():
+    assert parsed("forkserver", {0: 7, 1: 7, 2: 9}).pair_generations == {0: 7, 1: 7, 2: 9}
+    assert parsed("fresh", {0: 7, 1: 8}).pair_generations is None
