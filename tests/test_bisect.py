@@ -510,6 +510,34 @@ def test_plan_counts_one_build_per_distinct_set_of_compiled_inputs():
     assert make_plan(rng, Factory(), config)["builds"] == 5
 
 
+def test_a_bisect_pinned_to_core_says_core_for_the_build_tier():
+    from teperf.bisect.runner import Range, make_plan, plan_lines
+    from teperf.bisect.sides import Commit
+    from teperf.config import build_config
+    from teperf.plan import expand
+
+    commits = [
+        Commit(sha=f"{i:040x}", short_sha=f"{i:07x}", subject=f"commit {i}", date="", ref="")
+        for i in range(5)
+    ]
+
+    class Factory:
+        pinned = "core"
+
+        def tier(self, base_sha, head_sha):
+            return "build" if int(head_sha, 16) >= 2 else "overlay"
+
+        def seconds(self, tier):
+            return {"build": (600.0, "TE"), "overlay": (2.0, "TE")}[tier]
+
+    rng = Range(repo=".", good=commits[0], bad=commits[4], commits=commits[1:])
+    config = build_config({"modules": ["Linear"]}, {"processes": 2})
+    plan = make_plan(rng, Factory(), config)
+    assert plan["tiers"] == {"overlay": 1, "core": 3}
+    line = plan_lines(rng, expand(config)[0], plan)[1]
+    assert "tier per commit: core 3, overlay 1; 4 builds at most" in line, line
+
+
 def test_plan_seconds_are_the_packages_own(tmp_path):
     """TE's build figures for TE only; another package gets a default until one of its builds is cached."""
     import json

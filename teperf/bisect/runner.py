@@ -155,6 +155,11 @@ def make_plan(rng: Range, factory: SideFactory, config: Config) -> dict:
     for commit in rng.commits:
         tier = factory.tier(rng.good.sha, commit.sha)
         tiers[tier] = tiers.get(tier, 0) + 1
+    # said as made: a bisect pinned to core builds the build tier's commits with it (GitSideFactory.seconds)
+    shown = {
+        ("core" if t == "build" and getattr(factory, "pinned", None) == "core" else t): n
+        for t, n in tiers.items()
+    }
     n = len(rng.commits)
     probes = bsearch.expected_probes(n)
     per_tier = {tier: side_seconds(factory, tier) for tier in tiers}
@@ -173,7 +178,7 @@ def make_plan(rng: Range, factory: SideFactory, config: Config) -> dict:
     return {
         "commits": n,
         "expected_probes": probes,
-        "tiers": tiers,
+        "tiers": shown,
         "builds": builds,
         "side_s": round(side_s, 1),
         "seconds_basis": basis,
@@ -193,7 +198,7 @@ def plan_lines(rng: Range, case: Case, plan: dict) -> list[str]:
         f"k x {p}, plus GOOD and BAD; tier per commit: {tiers}"
         + (
             f"; {plan['builds']} builds at most (commits with the same compiled inputs share one)"
-            if any(t in COMPILED_TIERS for t in plan["tiers"])
+            if any(t in (*COMPILED_TIERS, "core") for t in plan["tiers"])
             else ""
         ),
         f"expected time: about {plan['counters_s']} s if a counter moved at one commit (one worker run per "
