@@ -28,7 +28,7 @@ def test_forked_workers_find_the_planted_slowdown(results_dir):
         "--head-path", PLANTED / "head",
         "--spawn", "forkserver",
         "--server-pairs", "2",
-        "--processes", "6",
+        "--processes", "8",  # 4 generations of 2: the interval's unit is the generation (3 degrees of freedom)
         "--trials", "4",
         "--iters", "30",
         "--warmup", "10",
@@ -44,9 +44,10 @@ def test_forked_workers_find_the_planted_slowdown(results_dir):
     records = [json.loads(line) for line in (bundle / "records.jsonl").read_text().splitlines()]
     servers = [r for r in records if r["kind"] == "server"]
     assert sorted((s["side"], s["generation"]) for s in servers if s["event"] == "started") == [
-        ("base", 0), ("base", 1), ("base", 2), ("head", 0), ("head", 1), ("head", 2)
+        ("base", 0), ("base", 1), ("base", 2), ("base", 3), ("head", 0), ("head", 1), ("head", 2), ("head", 3)
     ]  # fmt: skip
-    assert len({s["hash_seed"] for s in servers}) == 3  # one seed per generation, shared by its sides
+    assert len({s["hash_seed"] for s in servers}) == 4  # one seed per generation, shared by its sides
+    assert rows["MLP"]["ci_basis"] == "generations"
     workers = [r for r in records if r["kind"] == "worker"]
     assert workers and all(w["hello"]["forked"] for w in workers)
     seed_of = {s["generation"]: s["hash_seed"] for s in servers}
