@@ -3,7 +3,7 @@
 It rests on the interval's verdict (teperf/stats.py), never on a bare ratio:
 ``slower`` fails only when the interval excludes 0 and the change is at least
 min_effect; ``inconclusive`` fails when the run could not rule a change out (also for
-load). One-time costs are gated too; their "too few pairs" matches no --fail-on name.
+load). One-time costs are gated too; their "too few pairs" / "too few generations" match no --fail-on name.
 """
 
 from __future__ import annotations

@@ -52,6 +52,7 @@ from teperf.config import Stats
 INDEPENDENT_BASES = ("pairs", "generations")
 MIN_ONETIME_PAIRS = 5  # a one-time cost gets a verdict from this many pairs on
 TOO_FEW_PAIRS = "too few pairs"  # its verdict below that
+TOO_FEW_GENERATIONS = "too few generations"  # the same where fork-server generations are the unit
 
 
 def spread_pct(values: Sequence[float]) -> float | None:
@@ -231,7 +232,7 @@ def onetime_cell(
     t over pairs, the same verdict rule with its own minimum effect (``min_effect_once_pct``:
     one-time costs vary by tens of % between processes) and no verdict below MIN_ONETIME_PAIRS
     pairs ("too few pairs"; with ``groups``, fork-server generations are the unit and are counted
-    instead). One side alone (`run`): the geometric mean over pairs and their spread."""
+    instead: "too few generations"). One side alone (`run`): the geometric mean over pairs and their spread."""
     base = {p: v for p, v in base.items() if v and v > 0}
     if head is None:
         one = single_cell({p: [v] for p, v in base.items()})
@@ -244,7 +245,7 @@ def onetime_cell(
     verdict, bound = cell.get("verdict"), cell.get("bound_pct")
     if verdict is not None and cell.get("n_generations", len(pairs)) < MIN_ONETIME_PAIRS:
         # On 3 pairs (2 degrees of freedom) the H200's A/A warm cells read "slower" +1.8 and +2.8 %.
-        verdict, bound = TOO_FEW_PAIRS, None
+        verdict, bound = (TOO_FEW_GENERATIONS if "n_generations" in cell else TOO_FEW_PAIRS), None
     return {
         "base_ms": cell.get("base_us"),
         "head_ms": cell.get("head_us"),

@@ -79,13 +79,14 @@ def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
     if load:
         out.append(load)
     starts = parsed.pair_starts
+    made = "forked" if parsed.pair_generations is not None else "fresh"
     if len(starts) > 1:
         out.append(
-            f"fresh process pair: the first took {starts[0]:.1f} s to start and set up, later ones "
+            f"{made} process pair: the first took {starts[0]:.1f} s to start and set up, later ones "
             f"{float(np.median(starts[1:])):.1f} s (median; each started while the previous one measured)"
         )
     elif starts:
-        out.append(f"fresh process pair: {starts[0]:.1f} s to start and set up")
+        out.append(f"{made} process pair: {starts[0]:.1f} s to start and set up")
     if parsed.stop is not None and stop_note(parsed.stop, meta):
         out.append(stop_note(parsed.stop, meta))
     lanes = parsed.config.get("lanes")
