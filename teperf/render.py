@@ -193,7 +193,7 @@ def table_model(summary: Summary) -> TableModel:
             )
         effect = cfg.get("stats", {}).get("min_effect_pct", 1.0)
         unit = "pairs (pair = unit)"
-        if any(r.get("ci_basis") in ("generations", "one generation") for r in summary.rows):
+        if any(r.get("ci_basis") == "generations" for r in summary.rows):  # "one generation": over its pairs
             unit = "fork-server generations (generation = unit, each the mean of its pairs)"
         footer.append(
             f"intervals: Student t over {unit} of the median log ratio of adjacent A/B trial couples"
