@@ -81,7 +81,7 @@ ROW_FIELDS = (
     "n_trials",  # base-side trials in the bundle (the only side for `run`)
     "base_spread_pct",  # IQR / median of per-step trial times
     "head_spread_pct",
-    "pair_sd_pct",  # standard deviation of per-pair log ratios, in %
+    "pair_sd_pct",  # standard deviation of per-pair log ratios (with forkserver: of generation means), in %
     "mde_pct",  # smallest change this run could detect (80 % power)
     "contended_pct",  # % of trial couples left out: they shared their core in every attempt (CPU only)
     "remeasured",  # trial couples measured again after an attempt that shared its core
