@@ -240,9 +240,13 @@ def test_report_by_lane_of_a_one_lane_bundle_has_nothing_to_compare(tmp_path, ca
 # ---------------------------------------------------------------- how lanes take pairs
 
 
-def test_each_lane_starts_its_first_pair_cold_and_later_pairs_come_started_ahead(monkeypatch, tmp_path):
-    """Lanes 7 and 6 of an 8-core machine: pairs 0 and 1 start on the lanes' own (idle) cores; the spare
-    cores start pairs 2, 3, ... ahead, and each lane then takes the pair numbered next, started ahead."""
+def test_each_lane_starts_its_first_pair_on_spare_cores_and_later_pairs_come_started_ahead(
+    monkeypatch, tmp_path
+):
+    """Lanes 7 and 6 of an 8-core machine, 6 spare cores: enough for each lane's first pair and a pair
+    ahead, so each lane's first pair imports on two spare cores of its own (both sides at once), the
+    pairs ahead on the next ones (wrapping round where the depth asks for more), and each lane then
+    takes the pair numbered next, started ahead."""
     from teperf.bundle import Bundle
     from teperf.engine import coordinator
     from teperf.engine.adaptive import Adaptive
@@ -253,7 +257,7 @@ def test_each_lane_starts_its_first_pair_cold_and_later_pairs_come_started_ahead
     monkeypatch.setattr(coordinator, "spare_cores", lambda lanes: [0, 1, 2, 3, 4, 5])
     launched = []
     monkeypatch.setattr(
-        coordinator.PairRunner, "launch", lambda self, cores: launched.append((self.pair, self))
+        coordinator.PairRunner, "launch", lambda self, cores: launched.append((self.pair, self, cores))
     )
     config = dataclasses.replace(load_config("default", {"processes": 6, "prestart": "2"}), lanes=2)
     cases = expand(config)
@@ -262,14 +266,24 @@ def test_each_lane_starts_its_first_pair_cold_and_later_pairs_come_started_ahead
     run = coordinator._Run(config, sides, cases, bundle, None, Adaptive(config, cases, 2))
     run.plan.start()
     taken = [run.schedule.take(lane) for lane in (0, 1)]
-    assert [(r.pair, r.lane, r.core, bool(r.workers)) for r, _ in taken] == [
-        (0, 0, 7, False),
-        (1, 1, 6, False),
+    assert [(r.pair, r.lane, r.core) for r, _ in taken] == [(0, 0, 7), (1, 1, 6)]
+    # lane 0's first pair, the two pairs ahead (prestart 2), lane 1's first pair
+    assert [(pair, cores) for pair, _, cores in launched] == [
+        (0, [0, 1]),
+        (2, [4, 5]),
+        (3, [0, 1]),
+        (1, [2, 3]),
     ]
-    assert [pair for pair, _ in launched] == [2, 3]  # prestart depth 2, from the pair after the lanes' first
+    assert [r for r, _ in taken] == [launched[0][1], launched[3][1]]
     third, _ = run.schedule.take(1)
-    assert (third.pair, third.core) == (2, 6) and third is launched[0][
+    assert (third.pair, third.core) == (2, 6) and third is launched[1][
         1
     ]  # the runner started ahead, now on lane 1
-    assert [r.pair for r in run.schedule.upcoming] == [3, 4] and [pair for pair, _ in launched] == [2, 3, 4]
+    assert [r.pair for r in run.schedule.upcoming] == [3, 4] and [pair for pair, _, _ in launched] == [
+        0,
+        2,
+        3,
+        1,
+        4,
+    ]
     bundle.close()
