@@ -69,13 +69,14 @@ def test_loose_target_stops_at_min_pairs_long_before_the_budget(tmp_path, result
 
 
 NOISY = '''
-import random, time
+import math, random, time
 import torch.nn as nn
 
 class Noisy(nn.Linear):
-    """A block whose forward busy-waits 0.2-2 ms, drawn once per process: every process has its own
-    level, so the between-pair noise is huge and the interval stays wide."""
-    wait_s = random.uniform(0.0002, 0.002)
+    """A block whose forward busy-waits 0.2-5 ms (log-uniform), drawn once per process: every process has
+    its own level, so the between-pair noise is huge (sd of a pair's log ratio about 0.9) and the interval
+    stays wide. With 0.2-2 ms uniform, 5 pairs that happened to agree settled it at +-30 % (CI, 2026-12-01)."""
+    wait_s = math.exp(random.uniform(math.log(0.0002), math.log(0.005)))
 
     def forward(self, x):
         end = time.perf_counter() + self.wait_s
@@ -127,11 +128,13 @@ def test_settled_cell_drops_out_and_the_budget_ends_the_run(tmp_path, results_di
     assert res.returncode == 0, res.stderr
     rows = {r["module"]: r for r in json.loads(res.stdout)["rows"]}
     (stop,) = _records(results_dir, "stop")
-    # 75 s: room for 3 pairs even when a loaded 2-core VM takes 30 s to start the first one
-    assert rows["Quiet"]["n_pairs"] == 3, (stop, rows["Quiet"]["ci_low_pct"], rows["Quiet"]["ci_high_pct"])
-    assert rows["Noisy"]["n_pairs"] > 3, stop
+    # 75 s: room for 3 pairs even when a loaded 2-core VM takes 30 s to start the first one. The quiet cell
+    # settles at its 3rd pair (min-pairs) or, where those 3 spread more than 12 %, its 4th.
+    quiet = rows["Quiet"]["n_pairs"]
+    assert quiet in (3, 4), (stop, rows["Quiet"]["ci_low_pct"], rows["Quiet"]["ci_high_pct"])
+    assert rows["Noisy"]["n_pairs"] > quiet, stop
     ids = {c["module"]: c["id"] for c in json.loads(res.stdout)["meta"]["cases"]}
-    later = {t["case_id"] for t in _records(results_dir, "trial") if t["pair"] >= 3}
+    later = {t["case_id"] for t in _records(results_dir, "trial") if t["pair"] >= quiet}
     assert later == {ids["Noisy"]}  # pairs after the quiet cell settled measured only the noisy one
     assert stop["reason"] == "budget" and stop["open"] == ["Noisy/fp32/8x2x64/eager"], stop
     assert stop["elapsed_s"] < 75 + 30  # a pair that would not fit is not started; a late one is cut
