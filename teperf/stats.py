@@ -120,16 +120,15 @@ def compare_cell(
     logs = np.array([pair_log_ratio(p) for p in pairs])
     out["pair_logs"] = dict(zip(pairs, logs.tolist()))  # r_p per pair: what a by-lane breakdown groups
     units = unit_logs(pairs, logs, groups)
-    mean, half, sd, mde = _t_interval(units, cfg.alpha)
-    out["base_us"] = float(math.exp(np.mean([math.log(np.median(base[p])) for p in pairs])))
     basis = "pairs"
     if len(units) < len(pairs):
         out["n_generations"] = len(units)
         basis = "generations"
         if len(units) == 1:
             # One generation: its pairs give the width, which cannot see between-generation noise.
-            basis = "one generation"
-            mean, half, sd, mde = _t_interval(logs, cfg.alpha)
+            basis, units = "one generation", logs
+    mean, half, sd, mde = _t_interval(units, cfg.alpha)
+    out["base_us"] = float(math.exp(np.mean([math.log(np.median(base[p])) for p in pairs])))
     out["head_us"] = out["base_us"] * math.exp(mean)
     if len(pairs) == 1:
         # Nothing to replicate over: the width comes from the trial couples of

@@ -42,7 +42,7 @@ from teperf.api import Interrupted
 from teperf.bisect import search as bsearch
 from teperf.bisect import sides as git
 from teperf.bisect.attribute import attribute, ordered
-from teperf.bisect.sides import TE_PACKAGE, ProbeSkipped, SideFactory, tier_seconds
+from teperf.bisect.sides import TE_PACKAGE, ProbeSkipped, SideFactory, made_with, tier_seconds
 from teperf.bundle import Bundle, now_iso
 from teperf.config import Config
 from teperf.errors import TeperfError
@@ -155,11 +155,7 @@ def make_plan(rng: Range, factory: SideFactory, config: Config) -> dict:
     for commit in rng.commits:
         tier = factory.tier(rng.good.sha, commit.sha)
         tiers[tier] = tiers.get(tier, 0) + 1
-    # said as made: a bisect pinned to core builds the build tier's commits with it (GitSideFactory.seconds)
-    shown = {
-        ("core" if t == "build" and getattr(factory, "pinned", None) == "core" else t): n
-        for t, n in tiers.items()
-    }
+    shown = {made_with(factory, t): n for t, n in tiers.items()}  # said as made
     n = len(rng.commits)
     probes = bsearch.expected_probes(n)
     per_tier = {tier: side_seconds(factory, tier) for tier in tiers}

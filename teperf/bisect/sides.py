@@ -68,6 +68,12 @@ def tier_seconds(package: str, tier: str, cache_dir: str | None = None, layout: 
     return cls.other_seconds, "default"
 
 
+def made_with(factory, tier: str) -> str:
+    """The strategy that makes a commit of ``tier``: a bisect pinned to core (GitSideFactory.pin_range)
+    builds the build tier's commits with core."""
+    return "core" if tier == "build" and getattr(factory, "pinned", None) == "core" else tier
+
+
 class ProbeSkipped(Exception):
     """This commit cannot be measured (build or import failure); ``reason`` is one line."""
 
@@ -180,9 +186,7 @@ class GitSideFactory:
 
     def seconds(self, tier: str) -> tuple[float, str]:
         """(seconds, basis) of making one commit of this package runnable in ``tier`` (tier_seconds)."""
-        if tier == "build" and self.pinned == "core":  # the build tier's commits are made by core here
-            tier = "core"
-        return tier_seconds(self.package, tier, self.cache_dir, self.layout)
+        return tier_seconds(self.package, made_with(self, tier), self.cache_dir, self.layout)
 
     def tier(self, base_sha: str, head_sha: str) -> str:
         """From the git diff alone (no interpreter asked): what ``auto`` starts from."""

@@ -22,6 +22,7 @@ from collections import defaultdict
 from typing import Callable, Iterable, Optional
 
 from teperf.config import Config, Stats
+from teperf.plan import server_generation
 from teperf.records import StopRecord
 from teperf.stats import INDEPENDENT_BASES, choose_attempts, compare_cell, half_width_pct
 from teperf.summary import METRIC_FIELD
@@ -69,9 +70,7 @@ class Adaptive:
         self.min_pairs = sched.min_pairs
         self.max_pairs = MAX_PAIRS if self.target is not None else sched.processes
         self.stats: Stats = config.stats
-        # pair -> its fork-server generation, the unit of the intervals (the summary's rule: stats.compare_cell)
-        every = max(1, int(sched.server_pairs)) if sched.spawn == "forkserver" else None
-        self.generation_of: Optional[Callable[[int], int]] = (lambda pair: pair // every) if every else None
+        self.schedule = sched
         self.field = METRIC_FIELD.get(config.stats.metric, "process_cpu_ns")
         self.clock = clock
         self.t0: Optional[float] = None
@@ -221,7 +220,12 @@ class Adaptive:
             base[pair].append(b)
             head[pair].append(h)
             couples[pair].append((b, h))
-        groups = {p: self.generation_of(p) for p in base} if self.generation_of else None
+        # with forkserver the generation is the unit of the intervals (the summary's rule: stats.compare_cell)
+        groups = (
+            {p: server_generation(self.schedule, p) for p in base}
+            if self.schedule.spawn == "forkserver"
+            else None
+        )
         row = self.rows[case_id] = compare_cell(base, head, self.stats, couples, groups)
         cell.pairs = row["n_pairs"]
         cell.delta_pct = row.get("delta_pct")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Optional
 
 from teperf.engine.spawn import WorkerError, check_python, worker_env
-from teperf.plan import hash_seed
+from teperf.plan import hash_seed, server_generation
 from teperf.sides import Side
 
 START_TIMEOUT_S = 600.0  # importing torch and TE on a loaded machine
@@ -316,7 +316,7 @@ class ServerPool:
         self.events: list[dict] = []  # what the bundle records (started, died, failed)
 
     def generation(self, pair: int) -> int:
-        return pair // self.every
+        return server_generation(self.config.schedule, pair)
 
     def seed(self, pair: int) -> int:
         return hash_seed(self.config.seed, self.generation(pair) * self.every)

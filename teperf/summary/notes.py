@@ -110,8 +110,8 @@ def generation_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str
     and hash seed: if they agree with each other more than with other generations, pairs are not
     independent and the interval over pairs is too narrow. Counted per cell with a one-way ANOVA of the
     per-pair log ratios across generations (those with 2+ pairs)."""
-    schedule = parsed.config.get("schedule") or {}
-    if schedule.get("spawn") != "forkserver" or not parsed.pair_seeds:
+    generation_of = parsed.pair_generations
+    if generation_of is None:
         return ""
     from teperf.bylane import lanes_agree
 
@@ -119,9 +119,9 @@ def generation_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str
     for row in rows:
         groups: dict[int, list[float]] = {}
         for pair, value in (row.get("pair_logs") or {}).items():
-            seed = parsed.pair_seeds.get(int(pair))
-            if seed is not None:
-                groups.setdefault(seed, []).append(value)
+            generation = generation_of.get(int(pair))
+            if generation is not None:
+                groups.setdefault(generation, []).append(value)
         p, agree = lanes_agree(list(groups.values()), stats.alpha)
         tested += p is not None
         differ += agree == "NO"
@@ -250,9 +250,7 @@ def onetime_notes(parsed: ParsedBundle) -> list[str]:
         "thread_cpu": "main-thread CPU time",
         "wall": "wall time",
     }.get(metric, metric)
-    unit = (
-        "fork-server generations" if (config.get("schedule") or {}).get("spawn") == "forkserver" else "pairs"
-    )
+    unit = "fork-server generations" if parsed.pair_generations is not None else "pairs"
     paired = (
         f"; intervals: Student t over {unit} of ln(head/base)" if len(meta.get("sides") or {}) == 2 else ""
     )

@@ -81,7 +81,7 @@ class ParsedBundle:
         are taken over (teperf.stats.compare_cell); None unless the run forked its workers."""
         if (self.config.get("schedule") or {}).get("spawn") != "forkserver" or not self.pair_seeds:
             return None
-        return dict(self.pair_seeds)
+        return self.pair_seeds
 
     @property
     def device(self) -> Optional[str]:
