@@ -46,8 +46,10 @@ def test_loose_target_stops_at_min_pairs_long_before_the_budget(tmp_path, result
         "--head-python",
         sys.executable,
         *SHORT,
+        # +-100 %, the loosest target: on a loaded CI VM an A/A cell at +-40 % once took a 4th pair
+        # (2026-12-01); this test is about stopping at min_pairs, not about how wide 3 pairs are.
         "--precision",
-        "40",
+        "100",
         "--budget",
         "10m",
         "--max-contended",  # a loaded VM's cells would not settle (tests/test_load.py): here, the width rule
@@ -64,8 +66,8 @@ def test_loose_target_stops_at_min_pairs_long_before_the_budget(tmp_path, result
     assert stop["reason"] == "precision reached" and stop["pairs"] == 3 and stop["open"] == []
     assert stop["elapsed_s"] < 300  # far inside the 10 min budget: it stopped because the answer was known
     assert {t["pair"] for t in _records(results_dir, "trial")} == {0, 1, 2}
-    assert any(n.startswith("precision: every cell reached +-40%") for n in out["notes"])
-    assert out["meta"]["config"]["schedule"]["precision_pct"] == 40.0
+    assert any(n.startswith("precision: every cell reached +-100%") for n in out["notes"])
+    assert out["meta"]["config"]["schedule"]["precision_pct"] == 100.0
 
 
 NOISY = '''
