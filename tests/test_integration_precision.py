@@ -35,6 +35,7 @@ def _config(tmp_path: Path, modules: str, min_pairs: int) -> Path:
     return path
 
 
+@pytest.mark.flaky(reruns=1)  # statistical: 3 A/A pairs on a loaded VM might still spread past +-100 %
 def test_loose_target_stops_at_min_pairs_long_before_the_budget(tmp_path, results_dir):
     cfg = _config(tmp_path, 'modules = ["Linear", "LayerNormLinear"]', min_pairs=3)
     res = run_cli(
