@@ -53,7 +53,10 @@ def main(argv=None) -> None:
         click.echo("teperf: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as exc:
-        click.echo(for_terminal(f"teperf: error: {exc.format_message()} (see teperf --help)"), err=True)
+        # a usage error knows its subcommand: point at that command's help, where the missing option is
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx is not None else "teperf"
+        click.echo(for_terminal(f"teperf: error: {exc.format_message()} (see {where} --help)"), err=True)
         sys.exit(EXIT_USAGE if exc.exit_code == 2 else exc.exit_code)
     except KeyboardInterrupt as stop:  # Ctrl-C outside a measurement (a git build, a report)
         click.echo("teperf: interrupted", err=True)

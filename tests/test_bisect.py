@@ -606,3 +606,13 @@ def test_a_compiled_range_makes_every_side_the_same_way(monkeypatch):
     assert python_only.pin_range("g", "b") is None and python_only.pinned is None
     forced = GitSideFactory(repo=".", package="pkg", package_dir="pkg", strategy="overlay")
     assert forced.pin_range("g", "b") is None  # the user's --strategy stands
+
+
+def test_a_missing_option_points_at_its_own_commands_help(capsys):
+    from conftest import run_in_process
+
+    code, out, err = run_in_process(["bisect", "good..bad"], capsys)
+    assert code == 2 and out == ""
+    assert err == "teperf: error: Missing option '--cell'. (see teperf bisect --help)\n"
+    code, _, err = run_in_process(["nosuch"], capsys)  # not a subcommand: the group's own help
+    assert code == 2 and err == "teperf: error: No such command 'nosuch'. (see teperf --help)\n"
