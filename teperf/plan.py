@@ -120,12 +120,17 @@ def hash_seed(seed: int, pair: int) -> int:
     return (seed * 1_000_003 + pair * 7919 + 17) % (2**32 - 1)
 
 
+def pairs_per_server(schedule) -> int:
+    """How many pairs one fork-server generation forks (--server-pairs, at least 1)."""
+    return max(1, int(schedule.server_pairs))
+
+
 def server_generation(schedule, pair: int) -> int | None:
     """The fork-server generation that forks ``pair`` (--spawn forkserver: a new server every
     ``server_pairs`` pairs); None when each pair's workers start fresh."""
     if schedule.spawn != "forkserver":
         return None
-    return pair // max(1, int(schedule.server_pairs))
+    return pair // pairs_per_server(schedule)
 
 
 def start_order(pair: int, n_sides: int) -> list[int]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Optional
 
 from teperf.engine.spawn import WorkerError, check_python, worker_env
-from teperf.plan import hash_seed, server_generation
+from teperf.plan import hash_seed, pairs_per_server, server_generation
 from teperf.sides import Side
 
 START_TIMEOUT_S = 600.0  # importing torch and TE on a loaded machine
@@ -300,7 +300,7 @@ class ServerPool:
         max_pairs: Optional[int] = None,
     ):
         self.config, self.sides, self.preload = config, sides, preload
-        self.every = max(1, int(config.schedule.server_pairs))
+        self.every = pairs_per_server(config.schedule)
         self.log_dir, self.cwd, self.core_for = Path(log_dir), Path(cwd), core_for
         self.max_pairs = max_pairs  # no server is started ahead for a generation past it
         self.lock = threading.Lock()
@@ -319,7 +319,11 @@ class ServerPool:
         return server_generation(self.config.schedule, pair)
 
     def seed(self, pair: int) -> int:
-        return hash_seed(self.config.seed, self.generation(pair) * self.every)
+        return self.generation_seed(self.generation(pair))
+
+    def generation_seed(self, generation: int) -> int:
+        """The PYTHONHASHSEED of a generation's server and its forks: its first pair's."""
+        return hash_seed(self.config.seed, generation * self.every)
 
     def launcher(self, index: int, pair: int):
         """``launch(log_file) -> ForkedProcess`` for side ``index`` of ``pair`` (None: start it
@@ -369,7 +373,7 @@ class ServerPool:
         try:
             server = ForkServer(
                 side,
-                seed=hash_seed(self.config.seed, generation * self.every),
+                seed=self.generation_seed(generation),
                 preload=self.preload,
                 log_path=self.log_dir / f"forkserver-{side.label}-g{generation:03d}.log",
                 cwd=self.cwd,
@@ -454,7 +458,7 @@ class ServerPool:
                 "event": what,
                 "side": self.sides[index].label,
                 "generation": generation,
-                "hash_seed": hash_seed(self.config.seed, generation * self.every),
+                "hash_seed": self.generation_seed(generation),
                 "pid": getattr(server, "pid", None),
                 "start_s": getattr(server, "start_s", None),
                 "import_s": getattr(server, "import_s", None),
