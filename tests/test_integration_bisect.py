@@ -2,10 +2,13 @@
 
 One history plants 5 Python calls per step in one commit of twenty (found by
 counters, exactly, with a commit that does not import on the way: skipped);
-one plants three counter changes, one of them the other way (each found,
-attributed by share); one plants a 3 ms busy-wait per step with no counter
-change (found by paired timing), and one two busy-waits at two commits (both
-steps found). The figures (probes, wall time) are printed: pytest -s.
+one plants three counter changes, one of them with a busy-wait (each found by
+counters, the busy-wait's commit named by time); one 60 cheap Python calls and
+later a CPU-time spin (the spin named first by time); one two busy-waits at two
+commits (both steps found, ranked by time). The figures are printed: pytest -s.
+The spins are many times the step: what is tested is the search, not the
+engine's precision; the load rule is off (--max-contended 100), as a verdict
+under load is the calibration suite's concern.
 """
 
 from __future__ import annotations
@@ -17,7 +20,10 @@ from conftest import run_cli
 from gitfixture import HISTORY_CONFIG, make_history
 
 # Small: the 3 ms spin is ~10x the step; what is tested is the search, not the engine's precision.
-SCHEDULE = ["--processes", "3", "--rounds", "1", "--trials", "2", "--iters", "5", "--warmup", "3"]
+SCHEDULE = [
+    *("--processes", "3", "--rounds", "1", "--trials", "2", "--iters", "5", "--warmup", "3"),
+    *("--max-contended", "100"),
+]
 
 
 def bisect(history, tmp_path, *args, rc=0):
@@ -49,21 +55,23 @@ def bisect(history, tmp_path, *args, rc=0):
 
 def test_counters_find_the_commit_that_adds_python_calls(tmp_path):
     history = make_history(tmp_path / "fx", n=20, culprit=13, extra_calls=5, broken=(10,))
-    out, stderr, env = bisect(history, tmp_path)
+    out, stderr, env = bisect(history, tmp_path, "--no-confirm")
     meta, result = out["meta"], out["meta"]["result"]
     assert (
-        "expected probes: 5 per change point (ceil(log2 20))" in stderr
+        "counters: 5 probes per change point (ceil(log2 20))" in stderr
         and "tier per commit: path 20" in stderr
     )
-    assert "(no build of this package measured yet" in stderr and "measured: a counter probe takes" in stderr
+    assert (
+        len([line for line in stderr.splitlines() if "files differ" in line]) == 0
+    )  # sides' story: sides.log
     assert meta["kind"] == "bisect" and meta["status"] == "complete"
     assert result["mode"] == "counters" and result["status"] == "found"
     assert result["culprit"]["sha"] == history.culprit
     assert result["parent"]["sha"] == history.shas[12]
-    assert result["probes"] <= math.ceil(math.log2(20)) + 2
     assert result["moved_counters"] == ["python_calls"]
-    assert result["counters_after"]["python_calls"] - result["counters_before"]["python_calls"] == 5
-    assert result["counters_after"]["aten_ops"] == result["counters_before"]["aten_ops"]
+    culprit = out["culprits"][0]
+    assert culprit["after"]["python_calls"] - culprit["before"]["python_calls"] == 5
+    assert culprit["after"]["aten_ops"] == culprit["before"]["aten_ops"]
     again = [
         (p["role"], p["counters"]["python_calls"]) for p in out["probes"] if p["what"] == "counters again"
     ]
@@ -71,72 +79,72 @@ def test_counters_find_the_commit_that_adds_python_calls(tmp_path):
     assert again == [("GOOD", calls[0]), ("BAD", calls[1])]
     skipped = [p for p in out["probes"] if p["result"] == "skip"]
     assert [p["sha"] for p in skipped] == [history.shas[10]] and "NameError" in skipped[0]["detail"]
-    assert out["confirm"]["rows"][0]["module"] == "MLP"  # the culprit against its parent, the normal engine
     assert [c["sha"] for c in out["culprits"]] == [history.culprit] and out["opposite_movers"] == []
     assert out["culprits"][0]["share"] == 1.0 and out["explained"] is True
-    print(f"\ncounters bisect: {result['probes']} probes, {result['wall_s']} s")
+    assert not [p for p in out["probes"] if p["what"] == "timing"]
+    probe_s = result["counter_probe_s"]
+    print(f"\ncounters bisect: {len(out['probes'])} probes, median {probe_s} s, {result['wall_s']} s")
 
     bundle = next((tmp_path / "results").iterdir())
+    assert "files differ" in (bundle / "sides.log").read_text()
     res = run_cli("report", bundle, "--format", "markdown", env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    assert f"culprit: {history.culprit[:7]}" in res.stdout and "confirming compare" in res.stdout
-    before = result["counters_before"]["python_calls"]
-    # markdown output escapes HTML, so the arrow reads "-&gt;" there
-    assert f"python_calls {before} -&gt; {before + 5} (+5)" in res.stdout
+    assert f"{history.culprit[:7]}" in res.stdout and "100% of the counter change" in res.stdout
 
 
-def test_timing_finds_the_commit_that_adds_a_busy_wait(tmp_path):
+def test_time_finds_the_commit_that_adds_a_busy_wait(tmp_path):
     history = make_history(tmp_path / "fx", n=8, culprit=5, spin_ns=3_000_000)
     out, stderr, _ = bisect(history, tmp_path)
     result = out["meta"]["result"]
-    assert result["mode"] == "timing" and result["moved_counters"] == []
+    assert result["mode"] == "time" and result["moved_counters"] == []
     assert result["status"] == "found" and result["culprit"]["sha"] == history.culprit, out["probes"]
-    assert result["probes"] <= math.ceil(math.log2(8)) + 1
-    assert result["confirm"]["row"]["verdict"] == "slower"
-    assert result["counters_after"] == result["counters_before"]  # the spin adds no Python call
+    top = out["culprits"][0]
+    assert top["verdict"] == "slower" and top["counters"] == {}  # the spin adds no Python call
+    assert top["row"]["bundle"].startswith("compares/") and 0.5 < top["share"] < 1.5
     timed = [p for p in out["probes"] if p["what"] == "timing"]
     assert all(p["bundle"].startswith("compares/") for p in timed)
-    print(f"\ntiming bisect: {result['probes']} probes, {result['wall_s']} s")
+    assert len(timed) <= 1 + 2 * math.ceil(math.log2(8)) + 2  # two measured again at most
+    print(f"\ntime bisect: {len(timed)} compares, {result['wall_s']} s; {out['answer']}")
 
 
-def test_counters_name_every_change_point_biggest_share_first(tmp_path):
+def test_counters_name_every_change_point_and_time_names_the_costly_one(tmp_path):
     # Python calls: +4 at 3, -2 at 6, +10 at 9 (with a 3 ms busy-wait, so that time moves with it)
     steps = {3: {"extra_calls": 4}, 6: {"extra_calls": 2}, 9: {"extra_calls": 12, "spin_ns": 3_000_000}}
     history = make_history(tmp_path / "fx", n=12, steps=steps)
     out, stderr, _ = bisect(history, tmp_path)
     result = out["meta"]["result"]
-    assert result["mode"] == "counters" and result["status"] == "found"
-    assert [(c["sha"], c["deltas"]["python_calls"]) for c in out["culprits"]] == [
+    assert result["mode"] == "time" and result["status"] == "found"
+    assert [(c["sha"], c["deltas"]["python_calls"]) for c in result["counter_changes"]] == [
         (history.shas[9], 10),
         (history.shas[3], 4),
+        (history.shas[6], -2),
     ]
-    assert [c["share"] for c in out["culprits"]] == [round(10 / 12, 4), round(4 / 12, 4)]
-    assert [(c["sha"], c["deltas"]["python_calls"]) for c in out["opposite_movers"]] == [
-        (history.shas[6], -2)
-    ]
-    assert result["culprit"]["sha"] == history.shas[9]  # the biggest share, not the first change
-    assert result["probes"] <= 3 * math.ceil(math.log2(12))
-    # GOOD..BAD in time, then commit 9 (83 % of the calls) against its parent: enough
-    assert [p["what"] for p in out["probes"] if p["what"] in ("timing", "confirm")] == ["timing", "confirm"]
-    assert (
-        result["endpoint"]["verdict"] == "slower"
-        and out["culprits"][0]["confirm"]["row"]["verdict"] == "slower"
-    )
-    assert result["coverage"]["confirmed"] == [history.shas[9][:7]] and result["coverage"]["covered_pct"] > 50
-    assert out["explained"] is True and "1 moved the other way (-17%)" in out["answer"]
-    print(f"\nthree counter changes: {result['probes']} probes, {result['wall_s']} s; {out['answer']}")
+    assert [c["sha"] for c in out["culprits"]] == [history.shas[9]], out["probes"]
+    assert out["culprits"][0]["counters"]["python_calls"] == 10
+    assert out["explained"] is True
+    print(f"\nthree counter changes: {result['probes']} compares, {result['wall_s']} s; {out['answer']}")
 
 
-def test_timing_finds_two_busy_wait_steps(tmp_path):
+def test_a_spin_is_named_before_a_commit_of_cheap_python_calls(tmp_path):
+    """The bisect-by-time issue's case: 60 cheap calls at commit 2, then a 1 ms CPU-time spin at 6."""
+    steps = {2: {"extra_calls": 60}, 6: {"spin_ns": 1_000_000}}
+    history = make_history(tmp_path / "fx", n=8, steps=steps)
+    out, stderr, _ = bisect(history, tmp_path)
+    result = out["meta"]["result"]
+    assert [c["sha"] for c in result["counter_changes"]] == [history.shas[2]]  # calls moved only there
+    assert out["culprits"][0]["sha"] == history.shas[6], out["probes"]
+    assert out["culprits"][0]["counters"] == {} and out["culprits"][0]["share"] > 0.5
+    print(f"\ncalls, then a spin: {result['probes']} compares, {result['wall_s']} s; {out['answer']}")
+
+
+def test_time_finds_two_busy_wait_steps(tmp_path):
     steps = {2: {"spin_ns": 2_000_000}, 5: {"spin_ns": 6_000_000}}
     history = make_history(tmp_path / "fx", n=6, steps=steps)
     out, stderr, _ = bisect(history, tmp_path)
     result = out["meta"]["result"]
-    assert result["mode"] == "timing" and result["status"] == "found", out["probes"]
+    assert result["mode"] == "time" and result["status"] == "found", out["probes"]
     assert [c["sha"] for c in out["culprits"]] == [history.shas[5], history.shas[2]], out["probes"]
-    assert out["opposite_movers"] == []
-    # commit 5 (about 2/3 of the delta) against its parent, then commit 2 unless 5 alone seemed to carry 80 %
-    confirmed = [c["confirm"]["row"]["verdict"] for c in out["culprits"] if "confirm" in c]
-    assert confirmed in (["slower"], ["slower", "slower"]), out["probes"]
-    assert 30 < result["coverage"]["covered_pct"] < 150 and out["explained"] is True
-    print(f"\ntiming, two steps: {result['probes']} probes, {result['wall_s']} s; {out['answer']}")
+    assert out["opposite_movers"] == [] and out["explained"] is True
+    shares = [c["share"] for c in out["culprits"]]
+    assert shares[0] > shares[1] > 0.1 and 0.7 < sum(shares) < 1.3
+    print(f"\ntime, two steps: {result['probes']} compares, {result['wall_s']} s; {out['answer']}")

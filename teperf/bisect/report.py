@@ -50,97 +50,107 @@ def counter_text(before: dict | None, after: dict | None) -> str:
     return ", ".join(parts)
 
 
+def _counter_deltas(deltas: dict | None) -> str:
+    if deltas is None:
+        return "counters not counted"
+    if not deltas:
+        return "no counter moved"
+    return ", ".join(f"{k} {v:+g}" for k, v in deltas.items())
+
+
+def step_text(entry: dict) -> str:
+    """One step in time: its own compare against its parent, its share of GOOD..BAD's, its counters."""
+    row = entry.get("row") or {}
+    ci = ""
+    if row.get("ci_low_us") is not None:
+        ci = f" [{row['ci_low_us']:+.1f}, {row['ci_high_us']:+.1f}]"
+    share = f"{entry.get('share', 0):.0%}"
+    if entry.get("share_ci"):
+        share += f" [{entry['share_ci'][0]:.0%}, {entry['share_ci'][1]:.0%}]"
+    return (
+        f"{_commit(entry)}: {entry.get('delta_us', 0):+.1f} us{ci} ({row.get('delta_pct') or 0:+.1f}%) "
+        f"{entry.get('verdict')} against its parent; {share} of GOOD..BAD; {_counter_deltas(entry.get('counters'))}"
+    )
+
+
 def entry_text(entry: dict) -> str:
-    """One culprit (or opposite mover): commit, its change, its share of GOOD..BAD's, its own compare."""
-    if "time_pct" in (entry.get("deltas") or {}):
-        moved = f"{entry['deltas']['time_pct']:+.1f}% of GOOD's time"
-    else:
-        moved = counters_diff(entry.get("before"), entry.get("after")) or "?"
-    text = f"{_commit(entry)}: {moved}, {entry.get('share', 0):.0%} of the change"
-    row = (entry.get("confirm") or {}).get("row") or {}
-    if row.get("delta_pct") is not None:
-        ci = ""
-        if row.get("ci_low_pct") is not None:
-            ci = f" (CI [{row['ci_low_pct']:+.1f}, {row['ci_high_pct']:+.1f}%])"
-        text += f"; against its parent {row['delta_pct']:+.1f}%{ci} {row.get('verdict')}"
-    elif entry.get("confirm"):
-        text += f"; against its parent: {entry['confirm'].get('error') or row.get('error') or 'failed'}"
-    return text
+    """A commit that moved the counters: its change and its share of GOOD..BAD's counter change."""
+    moved = counters_diff(entry.get("before"), entry.get("after")) or "?"
+    return f"{_commit(entry)}: {moved}, {entry.get('share', 0):.0%} of the counter change"
 
 
 def headline(meta: dict) -> list[str]:
     result = meta.get("result") or {}
     good, bad = meta.get("good") or {}, meta.get("bad") or {}
     n = len(meta.get("commits") or [])
+    probe_s = result.get("counter_probe_s")
     lines = [
         f"range {good.get('short_sha')}..{bad.get('short_sha')} ({n} first-parent commits), "
-        f"cell {meta.get('cell')}; searched on {result.get('mode', '?')}; {result.get('probes', '?')} probes "
-        f"(expected {meta.get('plan', {}).get('expected_probes')} per change point), "
-        f"{result.get('wall_s', '?')} s"
+        f"cell {meta.get('cell')}; {result.get('probes', '?')} compares in time ({result.get('timing_s', '?')} s)"
+        + (f", counter probes {probe_s} s each (median)" if probe_s is not None else "")
+        + f"; {result.get('wall_s', '?')} s in all"
     ]
-    status = result.get("status")
     if meta.get("status") != "complete":
         lines.append(f"run status: {meta.get('status')}{': ' + meta['error'] if meta.get('error') else ''}")
     if result.get("answer"):
         lines.append(result["answer"])
-    culprits = result.get("culprits") or []
-    if result.get("culprit"):
-        lines.append(f"culprit: {_commit(result.get('culprit'))}, {result['culprit']['sha']}")
-        lines.append(f"parent:  {_commit(result.get('parent'))}")
-    if len(culprits) > 1 or (culprits and result.get("opposite_movers")):
-        lines.append(f"culprits, biggest share first ({len(culprits)}):")
-        lines += [f"  {entry_text(e)}" for e in culprits]
-    if result.get("opposite_movers"):
-        lines.append("moved the other way (not culprits):")
-        lines += [f"  {entry_text(e)}" for e in result["opposite_movers"]]
-    if status == "no change":
-        lines.append("no counter differs and GOOD..BAD is 'no change' in time: nothing to bisect")
-    elif status == "inconclusive":
+    end = result.get("endpoint")
+    if end and end.get("delta_us") is not None:
+        ci = (
+            f" [{end['ci_low_us']:+.1f}, {end['ci_high_us']:+.1f}]"
+            if end.get("ci_low_us") is not None
+            else ""
+        )
         lines.append(
-            "no counter differs, and whether GOOD..BAD changed in time could not be told within --budget "
-            "(see its interval below): nothing to bisect on; a longer --budget or --precision may settle it"
+            f"GOOD..BAD in time: {end['delta_us']:+.1f} us{ci} ({end.get('delta_pct') or 0:+.1f}%) {end.get('verdict')}"
         )
-    unresolved = result.get("unresolved")
-    if unresolved is None and status in ("skipped", "undecided"):  # a bundle of before several changes
-        unresolved = [
-            {"status": status, "candidates": result.get("candidates"), "parent": result.get("last_good")}
-        ]
-    for left in unresolved or []:
-        why = (
-            "could not be measured" if left["status"] == "skipped" else "could not be decided within --budget"
-        )
-        cands = ", ".join(c["short_sha"] for c in left.get("candidates") or [])
+    if result.get("mode") == "counters":
+        return lines + _counter_lines(result, result.get("culprits"), result.get("opposite_movers"))
+    groups = (
+        ("culprits by time, biggest share first", result.get("culprits")),
+        ("moved the other way", result.get("opposite_movers")),
+        ("steps whose own verdict is not decisive (no share)", result.get("unconfirmed")),
+    )
+    for title, entries in groups:
+        if entries:
+            lines.append(f"{title} ({len(entries)}):")
+            lines += [f"  {step_text(e)}" for e in entries]
+    rest = result.get("rest")
+    if rest:
+        within = result.get("steps_within_interval")
         lines.append(
-            f"not narrowed to one commit (a probe {why}): a change is in one of {cands}; "
-            f"last good {_commit(left.get('parent'))}"
+            f"unexplained: {rest['delta_us']:+.1f} us ({rest['share']:.0%} of GOOD..BAD); the confirmed steps add "
+            f"up to {result.get('steps_us', 0):+.1f} us"
+            + ("" if within is None else f", {'inside' if within else 'outside'} GOOD..BAD's interval")
         )
+    for left in result.get("unresolved") or []:
+        why = {"skipped": "its commits could not be measured", "budget": "--budget was spent"}.get(
+            left["status"], "its halves could not be told apart within --budget"
+        )
+        cands = left.get("candidates") or []
+        names = ", ".join(c["short_sha"] for c in cands[:6]) + (
+            f" +{len(cands) - 6} more" if len(cands) > 6 else ""
+        )
+        delta = f" ({left['delta_us']:+.1f} us)" if left.get("delta_us") is not None else ""
+        lines.append(f"not narrowed to one commit{delta}: {names}; {why}")
+    if result.get("status") == "inconclusive":
+        lines.append("a longer --budget or --precision may settle whether GOOD..BAD changed")
+    return lines + _counter_lines(result, result.get("counter_changes"), [])
+
+
+def _counter_lines(result: dict, changes, opposite) -> list[str]:
+    lines = []
+    if changes:
+        lines.append(
+            f"commits that moved the counters ({len(changes)}), by {next(iter(result.get('counter_totals') or result.get('totals') or {'counters': 0}))}:"
+        )
+        lines += [f"  {entry_text(e)}" for e in changes]
+    if opposite:
+        lines.append("moved the counters the other way:")
+        lines += [f"  {entry_text(e)}" for e in opposite]
     if result.get("moved_counters"):
         diff = counters_diff(result.get("counters_good"), result.get("counters_bad"))
         lines.append(f"counters GOOD -> BAD: {diff}")
-    before_after = counter_text(result.get("counters_before"), result.get("counters_after"))
-    if before_after:
-        lines.append(f"counters at the parent -> the culprit: {before_after}")
-    end = result.get("endpoint")
-    if end and end.get("delta_pct") is not None:
-        lines.append(
-            f"GOOD..BAD in time: {end['delta_pct']:+.1f}% (CI [{end.get('ci_low_pct') or 0:+.1f}, "
-            f"{end.get('ci_high_pct') or 0:+.1f}%]) {end.get('verdict')}"
-        )
-    elif end and end.get("error"):
-        lines.append(f"GOOD..BAD in time: not compared ({end['error']})")
-    cover = result.get("coverage")
-    if cover:
-        lines.append(
-            f"confirmed in time: {', '.join(cover['confirmed']) or 'none'} of {', '.join(cover['tried'])}: "
-            f"{cover['confirmed_us']:+.1f} us of GOOD..BAD's {cover['endpoint_us']:+.1f} us "
-            + (
-                f"({cover['covered_pct']:.0f}% covered, {100 - cover['covered_pct']:.0f}% unexplained)"
-                if cover["covered_pct"] <= 100
-                else f"({cover['covered_pct']:.0f}%: more than all of it; commits that moved the other way, "
-                "or the intervals' width)"
-            )
-            + ("; the rest not compared within --budget" if result.get("confirm_stopped") else "")
-        )
     return lines
 
 
@@ -168,12 +178,8 @@ def probe_model(meta: dict, probes: list[ProbeRecord], path) -> TableModel:
     plan = meta.get("plan") or {}
     footer = [
         f"plan: {plan.get('expected_probes')} probes per change point; tiers {plan.get('tiers')}; "
-        f"about {plan.get('counters_s')} s (counters, one change point) / {plan.get('timing_s')} s (timing)"
-        + (
-            f"; measured {plan['measured']['probe_s']} s per counter probe"
-            if (plan.get("measured") or {}).get("probe_s") is not None
-            else ""
-        ),
+        f"about {plan.get('counters_s')} s (counters, one change point) / {plan.get('timing_s')} s per step "
+        "in time",
         f"bundle: {path}",
     ]
     return TableModel(
@@ -188,7 +194,8 @@ def probe_model(meta: dict, probes: list[ProbeRecord], path) -> TableModel:
 
 
 def confirm_path(meta: dict, path) -> Path | None:
-    rel = ((meta.get("result") or {}).get("confirm") or {}).get("bundle")
+    culprits = (meta.get("result") or {}).get("culprits") or [{}]
+    rel = (culprits[0].get("row") or {}).get("bundle")
     return Path(path) / rel if rel else None
 
 
@@ -216,11 +223,11 @@ def render_bisect(path, fmt: str, console=None) -> str | None:
     if fmt == "markdown":
         text = render_markdown(model)
         if confirm and confirm.is_dir():
-            text += "\n**confirming compare: the culprit against its parent**\n\n"
+            text += "\n**the biggest culprit's own compare against its parent**\n\n"
             text += render(summarize(confirm), "markdown")
         return text
     render_rich(model, console)
     if confirm and confirm.is_dir():
-        console.print("\nconfirming compare: the culprit against its parent", highlight=False)
+        console.print("\nthe biggest culprit's own compare against its parent", highlight=False)
         render(summarize(confirm), "table", console=console)
     return None

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Union
+from typing import Callable, Optional, Union
 
 Verdict = Union[tuple, str]  # (left differs, right differs) | "skip" | "undecided"
 
@@ -99,3 +99,51 @@ def find_changes(n: int, probe: Callable[[int, int, int], Verdict]) -> Changes:
             pending.append((lo, i))
     segments.sort(key=lambda s: s.good)
     return Changes(segments, probed)
+
+
+@dataclasses.dataclass
+class Part:
+    """A part lo..hi of the range and its paired compare in time (``row``, lo as base, hi as head)."""
+
+    lo: int
+    hi: int
+    row: Optional[dict]
+    status: str  # step (one commit that moved) | quiet | undecided | skipped | budget | moved (to split)
+
+
+def find_steps(n: int, whole: dict, compare: Callable[[int, int], tuple]) -> list[Part]:
+    """Every step in time of 0..n, whose compare ``whole`` moved: a part that moved is split at its middle
+    commit m and both halves are compared, ``compare(lo, hi) -> (row, state)``, state one of "moved",
+    "quiet" (nothing of the size looked for), "undecided", "skip" (m cannot be measured: a neighbour is
+    tried), "budget" (not measured: --budget is spent). Halves that moved are split again, down to one
+    commit: a "step", whose row is its own compare against its parent. Cost: about 2 x log2(n) compares
+    per step. Returns the steps and every part not split further, in index order."""
+    pending = [Part(0, n, whole, "moved")]
+    skipped: set[int] = set()
+    parts: list[Part] = []
+    while pending:
+        part = pending.pop()
+        if part.hi - part.lo == 1:
+            parts.append(dataclasses.replace(part, status="step"))
+            continue
+        m = next_index(part.lo, part.hi, skipped)
+        if m is None:
+            parts.append(dataclasses.replace(part, status="skipped"))
+            continue
+        halves = []
+        for lo, hi in ((part.lo, m), (m, part.hi)):
+            row, state = compare(lo, hi)
+            if state == "skip":
+                break
+            halves.append(Part(lo, hi, row, state))
+        if len(halves) < 2:
+            skipped.add(m)
+            pending.append(part)
+            continue
+        if all(h.status == "budget" for h in halves):
+            parts.append(dataclasses.replace(part, status="budget"))
+            continue
+        for half in reversed(halves):  # the lower half is searched first
+            (pending if half.status == "moved" else parts).append(half)
+    parts.sort(key=lambda p: p.lo)
+    return parts

@@ -1,4 +1,4 @@
-"""teperf bisect: which commit of GOOD..BAD moved a cell? Counters first, timing to confirm."""
+"""teperf bisect: which commits of GOOD..BAD cost the time of a cell? Counters, then time."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ DEFAULT_BUDGET_S = 1800.0
     "--confirm/--no-confirm",
     default=True,
     show_default=True,
-    help="Compare GOOD..BAD and the biggest culprits (each against its parent) in time.",
+    help="Search in time (default); --no-confirm: counters only, shares of the counter change.",
 )
 @click.option("--results-dir", metavar="DIR", help="Where the bundle goes (default: ./results).")
 @click.option(
@@ -57,19 +57,21 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
     \b
     teperf bisect v2.15..v2.16 --cell Linear/bf16 --repo ~/TransformerEngine --config nightly
 
-    Counters at GOOD and BAD first; when one differs, every commit that moved
-    it (one worker run per probe; k change points cost about k x log2(n)
-    probes), each with its share of GOOD..BAD's change, biggest first; those
-    that moved the other way apart. Then GOOD..BAD and the biggest culprits,
-    each against its parent, in time. When no counter differs, every step in
-    paired timings. --budget (default 30m) bounds the timing compares
-    together, and a probe whose interval cannot decide is measured again with
-    twice the pairs (with --precision: until its interval is that narrow)
-    while the budget lasts.
+    Counters at GOOD and BAD first (each a worker forked from one that
+    imported torch, about a second); when one differs, every commit that moved
+    it, exactly (k change points cost about k x log2(n) probes). Then time:
+    GOOD..BAD compared, then both halves of every part that moved, down to
+    single commits (about 2 x log2(n) compares per step), so that a commit
+    that moves time without moving a counter is found too. Culprits are ranked
+    by their share of GOOD..BAD's measured delta, each with its own compare
+    against its parent and the counters that moved at it beside it.
+    --budget (default 30m) bounds the compares; an undecided part is measured
+    again with 2x, then 4x the pairs while it lasts; when it is spent the
+    search ends with what it knows.
 
     \b
     Exit 0: the commits named carry the change (or there is none);
-    exit 1: unexplained (only opposite movers, no decisive step), one line on stderr.
+    exit 1: unexplained (no step confirmed by its own compare), one line on stderr.
     """
     from teperf.api import Interrupted
     from teperf.bisect.report import render_bisect

@@ -22,6 +22,9 @@ class Strategy:
     help: ClassVar[str] = ""  # one line for --help
     tier: ClassVar[str | None] = None  # the change tier ``auto`` uses it for (teperf.sides.changes.TIERS)
     cache_kind: ClassVar[str | None] = None  # where its builds are cached (their timings plan bisect)
+    compiled: ClassVar[bool] = (
+        False  # it compiles: bisect plans one build per distinct set of compiled inputs
+    )
     te_seconds: ClassVar[float] = 600.0  # making one TE commit runnable, before any was measured here
     other_seconds: ClassVar[float] = 60.0  # the same for any other package (mostly-Python trees build fast)
 

@@ -108,6 +108,7 @@ class Build(Strategy):
     )
     tier = "build"
     cache_kind = "builds"
+    compiled = True
 
     @functools.cached_property
     def _env(self) -> dict[str, str]:

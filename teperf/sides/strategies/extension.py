@@ -65,6 +65,7 @@ class Extension(Strategy):
     )
     tier = "extension"
     cache_kind = "ext"
+    compiled = True
     te_seconds = 90.0
 
     @property

@@ -1,0 +1,129 @@
+"""Bisect's counter search: exact per-step counters at GOOD, BAD and every probe, each probe a worker
+forked from a server that imported torch (teperf.engine.probe.ForkedProbes), about a second each."""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from teperf.bisect import search as bsearch
+from teperf.bisect.sides import ProbeSkipped
+from teperf.errors import TeperfError
+from teperf.explain import counters_diff
+
+
+def moved(good: dict, bad: dict) -> list[str]:
+    """The counters measured at GOOD that BAD has different."""
+    return [k for k in sorted(set(good) | set(bad)) if good.get(k) is not None and good.get(k) != bad.get(k)]
+
+
+class CounterSearch:
+    """The counter half of a Bisector (teperf.bisect.runner): its rng, case, factory, bundle, log."""
+
+    counters: dict
+    count_seconds: list
+
+    def side(self, index: int):
+        """The side of commit ``index`` (paired with GOOD, so its tier covers both)."""
+        good = self.rng.good.sha
+        sha = self.rng.at(index).sha
+        return self.factory.sides(good, sha)[0 if index == 0 else 1]
+
+    def count(self, index: int, what: str = "counters") -> Optional[dict]:
+        """Counters of commit ``index`` (cached: counters repeat exactly), or None (recorded as skipped)."""
+        from teperf.engine.probe import ProbeFailed, count_case
+
+        if index in self.counters and what == "counters":
+            return self.counters[index]
+        t0 = time.perf_counter()
+        commit = self.rng.at(index)
+        try:
+            side = self.side(index)
+            log_path = (
+                self.bundle.path / "workers" / f"{index:03d}-{commit.short_sha}-{what.replace(' ', '-')}.log"
+            )
+            if self.probes is not None:
+                counters = self.probes.count(side, self.case, log_path)
+            else:
+                counters = count_case(self.config, side, self.case, log_path)
+        except (ProbeSkipped, ProbeFailed) as exc:
+            self._record(
+                index,
+                what,
+                "skip",
+                time.perf_counter() - t0,
+                detail=exc.reason,
+                tier=self.factory.tier(self.rng.good.sha, commit.sha),
+            )
+            return None
+        self.counters[index] = counters
+        self.count_seconds.append(time.perf_counter() - t0)
+        self._record(
+            index,
+            what,
+            "measured",
+            time.perf_counter() - t0,
+            counters=counters,
+            tier=side.description.get("strategy"),
+        )
+        return counters
+
+    def endpoint_counters(self) -> tuple[dict, dict]:
+        n = len(self.rng.commits)
+        got = []
+        for index in (0, n):
+            counters = self.count(index)
+            if counters is None:
+                record = list(self.bundle.records())[-1]
+                which = "GOOD" if index == 0 else "BAD"
+                raise TeperfError(
+                    f"{which} {self.rng.at(index).short_sha} cannot be measured: {record.detail}",
+                    f"pick a {which} that builds and imports (worker logs: {self.bundle.path}/workers)",
+                )
+            got.append(counters)
+        return got[0], got[1]
+
+    def recount(self, good: dict, bad: dict) -> tuple[dict, dict]:
+        """GOOD and BAD once more, each in a new worker, before searching on a difference. Code that
+        torch.compile builds makes a few more Python calls in the process that compiled it than when it
+        came from inductor's cache (teperf/worker/counters.py): the first run of an endpoint may have been
+        that one. The second count is the one every later probe of the same code will see."""
+        n = len(self.rng.commits)
+        again = []
+        for index, first in ((0, good), (n, bad)):
+            second = self.count(index, "counters again")
+            if second is None:
+                second = first
+            elif second != first:
+                which = "GOOD" if index == 0 else "BAD"
+                self.log(
+                    f"{which}'s counters changed in a second worker "
+                    f"({counters_diff(first, second)}; a cold compile cache in the first?): "
+                    "the search uses the second"
+                )
+            self.counters[index] = second
+            again.append(second)
+        return again[0], again[1]
+
+    def counter_search(self, keys: list[str]) -> bsearch.Changes:
+        """Every change point of ``keys`` between GOOD and BAD (counted already): exact equality."""
+
+        def differ(a: dict, b: dict) -> bool:
+            return any(a.get(k) != b.get(k) for k in keys)
+
+        def probe(index: int, lo: int, hi: int):
+            self.n_probes += 1
+            counters = self.count(index)
+            if counters is None:
+                return "skip"
+            return differ(self.counters[lo], counters), differ(counters, self.counters[hi])
+
+        return bsearch.find_changes(len(self.rng.commits), probe)
+
+    def counters_beside(self, index: int) -> Optional[dict]:
+        """What the counters did at commit ``index`` against its parent ({}: none moved), the likely why of
+        a step found in time; None where either cannot be counted. Two forked probes at most (cached)."""
+        before, after = self.count(index - 1), self.count(index)
+        if before is None or after is None:
+            return None
+        return {k: after[k] - before[k] for k in moved(before, after)}

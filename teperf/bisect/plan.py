@@ -1,0 +1,175 @@
+"""Bisect's plan: the range (GOOD..BAD's first-parent commits), the cell, and what the search will cost."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from teperf.bisect import search as bsearch
+from teperf.bisect import sides as git
+from teperf.bisect.sides import TE_PACKAGE, SideFactory, made_with, tier_seconds
+from teperf.config import Config
+from teperf.errors import TeperfError
+from teperf.plan import Case, expand
+
+WORKER_SECONDS = {"cpu": 4.0, "cuda": 40.0}  # start, import, set up, count: for the plan's estimate
+STEP_US = {"cpu": 500.0, "cuda": 600.0}  # a guess at one fwd+bwd step, for the plan's estimate
+FORKED_PROBE_S = {"cpu": 1.5, "cuda": 3.0}  # a counter probe forked from a server that imported torch
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    repo: Path
+    good: git.Commit
+    bad: git.Commit
+    commits: list  # first-parent commits after GOOD up to BAD, oldest first (Commit)
+
+    def at(self, index: int) -> git.Commit:
+        """0 is GOOD, len(commits) is BAD."""
+        return self.good if index == 0 else self.commits[index - 1]
+
+
+def resolve_range(spec: str, repo: str) -> Range:
+    root = git.repo_root(repo)
+    parsed = git.parse_spec(spec)
+    if parsed.mode != "range" or not parsed.base or not parsed.head:
+        raise TeperfError(
+            f"bisect needs GOOD..BAD, got {spec!r}", "give two refs, e.g. teperf bisect v2.15..v2.16"
+        )
+    good = git.resolve(root, parsed.base, what="GOOD ref")
+    bad = git.resolve(root, parsed.head, what="BAD ref")
+    if good == bad:
+        raise TeperfError(
+            f"{spec}: GOOD and BAD are the same commit ({good[:10]}), the range is empty",
+            "give a BAD that comes after GOOD",
+        )
+    try:
+        git.run_git(root, "merge-base", "--is-ancestor", good, bad)
+    except git.GitFailed:
+        raise TeperfError(
+            f"{parsed.base} ({good[:10]}) is not an ancestor of {parsed.head} ({bad[:10]})",
+            "give GOOD..BAD with GOOD older than BAD on its history (swap them?)",
+        ) from None
+    shas = git.run_git(root, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}").split()
+    if not shas:
+        raise TeperfError(f"{spec}: no commits between GOOD and BAD", "give a BAD that comes after GOOD")
+    if git.run_git(root, "rev-parse", f"{shas[0]}^1") != good:
+        raise TeperfError(
+            f"{parsed.base} ({good[:10]}) is not on the first-parent history of {parsed.head}",
+            "give a GOOD on BAD's main line (e.g. the merge-base: git merge-base GOOD BAD)",
+        )
+    commits = [git.commit_info(root, sha, sha[:10]) for sha in shas]
+    bad_commit = dataclasses.replace(commits[-1], ref=parsed.head)
+    return Range(root, git.commit_info(root, good, parsed.base), bad_commit, commits)
+
+
+def find_cell(config: Config, cell: str) -> Case:
+    from teperf.explain import find_case
+
+    cases = expand(config)
+    wanted = find_case({"cases": [c.to_meta() for c in cases]}, cell, where="the config")
+    case = next(c for c in cases if c.id == wanted["id"])
+    if case.skip:
+        raise TeperfError(f"cell {cell} cannot run: {case.skip}", "pick another --cell or --shape")
+    return dataclasses.replace(case, id=0)
+
+
+def commit_meta(commit: git.Commit) -> dict:
+    return {"sha": commit.sha, "short_sha": commit.short_sha, "subject": commit.subject, "date": commit.date}
+
+
+def compare_seconds(config: Config) -> float:
+    s = config.schedule
+    steps = s.processes * s.rounds * s.trials * s.iters * 2 + s.processes * 2 * s.warmup * 2
+    return steps * STEP_US.get(config.device, 500.0) / 1e6 + s.processes * 1.0 + WORKER_SECONDS[config.device]
+
+
+def compiled(tier: str) -> bool:
+    """Whether the strategy that makes a commit of ``tier`` compiles (its class says so)."""
+    from teperf.sides import strategies
+
+    try:
+        return strategies.get(tier).compiled
+    except TeperfError:  # a tier no strategy is named after ("build" is one): a whole build
+        return True
+
+
+def distinct_builds(rng: Range, factory: SideFactory) -> int:
+    """How many different builds the range holds: commits whose compiled inputs equal their parent's share
+    one (the extension and build caches are keyed by those inputs), so only a compiled change starts a new one."""
+    builds = 1  # GOOD's
+    previous = rng.good.sha
+    for commit in rng.commits:
+        builds += compiled(factory.tier(previous, commit.sha))
+        previous = commit.sha
+    return builds
+
+
+def side_seconds(factory: SideFactory, tier: str) -> tuple[float, str]:
+    """(seconds, basis) of making one commit runnable in ``tier``: the factory's own figure for its package
+    (measured builds of it in the cache, else a default for it), TE's figures for a factory without one."""
+    seconds = getattr(factory, "seconds", None)
+    return seconds(tier) if seconds else tier_seconds(TE_PACKAGE, tier, cache_dir="/nonexistent")
+
+
+BASIS_TEXT = {
+    "measured": "the slowest build of this package in the cache",
+    "TE": "TE's builds on the H200",
+    "default": "no build of this package measured yet; replaced by measured times after GOOD and BAD",
+}
+
+
+def make_plan(rng: Range, factory: SideFactory, config: Config) -> dict:
+    tiers: dict[str, int] = {}
+    for commit in rng.commits:
+        tier = factory.tier(rng.good.sha, commit.sha)
+        tiers[tier] = tiers.get(tier, 0) + 1
+    shown = {made_with(factory, t): n for t, n in tiers.items()}  # said as made
+    n = len(rng.commits)
+    probes = bsearch.expected_probes(n)
+    per_tier = {tier: side_seconds(factory, tier) for tier in tiers}
+    worst = max(tiers, key=lambda t: per_tier[t][0])
+    side_s, basis = per_tier[worst]
+    is_compiled = compiled(worst)
+    # GOOD, BAD and each probe need a side; a compiled one is built once per distinct set of inputs
+    sides = 2 + probes
+    distinct = distinct_builds(rng, factory) if is_compiled else sides
+    builds = min(sides, distinct)
+    making_s = builds * side_s
+    compare_s = compare_seconds(config)
+    probe_s = FORKED_PROBE_S[config.device]
+    # each further change point: its probes (and their builds, while new compiled inputs are left)
+    further_builds = min(probes, max(distinct - builds, 0)) if is_compiled else probes
+    return {
+        "commits": n,
+        "expected_probes": probes,
+        "tiers": shown,
+        "builds": builds,
+        "side_s": round(side_s, 1),
+        "seconds_basis": basis,
+        # a fork server's start, then counters at GOOD and BAD (twice) and the probes of one change point
+        "counters_s": round(making_s + WORKER_SECONDS[config.device] + (sides + 2) * probe_s),
+        "per_change_s": round(further_builds * side_s + probes * probe_s),
+        # GOOD..BAD, then both halves of each part that moved, down to one commit
+        "compare_s": round(compare_s),
+        "timing_s": round((1 + 2 * probes) * compare_s),
+    }
+
+
+def plan_lines(rng: Range, case: Case, plan: dict) -> list[str]:
+    tiers = ", ".join(f"{k} {v}" for k, v in sorted(plan["tiers"].items()))
+    p = plan["expected_probes"]
+    return [
+        f"{rng.good.short_sha}..{rng.bad.short_sha}: {plan['commits']} first-parent commits; cell {case.key}",
+        f"counters: {p} probes per change point (ceil(log2 {plan['commits']})), plus GOOD and BAD, about "
+        f"{plan['counters_s']} s for one change point, +{plan['per_change_s']} s per further one; tier per "
+        f"commit: {tiers}"
+        + (
+            f"; {plan['builds']} builds at most (commits with the same compiled inputs share one)"
+            if any(compiled(t) for t in plan["tiers"])
+            else ""
+        ),
+        f"time: GOOD..BAD, then both halves of each part that moved, down to single commits: about "
+        f"{plan['timing_s']} s per step in time ({2 * p} compares of ~{plan.get('compare_s', '?')} s); "
+        f"{plan.get('side_s')} s to make a side ({BASIS_TEXT.get(plan.get('seconds_basis'), '?')})",
+    ]

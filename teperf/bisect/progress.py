@@ -1,0 +1,52 @@
+"""What a bisect says while it runs: one line per probe on stderr; on a terminal also a rich status line
+below them (probes done, counter probes and compares, steps found, time spent of --budget)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+class Progress:
+    def __init__(self, log, n_commits: int, plan: dict, budget_s: float | None = None):
+        self.log, self.n_commits, self.plan, self.budget_s = log, n_commits, plan, budget_s
+        self.done = {"counters": 0, "timing": 0}
+        self.steps = 0
+        self.started = time.perf_counter()
+        self.timing_s = 0.0
+        self.status = None
+        if sys.stderr.isatty():
+            from rich.console import Console
+
+            self.console = Console(stderr=True)
+            self.status = self.console.status(self._text())
+            self.status.start()
+
+    def _text(self) -> str:
+        spent = time.perf_counter() - self.started
+        budget = f" of --budget {self.budget_s:.0f} s in compares" if self.budget_s else ""
+        return (
+            f"bisect: {self.done['counters']} counter probes, {self.done['timing']} compares "
+            f"({self.timing_s:.0f} s{budget}), {self.steps} steps in time found, {spent:.0f} s so far"
+        )
+
+    def phase(self, text: str) -> None:
+        self.log(text)
+
+    def probe(self, role: str, sha: str, what: str, result: str, detail: str, seconds: float) -> None:
+        kind = "timing" if what == "timing" else "counters"
+        self.done[kind] += 1
+        if kind == "timing":
+            self.timing_s += seconds
+        n = sum(self.done.values())
+        self.log(f"[{n}] {role} {sha} {what}: {result}{' - ' + detail if detail else ''} ({seconds:.1f} s)")
+        if self.status is not None:
+            self.status.update(self._text())
+
+    def step_found(self) -> None:
+        self.steps += 1
+
+    def close(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None

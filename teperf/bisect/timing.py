@@ -1,0 +1,164 @@
+"""Bisect's search in time: GOOD..BAD compared, then both halves of every part that moved, down to single
+commits (search.find_steps), each compare a paired one through the normal engine (api.compare).
+
+A part "moved" when its interval excludes zero and its delta is at least MIN_STEP_SHARE of GOOD..BAD's;
+it is "quiet" when its interval holds no step that large; otherwise it is measured again with twice the
+pairs while --budget lasts, then left "undecided". A step found is one commit against its parent: its
+delta, interval and verdict are its own paired compare, and its share of GOOD..BAD's measured delta is
+that delta over GOOD..BAD's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Callable, Optional
+
+from teperf.bisect import search as bsearch
+from teperf.bisect.sides import ProbeSkipped
+from teperf.config import Config
+from teperf.errors import TeperfError
+
+MIN_STEP_SHARE = 0.1  # the search looks for steps of at least this share of GOOD..BAD's delta
+MAX_DOUBLINGS = 2  # an undecided part is measured again with 2x, then 4x the pairs, then left undecided
+ROW_KEEP = (
+    "status",
+    "verdict",
+    "verdict_cause",
+    "base_us",
+    "head_us",
+    "delta_us",
+    "delta_pct",
+    "ci_low_pct",
+    "ci_high_pct",
+    "ci_low_us",
+    "ci_high_us",
+)
+
+
+def part_state(row: dict, step_us: float) -> str:
+    """moved | quiet | undecided, for a compare whose delta is looked at for steps of ``step_us`` or more."""
+    delta, low, high = row.get("delta_us"), row.get("ci_low_us"), row.get("ci_high_us")
+    if delta is None or low is None or high is None:
+        return "undecided"
+    if (low > 0 or high < 0) and abs(delta) >= step_us:
+        return "moved"
+    if max(abs(low), abs(high)) < step_us or low > 0 or high < 0:  # no step that large, or a smaller real one
+        return "quiet"
+    return "undecided"
+
+
+def row_text(row: dict) -> str:
+    if row.get("delta_pct") is None:
+        return str(row.get("error") or row.get("status"))
+    ci = ""
+    if row.get("ci_low_us") is not None:
+        ci = f" [{row['ci_low_us']:+.1f}, {row['ci_high_us']:+.1f}]"
+    cause = f" ({row['verdict_cause']})" if row.get("verdict_cause") else ""
+    return f"{row.get('delta_us', 0):+.1f} us{ci} ({row['delta_pct']:+.1f}%) {row.get('verdict')}{cause}"
+
+
+class TimeSearch:
+    """The timing half of a Bisector (teperf.bisect.runner)."""
+
+    def compare(self, base: int, head: int, config: Config):
+        """A paired compare of two commits of the range through the normal engine -> (row, bundle path)."""
+        from teperf import api
+
+        base_side, head_side = self.factory.sides(self.rng.at(base).sha, self.rng.at(head).sha)
+        left = None  # an adaptive (--precision) compare gets what is left of --budget
+        if config.schedule.precision_pct is not None:
+            left = max(self.budget_s - self.timing_s, 1.0)
+        config = dataclasses.replace(config, schedule=dataclasses.replace(config.schedule, budget_s=left))
+        path = api.compare(
+            config,
+            base_side,
+            head_side,
+            results_dir=str(self.bundle.path / "compares"),
+            cases=[self.case],
+            command=["teperf", "bisect", "(probe)"],
+        )
+        row = dict(api.summarize(path).rows[0], tier=head_side.description.get("strategy"))
+        return row, path
+
+    def _compare_once(self, base: int, head: int, processes: int):
+        """One compare of base..head with ``processes`` pairs -> (row, bundle path, seconds), or (None, why
+        not, seconds); its seconds count against --budget."""
+        sched = dataclasses.replace(self.config.schedule, processes=processes)
+        config = dataclasses.replace(self.config, schedule=sched, counters=False)
+        t0 = self.clock()
+        try:
+            row, path = self.compare(base, head, config)
+        except ProbeSkipped as exc:
+            return None, exc.reason, 0.0
+        except TeperfError as exc:
+            return None, exc.one_line(), 0.0
+        seconds = self.clock() - t0
+        self.timing_s += seconds
+        self.compare_s.append(seconds / processes)
+        if row.get("status") not in ("ok", "partial"):
+            return None, f"{row.get('status')}: {row.get('error')}", seconds
+        return row, path, seconds
+
+    def affordable(self, processes: int) -> bool:
+        """Whether a compare of ``processes`` pairs fits in what is left of --budget (by the pace so far)."""
+        per_pair = max(self.compare_s) if self.compare_s else 0.0
+        return self.timing_s + processes * per_pair <= self.budget_s
+
+    def timed(self, base: int, head: int, decide: Callable[[dict], str], again: bool = True):
+        """Compare base..head and ``decide`` from its row; measure again with twice the pairs while that
+        is "undecided" and --budget allows -> (the last row, the decision); (None, "skip"/"failed"/"budget")."""
+        processes = self.config.schedule.processes
+        for _ in range(MAX_DOUBLINGS + 1):
+            if not self.affordable(processes):
+                return None, "budget"
+            row, path, seconds = self._compare_once(base, head, processes)
+            if row is None:
+                self._record(head, "timing", "skip", seconds, detail=path, base_index=base)
+                return None, "skip"
+            decided = decide(row)
+            self.n_probes += 1
+            self._record(
+                head,
+                "timing",
+                decided,
+                seconds,
+                detail=f"{self.rng.at(base).short_sha}.. {row_text(row)}",
+                tier=row.get("tier"),
+                bundle=str(Path(path).relative_to(self.bundle.path)),
+                base_index=base,
+                processes=processes,
+                **{k: row.get(k) for k in ("delta_pct", "ci_low_pct", "ci_high_pct", "verdict")},
+            )
+            kept = dict({k: row.get(k) for k in ROW_KEEP}, bundle=self._rel(path))
+            if decided != "undecided" or not again:
+                return kept, decided
+            processes *= 2
+        return kept, "undecided"
+
+    def _rel(self, path) -> str:
+        return str(Path(path).relative_to(self.bundle.path))
+
+    def endpoint_timing(self) -> tuple[Optional[dict], str]:
+        """GOOD..BAD in time -> (its row, "moved" | "quiet" | "undecided"), or (None, why not). Moved: its
+        interval excludes zero; quiet: the verdict is no change; undecided, measured again while
+        --budget lasts (the search needs to know there is a change)."""
+
+        def whole(row: dict) -> str:
+            if row.get("verdict") == "no change":
+                return "quiet"
+            return part_state(row, 0.0) if row.get("ci_low_us") is not None else "undecided"
+
+        return self.timed(0, len(self.rng.commits), whole)
+
+    def time_search(self, endpoint: dict) -> list[bsearch.Part]:
+        """Every step in time of GOOD..BAD (whose ``endpoint`` row moved), and the parts left."""
+        step_us = MIN_STEP_SHARE * abs(endpoint["delta_us"])
+
+        def compare(lo: int, hi: int):
+            row, state = self.timed(lo, hi, lambda r: part_state(r, step_us))
+            if state == "moved" and hi - lo == 1:
+                self.progress.step_found()
+            return row, state
+
+        return bsearch.find_steps(len(self.rng.commits), endpoint, compare)
