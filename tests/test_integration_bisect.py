@@ -148,3 +148,32 @@ def test_time_finds_two_busy_wait_steps(tmp_path):
     shares = [c["share"] for c in out["culprits"]]
     assert shares[0] > shares[1] > 0.1 and 0.7 < sum(shares) < 1.3
     print(f"\ntime, two steps: {result['probes']} compares, {result['wall_s']} s; {out['answer']}")
+
+
+def test_a_forked_probe_counts_what_a_fresh_worker_counts(tmp_path, monkeypatch):
+    """Counter probes fork from a server that imported torch and the package's dependencies, never the
+    package itself: each commit's fork imports its own tree and counts what a fresh worker counts."""
+    from teperf.bisect.plan import find_cell
+    from teperf.bisect.sides import GitSideFactory
+    from teperf.config import load_config
+    from teperf.engine.probe import ForkedProbes, count_case
+
+    history = make_history(tmp_path / "fx", n=4, culprit=2, extra_calls=7)
+    (tmp_path / "bisect.toml").write_text(HISTORY_CONFIG)
+    monkeypatch.setenv("PYTHONPATH", str(history.site))
+    config = load_config(str(tmp_path / "bisect.toml"))
+    case = find_cell(config, "MLP/fp32")
+    factory = GitSideFactory(repo=str(history.repo), package="mypkg", log=lambda line: None)
+    good, bad = factory.sides(history.shas[0], history.shas[4])
+    probes = ForkedProbes(config, [case], tmp_path / "workers")
+    try:
+        forked = [
+            probes.count(side, case, tmp_path / "workers" / f"{side.label}.log") for side in (good, bad)
+        ]
+        (server,) = probes.servers.values()
+        assert server is not None and server.alive() and not probes.failed
+    finally:
+        probes.close()
+    fresh = [count_case(config, side, case, tmp_path / f"fresh-{side.label}.log") for side in (good, bad)]
+    assert forked == fresh
+    assert forked[1]["python_calls"] - forked[0]["python_calls"] == 7

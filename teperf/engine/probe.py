@@ -55,7 +55,13 @@ def dependencies(side: Side, under_test: list[str], cwd: Path, seed: int) -> lis
         found = json.loads(out.stdout) if out.returncode == 0 else []
     except (OSError, ValueError, subprocess.TimeoutExpired):
         return []
-    return [n for n in found if not any(n.startswith(p) for p in under_test)]
+    return [n for n in found if not _named_like(n, under_test)]
+
+
+def _named_like(module: str, packages: list[str]) -> bool:
+    """transformer_engine.pytorch and transformer_engine_torch are named like transformer_engine: a
+    server must not import them, or every fork would run the server's copy, not its commit's."""
+    return any(module.startswith(p) for p in packages if p != "torch")
 
 
 class ProbeFailed(Exception):
@@ -122,7 +128,7 @@ class ForkedProbes:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             neutral = Side("probe", side.python, (), dict(side.env))  # no commit's tree in the server
             under_test = packages_under_test(self.config, [side])
-            preload = [n for n in preload_modules(self.config, self.cases, []) if n not in under_test]
+            preload = [n for n in preload_modules(self.config, self.cases, []) if not _named_like(n, under_test)]
             preload += dependencies(side, under_test, self.log_dir, hash_seed(self.config.seed, 0))
             try:
                 self.servers[key] = ForkServer(
