@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.teperf-installed
 
-.PHONY: setup demo test test-fast lint format bench bench-schedules bench-precision bench-lanes bench-load bench-spawn nightly-demo clean
+.PHONY: setup demo test test-fast lint format bench bench-schedules bench-precision bench-lanes bench-load bench-spawn bench-bisect nightly-demo clean
 
 setup: $(STAMP)
 
@@ -68,3 +68,8 @@ bench-spawn: setup
 # Verdicts on a loaded machine: demo compares with a CPU hog on the other core and without (README, 'A loaded machine').
 bench-load: setup
 	$(BIN)/python benchmarks/load_contention.py --runs 3 -- --processes 6 --rounds 1 --trials 6
+
+# Bisect on histories whose answer is known: culprits by time, shares, probes, wall time (vq needs einops, einx).
+bench-bisect: setup
+	$(BIN)/pip install -q einops einx
+	$(BIN)/python benchmarks/bisect_calibration.py --results results/bench-bisect

@@ -41,7 +41,8 @@ class PathStrategy(Strategy):
         changed = self.pair.changes.paths(
             changes.PYTHON, changes.VERSION, changes.EXTENSION, changes.CORE, changes.BUILD
         )
-        reason = f"the package has nothing to build; {sum(kinds.values())} files differ" + (
+        n = sum(kinds.values())
+        reason = f"the package has nothing to build; {n} file{'s differ' if n != 1 else ' differs'}" + (
             f" ({changes.shorten(changed)})" if changed else ""
         )
         costs = tuple((label, "seconds: its tree on sys.path") for label, _ in self.pair.sides())
