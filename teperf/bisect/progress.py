@@ -24,10 +24,11 @@ class Progress:
 
     def _text(self) -> str:
         spent = time.perf_counter() - self.started
-        budget = f" of --budget {self.budget_s:.0f} s in compares" if self.budget_s else ""
+        per_step = 1 + 2 * (self.plan.get("expected_probes") or 0)
+        left = f", {self.budget_s - self.timing_s:.0f} s of --budget left" if self.budget_s else ""
         return (
-            f"bisect: {self.done['counters']} counter probes, {self.done['timing']} compares "
-            f"({self.timing_s:.0f} s{budget}), {self.steps} steps in time found, {spent:.0f} s so far"
+            f"bisect: {self.done['counters']} counter probes; {self.done['timing']} compares (about {per_step} "
+            f"for one step), {self.steps} steps in time found{left}; {spent:.0f} s so far"
         )
 
     def phase(self, text: str) -> None:
