@@ -83,6 +83,19 @@ def test_prestart_depth_gives_each_worker_a_spare_core():
     assert prestart_depth(load_config("default", {"prestart": 5}), 3, 2) == 3
 
 
+def test_prestart_depth_follows_start_vs_measuring_time():
+    """Issue 34: lanes * (ceil(start / measure) + 1) pairs ahead, at most one spare core per worker."""
+    from teperf.engine.coordinator import prestart_depth
+
+    many = load_config("default", {"processes": 200})
+    # the H200 with 4 lanes: 12 spare cores, a pair starts in 12 s and measures in 8 s
+    assert prestart_depth(many, 12, 2, lanes=4) == 6  # before any pair: every spare core starts one
+    assert prestart_depth(many, 12, 2, lanes=4, start_s=12, measure_s=8) == 6  # needs 12: the cores bound it
+    assert prestart_depth(many, 40, 2, lanes=1, start_s=12, measure_s=30) == 2  # measuring is slow: 1 + 1
+    assert prestart_depth(many, 40, 2, lanes=2, start_s=12, measure_s=5) == 8  # 2 * (3 + 1)
+    assert prestart_depth(many, 1, 2, lanes=1, start_s=12, measure_s=5) == 1  # the 2-core VM: one pair ahead
+
+
 class _Plan:
     max_pairs = 4
 

@@ -10,7 +10,10 @@ fails at once; a worker that dies or hangs costs the case its pair only.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import shutil
+import statistics
 import tempfile
 import threading
 import time
@@ -41,7 +44,7 @@ from teperf.records import (
 )
 from teperf.sides import Side
 
-MAX_AUTO_PRESTART = 8  # more importers at once mostly contend for memory bandwidth
+MAX_AUTO_PRESTART = 16  # pairs: a bound for many-core hosts before the first pairs tell start vs measure
 Progress = Callable[[int, str], None]  # (steps just measured, what is running)
 
 
@@ -52,20 +55,34 @@ def lane_cores(config: Config) -> list[int]:
 
 def import_cores_for(config: Config, lanes: Optional[list[int]] = None) -> list[int]:
     """Cores where upcoming pairs may start while the lanes measure: no measuring core, and none of
-    their SMT siblings while other cores are left; empty when every core measures (then no prestart)."""
+    their SMT siblings; empty when none is left (then no prestart)."""
     return spare_cores(lane_cores(config) if lanes is None else lanes)
 
 
-def prestart_depth(config: Config, n_import_cores: int, n_sides: int, max_pairs: Optional[int] = None) -> int:
-    """Pairs kept started ahead. Auto: one spare core per worker (a fresh TE pair
-    takes 20-35 s to import and set up, far longer than a short pair measures, so
-    the pipeline must be deep to keep up), at least one pair where any core is spare."""
+def prestart_depth(
+    config: Config,
+    n_import_cores: int,
+    n_sides: int,
+    max_pairs: Optional[int] = None,
+    lanes: int = 1,
+    start_s: Optional[float] = None,
+    measure_s: Optional[float] = None,
+) -> int:
+    """Pairs kept started ahead (README, "Pairs started ahead"). The rule: ``lanes`` lanes each measure a
+    pair in ``measure_s`` while a pair takes ``start_s`` to start, so for no lane to wait for a start,
+    lanes * ceil(start_s / measure_s) pairs must be starting and one per lane ready: that many, but at
+    most one spare core per worker (two importers on one core each take twice as long: deeper buys
+    nothing). Until a pair has told both times, every spare core starts one. None spare: no prestart."""
     if n_import_cores == 0:
         return 0
     if config.prestart is not None:
         return min(config.prestart, n_import_cores)
     max_pairs = config.schedule.processes if max_pairs is None else max_pairs
-    return min(MAX_AUTO_PRESTART, max(1, n_import_cores // max(1, n_sides)), max_pairs - 1)
+    by_cores = min(MAX_AUTO_PRESTART, max(1, n_import_cores // max(1, n_sides)))
+    need = by_cores
+    if start_s and measure_s:
+        need = lanes * (math.ceil(start_s / max(measure_s, 0.1)) + 1)
+    return max(0, min(by_cores, need, max_pairs - 1))
 
 
 def prewarm_compile_cache(
@@ -128,13 +145,43 @@ class PairSchedule:
         lock: threading.RLock,
         stop: threading.Event,
     ):
-        self.plan, self.lane_cores, self.import_cores, self.n_sides = plan, lane_cores, import_cores, n_sides
-        self.new_runner, self.lock, self.stop = new_runner, lock, stop
+        self.config, self.plan, self.lane_cores, self.import_cores = config, plan, lane_cores, import_cores
+        self.n_sides, self.new_runner, self.lock, self.stop = n_sides, new_runner, lock, stop
         self.retries = CellRetries()
-        self.depth = prestart_depth(config, len(import_cores), n_sides, plan.max_pairs)
         self.upcoming: deque[PairRunner] = deque()  # pairs started ahead, numbered from ``taken`` on
         self.taken = 0  # pairs handed to a lane so far
         self.next_launch = 1
+        self.started = self.measured = 0  # pairs whose workers were spawned; pairs measured
+        self.cold_starts: list[float] = []  # seconds a pair nobody started ahead took to start
+        self.measure_times: list[float] = []  # seconds each pair measured
+        self.lane_wait_s = 0.0  # lanes waiting for pairs started ahead to be ready
+        self.depth = self.max_depth = self._depth()
+
+    def _depth(self) -> int:
+        """prestart_depth with the start and measuring times of the pairs so far (medians)."""
+        start = statistics.median(self.cold_starts) if self.cold_starts else None
+        measure = statistics.median(self.measure_times) if self.measure_times else None
+        return prestart_depth(
+            self.config, len(self.import_cores), self.n_sides, self.plan.max_pairs, len(self.lane_cores),
+            start, measure,
+        )  # fmt: skip
+
+    def line(self) -> str:
+        """The live line's part about the pipeline of pairs."""
+        return f"pairs started {self.started}, waiting {len(self.upcoming)}, measured {self.measured}"
+
+    def figures(self) -> dict:
+        """What the stop record keeps about prestart (bench-spawn and the GPU scripts read it)."""
+        return {
+            "depth": self.depth,
+            "max_depth": self.max_depth,
+            "spare_cores": len(self.import_cores),
+            "started": self.started,
+            "measured": self.measured,
+            "lane_wait_s": round(self.lane_wait_s, 3),
+            "start_s": round(statistics.median(self.cold_starts), 3) if self.cold_starts else None,
+            "measure_s": round(statistics.median(self.measure_times), 3) if self.measure_times else None,
+        }
 
     def take(self, lane: int) -> Optional[tuple[PairRunner, list[int]]]:
         """The next pair for ``lane`` (None: the schedule is done); launches the pairs ahead."""
@@ -152,7 +199,9 @@ class PairSchedule:
             runner.core, runner.lane = self.lane_cores[lane], lane
             runner.dropped.update(set(runner.cases) - set(todo))
             if not ahead:
+                self.started += 1
                 runner = self._launch_cold(runner, lane, todo)
+            runner.started_ahead = ahead
             try:
                 self._launch_ahead()
             except BaseException:
@@ -183,10 +232,13 @@ class PairSchedule:
         # cores start the pairs after those.
         self.next_launch = max(self.next_launch, self.taken, len(self.lane_cores))
         n_sides = self.n_sides
+        self.depth = self._depth()
+        self.max_depth = max(self.max_depth, self.depth)
         while len(self.upcoming) < self.depth and self.plan.may_launch(self.next_launch):
             ahead = self.new_runner(self.next_launch, self.plan.open_cases(self.retries.failed))
             self.upcoming.append(ahead)  # closed on any error, half-launched or not
             self.next_launch += 1
+            self.started += 1
             try:
                 # One spare core per worker, in turn; shared where cores are few.
                 ahead.launch(
@@ -198,6 +250,7 @@ class PairSchedule:
             except (TeperfError, WorkerError):
                 self.upcoming.pop().close()  # that pair starts cold when its turn comes
                 self.next_launch -= 1
+                self.started -= 1
                 break
 
     def out_of_time(self) -> bool:
@@ -207,6 +260,12 @@ class PairSchedule:
     def pair_done(self, runner: PairRunner, todo: list[int], t0: float, start_s: float) -> None:
         """Tell the plan the pair is done (started at ``t0``, its workers took ``start_s`` to start)."""
         with self.lock:
+            self.measured += 1
+            self.measure_times.append(time.perf_counter() - t0 - start_s)
+            if runner.started_ahead:
+                self.lane_wait_s += start_s
+            else:
+                self.cold_starts.append(start_s)
             self.plan.pair_done(
                 runner.pair,
                 time.perf_counter() - t0 - start_s,
@@ -446,7 +505,8 @@ class _Run:
                 )
                 records.append(record)
                 # after the sample is on disk: a redraw must not stand between
-                self.records.tick(iters, self.records.trial_text(plan, runner, case, attempt))
+                text = self.records.trial_text(plan, runner, case, attempt)
+                self.records.tick(iters, f"{text} · {self.schedule.line()}")
         return records
 
     def end(self, stopping: bool) -> None:
@@ -500,7 +560,7 @@ def _run_pairs(
         else:
             run_lanes(len(run.lane_cores), run.lane, run.stop, run.lives.kill_all)
         run.end(stopping=False)
-        bundle.append(plan.stop_record())
+        bundle.append(dataclasses.replace(plan.stop_record(), prestart=run.schedule.figures()))
     except BaseException:
         run.end(stopping=True)
         raise
