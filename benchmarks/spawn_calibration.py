@@ -81,7 +81,15 @@ def main() -> int:
                     rows = {r["module"]: r for r in data["rows"]}
                     entry = out.setdefault(
                         spawn,
-                        {"pairs": [], "units": [], "mlp_us": [], "cells": 0, "false": 0, "widths": [], "rate": []},
+                        {
+                            "pairs": [],
+                            "units": [],
+                            "mlp_us": [],
+                            "cells": 0,
+                            "false": 0,
+                            "widths": [],
+                            "rate": [],
+                        },
                     )
                     entry["rate"].append(per_minute(data["stop"]))
                     pairs = max(r.get("n_pairs") or 0 for r in rows.values())

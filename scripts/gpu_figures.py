@@ -42,7 +42,9 @@ def spawn(bundle: str, wall: str, budget: str) -> str:
         for r in rows
         if r.get("ci_low_us") is not None and r.get("base_us")
     ]
-    verdicts = "; ".join(f"{r['module']}/{r['recipe']} {r.get('delta_pct') or 0:+.2f}% {r['verdict']}" for r in rows)
+    verdicts = "; ".join(
+        f"{r['module']}/{r['recipe']} {r.get('delta_pct') or 0:+.2f}% {r['verdict']}" for r in rows
+    )
     p = stop.get("prestart") or {}
     return (
         f"spawn A/A: {pairs} pairs, {60 * pairs / max(elapsed, 1e-9):.1f}/min measuring ({elapsed:.0f} s), "
@@ -81,7 +83,10 @@ def bisect(path: str, want: str) -> str:
     except (OSError, ValueError) as exc:
         return f"bisect: no result ({exc.__class__.__name__})"
     culprits = data.get("culprits") or []
-    named = [f"{c.get('commit', c).get('short_sha', '?')} {c.get('commit', c).get('subject', '')!r}" for c in culprits]
+    named = [
+        f"{c.get('commit', c).get('short_sha', '?')} {c.get('commit', c).get('subject', '')!r}"
+        for c in culprits
+    ]
     shas = [c.get("commit", c).get("sha", "") for c in culprits]
     hit = bool(shas) and shas[0].startswith(want)
     return f"bisect: answer {data.get('answer')!r}; culprits {named}; names b2: {'YES' if hit else 'NO'}"

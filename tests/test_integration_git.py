@@ -428,4 +428,6 @@ def test_extension_sides_build_at_once_with_the_jobs_split(tmp_path, monkeypatch
     assert all(m["ok"] and m["env"]["MAX_JOBS"] == "1" for m in metas), metas  # 2 jobs split in two
     first, second = sorted(metas, key=lambda m: m["started_at"])
     assert second["started_at"] < first["ended_at"], metas  # the two builds overlap in time
-    assert sum("building the extpkg extension from its tree" in line and "1 job" in line for line in lines) == 2
+    assert (
+        sum("building the extpkg extension from its tree" in line and "1 job" in line for line in lines) == 2
+    )
