@@ -11,9 +11,9 @@ tree::
 with the layout's variables, MAX_JOBS = free cores (``--jobs``) and the local
 GPU's CUDA archs. Base's and head's builds run at once, the jobs split between
 them and one ccache shared (a cold TE pair took 113 + 57 s one after the other on
-the H200); a side whose build is cached leaves the other every job. It is cached in ``<cache>/ext/<key>/`` keyed by a hash of
-the extension's inputs at that commit, the interpreter, the build-relevant
-environment and the installed core (path, size and mtime of every compiled
+the H200); a side whose build is cached leaves the other every job. It is
+cached in ``<cache>/ext/<key>/`` keyed by a hash of the extension's inputs at
+that commit, the interpreter, the build-relevant environment and the installed core (path, size and mtime of every compiled
 file of the installed package that is not the extension). The side is an
 overlay: its ``.py`` files over the installed build, with the freshly built
 extension where the package loads it from, in place of the installed one.
