@@ -42,6 +42,7 @@ from teperf.records import (
 from teperf.sides import Side
 
 Progress = Callable[[int, str], None]  # (steps just measured, what is running)
+RETIRED_MAX = 16  # workers still exiting before a lane waits for the oldest (each holds a CUDA context)
 
 
 def lane_cores(config: Config) -> list[int]:
@@ -132,15 +133,21 @@ class WorkerLives:
             )
 
     def retire(self, runner: PairRunner, lock: threading.RLock) -> None:
-        """End a measured pair's workers without waiting for them: they tear down on a spare core."""
+        """End a measured pair's workers without waiting for them: they tear down on a spare core.
+        Reaps those that have ended, outside the lanes' lock: reaped under it, each waited for a CUDA
+        process's teardown (seconds) while every lane stood still (gaps of 15 s between the trials
+        of the H200's 4 lanes, issue 34). Only past RETIRED_MAX still exiting does this lane wait."""
         quitting: list[Worker] = []
         runner.close(self.retire_core, quitting)
         with lock:
             self.retired.extend(quitting)
-            if len(self.retired) > 8:  # keep few exiting processes around
-                for worker in self.retired[:-4]:
-                    worker.reap()
-                del self.retired[:-4]
+            done = [w for w in self.retired if not w.alive()]
+            self.retired = [w for w in self.retired if w.alive()]
+            if len(self.retired) > RETIRED_MAX:  # too many still exiting: wait for the oldest
+                done += self.retired[:-RETIRED_MAX]
+                del self.retired[:-RETIRED_MAX]
+        for worker in done:
+            worker.reap()
 
     def kill_all(self) -> None:
         """SIGKILL every worker of the run (lane threads may still hold their pipes: they see EOF)."""
