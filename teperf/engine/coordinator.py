@@ -114,7 +114,7 @@ class WorkerLives:
         import_cores: list[int],
         max_pairs: int,
     ):
-        self.retire_core = import_cores[-1] if import_cores else None
+        self.import_cores = import_cores  # where measured pairs' workers tear down, a pair per core in turn
         self.retired: list[Worker] = []  # quit, still tearing down on a spare core
         self.spawned: list[Worker] = []  # every worker this run started: what a stop kills
         self.servers = None
@@ -138,7 +138,9 @@ class WorkerLives:
         process's teardown (seconds) while every lane stood still (gaps of 15 s between the trials
         of the H200's 4 lanes, issue 34). Only past RETIRED_MAX still exiting does this lane wait."""
         quitting: list[Worker] = []
-        runner.close(self.retire_core, quitting)
+        # In turn over the spare cores: at 20 pairs a minute, 40 CUDA teardowns would overload one core.
+        cores = self.import_cores
+        runner.close(cores[-1 - runner.pair % len(cores)] if cores else None, quitting)
         with lock:
             self.retired.extend(quitting)
             done = [w for w in self.retired if not w.alive()]
