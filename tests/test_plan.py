@@ -159,3 +159,21 @@ def test_a_cold_pair_whose_launch_fails_starts_cold():
     sched, made = _schedule([2, 3, 4, 5], fail_first=True)
     runner, _ = sched.take(0)
     assert made[0].closed and runner is made[1] and runner.pair == 0 and runner.launched is None
+
+
+def test_the_schedule_counts_pairs_started_waiting_and_measured():
+    """Issue 34: the live line and the stop record's prestart figures."""
+    import time
+
+    sched, made = _schedule([2, 3, 4, 5])
+    sched.plan.pair_done = lambda *args, **kwargs: None
+    runner, todo = sched.take(0)
+    assert sched.line() == "pairs started 2, waiting 1, measured 0"  # pair 0 cold, pair 1 ahead
+    sched.pair_done(runner, todo, t0=time.perf_counter(), start_s=0.0)
+    figures = sched.figures()
+    assert figures["measured"] == 1 and figures["started"] == 2 and figures["spare_cores"] == 4
+    assert figures["start_s"] == 0.0 and figures["lane_wait_s"] == 0.0  # pair 0 was no pair started ahead
+    ahead, todo = sched.take(0)
+    assert ahead is made[1] and ahead.started_ahead
+    sched.close_upcoming()
+    assert all(r.closed for r in made[2:])

@@ -194,5 +194,8 @@ class PairSchedule:
             )
 
     def close_upcoming(self) -> None:
-        for ahead in self.upcoming:  # started ahead for a pair the run no longer needs (it stopped early)
-            ahead.close()
+        # Started ahead for pairs the run no longer needs: killed, nothing of theirs is kept. Asked to
+        # quit, each was waited for in turn (a CUDA teardown, seconds each): with 6 pairs ahead that
+        # ran the budget over.
+        for ahead in self.upcoming:
+            ahead.close(hurry=True)
