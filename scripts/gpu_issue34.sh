@@ -144,7 +144,10 @@ do_ext() {
 do_spawn() {
   local budget=${BUDGET:-180} start rc bundle
   [ $DRY = 1 ] && budget=${BUDGET:-30}
-  local args=(--base-python "$PY" --head-python "$PY" --config pr-thread --lanes 4 --precision 0.5)
+  # pr-thread's own schedule is one pair of 6 x 9 x 300 steps (minutes); a pair of ~10 s here, as in
+  # gpu_spawn.sh, so that 4 lanes use up the ~23.5 fresh starts a minute the spare cores allow
+  local args=(--base-python "$PY" --head-python "$PY" --config pr-thread --lanes 4 --precision 0.5
+    --rounds 2 --trials 6 --iters 50 --warmup 50)
   # the CPU: the demo modules, A/A, one lane (one spare core)
   [ $DRY = 1 ] && args=(--base-path examples/planted/base --head-path examples/planted/base --config demo --precision 0.5)
   step "spawn: fresh pairs, A/A, --budget ${budget}s"
