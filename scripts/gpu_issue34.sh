@@ -16,6 +16,11 @@
 #   ext | spawn | bisect        one step alone
 #   --dry-run [call1|call2]     on the CPU: the commits, then each step with a CPU stand-in (the demo config
 #                               for spawn, --plan for ext and bisect): checks the flow and the figures
+# The lead's two device calls (run, kind nvidia-h200, timeout_s 570, carry [".gpu", ".te-src"]), the second
+# started at once when the first returns (within 30 s the machine and call 1's core builds are still there):
+#     source .gpu/setup.sh && bash scripts/gpu_issue34.sh call1
+#     source .gpu/setup.sh && bash scripts/gpu_issue34.sh call2
+# CALL_LIMIT (default 540 s, from the script's start) bounds each call's steps below the 570 s limit.
 # Every step prints "== step" and its figures; a failing step does not stop the next, and each step's
 # output is under $OUT as soon as it ends: $OUT/summary.txt (the figures), $OUT/log.txt, $OUT/<step>.*,
 # $OUT/<call>-bundles.tgz (results/evidence/h200-issue34/ and the build logs).
@@ -37,7 +42,7 @@ figure() { echo "$*" | tee -a "$SUMMARY"; }
 since() { $PY -c "import time, sys; print(f'{time.time() - float(sys.argv[1]):.1f}')" "$1"; }
 teperf() { PYTHONPATH=$HERE:${PYTHONPATH:-} $PY -m teperf "$@"; }
 left() {  # seconds this call has left for a step (at least 30), the call's limit less what has run
-  local n=$(( ${CALL_LIMIT:-560} - ($(date +%s) - T0) ))
+  local n=$(( ${CALL_LIMIT:-540} - ($(date +%s) - T0) ))
   [ "$n" -lt 30 ] && n=30
   [ "$n" -gt "$1" ] && n=$1
   echo "$n"
@@ -179,7 +184,7 @@ print(f'core builds done in {time.time() - t:.0f} s', flush=True)
 " "$SRC" > "$WORK/prebuild.out" 2>&1 < /dev/null &
   log "prebuild pid $!"
   # the rest of this call builds (the GPU time is held anyway); a call 2 within 30 s picks them up
-  while [ "$(( ${CALL_LIMIT:-560} - ($(date +%s) - T0) ))" -gt 20 ] && ! grep -qs "done in" "$WORK/prebuild.out"; do
+  while [ "$(( ${CALL_LIMIT:-540} - ($(date +%s) - T0) ))" -gt 20 ] && ! grep -qs "done in" "$WORK/prebuild.out"; do
     sleep 2
   done
   log "prebuild: $(tail -1 "$WORK/prebuild.out" 2> /dev/null)"
