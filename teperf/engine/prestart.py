@@ -34,7 +34,7 @@ def prestart_depth(
     pair in ``measure_s`` while a pair takes ``start_s`` to start, so for no lane to wait for a start,
     lanes * ceil(start_s / measure_s) pairs must be starting and one per lane ready: that many, but at
     most one spare core per worker (two importers on one core each take twice as long: deeper buys
-    nothing). Until a pair has told both times, every spare core starts one. None spare: no prestart."""
+    nothing). Until a pair has told both times: as deep as the spare cores allow. None spare: none."""
     if n_import_cores == 0:
         return 0
     if config.prestart is not None:
