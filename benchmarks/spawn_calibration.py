@@ -4,7 +4,8 @@ Each run is a real `teperf compare` of the demo config within a fixed wall-clock
 schedule's pair count is set high so that the budget ends it):
   planted: examples/planted/base vs head (MLP +100 us, the others unchanged)
   A/A:     examples/planted/base on both sides (a deliberate A/A: every cell should read no change)
-Prints, per mode: pairs measured per run, the units the intervals are taken over (pairs; with
+Prints, per mode: pairs measured per run and per minute with the prestart depth the run chose
+(issue 34: the bundle's stop record), the units the intervals are taken over (pairs; with
 forkserver, server generations), the planted MLP delta, and the false changes over all unchanged
 cells. Figures, not asserts.
 
@@ -35,7 +36,32 @@ def compare(head: Path, spawn: str, budget: str, results: Path, extra: list[str]
     res = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
     if res.returncode not in (0, 1):
         raise SystemExit(f"compare failed ({res.returncode}): {res.stderr[-2000:]}")
-    return json.loads(res.stdout)
+    data = json.loads(res.stdout)
+    data["stop"] = stop_record(results)
+    return data
+
+
+def stop_record(results: Path) -> dict:
+    """The run's stop record (pairs, elapsed_s, prestart: depth, spare cores, lanes' waits)."""
+    for path in sorted(results.glob("*/records.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("kind") == "stop":
+                return record
+    return {}
+
+
+def per_minute(stop: dict) -> float:
+    return 60 * (stop.get("pairs") or 0) / max(stop.get("elapsed_s") or 0, 1e-9)
+
+
+def prestart_text(stop: dict) -> str:
+    p = stop.get("prestart") or {}
+    return (
+        f"prestart depth {p.get('depth')} (up to {p.get('max_depth')}; {p.get('spare_cores')} spare cores; "
+        f"start {p.get('start_s')} s vs measure {p.get('measure_s')} s; lanes waited {p.get('lane_wait_s')} s): "
+        f"{per_minute(stop):.1f} pairs/min"
+    )
 
 
 def main() -> int:
@@ -43,18 +69,29 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3, help="runs per mode and kind (planted, A/A)")
     ap.add_argument("--budget", default="60s")
     ap.add_argument("--server-pairs", default="4")
+    ap.add_argument("--spawns", default="fresh,forkserver", help="comma-separated --spawn modes")
     args = ap.parse_args()
     extra = ["--server-pairs", args.server_pairs]
     out: dict = {}
     with tempfile.TemporaryDirectory(prefix="teperf-spawn-bench-") as tmp:
         for run in range(args.runs):
-            for spawn in ("fresh", "forkserver"):
+            for spawn in args.spawns.split(","):
                 for kind, head in (("planted", PLANTED / "head"), ("aa", PLANTED / "base")):
                     data = compare(head, spawn, args.budget, Path(tmp) / f"{spawn}-{kind}-{run}", extra)
                     rows = {r["module"]: r for r in data["rows"]}
                     entry = out.setdefault(
-                        spawn, {"pairs": [], "units": [], "mlp_us": [], "cells": 0, "false": 0, "widths": []}
+                        spawn,
+                        {
+                            "pairs": [],
+                            "units": [],
+                            "mlp_us": [],
+                            "cells": 0,
+                            "false": 0,
+                            "widths": [],
+                            "rate": [],
+                        },
                     )
+                    entry["rate"].append(per_minute(data["stop"]))
                     pairs = max(r.get("n_pairs") or 0 for r in rows.values())
                     entry["pairs"].append(pairs)
                     # the intervals' independent draws: pairs, or with forkserver the server generations
@@ -73,6 +110,7 @@ def main() -> int:
                     ]
                     print(
                         f"run {run + 1} {spawn:10s} {kind:7s}: {entry['pairs'][-1]} pairs; "
+                        f"{prestart_text(data['stop'])}; "
                         + ", ".join(f"{m} {r['delta_us']:+.1f} us {r['verdict']}" for m, r in rows.items())
                         + "".join(
                             f"\n    {n}" for n in generations
@@ -83,14 +121,15 @@ def main() -> int:
         f"\nbudget {args.budget} per run, {args.runs} runs per mode and kind; server pairs {args.server_pairs}"
     )
     print(
-        "| spawn | pairs per run (median) | units per run (median) | planted MLP delta us (median, range) "
-        "| A/A false changes | median half-width |"
+        "| spawn | pairs per run (median) | pairs per minute (median) | units per run (median) "
+        "| planted MLP delta us (median, range) | A/A false changes | median half-width |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for spawn, e in out.items():
         mlp = e["mlp_us"]
         print(
-            f"| {spawn} | {statistics.median(e['pairs']):g} | {statistics.median(e['units']):g} "
+            f"| {spawn} | {statistics.median(e['pairs']):g} | {statistics.median(e['rate']):.1f} "
+            f"| {statistics.median(e['units']):g} "
             f"| {statistics.median(mlp):+.1f} ({min(mlp):+.1f}..{max(mlp):+.1f}) "
             f"| {e['false']} of {e['cells']} | {statistics.median(e['widths']):.2f}% |"
         )

@@ -322,8 +322,8 @@ class Config:
         None,
         _prestart,
         Option(
-            "Pairs to start ahead on spare cores while one measures (auto: one core per worker, up to 8 "
-            "pairs; 0 = off).",
+            "Pairs to start ahead on spare cores while one measures (auto: lanes x (start / measure time + "
+            "1), at most one spare core per worker; 0 = off).",
             metavar="N|auto",
             show_default="auto",
         ),

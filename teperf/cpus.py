@@ -137,12 +137,11 @@ def _too_many(n: int, groups: list[list[int]], option: str):
 def spare_cores(
     lane_cores: list[int], cores: Optional[Iterable[int]] = None, siblings_of: SiblingsOf = smt_siblings
 ) -> list[int]:
-    """Cores where upcoming pairs may start while the lanes measure: no lane's core, and no lane's SMT
-    sibling while other cores are left; empty when every core measures (then no prestart)."""
+    """Cores where upcoming pairs may start while the lanes measure: no lane's core and no lane's SMT
+    sibling, ever (an importer on a sibling slows the measuring core's steps); empty: no prestart."""
     cores = available_cores() if cores is None else sorted(set(cores))
-    spare = [c for c in cores if c not in lane_cores]
     siblings = set().union(*(siblings_of(c) | {c} for c in lane_cores)) if lane_cores else set()
-    return [c for c in spare if c not in siblings] or spare
+    return [c for c in cores if c not in lane_cores and c not in siblings]
 
 
 def auto_lanes(cores: Optional[Iterable[int]] = None, siblings_of: SiblingsOf = smt_siblings) -> int:

@@ -266,6 +266,7 @@ class StopRecord(Typed):
     precision_pct: Optional[float] = None
     budget_s: Optional[float] = None
     open: list = dataclasses.field(default_factory=list)
+    prestart: Optional[dict] = None  # pairs started ahead: depth, started, measured, lanes' waits (issue 34)
 
 
 @dataclasses.dataclass(kw_only=True)

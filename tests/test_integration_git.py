@@ -394,3 +394,40 @@ def test_core_strategy_builds_the_core_incrementally_in_one_tree_and_shares_ccac
     assert hits["misses"] == 0 and hits["hits"] >= 2, hits
     listed = json.loads(run_cli("cache", "list", "--format", "json", env=env, cwd=tmp_path).stdout)["entries"]
     assert {e["kind"] for e in listed} >= {"cores", "buildtrees", "ccache", "ext"}
+
+
+def test_extension_sides_build_at_once_with_the_jobs_split(tmp_path, monkeypatch):
+    """Base's and head's extensions build at the same time (issue 34), each with half the jobs, one ccache:
+    the build stamps overlap. No measuring, no wall-clock threshold."""
+    import sys
+
+    from gitfixture import make_ext_fixture
+
+    from teperf.sides import cachedir
+    from teperf.sides.git import git_sides
+
+    fx = make_ext_fixture(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(fx.site))
+    cache = tmp_path / "cache"
+    lines: list[str] = []
+    base, head = git_sides(
+        "v0.1.0..main",
+        repo=str(fx.repo),
+        strategy="extension",
+        package="extpkg",
+        layout=str(fx.layout),
+        python=sys.executable,
+        cache_dir=str(cache),
+        jobs=2,
+        log=lines.append,
+    )
+    metas = [
+        cachedir.read_json(cachedir.kind_dir("ext", cache) / s.description["ext_key"] / "build.json")
+        for s in (base, head)
+    ]
+    assert all(m["ok"] and m["env"]["MAX_JOBS"] == "1" for m in metas), metas  # 2 jobs split in two
+    first, second = sorted(metas, key=lambda m: m["started_at"])
+    assert second["started_at"] < first["ended_at"], metas  # the two builds overlap in time
+    assert (
+        sum("building the extpkg extension from its tree" in line and "1 job" in line for line in lines) == 2
+    )

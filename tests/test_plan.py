@@ -83,6 +83,19 @@ def test_prestart_depth_gives_each_worker_a_spare_core():
     assert prestart_depth(load_config("default", {"prestart": 5}), 3, 2) == 3
 
 
+def test_prestart_depth_follows_start_vs_measuring_time():
+    """Issue 34: lanes * (ceil(start / measure) + 1) pairs ahead, at most one spare core per worker."""
+    from teperf.engine.coordinator import prestart_depth
+
+    many = load_config("default", {"processes": 200})
+    # the H200 with 4 lanes: 12 spare cores, a pair starts in 12 s and measures in 8 s
+    assert prestart_depth(many, 12, 2, lanes=4) == 6  # before any pair: every spare core starts one
+    assert prestart_depth(many, 12, 2, lanes=4, start_s=12, measure_s=8) == 6  # needs 12: the cores bound it
+    assert prestart_depth(many, 40, 2, lanes=1, start_s=12, measure_s=30) == 2  # measuring is slow: 1 + 1
+    assert prestart_depth(many, 40, 2, lanes=2, start_s=12, measure_s=5) == 8  # 2 * (3 + 1)
+    assert prestart_depth(many, 1, 2, lanes=1, start_s=12, measure_s=5) == 1  # the 2-core VM: one pair ahead
+
+
 class _Plan:
     max_pairs = 4
 
@@ -146,3 +159,22 @@ def test_a_cold_pair_whose_launch_fails_starts_cold():
     sched, made = _schedule([2, 3, 4, 5], fail_first=True)
     runner, _ = sched.take(0)
     assert made[0].closed and runner is made[1] and runner.pair == 0 and runner.launched is None
+
+
+def test_the_schedule_counts_pairs_started_waiting_and_measured():
+    """Issue 34: the live line and the stop record's prestart figures."""
+    import time
+
+    sched, made = _schedule([2, 3, 4, 5])
+    sched.plan.pair_done = lambda *args, **kwargs: None
+    runner, todo = sched.take(0)
+    runner.skipped = {}
+    assert sched.line() == "pairs started 2, waiting 1, measured 0"  # pair 0 cold, pair 1 ahead
+    sched.pair_done(runner, todo, t0=time.perf_counter(), start_s=0.0)
+    figures = sched.figures()
+    assert figures["measured"] == 1 and figures["started"] == 2 and figures["spare_cores"] == 4
+    assert figures["start_s"] == 0.0 and figures["lane_wait_s"] == 0.0  # pair 0 was no pair started ahead
+    ahead, todo = sched.take(0)
+    assert ahead is made[1] and ahead.started_ahead
+    sched.close_upcoming()
+    assert all(r.closed for r in made[2:])

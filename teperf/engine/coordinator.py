@@ -1,8 +1,8 @@
 """Walks the schedule: fresh worker pairs -> set-up -> interleaved trials -> bundle.
 
 The coordinator never imports torch. A run (:func:`run_schedule`) is three owners and the lanes
-that use them: :class:`PairSchedule` hands out the pairs (the adaptive plan, the pairs started ahead,
-each cell's lost-pair budget), :class:`WorkerLives` keeps every worker process from spawn to reap
+that use them: :class:`~teperf.engine.prestart.PairSchedule` hands out the pairs (the adaptive plan,
+the pairs started ahead, each cell's lost-pair budget), :class:`WorkerLives` keeps every worker process from spawn to reap
 (and the fork servers), :class:`RunRecords` writes the pairs' and trials' records and tells the
 progress view. One pair's workers are a :class:`~teperf.engine.pair.PairRunner`: a case that raises
 fails at once; a worker that dies or hangs costs the case its pair only.
@@ -10,11 +10,11 @@ fails at once; a worker that dies or hangs costs the case its pair only.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 import threading
 import time
-from collections import deque
 from typing import Callable, Optional
 
 from teperf.bundle import Bundle
@@ -28,8 +28,8 @@ from teperf.engine.pair import (  # noqa: F401  (LOST_PAIRS_PER_CELL: where test
     RemeasureBudget,
     compile_cache_spec,
 )
+from teperf.engine.prestart import MAX_AUTO_PRESTART, PairSchedule, prestart_depth  # noqa: F401  (tests)
 from teperf.engine.spawn import Worker, WorkerError
-from teperf.errors import TeperfError
 from teperf.plan import Case, Slot, hash_seed, pair_slots
 from teperf.provenance import packages_under_test
 from teperf.records import (
@@ -41,8 +41,8 @@ from teperf.records import (
 )
 from teperf.sides import Side
 
-MAX_AUTO_PRESTART = 8  # more importers at once mostly contend for memory bandwidth
 Progress = Callable[[int, str], None]  # (steps just measured, what is running)
+RETIRED_MAX = 16  # workers still exiting before a lane waits for the oldest (each holds a CUDA context)
 
 
 def lane_cores(config: Config) -> list[int]:
@@ -52,20 +52,8 @@ def lane_cores(config: Config) -> list[int]:
 
 def import_cores_for(config: Config, lanes: Optional[list[int]] = None) -> list[int]:
     """Cores where upcoming pairs may start while the lanes measure: no measuring core, and none of
-    their SMT siblings while other cores are left; empty when every core measures (then no prestart)."""
+    their SMT siblings; empty when none is left (then no prestart)."""
     return spare_cores(lane_cores(config) if lanes is None else lanes)
-
-
-def prestart_depth(config: Config, n_import_cores: int, n_sides: int, max_pairs: Optional[int] = None) -> int:
-    """Pairs kept started ahead. Auto: one spare core per worker (a fresh TE pair
-    takes 20-35 s to import and set up, far longer than a short pair measures, so
-    the pipeline must be deep to keep up), at least one pair where any core is spare."""
-    if n_import_cores == 0:
-        return 0
-    if config.prestart is not None:
-        return min(config.prestart, n_import_cores)
-    max_pairs = config.schedule.processes if max_pairs is None else max_pairs
-    return min(MAX_AUTO_PRESTART, max(1, n_import_cores // max(1, n_sides)), max_pairs - 1)
 
 
 def prewarm_compile_cache(
@@ -112,115 +100,6 @@ def prewarm_compile_cache(
             worker.close()
 
 
-class PairSchedule:
-    """Which pair a lane measures next, and what it measures: the adaptive plan's pairs in order, the
-    pairs started ahead on spare cores (prestart), and each cell's budget of lost pairs. Lanes take
-    pairs from their own threads: ``lock`` guards all of it."""
-
-    def __init__(
-        self,
-        config: Config,
-        plan: Adaptive,
-        lane_cores: list[int],
-        import_cores: list[int],
-        n_sides: int,
-        new_runner: Callable[[int, list[int]], PairRunner],
-        lock: threading.RLock,
-        stop: threading.Event,
-    ):
-        self.plan, self.lane_cores, self.import_cores, self.n_sides = plan, lane_cores, import_cores, n_sides
-        self.new_runner, self.lock, self.stop = new_runner, lock, stop
-        self.retries = CellRetries()
-        self.depth = prestart_depth(config, len(import_cores), n_sides, plan.max_pairs)
-        self.upcoming: deque[PairRunner] = deque()  # pairs started ahead, numbered from ``taken`` on
-        self.taken = 0  # pairs handed to a lane so far
-        self.next_launch = 1
-
-    def take(self, lane: int) -> Optional[tuple[PairRunner, list[int]]]:
-        """The next pair for ``lane`` (None: the schedule is done); launches the pairs ahead."""
-        with self.lock:
-            if self.stop.is_set():
-                raise LaneStopped()
-            pair = self.taken
-            todo = self.plan.next_pair(pair, self.retries.failed)
-            if not todo:
-                return None
-            self.taken += 1
-            # A pair launched ahead set up every case open then; the ones settled since get no trials.
-            ahead = bool(self.upcoming) and self.upcoming[0].pair == pair
-            runner = self.upcoming.popleft() if ahead else self.new_runner(pair, todo)
-            runner.core, runner.lane = self.lane_cores[lane], lane
-            runner.dropped.update(set(runner.cases) - set(todo))
-            if not ahead:
-                runner = self._launch_cold(runner, lane, todo)
-            try:
-                self._launch_ahead()
-            except BaseException:
-                runner.close(hurry=True)
-                raise
-            return runner, todo
-
-    def _launch_cold(self, runner: PairRunner, lane: int, todo: list[int]) -> PairRunner:
-        """A pair nobody started ahead (each lane's first): where spare cores are enough for it and a
-        pair ahead without sharing, its sides import and set up at once, each on a spare core, then move
-        to the lane's core (PairRunner.start); one after the other on the lane's core they took twice as
-        long (a warm TE run: 33 s to its first trial, all of it the first pair's start). Returns the pair
-        to measure: a fresh, unlaunched one where the launch failed."""
-        n, cores = self.n_sides, self.import_cores
-        if len(cores) < n * (len(self.lane_cores) + 1):
-            return runner
-        try:
-            runner.launch([cores[(lane * n + i) % len(cores)] for i in range(n)])
-            return runner
-        except (TeperfError, WorkerError):
-            runner.close(hurry=True)
-            return self.new_runner(runner.pair, todo)  # it starts cold, one side after the other
-
-    def _launch_ahead(self) -> None:
-        # Launch the pairs ahead before this one starts, so that they import while it starts
-        # too: launched after it, pair 1 of a TE run waited 11-14 s for its set-up.
-        # The first pair of each lane starts cold on its own lane's core, idle until then; the spare
-        # cores start the pairs after those.
-        self.next_launch = max(self.next_launch, self.taken, len(self.lane_cores))
-        n_sides = self.n_sides
-        while len(self.upcoming) < self.depth and self.plan.may_launch(self.next_launch):
-            ahead = self.new_runner(self.next_launch, self.plan.open_cases(self.retries.failed))
-            self.upcoming.append(ahead)  # closed on any error, half-launched or not
-            self.next_launch += 1
-            try:
-                # One spare core per worker, in turn; shared where cores are few.
-                ahead.launch(
-                    [
-                        self.import_cores[(ahead.pair * n_sides + i) % len(self.import_cores)]
-                        for i in range(n_sides)
-                    ]
-                )
-            except (TeperfError, WorkerError):
-                self.upcoming.pop().close()  # that pair starts cold when its turn comes
-                self.next_launch -= 1
-                break
-
-    def out_of_time(self) -> bool:
-        with self.lock:
-            return self.plan.out_of_time()
-
-    def pair_done(self, runner: PairRunner, todo: list[int], t0: float, start_s: float) -> None:
-        """Tell the plan the pair is done (started at ``t0``, its workers took ``start_s`` to start)."""
-        with self.lock:
-            self.plan.pair_done(
-                runner.pair,
-                time.perf_counter() - t0 - start_s,
-                len(todo),
-                skipped=runner.skipped,
-                failed=self.retries.failed,
-                start_s=start_s,
-            )
-
-    def close_upcoming(self) -> None:
-        for ahead in self.upcoming:  # started ahead for a pair the run no longer needs (it stopped early)
-            ahead.close()
-
-
 class WorkerLives:
     """Every worker process of the run, from spawn to reap: the list a stop kills (``spawned``), the
     workers quitting on a spare core (``retired``) and the fork servers of --spawn forkserver."""
@@ -235,7 +114,7 @@ class WorkerLives:
         import_cores: list[int],
         max_pairs: int,
     ):
-        self.retire_core = import_cores[-1] if import_cores else None
+        self.import_cores = import_cores  # where measured pairs' workers tear down, a pair per core in turn
         self.retired: list[Worker] = []  # quit, still tearing down on a spare core
         self.spawned: list[Worker] = []  # every worker this run started: what a stop kills
         self.servers = None
@@ -254,15 +133,23 @@ class WorkerLives:
             )
 
     def retire(self, runner: PairRunner, lock: threading.RLock) -> None:
-        """End a measured pair's workers without waiting for them: they tear down on a spare core."""
+        """End a measured pair's workers without waiting for them: they tear down on a spare core.
+        Reaps those that have ended, outside the lanes' lock: reaped under it, each waited for a CUDA
+        process's teardown (seconds) while every lane stood still (gaps of 15 s between the trials
+        of the H200's 4 lanes, issue 34). Only past RETIRED_MAX still exiting does this lane wait."""
         quitting: list[Worker] = []
-        runner.close(self.retire_core, quitting)
+        # In turn over the spare cores: at 20 pairs a minute, 40 CUDA teardowns would overload one core.
+        cores = self.import_cores
+        runner.close(cores[-1 - runner.pair % len(cores)] if cores else None, quitting)
         with lock:
             self.retired.extend(quitting)
-            if len(self.retired) > 8:  # keep few exiting processes around
-                for worker in self.retired[:-4]:
-                    worker.reap()
-                del self.retired[:-4]
+            done = [w for w in self.retired if not w.alive()]
+            self.retired = [w for w in self.retired if w.alive()]
+            if len(self.retired) > RETIRED_MAX:  # too many still exiting: wait for the oldest
+                done += self.retired[:-RETIRED_MAX]
+                del self.retired[:-RETIRED_MAX]
+        for worker in done:
+            worker.reap()
 
     def kill_all(self) -> None:
         """SIGKILL every worker of the run (lane threads may still hold their pipes: they see EOF)."""
@@ -446,7 +333,8 @@ class _Run:
                 )
                 records.append(record)
                 # after the sample is on disk: a redraw must not stand between
-                self.records.tick(iters, self.records.trial_text(plan, runner, case, attempt))
+                text = self.records.trial_text(plan, runner, case, attempt)
+                self.records.tick(iters, f"{text} · {self.schedule.line()}")
         return records
 
     def end(self, stopping: bool) -> None:
@@ -500,7 +388,7 @@ def _run_pairs(
         else:
             run_lanes(len(run.lane_cores), run.lane, run.stop, run.lives.kill_all)
         run.end(stopping=False)
-        bundle.append(plan.stop_record())
+        bundle.append(dataclasses.replace(plan.stop_record(), prestart=run.schedule.figures()))
     except BaseException:
         run.end(stopping=True)
         raise

@@ -4,7 +4,7 @@ A lane is a measuring core. With ``--lanes N`` N process pairs measure at the sa
 time, each pinned to a core of its own physical core: two lanes on SMT siblings
 would share one core's pipeline and caches and slow each other's steps (lanes on
 separate cores still share L3 and memory bandwidth: benchmarks/lanes_calibration.py
-measures that). Cores that are no lane's (and, while any are left, no lane's
+measures that). Cores that are no lane's (and no lane's
 sibling) start the upcoming pairs ahead, as with one lane.
 
 Each lane runs its pairs in its own thread (worker I/O releases the GIL; the

@@ -125,6 +125,7 @@ class PairRunner:
         self.given_up = False  # too many restarts: the rest of this pair is skipped
         self.skipped: dict[int, str] = {c.id: c.skip for c in cases if c.skip}
         self.dropped: set[int] = set()  # settled since this pair was launched ahead: no trials, no warm-up
+        self.started_ahead = False  # launched on spare cores before a lane took it (PairSchedule)
         self.workers: dict[int, Worker] = {}
         self.ready: dict[int, set] = {}  # side index -> case ids set up in its worker
         self.queued: dict[int, list] = {}  # side index -> case ids whose setup was sent ahead

@@ -1,0 +1,201 @@
+"""Pairs started ahead (issue 34): how many (:func:`prestart_depth`, the rule in README, "Pairs started
+ahead") and :class:`PairSchedule`, which hands the lanes their pairs and starts the next ones on spare cores
+(never a measuring core or its SMT sibling: teperf/cpus.py spare_cores)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import threading
+import time
+from collections import deque
+from typing import Callable, Optional
+
+from teperf.config import Config
+from teperf.engine.adaptive import Adaptive
+from teperf.engine.lanes import LaneStopped
+from teperf.engine.pair import CellRetries, PairRunner
+from teperf.engine.spawn import WorkerError
+from teperf.errors import TeperfError
+
+MAX_AUTO_PRESTART = 16  # pairs: a bound for many-core hosts before the first pairs tell start vs measure
+
+
+def prestart_depth(
+    config: Config,
+    n_import_cores: int,
+    n_sides: int,
+    max_pairs: Optional[int] = None,
+    lanes: int = 1,
+    start_s: Optional[float] = None,
+    measure_s: Optional[float] = None,
+) -> int:
+    """Pairs kept started ahead (README, "Pairs started ahead"). The rule: ``lanes`` lanes each measure a
+    pair in ``measure_s`` while a pair takes ``start_s`` to start, so for no lane to wait for a start,
+    lanes * ceil(start_s / measure_s) pairs must be starting and one per lane ready: that many, but at
+    most one spare core per worker (two importers on one core each take twice as long: deeper buys
+    nothing). Until a pair has told both times: as deep as the spare cores allow. None spare: none."""
+    if n_import_cores == 0:
+        return 0
+    if config.prestart is not None:
+        return min(config.prestart, n_import_cores)
+    max_pairs = config.schedule.processes if max_pairs is None else max_pairs
+    by_cores = min(MAX_AUTO_PRESTART, max(1, n_import_cores // max(1, n_sides)))
+    need = by_cores
+    if start_s and measure_s:
+        need = lanes * (math.ceil(start_s / max(measure_s, 0.1)) + 1)
+    return max(0, min(by_cores, need, max_pairs - 1))
+
+
+class PairSchedule:
+    """Which pair a lane measures next, and what it measures: the adaptive plan's pairs in order, the
+    pairs started ahead on spare cores (prestart), and each cell's budget of lost pairs. Lanes take
+    pairs from their own threads: ``lock`` guards all of it."""
+
+    def __init__(
+        self,
+        config: Config,
+        plan: Adaptive,
+        lane_cores: list[int],
+        import_cores: list[int],
+        n_sides: int,
+        new_runner: Callable[[int, list[int]], PairRunner],
+        lock: threading.RLock,
+        stop: threading.Event,
+    ):
+        self.config, self.plan, self.lane_cores, self.import_cores = config, plan, lane_cores, import_cores
+        self.n_sides, self.new_runner, self.lock, self.stop = n_sides, new_runner, lock, stop
+        self.retries = CellRetries()
+        self.upcoming: deque[PairRunner] = deque()  # pairs started ahead, numbered from ``taken`` on
+        self.taken = 0  # pairs handed to a lane so far
+        self.next_launch = 1
+        self.started = self.measured = 0  # pairs whose workers were spawned; pairs measured
+        self.cold_starts: list[float] = []  # seconds a pair nobody started ahead took to start
+        self.measure_times: list[float] = []  # seconds each pair measured
+        self.lane_wait_s = 0.0  # lanes waiting for pairs started ahead to be ready
+        self.depth = self.max_depth = self._depth()
+
+    def _depth(self) -> int:
+        """prestart_depth with the start and measuring times of the pairs so far (medians)."""
+        start = statistics.median(self.cold_starts) if self.cold_starts else None
+        measure = statistics.median(self.measure_times) if self.measure_times else None
+        return prestart_depth(
+            self.config, len(self.import_cores), self.n_sides, self.plan.max_pairs, len(self.lane_cores),
+            start, measure,
+        )  # fmt: skip
+
+    def line(self) -> str:
+        """The live line's part about the pipeline of pairs."""
+        return f"pairs started {self.started}, waiting {len(self.upcoming)}, measured {self.measured}"
+
+    def figures(self) -> dict:
+        """What the stop record keeps about prestart (bench-spawn and the GPU scripts read it)."""
+        return {
+            "depth": self.depth,
+            "max_depth": self.max_depth,
+            "spare_cores": len(self.import_cores),
+            "started": self.started,
+            "measured": self.measured,
+            "lane_wait_s": round(self.lane_wait_s, 3),
+            "start_s": round(statistics.median(self.cold_starts), 3) if self.cold_starts else None,
+            "measure_s": round(statistics.median(self.measure_times), 3) if self.measure_times else None,
+        }
+
+    def take(self, lane: int) -> Optional[tuple[PairRunner, list[int]]]:
+        """The next pair for ``lane`` (None: the schedule is done); launches the pairs ahead."""
+        with self.lock:
+            if self.stop.is_set():
+                raise LaneStopped()
+            pair = self.taken
+            todo = self.plan.next_pair(pair, self.retries.failed)
+            if not todo:
+                return None
+            self.taken += 1
+            # A pair launched ahead set up every case open then; the ones settled since get no trials.
+            ahead = bool(self.upcoming) and self.upcoming[0].pair == pair
+            runner = self.upcoming.popleft() if ahead else self.new_runner(pair, todo)
+            runner.core, runner.lane = self.lane_cores[lane], lane
+            runner.dropped.update(set(runner.cases) - set(todo))
+            if not ahead:
+                self.started += 1
+                runner = self._launch_cold(runner, lane, todo)
+            runner.started_ahead = ahead
+            try:
+                self._launch_ahead()
+            except BaseException:
+                runner.close(hurry=True)
+                raise
+            return runner, todo
+
+    def _launch_cold(self, runner: PairRunner, lane: int, todo: list[int]) -> PairRunner:
+        """A pair nobody started ahead (each lane's first): where spare cores are enough for it and a
+        pair ahead without sharing, its sides import and set up at once, each on a spare core, then move
+        to the lane's core (PairRunner.start); one after the other on the lane's core they took twice as
+        long (a warm TE run: 33 s to its first trial, all of it the first pair's start). Returns the pair
+        to measure: a fresh, unlaunched one where the launch failed."""
+        n, cores = self.n_sides, self.import_cores
+        if len(cores) < n * (len(self.lane_cores) + 1):
+            return runner
+        try:
+            runner.launch([cores[(lane * n + i) % len(cores)] for i in range(n)])
+            return runner
+        except (TeperfError, WorkerError):
+            runner.close(hurry=True)
+            return self.new_runner(runner.pair, todo)  # it starts cold, one side after the other
+
+    def _launch_ahead(self) -> None:
+        # Launch the pairs ahead before this one starts, so that they import while it starts
+        # too: launched after it, pair 1 of a TE run waited 11-14 s for its set-up.
+        # The first pair of each lane starts cold on its own lane's core, idle until then; the spare
+        # cores start the pairs after those.
+        self.next_launch = max(self.next_launch, self.taken, len(self.lane_cores))
+        n_sides = self.n_sides
+        self.depth = self._depth()
+        self.max_depth = max(self.max_depth, self.depth)
+        while len(self.upcoming) < self.depth and self.plan.may_launch(self.next_launch):
+            ahead = self.new_runner(self.next_launch, self.plan.open_cases(self.retries.failed))
+            self.upcoming.append(ahead)  # closed on any error, half-launched or not
+            self.next_launch += 1
+            self.started += 1
+            try:
+                # One spare core per worker, in turn; shared where cores are few.
+                ahead.launch(
+                    [
+                        self.import_cores[(ahead.pair * n_sides + i) % len(self.import_cores)]
+                        for i in range(n_sides)
+                    ]
+                )
+            except (TeperfError, WorkerError):
+                self.upcoming.pop().close()  # that pair starts cold when its turn comes
+                self.next_launch -= 1
+                self.started -= 1
+                break
+
+    def out_of_time(self) -> bool:
+        with self.lock:
+            return self.plan.out_of_time()
+
+    def pair_done(self, runner: PairRunner, todo: list[int], t0: float, start_s: float) -> None:
+        """Tell the plan the pair is done (started at ``t0``, its workers took ``start_s`` to start)."""
+        with self.lock:
+            self.measured += 1
+            self.measure_times.append(time.perf_counter() - t0 - start_s)
+            if runner.started_ahead:
+                self.lane_wait_s += start_s
+            else:
+                self.cold_starts.append(start_s)
+            self.plan.pair_done(
+                runner.pair,
+                time.perf_counter() - t0 - start_s,
+                len(todo),
+                skipped=runner.skipped,
+                failed=self.retries.failed,
+                start_s=start_s,
+            )
+
+    def close_upcoming(self) -> None:
+        # Started ahead for pairs the run no longer needs: killed, nothing of theirs is kept. Asked to
+        # quit, each was waited for in turn (a CUDA teardown, seconds each): with 6 pairs ahead that
+        # ran the budget over.
+        for ahead in self.upcoming:
+            ahead.close(hurry=True)
