@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.resources
+import math
 import os
 import re
 from pathlib import Path
@@ -121,6 +122,17 @@ def _percent(high: float | None = None) -> Check:
     return check
 
 
+def _server_pairs(value, name: str, resolved: dict):
+    _positive_int(value, name)
+    # typed as a flag without forkserver it would be ignored; a config file's value may wait for --spawn
+    if name.startswith("--") and resolved.get("spawn") != "forkserver":
+        raise TeperfError(
+            f"{name} is for --spawn forkserver, but spawn is {resolved.get('spawn')}",
+            f"add --spawn forkserver, or drop {name}",
+        )
+    return value
+
+
 def _prestart(value, name: str, resolved: dict):
     if value in (None, "auto"):
         return None
@@ -219,7 +231,7 @@ class Schedule:
     )
     server_pairs: int = key(
         4,
-        _whole(),
+        _server_pairs,
         Option(
             "With --spawn forkserver: pairs each server serves before a fresh one takes over "
             "(default {default}).",
@@ -583,6 +595,7 @@ def _number(value, name: str, low: float, high: float | None = None) -> float:
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
+        or not math.isfinite(value)  # nan compares false both ways and would pass the bounds
         or value < low
         or (high is not None and value > high)
     ):
@@ -674,10 +687,15 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
                     name, None, dict(kwargs)
                 )  # a built-in module with constructor kwargs
                 continue
-            if not isinstance(factory, str) or ":" not in factory:
+            if factory is None:
                 raise TeperfError(
                     f'[modules.{name}] needs factory = "pkg.mod:callable"',
                     "add the factory key, or use a built-in module name",
+                )
+            if not isinstance(factory, str) or not re.fullmatch(r"[\w.]+:[\w.]+", factory):
+                raise TeperfError(
+                    f'[modules.{name}] factory {factory!r} is not of the form "pkg.mod:callable"',
+                    'write the module, a colon and the function, e.g. factory = "mypkg.models:make_block"',
                 )
             custom[name] = ModuleSpec(name, factory, dict(kwargs), inputs)
         names = list(custom)

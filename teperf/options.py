@@ -29,6 +29,15 @@ class SideOptions:
     python: str | None = None  # the interpreter that runs the workers; None: this one
     cuda_archs: str | None = None  # CUDA archs compiled sides are built for; None: the local GPUs'
 
+    def git_flags_given(self) -> list[str]:
+        """The flags given that only make sides from git refs (all but --python): for a refusal when the
+        sides are directories or interpreters, which would ignore them."""
+        return [
+            "--" + f.name.replace("_", "-")
+            for f in dataclasses.fields(self)
+            if f.name != "python" and getattr(self, f.name) != f.default
+        ]
+
     @property
     def interpreter(self) -> str:
         return self.python or sys.executable
