@@ -87,12 +87,15 @@ def side_text(desc: dict) -> str:
     return f"{label}: " + ", ".join(bits)
 
 
-def counters_text(counters) -> str:
+def counters_text(counters, compare: bool = False) -> str:
+    """Changes head - base; one side's counts where there is only one (a run, or a compare cut short
+    before head counted: labelled, as the other rows of that table are deltas)."""
     if not counters or not counters.get("base"):
         return ""
     if counters.get("head") is None:
         c = counters["base"]
-        return ", ".join(f"{k} {v}" for k, v in c.items() if v is not None and not isinstance(v, list))
+        text = ", ".join(f"{k} {v}" for k, v in c.items() if v is not None and not isinstance(v, list))
+        return f"base only (counts, not changes): {text}" if compare and text else text
     from teperf.explain import counters_diff
 
     return counters_diff(counters["base"], counters["head"])
@@ -137,6 +140,11 @@ def table_model(summary: Summary) -> TableModel:
         cols += ["median", "spread (IQR)", "main thread", "wall", "between pairs"] + (
             ["pairs"] if show_pairs else []
         )
+    # a run has no verdict column to say why a cell was not measured: its own column, where one needs it
+    show_why = not summary.compare and any(
+        r.get("status") in ("skipped", "failed", "missing") for r in summary.rows
+    )
+    cols += ["why"] if show_why else []
     if show_host:
         cols.append("host-bound")
     if show_counters:
@@ -153,9 +161,9 @@ def table_model(summary: Summary) -> TableModel:
         if status in ("skipped", "failed", "missing"):
             reason = (r.get("error") or "")[:90]
             if summary.compare:  # base, head, delta, delta %, CI, [pairs], verdict
+                line += [STATUS_TEXT[status]] + [""] * 4 + pairs + [reason] + [reason]
+            else:  # median, spread, main thread, wall, between pairs, [pairs], why
                 line += [STATUS_TEXT[status]] + [""] * 4 + pairs + [reason]
-            else:  # median, spread, main thread, wall, between pairs, [pairs]
-                line += [STATUS_TEXT[status]] + [""] * 3 + [reason] + pairs
             style = "dim" if status == "skipped" else "red"
         elif summary.compare:
             ci = "-"
@@ -177,11 +185,12 @@ def table_model(summary: Summary) -> TableModel:
                 us(r.get("base_wall_us")),
                 between,
             ] + pairs
+            line += [(r.get("error") or "")[:90]] if show_why else []
             style = None if status == "ok" else "yellow"
         if show_host:
             line.append({True: "yes", False: "GPU-bound", None: "-"}[r.get("host_bound")])
         if show_counters:
-            line.append(counters_text(r.get("counters")))
+            line.append(counters_text(r.get("counters"), summary.compare))
         rows.append(line)
         styles.append(style)
     footer = list(summary.notes)
@@ -313,7 +322,7 @@ def render_rich(model: TableModel, console) -> None:
         if model.numeric is not None:
             right = col in model.numeric
         else:
-            right = col not in ("module", "recipe", "shape", "mode", "verdict", "counters")
+            right = col not in ("module", "recipe", "shape", "mode", "verdict", "counters", "why")
         # fold, not ellipsis: a long module name or path must keep its end on a narrow terminal
         table.add_column(safe(col), justify="right" if right else "left", overflow="fold")
     for row, style in zip(model.rows, model.styles):

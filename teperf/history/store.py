@@ -197,8 +197,10 @@ def rows_from_summary(
     overrides = dict(overrides or {})
     sha = overrides.get("sha", head.get("sha"))
     if run_id is None:
-        # deterministic per bundle, so importing the same bundle twice is a no-op
-        ident = f"{bundle or ''}|{meta.get('started_at')}|{sha}|{shard}|{night or ''}"
+        # deterministic per bundle, so importing the same bundle twice is a no-op: its directory's name
+        # (not how the path was typed) and not the sha (a second import may add --sha)
+        name = posixpath.basename(str(bundle or "").rstrip("/"))
+        ident = f"{name}|{meta.get('started_at')}|{shard}|{night or ''}"
         run_id = make_run_id(
             meta, mach["machine"], sha, shard, hashlib.sha256(ident.encode()).hexdigest()[:8]
         )
@@ -247,6 +249,7 @@ def rows_from_summary(
             base_us=base_us,
             head_us=head_us,
             verdict=r.get("verdict"),
+            verdict_cause=r.get("verdict_cause"),
             ci_basis=r.get("ci_basis"),
             host_bound=r.get("host_bound"),
             counters=None
@@ -306,6 +309,7 @@ class HistoryStore:
 
         url = os.fspath(url) if url is not None else os.environ.get(HISTORY_ENV) or DEFAULT_HISTORY
         self.url = url
+        self.unreadable: list[str] = []  # "path (why)" of each file the last read() skipped
         try:
             self.fs, self.root = fsspec.core.url_to_fs(url)
         except (ImportError, ValueError) as exc:
@@ -400,15 +404,18 @@ class HistoryStore:
     ):
         """All rows (a pandas DataFrame in the store's schema), optionally filtered.
 
-        A file that cannot be read (not a teperf history file, damaged by hand) is skipped
-        with a warning rather than taking the whole history down.
+        A file that cannot be read (not a teperf history file, damaged by hand) is skipped and
+        named in ``unreadable`` (the commands say so in one line) rather than taking the whole history down.
         """
         tables = []
+        self.unreadable = []
         for path in self.files():
             try:
-                t = pq.read_table(path, filesystem=self.fs)
+                with warnings.catch_warnings():  # pyarrow/pandas warnings become the line above
+                    warnings.simplefilter("ignore")
+                    t = pq.read_table(path, filesystem=self.fs)
             except Exception as exc:  # noqa: BLE001 - keep going, say which file
-                warnings.warn(f"history: skipping unreadable {path}: {exc}", stacklevel=2)
+                self.unreadable.append(f"{path} ({str(exc)[:200]})")
                 continue
             check_version(t, path)
             tables.append(_conform(t))
@@ -429,8 +436,10 @@ class HistoryStore:
         present (the same bundle imported twice) is not added again."""
         rows = rows_from_summary(summary, **kwargs)
         run_id = rows[0].run_id if rows else None
-        if run_id and self.has_run(run_id):
-            return self._path(run_id + SUFFIX), False
+        token = f"_{run_id.rsplit('_', 1)[-1]}{SUFFIX}" if run_id else None
+        present = [f for f in self.files() if f.endswith(token)] if token else []
+        if present:  # the same bundle, perhaps imported before with another (or no) --sha
+            return present[0], False
         return self.append(rows), True
 
 
