@@ -1,0 +1,265 @@
+"""A newcomer's third list (issue 33): each case is one command's one-line answer and exit status.
+Fast: config, CLI parsing and stored bundles; no worker starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, run_in_process
+
+from teperf.errors import TeperfError
+
+BUNDLES = ROOT / "tests" / "fixtures" / "bundles"
+
+
+def _one_error(code, out, err, *parts):
+    assert code == 2, (out, err)
+    assert err.count("\n") == 1 and err.startswith("teperf: error: ") and "Traceback" not in err, err
+    for part in parts:
+        assert part in err, err
+
+
+# --- interpreters given as relative paths -------------------------------------------------------------
+
+
+def test_a_relative_interpreter_path_works_from_the_temporary_directory_of_the_pre_check(
+    tmp_path, monkeypatch
+):
+    from teperf.commands._common import interpreter
+    from teperf.config import load_config
+    from teperf.provenance import preflight
+    from teperf.sides import Side
+
+    (tmp_path / "venvA").symlink_to(sys.prefix)  # this environment, named as the README does
+    monkeypatch.chdir(tmp_path)
+    python = interpreter(None, None, "venvA/bin/python")
+    assert python == str(tmp_path / "venvA" / "bin" / "python")
+    assert interpreter(None, None, ("venvA/bin/python", "python3")) == (python, "python3")  # PATH names stay
+    found = preflight(load_config("default"), [Side("run", python)])
+    assert found["run"]["found"]["torch"]
+
+
+# --- NaN and infinity ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "flag", ["--min-effect", "--precision", "--max-contended", "--min-effect-once", "--timeout"]
+)
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_every_float_option_refuses_nan_and_infinity(flag, value, capsys):
+    _one_error(*run_in_process(["run", flag, value], capsys), flag)
+
+
+@pytest.mark.parametrize("argv", [["dashboard", "--min-effect", "nan"], ["dashboard", "--sig-level", "nan"]])
+def test_other_commands_float_options_refuse_nan(argv, capsys):
+    _one_error(*run_in_process(argv, capsys), argv[1])
+
+
+@pytest.mark.parametrize("key", ["min_effect_pct", "max_contended_pct", "min_effect_once_pct"])
+def test_a_toml_nan_is_refused_too(key):
+    from teperf.config import build_config
+
+    with pytest.raises(TeperfError, match=key):
+        build_config({"stats": {key: float("nan")}}, {})
+
+
+def test_cache_clear_refuses_a_negative_age(tmp_path, capsys):
+    _one_error(
+        *run_in_process(["cache", "clear", "--older-than", "-1", "--cache-dir", str(tmp_path)], capsys)
+    )
+
+
+# --- bundles whose records cannot be read ---------------------------------------------------------------
+
+
+def _copy(tmp_path, name="v1-compare-counters") -> Path:
+    path = tmp_path / name
+    shutil.copytree(BUNDLES / name, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "damage, words",
+    [
+        (lambda p: p.unlink(), "is missing"),
+        (lambda p: (p.unlink(), p.mkdir()), "is a directory"),
+        (lambda p: p.write_bytes(b""), "holds no records"),
+    ],
+)
+def test_report_says_when_the_records_are_gone(tmp_path, damage, words, capsys):
+    path = _copy(tmp_path)
+    damage(path / "records.jsonl")
+    _one_error(*run_in_process(["report", str(path)], capsys), words, "re-run the measurement")
+
+
+def test_a_permission_problem_says_permission_not_damage(tmp_path, monkeypatch, capsys):
+    path = _copy(tmp_path)
+    real = Path.read_bytes
+
+    def read_bytes(self):
+        if self.name == "meta.json":
+            raise PermissionError(13, "Permission denied")
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)  # the tests run as root, for whom chmod 000 reads
+    code, out, err = run_in_process(["report", str(path)], capsys)
+    _one_error(code, out, err, "permission denied", "chmod")
+    assert "damaged" not in err
+
+
+# --- run's wording -------------------------------------------------------------------------------------
+
+
+def test_run_help_promises_no_fail_on(capsys):
+    code, out, _ = run_in_process(["run", "--help"], capsys)
+    assert code == 0 and "--fail-on" not in out
+
+
+def test_a_missing_package_names_the_options_of_that_side():
+    from teperf.provenance import _where_else
+    from teperf.sides import Side
+
+    assert "--python/--path" in _where_else(Side("run", "python"))
+    assert "--base-python/--base-path" in _where_else(Side("base", "python"))
+    assert "PYTHONPATH" in _where_else(Side("head", "python", description={"ref": "main", "kind": "git"}))
+
+
+# --- options that another option would silently ignore -----------------------------------------------
+
+
+def test_git_side_options_with_paths_are_refused(tmp_path, capsys):
+    argv = ["compare", "--base-path", str(tmp_path), "--head-path", str(tmp_path), "--strategy", "overlay"]
+    _one_error(*run_in_process(argv, capsys), "--strategy", "BASE..HEAD")
+
+
+def test_server_pairs_without_forkserver_is_refused(capsys):
+    _one_error(*run_in_process(["run", "--server-pairs", "3"], capsys), "--spawn forkserver")
+    from teperf.config import build_config
+
+    assert build_config({}, {"server_pairs": 3, "spawn": "forkserver"}).schedule.server_pairs == 3
+    assert build_config({"schedule": {"server_pairs": 3}}, {}).schedule.server_pairs == 3  # waits for --spawn
+
+
+def test_history_changes_and_nights_together_are_refused(tmp_path, capsys):
+    _one_error(
+        *run_in_process(["history", "--history", str(tmp_path), "--changes", "--nights"], capsys), "--nights"
+    )
+
+
+# --- the history ---------------------------------------------------------------------------------------
+
+
+def _import(path, hist, capsys, *extra):
+    return run_in_process(["import", str(path), "--history", str(hist), *extra], capsys)
+
+
+def test_an_unreadable_history_file_is_one_teperf_line(tmp_path, capsys):
+    hist = tmp_path / "h"
+    code, out, err = _import(_copy(tmp_path), hist, capsys, "--sha", "a" * 40)
+    assert code == 0, err
+    (hist / "20990101T000000Z_x_nosha_s1of1_deadbeef.parquet").write_bytes(b"PAR1 cut short")
+    code, out, err = run_in_process(["history", "--history", str(hist)], capsys)
+    assert code == 0 and "Warning" not in err and "store.py" not in err
+    assert err.count("\n") == 1 and err.startswith("teperf: warning: skipped an unreadable history file")
+
+
+def test_the_same_bundle_imported_with_and_without_sha_is_added_once(tmp_path, capsys):
+    hist = tmp_path / "h"
+    path = _copy(tmp_path)
+    code, out, err = _import(path, hist, capsys)
+    assert code == 0 and "1 bundle added" in out
+    assert "no commit recorded" in out or "cells)" in out
+    code, out, err = _import(Path(os.path.relpath(path)), hist, capsys, "--sha", "b" * 40)
+    assert code == 0 and "already in the history" in out and "0 bundles added" in out
+
+
+def test_a_path_bundle_says_it_records_no_commit(tmp_path, capsys):
+    path = _copy(tmp_path)
+    meta = json.loads((path / "meta.json").read_text())
+    for side in meta["sides"].values():
+        side.pop("sha", None)
+    (path / "meta.json").write_text(json.dumps(meta))
+    code, out, err = _import(path, tmp_path / "h", capsys)
+    assert code == 0 and "no commit recorded" in out and "--sha" in out
+
+
+def test_history_keeps_the_load_cause():
+    from test_history_store import make_meta, make_row, summary
+
+    from teperf.history.store import rows_from_summary
+
+    rows = rows_from_summary(summary(make_meta(), [make_row(verdict="inconclusive", verdict_cause="load")]))
+    assert rows[0].verdict_cause == "load"
+
+
+# --- cut short by a signal -----------------------------------------------------------------------------
+
+
+def test_an_interrupted_run_marks_cells_short_of_their_pairs_partial(tmp_path, capsys):
+    path = _copy(tmp_path)
+    meta = json.loads((path / "meta.json").read_text())
+    meta["status"] = "interrupted"
+    meta["config"]["schedule"]["processes"] = 6  # the bundle holds 3 pairs of each cell
+    (path / "meta.json").write_text(json.dumps(meta))
+    code, out, err = run_in_process(["report", str(path), "--format", "json"], capsys)
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    assert rows and all(r["status"] == "partial" and "3 of 6 pairs" in r["error"] for r in rows)
+
+
+def test_base_only_counters_in_a_compare_are_labelled_as_counts():
+    from teperf.render import counters_text
+
+    counts = {"py_calls": 120, "aten_ops": 30}
+    assert counters_text({"base": counts, "head": None}, compare=True).startswith(
+        "base only (counts, not changes)"
+    )
+    assert (
+        counters_text({"base": counts, "head": None}) == "py_calls 120, aten_ops 30"
+    )  # a run: its own counts
+
+
+# --- help ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [[], ["counters"], ["cache"]])
+def test_a_group_without_a_subcommand_prints_its_help(argv, capsys):
+    code, out, err = run_in_process(argv, capsys)
+    assert code == 0 and out.startswith("Usage: teperf") and "error" not in err
+
+
+# --- module factories ----------------------------------------------------------------------------------
+
+
+def test_a_malformed_factory_says_malformed_not_missing():
+    from teperf.config import build_config
+
+    with pytest.raises(TeperfError) as err:
+        build_config({"modules": {"B": {"factory": "nocolon"}}}, {})
+    assert "not of the form" in err.value.one_line() and "add the factory key" not in err.value.one_line()
+
+
+def test_a_failed_run_cell_says_why_in_its_own_column(capsys):
+    code, out, err = run_in_process(
+        ["report", str(BUNDLES / "v1-run-failures"), "--format", "markdown"], capsys
+    )
+    assert code == 0, err
+    header = next(line for line in out.splitlines() if line.startswith("| module"))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    assert "why" in columns
+    skipped = next(line for line in out.splitlines() if "skipped" in line)
+    cells = [c.strip() for c in skipped.strip("|").split("|")]
+    assert cells[columns.index("between pairs")] == "" and "compute capability" in cells[columns.index("why")]
+
+
+# --- documents -----------------------------------------------------------------------------------------
+
+
+def test_gpu_scripts_cite_no_files_a_user_does_not_have():
+    for script in (ROOT / "scripts").glob("gpu_*.sh"):
+        assert "../shared" not in script.read_text(), script
