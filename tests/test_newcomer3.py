@@ -3,6 +3,7 @@ Fast: config, CLI parsing and stored bundles; no worker starts."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -263,3 +264,39 @@ def test_a_failed_run_cell_says_why_in_its_own_column(capsys):
 def test_gpu_scripts_cite_no_files_a_user_does_not_have():
     for script in (ROOT / "scripts").glob("gpu_*.sh"):
         assert "../shared" not in script.read_text(), script
+
+
+# --- schedules and shapes that cannot finish -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--processes", "99999999999999999999"], "cannot finish in a day"),
+        (["--iters", "1000000000000"], "one trial takes at least"),
+        (["--warmup", "1000000000000"], "one warm-up takes at least"),
+    ],
+)
+def test_a_schedule_that_cannot_finish_is_refused_before_any_worker(argv, words, tmp_path, capsys):
+    code, out, err = run_in_process(["run", *argv, "--results-dir", str(tmp_path)], capsys)
+    _one_error(code, out, err, words)
+    assert not any(tmp_path.iterdir())  # no bundle: refused before measuring
+
+
+def test_a_long_schedule_with_a_budget_is_left_to_the_budget():
+    from teperf.config import build_config
+    from teperf.plan import check_duration
+
+    check_duration(build_config({}, {"processes": 10**12, "budget_s": "5m"}), 3, 1)
+    with pytest.raises(TeperfError, match="cannot finish in a day"):
+        check_duration(build_config({}, {"processes": 10**12}), 3, 1)
+
+
+def test_a_factory_module_whose_input_cannot_fit_is_refused():
+    from teperf.memory import check_memory
+    from teperf.plan import Case
+
+    case = Case(0, "factory", "Block", "fp32", (100000, 100000, 1000), "float32", "eager", factory="m:make")
+    with pytest.raises(TeperfError, match="needs at least .* GiB"):
+        check_memory([case], "cpu", available=2**34)
+    check_memory([dataclasses.replace(case, shape=(8, 2, 256))], "cpu", available=2**34)
