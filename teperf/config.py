@@ -369,6 +369,12 @@ class Config:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    @property
+    def factory_package(self) -> str | None:
+        """The one top-level module every factory module imports (nanoGPT's "model"), or None."""
+        tops = {m.factory.partition(":")[0].partition(".")[0] for m in self.modules if m.factory}
+        return tops.pop() if len(tops) == 1 and all(m.factory for m in self.modules) else None
+
 
 @dataclasses.dataclass(frozen=True)
 class Key:

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -300,3 +301,61 @@ def test_a_factory_module_whose_input_cannot_fit_is_refused():
     with pytest.raises(TeperfError, match="needs at least .* GiB"):
         check_memory([case], "cpu", available=2**34)
     check_memory([dataclasses.replace(case, shape=(8, 2, 256))], "cpu", available=2**34)
+
+
+# --- git trees of partial mirrors ----------------------------------------------------------------------
+
+
+def _git(repo, *args):
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
+    env["GIT_COMMITTER_EMAIL"] = "t@t"
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env
+    )
+
+
+def test_a_blob_missing_outside_the_package_does_not_stop_a_package_only_tree(tmp_path):
+    from teperf.sides import gitrepo
+
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "__init__.py").write_text("X = 1\n")
+    (repo / "data").mkdir()
+    (repo / "data" / "enwik8.gz").write_bytes(b"not in this mirror")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "c")
+    sha = _git(repo, "rev-parse", "HEAD").stdout.strip()
+    blob = _git(repo, "rev-parse", "HEAD:data/enwik8.gz").stdout.strip()
+    (repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()  # as in a partial mirror
+    with pytest.raises(TeperfError, match="git archive"):
+        gitrepo.materialize(repo, sha, cache_dir=tmp_path / "c")
+    tree = gitrepo.materialize(repo, sha, cache_dir=tmp_path / "c", needs="pkg")
+    assert (tree / "pkg" / "__init__.py").read_text() == "X = 1\n" and not (tree / "data").exists()
+    assert gitrepo.materialize(repo, sha, cache_dir=tmp_path / "c", needs="pkg") == tree  # cached
+    with pytest.raises(
+        TeperfError, match="git archive"
+    ):  # a strategy that needs the whole tree still says so
+        gitrepo.materialize(repo, sha, cache_dir=tmp_path / "c")
+
+
+def test_the_package_of_a_root_of_several_modules_comes_from_the_config_factories(tmp_path):
+    from teperf.config import build_config
+    from teperf.sides import gitrepo
+
+    repo = tmp_path / "nano"
+    repo.mkdir()
+    for name in ("bench", "configurator", "model", "sample", "train"):
+        (repo / f"{name}.py").write_text("X = 1\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "c")
+    sha = _git(repo, "rev-parse", "HEAD").stdout.strip()
+    with pytest.raises(TeperfError, match="cannot tell which package"):
+        gitrepo.detect_package(repo, sha)
+    config = build_config({"modules": {"Block": {"factory": "model:make"}}}, {})
+    assert config.factory_package == "model"
+    assert gitrepo.detect_package(repo, sha, config.factory_package)[0] == "model"
+    with pytest.raises(TeperfError, match="cannot tell which package"):  # a hint that is no candidate
+        gitrepo.detect_package(repo, sha, "elsewhere")
+    assert build_config({}, {}).factory_package is None  # built-in modules import no package of the repo
