@@ -359,3 +359,11 @@ def test_the_package_of_a_root_of_several_modules_comes_from_the_config_factorie
     with pytest.raises(TeperfError, match="cannot tell which package"):  # a hint that is no candidate
         gitrepo.detect_package(repo, sha, "elsewhere")
     assert build_config({}, {}).factory_package is None  # built-in modules import no package of the repo
+
+
+def test_a_factory_function_its_module_lacks_is_named_not_the_paths():
+    from teperf.engine.hints import FACTORY_HINT, failure_hint
+
+    hint = failure_hint("AttributeError: module 'demo_blocks' has no attribute 'nope'")
+    assert hint.startswith("demo_blocks has no nope") and "factory" in hint
+    assert failure_hint("ModuleNotFoundError: No module named 'x'") == FACTORY_HINT

@@ -30,6 +30,11 @@ def open_store(url):
 def read_history(store, **filters):
     """The store's rows; a file it had to skip is one teperf line on stderr, not a Python warning."""
     df = store.read(**filters)
+    warn_unreadable(store)
+    return df
+
+
+def warn_unreadable(store) -> None:
     for what in store.unreadable:
         click.echo(
             for_terminal(
@@ -37,7 +42,6 @@ def read_history(store, **filters):
             ),
             err=True,
         )
-    return df
 
 
 def select_machine(df, machine: str | None):
