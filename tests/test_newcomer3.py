@@ -170,24 +170,21 @@ def test_an_unreadable_history_file_is_one_teperf_line(tmp_path, capsys):
     assert err.count("\n") == 1 and err.startswith("teperf: warning: skipped an unreadable history file")
 
 
-def test_the_same_bundle_imported_with_and_without_sha_is_added_once(tmp_path, capsys):
-    hist = tmp_path / "h"
-    path = _copy(tmp_path)
-    code, out, err = _import(path, hist, capsys)
-    assert code == 0 and "1 bundle added" in out
-    assert "no commit recorded" in out or "cells)" in out
-    code, out, err = _import(Path(os.path.relpath(path)), hist, capsys, "--sha", "b" * 40)
-    assert code == 0 and "already in the history" in out and "0 bundles added" in out
+def test_the_same_bundle_imported_twice_is_added_once_and_sha_names_a_commitless_one(tmp_path, capsys):
+    from teperf.history.store import HistoryStore
 
-
-def test_a_path_bundle_says_it_records_no_commit(tmp_path, capsys):
-    path = _copy(tmp_path)
+    hist, path = tmp_path / "h", _copy(tmp_path)
     meta = json.loads((path / "meta.json").read_text())
     for side in meta["sides"].values():
-        side.pop("sha", None)
+        side.pop("sha", None)  # as a --base-path compare's
     (path / "meta.json").write_text(json.dumps(meta))
-    code, out, err = _import(path, tmp_path / "h", capsys)
-    assert code == 0 and "no commit recorded" in out and "--sha" in out
+    code, out, err = _import(path, hist, capsys)
+    assert code == 0 and "1 bundle added" in out and "no commit recorded" in out and "--sha" in out
+    code, out, err = _import(Path(os.path.relpath(path)), hist, capsys, "--sha", "b" * 40)
+    assert code == 0 and "1 bundle added" in out and "no commit recorded" not in out
+    assert list(HistoryStore(hist).read()["sha"].unique()) == ["b" * 40]  # replaced, not added beside it
+    code, out, err = _import(path, hist, capsys, "--sha", "b" * 40)
+    assert code == 0 and "already in the history" in out and len(HistoryStore(hist).files()) == 1
 
 
 def test_history_keeps_the_load_cause():

@@ -168,9 +168,12 @@ def split_shard(text) -> tuple[int, int]:
     return (i, n) if 1 <= i <= n else (1, 1)
 
 
+NO_SHA = "nosha"  # a run id's commit part when the bundle names none
+
+
 def make_run_id(meta: Mapping[str, Any], machine: str, sha: str | None, shard: str, token: str) -> str:
     started = _ts(meta.get("started_at")) or _dt.datetime.now(_dt.timezone.utc)
-    short = (sha or "nosha")[:10]
+    short = (sha or NO_SHA)[:10]
     return f"{started:%Y%m%dT%H%M%SZ}_{machine}_{short}_s{shard.replace('/', 'of')}_{token}"
 
 
@@ -433,12 +436,17 @@ class HistoryStore:
 
     def add_summary(self, summary, **kwargs) -> tuple[str, bool]:
         """Rows from a bundle summary -> a new run file.  Returns (path, added); a run already
-        present (the same bundle imported twice) is not added again."""
+        present (the same bundle imported twice) is not added again, except that one present without a
+        commit is replaced by this one when it names one (import --sha)."""
         rows = rows_from_summary(summary, **kwargs)
         run_id = rows[0].run_id if rows else None
         token = f"_{run_id.rsplit('_', 1)[-1]}{SUFFIX}" if run_id else None
         present = [f for f in self.files() if f.endswith(token)] if token else []
-        if present:  # the same bundle, perhaps imported before with another (or no) --sha
+        if present and rows[0].sha and f"_{NO_SHA}_" in posixpath.basename(present[0]):
+            path = self.append(rows)  # imported before without a commit: this import names it
+            self.fs.rm(present[0])
+            return path, True
+        if present:  # the same bundle, imported before
             return present[0], False
         return self.append(rows), True
 
