@@ -196,6 +196,18 @@ def test_history_keeps_the_load_cause():
     assert rows[0].verdict_cause == "load"
 
 
+def test_the_history_table_shows_the_load_cause(tmp_path, capsys):
+    from teperf.history.store import HistoryStore
+
+    from test_history_store import make_meta, make_row, summary
+
+    HistoryStore(tmp_path / "h").add_summary(
+        summary(make_meta(), [make_row(verdict="inconclusive", verdict_cause="load")]), bundle="x"
+    )
+    code, out, err = run_in_process(["history", "--history", str(tmp_path / "h")], capsys)
+    assert code == 0 and "inconclusive (load)" in out, (out, err)
+
+
 # --- cut short by a signal -----------------------------------------------------------------------------
 
 
