@@ -197,9 +197,9 @@ def test_history_keeps_the_load_cause():
 
 
 def test_the_history_table_shows_the_load_cause(tmp_path, capsys):
-    from teperf.history.store import HistoryStore
-
     from test_history_store import make_meta, make_row, summary
+
+    from teperf.history.store import HistoryStore
 
     HistoryStore(tmp_path / "h").add_summary(
         summary(make_meta(), [make_row(verdict="inconclusive", verdict_cause="load")]), bundle="x"
