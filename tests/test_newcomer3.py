@@ -220,7 +220,11 @@ def test_an_interrupted_run_marks_cells_short_of_their_pairs_partial(tmp_path, c
     code, out, err = run_in_process(["report", str(path), "--format", "json"], capsys)
     assert code == 0, err
     rows = json.loads(out)["rows"]
-    assert rows and all(r["status"] == "partial" and "3 of 6 pairs" in r["error"] for r in rows)
+    assert rows and all(
+        r["status"] == "partial" and r["n_pairs"] == 3 and "interrupted" in r["error"] for r in rows
+    )
+    notes = json.loads(out)["notes"]
+    assert any("3 of 6 pairs; the run was interrupted" in n for n in notes), notes
 
 
 def test_base_only_counters_in_a_compare_are_labelled_as_counts():
