@@ -79,7 +79,7 @@ def _whole(minimum: int = 1) -> Check:
 
 
 def _seconds(value, name: str, resolved: dict):
-    if isinstance(value, bool) or not (isinstance(value, (int, float)) and value > 0):
+    if isinstance(value, bool) or not (isinstance(value, (int, float)) and 0 < value < math.inf):
         raise TeperfError(
             f"{name} must be a positive number of seconds, got {value!r}",
             f"e.g. {name} 600" if name.startswith("--") else f"e.g. {name} = 600",

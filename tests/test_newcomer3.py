@@ -62,12 +62,22 @@ def test_other_commands_float_options_refuse_nan(argv, capsys):
     _one_error(*run_in_process(argv, capsys), argv[1])
 
 
-@pytest.mark.parametrize("key", ["min_effect_pct", "max_contended_pct", "min_effect_once_pct"])
-def test_a_toml_nan_is_refused_too(key):
+@pytest.mark.parametrize(
+    "section, key",
+    [("stats", "min_effect_pct"), ("stats", "max_contended_pct"), ("stats", "min_effect_once_pct")]
+    + [
+        ("stats", "alpha"),
+        ("schedule", "timeout_s"),
+        ("schedule", "precision_pct"),
+        ("schedule", "budget_s"),
+    ],
+)
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_toml_nan_or_inf_is_refused_too(section, key, value):
     from teperf.config import build_config
 
     with pytest.raises(TeperfError, match=key):
-        build_config({"stats": {key: float("nan")}}, {})
+        build_config({section: {key: value}}, {})
 
 
 def test_cache_clear_refuses_a_negative_age(tmp_path, capsys):
