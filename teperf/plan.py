@@ -181,7 +181,9 @@ DAY_S = 86400.0
 
 
 def _span(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 3 * 3600 else f"{seconds / DAY_S:.3g} days"
+    if seconds >= 3 * 3600:
+        return f"{seconds / DAY_S:.3g} days"
+    return f"{seconds:.3g} s" if seconds < 10 else f"{seconds:,.0f} s"
 
 
 def check_duration(config: Config, n_cases: int, n_sides: int) -> None:
@@ -191,10 +193,11 @@ def check_duration(config: Config, n_cases: int, n_sides: int) -> None:
     request = max(s.iters, s.warmup) * MIN_STEP_S
     if request > s.timeout_s:
         long = "iters" if s.iters >= s.warmup else "warmup"
+        typed = long in config.from_cli or "timeout_s" not in config.from_cli  # what the user changed
         raise TeperfError(
-            f"{name(long)} {getattr(s, long)}: one {'trial' if long == 'iters' else 'warm-up'} takes at least {_span(request)}, more than the "
-            f"{s.timeout_s:g} s a worker gets for it ({name('timeout_s')})",
-            f"lower --{long} (e.g. --{long} 50)",
+            f"{name(long)} {getattr(s, long)}: one {'trial' if long == 'iters' else 'warm-up'} takes at least "
+            f"{_span(request)}, more than the {s.timeout_s:g} s a worker gets for it ({name('timeout_s')})",
+            f"lower --{long} (e.g. --{long} 50)" if typed else f"raise {name('timeout_s')}",
         )
     if s.precision_pct is not None or s.budget_s is not None:
         return  # the budget ends it

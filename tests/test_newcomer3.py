@@ -390,3 +390,12 @@ def test_a_factory_function_its_module_lacks_is_named_not_the_paths():
     hint = failure_hint("AttributeError: module 'demo_blocks' has no attribute 'nope'")
     assert hint.startswith("demo_blocks has no nope") and "factory" in hint
     assert failure_hint("ModuleNotFoundError: No module named 'x'") == FACTORY_HINT
+
+
+def test_a_tiny_timeout_names_the_timeout_not_the_iters(capsys):
+    _one_error(*run_in_process(["run", "--timeout", "1e-9"], capsys), "raise --timeout")
+    _one_error(
+        *run_in_process(["run", "--iters", "1000000000", "--timeout", "1"], capsys),
+        "5,000 s",
+        "lower --iters",
+    )
