@@ -54,13 +54,16 @@ class Number(click.ParamType):
         return number
 
 
+def _absolute(python: str) -> str:
+    return os.path.abspath(python) if os.sep in python or python.startswith(".") else python
+
+
 def interpreter(ctx, param, value):
     """An interpreter given as a path, made absolute against the user's directory: the pre-check and the
     workers run it from elsewhere (a temporary directory, a side's tree). A bare name stays for PATH."""
     if not value:
         return value
-    absolute = lambda v: os.path.abspath(v) if os.sep in v or v.startswith(".") else v  # noqa: E731
-    return tuple(map(absolute, value)) if isinstance(value, tuple) else absolute(value)
+    return tuple(map(_absolute, value)) if isinstance(value, tuple) else _absolute(value)
 
 
 def _default(value) -> str:

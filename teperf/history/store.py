@@ -177,6 +177,57 @@ def make_run_id(meta: Mapping[str, Any], machine: str, sha: str | None, shard: s
     return f"{started:%Y%m%dT%H%M%SZ}_{machine}_{short}_s{shard.replace('/', 'of')}_{token}"
 
 
+def _cell_columns(r: Mapping[str, Any], is_compare: bool) -> dict:
+    """A summary row's cell columns: the measured side's figures (head's in a compare)."""
+    head_us = _num(r.get("head_us"))
+    base_us = _num(r.get("base_us"))
+    row = dict(
+        module=r.get("module"),
+        recipe=r.get("recipe"),
+        shape=r.get("shape")
+        if isinstance(r.get("shape"), str) or r.get("shape") is None
+        else "x".join(map(str, r["shape"])),
+        dtype=r.get("dtype"),
+        mode=r.get("mode"),
+        status=r.get("status"),
+        error=None if r.get("error") is None else str(r.get("error")),
+        host_us=head_us if is_compare else base_us,
+        host_spread_pct=_num(r.get("head_spread_pct") if is_compare else r.get("base_spread_pct")),
+        base_us=base_us,
+        head_us=head_us,
+        verdict=r.get("verdict"),
+        verdict_cause=r.get("verdict_cause"),
+        ci_basis=r.get("ci_basis"),
+        host_bound=r.get("host_bound"),
+        counters=None
+        if r.get("counters") is None
+        else json.dumps(r.get("counters"), sort_keys=True, default=str),
+    )
+    for key in (
+        "delta_us",
+        "delta_pct",
+        "ci_low_us",
+        "ci_high_us",
+        "ci_low_pct",
+        "ci_high_pct",
+        "base_spread_pct",
+        "head_spread_pct",
+        "pair_sd_pct",
+        "mde_pct",
+    ):
+        row[key] = _num(r.get(key))
+    for key in ("n_pairs", "n_trials"):
+        row[key] = None if r.get(key) is None else int(r.get(key))
+    side = "head" if is_compare else "base"
+    row.update(
+        first_call_ms=_num(r.get(f"first_call_{side}_ms")),
+        first_call_delta_pct=_num(r.get("first_call_delta_pct")),
+        first_call_verdict=r.get("first_call_verdict"),
+        recompile_ms=_num(r.get(f"recompile_{side}_ms")),
+    )
+    return row
+
+
 def rows_from_summary(
     summary,
     *,
@@ -231,58 +282,7 @@ def rows_from_summary(
         run[key] = _ts(value) if key in ("run_date", "committed_at", "base_committed_at") else value
     if run["night"] is None:
         run["night"] = default_night(run["sha"], run_id)
-    out = []
-    for r in summary.rows:
-        row = dict(run)
-        head_us = _num(r.get("head_us"))
-        base_us = _num(r.get("base_us"))
-        is_compare = base is not None
-        row.update(
-            module=r.get("module"),
-            recipe=r.get("recipe"),
-            shape=r.get("shape")
-            if isinstance(r.get("shape"), str) or r.get("shape") is None
-            else "x".join(map(str, r["shape"])),
-            dtype=r.get("dtype"),
-            mode=r.get("mode"),
-            status=r.get("status"),
-            error=None if r.get("error") is None else str(r.get("error")),
-            host_us=head_us if is_compare else base_us,
-            host_spread_pct=_num(r.get("head_spread_pct") if is_compare else r.get("base_spread_pct")),
-            base_us=base_us,
-            head_us=head_us,
-            verdict=r.get("verdict"),
-            verdict_cause=r.get("verdict_cause"),
-            ci_basis=r.get("ci_basis"),
-            host_bound=r.get("host_bound"),
-            counters=None
-            if r.get("counters") is None
-            else json.dumps(r.get("counters"), sort_keys=True, default=str),
-        )
-        for key in (
-            "delta_us",
-            "delta_pct",
-            "ci_low_us",
-            "ci_high_us",
-            "ci_low_pct",
-            "ci_high_pct",
-            "base_spread_pct",
-            "head_spread_pct",
-            "pair_sd_pct",
-            "mde_pct",
-        ):
-            row[key] = _num(r.get(key))
-        for key in ("n_pairs", "n_trials"):
-            row[key] = None if r.get(key) is None else int(r.get(key))
-        side = "head" if is_compare else "base"
-        row.update(
-            first_call_ms=_num(r.get(f"first_call_{side}_ms")),
-            first_call_delta_pct=_num(r.get("first_call_delta_pct")),
-            first_call_verdict=r.get("first_call_verdict"),
-            recompile_ms=_num(r.get(f"recompile_{side}_ms")),
-        )
-        out.append(HistoryRow(**row))
-    return out
+    return [HistoryRow(**run, **_cell_columns(r, is_compare=base is not None)) for r in summary.rows]
 
 
 def history_row(row: HistoryRow | Mapping[str, Any]) -> HistoryRow:
