@@ -399,3 +399,13 @@ def test_a_tiny_timeout_names_the_timeout_not_the_iters(capsys):
         "5,000 s",
         "lower --iters",
     )
+
+
+def test_by_lane_of_a_bundle_that_measured_nothing_says_so(tmp_path, capsys):
+    path = _copy(tmp_path)
+    (path / "records.jsonl").write_bytes(b"")
+    meta = json.loads((path / "meta.json").read_text())
+    meta["status"] = "failed"
+    (path / "meta.json").write_text(json.dumps(meta))
+    code, out, err = run_in_process(["report", str(path), "--by-lane", "--format", "markdown"], capsys)
+    assert code == 0 and "no cell was measured" in out and "0 lanes" not in out, (out, err)
