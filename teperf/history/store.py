@@ -37,6 +37,7 @@ import json
 import math
 import os
 import posixpath
+import re
 import secrets
 import warnings
 from typing import Any, Mapping, Sequence
@@ -418,7 +419,8 @@ class HistoryStore:
                     warnings.simplefilter("ignore")
                     t = pq.read_table(path, filesystem=self.fs)
             except Exception as exc:  # noqa: BLE001 - keep going, say which file
-                self.unreadable.append(f"{path} ({str(exc)[:200]})")
+                why = re.sub(r"^Could not open Parquet input source '.*?': ", "", str(exc))  # names it again
+                self.unreadable.append(f"{path} ({why[:300]})")
                 continue
             check_version(t, path)
             tables.append(_conform(t))
