@@ -1,6 +1,7 @@
 #!/bin/bash
-# teperf bisect on the H200 (issue 12): TE 2.16.0 installed (.gpu/ from ../shared/gpu/bundle.sh 2.16.0),
-# the TE v2.16 source as .te-src/transformer-engine-v2.16.bundle (copied from ../shared/te-src/).
+# teperf bisect on the H200 (issue 12): TE 2.16.0 installed (.gpu/setup.sh: yours, sourced here, puts torch and TE 2.16.0 on the path),
+# the TE v2.16 source as .te-src/transformer-engine-v2.16.bundle
+# (make it: git -C TransformerEngine bundle create $PWD/.te-src/transformer-engine-v2.16.bundle v2.16).
 # Ten commits on top of tag v2.16 (scripts/te_plants.py), eight harmless (a comment in a .py file), two planted:
 #   commit 4  Python: prepare_forward (every module, every forward) calls a helper 20 times, 5 us each
 #             -> found by counters (+20 Python calls per step), then confirmed slower in time

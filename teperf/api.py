@@ -29,7 +29,7 @@ from teperf.errors import TeperfError
 from teperf.memory import check_memory
 from teperf.nightly import NightlyPlan, NightlyResult
 from teperf.options import MeasureOptions, SideOptions
-from teperf.plan import check_balance, expand, hash_seed, total_steps
+from teperf.plan import check_balance, check_duration, expand, hash_seed, total_steps
 from teperf.provenance import check_path_sides, preflight
 from teperf.records import WorkerRecord
 from teperf.sides import Side, with_inherited_pythonpath
@@ -141,6 +141,7 @@ def measure(
     sides = [with_inherited_pythonpath(s) for s in sides]  # recorded, so explain can use it later
     cases = cases if cases is not None else expand(config)
     check_memory(cases, config.device)
+    check_duration(config, len(cases), len(sides))
     # Before any pair: each side must be able to import what it is meant to measure, from where it was named.
     check_path_sides(config, sides)
     found = preflight(config, sides, hash_seed(config.seed, 0))

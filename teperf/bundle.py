@@ -80,6 +80,23 @@ def _damaged(path: Path, what: str) -> TeperfError:
     return TeperfError(f"{path} is damaged: {what}", "re-run the measurement, or fix meta.json by hand")
 
 
+def _unreadable(path: Path, exc: OSError) -> TeperfError:
+    """A bundle file that cannot be opened, with the fix for why: a permission is not damage."""
+    if isinstance(exc, PermissionError):
+        return TeperfError(
+            f"cannot read {path}: permission denied", "make it readable (chmod u+r) or run as its owner"
+        )
+    if isinstance(exc, FileNotFoundError):
+        return TeperfError(f"{path} is missing", "the bundle lost its measurements; re-run the measurement")
+    if isinstance(exc, IsADirectoryError):
+        return TeperfError(
+            f"{path} is a directory, not a file", "the bundle is damaged; re-run the measurement"
+        )
+    return TeperfError(
+        f"cannot read {path}: {exc.strerror or exc}", "the bundle is damaged; re-run the measurement"
+    )
+
+
 class Bundle:
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -132,7 +149,9 @@ class Bundle:
     def read_meta(self) -> dict:
         try:
             meta = json.loads((self.path / META_FILE).read_bytes().decode("utf-8"))
-        except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        except OSError as exc:
+            raise _unreadable(self.path / META_FILE, exc) from None
+        except ValueError as exc:  # UnicodeDecodeError is a ValueError
             raise TeperfError(
                 f"cannot read {self.path / META_FILE}: {str(exc)[:200]}",
                 "the bundle is damaged; re-run the measurement",
@@ -189,8 +208,8 @@ class Bundle:
         path = self.path / RECORDS_FILE
         try:
             f = open(path, "rb")
-        except OSError:
-            return
+        except OSError as exc:  # every cell would read "not measured": the data is gone, not unmeasured
+            raise _unreadable(path, exc) from None
         with f:
             for raw in f:
                 raw = raw.strip()

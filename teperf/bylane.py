@@ -140,6 +140,8 @@ def table_model(summary: Summary, rows: list[dict]) -> TableModel:
     footer = [
         f"{n_lanes} lane{'s' if n_lanes != 1 else ''}; level: a lane's base time against all lanes' "
         "(a slower lane shows there; pairing cancels what hits both sides of a couple alike)"
+        if n_lanes
+        else "no lane measured a trial: no cell was measured (teperf report BUNDLE says why)"
     ]
     if summary.compare:
         footer.append(

@@ -43,6 +43,10 @@ for _name in COMMAND_MODULES:
     cli.add_command(importlib.import_module(f"teperf.commands.{_name}").command)
 
 
+# click >= 8.2 raises this (a usage error) for a group called without a subcommand
+NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 def main(argv=None) -> None:
     try:
         cli.main(args=argv, prog_name="teperf", standalone_mode=False)
@@ -52,6 +56,9 @@ def main(argv=None) -> None:
     except click.exceptions.Abort:
         click.echo("teperf: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    except NO_ARGS_IS_HELP as exc:  # bare `teperf`, `teperf cache`: the help asked for, not an error
+        click.echo(exc.ctx.get_help())
+        sys.exit(0)
     except click.ClickException as exc:
         # a usage error knows its subcommand: point at that command's help, where the missing option is
         ctx = getattr(exc, "ctx", None)

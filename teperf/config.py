@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.resources
+import math
 import os
 import re
 from pathlib import Path
@@ -78,7 +79,7 @@ def _whole(minimum: int = 1) -> Check:
 
 
 def _seconds(value, name: str, resolved: dict):
-    if isinstance(value, bool) or not (isinstance(value, (int, float)) and value > 0):
+    if isinstance(value, bool) or not (isinstance(value, (int, float)) and 0 < value < math.inf):
         raise TeperfError(
             f"{name} must be a positive number of seconds, got {value!r}",
             f"e.g. {name} 600" if name.startswith("--") else f"e.g. {name} = 600",
@@ -119,6 +120,17 @@ def _percent(high: float | None = None) -> Check:
         return value  # as given: an int stays an int in the bundle's config
 
     return check
+
+
+def _server_pairs(value, name: str, resolved: dict):
+    _positive_int(value, name)
+    # typed as a flag without forkserver it would be ignored; a config file's value may wait for --spawn
+    if name.startswith("--") and resolved.get("spawn") != "forkserver":
+        raise TeperfError(
+            f"{name} is for --spawn forkserver, but spawn is {resolved.get('spawn')}",
+            f"add --spawn forkserver, or drop {name}",
+        )
+    return value
 
 
 def _prestart(value, name: str, resolved: dict):
@@ -219,7 +231,7 @@ class Schedule:
     )
     server_pairs: int = key(
         4,
-        _whole(),
+        _server_pairs,
         Option(
             "With --spawn forkserver: pairs each server serves before a fresh one takes over "
             "(default {default}).",
@@ -356,6 +368,12 @@ class Config:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    @property
+    def factory_package(self) -> str | None:
+        """The one top-level module every factory module imports (nanoGPT's "model"), or None."""
+        tops = {m.factory.partition(":")[0].partition(".")[0] for m in self.modules if m.factory}
+        return tops.pop() if len(tops) == 1 and all(m.factory for m in self.modules) else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -583,6 +601,7 @@ def _number(value, name: str, low: float, high: float | None = None) -> float:
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
+        or not math.isfinite(value)  # nan compares false both ways and would pass the bounds
         or value < low
         or (high is not None and value > high)
     ):
@@ -619,6 +638,75 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
     )
 
 
+def _module_table(name: str, spec, facts, backend: str) -> ModuleSpec:
+    """One [modules.NAME] table: a factory module, or a built-in one with constructor kwargs."""
+    if not isinstance(spec, dict):
+        raise TeperfError(
+            f"[modules.{name}] must be a table",
+            'write [modules.NAME] with factory = "pkg.mod:callable"',
+        )
+    _unknown(spec, {"factory", "kwargs", "inputs"}, f"[modules.{name}]")
+    factory = spec.get("factory")
+    kwargs = spec.get("kwargs") or {}
+    inputs = spec.get("inputs")
+    if inputs is not None and (not isinstance(inputs, str) or ":" not in inputs):
+        raise TeperfError(
+            f'[modules.{name}] inputs must be "pkg.mod:callable"',
+            "name a function make_inputs(shape, dtype, device) in the side's code (README, "
+            "'Your own modules')",
+        )
+    if inputs is not None and factory is None:
+        raise TeperfError(
+            f"[modules.{name}] inputs needs a factory: built-in modules make their own input",
+            f'add factory = "pkg.mod:callable" to [modules.{name}], or drop inputs',
+        )
+    if not isinstance(kwargs, dict):
+        raise TeperfError(f"[modules.{name}] kwargs must be a table", "write kwargs = { name = value }")
+    if factory is None and name in facts.MODULES:
+        if kwargs and not getattr(facts, "TAKES_KWARGS", True):
+            raise TeperfError(
+                f"[modules.{name}] kwargs: the {backend} backend's built-in {name} takes no kwargs",
+                f"drop kwargs, or give [modules.{name}] a factory that uses them",
+            )
+        return ModuleSpec(name, None, dict(kwargs))  # a built-in module with constructor kwargs
+    if factory is None:
+        raise TeperfError(
+            f'[modules.{name}] needs factory = "pkg.mod:callable"',
+            "add the factory key, or use a built-in module name",
+        )
+    if not isinstance(factory, str) or not re.fullmatch(r"[\w.]+:[\w.]+", factory):
+        raise TeperfError(
+            f'[modules.{name}] factory {factory!r} is not of the form "pkg.mod:callable"',
+            'write the module, a colon and the function, e.g. factory = "mypkg.models:make_block"',
+        )
+    return ModuleSpec(name, factory, dict(kwargs), inputs)
+
+
+def _shapes(shapes_raw, ov: Mapping[str, Any]) -> list[tuple[int, ...]]:
+    """The shapes key (lists of ints, or --shape texts) as tuples of positive ints."""
+    if isinstance(shapes_raw, (list, tuple)) and not shapes_raw:
+        raise TeperfError(
+            f"{_named('shapes', ov)} is empty: nothing to measure",
+            "give at least one shape, e.g. shapes = [[8, 2, 256]]",
+        )
+    if not isinstance(shapes_raw, (list, tuple)) or not all(
+        isinstance(s, (list, tuple, str)) for s in shapes_raw
+    ):
+        raise TeperfError(
+            f"shapes must be a list of shapes, got {shapes_raw!r}",
+            "write shapes = [[8, 2, 256]] (a list of lists)",
+        )
+    shapes = []
+    for shape in shapes_raw:
+        dims = parse_shape(shape) if isinstance(shape, str) else tuple(shape)
+        if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims):
+            raise TeperfError(
+                f"malformed shape {shape!r}", "write shapes as lists of positive integers, e.g. [8, 2, 256]"
+            )
+        shapes.append(dims)
+    return shapes
+
+
 def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
     """What is measured: backend, device, modules, recipes, modes and shapes, which depend on each other."""
     backend = ov.get("backend", raw.get("backend", "torch"))
@@ -639,47 +727,7 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
     custom: dict[str, ModuleSpec] = {}
     names: list[str] | None = None
     if isinstance(mod_raw, dict):
-        for name, spec in mod_raw.items():
-            if not isinstance(spec, dict):
-                raise TeperfError(
-                    f"[modules.{name}] must be a table",
-                    'write [modules.NAME] with factory = "pkg.mod:callable"',
-                )
-            _unknown(spec, {"factory", "kwargs", "inputs"}, f"[modules.{name}]")
-            factory = spec.get("factory")
-            kwargs = spec.get("kwargs") or {}
-            inputs = spec.get("inputs")
-            if inputs is not None and (not isinstance(inputs, str) or ":" not in inputs):
-                raise TeperfError(
-                    f'[modules.{name}] inputs must be "pkg.mod:callable"',
-                    "name a function make_inputs(shape, dtype, device) in the side's code (README, "
-                    "'Your own modules')",
-                )
-            if inputs is not None and factory is None:
-                raise TeperfError(
-                    f"[modules.{name}] inputs needs a factory: built-in modules make their own input",
-                    f'add factory = "pkg.mod:callable" to [modules.{name}], or drop inputs',
-                )
-            if not isinstance(kwargs, dict):
-                raise TeperfError(
-                    f"[modules.{name}] kwargs must be a table", "write kwargs = { name = value }"
-                )
-            if factory is None and name in facts.MODULES:
-                if kwargs and not getattr(facts, "TAKES_KWARGS", True):
-                    raise TeperfError(
-                        f"[modules.{name}] kwargs: the {backend} backend's built-in {name} takes no kwargs",
-                        f"drop kwargs, or give [modules.{name}] a factory that uses them",
-                    )
-                custom[name] = ModuleSpec(
-                    name, None, dict(kwargs)
-                )  # a built-in module with constructor kwargs
-                continue
-            if not isinstance(factory, str) or ":" not in factory:
-                raise TeperfError(
-                    f'[modules.{name}] needs factory = "pkg.mod:callable"',
-                    "add the factory key, or use a built-in module name",
-                )
-            custom[name] = ModuleSpec(name, factory, dict(kwargs), inputs)
+        custom = {name: _module_table(name, spec, facts, backend) for name, spec in mod_raw.items()}
         names = list(custom)
     elif mod_raw is not None:
         names = _string_list(mod_raw, "modules")
@@ -736,27 +784,7 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
         if mode == "cuda-graph" and device != "cuda":
             raise TeperfError("mode cuda-graph needs --device cuda", "drop cuda-graph from modes on the CPU")
 
-    shapes_raw = ov["shapes"] if "shapes" in ov else raw.get("shapes", [[8, 2, 256]])
-    if isinstance(shapes_raw, (list, tuple)) and not shapes_raw:
-        raise TeperfError(
-            f"{_named('shapes', ov)} is empty: nothing to measure",
-            "give at least one shape, e.g. shapes = [[8, 2, 256]]",
-        )
-    if not isinstance(shapes_raw, (list, tuple)) or not all(
-        isinstance(s, (list, tuple, str)) for s in shapes_raw
-    ):
-        raise TeperfError(
-            f"shapes must be a list of shapes, got {shapes_raw!r}",
-            "write shapes = [[8, 2, 256]] (a list of lists)",
-        )
-    shapes = []
-    for shape in shapes_raw:
-        dims = parse_shape(shape) if isinstance(shape, str) else tuple(shape)
-        if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims):
-            raise TeperfError(
-                f"malformed shape {shape!r}", "write shapes as lists of positive integers, e.g. [8, 2, 256]"
-            )
-        shapes.append(dims)
+    shapes = _shapes(ov["shapes"] if "shapes" in ov else raw.get("shapes", [[8, 2, 256]]), ov)
 
     return {
         "backend": backend,

@@ -79,16 +79,28 @@ def available_bytes(device: str) -> int | None:
     return None
 
 
+def input_bytes(case) -> int | None:
+    """A lower bound for a factory module's case (its module is unknown here): the input made from the
+    shape, the output and their gradients, at least as large. None where its own ``inputs`` reads the shape."""
+    if not case.factory or case.inputs or not case.shape:
+        return None
+    return 4 * math.prod(case.shape) * (4 if case.dtype == "float32" else 2)
+
+
 def check_memory(cases, device: str, available: int | None = None) -> None:
     """Refuse, with one line, the first case whose bound exceeds the free memory."""
     available = available_bytes(device) if available is None else available
     if available is None:
         return
     for case in cases:
-        need = None if case.skip else estimate_bytes(case)
+        if case.skip:
+            continue
+        need, about = estimate_bytes(case), "about"
+        if need is None:
+            need, about = input_bytes(case), "at least"
         if need is not None and need > available:
             raise TeperfError(
-                f"{case.module} at shape {list(case.shape)} needs about {need / 2**30:.1f} GiB, but {device} has "
+                f"{case.module} at shape {list(case.shape)} needs {about} {need / 2**30:.1f} GiB, but {device} has "
                 f"{available / 2**30:.1f} GiB free",
                 "use a smaller --shape",
             )

@@ -28,6 +28,17 @@ class SideOptions:
     allow_dirty: bool | None = None
     python: str | None = None  # the interpreter that runs the workers; None: this one
     cuda_archs: str | None = None  # CUDA archs compiled sides are built for; None: the local GPUs'
+    # not a flag: what the config's factories import (Config.factory_package), for a repo of several modules
+    package_hint: str | None = None
+
+    def git_flags_given(self) -> list[str]:
+        """The flags given that only make sides from git refs (all but --python): for a refusal when the
+        sides are directories or interpreters, which would ignore them."""
+        return [
+            "--" + f.name.replace("_", "-")
+            for f in dataclasses.fields(self)
+            if f.name not in ("python", "package_hint") and getattr(self, f.name) != f.default
+        ]
 
     @property
     def interpreter(self) -> str:
@@ -51,6 +62,7 @@ class SideOptions:
             allow_dirty=self.allow_dirty,
             log=log,
             cuda_archs=self.cuda_archs,
+            package_hint=self.package_hint,
         )
 
     def factory(self):
@@ -68,6 +80,7 @@ class SideOptions:
             layout=self.layout,
             build_command=list(self.build_command) if self.build_command else None,
             cuda_archs=self.cuda_archs,
+            package_hint=self.package_hint,
         )
 
 

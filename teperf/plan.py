@@ -170,3 +170,41 @@ def check_balance(config: Config, n_sides: int) -> None:
 def total_steps(config: Config, n_cases: int, n_sides: int) -> int:
     s = config.schedule
     return s.processes * s.rounds * s.trials * s.iters * n_cases * n_sides
+
+
+# Floors no machine beats, to refuse a schedule that cannot end (a typo of --processes or --iters) before
+# it starts: a fwd+bwd step of the smallest module costs more host time than this, and a pair's workers
+# take longer than this to start (a fork from a server included).
+MIN_STEP_S = 5e-6
+MIN_PAIR_START_S = 0.05
+DAY_S = 86400.0
+
+
+def _span(seconds: float) -> str:
+    if seconds >= 3 * 3600:
+        return f"{seconds / DAY_S:.3g} days"
+    return f"{seconds:.3g} s" if seconds < 10 else f"{seconds:,.0f} s"
+
+
+def check_duration(config: Config, n_cases: int, n_sides: int) -> None:
+    """Refuse a request a worker cannot finish in --timeout, and a fixed schedule (no --budget) that
+    cannot finish in a day, from the floors above; one line that says how long it would take."""
+    s, name = config.schedule, config.option
+    request = max(s.iters, s.warmup) * MIN_STEP_S
+    if request > s.timeout_s:
+        long = "iters" if s.iters >= s.warmup else "warmup"
+        typed = long in config.from_cli or "timeout_s" not in config.from_cli  # what the user changed
+        raise TeperfError(
+            f"{name(long)} {getattr(s, long)}: one {'trial' if long == 'iters' else 'warm-up'} takes at least "
+            f"{_span(request)}, more than the {s.timeout_s:g} s a worker gets for it ({name('timeout_s')})",
+            f"lower --{long} (e.g. --{long} 50)" if typed else f"raise {name('timeout_s')}",
+        )
+    if s.precision_pct is not None or s.budget_s is not None:
+        return  # the budget ends it
+    floor = s.processes * MIN_PAIR_START_S + total_steps(config, n_cases, n_sides) * MIN_STEP_S
+    if floor > DAY_S:
+        raise TeperfError(
+            f"the schedule cannot finish in a day: {s.processes} pairs x {s.rounds} rounds x {s.trials} trials "
+            f"x {s.iters} iters x {n_cases} cells x {n_sides} sides takes at least {_span(floor)}",
+            "lower --processes, --iters or the cells, or cap the time with --budget",
+        )

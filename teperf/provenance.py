@@ -98,6 +98,17 @@ print(json.dumps(out))
 """
 
 
+def _where_else(side: Side) -> str:
+    """The options that point ``side`` elsewhere: a git side's tree is the ref's, so only PYTHONPATH adds
+    code from outside it; `run`'s one side takes --python/--path."""
+    if "ref" in side.description:
+        return (
+            "put the directory that holds it on PYTHONPATH (git sides import the ref's tree and PYTHONPATH)"
+        )
+    flag = f"--{side.label}-" if side.label in ("base", "head") else "--"
+    return f"point {flag}python/{flag}path at one that has it"
+
+
 def preflight(config, sides: Iterable[Side], hash_seed: int = 0) -> dict[str, dict]:
     """Each side's interpreter, and where it finds torch, the packages under test and teperf's
     worker; a one-line TeperfError naming the interpreter and what it lacks, before any pair."""
@@ -144,8 +155,7 @@ def preflight(config, sides: Iterable[Side], hash_seed: int = 0) -> dict[str, di
             fix = (
                 f"install torch into that environment ({side.python} -m pip install torch)"
                 if missing == ["torch"]
-                else f"install {names} into that environment, or point --{side.label}-python/--{side.label}-path "
-                "at one that has it"
+                else f"install {names} into that environment, or {_where_else(side)}"
             )
             raise TeperfError(
                 f"{side.label}'s interpreter {side.python} ({facts['prefix']}) lacks {names}", fix

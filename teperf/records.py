@@ -596,6 +596,9 @@ class HistoryRow:
     first_call_delta_pct: Optional[float] = None
     first_call_verdict: Optional[str] = None
     recompile_ms: Optional[float] = None
+    verdict_cause: Optional[str] = (
+        None  # "load": inconclusive as its couples shared their core (older files: null)
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.run_id, str) or not self.run_id:

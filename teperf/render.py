@@ -87,23 +87,24 @@ def side_text(desc: dict) -> str:
     return f"{label}: " + ", ".join(bits)
 
 
-def counters_text(counters) -> str:
+def counters_text(counters, compare: bool = False) -> str:
+    """Changes head - base; one side's counts where there is only one (a run, or a compare cut short
+    before head counted: labelled, as the other rows of that table are deltas)."""
     if not counters or not counters.get("base"):
         return ""
     if counters.get("head") is None:
         c = counters["base"]
-        return ", ".join(f"{k} {v}" for k, v in c.items() if v is not None and not isinstance(v, list))
+        text = ", ".join(f"{k} {v}" for k, v in c.items() if v is not None and not isinstance(v, list))
+        return f"base only (counts, not changes): {text}" if compare and text else text
     from teperf.explain import counters_diff
 
     return counters_diff(counters["base"], counters["head"])
 
 
-def table_model(summary: Summary) -> TableModel:
+def _header(summary: Summary, cfg: dict, metric: str) -> list[str]:
+    """Code problems, the sides and what they imported, and the schedule, above the table."""
     meta = summary.meta
-    cfg = meta.get("config", {})
     sched = cfg.get("schedule", {})
-    metric = cfg.get("stats", {}).get("metric", "process_cpu").replace("_", " ")
-    alpha = cfg.get("stats", {}).get("alpha", 0.05)
     sides = meta.get("sides") if isinstance(meta.get("sides"), dict) else {}
     header = [f"WARNING: {p}" for p in summary.code_problems]
     header += [side_text(d) for d in sides.values() if isinstance(d, dict)]
@@ -123,6 +124,41 @@ def table_model(summary: Summary) -> TableModel:
         f"{plan}; core {cfg.get('core', '?')}; {cfg.get('device', '?')} ({host.get('gpu') or host.get('cpu_model', '?')}); "
         f"median {metric} time per fwd+bwd step"
     )
+    return header
+
+
+def _compare_footer(rows: list[dict], cfg: dict) -> list[str]:
+    """How a compare table's intervals and verdicts are made (after the summary's notes)."""
+    footer = []
+    mdes = [r["mde_pct"] for r in rows if r.get("mde_pct") is not None]
+    if mdes:
+        footer.append(
+            f"smallest detectable change (80% power): {min(mdes):.1f}% .. {max(mdes):.1f}% per cell"
+        )
+    effect = cfg.get("stats", {}).get("min_effect_pct", 1.0)
+    unit = "pairs (pair = unit)"
+    if any(r.get("ci_basis") == "generations" for r in rows):  # "one generation": over its pairs
+        unit = "fork-server generations (generation = unit, each the mean of its pairs)"
+    footer.append(f"intervals: Student t over {unit} of the median log ratio of adjacent A/B trial couples")
+    footer.append(
+        f"verdicts: slower/faster = the interval excludes 0 and the change is at least {effect:g}%; no change = the "
+        f"whole interval inside +-{effect:g}%; inconclusive = neither, with the change it could not rule out"
+    )
+    if any(r.get("verdict_cause") == "load" for r in rows):
+        limit = cfg.get("stats", {}).get("max_contended_pct", 20.0)
+        footer.append(
+            f"inconclusive (load) = more than {limit:g}% of the cell's trial couples shared the measuring core "
+            "in every attempt: its figures include them and no verdict stands"
+        )
+    return footer
+
+
+def table_model(summary: Summary) -> TableModel:
+    meta = summary.meta
+    cfg = meta.get("config", {})
+    metric = cfg.get("stats", {}).get("metric", "process_cpu").replace("_", " ")
+    alpha = cfg.get("stats", {}).get("alpha", 0.05)
+    header = _header(summary, cfg, metric)
     show_mode = len({r["mode"] for r in summary.rows}) > 1
     show_shape = len({r["shape"] for r in summary.rows}) > 1
     show_counters = any(r.get("counters") for r in summary.rows)
@@ -137,6 +173,11 @@ def table_model(summary: Summary) -> TableModel:
         cols += ["median", "spread (IQR)", "main thread", "wall", "between pairs"] + (
             ["pairs"] if show_pairs else []
         )
+    # a run has no verdict column to say why a cell was not measured: its own column, where one needs it
+    show_why = not summary.compare and any(
+        r.get("status") in ("skipped", "failed", "missing") for r in summary.rows
+    )
+    cols += ["why"] if show_why else []
     if show_host:
         cols.append("host-bound")
     if show_counters:
@@ -153,9 +194,9 @@ def table_model(summary: Summary) -> TableModel:
         if status in ("skipped", "failed", "missing"):
             reason = (r.get("error") or "")[:90]
             if summary.compare:  # base, head, delta, delta %, CI, [pairs], verdict
+                line += [STATUS_TEXT[status]] + [""] * 4 + pairs + [reason] + [reason]
+            else:  # median, spread, main thread, wall, between pairs, [pairs], why
                 line += [STATUS_TEXT[status]] + [""] * 4 + pairs + [reason]
-            else:  # median, spread, main thread, wall, between pairs, [pairs]
-                line += [STATUS_TEXT[status]] + [""] * 3 + [reason] + pairs
             style = "dim" if status == "skipped" else "red"
         elif summary.compare:
             ci = "-"
@@ -177,37 +218,15 @@ def table_model(summary: Summary) -> TableModel:
                 us(r.get("base_wall_us")),
                 between,
             ] + pairs
+            line += [(r.get("error") or "")[:90]] if show_why else []
             style = None if status == "ok" else "yellow"
         if show_host:
             line.append({True: "yes", False: "GPU-bound", None: "-"}[r.get("host_bound")])
         if show_counters:
-            line.append(counters_text(r.get("counters")))
+            line.append(counters_text(r.get("counters"), summary.compare))
         rows.append(line)
         styles.append(style)
-    footer = list(summary.notes)
-    if summary.compare:
-        mdes = [r["mde_pct"] for r in summary.rows if r.get("mde_pct") is not None]
-        if mdes:
-            footer.append(
-                f"smallest detectable change (80% power): {min(mdes):.1f}% .. {max(mdes):.1f}% per cell"
-            )
-        effect = cfg.get("stats", {}).get("min_effect_pct", 1.0)
-        unit = "pairs (pair = unit)"
-        if any(r.get("ci_basis") == "generations" for r in summary.rows):  # "one generation": over its pairs
-            unit = "fork-server generations (generation = unit, each the mean of its pairs)"
-        footer.append(
-            f"intervals: Student t over {unit} of the median log ratio of adjacent A/B trial couples"
-        )
-        footer.append(
-            f"verdicts: slower/faster = the interval excludes 0 and the change is at least {effect:g}%; no change = the "
-            f"whole interval inside +-{effect:g}%; inconclusive = neither, with the change it could not rule out"
-        )
-        if any(r.get("verdict_cause") == "load" for r in summary.rows):
-            limit = cfg.get("stats", {}).get("max_contended_pct", 20.0)
-            footer.append(
-                f"inconclusive (load) = more than {limit:g}% of the cell's trial couples shared the measuring core "
-                "in every attempt: its figures include them and no verdict stands"
-            )
+    footer = list(summary.notes) + (_compare_footer(summary.rows, cfg) if summary.compare else [])
     if summary.path:
         footer.append(f"bundle: {summary.path}")
     title = "teperf compare" if summary.compare else "teperf run"
@@ -313,7 +332,7 @@ def render_rich(model: TableModel, console) -> None:
         if model.numeric is not None:
             right = col in model.numeric
         else:
-            right = col not in ("module", "recipe", "shape", "mode", "verdict", "counters")
+            right = col not in ("module", "recipe", "shape", "mode", "verdict", "counters", "why")
         # fold, not ellipsis: a long module name or path must keep its end on a narrow terminal
         table.add_column(safe(col), justify="right" if right else "left", overflow="fold")
     for row, style in zip(model.rows, model.styles):

@@ -56,7 +56,7 @@ def test_factory_modules():
         ({}, {"iters": 0}, "iters must be an integer >= 1"),
         ({}, {"core": 9999}, "core 9999 is not available"),
         ({"shapes": [[8, 0]]}, {}, "malformed shape"),
-        ({"modules": {"B": {"factory": "nocolon"}}}, {}, "needs factory"),
+        ({"modules": {"B": {"factory": "nocolon"}}}, {}, "is not of the form"),
         ({}, {"backend": "jax"}, "unknown backend"),
         ({"stats": {"alpha": 0.9}}, {}, "alpha must be between"),
         ({"stats": {"alpha": "x"}}, {}, "alpha must be between"),

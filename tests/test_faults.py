@@ -252,6 +252,7 @@ def test_report_of_an_empty_or_odd_meta_says_so(tmp_path, meta_text, capsys):
     path = tmp_path / "bundle"
     path.mkdir()
     (path / "meta.json").write_text(meta_text)
+    (path / "records.jsonl").write_bytes(b"")
     code, out, err = run(["report", str(path), "--format", "markdown"], capsys)
     assert code == 0, err
     assert "None" not in out and "schedule unknown" in out

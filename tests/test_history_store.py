@@ -178,15 +178,15 @@ def test_the_final_name_appears_only_complete(tmp_path, monkeypatch):
     assert seen["during"] == [] and len(st.files()) == 1
 
 
-def test_damaged_file_is_skipped_with_a_warning(tmp_path):
+def test_damaged_file_is_skipped_and_named(tmp_path):
     st = HistoryStore(tmp_path / "h")
     st.add_summary(summary(), bundle="x")
     (tmp_path / "h" / "20990101T000000Z_bad.parquet").write_bytes(b"not parquet at all")
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught:  # the commands say it in one teperf line
         warnings.simplefilter("always")
         df = st.read()
-    assert len(df) == 2
-    assert any("20990101T000000Z_bad.parquet" in str(w.message) for w in caught)
+    assert len(df) == 2 and not caught
+    assert len(st.unreadable) == 1 and "20990101T000000Z_bad.parquet" in st.unreadable[0]
 
 
 def test_old_files_without_new_columns_still_read(tmp_path):

@@ -30,6 +30,7 @@ def test_side_options_reach_plan_sides_and_the_bisect_factory(monkeypatch):
         "allow_dirty": True,
         "python": "/py",
         "cuda_archs": "80;90",
+        "package_hint": "model",  # not a flag: from the config's factories (grouped)
     }
     assert set(given) == set(SIDE_FIELDS)
     kwargs = dict(given, other=1)
@@ -51,7 +52,7 @@ def test_side_options_reach_plan_sides_and_the_bisect_factory(monkeypatch):
         3,
     )
     assert factory.build_command == ["make", "-j", "2", "a b"] and factory.python == "/py"
-    assert factory.cuda_archs == "80;90"
+    assert factory.cuda_archs == "80;90" and factory.package_hint == "model"
     assert SideOptions().interpreter == sys.executable
 
 

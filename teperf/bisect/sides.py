@@ -106,6 +106,7 @@ class GitSideFactory:
     layout: str | None = None  # a --layout TOML file; None: built in for the package
     log: Callable[[str], None] | None = None
     pinned: str | None = None  # the strategy every side of the run is made with (pin_range)
+    package_hint: str | None = None  # what the config's factories import: picks among several candidates
 
     def pin_range(self, good_sha: str, bad_sha: str) -> str | None:
         """When GOOD..BAD needs compiled code (extension or build), make every side of the run that
@@ -146,7 +147,7 @@ class GitSideFactory:
 
     def _package_dir(self, sha: str) -> str:
         if self.package is None:  # found once, in the first commit asked about, and said
-            self.package, how = detect_package(self.repo, sha)
+            self.package, how = detect_package(self.repo, sha, self.package_hint)
             (self.log or stderr_log)(
                 f"package under test: {self.package} ({how}; --package NAME names another)"
             )

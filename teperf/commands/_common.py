@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import math
+import os
 import shlex
 import signal
 import sys
@@ -31,6 +33,39 @@ def _shape_list(ctx, param, value):
     return [parse_shape(v) for v in value]
 
 
+class Number(click.ParamType):
+    """A finite float at least ``minimum``: every float option of every command takes this type, as
+    float("nan") and "inf" parse, and nan compares false with any bound a later check sets."""
+
+    name = "float"  # the metavar --help shows, as click's FLOAT
+
+    def __init__(self, minimum: float | None = None):
+        self.minimum = minimum
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        if self.minimum is not None and number < self.minimum:
+            self.fail(f"{value!r} is below {self.minimum:g}", param, ctx)
+        return number
+
+
+def _absolute(python: str) -> str:
+    return os.path.abspath(python) if os.sep in python or python.startswith(".") else python
+
+
+def interpreter(ctx, param, value):
+    """An interpreter given as a path, made absolute against the user's directory: the pre-check and the
+    workers run it from elsewhere (a temporary directory, a side's tree). A bare name stays for PATH."""
+    if not value:
+        return value
+    return tuple(map(_absolute, value)) if isinstance(value, tuple) else _absolute(value)
+
+
 def _default(value) -> str:
     # The dataclass default (one source of truth); a --config file may set its own.
     return f"{value:g}, or the config's" if isinstance(value, float) else f"{value}, or the config's"
@@ -41,6 +76,10 @@ Exit status: 0 every cell measured (skipped recipes included); 1 a cell failed
 or ended partial (the table says which and why), or a cell has a verdict that
 --fail-on names; 2 bad input; 130 Ctrl-C; 143 SIGTERM (the bundle keeps what
 was measured, status interrupted)."""
+RUN_EXIT_STATUS_HELP = """\b
+Exit status: 0 every cell measured (skipped recipes included); 1 a cell failed
+or ended partial (the table says which and why); 2 bad input; 130 Ctrl-C;
+143 SIGTERM (the bundle keeps what was measured, status interrupted)."""  # run has no --fail-on
 
 
 def _key_option(key: Key):
@@ -50,7 +89,7 @@ def _key_option(key: Key):
     if isinstance(opt.type, tuple):
         kwargs["type"] = click.Choice(opt.type)
     elif opt.type is not None:
-        kwargs["type"] = opt.type
+        kwargs["type"] = Number() if opt.type is float else opt.type
     if opt.metavar:
         kwargs["metavar"] = opt.metavar
     if opt.show_default is True:
@@ -179,7 +218,11 @@ def _side_options() -> dict:
         ),
         "python": (
             ("--python",),
-            dict(metavar="EXE", help="Interpreter that runs the workers (default: this one)."),
+            dict(
+                metavar="EXE",
+                callback=interpreter,
+                help="Interpreter that runs the workers (default: this one).",
+            ),
         ),
     }
 
@@ -239,9 +282,12 @@ def grouped(default_config: str = "default"):
 
         @functools.wraps(f)
         def command(**kwargs):
-            if wants_sides:
-                kwargs["sides"] = take_sides(kwargs)
+            sides = take_sides(kwargs) if wants_sides else None
             kwargs["measure"] = take_measure(kwargs, default_config)
+            if wants_sides:  # a repo of several modules: the one the config's factories import is under test
+                kwargs["sides"] = dataclasses.replace(
+                    sides, package_hint=kwargs["measure"].config.factory_package
+                )
             return f(**kwargs)
 
         return command

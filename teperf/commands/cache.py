@@ -7,6 +7,7 @@ import time
 
 import click
 
+from teperf.commands._common import Number
 from teperf.sides import cachedir
 
 _cache_dir_option = click.option(
@@ -102,7 +103,7 @@ def list_(cache_dir, fmt):
 @_cache_dir_option
 @click.argument("kinds", nargs=-1, type=click.Choice(list(cachedir.KINDS)))
 @click.option(
-    "--older-than", type=float, default=None, metavar="DAYS", help="Only entries not used for DAYS days."
+    "--older-than", type=Number(0), default=None, metavar="DAYS", help="Only entries not used for DAYS days."
 )
 def clear(cache_dir, kinds, older_than):
     """Remove cached entries: all, or only KINDS (trees, overlays, builds, buildtrees, ext, cores, ccache)."""

@@ -14,6 +14,7 @@ from teperf.commands._common import (
     fail_on_option,
     gate,
     grouped,
+    interpreter,
     measure_and_report,
     output_options,
     side_options,
@@ -38,9 +39,12 @@ from teperf.options import MeasureOptions, SideOptions
 @click.option("--base-path", metavar="DIR", help="Directory put first on the base worker's sys.path.")
 @click.option("--head-path", metavar="DIR", help="Directory put first on the head worker's sys.path.")
 @click.option(
-    "--base-python", metavar="EXE", help="Interpreter for the base side (e.g. a virtualenv's python)."
+    "--base-python",
+    metavar="EXE",
+    callback=interpreter,
+    help="Interpreter for the base side (e.g. a virtualenv's python).",
 )
-@click.option("--head-python", metavar="EXE", help="Interpreter for the head side.")
+@click.option("--head-python", metavar="EXE", callback=interpreter, help="Interpreter for the head side.")
 @counters_option(default=True)
 @click.option(
     "--explain",
@@ -108,6 +112,13 @@ def command(
     elif plan_only:
         raise TeperfError("--plan needs git refs (BASE..HEAD)", "give BASE..HEAD, or leave --plan out")
     elif any((base_path, head_path, base_python, head_python)):
+        ignored = sides.git_flags_given()
+        if ignored:
+            raise TeperfError(
+                f"{', '.join(ignored)} only {'apply' if len(ignored) > 1 else 'applies'} to git refs (BASE..HEAD), "
+                "not to --base-path/--head-path/--base-python/--head-python",
+                f"drop {', '.join(ignored)}, or give BASE..HEAD",
+            )
         base = api.path_side("base", base_path, base_python)
         head = api.path_side("head", head_path, head_python)
     else:

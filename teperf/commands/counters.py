@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from teperf.commands._common import config_options, make_config
+from teperf.commands._common import config_options, interpreter, make_config
 
 CHECK_EPILOG = """\b
 Exit status: 0 every cell as expected (or --update wrote the changes); 1 a counter
@@ -31,7 +31,9 @@ def command():
     help="Rewrite the rows that changed and add new cells (makes FILE when missing); exit 0.",
 )
 @click.option("--path", "side_path", metavar="DIR", help="Directory put first on the worker's sys.path.")
-@click.option("--python", metavar="EXE", help="Interpreter to run the worker (default: this one).")
+@click.option(
+    "--python", metavar="EXE", callback=interpreter, help="Interpreter to run the worker (default: this one)."
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @config_options
 def check_command(expected, update, side_path, python, fmt, **kwargs):

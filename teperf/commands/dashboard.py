@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from teperf.commands.history import history_option, open_store, select_machine
+from teperf.commands._common import Number
+from teperf.commands.history import history_option, open_store, read_history, select_machine
 from teperf.errors import TeperfError
 
 
@@ -25,14 +26,14 @@ from teperf.errors import TeperfError
 @click.option(
     "--min-effect",
     "min_effect_pct",
-    type=float,
+    type=Number(),
     default=2.0,
     show_default=True,
     help="Smallest step or drift reported, in %.",
 )
 @click.option(
     "--sig-level",
-    type=float,
+    type=Number(),
     default=0.01,
     show_default=True,
     help="Permutation-test p-value to accept a step.",
@@ -60,7 +61,7 @@ def command(history_url, out, machine, ref, min_effect_pct, sig_level):
             f"no history store at {store.url}",
             "check --history, or run teperf nightly or teperf import BUNDLE first",
         )
-    df = store.read(ref=ref)
+    df = read_history(store, ref=ref)
     df = select_machine(df, machine)
     if df.empty:
         click.echo(f"teperf: the history at {store.url} is empty; writing an empty dashboard", err=True)

@@ -13,6 +13,8 @@ import sys
 
 import click
 
+from teperf.commands._common import interpreter
+
 STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown": "dim"}
 
 
@@ -27,6 +29,7 @@ STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown": 
     "pythons",
     multiple=True,
     metavar="EXE",
+    callback=interpreter,
     help="Also report Python/torch/TE versions of this side interpreter; repeatable.",
 )
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)

@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from teperf.commands._common import Number
+
 
 @click.command("explain")
 @click.argument("bundle", type=click.Path(file_okay=False, exists=True))
@@ -28,7 +30,7 @@ import click
 @click.option(
     "--timeout",
     "timeout_s",
-    type=float,
+    type=Number(),
     help="Seconds a worker may take for one request (default: the bundle's).",
 )
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)

@@ -8,6 +8,7 @@ import sys
 import click
 
 from teperf.errors import TeperfError
+from teperf.safe_text import for_terminal
 
 
 def history_option(f):
@@ -24,6 +25,23 @@ def open_store(url):
     from teperf.history.store import HistoryStore
 
     return HistoryStore(url)
+
+
+def read_history(store, **filters):
+    """The store's rows; a file it had to skip is one teperf line on stderr, not a Python warning."""
+    df = store.read(**filters)
+    warn_unreadable(store)
+    return df
+
+
+def warn_unreadable(store) -> None:
+    for what in store.unreadable:
+        click.echo(
+            for_terminal(
+                f"teperf: warning: skipped an unreadable history file: {what}; move it out of the history"
+            ),
+            err=True,
+        )
 
 
 def select_machine(df, machine: str | None):
@@ -96,8 +114,11 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
     from teperf.history.nights import by_key, nights, status_column
     from teperf.history.store import ordered
 
+    if changes and list_nights:  # each replaces the points: one would be silently dropped
+        raise TeperfError("--changes and --nights each list something else", "give one of them")
+
     store = open_store(history_url)
-    whole = select_machine(store.read(ref=ref), machine)
+    whole = select_machine(read_history(store, ref=ref), machine)
     found = nights(whole)  # from every cell: a --module filter must not make a night look short of shards
     df = whole
     for col, val in (("module", module), ("recipe", recipe)):
@@ -171,6 +192,7 @@ def _print_table(df, night_of: dict) -> None:
             f"[{r.ci_low_pct:+.1f}, {r.ci_high_pct:+.1f}]" if _ok(r.ci_low_pct) and _ok(r.ci_high_pct) else ""
         )
         verdict = _s(r.verdict) or (_s(r.status) if r.status != "ok" else "")
+        cause = " (load)" if _s(r.verdict_cause) == "load" else ""
         table.add_row(
             Text(str(date)[:16]),
             Text(_s(r.sha)[:10]),
@@ -179,7 +201,7 @@ def _print_table(df, night_of: dict) -> None:
             Text(f"{r.host_us:.1f}" if _ok(r.host_us) else "-"),
             Text(f"{r.delta_pct:+.1f}" if _ok(r.delta_pct) else ""),
             Text(ci),
-            Text(verdict, style=colors.get(verdict, "")),
+            Text(verdict + cause, style=colors.get(verdict, "")),
             _shards_text(night_of.get((r.machine, r.night))),
             Text(_s(r.machine)),
         )

@@ -31,6 +31,7 @@ def command(bundles, history_url, ref, shard, sha, subject, commit_date, include
     teperf import results/20250101-020000-compare-ab12 --history results/history
     """
     from teperf.api import summarize
+    from teperf.history.store import measured_sides
 
     i, n = parse_shard(shard)
     if (subject or commit_date) and not sha:
@@ -70,7 +71,12 @@ def command(bundles, history_url, ref, shard, sha, subject, commit_date, include
         )
         if new:
             added += 1
-            click.echo(f"added {path} -> {file} ({len(summary.rows)} cells)")
+            # a bundle of paths or interpreters has no commit: say so, as the history shows none
+            sha_known = overrides.get("sha") or measured_sides(summary.meta)[0].get("sha")
+            no_commit = (
+                "" if sha_known else "; no commit recorded (its sides are not git refs): --sha gives one"
+            )
+            click.echo(f"added {path} -> {file} ({len(summary.rows)} cells{no_commit})")
         else:
             skipped += 1
             click.echo(f"already in the history: {path} ({file})")

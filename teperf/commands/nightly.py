@@ -24,7 +24,7 @@ from teperf.commands._common import (
     sweep_option,
 )
 from teperf.commands._live import live_view
-from teperf.commands.history import history_option
+from teperf.commands.history import history_option, warn_unreadable
 from teperf.errors import EXIT_CELLS_FAILED, exit_status_for_signal
 from teperf.nightly import (  # noqa: F401  (the decisions, where tests and scripts have found them)
     DEFAULT_CONFIG,
@@ -79,6 +79,7 @@ def command(ref, history_url, shard, night_id, force, dry_run, sides: SideOption
     plan = api.plan_nightly(
         measure.config, sides, ref=ref, history=history_url, shard=shard, night=night_id, force=force
     )
+    warn_unreadable(plan.store)  # the previous nightly was chosen without them
     click.echo(plan.describe(), err=True)
     if plan.choice.skip:
         click.echo("nightly: nothing new to measure (use --force to measure it again)", err=True)

@@ -7,10 +7,11 @@ import sys
 import click
 
 from teperf.commands._common import (
-    EXIT_STATUS_HELP,
+    RUN_EXIT_STATUS_HELP,
     config_options,
     counters_option,
     grouped,
+    interpreter,
     measure_and_report,
     output_options,
     sweep_option,
@@ -18,11 +19,13 @@ from teperf.commands._common import (
 from teperf.options import MeasureOptions
 
 
-@click.command("run", epilog=EXIT_STATUS_HELP)
+@click.command("run", epilog=RUN_EXIT_STATUS_HELP)
 @config_options
 @output_options
 @click.option("--path", "side_path", metavar="DIR", help="Directory put first on the worker's sys.path.")
-@click.option("--python", metavar="EXE", help="Interpreter to run the worker (default: this one).")
+@click.option(
+    "--python", metavar="EXE", callback=interpreter, help="Interpreter to run the worker (default: this one)."
+)
 @click.option("--label", default="run", show_default=True, help="Name of the side in the output.")
 @sweep_option()
 @counters_option(default=False)

@@ -15,6 +15,7 @@ from teperf.config import Config
 # teperf waited for a reply) or "is gone (exit -9)" (it was dead when teperf next wrote to it).
 _SIGKILLED = re.compile(r"SIGKILL|status -9\b|exit -9\b")
 
+_NO_ATTRIBUTE = re.compile(r"AttributeError: module '([\w.]+)' has no attribute '(\w+)'")
 OOM_HINT = "it may have been killed for memory (the OOM killer sends SIGKILL): try a smaller --shape or fewer cases per run"
 FACTORY_HINT = (
     "check the module factories and that each side's --path/--base-path/--head-path holds their package"
@@ -32,6 +33,11 @@ def failure_hint(error: str, timeout_option: str = "--timeout") -> str:
         )
     if "was killed by" in text:
         return "something killed the worker (see its log)"
+    missing = _NO_ATTRIBUTE.search(text)
+    if missing:  # the module imported: not a path problem, a name in the config
+        return (
+            f"{missing[1]} has no {missing[2]}: check the factory (or inputs) key that names it in the config"
+        )
     return FACTORY_HINT
 
 

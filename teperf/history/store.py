@@ -37,6 +37,7 @@ import json
 import math
 import os
 import posixpath
+import re
 import secrets
 import warnings
 from typing import Any, Mapping, Sequence
@@ -168,10 +169,64 @@ def split_shard(text) -> tuple[int, int]:
     return (i, n) if 1 <= i <= n else (1, 1)
 
 
+NO_SHA = "nosha"  # a run id's commit part when the bundle names none
+
+
 def make_run_id(meta: Mapping[str, Any], machine: str, sha: str | None, shard: str, token: str) -> str:
     started = _ts(meta.get("started_at")) or _dt.datetime.now(_dt.timezone.utc)
-    short = (sha or "nosha")[:10]
+    short = (sha or NO_SHA)[:10]
     return f"{started:%Y%m%dT%H%M%SZ}_{machine}_{short}_s{shard.replace('/', 'of')}_{token}"
+
+
+def _cell_columns(r: Mapping[str, Any], is_compare: bool) -> dict:
+    """A summary row's cell columns: the measured side's figures (head's in a compare)."""
+    head_us = _num(r.get("head_us"))
+    base_us = _num(r.get("base_us"))
+    row = dict(
+        module=r.get("module"),
+        recipe=r.get("recipe"),
+        shape=r.get("shape")
+        if isinstance(r.get("shape"), str) or r.get("shape") is None
+        else "x".join(map(str, r["shape"])),
+        dtype=r.get("dtype"),
+        mode=r.get("mode"),
+        status=r.get("status"),
+        error=None if r.get("error") is None else str(r.get("error")),
+        host_us=head_us if is_compare else base_us,
+        host_spread_pct=_num(r.get("head_spread_pct") if is_compare else r.get("base_spread_pct")),
+        base_us=base_us,
+        head_us=head_us,
+        verdict=r.get("verdict"),
+        verdict_cause=r.get("verdict_cause"),
+        ci_basis=r.get("ci_basis"),
+        host_bound=r.get("host_bound"),
+        counters=None
+        if r.get("counters") is None
+        else json.dumps(r.get("counters"), sort_keys=True, default=str),
+    )
+    for key in (
+        "delta_us",
+        "delta_pct",
+        "ci_low_us",
+        "ci_high_us",
+        "ci_low_pct",
+        "ci_high_pct",
+        "base_spread_pct",
+        "head_spread_pct",
+        "pair_sd_pct",
+        "mde_pct",
+    ):
+        row[key] = _num(r.get(key))
+    for key in ("n_pairs", "n_trials"):
+        row[key] = None if r.get(key) is None else int(r.get(key))
+    side = "head" if is_compare else "base"
+    row.update(
+        first_call_ms=_num(r.get(f"first_call_{side}_ms")),
+        first_call_delta_pct=_num(r.get("first_call_delta_pct")),
+        first_call_verdict=r.get("first_call_verdict"),
+        recompile_ms=_num(r.get(f"recompile_{side}_ms")),
+    )
+    return row
 
 
 def rows_from_summary(
@@ -197,8 +252,10 @@ def rows_from_summary(
     overrides = dict(overrides or {})
     sha = overrides.get("sha", head.get("sha"))
     if run_id is None:
-        # deterministic per bundle, so importing the same bundle twice is a no-op
-        ident = f"{bundle or ''}|{meta.get('started_at')}|{sha}|{shard}|{night or ''}"
+        # deterministic per bundle, so importing the same bundle twice is a no-op: its directory's name
+        # (not how the path was typed) and not the sha (a second import may add --sha)
+        name = posixpath.basename(str(bundle or "").rstrip("/"))
+        ident = f"{name}|{meta.get('started_at')}|{shard}|{night or ''}"
         run_id = make_run_id(
             meta, mach["machine"], sha, shard, hashlib.sha256(ident.encode()).hexdigest()[:8]
         )
@@ -226,57 +283,7 @@ def rows_from_summary(
         run[key] = _ts(value) if key in ("run_date", "committed_at", "base_committed_at") else value
     if run["night"] is None:
         run["night"] = default_night(run["sha"], run_id)
-    out = []
-    for r in summary.rows:
-        row = dict(run)
-        head_us = _num(r.get("head_us"))
-        base_us = _num(r.get("base_us"))
-        is_compare = base is not None
-        row.update(
-            module=r.get("module"),
-            recipe=r.get("recipe"),
-            shape=r.get("shape")
-            if isinstance(r.get("shape"), str) or r.get("shape") is None
-            else "x".join(map(str, r["shape"])),
-            dtype=r.get("dtype"),
-            mode=r.get("mode"),
-            status=r.get("status"),
-            error=None if r.get("error") is None else str(r.get("error")),
-            host_us=head_us if is_compare else base_us,
-            host_spread_pct=_num(r.get("head_spread_pct") if is_compare else r.get("base_spread_pct")),
-            base_us=base_us,
-            head_us=head_us,
-            verdict=r.get("verdict"),
-            ci_basis=r.get("ci_basis"),
-            host_bound=r.get("host_bound"),
-            counters=None
-            if r.get("counters") is None
-            else json.dumps(r.get("counters"), sort_keys=True, default=str),
-        )
-        for key in (
-            "delta_us",
-            "delta_pct",
-            "ci_low_us",
-            "ci_high_us",
-            "ci_low_pct",
-            "ci_high_pct",
-            "base_spread_pct",
-            "head_spread_pct",
-            "pair_sd_pct",
-            "mde_pct",
-        ):
-            row[key] = _num(r.get(key))
-        for key in ("n_pairs", "n_trials"):
-            row[key] = None if r.get(key) is None else int(r.get(key))
-        side = "head" if is_compare else "base"
-        row.update(
-            first_call_ms=_num(r.get(f"first_call_{side}_ms")),
-            first_call_delta_pct=_num(r.get("first_call_delta_pct")),
-            first_call_verdict=r.get("first_call_verdict"),
-            recompile_ms=_num(r.get(f"recompile_{side}_ms")),
-        )
-        out.append(HistoryRow(**row))
-    return out
+    return [HistoryRow(**run, **_cell_columns(r, is_compare=base is not None)) for r in summary.rows]
 
 
 def history_row(row: HistoryRow | Mapping[str, Any]) -> HistoryRow:
@@ -306,6 +313,7 @@ class HistoryStore:
 
         url = os.fspath(url) if url is not None else os.environ.get(HISTORY_ENV) or DEFAULT_HISTORY
         self.url = url
+        self.unreadable: list[str] = []  # "path (why)" of each file the last read() skipped
         try:
             self.fs, self.root = fsspec.core.url_to_fs(url)
         except (ImportError, ValueError) as exc:
@@ -400,15 +408,19 @@ class HistoryStore:
     ):
         """All rows (a pandas DataFrame in the store's schema), optionally filtered.
 
-        A file that cannot be read (not a teperf history file, damaged by hand) is skipped
-        with a warning rather than taking the whole history down.
+        A file that cannot be read (not a teperf history file, damaged by hand) is skipped and
+        named in ``unreadable`` (the commands say so in one line) rather than taking the whole history down.
         """
         tables = []
+        self.unreadable = []
         for path in self.files():
             try:
-                t = pq.read_table(path, filesystem=self.fs)
+                with warnings.catch_warnings():  # pyarrow/pandas warnings become the line above
+                    warnings.simplefilter("ignore")
+                    t = pq.read_table(path, filesystem=self.fs)
             except Exception as exc:  # noqa: BLE001 - keep going, say which file
-                warnings.warn(f"history: skipping unreadable {path}: {exc}", stacklevel=2)
+                why = re.sub(r"^Could not open Parquet input source '.*?': ", "", str(exc))  # names it again
+                self.unreadable.append(f"{path} ({why[:300]})")
                 continue
             check_version(t, path)
             tables.append(_conform(t))
@@ -426,11 +438,18 @@ class HistoryStore:
 
     def add_summary(self, summary, **kwargs) -> tuple[str, bool]:
         """Rows from a bundle summary -> a new run file.  Returns (path, added); a run already
-        present (the same bundle imported twice) is not added again."""
+        present (the same bundle imported twice) is not added again, except that one present without a
+        commit is replaced by this one when it names one (import --sha)."""
         rows = rows_from_summary(summary, **kwargs)
         run_id = rows[0].run_id if rows else None
-        if run_id and self.has_run(run_id):
-            return self._path(run_id + SUFFIX), False
+        token = f"_{run_id.rsplit('_', 1)[-1]}{SUFFIX}" if run_id else None
+        present = [f for f in self.files() if f.endswith(token)] if token else []
+        if present and rows[0].sha and f"_{NO_SHA}_" in posixpath.basename(present[0]):
+            path = self.append(rows)  # imported before without a commit: this import names it
+            self.fs.rm(present[0])
+            return path, True
+        if present:  # the same bundle, imported before
+            return present[0], False
         return self.append(rows), True
 
 

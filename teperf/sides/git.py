@@ -132,6 +132,7 @@ def plan_sides(
     allow_dirty: bool | None = None,
     log: Log | None = None,
     cuda_archs: str | None = None,
+    package_hint: str | None = None,
 ) -> SidesPlan:
     """Resolve ``spec``, classify the diff, choose the strategy and say so (through ``log``); build nothing.
 
@@ -146,6 +147,7 @@ def plan_sides(
     ``jobs``: compile jobs (default: free cores). ``allow_dirty`` (default
     $TEPERF_ALLOW_DIRTY): measure the committed HEAD even when the work tree
     has uncommitted changes in the package. ``log``: progress lines (default: stderr).
+    ``package_hint``: what the config's factories import, chosen when the repo holds several candidates.
     """
     if cuda_archs is not None and not re.fullmatch(r"\d+[a-z]?(;\d+[a-z]?)*", cuda_archs):
         raise TeperfError(
@@ -164,7 +166,7 @@ def plan_sides(
     resolved = gitrepo.resolve_spec(spec, repo)
     root = resolved.repo
     if not package:
-        package, how = gitrepo.detect_package(root, resolved.head.sha)
+        package, how = gitrepo.detect_package(root, resolved.head.sha, package_hint)
         log(f"package under test: {package} ({how}; --package NAME names another)")
     pkg_dir = package_dir
     if pkg_dir is None:

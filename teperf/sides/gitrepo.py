@@ -298,10 +298,11 @@ _NOT_PACKAGES = frozenset(
 _NOT_MODULES = frozenset({"setup", "conftest", "noxfile", "tasks", "manage", "fabfile"})
 
 
-def detect_package(repo: str | os.PathLike, sha: str) -> tuple[str, str]:
+def detect_package(repo: str | os.PathLike, sha: str, hint: str | None = None) -> tuple[str, str]:
     """(import name, how it was found) of the code under test at ``sha``, when ``--package`` is not given:
     TransformerEngine's package, else pyproject's project name, else the one top-level package, else the
-    one top-level module. Several candidates: a TeperfError listing them."""
+    one top-level module. Several candidates: ``hint`` (what the config's factories import) when it is one
+    of them, else a TeperfError listing them."""
     blobs = [path for _mode, kind, _obj, path in ls_tree(repo, sha) if kind == "blob"]
     if "transformer_engine/__init__.py" in blobs:
         return "transformer_engine", "transformer_engine/__init__.py"
@@ -339,6 +340,8 @@ def detect_package(repo: str | os.PathLike, sha: str) -> tuple[str, str]:
     if not packages and len(modules) == 1:
         return modules[0], "the one top-level module"
     found = packages or modules
+    if hint in found:
+        return hint, "the one the config's factories import"
     raise TeperfError(
         f"cannot tell which package is under test at {sha[:10]} of {repo}: "
         + (f"found {', '.join(found)}" if found else "no Python package or module at its top level"),
@@ -394,9 +397,17 @@ def _untar(stream, dest: Path) -> int:
     return count
 
 
-def _extract_archive(repo: str | os.PathLike, sha: str, dest: Path) -> int:
-    """Stream ``git archive sha`` into ``dest``; return the number of files."""
-    cmd = [_git_exe(), "-C", os.fspath(repo), "archive", "--format=tar", sha]
+def _extract_archive(repo: str | os.PathLike, sha: str, dest: Path, paths: Sequence[str] = ()) -> int:
+    """Stream ``git archive sha [-- paths]`` into ``dest``; return the number of files."""
+    cmd = [
+        _git_exe(),
+        "-C",
+        os.fspath(repo),
+        "archive",
+        "--format=tar",
+        sha,
+        *(["--", *paths] if paths else []),
+    ]
     count, unreadable = 0, None
     with tempfile.TemporaryFile() as errors:
         proc = subprocess.Popen(
@@ -458,18 +469,36 @@ def _fill_submodules(repo: Path, sha: str, dest: Path, depth: int = 0) -> None:
         _fill_submodules(source, commit, target, depth + 1)
 
 
+def _extract_tree(repo: Path, sha: str, dest: Path, needs: str | None) -> tuple[int, str | None]:
+    """(files, the one path taken or None for all): the whole commit, or where objects outside ``needs``
+    are missing (a partial mirror without some data file), only ``needs``."""
+    try:
+        return _extract_archive(repo, sha, dest), None
+    except TeperfError:
+        if not needs:
+            raise
+    for child in list(dest.iterdir()):  # what the whole archive wrote before it stopped
+        if child.is_dir() and not child.is_symlink():
+            cachedir.remove_tree(child)
+        else:
+            child.unlink()
+    return _extract_archive(repo, sha, dest, (needs,)), needs
+
+
 def materialize(
     repo: str | os.PathLike,
     sha: str,
     *,
     cache_dir: str | os.PathLike | None = None,
     submodules: bool = False,
+    needs: str | None = None,
 ) -> Path:
     """The commit's files under ``<cache>/trees/<sha>/`` (made once, reused by later runs).
 
     Uses ``git archive`` (nothing is written to the user's work tree, index or
     .git). With ``submodules``, the submodules' files are added from the local
-    clones of them (no network).
+    clones of them (no network). ``needs``: the one path the caller uses (the package's directory), taken
+    alone when the repository lacks objects elsewhere in the commit.
     """
     repo = Path(repo)
     trees = cachedir.kind_dir("trees", cache_dir)
@@ -478,11 +507,12 @@ def materialize(
     with cachedir.locked(trees / f"{sha}.lock"):
         cachedir.hold(final)
         meta = cachedir.read_json(meta_file) if final.is_dir() else {}
-        if meta.get("complete") and (meta.get("submodules") or not submodules):
+        whole_enough = not meta.get("only") or meta.get("only") == needs  # a tree of one path serves only it
+        if meta.get("complete") and whole_enough and (meta.get("submodules") or not submodules):
             cachedir.touch(final)
             return final
         started = time.perf_counter()
-        if meta.get("complete"):  # the tree is there; only its submodules are missing
+        if meta.get("complete") and whole_enough:  # the tree is there; only its submodules are missing
             _fill_submodules(repo, sha, final)
             meta.update(submodules=True)
             cachedir.write_json(meta_file, meta)
@@ -491,7 +521,7 @@ def materialize(
             cachedir.remove_tree(final)  # an incomplete leftover
         tmp = cachedir.tmp_sibling(final)
         try:
-            files = _extract_archive(repo, sha, tmp)
+            files, only = _extract_tree(repo, sha, tmp, needs)
             if submodules:
                 _fill_submodules(repo, sha, tmp)
             cachedir.write_json(
@@ -502,6 +532,7 @@ def materialize(
                     "repo": str(repo),
                     "files": files,
                     "submodules": submodules,
+                    "only": only,
                     "subject": run_git(repo, "show", "-s", "--format=%s", sha),
                     "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                     "seconds": round(time.perf_counter() - started, 3),

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Optional
 
 from teperf.bundle import Bundle, coordinator_gone
+from teperf.errors import TeperfError
 from teperf.records import (
+    RECORDS_FILE,
     CaseId,
     CaseMeta,
     CompileCacheRecord,
@@ -111,11 +113,18 @@ def parse(path, lane: Optional[int] = None) -> ParsedBundle:
     parsed = ParsedBundle(
         path=bundle.path, meta=meta, cases=cases, cells=defaultdict(CellRecords), bad_cases=bad_cases
     )
+    read = 0
     for rec in bundle.records():
+        read += 1
         if lane is not None and isinstance(rec, TrialRecord) and rec.lane != lane:
             continue  # bundles from before lanes measured on one lane: lane 0
         _add(parsed, rec)
     parsed.skipped_lines = bundle.skipped_lines
+    if not read and meta.get("status") == "complete":  # else every cell reads "not measured", silently
+        raise TeperfError(
+            f"{bundle.path / RECORDS_FILE} holds no records, but meta.json says the run completed",
+            "the bundle lost its measurements; re-run the measurement",
+        )
     parsed.cells = dict(parsed.cells)
     return parsed
 

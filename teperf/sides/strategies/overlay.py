@@ -79,7 +79,7 @@ class Overlay(Strategy):
         t = self.target
         basis = self.basis
         installed = basis.installed
-        tree = self.tree(commit)
+        tree = self.tree(commit, package_only=True)
         spec = ShadowSpec(
             package=t.package,
             installed_dir=installed.location,

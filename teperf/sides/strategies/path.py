@@ -49,7 +49,7 @@ class PathStrategy(Strategy):
         return Plan(self.name, reason, costs)
 
     def prepare(self, label: str, commit: Commit, description: Mapping[str, Any]) -> Side:
-        tree = self.tree(commit)
+        tree = self.tree(commit, package_only=True)
         parent = self._import_root()
         root = tree / parent if parent else tree
         return Side(
