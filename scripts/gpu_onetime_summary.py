@@ -42,8 +42,10 @@ def verdict_table(out: Path) -> int:
                 if row.get(f"{cost}_n_pairs"):
                     groups[(row["mode"] + warm, cost)].append({k: row.get(f"{cost}_{k}") for k in (
                         "verdict", "n_pairs", "min_effect_pct", "pair_sd_pct", "delta_pct")})  # fmt: skip
-    print("| mode | cost | cells | with a verdict | slower | faster | false rate [95% Wilson] | no change | "
-          "inconclusive | too few pairs | median pairs | median min effect % | median pair sd % |")
+    print(
+        "| mode | cost | cells | with a verdict | slower | faster | false rate [95% Wilson] | no change | "
+        "inconclusive | too few pairs | median pairs | median min effect % | median pair sd % |"
+    )
     print("|" + "---|" * 13)
     total = false_total = decided_total = 0
     for (mode, cost), cells in sorted(groups.items()):
@@ -56,7 +58,11 @@ def verdict_table(out: Path) -> int:
               f"{verdicts.count('no change')} | {sum(v.startswith('inconclusive') for v in verdicts)} | "
               f"{len(verdicts) - len(decided)} | {median(c['n_pairs'] for c in cells)} | "
               f"{median(c['min_effect_pct'] for c in cells)} | {median(c['pair_sd_pct'] for c in cells)} |")  # fmt: skip
-        total, decided_total, false_total = total + len(cells), decided_total + len(decided), false_total + slower + faster
+        total, decided_total, false_total = (
+            total + len(cells),
+            decided_total + len(decided),
+            false_total + slower + faster,
+        )
     low, high = wilson_interval(false_total, decided_total)
     print(f"\nall: {total} one-time A/A cells ({'at least' if total >= 64 else 'FEWER than'} 64), {decided_total} "
           f"with a verdict, {false_total} slower/faster: {false_total / max(1, decided_total):.1%} "

@@ -103,7 +103,9 @@ def _onetime_draws(rng, n_pairs, factor=1.0, tail="lognormal"):
 @pytest.mark.parametrize("n_pairs", [6, 10])
 def test_onetime_aa_false_verdicts_at_most_five_percent(tail, n_pairs):
     rng = np.random.default_rng(32)
-    verdicts = [onetime_cell(*_onetime_draws(rng, n_pairs, tail=tail), Stats())["verdict"] for _ in range(1500)]
+    verdicts = [
+        onetime_cell(*_onetime_draws(rng, n_pairs, tail=tail), Stats())["verdict"] for _ in range(1500)
+    ]
     false = sum(v in ("slower", "faster") for v in verdicts) / len(verdicts)
     assert false <= 0.05, false
 

@@ -8,8 +8,8 @@ import numpy as np
 from teperf.config import Stats
 from teperf.numbers import duration
 from teperf.records import CONTENDED_WALL_OVER_CPU, StopRecord
-from teperf.summary.aggregate import planned_pairs, trials_without_clock
 from teperf.stats import onetime_rule
+from teperf.summary.aggregate import planned_pairs, trials_without_clock
 from teperf.summary.parse import ParsedBundle
 
 
