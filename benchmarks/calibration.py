@@ -142,7 +142,7 @@ class Tally:
             false = sum(v in ("slower", "faster") for v in verdicts)
             low, high = wilson_interval(false, len(verdicts))
             rate = f"{false / max(1, len(verdicts)):.0%} [{low:.0%}, {high:.0%}]" if verdicts else "-"
-            cells = [*key, str(len(verdicts)), str(false), rate]
+            cells = [*key, str(len(verdicts)), str(false), rate, str(verdicts.count("no change"))]
             for level in [lv for lv in levels if lv]:
                 got = self.planted.get(key, {}).get(level, [])
                 det, cov = sum(v == "slower" for v, _ in got), sum(c for _, c in got)
@@ -151,7 +151,7 @@ class Tally:
         return out
 
     def table(self, levels: list[int]) -> str:
-        head = ["condition", "kind", "cost", "A/A cells", "false", "false rate [95% Wilson]"]
+        head = ["condition", "kind", "cost", "A/A cells", "false", "false rate [95% Wilson]", "no change"]
         head += [f"planted {lv}x: slower, covers truth" for lv in levels if lv]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(r) + " |" for r in self.rows(levels)]
