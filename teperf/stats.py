@@ -301,7 +301,7 @@ def onetime_cell(
     b = float(math.exp(np.mean([math.log(base[p]) for p in pairs])))
     interval = signed_rank_interval(units, cfg.alpha)
     centre = interval[0] if interval else float(np.median(units))
-    spread = robust_sd(units - centre) if len(units) > 1 else math.nan
+    spread = robust_sd(units) if len(units) > 1 else math.nan
     min_effect = max(cfg.min_effect_once_pct, to_pct(spread) if math.isfinite(spread) else 0.0)
     out.update(
         base_ms=b,
