@@ -7,9 +7,9 @@
 # A/A of the PR thread's cells (--config pr-thread: LayerNormLinear/LayerNormMLP x bf16/fp8 delayed, [8,2,256]),
 # TE on both sides, PAIRS (6) pairs a run, jobs side by side on their own measuring cores, each repeating its
 # run until the deadline (LIMIT s after the start, default 470) leaves less than one run's time:
-#   eager-N       cores 3, 5: --modes eager,cuda-graph   (8 first-call cells a run, cheap: most runs)
-#   compile-N     cores 7, 9: --modes compile, cold cache (4 first-call + 4 recompile cells a run)
-#   warm          core 13:    --modes compile --compile-cache warm, once: every compile first call must find
+#   eager-N       cores 2-4, 5-7:   --modes eager,cuda-graph   (8 first-call cells a run, cheap: most runs)
+#   compile-N     cores 8-10, 11-13: --modes compile, cold cache (4 first-call + 4 recompile cells a run)
+#   warm          cores 14-15,1:    --modes compile --compile-cache warm, once: every compile first call must find
 #                             every graph in the cache, or the run's footer (and the summary) says why not
 # At least 64 one-time cells in all (the summary counts them and says if fewer). Written as it goes, so a
 # call cut short still brings back what ran: $OUT/log.txt (what ran, rc and wall time per run),
@@ -32,27 +32,34 @@ AA="--base-python python3 --head-python python3 --no-counters"
 summary() { python3 scripts/gpu_onetime_summary.py "$OUT" > "$OUT/summary.md" 2>> "$OUT/log.txt"; }
 trap 'log "interrupted: summary of what ran"; summary; cat "$OUT/summary.md"; exit 130' INT TERM
 
-# job NAME CORE MIN_S MAX_RUNS args...: A/A compares one after another while at least MIN_S s remain
+# Each job's coordinator is confined to its own cores (taskset): its measuring core and the spare cores its
+# next pairs set up on, so that one job's set-ups and compiles do not land on another's measuring core.
+PIN="taskset -c"; command -v taskset > /dev/null || { PIN=""; log "no taskset: jobs share every core"; }
+
+# job NAME CORES CORE MIN_S MAX_RUNS args...: A/A compares one after another while at least MIN_S s remain
 job() {
-  local name=$1 core=$2 min_s=$3 max_runs=$4; shift 4
+  local name=$1 cores=$2 core=$3 min_s=$4 max_runs=$5; shift 5
   local n=0 dir="$OUT/$name"; mkdir -p "$dir"
   while [ $n -lt $max_runs ]; do
     local left=$(( LIMIT - ($(date +%s) - T0) ))
     if [ $left -lt $min_s ]; then log "$name: $n runs; $left s left, under the $min_s s a run needs"; break; fi
     local t=$(date +%s)
-    log "$name run $n: compare $* --core $core (at most $left s)"
+    log "$name run $n: compare $* --core $core on cores $cores (at most $left s)"
     # SIGINT at the deadline: teperf writes what it measured (status interrupted) and summarizes it
-    timeout --signal=INT --kill-after=30 $left python3 -m teperf compare $SHORT --core $core $AA "$@" \
+    timeout --signal=INT --kill-after=30 $left ${PIN:+$PIN $cores} python3 -m teperf compare $SHORT --core $core $AA "$@" \
       --format json --results-dir "$dir/$n" > "$dir/$n.json" 2> "$dir/$n.err"
-    log "$name run $n: rc=$? wall=$(( $(date +%s) - t )) s"
+    local rc=$?
+    log "$name run $n: rc=$rc wall=$(( $(date +%s) - t )) s"
     n=$(( n + 1 ))
+    # 2: refused before measuring (a usage or set-up error): again would only repeat it
+    if [ $rc -eq 2 ]; then log "$name: stopped: $(tail -1 "$dir/$(( n - 1 )).err")"; break; fi
   done
 }
-job eager-1 3 60 20 --modes eager,cuda-graph &
-job eager-2 5 60 20 --modes eager,cuda-graph &
-job compile-1 7 200 3 --modes compile &
-job compile-2 9 200 3 --modes compile &
-job warm 13 200 1 --modes compile --compile-cache warm &
+job eager-1 2-4 3 60 20 --modes eager,cuda-graph &
+job eager-2 5-7 6 60 20 --modes eager,cuda-graph &
+job compile-1 8-10 9 200 3 --modes compile &
+job compile-2 11-13 12 200 3 --modes compile &
+job warm 14-15,1 15 200 1 --modes compile --compile-cache warm &
 wait
 trap - INT TERM
 summary
