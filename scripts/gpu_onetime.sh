@@ -9,7 +9,7 @@
 # run until the deadline (LIMIT s after the start, default 470) leaves less than one run's time:
 #   eager-N       cores 2-4, 5-7:   --modes eager,cuda-graph   (8 first-call cells a run, cheap: most runs)
 #   compile-N     cores 8-10, 11-13: --modes compile, cold cache (4 first-call + 4 recompile cells a run)
-#   warm          cores 14-15,1:    --modes compile --compile-cache warm, once: every compile first call must find
+#   warm          cores 0-1,14-15:  --modes compile --compile-cache warm, once: every compile first call must find
 #                             every graph in the cache, or the run's footer (and the summary) says why not
 # At least 64 one-time cells in all (the summary counts them and says if fewer). Written as it goes, so a
 # call cut short still brings back what ran: $OUT/log.txt (what ran, rc and wall time per run),
@@ -59,7 +59,7 @@ job eager-1 2-4 3 60 20 --modes eager,cuda-graph &
 job eager-2 5-7 6 60 20 --modes eager,cuda-graph &
 job compile-1 8-10 9 200 3 --modes compile &
 job compile-2 11-13 12 200 3 --modes compile &
-job warm 14-15,1 15 200 1 --modes compile --compile-cache warm &
+job warm 0-1,14-15 15 200 1 --modes compile --compile-cache warm &
 wait
 trap - INT TERM
 summary
