@@ -128,6 +128,8 @@ class Tally:
                 verdict = row.get(f"{pre}verdict")
                 if verdict is None:
                     continue
+                if not pre and row.get("verdict_cause") == "load":
+                    verdict = "inconclusive (load)"
                 if level == 0 or row["module"] != PLANTED_CELL:
                     self.aa[(*key, cost)].append(verdict)
                     continue
@@ -142,16 +144,29 @@ class Tally:
             false = sum(v in ("slower", "faster") for v in verdicts)
             low, high = wilson_interval(false, len(verdicts))
             rate = f"{false / max(1, len(verdicts)):.0%} [{low:.0%}, {high:.0%}]" if verdicts else "-"
-            cells = [*key, str(len(verdicts)), str(false), rate, str(verdicts.count("no change"))]
+            load = verdicts.count("inconclusive (load)")
+            cells = [*key, str(len(verdicts)), str(false), rate, str(verdicts.count("no change")), str(load)]
             for level in [lv for lv in levels if lv]:
                 got = self.planted.get(key, {}).get(level, [])
                 det, cov = sum(v == "slower" for v, _ in got), sum(c for _, c in got)
-                cells.append(f"{det}/{len(got)}, covers {cov}" if got else "-")
+                load = sum(v == "inconclusive (load)" for v, _ in got)
+                cells.append(
+                    f"{det}/{len(got)}, covers {cov}" + (f", load {load}" if load else "") if got else "-"
+                )
             out.append(cells)
         return out
 
     def table(self, levels: list[int]) -> str:
-        head = ["condition", "kind", "cost", "A/A cells", "false", "false rate [95% Wilson]", "no change"]
+        head = [
+            "condition",
+            "kind",
+            "cost",
+            "A/A cells",
+            "false",
+            "false rate [95% Wilson]",
+            "no change",
+            "inconclusive (load)",
+        ]
         head += [f"planted {lv}x: slower, covers truth" for lv in levels if lv]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(r) + " |" for r in self.rows(levels)]
