@@ -260,12 +260,14 @@ class Stats:
         _choice(METRICS, "metric", fix="use one of"),
         Option("Headline clock.", type=METRICS, show_default=True),
     )
-    # The same for one-time costs (first call, recompile), which vary by tens of % between processes.
+    # The floor of the same for one-time costs (first call, recompile), which vary by tens of % between
+    # processes: a cell's own A/A spread raises it (teperf.stats.onetime_cell).
     min_effect_once_pct: float = key(
         10.0,
         _percent(),
         Option(
-            "The same for one-time costs (first call, recompile), which vary more between processes.",
+            "The same for one-time costs (first call, recompile), at least: a cell's own spread between "
+            "pairs raises it.",
             flag="--min-effect-once",
             type=float,
             show_default=True,

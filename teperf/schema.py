@@ -25,6 +25,7 @@ ONETIME_STATS = (
     "bound_pct",
     "n_pairs",
     "pair_sd_pct",
+    "min_effect_pct",  # the min effect its verdict used (teperf.stats.onetime_cell)
 )
 # In the per-step row as <cost>_<stat>, plus, for `run`, the break-even against the eager cell:
 ONETIME_FIELDS = tuple(f"{cost}_{stat}" for cost in ONETIME_COSTS for stat in ONETIME_STATS) + (

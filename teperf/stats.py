@@ -50,8 +50,7 @@ from teperf.config import Stats
 
 # ci_basis values whose interval is taken over independent draws (the width --precision aims at)
 INDEPENDENT_BASES = ("pairs", "generations")
-MIN_ONETIME_PAIRS = 5  # a one-time cost gets a verdict from this many pairs on
-TOO_FEW_PAIRS = "too few pairs"  # its verdict below that
+TOO_FEW_PAIRS = "too few pairs"  # a one-time cost's verdict below onetime_pairs_needed
 TOO_FEW_GENERATIONS = "too few generations"  # the same where fork-server generations are the unit
 
 
@@ -219,6 +218,58 @@ def single_cell(values: Mapping[int, Sequence[float]]) -> dict:
     }
 
 
+def onetime_pairs_needed(alpha: float) -> int:
+    """The fewest units from which the signed-rank interval exists at all: with n units the smallest
+    two-sided p-value is 2 / 2**n, so 6 at alpha 0.05 (the interval is then [min, max] of the units)."""
+    return max(2, math.ceil(1 - math.log2(alpha)))
+
+
+def signed_rank_interval(logs: Sequence[float], alpha: float) -> tuple[float, float, float] | None:
+    """(Hodges-Lehmann estimate, low, high) of the centre of ``logs``: the median of the Walsh averages
+    (x_i + x_j) / 2, i <= j, and the exact (1 - alpha) Wilcoxon signed-rank interval between two of
+    them; None below onetime_pairs_needed. Under an A/A the log ratios are symmetric about 0 (the two
+    sides are exchangeable within a pair), so it misses 0 at most alpha of the time whatever their
+    tails: one-time costs are few and heavy-tailed, where Student's t read 2 of 8 A/A cells slower."""
+    x = np.sort(np.asarray(logs, dtype=float))
+    n = len(x)
+    if n < onetime_pairs_needed(alpha):
+        return None
+    # the exact null distribution of W+ (each rank in or out with probability 1/2), by convolution
+    dist = np.ones(1)
+    for rank in range(1, n + 1):
+        dist = (np.concatenate([dist, np.zeros(rank)]) + np.concatenate([np.zeros(rank), dist])) / 2
+    below = int(
+        np.searchsorted(np.cumsum(dist), alpha / 2 * (1 + 1e-9), side="right")
+    )  # P(W+ < k) <= alpha/2
+    walsh = np.sort((x[:, None] + x[None, :])[np.triu_indices(n)] / 2)
+    return float(np.median(walsh)), float(walsh[below - 1]), float(walsh[len(walsh) - below])
+
+
+def onetime_rule(alpha: float, floor_pct: float, unit: str = "pairs") -> str:
+    """The one-time rule in words, for the report's footer (onetime_cell applies it)."""
+    return (
+        f"verdicts: Hodges-Lehmann estimate and exact signed-rank {round((1 - alpha) * 100)}% interval over "
+        f"{unit} of ln(head/base), from {onetime_pairs_needed(alpha)} {unit} on ('too few {unit}' below); "
+        f"slower/faster when the interval excludes 0 and the estimate passes the min effect: the larger of "
+        f"--min-effect-once ({floor_pct:g}%) and the cost's A/A spread in the cell (robust sd over {unit})"
+    )
+
+
+def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a proportion k / n (0..1): what a calibration's rates carry."""
+    if n == 0:
+        return 0.0, 1.0
+    p, d = k / n, 1 + z * z / n
+    centre, half = (p + z * z / (2 * n)) / d, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def robust_sd(values: Sequence[float]) -> float:
+    """The median absolute deviation scaled to a normal sd: one heavy tail does not move it."""
+    v = np.asarray(values, dtype=float)
+    return float(np.median(np.abs(v - np.median(v))) * 1.4826) if len(v) else math.nan
+
+
 def onetime_cell(
     base: Mapping[int, float],
     head: Mapping[int, float] | None,
@@ -227,38 +278,49 @@ def onetime_cell(
 ) -> dict:
     """A one-time cost (ms) of one cell: one figure per side per process pair.
 
-    The pair is the unit as for the per-step figure: per pair ln(head / base), Student's
-    t over pairs, the same verdict rule with its own minimum effect (``min_effect_once_pct``:
-    one-time costs vary by tens of % between processes) and no verdict below MIN_ONETIME_PAIRS
-    pairs ("too few pairs"; with ``groups``, fork-server generations are the unit and are counted
-    instead: "too few generations"). One side alone (`run`): the geometric mean over pairs and their spread."""
+    The rule (ONETIME_RULE): per pair r_p = ln(head / base) (with ``groups``, fork-server generations
+    are the unit: the mean r_p of each), the estimate is their Hodges-Lehmann centre and the interval
+    the signed-rank one (signed_rank_interval), with no verdict below onetime_pairs_needed units
+    ("too few pairs", or "too few generations"). The minimum effect is the larger of
+    ``min_effect_once_pct`` and the cost's A/A spread measured in the cell, the robust sd of the units
+    around their centre: a change smaller than one pair's noise is not called (one-time costs vary by
+    tens of % between processes). One side alone (`run`): the geometric mean over pairs and their spread."""
     base = {p: v for p, v in base.items() if v and v > 0}
     if head is None:
         one = single_cell({p: [v] for p, v in base.items()})
         return {"base_ms": one["base_us"], "n_pairs": one["n_pairs"], "pair_sd_pct": one["pair_sd_pct"]}
     head = {p: v for p, v in head.items() if v and v > 0}
-    pairs = set(base) & set(head)
-    couples = {p: [(base[p], head[p])] for p in pairs}
-    once = dataclasses.replace(cfg, min_effect_pct=cfg.min_effect_once_pct)
-    cell = compare_cell({p: [base[p]] for p in pairs}, {p: [head[p]] for p in pairs}, once, couples, groups)
-    verdict, bound = cell.get("verdict"), cell.get("bound_pct")
-    if verdict is not None and cell.get("n_generations", len(pairs)) < MIN_ONETIME_PAIRS:
-        # On 3 pairs (2 degrees of freedom) the H200's A/A warm cells read "slower" +1.8 and +2.8 %.
-        verdict, bound = (TOO_FEW_GENERATIONS if "n_generations" in cell else TOO_FEW_PAIRS), None
-    return {
-        "base_ms": cell.get("base_us"),
-        "head_ms": cell.get("head_us"),
-        "delta_ms": cell.get("delta_us"),
-        "delta_pct": cell.get("delta_pct"),
-        "ci_low_ms": cell.get("ci_low_us"),
-        "ci_high_ms": cell.get("ci_high_us"),
-        "ci_low_pct": cell.get("ci_low_pct"),
-        "ci_high_pct": cell.get("ci_high_pct"),
-        "verdict": verdict,
-        "bound_pct": bound,
-        "n_pairs": cell.get("n_pairs"),
-        "pair_sd_pct": cell.get("pair_sd_pct"),
-    }
+    pairs = sorted(set(base) & set(head))
+    out: dict = {"n_pairs": len(pairs), "verdict": None, "bound_pct": None}
+    out.update(dict.fromkeys(("ci_low_pct", "ci_high_pct", "ci_low_ms", "ci_high_ms")))
+    if not pairs:
+        return out
+    logs = np.array([math.log(head[p] / base[p]) for p in pairs])
+    units = unit_logs(pairs, logs, groups)
+    to_pct = lambda r: (math.exp(r) - 1) * 100  # noqa: E731
+    b = float(math.exp(np.mean([math.log(base[p]) for p in pairs])))
+    interval = signed_rank_interval(units, cfg.alpha)
+    centre = interval[0] if interval else float(np.median(units))
+    spread = robust_sd(units) if len(units) > 1 else math.nan
+    min_effect = max(cfg.min_effect_once_pct, to_pct(spread) if math.isfinite(spread) else 0.0)
+    out.update(
+        base_ms=b,
+        head_ms=b * math.exp(centre),
+        delta_ms=b * math.expm1(centre),
+        delta_pct=to_pct(centre),
+        pair_sd_pct=float(np.std(units, ddof=1)) * 100 if len(units) > 1 else None,
+        min_effect_pct=min_effect,
+    )
+    if interval is None:
+        out["verdict"] = TOO_FEW_GENERATIONS if len(units) < len(pairs) else TOO_FEW_PAIRS
+        return out
+    low, high = to_pct(interval[1]), to_pct(interval[2])
+    out.update(ci_low_pct=low, ci_high_pct=high, ci_low_ms=b * low / 100, ci_high_ms=b * high / 100)
+    rule = dataclasses.replace(cfg, min_effect_pct=min_effect)
+    out["verdict"] = verdict(out["delta_pct"], low, high, rule)
+    if out["verdict"] == "inconclusive":
+        out["bound_pct"] = inconclusive_bound(low, high, rule)
+    return out
 
 
 def pick_attempt(attempts: Mapping[int, Mapping], sides: Sequence) -> tuple[int | None, bool]:

@@ -133,7 +133,7 @@ def _compare_pythons(world, base, head, results, *extra):
     )  # fmt: skip
 
 
-@pytest.mark.flaky(reruns=1)
+@pytest.mark.statistical  # the sign of a planted +40 us on a ~20 us step, over 2 pairs
 def test_env_sides_import_their_own_packages_from_a_wheel_install(world):
     res = _compare_pythons(world, world["A"], world["B"], world["tmp"] / "results", "--format", "json")
     assert res.returncode == 0, res.stderr
@@ -146,10 +146,9 @@ def test_env_sides_import_their_own_packages_from_a_wheel_install(world):
     assert imported["base"]["prefix"] == str(world["tmp"] / "A")
     assert out["code_problems"] == []
     (row,) = out["rows"]
-    # +40 us; D's own spinpkg (20 us on both sides) would read about 0. The size, not the verdict:
-    # two pairs give a t over one degree of freedom, often inconclusive on a loaded 2-core VM.
-    assert 25 < row["delta_us"] < 80, row
-    assert row["verdict"] in ("slower", "inconclusive")
+    # +40 us; D's own spinpkg (20 us on both sides) would read about 0. The sign, not the verdict nor a
+    # tight size: two pairs give a t over one degree of freedom, and a loaded VM reads a spin long (issue 32).
+    assert 10 < row["delta_us"] < 200, row
 
 
 def test_two_interpreters_with_identical_code_exit_1_and_say_so(world):

@@ -11,6 +11,7 @@ import json
 import math
 import os
 
+import numpy as np
 import pytest
 from rich.console import Console
 
@@ -19,7 +20,7 @@ from teperf.config import Stats, load_config
 from teperf.errors import TeperfError
 from teperf.render import render
 from teperf.schema import ONETIME_FIELDS, ROW_FIELDS
-from teperf.stats import break_even_steps, onetime_cell
+from teperf.stats import break_even_steps, onetime_cell, onetime_pairs_needed, signed_rank_interval
 from teperf.summary import summarize
 
 
@@ -41,21 +42,21 @@ def test_break_even_steps(extra_ms, saving_us, expected):
 
 def test_onetime_cell_pairs_are_the_unit():
     cfg = Stats()
-    base = {0: 1000.0, 1: 1100.0, 2: 900.0, 3: 1050.0, 4: 980.0}
+    base = {0: 1000.0, 1: 1100.0, 2: 900.0, 3: 1050.0, 4: 980.0, 5: 1020.0}
     head = {p: v * 1.5 for p, v in base.items()}  # 50% slower in every pair
     cell = onetime_cell(base, head, cfg)
-    assert cell["n_pairs"] == 5
+    assert cell["n_pairs"] == 6
     assert cell["delta_pct"] == pytest.approx(50.0)
     assert cell["verdict"] == "slower"
     assert cell["head_ms"] - cell["base_ms"] == pytest.approx(cell["delta_ms"])
     # a pair without the other side's figure does not count
     assert onetime_cell(base, {0: 1500.0, 1: 1650.0}, cfg)["n_pairs"] == 2
     one = onetime_cell(base, None, cfg)
-    assert one["base_ms"] == pytest.approx(math.exp(sum(math.log(v) for v in base.values()) / 5))
-    assert one["n_pairs"] == 5 and one["pair_sd_pct"] > 0
+    assert one["base_ms"] == pytest.approx(math.exp(sum(math.log(v) for v in base.values()) / 6))
+    assert one["n_pairs"] == 6 and one["pair_sd_pct"] > 0
 
 
-def test_onetime_verdicts_need_five_pairs_and_their_own_minimum_effect():
+def test_onetime_verdicts_need_six_pairs_and_their_own_minimum_effect():
     cfg = Stats()  # min_effect 1 %, min_effect_once 10 %
     base = {p: 1000.0 + 10 * p for p in range(8)}
     wobble = [1.02, 1.03, 1.025, 1.035, 1.02, 1.03, 1.028, 1.022]  # +2.7 %: an A/A's one-time noise
@@ -63,11 +64,75 @@ def test_onetime_verdicts_need_five_pairs_and_their_own_minimum_effect():
     # the interval excludes 0 and the change is over --min-effect, but not over --min-effect-once
     assert onetime_cell(base, head, cfg)["verdict"] == "no change"
     assert onetime_cell(base, head, Stats(min_effect_once_pct=1.0))["verdict"] == "slower"
-    # under five pairs: no verdict at all, however clear
-    few = {p: base[p] for p in range(4)}
+    # under six pairs (at alpha 0.05 the signed-rank interval needs them): no verdict at all, however clear
+    few = {p: base[p] for p in range(5)}
     cell = onetime_cell(few, {p: v * 2 for p, v in few.items()}, cfg)
-    assert cell["verdict"] == "too few pairs" and cell["bound_pct"] is None
+    assert cell["verdict"] == "too few pairs" and cell["bound_pct"] is None and cell["ci_low_ms"] is None
     assert cell["delta_pct"] == pytest.approx(100.0)  # the figures are still there
+    six = {p: base[p] for p in range(6)}
+    assert onetime_cell(six, {p: v * 2 for p, v in six.items()}, cfg)["verdict"] == "slower"
+
+
+def test_signed_rank_interval_is_exact():
+    # n = 6: the only 95 % interval is [min, max] (2 / 2**6 = 3.1 %); n = 5 has none (6.25 % > 5 %)
+    x = [0.3, -0.1, 0.2, 0.05, 0.4, 0.1]
+    est, low, high = signed_rank_interval(x, 0.05)
+    assert (low, high) == (min(x), max(x))
+    walsh = sorted((a + b) / 2 for i, a in enumerate(x) for b in x[i:])
+    assert est == pytest.approx(float(np.median(walsh)))
+    assert signed_rank_interval(x[:5], 0.05) is None
+    assert onetime_pairs_needed(0.05) == 6 and onetime_pairs_needed(0.01) == 8
+    # n = 12: the table's critical value 13 drops the 13 lowest and highest Walsh averages
+    y = np.random.default_rng(3).normal(size=12)
+    w = np.sort([(y[i] + y[j]) / 2 for i in range(12) for j in range(i, 12)])
+    assert signed_rank_interval(y, 0.05)[1:] == (pytest.approx(w[13]), pytest.approx(w[-14]))
+
+
+def _onetime_draws(rng, n_pairs, factor=1.0, tail="lognormal"):
+    """Seeded one-time costs of one cell: a level per pair (both sides), a heavy-tailed draw per process."""
+    level = 100.0 * np.exp(rng.normal(0, 0.3, n_pairs))  # the machine's state moves both sides of a pair
+    if tail == "lognormal":
+        noise = np.exp(rng.normal(0, 0.15, (2, n_pairs)))
+    else:  # Pareto: now and then a first call that faults in pages or waits on a lock costs a lot more
+        noise = 1 + 0.05 * rng.pareto(1.5, (2, n_pairs))
+    base = dict(enumerate(level * noise[0]))
+    return base, dict(enumerate(level * noise[1] * factor))
+
+
+@pytest.mark.parametrize("tail", ["lognormal", "pareto"])
+@pytest.mark.parametrize("n_pairs", [6, 10])
+def test_onetime_aa_false_verdicts_at_most_five_percent(tail, n_pairs):
+    rng = np.random.default_rng(32)
+    verdicts = [
+        onetime_cell(*_onetime_draws(rng, n_pairs, tail=tail), Stats())["verdict"] for _ in range(1500)
+    ]
+    false = sum(v in ("slower", "faster") for v in verdicts) / len(verdicts)
+    assert false <= 0.05, false
+
+
+@pytest.mark.parametrize("tail", ["lognormal", "pareto"])
+def test_onetime_planted_twice_the_min_effect_is_detected(tail):
+    rng = np.random.default_rng(7)
+    cells = []
+    for _ in range(400):
+        base, head = _onetime_draws(rng, 12, tail=tail)
+        aa = onetime_cell(base, head, Stats())  # the min effect this noise gives (the A/A spread)
+        factor = 1 + 2 * aa["min_effect_pct"] / 100
+        cells.append((factor, onetime_cell(base, {p: v * factor for p, v in head.items()}, Stats())))
+    slower = sum(c["verdict"] == "slower" for _, c in cells) / len(cells)
+    covered = sum(c["ci_low_pct"] <= (f - 1) * 100 <= c["ci_high_pct"] for f, c in cells) / len(cells)
+    assert slower >= 0.8, slower
+    assert covered >= 0.93, covered  # the interval holds the planted size as often as it promises
+
+
+def test_onetime_min_effect_is_the_larger_of_the_floor_and_the_spread():
+    rng = np.random.default_rng(1)
+    base, head = _onetime_draws(rng, 12)
+    cell = onetime_cell(base, head, Stats())
+    logs = np.log([head[p] / base[p] for p in base])
+    spread = (math.exp(1.4826 * float(np.median(np.abs(logs - np.median(logs))))) - 1) * 100
+    assert cell["min_effect_pct"] == pytest.approx(max(10.0, spread), rel=0.3)
+    assert onetime_cell(base, head, Stats(min_effect_once_pct=80.0))["min_effect_pct"] == 80.0
 
 
 def test_onetime_cell_one_pair_has_no_interval():
@@ -341,7 +406,7 @@ def _drop(bundle: Bundle, keep) -> None:
 
 def test_a_lost_pair_counts_for_no_onetime_figure(tmp_path):
     """CellRetries: a worker that died costs the cell that pair, its first call included."""
-    bundle = _bundle(tmp_path, head_factor=1.25)
+    bundle = _bundle(tmp_path, head_factor=1.25, pairs=7)
     # pair 1's head worker died during the compile cell's trials: no head trials there, a failure record
     _drop(
         bundle,
@@ -364,11 +429,11 @@ def test_a_lost_pair_counts_for_no_onetime_figure(tmp_path):
         )
     s = summarize(bundle.path)
     eager, comp = s.rows
-    assert comp["status"] == "partial" and comp["n_pairs"] == 5
-    assert comp["first_call_n_pairs"] == 5 and comp["recompile_n_pairs"] == 5
-    assert eager["first_call_n_pairs"] == 6  # the other cell kept the pair
+    assert comp["status"] == "partial" and comp["n_pairs"] == 6
+    assert comp["first_call_n_pairs"] == 6 and comp["recompile_n_pairs"] == 6
+    assert eager["first_call_n_pairs"] == 7  # the other cell kept the pair
     md = render(s, "markdown")
-    assert "| 5 | slower |" in md.split("**one-time costs**")[1]
+    assert "| 6 | slower |" in md.split("**one-time costs**")[1]
 
 
 def test_a_cell_whose_every_pair_was_lost_has_no_onetime_figure(tmp_path):
@@ -400,16 +465,16 @@ def test_a_cell_whose_every_pair_was_lost_has_no_onetime_figure(tmp_path):
 def test_precision_runs_render_onetime_rows_with_their_pairs(tmp_path):
     """--precision: cells settle after different numbers of pairs; the one-time table says how many
     each rests on and the inconclusive verdict carries its bound, as in the per-step table."""
-    bundle = _bundle(tmp_path, pairs=5)
+    bundle = _bundle(tmp_path, pairs=6)
     meta = json.loads((bundle.path / "meta.json").read_text())
     meta["config"]["schedule"].update(precision_pct=1.0, budget_s=600, min_pairs=3)
     (bundle.path / "meta.json").write_text(json.dumps(meta))
-    # the eager cell settled after 3 pairs: pairs 3 and 4 set it up (started ahead) but ran no trials of it
+    # the eager cell settled after 3 pairs: pairs 3 to 5 set it up (started ahead) but ran no trials of it
     _drop(bundle, lambda r: not (r["kind"] == "trial" and r["case_id"] == 0 and r["pair"] >= 3))
     lines = [json.loads(l) for l in (bundle.path / "records.jsonl").read_text().splitlines()]
     for r in lines:  # the compile cell's head first calls scatter by pair: no interval inside +-1%
         if r["kind"] == "setup" and r["side"] == "head" and r["case_id"] == 1:
-            r["info"]["first_call"] = _clocks(3000.0 * (1.2, 0.9, 1.1, 0.95, 1.0)[r["pair"]])
+            r["info"]["first_call"] = _clocks(3000.0 * (1.2, 0.9, 1.1, 0.95, 1.0, 1.05)[r["pair"]])
     (bundle.path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     with open(bundle.path / "records.jsonl", "a") as f:
         f.write(
@@ -417,7 +482,7 @@ def test_precision_runs_render_onetime_rows_with_their_pairs(tmp_path):
                 {
                     "kind": "stop",
                     "reason": "precision reached",
-                    "pairs": 5,
+                    "pairs": 6,
                     "elapsed_s": 30.0,
                     "precision_pct": 1.0,
                     "budget_s": 600,
@@ -428,12 +493,12 @@ def test_precision_runs_render_onetime_rows_with_their_pairs(tmp_path):
         )
     s = summarize(bundle.path)
     eager, comp = s.rows
-    assert eager["n_pairs"] == 3 and comp["n_pairs"] == 5 and s.show_pairs
-    assert eager["first_call_n_pairs"] == 5  # every pair that set the cell up
+    assert eager["n_pairs"] == 3 and comp["n_pairs"] == 6 and s.show_pairs
+    assert eager["first_call_n_pairs"] == 6  # every pair that set the cell up
     assert comp["first_call_verdict"] == "inconclusive" and comp["first_call_bound_pct"] is not None
     assert comp["recompile_verdict"] == "no change"
     onetime_md = render(s, "markdown").split("**one-time costs**")[1]
-    assert "| 5 | inconclusive (up to" in onetime_md and "| 5 | no change |" in onetime_md
+    assert "| 6 | inconclusive (up to" in onetime_md and "| 6 | no change |" in onetime_md
     data = json.loads(render(s, "json"))
     assert {"first_call_bound_pct", "first_call_n_pairs"} <= set(data["rows"][1])
     assert "noisy" not in render(s, "markdown")

@@ -157,9 +157,11 @@ class PairRunner:
             self._start_side(index)
             self._collect_queued(index)
             self._move_to_measuring_core(index)
-        # Cases not set up ahead (a cold pair, or a side restarted above).
+        # Cases not set up ahead (a cold pair, or a side restarted above), in the pair's start order: the
+        # side that sets a case up second finds the code it runs warm in the shared caches, and its first
+        # call read 7-20 % cheaper; base always first biased every lanes pair's one-time A/A (issue 32).
         for case in self._runnable_cases():
-            for index in sorted(self.workers):
+            for index in (i for i in start_order(self.pair, len(self.sides)) if i in self.workers):
                 if self.runnable(case.id) and case.id not in self.ready[index]:
                     self._setup(index, case)
         for index in start_order(self.pair, len(self.sides)):

@@ -8,6 +8,7 @@ import numpy as np
 from teperf.config import Stats
 from teperf.numbers import duration
 from teperf.records import CONTENDED_WALL_OVER_CPU, StopRecord
+from teperf.stats import onetime_rule
 from teperf.summary.aggregate import planned_pairs, trials_without_clock
 from teperf.summary.parse import ParsedBundle
 
@@ -251,13 +252,13 @@ def onetime_notes(parsed: ParsedBundle) -> list[str]:
         "wall": "wall time",
     }.get(metric, metric)
     unit = "fork-server generations" if parsed.pair_generations is not None else "pairs"
-    paired = (
-        f"; intervals: Student t over {unit} of ln(head/base)" if len(meta.get("sides") or {}) == 2 else ""
-    )
     out = [
         f"one-time costs: {clock} of one call per side and process pair, apart from building the module and "
-        f"the warm-up{paired}"
+        f"the warm-up"
     ]
+    if len(meta.get("sides") or {}) == 2:
+        stats = config.get("stats") or {}
+        out.append(onetime_rule(stats.get("alpha", 0.05), stats.get("min_effect_once_pct", 10.0), unit))
     spare = first_calls - on_measuring_core
     if spare:
         out.append(

@@ -1,0 +1,269 @@
+"""Calibration of teperf's verdicts on the CPU (issue 32): how often does each kind of verdict lie?
+
+Runs many real `teperf compare --config demo` (examples/planted/base against itself: A/A; against a copy whose
+MLP busy-waits a planted amount per step and once more in its first call: planted at 1x, 2x, 4x the min
+effect), per verdict kind (KINDS: one lane, two lanes, fork-server generations, runs stopped by --precision)
+and condition (quiet; a CPU hog pinned to a core other than the measuring one), interleaved run by run.
+Linear and LayerNormLinear run the same code on both sides in every run: A/A cells even in planted runs.
+
+Per condition, kind and cost (per step; one-time first call) it prints:
+- A/A: cells, false slower/faster verdicts, their rate with its 95 % Wilson interval;
+- planted at 1x/2x/4x: how often `slower`, and how often the interval covers the truth, which is measured in
+  one process by alternating both versions (a planted spin slows the rest of the step too).
+Figures, not asserts (tests/test_calibration.py runs a small version with fixed thresholds). The recompile
+is left out: it needs torch.compile workers (tens of seconds each on the CPU).
+
+    .venv/bin/python benchmarks/calibration.py [--runs 2] [--kinds step,lanes,forkserver,precision]
+        [--levels 0,1,2,4] [--conditions quiet,hog] [--markdown FILE] [-- more compare arguments]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from teperf.cpus import available_cores  # noqa: E402
+from teperf.stats import wilson_interval  # noqa: E402
+
+BASE = ROOT / "examples" / "planted" / "base"
+PLANTED_CELL = "MLP"
+SCHEDULE = ["--processes", "6", "--rounds", "1", "--trials", "4", "--iters", "30", "--warmup", "10"]
+KINDS = {  # kind -> extra compare arguments
+    "step": [],
+    "lanes": ["--lanes", "2"],
+    # 12 pairs in generations of 2: the one-time rule needs 6 units, here generations
+    "forkserver": ["--spawn", "forkserver", "--server-pairs", "2", "--processes", "12", "--trials", "2"],
+    "precision": ["--precision", "5", "--budget", "60s", "--processes", "20"],
+}
+COSTS = {"per step": ("", "_us"), "first call": ("first_call_", "_ms")}  # cost -> (field prefix, unit suffix)
+HOG = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
+FORWARD = "    def forward(self, x):\n"
+FIRST_CALL = (
+    "        if FIRST_CALL_EXTRA_US and not getattr(self, '_called', False):\n"
+    "            self._called = True\n"
+    "            _busy_wait(FIRST_CALL_EXTRA_US)\n"
+)
+TRUTH = """
+import importlib.util, json, os, statistics, sys, time
+import torch
+torch.set_num_threads(1)
+if sys.argv[3] != "-":
+    os.sched_setaffinity(0, {int(sys.argv[3])})
+def load(name, root):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(root, "demo_blocks", "__init__.py"))
+    mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod); return mod
+sides = [load("cal_base", sys.argv[1]), load("cal_head", sys.argv[2])]
+x = torch.randn(8, 2, 64)
+def step(m): m(x).sum().backward()
+def first_ms(mod):
+    m = mod.make_mlp(64); t = time.thread_time_ns(); step(m); return (time.thread_time_ns() - t) / 1e6
+for mod in sides: first_ms(mod)  # the process's own first call is not a fresh instance's
+firsts = []
+for r in range(40):  # fresh instances, alternating which side goes first
+    got = {s: first_ms(sides[s]) for s in (r % 2, 1 - r % 2)}
+    firsts.append((got[0], got[1]))
+models = [mod.make_mlp(64) for mod in sides]
+per = [[], []]
+for r in range(60):  # blocks of 20 steps, alternating which side goes first
+    for s in (r % 2, 1 - r % 2):
+        t = time.thread_time_ns()
+        for _ in range(20): step(models[s])
+        per[s].append((time.thread_time_ns() - t) / 20e3)
+print(json.dumps({"per step": statistics.median(per[1]) - statistics.median(per[0]),
+                  "first call": statistics.median(h - b for b, h in firsts)}))
+"""
+
+
+def make_side(root: Path, step_us: float, first_us: float) -> Path:
+    """A copy of the demo's base tree whose MLP busy-waits ``step_us`` per forward and ``first_us`` more once."""
+    shutil.copytree(BASE, root, ignore=shutil.ignore_patterns("__pycache__"))
+    init = root / "demo_blocks" / "__init__.py"
+    text = init.read_text().replace("EXTRA_WORK_US = 0", f"EXTRA_WORK_US = {step_us:.3f}")
+    text = text.replace(FORWARD, FORWARD + FIRST_CALL, 1)
+    init.write_text(f"FIRST_CALL_EXTRA_US = {first_us:.3f}\n" + text)
+    return root
+
+
+def truth(head: Path, core: int | None) -> dict:
+    """The planted change measured in one process, alternating both versions: {cost: us or ms}."""
+    cmd = [sys.executable, "-c", TRUTH, str(BASE), str(head), "-" if core is None else str(core)]
+    return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+
+
+def compare(kind: str, head: Path, out: Path, extra: list[str]) -> dict | None:
+    """One `teperf compare` of the demo config; its JSON, or None when it failed (said on stderr)."""
+    cmd = [sys.executable, "-m", "teperf", "compare", "--config", "demo", "--no-counters",
+           "--base-path", str(BASE), "--head-path", str(head), *SCHEDULE, *KINDS[kind], *extra,
+           "--format", "json", "--results-dir", str(out)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode not in (0, 1) or not proc.stdout.strip():
+        print(f"  {kind}: compare failed ({proc.returncode}): {proc.stderr.strip()[-400:]}", file=sys.stderr)
+        return None
+    return json.loads(proc.stdout)
+
+
+class Tally:
+    """Verdicts per (condition, kind, cost): A/A verdicts, and per planted level (verdict, covered)."""
+
+    def __init__(self) -> None:
+        self.aa: dict = defaultdict(list)
+        self.planted: dict = defaultdict(lambda: defaultdict(list))
+        self.stops: dict = defaultdict(list)  # (condition, kind) -> (stop reason, pairs)
+
+    def add(self, key: tuple, data: dict, level: int, truth_of: dict | None) -> None:
+        for row in data["rows"]:
+            for cost, (pre, unit) in COSTS.items():
+                verdict = row.get(f"{pre}verdict")
+                if verdict is None:
+                    continue
+                if not pre and row.get("verdict_cause") == "load":
+                    verdict = "inconclusive (load)"
+                if level == 0 or row["module"] != PLANTED_CELL:
+                    self.aa[(*key, cost)].append(verdict)
+                    continue
+                low, high = row.get(f"{pre}ci_low{unit}"), row.get(f"{pre}ci_high{unit}")
+                covered = low is not None and low <= truth_of[cost] <= high
+                self.planted[(*key, cost)][level].append((verdict, covered))
+
+    def rows(self, levels: list[int]) -> list[list[str]]:
+        out = []
+        for key in sorted(set(self.aa) | set(self.planted)):
+            verdicts = self.aa.get(key, [])
+            false = sum(v in ("slower", "faster") for v in verdicts)
+            low, high = wilson_interval(false, len(verdicts))
+            rate = f"{false / max(1, len(verdicts)):.0%} [{low:.0%}, {high:.0%}]" if verdicts else "-"
+            load = verdicts.count("inconclusive (load)")
+            cells = [*key, str(len(verdicts)), str(false), rate, str(verdicts.count("no change")), str(load)]
+            for level in [lv for lv in levels if lv]:
+                got = self.planted.get(key, {}).get(level, [])
+                det, cov = sum(v == "slower" for v, _ in got), sum(c for _, c in got)
+                load = sum(v == "inconclusive (load)" for v, _ in got)
+                cells.append(
+                    f"{det}/{len(got)}, covers {cov}" + (f", load {load}" if load else "") if got else "-"
+                )
+            out.append(cells)
+        return out
+
+    def table(self, levels: list[int]) -> str:
+        head = [
+            "condition",
+            "kind",
+            "cost",
+            "A/A cells",
+            "false",
+            "false rate [95% Wilson]",
+            "no change",
+            "inconclusive (load)",
+        ]
+        head += [f"planted {lv}x: slower, covers truth" for lv in levels if lv]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(r) + " |" for r in self.rows(levels)]
+        for (condition, kind), stops in sorted(self.stops.items()):
+            if kind == "precision":
+                reached = sum(r == "precision reached" for r, _ in stops)
+                pairs = statistics.median(p for _, p in stops)
+                lines.append(f"\n{condition} precision: stopped for precision in {reached} of {len(stops)} runs, "
+                             f"median {pairs:g} pairs")  # fmt: skip
+        return "\n".join(lines)
+
+
+def stop_of(out: Path) -> tuple[str, int]:
+    bundle = sorted(out.iterdir(), key=os.path.getmtime)[-1]
+    lines = (bundle / "records.jsonl").read_text().splitlines()
+    stop = next((r for r in map(json.loads, reversed(lines)) if r.get("kind") == "stop"), {})
+    return stop.get("reason", "none"), stop.get("pairs", 0)
+
+
+def sizes_from(data: dict) -> tuple[float, float, float]:
+    """(per-step min effect in us, one-time min effect in us, one-time min effect %) from an A/A run's MLP."""
+    mlp = next(r for r in data["rows"] if r["module"] == PLANTED_CELL)
+    stats = data["meta"]["config"]["stats"]
+    once_pct = mlp.get("first_call_min_effect_pct") or stats["min_effect_once_pct"]
+    return mlp["base_us"] * stats["min_effect_pct"] / 100, mlp["first_call_base_ms"] * once_pct * 10, once_pct
+
+
+def calibrate(
+    runs: int, kinds: list[str], levels: list[int], conditions: list[str], extra: list[str] = (), log=print
+) -> Tally:
+    """Runs the interleaved compares (``extra``: more compare arguments) and tallies their verdicts."""
+    cores = available_cores()
+    core = cores[-1]
+    hog_core = next((c for c in cores if c != core), core)
+    tmp = Path(tempfile.mkdtemp(prefix="teperf-calibration-"))
+    tally, heads, truths, sizes = Tally(), {0: BASE}, {}, None
+    log(f"measuring core {core}; hog on core {hog_core}; schedule {' '.join(SCHEDULE)}; work in {tmp}")
+    t0 = time.monotonic()
+    for run in range(runs):
+        for condition in conditions:
+            for kind in kinds:
+                for level in sorted(levels):
+                    if level and sizes is None:
+                        continue  # sizes come from the first A/A run
+                    if level not in heads:
+                        step_us, first_us, _ = (s * level for s in sizes)
+                        heads[level] = make_side(tmp / f"head{level}", step_us, first_us)
+                        truths[level] = truth(heads[level], core)
+                        log(f"planted {level}x: {step_us:.2f} us per step, {first_us / 1000:.3f} ms once; "
+                            f"truth {truths[level]['per step']:.2f} us, {truths[level]['first call']:.3f} ms")  # fmt: skip
+                    out = tmp / f"r{run}-{condition}-{kind}-{level}"
+                    hog = (
+                        subprocess.Popen([sys.executable, "-c", HOG, str(hog_core)])
+                        if condition == "hog"
+                        else None
+                    )
+                    try:
+                        data = compare(kind, heads[level], out, ["--core", str(core), *extra])
+                    finally:
+                        if hog is not None:
+                            hog.kill()
+                            hog.wait()
+                    if data is None:
+                        continue
+                    if sizes is None and level == 0:
+                        sizes = sizes_from(data)
+                        log(
+                            f"min effects: per step {sizes[0]:.2f} us; first call {sizes[2]:.1f}% = {sizes[1] / 1000:.3f} ms"
+                        )
+                    tally.add((condition, kind), data, level, truths.get(level))
+                    if kind == "precision":
+                        tally.stops[(condition, kind)].append(stop_of(out))
+                    verdicts = {
+                        r["module"]: (r["verdict"], r.get("first_call_verdict")) for r in data["rows"]
+                    }
+                    log(f"[{time.monotonic() - t0:5.0f}s] run {run} {condition} {kind} {level}x: {verdicts}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    return tally
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=2, help="rounds over every condition, kind and level")
+    ap.add_argument("--kinds", default=",".join(KINDS))
+    ap.add_argument("--levels", default="0,1,2,4", help="planted sizes in min effects; 0: A/A")
+    ap.add_argument("--conditions", default="quiet,hog")
+    ap.add_argument("--markdown", help="also write the table to this file")
+    ap.add_argument("extra", nargs="*", help="more teperf compare arguments (after --)")
+    args = ap.parse_args()
+    levels = sorted({int(v) for v in args.levels.split(",")} | {0})
+    tally = calibrate(args.runs, args.kinds.split(","), levels, args.conditions.split(","), args.extra)
+    load = os.getloadavg()
+    text = tally.table(levels) + f"\n\nload average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}\n"
+    print(text)
+    if args.markdown:
+        Path(args.markdown).write_text(text)
+
+
+if __name__ == "__main__":
+    main()
