@@ -61,9 +61,7 @@ def test_counters_find_the_commit_that_adds_python_calls(tmp_path):
         "counters: 5 probes per change point (ceil(log2 20))" in stderr
         and "tier per commit: path 20" in stderr
     )
-    assert (
-        len([line for line in stderr.splitlines() if "differ" in line]) == 0
-    )  # sides' story: sides.log
+    assert len([line for line in stderr.splitlines() if "differ" in line]) == 0  # sides' story: sides.log
     assert meta["kind"] == "bisect" and meta["status"] == "complete"
     assert result["mode"] == "counters" and result["status"] == "found"
     assert result["culprit"]["sha"] == history.culprit

@@ -128,7 +128,9 @@ class ForkedProbes:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             neutral = Side("probe", side.python, (), dict(side.env))  # no commit's tree in the server
             under_test = packages_under_test(self.config, [side])
-            preload = [n for n in preload_modules(self.config, self.cases, []) if not _named_like(n, under_test)]
+            preload = [
+                n for n in preload_modules(self.config, self.cases, []) if not _named_like(n, under_test)
+            ]
             preload += dependencies(side, under_test, self.log_dir, hash_seed(self.config.seed, 0))
             try:
                 self.servers[key] = ForkServer(
