@@ -48,14 +48,18 @@ def list_commits(root: str, spec: str, *, tags: bool = False) -> list[Commit]:
     from teperf.sides.gitrepo import resolve, run_git
 
     if ".." not in spec or spec.count("..") != 1 or "..." in spec:
-        raise TeperfError(f"--backfill {spec!r} is not a range", "write it as A..B, e.g. --backfill v1.0..v2.0")
+        raise TeperfError(
+            f"--backfill {spec!r} is not a range", "write it as A..B, e.g. --backfill v1.0..v2.0"
+        )
     a, b = spec.split("..")
     a_sha, b_sha = resolve(root, a, what="--backfill's A"), resolve(root, b, what="--backfill's B")
     walk = ["--topo-order"] if tags else ["--first-parent"]
     out = run_git(root, "log", "--reverse", *walk, "--format=%H%x00%s", f"{a_sha}..{b_sha}")
     out = run_git(root, "log", "-1", "--format=%H%x00%s", a_sha) + ("\n" + out if out else "")
     tagged: dict[str, list[str]] = {}
-    refs = run_git(root, "for-each-ref", "refs/tags", "--format=%(objectname) %(*objectname) %(refname:short)")
+    refs = run_git(
+        root, "for-each-ref", "refs/tags", "--format=%(objectname) %(*objectname) %(refname:short)"
+    )
     for line in refs.splitlines():
         obj, peeled, name = line.split(" ", 2)
         tagged.setdefault(peeled or obj, []).append(name)
@@ -110,7 +114,10 @@ def backfill(
     chosen = select(list_commits(root, spec, tags=tags), tags=tags, every=every)
     result = BackfillResult(selected=[c.sha for c in chosen])
     budget, start, took = config.schedule.budget_s, clock(), []
-    log(f"backfill: {len(chosen)} commit(s) of {spec} on {ref}" + (f", budget {budget:.0f} s" if budget else ""))
+    log(
+        f"backfill: {len(chosen)} commit(s) of {spec} on {ref}"
+        + (f", budget {budget:.0f} s" if budget else "")
+    )
     for i, commit in enumerate(chosen):
         head = f"backfill [{i + 1}/{len(chosen)}] {commit.name} {commit.subject[:50]!r}"
         left_s = None if budget is None else budget - (clock() - start)
@@ -131,8 +138,10 @@ def backfill(
         took.append(clock() - t0)
         result.measured.append(commit.sha)
         to_go = len(chosen) - i - 1
-        log(f"{head}: measured in {took[-1]:.0f} s against {plan.choice.spec.split('..')[0][:10]}; "
-            f"{to_go} to go" + (f", {eta(took, to_go)}" if to_go else ""))
+        log(
+            f"{head}: measured in {took[-1]:.0f} s against {plan.choice.spec.split('..')[0][:10]}; "
+            f"{to_go} to go" + (f", {eta(took, to_go)}" if to_go else "")
+        )
     return result
 
 
@@ -145,4 +154,6 @@ def _in_store(store, shas: list) -> list:
 
 
 def _with_budget(config, seconds: float):
-    return dataclasses.replace(config, schedule=dataclasses.replace(config.schedule, budget_s=max(seconds, 1.0)))
+    return dataclasses.replace(
+        config, schedule=dataclasses.replace(config.schedule, budget_s=max(seconds, 1.0))
+    )

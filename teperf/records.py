@@ -633,7 +633,17 @@ EXPLANATION_SCHEMA_VERSION = 1
 # explained: commits named carry the change; noise: GOOD..BAD is no change when measured again;
 # unexplained: it moved but no commit was confirmed; failed: the bisect could not run (tried again next time)
 EXPLANATION_STATUSES = ("explained", "noise", "unexplained", "failed")
-CULPRIT_FIELDS = ("sha", "short_sha", "subject", "delta_us", "share", "share_ci", "verdict", "counters", "url")
+CULPRIT_FIELDS = (
+    "sha",
+    "short_sha",
+    "subject",
+    "delta_us",
+    "share",
+    "share_ci",
+    "verdict",
+    "counters",
+    "url",
+)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -663,7 +673,9 @@ class ExplanationRecord(Typed):
 
     def check(self) -> None:
         if self.status not in EXPLANATION_STATUSES:
-            raise RecordError(f"explanation record: status {self.status!r} is not one of {EXPLANATION_STATUSES}")
+            raise RecordError(
+                f"explanation record: status {self.status!r} is not one of {EXPLANATION_STATUSES}"
+            )
         for c in self.culprits:
             if not isinstance(c, dict) or not isinstance(c.get("sha"), str):
                 raise RecordError(f"explanation record: culprit {c!r:.60} has no sha")

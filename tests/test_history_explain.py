@@ -82,8 +82,17 @@ def nightly_rows(sha_list, machine="m1", ref="main"):
 
     return pd.DataFrame(
         [
-            dict.fromkeys(RUN_COLUMNS) | dict(machine=machine, ref=ref, sha=s, night=s[:12], shard="1/1", run_status="complete",
-                 run_date=pd.Timestamp(2025, 1, 1 + i, tz="UTC"), run_id=f"r{i}")
+            dict.fromkeys(RUN_COLUMNS)
+            | dict(
+                machine=machine,
+                ref=ref,
+                sha=s,
+                night=s[:12],
+                shard="1/1",
+                run_status="complete",
+                run_date=pd.Timestamp(2025, 1, 1 + i, tz="UTC"),
+                run_id=f"r{i}",
+            )
             for i, s in enumerate(sha_list)
         ]
     )
@@ -101,10 +110,26 @@ def test_a_commit_in_the_store_is_skipped_so_a_second_run_resumes():
 
 
 def result(status="found", explained=True):
-    culprit = dict(sha="f" * 40, short_sha="fffffff", subject="slow it down", delta_us=12.0, share=0.9,
-                   share_ci=[0.7, 1.1], verdict="slower", counters={"python_calls": 5}, index=3, row={})
-    return {"status": status, "explained": explained, "answer": "explained: 1 commit(s) carry 90%",
-            "culprits": [culprit] if explained else [], "rest": {"delta_us": 1.3}, "endpoint": {"delta_us": 13.3}}
+    culprit = dict(
+        sha="f" * 40,
+        short_sha="fffffff",
+        subject="slow it down",
+        delta_us=12.0,
+        share=0.9,
+        share_ci=[0.7, 1.1],
+        verdict="slower",
+        counters={"python_calls": 5},
+        index=3,
+        row={},
+    )
+    return {
+        "status": status,
+        "explained": explained,
+        "answer": "explained: 1 commit(s) carry 90%",
+        "culprits": [culprit] if explained else [],
+        "rest": {"delta_us": 1.3},
+        "endpoint": {"delta_us": 13.3},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -120,8 +145,17 @@ def test_record_round_trip_through_the_store(store):
     assert rec.status == "explained" and rec.culprits[0]["url"] == (
         f"https://github.com/acme/widgets/commit/{'f' * 40}"
     )
-    assert set(rec.culprits[0]) == {"sha", "short_sha", "subject", "delta_us", "share", "share_ci",
-                                    "verdict", "counters", "url"}
+    assert set(rec.culprits[0]) == {
+        "sha",
+        "short_sha",
+        "subject",
+        "delta_us",
+        "share",
+        "share_ci",
+        "verdict",
+        "counters",
+        "url",
+    }
     store.add_explanation(rec)
     back = store.explanations()
     assert back == {rec.key: rec} and back[rec.key].to_dict() == rec.to_dict()
@@ -141,8 +175,9 @@ def test_noise_unexplained_and_failed(store):
 
 def test_a_record_checks_itself():
     with pytest.raises(RecordError):
-        ExplanationRecord(key="k", machine="m", module="L", recipe="r", good_sha="a", bad_sha="b",
-                          status="maybe", answer="")
+        ExplanationRecord(
+            key="k", machine="m", module="L", recipe="r", good_sha="a", bad_sha="b", status="maybe", answer=""
+        )
     with pytest.raises(TeperfError):
         ExplanationRecord.from_stored({"schema": 99, "key": "k"}, "x.json")
 
@@ -159,8 +194,13 @@ def test_commit_urls():
 
 def test_history_json_and_table_carry_the_culprits(store):
     def history(*args):
-        res = subprocess.run([sys.executable, "-m", "teperf", "history", "--history", str(store.url), "--changes",
-                              *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        res = subprocess.run(
+            [sys.executable, "-m", "teperf", "history", "--history", str(store.url), "--changes", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert res.returncode == 0, res.stderr
         return res.stdout
 

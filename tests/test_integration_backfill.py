@@ -61,7 +61,10 @@ def test_backfill_resume_and_explain(tmp_path):
     explanation = change["explanation"]
     assert explanation["status"] == "explained", explanation["answer"]
     top = explanation["culprits"][0]
-    assert top["sha"] == history.culprit and top["url"] == f"https://github.com/acme/mypkg/commit/{history.culprit}"
+    assert (
+        top["sha"] == history.culprit
+        and top["url"] == f"https://github.com/acme/mypkg/commit/{history.culprit}"
+    )
     print(f"\nbackfill + explain: {explanation['answer']}")
 
     # asked again: nothing left to bisect

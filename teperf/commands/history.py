@@ -51,7 +51,9 @@ def _explain_options(f):
 
     f = click.option("--results-dir", metavar="DIR", help="With --explain: where the bisect bundles go.")(f)
     f = click.option(
-        "--budget", metavar="DURATION", help="With --explain: each bisect's budget for compares (default 30m)."
+        "--budget",
+        metavar="DURATION",
+        help="With --explain: each bisect's budget for compares (default 30m).",
     )(f)
     f = click.option("--config", "config_path", metavar="FILE|NAME", help="With --explain: the config.")(f)
     return side_options("history", "repo", "strategy", "package")(f)
@@ -61,7 +63,9 @@ def _explain(history_url, config_path, budget, results_dir, **given) -> None:
     from teperf.commands._common import take_measure, take_sides
     from teperf.commands.nightly import explain_new
 
-    measure = take_measure({"config_path": config_path, "budget_s": budget, "results_dir": results_dir}, "nightly")
+    measure = take_measure(
+        {"config_path": config_path, "budget_s": budget, "results_dir": results_dir}, "nightly"
+    )
     explain_new(history_url, take_sides(given), measure)
 
 

@@ -144,7 +144,6 @@ def explain_new(history_url, sides: SideOptions, measure: MeasureOptions) -> Non
     from teperf.commands.bisect import DEFAULT_BUDGET_S
     from teperf.history.explain import explain_changes
     from teperf.history.store import HistoryStore
-    from teperf.nightly import local_machine
 
     config = measure.config
     machine, _ = local_machine(config.device)

@@ -378,9 +378,7 @@ def _night_model(n: Night) -> dict:
     }
 
 
-def _machine_models(
-    cells: Sequence[Cell], nights: Sequence[Night] = (), explained: dict | None = None
-) -> list[dict]:
+def _machine_models(cells: Sequence[Cell], nights: Sequence[Night] = (), explained=None) -> list[dict]:
     by_machine: dict[str, list[Cell]] = {}
     for c in cells:
         by_machine.setdefault(c.machine, []).append(c)

@@ -82,7 +82,9 @@ def explanation_of(cell, ch, known: dict) -> Optional[ExplanationRecord]:
     return None if point is None else known.get(point.key)
 
 
-def record(point: ChangePoint, result: dict, bundle: Optional[str], remote: Optional[str]) -> ExplanationRecord:
+def record(
+    point: ChangePoint, result: dict, bundle: Optional[str], remote: Optional[str]
+) -> ExplanationRecord:
     """A bisect's meta.json "result" -> the change point's record (pure)."""
     if result.get("status") == "no change":
         status = "noise"
