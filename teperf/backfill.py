@@ -137,9 +137,10 @@ def backfill(
         api.nightly(plan, dataclasses.replace(measure, config=night_config), sides, command=command)
         took.append(clock() - t0)
         result.measured.append(commit.sha)
-        to_go = len(chosen) - i - 1
+        to_go, spec_ = len(chosen) - i - 1, plan.choice.spec
+        base = spec_.split("..")[0][:10] if ".." in spec_ else "its first parent"  # "SHA": SHA^1..SHA
         log(
-            f"{head}: measured in {took[-1]:.0f} s against {plan.choice.spec.split('..')[0][:10]}; "
+            f"{head}: measured in {took[-1]:.0f} s against {base}; "
             f"{to_go} to go" + (f", {eta(took, to_go)}" if to_go else "")
         )
     return result

@@ -216,3 +216,44 @@ def test_dashboard_links_each_culprit(store, tmp_path):
     pages = [p.read_text() for p in (tmp_path / "site").glob("*.html")]
     assert sum(link in page for page in pages) >= 2  # the changes page and the machine's page
     assert any("slow it down" in page and "90%" in page for page in pages)
+
+
+def test_backfill_stops_when_the_budget_is_spent(monkeypatch, tmp_path):
+    """Each night's compare gets what is left of --budget; no night starts once it is spent."""
+    import dataclasses
+    import types
+
+    from teperf import api, backfill
+    from teperf.config import load_config
+    from teperf.nightly import BaseChoice
+    from teperf.options import MeasureOptions, SideOptions
+
+    now, budgets = [0.0], []
+    monkeypatch.setattr(backfill, "list_commits", lambda root, spec, tags: commits(5))
+    monkeypatch.setattr("teperf.sides.gitrepo.repo_root", lambda repo: tmp_path)
+
+    def plan(config, sides, *, at, base_among, **kw):
+        return types.SimpleNamespace(choice=BaseChoice(at, None, "test"), head_sha=at)
+
+    def night(plan, measure, sides, **kw):
+        budgets.append(measure.config.schedule.budget_s)
+        now[0] += 60.0
+
+    monkeypatch.setattr(api, "plan_nightly", plan)
+    monkeypatch.setattr(api, "nightly", night)
+    config = load_config("default")
+    config = dataclasses.replace(config, schedule=dataclasses.replace(config.schedule, budget_s=100.0))
+    lines = []
+    result = backfill.backfill(
+        config,
+        SideOptions(),
+        MeasureOptions(config=config),
+        spec="a..b",
+        ref="main",
+        history=str(tmp_path / "h"),
+        log=lines.append,
+        clock=lambda: now[0],
+    )
+    assert budgets == [100.0, 40.0] and len(result.measured) == 2 and result.stopped == "the budget is spent"
+    assert "3 left (the budget is spent)" in result.describe()
+    assert "3 to go, about 3 min left" in lines[2]
