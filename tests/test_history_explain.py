@@ -215,7 +215,9 @@ def test_dashboard_links_each_culprit(store, tmp_path):
     link = f'href="https://github.com/acme/widgets/commit/{"f" * 40}"'
     pages = [p.read_text() for p in (tmp_path / "site").glob("*.html")]
     assert sum(link in page for page in pages) >= 2  # the changes page and the machine's page
-    assert any("slow it down" in page and "90%" in page for page in pages)
+    assert any(
+        "slow it down" in page and "90% [70%, 110%]" in page and "python_calls +5" in page for page in pages
+    )
 
 
 def test_backfill_stops_when_the_budget_is_spent(monkeypatch, tmp_path):
