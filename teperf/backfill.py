@@ -83,11 +83,13 @@ class BackfillResult:
     selected: list
     measured: list = dataclasses.field(default_factory=list)  # shas measured by this run
     skipped: list = dataclasses.field(default_factory=list)  # shas already in the store
+    failed: list = dataclasses.field(default_factory=list)  # shas whose sides could not be made
     stopped: Optional[str] = None  # why it ended before the last commit (budget)
 
     def describe(self) -> str:
-        left = len(self.selected) - len(self.measured) - len(self.skipped)
+        left = len(self.selected) - len(self.measured) - len(self.skipped) - len(self.failed)
         text = f"backfill: {len(self.measured)} measured, {len(self.skipped)} already in the store"
+        text += f", {len(self.failed)} could not be measured (tried again next time)" if self.failed else ""
         return text + (f", {left} left ({self.stopped}): run it again to go on" if left else "")
 
 
@@ -134,7 +136,12 @@ def backfill(
             continue
         night_config = config if left_s is None else _with_budget(config, left_s)
         t0 = clock()
-        api.nightly(plan, dataclasses.replace(measure, config=night_config), sides, command=command)
+        try:
+            api.nightly(plan, dataclasses.replace(measure, config=night_config), sides, command=command)
+        except TeperfError as exc:  # a commit that cannot be made runnable: the others still can
+            result.failed.append(commit.sha)
+            log(f"{head}: not measured: {exc.one_line()}")
+            continue
         took.append(clock() - t0)
         result.measured.append(commit.sha)
         to_go, spec_ = len(chosen) - i - 1, plan.choice.spec

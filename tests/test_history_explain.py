@@ -240,6 +240,8 @@ def test_backfill_stops_when_the_budget_is_spent(monkeypatch, tmp_path):
     def night(plan, measure, sides, **kw):
         budgets.append(measure.config.schedule.budget_s)
         now[0] += 60.0
+        if plan.head_sha == commits(5)[1].sha:
+            raise TeperfError("cannot make this side", "a broken commit")
 
     monkeypatch.setattr(api, "plan_nightly", plan)
     monkeypatch.setattr(api, "nightly", night)
@@ -256,6 +258,8 @@ def test_backfill_stops_when_the_budget_is_spent(monkeypatch, tmp_path):
         log=lines.append,
         clock=lambda: now[0],
     )
-    assert budgets == [100.0, 40.0] and len(result.measured) == 2 and result.stopped == "the budget is spent"
-    assert "3 left (the budget is spent)" in result.describe()
-    assert "3 to go, about 3 min left" in lines[2]
+    assert budgets == [100.0, 40.0] and len(result.measured) == 1 and result.stopped == "the budget is spent"
+    assert (
+        "1 could not be measured" in result.describe() and "3 left (the budget is spent)" in result.describe()
+    )
+    assert "not measured: cannot make this side" in lines[2]
