@@ -136,6 +136,8 @@ def result(status="found", explained=True):
 def store(tmp_path_factory):
     st = HistoryStore(tmp_path_factory.mktemp("h") / "history")
     synthetic.write(st, synthetic.Plan(commits=36, steps={("LayerNormLinear", "fp32", STEP_AT): 8.0}))
+    (point,) = change_points(analyze(st.read()))
+    st.add_explanation(record(point, result(), "results/bisect-x", "git@github.com:acme/widgets.git"))
     return st
 
 
@@ -208,6 +210,19 @@ def test_history_json_and_table_carry_the_culprits(store):
     assert change["explanation"]["status"] == "explained"
     assert change["explanation"]["culprits"][0]["url"].startswith("https://github.com/acme/widgets/commit/")
     assert "fffffff 90% [70%, 110%]" in history()
+    points = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "teperf", "history", "--history", str(store.url), "--format", "json"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout
+    )
+    carried = [p for p in points if p.get("explanation")]
+    assert [p["sha"] for p in carried] == [change["first_bad_sha"]]
+    assert carried[0]["explanation"]["culprits"][0]["share"] == 0.9
 
 
 def test_dashboard_links_each_culprit(store, tmp_path):

@@ -166,6 +166,7 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
 
         df = ordered(pd.concat(keep))
     df = df.assign(night_status=status_column(df, found))
+    df = _with_explanations(df, store.explanations(), text=fmt == "csv")
     if fmt == "csv":
         sys.stdout.write(df.to_csv(index=False))
     elif fmt == "json":
@@ -360,6 +361,22 @@ def _print_changes(df, fmt: str, explained: dict | None = None) -> None:
             Text(r["machine"]),
         )
     Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+def _with_explanations(df, explained: dict, text: bool):
+    """Each point that is the BAD night of an explained change point carries its explanation (CSV: its
+    answer); no column when nothing is explained, so such a history reads as before."""
+    from teperf.history.explain import as_dict
+
+    if not explained or df.empty:
+        return df
+    by_bad = {
+        (r.machine, r.module, r.recipe, r.shape, r.dtype, r.mode, r.bad_sha): as_dict(r)
+        for r in explained.values()
+    }
+    keys = zip(*(df[c].fillna("") for c in ("machine", "module", "recipe", "shape", "dtype", "mode", "sha")))
+    found = [by_bad.get(k) for k in keys]
+    return df.assign(explanation=[(e or {}).get("answer") if text else e for e in found])
 
 
 def _culprits_text(explanation: dict | None) -> str:
