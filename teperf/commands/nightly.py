@@ -71,7 +71,8 @@ from teperf.options import MeasureOptions, SideOptions
 @click.option(
     "--explain",
     is_flag=True,
-    help="Then bisect every change point of this machine not yet explained, and store its culprits.",
+    help="Then bisect every change point of this machine not yet explained, and store its culprits "
+    "(each bisect's compares within --budget, default 30m).",
 )
 @counters_option(default=False, help="Count calls and ops per step (slower).")
 @sweep_option(
@@ -141,21 +142,26 @@ def _backfill(spec, ref, history_url, tags, every, sides: SideOptions, measure: 
 
 def explain_new(history_url, sides: SideOptions, measure: MeasureOptions) -> None:
     """Bisect the change points of this machine not yet explained (teperf.history.explain)."""
+    from teperf.api import Interrupted
     from teperf.commands.bisect import DEFAULT_BUDGET_S
     from teperf.history.explain import explain_changes
     from teperf.history.store import HistoryStore
 
     config = measure.config
     machine, _ = local_machine(config.device)
-    found = explain_changes(
-        HistoryStore(history_url),
-        config,
-        sides,
-        machine=machine,
-        results_dir=measure.results_dir,
-        budget_s=config.schedule.budget_s or DEFAULT_BUDGET_S,
-        log=lambda line: click.echo(line, err=True),
-    )
+    try:
+        found = explain_changes(
+            HistoryStore(history_url),
+            config,
+            sides,
+            machine=machine,
+            results_dir=measure.results_dir,
+            budget_s=config.schedule.budget_s or DEFAULT_BUDGET_S,
+            log=lambda line: click.echo(line, err=True),
+        )
+    except Interrupted as stop:  # the change points explained so far are stored; this one is tried next time
+        click.echo(f"teperf: interrupted; the bisect's bundle keeps its probes: {stop.path}", err=True)
+        sys.exit(130)
     click.echo(f"explain: {len(found)} change point(s) bisected", err=True)
 
 
