@@ -222,10 +222,14 @@ def plan_nightly(
     shard: Optional[str] = None,
     night: Optional[str] = None,
     force: bool = False,
+    at: Optional[str] = None,
+    base_among: Optional[set] = None,
 ) -> NightlyPlan:
     """Tonight's plan for one shard (``shard`` "I/N", default all): the head of ``ref`` in ``sides.repo``,
     the commit it is paired with (teperf.nightly.choose_base, from the ``history`` store), the cases
-    and this machine's fingerprint. Measures nothing; ``plan.choice.skip`` says there is nothing new."""
+    and this machine's fingerprint. Measures nothing; ``plan.choice.skip`` says there is nothing new.
+    A backfill (teperf.backfill) plans the night ``ref`` would have had at commit ``at``, paired with
+    a commit of ``base_among`` (the previous one it measured)."""
     from teperf.history.store import HistoryStore, default_night
     from teperf.nightly import check_night, choose_base, local_machine, parse_shard, shard_cases
     from teperf.sides.gitrepo import GitFailed, repo_root, resolve, run_git
@@ -238,7 +242,7 @@ def plan_nightly(
             "use fewer shards (N at most the number of cases)",
         )
     root = repo_root(sides.repo)
-    head_sha = resolve(root, ref, what="--ref")
+    head_sha = resolve(root, at or ref, what="--ref")
     store = HistoryStore(history)
     machine, label = local_machine(config.device)
     night_id = check_night(night)
@@ -267,6 +271,7 @@ def plan_nightly(
         force=force,
         is_ancestor=is_ancestor,
         has_parent=has_parent,
+        base_among=base_among,
     )
     return NightlyPlan(
         ref=ref,

@@ -76,6 +76,7 @@ def choose_base(
     force: bool = False,
     is_ancestor=None,
     has_parent=None,
+    base_among: set | None = None,
 ) -> BaseChoice:
     """Which commit tonight's head is paired with.
 
@@ -87,7 +88,8 @@ def choose_base(
     previous commit is not an ancestor of the head (the branch was rewritten) or there is none,
     pair with the head's first parent.  ``is_ancestor(a, b)`` may be given to check ancestry
     (None: assume it is); ``has_parent(sha)`` whether the head has a parent (None: assume so);
-    a root commit is measured against itself (A/A).
+    a root commit is measured against itself (A/A). ``base_among``: the base may only be one of these
+    commits (a backfill's previous one: the night it would have followed, whatever was measured later).
     """
     from teperf.history.store import default_night, latest_run
 
@@ -103,6 +105,9 @@ def choose_base(
         )
         if skip:
             return BaseChoice(head_sha, None, skip, skip=True)
+    if have and base_among is not None:
+        history = history[history["sha"].isin(base_among)]
+    have = have and not history.empty
     prev = latest_run(history, machine=machine, ref=ref, exclude_sha=head_sha) if have else None
 
     def parent_choice(why: str) -> BaseChoice:

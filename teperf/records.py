@@ -627,3 +627,76 @@ HISTORY_COLUMNS = tuple(HISTORY_COLUMN_TYPES)
 RUN_COLUMNS = HISTORY_COLUMNS[: HISTORY_COLUMNS.index("bundle") + 1]
 CELL_COLUMNS = HISTORY_COLUMNS[len(RUN_COLUMNS) :]
 CELL_KEY = ("module", "recipe", "shape", "dtype", "mode")
+
+
+# ----------------------------------------------------------------------------- explained change points
+
+# Version of the explanation records (the store's ``_explanations/*.json``); bump it when a field changes
+# meaning, and teach ExplanationRecord.from_stored to read the older one.
+EXPLANATION_SCHEMA_VERSION = 1
+# explained: commits named carry the change; noise: GOOD..BAD is no change when measured again;
+# unexplained: it moved but no commit was confirmed; failed: the bisect could not run (tried again next time)
+EXPLANATION_STATUSES = ("explained", "noise", "unexplained", "failed")
+CULPRIT_FIELDS = (
+    "sha",
+    "short_sha",
+    "subject",
+    "delta_us",
+    "share",
+    "share_ci",
+    "verdict",
+    "counters",
+    "url",
+)
+
+
+@dataclasses.dataclass(kw_only=True)
+class ExplanationRecord(Typed):
+    """One change point of the history, bisected between the two nights around it: its culprits
+    (each a dict of CULPRIT_FIELDS, biggest share first) and the one-line answer of the bisect."""
+
+    kind: ClassVar[str] = "explanation"
+    schema: int = EXPLANATION_SCHEMA_VERSION
+    key: str  # teperf.history.explain.change_key: machine, cell, GOOD and BAD
+    machine: str
+    module: str
+    recipe: str
+    shape: str = ""
+    dtype: str = ""
+    mode: str = ""
+    good_sha: str
+    bad_sha: str
+    status: str
+    answer: str
+    culprits: list = dataclasses.field(default_factory=list)
+    rest_us: Optional[float] = None  # GOOD..BAD's measured delta that the culprits leave
+    delta_us: Optional[float] = None  # GOOD..BAD's measured delta
+    bundle: Optional[str] = None  # the bisect's bundle
+    explained_at: Optional[str] = None
+    teperf_version: Optional[str] = None
+
+    def check(self) -> None:
+        if self.status not in EXPLANATION_STATUSES:
+            raise RecordError(
+                f"explanation record: status {self.status!r} is not one of {EXPLANATION_STATUSES}"
+            )
+        for c in self.culprits:
+            if not isinstance(c, dict) or not isinstance(c.get("sha"), str):
+                raise RecordError(f"explanation record: culprit {c!r:.60} has no sha")
+            unknown = set(c) - set(CULPRIT_FIELDS)
+            if unknown:
+                raise RecordError(f"explanation record: culprit with unknown fields {sorted(unknown)}")
+
+    @classmethod
+    def from_stored(cls, raw: Mapping[str, Any], where: str) -> "ExplanationRecord":
+        """A stored record -> its type; a newer schema is refused with what to do."""
+        version = raw.get("schema", 1) if isinstance(raw, Mapping) else None
+        if not isinstance(version, int):
+            raise RecordError(f"{where}: not an explanation record")
+        if version > EXPLANATION_SCHEMA_VERSION:
+            raise TeperfError(
+                f"{where} has explanation schema {version}; this teperf {__version__} reads "
+                f"{EXPLANATION_SCHEMA_VERSION} and older",
+                "read the history with the newer teperf that wrote it",
+            )
+        return cls.from_dict(raw)

@@ -74,6 +74,7 @@ def command(history_url, out, machine, ref, min_effect_pct, sig_level):
         n_runs=int(df["run_id"].nunique()) if not df.empty else 0,
         settings=settings,
         nights=found,
+        explained=store.explanations(),
     )
     n_changes = sum(len(c.changes) for c in cells)
     n_slower = sum(1 for c in cells for ch in c.changes if ch.direction == "slower")

@@ -63,6 +63,30 @@ def select_machine(df, machine: str | None):
     return df[df["machine"] == hits[0]]
 
 
+def _explain_options(f):
+    """What --explain's bisects need: the repository's sides, a config with the cells, a budget each."""
+    from teperf.commands._common import side_options
+
+    f = click.option("--results-dir", metavar="DIR", help="With --explain: where the bisect bundles go.")(f)
+    f = click.option(
+        "--budget",
+        metavar="DURATION",
+        help="With --explain: each bisect's budget for compares (default 30m).",
+    )(f)
+    f = click.option("--config", "config_path", metavar="FILE|NAME", help="With --explain: the config.")(f)
+    return side_options("history", "repo", "strategy", "package")(f)
+
+
+def _explain(history_url, config_path, budget, results_dir, **given) -> None:
+    from teperf.commands._common import take_measure, take_sides
+    from teperf.commands.nightly import explain_new
+
+    measure = take_measure(
+        {"config_path": config_path, "budget_s": budget, "results_dir": results_dir}, "nightly"
+    )
+    explain_new(history_url, take_sides(given), measure)
+
+
 TABLE_COLUMNS = (
     "committed_at",
     "sha",
@@ -99,7 +123,14 @@ TABLE_COLUMNS = (
 @click.option(
     "--last", type=click.IntRange(min=1), metavar="N", help="Only the newest N commits of each cell."
 )
-def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt, last):
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="With --changes: first bisect each change point of this machine not yet explained, between the "
+    "nights around it (needs --repo and a --config with its cell), and store its culprits.",
+)
+@_explain_options
+def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt, last, explain, **bisect):
     """Show the nightly history (one row per commit and cell).
 
     A night split into shards is one night: its rows come from every shard, and a night with
@@ -116,7 +147,10 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
 
     if changes and list_nights:  # each replaces the points: one would be silently dropped
         raise TeperfError("--changes and --nights each list something else", "give one of them")
-
+    if explain:
+        if not changes:
+            raise TeperfError("--explain explains the change points", "add --changes")
+        _explain(history_url, **bisect)
     store = open_store(history_url)
     whole = select_machine(read_history(store, ref=ref), machine)
     found = nights(whole)  # from every cell: a --module filter must not make a night look short of shards
@@ -138,7 +172,7 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
         _print_nights(found, fmt)
         return
     if changes:
-        _print_changes(df, fmt)
+        _print_changes(df, fmt, store.explanations())
         return
     df = ordered(df)
     if last:
@@ -152,6 +186,7 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
 
         df = ordered(pd.concat(keep))
     df = df.assign(night_status=status_column(df, found))
+    df = _with_explanations(df, store.explanations(), text=fmt == "csv")
     if fmt == "csv":
         sys.stdout.write(df.to_csv(index=False))
     elif fmt == "json":
@@ -294,12 +329,14 @@ def _ok(v) -> bool:
         return False
 
 
-def _print_changes(df, fmt: str) -> None:
+def _print_changes(df, fmt: str, explained: dict | None = None) -> None:
     from teperf.history.analysis import analyze
+    from teperf.history.explain import as_dict, explanation_of
 
     rows = []
     for cell in analyze(df):
         for ch in cell.changes:
+            rec = explanation_of(cell, ch, explained or {})
             rows.append(
                 {
                     "machine": cell.machine,
@@ -317,9 +354,11 @@ def _print_changes(df, fmt: str) -> None:
                     "last_good_sha": ch.last_good.sha if ch.last_good else None,
                     "last_good_subject": ch.last_good.subject if ch.last_good else None,
                     "pvalue": ch.pvalue,
+                    "explanation": as_dict(rec),
                 }
             )
-    if _emit_records(rows, fmt):
+    flat = [{**r, "explanation": (r["explanation"] or {}).get("answer")} for r in rows]
+    if _emit_records(rows, fmt, csv_rows=flat):
         return
     if not rows:
         click.echo("no changes detected")
@@ -329,7 +368,7 @@ def _print_changes(df, fmt: str) -> None:
     from rich.text import Text
 
     table = Table(header_style="bold")
-    for col in ("cell", "change", "size", "last good", "first bad", "machine"):
+    for col in ("cell", "change", "size", "last good", "first bad", "culprits", "machine"):
         table.add_column(col, overflow="fold")
     for r in rows:
         style = "red" if r["direction"] == "slower" else "green"
@@ -339,6 +378,36 @@ def _print_changes(df, fmt: str) -> None:
             Text(f"{r['size_us']:+.1f} us ({r['size_pct']:+.1f}%)"),
             Text(f"{(r['last_good_sha'] or '-')[:10]} {(r['last_good_subject'] or '')[:40]}"),
             Text(f"{(r['first_bad_sha'] or '-')[:10]} {(r['first_bad_subject'] or '')[:40]}"),
+            Text(_culprits_text(r["explanation"])),
             Text(r["machine"]),
         )
     Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+def _with_explanations(df, explained: dict, text: bool):
+    """Each point that is the BAD night of an explained change point carries its explanation (CSV: its
+    answer); no column when nothing is explained, so such a history reads as before."""
+    from teperf.history.explain import as_dict
+
+    if not explained or df.empty:
+        return df
+    by_bad = {
+        (r.machine, r.module, r.recipe, r.shape, r.dtype, r.mode, r.bad_sha): as_dict(r)
+        for r in explained.values()
+    }
+    keys = zip(*(df[c].fillna("") for c in ("machine", "module", "recipe", "shape", "dtype", "mode", "sha")))
+    found = [by_bad.get(k) for k in keys]
+    return df.assign(explanation=[(e or {}).get("answer") if text else e for e in found])
+
+
+def _culprits_text(explanation: dict | None) -> str:
+    """'abc1234 87% [70%, 104%]' per culprit, or what the bisect said (noise, unexplained); '' if not asked."""
+    if not explanation:
+        return ""
+    if not explanation["culprits"]:
+        return explanation["answer"]
+    parts = []
+    for c in explanation["culprits"]:
+        ci = c.get("share_ci")
+        parts.append(f"{c['short_sha']} {c['share']:.0%}" + (f" [{ci[0]:.0%}, {ci[1]:.0%}]" if ci else ""))
+    return ", ".join(parts)

@@ -57,6 +57,23 @@ from teperf.options import MeasureOptions, SideOptions
     "--force", is_flag=True, help="Measure even if the head was already measured by the last nightly."
 )
 @click.option("--dry-run", is_flag=True, help="Say what would be measured, measure nothing.")
+@click.option(
+    "--backfill",
+    metavar="A..B",
+    help="Measure A and the commits of A..B, one night each, as if the nightly had run on each (into the "
+    "same history; commits already there are skipped, so a second run resumes). --budget is then the "
+    "whole backfill's.",
+)
+@click.option("--tags", is_flag=True, help="With --backfill: only the tagged commits (and A and B).")
+@click.option(
+    "--every", type=click.IntRange(min=1), metavar="N", help="With --backfill: every N-th commit (and B)."
+)
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Then bisect every change point of this machine not yet explained, and store its culprits "
+    "(each bisect's compares within --budget, default 30m).",
+)
 @counters_option(default=False, help="Count calls and ops per step (slower).")
 @sweep_option(
     help="One cell per value of a module kwarg (num_gemms=1,2,4,8); the dashboard draws their slope."
@@ -65,14 +82,90 @@ from teperf.options import MeasureOptions, SideOptions
 @config_options
 @output_options
 @grouped(default_config=DEFAULT_CONFIG)
-def command(ref, history_url, shard, night_id, force, dry_run, sides: SideOptions, measure: MeasureOptions):
+def command(
+    ref,
+    history_url,
+    shard,
+    night_id,
+    force,
+    dry_run,
+    backfill,
+    tags,
+    every,
+    explain,
+    sides: SideOptions,
+    measure: MeasureOptions,
+):
     """Measure REF's head against the previous nightly's commit and add it to the history.
 
     \b
     teperf nightly --repo ~/TransformerEngine --ref main
     teperf nightly --repo ~/TransformerEngine --shard 1/2 --night 2025-06-01    (machine A)
     teperf nightly --repo ~/TransformerEngine --shard 2/2 --night 2025-06-01    (machine B)
+    teperf nightly --repo ~/TransformerEngine --backfill v2.10..v2.16 --tags --budget 8h --explain
     """
+    from teperf.errors import TeperfError
+
+    if (tags or every) and not backfill:
+        raise TeperfError("--tags and --every choose the commits of a --backfill", "add --backfill A..B")
+    if backfill:
+        _backfill(backfill, ref, history_url, tags, every, sides, measure)
+    else:
+        _night(ref, history_url, shard, night_id, force, dry_run, sides, measure)
+    if explain:
+        explain_new(history_url, sides, measure)
+
+
+def _backfill(spec, ref, history_url, tags, every, sides: SideOptions, measure: MeasureOptions) -> None:
+    from teperf.backfill import backfill
+    from teperf.nightly import NightlyInterrupted
+
+    log = lambda line: click.echo(line, err=True)  # noqa: E731
+    try:
+        result = backfill(
+            measure.config,
+            sides,
+            measure,
+            spec=spec,
+            ref=ref,
+            history=history_url,
+            tags=tags,
+            every=every,
+            log=log,
+            command=["teperf"] + sys.argv[1:],
+        )
+    except NightlyInterrupted as stop:
+        log(f"teperf: interrupted; {stop.recorded}; run the same command again to resume")
+        sys.exit(exit_status_for_signal(stop.signum))
+    log(result.describe())
+
+
+def explain_new(history_url, sides: SideOptions, measure: MeasureOptions) -> None:
+    """Bisect the change points of this machine not yet explained (teperf.history.explain)."""
+    from teperf.api import Interrupted
+    from teperf.commands.bisect import DEFAULT_BUDGET_S
+    from teperf.history.explain import explain_changes
+    from teperf.history.store import HistoryStore
+
+    config = measure.config
+    machine, _ = local_machine(config.device)
+    try:
+        found = explain_changes(
+            HistoryStore(history_url),
+            config,
+            sides,
+            machine=machine,
+            results_dir=measure.results_dir,
+            budget_s=config.schedule.budget_s or DEFAULT_BUDGET_S,
+            log=lambda line: click.echo(line, err=True),
+        )
+    except Interrupted as stop:  # the change points explained so far are stored; this one is tried next time
+        click.echo(f"teperf: interrupted; the bisect's bundle keeps its probes: {stop.path}", err=True)
+        sys.exit(130)
+    click.echo(f"explain: {len(found)} change point(s) bisected", err=True)
+
+
+def _night(ref, history_url, shard, night_id, force, dry_run, sides: SideOptions, measure: MeasureOptions):
     from teperf import api
     from teperf.nightly import NightlyInterrupted
 

@@ -326,7 +326,10 @@ def cell_figure(cell: Cell) -> dict:
 # ----------------------------------------------------------------------------- page models
 
 
-def _change_row(c: Cell, ch: Found, page: str) -> dict:
+def _change_row(c: Cell, ch: Found, page: str, explained: dict | None = None) -> dict:
+    """One change's table row; ``explained`` (store.explanations()) adds its culprits."""
+    from teperf.history.explain import as_dict, explanation_of
+
     paired = "-"
     if ch.paired is not None and ch.paired.delta_pct is not None:
         paired = f"{_fmt_pct(ch.paired.delta_pct)} [{_fmt_pct(ch.paired.ci_low_pct)}, {_fmt_pct(ch.paired.ci_high_pct)}] {ch.paired.verdict}"
@@ -359,6 +362,7 @@ def _change_row(c: Cell, ch: Found, page: str) -> dict:
         "paired": paired,
         "sort": ch.first_bad.date or _dt.datetime.min.replace(tzinfo=_dt.timezone.utc),
         "page": page,
+        "explanation": as_dict(explanation_of(c, ch, explained or {})),
     }
 
 
@@ -374,7 +378,7 @@ def _night_model(n: Night) -> dict:
     }
 
 
-def _machine_models(cells: Sequence[Cell], nights: Sequence[Night] = ()) -> list[dict]:
+def _machine_models(cells: Sequence[Cell], nights: Sequence[Night] = (), explained=None) -> list[dict]:
     by_machine: dict[str, list[Cell]] = {}
     for c in cells:
         by_machine.setdefault(c.machine, []).append(c)
@@ -440,7 +444,7 @@ def _machine_models(cells: Sequence[Cell], nights: Sequence[Night] = ()) -> list
         )
         commits = {p.sha or p.run_id for c in mcells for p in c.points}
         label = mcells[0].machine_label
-        changes = [_change_row(c, ch, page) for c in mcells for ch in c.changes]
+        changes = [_change_row(c, ch, page, explained) for c in mcells for ch in c.changes]
         changes.sort(key=lambda r: r["sort"], reverse=True)
         models.append(
             {
@@ -575,8 +579,11 @@ def build_site(
     settings: changepoint.DetectionSettings | None = None,
     now: _dt.datetime | None = None,
     nights: Sequence[Night] = (),
+    explained: dict | None = None,
 ) -> Path:
     """Write the site for analysed ``cells`` into ``out``; returns the path of index.html.
+
+    ``explained`` (store.explanations()) puts each change point's culprits beside it.
 
     ``nights`` (``nights.nights`` of the same rows) lets the pages say which nights are
     incomplete (a shard missing or failed) and which cells the newest night did not measure.
@@ -601,7 +608,7 @@ def build_site(
         (work / "assets" / "dashboard.js").write_bytes(_asset("dashboard.js"))
         (work / "assets" / "style.css").write_bytes(_asset("style.css"))
         env = _env()
-        machines = _machine_models(cells, nights)
+        machines = _machine_models(cells, nights, explained)
         common = {
             "machines": machines,
             "generated": _fmt_date(now or _dt.datetime.now(_dt.timezone.utc)),
@@ -626,7 +633,7 @@ def build_site(
         for m in machines:
             cell_models = []
             for c in sorted(m["cells_obj"], key=lambda c: (c.module, c.recipe, c.variant)):
-                rows = [_change_row(c, ch, m["page"]) for ch in c.changes]
+                rows = [_change_row(c, ch, m["page"], explained) for ch in c.changes]
                 cell_models.append(
                     {
                         "slug": c.slug,
@@ -679,5 +686,6 @@ def build_from_store(
         n_runs=int(df["run_id"].nunique()) if not df.empty else 0,
         settings=settings,
         nights=find_nights(df),
+        explained=store.explanations(),
     )
     return index, cells

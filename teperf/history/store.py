@@ -59,6 +59,7 @@ from teperf.records import (
 DEFAULT_HISTORY = os.path.join("results", "history")
 HISTORY_ENV = "TEPERF_HISTORY"
 SUFFIX = ".parquet"
+EXPLANATIONS = "_explanations"  # the sidecar of explained change points (add_explanation)
 # fsspec protocols where one upload is atomic (the object is visible complete or not at all)
 OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "memory"}
 
@@ -367,16 +368,23 @@ class HistoryStore:
         run_id = ids.pop()
         if "/" in run_id or run_id.startswith((".", "_")):
             raise ValueError(f"bad run id {run_id!r}")
-        final = self._path(run_id + SUFFIX)
-        tmp = self._path(f".{run_id}.{secrets.token_hex(3)}{SUFFIX}.tmp")
+        buf = io.BytesIO()
+        pq.write_table(table, buf, compression="zstd")
+        return self._put(run_id + SUFFIX, buf.getvalue())
+
+    def _put(self, name: str, data: bytes) -> str:
+        """Write ``data`` as ``name`` under the root, atomically (see the module's docstring)."""
+        final = self._path(name)
+        folder, base = posixpath.split(name)
+        tmp = self._path(posixpath.join(folder, f".{base}.{secrets.token_hex(3)}.tmp"))
         try:
-            self.fs.makedirs(self.root, exist_ok=True)
+            self.fs.makedirs(self._path(folder) if folder else self.root, exist_ok=True)
         except OSError as exc:
             raise TeperfError(f"cannot create history store {self.url}: {exc}", "pass a writable --history")
         if self.local:
             try:
                 with open(tmp, "wb") as f:
-                    pq.write_table(table, f, compression="zstd")
+                    f.write(data)
                     f.flush()
                     os.fsync(f.fileno())
                 os.replace(tmp, final)
@@ -386,17 +394,45 @@ class HistoryStore:
                 except OSError:
                     pass
                 raise
+        elif self.object_store:
+            # one PUT: the object appears whole or not at all (a copy + delete would only add a window
+            # in which a killed writer leaves its temp object behind)
+            self.fs.pipe_file(final, data)
         else:
-            buf = io.BytesIO()
-            pq.write_table(table, buf, compression="zstd")
-            if self.object_store:
-                # one PUT: the object appears whole or not at all (a copy + delete would only add a window
-                # in which a killed writer leaves its temp object behind)
-                self.fs.pipe_file(final, buf.getvalue())
-            else:
-                self.fs.pipe_file(tmp, buf.getvalue())
-                self.fs.mv(tmp, final)
+            self.fs.pipe_file(tmp, data)
+            self.fs.mv(tmp, final)
         return final
+
+    # ------------------------------------------------------------------------- explained change points
+    # A sidecar of the run files: one JSON record per change point (teperf.records.ExplanationRecord),
+    # under a folder that files() never lists; a change point explained again replaces its record.
+
+    def add_explanation(self, record) -> str:
+        name = posixpath.join(EXPLANATIONS, record.key + ".json")
+        return self._put(name, json.dumps(record.to_dict(), sort_keys=True, indent=1).encode())
+
+    def explanations(self) -> dict:
+        """Change point key -> its ExplanationRecord; an unreadable record is skipped with a warning."""
+        from teperf.records import ExplanationRecord
+
+        folder = self._path(EXPLANATIONS)
+        try:
+            names = self.fs.ls(folder, detail=False) if self.fs.exists(folder) else []
+        except FileNotFoundError:
+            names = []
+        out = {}
+        for name in sorted(map(str, names)):
+            if not name.endswith(".json") or posixpath.basename(name).startswith("."):
+                continue
+            try:
+                with self.fs.open(name, "rb") as f:
+                    raw = json.loads(f.read())
+                rec = ExplanationRecord.from_stored(raw, name)
+            except (OSError, ValueError) as exc:  # RecordError is a ValueError
+                warnings.warn(f"history: skipping unreadable {name}: {exc}", stacklevel=2)
+                continue
+            out[rec.key] = rec
+        return out
 
     def read(
         self,

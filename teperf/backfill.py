@@ -1,0 +1,167 @@
+"""teperf nightly --backfill A..B: the nights a history would have had, measured now.
+
+Each selected commit is one night of teperf nightly (api.plan_nightly + api.nightly) on the branch
+``--ref`` names, paired with the previous selected commit, as the nightly would have paired it; so
+the rows are a nightly's and everything that reads the history reads them alike. A commit already in
+the store is skipped by the nightly's own rule (choose_base), which is what makes a second run resume.
+``--budget`` is the whole backfill's here: each night's compare gets what is left, and no night starts
+once it is spent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable, Optional, Sequence
+
+from teperf.errors import TeperfError
+
+
+@dataclasses.dataclass(frozen=True)
+class Commit:
+    sha: str
+    subject: str
+    tags: tuple = ()
+
+    @property
+    def name(self) -> str:
+        return f"{self.sha[:10]}" + (f" ({', '.join(self.tags)})" if self.tags else "")
+
+
+def select(commits: Sequence[Commit], *, tags: bool = False, every: Optional[int] = None) -> list[Commit]:
+    """The commits to measure, oldest first: all, only the tagged ones (--tags), every N-th of those
+    (--every N, counted from A); A and B themselves always, so the backfill spans the range."""
+    if every is not None and every < 1:
+        raise TeperfError(f"--every {every}", "give a positive number of commits, e.g. --every 10")
+    if not commits:
+        return []
+    pool = [c for c in commits if c.tags] if tags else list(commits)
+    picked = pool[:: every or 1]
+    ends = [commits[0], commits[-1]]
+    wanted = {c.sha for c in picked} | {c.sha for c in ends}
+    return [c for c in commits if c.sha in wanted]
+
+
+def list_commits(root: str, spec: str, *, tags: bool = False) -> list[Commit]:
+    """A and the commits of A..B, oldest first: the first-parent line, or (--tags) every commit of the
+    range in topological order, since a release may be tagged off the first-parent line."""
+    from teperf.sides.gitrepo import resolve, run_git
+
+    if ".." not in spec or spec.count("..") != 1 or "..." in spec:
+        raise TeperfError(
+            f"--backfill {spec!r} is not a range", "write it as A..B, e.g. --backfill v1.0..v2.0"
+        )
+    a, b = spec.split("..")
+    a_sha, b_sha = resolve(root, a, what="--backfill's A"), resolve(root, b, what="--backfill's B")
+    walk = ["--topo-order"] if tags else ["--first-parent"]
+    out = run_git(root, "log", "--reverse", *walk, "--format=%H%x00%s", f"{a_sha}..{b_sha}")
+    out = run_git(root, "log", "-1", "--format=%H%x00%s", a_sha) + ("\n" + out if out else "")
+    tagged: dict[str, list[str]] = {}
+    refs = run_git(
+        root, "for-each-ref", "refs/tags", "--format=%(objectname) %(*objectname) %(refname:short)"
+    )
+    for line in refs.splitlines():
+        obj, peeled, name = line.split(" ", 2)
+        tagged.setdefault(peeled or obj, []).append(name)
+    commits = []
+    for line in out.splitlines():
+        sha, _, subject = line.partition("\0")
+        commits.append(Commit(sha, subject, tuple(tagged.get(sha, ()))))
+    return commits
+
+
+def eta(seconds: Sequence[float], left: int) -> str:
+    """'about 12 min left' from the nights measured so far (their mean), '' before the first."""
+    if not seconds or left <= 0:
+        return ""
+    s = sum(seconds) / len(seconds) * left
+    return f"about {s / 60:.0f} min left" if s >= 90 else f"about {s:.0f} s left"
+
+
+@dataclasses.dataclass
+class BackfillResult:
+    selected: list
+    measured: list = dataclasses.field(default_factory=list)  # shas measured by this run
+    skipped: list = dataclasses.field(default_factory=list)  # shas already in the store
+    failed: list = dataclasses.field(default_factory=list)  # shas whose sides could not be made
+    stopped: Optional[str] = None  # why it ended before the last commit (budget)
+
+    def describe(self) -> str:
+        left = len(self.selected) - len(self.measured) - len(self.skipped) - len(self.failed)
+        text = f"backfill: {len(self.measured)} measured, {len(self.skipped)} already in the store"
+        text += f", {len(self.failed)} could not be measured (tried again next time)" if self.failed else ""
+        return text + (f", {left} left ({self.stopped}): run it again to go on" if left else "")
+
+
+def backfill(
+    config,
+    sides,
+    measure,
+    *,
+    spec: str,
+    ref: str,
+    history: Optional[str],
+    tags: bool = False,
+    every: Optional[int] = None,
+    log: Callable[[str], None] = print,
+    command: Optional[list] = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> BackfillResult:
+    """Measure the selected commits of ``spec`` one night each, into ``history``; see the module."""
+    from teperf import api
+    from teperf.history.store import HistoryStore
+    from teperf.sides.gitrepo import repo_root
+
+    root = str(repo_root(sides.repo))
+    chosen = select(list_commits(root, spec, tags=tags), tags=tags, every=every)
+    result = BackfillResult(selected=[c.sha for c in chosen])
+    budget, start, took = config.schedule.budget_s, clock(), []
+    log(
+        f"backfill: {len(chosen)} commit(s) of {spec} on {ref}"
+        + (f", budget {budget:.0f} s" if budget else "")
+    )
+    for i, commit in enumerate(chosen):
+        head = f"backfill [{i + 1}/{len(chosen)}] {commit.name} {commit.subject[:50]!r}"
+        left_s = None if budget is None else budget - (clock() - start)
+        if left_s is not None and left_s <= 0:
+            result.stopped = "the budget is spent"
+            break
+        measured_before = _in_store(HistoryStore(history), [c.sha for c in chosen[:i]])
+        plan = api.plan_nightly(
+            config, sides, ref=ref, history=history, at=commit.sha, base_among=measured_before[-1:] or None
+        )
+        if plan.choice.skip:
+            result.skipped.append(commit.sha)
+            log(f"{head}: in the store already, skipped")
+            continue
+        night_config = config if left_s is None else _with_budget(config, left_s)
+        t0 = clock()
+        try:
+            api.nightly(plan, dataclasses.replace(measure, config=night_config), sides, command=command)
+        except TeperfError as exc:  # a commit that cannot be made runnable: the others still can
+            result.failed.append(commit.sha)
+            log(f"{head}: not measured: {exc.one_line()}")
+            continue
+        took.append(clock() - t0)
+        result.measured.append(commit.sha)
+        to_go, spec_ = len(chosen) - i - 1, plan.choice.spec
+        base = spec_.split("..")[0][:10] if ".." in spec_ else "its first parent"  # "SHA": SHA^1..SHA
+        log(
+            f"{head}: measured in {took[-1]:.0f} s against {base}; "
+            f"{to_go} to go" + (f", {eta(took, to_go)}" if to_go else "")
+        )
+    return result
+
+
+def _in_store(store, shas: list) -> list:
+    """``shas`` (in order) that have rows in the store."""
+    if not shas:
+        return []
+    have = set(store.read()["sha"].dropna())
+    return [s for s in shas if s in have]
+
+
+def _with_budget(config, seconds: float):
+    return dataclasses.replace(
+        config, schedule=dataclasses.replace(config.schedule, budget_s=max(seconds, 1.0))
+    )

@@ -1,0 +1,188 @@
+"""Each change point of the history explained: bisected between the two nights around it.
+
+A change point (teperf.history.analysis.Found) is bisected with teperf.bisect.runner.bisect over
+LAST_GOOD..FIRST_BAD (a drift: over its whole span), counters then time, on its cell. The answer is
+stored in the history as an ExplanationRecord (teperf.records; the store's sidecar, store.py), keyed by
+the machine, the cell and the two nights' commits, so a change point is bisected once: a later run
+skips it unless its bisect failed. Only change points measured on this machine kind are bisected:
+another machine's times are not this one's to explain.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import hashlib
+import re
+from typing import Callable, Iterable, Optional
+
+from teperf import __version__
+from teperf.errors import TeperfError
+from teperf.records import CULPRIT_FIELDS, ExplanationRecord
+
+_GITHUB = re.compile(r"^(?:https?://|ssh://git@|git@)github\.com[:/]([^/]+)/(.+?)(?:\.git)?/?$")
+
+
+def commit_url(remote: Optional[str], sha: str) -> Optional[str]:
+    """The web page of ``sha`` when the remote is GitHub's (https or ssh form); else None."""
+    m = _GITHUB.match((remote or "").strip())
+    return f"https://github.com/{m.group(1)}/{m.group(2)}/commit/{sha}" if m else None
+
+
+def remote_url(repo: str) -> Optional[str]:
+    """The repository's origin URL (None: no remote, or not a git repository)."""
+    from teperf.sides.gitrepo import GitFailed, run_git
+
+    try:
+        return run_git(repo, "config", "--get", "remote.origin.url").strip() or None
+    except (GitFailed, TeperfError, OSError):
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class ChangePoint:
+    """One detected change, as what a bisect needs: the cell and the commits of the nights around it."""
+
+    cell: object  # teperf.history.analysis.Cell
+    found: object  # teperf.history.analysis.Found
+    good_sha: str
+    bad_sha: str
+
+    @property
+    def key(self) -> str:
+        return change_key(self.cell.key, self.good_sha, self.bad_sha)
+
+    @property
+    def spec(self) -> str:
+        """The cell as bisect's --cell names it: MODULE/RECIPE/SHAPE/MODE."""
+        c = self.cell
+        return "/".join((c.module, c.recipe, c.shape, c.mode))
+
+
+def change_key(cell_key: tuple, good_sha: str, bad_sha: str) -> str:
+    text = "\0".join((*map(str, cell_key), good_sha, bad_sha))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def change_point(cell, ch) -> Optional[ChangePoint]:
+    """A change with a night before it and commits on both sides (a drift: its whole span); else None."""
+    bad = cell.points[ch.end_index] if ch.kind == "drift" else ch.first_bad
+    if ch.last_good is None or not ch.last_good.sha or not bad.sha or ch.last_good.sha == bad.sha:
+        return None
+    return ChangePoint(cell, ch, ch.last_good.sha, bad.sha)
+
+
+def change_points(cells: Iterable) -> list[ChangePoint]:
+    return [p for cell in cells for ch in cell.changes if (p := change_point(cell, ch)) is not None]
+
+
+def explanation_of(cell, ch, known: dict) -> Optional[ExplanationRecord]:
+    """The stored record of a change (``known``: store.explanations()), or None."""
+    point = change_point(cell, ch)
+    return None if point is None else known.get(point.key)
+
+
+def record(
+    point: ChangePoint, result: dict, bundle: Optional[str], remote: Optional[str]
+) -> ExplanationRecord:
+    """A bisect's meta.json "result" -> the change point's record (pure)."""
+    if result.get("status") == "no change":
+        status = "noise"
+    else:
+        status = "explained" if result.get("explained") else "unexplained"
+    culprits = []
+    for c in result.get("culprits") or []:
+        entry = {k: c.get(k) for k in CULPRIT_FIELDS if k != "url"}
+        entry["url"] = commit_url(remote, c["sha"])
+        culprits.append(entry)
+    c = point.cell
+    return ExplanationRecord(
+        key=point.key,
+        machine=c.machine,
+        module=c.module,
+        recipe=c.recipe,
+        shape=c.shape,
+        dtype=c.dtype,
+        mode=c.mode,
+        good_sha=point.good_sha,
+        bad_sha=point.bad_sha,
+        status=status,
+        answer=str(result.get("answer") or status),
+        culprits=culprits,
+        rest_us=(result.get("rest") or {}).get("delta_us"),
+        delta_us=(result.get("endpoint") or {}).get("delta_us"),
+        bundle=bundle,
+        explained_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        teperf_version=__version__,
+    )
+
+
+def failed(point: ChangePoint, why: str, bundle: Optional[str] = None) -> ExplanationRecord:
+    """A bisect that could not run: recorded (so the history says so), bisected again next time."""
+    rec = record(point, {"answer": f"failed: {why}"}, bundle, None)
+    return dataclasses.replace(rec, status="failed")
+
+
+def pending(points: list[ChangePoint], known: dict, machine: str) -> list[ChangePoint]:
+    """The change points of ``machine`` not yet explained (a failed bisect is tried again)."""
+    return [
+        p
+        for p in points
+        if p.cell.machine == machine and (p.key not in known or known[p.key].status == "failed")
+    ]
+
+
+def explain_changes(
+    store,
+    config,
+    sides,
+    *,
+    machine: str,
+    df=None,
+    results_dir: Optional[str] = None,
+    budget_s: float = 1800.0,
+    log: Callable[[str], None] = print,
+) -> list[ExplanationRecord]:
+    """Bisect every change point of ``machine`` in ``store`` not yet explained; store and return the records."""
+    from teperf.api import Interrupted
+    from teperf.bisect.report import load
+    from teperf.bisect.runner import bisect
+    from teperf.history.analysis import analyze
+
+    df = store.read() if df is None else df
+    todo = pending(change_points(analyze(df)), store.explanations(), machine)
+    remote = remote_url(sides.repo)
+    out = []
+    for n, point in enumerate(todo, 1):
+        log(
+            f"explain [{n}/{len(todo)}] {point.spec}: {point.found.direction} "
+            f"{point.found.delta_us:+.1f} us between {point.good_sha[:10]} and {point.bad_sha[:10]}"
+        )
+        try:
+            path = bisect(
+                config,
+                f"{point.good_sha}..{point.bad_sha}",
+                point.spec,
+                factory=sides.factory(),
+                repo=sides.repo,
+                results_dir=results_dir,
+                budget_s=budget_s,
+                command=["teperf", "history", "--explain"],
+            )
+            rec = record(point, load(path)[0].get("result") or {}, str(path), remote)
+        except Interrupted:
+            raise
+        except TeperfError as exc:
+            rec = failed(point, exc.one_line())
+        store.add_explanation(rec)
+        log(f"explain [{n}/{len(todo)}] {point.spec}: {rec.answer}")
+        out.append(rec)
+    return out
+
+
+def as_dict(rec: Optional[ExplanationRecord]) -> Optional[dict]:
+    """What ``history --changes --format json`` and the dashboard carry of a record."""
+    if rec is None:
+        return None
+    keep = ("status", "answer", "culprits", "delta_us", "rest_us", "bundle", "explained_at", "schema")
+    return {k: getattr(rec, k) for k in keep}
