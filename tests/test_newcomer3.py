@@ -409,3 +409,24 @@ def test_by_lane_of_a_bundle_that_measured_nothing_says_so(tmp_path, capsys):
     (path / "meta.json").write_text(json.dumps(meta))
     code, out, err = run_in_process(["report", str(path), "--by-lane", "--format", "markdown"], capsys)
     assert code == 0 and "no cell was measured" in out and "0 lanes" not in out, (out, err)
+
+
+# --- the second newcomer pass (tests/newcomer_pass.py) -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command", ["run", "compare", "counters check --expected x.toml", "nightly", "bisect a..b --cell X/fp32"]
+)
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_config_is_refused_not_read_as_the_default(command, value, capsys):
+    code, out, err = run_in_process([*command.split(), "--config", value], capsys)
+    _one_error(code, out, err, "--config is empty", "default, demo")
+
+
+def test_a_results_dir_that_is_a_file_says_so(tmp_path):
+    from teperf.bundle import Bundle
+
+    (tmp_path / "results").write_text("x")
+    with pytest.raises(TeperfError) as exc:
+        Bundle.create(tmp_path / "results", "run", {})
+    assert "a file is in the way" in str(exc.value) and "File exists" not in str(exc.value)
