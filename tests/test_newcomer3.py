@@ -430,3 +430,14 @@ def test_a_results_dir_that_is_a_file_says_so(tmp_path):
     with pytest.raises(TeperfError) as exc:
         Bundle.create(tmp_path / "results", "run", {})
     assert "a file is in the way" in str(exc.value) and "File exists" not in str(exc.value)
+
+
+@pytest.mark.parametrize("where", ["file", "below a file"])
+def test_a_cache_dir_that_is_a_file_is_one_line_not_a_traceback(tmp_path, where):
+    from teperf.sides import cachedir
+
+    (tmp_path / "file").write_text("x")
+    root = tmp_path / "file" if where == "file" else tmp_path / "file" / "sub"
+    with pytest.raises(TeperfError) as exc:
+        cachedir.kind_dir("trees", root)
+    assert "a file is in the way" in str(exc.value) and "--cache-dir" in str(exc.value)
