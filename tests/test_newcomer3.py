@@ -441,3 +441,28 @@ def test_a_cache_dir_that_is_a_file_is_one_line_not_a_traceback(tmp_path, where)
     with pytest.raises(TeperfError) as exc:
         cachedir.kind_dir("trees", root)
     assert "a file is in the way" in str(exc.value) and "--cache-dir" in str(exc.value)
+
+
+def _planted_repo(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = dict(os.environ, GIT_AUTHOR_NAME="n", GIT_AUTHOR_EMAIL="n@x", GIT_COMMITTER_NAME="n")
+    env["GIT_COMMITTER_EMAIL"] = "n@x"
+    for side in ("base", "head"):
+        shutil.rmtree(repo / "demo_blocks", ignore_errors=True)
+        shutil.copytree(ROOT / "examples" / "planted" / side / "demo_blocks", repo / "demo_blocks")
+        for args in (["init", "-q"] if side == "base" else [], ["add", "-A"], ["commit", "-qm", side]):
+            if args:
+                subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+    return repo
+
+
+def test_a_package_dir_in_neither_commit_is_named_as_missing(tmp_path, capsys):
+    repo = _planted_repo(tmp_path)
+    argv = ["compare", "HEAD~1..HEAD", "--repo", str(repo), "--config", "demo", "--plan", "--package-dir"]
+    code, out, err = run_in_process([*argv, "nope/dir"], capsys)
+    assert code == 2 and "Traceback" not in err
+    assert err.splitlines()[-1].startswith("teperf: error: --package-dir nope/dir is in neither"), err
+    assert "is not named" not in err
+    code, out, err = run_in_process([*argv, "demo_blocks"], capsys)
+    assert code == 0, err
