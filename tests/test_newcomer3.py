@@ -466,3 +466,23 @@ def test_a_package_dir_in_neither_commit_is_named_as_missing(tmp_path, capsys):
     assert "is not named" not in err
     code, out, err = run_in_process([*argv, "demo_blocks"], capsys)
     assert code == 0, err
+
+
+def test_backfill_dry_run_lists_the_commits_and_measures_nothing(tmp_path, capsys):
+    repo = _planted_repo(tmp_path)
+    history = tmp_path / "history"
+    argv = ["nightly", "--repo", str(repo), "--config", "demo", "--dry-run", "--history", str(history)]
+    code, out, err = run_in_process([*argv, "--backfill", "HEAD~1..HEAD"], capsys)
+    assert code == 0, err
+    assert "would measure 2 commit(s)" in out and "base" in out and "head" in out, out
+    assert not history.exists()  # nothing measured, nothing stored
+    code, out, err = run_in_process([*argv, "--backfill", "HEAD..HEAD"], capsys)
+    assert code == 0 and "would measure 1 commit(s)" in out, (out, err)
+
+
+def test_a_reversed_backfill_range_is_refused(tmp_path, capsys):
+    repo = _planted_repo(tmp_path)
+    argv = ["nightly", "--repo", str(repo), "--config", "demo", "--dry-run", "--history", str(tmp_path / "h")]
+    _one_error(
+        *run_in_process([*argv, "--backfill", "HEAD..HEAD~1"], capsys), "adds no commit", "HEAD~1..HEAD"
+    )
