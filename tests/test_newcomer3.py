@@ -486,3 +486,11 @@ def test_a_reversed_backfill_range_is_refused(tmp_path, capsys):
     _one_error(
         *run_in_process([*argv, "--backfill", "HEAD..HEAD~1"], capsys), "adds no commit", "HEAD~1..HEAD"
     )
+
+
+@pytest.mark.parametrize(
+    "flag, value", [("--budget", "5m"), ("--config", "demo"), ("--results-dir", "somewhere")]
+)
+def test_history_refuses_the_explain_options_without_explain(flag, value, tmp_path, capsys):
+    argv = ["history", "--history", str(ROOT / "tests" / "fixtures" / "history-v1"), flag, value]
+    _one_error(*run_in_process(argv, capsys), f"{flag} is for --explain", "--changes --explain")
