@@ -494,3 +494,11 @@ def test_a_reversed_backfill_range_is_refused(tmp_path, capsys):
 def test_history_refuses_the_explain_options_without_explain(flag, value, tmp_path, capsys):
     argv = ["history", "--history", str(ROOT / "tests" / "fixtures" / "history-v1"), flag, value]
     _one_error(*run_in_process(argv, capsys), f"{flag} is for --explain", "--changes --explain")
+
+
+@pytest.mark.parametrize("sha", ["not a sha!", "", "abc", "v1.0", "a" * 65])
+def test_import_refuses_a_sha_that_is_no_commit_hash(sha, tmp_path, capsys):
+    bundle = str(BUNDLES / "v1-compare-counters")
+    argv = ["import", bundle, "--history", str(tmp_path / "h"), "--sha", sha]
+    _one_error(*run_in_process(argv, capsys), "is not a commit hash", "git rev-parse")
+    assert not (tmp_path / "h").exists()
