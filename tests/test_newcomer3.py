@@ -502,3 +502,11 @@ def test_import_refuses_a_sha_that_is_no_commit_hash(sha, tmp_path, capsys):
     argv = ["import", bundle, "--history", str(tmp_path / "h"), "--sha", sha]
     _one_error(*run_in_process(argv, capsys), "is not a commit hash", "git rev-parse")
     assert not (tmp_path / "h").exists()
+
+
+@pytest.mark.parametrize("exe", ["/bin/true", "/bin/false"])
+def test_doctor_fails_an_interpreter_that_is_no_python(exe):
+    from teperf import doctor
+
+    (check,) = doctor.check_versions(exe)
+    assert check.status == "fail" and "does not answer like a Python 3" in check.detail, check
