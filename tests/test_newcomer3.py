@@ -510,3 +510,9 @@ def test_doctor_fails_an_interpreter_that_is_no_python(exe):
 
     (check,) = doctor.check_versions(exe)
     assert check.status == "fail" and "does not answer like a Python 3" in check.detail, check
+
+
+def test_a_path_unused_because_modules_picked_built_ins_names_them(capsys):
+    argv = ["run", "--config", "demo", "--path", str(ROOT / "examples" / "planted" / "base")]
+    code, out, err = run_in_process([*argv, "--modules", "LayerNormMLP"], capsys)
+    _one_error(code, out, err, "the modules measured (LayerNormMLP) are torch's built-in", "check --modules")
