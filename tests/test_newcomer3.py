@@ -516,3 +516,10 @@ def test_a_path_unused_because_modules_picked_built_ins_names_them(capsys):
     argv = ["run", "--config", "demo", "--path", str(ROOT / "examples" / "planted" / "base")]
     code, out, err = run_in_process([*argv, "--modules", "LayerNormMLP"], capsys)
     _one_error(code, out, err, "the modules measured (LayerNormMLP) are torch's built-in", "check --modules")
+
+
+@pytest.mark.parametrize("spec, end", [("..HEAD", "A"), ("HEAD~1..", "B")])
+def test_a_backfill_range_without_an_end_says_which(spec, end, tmp_path, capsys):
+    repo = _planted_repo(tmp_path)
+    argv = ["nightly", "--repo", str(repo), "--config", "demo", "--dry-run", "--history", str(tmp_path / "h")]
+    _one_error(*run_in_process([*argv, "--backfill", spec], capsys), f"leaves out {end}", "name both ends")
