@@ -523,3 +523,12 @@ def test_a_backfill_range_without_an_end_says_which(spec, end, tmp_path, capsys)
     repo = _planted_repo(tmp_path)
     argv = ["nightly", "--repo", str(repo), "--config", "demo", "--dry-run", "--history", str(tmp_path / "h")]
     _one_error(*run_in_process([*argv, "--backfill", spec], capsys), f"leaves out {end}", "name both ends")
+
+
+def test_an_empty_path_is_refused_and_a_relative_one_says_where_from(tmp_path, monkeypatch, capsys):
+    _one_error(*run_in_process(["run", "--config", "demo", "--path", ""], capsys), "--path is empty")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_in_process(["run", "--config", "demo", "--path", "examples/planted/base"], capsys)
+    _one_error(code, out, err, f"'examples/planted/base' (from {tmp_path}) is not a directory")
+    code, out, err = run_in_process(["compare", "--base-path", "", "--head-path", "x"], capsys)
+    _one_error(code, out, err, "--base-path is empty")
