@@ -532,3 +532,8 @@ def test_an_empty_path_is_refused_and_a_relative_one_says_where_from(tmp_path, m
     _one_error(code, out, err, f"'examples/planted/base' (from {tmp_path}) is not a directory")
     code, out, err = run_in_process(["compare", "--base-path", "", "--head-path", "x"], capsys)
     _one_error(code, out, err, "--base-path is empty")
+
+
+@pytest.mark.parametrize("command", ["nightly --dry-run", "import x"])
+def test_a_shard_count_of_zero_is_named(command, capsys):
+    _one_error(*run_in_process([*command.split(), "--shard", "1/0"], capsys), "N, the number of shards")
