@@ -537,3 +537,13 @@ def test_an_empty_path_is_refused_and_a_relative_one_says_where_from(tmp_path, m
 @pytest.mark.parametrize("command", ["nightly --dry-run", "import x"])
 def test_a_shard_count_of_zero_is_named(command, capsys):
     _one_error(*run_in_process([*command.split(), "--shard", "1/0"], capsys), "N, the number of shards")
+
+
+def test_a_non_ascii_table_name_says_to_quote_it(tmp_path, capsys):
+    path = tmp_path / "c.toml"
+    path.write_text('backend = "torch"\n[modules.Lïnear]\nfactory = "x:y"\n', encoding="utf-8")
+    _one_error(*run_in_process(["run", "--config", str(path)], capsys), "invalid TOML", "is quoted")
+    path.write_text("backend = \n", encoding="utf-8")
+    code, out, err = run_in_process(["run", "--config", str(path)], capsys)
+    _one_error(code, out, err, "fix the syntax of the config file")
+    assert "quoted" not in err
