@@ -547,3 +547,22 @@ def test_a_non_ascii_table_name_says_to_quote_it(tmp_path, capsys):
     code, out, err = run_in_process(["run", "--config", str(path)], capsys)
     _one_error(code, out, err, "fix the syntax of the config file")
     assert "quoted" not in err
+
+
+def test_a_second_ctrl_c_during_the_exit_clean_up_prints_no_traceback(tmp_path, monkeypatch):
+    import atexit
+
+    from teperf.engine import spawn
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    registered = []
+    monkeypatch.setattr(atexit, "register", lambda fn, *args: registered.append((fn, args)))
+    monkeypatch.setattr(spawn, "_worker_code", {})
+    root = spawn.worker_code_dir()
+    ((fn, args),) = registered
+    monkeypatch.setattr(shutil, "rmtree", interrupted)
+    fn(*args)  # no KeyboardInterrupt out of the atexit callback
+    monkeypatch.undo()
+    shutil.rmtree(root)
