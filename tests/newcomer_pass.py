@@ -916,6 +916,8 @@ def run_case(teperf: str, case: dict, w: Path, run_dir: Path) -> dict:
         seconds=round(time.monotonic() - t0, 1),
     )
     rec["verdict"], rec["why"] = classify(rec, case, stderr, stdout)
+    if rec["verdict"] != "OK":
+        rec["stderr_tail"] = stderr[-3000:]
     if case["expect"] == "signal" and rec["verdict"] == "OK" and "measured: " in stderr:
         # what was measured must still read: report the bundle the interrupted run names
         bundle = stderr.split("measured: ", 1)[1].split()[0]
