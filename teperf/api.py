@@ -58,9 +58,12 @@ def path_side(label: str, path: Optional[str] = None, python: Optional[str] = No
     sys_path: tuple[str, ...] = ()
     if path is not None:
         p = Path(path)
+        if not str(path).strip():  # an unset shell variable: not the current directory in disguise
+            raise TeperfError(f"{option} is empty", f"point {option} at the directory that holds the package")
         if not p.is_dir():
+            where = "" if p.is_absolute() else f" (from {Path.cwd()})"
             raise TeperfError(
-                f"{option} {path!r} is not a directory",
+                f"{option} {path!r}{where} is not a directory",
                 f"point {option} at the directory that holds the package to import",
             )
         sys_path = (str(p.resolve()),)

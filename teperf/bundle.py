@@ -111,8 +111,11 @@ class Bundle:
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
+            # mkdir says "File exists" for a file where the directory (or a parent of it) should be
+            why = "a file is in the way" if isinstance(exc, FileExistsError) else exc.strerror
             raise TeperfError(
-                f"cannot create results directory {root}: {exc.strerror}", "pass a writable --results-dir"
+                f"cannot create results directory {root}: {why}",
+                "pass a writable --results-dir that is a directory, or move the file away",
             )
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         path = root / f"{stamp}-{kind}-{secrets.token_hex(2)}"

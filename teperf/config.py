@@ -553,7 +553,12 @@ def load_config(path: str | os.PathLike | None = None, overrides: Mapping[str, A
         try:
             raw = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise TeperfError(f"{source}: invalid TOML ({exc})", "fix the syntax of the config file")
+            fix = "fix the syntax of the config file"
+            at = re.search(r"at line (\d+)", str(exc))
+            lines = text.splitlines()
+            if at and 0 < int(at.group(1)) <= len(lines) and not lines[int(at.group(1)) - 1].isascii():
+                fix += ' (a name with other characters than A-Z a-z 0-9 _ - is quoted: [modules."Nämé"])'
+            raise TeperfError(f"{source}: invalid TOML ({exc})", fix)
     return build_config(raw, overrides or {}, source)
 
 

@@ -346,6 +346,19 @@ def check_versions(python: Optional[str] = None) -> list[Check]:
                 "point --python (and --base-python/--head-python) at an executable python",
             )
         ]
+    except (IndexError, ValueError, subprocess.CalledProcessError) as exc:  # ran, but gave no answer
+        if isinstance(exc, subprocess.CalledProcessError):
+            why = f"exit {exc.returncode}" + (f" ({exc.stderr.strip()[:150]})" if exc.stderr.strip() else "")
+        else:
+            why = "printed nothing" if isinstance(exc, IndexError) else f"{type(exc).__name__}: {exc}"
+        return [
+            Check(
+                f"python{label}",
+                "fail",
+                f"the interpreter does not answer like a Python 3: {why.splitlines()[0][:200]}",
+                "point --python (and --base-python/--head-python) at a working Python 3 interpreter",
+            )
+        ]
     except Exception as exc:
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
         return [

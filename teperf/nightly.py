@@ -33,7 +33,9 @@ def parse_shard(text: str | None) -> tuple[int, int]:
 
 def check_shard(i: int, n: int) -> tuple[int, int]:
     """(I, N) back if 1 <= I <= N, else a TeperfError (for --shard and nightly's shard_cases)."""
-    if n < 1 or not 1 <= i <= n:
+    if n < 1:
+        raise TeperfError(f"shard {i}/{n}: N, the number of shards, must be at least 1", "e.g. --shard 1/2")
+    if not 1 <= i <= n:
         raise TeperfError(
             f"shard {i}/{n} out of range", "I must be between 1 and N, e.g. --shard 1/2 and --shard 2/2"
         )

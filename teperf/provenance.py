@@ -60,10 +60,11 @@ def check_path_sides(config, sides: Iterable[Side]) -> None:
         wanted = measured_packages(config)
         if not wanted:
             raise TeperfError(
-                f"{option} {side.sys_path[0]} is not used: the config's modules are torch's built-in reference "
-                "modules, which import nothing from it",
-                "use a config whose modules have factories that import from the paths ([modules.NAME] factory = "
-                '"pkg.mod:make"; see examples/planted and --config demo)',
+                f"{option} {side.sys_path[0]} is not used: the modules measured "
+                f"({', '.join(m.name for m in config.modules)}) are torch's built-in reference modules, which "
+                "import nothing from it",
+                "measure modules whose factories import from the paths (check --modules; a config's [modules.NAME] "
+                'factory = "pkg.mod:make"; see examples/planted and --config demo)',
             )
         for name in wanted:
             if not any(_provides(Path(p), name) for p in side.sys_path):

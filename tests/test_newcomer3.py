@@ -409,3 +409,160 @@ def test_by_lane_of_a_bundle_that_measured_nothing_says_so(tmp_path, capsys):
     (path / "meta.json").write_text(json.dumps(meta))
     code, out, err = run_in_process(["report", str(path), "--by-lane", "--format", "markdown"], capsys)
     assert code == 0 and "no cell was measured" in out and "0 lanes" not in out, (out, err)
+
+
+# --- the second newcomer pass (tests/newcomer_pass.py) -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command", ["run", "compare", "counters check --expected x.toml", "nightly", "bisect a..b --cell X/fp32"]
+)
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_config_is_refused_not_read_as_the_default(command, value, capsys):
+    code, out, err = run_in_process([*command.split(), "--config", value], capsys)
+    _one_error(code, out, err, "--config is empty", "default, demo")
+
+
+def test_a_results_dir_that_is_a_file_says_so(tmp_path):
+    from teperf.bundle import Bundle
+
+    (tmp_path / "results").write_text("x")
+    with pytest.raises(TeperfError) as exc:
+        Bundle.create(tmp_path / "results", "run", {})
+    assert "a file is in the way" in str(exc.value) and "File exists" not in str(exc.value)
+
+
+@pytest.mark.parametrize("where", ["file", "below a file"])
+def test_a_cache_dir_that_is_a_file_is_one_line_not_a_traceback(tmp_path, where):
+    from teperf.sides import cachedir
+
+    (tmp_path / "file").write_text("x")
+    root = tmp_path / "file" if where == "file" else tmp_path / "file" / "sub"
+    with pytest.raises(TeperfError) as exc:
+        cachedir.kind_dir("trees", root)
+    assert "a file is in the way" in str(exc.value) and "--cache-dir" in str(exc.value)
+
+
+def _planted_repo(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = dict(os.environ, GIT_AUTHOR_NAME="n", GIT_AUTHOR_EMAIL="n@x", GIT_COMMITTER_NAME="n")
+    env["GIT_COMMITTER_EMAIL"] = "n@x"
+    for side in ("base", "head"):
+        shutil.rmtree(repo / "demo_blocks", ignore_errors=True)
+        shutil.copytree(ROOT / "examples" / "planted" / side / "demo_blocks", repo / "demo_blocks")
+        for args in (["init", "-q"] if side == "base" else [], ["add", "-A"], ["commit", "-qm", side]):
+            if args:
+                subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+    return repo
+
+
+def test_a_package_dir_in_neither_commit_is_named_as_missing(tmp_path, capsys):
+    repo = _planted_repo(tmp_path)
+    argv = ["compare", "HEAD~1..HEAD", "--repo", str(repo), "--config", "demo", "--plan", "--package-dir"]
+    code, out, err = run_in_process([*argv, "nope/dir"], capsys)
+    assert code == 2 and "Traceback" not in err
+    assert err.splitlines()[-1].startswith("teperf: error: --package-dir nope/dir is in neither"), err
+    assert "is not named" not in err
+    code, out, err = run_in_process([*argv, "demo_blocks"], capsys)
+    assert code == 0, err
+
+
+def test_backfill_dry_run_lists_the_commits_and_measures_nothing(tmp_path, capsys):
+    repo = _planted_repo(tmp_path)
+    history = tmp_path / "history"
+    argv = ["nightly", "--repo", str(repo), "--config", "demo", "--dry-run", "--history", str(history)]
+    code, out, err = run_in_process([*argv, "--backfill", "HEAD~1..HEAD"], capsys)
+    assert code == 0, err
+    assert "would measure 2 commit(s)" in out and "base" in out and "head" in out, out
+    assert not history.exists()  # nothing measured, nothing stored
+    code, out, err = run_in_process([*argv, "--backfill", "HEAD..HEAD"], capsys)
+    assert code == 0 and "would measure 1 commit(s)" in out, (out, err)
+
+
+def test_a_reversed_backfill_range_is_refused(tmp_path, capsys):
+    repo = _planted_repo(tmp_path)
+    argv = ["nightly", "--repo", str(repo), "--config", "demo", "--dry-run", "--history", str(tmp_path / "h")]
+    _one_error(
+        *run_in_process([*argv, "--backfill", "HEAD..HEAD~1"], capsys), "adds no commit", "HEAD~1..HEAD"
+    )
+
+
+@pytest.mark.parametrize(
+    "flag, value", [("--budget", "5m"), ("--config", "demo"), ("--results-dir", "somewhere")]
+)
+def test_history_refuses_the_explain_options_without_explain(flag, value, tmp_path, capsys):
+    argv = ["history", "--history", str(ROOT / "tests" / "fixtures" / "history-v1"), flag, value]
+    _one_error(*run_in_process(argv, capsys), f"{flag} is for --explain", "--changes --explain")
+
+
+@pytest.mark.parametrize("sha", ["not a sha!", "", "abc", "v1.0", "a" * 65])
+def test_import_refuses_a_sha_that_is_no_commit_hash(sha, tmp_path, capsys):
+    bundle = str(BUNDLES / "v1-compare-counters")
+    argv = ["import", bundle, "--history", str(tmp_path / "h"), "--sha", sha]
+    _one_error(*run_in_process(argv, capsys), "is not a commit hash", "git rev-parse")
+    assert not (tmp_path / "h").exists()
+
+
+@pytest.mark.parametrize("exe", ["/bin/true", "/bin/false"])
+def test_doctor_fails_an_interpreter_that_is_no_python(exe):
+    from teperf import doctor
+
+    (check,) = doctor.check_versions(exe)
+    assert check.status == "fail" and "does not answer like a Python 3" in check.detail, check
+
+
+def test_a_path_unused_because_modules_picked_built_ins_names_them(capsys):
+    argv = ["run", "--config", "demo", "--path", str(ROOT / "examples" / "planted" / "base")]
+    code, out, err = run_in_process([*argv, "--modules", "LayerNormMLP"], capsys)
+    _one_error(code, out, err, "the modules measured (LayerNormMLP) are torch's built-in", "check --modules")
+
+
+@pytest.mark.parametrize("spec, end", [("..HEAD", "A"), ("HEAD~1..", "B")])
+def test_a_backfill_range_without_an_end_says_which(spec, end, tmp_path, capsys):
+    repo = _planted_repo(tmp_path)
+    argv = ["nightly", "--repo", str(repo), "--config", "demo", "--dry-run", "--history", str(tmp_path / "h")]
+    _one_error(*run_in_process([*argv, "--backfill", spec], capsys), f"leaves out {end}", "name both ends")
+
+
+def test_an_empty_path_is_refused_and_a_relative_one_says_where_from(tmp_path, monkeypatch, capsys):
+    _one_error(*run_in_process(["run", "--config", "demo", "--path", ""], capsys), "--path is empty")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_in_process(["run", "--config", "demo", "--path", "examples/planted/base"], capsys)
+    _one_error(code, out, err, f"'examples/planted/base' (from {tmp_path}) is not a directory")
+    code, out, err = run_in_process(["compare", "--base-path", "", "--head-path", "x"], capsys)
+    _one_error(code, out, err, "--base-path is empty")
+
+
+@pytest.mark.parametrize("command", ["nightly --dry-run", "import x"])
+def test_a_shard_count_of_zero_is_named(command, capsys):
+    _one_error(*run_in_process([*command.split(), "--shard", "1/0"], capsys), "N, the number of shards")
+
+
+def test_a_non_ascii_table_name_says_to_quote_it(tmp_path, capsys):
+    path = tmp_path / "c.toml"
+    path.write_text('backend = "torch"\n[modules.Lïnear]\nfactory = "x:y"\n', encoding="utf-8")
+    _one_error(*run_in_process(["run", "--config", str(path)], capsys), "invalid TOML", "is quoted")
+    path.write_text("backend = \n", encoding="utf-8")
+    code, out, err = run_in_process(["run", "--config", str(path)], capsys)
+    _one_error(code, out, err, "fix the syntax of the config file")
+    assert "quoted" not in err
+
+
+def test_a_second_ctrl_c_during_the_exit_clean_up_prints_no_traceback(tmp_path, monkeypatch):
+    import atexit
+
+    from teperf.engine import spawn
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    registered = []
+    monkeypatch.setattr(atexit, "register", lambda fn, *args: registered.append((fn, args)))
+    monkeypatch.setattr(spawn, "_worker_code", {})
+    root = spawn.worker_code_dir()
+    ((fn, args),) = registered
+    monkeypatch.setattr(shutil, "rmtree", interrupted)
+    fn(*args)  # no KeyboardInterrupt out of the atexit callback
+    monkeypatch.undo()
+    shutil.rmtree(root)

@@ -15,7 +15,7 @@ import click
 
 from teperf.commands._live import live_view
 from teperf.config import KEYS, OVERRIDE_KEYS, Key, load_config, parse_shape, shipped_names
-from teperf.errors import EXIT_CELLS_FAILED, exit_status_for_signal
+from teperf.errors import EXIT_CELLS_FAILED, TeperfError, exit_status_for_signal
 from teperf.options import MeasureOptions, SideOptions
 from teperf.render import FORMATS, render
 from teperf.safe_text import for_terminal
@@ -124,8 +124,12 @@ def config_options(f):
 def make_config(kwargs: dict, **extra):
     overrides = {k: kwargs.pop(k, None) for k in OVERRIDE_KEYS}
     overrides.update({k: v for k, v in extra.items() if v is not None})
-    path = kwargs.pop("config_path", None) or "default"
-    return load_config(path, overrides)
+    path = kwargs.pop("config_path", None)
+    if path is not None and not path.strip():
+        raise TeperfError(
+            "--config is empty", f"give a TOML file's path or one of: {', '.join(shipped_names())}"
+        )
+    return load_config(path if path is not None else "default", overrides)
 
 
 # ----------------------------------------------------------------------------- the git-side options
@@ -307,7 +311,8 @@ def take_measure(kwargs: dict, default_config: str = "default") -> MeasureOption
     from teperf.gate import parse_fail_on
 
     fail_on = frozenset(parse_fail_on(kwargs.pop("fail_on", None)))
-    kwargs["config_path"] = kwargs.get("config_path") or default_config
+    if kwargs.get("config_path") is None:
+        kwargs["config_path"] = default_config
     config = make_config(kwargs, counters=kwargs.pop("counters", None))
     swept = None
     sweep = kwargs.pop("sweep", None)

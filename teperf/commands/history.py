@@ -151,6 +151,14 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
         if not changes:
             raise TeperfError("--explain explains the change points", "add --changes")
         _explain(history_url, **bisect)
+    else:  # the bisects' options mean nothing without them: say so rather than drop them
+        flags = {"config_path": "--config", "budget": "--budget", "results_dir": "--results-dir"}
+        given = [flag for key, flag in flags.items() if bisect.get(key) is not None]
+        if given:
+            raise TeperfError(
+                f"{given[0]} is for --explain's bisects, which this command does not run",
+                f"add --changes --explain, or drop {given[0]}",
+            )
     store = open_store(history_url)
     whole = select_machine(read_history(store, ref=ref), machine)
     found = nights(whole)  # from every cell: a --module filter must not make a night look short of shards

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import click
 
 from teperf.commands.history import history_option, open_store
@@ -44,6 +46,11 @@ def command(bundles, history_url, ref, shard, sha, subject, commit_date, include
                 f"--commit-date {commit_date!r} is not an ISO 8601 date",
                 "write it like 2025-04-30 or 2025-04-30T10:00:00Z",
             )
+    if sha is not None and not re.fullmatch(r"[0-9a-fA-F]{4,64}", sha):
+        raise TeperfError(
+            f"--sha {sha!r} is not a commit hash",
+            "give the commit's hex SHA (4 to 40 hex digits; git rev-parse REF prints it)",
+        )
     if sha and len(bundles) > 1:
         raise TeperfError(
             "--sha names one commit, but several bundles were given",

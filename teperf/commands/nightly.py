@@ -34,6 +34,7 @@ from teperf.nightly import (  # noqa: F401  (the decisions, where tests and scri
     shard_cases,
 )
 from teperf.options import MeasureOptions, SideOptions
+from teperf.safe_text import for_terminal
 
 
 @click.command("nightly", epilog=EXIT_STATUS_HELP)
@@ -108,12 +109,28 @@ def command(
 
     if (tags or every) and not backfill:
         raise TeperfError("--tags and --every choose the commits of a --backfill", "add --backfill A..B")
+    if backfill and dry_run:
+        _backfill_dry_run(backfill, tags, every, sides)
+        return
     if backfill:
         _backfill(backfill, ref, history_url, tags, every, sides, measure)
     else:
         _night(ref, history_url, shard, night_id, force, dry_run, sides, measure)
     if explain:
         explain_new(history_url, sides, measure)
+
+
+def _backfill_dry_run(spec, tags, every, sides: SideOptions) -> None:
+    """--backfill with --dry-run: the commits it would measure, one night each; nothing measured or stored."""
+    from teperf.backfill import list_commits, select
+    from teperf.sides.gitrepo import repo_root
+
+    chosen = select(list_commits(str(repo_root(sides.repo)), spec, tags=tags), tags=tags, every=every)
+    click.echo(
+        f"dry run: --backfill {spec} would measure {len(chosen)} commit(s), one night each, oldest first"
+    )
+    for commit in chosen:
+        click.echo(f"  {commit.name} {for_terminal(commit.subject[:60])}")
 
 
 def _backfill(spec, ref, history_url, tags, every, sides: SideOptions, measure: MeasureOptions) -> None:

@@ -77,6 +77,15 @@ def check_python(python: str) -> None:
         )
 
 
+def remove_at_exit(root: str) -> None:
+    """Remove a temporary directory as teperf exits; a second Ctrl-C while it does leaves the
+    directory rather than a traceback ("Exception ignored in atexit callback") under the one line."""
+    try:
+        shutil.rmtree(root, ignore_errors=True)
+    except KeyboardInterrupt:
+        pass
+
+
 def worker_code_dir() -> str:
     """A private directory that holds teperf's worker code and nothing else, for the workers'
     PYTHONPATH. Never the directory above the installed package: in a normal (non-editable)
@@ -89,7 +98,7 @@ def worker_code_dir() -> str:
             (Path(root) / "teperf").mkdir()
             shutil.copy2(PACKAGE_DIR / "__init__.py", Path(root) / "teperf" / "__init__.py")
             shutil.copytree(PACKAGE_DIR / "worker", Path(root) / "teperf" / "worker", ignore=ignore)
-            atexit.register(shutil.rmtree, root, True)
+            atexit.register(remove_at_exit, root)
             _worker_code["dir"] = root
         return _worker_code["dir"]
 

@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+from teperf.errors import TeperfError
+
 KINDS = ("trees", "overlays", "builds", "buildtrees", "ext", "cores", "ccache")
 BUILT = ("builds", "ext", "cores")  # kinds whose metadata is BUILD_META
 META = ".teperf.json"  # inside trees/<sha>/ and overlays/<key>/
@@ -47,7 +49,16 @@ def kind_dir(kind: str, cache_dir: str | os.PathLike | None = None) -> Path:
     if kind not in KINDS:
         raise ValueError(f"unknown cache kind {kind!r}")
     path = cache_root(cache_dir) / kind
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = (
+            "a file is in the way" if isinstance(exc, (FileExistsError, NotADirectoryError)) else exc.strerror
+        )
+        raise TeperfError(
+            f"cannot create teperf's cache directory {path}: {why}",
+            "pass --cache-dir (or set $TEPERF_CACHE to) a writable directory",
+        ) from None
     return path
 
 

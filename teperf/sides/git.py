@@ -180,9 +180,16 @@ def plan_sides(
                 "pass --package NAME (the import name under test) and --package-dir PATH if it lives elsewhere",
             )
     else:  # --package-dir DIR that holds the code as one module file, DIR/NAME.py
-        pkg_dir = (
-            gitrepo.module_in_dir(root, (resolved.head.sha, resolved.base.sha), package, pkg_dir) or pkg_dir
-        )
+        given = pkg_dir.strip("/")
+        shas = (resolved.head.sha, resolved.base.sha)
+        if given not in ("", ".") and all(gitrepo.show_file(root, sha, given) is None for sha in shas):
+            raise TeperfError(
+                f"--package-dir {given} is in neither {resolved.head.short_sha} nor {resolved.base.short_sha} "
+                f"of {root}",
+                "pass the package's directory relative to the repo root (git ls-tree -d HEAD), or leave "
+                "--package-dir out to find it",
+            )
+        pkg_dir = gitrepo.module_in_dir(root, shas, package, pkg_dir) or pkg_dir
     pkg_dir = pkg_dir.strip("/") or "."
     if not isinstance(layout, PackageLayout):
         layout = layout_for(package, layout)

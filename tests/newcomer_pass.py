@@ -1,0 +1,997 @@
+"""A newcomer's pass over every subcommand (issue 33): 150+ odd, bad and edge inputs.
+
+Not a pytest test: run it against an installed teperf, from any directory:
+
+    python tests/newcomer_pass.py [--teperf /tmp/venv/bin/teperf] [--json out.json] [--only SUBSTR]
+
+For each input it records the exit status, whether stderr has a traceback, the number of stderr lines and the
+first error line, and classifies it: OK (one `teperf: error:` line and a non-zero exit for bad input, success for
+good input), WRONG (traceback, exit 0 for bad input, a crash, a run that went on), MISLEADING (a message that names
+a wrong cause or a wrong fix; from the reviewed list below), CHECK (not one line: read it). Inputs that start
+workers are few and tiny (the demo's planted blocks, a few steps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+PLANTED = HERE / "examples" / "planted"
+BUNDLES = HERE / "tests" / "fixtures" / "bundles"
+HISTORY = HERE / "tests" / "fixtures" / "history-v1"
+TINY = ["--processes", "2", "--rounds", "1", "--trials", "2", "--iters", "5", "--warmup", "2"]
+
+# Reviewed by hand: messages that name a wrong cause or a wrong fix (name -> why).
+MISLEADING: dict[str, str] = {}
+
+
+def _git(repo, *args):
+    env = dict(os.environ, GIT_AUTHOR_NAME="n", GIT_AUTHOR_EMAIL="n@x", GIT_COMMITTER_NAME="n")
+    env["GIT_COMMITTER_EMAIL"] = "n@x"
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+
+
+def make_world(w: Path) -> dict:
+    """Temporary files every case can point at."""
+    repo = w / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    shutil.copytree(PLANTED / "base" / "demo_blocks", repo / "demo_blocks")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "base")
+    _git(repo, "tag", "v1")
+    shutil.rmtree(repo / "demo_blocks")
+    shutil.copytree(PLANTED / "head" / "demo_blocks", repo / "demo_blocks")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "head")
+    _git(repo, "tag", "v2")
+    (w / "dir").mkdir()
+    (w / "empty.toml").write_text("")
+    (w / "malformed.toml").write_text("backend = \n[modules\n")
+    (w / "unknown_key.toml").write_text('backend = "torch"\nbogus_key = 1\n')
+    (w / "nocolon.toml").write_text('backend = "torch"\n[modules.X]\nfactory = "nocolon"\n')
+    (w / "nomodules.toml").write_text('backend = "torch"\nmodules = []\n')
+    (w / "badshape.toml").write_text('backend = "torch"\nshapes = [[8, -2, 64]]\n')
+    (w / "strshape.toml").write_text('backend = "torch"\nshapes = "8,2,64"\n')
+    (w / "badsched.toml").write_text('backend = "torch"\n[schedule]\nprocesses = -3\n')
+    (w / "strsched.toml").write_text('backend = "torch"\n[schedule]\niters = "many"\n')
+    (w / "unicode ünï.toml").write_text(
+        'backend = "torch"\nrecipes = ["fp32"]\n[modules.Lïnear]\nfactory = "x:y"\n'
+    )
+    (w / "latin1.toml").write_bytes(b'backend = "torch" # \xe9\xe9\n')
+    (w / "unreadable.toml").write_text('backend = "torch"\n')
+    os.chmod(w / "unreadable.toml", 0)
+    (w / "bad_expected.toml").write_text("[[[ nope")
+    (w / "empty_expected.toml").write_text("")
+    (w / "layout_bad.toml").write_text("core = 3\n[[\n")
+    # bundles
+    for b in BUNDLES.iterdir():
+        if b.is_dir():
+            shutil.copytree(b, w / "bundles" / b.name)
+    dmg = w / "bundles" / "damaged-meta"
+    shutil.copytree(BUNDLES / "v1-compare-counters", dmg)
+    (dmg / "meta.json").write_text("{ not json")
+    nometa = w / "bundles" / "no-meta"
+    shutil.copytree(BUNDLES / "v1-compare-counters", nometa)
+    (nometa / "meta.json").unlink()
+    recdir = w / "bundles" / "records-dir"
+    shutil.copytree(BUNDLES / "v1-compare-counters", recdir)
+    (recdir / "records.jsonl").unlink()
+    (recdir / "records.jsonl").mkdir()
+    metalist = w / "bundles" / "meta-list"
+    shutil.copytree(BUNDLES / "v1-compare-counters", metalist)
+    (metalist / "meta.json").write_text("[1, 2]")
+    binrec = w / "bundles" / "binary-records"
+    shutil.copytree(BUNDLES / "v1-compare-counters", binrec)
+    (binrec / "records.jsonl").write_bytes(os.urandom(2000))
+    (w / "bundles" / "empty").mkdir()
+    shutil.copytree(HISTORY, w / "hist")
+    (w / "hist_empty").mkdir()
+    (w / "file_not_dir").write_text("x")
+    badhist = w / "hist_bad"
+    shutil.copytree(HISTORY, badhist)
+    first = sorted(badhist.glob("*.parquet"))[0]
+    first.write_bytes(first.read_bytes()[:100])
+    (w / "cache").mkdir()
+    return {"repo": repo}
+
+
+def cases(w: Path, repo: Path) -> list[dict]:
+    out: list[dict] = []
+
+    def bad(name, *argv, cwd=None, env=None, timeout=20):
+        out.append(dict(name=name, argv=list(argv), expect="bad", cwd=cwd, env=env, timeout=timeout))
+
+    def fail(name, *argv, cwd=None, env=None, timeout=60):
+        out.append(dict(name=name, argv=list(argv), expect="fail", cwd=cwd, env=env, timeout=timeout))
+
+    def good(name, *argv, cwd=None, env=None, timeout=60):
+        out.append(dict(name=name, argv=list(argv), expect="good", cwd=cwd, env=env, timeout=timeout))
+
+    B = str(PLANTED / "base")
+    H = str(PLANTED / "head")
+    demo = ["--config", "demo"]
+    bund = str(w / "bundles" / "v1-compare-counters")
+    fixed = ["--base-path", B, "--head-path", H, *TINY]
+
+    # --- top level and help
+    good(
+        "bare teperf",
+    )
+    good("--help", "--help")
+    good("--version", "--version")
+    bad("unknown command", "frobnicate")
+    bad("typo command", "compar")
+    bad("unknown top option", "--verbose")
+    good("counters bare", "counters")
+    good("cache bare", "cache")
+    bad("counters unknown sub", "counters", "bogus")
+    bad("cache unknown sub", "cache", "bogus")
+    for c in [
+        "compare",
+        "run",
+        "report",
+        "explain",
+        "bisect",
+        "nightly",
+        "history",
+        "dashboard",
+        "import",
+        "doctor",
+    ]:
+        good(f"{c} -h", c, "-h")
+    good("counters check -h", "counters", "check", "-h")
+    good("cache clear -h", "cache", "clear", "-h")
+
+    # --- run: numbers
+    for flag in ["--processes", "--rounds", "--trials", "--iters", "--warmup"]:
+        for v in ["-1", "0", "abc", "99999999999999999999"]:
+            if flag == "--warmup" and v == "0":
+                continue  # no warm-up is a valid choice
+            bad(f"run {flag} {v}", "run", *demo, "--path", B, flag, v)
+    for flag in ["--timeout", "--min-effect", "--precision", "--max-contended", "--min-effect-once"]:
+        for v in ["-1", "nan", "inf", "x"]:
+            bad(f"run {flag} {v}", "run", *demo, "--path", B, flag, v)
+    bad("run --timeout 0", "run", *demo, "--path", B, "--timeout", "0")
+    bad("run --max-contended 101", "run", *demo, "--path", B, "--max-contended", "101")
+    bad("run --precision 0", "run", *demo, "--path", B, "--precision", "0")
+    bad("run --core -1", "run", *demo, "--path", B, "--core", "-1")
+    bad("run --core 999", "run", *demo, "--path", B, "--core", "999")
+    bad("run --seed x", "run", *demo, "--path", B, "--seed", "x")
+    for v in ["0", "-5m", "abc", "5x", "", "nan", "inf", "1e999s"]:
+        bad(f"run --budget {v!r}", "run", *demo, "--path", B, "--budget", v)
+    for v in ["0", "-1", "x", "99"]:
+        bad(f"run --lanes {v}", "run", *demo, "--path", B, "--lanes", v)
+    for v in ["-1", "x"]:
+        bad(f"run --prestart {v}", "run", *demo, "--path", B, "--prestart", v)
+    bad(
+        "run --server-pairs 0 forkserver",
+        "run",
+        *demo,
+        "--path",
+        B,
+        "--spawn",
+        "forkserver",
+        "--server-pairs",
+        "0",
+    )
+    bad("run --server-pairs w/o forkserver", "run", *demo, "--path", B, "--server-pairs", "3")
+    bad("run --metric bogus", "run", "--metric", "bogus")
+    bad("run --format bogus", "run", "--format", "bogus")
+    bad("run --backend bogus", "run", "--backend", "bogus")
+    bad("run --backend te --device cpu", "run", "--backend", "te", "--device", "cpu")
+    bad("run --device cuda (no GPU)", "run", "--device", "cuda", "--backend", "torch")
+
+    # --- run: modules, recipes, shapes, modes
+    bad("run --modules unknown", "run", "--modules", "Nope")
+    bad("run --modules empty", "run", "--modules", "")
+    bad("run --modules ,", "run", "--modules", ",")
+    bad("run --modules unicode", "run", "--modules", "Lïnéar☃")
+    bad("run --recipes unknown", "run", "--recipes", "fp9")
+    bad("run --recipes empty", "run", "--recipes", "")
+    bad("run --modes unknown", "run", "--modes", "turbo")
+    bad("run --modes cuda-graph cpu", "run", "--modes", "cuda-graph")
+    for v in [
+        "",
+        "8,2,",
+        "8,-2,256",
+        "0,2,256",
+        "a,b",
+        "8;2;256",
+        "nan,2,2",
+        "99999999,99999,99999",
+        "1e3,2,2",
+    ]:
+        bad(f"run --shape {v!r}", "run", "--shape", v)
+    bad(
+        "run demo --modules LayerNormMLP (not in demo)",
+        "run",
+        *demo,
+        "--path",
+        B,
+        "--modules",
+        "LayerNormMLP",
+    )
+
+    # --- run: configs and paths
+    bad("run --config missing file", "run", "--config", str(w / "nope.toml"))
+    bad("run --config missing name", "run", "--config", "nope")
+    bad("run --config directory", "run", "--config", str(w / "dir"))
+    good(
+        "run --config empty file (defaults)",
+        "run",
+        "--config",
+        str(w / "empty.toml"),
+        *TINY,
+        "--modules",
+        "Linear",
+        "--results-dir",
+        str(w / "res"),
+        timeout=60,
+    )
+    bad("run --config malformed", "run", "--config", str(w / "malformed.toml"))
+    bad("run --config unknown key", "run", "--config", str(w / "unknown_key.toml"))
+    bad("run --config factory nocolon", "run", "--config", str(w / "nocolon.toml"))
+    bad("run --config modules = []", "run", "--config", str(w / "nomodules.toml"))
+    bad("run --config negative shape", "run", "--config", str(w / "badshape.toml"))
+    bad("run --config shapes string", "run", "--config", str(w / "strshape.toml"))
+    bad("run --config processes -3", "run", "--config", str(w / "badsched.toml"))
+    bad("run --config iters string", "run", "--config", str(w / "strsched.toml"))
+    bad("run --config latin1", "run", "--config", str(w / "latin1.toml"))
+    bad("run --config unicode name/module", "run", "--config", str(w / "unicode ünï.toml"), "--path", B)
+    bad("run --config '' ", "run", "--config", "")
+    bad("run --path missing", "run", *demo, "--path", str(w / "nope"))
+    bad("run --path is a file", "run", *demo, "--path", str(w / "file_not_dir"))
+    bad("run --path ''", "run", *demo, "--path", "")
+    bad("run --python missing", "run", "--python", str(w / "nope" / "python"))
+    bad("run --python is a dir", "run", "--python", str(w / "dir"))
+    bad("run --python not executable", "run", "--python", str(w / "file_not_dir"))
+    bad("run --python not a python", "run", "--python", "/bin/true")
+    bad("run --python PATH name missing", "run", "--python", "python9.9")
+    bad("run demo without path", "run", *demo)
+    bad(
+        "run --results-dir is a file",
+        "run",
+        *demo,
+        "--path",
+        B,
+        "--results-dir",
+        str(w / "file_not_dir"),
+        *TINY,
+    )
+    bad("run --sweep malformed", "run", "--sweep", "nokv")
+    bad("run --sweep empty values", "run", "--sweep", "hidden=")
+    bad("run --sweep builtin kwargs", "run", "--sweep", "hidden=1,2")
+    out.append(
+        dict(
+            name="run --sweep demo unknown kwarg (cells fail)",
+            argv=[
+                "run",
+                *demo,
+                "--path",
+                B,
+                "--sweep",
+                "bogus=1,2",
+                *TINY,
+                "--modules",
+                "Linear",
+                "--results-dir",
+                str(w / "res"),
+            ],
+            expect="fail",
+            cwd=None,
+            env=None,
+            timeout=60,
+        )
+    )
+    bad("run --sweep demo non-number", "run", *demo, "--path", B, "--sweep", "hidden=a,b")
+    bad("run --label ''", "run", *demo, "--path", B, "--label", "", *TINY)
+    bad("run relative --path from elsewhere", "run", *demo, "--path", "examples/planted/base")
+    bad("run extra argument", "run", "extra")
+    bad("run --compile-cache bogus", "run", "--compile-cache", "bogus")
+
+    # --- compare
+    bad("compare nothing", "compare")
+    # git's own range forms: A..A is a deliberate A/A, '' is HEAD; --plan measures nothing
+    good("compare a..a --plan", "compare", "v1..v1", "--repo", str(repo), *demo, "--plan")
+    good("compare ..b --plan", "compare", "..v2", "--repo", str(repo), *demo, "--plan")
+    good("compare a.. --plan", "compare", "v1..", "--repo", str(repo), *demo, "--plan")
+    bad("compare .. --plan", "compare", "..", "--repo", str(repo), *demo, "--plan")
+    good("compare a...b --plan", "compare", "v1...v2", "--repo", str(repo), *demo, "--plan")
+    bad("compare ...", "compare", "...", "--repo", str(repo), *demo, "--plan")
+    bad("compare a..b..c", "compare", "v1..v2..v1", "--repo", str(repo), *demo, "--plan")
+    bad("compare ref with space", "compare", "v1..v 2", "--repo", str(repo), *demo, "--plan")
+    bad("compare ref option-like", "compare", "--..v2", "--repo", str(repo), *demo, "--plan")
+    bad("compare unknown ref", "compare", "v1..nope", "--repo", str(repo), *demo, "--plan")
+    bad("compare single root commit", "compare", "v1", "--repo", str(repo), *demo, "--plan")
+    bad("compare --repo not git", "compare", "v1..v2", "--repo", str(w / "dir"), *demo, "--plan")
+    bad("compare --repo missing", "compare", "v1..v2", "--repo", str(w / "nope"), *demo, "--plan")
+    bad("compare --repo file", "compare", "v1..v2", "--repo", str(w / "file_not_dir"), *demo, "--plan")
+    bad("compare range outside a repo (cwd)", "compare", "v1..v2", *demo, "--plan")
+    bad("compare refs and --base-path", "compare", "v1..v2", "--repo", str(repo), *demo, *fixed, "--plan")
+    bad("compare only --base-path", "compare", *demo, "--base-path", B)
+    fail(
+        "compare only --head-python (same code: said, exit 1)",
+        "compare",
+        "--head-python",
+        sys.executable,
+        *TINY,
+        "--modules",
+        "Linear",
+        "--results-dir",
+        str(w / "res"),
+        timeout=60,
+    )
+    bad("compare --base-path missing", "compare", *demo, "--base-path", str(w / "nope"), "--head-path", H)
+    bad("compare odd rounds*trials", "compare", *demo, *fixed, "--rounds", "1", "--trials", "3")
+    bad("compare --strategy with paths", "compare", *demo, *fixed, "--strategy", "overlay")
+    bad("compare --fail-on ''", "compare", *demo, *fixed, "--fail-on", "")
+    bad("compare --fail-on bogus", "compare", *demo, *fixed, "--fail-on", "bogus")
+    bad("compare --explain bad cell", "compare", *demo, *fixed, "--explain", "Nope/fp32", *TINY)
+    bad("compare --explain malformed", "compare", *demo, *fixed, "--explain", "nocell")
+    bad("compare --expected missing", "compare", *demo, *fixed, "--expected", str(w / "nope.toml"))
+    bad(
+        "compare --layout malformed",
+        "compare",
+        "v1..v2",
+        "--repo",
+        str(repo),
+        *demo,
+        "--layout",
+        str(w / "layout_bad.toml"),
+    )
+    bad("compare --jobs 0", "compare", "v1..v2", "--repo", str(repo), *demo, "--jobs", "0")
+    bad("compare --jobs -1", "compare", "v1..v2", "--repo", str(repo), *demo, "--jobs", "-1")
+    bad(
+        "compare --package missing in repo",
+        "compare",
+        "v1..v2",
+        "--repo",
+        str(repo),
+        *demo,
+        "--package",
+        "nopkg",
+        "--plan",
+    )
+    bad(
+        "compare --package-dir missing",
+        "compare",
+        "v1..v2",
+        "--repo",
+        str(repo),
+        *demo,
+        "--package-dir",
+        "nope/dir",
+        "--plan",
+    )
+    good(
+        "compare --cache-dir file --plan (plan only)",
+        "compare",
+        "v1..v2",
+        "--repo",
+        str(repo),
+        *demo,
+        "--cache-dir",
+        str(w / "file_not_dir"),
+        "--plan",
+    )
+    bad(
+        "compare --strategy env with refs",
+        "compare",
+        "v2..v1",
+        "--repo",
+        str(repo),
+        *demo,
+        "--strategy",
+        "env",
+        "--plan",
+    )
+    good("compare --plan (git)", "compare", "v1..v2", "--repo", str(repo), *demo, "--plan")
+    good("compare reversed --plan", "compare", "v2..v1", "--repo", str(repo), *demo, "--plan")
+    good(
+        "compare --plan relative repo from cwd", "compare", "v1..v2", "--repo", "repo", *demo, "--plan", cwd=w
+    )
+    good("compare --plan HEAD~1..HEAD", "compare", "HEAD~1..HEAD", "--repo", str(repo), *demo, "--plan")
+    bad(
+        "compare HEAD~5..HEAD (too far back)", "compare", "HEAD~5..HEAD", "--repo", str(repo), *demo, "--plan"
+    )
+
+    bad(
+        "compare --cache-dir file (sides made)",
+        "compare",
+        "v1..v2",
+        "--repo",
+        str(repo),
+        *demo,
+        "--cache-dir",
+        str(w / "file_not_dir"),
+        *TINY,
+        "--modules",
+        "Linear",
+        "--results-dir",
+        str(w / "res"),
+    )
+    bad(
+        "compare --package-dir missing (all)",
+        "compare",
+        "v1..v2",
+        "--repo",
+        str(repo),
+        *demo,
+        "--package-dir",
+        "x/y/z",
+        "--plan",
+    )
+    bad("run --config '  '", "run", "--config", "  ")
+    bad("run --config demo --modules built-in only", "run", *demo, "--path", B, "--modules", "LayerNormMLP")
+    bad("import --sha ''", "import", bund, "--history", str(w / "h3"), "--sha", "")
+    bad("import --sha v1.0", "import", bund, "--history", str(w / "h3"), "--sha", "v1.0")
+    bad("history --config without --explain", "history", "--history", str(w / "hist"), "--config", "demo")
+    bad(
+        "history --results-dir without --explain",
+        "history",
+        "--history",
+        str(w / "hist"),
+        "--results-dir",
+        "x",
+    )
+    bad(
+        "nightly --backfill a.. (dry run)",
+        "nightly",
+        "--repo",
+        str(repo),
+        *demo,
+        "--dry-run",
+        "--backfill",
+        "v1..",
+        "--history",
+        str(w / "h1"),
+    )
+    good(
+        "nightly --backfill --tags --every 2 --dry-run",
+        "nightly",
+        "--repo",
+        str(repo),
+        *demo,
+        "--dry-run",
+        "--backfill",
+        "v1..v2",
+        "--tags",
+        "--every",
+        "2",
+        "--history",
+        str(w / "h1"),
+    )
+    fail("doctor --python /bin/false (check fails)", "doctor", "--python", "/bin/false")
+
+    # --- report
+    bad("report nothing", "report")
+    bad("report missing", "report", str(w / "nope"))
+    bad("report a file", "report", str(w / "file_not_dir"))
+    bad("report empty dir", "report", str(w / "bundles" / "empty"))
+    bad("report damaged meta", "report", str(w / "bundles" / "damaged-meta"))
+    bad("report no meta", "report", str(w / "bundles" / "no-meta"))
+    bad("report meta is a list", "report", str(w / "bundles" / "meta-list"))
+    bad("report records is a dir", "report", str(w / "bundles" / "records-dir"))
+    good("report --by-lane of a one-lane run", "report", bund, "--by-lane")
+    bad("report --format bogus", "report", bund, "--format", "bogus")
+    bad("report --metric bogus", "report", bund, "--metric", "bogus")
+    bad("report two bundles", "report", bund, bund)
+    bad("report binary records (all lines garbage)", "report", str(w / "bundles" / "binary-records"))
+    for b in sorted((BUNDLES).iterdir()):
+        if b.is_dir():
+            for fmt in ["table", "json", "markdown", "csv"]:
+                good(f"report {b.name} {fmt}", "report", str(w / "bundles" / b.name), "--format", fmt)
+    good("report relative path", "report", "bundles/v1-run-failures", cwd=w)
+    good("report --metric wall", "report", bund, "--metric", "wall")
+
+    # --- explain (refused before any worker)
+    bad("explain nothing", "explain")
+    bad("explain missing bundle", "explain", str(w / "nope"), "--cell", "Linear/fp32")
+    bad("explain no --cell", "explain", bund)
+    bad("explain unknown cell", "explain", bund, "--cell", "Nope/fp32")
+    bad("explain malformed cell", "explain", bund, "--cell", "Linear")
+    bad("explain cell ''", "explain", bund, "--cell", "")
+    bad("explain cell bad shape", "explain", bund, "--cell", "Linear/fp32/8,x/eager")
+    bad("explain --iters 0", "explain", bund, "--cell", "Linear/fp32", "--iters", "0")
+    bad("explain --repeats -1", "explain", bund, "--cell", "Linear/fp32", "--repeats", "-1")
+    bad("explain --top 0", "explain", bund, "--cell", "Linear/fp32", "--top", "0")
+    bad("explain --timeout nan", "explain", bund, "--cell", "Linear/fp32", "--timeout", "nan")
+    bad("explain --core 999", "explain", bund, "--cell", "LayerNormLinear/bf16", "--core", "999")
+    bad("explain damaged bundle", "explain", str(w / "bundles" / "damaged-meta"), "--cell", "Linear/fp32")
+
+    # --- bisect (plans only)
+    bad("bisect nothing", "bisect")
+    bad("bisect no --cell", "bisect", "v1..v2", "--repo", str(repo), *demo)
+    bad("bisect a..a", "bisect", "v1..v1", "--repo", str(repo), *demo, "--cell", "MLP/fp32", "--plan")
+    bad("bisect ..b", "bisect", "..v2", "--repo", str(repo), *demo, "--cell", "MLP/fp32", "--plan")
+    bad(
+        "bisect unknown cell", "bisect", "v1..v2", "--repo", str(repo), *demo, "--cell", "Nope/fp32", "--plan"
+    )
+    good("bisect module-only cell", "bisect", "v1..v2", "--repo", str(repo), *demo, "--cell", "MLP", "--plan")
+    bad("bisect unknown ref", "bisect", "v1..zzz", "--repo", str(repo), *demo, "--cell", "MLP/fp32", "--plan")
+    bad("bisect not git", "bisect", "v1..v2", "--repo", str(w / "dir"), *demo, "--cell", "MLP/fp32", "--plan")
+    bad(
+        "bisect --format csv",
+        "bisect",
+        "v1..v2",
+        "--repo",
+        str(repo),
+        *demo,
+        "--cell",
+        "MLP/fp32",
+        "--format",
+        "csv",
+    )
+    good("bisect --plan", "bisect", "v1..v2", "--repo", str(repo), *demo, "--cell", "MLP/fp32", "--plan")
+    bad(
+        "bisect reversed --plan",
+        "bisect",
+        "v2..v1",
+        "--repo",
+        str(repo),
+        *demo,
+        "--cell",
+        "MLP/fp32",
+        "--plan",
+    )
+
+    # --- counters
+    bad("counters check no --expected", "counters", "check", *demo, "--path", B)
+    bad(
+        "counters check --expected missing",
+        "counters",
+        "check",
+        *demo,
+        "--path",
+        B,
+        "--expected",
+        str(w / "nope.toml"),
+    )
+    bad(
+        "counters check --expected malformed",
+        "counters",
+        "check",
+        *demo,
+        "--path",
+        B,
+        "--expected",
+        str(w / "bad_expected.toml"),
+    )
+    bad(
+        "counters check --expected dir", "counters", "check", *demo, "--path", B, "--expected", str(w / "dir")
+    )
+    bad(
+        "counters check --path missing",
+        "counters",
+        "check",
+        *demo,
+        "--path",
+        str(w / "nope"),
+        "--expected",
+        str(w / "empty_expected.toml"),
+    )
+    bad(
+        "counters check --modules unknown",
+        "counters",
+        "check",
+        "--modules",
+        "Nope",
+        "--expected",
+        str(w / "empty_expected.toml"),
+    )
+
+    # --- nightly (dry runs and refusals)
+    bad("nightly no repo (cwd not git)", "nightly", *demo, "--dry-run")
+    bad("nightly --repo not git", "nightly", "--repo", str(w / "dir"), *demo, "--dry-run")
+    bad(
+        "nightly --ref unknown",
+        "nightly",
+        "--repo",
+        str(repo),
+        "--ref",
+        "nope",
+        *demo,
+        "--dry-run",
+        "--history",
+        str(w / "h1"),
+    )
+    for v in ["0/2", "3/2", "1/0", "x", "1/", "-1/2", "1/2/3"]:
+        bad(
+            f"nightly --shard {v}",
+            "nightly",
+            "--repo",
+            str(repo),
+            *demo,
+            "--dry-run",
+            "--shard",
+            v,
+            "--history",
+            str(w / "h1"),
+        )
+    good(
+        "nightly --backfill a..a (A alone)",
+        "nightly",
+        "--repo",
+        str(repo),
+        *demo,
+        "--dry-run",
+        "--backfill",
+        "v1..v1",
+        "--history",
+        str(w / "h1"),
+    )
+    bad(
+        "nightly --backfill ..b",
+        "nightly",
+        "--repo",
+        str(repo),
+        *demo,
+        "--dry-run",
+        "--backfill",
+        "..v2",
+        "--history",
+        str(w / "h1"),
+    )
+    bad(
+        "nightly --backfill reversed",
+        "nightly",
+        "--repo",
+        str(repo),
+        *demo,
+        "--dry-run",
+        "--backfill",
+        "v2..v1",
+        "--history",
+        str(w / "h1"),
+    )
+    bad(
+        "nightly --every 0",
+        "nightly",
+        "--repo",
+        str(repo),
+        *demo,
+        "--dry-run",
+        "--backfill",
+        "v1..v2",
+        "--every",
+        "0",
+        "--history",
+        str(w / "h1"),
+    )
+    bad(
+        "nightly --every without --backfill",
+        "nightly",
+        "--repo",
+        str(repo),
+        *demo,
+        "--dry-run",
+        "--every",
+        "2",
+        "--history",
+        str(w / "h1"),
+    )
+    bad(
+        "nightly --tags without --backfill",
+        "nightly",
+        "--repo",
+        str(repo),
+        *demo,
+        "--dry-run",
+        "--tags",
+        "--history",
+        str(w / "h1"),
+    )
+    bad(
+        "nightly --history is a file",
+        "nightly",
+        "--repo",
+        str(repo),
+        *demo,
+        "--dry-run",
+        "--history",
+        str(w / "file_not_dir"),
+    )
+    bad(
+        "nightly --history bogus URL",
+        "nightly",
+        "--repo",
+        str(repo),
+        *demo,
+        "--dry-run",
+        "--history",
+        "bogus://x/y",
+    )
+    good("nightly --dry-run", "nightly", "--repo", str(repo), *demo, "--dry-run", "--history", str(w / "h1"))
+    good(
+        "nightly --backfill --dry-run",
+        "nightly",
+        "--repo",
+        str(repo),
+        *demo,
+        "--dry-run",
+        "--backfill",
+        "v1..v2",
+        "--history",
+        str(w / "h1"),
+    )
+
+    # --- history
+    H_ = ["--history", str(w / "hist")]
+    good("history fixture", "history", *H_)
+    good("history json", "history", *H_, "--format", "json")
+    good("history --changes", "history", *H_, "--changes")
+    good("history --nights", "history", *H_, "--nights")
+    bad("history missing store", "history", "--history", str(w / "nope"))
+    bad("history empty store (no history)", "history", "--history", str(w / "hist_empty"))
+    bad("history store is a file", "history", "--history", str(w / "file_not_dir"))
+    bad("history bogus URL", "history", "--history", "bogus://x")
+    bad("history --last 0", "history", *H_, "--last", "0")
+    bad("history --last -1", "history", *H_, "--last", "-1")
+    bad("history --changes --nights", "history", *H_, "--changes", "--nights")
+    bad("history --explain without --changes", "history", *H_, "--explain")
+    bad("history --budget without --explain", "history", *H_, "--budget", "5m")
+    bad("history --budget garbage", "history", *H_, "--changes", "--explain", "--budget", "x")
+    bad("history --module unknown", "history", *H_, "--module", "Nope")
+    bad("history --machine unicode", "history", *H_, "--machine", "☃")
+    good("history cut-short parquet", "history", "--history", str(w / "hist_bad"))
+
+    # --- dashboard
+    bad("dashboard missing store", "dashboard", "--history", str(w / "nope"), "--out", str(w / "site1"))
+    bad("dashboard --out is a file", "dashboard", *H_, "--out", str(w / "file_not_dir"))
+    bad("dashboard --out non-empty foreign dir", "dashboard", *H_, "--out", str(repo))
+    bad("dashboard --min-effect -1", "dashboard", *H_, "--out", str(w / "site2"), "--min-effect", "-1")
+    bad("dashboard --sig-level 2", "dashboard", *H_, "--out", str(w / "site2"), "--sig-level", "2")
+    bad("dashboard --sig-level 0", "dashboard", *H_, "--out", str(w / "site2"), "--sig-level", "0")
+    good("dashboard fixture", "dashboard", *H_, "--out", str(w / "site3"))
+    good("dashboard again same out", "dashboard", *H_, "--out", str(w / "site3"))
+    good(
+        "dashboard cut-short parquet",
+        "dashboard",
+        "--history",
+        str(w / "hist_bad"),
+        "--out",
+        str(w / "site4"),
+    )
+
+    # --- import
+    bad("import nothing", "import", "--history", str(w / "h2"))
+    bad("import missing bundle", "import", str(w / "nope"), "--history", str(w / "h2"))
+    bad("import a file", "import", str(w / "file_not_dir"), "--history", str(w / "h2"))
+    bad("import damaged", "import", str(w / "bundles" / "damaged-meta"), "--history", str(w / "h2"))
+    bad("import --shard 0/1", "import", bund, "--history", str(w / "h2"), "--shard", "0/1")
+    bad(
+        "import --commit-date garbage",
+        "import",
+        bund,
+        "--history",
+        str(w / "h2"),
+        "--sha",
+        "abc1234",
+        "--commit-date",
+        "yesterday",
+    )
+    bad("import --subject without --sha", "import", bund, "--history", str(w / "h2"), "--subject", "x")
+    bad("import --sha garbage", "import", bund, "--history", str(w / "h2"), "--sha", "not a sha!")
+    bad("import --history is a file", "import", bund, "--history", str(w / "file_not_dir"))
+    good(
+        "import interrupted w/o --include-partial (skipped, said)",
+        "import",
+        str(w / "bundles" / "v1-compare-interrupted"),
+        "--history",
+        str(w / "h2"),
+        "--sha",
+        "abc1234",
+    )
+    good("import with --sha", "import", bund, "--history", str(w / "h2"), "--sha", "abc1234")
+    good("import twice adds once", "import", bund, "--history", str(w / "h2"), "--sha", "abc1234")
+
+    # --- cache
+    C = ["--cache-dir", str(w / "cache")]
+    good("cache list", "cache", "list", *C)
+    good("cache list json", "cache", "list", *C, "--format", "json")
+    good("cache list missing dir", "cache", "list", "--cache-dir", str(w / "nocache"))
+    bad("cache list --cache-dir file", "cache", "list", "--cache-dir", str(w / "file_not_dir"))
+    bad("cache clear --older-than -1", "cache", "clear", *C, "--older-than", "-1")
+    bad("cache clear --older-than nan", "cache", "clear", *C, "--older-than", "nan")
+    bad("cache clear --older-than x", "cache", "clear", *C, "--older-than", "x")
+    bad("cache clear bogus kind", "cache", "clear", *C, "bogus")
+    good("cache clear empty", "cache", "clear", *C)
+
+    # --- doctor
+    good("doctor", "doctor")
+    good("doctor json", "doctor", "--format", "json")
+    bad("doctor --core 999", "doctor", "--core", "999")
+    bad("doctor --core -1", "doctor", "--core", "-1")
+    fail("doctor --python missing (check fails)", "doctor", "--python", str(w / "nope"))
+    fail("doctor --python /bin/true (check fails)", "doctor", "--python", "/bin/true")
+    bad("doctor --format csv", "doctor", "--format", "csv")
+
+    # --- environment oddities
+    good(
+        "compare --plan with TEPERF_CACHE a file (plan only)",
+        "compare",
+        "v1..v2",
+        "--repo",
+        str(repo),
+        *demo,
+        "--plan",
+        env={"TEPERF_CACHE": str(w / "file_not_dir")},
+    )
+    good("report NO cwd (deleted)", "report", bund, cwd="DELETED")
+
+    # --- a tiny real run, and signals into it
+    good("run tiny demo", "run", *demo, "--path", B, *TINY, "--results-dir", str(w / "res"), timeout=120)
+    good(
+        "run tiny demo relative path from elsewhere",
+        "run",
+        *demo,
+        "--path",
+        "../../base",
+        *TINY,
+        "--results-dir",
+        str(w / "res"),
+        cwd=str(PLANTED / "head" / "demo_blocks"),
+        timeout=120,
+    )
+    for sig, when in [("SIGINT", 3.0), ("SIGINT", 0.5), ("SIGTERM", 3.0), ("SIGINT2", 3.0)]:
+        out.append(
+            dict(
+                name=f"{sig} into a tiny run after {when}s",
+                argv=["run", *demo, "--path", B, *TINY, "--results-dir", str(w / f"res-{sig}-{when}")],
+                expect="signal",
+                sig=sig,
+                when=when,
+                cwd=None,
+                env=None,
+                timeout=60,
+            )
+        )
+    return out
+
+
+def _default_signals():
+    """A terminal's Ctrl-C reaches teperf with SIGINT's default action; a shell's background job has it
+    ignored, and Python then installs no KeyboardInterrupt handler: undo that, as a terminal would."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def run_case(teperf: str, case: dict, w: Path, run_dir: Path) -> dict:
+    env = dict(os.environ, TEPERF_CACHE=str(w / "cache"), COLUMNS="120")
+    env.update(case.get("env") or {})
+    cwd = case.get("cwd") or run_dir
+    if cwd == "DELETED":
+        cwd = w / "gone"
+        cwd.mkdir(exist_ok=True)
+        argv = ["sh", "-c", f'cd "{cwd}" && rmdir "{cwd}" && exec "$0" "$@"', teperf, *case["argv"]]
+    else:
+        argv = [teperf, *case["argv"]]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+        preexec_fn=_default_signals,
+    )
+    timed_out = False
+    if case["expect"] == "signal":
+        time.sleep(case["when"])
+        sig = signal.SIGTERM if case["sig"] == "SIGTERM" else signal.SIGINT
+        proc.send_signal(sig)
+        if case["sig"] == "SIGINT2":
+            time.sleep(0.3)
+            proc.send_signal(sig)
+    try:
+        stdout, stderr = proc.communicate(timeout=case["timeout"])
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    first_err = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else "")
+    rec = dict(
+        name=case["name"],
+        argv=case["argv"],
+        expect=case["expect"],
+        rc=proc.returncode,
+        traceback="Traceback" in stderr,
+        stderr_lines=len(lines),
+        first_error=first_err[:300],
+        stdout_head=stdout[:300],
+        timed_out=timed_out,
+        seconds=round(time.monotonic() - t0, 1),
+    )
+    rec["verdict"], rec["why"] = classify(rec, case, stderr, stdout)
+    if rec["verdict"] != "OK":
+        rec["stderr_tail"] = stderr[-3000:]
+    if case["expect"] == "signal" and rec["verdict"] == "OK" and "measured: " in stderr:
+        # what was measured must still read: report the bundle the interrupted run names
+        bundle = stderr.split("measured: ", 1)[1].split()[0]
+        rep = subprocess.run([teperf, "report", bundle], capture_output=True, text=True, env=env, timeout=60)
+        rec["report_rc"] = rep.returncode
+        if rep.returncode not in (0, 1) or "Traceback" in rep.stderr or "interrupted" not in rep.stdout:
+            rec["verdict"], rec["why"] = "WRONG", f"report of the interrupted bundle: exit {rep.returncode}"
+    return rec
+
+
+def classify(rec, case, stderr, stdout):
+    if rec["traceback"]:
+        return "WRONG", "traceback"
+    if rec["timed_out"]:
+        return "WRONG", "still running at the time limit"
+    rc = rec["rc"]
+    if case["expect"] == "signal" and case["sig"] != "SIGTERM" and rc == -signal.SIGINT:
+        rc = 130  # a second Ctrl-C during the clean-up: killed by SIGINT, which a shell shows as 130
+    if rc is not None and rc < 0:
+        return "WRONG", f"died of signal {-rc}"
+    if case["name"] in MISLEADING:
+        return "MISLEADING", MISLEADING[case["name"]]
+    if case["expect"] == "good":
+        return ("OK", "") if rc == 0 else ("WRONG", f"exit {rc} for good input")
+    if case["expect"] == "signal":
+        want = 143 if case["sig"] == "SIGTERM" else 130
+        if rc != want:
+            return "WRONG", f"exit {rc}, want {want}"
+        return "OK", ""
+    if case["expect"] == "fail":
+        return ("OK", "") if rc == 1 else ("WRONG", f"exit {rc}, want 1 (a failed cell)")
+    if rc == 0:
+        return "WRONG", "exit 0 for bad input"
+    errs = [ln for ln in stderr.splitlines() if ln.strip()]
+    # one error line, last; before it only teperf's own progress lines ("teperf: package under test: ...")
+    one = [ln for ln in errs if ln.startswith("teperf: error: ")]
+    info = all(ln.startswith(("teperf: ", "nightly: ", "backfill")) for ln in errs[:-1])
+    if rc == 2 and len(one) == 1 and errs[-1] == one[0] and info:
+        return "OK", "" if ";" in one[0] else "(no '; fix' part)"
+    return "CHECK", f"exit {rc}, {len(errs)} stderr lines"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--teperf", default=shutil.which("teperf") or "teperf")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--only", default=None)
+    ap.add_argument("--verbose", action="store_true")
+    args = ap.parse_args()
+    w = Path(tempfile.mkdtemp(prefix="teperf-newcomer-"))
+    run_dir = Path(tempfile.mkdtemp(prefix="teperf-newcomer-cwd-"))
+    world = make_world(w)
+    todo = [c for c in cases(w, world["repo"]) if not args.only or args.only in c["name"]]
+    results = []
+    for i, case in enumerate(todo, 1):
+        rec = run_case(args.teperf, case, w, run_dir)
+        results.append(rec)
+        mark = "" if rec["verdict"] == "OK" else f"  <-- {rec['verdict']} {rec['why']}"
+        print(
+            f"[{i:3}/{len(todo)}] rc={rec['rc']} lines={rec['stderr_lines']} {rec['seconds']:5}s "
+            f"{rec['name']}: {rec['first_error'][:200]}{mark}",
+            flush=True,
+        )
+    counts = {}
+    for r in results:
+        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+    print(f"\n{len(results)} inputs: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    os.chmod(w / "unreadable.toml", 0o644)
+    shutil.rmtree(w, ignore_errors=True)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
