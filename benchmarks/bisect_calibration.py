@@ -44,9 +44,8 @@ def show(name: str, out: dict, expect: list[str], counter_changes: int | None = 
     culprits = out["culprits"]
     named = [c["short_sha"] for c in culprits]
     print(f"\n== {name}: {out['answer']}")
-    print(f"   wall {out['wall']:.0f} s; {result.get('probes')} compares ({result.get('timing_s')} s); counter probes "
-          f"{len([p for p in out['probes'] if p['what'].startswith('counters')])} at {result.get('counter_probe_s')} s "
-          "each (median)")  # fmt: skip
+    print(f"   wall {out['wall']:.0f} s; {result.get('compares')} compares ({result.get('timing_s')} s); counter probes "
+          f"{result.get('counter_probes')} at {result.get('counter_probe_s')} s each (median)")  # fmt: skip
     print(f"   GOOD..BAD {end.get('delta_us', 0):+.1f} us [{end.get('ci_low_us', 0):+.1f}, "
           f"{end.get('ci_high_us', 0):+.1f}]; steps add up to {result.get('steps_us')} us, inside the interval: "
           f"{result.get('steps_within_interval')}")  # fmt: skip

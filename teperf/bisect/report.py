@@ -86,8 +86,13 @@ def headline(meta: dict) -> list[str]:
     probe_s = result.get("counter_probe_s")
     lines = [
         f"range {good.get('short_sha')}..{bad.get('short_sha')} ({n} first-parent commits), "
-        f"cell {meta.get('cell')}; {result.get('probes', '?')} compares in time ({result.get('timing_s', '?')} s)"
-        + (f", counter probes {probe_s} s each (median)" if probe_s is not None else "")
+        f"cell {meta.get('cell')}; {result.get('compares', result.get('probes', '?'))} compares in time "
+        f"({result.get('timing_s', '?')} s)"
+        + (
+            f", {result.get('counter_probes', '?')} counter probes of {probe_s} s (median)"
+            if probe_s is not None
+            else ""
+        )
         + f"; {result.get('wall_s', '?')} s in all"
     ]
     if meta.get("status") != "complete":

@@ -67,7 +67,8 @@ class Bisector(CounterSearch, TimeSearch):
         self.timing_s = 0.0  # seconds spent in compares (what --budget bounds)
         self.compare_s: list[float] = []  # each compare's seconds per pair
         self.clock = time.perf_counter
-        self.n_probes = 0
+        self.n_probes = 0  # the counter search's probes and the compares
+        self.n_compares = 0
         self.counters: dict[int, dict] = {}  # index -> counters
         self.count_seconds: list[float] = []  # each counter probe's, side making included
 
@@ -157,6 +158,8 @@ class Bisector(CounterSearch, TimeSearch):
 
     def _finish(self, result: dict) -> dict:
         result["probes"] = self.n_probes
+        result["compares"] = self.n_compares
+        result["counter_probes"] = len(self.count_seconds)
         result["counter_probe_s"] = _median(self.count_seconds)
         result["timing_s"] = round(self.timing_s, 1)
         if result.get("culprits"):

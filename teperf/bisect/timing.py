@@ -118,6 +118,7 @@ class TimeSearch:
                 return None, "skip"
             decided = decide(row)
             self.n_probes += 1
+            self.n_compares += 1
             self._record(
                 head,
                 "timing",
