@@ -52,7 +52,7 @@ DEFAULT_BUDGET_S = 1800.0
 @config_options
 @grouped()
 def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: MeasureOptions):
-    """Find the commit of GOOD..BAD (first-parent history) that moved one cell.
+    """Find the commits of GOOD..BAD (first-parent history) that cost one cell its time.
 
     \b
     teperf bisect v2.15..v2.16 --cell Linear/bf16 --repo ~/TransformerEngine --config nightly
