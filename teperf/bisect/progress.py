@@ -8,8 +8,8 @@ import time
 
 
 class Progress:
-    def __init__(self, log, n_commits: int, plan: dict, budget_s: float | None = None):
-        self.log, self.n_commits, self.plan, self.budget_s = log, n_commits, plan, budget_s
+    def __init__(self, log, plan: dict, budget_s: float | None = None):
+        self.log, self.plan, self.budget_s = log, plan, budget_s
         self.done = {"counters": 0, "timing": 0}
         self.steps = 0
         self.started = time.perf_counter()

@@ -10,18 +10,15 @@ import json
 from pathlib import Path
 
 from teperf.bundle import Bundle
-from teperf.explain import COUNTER_LABELS, counters_diff
+from teperf.explain import counters_diff
 from teperf.records import ProbeRecord
 from teperf.render import TableModel, render, render_markdown, render_rich
 
-RESULT_STYLE = {
-    "bad": "bold red",
-    "good": "green",
+RESULT_STYLE = {  # a probe's result: the time search's part states, a skipped commit
+    "moved": "bold red",
+    "quiet": "green",
     "skip": "yellow",
     "undecided": "yellow",
-    "between": "bold red",
-    "slower": "bold red",
-    "faster": "bold green",
 }
 
 
@@ -34,20 +31,6 @@ def _commit(c: dict | None) -> str:
     if not c:
         return "?"
     return f'{c["short_sha"]} "{c["subject"][:70]}" ({c["date"][:10]})'
-
-
-def counter_text(before: dict | None, after: dict | None) -> str:
-    """'python_calls 34 -> 39 (+5), aten_ops 44 -> 44, ...' for the counters measured on either side."""
-    if not before or not after:
-        return ""
-    parts = []
-    for key, *_ in COUNTER_LABELS:
-        b, a = before.get(key), after.get(key)
-        if b is None and a is None:
-            continue
-        change = "" if b is None or a is None or a == b else f" ({a - b:+d})"
-        parts.append(f"{key} {b} -> {a}{change}")
-    return ", ".join(parts)
 
 
 def _counter_deltas(deltas: dict | None) -> str:

@@ -18,6 +18,7 @@ a nested bundle under ``compares/``, each worker's log under ``workers/``.
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -63,7 +64,7 @@ class Bisector(CounterSearch, TimeSearch):
         self.confirm_wanted = confirm
         self.log = log
         self.probes = probes  # ForkedProbes, or None: each counter probe a fresh interpreter
-        self.progress = Progress(log, len(rng.commits), self.plan, budget_s)
+        self.progress = Progress(log, self.plan, budget_s)
         self.timing_s = 0.0  # seconds spent in compares (what --budget bounds)
         self.compare_s: list[float] = []  # each compare's seconds per pair
         self.clock = time.perf_counter
@@ -160,7 +161,9 @@ class Bisector(CounterSearch, TimeSearch):
         result["probes"] = self.n_probes
         result["compares"] = self.n_compares
         result["counter_probes"] = len(self.count_seconds)
-        result["counter_probe_s"] = _median(self.count_seconds)
+        result["counter_probe_s"] = (
+            round(statistics.median(self.count_seconds), 2) if self.count_seconds else None
+        )
         result["timing_s"] = round(self.timing_s, 1)
         if result.get("culprits"):
             top = result["culprits"][0]
@@ -178,13 +181,6 @@ def quiet_sides(factory, path: Path) -> None:
             f.write(line + "\n")
 
     factory.log = log
-
-
-def _median(values: list[float]):
-    if not values:
-        return None
-    ordered_values = sorted(values)
-    return round(ordered_values[len(ordered_values) // 2], 2)
 
 
 def bisect(

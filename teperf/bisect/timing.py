@@ -105,9 +105,9 @@ class TimeSearch:
         per_pair = max(self.compare_s) if self.compare_s else 0.0
         return self.timing_s + processes * per_pair <= self.budget_s
 
-    def timed(self, base: int, head: int, decide: Callable[[dict], str], again: bool = True):
+    def timed(self, base: int, head: int, decide: Callable[[dict], str]):
         """Compare base..head and ``decide`` from its row; measure again with twice the pairs while that
-        is "undecided" and --budget allows -> (the last row, the decision); (None, "skip"/"failed"/"budget")."""
+        is "undecided" and --budget allows -> (the last row, the decision); (None, "skip") or (None, "budget")."""
         processes = self.config.schedule.processes
         for _ in range(MAX_DOUBLINGS + 1):
             if not self.affordable(processes):
@@ -132,7 +132,7 @@ class TimeSearch:
                 **{k: row.get(k) for k in ("delta_pct", "ci_low_pct", "ci_high_pct", "verdict")},
             )
             kept = dict({k: row.get(k) for k in ROW_KEEP}, bundle=self._rel(path))
-            if decided != "undecided" or not again:
+            if decided != "undecided":
                 return kept, decided
             processes *= 2
         return kept, "undecided"
