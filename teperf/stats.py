@@ -251,7 +251,8 @@ def onetime_rule(alpha: float, floor_pct: float, unit: str = "pairs") -> str:
         f"verdicts: Hodges-Lehmann estimate and exact signed-rank {round((1 - alpha) * 100)}% interval over "
         f"{unit} of ln(head/base), from {onetime_pairs_needed(alpha)} {unit} on ('too few {unit}' below); "
         f"slower/faster when the interval excludes 0 and the estimate passes the min effect: the larger of "
-        f"--min-effect-once ({floor_pct:g}%) and the cost's A/A spread in the cell (robust sd over {unit})"
+        f"--min-effect-once ({floor_pct:g}%) and the cost's A/A spread in the cell (robust sd over {unit}); "
+        f"no change when the interval lies inside +-{floor_pct:g}%"
     )
 
 
@@ -318,6 +319,12 @@ def onetime_cell(
     out.update(ci_low_pct=low, ci_high_pct=high, ci_low_ms=b * low / 100, ci_high_ms=b * high / 100)
     rule = dataclasses.replace(cfg, min_effect_pct=min_effect)
     out["verdict"] = verdict(out["delta_pct"], low, high, rule)
+    floor = cfg.min_effect_once_pct
+    if out["verdict"] == "no change" and not (-floor <= low and high <= floor):
+        # the spread raises only the bar for calling a change; "no change" must still rule out
+        # every change past --min-effect-once, or a -46..+143 % interval would read "no change"
+        out["verdict"] = "inconclusive"
+        rule = dataclasses.replace(cfg, min_effect_pct=floor)
     if out["verdict"] == "inconclusive":
         out["bound_pct"] = inconclusive_bound(low, high, rule)
     return out

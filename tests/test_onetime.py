@@ -521,3 +521,15 @@ def test_warm_cache_note_counts_first_calls_that_hit_for_every_graph():
     assert warm_cache_text([{"files_before": 3}, {"files_before": 0}], 1) == (
         "1 of 2 compile first calls found it filled"
     )
+
+
+def test_onetime_no_change_keeps_the_floor_when_the_spread_raises_the_bar():
+    # make demo's Linear first call: a wide A/A spread raised the min effect, and the wide interval
+    # inside that raised band once read "no change"; only the bar for slower/faster moves with the spread
+    base = {p: 1.0 for p in range(20)}
+    head = {p: math.exp(0.5 * ((p + 0.5) / 10 - 1) * 1.7) for p in range(20)}  # log ratios spread +-0.85
+    cell = onetime_cell(base, head, Stats())
+    assert cell["ci_low_pct"] < -10 and cell["ci_high_pct"] > 10 < cell["min_effect_pct"] - cell["ci_high_pct"]
+    assert cell["verdict"] == "inconclusive" and abs(cell["bound_pct"]) > 10
+    tight = {p: 1.0 + (p - 3.5) / 100 for p in range(20)}  # inside the 10 % floor
+    assert onetime_cell(base, tight, Stats())["verdict"] == "no change"
