@@ -122,7 +122,9 @@ def main() -> None:
     ap.add_argument("--results", type=Path, help="keep the bundles here (default: a temporary directory)")
     args = ap.parse_args()
     if set(args.cases) - set(CASES):
-        ap.error(f"unknown case(s) {', '.join(sorted(set(args.cases) - set(CASES)))}: choose from {', '.join(CASES)}")
+        ap.error(
+            f"unknown case(s) {', '.join(sorted(set(args.cases) - set(CASES)))}: choose from {', '.join(CASES)}"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         results = args.results or Path(tmp) / "results"
         for name in args.cases or CASES:
