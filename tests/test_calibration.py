@@ -36,4 +36,7 @@ def test_levels_are_multiples_of_the_min_effect_or_absolute_sizes_per_step():
     assert calibration.parse_levels("4,40us,1") == [0, 1, 4, "40us"]
     assert calibration.level_name(4) == "4x" and calibration.level_name("40us") == "+40us"
     assert calibration.plant_sizes("40us", None) == (40.0, 0.0)  # no A/A run needed first
-    assert calibration.plant_sizes(2, None) is None and calibration.plant_sizes(2, (1.5, 20.0, 3.0)) == (3.0, 40.0)
+    assert calibration.plant_sizes(2, None) is None and calibration.plant_sizes(2, (1.5, 20.0, 3.0)) == (
+        3.0,
+        40.0,
+    )
