@@ -195,10 +195,12 @@ def _run_fake(
     budget_s=1000.0,
     confirm=True,
     verdict_of=None,
+    iters=100_000,
 ):
     """A Bisector over n fake commits: time_of(i) is commit i's step in us (None: it does not build),
-    counters_of(i) its counters (default: the same everywhere), half(base, head, processes) the half-width
-    of a compare's interval in us. A compare takes 5 s per pair of processes, on a fake clock."""
+        counters_of(i) its counters (default: the same everywhere), half(base, head, processes) the half-width
+        of a compare's interval in us. A compare takes 5 s per pair of processes, on a fake clock. Trials of
+    ``iters`` steps are already longer than MIN_TRIAL_S (no second GOOD..BAD) unless it is lowered."""
     from teperf.bisect.runner import Bisector, Range
     from teperf.bisect.sides import Commit, ProbeSkipped
     from teperf.bundle import Bundle
@@ -215,7 +217,7 @@ def _run_fake(
         for i in range(n + 1)
     ]
     rng = Range(repo=tmp_path, good=commits[0], bad=commits[n], commits=commits[1:])
-    config = build_config({"modules": ["Linear"]}, {"processes": 2})
+    config = build_config({"modules": ["Linear"]}, {"processes": 2, "iters": iters})
 
     class Factory:
         def sides(self, base_sha, head_sha):
@@ -240,14 +242,18 @@ def _run_fake(
             w = half(base, head, config.schedule.processes)
             low, high = delta - w, delta + w
             verdict = "slower" if low > 0 else ("faster" if high < 0 else "inconclusive")
+            cause = None
             if verdict_of is not None:
                 verdict = verdict_of(base, head, verdict)
+                if verdict.endswith(" (load)"):
+                    verdict, cause = verdict.removesuffix(" (load)"), "load"
             row = {
                 "status": "ok",
                 "delta_pct": 100.0 * delta / t_base,
                 "ci_low_pct": 100.0 * low / t_base,
                 "ci_high_pct": 100.0 * high / t_base,
                 "verdict": verdict,
+                "verdict_cause": cause,
                 "base_us": t_base,
                 "head_us": t_head,
                 "delta_us": delta,
@@ -350,6 +356,34 @@ def test_a_step_whose_own_verdict_is_inconclusive_carries_no_share(tmp_path, mon
     assert [e["short_sha"] for e in result["culprits"]] == ["0000003"]
     assert [e["short_sha"] for e in result["unconfirmed"]] == ["0000006"]
     assert result["rest"]["delta_us"] == 60.0 and result["rest"]["share"] == 0.6
+
+
+def test_a_step_under_load_is_measured_again_and_confirmed_once_the_load_passes(tmp_path, monkeypatch):
+    loaded = {"left": 1}  # the first compare of commit 6 against 5 ran on a contended core
+
+    def verdict_of(base, head, v):
+        if (base, head) == (5, 6) and loaded["left"]:
+            loaded["left"] -= 1
+            return "inconclusive (load)"
+        return v
+
+    result, probes = _run_fake(tmp_path, monkeypatch, _steps(100.0, {6: 200.0}), verdict_of=verdict_of)
+    assert [(lo, hi, r) for lo, hi, r in _timed(probes) if (lo, hi) == (5, 6)] == [
+        (5, 6, "undecided"),
+        (5, 6, "moved"),
+    ]
+    assert [e["short_sha"] for e in result["culprits"]] == ["0000006"]
+
+
+def test_a_step_still_under_load_stays_a_step_without_a_share(tmp_path, monkeypatch):
+    result, probes = _run_fake(
+        tmp_path,
+        monkeypatch,
+        _steps(100.0, {6: 200.0}),
+        verdict_of=lambda base, head, v: "inconclusive (load)" if (base, head) == (5, 6) else v,
+    )
+    assert len([1 for lo, hi, _ in _timed(probes) if (lo, hi) == (5, 6)]) == 3  # 1x, 2x, 4x the pairs
+    assert not result["culprits"] and [e["short_sha"] for e in result["unconfirmed"]] == ["0000006"]
 
 
 def test_a_step_the_other_way_is_an_opposite_mover(tmp_path, monkeypatch):
@@ -633,3 +667,16 @@ def test_a_missing_option_points_at_its_own_commands_help(capsys):
     assert err == "teperf: error: Missing option '--cell'. (see teperf bisect --help)\n"
     code, _, err = run_in_process(["nosuch"], capsys)  # not a subcommand: the group's own help
     assert code == 2 and err == "teperf: error: No such command 'nosuch'. (see teperf --help)\n"
+
+
+def test_the_parts_trials_last_at_least_min_trial_s_and_good_bad_is_measured_again_with_them(
+    tmp_path, monkeypatch
+):
+    from teperf.bisect.timing import MIN_TRIAL_S
+
+    result, probes = _run_fake(tmp_path, monkeypatch, _steps(100.0, {5: 200.0}), iters=20)
+    timed = [(p["base_index"], p["index"], p["iters"]) for p in probes if p["what"] == "timing"]
+    long = round(MIN_TRIAL_S * 1e6 / 100.0)  # the faster end takes 100 us a step
+    assert timed[:3] == [(0, 8, 20), (0, 8, long), (0, 4, long)]  # GOOD..BAD again: the shares' denominator
+    assert {it for _, _, it in timed[1:]} == {long}
+    assert [e["short_sha"] for e in result["culprits"]] == ["0000005"]
