@@ -30,3 +30,13 @@ def test_small_calibration_keeps_false_verdicts_rare_and_finds_a_32x_plant():
         planted = tally.planted[("quiet", "step", cost)][32]
         assert len(planted) == 2 and sum(v == "slower" for v, _ in planted) >= 1, (cost, planted)
     print(tally.table([0, 4, 32]))
+
+
+def test_levels_are_multiples_of_the_min_effect_or_absolute_sizes_per_step():
+    assert calibration.parse_levels("4,40us,1") == [0, 1, 4, "40us"]
+    assert calibration.level_name(4) == "4x" and calibration.level_name("40us") == "+40us"
+    assert calibration.plant_sizes("40us", None) == (40.0, 0.0)  # no A/A run needed first
+    assert calibration.plant_sizes(2, None) is None and calibration.plant_sizes(2, (1.5, 20.0, 3.0)) == (
+        3.0,
+        40.0,
+    )

@@ -226,3 +226,23 @@ def test_precision_does_not_settle_a_cell_whose_couples_shared_the_core(limit, s
         cell.pairs == 4 and cell.half_pct is not None and cell.half_pct < 5.0
     )  # narrow: every couple counts
     assert cell.settled is settled
+
+
+def test_a_worker_is_pinned_from_birth_not_only_once_it_reads_its_init():
+    # Before the worker's init arrives its interpreter starts (tens of ms of CPU): unpinned, that ran on
+    # whichever core the scheduler chose, the measuring one when a hog filled the spare core (issue 32).
+    import os
+    import subprocess
+    import sys
+
+    from teperf.engine.spawn import _pin_to
+
+    core = sorted(os.sched_getaffinity(0))[0]
+    out = subprocess.run(
+        [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        preexec_fn=_pin_to(core),
+    ).stdout
+    assert out.strip() == f"[{core}]"

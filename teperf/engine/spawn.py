@@ -120,6 +120,20 @@ def worker_env(side: Side, hash_seed: int) -> dict:
     return env
 
 
+def _pin_to(core: int):
+    """A preexec_fn that pins the child to ``core`` before it execs (one syscall: safe after fork)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+
+    def pin() -> None:
+        try:
+            os.sched_setaffinity(0, {core})
+        except OSError:
+            pass  # the worker pins itself on init and says so if it cannot
+
+    return pin
+
+
 class Worker:
     """A worker process. Construction starts it and returns at once; ``wait_ready``
     collects its hello, so the next pair can import torch while this one measures."""
@@ -160,6 +174,9 @@ class Worker:
             # source checkout there would shadow the package under test.
             cwd=str(cwd),
             start_new_session=True,  # Ctrl-C reaches the coordinator only
+            # Pinned from birth: the interpreter's own start (tens of ms) would otherwise run wherever the
+            # scheduler puts it, often the measuring core when a hog fills the spare one (issue 32).
+            preexec_fn=_pin_to(core),
         )
         try:
             if launcher is not None and hasattr(launcher, "pending"):
