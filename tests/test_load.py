@@ -235,14 +235,14 @@ def test_a_worker_is_pinned_from_birth_not_only_once_it_reads_its_init():
     import subprocess
     import sys
 
-    from teperf.engine.spawn import _pin_to
+    from teperf.engine.spawn import _pin
 
-    core = sorted(os.sched_getaffinity(0))[0]
-    out = subprocess.run(
-        [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
-        capture_output=True,
-        text=True,
-        check=True,
-        preexec_fn=_pin_to(core),
-    ).stdout
+    core = sorted(os.sched_getaffinity(0))[-1]
+    child = "import os, sys; sys.stdin.readline(); print(sorted(os.sched_getaffinity(0)))"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", child], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    _pin(proc, core)  # what Worker does right after it starts the interpreter
+    assert os.sched_getaffinity(proc.pid) == {core}
+    out, _ = proc.communicate("go\n")
     assert out.strip() == f"[{core}]"

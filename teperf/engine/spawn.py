@@ -120,18 +120,17 @@ def worker_env(side: Side, hash_seed: int) -> dict:
     return env
 
 
-def _pin_to(core: int):
-    """A preexec_fn that pins the child to ``core`` before it execs (one syscall: safe after fork)."""
-    if not hasattr(os, "sched_setaffinity"):
-        return None
-
-    def pin() -> None:
-        try:
-            os.sched_setaffinity(0, {core})
-        except OSError:
-            pass  # the worker pins itself on init and says so if it cannot
-
-    return pin
+def _pin(proc, core: int) -> None:
+    """Pins a just-started child to ``core`` from the parent, microseconds after its fork: its interpreter's
+    own start (tens of ms) would otherwise run wherever the scheduler puts it, often the measuring core when
+    a hog fills the spare one (issue 32). From the parent, not a preexec_fn: the coordinator has threads."""
+    pid = getattr(proc, "pid", None)
+    if pid is None or not hasattr(os, "sched_setaffinity"):
+        return
+    try:
+        os.sched_setaffinity(pid, {core})
+    except OSError:
+        pass  # the worker pins itself on init and says so if it cannot
 
 
 class Worker:
@@ -174,16 +173,16 @@ class Worker:
             # source checkout there would shadow the package under test.
             cwd=str(cwd),
             start_new_session=True,  # Ctrl-C reaches the coordinator only
-            # Pinned from birth: the interpreter's own start (tens of ms) would otherwise run wherever the
-            # scheduler puts it, often the measuring core when a hog fills the spare one (issue 32).
-            preexec_fn=_pin_to(core),
         )
         try:
             if launcher is not None and hasattr(launcher, "pending"):
                 self.proc = launcher.pending(self._log, popen)  # forks in the background
             else:
                 proc = launcher(self._log) if launcher is not None else None
-                self.proc = proc or popen()
+                if proc is None:
+                    proc = popen()
+                    _pin(proc, core)
+                self.proc = proc
         except OSError as exc:
             self._log.close()
             raise WorkerError(f"cannot start {side.python} for {side.label}: {exc.strerror or exc}")
