@@ -44,12 +44,11 @@ import tomllib
 
 from teperf import __version__
 from teperf.errors import TeperfError
-from teperf.explain import COUNTER_LABELS, by_calls, diff_profiles
+from teperf.explain.diff import COUNTER_LABELS, by_calls, diff_profiles
 
 COUNTER_KEYS = tuple(key for key, *_ in COUNTER_LABELS)
 # Versions that decide the counts: a file made under others is refused, not diffed.
 VERSION_KEYS = ("python", "torch", "device", "gpu", "transformer_engine")
-INFO_KEYS = ("teperf",)
 # Tolerance written into a new file's [tolerance] (+- absolute). Measured repeatable on the CPU
 # across fresh processes (README, "Counters gate"): every counter, so none is needed yet.
 DEFAULT_TOLERANCE: dict[str, int] = {}
@@ -703,7 +702,7 @@ def _name_functions(bundle, meta: dict, label: str, cases: list, known: dict, re
     import tempfile
     from types import SimpleNamespace
 
-    from teperf.explain import _usable_core, sides_from_meta
+    from teperf.explain.capture import _usable_core, sides_from_meta
     from teperf.plan import Case
 
     config = meta.get("config") or {}

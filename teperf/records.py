@@ -42,17 +42,11 @@ from teperf import __version__
 from teperf.errors import TeperfError
 
 SCHEMA_VERSION = 2
-# The teperf release that first wrote each schema: what a reader of an older release is told to use.
-WRITTEN_SINCE = {1: "0.1.0", 2: "0.2.0"}
 HISTORY_SCHEMA_VERSION = 1
 META_FILE = "meta.json"
 RECORDS_FILE = "records.jsonl"
 
-# Run statuses (meta.json) and cell statuses (summary rows).
-RUN_STATUSES = ("running", "complete", "failed", "interrupted")
-CELL_STATUSES = ("ok", "partial", "failed", "skipped", "missing")  # missing: planned, never measured
 SETUP_STATUSES = ("ready", "error", "skipped")
-STOP_REASONS = ("precision reached", "budget", "max pairs", "schedule done")
 CONTENDED_WALL_OVER_CPU = 1.2  # a CPU trial whose wall time exceeds its CPU time this much shared its core
 
 
@@ -332,10 +326,6 @@ class UnknownRecord(Typed):
 
     raw: dict = dataclasses.field(default_factory=dict)
 
-    @property
-    def record_kind(self):
-        return self.raw.get("kind")
-
     def to_dict(self) -> dict:
         return dict(self.raw)
 
@@ -455,7 +445,6 @@ class BundleMeta:
 
 
 _META_HINTS = typing.get_type_hints(BundleMeta)
-CASE_KEYS = ("id", "module", "recipe", "shape", "dtype", "mode")
 
 
 @dataclasses.dataclass(kw_only=True)

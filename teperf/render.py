@@ -96,7 +96,7 @@ def counters_text(counters, compare: bool = False) -> str:
         c = counters["base"]
         text = ", ".join(f"{k} {v}" for k, v in c.items() if v is not None and not isinstance(v, list))
         return f"base only (counts, not changes): {text}" if compare and text else text
-    from teperf.explain import counters_diff
+    from teperf.explain.render import counters_diff
 
     return counters_diff(counters["base"], counters["head"])
 

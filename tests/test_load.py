@@ -11,7 +11,7 @@ from conftest import PLANTED
 
 from teperf.bundle import Bundle
 from teperf.config import Stats, load_config
-from teperf.engine.coordinator import RemeasureBudget
+from teperf.engine.pair import RemeasureBudget
 from teperf.errors import TeperfError
 from teperf.gate import failing_cells
 from teperf.records import TrialRecord

@@ -64,7 +64,7 @@ def resolve_range(spec: str, repo: str) -> Range:
 
 
 def find_cell(config: Config, cell: str) -> Case:
-    from teperf.explain import find_case
+    from teperf.explain.capture import find_case
 
     cases = expand(config)
     wanted = find_case({"cases": [c.to_meta() for c in cases]}, cell, where="the config")

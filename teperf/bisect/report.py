@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from teperf.bundle import Bundle
-from teperf.explain import counters_diff
+from teperf.explain.render import counters_diff
 from teperf.records import ProbeRecord
 from teperf.render import TableModel, render, render_markdown, render_rich
 

@@ -96,7 +96,7 @@ def command(
             )
         Expected.read(expected)
     if explain_cell:  # checked now, not after minutes of measuring
-        from teperf.explain import find_case
+        from teperf.explain.capture import find_case
         from teperf.plan import expand
 
         find_case({"cases": [c.to_meta() for c in expand(config)]}, explain_cell, where="the config")
@@ -139,7 +139,8 @@ def command(
         fmt,
     )
     if explain_cell:
-        from teperf.explain import explain_bundle, render_report
+        from teperf.explain.capture import explain_bundle
+        from teperf.explain.render import render_report
 
         # on stderr when stdout carries json/csv, so that it stays parseable
         click.echo(render_report(explain_bundle(summary.path, explain_cell)), err=fmt in ("json", "csv"))

@@ -87,23 +87,6 @@ def _explain(history_url, config_path, budget, results_dir, **given) -> None:
     explain_new(history_url, take_sides(given), measure)
 
 
-TABLE_COLUMNS = (
-    "committed_at",
-    "sha",
-    "subject",
-    "module",
-    "recipe",
-    "shape",
-    "host_us",
-    "delta_pct",
-    "ci_low_pct",
-    "ci_high_pct",
-    "verdict",
-    "status",
-    "machine",
-)
-
-
 @click.command("history")
 @history_option
 @click.option("--module", help="Only this module.")

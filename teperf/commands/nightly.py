@@ -26,13 +26,7 @@ from teperf.commands._common import (
 from teperf.commands._live import live_view
 from teperf.commands.history import history_option, warn_unreadable
 from teperf.errors import EXIT_CELLS_FAILED, exit_status_for_signal
-from teperf.nightly import (  # noqa: F401  (the decisions, where tests and scripts have found them)
-    DEFAULT_CONFIG,
-    BaseChoice,
-    choose_base,
-    local_machine,
-    shard_cases,
-)
+from teperf.nightly import DEFAULT_CONFIG, local_machine
 from teperf.options import MeasureOptions, SideOptions
 from teperf.safe_text import for_terminal
 

@@ -21,14 +21,12 @@ from teperf.bundle import Bundle
 from teperf.config import Config
 from teperf.engine.adaptive import Adaptive
 from teperf.engine.lanes import LaneStopped, assign_lanes, run_lanes, spare_cores
-from teperf.engine.pair import (  # noqa: F401  (LOST_PAIRS_PER_CELL: where tests find it)
-    LOST_PAIRS_PER_CELL,
-    CellRetries,
+from teperf.engine.pair import (
     PairRunner,
     RemeasureBudget,
     compile_cache_spec,
 )
-from teperf.engine.prestart import MAX_AUTO_PRESTART, PairSchedule, prestart_depth  # noqa: F401  (tests)
+from teperf.engine.prestart import PairSchedule
 from teperf.engine.spawn import Worker, WorkerError
 from teperf.plan import Case, Slot, hash_seed, pair_slots
 from teperf.provenance import packages_under_test

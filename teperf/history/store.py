@@ -351,9 +351,6 @@ class HistoryStore:
                 out.append(str(name))
         return sorted(out, key=posixpath.basename)
 
-    def has_run(self, run_id: str) -> bool:
-        return self.fs.exists(self._path(run_id + SUFFIX))
-
     def append(self, rows: Sequence[Mapping[str, Any]] | pa.Table) -> str:
         """Write one run (all rows must share one run_id) as a new file, atomically; return its path."""
         table = rows if isinstance(rows, pa.Table) else to_table(rows)

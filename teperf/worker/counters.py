@@ -83,7 +83,6 @@ import sys
 from typing import Callable, Optional
 
 KEYS = ("python_calls", "aten_ops", "autograd_nodes", "kernel_launches", "syncs", "allocations")
-COMPILE_KEYS = ("graphs", "graph_breaks", "recompiles", "guard_failures")
 WARM_STEPS = 2
 
 LAUNCH_NAMES = (
