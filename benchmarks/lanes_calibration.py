@@ -37,8 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from teperf.config import parse_duration  # noqa: E402
-from teperf.cpus import available_cores  # noqa: E402
-from teperf.engine.lanes import physical_cores  # noqa: E402
+from teperf.cpus import available_cores, physical_cores  # noqa: E402
 
 PLANTED = ROOT / "examples" / "planted"
 

@@ -28,6 +28,7 @@ BACKENDS = ("torch", "te")
 DEVICES = ("cpu", "cuda")
 MODES = ("eager", "cuda-graph", "compile")
 METRICS = ("process_cpu", "thread_cpu", "wall")
+METRIC_FIELD = {metric: f"{metric}_ns" for metric in METRICS}  # the trial record's clock of each --metric
 CONFIGS_PACKAGE = (
     "teperf.configs"  # shipped configs are package data: the same in editable and normal installs
 )

@@ -35,7 +35,7 @@ def estimate_bytes(case) -> int | None:
     """Upper bound for a built-in module's case; None for a factory's (its module is unknown here)."""
     if case.factory or not case.shape:
         return None
-    from teperf.worker.backends import module_class
+    from teperf.worker.runner import module_class
 
     module = module_class(case.module)  # GroupedLinear[num_gemms=4] (a --sweep value) is a GroupedLinear
     hidden = case.shape[-1]

@@ -69,7 +69,7 @@ def shape_problem(config: Config, module: str, factory, recipe: str, shape, kwar
     check = getattr(backend_module(config.backend), "check_shape", None)
     if check is None:
         return None
-    from teperf.worker.backends import module_class
+    from teperf.worker.runner import module_class
 
     problem = check(module_class(module), recipe, list(shape), dict(kwargs))
     return f"shape {list(shape)} cannot run under {recipe}: {problem}" if problem else None
@@ -208,3 +208,30 @@ def check_duration(config: Config, n_cases: int, n_sides: int) -> None:
             f"x {s.iters} iters x {n_cases} cells x {n_sides} sides takes at least {_span(floor)}",
             "lower --processes, --iters or the cells, or cap the time with --budget",
         )
+
+
+TE_PACKAGES = ("transformer_engine",)
+
+
+def packages_under_test(config, sides=()) -> list[str]:
+    """Top-level import names whose code the cells measure: the package a git side was made of
+    (``--package``), TE for the te backend, each factory's package, torch itself for torch's
+    built-in reference modules. A factory outside the sides' trees that imports the package
+    (nanoGPT's ``model``) is the same on both sides: the side's package is what differs."""
+    names: list[str] = [
+        s.description["package"] for s in sides if isinstance(s.description.get("package"), str)
+    ]
+    if config.backend == "te":
+        names += TE_PACKAGES
+    for spec in config.modules:
+        factory = getattr(spec, "factory", None)
+        if factory:
+            names.append(factory.split(":", 1)[0].split(".", 1)[0])
+        elif config.backend == "torch":
+            names.append("torch")
+    return list(dict.fromkeys(names))
+
+
+def measured_packages(config, sides=()) -> list[str]:
+    """The packages under test whose code lives outside torch (what a side must be able to import)."""
+    return [n for n in packages_under_test(config, sides) if n != "torch"]

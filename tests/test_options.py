@@ -17,7 +17,11 @@ def test_side_options_reach_plan_sides_and_the_bisect_factory(monkeypatch):
     import teperf.sides.git
 
     seen = {}
-    monkeypatch.setattr(teperf.sides.git, "plan_sides", lambda spec, **kwargs: seen.update(kwargs, spec=spec))
+    monkeypatch.setattr(
+        teperf.sides.git,
+        "plan_sides",
+        lambda spec, opts, log=None: seen.update(spec=spec, opts=opts, log=log),
+    )
     given = {
         "repo": "/r",
         "strategy": "build",
@@ -37,22 +41,12 @@ def test_side_options_reach_plan_sides_and_the_bisect_factory(monkeypatch):
     sides = take_sides(kwargs)
     assert kwargs == {"other": 1} and sides.build_command == ("make", "-j", "2", "a b")
     sides.plan("a..b")
-    assert seen == {
-        "spec": "a..b",
-        **given,
-        "python": "/py",
-        "build_command": ["make", "-j", "2", "a b"],
-        "log": None,
-    }
-    factory = sides.factory()
-    assert (factory.repo, factory.package_dir, factory.layout, factory.jobs) == (
-        "/r",
-        "src/pkg",
-        "layout.toml",
-        3,
-    )
-    assert factory.build_command == ["make", "-j", "2", "a b"] and factory.python == "/py"
-    assert factory.cuda_archs == "80;90" and factory.package_hint == "model"
+    assert seen == {"spec": "a..b", "opts": sides, "log": None}
+    assert sides.cuda_archs == "80;90" and sides.package_hint == "model" and sides.python == "/py"
+    from teperf.bisect.sides import GitSideFactory
+
+    factory = GitSideFactory(sides)
+    assert factory.opts is sides and (factory.package, factory.package_dir) == ("pkg", "src/pkg")
     assert SideOptions().interpreter == sys.executable
 
 

@@ -6,11 +6,11 @@ import dataclasses
 from pathlib import Path
 
 from teperf.bisect import search as bsearch
-from teperf.bisect import sides as git
 from teperf.bisect.sides import TE_PACKAGE, SideFactory, made_with, tier_seconds
 from teperf.config import Config
 from teperf.errors import TeperfError
 from teperf.plan import Case, expand
+from teperf.sides import gitrepo as git
 
 WORKER_SECONDS = {"cpu": 4.0, "cuda": 40.0}  # start, import, set up, count: for the plan's estimate
 STEP_US = {"cpu": 500.0, "cuda": 600.0}  # a guess at one fwd+bwd step, for the plan's estimate

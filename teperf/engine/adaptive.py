@@ -21,11 +21,10 @@ import time
 from collections import defaultdict
 from typing import Callable, Iterable, Optional
 
-from teperf.config import Config, Stats
+from teperf.config import METRIC_FIELD, Config, Stats
 from teperf.plan import server_generation
 from teperf.records import StopRecord
 from teperf.stats import INDEPENDENT_BASES, choose_attempts, compare_cell, half_width_pct
-from teperf.summary import METRIC_FIELD
 
 MAX_PAIRS = 1000  # with --precision the budget bounds the run; this only guards against a runaway loop
 

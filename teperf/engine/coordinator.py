@@ -19,8 +19,9 @@ from typing import Callable, Optional
 
 from teperf.bundle import Bundle
 from teperf.config import Config
+from teperf.cpus import assign_lanes, spare_cores
 from teperf.engine.adaptive import Adaptive
-from teperf.engine.lanes import LaneStopped, assign_lanes, run_lanes, spare_cores
+from teperf.engine.lanes import LaneStopped, run_lanes
 from teperf.engine.pair import (
     PairRunner,
     RemeasureBudget,
@@ -28,8 +29,7 @@ from teperf.engine.pair import (
 )
 from teperf.engine.prestart import PairSchedule
 from teperf.engine.spawn import Worker, WorkerError
-from teperf.plan import Case, Slot, hash_seed, pair_slots
-from teperf.provenance import packages_under_test
+from teperf.plan import Case, Slot, hash_seed, packages_under_test, pair_slots
 from teperf.records import (
     CompileCacheRecord,
     PairRecord,

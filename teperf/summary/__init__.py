@@ -10,10 +10,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from teperf.config import Stats
+from teperf.config import METRIC_FIELD, Stats
 from teperf.errors import TeperfError
 from teperf.provenance import identical_code, mixed_code, side_facts
-from teperf.summary.aggregate import METRIC_FIELD, aggregate
+from teperf.summary.aggregate import aggregate
 from teperf.summary.notes import notes, onetime_notes, stop_note
 from teperf.summary.parse import ParsedBundle, parse
 

@@ -8,7 +8,7 @@ import numpy as np
 from teperf.config import Stats
 from teperf.numbers import duration
 from teperf.records import CONTENDED_WALL_OVER_CPU, StopRecord
-from teperf.stats import onetime_rule
+from teperf.stats import lanes_agree, onetime_rule
 from teperf.summary.aggregate import planned_pairs, trials_without_clock
 from teperf.summary.parse import ParsedBundle
 
@@ -114,7 +114,6 @@ def generation_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str
     generation_of = parsed.pair_generations
     if generation_of is None:
         return ""
-    from teperf.bylane import lanes_agree
 
     tested = differ = 0
     for row in rows:
