@@ -31,6 +31,12 @@ class Case:
     inputs: str | None = None  # factory modules: "pkg.mod:callable" making the forward's inputs
     skip: str | None = None  # why this case cannot run (a shape rule), decided before measuring
 
+    @classmethod
+    def from_meta(cls, case: Mapping[str, Any]) -> "Case":
+        """A case as a bundle's meta.json recorded it (``cases``); fields it lacks take their defaults."""
+        names = [f.name for f in dataclasses.fields(cls) if f.name != "skip"]
+        return cls(**{**{k: case[k] for k in names if k in case}, "shape": tuple(case.get("shape") or ())})
+
     @property
     def shape_text(self) -> str:
         return "x".join(map(str, self.shape))

@@ -127,7 +127,7 @@ def _header(summary: Summary, cfg: dict, metric: str) -> list[str]:
     return header
 
 
-def _compare_footer(rows: list[dict], cfg: dict) -> list[str]:
+def _compare_footer(rows: list[dict], stats) -> list[str]:
     """How a compare table's intervals and verdicts are made (after the summary's notes)."""
     footer = []
     mdes = [r["mde_pct"] for r in rows if r.get("mde_pct") is not None]
@@ -135,7 +135,7 @@ def _compare_footer(rows: list[dict], cfg: dict) -> list[str]:
         footer.append(
             f"smallest detectable change (80% power): {min(mdes):.1f}% .. {max(mdes):.1f}% per cell"
         )
-    effect = cfg.get("stats", {}).get("min_effect_pct", 1.0)
+    effect = stats.min_effect_pct
     unit = "pairs (pair = unit)"
     if any(r.get("ci_basis") == "generations" for r in rows):  # "one generation": over its pairs
         unit = "fork-server generations (generation = unit, each the mean of its pairs)"
@@ -145,7 +145,7 @@ def _compare_footer(rows: list[dict], cfg: dict) -> list[str]:
         f"whole interval inside +-{effect:g}%; inconclusive = neither, with the change it could not rule out"
     )
     if any(r.get("verdict_cause") == "load" for r in rows):
-        limit = cfg.get("stats", {}).get("max_contended_pct", 20.0)
+        limit = stats.max_contended_pct
         footer.append(
             f"inconclusive (load) = more than {limit:g}% of the cell's trial couples shared the measuring core "
             "in every attempt: its figures include them and no verdict stands"
@@ -156,8 +156,8 @@ def _compare_footer(rows: list[dict], cfg: dict) -> list[str]:
 def table_model(summary: Summary) -> TableModel:
     meta = summary.meta
     cfg = meta.get("config", {})
-    metric = cfg.get("stats", {}).get("metric", "process_cpu").replace("_", " ")
-    alpha = cfg.get("stats", {}).get("alpha", 0.05)
+    stats = summary.settings
+    metric, alpha = stats.metric.replace("_", " "), stats.alpha
     header = _header(summary, cfg, metric)
     show_mode = len({r["mode"] for r in summary.rows}) > 1
     show_shape = len({r["shape"] for r in summary.rows}) > 1
@@ -226,7 +226,7 @@ def table_model(summary: Summary) -> TableModel:
             line.append(counters_text(r.get("counters"), summary.compare))
         rows.append(line)
         styles.append(style)
-    footer = list(summary.notes) + (_compare_footer(summary.rows, cfg) if summary.compare else [])
+    footer = list(summary.notes) + (_compare_footer(summary.rows, stats) if summary.compare else [])
     if summary.path:
         footer.append(f"bundle: {summary.path}")
     title = "teperf compare" if summary.compare else "teperf run"
@@ -247,7 +247,7 @@ def onetime_model(summary: Summary) -> TableModel | None:
         return None
     show_shape = len({r["shape"] for r in summary.rows}) > 1
     cols = ["module", "recipe"] + (["shape"] if show_shape else []) + ["mode", "cost"]
-    alpha = summary.meta.get("config", {}).get("stats", {}).get("alpha", 0.05)
+    alpha = summary.settings.alpha
     if summary.compare:
         labels = list(summary.meta["sides"])
         cols += [

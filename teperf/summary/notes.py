@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from teperf.config import Stats
+from teperf.config import Stats, from_meta
 from teperf.numbers import duration
 from teperf.records import CONTENDED_WALL_OVER_CPU, StopRecord
 from teperf.stats import lanes_agree, onetime_rule
@@ -244,7 +244,8 @@ def onetime_notes(parsed: ParsedBundle) -> list[str]:
             recompile_graphs.append(int(info["recompile"].get("graphs") or 0))
     if not first_calls:
         return []
-    metric = (config.get("stats") or {}).get("metric", "process_cpu")
+    stats = from_meta(Stats, meta)  # the run's own clock and rule
+    metric = stats.metric
     clock = {
         "process_cpu": "process CPU time (the worker's threads plus the compiler processes it ran)",
         "thread_cpu": "main-thread CPU time",
@@ -256,8 +257,7 @@ def onetime_notes(parsed: ParsedBundle) -> list[str]:
         f"the warm-up"
     ]
     if len(meta.get("sides") or {}) == 2:
-        stats = config.get("stats") or {}
-        out.append(onetime_rule(stats.get("alpha", 0.05), stats.get("min_effect_once_pct", 10.0), unit))
+        out.append(onetime_rule(stats.alpha, stats.min_effect_once_pct, unit))
     spare = first_calls - on_measuring_core
     if spare:
         out.append(
