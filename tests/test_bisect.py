@@ -195,10 +195,12 @@ def _run_fake(
     budget_s=1000.0,
     confirm=True,
     verdict_of=None,
+    iters=100_000,
 ):
     """A Bisector over n fake commits: time_of(i) is commit i's step in us (None: it does not build),
     counters_of(i) its counters (default: the same everywhere), half(base, head, processes) the half-width
-    of a compare's interval in us. A compare takes 5 s per pair of processes, on a fake clock."""
+    of a compare's interval in us. A compare takes 5 s per pair of processes, on a fake clock. Trials of
+``iters`` steps are already longer than MIN_TRIAL_S (no second GOOD..BAD) unless it is lowered."""
     from teperf.bisect.runner import Bisector, Range
     from teperf.bisect.sides import ProbeSkipped
     from teperf.bundle import Bundle
@@ -216,7 +218,7 @@ def _run_fake(
         for i in range(n + 1)
     ]
     rng = Range(repo=tmp_path, good=commits[0], bad=commits[n], commits=commits[1:])
-    config = build_config({"modules": ["Linear"]}, {"processes": 2})
+    config = build_config({"modules": ["Linear"]}, {"processes": 2, "iters": iters})
 
     class Factory:
         def sides(self, base_sha, head_sha):
@@ -638,3 +640,16 @@ def test_a_missing_option_points_at_its_own_commands_help(capsys):
     assert err == "teperf: error: Missing option '--cell'. (see teperf bisect --help)\n"
     code, _, err = run_in_process(["nosuch"], capsys)  # not a subcommand: the group's own help
     assert code == 2 and err == "teperf: error: No such command 'nosuch'. (see teperf --help)\n"
+
+
+def test_the_parts_trials_last_at_least_min_trial_s_and_good_bad_is_measured_again_with_them(
+    tmp_path, monkeypatch
+):
+    from teperf.bisect.timing import MIN_TRIAL_S
+
+    result, probes = _run_fake(tmp_path, monkeypatch, _steps(100.0, {5: 200.0}), iters=20)
+    timed = [(p["base_index"], p["index"], p["iters"]) for p in probes if p["what"] == "timing"]
+    long = round(MIN_TRIAL_S * 1e6 / 100.0)  # the faster end takes 100 us a step
+    assert timed[:3] == [(0, 8, 20), (0, 8, long), (0, 4, long)]  # GOOD..BAD again: the shares' denominator
+    assert {it for _, _, it in timed[1:]} == {long}
+    assert [e["short_sha"] for e in result["culprits"]] == ["0000005"]

@@ -136,10 +136,11 @@ class Bisector(CounterSearch, TimeSearch):
                 f"GOOD..BAD could not be compared ({state})",
                 f"see the worker logs under {self.bundle.path}/compares",
             )
-        result["endpoint"] = endpoint
         if state != "moved":
+            result["endpoint"] = endpoint
             result["status"] = "no change" if state == "quiet" else "inconclusive"
             return self._finish(result)
+        endpoint = result["endpoint"] = self.refine_endpoint(endpoint)
         parts = self.time_search(endpoint)
         result.update(time_shares(parts, endpoint, self._commit, self.counters_beside))
         result["status"] = (

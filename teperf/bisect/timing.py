@@ -6,11 +6,16 @@ it is "quiet" when its interval holds no step that large; otherwise it is measur
 pairs while --budget lasts, then left "undecided". A step found is one commit against its parent: its
 delta, interval and verdict are its own paired compare, and its share of GOOD..BAD's measured delta is
 that delta over GOOD..BAD's.
+
+The parts' compares run trials of at least MIN_TRIAL_S, as pyperf calibrates its loops: on the CPU the
+spread between pairs came from short trials (vector-quantize's A/A, 6 pairs: 4.5 % at 40 steps a trial,
+1.95 % at 200), and a longer trial costs far less than another pair, whose start dominates.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -21,6 +26,7 @@ from teperf.errors import TeperfError
 
 MIN_STEP_SHARE = 0.1  # the search looks for steps of at least this share of GOOD..BAD's delta
 MAX_DOUBLINGS = 2  # an undecided part is measured again with 2x, then 4x the pairs, then left undecided
+MIN_TRIAL_S = 0.1  # the parts' trials last at least this long (GOOD..BAD's step time sets their steps)
 ROW_KEEP = (
     "status",
     "verdict",
@@ -48,6 +54,13 @@ def part_state(row: dict, step_us: float) -> str:
     return "undecided"
 
 
+def whole_state(row: dict) -> str:
+    """GOOD..BAD's state: quiet when its verdict is no change, moved when its interval excludes zero."""
+    if row.get("verdict") == "no change":
+        return "quiet"
+    return part_state(row, 0.0) if row.get("ci_low_us") is not None else "undecided"
+
+
 def row_text(row: dict) -> str:
     if row.get("delta_pct") is None:
         return str(row.get("error") or row.get("status"))
@@ -60,6 +73,8 @@ def row_text(row: dict) -> str:
 
 class TimeSearch:
     """The timing half of a Bisector (teperf.bisect.runner)."""
+
+    search_iters: Optional[int] = None  # steps a trial of the parts' compares, once GOOD..BAD has measured
 
     def compare(self, base: int, head: int, config: Config):
         """A paired compare of two commits of the range through the normal engine -> (row, bundle path)."""
@@ -84,7 +99,9 @@ class TimeSearch:
     def _compare_once(self, base: int, head: int, processes: int):
         """One compare of base..head with ``processes`` pairs -> (row, bundle path, seconds), or (None, why
         not, seconds); its seconds count against --budget."""
-        sched = dataclasses.replace(self.config.schedule, processes=processes)
+        sched = dataclasses.replace(
+            self.config.schedule, processes=processes, iters=self.search_iters or self.config.schedule.iters
+        )
         config = dataclasses.replace(self.config, schedule=sched, counters=False)
         t0 = self.clock()
         try:
@@ -129,6 +146,7 @@ class TimeSearch:
                 bundle=str(Path(path).relative_to(self.bundle.path)),
                 base_index=base,
                 processes=processes,
+                iters=self.search_iters or self.config.schedule.iters,
                 **{k: row.get(k) for k in ("delta_pct", "ci_low_pct", "ci_high_pct", "verdict")},
             )
             kept = dict({k: row.get(k) for k in ROW_KEEP}, bundle=self._rel(path))
@@ -144,13 +162,19 @@ class TimeSearch:
         """GOOD..BAD in time -> (its row, "moved" | "quiet" | "undecided"), or (None, why not). Moved: its
         interval excludes zero; quiet: the verdict is no change; undecided, measured again while
         --budget lasts (the search needs to know there is a change)."""
+        return self.timed(0, len(self.rng.commits), whole_state)
 
-        def whole(row: dict) -> str:
-            if row.get("verdict") == "no change":
-                return "quiet"
-            return part_state(row, 0.0) if row.get("ci_low_us") is not None else "undecided"
-
-        return self.timed(0, len(self.rng.commits), whole)
+    def refine_endpoint(self, endpoint: dict) -> dict:
+        """Sets the parts' trial length from GOOD..BAD's step time (MIN_TRIAL_S) and, where that is longer
+        than the config's, measures GOOD..BAD again with it: every share's denominator is then as precise
+        as its numerator. The first row stays when the second did not move."""
+        fastest = min((v for v in (endpoint.get("base_us"), endpoint.get("head_us")) if v and v > 0), default=0)
+        iters = self.config.schedule.iters
+        self.search_iters = max(iters, math.ceil(MIN_TRIAL_S * 1e6 / fastest)) if fastest else iters
+        if self.search_iters == iters:
+            return endpoint
+        row, state = self.timed(0, len(self.rng.commits), whole_state)
+        return row if state == "moved" else endpoint
 
     def time_search(self, endpoint: dict) -> list[bsearch.Part]:
         """Every step in time of GOOD..BAD (whose ``endpoint`` row moved), and the parts left."""
