@@ -87,7 +87,8 @@ print(json.dumps({"per step": statistics.median(per[1]) - statistics.median(per[
 
 
 def make_side(root: Path, step_us: float, first_us: float) -> Path:
-    """A copy of the demo's base tree whose MLP busy-waits ``step_us`` per forward and ``first_us`` more once."""
+    """A copy of the demo's base tree whose MLP busy-waits ``step_us`` per forward and ``first_us`` more
+    once."""
     shutil.copytree(BASE, root, ignore=shutil.ignore_patterns("__pycache__"))
     init = root / "demo_blocks" / "__init__.py"
     text = init.read_text().replace("EXTRA_WORK_US = 0", f"EXTRA_WORK_US = {step_us:.3f}")
@@ -174,7 +175,8 @@ class Tally:
             if kind == "precision":
                 reached = sum(r == "precision reached" for r, _ in stops)
                 pairs = statistics.median(p for _, p in stops)
-                lines.append(f"\n{condition} precision: stopped for precision in {reached} of {len(stops)} runs, "
+                lines.append(f"\n{condition} precision: stopped for precision in {reached} of {len(stops)} "
+                    "runs, "
                              f"median {pairs:g} pairs")  # fmt: skip
         return "\n".join(lines)
 
@@ -215,8 +217,9 @@ def calibrate(
                         step_us, first_us, _ = (s * level for s in sizes)
                         heads[level] = make_side(tmp / f"head{level}", step_us, first_us)
                         truths[level] = truth(heads[level], core)
+                        t = truths[level]
                         log(f"planted {level}x: {step_us:.2f} us per step, {first_us / 1000:.3f} ms once; "
-                            f"truth {truths[level]['per step']:.2f} us, {truths[level]['first call']:.3f} ms")  # fmt: skip
+                            f"truth {t['per step']:.2f} us, {t['first call']:.3f} ms")  # fmt: skip
                     out = tmp / f"r{run}-{condition}-{kind}-{level}"
                     hog = (
                         subprocess.Popen([sys.executable, "-c", HOG, str(hog_core)])
@@ -234,7 +237,8 @@ def calibrate(
                     if sizes is None and level == 0:
                         sizes = sizes_from(data)
                         log(
-                            f"min effects: per step {sizes[0]:.2f} us; first call {sizes[2]:.1f}% = {sizes[1] / 1000:.3f} ms"
+                            f"min effects: per step {sizes[0]:.2f} us; first call {sizes[2]:.1f}% = "
+                            f"{sizes[1] / 1000:.3f} ms"
                         )
                     tally.add((condition, kind), data, level, truths.get(level))
                     if kind == "precision":

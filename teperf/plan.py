@@ -167,7 +167,8 @@ def check_balance(config: Config, n_sides: int) -> None:
         name = config.option("trials")
         even = f"{name} {sched.trials + 1}" if name.startswith("--") else f"trials = {sched.trials + 1}"
         raise TeperfError(
-            f"{name} {sched.trials} x {config.option('rounds')} {sched.rounds}: an odd number of couples per pair "
+            f"{name} {sched.trials} x {config.option('rounds')} {sched.rounds}: an odd number of couples per "
+            "pair "
             "leaves the A B and B A orders unbalanced",
             f"use an even number, e.g. {even}",
         )
@@ -201,7 +202,8 @@ def check_duration(config: Config, n_cases: int, n_sides: int) -> None:
         long = "iters" if s.iters >= s.warmup else "warmup"
         typed = long in config.from_cli or "timeout_s" not in config.from_cli  # what the user changed
         raise TeperfError(
-            f"{name(long)} {getattr(s, long)}: one {'trial' if long == 'iters' else 'warm-up'} takes at least "
+            f"{name(long)} {getattr(s, long)}: one {'trial' if long == 'iters' else 'warm-up'} takes at "
+            "least "
             f"{_span(request)}, more than the {s.timeout_s:g} s a worker gets for it ({name('timeout_s')})",
             f"lower --{long} (e.g. --{long} 50)" if typed else f"raise {name('timeout_s')}",
         )
@@ -210,7 +212,8 @@ def check_duration(config: Config, n_cases: int, n_sides: int) -> None:
     floor = s.processes * MIN_PAIR_START_S + total_steps(config, n_cases, n_sides) * MIN_STEP_S
     if floor > DAY_S:
         raise TeperfError(
-            f"the schedule cannot finish in a day: {s.processes} pairs x {s.rounds} rounds x {s.trials} trials "
+            f"the schedule cannot finish in a day: {s.processes} pairs x {s.rounds} rounds x {s.trials} "
+            "trials "
             f"x {s.iters} iters x {n_cases} cells x {n_sides} sides takes at least {_span(floor)}",
             "lower --processes, --iters or the cells, or cap the time with --budget",
         )

@@ -32,17 +32,21 @@ def check_path_sides(config, sides: Iterable[Side]) -> None:
         if not wanted:
             raise TeperfError(
                 f"{option} {side.sys_path[0]} is not used: the modules measured "
-                f"({', '.join(m.name for m in config.modules)}) are torch's built-in reference modules, which "
+                f"({', '.join(m.name for m in config.modules)}) are torch's built-in reference modules, "
+                "which "
                 "import nothing from it",
-                "measure modules whose factories import from the paths (check --modules; a config's [modules.NAME] "
+                "measure modules whose factories import from the paths (check --modules; a config's "
+                "[modules.NAME] "
                 'factory = "pkg.mod:make"; see examples/planted and --config demo)',
             )
         for name in wanted:
             if not any(_provides(Path(p), name) for p in side.sys_path):
                 raise TeperfError(
-                    f"{option} {side.sys_path[0]} holds no {name} (neither {name}/ nor {name}.py), so {side.label} "
+                    f"{option} {side.sys_path[0]} holds no {name} (neither {name}/ nor {name}.py), so "
+                    f"{side.label} "
                     f"would import {name} from elsewhere",
-                    f"point {option} at the directory that holds {name}, or use a config whose factories import "
+                    f"point {option} at the directory that holds {name}, or use a config whose factories "
+                    "import "
                     "from it",
                 )
 
@@ -118,7 +122,8 @@ def identical_code(meta: dict, worker_records: Iterable) -> Optional[str]:
 
 
 def side_line(label: str, imported: dict) -> str:
-    """'base imported: python 3.11.7 (/venv-a), torch 2.13.0 (/venv-a/.../torch), demo_blocks (path, hash ...)'."""
+    """'base imported: python 3.11.7 (/venv-a), torch 2.13.0 (/venv-a/.../torch), demo_blocks (path, hash
+    ...)'."""
     torch = imported.get("torch") or {}
     bits = [f"python {imported.get('python')} ({imported.get('prefix')})"]
     bits.append(f"torch {torch.get('version')} ({torch.get('path')})")

@@ -10,7 +10,8 @@ Records, by ``kind``: ``worker`` (a worker's hello), ``setup`` (a case set up, f
 in a worker; its ``info`` holds the one-time costs, teperf.schema.ONETIME_COSTS), ``pair`` (a
 process pair started), ``trial`` (one timed trial), ``counters``, ``failure`` (a worker died or
 hung, or a case raised), ``compile_cache`` and ``prewarm`` (runs with compile cases), ``stop``
-(last: how the run ended) and, in a bisect bundle, ``probe``. A kind this teperf does not know is kept as :class:`UnknownRecord`
+(last: how the run ended) and, in a bisect bundle, ``probe``. A kind this teperf does not know is kept as
+:class:`UnknownRecord`
 and ignored.
 
 Reading goes through :func:`parse_record` and :meth:`BundleMeta.from_dict`: a record whose
@@ -112,7 +113,8 @@ class Typed:
             value = getattr(self, f.name)
             if f.name != "extra" and not _accepts(value, hints[f.name]):
                 raise RecordError(
-                    f"{self.kind or type(self).__name__} record: {f.name}={value!r:.60} is not {hints[f.name]}"
+                    f"{self.kind or type(self).__name__} record: {f.name}={value!r:.60} is not "
+                    f"{hints[f.name]}"
                 )
         self.check()
 
@@ -483,7 +485,8 @@ def check_version(meta: Mapping[str, Any], where: str = "this bundle") -> int:
         raise TeperfError(
             f"{where} has bundle schema {version}, written by teperf {use}; this teperf {__version__} reads "
             f"schema {SCHEMA_VERSION} and older",
-            f"read it with teperf {use} or newer (upgrade: git pull in teperf's clone, then pip install -U .)",
+            f"read it with teperf {use} or newer "
+            "(upgrade: git pull in teperf's clone, then pip install -U .)",
         )
     return version
 
@@ -580,7 +583,8 @@ class HistoryRow:
     mde_pct: Optional[float] = None
     host_bound: Optional[bool] = None
     counters: Optional[str] = None  # JSON text
-    # one-time costs (teperf.schema ONETIME_COSTS), ms: the measured side's, and the paired change for a compare
+    # one-time costs (teperf.schema ONETIME_COSTS), ms: the measured side's, and the paired change for a
+    # compare
     first_call_ms: Optional[float] = None
     first_call_delta_pct: Optional[float] = None
     first_call_verdict: Optional[str] = None

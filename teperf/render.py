@@ -52,7 +52,8 @@ def schedule_text(sched: dict, rows: list[dict]) -> str:
     if sched.get("precision_pct") is not None:
         limit = f" or {duration(budget)}" if budget else ""
         return (
-            f"until every cell is within +-{sched['precision_pct']:g}% (at least {sched.get('min_pairs')} pairs){limit}: "
+            f"until every cell is within +-{sched['precision_pct']:g}% (at least {sched.get('min_pairs')} "
+            f"pairs){limit}: "
             f"{got} process pairs per cell"
         )
     limit = f" (budget {duration(budget)}: {got} ran)" if budget else ""
@@ -75,7 +76,10 @@ def side_text(desc: dict) -> str:
     if desc.get("strategy"):
         extension = ""
         if desc.get("ext_key"):
-            extension = f" (extension {'from the cache' if desc.get('ext_reused') else 'built'} {desc['ext_key'][:8]})"
+            extension = (
+                f" (extension {'from the cache' if desc.get('ext_reused') else 'built'} "
+                f"{desc['ext_key'][:8]})"
+            )
         bits.append(f"strategy {desc['strategy']}{extension}")
     if desc.get("sys_path"):
         bits.append("path " + ":".join(desc["sys_path"]))
@@ -121,7 +125,8 @@ def _header(summary: Summary, cfg: dict, metric: str) -> list[str]:
     else:
         plan = "schedule unknown (meta.json does not say)"
     header.append(
-        f"{plan}; core {cfg.get('core', '?')}; {cfg.get('device', '?')} ({host.get('gpu') or host.get('cpu_model', '?')}); "
+        f"{plan}; core {cfg.get('core', '?')}; {cfg.get('device', '?')} "
+        f"({host.get('gpu') or host.get('cpu_model', '?')}); "
         f"median {metric} time per fwd+bwd step"
     )
     return header
@@ -141,13 +146,15 @@ def _compare_footer(rows: list[dict], stats) -> list[str]:
         unit = "fork-server generations (generation = unit, each the mean of its pairs)"
     footer.append(f"intervals: Student t over {unit} of the median log ratio of adjacent A/B trial couples")
     footer.append(
-        f"verdicts: slower/faster = the interval excludes 0 and the change is at least {effect:g}%; no change = the "
+        f"verdicts: slower/faster = the interval excludes 0 and the change is at least {effect:g}%; no "
+        "change = the "
         f"whole interval inside +-{effect:g}%; inconclusive = neither, with the change it could not rule out"
     )
     if any(r.get("verdict_cause") == "load" for r in rows):
         limit = stats.max_contended_pct
         footer.append(
-            f"inconclusive (load) = more than {limit:g}% of the cell's trial couples shared the measuring core "
+            f"inconclusive (load) = more than {limit:g}% of the cell's trial couples shared the measuring "
+            "core "
             "in every attempt: its figures include them and no verdict stands"
         )
     return footer
@@ -306,7 +313,8 @@ def onetime_model(summary: Summary) -> TableModel | None:
         rows.append(line)
     header = [
         "what a cell costs once, before its first fast step: the first call (eager: the first step; compile: "
-        "tracing and compiling; cuda-graph: the capture) and, for compile, the recompile when the recipe changes"
+        "tracing and compiling; cuda-graph: the capture) and, for compile, the recompile when the recipe "
+        "changes"
     ]
     return TableModel(
         title="one-time costs",

@@ -198,9 +198,9 @@ def _run_fake(
     iters=100_000,
 ):
     """A Bisector over n fake commits: time_of(i) is commit i's step in us (None: it does not build),
-    counters_of(i) its counters (default: the same everywhere), half(base, head, processes) the half-width
-    of a compare's interval in us. A compare takes 5 s per pair of processes, on a fake clock. Trials of
-``iters`` steps are already longer than MIN_TRIAL_S (no second GOOD..BAD) unless it is lowered."""
+        counters_of(i) its counters (default: the same everywhere), half(base, head, processes) the half-width
+        of a compare's interval in us. A compare takes 5 s per pair of processes, on a fake clock. Trials of
+    ``iters`` steps are already longer than MIN_TRIAL_S (no second GOOD..BAD) unless it is lowered."""
     from teperf.bisect.runner import Bisector, Range
     from teperf.bisect.sides import ProbeSkipped
     from teperf.bundle import Bundle
@@ -504,7 +504,8 @@ def test_unexplained_exits_1_with_one_line(tmp_path, monkeypatch, capsys):
 
 
 def test_plan_counts_one_build_per_distinct_set_of_compiled_inputs():
-    """Only a commit that changes compiled inputs against its parent starts a new build; the others reuse it."""
+    """Only a commit that changes compiled inputs against its parent starts a new build; the others reuse
+    it."""
     from teperf.bisect.plan import Range, distinct_builds, make_plan
     from teperf.config import build_config
     from teperf.sides.gitrepo import Commit

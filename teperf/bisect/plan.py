@@ -96,7 +96,8 @@ def compiled(tier: str) -> bool:
 
 def distinct_builds(rng: Range, factory: SideFactory) -> int:
     """How many different builds the range holds: commits whose compiled inputs equal their parent's share
-    one (the extension and build caches are keyed by those inputs), so only a compiled change starts a new one."""
+    one (the extension and build caches are keyed by those inputs), so only a compiled change starts a new
+    one."""
     builds = 1  # GOOD's
     previous = rng.good.sha
     for commit in rng.commits:

@@ -124,7 +124,8 @@ class TimeSearch:
 
     def timed(self, base: int, head: int, decide: Callable[[dict], str]):
         """Compare base..head and ``decide`` from its row; measure again with twice the pairs while that
-        is "undecided" and --budget allows -> (the last row, the decision); (None, "skip") or (None, "budget")."""
+        is "undecided" and --budget allows -> (the last row, the decision); (None, "skip") or (None,
+        "budget")."""
         processes = self.config.schedule.processes
         for _ in range(MAX_DOUBLINGS + 1):
             if not self.affordable(processes):
@@ -168,7 +169,9 @@ class TimeSearch:
         """Sets the parts' trial length from GOOD..BAD's step time (MIN_TRIAL_S) and, where that is longer
         than the config's, measures GOOD..BAD again with it: every share's denominator is then as precise
         as its numerator. The first row stays when the second did not move."""
-        fastest = min((v for v in (endpoint.get("base_us"), endpoint.get("head_us")) if v and v > 0), default=0)
+        fastest = min(
+            (v for v in (endpoint.get("base_us"), endpoint.get("head_us")) if v and v > 0), default=0
+        )
         iters = self.config.schedule.iters
         self.search_iters = max(iters, math.ceil(MIN_TRIAL_S * 1e6 / fastest)) if fastest else iters
         if self.search_iters == iters:

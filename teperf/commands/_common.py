@@ -352,7 +352,8 @@ def fail_on_option(f):
         "fail_on",
         multiple=True,
         metavar="VERDICT",
-        help="Exit 1 when any cell has this verdict, per step or one-time (first call, recompile): slower, faster, "
+        help="Exit 1 when any cell has this verdict, per step or one-time (first call, recompile): slower, "
+        "faster, "
         "change (either), inconclusive; repeat or join with commas.",
     )(f)
 

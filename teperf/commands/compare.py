@@ -55,7 +55,8 @@ from teperf.options import MeasureOptions, SideOptions
 @click.option(
     "--expected",
     metavar="FILE",
-    help="Also check the head side's counters against this expected-counters file (teperf counters check); exit 1 on a change.",
+    help="Also check the head side's counters against this expected-counters file (teperf counters check); "
+    "exit 1 on a change.",
 )
 @sweep_option()
 @fail_on_option
@@ -115,7 +116,8 @@ def command(
         ignored = sides.git_flags_given()
         if ignored:
             raise TeperfError(
-                f"{', '.join(ignored)} only {'apply' if len(ignored) > 1 else 'applies'} to git refs (BASE..HEAD), "
+                f"{', '.join(ignored)} only {'apply' if len(ignored) > 1 else 'applies'} to git refs "
+                "(BASE..HEAD), "
                 "not to --base-path/--head-path/--base-python/--head-python",
                 f"drop {', '.join(ignored)}, or give BASE..HEAD",
             )

@@ -199,7 +199,8 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
             df = df[df[col] == val]
     if df.empty:
         where = (
-            f" matching {', '.join(f'{k}={v}' for k, v in (('module', module), ('recipe', recipe), ('ref', ref)) if v)}"
+            " matching "
+            + ", ".join(f"{k}={v}" for k, v in (("module", module), ("recipe", recipe), ("ref", ref)) if v)
             if (module or recipe or ref)
             else ""
         )
@@ -440,7 +441,8 @@ def _with_explanations(df, explained: dict, text: bool):
 
 
 def _culprits_text(explanation: dict | None) -> str:
-    """'abc1234 87% [70%, 104%]' per culprit, or what the bisect said (noise, unexplained); '' if not asked."""
+    """'abc1234 87% [70%, 104%]' per culprit, or what the bisect said (noise, unexplained); '' if not
+    asked."""
     if not explanation:
         return ""
     if not explanation["culprits"]:

@@ -212,7 +212,8 @@ class Adaptive:
             if pair in self._finished
             for key, attempts in by_key.items()
         }
-        # the summary's rule (teperf.summary.aggregate.clean_trials): couples that shared the core are left out
+        # the summary's rule (teperf.summary.aggregate.clean_trials): couples that shared the core are left
+        # out
         picked, _, n_couples, n_contended = choose_attempts(slots, (0, 1), self.stats.max_contended_pct)
         for (pair, key), attempt in picked.items():
             (b, _), (h, _) = slots[(pair, key)][attempt][0], slots[(pair, key)][attempt][1]

@@ -2,7 +2,8 @@
 
 The coordinator never imports torch. A run (:func:`run_schedule`) is three owners and the lanes
 that use them: :class:`~teperf.engine.prestart.PairSchedule` hands out the pairs (the adaptive plan,
-the pairs started ahead, each cell's lost-pair budget), :class:`WorkerLives` keeps every worker process from spawn to reap
+the pairs started ahead, each cell's lost-pair budget), :class:`WorkerLives` keeps every worker process from
+spawn to reap
 (and the fork servers), :class:`RunRecords` writes the pairs' and trials' records and tells the
 progress view. One pair's workers are a :class:`~teperf.engine.pair.PairRunner`: a case that raises
 fails at once; a worker that dies or hangs costs the case its pair only.

@@ -24,7 +24,8 @@ import threading
 import time
 from typing import Callable
 
-STOP_SWEEP_S = 0.2  # while stopping, how often every worker of the run is killed again (a lane may have just spawned one)
+# while stopping, how often every worker of the run is killed again (a lane may have just spawned one)
+STOP_SWEEP_S = 0.2
 STOP_WAIT_S = 15.0  # then lane threads still running are abandoned (daemon threads; their workers are killed)
 
 

@@ -35,7 +35,8 @@ for name in json.loads(sys.argv[2]):
     except Exception as exc:
         spec, out["found"][name] = None, "error: %s: %s" % (type(exc).__name__, exc)
         continue
-    out["found"][name] = (spec.origin or (list(spec.submodule_search_locations or []) or [None])[0]) if spec else None
+    where = (list(spec.submodule_search_locations or []) or [None]) if spec else [None]
+    out["found"][name] = (spec.origin or where[0]) if spec else None
 print(json.dumps(out))
 """
 

@@ -147,7 +147,8 @@ def profile_case(
             reply = workers[side.label].request({"cmd": "setup", "case": wire})
             if reply.get("type") != "ready":
                 raise TeperfError(
-                    f"the {side.label} side could not set up {'/'.join(_cell_fields(case))}: {reply.get('error')}",
+                    f"the {side.label} side could not set up {'/'.join(_cell_fields(case))}: "
+                    f"{reply.get('error')}",
                     f"see {log_dir / (side.label + '.log')}",
                 )
         packages = list(
@@ -289,7 +290,8 @@ def code_drift(records, now: dict) -> dict:
         }
         if code_identity({**before, "packages": same_packages}) != code_identity(facts):
             notes[f"{label} code"] = (
-                f"{label} now imports other code than when the bundle was measured: this explains today's code"
+                f"{label} now imports other code than when the bundle was measured: this explains today's "
+                "code"
             )
     return notes
 

@@ -240,7 +240,8 @@ def cell_figure(cell: Cell) -> dict:
                 color="#5d6d7e",
             ),
             customdata=cd,
-            hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}<br>vs %{customdata[6]}: %{customdata[4]} %{customdata[5]}<br>%{customdata[3]}<extra></extra>",
+            hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}<br>vs %{customdata[6]}: "
+            "%{customdata[4]} %{customdata[5]}<br>%{customdata[3]}<extra></extra>",
         ),
         row=2,
         col=1,
@@ -332,7 +333,10 @@ def _change_row(c: Cell, ch: Found, page: str, explained: dict | None = None) ->
 
     paired = "-"
     if ch.paired is not None and ch.paired.delta_pct is not None:
-        paired = f"{_fmt_pct(ch.paired.delta_pct)} [{_fmt_pct(ch.paired.ci_low_pct)}, {_fmt_pct(ch.paired.ci_high_pct)}] {ch.paired.verdict}"
+        paired = (
+            f"{_fmt_pct(ch.paired.delta_pct)} [{_fmt_pct(ch.paired.ci_low_pct)}, "
+            f"{_fmt_pct(ch.paired.ci_high_pct)}] {ch.paired.verdict}"
+        )
     good = ch.last_good
     return {
         "slug": c.slug,

@@ -505,7 +505,8 @@ def check_version(table: pa.Table, path: str) -> int:
         raise TeperfError(
             f"{path} has history schema {version}, written by teperf {use}; this teperf {__version__} "
             f"reads schema {HISTORY_SCHEMA_VERSION} and older",
-            f"read the history with teperf {use} or newer (upgrade: git pull in teperf's clone, then pip install -U .)",
+            f"read the history with teperf {use} or newer (upgrade: git pull in teperf's clone, then pip "
+            "install -U .)",
         )
     return version
 

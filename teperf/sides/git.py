@@ -46,7 +46,8 @@ def check_dirty(resolved: Resolved, package_dir: str | None, allow_dirty: bool) 
         result[name] = True
     if not allow_dirty:
         raise TeperfError(
-            f"{' and '.join(hits)} is the checked-out HEAD ({current[:10]}) but the work tree has uncommitted "
+            f"{' and '.join(hits)} is the checked-out HEAD ({current[:10]}) but the work tree has "
+            "uncommitted "
             f"changes ({changes.shorten(changed)}) that teperf would not measure (it measures commits)",
             "commit them (or git stash) and run again, or pass --allow-dirty to measure the committed HEAD",
         )
@@ -143,14 +144,16 @@ def plan_sides(spec: str, opts: SideOptions | None = None, *, log: Log | None = 
             raise TeperfError(
                 f"no {package}/__init__.py or {package}.py in {resolved.head.short_sha} or "
                 f"{resolved.base.short_sha} of {root}",
-                "pass --package NAME (the import name under test) and --package-dir PATH if it lives elsewhere",
+                "pass --package NAME (the import name under test) and --package-dir PATH if it lives "
+                "elsewhere",
             )
     else:  # --package-dir DIR that holds the code as one module file, DIR/NAME.py
         given = pkg_dir.strip("/")
         shas = (resolved.head.sha, resolved.base.sha)
         if given not in ("", ".") and all(gitrepo.show_file(root, sha, given) is None for sha in shas):
             raise TeperfError(
-                f"--package-dir {given} is in neither {resolved.head.short_sha} nor {resolved.base.short_sha} "
+                f"--package-dir {given} is in neither {resolved.head.short_sha} nor "
+                f"{resolved.base.short_sha} "
                 f"of {root}",
                 "pass the package's directory relative to the repo root (git ls-tree -d HEAD), or leave "
                 "--package-dir out to find it",

@@ -155,7 +155,8 @@ def compile_counts_during(fn: Callable[[], None]) -> dict:
 
 
 def module_class(name: str) -> str:
-    """The class a module name builds: ``GroupedLinear[num_gemms=4]`` (a --sweep value) -> ``GroupedLinear``."""
+    """The class a module name builds: ``GroupedLinear[num_gemms=4]`` (a --sweep value) ->
+    ``GroupedLinear``."""
     return name.split("[", 1)[0]
 
 
