@@ -35,6 +35,7 @@ from teperf.plan import check_balance, check_duration, expand, hash_seed, total_
 from teperf.provenance import check_path_sides
 from teperf.records import WorkerRecord
 from teperf.sides import Side, with_inherited_pythonpath
+from teperf.sides.git import plan_sides
 from teperf.stats import preload as preload_stats
 from teperf.summary import Summary, summarize  # noqa: F401  (re-exported)
 
@@ -293,7 +294,7 @@ def nightly(
     from teperf.history.store import machine_from_meta
     from teperf.nightly import NightlyInterrupted
 
-    base, head = dataclasses.replace(sides, repo=plan.repo).plan(plan.choice.spec).make()
+    base, head = plan_sides(plan.choice.spec, dataclasses.replace(sides, repo=plan.repo)).make()
     try:
         with (view or (lambda: contextlib.nullcontext((None, None))))() as (progress, live):
             path = compare(

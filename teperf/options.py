@@ -58,12 +58,6 @@ class SideOptions:
                 f"--jobs {self.jobs}: must be at least 1", "pass --jobs N with N >= 1, or leave it out"
             )
 
-    def plan(self, spec: str, log=None):
-        """teperf.sides.git.plan_sides of ``spec`` with these options: say the plan, build nothing."""
-        from teperf.sides.git import plan_sides
-
-        return plan_sides(spec, self, log=log)
-
 
 @dataclasses.dataclass(frozen=True)
 class MeasureOptions:

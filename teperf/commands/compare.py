@@ -106,7 +106,9 @@ def command(
             raise TeperfError(
                 "BASE..HEAD and --base-path/--head-path both given", "use one way to name the sides"
             )
-        planned = dataclasses.replace(sides, python=base_python or head_python).plan(spec)
+        from teperf.sides.git import plan_sides
+
+        planned = plan_sides(spec, dataclasses.replace(sides, python=base_python or head_python))
         if plan_only:
             return
         base, head = planned.make()
