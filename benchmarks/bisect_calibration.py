@@ -44,17 +44,20 @@ def show(name: str, out: dict, expect: list[str], counter_changes: int | None = 
     culprits = out["culprits"]
     named = [c["short_sha"] for c in culprits]
     print(f"\n== {name}: {out['answer']}")
-    print(f"   wall {out['wall']:.0f} s; {result.get('compares')} compares ({result.get('timing_s')} s); counter probes "
+    print(f"   wall {out['wall']:.0f} s; {result.get('compares')} compares ({result.get('timing_s')} s); "
+        "counter probes "
           f"{result.get('counter_probes')} at {result.get('counter_probe_s')} s each (median)")  # fmt: skip
     print(f"   GOOD..BAD {end.get('delta_us', 0):+.1f} us [{end.get('ci_low_us', 0):+.1f}, "
-          f"{end.get('ci_high_us', 0):+.1f}]; steps add up to {result.get('steps_us')} us, inside the interval: "
+          f"{end.get('ci_high_us', 0):+.1f}]; steps add up to {result.get('steps_us')} us, inside the "
+              "interval: "
           f"{result.get('steps_within_interval')}")  # fmt: skip
     for c in culprits:
         lo, hi = c.get("share_ci") or (None, None)
         print(f"   {c['short_sha']} {c['subject'][:50]!r}: {c['delta_us']:+.1f} us, share {c['share']:.0%} "
               f"[{lo:.0%}, {hi:.0%}], counters {c.get('counters')}")  # fmt: skip
     print(
-        f"   expected first: {expect[0]}; named: {named}; first right: {bool(named) and named[0] == expect[0]}"
+        f"   expected first: {expect[0]}; named: {named}; first right: "
+        f"{bool(named) and named[0] == expect[0]}"
     )
     if counter_changes is not None:
         found = len(result.get("counter_changes") or [])
@@ -121,10 +124,9 @@ def main() -> None:
     ap.add_argument("cases", nargs="*", metavar="CASE", help=f"of {', '.join(CASES)}; default: all of them")
     ap.add_argument("--results", type=Path, help="keep the bundles here (default: a temporary directory)")
     args = ap.parse_args()
-    if set(args.cases) - set(CASES):
-        ap.error(
-            f"unknown case(s) {', '.join(sorted(set(args.cases) - set(CASES)))}: choose from {', '.join(CASES)}"
-        )
+    unknown = sorted(set(args.cases) - set(CASES))
+    if unknown:
+        ap.error(f"unknown case(s) {', '.join(unknown)}: choose from {', '.join(CASES)}")
     with tempfile.TemporaryDirectory() as tmp:
         results = args.results or Path(tmp) / "results"
         for name in args.cases or CASES:

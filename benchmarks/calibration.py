@@ -88,7 +88,8 @@ print(json.dumps({"per step": statistics.median(per[1]) - statistics.median(per[
 
 
 def make_side(root: Path, step_us: float, first_us: float) -> Path:
-    """A copy of the demo's base tree whose MLP busy-waits ``step_us`` per forward and ``first_us`` more once."""
+    """A copy of the demo's base tree whose MLP busy-waits ``step_us`` per forward and ``first_us`` more
+    once."""
     shutil.copytree(BASE, root, ignore=shutil.ignore_patterns("__pycache__"))
     init = root / "demo_blocks" / "__init__.py"
     text = init.read_text().replace("EXTRA_WORK_US = 0", f"EXTRA_WORK_US = {step_us:.3f}")
@@ -189,7 +190,8 @@ class Tally:
             if kind == "precision":
                 reached = sum(r == "precision reached" for r, _ in stops)
                 pairs = statistics.median(p for _, p in stops)
-                lines.append(f"\n{condition} precision: stopped for precision in {reached} of {len(stops)} runs, "
+                lines.append(f"\n{condition} precision: stopped for precision in {reached} of {len(stops)} "
+                    "runs, "
                              f"median {pairs:g} pairs")  # fmt: skip
         return "\n".join(lines)
 
@@ -253,9 +255,8 @@ def calibrate(
                         continue  # multiples of the min effect come from the first A/A run
                     if level not in heads:
                         heads[level] = make_side(tmp / f"head{level}", *plant)
-                        log(
-                            f"planted {level_name(level)}: {plant[0]:.2f} us per step, {plant[1] / 1000:.3f} ms once"
-                        )
+                        once_ms = plant[1] / 1000
+                        log(f"planted {level_name(level)}: {plant[0]:.2f} us per step, {once_ms:.3f} ms once")
                     out = tmp / f"r{run}-{condition}-{kind}-{level}"
                     hog = (
                         subprocess.Popen([sys.executable, "-c", HOG, str(hog_core)])
@@ -274,7 +275,8 @@ def calibrate(
                     if sizes is None and level == 0:
                         sizes = sizes_from(data)
                         log(
-                            f"min effects: per step {sizes[0]:.2f} us; first call {sizes[2]:.1f}% = {sizes[1] / 1000:.3f} ms"
+                            f"min effects: per step {sizes[0]:.2f} us; first call {sizes[2]:.1f}% = "
+                            f"{sizes[1] / 1000:.3f} ms"
                         )
                     tally.add((condition, kind), data, level, truth_of)
                     if kind == "precision":

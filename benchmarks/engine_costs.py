@@ -55,7 +55,8 @@ def main() -> None:
         cold.append(time.perf_counter() - t0)
         w.close()
     print(
-        f"cold worker start (spawn + import torch + hello): median {statistics.median(cold):.2f} s over {len(cold)}"
+        f"cold worker start (spawn + import torch + hello): median {statistics.median(cold):.2f} s over "
+        f"{len(cold)}"
     )
 
     other = [c for c in sorted(__import__("os").sched_getaffinity(0)) if c != cfg.core]
@@ -75,7 +76,8 @@ def main() -> None:
         w.wait_ready()
         w.pin(cfg.core)
         print(
-            f"prestarted worker: coordinator waited {time.perf_counter() - t0:.3f} s (imported on core {other[0]}, moved to core {cfg.core})"
+            f"prestarted worker: coordinator waited {time.perf_counter() - t0:.3f} s (imported on core "
+            f"{other[0]}, moved to core {cfg.core})"
         )
         w.close()
 
@@ -103,7 +105,8 @@ def main() -> None:
     n = cfg.schedule.iters
     print(
         f"protocol round trip: {rt - st:.0f} us per trial outside the timed loop (1 step = {st:.0f} us); "
-        f"at the default {n} iters x {st:.0f} us that is {100 * (rt - st) / (n * st):.2f}% of a trial's wall time"
+        f"at the default {n} iters x {st:.0f} us that is {100 * (rt - st) / (n * st):.2f}% of a trial's wall "
+        "time"
     )
 
     t0 = time.time()
@@ -145,7 +148,8 @@ def main() -> None:
         json.loads(l)["t"] for l in (b / "records.jsonl").read_text().splitlines() if '"kind":"trial"' in l
     )
     print(
-        f"teperf compare: {first - t0:.2f} s from command start to the first measured trial (CPU, 3 factory modules)"
+        f"teperf compare: {first - t0:.2f} s from command start to the first measured trial (CPU, 3 factory "
+        "modules)"
     )
     bundle.close()
 

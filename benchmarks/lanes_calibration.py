@@ -13,7 +13,8 @@ Asserts nothing. Each run is `teperf compare ... --precision 0.1 --budget B` (a 
 budget decides: the same wall time for every lane count). Lane counts are interleaved, run by run, so that a
 slow spell of the machine does not fall on one lane count only.
 
-    .venv/bin/python benchmarks/lanes_calibration.py [--lanes 1,2,4,8] [--runs 2] [--budget 60s] [--planted MLP]
+    .venv/bin/python benchmarks/lanes_calibration.py [--lanes 1,2,4,8] [--runs 2] [--budget 60s] [--planted
+    MLP]
         [--out DIR] [-- teperf compare args naming the sides and cells]
 
 Default sides and cells (the CPU): `--config demo`, base examples/planted/base, head examples/planted/head,
@@ -37,14 +38,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from teperf.config import parse_duration  # noqa: E402
-from teperf.cpus import available_cores  # noqa: E402
-from teperf.engine.lanes import physical_cores  # noqa: E402
+from teperf.cpus import available_cores, physical_cores  # noqa: E402
 
 PLANTED = ROOT / "examples" / "planted"
 
 
 RUN_GRACE_S = 150  # past its budget a run is sent SIGINT (it stops, keeps and prints its samples)
-STOPPED = []  # Ctrl-C or `timeout --signal=INT`: the run in progress ends cleanly, the figures so far are printed
+# Ctrl-C or `timeout --signal=INT`: the run in progress ends cleanly, the figures so far are printed
+STOPPED = []
 
 
 def teperf(*args: str, timeout_s: float | None = None) -> subprocess.CompletedProcess:
@@ -144,8 +145,10 @@ def describe(result: dict, planted: str) -> str:
     )
     return (
         f"lanes {result['lanes']} run {result['run']}: wall {result['wall']:.0f} s, measuring "
-        f"{(result['measuring_min'] or 0) * 60:.0f} s, {result['pairs']} pairs (start {result['pair_start_s'] or 0:.1f} s median); "
-        f"A/A {sum(r['verdict'] in ('slower', 'faster') for r in aa)}/{len(aa)} false changes; planted {planted_text}; "
+        f"{(result['measuring_min'] or 0) * 60:.0f} s, {result['pairs']} pairs (start "
+        f"{result['pair_start_s'] or 0:.1f} s median); "
+        f"A/A {sum(r['verdict'] in ('slower', 'faster') for r in aa)}/{len(aa)} false changes; planted "
+        f"{planted_text}; "
         f"half-width median {statistics.median(halves) if halves else float('nan'):.2f}%"
         + (f", x sqrt(min) {merit:.2f}" if merit else "")
         + f"; lanes differ in {differ} cells"
@@ -161,8 +164,10 @@ def summary_table(results: list[dict], planted: str) -> list[str]:
         for row in r["rows"]:
             base_level.setdefault((row["module"], row["recipe"]), []).append(row["base_us"])
     lines = [
-        "| lanes | runs | A/A false changes | planted slower | planted delta | pairs per run | pairs per measuring min | "
-        "median half-width | half-width x sqrt(measuring min) | x sqrt(wall min) | cells where lanes differ | base time vs 1 lane | lane levels (max-min) |",
+        "| lanes | runs | A/A false changes | planted slower | planted delta | pairs per run | pairs per "
+        "measuring min | "
+        "median half-width | half-width x sqrt(measuring min) | x sqrt(wall min) | cells where lanes differ "
+        "| base time vs 1 lane | lane levels (max-min) |",
         "|" + "---|" * 13,
     ]
     for lanes in sorted(by):
@@ -200,10 +205,12 @@ def summary_table(results: list[dict], planted: str) -> list[str]:
         fmt = lambda v, spec="{:.2f}": "-" if v is None else spec.format(v)  # noqa: E731
         med = lambda v: statistics.median(v) if v else None  # noqa: E731
         lines.append(
-            f"| {lanes} | {len(runs)} | {sum(x['verdict'] in ('slower', 'faster') for x in aa)} of {len(aa)} | "
+            f"| {lanes} | {len(runs)} | {sum(x['verdict'] in ('slower', 'faster') for x in aa)} of {len(aa)} "
+            "| "
             f"{sum(x['verdict'] == 'slower' for x in hit)} of {len(hit)} | "
             f"{deltas} | {', '.join(str(r['pairs']) for r in runs)} | "
-            f"{fmt(med(rate), '{:.1f}')} | {fmt(med(halves))}% | {fmt(med(merits))} | {fmt(med(wall_merits))} | "
+            f"{fmt(med(rate), '{:.1f}')} | {fmt(med(halves))}% | {fmt(med(merits))} | "
+            f"{fmt(med(wall_merits))} | "
             f"{differ} of {len(tested)} | {fmt(med(ratios) and med(ratios) * 100, '{:+.1f}%')} | "
             f"{fmt(med(spreads), '{:.1f}%')} |"
         )
@@ -250,7 +257,8 @@ def main() -> None:
         )
     )
     print(
-        f"each run: teperf compare {' '.join(extra)} --lanes N --precision 0.1 --budget {args.budget}; planted: {args.planted}",
+        f"each run: teperf compare {' '.join(extra)} --lanes N --precision 0.1 --budget {args.budget}; "
+        f"planted: {args.planted}",
         flush=True,
     )
     results = []

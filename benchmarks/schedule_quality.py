@@ -59,7 +59,8 @@ def main() -> None:
     ]
     tmp = Path(tempfile.mkdtemp())
     print(
-        f"{'schedule':42s} {'run':>3s} {'wall s':>7s} {'half-width %':>13s} {'spread %':>9s} {'changes':>8s} {'merit':>6s} {'pair sd %':>9s}"
+        f"{'schedule':42s} {'run':>3s} {'wall s':>7s} {'half-width %':>13s} {'spread %':>9s} {'changes':>8s} "
+        f"{'merit':>6s} {'pair sd %':>9s}"
     )
     for name, sched in SCHEDULES.items():
         merits, changes_total, cells_total = [], 0, 0
@@ -101,12 +102,14 @@ def main() -> None:
             pair_sds = [r["pair_sd_pct"] for r in rows if r.get("pair_sd_pct") is not None]
             pair_sd = f"{statistics.median(pair_sds):9.2f}" if pair_sds else f"{'-':>9s}"
             print(
-                f"{name:42s} {rep:3d} {wall:7.1f} {half:13.2f} {spread:9.1f} {changes:4d}/{len(rows):<3d} {merit:6.1f} {pair_sd}",
+                f"{name:42s} {rep:3d} {wall:7.1f} {half:13.2f} {spread:9.1f} {changes:4d}/{len(rows):<3d} "
+                f"{merit:6.1f} {pair_sd}",
                 flush=True,
             )
         if merits:
             print(
-                f"{name:42s} median merit {statistics.median(merits):.1f}; false changes {changes_total}/{cells_total}"
+                f"{name:42s} median merit {statistics.median(merits):.1f}; false changes "
+                f"{changes_total}/{cells_total}"
             )
 
 

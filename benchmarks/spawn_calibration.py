@@ -59,7 +59,8 @@ def prestart_text(stop: dict) -> str:
     p = stop.get("prestart") or {}
     return (
         f"prestart depth {p.get('depth')} (up to {p.get('max_depth')}; {p.get('spare_cores')} spare cores; "
-        f"start {p.get('start_s')} s vs measure {p.get('measure_s')} s; lanes waited {p.get('lane_wait_s')} s): "
+        f"start {p.get('start_s')} s vs measure {p.get('measure_s')} s; lanes waited {p.get('lane_wait_s')} "
+        "s): "
         f"{per_minute(stop):.1f} pairs/min"
     )
 
@@ -118,7 +119,8 @@ def main() -> int:
                         flush=True,
                     )
     print(
-        f"\nbudget {args.budget} per run, {args.runs} runs per mode and kind; server pairs {args.server_pairs}"
+        f"\nbudget {args.budget} per run, {args.runs} runs per mode and kind; server pairs "
+        f"{args.server_pairs}"
     )
     print(
         "| spawn | pairs per run (median) | pairs per minute (median) | units per run (median) "

@@ -1,8 +1,11 @@
 """One line of figures per step of scripts/gpu_issue34.sh, read from what the step left (issue 34).
 
-    python3 scripts/gpu_figures.py spawn BUNDLE WALL_S BUDGET_S   pairs/min, false verdicts, budget overrun, prestart
-    python3 scripts/gpu_figures.py ext NAME CACHE FIRST_S         time to first trial, each build's span, overlap
-    python3 scripts/gpu_figures.py bisect JSON WANT_SHA           the culprit bisect named, and whether it is WANT
+    python3 scripts/gpu_figures.py spawn BUNDLE WALL_S BUDGET_S   pairs/min, false verdicts, budget overrun,
+    prestart
+    python3 scripts/gpu_figures.py ext NAME CACHE FIRST_S         time to first trial, each build's span,
+    overlap
+    python3 scripts/gpu_figures.py bisect JSON WANT_SHA           the culprit bisect named, and whether it is
+    WANT
 
 Never fails: a missing or partial input prints what is known (the step's own log says why).
 """
@@ -52,8 +55,10 @@ def spawn(bundle: str, wall: str, budget: str) -> str:
         f"budget {budget_s:.0f} s: over by {100 * (wall_s / budget_s - 1):+.1f}% start included, "
         f"{100 * (elapsed / budget_s - 1):+.1f}% measuring; stop: {stop.get('reason', 'none (cut short)')}; "
         f"false verdicts {len(false)} {false}; half-widths % {sorted(hw)}; prestart depth {p.get('depth')} "
-        f"(max {p.get('max_depth')}, {p.get('spare_cores')} spare cores, start {p.get('start_s')} s vs measure "
-        f"{p.get('measure_s')} s, started {p.get('started')}, lanes waited {p.get('lane_wait_s')} s); {verdicts}"
+        f"(max {p.get('max_depth')}, {p.get('spare_cores')} spare cores, start {p.get('start_s')} s vs "
+        "measure "
+        f"{p.get('measure_s')} s, started {p.get('started')}, lanes waited {p.get('lane_wait_s')} s); "
+        f"{verdicts}"
     )
 
 
@@ -66,15 +71,22 @@ def ext(name: str, cache: str, first: str) -> str:
             continue
     built = sorted((m for m in metas if m.get("started_at")), key=lambda m: m["started_at"])
     spans = [
-        f"{m.get('sha', '?')[:10]} {m.get('seconds')} s with {m.get('env', {}).get('MAX_JOBS')} jobs, ccache {m.get('ccache')}"
+        f"{m.get('sha', '?')[:10]} {m.get('seconds')} s with {m.get('env', {}).get('MAX_JOBS')} jobs, ccache "
+        f"{m.get('ccache')}"
         for m in built
     ]
     overlap = ""
     if len(built) >= 2:
         a, b = built[0], built[1]
         both = min(a["ended_at"], b["ended_at"]) - b["started_at"]
-        overlap = f"; the two builds overlap {max(both, 0):.1f} s (start {b['started_at'] - a['started_at']:+.1f} s apart)"
-    return f"{name}: first measured trial after {first} s; builds in the cache: {'; '.join(spans) or 'none'}{overlap}"
+        overlap = (
+            f"; the two builds overlap {max(both, 0):.1f} s (start "
+            f"{b['started_at'] - a['started_at']:+.1f} s apart)"
+        )
+    return (
+        f"{name}: first measured trial after {first} s; builds in the cache: "
+        f"{'; '.join(spans) or 'none'}{overlap}"
+    )
 
 
 def bisect(path: str, want: str) -> str:

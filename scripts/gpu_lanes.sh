@@ -20,7 +20,7 @@ export TEPERF_CACHE=/tmp/teperf-lanes-cache
   nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader
   echo "cores: $(nproc); thread_siblings_list per cpu:"
   for f in /sys/devices/system/cpu/cpu[0-9]*/topology/thread_siblings_list; do echo -n "$(cat "$f") "; done; echo
-  python3 -c "from teperf.engine.lanes import physical_cores; from teperf.cpus import available_cores; \
+  python3 -c "from teperf.cpus import physical_cores; from teperf.cpus import available_cores; \
 print('physical cores available:', len(physical_cores(available_cores())))"
 } >> "$OUT/log.txt" 2>&1
 

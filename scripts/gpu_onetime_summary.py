@@ -57,14 +57,16 @@ def verdict_table(out: Path) -> int:
         print(f"| {mode} | {cost} | {len(cells)} | {len(decided)} | {slower} | {faster} | {rate} | "
               f"{verdicts.count('no change')} | {sum(v.startswith('inconclusive') for v in verdicts)} | "
               f"{len(verdicts) - len(decided)} | {median(c['n_pairs'] for c in cells)} | "
-              f"{median(c['min_effect_pct'] for c in cells)} | {median(c['pair_sd_pct'] for c in cells)} |")  # fmt: skip
+              f"{median(c['min_effect_pct'] for c in cells)} | "
+              f"{median(c['pair_sd_pct'] for c in cells)} |")  # fmt: skip
         total, decided_total, false_total = (
             total + len(cells),
             decided_total + len(decided),
             false_total + slower + faster,
         )
     low, high = wilson_interval(false_total, decided_total)
-    print(f"\nall: {total} one-time A/A cells ({'at least' if total >= 64 else 'FEWER than'} 64), {decided_total} "
+    print(f"\nall: {total} one-time A/A cells ({'at least' if total >= 64 else 'FEWER than'} 64), "
+        f"{decided_total} "
           f"with a verdict, {false_total} slower/faster: {false_total / max(1, decided_total):.1%} "
           f"[{low:.1%}, {high:.1%}] (target <= 5%)")  # fmt: skip
     return total

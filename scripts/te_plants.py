@@ -79,7 +79,8 @@ def plant(src: Path, name: str) -> str:
         path.write_text(
             path.read_text()
             + (
-                "\n\nimport time as _teperf_time  # planted by teperf: 50 us of host work per LayerNormLinear forward\n"
+                "\n\nimport time as _teperf_time  # planted by teperf: 50 us of host work per "
+                "LayerNormLinear forward\n"
                 "_teperf_lnl_forward = LayerNormLinear.forward\n\n\n"
                 "def _teperf_slow_lnl_forward(self, *args, **kwargs):\n"
                 "    end = _teperf_time.perf_counter_ns() + 50_000\n"
@@ -120,7 +121,8 @@ def plant(src: Path, name: str) -> str:
             "  NVTE_API_CALL(nvte_quantize_v2);\n",
             "  NVTE_API_CALL(nvte_quantize_v2);\n"
             f"  {{  // planted by teperf: {us} us of host work per quantization\n"
-            f"    const auto teperf_end = std::chrono::steady_clock::now() + std::chrono::microseconds({us});\n"
+            "    const auto teperf_end = std::chrono::steady_clock::now() + "
+            f"std::chrono::microseconds({us});\n"
             "    while (std::chrono::steady_clock::now() < teperf_end) {\n"
             "    }\n"
             "  }\n",

@@ -22,28 +22,22 @@ from typing import Callable, ContextManager, Optional
 from teperf import __version__
 from teperf.bundle import Bundle, coordinator_facts, now_iso
 from teperf.config import Config
+from teperf.cpus import cpu_model
 from teperf.engine.adaptive import Adaptive, Snapshot
 from teperf.engine.coordinator import lane_cores, run_schedule
+from teperf.engine.probe import preflight
 from teperf.engine.signals import terminate_as_interrupt
-from teperf.errors import TeperfError
+from teperf.errors import Interrupted, TeperfError
 from teperf.memory import check_memory
 from teperf.nightly import NightlyPlan, NightlyResult
 from teperf.options import MeasureOptions, SideOptions
 from teperf.plan import check_balance, check_duration, expand, hash_seed, total_steps
-from teperf.provenance import check_path_sides, preflight
+from teperf.provenance import check_path_sides
 from teperf.records import WorkerRecord
 from teperf.sides import Side, with_inherited_pythonpath
+from teperf.sides.git import plan_sides
 from teperf.stats import preload as preload_stats
 from teperf.summary import Summary, summarize  # noqa: F401  (re-exported)
-
-
-class Interrupted(Exception):
-    """Ctrl-C or SIGTERM during a run; ``path`` is the bundle, which keeps every finished trial."""
-
-    def __init__(self, path: Path, signum: int = signal.SIGINT):
-        super().__init__(str(path))
-        self.path = path
-        self.signum = signum
 
 
 def path_side(label: str, path: Optional[str] = None, python: Optional[str] = None) -> Side:
@@ -77,17 +71,6 @@ def path_side(label: str, path: Optional[str] = None, python: Optional[str] = No
         sys_path=sys_path,
         description={"kind": "env" if python else "path"},
     )
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def host_facts(config: Config) -> dict:
@@ -311,7 +294,7 @@ def nightly(
     from teperf.history.store import machine_from_meta
     from teperf.nightly import NightlyInterrupted
 
-    base, head = dataclasses.replace(sides, repo=plan.repo).plan(plan.choice.spec).make()
+    base, head = plan_sides(plan.choice.spec, dataclasses.replace(sides, repo=plan.repo)).make()
     try:
         with (view or (lambda: contextlib.nullcontext((None, None))))() as (progress, live):
             path = compare(

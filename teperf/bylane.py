@@ -25,6 +25,7 @@ from teperf.bundle import Bundle
 from teperf.config import Stats
 from teperf.records import TrialRecord
 from teperf.render import TableModel, render_markdown, render_rich
+from teperf.stats import lanes_agree
 from teperf.summary import Summary, stats_from_meta, summarize
 
 FIELDS = (
@@ -53,22 +54,6 @@ def lane_cores(path) -> dict[int, list[int]]:
         if isinstance(rec, TrialRecord):
             cores[rec.lane].update([rec.core] if rec.core is not None else [])
     return {lane: sorted(c) for lane, c in sorted(cores.items())}
-
-
-def lanes_agree(groups: list[list[float]], alpha: float) -> tuple[float | None, str]:
-    """p-value of a one-way ANOVA over the lanes' per-pair log ratios, and 'yes'/'NO' at ``alpha``
-    ('-' with fewer than two lanes of at least two pairs)."""
-    groups = [g for g in groups if len(g) >= 2]
-    if len(groups) < 2:
-        return None, "-"
-    from scipy import stats as sps
-
-    if all(len(set(g)) == 1 for g in groups):  # no spread inside any lane: ANOVA is undefined
-        return None, "-"
-    p = float(sps.f_oneway(*groups).pvalue)
-    if math.isnan(p):
-        return None, "-"
-    return p, "yes" if p >= alpha else "NO"
 
 
 def breakdown(path, stats: Stats | None = None) -> tuple[Summary, list[dict]]:

@@ -28,6 +28,7 @@ BACKENDS = ("torch", "te")
 DEVICES = ("cpu", "cuda")
 MODES = ("eager", "cuda-graph", "compile")
 METRICS = ("process_cpu", "thread_cpu", "wall")
+METRIC_FIELD = {metric: f"{metric}_ns" for metric in METRICS}  # the trial record's clock of each --metric
 CONFIGS_PACKAGE = (
     "teperf.configs"  # shipped configs are package data: the same in editable and normal installs
 )
@@ -394,6 +395,26 @@ class Key:
         if self.option is None:
             return None
         return self.option.flag or "--" + self.name.replace("_", "-")
+
+
+def from_meta(cls, meta: Mapping[str, Any], **overrides):
+    """The ``Schedule`` or ``Stats`` a bundle's meta.json recorded, with ``overrides``: the one reader of a
+    bundle's settings. Keys this teperf does not know are ignored, and a damaged or missing value reads
+    as the default (a report never ends in a traceback)."""
+    raw = (meta.get("config") or {}).get(cls.__name__.lower()) or {}
+    defaults = cls()
+    kept = {
+        f.name: raw[f.name]
+        for f in dataclasses.fields(cls)
+        if isinstance(raw, dict) and f.name in raw and _same_kind(raw[f.name], getattr(defaults, f.name))
+    }
+    return dataclasses.replace(defaults, **{**kept, **overrides})
+
+
+def _same_kind(value, default) -> bool:
+    if isinstance(default, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return type(value) is type(default)
 
 
 def _keys(cls, section: str | None = None):

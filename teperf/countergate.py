@@ -44,12 +44,11 @@ import tomllib
 
 from teperf import __version__
 from teperf.errors import TeperfError
-from teperf.explain import COUNTER_LABELS, by_calls, diff_profiles
+from teperf.explain.diff import COUNTER_LABELS, by_calls, diff_profiles
 
 COUNTER_KEYS = tuple(key for key, *_ in COUNTER_LABELS)
 # Versions that decide the counts: a file made under others is refused, not diffed.
 VERSION_KEYS = ("python", "torch", "device", "gpu", "transformer_engine")
-INFO_KEYS = ("teperf",)
 # Tolerance written into a new file's [tolerance] (+- absolute). Measured repeatable on the CPU
 # across fresh processes (README, "Counters gate"): every counter, so none is needed yet.
 DEFAULT_TOLERANCE: dict[str, int] = {}
@@ -703,11 +702,11 @@ def _name_functions(bundle, meta: dict, label: str, cases: list, known: dict, re
     import tempfile
     from types import SimpleNamespace
 
-    from teperf.explain import _usable_core, sides_from_meta
+    from teperf.config import Schedule, from_meta
+    from teperf.explain.capture import _usable_core, sides_from_meta
     from teperf.plan import Case
 
     config = meta.get("config") or {}
-    schedule = config.get("schedule") or {}
     try:
         side = next(s for s in sides_from_meta(meta) if s.label == label)
         core, _note = _usable_core(None, config.get("core"))
@@ -715,22 +714,12 @@ def _name_functions(bundle, meta: dict, label: str, cases: list, known: dict, re
         for case in cases:
             by_key(result, _meta_key(case)).functions = [f"(not profiled: {exc})"]
         return
-    plan_cases = []
-    for case in cases:
-        fields = {
-            f: case[f]
-            for f in ("id", "backend", "module", "recipe", "shape", "dtype", "mode", "factory", "kwargs")
-            if f in case
-        }
-        fields["shape"] = tuple(fields.get("shape") or ())
-        plan_cases.append(Case(**fields))
+    plan_cases = [Case.from_meta(case) for case in cases]
     run_config = SimpleNamespace(
         core=core,
         device=config.get("device", "cpu"),
         seed=int(config.get("seed", 0)),
-        schedule=SimpleNamespace(
-            timeout_s=float(schedule.get("timeout_s", 600.0)), warmup=int(schedule.get("warmup", 50))
-        ),
+        schedule=from_meta(Schedule, meta),
     )
     work = Path(tempfile.mkdtemp(prefix="teperf-counters-"))
     try:

@@ -5,6 +5,7 @@ topology: which physical cores measure at once under ``--lanes`` (README, "Paral
 from __future__ import annotations
 
 import os
+import platform
 from typing import Callable, Iterable, Optional
 
 from teperf.errors import TeperfError
@@ -164,3 +165,14 @@ def check_lanes(value, first: int, option: str = "--lanes") -> int:
         )
     assign_lanes(value, first, option=option)  # enough physical cores?
     return value
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"

@@ -201,7 +201,8 @@ def check_aslr() -> Check:
     return Check(
         "aslr",
         "warn",
-        f"ASLR off ({value}): every worker gets the same layout, so a layout effect becomes a fixed bias of one side",
+        f"ASLR off ({value}): every worker gets the same layout, so a layout effect becomes a fixed bias of "
+        "one side",
         f"echo 2 | sudo tee {path}",
     )
 
@@ -294,7 +295,8 @@ def check_python() -> Check:
 
 
 def distribution_versions() -> dict:
-    """{'torch': version|None, 'transformer_engine': version|None} of this interpreter, without importing them."""
+    """{'torch': version|None, 'transformer_engine': version|None} of this interpreter, without importing
+    them."""
     from importlib import metadata
 
     def version(*names):
@@ -317,7 +319,8 @@ _SIDE_PROBE = (
     "            return metadata.version(n)\n"
     "        except metadata.PackageNotFoundError:\n"
     "            pass\n"
-    "print(json.dumps({'python': platform.python_version(), 'torch': v('torch'), 'transformer_engine': v(*%r)}))\n"
+    "print(json.dumps({'python': platform.python_version(), 'torch': v('torch'), 'transformer_engine': "
+    "v(*%r)}))\n"
 ) % (TE_DISTRIBUTIONS,)
 
 

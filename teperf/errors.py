@@ -2,6 +2,7 @@
 exit statuses a CI can rely on (README "Exit status")."""
 
 import signal
+from pathlib import Path
 
 EXIT_OK = 0  # every cell measured (skipped cells - a recipe the GPU lacks - count as measured)
 EXIT_CELLS_FAILED = 1  # a cell failed or ended partial; the table says which and why
@@ -28,3 +29,12 @@ class TeperfError(Exception):
         if self.fix:
             text += f"; {self.fix.strip()}"
         return text
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM during a run; ``path`` is the bundle, which keeps every finished trial."""
+
+    def __init__(self, path: Path, signum: int = signal.SIGINT):
+        super().__init__(str(path))
+        self.path = path
+        self.signum = signum

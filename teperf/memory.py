@@ -35,7 +35,7 @@ def estimate_bytes(case) -> int | None:
     """Upper bound for a built-in module's case; None for a factory's (its module is unknown here)."""
     if case.factory or not case.shape:
         return None
-    from teperf.worker.backends import module_class
+    from teperf.worker.runner import module_class
 
     module = module_class(case.module)  # GroupedLinear[num_gemms=4] (a --sweep value) is a GroupedLinear
     hidden = case.shape[-1]
@@ -81,7 +81,8 @@ def available_bytes(device: str) -> int | None:
 
 def input_bytes(case) -> int | None:
     """A lower bound for a factory module's case (its module is unknown here): the input made from the
-    shape, the output and their gradients, at least as large. None where its own ``inputs`` reads the shape."""
+    shape, the output and their gradients, at least as large. None where its own ``inputs`` reads the
+    shape."""
     if not case.factory or case.inputs or not case.shape:
         return None
     return 4 * math.prod(case.shape) * (4 if case.dtype == "float32" else 2)
@@ -100,7 +101,8 @@ def check_memory(cases, device: str, available: int | None = None) -> None:
             need, about = input_bytes(case), "at least"
         if need is not None and need > available:
             raise TeperfError(
-                f"{case.module} at shape {list(case.shape)} needs {about} {need / 2**30:.1f} GiB, but {device} has "
+                f"{case.module} at shape {list(case.shape)} needs {about} {need / 2**30:.1f} GiB, but "
+                f"{device} has "
                 f"{available / 2**30:.1f} GiB free",
                 "use a smaller --shape",
             )

@@ -162,7 +162,7 @@ def local_machine(
     come from nvidia-smi (the worker reads them from torch and /proc; they agree on NVIDIA's stack,
     and the run's rows use the worker's own report).
     """
-    from teperf.api import cpu_model as _cpu
+    from teperf.cpus import cpu_model as _cpu
     from teperf.doctor import gpu_and_driver
     from teperf.history.store import machine_fingerprint
 

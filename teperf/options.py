@@ -1,7 +1,7 @@
 """The option groups the measuring commands share, as typed values the library takes whole.
 
 ``SideOptions``: how git sides are made (compare, bisect, nightly): what ``teperf.sides.git.plan_sides``
-and bisect's ``GitSideFactory`` are given. ``MeasureOptions``: what is measured and where it goes (run,
+and bisect's ``GitSideFactory`` hold. ``MeasureOptions``: what is measured and where it goes (run,
 compare, bisect, nightly): the resolved Config (with --counters and --sweep applied), the bundle
 directory, the output format and the verdicts that fail the run. commands/_common.py makes both from
 the click options; a Python caller makes them directly.
@@ -10,9 +10,12 @@ the click options; a Python caller makes them directly.
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
+from typing import Any
 
 from teperf.config import Config
+from teperf.errors import TeperfError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,7 +24,7 @@ class SideOptions:
     strategy: str = "auto"
     package: str | None = None  # None: found in the repo (gitrepo.detect_package)
     package_dir: str | None = None
-    layout: str | None = None  # a --layout TOML file; None: built in for the package
+    layout: Any = None  # a --layout TOML file or a PackageLayout; None: built in for the package
     build_command: tuple[str, ...] | None = None  # --strategy build's command, split like a shell would
     jobs: int | None = None
     cache_dir: str | None = None
@@ -44,44 +47,16 @@ class SideOptions:
     def interpreter(self) -> str:
         return self.python or sys.executable
 
-    def plan(self, spec: str, log=None):
-        """teperf.sides.git.plan_sides of ``spec`` with these options: say the plan, build nothing."""
-        from teperf.sides.git import plan_sides
-
-        return plan_sides(
-            spec,
-            repo=self.repo,
-            strategy=self.strategy,
-            package=self.package,
-            package_dir=self.package_dir,
-            layout=self.layout,
-            python=self.interpreter,
-            cache_dir=self.cache_dir,
-            build_command=list(self.build_command) if self.build_command else None,
-            jobs=self.jobs,
-            allow_dirty=self.allow_dirty,
-            log=log,
-            cuda_archs=self.cuda_archs,
-            package_hint=self.package_hint,
-        )
-
-    def factory(self):
-        """bisect's maker of a side per commit, with these options."""
-        from teperf.bisect.sides import GitSideFactory
-
-        return GitSideFactory(
-            repo=self.repo,
-            package=self.package,
-            package_dir=self.package_dir,
-            strategy=self.strategy,
-            python=self.interpreter,
-            cache_dir=self.cache_dir,
-            jobs=self.jobs,
-            layout=self.layout,
-            build_command=list(self.build_command) if self.build_command else None,
-            cuda_archs=self.cuda_archs,
-            package_hint=self.package_hint,
-        )
+    def __post_init__(self):  # checked once, when the options are taken (bisect used to check per commit)
+        if self.cuda_archs is not None and not re.fullmatch(r"\d+[a-z]?(;\d+[a-z]?)*", self.cuda_archs):
+            raise TeperfError(
+                f"--cuda-archs {self.cuda_archs!r} is not a list of CUDA archs",
+                "pass compute capabilities without the dot, ';'-separated: 90, '80;90' or 90a",
+            )
+        if self.jobs is not None and self.jobs < 1:
+            raise TeperfError(
+                f"--jobs {self.jobs}: must be at least 1", "pass --jobs N with N >= 1, or leave it out"
+            )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,6 +31,12 @@ class Case:
     inputs: str | None = None  # factory modules: "pkg.mod:callable" making the forward's inputs
     skip: str | None = None  # why this case cannot run (a shape rule), decided before measuring
 
+    @classmethod
+    def from_meta(cls, case: Mapping[str, Any]) -> "Case":
+        """A case as a bundle's meta.json recorded it (``cases``); fields it lacks take their defaults."""
+        names = [f.name for f in dataclasses.fields(cls) if f.name != "skip"]
+        return cls(**{**{k: case[k] for k in names if k in case}, "shape": tuple(case.get("shape") or ())})
+
     @property
     def shape_text(self) -> str:
         return "x".join(map(str, self.shape))
@@ -69,7 +75,7 @@ def shape_problem(config: Config, module: str, factory, recipe: str, shape, kwar
     check = getattr(backend_module(config.backend), "check_shape", None)
     if check is None:
         return None
-    from teperf.worker.backends import module_class
+    from teperf.worker.runner import module_class
 
     problem = check(module_class(module), recipe, list(shape), dict(kwargs))
     return f"shape {list(shape)} cannot run under {recipe}: {problem}" if problem else None
@@ -161,7 +167,8 @@ def check_balance(config: Config, n_sides: int) -> None:
         name = config.option("trials")
         even = f"{name} {sched.trials + 1}" if name.startswith("--") else f"trials = {sched.trials + 1}"
         raise TeperfError(
-            f"{name} {sched.trials} x {config.option('rounds')} {sched.rounds}: an odd number of couples per pair "
+            f"{name} {sched.trials} x {config.option('rounds')} {sched.rounds}: an odd number of couples per "
+            "pair "
             "leaves the A B and B A orders unbalanced",
             f"use an even number, e.g. {even}",
         )
@@ -195,7 +202,8 @@ def check_duration(config: Config, n_cases: int, n_sides: int) -> None:
         long = "iters" if s.iters >= s.warmup else "warmup"
         typed = long in config.from_cli or "timeout_s" not in config.from_cli  # what the user changed
         raise TeperfError(
-            f"{name(long)} {getattr(s, long)}: one {'trial' if long == 'iters' else 'warm-up'} takes at least "
+            f"{name(long)} {getattr(s, long)}: one {'trial' if long == 'iters' else 'warm-up'} takes at "
+            "least "
             f"{_span(request)}, more than the {s.timeout_s:g} s a worker gets for it ({name('timeout_s')})",
             f"lower --{long} (e.g. --{long} 50)" if typed else f"raise {name('timeout_s')}",
         )
@@ -204,7 +212,35 @@ def check_duration(config: Config, n_cases: int, n_sides: int) -> None:
     floor = s.processes * MIN_PAIR_START_S + total_steps(config, n_cases, n_sides) * MIN_STEP_S
     if floor > DAY_S:
         raise TeperfError(
-            f"the schedule cannot finish in a day: {s.processes} pairs x {s.rounds} rounds x {s.trials} trials "
+            f"the schedule cannot finish in a day: {s.processes} pairs x {s.rounds} rounds x {s.trials} "
+            "trials "
             f"x {s.iters} iters x {n_cases} cells x {n_sides} sides takes at least {_span(floor)}",
             "lower --processes, --iters or the cells, or cap the time with --budget",
         )
+
+
+TE_PACKAGES = ("transformer_engine",)
+
+
+def packages_under_test(config, sides=()) -> list[str]:
+    """Top-level import names whose code the cells measure: the package a git side was made of
+    (``--package``), TE for the te backend, each factory's package, torch itself for torch's
+    built-in reference modules. A factory outside the sides' trees that imports the package
+    (nanoGPT's ``model``) is the same on both sides: the side's package is what differs."""
+    names: list[str] = [
+        s.description["package"] for s in sides if isinstance(s.description.get("package"), str)
+    ]
+    if config.backend == "te":
+        names += TE_PACKAGES
+    for spec in config.modules:
+        factory = getattr(spec, "factory", None)
+        if factory:
+            names.append(factory.split(":", 1)[0].split(".", 1)[0])
+        elif config.backend == "torch":
+            names.append("torch")
+    return list(dict.fromkeys(names))
+
+
+def measured_packages(config, sides=()) -> list[str]:
+    """The packages under test whose code lives outside torch (what a side must be able to import)."""
+    return [n for n in packages_under_test(config, sides) if n != "torch"]

@@ -10,7 +10,8 @@ Records, by ``kind``: ``worker`` (a worker's hello), ``setup`` (a case set up, f
 in a worker; its ``info`` holds the one-time costs, teperf.schema.ONETIME_COSTS), ``pair`` (a
 process pair started), ``trial`` (one timed trial), ``counters``, ``failure`` (a worker died or
 hung, or a case raised), ``compile_cache`` and ``prewarm`` (runs with compile cases), ``stop``
-(last: how the run ended) and, in a bisect bundle, ``probe``. A kind this teperf does not know is kept as :class:`UnknownRecord`
+(last: how the run ended) and, in a bisect bundle, ``probe``. A kind this teperf does not know is kept as
+:class:`UnknownRecord`
 and ignored.
 
 Reading goes through :func:`parse_record` and :meth:`BundleMeta.from_dict`: a record whose
@@ -42,17 +43,11 @@ from teperf import __version__
 from teperf.errors import TeperfError
 
 SCHEMA_VERSION = 2
-# The teperf release that first wrote each schema: what a reader of an older release is told to use.
-WRITTEN_SINCE = {1: "0.1.0", 2: "0.2.0"}
 HISTORY_SCHEMA_VERSION = 1
 META_FILE = "meta.json"
 RECORDS_FILE = "records.jsonl"
 
-# Run statuses (meta.json) and cell statuses (summary rows).
-RUN_STATUSES = ("running", "complete", "failed", "interrupted")
-CELL_STATUSES = ("ok", "partial", "failed", "skipped", "missing")  # missing: planned, never measured
 SETUP_STATUSES = ("ready", "error", "skipped")
-STOP_REASONS = ("precision reached", "budget", "max pairs", "schedule done")
 CONTENDED_WALL_OVER_CPU = 1.2  # a CPU trial whose wall time exceeds its CPU time this much shared its core
 
 
@@ -118,7 +113,8 @@ class Typed:
             value = getattr(self, f.name)
             if f.name != "extra" and not _accepts(value, hints[f.name]):
                 raise RecordError(
-                    f"{self.kind or type(self).__name__} record: {f.name}={value!r:.60} is not {hints[f.name]}"
+                    f"{self.kind or type(self).__name__} record: {f.name}={value!r:.60} is not "
+                    f"{hints[f.name]}"
                 )
         self.check()
 
@@ -332,10 +328,6 @@ class UnknownRecord(Typed):
 
     raw: dict = dataclasses.field(default_factory=dict)
 
-    @property
-    def record_kind(self):
-        return self.raw.get("kind")
-
     def to_dict(self) -> dict:
         return dict(self.raw)
 
@@ -455,7 +447,6 @@ class BundleMeta:
 
 
 _META_HINTS = typing.get_type_hints(BundleMeta)
-CASE_KEYS = ("id", "module", "recipe", "shape", "dtype", "mode")
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -494,7 +485,8 @@ def check_version(meta: Mapping[str, Any], where: str = "this bundle") -> int:
         raise TeperfError(
             f"{where} has bundle schema {version}, written by teperf {use}; this teperf {__version__} reads "
             f"schema {SCHEMA_VERSION} and older",
-            f"read it with teperf {use} or newer (upgrade: git pull in teperf's clone, then pip install -U .)",
+            f"read it with teperf {use} or newer "
+            "(upgrade: git pull in teperf's clone, then pip install -U .)",
         )
     return version
 
@@ -591,7 +583,8 @@ class HistoryRow:
     mde_pct: Optional[float] = None
     host_bound: Optional[bool] = None
     counters: Optional[str] = None  # JSON text
-    # one-time costs (teperf.schema ONETIME_COSTS), ms: the measured side's, and the paired change for a compare
+    # one-time costs (teperf.schema ONETIME_COSTS), ms: the measured side's, and the paired change for a
+    # compare
     first_call_ms: Optional[float] = None
     first_call_delta_pct: Optional[float] = None
     first_call_verdict: Optional[str] = None

@@ -52,7 +52,8 @@ def schedule_text(sched: dict, rows: list[dict]) -> str:
     if sched.get("precision_pct") is not None:
         limit = f" or {duration(budget)}" if budget else ""
         return (
-            f"until every cell is within +-{sched['precision_pct']:g}% (at least {sched.get('min_pairs')} pairs){limit}: "
+            f"until every cell is within +-{sched['precision_pct']:g}% (at least {sched.get('min_pairs')} "
+            f"pairs){limit}: "
             f"{got} process pairs per cell"
         )
     limit = f" (budget {duration(budget)}: {got} ran)" if budget else ""
@@ -75,7 +76,10 @@ def side_text(desc: dict) -> str:
     if desc.get("strategy"):
         extension = ""
         if desc.get("ext_key"):
-            extension = f" (extension {'from the cache' if desc.get('ext_reused') else 'built'} {desc['ext_key'][:8]})"
+            extension = (
+                f" (extension {'from the cache' if desc.get('ext_reused') else 'built'} "
+                f"{desc['ext_key'][:8]})"
+            )
         bits.append(f"strategy {desc['strategy']}{extension}")
     if desc.get("sys_path"):
         bits.append("path " + ":".join(desc["sys_path"]))
@@ -96,7 +100,7 @@ def counters_text(counters, compare: bool = False) -> str:
         c = counters["base"]
         text = ", ".join(f"{k} {v}" for k, v in c.items() if v is not None and not isinstance(v, list))
         return f"base only (counts, not changes): {text}" if compare and text else text
-    from teperf.explain import counters_diff
+    from teperf.explain.render import counters_diff
 
     return counters_diff(counters["base"], counters["head"])
 
@@ -121,13 +125,14 @@ def _header(summary: Summary, cfg: dict, metric: str) -> list[str]:
     else:
         plan = "schedule unknown (meta.json does not say)"
     header.append(
-        f"{plan}; core {cfg.get('core', '?')}; {cfg.get('device', '?')} ({host.get('gpu') or host.get('cpu_model', '?')}); "
+        f"{plan}; core {cfg.get('core', '?')}; {cfg.get('device', '?')} "
+        f"({host.get('gpu') or host.get('cpu_model', '?')}); "
         f"median {metric} time per fwd+bwd step"
     )
     return header
 
 
-def _compare_footer(rows: list[dict], cfg: dict) -> list[str]:
+def _compare_footer(rows: list[dict], stats) -> list[str]:
     """How a compare table's intervals and verdicts are made (after the summary's notes)."""
     footer = []
     mdes = [r["mde_pct"] for r in rows if r.get("mde_pct") is not None]
@@ -135,19 +140,21 @@ def _compare_footer(rows: list[dict], cfg: dict) -> list[str]:
         footer.append(
             f"smallest detectable change (80% power): {min(mdes):.1f}% .. {max(mdes):.1f}% per cell"
         )
-    effect = cfg.get("stats", {}).get("min_effect_pct", 1.0)
+    effect = stats.min_effect_pct
     unit = "pairs (pair = unit)"
     if any(r.get("ci_basis") == "generations" for r in rows):  # "one generation": over its pairs
         unit = "fork-server generations (generation = unit, each the mean of its pairs)"
     footer.append(f"intervals: Student t over {unit} of the median log ratio of adjacent A/B trial couples")
     footer.append(
-        f"verdicts: slower/faster = the interval excludes 0 and the change is at least {effect:g}%; no change = the "
+        f"verdicts: slower/faster = the interval excludes 0 and the change is at least {effect:g}%; no "
+        "change = the "
         f"whole interval inside +-{effect:g}%; inconclusive = neither, with the change it could not rule out"
     )
     if any(r.get("verdict_cause") == "load" for r in rows):
-        limit = cfg.get("stats", {}).get("max_contended_pct", 20.0)
+        limit = stats.max_contended_pct
         footer.append(
-            f"inconclusive (load) = more than {limit:g}% of the cell's trial couples shared the measuring core "
+            f"inconclusive (load) = more than {limit:g}% of the cell's trial couples shared the measuring "
+            "core "
             "in every attempt: its figures include them and no verdict stands"
         )
     return footer
@@ -156,8 +163,8 @@ def _compare_footer(rows: list[dict], cfg: dict) -> list[str]:
 def table_model(summary: Summary) -> TableModel:
     meta = summary.meta
     cfg = meta.get("config", {})
-    metric = cfg.get("stats", {}).get("metric", "process_cpu").replace("_", " ")
-    alpha = cfg.get("stats", {}).get("alpha", 0.05)
+    stats = summary.settings
+    metric, alpha = stats.metric.replace("_", " "), stats.alpha
     header = _header(summary, cfg, metric)
     show_mode = len({r["mode"] for r in summary.rows}) > 1
     show_shape = len({r["shape"] for r in summary.rows}) > 1
@@ -226,7 +233,7 @@ def table_model(summary: Summary) -> TableModel:
             line.append(counters_text(r.get("counters"), summary.compare))
         rows.append(line)
         styles.append(style)
-    footer = list(summary.notes) + (_compare_footer(summary.rows, cfg) if summary.compare else [])
+    footer = list(summary.notes) + (_compare_footer(summary.rows, stats) if summary.compare else [])
     if summary.path:
         footer.append(f"bundle: {summary.path}")
     title = "teperf compare" if summary.compare else "teperf run"
@@ -247,7 +254,7 @@ def onetime_model(summary: Summary) -> TableModel | None:
         return None
     show_shape = len({r["shape"] for r in summary.rows}) > 1
     cols = ["module", "recipe"] + (["shape"] if show_shape else []) + ["mode", "cost"]
-    alpha = summary.meta.get("config", {}).get("stats", {}).get("alpha", 0.05)
+    alpha = summary.settings.alpha
     if summary.compare:
         labels = list(summary.meta["sides"])
         cols += [
@@ -306,7 +313,8 @@ def onetime_model(summary: Summary) -> TableModel | None:
         rows.append(line)
     header = [
         "what a cell costs once, before its first fast step: the first call (eager: the first step; compile: "
-        "tracing and compiling; cuda-graph: the capture) and, for compile, the recompile when the recipe changes"
+        "tracing and compiling; cuda-graph: the capture) and, for compile, the recompile when the recipe "
+        "changes"
     ]
     return TableModel(
         title="one-time costs",

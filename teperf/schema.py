@@ -43,12 +43,13 @@ ONETIME_CLOCKS = {
 #   time_once      = {"process_cpu_ns", "children_cpu_ns", "thread_cpu_ns", "wall_ns": int,
 #                     "cores": [int] | None (the affinity it ran with)}
 #   first_call     = time_once + {"what": str,
-#                     "after_process_warmup": {kind: time_once | {"error": str}} (the worker's first case only;
+# "after_process_warmup": {kind: time_once | {"error": str}} (the worker's first case only;
 #                                             kind: eager | compile | cuda-graph),
 #                     "cache": {"mode": cold|warm, "dir", "files_before", "files_after",
 #                               "fxgraph_hit|miss|bypass", "autograd_hit|miss|bypass": int (graphs, per cache;
 #                               teperf.worker.compile_cache.CACHE_COUNTERS)} (compile only)}
-#   recompile      = time_once + {"what": str, "graphs": int}   (compile, when the backend offers another recipe)
+# recompile      = time_once + {"what": str, "graphs": int}   (compile, when the backend offers another
+# recipe)
 #   switch_back    = time_once + {"what": str}                   (the step back under the case's own recipe)
 #   recompile_error = str                                        (the switch failed; the rest still stands)
 # Compile cases also carry info["graphs"], ["graph_breaks"], ["break_reasons"], ["compile_note"] from dynamo's
@@ -64,7 +65,8 @@ ROW_FIELDS = (
     "mode",
     "status",  # ok | partial | failed | skipped
     "error",
-    "base_us",  # per-step host time of the base side: geometric mean of per-pair medians (the only side for `run`)
+    # per-step host time of the base side: geometric mean of per-pair medians (the only side for `run`)
+    "base_us",
     "head_us",  # base_us x the paired ratio exp(mean r_p), so head - base = delta (stats.py)
     "delta_us",
     "delta_pct",
@@ -73,9 +75,11 @@ ROW_FIELDS = (
     "ci_low_pct",
     "ci_high_pct",
     "verdict",  # faster | slower | no change | inconclusive | None (teperf/stats.py says what each rules out)
-    "bound_pct",  # inconclusive: the change its interval could not rule out (the end farthest outside +-min_effect)
+    # inconclusive: the change its interval could not rule out (the end farthest outside +-min_effect)
+    "bound_pct",
     "verdict_cause",  # "load": inconclusive because too many couples shared their core (contended_pct)
-    "ci_basis",  # "pairs" (process pairs are the unit), "trials" (one pair only), "generations" (--spawn forkserver:
+    # "pairs" (process pairs are the unit), "trials" (one pair only), "generations" (--spawn forkserver:
+    "ci_basis",
     # fork-server generations are the unit) or "one generation" (one only: its pairs give the width)
     "n_pairs",  # process pairs the figures rest on
     "pairs_planned",  # process pairs the schedule asked for (more than n_pairs: lost or interrupted)

@@ -379,3 +379,19 @@ def break_even_steps(extra_ms: float | None, saving_us: float | None) -> int | s
     if saving_us <= 0:
         return "never"
     return max(0, math.ceil(extra_ms * 1000.0 / saving_us))
+
+
+def lanes_agree(groups: list[list[float]], alpha: float) -> tuple[float | None, str]:
+    """p-value of a one-way ANOVA over the lanes' per-pair log ratios, and 'yes'/'NO' at ``alpha``
+    ('-' with fewer than two lanes of at least two pairs)."""
+    groups = [g for g in groups if len(g) >= 2]
+    if len(groups) < 2:
+        return None, "-"
+    from scipy import stats as sps
+
+    if all(len(set(g)) == 1 for g in groups):  # no spread inside any lane: ANOVA is undefined
+        return None, "-"
+    p = float(sps.f_oneway(*groups).pvalue)
+    if math.isnan(p):
+        return None, "-"
+    return p, "yes" if p >= alpha else "NO"

@@ -496,7 +496,8 @@ TE_EDITS = {
 
 
 def make_te_shaped(root: Path) -> tuple[Path, Path]:
-    """(a repo with TE's paths and one branch per TE_EDITS entry, tag v2.16; a site with a fake installed TE 2.16.0)."""
+    """(a repo with TE's paths and one branch per TE_EDITS entry, tag v2.16; a site with a fake installed TE
+    2.16.0)."""
     repo = root / "te"
     repo.mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
@@ -578,7 +579,8 @@ class MLP(nn.Module):
         self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
 
     def forward(self, x):
-        # inline, so that a spin adds no Python call; thread CPU time, so a plant keeps its size on a loaded machine
+        # inline, so that a spin adds no Python call; thread CPU time, so a plant keeps its size on a
+        # loaded machine
         end = time.thread_time_ns() + SPIN_NS
         while time.thread_time_ns() < end:
             pass

@@ -5,8 +5,10 @@ Not a pytest test: run it against an installed teperf, from any directory:
     python tests/newcomer_pass.py [--teperf /tmp/venv/bin/teperf] [--json out.json] [--only SUBSTR]
 
 For each input it records the exit status, whether stderr has a traceback, the number of stderr lines and the
-first error line, and classifies it: OK (one `teperf: error:` line and a non-zero exit for bad input, success for
-good input), WRONG (traceback, exit 0 for bad input, a crash, a run that went on), MISLEADING (a message that names
+first error line, and classifies it: OK (one `teperf: error:` line and a non-zero exit for bad input, success
+for
+good input), WRONG (traceback, exit 0 for bad input, a crash, a run that went on), MISLEADING (a message that
+names
 a wrong cause or a wrong fix; from the reviewed list below), CHECK (not one line: read it). Inputs that start
 workers are few and tiny (the demo's planted blocks, a few steps).
 """

@@ -264,25 +264,26 @@ def _profile(scale: float) -> list[dict]:
 
 
 def explains() -> dict[str, str]:
-    from teperf import explain
+    from teperf.explain import diff as ex_diff
+    from teperf.explain import render as ex_render
 
     base, head = _profile(1.0), _profile(1.5)
-    deltas = explain.diff_profiles(base, head)
+    deltas = ex_diff.diff_profiles(base, head)
     runs_b = [_profile(1.0), _profile(1.05)]
     runs_h = [_profile(1.5), _profile(1.45)]
-    deltas = explain.apply_intervals(deltas, explain.own_time_intervals(runs_b, runs_h))
+    deltas = ex_diff.apply_intervals(deltas, ex_diff.own_time_intervals(runs_b, runs_h))
     counters = (
         {"python_calls": 120.0, "aten_ops": 30.0},
         {"python_calls": 150.0, "aten_ops": 30.0, "new": 1.0},
     )
     out = {
-        "explain/text": explain.render_text(deltas, n=5, title="Linear/fp32"),
-        "explain/summary": explain.summary(deltas) + "\n",
-        "explain/json": json.dumps(explain.to_json(deltas, n=4), indent=1, default=str) + "\n",
-        "explain/counters": explain.counters_diff(*counters)
+        "explain/text": ex_render.render_text(deltas, n=5, title="Linear/fp32"),
+        "explain/summary": ex_render.summary(deltas) + "\n",
+        "explain/json": json.dumps(ex_render.to_json(deltas, n=4), indent=1, default=str) + "\n",
+        "explain/counters": ex_render.counters_diff(*counters)
         + "\n"
-        + explain.counters_diff(*counters, full=True),
-        "explain/combined": json.dumps(explain.combine_profiles([base, head]), indent=1) + "\n",
+        + ex_render.counters_diff(*counters, full=True),
+        "explain/combined": json.dumps(ex_diff.combine_profiles([base, head]), indent=1) + "\n",
     }
     report = {
         "cell": "Linear/fp32/8x2x64/eager",
@@ -291,16 +292,16 @@ def explains() -> dict[str, str]:
         "repeats": 1,
         "sides": ["base", "head"],
         "counters": {"base": counters[0], "head": {**counters[1], "break_reasons": ["a", "b"]}},
-        "counters_diff": explain.counters_diff(*counters, full=True),
+        "counters_diff": ex_render.counters_diff(*counters, full=True),
         "errors": {"core": "the bundle's core 9 is not usable here; profiled on core 3"},
         "profiles": {"base": base, "head": head},
         "imported": {},
-        "own_time_ci": explain.own_time_intervals(runs_b, runs_h),
+        "own_time_ci": ex_diff.own_time_intervals(runs_b, runs_h),
         "saved_to": "/somewhere/explain.json",
     }
-    out["explain/report"] = explain.render_report(report, n=4)
+    out["explain/report"] = ex_render.render_report(report, n=4)
     one = {**report, "sides": ["run"], "profiles": {"run": base}, "counters": {"run": counters[0]}}
-    out["explain/report-one-side"] = explain.render_report(one, n=3)
+    out["explain/report-one-side"] = ex_render.render_report(one, n=3)
     return out
 
 

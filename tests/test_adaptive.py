@@ -243,7 +243,7 @@ def test_live_view_draws_cells_and_budget_left():
 def test_a_cell_that_lost_its_pairs_drops_out_of_the_schedule():
     # The coordinator hands CellRetries.failed to the schedule: a cell whose worker died in
     # LOST_PAIRS_PER_CELL pairs is failed and no later pair measures it; one lost pair is not enough.
-    from teperf.engine.coordinator import LOST_PAIRS_PER_CELL, CellRetries
+    from teperf.engine.pair import LOST_PAIRS_PER_CELL, CellRetries
 
     ad, clock, cases = make(precision=0.01, budget=3600, min_pairs=2)
     retries = CellRetries()

@@ -152,7 +152,7 @@ def test_inherited_pythonpath_is_recorded_absolute(tmp_path, monkeypatch):
 
 
 def test_explain_refuses_a_recorded_pythonpath_that_is_gone(tmp_path):
-    from teperf.explain import sides_from_meta
+    from teperf.explain.capture import sides_from_meta
 
     meta = {
         "sides": {"base": {"label": "base", "python": "python3", "env": {"PYTHONPATH": str(tmp_path / "x")}}}

@@ -202,12 +202,13 @@ def _run_fake(
         of a compare's interval in us. A compare takes 5 s per pair of processes, on a fake clock. Trials of
     ``iters`` steps are already longer than MIN_TRIAL_S (no second GOOD..BAD) unless it is lowered."""
     from teperf.bisect.runner import Bisector, Range
-    from teperf.bisect.sides import Commit, ProbeSkipped
+    from teperf.bisect.sides import ProbeSkipped
     from teperf.bundle import Bundle
     from teperf.config import build_config
     from teperf.engine import probe
     from teperf.plan import expand
     from teperf.sides import Side
+    from teperf.sides.gitrepo import Commit
 
     counters_of = counters_of or (lambda i: {"python_calls": 10, "aten_ops": 5})
     commits = [
@@ -535,10 +536,11 @@ def test_unexplained_exits_1_with_one_line(tmp_path, monkeypatch, capsys):
 
 
 def test_plan_counts_one_build_per_distinct_set_of_compiled_inputs():
-    """Only a commit that changes compiled inputs against its parent starts a new build; the others reuse it."""
+    """Only a commit that changes compiled inputs against its parent starts a new build; the others reuse
+    it."""
     from teperf.bisect.plan import Range, distinct_builds, make_plan
-    from teperf.bisect.sides import Commit
     from teperf.config import build_config
+    from teperf.sides.gitrepo import Commit
 
     commits = [
         Commit(sha=f"{i:040x}", short_sha=f"{i:07x}", subject=f"commit {i}", date="", ref="")
@@ -563,9 +565,9 @@ def test_plan_counts_one_build_per_distinct_set_of_compiled_inputs():
 
 def test_a_bisect_pinned_to_core_says_core_for_the_build_tier():
     from teperf.bisect.plan import Range, make_plan, plan_lines
-    from teperf.bisect.sides import Commit
     from teperf.config import build_config
     from teperf.plan import expand
+    from teperf.sides.gitrepo import Commit
 
     commits = [
         Commit(sha=f"{i:040x}", short_sha=f"{i:07x}", subject=f"commit {i}", date="", ref="")
@@ -594,6 +596,7 @@ def test_plan_seconds_are_the_packages_own(tmp_path):
     import json
 
     from teperf.bisect.sides import GitSideFactory, tier_seconds
+    from teperf.options import SideOptions
 
     cache = tmp_path / "cache"
     assert tier_seconds("transformer_engine", "build", str(cache)) == (600.0, "TE")
@@ -604,7 +607,7 @@ def test_plan_seconds_are_the_packages_own(tmp_path):
         meta = {"ok": True, "package": package, "seconds": seconds}
         (cache / "builds" / key / "build.json").write_text(json.dumps(meta))
     assert tier_seconds("nanogpt", "build", str(cache)) == (20.0, "measured")
-    factory = GitSideFactory(repo=str(tmp_path), package="nanogpt", cache_dir=str(cache))
+    factory = GitSideFactory(SideOptions(repo=str(tmp_path), package="nanogpt", cache_dir=str(cache)))
     assert factory.seconds("build") == (20.0, "measured")
 
 
@@ -634,6 +637,7 @@ def test_a_compiled_range_makes_every_side_the_same_way(monkeypatch):
     installed wheel's compiled code beside local builds (issue 20, item 6)."""
     import teperf.sides.git as sides_git
     from teperf.bisect.sides import GitSideFactory
+    from teperf.options import SideOptions
 
     asked = []
 
@@ -641,21 +645,23 @@ def test_a_compiled_range_makes_every_side_the_same_way(monkeypatch):
         def make(self):
             return "base-side", "head-side"
 
-    def plan_sides(spec, **kwargs):
+    def plan_sides(spec, opts=None, **kwargs):
         asked.append((spec, kwargs["strategy"]))
         return Planned()
 
     monkeypatch.setattr(sides_git, "plan_sides", plan_sides)
-    factory = GitSideFactory(repo=".", package="pkg", package_dir="pkg", log=lambda line: None)
+    factory = GitSideFactory(SideOptions(repo=".", package="pkg", package_dir="pkg"), log=lambda line: None)
     monkeypatch.setattr(factory, "tier", lambda a, b: "extension" if (a, b) == ("g", "b") else "path")
     assert factory.pin_range("g", "b") == "extension"
     factory.sides("g", "g")  # GOOD against itself: what a counters probe of GOOD makes
     factory.sides("g", "p")
     assert asked == [("g..g", "extension"), ("g..p", "extension")]
-    python_only = GitSideFactory(repo=".", package="pkg", package_dir="pkg", log=lambda line: None)
+    python_only = GitSideFactory(
+        SideOptions(repo=".", package="pkg", package_dir="pkg"), log=lambda line: None
+    )
     monkeypatch.setattr(python_only, "tier", lambda a, b: "overlay")
     assert python_only.pin_range("g", "b") is None and python_only.pinned is None
-    forced = GitSideFactory(repo=".", package="pkg", package_dir="pkg", strategy="overlay")
+    forced = GitSideFactory(SideOptions(repo=".", package="pkg", package_dir="pkg", strategy="overlay"))
     assert forced.pin_range("g", "b") is None  # the user's --strategy stands
 
 

@@ -16,7 +16,8 @@ import calibration  # noqa: E402
 
 @pytest.mark.statistical
 def test_small_calibration_keeps_false_verdicts_rare_and_finds_a_32x_plant():
-    # --max-contended 100: the interval rule is what is calibrated here; load's verdict is tests/test_load.py's
+    # --max-contended 100: the interval rule is what is calibrated here; load's verdict is
+    # tests/test_load.py's
     tally = calibration.calibrate(2, ["step"], [0, 4, 32], ["quiet"], ["--max-contended", "100"], log=print)
     for cost in ("per step", "first call"):
         aa = tally.aa[("quiet", "step", cost)]

@@ -31,7 +31,8 @@ def readme_commands() -> list[str]:
 
 
 def signatures(lines) -> set[tuple]:
-    """Each teperf invocation in shell lines -> (subcommand, its --options): what a command is, not its values."""
+    """Each teperf invocation in shell lines -> (subcommand, its --options): what a command is, not its
+    values."""
     out = set()
     for line in lines:
         try:
@@ -104,7 +105,10 @@ def fakes(tmp_path: Path) -> tuple[dict, Path]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     log = tmp_path / "calls.log"
-    record = f'printf "%s" "$(basename "$0")" >> {log}; for a in "$@"; do printf " %q" "$a" >> {log}; done; echo >> {log}\n'
+    record = (
+        f'printf "%s" "$(basename "$0")" >> {log}; for a in "$@"; do printf " %q" "$a" >> {log}; done; '
+        f"echo >> {log}\n"
+    )
     scripts = {
         "sbatch": record + 'echo "4242;cluster"\n',
         "srun": record + 'while [[ "$1" == --* ]]; do shift; done; exec "$@"\n',

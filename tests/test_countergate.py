@@ -116,14 +116,16 @@ def test_rewrite_touches_only_changed_rows_keeps_comments_and_tolerance(tmp_path
     new = cg.rewrite(expected, {"b": {**COUNTS, "python_calls": 30}, "c": COUNTS, "e": COUNTS})
     old_lines, new_lines = text.splitlines(), new.splitlines()
     assert [line for line in new_lines if line not in old_lines] == [
-        '"b" = { python_calls = 30, aten_ops = 20, autograd_nodes = 8, allocations = 8, tolerance = { allocations = 3 } }',
+        '"b" = { python_calls = 30, aten_ops = 20, autograd_nodes = 8, allocations = 8, tolerance = { '
+        "allocations = 3 } }",
         cg.row_line("c", COUNTS),
         cg.row_line("e", COUNTS),
     ]
     assert [line for line in old_lines if line not in new_lines] == [
         old_lines[
             old_lines.index(
-                '"b" = { python_calls = 24, aten_ops = 20, autograd_nodes = 8, allocations = 8, tolerance = { allocations = 3 } }'
+                '"b" = { python_calls = 24, aten_ops = 20, autograd_nodes = 8, allocations = 8, tolerance = '
+                "{ allocations = 3 } }"
             )
         ]
     ]

@@ -152,7 +152,8 @@ def test_context_manager_generator_counts_start_only():
         with cm():
             pass
 
-    # use, contextmanager's helper, __init__, __enter__, cm (started), __exit__; cm's resumption is not counted
+    # use, contextmanager's helper, __init__, __enter__, cm (started), __exit__; cm's resumption is not
+    # counted
     assert count_python_calls(use) == 6
 
 

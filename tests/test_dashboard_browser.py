@@ -43,7 +43,10 @@ FLAGS = [
     "--no-first-run",
     "--disable-dev-shm-usage",
 ]
-EVIL_SUBJECT = 'Regress LayerNorm <script>window.__pwned = 1; alert("pwned")</script> <img src=x onerror="window.__pwned=2">'
+EVIL_SUBJECT = (
+    'Regress LayerNorm <script>window.__pwned = 1; alert("pwned")</script> <img src=x '
+    'onerror="window.__pwned=2">'
+)
 STEP_AT = 24
 
 
@@ -107,7 +110,8 @@ def test_charts_render_without_console_errors(browser, site, tmp_path):
     machine = next(c.machine for c in cells if c.machine_label.startswith("Synthetic CPU"))
     page, problems, dialogs, requests = open_page(browser, (out / f"machine-{machine}.html").as_uri())
     page.wait_for_function(
-        "window.teperfCharts && window.teperfCharts.rendered + window.teperfCharts.failed === window.teperfCharts.expected",
+        "window.teperfCharts && window.teperfCharts.rendered + window.teperfCharts.failed === "
+        "window.teperfCharts.expected",
         timeout=30_000,
     )
     state = page.evaluate("window.teperfCharts")

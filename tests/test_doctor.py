@@ -222,8 +222,8 @@ def test_gpu_and_driver(tmp_path, monkeypatch):
         "PATH", _fake_nvidia_smi(tmp_path, 'echo "NVIDIA H200, 570.1"; echo "NVIDIA H200, 570.1"')
     )
     assert doctor.gpu_and_driver() == ("NVIDIA H200", "570.1")
-    from teperf.commands.nightly import local_machine
     from teperf.history.store import machine_fingerprint
+    from teperf.nightly import local_machine
 
     assert local_machine("cuda", cpu_model="CPU X") == machine_fingerprint("CPU X", "NVIDIA H200", "570.1")
 

@@ -8,18 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from teperf import explain
 from teperf.errors import TeperfError
-from teperf.explain import (
-    FunctionDelta,
-    by_calls,
-    by_own_time,
-    combine_profiles,
-    counters_diff,
-    diff_profiles,
-    find_case,
-    summary,
-)
+from teperf.explain import capture as ex_capture
+from teperf.explain import diff as ex_diff
+from teperf.explain import render as ex_render
+from teperf.explain.capture import find_case
+from teperf.explain.diff import FunctionDelta, by_calls, by_own_time, combine_profiles, diff_profiles
+from teperf.explain.render import counters_diff, summary
 
 
 def row(name, calls, own, cum=None, rel="pkg/mod.py", line=10, file=None):
@@ -78,8 +73,8 @@ def test_counters_diff_skips_unmeasurable_and_missing():
     assert counters_diff(cpu, dict(cpu, python_calls=9)) == "-1 py call, 0 aten ops"
     assert counters_diff(None, cpu) == ""
     assert counters_diff(cpu, {}) == ""
-    assert explain.counter_deltas(cpu, dict(cpu, aten_ops=7))["aten_ops"] == 2
-    assert explain.counter_deltas(cpu, cpu)["kernel_launches"] is None
+    assert ex_diff.counter_deltas(cpu, dict(cpu, aten_ops=7))["aten_ops"] == 2
+    assert ex_diff.counter_deltas(cpu, cpu)["kernel_launches"] is None
 
 
 # ---- profile diffs ----
@@ -115,10 +110,10 @@ def test_rankings_and_summary():
     text = summary(deltas, n_time=1, n_calls=1)
     # calls first: they repeat exactly
     assert text == "+13 calls of dc_init (dataclasses.py:1), +6.5 us in dc_init (dataclasses.py:1)"
-    assert "[not called in base]" in explain.render_text(deltas)
+    assert "[not called in base]" in ex_render.render_text(deltas)
     c_function = next(d for d in deltas if d.rel == "~")
     assert c_function.where == ""
-    json.dumps(explain.to_json(deltas))
+    json.dumps(ex_render.to_json(deltas))
 
 
 def test_calls_tie_is_broken_by_cumulative_time():
@@ -282,7 +277,7 @@ def bundle(tmp_path_factory):
 
 
 def test_explain_puts_the_helper_on_top(bundle):
-    report = explain.explain_bundle(bundle, "Block/fp32", iters=20, repeats=3)
+    report = ex_capture.explain_bundle(bundle, "Block/fp32", iters=20, repeats=3)
     assert report["cell"] == "Block/fp32/4x16/eager"
     counters = report["counters"]
     assert counters["head"]["python_calls"] - counters["base"]["python_calls"] == 2 * K
@@ -297,7 +292,7 @@ def test_explain_puts_the_helper_on_top(bundle):
     )
     assert Path(report["saved_to"]).is_file()
 
-    text = explain.render_report(report, n=5)
+    text = ex_render.render_report(report, n=5)
     ranked = text.split("By own time", 1)[1].splitlines()[2]  # first row under the column header
     assert "helper" in ranked, text
 
@@ -349,8 +344,8 @@ def test_compile_residue_in_explain_and_the_tables():
         "graph_breaks": 1,
         "break_reasons": ["time.perf_counter_ns"],
     }
-    assert explain.counters_diff(base, head) == "+10 py calls, 0 aten ops, +1 graph, +1 graph break"
-    assert explain.counters_diff(base, base) == "0 py calls, 0 aten ops, 0 graph breaks"
+    assert ex_render.counters_diff(base, head) == "+10 py calls, 0 aten ops, +1 graph, +1 graph break"
+    assert ex_render.counters_diff(base, base) == "0 py calls, 0 aten ops, 0 graph breaks"
     assert counters_text({"base": head, "head": None}).endswith(
         "graph_breaks 1, recompiles 0, guard_failures 0"
     )
@@ -361,10 +356,10 @@ def test_compile_residue_in_explain_and_the_tables():
         "iters": 1,
         "sides": ["base", "head"],
         "counters": {"base": base, "head": head},
-        "counters_diff": explain.counters_diff(base, head),
+        "counters_diff": ex_render.counters_diff(base, head),
         "profiles": {"base": [], "head": []},
     }
-    text = explain.render_report(report)
+    text = ex_render.render_report(report)
     assert "  head graph breaks: time.perf_counter_ns" in text and "break_reasons" not in text
 
 
@@ -376,14 +371,14 @@ def test_own_time_intervals_keep_noise_out_of_the_summary():
         [row("slow", 1, 16.1), row("noisy", 1, 834.0)],
         [row("slow", 1, 15.9), row("noisy", 1, 650.0)],
     ]
-    intervals = explain.own_time_intervals(base_runs, head_runs)
-    deltas = explain.apply_intervals(
+    intervals = ex_diff.own_time_intervals(base_runs, head_runs)
+    deltas = ex_diff.apply_intervals(
         diff_profiles(combine_profiles(base_runs), combine_profiles(head_runs)), intervals
     )
     by_name = {d.name: d for d in deltas}
     assert by_name["slow"].own_settled is True and by_name["noisy"].own_settled is False
     assert by_name["noisy"].own_hw_us > 500
     assert summary(deltas) == "+6.0 us +-0.2 us in slow (pkg/mod.py:10)"
-    text = explain.render_text(deltas)
+    text = ex_render.render_text(deltas)
     assert "~+-" in text  # the noisy line is marked as within its interval
-    assert explain.own_time_intervals(base_runs[:1], head_runs[:1]) == {}  # one repeat: no interval
+    assert ex_diff.own_time_intervals(base_runs[:1], head_runs[:1]) == {}  # one repeat: no interval

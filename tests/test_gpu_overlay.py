@@ -149,7 +149,8 @@ def test_overlay_on_installed_te_detects_slowdown(tmp_path):
     ]
     first = min(t["t"] for t in trials)
     print(
-        f"command start -> first measured trial: {first - started:.1f} s; whole command {elapsed:.1f} s; bundle {bundle}"
+        f"command start -> first measured trial: {first - started:.1f} s; whole command {elapsed:.1f} s; "
+        f"bundle {bundle}"
     )
     meta = out["meta"]
     head = meta["sides"]["head"]
@@ -166,7 +167,8 @@ def test_overlay_on_installed_te_detects_slowdown(tmp_path):
     assert rows["Linear"]["verdict"] in ("no change", "inconclusive"), rows["Linear"]
     (bundle / "COMMANDS.txt").write_text(
         "# made by tests/test_gpu_overlay.py on the GPU machine\n"
-        "source .gpu/setup.sh && PYTHONPATH=.:$PYTHONPATH python3 -m pytest -m gpu tests/test_gpu_overlay.py -s\n"
+        "source .gpu/setup.sh && PYTHONPATH=.:$PYTHONPATH python3 -m pytest -m gpu tests/test_gpu_overlay.py "
+        "-s\n"
         f"# the test's repo: base = installed TE {installed.version} .py files, head = + busy-wait in "
         "LayerNormLinear.forward\n$ " + " ".join(cmd) + "\n"
         f"# command start -> first measured trial: {first - started:.1f} s; whole command {elapsed:.1f} s\n"

@@ -51,7 +51,8 @@ warmup = 5
 
 
 def fixture_repo(root: Path, commits: int):
-    """The demo's toyte repository (a 40 us step at commit 2) and the tiny config: (demo, repo, site, shas, config)."""
+    """The demo's toyte repository (a 40 us step at commit 2) and the tiny config: (demo, repo, site, shas,
+    config)."""
     demo = load_demo()
     repo, site, shas = demo.make_repo(root, commits=commits, step_at=2, spin_us=40)
     config = root / "tiny.toml"
@@ -181,7 +182,8 @@ def test_shards_are_one_night(fixture):
 
 
 def test_an_interrupted_shard_is_recorded_as_interrupted(fixture, tmp_path):
-    """Ctrl-C (Slurm's --signal=INT near the time limit) leaves the shard in the history, marked interrupted."""
+    """Ctrl-C (Slurm's --signal=INT near the time limit) leaves the shard in the history, marked
+    interrupted."""
     import json
     import signal
     import time

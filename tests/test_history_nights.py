@@ -10,11 +10,11 @@ import pytest
 from test_history_cli import run
 from test_history_store import make_meta, make_row, summary
 
-from teperf.commands.nightly import choose_base
 from teperf.history.analysis import analyze
 from teperf.history.dashboard import build_site
 from teperf.history.nights import nights
 from teperf.history.store import HistoryStore, default_night
+from teperf.nightly import choose_base
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HEAD = "2" * 40

@@ -156,13 +156,14 @@ def test_a_forked_probe_counts_what_a_fresh_worker_counts(tmp_path, monkeypatch)
     from teperf.bisect.sides import GitSideFactory
     from teperf.config import load_config
     from teperf.engine.probe import ForkedProbes, count_case
+    from teperf.options import SideOptions
 
     history = make_history(tmp_path / "fx", n=4, culprit=2, extra_calls=7)
     (tmp_path / "bisect.toml").write_text(HISTORY_CONFIG)
     monkeypatch.setenv("PYTHONPATH", str(history.site))
     config = load_config(str(tmp_path / "bisect.toml"))
     case = find_cell(config, "MLP/fp32")
-    factory = GitSideFactory(repo=str(history.repo), package="mypkg", log=lambda line: None)
+    factory = GitSideFactory(SideOptions(repo=str(history.repo), package="mypkg"), log=lambda line: None)
     good, bad = factory.sides(history.shas[0], history.shas[4])
     probes = ForkedProbes(config, [case], tmp_path / "workers")
     try:

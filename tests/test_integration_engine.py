@@ -336,8 +336,8 @@ def test_a_worker_killed_mid_run_counts_its_pair_out_and_hints_at_memory(tmp_pat
     data = json.loads(res.stdout)
     (row,) = data["rows"]
     trials = _trials(_only_bundle(results_dir))
-    lost = {json.loads(l)["pair"] for l in (_only_bundle(results_dir) / "records.jsonl").read_text().splitlines()
-            if '"kind":"failure"' in l}  # fmt: skip
+    records = (_only_bundle(results_dir) / "records.jsonl").read_text().splitlines()
+    lost = {json.loads(l)["pair"] for l in records if '"kind":"failure"' in l}
     assert len(lost) == 1 and any(t["pair"] in lost for t in trials)  # it measured before it was killed
     assert row["status"] == "partial" and row["n_pairs"] == 2 and row["pairs_planned"] == 3, row
     assert any("partial Killed" in n and "2 of 3 pairs" in n for n in data["notes"])

@@ -28,7 +28,8 @@ def test_forked_workers_find_the_planted_slowdown(results_dir):
         "--head-path", PLANTED / "head",
         "--spawn", "forkserver",
         "--server-pairs", "2",
-        "--processes", "8",  # 4 generations of 2: the interval's unit is the generation (3 degrees of freedom)
+        # 4 generations of 2: the interval's unit is the generation (3 degrees of freedom)
+        "--processes", "8",
         "--trials", "4",
         "--iters", "30",
         "--warmup", "10",

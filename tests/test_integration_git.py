@@ -15,7 +15,8 @@ from conftest import rows_by_module, run_cli
 from gitfixture import make_fixture
 
 # Changes under 3 % count as "no change" here: these tests check that the right code runs on each side
-# (a 200 us busy-wait on ~500 us is +40 %), not the engine's A/A calibration (tested with many cells elsewhere).
+# (a 200 us busy-wait on ~500 us is +40 %), not the engine's A/A calibration (tested with many cells
+# elsewhere).
 SMALL = [
     "--processes",
     "4",
@@ -261,7 +262,8 @@ def ext_fixture_compare(fx, tmp_path, results_dir, env):
 
 @pytest.mark.statistical  # a real build, then a planted 200 us spin: many times the noise
 def test_extension_tier_builds_measures_and_reuses_the_cache(tmp_path, results_dir):
-    """A real torch.utils.cpp_extension build of each side's C++ (head spins 200 us in it), over an installed core."""
+    """A real torch.utils.cpp_extension build of each side's C++ (head spins 200 us in it), over an installed
+    core."""
     from gitfixture import make_ext_fixture
 
     fx = make_ext_fixture(tmp_path)

@@ -16,8 +16,7 @@ from conftest import PLANTED, ROOT, rows_by_module, run_cli
 from test_integration_engine import FAULTY, flaky_config
 from test_integration_signals import _children, _wait_for_hang, _wait_gone, stuck_config
 
-from teperf.cpus import available_cores, smt_siblings
-from teperf.engine.lanes import physical_cores
+from teperf.cpus import available_cores, physical_cores, smt_siblings
 
 PHYSICAL = len(physical_cores(available_cores()))
 pytestmark = pytest.mark.skipif(

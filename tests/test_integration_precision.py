@@ -79,7 +79,8 @@ import torch.nn as nn
 class Noisy(nn.Linear):
     """A block whose forward busy-waits 0.2-5 ms (log-uniform), drawn once per process: every process has
     its own level, so the between-pair noise is huge (sd of a pair's log ratio about 0.9) and the interval
-    stays wide. With 0.2-2 ms uniform, 5 pairs that happened to agree settled it at +-30 % (CI, 2026-12-01)."""
+    stays wide. With 0.2-2 ms uniform, 5 pairs that happened to agree settled it at +-30 %
+    (CI, 2026-12-01)."""
     wait_s = math.exp(random.uniform(math.log(0.0002), math.log(0.005)))
 
     def forward(self, x):
@@ -96,7 +97,8 @@ def make_noisy(hidden=64):
 '''
 
 
-# Statistical: its deliberately noisy cell may reach the width by chance; one rerun keeps that from failing CI.
+# Statistical: its deliberately noisy cell may reach the width by chance; one rerun keeps that from failing
+# CI.
 @pytest.mark.statistical
 @pytest.mark.flaky(reruns=1)
 def test_settled_cell_drops_out_and_the_budget_ends_the_run(tmp_path, results_dir):

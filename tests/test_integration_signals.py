@@ -45,7 +45,8 @@ def make_ok():
 
 
 def stuck_config(tmp_path, processes: int = 2):
-    """(side dir, config, marker) of cells Ok and Stuck, whose worker hangs after 4 forwards (timeout 600 s)."""
+    """(side dir, config, marker) of cells Ok and Stuck, whose worker hangs after 4 forwards (timeout 600
+    s)."""
     pkg = tmp_path / "side"
     pkg.mkdir()
     (pkg / "stuck_blocks.py").write_text(STUCK)

@@ -10,18 +10,10 @@ import threading
 
 import pytest
 
+from teperf import cpus
 from teperf.config import load_config
-from teperf.cpus import parse_cpu_list
-from teperf.engine import lanes
-from teperf.engine.lanes import (
-    LaneStopped,
-    assign_lanes,
-    auto_lanes,
-    check_lanes,
-    physical_cores,
-    run_lanes,
-    spare_cores,
-)
+from teperf.cpus import assign_lanes, auto_lanes, check_lanes, parse_cpu_list, physical_cores, spare_cores
+from teperf.engine.lanes import LaneStopped, run_lanes
 from teperf.errors import TeperfError
 
 
@@ -71,8 +63,8 @@ def test_spare_cores_avoid_lanes_and_their_siblings():
 def test_auto_lanes_rule():
     assert auto_lanes(range(2), NO_SMT) == 1
     assert auto_lanes(range(8), NO_SMT) == 2
-    assert auto_lanes(range(16), NO_SMT) == lanes.AUTO_MAX_LANES == 4
-    assert auto_lanes(range(64), NO_SMT) == lanes.AUTO_MAX_LANES
+    assert auto_lanes(range(16), NO_SMT) == cpus.AUTO_MAX_LANES == 4
+    assert auto_lanes(range(64), NO_SMT) == cpus.AUTO_MAX_LANES
     assert auto_lanes(range(16), smt(["0,8", "1,9", "2,10", "3,11", "4,12", "5,13", "6,14", "7,15"])) == 2
 
 

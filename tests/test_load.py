@@ -11,7 +11,7 @@ from conftest import PLANTED
 
 from teperf.bundle import Bundle
 from teperf.config import Stats, load_config
-from teperf.engine.coordinator import RemeasureBudget
+from teperf.engine.pair import RemeasureBudget
 from teperf.errors import TeperfError
 from teperf.gate import failing_cells
 from teperf.records import TrialRecord
@@ -140,7 +140,8 @@ def test_too_many_contended_couples_make_the_verdict_inconclusive_for_load(tmp_p
 
 def test_max_contended_100_accepts_any_load(tmp_path):
     every = _bundle(tmp_path, set(range(6)), head_factor=1.1)
-    # every couple shared its core: with the limit at 100 % the figures come from all of them, verdict as before
+    # every couple shared its core: with the limit at 100 % the figures come from all of them, verdict as
+    # before
     lines = [json.loads(line) for line in (every.path / "records.jsonl").read_text().splitlines()]
     for r in lines:
         r["wall_ns"] = r["process_cpu_ns"] * 3

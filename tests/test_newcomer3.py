@@ -34,7 +34,7 @@ def test_a_relative_interpreter_path_works_from_the_temporary_directory_of_the_p
 ):
     from teperf.commands._common import interpreter
     from teperf.config import load_config
-    from teperf.provenance import preflight
+    from teperf.engine.probe import preflight
     from teperf.sides import Side
 
     (tmp_path / "venvA").symlink_to(sys.prefix)  # this environment, named as the README does
@@ -133,7 +133,7 @@ def test_run_help_promises_no_fail_on(capsys):
 
 
 def test_a_missing_package_names_the_options_of_that_side():
-    from teperf.provenance import _where_else
+    from teperf.engine.probe import _where_else
     from teperf.sides import Side
 
     assert "--python/--path" in _where_else(Side("run", "python"))

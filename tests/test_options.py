@@ -13,11 +13,7 @@ from teperf.errors import TeperfError
 from teperf.options import SideOptions
 
 
-def test_side_options_reach_plan_sides_and_the_bisect_factory(monkeypatch):
-    import teperf.sides.git
-
-    seen = {}
-    monkeypatch.setattr(teperf.sides.git, "plan_sides", lambda spec, **kwargs: seen.update(kwargs, spec=spec))
+def test_side_options_are_taken_whole_and_held_by_the_bisect_factory():
     given = {
         "repo": "/r",
         "strategy": "build",
@@ -36,24 +32,16 @@ def test_side_options_reach_plan_sides_and_the_bisect_factory(monkeypatch):
     kwargs = dict(given, other=1)
     sides = take_sides(kwargs)
     assert kwargs == {"other": 1} and sides.build_command == ("make", "-j", "2", "a b")
-    sides.plan("a..b")
-    assert seen == {
-        "spec": "a..b",
-        **given,
-        "python": "/py",
-        "build_command": ["make", "-j", "2", "a b"],
-        "log": None,
-    }
-    factory = sides.factory()
-    assert (factory.repo, factory.package_dir, factory.layout, factory.jobs) == (
-        "/r",
-        "src/pkg",
-        "layout.toml",
-        3,
-    )
-    assert factory.build_command == ["make", "-j", "2", "a b"] and factory.python == "/py"
-    assert factory.cuda_archs == "80;90" and factory.package_hint == "model"
+    assert sides.cuda_archs == "80;90" and sides.package_hint == "model" and sides.python == "/py"
+    from teperf.bisect.sides import GitSideFactory
+
+    factory = GitSideFactory(sides)
+    assert factory.opts is sides and (factory.package, factory.package_dir) == ("pkg", "src/pkg")
     assert SideOptions().interpreter == sys.executable
+    with pytest.raises(TeperfError, match="--jobs 0: must be at least 1"):
+        SideOptions(jobs=0)
+    with pytest.raises(TeperfError, match="is not a list of CUDA archs"):
+        SideOptions(cuda_archs="9.0")
 
 
 def test_measure_options_take_config_counters_sweep_and_fail_on():

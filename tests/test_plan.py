@@ -69,7 +69,7 @@ def test_total_steps():
 
 
 def test_prestart_depth_gives_each_worker_a_spare_core():
-    from teperf.engine.coordinator import MAX_AUTO_PRESTART, prestart_depth
+    from teperf.engine.prestart import MAX_AUTO_PRESTART, prestart_depth
 
     auto = load_config("default", {"processes": 8})
     assert prestart_depth(auto, 14, 2) == 7  # 16-core GPU machine less the measuring core and its sibling
@@ -85,7 +85,7 @@ def test_prestart_depth_gives_each_worker_a_spare_core():
 
 def test_prestart_depth_follows_start_vs_measuring_time():
     """Issue 34: lanes * (ceil(start / measure) + 1) pairs ahead, at most one spare core per worker."""
-    from teperf.engine.coordinator import prestart_depth
+    from teperf.engine.prestart import prestart_depth
 
     many = load_config("default", {"processes": 200})
     # the H200 with 4 lanes: 12 spare cores, a pair starts in 12 s and measures in 8 s
@@ -128,7 +128,7 @@ class _Runner:
 def _schedule(import_cores, fail_first=False):
     import threading
 
-    from teperf.engine.coordinator import PairSchedule
+    from teperf.engine.prestart import PairSchedule
 
     made = []
 

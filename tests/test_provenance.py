@@ -10,13 +10,13 @@ import pytest
 
 from teperf.config import build_config
 from teperf.errors import TeperfError
+from teperf.plan import packages_under_test
 from teperf.provenance import (
     check_path_sides,
     code_identity,
     identical_code,
     meant_to_differ,
     mixed_code,
-    packages_under_test,
     side_line,
 )
 from teperf.sides import Side

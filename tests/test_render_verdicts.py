@@ -113,8 +113,8 @@ def test_stop_notes():
         meta,
     )
     assert (
-        note
-        == "budget of 5.0 min spent after 34 pairs (5.0 min); 1 cell did not reach +-1%: LayerNormMLP/fp8_delayed/8x2x256/eager"
+        note == "budget of 5.0 min spent after 34 pairs (5.0 min); 1 cell did not reach +-1%: "
+        "LayerNormMLP/fp8_delayed/8x2x256/eager"
     )
     assert (
         stop_note(

@@ -724,7 +724,8 @@ def test_config_kwargs_win_and_pass_unchanged():
 
 def test_adapt_kwargs_for_an_older_layernorm():
     defaults, user = compat.constructor_kwargs("LayerNorm", [8, 2, H], "BF16", "cuda", {})
-    # older te.LayerNorm(hidden_size, eps, sequence_parallel, params_dtype, zero_centered_gamma, device), no **kwargs
+    # older te.LayerNorm(hidden_size, eps, sequence_parallel, params_dtype, zero_centered_gamma, device), no
+    # **kwargs
     kwargs, notes = compat.adapt_kwargs(
         ["hidden_size", "eps", "sequence_parallel", "params_dtype", "zero_centered_gamma", "device"],
         False,

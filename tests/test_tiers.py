@@ -1,4 +1,5 @@
-"""Tiered git sides: which strategy each kind of diff needs, said up front; pure-Python and bare repositories."""
+"""Tiered git sides: which strategy each kind of diff needs, said up front; pure-Python and bare
+repositories."""
 
 from __future__ import annotations
 
@@ -246,7 +247,8 @@ def test_ext_fixture_plans(tmp_path, monkeypatch, cache):
         assert planned.strategy.name == strategy, branch
 
 
-# ------------------------------------------------------------------ pure-Python packages and bare repositories
+# ------------------------------------------------------------------ pure-Python packages and bare
+# repositories
 
 
 def test_pure_python_package_runs_from_its_trees(tmp_path, monkeypatch, cache):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from teperf.bisect.search import Segment
-from teperf.explain import COUNTER_LABELS
+from teperf.explain.diff import COUNTER_LABELS
 
 COUNTER_ORDER = tuple(key for key, *_ in COUNTER_LABELS)
 

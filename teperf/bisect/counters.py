@@ -9,7 +9,7 @@ from typing import Optional
 from teperf.bisect import search as bsearch
 from teperf.bisect.sides import ProbeSkipped
 from teperf.errors import TeperfError
-from teperf.explain import counters_diff
+from teperf.explain.render import counters_diff
 
 
 def moved(good: dict, bad: dict) -> list[str]:

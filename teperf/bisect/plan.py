@@ -6,11 +6,11 @@ import dataclasses
 from pathlib import Path
 
 from teperf.bisect import search as bsearch
-from teperf.bisect import sides as git
 from teperf.bisect.sides import TE_PACKAGE, SideFactory, made_with, tier_seconds
 from teperf.config import Config
 from teperf.errors import TeperfError
 from teperf.plan import Case, expand
+from teperf.sides import gitrepo as git
 
 WORKER_SECONDS = {"cpu": 4.0, "cuda": 40.0}  # start, import, set up, count: for the plan's estimate
 STEP_US = {"cpu": 500.0, "cuda": 600.0}  # a guess at one fwd+bwd step, for the plan's estimate
@@ -64,7 +64,7 @@ def resolve_range(spec: str, repo: str) -> Range:
 
 
 def find_cell(config: Config, cell: str) -> Case:
-    from teperf.explain import find_case
+    from teperf.explain.capture import find_case
 
     cases = expand(config)
     wanted = find_case({"cases": [c.to_meta() for c in cases]}, cell, where="the config")
@@ -96,7 +96,8 @@ def compiled(tier: str) -> bool:
 
 def distinct_builds(rng: Range, factory: SideFactory) -> int:
     """How many different builds the range holds: commits whose compiled inputs equal their parent's share
-    one (the extension and build caches are keyed by those inputs), so only a compiled change starts a new one."""
+    one (the extension and build caches are keyed by those inputs), so only a compiled change starts a new
+    one."""
     builds = 1  # GOOD's
     previous = rng.good.sha
     for commit in rng.commits:

@@ -27,7 +27,8 @@ class Progress:
         per_step = 1 + 2 * (self.plan.get("expected_probes") or 0)
         left = f", {self.budget_s - self.timing_s:.0f} s of --budget left" if self.budget_s else ""
         return (
-            f"bisect: {self.done['counters']} counter probes; {self.done['timing']} compares (about {per_step} "
+            f"bisect: {self.done['counters']} counter probes; {self.done['timing']} compares (about "
+            f"{per_step} "
             f"for one step), {self.steps} steps in time found{left}; {spent:.0f} s so far"
         )
 

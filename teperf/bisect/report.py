@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from teperf.bundle import Bundle
-from teperf.explain import counters_diff
+from teperf.explain.render import counters_diff
 from teperf.records import ProbeRecord
 from teperf.render import TableModel, render, render_markdown, render_rich
 
@@ -52,7 +52,8 @@ def step_text(entry: dict) -> str:
         share += f" [{entry['share_ci'][0]:.0%}, {entry['share_ci'][1]:.0%}]"
     return (
         f"{_commit(entry)}: {entry.get('delta_us', 0):+.1f} us{ci} ({row.get('delta_pct') or 0:+.1f}%) "
-        f"{entry.get('verdict')} against its parent; {share} of GOOD..BAD; {_counter_deltas(entry.get('counters'))}"
+        f"{entry.get('verdict')} against its parent; {share} of GOOD..BAD; "
+        f"{_counter_deltas(entry.get('counters'))}"
     )
 
 
@@ -90,7 +91,8 @@ def headline(meta: dict) -> list[str]:
             else ""
         )
         lines.append(
-            f"GOOD..BAD in time: {end['delta_us']:+.1f} us{ci} ({end.get('delta_pct') or 0:+.1f}%) {end.get('verdict')}"
+            f"GOOD..BAD in time: {end['delta_us']:+.1f} us{ci} ({end.get('delta_pct') or 0:+.1f}%) "
+            f"{end.get('verdict')}"
         )
     if result.get("mode") == "counters":
         return lines + _counter_lines(result, result.get("culprits"), result.get("opposite_movers"))
@@ -107,7 +109,8 @@ def headline(meta: dict) -> list[str]:
     if rest:
         within = result.get("steps_within_interval")
         lines.append(
-            f"unexplained: {rest['delta_us']:+.1f} us ({rest['share']:.0%} of GOOD..BAD); the confirmed steps add "
+            f"unexplained: {rest['delta_us']:+.1f} us ({rest['share']:.0%} of GOOD..BAD); the confirmed "
+            "steps add "
             f"up to {result.get('steps_us', 0):+.1f} us"
             + ("" if within is None else f", {'inside' if within else 'outside'} GOOD..BAD's interval")
         )
@@ -130,7 +133,8 @@ def _counter_lines(result: dict, changes, opposite) -> list[str]:
     lines = []
     if changes:
         lines.append(
-            f"commits that moved the counters ({len(changes)}), by {next(iter(result.get('counter_totals') or result.get('totals') or {'counters': 0}))}:"
+            f"commits that moved the counters ({len(changes)}), by "
+            f"{next(iter(result.get('counter_totals') or result.get('totals') or {'counters': 0}))}:"
         )
         lines += [f"  {entry_text(e)}" for e in changes]
     if opposite:

@@ -24,19 +24,18 @@ import time
 from pathlib import Path
 
 from teperf import __version__
-from teperf.api import Interrupted
-from teperf.bisect import sides as git
 from teperf.bisect.attribute import attribute, ordered
 from teperf.bisect.conclude import conclude, time_shares
 from teperf.bisect.counters import CounterSearch, moved
 from teperf.bisect.plan import Range, commit_meta, find_cell, make_plan, plan_lines, resolve_range
 from teperf.bisect.progress import Progress
-from teperf.bisect.sides import SideFactory
+from teperf.bisect.sides import GitSideFactory, SideFactory
 from teperf.bisect.timing import TimeSearch
 from teperf.bundle import Bundle, now_iso
 from teperf.config import Config
-from teperf.errors import TeperfError
+from teperf.errors import Interrupted, TeperfError
 from teperf.log import Log, stderr_logger
+from teperf.options import SideOptions
 from teperf.plan import Case
 from teperf.records import ProbeRecord
 
@@ -206,7 +205,7 @@ def bisect(
     log = log or stderr_logger("teperf bisect")
     case = find_cell(config, cell)  # bad input first, before git or workers
     rng = resolve_range(spec, repo)
-    factory = factory or git.GitSideFactory(repo=str(rng.repo))
+    factory = factory or GitSideFactory(SideOptions(repo=str(rng.repo)))
     plan = make_plan(rng, factory, config)
     pin_range = getattr(factory, "pin_range", None)
     if pin_range is not None:

@@ -52,12 +52,14 @@ class Changes:
 
 
 def expected_probes(n_commits: int) -> int:
-    """Probes to narrow one change among n first-parent commits (GOOD excluded, BAD included), none skipped."""
+    """Probes to narrow one change among n first-parent commits (GOOD excluded, BAD included), none
+    skipped."""
     return math.ceil(math.log2(n_commits)) if n_commits > 1 else 0
 
 
 def next_index(good: int, bad: int, skipped: set[int]) -> int | None:
-    """The middle of (good, bad), or the measurable index nearest to it (lower first); None if none is left."""
+    """The middle of (good, bad), or the measurable index nearest to it (lower first); None if none is
+    left."""
     middle = (good + bad) // 2
     left = [i for i in range(good + 1, bad) if i not in skipped]
     return min(left, key=lambda i: (abs(i - middle), i)) if left else None

@@ -10,23 +10,13 @@ neighbour, as ``git bisect skip`` does.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import Callable, Protocol
 
 from teperf.errors import TeperfError
 from teperf.log import stderr_log
+from teperf.options import SideOptions
 from teperf.sides import Side
-from teperf.sides.gitrepo import (  # noqa: F401  (re-exported: bisect's git helpers)
-    Commit,
-    GitFailed,
-    commit_info,
-    detect_package,
-    find_package_dir,
-    parse_spec,
-    repo_root,
-    resolve,
-    run_git,
-)
+from teperf.sides.gitrepo import detect_package, find_package_dir
 
 # Rough cost of making one commit runnable, per strategy (seconds), for the plan printed up front: each
 # strategy's te_seconds / other_seconds (teperf/sides/strategies/), until the cache has measured builds.
@@ -92,21 +82,15 @@ class SideFactory(Protocol):
 
 @dataclasses.dataclass
 class GitSideFactory:
-    """Sides from the same machinery as ``teperf compare A..B`` (teperf.sides.git.plan_sides: tiers, caches)."""
+    """Sides from the same machinery as ``teperf compare A..B`` (teperf.sides.git.plan_sides: tiers, caches),
+    made with the same options."""
 
-    repo: str
-    package: str | None = None  # None: found in the repo (gitrepo.detect_package)
-    package_dir: str | None = None
-    strategy: str = "auto"
-    python: str = sys.executable
-    cache_dir: str | None = None
-    build_command: list[str] | None = None
-    jobs: int | None = None
-    cuda_archs: str | None = None  # --cuda-archs: what compiled sides are built for (None: the local GPUs')
-    layout: str | None = None  # a --layout TOML file; None: built in for the package
+    opts: SideOptions  # the git-side options, as compare takes them
     log: Callable[[str], None] | None = None
     pinned: str | None = None  # the strategy every side of the run is made with (pin_range)
-    package_hint: str | None = None  # what the config's factories import: picks among several candidates
+
+    def __post_init__(self):  # found in the first commit asked about when not given
+        self.package, self.package_dir = self.opts.package, self.opts.package_dir
 
     def pin_range(self, good_sha: str, bad_sha: str) -> str | None:
         """When GOOD..BAD needs compiled code (extension or build), make every side of the run that
@@ -114,7 +98,7 @@ class GitSideFactory:
         the other puts the difference between the two builds into every delta (issue 20; on the H200
         the local build of TE 2.16's extension read about 1 % slower than the wheel's). The caches,
         keyed by compiled inputs, keep it to one build per distinct set of inputs."""
-        if self.strategy != "auto":
+        if self.opts.strategy != "auto":
             return None
         tier = self.tier(good_sha, bad_sha)
         if tier in ("extension", "build"):
@@ -135,27 +119,27 @@ class GitSideFactory:
         from teperf.sides.target import Refused
 
         try:
-            layout = layout_for(self.package or TE_PACKAGE, self.layout)
+            layout = layout_for(self.package or TE_PACKAGE, self.opts.layout)
             from teperf.sides.strategies import Core
 
             if not Core.fits(layout):
                 return False
-            inst.find_installed(self.package or TE_PACKAGE, self.python)
+            inst.find_installed(self.package or TE_PACKAGE, self.opts.interpreter)
         except (TeperfError, Refused):
             return False
         return True
 
     def _package_dir(self, sha: str) -> str:
         if self.package is None:  # found once, in the first commit asked about, and said
-            self.package, how = detect_package(self.repo, sha, self.package_hint)
+            self.package, how = detect_package(self.opts.repo, sha, self.opts.package_hint)
             (self.log or stderr_log)(
                 f"package under test: {self.package} ({how}; --package NAME names another)"
             )
         if self.package_dir is None:
-            found = find_package_dir(self.repo, sha, self.package)
+            found = find_package_dir(self.opts.repo, sha, self.package)
             if found is None:
                 raise TeperfError(
-                    f"no {self.package}/__init__.py or {self.package}.py in {sha[:10]} of {self.repo}",
+                    f"no {self.package}/__init__.py or {self.package}.py in {sha[:10]} of {self.opts.repo}",
                     "pass --package NAME (the import name under test) and --package-dir PATH if it lives "
                     "elsewhere",
                 )
@@ -169,16 +153,10 @@ class GitSideFactory:
             package_dir = self._package_dir(base_sha)  # first: it finds the package when not given
             return plan_sides(
                 f"{base_sha}..{head_sha}",
-                repo=self.repo,
-                strategy=self.pinned or self.strategy,
+                self.opts,
+                strategy=self.pinned or self.opts.strategy,
                 package=self.package,
                 package_dir=package_dir,
-                layout=self.layout,
-                python=self.python,
-                cache_dir=self.cache_dir,
-                build_command=self.build_command,
-                jobs=self.jobs,
-                cuda_archs=self.cuda_archs,
                 allow_dirty=True,
                 log=self.log,
             ).make()
@@ -187,20 +165,20 @@ class GitSideFactory:
 
     def seconds(self, tier: str) -> tuple[float, str]:
         """(seconds, basis) of making one commit of this package runnable in ``tier`` (tier_seconds)."""
-        return tier_seconds(self.package, made_with(self, tier), self.cache_dir, self.layout)
+        return tier_seconds(self.package, made_with(self, tier), self.opts.cache_dir, self.opts.layout)
 
     def tier(self, base_sha: str, head_sha: str) -> str:
         """From the git diff alone (no interpreter asked): what ``auto`` starts from."""
         from teperf.sides import changes
         from teperf.sides.layout import layout_for
 
-        if self.strategy != "auto":
-            return self.strategy
+        if self.opts.strategy != "auto":
+            return self.opts.strategy
         package_dir = self._package_dir(base_sha)
         if self._pure_python(base_sha, head_sha):
             return "path"
-        layout = layout_for(self.package, self.layout)
-        return changes.diff(self.repo, base_sha, head_sha, layout, package_dir).tier
+        layout = layout_for(self.package, self.opts.layout)
+        return changes.diff(self.opts.repo, base_sha, head_sha, layout, package_dir).tier
 
     def _pure_python(self, base_sha: str, head_sha: str) -> bool:
         """Whether auto picks ``path`` (nothing compiled anywhere), decided once per run."""
@@ -208,15 +186,17 @@ class GitSideFactory:
             from teperf.sides.git import plan_sides
 
             try:
-                planned = plan_sides(
+                planned = plan_sides(  # as auto would, with no build options
                     f"{base_sha}..{head_sha}",
-                    repo=self.repo,
-                    package=self.package,
-                    package_dir=self.package_dir,
-                    layout=self.layout,
-                    python=self.python,
-                    cache_dir=self.cache_dir,
-                    allow_dirty=True,
+                    SideOptions(
+                        repo=self.opts.repo,
+                        package=self.package,
+                        package_dir=self.package_dir,
+                        layout=self.opts.layout,
+                        python=self.opts.interpreter,
+                        cache_dir=self.opts.cache_dir,
+                        allow_dirty=True,
+                    ),
                     log=lambda line: None,
                 )
                 self._path_tier = planned.strategy.name == "path"

@@ -4,9 +4,9 @@ commits (search.find_steps), each compare a paired one through the normal engine
 A part "moved" when its interval excludes zero and its delta is at least MIN_STEP_SHARE of GOOD..BAD's;
 it is "quiet" when its interval holds no step that large; otherwise it is measured again with twice the
 pairs while --budget lasts, then left "undecided". A single commit that moved but whose verdict is
-inconclusive (load) is measured again the same way: its verdict is what confirms it. A step found is one commit against its parent: its
-delta, interval and verdict are its own paired compare, and its share of GOOD..BAD's measured delta is
-that delta over GOOD..BAD's.
+inconclusive (load) is measured again the same way: its verdict is what confirms it. A step found is
+one commit against its parent: its delta, interval and verdict are its own paired compare, and its
+share of GOOD..BAD's measured delta is that delta over GOOD..BAD's.
 
 The parts' compares run trials of at least MIN_TRIAL_S, as pyperf calibrates its loops: on the CPU the
 spread between pairs came from short trials (vector-quantize's A/A, 6 pairs: 4.5 % at 40 steps a trial,
@@ -125,7 +125,8 @@ class TimeSearch:
 
     def timed(self, base: int, head: int, decide: Callable[[dict], str]):
         """Compare base..head and ``decide`` from its row; measure again with twice the pairs while that
-        is "undecided" and --budget allows -> (the last row, the decision); (None, "skip") or (None, "budget")."""
+        is "undecided" and --budget allows -> (the last row, the decision); (None, "skip") or (None,
+        "budget")."""
         processes = self.config.schedule.processes
         for _ in range(MAX_DOUBLINGS + 1):
             if not self.affordable(processes):

@@ -352,7 +352,8 @@ def fail_on_option(f):
         "fail_on",
         multiple=True,
         metavar="VERDICT",
-        help="Exit 1 when any cell has this verdict, per step or one-time (first call, recompile): slower, faster, "
+        help="Exit 1 when any cell has this verdict, per step or one-time (first call, recompile): slower, "
+        "faster, "
         "change (either), inconclusive; repeat or join with commas.",
     )(f)
 
@@ -401,7 +402,7 @@ def _preload_report() -> None:
     import rich.markup  # noqa: F401
     import rich.table  # noqa: F401
 
-    import teperf.explain  # noqa: F401
+    import teperf.explain.render  # noqa: F401
     import teperf.schema  # noqa: F401
     from teperf.stats import preload
 
@@ -412,8 +413,9 @@ def measure_and_report(fn, fmt: str):
     """Run ``fn(progress_factory, live_listener) -> bundle path``, print its summary and exit with the
     status a CI relies on (teperf.errors): 1 when a cell failed or ended partial, 130/143
     on Ctrl-C/SIGTERM (after printing what was measured)."""
-    from teperf.api import Interrupted, summarize
+    from teperf.api import summarize
     from teperf.engine.hints import failure_hint
+    from teperf.errors import Interrupted
 
     _preload_report()
 

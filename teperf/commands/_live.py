@@ -91,7 +91,8 @@ class LiveView:
 
 @contextmanager
 def live_view():
-    """(progress factory, snapshot listener) for api.measure: a LiveView on a terminal, (None, None) otherwise."""
+    """(progress factory, snapshot listener) for api.measure: a LiveView on a terminal, (None, None)
+    otherwise."""
     if not sys.stderr.isatty():
         yield None, None
         return

@@ -73,9 +73,10 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
     Exit 0: the commits named carry the change (or there is none);
     exit 1: unexplained (no step confirmed by its own compare), one line on stderr.
     """
-    from teperf.api import Interrupted
     from teperf.bisect.report import render_bisect
     from teperf.bisect.runner import bisect
+    from teperf.bisect.sides import GitSideFactory
+    from teperf.errors import Interrupted
 
     config, fmt = measure.config, measure.fmt
     budget_s = config.schedule.budget_s or DEFAULT_BUDGET_S
@@ -83,7 +84,7 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
         from teperf.engine.spawn import check_python
 
         check_python(sides.python)
-    factory = sides.factory()
+    factory = GitSideFactory(sides)
 
     def show(path) -> None:
         text = render_bisect(path, fmt, console=_console())

@@ -31,7 +31,9 @@ def _what(entry: cachedir.Entry) -> str:
     if entry.kind == "trees":
         return f"{str(meta.get('sha', entry.key))[:10]} {meta.get('subject', '')}".strip()
     if entry.kind == "overlays":
-        return f"{meta.get('package') or '?'} @ {str(meta.get('sha') or '?')[:10]} {meta.get('subject') or ''}".strip()
+        return (
+            f"{meta.get('package') or '?'} @ {str(meta.get('sha') or '?')[:10]} {meta.get('subject') or ''}"
+        ).strip()
     if entry.kind == "ccache":
         return "compiler cache (ccache) shared by every build"
     if entry.kind == "buildtrees":

@@ -55,7 +55,8 @@ from teperf.options import MeasureOptions, SideOptions
 @click.option(
     "--expected",
     metavar="FILE",
-    help="Also check the head side's counters against this expected-counters file (teperf counters check); exit 1 on a change.",
+    help="Also check the head side's counters against this expected-counters file (teperf counters check); "
+    "exit 1 on a change.",
 )
 @sweep_option()
 @fail_on_option
@@ -96,7 +97,7 @@ def command(
             )
         Expected.read(expected)
     if explain_cell:  # checked now, not after minutes of measuring
-        from teperf.explain import find_case
+        from teperf.explain.capture import find_case
         from teperf.plan import expand
 
         find_case({"cases": [c.to_meta() for c in expand(config)]}, explain_cell, where="the config")
@@ -105,7 +106,9 @@ def command(
             raise TeperfError(
                 "BASE..HEAD and --base-path/--head-path both given", "use one way to name the sides"
             )
-        planned = dataclasses.replace(sides, python=base_python or head_python).plan(spec)
+        from teperf.sides.git import plan_sides
+
+        planned = plan_sides(spec, dataclasses.replace(sides, python=base_python or head_python))
         if plan_only:
             return
         base, head = planned.make()
@@ -115,7 +118,8 @@ def command(
         ignored = sides.git_flags_given()
         if ignored:
             raise TeperfError(
-                f"{', '.join(ignored)} only {'apply' if len(ignored) > 1 else 'applies'} to git refs (BASE..HEAD), "
+                f"{', '.join(ignored)} only {'apply' if len(ignored) > 1 else 'applies'} to git refs "
+                "(BASE..HEAD), "
                 "not to --base-path/--head-path/--base-python/--head-python",
                 f"drop {', '.join(ignored)}, or give BASE..HEAD",
             )
@@ -139,7 +143,8 @@ def command(
         fmt,
     )
     if explain_cell:
-        from teperf.explain import explain_bundle, render_report
+        from teperf.explain.capture import explain_bundle
+        from teperf.explain.render import render_report
 
         # on stderr when stdout carries json/csv, so that it stays parseable
         click.echo(render_report(explain_bundle(summary.path, explain_cell)), err=fmt in ("json", "csv"))

@@ -86,5 +86,6 @@ def command(history_url, out, machine, ref, min_effect_pct, sig_level):
     for n in found:
         if not n.complete:
             click.echo(
-                f"dashboard: night {n.night} ({n.short_sha or 'no commit'}) on machine {n.machine}: {n.describe()}"
+                f"dashboard: night {n.night} ({n.short_sha or 'no commit'}) on machine {n.machine}: "
+                f"{n.describe()}"
             )

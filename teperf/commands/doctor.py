@@ -22,7 +22,8 @@ STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown": 
 @click.option(
     "--core",
     type=int,
-    help="The core you will pin workers to (default: the last usable one, as compare does); one this machine lacks is refused (exit 2).",
+    help="The core you will pin workers to (default: the last usable one, as compare does); one this machine "
+    "lacks is refused (exit 2).",
 )
 @click.option(
     "--python",
@@ -67,5 +68,6 @@ def _print_text(core, checks, verdict) -> None:
         )
     console.print(table)
     console.print(
-        f"overall: [{STATUS_STYLE.get(verdict, '')}]{verdict}[/] (doctor only reads; it never changes a setting)"
+        f"overall: [{STATUS_STYLE.get(verdict, '')}]{verdict}[/] (doctor only reads; it never changes a "
+        "setting)"
     )

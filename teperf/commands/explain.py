@@ -42,7 +42,8 @@ def command(bundle, cell, iters, repeats, top, core, timeout_s, fmt):
     teperf explain results/compare-... --cell LayerNormLinear/bf16
     """
     from teperf.errors import TeperfError
-    from teperf.explain import explain_bundle, render_report
+    from teperf.explain.capture import explain_bundle
+    from teperf.explain.render import render_report
 
     if iters < 1 or repeats < 1 or top < 1:
         raise TeperfError("--iters, --repeats and --top must be at least 1", "e.g. --iters 200 --repeats 2")

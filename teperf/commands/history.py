@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 
@@ -79,7 +80,6 @@ def _explain_options(f):
 
 def _explain(history_url, config_path, budget, results_dir, **given) -> None:
     from teperf.commands._common import take_measure, take_sides
-    from teperf.commands.nightly import explain_new
 
     measure = take_measure(
         {"config_path": config_path, "budget_s": budget, "results_dir": results_dir}, "nightly"
@@ -87,21 +87,52 @@ def _explain(history_url, config_path, budget, results_dir, **given) -> None:
     explain_new(history_url, take_sides(given), measure)
 
 
-TABLE_COLUMNS = (
-    "committed_at",
-    "sha",
-    "subject",
-    "module",
-    "recipe",
-    "shape",
-    "host_us",
-    "delta_pct",
-    "ci_low_pct",
-    "ci_high_pct",
-    "verdict",
-    "status",
-    "machine",
-)
+def explain_new(history_url, sides, measure) -> None:
+    """Bisect every change point of this machine in the history not yet explained; store the records
+    (teperf.history.explain)."""
+    from teperf.bisect.report import load
+    from teperf.bisect.runner import bisect
+    from teperf.bisect.sides import GitSideFactory
+    from teperf.commands.bisect import DEFAULT_BUDGET_S
+    from teperf.errors import Interrupted
+    from teperf.history.analysis import analyze
+    from teperf.history.explain import change_points, failed, pending, record, remote_url
+    from teperf.history.store import HistoryStore
+    from teperf.nightly import local_machine
+
+    config = measure.config
+    machine, _ = local_machine(config.device)
+    store = HistoryStore(history_url)
+    todo = pending(change_points(analyze(store.read())), store.explanations(), machine)
+    remote = remote_url(sides.repo)
+    log = functools.partial(click.echo, err=True)
+    for n, point in enumerate(todo, 1):
+        log(
+            f"explain [{n}/{len(todo)}] {point.spec}: {point.found.direction} "
+            f"{point.found.delta_us:+.1f} us between {point.good_sha[:10]} and {point.bad_sha[:10]}"
+        )
+        try:
+            path = bisect(
+                config,
+                f"{point.good_sha}..{point.bad_sha}",
+                point.spec,
+                factory=GitSideFactory(sides),
+                repo=sides.repo,
+                results_dir=measure.results_dir,
+                budget_s=config.schedule.budget_s or DEFAULT_BUDGET_S,
+                command=["teperf", "history", "--explain"],
+            )
+            rec = record(point, load(path)[0].get("result") or {}, str(path), remote)
+        except (
+            Interrupted
+        ) as stop:  # the change points explained so far are stored; this one is tried next time
+            click.echo(f"teperf: interrupted; the bisect's bundle keeps its probes: {stop.path}", err=True)
+            sys.exit(130)
+        except TeperfError as exc:
+            rec = failed(point, exc.one_line())
+        store.add_explanation(rec)
+        log(f"explain [{n}/{len(todo)}] {point.spec}: {rec.answer}")
+    click.echo(f"explain: {len(todo)} change point(s) bisected", err=True)
 
 
 @click.command("history")
@@ -168,7 +199,8 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
             df = df[df[col] == val]
     if df.empty:
         where = (
-            f" matching {', '.join(f'{k}={v}' for k, v in (('module', module), ('recipe', recipe), ('ref', ref)) if v)}"
+            " matching "
+            + ", ".join(f"{k}={v}" for k, v in (("module", module), ("recipe", recipe), ("ref", ref)) if v)
             if (module or recipe or ref)
             else ""
         )
@@ -409,7 +441,8 @@ def _with_explanations(df, explained: dict, text: bool):
 
 
 def _culprits_text(explanation: dict | None) -> str:
-    """'abc1234 87% [70%, 104%]' per culprit, or what the bisect said (noise, unexplained); '' if not asked."""
+    """'abc1234 87% [70%, 104%]' per culprit, or what the bisect said (noise, unexplained); '' if not
+    asked."""
     if not explanation:
         return ""
     if not explanation["culprits"]:

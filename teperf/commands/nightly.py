@@ -24,15 +24,9 @@ from teperf.commands._common import (
     sweep_option,
 )
 from teperf.commands._live import live_view
-from teperf.commands.history import history_option, warn_unreadable
+from teperf.commands.history import explain_new, history_option, warn_unreadable
 from teperf.errors import EXIT_CELLS_FAILED, exit_status_for_signal
-from teperf.nightly import (  # noqa: F401  (the decisions, where tests and scripts have found them)
-    DEFAULT_CONFIG,
-    BaseChoice,
-    choose_base,
-    local_machine,
-    shard_cases,
-)
+from teperf.nightly import DEFAULT_CONFIG
 from teperf.options import MeasureOptions, SideOptions
 from teperf.safe_text import for_terminal
 
@@ -155,31 +149,6 @@ def _backfill(spec, ref, history_url, tags, every, sides: SideOptions, measure: 
         log(f"teperf: interrupted; {stop.recorded}; run the same command again to resume")
         sys.exit(exit_status_for_signal(stop.signum))
     log(result.describe())
-
-
-def explain_new(history_url, sides: SideOptions, measure: MeasureOptions) -> None:
-    """Bisect the change points of this machine not yet explained (teperf.history.explain)."""
-    from teperf.api import Interrupted
-    from teperf.commands.bisect import DEFAULT_BUDGET_S
-    from teperf.history.explain import explain_changes
-    from teperf.history.store import HistoryStore
-
-    config = measure.config
-    machine, _ = local_machine(config.device)
-    try:
-        found = explain_changes(
-            HistoryStore(history_url),
-            config,
-            sides,
-            machine=machine,
-            results_dir=measure.results_dir,
-            budget_s=config.schedule.budget_s or DEFAULT_BUDGET_S,
-            log=lambda line: click.echo(line, err=True),
-        )
-    except Interrupted as stop:  # the change points explained so far are stored; this one is tried next time
-        click.echo(f"teperf: interrupted; the bisect's bundle keeps its probes: {stop.path}", err=True)
-        sys.exit(130)
-    click.echo(f"explain: {len(found)} change point(s) bisected", err=True)
 
 
 def _night(ref, history_url, shard, night_id, force, dry_run, sides: SideOptions, measure: MeasureOptions):

@@ -21,11 +21,10 @@ import time
 from collections import defaultdict
 from typing import Callable, Iterable, Optional
 
-from teperf.config import Config, Stats
+from teperf.config import METRIC_FIELD, Config, Stats
 from teperf.plan import server_generation
 from teperf.records import StopRecord
 from teperf.stats import INDEPENDENT_BASES, choose_attempts, compare_cell, half_width_pct
-from teperf.summary import METRIC_FIELD
 
 MAX_PAIRS = 1000  # with --precision the budget bounds the run; this only guards against a runaway loop
 
@@ -213,7 +212,8 @@ class Adaptive:
             if pair in self._finished
             for key, attempts in by_key.items()
         }
-        # the summary's rule (teperf.summary.aggregate.clean_trials): couples that shared the core are left out
+        # the summary's rule (teperf.summary.aggregate.clean_trials): couples that shared the core are left
+        # out
         picked, _, n_couples, n_contended = choose_attempts(slots, (0, 1), self.stats.max_contended_pct)
         for (pair, key), attempt in picked.items():
             (b, _), (h, _) = slots[(pair, key)][attempt][0], slots[(pair, key)][attempt][1]

@@ -2,7 +2,8 @@
 
 The coordinator never imports torch. A run (:func:`run_schedule`) is three owners and the lanes
 that use them: :class:`~teperf.engine.prestart.PairSchedule` hands out the pairs (the adaptive plan,
-the pairs started ahead, each cell's lost-pair budget), :class:`WorkerLives` keeps every worker process from spawn to reap
+the pairs started ahead, each cell's lost-pair budget), :class:`WorkerLives` keeps every worker process from
+spawn to reap
 (and the fork servers), :class:`RunRecords` writes the pairs' and trials' records and tells the
 progress view. One pair's workers are a :class:`~teperf.engine.pair.PairRunner`: a case that raises
 fails at once; a worker that dies or hangs costs the case its pair only.
@@ -19,19 +20,17 @@ from typing import Callable, Optional
 
 from teperf.bundle import Bundle
 from teperf.config import Config
+from teperf.cpus import assign_lanes, spare_cores
 from teperf.engine.adaptive import Adaptive
-from teperf.engine.lanes import LaneStopped, assign_lanes, run_lanes, spare_cores
-from teperf.engine.pair import (  # noqa: F401  (LOST_PAIRS_PER_CELL: where tests find it)
-    LOST_PAIRS_PER_CELL,
-    CellRetries,
+from teperf.engine.lanes import LaneStopped, run_lanes
+from teperf.engine.pair import (
     PairRunner,
     RemeasureBudget,
     compile_cache_spec,
 )
-from teperf.engine.prestart import MAX_AUTO_PRESTART, PairSchedule, prestart_depth  # noqa: F401  (tests)
+from teperf.engine.prestart import PairSchedule
 from teperf.engine.spawn import Worker, WorkerError
-from teperf.plan import Case, Slot, hash_seed, pair_slots
-from teperf.provenance import packages_under_test
+from teperf.plan import Case, Slot, hash_seed, packages_under_test, pair_slots
 from teperf.records import (
     CompileCacheRecord,
     PairRecord,

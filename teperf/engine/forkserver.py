@@ -40,6 +40,8 @@ class ServerError(WorkerError):
 class ForkedProcess:
     """The part of ``subprocess.Popen`` the Worker uses, for a child of the fork server."""
 
+    forked = True  # what Worker.forked reads
+
     def __init__(self, pid: int, stdin, stdout, server: "ForkServer"):
         self.pid = pid
         self.stdin = stdin
@@ -509,7 +511,7 @@ class PendingFork:
         with self._lock:
             self._proc = proc
             if proc is not None:
-                self.forked = isinstance(proc, ForkedProcess)
+                self.forked = getattr(proc, "forked", False)
                 if self._killed:
                     proc.kill()
                 else:

@@ -16,7 +16,10 @@ from teperf.config import Config
 _SIGKILLED = re.compile(r"SIGKILL|status -9\b|exit -9\b")
 
 _NO_ATTRIBUTE = re.compile(r"AttributeError: module '([\w.]+)' has no attribute '(\w+)'")
-OOM_HINT = "it may have been killed for memory (the OOM killer sends SIGKILL): try a smaller --shape or fewer cases per run"
+OOM_HINT = (
+    "it may have been killed for memory (the OOM killer sends SIGKILL): try a smaller --shape or "
+    "fewer cases per run"
+)
 FACTORY_HINT = (
     "check the module factories and that each side's --path/--base-path/--head-path holds their package"
 )

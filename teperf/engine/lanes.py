@@ -24,17 +24,8 @@ import threading
 import time
 from typing import Callable
 
-from teperf.cpus import (  # noqa: F401  (the topology lives in cpus.py; re-exported for the engine and tests)
-    AUTO_MAX_LANES,
-    CORES_PER_LANE,
-    assign_lanes,
-    auto_lanes,
-    check_lanes,
-    physical_cores,
-    spare_cores,
-)
-
-STOP_SWEEP_S = 0.2  # while stopping, how often every worker of the run is killed again (a lane may have just spawned one)
+# while stopping, how often every worker of the run is killed again (a lane may have just spawned one)
+STOP_SWEEP_S = 0.2
 STOP_WAIT_S = 15.0  # then lane threads still running are abandoned (daemon threads; their workers are killed)
 
 

@@ -20,8 +20,7 @@ from teperf.engine.hints import start_hint
 from teperf.engine.lanes import LaneStopped
 from teperf.engine.spawn import Worker, WorkerError
 from teperf.errors import TeperfError
-from teperf.plan import Case, Slot, hash_seed, start_order
-from teperf.provenance import packages_under_test
+from teperf.plan import Case, Slot, hash_seed, packages_under_test, start_order
 from teperf.records import (
     CountersRecord,
     FailureRecord,

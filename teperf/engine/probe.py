@@ -11,13 +11,106 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 from pathlib import Path
+from typing import Iterable
 
 from teperf.config import Config
-from teperf.engine.spawn import Worker, WorkerError, worker_env
-from teperf.plan import Case, hash_seed
-from teperf.provenance import packages_under_test
+from teperf.engine.spawn import Worker, WorkerError, check_python, worker_code_dir, worker_env
+from teperf.errors import TeperfError
+from teperf.plan import Case, hash_seed, measured_packages, packages_under_test
 from teperf.sides import Side
+
+PREFLIGHT_TIMEOUT_S = 120.0
+
+# Run in the side's interpreter with the side's sys.path and PYTHONPATH: finds, never imports
+# (importing torch and TE costs 10 s on the H200; find_spec of a top-level name costs milliseconds).
+_PREFLIGHT = r"""
+import importlib.util, json, sys
+sys.path[0:0] = json.loads(sys.argv[1])
+out = {"python": sys.version.split()[0], "executable": sys.executable, "prefix": sys.prefix, "found": {}}
+for name in json.loads(sys.argv[2]):
+    try:
+        spec = importlib.util.find_spec(name)
+    except Exception as exc:
+        spec, out["found"][name] = None, "error: %s: %s" % (type(exc).__name__, exc)
+        continue
+    where = (list(spec.submodule_search_locations or []) or [None]) if spec else [None]
+    out["found"][name] = (spec.origin or where[0]) if spec else None
+print(json.dumps(out))
+"""
+
+
+def _where_else(side: Side) -> str:
+    """The options that point ``side`` elsewhere: a git side's tree is the ref's, so only PYTHONPATH adds
+    code from outside it; `run`'s one side takes --python/--path."""
+    if "ref" in side.description:
+        return (
+            "put the directory that holds it on PYTHONPATH (git sides import the ref's tree and PYTHONPATH)"
+        )
+    flag = f"--{side.label}-" if side.label in ("base", "head") else "--"
+    return f"point {flag}python/{flag}path at one that has it"
+
+
+def preflight(config, sides: Iterable[Side], hash_seed: int = 0) -> dict[str, dict]:
+    """Each side's interpreter, and where it finds torch, the packages under test and teperf's
+    worker; a one-line TeperfError naming the interpreter and what it lacks, before any pair."""
+    sides = list(sides)
+    wanted = ["torch", *measured_packages(config, sides), "teperf.worker"]
+    found: dict[str, dict] = {}
+    for side in sides:
+        check_python(side.python)
+        with tempfile.TemporaryDirectory(prefix="teperf-preflight-") as cwd:
+            try:
+                proc = subprocess.run(
+                    [side.python, "-c", _PREFLIGHT, json.dumps(list(side.sys_path)), json.dumps(wanted)],
+                    cwd=cwd,
+                    env=worker_env(side, hash_seed),
+                    capture_output=True,
+                    text=True,
+                    stdin=subprocess.DEVNULL,
+                    timeout=PREFLIGHT_TIMEOUT_S,
+                )
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise TeperfError(
+                    f"{side.label}'s interpreter {side.python} could not be asked what it imports: {exc}",
+                    "check that it runs (`PYTHON -c 'import sys'`)",
+                )
+        try:
+            facts = json.loads(proc.stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise TeperfError(
+                f"{side.label}'s interpreter {side.python} fails to start: {last}",
+                "point the side at a working Python 3 interpreter",
+            )
+        missing = [
+            name for name in wanted if not facts["found"].get(name) or "error:" in str(facts["found"][name])
+        ]
+        if missing:
+            what = {
+                "torch": "torch",
+                "teperf.worker": "teperf's worker code (a Python >= 3.9 that can read it)",
+            }
+            names = ", ".join(what.get(m, m) for m in missing)
+            fix = (
+                f"install torch into that environment ({side.python} -m pip install torch)"
+                if missing == ["torch"]
+                else f"install {names} into that environment, or {_where_else(side)}"
+            )
+            raise TeperfError(
+                f"{side.label}'s interpreter {side.python} ({facts['prefix']}) lacks {names}", fix
+            )
+        facts["found"].pop("teperf.worker", None)
+        worker_dir = worker_code_dir()
+        for name, origin in list(facts["found"].items()):
+            if origin and str(origin).startswith(worker_dir):
+                raise TeperfError(
+                    f"{side.label} would import {name} from teperf's worker code directory", "report this bug"
+                )
+        found[side.label] = facts
+    return found
+
 
 # Run in a side's interpreter: import the packages under test from the side's tree, then name every
 # top-level module that came from elsewhere (their dependencies: einops, ...), for a server to preload.

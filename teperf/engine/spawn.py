@@ -203,9 +203,7 @@ class Worker:
     @property
     def forked(self) -> bool:
         """Whether this worker came from a fork server (--spawn forkserver), not a fresh interpreter."""
-        from teperf.engine.forkserver import ForkedProcess
-
-        return bool(getattr(self.proc, "forked", False)) or isinstance(self.proc, ForkedProcess)
+        return bool(getattr(self.proc, "forked", False))
 
     def wait_ready(self) -> dict:
         """Wait for the hello (the worker has imported torch and is listening)."""

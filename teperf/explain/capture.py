@@ -109,24 +109,7 @@ def profile_case(
     from teperf.errors import TeperfError
     from teperf.plan import Case
 
-    fields = {
-        f: case[f]
-        for f in (
-            "id",
-            "backend",
-            "module",
-            "recipe",
-            "shape",
-            "dtype",
-            "mode",
-            "factory",
-            "kwargs",
-            "inputs",
-        )
-        if f in case
-    }
-    fields["shape"] = tuple(fields.get("shape") or ())
-    wire = Case(**fields).to_wire(device, warmup)
+    wire = Case.from_meta(case).to_wire(device, warmup)
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     workers: dict = {}
@@ -164,7 +147,8 @@ def profile_case(
             reply = workers[side.label].request({"cmd": "setup", "case": wire})
             if reply.get("type") != "ready":
                 raise TeperfError(
-                    f"the {side.label} side could not set up {'/'.join(_cell_fields(case))}: {reply.get('error')}",
+                    f"the {side.label} side could not set up {'/'.join(_cell_fields(case))}: "
+                    f"{reply.get('error')}",
                     f"see {log_dir / (side.label + '.log')}",
                 )
         packages = list(
@@ -226,6 +210,7 @@ def explain_bundle(
     {cell, case, sides, counters, counters_diff, profiles, diff, saved_to}.
     """
     from teperf.bundle import Bundle
+    from teperf.config import Schedule, from_meta
     from teperf.plan import hash_seed
 
     bundle = Bundle.open(bundle_path)
@@ -233,7 +218,7 @@ def explain_bundle(
     case = find_case(meta, cell)
     sides = sides_from_meta(meta)
     config = meta.get("config") or {}
-    schedule = config.get("schedule") or {}
+    schedule = from_meta(Schedule, meta)
     core, core_note = _usable_core(core, config.get("core"))
     cell_name = "/".join(_cell_fields(case))
     log_dir = _writable_dir(Path(bundle.path) / "explain", cell_name)
@@ -242,12 +227,12 @@ def explain_bundle(
         case,
         core=core,
         device=config.get("device", "cpu"),
-        warmup=int(schedule.get("warmup", 50)),
+        warmup=schedule.warmup,
         iters=iters,
         repeats=repeats,
         hash_seed=hash_seed(int(config.get("seed", 0)), 0),
         log_dir=log_dir,
-        timeout_s=float(timeout_s or schedule.get("timeout_s", 600.0)),
+        timeout_s=float(timeout_s or schedule.timeout_s),
         progress=progress,
     )
     labels = [s.label for s in sides]
@@ -305,7 +290,8 @@ def code_drift(records, now: dict) -> dict:
         }
         if code_identity({**before, "packages": same_packages}) != code_identity(facts):
             notes[f"{label} code"] = (
-                f"{label} now imports other code than when the bundle was measured: this explains today's code"
+                f"{label} now imports other code than when the bundle was measured: this explains today's "
+                "code"
             )
     return notes
 

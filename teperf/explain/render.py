@@ -1,4 +1,5 @@
-"""The explain texts: a profile diff as text or JSON, a counter diff in one line, ``teperf explain``'s report."""
+"""The explain texts: a profile diff as text or JSON, a counter diff in one line, ``teperf explain``'s
+report."""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ def render_text(deltas: list[FunctionDelta], n: int = 15, title: str = "") -> st
     total_base = sum(d.base_own_us for d in deltas)
     total_head = sum(d.head_own_us for d in deltas)
     lines.append(
-        f"profiled own time per step: base {total_base:.1f} us, head {total_head:.1f} us ({signed_us(total_head - total_base)}; includes cProfile overhead)"
+        f"profiled own time per step: base {total_base:.1f} us, head {total_head:.1f} us "
+        f"({signed_us(total_head - total_base)}; includes cProfile overhead)"
     )
     lines.append("")
     lines.append(
@@ -64,7 +66,8 @@ def render_text(deltas: list[FunctionDelta], n: int = 15, title: str = "") -> st
     for d in by_own_time(deltas, n):
         pm = "" if d.own_hw_us is None else ("~" if d.own_settled is False else "") + d.own_pm
         lines.append(
-            f"  {signed_us(d.d_own_us):>10} {pm:>11} {d.base_own_us:>9.1f} {d.head_own_us:>9.1f} {_calls_pair(d):>13}  {d.short_name}  {d.where}{_presence(d)}"
+            f"  {signed_us(d.d_own_us):>10} {pm:>11} {d.base_own_us:>9.1f} {d.head_own_us:>9.1f} "
+            f"{_calls_pair(d):>13}  {d.short_name}  {d.where}{_presence(d)}"
         )
     lines.append("")
     changed = by_calls(deltas, n)
@@ -73,7 +76,8 @@ def render_text(deltas: list[FunctionDelta], n: int = 15, title: str = "") -> st
         lines.append("  (no call count changed)")
     for d in changed:
         lines.append(
-            f"  {_fmt_count(d.d_calls):>10} {_calls_pair(d):>19} {signed_us(d.d_cum_us):>10} cum  {d.short_name}  {d.where}{_presence(d)}"
+            f"  {_fmt_count(d.d_calls):>10} {_calls_pair(d):>19} {signed_us(d.d_cum_us):>10} cum  "
+            f"{d.short_name}  {d.where}{_presence(d)}"
         )
     return "\n".join(lines)
 
@@ -130,7 +134,8 @@ def counters_diff(base: Optional[dict], head: Optional[dict], full: bool = False
 def render_report(report: dict, n: int = 15) -> str:
     """Text for ``teperf explain``."""
     lines = [
-        f"explain {report['cell']} (core {report['core']}, {report['repeats']} x {report['iters']} profiled steps per side)"
+        f"explain {report['cell']} (core {report['core']}, {report['repeats']} x {report['iters']} profiled "
+        "steps per side)"
     ]
     labels = report["sides"]
     counters = report.get("counters") or {}

@@ -249,7 +249,8 @@ def analyze_cell(
             direction = "slower" if ch.delta > 0 else "faster"
             moved = False
             # The paired night-over-night test can place a step more exactly than the series can:
-            # if the detected night's own paired test does not see it but exactly one neighbour's does, move there.
+            # if the detected night's own paired test does not see it but exactly one neighbour's does, move
+            # there.
             here = _paired_night(points, i)
             if here is None or here.verdict != direction:
                 agree = [

@@ -91,41 +91,29 @@ def _json_for_script(obj) -> str:
 # ----------------------------------------------------------------------------- figures
 
 
-def cell_figure(cell: Cell) -> dict:
-    """The plotly figure (as a dict) of one cell: host time over commits + paired night deltas."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
+def _custom(p: Point) -> list:
+    """A point's hover fields (customdata)."""
+    ci = f"[{_fmt_pct(p.ci_low_pct)}, {_fmt_pct(p.ci_high_pct)}]" if p.ci_low_pct is not None else ""
+    return [
+        _esc(p.sha or p.run_id),
+        _esc((p.subject or "")[:120]),
+        _esc(_fmt_date(p.date)),
+        _esc(p.verdict or ("failed: " + (p.error or "")[:80] if not p.ok else "no comparison")),
+        _esc(_fmt_pct(p.delta_pct)),
+        _esc(ci),
+        _esc(p.base_sha[:10] if p.base_sha else "-"),
+        _esc(f"<br>night {p.night}: {p.night_note}" if p.night_note else ""),
+    ]
 
-    pts = cell.points
-    x = list(range(len(pts)))
-    ticktext = [_esc(p.short_sha[:7]) for p in pts]
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.68, 0.32], vertical_spacing=0.07)
 
-    def custom(p: Point):
-        return [
-            _esc(p.sha or p.run_id),
-            _esc((p.subject or "")[:120]),
-            _esc(_fmt_date(p.date)),
-            _esc(p.verdict or ("failed: " + (p.error or "")[:80] if not p.ok else "no comparison")),
-            _esc(_fmt_pct(p.delta_pct)),
-            _esc(
-                f"[{_fmt_pct(p.ci_low_pct)}, {_fmt_pct(p.ci_high_pct)}]" if p.ci_low_pct is not None else ""
-            ),
-            _esc(p.base_sha[:10] if p.base_sha else "-"),
-            _esc(f"<br>night {p.night}: {p.night_note}" if p.night_note else ""),
-        ]
-
-    cd = [custom(p) for p in pts]
-    hover = (
-        "<b>%{customdata[0]}</b><br>%{customdata[1]}<br>%{customdata[2]}<br>"
-        "host %{y:.1f} us/step<br>vs %{customdata[6]}: %{customdata[4]} %{customdata[5]} (%{customdata[3]})"
-        "%{customdata[7]}<extra></extra>"
-    )
+def _host_traces(go, cell: Cell, x: list, cd: list) -> list:
+    """The top panel's traces: the paired interval's band, the levels between changes, host time, failures."""
+    pts, traces = cell.points, []
     # 95 % band of the night's paired interval, put on the head's scale: base + [ci_low, ci_high]
     lo = [p.base_us + p.ci_low_us if None not in (p.base_us, p.ci_low_us) and p.ok else None for p in pts]
     hi = [p.base_us + p.ci_high_us if None not in (p.base_us, p.ci_high_us) and p.ok else None for p in pts]
     if any(v is not None for v in lo):
-        fig.add_trace(
+        traces.append(
             go.Scatter(
                 x=x,
                 y=lo,
@@ -135,11 +123,9 @@ def cell_figure(cell: Cell) -> dict:
                 showlegend=False,
                 connectgaps=False,
                 name="ci-low",
-            ),
-            row=1,
-            col=1,
+            )
         )
-        fig.add_trace(
+        traces.append(
             go.Scatter(
                 x=x,
                 y=hi,
@@ -150,21 +136,15 @@ def cell_figure(cell: Cell) -> dict:
                 hoverinfo="skip",
                 name="95% interval (paired)",
                 connectgaps=False,
-            ),
-            row=1,
-            col=1,
+            )
         )
-    # level between change points
-    lx, ly = [], []
+    lx, ly = [], []  # level between change points
     for first, last, y0, y1 in cell.levels:
-        if first == last or y0 == y1:
-            lx += [first - 0.4, last + 0.4, None]
-            ly += [y0, y1, None]
-        else:  # a drift: its Theil-Sen line
-            lx += [first, last, None]
-            ly += [y0, y1, None]
+        flat = first == last or y0 == y1  # else a drift: its Theil-Sen line
+        lx += [first - 0.4, last + 0.4, None] if flat else [first, last, None]
+        ly += [y0, y1, None]
     if lx:
-        fig.add_trace(
+        traces.append(
             go.Scatter(
                 x=lx,
                 y=ly,
@@ -172,11 +152,14 @@ def cell_figure(cell: Cell) -> dict:
                 line=dict(color="#7f8c8d", dash="dash", width=1.5),
                 hoverinfo="skip",
                 name="level between changes",
-            ),
-            row=1,
-            col=1,
+            )
         )
-    fig.add_trace(
+    hover = (
+        "<b>%{customdata[0]}</b><br>%{customdata[1]}<br>%{customdata[2]}<br>"
+        "host %{y:.1f} us/step<br>vs %{customdata[6]}: %{customdata[4]} %{customdata[5]} (%{customdata[3]})"
+        "%{customdata[7]}<extra></extra>"
+    )
+    traces.append(
         go.Scatter(
             x=x,
             y=[p.host_us if p.ok else None for p in pts],
@@ -190,116 +173,108 @@ def cell_figure(cell: Cell) -> dict:
             ),
             customdata=cd,
             hovertemplate=hover,
-        ),
-        row=1,
-        col=1,
+        )
     )
     failed = [i for i, p in enumerate(pts) if not p.ok]
     if failed:
         ok_vals = [p.host_us for p in pts if p.ok]
-        y0 = min(ok_vals) if ok_vals else 0
-        fig.add_trace(
+        traces.append(
             go.Scatter(
                 x=failed,
-                y=[y0] * len(failed),
+                y=[min(ok_vals) if ok_vals else 0] * len(failed),
                 mode="markers",
                 name="failed",
                 marker=dict(symbol="x", size=10, color="#c0392b"),
                 customdata=[cd[i] for i in failed],
                 hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}<br>%{customdata[3]}<extra></extra>",
-            ),
-            row=1,
-            col=1,
+            )
         )
-    # paired night-over-night change, with its interval
-    dy = [p.delta_pct if p.ok else None for p in pts]
+    return traces
+
+
+def _night_trace(go, pts: list, x: list, cd: list):
+    """The bottom panel: the paired night-over-night change, with its interval."""
     err_plus = [
         (p.ci_high_pct - p.delta_pct) if None not in (p.ci_high_pct, p.delta_pct) else None for p in pts
     ]
     err_minus = [
         (p.delta_pct - p.ci_low_pct) if None not in (p.ci_low_pct, p.delta_pct) else None for p in pts
     ]
-    fig.add_trace(
-        go.Scatter(
-            x=x,
-            y=dy,
-            mode="markers",
-            name="night vs previous (%)",
-            marker=dict(
-                size=7,
-                color=[VERDICT_COLOR.get(p.verdict, VERDICT_COLOR[None]) for p in pts],
-                symbol="diamond",
-            ),
-            error_y=dict(
-                type="data",
-                symmetric=False,
-                array=err_plus,
-                arrayminus=err_minus,
-                thickness=1.2,
-                width=3,
-                color="#5d6d7e",
-            ),
-            customdata=cd,
-            hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}<br>vs %{customdata[6]}: %{customdata[4]} %{customdata[5]}<br>%{customdata[3]}<extra></extra>",
+    return go.Scatter(
+        x=x,
+        y=[p.delta_pct if p.ok else None for p in pts],
+        mode="markers",
+        name="night vs previous (%)",
+        marker=dict(
+            size=7,
+            color=[VERDICT_COLOR.get(p.verdict, VERDICT_COLOR[None]) for p in pts],
+            symbol="diamond",
         ),
-        row=2,
-        col=1,
+        error_y=dict(
+            type="data",
+            symmetric=False,
+            array=err_plus,
+            arrayminus=err_minus,
+            thickness=1.2,
+            width=3,
+            color="#5d6d7e",
+        ),
+        customdata=cd,
+        hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}<br>vs %{customdata[6]}: "
+        "%{customdata[4]} %{customdata[5]}<br>%{customdata[3]}<extra></extra>",
     )
+
+
+def _change_marks(cell: Cell) -> tuple[list, list]:
+    """(shapes, annotations): a dotted line at each step change, a shaded span over each drift."""
     shapes, annotations = [], []
     for ch in cell.changes:
         color = VERDICT_COLOR["slower"] if ch.direction == "slower" else VERDICT_COLOR["faster"]
         if ch.kind == "step":
-            shapes.append(
-                dict(
-                    type="line",
-                    xref="x",
-                    yref="paper",
-                    x0=ch.index - 0.5,
-                    x1=ch.index - 0.5,
-                    y0=0,
-                    y1=1,
-                    line=dict(color=color, width=2, dash="dot"),
-                )
+            at, x1, text = (
+                ch.index - 0.5,
+                ch.index - 0.5,
+                f"{_fmt_pct(ch.delta_pct)} at {ch.first_bad.short_sha[:7]}",
             )
-            annotations.append(
-                dict(
-                    x=ch.index - 0.5,
-                    y=1.0,
-                    xref="x",
-                    yref="paper",
-                    yanchor="bottom",
-                    showarrow=False,
-                    text=_esc(f"{_fmt_pct(ch.delta_pct)} at {ch.first_bad.short_sha[:7]}"),
-                    font=dict(color=color, size=11),
-                )
-            )
+            look = dict(line=dict(color=color, width=2, dash="dot"))
+            kind = "line"
         else:
-            shapes.append(
-                dict(
-                    type="rect",
-                    xref="x",
-                    yref="paper",
-                    x0=ch.index - 0.5,
-                    x1=ch.end_index + 0.5,
-                    y0=0,
-                    y1=1,
-                    fillcolor=color,
-                    opacity=0.08,
-                    line=dict(width=0),
-                )
+            at, x1, text = (
+                (ch.index + ch.end_index) / 2,
+                ch.end_index + 0.5,
+                f"drift {_fmt_pct(ch.delta_pct)}",
             )
-            annotations.append(
-                dict(
-                    x=(ch.index + ch.end_index) / 2,
-                    y=1.0,
-                    xref="x",
-                    yref="paper",
-                    yanchor="bottom",
-                    showarrow=False,
-                    text=_esc(f"drift {_fmt_pct(ch.delta_pct)}"),
-                    font=dict(color=color, size=11),
-                )
+            look = dict(fillcolor=color, opacity=0.08, line=dict(width=0))
+            kind = "rect"
+        shapes.append(dict(type=kind, xref="x", yref="paper", x0=ch.index - 0.5, x1=x1, y0=0, y1=1, **look))
+        annotations.append(
+            dict(
+                x=at,
+                y=1.0,
+                xref="x",
+                yref="paper",
+                yanchor="bottom",
+                showarrow=False,
+                text=_esc(text),
+                font=dict(color=color, size=11),
             )
+        )
+    return shapes, annotations
+
+
+def cell_figure(cell: Cell) -> dict:
+    """The plotly figure (as a dict) of one cell: host time over commits + paired night deltas."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    pts = cell.points
+    x = list(range(len(pts)))
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.68, 0.32], vertical_spacing=0.07)
+    cd = [_custom(p) for p in pts]
+    for trace in _host_traces(go, cell, x, cd):
+        fig.add_trace(trace, row=1, col=1)
+    fig.add_trace(_night_trace(go, pts, x, cd), row=2, col=1)
+    shapes, annotations = _change_marks(cell)
     fig.add_hline(y=0, line=dict(color="#aab7b8", width=1), row=2, col=1)
     fig.update_layout(
         template="plotly_white",
@@ -314,7 +289,7 @@ def cell_figure(cell: Cell) -> dict:
     fig.update_xaxes(
         tickmode="array",
         tickvals=x[::step],
-        ticktext=ticktext[::step],
+        ticktext=[_esc(p.short_sha[:7]) for p in pts][::step],
         tickangle=-45,
         range=[-0.7, len(pts) - 0.3],
     )
@@ -332,7 +307,10 @@ def _change_row(c: Cell, ch: Found, page: str, explained: dict | None = None) ->
 
     paired = "-"
     if ch.paired is not None and ch.paired.delta_pct is not None:
-        paired = f"{_fmt_pct(ch.paired.delta_pct)} [{_fmt_pct(ch.paired.ci_low_pct)}, {_fmt_pct(ch.paired.ci_high_pct)}] {ch.paired.verdict}"
+        paired = (
+            f"{_fmt_pct(ch.paired.delta_pct)} [{_fmt_pct(ch.paired.ci_low_pct)}, "
+            f"{_fmt_pct(ch.paired.ci_high_pct)}] {ch.paired.verdict}"
+        )
     good = ch.last_good
     return {
         "slug": c.slug,
@@ -378,6 +356,34 @@ def _night_model(n: Night) -> dict:
     }
 
 
+def _grid_cell(c: Cell, tonight: Night | None) -> dict:
+    """One cell of a machine page's grid: the latest figure, the week's change, the recent change."""
+    last = c.latest
+    recent = c.recent_change(RECENT)
+    verdict = last.verdict if last and last.ok else None
+    return {
+        "slug": c.slug,
+        "latest_us": _fmt_us(last.host_us) if last and last.ok else "failed",
+        "week": _fmt_pct(c.change_vs_week()),
+        "verdict": (verdict or ("failed" if last and not last.ok else "no comparison")),
+        "css": VERDICT_CSS.get(verdict, "none"),
+        "recent": (
+            f"step {_fmt_pct(recent.delta_pct)} at {recent.first_bad.short_sha[:7]}"
+            if recent.kind == "step"
+            else f"drift {_fmt_pct(recent.delta_pct)} since {recent.first_bad.short_sha[:7]}"
+        )
+        if recent
+        else None,
+        "recent_css": recent.direction if recent else "",
+        # a cell the newest night did not measure (its shard is missing or failed) says so
+        "stale": (
+            f"not in night {tonight.night}"
+            if tonight is not None and tonight.shas and last is not None and last.sha not in tonight.shas
+            else None
+        ),
+    }
+
+
 def _machine_models(cells: Sequence[Cell], nights: Sequence[Night] = (), explained=None) -> list[dict]:
     by_machine: dict[str, list[Cell]] = {}
     for c in cells:
@@ -404,33 +410,7 @@ def _machine_models(cells: Sequence[Cell], nights: Sequence[Night] = (), explain
                     "by_recipe": {},
                 },
             )
-            last = c.latest
-            recent = c.recent_change(RECENT)
-            verdict = last.verdict if last and last.ok else None
-            row["by_recipe"][c.recipe] = {
-                "slug": c.slug,
-                "latest_us": _fmt_us(last.host_us) if last and last.ok else "failed",
-                "week": _fmt_pct(c.change_vs_week()),
-                "verdict": (verdict or ("failed" if last and not last.ok else "no comparison")),
-                "css": VERDICT_CSS.get(verdict, "none"),
-                "recent": (
-                    f"step {_fmt_pct(recent.delta_pct)} at {recent.first_bad.short_sha[:7]}"
-                    if recent.kind == "step"
-                    else f"drift {_fmt_pct(recent.delta_pct)} since {recent.first_bad.short_sha[:7]}"
-                )
-                if recent
-                else None,
-                "recent_css": recent.direction if recent else "",
-                # a cell the newest night did not measure (its shard is missing or failed) says so
-                "stale": (
-                    f"not in night {tonight.night}"
-                    if tonight is not None
-                    and tonight.shas
-                    and last is not None
-                    and last.sha not in tonight.shas
-                    else None
-                ),
-            }
+            row["by_recipe"][c.recipe] = _grid_cell(c, tonight)
         grid = []
         for key in sorted(rows):
             row = rows[key]

@@ -14,7 +14,7 @@ import dataclasses
 import datetime as _dt
 import hashlib
 import re
-from typing import Callable, Iterable, Optional
+from typing import Iterable, Optional
 
 from teperf import __version__
 from teperf.errors import TeperfError
@@ -130,54 +130,6 @@ def pending(points: list[ChangePoint], known: dict, machine: str) -> list[Change
         for p in points
         if p.cell.machine == machine and (p.key not in known or known[p.key].status == "failed")
     ]
-
-
-def explain_changes(
-    store,
-    config,
-    sides,
-    *,
-    machine: str,
-    df=None,
-    results_dir: Optional[str] = None,
-    budget_s: float = 1800.0,
-    log: Callable[[str], None] = print,
-) -> list[ExplanationRecord]:
-    """Bisect every change point of ``machine`` in ``store`` not yet explained; store and return the records."""
-    from teperf.api import Interrupted
-    from teperf.bisect.report import load
-    from teperf.bisect.runner import bisect
-    from teperf.history.analysis import analyze
-
-    df = store.read() if df is None else df
-    todo = pending(change_points(analyze(df)), store.explanations(), machine)
-    remote = remote_url(sides.repo)
-    out = []
-    for n, point in enumerate(todo, 1):
-        log(
-            f"explain [{n}/{len(todo)}] {point.spec}: {point.found.direction} "
-            f"{point.found.delta_us:+.1f} us between {point.good_sha[:10]} and {point.bad_sha[:10]}"
-        )
-        try:
-            path = bisect(
-                config,
-                f"{point.good_sha}..{point.bad_sha}",
-                point.spec,
-                factory=sides.factory(),
-                repo=sides.repo,
-                results_dir=results_dir,
-                budget_s=budget_s,
-                command=["teperf", "history", "--explain"],
-            )
-            rec = record(point, load(path)[0].get("result") or {}, str(path), remote)
-        except Interrupted:
-            raise
-        except TeperfError as exc:
-            rec = failed(point, exc.one_line())
-        store.add_explanation(rec)
-        log(f"explain [{n}/{len(todo)}] {point.spec}: {rec.answer}")
-        out.append(rec)
-    return out
 
 
 def as_dict(rec: Optional[ExplanationRecord]) -> Optional[dict]:

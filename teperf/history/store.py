@@ -351,9 +351,6 @@ class HistoryStore:
                 out.append(str(name))
         return sorted(out, key=posixpath.basename)
 
-    def has_run(self, run_id: str) -> bool:
-        return self.fs.exists(self._path(run_id + SUFFIX))
-
     def append(self, rows: Sequence[Mapping[str, Any]] | pa.Table) -> str:
         """Write one run (all rows must share one run_id) as a new file, atomically; return its path."""
         table = rows if isinstance(rows, pa.Table) else to_table(rows)
@@ -508,7 +505,8 @@ def check_version(table: pa.Table, path: str) -> int:
         raise TeperfError(
             f"{path} has history schema {version}, written by teperf {use}; this teperf {__version__} "
             f"reads schema {HISTORY_SCHEMA_VERSION} and older",
-            f"read the history with teperf {use} or newer (upgrade: git pull in teperf's clone, then pip install -U .)",
+            f"read the history with teperf {use} or newer (upgrade: git pull in teperf's clone, then pip "
+            "install -U .)",
         )
     return version
 

@@ -116,7 +116,10 @@ def sysconfig_compilers(python: str | None) -> tuple[str, ...]:
     Python): torch.utils.cpp_extension calls them when it does not use Ninja."""
     if not python:
         return ()
-    code = "import sysconfig\nfor k in ('CC', 'CXX'):\n    print((sysconfig.get_config_var(k) or '').split(' ')[0])"
+    code = (
+        "import sysconfig\nfor k in ('CC', 'CXX'):\n    print((sysconfig.get_config_var(k) or '').split(' "
+        "')[0])"
+    )
     out = tool_output([python, "-c", code])
     return tuple(os.path.basename(word) for word in out.split() if word)
 

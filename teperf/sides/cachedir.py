@@ -7,8 +7,10 @@ else ``~/.cache/teperf``)::
     overlays/<key>/<pkg>/    a shadow package: the side's .py files, symlinks for the rest
     builds/<hash>/           prefix/ (the build), build.log, build.json
     buildtrees/<key>/        src/: the persistent, incremental build directory of one build configuration
-    ext/<key>/               prefix/ (a framework extension built over the installed core), build.log, build.json
-    cores/<key>/             lib/ (a core library built with CMake in a buildtrees/ tree), build.log, build.json
+    ext/<key>/               prefix/ (a framework extension built over the installed core), build.log,
+    build.json
+    cores/<key>/             lib/ (a core library built with CMake in a buildtrees/ tree), build.log,
+    build.json
     ccache/shared/           the compiler cache every build shares (when ccache is installed)
 
 Every entry is made in a temporary sibling directory and renamed into place

@@ -13,13 +13,11 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import os
-import re
-import sys
 import time
-from typing import Iterable
 
 from teperf.errors import TeperfError
 from teperf.log import Log, stderr_log
+from teperf.options import SideOptions
 from teperf.sides import Side, changes, gitrepo, strategies
 from teperf.sides.gitrepo import Commit, Resolved
 from teperf.sides.layout import PackageLayout, layout_for
@@ -48,7 +46,8 @@ def check_dirty(resolved: Resolved, package_dir: str | None, allow_dirty: bool) 
         result[name] = True
     if not allow_dirty:
         raise TeperfError(
-            f"{' and '.join(hits)} is the checked-out HEAD ({current[:10]}) but the work tree has uncommitted "
+            f"{' and '.join(hits)} is the checked-out HEAD ({current[:10]}) but the work tree has "
+            "uncommitted "
             f"changes ({changes.shorten(changed)}) that teperf would not measure (it measures commits)",
             "commit them (or git stash) and run again, or pass --allow-dirty to measure the committed HEAD",
         )
@@ -117,43 +116,13 @@ class SidesPlan:
         return made[0], made[1]
 
 
-def plan_sides(
-    spec: str,
-    *,
-    repo: str = ".",
-    strategy: str = "auto",
-    package: str | None = None,
-    package_dir: str | None = None,
-    layout: PackageLayout | str | os.PathLike | None = None,
-    python: str = sys.executable,
-    cache_dir: str | None = None,
-    build_command: Iterable[str] | None = None,
-    jobs: int | None = None,
-    allow_dirty: bool | None = None,
-    log: Log | None = None,
-    cuda_archs: str | None = None,
-    package_hint: str | None = None,
-) -> SidesPlan:
-    """Resolve ``spec``, classify the diff, choose the strategy and say so (through ``log``); build nothing.
-
-    ``spec``: ``A..B``, ``A...B`` (base = merge-base) or one ref (base = its
-    first parent). ``strategy``: one of teperf.sides.strategies.NAMES.
-    ``package``: the import name under test (None: found in the repo, see
-    gitrepo.detect_package); ``package_dir``: its path in the repo, or the
-    file of a single module (found if None). ``layout``: a PackageLayout or a TOML file (default:
-    built in for the package). ``python``: runs the workers, holds the
-    installed package, builds. ``cache_dir``: default $TEPERF_CACHE or
-    ~/.cache/teperf. ``build_command``: argv template of --strategy build.
-    ``jobs``: compile jobs (default: free cores). ``allow_dirty`` (default
-    $TEPERF_ALLOW_DIRTY): measure the committed HEAD even when the work tree
-    has uncommitted changes in the package. ``log``: progress lines (default: stderr).
-    ``package_hint``: what the config's factories import, chosen when the repo holds several candidates.
-    """
-    if cuda_archs is not None and not re.fullmatch(r"\d+[a-z]?(;\d+[a-z]?)*", cuda_archs):
-        raise TeperfError(
-            f"--cuda-archs {cuda_archs!r} is not a list of CUDA archs",
-            "pass compute capabilities without the dot, ';'-separated: 90, '80;90' or 90a",
-        )
+def plan_sides(spec: str, opts: SideOptions | None = None, *, log: Log | None = None, **given) -> SidesPlan:
+    """Resolve ``spec``, classify the diff, choose the strategy and say so (through ``log``, default
+    stderr); build nothing. ``spec``: ``A..B``, ``A...B`` (base = merge-base) or one ref (base = its first
+    parent). ``opts`` (teperf.options.SideOptions; ``given`` fields replace its own) says how: see its
+    fields. ``allow_dirty`` None reads $TEPERF_ALLOW_DIRTY."""
+    opts = dataclasses.replace(opts or SideOptions(), **given)
+    strategy, package, layout, allow_dirty = opts.strategy, opts.package, opts.layout, opts.allow_dirty
     log = log or stderr_log
     if strategy != "auto":
         cls = strategies.get(strategy)  # unknown names fail here, before git is asked anything
@@ -161,14 +130,12 @@ def plan_sides(
             cls(None, None).plan()
     if allow_dirty is None:
         allow_dirty = os.environ.get("TEPERF_ALLOW_DIRTY", "") not in ("", "0")
-    if jobs is not None and jobs < 1:
-        raise TeperfError(f"--jobs {jobs}: must be at least 1", "pass --jobs N with N >= 1, or leave it out")
-    resolved = gitrepo.resolve_spec(spec, repo)
+    resolved = gitrepo.resolve_spec(spec, opts.repo)
     root = resolved.repo
     if not package:
-        package, how = gitrepo.detect_package(root, resolved.head.sha, package_hint)
+        package, how = gitrepo.detect_package(root, resolved.head.sha, opts.package_hint)
         log(f"package under test: {package} ({how}; --package NAME names another)")
-    pkg_dir = package_dir
+    pkg_dir = opts.package_dir
     if pkg_dir is None:
         pkg_dir = gitrepo.find_package_dir(root, resolved.head.sha, package) or gitrepo.find_package_dir(
             root, resolved.base.sha, package
@@ -177,14 +144,16 @@ def plan_sides(
             raise TeperfError(
                 f"no {package}/__init__.py or {package}.py in {resolved.head.short_sha} or "
                 f"{resolved.base.short_sha} of {root}",
-                "pass --package NAME (the import name under test) and --package-dir PATH if it lives elsewhere",
+                "pass --package NAME (the import name under test) and --package-dir PATH if it lives "
+                "elsewhere",
             )
     else:  # --package-dir DIR that holds the code as one module file, DIR/NAME.py
         given = pkg_dir.strip("/")
         shas = (resolved.head.sha, resolved.base.sha)
         if given not in ("", ".") and all(gitrepo.show_file(root, sha, given) is None for sha in shas):
             raise TeperfError(
-                f"--package-dir {given} is in neither {resolved.head.short_sha} nor {resolved.base.short_sha} "
+                f"--package-dir {given} is in neither {resolved.head.short_sha} nor "
+                f"{resolved.base.short_sha} "
                 f"of {root}",
                 "pass the package's directory relative to the repo root (git ls-tree -d HEAD), or leave "
                 "--package-dir out to find it",
@@ -199,11 +168,11 @@ def plan_sides(
         package=package,
         package_dir=pkg_dir,
         layout=layout,
-        python=python,
-        cache_dir=cache_dir,
-        build_command=tuple(build_command) if build_command else None,
-        jobs=jobs,
-        cuda_archs=cuda_archs,
+        python=opts.interpreter,
+        cache_dir=opts.cache_dir,
+        build_command=tuple(opts.build_command) if opts.build_command else None,
+        jobs=opts.jobs,
+        cuda_archs=opts.cuda_archs,
         log=log,
     )
     pair = Pair(

@@ -27,7 +27,8 @@ COMPILED_FILE_SUFFIXES = (".so", ".pyd", ".dylib")
 _FINDER = r"""
 import importlib.metadata as md, importlib.util, json, site, sys, sysconfig
 name = sys.argv[1]
-out = {"python": sys.executable, "python_version": sys.version.split()[0], "error": None, "locations": None, "origin": None}
+out = {"python": sys.executable, "python_version": sys.version.split()[0]}
+out.update(error=None, locations=None, origin=None)
 try:
     spec = importlib.util.find_spec(name)
 except Exception as exc:
@@ -125,12 +126,14 @@ def find_installed(
         )
         raise Refused(
             f"{package} is not installed in {python} ({why})",
-            "install the package (one build) into that interpreter or put it on PYTHONPATH for --strategy overlay, "
+            "install the package (one build) into that interpreter or put it on PYTHONPATH for --strategy "
+            "overlay, "
             "or use --strategy build",
         )
     if len(locations) != 1:
         raise Refused(
-            f"{package} is a namespace package spread over {len(locations)} directories ({', '.join(locations)})",
+            f"{package} is a namespace package spread over {len(locations)} directories "
+            f"({', '.join(locations)})",
             "overlay needs one installed package directory; use --strategy build",
         )
     location = Path(locations[0]).absolute()
@@ -159,7 +162,8 @@ def find_installed(
 
 
 def version_commit(version: str | None) -> str | None:
-    """The commit in a local version label: '2.20.0.dev0+d0067d0' -> 'd0067d0' (also '+gabc1234', '+git.abc1234')."""
+    """The commit in a local version label: '2.20.0.dev0+d0067d0' -> 'd0067d0' (also '+gabc1234',
+    '+git.abc1234')."""
     if not version or "+" not in version:
         return None
     local = version.split("+", 1)[1]
@@ -238,7 +242,8 @@ def compiled_files(installed: Installed) -> list[Path]:
 def check_sides_against(
     installed: Installed, target: Target, pair: Pair, *, strategy: str, tier: str
 ) -> tuple[str | None, str]:
-    """(the installed build's commit or None, how that was decided); Refused when a side needs more than ``tier``.
+    """(the installed build's commit or None, how that was decided); Refused when a side needs more than
+    ``tier``.
 
     The installed build came from some commit: a side whose compiled sources
     differ from that commit's beyond what ``strategy`` rebuilds cannot run on it.
@@ -253,10 +258,12 @@ def check_sides_against(
         if changes.TIERS.index(diff.tier) > changes.TIERS.index(tier):
             found = diff.deciding()
             raise Refused(
-                f"{strategy} cannot run {label}: the installed {installed.package} {installed.version} was built "
+                f"{strategy} cannot run {label}: the installed {installed.package} {installed.version} was "
+                "built "
                 f"from {commit[:10]}, whose compiled sources differ from {label} {side.sha[:10]} "
                 f"({changes.shorten(found, 4)})",
-                f"install a build of {label} ({side.sha[:10]}) or of a commit with the same compiled sources, "
+                f"install a build of {label} ({side.sha[:10]}) or of a commit with the same compiled "
+                "sources, "
                 f"or use --strategy {diff.tier}",
             )
     return commit, check
@@ -278,7 +285,8 @@ class Basis:
 def basis(
     target: Target, pair: Pair, *, strategy: str, tier: str, installed: Installed | None = None
 ) -> Basis:
-    """Find the installed package (unless given) and check that ``strategy`` (rebuilding up to ``tier``) can use it."""
+    """Find the installed package (unless given) and check that ``strategy`` (rebuilding up to ``tier``) can
+    use it."""
     installed = installed or find_installed(target.package, target.python)
     commit, check = check_sides_against(installed, target, pair, strategy=strategy, tier=tier)
     known = gitrepo.tracked_py(target.repo, pair.base.sha, target.package_dir)

@@ -22,7 +22,8 @@ non-Python change means a full build) unless ``--layout FILE`` describes it::
     artifacts = ["libmypkg_core.so"]       # the built library's file names (they replace the installed ones)
     sources = ["third_party/"]             # inputs besides `core` (hashed into the cache key)
     cmake_args = ["-DCMAKE_BUILD_TYPE=Release"]
-    module_dirs = { MYPKG_DEP_PATH = "nvidia.dep" }   # unset variables: that module's directory, if importable
+    module_dirs = { MYPKG_DEP_PATH = "nvidia.dep" }   # unset variables: that module's directory, if
+    importable
 
 A pattern ending in ``/`` is a directory (everything below it), any other is
 an ``fnmatch`` pattern on the repository-relative path.
@@ -81,7 +82,8 @@ class ExtensionBuild:
 
 @dataclasses.dataclass(frozen=True)
 class CoreBuild:
-    """A compiled core library that CMake builds from ``cmake_dir`` on its own (one shared Ninja tree per repo)."""
+    """A compiled core library that CMake builds from ``cmake_dir`` on its own (one shared Ninja tree per
+    repo)."""
 
     cmake_dir: str
     artifacts: tuple[str, ...]

@@ -152,7 +152,8 @@ def check_import_location(root: Path, package: str, python: str, env: Mapping[st
         raise TeperfError(
             f"with the overlay {root} first on sys.path, {python} still imports {package} from "
             f"{origin or '(nowhere)'}",
-            "remove whatever shadows it (an import hook or .pth that loads it first), or use --strategy build",
+            "remove whatever shadows it (an import hook or .pth that loads it first), "
+            "or use --strategy build",
         )
     return origin
 

@@ -42,7 +42,8 @@ class Strategy:
 
     @classmethod
     def fits(cls, layout) -> bool:
-        """Whether the package's layout describes what this strategy builds (auto skips it silently if not)."""
+        """Whether the package's layout describes what this strategy builds (auto skips it silently if
+        not)."""
         return True
 
     def parallel_sides(self) -> bool:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from teperf.config import Stats
+from teperf.config import METRIC_FIELD, Stats, from_meta
 from teperf.errors import TeperfError
 from teperf.provenance import identical_code, mixed_code, side_facts
-from teperf.summary.aggregate import METRIC_FIELD, aggregate
+from teperf.summary.aggregate import aggregate
 from teperf.summary.notes import notes, onetime_notes, stop_note
 from teperf.summary.parse import ParsedBundle, parse
 
@@ -42,6 +42,11 @@ class Summary:
     # changed during the run); shown above the table, and the measuring commands exit 1 on it.
     code_problems: list[str] = dataclasses.field(default_factory=list)
     imported: dict = dataclasses.field(default_factory=dict)  # label -> what its first worker imported
+    stats: Stats | None = None  # the settings the rows were computed with (None: the bundle's own)
+
+    @property
+    def settings(self) -> Stats:
+        return self.stats or stats_from_meta(self.meta)
 
     @property
     def compare(self) -> bool:
@@ -64,24 +69,9 @@ class Summary:
         return [r for r in self.rows if r.get("status") in ("failed", "partial", "missing")]
 
 
-def _same_kind(value, default) -> bool:
-    if isinstance(default, float):
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return type(value) is type(default)
-
-
 def stats_from_meta(meta: dict, **overrides) -> Stats:
     """The run's statistics settings (keys this teperf does not know are ignored)."""
-    raw = (meta.get("config") or {}).get("stats") or {}
-    known = {f.name for f in dataclasses.fields(Stats)}
-    defaults = Stats()
-    # A damaged value falls back to the default rather than ending the report in a traceback.
-    kept = (
-        {k: v for k, v in raw.items() if k in known and _same_kind(v, getattr(defaults, k))}
-        if isinstance(raw, dict)
-        else {}
-    )
-    stats = dataclasses.replace(Stats(**kept), **overrides)
+    stats = from_meta(Stats, meta, **overrides)
     if stats.metric not in METRIC_FIELD:
         raise TeperfError(
             f"unknown metric {stats.metric!r} in the bundle",
@@ -103,6 +93,7 @@ def summarize(path, stats: Stats | None = None, lane: int | None = None) -> Summ
         onetime_notes=onetime_notes(parsed),
         code_problems=code_problems(parsed),
         imported=side_facts(parsed.workers),
+        stats=stats,
     )
 
 

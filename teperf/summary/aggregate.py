@@ -8,13 +8,12 @@ from typing import Optional
 
 import numpy as np
 
-from teperf.config import METRICS, Stats
+from teperf.config import METRIC_FIELD, Stats
 from teperf.records import CaseMeta, lost_pairs_text
 from teperf.schema import ONETIME_CLOCKS, ONETIME_COSTS, ONETIME_STATS, ROW_FIELDS
 from teperf.stats import break_even_steps, choose_attempts, compare_cell, onetime_cell, single_cell
 from teperf.summary.parse import CellRecords, ParsedBundle
 
-METRIC_FIELD = {metric: f"{metric}_ns" for metric in METRICS}  # the trial record's clock of each --metric
 NOT_HOST_BOUND_SYNC_FRACTION = 0.02  # the final synchronize waited > 2 % of the loop: GPU was behind
 EXTRA_CLOCKS = ("thread_cpu_ns", "wall_ns", "sync_ns")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from teperf.config import Stats
+from teperf.config import Stats, from_meta
 from teperf.numbers import duration
 from teperf.records import CONTENDED_WALL_OVER_CPU, StopRecord
-from teperf.stats import onetime_rule
+from teperf.stats import lanes_agree, onetime_rule
 from teperf.summary.aggregate import planned_pairs, trials_without_clock
 from teperf.summary.parse import ParsedBundle
 
@@ -37,7 +37,8 @@ def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
             where = "/".join(str(row[k]) for k in ("module", "recipe", "shape", "mode"))
             of_planned = f" of {planned}" if planned else ""
             out.append(
-                f"partial {where}: its figures rest on {row['n_pairs'] or 0}{of_planned} pairs; {row['error']}"
+                f"partial {where}: its figures rest on {row['n_pairs'] or 0}{of_planned} pairs; "
+                f"{row['error']}"
             )
     if meta.get("status") == "interrupted":
         detail = f" ({meta['status_detail']})" if meta.get("status_detail") else ""
@@ -58,17 +59,20 @@ def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
         out.append(f"run status: failed{': ' + meta['error'] if meta.get('error') else ''}")
     if any(r.get("ci_basis") == "trials" for r in rows):
         out.append(
-            "one process pair: intervals cover trial noise only, not the between-process noise (a few % on a VM); "
+            "one process pair: intervals cover trial noise only, not the between-process noise (a few % on a "
+            "VM); "
             "use --processes 3 or more for verdicts that hold"
         )
     if any(r.get("ci_basis") == "one generation" for r in rows):
         out.append(
-            "one fork-server generation: intervals cover the noise between its pairs only, not between generations "
+            "one fork-server generation: intervals cover the noise between its pairs only, not between "
+            "generations "
             "(the unit with --spawn forkserver); use more pairs than --server-pairs, or --spawn fresh"
         )
     if any(r.get("host_bound") is False for r in rows):
         out.append(
-            "cells marked 'GPU-bound': the GPU was behind at the end of a trial, so host time is not what limits "
+            "cells marked 'GPU-bound': the GPU was behind at the end of a trial, so host time is not what "
+            "limits "
             "the step"
         )
     if parsed.compiled_in_trial:
@@ -114,7 +118,6 @@ def generation_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str
     generation_of = parsed.pair_generations
     if generation_of is None:
         return ""
-    from teperf.bylane import lanes_agree
 
     tested = differ = 0
     for row in rows:
@@ -136,7 +139,8 @@ def generation_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str
     )
     if differ > 2 * expected:
         text += (
-            ": pairs of a generation are not independent here, which is why the intervals take the generation, "
+            ": pairs of a generation are not independent here, which is why the intervals take the "
+            "generation, "
             "not the pair, as the unit (--server-pairs 1 or --spawn fresh make every pair one)"
         )
     return text
@@ -152,8 +156,10 @@ def load_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str:
     if not (remeasured or shares) and parsed.preempted_trials <= 0.05 * parsed.total_trials:
         return ""
     text = (
-        f"{parsed.preempted_trials} of {parsed.total_trials} trials shared the measuring core (wall time at least "
-        f"{CONTENDED_WALL_OVER_CPU * 100 - 100:.0f}% above CPU time); {_plural(remeasured, 'couple')} measured again"
+        f"{parsed.preempted_trials} of {parsed.total_trials} trials shared the measuring core (wall time at "
+        "least "
+        f"{CONTENDED_WALL_OVER_CPU * 100 - 100:.0f}% above CPU time); {_plural(remeasured, 'couple')} "
+        "measured again"
     )
     if left_out:
         low, high = f"{min(left_out):.0f}", f"{max(left_out):.0f}"
@@ -166,7 +172,8 @@ def load_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str:
     elif counted:
         loaded = sum(r.get("verdict_cause") == "load" for r in rows)
         text += (
-            f"; {_plural(len(counted), 'cell')} had more than {limit:g}% of their couples share it in every attempt "
+            f"; {_plural(len(counted), 'cell')} had more than {limit:g}% of their couples share it in every "
+            "attempt "
             f"(up to {max(counted):.0f}%): their figures count them"
             + (f", and {loaded} {'is' if loaded == 1 else 'are'} inconclusive (load)" if loaded else "")
         )
@@ -245,7 +252,8 @@ def onetime_notes(parsed: ParsedBundle) -> list[str]:
             recompile_graphs.append(int(info["recompile"].get("graphs") or 0))
     if not first_calls:
         return []
-    metric = (config.get("stats") or {}).get("metric", "process_cpu")
+    stats = from_meta(Stats, meta)  # the run's own clock and rule
+    metric = stats.metric
     clock = {
         "process_cpu": "process CPU time (the worker's threads plus the compiler processes it ran)",
         "thread_cpu": "main-thread CPU time",
@@ -257,8 +265,7 @@ def onetime_notes(parsed: ParsedBundle) -> list[str]:
         f"the warm-up"
     ]
     if len(meta.get("sides") or {}) == 2:
-        stats = config.get("stats") or {}
-        out.append(onetime_rule(stats.get("alpha", 0.05), stats.get("min_effect_once_pct", 10.0), unit))
+        out.append(onetime_rule(stats.alpha, stats.min_effect_once_pct, unit))
     spare = first_calls - on_measuring_core
     if spare:
         out.append(
@@ -268,7 +275,8 @@ def onetime_notes(parsed: ParsedBundle) -> list[str]:
         )
     if warmups:
         out.append(
-            f"not in the figures: each worker's first compile of anything (dynamo/inductor start-up, compiler "
+            "not in the figures: each worker's first compile of anything (dynamo/inductor start-up, "
+            "compiler "
             f"probes), done once on a tiny function: median {float(np.median(warmups)):.1f} s of CPU"
         )
     cache_mode = parsed.compile_cache.mode if parsed.compile_cache else None

@@ -95,7 +95,8 @@ class ParsedBundle:
 
 def parse(path, lane: Optional[int] = None) -> ParsedBundle:
     """Read the bundle at ``path``; a TeperfError when it is not one, a newer teperf wrote it, or its
-    meta.json is damaged beyond reading. ``lane``: only the trials that lane measured (``report --by-lane``)."""
+    meta.json is damaged beyond reading. ``lane``: only the trials that lane measured (``report
+    --by-lane``)."""
     bundle = Bundle.open(path)
     meta = bundle.meta().to_dict()
     if coordinator_gone(meta):

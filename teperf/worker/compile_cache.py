@@ -70,7 +70,8 @@ class CompileCache:
             self.root = spec["dir"]
             self.owned = False
         else:
-            # inside the run's directory when the coordinator gave one: removed with it even if this worker is killed
+            # inside the run's directory when the coordinator gave one: removed with it even if this worker is
+            # killed
             self.root = tempfile.mkdtemp(prefix="teperf-inductor-", dir=spec.get("parent"))
             self.owned = True
             atexit.register(self.close)

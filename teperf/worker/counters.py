@@ -83,7 +83,6 @@ import sys
 from typing import Callable, Optional
 
 KEYS = ("python_calls", "aten_ops", "autograd_nodes", "kernel_launches", "syncs", "allocations")
-COMPILE_KEYS = ("graphs", "graph_breaks", "recompiles", "guard_failures")
 WARM_STEPS = 2
 
 LAUNCH_NAMES = (
@@ -134,7 +133,8 @@ def count_step(step: Callable[[], None], cuda: bool, warm: int = WARM_STEPS) -> 
         after = count_python_calls(step)
     if after != counts["python_calls"]:
         print(
-            f"teperf counters: warning: the step's Python calls went from {counts['python_calls']} to {after} "
+            f"teperf counters: warning: the step's Python calls went from {counts['python_calls']} to "
+            f"{after} "
             "while counting; an instrumentation pass changed the module's state",
             file=sys.stderr,
         )

@@ -9,12 +9,14 @@ Commands (coordinator -> worker), each answered by exactly one reply:
   {"cmd": "setup", "case": CASE}           -> {"type": "ready", "case_id", "info"}
                                               | {"type": "error", "case_id", "error", "skipped": bool}
   {"cmd": "trial", "case_id", "iters"}     -> {"type": "trial", "case_id", **CLOCK_FIELDS}
-                                              (+ "compiles": graphs dynamo compiled in the timed loop, once dynamo is loaded)
+                                              (+ "compiles": graphs dynamo compiled in the timed loop, once
+                                              dynamo is loaded)
                                               | {"type": "error", ...}
   {"cmd": "counters", "case_id"}           -> {"type": "counters", "case_id", "counters": {...}}
   {"cmd": "profile", "case_id", "iters"}   -> {"type": "profile", "case_id", "functions": [...]}
   {"cmd": "imported", "packages": [...]}  -> {"type": "imported", "imported": {...}}
-                                              (interpreter, torch, each package's version, path and content hash:
+                                              (interpreter, torch, each package's version, path and content
+                                              hash:
                                               teperf.worker.provenance)
   {"cmd": "quit"}                          -> (no reply; the worker exits 0)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 from typing import Any, Callable, ContextManager, Optional
 
 
@@ -151,3 +152,18 @@ def compile_counts_during(fn: Callable[[], None]) -> dict:
         # e.g. TE's Linear-family forwards are wrapped in torch._dynamo.disable
         info["compile_note"] = "dynamo captured no graph: the forward runs eagerly under torch.compile"
     return info
+
+
+def module_class(name: str) -> str:
+    """The class a module name builds: ``GroupedLinear[num_gemms=4]`` (a --sweep value) ->
+    ``GroupedLinear``."""
+    return name.split("[", 1)[0]
+
+
+def import_object(spec: str):
+    """'pkg.mod:attr' -> the attribute, imported in this (the side's) interpreter."""
+    mod_name, _, attr = spec.partition(":")
+    obj = importlib.import_module(mod_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj

@@ -18,7 +18,8 @@ class StartError(Exception):
 
 FIRST_CALL_WHAT = {
     "eager": "first fwd+bwd step",
-    "compile": "torch.compile + first fwd+bwd step (dynamo trace, AOT autograd, inductor compile of fwd and bwd)",
+    "compile": "torch.compile + first fwd+bwd step (dynamo trace, AOT autograd, inductor compile of fwd and "
+    "bwd)",
     "cuda-graph": "graph capture (with its own warm-up steps) + first replayed fwd+bwd step",
 }
 

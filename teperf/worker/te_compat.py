@@ -156,7 +156,10 @@ def probe_recipe(te: Any, recipe: str, fp8_state_manager: Any = None, te_version
     if result is None and fn is not None:
         result = fn()  # bool only
     if result is None:
-        return f"{ver}has no {probe}(): recipe {recipe} ({RECIPE_CLASSES[recipe]}) is not supported by this TransformerEngine"
+        return (
+            f"{ver}has no {probe}(): recipe {recipe} ({RECIPE_CLASSES[recipe]}) is not supported by this "
+            "TransformerEngine"
+        )
     ok, reason = _normalize_probe_result(result)
     if ok:
         return None
@@ -407,7 +410,10 @@ def check_shape(module: str, recipe: str, shape, kwargs: Optional[dict] = None) 
             return f"attention heads: hidden {hidden} must be divisible by num_attention_heads {heads}"
     gemms = num_gemms(kwargs) if module == "GroupedLinear" else 1
     if module == "GroupedLinear" and tokens % gemms:
-        return f"GroupedLinear splits: tokens {tokens} (product of leading dims) must be divisible by num_gemms {gemms}"
+        return (
+            f"GroupedLinear splits: tokens {tokens} (product of leading dims) must be divisible by "
+            f"num_gemms {gemms}"
+        )
     if recipe == "bf16" or module not in QUANTIZING:
         return None
     rows, cols, group_align, rule, source = _RULES[recipe]
@@ -416,7 +422,8 @@ def check_shape(module: str, recipe: str, shape, kwargs: Optional[dict] = None) 
         if split % group_align:
             return (
                 f"{recipe} GroupedLinear alignment (TE get_align_size_for_quantization = {group_align}): "
-                f"each m_split (tokens {tokens} / num_gemms {gemms} = {split}) must be a multiple of {group_align}"
+                f"each m_split (tokens {tokens} / num_gemms {gemms} = {split}) must be a multiple of "
+                f"{group_align}"
             )
     elif tokens % rows:
         return (

@@ -198,7 +198,8 @@ class Build(Strategy):
         return Plan(self.name, reason, tuple(costs))
 
     def ensure(self, label: str, commit: Commit, tree: Path) -> dict:
-        """Build ``commit`` unless a build with the same hash exists; return its build.json (plus 'reused')."""
+        """Build ``commit`` unless a build with the same hash exists; return its build.json (plus
+        'reused')."""
         t = self.target
         digest, n_files = self.key(commit)
         builds = cachedir.kind_dir("builds", t.cache_dir)

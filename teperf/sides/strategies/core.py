@@ -116,7 +116,8 @@ class Core(Extension):
         cb = self.target.layout.core_build
         if cb is None:
             raise Refused(
-                f"no CMake build of {self.target.package}'s core library is known (layout {self.target.layout.name})",
+                f"no CMake build of {self.target.package}'s core library is known (layout "
+                f"{self.target.layout.name})",
                 "describe it with --layout FILE (a [core_build] table), or use --strategy build",
             )
         return cb
@@ -133,7 +134,8 @@ class Core(Extension):
         outside = [p for p in pair.changes.paths(changes.BUILD) if not matches(p, inputs)]
         if outside:
             raise Refused(
-                f"build inputs outside the core library and the extension differ ({changes.shorten(outside, 4)})",
+                "build inputs outside the core library and the extension differ "
+                f"({changes.shorten(outside, 4)})",
                 "use --strategy build (builds the whole package from each tree)",
             )
         try:

@@ -15,7 +15,8 @@ class Env(Strategy):
     def plan(self):
         raise TeperfError(
             "--strategy env takes no git refs",
-            "give the sides with --base-python/--head-python or --base-path/--head-path instead of a ref spec",
+            "give the sides with --base-python/--head-python or --base-path/--head-path "
+            "instead of a ref spec",
         )
 
     def prepare(self, label, commit, description):

@@ -6,14 +6,16 @@ says which paths are its inputs and how it is built; any package can give
 its own with ``--layout``). The build runs in a writable copy of the side's
 tree::
 
-    cd <copy>/<setup_dir> && <python> -m pip install --no-build-isolation --no-deps --no-index --target <prefix> .
+    cd <copy>/<setup_dir> && <python> -m pip install --no-build-isolation --no-deps --no-index --target
+    <prefix> .
 
 with the layout's variables, MAX_JOBS = free cores (``--jobs``) and the local
 GPU's CUDA archs. Base's and head's builds run at once, the jobs split between
 them and one ccache shared (a cold TE pair took 113 + 57 s one after the other on
 the H200); a side whose build is cached leaves the other every job. It is
 cached in ``<cache>/ext/<key>/`` keyed by a hash of the extension's inputs at
-that commit, the interpreter, the build-relevant environment and the installed core (path, size and mtime of every compiled
+that commit, the interpreter, the build-relevant environment and the installed core (path, size and mtime of
+every compiled
 file of the installed package that is not the extension). The side is an
 overlay: its ``.py`` files over the installed build, with the freshly built
 extension where the package loads it from, in place of the installed one.
@@ -88,7 +90,8 @@ class Extension(Strategy):
         if pair.changes.tier == "build":
             raise Refused(
                 f"the compiled core of {t.package} differs between base and head "
-                f"({changes.shorten(pair.changes.deciding(), 4)}): rebuilding the extension alone is not enough",
+                f"({changes.shorten(pair.changes.deciding(), 4)}): rebuilding the extension alone is not "
+                "enough",
                 "use --strategy build",
             )
         try:
@@ -102,7 +105,8 @@ class Extension(Strategy):
 
     @functools.cached_property
     def core(self) -> str:
-        """Fingerprint of the installed core: every compiled file of the installed package but the extension."""
+        """Fingerprint of the installed core: every compiled file of the installed package but the
+        extension."""
         return self._core_fingerprint(self.basis.installed)
 
     def _core_fingerprint(self, installed: inst.Installed) -> str:
@@ -340,7 +344,10 @@ class Extension(Strategy):
         meta = cachedir.read_json(root / cachedir.META)
         if meta.get("extension_loads"):
             return
-        code = "import sys; sys.path[0:0] = [sys.argv[1]]; import importlib; importlib.import_module(sys.argv[2])"
+        code = (
+            "import sys; sys.path[0:0] = [sys.argv[1]]; import importlib; "
+            "importlib.import_module(sys.argv[2])"
+        )
         with tempfile.TemporaryDirectory(prefix="teperf-check-") as cwd:
             proc = subprocess.run(
                 [self.target.python, "-c", code, str(root), self.ext.import_check],

@@ -69,7 +69,8 @@ class Overlay(Strategy):
             reason = f"only .py files{also} differ ({len(py)}: {changes.shorten(py)})"
         else:
             reason = "only version strings differ" if versions else "no file of the package differs"
-        cost = f"seconds: its .py files over the installed {installed.package} {installed.version or ''}".rstrip()
+        version = installed.version or ""
+        cost = f"seconds: its .py files over the installed {installed.package} {version}".rstrip()
         note = version_note(self.target, self.pair)
         return Plan(
             self.name, reason, tuple((label, cost) for label, _ in self.pair.sides()), (note,) if note else ()

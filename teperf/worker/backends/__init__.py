@@ -11,13 +11,6 @@ so the worker is only asked for cases that exist.
 
 from __future__ import annotations
 
-import importlib
-
-
-def module_class(name: str) -> str:
-    """The class a module name builds: ``GroupedLinear[num_gemms=4]`` (a --sweep value) -> ``GroupedLinear``."""
-    return name.split("[", 1)[0]
-
 
 def get_backend(name: str):
     if name == "torch":
@@ -33,12 +26,3 @@ def get_backend(name: str):
 
         return factory
     raise ValueError(f"unknown backend {name!r}")
-
-
-def import_object(spec: str):
-    """'pkg.mod:attr' -> the attribute, imported in this (the side's) interpreter."""
-    mod_name, _, attr = spec.partition(":")
-    obj = importlib.import_module(mod_name)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj

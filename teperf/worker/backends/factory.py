@@ -14,8 +14,7 @@ or on the first element of a returned tuple or list.
 
 from __future__ import annotations
 
-from teperf.worker.backends import import_object
-from teperf.worker.runner import Built, dtype_autocast
+from teperf.worker.runner import Built, dtype_autocast, import_object
 
 MODULES: tuple = ()
 RECIPES = ("fp32", "bf16")

@@ -12,8 +12,7 @@ import sys
 from typing import Optional
 
 from teperf.worker import te_compat as compat
-from teperf.worker.backends import module_class
-from teperf.worker.runner import Built
+from teperf.worker.runner import Built, module_class
 
 MODULES = compat.MODULES
 RECIPES = compat.RECIPES
