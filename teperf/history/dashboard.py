@@ -91,8 +91,23 @@ def _json_for_script(obj) -> str:
 # ----------------------------------------------------------------------------- figures
 
 
-def cell_figure(cell: Cell) -> dict:
-    """The plotly figure (as a dict) of one cell: host time over commits + paired night deltas."""
+def culprit_label(cell: Cell, ch: Found, explained: dict | None) -> str:
+    """What a change point's marker on the chart says of its bisect: its culprits' short shas and
+    shares ("d3dd5e5 76%, 56f20dc 36%"), "noise" or "unexplained"; "" when it was not bisected."""
+    from teperf.history.explain import explanation_of
+
+    rec = explanation_of(cell, ch, explained or {})
+    if rec is None or rec.status == "failed":
+        return ""
+    named = [
+        f"{c['short_sha'][:7]} {c['share'] * 100:.0f}%" for c in rec.culprits if c.get("share") is not None
+    ]
+    return ", ".join(named) if named else rec.status
+
+
+def cell_figure(cell: Cell, explained: dict | None = None) -> dict:
+    """The plotly figure (as a dict) of one cell: host time over commits + paired night deltas;
+    ``explained`` (store.explanations()) names each change point's culprits at its marker."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -269,7 +284,10 @@ def cell_figure(cell: Cell) -> dict:
                     yref="paper",
                     yanchor="bottom",
                     showarrow=False,
-                    text=_esc(f"{_fmt_pct(ch.delta_pct)} at {ch.first_bad.short_sha[:7]}"),
+                    text=_esc(
+                        f"{_fmt_pct(ch.delta_pct)} at {ch.first_bad.short_sha[:7]}"
+                        + (f": {who}" if (who := culprit_label(cell, ch, explained)) else "")
+                    ),
                     font=dict(color=color, size=11),
                 )
             )
@@ -296,7 +314,10 @@ def cell_figure(cell: Cell) -> dict:
                     yref="paper",
                     yanchor="bottom",
                     showarrow=False,
-                    text=_esc(f"drift {_fmt_pct(ch.delta_pct)}"),
+                    text=_esc(
+                        f"drift {_fmt_pct(ch.delta_pct)}"
+                        + (f": {who}" if (who := culprit_label(cell, ch, explained)) else "")
+                    ),
                     font=dict(color=color, size=11),
                 )
             )
@@ -640,7 +661,7 @@ def build_site(
                         "module": c.module,
                         "recipe": c.recipe,
                         "variant": c.variant,
-                        "figure_json": _json_for_script(cell_figure(c)),
+                        "figure_json": _json_for_script(cell_figure(c, explained)),
                         "changes": rows,
                         "n_changes": len(rows),
                         "changes_css": "slower"
