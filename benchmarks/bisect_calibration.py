@@ -118,12 +118,16 @@ CASES = {"calls+spin": calls_and_spin, "many": many, "vq": vq}
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("cases", nargs="*", default=list(CASES), choices=list(CASES))
+    ap.add_argument("cases", nargs="*", metavar="CASE", help=f"of {', '.join(CASES)}; default: all of them")
     ap.add_argument("--results", type=Path, help="keep the bundles here (default: a temporary directory)")
     args = ap.parse_args()
+    if set(args.cases) - set(CASES):
+        ap.error(
+            f"unknown case(s) {', '.join(sorted(set(args.cases) - set(CASES)))}: choose from {', '.join(CASES)}"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         results = args.results or Path(tmp) / "results"
-        for name in args.cases:
+        for name in args.cases or CASES:
             CASES[name](Path(tmp), results / name)
 
 

@@ -198,9 +198,9 @@ def _run_fake(
     iters=100_000,
 ):
     """A Bisector over n fake commits: time_of(i) is commit i's step in us (None: it does not build),
-    counters_of(i) its counters (default: the same everywhere), half(base, head, processes) the half-width
-    of a compare's interval in us. A compare takes 5 s per pair of processes, on a fake clock. Trials of
-``iters`` steps are already longer than MIN_TRIAL_S (no second GOOD..BAD) unless it is lowered."""
+        counters_of(i) its counters (default: the same everywhere), half(base, head, processes) the half-width
+        of a compare's interval in us. A compare takes 5 s per pair of processes, on a fake clock. Trials of
+    ``iters`` steps are already longer than MIN_TRIAL_S (no second GOOD..BAD) unless it is lowered."""
     from teperf.bisect.runner import Bisector, Range
     from teperf.bisect.sides import Commit, ProbeSkipped
     from teperf.bundle import Bundle
@@ -242,14 +242,18 @@ def _run_fake(
             w = half(base, head, config.schedule.processes)
             low, high = delta - w, delta + w
             verdict = "slower" if low > 0 else ("faster" if high < 0 else "inconclusive")
+            cause = None
             if verdict_of is not None:
                 verdict = verdict_of(base, head, verdict)
+                if verdict.endswith(" (load)"):
+                    verdict, cause = verdict.removesuffix(" (load)"), "load"
             row = {
                 "status": "ok",
                 "delta_pct": 100.0 * delta / t_base,
                 "ci_low_pct": 100.0 * low / t_base,
                 "ci_high_pct": 100.0 * high / t_base,
                 "verdict": verdict,
+                "verdict_cause": cause,
                 "base_us": t_base,
                 "head_us": t_head,
                 "delta_us": delta,
@@ -352,6 +356,34 @@ def test_a_step_whose_own_verdict_is_inconclusive_carries_no_share(tmp_path, mon
     assert [e["short_sha"] for e in result["culprits"]] == ["0000003"]
     assert [e["short_sha"] for e in result["unconfirmed"]] == ["0000006"]
     assert result["rest"]["delta_us"] == 60.0 and result["rest"]["share"] == 0.6
+
+
+def test_a_step_under_load_is_measured_again_and_confirmed_once_the_load_passes(tmp_path, monkeypatch):
+    loaded = {"left": 1}  # the first compare of commit 6 against 5 ran on a contended core
+
+    def verdict_of(base, head, v):
+        if (base, head) == (5, 6) and loaded["left"]:
+            loaded["left"] -= 1
+            return "inconclusive (load)"
+        return v
+
+    result, probes = _run_fake(tmp_path, monkeypatch, _steps(100.0, {6: 200.0}), verdict_of=verdict_of)
+    assert [(lo, hi, r) for lo, hi, r in _timed(probes) if (lo, hi) == (5, 6)] == [
+        (5, 6, "undecided"),
+        (5, 6, "moved"),
+    ]
+    assert [e["short_sha"] for e in result["culprits"]] == ["0000006"]
+
+
+def test_a_step_still_under_load_stays_a_step_without_a_share(tmp_path, monkeypatch):
+    result, probes = _run_fake(
+        tmp_path,
+        monkeypatch,
+        _steps(100.0, {6: 200.0}),
+        verdict_of=lambda base, head, v: "inconclusive (load)" if (base, head) == (5, 6) else v,
+    )
+    assert len([1 for lo, hi, _ in _timed(probes) if (lo, hi) == (5, 6)]) == 3  # 1x, 2x, 4x the pairs
+    assert not result["culprits"] and [e["short_sha"] for e in result["unconfirmed"]] == ["0000006"]
 
 
 def test_a_step_the_other_way_is_an_opposite_mover(tmp_path, monkeypatch):

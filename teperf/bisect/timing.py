@@ -3,7 +3,8 @@ commits (search.find_steps), each compare a paired one through the normal engine
 
 A part "moved" when its interval excludes zero and its delta is at least MIN_STEP_SHARE of GOOD..BAD's;
 it is "quiet" when its interval holds no step that large; otherwise it is measured again with twice the
-pairs while --budget lasts, then left "undecided". A step found is one commit against its parent: its
+pairs while --budget lasts, then left "undecided". A single commit that moved but whose verdict is
+inconclusive (load) is measured again the same way: its verdict is what confirms it. A step found is one commit against its parent: its
 delta, interval and verdict are its own paired compare, and its share of GOOD..BAD's measured delta is
 that delta over GOOD..BAD's.
 
@@ -168,7 +169,9 @@ class TimeSearch:
         """Sets the parts' trial length from GOOD..BAD's step time (MIN_TRIAL_S) and, where that is longer
         than the config's, measures GOOD..BAD again with it: every share's denominator is then as precise
         as its numerator. The first row stays when the second did not move."""
-        fastest = min((v for v in (endpoint.get("base_us"), endpoint.get("head_us")) if v and v > 0), default=0)
+        fastest = min(
+            (v for v in (endpoint.get("base_us"), endpoint.get("head_us")) if v and v > 0), default=0
+        )
         iters = self.config.schedule.iters
         self.search_iters = max(iters, math.ceil(MIN_TRIAL_S * 1e6 / fastest)) if fastest else iters
         if self.search_iters == iters:
@@ -180,8 +183,16 @@ class TimeSearch:
         """Every step in time of GOOD..BAD (whose ``endpoint`` row moved), and the parts left."""
         step_us = MIN_STEP_SHARE * abs(endpoint["delta_us"])
 
+        def decide(lo: int, hi: int, row: dict) -> str:
+            state = part_state(row, step_us)
+            if state == "moved" and hi - lo == 1 and row.get("verdict_cause") == "load":
+                return "undecided"  # a step's own verdict confirms it: measured again, the load may pass
+            return state
+
         def compare(lo: int, hi: int):
-            row, state = self.timed(lo, hi, lambda r: part_state(r, step_us))
+            row, state = self.timed(lo, hi, lambda r: decide(lo, hi, r))
+            if state == "undecided" and row is not None and part_state(row, step_us) == "moved":
+                state = "moved"  # still under load: a step, its verdict inconclusive (load), no share
             if state == "moved" and hi - lo == 1:
                 self.progress.step_found()
             return row, state
