@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -278,3 +279,42 @@ def test_backfill_stops_when_the_budget_is_spent(monkeypatch, tmp_path):
         "1 could not be measured" in result.describe() and "3 left (the budget is spent)" in result.describe()
     )
     assert "not measured: cannot make this side" in lines[2]
+
+
+def test_explain_stays_within_what_a_backfill_left(monkeypatch, tmp_path):
+    """After a backfill, each bisect's compares get at most what its --budget left; none starts once spent."""
+    from teperf.bisect import report, runner
+    from teperf.history.explain import explain_changes
+
+    st = HistoryStore(tmp_path / "history")
+    steps = {
+        ("LayerNormLinear", "fp32", 12): 8.0,
+        ("Linear", "fp32", 24): 8.0,
+        ("LayerNormMLP", "fp32", 30): 8.0,
+    }
+    synthetic.write(st, synthetic.Plan(commits=40, steps=steps))
+    points = change_points(analyze(st.read()))
+    assert len(points) == 3
+    now, budgets = [0.0], []
+
+    def bisect(config, spec, cell, *, budget_s, **kw):
+        budgets.append(budget_s)
+        now[0] += 250.0
+        return tmp_path / f"bisect-{len(budgets)}"
+
+    monkeypatch.setattr(runner, "bisect", bisect)
+    monkeypatch.setattr(report, "load", lambda path: ({"result": result()},))
+    lines = []
+    done = explain_changes(
+        st,
+        None,
+        types.SimpleNamespace(repo=str(tmp_path), factory=lambda: None),
+        machine=points[0].cell.machine,
+        budget_s=1800.0,
+        total_s=400.0,
+        log=lines.append,
+        clock=lambda: now[0],
+    )
+    assert budgets == [400.0, 150.0] and len(done) == 2
+    assert lines[-1] == "explain: the budget is spent; 1 change point(s) left for the next run"
+    assert len(pending(points, st.explanations(), points[0].cell.machine)) == 1  # bisected next time

@@ -529,7 +529,9 @@ def test_onetime_no_change_keeps_the_floor_when_the_spread_raises_the_bar():
     base = {p: 1.0 for p in range(20)}
     head = {p: math.exp(0.5 * ((p + 0.5) / 10 - 1) * 1.7) for p in range(20)}  # log ratios spread +-0.85
     cell = onetime_cell(base, head, Stats())
-    assert cell["ci_low_pct"] < -10 and cell["ci_high_pct"] > 10 < cell["min_effect_pct"] - cell["ci_high_pct"]
+    assert (
+        cell["ci_low_pct"] < -10 and cell["ci_high_pct"] > 10 < cell["min_effect_pct"] - cell["ci_high_pct"]
+    )
     assert cell["verdict"] == "inconclusive" and abs(cell["bound_pct"]) > 10
     tight = {p: 1.0 + (p - 3.5) / 100 for p in range(20)}  # inside the 10 % floor
     assert onetime_cell(base, tight, Stats())["verdict"] == "no change"

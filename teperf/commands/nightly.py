@@ -8,6 +8,7 @@ machine this is) as plain functions, testable without git or workers.
 from __future__ import annotations
 
 import sys
+import time
 
 import click
 
@@ -63,7 +64,7 @@ from teperf.safe_text import for_terminal
     metavar="A..B",
     help="Measure A and the commits of A..B, one night each, as if the nightly had run on each (into the "
     "same history; commits already there are skipped, so a second run resumes). --budget is then the "
-    "whole backfill's.",
+    "whole backfill's, --explain's bisects included.",
 )
 @click.option("--tags", is_flag=True, help="With --backfill: only the tagged commits (and A and B).")
 @click.option(
@@ -73,7 +74,7 @@ from teperf.safe_text import for_terminal
     "--explain",
     is_flag=True,
     help="Then bisect every change point of this machine not yet explained, and store its culprits "
-    "(each bisect's compares within --budget, default 30m).",
+    "(each bisect's compares within --budget, default 30m; after --backfill, all within what it left).",
 )
 @counters_option(default=False, help="Count calls and ops per step (slower).")
 @sweep_option(
@@ -112,12 +113,15 @@ def command(
     if backfill and dry_run:
         _backfill_dry_run(backfill, tags, every, sides)
         return
+    start, total_s = time.monotonic(), None
     if backfill:
         _backfill(backfill, ref, history_url, tags, every, sides, measure)
+        budget = measure.config.schedule.budget_s
+        total_s = None if budget is None else max(budget - (time.monotonic() - start), 0.0)
     else:
         _night(ref, history_url, shard, night_id, force, dry_run, sides, measure)
     if explain:
-        explain_new(history_url, sides, measure)
+        explain_new(history_url, sides, measure, total_s=total_s)
 
 
 def _backfill_dry_run(spec, tags, every, sides: SideOptions) -> None:
@@ -157,8 +161,9 @@ def _backfill(spec, ref, history_url, tags, every, sides: SideOptions, measure: 
     log(result.describe())
 
 
-def explain_new(history_url, sides: SideOptions, measure: MeasureOptions) -> None:
-    """Bisect the change points of this machine not yet explained (teperf.history.explain)."""
+def explain_new(history_url, sides: SideOptions, measure: MeasureOptions, total_s=None) -> None:
+    """Bisect the change points of this machine not yet explained (teperf.history.explain); ``total_s``:
+    what a backfill's --budget left for all of them (each bisect's compares: --budget, default 30m)."""
     from teperf.api import Interrupted
     from teperf.commands.bisect import DEFAULT_BUDGET_S
     from teperf.history.explain import explain_changes
@@ -173,7 +178,10 @@ def explain_new(history_url, sides: SideOptions, measure: MeasureOptions) -> Non
             sides,
             machine=machine,
             results_dir=measure.results_dir,
-            budget_s=config.schedule.budget_s or DEFAULT_BUDGET_S,
+            budget_s=min(config.schedule.budget_s or DEFAULT_BUDGET_S, DEFAULT_BUDGET_S)
+            if total_s is not None
+            else config.schedule.budget_s or DEFAULT_BUDGET_S,
+            total_s=total_s,
             log=lambda line: click.echo(line, err=True),
         )
     except Interrupted as stop:  # the change points explained so far are stored; this one is tried next time

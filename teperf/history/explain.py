@@ -14,6 +14,7 @@ import dataclasses
 import datetime as _dt
 import hashlib
 import re
+import time
 from typing import Callable, Iterable, Optional
 
 from teperf import __version__
@@ -141,9 +142,15 @@ def explain_changes(
     df=None,
     results_dir: Optional[str] = None,
     budget_s: float = 1800.0,
+    total_s: Optional[float] = None,
     log: Callable[[str], None] = print,
+    clock: Callable[[], float] = time.monotonic,
 ) -> list[ExplanationRecord]:
-    """Bisect every change point of ``machine`` in ``store`` not yet explained; store and return the records."""
+    """Bisect every change point of ``machine`` in ``store`` not yet explained; store and return the records.
+
+    ``budget_s`` bounds each bisect's compares; ``total_s`` (a backfill's --budget, what its nights left)
+    all of them: each bisect gets at most what is left, and none starts once it is spent (the change
+    points left are bisected next time)."""
     from teperf.api import Interrupted
     from teperf.bisect.report import load
     from teperf.bisect.runner import bisect
@@ -152,8 +159,12 @@ def explain_changes(
     df = store.read() if df is None else df
     todo = pending(change_points(analyze(df)), store.explanations(), machine)
     remote = remote_url(sides.repo)
-    out = []
+    out, start = [], clock()
     for n, point in enumerate(todo, 1):
+        left_s = None if total_s is None else total_s - (clock() - start)
+        if left_s is not None and left_s <= 0:
+            log(f"explain: the budget is spent; {len(todo) - n + 1} change point(s) left for the next run")
+            break
         log(
             f"explain [{n}/{len(todo)}] {point.spec}: {point.found.direction} "
             f"{point.found.delta_us:+.1f} us between {point.good_sha[:10]} and {point.bad_sha[:10]}"
@@ -166,7 +177,7 @@ def explain_changes(
                 factory=sides.factory(),
                 repo=sides.repo,
                 results_dir=results_dir,
-                budget_s=budget_s,
+                budget_s=budget_s if left_s is None else min(budget_s, left_s),
                 command=["teperf", "history", "--explain"],
             )
             rec = record(point, load(path)[0].get("result") or {}, str(path), remote)
