@@ -176,6 +176,22 @@ def test_noise_unexplained_and_failed(store):
     assert pending([point], {}, "another machine") == []
 
 
+def test_a_bisect_that_moved_the_other_way_does_not_explain_the_change(store):
+    """vq's backfill: a +19.6 % step in the history, GOOD..BAD measured again -3.3 % faster, its one commit
+    'explained' at 100 % of that: the step was not reproduced, and the commit is no culprit of it."""
+    (point,) = change_points(analyze(store.read()))
+    assert point.found.direction == "slower"
+    other_way = {**result(), "endpoint": {"verdict": "faster", "delta_us": -17.6}}
+    rec = record(point, other_way, None, None)
+    assert rec.status == "noise" and rec.culprits == []
+    assert (
+        rec.answer.startswith("not reproduced: the history's step is slower +")
+        and "faster -17.6 us" in rec.answer
+    )
+    same_way = {**result(), "endpoint": {"verdict": "slower", "delta_us": 13.3}}
+    assert record(point, same_way, None, None).status == "explained"
+
+
 def test_a_record_checks_itself():
     with pytest.raises(RecordError):
         ExplanationRecord(
