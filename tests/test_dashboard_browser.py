@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from teperf.history import synthetic
+from teperf.history.analysis import analyze
 from teperf.history.dashboard import build_from_store
+from teperf.history.explain import change_points, record
 from teperf.history.store import HistoryStore
 
 pytestmark = pytest.mark.browser
@@ -43,6 +45,26 @@ FLAGS = [
     "--no-first-run",
     "--disable-dev-shm-usage",
 ]
+CULPRIT_SHA = "d3dd5e5" + "0" * 33
+CULPRIT_RESULT = {
+    "status": "found",
+    "explained": True,
+    "answer": "explained: 1 commit(s) carry 76% of GOOD..BAD's +6.0 us",
+    "culprits": [
+        dict(
+            sha=CULPRIT_SHA,
+            short_sha=CULPRIT_SHA[:7],
+            subject="slow <b>it</b> down",
+            delta_us=4.6,
+            share=0.76,
+            share_ci=[0.57, 0.97],
+            verdict="slower",
+            counters={"python_calls": 80},
+        )
+    ],
+    "rest": {"delta_us": 1.4},
+    "endpoint": {"delta_us": 6.0},
+}
 EVIL_SUBJECT = (
     'Regress LayerNorm <script>window.__pwned = 1; alert("pwned")</script> <img src=x '
     'onerror="window.__pwned=2">'
@@ -76,6 +98,13 @@ def site(tmp_path_factory):
             machines=(("Synthetic CPU @ 2.0GHz", None, None), ("Synthetic Xeon", "NVIDIA H200", "570.124")),
         ),
     )
+    # the planted step on the CPU machine explained by a bisect: one culprit with a GitHub link
+    (point,) = [
+        p
+        for p in change_points(analyze(st.read()))
+        if p.cell.module == "LayerNormLinear" and p.cell.machine_label.startswith("Synthetic CPU")
+    ]
+    st.add_explanation(record(point, CULPRIT_RESULT, None, "https://github.com/acme/widgets.git"))
     index, cells = build_from_store(st, root / "site")
     return root / "site", cells
 
@@ -131,6 +160,13 @@ def test_charts_render_without_console_errors(browser, site, tmp_path):
     hover = page.evaluate(f"document.querySelector('#chart-{slug} .hoverlayer').textContent")
     assert "<script>window.__pwned" in hover, hover
     assert page.evaluate("window.__pwned === undefined")
+    # the step's culprit: named at its marker on the chart, and linked in the cell's changes table
+    assert page.locator("text", has_text=f"at {synthetic.sha_of(STEP_AT)[:7]}: d3dd5e5 76%").count() == 1
+    link = page.locator(f'#{slug} .culprit a[href="https://github.com/acme/widgets/commit/{CULPRIT_SHA}"]')
+    assert link.count() == 1 and link.is_visible(), link.count()
+    culprit = page.locator(f"#{slug} .culprit").inner_text()
+    assert "slow <b>it</b> down" in culprit and "76% [57%, 97%]" in culprit, culprit  # markup as text
+    assert "python_calls +80" in culprit, culprit
     page.locator(f"#{slug}").scroll_into_view_if_needed()
     save(page, "dashboard-machine.png", tmp_path)
     assert not problems, problems
@@ -156,6 +192,9 @@ def test_overview_and_regressions_pages(browser, site, tmp_path):
     text = rows.first.inner_text()
     assert synthetic.sha_of(STEP_AT)[:10] in text and synthetic.sha_of(STEP_AT - 1)[:10] in text
     assert "<script>window.__pwned" in text  # shown as text
+    culprits = page.locator('table.regressions .culprit a[href^="https://github.com/acme/widgets/commit/"]')
+    assert culprits.count() == 1 and culprits.first.inner_text() == CULPRIT_SHA[:7]
+    assert page.locator("table.regressions .dim", has_text="not bisected").count() >= 1  # the others
     assert page.evaluate("window.__pwned === undefined")
     save(page, "dashboard-regressions.png", tmp_path, full_page=True)
     assert not problems, problems

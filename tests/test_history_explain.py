@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -175,6 +176,22 @@ def test_noise_unexplained_and_failed(store):
     assert pending([point], {}, "another machine") == []
 
 
+def test_a_bisect_that_moved_the_other_way_does_not_explain_the_change(store):
+    """vq's backfill: a +19.6 % step in the history, GOOD..BAD measured again -3.3 % faster, its one commit
+    'explained' at 100 % of that: the step was not reproduced, and the commit is no culprit of it."""
+    (point,) = change_points(analyze(store.read()))
+    assert point.found.direction == "slower"
+    other_way = {**result(), "endpoint": {"verdict": "faster", "delta_us": -17.6}}
+    rec = record(point, other_way, None, None)
+    assert rec.status == "noise" and rec.culprits == []
+    assert (
+        rec.answer.startswith("not reproduced: the history's step is slower +")
+        and "faster -17.6 us" in rec.answer
+    )
+    same_way = {**result(), "endpoint": {"verdict": "slower", "delta_us": 13.3}}
+    assert record(point, same_way, None, None).status == "explained"
+
+
 def test_a_record_checks_itself():
     with pytest.raises(RecordError):
         ExplanationRecord(
@@ -278,3 +295,44 @@ def test_backfill_stops_when_the_budget_is_spent(monkeypatch, tmp_path):
         "1 could not be measured" in result.describe() and "3 left (the budget is spent)" in result.describe()
     )
     assert "not measured: cannot make this side" in lines[2]
+
+
+def test_explain_stays_within_what_a_backfill_left(monkeypatch, tmp_path, capsys):
+    """After a backfill, each bisect's compares get at most what its --budget left; none starts once spent."""
+    import teperf.nightly
+    from teperf.bisect import report, runner
+    from teperf.bisect import sides as bsides
+    from teperf.commands.history import explain_new
+
+    st = HistoryStore(tmp_path / "history")
+    steps = {
+        ("LayerNormLinear", "fp32", 12): 8.0,
+        ("Linear", "fp32", 24): 8.0,
+        ("LayerNormMLP", "fp32", 30): 8.0,
+    }
+    synthetic.write(st, synthetic.Plan(commits=40, steps=steps))
+    points = change_points(analyze(st.read()))
+    assert len(points) == 3
+    now, budgets = [0.0], []
+
+    def bisect(config, spec, cell, *, budget_s, **kw):
+        budgets.append(budget_s)
+        now[0] += 250.0
+        return tmp_path / f"bisect-{len(budgets)}"
+
+    monkeypatch.setattr(runner, "bisect", bisect)
+    monkeypatch.setattr(report, "load", lambda path: ({"result": result()},))
+    monkeypatch.setattr(bsides, "GitSideFactory", lambda sides: None)
+    monkeypatch.setattr(teperf.nightly, "local_machine", lambda device: (points[0].cell.machine, None))
+    config = types.SimpleNamespace(device="cpu", schedule=types.SimpleNamespace(budget_s=1800.0))
+    done = explain_new(
+        str(tmp_path / "history"),
+        types.SimpleNamespace(repo=str(tmp_path)),
+        types.SimpleNamespace(config=config, results_dir=None),
+        total_s=400.0,
+        clock=lambda: now[0],
+    )
+    assert budgets == [400.0, 150.0] and len(done) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert "explain: the budget is spent; 1 change point(s) left for the next run" in err
+    assert len(pending(points, st.explanations(), points[0].cell.machine)) == 1  # bisected next time

@@ -87,9 +87,14 @@ def _explain(history_url, config_path, budget, results_dir, **given) -> None:
     explain_new(history_url, take_sides(given), measure)
 
 
-def explain_new(history_url, sides, measure) -> None:
+def explain_new(history_url, sides, measure, total_s=None, clock=None) -> list:
     """Bisect every change point of this machine in the history not yet explained; store the records
-    (teperf.history.explain)."""
+    (teperf.history.explain). Each bisect's compares get --budget (default 30m); ``total_s``, what a
+    backfill's --budget left, bounds them all: each gets at most what is left, and none starts once it
+    is spent (the change points left are bisected next run). Returns the records stored."""
+    import time
+
+    clock = clock or time.monotonic
     from teperf.bisect.report import load
     from teperf.bisect.runner import bisect
     from teperf.bisect.sides import GitSideFactory
@@ -106,7 +111,15 @@ def explain_new(history_url, sides, measure) -> None:
     todo = pending(change_points(analyze(store.read())), store.explanations(), machine)
     remote = remote_url(sides.repo)
     log = functools.partial(click.echo, err=True)
+    each_s = config.schedule.budget_s or DEFAULT_BUDGET_S
+    if total_s is not None:
+        each_s = min(each_s, DEFAULT_BUDGET_S)  # a backfill's --budget is all of it, not each bisect's
+    start, done = clock(), []
     for n, point in enumerate(todo, 1):
+        left_s = None if total_s is None else total_s - (clock() - start)
+        if left_s is not None and left_s <= 0:
+            log(f"explain: the budget is spent; {len(todo) - n + 1} change point(s) left for the next run")
+            break
         log(
             f"explain [{n}/{len(todo)}] {point.spec}: {point.found.direction} "
             f"{point.found.delta_us:+.1f} us between {point.good_sha[:10]} and {point.bad_sha[:10]}"
@@ -119,20 +132,20 @@ def explain_new(history_url, sides, measure) -> None:
                 factory=GitSideFactory(sides),
                 repo=sides.repo,
                 results_dir=measure.results_dir,
-                budget_s=config.schedule.budget_s or DEFAULT_BUDGET_S,
+                budget_s=each_s if left_s is None else min(each_s, left_s),
                 command=["teperf", "history", "--explain"],
             )
             rec = record(point, load(path)[0].get("result") or {}, str(path), remote)
-        except (
-            Interrupted
-        ) as stop:  # the change points explained so far are stored; this one is tried next time
+        except Interrupted as stop:  # the change points explained so far are stored; this one next time
             click.echo(f"teperf: interrupted; the bisect's bundle keeps its probes: {stop.path}", err=True)
             sys.exit(130)
         except TeperfError as exc:
             rec = failed(point, exc.one_line())
         store.add_explanation(rec)
+        done.append(rec)
         log(f"explain [{n}/{len(todo)}] {point.spec}: {rec.answer}")
-    click.echo(f"explain: {len(todo)} change point(s) bisected", err=True)
+    click.echo(f"explain: {len(done)} change point(s) bisected", err=True)
+    return done
 
 
 @click.command("history")

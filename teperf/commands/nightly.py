@@ -8,6 +8,7 @@ machine this is) as plain functions, testable without git or workers.
 from __future__ import annotations
 
 import sys
+import time
 
 import click
 
@@ -57,7 +58,7 @@ from teperf.safe_text import for_terminal
     metavar="A..B",
     help="Measure A and the commits of A..B, one night each, as if the nightly had run on each (into the "
     "same history; commits already there are skipped, so a second run resumes). --budget is then the "
-    "whole backfill's.",
+    "whole backfill's, --explain's bisects included.",
 )
 @click.option("--tags", is_flag=True, help="With --backfill: only the tagged commits (and A and B).")
 @click.option(
@@ -67,7 +68,7 @@ from teperf.safe_text import for_terminal
     "--explain",
     is_flag=True,
     help="Then bisect every change point of this machine not yet explained, and store its culprits "
-    "(each bisect's compares within --budget, default 30m).",
+    "(each bisect's compares within --budget, default 30m; after --backfill, all within what it left).",
 )
 @counters_option(default=False, help="Count calls and ops per step (slower).")
 @sweep_option(
@@ -106,12 +107,15 @@ def command(
     if backfill and dry_run:
         _backfill_dry_run(backfill, tags, every, sides)
         return
+    start, total_s = time.monotonic(), None
     if backfill:
         _backfill(backfill, ref, history_url, tags, every, sides, measure)
+        budget = measure.config.schedule.budget_s
+        total_s = None if budget is None else max(budget - (time.monotonic() - start), 0.0)
     else:
         _night(ref, history_url, shard, night_id, force, dry_run, sides, measure)
     if explain:
-        explain_new(history_url, sides, measure)
+        explain_new(history_url, sides, measure, total_s=total_s)
 
 
 def _backfill_dry_run(spec, tags, every, sides: SideOptions) -> None:

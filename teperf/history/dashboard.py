@@ -225,8 +225,23 @@ def _night_trace(go, pts: list, x: list, cd: list):
     )
 
 
-def _change_marks(cell: Cell) -> tuple[list, list]:
-    """(shapes, annotations): a dotted line at each step change, a shaded span over each drift."""
+def culprit_label(cell: Cell, ch: Found, explained: dict | None) -> str:
+    """What a change point's marker on the chart says of its bisect: its culprits' short shas and
+    shares ("d3dd5e5 76%, 56f20dc 36%"), "noise" or "unexplained"; "" when it was not bisected."""
+    from teperf.history.explain import explanation_of
+
+    rec = explanation_of(cell, ch, explained or {})
+    if rec is None or rec.status == "failed":
+        return ""
+    named = [
+        f"{c['short_sha'][:7]} {c['share'] * 100:.0f}%" for c in rec.culprits if c.get("share") is not None
+    ]
+    return ", ".join(named) if named else rec.status
+
+
+def _change_marks(cell: Cell, explained: dict | None = None) -> tuple[list, list]:
+    """(shapes, annotations): a dotted line at each step change, a shaded span over each drift, each
+    labelled with its bisect's culprits when it was explained (culprit_label)."""
     shapes, annotations = [], []
     for ch in cell.changes:
         color = VERDICT_COLOR["slower"] if ch.direction == "slower" else VERDICT_COLOR["faster"]
@@ -246,6 +261,8 @@ def _change_marks(cell: Cell) -> tuple[list, list]:
             )
             look = dict(fillcolor=color, opacity=0.08, line=dict(width=0))
             kind = "rect"
+        who = culprit_label(cell, ch, explained)
+        text += f": {who}" if who else ""
         shapes.append(dict(type=kind, xref="x", yref="paper", x0=ch.index - 0.5, x1=x1, y0=0, y1=1, **look))
         annotations.append(
             dict(
@@ -262,8 +279,9 @@ def _change_marks(cell: Cell) -> tuple[list, list]:
     return shapes, annotations
 
 
-def cell_figure(cell: Cell) -> dict:
-    """The plotly figure (as a dict) of one cell: host time over commits + paired night deltas."""
+def cell_figure(cell: Cell, explained: dict | None = None) -> dict:
+    """The plotly figure (as a dict) of one cell: host time over commits + paired night deltas;
+    ``explained`` (store.explanations()) names each change point's culprits at its marker."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -274,7 +292,7 @@ def cell_figure(cell: Cell) -> dict:
     for trace in _host_traces(go, cell, x, cd):
         fig.add_trace(trace, row=1, col=1)
     fig.add_trace(_night_trace(go, pts, x, cd), row=2, col=1)
-    shapes, annotations = _change_marks(cell)
+    shapes, annotations = _change_marks(cell, explained)
     fig.add_hline(y=0, line=dict(color="#aab7b8", width=1), row=2, col=1)
     fig.update_layout(
         template="plotly_white",
@@ -620,7 +638,7 @@ def build_site(
                         "module": c.module,
                         "recipe": c.recipe,
                         "variant": c.variant,
-                        "figure_json": _json_for_script(cell_figure(c)),
+                        "figure_json": _json_for_script(cell_figure(c, explained)),
                         "changes": rows,
                         "n_changes": len(rows),
                         "changes_css": "slower"

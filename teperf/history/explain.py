@@ -86,12 +86,23 @@ def record(
     point: ChangePoint, result: dict, bundle: Optional[str], remote: Optional[str]
 ) -> ExplanationRecord:
     """A bisect's meta.json "result" -> the change point's record (pure)."""
+    endpoint = result.get("endpoint") or {}
+    answer = str(result.get("answer") or "")
     if result.get("status") == "no change":
         status = "noise"
+    elif endpoint.get("verdict") in ("slower", "faster") and endpoint["verdict"] != point.found.direction:
+        # the bisect found what moved GOOD..BAD, but GOOD..BAD measured again moved the other way: its
+        # culprits are not this change's, which the paired measurement did not reproduce
+        status = "noise"
+        answer = (
+            f"not reproduced: the history's step is {point.found.direction} {point.found.delta_us:+.1f} us, "
+            f"GOOD..BAD measured again {endpoint['verdict']} {endpoint.get('delta_us', 0.0):+.1f} us "
+            f"(the bisect: {answer})"
+        )
     else:
         status = "explained" if result.get("explained") else "unexplained"
     culprits = []
-    for c in result.get("culprits") or []:
+    for c in (result.get("culprits") or []) if status != "noise" else []:
         entry = {k: c.get(k) for k in CULPRIT_FIELDS if k != "url"}
         entry["url"] = commit_url(remote, c["sha"])
         culprits.append(entry)
@@ -107,10 +118,10 @@ def record(
         good_sha=point.good_sha,
         bad_sha=point.bad_sha,
         status=status,
-        answer=str(result.get("answer") or status),
+        answer=answer or status,
         culprits=culprits,
         rest_us=(result.get("rest") or {}).get("delta_us"),
-        delta_us=(result.get("endpoint") or {}).get("delta_us"),
+        delta_us=endpoint.get("delta_us"),
         bundle=bundle,
         explained_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         teperf_version=__version__,

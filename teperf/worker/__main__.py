@@ -118,5 +118,23 @@ def main() -> int:
     return 0
 
 
+def leave(code: int) -> None:
+    """End the process without the interpreter's teardown. Unloading torch and the package under test
+    cost a worker 0.8 s of CPU on the 2-core VM (vq: einx, torch), six times a night, taken from the pairs
+    starting beside it, for nothing: the replies are written (the channel is unbuffered), the atexit
+    handlers run and the streams are flushed first; only the module teardown is skipped."""
+    import atexit
+
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            try:
+                stream.flush()
+            except (AttributeError, OSError, ValueError):
+                pass
+        os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())
