@@ -77,6 +77,11 @@ class TimeSearch:
 
     search_iters: Optional[int] = None  # steps a trial of the parts' compares, once GOOD..BAD has measured
 
+    @property
+    def trial_iters(self) -> int:
+        """Steps a trial of the next compare: the parts' (search_iters) once set, else the config's."""
+        return self.search_iters or self.config.schedule.iters
+
     def compare(self, base: int, head: int, config: Config):
         """A paired compare of two commits of the range through the normal engine -> (row, bundle path)."""
         from teperf import api
@@ -100,9 +105,7 @@ class TimeSearch:
     def _compare_once(self, base: int, head: int, processes: int):
         """One compare of base..head with ``processes`` pairs -> (row, bundle path, seconds), or (None, why
         not, seconds); its seconds count against --budget."""
-        sched = dataclasses.replace(
-            self.config.schedule, processes=processes, iters=self.search_iters or self.config.schedule.iters
-        )
+        sched = dataclasses.replace(self.config.schedule, processes=processes, iters=self.trial_iters)
         config = dataclasses.replace(self.config, schedule=sched, counters=False)
         t0 = self.clock()
         try:
@@ -148,7 +151,7 @@ class TimeSearch:
                 bundle=str(Path(path).relative_to(self.bundle.path)),
                 base_index=base,
                 processes=processes,
-                iters=self.search_iters or self.config.schedule.iters,
+                iters=self.trial_iters,
                 **{k: row.get(k) for k in ("delta_pct", "ci_low_pct", "ci_high_pct", "verdict")},
             )
             kept = dict({k: row.get(k) for k in ROW_KEEP}, bundle=self._rel(path))
