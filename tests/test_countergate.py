@@ -1,4 +1,4 @@
-"""The counters gate (teperf/countergate.py, ``teperf counters check``, ``compare --expected``).
+"""The counters gate (teperf/counters/, ``teperf counters check``, ``compare --expected``).
 
 Unit tests work on files and counter dicts only; the integration tests start real CPU
 workers on a fixture package whose forward calls ``helper`` K extra times (2K Python calls).
@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 from conftest import run_in_process
 
-from teperf import countergate as cg
+from teperf.counters import file as cf
+from teperf.counters import gate as cg
+from teperf.counters.render import render
 from teperf.errors import TeperfError
 
 MADE_WITH = {"python": "3.11", "torch": "2.13.0+cpu", "device": "cpu", "teperf": "0.2.0"}
@@ -21,7 +23,7 @@ COUNTS = {"python_calls": 24, "aten_ops": 20, "autograd_nodes": 8, "allocations"
 
 
 def write_expected(path: Path, rows: dict, tolerance: dict | None = None, extra: str = "") -> Path:
-    text = cg.new_file_text(path.name, MADE_WITH, rows)
+    text = cf.new_file_text(path.name, MADE_WITH, rows)
     if tolerance:
         text = text.replace(
             "[cells]", "[tolerance]\n" + "".join(f"{k} = {v}\n" for k, v in tolerance.items()) + "\n[cells]"
@@ -35,12 +37,12 @@ def write_expected(path: Path, rows: dict, tolerance: dict | None = None, extra:
 
 def test_file_round_trip_and_stable_order(tmp_path):
     path = write_expected(tmp_path / "e.toml", {"b/fp32/4x16/eager": COUNTS, "a/fp32/4x16/eager": COUNTS})
-    expected = cg.Expected.read(path)
+    expected = cf.Expected.read(path)
     assert expected.made_with == MADE_WITH
     assert list(expected.rows) == ["a/fp32/4x16/eager", "b/fp32/4x16/eager"]  # sorted when written
     assert expected.rows["a/fp32/4x16/eager"].counts == COUNTS
     # None counters (kernels on the CPU) are left out of the row, not written as 0
-    line = cg.row_line("x", {**COUNTS, "kernel_launches": None})
+    line = cf.row_line("x", {**COUNTS, "kernel_launches": None})
     assert "kernel_launches" not in line and line.startswith('"x" = { python_calls = 24')
 
 
@@ -61,20 +63,20 @@ def test_bad_files_are_refused_in_one_line(tmp_path, text, words):
     path = tmp_path / "e.toml"
     path.write_text(text)
     with pytest.raises(TeperfError) as info:
-        cg.Expected.read(path)
+        cf.Expected.read(path)
     assert words in str(info.value) and "\n" not in str(info.value)
 
 
 def test_missing_file_names_update(tmp_path):
     with pytest.raises(TeperfError, match="--update"):
-        cg.Expected.read(tmp_path / "nope.toml")
+        cf.Expected.read(tmp_path / "nope.toml")
 
 
 # ---- comparing ----
 
 
 def test_exact_by_default_and_either_direction_fails(tmp_path):
-    expected = cg.Expected.read(write_expected(tmp_path / "e.toml", {"c": COUNTS}))
+    expected = cf.Expected.read(write_expected(tmp_path / "e.toml", {"c": COUNTS}))
     assert cg.compare_counts(expected, "c", dict(COUNTS)).status == "ok"
     worse = cg.compare_counts(expected, "c", {**COUNTS, "python_calls": 25})
     assert worse.status == "changed" and not worse.win
@@ -97,7 +99,7 @@ def test_tolerance_per_row_and_per_file(tmp_path):
     path.write_text(
         path.read_text().replace("allocations = 8 }", "allocations = 8, tolerance = { python_calls = 2 } }")
     )
-    expected = cg.Expected.read(path)
+    expected = cf.Expected.read(path)
     assert cg.compare_counts(expected, "c", {**COUNTS, "python_calls": 26, "allocations": 7}).status == "ok"
     out = cg.compare_counts(expected, "c", {**COUNTS, "python_calls": 27, "allocations": 10})
     assert [(c.counter, c.allowed) for c in out.changes] == [("python_calls", 2), ("allocations", 1)]
@@ -112,14 +114,14 @@ def test_rewrite_touches_only_changed_rows_keeps_comments_and_tolerance(tmp_path
         "tolerance = { allocations = 3 } }",
     )
     path.write_text(text)
-    expected = cg.Expected.read(path)
-    new = cg.rewrite(expected, {"b": {**COUNTS, "python_calls": 30}, "c": COUNTS, "e": COUNTS})
+    expected = cf.Expected.read(path)
+    new = cf.rewrite(expected, {"b": {**COUNTS, "python_calls": 30}, "c": COUNTS, "e": COUNTS})
     old_lines, new_lines = text.splitlines(), new.splitlines()
     assert [line for line in new_lines if line not in old_lines] == [
         '"b" = { python_calls = 30, aten_ops = 20, autograd_nodes = 8, allocations = 8, tolerance = { '
         "allocations = 3 } }",
-        cg.row_line("c", COUNTS),
-        cg.row_line("e", COUNTS),
+        cf.row_line("c", COUNTS),
+        cf.row_line("e", COUNTS),
     ]
     assert [line for line in old_lines if line not in new_lines] == [
         old_lines[
@@ -131,9 +133,9 @@ def test_rewrite_touches_only_changed_rows_keeps_comments_and_tolerance(tmp_path
     ]
     rows = [line.split('"')[1] for line in new_lines if line.startswith('"')]
     assert rows == ["b", "c", "d", "e"]  # sorted; the comment stays above d
-    assert new_lines[new_lines.index(cg.row_line("d", COUNTS)) - 1] == "# d is the big one"
+    assert new_lines[new_lines.index(cf.row_line("d", COUNTS)) - 1] == "# d is the big one"
     path.write_text(new)
-    assert cg.Expected.read(path).rows["b"].tolerance == {"allocations": 3}
+    assert cf.Expected.read(path).rows["b"].tolerance == {"allocations": 3}
 
 
 def test_versions_decide_and_the_package_commit_does_not():
@@ -143,13 +145,13 @@ def test_versions_decide_and_the_package_commit_does_not():
         "gpu": "NVIDIA H200",
         "backend_te": {"version": "2.16.0.dev0+abc123"},
     }
-    made = cg.made_with(hello, "cuda")
+    made = cf.made_with(hello, "cuda")
     assert made["python"] == "3.11" and made["transformer_engine"] == "2.16.0.dev0"
-    other = cg.made_with({**hello, "backend_te": {"version": "2.16.0.dev0+fff999"}}, "cuda")
-    assert cg.version_mismatch(made, other) == []
-    newer = cg.made_with({**hello, "torch": "2.14.0+cu130"}, "cuda")
-    assert cg.version_mismatch(made, newer) == ["torch 2.13.0+cu130 -> 2.14.0+cu130"]
-    assert cg.version_mismatch(made, {**made, "teperf": "9.9"}) == []  # informational only
+    other = cf.made_with({**hello, "backend_te": {"version": "2.16.0.dev0+fff999"}}, "cuda")
+    assert cf.version_mismatch(made, other) == []
+    newer = cf.made_with({**hello, "torch": "2.14.0+cu130"}, "cuda")
+    assert cf.version_mismatch(made, newer) == ["torch 2.13.0+cu130 -> 2.14.0+cu130"]
+    assert cf.version_mismatch(made, {**made, "teperf": "9.9"}) == []  # informational only
 
 
 def test_functions_named_from_the_call_diff():
@@ -231,8 +233,8 @@ def test_check_update_and_refusal_end_to_end(tmp_path, capsys):
     code, out, err = run_in_process(check + ["--path", str(base), "--update"], capsys)
     assert code == 0, err
     assert "Block/fp32/4x16/eager added" in out
-    made = cg.Expected.read(expected)
-    calls = json.loads(cg.calls_path(expected).read_text())["cells"]["Block/fp32/4x16/eager"]
+    made = cf.Expected.read(expected)
+    calls = json.loads(cf.calls_path(expected).read_text())["cells"]["Block/fp32/4x16/eager"]
     assert calls["gatepkg/mod.py::Block.forward"] == 1
 
     # head: 3 more helper calls = 6 more Python calls, and the functions that account for them
@@ -242,7 +244,7 @@ def test_check_update_and_refusal_end_to_end(tmp_path, capsys):
     assert f"python_calls {before} -> {before + 6} (+6, regression)" in out
     assert "+3 calls of _inner (gatepkg/mod.py)" in out and "+3 calls of helper (gatepkg/mod.py)" in out
     assert (
-        cg.row_line(
+        cf.row_line(
             "Block/fp32/4x16/eager", {**made.rows["Block/fp32/4x16/eager"].counts, "python_calls": before + 6}
         )
         in out
@@ -258,7 +260,7 @@ def test_check_update_and_refusal_end_to_end(tmp_path, capsys):
     # --update rewrites the changed row only; then head passes and base is a win
     code, out, err = run_in_process(check + ["--path", str(head), "--update"], capsys)
     assert code == 0 and "Block/fp32/4x16/eager rewritten" in out
-    assert cg.Expected.read(expected).rows["Block/fp32/4x16/eager"].counts["python_calls"] == before + 6
+    assert cf.Expected.read(expected).rows["Block/fp32/4x16/eager"].counts["python_calls"] == before + 6
     code, out, err = run_in_process(check + ["--path", str(base), "--format", "json"], capsys)
     assert code == 1
     cell = json.loads(out)["cells"][0]
@@ -304,7 +306,7 @@ def test_compare_bundle_head_against_the_file(tmp_path):
     assert by_key["LayerNormLinear/fp32/8x2x64/eager"].status == "new"
     assert result.not_in_config == ["Gone/fp32/8x2x64/eager"]
     assert not result.passed
-    text = cg.render(result)
+    text = render(result)
     assert "the head side's counters of 6 cells" in text and "1 row of the file not in this config" in text
     assert cg.check_bundle(FIXTURE_BUNDLE, path, "base").cells[0].status == "ok"
     other = write_expected(tmp_path / "o.toml", base)

@@ -87,7 +87,7 @@ def command(
 
     config, fmt = measure.config, measure.fmt
     if expected:  # checked now, not after minutes of measuring
-        from teperf.countergate import Expected
+        from teperf.counters.file import Expected
 
         if not config.counters:
             raise TeperfError("--expected needs the counters", "leave --no-counters out")
@@ -154,7 +154,8 @@ def command(
         click.echo(render(analyze(summary.path, measure.sweep)), err=fmt in ("json", "csv"), nl=False)
     checked = None
     if expected:
-        from teperf.countergate import check_bundle, render
+        from teperf.counters.gate import check_bundle
+        from teperf.counters.render import render
 
         checked = check_bundle(summary.path, expected)
         click.echo(render(checked), err=fmt in ("json", "csv"), nl=False)

@@ -1,5 +1,5 @@
 """teperf counters check: a side's exact step counters against an expected file (a CI gate
-that needs no quiet machine). The measuring and the file live in teperf/countergate.py."""
+that needs no quiet machine). The measuring and the file live in teperf/counters/."""
 
 from __future__ import annotations
 
@@ -45,7 +45,8 @@ def check_command(expected, update, side_path, python, fmt, **kwargs):
     teperf counters check --config demo --path examples/planted/head --expected demo.toml --update
     """
     from teperf import api
-    from teperf.countergate import check, render
+    from teperf.counters.gate import check
+    from teperf.counters.render import render
 
     config = make_config(kwargs)
     side = api.path_side("side", side_path, python)

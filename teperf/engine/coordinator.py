@@ -11,6 +11,7 @@ fails at once; a worker that dies or hangs costs the case its pair only.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 import tempfile
@@ -23,6 +24,7 @@ from teperf.config import Config
 from teperf.cpus import assign_lanes, spare_cores
 from teperf.engine.adaptive import Adaptive
 from teperf.engine.lanes import LaneStopped, run_lanes
+from teperf.engine.oneshot import one_worker
 from teperf.engine.pair import (
     PairRunner,
     RemeasureBudget,
@@ -30,7 +32,7 @@ from teperf.engine.pair import (
 )
 from teperf.engine.prestart import PairSchedule
 from teperf.engine.spawn import Worker, WorkerError
-from teperf.plan import Case, Slot, hash_seed, packages_under_test, pair_slots
+from teperf.plan import Case, Slot, packages_under_test, pair_slots
 from teperf.records import (
     CompileCacheRecord,
     PairRecord,
@@ -63,40 +65,37 @@ def prewarm_compile_cache(
     measures the cached path (a user's second run). Its setups are kept as "prewarm" records."""
     todo = [c for c in cases if c.mode == "compile" and not c.skip]
     cores = import_cores_for(config) or [config.core]
-    workers: dict[int, Worker] = {}
     try:
-        for index, side in enumerate(sides):
-            workers[index] = worker = Worker(
-                side,
-                core=cores[index % len(cores)],
-                device=config.device,
-                backends=sorted({c.backend for c in cases}),
-                hash_seed=hash_seed(config.seed, 0),
-                log_path=bundle.path / "workers" / f"prewarm-{side.label}.log",
-                cwd=bundle.path,
-                timeout_s=config.schedule.timeout_s,
-                compile_cache=compile_cache_spec(config, cache_root, side.label),
-            )
-            for case in todo:  # queued now: both sides compile side by side
-                worker.send({"cmd": "setup", "case": case.to_wire(config.device, 1)})
-        for index, worker in workers.items():
-            worker.wait_ready()
-            for case in todo:
-                reply = worker.receive()
-                bundle.append(
-                    PrewarmRecord(
-                        side=sides[index].label,
-                        case_id=case.id,
-                        status=reply.get("type"),
-                        info=reply.get("info"),
-                        error=reply.get("error"),
-                    )
+        with contextlib.ExitStack() as stack:
+            workers = []
+            for index, side in enumerate(sides):
+                worker = one_worker(
+                    config,
+                    side,
+                    bundle.path / "workers",
+                    backends=sorted({c.backend for c in cases}),
+                    core=cores[index % len(cores)],
+                    log_name=f"prewarm-{side.label}.log",
+                    compile_cache=compile_cache_spec(config, cache_root, side.label),
                 )
+                workers.append(stack.enter_context(worker).worker)
+                for case in todo:  # queued now: both sides compile side by side
+                    workers[-1].send({"cmd": "setup", "case": case.to_wire(config.device, 1)})
+            for side, worker in zip(sides, workers):
+                worker.wait_ready()
+                for case in todo:
+                    reply = worker.receive()
+                    bundle.append(
+                        PrewarmRecord(
+                            side=side.label,
+                            case_id=case.id,
+                            status=reply.get("type"),
+                            info=reply.get("info"),
+                            error=reply.get("error"),
+                        )
+                    )
     except WorkerError as exc:  # the pairs then meet a partly filled cache, which the records show
         bundle.append(PrewarmRecord(status="error", error=str(exc)))
-    finally:
-        for worker in workers.values():
-            worker.close()
 
 
 class WorkerLives:

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Iterable
 
 from teperf.config import Config
-from teperf.engine.spawn import Worker, WorkerError, check_python, worker_code_dir, worker_env
+from teperf.engine.oneshot import StepFailed, one_worker
+from teperf.engine.spawn import WorkerError, check_python, worker_code_dir, worker_env
 from teperf.errors import TeperfError
 from teperf.plan import Case, hash_seed, measured_packages, packages_under_test
 from teperf.sides import Side
@@ -170,34 +171,18 @@ def count_case(config: Config, side: Side, case: Case, log_path: Path, launcher=
     """The counters of one fwd+bwd step of ``case`` on ``side`` (teperf.worker.counters); ``launcher``:
     where the worker comes from (a fork server's, ForkedProbes), None for a fresh interpreter."""
     log_path = Path(log_path)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        worker = Worker(
-            side,
-            core=config.core,
-            device=config.device,
-            backends=[case.backend],
-            hash_seed=hash_seed(config.seed, 0),
-            log_path=log_path,
-            cwd=log_path.parent,
-            timeout_s=config.schedule.timeout_s,
-            launcher=launcher,
-        )
+        with one_worker(
+            config, side, log_path.parent, backends=[case.backend], log_name=log_path.name, launcher=launcher
+        ) as worker:
+            try:
+                worker.ready()
+                worker.setup(case)
+                return worker.counters(case)
+            except StepFailed as exc:
+                raise ProbeFailed(str(exc), worker.worker.log_tail()) from None
     except WorkerError as exc:
         raise ProbeFailed(str(exc), exc.log_tail) from None
-    try:
-        worker.wait_ready()
-        reply = worker.request({"cmd": "setup", "case": case.to_wire(config.device, config.schedule.warmup)})
-        if reply.get("type") != "ready":
-            raise ProbeFailed(f"set-up failed: {reply.get('error')}", worker.log_tail())
-        reply = worker.request({"cmd": "counters", "case_id": case.id})
-        if reply.get("type") != "counters":
-            raise ProbeFailed(f"counting failed: {reply.get('error')}", worker.log_tail())
-        return reply["counters"]
-    except WorkerError as exc:
-        raise ProbeFailed(str(exc), exc.log_tail) from None
-    finally:
-        worker.close()
 
 
 class ForkedProbes:

@@ -3,6 +3,7 @@ worker per side that counts and profiles it, and the report (rendered by teperf.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -13,8 +14,9 @@ from teperf.explain.render import counters_diff, to_json
 
 
 def _cell_fields(case: dict) -> list[str]:
-    shape = "x".join(str(n) for n in case.get("shape") or [])
-    return [str(case.get("module")), str(case.get("recipe")), shape, str(case.get("mode"))]
+    from teperf.plan import Case
+
+    return Case.from_meta(case).key.split("/")
 
 
 def find_case(meta: dict, cell: Optional[str], where: str = "the bundle") -> dict:
@@ -84,113 +86,99 @@ def sides_from_meta(meta: dict) -> list:
     return sorted(sides, key=lambda s: order.get(s.label, 2))
 
 
-def profile_case(
-    sides: list,
-    case: dict,
-    *,
-    core: int,
-    device: str,
-    warmup: int,
-    iters: int,
-    repeats: int,
-    hash_seed: int,
-    log_dir: Path,
-    timeout_s: float,
-    progress=None,
-) -> dict:
+def profile_case(config, sides: list, case: dict, log_dir: Path, *, iters: int, repeats: int, progress=None):
     """Start one pinned worker per side, set the case up, count, then profile it
     ``repeats`` times per side, alternating which side goes first (combined by
     the per-function median, see combine_profiles).
 
     Returns {"counters": {label: dict|None}, "profiles": {label: rows}, "hello": {label: dict},
-    "errors": {label: str}}.
+    "errors": {label: str}, "imported": {label: dict}, "own_time_ci": ...}.
     """
-    from teperf.engine.spawn import Worker, WorkerError
+    from teperf.engine.oneshot import StepFailed, one_worker
+    from teperf.engine.spawn import WorkerError
     from teperf.errors import TeperfError
     from teperf.plan import Case
 
-    wire = Case.from_meta(case).to_wire(device, warmup)
-    log_dir = Path(log_dir)
-    log_dir.mkdir(parents=True, exist_ok=True)
-    workers: dict = {}
+    plan_case = Case.from_meta(case)
     result: dict = {"counters": {}, "profiles": {}, "hello": {}, "errors": {}, "imported": {}}
     runs: dict = {s.label: [] for s in sides}
+    label = starting = None
     try:
-        for side in sides:
-            if progress:
-                progress(f"starting the {side.label} worker")
-            try:
-                workers[side.label] = Worker(
-                    side,
-                    core=core,
-                    device=device,
-                    backends=[wire["backend"]],
-                    hash_seed=hash_seed,
-                    log_path=log_dir / f"{side.label}.log",
-                    cwd=log_dir,
-                    timeout_s=timeout_s,
-                )
-            except WorkerError as exc:
-                raise TeperfError(
-                    f"the {side.label} worker did not start: {exc}", f"see {log_dir / (side.label + '.log')}"
-                )
-        for side in sides:  # both import at once; then each collects its hello and pins
-            worker = workers[side.label]
-            try:
-                hello = worker.wait_ready()
-            except WorkerError as exc:
-                raise TeperfError(
-                    f"the {side.label} worker did not start: {exc}", f"see {log_dir / (side.label + '.log')}"
-                )
-            result["hello"][side.label] = hello
-        for side in sides:
-            reply = workers[side.label].request({"cmd": "setup", "case": wire})
-            if reply.get("type") != "ready":
-                raise TeperfError(
-                    f"the {side.label} side could not set up {'/'.join(_cell_fields(case))}: "
-                    f"{reply.get('error')}",
-                    f"see {log_dir / (side.label + '.log')}",
-                )
-        packages = list(
-            dict.fromkeys(
-                [s.description["package"] for s in sides if isinstance(s.description.get("package"), str)]
-                + case_packages(wire)
-            )
-        )
-        for side in sides:  # which code this explanation is about (the bundle says what was measured)
-            reply = workers[side.label].request({"cmd": "imported", "packages": packages})
-            if reply.get("type") == "imported":
-                result["imported"][side.label] = reply["imported"]
-        for side in sides:
-            reply = workers[side.label].request({"cmd": "counters", "case_id": wire["id"]})
-            result["counters"][side.label] = (
-                reply.get("counters") if reply.get("type") == "counters" else None
-            )
-            if reply.get("type") != "counters":
-                result["errors"][side.label] = f"counters: {reply.get('error')}"
-        for r in range(max(int(repeats), 1)):
-            order = sides if r % 2 == 0 else list(reversed(sides))
-            for side in order:
+        with contextlib.ExitStack() as stack:
+            workers = {}
+            for side in sides:  # all start at once, then each collects its hello and pins
+                starting = side.label
                 if progress:
-                    progress(f"profiling {side.label} ({r + 1}/{repeats})")
-                reply = workers[side.label].request(
-                    {"cmd": "profile", "case_id": wire["id"], "iters": int(iters)}
+                    progress(f"starting the {starting} worker")
+                workers[starting] = stack.enter_context(
+                    one_worker(config, side, log_dir, backends=[plan_case.backend])
                 )
-                if reply.get("type") != "profile":
-                    raise TeperfError(
-                        f"profiling the {side.label} side failed: {reply.get('error')}",
-                        f"see {log_dir / (side.label + '.log')}",
-                    )
-                runs[side.label].append(reply["functions"])
+            for starting, worker in workers.items():
+                result["hello"][starting] = worker.ready()
+            starting = None
+            _set_up(workers, plan_case, case, result)
+            for r in range(max(int(repeats), 1)):
+                for label in list(workers) if r % 2 == 0 else list(reversed(workers)):
+                    if progress:
+                        progress(f"profiling {label} ({r + 1}/{repeats})")
+                    runs[label].append(workers[label].profile(plan_case, iters))
+    except StepFailed as exc:
+        raise TeperfError(
+            f"{exc.what} the {label} side failed: {exc.error}", f"see {Path(log_dir) / (label + '.log')}"
+        ) from None
     except WorkerError as exc:
-        raise TeperfError(f"a worker failed while explaining: {exc}", f"see the logs in {log_dir}")
-    finally:
-        for worker in workers.values():
-            worker.close()
+        if starting is not None:
+            raise TeperfError(
+                f"the {starting} worker did not start: {exc}", f"see {Path(log_dir) / (starting + '.log')}"
+            ) from None
+        raise TeperfError(f"a worker failed while explaining: {exc}", f"see the logs in {log_dir}") from None
     result["profiles"] = {label: combine_profiles(rows) for label, rows in runs.items()}
     if len(sides) == 2:
         result["own_time_ci"] = own_time_intervals(runs[sides[0].label], runs[sides[1].label])
     return result
+
+
+def _set_up(workers: dict, plan_case, case: dict, result: dict) -> None:
+    """Set the case up on every side, record which code each imports (the bundle says what was
+    measured), then count it once per side."""
+    from teperf.engine.oneshot import StepFailed
+    from teperf.errors import TeperfError
+
+    for label, worker in workers.items():
+        try:
+            worker.setup(plan_case)
+        except StepFailed as exc:
+            raise TeperfError(
+                f"the {label} side could not set up {'/'.join(_cell_fields(case))}: {exc.error}",
+                f"see {worker.log_path}",
+            ) from None
+    packages = [w.worker.side.description.get("package") for w in workers.values()]
+    packages = list(dict.fromkeys([p for p in packages if isinstance(p, str)] + case_packages(plan_case)))
+    for label, worker in workers.items():
+        imported = worker.imported(packages)
+        if imported is not None:
+            result["imported"][label] = imported
+    for label, worker in workers.items():
+        try:
+            result["counters"][label] = worker.counters(plan_case)
+        except StepFailed as exc:
+            result["counters"][label] = None
+            result["errors"][label] = f"counters: {exc.error}"
+
+
+def rerun_config(meta: dict, core: Optional[int] = None, timeout_s: Optional[float] = None):
+    """(config, note): the Config to run a bundle's cell again with here, its device, seed and schedule
+    (``timeout_s`` replacing the recorded one), on ``core`` or the bundle's when usable (else the note
+    says which core was taken)."""
+    from teperf.config import Config, Schedule, from_meta
+
+    recorded = meta.get("config") or {}
+    core, note = _usable_core(core, recorded.get("core"))
+    schedule = from_meta(Schedule, meta, **({"timeout_s": float(timeout_s)} if timeout_s else {}))
+    config = Config(
+        device=recorded.get("device", "cpu"), core=core, seed=int(recorded.get("seed", 0)), schedule=schedule
+    )
+    return config, note
 
 
 def explain_bundle(
@@ -210,37 +198,21 @@ def explain_bundle(
     {cell, case, sides, counters, counters_diff, profiles, diff, saved_to}.
     """
     from teperf.bundle import Bundle
-    from teperf.config import Schedule, from_meta
-    from teperf.plan import hash_seed
 
     bundle = Bundle.open(bundle_path)
     meta = bundle.meta().to_dict()
     case = find_case(meta, cell)
     sides = sides_from_meta(meta)
-    config = meta.get("config") or {}
-    schedule = from_meta(Schedule, meta)
-    core, core_note = _usable_core(core, config.get("core"))
+    config, core_note = rerun_config(meta, core, timeout_s)
     cell_name = "/".join(_cell_fields(case))
     log_dir = _writable_dir(Path(bundle.path) / "explain", cell_name)
-    outcome = profile_case(
-        sides,
-        case,
-        core=core,
-        device=config.get("device", "cpu"),
-        warmup=schedule.warmup,
-        iters=iters,
-        repeats=repeats,
-        hash_seed=hash_seed(int(config.get("seed", 0)), 0),
-        log_dir=log_dir,
-        timeout_s=float(timeout_s or schedule.timeout_s),
-        progress=progress,
-    )
+    outcome = profile_case(config, sides, case, log_dir, iters=iters, repeats=repeats, progress=progress)
     labels = [s.label for s in sides]
     drift = code_drift(bundle.records(), outcome.get("imported") or {})
     report = {
         "cell": cell_name,
         "case": case,
-        "core": core,
+        "core": config.core,
         "iters": iters,
         "repeats": repeats,
         "sides": labels,
@@ -268,11 +240,11 @@ def explain_bundle(
     return report
 
 
-def case_packages(wire: dict) -> list[str]:
-    """The packages under test of one case (teperf.provenance.packages_under_test, for one cell)."""
-    if wire.get("factory"):
-        return [wire["factory"].split(":", 1)[0].split(".", 1)[0]]
-    return ["transformer_engine"] if wire.get("backend") == "te" else ["torch"]
+def case_packages(case) -> list[str]:
+    """The packages under test of one case (teperf.plan.packages_under_test, for one cell)."""
+    if case.factory:
+        return [case.factory.split(":", 1)[0].split(".", 1)[0]]
+    return ["transformer_engine"] if case.backend == "te" else ["torch"]
 
 
 def code_drift(records, now: dict) -> dict:

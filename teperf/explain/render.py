@@ -18,7 +18,7 @@ from teperf.numbers import signed_us
 from teperf.provenance import side_line
 
 
-def _fmt_count(value: float) -> str:
+def count_text(value: float) -> str:
     if value == int(value):
         return f"{int(value):+d}"
     return f"{value:+.2f}"
@@ -32,7 +32,7 @@ def summary(deltas: list[FunctionDelta], n_time: int = 2, n_calls: int = 2) -> s
     parts = []
     for d in by_calls(deltas, n_calls):
         parts.append(
-            f"{_fmt_count(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.short_name}"
+            f"{count_text(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.short_name}"
             + (f" ({d.where})" if d.where else "")
         )
     timed = [d for d in by_own_time(deltas) if d.d_own_us != 0 and d.own_settled is not False]
@@ -76,7 +76,7 @@ def render_text(deltas: list[FunctionDelta], n: int = 15, title: str = "") -> st
         lines.append("  (no call count changed)")
     for d in changed:
         lines.append(
-            f"  {_fmt_count(d.d_calls):>10} {_calls_pair(d):>19} {signed_us(d.d_cum_us):>10} cum  "
+            f"  {count_text(d.d_calls):>10} {_calls_pair(d):>19} {signed_us(d.d_cum_us):>10} cum  "
             f"{d.short_name}  {d.where}{_presence(d)}"
         )
     return "\n".join(lines)

@@ -1,0 +1,398 @@
+"""The counters gate: a side's exact step counters against the expected file kept in the repo.
+
+Timing gates misfire on shared CI runners; the step counters (teperf/worker/counters.py) are exact and
+cost one worker run. Like PyTorch's instruction-count gate, a change either way fails the check (a
+decrease is a win: update the file), and the check prints the rows to paste. ``teperf counters check``
+and ``teperf compare --expected`` are the CLI over this module; the file is teperf/counters/file.py.
+
+Coordinator side: no torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from teperf.counters.file import (
+    COUNTER_KEYS,
+    UPDATE_HINT,
+    Expected,
+    as_profile,
+    calls_by_function,
+    made_with,
+    new_file_text,
+    read_calls,
+    rewrite,
+    row_line,
+    version_mismatch,
+    write_calls,
+)
+from teperf.engine.oneshot import StepFailed, one_worker
+from teperf.engine.spawn import WorkerError
+from teperf.errors import TeperfError
+from teperf.explain.diff import by_calls, diff_profiles
+from teperf.explain.render import count_text
+from teperf.plan import Case
+
+PROFILE_ITERS = 3  # steps profiled for the by-function calls (counts per step are exact)
+
+
+@dataclasses.dataclass
+class Change:
+    counter: str
+    expected: Optional[int]
+    got: Optional[int]
+    allowed: int = 0
+
+    @property
+    def kind(self) -> str:
+        if self.expected is None:
+            return "new counter"
+        if self.got is None:
+            return "not measured"
+        return "win" if self.got < self.expected else "regression"
+
+    def text(self) -> str:
+        if self.expected is None or self.got is None:
+            return f"{self.counter} {self.expected} -> {self.got} ({self.kind})"
+        tol = f", allowed +-{self.allowed}" if self.allowed else ""
+        return (
+            f"{self.counter} {self.expected} -> {self.got} ({self.got - self.expected:+d}{tol}, {self.kind})"
+        )
+
+
+@dataclasses.dataclass
+class CellResult:
+    key: str
+    status: str  # ok | changed | new | skipped | failed
+    counters: Optional[dict] = None
+    changes: list = dataclasses.field(default_factory=list)
+    reason: str = ""
+    functions: list = dataclasses.field(default_factory=list)  # "+5 calls of f (pkg/mod.py)"
+    calls: Optional[dict] = None  # by function, when profiled
+    break_reasons: list = dataclasses.field(default_factory=list)
+
+    @property
+    def win(self) -> bool:
+        return bool(self.changes) and all(c.kind == "win" for c in self.changes)
+
+    def to_dict(self) -> dict:
+        out = dataclasses.asdict(self)
+        out["changes"] = [dict(dataclasses.asdict(c), kind=c.kind) for c in self.changes]
+        out["win"] = self.win
+        out.pop("calls")
+        return out
+
+
+def compare_counts(expected: Expected, key: str, counters: dict) -> CellResult:
+    row = expected.rows.get(key)
+    if row is None:
+        return CellResult(key, "new", counters, reason="no row in the file")
+    changes = []
+    for name in COUNTER_KEYS:
+        want, got = row.counts.get(name), counters.get(name)
+        if want is None and got is None:
+            continue
+        allowed = expected.allowed(row, name)
+        if want is None or got is None or abs(int(got) - int(want)) > allowed:
+            changes.append(Change(name, want, None if got is None else int(got), allowed))
+    return CellResult(key, "changed" if changes else "ok", counters, changes)
+
+
+def functions_text(expected_calls: Optional[dict], got_calls: Optional[dict], n: int = 4) -> list[str]:
+    """The functions whose calls per step changed most (explain's call diff), as short texts."""
+    if not expected_calls or got_calls is None:
+        return []
+    deltas = by_calls(diff_profiles(as_profile(expected_calls), as_profile(got_calls)), n)
+    out = []
+    for d in deltas:
+        where = f" ({d.rel})" if d.rel not in ("~", "") else ""
+        out.append(f"{count_text(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.name}{where}")
+    return out
+
+
+@dataclasses.dataclass
+class CheckResult:
+    path: Path
+    side: str
+    made_with: dict
+    cells: list  # CellResult, in the config's order
+    not_in_config: list  # rows of the file the config does not have
+    seconds: float = 0.0
+    updated: dict = dataclasses.field(default_factory=dict)  # key -> "added"/"rewritten" by --update
+    new_rows: dict = dataclasses.field(default_factory=dict)  # key -> the row line a changed/new cell needs
+
+    @property
+    def changed(self) -> list:
+        return [c for c in self.cells if c.status in ("changed", "new")]
+
+    @property
+    def failed(self) -> list:
+        return [c for c in self.cells if c.status == "failed"]
+
+    @property
+    def passed(self) -> bool:
+        return not self.changed and not self.failed
+
+    def to_dict(self) -> dict:
+        return {
+            "file": str(self.path),
+            "side": self.side,
+            "made_with": self.made_with,
+            "passed": self.passed,
+            "seconds": self.seconds,
+            "cells": [c.to_dict() for c in self.cells],
+            "not_in_config": self.not_in_config,
+            "updated": self.updated,
+            "new_rows": self.new_rows,
+        }
+
+
+def checked(path, side: str, seen: dict, cells: list, expected: Optional[Expected]) -> CheckResult:
+    """The result of ``cells`` against ``expected`` (None: no file yet), with the rows a change needs."""
+    keys = {c.key for c in cells}
+    rows = expected.rows if expected else {}
+    result = CheckResult(Path(path), side, seen, cells, sorted(k for k in rows if k not in keys))
+    for cell in result.changed:
+        old = rows.get(cell.key)
+        result.new_rows[cell.key] = row_line(cell.key, cell.counters, old.tolerance if old else None)
+    return result
+
+
+def refuse_other_versions(expected: Expected, seen: dict, fix: str = "") -> None:
+    differ = version_mismatch(expected.made_with, seen)
+    if differ:
+        raise TeperfError(
+            f"{expected.path} was made with other versions ({'; '.join(differ)}): counts are not comparable",
+            f"make a file for these versions ({UPDATE_HINT.format(file='NEW.toml')}){fix}",
+        )
+
+
+def count_cells(
+    config,
+    side,
+    cases: list,
+    log_dir: Path,
+    *,
+    on_hello: Callable[[dict], None] = lambda hello: None,
+    want_calls: Callable[[str, dict], bool] = lambda key, counters: False,
+    progress: Callable[[str], None] = lambda text: None,
+) -> tuple[dict, dict]:
+    """(hello, {case key: CellResult with counters or a reason}) from one worker of ``side``.
+
+    Every case is set up first and then counted, as ``compare`` counts (so both give the same
+    numbers). ``on_hello`` may refuse (raise) before anything is counted; ``want_calls(key,
+    counters)`` says which cells are profiled afterwards for their calls by function.
+    """
+    results = {c.key: CellResult(c.key, "skipped", reason=c.skip) for c in cases if c.skip}
+    runnable = [c for c in cases if not c.skip]
+    if not runnable:
+        return {}, results
+    log_path = Path(log_dir) / f"{side.label}.log"
+    worker = current = None
+    try:
+        with one_worker(config, side, log_dir, backends=sorted({c.backend for c in runnable})) as worker:
+            progress(f"starting the {side.label} worker")
+            hello = worker.ready()
+            on_hello(hello)
+            ready = []
+            for case in runnable:
+                current = case
+                progress(f"setting up {case.key}")
+                try:
+                    worker.setup(case)
+                    ready.append(case)
+                except StepFailed as exc:
+                    status = "skipped" if exc.skipped else "failed"
+                    reason = str(exc.error)[:300] + ("" if exc.skipped else f" (log: {log_path})")
+                    results[case.key] = CellResult(case.key, status, reason=reason)
+            for case in ready:
+                current = case
+                progress(f"counting {case.key}")
+                try:
+                    counters = worker.counters(case)
+                except StepFailed as exc:
+                    results[case.key] = CellResult(case.key, "failed", reason=f"counting: {exc.error}"[:300])
+                    continue
+                cell = results[case.key] = CellResult(case.key, "counted", counters)
+                if want_calls(case.key, counters):
+                    progress(f"profiling {case.key}")
+                    try:
+                        cell.calls = calls_by_function(worker.profile(case, PROFILE_ITERS))
+                    except StepFailed:
+                        pass  # the counts stand; only the functions go unnamed
+    except WorkerError as exc:
+        if worker is None or (not results and current is None):
+            raise TeperfError(f"the {side.label} worker did not start: {exc}", f"see {log_path}") from None
+        where = current.key if current else "start-up"
+        reason = f"the worker failed at {where}: {exc}"[:300] + f" (log: {log_path})"
+        for case in runnable:
+            results.setdefault(case.key, CellResult(case.key, "failed", reason=reason))
+        hello = worker.worker.hello or {}
+    return hello, results
+
+
+def check(
+    config,
+    side,
+    expected_path,
+    *,
+    update: bool = False,
+    log_dir: Optional[Path] = None,
+    progress: Callable[[str], None] = lambda text: None,
+) -> CheckResult:
+    """Count every cell of ``config`` on ``side`` once and compare with the file at ``expected_path``.
+
+    ``update``: rewrite the rows that changed (and add the new ones) in place; a missing file is
+    made. A side whose versions differ from the file's is refused (TeperfError) either way.
+    """
+    from teperf.plan import expand
+
+    t0 = time.perf_counter()
+    path = Path(expected_path)
+    expected = None if update and not path.exists() else Expected.read(path)
+    known_calls = read_calls(path) if expected else {}
+    cases = expand(config)
+    seen: dict = {}
+
+    def on_hello(hello: dict) -> None:
+        seen.update(made_with(hello, config.device))
+        if expected is not None:
+            refuse_other_versions(expected, seen, ", or check on the versions the file names")
+
+    def want_calls(key: str, counters: dict) -> bool:
+        if expected is None:
+            return update
+        cell = compare_counts(expected, key, counters)
+        return cell.status != "ok" or (update and key not in known_calls)
+
+    work = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="teperf-counters-"))
+    try:
+        hello, counted = count_cells(
+            config, side, cases, work, on_hello=on_hello, want_calls=want_calls, progress=progress
+        )
+    except TeperfError as exc:
+        if log_dir is None and str(work) not in str(exc):  # kept when the error points at its log
+            shutil.rmtree(work, ignore_errors=True)
+        raise
+    if log_dir is None and not any(c.status == "failed" for c in counted.values()):
+        shutil.rmtree(work, ignore_errors=True)  # the worker's log is kept only when a cell failed
+    if not seen and hello:
+        seen.update(made_with(hello, config.device))
+    cells = []
+    for case in cases:
+        cell = counted[case.key]
+        if cell.status == "counted":
+            calls = cell.calls
+            if expected is not None:
+                cell = compare_counts(expected, case.key, cell.counters)
+                cell.calls = calls
+            else:
+                cell = CellResult(case.key, "new", cell.counters, reason="no file yet", calls=calls)
+            cell.functions = functions_text(known_calls.get(case.key), calls)
+        cell.break_reasons = list((cell.counters or {}).get("break_reasons") or [])
+        cells.append(cell)
+    result = checked(path, side.label, seen, cells, expected)
+    if update:
+        _update(result, expected, cells)
+    result.seconds = round(time.perf_counter() - t0, 1)
+    return result
+
+
+def _update(result: CheckResult, expected: Optional[Expected], cells: list) -> None:
+    counted = {c.key: c.counters for c in result.changed}
+    if expected is None:
+        text = new_file_text(result.path.name, result.made_with, counted)
+    else:
+        text = rewrite(expected, counted)
+    if counted or expected is None:
+        result.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = result.path.with_name(f".{result.path.name}.tmp")
+        tmp.write_text(text)
+        tmp.replace(result.path)
+    for key in counted:
+        result.updated[key] = "rewritten" if expected is not None and key in expected.rows else "added"
+    calls = {c.key: c.calls for c in cells if c.calls is not None}
+    if calls:
+        write_calls(result.path, result.made_with, calls)
+
+
+def check_bundle(
+    bundle_path, expected_path, side_label: Optional[str] = None, name_functions: bool = True
+) -> CheckResult:
+    """The counters ``compare`` recorded for one side (default: head) against the file.
+
+    Nothing is counted again. When a cell changed and the file's calls sidecar has it,
+    ``name_functions`` starts one worker of that side to profile the changed cells, so that the
+    functions behind the change are named as ``teperf counters check`` names them.
+    """
+    from teperf.bundle import Bundle
+    from teperf.records import CountersRecord, WorkerRecord
+
+    t0 = time.perf_counter()
+    expected = Expected.read(expected_path)
+    bundle = Bundle.open(bundle_path)
+    meta = bundle.meta().to_dict()
+    labels = list((meta.get("sides") or {}).keys())
+    label = side_label or ("head" if "head" in labels else (labels[-1] if labels else "head"))
+    hello: dict = {}
+    counters: dict = {}
+    for record in bundle.records():
+        if isinstance(record, WorkerRecord) and record.side == label and not hello:
+            hello = record.hello or {}
+        elif isinstance(record, CountersRecord) and record.side == label:
+            counters.setdefault(record.case_id, record.counters)
+    seen = made_with(hello, (meta.get("config") or {}).get("device", "cpu")) if hello else {}
+    if hello:
+        refuse_other_versions(expected, seen)
+    cells = []
+    cases = [(Case.from_meta(c).key, c) for c in meta.get("cases") or []]
+    for key, case in cases:
+        got = counters.get(case.get("id"))
+        if case.get("skip"):
+            cells.append(CellResult(key, "skipped", reason=case["skip"]))
+        elif got is None:
+            cells.append(CellResult(key, "failed", reason=f"the bundle has no counters of the {label} side"))
+        else:
+            cell = compare_counts(expected, key, got)
+            cell.break_reasons = list(got.get("break_reasons") or [])
+            cells.append(cell)
+    result = checked(expected_path, label, seen, cells, expected)
+    known = read_calls(expected_path)
+    wanted = [case for key, case in cases if key in known and by_key(result, key)]
+    if name_functions and wanted:
+        _name_functions(meta, label, wanted, known, result)
+    result.seconds = round(time.perf_counter() - t0, 1)
+    return result
+
+
+def by_key(result: CheckResult, key: str) -> Optional[CellResult]:
+    """The changed cell named ``key``, or None."""
+    return next((c for c in result.changed if c.key == key), None)
+
+
+def _name_functions(meta: dict, label: str, cases: list, known: dict, result: CheckResult) -> None:
+    """Profile the changed cells on the bundle's ``label`` side in one worker; a side that is gone
+    (a temporary tree) or a worker that fails leaves the functions unnamed, with a note."""
+    from teperf.explain.capture import rerun_config, sides_from_meta
+
+    plan_cases = [Case.from_meta(case) for case in cases]
+    work = Path(tempfile.mkdtemp(prefix="teperf-counters-"))
+    try:
+        side = next(s for s in sides_from_meta(meta) if s.label == label)
+        config, _note = rerun_config(meta)
+        _hello, counted = count_cells(config, side, plan_cases, work, want_calls=lambda key, counters: True)
+    except (TeperfError, StopIteration) as exc:
+        counted = {}
+        for case in plan_cases:
+            by_key(result, case.key).functions = [f"(not profiled: {exc})"]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for key, got in counted.items():
+        cell = by_key(result, key)
+        if cell is not None and got.calls is not None:
+            cell.functions = functions_text(known.get(key), got.calls)

@@ -1,0 +1,94 @@
+"""One worker outside the measured pairs: bisect's counter probe, the counters gate, explain's profile and
+the compile-cache prewarm all start it here, with the config's device, hash seed and timeout.
+
+    with one_worker(config, side, log_dir, backends=["torch"]) as w:
+        w.ready(); w.setup(case); counters = w.counters(case)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Iterator, Optional
+
+from teperf.engine.spawn import Worker
+from teperf.plan import Case, hash_seed
+from teperf.sides import Side
+
+
+class StepFailed(Exception):
+    """The worker answered a request with an error (it is still alive): ``what`` failed, and why."""
+
+    def __init__(self, what: str, reply: dict):
+        self.what, self.error, self.skipped = what, reply.get("error"), bool(reply.get("skipped"))
+        super().__init__(f"{what} failed: {self.error}")
+
+
+class OneShot:
+    """A started worker and the requests the one-shot jobs make of it."""
+
+    def __init__(self, worker: Worker, device: str, warmup: int):
+        self.worker, self.device, self.warmup = worker, device, warmup
+
+    @property
+    def log_path(self) -> Path:
+        return self.worker.log_path
+
+    def ready(self) -> dict:
+        """The worker's hello, once it has imported torch."""
+        return self.worker.wait_ready()
+
+    def _ask(self, what: str, message: dict, answer: str) -> dict:
+        reply = self.worker.request(message)
+        if reply.get("type") != answer:
+            raise StepFailed(what, reply)
+        return reply
+
+    def setup(self, case: Case) -> dict:
+        return self._ask("set-up", {"cmd": "setup", "case": case.to_wire(self.device, self.warmup)}, "ready")
+
+    def counters(self, case: Case) -> dict:
+        return self._ask("counting", {"cmd": "counters", "case_id": case.id}, "counters")["counters"]
+
+    def profile(self, case: Case, iters: int) -> list:
+        message = {"cmd": "profile", "case_id": case.id, "iters": int(iters)}
+        return self._ask("profiling", message, "profile")["functions"]
+
+    def imported(self, packages: list[str]) -> Optional[dict]:
+        reply = self.worker.request({"cmd": "imported", "packages": packages})
+        return reply["imported"] if reply.get("type") == "imported" else None
+
+
+@contextlib.contextmanager
+def one_worker(
+    config,
+    side: Side,
+    log_dir: Path,
+    *,
+    backends: list[str],
+    core: Optional[int] = None,
+    log_name: Optional[str] = None,
+    warmup: Optional[int] = None,
+    **worker_args,
+) -> Iterator[OneShot]:
+    """A worker of ``side`` pinned to ``core`` (default: the config's), logging to ``log_dir/<label>.log``
+    (or ``log_name``) with ``log_dir`` as its neutral cwd; closed when the block ends. It starts at
+    once and ``ready()`` waits for it, so several can import side by side. ``worker_args``: the
+    ``Worker``'s ``launcher`` or ``compile_cache``. Raises WorkerError when it cannot start."""
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    worker = Worker(
+        side,
+        core=config.core if core is None else core,
+        device=config.device,
+        backends=backends,
+        hash_seed=hash_seed(config.seed, 0),
+        log_path=log_dir / (log_name or f"{side.label}.log"),
+        cwd=log_dir,
+        timeout_s=config.schedule.timeout_s,
+        **worker_args,
+    )
+    try:
+        yield OneShot(worker, config.device, config.schedule.warmup if warmup is None else warmup)
+    finally:
+        worker.close()
