@@ -34,6 +34,7 @@ from teperf.counters.file import (
 from teperf.engine.oneshot import StepFailed, one_worker
 from teperf.engine.spawn import WorkerError
 from teperf.errors import TeperfError
+from teperf.explain.capture import cell_key
 from teperf.explain.diff import by_calls, diff_profiles
 from teperf.explain.render import count_text
 from teperf.plan import Case
@@ -350,7 +351,7 @@ def check_bundle(
     if hello:
         refuse_other_versions(expected, seen)
     cells = []
-    cases = [(Case.from_meta(c).key, c) for c in meta.get("cases") or []]
+    cases = [(cell_key(c), c) for c in meta.get("cases") or []]
     for key, case in cases:
         got = counters.get(case.get("id"))
         if case.get("skip"):

@@ -14,9 +14,13 @@ from teperf.explain.render import counters_diff, to_json
 
 
 def _cell_fields(case: dict) -> list[str]:
-    from teperf.plan import Case
+    """A bundle case's key (teperf.plan.Case.key) by part, from a case that may lack fields."""
+    shape = "x".join(str(n) for n in case.get("shape") or [])
+    return [str(case.get("module")), str(case.get("recipe")), shape, str(case.get("mode"))]
 
-    return Case.from_meta(case).key.split("/")
+
+def cell_key(case: dict) -> str:
+    return "/".join(_cell_fields(case))
 
 
 def find_case(meta: dict, cell: Optional[str], where: str = "the bundle") -> dict:
@@ -29,7 +33,7 @@ def find_case(meta: dict, cell: Optional[str], where: str = "the bundle") -> dic
         raise TeperfError(
             "the bundle's metadata lists no cases", "explain a bundle written by teperf compare"
         )
-    names = ["/".join(_cell_fields(c)) for c in cases]
+    names = [cell_key(c) for c in cases]
     if not cell:
         if len(cases) == 1:
             return cases[0]
@@ -41,7 +45,7 @@ def find_case(meta: dict, cell: Optional[str], where: str = "the bundle") -> dic
     if len(hits) > 1:
         raise TeperfError(
             f"--cell {cell!r} matches {len(hits)} cells",
-            "add /SHAPE and /MODE, one of: " + ", ".join("/".join(_cell_fields(c)) for c in hits),
+            "add /SHAPE and /MODE, one of: " + ", ".join(cell_key(c) for c in hits),
         )
     return hits[0]
 
@@ -149,7 +153,7 @@ def _set_up(workers: dict, plan_case, case: dict, result: dict) -> None:
             worker.setup(plan_case)
         except StepFailed as exc:
             raise TeperfError(
-                f"the {label} side could not set up {'/'.join(_cell_fields(case))}: {exc.error}",
+                f"the {label} side could not set up {cell_key(case)}: {exc.error}",
                 f"see {worker.log_path}",
             ) from None
     packages = [w.worker.side.description.get("package") for w in workers.values()]
@@ -204,7 +208,7 @@ def explain_bundle(
     case = find_case(meta, cell)
     sides = sides_from_meta(meta)
     config, core_note = rerun_config(meta, core, timeout_s)
-    cell_name = "/".join(_cell_fields(case))
+    cell_name = cell_key(case)
     log_dir = _writable_dir(Path(bundle.path) / "explain", cell_name)
     outcome = profile_case(config, sides, case, log_dir, iters=iters, repeats=repeats, progress=progress)
     labels = [s.label for s in sides]
