@@ -46,8 +46,7 @@ from teperf.sides import Side, buildrun, cachedir, changes
 from teperf.sides import installed as inst
 from teperf.sides.gitrepo import Commit
 from teperf.sides.layout import CoreBuild, matches
-from teperf.sides.shadow import ShadowSpec, shadow_side
-from teperf.sides.strategies.extension import Extension, inputs_key
+from teperf.sides.strategies.extension import Extension, ext_meta, inputs_key
 from teperf.sides.target import Plan, Refused
 
 KIND = "cores"
@@ -220,23 +219,10 @@ class Core(Extension):
         return cachedir.kind_dir("buildtrees", self.target.cache_dir) / f"core-{key}"
 
     def _cached_core(self, key: str) -> dict:
-        home = cachedir.kind_dir(KIND, self.target.cache_dir) / key
-        meta = cachedir.read_json(home / cachedir.BUILD_META)
-        return meta if meta.get("ok") and (home / "lib").is_dir() else {}
-
-    def _last_core_seconds(self) -> float | None:
-        times = [
-            e.meta.get("seconds")
-            for e in cachedir.entries(self.target.cache_dir, kinds=(KIND,), sizes=False)
-            if e.complete
-            and e.meta.get("layout") == self.target.layout.name
-            and e.meta.get("steps_rebuilt") == e.meta.get("steps_total")
-            and e.meta.get("seconds")
-        ]
-        return max(times) if times else None
+        return self.cached(KIND, key, "lib")
 
     def _full_build(self) -> str:
-        last = self._last_core_seconds()
+        last = self.last_seconds(KIND, full_only=True)
         if last:
             return f"about {last:.0f} s like the slowest full core build before"
         if self.target.layout.name == "transformer_engine":
@@ -256,25 +242,22 @@ class Core(Extension):
         tree = self.workdir()
         ext_plan = super().plan()  # the extension's cost per side (and the version note)
         ext_costs = dict(ext_plan.costs)
-        costs = []
         previous = (tree / "build" / "CMakeCache.txt").is_file()
-        planned: dict[str, str] = {}  # key -> the side that builds it
-        for label, commit in self.pair.sides():
-            key, _ = self.core_key(commit)
-            if self._cached_core(key):
-                core = f"core reused from the cache ({key[:12]})"
-            elif key in planned:
-                core = f"the core {planned[key]} builds (the same sources)"
-            elif previous:
-                core = (
+
+        def fresh() -> str:
+            nonlocal previous
+            if previous:
+                return (
                     f"incremental core build in {tree} with {jobs} (Ninja recompiles the files whose "
                     "sources changed since its last build)"
                 )
-            else:
-                core = f"full core build with {jobs} (the first in {tree}; {self._full_build()})"
-                previous = True  # the next side builds incrementally in the same tree
-            planned.setdefault(key, label)
-            costs.append((label, f"{core}; {ext_costs.get(label, '')}".rstrip("; ")))
+            previous = True  # the next side builds incrementally in the same tree
+            return f"full core build with {jobs} (the first in {tree}; {self._full_build()})"
+
+        costs = [
+            (label, f"{core}; {ext_costs.get(label, '')}".rstrip("; "))
+            for label, core in self.side_costs(self.core_key, self._cached_core, "core", "sources", fresh)
+        ]
         notes = list(ext_plan.notes)
         headers = [p for p in core_paths if p.endswith(HEADER_SUFFIXES)]
         if headers:
@@ -296,120 +279,124 @@ class Core(Extension):
 
     def ensure_core(self, label: str, commit: Commit, tree: Path) -> dict:
         """Build this commit's core library unless the cache has it; return its build.json (plus 'reused')."""
-        t, cb = self.target, self.cb
         key, n_files = self.core_key(commit)
-        cores = cachedir.kind_dir(KIND, t.cache_dir)
-        home = cores / key
-        env = self._core_env
-        with cachedir.locked(cores / f"{key}.lock"):
-            cachedir.hold(home)
-            meta = self._cached_core(key)
-            if meta:
-                cachedir.touch(home)
-                t.log(f"{label} {commit.sha[:10]}: core library reused from the cache ({home})")
-                return {**meta, "reused": True}
-            home.mkdir(parents=True, exist_ok=True)
-            lib, log_path = home / "lib", home / "build.log"
-            for stale in (lib, log_path):
-                cachedir.remove_tree(stale)
-            lib.mkdir()
+
+        def make(home: Path, lib: Path, log_path: Path) -> dict:
             work = self.workdir()
             with cachedir.locked(work.with_suffix(".lock")):
                 cachedir.hold(work)
-                src, build = work / "src", work / "build"
-                rewritten = buildrun.sync_workdir(work, tree, commit.sha, repo=str(t.repo), package=t.package)
-                cmake = shutil.which("cmake", path=env.get("PATH")) or "cmake"
-                fresh = not (build / "CMakeCache.txt").is_file()
-                meta = {
-                    "ok": False,
-                    "key": key,
-                    "sha": commit.sha,
-                    "repo": str(t.repo),
-                    "package": t.package,
-                    "layout": t.layout.name,
-                    "workdir": str(work),
-                    "lib": str(lib),
-                    "log": str(log_path),
-                    "hashed_files": n_files,
-                    "files_rewritten": rewritten,
-                    "cmake_args": self._cmake_args(),
-                    "archs": self.archs or None,
-                    "configured": fresh,
-                    "env": buildrun.hashed_env(
-                        env, ("MAX_JOBS", "CMAKE_CUDA_COMPILER_LAUNCHER", *cb.module_dirs)
-                    ),
-                }
-                t.log(
-                    f"{label} {commit.sha[:10]}: building the {t.layout.name} core library in {work} "
-                    f"({'configure + full build' if fresh else 'incremental'}; "
-                    f"{changes.plural(rewritten, 'file')} rewritten since its last build; "
-                    f"{changes.plural(env['MAX_JOBS'], 'job')}"
-                    f"{', ccache' if env.get('TEPERF_CCACHE') else ''}); log: {log_path}"
+                rewritten = buildrun.sync_workdir(
+                    work, tree, commit.sha, repo=str(self.target.repo), package=self.target.package
                 )
-                before = buildrun.ccache_stats(env)
-                rc, configure_s = 0, 0.0
-                if fresh:
-                    generator = ["-G", "Ninja"] if shutil.which("ninja", path=env.get("PATH")) else []
-                    rc, configure_s = buildrun.run_logged(
-                        [
-                            cmake,
-                            "-S",
-                            str(src / cb.cmake_dir),
-                            "-B",
-                            str(build),
-                            *generator,
-                            *self._cmake_args(),
-                        ],
-                        cwd=work,
-                        env=env,
-                        log_path=log_path,
-                        what=f"configuring the core for {label}",
-                        log=t.log,
-                    )
-                build_s = 0.0
-                if rc == 0:
-                    offset = log_path.stat().st_size if log_path.exists() else 0
-                    rc, build_s = buildrun.run_logged(
-                        [cmake, "--build", str(build), "--parallel", env["MAX_JOBS"]],
-                        cwd=work,
-                        env=env,
-                        log_path=log_path,
-                        what=f"building the core for {label}",
-                        log=t.log,
-                    )
-                    meta.update(self._steps(log_path, offset, build, env))
-                artifacts = self._collect(build, lib) if rc == 0 else {}
-                cache = read_cmake_cache(build)
-                meta.update(
-                    seconds=round(configure_s + build_s, 1),
-                    configure_seconds=round(configure_s, 1),
-                    returncode=rc,
-                    artifacts=artifacts,
-                    cmake_cache=cache,
-                    compilers={
-                        k: compiler_version(cache[k])
-                        for k in ("CMAKE_C_COMPILER", "CMAKE_CXX_COMPILER", "CMAKE_CUDA_COMPILER")
-                        if cache.get(k)
-                    },
-                    ccache=buildrun.ccache_delta(before, buildrun.ccache_stats(env)),
-                )
-            buildrun.settle(
-                home,
-                meta,
-                log_path,
-                t.log,
-                produced=bool(artifacts),
-                missing=f"{build} has no {' or '.join(cb.artifacts)}",
-                building=f"building the core library for {label} {commit.sha[:10]}",
-                product="core library",
-                fix="read the log and fix the build (the next run tries again), or use --strategy build",
+                meta = self._configure(label, commit, (key, n_files), work, lib, log_path, rewritten)
+                artifacts = self._build(label, work, lib, log_path, meta)
+            return self._settle(label, commit, home, work, meta, artifacts)
+
+        return self.ensure_built(KIND, key, "lib", label, commit, "core library", make)
+
+    def _configure(
+        self, label: str, commit: Commit, keyed: tuple, work: Path, lib: Path, log_path: Path, rewritten: int
+    ) -> dict:
+        """Run CMake's configure step in a fresh build tree; the build's metadata so far."""
+        t, env = self.target, self._core_env
+        (key, n_files), build = keyed, work / "build"
+        fresh = not (build / "CMakeCache.txt").is_file()
+        meta = {
+            "ok": False,
+            "key": key,
+            "sha": commit.sha,
+            "repo": str(t.repo),
+            "package": t.package,
+            "layout": t.layout.name,
+            "workdir": str(work),
+            "lib": str(lib),
+            "log": str(log_path),
+            "hashed_files": n_files,
+            "files_rewritten": rewritten,
+            "cmake_args": self._cmake_args(),
+            "archs": self.archs or None,
+            "configured": fresh,
+            "env": buildrun.hashed_env(
+                env, ("MAX_JOBS", "CMAKE_CUDA_COMPILER_LAUNCHER", *self.cb.module_dirs)
+            ),
+        }
+        t.log(
+            f"{label} {commit.sha[:10]}: building the {t.layout.name} core library in {work} "
+            f"({'configure + full build' if fresh else 'incremental'}; "
+            f"{changes.plural(rewritten, 'file')} rewritten since its last build; "
+            f"{changes.plural(env['MAX_JOBS'], 'job')}"
+            f"{', ccache' if env.get('TEPERF_CCACHE') else ''}); log: {log_path}"
+        )
+        meta["ccache_before"] = buildrun.ccache_stats(env)
+        rc, configure_s = 0, 0.0
+        if fresh:
+            generator = ["-G", "Ninja"] if shutil.which("ninja", path=env.get("PATH")) else []
+            source = str(work / "src" / self.cb.cmake_dir)
+            rc, configure_s = buildrun.run_logged(
+                [self._cmake(), "-S", source, "-B", str(build), *generator, *self._cmake_args()],
+                cwd=work,
+                env=env,
+                log_path=log_path,
+                what=f"configuring the core for {label}",
+                log=t.log,
             )
-            steps = meta.get("steps_rebuilt")
-            t.log(
-                f"{label} {commit.sha[:10]}: core built in {meta['seconds']} s"
-                + (f" ({steps} of {meta.get('steps_total')} steps)" if steps is not None else "")
+        meta.update(returncode=rc, configure_seconds=round(configure_s, 1))
+        return meta
+
+    def _cmake(self) -> str:
+        return shutil.which("cmake", path=self._core_env.get("PATH")) or "cmake"
+
+    def _build(self, label: str, work: Path, lib: Path, log_path: Path, meta: dict) -> dict[str, str]:
+        """Build a configured tree (unless configuring failed) and copy its libraries into ``lib``."""
+        env, build = self._core_env, work / "build"
+        build_s = 0.0
+        if meta["returncode"] == 0:
+            offset = log_path.stat().st_size if log_path.exists() else 0
+            meta["returncode"], build_s = buildrun.run_logged(
+                [self._cmake(), "--build", str(build), "--parallel", env["MAX_JOBS"]],
+                cwd=work,
+                env=env,
+                log_path=log_path,
+                what=f"building the core for {label}",
+                log=self.target.log,
             )
-            return {**meta, "reused": False}
+            meta.update(self._steps(log_path, offset, build, env))
+        artifacts = self._collect(build, lib) if meta["returncode"] == 0 else {}
+        cache = read_cmake_cache(build)
+        meta.update(
+            seconds=round(meta["configure_seconds"] + build_s, 1),
+            artifacts=artifacts,
+            cmake_cache=cache,
+            compilers={
+                k: compiler_version(cache[k])
+                for k in ("CMAKE_C_COMPILER", "CMAKE_CXX_COMPILER", "CMAKE_CUDA_COMPILER")
+                if cache.get(k)
+            },
+            ccache=buildrun.ccache_delta(meta.pop("ccache_before"), buildrun.ccache_stats(env)),
+        )
+        return artifacts
+
+    def _settle(
+        self, label: str, commit: Commit, home: Path, work: Path, meta: dict, artifacts: dict
+    ) -> dict:
+        t = self.target
+        buildrun.settle(
+            home,
+            meta,
+            Path(meta["log"]),
+            t.log,
+            produced=bool(artifacts),
+            missing=f"{work / 'build'} has no {' or '.join(self.cb.artifacts)}",
+            building=f"building the core library for {label} {commit.sha[:10]}",
+            product="core library",
+            fix="read the log and fix the build (the next run tries again), or use --strategy build",
+        )
+        steps = meta.get("steps_rebuilt")
+        t.log(
+            f"{label} {commit.sha[:10]}: core built in {meta['seconds']} s"
+            + (f" ({steps} of {meta.get('steps_total')} steps)" if steps is not None else "")
+        )
+        return meta
 
     @staticmethod
     def _steps(log_path: Path, offset: int, build: Path, env: Mapping[str, str]) -> dict:
@@ -441,9 +428,7 @@ class Core(Extension):
         return found
 
     def prepare(self, label: str, commit: Commit, description: Mapping[str, Any]) -> Side:
-        t = self.target
-        basis = self.basis
-        installed = basis.installed
+        installed = self.basis.installed
         tree = self.tree(commit, submodules=True)
         # the extension compiles against the side's headers and does not link the core: build both at once
         with concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="teperf-build") as pool:
@@ -456,45 +441,32 @@ class Core(Extension):
             name = os.path.basename(rel)
             if name in core["artifacts"]:
                 own[rel] = core["artifacts"][name]
-        spec = ShadowSpec(
-            package=t.package,
-            installed_dir=installed.location,
-            side_pkg_dir=t.side_pkg_dir(tree),
-            key=f"{commit.sha[:16]}-{inst.fingerprint(installed.location, installed.sibling_libs)[:12]}"
-            f"-x{built['key'][:10]}-c{core['key'][:10]}",
-            known_py=basis.known_py,
-            sibling_libs=installed.sibling_libs,
+        return self.shadow(
+            label,
+            commit,
+            tree,
+            description,
             own_files=own,
             replaced=(*self.ext.artifacts, *self.cb.artifacts),
-        )
-        description = {
-            **description,
-            "tree": str(tree),
-            **basis.to_meta(),
-            "changed_py": self.pair.changes.paths(changes.PYTHON),
-            "changed_extension": self.pair.changes.paths(changes.EXTENSION),
-            "changed_core": self.pair.changes.paths(changes.CORE),
-            "ext_key": built["key"],
-            "ext_prefix": built["prefix"],
-            "ext_log": built["log"],
-            "ext_reused": built["reused"],
-            "ext_seconds": built.get("seconds"),
-            "ext_from_sha": built.get("sha"),
-            "core_key": core["key"],
-            "core_lib": core["lib"],
-            "core_log": core["log"],
-            "core_reused": core["reused"],
-            "core_seconds": core.get("seconds"),
-            "core_from_sha": core.get("sha"),
-            "core_steps": [core.get("steps_rebuilt"), core.get("steps_total")],
-            "core_archs": core.get("archs"),
-            "core_cmake_args": core.get("cmake_args"),
-            "core_compilers": core.get("compilers"),
-            "core_flags": {
-                k: v for k, v in (core.get("cmake_cache") or {}).items() if k.endswith(("_FLAGS", "_TYPE"))
+            key=f"-x{built['key'][:10]}-c{core['key'][:10]}",
+            built={
+                "changed_core": self.pair.changes.paths(changes.CORE),
+                **ext_meta(built),
+                "core_key": core["key"],
+                "core_lib": core["lib"],
+                "core_log": core["log"],
+                "core_reused": core["reused"],
+                "core_seconds": core.get("seconds"),
+                "core_from_sha": core.get("sha"),
+                "core_steps": [core.get("steps_rebuilt"), core.get("steps_total")],
+                "core_archs": core.get("archs"),
+                "core_cmake_args": core.get("cmake_args"),
+                "core_compilers": core.get("compilers"),
+                "core_flags": {
+                    k: v
+                    for k, v in (core.get("cmake_cache") or {}).items()
+                    if k.endswith(("_FLAGS", "_TYPE"))
+                },
+                "core_ccache": core.get("ccache"),
             },
-            "core_ccache": core.get("ccache"),
-        }
-        side = shadow_side(label, spec, python=t.python, cache_dir=t.cache_dir, description=description)
-        self._check_loads(label, Path(side.sys_path[0]))
-        return side
+        )

@@ -42,8 +42,8 @@ from teperf.sides import Side, buildrun, cachedir, changes, gitrepo
 from teperf.sides import installed as inst
 from teperf.sides.gitrepo import Commit
 from teperf.sides.layout import ExtensionBuild, matches
-from teperf.sides.shadow import ShadowSpec, mark, shadow_side
-from teperf.sides.strategy import Strategy
+from teperf.sides.shadow import mark
+from teperf.sides.strategies.compiled import CompiledStrategy
 from teperf.sides.target import Plan, Refused
 
 KIND = "ext"
@@ -62,7 +62,19 @@ def inputs_key(target, commit: Commit, inputs, recipe: Mapping[str, Any]) -> tup
     return h.hexdigest()[:20], n
 
 
-class Extension(Strategy):
+def ext_meta(built: Mapping[str, Any]) -> dict:
+    """What a side's metadata says of its extension build."""
+    return {
+        "ext_key": built["key"],
+        "ext_prefix": built["prefix"],
+        "ext_log": built["log"],
+        "ext_reused": built["reused"],
+        "ext_seconds": built.get("seconds"),
+        "ext_from_sha": built.get("sha"),
+    }
+
+
+class Extension(CompiledStrategy):
     name = "extension"
     help = (
         "rebuild only the framework extension (TE: transformer_engine/pytorch) from each side's tree, "
@@ -70,7 +82,6 @@ class Extension(Strategy):
     )
     tier = "extension"
     cache_kind = "ext"
-    compiled = True
     te_seconds = 90.0
 
     @property
@@ -164,17 +175,7 @@ class Extension(Strategy):
         return inputs_key(t, commit, (*ext.sources, *ext.hash_also), recipe)
 
     def _cached(self, key: str) -> dict:
-        home = cachedir.kind_dir(KIND, self.target.cache_dir) / key
-        meta = cachedir.read_json(home / cachedir.BUILD_META)
-        return meta if meta.get("ok") and (home / "prefix").is_dir() else {}
-
-    def _last_seconds(self) -> float | None:
-        times = [
-            e.meta.get("seconds")
-            for e in cachedir.entries(self.target.cache_dir, kinds=(KIND,), sizes=False)
-            if e.complete and e.meta.get("layout") == self.target.layout.name and e.meta.get("seconds")
-        ]
-        return max(times) if times else None
+        return self.cached(KIND, key, "prefix")
 
     def plan(self) -> Plan:
         self.target.refuse_module(self.name)
@@ -185,7 +186,7 @@ class Extension(Strategy):
             if paths
             else "forced: the extension of each side is built from its tree"
         )
-        last = self._last_seconds()
+        last = self.last_seconds(KIND)
         estimate = (
             f"about {last:.0f} s like the slowest before"
             if last
@@ -195,19 +196,11 @@ class Extension(Strategy):
         )
         jobs = changes.plural(self._build_env["MAX_JOBS"], "job")
         over = f"over the installed {installed.package} {installed.version or ''}".rstrip()
-        costs = []
-        planned: dict[str, str] = {}  # key -> the side that builds it
-        for label, commit in self.pair.sides():
-            key, _ = self.key(commit)
-            cost = (
-                f"extension reused from the cache ({key[:12]})"
-                if self._cached(key)
-                else f"the extension {planned[key]} builds (the same inputs)"
-                if key in planned
-                else f"builds the extension from its tree with {jobs} ({estimate})"
-            )
-            planned.setdefault(key, label)
-            costs.append((label, f"{cost}, {over}"))
+        fresh = f"builds the extension from its tree with {jobs} ({estimate})"
+        costs = [
+            (label, f"{cost}, {over}")
+            for label, cost in self.side_costs(self.key, self._cached, "extension", "inputs", lambda: fresh)
+        ]
         from teperf.sides.strategies.overlay import version_note
 
         note = version_note(self.target, self.pair)
@@ -215,78 +208,74 @@ class Extension(Strategy):
 
     def ensure(self, label: str, commit: Commit) -> dict:
         """Build this commit's extension unless the cache has it; return its build.json (plus 'reused')."""
-        t, ext = self.target, self.ext
         key, n_files = self.key(commit)
-        exts = cachedir.kind_dir(KIND, t.cache_dir)
-        home = exts / key
-        with cachedir.locked(exts / f"{key}.lock"):
-            cachedir.hold(home)
-            meta = self._cached(key)
-            if meta:
-                cachedir.touch(home)
-                t.log(f"{label} {commit.sha[:10]}: extension reused from the cache ({home})")
-                return {**meta, "reused": True}
-            home.mkdir(parents=True, exist_ok=True)
-            prefix, src, log_path = home / "prefix", home / "src", home / "build.log"
-            for stale in (prefix, src, log_path):
-                cachedir.remove_tree(stale)
-            prefix.mkdir()
-            buildrun.writable_copy(self.tree(commit), src)
-            argv = ext.command(t.python, str(prefix))
-            env = self._build_env
-            t.log(
-                f"{label} {commit.sha[:10]}: building the {t.layout.name} extension from its tree "
-                f"({changes.plural(n_files, 'input file')}, {changes.plural(env['MAX_JOBS'], 'job')}); "
-                f"log: {log_path}"
-            )
-            meta = {
-                "ok": False,
-                "key": key,
-                "sha": commit.sha,
-                "repo": str(t.repo),
-                "package": t.package,
-                "layout": t.layout.name,
-                "command": argv,
-                "cwd": ext.setup_dir,
-                "prefix": str(prefix),
-                "log": str(log_path),
-                "hashed_files": n_files,
-                "core": self.core[:16],
-                "env": buildrun.hashed_env(env, tuple(ext.env) + ("MAX_JOBS",)),
-            }
-            before = buildrun.ccache_stats(env)
-            started = time.time()  # the stamps show whether the sides' builds overlapped
-            rc, seconds = buildrun.run_logged(
-                argv,
-                cwd=src / ext.setup_dir,
-                env=env,
-                log_path=log_path,
-                what=f"building the extension for {label}",
-                log=t.log,
-            )
-            artifacts = self._artifacts(prefix) if rc == 0 else {}
-            meta.update(
-                seconds=round(seconds, 1),
-                started_at=round(started, 3),
-                ended_at=round(time.time(), 3),
-                returncode=rc,
-                artifacts=artifacts,
-                ccache=buildrun.ccache_delta(before, buildrun.ccache_stats(env)),
-            )
-            buildrun.settle(
-                home,
-                meta,
-                log_path,
-                t.log,
-                produced=bool(artifacts),
-                missing=f"{prefix}/{t.package}/ has no {' or '.join(ext.artifacts)}",
-                building=f"building the extension for {label} {commit.sha[:10]}",
-                product="extension",
-                fix="read the log and fix the build (the next run tries again), or use --strategy build",
-            )
-            cachedir.remove_tree(src)
-            t.log(f"{label} {commit.sha[:10]}: extension built in {meta['seconds']} s")
-            return {**meta, "reused": False}
+
+        def make(home: Path, prefix: Path, log_path: Path) -> dict:
+            return self._build(label, commit, (key, n_files), home, log_path)
+
+        return self.ensure_built(KIND, key, "prefix", label, commit, "extension", make)
+
+    def _build(self, label: str, commit: Commit, keyed: tuple, home: Path, log_path: Path) -> dict:
+        t, ext = self.target, self.ext
+        (key, n_files), prefix = keyed, home / "prefix"
+        src = home / "src"
+        cachedir.remove_tree(src)
+        buildrun.writable_copy(self.tree(commit), src)
+        argv = ext.command(t.python, str(prefix))
+        env = self._build_env
+        t.log(
+            f"{label} {commit.sha[:10]}: building the {t.layout.name} extension from its tree "
+            f"({changes.plural(n_files, 'input file')}, {changes.plural(env['MAX_JOBS'], 'job')}); "
+            f"log: {log_path}"
+        )
+        meta = {
+            "ok": False,
+            "key": key,
+            "sha": commit.sha,
+            "repo": str(t.repo),
+            "package": t.package,
+            "layout": t.layout.name,
+            "command": argv,
+            "cwd": ext.setup_dir,
+            "prefix": str(prefix),
+            "log": str(log_path),
+            "hashed_files": n_files,
+            "core": self.core[:16],
+            "env": buildrun.hashed_env(env, tuple(ext.env) + ("MAX_JOBS",)),
+        }
+        before = buildrun.ccache_stats(env)
+        started = time.time()  # the stamps show whether the sides' builds overlapped
+        rc, seconds = buildrun.run_logged(
+            argv,
+            cwd=src / ext.setup_dir,
+            env=env,
+            log_path=log_path,
+            what=f"building the extension for {label}",
+            log=t.log,
+        )
+        artifacts = self._artifacts(prefix) if rc == 0 else {}
+        meta.update(
+            seconds=round(seconds, 1),
+            started_at=round(started, 3),
+            ended_at=round(time.time(), 3),
+            returncode=rc,
+            artifacts=artifacts,
+            ccache=buildrun.ccache_delta(before, buildrun.ccache_stats(env)),
+        )
+        buildrun.settle(
+            home,
+            meta,
+            log_path,
+            t.log,
+            produced=bool(artifacts),
+            missing=f"{prefix}/{t.package}/ has no {' or '.join(ext.artifacts)}",
+            building=f"building the extension for {label} {commit.sha[:10]}",
+            product="extension",
+            fix="read the log and fix the build (the next run tries again), or use --strategy build",
+        )
+        cachedir.remove_tree(src)
+        t.log(f"{label} {commit.sha[:10]}: extension built in {meta['seconds']} s")
+        return meta
 
     def parallel_sides(self) -> bool:
         """Both sides' builds at once, the jobs split (_build_env): one after the other, head's build
@@ -306,40 +295,19 @@ class Extension(Strategy):
         }
 
     def prepare(self, label: str, commit: Commit, description: Mapping[str, Any]) -> Side:
-        t = self.target
-        basis = self.basis
-        installed = basis.installed
         built = self.ensure(label, commit)
-        tree = self.tree(commit)
-        spec = ShadowSpec(
-            package=t.package,
-            installed_dir=installed.location,
-            side_pkg_dir=t.side_pkg_dir(tree),
-            key=f"{commit.sha[:16]}-{inst.fingerprint(installed.location, installed.sibling_libs)[:12]}"
-            f"-x{built['key'][:10]}",
-            known_py=basis.known_py,
-            sibling_libs=installed.sibling_libs,
+        return self.shadow(
+            label,
+            commit,
+            self.tree(commit),
+            description,
             own_files=built["artifacts"],
             replaced=self.ext.artifacts,
+            key=f"-x{built['key'][:10]}",
+            built=ext_meta(built),
         )
-        description = {
-            **description,
-            "tree": str(tree),
-            **basis.to_meta(),
-            "changed_py": self.pair.changes.paths(changes.PYTHON),
-            "changed_extension": self.pair.changes.paths(changes.EXTENSION),
-            "ext_key": built["key"],
-            "ext_prefix": built["prefix"],
-            "ext_log": built["log"],
-            "ext_reused": built["reused"],
-            "ext_seconds": built.get("seconds"),
-            "ext_from_sha": built.get("sha"),
-        }
-        side = shadow_side(label, spec, python=t.python, cache_dir=t.cache_dir, description=description)
-        self._check_loads(label, Path(side.sys_path[0]))
-        return side
 
-    def _check_loads(self, label: str, root: Path) -> None:
+    def check_loads(self, label: str, root: Path) -> None:
         """Import what loads the extension, once per shadow tree; an undefined symbol is one clear line."""
         meta = cachedir.read_json(root / cachedir.META)
         if meta.get("extension_loads"):
