@@ -289,8 +289,8 @@ class Core(Extension):
                     work, tree, commit.sha, repo=str(self.target.repo), package=self.target.package
                 )
                 meta = self._configure(label, commit, (key, n_files), work, lib, log_path, rewritten)
-                artifacts = self._build(label, work, lib, log_path, meta)
-            return self._settle(label, commit, home, work, meta, artifacts)
+                artifacts = self._build_core(label, work, lib, log_path, meta)
+            return self._settle_core(label, commit, home, work, meta, artifacts)
 
         return self.ensure_built(KIND, key, "lib", label, commit, "core library", make)
 
@@ -346,7 +346,7 @@ class Core(Extension):
     def _cmake(self) -> str:
         return shutil.which("cmake", path=self._core_env.get("PATH")) or "cmake"
 
-    def _build(self, label: str, work: Path, lib: Path, log_path: Path, meta: dict) -> dict[str, str]:
+    def _build_core(self, label: str, work: Path, lib: Path, log_path: Path, meta: dict) -> dict[str, str]:
         """Build a configured tree (unless configuring failed) and copy its libraries into ``lib``."""
         env, build = self._core_env, work / "build"
         build_s = 0.0
@@ -376,7 +376,7 @@ class Core(Extension):
         )
         return artifacts
 
-    def _settle(
+    def _settle_core(
         self, label: str, commit: Commit, home: Path, work: Path, meta: dict, artifacts: dict
     ) -> dict:
         t = self.target
