@@ -23,21 +23,9 @@ from teperf.sides import cachedir
 from teperf.sides.layout import PackageLayout
 
 # environment variables that change what a build produces (part of cache keys)
-HASHED_ENV = (
-    "NVTE_FRAMEWORK",
-    "NVTE_CUDA_ARCHS",
-    "NVTE_BUILD_DEBUG",
-    "NVTE_UB_WITH_MPI",
-    "NVTE_ENABLE_NVSHMEM",
-    "NVTE_WITH_CUBLASMP",
-    "CUDA_HOME",
-    "CUDA_PATH",
-    "CC",
-    "CXX",
-    "CFLAGS",
-    "CXXFLAGS",
-    "LDFLAGS",
-    "TORCH_CUDA_ARCH_LIST",
+HASHED_ENV = tuple(
+    "NVTE_FRAMEWORK NVTE_CUDA_ARCHS NVTE_BUILD_DEBUG NVTE_UB_WITH_MPI NVTE_ENABLE_NVSHMEM "
+    "NVTE_WITH_CUBLASMP CUDA_HOME CUDA_PATH CC CXX CFLAGS CXXFLAGS LDFLAGS TORCH_CUDA_ARCH_LIST".split()
 )
 LOG_TAIL_LINES = 40
 STATUS_EVERY_S = 0.5  # on a terminal

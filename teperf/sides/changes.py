@@ -31,90 +31,24 @@ TIERS = ("overlay", "extension", "build")
 DOC_SUFFIXES = (".md", ".rst", ".pyi")
 # Outside the package, paths under these top-level directories are not build inputs.
 NOT_BUILD_DIRS = frozenset(
-    {
-        "docs",
-        "doc",
-        "tests",
-        "test",
-        "examples",
-        "example",
-        "benchmarks",
-        "benchmark",
-        "qa",
-        ".github",
-        ".gitlab",
-        ".circleci",
-        ".ci",
-        "ci",
-        "scripts",
-        "notebooks",
-        "results",
-        "configs",
-    }
+    "docs doc tests test examples example benchmarks benchmark qa .github .gitlab .circleci .ci "
+    "ci scripts notebooks results configs".split()
 )
 # Outside the package, these directories and file names are always build inputs.
 BUILD_DIRS = frozenset(
     {"build_tools", "3rdparty", "third_party", "thirdparty", "csrc", "cmake", "extern", "external"}
 )
 BUILD_FILES = frozenset(
-    {
-        "setup.py",
-        "setup.cfg",
-        "pyproject.toml",
-        "CMakeLists.txt",
-        "MANIFEST.in",
-        "Makefile",
-        "meson.build",
-        "build.py",
-    }
+    "setup.py setup.cfg pyproject.toml CMakeLists.txt MANIFEST.in Makefile meson.build build.py".split()
 )
 # Data files (images, notebooks, tables, text): outside the package they feed no build. Inside it they
 # stay build inputs, as an overlay runs the installed copy's data files, not the side's.
-DATA_SUFFIXES = (
-    ".png",
-    ".jpg",
-    ".jpeg",
-    ".gif",
-    ".svg",
-    ".webp",
-    ".ico",
-    ".bmp",
-    ".pdf",
-    ".ipynb",
-    ".txt",
-    ".csv",
-    ".tsv",
-    ".json",
-    ".jsonl",
-    ".yaml",
-    ".yml",
-    ".html",
-    ".css",
-    ".npy",
-    ".npz",
-    ".pkl",
-    ".pt",
-    ".bin",
-    ".log",
+DATA_SUFFIXES = tuple(
+    ".png .jpg .jpeg .gif .svg .webp .ico .bmp .pdf .ipynb .txt .csv .tsv .json .jsonl .yaml "
+    ".yml .html .css .npy .npz .pkl .pt .bin .log".split()
 )
-COMPILED_SUFFIXES = (
-    ".c",
-    ".cc",
-    ".cpp",
-    ".cxx",
-    ".cu",
-    ".cuh",
-    ".h",
-    ".hh",
-    ".hpp",
-    ".hxx",
-    ".cmake",
-    ".pyx",
-    ".pxd",
-    ".so",
-    ".in",
-    ".version",
-    ".ld",
+COMPILED_SUFFIXES = tuple(
+    ".c .cc .cpp .cxx .cu .cuh .h .hh .hpp .hxx .cmake .pyx .pxd .so .in .version .ld".split()
 )
 
 

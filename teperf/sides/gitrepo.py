@@ -276,24 +276,8 @@ def find_package_dir(repo: str | os.PathLike, sha: str, package: str) -> str | N
 
 # Top-level directories and modules that are never the code under test.
 _NOT_PACKAGES = frozenset(
-    {
-        "tests",
-        "test",
-        "docs",
-        "doc",
-        "examples",
-        "example",
-        "benchmarks",
-        "benchmark",
-        "scripts",
-        "tools",
-        "build_tools",
-        "ci",
-        "qa",
-        "notebooks",
-        "configs",
-        "results",
-    }
+    "tests test docs doc examples example benchmarks benchmark scripts tools build_tools ci qa "
+    "notebooks configs results".split()
 )
 _NOT_MODULES = frozenset({"setup", "conftest", "noxfile", "tasks", "manage", "fabfile"})
 

@@ -63,18 +63,8 @@ class ExtensionBuild:
     hash_also: tuple[str, ...] = ()
 
     def command(self, python: str, prefix: str) -> list[str]:
-        return [
-            python,
-            "-m",
-            "pip",
-            "install",
-            "--no-build-isolation",
-            "--no-deps",
-            "--no-index",
-            "--target",
-            prefix,
-            ".",
-        ]
+        pip = "-m pip install --no-build-isolation --no-deps --no-index --target".split()
+        return [python, *pip, prefix, "."]
 
     def is_artifact(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.artifacts)
@@ -106,9 +96,7 @@ class PackageLayout:
     version_files: tuple[str, ...] = ()
     unrelated: tuple[str, ...] = ()
     build_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    cuda_archs_env: str | None = (
-        None  # the variable that takes the local GPU's CUDA archs, e.g. NVTE_CUDA_ARCHS
-    )
+    cuda_archs_env: str | None = None  # the variable that takes the local GPU's CUDA archs (NVTE_CUDA_ARCHS)
 
     def to_meta(self) -> dict:
         return {"layout": self.name}
@@ -178,16 +166,7 @@ def load_layout(path: str | os.PathLike) -> PackageLayout:
         raise TeperfError(f"{where}: cannot read it ({exc.strerror})", "pass an existing TOML file") from None
     except tomllib.TOMLDecodeError as exc:
         raise TeperfError(f"{where} is not valid TOML: {exc}", "fix the layout file") from None
-    known = {
-        "core",
-        "extension",
-        "core_build",
-        "version_files",
-        "unrelated",
-        "build_env",
-        "cuda_archs_env",
-        "name",
-    }
+    known = set("core extension core_build version_files unrelated build_env cuda_archs_env name".split())
     unknown = sorted(set(data) - known)
     if unknown:
         raise TeperfError(

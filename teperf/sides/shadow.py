@@ -36,12 +36,8 @@ class ShadowSpec:
     key: str  # cache key: changes whenever any of the inputs does
     known_py: frozenset[str] = frozenset()  # package-relative .py files tracked in git (absent = deleted)
     sibling_libs: tuple[str, ...] = ()  # in-place builds: compiled files next to the package directory
-    own_files: Mapping[str, str] = dataclasses.field(
-        default_factory=dict
-    )  # package-relative path -> side's file
-    replaced: tuple[
-        str, ...
-    ] = ()  # fnmatch patterns of build files (base names) the side's own files replace
+    own_files: Mapping[str, str] = dataclasses.field(default_factory=dict)  # package-relative -> side's file
+    replaced: tuple[str, ...] = ()  # fnmatch patterns of build files (base names) the side's files replace
 
 
 def build_shadow(

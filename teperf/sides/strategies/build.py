@@ -43,17 +43,7 @@ from teperf.sides.shadow import ShadowSpec, shadow_side
 from teperf.sides.strategy import Strategy
 from teperf.sides.target import Plan
 
-DEFAULT_COMMAND = (
-    "{python}",
-    "-m",
-    "pip",
-    "install",
-    "--no-build-isolation",
-    "--no-deps",
-    "--target",
-    "{prefix}",
-    ".",
-)
+DEFAULT_COMMAND = tuple("{python} -m pip install --no-build-isolation --no-deps --target {prefix} .".split())
 PLACEHOLDERS = {
     "{prefix}": "where the build installs to",
     "{src}": "the build directory (a copy of the tree)",
