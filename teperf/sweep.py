@@ -28,6 +28,7 @@ from collections import defaultdict
 from typing import Optional
 
 from teperf.errors import TeperfError
+from teperf.verdicts import slope_verdict
 
 VARIANT = re.compile(r"^(?P<module>[^\[]+)\[(?P<key>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>[^\]]+)\]$")
 DIM = re.compile(r"^dim(\d+)$")
@@ -141,11 +142,11 @@ def _ols_slope(xs, ys) -> Optional[float]:
 def _interval(samples, alpha: float) -> dict:
     import numpy as np
 
-    from teperf.stats import _t_interval
+    from teperf.stats import t_interval
 
     if not samples:
         return {"slope": None, "lo": None, "hi": None, "n_pairs": 0}
-    mean, half, _sd, _mde = _t_interval(np.asarray(samples, dtype=float), alpha)
+    mean, half, _sd, _mde = t_interval(np.asarray(samples, dtype=float), alpha)
     finite = math.isfinite(half)
     return {
         "slope": mean,
@@ -155,22 +156,11 @@ def _interval(samples, alpha: float) -> dict:
     }
 
 
-def slope_verdict(delta: dict) -> str:
-    lo, hi = delta.get("lo"), delta.get("hi")
-    if lo is None or hi is None:
-        return "inconclusive"
-    if lo > 0:
-        return "steeper"
-    if hi < 0:
-        return "flatter"
-    return f"inconclusive (up to {max(abs(lo), abs(hi)):.2f} us/unit)"
-
-
 def analyze(bundle_path, sweep: Sweep) -> list[dict]:
     """One dict per series (module/recipe/shape-with-*/mode): the values, per side the mean per-step
     us and counters per value, the slope per side with its interval, and head - base with its verdict."""
+    from teperf.config import METRIC_FIELD
     from teperf.summary import parse, stats_from_meta
-    from teperf.summary.aggregate import METRIC_FIELD
 
     parsed = parse(bundle_path)
     stats = stats_from_meta(parsed.meta)

@@ -22,9 +22,9 @@ from collections import defaultdict
 from typing import Callable, Iterable, Optional
 
 from teperf.config import METRIC_FIELD, Config, Stats
-from teperf.plan import server_generation
 from teperf.records import StopRecord
-from teperf.stats import INDEPENDENT_BASES, choose_attempts, compare_cell, half_width_pct
+from teperf.stats import INDEPENDENT_BASES, choose_attempts, compare_cell, generations, half_width_pct
+from teperf.verdicts import loaded
 
 MAX_PAIRS = 1000  # with --precision the budget bounds the run; this only guards against a runaway loop
 
@@ -77,6 +77,7 @@ class Adaptive:
         self.n_sides = n_sides
         # case -> pair -> (round, trial) -> attempt -> {side index: (per-step us, contended)}
         self._trials: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(dict))))
+        self._seeds: dict[int, int] = {}  # pair -> its hash seed (with forkserver: its generation's)
         self._pair_cost: list[float] = []  # seconds of measuring per case, one figure per finished pair
         self._pair_start: dict[
             int, float
@@ -171,6 +172,8 @@ class Adaptive:
         if isinstance(value, (int, float)) and record.get("iters"):
             per_step = value / record["iters"] / 1000.0
             self._trials[case_id][pair][(round_, trial)][attempt][side] = (per_step, contended)
+            if record.get("hash_seed") is not None:
+                self._seeds[pair] = record["hash_seed"]
             self._measured.add(pair)
 
     def pair_done(
@@ -220,22 +223,17 @@ class Adaptive:
             base[pair].append(b)
             head[pair].append(h)
             couples[pair].append((b, h))
-        # with forkserver the generation is the unit of the intervals (the summary's rule: stats.compare_cell)
-        groups = (
-            {p: server_generation(self.schedule, p) for p in base}
-            if self.schedule.spawn == "forkserver"
-            else None
-        )
+        groups = generations(self.schedule.spawn, self._seeds)  # the summary's unit of the intervals
         row = self.rows[case_id] = compare_cell(base, head, self.stats, couples, groups)
         cell.pairs = row["n_pairs"]
         cell.delta_pct = row.get("delta_pct")
         # One pair's (or one generation's) interval misses between-process noise: no width yet.
         cell.half_pct = half_width_pct(row) if row.get("ci_basis") in INDEPENDENT_BASES else None
         # Too many couples shared their core: more pairs, while the budget lasts, may bring the share down.
-        loaded = n_couples and 100.0 * n_contended / n_couples > self.stats.max_contended_pct
+        load = loaded(n_contended, n_couples, self.stats.max_contended_pct)
         if (
             self.target is not None
-            and not loaded
+            and not load
             and settles(cell.pairs, cell.half_pct, self.target, self.min_pairs)
         ):
             cell.settled = True  # for good: a settled cell gets no more pairs

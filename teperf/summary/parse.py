@@ -28,6 +28,7 @@ from teperf.records import (
     TrialRecord,
     WorkerRecord,
 )
+from teperf.stats import generations
 
 
 @dataclasses.dataclass
@@ -81,9 +82,7 @@ class ParsedBundle:
     def pair_generations(self) -> Optional[dict[int, int]]:
         """pair -> its fork-server generation (named by the server's hash seed), the unit the intervals
         are taken over (teperf.stats.compare_cell); None unless the run forked its workers."""
-        if (self.config.get("schedule") or {}).get("spawn") != "forkserver" or not self.pair_seeds:
-            return None
-        return self.pair_seeds
+        return generations((self.config.get("schedule") or {}).get("spawn"), self.pair_seeds)
 
     @property
     def device(self) -> Optional[str]:
