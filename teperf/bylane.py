@@ -1,16 +1,10 @@
 """`teperf report --by-lane`: each lane's estimate of every cell, and whether the lanes agree.
 
-With ``--lanes N`` the pairs of a run measured side by side on N cores. The estimate
-still rests on every pair (the pair is the unit, the lane a recorded factor); this
-breakdown checks that the lanes tell the same story: per lane, the pairs it ran,
-the base level and the paired delta with its interval (the same statistic as the
-main table, over that lane's pairs only), and per cell a one-way ANOVA of the
-per-pair log ratios across lanes (``scipy.stats.f_oneway``; lanes with at least 2
-pairs). ``agree`` is its p-value at the run's alpha: lanes that "differ" in many
-cells would mean that where a pair ran moved its answer, which pairing does not
-cancel. The ``level`` column is a lane's base time against all lanes': lanes that
-slow each other's steps show there (pairing cancels a slowdown that hits both
-sides of a couple alike; the delta columns show whether it did).
+The estimate rests on every pair (the pair is the unit, the lane a recorded factor); this checks that the
+lanes tell the same story: per lane the main table's statistic over its pairs only, and per cell a one-way
+ANOVA of the per-pair log ratios across lanes (``stats.lanes_agree``). Lanes that differ in many cells would
+mean that where a pair ran moved its answer, which pairing does not cancel. ``level`` (a lane's base time
+against all lanes') shows lanes that slow each other's steps.
 """
 
 from __future__ import annotations

@@ -227,9 +227,8 @@ def signed_rank_interval(logs: Sequence[float], alpha: float) -> tuple[float, fl
     dist = np.ones(1)
     for rank in range(1, n + 1):
         dist = (np.concatenate([dist, np.zeros(rank)]) + np.concatenate([np.zeros(rank), dist])) / 2
-    below = int(
-        np.searchsorted(np.cumsum(dist), alpha / 2 * (1 + 1e-9), side="right")
-    )  # P(W+ < k) <= alpha/2
+    # P(W+ < below) <= alpha/2
+    below = int(np.searchsorted(np.cumsum(dist), alpha / 2 * (1 + 1e-9), side="right"))
     walsh = np.sort((x[:, None] + x[None, :])[np.triu_indices(n)] / 2)
     return float(np.median(walsh)), float(walsh[below - 1]), float(walsh[len(walsh) - below])
 

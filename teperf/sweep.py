@@ -8,14 +8,10 @@ turns each value into its own cell of ONE run, so every process pair measures ev
 - a shape dimension (``dim0=64,128,256``, dim0 = the sequence in TE's [seq, batch, hidden]):
   each shape becomes one shape per value.
 
-Per pair and side, the per-step host time of each value (median of its trials) is fitted
-against the value by least squares: a slope in us per unit. The pair is the unit, as for the
-per-step deltas: the slope's estimate and 95% interval are Student's t over the pairs' slopes,
-and base vs head is the t interval of the per-pair differences (head - base), with a verdict:
-``steeper`` / ``flatter`` when the interval excludes 0, else ``inconclusive (up to ...)``.
-The counters per value come with it (Python calls per value and their exact slope).
-
-Coordinator side: no torch.
+Per pair and side, the per-step host time of each value (median of its trials) is fitted against the
+value by least squares (us per unit). The pair is the unit: the slope's interval is Student's t over the
+pairs' slopes, head - base that of the per-pair differences, with its verdict (teperf.verdicts.slope_verdict).
+The counters per value come with it (Python calls per value and their exact slope). No torch here.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """When to stop measuring, and which cells the next pair measures.
 
-Without ``precision_pct`` the schedule is fixed: ``processes`` pairs of every
-case (cut short only by ``budget_s`` when one is set). With it, fresh pairs keep
-coming until every cell's 95 % half-width is at most ``precision_pct`` or the
-budget is spent. A cell stops once it has ``min_pairs`` pairs and a narrow
-enough interval, and later pairs leave it out, so the time goes to the cells
-that still need it.
-
-Stopping looks only at interval widths, never at the estimates, so it does not
-pick the answer. The interim intervals come from ``teperf.stats.compare_cell``,
-the same statistic the final table shows. The clock is injected so that tests
-can drive the budget without sleeping.
+Without ``precision_pct`` the schedule is fixed: ``processes`` pairs of every case (cut short only by
+``budget_s``). With it, pairs keep coming until every cell's 95 % half-width is at most ``precision_pct``
+(a cell with ``min_pairs`` pairs and a narrow enough interval gets no more) or the budget is spent.
+Stopping looks only at interval widths, never at the estimates, so it does not pick the answer; the interim
+intervals are the final table's statistic (``teperf.stats.compare_cell``). The clock is injected for tests.
 """
 
 from __future__ import annotations
@@ -79,14 +73,11 @@ class Adaptive:
         self._trials: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(dict))))
         self._seeds: dict[int, int] = {}  # pair -> its hash seed (with forkserver: its generation's)
         self._pair_cost: list[float] = []  # seconds of measuring per case, one figure per finished pair
-        self._pair_start: dict[
-            int, float
-        ] = {}  # pair -> seconds it took to start (each lane's first one cold)
+        self._pair_start: dict[int, float] = {}  # pair -> seconds it took to start (each lane's first: cold)
         self.cold_pairs = max(1, config.lanes)  # pairs 0..lanes-1 start cold, one per lane
         self.rows: dict[int, dict] = {}  # case -> its interim stats.compare_cell row
-        self.pairs_done = (
-            0  # pairs that measured at least one trial (a pair cut by the budget at once does not count)
-        )
+        # pairs that measured at least one trial (a pair cut by the budget at once does not count)
+        self.pairs_done = 0
         self._measured: set[int] = set()
         self._finished: set[int] = set()  # pairs that ended: with lanes, others are still measuring
         self.stop_reason = ""

@@ -165,9 +165,8 @@ def onetime_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> di
     for setup in cell.ready:
         for cost in ONETIME_COSTS:
             ms = onetime_ms(setup.info.get(cost), stats.metric)
-            if (
-                ms is not None
-            ):  # the first set-up of a case in a pair counts (a restarted worker sets up again)
+            # the first set-up of a case in a pair counts (a restarted worker sets up again)
+            if ms is not None:
                 by_cost[cost][setup.side].setdefault(setup.pair, ms)
     lost = lost_pairs(cell)
     base, head = parsed.base_label, parsed.head_label

@@ -51,9 +51,7 @@ class ParsedBundle:
     bad_cases: int = 0  # cases of meta.json without their keys
     skipped_lines: int = 0  # lines of records.jsonl that did not read as a record
     pair_starts: list[float] = dataclasses.field(default_factory=list)  # s to start and set up each pair
-    pair_seeds: dict[int, int] = dataclasses.field(
-        default_factory=dict
-    )  # pair -> hash seed (its server generation's)
+    pair_seeds: dict[int, int] = dataclasses.field(default_factory=dict)  # pair -> hash seed (its server's)
     stop: Optional[StopRecord] = None
     compile_cache: Optional[CompileCacheRecord] = None
     prewarms: list[PrewarmRecord] = dataclasses.field(default_factory=list)
