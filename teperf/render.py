@@ -17,7 +17,7 @@ from teperf.provenance import side_line
 from teperf.safe_text import for_markdown, for_terminal
 from teperf.schema import ROW_FIELDS
 from teperf.summary import Summary
-from teperf.verdicts import STYLE, verdict_text
+from teperf.verdicts import LOAD, STYLE, verdict_text
 
 STATUS_TEXT = {"skipped": "skipped", "failed": "FAILED", "partial": "partial", "missing": "not measured"}
 
@@ -138,7 +138,7 @@ def _compare_footer(rows: list[dict], stats) -> list[str]:
         f"no change = the whole interval inside +-{effect:g}%; inconclusive = neither, with the change it "
         "could not rule out"
     )
-    if any(r.get("verdict_cause") == "load" for r in rows):
+    if any(r.get("verdict_cause") == LOAD for r in rows):
         limit = stats.max_contended_pct
         footer.append(
             f"inconclusive (load) = more than {limit:g}% of the cell's trial couples shared the measuring "

@@ -133,11 +133,10 @@ class PairSchedule:
         to the lane's core (PairTrials.start); one after the other on the lane's core they took twice as
         long (a warm TE run: 33 s to its first trial, all of it the first pair's start). Returns the pair
         to measure: a fresh, unlaunched one where the launch failed."""
-        n, cores = self.n_sides, self.import_cores
-        if len(cores) < n * (len(self.lane_cores) + 1):
+        if len(self.import_cores) < self.n_sides * (len(self.lane_cores) + 1):
             return runner
         try:
-            runner.launch([cores[(lane * n + i) % len(cores)] for i in range(n)])
+            runner.launch(self._spare(lane))
             return runner
         except (TeperfError, WorkerError):
             runner.close(hurry=True)
@@ -149,7 +148,6 @@ class PairSchedule:
         # The first pair of each lane starts cold on its own lane's core, idle until then; the spare
         # cores start the pairs after those.
         self.next_launch = max(self.next_launch, self.taken, len(self.lane_cores))
-        n_sides = self.n_sides
         self.depth = self._depth()
         self.max_depth = max(self.max_depth, self.depth)
         while len(self.upcoming) < self.depth and self.plan.may_launch(self.next_launch):
@@ -158,18 +156,17 @@ class PairSchedule:
             self.next_launch += 1
             self.started += 1
             try:
-                # One spare core per worker, in turn; shared where cores are few.
-                ahead.launch(
-                    [
-                        self.import_cores[(ahead.pair * n_sides + i) % len(self.import_cores)]
-                        for i in range(n_sides)
-                    ]
-                )
+                ahead.launch(self._spare(ahead.pair))
             except (TeperfError, WorkerError):
                 self.upcoming.pop().close()  # that pair starts cold when its turn comes
                 self.next_launch -= 1
                 self.started -= 1
                 break
+
+    def _spare(self, k: int) -> list[int]:
+        """The k-th group of spare cores, one per side, in turn (shared where cores are few)."""
+        cores, n = self.import_cores, self.n_sides
+        return [cores[(k * n + i) % len(cores)] for i in range(n)]
 
     def out_of_time(self) -> bool:
         with self.lock:

@@ -11,6 +11,7 @@ from teperf.records import CONTENDED_WALL_OVER_CPU, StopRecord
 from teperf.stats import lanes_agree, onetime_rule
 from teperf.summary.aggregate import planned_pairs, trials_without_clock
 from teperf.summary.parse import ParsedBundle
+from teperf.verdicts import LOAD
 
 
 def _plural(n: int, word: str) -> str:
@@ -166,7 +167,7 @@ def load_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str:
     if counted and limit >= 100:
         text += f"; they count (the limit is 100%): up to {max(counted):.0f}% of a cell's couples"
     elif counted:
-        loaded = sum(r.get("verdict_cause") == "load" for r in rows)
+        loaded = sum(r.get("verdict_cause") == LOAD for r in rows)
         text += (
             f"; {_plural(len(counted), 'cell')} had more than {limit:g}% of their couples share it in every "
             f"attempt (up to {max(counted):.0f}%): their figures count them"
