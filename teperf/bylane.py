@@ -17,7 +17,7 @@ from teperf.config import Stats
 from teperf.records import TrialRecord
 from teperf.render import TableModel, csv_text, json_value, key_columns, render_markdown, render_rich
 from teperf.stats import lanes_agree
-from teperf.summary import Summary, stats_from_meta, summarize
+from teperf.summary import Summary, summarize
 
 FIELDS = ("module", "recipe", "shape", "mode", "lane", "core", "n_pairs", "base_us", "level_pct", "delta_pct")
 FIELDS += ("ci_low_pct", "ci_high_pct", "verdict", "agree_p", "agree")
@@ -35,9 +35,8 @@ def lane_cores(path) -> dict[int, list[int]]:
 
 def breakdown(path, stats: Stats | None = None) -> tuple[Summary, list[dict]]:
     """The whole run's summary and one row per (cell, lane) plus a row per cell for all lanes."""
-    meta = Bundle.open(path).meta()
-    stats = stats or stats_from_meta(meta.to_dict())
     whole = summarize(path, stats)
+    stats = whole.settings
     cores = lane_cores(path)
     per_lane = {lane: summarize(path, stats, lane=lane).rows for lane in cores}
     rows = []

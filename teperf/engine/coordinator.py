@@ -1,13 +1,12 @@
 """Walks the schedule: fresh worker pairs -> set-up -> interleaved trials -> bundle.
 
-The coordinator never imports torch. A run (:func:`run_schedule`) is three owners and the lanes
-that use them: :class:`~teperf.engine.prestart.PairSchedule` hands out the pairs (the adaptive plan,
-the pairs started ahead, each cell's lost-pair budget), :class:`WorkerLives` keeps every worker process from
-spawn to reap
-(and the fork servers), :class:`RunRecords` writes the pairs' and trials' records and tells the
-progress view. The pairs share one :class:`~teperf.engine.pair.RunContext`; a pair is a
-:class:`~teperf.engine.pair.PairTrials` (its processes a ``PairWorkers``): a case that raises fails at once; a
-worker that dies or hangs costs the case its pair only.
+The coordinator never imports torch. A run (:func:`run_schedule`) is three owners and the lanes that use
+them: :class:`~teperf.engine.prestart.PairSchedule` hands out the pairs (the adaptive plan, the pairs started
+ahead, each cell's lost-pair budget), :class:`WorkerLives` keeps every worker process from spawn to reap (and
+the fork servers), :class:`RunRecords` writes the pairs' and trials' records and tells the progress view.
+The pairs share one :class:`~teperf.engine.pair.RunContext`; a pair is a
+:class:`~teperf.engine.pair.PairTrials` (its processes a ``PairWorkers``): a case that raises fails at once;
+a worker that dies or hangs costs the case its pair only.
 """
 
 from __future__ import annotations
@@ -241,15 +240,15 @@ class _Run:
         )
         self.records = RunRecords(bundle, progress, self.lock, len(self.lane_cores))
         self.ctx = RunContext(
-            config,
-            sides,
-            bundle,
-            self.schedule.retries,
-            self.stop,
-            self.lives.spawned,
-            cache_root,
-            self.lives.servers,
-            tuple(packages_under_test(config, sides)),
+            config=config,
+            sides=sides,
+            bundle=bundle,
+            retries=self.schedule.retries,
+            stop=self.stop,
+            spawned=self.lives.spawned,
+            cache_root=cache_root,
+            servers=self.lives.servers,
+            packages=tuple(packages_under_test(config, sides)),
         )
 
     def runner(self, pair: int, case_ids: list[int]) -> PairTrials:
