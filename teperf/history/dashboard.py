@@ -336,7 +336,6 @@ def _change_row(c: Cell, ch: Found, page: str, explained: dict | None = None) ->
         "recipe": c.recipe,
         "variant": c.variant,
         "kind": ch.kind
-        + (" (placed by the paired test)" if ch.moved else "")
         + (
             f" over {ch.end_index - ch.index + 1} commits, through {c.points[ch.end_index].short_sha}"
             if ch.kind == "drift"
