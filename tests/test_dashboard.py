@@ -279,3 +279,15 @@ def test_a_swept_kwarg_gets_a_slope_chart(tmp_path):
     assert data[0]["x"] == [1.0, 2.0, 4.0, 8.0] and len(data) == 2  # the points and the fitted line
     section = text.split("Overhead slopes")[1].split('<ul class="toc">')[0]
     assert section.count("<h3>") == 1 and "<h3>Linear" not in section  # the unswept cell has no slope
+
+
+def test_labels_of_change_points_a_night_apart_do_not_overlap(tmp_path):
+    from teperf.history.dashboard import cell_figure
+
+    st = HistoryStore(tmp_path / "h")
+    steps = {("Linear", "fp32", 20): 50.0, ("Linear", "fp32", 21): 11.0, ("Linear", "fp32", 34): -8.0}
+    synthetic.write(st, plan(steps=steps, subjects={}, machines=(("CPU one", None, None),)))
+    linear = next(c for c in analyze(st.read()) if c.module == "Linear")
+    layout = cell_figure(linear)["layout"]
+    assert [a["yshift"] for a in layout["annotations"]] == [0, 15, 0]  # the second above the first
+    assert layout["margin"]["t"] == 45  # room for it
