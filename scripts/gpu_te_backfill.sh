@@ -1,7 +1,7 @@
 #!/bin/bash
 # Issue 36 on real TE (H200): backfill a TE history and explain its change points, in ONE device call.
 # TE 2.16.0 installed (.gpu/setup.sh, sourced here); the TE v2.16 source as .te-src/transformer-engine-v2.16.bundle
-# (cp ../shared/te-src/transformer-engine-v2.16.bundle .te-src/). Eight commits on top of tag v2.16
+# (git -C TransformerEngine bundle create $PWD/.te-src/transformer-engine-v2.16.bundle v2.16). Eight commits on top of tag v2.16
 # (scripts/te_plants.py), six harmless (a comment in a .py file), two planted one night apart:
 #   c3  prepare_forward calls a helper 20 times, 5 us each (every module: +20 Python calls)
 #   c5  LayerNormLinear.forward spins 50 us (no counter moves)
