@@ -133,102 +133,32 @@ def make_config(kwargs: dict, **extra):
 
 
 # ----------------------------------------------------------------------------- the git-side options
-# A new one: a field of teperf.options.SideOptions (and its use in SideOptions.plan/factory), its
-# declaration below, and its name in the side_options(...) lines of the commands that take it.
+# A new one: a field of teperf.options.SideOptions with its Option (and its use in plan_sides/the factory),
+# and its name in the side_options(...) lines of the commands that take it.
 
 
-def _side_options() -> dict:
-    """Every git-side option of compare, bisect and nightly, declared once: name -> (flags, click kwargs)."""
+def _side_option_kwargs(field: dataclasses.Field) -> dict:
+    """The click kwargs of a SideOptions field, from its Option."""
     from teperf.sides import strategies
     from teperf.sides.strategies.build import PLACEHOLDERS
 
-    return {
-        "repo": (
-            ("--repo",),
-            dict(default=".", show_default=True, metavar="DIR", help="Git repository the refs are in."),
-        ),
-        "strategy": (
-            ("--strategy",),
-            dict(
-                type=click.Choice(strategies.NAMES),
-                default="auto",
-                show_default=True,
-                help="How a git side is made runnable. " + strategies.help_text(),
-            ),
-        ),
-        "package": (
-            ("--package",),
-            dict(
-                metavar="NAME",
-                help="Package or module under test (its import name; default: found in the repo: "
-                "transformer_engine, pyproject's name, the one top-level package or module).",
-            ),
-        ),
-        "package_dir": (
-            ("--package-dir",),
-            dict(
-                metavar="PATH",
-                help="The package's directory inside the repo, or the one that holds a single module NAME.py "
-                "(default: found by name).",
-            ),
-        ),
-        "build_command": (
-            ("--build-command",),
-            dict(
-                metavar="CMD",
-                help="Build command of --strategy build (default: pip install into a per-build prefix); "
-                "placeholders: " + ", ".join(f"{k} {v}" for k, v in PLACEHOLDERS.items()) + ".",
-            ),
-        ),
-        "jobs": (
-            ("--jobs",),
-            dict(
-                type=int,
-                metavar="N",
-                help="Parallel compile jobs of extension and build strategies (default: the free cores).",
-            ),
-        ),
-        "cuda_archs": (
-            ("--cuda-archs",),
-            dict(
-                metavar="ARCHS",
-                help="CUDA archs compiled sides are built for, e.g. 90 or '80;90' (default: "
-                "NVTE_CUDA_ARCHS, else the local GPUs' from nvidia-smi).",
-            ),
-        ),
-        "layout": (
-            ("--layout",),
-            dict(
-                metavar="FILE",
-                help="TOML file: which paths of the package are core, extension, version files (default: "
-                "built in for transformer_engine; see teperf/sides/layout.py).",
-            ),
-        ),
-        "cache_dir": (
-            ("--cache-dir",),
-            dict(
-                metavar="DIR",
-                help="Where git trees, overlays and builds are cached "
-                "(default: $TEPERF_CACHE or ~/.cache/teperf).",
-            ),
-        ),
-        "allow_dirty": (
-            ("--allow-dirty",),
-            dict(
-                is_flag=True,
-                default=None,
-                help="Measure a checked-out side even with uncommitted changes in the package.",
-            ),
-        ),
-        "python": (
-            ("--python",),
-            dict(
-                metavar="EXE",
-                callback=interpreter,
-                help="Interpreter that runs the workers (default: this one).",
-            ),
-        ),
-    }
+    opt = field.metadata["option"]
+    placeholders = ", ".join(f"{k} {v}" for k, v in PLACEHOLDERS.items())
+    help = opt.help.replace("{strategies}", strategies.help_text()).replace("{placeholders}", placeholders)
+    kwargs: dict = {"help": help}
+    if field.default is not None:
+        kwargs.update(default=field.default, show_default=opt.show_default)
+    if opt.metavar:
+        kwargs["metavar"] = opt.metavar
+    if opt.type is not None:
+        kwargs["type"] = opt.type
+    if opt.parse == "strategy":
+        kwargs["type"] = click.Choice(strategies.NAMES)
+    elif opt.parse == "flag":
+        kwargs.update(is_flag=True, default=None)
+    elif opt.parse == "python":
+        kwargs["callback"] = interpreter
+    return kwargs
 
 
 def _side_wording() -> dict:
@@ -261,16 +191,19 @@ def _side_wording() -> dict:
 
 
 SIDE_FIELDS = tuple(f.name for f in dataclasses.fields(SideOptions))
+_SIDE_FLAGS = {f.name: f for f in dataclasses.fields(SideOptions) if f.metadata.get("option")}
+# the options that say how a side is built from a commit, in --help order (compare, bisect)
+BUILD_OPTIONS = tuple("repo strategy package package_dir build_command jobs cuda_archs layout".split())
 
 
 def side_options(command: str, *names: str):
     """The git-side options ``names`` (SideOptions' fields), in this order, as ``command`` words them."""
-    declared, wording = _side_options(), _side_wording().get(command, {})
+    wording = _side_wording().get(command, {})
 
     def decorate(f):
         for name in reversed(names):
-            flags, kwargs = declared[name]
-            f = click.option(*flags, name, **{**kwargs, **wording.get(name, {})})(f)
+            kwargs = {**_side_option_kwargs(_SIDE_FLAGS[name]), **wording.get(name, {})}
+            f = click.option("--" + name.replace("_", "-"), name, **kwargs)(f)
         return f
 
     return decorate

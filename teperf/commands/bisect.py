@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from teperf.commands._common import _console, config_options, grouped, side_options
+from teperf.commands._common import BUILD_OPTIONS, _console, config_options, grouped, side_options
 from teperf.options import MeasureOptions, SideOptions
 
 DEFAULT_BUDGET_S = 1800.0
@@ -20,19 +20,7 @@ DEFAULT_BUDGET_S = 1800.0
     metavar="MODULE/RECIPE[/SHAPE[/MODE]]",
     help="The cell that moved (one of the config's).",
 )
-@side_options(
-    "bisect",
-    "repo",
-    "strategy",
-    "package",
-    "package_dir",
-    "build_command",
-    "jobs",
-    "cuda_archs",
-    "layout",
-    "cache_dir",
-    "python",
-)
+@side_options("bisect", *BUILD_OPTIONS, "cache_dir", "python")
 @click.option(
     "--plan",
     "plan_only",
