@@ -29,13 +29,8 @@ DEVICES = ("cpu", "cuda")
 MODES = ("eager", "cuda-graph", "compile")
 METRICS = ("process_cpu", "thread_cpu", "wall")
 METRIC_FIELD = {metric: f"{metric}_ns" for metric in METRICS}  # the trial record's clock of each --metric
-CONFIGS_PACKAGE = (
-    "teperf.configs"  # shipped configs are package data: the same in editable and normal installs
-)
-COMPILE_CACHES = (
-    "cold",
-    "warm",
-)  # inductor's on-disk cache at a compile case's first call (teperf/worker/compile_cache.py)
+CONFIGS_PACKAGE = "teperf.configs"  # package data: the same in editable and normal installs
+COMPILE_CACHES = ("cold", "warm")  # inductor's on-disk cache at a compile case's first call
 SPAWNS = ("fresh", "forkserver")
 DEFAULT_PRECISION_BUDGET_S = 600.0  # --precision without --budget: stop after ten minutes
 
@@ -152,7 +147,7 @@ class Schedule:
     # Many fresh pairs of many short couples: the H200 VM's speed swings in
     # multi-second spells, so short adjacent A/B couples and many of them buy
     # precision; long trials do not (README, "Choosing the schedule").
-    processes: int = key(  # fresh worker pairs: the unit of replication
+    processes: int = key(
         8, _whole(), Option("Fresh worker pairs (the unit of replication).", type=int, show_default=True)
     )
     rounds: int = key(
@@ -164,7 +159,7 @@ class Schedule:
             show_default=True,
         ),
     )
-    trials: int = key(  # even, so each pair has as many A B couples as B A ones
+    trials: int = key(
         6,
         _whole(),
         Option(
@@ -173,13 +168,11 @@ class Schedule:
             show_default=True,
         ),
     )
-    iters: int = key(
-        50, _whole(), Option("fwd+bwd steps per trial.", type=int, show_default=True)
-    )  # per trial
+    iters: int = key(50, _whole(), Option("fwd+bwd steps per trial.", type=int, show_default=True))
     warmup: int = key(
         50, _whole(0), Option("Untimed steps after building each case.", type=int, show_default=True)
     )
-    timeout_s: float = key(  # per worker request (start-up, set-up or one trial)
+    timeout_s: float = key(
         600.0,
         _seconds,
         Option(
@@ -214,8 +207,7 @@ class Schedule:
     )
     # No cell stops before this many pairs (the default schedule's count). Stopping on width picks moments
     # when the sd happens to look small; simulated A/A false changes (min_effect 0) went from 5 % to 8-10 %
-    # with 4, 6.5-7 % with 8
-    # (tests/test_adaptive.py).
+    # with 4, 6.5-7 % with 8 (tests/test_adaptive.py).
     min_pairs: int = key(8, _whole(2))
     # How each pair's workers start (teperf/engine/forkserver.py): "fresh" interpreters, or children
     # forked from a server per side that imported torch and the package once; a server serves
@@ -245,7 +237,6 @@ class Schedule:
 @dataclasses.dataclass(frozen=True)
 class Stats:
     alpha: float = key(0.05, _alpha)  # 1 - confidence of the interval
-    # "no change" needs the whole interval inside +-this; changes under it do not matter
     min_effect_pct: float = key(
         1.0,
         _percent(),
@@ -274,8 +265,6 @@ class Stats:
             show_default=True,
         ),
     )
-    # A cell whose trial couples shared their core (even after re-measuring) more often than this many %
-    # is "inconclusive" for load (README, "A loaded machine").
     max_contended_pct: float = key(
         20.0,
         _percent(100),
@@ -333,7 +322,7 @@ class Config:
         0, _whole(0), Option("Seed of the case order and the hash seeds.", type=int, show_default=True)
     )
     counters: bool = key(False, lambda value, name, resolved: bool(value))  # each command has its own flag
-    prestart: int | None = key(  # pairs started ahead on spare cores while one measures; None = auto
+    prestart: int | None = key(  # None: auto
         None,
         _prestart,
         Option(
@@ -343,7 +332,7 @@ class Config:
             show_default="auto",
         ),
     )
-    compile_cache: str = key(  # cold: every compile case starts from an empty cache; warm: from a filled one
+    compile_cache: str = key(
         "cold",
         _choice(COMPILE_CACHES, "compile cache state"),
         Option(
@@ -352,7 +341,7 @@ class Config:
             type=COMPILE_CACHES,
         ),
     )
-    lanes: int = key(  # pairs measuring at once, each on its own physical core (cpus.py); "auto" resolved
+    lanes: int = key(  # "auto" resolved to a number (cpus.check_lanes)
         1,
         lambda value, name, resolved: check_lanes(value, resolved["core"], name),
         Option(
@@ -432,32 +421,10 @@ _SECTION_TYPES = {
 }
 SECTIONS = tuple(_SECTION_TYPES)  # ("schedule", "stats"): the TOML tables
 # The flags in --help in this order (as they always were); a key not named here comes after them.
-HELP_ORDER = (
-    "backend",
-    "device",
-    "modules",
-    "recipes",
-    "modes",
-    "shapes",
-    "processes",
-    "rounds",
-    "trials",
-    "iters",
-    "warmup",
-    "timeout_s",
-    "core",
-    "seed",
-    "metric",
-    "prestart",
-    "lanes",
-    "min_effect_pct",
-    "min_effect_once_pct",
-    "max_contended_pct",
-    "precision_pct",
-    "budget_s",
-    "compile_cache",
-    "spawn",
-    "server_pairs",
+HELP_ORDER = tuple(
+    """backend device modules recipes modes shapes processes rounds trials iters warmup timeout_s core seed
+    metric prestart lanes min_effect_pct min_effect_once_pct max_contended_pct precision_pct budget_s
+    compile_cache spawn server_pairs""".split()
 )
 # The keys a command-line flag overrides, in --help order.
 OVERRIDE_KEYS = tuple(
@@ -484,15 +451,11 @@ def _named(key: str, overrides: Mapping[str, Any]) -> str:
 def backend_module(name: str):
     """The worker backend's static facts (MODULES, RECIPES, check_shape). These modules
     import torch only inside functions, so the coordinator can read them."""
-    if name == "torch":
-        from teperf.worker.backends import torch_ref
+    if name not in BACKENDS:
+        raise TeperfError(f"unknown backend {name!r}", f"use one of: {', '.join(BACKENDS)}")
+    from teperf.worker.backends import get_backend
 
-        return torch_ref
-    if name == "te":
-        from teperf.worker.backends import te
-
-        return te
-    raise TeperfError(f"unknown backend {name!r}", f"use one of: {', '.join(BACKENDS)}")
+    return get_backend(name)
 
 
 def parse_shape(text: str) -> tuple[int, ...]:

@@ -81,9 +81,8 @@ def check_core(core) -> int:
 # ----------------------------------------------------------------------------- lane topology (--lanes)
 # Which cores measure at once: engine/lanes.py runs the lanes, config.py checks --lanes with these.
 
-AUTO_MAX_LANES = (
-    4  # the most lanes `auto` picks; raise it only where the lanes benchmark shows calibration holds
-)
+# the most lanes `auto` picks; raise it only where the lanes benchmark shows calibration holds
+AUTO_MAX_LANES = 4
 CORES_PER_LANE = 4  # one core measures, the others start its next pairs (a TE pair imports for 10-30 s)
 SiblingsOf = Callable[[int], set]
 

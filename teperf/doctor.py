@@ -28,16 +28,8 @@ import subprocess
 import sys
 from typing import Callable, NamedTuple, Optional
 
-from teperf.cpus import (
-    SYS_CPU,
-    available_cores,
-    cpu_list_text,
-    parse_cpu_list,
-    smt_siblings,
-)
-from teperf.cpus import (
-    check_core as default_core,
-)
+from teperf.cpus import SYS_CPU, available_cores, cpu_list_text, parse_cpu_list, smt_siblings
+from teperf.cpus import check_core as default_core
 
 STATUSES = ("ok", "warn", "fail", "unknown")
 PROC = "/proc"
@@ -66,10 +58,14 @@ def _read(path: str) -> str:
 
 
 def _safe(name: str, fn: Callable[[], Check]) -> Check:
+    return _safe_list(name, lambda: [fn()])[0]
+
+
+def _safe_list(name: str, fn: Callable[[], list[Check]]) -> list[Check]:
     try:
         return fn()
     except Exception as exc:  # a check must never break doctor or compare
-        return Check(name, "unknown", f"could not check: {type(exc).__name__}: {exc}")
+        return [Check(name, "unknown", f"could not check: {type(exc).__name__}: {exc}")]
 
 
 # ---- individual checks ----
@@ -127,32 +123,21 @@ def check_governor(core: int) -> Check:
 
 
 def check_turbo() -> Check:
-    no_turbo = f"{SYS_CPU}/intel_pstate/no_turbo"
-    boost = f"{SYS_CPU}/cpufreq/boost"
-    try:
-        value = _read(no_turbo)
-        if value == "1":
-            return Check("turbo", "ok", "turbo off (intel_pstate/no_turbo=1)")
+    # (file, its value with turbo off, the word): Intel's pstate driver, else cpufreq's generic switch
+    for name, off, word in (("intel_pstate/no_turbo", "1", "turbo"), ("cpufreq/boost", "0", "boost")):
+        try:
+            value = _read(f"{SYS_CPU}/{name}")
+        except OSError:
+            continue
+        if value == off:
+            return Check("turbo", "ok", f"{word} off ({name}={off})")
+        on = "0" if off == "1" else "1"
         return Check(
             "turbo",
             "warn",
-            "turbo on (intel_pstate/no_turbo=0): clock depends on temperature and other cores",
-            f"echo 1 | sudo tee {no_turbo}",
+            f"{word} on ({name}={on}): clock depends on temperature and other cores",
+            f"echo {off} | sudo tee {SYS_CPU}/{name}",
         )
-    except OSError:
-        pass
-    try:
-        value = _read(boost)
-        if value == "0":
-            return Check("turbo", "ok", "boost off (cpufreq/boost=0)")
-        return Check(
-            "turbo",
-            "warn",
-            "boost on (cpufreq/boost=1): clock depends on temperature and other cores",
-            f"echo 0 | sudo tee {boost}",
-        )
-    except OSError:
-        pass
     return Check("turbo", "unknown", "neither intel_pstate/no_turbo nor cpufreq/boost is readable")
 
 
@@ -336,10 +321,7 @@ def check_versions(python: Optional[str] = None) -> list[Check]:
     """torch and TE versions of ``python`` (this interpreter when None)."""
     label = "" if python is None else f" [{python}]"
     try:
-        if python is None:
-            found = distribution_versions()
-        else:
-            found = side_versions(python)
+        found = distribution_versions() if python is None else side_versions(python)
     except (FileNotFoundError, PermissionError) as exc:
         return [
             Check(
@@ -503,13 +485,6 @@ def all_checks(core: Optional[int] = None, pythons: tuple = ()) -> list[Check]:
     checks.append(_safe("gpu", check_gpu_visible))
     checks.append(_safe("gpu_busy", check_gpu_busy))
     return checks
-
-
-def _safe_list(name: str, fn: Callable[[], list[Check]]) -> list[Check]:
-    try:
-        return fn()
-    except Exception as exc:
-        return [Check(name, "unknown", f"could not check: {type(exc).__name__}: {exc}")]
 
 
 def worst(checks: list[Check]) -> str:

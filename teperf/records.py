@@ -10,9 +10,8 @@ Records, by ``kind``: ``worker`` (a worker's hello), ``setup`` (a case set up, f
 in a worker; its ``info`` holds the one-time costs, teperf.schema.ONETIME_COSTS), ``pair`` (a
 process pair started), ``trial`` (one timed trial), ``counters``, ``failure`` (a worker died or
 hung, or a case raised), ``compile_cache`` and ``prewarm`` (runs with compile cases), ``stop``
-(last: how the run ended) and, in a bisect bundle, ``probe``. A kind this teperf does not know is kept as
-:class:`UnknownRecord`
-and ignored.
+(last: how the run ended) and, in a bisect bundle, ``probe``. A kind this teperf does not know is kept
+as :class:`UnknownRecord` and ignored.
 
 Reading goes through :func:`parse_record` and :meth:`BundleMeta.from_dict`: a record whose
 fields have the wrong types is refused (the reader skips and counts it, like a damaged line),
@@ -332,36 +331,12 @@ class UnknownRecord(Typed):
         return dict(self.raw)
 
 
-Record = Union[
-    WorkerRecord,
-    SetupRecord,
-    PairRecord,
-    TrialRecord,
-    CountersRecord,
-    FailureRecord,
-    StopRecord,
-    CompileCacheRecord,
-    PrewarmRecord,
-    ServerRecord,
-    ProbeRecord,
-    UnknownRecord,
-]
 KINDS: dict[str, type] = {
     cls.kind: cls
-    for cls in (
-        WorkerRecord,
-        SetupRecord,
-        PairRecord,
-        TrialRecord,
-        CountersRecord,
-        FailureRecord,
-        StopRecord,
-        CompileCacheRecord,
-        PrewarmRecord,
-        ServerRecord,
-        ProbeRecord,
-    )
+    for cls in (WorkerRecord, SetupRecord, PairRecord, TrialRecord, CountersRecord, FailureRecord, StopRecord)
+    + (CompileCacheRecord, PrewarmRecord, ServerRecord, ProbeRecord)
 }
+Record = Union[tuple(KINDS.values()) + (UnknownRecord,)]
 
 
 def parse_record(raw: Mapping[str, Any], schema: int = SCHEMA_VERSION) -> Record:
@@ -583,15 +558,12 @@ class HistoryRow:
     mde_pct: Optional[float] = None
     host_bound: Optional[bool] = None
     counters: Optional[str] = None  # JSON text
-    # one-time costs (teperf.schema ONETIME_COSTS), ms: the measured side's, and the paired change for a
-    # compare
+    # one-time costs (teperf.schema ONETIME_COSTS), ms: the measured side's, and a compare's paired change
     first_call_ms: Optional[float] = None
     first_call_delta_pct: Optional[float] = None
     first_call_verdict: Optional[str] = None
     recompile_ms: Optional[float] = None
-    verdict_cause: Optional[str] = (
-        None  # "load": inconclusive as its couples shared their core (older files: null)
-    )
+    verdict_cause: Optional[str] = None  # "load": its couples shared their core (older files: null)
 
     def __post_init__(self) -> None:
         if not isinstance(self.run_id, str) or not self.run_id:
@@ -630,17 +602,7 @@ EXPLANATION_SCHEMA_VERSION = 1
 # explained: commits named carry the change; noise: GOOD..BAD is no change when measured again;
 # unexplained: it moved but no commit was confirmed; failed: the bisect could not run (tried again next time)
 EXPLANATION_STATUSES = ("explained", "noise", "unexplained", "failed")
-CULPRIT_FIELDS = (
-    "sha",
-    "short_sha",
-    "subject",
-    "delta_us",
-    "share",
-    "share_ci",
-    "verdict",
-    "counters",
-    "url",
-)
+CULPRIT_FIELDS = tuple("sha short_sha subject delta_us share share_ci verdict counters url".split())
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -148,7 +148,7 @@ class TimeSearch:
                 seconds,
                 detail=f"{self.rng.at(base).short_sha}.. {row_text(row)}",
                 tier=row.get("tier"),
-                bundle=str(Path(path).relative_to(self.bundle.path)),
+                bundle=self._rel(path),
                 base_index=base,
                 processes=processes,
                 iters=self.trial_iters,

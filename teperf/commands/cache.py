@@ -56,28 +56,10 @@ def list_(cache_dir, fmt):
     """List the cached git trees, overlay trees and builds."""
     root = cachedir.cache_root(cache_dir)
     found = cachedir.entries(cache_dir)
-    if fmt == "json":
-        click.echo(
-            json.dumps(
-                {
-                    "root": str(root),
-                    "entries": [
-                        {
-                            "kind": e.kind,
-                            "key": e.key,
-                            "path": str(e.path),
-                            "size": e.size,
-                            "mtime": e.mtime,
-                            "complete": e.complete,
-                            "meta": e.meta,
-                        }
-                        for e in found
-                    ],
-                },
-                indent=2,
-                default=str,
-            )
-        )
+    if fmt == "json":  # json's default=str writes the path as text
+        fields = ("kind", "key", "path", "size", "mtime", "complete", "meta")
+        listed = [{name: getattr(e, name) for name in fields} for e in found]
+        click.echo(json.dumps({"root": str(root), "entries": listed}, indent=2, default=str))
         return
     if not found:
         click.echo(f"cache {root}: empty")
