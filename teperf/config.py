@@ -698,6 +698,17 @@ def _shapes(shapes_raw, ov: Mapping[str, Any]) -> list[tuple[int, ...]]:
     return shapes
 
 
+def _listed(key: str, raw: Mapping[str, Any], ov: Mapping[str, Any], known) -> list | None:
+    """The names of a list key (recipes, modes) as given (None: not given); given empty is refused."""
+    names = ov[key] if key in ov else _string_list(raw.get(key), key)
+    if names is not None and not names:
+        raise TeperfError(
+            f"{_named(key, ov)} is empty: nothing to measure",
+            f"name at least one {key[:-1]}: {', '.join(known)}",
+        )
+    return names
+
+
 def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
     """What is measured: backend, device, modules, recipes, modes and shapes, which depend on each other."""
     backend = ov.get("backend", raw.get("backend", "torch"))
@@ -744,12 +755,7 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
                 f"use one of: {', '.join(known)} (or add [modules.{name}] with a factory)",
             )
 
-    recipes = ov["recipes"] if "recipes" in ov else _string_list(raw.get("recipes"), "recipes")
-    if recipes is not None and not recipes:
-        raise TeperfError(
-            f"{_named('recipes', ov)} is empty: nothing to measure",
-            f"name at least one recipe: {', '.join(facts.RECIPES)}",
-        )
+    recipes = _listed("recipes", raw, ov, facts.RECIPES)
     if not recipes:
         recipes = (
             ("fp32",)
@@ -762,13 +768,7 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
                 f"unknown recipe {recipe!r} for backend {backend}", f"use one of: {', '.join(facts.RECIPES)}"
             )
 
-    modes = ov["modes"] if "modes" in ov else _string_list(raw.get("modes"), "modes")
-    if modes is not None and not modes:
-        raise TeperfError(
-            f"{_named('modes', ov)} is empty: nothing to measure",
-            f"name at least one mode: {', '.join(MODES)}",
-        )
-    modes = tuple(modes or ("eager",))
+    modes = tuple(_listed("modes", raw, ov, MODES) or ("eager",))
     for mode in modes:
         if mode not in MODES:
             raise TeperfError(f"unknown mode {mode!r}", f"use one of: {', '.join(MODES)}")

@@ -1,21 +1,18 @@
 """Read-only checks of the measuring machine (``teperf doctor``).
 
-Every check returns a :class:`Check` ``(name, status, detail, fix)`` with
-status ``ok``, ``warn``, ``fail`` or ``unknown``. Nothing here changes a
-system setting, and nothing raises: whatever cannot be read (no cpufreq in a
-VM, no /proc, no nvidia-smi, a timeout) is ``unknown`` with the reason.
-
-No torch import: versions come from ``importlib.metadata`` (this
-interpreter) or from a side's interpreter asked in a subprocess.
+Every check returns a :class:`Check` ``(name, status, detail, fix)`` with status ``ok``, ``warn``,
+``fail`` or ``unknown``. Nothing here changes a system setting, and nothing raises: whatever cannot be
+read (no cpufreq in a VM, no /proc, no nvidia-smi, a timeout) is ``unknown`` with the reason. No torch
+import: versions come from ``importlib.metadata`` (this interpreter) or a side's interpreter asked in a
+subprocess.
 
 Verdicts chosen for teperf's design (paired, interleaved, fresh processes):
-- ASLR on (2) is ``ok``: fresh worker pairs are meant to sample address-space
-  layouts, and the pair-level interval accounts for them. ASLR off makes a
-  layout effect a fixed bias of one side, so it is a ``warn``.
-- No isolated cores is a ``warn`` (timings share the core with the OS),
-  as is a chosen core that is not isolated when others are.
-- A chosen core that this process may not use is the only ``fail`` among
-  the quick checks: the run would not start.
+- ASLR on (2) is ``ok``: fresh worker pairs are meant to sample address-space layouts, and the
+  pair-level interval accounts for them. ASLR off makes a layout effect a fixed bias of one side: ``warn``.
+- No isolated cores is a ``warn`` (timings share the core with the OS), as is a chosen core that is not
+  isolated when others are.
+- A chosen core that this process may not use is the only ``fail`` among the quick checks: the run
+  would not start.
 """
 
 from __future__ import annotations

@@ -2,33 +2,33 @@
 
 A bundle is a directory:
   meta.json       run metadata (:class:`BundleMeta`); rewritten atomically
-  records.jsonl   one JSON object per line (a record below), appended and flushed as each
-                  thing happens, so a crash or Ctrl-C keeps all of it
+  records.jsonl   one JSON object per line (a record below), appended and flushed as each thing happens,
+                  so a crash or Ctrl-C keeps all of it
   workers/*.log   each worker's stderr
 
-Records, by ``kind``: ``worker`` (a worker's hello), ``setup`` (a case set up, failed or skipped
-in a worker; its ``info`` holds the one-time costs, teperf.schema.ONETIME_COSTS), ``pair`` (a
-process pair started), ``trial`` (one timed trial), ``counters``, ``failure`` (a worker died or
-hung, or a case raised), ``compile_cache`` and ``prewarm`` (runs with compile cases), ``stop``
+Records, by ``kind``: ``worker`` (a worker's hello), ``setup`` (a case set up, failed or skipped in a
+worker; its ``info`` holds the one-time costs, teperf.schema.ONETIME_COSTS), ``pair`` (a process pair
+started), ``trial`` (one timed trial), ``counters``, ``failure`` (a worker died or hung, or a case raised),
+``compile_cache`` and ``prewarm`` (runs with compile cases), ``server`` (--spawn forkserver), ``stop``
 (last: how the run ended) and, in a bisect bundle, ``probe``. A kind this teperf does not know is kept
 as :class:`UnknownRecord` and ignored.
 
-Reading goes through :func:`parse_record` and :meth:`BundleMeta.from_dict`: a record whose
-fields have the wrong types is refused (the reader skips and counts it, like a damaged line),
-keys a record does not define are kept in ``extra`` and written back unchanged, and a bundle
-of an older schema is upgraded on the way in (:data:`UPGRADES`). A bundle of a newer schema
-is refused with the teperf version that reads it (:func:`check_version`).
+Reading goes through :func:`parse_record` and :meth:`BundleMeta.from_dict`: a record whose fields have
+the wrong types is refused (the reader skips and counts it, like a damaged line), keys a record does not
+define are kept in ``extra`` and written back unchanged, and a bundle of an older schema is upgraded on
+the way in (:data:`UPGRADES`). A bundle of a newer schema is refused with the teperf version that reads
+it (:func:`check_version`).
 
 Schema versions (``"schema"`` in meta.json):
-  1  teperf 0.1.0. A failure record may lack ``final`` (a worker that did not start, a case
-     whose trial raised, and every failure of bundles written before lost pairs were retried:
-     all of them final) and ``lost_pairs``.
-  2  teperf 0.2.0. Every record is written from its type here, with all of its fields.
-     Fields added since, optional with defaults (older schema-2 bundles read as before): a trial's
-     ``lane``/``core`` (--lanes) and ``attempt`` (a couple measured again after it shared its core).
+  1  teperf 0.1.0. A failure record may lack ``final`` (a worker that did not start, a case whose trial
+     raised, and every failure of bundles written before lost pairs were retried: all of them final)
+     and ``lost_pairs``.
+  2  teperf 0.2.0. Every record is written from its type here, with all of its fields. Fields added
+     since, optional with defaults (older schema-2 bundles read as before): a trial's ``lane``/``core``
+     (--lanes) and ``attempt`` (a couple measured again after it shared its core).
 
-History rows (:class:`HistoryRow`) are the columns of the Parquet history (teperf.history.store
-derives its Arrow schema from them); the store's own version is :data:`HISTORY_SCHEMA_VERSION`.
+History rows (:class:`HistoryRow`) are the columns of the Parquet history (teperf.history.store derives
+its Arrow schema from them); the store's own version is :data:`HISTORY_SCHEMA_VERSION`.
 """
 
 from __future__ import annotations

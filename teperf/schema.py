@@ -43,13 +43,13 @@ ONETIME_CLOCKS = {
 #   time_once      = {"process_cpu_ns", "children_cpu_ns", "thread_cpu_ns", "wall_ns": int,
 #                     "cores": [int] | None (the affinity it ran with)}
 #   first_call     = time_once + {"what": str,
-# "after_process_warmup": {kind: time_once | {"error": str}} (the worker's first case only;
-#                                             kind: eager | compile | cuda-graph),
+#                     "after_process_warmup": {kind: time_once | {"error": str}} (the worker's first case
+#                                             only; kind: eager | compile | cuda-graph),
 #                     "cache": {"mode": cold|warm, "dir", "files_before", "files_after",
 #                               "fxgraph_hit|miss|bypass", "autograd_hit|miss|bypass": int (graphs, per cache;
 #                               teperf.worker.compile_cache.CACHE_COUNTERS)} (compile only)}
-# recompile      = time_once + {"what": str, "graphs": int}   (compile, when the backend offers another
-# recipe)
+#   recompile      = time_once + {"what": str, "graphs": int}   (compile, when the backend offers another
+#                                                                 recipe)
 #   switch_back    = time_once + {"what": str}                   (the step back under the case's own recipe)
 #   recompile_error = str                                        (the switch failed; the rest still stands)
 # Compile cases also carry info["graphs"], ["graph_breaks"], ["break_reasons"], ["compile_note"] from dynamo's
@@ -79,8 +79,8 @@ ROW_FIELDS = (
     "bound_pct",
     "verdict_cause",  # "load": inconclusive because too many couples shared their core (contended_pct)
     # "pairs" (process pairs are the unit), "trials" (one pair only), "generations" (--spawn forkserver:
-    "ci_basis",
     # fork-server generations are the unit) or "one generation" (one only: its pairs give the width)
+    "ci_basis",
     "n_pairs",  # process pairs the figures rest on
     "pairs_planned",  # process pairs the schedule asked for (more than n_pairs: lost or interrupted)
     "n_trials",  # base-side trials in the bundle (the only side for `run`)

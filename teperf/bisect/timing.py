@@ -62,12 +62,15 @@ def whole_state(row: dict) -> str:
     return part_state(row, 0.0) if row.get("ci_low_us") is not None else "undecided"
 
 
+def ci_text(row: dict) -> str:
+    """' [low, high]' of a compare's row in us, or '' where it has no interval."""
+    return "" if row.get("ci_low_us") is None else f" [{row['ci_low_us']:+.1f}, {row['ci_high_us']:+.1f}]"
+
+
 def row_text(row: dict) -> str:
     if row.get("delta_pct") is None:
         return str(row.get("error") or row.get("status"))
-    ci = ""
-    if row.get("ci_low_us") is not None:
-        ci = f" [{row['ci_low_us']:+.1f}, {row['ci_high_us']:+.1f}]"
+    ci = ci_text(row)
     cause = f" ({row['verdict_cause']})" if row.get("verdict_cause") else ""
     return f"{row.get('delta_us', 0):+.1f} us{ci} ({row['delta_pct']:+.1f}%) {row.get('verdict')}{cause}"
 

@@ -286,8 +286,7 @@ def fail_on_option(f):
         multiple=True,
         metavar="VERDICT",
         help="Exit 1 when any cell has this verdict, per step or one-time (first call, recompile): slower, "
-        "faster, "
-        "change (either), inconclusive; repeat or join with commas.",
+        "faster, change (either), inconclusive; repeat or join with commas.",
     )(f)
 
 
@@ -323,10 +322,14 @@ def _console(stderr=False):
     return Console(stderr=stderr, width=None if sys.stdout.isatty() else 200)
 
 
-def emit(summary, fmt: str) -> None:
-    text = render(summary, fmt, console=_console())
+def echo_rendered(text: str | None) -> None:
+    """Print what a renderer returned (None: it printed on the console itself)."""
     if text is not None:
         click.echo(text, nl=False)
+
+
+def emit(summary, fmt: str) -> None:
+    echo_rendered(render(summary, fmt, console=_console()))
 
 
 def _preload_report() -> None:

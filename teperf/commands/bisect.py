@@ -6,7 +6,14 @@ import sys
 
 import click
 
-from teperf.commands._common import BUILD_OPTIONS, _console, config_options, grouped, side_options
+from teperf.commands._common import (
+    BUILD_OPTIONS,
+    _console,
+    config_options,
+    echo_rendered,
+    grouped,
+    side_options,
+)
 from teperf.options import MeasureOptions, SideOptions
 
 DEFAULT_BUDGET_S = 1800.0
@@ -75,9 +82,7 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
     factory = GitSideFactory(sides)
 
     def show(path) -> None:
-        text = render_bisect(path, fmt, console=_console())
-        if text is not None:
-            click.echo(text, nl=False)
+        echo_rendered(render_bisect(path, fmt, console=_console()))
 
     try:
         path = bisect(

@@ -118,8 +118,7 @@ def command(
         if ignored:
             raise TeperfError(
                 f"{', '.join(ignored)} only {'apply' if len(ignored) > 1 else 'applies'} to git refs "
-                "(BASE..HEAD), "
-                "not to --base-path/--head-path/--base-python/--head-python",
+                "(BASE..HEAD), not to --base-path/--head-path/--base-python/--head-python",
                 f"drop {', '.join(ignored)}, or give BASE..HEAD",
             )
         base = api.path_side("base", base_path, base_python)

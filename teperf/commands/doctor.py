@@ -67,7 +67,5 @@ def _print_text(core, checks, verdict) -> None:
             Text(c.name), Text(c.status, style=STATUS_STYLE.get(c.status, "")), Text(c.detail), Text(c.fix)
         )
     console.print(table)
-    console.print(
-        f"overall: [{STATUS_STYLE.get(verdict, '')}]{verdict}[/] (doctor only reads; it never changes a "
-        "setting)"
-    )
+    style = STATUS_STYLE.get(verdict, "")
+    console.print(f"overall: [{style}]{verdict}[/] (doctor only reads; it never changes a setting)")

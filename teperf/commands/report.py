@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from teperf.commands._common import emit
+from teperf.commands._common import _console, echo_rendered, emit
 from teperf.config import METRICS
 from teperf.render import FORMATS
 
@@ -26,22 +26,14 @@ def command(bundle, fmt, metric, by_lane):
     meta = Bundle.open(bundle).meta()
     if meta.kind == "bisect":
         from teperf.bisect.report import render_bisect
-        from teperf.commands._common import _console
         from teperf.errors import TeperfError
 
         if fmt == "csv":
             raise TeperfError("a bisect bundle has no csv form", "use --format table, markdown or json")
-        text = render_bisect(bundle, fmt, console=_console())
-        if text is not None:
-            click.echo(text, nl=False)
-        return
+        return echo_rendered(render_bisect(bundle, fmt, console=_console()))
     stats = stats_from_meta(meta.to_dict(), metric=metric) if metric else None
     if by_lane:
         from teperf.bylane import render_by_lane
-        from teperf.commands._common import _console
 
-        text = render_by_lane(bundle, fmt, stats, console=_console())
-        if text is not None:
-            click.echo(text, nl=False)
-        return
+        return echo_rendered(render_by_lane(bundle, fmt, stats, console=_console()))
     emit(summarize(bundle, stats), fmt)
