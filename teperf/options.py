@@ -1,11 +1,11 @@
 """The option groups the measuring commands share, as typed values the library takes whole.
 
 ``SideOptions``: how git sides are made (compare, bisect, nightly): what ``teperf.sides.git.plan_sides``
-and bisect's ``GitSideFactory`` hold; each field carries its flag, as a config key does, and the values are
-checked when taken. ``MeasureOptions``: what is measured and where it goes (run,
-compare, bisect, nightly): the resolved Config (with --counters and --sweep applied), the bundle
-directory, the output format and the verdicts that fail the run. commands/_common.py makes both from
-the click options; a Python caller makes them directly.
+and bisect's ``GitSideFactory`` hold; each field carries its flag, as a config key does, and the values
+are checked when taken. ``MeasureOptions``: what is measured and where it goes (run, compare, bisect,
+nightly): the resolved Config (with --counters and --sweep applied), the bundle directory, the output
+format and the verdicts that fail the run. commands/_common.py makes both from the click options; a
+Python caller makes them directly.
 """
 
 from __future__ import annotations

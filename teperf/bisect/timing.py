@@ -28,18 +28,9 @@ from teperf.errors import TeperfError
 MIN_STEP_SHARE = 0.1  # the search looks for steps of at least this share of GOOD..BAD's delta
 MAX_DOUBLINGS = 2  # an undecided part is measured again with 2x, then 4x the pairs, then left undecided
 MIN_TRIAL_S = 0.1  # the parts' trials last at least this long (GOOD..BAD's step time sets their steps)
-ROW_KEEP = (
-    "status",
-    "verdict",
-    "verdict_cause",
-    "base_us",
-    "head_us",
-    "delta_us",
-    "delta_pct",
-    "ci_low_pct",
-    "ci_high_pct",
-    "ci_low_us",
-    "ci_high_us",
+ROW_KEEP = tuple(
+    """status verdict verdict_cause base_us head_us delta_us delta_pct ci_low_pct ci_high_pct ci_low_us
+    ci_high_us""".split()
 )
 
 

@@ -144,8 +144,8 @@ def _side_option_kwargs(field: dataclasses.Field) -> dict:
 
     opt = field.metadata["option"]
     placeholders = ", ".join(f"{k} {v}" for k, v in PLACEHOLDERS.items())
-    help = opt.help.replace("{strategies}", strategies.help_text()).replace("{placeholders}", placeholders)
-    kwargs: dict = {"help": help}
+    text = opt.help.replace("{strategies}", strategies.help_text()).replace("{placeholders}", placeholders)
+    kwargs: dict = {"help": text}
     if field.default is not None:
         kwargs.update(default=field.default, show_default=opt.show_default)
     if opt.metavar:

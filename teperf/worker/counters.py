@@ -66,26 +66,13 @@ from typing import Callable, Optional
 KEYS = ("python_calls", "aten_ops", "autograd_nodes", "kernel_launches", "syncs", "allocations")
 WARM_STEPS = 2
 
-LAUNCH_NAMES = (
-    "cudaLaunchKernel",
-    "cudaLaunchKernelExC",
-    "cudaLaunchKernelEx",
-    "cuLaunchKernel",
-    "cuLaunchKernelEx",
-    "cudaLaunchCooperativeKernel",
-    "cudaLaunchCooperativeKernelMultiDevice",
-    "cudaGraphLaunch",
-    "cuGraphLaunch",
+LAUNCH_NAMES = tuple(
+    """cudaLaunchKernel cudaLaunchKernelExC cudaLaunchKernelEx cuLaunchKernel cuLaunchKernelEx
+    cudaLaunchCooperativeKernel cudaLaunchCooperativeKernelMultiDevice cudaGraphLaunch cuGraphLaunch""".split()
 )
-SYNC_NAMES = (
-    "cudaDeviceSynchronize",
-    "cudaStreamSynchronize",
-    "cudaEventSynchronize",
-    "cudaMemcpy",
-    "cudaMemcpy2D",
-    "cuCtxSynchronize",
-    "cuStreamSynchronize",
-    "cuEventSynchronize",
+SYNC_NAMES = tuple(
+    """cudaDeviceSynchronize cudaStreamSynchronize cudaEventSynchronize cudaMemcpy cudaMemcpy2D
+    cuCtxSynchronize cuStreamSynchronize cuEventSynchronize""".split()
 )
 NODE_PREFIX = "autograd::engine::evaluate_function: "
 

@@ -24,15 +24,9 @@ import re
 import warnings
 from typing import Any, Callable, Iterable, Optional
 
-MODULES = (
-    "Linear",
-    "LayerNormLinear",
-    "LayerNormMLP",
-    "LayerNorm",
-    "RMSNorm",
-    "GroupedLinear",
-    "MultiheadAttention",
-    "TransformerLayer",
+MODULES = tuple(
+    """Linear LayerNormLinear LayerNormMLP LayerNorm RMSNorm GroupedLinear MultiheadAttention
+    TransformerLayer""".split()
 )
 # recipe -> (its class in transformer_engine.common.recipe, TE's availability probe (the same name on
 # te.pytorch and on FP8GlobalStateManager), the recipe a case switches to once after its first compiled
