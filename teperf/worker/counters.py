@@ -68,7 +68,8 @@ WARM_STEPS = 2
 
 LAUNCH_NAMES = tuple(
     """cudaLaunchKernel cudaLaunchKernelExC cudaLaunchKernelEx cuLaunchKernel cuLaunchKernelEx
-    cudaLaunchCooperativeKernel cudaLaunchCooperativeKernelMultiDevice cudaGraphLaunch cuGraphLaunch""".split()
+    cudaLaunchCooperativeKernel cudaLaunchCooperativeKernelMultiDevice
+    cudaGraphLaunch cuGraphLaunch""".split()
 )
 SYNC_NAMES = tuple(
     """cudaDeviceSynchronize cudaStreamSynchronize cudaEventSynchronize cudaMemcpy cudaMemcpy2D
