@@ -55,7 +55,9 @@ class Option:
     type: Any = None  # int, float, a tuple of the choices, or None for text
     metavar: str | None = None
     show_default: bool | str | None = None  # True: the key's default ("8, or the config's"); text: that text
-    parse: str | None = None  # "names": comma-separated names; "shapes": a repeatable --shape
+    # "names": comma-separated names; "shapes": a repeatable --shape; git-side options (teperf.options):
+    # "flag", "python" (an interpreter, made absolute), "strategy" (one of teperf.sides.strategies)
+    parse: str | None = None
 
 
 Check = Callable[[Any, str, dict], Any]  # (value, how the user named the key, keys resolved so far) -> value
@@ -621,12 +623,7 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
         s: _SECTION_TYPES[s](**{k.name: resolved.pop(k.name) for k in KEYS if k.section == s})
         for s in SECTIONS
     }
-    return Config(
-        **tables,
-        **resolved,
-        source=source,
-        from_cli=tuple(sorted(ov)),
-    )
+    return Config(**tables, **resolved, source=source, from_cli=tuple(sorted(ov)))
 
 
 def _module_table(name: str, spec, facts, backend: str) -> ModuleSpec:

@@ -30,12 +30,9 @@ from teperf.cpus import check_core as default_core
 
 STATUSES = ("ok", "warn", "fail", "unknown")
 PROC = "/proc"
-TE_DISTRIBUTIONS = (
-    "transformer_engine",
-    "transformer-engine",
-    "transformer_engine_torch",
-    "transformer-engine-cu12",
-    "transformer-engine-cu13",
+TE_DISTRIBUTIONS = tuple(
+    """transformer_engine transformer-engine transformer_engine_torch transformer-engine-cu12
+    transformer-engine-cu13""".split()
 )
 
 

@@ -12,20 +12,10 @@ from __future__ import annotations
 #               module and the warm-up (teperf/worker/session.py).
 #   recompile   compile only: the first step under another recipe/autocast after the first call.
 ONETIME_COSTS = ("first_call", "recompile")
-ONETIME_STATS = (
-    "base_ms",
-    "head_ms",
-    "delta_ms",
-    "delta_pct",
-    "ci_low_ms",
-    "ci_high_ms",
-    "ci_low_pct",
-    "ci_high_pct",
-    "verdict",
-    "bound_pct",
-    "n_pairs",
-    "pair_sd_pct",
-    "min_effect_pct",  # the min effect its verdict used (teperf.stats.onetime_cell)
+# min_effect_pct: the min effect its verdict used (teperf.stats.onetime_cell)
+ONETIME_STATS = tuple(
+    """base_ms head_ms delta_ms delta_pct ci_low_ms ci_high_ms ci_low_pct ci_high_pct verdict bound_pct
+    n_pairs pair_sd_pct min_effect_pct""".split()
 )
 # In the per-step row as <cost>_<stat>, plus, for `run`, the break-even against the eager cell:
 ONETIME_FIELDS = tuple(f"{cost}_{stat}" for cost in ONETIME_COSTS for stat in ONETIME_STATS) + (

@@ -14,7 +14,7 @@ import sys
 import click
 
 from teperf.commands._live import live_view
-from teperf.config import KEYS, OVERRIDE_KEYS, Key, load_config, parse_shape, shipped_names
+from teperf.config import KEYS, OVERRIDE_KEYS, Key, Option, load_config, parse_shape, shipped_names
 from teperf.errors import EXIT_CELLS_FAILED, TeperfError, exit_status_for_signal
 from teperf.options import MeasureOptions, SideOptions
 from teperf.render import FORMATS, render
@@ -82,25 +82,34 @@ or ended partial (the table says which and why); 2 bad input; 130 Ctrl-C;
 143 SIGTERM (the bundle keeps what was measured, status interrupted)."""  # run has no --fail-on
 
 
-def _key_option(key: Key):
-    """The click option of a config key (teperf/config.py's table); None means 'not given'."""
-    opt = key.option
-    kwargs: dict = {"help": opt.help.replace("{default}", str(key.default))}
+def _click_kwargs(opt: Option, help_text: str) -> dict:
+    """The click kwargs an Option (a config key's or a git-side option's) says, but its default."""
+    kwargs: dict = {"help": help_text}
     if isinstance(opt.type, tuple):
         kwargs["type"] = click.Choice(opt.type)
     elif opt.type is not None:
         kwargs["type"] = Number() if opt.type is float else opt.type
     if opt.metavar:
         kwargs["metavar"] = opt.metavar
-    if opt.show_default is True:
-        kwargs["show_default"] = _default(key.default)
-    elif opt.show_default:
-        kwargs["show_default"] = opt.show_default
-    kwargs.update(_PARSE[opt.parse] if opt.parse else {})
+    kwargs.update(_PARSE.get(opt.parse, {}))
+    return kwargs
+
+
+def _key_option(key: Key):
+    """The click option of a config key (teperf/config.py's table); None means 'not given'."""
+    kwargs = _click_kwargs(key.option, key.option.help.replace("{default}", str(key.default)))
+    if key.option.show_default:
+        show = key.option.show_default
+        kwargs["show_default"] = _default(key.default) if show is True else show
     return click.option(key.flag, key.name, **kwargs)
 
 
-_PARSE = {"names": {"callback": _csv_list}, "shapes": {"multiple": True, "callback": _shape_list}}
+_PARSE = {
+    "names": {"callback": _csv_list},
+    "shapes": {"multiple": True, "callback": _shape_list},
+    "flag": {"is_flag": True, "default": None},
+    "python": {"callback": interpreter},
+}
 
 
 def config_options(f):
@@ -145,19 +154,11 @@ def _side_option_kwargs(field: dataclasses.Field) -> dict:
     opt = field.metadata["option"]
     placeholders = ", ".join(f"{k} {v}" for k, v in PLACEHOLDERS.items())
     text = opt.help.replace("{strategies}", strategies.help_text()).replace("{placeholders}", placeholders)
-    kwargs: dict = {"help": text}
+    kwargs = _click_kwargs(opt, text)
     if field.default is not None:
         kwargs.update(default=field.default, show_default=opt.show_default)
-    if opt.metavar:
-        kwargs["metavar"] = opt.metavar
-    if opt.type is not None:
-        kwargs["type"] = opt.type
     if opt.parse == "strategy":
         kwargs["type"] = click.Choice(strategies.NAMES)
-    elif opt.parse == "flag":
-        kwargs.update(is_flag=True, default=None)
-    elif opt.parse == "python":
-        kwargs["callback"] = interpreter
     return kwargs
 
 
