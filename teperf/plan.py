@@ -13,6 +13,7 @@ from typing import Any, Iterator, Mapping
 
 from teperf.config import Config, backend_module
 from teperf.errors import TeperfError
+from teperf.records import cell_key, shape_text
 
 DTYPE_OF_RECIPE = {"fp32": "float32"}  # everything else runs with bf16 parameters
 
@@ -39,11 +40,11 @@ class Case:
 
     @property
     def shape_text(self) -> str:
-        return "x".join(map(str, self.shape))
+        return shape_text(self.shape)
 
     @property
     def key(self) -> str:
-        return f"{self.module}/{self.recipe}/{self.shape_text}/{self.mode}"
+        return cell_key(self.module, self.recipe, self.shape, self.mode)
 
     def to_wire(self, device: str, warmup: int) -> dict:
         """The ``case`` of a worker's setup command (teperf.worker.protocol): every field but ``skip``."""

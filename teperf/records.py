@@ -438,11 +438,21 @@ class CaseMeta(Typed):
 
     @property
     def shape_text(self) -> str:
-        return "x".join(map(str, self.shape))
+        return shape_text(self.shape)
 
     @property
     def cell(self) -> str:
-        return "/".join((self.module, self.recipe, self.shape_text, self.mode))
+        return cell_key(self.module, self.recipe, self.shape, self.mode)
+
+
+def shape_text(shape) -> str:
+    """[8, 2, 256] -> '8x2x256', as a shape reads in a cell's key."""
+    return "x".join(map(str, shape))
+
+
+def cell_key(module: str, recipe: str, shape, mode: str) -> str:
+    """The one key of a cell: 'Linear/bf16/8x2x256/eager' (teperf.plan.Case.key, CaseMeta.cell)."""
+    return f"{module}/{recipe}/{shape_text(shape)}/{mode}"
 
 
 # ----------------------------------------------------------------------------- versions and upgrades

@@ -143,18 +143,8 @@ def probe_model(meta: dict, probes: list[ProbeRecord], path) -> TableModel:
             measured += f" ({p.counters.get('python_calls')} py calls)"
         if p.extra.get("processes"):
             measured += f" ({p.extra['processes']} pairs)"
-        rows.append(
-            [
-                p.role,
-                p.short_sha or "?",
-                (p.subject or "")[:50],
-                p.tier or "",
-                measured,
-                p.result,
-                (p.detail or "")[:90],
-                f"{p.seconds or 0:.1f}",
-            ]
-        )
+        subject, detail, seconds = (p.subject or "")[:50], (p.detail or "")[:90], f"{p.seconds or 0:.1f}"
+        rows.append([p.role, p.short_sha or "?", subject, p.tier or "", measured, p.result, detail, seconds])
         styles.append(RESULT_STYLE.get(p.result))
     plan = meta.get("plan") or {}
     footer = [

@@ -113,11 +113,8 @@ def main() -> int:
             reply = session.handle(message)
         except Exception as exc:  # one failing case must not end the pair
             traceback.print_exc()
-            reply = {
-                "type": "error",
-                "case_id": message.get("case_id"),
-                "error": f"{type(exc).__name__}: {exc}",
-            }
+            error = f"{type(exc).__name__}: {exc}"
+            reply = {"type": "error", "case_id": message.get("case_id"), "error": error}
         channel.write(encode(reply))
     session.close()
     return 0
