@@ -317,27 +317,14 @@ def check_versions(python: Optional[str] = None) -> list[Check]:
     try:
         found = distribution_versions() if python is None else side_versions(python)
     except (FileNotFoundError, PermissionError) as exc:
-        return [
-            Check(
-                f"python{label}",
-                "fail",
-                f"cannot run the interpreter: {exc}",
-                "point --python (and --base-python/--head-python) at an executable python",
-            )
-        ]
+        return [_bad_python(label, f"cannot run the interpreter: {exc}", "an executable python")]
     except (IndexError, ValueError, subprocess.CalledProcessError) as exc:  # ran, but gave no answer
         if isinstance(exc, subprocess.CalledProcessError):
             why = f"exit {exc.returncode}" + (f" ({exc.stderr.strip()[:150]})" if exc.stderr.strip() else "")
         else:
             why = "printed nothing" if isinstance(exc, IndexError) else f"{type(exc).__name__}: {exc}"
-        return [
-            Check(
-                f"python{label}",
-                "fail",
-                f"the interpreter does not answer like a Python 3: {why.splitlines()[0][:200]}",
-                "point --python (and --base-python/--head-python) at a working Python 3 interpreter",
-            )
-        ]
+        detail = f"the interpreter does not answer like a Python 3: {why.splitlines()[0][:200]}"
+        return [_bad_python(label, detail, "a working Python 3 interpreter")]
     except Exception as exc:
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
         return [
@@ -362,18 +349,18 @@ def check_versions(python: Optional[str] = None) -> list[Check]:
                 "install torch into this interpreter",
             )
         )
-    te_version = found.get("transformer_engine")
-    if te_version:
-        checks.append(Check(f"transformer_engine{label}", "ok", f"TransformerEngine {te_version}"))
-    else:
-        checks.append(
-            Check(
-                f"transformer_engine{label}",
-                "ok",
-                "not installed as a distribution (fine for --backend torch; a side may bring TE on its path)",
-            )
-        )
+    te = found.get("transformer_engine")
+    checks.append(Check(f"transformer_engine{label}", "ok", f"TransformerEngine {te}" if te else NO_TE))
     return checks
+
+
+NO_TE = "not installed as a distribution (fine for --backend torch; a side may bring TE on its path)"
+
+
+def _bad_python(label: str, detail: str, what: str) -> Check:
+    """A side's interpreter that gives no answer; the fix points the options at ``what``."""
+    fix = f"point --python (and --base-python/--head-python) at {what}"
+    return Check(f"python{label}", "fail", detail, fix)
 
 
 def _nvidia_smi(args: list[str], timeout_s: float = 15.0) -> Optional[str]:
