@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from teperf.commands._common import emit, format_option
+from teperf.commands._common import _console, echo_rendered, emit, format_option
 from teperf.config import METRICS
 from teperf.render import RENDERERS
 
@@ -27,7 +27,6 @@ def command(bundle, fmt, metric, by_lane):
     if meta.kind == "bisect":
         from teperf.bisect.report import RENDERERS as BISECT_FORMATS
         from teperf.bisect.report import render_bisect
-        from teperf.commands._common import _console
         from teperf.errors import TeperfError
 
         if fmt not in BISECT_FORMATS:
@@ -35,17 +34,10 @@ def command(bundle, fmt, metric, by_lane):
             raise TeperfError(
                 f"a bisect bundle has no {fmt} form", f"use --format {', '.join(most)} or {last}"
             )
-        text = render_bisect(bundle, fmt, console=_console())
-        if text is not None:
-            click.echo(text, nl=False)
-        return
+        return echo_rendered(render_bisect(bundle, fmt, console=_console()))
     stats = stats_from_meta(meta.to_dict(), metric=metric) if metric else None
     if by_lane:
         from teperf.bylane import render_by_lane
-        from teperf.commands._common import _console
 
-        text = render_by_lane(bundle, fmt, stats, console=_console())
-        if text is not None:
-            click.echo(text, nl=False)
-        return
+        return echo_rendered(render_by_lane(bundle, fmt, stats, console=_console()))
     emit(summarize(bundle, stats), fmt)
