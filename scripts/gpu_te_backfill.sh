@@ -1,7 +1,7 @@
 #!/bin/bash
 # Issue 36 on real TE (H200): backfill a TE history and explain its change points, in ONE device call.
 # TE 2.16.0 installed (.gpu/setup.sh, sourced here); the TE v2.16 source as .te-src/transformer-engine-v2.16.bundle
-# (cp ../shared/te-src/transformer-engine-v2.16.bundle .te-src/). Eight commits on top of tag v2.16
+# (git -C TransformerEngine bundle create $PWD/.te-src/transformer-engine-v2.16.bundle v2.16). Eight commits on top of tag v2.16
 # (scripts/te_plants.py), six harmless (a comment in a .py file), two planted one night apart:
 #   c3  prepare_forward calls a helper 20 times, 5 us each (every module: +20 Python calls)
 #   c5  LayerNormLinear.forward spins 50 us (no counter moves)
@@ -10,7 +10,8 @@
 # must resume (nothing measured, nothing bisected again).
 #     run(command="OUT=$OUT bash scripts/gpu_te_backfill.sh", carry=[".gpu", ".te-src"], timeout_s=600)
 #     bash scripts/gpu_te_backfill.sh --plan-only     anywhere (CPU): make the commits, dry-run the backfill
-# Writes $OUT/log.txt, $OUT/run1.err, $OUT/run2.err, $OUT/changes.txt|json, $OUT/history.tgz (history + bundles).
+# Writes $OUT/log.txt, $OUT/changes.txt and $OUT/history.tgz (history, bundles, each run's stdout/stderr,
+# changes.json). TEPERF_CODE: another teperf checkout to run (default: this one).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 LOG=$OUT/log.txt; : > "$LOG"
@@ -35,24 +36,25 @@ git -C "$SRC" log --oneline v2.16..c8 >> "$LOG"
 H=$OUT/work/history; R=$OUT/work/results
 ARGS=(--repo "$SRC" --ref nightly --backfill v2.16..c8 --every 2 --explain --budget "$BUDGET"
       --config pr-thread --modules LayerNormLinear,LayerNormMLP --recipes bf16 --strategy overlay
-      --processes 4 --rounds 1 --trials 4 --iters 50 --warmup 20 --core 7 --history "$H" --results-dir "$R")
+      --processes 4 --rounds 1 --trials 4 --iters 50 --warmup 20 --core "${CORE:-7}" --history "$H" --results-dir "$R")
 
 if [ "${1:-}" = "--plan-only" ]; then
   python3 -m teperf nightly "${ARGS[@]}" --dry-run 2>&1 | tee -a "$LOG"
   exit "${PIPESTATUS[0]}"
 fi
 source .gpu/setup.sh >> "$LOG" 2>&1 || { cat "$LOG"; exit 1; }
-export PYTHONPATH=$PWD:$PYTHONPATH TEPERF_CACHE=/tmp/teperf-nightly-cache
+export PYTHONPATH=${TEPERF_CODE:-$PWD}:$PYTHONPATH TEPERF_CACHE=/tmp/teperf-nightly-cache
 log "setup done; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); $(nproc) cores"
 for run in 1 2; do
-  t=$(date +%s)
-  timeout --signal=INT --kill-after=20 540 python3 -m teperf nightly "${ARGS[@]}" > "$OUT/run$run.out" 2> "$OUT/run$run.err"
+  t=$(date +%s); limit=$([ $run = 1 ] && echo "${RUN1_S:-470}" || echo 90)
+  timeout --signal=INT --kill-after=15 "$limit" python3 -m teperf nightly "${ARGS[@]}" > "$OUT/run$run.out" 2> "$OUT/run$run.err"
   log "run $run: rc=$? wall=$(( $(date +%s) - t )) s"
   tail -15 "$OUT/run$run.err" >> "$LOG"
 done
 python3 -m teperf history --history "$H" --changes > "$OUT/changes.txt" 2>> "$LOG"
 python3 -m teperf history --history "$H" --changes --format json > "$OUT/changes.json" 2>> "$LOG"
 cat "$OUT/changes.txt" >> "$LOG"
+mv "$OUT"/run?.* "$OUT/changes.json" "$OUT/work/"
 tar czf "$OUT/history.tgz" -C "$OUT/work" . 2>> "$LOG" && rm -rf "$OUT/work"
 log "total"
 cat "$LOG"

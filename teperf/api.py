@@ -88,11 +88,11 @@ def host_facts(config: Config) -> dict:
 def _doctor_warnings(core: int, device: str) -> list[str]:
     from teperf.doctor import quick_checks
 
-    warnings = []
-    for check in quick_checks(core, device=device):
-        if check.status in ("warn", "fail"):
-            warnings.append(f"{check.name}: {check.detail}" + (f" ({check.fix})" if check.fix else ""))
-    return warnings
+    return [
+        f"{check.name}: {check.detail}" + (f" ({check.fix})" if check.fix else "")
+        for check in quick_checks(core, device=device)
+        if check.status in ("warn", "fail")
+    ]
 
 
 def measure(
@@ -172,11 +172,8 @@ def measure(
     finally:
         bundle.close()
         workers = _worker_facts(bundle)
-        host = dict(meta["host"])
-        first = next(iter(workers.values()), {})
-        for key in ("gpu", "driver", "cuda"):
-            if first.get(key):
-                host[key] = first[key]
+        first = next(iter(workers.values()), {})  # what the workers saw of the GPU
+        host = {**meta["host"], **{key: first[key] for key in ("gpu", "driver", "cuda") if first.get(key)}}
         bundle.update_meta(status=status, error=error, finished_at=now_iso(), workers=workers, host=host)
     return bundle.path
 
@@ -233,16 +230,9 @@ def plan_nightly(
     machine, label = local_machine(config.device)
     night_id = check_night(night)
 
-    def is_ancestor(a: str, b: str) -> bool:
+    def git_says_yes(*args: str) -> bool:
         try:
-            run_git(root, "merge-base", "--is-ancestor", a, b)
-            return True
-        except GitFailed:
-            return False
-
-    def has_parent(sha: str) -> bool:
-        try:
-            run_git(root, "rev-parse", "--verify", "--quiet", f"{sha}^1")
+            run_git(root, *args)
             return True
         except GitFailed:
             return False
@@ -255,8 +245,8 @@ def plan_nightly(
         shard=f"{shard_i}/{shard_n}",
         night=night_id,
         force=force,
-        is_ancestor=is_ancestor,
-        has_parent=has_parent,
+        is_ancestor=lambda a, b: git_says_yes("merge-base", "--is-ancestor", a, b),
+        has_parent=lambda sha: git_says_yes("rev-parse", "--verify", "--quiet", f"{sha}^1"),
         base_among=base_among,
     )
     return NightlyPlan(

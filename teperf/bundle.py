@@ -196,11 +196,9 @@ class Bundle:
         """Every record, typed (teperf.records) and upgraded to this schema; a line that is not one
         (cut short by a crash, damaged bytes, a known kind with fields of the wrong type) is
         skipped and counted in ``skipped_lines``."""
-        schema = self.schema
-        raw_lines = self.raw_records()
-        for raw in raw_lines:
+        for raw in self.raw_records():
             try:
-                yield parse_record(raw, schema)
+                yield parse_record(raw, self.schema)
             except RecordError:
                 self.skipped_lines += 1
 

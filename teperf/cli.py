@@ -17,19 +17,8 @@ from teperf.errors import EXIT_INTERRUPTED, EXIT_USAGE, TeperfError, exit_status
 from teperf.safe_text import for_terminal
 
 # module name under teperf.commands -> registered in this order
-COMMAND_MODULES = (
-    "run",
-    "compare",
-    "bisect",
-    "report",
-    "explain",
-    "counters",
-    "doctor",
-    "cache",
-    "nightly",
-    "history",
-    "dashboard",
-    "import_",
+COMMAND_MODULES = tuple(
+    "run compare bisect report explain counters doctor cache nightly history dashboard import_".split()
 )
 
 

@@ -29,13 +29,8 @@ DEVICES = ("cpu", "cuda")
 MODES = ("eager", "cuda-graph", "compile")
 METRICS = ("process_cpu", "thread_cpu", "wall")
 METRIC_FIELD = {metric: f"{metric}_ns" for metric in METRICS}  # the trial record's clock of each --metric
-CONFIGS_PACKAGE = (
-    "teperf.configs"  # shipped configs are package data: the same in editable and normal installs
-)
-COMPILE_CACHES = (
-    "cold",
-    "warm",
-)  # inductor's on-disk cache at a compile case's first call (teperf/worker/compile_cache.py)
+CONFIGS_PACKAGE = "teperf.configs"  # package data: the same in editable and normal installs
+COMPILE_CACHES = ("cold", "warm")  # inductor's on-disk cache at a compile case's first call
 SPAWNS = ("fresh", "forkserver")
 DEFAULT_PRECISION_BUDGET_S = 600.0  # --precision without --budget: stop after ten minutes
 
@@ -60,7 +55,9 @@ class Option:
     type: Any = None  # int, float, a tuple of the choices, or None for text
     metavar: str | None = None
     show_default: bool | str | None = None  # True: the key's default ("8, or the config's"); text: that text
-    parse: str | None = None  # "names": comma-separated names; "shapes": a repeatable --shape
+    # "names": comma-separated names; "shapes": a repeatable --shape; git-side options (teperf.options):
+    # "flag", "python" (an interpreter, made absolute), "strategy" (one of teperf.sides.strategies)
+    parse: str | None = None
 
 
 Check = Callable[[Any, str, dict], Any]  # (value, how the user named the key, keys resolved so far) -> value
@@ -152,7 +149,7 @@ class Schedule:
     # Many fresh pairs of many short couples: the H200 VM's speed swings in
     # multi-second spells, so short adjacent A/B couples and many of them buy
     # precision; long trials do not (README, "Choosing the schedule").
-    processes: int = key(  # fresh worker pairs: the unit of replication
+    processes: int = key(
         8, _whole(), Option("Fresh worker pairs (the unit of replication).", type=int, show_default=True)
     )
     rounds: int = key(
@@ -164,7 +161,7 @@ class Schedule:
             show_default=True,
         ),
     )
-    trials: int = key(  # even, so each pair has as many A B couples as B A ones
+    trials: int = key(
         6,
         _whole(),
         Option(
@@ -173,13 +170,11 @@ class Schedule:
             show_default=True,
         ),
     )
-    iters: int = key(
-        50, _whole(), Option("fwd+bwd steps per trial.", type=int, show_default=True)
-    )  # per trial
+    iters: int = key(50, _whole(), Option("fwd+bwd steps per trial.", type=int, show_default=True))
     warmup: int = key(
         50, _whole(0), Option("Untimed steps after building each case.", type=int, show_default=True)
     )
-    timeout_s: float = key(  # per worker request (start-up, set-up or one trial)
+    timeout_s: float = key(
         600.0,
         _seconds,
         Option(
@@ -214,8 +209,7 @@ class Schedule:
     )
     # No cell stops before this many pairs (the default schedule's count). Stopping on width picks moments
     # when the sd happens to look small; simulated A/A false changes (min_effect 0) went from 5 % to 8-10 %
-    # with 4, 6.5-7 % with 8
-    # (tests/test_adaptive.py).
+    # with 4, 6.5-7 % with 8 (tests/test_adaptive.py).
     min_pairs: int = key(8, _whole(2))
     # How each pair's workers start (teperf/engine/forkserver.py): "fresh" interpreters, or children
     # forked from a server per side that imported torch and the package once; a server serves
@@ -245,7 +239,6 @@ class Schedule:
 @dataclasses.dataclass(frozen=True)
 class Stats:
     alpha: float = key(0.05, _alpha)  # 1 - confidence of the interval
-    # "no change" needs the whole interval inside +-this; changes under it do not matter
     min_effect_pct: float = key(
         1.0,
         _percent(),
@@ -274,8 +267,6 @@ class Stats:
             show_default=True,
         ),
     )
-    # A cell whose trial couples shared their core (even after re-measuring) more often than this many %
-    # is "inconclusive" for load (README, "A loaded machine").
     max_contended_pct: float = key(
         20.0,
         _percent(100),
@@ -333,7 +324,7 @@ class Config:
         0, _whole(0), Option("Seed of the case order and the hash seeds.", type=int, show_default=True)
     )
     counters: bool = key(False, lambda value, name, resolved: bool(value))  # each command has its own flag
-    prestart: int | None = key(  # pairs started ahead on spare cores while one measures; None = auto
+    prestart: int | None = key(  # None: auto
         None,
         _prestart,
         Option(
@@ -343,7 +334,7 @@ class Config:
             show_default="auto",
         ),
     )
-    compile_cache: str = key(  # cold: every compile case starts from an empty cache; warm: from a filled one
+    compile_cache: str = key(
         "cold",
         _choice(COMPILE_CACHES, "compile cache state"),
         Option(
@@ -352,7 +343,7 @@ class Config:
             type=COMPILE_CACHES,
         ),
     )
-    lanes: int = key(  # pairs measuring at once, each on its own physical core (cpus.py); "auto" resolved
+    lanes: int = key(  # "auto" resolved to a number (cpus.check_lanes)
         1,
         lambda value, name, resolved: check_lanes(value, resolved["core"], name),
         Option(
@@ -432,32 +423,10 @@ _SECTION_TYPES = {
 }
 SECTIONS = tuple(_SECTION_TYPES)  # ("schedule", "stats"): the TOML tables
 # The flags in --help in this order (as they always were); a key not named here comes after them.
-HELP_ORDER = (
-    "backend",
-    "device",
-    "modules",
-    "recipes",
-    "modes",
-    "shapes",
-    "processes",
-    "rounds",
-    "trials",
-    "iters",
-    "warmup",
-    "timeout_s",
-    "core",
-    "seed",
-    "metric",
-    "prestart",
-    "lanes",
-    "min_effect_pct",
-    "min_effect_once_pct",
-    "max_contended_pct",
-    "precision_pct",
-    "budget_s",
-    "compile_cache",
-    "spawn",
-    "server_pairs",
+HELP_ORDER = tuple(
+    """backend device modules recipes modes shapes processes rounds trials iters warmup timeout_s core seed
+    metric prestart lanes min_effect_pct min_effect_once_pct max_contended_pct precision_pct budget_s
+    compile_cache spawn server_pairs""".split()
 )
 # The keys a command-line flag overrides, in --help order.
 OVERRIDE_KEYS = tuple(
@@ -484,15 +453,11 @@ def _named(key: str, overrides: Mapping[str, Any]) -> str:
 def backend_module(name: str):
     """The worker backend's static facts (MODULES, RECIPES, check_shape). These modules
     import torch only inside functions, so the coordinator can read them."""
-    if name == "torch":
-        from teperf.worker.backends import torch_ref
+    if name not in BACKENDS:
+        raise TeperfError(f"unknown backend {name!r}", f"use one of: {', '.join(BACKENDS)}")
+    from teperf.worker.backends import get_backend
 
-        return torch_ref
-    if name == "te":
-        from teperf.worker.backends import te
-
-        return te
-    raise TeperfError(f"unknown backend {name!r}", f"use one of: {', '.join(BACKENDS)}")
+    return get_backend(name)
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -658,12 +623,7 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
         s: _SECTION_TYPES[s](**{k.name: resolved.pop(k.name) for k in KEYS if k.section == s})
         for s in SECTIONS
     }
-    return Config(
-        **tables,
-        **resolved,
-        source=source,
-        from_cli=tuple(sorted(ov)),
-    )
+    return Config(**tables, **resolved, source=source, from_cli=tuple(sorted(ov)))
 
 
 def _module_table(name: str, spec, facts, backend: str) -> ModuleSpec:
@@ -735,6 +695,17 @@ def _shapes(shapes_raw, ov: Mapping[str, Any]) -> list[tuple[int, ...]]:
     return shapes
 
 
+def _listed(key: str, raw: Mapping[str, Any], ov: Mapping[str, Any], known) -> list | None:
+    """The names of a list key (recipes, modes) as given (None: not given); given empty is refused."""
+    names = ov[key] if key in ov else _string_list(raw.get(key), key)
+    if names is not None and not names:
+        raise TeperfError(
+            f"{_named(key, ov)} is empty: nothing to measure",
+            f"name at least one {key[:-1]}: {', '.join(known)}",
+        )
+    return names
+
+
 def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
     """What is measured: backend, device, modules, recipes, modes and shapes, which depend on each other."""
     backend = ov.get("backend", raw.get("backend", "torch"))
@@ -781,12 +752,7 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
                 f"use one of: {', '.join(known)} (or add [modules.{name}] with a factory)",
             )
 
-    recipes = ov["recipes"] if "recipes" in ov else _string_list(raw.get("recipes"), "recipes")
-    if recipes is not None and not recipes:
-        raise TeperfError(
-            f"{_named('recipes', ov)} is empty: nothing to measure",
-            f"name at least one recipe: {', '.join(facts.RECIPES)}",
-        )
+    recipes = _listed("recipes", raw, ov, facts.RECIPES)
     if not recipes:
         recipes = (
             ("fp32",)
@@ -799,13 +765,7 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
                 f"unknown recipe {recipe!r} for backend {backend}", f"use one of: {', '.join(facts.RECIPES)}"
             )
 
-    modes = ov["modes"] if "modes" in ov else _string_list(raw.get("modes"), "modes")
-    if modes is not None and not modes:
-        raise TeperfError(
-            f"{_named('modes', ov)} is empty: nothing to measure",
-            f"name at least one mode: {', '.join(MODES)}",
-        )
-    modes = tuple(modes or ("eager",))
+    modes = tuple(_listed("modes", raw, ov, MODES) or ("eager",))
     for mode in modes:
         if mode not in MODES:
             raise TeperfError(f"unknown mode {mode!r}", f"use one of: {', '.join(MODES)}")

@@ -4,6 +4,7 @@ topology: which physical cores measure at once under ``--lanes`` (README, "Paral
 
 from __future__ import annotations
 
+import itertools
 import os
 import platform
 from typing import Callable, Iterable, Optional
@@ -47,18 +48,11 @@ def parse_cpu_list(text: str) -> set[int]:
 
 def cpu_list_text(cores) -> str:
     """The other way round: {0,1,2,3,8} -> '0-3,8'; nothing -> 'none'."""
-    cores = sorted(cores)
-    if not cores:
-        return "none"
-    runs, start, prev = [], cores[0], cores[0]
-    for c in cores[1:]:
-        if c == prev + 1:
-            prev = c
-            continue
-        runs.append(f"{start}-{prev}" if prev != start else f"{start}")
-        start = prev = c
-    runs.append(f"{start}-{prev}" if prev != start else f"{start}")
-    return ",".join(runs)
+    runs = []
+    for _, group in itertools.groupby(enumerate(sorted(cores)), key=lambda ic: ic[1] - ic[0]):
+        run = [c for _, c in group]  # consecutive cores
+        runs.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}")
+    return ",".join(runs) or "none"
 
 
 def core_usable(core) -> bool:
@@ -81,9 +75,8 @@ def check_core(core) -> int:
 # ----------------------------------------------------------------------------- lane topology (--lanes)
 # Which cores measure at once: engine/lanes.py runs the lanes, config.py checks --lanes with these.
 
-AUTO_MAX_LANES = (
-    4  # the most lanes `auto` picks; raise it only where the lanes benchmark shows calibration holds
-)
+# the most lanes `auto` picks; raise it only where the lanes benchmark shows calibration holds
+AUTO_MAX_LANES = 4
 CORES_PER_LANE = 4  # one core measures, the others start its next pairs (a TE pair imports for 10-30 s)
 SiblingsOf = Callable[[int], set]
 

@@ -1,21 +1,18 @@
 """Read-only checks of the measuring machine (``teperf doctor``).
 
-Every check returns a :class:`Check` ``(name, status, detail, fix)`` with
-status ``ok``, ``warn``, ``fail`` or ``unknown``. Nothing here changes a
-system setting, and nothing raises: whatever cannot be read (no cpufreq in a
-VM, no /proc, no nvidia-smi, a timeout) is ``unknown`` with the reason.
-
-No torch import: versions come from ``importlib.metadata`` (this
-interpreter) or from a side's interpreter asked in a subprocess.
+Every check returns a :class:`Check` ``(name, status, detail, fix)`` with status ``ok``, ``warn``,
+``fail`` or ``unknown``. Nothing here changes a system setting, and nothing raises: whatever cannot be
+read (no cpufreq in a VM, no /proc, no nvidia-smi, a timeout) is ``unknown`` with the reason. No torch
+import: versions come from ``importlib.metadata`` (this interpreter) or a side's interpreter asked in a
+subprocess.
 
 Verdicts chosen for teperf's design (paired, interleaved, fresh processes):
-- ASLR on (2) is ``ok``: fresh worker pairs are meant to sample address-space
-  layouts, and the pair-level interval accounts for them. ASLR off makes a
-  layout effect a fixed bias of one side, so it is a ``warn``.
-- No isolated cores is a ``warn`` (timings share the core with the OS),
-  as is a chosen core that is not isolated when others are.
-- A chosen core that this process may not use is the only ``fail`` among
-  the quick checks: the run would not start.
+- ASLR on (2) is ``ok``: fresh worker pairs are meant to sample address-space layouts, and the
+  pair-level interval accounts for them. ASLR off makes a layout effect a fixed bias of one side: ``warn``.
+- No isolated cores is a ``warn`` (timings share the core with the OS), as is a chosen core that is not
+  isolated when others are.
+- A chosen core that this process may not use is the only ``fail`` among the quick checks: the run
+  would not start.
 """
 
 from __future__ import annotations
@@ -28,25 +25,14 @@ import subprocess
 import sys
 from typing import Callable, NamedTuple, Optional
 
-from teperf.cpus import (
-    SYS_CPU,
-    available_cores,
-    cpu_list_text,
-    parse_cpu_list,
-    smt_siblings,
-)
-from teperf.cpus import (
-    check_core as default_core,
-)
+from teperf.cpus import SYS_CPU, available_cores, cpu_list_text, parse_cpu_list, smt_siblings
+from teperf.cpus import check_core as default_core
 
 STATUSES = ("ok", "warn", "fail", "unknown")
 PROC = "/proc"
-TE_DISTRIBUTIONS = (
-    "transformer_engine",
-    "transformer-engine",
-    "transformer_engine_torch",
-    "transformer-engine-cu12",
-    "transformer-engine-cu13",
+TE_DISTRIBUTIONS = tuple(
+    """transformer_engine transformer-engine transformer_engine_torch transformer-engine-cu12
+    transformer-engine-cu13""".split()
 )
 
 
@@ -66,10 +52,14 @@ def _read(path: str) -> str:
 
 
 def _safe(name: str, fn: Callable[[], Check]) -> Check:
+    return _safe_list(name, lambda: [fn()])[0]
+
+
+def _safe_list(name: str, fn: Callable[[], list[Check]]) -> list[Check]:
     try:
         return fn()
     except Exception as exc:  # a check must never break doctor or compare
-        return Check(name, "unknown", f"could not check: {type(exc).__name__}: {exc}")
+        return [Check(name, "unknown", f"could not check: {type(exc).__name__}: {exc}")]
 
 
 # ---- individual checks ----
@@ -127,32 +117,21 @@ def check_governor(core: int) -> Check:
 
 
 def check_turbo() -> Check:
-    no_turbo = f"{SYS_CPU}/intel_pstate/no_turbo"
-    boost = f"{SYS_CPU}/cpufreq/boost"
-    try:
-        value = _read(no_turbo)
-        if value == "1":
-            return Check("turbo", "ok", "turbo off (intel_pstate/no_turbo=1)")
+    # (file, its value with turbo off, the word): Intel's pstate driver, else cpufreq's generic switch
+    for name, off, word in (("intel_pstate/no_turbo", "1", "turbo"), ("cpufreq/boost", "0", "boost")):
+        try:
+            value = _read(f"{SYS_CPU}/{name}")
+        except OSError:
+            continue
+        if value == off:
+            return Check("turbo", "ok", f"{word} off ({name}={off})")
+        on = "0" if off == "1" else "1"
         return Check(
             "turbo",
             "warn",
-            "turbo on (intel_pstate/no_turbo=0): clock depends on temperature and other cores",
-            f"echo 1 | sudo tee {no_turbo}",
+            f"{word} on ({name}={on}): clock depends on temperature and other cores",
+            f"echo {off} | sudo tee {SYS_CPU}/{name}",
         )
-    except OSError:
-        pass
-    try:
-        value = _read(boost)
-        if value == "0":
-            return Check("turbo", "ok", "boost off (cpufreq/boost=0)")
-        return Check(
-            "turbo",
-            "warn",
-            "boost on (cpufreq/boost=1): clock depends on temperature and other cores",
-            f"echo 0 | sudo tee {boost}",
-        )
-    except OSError:
-        pass
     return Check("turbo", "unknown", "neither intel_pstate/no_turbo nor cpufreq/boost is readable")
 
 
@@ -336,32 +315,16 @@ def check_versions(python: Optional[str] = None) -> list[Check]:
     """torch and TE versions of ``python`` (this interpreter when None)."""
     label = "" if python is None else f" [{python}]"
     try:
-        if python is None:
-            found = distribution_versions()
-        else:
-            found = side_versions(python)
+        found = distribution_versions() if python is None else side_versions(python)
     except (FileNotFoundError, PermissionError) as exc:
-        return [
-            Check(
-                f"python{label}",
-                "fail",
-                f"cannot run the interpreter: {exc}",
-                "point --python (and --base-python/--head-python) at an executable python",
-            )
-        ]
+        return [_bad_python(label, f"cannot run the interpreter: {exc}", "an executable python")]
     except (IndexError, ValueError, subprocess.CalledProcessError) as exc:  # ran, but gave no answer
         if isinstance(exc, subprocess.CalledProcessError):
             why = f"exit {exc.returncode}" + (f" ({exc.stderr.strip()[:150]})" if exc.stderr.strip() else "")
         else:
             why = "printed nothing" if isinstance(exc, IndexError) else f"{type(exc).__name__}: {exc}"
-        return [
-            Check(
-                f"python{label}",
-                "fail",
-                f"the interpreter does not answer like a Python 3: {why.splitlines()[0][:200]}",
-                "point --python (and --base-python/--head-python) at a working Python 3 interpreter",
-            )
-        ]
+        detail = f"the interpreter does not answer like a Python 3: {why.splitlines()[0][:200]}"
+        return [_bad_python(label, detail, "a working Python 3 interpreter")]
     except Exception as exc:
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
         return [
@@ -386,18 +349,18 @@ def check_versions(python: Optional[str] = None) -> list[Check]:
                 "install torch into this interpreter",
             )
         )
-    te_version = found.get("transformer_engine")
-    if te_version:
-        checks.append(Check(f"transformer_engine{label}", "ok", f"TransformerEngine {te_version}"))
-    else:
-        checks.append(
-            Check(
-                f"transformer_engine{label}",
-                "ok",
-                "not installed as a distribution (fine for --backend torch; a side may bring TE on its path)",
-            )
-        )
+    te = found.get("transformer_engine")
+    checks.append(Check(f"transformer_engine{label}", "ok", f"TransformerEngine {te}" if te else NO_TE))
     return checks
+
+
+NO_TE = "not installed as a distribution (fine for --backend torch; a side may bring TE on its path)"
+
+
+def _bad_python(label: str, detail: str, what: str) -> Check:
+    """A side's interpreter that gives no answer; the fix points the options at ``what``."""
+    fix = f"point --python (and --base-python/--head-python) at {what}"
+    return Check(f"python{label}", "fail", detail, fix)
 
 
 def _nvidia_smi(args: list[str], timeout_s: float = 15.0) -> Optional[str]:
@@ -503,13 +466,6 @@ def all_checks(core: Optional[int] = None, pythons: tuple = ()) -> list[Check]:
     checks.append(_safe("gpu", check_gpu_visible))
     checks.append(_safe("gpu_busy", check_gpu_busy))
     return checks
-
-
-def _safe_list(name: str, fn: Callable[[], list[Check]]) -> list[Check]:
-    try:
-        return fn()
-    except Exception as exc:
-        return [Check(name, "unknown", f"could not check: {type(exc).__name__}: {exc}")]
 
 
 def worst(checks: list[Check]) -> str:

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 
 from teperf.errors import TeperfError
+from teperf.worker.te_compat import ATTENTION, HEAD_DIM, STACK_KWARG
 
 # Weights per module as a multiple of hidden^2 (LayerNormMLP: h->4h->h); unknown names: a transformer layer's.
 PARAMS_PER_HIDDEN_SQ = {
@@ -25,10 +26,8 @@ PARAMS_PER_HIDDEN_SQ = {
     "MultiheadAttention": 4,
     "TransformerLayer": 12,
 }
-ATTENTION = {"MultiheadAttention", "TransformerLayer"}
 BYTES_PER_PARAM = 16  # weight + grad + fp32/quantized copies, generously
 ACTIVATIONS_PER_TOKEN_HIDDEN = 32  # inputs, 4h intermediates and their grads, generously
-HEAD_DIM = 64
 
 
 def estimate_bytes(case) -> int | None:
@@ -46,7 +45,7 @@ def estimate_bytes(case) -> int | None:
     if module in ATTENTION and len(case.shape) >= 3:  # [seq, batch, hidden]: seq x seq scores per head
         seq, batch = case.shape[0], math.prod(case.shape[1:-1])
         total += 3 * seq * seq * batch * max(1, hidden // HEAD_DIM) * elem
-    layers = (case.kwargs or {}).get("layers", 1)  # TransformerLayer stacked N deep (te_compat.STACK_KWARG)
+    layers = (case.kwargs or {}).get(STACK_KWARG, 1)  # TransformerLayer stacked N deep
     return (
         total * layers if isinstance(layers, int) and not isinstance(layers, bool) and layers > 1 else total
     )
@@ -102,7 +101,6 @@ def check_memory(cases, device: str, available: int | None = None) -> None:
         if need is not None and need > available:
             raise TeperfError(
                 f"{case.module} at shape {list(case.shape)} needs {about} {need / 2**30:.1f} GiB, but "
-                f"{device} has "
-                f"{available / 2**30:.1f} GiB free",
+                f"{device} has {available / 2**30:.1f} GiB free",
                 "use a smaller --shape",
             )

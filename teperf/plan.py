@@ -13,6 +13,7 @@ from typing import Any, Iterator, Mapping
 
 from teperf.config import Config, backend_module
 from teperf.errors import TeperfError
+from teperf.records import cell_key, shape_text
 
 DTYPE_OF_RECIPE = {"fp32": "float32"}  # everything else runs with bf16 parameters
 
@@ -39,27 +40,16 @@ class Case:
 
     @property
     def shape_text(self) -> str:
-        return "x".join(map(str, self.shape))
+        return shape_text(self.shape)
 
     @property
     def key(self) -> str:
-        return f"{self.module}/{self.recipe}/{self.shape_text}/{self.mode}"
+        return cell_key(self.module, self.recipe, self.shape, self.mode)
 
     def to_wire(self, device: str, warmup: int) -> dict:
-        return {
-            "id": self.id,
-            "backend": self.backend,
-            "module": self.module,
-            "recipe": self.recipe,
-            "shape": list(self.shape),
-            "dtype": self.dtype,
-            "mode": self.mode,
-            "device": device,
-            "warmup": warmup,
-            "factory": self.factory,
-            "kwargs": dict(self.kwargs),
-            "inputs": self.inputs,
-        }
+        """The ``case`` of a worker's setup command (teperf.worker.protocol): every field but ``skip``."""
+        wire = {k: v for k, v in self.to_meta().items() if k != "skip"}
+        return {**wire, "device": device, "warmup": warmup}
 
     def to_meta(self) -> dict:
         d = dataclasses.asdict(self)
@@ -168,8 +158,7 @@ def check_balance(config: Config, n_sides: int) -> None:
         even = f"{name} {sched.trials + 1}" if name.startswith("--") else f"trials = {sched.trials + 1}"
         raise TeperfError(
             f"{name} {sched.trials} x {config.option('rounds')} {sched.rounds}: an odd number of couples per "
-            "pair "
-            "leaves the A B and B A orders unbalanced",
+            "pair leaves the A B and B A orders unbalanced",
             f"use an even number, e.g. {even}",
         )
 
@@ -203,8 +192,8 @@ def check_duration(config: Config, n_cases: int, n_sides: int) -> None:
         typed = long in config.from_cli or "timeout_s" not in config.from_cli  # what the user changed
         raise TeperfError(
             f"{name(long)} {getattr(s, long)}: one {'trial' if long == 'iters' else 'warm-up'} takes at "
-            "least "
-            f"{_span(request)}, more than the {s.timeout_s:g} s a worker gets for it ({name('timeout_s')})",
+            f"least {_span(request)}, more than the {s.timeout_s:g} s a worker gets for it "
+            f"({name('timeout_s')})",
             f"lower --{long} (e.g. --{long} 50)" if typed else f"raise {name('timeout_s')}",
         )
     if s.precision_pct is not None or s.budget_s is not None:
@@ -213,8 +202,7 @@ def check_duration(config: Config, n_cases: int, n_sides: int) -> None:
     if floor > DAY_S:
         raise TeperfError(
             f"the schedule cannot finish in a day: {s.processes} pairs x {s.rounds} rounds x {s.trials} "
-            "trials "
-            f"x {s.iters} iters x {n_cases} cells x {n_sides} sides takes at least {_span(floor)}",
+            f"trials x {s.iters} iters x {n_cases} cells x {n_sides} sides takes at least {_span(floor)}",
             "lower --processes, --iters or the cells, or cap the time with --budget",
         )
 
@@ -227,9 +215,7 @@ def packages_under_test(config, sides=()) -> list[str]:
     (``--package``), TE for the te backend, each factory's package, torch itself for torch's
     built-in reference modules. A factory outside the sides' trees that imports the package
     (nanoGPT's ``model``) is the same on both sides: the side's package is what differs."""
-    names: list[str] = [
-        s.description["package"] for s in sides if isinstance(s.description.get("package"), str)
-    ]
+    names = [s.description["package"] for s in sides if isinstance(s.description.get("package"), str)]
     if config.backend == "te":
         names += TE_PACKAGES
     for spec in config.modules:

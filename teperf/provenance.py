@@ -1,13 +1,11 @@
 """Which code each side really runs: checked before measuring, recorded while measuring, judged after.
 
-A measuring tool's worst defect is a confident number about the wrong code.
-Before any pair starts, ``engine.probe.preflight`` asks each side's interpreter
-where torch, the package under test and teperf's worker code would come from,
-and :func:`check_path_sides` refuses
-``--base-path/--head-path`` that the config imports nothing from. Each worker
-then reports what it imported (teperf.worker.provenance: interpreter, torch,
-the package's version, path and content hash); :func:`identical_code` says
-when two sides the user meant to differ ran the same code.
+A measuring tool's worst defect is a confident number about the wrong code. Before any pair starts,
+``engine.probe.preflight`` asks each side's interpreter where torch, the package under test and teperf's
+worker code would come from, and :func:`check_path_sides` refuses ``--base-path/--head-path`` that the
+config imports nothing from. Each worker then reports what it imported (teperf.worker.provenance:
+interpreter, torch, the package's version, path and content hash); :func:`identical_code` says when two
+sides the user meant to differ ran the same code.
 """
 
 from __future__ import annotations
@@ -33,21 +31,17 @@ def check_path_sides(config, sides: Iterable[Side]) -> None:
             raise TeperfError(
                 f"{option} {side.sys_path[0]} is not used: the modules measured "
                 f"({', '.join(m.name for m in config.modules)}) are torch's built-in reference modules, "
-                "which "
-                "import nothing from it",
+                "which import nothing from it",
                 "measure modules whose factories import from the paths (check --modules; a config's "
-                "[modules.NAME] "
-                'factory = "pkg.mod:make"; see examples/planted and --config demo)',
+                '[modules.NAME] factory = "pkg.mod:make"; see examples/planted and --config demo)',
             )
         for name in wanted:
             if not any(_provides(Path(p), name) for p in side.sys_path):
                 raise TeperfError(
                     f"{option} {side.sys_path[0]} holds no {name} (neither {name}/ nor {name}.py), so "
-                    f"{side.label} "
-                    f"would import {name} from elsewhere",
+                    f"{side.label} would import {name} from elsewhere",
                     f"point {option} at the directory that holds {name}, or use a config whose factories "
-                    "import "
-                    "from it",
+                    "import from it",
                 )
 
 

@@ -2,34 +2,33 @@
 
 A bundle is a directory:
   meta.json       run metadata (:class:`BundleMeta`); rewritten atomically
-  records.jsonl   one JSON object per line (a record below), appended and flushed as each
-                  thing happens, so a crash or Ctrl-C keeps all of it
+  records.jsonl   one JSON object per line (a record below), appended and flushed as each thing happens,
+                  so a crash or Ctrl-C keeps all of it
   workers/*.log   each worker's stderr
 
-Records, by ``kind``: ``worker`` (a worker's hello), ``setup`` (a case set up, failed or skipped
-in a worker; its ``info`` holds the one-time costs, teperf.schema.ONETIME_COSTS), ``pair`` (a
-process pair started), ``trial`` (one timed trial), ``counters``, ``failure`` (a worker died or
-hung, or a case raised), ``compile_cache`` and ``prewarm`` (runs with compile cases), ``stop``
-(last: how the run ended) and, in a bisect bundle, ``probe``. A kind this teperf does not know is kept as
-:class:`UnknownRecord`
-and ignored.
+Records, by ``kind``: ``worker`` (a worker's hello), ``setup`` (a case set up, failed or skipped in a
+worker; its ``info`` holds the one-time costs, teperf.schema.ONETIME_COSTS), ``pair`` (a process pair
+started), ``trial`` (one timed trial), ``counters``, ``failure`` (a worker died or hung, or a case raised),
+``compile_cache`` and ``prewarm`` (runs with compile cases), ``server`` (--spawn forkserver), ``stop``
+(last: how the run ended) and, in a bisect bundle, ``probe``. A kind this teperf does not know is kept
+as :class:`UnknownRecord` and ignored.
 
-Reading goes through :func:`parse_record` and :meth:`BundleMeta.from_dict`: a record whose
-fields have the wrong types is refused (the reader skips and counts it, like a damaged line),
-keys a record does not define are kept in ``extra`` and written back unchanged, and a bundle
-of an older schema is upgraded on the way in (:data:`UPGRADES`). A bundle of a newer schema
-is refused with the teperf version that reads it (:func:`check_version`).
+Reading goes through :func:`parse_record` and :meth:`BundleMeta.from_dict`: a record whose fields have
+the wrong types is refused (the reader skips and counts it, like a damaged line), keys a record does not
+define are kept in ``extra`` and written back unchanged, and a bundle of an older schema is upgraded on
+the way in (:data:`UPGRADES`). A bundle of a newer schema is refused with the teperf version that reads
+it (:func:`check_version`).
 
 Schema versions (``"schema"`` in meta.json):
-  1  teperf 0.1.0. A failure record may lack ``final`` (a worker that did not start, a case
-     whose trial raised, and every failure of bundles written before lost pairs were retried:
-     all of them final) and ``lost_pairs``.
-  2  teperf 0.2.0. Every record is written from its type here, with all of its fields.
-     Fields added since, optional with defaults (older schema-2 bundles read as before): a trial's
-     ``lane``/``core`` (--lanes) and ``attempt`` (a couple measured again after it shared its core).
+  1  teperf 0.1.0. A failure record may lack ``final`` (a worker that did not start, a case whose trial
+     raised, and every failure of bundles written before lost pairs were retried: all of them final)
+     and ``lost_pairs``.
+  2  teperf 0.2.0. Every record is written from its type here, with all of its fields. Fields added
+     since, optional with defaults (older schema-2 bundles read as before): a trial's ``lane``/``core``
+     (--lanes) and ``attempt`` (a couple measured again after it shared its core).
 
-History rows (:class:`HistoryRow`) are the columns of the Parquet history (teperf.history.store
-derives its Arrow schema from them); the store's own version is :data:`HISTORY_SCHEMA_VERSION`.
+History rows (:class:`HistoryRow`) are the columns of the Parquet history (teperf.history.store derives
+its Arrow schema from them); the store's own version is :data:`HISTORY_SCHEMA_VERSION`.
 """
 
 from __future__ import annotations
@@ -332,36 +331,12 @@ class UnknownRecord(Typed):
         return dict(self.raw)
 
 
-Record = Union[
-    WorkerRecord,
-    SetupRecord,
-    PairRecord,
-    TrialRecord,
-    CountersRecord,
-    FailureRecord,
-    StopRecord,
-    CompileCacheRecord,
-    PrewarmRecord,
-    ServerRecord,
-    ProbeRecord,
-    UnknownRecord,
-]
 KINDS: dict[str, type] = {
     cls.kind: cls
-    for cls in (
-        WorkerRecord,
-        SetupRecord,
-        PairRecord,
-        TrialRecord,
-        CountersRecord,
-        FailureRecord,
-        StopRecord,
-        CompileCacheRecord,
-        PrewarmRecord,
-        ServerRecord,
-        ProbeRecord,
-    )
+    for cls in (WorkerRecord, SetupRecord, PairRecord, TrialRecord, CountersRecord, FailureRecord, StopRecord)
+    + (CompileCacheRecord, PrewarmRecord, ServerRecord, ProbeRecord)
 }
+Record = Union[tuple(KINDS.values()) + (UnknownRecord,)]
 
 
 def parse_record(raw: Mapping[str, Any], schema: int = SCHEMA_VERSION) -> Record:
@@ -463,11 +438,21 @@ class CaseMeta(Typed):
 
     @property
     def shape_text(self) -> str:
-        return "x".join(map(str, self.shape))
+        return shape_text(self.shape)
 
     @property
     def cell(self) -> str:
-        return "/".join((self.module, self.recipe, self.shape_text, self.mode))
+        return cell_key(self.module, self.recipe, self.shape, self.mode)
+
+
+def shape_text(shape) -> str:
+    """[8, 2, 256] -> '8x2x256', as a shape reads in a cell's key."""
+    return "x".join(map(str, shape))
+
+
+def cell_key(module: str, recipe: str, shape, mode: str) -> str:
+    """The one key of a cell: 'Linear/bf16/8x2x256/eager' (teperf.plan.Case.key, CaseMeta.cell)."""
+    return f"{module}/{recipe}/{shape_text(shape)}/{mode}"
 
 
 # ----------------------------------------------------------------------------- versions and upgrades
@@ -583,15 +568,12 @@ class HistoryRow:
     mde_pct: Optional[float] = None
     host_bound: Optional[bool] = None
     counters: Optional[str] = None  # JSON text
-    # one-time costs (teperf.schema ONETIME_COSTS), ms: the measured side's, and the paired change for a
-    # compare
+    # one-time costs (teperf.schema ONETIME_COSTS), ms: the measured side's, and a compare's paired change
     first_call_ms: Optional[float] = None
     first_call_delta_pct: Optional[float] = None
     first_call_verdict: Optional[str] = None
     recompile_ms: Optional[float] = None
-    verdict_cause: Optional[str] = (
-        None  # "load": inconclusive as its couples shared their core (older files: null)
-    )
+    verdict_cause: Optional[str] = None  # "load": its couples shared their core (older files: null)
 
     def __post_init__(self) -> None:
         if not isinstance(self.run_id, str) or not self.run_id:
@@ -630,17 +612,7 @@ EXPLANATION_SCHEMA_VERSION = 1
 # explained: commits named carry the change; noise: GOOD..BAD is no change when measured again;
 # unexplained: it moved but no commit was confirmed; failed: the bisect could not run (tried again next time)
 EXPLANATION_STATUSES = ("explained", "noise", "unexplained", "failed")
-CULPRIT_FIELDS = (
-    "sha",
-    "short_sha",
-    "subject",
-    "delta_us",
-    "share",
-    "share_ci",
-    "verdict",
-    "counters",
-    "url",
-)
+CULPRIT_FIELDS = tuple("sha short_sha subject delta_us share share_ci verdict counters url".split())
 
 
 @dataclasses.dataclass(kw_only=True)

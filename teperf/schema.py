@@ -12,20 +12,10 @@ from __future__ import annotations
 #               module and the warm-up (teperf/worker/session.py).
 #   recompile   compile only: the first step under another recipe/autocast after the first call.
 ONETIME_COSTS = ("first_call", "recompile")
-ONETIME_STATS = (
-    "base_ms",
-    "head_ms",
-    "delta_ms",
-    "delta_pct",
-    "ci_low_ms",
-    "ci_high_ms",
-    "ci_low_pct",
-    "ci_high_pct",
-    "verdict",
-    "bound_pct",
-    "n_pairs",
-    "pair_sd_pct",
-    "min_effect_pct",  # the min effect its verdict used (teperf.stats.onetime_cell)
+# min_effect_pct: the min effect its verdict used (teperf.stats.onetime_cell)
+ONETIME_STATS = tuple(
+    """base_ms head_ms delta_ms delta_pct ci_low_ms ci_high_ms ci_low_pct ci_high_pct verdict bound_pct
+    n_pairs pair_sd_pct min_effect_pct""".split()
 )
 # In the per-step row as <cost>_<stat>, plus, for `run`, the break-even against the eager cell:
 ONETIME_FIELDS = tuple(f"{cost}_{stat}" for cost in ONETIME_COSTS for stat in ONETIME_STATS) + (
@@ -43,13 +33,13 @@ ONETIME_CLOCKS = {
 #   time_once      = {"process_cpu_ns", "children_cpu_ns", "thread_cpu_ns", "wall_ns": int,
 #                     "cores": [int] | None (the affinity it ran with)}
 #   first_call     = time_once + {"what": str,
-# "after_process_warmup": {kind: time_once | {"error": str}} (the worker's first case only;
-#                                             kind: eager | compile | cuda-graph),
+#                     "after_process_warmup": {kind: time_once | {"error": str}} (the worker's first case
+#                                             only; kind: eager | compile | cuda-graph),
 #                     "cache": {"mode": cold|warm, "dir", "files_before", "files_after",
 #                               "fxgraph_hit|miss|bypass", "autograd_hit|miss|bypass": int (graphs, per cache;
 #                               teperf.worker.compile_cache.CACHE_COUNTERS)} (compile only)}
-# recompile      = time_once + {"what": str, "graphs": int}   (compile, when the backend offers another
-# recipe)
+#   recompile      = time_once + {"what": str, "graphs": int}   (compile, when the backend offers another
+#                                                                 recipe)
 #   switch_back    = time_once + {"what": str}                   (the step back under the case's own recipe)
 #   recompile_error = str                                        (the switch failed; the rest still stands)
 # Compile cases also carry info["graphs"], ["graph_breaks"], ["break_reasons"], ["compile_note"] from dynamo's
@@ -79,8 +69,8 @@ ROW_FIELDS = (
     "bound_pct",
     "verdict_cause",  # "load": inconclusive because too many couples shared their core (contended_pct)
     # "pairs" (process pairs are the unit), "trials" (one pair only), "generations" (--spawn forkserver:
-    "ci_basis",
     # fork-server generations are the unit) or "one generation" (one only: its pairs give the width)
+    "ci_basis",
     "n_pairs",  # process pairs the figures rest on
     "pairs_planned",  # process pairs the schedule asked for (more than n_pairs: lost or interrupted)
     "n_trials",  # base-side trials in the bundle (the only side for `run`)

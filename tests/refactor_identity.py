@@ -342,6 +342,9 @@ def digest(captured: dict[str, str]) -> dict[str, str]:
 if __name__ == "__main__":
     import tempfile
 
+    if len(sys.argv) != 2 or (sys.argv[1].startswith("-") and sys.argv[1] != "--store"):
+        # an option is never an OUTDIR: `--help` once wrote the captures into ./--help/
+        sys.exit("usage: python -m tests.refactor_identity OUTDIR | --store")
     with tempfile.TemporaryDirectory() as tmp:
         captured = capture(Path(tmp))
     if sys.argv[1:] == ["--store"]:  # only when an output is meant to change: review the diff of the JSON

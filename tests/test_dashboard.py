@@ -239,8 +239,8 @@ def test_empty_dir_and_previous_site_are_replaced(tmp_path):
     assert not (out / "stale.html").exists() and (out / "index.html").exists()
 
 
-def test_paired_test_refines_an_off_by_one_step(tmp_path):
-    """Series noise can put a step one night late; the night whose paired test saw it wins."""
+def test_the_paired_compare_places_a_step_the_levels_put_one_night_late(tmp_path):
+    """The night whose paired compare saw the step is the change point, whatever its level says."""
     st = HistoryStore(tmp_path / "h")
     runs = synthetic.rows(
         plan(
@@ -260,7 +260,6 @@ def test_paired_test_refines_an_off_by_one_step(tmp_path):
     steps = [ch for ch in linear.changes if ch.kind == "step"]
     assert [ch.first_bad.sha for ch in steps] == [synthetic.sha_of(15)]
     assert steps[0].last_good.sha == synthetic.sha_of(14)
-    assert steps[0].moved  # the series alone put it one night late
 
 
 def test_a_swept_kwarg_gets_a_slope_chart(tmp_path):
@@ -280,3 +279,15 @@ def test_a_swept_kwarg_gets_a_slope_chart(tmp_path):
     assert data[0]["x"] == [1.0, 2.0, 4.0, 8.0] and len(data) == 2  # the points and the fitted line
     section = text.split("Overhead slopes")[1].split('<ul class="toc">')[0]
     assert section.count("<h3>") == 1 and "<h3>Linear" not in section  # the unswept cell has no slope
+
+
+def test_labels_of_change_points_a_night_apart_do_not_overlap(tmp_path):
+    from teperf.history.dashboard import cell_figure
+
+    st = HistoryStore(tmp_path / "h")
+    steps = {("Linear", "fp32", 20): 50.0, ("Linear", "fp32", 21): 11.0, ("Linear", "fp32", 34): -8.0}
+    synthetic.write(st, plan(steps=steps, subjects={}, machines=(("CPU one", None, None),)))
+    linear = next(c for c in analyze(st.read()) if c.module == "Linear")
+    layout = cell_figure(linear)["layout"]
+    assert [a["yshift"] for a in layout["annotations"]] == [0, 15, 0]  # the second above the first
+    assert layout["margin"]["t"] == 45  # room for it

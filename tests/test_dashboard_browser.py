@@ -54,7 +54,7 @@ CULPRIT_RESULT = {
         dict(
             sha=CULPRIT_SHA,
             short_sha=CULPRIT_SHA[:7],
-            subject="slow <b>it</b> down",
+            subject="slow <b>it</b> down" + " in a subject as long as a merged pull request's title" * 6,
             delta_us=4.6,
             share=0.76,
             share_ci=[0.57, 0.97],
@@ -167,6 +167,12 @@ def test_charts_render_without_console_errors(browser, site, tmp_path):
     culprit = page.locator(f"#{slug} .culprit").inner_text()
     assert "slow <b>it</b> down" in culprit and "76% [57%, 97%]" in culprit, culprit  # markup as text
     assert "python_calls +80" in culprit, culprit
+    # the culprits column wraps inside the page, not off its right edge
+    width = page.evaluate("document.documentElement.clientWidth")
+    right = page.evaluate(
+        f"Math.max(...[...document.querySelectorAll('#{slug} td')].map(e => e.getBoundingClientRect().right))"
+    )
+    assert right <= width and page.evaluate("document.documentElement.scrollWidth") <= width, (right, width)
     page.locator(f"#{slug}").scroll_into_view_if_needed()
     save(page, "dashboard-machine.png", tmp_path)
     assert not problems, problems

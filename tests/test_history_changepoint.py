@@ -1,11 +1,16 @@
-"""Change detection on synthetic series: steps, flat noise, drift, minimum effect."""
+"""Change detection on synthetic series: steps, flat noise, drift, minimum effect; the change points of a
+synthetic history from its nights' paired compares, under night-to-night level swings."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from teperf.history import synthetic
+from teperf.history.analysis import analyze
 from teperf.history.changepoint import DetectionSettings, _best_split, detect, e_divisive, segment_levels
+from teperf.history.explain import change_points
+from teperf.history.store import HistoryStore
 
 
 def _brute_best_split(z, min_size):
@@ -112,7 +117,7 @@ def test_e_divisive_is_deterministic_and_respects_min_size():
 def test_segment_levels_follow_steps_and_drifts():
     x = np.r_[np.full(10, 100.0), np.full(10, 110.0)]
     changes = detect(x + np.random.default_rng(0).normal(0, 0.3, 20))
-    levels = segment_levels(x, changes)
+    levels = segment_levels(x, [c.index for c in changes if c.kind == "step"], changes)
     assert [(a, b) for a, b, _, _ in levels] == [(0, 10), (10, 20)]
     assert levels[0][2] == pytest.approx(100) and levels[1][2] == pytest.approx(110)
 
@@ -139,3 +144,89 @@ def test_only_the_newest_window_is_analysed():
     found = detect(x, DetectionSettings(window=60))
     assert [(c.kind, c.index) for c in found] == [("step", 90)]
     assert [(c.kind, c.index) for c in detect(x, DetectionSettings(window=0))] == [("step", 20), ("step", 90)]
+
+
+# ----------------------------------------------------------------------------- paired change points
+
+
+def swung(root, plan: synthetic.Plan, swing_pct: float = 25.0, load_at=None) -> HistoryStore:
+    """The plan's nights with each night's level scaled by the machine's load that night: +-``swing_pct``
+    at random, or (``load_at``) +``swing_pct`` on those nights and -``swing_pct`` on the others; both sides
+    of a night's paired compare ran under the same load, so its delta in % stays as measured."""
+    rng = np.random.default_rng(plan.seed + 1)
+    store = HistoryStore(root / "history")
+    for i, run in enumerate(synthetic.rows(plan)):
+        f = 1 + swing_pct / 100 * (rng.uniform(-1, 1) if load_at is None else (1 if i in load_at else -1))
+        for row in run:
+            for col in ("host_us", "base_us", "head_us", "delta_us", "ci_low_us", "ci_high_us"):
+                if getattr(row, col) is not None:
+                    setattr(row, col, getattr(row, col) * f)
+        store.append(run)
+    return store
+
+
+def steps_of(store, module="Linear"):
+    (cell,) = [c for c in analyze(store.read()) if c.module == module]
+    return [(ch.kind, ch.direction, ch.index, ch.last_good.sha, ch.first_bad.sha) for ch in cell.changes]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_two_steps_one_night_apart_are_two_change_points(seed, tmp_path):
+    """vq's 1.18.0 (+50 %) and 1.18.1 (+11 %): under +-25 % level swings, each night's compare names
+    its own step."""
+    plan = synthetic.Plan(
+        commits=30, steps={("Linear", "fp32", 15): 50.0, ("Linear", "fp32", 16): 11.0}, seed=seed
+    )
+    store = swung(tmp_path, plan)
+    sha = synthetic.sha_of
+    assert steps_of(store) == [
+        ("step", "slower", 15, sha(14), sha(15)),
+        ("step", "slower", 16, sha(15), sha(16)),
+    ]
+    (linear,) = [c for c in analyze(store.read()) if c.module == "Linear"]
+    sizes = [ch.delta_pct for ch in linear.changes]
+    assert sizes == pytest.approx([p.delta_pct for p in linear.points[15:17]])  # the nights' own deltas
+    assert sizes == pytest.approx([50, 11], abs=1.5)
+    points = change_points(analyze(store.read()))
+    assert [(p.good_sha, p.bad_sha) for p in points] == [(sha(14), sha(15)), (sha(15), sha(16))]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_level_swings_with_flat_paired_deltas_are_no_change_point(seed, tmp_path):
+    """Levels +-25 % apart from one stretch of nights to the next: the levels alone read steps, the
+    nights' compares (all flat) none."""
+    store = swung(tmp_path, synthetic.Plan(commits=40, seed=seed), load_at=[*range(10, 20), *range(30, 40)])
+    cells = analyze(store.read())
+    assert [c.changes for c in cells] == [[], [], []]
+    levels = [p.host_us for p in cells[0].points]
+    assert [c for c in detect(levels) if c.kind == "step"]  # what a search of the levels would have said
+
+
+def test_a_step_the_next_night_undoes_is_a_blip_and_a_small_one_is_none(tmp_path):
+    plan = synthetic.Plan(
+        commits=30,
+        steps={
+            ("Linear", "fp32", 12): 10.0,
+            ("Linear", "fp32", 13): -100 / 11,
+            ("LayerNormMLP", "fp32", 20): 1.5,
+        },
+    )
+    store = swung(tmp_path, plan)
+    assert steps_of(store) == [] and steps_of(store, "LayerNormMLP") == []
+    (mlp,) = [c for c in analyze(store.read()) if c.module == "LayerNormMLP"]
+    assert mlp.points[20].verdict == "slower"  # confident, but under the 2 % minimum effect
+    (linear,) = [c for c in analyze(store.read()) if c.module == "Linear"]
+    assert [p.verdict for p in linear.points[12:14]] == ["slower", "faster"]
+
+
+def test_a_history_without_paired_compares_is_searched_in_its_levels(tmp_path):
+    """Imported `teperf run` bundles (no base): the levels' E-divisive search finds the step."""
+    store = HistoryStore(tmp_path / "history")
+    for run in synthetic.rows(synthetic.Plan(commits=30, steps={("Linear", "fp32", 18): 8.0})):
+        for row in run:
+            row.base_sha = row.verdict = None
+        store.append(run)
+    sha = synthetic.sha_of
+    assert steps_of(store) == [("step", "slower", 18, sha(17), sha(18))]
+    (linear,) = [c for c in analyze(store.read()) if c.module == "Linear"]
+    assert linear.changes[0].pvalue is not None and linear.changes[0].paired is None

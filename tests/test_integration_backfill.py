@@ -1,7 +1,7 @@
 """Backfill a fixture history, find its change point, explain it: real git sides, workers and bisect.
 
-Ten commits, a 3 ms busy-wait planted at commit 5 (its size is what the search needs, not the
-engine's precision); ten nights, so that the change detection's permutation test can reach 1 %.
+Ten commits, a 3 ms busy-wait planted at commit 5 (its size is what two pairs resolve, not the
+engine's precision): night 5's paired compare is the change point.
 """
 
 from __future__ import annotations

@@ -73,8 +73,7 @@ def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside) -> d
     culprits.sort(key=lambda e: -e["share"])
     opposite.sort(key=lambda e: e["share"])
     carried_us = sum(e["delta_us"] for e in culprits + opposite)
-    low = endpoint.get("ci_low_us")
-    high = endpoint.get("ci_high_us")
+    low, high = endpoint.get("ci_low_us"), endpoint.get("ci_high_us")
     return {
         "culprits": culprits,
         "opposite_movers": opposite,

@@ -25,9 +25,7 @@ class CounterSearch:
 
     def side(self, index: int):
         """The side of commit ``index`` (paired with GOOD, so its tier covers both)."""
-        good = self.rng.good.sha
-        sha = self.rng.at(index).sha
-        return self.factory.sides(good, sha)[0 if index == 0 else 1]
+        return self.factory.sides(self.rng.good.sha, self.rng.at(index).sha)[0 if index == 0 else 1]
 
     def count(self, index: int, what: str = "counters") -> Optional[dict]:
         """Counters of commit ``index`` (cached: counters repeat exactly), or None (recorded as skipped)."""
@@ -47,25 +45,14 @@ class CounterSearch:
             else:
                 counters = count_case(self.config, side, self.case, log_path)
         except (ProbeSkipped, ProbeFailed) as exc:
-            self._record(
-                index,
-                what,
-                "skip",
-                time.perf_counter() - t0,
-                detail=exc.reason,
-                tier=self.factory.tier(self.rng.good.sha, commit.sha),
-            )
+            tier = self.factory.tier(self.rng.good.sha, commit.sha)
+            self._record(index, what, "skip", time.perf_counter() - t0, detail=exc.reason, tier=tier)
             return None
+        seconds = time.perf_counter() - t0
         self.counters[index] = counters
-        self.count_seconds.append(time.perf_counter() - t0)
-        self._record(
-            index,
-            what,
-            "measured",
-            time.perf_counter() - t0,
-            counters=counters,
-            tier=side.description.get("strategy"),
-        )
+        self.count_seconds.append(seconds)
+        tier = side.description.get("strategy")
+        self._record(index, what, "measured", seconds, counters=counters, tier=tier)
         return counters
 
     def endpoint_counters(self) -> tuple[dict, dict]:

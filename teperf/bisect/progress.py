@@ -28,8 +28,7 @@ class Progress:
         left = f", {self.budget_s - self.timing_s:.0f} s of --budget left" if self.budget_s else ""
         return (
             f"bisect: {self.done['counters']} counter probes; {self.done['timing']} compares (about "
-            f"{per_step} "
-            f"for one step), {self.steps} steps in time found{left}; {spent:.0f} s so far"
+            f"{per_step} for one step), {self.steps} steps in time found{left}; {spent:.0f} s so far"
         )
 
     def phase(self, text: str) -> None:

@@ -9,17 +9,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from teperf.bisect.timing import ci_text
 from teperf.bundle import Bundle
 from teperf.explain.render import counters_diff
 from teperf.records import ProbeRecord
 from teperf.render import TableModel, render, render_markdown, render_rich
 
-RESULT_STYLE = {  # a probe's result: the time search's part states, a skipped commit
-    "moved": "bold red",
-    "quiet": "green",
-    "skip": "yellow",
-    "undecided": "yellow",
-}
+# a probe's result: the time search's part states, a skipped commit
+RESULT_STYLE = {"moved": "bold red", "quiet": "green", "skip": "yellow", "undecided": "yellow"}
 
 
 def load(path) -> tuple[dict, list[ProbeRecord]]:
@@ -44,14 +41,12 @@ def _counter_deltas(deltas: dict | None) -> str:
 def step_text(entry: dict) -> str:
     """One step in time: its own compare against its parent, its share of GOOD..BAD's, its counters."""
     row = entry.get("row") or {}
-    ci = ""
-    if row.get("ci_low_us") is not None:
-        ci = f" [{row['ci_low_us']:+.1f}, {row['ci_high_us']:+.1f}]"
     share = f"{entry.get('share', 0):.0%}"
     if entry.get("share_ci"):
         share += f" [{entry['share_ci'][0]:.0%}, {entry['share_ci'][1]:.0%}]"
     return (
-        f"{_commit(entry)}: {entry.get('delta_us', 0):+.1f} us{ci} ({row.get('delta_pct') or 0:+.1f}%) "
+        f"{_commit(entry)}: {entry.get('delta_us', 0):+.1f} us{ci_text(row)} "
+        f"({row.get('delta_pct') or 0:+.1f}%) "
         f"{entry.get('verdict')} against its parent; {share} of GOOD..BAD; "
         f"{_counter_deltas(entry.get('counters'))}"
     )
@@ -85,13 +80,8 @@ def headline(meta: dict) -> list[str]:
         lines.append(result["answer"])
     end = result.get("endpoint")
     if end and end.get("delta_us") is not None:
-        ci = (
-            f" [{end['ci_low_us']:+.1f}, {end['ci_high_us']:+.1f}]"
-            if end.get("ci_low_us") is not None
-            else ""
-        )
         lines.append(
-            f"GOOD..BAD in time: {end['delta_us']:+.1f} us{ci} ({end.get('delta_pct') or 0:+.1f}%) "
+            f"GOOD..BAD in time: {end['delta_us']:+.1f} us{ci_text(end)} ({end.get('delta_pct') or 0:+.1f}%) "
             f"{end.get('verdict')}"
         )
     if result.get("mode") == "counters":
@@ -110,8 +100,7 @@ def headline(meta: dict) -> list[str]:
         within = result.get("steps_within_interval")
         lines.append(
             f"unexplained: {rest['delta_us']:+.1f} us ({rest['share']:.0%} of GOOD..BAD); the confirmed "
-            "steps add "
-            f"up to {result.get('steps_us', 0):+.1f} us"
+            f"steps add up to {result.get('steps_us', 0):+.1f} us"
             + ("" if within is None else f", {'inside' if within else 'outside'} GOOD..BAD's interval")
         )
     for left in result.get("unresolved") or []:
@@ -154,18 +143,8 @@ def probe_model(meta: dict, probes: list[ProbeRecord], path) -> TableModel:
             measured += f" ({p.counters.get('python_calls')} py calls)"
         if p.extra.get("processes"):
             measured += f" ({p.extra['processes']} pairs)"
-        rows.append(
-            [
-                p.role,
-                p.short_sha or "?",
-                (p.subject or "")[:50],
-                p.tier or "",
-                measured,
-                p.result,
-                (p.detail or "")[:90],
-                f"{p.seconds or 0:.1f}",
-            ]
-        )
+        subject, detail, seconds = (p.subject or "")[:50], (p.detail or "")[:90], f"{p.seconds or 0:.1f}"
+        rows.append([p.role, p.short_sha or "?", subject, p.tier or "", measured, p.result, detail, seconds])
         styles.append(RESULT_STYLE.get(p.result))
     plan = meta.get("plan") or {}
     footer = [
@@ -191,35 +170,50 @@ def confirm_path(meta: dict, path) -> Path | None:
     return Path(path) / rel if rel else None
 
 
-def render_bisect(path, fmt: str, console=None) -> str | None:
-    """Text of a bisect bundle; with fmt 'table' printed on ``console`` (returns None)."""
+def _confirmed(confirm: Path | None, fmt: str, console=None):
+    """The biggest culprit's own compare against its parent, rendered; None where it was not run."""
     from teperf.summary import summarize
 
-    meta, probes = load(path)
+    return render(summarize(confirm), fmt, console=console) if confirm and confirm.is_dir() else None
+
+
+def _json(meta: dict, probes: list, path, console=None) -> str:
+    result = meta.get("result") or {}
+    out = {
+        "answer": result.get("answer"),
+        "explained": result.get("explained"),
+        "culprits": result.get("culprits") or [],  # biggest share first
+        "opposite_movers": result.get("opposite_movers") or [],
+        "unresolved": result.get("unresolved") or [],
+        "meta": meta,
+        "probes": [p.to_dict() for p in probes],
+    }
+    confirm = _confirmed(confirm_path(meta, path), "json")
+    if confirm is not None:
+        out["confirm"] = json.loads(confirm)
+    return json.dumps(out, indent=2, default=str) + "\n"
+
+
+def _markdown(meta: dict, probes: list, path, console=None) -> str:
+    text = render_markdown(probe_model(meta, probes, path))
+    confirm = _confirmed(confirm_path(meta, path), "markdown")
+    if confirm is not None:
+        text += "\n**the biggest culprit's own compare against its parent**\n\n" + confirm
+    return text
+
+
+def _table(meta: dict, probes: list, path, console=None) -> None:
+    render_rich(probe_model(meta, probes, path), console)
     confirm = confirm_path(meta, path)
-    if fmt == "json":
-        result = meta.get("result") or {}
-        out = {
-            "answer": result.get("answer"),
-            "explained": result.get("explained"),
-            "culprits": result.get("culprits") or [],  # biggest share first
-            "opposite_movers": result.get("opposite_movers") or [],
-            "unresolved": result.get("unresolved") or [],
-            "meta": meta,
-            "probes": [p.to_dict() for p in probes],
-        }
-        if confirm and confirm.is_dir():
-            out["confirm"] = json.loads(render(summarize(confirm), "json"))
-        return json.dumps(out, indent=2, default=str) + "\n"
-    model = probe_model(meta, probes, path)
-    if fmt == "markdown":
-        text = render_markdown(model)
-        if confirm and confirm.is_dir():
-            text += "\n**the biggest culprit's own compare against its parent**\n\n"
-            text += render(summarize(confirm), "markdown")
-        return text
-    render_rich(model, console)
     if confirm and confirm.is_dir():
         console.print("\nthe biggest culprit's own compare against its parent", highlight=False)
-        render(summarize(confirm), "table", console=console)
-    return None
+        _confirmed(confirm, "table", console)
+
+
+RENDERERS = {"table": _table, "markdown": _markdown, "json": _json}  # fmt -> fn(meta, probes, path, console)
+
+
+def render_bisect(path, fmt: str, console=None) -> str | None:
+    """Text of a bisect bundle; with fmt 'table' printed on ``console`` (returns None)."""
+    meta, probes = load(path)
+    return RENDERERS[fmt](meta, probes, path, console)

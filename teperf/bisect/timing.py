@@ -28,18 +28,9 @@ from teperf.errors import TeperfError
 MIN_STEP_SHARE = 0.1  # the search looks for steps of at least this share of GOOD..BAD's delta
 MAX_DOUBLINGS = 2  # an undecided part is measured again with 2x, then 4x the pairs, then left undecided
 MIN_TRIAL_S = 0.1  # the parts' trials last at least this long (GOOD..BAD's step time sets their steps)
-ROW_KEEP = (
-    "status",
-    "verdict",
-    "verdict_cause",
-    "base_us",
-    "head_us",
-    "delta_us",
-    "delta_pct",
-    "ci_low_pct",
-    "ci_high_pct",
-    "ci_low_us",
-    "ci_high_us",
+ROW_KEEP = tuple(
+    """status verdict verdict_cause base_us head_us delta_us delta_pct ci_low_pct ci_high_pct ci_low_us
+    ci_high_us""".split()
 )
 
 
@@ -62,12 +53,15 @@ def whole_state(row: dict) -> str:
     return part_state(row, 0.0) if row.get("ci_low_us") is not None else "undecided"
 
 
+def ci_text(row: dict) -> str:
+    """' [low, high]' of a compare's row in us, or '' where it has no interval."""
+    return "" if row.get("ci_low_us") is None else f" [{row['ci_low_us']:+.1f}, {row['ci_high_us']:+.1f}]"
+
+
 def row_text(row: dict) -> str:
     if row.get("delta_pct") is None:
         return str(row.get("error") or row.get("status"))
-    ci = ""
-    if row.get("ci_low_us") is not None:
-        ci = f" [{row['ci_low_us']:+.1f}, {row['ci_high_us']:+.1f}]"
+    ci = ci_text(row)
     cause = f" ({row['verdict_cause']})" if row.get("verdict_cause") else ""
     return f"{row.get('delta_us', 0):+.1f} us{ci} ({row['delta_pct']:+.1f}%) {row.get('verdict')}{cause}"
 
@@ -148,7 +142,7 @@ class TimeSearch:
                 seconds,
                 detail=f"{self.rng.at(base).short_sha}.. {row_text(row)}",
                 tier=row.get("tier"),
-                bundle=str(Path(path).relative_to(self.bundle.path)),
+                bundle=self._rel(path),
                 base_index=base,
                 processes=processes,
                 iters=self.trial_iters,

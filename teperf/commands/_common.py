@@ -14,10 +14,10 @@ import sys
 import click
 
 from teperf.commands._live import live_view
-from teperf.config import KEYS, OVERRIDE_KEYS, Key, load_config, parse_shape, shipped_names
+from teperf.config import KEYS, OVERRIDE_KEYS, Key, Option, load_config, parse_shape, shipped_names
 from teperf.errors import EXIT_CELLS_FAILED, TeperfError, exit_status_for_signal
 from teperf.options import MeasureOptions, SideOptions
-from teperf.render import FORMATS, render
+from teperf.render import RENDERERS, render
 from teperf.safe_text import for_terminal
 
 
@@ -82,25 +82,34 @@ or ended partial (the table says which and why); 2 bad input; 130 Ctrl-C;
 143 SIGTERM (the bundle keeps what was measured, status interrupted)."""  # run has no --fail-on
 
 
-def _key_option(key: Key):
-    """The click option of a config key (teperf/config.py's table); None means 'not given'."""
-    opt = key.option
-    kwargs: dict = {"help": opt.help.replace("{default}", str(key.default))}
+def _click_kwargs(opt: Option, help_text: str) -> dict:
+    """The click kwargs an Option (a config key's or a git-side option's) says, but its default."""
+    kwargs: dict = {"help": help_text}
     if isinstance(opt.type, tuple):
         kwargs["type"] = click.Choice(opt.type)
     elif opt.type is not None:
         kwargs["type"] = Number() if opt.type is float else opt.type
     if opt.metavar:
         kwargs["metavar"] = opt.metavar
-    if opt.show_default is True:
-        kwargs["show_default"] = _default(key.default)
-    elif opt.show_default:
-        kwargs["show_default"] = opt.show_default
-    kwargs.update(_PARSE[opt.parse] if opt.parse else {})
+    kwargs.update(_PARSE.get(opt.parse, {}))
+    return kwargs
+
+
+def _key_option(key: Key):
+    """The click option of a config key (teperf/config.py's table); None means 'not given'."""
+    kwargs = _click_kwargs(key.option, key.option.help.replace("{default}", str(key.default)))
+    if key.option.show_default:
+        show = key.option.show_default
+        kwargs["show_default"] = _default(key.default) if show is True else show
     return click.option(key.flag, key.name, **kwargs)
 
 
-_PARSE = {"names": {"callback": _csv_list}, "shapes": {"multiple": True, "callback": _shape_list}}
+_PARSE = {
+    "names": {"callback": _csv_list},
+    "shapes": {"multiple": True, "callback": _shape_list},
+    "flag": {"is_flag": True, "default": None},
+    "python": {"callback": interpreter},
+}
 
 
 def config_options(f):
@@ -133,102 +142,24 @@ def make_config(kwargs: dict, **extra):
 
 
 # ----------------------------------------------------------------------------- the git-side options
-# A new one: a field of teperf.options.SideOptions (and its use in SideOptions.plan/factory), its
-# declaration below, and its name in the side_options(...) lines of the commands that take it.
+# A new one: a field of teperf.options.SideOptions with its Option (and its use in plan_sides/the factory),
+# and its name in the side_options(...) lines of the commands that take it.
 
 
-def _side_options() -> dict:
-    """Every git-side option of compare, bisect and nightly, declared once: name -> (flags, click kwargs)."""
+def _side_option_kwargs(field: dataclasses.Field) -> dict:
+    """The click kwargs of a SideOptions field, from its Option."""
     from teperf.sides import strategies
     from teperf.sides.strategies.build import PLACEHOLDERS
 
-    return {
-        "repo": (
-            ("--repo",),
-            dict(default=".", show_default=True, metavar="DIR", help="Git repository the refs are in."),
-        ),
-        "strategy": (
-            ("--strategy",),
-            dict(
-                type=click.Choice(strategies.NAMES),
-                default="auto",
-                show_default=True,
-                help="How a git side is made runnable. " + strategies.help_text(),
-            ),
-        ),
-        "package": (
-            ("--package",),
-            dict(
-                metavar="NAME",
-                help="Package or module under test (its import name; default: found in the repo: "
-                "transformer_engine, pyproject's name, the one top-level package or module).",
-            ),
-        ),
-        "package_dir": (
-            ("--package-dir",),
-            dict(
-                metavar="PATH",
-                help="The package's directory inside the repo, or the one that holds a single module NAME.py "
-                "(default: found by name).",
-            ),
-        ),
-        "build_command": (
-            ("--build-command",),
-            dict(
-                metavar="CMD",
-                help="Build command of --strategy build (default: pip install into a per-build prefix); "
-                "placeholders: " + ", ".join(f"{k} {v}" for k, v in PLACEHOLDERS.items()) + ".",
-            ),
-        ),
-        "jobs": (
-            ("--jobs",),
-            dict(
-                type=int,
-                metavar="N",
-                help="Parallel compile jobs of extension and build strategies (default: the free cores).",
-            ),
-        ),
-        "cuda_archs": (
-            ("--cuda-archs",),
-            dict(
-                metavar="ARCHS",
-                help="CUDA archs compiled sides are built for, e.g. 90 or '80;90' (default: "
-                "NVTE_CUDA_ARCHS, else the local GPUs' from nvidia-smi).",
-            ),
-        ),
-        "layout": (
-            ("--layout",),
-            dict(
-                metavar="FILE",
-                help="TOML file: which paths of the package are core, extension, version files (default: "
-                "built in for transformer_engine; see teperf/sides/layout.py).",
-            ),
-        ),
-        "cache_dir": (
-            ("--cache-dir",),
-            dict(
-                metavar="DIR",
-                help="Where git trees, overlays and builds are cached "
-                "(default: $TEPERF_CACHE or ~/.cache/teperf).",
-            ),
-        ),
-        "allow_dirty": (
-            ("--allow-dirty",),
-            dict(
-                is_flag=True,
-                default=None,
-                help="Measure a checked-out side even with uncommitted changes in the package.",
-            ),
-        ),
-        "python": (
-            ("--python",),
-            dict(
-                metavar="EXE",
-                callback=interpreter,
-                help="Interpreter that runs the workers (default: this one).",
-            ),
-        ),
-    }
+    opt = field.metadata["option"]
+    placeholders = ", ".join(f"{k} {v}" for k, v in PLACEHOLDERS.items())
+    text = opt.help.replace("{strategies}", strategies.help_text()).replace("{placeholders}", placeholders)
+    kwargs = _click_kwargs(opt, text)
+    if field.default is not None:
+        kwargs.update(default=field.default, show_default=opt.show_default)
+    if opt.parse == "strategy":
+        kwargs["type"] = click.Choice(strategies.NAMES)
+    return kwargs
 
 
 def _side_wording() -> dict:
@@ -261,16 +192,19 @@ def _side_wording() -> dict:
 
 
 SIDE_FIELDS = tuple(f.name for f in dataclasses.fields(SideOptions))
+_SIDE_FLAGS = {f.name: f for f in dataclasses.fields(SideOptions) if f.metadata.get("option")}
+# the options that say how a side is built from a commit, in --help order (compare, bisect)
+BUILD_OPTIONS = tuple("repo strategy package package_dir build_command jobs cuda_archs layout".split())
 
 
 def side_options(command: str, *names: str):
     """The git-side options ``names`` (SideOptions' fields), in this order, as ``command`` words them."""
-    declared, wording = _side_options(), _side_wording().get(command, {})
+    wording = _side_wording().get(command, {})
 
     def decorate(f):
         for name in reversed(names):
-            flags, kwargs = declared[name]
-            f = click.option(*flags, name, **{**kwargs, **wording.get(name, {})})(f)
+            kwargs = {**_side_option_kwargs(_SIDE_FLAGS[name]), **wording.get(name, {})}
+            f = click.option("--" + name.replace("_", "-"), name, **kwargs)(f)
         return f
 
     return decorate
@@ -308,7 +242,7 @@ def take_sides(kwargs: dict) -> SideOptions:
 
 def take_measure(kwargs: dict, default_config: str = "default") -> MeasureOptions:
     """--config, the config keys' flags, --counters, --sweep, --fail-on, --format and --results-dir."""
-    from teperf.gate import parse_fail_on
+    from teperf.verdicts import parse_fail_on
 
     fail_on = frozenset(parse_fail_on(kwargs.pop("fail_on", None)))
     if kwargs.get("config_path") is None:
@@ -353,14 +287,13 @@ def fail_on_option(f):
         multiple=True,
         metavar="VERDICT",
         help="Exit 1 when any cell has this verdict, per step or one-time (first call, recompile): slower, "
-        "faster, "
-        "change (either), inconclusive; repeat or join with commas.",
+        "faster, change (either), inconclusive; repeat or join with commas.",
     )(f)
 
 
 def gate(summary, verdicts: set) -> None:
     """--fail-on: exit 1, naming the cells in one line on stderr, when any cell has one of ``verdicts``."""
-    from teperf.gate import failing_cells
+    from teperf.verdicts import failing_cells
 
     cells = failing_cells(summary.rows, verdicts) if verdicts else []
     if cells:
@@ -371,17 +304,16 @@ def gate(summary, verdicts: set) -> None:
         sys.exit(1)
 
 
+def format_option(renderers, default: str = "table", **kwargs):
+    """--format, its choices the keys of a renderer registry (teperf.render.RENDERERS and the like)."""
+    return click.option(
+        "--format", "fmt", type=click.Choice(list(renderers)), default=default, show_default=True, **kwargs
+    )
+
+
 def output_options(f):
     f = click.option("--results-dir", metavar="DIR", help="Where bundles go.", show_default="./results")(f)
-    f = click.option(
-        "--format",
-        "fmt",
-        type=click.Choice(FORMATS),
-        default="table",
-        show_default=True,
-        help="Output format.",
-    )(f)
-    return f
+    return format_option(RENDERERS, help="Output format.")(f)
 
 
 def _console(stderr=False):
@@ -390,10 +322,14 @@ def _console(stderr=False):
     return Console(stderr=stderr, width=None if sys.stdout.isatty() else 200)
 
 
-def emit(summary, fmt: str) -> None:
-    text = render(summary, fmt, console=_console())
+def echo_rendered(text: str | None) -> None:
+    """Print what a renderer returned (None: it printed on the console itself)."""
     if text is not None:
         click.echo(text, nl=False)
+
+
+def emit(summary, fmt: str) -> None:
+    echo_rendered(render(summary, fmt, console=_console()))
 
 
 def _preload_report() -> None:

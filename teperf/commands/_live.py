@@ -8,24 +8,17 @@ from contextlib import contextmanager
 
 
 def _progress_bar(transient: bool):
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich import progress as bar
 
-    return Progress(
-        TextColumn("[bold]measuring"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("steps"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        TextColumn("{task.description}"),
+    return bar.Progress(
+        bar.TextColumn("[bold]measuring"),
+        bar.BarColumn(),
+        bar.MofNCompleteColumn(),
+        bar.TextColumn("steps"),
+        bar.TimeElapsedColumn(),
+        bar.TextColumn("ETA"),
+        bar.TimeRemainingColumn(),
+        bar.TextColumn("{task.description}"),
         transient=transient,
         console=_stderr_console(),
     )

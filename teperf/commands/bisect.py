@@ -6,7 +6,19 @@ import sys
 
 import click
 
-from teperf.commands._common import _console, config_options, grouped, side_options
+<<<<<<< HEAD
+from teperf.bisect.report import RENDERERS
+from teperf.commands._common import _console, config_options, format_option, grouped, side_options
+=======
+from teperf.commands._common import (
+    BUILD_OPTIONS,
+    _console,
+    config_options,
+    echo_rendered,
+    grouped,
+    side_options,
+)
+>>>>>>> i35c
 from teperf.options import MeasureOptions, SideOptions
 
 DEFAULT_BUDGET_S = 1800.0
@@ -20,19 +32,7 @@ DEFAULT_BUDGET_S = 1800.0
     metavar="MODULE/RECIPE[/SHAPE[/MODE]]",
     help="The cell that moved (one of the config's).",
 )
-@side_options(
-    "bisect",
-    "repo",
-    "strategy",
-    "package",
-    "package_dir",
-    "build_command",
-    "jobs",
-    "cuda_archs",
-    "layout",
-    "cache_dir",
-    "python",
-)
+@side_options("bisect", *BUILD_OPTIONS, "cache_dir", "python")
 @click.option(
     "--plan",
     "plan_only",
@@ -46,9 +46,7 @@ DEFAULT_BUDGET_S = 1800.0
     help="Search in time (default); --no-confirm: counters only, shares of the counter change.",
 )
 @click.option("--results-dir", metavar="DIR", help="Where the bundle goes (default: ./results).")
-@click.option(
-    "--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table", show_default=True
-)
+@format_option(RENDERERS)
 @config_options
 @grouped()
 def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: MeasureOptions):
@@ -87,9 +85,7 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
     factory = GitSideFactory(sides)
 
     def show(path) -> None:
-        text = render_bisect(path, fmt, console=_console())
-        if text is not None:
-            click.echo(text, nl=False)
+        echo_rendered(render_bisect(path, fmt, console=_console()))
 
     try:
         path = bisect(

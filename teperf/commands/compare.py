@@ -8,6 +8,7 @@ import sys
 import click
 
 from teperf.commands._common import (
+    BUILD_OPTIONS,
     EXIT_STATUS_HELP,
     config_options,
     counters_option,
@@ -26,9 +27,7 @@ from teperf.options import MeasureOptions, SideOptions
 
 @click.command("compare", epilog=EXIT_STATUS_HELP)
 @click.argument("spec", required=False, metavar="[BASE..HEAD]")
-@side_options(
-    "compare", "repo", "strategy", "package", "package_dir", "build_command", "jobs", "cuda_archs", "layout"
-)
+@side_options("compare", *BUILD_OPTIONS)
 @click.option(
     "--plan",
     "plan_only",
@@ -119,8 +118,7 @@ def command(
         if ignored:
             raise TeperfError(
                 f"{', '.join(ignored)} only {'apply' if len(ignored) > 1 else 'applies'} to git refs "
-                "(BASE..HEAD), "
-                "not to --base-path/--head-path/--base-python/--head-python",
+                "(BASE..HEAD), not to --base-path/--head-path/--base-python/--head-python",
                 f"drop {', '.join(ignored)}, or give BASE..HEAD",
             )
         base = api.path_side("base", base_path, base_python)

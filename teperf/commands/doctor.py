@@ -13,9 +13,39 @@ import sys
 
 import click
 
-from teperf.commands._common import interpreter
+from teperf.commands._common import format_option, interpreter
 
 STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown": "dim"}
+
+
+def _print_text(core, checks, verdict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    table = Table(title=f"teperf doctor (core {core})", show_lines=False)
+    for col in ("check", "status", "detail", "fix"):
+        table.add_column(col, overflow="fold")
+    for c in checks:
+        table.add_row(
+            Text(c.name), Text(c.status, style=STATUS_STYLE.get(c.status, "")), Text(c.detail), Text(c.fix)
+        )
+    console.print(table)
+<<<<<<< HEAD
+    console.print(
+        f"overall: [{STATUS_STYLE.get(verdict, '')}]{verdict}[/] (doctor only reads; it never changes "
+        "a setting)"
+    )
+
+
+def _print_json(core, checks, verdict) -> None:
+    click.echo(
+        json.dumps({"core": core, "verdict": verdict, "checks": [c.to_dict() for c in checks]}, indent=2)
+    )
+
+
+RENDERERS = {"text": _print_text, "json": _print_json}  # fmt -> fn(core, checks, verdict), prints
 
 
 @click.command("doctor")
@@ -33,7 +63,7 @@ STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown": 
     callback=interpreter,
     help="Also report Python/torch/TE versions of this side interpreter; repeatable.",
 )
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option(RENDERERS, default="text")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too, not only on failures.")
 def command(core, pythons, fmt, strict):
     """Check CPU frequency, core isolation, ASLR, load, versions and GPU; change nothing."""
@@ -43,31 +73,10 @@ def command(core, pythons, fmt, strict):
     core = check_core(core)  # compare's default, or the given core refused (exit 2) if this machine lacks it
     checks = all_checks(core, tuple(pythons))
     verdict = worst(checks)
-    if fmt == "json":
-        click.echo(
-            json.dumps({"core": core, "verdict": verdict, "checks": [c.to_dict() for c in checks]}, indent=2)
-        )
-    else:
-        _print_text(core, checks, verdict)
+    RENDERERS[fmt](core, checks, verdict)
     if verdict == "fail" or (strict and verdict == "warn"):
         sys.exit(1)
-
-
-def _print_text(core, checks, verdict) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    console = Console(width=None if sys.stdout.isatty() else 200)
-    table = Table(title=f"teperf doctor (core {core})", show_lines=False)
-    for col in ("check", "status", "detail", "fix"):
-        table.add_column(col, overflow="fold")
-    for c in checks:
-        table.add_row(
-            Text(c.name), Text(c.status, style=STATUS_STYLE.get(c.status, "")), Text(c.detail), Text(c.fix)
-        )
-    console.print(table)
-    console.print(
-        f"overall: [{STATUS_STYLE.get(verdict, '')}]{verdict}[/] (doctor only reads; it never changes a "
-        "setting)"
-    )
+=======
+    style = STATUS_STYLE.get(verdict, "")
+    console.print(f"overall: [{style}]{verdict}[/] (doctor only reads; it never changes a setting)")
+>>>>>>> i35c

@@ -406,6 +406,8 @@ def _print_changes(df, fmt: str, explained: dict | None = None) -> None:
                     "first_bad_subject": ch.first_bad.subject,
                     "last_good_sha": ch.last_good.sha if ch.last_good else None,
                     "last_good_subject": ch.last_good.subject if ch.last_good else None,
+                    "found_by": "levels" if ch.paired is None else "paired compare",
+                    "ci_pct": [ch.paired.ci_low_pct, ch.paired.ci_high_pct] if ch.paired else None,
                     "pvalue": ch.pvalue,
                     "explanation": as_dict(rec),
                 }

@@ -70,11 +70,10 @@ class Found:
     end_index: int
     before_us: float
     after_us: float
-    pvalue: float
+    pvalue: float | None  # the levels' permutation / trend test (None: found by the night's paired compare)
     first_bad: Point  # step: first point after the change; drift: its first point
     last_good: Point | None  # the point before (None: the change starts the history)
     paired: Point | None  # the night whose paired comparison spans exactly this change, if any
-    moved: bool = False  # the index was moved by one to the night whose paired test agrees
 
     @property
     def delta_us(self) -> float:
@@ -227,6 +226,35 @@ def _paired_night(points: Sequence[Point], i: int) -> Point | None:
     return p
 
 
+def _stepped(points: Sequence[Point], i: int, s: changepoint.DetectionSettings) -> Point | None:
+    """Night ``i`` when its compare against night ``i-1`` is a confident step past the minimum effect."""
+    p = _paired_night(points, i)
+    if p is None or not p.ok or p.verdict not in ("slower", "faster") or p.delta_pct is None:
+        return None
+    return p if abs(p.delta_pct) >= s.min_effect_pct and abs(p.delta_us or 0.0) >= s.min_effect_us else None
+
+
+def paired_steps(points: Sequence[Point], s: changepoint.DetectionSettings) -> list[int]:
+    """The nights whose own paired compare is a step (two steps one night apart are two), less a blip: a
+    step the next night's compare undoes to within the minimum effect is one night's process luck."""
+    steps = [i for i in range(1, len(points)) if _stepped(points, i, s)]
+    blips: set[int] = set()
+    for i in steps:
+        nxt = _stepped(points, i + 1, s)
+        if nxt is not None and nxt.verdict != points[i].verdict:
+            net = (1 + points[i].delta_pct / 100) * (1 + nxt.delta_pct / 100) - 1
+            if abs(net) * 100 < s.min_effect_pct:
+                blips |= {i, i + 1}
+    return [i for i in steps if i not in blips]
+
+
+def _paired_found(points: Sequence[Point], i: int) -> Found:
+    p = points[i]
+    before = p.base_us if p.base_us is not None else points[i - 1].host_us
+    after = before * (1 + p.delta_pct / 100)  # so that the size reads as the night's own paired delta
+    return Found("step", p.verdict, i, i, before, after, None, p, points[i - 1], p)
+
+
 def analyze_cell(
     machine: str,
     machine_label: str,
@@ -235,67 +263,30 @@ def analyze_cell(
     settings: changepoint.DetectionSettings,
     night_of: dict[tuple[str, str], Night] | None = None,
 ) -> Cell:
+    """One cell's points and change points: a step where a night's paired compare says so; the levels'
+    search only at nights without one, and for drifts (changepoint.py)."""
     module, recipe, shape, dtype, mode = key
     points = _points(ordered(group), night_of)
     ok_idx = [i for i, p in enumerate(points) if p.ok]
     values = [points[i].host_us for i in ok_idx]
     seed = int(hashlib.sha256("\0".join((machine, *key)).encode()).hexdigest()[:8], 16)
     cs = dataclasses.replace(settings, seed=settings.seed ^ seed)
-    raw = changepoint.detect(values, cs) if len(values) >= 2 * cs.min_size else []
-    found: list[Found] = []
+    paired = paired_steps(points, cs)
+    cuts = [ok_idx.index(i) for i in paired]
+    unpaired = [j for j in range(1, len(ok_idx)) if _paired_night(points, ok_idx[j]) is None]
+    raw = changepoint.detect(values, cs, cuts, unpaired) if len(values) >= 2 * cs.min_size else []
+    found = [_paired_found(points, i) for i in paired]
     for ch in raw:
-        if ch.kind == "step":
-            i = ok_idx[ch.index]
-            direction = "slower" if ch.delta > 0 else "faster"
-            moved = False
-            # The paired night-over-night test can place a step more exactly than the series can:
-            # if the detected night's own paired test does not see it but exactly one neighbour's does, move
-            # there.
-            here = _paired_night(points, i)
-            if here is None or here.verdict != direction:
-                agree = [
-                    j
-                    for j in (i - 1, i + 1)
-                    if 0 < j < len(points)
-                    and (pn := _paired_night(points, j)) is not None
-                    and pn.verdict == direction
-                ]
-                if len(agree) == 1:
-                    i, moved = agree[0], True
-            found.append(
-                Found(
-                    "step",
-                    direction,
-                    i,
-                    i,
-                    ch.before,
-                    ch.after,
-                    ch.pvalue,
-                    first_bad=points[i],
-                    last_good=points[i - 1] if i > 0 else None,
-                    paired=_paired_night(points, i),
-                    moved=moved,
-                )
-            )
-        else:
-            a, b = ok_idx[ch.index], ok_idx[ch.end_index]
-            found.append(
-                Found(
-                    "drift",
-                    "slower" if ch.delta > 0 else "faster",
-                    a,
-                    b,
-                    ch.before,
-                    ch.after,
-                    ch.pvalue,
-                    first_bad=points[a],
-                    last_good=points[a - 1] if a > 0 else None,
-                    paired=None,
-                )
-            )
+        a, b = ok_idx[ch.index], ok_idx[ch.end_index]
+        last_good = points[a - 1] if a > 0 else None
+        found.append(
+            Found(ch.kind, ch.direction, a, b, ch.before, ch.after, ch.pvalue, points[a], last_good, None)
+        )
+    found.sort(key=lambda f: (f.index, f.kind))
     levels = []
     first = len(values) - cs.window if cs.window and len(values) > cs.window else 0
-    for start, stop, y0, y1 in changepoint.segment_levels(values, raw, first) if values else []:
+    steps = cuts + [c.index for c in raw if c.kind == "step"]
+    for start, stop, y0, y1 in changepoint.segment_levels(values, steps, raw, first) if values else []:
         levels.append((ok_idx[start], ok_idx[stop - 1], y0, y1))
     return Cell(machine, machine_label, module, recipe, shape, dtype, mode, points, found, levels)
 

@@ -1,57 +1,35 @@
-"""Change detection on one cell's nightly series.
+"""Change detection on one cell's series of levels (host time per night).
 
-Method (and why)
-----------------
-**Steps: E-divisive means** (Matteson & James, "A Nonparametric Approach for
-Multiple Change Point Analysis of Multivariate Data", JASA 2014), the method
-behind MongoDB's CI and Hunter / Apache Otava.  It is non-parametric (host
-times are skewed and heavy-tailed, so a Gaussian test would over-fire), finds
-any number of steps by bisection, and needs no threshold on the raw data:
+A night paired against the previous night's commit is judged by that compare (analysis.py): a
+level moves with the machine's load between nights, a paired delta does not.  The levels are
+searched for steps only between nights without such a compare (old or imported histories), and
+for drifts, which no single night's compare resolves.
 
-* For a segment Z, every split Z[s:t] / Z[t:k] is scored with the energy
-  statistic ``Q = mn/(m+n) * (2/(mn) sum|X-Y| - C(n,2)^-1 sum|X-X'| - C(m,2)^-1 sum|Y-Y'|)``
-  (alpha = 1); the best (t, k) over all current segments is the candidate.
-* Significance is the paper's permutation test: shuffle the points within each
-  current segment ``permutations`` times, recompute the best Q, and accept
-  the candidate while ``p = (#{Q_perm >= Q} + 1) / (R + 1) <= sig_level``.
-  The permutation generator is seeded, so a dashboard is reproducible.
-  With R = 999 a step needs about 4 nights after it (and as many before) to
-  reach p <= 0.01 reliably; the test stops as soon as p can no longer get there, so
-  only real steps pay for all the permutations.
-  (Hunter replaced this with a t-test for speed; our series are a few hundred
-  points, so the exact, distribution-free permutation test is affordable, and
-  we take it.  We do not use Otava itself: it pins numpy==2.2 and pulls in
-  BigQuery/Slack/Postgres clients; MongoDB's ``signal-processing-algorithms``
-  pins numpy<2.)
+**Steps: E-divisive means** (Matteson & James, JASA 2014), the method of MongoDB's CI and
+Hunter / Apache Otava: non-parametric (host times are skewed and heavy-tailed), any number of
+steps by bisection, no threshold on the raw data.  Every split of a segment is scored with the
+energy statistic (alpha = 1); the best over all segments is accepted while the paper's seeded
+permutation test (points shuffled within segments) gives p <= ``sig_level``.  With R = 999 a
+step needs about 4 nights after it (and as many before); the test stops once p cannot get there.
+(Otava pins numpy==2.2 and pulls in cloud clients; MongoDB's package pins numpy<2.)
 
-**Minimum effect size.** A statistically real step can be too small to act
-on.  Each accepted point is judged by its *local* jump: the median of up to
-``local_window`` points just after it minus the median of up to
-``local_window`` points just before it, both inside its segments and both
-with the local trend taken out (Sen's slope of the point pairs that do not
-straddle it, from up to 4 x ``local_window`` points each side).  Points whose
-jump is below ``min_effect_pct`` (and ``min_effect_us``) are dropped, weakest
-first, with neighbours re-judged after each drop (the merge step of Hunter,
-Fleming et al., ICPE 2023).  Judging the detrended local jump, not the
-difference of the segment levels, is what keeps a slow ramp from being
-reported as a string of steps.  The size *reported* for a kept step is the
-difference of the medians of the whole segments on either side.
+**Minimum effect size.** Each accepted point is judged by its *local* jump (medians of up to
+``local_window`` points each side, with the local Sen slope taken out, so a ramp is not a string
+of steps); points below ``min_effect_pct`` / ``min_effect_us`` are dropped weakest first, the
+neighbours re-judged (Hunter's merge step, Fleming et al., ICPE 2023).  A kept step's reported
+size is the difference of the medians of the whole segments on either side.
 
-**Drift: Mann-Kendall trend test with the Theil-Sen slope** (Mann 1945,
-Kendall 1975, Sen 1968), run on every segment between accepted steps: a
-significant monotone trend (``scipy.stats.kendalltau`` against the index,
-p <= ``drift_sig_level``) whose fitted change across the segment is at least
-the minimum effect is reported as a drift, from its first to its last commit.
+**Drift: Mann-Kendall with the Theil-Sen slope** on every segment between steps: a trend with
+p <= ``drift_sig_level`` whose fitted change across the segment is past the minimum effect.
 
-Indices follow the series: a change at ``index=i`` means point ``i`` is the
-first after the change ("first bad commit") and ``i-1`` the last before it
-("last good commit").
+A change at ``index=i`` means point ``i`` is the first after it ("first bad"), ``i-1`` the last
+before it ("last good").
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Collection, Optional, Sequence
 
 import numpy as np
 from scipy import stats as sps
@@ -212,25 +190,30 @@ def _big_enough(before: float, after: float, s: DetectionSettings) -> bool:
     return pct >= s.min_effect_pct and delta >= s.min_effect_us
 
 
-def detect(series: Sequence[float], settings: DetectionSettings = DetectionSettings()) -> list[Change]:
+def detect(
+    series: Sequence[float],
+    settings: DetectionSettings = DetectionSettings(),
+    cuts: Sequence[int] = (),
+    steps_at: Optional[Collection[int]] = None,
+) -> list[Change]:
     """Steps (E-divisive + minimum local effect) and drifts (Mann-Kendall/Theil-Sen) in ``series``.
 
+    ``cuts``: steps found otherwise (the nights' paired compares), which bound the drifts' segments;
+    ``steps_at``: where a step of the levels may be reported (None: anywhere; empty: the search is skipped).
     Only the newest ``settings.window`` points are analysed (all when 0).  NaN points (failed
     cells) must be removed by the caller; indices refer to the series given.
     """
     x = np.asarray(series, dtype=float)
     if np.isnan(x).any():
         raise ValueError("series contains NaN; drop failed points first")
-    offset = len(x) - settings.window if settings.window and len(x) > settings.window else 0
-    found = _detect(x[offset:], settings)
-    if offset:
-        found = [
-            dataclasses.replace(c, index=c.index + offset, end_index=c.end_index + offset) for c in found
-        ]
-    return found
+    off = len(x) - settings.window if settings.window and len(x) > settings.window else 0
+    inside = [c - off for c in cuts if c > off]
+    allowed = None if steps_at is None else {i - off for i in steps_at if i >= off}
+    found = _detect(x[off:], settings, inside, allowed)
+    return [dataclasses.replace(c, index=c.index + off, end_index=c.end_index + off) for c in found]
 
 
-def _detect(x: np.ndarray, settings: DetectionSettings) -> list[Change]:
+def _steps(x: np.ndarray, settings: DetectionSettings) -> dict[int, float]:
     points = dict(e_divisive(x, settings))
     # Merge step: drop the weakest point below the minimum effect, re-size the neighbours, repeat.
     while points:
@@ -238,29 +221,34 @@ def _detect(x: np.ndarray, settings: DetectionSettings) -> list[Change]:
         bounds = [0] + idxs + [len(x)]
         sizes = {}
         for j, idx in enumerate(idxs):
-            b, a = _local_levels(x, idx, bounds[j], bounds[j + 2], settings.local_window)
-            sizes[idx] = (b, a)
+            sizes[idx] = _local_levels(x, idx, bounds[j], bounds[j + 2], settings.local_window)
         weak = [
             i
-            for i in idxs
+            for j, i in enumerate(idxs)
             if not _big_enough(*sizes[i], settings)
             or not _big_enough(
-                float(np.median(x[bounds[idxs.index(i)] : i])),
-                float(np.median(x[i : bounds[idxs.index(i) + 2]])),
-                settings,
+                float(np.median(x[bounds[j] : i])), float(np.median(x[i : bounds[j + 2]])), settings
             )
         ]
         if not weak:
             break
         weakest = min(weak, key=lambda i: abs(sizes[i][1] - sizes[i][0]) / max(abs(sizes[i][0]), 1e-12))
         del points[weakest]
+    return points
+
+
+def _detect(x: np.ndarray, settings: DetectionSettings, cuts: list[int], allowed) -> list[Change]:
+    points = _steps(x, settings) if allowed is None or allowed else {}
+    points = {i: p for i, p in points.items() if allowed is None or i in allowed}
+    bounds = sorted({0, len(x), *points, *cuts})
     changes: list[Change] = []
-    idxs = sorted(points)
-    bounds = [0] + idxs + [len(x)]
-    for j, idx in enumerate(idxs):
-        # the reported size: medians of the whole segments on either side (the levels a reader sees)
-        b, a = float(np.median(x[bounds[j] : idx])), float(np.median(x[idx : bounds[j + 2]]))
-        changes.append(Change("step", idx, idx, b, a, points[idx]))
+    for j in range(1, len(bounds) - 1):
+        if bounds[j] in points:  # its size: medians of the whole segments on either side (what a reader sees)
+            b, a = (
+                float(np.median(x[bounds[j - 1] : bounds[j]])),
+                float(np.median(x[bounds[j] : bounds[j + 1]])),
+            )
+            changes.append(Change("step", bounds[j], bounds[j], b, a, points[bounds[j]]))
     for a, b in _segments(bounds):
         seg = x[a:b]
         if len(seg) < settings.drift_min_points:
@@ -278,13 +266,13 @@ def _detect(x: np.ndarray, settings: DetectionSettings) -> list[Change]:
 
 
 def segment_levels(
-    series: Sequence[float], changes: Sequence[Change], start: int = 0
+    series: Sequence[float], cuts: Sequence[int], changes: Sequence[Change], start: int = 0
 ) -> list[tuple[int, int, float, float]]:
-    """(start, stop, level at start, level at stop - 1) of the segments between the steps, for
-    plotting: the median for a flat segment, the Theil-Sen line for a drifting one.  Points
-    before ``start`` (outside the analysed window) get no level."""
+    """(start, stop, level at start, level at stop - 1) of the segments between the steps at ``cuts``,
+    for plotting: the median for a flat segment, the Theil-Sen line for a drifting one (``changes``).
+    Points before ``start`` (outside the analysed window) get no level."""
     x = np.asarray(series, dtype=float)
-    cuts = sorted({c.index for c in changes if c.kind == "step" and c.index > start})
+    cuts = sorted({c for c in cuts if c > start})
     drifts = {(c.index, c.end_index): c for c in changes if c.kind == "drift"}
     bounds = [start] + cuts + [len(x)]
     out = []

@@ -243,7 +243,10 @@ def _change_marks(cell: Cell, explained: dict | None = None) -> tuple[list, list
     """(shapes, annotations): a dotted line at each step change, a shaded span over each drift, each
     labelled with its bisect's culprits when it was explained (culprit_label)."""
     shapes, annotations = [], []
+    close, row, last = max(3, len(cell.points) // 8), 0, None  # labels of nearby marks go one above the other
     for ch in cell.changes:
+        row = row + 1 if last is not None and ch.index - last < close else 0
+        last = ch.index
         color = VERDICT_COLOR["slower"] if ch.direction == "slower" else VERDICT_COLOR["faster"]
         if ch.kind == "step":
             at, x1, text = (
@@ -271,6 +274,7 @@ def _change_marks(cell: Cell, explained: dict | None = None) -> tuple[list, list
                 xref="x",
                 yref="paper",
                 yanchor="bottom",
+                yshift=15 * row,
                 showarrow=False,
                 text=_esc(text),
                 font=dict(color=color, size=11),
@@ -297,7 +301,7 @@ def cell_figure(cell: Cell, explained: dict | None = None) -> dict:
     fig.update_layout(
         template="plotly_white",
         height=460,
-        margin=dict(l=60, r=20, t=30, b=40),
+        margin=dict(l=60, r=20, t=30 + max([a["yshift"] for a in annotations], default=0), b=40),
         hovermode="closest",
         legend=dict(orientation="h", yanchor="bottom", y=-0.22, x=0),
         shapes=shapes,
@@ -336,7 +340,6 @@ def _change_row(c: Cell, ch: Found, page: str, explained: dict | None = None) ->
         "recipe": c.recipe,
         "variant": c.variant,
         "kind": ch.kind
-        + (" (placed by the paired test)" if ch.moved else "")
         + (
             f" over {ch.end_index - ch.index + 1} commits, through {c.points[ch.end_index].short_sha}"
             if ch.kind == "drift"

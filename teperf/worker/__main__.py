@@ -39,6 +39,18 @@ def _alive(pid: str | None) -> bool:
     return True
 
 
+def die_with_parent() -> bool:
+    """Ask the kernel to SIGKILL this process when its parent dies (Linux); whether it took."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
 def _die_with_coordinator(channel) -> None:
     """A worker must not outlive its coordinator, even a SIGKILLed one, or a hung worker
     would run for good: the kernel kills us when the parent dies (Linux), and a watchdog
@@ -46,14 +58,7 @@ def _die_with_coordinator(channel) -> None:
     reading our replies while the main thread is stuck in measured code). Our stdin
     closing is no sign: a client may send every command and close it at once."""
     parent = os.getppid()  # the coordinator, or a wrapper script it started us through
-    armed = False
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            armed = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
-        except (OSError, AttributeError):
-            pass
+    armed = die_with_parent()
     if os.getppid() != parent or parent == 1 or not _alive(os.environ.get("TEPERF_COORDINATOR_PID")):
         os._exit(1)  # it died before prctl took effect
     # With the kernel watching the parent, the thread need not wake during trials at all.
@@ -108,11 +113,8 @@ def main() -> int:
             reply = session.handle(message)
         except Exception as exc:  # one failing case must not end the pair
             traceback.print_exc()
-            reply = {
-                "type": "error",
-                "case_id": message.get("case_id"),
-                "error": f"{type(exc).__name__}: {exc}",
-            }
+            error = f"{type(exc).__name__}: {exc}"
+            reply = {"type": "error", "case_id": message.get("case_id"), "error": error}
         channel.write(encode(reply))
     session.close()
     return 0

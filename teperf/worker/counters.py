@@ -1,78 +1,59 @@
 """Deterministic counts of what one fwd+bwd step does (``{"cmd": "counters"}``).
 
-Timing is noisy; counts are not. ``count_step`` runs the step a few times
-untimed so that lazy imports, caches and first-call paths are done, then
-counts ONE step per counter, each in its own instrumented pass (so one
-counter's instrumentation never shows up in another's count):
+Timing is noisy; counts are not. ``count_step`` runs the step a few times untimed (lazy imports, caches
+and first-call paths done), then counts ONE step per counter, each in its own instrumented pass, so that
+one counter's instrumentation never shows up in another's count:
 
 python_calls
-    Python function frames *started* during the step: functions, methods,
-    lambdas, the first run of a generator/coroutine body, comprehensions on
-    Python <= 3.11 (3.12 inlines them, PEP 709). Generator resumptions are
-    NOT counted, and neither are calls of C functions (builtins, torch's C++
-    bindings): those are visible as ``aten_ops`` and the profile, and C-call
-    events differ between sys.setprofile and sys.monitoring. The step
-    function itself and the harness around it (zero_grads, the call lambda,
-    ``_first_tensor``) are included; they are the same on both sides, so
-    deltas are exact. Mechanism: sys.monitoring PY_START (all threads) on
-    3.12+, sys.setprofile ``call`` events minus generator resumptions
-    otherwise.
+    Python frames *started* during the step: functions, methods, lambdas, the first run of a
+    generator/coroutine body, comprehensions on Python <= 3.11 (3.12 inlines them, PEP 709). Not
+    generator resumptions, nor calls of C functions (builtins, torch's bindings: those show as
+    ``aten_ops`` and in the profile, and C-call events differ between sys.setprofile and
+    sys.monitoring). The harness around the step (zero_grads, the call lambda, ``_first_tensor``) is
+    the same on both sides, so deltas are exact. Mechanism: sys.monitoring PY_START (all threads) on
+    3.12+, else sys.setprofile ``call`` events minus generator resumptions.
 aten_ops
-    ATen operator calls seen by a TorchDispatchMode (forward and backward):
-    every op that reaches the Python dispatch key, i.e. after autograd and
-    CompositeImplicit decompositions. Ops issued from inside a tensor
-    subclass's own __torch_dispatch__ are not counted a second time.
-    torch.compile'd regions (TE's jit_fuser functions) run eagerly for this
-    pass (see _dynamo_eager) and count as their eager ops.
+    ATen operator calls a TorchDispatchMode sees (forward and backward): every op that reaches the
+    Python dispatch key, after autograd and CompositeImplicit decompositions; ops issued inside a tensor
+    subclass's own __torch_dispatch__ count once. torch.compile'd regions (TE's jit_fuser functions) run
+    eagerly for this pass (_dynamo_eager) and count as their eager ops.
 autograd_nodes
-    Backward nodes the autograd engine executed (AccumulateGrad included),
-    from the profiler's ``autograd::engine::evaluate_function:`` events.
+    Backward nodes the autograd engine executed (AccumulateGrad included), from the profiler's
+    ``autograd::engine::evaluate_function:`` events.
 kernel_launches
-    CUDA only (else None): host-side launch API calls recorded by
-    torch.profiler (cudaLaunchKernel*, cuLaunchKernel*, cudaGraphLaunch,
-    cudaLaunchCooperativeKernel*); a graph replay counts as one launch.
+    CUDA only (else None): host-side launch API calls torch.profiler records (cudaLaunchKernel*,
+    cuLaunchKernel*, cudaGraphLaunch, cudaLaunchCooperativeKernel*); a graph replay is one launch.
 syncs
-    CUDA only (else None): host-device synchronisations recorded by
-    torch.profiler: cuda{Device,Stream,Event}Synchronize and the
-    synchronous cudaMemcpy/cudaMemcpy2D, minus what profiling an empty
-    step records (the profiler's own and our trailing synchronize).
+    CUDA only (else None): host-device synchronisations torch.profiler records
+    (cuda{Device,Stream,Event}Synchronize, synchronous cudaMemcpy/cudaMemcpy2D), less what profiling an
+    empty step records (the profiler's own and our trailing synchronize).
 allocations
-    CUDA: caching-allocator allocation requests
-    (``torch.cuda.memory_stats()['allocation.all.allocated']`` delta over
-    the step). CPU: CPU-allocator allocations recorded by the profiler with
-    ``profile_memory=True`` (``[memory]`` events with positive size).
+    CUDA: caching-allocator requests (``memory_stats()['allocation.all.allocated']`` over the step).
+    CPU: the profiler's ``[memory]`` events of positive size (``profile_memory=True``).
 
 Compile cells (``--modes compile``) add the compile residue (``count_compile``):
 
 graphs, graph_breaks
-    Graphs dynamo compiled and graph breaks it met at the case's first call
-    (dynamo's counters; each break costs host time between graphs and keeps
-    the CUDA-graph backend out). ``break_reasons``: the breaks' reasons,
-    deduplicated (at most 5, 200 characters each), not a count.
+    Graphs dynamo compiled and graph breaks it met at the case's first call (dynamo's counters; a break
+    costs host time between graphs and keeps the CUDA-graph backend out). ``break_reasons``: their
+    reasons, deduplicated (at most 5, 200 characters each).
 recompiles, guard_failures
-    Frames dynamo compiled again and guard checks that failed during one
-    steady step: a step should reuse what the first call compiled, so both
-    are 0 unless something the guards read changes every step.
+    Frames dynamo compiled again and guard checks that failed during one steady step: 0 unless
+    something the guards read changes every step.
 
-After the passes the Python calls are counted once more; a different
-number (an instrumentation pass changed the module's state, which would
-also change the timed trials that follow) is reported on the worker's
-stderr.
+The Python calls are counted once more after the passes; a different number (a pass changed the
+module's state, and so the timed trials that follow) is reported on the worker's stderr.
 
-Checked on the H200 (torch 2.11, Python 3.12, TE 2.20.2; Linear,
-LayerNormLinear, LayerNormMLP x bf16/fp8_delayed/fp8_current, a cuda-graph
-case, a module with one .item()): identical in two fresh processes and
-twice in one, syncs agree with torch.cuda.set_sync_debug_mode. One known
-exception: code that torch.compile builds (TE LayerNormMLP bf16's fused
-bias-GeLU) makes 2 more Python calls per step when it was compiled in this
-process than when it was loaded from inductor's FX-graph cache (332 vs 330),
-so count after the cache is warm (e.g. in the second worker pair).
+Checked on the H200 (torch 2.11, Python 3.12, TE 2.20.2; Linear, LayerNormLinear, LayerNormMLP x
+bf16/fp8_delayed/fp8_current, a cuda-graph case, a module with one .item()): identical in two fresh
+processes and twice in one; syncs agree with torch.cuda.set_sync_debug_mode. One exception: code
+torch.compile builds (TE LayerNormMLP bf16's fused bias-GeLU) makes 2 more Python calls per step when
+compiled in this process than when loaded from inductor's FX-graph cache (332 vs 330): count after the
+cache is warm (e.g. in the second worker pair).
 
-All passes run with the cyclic garbage collector disabled (so no finaliser
-runs at a random point) and with autograd's device threads off
-(``torch.autograd.set_multithreading_enabled(False)``), so a CUDA backward
-runs on the calling thread where every mechanism sees it. A counter that
-cannot be measured here is None, never a guess.
+Every pass runs with the cyclic garbage collector off (no finaliser at a random point) and autograd's
+device threads off (``set_multithreading_enabled(False)``), so a CUDA backward runs on the calling
+thread where every mechanism sees it. A counter that cannot be measured here is None, never a guess.
 """
 
 from __future__ import annotations
@@ -85,26 +66,14 @@ from typing import Callable, Optional
 KEYS = ("python_calls", "aten_ops", "autograd_nodes", "kernel_launches", "syncs", "allocations")
 WARM_STEPS = 2
 
-LAUNCH_NAMES = (
-    "cudaLaunchKernel",
-    "cudaLaunchKernelExC",
-    "cudaLaunchKernelEx",
-    "cuLaunchKernel",
-    "cuLaunchKernelEx",
-    "cudaLaunchCooperativeKernel",
-    "cudaLaunchCooperativeKernelMultiDevice",
-    "cudaGraphLaunch",
-    "cuGraphLaunch",
+LAUNCH_NAMES = tuple(
+    """cudaLaunchKernel cudaLaunchKernelExC cudaLaunchKernelEx cuLaunchKernel cuLaunchKernelEx
+    cudaLaunchCooperativeKernel cudaLaunchCooperativeKernelMultiDevice
+    cudaGraphLaunch cuGraphLaunch""".split()
 )
-SYNC_NAMES = (
-    "cudaDeviceSynchronize",
-    "cudaStreamSynchronize",
-    "cudaEventSynchronize",
-    "cudaMemcpy",
-    "cudaMemcpy2D",
-    "cuCtxSynchronize",
-    "cuStreamSynchronize",
-    "cuEventSynchronize",
+SYNC_NAMES = tuple(
+    """cudaDeviceSynchronize cudaStreamSynchronize cudaEventSynchronize cudaMemcpy cudaMemcpy2D
+    cuCtxSynchronize cuStreamSynchronize cuEventSynchronize""".split()
 )
 NODE_PREFIX = "autograd::engine::evaluate_function: "
 
@@ -128,14 +97,11 @@ def count_step(step: Callable[[], None], cuda: bool, warm: int = WARM_STEPS) -> 
             counts["allocations"] = _count_cuda_allocations(step)
         else:
             counts["allocations"] = cpu_allocs
-        # Self-check: counting must leave the step as it found it (the timed
-        # trials come after). A changed Python call count means it did not.
         after = count_python_calls(step)
     if after != counts["python_calls"]:
         print(
             f"teperf counters: warning: the step's Python calls went from {counts['python_calls']} to "
-            f"{after} "
-            "while counting; an instrumentation pass changed the module's state",
+            f"{after} while counting; an instrumentation pass changed the module's state",
             file=sys.stderr,
         )
     return counts
@@ -237,8 +203,7 @@ def _count_setprofile(fn) -> int:
             n += 1
             code = frame.f_code
             if code.co_flags & _GEN_FLAGS:
-                # 3.11: the event fires on every (re)entry; a re-entry stops at
-                # RESUME with a non-zero argument (after yield / yield from / await).
+                # 3.11: fires on every (re)entry; a re-entry stops at RESUME with a non-zero argument
                 lasti = frame.f_lasti
                 if resume is not None and lasti >= 0:
                     raw = code.co_code
@@ -276,16 +241,11 @@ def _count_aten_ops(step) -> int:
 
 
 def _dynamo_eager():
-    """Run torch.compile'd functions eagerly for the dispatch-mode pass.
-
-    Seeing a user TorchDispatchMode, dynamo marks the compiled frame as
-    skipped for the rest of the process (measured: TE 2.20 LayerNormMLP
-    bf16's compiled bias-GeLU then ran eagerly in every later step, 330 ->
-    222 Python calls per step). ``set_stance("force_eager")`` bypasses
-    dynamo for this one step and leaves its caches alone; compiled regions
-    are therefore counted as their eager ATen ops. Without dynamo imported nothing
-    is compiled, and importing it only for this would cost seconds per worker.
-    """
+    """Run torch.compile'd functions eagerly for the dispatch-mode pass: seeing a user TorchDispatchMode,
+    dynamo marks the compiled frame skipped for the rest of the process (TE 2.20 LayerNormMLP bf16's
+    compiled bias-GeLU then ran eagerly in every later step, 330 -> 222 Python calls per step).
+    ``set_stance("force_eager")`` bypasses dynamo for this one step and leaves its caches alone. Without
+    dynamo imported nothing is compiled (importing it for this would cost seconds per worker)."""
     if "torch._dynamo" not in sys.modules:
         return contextlib.nullcontext()
     try:
@@ -303,19 +263,15 @@ def _dynamo_eager():
 
 
 def _profiler_pass(step, cuda: bool):
-    """(autograd nodes, launches, syncs, CPU allocations) of one step.
-
-    On CUDA the same profiling of an empty step is subtracted: the profiler
-    itself and our trailing synchronize add cudaDeviceSynchronize calls
-    (2 on torch 2.11 + CUDA 13).
-    """
+    """(autograd nodes, launches, syncs, CPU allocations) of one step. On CUDA the same profiling of an
+    empty step is subtracted: the profiler and our trailing synchronize add cudaDeviceSynchronize calls
+    (2 on torch 2.11 + CUDA 13)."""
     nodes, launches, syncs, allocs = _profile_counts(step, cuda)
     if not cuda:
         return nodes, None, None, allocs
     _, base_launches, base_syncs, _ = _profile_counts(lambda: None, cuda)
     if base_syncs == 0:
-        # Not even our own trailing synchronize was recorded: the profiler
-        # sees no CUDA runtime calls here (no CUPTI), so say "unknown".
+        # not even our trailing synchronize was recorded: the profiler sees no CUDA calls here (no CUPTI)
         return nodes, None, None, None
     return nodes, launches - base_launches, syncs - base_syncs, None
 

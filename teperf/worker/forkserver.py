@@ -103,15 +103,9 @@ def _child(fds: list, sock) -> None:
 def main() -> int:
     sock = socket.socket(fileno=int(sys.argv[1]))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the coordinator owns Ctrl-C
-    from teperf.worker.__main__ import PR_SET_PDEATHSIG, _alive
+    from teperf.worker.__main__ import _alive, die_with_parent
 
-    if sys.platform.startswith("linux"):  # die with the coordinator, even a SIGKILLed one
-        try:
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
+    die_with_parent()  # with the coordinator, even a SIGKILLed one
     if not _alive(os.environ.get("TEPERF_COORDINATOR_PID")):
         return 1
     lock = threading.Lock()

@@ -1,29 +1,21 @@
 """Function-level profile of a step (``{"cmd": "profile"}``), for ``teperf explain``.
 
-cProfile over ``iters`` steps after a short untimed warm-up, reported per
-step. One dict per function:
+cProfile over ``iters`` steps after a short untimed warm-up, reported per step. One dict per function:
 
   file   absolute path of the source file ("~" for C functions)
-  rel    the same path relative to the sys.path entry it was imported from
-         (e.g. "torch/nn/modules/linear.py", "pkg/mod.py"), so that the base
-         and head copies of one function get the same key in the diff
+  rel    the path relative to the sys.path entry it was imported from ("torch/nn/modules/linear.py"),
+         so that the base and head copies of one function get the same key in the diff
   line   first line of the function (0 for C functions)
-  name   qualified name (co_qualname on 3.11+, e.g. "Linear.forward");
-         cProfile's description for C functions ("<built-in method ...>")
+  name   qualified name (co_qualname on 3.11+, "Linear.forward"); cProfile's text for C functions
   calls  calls per step (total calls / iters; recursive calls included)
   own_us own time (tottime) per step, microseconds
   cum_us cumulative time per step, microseconds
 
-Times include cProfile's own per-call overhead, so they overstate
-call-heavy code; they tell *where* a delta is, the timed trials tell *how
-much*. The list is sorted by own time and cut at ``limit`` entries (small
-modules have a few hundred functions, so normally nothing is cut and call
-counts diff exactly).
-
-A CUDA backward normally runs on autograd's device thread, which cProfile
-(per-thread) does not see; profiling runs with
-``torch.autograd.set_multithreading_enabled(False)`` so the whole step is on
-the profiled thread.
+Times include cProfile's per-call overhead, so they overstate call-heavy code: they tell *where* a delta
+is, the timed trials *how much*. Sorted by own time and cut at ``limit`` entries (small modules have a few
+hundred functions: normally nothing is cut and call counts diff exactly). Profiling runs with
+``torch.autograd.set_multithreading_enabled(False)``: a CUDA backward would otherwise run on autograd's
+device thread, which cProfile (per-thread) does not see.
 """
 
 from __future__ import annotations

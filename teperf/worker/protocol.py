@@ -15,9 +15,8 @@ Commands (coordinator -> worker), each answered by exactly one reply:
   {"cmd": "counters", "case_id"}           -> {"type": "counters", "case_id", "counters": {...}}
   {"cmd": "profile", "case_id", "iters"}   -> {"type": "profile", "case_id", "functions": [...]}
   {"cmd": "imported", "packages": [...]}  -> {"type": "imported", "imported": {...}}
-                                              (interpreter, torch, each package's version, path and content
-                                              hash:
-                                              teperf.worker.provenance)
+                                              (interpreter, torch, each package's version, path and
+                                              content hash: teperf.worker.provenance)
   {"cmd": "quit"}                          -> (no reply; the worker exits 0)
 
 Unsolicited, once after start-up: {"type": "hello", **environment facts}.

@@ -266,9 +266,7 @@ class Session:
                 fn = lambda: torch.cuda.make_graphed_callables(lin, (x,))(x).sum().backward()  # noqa: E731
             try:
                 done[kind] = time_once(fn, self.cuda)
-            except (
-                Exception
-            ) as exc:  # the case's own first call still measures; it then carries this cost too
+            except Exception as exc:  # the case's own first call still measures, carrying this cost too
                 done[kind] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
         return done or None
 

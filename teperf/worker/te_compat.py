@@ -1,23 +1,20 @@
 """TransformerEngine version shims and shape rules, in one place.
 
-Everything here is pure Python: no torch, no transformer_engine at import.
-Functions that need TE take the imported ``transformer_engine.pytorch``
-module (or a fake with the same attribute names) as an argument, so the
-logic is unit-tested without TE (tests/test_te_backend.py).
+Pure Python: no torch, no transformer_engine at import. Functions that need TE take the imported
+``transformer_engine.pytorch`` (or a fake with the same attribute names), so the logic is unit-tested
+without TE (tests/test_te_backend.py).
 
 What differs between TE releases (../shared/context/transformer-engine-notes.md, section 1):
-- autocast: ``te.autocast(recipe=...)`` since 2.9; before that only
-  ``te.fp8_autocast(fp8_recipe=...)`` (deprecated, warns, from 2.9 on);
-- availability probes: ``te.is_*_available(return_reason=True)``; older
-  releases lack ``return_reason`` (or the function): fall back to
-  ``FP8GlobalStateManager.is_*_available()``, which returns ``(ok, reason)``;
+- autocast: ``te.autocast(recipe=...)`` since 2.9; before, ``te.fp8_autocast(fp8_recipe=...)``
+  (deprecated, warns, from 2.9 on);
+- availability probes: ``te.is_*_available(return_reason=True)``; older releases lack
+  ``return_reason`` (or the function): ``FP8GlobalStateManager.is_*_available()`` gives ``(ok, reason)``;
 - make_graphed_callables: ``enabled=/recipe=`` in new TE, ``fp8_enabled=/fp8_recipe=`` in old;
-- constructors: te.LayerNorm/RMSNorm ``normalized_shape`` (old: ``hidden_size``)
-  and ``params_dtype`` (new ops-based: alias of ``dtype``); ``device`` goes
-  through ``**kwargs`` there. Keyword names we add by default are dropped if a
-  constructor does not take them; keywords from the config are never dropped;
-- GroupedLinear ``m_splits``: list of ints up to 2.16, CPU int64 tensor from 2.17
-  (a list still works there but is converted on every call: extra host cost).
+- constructors: te.LayerNorm/RMSNorm ``normalized_shape`` (old: ``hidden_size``) and ``params_dtype``
+  (new ops-based: alias of ``dtype``); ``device`` goes through ``**kwargs`` there. Keywords we add by
+  default are dropped where a constructor does not take them; the config's never are;
+- GroupedLinear ``m_splits``: list of ints up to 2.16, CPU int64 tensor from 2.17 (a list still works
+  there but is converted on every call: extra host cost).
 """
 
 from __future__ import annotations
@@ -27,59 +24,30 @@ import re
 import warnings
 from typing import Any, Callable, Iterable, Optional
 
-MODULES = (
-    "Linear",
-    "LayerNormLinear",
-    "LayerNormMLP",
-    "LayerNorm",
-    "RMSNorm",
-    "GroupedLinear",
-    "MultiheadAttention",
-    "TransformerLayer",
+MODULES = tuple(
+    """Linear LayerNormLinear LayerNormMLP LayerNorm RMSNorm GroupedLinear MultiheadAttention
+    TransformerLayer""".split()
 )
-RECIPES = ("bf16", "fp8_delayed", "fp8_current", "fp8_block", "mxfp8", "nvfp4")
-
-# recipe name -> class in transformer_engine.common.recipe (None: no quantization)
-RECIPE_CLASSES = {
-    "bf16": None,
-    "fp8_delayed": "DelayedScaling",
-    "fp8_current": "Float8CurrentScaling",
-    "fp8_block": "Float8BlockScaling",
-    "mxfp8": "MXFP8BlockScaling",
-    "nvfp4": "NVFP4BlockScaling",
+# recipe -> (its class in transformer_engine.common.recipe, TE's availability probe (the same name on
+# te.pytorch and on FP8GlobalStateManager), the recipe a case switches to once after its first compiled
+# call: the PR thread asks what a recompile costs when the recipe changes at run time); None: bf16
+_RECIPES = {
+    "bf16": (None, None, "fp8_delayed"),
+    "fp8_delayed": ("DelayedScaling", "is_fp8_available", "fp8_current"),
+    "fp8_current": ("Float8CurrentScaling", "is_fp8_available", "fp8_delayed"),
+    "fp8_block": ("Float8BlockScaling", "is_fp8_block_scaling_available", "fp8_delayed"),
+    "mxfp8": ("MXFP8BlockScaling", "is_mxfp8_available", "fp8_delayed"),
+    "nvfp4": ("NVFP4BlockScaling", "is_nvfp4_available", "fp8_delayed"),
 }
-# recipe name -> TE's availability probe (same name on te.pytorch and on FP8GlobalStateManager)
-RECIPE_PROBES = {
-    "bf16": None,
-    "fp8_delayed": "is_fp8_available",
-    "fp8_current": "is_fp8_available",
-    "fp8_block": "is_fp8_block_scaling_available",
-    "mxfp8": "is_mxfp8_available",
-    "nvfp4": "is_nvfp4_available",
-}
-
-# The recipe a case switches to once after its first compiled call (the PR thread asks
-# what a recompile costs when the recipe changes at run time): another fp8 recipe.
-OTHER_RECIPE = {
-    "bf16": "fp8_delayed",
-    "fp8_delayed": "fp8_current",
-    "fp8_current": "fp8_delayed",
-    "fp8_block": "fp8_delayed",
-    "mxfp8": "fp8_delayed",
-    "nvfp4": "fp8_delayed",
-}
+RECIPES = tuple(_RECIPES)
+RECIPE_CLASSES = {recipe: row[0] for recipe, row in _RECIPES.items()}
+RECIPE_PROBES = {recipe: row[1] for recipe, row in _RECIPES.items()}
+OTHER_RECIPE = {recipe: row[2] for recipe, row in _RECIPES.items()}
 
 # Defaults for the small host-bound benchmark modules.
 HEAD_DIM = 64  # num_attention_heads = hidden // 64 unless the config says otherwise
 NUM_GEMMS = 4  # GroupedLinear
-QUANTIZING = (
-    "Linear",
-    "LayerNormLinear",
-    "LayerNormMLP",
-    "GroupedLinear",
-    "MultiheadAttention",
-    "TransformerLayer",
-)
+QUANTIZING = tuple(m for m in MODULES if m not in ("LayerNorm", "RMSNorm"))
 ATTENTION = ("MultiheadAttention", "TransformerLayer")
 # teperf's own kwarg, not TE's: TransformerLayer with layers = N is a model-sized cell, a
 # torch.nn.Sequential of N layers built with the same constructor kwargs (README, "Compile residue").
@@ -119,9 +87,7 @@ def make_recipe(recipe_module: Any, recipe: str, overrides: Optional[dict] = Non
 
 def _normalize_probe_result(result) -> tuple:
     if isinstance(result, tuple):
-        ok = bool(result[0])
-        reason = str(result[1]) if len(result) > 1 and result[1] is not None else ""
-        return ok, reason
+        return bool(result[0]), str(result[1]) if len(result) > 1 and result[1] is not None else ""
     return bool(result), ""
 
 
@@ -214,21 +180,14 @@ def graph_kwargs(make_graphed_callables: Callable, recipe_obj: Any) -> dict:
     """Quantization kwargs for te.make_graphed_callables in this TE's spelling."""
     import inspect
 
-    enabled = recipe_obj is not None
-
     try:
         names = set(inspect.signature(make_graphed_callables).parameters)
     except (TypeError, ValueError):
         names = set()
-    new = "enabled" in names and "recipe" in names
-    if new:
-        kw = {"enabled": enabled}
-        if enabled:
-            kw["recipe"] = recipe_obj
-        return kw
-    kw = {"fp8_enabled": enabled}
-    if enabled:
-        kw["fp8_recipe"] = recipe_obj
+    prefix = "" if "enabled" in names and "recipe" in names else "fp8_"
+    kw = {prefix + "enabled": recipe_obj is not None}
+    if recipe_obj is not None:
+        kw[prefix + "recipe"] = recipe_obj
     return kw
 
 
@@ -328,10 +287,8 @@ def signature_of(cls: Any) -> tuple:
     """(parameter names, has **kwargs) of cls.__init__."""
     import inspect
 
-    sig = inspect.signature(cls.__init__)
-    names = [n for n in sig.parameters if n != "self"]
-    var_kw = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
-    return names, var_kw
+    params = inspect.signature(cls.__init__).parameters
+    return [n for n in params if n != "self"], any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 # ---------------------------------------------------------------- inputs
@@ -347,9 +304,8 @@ def input_shape(module: str, shape: list, kwargs: Optional[dict] = None) -> list
 
 def m_splits_for(tokens: int, gemms: int) -> list:
     """Equal splits (check_shape insists tokens % num_gemms == 0)."""
-    base = tokens // gemms
-    splits = [base] * gemms
-    splits[-1] += tokens - base * gemms
+    splits = [tokens // gemms] * gemms
+    splits[-1] += tokens - splits[0] * gemms
     return splits
 
 

@@ -11,18 +11,12 @@ so the worker is only asked for cases that exist.
 
 from __future__ import annotations
 
+import importlib
+
+BACKENDS = {"torch": "torch_ref", "te": "te", "factory": "factory"}  # backend name -> its module here
+
 
 def get_backend(name: str):
-    if name == "torch":
-        from teperf.worker.backends import torch_ref
-
-        return torch_ref
-    if name == "te":
-        from teperf.worker.backends import te
-
-        return te
-    if name == "factory":
-        from teperf.worker.backends import factory
-
-        return factory
-    raise ValueError(f"unknown backend {name!r}")
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}")
+    return importlib.import_module(f"teperf.worker.backends.{BACKENDS[name]}")

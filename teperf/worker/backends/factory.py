@@ -45,10 +45,4 @@ def build(case: dict, device: str) -> Built:
     info = {"factory": case["factory"]}
     if case.get("inputs"):
         info["inputs"] = case["inputs"]
-    return Built(
-        module=module,
-        inputs=inputs,
-        info=info,
-        alt_autocast=alt,
-        alt_autocast_what=alt_what,
-    )
+    return Built(module=module, inputs=inputs, info=info, alt_autocast=alt, alt_autocast_what=alt_what)

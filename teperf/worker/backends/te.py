@@ -35,16 +35,21 @@ def _te_version() -> str:
     return str(getattr(transformer_engine, "__version__", ""))
 
 
-def _state_manager():
-    for path in ("transformer_engine.pytorch.quantization", "transformer_engine.pytorch.fp8"):
+def _found(paths, attr: str, fits=lambda value: value is not None):
+    """``attr`` of the first of the modules ``paths`` (where TE releases moved it) that has one that fits."""
+    for path in paths:
         try:
-            mod = __import__(path, fromlist=["FP8GlobalStateManager"])
+            value = getattr(__import__(path, fromlist=[attr]), attr, None)
         except ImportError:
             continue
-        fsm = getattr(mod, "FP8GlobalStateManager", None)
-        if fsm is not None:
-            return fsm
+        if fits(value):
+            return value
     return None
+
+
+def _state_manager():
+    paths = ("transformer_engine.pytorch.quantization", "transformer_engine.pytorch.fp8")
+    return _found(paths, "FP8GlobalStateManager")
 
 
 def recipe_status(recipe: str, device: str) -> Optional[str]:
@@ -71,19 +76,12 @@ def _attention_state() -> Optional[dict]:
     torch.compile another case's entry sent dynamo into comparing foreign AttentionParams
     (InternalTorchDynamoError in get_attention_backend), and in eager mode it made the first
     step of each trial choose the backend again."""
-    for path in (
+    paths = (
         "transformer_engine.pytorch.attention.dot_product_attention.dot_product_attention",
         "transformer_engine.pytorch.attention.dot_product_attention",
         "transformer_engine.pytorch.attention",
-    ):
-        try:
-            mod = __import__(path, fromlist=["_attention_backends"])
-        except ImportError:
-            continue
-        state = getattr(mod, "_attention_backends", None)
-        if isinstance(state, dict):
-            return state
-    return None
+    )
+    return _found(paths, "_attention_backends", fits=lambda value: isinstance(value, dict))
 
 
 def _attention_backend() -> Optional[dict]:
@@ -137,8 +135,7 @@ def build(case: dict, device: str) -> Built:
     recipe_obj = compat.make_recipe(recipe_mod, recipe, case.get("recipe_kwargs"))  # one per case
     autocast, autocast_api = compat.autocast_factory(te, recipe_obj)
 
-    call = None
-    m_splits = None
+    call = m_splits = None
     info = {
         "te_version": version,
         "te_location": os.path.dirname(sys.modules["transformer_engine"].__file__),
