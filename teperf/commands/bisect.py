@@ -6,19 +6,16 @@ import sys
 
 import click
 
-<<<<<<< HEAD
 from teperf.bisect.report import RENDERERS
-from teperf.commands._common import _console, config_options, format_option, grouped, side_options
-=======
 from teperf.commands._common import (
     BUILD_OPTIONS,
     _console,
     config_options,
     echo_rendered,
+    format_option,
     grouped,
     side_options,
 )
->>>>>>> i35c
 from teperf.options import MeasureOptions, SideOptions
 
 DEFAULT_BUDGET_S = 1800.0

@@ -49,7 +49,6 @@ def command():
     """Show or clear teperf's cache of git trees, overlays, builds, build directories and extensions."""
 
 
-<<<<<<< HEAD
 def _list_json(root, found) -> None:
     entries = [
         {k: getattr(e, k) for k in ("kind", "key", "path", "size", "mtime", "complete", "meta")}
@@ -61,20 +60,6 @@ def _list_json(root, found) -> None:
 
 
 def _list_table(root, found) -> None:
-=======
-@command.command("list")
-@_cache_dir_option
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def list_(cache_dir, fmt):
-    """List the cached git trees, overlay trees and builds."""
-    root = cachedir.cache_root(cache_dir)
-    found = cachedir.entries(cache_dir)
-    if fmt == "json":  # json's default=str writes the path as text
-        fields = ("kind", "key", "path", "size", "mtime", "complete", "meta")
-        listed = [{name: getattr(e, name) for name in fields} for e in found]
-        click.echo(json.dumps({"root": str(root), "entries": listed}, indent=2, default=str))
-        return
->>>>>>> i35c
     if not found:
         click.echo(f"cache {root}: empty")
         return

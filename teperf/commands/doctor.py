@@ -32,11 +32,8 @@ def _print_text(core, checks, verdict) -> None:
             Text(c.name), Text(c.status, style=STATUS_STYLE.get(c.status, "")), Text(c.detail), Text(c.fix)
         )
     console.print(table)
-<<<<<<< HEAD
-    console.print(
-        f"overall: [{STATUS_STYLE.get(verdict, '')}]{verdict}[/] (doctor only reads; it never changes "
-        "a setting)"
-    )
+    style = STATUS_STYLE.get(verdict, "")
+    console.print(f"overall: [{style}]{verdict}[/] (doctor only reads; it never changes a setting)")
 
 
 def _print_json(core, checks, verdict) -> None:
@@ -76,7 +73,3 @@ def command(core, pythons, fmt, strict):
     RENDERERS[fmt](core, checks, verdict)
     if verdict == "fail" or (strict and verdict == "warn"):
         sys.exit(1)
-=======
-    style = STATUS_STYLE.get(verdict, "")
-    console.print(f"overall: [{style}]{verdict}[/] (doctor only reads; it never changes a setting)")
->>>>>>> i35c
