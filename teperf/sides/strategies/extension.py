@@ -1,26 +1,13 @@
 """extension: rebuild only the framework extension from each side's tree, over the installed core library.
 
-For TransformerEngine that is ``transformer_engine_torch`` built by
-``transformer_engine/pytorch/setup.py`` (the layout in teperf/sides/layout.py
-says which paths are its inputs and how it is built; any package can give
-its own with ``--layout``). The build runs in a writable copy of the side's
-tree::
-
-    cd <copy>/<setup_dir> && <python> -m pip install --no-build-isolation --no-deps --no-index --target
-    <prefix> .
-
-with the layout's variables, MAX_JOBS = free cores (``--jobs``) and the local
-GPU's CUDA archs. Base's and head's builds run at once, the jobs split between
-them and one ccache shared (a cold TE pair took 113 + 57 s one after the other on
-the H200); a side whose build is cached leaves the other every job. It is
-cached in ``<cache>/ext/<key>/`` keyed by a hash of the extension's inputs at
-that commit, the interpreter, the build-relevant environment and the installed core (path, size and mtime of
-every compiled
-file of the installed package that is not the extension). The side is an
-overlay: its ``.py`` files over the installed build, with the freshly built
-extension where the package loads it from, in place of the installed one.
-An extension that does not load against the installed core (an undefined
-symbol) stops with one line naming ``--strategy build``.
+For TransformerEngine that is ``transformer_engine_torch`` built by ``transformer_engine/pytorch/setup.py``
+(teperf/sides/layout.py says which paths are its inputs; ``--layout`` describes another package's). It is
+built with ``pip install --target`` in a writable copy of the side's tree, both sides at once with the
+jobs split and one ccache shared (one after the other, a cold TE pair took 113 + 57 s on the H200), and
+cached in ``<cache>/ext/<key>/`` keyed by its inputs at that commit, the interpreter, the build's
+environment and the installed core's files. The side is an overlay: its ``.py`` files over the installed
+build, with its own extension in place of the installed one. An extension that does not load against the
+installed core (an undefined symbol) stops with one line naming ``--strategy build``.
 """
 
 from __future__ import annotations
