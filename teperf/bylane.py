@@ -1,50 +1,27 @@
 """`teperf report --by-lane`: each lane's estimate of every cell, and whether the lanes agree.
 
-With ``--lanes N`` the pairs of a run measured side by side on N cores. The estimate
-still rests on every pair (the pair is the unit, the lane a recorded factor); this
-breakdown checks that the lanes tell the same story: per lane, the pairs it ran,
-the base level and the paired delta with its interval (the same statistic as the
-main table, over that lane's pairs only), and per cell a one-way ANOVA of the
-per-pair log ratios across lanes (``scipy.stats.f_oneway``; lanes with at least 2
-pairs). ``agree`` is its p-value at the run's alpha: lanes that "differ" in many
-cells would mean that where a pair ran moved its answer, which pairing does not
-cancel. The ``level`` column is a lane's base time against all lanes': lanes that
-slow each other's steps show there (pairing cancels a slowdown that hits both
-sides of a couple alike; the delta columns show whether it did).
+The estimate rests on every pair (the pair is the unit, the lane a recorded factor); this checks that the
+lanes tell the same story: per lane the main table's statistic over its pairs only, and per cell a one-way
+ANOVA of the per-pair log ratios across lanes (``stats.lanes_agree``). Lanes that differ in many cells would
+mean that where a pair ran moved its answer, which pairing does not cancel. ``level`` (a lane's base time
+against all lanes') shows lanes that slow each other's steps.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import math
 from collections import defaultdict
 
 from teperf.bundle import Bundle
 from teperf.config import Stats
 from teperf.records import TrialRecord
-from teperf.render import TableModel, render_markdown, render_rich
+from teperf.render import TableModel, csv_text, json_value, key_columns, render_markdown, render_rich
 from teperf.stats import lanes_agree
-from teperf.summary import Summary, stats_from_meta, summarize
+from teperf.summary import Summary, summarize
 
-FIELDS = (
-    "module",
-    "recipe",
-    "shape",
-    "mode",
-    "lane",
-    "core",
-    "n_pairs",
-    "base_us",
-    "level_pct",
-    "delta_pct",
-    "ci_low_pct",
-    "ci_high_pct",
-    "verdict",
-    "agree_p",
-    "agree",
-)
+FIELDS = ("module", "recipe", "shape", "mode", "lane", "core", "n_pairs", "base_us", "level_pct", "delta_pct")
+FIELDS += ("ci_low_pct", "ci_high_pct", "verdict", "agree_p", "agree")
+FIGURES = ("n_pairs", "base_us", "delta_pct", "ci_low_pct", "ci_high_pct", "verdict")
 
 
 def lane_cores(path) -> dict[int, list[int]]:
@@ -58,9 +35,8 @@ def lane_cores(path) -> dict[int, list[int]]:
 
 def breakdown(path, stats: Stats | None = None) -> tuple[Summary, list[dict]]:
     """The whole run's summary and one row per (cell, lane) plus a row per cell for all lanes."""
-    meta = Bundle.open(path).meta()
-    stats = stats or stats_from_meta(meta.to_dict())
     whole = summarize(path, stats)
+    stats = whole.settings
     cores = lane_cores(path)
     per_lane = {lane: summarize(path, stats, lane=lane).rows for lane in cores}
     rows = []
@@ -82,33 +58,17 @@ def _figures(r: dict, whole: dict) -> dict:
     level = None
     if r.get("base_us") and whole.get("base_us"):
         level = (r["base_us"] / whole["base_us"] - 1) * 100
-    return {
-        "n_pairs": r.get("n_pairs"),
-        "base_us": r.get("base_us"),
-        "level_pct": level,
-        "delta_pct": r.get("delta_pct"),
-        "ci_low_pct": r.get("ci_low_pct"),
-        "ci_high_pct": r.get("ci_high_pct"),
-        "verdict": r.get("verdict"),
-        "agree_p": None,
-        "agree": "",
-    }
+    return {**{k: r.get(k) for k in FIGURES}, "level_pct": level, "agree_p": None, "agree": ""}
 
 
 def table_model(summary: Summary, rows: list[dict]) -> TableModel:
-    show_shape = len({r["shape"] for r in rows}) > 1
-    show_mode = len({r["mode"] for r in rows}) > 1
-    cols = ["module", "recipe"] + (["shape"] if show_shape else []) + (["mode"] if show_mode else [])
-    cols += ["lane", "core", "pairs", "base", "level"]
+    keys = key_columns(rows)
+    cols = keys + ["lane", "core", "pairs", "base", "level"]
     if summary.compare:
         cols += ["delta %", "95% CI", "verdict", "lanes agree (p)"]
     lines, styles = [], []
     for r in rows:
-        line = (
-            [r["module"], r["recipe"]]
-            + ([r["shape"]] if show_shape else [])
-            + ([r["mode"]] if show_mode else [])
-        )
+        line = [r[k] for k in keys]
         base = "-" if r["base_us"] is None else f"{r['base_us']:,.1f} us"
         level = "" if r["lane"] == "all" or r["level_pct"] is None else f"{r['level_pct']:+.1f}%"
         line += [str(r["lane"]), r["core"], str(r["n_pairs"] or 0), base, level]
@@ -146,22 +106,23 @@ def table_model(summary: Summary, rows: list[dict]) -> TableModel:
     )
 
 
-def _clean(v):
-    return None if isinstance(v, float) and (math.isnan(v) or math.isinf(v)) else v
+def _json(summary: Summary, rows: list[dict], console=None) -> str:
+    return json.dumps({"lanes": [{k: json_value(r.get(k)) for k in FIELDS} for r in rows]}, indent=2) + "\n"
+
+
+def _csv(summary: Summary, rows: list[dict], console=None) -> str:
+    return csv_text(FIELDS, ({k: json_value(r.get(k)) for k in FIELDS} for r in rows))
+
+
+# fmt -> fn(summary, rows, console), as teperf.render.RENDERERS
+RENDERERS = {
+    "table": lambda summary, rows, console=None: render_rich(table_model(summary, rows), console),
+    "markdown": lambda summary, rows, console=None: render_markdown(table_model(summary, rows)),
+    "json": _json,
+    "csv": _csv,
+}
 
 
 def render_by_lane(path, fmt: str, stats: Stats | None = None, console=None) -> str | None:
     summary, rows = breakdown(path, stats)
-    if fmt == "json":
-        return json.dumps({"lanes": [{k: _clean(r.get(k)) for k in FIELDS} for r in rows]}, indent=2) + "\n"
-    if fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=list(FIELDS), extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows({k: _clean(r.get(k)) for k in FIELDS} for r in rows)
-        return buf.getvalue()
-    model = table_model(summary, rows)
-    if fmt == "markdown":
-        return render_markdown(model)
-    render_rich(model, console)
-    return None
+    return RENDERERS[fmt](summary, rows, console)

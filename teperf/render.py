@@ -1,7 +1,7 @@
-"""One table model -> rich / markdown / json / csv.
+"""One table model -> rich / markdown / json / csv (``RENDERERS``, the one list of formats).
 
-``table_model`` decides what is shown and how numbers are written; the
-renderers only lay it out, so every format says the same thing.
+``table_model`` decides what is shown and how numbers are written; the renderers only lay it out, so
+every format says the same thing. A new format is one entry of ``RENDERERS``.
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ from teperf.provenance import side_line
 from teperf.safe_text import for_markdown, for_terminal
 from teperf.schema import ROW_FIELDS
 from teperf.summary import Summary
+from teperf.verdicts import LOAD, STYLE, verdict_text
 
-FORMATS = ("table", "markdown", "json", "csv")
-VERDICT_STYLE = {"slower": "bold red", "faster": "bold green", "no change": "dim", "inconclusive": "yellow"}
 STATUS_TEXT = {"skipped": "skipped", "failed": "FAILED", "partial": "partial", "missing": "not measured"}
 
 
@@ -34,16 +33,6 @@ class TableModel:
     numeric: tuple[str, ...] | None = None  # right-justified columns (None: all but the text ones of compare)
 
 
-def verdict_text(row: dict) -> str:
-    """The verdict as the table shows it: an inconclusive one with the change it could not rule out."""
-    v = row.get("verdict") or "-"
-    if v == "inconclusive" and row.get("verdict_cause") == "load":
-        v += f" (load: {row.get('contended_pct') or 0:.0f}% contended)"
-    elif v == "inconclusive" and row.get("bound_pct") is not None:
-        v += f" (up to {row['bound_pct']:+.1f}%)"
-    return v
-
-
 def schedule_text(sched: dict, rows: list[dict]) -> str:
     """How many pairs: fixed, or until the precision target / budget (with the pairs each cell got)."""
     pairs = sorted({r["n_pairs"] for r in rows if r.get("n_pairs")})
@@ -53,8 +42,7 @@ def schedule_text(sched: dict, rows: list[dict]) -> str:
         limit = f" or {duration(budget)}" if budget else ""
         return (
             f"until every cell is within +-{sched['precision_pct']:g}% (at least {sched.get('min_pairs')} "
-            f"pairs){limit}: "
-            f"{got} process pairs per cell"
+            f"pairs){limit}: {got} process pairs per cell"
         )
     limit = f" (budget {duration(budget)}: {got} ran)" if budget else ""
     return f"{sched.get('processes')} process pairs{limit}"
@@ -146,87 +134,82 @@ def _compare_footer(rows: list[dict], stats) -> list[str]:
         unit = "fork-server generations (generation = unit, each the mean of its pairs)"
     footer.append(f"intervals: Student t over {unit} of the median log ratio of adjacent A/B trial couples")
     footer.append(
-        f"verdicts: slower/faster = the interval excludes 0 and the change is at least {effect:g}%; no "
-        "change = the "
-        f"whole interval inside +-{effect:g}%; inconclusive = neither, with the change it could not rule out"
+        f"verdicts: slower/faster = the interval excludes 0 and the change is at least {effect:g}%; "
+        f"no change = the whole interval inside +-{effect:g}%; inconclusive = neither, with the change it "
+        "could not rule out"
     )
-    if any(r.get("verdict_cause") == "load" for r in rows):
+    if any(r.get("verdict_cause") == LOAD for r in rows):
         limit = stats.max_contended_pct
         footer.append(
             f"inconclusive (load) = more than {limit:g}% of the cell's trial couples shared the measuring "
-            "core "
-            "in every attempt: its figures include them and no verdict stands"
+            "core in every attempt: its figures include them and no verdict stands"
         )
     return footer
+
+
+def key_columns(rows: list[dict], mode: bool | None = None) -> list[str]:
+    """The columns that name a cell: module, recipe, and shape and mode where the rows differ in them."""
+    show_shape = len({r["shape"] for r in rows}) > 1
+    show_mode = len({r["mode"] for r in rows}) > 1 if mode is None else mode
+    return ["module", "recipe"] + ["shape"] * show_shape + ["mode"] * show_mode
+
+
+def ci_column(alpha: float) -> str:
+    return f"{int(round((1 - alpha) * 100))}% CI"
+
+
+def _pct_or_dash(value) -> str:
+    return "-" if value is None else f"{value:.1f}%"
+
+
+def _step_cells(summary: Summary, r: dict, show_pairs: bool, show_why: bool) -> tuple[list[str], str | None]:
+    """A row's cells after its key columns, and its style."""
+    status = r.get("status")
+    pairs = [pairs_text(r) if status != "skipped" else ""] if show_pairs else []
+    if status in ("skipped", "failed", "missing"):
+        reason = (r.get("error") or "")[:90]
+        # compare: base, head, delta, delta %, CI, [pairs], verdict (and the reason once more);
+        # run: median, spread, main thread, wall, between pairs, [pairs], why
+        line = [STATUS_TEXT[status]] + [""] * 4 + pairs + [reason] * (2 if summary.compare else 1)
+        return line, "dim" if status == "skipped" else "red"
+    if summary.compare:
+        ci = "-"
+        if r.get("ci_low_us") is not None:
+            ci = f"[{r['ci_low_us']:+,.1f}, {r['ci_high_us']:+,.1f}] us"
+        v = verdict_text(r) + (" (partial)" if status == "partial" else "")
+        line = [us(r["base_us"]), us(r["head_us"]), signed_us(r["delta_us"]), pct(r["delta_pct"]), ci]
+        return line + pairs + [v], STYLE.get(r.get("verdict"))
+    line = [us(r["base_us"]), _pct_or_dash(r.get("base_spread_pct")), us(r.get("base_thread_us"))]
+    line += [us(r.get("base_wall_us")), _pct_or_dash(r.get("pair_sd_pct"))] + pairs
+    line += [(r.get("error") or "")[:90]] if show_why else []
+    return line, None if status == "ok" else "yellow"
 
 
 def table_model(summary: Summary) -> TableModel:
     meta = summary.meta
     cfg = meta.get("config", {})
     stats = summary.settings
-    metric, alpha = stats.metric.replace("_", " "), stats.alpha
-    header = _header(summary, cfg, metric)
-    show_mode = len({r["mode"] for r in summary.rows}) > 1
-    show_shape = len({r["shape"] for r in summary.rows}) > 1
+    header = _header(summary, cfg, stats.metric.replace("_", " "))
     show_counters = any(r.get("counters") for r in summary.rows)
     show_host = any(r.get("host_bound") is not None for r in summary.rows)
     show_pairs = summary.show_pairs
-    cols = ["module", "recipe"] + (["shape"] if show_shape else []) + (["mode"] if show_mode else [])
+    keys = key_columns(summary.rows)
+    cols = list(keys)
     if summary.compare:
         labels = list(meta["sides"])
-        cols += [labels[0], labels[1], "delta", "delta %", f"{int(round((1 - alpha) * 100))}% CI"]
-        cols += (["pairs"] if show_pairs else []) + ["verdict"]
+        cols += [labels[0], labels[1], "delta", "delta %", ci_column(stats.alpha)]
+        cols += ["pairs"] * show_pairs + ["verdict"]
     else:
-        cols += ["median", "spread (IQR)", "main thread", "wall", "between pairs"] + (
-            ["pairs"] if show_pairs else []
-        )
+        cols += ["median", "spread (IQR)", "main thread", "wall", "between pairs"] + ["pairs"] * show_pairs
     # a run has no verdict column to say why a cell was not measured: its own column, where one needs it
     show_why = not summary.compare and any(
         r.get("status") in ("skipped", "failed", "missing") for r in summary.rows
     )
-    cols += ["why"] if show_why else []
-    if show_host:
-        cols.append("host-bound")
-    if show_counters:
-        cols.append("counters")
+    cols += ["why"] * show_why + ["host-bound"] * show_host + ["counters"] * show_counters
     rows, styles = [], []
     for r in summary.rows:
-        line = (
-            [r["module"], r["recipe"]]
-            + ([r["shape"]] if show_shape else [])
-            + ([r["mode"]] if show_mode else [])
-        )
-        status = r.get("status")
-        pairs = [pairs_text(r) if status != "skipped" else ""] if show_pairs else []
-        if status in ("skipped", "failed", "missing"):
-            reason = (r.get("error") or "")[:90]
-            if summary.compare:  # base, head, delta, delta %, CI, [pairs], verdict
-                line += [STATUS_TEXT[status]] + [""] * 4 + pairs + [reason] + [reason]
-            else:  # median, spread, main thread, wall, between pairs, [pairs], why
-                line += [STATUS_TEXT[status]] + [""] * 4 + pairs + [reason]
-            style = "dim" if status == "skipped" else "red"
-        elif summary.compare:
-            ci = "-"
-            if r.get("ci_low_us") is not None:
-                ci = f"[{r['ci_low_us']:+,.1f}, {r['ci_high_us']:+,.1f}] us"
-            v = verdict_text(r)
-            if status == "partial":
-                v += " (partial)"
-            line += [us(r["base_us"]), us(r["head_us"]), signed_us(r["delta_us"]), pct(r["delta_pct"]), ci]
-            line += pairs + [v]
-            style = VERDICT_STYLE.get(r.get("verdict"))
-        else:
-            between = "-" if r.get("pair_sd_pct") is None else f"{r['pair_sd_pct']:.1f}%"
-            spread = "-" if r.get("base_spread_pct") is None else f"{r['base_spread_pct']:.1f}%"
-            line += [
-                us(r["base_us"]),
-                spread,
-                us(r.get("base_thread_us")),
-                us(r.get("base_wall_us")),
-                between,
-            ] + pairs
-            line += [(r.get("error") or "")[:90]] if show_why else []
-            style = None if status == "ok" else "yellow"
+        cells, style = _step_cells(summary, r, show_pairs, show_why)
+        line = [r[k] for k in keys] + cells
         if show_host:
             line.append({True: "yes", False: "GPU-bound", None: "-"}[r.get("host_bound")])
         if show_counters:
@@ -241,6 +224,31 @@ def table_model(summary: Summary) -> TableModel:
 
 
 ONETIME_LABEL = {"first_call": "first call", "recompile": "recompile"}
+ONETIME_HEADER = (
+    "what a cell costs once, before its first fast step: the first call (eager: the first step; compile: "
+    "tracing and compiling; cuda-graph: the capture) and, for compile, the recompile when the recipe changes"
+)
+
+
+def _steps_text(steps) -> str:
+    if steps is None:
+        return "-"
+    return f"{steps:,}" if isinstance(steps, int) else str(steps)
+
+
+def _onetime_cells(summary: Summary, r: dict, cost: str) -> tuple[list[str], str | None]:
+    g = lambda k: r.get(f"{cost}_{k}")  # noqa: E731
+    if summary.compare:
+        ci = "-" if g("ci_low_ms") is None else f"[{g('ci_low_ms'):+,.2f}, {g('ci_high_ms'):+,.2f}] ms"
+        verdict = verdict_text({"verdict": g("verdict"), "bound_pct": g("bound_pct")})
+        line = [ms(g("base_ms")), ms(g("head_ms")), signed_ms(g("delta_ms")), pct(g("delta_pct")), ci]
+        return line + [str(g("n_pairs") or 0), verdict], STYLE.get(g("verdict"))
+    first = cost == "first_call"
+    line = [ms(g("base_ms")), _pct_or_dash(g("pair_sd_pct")), str(g("n_pairs") or 0)]
+    if not first:
+        return line + ["", "", ""], None
+    extra, saves = signed_ms(r.get("onetime_extra_ms")), signed_us(r.get("saving_per_step_us"))
+    return line + [extra, saves, _steps_text(r.get("break_even_steps"))], None
 
 
 def onetime_model(summary: Summary) -> TableModel | None:
@@ -252,9 +260,8 @@ def onetime_model(summary: Summary) -> TableModel | None:
     ]
     if not lines:
         return None
-    show_shape = len({r["shape"] for r in summary.rows}) > 1
-    cols = ["module", "recipe"] + (["shape"] if show_shape else []) + ["mode", "cost"]
-    alpha = summary.settings.alpha
+    keys = key_columns(summary.rows, mode=True)
+    cols = keys + ["cost"]
     if summary.compare:
         labels = list(summary.meta["sides"])
         cols += [
@@ -262,7 +269,7 @@ def onetime_model(summary: Summary) -> TableModel | None:
             labels[1],
             "delta",
             "delta %",
-            f"{int(round((1 - alpha) * 100))}% CI",
+            ci_column(summary.settings.alpha),
             "pairs",
             "verdict",
         ]
@@ -270,55 +277,12 @@ def onetime_model(summary: Summary) -> TableModel | None:
         cols += ["median", "between pairs", "pairs", "extra vs eager", "saves per step", "break-even (steps)"]
     rows, styles = [], []
     for r, cost in lines:
-        g = lambda k: r.get(f"{cost}_{k}")  # noqa: E731
-        line = (
-            [r["module"], r["recipe"]]
-            + ([r["shape"]] if show_shape else [])
-            + [r["mode"], ONETIME_LABEL[cost]]
-        )
-        if summary.compare:
-            ci = "-" if g("ci_low_ms") is None else f"[{g('ci_low_ms'):+,.2f}, {g('ci_high_ms'):+,.2f}] ms"
-            line += [
-                ms(g("base_ms")),
-                ms(g("head_ms")),
-                signed_ms(g("delta_ms")),
-                pct(g("delta_pct")),
-                ci,
-                str(g("n_pairs") or 0),
-                verdict_text({"verdict": g("verdict"), "bound_pct": g("bound_pct")}),
-            ]
-            styles.append(VERDICT_STYLE.get(g("verdict")))
-        else:
-            between = "-" if g("pair_sd_pct") is None else f"{g('pair_sd_pct'):.1f}%"
-            first = cost == "first_call"
-            steps = r.get("break_even_steps") if first else None
-            steps_text = (
-                ""
-                if not first
-                else "-"
-                if steps is None
-                else f"{steps:,}"
-                if isinstance(steps, int)
-                else str(steps)
-            )
-            line += [
-                ms(g("base_ms")),
-                between,
-                str(g("n_pairs") or 0),
-                signed_ms(r.get("onetime_extra_ms")) if first else "",
-                signed_us(r.get("saving_per_step_us")) if first else "",
-                steps_text,
-            ]
-            styles.append(None)
-        rows.append(line)
-    header = [
-        "what a cell costs once, before its first fast step: the first call (eager: the first step; compile: "
-        "tracing and compiling; cuda-graph: the capture) and, for compile, the recompile when the recipe "
-        "changes"
-    ]
+        cells, style = _onetime_cells(summary, r, cost)
+        rows.append([r[k] for k in keys] + [ONETIME_LABEL[cost]] + cells)
+        styles.append(style)
     return TableModel(
         title="one-time costs",
-        header=header,
+        header=[ONETIME_HEADER],
         columns=cols,
         rows=rows,
         styles=styles,
@@ -365,17 +329,25 @@ def render_markdown(model: TableModel) -> str:
     return "\n".join(out) + "\n"
 
 
-def _clean(v):
+def json_value(v):
+    """NaN and infinities as null: JSON has no words for them."""
     if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
         return None
     return v
 
 
-def render_json(summary: Summary) -> str:
-    rows = [{k: _clean(r.get(k)) for k in ROW_FIELDS} for r in summary.rows]
+def csv_text(fields, rows) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(fields), extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def render_json(summary: Summary, console=None) -> str:
     data = {
         "meta": summary.meta,
-        "rows": rows,
+        "rows": [{k: json_value(r.get(k)) for k in ROW_FIELDS} for r in summary.rows],
         "notes": summary.notes,
         "onetime_notes": summary.onetime_notes,
         "imported": summary.imported,
@@ -384,26 +356,36 @@ def render_json(summary: Summary) -> str:
     return json.dumps(data, indent=2, default=str) + "\n"
 
 
-def render_csv(summary: Summary) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(ROW_FIELDS), extrasaction="ignore")
-    writer.writeheader()
-    for r in summary.rows:
-        flat = {k: _clean(r.get(k)) for k in ROW_FIELDS}
+def render_csv(summary: Summary, console=None) -> str:
+    flat = [{k: json_value(r.get(k)) for k in ROW_FIELDS} for r in summary.rows]
+    for row in flat:
         for k in ("counters", "info"):
-            flat[k] = json.dumps(flat[k], sort_keys=True) if flat[k] is not None else ""
-        writer.writerow(flat)
-    return buf.getvalue()
+            row[k] = json.dumps(row[k], sort_keys=True) if row[k] is not None else ""
+    return csv_text(ROW_FIELDS, flat)
+
+
+def _render_markdown(summary: Summary, console=None) -> str:
+    return "\n".join(render_markdown(m) for m in _models(summary))
+
+
+def _render_table(summary: Summary, console=None) -> None:
+    for model in _models(summary):
+        render_rich(model, console)
+
+
+def _models(summary: Summary) -> list[TableModel]:
+    return [m for m in (table_model(summary), onetime_model(summary)) if m is not None]
+
+
+# fmt -> fn(summary, console): the text to print, or None where it printed on ``console`` itself
+RENDERERS = {
+    "table": _render_table,
+    "markdown": _render_markdown,
+    "json": render_json,
+    "csv": render_csv,
+}
+FORMATS = tuple(RENDERERS)
 
 
 def render(summary: Summary, fmt: str, console=None) -> str | None:
-    if fmt == "json":
-        return render_json(summary)
-    if fmt == "csv":
-        return render_csv(summary)
-    models = [m for m in (table_model(summary), onetime_model(summary)) if m is not None]
-    if fmt == "markdown":
-        return "\n".join(render_markdown(m) for m in models)
-    for model in models:
-        render_rich(model, console)
-    return None
+    return RENDERERS[fmt](summary, console)

@@ -29,12 +29,7 @@ process are not independent draws, see ../shared/gpu/README.md):
    "generations"). With a single generation the interval comes from its pairs
    and misses between-generation noise (ci_basis = "one generation").
 
-Verdicts say what the interval ruled out (``verdict``):
-- "slower"/"faster": the interval excludes 0 and the estimate is at least min_effect_pct;
-- "no change": the whole interval lies inside +-min_effect_pct, so every change that matters is
-  ruled out (a narrow interval around +0.4 % is no change; [-2.3, +8.5] % is not);
-- "inconclusive" otherwise, with the bound it could not exclude (``bound_pct``: the end of the
-  interval farthest outside +-min_effect_pct, "up to +8.5 %"). More pairs, or ``--precision``, settle it.
+The verdict comes from the interval by the rule of teperf/verdicts.py.
 The smallest detectable change is (t_{1-alpha/2} + t_{0.8}) * sd / sqrt(n), i.e. at 80 % power.
 """
 
@@ -47,11 +42,17 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from teperf.config import Stats
+from teperf.verdicts import (
+    INCONCLUSIVE,
+    NO_CHANGE,
+    TOO_FEW_GENERATIONS,
+    TOO_FEW_PAIRS,
+    inconclusive_bound,
+    verdict,
+)
 
 # ci_basis values whose interval is taken over independent draws (the width --precision aims at)
 INDEPENDENT_BASES = ("pairs", "generations")
-TOO_FEW_PAIRS = "too few pairs"  # a one-time cost's verdict below onetime_pairs_needed
-TOO_FEW_GENERATIONS = "too few generations"  # the same where fork-server generations are the unit
 
 
 def spread_pct(values: Sequence[float]) -> float | None:
@@ -70,10 +71,10 @@ def preload() -> None:
 
 def t_half_width(values: Sequence[float], alpha: float = 0.05) -> float:
     """Half-width of the (1 - alpha) Student t interval of the mean of ``values``; inf when n < 2."""
-    return _t_interval(np.asarray(values, dtype=float), alpha)[1]
+    return t_interval(np.asarray(values, dtype=float), alpha)[1]
 
 
-def _t_interval(samples: np.ndarray, alpha: float) -> tuple[float, float, float, float]:
+def t_interval(samples: np.ndarray, alpha: float) -> tuple[float, float, float, float]:
     """(mean, half_width, sd, mde) of a t interval; half_width = inf when n < 2."""
     from scipy import stats as sps  # imported here: it costs half a second of CLI start-up
 
@@ -126,7 +127,7 @@ def compare_cell(
         if len(units) == 1:
             # One generation: its pairs give the width, which cannot see between-generation noise.
             basis, units = "one generation", logs
-    mean, half, sd, mde = _t_interval(units, cfg.alpha)
+    mean, half, sd, mde = t_interval(units, cfg.alpha)
     out["base_us"] = float(math.exp(np.mean([math.log(np.median(base[p])) for p in pairs])))
     out["head_us"] = out["base_us"] * math.exp(mean)
     if len(pairs) == 1:
@@ -135,7 +136,7 @@ def compare_cell(
         basis = "trials"
         one = couples.get(pairs[0], ())
         if len(one) >= 2:
-            _, half, _, mde = _t_interval(np.array([math.log(h / b) for b, h in one]), cfg.alpha)
+            _, half, _, mde = t_interval(np.array([math.log(h / b) for b, h in one]), cfg.alpha)
     to_pct = lambda r: (math.exp(r) - 1) * 100  # noqa: E731
     delta_pct = to_pct(mean)
     low_pct, high_pct = (to_pct(mean - half), to_pct(mean + half)) if math.isfinite(half) else (None, None)
@@ -152,9 +153,7 @@ def compare_cell(
         mde_pct=None if not math.isfinite(mde) else to_pct(mde),
     )
     out["verdict"] = verdict(delta_pct, low_pct, high_pct, cfg)
-    out["bound_pct"] = (
-        inconclusive_bound(low_pct, high_pct, cfg) if out["verdict"] == "inconclusive" else None
-    )
+    out["bound_pct"] = inconclusive_bound(low_pct, high_pct, cfg) if out["verdict"] == INCONCLUSIVE else None
     return out
 
 
@@ -171,23 +170,13 @@ def unit_logs(pairs: Sequence[int], logs: np.ndarray, groups: Mapping[int, int] 
     return np.array([float(np.mean(v)) for v in by_group.values()])
 
 
-def verdict(delta_pct: float, low_pct: float | None, high_pct: float | None, cfg: Stats) -> str:
-    if low_pct is None or high_pct is None:
-        return "inconclusive"  # no interval at all: nothing was ruled out
-    if (low_pct > 0 or high_pct < 0) and abs(delta_pct) >= cfg.min_effect_pct:
-        return "slower" if delta_pct > 0 else "faster"  # resolved, however wide
-    if -cfg.min_effect_pct <= low_pct and high_pct <= cfg.min_effect_pct:
-        return "no change"  # every change that matters is ruled out
-    return "inconclusive"
-
-
-def inconclusive_bound(low_pct: float | None, high_pct: float | None, cfg: Stats) -> float | None:
-    """The change an inconclusive interval could not rule out: its end farthest outside +-min_effect
-    (None without an interval)."""
-    if low_pct is None or high_pct is None:
+def generations(spawn: str | None, seeds: Mapping[int, int]) -> dict[int, int] | None:
+    """pair -> its fork-server generation, named by the hash seed its server gave every fork: the unit of
+    the intervals (``groups``), for the live --precision rule and the summary alike. None unless the run
+    forked its workers (--spawn forkserver)."""
+    if spawn != "forkserver" or not seeds:
         return None
-    outside = [v for v in (low_pct, high_pct) if abs(v) > cfg.min_effect_pct] or [low_pct, high_pct]
-    return max(outside, key=abs)
+    return dict(seeds)
 
 
 def half_width_pct(row: Mapping) -> float | None:
@@ -238,9 +227,8 @@ def signed_rank_interval(logs: Sequence[float], alpha: float) -> tuple[float, fl
     dist = np.ones(1)
     for rank in range(1, n + 1):
         dist = (np.concatenate([dist, np.zeros(rank)]) + np.concatenate([np.zeros(rank), dist])) / 2
-    below = int(
-        np.searchsorted(np.cumsum(dist), alpha / 2 * (1 + 1e-9), side="right")
-    )  # P(W+ < k) <= alpha/2
+    # P(W+ < below) <= alpha/2
+    below = int(np.searchsorted(np.cumsum(dist), alpha / 2 * (1 + 1e-9), side="right"))
     walsh = np.sort((x[:, None] + x[None, :])[np.triu_indices(n)] / 2)
     return float(np.median(walsh)), float(walsh[below - 1]), float(walsh[len(walsh) - below])
 
@@ -320,12 +308,12 @@ def onetime_cell(
     rule = dataclasses.replace(cfg, min_effect_pct=min_effect)
     out["verdict"] = verdict(out["delta_pct"], low, high, rule)
     floor = cfg.min_effect_once_pct
-    if out["verdict"] == "no change" and not (-floor <= low and high <= floor):
+    if out["verdict"] == NO_CHANGE and not (-floor <= low and high <= floor):
         # the spread raises only the bar for calling a change; "no change" must still rule out
         # every change past --min-effect-once, or a -46..+143 % interval would read "no change"
-        out["verdict"] = "inconclusive"
+        out["verdict"] = INCONCLUSIVE
         rule = dataclasses.replace(cfg, min_effect_pct=floor)
-    if out["verdict"] == "inconclusive":
+    if out["verdict"] == INCONCLUSIVE:
         out["bound_pct"] = inconclusive_bound(low, high, rule)
     return out
 

@@ -8,14 +8,10 @@ turns each value into its own cell of ONE run, so every process pair measures ev
 - a shape dimension (``dim0=64,128,256``, dim0 = the sequence in TE's [seq, batch, hidden]):
   each shape becomes one shape per value.
 
-Per pair and side, the per-step host time of each value (median of its trials) is fitted
-against the value by least squares: a slope in us per unit. The pair is the unit, as for the
-per-step deltas: the slope's estimate and 95% interval are Student's t over the pairs' slopes,
-and base vs head is the t interval of the per-pair differences (head - base), with a verdict:
-``steeper`` / ``flatter`` when the interval excludes 0, else ``inconclusive (up to ...)``.
-The counters per value come with it (Python calls per value and their exact slope).
-
-Coordinator side: no torch.
+Per pair and side, the per-step host time of each value (median of its trials) is fitted against the
+value by least squares (us per unit). The pair is the unit: the slope's interval is Student's t over the
+pairs' slopes, head - base that of the per-pair differences, with its verdict (teperf.verdicts.slope_verdict).
+The counters per value come with it (Python calls per value and their exact slope). No torch here.
 """
 
 from __future__ import annotations
@@ -28,6 +24,7 @@ from collections import defaultdict
 from typing import Optional
 
 from teperf.errors import TeperfError
+from teperf.verdicts import slope_verdict
 
 VARIANT = re.compile(r"^(?P<module>[^\[]+)\[(?P<key>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>[^\]]+)\]$")
 DIM = re.compile(r"^dim(\d+)$")
@@ -141,11 +138,11 @@ def _ols_slope(xs, ys) -> Optional[float]:
 def _interval(samples, alpha: float) -> dict:
     import numpy as np
 
-    from teperf.stats import _t_interval
+    from teperf.stats import t_interval
 
     if not samples:
         return {"slope": None, "lo": None, "hi": None, "n_pairs": 0}
-    mean, half, _sd, _mde = _t_interval(np.asarray(samples, dtype=float), alpha)
+    mean, half, _sd, _mde = t_interval(np.asarray(samples, dtype=float), alpha)
     finite = math.isfinite(half)
     return {
         "slope": mean,
@@ -155,22 +152,11 @@ def _interval(samples, alpha: float) -> dict:
     }
 
 
-def slope_verdict(delta: dict) -> str:
-    lo, hi = delta.get("lo"), delta.get("hi")
-    if lo is None or hi is None:
-        return "inconclusive"
-    if lo > 0:
-        return "steeper"
-    if hi < 0:
-        return "flatter"
-    return f"inconclusive (up to {max(abs(lo), abs(hi)):.2f} us/unit)"
-
-
 def analyze(bundle_path, sweep: Sweep) -> list[dict]:
     """One dict per series (module/recipe/shape-with-*/mode): the values, per side the mean per-step
     us and counters per value, the slope per side with its interval, and head - base with its verdict."""
+    from teperf.config import METRIC_FIELD
     from teperf.summary import parse, stats_from_meta
-    from teperf.summary.aggregate import METRIC_FIELD
 
     parsed = parse(bundle_path)
     stats = stats_from_meta(parsed.meta)

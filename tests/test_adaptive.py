@@ -258,3 +258,18 @@ def test_a_cell_that_lost_its_pairs_drops_out_of_the_schedule():
                 feed(ad, pair, cid, [1.0, 1.01, 0.99, 1.0])
         ad.pair_done(pair, 1.0, len(todo), failed=retries.failed)
     assert dead in retries.failed and dead not in ad.next_pair(LOST_PAIRS_PER_CELL, retries.failed)
+
+
+def test_the_live_rule_takes_fork_server_generations_as_the_unit_as_the_summary_does():
+    """--spawn forkserver: pairs are grouped by the hash seed their trials carry (stats.generations), the
+    rule the summary uses, so --precision waits for generations, not pairs."""
+    ad, clock, cases = make(processes=4, modules="Linear")
+    ad.schedule = dataclasses.replace(ad.schedule, spawn="forkserver")
+    for pair in range(4):
+        seed = 11 if pair < 2 else 22  # two generations of two pairs
+        for k, r in enumerate((1.01, 1.02, 1.03)):
+            for side, us in ((0, 100.0), (1, 100.0 * r)):
+                record = {"process_cpu_ns": us * ITERS * 1000, "iters": ITERS, "hash_seed": seed}
+                ad.add_trial(pair, 0, 0, k, side, record)
+        ad.pair_done(pair, 1.0, 1)
+    assert ad.rows[0]["n_generations"] == 2 and ad.rows[0]["ci_basis"] == "generations"

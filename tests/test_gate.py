@@ -5,8 +5,8 @@ from conftest import PLANTED, run_cli
 
 from teperf.commands._common import gate
 from teperf.errors import TeperfError
-from teperf.gate import failing_cells, parse_fail_on
 from teperf.summary import Summary
+from teperf.verdicts import failing_cells, parse_fail_on
 
 
 def row(module, verdict, delta=1.0, bound=None, shape="8x2x64"):

@@ -249,7 +249,7 @@ def test_each_lane_starts_its_first_pair_on_spare_cores_and_later_pairs_come_sta
     monkeypatch.setattr(coordinator, "spare_cores", lambda lanes: [0, 1, 2, 3, 4, 5])
     launched = []
     monkeypatch.setattr(
-        coordinator.PairRunner, "launch", lambda self, cores: launched.append((self.pair, self, cores))
+        coordinator.PairTrials, "launch", lambda self, cores: launched.append((self.pair, self, cores))
     )
     config = dataclasses.replace(load_config("default", {"processes": 6, "prestart": "2"}), lanes=2)
     cases = expand(config)

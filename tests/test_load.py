@@ -13,11 +13,11 @@ from teperf.bundle import Bundle
 from teperf.config import Stats, load_config
 from teperf.engine.pair import RemeasureBudget
 from teperf.errors import TeperfError
-from teperf.gate import failing_cells
 from teperf.records import TrialRecord
-from teperf.render import render, verdict_text
+from teperf.render import render
 from teperf.stats import pick_attempt
 from teperf.summary import aggregate, parse, summarize
+from teperf.verdicts import failing_cells, verdict_text
 
 
 def test_pick_attempt_takes_the_first_clean_complete_attempt():

@@ -151,7 +151,7 @@ def test_a_cold_pair_starts_its_sides_at_once_where_spare_cores_allow():
 def test_a_cold_pair_starts_one_side_after_the_other_where_cores_are_few():
     sched, made = _schedule([0])  # the 2-core CI VM: one spare core, shared by the pair ahead
     runner, _ = sched.take(0)
-    assert runner.pair == 0 and runner.launched is None  # PairRunner.start spawns on the lane's core
+    assert runner.pair == 0 and runner.launched is None  # PairTrials.start spawns on the lane's core
     assert made[1].launched == [0, 0]
 
 

@@ -7,7 +7,8 @@ import json
 from teperf.records import StopRecord
 from teperf.render import render, table_model
 from teperf.schema import ROW_FIELDS
-from teperf.summary import Summary, stop_note
+from teperf.summary import Summary
+from teperf.summary.notes import stop_note
 
 
 def _row(module, verdict, delta, low, high, pairs, bound=None):

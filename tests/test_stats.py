@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from teperf.config import Stats
-from teperf.stats import compare_cell, half_width_pct, inconclusive_bound, single_cell, verdict
+from teperf.stats import compare_cell, half_width_pct, single_cell
+from teperf.verdicts import inconclusive_bound, verdict
 
 DEFAULT = Stats()
 

@@ -13,7 +13,7 @@ import pytest
 
 from teperf.config import Stats
 from teperf.records import SCHEMA_VERSION, FailureRecord
-from teperf.render import _clean, render
+from teperf.render import json_value, render
 from teperf.summary import aggregate, notes, onetime_notes, parse, stats_from_meta, summarize
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -42,7 +42,7 @@ def test_the_three_steps_make_what_summarize_made_before_the_split(path):
     stats = stats_from_meta(parsed.meta)
     rows = aggregate(parsed, stats)
     got = {
-        "rows": [{k: _clean(v) for k, v in r.items() if k != "info"} for r in rows],
+        "rows": [{k: json_value(v) for k, v in r.items() if k != "info"} for r in rows],
         "notes": notes(parsed, rows, stats),
         "onetime_notes": onetime_notes(parsed),
     }

@@ -191,35 +191,50 @@ def confirm_path(meta: dict, path) -> Path | None:
     return Path(path) / rel if rel else None
 
 
-def render_bisect(path, fmt: str, console=None) -> str | None:
-    """Text of a bisect bundle; with fmt 'table' printed on ``console`` (returns None)."""
+def _confirmed(confirm: Path | None, fmt: str, console=None):
+    """The biggest culprit's own compare against its parent, rendered; None where it was not run."""
     from teperf.summary import summarize
 
-    meta, probes = load(path)
+    return render(summarize(confirm), fmt, console=console) if confirm and confirm.is_dir() else None
+
+
+def _json(meta: dict, probes: list, path, console=None) -> str:
+    result = meta.get("result") or {}
+    out = {
+        "answer": result.get("answer"),
+        "explained": result.get("explained"),
+        "culprits": result.get("culprits") or [],  # biggest share first
+        "opposite_movers": result.get("opposite_movers") or [],
+        "unresolved": result.get("unresolved") or [],
+        "meta": meta,
+        "probes": [p.to_dict() for p in probes],
+    }
+    confirm = _confirmed(confirm_path(meta, path), "json")
+    if confirm is not None:
+        out["confirm"] = json.loads(confirm)
+    return json.dumps(out, indent=2, default=str) + "\n"
+
+
+def _markdown(meta: dict, probes: list, path, console=None) -> str:
+    text = render_markdown(probe_model(meta, probes, path))
+    confirm = _confirmed(confirm_path(meta, path), "markdown")
+    if confirm is not None:
+        text += "\n**the biggest culprit's own compare against its parent**\n\n" + confirm
+    return text
+
+
+def _table(meta: dict, probes: list, path, console=None) -> None:
+    render_rich(probe_model(meta, probes, path), console)
     confirm = confirm_path(meta, path)
-    if fmt == "json":
-        result = meta.get("result") or {}
-        out = {
-            "answer": result.get("answer"),
-            "explained": result.get("explained"),
-            "culprits": result.get("culprits") or [],  # biggest share first
-            "opposite_movers": result.get("opposite_movers") or [],
-            "unresolved": result.get("unresolved") or [],
-            "meta": meta,
-            "probes": [p.to_dict() for p in probes],
-        }
-        if confirm and confirm.is_dir():
-            out["confirm"] = json.loads(render(summarize(confirm), "json"))
-        return json.dumps(out, indent=2, default=str) + "\n"
-    model = probe_model(meta, probes, path)
-    if fmt == "markdown":
-        text = render_markdown(model)
-        if confirm and confirm.is_dir():
-            text += "\n**the biggest culprit's own compare against its parent**\n\n"
-            text += render(summarize(confirm), "markdown")
-        return text
-    render_rich(model, console)
     if confirm and confirm.is_dir():
         console.print("\nthe biggest culprit's own compare against its parent", highlight=False)
-        render(summarize(confirm), "table", console=console)
-    return None
+        _confirmed(confirm, "table", console)
+
+
+RENDERERS = {"table": _table, "markdown": _markdown, "json": _json}  # fmt -> fn(meta, probes, path, console)
+
+
+def render_bisect(path, fmt: str, console=None) -> str | None:
+    """Text of a bisect bundle; with fmt 'table' printed on ``console`` (returns None)."""
+    meta, probes = load(path)
+    return RENDERERS[fmt](meta, probes, path, console)

@@ -17,7 +17,7 @@ from teperf.commands._live import live_view
 from teperf.config import KEYS, OVERRIDE_KEYS, Key, load_config, parse_shape, shipped_names
 from teperf.errors import EXIT_CELLS_FAILED, TeperfError, exit_status_for_signal
 from teperf.options import MeasureOptions, SideOptions
-from teperf.render import FORMATS, render
+from teperf.render import RENDERERS, render
 from teperf.safe_text import for_terminal
 
 
@@ -308,7 +308,7 @@ def take_sides(kwargs: dict) -> SideOptions:
 
 def take_measure(kwargs: dict, default_config: str = "default") -> MeasureOptions:
     """--config, the config keys' flags, --counters, --sweep, --fail-on, --format and --results-dir."""
-    from teperf.gate import parse_fail_on
+    from teperf.verdicts import parse_fail_on
 
     fail_on = frozenset(parse_fail_on(kwargs.pop("fail_on", None)))
     if kwargs.get("config_path") is None:
@@ -360,7 +360,7 @@ def fail_on_option(f):
 
 def gate(summary, verdicts: set) -> None:
     """--fail-on: exit 1, naming the cells in one line on stderr, when any cell has one of ``verdicts``."""
-    from teperf.gate import failing_cells
+    from teperf.verdicts import failing_cells
 
     cells = failing_cells(summary.rows, verdicts) if verdicts else []
     if cells:
@@ -371,17 +371,16 @@ def gate(summary, verdicts: set) -> None:
         sys.exit(1)
 
 
+def format_option(renderers, default: str = "table", **kwargs):
+    """--format, its choices the keys of a renderer registry (teperf.render.RENDERERS and the like)."""
+    return click.option(
+        "--format", "fmt", type=click.Choice(list(renderers)), default=default, show_default=True, **kwargs
+    )
+
+
 def output_options(f):
     f = click.option("--results-dir", metavar="DIR", help="Where bundles go.", show_default="./results")(f)
-    f = click.option(
-        "--format",
-        "fmt",
-        type=click.Choice(FORMATS),
-        default="table",
-        show_default=True,
-        help="Output format.",
-    )(f)
-    return f
+    return format_option(RENDERERS, help="Output format.")(f)
 
 
 def _console(stderr=False):

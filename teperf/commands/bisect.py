@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from teperf.commands._common import _console, config_options, grouped, side_options
+from teperf.bisect.report import RENDERERS
+from teperf.commands._common import _console, config_options, format_option, grouped, side_options
 from teperf.options import MeasureOptions, SideOptions
 
 DEFAULT_BUDGET_S = 1800.0
@@ -46,9 +47,7 @@ DEFAULT_BUDGET_S = 1800.0
     help="Search in time (default); --no-confirm: counters only, shares of the counter change.",
 )
 @click.option("--results-dir", metavar="DIR", help="Where the bundle goes (default: ./results).")
-@click.option(
-    "--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table", show_default=True
-)
+@format_option(RENDERERS)
 @config_options
 @grouped()
 def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: MeasureOptions):

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from teperf.commands._common import Number
+from teperf.commands._common import Number, format_option
 from teperf.sides import cachedir
 
 _cache_dir_option = click.option(
@@ -49,36 +49,17 @@ def command():
     """Show or clear teperf's cache of git trees, overlays, builds, build directories and extensions."""
 
 
-@command.command("list")
-@_cache_dir_option
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def list_(cache_dir, fmt):
-    """List the cached git trees, overlay trees and builds."""
-    root = cachedir.cache_root(cache_dir)
-    found = cachedir.entries(cache_dir)
-    if fmt == "json":
-        click.echo(
-            json.dumps(
-                {
-                    "root": str(root),
-                    "entries": [
-                        {
-                            "kind": e.kind,
-                            "key": e.key,
-                            "path": str(e.path),
-                            "size": e.size,
-                            "mtime": e.mtime,
-                            "complete": e.complete,
-                            "meta": e.meta,
-                        }
-                        for e in found
-                    ],
-                },
-                indent=2,
-                default=str,
-            )
-        )
-        return
+def _list_json(root, found) -> None:
+    entries = [
+        {k: getattr(e, k) for k in ("kind", "key", "path", "size", "mtime", "complete", "meta")}
+        for e in found
+    ]
+    for entry in entries:
+        entry["path"] = str(entry["path"])
+    click.echo(json.dumps({"root": str(root), "entries": entries}, indent=2, default=str))
+
+
+def _list_table(root, found) -> None:
     if not found:
         click.echo(f"cache {root}: empty")
         return
@@ -99,6 +80,17 @@ def list_(cache_dir, fmt):
     console = Console()
     console.print(table)
     console.print(f"{len(found)} entries, {_size(sum(e.size for e in found))}")
+
+
+RENDERERS = {"table": _list_table, "json": _list_json}  # fmt -> fn(root, entries), prints
+
+
+@command.command("list")
+@_cache_dir_option
+@format_option(RENDERERS)
+def list_(cache_dir, fmt):
+    """List the cached git trees, overlay trees and builds."""
+    RENDERERS[fmt](cachedir.cache_root(cache_dir), cachedir.entries(cache_dir))
 
 
 @command.command("clear")

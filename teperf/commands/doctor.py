@@ -13,44 +13,9 @@ import sys
 
 import click
 
-from teperf.commands._common import interpreter
+from teperf.commands._common import format_option, interpreter
 
 STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown": "dim"}
-
-
-@click.command("doctor")
-@click.option(
-    "--core",
-    type=int,
-    help="The core you will pin workers to (default: the last usable one, as compare does); one this machine "
-    "lacks is refused (exit 2).",
-)
-@click.option(
-    "--python",
-    "pythons",
-    multiple=True,
-    metavar="EXE",
-    callback=interpreter,
-    help="Also report Python/torch/TE versions of this side interpreter; repeatable.",
-)
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--strict", is_flag=True, help="Exit 1 on warnings too, not only on failures.")
-def command(core, pythons, fmt, strict):
-    """Check CPU frequency, core isolation, ASLR, load, versions and GPU; change nothing."""
-    from teperf.cpus import check_core
-    from teperf.doctor import all_checks, worst
-
-    core = check_core(core)  # compare's default, or the given core refused (exit 2) if this machine lacks it
-    checks = all_checks(core, tuple(pythons))
-    verdict = worst(checks)
-    if fmt == "json":
-        click.echo(
-            json.dumps({"core": core, "verdict": verdict, "checks": [c.to_dict() for c in checks]}, indent=2)
-        )
-    else:
-        _print_text(core, checks, verdict)
-    if verdict == "fail" or (strict and verdict == "warn"):
-        sys.exit(1)
 
 
 def _print_text(core, checks, verdict) -> None:
@@ -68,6 +33,45 @@ def _print_text(core, checks, verdict) -> None:
         )
     console.print(table)
     console.print(
-        f"overall: [{STATUS_STYLE.get(verdict, '')}]{verdict}[/] (doctor only reads; it never changes a "
-        "setting)"
+        f"overall: [{STATUS_STYLE.get(verdict, '')}]{verdict}[/] (doctor only reads; it never changes "
+        "a setting)"
     )
+
+
+def _print_json(core, checks, verdict) -> None:
+    click.echo(
+        json.dumps({"core": core, "verdict": verdict, "checks": [c.to_dict() for c in checks]}, indent=2)
+    )
+
+
+RENDERERS = {"text": _print_text, "json": _print_json}  # fmt -> fn(core, checks, verdict), prints
+
+
+@click.command("doctor")
+@click.option(
+    "--core",
+    type=int,
+    help="The core you will pin workers to (default: the last usable one, as compare does); one this machine "
+    "lacks is refused (exit 2).",
+)
+@click.option(
+    "--python",
+    "pythons",
+    multiple=True,
+    metavar="EXE",
+    callback=interpreter,
+    help="Also report Python/torch/TE versions of this side interpreter; repeatable.",
+)
+@format_option(RENDERERS, default="text")
+@click.option("--strict", is_flag=True, help="Exit 1 on warnings too, not only on failures.")
+def command(core, pythons, fmt, strict):
+    """Check CPU frequency, core isolation, ASLR, load, versions and GPU; change nothing."""
+    from teperf.cpus import check_core
+    from teperf.doctor import all_checks, worst
+
+    core = check_core(core)  # compare's default, or the given core refused (exit 2) if this machine lacks it
+    checks = all_checks(core, tuple(pythons))
+    verdict = worst(checks)
+    RENDERERS[fmt](core, checks, verdict)
+    if verdict == "fail" or (strict and verdict == "warn"):
+        sys.exit(1)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import click
 
-from teperf.commands._common import emit
+from teperf.commands._common import emit, format_option
 from teperf.config import METRICS
-from teperf.render import FORMATS
+from teperf.render import RENDERERS
 
 
 @click.command("report")
 @click.argument("bundle", type=click.Path(file_okay=False))
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@format_option(RENDERERS)
 @click.option("--metric", type=click.Choice(METRICS), help="Headline clock to summarise.")
 @click.option(
     "--by-lane",
@@ -25,12 +25,16 @@ def command(bundle, fmt, metric, by_lane):
 
     meta = Bundle.open(bundle).meta()
     if meta.kind == "bisect":
+        from teperf.bisect.report import RENDERERS as BISECT_FORMATS
         from teperf.bisect.report import render_bisect
         from teperf.commands._common import _console
         from teperf.errors import TeperfError
 
-        if fmt == "csv":
-            raise TeperfError("a bisect bundle has no csv form", "use --format table, markdown or json")
+        if fmt not in BISECT_FORMATS:
+            *most, last = BISECT_FORMATS
+            raise TeperfError(
+                f"a bisect bundle has no {fmt} form", f"use --format {', '.join(most)} or {last}"
+            )
         text = render_bisect(bundle, fmt, console=_console())
         if text is not None:
             click.echo(text, nl=False)

@@ -1,16 +1,10 @@
 """When to stop measuring, and which cells the next pair measures.
 
-Without ``precision_pct`` the schedule is fixed: ``processes`` pairs of every
-case (cut short only by ``budget_s`` when one is set). With it, fresh pairs keep
-coming until every cell's 95 % half-width is at most ``precision_pct`` or the
-budget is spent. A cell stops once it has ``min_pairs`` pairs and a narrow
-enough interval, and later pairs leave it out, so the time goes to the cells
-that still need it.
-
-Stopping looks only at interval widths, never at the estimates, so it does not
-pick the answer. The interim intervals come from ``teperf.stats.compare_cell``,
-the same statistic the final table shows. The clock is injected so that tests
-can drive the budget without sleeping.
+Without ``precision_pct`` the schedule is fixed: ``processes`` pairs of every case (cut short only by
+``budget_s``). With it, pairs keep coming until every cell's 95 % half-width is at most ``precision_pct``
+(a cell with ``min_pairs`` pairs and a narrow enough interval gets no more) or the budget is spent.
+Stopping looks only at interval widths, never at the estimates, so it does not pick the answer; the interim
+intervals are the final table's statistic (``teperf.stats.compare_cell``). The clock is injected for tests.
 """
 
 from __future__ import annotations
@@ -22,9 +16,9 @@ from collections import defaultdict
 from typing import Callable, Iterable, Optional
 
 from teperf.config import METRIC_FIELD, Config, Stats
-from teperf.plan import server_generation
 from teperf.records import StopRecord
-from teperf.stats import INDEPENDENT_BASES, choose_attempts, compare_cell, half_width_pct
+from teperf.stats import INDEPENDENT_BASES, choose_attempts, compare_cell, generations, half_width_pct
+from teperf.verdicts import loaded
 
 MAX_PAIRS = 1000  # with --precision the budget bounds the run; this only guards against a runaway loop
 
@@ -77,15 +71,13 @@ class Adaptive:
         self.n_sides = n_sides
         # case -> pair -> (round, trial) -> attempt -> {side index: (per-step us, contended)}
         self._trials: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(dict))))
+        self._seeds: dict[int, int] = {}  # pair -> its hash seed (with forkserver: its generation's)
         self._pair_cost: list[float] = []  # seconds of measuring per case, one figure per finished pair
-        self._pair_start: dict[
-            int, float
-        ] = {}  # pair -> seconds it took to start (each lane's first one cold)
+        self._pair_start: dict[int, float] = {}  # pair -> seconds it took to start (each lane's first: cold)
         self.cold_pairs = max(1, config.lanes)  # pairs 0..lanes-1 start cold, one per lane
         self.rows: dict[int, dict] = {}  # case -> its interim stats.compare_cell row
-        self.pairs_done = (
-            0  # pairs that measured at least one trial (a pair cut by the budget at once does not count)
-        )
+        # pairs that measured at least one trial (a pair cut by the budget at once does not count)
+        self.pairs_done = 0
         self._measured: set[int] = set()
         self._finished: set[int] = set()  # pairs that ended: with lanes, others are still measuring
         self.stop_reason = ""
@@ -171,6 +163,8 @@ class Adaptive:
         if isinstance(value, (int, float)) and record.get("iters"):
             per_step = value / record["iters"] / 1000.0
             self._trials[case_id][pair][(round_, trial)][attempt][side] = (per_step, contended)
+            if record.get("hash_seed") is not None:
+                self._seeds[pair] = record["hash_seed"]
             self._measured.add(pair)
 
     def pair_done(
@@ -220,22 +214,17 @@ class Adaptive:
             base[pair].append(b)
             head[pair].append(h)
             couples[pair].append((b, h))
-        # with forkserver the generation is the unit of the intervals (the summary's rule: stats.compare_cell)
-        groups = (
-            {p: server_generation(self.schedule, p) for p in base}
-            if self.schedule.spawn == "forkserver"
-            else None
-        )
+        groups = generations(self.schedule.spawn, self._seeds)  # the summary's unit of the intervals
         row = self.rows[case_id] = compare_cell(base, head, self.stats, couples, groups)
         cell.pairs = row["n_pairs"]
         cell.delta_pct = row.get("delta_pct")
         # One pair's (or one generation's) interval misses between-process noise: no width yet.
         cell.half_pct = half_width_pct(row) if row.get("ci_basis") in INDEPENDENT_BASES else None
         # Too many couples shared their core: more pairs, while the budget lasts, may bring the share down.
-        loaded = n_couples and 100.0 * n_contended / n_couples > self.stats.max_contended_pct
+        load = loaded(n_contended, n_couples, self.stats.max_contended_pct)
         if (
             self.target is not None
-            and not loaded
+            and not load
             and settles(cell.pairs, cell.half_pct, self.target, self.min_pairs)
         ):
             cell.settled = True  # for good: a settled cell gets no more pairs

@@ -1,12 +1,12 @@
 """Walks the schedule: fresh worker pairs -> set-up -> interleaved trials -> bundle.
 
-The coordinator never imports torch. A run (:func:`run_schedule`) is three owners and the lanes
-that use them: :class:`~teperf.engine.prestart.PairSchedule` hands out the pairs (the adaptive plan,
-the pairs started ahead, each cell's lost-pair budget), :class:`WorkerLives` keeps every worker process from
-spawn to reap
-(and the fork servers), :class:`RunRecords` writes the pairs' and trials' records and tells the
-progress view. One pair's workers are a :class:`~teperf.engine.pair.PairRunner`: a case that raises
-fails at once; a worker that dies or hangs costs the case its pair only.
+The coordinator never imports torch. A run (:func:`run_schedule`) is three owners and the lanes that use
+them: :class:`~teperf.engine.prestart.PairSchedule` hands out the pairs (the adaptive plan, the pairs started
+ahead, each cell's lost-pair budget), :class:`WorkerLives` keeps every worker process from spawn to reap (and
+the fork servers), :class:`RunRecords` writes the pairs' and trials' records and tells the progress view.
+The pairs share one :class:`~teperf.engine.pair.RunContext`; a pair is a
+:class:`~teperf.engine.pair.PairTrials` (its processes a ``PairWorkers``): a case that raises fails at once;
+a worker that dies or hangs costs the case its pair only.
 """
 
 from __future__ import annotations
@@ -23,11 +23,7 @@ from teperf.config import Config
 from teperf.cpus import assign_lanes, spare_cores
 from teperf.engine.adaptive import Adaptive
 from teperf.engine.lanes import LaneStopped, run_lanes
-from teperf.engine.pair import (
-    PairRunner,
-    RemeasureBudget,
-    compile_cache_spec,
-)
+from teperf.engine.pair import PairTrials, RemeasureBudget, RunContext, compile_cache_spec
 from teperf.engine.prestart import PairSchedule
 from teperf.engine.spawn import Worker, WorkerError
 from teperf.plan import Case, Slot, hash_seed, packages_under_test, pair_slots
@@ -131,7 +127,7 @@ class WorkerLives:
                 max_pairs,
             )
 
-    def retire(self, runner: PairRunner, lock: threading.RLock) -> None:
+    def retire(self, runner: PairTrials, lock: threading.RLock) -> None:
         """End a measured pair's workers without waiting for them: they tear down on a spare core.
         Reaps those that have ended, outside the lanes' lock: reaped under it, each waited for a CUDA
         process's teardown (seconds) while every lane stood still (gaps of 15 s between the trials
@@ -181,12 +177,12 @@ class WorkerLives:
 class RunRecords:
     """What the run writes as it measures: the pairs' and trials' records to the bundle, in the order
     the lanes measured them (``lock``), and the progress view, told after each sample is on disk.
-    (A pair's own workers write their set-ups and failures through PairRunner.)"""
+    (A pair writes its own set-ups and failures: PairTrials.)"""
 
     def __init__(self, bundle: Bundle, progress: Optional[Progress], lock: threading.RLock, lanes: int):
         self.bundle, self.progress, self.lock, self.lanes = bundle, progress, lock, lanes
 
-    def pair(self, runner: PairRunner, start_s: float) -> None:
+    def pair(self, runner: PairTrials, start_s: float) -> None:
         with self.lock:
             self.bundle.append(
                 PairRecord(
@@ -205,7 +201,7 @@ class RunRecords:
         if self.progress:
             self.progress(steps, text)
 
-    def trial_text(self, plan: Adaptive, runner: PairRunner, case: Case, attempt: int) -> str:
+    def trial_text(self, plan: Adaptive, runner: PairTrials, case: Case, attempt: int) -> str:
         of = f"/{plan.max_pairs}" if plan.target is None else ""
         on = f" lane {runner.lane + 1}" if self.lanes > 1 else ""
         again = f" (re-measure {attempt})" if attempt else ""
@@ -232,9 +228,7 @@ class _Run:
         plan: Adaptive,
         cache_root: Optional[str] = None,
     ):
-        self.config, self.sides, self.bundle, self.plan = config, sides, bundle, plan
-        self.cache_root = cache_root  # inductor's caches of this run (compile_cache_spec)
-        self.cases = cases
+        self.config, self.plan, self.cases = config, plan, cases
         self.by_id = {c.id: c for c in cases}
         self.lock = threading.RLock()
         self.stop = threading.Event()
@@ -245,20 +239,20 @@ class _Run:
             config, plan, self.lane_cores, import_cores, len(sides), self.runner, self.lock, self.stop
         )
         self.records = RunRecords(bundle, progress, self.lock, len(self.lane_cores))
-
-    def runner(self, pair: int, case_ids: list[int]) -> PairRunner:
-        return PairRunner(
-            self.config,
-            self.sides,
-            [self.by_id[c] for c in case_ids],
-            self.bundle,
-            pair,
-            self.schedule.retries,
-            self.cache_root,
-            self.stop,
-            self.lives.spawned,
-            self.lives.servers,
+        self.ctx = RunContext(
+            config=config,
+            sides=sides,
+            bundle=bundle,
+            retries=self.schedule.retries,
+            stop=self.stop,
+            spawned=self.lives.spawned,
+            cache_root=cache_root,
+            servers=self.lives.servers,
+            packages=tuple(packages_under_test(config, sides)),
         )
+
+    def runner(self, pair: int, case_ids: list[int]) -> PairTrials:
+        return PairTrials(self.ctx, pair, [self.by_id[c] for c in case_ids])
 
     def lane(self, lane: int) -> None:
         """Measure pairs on ``lane`` until the schedule is done."""
@@ -276,9 +270,9 @@ class _Run:
                 raise
             self.lives.retire(runner, self.lock)
 
-    def measure(self, runner: PairRunner, todo: list[int]) -> None:
+    def measure(self, runner: PairTrials, todo: list[int]) -> None:
         """Start one pair on its lane's core and run its trials, each on disk as it lands."""
-        config, plan, sides, pair = self.config, self.plan, self.sides, runner.pair
+        config, plan, n_sides, pair = self.config, self.plan, len(self.ctx.sides), runner.pair
         t0 = time.perf_counter()
         runner.start()
         start_s = time.perf_counter() - t0
@@ -289,11 +283,11 @@ class _Run:
             for case in self.cases:
                 if case.id in runner.cases:
                     runner.counters(case)
-        slots = list(pair_slots(config, todo, pair, len(sides)))
+        slots = list(pair_slots(config, todo, pair, n_sides))
         # A loaded machine may at most double a pair's trials with re-measures.
-        remeasures = RemeasureBudget(len(slots) // len(sides))
-        for start in range(0, len(slots), len(sides)):
-            couple = slots[start : start + len(sides)]  # the trials that run next to each other
+        remeasures = RemeasureBudget(len(slots) // n_sides)
+        for start in range(0, len(slots), n_sides):
+            couple = slots[start : start + n_sides]  # the trials that run next to each other
             attempt = 0
             while True:
                 records = self._couple(runner, couple, attempt)
@@ -304,7 +298,7 @@ class _Run:
                 attempt += 1
         self.schedule.pair_done(runner, todo, t0, start_s)
 
-    def _couple(self, runner: PairRunner, couple: list[Slot], attempt: int) -> Optional[list[TrialRecord]]:
+    def _couple(self, runner: PairTrials, couple: list[Slot], attempt: int) -> Optional[list[TrialRecord]]:
         """Measure one couple; its records (a failed trial has none); None when the budget is spent."""
         plan, iters, pair = self.plan, self.config.schedule.iters, runner.pair
         records = []

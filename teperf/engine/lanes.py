@@ -1,21 +1,9 @@
-"""Parallel measuring lanes: which cores measure at once, and running one pair per lane.
+"""Parallel measuring lanes (``--lanes N``): a thread per lane, each measuring one pair at a time on its
+own physical core (which cores: teperf/cpus.py; SMT siblings would share a pipeline and caches).
 
-A lane is a measuring core. With ``--lanes N`` N process pairs measure at the same
-time, each pinned to a core of its own physical core: two lanes on SMT siblings
-would share one core's pipeline and caches and slow each other's steps (lanes on
-separate cores still share L3 and memory bandwidth: benchmarks/lanes_calibration.py
-measures that). Cores that are no lane's (and no lane's
-sibling) start the upcoming pairs ahead, as with one lane.
-
-Each lane runs its pairs in its own thread (worker I/O releases the GIL; the
-coordinator's own work is small). The lane threads share one lock for the
-schedule, the bundle and the progress view. On Ctrl-C/SIGTERM (which reach the
-main thread only) the main thread sets ``stop``, kills every worker the run has
-started, again and again until the lane threads have ended, and re-raises: no
-worker is left behind and the bundle keeps every finished trial.
-
-``--lanes auto`` is ``min(AUTO_MAX_LANES, physical cores // CORES_PER_LANE)``, at
-least 1 (README, "Parallel lanes", says why and which figures set the cap).
+Worker I/O releases the GIL, so threads suffice. On Ctrl-C/SIGTERM (which reach the main thread only) the
+main thread sets ``stop``, kills every worker the run has started, again and again until the lane threads
+have ended, and re-raises: no worker is left behind and the bundle keeps every finished trial.
 """
 
 from __future__ import annotations

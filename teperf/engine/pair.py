@@ -1,18 +1,20 @@
 """One process pair: a worker per side, the cases set up in them, their trials.
 
-:class:`PairRunner` owns the workers of one pair from spawn to close and writes what happens to them
-(set-ups, counters, failures, the workers' hellos) to the bundle; a worker that dies or hangs costs the
+:class:`RunContext` is what a run's pairs share. :class:`PairWorkers` owns one pair's processes from
+spawn to close; :class:`PairTrials` sets the cases up in them, runs the trials and counters and writes
+what happens (set-ups, failures, the workers' hellos) to the bundle. A worker that dies or hangs costs the
 case this pair only (:class:`CellRetries`), and a couple that shared its core is measured again
 (:class:`RemeasureBudget`). The coordinator (engine/coordinator.py) decides which pairs run where.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
 from collections import defaultdict
-from typing import Optional
+from typing import Any, Optional
 
 from teperf.bundle import Bundle
 from teperf.config import Config
@@ -20,7 +22,7 @@ from teperf.engine.hints import start_hint
 from teperf.engine.lanes import LaneStopped
 from teperf.engine.spawn import Worker, WorkerError
 from teperf.errors import TeperfError
-from teperf.plan import Case, Slot, hash_seed, packages_under_test, start_order
+from teperf.plan import Case, Slot, hash_seed, start_order
 from teperf.records import (
     CountersRecord,
     FailureRecord,
@@ -91,68 +93,130 @@ class CellRetries:
         return case_id not in self.failed
 
 
-class PairRunner:
-    """The workers of one process pair (one per side) and the cases set up in them."""
+@dataclasses.dataclass(frozen=True)
+class RunContext:
+    """What every pair of one run shares, made once by the coordinator and passed whole."""
 
-    def __init__(
-        self,
-        config: Config,
-        sides: list[Side],
-        cases: list[Case],
-        bundle: Bundle,
-        pair: int,
-        retries: CellRetries,
-        cache_root: Optional[str] = None,
-        stop: Optional[threading.Event] = None,
-        spawned: Optional[list] = None,
-        servers=None,
-    ):
-        self.config = config
-        self.servers = servers  # fork servers (--spawn forkserver), or None: fresh interpreters
-        self.core = config.core  # the measuring core: its lane's (set when a lane takes the pair)
+    config: Config
+    sides: list[Side]
+    bundle: Bundle
+    retries: CellRetries
+    stop: threading.Event  # set: the run is stopping, a dead worker is no lost pair (engine/lanes.py)
+    spawned: list  # every worker of the run, for a stop to kill
+    cache_root: Optional[str] = None  # inductor's caches of this run (compile_cache_spec)
+    servers: Any = None  # fork servers (--spawn forkserver, engine/forkserver.py), or None: fresh ones
+    packages: tuple = ()  # the packages under test, whose imports each worker reports
+
+    def check_stop(self) -> None:
+        """A worker killed because the run is stopping cost no pair: end the pair, record nothing."""
+        if self.stop.is_set():
+            raise LaneStopped()
+
+
+class PairWorkers:
+    """The processes of one pair, a worker per side (``live``: side index -> Worker), spawn to close."""
+
+    def __init__(self, ctx: RunContext, pair: int, seed: int, backends: list[str]):
+        self.ctx, self.pair, self.seed, self.backends = ctx, pair, seed, backends
+        self.live: dict[int, Worker] = {}
+
+    def spawn(self, index: int, core: int) -> Worker:
+        ctx, side = self.ctx, self.ctx.sides[index]
+        worker = Worker(
+            side,
+            core=core,
+            device=ctx.config.device,
+            backends=self.backends,
+            hash_seed=self.seed,
+            log_path=ctx.bundle.worker_log(self.pair, side.label),
+            cwd=ctx.bundle.path,
+            timeout_s=ctx.config.schedule.timeout_s,
+            compile_cache=compile_cache_spec(ctx.config, ctx.cache_root, side.label),
+            launcher=ctx.servers.launcher(index, self.pair) if ctx.servers is not None else None,
+        )
+        ctx.spawned.append(worker)
+        self.live[index] = worker
+        return worker
+
+    def ready(self, index: int, core: int) -> Worker:
+        """Side ``index``'s worker (spawned on ``core`` unless launched ahead) once it said hello."""
+        try:
+            worker = self.live.get(index) or self.spawn(index, core)
+            worker.wait_ready()
+        except WorkerError:
+            self.live.pop(index, None)
+            raise
+        return worker
+
+    def kill(self, index: int) -> None:
+        self.live.pop(index).kill()
+
+    def close(
+        self, retire_core: Optional[int] = None, retired: Optional[list] = None, hurry: bool = False
+    ) -> None:
+        """End the workers: at once when ``retired`` is given (they are reaped later), else waiting;
+        ``hurry`` (the run is stopping) kills them without asking: one may be hung."""
+        workers = list(self.live.values())
+        self.live.clear()
+        if hurry:
+            for worker in workers:
+                worker.kill()
+            return
+        if retired is None:
+            for worker in workers:
+                worker.close()
+            return
+        # Handed over before retiring: a Ctrl-C inside retire() (it talks to the
+        # worker) must still leave every worker to the caller's reap, or one outlives us.
+        retired.extend(workers)
+        for worker in workers:
+            worker.retire(retire_core)
+
+
+class PairTrials:
+    """One process pair as a lane measures it: its cases set up in its workers (:class:`PairWorkers`),
+    its trials and counters, and the records of all of it (set-ups, failures, the workers' hellos)."""
+
+    def __init__(self, ctx: RunContext, pair: int, cases: list[Case]):
+        self.ctx, self.pair = ctx, pair
+        self.core = ctx.config.core  # the measuring core: its lane's (set when a lane takes the pair)
         self.lane = 0
-        self.stop = stop  # set: the run is stopping, a dead worker is no lost pair (engine/lanes.py)
-        self.spawned = spawned if spawned is not None else []  # every worker of the run, for a stop to kill
-        self.sides = sides
         self.cases = {c.id: c for c in cases}
-        self.bundle = bundle
-        self.pair = pair
         # A forked worker has its server's hash seed: that of its generation's first pair.
-        self.seed = servers.seed(pair) if servers is not None else hash_seed(config.seed, pair)
-        self.retries = retries
+        servers = ctx.servers
+        self.seed = servers.seed(pair) if servers is not None else hash_seed(ctx.config.seed, pair)
+        self.workers = PairWorkers(ctx, pair, self.seed, sorted({c.backend for c in cases}))
         self.lost_here: set[int] = set()  # cases whose worker died or hung in this pair
         self.given_up = False  # too many restarts: the rest of this pair is skipped
         self.skipped: dict[int, str] = {c.id: c.skip for c in cases if c.skip}
         self.dropped: set[int] = set()  # settled since this pair was launched ahead: no trials, no warm-up
         self.started_ahead = False  # launched on spare cores before a lane took it (PairSchedule)
-        self.workers: dict[int, Worker] = {}
         self.ready: dict[int, set] = {}  # side index -> case ids set up in its worker
         self.queued: dict[int, list] = {}  # side index -> case ids whose setup was sent ahead
         self.restarts = 0
-        self.backends = sorted({c.backend for c in cases})
-        self.cache_root = cache_root
-        self.packages = packages_under_test(config, sides)
 
     def _runnable_cases(self) -> list[Case]:
         return [c for c in self.cases.values() if self.runnable(c.id)]
 
     def _wire(self, case: Case) -> dict:
-        return case.to_wire(self.config.device, self.config.schedule.warmup)
+        return case.to_wire(self.ctx.config.device, self.ctx.config.schedule.warmup)
+
+    def _order(self) -> list[int]:
+        return start_order(self.pair, len(self.ctx.sides))
 
     def launch(self, import_cores: list[int]) -> None:
-        """Start this pair's processes and queue every case's set-up, without waiting:
-        they import torch, build and warm up on spare cores (side i on
-        ``import_cores[i]``) while the previous pair measures; ``start`` moves
-        them to the measuring core and warms up again."""
-        for index in start_order(self.pair, len(self.sides)):
-            worker = self.workers[index] = self._spawn(index, import_cores[index])
+        """Start this pair's processes and queue every case's set-up, without waiting: they import torch,
+        build and warm up on spare cores (side i on ``import_cores[i]``) while the previous pair measures;
+        ``start`` moves them to the measuring core and warms up again."""
+        for index in self._order():
+            worker = self.workers.spawn(index, import_cores[index])
             self.queued[index] = []
             for case in self._runnable_cases():
                 worker.send({"cmd": "setup", "case": self._wire(case)})
                 self.queued[index].append(case.id)
 
     def start(self) -> None:
-        for index in start_order(self.pair, len(self.sides)):
+        for index in self._order():
             self._start_side(index)
             self._collect_queued(index)
             self._move_to_measuring_core(index)
@@ -160,17 +224,17 @@ class PairRunner:
         # side that sets a case up second finds the code it runs warm in the shared caches, and its first
         # call read 7-20 % cheaper; base always first biased every lanes pair's one-time A/A (issue 32).
         for case in self._runnable_cases():
-            for index in (i for i in start_order(self.pair, len(self.sides)) if i in self.workers):
+            for index in (i for i in self._order() if i in self.workers.live):
                 if self.runnable(case.id) and case.id not in self.ready[index]:
                     self._setup(index, case)
-        for index in start_order(self.pair, len(self.sides)):
+        for index in self._order():
             # after every set-up: the factories' imports are what the content hash must cover
             self._describe_imports(index)
             self._record_worker(index)
 
     def runnable(self, case_id: int) -> bool:
         return (
-            self.retries.runnable(case_id)
+            self.ctx.retries.runnable(case_id)
             and case_id not in self.skipped
             and case_id not in self.lost_here
             and case_id not in self.dropped
@@ -178,19 +242,17 @@ class PairRunner:
 
     def _collect_queued(self, index: int) -> None:
         for case_id in self.queued.pop(index, []):
-            if index not in self.workers:
+            if index not in self.workers.live:
                 return
             try:
-                reply = self.workers[index].receive()
-            except WorkerError as exc:
-                self._worker_failed(
-                    index, self.cases[case_id], exc
-                )  # the fresh worker sets everything up anew
+                reply = self.workers.live[index].receive()
+            except WorkerError as exc:  # the fresh worker sets everything up anew
+                self._worker_failed(index, self.cases[case_id], exc)
                 return
             self._record_setup(index, self.cases[case_id], reply)
 
     def _move_to_measuring_core(self, index: int) -> None:
-        worker = self.workers.get(index)
+        worker = self.workers.live.get(index)
         if worker is None or worker.core == self.core:
             return
         try:
@@ -204,7 +266,7 @@ class PairRunner:
                 continue
             try:
                 reply = worker.request(
-                    {"cmd": "warm", "case_id": case_id, "steps": self.config.schedule.warmup}
+                    {"cmd": "warm", "case_id": case_id, "steps": self.ctx.config.schedule.warmup}
                 )
             except WorkerError as exc:
                 self._worker_failed(index, self.cases[case_id], exc)
@@ -212,53 +274,33 @@ class PairRunner:
             if reply.get("type") != "warm":
                 self._record_setup(index, self.cases[case_id], reply)
 
-    def _spawn(self, index: int, core: int) -> Worker:
-        side = self.sides[index]
-        worker = Worker(
-            side,
-            core=core,
-            device=self.config.device,
-            backends=self.backends,
-            hash_seed=self.seed,
-            log_path=self.bundle.worker_log(self.pair, side.label),
-            cwd=self.bundle.path,
-            timeout_s=self.config.schedule.timeout_s,
-            compile_cache=compile_cache_spec(self.config, self.cache_root, side.label),
-            launcher=self.servers.launcher(index, self.pair) if self.servers is not None else None,
-        )
-        self.spawned.append(worker)
-        return worker
-
     def _start_side(self, index: int) -> None:
-        side = self.sides[index]
+        ctx, side = self.ctx, self.ctx.sides[index]
         try:
-            worker = self.workers.get(index) or self._spawn(index, self.core)
-            self.workers[index] = worker
-            worker.wait_ready()
+            self.workers.ready(index, self.core)
         except WorkerError as exc:
-            self.workers.pop(index, None)
-            self._check_stop()
+            ctx.check_stop()
             last = exc.log_tail.strip().splitlines()[-1:] or [""]
-            self.bundle.append(
+            ctx.bundle.append(
                 FailureRecord(
                     pair=self.pair, side=side.label, case_id=None, error=str(exc), log_tail=exc.log_tail
                 )
             )
             raise TeperfError(
                 f"the {side.label} worker did not start: {exc.fatal or last[0] or exc}",
-                start_hint(exc, side, self.config, self.bundle.worker_log(self.pair, side.label)),
+                start_hint(exc, side, ctx.config, ctx.bundle.worker_log(self.pair, side.label)),
             )
         self.ready[index] = set()
 
     def _describe_imports(self, index: int) -> None:
         """Ask the worker what it really imported (interpreter, torch, the package under test with
         its content hash) and keep it in its hello: the bundle then proves which code each side ran."""
-        worker = self.workers.get(index)
+        worker = self.workers.live.get(index)
         if worker is None or "imported" in (worker.hello or {}):
             return
         try:
             reply = worker.request(
-                {"cmd": "imported", "packages": self.packages, "known": dict(KNOWN_HASHES)}
+                {"cmd": "imported", "packages": list(self.ctx.packages), "known": dict(KNOWN_HASHES)}
             )
         except WorkerError as exc:
             self._worker_failed(index, None, exc)
@@ -271,61 +313,60 @@ class PairRunner:
             worker.hello["imported"] = {"error": str(reply.get("error"))}
 
     def _record_worker(self, index: int) -> None:
-        worker = self.workers.get(index)
+        worker = self.workers.live.get(index)
         if worker is not None:
-            self.bundle.append(
-                WorkerRecord(
-                    pair=self.pair, side=self.sides[index].label, hash_seed=self.seed, hello=worker.hello
-                )
+            label = self.ctx.sides[index].label
+            self.ctx.bundle.append(
+                WorkerRecord(pair=self.pair, side=label, hash_seed=self.seed, hello=worker.hello)
             )
 
     def _setup(self, index: int, case: Case) -> None:
         try:
-            reply = self.workers[index].request({"cmd": "setup", "case": self._wire(case)})
+            reply = self.workers.live[index].request({"cmd": "setup", "case": self._wire(case)})
         except WorkerError as exc:
             self._worker_failed(index, case, exc)
             return
         self._record_setup(index, case, reply)
 
     def _record_setup(self, index: int, case: Case, reply: dict) -> None:
-        side = self.sides[index]
+        side = self.ctx.sides[index]
 
         def record(status: str, **fields) -> SetupRecord:
             return SetupRecord(pair=self.pair, side=side.label, case_id=case.id, status=status, **fields)
 
         if reply.get("type") in ("ready", "warm"):
             self.ready[index].add(case.id)
-            self.bundle.append(record("ready", info=reply.get("info", {})))
+            self.ctx.bundle.append(record("ready", info=reply.get("info", {})))
         elif reply.get("skipped"):
             self.skipped[case.id] = reply.get("error", "")
-            self.bundle.append(record("skipped", error=reply.get("error")))
+            self.ctx.bundle.append(record("skipped", error=reply.get("error")))
         else:
-            self.retries.fail(case.id, f"{side.label}: {reply.get('error')}")
-            self.bundle.append(record("error", error=reply.get("error")))
+            self.ctx.retries.fail(case.id, f"{side.label}: {reply.get('error')}")
+            self.ctx.bundle.append(record("error", error=reply.get("error")))
 
     def _worker_failed(self, index: int, case: Optional[Case], exc: WorkerError) -> None:
         """The worker died or hung: the case loses this pair (and is failed once it has lost
         too many); a fresh worker for the side takes over the other cases."""
-        self._check_stop()
-        side = self.sides[index]
+        ctx = self.ctx
+        ctx.check_stop()
+        side = ctx.sides[index]
         case_id = case.id if case else None
-        reason = f"{side.label}: {exc}"
         final = False
         if case is not None:
             self.lost_here.add(case.id)
-            final = self.retries.lose(case.id, self.pair, reason)
-        self.bundle.append(
+            final = ctx.retries.lose(case.id, self.pair, f"{side.label}: {exc}")
+        ctx.bundle.append(
             FailureRecord(
                 pair=self.pair,
                 side=side.label,
                 case_id=case_id,
                 error=str(exc),
                 final=final,
-                lost_pairs=list(self.retries.lost.get(case_id, [])),
+                lost_pairs=list(ctx.retries.lost.get(case_id, [])),
                 log_tail=exc.log_tail,
             )
         )
-        self.workers.pop(index).kill()
+        self.workers.kill(index)
         self.queued.pop(index, None)
         self.restarts += 1
         if self.restarts > MAX_RESTARTS_PER_PAIR:
@@ -334,21 +375,16 @@ class PairRunner:
         # A fresh worker for this side, on the measuring core, with the cases that still work set up again.
         self._start_side(index)
         for other in self._runnable_cases():
-            if index in self.workers:
+            if index in self.workers.live:
                 self._setup(index, other)
         self._describe_imports(index)
         self._record_worker(index)
 
-    def _check_stop(self) -> None:
-        """A worker killed because the run is stopping cost no pair: end this pair, record nothing."""
-        if self.stop is not None and self.stop.is_set():
-            raise LaneStopped()
-
     def active(self, case_id: int) -> bool:
-        return not self.given_up and self.runnable(case_id) and len(self.workers) == len(self.sides)
+        return not self.given_up and self.runnable(case_id) and len(self.workers.live) == len(self.ctx.sides)
 
     def counters(self, case: Case) -> None:
-        for index, worker in sorted(self.workers.items()):
+        for index, worker in sorted(self.workers.live.items()):
             if not self.active(case.id):
                 return
             try:
@@ -357,21 +393,18 @@ class PairRunner:
                 self._worker_failed(index, case, exc)
                 return
             if reply.get("type") == "counters":
-                self.bundle.append(
-                    CountersRecord(
-                        pair=self.pair,
-                        side=self.sides[index].label,
-                        case_id=case.id,
-                        counters=reply["counters"],
-                    )
+                label = self.ctx.sides[index].label
+                record = CountersRecord(
+                    pair=self.pair, side=label, case_id=case.id, counters=reply["counters"]
                 )
+                self.ctx.bundle.append(record)
 
     def trial(self, slot: Slot, case: Case, iters: int, attempt: int = 0) -> Optional[TrialRecord]:
         """One trial of ``case`` on the side of ``slot``, as its record; None when it failed (recorded).
         ``attempt``: how many times its couple was measured before (it shared its core then)."""
-        index, label = slot.side, self.sides[slot.side].label
+        index, label = slot.side, self.ctx.sides[slot.side].label
         try:
-            reply = self.workers[index].request({"cmd": "trial", "case_id": case.id, "iters": iters})
+            reply = self.workers.live[index].request({"cmd": "trial", "case_id": case.id, "iters": iters})
         except WorkerError as exc:
             self._worker_failed(index, case, exc)
             return None
@@ -397,8 +430,8 @@ class PairRunner:
                 )
             except RecordError as exc:  # a worker of another teperf version, say
                 error = f"the worker sent a trial this teperf cannot read: {exc}"
-        self.retries.fail(case.id, f"{label}: {error}")
-        self.bundle.append(
+        self.ctx.retries.fail(case.id, f"{label}: {error}")
+        self.ctx.bundle.append(
             FailureRecord(pair=self.pair, side=label, case_id=case.id, error=error, final=True)
         )
         return None
@@ -406,23 +439,7 @@ class PairRunner:
     def close(
         self, retire_core: Optional[int] = None, retired: Optional[list] = None, hurry: bool = False
     ) -> None:
-        """End this pair's workers: at once when ``retired`` is given (they are reaped later), else
-        waiting; ``hurry`` (the run is stopping) kills them without asking: one may be hung."""
-        workers = list(self.workers.values())
-        self.workers.clear()
-        if hurry:
-            for worker in workers:
-                worker.kill()
-            return
-        if retired is None:
-            for worker in workers:
-                worker.close()
-            return
-        # Handed over before retiring: a Ctrl-C inside retire() (it talks to the
-        # worker) must still leave every worker to the caller's reap, or one outlives us.
-        retired.extend(workers)
-        for worker in workers:
-            worker.retire(retire_core)
+        self.workers.close(retire_core, retired, hurry)
 
 
 def compile_cache_spec(config: Config, cache_root: Optional[str], label: str) -> Optional[dict]:

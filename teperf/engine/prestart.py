@@ -14,7 +14,7 @@ from typing import Callable, Optional
 from teperf.config import Config
 from teperf.engine.adaptive import Adaptive
 from teperf.engine.lanes import LaneStopped
-from teperf.engine.pair import CellRetries, PairRunner
+from teperf.engine.pair import CellRetries, PairTrials
 from teperf.engine.spawn import WorkerError
 from teperf.errors import TeperfError
 
@@ -59,14 +59,14 @@ class PairSchedule:
         lane_cores: list[int],
         import_cores: list[int],
         n_sides: int,
-        new_runner: Callable[[int, list[int]], PairRunner],
+        new_runner: Callable[[int, list[int]], PairTrials],
         lock: threading.RLock,
         stop: threading.Event,
     ):
         self.config, self.plan, self.lane_cores, self.import_cores = config, plan, lane_cores, import_cores
         self.n_sides, self.new_runner, self.lock, self.stop = n_sides, new_runner, lock, stop
         self.retries = CellRetries()
-        self.upcoming: deque[PairRunner] = deque()  # pairs started ahead, numbered from ``taken`` on
+        self.upcoming: deque[PairTrials] = deque()  # pairs started ahead, numbered from ``taken`` on
         self.taken = 0  # pairs handed to a lane so far
         self.next_launch = 1
         self.started = self.measured = 0  # pairs whose workers were spawned; pairs measured
@@ -101,7 +101,7 @@ class PairSchedule:
             "measure_s": round(statistics.median(self.measure_times), 3) if self.measure_times else None,
         }
 
-    def take(self, lane: int) -> Optional[tuple[PairRunner, list[int]]]:
+    def take(self, lane: int) -> Optional[tuple[PairTrials, list[int]]]:
         """The next pair for ``lane`` (None: the schedule is done); launches the pairs ahead."""
         with self.lock:
             if self.stop.is_set():
@@ -127,17 +127,16 @@ class PairSchedule:
                 raise
             return runner, todo
 
-    def _launch_cold(self, runner: PairRunner, lane: int, todo: list[int]) -> PairRunner:
+    def _launch_cold(self, runner: PairTrials, lane: int, todo: list[int]) -> PairTrials:
         """A pair nobody started ahead (each lane's first): where spare cores are enough for it and a
         pair ahead without sharing, its sides import and set up at once, each on a spare core, then move
-        to the lane's core (PairRunner.start); one after the other on the lane's core they took twice as
+        to the lane's core (PairTrials.start); one after the other on the lane's core they took twice as
         long (a warm TE run: 33 s to its first trial, all of it the first pair's start). Returns the pair
         to measure: a fresh, unlaunched one where the launch failed."""
-        n, cores = self.n_sides, self.import_cores
-        if len(cores) < n * (len(self.lane_cores) + 1):
+        if len(self.import_cores) < self.n_sides * (len(self.lane_cores) + 1):
             return runner
         try:
-            runner.launch([cores[(lane * n + i) % len(cores)] for i in range(n)])
+            runner.launch(self._spare(lane))
             return runner
         except (TeperfError, WorkerError):
             runner.close(hurry=True)
@@ -149,7 +148,6 @@ class PairSchedule:
         # The first pair of each lane starts cold on its own lane's core, idle until then; the spare
         # cores start the pairs after those.
         self.next_launch = max(self.next_launch, self.taken, len(self.lane_cores))
-        n_sides = self.n_sides
         self.depth = self._depth()
         self.max_depth = max(self.max_depth, self.depth)
         while len(self.upcoming) < self.depth and self.plan.may_launch(self.next_launch):
@@ -158,24 +156,23 @@ class PairSchedule:
             self.next_launch += 1
             self.started += 1
             try:
-                # One spare core per worker, in turn; shared where cores are few.
-                ahead.launch(
-                    [
-                        self.import_cores[(ahead.pair * n_sides + i) % len(self.import_cores)]
-                        for i in range(n_sides)
-                    ]
-                )
+                ahead.launch(self._spare(ahead.pair))
             except (TeperfError, WorkerError):
                 self.upcoming.pop().close()  # that pair starts cold when its turn comes
                 self.next_launch -= 1
                 self.started -= 1
                 break
 
+    def _spare(self, k: int) -> list[int]:
+        """The k-th group of spare cores, one per side, in turn (shared where cores are few)."""
+        cores, n = self.import_cores, self.n_sides
+        return [cores[(k * n + i) % len(cores)] for i in range(n)]
+
     def out_of_time(self) -> bool:
         with self.lock:
             return self.plan.out_of_time()
 
-    def pair_done(self, runner: PairRunner, todo: list[int], t0: float, start_s: float) -> None:
+    def pair_done(self, runner: PairTrials, todo: list[int], t0: float, start_s: float) -> None:
         """Tell the plan the pair is done (started at ``t0``, its workers took ``start_s`` to start)."""
         with self.lock:
             self.measured += 1

@@ -67,9 +67,7 @@ def check_python(python: str) -> None:
     if os.path.sep in python or python.startswith("."):
         ok = os.path.isfile(python) and os.access(python, os.X_OK)
     else:
-        from shutil import which
-
-        ok = which(python) is not None
+        ok = shutil.which(python) is not None
     if not ok:
         raise TeperfError(
             f"interpreter {python!r} does not exist or is not executable",

@@ -14,21 +14,8 @@ from teperf.config import METRIC_FIELD, Stats, from_meta
 from teperf.errors import TeperfError
 from teperf.provenance import identical_code, mixed_code, side_facts
 from teperf.summary.aggregate import aggregate
-from teperf.summary.notes import notes, onetime_notes, stop_note
+from teperf.summary.notes import notes, onetime_notes
 from teperf.summary.parse import ParsedBundle, parse
-
-__all__ = [
-    "METRIC_FIELD",
-    "ParsedBundle",
-    "Summary",
-    "aggregate",
-    "notes",
-    "onetime_notes",
-    "parse",
-    "stats_from_meta",
-    "stop_note",
-    "summarize",
-]
 
 
 @dataclasses.dataclass
@@ -98,7 +85,6 @@ def summarize(path, stats: Stats | None = None, lane: int | None = None) -> Summ
 
 
 def code_problems(parsed: ParsedBundle) -> list[str]:
-
     problems = []
     identical = identical_code(parsed.meta, parsed.workers)
     if identical:

@@ -13,6 +13,7 @@ from teperf.records import CaseMeta, lost_pairs_text
 from teperf.schema import ONETIME_CLOCKS, ONETIME_COSTS, ONETIME_STATS, ROW_FIELDS
 from teperf.stats import break_even_steps, choose_attempts, compare_cell, onetime_cell, single_cell
 from teperf.summary.parse import CellRecords, ParsedBundle
+from teperf.verdicts import apply_load
 
 NOT_HOST_BOUND_SYNC_FRACTION = 0.02  # the final synchronize waited > 2 % of the loop: GPU was behind
 EXTRA_CLOCKS = ("thread_cpu_ns", "wall_ns", "sync_ns")
@@ -132,9 +133,7 @@ def step_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
     if counts["couples"] and parsed.device == "cpu":  # elsewhere no trial tells (TrialRecord.contended)
         out["contended_pct"] = 100.0 * counts["contended"] / counts["couples"]
         out["remeasured"] = counts["remeasured"]
-        if out.get("verdict") is not None and out["contended_pct"] > stats.max_contended_pct:
-            # What could be measured shared its core too often: what was not detected likely did too.
-            out.update(verdict="inconclusive", bound_pct=None, verdict_cause="load")
+        apply_load(out, stats.max_contended_pct)
     for label, prefix in ((base, "base"), (head, "head")):
         if label is None:
             continue
@@ -166,9 +165,8 @@ def onetime_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> di
     for setup in cell.ready:
         for cost in ONETIME_COSTS:
             ms = onetime_ms(setup.info.get(cost), stats.metric)
-            if (
-                ms is not None
-            ):  # the first set-up of a case in a pair counts (a restarted worker sets up again)
+            # the first set-up of a case in a pair counts (a restarted worker sets up again)
+            if ms is not None:
                 by_cost[cost][setup.side].setdefault(setup.pair, ms)
     lost = lost_pairs(cell)
     base, head = parsed.base_label, parsed.head_label

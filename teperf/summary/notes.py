@@ -11,6 +11,7 @@ from teperf.records import CONTENDED_WALL_OVER_CPU, StopRecord
 from teperf.stats import lanes_agree, onetime_rule
 from teperf.summary.aggregate import planned_pairs, trials_without_clock
 from teperf.summary.parse import ParsedBundle
+from teperf.verdicts import LOAD
 
 
 def _plural(n: int, word: str) -> str:
@@ -60,20 +61,18 @@ def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
     if any(r.get("ci_basis") == "trials" for r in rows):
         out.append(
             "one process pair: intervals cover trial noise only, not the between-process noise (a few % on a "
-            "VM); "
-            "use --processes 3 or more for verdicts that hold"
+            "VM); use --processes 3 or more for verdicts that hold"
         )
     if any(r.get("ci_basis") == "one generation" for r in rows):
         out.append(
             "one fork-server generation: intervals cover the noise between its pairs only, not between "
-            "generations "
-            "(the unit with --spawn forkserver); use more pairs than --server-pairs, or --spawn fresh"
+            "generations (the unit with --spawn forkserver); use more pairs than --server-pairs, or "
+            "--spawn fresh"
         )
     if any(r.get("host_bound") is False for r in rows):
         out.append(
             "cells marked 'GPU-bound': the GPU was behind at the end of a trial, so host time is not what "
-            "limits "
-            "the step"
+            "limits the step"
         )
     if parsed.compiled_in_trial:
         out.append(
@@ -140,8 +139,7 @@ def generation_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str
     if differ > 2 * expected:
         text += (
             ": pairs of a generation are not independent here, which is why the intervals take the "
-            "generation, "
-            "not the pair, as the unit (--server-pairs 1 or --spawn fresh make every pair one)"
+            "generation, not the pair, as the unit (--server-pairs 1 or --spawn fresh make every pair one)"
         )
     return text
 
@@ -157,8 +155,7 @@ def load_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str:
         return ""
     text = (
         f"{parsed.preempted_trials} of {parsed.total_trials} trials shared the measuring core (wall time at "
-        "least "
-        f"{CONTENDED_WALL_OVER_CPU * 100 - 100:.0f}% above CPU time); {_plural(remeasured, 'couple')} "
+        f"least {CONTENDED_WALL_OVER_CPU * 100 - 100:.0f}% above CPU time); {_plural(remeasured, 'couple')} "
         "measured again"
     )
     if left_out:
@@ -170,11 +167,10 @@ def load_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str:
     if counted and limit >= 100:
         text += f"; they count (the limit is 100%): up to {max(counted):.0f}% of a cell's couples"
     elif counted:
-        loaded = sum(r.get("verdict_cause") == "load" for r in rows)
+        loaded = sum(r.get("verdict_cause") == LOAD for r in rows)
         text += (
             f"; {_plural(len(counted), 'cell')} had more than {limit:g}% of their couples share it in every "
-            "attempt "
-            f"(up to {max(counted):.0f}%): their figures count them"
+            f"attempt (up to {max(counted):.0f}%): their figures count them"
             + (f", and {loaded} {'is' if loaded == 1 else 'are'} inconclusive (load)" if loaded else "")
         )
     return text + " - pick a quieter --core or machine"
@@ -276,8 +272,7 @@ def onetime_notes(parsed: ParsedBundle) -> list[str]:
     if warmups:
         out.append(
             "not in the figures: each worker's first compile of anything (dynamo/inductor start-up, "
-            "compiler "
-            f"probes), done once on a tiny function: median {float(np.median(warmups)):.1f} s of CPU"
+            f"compiler probes), done once on a tiny function: median {float(np.median(warmups)):.1f} s of CPU"
         )
     cache_mode = parsed.compile_cache.mode if parsed.compile_cache else None
     filled = sum(1 for c in caches if c.get("files_before"))

@@ -28,6 +28,7 @@ from teperf.records import (
     TrialRecord,
     WorkerRecord,
 )
+from teperf.stats import generations
 
 
 @dataclasses.dataclass
@@ -50,9 +51,7 @@ class ParsedBundle:
     bad_cases: int = 0  # cases of meta.json without their keys
     skipped_lines: int = 0  # lines of records.jsonl that did not read as a record
     pair_starts: list[float] = dataclasses.field(default_factory=list)  # s to start and set up each pair
-    pair_seeds: dict[int, int] = dataclasses.field(
-        default_factory=dict
-    )  # pair -> hash seed (its server generation's)
+    pair_seeds: dict[int, int] = dataclasses.field(default_factory=dict)  # pair -> hash seed (its server's)
     stop: Optional[StopRecord] = None
     compile_cache: Optional[CompileCacheRecord] = None
     prewarms: list[PrewarmRecord] = dataclasses.field(default_factory=list)
@@ -81,9 +80,7 @@ class ParsedBundle:
     def pair_generations(self) -> Optional[dict[int, int]]:
         """pair -> its fork-server generation (named by the server's hash seed), the unit the intervals
         are taken over (teperf.stats.compare_cell); None unless the run forked its workers."""
-        if (self.config.get("schedule") or {}).get("spawn") != "forkserver" or not self.pair_seeds:
-            return None
-        return self.pair_seeds
+        return generations((self.config.get("schedule") or {}).get("spawn"), self.pair_seeds)
 
     @property
     def device(self) -> Optional[str]:

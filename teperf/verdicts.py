@@ -1,0 +1,142 @@
+"""Verdicts: their names, the rules that give a cell one, how each is shown, and the --fail-on groups.
+
+The interval rule (:func:`verdict`) says what the interval ruled out:
+
+- "slower"/"faster": the interval excludes 0 and the estimate is at least min_effect_pct;
+- "no change": the whole interval lies inside +-min_effect_pct, so every change that matters is
+  ruled out (a narrow interval around +0.4 % is no change; [-2.3, +8.5] % is not);
+- "inconclusive" otherwise, with the bound it could not exclude (:func:`inconclusive_bound`, "up to
+  +8.5 %"). More pairs, or ``--precision``, settle it.
+
+The load rule (:func:`loaded`): a cell of which more than --max-contended % of the trial couples shared
+the measuring core in every attempt is inconclusive, cause "load", whatever its interval. One-time costs
+below the fewest units an interval needs read "too few pairs" (or generations); a --sweep slope reads
+steeper/flatter (:func:`slope_verdict`). ``--fail-on`` never relies on a bare ratio, only on these.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from teperf.errors import TeperfError
+
+SLOWER, FASTER, NO_CHANGE, INCONCLUSIVE = "slower", "faster", "no change", "inconclusive"
+NAMES = (SLOWER, FASTER, NO_CHANGE, INCONCLUSIVE)
+TOO_FEW_PAIRS = "too few pairs"  # a one-time cost's verdict below stats.onetime_pairs_needed
+TOO_FEW_GENERATIONS = "too few generations"  # the same where fork-server generations are the unit
+LOAD = "load"  # the verdict_cause of a cell made inconclusive by the load rule
+
+# How each verdict is shown: the report's rich table, `teperf history`'s terminal, the dashboard.
+STYLE = {SLOWER: "bold red", FASTER: "bold green", NO_CHANGE: "dim", INCONCLUSIVE: "yellow"}
+HISTORY_STYLE = {SLOWER: "red", FASTER: "green", INCONCLUSIVE: "yellow", NO_CHANGE: "dim"}
+CSS_CLASS = {SLOWER: "slower", FASTER: "faster", NO_CHANGE: "nochange", INCONCLUSIVE: "inconclusive"}
+HTML_COLOR = {SLOWER: "#c0392b", FASTER: "#1e8449", NO_CHANGE: "#7f8c8d", INCONCLUSIVE: "#d68910"}
+
+# what each --fail-on name matches
+FAIL_ON = {SLOWER: {SLOWER}, FASTER: {FASTER}, "change": {SLOWER, FASTER}, INCONCLUSIVE: {INCONCLUSIVE}}
+
+
+def verdict(delta_pct: float, low_pct: float | None, high_pct: float | None, cfg) -> str:
+    """The interval rule; ``cfg.min_effect_pct`` is the smallest change that matters."""
+    if low_pct is None or high_pct is None:
+        return INCONCLUSIVE  # no interval at all: nothing was ruled out
+    if (low_pct > 0 or high_pct < 0) and abs(delta_pct) >= cfg.min_effect_pct:
+        return SLOWER if delta_pct > 0 else FASTER  # resolved, however wide
+    if -cfg.min_effect_pct <= low_pct and high_pct <= cfg.min_effect_pct:
+        return NO_CHANGE  # every change that matters is ruled out
+    return INCONCLUSIVE
+
+
+def inconclusive_bound(low_pct: float | None, high_pct: float | None, cfg) -> float | None:
+    """The change an inconclusive interval could not rule out: its end farthest outside +-min_effect
+    (None without an interval)."""
+    if low_pct is None or high_pct is None:
+        return None
+    outside = [v for v in (low_pct, high_pct) if abs(v) > cfg.min_effect_pct] or [low_pct, high_pct]
+    return max(outside, key=abs)
+
+
+def loaded(contended: int, couples: int, limit_pct: float) -> bool:
+    """The load rule: more than ``limit_pct`` % of a cell's couples shared the core in every attempt."""
+    return bool(couples) and 100.0 * contended / couples > limit_pct
+
+
+def apply_load(figures: dict, limit_pct: float) -> None:
+    """A cell's figures under the load rule: what could be measured shared its core too often, so what
+    was not detected likely did too, and no verdict stands."""
+    if figures.get("verdict") is not None and figures["contended_pct"] > limit_pct:
+        figures.update(verdict=INCONCLUSIVE, bound_pct=None, verdict_cause=LOAD)
+
+
+def verdict_text(row: dict) -> str:
+    """The verdict as the table shows it: an inconclusive one with the change it could not rule out."""
+    v = row.get("verdict") or "-"
+    if v == INCONCLUSIVE and row.get("verdict_cause") == LOAD:
+        v += f" (load: {row.get('contended_pct') or 0:.0f}% contended)"
+    elif v == INCONCLUSIVE and row.get("bound_pct") is not None:
+        v += f" (up to {row['bound_pct']:+.1f}%)"
+    return v
+
+
+def slope_verdict(delta: dict) -> str:
+    """--sweep: head - base slope, steeper or flatter when its interval excludes 0."""
+    lo, hi = delta.get("lo"), delta.get("hi")
+    if lo is None or hi is None:
+        return INCONCLUSIVE
+    if lo > 0:
+        return "steeper"
+    if hi < 0:
+        return "flatter"
+    return f"inconclusive (up to {max(abs(lo), abs(hi)):.2f} us/unit)"
+
+
+def parse_fail_on(values: Iterable[str] | None) -> set[str]:
+    """--fail-on values (repeatable, or comma lists) -> the verdicts that fail the run."""
+    verdicts: set[str] = set()
+    for value in values or ():
+        names = [v.strip().lower() for v in str(value).split(",") if v.strip()]
+        if not names:  # an empty CI variable would otherwise gate nothing, silently
+            raise TeperfError(
+                f"--fail-on {value!r} names no verdict",
+                f"use {', '.join(FAIL_ON)} (repeat it or join with commas), or leave --fail-on out",
+            )
+        for name in names:
+            if name not in FAIL_ON:
+                raise TeperfError(
+                    f"--fail-on {name!r} is not a verdict",
+                    f"use {', '.join(FAIL_ON)} (repeat it or join with commas)",
+                )
+            verdicts |= FAIL_ON[name]
+    return verdicts
+
+
+def failing_cells(rows: Sequence[dict], verdicts: set[str]) -> list[str]:
+    """'module/recipe[/shape/mode][ cost] verdict delta' of every row's per-step verdict, and of its one-time
+    verdicts (first call, recompile: their own minimum effect), that is in ``verdicts``."""
+    from teperf.schema import ONETIME_COSTS
+
+    shapes = len({r.get("shape") for r in rows}) > 1
+    modes = len({r.get("mode") for r in rows}) > 1
+    out = []
+    for r in rows:
+        cell = "/".join(
+            [r["module"], r["recipe"]] + ([r["shape"]] if shapes else []) + ([r["mode"]] if modes else [])
+        )
+        figures = [("", r)] + [
+            (
+                f" {cost.replace('_', ' ')}",
+                {k: r.get(f"{cost}_{k}") for k in ("verdict", "delta_pct", "bound_pct")},
+            )
+            for cost in ONETIME_COSTS
+        ]
+        for what, f in figures:
+            if f.get("verdict") not in verdicts:
+                continue
+            delta = f" {f['delta_pct']:+.1f}%" if f.get("delta_pct") is not None else ""
+            bound = ""
+            if f.get("verdict") == INCONCLUSIVE and f.get("bound_pct") is not None:
+                bound = f" (up to {f['bound_pct']:+.1f}%)"
+            elif f.get("verdict_cause") == LOAD:
+                bound = f" (load: {f.get('contended_pct') or 0:.0f}% of couples shared their core)"
+            out.append(f"{cell}{what} {f['verdict']}{delta}{bound}")
+    return out
