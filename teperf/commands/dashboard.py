@@ -36,7 +36,7 @@ from teperf.errors import TeperfError
     type=Number(),
     default=0.01,
     show_default=True,
-    help="Permutation-test p-value to accept a step.",
+    help="Permutation-test p-value to accept a step of the host times (nights without a paired compare).",
 )
 def command(history_url, out, machine, ref, min_effect_pct, sig_level):
     """Build the dashboard: overview grid, one chart per cell, detected changes.
