@@ -21,6 +21,12 @@ from teperf.sides.strategy import Strategy
 class CompiledStrategy(Strategy):
     compiled = True
 
+    def build_meta(self, key: str, commit, n_files: int, **more) -> dict:
+        """A build's build.json before it runs: what was built from which tree, then ``more``."""
+        t = self.target
+        ids = {"key": key, "sha": commit.sha, "repo": str(t.repo), "package": t.package}
+        return {"ok": False, **ids, "layout": t.layout.name, "hashed_files": n_files, **more}
+
     def cached(self, kind: str, key: str, output: str) -> dict:
         """The build.json of a finished build of ``key`` ({} when there is none)."""
         home = cachedir.kind_dir(kind, self.target.cache_dir) / key

@@ -282,25 +282,19 @@ class Core(Extension):
         t, env = self.target, self._core_env
         (key, n_files), build = keyed, work / "build"
         fresh = not (build / "CMakeCache.txt").is_file()
-        meta = {
-            "ok": False,
-            "key": key,
-            "sha": commit.sha,
-            "repo": str(t.repo),
-            "package": t.package,
-            "layout": t.layout.name,
-            "workdir": str(work),
-            "lib": str(lib),
-            "log": str(log_path),
-            "hashed_files": n_files,
-            "files_rewritten": rewritten,
-            "cmake_args": self._cmake_args(),
-            "archs": self.archs or None,
-            "configured": fresh,
-            "env": buildrun.hashed_env(
-                env, ("MAX_JOBS", "CMAKE_CUDA_COMPILER_LAUNCHER", *self.cb.module_dirs)
-            ),
-        }
+        meta = self.build_meta(
+            key,
+            commit,
+            n_files,
+            workdir=str(work),
+            lib=str(lib),
+            log=str(log_path),
+            files_rewritten=rewritten,
+            cmake_args=self._cmake_args(),
+            archs=self.archs or None,
+            configured=fresh,
+            env=buildrun.hashed_env(env, ("MAX_JOBS", "CMAKE_CUDA_COMPILER_LAUNCHER", *self.cb.module_dirs)),
+        )
         t.log(
             f"{label} {commit.sha[:10]}: building the {t.layout.name} core library in {work} "
             f"({'configure + full build' if fresh else 'incremental'}; "

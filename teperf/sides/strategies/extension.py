@@ -215,21 +215,17 @@ class Extension(CompiledStrategy):
             f"({changes.plural(n_files, 'input file')}, {changes.plural(env['MAX_JOBS'], 'job')}); "
             f"log: {log_path}"
         )
-        meta = {
-            "ok": False,
-            "key": key,
-            "sha": commit.sha,
-            "repo": str(t.repo),
-            "package": t.package,
-            "layout": t.layout.name,
-            "command": argv,
-            "cwd": ext.setup_dir,
-            "prefix": str(prefix),
-            "log": str(log_path),
-            "hashed_files": n_files,
-            "core": self.core[:16],
-            "env": buildrun.hashed_env(env, tuple(ext.env) + ("MAX_JOBS",)),
-        }
+        meta = self.build_meta(
+            key,
+            commit,
+            n_files,
+            command=argv,
+            cwd=ext.setup_dir,
+            prefix=str(prefix),
+            log=str(log_path),
+            core=self.core[:16],
+            env=buildrun.hashed_env(env, tuple(ext.env) + ("MAX_JOBS",)),
+        )
         before = buildrun.ccache_stats(env)
         started = time.time()  # the stamps show whether the sides' builds overlapped
         rc, seconds = buildrun.run_logged(
