@@ -12,6 +12,9 @@
 #     bash scripts/gpu_te_backfill.sh --plan-only     anywhere (CPU): make the commits, dry-run the backfill
 # Writes $OUT/log.txt, $OUT/changes.txt and $OUT/history.tgz (history, bundles, each run's stdout/stderr,
 # changes.json). TEPERF_CODE: another teperf checkout to run (default: this one).
+# The commits carry fixed dates, so every call makes the same SHAs: HIST_IN=DIR (a history.tgz of an earlier call,
+# unpacked under an ignored path and carried) starts from that call's store, and the backfill resumes it.
+# RANGE/EVERY/PROCS/TRIALS/ITERS/MODULES change what is measured (default: v2.16..c8, every 2nd, 4x4x50).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 LOG=$OUT/log.txt; : > "$LOG"
@@ -29,14 +32,18 @@ PLANTS=(- comment:constants.py comment:utils.py calls comment:fp8.py lnl-forward
         comment:export.py)
 for i in 1 2 3 4 5 6 7 8; do
   what=$(python3 scripts/te_plants.py "$SRC" "${PLANTS[$i]}") || { log "making commit $i failed"; exit 1; }
-  "${g[@]}" commit -q -a -m "teperf nightly fixture $i: $what" || exit 1
+  at="2026-12-03T06:04:$([ $i -ge 7 ] && echo 32 || echo 31)+0000"  # the dates of the first H200 call
+  GIT_AUTHOR_DATE=$at GIT_COMMITTER_DATE=$at "${g[@]}" commit -q -a -m "teperf nightly fixture $i: $what" || exit 1
   "${g[@]}" tag "c$i"
 done
 git -C "$SRC" log --oneline v2.16..c8 >> "$LOG"
 H=$OUT/work/history; R=$OUT/work/results
-ARGS=(--repo "$SRC" --ref nightly --backfill v2.16..c8 --every 2 --explain --budget "$BUDGET"
-      --config pr-thread --modules LayerNormLinear,LayerNormMLP --recipes bf16 --strategy overlay
-      --processes 4 --rounds 1 --trials 4 --iters 50 --warmup 20 --core "${CORE:-7}" --history "$H" --results-dir "$R")
+mkdir -p "$OUT/work"
+[ -n "${HIST_IN:-}" ] && cp -r "$HIST_IN/history" "$H" && log "resuming the store of $HIST_IN ($(ls "$H" | wc -l) files)"
+ARGS=(--repo "$SRC" --ref nightly --backfill "${RANGE:-v2.16..c8}" --every "${EVERY:-2}" --explain --budget "$BUDGET"
+      --config pr-thread --modules "${MODULES:-LayerNormLinear,LayerNormMLP}" --recipes bf16 --strategy overlay
+      --processes "${PROCS:-4}" --rounds 1 --trials "${TRIALS:-4}" --iters "${ITERS:-50}" --warmup 20
+      --core "${CORE:-7}" --history "$H" --results-dir "$R")
 
 if [ "${1:-}" = "--plan-only" ]; then
   python3 -m teperf nightly "${ARGS[@]}" --dry-run 2>&1 | tee -a "$LOG"
@@ -46,7 +53,7 @@ source .gpu/setup.sh >> "$LOG" 2>&1 || { cat "$LOG"; exit 1; }
 export PYTHONPATH=${TEPERF_CODE:-$PWD}:$PYTHONPATH TEPERF_CACHE=/tmp/teperf-nightly-cache
 log "setup done; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); $(nproc) cores"
 for run in 1 2; do
-  t=$(date +%s); limit=$([ $run = 1 ] && echo "${RUN1_S:-470}" || echo 90)
+  t=$(date +%s); limit=$([ $run = 1 ] && echo "${RUN1_S:-470}" || echo "${RUN2_S:-90}")
   timeout --signal=INT --kill-after=15 "$limit" python3 -m teperf nightly "${ARGS[@]}" > "$OUT/run$run.out" 2> "$OUT/run$run.err"
   log "run $run: rc=$? wall=$(( $(date +%s) - t )) s"
   tail -15 "$OUT/run$run.err" >> "$LOG"
