@@ -1,7 +1,6 @@
 """The installed package: where the workers' interpreter imports it from, which commit it was built from.
 
-The coordinator never imports the package: it asks the interpreter that
-will run the workers, in a subprocess, where the package is.
+The coordinator never imports the package: it asks that interpreter, in a subprocess.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from teperf.errors import TeperfError
-from teperf.sides import gitrepo
+from teperf.sides import changes, gitrepo
 from teperf.sides.target import Pair, Refused, Target
 
 COMPILED_FILE_SUFFIXES = (".so", ".pyd", ".dylib")
@@ -28,7 +27,7 @@ _FINDER = r"""
 import importlib.metadata as md, importlib.util, json, site, sys, sysconfig
 name = sys.argv[1]
 out = {"python": sys.executable, "python_version": sys.version.split()[0]}
-out.update(error=None, locations=None, origin=None)
+out.update(error=None, locations=None, origin=None, version=None, distribution=None)
 try:
     spec = importlib.util.find_spec(name)
 except Exception as exc:
@@ -43,7 +42,6 @@ try:
 except Exception:
     dists = []
 out["distributions"] = dists
-out["version"] = out["distribution"] = None
 for dist in dists + [name, name.replace("_", "-")]:
     try:
         out["version"] = md.version(dist)
@@ -51,9 +49,7 @@ for dist in dists + [name, name.replace("_", "-")]:
         break
     except Exception:
         pass
-dirs = set()
-for key in ("purelib", "platlib"):
-    dirs.add(sysconfig.get_paths()[key])
+dirs = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
 try:
     dirs.update(site.getsitepackages())
     dirs.add(site.getusersitepackages())
@@ -127,8 +123,7 @@ def find_installed(
         raise Refused(
             f"{package} is not installed in {python} ({why})",
             "install the package (one build) into that interpreter or put it on PYTHONPATH for --strategy "
-            "overlay, "
-            "or use --strategy build",
+            "overlay, or use --strategy build",
         )
     if len(locations) != 1:
         raise Refused(
@@ -139,15 +134,11 @@ def find_installed(
     location = Path(locations[0]).absolute()
     site_dirs = {os.path.realpath(d) for d in info.get("site_dirs") or []}
     in_site = os.path.realpath(location.parent) in site_dirs
-    siblings: list[str] = []
+    siblings = []
     if not in_site:  # editable/in-place: compiled parts may sit next to the package directory
+        prefixes = (package, f"lib{package}")
         for entry in sorted(location.parent.iterdir()):
-            name = entry.name
-            if (
-                entry.is_file()
-                and name.startswith((package, f"lib{package}"))
-                and (name.endswith((".so", ".pyd", ".dylib")) or ".so." in name)
-            ):
+            if entry.is_file() and entry.name.startswith(prefixes) and is_compiled(entry.name):
                 siblings.append(str(entry))
     return Installed(
         package=package,
@@ -176,17 +167,10 @@ def version_commit(version: str | None) -> str | None:
 
 def installed_commit(repo: str | os.PathLike, installed: Installed) -> tuple[str | None, str]:
     """(full SHA of the commit the installed build came from, or None; how that was decided)."""
-
-    def lookup(ref: str) -> str | None:
-        out = gitrepo.run_git(
-            repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False
-        ).strip()
-        return out or None
-
     version = installed.version
     short = version_commit(version)
     if short:
-        sha = lookup(short)
+        sha = gitrepo.commit_sha(repo, short)
         if sha:
             return sha, f"verified: version {version} names commit {short}"
         return (
@@ -195,7 +179,7 @@ def installed_commit(repo: str | os.PathLike, installed: Installed) -> tuple[str
         )
     if version:
         for tag in (f"v{version}", version, f"release_v{version}"):
-            sha = lookup(f"refs/tags/{tag}")
+            sha = gitrepo.commit_sha(repo, f"refs/tags/{tag}")
             if sha:
                 return sha, f"verified: version {version} matches tag {tag}"
         return None, f"unverified: version {version} names no commit or tag in the repo"
@@ -242,14 +226,8 @@ def compiled_files(installed: Installed) -> list[Path]:
 def check_sides_against(
     installed: Installed, target: Target, pair: Pair, *, strategy: str, tier: str
 ) -> tuple[str | None, str]:
-    """(the installed build's commit or None, how that was decided); Refused when a side needs more than
-    ``tier``.
-
-    The installed build came from some commit: a side whose compiled sources
-    differ from that commit's beyond what ``strategy`` rebuilds cannot run on it.
-    """
-    from teperf.sides import changes
-
+    """(the installed build's commit or None, how that was decided); Refused when a side's compiled
+    sources differ from that commit's beyond what ``strategy`` rebuilds (``tier``)."""
     commit, check = installed_commit(target.repo, installed)
     if not commit:
         return None, check
@@ -259,12 +237,10 @@ def check_sides_against(
             found = diff.deciding()
             raise Refused(
                 f"{strategy} cannot run {label}: the installed {installed.package} {installed.version} was "
-                "built "
-                f"from {commit[:10]}, whose compiled sources differ from {label} {side.sha[:10]} "
+                f"built from {commit[:10]}, whose compiled sources differ from {label} {side.sha[:10]} "
                 f"({changes.shorten(found, 4)})",
                 f"install a build of {label} ({side.sha[:10]}) or of a commit with the same compiled "
-                "sources, "
-                f"or use --strategy {diff.tier}",
+                f"sources, or use --strategy {diff.tier}",
             )
     return commit, check
 
