@@ -1,19 +1,14 @@
 """Shadow trees: one side's ``.py`` files over a compiled build of the package.
 
-The shadow tree of a side is ``<cache>/overlays/<key>/<package>/``: every
-``.py`` file from the side's git tree (new ones included, deleted ones left
-out), and every other file of the build (compiled libraries, data files) as
-a symlink to the build's. Compiled files the side brings itself (an
-extension built from its tree) replace the build's files of the same name.
-``<cache>/overlays/<key>`` goes first on the worker's sys.path. It holds no
-``*.dist-info``/``*.egg-info``, so ``importlib.metadata`` still finds the
-installed distribution.
+``<cache>/overlays/<key>/<package>/`` holds the side's ``.py`` files (deleted ones left out) and a
+symlink to the build's copy of every other file, unless the side brings its own (an extension built
+from its tree). Its parent goes first on the worker's sys.path; it holds no ``*.dist-info``, so
+``importlib.metadata`` still finds the installed distribution.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import os
 import shutil
 import subprocess
@@ -24,6 +19,7 @@ from typing import Iterable, Mapping
 from teperf.errors import TeperfError
 from teperf.sides import Side, cachedir
 from teperf.sides.installed import walk_files
+from teperf.sides.layout import matches_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,10 +69,6 @@ def mark(root: Path, **fields) -> None:
     cachedir.write_json(meta_file, {**cachedir.read_json(meta_file), **fields})
 
 
-def _is_replaced(name: str, patterns: Iterable[str]) -> bool:
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
-
-
 def _link(target: Path, source: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     os.symlink(os.path.abspath(source), target)
@@ -86,7 +78,7 @@ def _fill_shadow(root: Path, spec: ShadowSpec) -> dict:
     shadow = root / spec.package
     shadow.mkdir()
     side_dir = spec.side_pkg_dir
-    side_py = set(rel for rel in walk_files(side_dir) if rel.endswith(".py")) if side_dir.is_dir() else set()
+    side_py = {rel for rel in walk_files(side_dir) if rel.endswith(".py")}
     stats = {
         "py_from_side": 0,
         "links": 0,
@@ -104,7 +96,7 @@ def _fill_shadow(root: Path, spec: ShadowSpec) -> dict:
                 stats["deleted_py"].append(rel)  # tracked in git, absent on this side: deleted
                 continue
             stats["kept_installed_py"].append(rel)  # generated at install time (not in git): keep
-        elif rel in spec.own_files or _is_replaced(os.path.basename(rel), spec.replaced):
+        elif rel in spec.own_files or matches_name(os.path.basename(rel), spec.replaced):
             stats["replaced"].append(rel)  # the side brings its own (two copies would both be found)
             continue
         _link(shadow / rel, spec.installed_dir / rel)
@@ -119,7 +111,7 @@ def _fill_shadow(root: Path, spec: ShadowSpec) -> dict:
         _link(shadow / rel, Path(source))
     for lib in spec.sibling_libs:  # in-place builds keep the compiled parts next to the package directory
         name = os.path.basename(lib)
-        if _is_replaced(name, spec.replaced):
+        if matches_name(name, spec.replaced):
             stats["replaced"].append(name)
             continue
         os.symlink(os.path.abspath(lib), root / name)
