@@ -1,12 +1,7 @@
 """``--strategy auto``: the cheapest strategy the pair's git diff allows.
 
-A pure-Python package (nothing compiled in either tree, no extension
-modules in its packaging, no compiled files in the installed copy) gets
-``path``. Otherwise the diff's tier decides (teperf.sides.changes):
-overlay, extension, core (the core library and the extension over the
-installed package) or build; when a strategy cannot run here (nothing
-installed to overlay on, the installed build is of other compiled sources,
-no extension build known) the next one up is tried, and the reason is kept.
+A pure-Python package gets ``path``; otherwise the diff's tier decides, and when a strategy cannot run
+here (nothing installed to overlay on, say) the next one up is tried and the reason kept.
 """
 
 from __future__ import annotations
