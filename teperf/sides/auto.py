@@ -62,13 +62,12 @@ def choose(target: Target, pair: Pair) -> tuple[Strategy, Plan, dict[str, str]]:
         else strategies.for_tier(pair.changes.tier, target.layout)
     )
     refused: dict[str, str] = {}
-    for i, name in enumerate(order):
+    for name, after in zip(order, order[1:]):
         strategy = strategies.get(name)(target, pair)
         try:
             return strategy, strategy.plan(), refused
         except Refused as exc:
-            if i == len(order) - 1:
-                raise
             refused[name] = exc.one_line()
-            target.log(f"{name} does not apply ({exc.problem}); trying {order[i + 1]}")
-    raise AssertionError("unreachable")
+            target.log(f"{name} does not apply ({exc.problem}); trying {after}")
+    strategy = strategies.get(order[-1])(target, pair)  # the last one's refusal is the error
+    return strategy, strategy.plan(), refused

@@ -81,9 +81,7 @@ def find_ccache(python: str | None = None) -> str | None:
     found = shutil.which("ccache")
     if found:
         return found
-    for exe in (python, sys.executable):
-        if not exe:
-            continue
+    for exe in filter(None, (python, sys.executable)):
         where = shutil.which(exe) or exe
         candidate = os.path.join(os.path.dirname(os.path.abspath(where)), "ccache")
         if os.access(candidate, os.X_OK):

@@ -21,6 +21,8 @@ from teperf.sides.layout import PackageLayout, matches
 PYTHON, VERSION, EXTENSION, CORE, BUILD, OTHER = "python", "version", "extension", "core", "build", "other"
 KINDS = (PYTHON, VERSION, EXTENSION, CORE, BUILD, OTHER)
 TIERS = ("overlay", "extension", "build")
+# the kinds that put a diff in each tier (the overlay tier takes the rest)
+DECIDING = {"build": (CORE, BUILD), "extension": (EXTENSION,), "overlay": (PYTHON, VERSION)}
 
 # Suffixes of files that are documentation wherever they are.
 DOC_SUFFIXES = (".md", ".rst", ".pyi")
@@ -114,21 +116,11 @@ class Changes:
 
     @property
     def tier(self) -> str:
-        kinds = self.kinds
-        if CORE in kinds or BUILD in kinds:
-            return "build"
-        if EXTENSION in kinds:
-            return "extension"
-        return "overlay"
+        return next((t for t in ("build", "extension") if self.kinds.intersection(DECIDING[t])), "overlay")
 
     def deciding(self) -> list[str]:
         """The paths that decide the tier (for the overlay tier: the .py and version files)."""
-        tier = self.tier
-        if tier == "build":
-            return self.paths(CORE, BUILD)
-        if tier == "extension":
-            return self.paths(EXTENSION)
-        return self.paths(PYTHON, VERSION)
+        return self.paths(*DECIDING[self.tier])
 
     def counts(self) -> dict[str, int]:
         return dict(collections.Counter(c.kind for c in self.items))

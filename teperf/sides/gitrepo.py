@@ -17,6 +17,8 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Sequence
 
+import tomllib
+
 from teperf.errors import TeperfError
 from teperf.sides import cachedir
 
@@ -274,8 +276,6 @@ def detect_package(repo: str | os.PathLike, sha: str, hint: str | None = None) -
     if "transformer_engine/__init__.py" in blobs:
         return "transformer_engine", "transformer_engine/__init__.py"
     if "pyproject.toml" in blobs:
-        import tomllib
-
         try:
             name = tomllib.loads(show_file(repo, sha, "pyproject.toml") or "").get("project", {}).get("name")
         except (tomllib.TOMLDecodeError, AttributeError):
@@ -332,9 +332,8 @@ def _untar(stream, dest: Path) -> int:
     count = 0
     with tarfile.open(fileobj=stream, mode="r|") as tar:
         for member in tar:
-            if member.type in (tarfile.XGLTYPE, tarfile.XHDTYPE) or member.name == "pax_global_header":
-                continue
-            if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
+            wanted = member.isfile() or member.isdir() or member.issym() or member.islnk()
+            if not wanted or member.name == "pax_global_header":  # pax headers are no files
                 continue
             try:
                 tar.extract(member, dest, filter="tar")
@@ -445,7 +444,6 @@ def materialize(
         if meta.get("complete") and whole_enough and (meta.get("submodules") or not submodules):
             cachedir.touch(final)
             return final
-        started = time.perf_counter()
         if meta.get("complete") and whole_enough:  # the tree is there; only its submodules are missing
             _fill_submodules(repo, sha, final)
             meta.update(submodules=True)
@@ -454,6 +452,7 @@ def materialize(
         if final.exists():
             cachedir.remove_tree(final)  # an incomplete leftover
         tmp = cachedir.tmp_sibling(final)
+        started = time.perf_counter()
         try:
             files, only = _extract_tree(repo, sha, tmp, needs)
             if submodules:

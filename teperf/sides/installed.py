@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable
 
 from teperf.errors import TeperfError
 from teperf.sides import changes, gitrepo
@@ -26,8 +26,7 @@ COMPILED_FILE_SUFFIXES = (".so", ".pyd", ".dylib")
 _FINDER = r"""
 import importlib.metadata as md, importlib.util, json, site, sys, sysconfig
 name = sys.argv[1]
-out = {"python": sys.executable, "python_version": sys.version.split()[0]}
-out.update(error=None, locations=None, origin=None, version=None, distribution=None)
+out = dict(error=None, locations=None, origin=None, version=None, distribution=None)
 try:
     spec = importlib.util.find_spec(name)
 except Exception as exc:
@@ -41,7 +40,6 @@ try:
     dists = list(md.packages_distributions().get(name, []))
 except Exception:
     dists = []
-out["distributions"] = dists
 for dist in dists + [name, name.replace("_", "-")]:
     try:
         out["version"] = md.version(dist)
@@ -66,8 +64,6 @@ class Installed:
     location: Path  # the installed package directory
     version: str | None
     distribution: str | None
-    python: str
-    python_version: str
     in_site_dir: bool  # False for editable/in-place installs (a checkout on sys.path)
     sibling_libs: tuple[str, ...] = ()  # editable layout: shared objects next to the package dir
 
@@ -88,9 +84,21 @@ def _check_package_name(package: str) -> None:
         )
 
 
-def find_installed(
-    package: str, python: str = sys.executable, env: Mapping[str, str] | None = None
-) -> Installed:
+def ask_python(python: str, code: str, *args: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in ``python``, from an empty directory: a package in the current directory does not
+    answer for the installed one."""
+    with tempfile.TemporaryDirectory(prefix="teperf-ask-") as cwd:
+        return subprocess.run(
+            [python, "-c", code, *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+        )
+
+
+def find_installed(package: str, python: str = sys.executable) -> Installed:
     """Where ``python`` imports ``package`` from, found without importing it (a subprocess)."""
     _check_package_name(package)
     exe = shutil.which(python) or python
@@ -98,17 +106,7 @@ def find_installed(
         raise TeperfError(
             f"python interpreter {python} does not exist", "pass --python EXE, an existing interpreter"
         )
-    # run from an empty directory, so a package in the current directory does not answer for the installed one
-    with tempfile.TemporaryDirectory(prefix="teperf-find-") as cwd:
-        proc = subprocess.run(
-            [exe, "-c", _FINDER, package],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            env=dict(os.environ if env is None else env),
-            stdin=subprocess.DEVNULL,
-            timeout=120,
-        )
+    proc = ask_python(exe, _FINDER, package)
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise TeperfError(
@@ -145,8 +143,6 @@ def find_installed(
         location=location,
         version=info.get("version"),
         distribution=info.get("distribution"),
-        python=info.get("python") or exe,
-        python_version=info.get("python_version") or "",
         in_site_dir=in_site,
         sibling_libs=tuple(siblings),
     )

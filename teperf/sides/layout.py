@@ -179,7 +179,7 @@ def load_layout(path: str | os.PathLike) -> PackageLayout:
         raise TeperfError(f"{where}: cannot read it ({exc.strerror})", "pass an existing TOML file") from None
     except tomllib.TOMLDecodeError as exc:
         raise TeperfError(f"{where} is not valid TOML: {exc}", "fix the layout file") from None
-    known = set("core extension core_build version_files unrelated build_env cuda_archs_env name".split())
+    known = {field.name for field in dataclasses.fields(PackageLayout)}
     unknown = sorted(set(data) - known)
     if unknown:
         raise TeperfError(

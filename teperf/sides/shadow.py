@@ -11,14 +11,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from teperf.errors import TeperfError
 from teperf.sides import Side, cachedir
-from teperf.sides.installed import walk_files
+from teperf.sides.installed import ask_python, walk_files
 from teperf.sides.layout import matches_name
 
 
@@ -119,22 +117,13 @@ def _fill_shadow(root: Path, spec: ShadowSpec) -> dict:
     return stats
 
 
-def check_import_location(root: Path, package: str, python: str, env: Mapping[str, str] | None = None) -> str:
+def check_import_location(root: Path, package: str, python: str) -> str:
     """Ask ``python`` (with ``root`` first on sys.path, as the worker does) where ``package`` comes from."""
     code = (
         "import importlib.util, sys; sys.path[0:0] = [sys.argv[1]]; "
         "s = importlib.util.find_spec(sys.argv[2]); print(s.origin if s else '')"
     )
-    with tempfile.TemporaryDirectory(prefix="teperf-check-") as cwd:
-        proc = subprocess.run(
-            [python, "-c", code, str(root), package],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            env=dict(os.environ if env is None else env),
-            stdin=subprocess.DEVNULL,
-            timeout=120,
-        )
+    proc = ask_python(python, code, str(root), package)
     origin = proc.stdout.strip()
     if proc.returncode != 0 or not origin or not os.path.abspath(origin).startswith(str(root) + os.sep):
         raise TeperfError(
