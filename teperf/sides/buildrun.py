@@ -246,9 +246,7 @@ def settle(
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     try:
         with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - 64 * 1024))
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - 64 * 1024))  # the last 64 KiB
             text = handle.read().decode(errors="replace")
     except OSError:
         return ""

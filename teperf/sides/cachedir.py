@@ -50,9 +50,8 @@ def kind_dir(kind: str, cache_dir: str | os.PathLike | None = None) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        why = (
-            "a file is in the way" if isinstance(exc, (FileExistsError, NotADirectoryError)) else exc.strerror
-        )
+        in_the_way = isinstance(exc, (FileExistsError, NotADirectoryError))
+        why = "a file is in the way" if in_the_way else exc.strerror
         raise TeperfError(
             f"cannot create teperf's cache directory {path}: {why}",
             "pass --cache-dir (or set $TEPERF_CACHE to) a writable directory",
@@ -148,8 +147,7 @@ def entries(cache_dir: str | os.PathLike | None = None, kinds=KINDS, sizes: bool
         for path in sorted(directory.iterdir()):
             if not path.is_dir() or path.name.endswith(".lock"):
                 continue
-            meta_file = path / (BUILD_META if kind in BUILT else META)
-            meta = read_json(meta_file)
+            meta = read_json(path / (BUILD_META if kind in BUILT else META))
             complete = not path.name.startswith(".tmp-") and bool(meta) and meta.get("ok", True) is not False
             found.append(
                 Entry(

@@ -121,10 +121,9 @@ def plan_sides(spec: str, opts: SideOptions | None = None, *, log: Log | None = 
         package, how = gitrepo.detect_package(root, resolved.head.sha, opts.package_hint)
         log(f"package under test: {package} ({how}; --package NAME names another)")
     pkg_dir = opts.package_dir
+    shas = (resolved.head.sha, resolved.base.sha)
     if pkg_dir is None:
-        pkg_dir = gitrepo.find_package_dir(root, resolved.head.sha, package) or gitrepo.find_package_dir(
-            root, resolved.base.sha, package
-        )
+        pkg_dir = next(filter(None, (gitrepo.find_package_dir(root, sha, package) for sha in shas)), None)
         if pkg_dir is None:
             raise TeperfError(
                 f"no {package}/__init__.py or {package}.py in {resolved.head.short_sha} or "
@@ -134,7 +133,6 @@ def plan_sides(spec: str, opts: SideOptions | None = None, *, log: Log | None = 
             )
     else:  # --package-dir DIR that holds the code as one module file, DIR/NAME.py
         asked = pkg_dir.strip("/")
-        shas = (resolved.head.sha, resolved.base.sha)
         if asked not in ("", ".") and all(gitrepo.show_file(root, sha, asked) is None for sha in shas):
             raise TeperfError(
                 f"--package-dir {asked} is in neither {resolved.head.short_sha} nor {resolved.base.short_sha}"

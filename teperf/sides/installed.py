@@ -153,8 +153,7 @@ def version_commit(version: str | None) -> str | None:
     '+git.abc1234')."""
     if not version or "+" not in version:
         return None
-    local = version.split("+", 1)[1]
-    for part in re.split(r"[.\-_]", local):
+    for part in re.split(r"[.\-_]", version.split("+", 1)[1]):
         m = re.fullmatch(r"g?([0-9a-f]{7,40})", part)
         if m:
             return m.group(1)
@@ -261,8 +260,6 @@ def basis(
     use it."""
     installed = installed or find_installed(target.package, target.python)
     commit, check = check_sides_against(installed, target, pair, strategy=strategy, tier=tier)
-    known = gitrepo.tracked_py(target.repo, pair.base.sha, target.package_dir)
-    known |= gitrepo.tracked_py(target.repo, pair.head.sha, target.package_dir)
-    if commit:
-        known |= gitrepo.tracked_py(target.repo, commit, target.package_dir)
-    return Basis(installed=installed, commit=commit, check=check, known_py=frozenset(known))
+    shas = filter(None, (pair.base.sha, pair.head.sha, commit))
+    known = frozenset().union(*(gitrepo.tracked_py(target.repo, sha, target.package_dir) for sha in shas))
+    return Basis(installed=installed, commit=commit, check=check, known_py=known)

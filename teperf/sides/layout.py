@@ -139,9 +139,7 @@ BUILT_IN = {"transformer_engine": TE_LAYOUT}
 
 def layout_for(package: str, path: str | os.PathLike | None = None) -> PackageLayout:
     """The layout from ``path`` (a TOML file) if given, else the built-in one for ``package``."""
-    if path:
-        return load_layout(path)
-    return BUILT_IN.get(package, GENERIC)
+    return load_layout(path) if path else BUILT_IN.get(package, GENERIC)
 
 
 def _strings(data: Mapping, key: str, where: str) -> tuple[str, ...]:

@@ -35,7 +35,7 @@ class ShadowSpec:
 
 
 def build_shadow(
-    spec: ShadowSpec, *, cache_dir: str | os.PathLike | None = None, meta: Mapping | None = None
+    spec: ShadowSpec, *, cache_dir: str | os.PathLike | None, meta: Mapping
 ) -> tuple[Path, dict]:
     """Make (or reuse) ``<cache>/overlays/<key>/<package>/``; return (root for sys.path, its metadata)."""
     overlays = cachedir.kind_dir("overlays", cache_dir)
@@ -52,7 +52,7 @@ def build_shadow(
         tmp = cachedir.tmp_sibling(final)
         try:
             stats = _fill_shadow(tmp, spec)
-            written = {**dict(meta or {}), "complete": True, "stats": stats}
+            written = {**meta, "complete": True, "stats": stats}
             cachedir.write_json(tmp / cachedir.META, written)
             cachedir.publish(tmp, final)
         except BaseException:
