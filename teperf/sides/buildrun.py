@@ -49,8 +49,7 @@ def free_cores() -> int:
 
 
 def tool_output(argv: Sequence[str], env: Mapping[str, str] | None = None, timeout: float = 60) -> str:
-    """What a short query of a tool (nvidia-smi, ccache, a compiler, an interpreter) prints; "" when it
-    cannot run or fails."""
+    """What a short query of a tool (nvidia-smi, ccache, a compiler) prints; "" if it cannot run or fails."""
     try:
         proc = subprocess.run(
             list(argv),
@@ -361,8 +360,7 @@ def sync_tree(tree: Path, dest: Path, manifest: set[str]) -> tuple[set[str], int
 
 
 def sync_workdir(work: Path, tree: Path, sha: str, **meta) -> int:
-    """Sync ``tree`` into the persistent build directory ``work/src`` (see sync_tree) and record which
-    commit it now holds; returns the number of files rewritten."""
+    """Sync ``tree`` into ``work/src`` (see sync_tree) and note its commit; returns the files rewritten."""
     src = work / "src"
     src.mkdir(parents=True, exist_ok=True)
     manifest_file = work / "manifest.json"

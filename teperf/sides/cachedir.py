@@ -172,8 +172,7 @@ class Cleared:
 def clear(
     cache_dir: str | os.PathLike | None = None, kinds=KINDS, older_than_s: float | None = None
 ) -> Cleared:
-    """Remove cache entries (all, or of some kinds, or not used for ``older_than_s``); entries a
-    running teperf holds are left in place."""
+    """Remove cache entries (of ``kinds``, unused for ``older_than_s``) but those a running teperf holds."""
     now = time.time()
     done = Cleared([], [])
     for entry in entries(cache_dir, kinds):

@@ -55,8 +55,7 @@ def inside(path: str, package_dir: str) -> bool:
 
 
 def is_build_input(path: str, package_dir: str, submodule: bool = False) -> bool:
-    """Would a change to ``path`` (repo-relative) need a rebuild of the package? When unsure, yes (overlay
-    then refuses, which is safe)."""
+    """Would a change to ``path`` need a rebuild of the package? When unsure, yes (overlay then refuses)."""
     p = PurePosixPath(path)
     if submodule:
         return True

@@ -245,8 +245,7 @@ def _blobs(repo: str | os.PathLike, sha: str) -> list[str]:
 
 
 def _shallowest(repo: str | os.PathLike, sha: str, name: str) -> str | None:
-    """The file ``name`` or ``*/name`` at ``sha`` nearest the top (a vendored copy deeper down is not the
-    one under test); ties: 'src/' layouts first."""
+    """``name`` or ``*/name`` at ``sha`` nearest the top (not a vendored copy); ties: 'src/' layouts first."""
     hits = [path for path in _blobs(repo, sha) if path == name or path.endswith("/" + name)]
     return min(hits, key=lambda n: (n.count("/"), not n.startswith("src/"), n), default=None)
 

@@ -76,17 +76,8 @@ class Installed:
         }
 
 
-def _check_package_name(package: str) -> None:
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", package or ""):
-        raise TeperfError(
-            f"package {package!r} is not a top-level import name",
-            "pass --package NAME, the top-level package under test (e.g. transformer_engine)",
-        )
-
-
 def ask_python(python: str, code: str, *args: str) -> subprocess.CompletedProcess:
-    """Run ``code`` in ``python``, from an empty directory: a package in the current directory does not
-    answer for the installed one."""
+    """Run ``code`` in ``python`` from an empty directory, where no package shadows the installed one."""
     with tempfile.TemporaryDirectory(prefix="teperf-ask-") as cwd:
         return subprocess.run(
             [python, "-c", code, *args],
@@ -100,7 +91,11 @@ def ask_python(python: str, code: str, *args: str) -> subprocess.CompletedProces
 
 def find_installed(package: str, python: str = sys.executable) -> Installed:
     """Where ``python`` imports ``package`` from, found without importing it (a subprocess)."""
-    _check_package_name(package)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", package or ""):
+        raise TeperfError(
+            f"package {package!r} is not a top-level import name",
+            "pass --package NAME, the top-level package under test (e.g. transformer_engine)",
+        )
     exe = shutil.which(python) or python
     if not os.path.exists(exe):
         raise TeperfError(
@@ -256,8 +251,7 @@ class Basis:
 def basis(
     target: Target, pair: Pair, *, strategy: str, tier: str, installed: Installed | None = None
 ) -> Basis:
-    """Find the installed package (unless given) and check that ``strategy`` (rebuilding up to ``tier``) can
-    use it."""
+    """The installed package (unless given), checked to serve ``strategy`` (rebuilding up to ``tier``)."""
     installed = installed or find_installed(target.package, target.python)
     commit, check = check_sides_against(installed, target, pair, strategy=strategy, tier=tier)
     shas = filter(None, (pair.base.sha, pair.head.sha, commit))

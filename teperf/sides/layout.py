@@ -76,8 +76,7 @@ class ExtensionBuild:
 
 @dataclasses.dataclass(frozen=True)
 class CoreBuild:
-    """A compiled core library that CMake builds from ``cmake_dir`` on its own (one shared Ninja tree per
-    repo)."""
+    """A compiled core library that CMake builds from ``cmake_dir`` on its own (one Ninja tree per repo)."""
 
     cmake_dir: str
     artifacts: tuple[str, ...]
