@@ -66,10 +66,7 @@ def tool_output(argv: Sequence[str], env: Mapping[str, str] | None = None, timeo
 
 def local_cuda_archs() -> str | None:
     """'90' for an H200, '80;90' for a mixed host; None without nvidia-smi."""
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return None
-    out = tool_output([exe, "--query-gpu=compute_cap", "--format=csv,noheader"], timeout=30)
+    out = tool_output(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"], timeout=30)
     archs = sorted({line.strip().replace(".", "") for line in out.splitlines() if line.strip()})
     return ";".join(archs) or None
 

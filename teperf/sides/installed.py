@@ -224,11 +224,10 @@ def check_sides_against(
     for label, side in pair.sides():
         diff = changes.diff(target.repo, commit, side.sha, target.layout, target.package_dir)
         if changes.TIERS.index(diff.tier) > changes.TIERS.index(tier):
-            found = diff.deciding()
             raise Refused(
                 f"{strategy} cannot run {label}: the installed {installed.package} {installed.version} was "
                 f"built from {commit[:10]}, whose compiled sources differ from {label} {side.sha[:10]} "
-                f"({changes.shorten(found, 4)})",
+                f"({changes.shorten(diff.deciding(), 4)})",
                 f"install a build of {label} ({side.sha[:10]}) or of a commit with the same compiled "
                 f"sources, or use --strategy {diff.tier}",
             )

@@ -78,7 +78,7 @@ def _fill_shadow(root: Path, spec: ShadowSpec) -> dict:
     side_dir = spec.side_pkg_dir
     side_py = {rel for rel in walk_files(side_dir) if rel.endswith(".py")}
     stats = {
-        "py_from_side": 0,
+        "py_from_side": len(side_py),
         "links": 0,
         "deleted_py": [],
         "kept_installed_py": [],
@@ -104,7 +104,6 @@ def _fill_shadow(root: Path, spec: ShadowSpec) -> dict:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(side_dir / rel, target)
         os.chmod(target, 0o644)
-        stats["py_from_side"] += 1
     for rel, source in sorted(spec.own_files.items()):
         _link(shadow / rel, Path(source))
     for lib in spec.sibling_libs:  # in-place builds keep the compiled parts next to the package directory
