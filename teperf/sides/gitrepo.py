@@ -315,13 +315,12 @@ def find_module_file(repo: str | os.PathLike, sha: str, package: str) -> str | N
 def module_in_dir(repo: str | os.PathLike, shas: Sequence[str], package: str, package_dir: str) -> str | None:
     """``DIR/package.py`` when ``--package-dir DIR`` holds the code under test as one module file rather
     than a package directory of that name; else None."""
-    top = package.split(".")[0]
     pkg = package_dir.strip("/")
-    if "." in package or pkg.endswith(".py") or PurePosixPath(pkg or ".").name == top:
+    if "." in package or pkg.endswith(".py") or PurePosixPath(pkg or ".").name == package:
         return None
     prefix = "" if pkg in ("", ".") else pkg + "/"
-    module = f"{prefix}{top}.py"
-    if any(show_file(repo, sha, f"{prefix}{top}/__init__.py") is not None for sha in shas):
+    module = f"{prefix}{package}.py"
+    if any(show_file(repo, sha, f"{prefix}{package}/__init__.py") is not None for sha in shas):
         return None
     return module if any(show_file(repo, sha, module) is not None for sha in shas) else None
 
@@ -440,13 +439,12 @@ def materialize(
         cachedir.hold(final)
         meta = cachedir.read_json(meta_file) if final.is_dir() else {}
         whole_enough = not meta.get("only") or meta.get("only") == needs  # a tree of one path serves only it
-        if meta.get("complete") and whole_enough and (meta.get("submodules") or not submodules):
-            cachedir.touch(final)
-            return final
-        if meta.get("complete") and whole_enough:  # the tree is there; only its submodules are missing
-            _fill_submodules(repo, sha, final)
-            meta.update(submodules=True)
-            cachedir.write_json(meta_file, meta)
+        if meta.get("complete") and whole_enough:
+            if submodules and not meta.get("submodules"):  # the tree is there, its submodules are not
+                _fill_submodules(repo, sha, final)
+                cachedir.write_json(meta_file, {**meta, "submodules": True})
+            else:
+                cachedir.touch(final)
             return final
         if final.exists():
             cachedir.remove_tree(final)  # an incomplete leftover

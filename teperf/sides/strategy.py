@@ -47,11 +47,9 @@ class Strategy:
     def tree(self, commit: Commit, *, submodules: bool = False, package_only: bool = False) -> Path:
         """The commit's files; ``package_only``: the package's directory is all the side uses (path and
         overlay tiers), so objects missing elsewhere (a partial mirror) do not stop it."""
-        pkg = self.target.package_dir.strip("/")
+        t = self.target
+        pkg = t.package_dir.strip("/")
+        needs = pkg if package_only and pkg not in ("", ".") else None
         return gitrepo.materialize(
-            self.target.repo,
-            commit.sha,
-            cache_dir=self.target.cache_dir,
-            submodules=submodules,
-            needs=pkg if package_only and pkg not in ("", ".") else None,
+            t.repo, commit.sha, cache_dir=t.cache_dir, submodules=submodules, needs=needs
         )
