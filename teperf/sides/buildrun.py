@@ -135,10 +135,9 @@ def build_env(
     ccache: str = "launcher",
     cuda_archs: str | None = None,
 ) -> dict[str, str]:
-    """The environment of a build: the layout's variables (the user's win), jobs, CUDA archs, ccache.
-
-    ``ccache``: "launcher" (CMake's compiler launchers: CMake builds), "masquerade" (compiler names on
-    PATH: setuptools and torch.utils.cpp_extension builds) or "" (none)."""
+    """The environment of a build: the layout's variables (the user's win), jobs, CUDA archs, ``ccache``:
+    "launcher" (CMake's compiler launchers: CMake builds), "masquerade" (compiler names on PATH:
+    setuptools and torch.utils.cpp_extension builds) or "" (none)."""
     env = dict(os.environ if base is None else base)
     for key, value in {**layout.build_env, **dict(extra or {})}.items():
         env.setdefault(key, value)

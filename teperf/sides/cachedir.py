@@ -186,8 +186,7 @@ def clear(
                 done.in_use.append(entry)
                 continue
             remove_tree(entry.path)
-        lock = entry.path.parent / f"{entry.key}.lock"
-        lock.unlink(missing_ok=True)
+        (entry.path.parent / f"{entry.key}.lock").unlink(missing_ok=True)
         done.removed.append(entry)
     return done
 

@@ -26,10 +26,8 @@ def check_dirty(resolved: Resolved, package_dir: str | None, allow_dirty: bool) 
     current = gitrepo.checked_out_sha(resolved.repo)
     hits = [name for name, c in (("base", resolved.base), ("head", resolved.head)) if c.sha == current]
     pkg = (package_dir or ".").strip("/")
-    changed = []
-    if hits:
-        dirty = gitrepo.dirty_files(resolved.repo)
-        changed = [p for p in dirty if changes.inside(p, pkg) or changes.is_build_input(p, pkg)]
+    dirty = gitrepo.dirty_files(resolved.repo) if hits else []
+    changed = [p for p in dirty if changes.inside(p, pkg) or changes.is_build_input(p, pkg)]
     if changed and not allow_dirty:
         raise TeperfError(
             f"{' and '.join(hits)} is the checked-out HEAD ({current[:10]}) but the work tree has uncommitted"
