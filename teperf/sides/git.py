@@ -100,10 +100,9 @@ class SidesPlan:
 
 
 def plan_sides(spec: str, opts: SideOptions | None = None, *, log: Log | None = None, **given) -> SidesPlan:
-    """Resolve ``spec``, classify the diff, choose the strategy and say so (through ``log``, default
-    stderr); build nothing. ``spec``: ``A..B``, ``A...B`` (base = merge-base) or one ref (base = its first
-    parent). ``opts`` (teperf.options.SideOptions; ``given`` fields replace its own) says how: see its
-    fields. ``allow_dirty`` None reads $TEPERF_ALLOW_DIRTY."""
+    """Resolve ``spec`` (``A..B``, ``A...B``: base = merge-base, or one ref: base = its first parent),
+    classify the diff, choose the strategy and say so through ``log`` (default stderr); build nothing.
+    ``opts`` (``given`` fields replace its own) says how; ``allow_dirty`` None reads $TEPERF_ALLOW_DIRTY."""
     opts = dataclasses.replace(opts or SideOptions(), **given)
     strategy, package, layout, allow_dirty = opts.strategy, opts.package, opts.layout, opts.allow_dirty
     log = log or stderr_log
