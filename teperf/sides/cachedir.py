@@ -7,20 +7,18 @@ else ``~/.cache/teperf``)::
     overlays/<key>/<pkg>/    a shadow package: the side's .py files, symlinks for the rest
     builds/<hash>/           prefix/ (the build), build.log, build.json
     buildtrees/<key>/        src/: the persistent, incremental build directory of one build configuration
-    ext/<key>/               prefix/ (a framework extension built over the installed core), build.log,
-    build.json
-    cores/<key>/             lib/ (a core library built with CMake in a buildtrees/ tree), build.log,
-    build.json
+    ext/<key>/               prefix/ (a framework extension built over the installed core), build.log, ...
+    cores/<key>/             lib/ (a core library built with CMake in a buildtrees/ tree), build.log, ...
     ccache/shared/           the compiler cache every build shares (when ccache is installed)
 
-Every entry is made in a temporary sibling directory and renamed into place
-when complete, so a crash never leaves a half-made entry that looks finished.
+Entries are made in a temporary sibling and renamed into place: a crash leaves none half-made.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import json
 import os
 import shutil
@@ -37,11 +35,9 @@ BUILD_META = "build.json"  # inside builds/<hash>/ and ext/<key>/
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
-    if cache_dir:
-        return Path(cache_dir).expanduser().absolute()
-    env = os.environ.get("TEPERF_CACHE")
-    if env:
-        return Path(env).expanduser().absolute()
+    given = cache_dir or os.environ.get("TEPERF_CACHE")
+    if given:
+        return Path(given).expanduser().absolute()
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
     return (base / "teperf").absolute()
@@ -54,9 +50,8 @@ def kind_dir(kind: str, cache_dir: str | os.PathLike | None = None) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        why = (
-            "a file is in the way" if isinstance(exc, (FileExistsError, NotADirectoryError)) else exc.strerror
-        )
+        in_the_way = isinstance(exc, (FileExistsError, NotADirectoryError))
+        why = "a file is in the way" if in_the_way else exc.strerror
         raise TeperfError(
             f"cannot create teperf's cache directory {path}: {why}",
             "pass --cache-dir (or set $TEPERF_CACHE to) a writable directory",
@@ -88,12 +83,10 @@ def remove_tree(path: Path) -> None:
         path.unlink(missing_ok=True)
         return
 
-    def _onerror(func, p, exc_info):  # read-only files from git archive
-        try:
+    def _onerror(func, p, _exc_info):  # read-only files from git archive
+        with contextlib.suppress(OSError):
             os.chmod(p, 0o700)
             func(p)
-        except OSError:
-            pass
 
     if path.exists():
         for root, dirs, _files in os.walk(path):
@@ -108,12 +101,7 @@ def locked(path: Path) -> Iterator[None]:
     """An exclusive advisory lock on ``path`` (a lock file), held for the block."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as handle:
-        try:
-            import fcntl
-
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        except (ImportError, OSError):  # no flock: run unlocked
-            pass
+        _flock(handle, fcntl.LOCK_EX)
         yield
 
 
@@ -159,8 +147,7 @@ def entries(cache_dir: str | os.PathLike | None = None, kinds=KINDS, sizes: bool
         for path in sorted(directory.iterdir()):
             if not path.is_dir() or path.name.endswith(".lock"):
                 continue
-            meta_file = path / (BUILD_META if kind in BUILT else META)
-            meta = read_json(meta_file)
+            meta = read_json(path / (BUILD_META if kind in BUILT else META))
             complete = not path.name.startswith(".tmp-") and bool(meta) and meta.get("ok", True) is not False
             found.append(
                 Entry(
@@ -185,8 +172,7 @@ class Cleared:
 def clear(
     cache_dir: str | os.PathLike | None = None, kinds=KINDS, older_than_s: float | None = None
 ) -> Cleared:
-    """Remove cache entries (all, or of some kinds, or not used for ``older_than_s``); entries a
-    running teperf holds are left in place."""
+    """Remove cache entries (of ``kinds``, unused for ``older_than_s``) but those a running teperf holds."""
     now = time.time()
     done = Cleared([], [])
     for entry in entries(cache_dir, kinds):
@@ -200,8 +186,7 @@ def clear(
                 done.in_use.append(entry)
                 continue
             remove_tree(entry.path)
-        lock = entry.path.parent / f"{entry.key}.lock"
-        lock.unlink(missing_ok=True)
+        (entry.path.parent / f"{entry.key}.lock").unlink(missing_ok=True)
         done.removed.append(entry)
     return done
 
@@ -215,14 +200,12 @@ def _inuse_file(path: Path) -> Path:
 
 
 def _flock(handle, flags: int) -> bool:
-    """flock ``handle``; False when LOCK_NB was asked and another process holds it. No flock: True."""
+    """flock ``handle``; False when LOCK_NB was asked and another process holds it."""
     try:
-        import fcntl
-
         fcntl.flock(handle.fileno(), flags)
     except BlockingIOError:
         return False
-    except (ImportError, OSError):
+    except OSError:  # a filesystem without flock: run unlocked
         pass
     return True
 
@@ -231,8 +214,6 @@ def hold(path: Path) -> None:
     """Mark the entry at ``path`` as in use by this process until it exits: ``cache clear`` leaves
     it alone. Called before the entry is read or made, so a clear already under way finishes first
     and the caller then finds it gone and makes it again."""
-    import fcntl
-
     if path in _HELD:
         return
     inuse = _inuse_file(path)
@@ -253,8 +234,6 @@ def hold(path: Path) -> None:
 def _unused(path: Path) -> Iterator[bool]:
     """True (and no one can start using it while inside) when no other process holds ``path``;
     the .inuse file goes with the entry."""
-    import fcntl
-
     inuse = _inuse_file(path)
     with open(inuse, "a+") as handle:
         if not _flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB):

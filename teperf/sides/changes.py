@@ -1,20 +1,15 @@
 """What changed between two commits, and which tier of side-making that needs.
 
-Every changed path gets one kind:
-
-- ``python``: a runtime ``.py`` file of the package (overlay runs it as is);
-- ``version``: a version-string file (``build_tools/VERSION.txt``): compiled code does not depend on it;
-- ``extension``: an input of the package's framework extension (the layout says which);
-- ``core``: a source of the package's compiled core library (the layout says which);
-- ``build``: any other build input (``is_build_input``: build files, compiled sources, submodules, ...);
-- ``other``: docs, tests, CI, scripts, and what the layout calls unrelated.
-
-The tier is the cheapest that covers every kind present: overlay (python,
-version, other), extension (plus extension), build (plus core or build).
+Every changed path gets one kind: ``python`` (a runtime ``.py`` file of the package), ``version`` (a
+version-string file: compiled code does not depend on it), ``extension`` or ``core`` (an input of the
+framework extension or the compiled core library, as the layout says), ``build`` (any other build input)
+or ``other`` (docs, tests, CI, what the layout calls unrelated). The tier is the cheapest that covers
+every kind present: overlay (python, version, other), extension (plus extension), build (plus the rest).
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 from pathlib import PurePosixPath
@@ -26,6 +21,8 @@ from teperf.sides.layout import PackageLayout, matches
 PYTHON, VERSION, EXTENSION, CORE, BUILD, OTHER = "python", "version", "extension", "core", "build", "other"
 KINDS = (PYTHON, VERSION, EXTENSION, CORE, BUILD, OTHER)
 TIERS = ("overlay", "extension", "build")
+# the kinds that put a diff in each tier (the overlay tier takes the rest)
+DECIDING = {"build": (CORE, BUILD), "extension": (EXTENSION,), "overlay": (PYTHON, VERSION)}
 
 # Suffixes of files that are documentation wherever they are.
 DOC_SUFFIXES = (".md", ".rst", ".pyi")
@@ -52,24 +49,17 @@ COMPILED_SUFFIXES = tuple(
 )
 
 
-def _inside(path: str, package_dir: str) -> bool:
+def inside(path: str, package_dir: str) -> bool:
     pkg = package_dir.strip("/")
     return pkg in ("", ".") or path == pkg or path.startswith(pkg + "/")
 
 
 def is_build_input(path: str, package_dir: str, submodule: bool = False) -> bool:
-    """Would a change to ``path`` (repo-relative) need a rebuild of the package?
-
-    Inside the package: everything but ``.py`` (except ``setup.py``) and docs.
-    Outside: nothing under a docs/tests/examples/CI directory, no data file
-    (images, notebooks, tables); otherwise submodules, build files and
-    directories, compiled sources, and any other file below the top level
-    (when unsure it counts: overlay then refuses, which is safe).
-    """
+    """Would a change to ``path`` need a rebuild of the package? When unsure, yes (overlay then refuses)."""
     p = PurePosixPath(path)
     if submodule:
         return True
-    if _inside(path, package_dir):
+    if inside(path, package_dir):
         if p.suffix == ".py":
             return p.name == "setup.py"
         return p.suffix not in DOC_SUFFIXES
@@ -78,13 +68,10 @@ def is_build_input(path: str, package_dir: str, submodule: bool = False) -> bool
         return False
     if p.name in BUILD_FILES or top in BUILD_DIRS or p.suffix in COMPILED_SUFFIXES:
         return True
-    if p.suffix in DOC_SUFFIXES or p.suffix.lower() in DATA_SUFFIXES:
+    # docs, data, a script or another package outside the one under test
+    if p.suffix in (*DOC_SUFFIXES, ".py") or p.suffix.lower() in DATA_SUFFIXES:
         return False
-    if p.suffix == ".py":  # a script or another package outside the one under test
-        return False
-    if len(p.parts) == 1:  # top-level LICENSE, .gitignore, VERSION.txt, ...
-        return False
-    return True
+    return len(p.parts) > 1  # not a top-level LICENSE, .gitignore, VERSION.txt, ...
 
 
 def classify(path: str, layout: PackageLayout, package_dir: str, submodule: bool = False) -> str:
@@ -98,7 +85,7 @@ def classify(path: str, layout: PackageLayout, package_dir: str, submodule: bool
     if layout.extension and matches(path, layout.extension.sources):
         return EXTENSION
     p = PurePosixPath(path)
-    if _inside(path, package_dir) and p.suffix == ".py" and p.name != "setup.py":
+    if inside(path, package_dir) and p.suffix == ".py" and p.name != "setup.py":
         return PYTHON
     if not is_build_input(path, package_dir):
         return OTHER
@@ -128,27 +115,14 @@ class Changes:
 
     @property
     def tier(self) -> str:
-        kinds = self.kinds
-        if CORE in kinds or BUILD in kinds:
-            return "build"
-        if EXTENSION in kinds:
-            return "extension"
-        return "overlay"
+        return next((t for t in ("build", "extension") if self.kinds.intersection(DECIDING[t])), "overlay")
 
     def deciding(self) -> list[str]:
         """The paths that decide the tier (for the overlay tier: the .py and version files)."""
-        tier = self.tier
-        if tier == "build":
-            return self.paths(CORE, BUILD)
-        if tier == "extension":
-            return self.paths(EXTENSION)
-        return self.paths(PYTHON, VERSION)
+        return self.paths(*DECIDING[self.tier])
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for c in self.items:
-            out[c.kind] = out.get(c.kind, 0) + 1
-        return out
+        return dict(collections.Counter(c.kind for c in self.items))
 
 
 def diff(repo: str | os.PathLike, a: str, b: str, layout: PackageLayout, package_dir: str) -> Changes:

@@ -1,11 +1,6 @@
-"""Sides from git refs: ``teperf compare base..head``.
-
-``git_sides(spec, ...)`` resolves the spec to two commits, classifies what
-differs (teperf.sides.changes), picks a strategy (``auto``: teperf.sides.auto;
-or the one asked for, teperf.sides.strategies), says up front which one,
-why and what it costs, and has it make each commit runnable. Trees come from
-``git archive`` into a cache keyed by SHA, never touching the user's work
-tree, index or ``.git/worktrees``; a bare repository works too.
+"""Sides from git refs (``teperf compare base..head``): resolve the spec to two commits, classify what
+differs, pick a strategy, say up front which one, why and what it costs, then have it make each commit
+runnable.
 """
 
 from __future__ import annotations
@@ -18,7 +13,7 @@ import time
 from teperf.errors import TeperfError
 from teperf.log import Log, stderr_log
 from teperf.options import SideOptions
-from teperf.sides import Side, changes, gitrepo, strategies
+from teperf.sides import Side, auto, changes, gitrepo, strategies
 from teperf.sides.gitrepo import Commit, Resolved
 from teperf.sides.layout import PackageLayout, layout_for
 from teperf.sides.strategy import Strategy
@@ -26,32 +21,20 @@ from teperf.sides.target import Pair, Plan, Target
 
 
 def check_dirty(resolved: Resolved, package_dir: str | None, allow_dirty: bool) -> dict[str, bool]:
-    """Which sides are the checked-out HEAD of a work tree whose package files have uncommitted changes.
-
-    That is the one case where a dirty tree matters: the user probably expects
-    the uncommitted edits to be measured, and teperf measures commits. A bare
-    repository has nothing checked out.
-    """
+    """Which sides are the checked-out HEAD of a work tree whose package files have uncommitted changes:
+    the user probably expects those edits measured, and teperf measures commits."""
     current = gitrepo.checked_out_sha(resolved.repo)
-    result = {"base": False, "head": False}
     hits = [name for name, c in (("base", resolved.base), ("head", resolved.head)) if c.sha == current]
-    if not hits:
-        return result
     pkg = (package_dir or ".").strip("/")
-    inside = (lambda p: True) if pkg in ("", ".") else (lambda p: p == pkg or p.startswith(pkg + "/"))
-    changed = [p for p in gitrepo.dirty_files(resolved.repo) if inside(p) or changes.is_build_input(p, pkg)]
-    if not changed:
-        return result
-    for name in hits:
-        result[name] = True
-    if not allow_dirty:
+    dirty = gitrepo.dirty_files(resolved.repo) if hits else []
+    changed = [p for p in dirty if changes.inside(p, pkg) or changes.is_build_input(p, pkg)]
+    if changed and not allow_dirty:
         raise TeperfError(
-            f"{' and '.join(hits)} is the checked-out HEAD ({current[:10]}) but the work tree has "
-            "uncommitted "
-            f"changes ({changes.shorten(changed)}) that teperf would not measure (it measures commits)",
+            f"{' and '.join(hits)} is the checked-out HEAD ({current[:10]}) but the work tree has uncommitted"
+            f" changes ({changes.shorten(changed)}) that teperf would not measure (it measures commits)",
             "commit them (or git stash) and run again, or pass --allow-dirty to measure the committed HEAD",
         )
-    return result
+    return {name: bool(changed) and name in hits for name in ("base", "head")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,10 +100,9 @@ class SidesPlan:
 
 
 def plan_sides(spec: str, opts: SideOptions | None = None, *, log: Log | None = None, **given) -> SidesPlan:
-    """Resolve ``spec``, classify the diff, choose the strategy and say so (through ``log``, default
-    stderr); build nothing. ``spec``: ``A..B``, ``A...B`` (base = merge-base) or one ref (base = its first
-    parent). ``opts`` (teperf.options.SideOptions; ``given`` fields replace its own) says how: see its
-    fields. ``allow_dirty`` None reads $TEPERF_ALLOW_DIRTY."""
+    """Resolve ``spec`` (``A..B``, ``A...B``: base = merge-base, or one ref: base = its first parent),
+    classify the diff, choose the strategy and say so through ``log`` (default stderr); build nothing.
+    ``opts`` (``given`` fields replace its own) says how; ``allow_dirty`` None reads $TEPERF_ALLOW_DIRTY."""
     opts = dataclasses.replace(opts or SideOptions(), **given)
     strategy, package, layout, allow_dirty = opts.strategy, opts.package, opts.layout, opts.allow_dirty
     log = log or stderr_log
@@ -136,10 +118,9 @@ def plan_sides(spec: str, opts: SideOptions | None = None, *, log: Log | None = 
         package, how = gitrepo.detect_package(root, resolved.head.sha, opts.package_hint)
         log(f"package under test: {package} ({how}; --package NAME names another)")
     pkg_dir = opts.package_dir
+    shas = (resolved.head.sha, resolved.base.sha)
     if pkg_dir is None:
-        pkg_dir = gitrepo.find_package_dir(root, resolved.head.sha, package) or gitrepo.find_package_dir(
-            root, resolved.base.sha, package
-        )
+        pkg_dir = next(filter(None, (gitrepo.find_package_dir(root, sha, package) for sha in shas)), None)
         if pkg_dir is None:
             raise TeperfError(
                 f"no {package}/__init__.py or {package}.py in {resolved.head.short_sha} or "
@@ -148,13 +129,11 @@ def plan_sides(spec: str, opts: SideOptions | None = None, *, log: Log | None = 
                 "elsewhere",
             )
     else:  # --package-dir DIR that holds the code as one module file, DIR/NAME.py
-        given = pkg_dir.strip("/")
-        shas = (resolved.head.sha, resolved.base.sha)
-        if given not in ("", ".") and all(gitrepo.show_file(root, sha, given) is None for sha in shas):
+        asked = pkg_dir.strip("/")
+        if asked not in ("", ".") and all(gitrepo.show_file(root, sha, asked) is None for sha in shas):
             raise TeperfError(
-                f"--package-dir {given} is in neither {resolved.head.short_sha} nor "
-                f"{resolved.base.short_sha} "
-                f"of {root}",
+                f"--package-dir {asked} is in neither {resolved.head.short_sha} nor {resolved.base.short_sha}"
+                f" of {root}",
                 "pass the package's directory relative to the repo root (git ls-tree -d HEAD), or leave "
                 "--package-dir out to find it",
             )
@@ -181,8 +160,6 @@ def plan_sides(spec: str, opts: SideOptions | None = None, *, log: Log | None = 
         changes=changes.diff(root, resolved.base.sha, resolved.head.sha, layout, pkg_dir),
     )
     if strategy == "auto":
-        from teperf.sides import auto
-
         chosen, plan, refused = auto.choose(target, pair)
     else:
         chosen = strategies.get(strategy)(target, pair)

@@ -1,9 +1,7 @@
 """Git plumbing for git sides: run git, resolve refs, read trees, materialize commits.
 
-Works on a bare repository too (``git archive`` and ``ls-tree`` need no work
-tree); only the dirty check needs one, and a bare repository has nothing
-uncommitted. Every git call takes an argument list, never a shell string.
-Nothing here knows about packages, builds or strategies.
+Works on a bare repository too (``git archive`` and ``ls-tree`` need no work tree); every git call takes
+an argument list, never a shell string. Nothing here knows about packages, builds or strategies.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path, PurePosixPath
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from teperf.errors import TeperfError
 from teperf.sides import cachedir
@@ -27,7 +25,6 @@ from teperf.sides import cachedir
 
 class GitFailed(Exception):
     def __init__(self, args: Sequence[str], returncode: int, stderr: str):
-        self.args_ = list(args)
         self.returncode = returncode
         self.stderr = stderr.strip()
         super().__init__(f"git {' '.join(args)} failed ({returncode}): {self.stderr}")
@@ -60,29 +57,21 @@ def run_git(repo: str | os.PathLike, *args: str, binary: bool = False, check: bo
     return out[:-1] if out.endswith("\n") else out
 
 
-def _nul_list(data: bytes) -> list[str]:
-    return [p.decode(errors="surrogateescape") for p in data.split(b"\0") if p]
-
-
 # --------------------------------------------------------------------- repo and refs
 
 
 def repo_root(repo: str | os.PathLike = ".") -> Path:
     """The top level of the git work tree that holds ``repo`` (a bare repository: its git directory)."""
     path = Path(repo).expanduser()
-    if not path.exists():
-        raise TeperfError(
-            f"--repo {repo}: no such directory", "pass --repo DIR, a git checkout of the project"
-        )
     if not path.is_dir():
-        raise TeperfError(
-            f"--repo {repo} is not a directory", "pass --repo DIR, a git checkout of the project"
+        problem = (
+            f"--repo {repo} is not a directory" if path.exists() else f"--repo {repo}: no such directory"
         )
+        raise TeperfError(problem, "pass --repo DIR, a git checkout of the project")
     try:
         if run_git(path, "rev-parse", "--is-bare-repository").strip() == "true":
-            return Path(
-                run_git(path, "rev-parse", "--absolute-git-dir")
-            )  # the git directory is the repository
+            # the git directory is the repository
+            return Path(run_git(path, "rev-parse", "--absolute-git-dir"))
         top = run_git(path, "rev-parse", "--show-toplevel")
     except GitFailed as exc:
         if "not a git repository" in exc.stderr.lower():
@@ -139,19 +128,23 @@ def parse_spec(spec: str) -> RefSpec:
     return RefSpec(text=text, base=base, head=head, mode=mode)
 
 
+def commit_sha(repo: str | os.PathLike, ref: str) -> str | None:
+    """The full SHA of the commit ``ref`` names, or None."""
+    return run_git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False).strip() or None
+
+
 def resolve(repo: str | os.PathLike, ref: str, *, what: str = "ref") -> str:
     """A ref (branch, tag, SHA, HEAD, HEAD~2, ...) -> the full SHA of its commit."""
     if ref.startswith("-"):
         raise TeperfError(f"{what} {ref!r} is not a valid ref", "refs cannot start with '-'")
-    out = run_git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
-    sha = out.strip()
+    sha = commit_sha(repo, ref) or ""
     if not re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", sha):
         if ref.endswith("^1"):
             parent_of = ref[:-2]
-            probe = run_git(repo, "rev-parse", "--verify", "--quiet", f"{parent_of}^{{commit}}", check=False)
-            if probe.strip():
+            probe = commit_sha(repo, parent_of)
+            if probe:
                 raise TeperfError(
-                    f"{parent_of} ({probe.strip()[:10]}) has no parent commit to compare it with",
+                    f"{parent_of} ({probe[:10]}) has no parent commit to compare it with",
                     f"give both sides, e.g. teperf compare BASE..{parent_of}",
                 )
         raise TeperfError(
@@ -212,34 +205,23 @@ def resolve_spec(spec: str, repo: str | os.PathLike = ".") -> Resolved:
 # --------------------------------------------------------------------- the work tree
 
 
-def dirty_files(repo: str | os.PathLike, paths: Iterable[str] = ()) -> list[str]:
-    """Tracked files with uncommitted changes (staged or not), limited to ``paths`` if given."""
+def dirty_files(repo: str | os.PathLike) -> list[str]:
+    """Tracked files with uncommitted changes (staged or not)."""
     args = ["status", "--porcelain=v1", "-z", "--untracked-files=no", "--ignore-submodules=dirty"]
-    paths = [p for p in paths if p]
-    if paths:
-        args += ["--", *paths]
-    raw = run_git(repo, *args, binary=True)
+    entries = iter(run_git(repo, *args).split("\0"))  # "XY name\0" per file, no final newline
     files = []
-    entries = raw.split(b"\0")
-    i = 0
-    while i < len(entries):
-        item = entries[i]
-        i += 1
+    for item in entries:
         if len(item) < 4:
             continue
-        status, name = item[:2].decode(), item[3:].decode(errors="surrogateescape")
-        if "R" in status or "C" in status:
-            i += 1  # the original name follows
-        files.append(name)
+        files.append(item[3:])
+        if "R" in item[:2] or "C" in item[:2]:
+            next(entries, None)  # the original name follows
     return files
 
 
 def checked_out_sha(repo: str | os.PathLike) -> str | None:
     """The commit checked out in the work tree; None for a bare repository (nothing is checked out)."""
-    if not has_work_tree(repo):
-        return None
-    out = run_git(repo, "rev-parse", "--verify", "--quiet", "HEAD", check=False).strip()
-    return out or None
+    return commit_sha(repo, "HEAD") if has_work_tree(repo) else None
 
 
 # --------------------------------------------------------------------- trees
@@ -251,27 +233,27 @@ def ls_tree(repo: str | os.PathLike, sha: str, path: str | None = None) -> list[
     if path:
         args += ["--", path]
     rows = []
-    for item in _nul_list(run_git(repo, *args, binary=True)):
+    for item in filter(None, run_git(repo, *args).split("\0")):  # -z: no final newline to strip
         meta, _, name = item.partition("\t")
         mode, kind, obj = meta.split()
         rows.append((mode, kind, obj, name))
     return rows
 
 
+def _blobs(repo: str | os.PathLike, sha: str) -> list[str]:
+    return [path for _mode, kind, _obj, path in ls_tree(repo, sha) if kind == "blob"]
+
+
+def _shallowest(repo: str | os.PathLike, sha: str, name: str) -> str | None:
+    """``name`` or ``*/name`` at ``sha`` nearest the top (not a vendored copy); ties: 'src/' layouts first."""
+    hits = [path for path in _blobs(repo, sha) if path == name or path.endswith("/" + name)]
+    return min(hits, key=lambda n: (n.count("/"), not n.startswith("src/"), n), default=None)
+
+
 def find_package_dir(repo: str | os.PathLike, sha: str, package: str) -> str | None:
     """The package's directory inside the repo at ``sha`` (``pkg``, ``src/pkg``, ...), or None."""
-    top = package.split(".")[0]
-    suffix = f"{top}/__init__.py"
-    candidates = [
-        name[: -len("/__init__.py")]
-        for _mode, kind, _obj, name in ls_tree(repo, sha)
-        if kind == "blob" and (name == suffix or name.endswith("/" + suffix))
-    ]
-    if not candidates:
-        return find_module_file(repo, sha, package)
-    # the shallowest wins (a vendored copy deeper down is not it); ties: 'src/' layouts first
-    candidates.sort(key=lambda n: (n.count("/"), not n.startswith("src/"), n))
-    return candidates[0]
+    init = _shallowest(repo, sha, f"{package.split('.')[0]}/__init__.py")
+    return init[: -len("/__init__.py")] if init else find_module_file(repo, sha, package)
 
 
 # Top-level directories and modules that are never the code under test.
@@ -287,11 +269,11 @@ def detect_package(repo: str | os.PathLike, sha: str, hint: str | None = None) -
     TransformerEngine's package, else pyproject's project name, else the one top-level package, else the
     one top-level module. Several candidates: ``hint`` (what the config's factories import) when it is one
     of them, else a TeperfError listing them."""
-    blobs = [path for _mode, kind, _obj, path in ls_tree(repo, sha) if kind == "blob"]
+    blobs = _blobs(repo, sha)
     if "transformer_engine/__init__.py" in blobs:
         return "transformer_engine", "transformer_engine/__init__.py"
     if "pyproject.toml" in blobs:
-        import tomllib
+        import tomllib  # Python 3.11+: imported only where needed
 
         try:
             name = tomllib.loads(show_file(repo, sha, "pyproject.toml") or "").get("project", {}).get("name")
@@ -301,26 +283,15 @@ def detect_package(repo: str | os.PathLike, sha: str, hint: str | None = None) -
             module = re.sub(r"[-.]+", "_", name.strip()).lower()
             if find_package_dir(repo, sha, module) is not None:
                 return module, f"pyproject.toml's project name {name!r}"
-    packages = sorted(
-        {
-            PurePosixPath(path).parent.name
-            for path in blobs
-            if path.endswith("/__init__.py")
-            and path.count("/") == (2 if path.startswith("src/") else 1)
-            and PurePosixPath(path).parent.name not in _NOT_PACKAGES
-            and PurePosixPath(path).parent.name.isidentifier()
-        }
-    )
+    inits = [
+        p for p in blobs if p.endswith("/__init__.py") and p.count("/") == (2 if p.startswith("src/") else 1)
+    ]
+    dirs = {PurePosixPath(p).parent.name for p in inits}
+    packages = sorted(d for d in dirs if d not in _NOT_PACKAGES and d.isidentifier())
     if len(packages) == 1:
         return packages[0], "the one top-level package"
-    modules = sorted(
-        PurePosixPath(path).stem
-        for path in blobs
-        if "/" not in path
-        and path.endswith(".py")
-        and PurePosixPath(path).stem.isidentifier()
-        and PurePosixPath(path).stem not in _NOT_MODULES
-    )
+    stems = [PurePosixPath(p).stem for p in blobs if "/" not in p and p.endswith(".py")]
+    modules = sorted(s for s in stems if s.isidentifier() and s not in _NOT_MODULES)
     if not packages and len(modules) == 1:
         return modules[0], "the one top-level module"
     found = packages or modules
@@ -338,26 +309,18 @@ def find_module_file(repo: str | os.PathLike, sha: str, package: str) -> str | N
     A repo whose code is one module (nanoGPT's ``model.py``) names it in place of a package directory."""
     if "." in package:  # a module file holds no submodules
         return None
-    name = f"{package}.py"
-    hits = [
-        path
-        for _mode, kind, _obj, path in ls_tree(repo, sha)
-        if kind == "blob" and (path == name or path.endswith("/" + name))
-    ]
-    hits.sort(key=lambda n: (n.count("/"), not n.startswith("src/"), n))
-    return hits[0] if hits else None
+    return _shallowest(repo, sha, f"{package}.py")
 
 
 def module_in_dir(repo: str | os.PathLike, shas: Sequence[str], package: str, package_dir: str) -> str | None:
     """``DIR/package.py`` when ``--package-dir DIR`` holds the code under test as one module file rather
     than a package directory of that name; else None."""
-    top = package.split(".")[0]
     pkg = package_dir.strip("/")
-    if "." in package or pkg.endswith(".py") or PurePosixPath(pkg or ".").name == top:
+    if "." in package or pkg.endswith(".py") or PurePosixPath(pkg or ".").name == package:
         return None
     prefix = "" if pkg in ("", ".") else pkg + "/"
-    module = f"{prefix}{top}.py"
-    if any(show_file(repo, sha, f"{prefix}{top}/__init__.py") is not None for sha in shas):
+    module = f"{prefix}{package}.py"
+    if any(show_file(repo, sha, f"{prefix}{package}/__init__.py") is not None for sha in shas):
         return None
     return module if any(show_file(repo, sha, module) is not None for sha in shas) else None
 
@@ -367,9 +330,8 @@ def _untar(stream, dest: Path) -> int:
     count = 0
     with tarfile.open(fileobj=stream, mode="r|") as tar:
         for member in tar:
-            if member.type in (tarfile.XGLTYPE, tarfile.XHDTYPE) or member.name == "pax_global_header":
-                continue
-            if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
+            wanted = member.isfile() or member.isdir() or member.issym() or member.islnk()
+            if not wanted or member.name == "pax_global_header":  # pax headers are no files
                 continue
             try:
                 tar.extract(member, dest, filter="tar")
@@ -383,15 +345,9 @@ def _untar(stream, dest: Path) -> int:
 
 def _extract_archive(repo: str | os.PathLike, sha: str, dest: Path, paths: Sequence[str] = ()) -> int:
     """Stream ``git archive sha [-- paths]`` into ``dest``; return the number of files."""
-    cmd = [
-        _git_exe(),
-        "-C",
-        os.fspath(repo),
-        "archive",
-        "--format=tar",
-        sha,
-        *(["--", *paths] if paths else []),
-    ]
+    cmd = [_git_exe(), "-C", os.fspath(repo), "archive", "--format=tar", sha]
+    if paths:
+        cmd += ["--", *paths]
     count, unreadable = 0, None
     with tempfile.TemporaryFile() as errors:
         proc = subprocess.Popen(
@@ -416,10 +372,6 @@ def _extract_archive(repo: str | os.PathLike, sha: str, dest: Path, paths: Seque
     return count
 
 
-def _gitlinks(repo: str | os.PathLike, sha: str) -> list[tuple[str, str]]:
-    return [(name, obj) for mode, _kind, obj, name in ls_tree(repo, sha) if mode == "160000"]
-
-
 def _submodule_repo(repo: Path, path: str) -> Path | None:
     """A local git repository holding the submodule at ``path`` (checked out, or in .git/modules)."""
     checked_out = repo / path
@@ -440,7 +392,9 @@ def _submodule_repo(repo: Path, path: str) -> Path | None:
 def _fill_submodules(repo: Path, sha: str, dest: Path, depth: int = 0) -> None:
     if depth > 4:
         return
-    for path, commit in _gitlinks(repo, sha):
+    for mode, _kind, commit, path in ls_tree(repo, sha):
+        if mode != "160000":  # not a submodule
+            continue
         source = _submodule_repo(repo, path)
         if source is None or run_git(source, "cat-file", "-t", commit, check=False).strip() != "commit":
             raise TeperfError(
@@ -462,10 +416,7 @@ def _extract_tree(repo: Path, sha: str, dest: Path, needs: str | None) -> tuple[
         if not needs:
             raise
     for child in list(dest.iterdir()):  # what the whole archive wrote before it stopped
-        if child.is_dir() and not child.is_symlink():
-            cachedir.remove_tree(child)
-        else:
-            child.unlink()
+        cachedir.remove_tree(child)
     return _extract_archive(repo, sha, dest, (needs,)), needs
 
 
@@ -477,13 +428,9 @@ def materialize(
     submodules: bool = False,
     needs: str | None = None,
 ) -> Path:
-    """The commit's files under ``<cache>/trees/<sha>/`` (made once, reused by later runs).
-
-    Uses ``git archive`` (nothing is written to the user's work tree, index or
-    .git). With ``submodules``, the submodules' files are added from the local
-    clones of them (no network). ``needs``: the one path the caller uses (the package's directory), taken
-    alone when the repository lacks objects elsewhere in the commit.
-    """
+    """The commit's files under ``<cache>/trees/<sha>/`` (made once, reused), from ``git archive``: nothing
+    is written to the user's work tree, index or .git. ``submodules``: add theirs from their local clones
+    (no network). ``needs``: the one path the caller uses, taken alone when objects elsewhere are missing."""
     repo = Path(repo)
     trees = cachedir.kind_dir("trees", cache_dir)
     final = trees / sha
@@ -492,18 +439,17 @@ def materialize(
         cachedir.hold(final)
         meta = cachedir.read_json(meta_file) if final.is_dir() else {}
         whole_enough = not meta.get("only") or meta.get("only") == needs  # a tree of one path serves only it
-        if meta.get("complete") and whole_enough and (meta.get("submodules") or not submodules):
-            cachedir.touch(final)
-            return final
-        started = time.perf_counter()
-        if meta.get("complete") and whole_enough:  # the tree is there; only its submodules are missing
-            _fill_submodules(repo, sha, final)
-            meta.update(submodules=True)
-            cachedir.write_json(meta_file, meta)
+        if meta.get("complete") and whole_enough:
+            if submodules and not meta.get("submodules"):  # the tree is there, its submodules are not
+                _fill_submodules(repo, sha, final)
+                cachedir.write_json(meta_file, {**meta, "submodules": True})
+            else:
+                cachedir.touch(final)
             return final
         if final.exists():
             cachedir.remove_tree(final)  # an incomplete leftover
         tmp = cachedir.tmp_sibling(final)
+        started = time.perf_counter()
         try:
             files, only = _extract_tree(repo, sha, tmp, needs)
             if submodules:
@@ -539,20 +485,15 @@ def diff_entries(repo: str | os.PathLike, a: str, b: str) -> list[DiffEntry]:
     """Paths that differ between two commits (renames as delete + add), submodules marked."""
     if a == b:
         return []
-    raw = run_git(
-        repo, "diff", "--raw", "-z", "--no-renames", "--no-ext-diff", "--no-abbrev", a, b, "--", binary=True
-    )
-    parts = [x.decode(errors="surrogateescape") for x in raw.split(b"\0")]
-    entries = []
-    i = 0
-    while i < len(parts) - 1:
-        meta, path = parts[i], parts[i + 1]
-        i += 2
-        if not meta.startswith(":"):
-            continue
-        old_mode, new_mode = meta[1:].split()[:2]
-        entries.append(DiffEntry(path=path, submodule="160000" in (old_mode, new_mode)))
-    return entries
+    # -z: ":old_mode new_mode old new status\0path\0" per path, and no final newline to strip
+    parts = run_git(
+        repo, "diff", "--raw", "-z", "--no-renames", "--no-ext-diff", "--no-abbrev", a, b, "--"
+    ).split("\0")
+    return [
+        DiffEntry(path=path, submodule="160000" in meta[1:].split()[:2])
+        for meta, path in zip(parts[::2], parts[1::2])
+        if meta.startswith(":")
+    ]
 
 
 def tracked_py(repo: str | os.PathLike, sha: str, package_dir: str) -> set[str]:

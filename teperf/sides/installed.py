@@ -1,7 +1,6 @@
 """The installed package: where the workers' interpreter imports it from, which commit it was built from.
 
-The coordinator never imports the package: it asks the interpreter that
-will run the workers, in a subprocess, where the package is.
+The coordinator never imports the package: it asks that interpreter, in a subprocess.
 """
 
 from __future__ import annotations
@@ -16,10 +15,10 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable
 
 from teperf.errors import TeperfError
-from teperf.sides import gitrepo
+from teperf.sides import changes, gitrepo
 from teperf.sides.target import Pair, Refused, Target
 
 COMPILED_FILE_SUFFIXES = (".so", ".pyd", ".dylib")
@@ -27,8 +26,7 @@ COMPILED_FILE_SUFFIXES = (".so", ".pyd", ".dylib")
 _FINDER = r"""
 import importlib.metadata as md, importlib.util, json, site, sys, sysconfig
 name = sys.argv[1]
-out = {"python": sys.executable, "python_version": sys.version.split()[0]}
-out.update(error=None, locations=None, origin=None)
+out = dict(error=None, locations=None, origin=None, version=None, distribution=None)
 try:
     spec = importlib.util.find_spec(name)
 except Exception as exc:
@@ -42,8 +40,6 @@ try:
     dists = list(md.packages_distributions().get(name, []))
 except Exception:
     dists = []
-out["distributions"] = dists
-out["version"] = out["distribution"] = None
 for dist in dists + [name, name.replace("_", "-")]:
     try:
         out["version"] = md.version(dist)
@@ -51,9 +47,7 @@ for dist in dists + [name, name.replace("_", "-")]:
         break
     except Exception:
         pass
-dirs = set()
-for key in ("purelib", "platlib"):
-    dirs.add(sysconfig.get_paths()[key])
+dirs = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
 try:
     dirs.update(site.getsitepackages())
     dirs.add(site.getusersitepackages())
@@ -70,8 +64,6 @@ class Installed:
     location: Path  # the installed package directory
     version: str | None
     distribution: str | None
-    python: str
-    python_version: str
     in_site_dir: bool  # False for editable/in-place installs (a checkout on sys.path)
     sibling_libs: tuple[str, ...] = ()  # editable layout: shared objects next to the package dir
 
@@ -84,35 +76,32 @@ class Installed:
         }
 
 
-def _check_package_name(package: str) -> None:
+def ask_python(python: str, code: str, *args: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in ``python`` from an empty directory, where no package shadows the installed one."""
+    with tempfile.TemporaryDirectory(prefix="teperf-ask-") as cwd:
+        return subprocess.run(
+            [python, "-c", code, *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+        )
+
+
+def find_installed(package: str, python: str = sys.executable) -> Installed:
+    """Where ``python`` imports ``package`` from, found without importing it (a subprocess)."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", package or ""):
         raise TeperfError(
             f"package {package!r} is not a top-level import name",
             "pass --package NAME, the top-level package under test (e.g. transformer_engine)",
         )
-
-
-def find_installed(
-    package: str, python: str = sys.executable, env: Mapping[str, str] | None = None
-) -> Installed:
-    """Where ``python`` imports ``package`` from, found without importing it (a subprocess)."""
-    _check_package_name(package)
     exe = shutil.which(python) or python
     if not os.path.exists(exe):
         raise TeperfError(
             f"python interpreter {python} does not exist", "pass --python EXE, an existing interpreter"
         )
-    # run from an empty directory, so a package in the current directory does not answer for the installed one
-    with tempfile.TemporaryDirectory(prefix="teperf-find-") as cwd:
-        proc = subprocess.run(
-            [exe, "-c", _FINDER, package],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            env=dict(os.environ if env is None else env),
-            stdin=subprocess.DEVNULL,
-            timeout=120,
-        )
+    proc = ask_python(exe, _FINDER, package)
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise TeperfError(
@@ -127,8 +116,7 @@ def find_installed(
         raise Refused(
             f"{package} is not installed in {python} ({why})",
             "install the package (one build) into that interpreter or put it on PYTHONPATH for --strategy "
-            "overlay, "
-            "or use --strategy build",
+            "overlay, or use --strategy build",
         )
     if len(locations) != 1:
         raise Refused(
@@ -139,23 +127,17 @@ def find_installed(
     location = Path(locations[0]).absolute()
     site_dirs = {os.path.realpath(d) for d in info.get("site_dirs") or []}
     in_site = os.path.realpath(location.parent) in site_dirs
-    siblings: list[str] = []
+    siblings = []
     if not in_site:  # editable/in-place: compiled parts may sit next to the package directory
+        prefixes = (package, f"lib{package}")
         for entry in sorted(location.parent.iterdir()):
-            name = entry.name
-            if (
-                entry.is_file()
-                and name.startswith((package, f"lib{package}"))
-                and (name.endswith((".so", ".pyd", ".dylib")) or ".so." in name)
-            ):
+            if entry.is_file() and entry.name.startswith(prefixes) and is_compiled(entry.name):
                 siblings.append(str(entry))
     return Installed(
         package=package,
         location=location,
         version=info.get("version"),
         distribution=info.get("distribution"),
-        python=info.get("python") or exe,
-        python_version=info.get("python_version") or "",
         in_site_dir=in_site,
         sibling_libs=tuple(siblings),
     )
@@ -166,8 +148,7 @@ def version_commit(version: str | None) -> str | None:
     '+git.abc1234')."""
     if not version or "+" not in version:
         return None
-    local = version.split("+", 1)[1]
-    for part in re.split(r"[.\-_]", local):
+    for part in re.split(r"[.\-_]", version.split("+", 1)[1]):
         m = re.fullmatch(r"g?([0-9a-f]{7,40})", part)
         if m:
             return m.group(1)
@@ -176,17 +157,10 @@ def version_commit(version: str | None) -> str | None:
 
 def installed_commit(repo: str | os.PathLike, installed: Installed) -> tuple[str | None, str]:
     """(full SHA of the commit the installed build came from, or None; how that was decided)."""
-
-    def lookup(ref: str) -> str | None:
-        out = gitrepo.run_git(
-            repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False
-        ).strip()
-        return out or None
-
     version = installed.version
     short = version_commit(version)
     if short:
-        sha = lookup(short)
+        sha = gitrepo.commit_sha(repo, short)
         if sha:
             return sha, f"verified: version {version} names commit {short}"
         return (
@@ -195,7 +169,7 @@ def installed_commit(repo: str | os.PathLike, installed: Installed) -> tuple[str
         )
     if version:
         for tag in (f"v{version}", version, f"release_v{version}"):
-            sha = lookup(f"refs/tags/{tag}")
+            sha = gitrepo.commit_sha(repo, f"refs/tags/{tag}")
             if sha:
                 return sha, f"verified: version {version} matches tag {tag}"
         return None, f"unverified: version {version} names no commit or tag in the repo"
@@ -242,29 +216,20 @@ def compiled_files(installed: Installed) -> list[Path]:
 def check_sides_against(
     installed: Installed, target: Target, pair: Pair, *, strategy: str, tier: str
 ) -> tuple[str | None, str]:
-    """(the installed build's commit or None, how that was decided); Refused when a side needs more than
-    ``tier``.
-
-    The installed build came from some commit: a side whose compiled sources
-    differ from that commit's beyond what ``strategy`` rebuilds cannot run on it.
-    """
-    from teperf.sides import changes
-
+    """(the installed build's commit or None, how that was decided); Refused when a side's compiled
+    sources differ from that commit's beyond what ``strategy`` rebuilds (``tier``)."""
     commit, check = installed_commit(target.repo, installed)
     if not commit:
         return None, check
     for label, side in pair.sides():
         diff = changes.diff(target.repo, commit, side.sha, target.layout, target.package_dir)
         if changes.TIERS.index(diff.tier) > changes.TIERS.index(tier):
-            found = diff.deciding()
             raise Refused(
                 f"{strategy} cannot run {label}: the installed {installed.package} {installed.version} was "
-                "built "
-                f"from {commit[:10]}, whose compiled sources differ from {label} {side.sha[:10]} "
-                f"({changes.shorten(found, 4)})",
+                f"built from {commit[:10]}, whose compiled sources differ from {label} {side.sha[:10]} "
+                f"({changes.shorten(diff.deciding(), 4)})",
                 f"install a build of {label} ({side.sha[:10]}) or of a commit with the same compiled "
-                "sources, "
-                f"or use --strategy {diff.tier}",
+                f"sources, or use --strategy {diff.tier}",
             )
     return commit, check
 
@@ -285,12 +250,9 @@ class Basis:
 def basis(
     target: Target, pair: Pair, *, strategy: str, tier: str, installed: Installed | None = None
 ) -> Basis:
-    """Find the installed package (unless given) and check that ``strategy`` (rebuilding up to ``tier``) can
-    use it."""
+    """The installed package (unless given), checked to serve ``strategy`` (rebuilding up to ``tier``)."""
     installed = installed or find_installed(target.package, target.python)
     commit, check = check_sides_against(installed, target, pair, strategy=strategy, tier=tier)
-    known = gitrepo.tracked_py(target.repo, pair.base.sha, target.package_dir)
-    known |= gitrepo.tracked_py(target.repo, pair.head.sha, target.package_dir)
-    if commit:
-        known |= gitrepo.tracked_py(target.repo, commit, target.package_dir)
-    return Basis(installed=installed, commit=commit, check=check, known_py=frozenset(known))
+    shas = filter(None, (pair.base.sha, pair.head.sha, commit))
+    known = frozenset().union(*(gitrepo.tracked_py(target.repo, sha, target.package_dir) for sha in shas))
+    return Basis(installed=installed, commit=commit, check=check, known_py=known)

@@ -22,8 +22,7 @@ non-Python change means a full build) unless ``--layout FILE`` describes it::
     artifacts = ["libmypkg_core.so"]       # the built library's file names (they replace the installed ones)
     sources = ["third_party/"]             # inputs besides `core` (hashed into the cache key)
     cmake_args = ["-DCMAKE_BUILD_TYPE=Release"]
-    module_dirs = { MYPKG_DEP_PATH = "nvidia.dep" }   # unset variables: that module's directory, if
-    importable
+    module_dirs = { MYPKG_DEP_PATH = "nvidia.dep" }   # unset variables: that module's directory
 
 A pattern ending in ``/`` is a directory (everything below it), any other is
 an ``fnmatch`` pattern on the repository-relative path.
@@ -51,6 +50,11 @@ def matches(path: str, patterns: Iterable[str]) -> bool:
     return False
 
 
+def matches_name(name: str, patterns: Iterable[str]) -> bool:
+    """Whether a file's base name matches one of the ``fnmatch`` patterns."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
 @dataclasses.dataclass(frozen=True)
 class ExtensionBuild:
     """A framework extension that builds on its own from ``setup_dir`` against the installed core."""
@@ -67,13 +71,12 @@ class ExtensionBuild:
         return [python, *pip, prefix, "."]
 
     def is_artifact(self, name: str) -> bool:
-        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.artifacts)
+        return matches_name(name, self.artifacts)
 
 
 @dataclasses.dataclass(frozen=True)
 class CoreBuild:
-    """A compiled core library that CMake builds from ``cmake_dir`` on its own (one shared Ninja tree per
-    repo)."""
+    """A compiled core library that CMake builds from ``cmake_dir`` on its own (one Ninja tree per repo)."""
 
     cmake_dir: str
     artifacts: tuple[str, ...]
@@ -84,7 +87,7 @@ class CoreBuild:
     module_dirs: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def is_artifact(self, name: str) -> bool:
-        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.artifacts)
+        return matches_name(name, self.artifacts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,9 +100,6 @@ class PackageLayout:
     unrelated: tuple[str, ...] = ()
     build_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
     cuda_archs_env: str | None = None  # the variable that takes the local GPU's CUDA archs (NVTE_CUDA_ARCHS)
-
-    def to_meta(self) -> dict:
-        return {"layout": self.name}
 
 
 GENERIC = PackageLayout(name="generic")
@@ -138,9 +138,7 @@ BUILT_IN = {"transformer_engine": TE_LAYOUT}
 
 def layout_for(package: str, path: str | os.PathLike | None = None) -> PackageLayout:
     """The layout from ``path`` (a TOML file) if given, else the built-in one for ``package``."""
-    if path:
-        return load_layout(path)
-    return BUILT_IN.get(package, GENERIC)
+    return load_layout(path) if path else BUILT_IN.get(package, GENERIC)
 
 
 def _strings(data: Mapping, key: str, where: str) -> tuple[str, ...]:
@@ -148,6 +146,18 @@ def _strings(data: Mapping, key: str, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise TeperfError(f"{where}: {key} must be a list of strings", "fix the layout file")
     return tuple(value)
+
+
+def _table(data: Mapping, key: str, where: str, required: Iterable[str]) -> Mapping | None:
+    """The ``[key]`` table, checked to have the ``required`` keys; None when the file has none."""
+    if key not in data:
+        return None
+    missing = [k for k in required if not data[key].get(k)]
+    if missing:
+        raise TeperfError(
+            f"{where}: [{key}] lacks {', '.join(missing)}", "add them (see teperf/sides/layout.py)"
+        )
+    return data[key]
 
 
 def _env(data: Mapping, key: str, where: str) -> dict[str, str]:
@@ -166,20 +176,15 @@ def load_layout(path: str | os.PathLike) -> PackageLayout:
         raise TeperfError(f"{where}: cannot read it ({exc.strerror})", "pass an existing TOML file") from None
     except tomllib.TOMLDecodeError as exc:
         raise TeperfError(f"{where} is not valid TOML: {exc}", "fix the layout file") from None
-    known = set("core extension core_build version_files unrelated build_env cuda_archs_env name".split())
+    known = {field.name for field in dataclasses.fields(PackageLayout)}
     unknown = sorted(set(data) - known)
     if unknown:
         raise TeperfError(
             f"{where}: unknown key(s) {', '.join(unknown)}", f"use only {', '.join(sorted(known))}"
         )
-    extension = None
-    if "extension" in data:
-        ext = data["extension"]
-        missing = [k for k in ("sources", "setup_dir", "artifacts", "import_check") if not ext.get(k)]
-        if missing:
-            raise TeperfError(
-                f"{where}: [extension] lacks {', '.join(missing)}", "add them (see teperf/sides/layout.py)"
-            )
+    extension = core_build = None
+    ext = _table(data, "extension", where, ("sources", "setup_dir", "artifacts", "import_check"))
+    if ext is not None:
         extension = ExtensionBuild(
             sources=_strings(ext, "sources", where),
             setup_dir=str(ext["setup_dir"]).strip("/"),
@@ -188,14 +193,8 @@ def load_layout(path: str | os.PathLike) -> PackageLayout:
             env=_env(ext, "env", where),
             hash_also=_strings(ext, "hash_also", where),
         )
-    core_build = None
-    if "core_build" in data:
-        cb = data["core_build"]
-        missing = [k for k in ("cmake_dir", "artifacts") if not cb.get(k)]
-        if missing:
-            raise TeperfError(
-                f"{where}: [core_build] lacks {', '.join(missing)}", "add them (see teperf/sides/layout.py)"
-            )
+    cb = _table(data, "core_build", where, ("cmake_dir", "artifacts"))
+    if cb is not None:
         core_build = CoreBuild(
             cmake_dir=str(cb["cmake_dir"]).strip("/"),
             artifacts=_strings(cb, "artifacts", where),

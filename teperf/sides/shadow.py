@@ -1,29 +1,23 @@
 """Shadow trees: one side's ``.py`` files over a compiled build of the package.
 
-The shadow tree of a side is ``<cache>/overlays/<key>/<package>/``: every
-``.py`` file from the side's git tree (new ones included, deleted ones left
-out), and every other file of the build (compiled libraries, data files) as
-a symlink to the build's. Compiled files the side brings itself (an
-extension built from its tree) replace the build's files of the same name.
-``<cache>/overlays/<key>`` goes first on the worker's sys.path. It holds no
-``*.dist-info``/``*.egg-info``, so ``importlib.metadata`` still finds the
-installed distribution.
+``<cache>/overlays/<key>/<package>/`` holds the side's ``.py`` files (deleted ones left out) and a
+symlink to the build's copy of every other file, unless the side brings its own (an extension built
+from its tree). Its parent goes first on the worker's sys.path; it holds no ``*.dist-info``, so
+``importlib.metadata`` still finds the installed distribution.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import os
 import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from teperf.errors import TeperfError
 from teperf.sides import Side, cachedir
-from teperf.sides.installed import walk_files
+from teperf.sides.installed import ask_python, walk_files
+from teperf.sides.layout import matches_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +35,7 @@ class ShadowSpec:
 
 
 def build_shadow(
-    spec: ShadowSpec, *, cache_dir: str | os.PathLike | None = None, meta: Mapping | None = None
+    spec: ShadowSpec, *, cache_dir: str | os.PathLike | None, meta: Mapping
 ) -> tuple[Path, dict]:
     """Make (or reuse) ``<cache>/overlays/<key>/<package>/``; return (root for sys.path, its metadata)."""
     overlays = cachedir.kind_dir("overlays", cache_dir)
@@ -58,7 +52,7 @@ def build_shadow(
         tmp = cachedir.tmp_sibling(final)
         try:
             stats = _fill_shadow(tmp, spec)
-            written = {**dict(meta or {}), "complete": True, "stats": stats}
+            written = {**meta, "complete": True, "stats": stats}
             cachedir.write_json(tmp / cachedir.META, written)
             cachedir.publish(tmp, final)
         except BaseException:
@@ -73,10 +67,6 @@ def mark(root: Path, **fields) -> None:
     cachedir.write_json(meta_file, {**cachedir.read_json(meta_file), **fields})
 
 
-def _is_replaced(name: str, patterns: Iterable[str]) -> bool:
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
-
-
 def _link(target: Path, source: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     os.symlink(os.path.abspath(source), target)
@@ -86,9 +76,9 @@ def _fill_shadow(root: Path, spec: ShadowSpec) -> dict:
     shadow = root / spec.package
     shadow.mkdir()
     side_dir = spec.side_pkg_dir
-    side_py = set(rel for rel in walk_files(side_dir) if rel.endswith(".py")) if side_dir.is_dir() else set()
+    side_py = {rel for rel in walk_files(side_dir) if rel.endswith(".py")}
     stats = {
-        "py_from_side": 0,
+        "py_from_side": len(side_py),
         "links": 0,
         "deleted_py": [],
         "kept_installed_py": [],
@@ -104,7 +94,7 @@ def _fill_shadow(root: Path, spec: ShadowSpec) -> dict:
                 stats["deleted_py"].append(rel)  # tracked in git, absent on this side: deleted
                 continue
             stats["kept_installed_py"].append(rel)  # generated at install time (not in git): keep
-        elif rel in spec.own_files or _is_replaced(os.path.basename(rel), spec.replaced):
+        elif rel in spec.own_files or matches_name(os.path.basename(rel), spec.replaced):
             stats["replaced"].append(rel)  # the side brings its own (two copies would both be found)
             continue
         _link(shadow / rel, spec.installed_dir / rel)
@@ -114,12 +104,11 @@ def _fill_shadow(root: Path, spec: ShadowSpec) -> dict:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(side_dir / rel, target)
         os.chmod(target, 0o644)
-        stats["py_from_side"] += 1
     for rel, source in sorted(spec.own_files.items()):
         _link(shadow / rel, Path(source))
     for lib in spec.sibling_libs:  # in-place builds keep the compiled parts next to the package directory
         name = os.path.basename(lib)
-        if _is_replaced(name, spec.replaced):
+        if matches_name(name, spec.replaced):
             stats["replaced"].append(name)
             continue
         os.symlink(os.path.abspath(lib), root / name)
@@ -127,22 +116,13 @@ def _fill_shadow(root: Path, spec: ShadowSpec) -> dict:
     return stats
 
 
-def check_import_location(root: Path, package: str, python: str, env: Mapping[str, str] | None = None) -> str:
+def check_import_location(root: Path, package: str, python: str) -> str:
     """Ask ``python`` (with ``root`` first on sys.path, as the worker does) where ``package`` comes from."""
     code = (
         "import importlib.util, sys; sys.path[0:0] = [sys.argv[1]]; "
         "s = importlib.util.find_spec(sys.argv[2]); print(s.origin if s else '')"
     )
-    with tempfile.TemporaryDirectory(prefix="teperf-check-") as cwd:
-        proc = subprocess.run(
-            [python, "-c", code, str(root), package],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            env=dict(os.environ if env is None else env),
-            stdin=subprocess.DEVNULL,
-            timeout=120,
-        )
+    proc = ask_python(python, code, str(root), package)
     origin = proc.stdout.strip()
     if proc.returncode != 0 or not origin or not os.path.abspath(origin).startswith(str(root) + os.sep):
         raise TeperfError(

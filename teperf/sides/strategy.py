@@ -1,10 +1,5 @@
-"""The one interface every way of making git sides implements.
-
-A strategy is made for one Target (what is measured) and one Pair (the two
-commits): ``plan()`` says what it will do and what that costs (or raises
-``Refused`` when it cannot run here), ``prepare(label, commit, description)``
-turns one commit into a runnable ``Side``. Implementations live in
-``teperf/sides/strategies/``, one file each; ``teperf/sides/auto.py`` picks one.
+"""The one interface every way of making git sides implements: made for one Target and one Pair, it
+plans (or refuses) and then turns each commit into a runnable Side. Implementations: teperf/sides/strategies/.
 """
 
 from __future__ import annotations
@@ -22,9 +17,7 @@ class Strategy:
     help: ClassVar[str] = ""  # one line for --help
     tier: ClassVar[str | None] = None  # the change tier ``auto`` uses it for (teperf.sides.changes.TIERS)
     cache_kind: ClassVar[str | None] = None  # where its builds are cached (their timings plan bisect)
-    compiled: ClassVar[bool] = (
-        False  # it compiles: bisect plans one build per distinct set of compiled inputs
-    )
+    compiled: ClassVar[bool] = False  # bisect plans one build per distinct set of compiled inputs
     te_seconds: ClassVar[float] = 600.0  # making one TE commit runnable, before any was measured here
     other_seconds: ClassVar[float] = 60.0  # the same for any other package (mostly-Python trees build fast)
 
@@ -42,8 +35,7 @@ class Strategy:
 
     @classmethod
     def fits(cls, layout) -> bool:
-        """Whether the package's layout describes what this strategy builds (auto skips it silently if
-        not)."""
+        """Whether the package's layout describes what this strategy builds (auto skips it if not)."""
         return True
 
     def parallel_sides(self) -> bool:
@@ -55,11 +47,9 @@ class Strategy:
     def tree(self, commit: Commit, *, submodules: bool = False, package_only: bool = False) -> Path:
         """The commit's files; ``package_only``: the package's directory is all the side uses (path and
         overlay tiers), so objects missing elsewhere (a partial mirror) do not stop it."""
-        pkg = self.target.package_dir.strip("/")
+        t = self.target
+        pkg = t.package_dir.strip("/")
+        needs = pkg if package_only and pkg not in ("", ".") else None
         return gitrepo.materialize(
-            self.target.repo,
-            commit.sha,
-            cache_dir=self.target.cache_dir,
-            submodules=submodules,
-            needs=pkg if package_only and pkg not in ("", ".") else None,
+            t.repo, commit.sha, cache_dir=t.cache_dir, submodules=submodules, needs=needs
         )

@@ -1,7 +1,6 @@
 """The values every strategy works from: what is measured (Target), which two commits (Pair), the plan.
 
-Kept apart from the strategies so that they, ``auto`` and the entry point
-share them without importing each other.
+Kept apart so that the strategies, ``auto`` and the entry point share them without importing each other.
 """
 
 from __future__ import annotations
