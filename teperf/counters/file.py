@@ -228,11 +228,6 @@ def write_calls(path, made_with: dict, cells: dict) -> None:
     calls_path(path).write_text(json.dumps(data, indent=1) + "\n")
 
 
-def _public(version: str) -> str:
-    # A package under test carries its commit in the local part (2.16.0.dev0+abc123): not a version change.
-    return version.split("+", 1)[0]
-
-
 def made_with(hello: dict, device: str) -> dict:
     """The versions a side's counts depend on, from its worker's hello."""
     facts = {
@@ -243,8 +238,8 @@ def made_with(hello: dict, device: str) -> dict:
     if hello.get("gpu"):
         facts["gpu"] = str(hello["gpu"])
     te = hello.get("backend_te") or {}
-    if te.get("version"):
-        facts["transformer_engine"] = _public(str(te["version"]))
+    if te.get("version"):  # without the local part: a package under test carries its commit there
+        facts["transformer_engine"] = str(te["version"]).split("+", 1)[0]
     facts["teperf"] = __version__
     return facts
 

@@ -132,21 +132,16 @@ class Build(CompiledStrategy):
             else "forced: each side is built from its tree"
         )
         incremental = self.workdir() / "src"
+        jobs = changes.plural(self._env["MAX_JOBS"], "job")
         costs = []
         for label, commit in self.pair.sides():
             digest, _ = self.key(commit)
             if self.cached("builds", digest, "prefix"):
                 cost = f"build reused from the cache ({digest[:12]})"
             elif incremental.is_dir():
-                cost = (
-                    f"incremental build in {incremental} (recompiles what differs, "
-                    f"{changes.plural(self._env['MAX_JOBS'], 'job')})"
-                )
+                cost = f"incremental build in {incremental} (recompiles what differs, {jobs})"
             else:
-                cost = (
-                    f"full build (the first in this build directory; {self._estimate()}), "
-                    f"{changes.plural(self._env['MAX_JOBS'], 'job')}"
-                )
+                cost = f"full build (the first in this build directory; {self._estimate()}), {jobs}"
             costs.append((label, cost))
         return Plan(self.name, reason, tuple(costs))
 

@@ -1,7 +1,5 @@
-"""What the strategies that compile the package, or part of it over the installed build, share (build,
-extension, core): each build is cached in ``<cache>/<kind>/<key>/`` (its output directory, ``build.log``,
-``build.json``), keyed by what it is built from.
-"""
+"""What the strategies that compile (build, extension, core) share: each build is cached in
+``<cache>/<kind>/<key>/`` (its output, ``build.log``, ``build.json``), keyed by what it is built from."""
 
 from __future__ import annotations
 
@@ -41,8 +39,7 @@ class CompiledStrategy(Strategy):
     compiled = True
 
     def inputs_key(self, commit: Commit, inputs, recipe: Mapping[str, Any]) -> tuple[str, int]:
-        """tree_key of the commit's paths matching ``inputs``, version files left out (compiled code does
-        not read them)."""
+        """tree_key of the commit's paths matching ``inputs`` but version files (unread by compiled code)."""
         version_files = self.target.layout.version_files
 
         def selected(path: str, _kind: str) -> bool:
@@ -100,8 +97,7 @@ class CompiledStrategy(Strategy):
     def side_costs(
         self, key_of: Callable, is_cached: Callable, product: str, same: str, fresh: Callable[[], str]
     ) -> list[tuple[str, str]]:
-        """(label, cost) per side: reused from the cache, built by the other side (the same ``same``), or
-        ``fresh()``."""
+        """(label, cost) per side: cached, built by the other side (the same ``same``) or ``fresh()``."""
         costs, planned = [], {}  # key -> the side that builds it
         for label, commit in self.pair.sides():
             key, _ = key_of(commit)
@@ -142,8 +138,7 @@ class CompiledStrategy(Strategy):
     def shadow(
         self, label: str, commit: Commit, tree: Path, description, *, key: str, built, **files
     ) -> Side:
-        """overlay_side with the built ``files`` (own_files, replaced); refused if its built code fails to
-        load."""
+        """overlay_side with the built ``files`` (own_files, replaced), refused if its built code fails."""
         built = {"changed_extension": self.pair.changes.paths(changes.EXTENSION), **built}
         side = overlay_side(self, label, commit, tree, description, key=key, built=built, **files)
         self.check_loads(label, Path(side.sys_path[0]))

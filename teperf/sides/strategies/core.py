@@ -2,9 +2,9 @@
 
 For TE, ``libtransformer_engine.so`` and ``transformer_engine_torch`` (the layout's ``core_build`` and
 ``extension``); the installed package, with its distribution metadata, stays what Python imports (TE's
-install checks pass). The core builds in ONE persistent CMake/Ninja tree per repository and build configuration,
-each side's tree synced into it rewriting only the files that differ, so the next side or bisect probe
-recompiles only what its change reaches; each finished library is cached per core inputs.
+install checks pass). The core builds in ONE persistent CMake/Ninja tree per repository and build
+configuration, each side's tree synced into it rewriting only the files that differ, so the next side or
+bisect probe recompiles only what its change reaches; each finished library is cached per core inputs.
 """
 
 from __future__ import annotations

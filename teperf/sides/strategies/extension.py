@@ -26,7 +26,7 @@ from teperf.sides.gitrepo import Commit
 from teperf.sides.layout import ExtensionBuild
 from teperf.sides.shadow import mark
 from teperf.sides.strategies.compiled import CompiledStrategy, described
-from teperf.sides.strategies.overlay import version_note
+from teperf.sides.strategies.overlay import version_notes
 from teperf.sides.target import Plan, Refused
 
 KIND = "ext"
@@ -146,21 +146,18 @@ class Extension(CompiledStrategy):
             (label, f"{cost}, {over}")
             for label, cost in self.side_costs(self.key, self._cached, "extension", "inputs", lambda: fresh)
         ]
-        note = version_note(self.target, self.pair)
-        return Plan(self.name, reason, tuple(costs), (note,) if note else ())
+        return Plan(self.name, reason, tuple(costs), version_notes(self.target, self.pair))
 
     def ensure(self, label: str, commit: Commit) -> dict:
         """Build this commit's extension unless the cache has it; return its build.json (plus 'reused')."""
         key, n_files = self.key(commit)
-
-        def make(home: Path, prefix: Path, log_path: Path) -> dict:
-            return self._build(label, commit, (key, n_files), home, log_path)
-
+        make = functools.partial(self._build, label, commit, key, n_files)
         return self.ensure_built(KIND, key, "prefix", label, commit, "extension", make)
 
-    def _build(self, label: str, commit: Commit, keyed: tuple, home: Path, log_path: Path) -> dict:
+    def _build(
+        self, label: str, commit: Commit, key: str, n_files: int, home: Path, prefix: Path, log_path: Path
+    ) -> dict:
         t, ext = self.target, self.ext
-        (key, n_files), prefix = keyed, home / "prefix"
         src = home / "src"
         cachedir.remove_tree(src)
         buildrun.writable_copy(self.tree(commit), src)
@@ -224,9 +221,7 @@ class Extension(CompiledStrategy):
 
     def _artifacts(self, prefix: Path) -> dict[str, str]:
         """package-relative path -> built file, for the extension's files under ``prefix/<package>/``."""
-        pkg_root = prefix / self.target.package
-        if not pkg_root.is_dir():
-            return {}
+        pkg_root = prefix / self.target.package  # none there: no files (os.walk)
         return {
             rel: str(pkg_root / rel)
             for rel in inst.walk_files(pkg_root)

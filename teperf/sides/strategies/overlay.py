@@ -18,11 +18,11 @@ from teperf.sides.strategy import Strategy
 from teperf.sides.target import Plan, Refused
 
 
-def version_note(target, pair) -> str | None:
-    """'build_tools/VERSION.txt: 2.16.0 -> 2.16.1 (...)' when version files differ; None otherwise."""
+def version_notes(target, pair) -> tuple[str, ...]:
+    """('build_tools/VERSION.txt: 2.16.0 -> 2.16.1 (...)',) when version files differ; () otherwise."""
     paths = pair.changes.paths(changes.VERSION)
     if not paths:
-        return None
+        return ()
     shown = []
     for path in paths[:3]:
         old = (gitrepo.show_file(target.repo, pair.base.sha, path) or "").strip()[:40] or "(none)"
@@ -31,7 +31,7 @@ def version_note(target, pair) -> str | None:
     more = f" +{len(paths) - 3} more" if len(paths) > 3 else ""
     return (
         f"version strings differ ({'; '.join(shown)}{more}); no compiled code reads them, so both sides run "
-        "on the installed build and report its version"
+        "on the installed build and report its version",
     )
 
 
@@ -94,10 +94,8 @@ class Overlay(Strategy):
             reason = "only version strings differ" if versions else "no file of the package differs"
         version = installed.version or ""
         cost = f"seconds: its .py files over the installed {installed.package} {version}".rstrip()
-        note = version_note(self.target, self.pair)
-        return Plan(
-            self.name, reason, tuple((label, cost) for label, _ in self.pair.sides()), (note,) if note else ()
-        )
+        costs = tuple((label, cost) for label, _ in self.pair.sides())
+        return Plan(self.name, reason, costs, version_notes(self.target, self.pair))
 
     def prepare(self, label: str, commit: Commit, description: Mapping[str, Any]) -> Side:
         return overlay_side(self, label, commit, self.tree(commit, package_only=True), description)
