@@ -1,11 +1,9 @@
 """build: build the whole package from each side's tree, incrementally, once per hash of its compiled sources.
 
-The hash covers the build inputs (version files left out; or the files matching ``TEPERF_BUILD_GLOBS``),
-the build command, the interpreter and the build's environment, so commits that differ only in Python share
-one build. Builds run in ONE persistent directory per repository and build configuration, each side's tree
-synced into it rewriting only the files that differ, so the build system's own objects stay and the next
-build recompiles only what differs. The side is its ``.py`` files over ``prefix/<package>``, with
-``prefix`` on sys.path after it so the build's distribution metadata is found.
+Commits that differ only in Python share one build. Builds run in ONE persistent directory per repository
+and build configuration, each side's tree synced into it rewriting only the files that differ, so the build
+system's objects stay and the next build recompiles only what differs. The side is its ``.py`` files over
+``prefix/<package>``, ``prefix`` after them on sys.path so the build's distribution metadata is found.
 """
 
 from __future__ import annotations

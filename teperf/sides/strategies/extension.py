@@ -1,9 +1,8 @@
 """extension: rebuild only the framework extension from each side's tree, over the installed core library.
 
 For TE, ``transformer_engine_torch`` (the layout's ``extension``), built with ``pip install --target`` in a
-writable copy of the tree; both sides build at once, the jobs split and one ccache shared. An extension
-that does not load against the installed core (an undefined symbol) stops with one line naming
-``--strategy build``.
+writable copy of the tree; an extension that does not load against the installed core stops with one line
+naming ``--strategy build``.
 """
 
 from __future__ import annotations
