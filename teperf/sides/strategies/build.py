@@ -107,8 +107,7 @@ class Build(CompiledStrategy):
         return self.buildtree(config)
 
     def _estimate(self) -> str:
-        """What a full build of this package took before (TE's figure only for TE: another package's
-        build may take seconds)."""
+        """What a full build of this package took before (TE's figure only for TE: others may be fast)."""
         t = self.target
         times = [
             e.meta.get("seconds")
@@ -144,8 +143,7 @@ class Build(CompiledStrategy):
         return Plan(self.name, reason, tuple(costs))
 
     def ensure(self, label: str, commit: Commit, tree: Path) -> dict:
-        """Build ``commit`` unless a build with the same hash exists; return its build.json (plus
-        'reused')."""
+        """Build ``commit`` unless a build of its hash exists; return its build.json (plus 'reused')."""
         t = self.target
         digest, n_files = self.key(commit)
 

@@ -114,9 +114,8 @@ class CompiledStrategy(Strategy):
     def ensure_built(
         self, kind: str, key: str, output: str, label: str, commit: Commit, product: str, make: Callable
     ) -> dict:
-        """The build.json of ``key``'s build (plus 'reused'): from the cache (the reuse logged unless
-        ``product`` is ""), else ``make(home, out, log_path)`` builds it into ``out`` (emptied) and returns
-        its build.json."""
+        """The build.json of ``key``'s build (plus 'reused'): from the cache (logged unless ``product`` is
+        ""), else ``make(home, out, log_path)`` builds it into ``out`` (emptied) and returns that."""
         t = self.target
         builds = cachedir.kind_dir(kind, t.cache_dir)
         home = builds / key
