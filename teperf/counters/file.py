@@ -1,7 +1,7 @@
 """The expected-counters file of ``teperf counters check`` and its calls sidecar.
 
-The file (TOML, one line per cell, so that ``--update`` rewrites only the rows that changed and keeps
-comments and hand-set tolerances)::
+TOML, one line per cell, so that ``--update`` rewrites only the rows that changed and keeps comments and
+hand-set tolerances::
 
     [made_with]                      # a side with other versions is refused, not diffed
     python = "3.11"
@@ -13,12 +13,10 @@ comments and hand-set tolerances)::
     allocations = 0
 
     [cells]
-    "Linear/fp32/8x2x64/eager" = { python_calls = 34, aten_ops = 12, autograd_nodes = 3, allocations = 9 }
     "MLP/fp32/8x2x64/eager" = { python_calls = 90, aten_ops = 30, tolerance = { python_calls = 2 } }
 
 Beside it, ``<file stem>.calls.json`` (written by ``--update``) keeps each cell's calls per step by
-function (cProfile), so that a changed cell names the functions behind the change. Diagnosis only, never
-gated.
+function (cProfile) to name the functions behind a change; never gated.
 """
 
 from __future__ import annotations
@@ -106,10 +104,7 @@ class Expected:
                 raise TeperfError(
                     f"{where}: unknown counter {extra[0]!r}", f"counters: {', '.join(COUNTER_KEYS)}"
                 )
-            counts = {}
-            for name in COUNTER_KEYS:
-                if name in value:
-                    counts[name] = _count(value[name], f"{where} {name}")
+            counts = {name: _count(value[name], f"{where} {name}") for name in COUNTER_KEYS if name in value}
             rows[key] = Row(key, counts, _tolerance(value.get("tolerance") or {}, f"{where} tolerance"))
         return cls(path, dict(made_with), tolerance, rows, text)
 
@@ -170,8 +165,7 @@ def rewrite(expected: Expected, changed: dict[str, dict]) -> str:
         if match:
             row_at[json.loads(f'"{match.group(1)}"')] = index
     if cells_header is None:
-        lines.append("")
-        lines.append("[cells]")
+        lines += ["", "[cells]"]
         cells_header = len(lines) - 1
     for key in sorted(changed):
         if key in expected.rows and key not in row_at:
@@ -234,11 +228,6 @@ def write_calls(path, made_with: dict, cells: dict) -> None:
     calls_path(path).write_text(json.dumps(data, indent=1) + "\n")
 
 
-def _public(version: str) -> str:
-    # A package under test carries its commit in the local part (2.16.0.dev0+abc123): not a version change.
-    return version.split("+", 1)[0]
-
-
 def made_with(hello: dict, device: str) -> dict:
     """The versions a side's counts depend on, from its worker's hello."""
     facts = {
@@ -249,16 +238,16 @@ def made_with(hello: dict, device: str) -> dict:
     if hello.get("gpu"):
         facts["gpu"] = str(hello["gpu"])
     te = hello.get("backend_te") or {}
-    if te.get("version"):
-        facts["transformer_engine"] = _public(str(te["version"]))
+    if te.get("version"):  # without the local part: a package under test carries its commit there
+        facts["transformer_engine"] = str(te["version"]).split("+", 1)[0]
     facts["teperf"] = __version__
     return facts
 
 
 def version_mismatch(expected: dict, got: dict) -> list[str]:
     """'torch 2.12.0 -> 2.13.0' for every deciding version that differs."""
-    out = []
-    for key in VERSION_KEYS:
-        if expected.get(key) != got.get(key):
-            out.append(f"{key} {expected.get(key, '(none)')} -> {got.get(key, '(none)')}")
-    return out
+    return [
+        f"{key} {expected.get(key, '(none)')} -> {got.get(key, '(none)')}"
+        for key in VERSION_KEYS
+        if expected.get(key) != got.get(key)
+    ]

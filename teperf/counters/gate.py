@@ -1,11 +1,6 @@
-"""The counters gate: a side's exact step counters against the expected file kept in the repo.
-
-Timing gates misfire on shared CI runners; the step counters (teperf/worker/counters.py) are exact and
-cost one worker run. Like PyTorch's instruction-count gate, a change either way fails the check (a
-decrease is a win: update the file), and the check prints the rows to paste. ``teperf counters check``
-and ``teperf compare --expected`` are the CLI over this module; the file is teperf/counters/file.py.
-
-Coordinator side: no torch.
+"""The counters gate: a side's exact step counters (teperf/worker/counters.py) against the expected file
+kept in the repo. Timing gates misfire on shared CI runners; like PyTorch's instruction-count gate, a change
+either way fails (a decrease is a win: update the file). Coordinator side: no torch.
 """
 
 from __future__ import annotations
@@ -89,10 +84,15 @@ class CellResult:
         return out
 
 
-def compare_counts(expected: Expected, key: str, counters: dict) -> CellResult:
-    row = expected.rows.get(key)
+def compare_counts(
+    expected: Optional[Expected], key: str, counters: dict, calls: Optional[dict] = None
+) -> CellResult:
+    """The cell's counters against its row of ``expected`` (None: no file yet)."""
+    breaks = list(counters.get("break_reasons") or [])
+    row = expected.rows.get(key) if expected else None
     if row is None:
-        return CellResult(key, "new", counters, reason="no row in the file")
+        reason = "no row in the file" if expected else "no file yet"
+        return CellResult(key, "new", counters, reason=reason, calls=calls, break_reasons=breaks)
     changes = []
     for name in COUNTER_KEYS:
         want, got = row.counts.get(name), counters.get(name)
@@ -101,7 +101,8 @@ def compare_counts(expected: Expected, key: str, counters: dict) -> CellResult:
         allowed = expected.allowed(row, name)
         if want is None or got is None or abs(int(got) - int(want)) > allowed:
             changes.append(Change(name, want, None if got is None else int(got), allowed))
-    return CellResult(key, "changed" if changes else "ok", counters, changes)
+    status = "changed" if changes else "ok"
+    return CellResult(key, status, counters, changes, calls=calls, break_reasons=breaks)
 
 
 def functions_text(expected_calls: Optional[dict], got_calls: Optional[dict], n: int = 4) -> list[str]:
@@ -183,12 +184,9 @@ def count_cells(
     want_calls: Callable[[str, dict], bool] = lambda key, counters: False,
     progress: Callable[[str], None] = lambda text: None,
 ) -> tuple[dict, dict]:
-    """(hello, {case key: CellResult with counters or a reason}) from one worker of ``side``.
-
-    Every case is set up first and then counted, as ``compare`` counts (so both give the same
-    numbers). ``on_hello`` may refuse (raise) before anything is counted; ``want_calls(key,
-    counters)`` says which cells are profiled afterwards for their calls by function.
-    """
+    """(hello, {case key: CellResult with counters or a reason}) from one worker of ``side``; every case is
+    set up, then counted, as ``compare`` counts. ``on_hello`` may refuse (raise) before anything is counted;
+    ``want_calls(key, counters)`` picks the cells profiled afterwards for their calls by function."""
     results = {c.key: CellResult(c.key, "skipped", reason=c.skip) for c in cases if c.skip}
     runnable = [c for c in cases if not c.skip]
     if not runnable:
@@ -246,11 +244,9 @@ def check(
     log_dir: Optional[Path] = None,
     progress: Callable[[str], None] = lambda text: None,
 ) -> CheckResult:
-    """Count every cell of ``config`` on ``side`` once and compare with the file at ``expected_path``.
-
-    ``update``: rewrite the rows that changed (and add the new ones) in place; a missing file is
-    made. A side whose versions differ from the file's is refused (TeperfError) either way.
-    """
+    """Count every cell of ``config`` on ``side`` once and compare with the file at ``expected_path``;
+    ``update`` rewrites the rows that changed and adds the new ones (a missing file is made). A side whose
+    versions differ from the file's is refused (TeperfError) either way."""
     from teperf.plan import expand
 
     t0 = time.perf_counter()
@@ -265,9 +261,7 @@ def check(
         if expected is not None:
             refuse_other_versions(expected, seen, ", or check on the versions the file names")
 
-    def want_calls(key: str, counters: dict) -> bool:
-        if expected is None:
-            return update
+    def want_calls(key: str, counters: dict) -> bool:  # no file yet (expected None) only with update
         cell = compare_counts(expected, key, counters)
         return cell.status != "ok" or (update and key not in known_calls)
 
@@ -288,14 +282,8 @@ def check(
     for case in cases:
         cell = counted[case.key]
         if cell.status == "counted":
-            calls = cell.calls
-            if expected is not None:
-                cell = compare_counts(expected, case.key, cell.counters)
-                cell.calls = calls
-            else:
-                cell = CellResult(case.key, "new", cell.counters, reason="no file yet", calls=calls)
-            cell.functions = functions_text(known_calls.get(case.key), calls)
-        cell.break_reasons = list((cell.counters or {}).get("break_reasons") or [])
+            cell = compare_counts(expected, case.key, cell.counters, cell.calls)
+            cell.functions = functions_text(known_calls.get(case.key), cell.calls)
         cells.append(cell)
     result = checked(path, side.label, seen, cells, expected)
     if update:
@@ -325,12 +313,9 @@ def _update(result: CheckResult, expected: Optional[Expected], cells: list) -> N
 def check_bundle(
     bundle_path, expected_path, side_label: Optional[str] = None, name_functions: bool = True
 ) -> CheckResult:
-    """The counters ``compare`` recorded for one side (default: head) against the file.
-
-    Nothing is counted again. When a cell changed and the file's calls sidecar has it,
-    ``name_functions`` starts one worker of that side to profile the changed cells, so that the
-    functions behind the change are named as ``teperf counters check`` names them.
-    """
+    """The counters ``compare`` recorded for one side (default: head) against the file, nothing counted
+    again; ``name_functions``: one worker of that side profiles the changed cells the calls sidecar has, to
+    name the functions behind the change as ``teperf counters check`` does."""
     from teperf.bundle import Bundle
     from teperf.records import CountersRecord, WorkerRecord
 
@@ -359,9 +344,7 @@ def check_bundle(
         elif got is None:
             cells.append(CellResult(key, "failed", reason=f"the bundle has no counters of the {label} side"))
         else:
-            cell = compare_counts(expected, key, got)
-            cell.break_reasons = list(got.get("break_reasons") or [])
-            cells.append(cell)
+            cells.append(compare_counts(expected, key, got))
     result = checked(expected_path, label, seen, cells, expected)
     known = read_calls(expected_path)
     wanted = [case for key, case in cases if key in known and by_key(result, key)]

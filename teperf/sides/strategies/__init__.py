@@ -1,8 +1,5 @@
-"""The strategies: the one list the CLI (compare, bisect, nightly), ``auto`` and bisect's plan use.
-
-Each class in ``CLASSES`` names and describes itself (``teperf.sides.strategy.Strategy``): its
-name, its help line, the change tier ``auto`` picks it for, where its builds are cached and what
-making one commit runnable costs before any was measured here.
+"""The strategies: the one list the CLI (compare, bisect, nightly), ``auto`` and bisect's plan use; each
+class describes itself (``teperf.sides.strategy.Strategy``).
 """
 
 from __future__ import annotations

@@ -1,35 +1,15 @@
 """build: build the whole package from each side's tree, incrementally, once per hash of its compiled sources.
 
-The hash covers the tree's build inputs (teperf.sides.changes.is_build_input,
-version files left out; or the files matching ``TEPERF_BUILD_GLOBS``), the
-build command, the interpreter and the build-relevant environment, so two
-commits that differ only in Python share one build. A finished build lives
-in ``<cache>/builds/<hash>/``: ``prefix/`` (what the command installed),
-``build.log``, ``build.json``; only successful builds are reused.
-
-Builds run in ONE persistent directory per repository and build
-configuration, ``<cache>/buildtrees/<key>/src``: before each build the
-side's tree is synced into it, rewriting only the files that differ, so the
-build system's own objects (CMake's ``build/cmake``, setuptools' ``build/``)
-stay and the second side, and the next run, recompile only what differs.
-ccache is used when installed (CMake compiler launchers), ``--jobs`` sets
-MAX_JOBS / CMAKE_BUILD_PARALLEL_LEVEL (default: the free cores).
-
-Build command: an argv list; ``{prefix}``, ``{src}``, ``{python}`` and
-``{jobs}`` in it are replaced. Default:
-``{python} -m pip install --no-build-isolation --no-deps --target {prefix} .``
-(pip builds in the source directory, so its build directories persist).
-The side then runs as an overlay on the build: its own ``.py`` files over
-``prefix/<package>``, with ``prefix`` on sys.path after it so the build's
-distribution metadata is found.
+Commits that differ only in Python share one build. Builds run in ONE persistent directory per repository
+and build configuration, each side's tree synced into it rewriting only the files that differ, so the build
+system's objects stay and the next build recompiles only what differs. The side is its ``.py`` files over
+``prefix/<package>``, ``prefix`` after them on sys.path so the build's distribution metadata is found.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import functools
-import hashlib
-import json
 import os
 import shutil
 from pathlib import Path
@@ -40,9 +20,10 @@ from teperf.sides import installed as inst
 from teperf.sides.gitrepo import Commit
 from teperf.sides.layout import matches
 from teperf.sides.shadow import ShadowSpec, shadow_side
-from teperf.sides.strategy import Strategy
+from teperf.sides.strategies.compiled import CompiledStrategy, described, tree_key
 from teperf.sides.target import Plan
 
+# pip builds in the source directory, so its build directories persist
 DEFAULT_COMMAND = tuple("{python} -m pip install --no-build-isolation --no-deps --target {prefix} .".split())
 PLACEHOLDERS = {
     "{prefix}": "where the build installs to",
@@ -63,34 +44,26 @@ def compiled_hash(
     env: Mapping[str, str] | None = None,
     globs=None,
 ) -> tuple[str, int]:
-    """(hash of the commit's compiled sources + how they are built, number of files hashed).
-
-    ``skip``: patterns of build inputs that do not change what is built (version files, other frameworks).
-    """
+    """(hash of the commit's compiled sources + how they are built, number of files hashed); ``skip``:
+    patterns of build inputs that do not change what is built (version files, other frameworks)."""
     env = os.environ if env is None else env
     globs = list(globs or [])
-    h = hashlib.sha256()
-    n = 0
-    for mode, kind, obj, path in gitrepo.ls_tree(repo, sha):
+
+    def selected(path: str, kind: str) -> bool:
         if globs:
-            selected = any(fnmatch.fnmatchcase(path, g) for g in globs)
-        else:
-            selected = changes.is_build_input(
-                path, package_dir, submodule=(kind == "commit")
-            ) and not matches(path, skip)
-        if selected:
-            h.update(f"{mode} {obj} {path}\0".encode(errors="surrogateescape"))
-            n += 1
+            return any(fnmatch.fnmatchcase(path, g) for g in globs)
+        is_input = changes.is_build_input(path, package_dir, submodule=(kind == "commit"))
+        return is_input and not matches(path, skip)
+
     recipe = {
         "command": list(command),
         "python": os.path.realpath(shutil.which(python) or python) if python else "",
         "env": buildrun.hashed_env(env),
     }
-    h.update(json.dumps(recipe, sort_keys=True).encode())
-    return h.hexdigest()[:20], n
+    return tree_key(repo, sha, selected, recipe)
 
 
-class Build(Strategy):
+class Build(CompiledStrategy):
     name = "build"
     help = (
         "build everything from each side's tree in one persistent, incremental build directory (ccache if "
@@ -98,14 +71,10 @@ class Build(Strategy):
     )
     tier = "build"
     cache_kind = "builds"
-    compiled = True
 
     @functools.cached_property
     def _env(self) -> dict[str, str]:
-        t = self.target
-        return buildrun.build_env(
-            t.layout, jobs=t.jobs, cache_dir=t.cache_dir, python=t.python, cuda_archs=t.cuda_archs
-        )
+        return self.build_env()
 
     @property
     def template(self) -> list[str]:
@@ -130,24 +99,15 @@ class Build(Strategy):
 
     def workdir(self) -> Path:
         """The persistent build directory of this repository and build configuration."""
-        t = self.target
         config = {
-            "repo": str(t.repo),
             "command": self.template,
-            "python": os.path.realpath(shutil.which(t.python) or t.python),
+            "python": os.path.realpath(shutil.which(self.target.python) or self.target.python),
             "env": buildrun.hashed_env(self._env),
         }
-        key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
-        return cachedir.kind_dir("buildtrees", t.cache_dir) / key
-
-    def _cached(self, digest: str) -> dict:
-        home = cachedir.kind_dir("builds", self.target.cache_dir) / digest
-        meta = cachedir.read_json(home / cachedir.BUILD_META)
-        return meta if meta.get("ok") and (home / "prefix").is_dir() else {}
+        return self.buildtree(config)
 
     def _estimate(self) -> str:
-        """What a full build of this package took before (TE's figure only for TE: another package's
-        build may take seconds)."""
+        """What a full build of this package took before (TE's figure only for TE: others may be fast)."""
         t = self.target
         times = [
             e.meta.get("seconds")
@@ -169,43 +129,26 @@ class Build(Strategy):
             else "forced: each side is built from its tree"
         )
         incremental = self.workdir() / "src"
+        jobs = changes.plural(self._env["MAX_JOBS"], "job")
         costs = []
         for label, commit in self.pair.sides():
             digest, _ = self.key(commit)
-            if self._cached(digest):
+            if self.cached("builds", digest, "prefix"):
                 cost = f"build reused from the cache ({digest[:12]})"
             elif incremental.is_dir():
-                cost = (
-                    f"incremental build in {incremental} (recompiles what differs, "
-                    f"{changes.plural(self._env['MAX_JOBS'], 'job')})"
-                )
+                cost = f"incremental build in {incremental} (recompiles what differs, {jobs})"
             else:
-                cost = (
-                    f"full build (the first in this build directory; {self._estimate()}), "
-                    f"{changes.plural(self._env['MAX_JOBS'], 'job')}"
-                )
+                cost = f"full build (the first in this build directory; {self._estimate()}), {jobs}"
             costs.append((label, cost))
         return Plan(self.name, reason, tuple(costs))
 
     def ensure(self, label: str, commit: Commit, tree: Path) -> dict:
-        """Build ``commit`` unless a build with the same hash exists; return its build.json (plus
-        'reused')."""
+        """Build ``commit`` unless a build of its hash exists; return its build.json (plus 'reused')."""
         t = self.target
         digest, n_files = self.key(commit)
-        builds = cachedir.kind_dir("builds", t.cache_dir)
-        home = builds / digest
-        work = self.workdir()
-        with cachedir.locked(builds / f"{digest}.lock"):
-            cachedir.hold(home)
-            meta = self._cached(digest)
-            if meta:
-                cachedir.touch(home)
-                return {**meta, "reused": True}
-            home.mkdir(parents=True, exist_ok=True)
-            prefix, log_path = home / "prefix", home / "build.log"
-            for stale in (prefix, log_path):
-                cachedir.remove_tree(stale)
-            prefix.mkdir()
+
+        def make(home: Path, prefix: Path, log_path: Path) -> dict:
+            work = self.workdir()
             with cachedir.locked(work.with_suffix(".lock")):
                 cachedir.hold(work)
                 src = work / "src"
@@ -263,7 +206,9 @@ class Build(Strategy):
                 fix="read the log, fix the build or pass another build command; the next run tries again",
             )
             t.log(f"{label} {commit.sha[:10]}: built in {meta['seconds']} s")
-            return {**meta, "reused": False}
+            return meta
+
+        return self.ensure_built("builds", digest, "prefix", label, commit, "", make)
 
     def prepare(self, label: str, commit: Commit, description: Mapping[str, Any]) -> Side:
         t = self.target
@@ -287,14 +232,7 @@ class Build(Strategy):
         description = {
             **description,
             "tree": str(tree),
-            "build_hash": built["hash"],
-            "build_prefix": str(prefix),
-            "build_log": built["log"],
-            "build_reused": built["reused"],
-            "build_seconds": built.get("seconds"),
-            "build_from_sha": built.get("sha"),
-            "build_command": built.get("command"),
-            "build_workdir": built.get("workdir"),
+            **described("build", built, "hash prefix log reused seconds from_sha command workdir"),
         }
         return shadow_side(
             label,

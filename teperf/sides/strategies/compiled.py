@@ -1,25 +1,74 @@
-"""What the strategies that compile part of the package over the installed build share (extension, core).
-
-Each build is cached in ``<cache>/<kind>/<key>/`` (its output directory, ``build.log``, ``build.json``),
-keyed by what it is built from; the plan says per side whether a build is reused, made by the other side
-or made here; the side is a shadow tree: its ``.py`` files and its own built files over the installed
-package.
-"""
+"""What the strategies that compile (build, extension, core) share: each build is cached in
+``<cache>/<kind>/<key>/`` (its output, ``build.log``, ``build.json``), keyed by what it is built from."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from teperf.sides import Side, cachedir, changes
+from teperf.sides import Side, buildrun, cachedir, changes, gitrepo
 from teperf.sides import installed as inst
 from teperf.sides.gitrepo import Commit
-from teperf.sides.shadow import ShadowSpec, shadow_side
+from teperf.sides.layout import matches
+from teperf.sides.strategies.overlay import overlay_side
 from teperf.sides.strategy import Strategy
+from teperf.sides.target import Refused
+
+
+def tree_key(repo, sha: str, selected: Callable[[str, str], bool], recipe: Mapping) -> tuple[str, int]:
+    """(cache key, number of files hashed): the git objects of the commit's files that ``selected(path,
+    kind)`` picks and how they are built (``recipe``)."""
+    h = hashlib.sha256()
+    n = 0
+    for mode, kind, obj, path in gitrepo.ls_tree(repo, sha):
+        if selected(path, kind):
+            h.update(f"{mode} {obj} {path}\0".encode(errors="surrogateescape"))
+            n += 1
+    h.update(json.dumps(recipe, sort_keys=True).encode())
+    return h.hexdigest()[:20], n
+
+
+def described(prefix: str, built: Mapping[str, Any], names: str) -> dict:
+    """``<prefix>_<name>`` -> the build.json's ``name``, for a side's metadata ('from_sha': its 'sha')."""
+    return {f"{prefix}_{name}": built.get("sha" if name == "from_sha" else name) for name in names.split()}
 
 
 class CompiledStrategy(Strategy):
     compiled = True
+
+    def inputs_key(self, commit: Commit, inputs, recipe: Mapping[str, Any]) -> tuple[str, int]:
+        """tree_key of the commit's paths matching ``inputs`` but version files (unread by compiled code)."""
+        version_files = self.target.layout.version_files
+
+        def selected(path: str, _kind: str) -> bool:
+            return matches(path, inputs) and not matches(path, version_files)
+
+        return tree_key(self.target.repo, commit.sha, selected, recipe)
+
+    def buildtree(self, config: Mapping[str, Any], prefix: str = "") -> Path:
+        """The persistent build directory of this repository and build ``config``."""
+        data = json.dumps({"repo": str(self.target.repo), **config}, sort_keys=True)
+        key = hashlib.sha256(data.encode()).hexdigest()[:16]
+        return cachedir.kind_dir("buildtrees", self.target.cache_dir) / f"{prefix}{key}"
+
+    def installed_build(self, what: str) -> inst.Installed:
+        """The installed package whose files the built ones replace (Refused, saying ``what``, if none)."""
+        try:
+            return inst.find_installed(self.target.package, self.target.python)
+        except Refused as exc:
+            raise Refused(
+                f"{what}, but {exc.problem}",
+                "install one build of the package into that interpreter, or use --strategy build",
+            ) from None
+
+    def build_env(self, **more) -> dict[str, str]:
+        """buildrun.build_env with the target's jobs, cache, interpreter and CUDA archs."""
+        t = self.target
+        return buildrun.build_env(
+            t.layout, jobs=t.jobs, cache_dir=t.cache_dir, python=t.python, cuda_archs=t.cuda_archs, **more
+        )
 
     def build_meta(self, key: str, commit, n_files: int, **more) -> dict:
         """A build's build.json before it runs: what was built from which tree, then ``more``."""
@@ -48,8 +97,7 @@ class CompiledStrategy(Strategy):
     def side_costs(
         self, key_of: Callable, is_cached: Callable, product: str, same: str, fresh: Callable[[], str]
     ) -> list[tuple[str, str]]:
-        """(label, cost) per side: reused from the cache, built by the other side (the same ``same``), or
-        ``fresh()``."""
+        """(label, cost) per side: cached, built by the other side (the same ``same``) or ``fresh()``."""
         costs, planned = [], {}  # key -> the side that builds it
         for label, commit in self.pair.sides():
             key, _ = key_of(commit)
@@ -66,8 +114,8 @@ class CompiledStrategy(Strategy):
     def ensure_built(
         self, kind: str, key: str, output: str, label: str, commit: Commit, product: str, make: Callable
     ) -> dict:
-        """The build.json of ``key``'s build (plus 'reused'): from the cache, else ``make(home, out,
-        log_path)`` builds it into ``out`` (emptied) and returns its build.json."""
+        """The build.json of ``key``'s build (plus 'reused'): from the cache (logged unless ``product`` is
+        ""), else ``make(home, out, log_path)`` builds it into ``out`` (emptied) and returns that."""
         t = self.target
         builds = cachedir.kind_dir(kind, t.cache_dir)
         home = builds / key
@@ -76,7 +124,8 @@ class CompiledStrategy(Strategy):
             meta = self.cached(kind, key, output)
             if meta:
                 cachedir.touch(home)
-                t.log(f"{label} {commit.sha[:10]}: {product} reused from the cache ({home})")
+                if product:
+                    t.log(f"{label} {commit.sha[:10]}: {product} reused from the cache ({home})")
                 return {**meta, "reused": True}
             home.mkdir(parents=True, exist_ok=True)
             out, log_path = home / output, home / "build.log"
@@ -86,41 +135,11 @@ class CompiledStrategy(Strategy):
             return {**make(home, out, log_path), "reused": False}
 
     def shadow(
-        self,
-        label: str,
-        commit: Commit,
-        tree: Path,
-        description: Mapping[str, Any],
-        *,
-        own_files: Mapping[str, str],
-        replaced: tuple[str, ...],
-        key: str,
-        built: Mapping[str, Any],
+        self, label: str, commit: Commit, tree: Path, description, *, key: str, built, **files
     ) -> Side:
-        """The side: ``own_files`` (package-relative path -> built file) and the side's ``.py`` files over
-        the installed package; ``key`` names the builds in the shadow tree's cache key, ``built`` goes into
-        the side's metadata."""
-        t, basis = self.target, self.basis
-        installed = basis.installed
-        spec = ShadowSpec(
-            package=t.package,
-            installed_dir=installed.location,
-            side_pkg_dir=t.side_pkg_dir(tree),
-            key=f"{commit.sha[:16]}-{inst.fingerprint(installed.location, installed.sibling_libs)[:12]}{key}",
-            known_py=basis.known_py,
-            sibling_libs=installed.sibling_libs,
-            own_files=own_files,
-            replaced=replaced,
-        )
-        description = {
-            **description,
-            "tree": str(tree),
-            **basis.to_meta(),
-            "changed_py": self.pair.changes.paths(changes.PYTHON),
-            "changed_extension": self.pair.changes.paths(changes.EXTENSION),
-            **built,
-        }
-        side = shadow_side(label, spec, python=t.python, cache_dir=t.cache_dir, description=description)
+        """overlay_side with the built ``files`` (own_files, replaced), refused if its built code fails."""
+        built = {"changed_extension": self.pair.changes.paths(changes.EXTENSION), **built}
+        side = overlay_side(self, label, commit, tree, description, key=key, built=built, **files)
         self.check_loads(label, Path(side.sys_path[0]))
         return side
 

@@ -1,29 +1,16 @@
 """core: rebuild the compiled core library with CMake and the framework extension, over the installed package.
 
-For TransformerEngine: ``libtransformer_engine.so`` from ``transformer_engine/common`` and
-``transformer_engine_torch`` (the layout's ``core_build`` and ``extension``; ``--layout`` describes
-another package's). The installed package stays what Python imports, with its distribution metadata (TE's
-install checks pass); each side brings its ``.py`` files and both freshly built libraries.
-
-- The core builds in ONE persistent CMake/Ninja tree per repository and build configuration
-  (``<cache>/buildtrees/core-<key>/``); each side's tree is synced into it rewriting only files whose
-  content differs, so the next side or bisect probe recompiles only what its change reaches.
-- Each finished library is cached in ``<cache>/cores/<key>/``, keyed by the core's inputs at that commit
-  (version files left out) and how it is built: a commit whose core sources match another's reuses it.
-- ccache is shared by every build (CMake's compiler launchers, nvcc included).
-- A side's core and extension build at once (the extension compiles against the side's headers and
-  does not link the core).
-
-CUDA archs: ``NVTE_CUDA_ARCHS`` (the layout's ``cuda_archs_env``) if set, else the local GPUs', passed to
-CMake as ``CMAKE_CUDA_ARCHITECTURES``.
+For TE, ``libtransformer_engine.so`` and ``transformer_engine_torch`` (the layout's ``core_build`` and
+``extension``); the installed package, with its distribution metadata, stays what Python imports (TE's
+install checks pass). The core builds in ONE persistent CMake/Ninja tree per repository and build
+configuration, each side's tree synced into it rewriting only the files that differ, so the next side or
+bisect probe recompiles only what its change reaches; each finished library is cached per core inputs.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import functools
-import hashlib
-import json
 import os
 import re
 import shutil
@@ -34,7 +21,8 @@ from teperf.sides import Side, buildrun, cachedir, changes
 from teperf.sides import installed as inst
 from teperf.sides.gitrepo import Commit
 from teperf.sides.layout import CoreBuild, matches
-from teperf.sides.strategies.extension import Extension, ext_meta, inputs_key
+from teperf.sides.strategies.compiled import described
+from teperf.sides.strategies.extension import Extension, ext_meta
 from teperf.sides.target import Plan, Refused
 
 KIND = "cores"
@@ -118,13 +106,7 @@ class Core(Extension):
                 f"({changes.shorten(outside, 4)})",
                 "use --strategy build (builds the whole package from each tree)",
             )
-        try:
-            installed = inst.find_installed(t.package, t.python)
-        except Refused as exc:
-            raise Refused(
-                f"the core and the extension replace an installed build's, but {exc.problem}",
-                "install one build of the package into that interpreter, or use --strategy build",
-            ) from None
+        installed = self.installed_build("the core and the extension replace an installed build's")
         if not self._installed_core(installed):
             raise Refused(
                 f"the installed {t.package} has no {' or '.join(self.cb.artifacts)} to replace",
@@ -153,18 +135,10 @@ class Core(Extension):
 
     @functools.cached_property
     def _core_env(self) -> dict[str, str]:
-        t = self.target
-        env = buildrun.build_env(
-            t.layout,
-            jobs=t.jobs,
-            cache_dir=t.cache_dir,
-            python=t.python,
-            ccache="launcher",
-            cuda_archs=t.cuda_archs,
-        )
+        env = self.build_env(ccache="launcher")
         for var, module in self.cb.module_dirs.items():
             if not env.get(var):
-                found = _module_dir(t.python, module)
+                found = _module_dir(self.target.python, module)
                 if found:
                     env[var] = found
         return env
@@ -191,16 +165,11 @@ class Core(Extension):
 
     def core_key(self, commit: Commit) -> tuple[str, int]:
         """(cache key of this commit's core library, number of input files hashed)."""
-        return inputs_key(self.target, commit, self.core_inputs(), self._recipe())
+        return self.inputs_key(commit, self.core_inputs(), self._recipe())
 
     def workdir(self) -> Path:
         """The persistent CMake/Ninja tree of this repository and build configuration."""
-        config = {"repo": str(self.target.repo), **self._recipe()}
-        key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
-        return cachedir.kind_dir("buildtrees", self.target.cache_dir) / f"core-{key}"
-
-    def _cached_core(self, key: str) -> dict:
-        return self.cached(KIND, key, "lib")
+        return self.buildtree(self._recipe(), "core-")
 
     def _full_build(self) -> str:
         last = self.last_seconds(KIND, full_only=True)
@@ -235,9 +204,10 @@ class Core(Extension):
             previous = True  # the next side builds incrementally in the same tree
             return f"full core build with {jobs} (the first in {tree}; {self._full_build()})"
 
+        cached = functools.partial(self.cached, KIND, output="lib")
         costs = [
             (label, f"{core}; {ext_costs.get(label, '')}".rstrip("; "))
-            for label, core in self.side_costs(self.core_key, self._cached_core, "core", "sources", fresh)
+            for label, core in self.side_costs(self.core_key, cached, "core", "sources", fresh)
         ]
         notes = list(ext_plan.notes)
         headers = [p for p in core_paths if p.endswith(HEADER_SUFFIXES)]
@@ -427,16 +397,9 @@ class Core(Extension):
             built={
                 "changed_core": self.pair.changes.paths(changes.CORE),
                 **ext_meta(built),
-                "core_key": core["key"],
-                "core_lib": core["lib"],
-                "core_log": core["log"],
-                "core_reused": core["reused"],
-                "core_seconds": core.get("seconds"),
-                "core_from_sha": core.get("sha"),
+                **described("core", core, "key lib log reused seconds from_sha"),
                 "core_steps": [core.get("steps_rebuilt"), core.get("steps_total")],
-                "core_archs": core.get("archs"),
-                "core_cmake_args": core.get("cmake_args"),
-                "core_compilers": core.get("compilers"),
+                **described("core", core, "archs cmake_args compilers"),
                 "core_flags": {
                     k: v
                     for k, v in (core.get("cmake_cache") or {}).items()

@@ -1,20 +1,14 @@
 """extension: rebuild only the framework extension from each side's tree, over the installed core library.
 
-For TransformerEngine that is ``transformer_engine_torch`` built by ``transformer_engine/pytorch/setup.py``
-(teperf/sides/layout.py says which paths are its inputs; ``--layout`` describes another package's). It is
-built with ``pip install --target`` in a writable copy of the side's tree, both sides at once with the
-jobs split and one ccache shared (one after the other, a cold TE pair took 113 + 57 s on the H200), and
-cached in ``<cache>/ext/<key>/`` keyed by its inputs at that commit, the interpreter, the build's
-environment and the installed core's files. The side is an overlay: its ``.py`` files over the installed
-build, with its own extension in place of the installed one. An extension that does not load against the
-installed core (an undefined symbol) stops with one line naming ``--strategy build``.
+For TE, ``transformer_engine_torch`` (the layout's ``extension``), built with ``pip install --target`` in a
+writable copy of the tree; an extension that does not load against the installed core stops with one line
+naming ``--strategy build``.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -25,40 +19,21 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from teperf.errors import TeperfError
-from teperf.sides import Side, buildrun, cachedir, changes, gitrepo
+from teperf.sides import Side, buildrun, cachedir, changes
 from teperf.sides import installed as inst
 from teperf.sides.gitrepo import Commit
-from teperf.sides.layout import ExtensionBuild, matches
+from teperf.sides.layout import ExtensionBuild
 from teperf.sides.shadow import mark
-from teperf.sides.strategies.compiled import CompiledStrategy
+from teperf.sides.strategies.compiled import CompiledStrategy, described
+from teperf.sides.strategies.overlay import version_notes
 from teperf.sides.target import Plan, Refused
 
 KIND = "ext"
 
 
-def inputs_key(target, commit: Commit, inputs, recipe: Mapping[str, Any]) -> tuple[str, int]:
-    """(cache key, number of files hashed): the git objects of the commit's paths matching ``inputs``
-    (version files left out: compiled code does not read them) and how they are built (``recipe``)."""
-    h = hashlib.sha256()
-    n = 0
-    for mode, _kind, obj, path in gitrepo.ls_tree(target.repo, commit.sha):
-        if matches(path, inputs) and not matches(path, target.layout.version_files):
-            h.update(f"{mode} {obj} {path}\0".encode(errors="surrogateescape"))
-            n += 1
-    h.update(json.dumps(recipe, sort_keys=True).encode())
-    return h.hexdigest()[:20], n
-
-
 def ext_meta(built: Mapping[str, Any]) -> dict:
     """What a side's metadata says of its extension build."""
-    return {
-        "ext_key": built["key"],
-        "ext_prefix": built["prefix"],
-        "ext_log": built["log"],
-        "ext_reused": built["reused"],
-        "ext_seconds": built.get("seconds"),
-        "ext_from_sha": built.get("sha"),
-    }
+    return described("ext", built, "key prefix log reused seconds from_sha")
 
 
 class Extension(CompiledStrategy):
@@ -92,24 +67,14 @@ class Extension(CompiledStrategy):
                 "enough",
                 "use --strategy build",
             )
-        try:
-            installed = inst.find_installed(t.package, t.python)
-        except Refused as exc:
-            raise Refused(
-                f"the extension is built over the installed core, but {exc.problem}",
-                "install one build of the package into that interpreter, or use --strategy build",
-            ) from None
+        installed = self.installed_build("the extension is built over the installed core")
         return inst.basis(t, pair, strategy="extension", tier="extension", installed=installed)
 
     @functools.cached_property
     def core(self) -> str:
-        """Fingerprint of the installed core: every compiled file of the installed package but the
-        extension."""
-        return self._core_fingerprint(self.basis.installed)
-
-    def _core_fingerprint(self, installed: inst.Installed) -> str:
+        """Fingerprint of the installed core: every compiled file of the package but the extension's."""
         h = hashlib.sha256()
-        for path in sorted(inst.compiled_files(installed)):
+        for path in sorted(inst.compiled_files(self.basis.installed)):
             if self.ext.is_artifact(path.name):
                 continue
             try:
@@ -121,16 +86,7 @@ class Extension(CompiledStrategy):
 
     @functools.cached_property
     def _env(self) -> dict[str, str]:
-        t = self.target
-        return buildrun.build_env(
-            t.layout,
-            jobs=t.jobs,
-            extra=self.ext.env,
-            cache_dir=t.cache_dir,
-            python=t.python,
-            ccache="masquerade",
-            cuda_archs=t.cuda_archs,
-        )
+        return self.build_env(extra=self.ext.env, ccache="masquerade")
 
     def _builds_at_once(self) -> int:
         """How many extension builds this pair runs at the same time: the distinct keys not cached
@@ -159,7 +115,7 @@ class Extension(CompiledStrategy):
             "env": buildrun.hashed_env(self._env, tuple(ext.env)),
             "core": self.core,
         }
-        return inputs_key(t, commit, (*ext.sources, *ext.hash_also), recipe)
+        return self.inputs_key(commit, (*ext.sources, *ext.hash_also), recipe)
 
     def _cached(self, key: str) -> dict:
         return self.cached(KIND, key, "prefix")
@@ -188,23 +144,18 @@ class Extension(CompiledStrategy):
             (label, f"{cost}, {over}")
             for label, cost in self.side_costs(self.key, self._cached, "extension", "inputs", lambda: fresh)
         ]
-        from teperf.sides.strategies.overlay import version_note
-
-        note = version_note(self.target, self.pair)
-        return Plan(self.name, reason, tuple(costs), (note,) if note else ())
+        return Plan(self.name, reason, tuple(costs), version_notes(self.target, self.pair))
 
     def ensure(self, label: str, commit: Commit) -> dict:
         """Build this commit's extension unless the cache has it; return its build.json (plus 'reused')."""
         key, n_files = self.key(commit)
-
-        def make(home: Path, prefix: Path, log_path: Path) -> dict:
-            return self._build(label, commit, (key, n_files), home, log_path)
-
+        make = functools.partial(self._build, label, commit, key, n_files)
         return self.ensure_built(KIND, key, "prefix", label, commit, "extension", make)
 
-    def _build(self, label: str, commit: Commit, keyed: tuple, home: Path, log_path: Path) -> dict:
+    def _build(
+        self, label: str, commit: Commit, key: str, n_files: int, home: Path, prefix: Path, log_path: Path
+    ) -> dict:
         t, ext = self.target, self.ext
-        (key, n_files), prefix = keyed, home / "prefix"
         src = home / "src"
         cachedir.remove_tree(src)
         buildrun.writable_copy(self.tree(commit), src)
@@ -261,16 +212,13 @@ class Extension(CompiledStrategy):
         return meta
 
     def parallel_sides(self) -> bool:
-        """Both sides' builds at once, the jobs split (_build_env): one after the other, head's build
-        reused base's ccache entries yet the pair still took 113 + 57 s cold on the H200's 16 cores, and
-        a build's serial steps (setup.py, the link) leave most cores idle."""
+        """Both sides' builds at once, the jobs split (_build_env): a build's serial steps (setup.py, the
+        link) leave most cores idle; one after the other, a cold TE pair took 113 + 57 s on 16 cores."""
         return True
 
     def _artifacts(self, prefix: Path) -> dict[str, str]:
         """package-relative path -> built file, for the extension's files under ``prefix/<package>/``."""
-        pkg_root = prefix / self.target.package
-        if not pkg_root.is_dir():
-            return {}
+        pkg_root = prefix / self.target.package  # none there: no files (os.walk)
         return {
             rel: str(pkg_root / rel)
             for rel in inst.walk_files(pkg_root)

@@ -1,11 +1,8 @@
 """overlay: each side's ``.py`` files over the installed build of the package (seconds, no build).
 
-Valid when base and head differ only in runtime ``.py`` files, version
-strings and files outside the build (docs, tests, ...), and so do each side
-and the commit the installed build came from (when its version names one,
-e.g. ``2.20.0.dev0+d0067d0``, or a tag). A version-only difference is
-recorded as a note in both sides' metadata: the compiled code does not read
-the version file, and both sides report the installed version.
+Valid when only runtime ``.py`` files, version strings and files outside the build differ, between the sides
+and between each side and the installed build's commit. No compiled code reads the version file, so a
+version-only difference is a note and both sides report the installed version.
 """
 
 from __future__ import annotations
@@ -21,11 +18,11 @@ from teperf.sides.strategy import Strategy
 from teperf.sides.target import Plan, Refused
 
 
-def version_note(target, pair) -> str | None:
-    """'build_tools/VERSION.txt: 2.16.0 -> 2.16.1 (...)' when version files differ; None otherwise."""
+def version_notes(target, pair) -> tuple[str, ...]:
+    """('build_tools/VERSION.txt: 2.16.0 -> 2.16.1 (...)',) when version files differ; () otherwise."""
     paths = pair.changes.paths(changes.VERSION)
     if not paths:
-        return None
+        return ()
     shown = []
     for path in paths[:3]:
         old = (gitrepo.show_file(target.repo, pair.base.sha, path) or "").strip()[:40] or "(none)"
@@ -34,8 +31,34 @@ def version_note(target, pair) -> str | None:
     more = f" +{len(paths) - 3} more" if len(paths) > 3 else ""
     return (
         f"version strings differ ({'; '.join(shown)}{more}); no compiled code reads them, so both sides run "
-        "on the installed build and report its version"
+        "on the installed build and report its version",
     )
+
+
+def overlay_side(
+    strategy, label: str, commit: Commit, tree, description: Mapping[str, Any], *, key="", built=None, **files
+) -> Side:
+    """The side: its ``.py`` files (and ``files``: ShadowSpec's own_files, replaced) over the installed
+    package of ``strategy.basis``; ``key`` ends the shadow tree's cache key, ``built`` its metadata."""
+    t, basis = strategy.target, strategy.basis
+    installed = basis.installed
+    spec = ShadowSpec(
+        package=t.package,
+        installed_dir=installed.location,
+        side_pkg_dir=t.side_pkg_dir(tree),
+        key=f"{commit.sha[:16]}-{inst.fingerprint(installed.location, installed.sibling_libs)[:12]}{key}",
+        known_py=basis.known_py,
+        sibling_libs=installed.sibling_libs,
+        **files,
+    )
+    description = {
+        **description,
+        "tree": str(tree),
+        **basis.to_meta(),
+        "changed_py": strategy.pair.changes.paths(changes.PYTHON),
+        **(built or {}),
+    }
+    return shadow_side(label, spec, python=t.python, cache_dir=t.cache_dir, description=description)
 
 
 class Overlay(Strategy):
@@ -71,28 +94,8 @@ class Overlay(Strategy):
             reason = "only version strings differ" if versions else "no file of the package differs"
         version = installed.version or ""
         cost = f"seconds: its .py files over the installed {installed.package} {version}".rstrip()
-        note = version_note(self.target, self.pair)
-        return Plan(
-            self.name, reason, tuple((label, cost) for label, _ in self.pair.sides()), (note,) if note else ()
-        )
+        costs = tuple((label, cost) for label, _ in self.pair.sides())
+        return Plan(self.name, reason, costs, version_notes(self.target, self.pair))
 
     def prepare(self, label: str, commit: Commit, description: Mapping[str, Any]) -> Side:
-        t = self.target
-        basis = self.basis
-        installed = basis.installed
-        tree = self.tree(commit, package_only=True)
-        spec = ShadowSpec(
-            package=t.package,
-            installed_dir=installed.location,
-            side_pkg_dir=t.side_pkg_dir(tree),
-            key=f"{commit.sha[:16]}-{inst.fingerprint(installed.location, installed.sibling_libs)[:12]}",
-            known_py=basis.known_py,
-            sibling_libs=installed.sibling_libs,
-        )
-        description = {
-            **description,
-            "tree": str(tree),
-            **basis.to_meta(),
-            "changed_py": self.pair.changes.paths(changes.PYTHON),
-        }
-        return shadow_side(label, spec, python=t.python, cache_dir=t.cache_dir, description=description)
+        return overlay_side(self, label, commit, self.tree(commit, package_only=True), description)
