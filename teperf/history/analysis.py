@@ -1,12 +1,9 @@
-"""History rows -> per-cell series, detected changes and overview numbers.
+"""History rows -> per-cell series, detected changes and overview numbers (for ``teperf history`` and
+``teperf dashboard``).
 
-Shared by ``teperf history`` and ``teperf dashboard``; pure data, no HTML.
-
-One point per commit and machine: when a commit was measured more than once
-(a re-run), the newest run stands for it.  Failed cells are kept as points
-without a value (shown, never fed to change detection).  Shards of one night
-merge by themselves (each cell is in one shard); every point also carries its
-night and, when that night is incomplete, what is missing (``nights.py``).
+One point per commit and machine, the newest run standing for a re-measured commit; failed cells are
+points without a value (shown, never fed to change detection). Each point carries its night and, when
+that night is incomplete, what is missing.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ import math
 from typing import Any, Sequence
 
 from teperf.history import changepoint
-from teperf.history.nights import Night, by_key, nights
+from teperf.history.nights import NEVER, Night, by_key, nights, when
 from teperf.history.store import ordered
 from teperf.records import CELL_KEY
 
@@ -47,9 +44,8 @@ class Point:
     spread_pct: float | None
     error: str | None
     night: str | None = None
-    night_note: str | None = (
-        None  # None: the night is complete; else e.g. "incomplete: 2 of 3 shards (missing 3/3)"
-    )
+    # None: the night is complete; else e.g. "incomplete: 2 of 3 shards (missing 3/3)"
+    night_note: str | None = None
 
     @property
     def short_sha(self) -> str:
@@ -143,73 +139,41 @@ class Cell:
 
 
 def _val(x):
-    if x is None:
-        return None
+    """A row's value, None where it is missing (None, NaN, NaT)."""
+    import pandas as pd
+
     try:
-        if isinstance(x, float) and math.isnan(x):
-            return None
-    except TypeError:
-        pass
-    try:
-        import pandas as pd
-
-        if x is pd.NaT or (not isinstance(x, str) and pd.isna(x)):
-            return None
-    except (TypeError, ValueError):
-        pass
-    return x
+        return None if x is None or (not isinstance(x, str) and pd.isna(x)) else x
+    except (TypeError, ValueError):  # pd.isna of a sequence is no one truth value
+        return x
 
 
-def _dt_or_none(x) -> _dt.datetime | None:
-    x = _val(x)
-    if x is None:
-        return None
-    return x.to_pydatetime() if hasattr(x, "to_pydatetime") else x
+# Point fields read straight from the row's column of the same name
+_SAME = (
+    "sha subject host_us status base_sha base_us delta_us delta_pct ci_low_us ci_high_us ci_low_pct"
+    " ci_high_pct verdict n_pairs error night"
+).split()
 
 
 def _points(group, night_of: dict[tuple[str, str], Night] | None = None) -> list[Point]:
     """Rows of one cell (series order) -> one point per commit (newest run wins)."""
     night_of = night_of or {}
-    by_key: dict[str, Any] = {}
-    order: list[str] = []
+    newest: dict[str, Any] = {}  # first appearance order: re-runs keep their commit's place
     for row in group.itertuples(index=False):
         key = _val(row.sha) or f"run:{row.run_id}"
-        if key not in by_key:
-            order.append(key)
-            by_key[key] = row
-        elif (_dt_or_none(row.run_date) or _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)) >= (
-            _dt_or_none(by_key[key].run_date) or _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
-        ):
-            by_key[key] = row
-    points = []
-    for key in order:
-        r = by_key[key]
-        points.append(
-            Point(
-                sha=_val(r.sha),
-                subject=_val(r.subject),
-                date=_dt_or_none(r.committed_at) or _dt_or_none(r.run_date),
-                run_date=_dt_or_none(r.run_date),
-                run_id=r.run_id,
-                host_us=_val(r.host_us),
-                status=_val(r.status),
-                base_sha=_val(r.base_sha),
-                base_us=_val(r.base_us),
-                delta_us=_val(r.delta_us),
-                delta_pct=_val(r.delta_pct),
-                ci_low_us=_val(r.ci_low_us),
-                ci_high_us=_val(r.ci_high_us),
-                ci_low_pct=_val(r.ci_low_pct),
-                ci_high_pct=_val(r.ci_high_pct),
-                verdict=_val(r.verdict),
-                n_pairs=_val(r.n_pairs),
-                spread_pct=_val(r.host_spread_pct),
-                error=_val(r.error),
-                night=_val(r.night),
-                night_note=_note(night_of.get((r.machine, r.night))),
-            )
+        if key not in newest or (when(row.run_date) or NEVER) >= (when(newest[key].run_date) or NEVER):
+            newest[key] = row
+    return [
+        Point(
+            **{name: _val(getattr(r, name)) for name in _SAME},
+            date=when(r.committed_at) or when(r.run_date),
+            run_date=when(r.run_date),
+            run_id=r.run_id,
+            spread_pct=_val(r.host_spread_pct),
+            night_note=_note(night_of.get((r.machine, r.night))),
         )
-    return points
+        for r in newest.values()
+    ]
 
 
 def _note(night: Night | None) -> str | None:
