@@ -1,29 +1,15 @@
 """Change detection on one cell's series of levels (host time per night).
 
-A night paired against the previous night's commit is judged by that compare (analysis.py): a
-level moves with the machine's load between nights, a paired delta does not.  The levels are
-searched for steps only between nights without such a compare (old or imported histories), and
-for drifts, which no single night's compare resolves.
+A night paired against the previous night's commit is judged by that compare (analysis.py): a level
+moves with the machine's load, a paired delta does not. The levels are searched for steps only at nights
+without one, and for drifts, which no single compare resolves.
 
-**Steps: E-divisive means** (Matteson & James, JASA 2014), the method of MongoDB's CI and
-Hunter / Apache Otava: non-parametric (host times are skewed and heavy-tailed), any number of
-steps by bisection, no threshold on the raw data.  Every split of a segment is scored with the
-energy statistic (alpha = 1); the best over all segments is accepted while the paper's seeded
-permutation test (points shuffled within segments) gives p <= ``sig_level``.  With R = 999 a
-step needs about 4 nights after it (and as many before); the test stops once p cannot get there.
-(Otava pins numpy==2.2 and pulls in cloud clients; MongoDB's package pins numpy<2.)
-
-**Minimum effect size.** Each accepted point is judged by its *local* jump (medians of up to
-``local_window`` points each side, with the local Sen slope taken out, so a ramp is not a string
-of steps); points below ``min_effect_pct`` / ``min_effect_us`` are dropped weakest first, the
-neighbours re-judged (Hunter's merge step, Fleming et al., ICPE 2023).  A kept step's reported
-size is the difference of the medians of the whole segments on either side.
-
-**Drift: Mann-Kendall with the Theil-Sen slope** on every segment between steps: a trend with
-p <= ``drift_sig_level`` whose fitted change across the segment is past the minimum effect.
-
-A change at ``index=i`` means point ``i`` is the first after it ("first bad"), ``i-1`` the last
-before it ("last good").
+Steps: E-divisive means (Matteson & James, JASA 2014; as in MongoDB's CI and Apache Otava, whose packages
+pin numpy), non-parametric for skewed host times, accepted while a seeded permutation test gives
+p <= ``sig_level`` (with 999 permutations, about 4 nights each side). Each is then judged by its local,
+detrended jump; those below the minimum effect are merged away weakest first (Fleming et al., ICPE 2023).
+Drifts: Mann-Kendall with the Theil-Sen slope on the segments between steps. A change at ``index=i``
+means point ``i`` is the first after it, ``i-1`` the last before it.
 """
 
 from __future__ import annotations
@@ -43,13 +29,11 @@ class DetectionSettings:
     min_effect_pct: float = 2.0  # smallest step/drift worth reporting, % of the level before
     min_effect_us: float = 0.0  # ... and in microseconds
     local_window: int = 8  # points each side used to size a step
-    drift_sig_level: float = (
-        0.001  # stricter than steps: one test per segment, and a trend needs many nights anyway
-    )
+    # stricter than steps: one test per segment, and a trend needs many nights anyway
+    drift_sig_level: float = 0.001
     drift_min_points: int = 8
-    window: int = (
-        200  # analyse the newest this-many points of a series (0: all); E-divisive is O(n^2) a permutation
-    )
+    # analyse the newest this-many points of a series (0: all); E-divisive is O(n^2) a permutation
+    window: int = 200
     seed: int = 0
 
 
@@ -159,13 +143,9 @@ def _pairwise_slopes(t: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _local_levels(x: np.ndarray, idx: int, lo: int, hi: int, w: int) -> tuple[float, float]:
-    """Levels just before and just after ``idx``, with the local trend taken out.
-
-    The common slope is Sen's estimator blocked by side (the median of the pairwise slopes
-    that do not cross ``idx``, as in Hirsch's seasonal Kendall slope), so the step itself
-    does not bias it.  On a ramp the detrended jump is ~0; on a flat series the slope is ~0
-    and the jump is the plain difference of medians.
-    """
+    """Levels just before and just after ``idx``, with the local trend taken out: Sen's slope from the
+    pairwise slopes that do not cross ``idx`` (Hirsch's seasonal Kendall slope), so the step does not
+    bias it and a ramp's detrended jump is ~0."""
     # slope from up to 4w points each side (a slope from w points is too noisy to extrapolate)
     s_before = np.arange(max(lo, idx - 4 * w), idx)
     s_after = np.arange(idx, min(hi, idx + 4 * w))
@@ -244,10 +224,8 @@ def _detect(x: np.ndarray, settings: DetectionSettings, cuts: list[int], allowed
     changes: list[Change] = []
     for j in range(1, len(bounds) - 1):
         if bounds[j] in points:  # its size: medians of the whole segments on either side (what a reader sees)
-            b, a = (
-                float(np.median(x[bounds[j - 1] : bounds[j]])),
-                float(np.median(x[bounds[j] : bounds[j + 1]])),
-            )
+            b = float(np.median(x[bounds[j - 1] : bounds[j]]))
+            a = float(np.median(x[bounds[j] : bounds[j + 1]]))
             changes.append(Change("step", bounds[j], bounds[j], b, a, points[bounds[j]]))
     for a, b in _segments(bounds):
         seg = x[a:b]

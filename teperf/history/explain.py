@@ -1,10 +1,7 @@
-"""Each change point of the history explained: bisected between the two nights around it.
+"""Each change point of the history explained: bisected (teperf.bisect) between the two nights around it.
 
-A change point (teperf.history.analysis.Found) is bisected with teperf.bisect.runner.bisect over
-LAST_GOOD..FIRST_BAD (a drift: over its whole span), counters then time, on its cell. The answer is
-stored in the history as an ExplanationRecord (teperf.records; the store's sidecar, store.py), keyed by
-the machine, the cell and the two nights' commits, so a change point is bisected once: a later run
-skips it unless its bisect failed. Only change points measured on this machine kind are bisected:
+The answer is stored as an ExplanationRecord keyed by machine, cell and the two nights' commits, so a
+change point is bisected once (again only when its bisect failed), and only on its own machine kind:
 another machine's times are not this one's to explain.
 """
 

@@ -1,31 +1,12 @@
-"""The nightly history: an append-only Parquet dataset, one file per run.
+"""The nightly history: an append-only Parquet dataset, ``<root>/<run_id>.parquet``, one row per cell.
 
-Layout: ``<root>/<run_id>.parquet``, one row per cell (module x recipe x shape x
-dtype x mode) with the run-level columns repeated on every row.  ``root`` is a
-local directory or any fsspec URL (``s3://bucket/teperf``, ``memory://h``,
-``file:///...``).  Nothing is ever rewritten, so many machines can append to
-the same store side by side; each file name carries the machine fingerprint
-and a token, so two writers never collide.
+``root`` is a local directory or an fsspec URL. Nothing is rewritten, and each file name carries the
+machine fingerprint and a token, so many writers (the shards of a night, several machines) append side by
+side with no shared file to lose an update to. A write is atomic: a temporary dot-file that no reader
+picks up, then renamed; on object stores one PUT of the final name (atomic there).
 
-Writes are atomic: the file is written under a temporary name that no reader
-picks up (``.<run_id>.parquet.tmp``: pyarrow skips dot-files and a
-``*.parquet`` glob does not match it), then renamed (``os.replace`` locally,
-``fs.mv`` on other file systems).  On object stores (S3, GCS, Azure) it is one
-upload straight to the final name: a single PUT is atomic there.  A nightly
-killed mid-write leaves at most a stray ``.tmp`` file.
-
-Concurrent writers (the shards of one night, machines of several kinds) each
-add their own new files and never rewrite or index anything, so nothing is
-read, modified and written back: there is no shared file to lose an update to.
-
-Reading it without teperf::
-
-    pandas.read_parquet("results/history")                                 # pyarrow engine
-    duckdb.sql("select * from read_parquet('results/history/*.parquet', union_by_name=true)")
-
-(pandas takes the first file's columns: in a store that also holds files of an older teperf, a
-newer column such as ``night`` may be left out; DuckDB's union_by_name and ``HistoryStore.read``
-keep every column.)
+Without teperf: ``pandas.read_parquet("results/history")`` (takes the first file's columns), or DuckDB's
+``read_parquet('results/history/*.parquet', union_by_name=true)``, which keeps every column.
 """
 
 from __future__ import annotations
@@ -54,6 +35,7 @@ from teperf.records import (
     RUN_COLUMNS,
     HistoryRow,
     RecordError,
+    shape_text,
 )
 
 DEFAULT_HISTORY = os.path.join("results", "history")
@@ -179,52 +161,30 @@ def make_run_id(meta: Mapping[str, Any], machine: str, sha: str | None, shard: s
     return f"{started:%Y%m%dT%H%M%SZ}_{machine}_{short}_s{shard.replace('/', 'of')}_{token}"
 
 
+# a summary row's values that a history row carries as they are, and its figures (floats, NaN: None)
+_AS_IS = (
+    "module recipe dtype mode status verdict verdict_cause ci_basis host_bound first_call_verdict".split()
+)
+_NUMBERS = (
+    "base_us head_us delta_us delta_pct ci_low_us ci_high_us ci_low_pct ci_high_pct base_spread_pct"
+    " head_spread_pct pair_sd_pct mde_pct first_call_delta_pct"
+).split()
+
+
 def _cell_columns(r: Mapping[str, Any], is_compare: bool) -> dict:
     """A summary row's cell columns: the measured side's figures (head's in a compare)."""
-    head_us = _num(r.get("head_us"))
-    base_us = _num(r.get("base_us"))
-    row = dict(
-        module=r.get("module"),
-        recipe=r.get("recipe"),
-        shape=r.get("shape")
-        if isinstance(r.get("shape"), str) or r.get("shape") is None
-        else "x".join(map(str, r["shape"])),
-        dtype=r.get("dtype"),
-        mode=r.get("mode"),
-        status=r.get("status"),
-        error=None if r.get("error") is None else str(r.get("error")),
-        host_us=head_us if is_compare else base_us,
-        host_spread_pct=_num(r.get("head_spread_pct") if is_compare else r.get("base_spread_pct")),
-        base_us=base_us,
-        head_us=head_us,
-        verdict=r.get("verdict"),
-        verdict_cause=r.get("verdict_cause"),
-        ci_basis=r.get("ci_basis"),
-        host_bound=r.get("host_bound"),
-        counters=None
-        if r.get("counters") is None
-        else json.dumps(r.get("counters"), sort_keys=True, default=str),
-    )
-    for key in (
-        "delta_us",
-        "delta_pct",
-        "ci_low_us",
-        "ci_high_us",
-        "ci_low_pct",
-        "ci_high_pct",
-        "base_spread_pct",
-        "head_spread_pct",
-        "pair_sd_pct",
-        "mde_pct",
-    ):
-        row[key] = _num(r.get(key))
-    for key in ("n_pairs", "n_trials"):
-        row[key] = None if r.get(key) is None else int(r.get(key))
     side = "head" if is_compare else "base"
+    shape, counters = r.get("shape"), r.get("counters")
+    row = {key: r.get(key) for key in _AS_IS}
+    row.update({key: _num(r.get(key)) for key in _NUMBERS})
+    row.update({key: None if r.get(key) is None else int(r[key]) for key in ("n_pairs", "n_trials")})
     row.update(
+        shape=shape if shape is None or isinstance(shape, str) else shape_text(shape),
+        error=None if r.get("error") is None else str(r["error"]),
+        host_us=_num(r.get(f"{side}_us")),
+        host_spread_pct=_num(r.get(f"{side}_spread_pct")),
+        counters=None if counters is None else json.dumps(counters, sort_keys=True, default=str),
         first_call_ms=_num(r.get(f"first_call_{side}_ms")),
-        first_call_delta_pct=_num(r.get("first_call_delta_pct")),
-        first_call_verdict=r.get("first_call_verdict"),
         recompile_ms=_num(r.get(f"recompile_{side}_ms")),
     )
     return row
@@ -336,19 +296,20 @@ class HistoryStore:
     def _path(self, name: str) -> str:
         return posixpath.join(self.root, name) if not self.local else os.path.join(self.root, name)
 
-    def files(self) -> list[str]:
-        """Complete run files, sorted by name (= run date first)."""
+    def _ls(self, folder: str) -> list[str]:
+        """The paths in ``folder`` (none when it does not exist)."""
         try:
-            if not self.fs.exists(self.root):
-                return []
-            names = self.fs.ls(self.root, detail=False)
+            return [str(name) for name in self.fs.ls(folder, detail=False)] if self.fs.exists(folder) else []
         except FileNotFoundError:
             return []
+
+    def files(self) -> list[str]:
+        """Complete run files, sorted by name (= run date first)."""
         out = []
-        for name in names:
-            base = posixpath.basename(str(name).rstrip("/"))
+        for name in self._ls(self.root):
+            base = posixpath.basename(name.rstrip("/"))
             if base.endswith(SUFFIX) and not base.startswith((".", "_")):
-                out.append(str(name))
+                out.append(name)
         return sorted(out, key=posixpath.basename)
 
     def append(self, rows: Sequence[Mapping[str, Any]] | pa.Table) -> str:
@@ -412,13 +373,8 @@ class HistoryStore:
         """Change point key -> its ExplanationRecord; an unreadable record is skipped with a warning."""
         from teperf.records import ExplanationRecord
 
-        folder = self._path(EXPLANATIONS)
-        try:
-            names = self.fs.ls(folder, detail=False) if self.fs.exists(folder) else []
-        except FileNotFoundError:
-            names = []
         out = {}
-        for name in sorted(map(str, names)):
+        for name in sorted(self._ls(self._path(EXPLANATIONS))):
             if not name.endswith(".json") or posixpath.basename(name).startswith("."):
                 continue
             try:

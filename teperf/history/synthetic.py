@@ -1,7 +1,5 @@
-"""A synthetic nightly history, for tests and for trying the dashboard without measuring.
-
-Every night measures one commit against the previous night's commit, like
-``teperf nightly`` does, so the rows carry paired deltas with intervals too.
+"""A synthetic nightly history, for tests and for trying the dashboard without measuring: like
+``teperf nightly``, each night measures one commit against the previous night's, with paired deltas.
 """
 
 from __future__ import annotations
@@ -27,12 +25,10 @@ DEFAULT_CELLS = (
 class Plan:
     commits: int = 30
     cells: Sequence[tuple[str, str, float]] = DEFAULT_CELLS  # (module, recipe, base host us)
-    steps: Mapping[tuple[str, str, int], float] = dataclasses.field(
-        default_factory=dict
-    )  # (module, recipe, commit index) -> % step
-    drifts: Mapping[tuple[str, str], float] = dataclasses.field(
-        default_factory=dict
-    )  # (module, recipe) -> % per commit
+    # (module, recipe, commit index) -> % step
+    steps: Mapping[tuple[str, str, int], float] = dataclasses.field(default_factory=dict)
+    # (module, recipe) -> % per commit
+    drifts: Mapping[tuple[str, str], float] = dataclasses.field(default_factory=dict)
     noise_pct: float = 0.8  # night-to-night noise of the median host time
     machines: Sequence[tuple[str, str | None, str | None]] = (("Synthetic CPU @ 2.0GHz", None, None),)
     subjects: Mapping[int, str] = dataclasses.field(default_factory=dict)  # commit index -> subject
