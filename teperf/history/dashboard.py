@@ -41,12 +41,8 @@ def _esc(text) -> str:
     return html.escape("" if text is None else str(text), quote=False)
 
 
-def _fmt_us(v) -> str:
-    return numbers.us(v, none="n/a")
-
-
-def _fmt_pct(v, signed=True) -> str:
-    return numbers.pct(v, signed, none="n/a")
+def _fmt_pct(v) -> str:
+    return numbers.pct(v, none="n/a")
 
 
 def _fmt_date(d) -> str:
@@ -94,31 +90,10 @@ def _host_traces(go, cell: Cell, x: list, cd: list) -> list:
     lo = [p.base_us + p.ci_low_us if None not in (p.base_us, p.ci_low_us) and p.ok else None for p in pts]
     hi = [p.base_us + p.ci_high_us if None not in (p.base_us, p.ci_high_us) and p.ok else None for p in pts]
     if any(v is not None for v in lo):
-        traces.append(
-            go.Scatter(
-                x=x,
-                y=lo,
-                mode="lines",
-                line=dict(width=0),
-                hoverinfo="skip",
-                showlegend=False,
-                connectgaps=False,
-                name="ci-low",
-            )
-        )
-        traces.append(
-            go.Scatter(
-                x=x,
-                y=hi,
-                mode="lines",
-                line=dict(width=0),
-                fill="tonexty",
-                fillcolor="rgba(46,134,193,0.18)",
-                hoverinfo="skip",
-                name="95% interval (paired)",
-                connectgaps=False,
-            )
-        )
+        band = dict(x=x, mode="lines", line=dict(width=0), hoverinfo="skip", connectgaps=False)
+        traces.append(go.Scatter(y=lo, showlegend=False, name="ci-low", **band))
+        fill = dict(fill="tonexty", fillcolor="rgba(46,134,193,0.18)")
+        traces.append(go.Scatter(y=hi, name="95% interval (paired)", **fill, **band))
     lx, ly = [], []  # level between change points
     for first, last, y0, y1 in cell.levels:
         flat = first == last or y0 == y1  # else a drift: its Theil-Sen line
@@ -339,7 +314,6 @@ def _night_model(n: Night) -> dict:
         "subject": n.subject or "",
         "started": _fmt_date(n.started),
         "status": n.describe(),
-        "complete": n.complete,
         "css": "ok" if n.complete else "incomplete",
     }
 
@@ -349,26 +323,21 @@ def _grid_cell(c: Cell, tonight: Night | None) -> dict:
     last = c.latest
     recent = c.recent_change(RECENT)
     verdict = last.verdict if last and last.ok else None
+    recent_text = None
+    if recent is not None:
+        where = "at" if recent.kind == "step" else "since"
+        recent_text = f"{recent.kind} {_fmt_pct(recent.delta_pct)} {where} {recent.first_bad.short_sha[:7]}"
+    # a cell the newest night did not measure (its shard is missing or failed) says so
+    stale = tonight is not None and tonight.shas and last is not None and last.sha not in tonight.shas
     return {
         "slug": c.slug,
-        "latest_us": _fmt_us(last.host_us) if last and last.ok else "failed",
+        "latest_us": numbers.us(last.host_us, none="n/a") if last and last.ok else "failed",
         "week": _fmt_pct(c.change_vs_week()),
-        "verdict": (verdict or ("failed" if last and not last.ok else "no comparison")),
+        "verdict": verdict or ("failed" if last and not last.ok else "no comparison"),
         "css": CSS_CLASS.get(verdict, "none"),
-        "recent": (
-            f"step {_fmt_pct(recent.delta_pct)} at {recent.first_bad.short_sha[:7]}"
-            if recent.kind == "step"
-            else f"drift {_fmt_pct(recent.delta_pct)} since {recent.first_bad.short_sha[:7]}"
-        )
-        if recent
-        else None,
+        "recent": recent_text,
         "recent_css": recent.direction if recent else "",
-        # a cell the newest night did not measure (its shard is missing or failed) says so
-        "stale": (
-            f"not in night {tonight.night}"
-            if tonight is not None and tonight.shas and last is not None and last.sha not in tonight.shas
-            else None
-        ),
+        "stale": f"not in night {tonight.night}" if stale else None,
     }
 
 
