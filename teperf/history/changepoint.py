@@ -63,10 +63,8 @@ class Change:
 
 
 def _best_split(z: np.ndarray, min_size: int) -> tuple[float, int]:
-    """Best (Q, tau) over all splits z[:tau] | z[tau:kappa] with both parts >= min_size.
-
-    All (tau, kappa) pairs at once from a 2-D prefix sum of |z_i - z_j|: O(n^2) memory and time.
-    """
+    """Best (Q, tau) over all splits z[:tau] | z[tau:kappa] with both parts >= min_size: all (tau, kappa)
+    pairs at once from a 2-D prefix sum of |z_i - z_j| (O(n^2) memory and time)."""
     n = len(z)
     if n < 2 * min_size:
         return -np.inf, -1
@@ -176,12 +174,10 @@ def detect(
     cuts: Sequence[int] = (),
     steps_at: Optional[Collection[int]] = None,
 ) -> list[Change]:
-    """Steps (E-divisive + minimum local effect) and drifts (Mann-Kendall/Theil-Sen) in ``series``.
+    """Steps and drifts in ``series`` (its newest ``settings.window`` points; no NaN).
 
     ``cuts``: steps found otherwise (the nights' paired compares), which bound the drifts' segments;
     ``steps_at``: where a step of the levels may be reported (None: anywhere; empty: the search is skipped).
-    Only the newest ``settings.window`` points are analysed (all when 0).  NaN points (failed
-    cells) must be removed by the caller; indices refer to the series given.
     """
     x = np.asarray(series, dtype=float)
     if np.isnan(x).any():

@@ -509,12 +509,9 @@ def build_site(
     nights: Sequence[Night] = (),
     explained: dict | None = None,
 ) -> Path:
-    """Write the site for analysed ``cells`` into ``out``; returns the path of index.html.
-
-    ``nights`` (of the same rows) tells which nights are incomplete and which cells the newest night did
-    not measure; ``explained`` (store.explanations()) puts each change point's culprits beside it. The
-    site is built next to ``out`` and swapped in, so a half-written site is never served.
-    """
+    """Write the site for analysed ``cells`` into ``out`` (built next to it and swapped in, so a half-written
+    site is never served); returns the path of index.html. ``nights`` (of the same rows) tells which nights
+    are incomplete; ``explained`` (store.explanations()) puts each change point's culprits beside it."""
     import plotly.offline
 
     settings = settings or changepoint.DetectionSettings()

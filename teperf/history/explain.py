@@ -15,7 +15,7 @@ from typing import Iterable, Optional
 
 from teperf import __version__
 from teperf.errors import TeperfError
-from teperf.records import CULPRIT_FIELDS, ExplanationRecord
+from teperf.records import CELL_KEY, CULPRIT_FIELDS, ExplanationRecord
 
 _GITHUB = re.compile(r"^(?:https?://|ssh://git@|git@)github\.com[:/]([^/]+)/(.+?)(?:\.git)?/?$")
 
@@ -98,20 +98,11 @@ def record(
         )
     else:
         status = "explained" if result.get("explained") else "unexplained"
-    culprits = []
-    for c in (result.get("culprits") or []) if status != "noise" else []:
-        entry = {k: c.get(k) for k in CULPRIT_FIELDS if k != "url"}
-        entry["url"] = commit_url(remote, c["sha"])
-        culprits.append(entry)
-    c = point.cell
+    found = [] if status == "noise" else result.get("culprits") or []
+    culprits = [dict({k: c.get(k) for k in CULPRIT_FIELDS}, url=commit_url(remote, c["sha"])) for c in found]
     return ExplanationRecord(
         key=point.key,
-        machine=c.machine,
-        module=c.module,
-        recipe=c.recipe,
-        shape=c.shape,
-        dtype=c.dtype,
-        mode=c.mode,
+        **{name: getattr(point.cell, name) for name in ("machine", *CELL_KEY)},
         good_sha=point.good_sha,
         bad_sha=point.bad_sha,
         status=status,

@@ -95,8 +95,6 @@ def machine_from_meta(meta: Mapping[str, Any]) -> dict:
 
 
 def _ts(value) -> _dt.datetime | None:
-    if value in (None, ""):
-        return None
     if isinstance(value, _dt.datetime):
         dt = value
     else:
@@ -133,13 +131,8 @@ def measured_sides(meta: Mapping[str, Any]) -> tuple[dict, dict | None]:
 
 
 def default_night(sha: str | None, run_id: str | None = None) -> str:
-    """The night a run belongs to when none was named: its measured commit.
-
-    Shards of one night measure one commit, and a re-run of a failed shard (hours later, or the
-    next day) must join the same night, so the commit, not a date, is the default; name one
-    with ``teperf nightly --night ID`` (e.g. the CI run id) instead.  A run without a commit is
-    a night of its own.
-    """
+    """The night a run belongs to when none was named: its measured commit, not a date, so that a shard
+    re-run hours or a day later joins its night. A run without a commit is a night of its own."""
     return sha[:12] if isinstance(sha, str) and sha else f"run:{run_id}"
 
 
@@ -201,12 +194,9 @@ def rows_from_summary(
     run_id: str | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> list[HistoryRow]:
-    """A bundle summary (``teperf.api.summarize``) -> history rows, one per cell.
-
-    ``night`` names the night the run is a shard of (default: ``default_night`` of its commit).
-    ``overrides`` replaces run-level values (e.g. sha/subject/committed_at for a bundle
-    whose side has no git description).
-    """
+    """A bundle summary (``teperf.api.summarize``) -> history rows, one per cell. ``night`` defaults to
+    ``default_night`` of its commit; ``overrides`` replaces run-level values (e.g. the sha of a bundle
+    whose side has no git description)."""
     meta = dict(summary.meta)
     head, base = measured_sides(meta)
     mach = machine_from_meta(meta)
@@ -395,11 +385,8 @@ class HistoryStore:
         recipe: str | None = None,
         ref: str | None = None,
     ):
-        """All rows (a pandas DataFrame in the store's schema), optionally filtered.
-
-        A file that cannot be read (not a teperf history file, damaged by hand) is skipped and
-        named in ``unreadable`` (the commands say so in one line) rather than taking the whole history down.
-        """
+        """All rows (a pandas DataFrame in the store's schema), optionally filtered. A file that cannot
+        be read is skipped and named in ``unreadable`` rather than taking the whole history down."""
         tables = []
         self.unreadable = []
         for path in self.files():
