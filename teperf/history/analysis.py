@@ -155,9 +155,8 @@ _SAME = (
 ).split()
 
 
-def _points(group, night_of: dict[tuple[str, str], Night] | None = None) -> list[Point]:
+def _points(group, night_of: dict[tuple[str, str], Night]) -> list[Point]:
     """Rows of one cell (series order) -> one point per commit (newest run wins)."""
-    night_of = night_of or {}
     newest: dict[str, Any] = {}  # first appearance order: re-runs keep their commit's place
     for row in group.itertuples(index=False):
         key = _val(row.sha) or f"run:{row.run_id}"
@@ -225,7 +224,7 @@ def analyze_cell(
     key: tuple,
     group,
     settings: changepoint.DetectionSettings,
-    night_of: dict[tuple[str, str], Night] | None = None,
+    night_of: dict[tuple[str, str], Night],
 ) -> Cell:
     """One cell's points and change points: a step where a night's paired compare says so; the levels'
     search only at nights without one, and for drifts (changepoint.py)."""
@@ -247,11 +246,10 @@ def analyze_cell(
             Found(ch.kind, ch.direction, a, b, ch.before, ch.after, ch.pvalue, points[a], last_good, None)
         )
     found.sort(key=lambda f: (f.index, f.kind))
-    levels = []
     first = len(values) - cs.window if cs.window and len(values) > cs.window else 0
     steps = cuts + [c.index for c in raw if c.kind == "step"]
-    for start, stop, y0, y1 in changepoint.segment_levels(values, steps, raw, first) if values else []:
-        levels.append((ok_idx[start], ok_idx[stop - 1], y0, y1))
+    segments = changepoint.segment_levels(values, steps, raw, first) if values else []
+    levels = [(ok_idx[start], ok_idx[stop - 1], y0, y1) for start, stop, y0, y1 in segments]
     return Cell(machine, machine_label, module, recipe, shape, dtype, mode, points, found, levels)
 
 
@@ -266,10 +264,7 @@ def analyze(df, settings: changepoint.DetectionSettings | None = None) -> list[C
         df[c] = df[c].fillna("")
     cells = []
     for (machine, *key), group in df.groupby(["machine", *CELL_KEY], sort=True):
-        label = group["machine_label"].dropna()
-        cells.append(
-            analyze_cell(
-                machine, label.iloc[-1] if len(label) else machine, tuple(key), group, settings, night_of
-            )
-        )
+        labels = group["machine_label"].dropna()
+        label = labels.iloc[-1] if len(labels) else machine
+        cells.append(analyze_cell(machine, label, tuple(key), group, settings, night_of))
     return cells

@@ -207,14 +207,14 @@ def _change_marks(cell: Cell, explained: dict | None = None) -> tuple[list, list
         if ch.kind == "step":
             at = x1 = ch.index - 0.5
             text = f"{_fmt_pct(ch.delta_pct)} at {ch.first_bad.short_sha[:7]}"
-            kind, look = "line", dict(line=dict(color=color, width=2, dash="dot"))
+            look = dict(type="line", line=dict(color=color, width=2, dash="dot"))
         else:
             at, x1 = (ch.index + ch.end_index) / 2, ch.end_index + 0.5
             text = f"drift {_fmt_pct(ch.delta_pct)}"
-            kind, look = "rect", dict(fillcolor=color, opacity=0.08, line=dict(width=0))
+            look = dict(type="rect", fillcolor=color, opacity=0.08, line=dict(width=0))
         who = culprit_label(cell, ch, explained)
         text += f": {who}" if who else ""
-        shapes.append(dict(type=kind, xref="x", yref="paper", x0=ch.index - 0.5, x1=x1, y0=0, y1=1, **look))
+        shapes.append(dict(xref="x", yref="paper", x0=ch.index - 0.5, x1=x1, y0=0, y1=1, **look))
         annotations.append(
             dict(
                 x=at,

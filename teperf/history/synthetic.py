@@ -87,8 +87,6 @@ def rows(plan: Plan) -> list[list[HistoryRow]]:
                 "hostname": f"synthetic-{mi}",
                 "shard": "1/1",
                 "teperf_version": "synthetic",
-                "torch_version": None,
-                "bundle": None,
             }
             out = []
             for module, recipe, _ in plan.cells:
