@@ -147,12 +147,7 @@ def _local_levels(x: np.ndarray, idx: int, lo: int, hi: int, w: int) -> tuple[fl
     # slope from up to 4w points each side (a slope from w points is too noisy to extrapolate)
     s_before = np.arange(max(lo, idx - 4 * w), idx)
     s_after = np.arange(idx, min(hi, idx + 4 * w))
-    slopes = np.concatenate(
-        [
-            _pairwise_slopes(s_before, x[s_before]) if len(s_before) > 1 else np.empty(0),
-            _pairwise_slopes(s_after, x[s_after]) if len(s_after) > 1 else np.empty(0),
-        ]
-    )
+    slopes = np.concatenate([_pairwise_slopes(s_before, x[s_before]), _pairwise_slopes(s_after, x[s_after])])
     t_before = np.arange(max(lo, idx - w), idx)
     t_after = np.arange(idx, min(hi, idx + w))
     slope = float(np.median(slopes)) if len(slopes) else 0.0

@@ -33,6 +33,10 @@ from teperf.verdicts import CSS_CLASS, HTML_COLOR
 NO_VERDICT_COLOR = "#34495e"
 RECENT = 7  # a step among the last RECENT commits is flagged in the overview
 MARKER = ".teperf-dashboard"  # written into every site; only such a directory is ever replaced
+# what could end a <script> block or a JavaScript string, as JSON escapes
+_SCRIPT_ESCAPES = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
 
 
 def _esc(text) -> str:
@@ -56,13 +60,7 @@ def _json_for_script(obj) -> str:
     from plotly.utils import PlotlyJSONEncoder
 
     text = json.dumps(obj, cls=PlotlyJSONEncoder, separators=(",", ":"))
-    return (
-        text.replace("<", "\\u003c")
-        .replace(">", "\\u003e")
-        .replace("&", "\\u0026")
-        .replace("\u2028", "\\u2028")
-        .replace("\u2029", "\\u2029")
-    )
+    return text.translate(_SCRIPT_ESCAPES)
 
 
 # ----------------------------------------------------------------------------- figures

@@ -11,6 +11,7 @@ Without teperf: ``pandas.read_parquet("results/history")`` (takes the first file
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import io
@@ -337,10 +338,8 @@ class HistoryStore:
                     os.fsync(f.fileno())
                 os.replace(tmp, final)
             except BaseException:
-                try:
+                with contextlib.suppress(OSError):
                     os.unlink(tmp)
-                except OSError:
-                    pass
                 raise
         elif self.object_store:
             # one PUT: the object appears whole or not at all (a copy + delete would only add a window
