@@ -183,10 +183,8 @@ def _paired_night(points: Sequence[Point], i: int) -> Point | None:
     """Point ``i`` if its paired comparison was against exactly point ``i-1``'s commit."""
     if i <= 0 or i >= len(points):
         return None
-    p, prev = points[i], points[i - 1]
-    if p.verdict is None or p.base_sha is None or prev.sha is None or p.base_sha != prev.sha:
-        return None
-    return p
+    p = points[i]
+    return p if p.verdict is not None and p.base_sha is not None and p.base_sha == points[i - 1].sha else None
 
 
 def _stepped(points: Sequence[Point], i: int, s: changepoint.DetectionSettings) -> Point | None:

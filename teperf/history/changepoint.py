@@ -190,9 +190,10 @@ def _steps(x: np.ndarray, settings: DetectionSettings) -> dict[int, float]:
     while points:
         idxs = sorted(points)
         bounds = [0] + idxs + [len(x)]
-        sizes = {}
-        for j, idx in enumerate(idxs):
-            sizes[idx] = _local_levels(x, idx, bounds[j], bounds[j + 2], settings.local_window)
+        sizes = {
+            i: _local_levels(x, i, bounds[j], bounds[j + 2], settings.local_window)
+            for j, i in enumerate(idxs)
+        }
         weak = [
             i
             for j, i in enumerate(idxs)

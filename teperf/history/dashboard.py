@@ -160,9 +160,7 @@ def _night_trace(go, pts: list, x: list, cd: list):
         mode="markers",
         name="night vs previous (%)",
         marker=dict(
-            size=7,
-            color=[HTML_COLOR.get(p.verdict, NO_VERDICT_COLOR) for p in pts],
-            symbol="diamond",
+            size=7, color=[HTML_COLOR.get(p.verdict, NO_VERDICT_COLOR) for p in pts], symbol="diamond"
         ),
         error_y=dict(
             type="data",
@@ -269,6 +267,11 @@ def cell_figure(cell: Cell, explained: dict | None = None) -> dict:
 # ----------------------------------------------------------------------------- page models
 
 
+def _names(c: Cell) -> dict:
+    """How every row of a cell names it."""
+    return {"slug": c.slug, "module": c.module, "recipe": c.recipe, "variant": c.variant}
+
+
 def _change_row(c: Cell, ch: Found, explained: dict | None = None) -> dict:
     """One change's table row; ``explained`` (store.explanations()) adds its culprits."""
     from teperf.history.explain import as_dict, explanation_of
@@ -282,10 +285,7 @@ def _change_row(c: Cell, ch: Found, explained: dict | None = None) -> dict:
     good = ch.last_good
     span = f" over {ch.end_index - ch.index + 1} commits" if ch.kind == "drift" else ""
     return {
-        "slug": c.slug,
-        "module": c.module,
-        "recipe": c.recipe,
-        "variant": c.variant,
+        **_names(c),
         "kind": ch.kind + (f"{span}, through {c.points[ch.end_index].short_sha}" if span else ""),
         "direction": ch.direction,
         "css": ch.direction,
@@ -437,15 +437,12 @@ def _slope_models(cells) -> list[dict]:
 
     models = []
     for series in series_from_cells(cells):
-        text = "\0".join([series["module"], series["key"], series["recipe"], series["variant"]])
+        names = {k: series[k] for k in ("module", "key", "recipe", "variant")}
         slope = series["slope"]
         models.append(
             {
-                "slug": "s" + hashlib.sha256(text.encode()).hexdigest()[:12],
-                "module": series["module"],
-                "key": series["key"],
-                "recipe": series["recipe"],
-                "variant": series["variant"],
+                **names,
+                "slug": "s" + hashlib.sha256("\0".join(names.values()).encode()).hexdigest()[:12],
                 "slope": "-" if slope is None else f"{slope:+.2f} us per {series['key']}",
                 "figure_json": _json_for_script(slope_figure(series)),
             }
@@ -485,10 +482,7 @@ def _cell_model(c: Cell, explained: dict | None) -> dict:
     """One cell's chart on its machine's page, with the table of its changes."""
     rows = [_change_row(c, ch, explained) for ch in c.changes]
     return {
-        "slug": c.slug,
-        "module": c.module,
-        "recipe": c.recipe,
-        "variant": c.variant,
+        **_names(c),
         "figure_json": _json_for_script(cell_figure(c, explained)),
         "changes": rows,
         "n_changes": len(rows),

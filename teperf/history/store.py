@@ -109,8 +109,6 @@ def _ts(value) -> _dt.datetime | None:
 
 
 def _num(value):
-    if value is None:
-        return None
     try:
         f = float(value)
     except (TypeError, ValueError):
@@ -123,12 +121,10 @@ def measured_sides(meta: Mapping[str, Any]) -> tuple[dict, dict | None]:
     sides = dict(meta.get("sides") or {})
     if "head" in sides:
         return dict(sides["head"]), dict(sides.get("base") or {}) or None
-    if len(sides) >= 2:
-        labels = list(sides)
+    labels = list(sides)
+    if len(labels) >= 2:
         return dict(sides[labels[1]]), dict(sides[labels[0]])
-    if sides:
-        return dict(next(iter(sides.values()))), None
-    return {}, None
+    return (dict(sides[labels[0]]) if labels else {}), None
 
 
 def default_night(sha: str | None, run_id: str | None = None) -> str:
@@ -263,8 +259,7 @@ class HistoryStore:
     def __init__(self, url: str | os.PathLike | None = None):
         import fsspec
 
-        url = os.fspath(url) if url is not None else os.environ.get(HISTORY_ENV) or DEFAULT_HISTORY
-        self.url = url
+        self.url = url = os.fspath(url) if url is not None else os.environ.get(HISTORY_ENV) or DEFAULT_HISTORY
         self.unreadable: list[str] = []  # "path (why)" of each file the last read() skipped
         try:
             self.fs, self.root = fsspec.core.url_to_fs(url)
@@ -482,12 +477,11 @@ def ordered(df):
 
 def latest_run(df, *, machine: str, ref: str | None = None, exclude_sha: str | None = None) -> dict | None:
     """The newest run (by run date) of ``machine`` (and ``ref``), as a dict of its run-level columns."""
-    sel = df[df["machine"] == machine]
+    sel = df[(df["machine"] == machine) & df["sha"].notna()]
     if ref is not None:
         sel = sel[sel["ref"] == ref]
     if exclude_sha is not None:
         sel = sel[sel["sha"] != exclude_sha]
-    sel = sel[sel["sha"].notna()]
     if sel.empty:
         return None
     top = sel.sort_values(["run_date", "run_id"]).iloc[-1]
