@@ -34,6 +34,7 @@ from teperf.records import (
     HISTORY_COLUMN_TYPES,
     HISTORY_SCHEMA_VERSION,
     RUN_COLUMNS,
+    ExplanationRecord,
     HistoryRow,
     RecordError,
     shape_text,
@@ -355,16 +356,12 @@ class HistoryStore:
 
     def explanations(self) -> dict:
         """Change point key -> its ExplanationRecord; an unreadable record is skipped with a warning."""
-        from teperf.records import ExplanationRecord
-
         out = {}
         for name in sorted(self._ls(self._path(EXPLANATIONS))):
             if not name.endswith(".json") or posixpath.basename(name).startswith("."):
                 continue
             try:
-                with self.fs.open(name, "rb") as f:
-                    raw = json.loads(f.read())
-                rec = ExplanationRecord.from_stored(raw, name)
+                rec = ExplanationRecord.from_stored(json.loads(self.fs.cat_file(name)), name)
             except (OSError, ValueError) as exc:  # RecordError is a ValueError
                 warnings.warn(f"history: skipping unreadable {name}: {exc}", stacklevel=2)
                 continue
