@@ -24,11 +24,13 @@ class Night:
     machine_label: str
     night: str
     ref: str | None
-    shas: list[str]  # the commits its shards measured: one, unless the ref moved between shards
     subject: str | None
     started: _dt.datetime | None  # the first shard's run date
     count: int  # N: how many shards the night was split into
-    shards: dict[int, str]  # shard index -> status of its newest run (complete | failed | interrupted | ...)
+    # the commits its shards measured: one, unless the ref moved between shards
+    shas: list[str] = dataclasses.field(default_factory=list)
+    # shard index -> status of its newest run (complete | failed | interrupted | ...)
+    shards: dict[int, str] = dataclasses.field(default_factory=dict)
     runs: int = 0
 
     @property
@@ -88,19 +90,10 @@ def nights(df) -> list[Night]:
     for r in runs.itertuples(index=False):
         key = (r.machine, r.night)
         i, n = split_shard(r.shard)
-        night = out.get(key)
-        if night is None:
-            night = out[key] = Night(
-                r.machine,
-                _str(r.machine_label) or r.machine,
-                r.night,
-                _str(r.ref),
-                [],
-                _str(r.subject),
-                when(r.run_date),
-                n,
-                {},
-            )
+        if key not in out:
+            label = _str(r.machine_label) or r.machine
+            out[key] = Night(r.machine, label, r.night, _str(r.ref), _str(r.subject), when(r.run_date), n)
+        night = out[key]
         night.runs += 1
         # the split changed: the newest run's N decides, older shards of another N drop out
         if n != night.count:
