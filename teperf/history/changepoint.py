@@ -228,8 +228,7 @@ def _detect(x: np.ndarray, settings: DetectionSettings, cuts: list[int], allowed
         if not np.isfinite(tau.pvalue) or tau.pvalue > settings.drift_sig_level:
             continue
         fit = sps.theilslopes(seg, t)
-        start = fit.intercept
-        end = fit.intercept + fit.slope * (len(seg) - 1)
+        start, end = fit.intercept, fit.intercept + fit.slope * (len(seg) - 1)
         if _big_enough(start, end, settings):
             changes.append(Change("drift", a, b - 1, float(start), float(end), float(tau.pvalue)))
     return sorted(changes, key=lambda c: (c.index, c.kind))

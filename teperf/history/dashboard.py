@@ -149,11 +149,9 @@ def _host_traces(go, cell: Cell, x: list, cd: list) -> list:
 def _night_trace(go, pts: list, x: list, cd: list):
     """The bottom panel: the paired night-over-night change, with its interval."""
     err_plus = [
-        (p.ci_high_pct - p.delta_pct) if None not in (p.ci_high_pct, p.delta_pct) else None for p in pts
+        p.ci_high_pct - p.delta_pct if None not in (p.ci_high_pct, p.delta_pct) else None for p in pts
     ]
-    err_minus = [
-        (p.delta_pct - p.ci_low_pct) if None not in (p.ci_low_pct, p.delta_pct) else None for p in pts
-    ]
+    err_minus = [p.delta_pct - p.ci_low_pct if None not in (p.ci_low_pct, p.delta_pct) else None for p in pts]
     return go.Scatter(
         x=x,
         y=[p.delta_pct if p.ok else None for p in pts],

@@ -205,9 +205,8 @@ def rows_from_summary(
         # (not how the path was typed) and not the sha (a second import may add --sha)
         name = posixpath.basename(str(bundle or "").rstrip("/"))
         ident = f"{name}|{meta.get('started_at')}|{shard}|{night or ''}"
-        run_id = make_run_id(
-            meta, mach["machine"], sha, shard, hashlib.sha256(ident.encode()).hexdigest()[:8]
-        )
+        token = hashlib.sha256(ident.encode()).hexdigest()[:8]
+        run_id = make_run_id(meta, mach["machine"], sha, shard, token)
     run = {
         "run_id": run_id,
         "run_kind": run_kind,
