@@ -15,6 +15,7 @@ means point ``i`` is the first after it, ``i-1`` the last before it.
 from __future__ import annotations
 
 import dataclasses
+from itertools import pairwise
 from typing import Collection, Optional, Sequence
 
 import numpy as np
@@ -89,13 +90,9 @@ def _best_split(z: np.ndarray, min_size: int) -> tuple[float, int]:
     return float(q[t, _k]), int(t)
 
 
-def _segments(bounds: list[int]) -> list[tuple[int, int]]:
-    return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
-
-
 def _best_over_segments(x: np.ndarray, bounds: list[int], min_size: int) -> tuple[float, int]:
     best_q, best_idx = -np.inf, -1
-    for a, b in _segments(bounds):
+    for a, b in pairwise(bounds):
         q, t = _best_split(x[a:b], min_size)
         if t >= 0 and q > best_q:
             best_q, best_idx = q, a + t
@@ -117,7 +114,7 @@ def e_divisive(
         exceed = 0
         for _ in range(settings.permutations):
             y = x.copy()
-            for a, b in _segments(bounds):
+            for a, b in pairwise(bounds):
                 rng.shuffle(y[a:b])
             q_perm, _ = _best_over_segments(y, bounds, settings.min_size)
             if q_perm >= q_obs:
@@ -219,7 +216,7 @@ def _detect(x: np.ndarray, settings: DetectionSettings, cuts: list[int], allowed
             b = float(np.median(x[bounds[j - 1] : bounds[j]]))
             a = float(np.median(x[bounds[j] : bounds[j + 1]]))
             changes.append(Change("step", bounds[j], bounds[j], b, a, points[bounds[j]]))
-    for a, b in _segments(bounds):
+    for a, b in pairwise(bounds):
         seg = x[a:b]
         if len(seg) < settings.drift_min_points:
             continue
@@ -245,7 +242,7 @@ def segment_levels(
     drifts = {(c.index, c.end_index): c for c in changes if c.kind == "drift"}
     bounds = [start] + cuts + [len(x)]
     out = []
-    for a, b in _segments(bounds):
+    for a, b in pairwise(bounds):
         if b <= a:
             continue
         d = drifts.get((a, b - 1))
