@@ -30,7 +30,6 @@ import pyarrow.parquet as pq
 from teperf import __version__
 from teperf.errors import TeperfError
 from teperf.records import (
-    CELL_COLUMNS,
     HISTORY_COLUMN_TYPES,
     HISTORY_SCHEMA_VERSION,
     RUN_COLUMNS,
@@ -55,12 +54,10 @@ def _arrow_field(name: str) -> pa.Field:
     return pa.field(name, _ARROW_TYPES[HISTORY_COLUMN_TYPES[name]], nullable=name != "run_id")
 
 
-# The columns are teperf.records.HistoryRow's: run-level ones (the same on every row of one file),
-# then the cell's.
-RUN_FIELDS = [_arrow_field(name) for name in RUN_COLUMNS]
-CELL_FIELDS = [_arrow_field(name) for name in CELL_COLUMNS]
+# HistoryRow's columns: the run-level ones (the same on every row of one file), then the cell's
+_FIELDS = [_arrow_field(name) for name in HISTORY_COLUMN_TYPES]
 SCHEMA_KEY = b"teperf.history.schema"
-SCHEMA = pa.schema(RUN_FIELDS + CELL_FIELDS, metadata={SCHEMA_KEY: str(HISTORY_SCHEMA_VERSION).encode()})
+SCHEMA = pa.schema(_FIELDS, metadata={SCHEMA_KEY: str(HISTORY_SCHEMA_VERSION).encode()})
 COLUMNS = SCHEMA.names
 
 
