@@ -27,7 +27,6 @@ class Point:
     sha: str | None
     subject: str | None
     date: _dt.datetime | None  # commit date, else run date: the series' time axis
-    run_date: _dt.datetime | None
     run_id: str
     host_us: float | None
     status: str | None
@@ -40,8 +39,6 @@ class Point:
     ci_low_pct: float | None
     ci_high_pct: float | None
     verdict: str | None
-    n_pairs: int | None
-    spread_pct: float | None
     error: str | None
     night: str | None = None
     # None: the night is complete; else e.g. "incomplete: 2 of 3 shards (missing 3/3)"
@@ -151,7 +148,7 @@ def _val(x):
 # Point fields read straight from the row's column of the same name
 _SAME = (
     "sha subject host_us status base_sha base_us delta_us delta_pct ci_low_us ci_high_us ci_low_pct"
-    " ci_high_pct verdict n_pairs error night"
+    " ci_high_pct verdict error night"
 ).split()
 
 
@@ -166,9 +163,7 @@ def _points(group, night_of: dict[tuple[str, str], Night]) -> list[Point]:
         Point(
             **{name: _val(getattr(r, name)) for name in _SAME},
             date=when(r.committed_at) or when(r.run_date),
-            run_date=when(r.run_date),
             run_id=r.run_id,
-            spread_pct=_val(r.host_spread_pct),
             night_note=_note(night_of.get((r.machine, r.night))),
         )
         for r in newest.values()

@@ -397,8 +397,7 @@ def slope_figure(series: dict) -> dict:
     import plotly.graph_objects as go
 
     xs, ys = series["values"], series["us"]
-    fig = go.Figure()
-    fig.add_trace(
+    fig = go.Figure(
         go.Scatter(
             x=xs,
             y=ys,

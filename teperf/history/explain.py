@@ -118,8 +118,7 @@ def record(
 
 def failed(point: ChangePoint, why: str, bundle: Optional[str] = None) -> ExplanationRecord:
     """A bisect that could not run: recorded (so the history says so), bisected again next time."""
-    rec = record(point, {"answer": f"failed: {why}"}, bundle, None)
-    return dataclasses.replace(rec, status="failed")
+    return dataclasses.replace(record(point, {"answer": f"failed: {why}"}, bundle, None), status="failed")
 
 
 def pending(points: list[ChangePoint], known: dict, machine: str) -> list[ChangePoint]:
