@@ -450,18 +450,6 @@ def _slope_models(cells) -> list[dict]:
 # ----------------------------------------------------------------------------- the site
 
 
-def _env():
-    import jinja2
-
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("teperf.history", "templates"),
-        autoescape=True,  # every {{ }} is HTML-escaped (templates end in .j2, so say it outright)
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-
-
 def _asset(name: str) -> bytes:
     return resources.files("teperf.history").joinpath("static", name).read_bytes()
 
@@ -501,6 +489,7 @@ def build_site(
     """Write the site for analysed ``cells`` into ``out`` (built next to it and swapped in, so a half-written
     site is never served); returns the path of index.html. ``nights`` (of the same rows) tells which nights
     are incomplete; ``explained`` (store.explanations()) puts each change point's culprits beside it."""
+    import jinja2
     import plotly.offline
 
     settings = settings or changepoint.DetectionSettings()
@@ -517,7 +506,13 @@ def build_site(
         (work / "assets" / "plotly.min.js").write_text(plotly.offline.get_plotlyjs(), encoding="utf-8")
         (work / "assets" / "dashboard.js").write_bytes(_asset("dashboard.js"))
         (work / "assets" / "style.css").write_bytes(_asset("style.css"))
-        env = _env()
+        env = jinja2.Environment(
+            loader=jinja2.PackageLoader("teperf.history", "templates"),
+            autoescape=True,  # every {{ }} is HTML-escaped (templates end in .j2, so say it outright)
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
         machines = _machine_models(cells, nights, explained)
         common = {
             "machines": machines,

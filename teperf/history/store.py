@@ -265,8 +265,10 @@ class HistoryStore:
                 f"cannot open history store {url!r}: {exc}",
                 "give a local directory or an fsspec URL whose filesystem package is installed",
             )
-        self.local = "file" in _protocols(self.fs)
-        self.object_store = bool(OBJECT_STORES & set(_protocols(self.fs)))
+        proto = self.fs.protocol
+        protocols = set(proto) if isinstance(proto, (tuple, list)) else {proto}
+        self.local = "file" in protocols
+        self.object_store = bool(OBJECT_STORES & protocols)
         if self.local and os.path.exists(self.root) and not os.path.isdir(self.root):
             raise TeperfError(
                 f"{url} is a file, not a history store (a directory of run files)",
@@ -414,11 +416,6 @@ class HistoryStore:
         if present:  # the same bundle, imported before
             return present[0], False
         return self.append(rows), True
-
-
-def _protocols(fs) -> tuple[str, ...]:
-    proto = fs.protocol
-    return tuple(proto) if isinstance(proto, (tuple, list)) else (proto,)
 
 
 def check_version(table: pa.Table, path: str) -> int:
