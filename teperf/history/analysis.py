@@ -129,10 +129,8 @@ class Cell:
         drift that is still going on (reaches the newest point)."""
         n = len(self.points)
         steps = [c for c in self.changes if c.kind == "step" and c.index >= n - within]
-        if steps:
-            return steps[-1]
         drifts = [c for c in self.changes if c.kind == "drift" and c.end_index == n - 1]
-        return drifts[-1] if drifts else None
+        return (steps or drifts or [None])[-1]
 
 
 def _val(x):

@@ -123,11 +123,8 @@ def failed(point: ChangePoint, why: str, bundle: Optional[str] = None) -> Explan
 
 def pending(points: list[ChangePoint], known: dict, machine: str) -> list[ChangePoint]:
     """The change points of ``machine`` not yet explained (a failed bisect is tried again)."""
-    return [
-        p
-        for p in points
-        if p.cell.machine == machine and (p.key not in known or known[p.key].status == "failed")
-    ]
+    mine = [p for p in points if p.cell.machine == machine]
+    return [p for p in mine if p.key not in known or known[p.key].status == "failed"]
 
 
 def as_dict(rec: Optional[ExplanationRecord]) -> Optional[dict]:

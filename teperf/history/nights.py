@@ -124,6 +124,5 @@ def by_key(items: Iterable[Night]) -> dict[tuple[str, str], Night]:
 def status_column(df, found: Iterable[Night] | None = None):
     """Each row's night, described (``Night.describe``): a column for CSV/JSON output."""
     index = by_key(found if found is not None else nights(df))
-    return [
-        index[(m, nt)].describe() if (m, nt) in index else None for m, nt in zip(df["machine"], df["night"])
-    ]
+    keys = zip(df["machine"], df["night"])
+    return [index[key].describe() if key in index else None for key in keys]
