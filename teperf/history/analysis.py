@@ -139,7 +139,7 @@ def _val(x):
 
     try:
         return None if x is None or (not isinstance(x, str) and pd.isna(x)) else x
-    except (TypeError, ValueError):  # pd.isna of a sequence is no one truth value
+    except (TypeError, ValueError):  # pd.isna of a list is an array, not one bool
         return x
 
 
