@@ -1,12 +1,9 @@
-"""History rows -> per-cell series, detected changes and overview numbers.
+"""History rows -> per-cell series, detected changes and overview numbers (for ``teperf history`` and
+``teperf dashboard``).
 
-Shared by ``teperf history`` and ``teperf dashboard``; pure data, no HTML.
-
-One point per commit and machine: when a commit was measured more than once
-(a re-run), the newest run stands for it.  Failed cells are kept as points
-without a value (shown, never fed to change detection).  Shards of one night
-merge by themselves (each cell is in one shard); every point also carries its
-night and, when that night is incomplete, what is missing (``nights.py``).
+One point per commit and machine, the newest run standing for a re-measured commit; failed cells are
+points without a value (shown, never fed to change detection). Each point carries its night and, when
+that night is incomplete, what is missing.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ import math
 from typing import Any, Sequence
 
 from teperf.history import changepoint
-from teperf.history.nights import Night, by_key, nights
+from teperf.history.nights import NEVER, Night, by_key, nights, when
 from teperf.history.store import ordered
 from teperf.records import CELL_KEY
 
@@ -30,7 +27,6 @@ class Point:
     sha: str | None
     subject: str | None
     date: _dt.datetime | None  # commit date, else run date: the series' time axis
-    run_date: _dt.datetime | None
     run_id: str
     host_us: float | None
     status: str | None
@@ -43,13 +39,10 @@ class Point:
     ci_low_pct: float | None
     ci_high_pct: float | None
     verdict: str | None
-    n_pairs: int | None
-    spread_pct: float | None
     error: str | None
     night: str | None = None
-    night_note: str | None = (
-        None  # None: the night is complete; else e.g. "incomplete: 2 of 3 shards (missing 3/3)"
-    )
+    # None: the night is complete; else e.g. "incomplete: 2 of 3 shards (missing 3/3)"
+    night_note: str | None = None
 
     @property
     def short_sha(self) -> str:
@@ -136,80 +129,43 @@ class Cell:
         drift that is still going on (reaches the newest point)."""
         n = len(self.points)
         steps = [c for c in self.changes if c.kind == "step" and c.index >= n - within]
-        if steps:
-            return steps[-1]
         drifts = [c for c in self.changes if c.kind == "drift" and c.end_index == n - 1]
-        return drifts[-1] if drifts else None
+        return (steps or drifts or [None])[-1]
 
 
 def _val(x):
-    if x is None:
-        return None
+    """A row's value, None where it is missing (None, NaN, NaT)."""
+    import pandas as pd
+
     try:
-        if isinstance(x, float) and math.isnan(x):
-            return None
-    except TypeError:
-        pass
-    try:
-        import pandas as pd
-
-        if x is pd.NaT or (not isinstance(x, str) and pd.isna(x)):
-            return None
-    except (TypeError, ValueError):
-        pass
-    return x
+        return None if x is None or (not isinstance(x, str) and pd.isna(x)) else x
+    except (TypeError, ValueError):  # pd.isna of a list is an array, not one bool
+        return x
 
 
-def _dt_or_none(x) -> _dt.datetime | None:
-    x = _val(x)
-    if x is None:
-        return None
-    return x.to_pydatetime() if hasattr(x, "to_pydatetime") else x
+# Point fields read straight from the row's column of the same name
+_SAME = (
+    "sha subject host_us status base_sha base_us delta_us delta_pct ci_low_us ci_high_us ci_low_pct"
+    " ci_high_pct verdict error night"
+).split()
 
 
-def _points(group, night_of: dict[tuple[str, str], Night] | None = None) -> list[Point]:
+def _points(group, night_of: dict[tuple[str, str], Night]) -> list[Point]:
     """Rows of one cell (series order) -> one point per commit (newest run wins)."""
-    night_of = night_of or {}
-    by_key: dict[str, Any] = {}
-    order: list[str] = []
+    newest: dict[str, Any] = {}  # first appearance order: re-runs keep their commit's place
     for row in group.itertuples(index=False):
         key = _val(row.sha) or f"run:{row.run_id}"
-        if key not in by_key:
-            order.append(key)
-            by_key[key] = row
-        elif (_dt_or_none(row.run_date) or _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)) >= (
-            _dt_or_none(by_key[key].run_date) or _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
-        ):
-            by_key[key] = row
-    points = []
-    for key in order:
-        r = by_key[key]
-        points.append(
-            Point(
-                sha=_val(r.sha),
-                subject=_val(r.subject),
-                date=_dt_or_none(r.committed_at) or _dt_or_none(r.run_date),
-                run_date=_dt_or_none(r.run_date),
-                run_id=r.run_id,
-                host_us=_val(r.host_us),
-                status=_val(r.status),
-                base_sha=_val(r.base_sha),
-                base_us=_val(r.base_us),
-                delta_us=_val(r.delta_us),
-                delta_pct=_val(r.delta_pct),
-                ci_low_us=_val(r.ci_low_us),
-                ci_high_us=_val(r.ci_high_us),
-                ci_low_pct=_val(r.ci_low_pct),
-                ci_high_pct=_val(r.ci_high_pct),
-                verdict=_val(r.verdict),
-                n_pairs=_val(r.n_pairs),
-                spread_pct=_val(r.host_spread_pct),
-                error=_val(r.error),
-                night=_val(r.night),
-                night_note=_note(night_of.get((r.machine, r.night))),
-            )
+        if key not in newest or (when(row.run_date) or NEVER) >= (when(newest[key].run_date) or NEVER):
+            newest[key] = row
+    return [
+        Point(
+            **{name: _val(getattr(r, name)) for name in _SAME},
+            date=when(r.committed_at) or when(r.run_date),
+            run_id=r.run_id,
+            night_note=_note(night_of.get((r.machine, r.night))),
         )
-    return points
+        for r in newest.values()
+    ]
 
 
 def _note(night: Night | None) -> str | None:
@@ -220,10 +176,8 @@ def _paired_night(points: Sequence[Point], i: int) -> Point | None:
     """Point ``i`` if its paired comparison was against exactly point ``i-1``'s commit."""
     if i <= 0 or i >= len(points):
         return None
-    p, prev = points[i], points[i - 1]
-    if p.verdict is None or p.base_sha is None or prev.sha is None or p.base_sha != prev.sha:
-        return None
-    return p
+    p = points[i]
+    return p if p.verdict is not None and p.base_sha is not None and p.base_sha == points[i - 1].sha else None
 
 
 def _stepped(points: Sequence[Point], i: int, s: changepoint.DetectionSettings) -> Point | None:
@@ -261,7 +215,7 @@ def analyze_cell(
     key: tuple,
     group,
     settings: changepoint.DetectionSettings,
-    night_of: dict[tuple[str, str], Night] | None = None,
+    night_of: dict[tuple[str, str], Night],
 ) -> Cell:
     """One cell's points and change points: a step where a night's paired compare says so; the levels'
     search only at nights without one, and for drifts (changepoint.py)."""
@@ -283,11 +237,10 @@ def analyze_cell(
             Found(ch.kind, ch.direction, a, b, ch.before, ch.after, ch.pvalue, points[a], last_good, None)
         )
     found.sort(key=lambda f: (f.index, f.kind))
-    levels = []
     first = len(values) - cs.window if cs.window and len(values) > cs.window else 0
     steps = cuts + [c.index for c in raw if c.kind == "step"]
-    for start, stop, y0, y1 in changepoint.segment_levels(values, steps, raw, first) if values else []:
-        levels.append((ok_idx[start], ok_idx[stop - 1], y0, y1))
+    segments = changepoint.segment_levels(values, steps, raw, first) if values else []
+    levels = [(ok_idx[start], ok_idx[stop - 1], y0, y1) for start, stop, y0, y1 in segments]
     return Cell(machine, machine_label, module, recipe, shape, dtype, mode, points, found, levels)
 
 
@@ -302,10 +255,7 @@ def analyze(df, settings: changepoint.DetectionSettings | None = None) -> list[C
         df[c] = df[c].fillna("")
     cells = []
     for (machine, *key), group in df.groupby(["machine", *CELL_KEY], sort=True):
-        label = group["machine_label"].dropna()
-        cells.append(
-            analyze_cell(
-                machine, label.iloc[-1] if len(label) else machine, tuple(key), group, settings, night_of
-            )
-        )
+        labels = group["machine_label"].dropna()
+        label = labels.iloc[-1] if len(labels) else machine
+        cells.append(analyze_cell(machine, label, tuple(key), group, settings, night_of))
     return cells

@@ -1,34 +1,21 @@
 """Change detection on one cell's series of levels (host time per night).
 
-A night paired against the previous night's commit is judged by that compare (analysis.py): a
-level moves with the machine's load between nights, a paired delta does not.  The levels are
-searched for steps only between nights without such a compare (old or imported histories), and
-for drifts, which no single night's compare resolves.
+A night paired against the previous night's commit is judged by that compare (analysis.py): a level
+moves with the machine's load, a paired delta does not. The levels are searched for steps only at nights
+without one, and for drifts, which no single compare resolves.
 
-**Steps: E-divisive means** (Matteson & James, JASA 2014), the method of MongoDB's CI and
-Hunter / Apache Otava: non-parametric (host times are skewed and heavy-tailed), any number of
-steps by bisection, no threshold on the raw data.  Every split of a segment is scored with the
-energy statistic (alpha = 1); the best over all segments is accepted while the paper's seeded
-permutation test (points shuffled within segments) gives p <= ``sig_level``.  With R = 999 a
-step needs about 4 nights after it (and as many before); the test stops once p cannot get there.
-(Otava pins numpy==2.2 and pulls in cloud clients; MongoDB's package pins numpy<2.)
-
-**Minimum effect size.** Each accepted point is judged by its *local* jump (medians of up to
-``local_window`` points each side, with the local Sen slope taken out, so a ramp is not a string
-of steps); points below ``min_effect_pct`` / ``min_effect_us`` are dropped weakest first, the
-neighbours re-judged (Hunter's merge step, Fleming et al., ICPE 2023).  A kept step's reported
-size is the difference of the medians of the whole segments on either side.
-
-**Drift: Mann-Kendall with the Theil-Sen slope** on every segment between steps: a trend with
-p <= ``drift_sig_level`` whose fitted change across the segment is past the minimum effect.
-
-A change at ``index=i`` means point ``i`` is the first after it ("first bad"), ``i-1`` the last
-before it ("last good").
+Steps: E-divisive means (Matteson & James, JASA 2014; as in MongoDB's CI and Apache Otava, whose packages
+pin numpy), non-parametric for skewed host times, accepted while a seeded permutation test gives
+p <= ``sig_level`` (with 999 permutations, about 4 nights each side). Each is then judged by its local,
+detrended jump; those below the minimum effect are merged away weakest first (Fleming et al., ICPE 2023).
+Drifts: Mann-Kendall with the Theil-Sen slope on the segments between steps. A change at ``index=i``
+means point ``i`` is the first after it, ``i-1`` the last before it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from itertools import pairwise
 from typing import Collection, Optional, Sequence
 
 import numpy as np
@@ -43,13 +30,11 @@ class DetectionSettings:
     min_effect_pct: float = 2.0  # smallest step/drift worth reporting, % of the level before
     min_effect_us: float = 0.0  # ... and in microseconds
     local_window: int = 8  # points each side used to size a step
-    drift_sig_level: float = (
-        0.001  # stricter than steps: one test per segment, and a trend needs many nights anyway
-    )
+    # stricter than steps: one test per segment, and a trend needs many nights anyway
+    drift_sig_level: float = 0.001
     drift_min_points: int = 8
-    window: int = (
-        200  # analyse the newest this-many points of a series (0: all); E-divisive is O(n^2) a permutation
-    )
+    # analyse the newest this-many points of a series (0: all); E-divisive is O(n^2) a permutation
+    window: int = 200
     seed: int = 0
 
 
@@ -79,10 +64,8 @@ class Change:
 
 
 def _best_split(z: np.ndarray, min_size: int) -> tuple[float, int]:
-    """Best (Q, tau) over all splits z[:tau] | z[tau:kappa] with both parts >= min_size.
-
-    All (tau, kappa) pairs at once from a 2-D prefix sum of |z_i - z_j|: O(n^2) memory and time.
-    """
+    """Best (Q, tau) over all splits z[:tau] | z[tau:kappa] with both parts >= min_size: all (tau, kappa)
+    pairs at once from a 2-D prefix sum of |z_i - z_j| (O(n^2) memory and time)."""
     n = len(z)
     if n < 2 * min_size:
         return -np.inf, -1
@@ -107,13 +90,9 @@ def _best_split(z: np.ndarray, min_size: int) -> tuple[float, int]:
     return float(q[t, _k]), int(t)
 
 
-def _segments(bounds: list[int]) -> list[tuple[int, int]]:
-    return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
-
-
 def _best_over_segments(x: np.ndarray, bounds: list[int], min_size: int) -> tuple[float, int]:
     best_q, best_idx = -np.inf, -1
-    for a, b in _segments(bounds):
+    for a, b in pairwise(bounds):
         q, t = _best_split(x[a:b], min_size)
         if t >= 0 and q > best_q:
             best_q, best_idx = q, a + t
@@ -135,7 +114,7 @@ def e_divisive(
         exceed = 0
         for _ in range(settings.permutations):
             y = x.copy()
-            for a, b in _segments(bounds):
+            for a, b in pairwise(bounds):
                 rng.shuffle(y[a:b])
             q_perm, _ = _best_over_segments(y, bounds, settings.min_size)
             if q_perm >= q_obs:
@@ -159,22 +138,13 @@ def _pairwise_slopes(t: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _local_levels(x: np.ndarray, idx: int, lo: int, hi: int, w: int) -> tuple[float, float]:
-    """Levels just before and just after ``idx``, with the local trend taken out.
-
-    The common slope is Sen's estimator blocked by side (the median of the pairwise slopes
-    that do not cross ``idx``, as in Hirsch's seasonal Kendall slope), so the step itself
-    does not bias it.  On a ramp the detrended jump is ~0; on a flat series the slope is ~0
-    and the jump is the plain difference of medians.
-    """
+    """Levels just before and just after ``idx``, with the local trend taken out: Sen's slope from the
+    pairwise slopes that do not cross ``idx`` (Hirsch's seasonal Kendall slope), so the step does not
+    bias it and a ramp's detrended jump is ~0."""
     # slope from up to 4w points each side (a slope from w points is too noisy to extrapolate)
     s_before = np.arange(max(lo, idx - 4 * w), idx)
     s_after = np.arange(idx, min(hi, idx + 4 * w))
-    slopes = np.concatenate(
-        [
-            _pairwise_slopes(s_before, x[s_before]) if len(s_before) > 1 else np.empty(0),
-            _pairwise_slopes(s_after, x[s_after]) if len(s_after) > 1 else np.empty(0),
-        ]
-    )
+    slopes = np.concatenate([_pairwise_slopes(s_before, x[s_before]), _pairwise_slopes(s_after, x[s_after])])
     t_before = np.arange(max(lo, idx - w), idx)
     t_after = np.arange(idx, min(hi, idx + w))
     slope = float(np.median(slopes)) if len(slopes) else 0.0
@@ -196,12 +166,10 @@ def detect(
     cuts: Sequence[int] = (),
     steps_at: Optional[Collection[int]] = None,
 ) -> list[Change]:
-    """Steps (E-divisive + minimum local effect) and drifts (Mann-Kendall/Theil-Sen) in ``series``.
+    """Steps and drifts in ``series`` (its newest ``settings.window`` points; no NaN).
 
     ``cuts``: steps found otherwise (the nights' paired compares), which bound the drifts' segments;
     ``steps_at``: where a step of the levels may be reported (None: anywhere; empty: the search is skipped).
-    Only the newest ``settings.window`` points are analysed (all when 0).  NaN points (failed
-    cells) must be removed by the caller; indices refer to the series given.
     """
     x = np.asarray(series, dtype=float)
     if np.isnan(x).any():
@@ -219,9 +187,10 @@ def _steps(x: np.ndarray, settings: DetectionSettings) -> dict[int, float]:
     while points:
         idxs = sorted(points)
         bounds = [0] + idxs + [len(x)]
-        sizes = {}
-        for j, idx in enumerate(idxs):
-            sizes[idx] = _local_levels(x, idx, bounds[j], bounds[j + 2], settings.local_window)
+        sizes = {
+            i: _local_levels(x, i, bounds[j], bounds[j + 2], settings.local_window)
+            for j, i in enumerate(idxs)
+        }
         weak = [
             i
             for j, i in enumerate(idxs)
@@ -244,12 +213,10 @@ def _detect(x: np.ndarray, settings: DetectionSettings, cuts: list[int], allowed
     changes: list[Change] = []
     for j in range(1, len(bounds) - 1):
         if bounds[j] in points:  # its size: medians of the whole segments on either side (what a reader sees)
-            b, a = (
-                float(np.median(x[bounds[j - 1] : bounds[j]])),
-                float(np.median(x[bounds[j] : bounds[j + 1]])),
-            )
+            b = float(np.median(x[bounds[j - 1] : bounds[j]]))
+            a = float(np.median(x[bounds[j] : bounds[j + 1]]))
             changes.append(Change("step", bounds[j], bounds[j], b, a, points[bounds[j]]))
-    for a, b in _segments(bounds):
+    for a, b in pairwise(bounds):
         seg = x[a:b]
         if len(seg) < settings.drift_min_points:
             continue
@@ -258,8 +225,7 @@ def _detect(x: np.ndarray, settings: DetectionSettings, cuts: list[int], allowed
         if not np.isfinite(tau.pvalue) or tau.pvalue > settings.drift_sig_level:
             continue
         fit = sps.theilslopes(seg, t)
-        start = fit.intercept
-        end = fit.intercept + fit.slope * (len(seg) - 1)
+        start, end = fit.intercept, fit.intercept + fit.slope * (len(seg) - 1)
         if _big_enough(start, end, settings):
             changes.append(Change("drift", a, b - 1, float(start), float(end), float(tau.pvalue)))
     return sorted(changes, key=lambda c: (c.index, c.kind))
@@ -276,7 +242,7 @@ def segment_levels(
     drifts = {(c.index, c.end_index): c for c in changes if c.kind == "drift"}
     bounds = [start] + cuts + [len(x)]
     out = []
-    for a, b in _segments(bounds):
+    for a, b in pairwise(bounds):
         if b <= a:
             continue
         d = drifts.get((a, b - 1))

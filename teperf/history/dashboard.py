@@ -1,23 +1,15 @@
-"""The nightly dashboard: a static site that works offline from the file system.
+"""The nightly dashboard: a static site that works offline (index, one page per machine, regressions,
+plotly.js copied from the installed package, no CDN).
 
-    site/index.html            overview: per machine, a module x recipe grid
-    site/machine-<id>.html     one interactive chart per cell (plotly), per machine
-    site/regressions.html      every detected change: cell, size, first bad / last good commit
-    site/assets/plotly.min.js  plotly.js, copied from the installed plotly package (no CDN)
-    site/assets/dashboard.js   draws the charts from JSON data blocks in the page
-    site/assets/style.css
-
-Safety: commit subjects, refs, module and recipe names, machine labels and
-errors are untrusted.  HTML goes through Jinja2 with autoescape on; the one
-``|safe`` value is the figure JSON, in which ``<``, ``>`` and ``&`` are written
-as ``\\u003c`` etc., so it cannot close its ``<script type="application/json">``
-block; strings inside figures are HTML-escaped too, because plotly renders a
-subset of HTML in hover labels.  Pages carry a Content-Security-Policy that
-allows no inline script at all.
+Commit subjects, refs, names and errors are untrusted: pages go through Jinja2 with autoescape on; the one
+``|safe`` value, the figure JSON, has ``<``, ``>`` and ``&`` escaped so it cannot close its script block,
+and its strings are HTML-escaped because plotly renders HTML in hover labels. The pages' CSP allows no
+inline script.
 """
 
 from __future__ import annotations
 
+import collections
 import datetime as _dt
 import hashlib
 import html
@@ -33,25 +25,18 @@ from teperf import __version__, numbers
 from teperf.errors import TeperfError
 from teperf.history import changepoint
 from teperf.history.analysis import Cell, Found, Point, analyze
-from teperf.history.nights import Night, latest_per_machine
+from teperf.history.nights import NEVER, Night
 from teperf.history.nights import nights as find_nights
 from teperf.history.store import HistoryStore
+from teperf.verdicts import CSS_CLASS, HTML_COLOR
 
-VERDICT_CSS = {
-    "slower": "slower",
-    "faster": "faster",
-    "no change": "nochange",
-    "inconclusive": "inconclusive",
-}
-VERDICT_COLOR = {
-    "slower": "#c0392b",
-    "faster": "#1e8449",
-    "no change": "#7f8c8d",
-    "inconclusive": "#d68910",
-    None: "#34495e",
-}
+NO_VERDICT_COLOR = "#34495e"
 RECENT = 7  # a step among the last RECENT commits is flagged in the overview
 MARKER = ".teperf-dashboard"  # written into every site; only such a directory is ever replaced
+# what could end a <script> block or a JavaScript string, as JSON escapes
+_SCRIPT_ESCAPES = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
 
 
 def _esc(text) -> str:
@@ -60,12 +45,8 @@ def _esc(text) -> str:
     return html.escape("" if text is None else str(text), quote=False)
 
 
-def _fmt_us(v) -> str:
-    return numbers.us(v, none="n/a")
-
-
-def _fmt_pct(v, signed=True) -> str:
-    return numbers.pct(v, signed, none="n/a")
+def _fmt_pct(v) -> str:
+    return numbers.pct(v, none="n/a")
 
 
 def _fmt_date(d) -> str:
@@ -79,13 +60,7 @@ def _json_for_script(obj) -> str:
     from plotly.utils import PlotlyJSONEncoder
 
     text = json.dumps(obj, cls=PlotlyJSONEncoder, separators=(",", ":"))
-    return (
-        text.replace("<", "\\u003c")
-        .replace(">", "\\u003e")
-        .replace("&", "\\u0026")
-        .replace("\u2028", "\\u2028")
-        .replace("\u2029", "\\u2029")
-    )
+    return text.translate(_SCRIPT_ESCAPES)
 
 
 # ----------------------------------------------------------------------------- figures
@@ -113,31 +88,10 @@ def _host_traces(go, cell: Cell, x: list, cd: list) -> list:
     lo = [p.base_us + p.ci_low_us if None not in (p.base_us, p.ci_low_us) and p.ok else None for p in pts]
     hi = [p.base_us + p.ci_high_us if None not in (p.base_us, p.ci_high_us) and p.ok else None for p in pts]
     if any(v is not None for v in lo):
-        traces.append(
-            go.Scatter(
-                x=x,
-                y=lo,
-                mode="lines",
-                line=dict(width=0),
-                hoverinfo="skip",
-                showlegend=False,
-                connectgaps=False,
-                name="ci-low",
-            )
-        )
-        traces.append(
-            go.Scatter(
-                x=x,
-                y=hi,
-                mode="lines",
-                line=dict(width=0),
-                fill="tonexty",
-                fillcolor="rgba(46,134,193,0.18)",
-                hoverinfo="skip",
-                name="95% interval (paired)",
-                connectgaps=False,
-            )
-        )
+        band = dict(x=x, mode="lines", line=dict(width=0), hoverinfo="skip", connectgaps=False)
+        traces.append(go.Scatter(y=lo, showlegend=False, name="ci-low", **band))
+        fill = dict(fill="tonexty", fillcolor="rgba(46,134,193,0.18)")
+        traces.append(go.Scatter(y=hi, name="95% interval (paired)", **fill, **band))
     lx, ly = [], []  # level between change points
     for first, last, y0, y1 in cell.levels:
         flat = first == last or y0 == y1  # else a drift: its Theil-Sen line
@@ -168,7 +122,7 @@ def _host_traces(go, cell: Cell, x: list, cd: list) -> list:
             line=dict(color="#2e86c1", width=1.5),
             marker=dict(
                 size=8,
-                color=[VERDICT_COLOR.get(p.verdict, VERDICT_COLOR[None]) for p in pts],
+                color=[HTML_COLOR.get(p.verdict, NO_VERDICT_COLOR) for p in pts],
                 line=dict(width=0.5, color="#fff"),
             ),
             customdata=cd,
@@ -195,20 +149,16 @@ def _host_traces(go, cell: Cell, x: list, cd: list) -> list:
 def _night_trace(go, pts: list, x: list, cd: list):
     """The bottom panel: the paired night-over-night change, with its interval."""
     err_plus = [
-        (p.ci_high_pct - p.delta_pct) if None not in (p.ci_high_pct, p.delta_pct) else None for p in pts
+        p.ci_high_pct - p.delta_pct if None not in (p.ci_high_pct, p.delta_pct) else None for p in pts
     ]
-    err_minus = [
-        (p.delta_pct - p.ci_low_pct) if None not in (p.ci_low_pct, p.delta_pct) else None for p in pts
-    ]
+    err_minus = [p.delta_pct - p.ci_low_pct if None not in (p.ci_low_pct, p.delta_pct) else None for p in pts]
     return go.Scatter(
         x=x,
         y=[p.delta_pct if p.ok else None for p in pts],
         mode="markers",
         name="night vs previous (%)",
         marker=dict(
-            size=7,
-            color=[VERDICT_COLOR.get(p.verdict, VERDICT_COLOR[None]) for p in pts],
-            symbol="diamond",
+            size=7, color=[HTML_COLOR.get(p.verdict, NO_VERDICT_COLOR) for p in pts], symbol="diamond"
         ),
         error_y=dict(
             type="data",
@@ -247,26 +197,18 @@ def _change_marks(cell: Cell, explained: dict | None = None) -> tuple[list, list
     for ch in cell.changes:
         row = row + 1 if last is not None and ch.index - last < close else 0
         last = ch.index
-        color = VERDICT_COLOR["slower"] if ch.direction == "slower" else VERDICT_COLOR["faster"]
+        color = HTML_COLOR[ch.direction]
         if ch.kind == "step":
-            at, x1, text = (
-                ch.index - 0.5,
-                ch.index - 0.5,
-                f"{_fmt_pct(ch.delta_pct)} at {ch.first_bad.short_sha[:7]}",
-            )
-            look = dict(line=dict(color=color, width=2, dash="dot"))
-            kind = "line"
+            at = x1 = ch.index - 0.5
+            text = f"{_fmt_pct(ch.delta_pct)} at {ch.first_bad.short_sha[:7]}"
+            look = dict(type="line", line=dict(color=color, width=2, dash="dot"))
         else:
-            at, x1, text = (
-                (ch.index + ch.end_index) / 2,
-                ch.end_index + 0.5,
-                f"drift {_fmt_pct(ch.delta_pct)}",
-            )
-            look = dict(fillcolor=color, opacity=0.08, line=dict(width=0))
-            kind = "rect"
+            at, x1 = (ch.index + ch.end_index) / 2, ch.end_index + 0.5
+            text = f"drift {_fmt_pct(ch.delta_pct)}"
+            look = dict(type="rect", fillcolor=color, opacity=0.08, line=dict(width=0))
         who = culprit_label(cell, ch, explained)
         text += f": {who}" if who else ""
-        shapes.append(dict(type=kind, xref="x", yref="paper", x0=ch.index - 0.5, x1=x1, y0=0, y1=1, **look))
+        shapes.append(dict(xref="x", yref="paper", x0=ch.index - 0.5, x1=x1, y0=0, y1=1, **look))
         annotations.append(
             dict(
                 x=at,
@@ -323,7 +265,12 @@ def cell_figure(cell: Cell, explained: dict | None = None) -> dict:
 # ----------------------------------------------------------------------------- page models
 
 
-def _change_row(c: Cell, ch: Found, page: str, explained: dict | None = None) -> dict:
+def _names(c: Cell) -> dict:
+    """How every row of a cell names it."""
+    return {"slug": c.slug, "module": c.module, "recipe": c.recipe, "variant": c.variant}
+
+
+def _change_row(c: Cell, ch: Found, explained: dict | None = None) -> dict:
     """One change's table row; ``explained`` (store.explanations()) adds its culprits."""
     from teperf.history.explain import as_dict, explanation_of
 
@@ -334,21 +281,13 @@ def _change_row(c: Cell, ch: Found, page: str, explained: dict | None = None) ->
             f"{_fmt_pct(ch.paired.ci_high_pct)}] {ch.paired.verdict}"
         )
     good = ch.last_good
+    span = f" over {ch.end_index - ch.index + 1} commits" if ch.kind == "drift" else ""
     return {
-        "slug": c.slug,
-        "module": c.module,
-        "recipe": c.recipe,
-        "variant": c.variant,
-        "kind": ch.kind
-        + (
-            f" over {ch.end_index - ch.index + 1} commits, through {c.points[ch.end_index].short_sha}"
-            if ch.kind == "drift"
-            else ""
-        ),
+        **_names(c),
+        "kind": ch.kind + (f"{span}, through {c.points[ch.end_index].short_sha}" if span else ""),
         "direction": ch.direction,
         "css": ch.direction,
-        "what": f"{ch.kind}, {ch.direction}"
-        + (f" (over {ch.end_index - ch.index + 1} commits)" if ch.kind == "drift" else ""),
+        "what": f"{ch.kind}, {ch.direction}" + (f" ({span[1:]})" if span else ""),
         "size_us": f"{ch.delta_us:+,.1f}",
         "size_pct": _fmt_pct(ch.delta_pct),
         "size": f"{numbers.signed_us(ch.delta_us)} ({_fmt_pct(ch.delta_pct)})",
@@ -359,8 +298,7 @@ def _change_row(c: Cell, ch: Found, page: str, explained: dict | None = None) ->
         "good_subject": (good.subject or "") if good else "(start of history)",
         "good_date": _fmt_date(good.date) if good else "",
         "paired": paired,
-        "sort": ch.first_bad.date or _dt.datetime.min.replace(tzinfo=_dt.timezone.utc),
-        "page": page,
+        "sort": ch.first_bad.date or NEVER,
         "explanation": as_dict(explanation_of(c, ch, explained or {})),
     }
 
@@ -372,7 +310,6 @@ def _night_model(n: Night) -> dict:
         "subject": n.subject or "",
         "started": _fmt_date(n.started),
         "status": n.describe(),
-        "complete": n.complete,
         "css": "ok" if n.complete else "incomplete",
     }
 
@@ -382,99 +319,70 @@ def _grid_cell(c: Cell, tonight: Night | None) -> dict:
     last = c.latest
     recent = c.recent_change(RECENT)
     verdict = last.verdict if last and last.ok else None
+    recent_text = None
+    if recent is not None:
+        where = "at" if recent.kind == "step" else "since"
+        recent_text = f"{recent.kind} {_fmt_pct(recent.delta_pct)} {where} {recent.first_bad.short_sha[:7]}"
+    # a cell the newest night did not measure (its shard is missing or failed) says so
+    stale = tonight is not None and tonight.shas and last is not None and last.sha not in tonight.shas
     return {
         "slug": c.slug,
-        "latest_us": _fmt_us(last.host_us) if last and last.ok else "failed",
+        "latest_us": numbers.us(last.host_us, none="n/a") if last and last.ok else "failed",
         "week": _fmt_pct(c.change_vs_week()),
-        "verdict": (verdict or ("failed" if last and not last.ok else "no comparison")),
-        "css": VERDICT_CSS.get(verdict, "none"),
-        "recent": (
-            f"step {_fmt_pct(recent.delta_pct)} at {recent.first_bad.short_sha[:7]}"
-            if recent.kind == "step"
-            else f"drift {_fmt_pct(recent.delta_pct)} since {recent.first_bad.short_sha[:7]}"
-        )
-        if recent
-        else None,
+        "verdict": verdict or ("failed" if last and not last.ok else "no comparison"),
+        "css": CSS_CLASS.get(verdict, "none"),
+        "recent": recent_text,
         "recent_css": recent.direction if recent else "",
-        # a cell the newest night did not measure (its shard is missing or failed) says so
-        "stale": (
-            f"not in night {tonight.night}"
-            if tonight is not None and tonight.shas and last is not None and last.sha not in tonight.shas
-            else None
-        ),
+        "stale": f"not in night {tonight.night}" if stale else None,
     }
+
+
+def _grid(cells: Sequence[Cell], tonight: Night | None, recipes: list[str]) -> list[dict]:
+    """A machine's overview grid: a row per module and variant, a column per recipe."""
+    by_row: dict[tuple, dict] = {}
+    for c in cells:
+        by_row.setdefault((c.module, c.variant), {})[c.recipe] = _grid_cell(c, tonight)
+    variants = collections.Counter(module for module, _ in by_row)
+    return [
+        {"module": m, "variant": v, "show_variant": variants[m] > 1, "cells": [row.get(r) for r in recipes]}
+        for (m, v), row in sorted(by_row.items())
+    ]
 
 
 def _machine_models(cells: Sequence[Cell], nights: Sequence[Night] = (), explained=None) -> list[dict]:
     by_machine: dict[str, list[Cell]] = {}
     for c in cells:
         by_machine.setdefault(c.machine, []).append(c)
-    latest_night = latest_per_machine(nights)
     models = []
     for mid, mcells in sorted(by_machine.items(), key=lambda kv: kv[1][0].machine_label):
         mine = [n for n in nights if n.machine == mid][::-1]  # newest first
-        tonight = latest_night.get(mid)
-        page = f"machine-{mid}.html"
+        tonight = mine[0] if mine else None
         recipes = sorted({c.recipe for c in mcells})
-        rows: dict[tuple, dict] = {}
-        variants_per_module: dict[str, set] = {}
-        for c in mcells:
-            variants_per_module.setdefault(c.module, set()).add(c.variant)
-        for c in mcells:
-            key = (c.module, c.variant)
-            row = rows.setdefault(
-                key,
-                {
-                    "module": c.module,
-                    "variant": c.variant,
-                    "show_variant": len(variants_per_module[c.module]) > 1,
-                    "by_recipe": {},
-                },
-            )
-            row["by_recipe"][c.recipe] = _grid_cell(c, tonight)
-        grid = []
-        for key in sorted(rows):
-            row = rows[key]
-            row["cells"] = [row["by_recipe"].get(r) for r in recipes]
-            grid.append(row)
-        # newest commit over the machine's cells
-        newest = max(
-            (c.latest for c in mcells if c.latest),
-            key=lambda p: p.date or _dt.datetime.min.replace(tzinfo=_dt.timezone.utc),
-            default=None,
-        )
+        newest = max((c.latest for c in mcells if c.latest), key=lambda p: p.date or NEVER, default=None)
         commits = {p.sha or p.run_id for c in mcells for p in c.points}
         label = mcells[0].machine_label
-        changes = [_change_row(c, ch, page, explained) for c in mcells for ch in c.changes]
+        changes = [_change_row(c, ch, explained) for c in mcells for ch in c.changes]
         changes.sort(key=lambda r: r["sort"], reverse=True)
+        steps = [r for r in changes if r["kind"].startswith("step")]
+        groups = [
+            ("Regressions (slower steps)", [r for r in steps if r["direction"] == "slower"]),
+            ("Improvements (faster steps)", [r for r in steps if r["direction"] == "faster"]),
+            ("Drifts", [r for r in changes if r["kind"].startswith("drift")]),
+        ]
         models.append(
             {
                 "id": mid,
                 "label": label,
-                "short": (label.split(" / ")[0][:28] + (" +GPU" if "no GPU" not in label else "")),
-                "page": page,
+                "short": label.split(" / ")[0][:28] + (" +GPU" if "no GPU" not in label else ""),
+                "page": f"machine-{mid}.html",
                 "recipes": recipes,
-                "grid": grid,
+                "grid": _grid(mcells, tonight, recipes),
                 "cells_obj": mcells,
                 "latest_sha": newest.short_sha if newest else "",
                 "latest_subject": (newest.subject or "") if newest else "",
                 "latest_date": _fmt_date(newest.date) if newest else "",
                 "n_commits": len(commits),
-                "groups": [
-                    {
-                        "title": "Regressions (slower steps)",
-                        "rows": [
-                            r for r in changes if r["direction"] == "slower" and r["kind"].startswith("step")
-                        ],
-                    },
-                    {
-                        "title": "Improvements (faster steps)",
-                        "rows": [
-                            r for r in changes if r["direction"] == "faster" and r["kind"].startswith("step")
-                        ],
-                    },
-                    {"title": "Drifts", "rows": [r for r in changes if r["kind"].startswith("drift")]},
-                ],
+                "groups": [{"title": title, "rows": rows} for title, rows in groups],
                 "n_regressions": sum(1 for r in changes if r["direction"] == "slower"),
                 "night": _night_model(tonight) if tonight is not None else None,
                 "nights": [_night_model(n) for n in mine],
@@ -489,8 +397,7 @@ def slope_figure(series: dict) -> dict:
     import plotly.graph_objects as go
 
     xs, ys = series["values"], series["us"]
-    fig = go.Figure()
-    fig.add_trace(
+    fig = go.Figure(
         go.Scatter(
             x=xs,
             y=ys,
@@ -527,15 +434,12 @@ def _slope_models(cells) -> list[dict]:
 
     models = []
     for series in series_from_cells(cells):
-        text = "\0".join([series["module"], series["key"], series["recipe"], series["variant"]])
+        names = {k: series[k] for k in ("module", "key", "recipe", "variant")}
         slope = series["slope"]
         models.append(
             {
-                "slug": "s" + hashlib.sha256(text.encode()).hexdigest()[:12],
-                "module": series["module"],
-                "key": series["key"],
-                "recipe": series["recipe"],
-                "variant": series["variant"],
+                **names,
+                "slug": "s" + hashlib.sha256("\0".join(names.values()).encode()).hexdigest()[:12],
                 "slope": "-" if slope is None else f"{slope:+.2f} us per {series['key']}",
                 "figure_json": _json_for_script(slope_figure(series)),
             }
@@ -544,18 +448,6 @@ def _slope_models(cells) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------- the site
-
-
-def _env():
-    import jinja2
-
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("teperf.history", "templates"),
-        autoescape=True,  # every {{ }} is HTML-escaped (templates end in .j2, so say it outright)
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
 
 
 def _asset(name: str) -> bytes:
@@ -571,6 +463,18 @@ def _check_replaceable(out: Path) -> None:
     raise TeperfError(f"--out {out} exists and is not a teperf dashboard", "pass a new or empty directory")
 
 
+def _cell_model(c: Cell, explained: dict | None) -> dict:
+    """One cell's chart on its machine's page, with the table of its changes."""
+    rows = [_change_row(c, ch, explained) for ch in c.changes]
+    return {
+        **_names(c),
+        "figure_json": _json_for_script(cell_figure(c, explained)),
+        "changes": rows,
+        "n_changes": len(rows),
+        "changes_css": "slower" if any(r["direction"] == "slower" for r in rows) else "faster",
+    }
+
+
 def build_site(
     cells: Sequence[Cell],
     out: str | os.PathLike,
@@ -582,16 +486,10 @@ def build_site(
     nights: Sequence[Night] = (),
     explained: dict | None = None,
 ) -> Path:
-    """Write the site for analysed ``cells`` into ``out``; returns the path of index.html.
-
-    ``explained`` (store.explanations()) puts each change point's culprits beside it.
-
-    ``nights`` (``nights.nights`` of the same rows) lets the pages say which nights are
-    incomplete (a shard missing or failed) and which cells the newest night did not measure.
-
-    The site is built in a temporary directory next to ``out`` and swapped in, so a
-    half-written site is never served.
-    """
+    """Write the site for analysed ``cells`` into ``out`` (built next to it and swapped in, so a half-written
+    site is never served); returns the path of index.html. ``nights`` (of the same rows) tells which nights
+    are incomplete; ``explained`` (store.explanations()) puts each change point's culprits beside it."""
+    import jinja2
     import plotly.offline
 
     settings = settings or changepoint.DetectionSettings()
@@ -608,7 +506,13 @@ def build_site(
         (work / "assets" / "plotly.min.js").write_text(plotly.offline.get_plotlyjs(), encoding="utf-8")
         (work / "assets" / "dashboard.js").write_bytes(_asset("dashboard.js"))
         (work / "assets" / "style.css").write_bytes(_asset("style.css"))
-        env = _env()
+        env = jinja2.Environment(
+            loader=jinja2.PackageLoader("teperf.history", "templates"),
+            autoescape=True,  # every {{ }} is HTML-escaped (templates end in .j2, so say it outright)
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
         machines = _machine_models(cells, nights, explained)
         common = {
             "machines": machines,
@@ -619,43 +523,19 @@ def build_site(
             "settings": settings,
             "recent": RECENT,
             "n_regressions": sum(m["n_regressions"] for m in machines),
-            "n_incomplete": sum(len(m["incomplete"]) for m in machines),
         }
-        (work / "index.html").write_text(
-            env.get_template("index.html.j2").render(title="Overview", page="index", charts=False, **common),
-            encoding="utf-8",
-        )
-        (work / "regressions.html").write_text(
-            env.get_template("regressions.html.j2").render(
-                title="Changes", page="regressions", charts=False, **common
-            ),
-            encoding="utf-8",
-        )
+
+        def write(name: str, template: str, title: str, **context) -> None:
+            text = env.get_template(template).render(title=title, **context, **common)
+            (work / name).write_text(text, encoding="utf-8")
+
+        write("index.html", "index.html.j2", "Overview", page="index", charts=False)
+        write("regressions.html", "regressions.html.j2", "Changes", page="regressions", charts=False)
         for m in machines:
-            cell_models = []
-            for c in sorted(m["cells_obj"], key=lambda c: (c.module, c.recipe, c.variant)):
-                rows = [_change_row(c, ch, m["page"], explained) for ch in c.changes]
-                cell_models.append(
-                    {
-                        "slug": c.slug,
-                        "module": c.module,
-                        "recipe": c.recipe,
-                        "variant": c.variant,
-                        "figure_json": _json_for_script(cell_figure(c, explained)),
-                        "changes": rows,
-                        "n_changes": len(rows),
-                        "changes_css": "slower"
-                        if any(r["direction"] == "slower" for r in rows)
-                        else "faster",
-                    }
-                )
-            page_m = {**m, "cells": cell_models, "slopes": _slope_models(m["cells_obj"])}
-            (work / m["page"]).write_text(
-                env.get_template("machine.html.j2").render(
-                    title=m["label"], page=m["page"], charts=True, m=page_m, **common
-                ),
-                encoding="utf-8",
-            )
+            cells_m = sorted(m["cells_obj"], key=lambda c: (c.module, c.recipe, c.variant))
+            page_m = {**m, "cells": [_cell_model(c, explained) for c in cells_m]}
+            page_m["slopes"] = _slope_models(m["cells_obj"])
+            write(m["page"], "machine.html.j2", m["label"], page=m["page"], charts=True, m=page_m)
         _check_replaceable(out)
         if os.path.lexists(out):
             old = out.with_name(f".{out.name}.old-{os.getpid()}")
@@ -670,22 +550,14 @@ def build_site(
     return out / "index.html"
 
 
-def build_from_store(
-    store: HistoryStore,
-    out: str | os.PathLike,
-    *,
-    settings: changepoint.DetectionSettings | None = None,
-    machine: str | None = None,
-    ref: str | None = None,
-) -> tuple[Path, list[Cell]]:
-    df = store.read(machine=machine, ref=ref)
-    cells = analyze(df, settings)
+def build_from_store(store: HistoryStore, out: str | os.PathLike) -> tuple[Path, list[Cell]]:
+    df = store.read()
+    cells = analyze(df)
     index = build_site(
         cells,
         out,
         store=str(store.url),
         n_runs=int(df["run_id"].nunique()) if not df.empty else 0,
-        settings=settings,
         nights=find_nights(df),
         explained=store.explanations(),
     )

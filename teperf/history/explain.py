@@ -1,10 +1,7 @@
-"""Each change point of the history explained: bisected between the two nights around it.
+"""Each change point of the history explained: bisected (teperf.bisect) between the two nights around it.
 
-A change point (teperf.history.analysis.Found) is bisected with teperf.bisect.runner.bisect over
-LAST_GOOD..FIRST_BAD (a drift: over its whole span), counters then time, on its cell. The answer is
-stored in the history as an ExplanationRecord (teperf.records; the store's sidecar, store.py), keyed by
-the machine, the cell and the two nights' commits, so a change point is bisected once: a later run
-skips it unless its bisect failed. Only change points measured on this machine kind are bisected:
+The answer is stored as an ExplanationRecord keyed by machine, cell and the two nights' commits, so a
+change point is bisected once (again only when its bisect failed), and only on its own machine kind:
 another machine's times are not this one's to explain.
 """
 
@@ -18,7 +15,7 @@ from typing import Iterable, Optional
 
 from teperf import __version__
 from teperf.errors import TeperfError
-from teperf.records import CULPRIT_FIELDS, ExplanationRecord
+from teperf.records import CELL_KEY, CULPRIT_FIELDS, ExplanationRecord
 
 _GITHUB = re.compile(r"^(?:https?://|ssh://git@|git@)github\.com[:/]([^/]+)/(.+?)(?:\.git)?/?$")
 
@@ -101,20 +98,11 @@ def record(
         )
     else:
         status = "explained" if result.get("explained") else "unexplained"
-    culprits = []
-    for c in (result.get("culprits") or []) if status != "noise" else []:
-        entry = {k: c.get(k) for k in CULPRIT_FIELDS if k != "url"}
-        entry["url"] = commit_url(remote, c["sha"])
-        culprits.append(entry)
-    c = point.cell
+    found = [] if status == "noise" else result.get("culprits") or []
+    culprits = [dict({k: c.get(k) for k in CULPRIT_FIELDS}, url=commit_url(remote, c["sha"])) for c in found]
     return ExplanationRecord(
         key=point.key,
-        machine=c.machine,
-        module=c.module,
-        recipe=c.recipe,
-        shape=c.shape,
-        dtype=c.dtype,
-        mode=c.mode,
+        **{name: getattr(point.cell, name) for name in ("machine", *CELL_KEY)},
         good_sha=point.good_sha,
         bad_sha=point.bad_sha,
         status=status,
@@ -130,17 +118,13 @@ def record(
 
 def failed(point: ChangePoint, why: str, bundle: Optional[str] = None) -> ExplanationRecord:
     """A bisect that could not run: recorded (so the history says so), bisected again next time."""
-    rec = record(point, {"answer": f"failed: {why}"}, bundle, None)
-    return dataclasses.replace(rec, status="failed")
+    return dataclasses.replace(record(point, {"answer": f"failed: {why}"}, bundle, None), status="failed")
 
 
 def pending(points: list[ChangePoint], known: dict, machine: str) -> list[ChangePoint]:
     """The change points of ``machine`` not yet explained (a failed bisect is tried again)."""
-    return [
-        p
-        for p in points
-        if p.cell.machine == machine and (p.key not in known or known[p.key].status == "failed")
-    ]
+    mine = [p for p in points if p.cell.machine == machine]
+    return [p for p in mine if p.key not in known or known[p.key].status == "failed"]
 
 
 def as_dict(rec: Optional[ExplanationRecord]) -> Optional[dict]:

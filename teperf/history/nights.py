@@ -1,17 +1,9 @@
 """Nights: the shards of one night put back together, and whether the night is whole.
 
-A night is every run with the same machine fingerprint and night id (``night``
-column; by default the measured commit, or ``teperf nightly --night ID``).  Each
-shard run wrote its own file with ``shard = I/N`` and its run status, so the
-night knows which of its N shards came back and how each ended.  A night is
-complete only when every shard 1..N has a complete run and all of them measured
-one commit; anything else is incomplete and says what is missing, never shown
-as a whole night.
-
-Re-runs: the newest run of a shard stands for it (a failed shard measured again
-completes the night).  When the split changed within a night (``1/2`` then
-``1/3``), the newest run's N is the night's; runs of the old split still give
-their cells but do not count as shards.
+A night is every run of one machine fingerprint and night id (by default the measured commit). It is
+complete only when every shard 1..N has a complete run and all measured one commit; else it says what is
+missing. The newest run of a shard stands for it; when the split changed within a night (``1/2`` then
+``1/3``), the newest run's N is the night's, and runs of the old split still give cells but no shards.
 """
 
 from __future__ import annotations
@@ -23,6 +15,7 @@ from typing import Iterable
 from teperf.history.store import split_shard
 
 COMPLETE = "complete"
+NEVER = _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)  # sorts a missing date first
 
 
 @dataclasses.dataclass
@@ -31,11 +24,13 @@ class Night:
     machine_label: str
     night: str
     ref: str | None
-    shas: list[str]  # the commits its shards measured: one, unless the ref moved between shards
     subject: str | None
     started: _dt.datetime | None  # the first shard's run date
     count: int  # N: how many shards the night was split into
-    shards: dict[int, str]  # shard index -> status of its newest run (complete | failed | interrupted | ...)
+    # the commits its shards measured: one, unless the ref moved between shards
+    shas: list[str] = dataclasses.field(default_factory=list)
+    # shard index -> status of its newest run (complete | failed | interrupted | ...)
+    shards: dict[int, str] = dataclasses.field(default_factory=dict)
     runs: int = 0
 
     @property
@@ -95,33 +90,23 @@ def nights(df) -> list[Night]:
     for r in runs.itertuples(index=False):
         key = (r.machine, r.night)
         i, n = split_shard(r.shard)
-        night = out.get(key)
-        if night is None:
-            night = out[key] = Night(
-                r.machine,
-                _str(r.machine_label) or r.machine,
-                r.night,
-                _str(r.ref),
-                [],
-                _str(r.subject),
-                _when(r.run_date),
-                n,
-                {},
-            )
+        if key not in out:
+            label = _str(r.machine_label) or r.machine
+            out[key] = Night(r.machine, label, r.night, _str(r.ref), _str(r.subject), when(r.run_date), n)
+        night = out[key]
         night.runs += 1
-        if (
-            n != night.count
-        ):  # the split changed: the newest run's N decides, older shards of another N drop out
+        # the split changed: the newest run's N decides, older shards of another N drop out
+        if n != night.count:
             night.count, night.shards, night.shas = n, {}, []
         night.shards[i] = _str(r.run_status) or "unknown"  # runs are in date order: the newest stays
         sha = _str(r.sha)
         if sha and sha not in night.shas:
             night.shas.append(sha)
-    never = _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
-    return sorted(out.values(), key=lambda nt: (nt.machine, nt.started or never, nt.night))
+    return sorted(out.values(), key=lambda nt: (nt.machine, nt.started or NEVER, nt.night))
 
 
-def _when(v) -> _dt.datetime | None:
+def when(v) -> _dt.datetime | None:
+    """A row's timestamp as a datetime (None for None, NaN, NaT)."""
     try:
         import pandas as pd
 
@@ -139,14 +124,5 @@ def by_key(items: Iterable[Night]) -> dict[tuple[str, str], Night]:
 def status_column(df, found: Iterable[Night] | None = None):
     """Each row's night, described (``Night.describe``): a column for CSV/JSON output."""
     index = by_key(found if found is not None else nights(df))
-    return [
-        index[(m, nt)].describe() if (m, nt) in index else None for m, nt in zip(df["machine"], df["night"])
-    ]
-
-
-def latest_per_machine(items: Iterable[Night]) -> dict[str, Night]:
-    """The newest night (by its first run date) of each machine."""
-    out: dict[str, Night] = {}
-    for n in items:  # nights() is oldest first per machine
-        out[n.machine] = n
-    return out
+    keys = zip(df["machine"], df["night"])
+    return [index[key].describe() if key in index else None for key in keys]

@@ -1,35 +1,17 @@
-"""The nightly history: an append-only Parquet dataset, one file per run.
+"""The nightly history: an append-only Parquet dataset, ``<root>/<run_id>.parquet``, one row per cell.
 
-Layout: ``<root>/<run_id>.parquet``, one row per cell (module x recipe x shape x
-dtype x mode) with the run-level columns repeated on every row.  ``root`` is a
-local directory or any fsspec URL (``s3://bucket/teperf``, ``memory://h``,
-``file:///...``).  Nothing is ever rewritten, so many machines can append to
-the same store side by side; each file name carries the machine fingerprint
-and a token, so two writers never collide.
+``root`` is a local directory or an fsspec URL. Nothing is rewritten, and each file name carries the
+machine fingerprint and a token, so many writers (the shards of a night, several machines) append side by
+side with no shared file to lose an update to. A write is atomic: a temporary dot-file that no reader
+picks up, then renamed; on object stores one PUT of the final name (atomic there).
 
-Writes are atomic: the file is written under a temporary name that no reader
-picks up (``.<run_id>.parquet.tmp``: pyarrow skips dot-files and a
-``*.parquet`` glob does not match it), then renamed (``os.replace`` locally,
-``fs.mv`` on other file systems).  On object stores (S3, GCS, Azure) it is one
-upload straight to the final name: a single PUT is atomic there.  A nightly
-killed mid-write leaves at most a stray ``.tmp`` file.
-
-Concurrent writers (the shards of one night, machines of several kinds) each
-add their own new files and never rewrite or index anything, so nothing is
-read, modified and written back: there is no shared file to lose an update to.
-
-Reading it without teperf::
-
-    pandas.read_parquet("results/history")                                 # pyarrow engine
-    duckdb.sql("select * from read_parquet('results/history/*.parquet', union_by_name=true)")
-
-(pandas takes the first file's columns: in a store that also holds files of an older teperf, a
-newer column such as ``night`` may be left out; DuckDB's union_by_name and ``HistoryStore.read``
-keep every column.)
+Without teperf: ``pandas.read_parquet("results/history")`` (takes the first file's columns), or DuckDB's
+``read_parquet('results/history/*.parquet', union_by_name=true)``, which keeps every column.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import io
@@ -48,12 +30,13 @@ import pyarrow.parquet as pq
 from teperf import __version__
 from teperf.errors import TeperfError
 from teperf.records import (
-    CELL_COLUMNS,
     HISTORY_COLUMN_TYPES,
     HISTORY_SCHEMA_VERSION,
     RUN_COLUMNS,
+    ExplanationRecord,
     HistoryRow,
     RecordError,
+    shape_text,
 )
 
 DEFAULT_HISTORY = os.path.join("results", "history")
@@ -71,12 +54,10 @@ def _arrow_field(name: str) -> pa.Field:
     return pa.field(name, _ARROW_TYPES[HISTORY_COLUMN_TYPES[name]], nullable=name != "run_id")
 
 
-# The columns are teperf.records.HistoryRow's: run-level ones (the same on every row of one file),
-# then the cell's.
-RUN_FIELDS = [_arrow_field(name) for name in RUN_COLUMNS]
-CELL_FIELDS = [_arrow_field(name) for name in CELL_COLUMNS]
+# HistoryRow's columns: the run-level ones (the same on every row of one file), then the cell's
+_FIELDS = [_arrow_field(name) for name in HISTORY_COLUMN_TYPES]
 SCHEMA_KEY = b"teperf.history.schema"
-SCHEMA = pa.schema(RUN_FIELDS + CELL_FIELDS, metadata={SCHEMA_KEY: str(HISTORY_SCHEMA_VERSION).encode()})
+SCHEMA = pa.schema(_FIELDS, metadata={SCHEMA_KEY: str(HISTORY_SCHEMA_VERSION).encode()})
 COLUMNS = SCHEMA.names
 
 
@@ -113,8 +94,6 @@ def machine_from_meta(meta: Mapping[str, Any]) -> dict:
 
 
 def _ts(value) -> _dt.datetime | None:
-    if value in (None, ""):
-        return None
     if isinstance(value, _dt.datetime):
         dt = value
     else:
@@ -128,8 +107,6 @@ def _ts(value) -> _dt.datetime | None:
 
 
 def _num(value):
-    if value is None:
-        return None
     try:
         f = float(value)
     except (TypeError, ValueError):
@@ -142,22 +119,15 @@ def measured_sides(meta: Mapping[str, Any]) -> tuple[dict, dict | None]:
     sides = dict(meta.get("sides") or {})
     if "head" in sides:
         return dict(sides["head"]), dict(sides.get("base") or {}) or None
-    if len(sides) >= 2:
-        labels = list(sides)
+    labels = list(sides)
+    if len(labels) >= 2:
         return dict(sides[labels[1]]), dict(sides[labels[0]])
-    if sides:
-        return dict(next(iter(sides.values()))), None
-    return {}, None
+    return (dict(sides[labels[0]]) if labels else {}), None
 
 
 def default_night(sha: str | None, run_id: str | None = None) -> str:
-    """The night a run belongs to when none was named: its measured commit.
-
-    Shards of one night measure one commit, and a re-run of a failed shard (hours later, or the
-    next day) must join the same night, so the commit, not a date, is the default; name one
-    with ``teperf nightly --night ID`` (e.g. the CI run id) instead.  A run without a commit is
-    a night of its own.
-    """
+    """The night a run belongs to when none was named: its measured commit, not a date, so that a shard
+    re-run hours or a day later joins its night. A run without a commit is a night of its own."""
     return sha[:12] if isinstance(sha, str) and sha else f"run:{run_id}"
 
 
@@ -179,52 +149,30 @@ def make_run_id(meta: Mapping[str, Any], machine: str, sha: str | None, shard: s
     return f"{started:%Y%m%dT%H%M%SZ}_{machine}_{short}_s{shard.replace('/', 'of')}_{token}"
 
 
+# a summary row's values that a history row carries as they are, and its figures (floats, NaN: None)
+_AS_IS = (
+    "module recipe dtype mode status verdict verdict_cause ci_basis host_bound first_call_verdict".split()
+)
+_NUMBERS = (
+    "base_us head_us delta_us delta_pct ci_low_us ci_high_us ci_low_pct ci_high_pct base_spread_pct"
+    " head_spread_pct pair_sd_pct mde_pct first_call_delta_pct"
+).split()
+
+
 def _cell_columns(r: Mapping[str, Any], is_compare: bool) -> dict:
     """A summary row's cell columns: the measured side's figures (head's in a compare)."""
-    head_us = _num(r.get("head_us"))
-    base_us = _num(r.get("base_us"))
-    row = dict(
-        module=r.get("module"),
-        recipe=r.get("recipe"),
-        shape=r.get("shape")
-        if isinstance(r.get("shape"), str) or r.get("shape") is None
-        else "x".join(map(str, r["shape"])),
-        dtype=r.get("dtype"),
-        mode=r.get("mode"),
-        status=r.get("status"),
-        error=None if r.get("error") is None else str(r.get("error")),
-        host_us=head_us if is_compare else base_us,
-        host_spread_pct=_num(r.get("head_spread_pct") if is_compare else r.get("base_spread_pct")),
-        base_us=base_us,
-        head_us=head_us,
-        verdict=r.get("verdict"),
-        verdict_cause=r.get("verdict_cause"),
-        ci_basis=r.get("ci_basis"),
-        host_bound=r.get("host_bound"),
-        counters=None
-        if r.get("counters") is None
-        else json.dumps(r.get("counters"), sort_keys=True, default=str),
-    )
-    for key in (
-        "delta_us",
-        "delta_pct",
-        "ci_low_us",
-        "ci_high_us",
-        "ci_low_pct",
-        "ci_high_pct",
-        "base_spread_pct",
-        "head_spread_pct",
-        "pair_sd_pct",
-        "mde_pct",
-    ):
-        row[key] = _num(r.get(key))
-    for key in ("n_pairs", "n_trials"):
-        row[key] = None if r.get(key) is None else int(r.get(key))
     side = "head" if is_compare else "base"
+    shape, counters = r.get("shape"), r.get("counters")
+    row = {key: r.get(key) for key in _AS_IS}
+    row.update({key: _num(r.get(key)) for key in _NUMBERS})
+    row.update({key: None if r.get(key) is None else int(r[key]) for key in ("n_pairs", "n_trials")})
     row.update(
+        shape=shape if shape is None or isinstance(shape, str) else shape_text(shape),
+        error=None if r.get("error") is None else str(r["error"]),
+        host_us=_num(r.get(f"{side}_us")),
+        host_spread_pct=_num(r.get(f"{side}_spread_pct")),
+        counters=None if counters is None else json.dumps(counters, sort_keys=True, default=str),
         first_call_ms=_num(r.get(f"first_call_{side}_ms")),
-        first_call_delta_pct=_num(r.get("first_call_delta_pct")),
-        first_call_verdict=r.get("first_call_verdict"),
         recompile_ms=_num(r.get(f"recompile_{side}_ms")),
     )
     return row
@@ -241,12 +189,9 @@ def rows_from_summary(
     run_id: str | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> list[HistoryRow]:
-    """A bundle summary (``teperf.api.summarize``) -> history rows, one per cell.
-
-    ``night`` names the night the run is a shard of (default: ``default_night`` of its commit).
-    ``overrides`` replaces run-level values (e.g. sha/subject/committed_at for a bundle
-    whose side has no git description).
-    """
+    """A bundle summary (``teperf.api.summarize``) -> history rows, one per cell. ``night`` defaults to
+    ``default_night`` of its commit; ``overrides`` replaces run-level values (e.g. the sha of a bundle
+    whose side has no git description)."""
     meta = dict(summary.meta)
     head, base = measured_sides(meta)
     mach = machine_from_meta(meta)
@@ -257,9 +202,8 @@ def rows_from_summary(
         # (not how the path was typed) and not the sha (a second import may add --sha)
         name = posixpath.basename(str(bundle or "").rstrip("/"))
         ident = f"{name}|{meta.get('started_at')}|{shard}|{night or ''}"
-        run_id = make_run_id(
-            meta, mach["machine"], sha, shard, hashlib.sha256(ident.encode()).hexdigest()[:8]
-        )
+        token = hashlib.sha256(ident.encode()).hexdigest()[:8]
+        run_id = make_run_id(meta, mach["machine"], sha, shard, token)
     run = {
         "run_id": run_id,
         "run_kind": run_kind,
@@ -312,8 +256,7 @@ class HistoryStore:
     def __init__(self, url: str | os.PathLike | None = None):
         import fsspec
 
-        url = os.fspath(url) if url is not None else os.environ.get(HISTORY_ENV) or DEFAULT_HISTORY
-        self.url = url
+        self.url = url = os.fspath(url) if url is not None else os.environ.get(HISTORY_ENV) or DEFAULT_HISTORY
         self.unreadable: list[str] = []  # "path (why)" of each file the last read() skipped
         try:
             self.fs, self.root = fsspec.core.url_to_fs(url)
@@ -322,8 +265,10 @@ class HistoryStore:
                 f"cannot open history store {url!r}: {exc}",
                 "give a local directory or an fsspec URL whose filesystem package is installed",
             )
-        self.local = "file" in _protocols(self.fs)
-        self.object_store = bool(OBJECT_STORES & set(_protocols(self.fs)))
+        proto = self.fs.protocol
+        protocols = set(proto) if isinstance(proto, (tuple, list)) else {proto}
+        self.local = "file" in protocols
+        self.object_store = bool(OBJECT_STORES & protocols)
         if self.local and os.path.exists(self.root) and not os.path.isdir(self.root):
             raise TeperfError(
                 f"{url} is a file, not a history store (a directory of run files)",
@@ -336,19 +281,20 @@ class HistoryStore:
     def _path(self, name: str) -> str:
         return posixpath.join(self.root, name) if not self.local else os.path.join(self.root, name)
 
-    def files(self) -> list[str]:
-        """Complete run files, sorted by name (= run date first)."""
+    def _ls(self, folder: str) -> list[str]:
+        """The paths in ``folder`` (none when it does not exist)."""
         try:
-            if not self.fs.exists(self.root):
-                return []
-            names = self.fs.ls(self.root, detail=False)
+            return [str(name) for name in self.fs.ls(folder, detail=False)] if self.fs.exists(folder) else []
         except FileNotFoundError:
             return []
+
+    def files(self) -> list[str]:
+        """Complete run files, sorted by name (= run date first)."""
         out = []
-        for name in names:
-            base = posixpath.basename(str(name).rstrip("/"))
+        for name in self._ls(self.root):
+            base = posixpath.basename(name.rstrip("/"))
             if base.endswith(SUFFIX) and not base.startswith((".", "_")):
-                out.append(str(name))
+                out.append(name)
         return sorted(out, key=posixpath.basename)
 
     def append(self, rows: Sequence[Mapping[str, Any]] | pa.Table) -> str:
@@ -386,10 +332,8 @@ class HistoryStore:
                     os.fsync(f.fileno())
                 os.replace(tmp, final)
             except BaseException:
-                try:
+                with contextlib.suppress(OSError):
                     os.unlink(tmp)
-                except OSError:
-                    pass
                 raise
         elif self.object_store:
             # one PUT: the object appears whole or not at all (a copy + delete would only add a window
@@ -410,21 +354,12 @@ class HistoryStore:
 
     def explanations(self) -> dict:
         """Change point key -> its ExplanationRecord; an unreadable record is skipped with a warning."""
-        from teperf.records import ExplanationRecord
-
-        folder = self._path(EXPLANATIONS)
-        try:
-            names = self.fs.ls(folder, detail=False) if self.fs.exists(folder) else []
-        except FileNotFoundError:
-            names = []
         out = {}
-        for name in sorted(map(str, names)):
+        for name in sorted(self._ls(self._path(EXPLANATIONS))):
             if not name.endswith(".json") or posixpath.basename(name).startswith("."):
                 continue
             try:
-                with self.fs.open(name, "rb") as f:
-                    raw = json.loads(f.read())
-                rec = ExplanationRecord.from_stored(raw, name)
+                rec = ExplanationRecord.from_stored(json.loads(self.fs.cat_file(name)), name)
             except (OSError, ValueError) as exc:  # RecordError is a ValueError
                 warnings.warn(f"history: skipping unreadable {name}: {exc}", stacklevel=2)
                 continue
@@ -439,11 +374,8 @@ class HistoryStore:
         recipe: str | None = None,
         ref: str | None = None,
     ):
-        """All rows (a pandas DataFrame in the store's schema), optionally filtered.
-
-        A file that cannot be read (not a teperf history file, damaged by hand) is skipped and
-        named in ``unreadable`` (the commands say so in one line) rather than taking the whole history down.
-        """
+        """All rows (a pandas DataFrame in the store's schema), optionally filtered. A file that cannot
+        be read is skipped and named in ``unreadable`` rather than taking the whole history down."""
         tables = []
         self.unreadable = []
         for path in self.files():
@@ -484,11 +416,6 @@ class HistoryStore:
         if present:  # the same bundle, imported before
             return present[0], False
         return self.append(rows), True
-
-
-def _protocols(fs) -> tuple[str, ...]:
-    proto = fs.protocol
-    return tuple(proto) if isinstance(proto, (tuple, list)) else (proto,)
 
 
 def check_version(table: pa.Table, path: str) -> int:
@@ -540,12 +467,11 @@ def ordered(df):
 
 def latest_run(df, *, machine: str, ref: str | None = None, exclude_sha: str | None = None) -> dict | None:
     """The newest run (by run date) of ``machine`` (and ``ref``), as a dict of its run-level columns."""
-    sel = df[df["machine"] == machine]
+    sel = df[(df["machine"] == machine) & df["sha"].notna()]
     if ref is not None:
         sel = sel[sel["ref"] == ref]
     if exclude_sha is not None:
         sel = sel[sel["sha"] != exclude_sha]
-    sel = sel[sel["sha"].notna()]
     if sel.empty:
         return None
     top = sel.sort_values(["run_date", "run_id"]).iloc[-1]

@@ -1,7 +1,5 @@
-"""A synthetic nightly history, for tests and for trying the dashboard without measuring.
-
-Every night measures one commit against the previous night's commit, like
-``teperf nightly`` does, so the rows carry paired deltas with intervals too.
+"""A synthetic nightly history, for tests and for trying the dashboard without measuring: like
+``teperf nightly``, each night measures one commit against the previous night's, with paired deltas.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from teperf.history.store import HistoryStore, machine_fingerprint
+from teperf.history.store import HistoryStore, machine_from_meta
 from teperf.records import HistoryRow
 
 DEFAULT_CELLS = (
@@ -27,12 +25,10 @@ DEFAULT_CELLS = (
 class Plan:
     commits: int = 30
     cells: Sequence[tuple[str, str, float]] = DEFAULT_CELLS  # (module, recipe, base host us)
-    steps: Mapping[tuple[str, str, int], float] = dataclasses.field(
-        default_factory=dict
-    )  # (module, recipe, commit index) -> % step
-    drifts: Mapping[tuple[str, str], float] = dataclasses.field(
-        default_factory=dict
-    )  # (module, recipe) -> % per commit
+    # (module, recipe, commit index) -> % step
+    steps: Mapping[tuple[str, str, int], float] = dataclasses.field(default_factory=dict)
+    # (module, recipe) -> % per commit
+    drifts: Mapping[tuple[str, str], float] = dataclasses.field(default_factory=dict)
     noise_pct: float = 0.8  # night-to-night noise of the median host time
     machines: Sequence[tuple[str, str | None, str | None]] = (("Synthetic CPU @ 2.0GHz", None, None),)
     subjects: Mapping[int, str] = dataclasses.field(default_factory=dict)  # commit index -> subject
@@ -63,14 +59,15 @@ def rows(plan: Plan) -> list[list[HistoryRow]]:
     runs = []
     levels = {(m, r): true_levels(plan, m, r, b) for m, r, b in plan.cells}
     for mi, (cpu, gpu, driver) in enumerate(plan.machines):
-        fid, label = machine_fingerprint(cpu, gpu, driver)
+        host = dict(cpu_model=cpu, gpu=gpu, driver=driver, hostname=f"synthetic-{mi}")
+        mach = machine_from_meta({"host": host})  # the machine columns as an imported bundle gets them
         measured = {
             key: lv * np.exp(rng.normal(0, plan.noise_pct / 100.0, plan.commits))
             for key, lv in levels.items()
         }
         for i in range(plan.commits):
             date = plan.start + _dt.timedelta(days=i)
-            run_id = f"{date:%Y%m%dT%H%M%SZ}_{fid}_{sha_of(i)[:10]}_s1of1_syn{mi}"
+            run_id = f"{date:%Y%m%dT%H%M%SZ}_{mach['machine']}_{sha_of(i)[:10]}_s1of1_syn{mi}"
             run = {
                 "run_id": run_id,
                 "run_kind": "nightly",
@@ -83,16 +80,9 @@ def rows(plan: Plan) -> list[list[HistoryRow]]:
                 "base_sha": sha_of(i - 1) if i else None,
                 "base_subject": plan.subjects.get(i - 1, f"Commit number {i - 1}") if i else None,
                 "base_committed_at": date - _dt.timedelta(days=1) if i else None,
-                "machine": fid,
-                "machine_label": label,
-                "cpu_model": cpu,
-                "gpu": gpu,
-                "driver": driver,
-                "hostname": f"synthetic-{mi}",
+                **mach,
                 "shard": "1/1",
                 "teperf_version": "synthetic",
-                "torch_version": None,
-                "bundle": None,
             }
             out = []
             for module, recipe, _ in plan.cells:
