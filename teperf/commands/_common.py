@@ -34,8 +34,8 @@ def _shape_list(ctx, param, value):
 
 
 class Number(click.ParamType):
-    """A finite float at least ``minimum``: every float option of every command takes this type, as
-    float("nan") and "inf" parse, and nan compares false with any bound a later check sets."""
+    """A finite float at least ``minimum``, for every float option: float() takes "nan", which passes
+    any later bound check."""
 
     name = "float"  # the metavar --help shows, as click's FLOAT
 
@@ -345,19 +345,26 @@ def _preload_report() -> None:
     preload()
 
 
-def measure_and_report(fn, fmt: str):
-    """Run ``fn(progress_factory, live_listener) -> bundle path``, print its summary and exit with the
-    status a CI relies on (teperf.errors): 1 when a cell failed or ended partial, 130/143
+def measure_and_report(fn, measure: MeasureOptions, *sides):
+    """Measure ``sides`` with ``fn`` (api.run, api.compare) in the live view, print the summary and exit
+    with the status a CI relies on (teperf.errors): 1 when a cell failed or ended partial, 130/143
     on Ctrl-C/SIGTERM (after printing what was measured)."""
     from teperf.api import summarize
     from teperf.engine.hints import failure_hint
     from teperf.errors import Interrupted
 
     _preload_report()
-
+    fmt = measure.fmt
     try:
-        with live_view() as (factory, listener):
-            path = fn(factory, listener)
+        with live_view() as (progress, live):
+            path = fn(
+                measure.config,
+                *sides,
+                results_dir=measure.results_dir,
+                command=["teperf"] + sys.argv[1:],
+                progress=progress,
+                live=live,
+            )
     except Interrupted as stop:
         how = "terminated (SIGTERM)" if stop.signum == signal.SIGTERM else "interrupted"
         click.echo(f"teperf: {how}; the bundle keeps what was measured: {stop.path}", err=True)
@@ -374,11 +381,8 @@ def measure_and_report(fn, fmt: str):
     bad = summary.incomplete_rows
     if bad:
         first = summary.meta.get("error") or next((r.get("error") for r in bad if r.get("error")), "") or ""
-        every = (
-            "every cell"
-            if len(bad) == len([r for r in summary.rows if r.get("status") != "skipped"])
-            else f"{len(bad)} cell(s)"
-        )
+        measured = [r for r in summary.rows if r.get("status") != "skipped"]
+        every = "every cell" if len(bad) == len(measured) else f"{len(bad)} cell(s)"
         click.echo(
             for_terminal(
                 f"teperf: {every} failed or ended partial ({first[:300]}); {failure_hint(first)} "

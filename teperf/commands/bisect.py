@@ -74,12 +74,10 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
     from teperf.errors import Interrupted
 
     config, fmt = measure.config, measure.fmt
-    budget_s = config.schedule.budget_s or DEFAULT_BUDGET_S
     if sides.python:
         from teperf.engine.spawn import check_python
 
         check_python(sides.python)
-    factory = GitSideFactory(sides)
 
     def show(path) -> None:
         echo_rendered(render_bisect(path, fmt, console=_console()))
@@ -89,10 +87,10 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
             config,
             spec,
             cell,
-            factory=factory,
+            factory=GitSideFactory(sides),
             repo=sides.repo,
             results_dir=measure.results_dir,
-            budget_s=budget_s,
+            budget_s=config.schedule.budget_s or DEFAULT_BUDGET_S,
             confirm=confirm,
             command=["teperf"] + sys.argv[1:],
             plan_only=plan_only,

@@ -1,5 +1,4 @@
-"""teperf counters check: a side's exact step counters against an expected file (a CI gate
-that needs no quiet machine). The measuring and the file live in teperf/counters/."""
+"""teperf counters check: a side's exact step counters against an expected file (teperf/counters/)."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ import sys
 
 import click
 
-from teperf.commands._common import config_options, interpreter, make_config
+from teperf.commands._common import config_options, format_option, interpreter, make_config
 
 CHECK_EPILOG = """\b
 Exit status: 0 every cell as expected (or --update wrote the changes); 1 a counter
@@ -34,7 +33,7 @@ def command():
 @click.option(
     "--python", metavar="EXE", callback=interpreter, help="Interpreter to run the worker (default: this one)."
 )
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option(("text", "json"), default="text")
 @config_options
 def check_command(expected, update, side_path, python, fmt, **kwargs):
     """Count every cell of the config once on one side and compare with FILE: exact,

@@ -61,8 +61,7 @@ def command(history_url, out, machine, ref, min_effect_pct, sig_level):
             f"no history store at {store.url}",
             "check --history, or run teperf nightly or teperf import BUNDLE first",
         )
-    df = read_history(store, ref=ref)
-    df = select_machine(df, machine)
+    df = select_machine(read_history(store, ref=ref), machine)
     if df.empty:
         click.echo(f"teperf: the history at {store.url} is empty; writing an empty dashboard", err=True)
     cells = analyze(df, settings)

@@ -1,9 +1,5 @@
 """teperf nightly: measure a branch's head against the previous nightly's commit, append to the history.
-
-The command parses and prints; teperf.api.plan_nightly and teperf.api.nightly do the work, and
-teperf/nightly.py holds the decisions (which commit is the base, which cases a shard runs, which
-machine this is) as plain functions, testable without git or workers.
-"""
+It parses and prints: teperf.api does the work, teperf/nightly.py the decisions (plain, testable)."""
 
 from __future__ import annotations
 
