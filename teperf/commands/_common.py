@@ -130,7 +130,7 @@ def config_options(f):
     return f
 
 
-def make_config(kwargs: dict, **extra):
+def make_config(kwargs: dict, default_config: str = "default", **extra):
     overrides = {k: kwargs.pop(k, None) for k in OVERRIDE_KEYS}
     overrides.update({k: v for k, v in extra.items() if v is not None})
     path = kwargs.pop("config_path", None)
@@ -138,7 +138,7 @@ def make_config(kwargs: dict, **extra):
         raise TeperfError(
             "--config is empty", f"give a TOML file's path or one of: {', '.join(shipped_names())}"
         )
-    return load_config(path if path is not None else "default", overrides)
+    return load_config(path if path is not None else default_config, overrides)
 
 
 # ----------------------------------------------------------------------------- the git-side options
@@ -245,9 +245,7 @@ def take_measure(kwargs: dict, default_config: str = "default") -> MeasureOption
     from teperf.verdicts import parse_fail_on
 
     fail_on = frozenset(parse_fail_on(kwargs.pop("fail_on", None)))
-    if kwargs.get("config_path") is None:
-        kwargs["config_path"] = default_config
-    config = make_config(kwargs, counters=kwargs.pop("counters", None))
+    config = make_config(kwargs, default_config, counters=kwargs.pop("counters", None))
     swept = None
     sweep = kwargs.pop("sweep", None)
     if sweep:

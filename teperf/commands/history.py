@@ -239,9 +239,12 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
         shown = set(zip(df["machine"], df["night"]))
         for n in found:
             if not n.complete and (n.machine, n.night) in shown:
-                click.echo(
-                    f"night {n.night} ({n.short_sha or 'no commit'}) on machine {n.machine}: {n.describe()}"
-                )
+                click.echo(night_line(n))
+
+
+def night_line(n) -> str:
+    """An incomplete night, as history and dashboard print it under their output."""
+    return f"night {n.night} ({n.short_sha or 'no commit'}) on machine {n.machine}: {n.describe()}"
 
 
 def _print_rich(columns: str, rows, right=()) -> None:
@@ -416,11 +419,9 @@ def _with_explanations(df, explained: dict, text: bool):
 
     if not explained or df.empty:
         return df
-    by_bad = {
-        (r.machine, r.module, r.recipe, r.shape, r.dtype, r.mode, r.bad_sha): as_dict(r)
-        for r in explained.values()
-    }
-    keys = zip(*(df[c].fillna("") for c in ("machine", "module", "recipe", "shape", "dtype", "mode", "sha")))
+    cell = ("machine", *CELL_KEY)
+    by_bad = {(*(getattr(r, c) for c in cell), r.bad_sha): as_dict(r) for r in explained.values()}
+    keys = zip(*(df[c].fillna("") for c in (*cell, "sha")))
     found = [by_bad.get(k) for k in keys]
     return df.assign(explanation=[(e or {}).get("answer") if text else e for e in found])
 

@@ -184,7 +184,6 @@ def _night(ref, history_url, shard, night_id, force, dry_run, sides: SideOptions
     if result.machine_warning:
         click.echo(f"teperf: warning: {result.machine_warning}", err=True)
     click.echo(f"nightly: added to the history: {result.history_file}", err=True)
-    summary = result.summary
-    if summary.meta.get("status") == "failed" or summary.incomplete_rows:
+    if result.summary.meta.get("status") == "failed" or result.summary.incomplete_rows:
         sys.exit(EXIT_CELLS_FAILED)
-    gate(summary, measure.fail_on)
+    gate(result.summary, measure.fail_on)
