@@ -66,11 +66,6 @@ def interpreter(ctx, param, value):
     return tuple(map(_absolute, value)) if isinstance(value, tuple) else _absolute(value)
 
 
-def _default(value) -> str:
-    # The dataclass default (one source of truth); a --config file may set its own.
-    return f"{value:g}, or the config's" if isinstance(value, float) else f"{value}, or the config's"
-
-
 EXIT_STATUS_HELP = """\b
 Exit status: 0 every cell measured (skipped recipes included); 1 a cell failed
 or ended partial (the table says which and why), or a cell has a verdict that
@@ -98,9 +93,12 @@ def _click_kwargs(opt: Option, help_text: str) -> dict:
 def _key_option(key: Key):
     """The click option of a config key (teperf/config.py's table); None means 'not given'."""
     kwargs = _click_kwargs(key.option, key.option.help.replace("{default}", str(key.default)))
-    if key.option.show_default:
-        show = key.option.show_default
-        kwargs["show_default"] = _default(key.default) if show is True else show
+    show = key.option.show_default
+    if show is True:  # the dataclass default (one source of truth); a --config file may set its own
+        default = f"{key.default:g}" if isinstance(key.default, float) else key.default
+        show = f"{default}, or the config's"
+    if show:
+        kwargs["show_default"] = show
     return click.option(key.flag, key.name, **kwargs)
 
 
@@ -115,19 +113,15 @@ _PARSE = {
 def config_options(f):
     """--config plus one override per config key with a flag."""
     keys = {k.name: k for k in KEYS}
-    opts = [
-        click.option(
-            "--config",
-            "config_path",
-            metavar="FILE|NAME",
-            help=f"TOML config: a path, or a shipped config: {', '.join(shipped_names())}.",
-            show_default="default",
-        ),
-        *(_key_option(keys[name]) for name in OVERRIDE_KEYS),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
+    for name in reversed(OVERRIDE_KEYS):
+        f = _key_option(keys[name])(f)
+    return click.option(
+        "--config",
+        "config_path",
+        metavar="FILE|NAME",
+        help=f"TOML config: a path, or a shipped config: {', '.join(shipped_names())}.",
+        show_default="default",
+    )(f)
 
 
 def make_config(kwargs: dict, default_config: str = "default", **extra):
