@@ -205,9 +205,8 @@ def side_options(command: str, *names: str):
 
 
 def grouped(default_config: str = "default"):
-    """Hand the command its option groups whole, in place of their separate options: ``sides``
-    (SideOptions, when it takes them) and ``measure`` (MeasureOptions). Put it right above the
-    ``def``, under the click options."""
+    """Hand the command ``sides`` (SideOptions, when it takes them) and ``measure`` (MeasureOptions) in
+    place of their separate options. Put it right above the ``def``, under the click options."""
 
     def decorate(f):
         wants_sides = "sides" in inspect.signature(f).parameters  # run's --python is its own side's
@@ -308,10 +307,20 @@ def output_options(f):
     return format_option(RENDERERS, help="Output format.")(f)
 
 
-def _console(stderr=False):
+def _console():
     from rich.console import Console
 
-    return Console(stderr=stderr, width=None if sys.stdout.isatty() else 200)
+    return Console(width=None if sys.stdout.isatty() else 200)
+
+
+def tty_progress(prefix: str):
+    """A progress callback: ``prefix: what`` on stderr, on a terminal only."""
+
+    def progress(what: str) -> None:
+        if sys.stderr.isatty():
+            click.echo(f"{prefix}: {what}", err=True)
+
+    return progress
 
 
 def echo_rendered(text: str | None) -> None:

@@ -76,8 +76,7 @@ class LiveView:
 
 @contextmanager
 def live_view():
-    """(progress factory, snapshot listener) for api.measure: a LiveView on a terminal, (None, None)
-    otherwise."""
+    """(progress factory, snapshot listener) for api.measure: a LiveView's on a terminal, else None."""
     if not sys.stderr.isatty():
         yield None, None
         return

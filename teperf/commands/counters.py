@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from teperf.commands._common import config_options, format_option, interpreter, make_config
+from teperf.commands._common import config_options, format_option, interpreter, make_config, tty_progress
 
 CHECK_EPILOG = """\b
 Exit status: 0 every cell as expected (or --update wrote the changes); 1 a counter
@@ -49,12 +49,7 @@ def check_command(expected, update, side_path, python, fmt, **kwargs):
 
     config = make_config(kwargs)
     side = api.path_side("side", side_path, python)
-
-    def progress(what: str) -> None:
-        if sys.stderr.isatty():
-            click.echo(f"teperf counters: {what}", err=True)
-
-    result = check(config, side, expected, update=update, progress=progress)
+    result = check(config, side, expected, update=update, progress=tty_progress("teperf counters"))
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import click
 
-from teperf.commands._common import Number, format_option
+from teperf.commands._common import Number, format_option, tty_progress
 
 
 @click.command("explain")
@@ -47,11 +46,7 @@ def command(bundle, cell, iters, repeats, top, core, timeout_s, fmt):
 
     if iters < 1 or repeats < 1 or top < 1:
         raise TeperfError("--iters, --repeats and --top must be at least 1", "e.g. --iters 200 --repeats 2")
-
-    def progress(what: str) -> None:
-        if sys.stderr.isatty():
-            click.echo(f"teperf explain: {what}", err=True)
-
+    progress = tty_progress("teperf explain")
     report = explain_bundle(
         bundle, cell, iters=iters, repeats=repeats, core=core, timeout_s=timeout_s, progress=progress
     )

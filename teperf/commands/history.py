@@ -292,8 +292,8 @@ def _shards_text(night):
     return f"{night.done} of {night.count} !", "bold red"
 
 
-def _emit_records(rows: list[dict], fmt: str, csv_rows: list[dict] | None = None) -> bool:
-    """Print ``rows`` as JSON or CSV (``csv_rows``: flattened for CSV); False for the table format."""
+def _emit_records(rows: list[dict], fmt: str, csv_rows: list[dict]) -> bool:
+    """Print ``rows`` as JSON or ``csv_rows`` (they flattened) as CSV; False for the table format."""
     if fmt == "json":
         click.echo(json.dumps(rows, indent=1))
         return True
@@ -302,7 +302,7 @@ def _emit_records(rows: list[dict], fmt: str, csv_rows: list[dict] | None = None
 
         w = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]) if rows else ["machine"])
         w.writeheader()
-        w.writerows(csv_rows if csv_rows is not None else rows)
+        w.writerows(csv_rows)
         return True
     return False
 
@@ -334,7 +334,7 @@ def _print_nights(found, fmt: str) -> None:
         }
         for r in rows
     ]
-    if _emit_records(rows, fmt, csv_rows=flat):
+    if _emit_records(rows, fmt, flat):
         return
     _print_rich(
         "started|night|commit|subject|shards|machine",
@@ -364,33 +364,31 @@ def _ok(v) -> bool:
         return False
 
 
-def _print_changes(df, fmt: str, explained: dict | None = None) -> None:
+def _print_changes(df, fmt: str, explained: dict) -> None:
     from teperf.history.analysis import analyze
     from teperf.history.explain import as_dict, explanation_of
 
-    rows = []
-    for cell in analyze(df):
-        for ch in cell.changes:
-            rec = explanation_of(cell, ch, explained or {})
-            rows.append(
-                {
-                    **{k: getattr(cell, k) for k in ("machine", *CELL_KEY)},
-                    "kind": ch.kind,
-                    "direction": ch.direction,
-                    "size_us": round(ch.delta_us, 3),
-                    "size_pct": round(ch.delta_pct, 3),
-                    "first_bad_sha": ch.first_bad.sha,
-                    "first_bad_subject": ch.first_bad.subject,
-                    "last_good_sha": ch.last_good.sha if ch.last_good else None,
-                    "last_good_subject": ch.last_good.subject if ch.last_good else None,
-                    "found_by": "levels" if ch.paired is None else "paired compare",
-                    "ci_pct": [ch.paired.ci_low_pct, ch.paired.ci_high_pct] if ch.paired else None,
-                    "pvalue": ch.pvalue,
-                    "explanation": as_dict(rec),
-                }
-            )
+    rows = [
+        {
+            **{k: getattr(cell, k) for k in ("machine", *CELL_KEY)},
+            "kind": ch.kind,
+            "direction": ch.direction,
+            "size_us": round(ch.delta_us, 3),
+            "size_pct": round(ch.delta_pct, 3),
+            "first_bad_sha": ch.first_bad.sha,
+            "first_bad_subject": ch.first_bad.subject,
+            "last_good_sha": ch.last_good.sha if ch.last_good else None,
+            "last_good_subject": ch.last_good.subject if ch.last_good else None,
+            "found_by": "levels" if ch.paired is None else "paired compare",
+            "ci_pct": [ch.paired.ci_low_pct, ch.paired.ci_high_pct] if ch.paired else None,
+            "pvalue": ch.pvalue,
+            "explanation": as_dict(explanation_of(cell, ch, explained)),
+        }
+        for cell in analyze(df)
+        for ch in cell.changes
+    ]
     flat = [{**r, "explanation": (r["explanation"] or {}).get("answer")} for r in rows]
-    if _emit_records(rows, fmt, csv_rows=flat):
+    if _emit_records(rows, fmt, flat):
         return
     if not rows:
         click.echo("no changes detected")
