@@ -156,33 +156,23 @@ def _side_option_kwargs(field: dataclasses.Field) -> dict:
     return kwargs
 
 
-def _side_wording() -> dict:
-    """Where bisect and nightly word a git-side option their own way (as they always have: a change here
-    changes that command's --help), and take only the strategies that make sides from git refs."""
-    from teperf.sides import strategies
-
-    git_only = click.Choice(strategies.GIT_NAMES)
-    return {
-        "bisect": {
-            "strategy": dict(
-                type=git_only,
-                help="How each commit is made runnable, as in compare (see teperf compare --help).",
-            ),
-            "build_command": dict(help="Build command of --strategy build (as in compare)."),
-            "jobs": dict(help="Parallel compile jobs of extension and build strategies."),
-            "layout": dict(help="TOML file: which paths are core, extension, version files (as in compare)."),
-            "cache_dir": dict(help="Where git trees, overlays and builds are cached."),
-        },
-        "nightly": {
-            "repo": dict(help="Git checkout of the project (e.g. TransformerEngine)."),
-            "strategy": dict(
-                type=git_only,
-                help="How a git side is made runnable. " + strategies.help_text(strategies.GIT_NAMES),
-            ),
-            "jobs": dict(help="Parallel compile jobs (default: the free cores)."),
-            "build_command": dict(help="Build command for --strategy build."),
-        },
-    }
+# Where bisect and nightly word a git-side option their own way (as they always have: a change here
+# changes that command's --help); both take only the strategies that make sides from git refs.
+_SIDE_WORDING = {
+    "bisect": {
+        "strategy": "How each commit is made runnable, as in compare (see teperf compare --help).",
+        "build_command": "Build command of --strategy build (as in compare).",
+        "jobs": "Parallel compile jobs of extension and build strategies.",
+        "layout": "TOML file: which paths are core, extension, version files (as in compare).",
+        "cache_dir": "Where git trees, overlays and builds are cached.",
+    },
+    "nightly": {
+        "repo": "Git checkout of the project (e.g. TransformerEngine).",
+        "strategy": "How a git side is made runnable. {git_strategies}",
+        "jobs": "Parallel compile jobs (default: the free cores).",
+        "build_command": "Build command for --strategy build.",
+    },
+}
 
 
 SIDE_FIELDS = tuple(f.name for f in dataclasses.fields(SideOptions))
@@ -193,11 +183,18 @@ BUILD_OPTIONS = tuple("repo strategy package package_dir build_command jobs cuda
 
 def side_options(command: str, *names: str):
     """The git-side options ``names`` (SideOptions' fields), in this order, as ``command`` words them."""
-    wording = _side_wording().get(command, {})
+    from teperf.sides import strategies
+
+    wording = _SIDE_WORDING.get(command, {})
+    git_strategies = strategies.help_text(strategies.GIT_NAMES)
 
     def decorate(f):
         for name in reversed(names):
-            kwargs = {**_side_option_kwargs(_SIDE_FLAGS[name]), **wording.get(name, {})}
+            kwargs = _side_option_kwargs(_SIDE_FLAGS[name])
+            if name in wording:
+                kwargs["help"] = wording[name].format(git_strategies=git_strategies)
+            if name == "strategy" and command in _SIDE_WORDING:
+                kwargs["type"] = click.Choice(strategies.GIT_NAMES)
             f = click.option("--" + name.replace("_", "-"), name, **kwargs)(f)
         return f
 
