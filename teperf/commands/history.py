@@ -97,12 +97,11 @@ def explain_new(history_url, sides, measure, total_s=None, clock=None) -> list:
     from teperf.errors import Interrupted
     from teperf.history.analysis import analyze
     from teperf.history.explain import change_points, failed, pending, record, remote_url
-    from teperf.history.store import HistoryStore
     from teperf.nightly import local_machine
 
     config = measure.config
     machine, _ = local_machine(config.device)
-    store = HistoryStore(history_url)
+    store = open_store(history_url)
     todo = pending(change_points(analyze(store.read())), store.explanations(), machine)
     remote = remote_url(sides.repo)
     log = functools.partial(click.echo, err=True)
