@@ -268,15 +268,14 @@ def sweep_option(help: str = SWEEP_HELP):
     return click.option("--sweep", metavar="KEY=V1,V2,...", help=help)
 
 
-def fail_on_option(f):
-    return click.option(
-        "--fail-on",
-        "fail_on",
-        multiple=True,
-        metavar="VERDICT",
-        help="Exit 1 when any cell has this verdict, per step or one-time (first call, recompile): slower, "
-        "faster, change (either), inconclusive; repeat or join with commas.",
-    )(f)
+fail_on_option = click.option(
+    "--fail-on",
+    "fail_on",
+    multiple=True,
+    metavar="VERDICT",
+    help="Exit 1 when any cell has this verdict, per step or one-time (first call, recompile): slower, "
+    "faster, change (either), inconclusive; repeat or join with commas.",
+)
 
 
 def gate(summary, verdicts: set) -> None:

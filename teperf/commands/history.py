@@ -14,15 +14,13 @@ from teperf.records import CELL_KEY
 from teperf.safe_text import for_terminal
 from teperf.verdicts import HISTORY_STYLE
 
-
-def history_option(f):
-    return click.option(
-        "--history",
-        "history_url",
-        metavar="DIR|URL",
-        envvar="TEPERF_HISTORY",
-        help="History store: a directory or fsspec URL (default: $TEPERF_HISTORY or results/history).",
-    )(f)
+history_option = click.option(
+    "--history",
+    "history_url",
+    metavar="DIR|URL",
+    envvar="TEPERF_HISTORY",
+    help="History store: a directory or fsspec URL (default: $TEPERF_HISTORY or results/history).",
+)
 
 
 def open_store(url):
