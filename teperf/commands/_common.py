@@ -211,11 +211,9 @@ def grouped(default_config: str = "default"):
         @functools.wraps(f)
         def command(**kwargs):
             sides = take_sides(kwargs) if wants_sides else None
-            kwargs["measure"] = take_measure(kwargs, default_config)
+            measure = kwargs["measure"] = take_measure(kwargs, default_config)
             if wants_sides:  # a repo of several modules: the one the config's factories import is under test
-                kwargs["sides"] = dataclasses.replace(
-                    sides, package_hint=kwargs["measure"].config.factory_package
-                )
+                kwargs["sides"] = dataclasses.replace(sides, package_hint=measure.config.factory_package)
             return f(**kwargs)
 
         return command
