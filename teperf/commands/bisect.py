@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from teperf.bisect.report import RENDERERS
+from teperf.bisect.report import RENDERERS, load, render_bisect
 from teperf.commands._common import (
     BUILD_OPTIONS,
     _console,
@@ -68,7 +68,6 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
     Exit 0: the commits named carry the change (or there is none);
     exit 1: unexplained (no step confirmed by its own compare), one line on stderr.
     """
-    from teperf.bisect.report import render_bisect
     from teperf.bisect.runner import bisect
     from teperf.bisect.sides import GitSideFactory
     from teperf.errors import Interrupted
@@ -101,8 +100,6 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
         sys.exit(130)
     if path is not None:
         show(path)
-        from teperf.bisect.report import load
-
         result = load(path)[0].get("result") or {}
         if result.get("explained") is False:  # the commits named do not carry the change: say so, exit 1
             click.echo(f"teperf bisect: {result.get('answer')}", err=True)
