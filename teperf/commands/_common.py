@@ -34,8 +34,8 @@ def _shape_list(ctx, param, value):
 
 
 class Number(click.ParamType):
-    """A finite float at least ``minimum``: every float option of every command takes this type, as
-    float("nan") and "inf" parse, and nan compares false with any bound a later check sets."""
+    """A finite float at least ``minimum``, for every float option: float() takes "nan", which passes
+    any later bound check."""
 
     name = "float"  # the metavar --help shows, as click's FLOAT
 
@@ -66,11 +66,6 @@ def interpreter(ctx, param, value):
     return tuple(map(_absolute, value)) if isinstance(value, tuple) else _absolute(value)
 
 
-def _default(value) -> str:
-    # The dataclass default (one source of truth); a --config file may set its own.
-    return f"{value:g}, or the config's" if isinstance(value, float) else f"{value}, or the config's"
-
-
 EXIT_STATUS_HELP = """\b
 Exit status: 0 every cell measured (skipped recipes included); 1 a cell failed
 or ended partial (the table says which and why), or a cell has a verdict that
@@ -98,9 +93,12 @@ def _click_kwargs(opt: Option, help_text: str) -> dict:
 def _key_option(key: Key):
     """The click option of a config key (teperf/config.py's table); None means 'not given'."""
     kwargs = _click_kwargs(key.option, key.option.help.replace("{default}", str(key.default)))
-    if key.option.show_default:
-        show = key.option.show_default
-        kwargs["show_default"] = _default(key.default) if show is True else show
+    show = key.option.show_default
+    if show is True:  # the dataclass default (one source of truth); a --config file may set its own
+        default = f"{key.default:g}" if isinstance(key.default, float) else key.default
+        show = f"{default}, or the config's"
+    if show:
+        kwargs["show_default"] = show
     return click.option(key.flag, key.name, **kwargs)
 
 
@@ -115,22 +113,18 @@ _PARSE = {
 def config_options(f):
     """--config plus one override per config key with a flag."""
     keys = {k.name: k for k in KEYS}
-    opts = [
-        click.option(
-            "--config",
-            "config_path",
-            metavar="FILE|NAME",
-            help=f"TOML config: a path, or a shipped config: {', '.join(shipped_names())}.",
-            show_default="default",
-        ),
-        *(_key_option(keys[name]) for name in OVERRIDE_KEYS),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
+    for name in reversed(OVERRIDE_KEYS):
+        f = _key_option(keys[name])(f)
+    return click.option(
+        "--config",
+        "config_path",
+        metavar="FILE|NAME",
+        help=f"TOML config: a path, or a shipped config: {', '.join(shipped_names())}.",
+        show_default="default",
+    )(f)
 
 
-def make_config(kwargs: dict, **extra):
+def make_config(kwargs: dict, default_config: str = "default", **extra):
     overrides = {k: kwargs.pop(k, None) for k in OVERRIDE_KEYS}
     overrides.update({k: v for k, v in extra.items() if v is not None})
     path = kwargs.pop("config_path", None)
@@ -138,7 +132,7 @@ def make_config(kwargs: dict, **extra):
         raise TeperfError(
             "--config is empty", f"give a TOML file's path or one of: {', '.join(shipped_names())}"
         )
-    return load_config(path if path is not None else "default", overrides)
+    return load_config(path if path is not None else default_config, overrides)
 
 
 # ----------------------------------------------------------------------------- the git-side options
@@ -162,33 +156,23 @@ def _side_option_kwargs(field: dataclasses.Field) -> dict:
     return kwargs
 
 
-def _side_wording() -> dict:
-    """Where bisect and nightly word a git-side option their own way (as they always have: a change here
-    changes that command's --help), and take only the strategies that make sides from git refs."""
-    from teperf.sides import strategies
-
-    git_only = click.Choice(strategies.GIT_NAMES)
-    return {
-        "bisect": {
-            "strategy": dict(
-                type=git_only,
-                help="How each commit is made runnable, as in compare (see teperf compare --help).",
-            ),
-            "build_command": dict(help="Build command of --strategy build (as in compare)."),
-            "jobs": dict(help="Parallel compile jobs of extension and build strategies."),
-            "layout": dict(help="TOML file: which paths are core, extension, version files (as in compare)."),
-            "cache_dir": dict(help="Where git trees, overlays and builds are cached."),
-        },
-        "nightly": {
-            "repo": dict(help="Git checkout of the project (e.g. TransformerEngine)."),
-            "strategy": dict(
-                type=git_only,
-                help="How a git side is made runnable. " + strategies.help_text(strategies.GIT_NAMES),
-            ),
-            "jobs": dict(help="Parallel compile jobs (default: the free cores)."),
-            "build_command": dict(help="Build command for --strategy build."),
-        },
-    }
+# Where bisect and nightly word a git-side option their own way (as they always have: a change here
+# changes that command's --help); both take only the strategies that make sides from git refs.
+_SIDE_WORDING = {
+    "bisect": {
+        "strategy": "How each commit is made runnable, as in compare (see teperf compare --help).",
+        "build_command": "Build command of --strategy build (as in compare).",
+        "jobs": "Parallel compile jobs of extension and build strategies.",
+        "layout": "TOML file: which paths are core, extension, version files (as in compare).",
+        "cache_dir": "Where git trees, overlays and builds are cached.",
+    },
+    "nightly": {
+        "repo": "Git checkout of the project (e.g. TransformerEngine).",
+        "strategy": "How a git side is made runnable. {git_strategies}",
+        "jobs": "Parallel compile jobs (default: the free cores).",
+        "build_command": "Build command for --strategy build.",
+    },
+}
 
 
 SIDE_FIELDS = tuple(f.name for f in dataclasses.fields(SideOptions))
@@ -199,11 +183,18 @@ BUILD_OPTIONS = tuple("repo strategy package package_dir build_command jobs cuda
 
 def side_options(command: str, *names: str):
     """The git-side options ``names`` (SideOptions' fields), in this order, as ``command`` words them."""
-    wording = _side_wording().get(command, {})
+    from teperf.sides import strategies
+
+    wording = _SIDE_WORDING.get(command, {})
+    git_strategies = strategies.help_text(strategies.GIT_NAMES)
 
     def decorate(f):
         for name in reversed(names):
-            kwargs = {**_side_option_kwargs(_SIDE_FLAGS[name]), **wording.get(name, {})}
+            kwargs = _side_option_kwargs(_SIDE_FLAGS[name])
+            if name in wording:
+                kwargs["help"] = wording[name].format(git_strategies=git_strategies)
+            if name == "strategy" and command in _SIDE_WORDING:
+                kwargs["type"] = click.Choice(strategies.GIT_NAMES)
             f = click.option("--" + name.replace("_", "-"), name, **kwargs)(f)
         return f
 
@@ -211,9 +202,8 @@ def side_options(command: str, *names: str):
 
 
 def grouped(default_config: str = "default"):
-    """Hand the command its option groups whole, in place of their separate options: ``sides``
-    (SideOptions, when it takes them) and ``measure`` (MeasureOptions). Put it right above the
-    ``def``, under the click options."""
+    """Hand the command ``sides`` (SideOptions, when it takes them) and ``measure`` (MeasureOptions) in
+    place of their separate options. Put it right above the ``def``, under the click options."""
 
     def decorate(f):
         wants_sides = "sides" in inspect.signature(f).parameters  # run's --python is its own side's
@@ -221,11 +211,9 @@ def grouped(default_config: str = "default"):
         @functools.wraps(f)
         def command(**kwargs):
             sides = take_sides(kwargs) if wants_sides else None
-            kwargs["measure"] = take_measure(kwargs, default_config)
+            measure = kwargs["measure"] = take_measure(kwargs, default_config)
             if wants_sides:  # a repo of several modules: the one the config's factories import is under test
-                kwargs["sides"] = dataclasses.replace(
-                    sides, package_hint=kwargs["measure"].config.factory_package
-                )
+                kwargs["sides"] = dataclasses.replace(sides, package_hint=measure.config.factory_package)
             return f(**kwargs)
 
         return command
@@ -245,9 +233,7 @@ def take_measure(kwargs: dict, default_config: str = "default") -> MeasureOption
     from teperf.verdicts import parse_fail_on
 
     fail_on = frozenset(parse_fail_on(kwargs.pop("fail_on", None)))
-    if kwargs.get("config_path") is None:
-        kwargs["config_path"] = default_config
-    config = make_config(kwargs, counters=kwargs.pop("counters", None))
+    config = make_config(kwargs, default_config, counters=kwargs.pop("counters", None))
     swept = None
     sweep = kwargs.pop("sweep", None)
     if sweep:
@@ -280,15 +266,14 @@ def sweep_option(help: str = SWEEP_HELP):
     return click.option("--sweep", metavar="KEY=V1,V2,...", help=help)
 
 
-def fail_on_option(f):
-    return click.option(
-        "--fail-on",
-        "fail_on",
-        multiple=True,
-        metavar="VERDICT",
-        help="Exit 1 when any cell has this verdict, per step or one-time (first call, recompile): slower, "
-        "faster, change (either), inconclusive; repeat or join with commas.",
-    )(f)
+fail_on_option = click.option(
+    "--fail-on",
+    "fail_on",
+    multiple=True,
+    metavar="VERDICT",
+    help="Exit 1 when any cell has this verdict, per step or one-time (first call, recompile): slower, "
+    "faster, change (either), inconclusive; repeat or join with commas.",
+)
 
 
 def gate(summary, verdicts: set) -> None:
@@ -316,10 +301,20 @@ def output_options(f):
     return format_option(RENDERERS, help="Output format.")(f)
 
 
-def _console(stderr=False):
+def _console():
     from rich.console import Console
 
-    return Console(stderr=stderr, width=None if sys.stdout.isatty() else 200)
+    return Console(width=None if sys.stdout.isatty() else 200)
+
+
+def tty_progress(prefix: str):
+    """A progress callback: ``prefix: what`` on stderr, on a terminal only."""
+
+    def progress(what: str) -> None:
+        if sys.stderr.isatty():
+            click.echo(f"{prefix}: {what}", err=True)
+
+    return progress
 
 
 def echo_rendered(text: str | None) -> None:
@@ -345,19 +340,26 @@ def _preload_report() -> None:
     preload()
 
 
-def measure_and_report(fn, fmt: str):
-    """Run ``fn(progress_factory, live_listener) -> bundle path``, print its summary and exit with the
-    status a CI relies on (teperf.errors): 1 when a cell failed or ended partial, 130/143
+def measure_and_report(fn, measure: MeasureOptions, *sides):
+    """Measure ``sides`` with ``fn`` (api.run, api.compare) in the live view, print the summary and exit
+    with the status a CI relies on (teperf.errors): 1 when a cell failed or ended partial, 130/143
     on Ctrl-C/SIGTERM (after printing what was measured)."""
     from teperf.api import summarize
     from teperf.engine.hints import failure_hint
     from teperf.errors import Interrupted
 
     _preload_report()
-
+    fmt = measure.fmt
     try:
-        with live_view() as (factory, listener):
-            path = fn(factory, listener)
+        with live_view() as (progress, live):
+            path = fn(
+                measure.config,
+                *sides,
+                results_dir=measure.results_dir,
+                command=["teperf"] + sys.argv[1:],
+                progress=progress,
+                live=live,
+            )
     except Interrupted as stop:
         how = "terminated (SIGTERM)" if stop.signum == signal.SIGTERM else "interrupted"
         click.echo(f"teperf: {how}; the bundle keeps what was measured: {stop.path}", err=True)
@@ -374,11 +376,8 @@ def measure_and_report(fn, fmt: str):
     bad = summary.incomplete_rows
     if bad:
         first = summary.meta.get("error") or next((r.get("error") for r in bad if r.get("error")), "") or ""
-        every = (
-            "every cell"
-            if len(bad) == len([r for r in summary.rows if r.get("status") != "skipped"])
-            else f"{len(bad)} cell(s)"
-        )
+        measured = [r for r in summary.rows if r.get("status") != "skipped"]
+        every = "every cell" if len(bad) == len(measured) else f"{len(bad)} cell(s)"
         click.echo(
             for_terminal(
                 f"teperf: {every} failed or ended partial ({first[:300]}); {failure_hint(first)} "

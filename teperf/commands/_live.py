@@ -1,27 +1,10 @@
-"""The live view while a run measures: per cell the pairs done, the current delta and half-width,
-the time left of the budget, and the progress bar (rich Live on stderr, on a terminal only)."""
+"""The live view while a run measures (rich Live on stderr, on a terminal only)."""
 
 from __future__ import annotations
 
 import sys
+import time
 from contextlib import contextmanager
-
-
-def _progress_bar(transient: bool):
-    from rich import progress as bar
-
-    return bar.Progress(
-        bar.TextColumn("[bold]measuring"),
-        bar.BarColumn(),
-        bar.MofNCompleteColumn(),
-        bar.TextColumn("steps"),
-        bar.TimeElapsedColumn(),
-        bar.TextColumn("ETA"),
-        bar.TimeRemainingColumn(),
-        bar.TextColumn("{task.description}"),
-        transient=transient,
-        console=_stderr_console(),
-    )
 
 
 class LiveView:
@@ -31,7 +14,20 @@ class LiveView:
     MAX_ROWS = 20  # the unsettled cells first; a nightly's 100+ cells would not fit a screen
 
     def __init__(self):
-        self.bar = _progress_bar(transient=False)
+        from rich import progress as bar
+
+        self.bar = bar.Progress(
+            bar.TextColumn("[bold]measuring"),
+            bar.BarColumn(),
+            bar.MofNCompleteColumn(),
+            bar.TextColumn("steps"),
+            bar.TimeElapsedColumn(),
+            bar.TextColumn("ETA"),
+            bar.TimeRemainingColumn(),
+            bar.TextColumn("{task.description}"),
+            transient=False,
+            console=_stderr_console(),
+        )
         self.snapshot = None
 
     def factory(self, total):
@@ -43,14 +39,10 @@ class LiveView:
         return advance
 
     def update(self, snapshot) -> None:
-        import time
-
         self.snapshot = snapshot
         self.seen_at = time.monotonic()  # the budget keeps ticking between snapshots
 
     def __rich__(self):
-        import time
-
         from rich.console import Group
         from rich.table import Table
 
@@ -84,8 +76,7 @@ class LiveView:
 
 @contextmanager
 def live_view():
-    """(progress factory, snapshot listener) for api.measure: a LiveView on a terminal, (None, None)
-    otherwise."""
+    """(progress factory, snapshot listener) for api.measure: a LiveView's on a terminal, else None."""
     if not sys.stderr.isatty():
         yield None, None
         return

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from teperf.bisect.report import RENDERERS
+from teperf.bisect.report import RENDERERS, load, render_bisect
 from teperf.commands._common import (
     BUILD_OPTIONS,
     _console,
@@ -68,18 +68,15 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
     Exit 0: the commits named carry the change (or there is none);
     exit 1: unexplained (no step confirmed by its own compare), one line on stderr.
     """
-    from teperf.bisect.report import render_bisect
     from teperf.bisect.runner import bisect
     from teperf.bisect.sides import GitSideFactory
     from teperf.errors import Interrupted
 
     config, fmt = measure.config, measure.fmt
-    budget_s = config.schedule.budget_s or DEFAULT_BUDGET_S
     if sides.python:
         from teperf.engine.spawn import check_python
 
         check_python(sides.python)
-    factory = GitSideFactory(sides)
 
     def show(path) -> None:
         echo_rendered(render_bisect(path, fmt, console=_console()))
@@ -89,10 +86,10 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
             config,
             spec,
             cell,
-            factory=factory,
+            factory=GitSideFactory(sides),
             repo=sides.repo,
             results_dir=measure.results_dir,
-            budget_s=budget_s,
+            budget_s=config.schedule.budget_s or DEFAULT_BUDGET_S,
             confirm=confirm,
             command=["teperf"] + sys.argv[1:],
             plan_only=plan_only,
@@ -103,8 +100,6 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
         sys.exit(130)
     if path is not None:
         show(path)
-        from teperf.bisect.report import load
-
         result = load(path)[0].get("result") or {}
         if result.get("explained") is False:  # the commits named do not carry the change: say so, exit 1
             click.echo(f"teperf bisect: {result.get('answer')}", err=True)

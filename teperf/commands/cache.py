@@ -19,11 +19,11 @@ _cache_dir_option = click.option(
 
 
 def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
-    return f"{n} B"
+    return f"{n:.1f} GiB"
 
 
 def _what(entry: cachedir.Entry) -> str:
@@ -53,9 +53,7 @@ def _list_json(root, found) -> None:
     entries = [
         {k: getattr(e, k) for k in ("kind", "key", "path", "size", "mtime", "complete", "meta")}
         for e in found
-    ]
-    for entry in entries:
-        entry["path"] = str(entry["path"])
+    ]  # the paths as strings by default=str
     click.echo(json.dumps({"root": str(root), "entries": entries}, indent=2, default=str))
 
 

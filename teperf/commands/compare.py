@@ -128,18 +128,7 @@ def command(
             "nothing to compare",
             "give BASE..HEAD (git refs), or --base-path/--head-path, or --base-python/--head-python",
         )
-    summary = measure_and_report(
-        lambda progress, live: api.compare(
-            config,
-            base,
-            head,
-            results_dir=measure.results_dir,
-            command=["teperf"] + sys.argv[1:],
-            progress=progress,
-            live=live,
-        ),
-        fmt,
-    )
+    summary = measure_and_report(api.compare, measure, base, head)
     if explain_cell:
         from teperf.explain.capture import explain_bundle
         from teperf.explain.render import render_report

@@ -1,5 +1,4 @@
-"""teperf counters check: a side's exact step counters against an expected file (a CI gate
-that needs no quiet machine). The measuring and the file live in teperf/counters/."""
+"""teperf counters check: a side's exact step counters against an expected file (teperf/counters/)."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ import sys
 
 import click
 
-from teperf.commands._common import config_options, interpreter, make_config
+from teperf.commands._common import config_options, format_option, interpreter, make_config, tty_progress
 
 CHECK_EPILOG = """\b
 Exit status: 0 every cell as expected (or --update wrote the changes); 1 a counter
@@ -34,7 +33,7 @@ def command():
 @click.option(
     "--python", metavar="EXE", callback=interpreter, help="Interpreter to run the worker (default: this one)."
 )
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option(("text", "json"), default="text")
 @config_options
 def check_command(expected, update, side_path, python, fmt, **kwargs):
     """Count every cell of the config once on one side and compare with FILE: exact,
@@ -50,12 +49,7 @@ def check_command(expected, update, side_path, python, fmt, **kwargs):
 
     config = make_config(kwargs)
     side = api.path_side("side", side_path, python)
-
-    def progress(what: str) -> None:
-        if sys.stderr.isatty():
-            click.echo(f"teperf counters: {what}", err=True)
-
-    result = check(config, side, expected, update=update, progress=progress)
+    result = check(config, side, expected, update=update, progress=tty_progress("teperf counters"))
     if fmt == "json":
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from teperf.commands._common import Number
-from teperf.commands.history import history_option, open_store, read_history, select_machine
+from teperf.commands.history import history_option, night_line, open_store, read_history, select_machine
 from teperf.errors import TeperfError
 
 
@@ -61,8 +61,7 @@ def command(history_url, out, machine, ref, min_effect_pct, sig_level):
             f"no history store at {store.url}",
             "check --history, or run teperf nightly or teperf import BUNDLE first",
         )
-    df = read_history(store, ref=ref)
-    df = select_machine(df, machine)
+    df = select_machine(read_history(store, ref=ref), machine)
     if df.empty:
         click.echo(f"teperf: the history at {store.url} is empty; writing an empty dashboard", err=True)
     cells = analyze(df, settings)
@@ -85,7 +84,4 @@ def command(history_url, out, machine, ref, min_effect_pct, sig_level):
     )
     for n in found:
         if not n.complete:
-            click.echo(
-                f"dashboard: night {n.night} ({n.short_sha or 'no commit'}) on machine {n.machine}: "
-                f"{n.describe()}"
-            )
+            click.echo(f"dashboard: {night_line(n)}")

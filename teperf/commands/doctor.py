@@ -1,10 +1,5 @@
-"""teperf doctor: read-only checks of the measuring machine.
-
-Exit status: 0 when no check failed (warnings and unknowns are advice: a
-cloud VM without cpufreq files can still measure), 1 when a check failed
-(e.g. torch is missing), and with --strict also 1 when a check warned; 2 for
-bad input (a --core this machine does not have).
-"""
+"""teperf doctor: read-only checks of the measuring machine. Exit 1 only when a check failed (with
+--strict: or warned): warnings and unknowns are advice, as a cloud VM without cpufreq files can measure."""
 
 from __future__ import annotations
 
@@ -13,17 +8,16 @@ import sys
 
 import click
 
-from teperf.commands._common import format_option, interpreter
+from teperf.commands._common import _console, format_option, interpreter
 
 STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown": "dim"}
 
 
 def _print_text(core, checks, verdict) -> None:
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    console = _console()
     table = Table(title=f"teperf doctor (core {core})", show_lines=False)
     for col in ("check", "status", "detail", "fix"):
         table.add_column(col, overflow="fold")

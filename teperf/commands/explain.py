@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import click
 
-from teperf.commands._common import Number
+from teperf.commands._common import Number, format_option, tty_progress
 
 
 @click.command("explain")
@@ -33,7 +32,7 @@ from teperf.commands._common import Number
     type=Number(),
     help="Seconds a worker may take for one request (default: the bundle's).",
 )
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option(("text", "json"), default="text")
 def command(bundle, cell, iters, repeats, top, core, timeout_s, fmt):
     """Profile one cell of BUNDLE again on both of its sides (cProfile in pinned
     workers) and list the functions whose own time and call counts changed most.
@@ -47,18 +46,12 @@ def command(bundle, cell, iters, repeats, top, core, timeout_s, fmt):
 
     if iters < 1 or repeats < 1 or top < 1:
         raise TeperfError("--iters, --repeats and --top must be at least 1", "e.g. --iters 200 --repeats 2")
-
-    def progress(what: str) -> None:
-        if sys.stderr.isatty():
-            click.echo(f"teperf explain: {what}", err=True)
-
+    progress = tty_progress("teperf explain")
     report = explain_bundle(
         bundle, cell, iters=iters, repeats=repeats, core=core, timeout_s=timeout_s, progress=progress
     )
-    if fmt == "json":
-        out = {
-            k: v for k, v in report.items() if k not in ("profiles", "own_time_ci")
-        }  # per function: in diff
+    if fmt == "json":  # the profiles and own-time intervals per function are in the diff
+        out = {k: v for k, v in report.items() if k not in ("profiles", "own_time_ci")}
         click.echo(json.dumps(out, indent=2))
     else:
         click.echo(render_report(report, n=top), nl=False)

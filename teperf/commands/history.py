@@ -8,18 +8,19 @@ import sys
 
 import click
 
+from teperf.commands._common import _console, format_option, side_options, take_measure, take_sides
 from teperf.errors import TeperfError
+from teperf.records import CELL_KEY
 from teperf.safe_text import for_terminal
+from teperf.verdicts import HISTORY_STYLE
 
-
-def history_option(f):
-    return click.option(
-        "--history",
-        "history_url",
-        metavar="DIR|URL",
-        envvar="TEPERF_HISTORY",
-        help="History store: a directory or fsspec URL (default: $TEPERF_HISTORY or results/history).",
-    )(f)
+history_option = click.option(
+    "--history",
+    "history_url",
+    metavar="DIR|URL",
+    envvar="TEPERF_HISTORY",
+    help="History store: a directory or fsspec URL (default: $TEPERF_HISTORY or results/history).",
+)
 
 
 def open_store(url):
@@ -50,15 +51,12 @@ def select_machine(df, machine: str | None):
     if not machine or df.empty:
         return df
     ids = sorted(df["machine"].dropna().unique())
+    labels = df.drop_duplicates("machine").set_index("machine")["machine_label"].to_dict()
     hits = [m for m in ids if m.startswith(machine)]
     if not hits:
-        labels = df.drop_duplicates("machine").set_index("machine")["machine_label"].to_dict()
         hits = [m for m in ids if machine.lower() in str(labels.get(m, "")).lower()]
     if len(hits) != 1:
-        known = ", ".join(
-            f"{m} ({lbl})"
-            for m, lbl in df.drop_duplicates("machine")[["machine", "machine_label"]].itertuples(index=False)
-        )
+        known = ", ".join(f"{m} ({lbl})" for m, lbl in labels.items())
         what = "matches no machine" if not hits else "matches several machines"
         raise TeperfError(f"--machine {machine!r} {what}", f"use one of: {known}")
     return df[df["machine"] == hits[0]]
@@ -66,8 +64,6 @@ def select_machine(df, machine: str | None):
 
 def _explain_options(f):
     """What --explain's bisects need: the repository's sides, a config with the cells, a budget each."""
-    from teperf.commands._common import side_options
-
     f = click.option("--results-dir", metavar="DIR", help="With --explain: where the bisect bundles go.")(f)
     f = click.option(
         "--budget",
@@ -79,8 +75,6 @@ def _explain_options(f):
 
 
 def _explain(history_url, config_path, budget, results_dir, **given) -> None:
-    from teperf.commands._common import take_measure, take_sides
-
     measure = take_measure(
         {"config_path": config_path, "budget_s": budget, "results_dir": results_dir}, "nightly"
     )
@@ -88,10 +82,9 @@ def _explain(history_url, config_path, budget, results_dir, **given) -> None:
 
 
 def explain_new(history_url, sides, measure, total_s=None, clock=None) -> list:
-    """Bisect every change point of this machine in the history not yet explained; store the records
-    (teperf.history.explain). Each bisect's compares get --budget (default 30m); ``total_s``, what a
-    backfill's --budget left, bounds them all: each gets at most what is left, and none starts once it
-    is spent (the change points left are bisected next run). Returns the records stored."""
+    """Bisect and record every change point of this machine not yet explained; returns the records.
+    Each bisect's compares get --budget (default 30m); ``total_s`` (what a backfill's --budget left)
+    bounds them all: none starts once it is spent, and the change points left wait for the next run."""
     import time
 
     clock = clock or time.monotonic
@@ -102,12 +95,11 @@ def explain_new(history_url, sides, measure, total_s=None, clock=None) -> list:
     from teperf.errors import Interrupted
     from teperf.history.analysis import analyze
     from teperf.history.explain import change_points, failed, pending, record, remote_url
-    from teperf.history.store import HistoryStore
     from teperf.nightly import local_machine
 
     config = measure.config
     machine, _ = local_machine(config.device)
-    store = HistoryStore(history_url)
+    store = open_store(history_url)
     todo = pending(change_points(analyze(store.read())), store.explanations(), machine)
     remote = remote_url(sides.repo)
     log = functools.partial(click.echo, err=True)
@@ -161,9 +153,7 @@ def explain_new(history_url, sides, measure, total_s=None, clock=None) -> list:
     is_flag=True,
     help="List the nights instead of the points: which shards each had, complete or not.",
 )
-@click.option(
-    "--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True
-)
+@format_option(("table", "csv", "json"))
 @click.option(
     "--last", type=click.IntRange(min=1), metavar="N", help="Only the newest N commits of each cell."
 )
@@ -211,14 +201,9 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
         if val is not None:
             df = df[df[col] == val]
     if df.empty:
-        where = (
-            " matching "
-            + ", ".join(f"{k}={v}" for k, v in (("module", module), ("recipe", recipe), ("ref", ref)) if v)
-            if (module or recipe or ref)
-            else ""
-        )
+        given = ", ".join(f"{k}={v}" for k, v in (("module", module), ("recipe", recipe), ("ref", ref)) if v)
         raise TeperfError(
-            f"no history{where} in {store.url}",
+            f"no history{' matching ' + given if given else ''} in {store.url}",
             "run teperf nightly or teperf import BUNDLE first, or check --history and the filters",
         )
     if list_nights:
@@ -230,9 +215,7 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
     df = ordered(df)
     if last:
         keep = []
-        for _, g in df.groupby(
-            ["machine", "module", "recipe", "shape", "dtype", "mode"], dropna=False, sort=False
-        ):
+        for _, g in df.groupby(["machine", *CELL_KEY], dropna=False, sort=False):
             shas = list(dict.fromkeys(g["sha"].fillna(g["run_id"])))[-last:]
             keep.append(g[g["sha"].fillna(g["run_id"]).isin(shas)])
         import pandas as pd
@@ -245,35 +228,37 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
     elif fmt == "json":
         click.echo(df.to_json(orient="records", date_format="iso", indent=1))
     else:
-        _print_table(df, by_key(found))
+        _print_rich(
+            "date|commit|subject|cell|host us|night %|95% CI %|verdict|shards|machine",
+            _point_rows(df, by_key(found)),
+            right=("host us", "night %"),
+        )
         shown = set(zip(df["machine"], df["night"]))
         for n in found:
             if not n.complete and (n.machine, n.night) in shown:
-                click.echo(
-                    f"night {n.night} ({n.short_sha or 'no commit'}) on machine {n.machine}: {n.describe()}"
-                )
+                click.echo(night_line(n))
 
 
-def _print_table(df, night_of: dict) -> None:
-    from rich.console import Console
+def night_line(n) -> str:
+    """An incomplete night, as history and dashboard print it under their output."""
+    return f"night {n.night} ({n.short_sha or 'no commit'}) on machine {n.machine}: {n.describe()}"
+
+
+def _print_rich(columns: str, rows, right=()) -> None:
+    """A table of ``columns`` ('|' between names); each cell text or (text, style), never read as rich
+    markup (commit subjects are anyone's text)."""
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(show_lines=False, header_style="bold")
-    for col in (
-        "date",
-        "commit",
-        "subject",
-        "cell",
-        "host us",
-        "night %",
-        "95% CI %",
-        "verdict",
-        "shards",
-        "machine",
-    ):
-        table.add_column(col, justify="right" if col in ("host us", "night %") else "left", overflow="fold")
-    colors = {"slower": "red", "faster": "green", "inconclusive": "yellow", "no change": "dim"}
+    table = Table(header_style="bold")
+    for col in columns.split("|"):
+        table.add_column(col, justify="right" if col in right else "left", overflow="fold")
+    for row in rows:
+        table.add_row(*(Text(*cell) if isinstance(cell, tuple) else Text(cell) for cell in row))
+    _console().print(table)
+
+
+def _point_rows(df, night_of: dict):
     for r in df.itertuples(index=False):
         date = r.committed_at if r.committed_at is not None and str(r.committed_at) != "NaT" else r.run_date
         ci = (
@@ -281,34 +266,31 @@ def _print_table(df, night_of: dict) -> None:
         )
         verdict = _s(r.verdict) or (_s(r.status) if r.status != "ok" else "")
         cause = " (load)" if _s(r.verdict_cause) == "load" else ""
-        table.add_row(
-            Text(str(date)[:16]),
-            Text(_s(r.sha)[:10]),
-            Text(_s(r.subject)[:50]),
-            Text(f"{_s(r.module)} {_s(r.recipe)} {_s(r.shape)}"),
-            Text(f"{r.host_us:.1f}" if _ok(r.host_us) else "-"),
-            Text(f"{r.delta_pct:+.1f}" if _ok(r.delta_pct) else ""),
-            Text(ci),
-            Text(verdict + cause, style=colors.get(verdict, "")),
+        yield (
+            str(date)[:16],
+            _s(r.sha)[:10],
+            _s(r.subject)[:50],
+            f"{_s(r.module)} {_s(r.recipe)} {_s(r.shape)}",
+            f"{r.host_us:.1f}" if _ok(r.host_us) else "-",
+            f"{r.delta_pct:+.1f}" if _ok(r.delta_pct) else "",
+            ci,
+            (verdict + cause, HISTORY_STYLE.get(verdict, "")),
             _shards_text(night_of.get((r.machine, r.night))),
-            Text(_s(r.machine)),
+            _s(r.machine),
         )
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
 def _shards_text(night):
     """The night's shards for a table cell: '3 of 3' quietly, an incomplete night loudly."""
-    from rich.text import Text
-
     if night is None:
-        return Text("")
+        return ""
     if night.complete:
-        return Text(f"{night.done} of {night.count}", style="dim")
-    return Text(f"{night.done} of {night.count} !", style="bold red")
+        return f"{night.done} of {night.count}", "dim"
+    return f"{night.done} of {night.count} !", "bold red"
 
 
-def _emit_records(rows: list[dict], fmt: str, csv_rows: list[dict] | None = None) -> bool:
-    """Print ``rows`` as JSON or CSV (``csv_rows``: flattened for CSV); False for the table format."""
+def _emit_records(rows: list[dict], fmt: str, csv_rows: list[dict]) -> bool:
+    """Print ``rows`` as JSON or ``csv_rows`` (they flattened) as CSV; False for the table format."""
     if fmt == "json":
         click.echo(json.dumps(rows, indent=1))
         return True
@@ -317,7 +299,7 @@ def _emit_records(rows: list[dict], fmt: str, csv_rows: list[dict] | None = None
 
         w = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]) if rows else ["machine"])
         w.writeheader()
-        w.writerows(csv_rows if csv_rows is not None else rows)
+        w.writerows(csv_rows)
         return True
     return False
 
@@ -349,25 +331,22 @@ def _print_nights(found, fmt: str) -> None:
         }
         for r in rows
     ]
-    if _emit_records(rows, fmt, csv_rows=flat):
+    if _emit_records(rows, fmt, flat):
         return
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(header_style="bold")
-    for col in ("started", "night", "commit", "subject", "shards", "machine"):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        table.add_row(
-            Text((r["started"] or "")[:16]),
-            Text(r["night"]),
-            Text(r["commit"]),
-            Text((r["subject"] or "")[:40]),
-            Text(r["status"], style="" if r["complete"] else "bold red"),
-            Text(r["machine"]),
-        )
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    _print_rich(
+        "started|night|commit|subject|shards|machine",
+        (
+            (
+                (r["started"] or "")[:16],
+                r["night"],
+                r["commit"],
+                (r["subject"] or "")[:40],
+                (r["status"], "" if r["complete"] else "bold red"),
+                r["machine"],
+            )
+            for r in rows
+        ),
+    )
 
 
 def _s(v) -> str:
@@ -382,61 +361,50 @@ def _ok(v) -> bool:
         return False
 
 
-def _print_changes(df, fmt: str, explained: dict | None = None) -> None:
+def _print_changes(df, fmt: str, explained: dict) -> None:
     from teperf.history.analysis import analyze
     from teperf.history.explain import as_dict, explanation_of
 
-    rows = []
-    for cell in analyze(df):
-        for ch in cell.changes:
-            rec = explanation_of(cell, ch, explained or {})
-            rows.append(
-                {
-                    "machine": cell.machine,
-                    "module": cell.module,
-                    "recipe": cell.recipe,
-                    "shape": cell.shape,
-                    "dtype": cell.dtype,
-                    "mode": cell.mode,
-                    "kind": ch.kind,
-                    "direction": ch.direction,
-                    "size_us": round(ch.delta_us, 3),
-                    "size_pct": round(ch.delta_pct, 3),
-                    "first_bad_sha": ch.first_bad.sha,
-                    "first_bad_subject": ch.first_bad.subject,
-                    "last_good_sha": ch.last_good.sha if ch.last_good else None,
-                    "last_good_subject": ch.last_good.subject if ch.last_good else None,
-                    "found_by": "levels" if ch.paired is None else "paired compare",
-                    "ci_pct": [ch.paired.ci_low_pct, ch.paired.ci_high_pct] if ch.paired else None,
-                    "pvalue": ch.pvalue,
-                    "explanation": as_dict(rec),
-                }
-            )
+    rows = [
+        {
+            **{k: getattr(cell, k) for k in ("machine", *CELL_KEY)},
+            "kind": ch.kind,
+            "direction": ch.direction,
+            "size_us": round(ch.delta_us, 3),
+            "size_pct": round(ch.delta_pct, 3),
+            "first_bad_sha": ch.first_bad.sha,
+            "first_bad_subject": ch.first_bad.subject,
+            "last_good_sha": ch.last_good.sha if ch.last_good else None,
+            "last_good_subject": ch.last_good.subject if ch.last_good else None,
+            "found_by": "levels" if ch.paired is None else "paired compare",
+            "ci_pct": [ch.paired.ci_low_pct, ch.paired.ci_high_pct] if ch.paired else None,
+            "pvalue": ch.pvalue,
+            "explanation": as_dict(explanation_of(cell, ch, explained)),
+        }
+        for cell in analyze(df)
+        for ch in cell.changes
+    ]
     flat = [{**r, "explanation": (r["explanation"] or {}).get("answer")} for r in rows]
-    if _emit_records(rows, fmt, csv_rows=flat):
+    if _emit_records(rows, fmt, flat):
         return
     if not rows:
         click.echo("no changes detected")
         return
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(header_style="bold")
-    for col in ("cell", "change", "size", "last good", "first bad", "culprits", "machine"):
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        style = "red" if r["direction"] == "slower" else "green"
-        table.add_row(
-            Text(f"{r['module']} {r['recipe']} {r['shape']}"),
-            Text(f"{r['kind']} {r['direction']}", style=style),
-            Text(f"{r['size_us']:+.1f} us ({r['size_pct']:+.1f}%)"),
-            Text(f"{(r['last_good_sha'] or '-')[:10]} {(r['last_good_subject'] or '')[:40]}"),
-            Text(f"{(r['first_bad_sha'] or '-')[:10]} {(r['first_bad_subject'] or '')[:40]}"),
-            Text(_culprits_text(r["explanation"])),
-            Text(r["machine"]),
-        )
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    _print_rich(
+        "cell|change|size|last good|first bad|culprits|machine",
+        (
+            (
+                f"{r['module']} {r['recipe']} {r['shape']}",
+                (f"{r['kind']} {r['direction']}", HISTORY_STYLE[r["direction"]]),
+                f"{r['size_us']:+.1f} us ({r['size_pct']:+.1f}%)",
+                f"{(r['last_good_sha'] or '-')[:10]} {(r['last_good_subject'] or '')[:40]}",
+                f"{(r['first_bad_sha'] or '-')[:10]} {(r['first_bad_subject'] or '')[:40]}",
+                _culprits_text(r["explanation"]),
+                r["machine"],
+            )
+            for r in rows
+        ),
+    )
 
 
 def _with_explanations(df, explained: dict, text: bool):
@@ -446,11 +414,9 @@ def _with_explanations(df, explained: dict, text: bool):
 
     if not explained or df.empty:
         return df
-    by_bad = {
-        (r.machine, r.module, r.recipe, r.shape, r.dtype, r.mode, r.bad_sha): as_dict(r)
-        for r in explained.values()
-    }
-    keys = zip(*(df[c].fillna("") for c in ("machine", "module", "recipe", "shape", "dtype", "mode", "sha")))
+    cell = ("machine", *CELL_KEY)
+    by_bad = {(*(getattr(r, c) for c in cell), r.bad_sha): as_dict(r) for r in explained.values()}
+    keys = zip(*(df[c].fillna("") for c in (*cell, "sha")))
     found = [by_bad.get(k) for k in keys]
     return df.assign(explanation=[(e or {}).get("answer") if text else e for e in found])
 

@@ -57,9 +57,7 @@ def command(bundles, history_url, ref, shard, sha, subject, commit_date, include
             "import them one at a time with their own --sha",
         )
     store = open_store(history_url)
-    overrides = {}
-    if sha:
-        overrides.update(sha=sha, subject=subject, committed_at=commit_date)
+    overrides = dict(sha=sha, subject=subject, committed_at=commit_date) if sha else {}
     added = skipped = 0
     for path in bundles:
         summary = summarize(path)

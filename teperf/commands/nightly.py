@@ -1,12 +1,9 @@
 """teperf nightly: measure a branch's head against the previous nightly's commit, append to the history.
-
-The command parses and prints; teperf.api.plan_nightly and teperf.api.nightly do the work, and
-teperf/nightly.py holds the decisions (which commit is the base, which cases a shard runs, which
-machine this is) as plain functions, testable without git or workers.
-"""
+It parses and prints: teperf.api does the work, teperf/nightly.py the decisions (plain, testable)."""
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 
@@ -26,10 +23,12 @@ from teperf.commands._common import (
 )
 from teperf.commands._live import live_view
 from teperf.commands.history import explain_new, history_option, warn_unreadable
-from teperf.errors import EXIT_CELLS_FAILED, exit_status_for_signal
+from teperf.errors import EXIT_CELLS_FAILED, TeperfError, exit_status_for_signal
 from teperf.nightly import DEFAULT_CONFIG
 from teperf.options import MeasureOptions, SideOptions
 from teperf.safe_text import for_terminal
+
+_log = functools.partial(click.echo, err=True)
 
 
 @click.command("nightly", epilog=EXIT_STATUS_HELP)
@@ -100,8 +99,6 @@ def command(
     teperf nightly --repo ~/TransformerEngine --shard 2/2 --night 2025-06-01    (machine B)
     teperf nightly --repo ~/TransformerEngine --backfill v2.10..v2.16 --tags --budget 8h --explain
     """
-    from teperf.errors import TeperfError
-
     if (tags or every) and not backfill:
         raise TeperfError("--tags and --every choose the commits of a --backfill", "add --backfill A..B")
     if backfill and dry_run:
@@ -135,7 +132,6 @@ def _backfill(spec, ref, history_url, tags, every, sides: SideOptions, measure: 
     from teperf.backfill import backfill
     from teperf.nightly import NightlyInterrupted
 
-    log = lambda line: click.echo(line, err=True)  # noqa: E731
     try:
         result = backfill(
             measure.config,
@@ -146,13 +142,13 @@ def _backfill(spec, ref, history_url, tags, every, sides: SideOptions, measure: 
             history=history_url,
             tags=tags,
             every=every,
-            log=log,
+            log=_log,
             command=["teperf"] + sys.argv[1:],
         )
     except NightlyInterrupted as stop:
-        log(f"teperf: interrupted; {stop.recorded}; run the same command again to resume")
+        _log(f"teperf: interrupted; {stop.recorded}; run the same command again to resume")
         sys.exit(exit_status_for_signal(stop.signum))
-    log(result.describe())
+    _log(result.describe())
 
 
 def _night(ref, history_url, shard, night_id, force, dry_run, sides: SideOptions, measure: MeasureOptions):
@@ -163,13 +159,13 @@ def _night(ref, history_url, shard, night_id, force, dry_run, sides: SideOptions
         measure.config, sides, ref=ref, history=history_url, shard=shard, night=night_id, force=force
     )
     warn_unreadable(plan.store)  # the previous nightly was chosen without them
-    click.echo(plan.describe(), err=True)
+    _log(plan.describe())
     if plan.choice.skip:
-        click.echo("nightly: nothing new to measure (use --force to measure it again)", err=True)
+        _log("nightly: nothing new to measure (use --force to measure it again)")
         return
     if dry_run:
         for c in plan.cases:
-            click.echo(f"  would measure {c.key}", err=True)
+            _log(f"  would measure {c.key}")
         return
     try:
         result = api.nightly(
@@ -181,14 +177,11 @@ def _night(ref, history_url, shard, night_id, force, dry_run, sides: SideOptions
             show=lambda summary: emit(summary, measure.fmt),
         )
     except NightlyInterrupted as stop:
-        click.echo(
-            f"teperf: interrupted; {stop.recorded}. The bundle keeps what was measured: {stop.path}", err=True
-        )
+        _log(f"teperf: interrupted; {stop.recorded}. The bundle keeps what was measured: {stop.path}")
         sys.exit(exit_status_for_signal(stop.signum))
     if result.machine_warning:
-        click.echo(f"teperf: warning: {result.machine_warning}", err=True)
-    click.echo(f"nightly: added to the history: {result.history_file}", err=True)
-    summary = result.summary
-    if summary.meta.get("status") == "failed" or summary.incomplete_rows:
+        _log(f"teperf: warning: {result.machine_warning}")
+    _log(f"nightly: added to the history: {result.history_file}")
+    if result.summary.meta.get("status") == "failed" or result.summary.incomplete_rows:
         sys.exit(EXIT_CELLS_FAILED)
-    gate(summary, measure.fail_on)
+    gate(result.summary, measure.fail_on)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from teperf.commands._common import (
@@ -35,17 +33,7 @@ def command(side_path, python, label, measure: MeasureOptions):
     from teperf import api
 
     side = api.path_side(label, side_path, python)
-    summary = measure_and_report(
-        lambda progress, live: api.run(
-            measure.config,
-            side,
-            results_dir=measure.results_dir,
-            command=["teperf"] + sys.argv[1:],
-            progress=progress,
-            live=live,
-        ),
-        measure.fmt,
-    )
+    summary = measure_and_report(api.run, measure, side)
     if measure.sweep:
         from teperf.sweep import analyze, render
 
