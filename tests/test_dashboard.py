@@ -8,8 +8,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+import synthetic_history as synthetic
 
-from teperf.history import synthetic
 from teperf.history.analysis import analyze
 from teperf.history.dashboard import build_from_store, build_site
 from teperf.history.store import HistoryStore, machine_fingerprint

@@ -13,8 +13,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+import synthetic_history as synthetic
 
-from teperf.history import synthetic
 from teperf.history.analysis import analyze
 from teperf.history.dashboard import build_from_store
 from teperf.history.explain import change_points, record

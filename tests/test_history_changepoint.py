@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import synthetic_history as synthetic
 
-from teperf.history import synthetic
 from teperf.history.analysis import analyze
 from teperf.history.changepoint import DetectionSettings, _best_split, detect, e_divisive, segment_levels
 from teperf.history.explain import change_points

@@ -9,10 +9,10 @@ import types
 
 import pandas as pd
 import pytest
+import synthetic_history as synthetic
 from conftest import run_in_process
 
 from teperf import cli
-from teperf.history import synthetic
 from teperf.history.store import HistoryStore
 
 run = run_in_process

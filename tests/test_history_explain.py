@@ -10,10 +10,10 @@ import types
 from pathlib import Path
 
 import pytest
+import synthetic_history as synthetic
 
 from teperf.backfill import Commit, eta, list_commits, select
 from teperf.errors import TeperfError
-from teperf.history import synthetic
 from teperf.history.analysis import analyze
 from teperf.history.dashboard import build_from_store
 from teperf.history.explain import change_points, commit_url, pending, record

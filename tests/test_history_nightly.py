@@ -7,9 +7,9 @@ import itertools
 import random
 
 import pytest
+import synthetic_history as synthetic
 
 from teperf.errors import TeperfError
-from teperf.history import synthetic
 from teperf.history.store import HistoryStore, machine_fingerprint
 from teperf.nightly import choose_base, local_machine, parse_shard, shard_cases
 

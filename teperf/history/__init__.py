@@ -1,3 +1,2 @@
 """The nightly overhead history: the Parquet store, the nights its shards make up, change detection, the
-static dashboard, and a synthetic history for tests (``teperf nightly``, ``history``, ``dashboard``,
-``import``)."""
+static dashboard (``teperf nightly``, ``history``, ``dashboard``, ``import``)."""

@@ -1,4 +1,4 @@
-"""A synthetic nightly history, for tests and for trying the dashboard without measuring: like
+"""A synthetic nightly history for the tests (the dashboard, change points, explain): like
 ``teperf nightly``, each night measures one commit against the previous night's, with paired deltas.
 """
 
