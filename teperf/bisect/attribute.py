@@ -1,12 +1,7 @@
 """GOOD..BAD's change, attributed to the change points the search found (pure: unit-tested on dicts).
 
-Each change point (parent -> commit) moved the measured values by some
-delta; its share is that delta over GOOD..BAD's. The first key in ``keys``
-(Python calls, when they moved) decides the direction and the order; the
-others break ties. Commits that moved the way GOOD..BAD moved are the
-culprits, biggest share first; those that moved the other way are listed
-apart and never named the culprit.
-"""
+A change point's share is its delta over GOOD..BAD's on the first of ``keys`` (Python calls, when they
+moved; the others break ties). Commits that moved the other way are listed apart, never the culprit."""
 
 from __future__ import annotations
 

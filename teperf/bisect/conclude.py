@@ -1,13 +1,8 @@
 """A bisect's answer from what it measured (pure: unit-tested on dicts).
 
-In time (the default): each step the search found is one commit against its parent, with its own paired
-compare. It is *confirmed* when that compare's verdict moved the way GOOD..BAD did; only then does it
-carry a share, its delta over GOOD..BAD's, with the interval of its delta over GOOD..BAD's delta. Steps
-that moved the other way carry negative shares; a step whose verdict is inconclusive carries none. The
-shares and the unexplained rest (GOOD..BAD's delta less the steps') add up to GOOD..BAD's measured delta.
-
-With --no-confirm only counters are measured: shares are of GOOD..BAD's counter change, not of time.
-"""
+In time, a step (one commit against its parent) is confirmed when its own compare's verdict moved the way
+GOOD..BAD did; only then does it carry a share, its delta over GOOD..BAD's. The shares and the unexplained
+rest add up to GOOD..BAD's delta. With --no-confirm the shares are of GOOD..BAD's counter change."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""A bisect bundle -> what ``teperf bisect`` and ``teperf report`` print (table, markdown or json).
-
-The probe log is a render.TableModel, laid out by the same renderers as
-compare's table; the confirming compare is its own bundle, rendered as such.
-"""
+"""A bisect bundle -> what ``teperf bisect`` and ``teperf report`` print (table, markdown or json)."""
 
 from __future__ import annotations
 

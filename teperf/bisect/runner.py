@@ -1,20 +1,9 @@
 """``teperf bisect GOOD..BAD --cell MODULE/RECIPE``: which commits of GOOD..BAD cost the time.
 
-1. Counters at GOOD and BAD, each a worker forked from a server that imported torch (about a second).
-   If a counter differs, every change point of it (search.find_changes: a segment whose ends differ is
-   split until each change sits on one commit), on exact equality (bisect/counters.py).
-2. Time (bisect/timing.py): GOOD..BAD compared, then both halves of every part that moved beyond the
-   cell's noise, down to single commits, each a paired compare through the normal engine. A commit that
-   moves time without moving any counter is found like one that does.
-3. The answer (bisect/conclude.py): the steps in time, ranked by their share of GOOD..BAD's measured
-   delta, each with its own compare against its parent and the counters that moved at it as the likely
-   why; the counter change points apart; the unexplained rest.
-
---budget bounds the compares in time; when it is spent the search ends with what it knows and says
-which parts it did not narrow. --no-confirm measures counters only. Everything goes into a bundle of
-kind "bisect": meta.json (range, cell, plan, result) and one "probe" record per probe; each compare is
-a nested bundle under ``compares/``, each worker's log under ``workers/``.
-"""
+Counters at GOOD and BAD, then every change point of those that differ (bisect/counters.py); then time
+(bisect/timing.py) down to single commits, so a commit that moves time but no counter is found too; then
+the answer (bisect/conclude.py). The bundle (kind "bisect") holds meta.json, one "probe" record per probe,
+each compare's nested bundle under ``compares/`` and each worker's log under ``workers/``."""
 
 from __future__ import annotations
 

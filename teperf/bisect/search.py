@@ -1,21 +1,9 @@
 """The search itself, apart from what a probe measures (unit-tested with fake probes).
 
-Commits are indexed 0..n along the first-parent history: 0 is GOOD, n is BAD.
-``find_changes`` finds every change point between them, not just the first:
-a segment (lo, hi) whose two ends differ is split at its middle commit i, and
-``probe(i, lo, hi)`` says which halves still have different ends:
-
-- ``(left, right)``: whether i differs from lo, and whether it differs from hi;
-- "skip": i cannot be measured (try a neighbour, as ``git bisect skip`` does);
-- "undecided": measured, but the measurement cannot tell (the segment stops
-  there, its commits left as candidates).
-
-Each half whose ends differ is searched the same way, until every change sits
-on one commit (hi = lo + 1). k changes cost about k * log2(n) probes; one
-change exactly ceil(log2(n)), the classic bisection. Two changes that cancel
-inside one segment (a commit that adds what a later one of the same segment
-removes) leave its ends equal and are not looked for.
-"""
+Commits are indexed 0..n along the first-parent history: 0 is GOOD, n is BAD. Every change point is
+found, not just the first: a segment whose ends differ is split at its middle until each change sits on
+one commit, about log2(n) probes per change. Two changes that cancel inside one segment leave its ends
+equal and are not looked for."""
 
 from __future__ import annotations
 

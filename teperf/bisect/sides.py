@@ -1,11 +1,6 @@
 """The one seam between bisect and teperf/sides: commit SHA -> runnable Side, and what that costs.
 
-Everything bisect needs from the git/side machinery goes through this file,
-so that a change of that machinery (issue 10's strategy interface) is a
-change here only. A commit that cannot be made runnable (its build fails,
-its tree lacks the package) raises ProbeSkipped: bisect then tries a
-neighbour, as ``git bisect skip`` does.
-"""
+A commit that cannot be made runnable raises ProbeSkipped: bisect tries a neighbour (``git bisect skip``)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,9 @@
 """Bisect's search in time: GOOD..BAD compared, then both halves of every part that moved, down to single
-commits (search.find_steps), each compare a paired one through the normal engine (api.compare).
+commits (search.find_steps), each a paired compare through the normal engine (api.compare).
 
-A part "moved" when its interval excludes zero and its delta is at least MIN_STEP_SHARE of GOOD..BAD's;
-it is "quiet" when its interval holds no step that large; otherwise it is measured again with twice the
-pairs while --budget lasts, then left "undecided". A single commit that moved but whose verdict is
-inconclusive (load) is measured again the same way: its verdict is what confirms it. A step found is
-one commit against its parent: its delta, interval and verdict are its own paired compare, and its
-share of GOOD..BAD's measured delta is that delta over GOOD..BAD's.
-
-The parts' compares run trials of at least MIN_TRIAL_S, as pyperf calibrates its loops: on the CPU the
-spread between pairs came from short trials (vector-quantize's A/A, 6 pairs: 4.5 % at 40 steps a trial,
-1.95 % at 200), and a longer trial costs far less than another pair, whose start dominates.
-"""
+The parts' trials last at least MIN_TRIAL_S, as pyperf calibrates its loops: on the CPU short trials made
+the spread (vector-quantize's A/A: 4.5 % at 40 steps a trial, 1.95 % at 200), and a longer trial costs
+far less than another pair."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Worker entry point: ``python -m teperf.worker`` (started by teperf.engine.spawn).
 
-Order matters: take the protocol stream, pin the core, set thread counts and
-sys.path, and only then import torch, so that everything torch does at import
-already runs on the chosen core with one thread.
-"""
+The protocol stream, core, thread counts and sys.path are set before torch is imported, so that what
+torch does at import already runs on the chosen core with one thread."""
 
 from __future__ import annotations
 

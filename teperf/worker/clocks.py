@@ -1,10 +1,5 @@
-"""Clocks read around a timed loop of steps.
-
-Process CPU time is the headline: on CUDA the backward pass runs on
-PyTorch's autograd device thread, so the main thread's clock sees about half
-of a step (../shared/gpu/README.md). Main-thread CPU and wall time are kept
-beside it.
-"""
+"""Clocks read around a timed loop of steps: process CPU time is the headline (on CUDA the backward runs on
+autograd's device thread, which the main thread's clock misses); main-thread CPU and wall time beside it."""
 
 from __future__ import annotations
 

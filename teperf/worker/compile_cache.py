@@ -1,20 +1,9 @@
-"""Where torch.compile keeps what it compiled: inductor's and Triton's on-disk caches.
+"""Where torch.compile keeps what it compiled: inductor's and Triton's on-disk caches, per case.
 
-A user's first compile meets a cold cache; a second run of the same program a warm one. teperf makes
-that state explicit per case:
-
-- cold (default): the worker makes a fresh temporary directory at start and removes it at exit; each
-  compile case gets its own empty subdirectory, and inductor's in-memory caches are cleared before it,
-  so a case's first call reuses nothing an earlier case (or pair) compiled.
-- warm (``--compile-cache warm``): the coordinator owns one directory per run and side, filled
-  beforehand by a throwaway worker that set up every compile case once; each case reads its own
-  subdirectory there, in-memory caches cleared, so the first call takes the on-disk cached path.
-
-The process-level warm-up (teperf.worker.session: a tiny compile that probes the C++ compiler's vector
-ISA and such) uses one directory shared by every worker of the run: its cost is in no case's figure,
-and sharing it saves each fresh worker ~15 s of compiler runs. Compilation runs in this process
-(TORCHINDUCTOR_COMPILE_THREADS=1, set before torch is imported), so its cost lands on teperf's clocks.
-"""
+cold (default): a temporary directory per worker, an empty subdirectory per compile case, in-memory caches
+cleared, so a first call reuses nothing. warm: one directory per run and side, filled beforehand by a
+throwaway worker. The process warm-up shares one directory across the run's workers (saving each ~15 s of
+compiler runs). Compilation runs in this process (TORCHINDUCTOR_COMPILE_THREADS=1): on teperf's clocks."""
 
 from __future__ import annotations
 

@@ -1,60 +1,25 @@
 """Deterministic counts of what one fwd+bwd step does (``{"cmd": "counters"}``).
 
-Timing is noisy; counts are not. ``count_step`` runs the step a few times untimed (lazy imports, caches
-and first-call paths done), then counts ONE step per counter, each in its own instrumented pass, so that
-one counter's instrumentation never shows up in another's count:
+``count_step`` runs the step a few times untimed, then counts ONE step per counter, each in its own pass,
+so that one counter's instrumentation never shows up in another's count:
 
-python_calls
-    Python frames *started* during the step: functions, methods, lambdas, the first run of a
-    generator/coroutine body, comprehensions on Python <= 3.11 (3.12 inlines them, PEP 709). Not
-    generator resumptions, nor calls of C functions (builtins, torch's bindings: those show as
-    ``aten_ops`` and in the profile, and C-call events differ between sys.setprofile and
-    sys.monitoring). The harness around the step (zero_grads, the call lambda, ``_first_tensor``) is
-    the same on both sides, so deltas are exact. Mechanism: sys.monitoring PY_START (all threads) on
-    3.12+, else sys.setprofile ``call`` events minus generator resumptions.
-aten_ops
-    ATen operator calls a TorchDispatchMode sees (forward and backward): every op that reaches the
-    Python dispatch key, after autograd and CompositeImplicit decompositions; ops issued inside a tensor
-    subclass's own __torch_dispatch__ count once. torch.compile'd regions (TE's jit_fuser functions) run
-    eagerly for this pass (_dynamo_eager) and count as their eager ops.
-autograd_nodes
-    Backward nodes the autograd engine executed (AccumulateGrad included), from the profiler's
-    ``autograd::engine::evaluate_function:`` events.
-kernel_launches
-    CUDA only (else None): host-side launch API calls torch.profiler records (cudaLaunchKernel*,
-    cuLaunchKernel*, cudaGraphLaunch, cudaLaunchCooperativeKernel*); a graph replay is one launch.
-syncs
-    CUDA only (else None): host-device synchronisations torch.profiler records
-    (cuda{Device,Stream,Event}Synchronize, synchronous cudaMemcpy/cudaMemcpy2D), less what profiling an
-    empty step records (the profiler's own and our trailing synchronize).
-allocations
-    CUDA: caching-allocator requests (``memory_stats()['allocation.all.allocated']`` over the step).
-    CPU: the profiler's ``[memory]`` events of positive size (``profile_memory=True``).
+python_calls     Python frames started (not generator resumptions, nor C calls): sys.monitoring PY_START
+                 on 3.12+, else sys.setprofile ``call`` events less generator resumptions.
+aten_ops         ATen ops a TorchDispatchMode sees, forward and backward; torch.compile'd regions (TE's
+                 jit_fuser functions) run eagerly for this pass (_dynamo_eager).
+autograd_nodes   backward nodes the engine executed (AccumulateGrad included), from the profiler.
+kernel_launches  CUDA only (else None): launch API calls the profiler records; a graph replay is one.
+syncs            CUDA only (else None): host-device synchronisations the profiler records, less an empty
+                 step's (the profiler's own and our trailing synchronize).
+allocations      CUDA: caching-allocator requests over the step; CPU: the profiler's ``[memory]`` events.
 
-Compile cells (``--modes compile``) add the compile residue (``count_compile``):
+Compile cells add ``count_compile``'s residue: graphs and graph_breaks (with break_reasons) at the first
+call, recompiles and guard_failures during one steady step.
 
-graphs, graph_breaks
-    Graphs dynamo compiled and graph breaks it met at the case's first call (dynamo's counters; a break
-    costs host time between graphs and keeps the CUDA-graph backend out). ``break_reasons``: their
-    reasons, deduplicated (at most 5, 200 characters each).
-recompiles, guard_failures
-    Frames dynamo compiled again and guard checks that failed during one steady step: 0 unless
-    something the guards read changes every step.
-
-The Python calls are counted once more after the passes; a different number (a pass changed the
-module's state, and so the timed trials that follow) is reported on the worker's stderr.
-
-Checked on the H200 (torch 2.11, Python 3.12, TE 2.20.2; Linear, LayerNormLinear, LayerNormMLP x
-bf16/fp8_delayed/fp8_current, a cuda-graph case, a module with one .item()): identical in two fresh
-processes and twice in one; syncs agree with torch.cuda.set_sync_debug_mode. One exception: code
-torch.compile builds (TE LayerNormMLP bf16's fused bias-GeLU) makes 2 more Python calls per step when
-compiled in this process than when loaded from inductor's FX-graph cache (332 vs 330): count after the
-cache is warm (e.g. in the second worker pair).
-
-Every pass runs with the cyclic garbage collector off (no finaliser at a random point) and autograd's
-device threads off (``set_multithreading_enabled(False)``), so a CUDA backward runs on the calling
-thread where every mechanism sees it. A counter that cannot be measured here is None, never a guess.
-"""
+Every pass runs with the garbage collector and autograd's device threads off, so a CUDA backward runs on
+the calling thread where every mechanism sees it. A counter not measurable here is None, never a guess.
+Code torch.compile builds makes a few more Python calls when compiled in this process than when loaded
+from inductor's cache (TE LayerNormMLP bf16: 332 vs 330): count once the cache is warm."""
 
 from __future__ import annotations
 

@@ -1,18 +1,12 @@
 """A fork server: ``python -m teperf.worker.forkserver FD`` (started by teperf.engine.forkserver).
 
-One per side and generation, in the side's interpreter with the side's environment and hash seed.
-It imports torch, the package under test and teperf's worker once (10 s on the H200), never
-touches CUDA, and forks a worker for each request: the child takes the pipes the coordinator sent
-(SCM_RIGHTS) as its stdin, stdout and stderr and runs ``teperf.worker.__main__.main`` as a fresh
-worker would, from its ``init`` on (core, sys.path, device). What a fork cannot vary (the hash
-seed, the address-space layout) the coordinator varies by starting a new server every few pairs.
-
-Control messages on the SEQPACKET socket FD, one JSON object each:
+One per side and generation, in the side's interpreter and environment: it imports torch and the package
+under test once, never touches CUDA, and forks a worker per request on the pipes the coordinator sent
+(SCM_RIGHTS). What a fork cannot vary (hash seed, address layout) the coordinator varies by starting new
+servers. Control messages on the SEQPACKET socket FD, one JSON object each:
   coordinator -> server: {"cmd": "init", "sys_path", "preload"}; {"cmd": "fork"} + 3 fds; {"cmd": "quit"}
   server -> coordinator: {"type": "ready", "pid", "import_s"} | {"type": "fatal", "error"};
-                         {"type": "forked", "pid"}; {"type": "exit", "pid", "status"} (unsolicited)
-A quit stops the forking; the server exits once its children have (they keep measuring meanwhile).
-"""
+                         {"type": "forked", "pid"}; {"type": "exit", "pid", "status"} (unsolicited)"""
 
 from __future__ import annotations
 

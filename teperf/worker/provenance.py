@@ -1,12 +1,7 @@
 """What this worker really imported: interpreter, torch and the package under test, with a content hash.
 
-Asked once per worker after its cases are set up (so every import the cases
-needed has happened). The hash covers the package's files this process
-loaded: its ``.py`` modules and the compiled files mapped into memory that
-belong to it (extension modules and the libraries beside them), each by
-content and path relative to the package. Two sides that imported the same
-code hash the same wherever it lies on disk; one changed byte tells them apart.
-"""
+The hash covers the package's files this process loaded (``.py`` modules and mapped compiled files), each
+by content and path relative to the package: the same code hashes the same wherever it lies on disk."""
 
 from __future__ import annotations
 

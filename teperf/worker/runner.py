@@ -1,8 +1,5 @@
-"""Turns a built case into a ``step()``: one forward + ``.sum().backward()``.
-
-Backends only build (module, inputs, autocast); how a step is run in each
-mode (eager, cuda-graph, compile) is decided here, once for all backends.
-"""
+"""Turns a built case into a ``step()``: one forward + ``.sum().backward()``, in each mode (eager,
+cuda-graph, compile), decided here once for all backends."""
 
 from __future__ import annotations
 

@@ -1,21 +1,13 @@
-"""TransformerEngine version shims and shape rules, in one place.
-
-Pure Python: no torch, no transformer_engine at import. Functions that need TE take the imported
-``transformer_engine.pytorch`` (or a fake with the same attribute names), so the logic is unit-tested
-without TE (tests/test_te_backend.py).
+"""TransformerEngine version shims and shape rules, pure Python: functions that need TE take the imported
+``transformer_engine.pytorch`` (or a fake), so they are unit-tested without TE (tests/test_te_backend.py).
 
 What differs between TE releases (../shared/context/transformer-engine-notes.md, section 1):
-- autocast: ``te.autocast(recipe=...)`` since 2.9; before, ``te.fp8_autocast(fp8_recipe=...)``
-  (deprecated, warns, from 2.9 on);
-- availability probes: ``te.is_*_available(return_reason=True)``; older releases lack
-  ``return_reason`` (or the function): ``FP8GlobalStateManager.is_*_available()`` gives ``(ok, reason)``;
+- autocast: ``te.autocast(recipe=...)`` since 2.9, before ``te.fp8_autocast(fp8_recipe=...)`` (warns 2.9+);
+- availability probes: ``te.is_*_available(return_reason=True)``, else ``FP8GlobalStateManager``'s;
 - make_graphed_callables: ``enabled=/recipe=`` in new TE, ``fp8_enabled=/fp8_recipe=`` in old;
-- constructors: te.LayerNorm/RMSNorm ``normalized_shape`` (old: ``hidden_size``) and ``params_dtype``
-  (new ops-based: alias of ``dtype``); ``device`` goes through ``**kwargs`` there. Keywords we add by
-  default are dropped where a constructor does not take them; the config's never are;
-- GroupedLinear ``m_splits``: list of ints up to 2.16, CPU int64 tensor from 2.17 (a list still works
-  there but is converted on every call: extra host cost).
-"""
+- constructors: LayerNorm/RMSNorm ``normalized_shape`` (old: ``hidden_size``), ``params_dtype`` (ops-based:
+  ``dtype``); our default keywords are dropped where a constructor lacks them, the config's never are;
+- GroupedLinear ``m_splits``: a list up to 2.16, a CPU int64 tensor from 2.17 (a list costs a conversion)."""
 
 from __future__ import annotations
 

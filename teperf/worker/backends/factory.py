@@ -1,16 +1,8 @@
-"""Modules from the side's own code: ``factory = "pkg.mod:callable"``.
+"""Modules from the side's own code: ``factory = "pkg.mod:callable"`` (README, "Your own modules").
 
-The factory is imported inside the worker, after the side's directories are
-first on sys.path, so base and head each import their own ``pkg``.
-
-The contract (README, "Your own modules"): ``factory(**kwargs)`` returns an
-``nn.Module``; teperf moves it to the device and the recipe's dtype. Its
-input is one float tensor of the cell's shape, in that dtype, with
-``requires_grad``; or whatever ``inputs(shape, dtype, device)`` returns (a
-tensor, or a tuple/list of positional arguments: token ids, several tensors).
-A step calls ``module(*inputs)`` and runs ``.sum().backward()`` on its output,
-or on the first element of a returned tuple or list.
-"""
+Imported in the worker after the side's directories lead sys.path, so base and head each import their own
+``pkg``. ``factory(**kwargs)`` returns an nn.Module; its input is a float tensor of the cell's shape (or
+what ``inputs(shape, dtype, device)`` returns); a step backpropagates the (first) output's sum."""
 
 from __future__ import annotations
 

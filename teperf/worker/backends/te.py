@@ -1,9 +1,5 @@
-"""TransformerEngine backend: te.Linear ... te.TransformerLayer under every recipe.
-
-The coordinator imports this module for MODULES, RECIPES and check_shape and
-never has torch, so torch and transformer_engine are imported only inside
-functions. Version differences live in teperf.worker.te_compat.
-"""
+"""TransformerEngine backend. The coordinator imports it for MODULES, RECIPES and check_shape without
+torch, so torch and transformer_engine are imported inside functions (version shims: te_compat)."""
 
 from __future__ import annotations
 
