@@ -50,11 +50,9 @@ def die_with_parent() -> bool:
 
 
 def _die_with_coordinator(channel) -> None:
-    """A worker must not outlive its coordinator, even a SIGKILLed one, or a hung worker
-    would run for good: the kernel kills us when the parent dies (Linux), and a watchdog
-    thread catches what that misses (a parent gone before prctl, another OS, nobody left
-    reading our replies while the main thread is stuck in measured code). Our stdin
-    closing is no sign: a client may send every command and close it at once."""
+    """Never outlive the coordinator, even a SIGKILLed one: the kernel kills us with the parent (Linux),
+    a watchdog thread catches what that misses (a parent gone before prctl, another OS, nobody reading
+    our replies). Stdin closing is no sign: a client may send every command and close it at once."""
     parent = os.getppid()  # the coordinator, or a wrapper script it started us through
     armed = die_with_parent()
     if os.getppid() != parent or parent == 1 or not _alive(os.environ.get("TEPERF_COORDINATOR_PID")):
@@ -119,10 +117,8 @@ def main() -> int:
 
 
 def leave(code: int) -> None:
-    """End the process without the interpreter's teardown. Unloading torch and the package under test
-    cost a worker 0.8 s of CPU on the 2-core VM (vq: einx, torch), six times a night, taken from the pairs
-    starting beside it, for nothing: the replies are written (the channel is unbuffered), the atexit
-    handlers run and the streams are flushed first; only the module teardown is skipped."""
+    """End the process without the module teardown (unloading torch cost 0.8 s of CPU, taken from the
+    pairs starting beside it); atexit handlers run and streams are flushed first."""
     import atexit
 
     try:

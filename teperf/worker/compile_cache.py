@@ -40,7 +40,7 @@ def counts_since(before: dict) -> dict:
     return {key: value - before.get(key, 0) for key, value in cache_counts().items()}
 
 
-def _count_files(path: str) -> int:
+def count_files(path: str) -> int:
     return sum(len(files) for _, _, files in os.walk(path))
 
 
@@ -54,8 +54,7 @@ class CompileCache:
             self.root = spec["dir"]
             self.owned = False
         else:
-            # inside the run's directory when the coordinator gave one: removed with it even if this worker is
-            # killed
+            # inside the run's directory when given: removed with it even if this worker is killed
             self.root = tempfile.mkdtemp(prefix="teperf-inductor-", dir=spec.get("parent"))
             self.owned = True
             atexit.register(self.close)
@@ -70,7 +69,7 @@ class CompileCache:
         """Point the caches at ``root/tag`` and forget what inductor holds in memory."""
         path = os.path.join(self.root, tag)
         self._point(path)
-        return {"mode": self.mode, "dir": path, "files_before": _count_files(path)}
+        return {"mode": self.mode, "dir": path, "files_before": count_files(path)}
 
     @staticmethod
     def _point(path: str) -> None:
@@ -84,10 +83,6 @@ class CompileCache:
             clear = getattr(utils, "clear_caches", None) or getattr(utils, "clear_inductor_caches", None)
             if clear is not None:
                 clear()
-
-    @staticmethod
-    def files(path: str) -> int:
-        return _count_files(path)
 
     def close(self) -> None:
         if self.owned:

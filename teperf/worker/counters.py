@@ -73,9 +73,8 @@ def count_step(step: Callable[[], None], cuda: bool, warm: int = WARM_STEPS) -> 
 
 
 def count_compile(step: Callable[[], None], first_call: dict, cuda: bool) -> dict:
-    """The compile residue of a compiled case: ``first_call`` is what the session recorded while
-    the first call compiled (teperf.worker.runner.compile_counts_during); one more step is run
-    here to count recompiles and guard failures."""
+    """The compile residue: ``first_call`` is what the first call compiled (runner.compile_counts_during);
+    one more step counts recompiles and guard failures."""
     import torch
     import torch._dynamo.utils as dynamo_utils
 
@@ -206,12 +205,10 @@ def _count_aten_ops(step) -> int:
 
 
 def _dynamo_eager():
-    """Run torch.compile'd functions eagerly for the dispatch-mode pass: seeing a user TorchDispatchMode,
-    dynamo marks the compiled frame skipped for the rest of the process (TE 2.20 LayerNormMLP bf16's
-    compiled bias-GeLU then ran eagerly in every later step, 330 -> 222 Python calls per step).
-    ``set_stance("force_eager")`` bypasses dynamo for this one step and leaves its caches alone. Without
-    dynamo imported nothing is compiled (importing it for this would cost seconds per worker)."""
-    if "torch._dynamo" not in sys.modules:
+    """Run torch.compile'd functions eagerly for the dispatch-mode pass: seeing a TorchDispatchMode, dynamo
+    marks the frame skipped for good (TE LayerNormMLP bf16's bias-GeLU then ran eagerly in every later
+    step); ``set_stance("force_eager")`` bypasses it for this step and leaves its caches alone."""
+    if "torch._dynamo" not in sys.modules:  # nothing compiled (importing it would cost seconds)
         return contextlib.nullcontext()
     try:
         import torch.compiler
@@ -228,9 +225,8 @@ def _dynamo_eager():
 
 
 def _profiler_pass(step, cuda: bool):
-    """(autograd nodes, launches, syncs, CPU allocations) of one step. On CUDA the same profiling of an
-    empty step is subtracted: the profiler and our trailing synchronize add cudaDeviceSynchronize calls
-    (2 on torch 2.11 + CUDA 13)."""
+    """(autograd nodes, launches, syncs, CPU allocations) of one step, less an empty step's on CUDA (the
+    profiler and our trailing synchronize add cudaDeviceSynchronize calls)."""
     nodes, launches, syncs, allocs = _profile_counts(step, cuda)
     if not cuda:
         return nodes, None, None, allocs

@@ -10,6 +10,7 @@ servers. Control messages on the SEQPACKET socket FD, one JSON object each:
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -27,13 +28,6 @@ def _send(sock, lock, message: dict) -> None:
         sock.send(json.dumps(message).encode())
 
 
-def _status(raw: int) -> int:
-    """waitpid's status as Popen's returncode: the exit code, or -signal."""
-    if os.WIFSIGNALED(raw):
-        return -os.WTERMSIG(raw)
-    return os.WEXITSTATUS(raw)
-
-
 def _reaper(sock, lock, children: set, changed: threading.Condition) -> None:
     """Reap every child and say how it ended (the coordinator cannot wait for a grandchild)."""
     while True:
@@ -49,16 +43,9 @@ def _reaper(sock, lock, children: set, changed: threading.Condition) -> None:
             children.discard(pid)
             changed.notify_all()
         try:
-            _send(sock, lock, {"type": "exit", "pid": pid, "status": _status(raw)})
+            _send(sock, lock, {"type": "exit", "pid": pid, "status": os.waitstatus_to_exitcode(raw)})
         except OSError:
             pass
-
-
-def _preload(names: list) -> None:
-    import importlib
-
-    for name in names:
-        importlib.import_module(name)
 
 
 def _child(fds: list, sock) -> None:
@@ -74,7 +61,7 @@ def _child(fds: list, sock) -> None:
             if fd > 2:
                 os.close(fd)
         sock.close()
-        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the worker's command stream, for the whole process
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the worker's command stream, for good
         sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", closefd=False, buffering=1)  # noqa: SIM115
         os.environ["TEPERF_FORKED"] = str(os.getppid())
@@ -107,7 +94,8 @@ def main() -> int:
     sys.path[0:0] = list(init.get("sys_path") or [])
     started = time.perf_counter()
     try:
-        _preload(list(init.get("preload") or []))
+        for name in init.get("preload") or []:
+            importlib.import_module(name)
         import torch
 
         if torch.cuda.is_initialized():  # a forked child cannot use its parent's CUDA context

@@ -44,11 +44,9 @@ def functions_from(profiler: cProfile.Profile, iters: int, limit: int = DEFAULT_
     for entry in profiler.getstats():
         code = entry.code
         if isinstance(code, str):  # a C function: cProfile's description of it
-            file, line, name = "~", 0, code
-            rel = "~"
+            file, rel, line, name = "~", "~", 0, code
         else:
-            file = code.co_filename
-            line = code.co_firstlineno
+            file, line = code.co_filename, code.co_firstlineno
             name = getattr(code, "co_qualname", code.co_name)
             rel = relative_path(file, roots)
         rows.append(

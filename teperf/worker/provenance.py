@@ -56,11 +56,6 @@ def _belongs(module_name: str, name: str, file: str) -> bool:
     return module_name.startswith(name + "_") and file.endswith(COMPILED_SUFFIXES)
 
 
-def _stat_key(path: str) -> list:
-    st = os.stat(path)
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
-
-
 def package_facts(name: str, mapped: set[str], known: dict | None = None) -> dict:
     """Version, location and content hash of package ``name`` as this process loaded it.
     ``known``: real path -> [size, mtime_ns, inode, sha256] of compiled files an earlier worker
@@ -99,7 +94,8 @@ def package_facts(name: str, mapped: set[str], known: dict | None = None) -> dic
                 digest = _file_hash(files[rel])
             else:
                 real = os.path.realpath(files[rel])
-                stat = _stat_key(real)
+                st = os.stat(real)
+                stat = [st.st_size, st.st_mtime_ns, st.st_ino]
                 prior = known.get(real)
                 digest = prior[3] if prior and list(prior[:3]) == stat else _file_hash(real)
                 compiled[real] = stat + [digest]
@@ -139,8 +135,7 @@ def imported_facts(packages: list[str], known: dict | None = None) -> dict:
         if name == "torch":  # torch's own modules: version and path say which; hashing GBs would not pay
             facts["packages"][name] = {
                 "imported": torch is not None,
-                "version": facts["torch"]["version"],
-                "path": facts["torch"]["path"],
+                **facts["torch"],
                 "files": None,
                 "hash": None,
             }

@@ -21,8 +21,7 @@ MODULES = tuple(
     TransformerLayer""".split()
 )
 # recipe -> (its class in transformer_engine.common.recipe, TE's availability probe (the same name on
-# te.pytorch and on FP8GlobalStateManager), the recipe a case switches to once after its first compiled
-# call: the PR thread asks what a recompile costs when the recipe changes at run time); None: bf16
+# te.pytorch and FP8GlobalStateManager), the recipe a compiled case switches to once); None: bf16
 _RECIPES = {
     "bf16": (None, None, "fp8_delayed"),
     "fp8_delayed": ("DelayedScaling", "is_fp8_available", "fp8_current"),
@@ -41,8 +40,7 @@ HEAD_DIM = 64  # num_attention_heads = hidden // 64 unless the config says other
 NUM_GEMMS = 4  # GroupedLinear
 QUANTIZING = tuple(m for m in MODULES if m not in ("LayerNorm", "RMSNorm"))
 ATTENTION = ("MultiheadAttention", "TransformerLayer")
-# teperf's own kwarg, not TE's: TransformerLayer with layers = N is a model-sized cell, a
-# torch.nn.Sequential of N layers built with the same constructor kwargs (README, "Compile residue").
+# teperf's own kwarg, not TE's: TransformerLayer with layers = N is a Sequential of N layers, model-sized
 STACK_KWARG = "layers"
 
 
@@ -66,8 +64,7 @@ def recipe_class_name(recipe: str) -> Optional[str]:
 
 
 def make_recipe(recipe_module: Any, recipe: str, overrides: Optional[dict] = None):
-    """The one recipe object of a case (None for bf16). ``recipe_module`` is
-    ``transformer_engine.common.recipe``."""
+    """The one recipe object of a case (None for bf16), from ``transformer_engine.common.recipe``."""
     name = recipe_class_name(recipe)
     if name is None:
         return None
@@ -84,11 +81,8 @@ def _normalize_probe_result(result) -> tuple:
 
 
 def probe_recipe(te: Any, recipe: str, fp8_state_manager: Any = None, te_version: str = "") -> Optional[str]:
-    """None if ``recipe`` is usable here, else TE's own reason.
-
-    ``te`` is ``transformer_engine.pytorch``; ``fp8_state_manager`` is
-    ``FP8GlobalStateManager`` (fallback for TE without ``return_reason``).
-    """
+    """None if ``recipe`` is usable here, else TE's own reason; ``fp8_state_manager`` is
+    ``FP8GlobalStateManager``, the fallback for a TE without ``return_reason``."""
     recipe_class_name(recipe)  # validates the name
     probe = RECIPE_PROBES[recipe]
     if probe is None:  # bf16
@@ -137,25 +131,9 @@ def has_param(fn: Callable, name: str) -> bool:
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
-_FP8_AUTOCAST_FILTERED = False
-
-
-def silence_fp8_autocast_warning() -> None:
-    """Install once (at build time, never per step) a filter for fp8_autocast's deprecation warning."""
-    global _FP8_AUTOCAST_FILTERED
-    if not _FP8_AUTOCAST_FILTERED:
-        warnings.filterwarnings("ignore", message=r".*fp8_autocast.*", category=DeprecationWarning)
-        warnings.filterwarnings("ignore", message=r".*fp8_autocast.*", category=FutureWarning)
-        _FP8_AUTOCAST_FILTERED = True
-
-
 def autocast_factory(te: Any, recipe_obj: Any) -> tuple:
-    """(zero-arg callable returning a fresh autocast context, api name).
-
-    bf16 (``recipe_obj is None``) -> (None, "none"): the step runs with no TE
-    autocast at all, as a bf16 model does. Otherwise one pre-built recipe object
-    is captured and reused for every step.
-    """
+    """(zero-arg callable returning a fresh autocast context, api name); bf16 (``recipe_obj`` None):
+    (None, "none"), no TE autocast at all, as a bf16 model runs. The one recipe object serves every step."""
     if recipe_obj is None:
         return None, "none"
     autocast = getattr(te, "autocast", None)
@@ -164,7 +142,8 @@ def autocast_factory(te: Any, recipe_obj: Any) -> tuple:
     fp8_autocast = getattr(te, "fp8_autocast", None)
     if fp8_autocast is None:
         raise RuntimeError("this TransformerEngine has neither te.autocast nor te.fp8_autocast")
-    silence_fp8_autocast_warning()
+    for category in (DeprecationWarning, FutureWarning):  # at build time, never per step
+        warnings.filterwarnings("ignore", message=r".*fp8_autocast.*", category=category)
     return (lambda: fp8_autocast(enabled=True, fp8_recipe=recipe_obj)), "te.fp8_autocast(fp8_recipe=...)"
 
 
@@ -200,12 +179,8 @@ def num_gemms(kwargs: Optional[dict] = None) -> int:
 def constructor_kwargs(
     module: str, shape: list, dtype: Any, device: Any, user: Optional[dict] = None
 ) -> tuple:
-    """(defaults, user) keyword arguments for ``te.<module>``.
-
-    ``defaults`` are ours (sizes, bf16 params, device, dropout off, sbhd) and
-    may be dropped or renamed to fit an older constructor (see adapt_kwargs);
-    ``user`` are the config's kwargs, applied on top and passed as given.
-    """
+    """(defaults, user) keyword arguments for ``te.<module>``: ours may be dropped or renamed to fit an
+    older constructor (adapt_kwargs); the config's are applied on top as given."""
     if module not in MODULES:
         raise ValueError(f"unknown TE module {module!r}; use one of: {', '.join(MODULES)}")
     user = dict(user or {})
@@ -251,11 +226,8 @@ _RENAMES = {
 
 
 def adapt_kwargs(params: Iterable[str], has_var_kw: bool, defaults: dict, user: dict) -> tuple:
-    """Fit our default kwargs to a constructor signature (names in ``params``).
-
-    Returns (kwargs, notes): notes list what was renamed or dropped, recorded in
-    the case info. User kwargs pass unchanged (a typo fails loudly in TE).
-    """
+    """Fit our default kwargs to a constructor's ``params`` -> (kwargs, notes of what was renamed or
+    dropped). User kwargs pass unchanged (a typo fails loudly in TE)."""
     params = set(params)
     out: dict = {}
     notes: list = []
@@ -286,7 +258,7 @@ def signature_of(cls: Any) -> tuple:
 # ---------------------------------------------------------------- inputs
 
 
-def input_shape(module: str, shape: list, kwargs: Optional[dict] = None) -> list:
+def input_shape(module: str, shape: list) -> list:
     """Shape of the input tensor: as given, except GroupedLinear takes [tokens, hidden]."""
     shape = [int(d) for d in shape]
     if module == "GroupedLinear":
@@ -309,12 +281,9 @@ def m_splits_as_tensor(te_version: str) -> bool:
 
 # ---------------------------------------------------------------- shape rules
 
-# Per recipe: (row rule, column rule, grouped split alignment, name of the rule, source)
-# FP8: TE's own assert_dim_for_fp8_exec only asks tokens % 8, but the cuBLASLt FP8
-# GEMMs (the wgrad GEMM contracts over tokens) need % 16: on an H200 with TE 2.20.2,
-# 8 and 24 tokens pass the assert and then fail in cublaslt_gemm.cu
-# CanonicalizeGemmInput for all three FP8 recipes; 16, 64, 128 work. TE's autocast
-# docstring says "both dimensions divisible by 16"; its tests skip otherwise.
+# Per recipe: (row rule, column rule, grouped split alignment, name of the rule, source). FP8: TE's
+# assert_dim_for_fp8_exec asks tokens % 8, but cuBLASLt's FP8 GEMMs need % 16 (on the H200, 8 and 24
+# tokens failed in CanonicalizeGemmInput for all three FP8 recipes; TE's autocast docs say 16).
 _RULES = {
     "fp8_delayed": (16, 16, 16, "FP8 GEMM", "cuBLASLt FP8 GEMM; TE autocast docs"),
     "fp8_current": (16, 16, 16, "FP8 GEMM", "cuBLASLt FP8 GEMM; TE autocast docs"),
@@ -325,10 +294,8 @@ _RULES = {
 
 
 def check_shape(module: str, recipe: str, shape, kwargs: Optional[dict] = None) -> Optional[str]:
-    """None if ``shape`` can run ``module`` under ``recipe``, else a message naming the rule.
-
-    tokens = product of all dims but the last, hidden = last dim.
-    """
+    """None if ``shape`` (tokens = product of all dims but the last, hidden = last dim) can run
+    ``module`` under ``recipe``, else a message naming the rule."""
     if module not in MODULES:
         return f"unknown TE module {module!r}"
     if recipe not in RECIPE_CLASSES:

@@ -6,11 +6,10 @@ what ``inputs(shape, dtype, device)`` returns); a step backpropagates the (first
 
 from __future__ import annotations
 
+from teperf.worker.backends.torch_ref import DTYPES, RECIPES
 from teperf.worker.runner import Built, dtype_autocast, import_object
 
 MODULES: tuple = ()
-RECIPES = ("fp32", "bf16")
-DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 
 
 def recipe_status(recipe: str, device: str):

@@ -12,11 +12,7 @@ from teperf.worker.runner import Built, module_class
 
 MODULES = compat.MODULES
 RECIPES = compat.RECIPES
-
-
-def check_shape(module: str, recipe: str, shape, kwargs: Optional[dict] = None) -> Optional[str]:
-    """Pure Python (no torch, no TE): None if the shape fits, else the rule it breaks."""
-    return compat.check_shape(module, recipe, shape, kwargs)
+check_shape = compat.check_shape  # pure Python: None if the shape fits, else the rule it breaks
 
 
 def _te():
@@ -43,21 +39,16 @@ def _found(paths, attr: str, fits=lambda value: value is not None):
     return None
 
 
-def _state_manager():
-    paths = ("transformer_engine.pytorch.quantization", "transformer_engine.pytorch.fp8")
-    return _found(paths, "FP8GlobalStateManager")
-
-
 def recipe_status(recipe: str, device: str) -> Optional[str]:
-    """None if the recipe runs here; else TE's reason (shown as skipped, not as an error).
-
-    A TE that cannot be imported raises: that is an error, not a skip."""
+    """None if the recipe runs here; else TE's reason (shown as skipped). A TE that cannot be imported
+    raises: that is an error, not a skip."""
     if recipe not in RECIPES:
         return f"recipe {recipe} is not known to the te backend (use one of: {', '.join(RECIPES)})"
     if not str(device).startswith("cuda"):
         return f"TransformerEngine modules need a CUDA device (device is {device})"
     te = _te()
-    reason = compat.probe_recipe(te, recipe, _state_manager(), _te_version())
+    paths = ("transformer_engine.pytorch.quantization", "transformer_engine.pytorch.fp8")
+    reason = compat.probe_recipe(te, recipe, _found(paths, "FP8GlobalStateManager"), _te_version())
     if reason is None and compat.RECIPE_CLASSES[recipe] is not None:
         from transformer_engine.common import recipe as recipe_mod
 
@@ -67,11 +58,9 @@ def recipe_status(recipe: str, device: str) -> Optional[str]:
 
 
 def _attention_state() -> Optional[dict]:
-    """TE's module-level ``_attention_backends`` dict: the attention backend chosen for the
-    last call's parameters. Each attention case must see its own (Built.global_state): under
-    torch.compile another case's entry sent dynamo into comparing foreign AttentionParams
-    (InternalTorchDynamoError in get_attention_backend), and in eager mode it made the first
-    step of each trial choose the backend again."""
+    """TE's module-level ``_attention_backends`` dict, the backend chosen for the last call. Each
+    attention case keeps its own (Built.global_state): another case's entry sent dynamo into comparing
+    foreign AttentionParams, and in eager mode made each trial's first step choose again."""
     paths = (
         "transformer_engine.pytorch.attention.dot_product_attention.dot_product_attention",
         "transformer_engine.pytorch.attention.dot_product_attention",
@@ -158,8 +147,7 @@ def build(case: dict, device: str) -> Built:
 
     after_first_call = None
     if name in compat.ATTENTION:
-        # The first attention call picks the backend (slow): it is part of the first call
-        # teperf times (info["first_call"]); which backend it picked is recorded after it.
+        # the first call (timed) picks the backend; which one it picked is recorded after it
         def after_first_call(built: Built):
             built.info["attention_backend"] = _attention_backend()
             built.info["nvte_attention_env"] = {
@@ -190,8 +178,8 @@ def build(case: dict, device: str) -> Built:
 
 
 def _other_recipe(te, recipe_mod, name: str, recipe: str, shape, kwargs, device):
-    """(autocast factory, description) of another recipe this case can switch to at run
-    time (the PR thread's recompile question), or (None, None) when none runs here."""
+    """(autocast factory, description) of another recipe this case can switch to at run time, or
+    (None, None) when none runs here."""
     other = compat.OTHER_RECIPE.get(recipe)
     if other is None or name not in compat.QUANTIZING:
         return None, None
