@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from teperf.bisect import search as bsearch
-from teperf.bisect.sides import TE_PACKAGE, SideFactory, made_with, tier_seconds
+from teperf.bisect.sides import TE_PACKAGE, SideFactory, made_with, strategy_class, tier_seconds
 from teperf.config import Config
 from teperf.errors import TeperfError
 from teperf.plan import Case, expand
@@ -84,31 +84,20 @@ def compare_seconds(config: Config) -> float:
     return steps * STEP_US.get(config.device, 500.0) / 1e6 + s.processes * 1.0 + WORKER_SECONDS[config.device]
 
 
-def compiled(tier: str) -> bool:
-    """Whether the strategy that makes a commit of ``tier`` compiles (its class says so)."""
-    from teperf.sides import strategies
-
-    try:
-        return strategies.get(tier).compiled
-    except TeperfError:  # a tier no strategy is named after ("build" is one): a whole build
-        return True
-
-
 def distinct_builds(rng: Range, factory: SideFactory) -> int:
-    """How many different builds the range holds: commits whose compiled inputs equal their parent's share
-    one (the extension and build caches are keyed by those inputs), so only a compiled change starts a new
-    one."""
+    """How many different builds the range holds: the caches are keyed by compiled inputs, so only a
+    compiled change starts a new one."""
     builds = 1  # GOOD's
     previous = rng.good.sha
     for commit in rng.commits:
-        builds += compiled(factory.tier(previous, commit.sha))
+        builds += strategy_class(factory.tier(previous, commit.sha)).compiled
         previous = commit.sha
     return builds
 
 
 def side_seconds(factory: SideFactory, tier: str) -> tuple[float, str]:
-    """(seconds, basis) of making one commit runnable in ``tier``: the factory's own figure for its package
-    (measured builds of it in the cache, else a default for it), TE's figures for a factory without one."""
+    """(seconds, basis) of making one commit runnable in ``tier``: the factory's own figure for its
+    package, TE's for a factory without one."""
     seconds = getattr(factory, "seconds", None)
     return seconds(tier) if seconds else tier_seconds(TE_PACKAGE, tier, cache_dir="/nonexistent")
 
@@ -131,7 +120,7 @@ def make_plan(rng: Range, factory: SideFactory, config: Config) -> dict:
     per_tier = {tier: side_seconds(factory, tier) for tier in tiers}
     worst = max(tiers, key=lambda t: per_tier[t][0])
     side_s, basis = per_tier[worst]
-    is_compiled = compiled(worst)
+    is_compiled = strategy_class(worst).compiled
     # GOOD, BAD and each probe need a side; a compiled one is built once per distinct set of inputs
     sides = 2 + probes
     distinct = distinct_builds(rng, factory) if is_compiled else sides
@@ -167,7 +156,7 @@ def plan_lines(rng: Range, case: Case, plan: dict) -> list[str]:
         f"commit: {tiers}"
         + (
             f"; {plan['builds']} builds at most (commits with the same compiled inputs share one)"
-            if any(compiled(t) for t in plan["tiers"])
+            if any(strategy_class(t).compiled for t in plan["tiers"])
             else ""
         ),
         f"time: GOOD..BAD, then both halves of each part that moved, down to single commits: about "

@@ -93,9 +93,7 @@ class Bisector(CounterSearch, TimeSearch):
         n = len(self.rng.commits)
         if keys:
             keys = ordered(keys)
-            self.progress.phase(
-                f"counters differ between GOOD and BAD ({', '.join(keys)}): every change point"
-            )
+            self.log(f"counters differ between GOOD and BAD ({', '.join(keys)}): every change point")
             changes = self.counter_search(keys)
             found = attribute(changes.segments, self.counters.get, keys, self._commit, n)
             result["counter_changes"] = found["culprits"] + found["opposite"]
@@ -115,7 +113,7 @@ class Bisector(CounterSearch, TimeSearch):
             result.update(mode="counters", status="no change", totals={})
             return self._finish(result)
         result["mode"] = "time"
-        self.progress.phase("GOOD..BAD in time, then both halves of every part that moved")
+        self.log("GOOD..BAD in time, then both halves of every part that moved")
         endpoint, state = self.endpoint_timing()
         if endpoint is None:
             if state == "budget":

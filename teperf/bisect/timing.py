@@ -27,13 +27,14 @@ ROW_KEEP = tuple(
 
 
 def part_state(row: dict, step_us: float) -> str:
-    """moved | quiet | undecided, for a compare whose delta is looked at for steps of ``step_us`` or more."""
+    """moved (the interval excludes zero, the delta is ``step_us`` or more) | quiet (no step that large
+    in the interval, or a smaller real one) | undecided, for a compare looked at for steps of ``step_us``."""
     delta, low, high = row.get("delta_us"), row.get("ci_low_us"), row.get("ci_high_us")
     if delta is None or low is None or high is None:
         return "undecided"
     if (low > 0 or high < 0) and abs(delta) >= step_us:
         return "moved"
-    if max(abs(low), abs(high)) < step_us or low > 0 or high < 0:  # no step that large, or a smaller real one
+    if max(abs(low), abs(high)) < step_us or low > 0 or high < 0:
         return "quiet"
     return "undecided"
 
@@ -89,8 +90,7 @@ class TimeSearch:
         return row, path
 
     def _compare_once(self, base: int, head: int, processes: int):
-        """One compare of base..head with ``processes`` pairs -> (row, bundle path, seconds), or (None, why
-        not, seconds); its seconds count against --budget."""
+        """One compare with ``processes`` pairs -> (row, bundle path, seconds) or (None, why not, seconds)."""
         sched = dataclasses.replace(self.config.schedule, processes=processes, iters=self.trial_iters)
         config = dataclasses.replace(self.config, schedule=sched, counters=False)
         t0 = self.clock()
@@ -113,9 +113,8 @@ class TimeSearch:
         return self.timing_s + processes * per_pair <= self.budget_s
 
     def timed(self, base: int, head: int, decide: Callable[[dict], str]):
-        """Compare base..head and ``decide`` from its row; measure again with twice the pairs while that
-        is "undecided" and --budget allows -> (the last row, the decision); (None, "skip") or (None,
-        "budget")."""
+        """Compare base..head and ``decide`` from its row, again with twice the pairs while "undecided"
+        (MAX_DOUBLINGS) and --budget allows -> (the last row, the decision), (None, "skip" | "budget")."""
         processes = self.config.schedule.processes
         for _ in range(MAX_DOUBLINGS + 1):
             if not self.affordable(processes):
@@ -150,15 +149,13 @@ class TimeSearch:
         return str(Path(path).relative_to(self.bundle.path))
 
     def endpoint_timing(self) -> tuple[Optional[dict], str]:
-        """GOOD..BAD in time -> (its row, "moved" | "quiet" | "undecided"), or (None, why not). Moved: its
-        interval excludes zero; quiet: the verdict is no change; undecided, measured again while
-        --budget lasts (the search needs to know there is a change)."""
+        """GOOD..BAD in time -> (its row, "moved" | "quiet" | "undecided"), or (None, why not)."""
         return self.timed(0, len(self.rng.commits), whole_state)
 
     def refine_endpoint(self, endpoint: dict) -> dict:
-        """Sets the parts' trial length from GOOD..BAD's step time (MIN_TRIAL_S) and, where that is longer
-        than the config's, measures GOOD..BAD again with it: every share's denominator is then as precise
-        as its numerator. The first row stays when the second did not move."""
+        """Sets the parts' trial length from GOOD..BAD's step time (MIN_TRIAL_S); where that is longer than
+        the config's, GOOD..BAD is measured again with it, so that each share's denominator is as precise
+        as its numerator (the first row stays when the second did not move)."""
         fastest = min(
             (v for v in (endpoint.get("base_us"), endpoint.get("head_us")) if v and v > 0), default=0
         )

@@ -113,13 +113,11 @@ def _steady():
             gc.enable()
 
 
-# ---- Python calls (torch-free, so it is testable on any interpreter) ----
-
 _GEN_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
 
 
 def count_python_calls(fn: Callable[[], object]) -> int:
-    """Python frames started while ``fn()`` runs, ``fn`` itself included."""
+    """Python frames started while ``fn()`` runs, ``fn`` itself included (torch-free: testable anywhere)."""
     if hasattr(sys, "monitoring"):
         return _count_monitoring(fn)
     return _count_setprofile(fn)
@@ -127,11 +125,7 @@ def count_python_calls(fn: Callable[[], object]) -> int:
 
 def _count_monitoring(fn) -> int:
     mon = sys.monitoring
-    tool = None
-    for candidate in (mon.PROFILER_ID, 3, 4, 5):
-        if mon.get_tool(candidate) is None:
-            tool = candidate
-            break
+    tool = next((t for t in (mon.PROFILER_ID, 3, 4, 5) if mon.get_tool(t) is None), None)
     if tool is None:
         raise RuntimeError("no free sys.monitoring tool id for counting Python calls")
     mon.use_tool_id(tool, "teperf-counters")
@@ -185,9 +179,6 @@ def _count_setprofile(fn) -> int:
     return n - resumed
 
 
-# ---- ATen ops ----
-
-
 def _count_aten_ops(step) -> int:
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -219,9 +210,6 @@ def _dynamo_eager():
     except Exception:
         pass
     return contextlib.nullcontext()
-
-
-# ---- profiler: autograd nodes, launches, syncs, CPU allocations ----
 
 
 def _profiler_pass(step, cuda: bool):

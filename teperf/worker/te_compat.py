@@ -54,9 +54,6 @@ def parse_version(text: Optional[str]) -> tuple:
     return tuple(int(p) for p in m.group(1).split("."))
 
 
-# ---------------------------------------------------------------- recipes
-
-
 def recipe_class_name(recipe: str) -> Optional[str]:
     if recipe not in RECIPE_CLASSES:
         raise ValueError(f"unknown TE recipe {recipe!r}; use one of: {', '.join(RECIPES)}")
@@ -118,9 +115,6 @@ def probe_recipe(te: Any, recipe: str, fp8_state_manager: Any = None, te_version
     return reason or f"{probe}() is False ({ver}gave no reason)"
 
 
-# ---------------------------------------------------------------- autocast
-
-
 def has_param(fn: Callable, name: str) -> bool:
     import inspect
 
@@ -162,9 +156,6 @@ def graph_kwargs(make_graphed_callables: Callable, recipe_obj: Any) -> dict:
     return kw
 
 
-# ---------------------------------------------------------------- constructors
-
-
 def attention_heads(hidden: int, kwargs: Optional[dict] = None) -> int:
     kwargs = kwargs or {}
     if "num_attention_heads" in kwargs:
@@ -185,34 +176,25 @@ def constructor_kwargs(
         raise ValueError(f"unknown TE module {module!r}; use one of: {', '.join(MODULES)}")
     user = dict(user or {})
     h = int(shape[-1])
-    common = {"params_dtype": dtype, "device": device}
-    if module == "Linear":
-        d = {"in_features": h, "out_features": h}
-    elif module == "LayerNormLinear":
-        d = {"in_features": h, "out_features": 3 * h}
-    elif module == "LayerNormMLP":
-        d = {"hidden_size": h, "ffn_hidden_size": 4 * h}
-    elif module in ("LayerNorm", "RMSNorm"):
-        d = {"normalized_shape": h}
-    elif module == "GroupedLinear":
-        d = {"num_gemms": NUM_GEMMS, "in_features": h, "out_features": h}
-    elif module == "MultiheadAttention":
-        d = {
-            "hidden_size": h,
-            "num_attention_heads": attention_heads(h, user),
-            "attention_dropout": 0.0,
-            "qkv_format": "sbhd",
-        }
-    else:  # TransformerLayer
-        d = {
+    heads = {"num_attention_heads": attention_heads(h, user)} if module in ATTENTION else {}
+    d = {
+        "Linear": {"in_features": h, "out_features": h},
+        "LayerNormLinear": {"in_features": h, "out_features": 3 * h},
+        "LayerNormMLP": {"hidden_size": h, "ffn_hidden_size": 4 * h},
+        "LayerNorm": {"normalized_shape": h},
+        "RMSNorm": {"normalized_shape": h},
+        "GroupedLinear": {"num_gemms": NUM_GEMMS, "in_features": h, "out_features": h},
+        "MultiheadAttention": {"hidden_size": h, **heads, "attention_dropout": 0.0, "qkv_format": "sbhd"},
+        "TransformerLayer": {
             "hidden_size": h,
             "ffn_hidden_size": 4 * h,
-            "num_attention_heads": attention_heads(h, user),
+            **heads,
             "hidden_dropout": 0.0,
             "attention_dropout": 0.0,
             "attn_input_format": "sbhd",
-        }
-    d.update(common)
+        },
+    }[module]
+    d.update(params_dtype=dtype, device=device)
     for key in user:  # the config's value wins; a key given by the config is the config's
         d.pop(key, None)
     return d, user
@@ -255,9 +237,6 @@ def signature_of(cls: Any) -> tuple:
     return [n for n in params if n != "self"], any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
-# ---------------------------------------------------------------- inputs
-
-
 def input_shape(module: str, shape: list) -> list:
     """Shape of the input tensor: as given, except GroupedLinear takes [tokens, hidden]."""
     shape = [int(d) for d in shape]
@@ -278,8 +257,6 @@ def m_splits_as_tensor(te_version: str) -> bool:
     v = parse_version(te_version)
     return bool(v) and v >= (2, 17)
 
-
-# ---------------------------------------------------------------- shape rules
 
 # Per recipe: (row rule, column rule, grouped split alignment, name of the rule, source). FP8: TE's
 # assert_dim_for_fp8_exec asks tokens % 8, but cuBLASLt's FP8 GEMMs need % 16 (on the H200, 8 and 24
