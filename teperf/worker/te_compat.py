@@ -11,6 +11,7 @@ What differs between TE releases (../shared/context/transformer-engine-notes.md,
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 import warnings
@@ -46,12 +47,8 @@ STACK_KWARG = "layers"
 
 def parse_version(text: Optional[str]) -> tuple:
     """'2.20.2' -> (2, 20, 2); '2.17.0.dev0+abc' -> (2, 17, 0); junk -> ()."""
-    if not text:
-        return ()
-    m = re.match(r"\s*(\d+(?:\.\d+)*)", str(text))
-    if not m:
-        return ()
-    return tuple(int(p) for p in m.group(1).split("."))
+    m = re.match(r"\s*(\d+(?:\.\d+)*)", str(text or ""))
+    return tuple(int(p) for p in m.group(1).split(".")) if m else ()
 
 
 def recipe_class_name(recipe: str) -> Optional[str]:
@@ -115,13 +112,15 @@ def probe_recipe(te: Any, recipe: str, fp8_state_manager: Any = None, te_version
     return reason or f"{probe}() is False ({ver}gave no reason)"
 
 
-def has_param(fn: Callable, name: str) -> bool:
-    import inspect
-
+def _parameters(fn: Callable) -> dict:
     try:
-        params = inspect.signature(fn).parameters
+        return dict(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
-        return False
+        return {}
+
+
+def has_param(fn: Callable, name: str) -> bool:
+    params = _parameters(fn)
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
@@ -143,12 +142,7 @@ def autocast_factory(te: Any, recipe_obj: Any) -> tuple:
 
 def graph_kwargs(make_graphed_callables: Callable, recipe_obj: Any) -> dict:
     """Quantization kwargs for te.make_graphed_callables in this TE's spelling."""
-    import inspect
-
-    try:
-        names = set(inspect.signature(make_graphed_callables).parameters)
-    except (TypeError, ValueError):
-        names = set()
+    names = _parameters(make_graphed_callables)
     prefix = "" if "enabled" in names and "recipe" in names else "fp8_"
     kw = {prefix + "enabled": recipe_obj is not None}
     if recipe_obj is not None:
@@ -157,8 +151,7 @@ def graph_kwargs(make_graphed_callables: Callable, recipe_obj: Any) -> dict:
 
 
 def attention_heads(hidden: int, kwargs: Optional[dict] = None) -> int:
-    kwargs = kwargs or {}
-    if "num_attention_heads" in kwargs:
+    if "num_attention_heads" in (kwargs or {}):
         return int(kwargs["num_attention_heads"])
     return max(1, hidden // HEAD_DIM)
 
@@ -231,8 +224,6 @@ def adapt_kwargs(params: Iterable[str], has_var_kw: bool, defaults: dict, user: 
 
 def signature_of(cls: Any) -> tuple:
     """(parameter names, has **kwargs) of cls.__init__."""
-    import inspect
-
     params = inspect.signature(cls.__init__).parameters
     return [n for n in params if n != "self"], any(p.kind is p.VAR_KEYWORD for p in params.values())
 
@@ -254,8 +245,7 @@ def m_splits_for(tokens: int, gemms: int) -> list:
 
 def m_splits_as_tensor(te_version: str) -> bool:
     """TE 2.17+ types m_splits as a CPU int64 tensor (a list is converted every call)."""
-    v = parse_version(te_version)
-    return bool(v) and v >= (2, 17)
+    return parse_version(te_version) >= (2, 17)
 
 
 # Per recipe: (row rule, column rule, grouped split alignment, name of the rule, source). FP8: TE's
