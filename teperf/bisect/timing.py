@@ -109,8 +109,7 @@ class TimeSearch:
 
     def affordable(self, processes: int) -> bool:
         """Whether a compare of ``processes`` pairs fits in what is left of --budget (by the pace so far)."""
-        per_pair = max(self.compare_s) if self.compare_s else 0.0
-        return self.timing_s + processes * per_pair <= self.budget_s
+        return self.timing_s + processes * max(self.compare_s, default=0.0) <= self.budget_s
 
     def timed(self, base: int, head: int, decide: Callable[[dict], str]):
         """Compare base..head and ``decide`` from its row, again with twice the pairs while "undecided"

@@ -54,14 +54,9 @@ def count_step(step: Callable[[], None], cuda: bool, warm: int = WARM_STEPS) -> 
     with _steady():
         counts["python_calls"] = count_python_calls(step)
         counts["aten_ops"] = _count_aten_ops(step)
-        nodes, launches, syncs, cpu_allocs = _profiler_pass(step, cuda)
-        counts["autograd_nodes"] = nodes
-        if cuda:
-            counts["kernel_launches"] = launches
-            counts["syncs"] = syncs
-            counts["allocations"] = _count_cuda_allocations(step)
-        else:
-            counts["allocations"] = cpu_allocs
+        nodes, launches, syncs, cpu_allocs = _profiler_pass(step, cuda)  # launches, syncs: None on CPU
+        counts.update(autograd_nodes=nodes, kernel_launches=launches, syncs=syncs)
+        counts["allocations"] = _count_cuda_allocations(step) if cuda else cpu_allocs
         after = count_python_calls(step)
     if after != counts["python_calls"]:
         print(

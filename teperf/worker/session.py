@@ -101,14 +101,12 @@ class Session:
             facts = imported_facts(list(message.get("packages") or []), message.get("known"))
             return {"type": "imported", "imported": facts}
         if cmd == "counters":
-            from teperf.worker.counters import count_step
+            from teperf.worker.counters import count_compile, count_step
 
             step = self.ready(message["case_id"])
             counters = count_step(step, self.cuda)
             info = self.cases[message["case_id"]][2]
             if "graphs" in info:  # a compile case: its first call recorded what dynamo compiled
-                from teperf.worker.counters import count_compile
-
                 counters.update(count_compile(step, info, self.cuda))
             return {"type": "counters", "case_id": message["case_id"], "counters": counters}
         if cmd == "profile":

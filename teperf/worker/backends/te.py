@@ -201,7 +201,7 @@ def describe() -> dict:
 
     import torch
 
-    version = str(getattr(transformer_engine, "__version__", ""))
+    version = _te_version()
     facts: dict = {
         "version": version,
         "location": os.path.dirname(transformer_engine.__file__),
@@ -212,8 +212,7 @@ def describe() -> dict:
         "nvte_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NVTE_")},
         "flash_attn_installed": importlib.util.find_spec("flash_attn") is not None,
     }
-    ext = sys.modules.get("transformer_engine_torch")
-    facts["torch_extension"] = getattr(ext, "__file__", None)
+    facts["torch_extension"] = getattr(sys.modules.get("transformer_engine_torch"), "__file__", None)
     try:
         from transformer_engine.common import _get_shared_object_file
 
