@@ -26,8 +26,6 @@ def time_loop(step: Callable[[], None], iters: int, cuda: bool) -> dict:
     sync_ns = 0
     gpu_ns = None
     if cuda:
-        import torch
-
         events[1].record()
         s0 = time.perf_counter_ns()
         torch.cuda.synchronize()

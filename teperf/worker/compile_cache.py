@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 
 MODES = ("cold", "warm")
@@ -27,8 +28,6 @@ CACHE_COUNTERS = {
 
 def cache_counts() -> dict:
     """The compile caches' counters so far in this process ({} before dynamo was imported)."""
-    import sys
-
     utils = sys.modules.get("torch._dynamo.utils")
     if utils is None:
         return {}
@@ -76,8 +75,6 @@ class CompileCache:
         os.makedirs(path, exist_ok=True)
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
         os.environ["TRITON_CACHE_DIR"] = os.path.join(path, "triton")
-        import sys
-
         if "torch._inductor.utils" in sys.modules:  # nothing to clear before inductor was ever imported
             utils = sys.modules["torch._inductor.utils"]
             clear = getattr(utils, "clear_caches", None) or getattr(utils, "clear_inductor_caches", None)

@@ -9,6 +9,7 @@ import hashlib
 import importlib
 import os
 import sys
+import time
 
 COMPILED_SUFFIXES = (".so", ".pyd", ".dylib", ".dll")
 CHUNK = 1 << 20
@@ -115,8 +116,6 @@ def package_facts(name: str, mapped: set[str], known: dict | None = None) -> dic
 
 def imported_facts(packages: list[str], known: dict | None = None) -> dict:
     """The worker's interpreter, torch, and each package under test (``packages``)."""
-    import time
-
     started = time.perf_counter()
     torch = sys.modules.get("torch")
     mapped = _mapped_files()
