@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
+from itertools import pairwise
 from pathlib import Path
 
 from teperf.bisect import search as bsearch
@@ -87,12 +89,8 @@ def compare_seconds(config: Config) -> float:
 def distinct_builds(rng: Range, factory: SideFactory) -> int:
     """How many different builds the range holds: the caches are keyed by compiled inputs, so only a
     compiled change starts a new one."""
-    builds = 1  # GOOD's
-    previous = rng.good.sha
-    for commit in rng.commits:
-        builds += strategy_class(factory.tier(previous, commit.sha)).compiled
-        previous = commit.sha
-    return builds
+    shas = [rng.good.sha] + [commit.sha for commit in rng.commits]
+    return 1 + sum(strategy_class(factory.tier(a, b)).compiled for a, b in pairwise(shas))  # 1: GOOD's
 
 
 def side_seconds(factory: SideFactory, tier: str) -> tuple[float, str]:
@@ -110,10 +108,7 @@ BASIS_TEXT = {
 
 
 def make_plan(rng: Range, factory: SideFactory, config: Config) -> dict:
-    tiers: dict[str, int] = {}
-    for commit in rng.commits:
-        tier = factory.tier(rng.good.sha, commit.sha)
-        tiers[tier] = tiers.get(tier, 0) + 1
+    tiers = Counter(factory.tier(rng.good.sha, commit.sha) for commit in rng.commits)
     shown = {made_with(factory, t): n for t, n in tiers.items()}  # said as made
     n = len(rng.commits)
     probes = bsearch.expected_probes(n)

@@ -1,20 +1,11 @@
 """Deterministic counts of what one fwd+bwd step does (``{"cmd": "counters"}``).
 
 ``count_step`` runs the step a few times untimed, then counts ONE step per counter, each in its own pass,
-so that one counter's instrumentation never shows up in another's count:
-
-python_calls     Python frames started (not generator resumptions, nor C calls): sys.monitoring PY_START
-                 on 3.12+, else sys.setprofile ``call`` events less generator resumptions.
-aten_ops         ATen ops a TorchDispatchMode sees, forward and backward; torch.compile'd regions (TE's
-                 jit_fuser functions) run eagerly for this pass (_dynamo_eager).
-autograd_nodes   backward nodes the engine executed (AccumulateGrad included), from the profiler.
-kernel_launches  CUDA only (else None): launch API calls the profiler records; a graph replay is one.
-syncs            CUDA only (else None): host-device synchronisations the profiler records, less an empty
-                 step's (the profiler's own and our trailing synchronize).
-allocations      CUDA: caching-allocator requests over the step; CPU: the profiler's ``[memory]`` events.
-
-Compile cells add ``count_compile``'s residue: graphs and graph_breaks (with break_reasons) at the first
-call, recompiles and guard_failures during one steady step.
+so that one counter's instrumentation never shows in another's: python_calls (Python frames started, not
+generator resumptions nor C calls), aten_ops (what a TorchDispatchMode sees; compiled regions run eagerly
+for it), autograd_nodes, kernel_launches and syncs (CUDA only, from the profiler, less an empty step's),
+allocations (CUDA's caching allocator, else the profiler's ``[memory]`` events). Compile cells add
+``count_compile``'s residue: graphs, graph_breaks, recompiles, guard_failures.
 
 Every pass runs with the garbage collector and autograd's device threads off, so a CUDA backward runs on
 the calling thread where every mechanism sees it. A counter not measurable here is None, never a guess.

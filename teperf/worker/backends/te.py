@@ -15,12 +15,6 @@ RECIPES = compat.RECIPES
 check_shape = compat.check_shape  # pure Python: None if the shape fits, else the rule it breaks
 
 
-def _te():
-    import transformer_engine.pytorch as te
-
-    return te
-
-
 def _te_version() -> str:
     import transformer_engine
 
@@ -46,7 +40,8 @@ def recipe_status(recipe: str, device: str) -> Optional[str]:
         return f"recipe {recipe} is not known to the te backend (use one of: {', '.join(RECIPES)})"
     if not str(device).startswith("cuda"):
         return f"TransformerEngine modules need a CUDA device (device is {device})"
-    te = _te()
+    import transformer_engine.pytorch as te
+
     paths = ("transformer_engine.pytorch.quantization", "transformer_engine.pytorch.fp8")
     reason = compat.probe_recipe(te, recipe, _found(paths, "FP8GlobalStateManager"), _te_version())
     if reason is None and compat.RECIPE_CLASSES[recipe] is not None:
@@ -95,9 +90,9 @@ def _splits_wrapper(inner, m_splits):
 
 def build(case: dict, device: str) -> Built:
     import torch
+    import transformer_engine.pytorch as te
     from transformer_engine.common import recipe as recipe_mod
 
-    te = _te()
     version = _te_version()
     name = module_class(case["module"])
     recipe = case["recipe"]
