@@ -99,8 +99,7 @@ class CounterSearch:
         return bsearch.find_changes(len(self.rng.commits), probe)
 
     def counters_beside(self, index: int) -> Optional[dict]:
-        """What the counters did at commit ``index`` against its parent ({}: none moved; None: not
-        countable), the likely why of a step found in time."""
+        """What the counters did at index against its parent ({}: none moved; None: not countable)."""
         before, after = self.count(index - 1), self.count(index)
         if before is None or after is None:
             return None

@@ -87,15 +87,13 @@ def compare_seconds(config: Config) -> float:
 
 
 def distinct_builds(rng: Range, factory: SideFactory) -> int:
-    """How many different builds the range holds: the caches are keyed by compiled inputs, so only a
-    compiled change starts a new one."""
+    """How many different builds the range holds (the caches are keyed by compiled inputs)."""
     shas = [rng.good.sha] + [commit.sha for commit in rng.commits]
     return 1 + sum(strategy_class(factory.tier(a, b)).compiled for a, b in pairwise(shas))  # 1: GOOD's
 
 
 def side_seconds(factory: SideFactory, tier: str) -> tuple[float, str]:
-    """(seconds, basis) of making one commit runnable in ``tier``: the factory's own figure for its
-    package, TE's for a factory without one."""
+    """(seconds, basis) of making one commit runnable in ``tier``; TE's for a factory without a figure."""
     seconds = getattr(factory, "seconds", None)
     return seconds(tier) if seconds else tier_seconds(TE_PACKAGE, tier, cache_dir="/nonexistent")
 

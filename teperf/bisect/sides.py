@@ -105,8 +105,7 @@ class GitSideFactory:
         return None
 
     def _core_applies(self) -> bool:
-        """Whether core applies (a package teperf can rebuild over an installed copy, TE): its shared
-        Ninja tree makes each probe incremental."""
+        """Whether core fits (TE, installed): its shared Ninja tree makes each probe incremental."""
         from teperf.sides import installed as inst
         from teperf.sides.layout import layout_for
         from teperf.sides.target import Refused

@@ -151,8 +151,7 @@ class Session:
         return {"type": "ready", "case_id": case_id, "info": info}
 
     def ready(self, case_id: int):
-        """The case's step, with its own global state back and its compiled code current:
-        whatever other cases did in this worker since must not reach the timed loop."""
+        """The case's step, its own global state back and its compiled code current (re-warmed, untimed)."""
         step, built, _info = self.cases[case_id]
         if case_id in self.saved_state:
             built.global_state.clear()
@@ -278,7 +277,4 @@ def _driver_version() -> str:
     # Read from the kernel module's file to avoid a dependency on pynvml.
     with open("/proc/driver/nvidia/version") as f:
         first = f.readline()
-    for token in first.split():
-        if token[0].isdigit() and "." in token:
-            return token
-    return first.strip()
+    return next((token for token in first.split() if token[0].isdigit() and "." in token), first.strip())

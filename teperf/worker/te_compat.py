@@ -261,8 +261,7 @@ _RULES = {
 
 
 def check_shape(module: str, recipe: str, shape, kwargs: Optional[dict] = None) -> Optional[str]:
-    """None if ``shape`` (tokens = product of all dims but the last, hidden = last dim) can run
-    ``module`` under ``recipe``, else a message naming the rule."""
+    """None if ``shape`` [tokens..., hidden] can run ``module`` under ``recipe``, else the rule it breaks."""
     if module not in MODULES:
         return f"unknown TE module {module!r}"
     if recipe not in RECIPE_CLASSES:

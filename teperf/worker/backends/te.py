@@ -34,8 +34,7 @@ def _found(paths, attr: str, fits=lambda value: value is not None):
 
 
 def recipe_status(recipe: str, device: str) -> Optional[str]:
-    """None if the recipe runs here; else TE's reason (shown as skipped). A TE that cannot be imported
-    raises: that is an error, not a skip."""
+    """None if the recipe runs here, else TE's reason (a skip); a TE that cannot be imported raises."""
     if recipe not in RECIPES:
         return f"recipe {recipe} is not known to the te backend (use one of: {', '.join(RECIPES)})"
     if not str(device).startswith("cuda"):
@@ -131,7 +130,7 @@ def build(case: dict, device: str) -> Built:
     if notes:
         info["constructor_shims"] = notes
     if name == "GroupedLinear":
-        splits = compat.m_splits_for(x.shape[0], int(ctor.get("num_gemms", compat.NUM_GEMMS)))
+        splits = compat.m_splits_for(x.shape[0], compat.num_gemms(ctor))
         if compat.m_splits_as_tensor(version):
             m_splits = torch.tensor(splits, dtype=torch.int64, device="cpu")  # built once, not per call
             info["m_splits"] = f"cpu int64 tensor {splits}"
@@ -173,8 +172,7 @@ def build(case: dict, device: str) -> Built:
 
 
 def _other_recipe(te, recipe_mod, name: str, recipe: str, shape, kwargs, device):
-    """(autocast factory, description) of another recipe this case can switch to at run time, or
-    (None, None) when none runs here."""
+    """(autocast factory, description) of another recipe to switch to at run time, or (None, None)."""
     other = compat.OTHER_RECIPE.get(recipe)
     if other is None or name not in compat.QUANTIZING:
         return None, None
