@@ -19,7 +19,7 @@ from teperf.bisect.counters import CounterSearch, moved
 from teperf.bisect.plan import Range, commit_meta, find_cell, make_plan, plan_lines, resolve_range
 from teperf.bisect.progress import Progress
 from teperf.bisect.sides import GitSideFactory, SideFactory
-from teperf.bisect.timing import TimeSearch
+from teperf.bisect.timing import TimeSearch, whole_state
 from teperf.bundle import Bundle, now_iso
 from teperf.config import Config
 from teperf.errors import Interrupted, TeperfError
@@ -100,7 +100,8 @@ class Bisector(CounterSearch, TimeSearch):
             result["counter_totals"] = found["totals"]
             result["counter_unresolved"] = found["unresolved"]
             if not self.confirm_wanted:  # counters only: their shares are the answer
-                result.update(
+                return self._finish(
+                    result,
                     mode="counters",
                     status="found" if not changes.left else "partial",
                     culprits=found["culprits"],
@@ -108,25 +109,22 @@ class Bisector(CounterSearch, TimeSearch):
                     unresolved=found["unresolved"],
                     totals=found["totals"],
                 )
-                return self._finish(result)
         elif not self.confirm_wanted:
-            result.update(mode="counters", status="no change", totals={})
-            return self._finish(result)
+            return self._finish(result, mode="counters", status="no change", totals={})
         result["mode"] = "time"
         self.log("GOOD..BAD in time, then both halves of every part that moved")
-        endpoint, state = self.endpoint_timing()
+        endpoint, state = self.timed(0, n, whole_state)  # (row, moved | quiet | undecided) or (None, why not)
         if endpoint is None:
             if state == "budget":
-                result.update(status="inconclusive")
-                return self._finish(result)
+                return self._finish(result, status="inconclusive")
             raise TeperfError(
                 f"GOOD..BAD could not be compared ({state})",
                 f"see the worker logs under {self.bundle.path}/compares",
             )
         if state != "moved":
-            result["endpoint"] = endpoint
-            result["status"] = "no change" if state == "quiet" else "inconclusive"
-            return self._finish(result)
+            return self._finish(
+                result, endpoint=endpoint, status="no change" if state == "quiet" else "inconclusive"
+            )
         endpoint = result["endpoint"] = self.refine_endpoint(endpoint)
         parts = self.time_search(endpoint)
         result.update(time_shares(parts, endpoint, self._commit, self.counters_beside))
@@ -144,7 +142,8 @@ class Bisector(CounterSearch, TimeSearch):
         ]
         return self._finish(result)
 
-    def _finish(self, result: dict) -> dict:
+    def _finish(self, result: dict, **fields) -> dict:
+        result.update(fields)
         result["probes"] = self.n_probes
         result["compares"] = self.n_compares
         result["counter_probes"] = len(self.count_seconds)

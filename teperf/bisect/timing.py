@@ -147,10 +147,6 @@ class TimeSearch:
     def _rel(self, path) -> str:
         return str(Path(path).relative_to(self.bundle.path))
 
-    def endpoint_timing(self) -> tuple[Optional[dict], str]:
-        """GOOD..BAD in time -> (its row, "moved" | "quiet" | "undecided"), or (None, why not)."""
-        return self.timed(0, len(self.rng.commits), whole_state)
-
     def refine_endpoint(self, endpoint: dict) -> dict:
         """Sets the parts' trial length from GOOD..BAD's step time (MIN_TRIAL_S); where that is longer than
         the config's, GOOD..BAD is measured again with it, so that each share's denominator is as precise
