@@ -45,11 +45,8 @@ def attribute(
     last: int,
 ) -> dict:
     """{"culprits", "opposite", "unresolved", "totals"}: one entry per segment, with its deltas and shares.
-
-    ``values(i)``: what was measured at index i (counters, or {"time_pct": ...}); ``keys``: those that
-    moved between GOOD and BAD, in order of precedence; ``commit(i)``: the commit's meta (sha, subject, ...);
-    ``last``: BAD's index.
-    """
+    ``values(i)``: what was measured at index i (counters, or {"time_pct": ...}); ``keys``: those that moved
+    between GOOD and BAD, by precedence; ``commit(i)``: the commit's meta; ``last``: BAD's index."""
     good, bad = values(0) or {}, values(last) or {}
     totals = {k: bad[k] - good[k] for k in keys if good.get(k) is not None and bad.get(k) is not None}
     culprits, opposite, unresolved = [], [], []

@@ -183,11 +183,9 @@ def bisect(
     log: Log | None = None,
     plan_only: bool = False,
 ) -> Path | None:
-    """Find the commit of GOOD..BAD that moved ``cell``; return the bundle (kind "bisect").
-
-    ``factory`` makes the sides (default: git sides of ``repo`` with ``--strategy auto``).
-    ``plan_only``: say the plan and stop (None: no bundle).
-    """
+    """Find the commits of GOOD..BAD that moved ``cell``; return the bundle (kind "bisect"), or None
+    with ``plan_only`` (the plan logged, nothing run). ``factory`` makes the sides (default: git sides of
+    ``repo``)."""
     log = log or stderr_logger("teperf bisect")
     case = find_cell(config, cell)  # bad input first, before git or workers
     rng = resolve_range(spec, repo)

@@ -5,6 +5,7 @@ torch does at import already runs on the chosen core with one thread."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -125,10 +126,8 @@ def leave(code: int) -> None:
         atexit._run_exitfuncs()
     finally:
         for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-            try:
+            with contextlib.suppress(AttributeError, OSError, ValueError):
                 stream.flush()
-            except (AttributeError, OSError, ValueError):
-                pass
         os._exit(code)
 
 

@@ -187,14 +187,12 @@ def _dynamo_eager():
     step); ``set_stance("force_eager")`` bypasses it for this step and leaves its caches alone."""
     if "torch._dynamo" not in sys.modules:  # nothing compiled (importing it would cost seconds)
         return contextlib.nullcontext()
-    try:
+    with contextlib.suppress(Exception):
         import torch.compiler
 
         set_stance = getattr(torch.compiler, "set_stance", None)
         if set_stance is not None:
             return set_stance("force_eager")
-    except Exception:
-        pass
     return contextlib.nullcontext()
 
 

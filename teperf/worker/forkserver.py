@@ -10,6 +10,7 @@ servers. Control messages on the SEQPACKET socket FD, one JSON object each:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -42,10 +43,8 @@ def _reaper(sock, lock, children: set, changed: threading.Condition) -> None:
         with changed:
             children.discard(pid)
             changed.notify_all()
-        try:
+        with contextlib.suppress(OSError):
             _send(sock, lock, {"type": "exit", "pid": pid, "status": os.waitstatus_to_exitcode(raw)})
-        except OSError:
-            pass
 
 
 def _child(fds: list, sock) -> None:
@@ -69,15 +68,11 @@ def _child(fds: list, sock) -> None:
 
         code = main()
     except BaseException:
-        try:
+        with contextlib.suppress(Exception):
             traceback.print_exc()
-        except Exception:
-            pass
     finally:
-        try:
+        with contextlib.suppress(Exception):
             sys.stderr.flush()
-        except Exception:
-            pass
         os._exit(code or 0)
 
 

@@ -5,6 +5,7 @@ by content and path relative to the package: the same code hashes the same where
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import os
@@ -18,14 +19,11 @@ CHUNK = 1 << 20
 def _mapped_files() -> set[str]:
     """Real paths of every file mapped into this process (Linux); empty elsewhere."""
     out: set[str] = set()
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                parts = line.split(None, 5)
-                if len(parts) == 6 and parts[5].startswith("/"):
-                    out.add(parts[5].strip().removesuffix(" (deleted)"))
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/self/maps") as maps:
+        for line in maps:
+            parts = line.split(None, 5)
+            if len(parts) == 6 and parts[5].startswith("/"):
+                out.add(parts[5].strip().removesuffix(" (deleted)"))
     return out
 
 

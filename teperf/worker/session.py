@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import sys
@@ -120,10 +121,8 @@ class Session:
     def pin(self, core: int) -> dict:
         """Move every thread of this process to ``core`` (a prestarted worker imported torch elsewhere)."""
         for tid in os.listdir("/proc/self/task"):
-            try:
+            with contextlib.suppress(ProcessLookupError):  # a thread that just ended
                 os.sched_setaffinity(int(tid), {core})
-            except ProcessLookupError:  # a thread that just ended
-                pass
         return {"type": "pinned", "affinity": sorted(os.sched_getaffinity(0))}
 
     def setup(self, case: dict) -> dict:
