@@ -1,8 +1,6 @@
-"""A bisect's answer from what it measured (pure: unit-tested on dicts).
-
-In time, a step (one commit against its parent) is confirmed when its own compare's verdict moved the way
-GOOD..BAD did; only then does it carry a share, its delta over GOOD..BAD's. The shares and the unexplained
-rest add up to GOOD..BAD's delta. With --no-confirm the shares are of GOOD..BAD's counter change."""
+"""A bisect's answer from what it measured (pure: unit-tested on dicts). A step in time is confirmed when
+its own compare's verdict moved the way GOOD..BAD did; only then does it carry a share, its delta over
+GOOD..BAD's. With --no-confirm the shares are of GOOD..BAD's counter change."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 Counters at GOOD and BAD, then every change point of those that differ (bisect/counters.py); then time
 (bisect/timing.py) down to single commits, so a commit that moves time but no counter is found too; then
-the answer (bisect/conclude.py). The bundle (kind "bisect") holds meta.json, one "probe" record per probe,
-each compare's nested bundle under ``compares/`` and each worker's log under ``workers/``."""
+the answer (bisect/conclude.py). Compares nest under the bundle's ``compares/``, worker logs ``workers/``."""
 
 from __future__ import annotations
 

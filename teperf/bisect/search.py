@@ -1,9 +1,6 @@
-"""The search itself, apart from what a probe measures (unit-tested with fake probes).
-
-Commits are indexed 0..n along the first-parent history: 0 is GOOD, n is BAD. Every change point is
-found, not just the first: a segment whose ends differ is split at its middle until each change sits on
-one commit, about log2(n) probes per change. Two changes that cancel inside one segment leave its ends
-equal and are not looked for."""
+"""The search itself, apart from what a probe measures (unit-tested with fake probes). Commits are indexed
+0 (GOOD) .. n (BAD) along the first-parent history; every change point is found, not just the first.
+Two changes that cancel inside one segment leave its ends equal and are not looked for."""
 
 from __future__ import annotations
 

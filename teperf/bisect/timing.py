@@ -1,9 +1,7 @@
 """Bisect's search in time: GOOD..BAD compared, then both halves of every part that moved, down to single
-commits (search.find_steps), each a paired compare through the normal engine (api.compare).
-
-The parts' trials last at least MIN_TRIAL_S, as pyperf calibrates its loops: on the CPU short trials made
-the spread (vector-quantize's A/A: 4.5 % at 40 steps a trial, 1.95 % at 200), and a longer trial costs
-far less than another pair."""
+commits (search.find_steps), each a paired compare through the normal engine (api.compare). Trials last
+at least MIN_TRIAL_S, as pyperf calibrates its loops: on the CPU short trials made the spread
+(vector-quantize's A/A: 4.5 % at 40 steps a trial, 1.95 % at 200); a longer trial costs less than a pair."""
 
 from __future__ import annotations
 

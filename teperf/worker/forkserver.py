@@ -1,9 +1,7 @@
-"""A fork server: ``python -m teperf.worker.forkserver FD`` (started by teperf.engine.forkserver).
-
-One per side and generation, in the side's interpreter and environment: it imports torch and the package
-under test once, never touches CUDA, and forks a worker per request on the pipes the coordinator sent
-(SCM_RIGHTS). What a fork cannot vary (hash seed, address layout) the coordinator varies by starting new
-servers. Control messages on the SEQPACKET socket FD, one JSON object each:
+"""A fork server: ``python -m teperf.worker.forkserver FD`` (started by teperf.engine.forkserver), one per
+side and generation (new ones vary what a fork cannot: hash seed, address layout). It imports torch and
+the package under test once, never touches CUDA, and forks a worker per request on the pipes the
+coordinator sent (SCM_RIGHTS). Messages on the SEQPACKET socket FD:
   coordinator -> server: {"cmd": "init", "sys_path", "preload"}; {"cmd": "fork"} + 3 fds; {"cmd": "quit"}
   server -> coordinator: {"type": "ready", "pid", "import_s"} | {"type": "fatal", "error"};
                          {"type": "forked", "pid"}; {"type": "exit", "pid", "status"} (unsolicited)"""

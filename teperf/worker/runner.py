@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib
 from typing import Any, Callable, ContextManager, Optional
 
@@ -148,7 +149,4 @@ def module_class(name: str) -> str:
 def import_object(spec: str):
     """'pkg.mod:attr' -> the attribute, imported in this (the side's) interpreter."""
     mod_name, _, attr = spec.partition(":")
-    obj = importlib.import_module(mod_name)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
+    return functools.reduce(getattr, attr.split("."), importlib.import_module(mod_name))

@@ -1,13 +1,10 @@
-"""TransformerEngine version shims and shape rules, pure Python: functions that need TE take the imported
-``transformer_engine.pytorch`` (or a fake), so they are unit-tested without TE (tests/test_te_backend.py).
-
-What differs between TE releases (../shared/context/transformer-engine-notes.md, section 1):
-- autocast: ``te.autocast(recipe=...)`` since 2.9, before ``te.fp8_autocast(fp8_recipe=...)`` (warns 2.9+);
-- availability probes: ``te.is_*_available(return_reason=True)``, else ``FP8GlobalStateManager``'s;
-- make_graphed_callables: ``enabled=/recipe=`` in new TE, ``fp8_enabled=/fp8_recipe=`` in old;
-- constructors: LayerNorm/RMSNorm ``normalized_shape`` (old: ``hidden_size``), ``params_dtype`` (ops-based:
-  ``dtype``); our default keywords are dropped where a constructor lacks them, the config's never are;
-- GroupedLinear ``m_splits``: a list up to 2.16, a CPU int64 tensor from 2.17 (a list costs a conversion)."""
+"""TransformerEngine version shims and shape rules, pure Python: what needs TE takes the imported
+``transformer_engine.pytorch`` (or a fake: tests/test_te_backend.py). Release differences
+(../shared/context/transformer-engine-notes.md, section 1): ``te.autocast(recipe=)`` since 2.9, before
+``te.fp8_autocast(fp8_recipe=)``; ``te.is_*_available(return_reason=True)``, else FP8GlobalStateManager's;
+make_graphed_callables' ``enabled/recipe`` (old: ``fp8_`` prefixed); LayerNorm/RMSNorm ``normalized_shape``
+(old: ``hidden_size``) and ``params_dtype`` (ops-based: ``dtype``), our default keywords dropped where a
+constructor lacks them; GroupedLinear ``m_splits`` a CPU int64 tensor from 2.17 (a list is converted)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Modules from the side's own code: ``factory = "pkg.mod:callable"`` (README, "Your own modules").
-
-Imported in the worker after the side's directories lead sys.path, so base and head each import their own
-``pkg``. ``factory(**kwargs)`` returns an nn.Module; its input is a float tensor of the cell's shape (or
-what ``inputs(shape, dtype, device)`` returns); a step backpropagates the (first) output's sum."""
+"""Modules from the side's own code, ``factory = "pkg.mod:callable"`` (README, "Your own modules"):
+imported in the worker after the side's directories lead sys.path, so base and head each import their
+own ``pkg``; its input is a tensor of the cell's shape, or what ``inputs(shape, dtype, device)`` returns."""
 
 from __future__ import annotations
 
