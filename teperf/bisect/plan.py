@@ -118,7 +118,6 @@ def make_plan(rng: Range, factory: SideFactory, config: Config) -> dict:
     sides = 2 + probes
     distinct = distinct_builds(rng, factory) if is_compiled else sides
     builds = min(sides, distinct)
-    making_s = builds * side_s
     compare_s = compare_seconds(config)
     probe_s = FORKED_PROBE_S[config.device]
     # each further change point: its probes (and their builds, while new compiled inputs are left)
@@ -131,7 +130,7 @@ def make_plan(rng: Range, factory: SideFactory, config: Config) -> dict:
         "side_s": round(side_s, 1),
         "seconds_basis": basis,
         # a fork server's start, then counters at GOOD and BAD (twice) and the probes of one change point
-        "counters_s": round(making_s + WORKER_SECONDS[config.device] + (sides + 2) * probe_s),
+        "counters_s": round(builds * side_s + WORKER_SECONDS[config.device] + (sides + 2) * probe_s),
         "per_change_s": round(further_builds * side_s + probes * probe_s),
         # GOOD..BAD, then both halves of each part that moved, down to one commit
         "compare_s": round(compare_s),
