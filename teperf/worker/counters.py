@@ -243,6 +243,4 @@ def _count_cuda_allocations(step) -> Optional[int]:
     step()
     torch.cuda.synchronize()
     after = torch.cuda.memory_stats().get("allocation.all.allocated")
-    if before is None or after is None:
-        return None
-    return int(after - before)
+    return None if before is None or after is None else int(after - before)
