@@ -519,7 +519,6 @@ def fake_te(monkeypatch):
             monkeypatch.delitem(sys.modules, name)
         for name, mod in mods.items():
             monkeypatch.setitem(sys.modules, name, mod)
-        monkeypatch.setattr(compat, "_FP8_AUTOCAST_FILTERED", False)
         Ctx.entered = []
         return mods["transformer_engine.pytorch"]
 

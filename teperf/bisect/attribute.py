@@ -1,12 +1,7 @@
 """GOOD..BAD's change, attributed to the change points the search found (pure: unit-tested on dicts).
 
-Each change point (parent -> commit) moved the measured values by some
-delta; its share is that delta over GOOD..BAD's. The first key in ``keys``
-(Python calls, when they moved) decides the direction and the order; the
-others break ties. Commits that moved the way GOOD..BAD moved are the
-culprits, biggest share first; those that moved the other way are listed
-apart and never named the culprit.
-"""
+A change point's share is its delta over GOOD..BAD's on the first of ``keys`` (Python calls, when they
+moved; the others break ties). Commits that moved the other way are listed apart, never the culprit."""
 
 from __future__ import annotations
 
@@ -50,11 +45,8 @@ def attribute(
     last: int,
 ) -> dict:
     """{"culprits", "opposite", "unresolved", "totals"}: one entry per segment, with its deltas and shares.
-
-    ``values(i)``: what was measured at index i (counters, or {"time_pct": ...}); ``keys``: those that
-    moved between GOOD and BAD, in order of precedence; ``commit(i)``: the commit's meta (sha, subject, ...);
-    ``last``: BAD's index.
-    """
+    ``values(i)``: what was measured at index i (counters, or {"time_pct": ...}); ``keys``: those that moved
+    between GOOD and BAD, by precedence; ``commit(i)``: the commit's meta; ``last``: BAD's index."""
     good, bad = values(0) or {}, values(last) or {}
     totals = {k: bad[k] - good[k] for k in keys if good.get(k) is not None and bad.get(k) is not None}
     culprits, opposite, unresolved = [], [], []

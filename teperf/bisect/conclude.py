@@ -1,13 +1,6 @@
-"""A bisect's answer from what it measured (pure: unit-tested on dicts).
-
-In time (the default): each step the search found is one commit against its parent, with its own paired
-compare. It is *confirmed* when that compare's verdict moved the way GOOD..BAD did; only then does it
-carry a share, its delta over GOOD..BAD's, with the interval of its delta over GOOD..BAD's delta. Steps
-that moved the other way carry negative shares; a step whose verdict is inconclusive carries none. The
-shares and the unexplained rest (GOOD..BAD's delta less the steps') add up to GOOD..BAD's measured delta.
-
-With --no-confirm only counters are measured: shares are of GOOD..BAD's counter change, not of time.
-"""
+"""A bisect's answer from what it measured (pure: unit-tested on dicts). A step in time is confirmed when
+its own compare's verdict moved the way GOOD..BAD did; only then does it carry a share, its delta over
+GOOD..BAD's. With --no-confirm the shares are of GOOD..BAD's counter change."""
 
 from __future__ import annotations
 
@@ -91,25 +84,25 @@ def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside) -> d
 
 def conclude(result: dict) -> dict:
     """``explained`` (True, False, or None when there is nothing to explain) and ``answer``, one line."""
+    explained, answer = _answer(result)
+    result.update(explained=explained, answer=answer)
+    return result
+
+
+def _answer(result: dict) -> tuple[Optional[bool], str]:
     status, end = result.get("status"), result.get("endpoint") or {}
     if status == "no change":
         moved = result.get("moved_counters")
-        text = "no change: GOOD..BAD is no change in time" + (
+        return None, "no change: GOOD..BAD is no change in time" + (
             f" (counters moved at {len(result.get('counter_changes') or [])} commit(s), listed, at no "
             "measurable cost)"
             if moved
             else " and no counter differs"
         )
-        result.update(explained=None, answer=text)
-        return result
     if status == "inconclusive":
-        result.update(
-            explained=False,
-            answer="unexplained: whether GOOD..BAD changed in time could not be told within --budget",
-        )
-        return result
+        return False, "unexplained: whether GOOD..BAD changed in time could not be told within --budget"
     if result.get("mode") == "counters":
-        return _conclude_counters(result)
+        return _counters_answer(result)
     culprits = result.get("culprits") or []
     what = f"GOOD..BAD's {end.get('delta_us', 0):+.1f} us ({end.get('delta_pct', 0):+.1f}%)"
     rest = result.get("rest") or {}
@@ -122,19 +115,14 @@ def conclude(result: dict) -> dict:
     if culprits:
         named = ", ".join(f"{e['short_sha']} {e['share']:.0%}" for e in culprits[:3])
         share = sum(e["share"] for e in culprits)
-        result.update(
-            explained=True,
-            answer=f"explained: {len(culprits)} commit(s) carry {share:.0%} of {what}: {named}{tail}",
-        )
-        return result
+        return True, f"explained: {len(culprits)} commit(s) carry {share:.0%} of {what}: {named}{tail}"
     why = "no step confirmed by its own compare"
     if result.get("unconfirmed"):
         why += f" ({len(result['unconfirmed'])} found, their verdicts not decisive)"
-    result.update(explained=False, answer=f"unexplained: {why} for {what}{tail}")
-    return result
+    return False, f"unexplained: {why} for {what}{tail}"
 
 
-def _conclude_counters(result: dict) -> dict:
+def _counters_answer(result: dict) -> tuple[bool, str]:
     """--no-confirm: the commits that moved the counters, shares of GOOD..BAD's counter change."""
     culprits, opposite = result.get("culprits") or [], result.get("opposite_movers") or []
     totals = result.get("totals") or {}
@@ -146,17 +134,14 @@ def _conclude_counters(result: dict) -> dict:
     )
     if culprits or skipped:
         share = sum(e["share"] for e in culprits)
-        text = (
+        return True, (
             f"explained by counters (no time measured): {len(culprits)} commit(s) carry {share:.0%} of {what}"
             + (f", biggest {culprits[0]['short_sha']} ({culprits[0]['share']:.0%})" if culprits else "")
             + (f"; {len(skipped)} change(s) among commits that cannot be measured" if skipped else "")
             + against
         )
-        result.update(explained=True, answer=text)
-        return result
     why = f"every commit found moved the other way ({len(opposite)})" if opposite else "no change point"
     left = result.get("unresolved") or []
     if left:
         why += f"; {len(left)} segment(s) not narrowed ({left[0]['status']})"
-    result.update(explained=False, answer=f"unexplained: {why} for {what}")
-    return result
+    return False, f"unexplained: {why} for {what}"

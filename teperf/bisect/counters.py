@@ -57,40 +57,31 @@ class CounterSearch:
 
     def endpoint_counters(self) -> tuple[dict, dict]:
         n = len(self.rng.commits)
-        got = []
         for index in (0, n):
-            counters = self.count(index)
-            if counters is None:
+            if self.count(index) is None:
                 record = list(self.bundle.records())[-1]
                 which = "GOOD" if index == 0 else "BAD"
                 raise TeperfError(
                     f"{which} {self.rng.at(index).short_sha} cannot be measured: {record.detail}",
                     f"pick a {which} that builds and imports (worker logs: {self.bundle.path}/workers)",
                 )
-            got.append(counters)
-        return got[0], got[1]
+        return self.counters[0], self.counters[n]
 
     def recount(self, good: dict, bad: dict) -> tuple[dict, dict]:
-        """GOOD and BAD once more, each in a new worker, before searching on a difference. Code that
-        torch.compile builds makes a few more Python calls in the process that compiled it than when it
-        came from inductor's cache (teperf/worker/counters.py): the first run of an endpoint may have been
-        that one. The second count is the one every later probe of the same code will see."""
+        """GOOD and BAD once more, each in a new worker (kept where it counted): code torch.compile builds
+        makes a few more Python calls in the process that compiled it than when loaded from inductor's
+        cache, and every later probe of the same code sees the second count."""
         n = len(self.rng.commits)
-        again = []
         for index, first in ((0, good), (n, bad)):
             second = self.count(index, "counters again")
-            if second is None:
-                second = first
-            elif second != first:
+            if second is not None and second != first:
                 which = "GOOD" if index == 0 else "BAD"
                 self.log(
                     f"{which}'s counters changed in a second worker "
                     f"({counters_diff(first, second)}; a cold compile cache in the first?): "
                     "the search uses the second"
                 )
-            self.counters[index] = second
-            again.append(second)
-        return again[0], again[1]
+        return self.counters[0], self.counters[n]
 
     def counter_search(self, keys: list[str]) -> bsearch.Changes:
         """Every change point of ``keys`` between GOOD and BAD (counted already): exact equality."""
@@ -108,8 +99,7 @@ class CounterSearch:
         return bsearch.find_changes(len(self.rng.commits), probe)
 
     def counters_beside(self, index: int) -> Optional[dict]:
-        """What the counters did at commit ``index`` against its parent ({}: none moved), the likely why of
-        a step found in time; None where either cannot be counted. Two forked probes at most (cached)."""
+        """What the counters did at index against its parent ({}: none moved; None: not countable)."""
         before, after = self.count(index - 1), self.count(index)
         if before is None or after is None:
             return None

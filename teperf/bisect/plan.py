@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
+from itertools import pairwise
 from pathlib import Path
 
 from teperf.bisect import search as bsearch
-from teperf.bisect.sides import TE_PACKAGE, SideFactory, made_with, tier_seconds
+from teperf.bisect.sides import TE_PACKAGE, SideFactory, made_with, strategy_class, tier_seconds
 from teperf.config import Config
 from teperf.errors import TeperfError
 from teperf.plan import Case, expand
@@ -84,31 +86,14 @@ def compare_seconds(config: Config) -> float:
     return steps * STEP_US.get(config.device, 500.0) / 1e6 + s.processes * 1.0 + WORKER_SECONDS[config.device]
 
 
-def compiled(tier: str) -> bool:
-    """Whether the strategy that makes a commit of ``tier`` compiles (its class says so)."""
-    from teperf.sides import strategies
-
-    try:
-        return strategies.get(tier).compiled
-    except TeperfError:  # a tier no strategy is named after ("build" is one): a whole build
-        return True
-
-
 def distinct_builds(rng: Range, factory: SideFactory) -> int:
-    """How many different builds the range holds: commits whose compiled inputs equal their parent's share
-    one (the extension and build caches are keyed by those inputs), so only a compiled change starts a new
-    one."""
-    builds = 1  # GOOD's
-    previous = rng.good.sha
-    for commit in rng.commits:
-        builds += compiled(factory.tier(previous, commit.sha))
-        previous = commit.sha
-    return builds
+    """How many different builds the range holds (the caches are keyed by compiled inputs)."""
+    shas = [rng.good.sha] + [commit.sha for commit in rng.commits]
+    return 1 + sum(strategy_class(factory.tier(a, b)).compiled for a, b in pairwise(shas))  # 1: GOOD's
 
 
 def side_seconds(factory: SideFactory, tier: str) -> tuple[float, str]:
-    """(seconds, basis) of making one commit runnable in ``tier``: the factory's own figure for its package
-    (measured builds of it in the cache, else a default for it), TE's figures for a factory without one."""
+    """(seconds, basis) of making one commit runnable in ``tier``; TE's for a factory without a figure."""
     seconds = getattr(factory, "seconds", None)
     return seconds(tier) if seconds else tier_seconds(TE_PACKAGE, tier, cache_dir="/nonexistent")
 
@@ -121,22 +106,18 @@ BASIS_TEXT = {
 
 
 def make_plan(rng: Range, factory: SideFactory, config: Config) -> dict:
-    tiers: dict[str, int] = {}
-    for commit in rng.commits:
-        tier = factory.tier(rng.good.sha, commit.sha)
-        tiers[tier] = tiers.get(tier, 0) + 1
+    tiers = Counter(factory.tier(rng.good.sha, commit.sha) for commit in rng.commits)
     shown = {made_with(factory, t): n for t, n in tiers.items()}  # said as made
     n = len(rng.commits)
     probes = bsearch.expected_probes(n)
     per_tier = {tier: side_seconds(factory, tier) for tier in tiers}
     worst = max(tiers, key=lambda t: per_tier[t][0])
     side_s, basis = per_tier[worst]
-    is_compiled = compiled(worst)
+    is_compiled = strategy_class(worst).compiled
     # GOOD, BAD and each probe need a side; a compiled one is built once per distinct set of inputs
     sides = 2 + probes
     distinct = distinct_builds(rng, factory) if is_compiled else sides
     builds = min(sides, distinct)
-    making_s = builds * side_s
     compare_s = compare_seconds(config)
     probe_s = FORKED_PROBE_S[config.device]
     # each further change point: its probes (and their builds, while new compiled inputs are left)
@@ -149,7 +130,7 @@ def make_plan(rng: Range, factory: SideFactory, config: Config) -> dict:
         "side_s": round(side_s, 1),
         "seconds_basis": basis,
         # a fork server's start, then counters at GOOD and BAD (twice) and the probes of one change point
-        "counters_s": round(making_s + WORKER_SECONDS[config.device] + (sides + 2) * probe_s),
+        "counters_s": round(builds * side_s + WORKER_SECONDS[config.device] + (sides + 2) * probe_s),
         "per_change_s": round(further_builds * side_s + probes * probe_s),
         # GOOD..BAD, then both halves of each part that moved, down to one commit
         "compare_s": round(compare_s),
@@ -167,7 +148,7 @@ def plan_lines(rng: Range, case: Case, plan: dict) -> list[str]:
         f"commit: {tiers}"
         + (
             f"; {plan['builds']} builds at most (commits with the same compiled inputs share one)"
-            if any(compiled(t) for t in plan["tiers"])
+            if any(strategy_class(t).compiled for t in plan["tiers"])
             else ""
         ),
         f"time: GOOD..BAD, then both halves of each part that moved, down to single commits: about "

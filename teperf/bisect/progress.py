@@ -31,9 +31,6 @@ class Progress:
             f"{per_step} for one step), {self.steps} steps in time found{left}; {spent:.0f} s so far"
         )
 
-    def phase(self, text: str) -> None:
-        self.log(text)
-
     def probe(self, role: str, sha: str, what: str, result: str, detail: str, seconds: float) -> None:
         kind = "timing" if what == "timing" else "counters"
         self.done[kind] += 1

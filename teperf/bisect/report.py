@@ -1,8 +1,4 @@
-"""A bisect bundle -> what ``teperf bisect`` and ``teperf report`` print (table, markdown or json).
-
-The probe log is a render.TableModel, laid out by the same renderers as
-compare's table; the confirming compare is its own bundle, rendered as such.
-"""
+"""A bisect bundle -> what ``teperf bisect`` and ``teperf report`` print (table, markdown or json)."""
 
 from __future__ import annotations
 
@@ -14,6 +10,7 @@ from teperf.bundle import Bundle
 from teperf.explain.render import counters_diff
 from teperf.records import ProbeRecord
 from teperf.render import TableModel, render, render_markdown, render_rich
+from teperf.sides.changes import shorten
 
 # a probe's result: the time search's part states, a skipped commit
 RESULT_STYLE = {"moved": "bold red", "quiet": "green", "skip": "yellow", "undecided": "yellow"}
@@ -107,10 +104,7 @@ def headline(meta: dict) -> list[str]:
         why = {"skipped": "its commits could not be measured", "budget": "--budget was spent"}.get(
             left["status"], "its halves could not be told apart within --budget"
         )
-        cands = left.get("candidates") or []
-        names = ", ".join(c["short_sha"] for c in cands[:6]) + (
-            f" +{len(cands) - 6} more" if len(cands) > 6 else ""
-        )
+        names = shorten([c["short_sha"] for c in left.get("candidates") or []], shown=6)
         delta = f" ({left['delta_us']:+.1f} us)" if left.get("delta_us") is not None else ""
         lines.append(f"not narrowed to one commit{delta}: {names}; {why}")
     if result.get("status") == "inconclusive":

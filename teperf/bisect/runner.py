@@ -1,20 +1,8 @@
 """``teperf bisect GOOD..BAD --cell MODULE/RECIPE``: which commits of GOOD..BAD cost the time.
 
-1. Counters at GOOD and BAD, each a worker forked from a server that imported torch (about a second).
-   If a counter differs, every change point of it (search.find_changes: a segment whose ends differ is
-   split until each change sits on one commit), on exact equality (bisect/counters.py).
-2. Time (bisect/timing.py): GOOD..BAD compared, then both halves of every part that moved beyond the
-   cell's noise, down to single commits, each a paired compare through the normal engine. A commit that
-   moves time without moving any counter is found like one that does.
-3. The answer (bisect/conclude.py): the steps in time, ranked by their share of GOOD..BAD's measured
-   delta, each with its own compare against its parent and the counters that moved at it as the likely
-   why; the counter change points apart; the unexplained rest.
-
---budget bounds the compares in time; when it is spent the search ends with what it knows and says
-which parts it did not narrow. --no-confirm measures counters only. Everything goes into a bundle of
-kind "bisect": meta.json (range, cell, plan, result) and one "probe" record per probe; each compare is
-a nested bundle under ``compares/``, each worker's log under ``workers/``.
-"""
+Counters at GOOD and BAD, then every change point of those that differ (bisect/counters.py); then time
+(bisect/timing.py) down to single commits, so a commit that moves time but no counter is found too; then
+the answer (bisect/conclude.py). Compares nest under the bundle's ``compares/``, worker logs ``workers/``."""
 
 from __future__ import annotations
 
@@ -30,7 +18,7 @@ from teperf.bisect.counters import CounterSearch, moved
 from teperf.bisect.plan import Range, commit_meta, find_cell, make_plan, plan_lines, resolve_range
 from teperf.bisect.progress import Progress
 from teperf.bisect.sides import GitSideFactory, SideFactory
-from teperf.bisect.timing import TimeSearch
+from teperf.bisect.timing import TimeSearch, whole_state
 from teperf.bundle import Bundle, now_iso
 from teperf.config import Config
 from teperf.errors import Interrupted, TeperfError
@@ -104,16 +92,15 @@ class Bisector(CounterSearch, TimeSearch):
         n = len(self.rng.commits)
         if keys:
             keys = ordered(keys)
-            self.progress.phase(
-                f"counters differ between GOOD and BAD ({', '.join(keys)}): every change point"
-            )
+            self.log(f"counters differ between GOOD and BAD ({', '.join(keys)}): every change point")
             changes = self.counter_search(keys)
             found = attribute(changes.segments, self.counters.get, keys, self._commit, n)
             result["counter_changes"] = found["culprits"] + found["opposite"]
             result["counter_totals"] = found["totals"]
             result["counter_unresolved"] = found["unresolved"]
             if not self.confirm_wanted:  # counters only: their shares are the answer
-                result.update(
+                return self._finish(
+                    result,
                     mode="counters",
                     status="found" if not changes.left else "partial",
                     culprits=found["culprits"],
@@ -121,25 +108,22 @@ class Bisector(CounterSearch, TimeSearch):
                     unresolved=found["unresolved"],
                     totals=found["totals"],
                 )
-                return self._finish(result)
         elif not self.confirm_wanted:
-            result.update(mode="counters", status="no change", totals={})
-            return self._finish(result)
+            return self._finish(result, mode="counters", status="no change", totals={})
         result["mode"] = "time"
-        self.progress.phase("GOOD..BAD in time, then both halves of every part that moved")
-        endpoint, state = self.endpoint_timing()
+        self.log("GOOD..BAD in time, then both halves of every part that moved")
+        endpoint, state = self.timed(0, n, whole_state)  # (row, moved | quiet | undecided) or (None, why not)
         if endpoint is None:
             if state == "budget":
-                result.update(status="inconclusive")
-                return self._finish(result)
+                return self._finish(result, status="inconclusive")
             raise TeperfError(
                 f"GOOD..BAD could not be compared ({state})",
                 f"see the worker logs under {self.bundle.path}/compares",
             )
         if state != "moved":
-            result["endpoint"] = endpoint
-            result["status"] = "no change" if state == "quiet" else "inconclusive"
-            return self._finish(result)
+            return self._finish(
+                result, endpoint=endpoint, status="no change" if state == "quiet" else "inconclusive"
+            )
         endpoint = result["endpoint"] = self.refine_endpoint(endpoint)
         parts = self.time_search(endpoint)
         result.update(time_shares(parts, endpoint, self._commit, self.counters_beside))
@@ -157,7 +141,8 @@ class Bisector(CounterSearch, TimeSearch):
         ]
         return self._finish(result)
 
-    def _finish(self, result: dict) -> dict:
+    def _finish(self, result: dict, **fields) -> dict:
+        result.update(fields)
         result["probes"] = self.n_probes
         result["compares"] = self.n_compares
         result["counter_probes"] = len(self.count_seconds)
@@ -197,11 +182,9 @@ def bisect(
     log: Log | None = None,
     plan_only: bool = False,
 ) -> Path | None:
-    """Find the commit of GOOD..BAD that moved ``cell``; return the bundle (kind "bisect").
-
-    ``factory`` makes the sides (default: git sides of ``repo`` with ``--strategy auto``).
-    ``plan_only``: say the plan and stop (None: no bundle).
-    """
+    """Find the commits of GOOD..BAD that moved ``cell``; return the bundle (kind "bisect"), or None
+    with ``plan_only`` (the plan logged, nothing run). ``factory`` makes the sides (default: git sides of
+    ``repo``)."""
     log = log or stderr_logger("teperf bisect")
     case = find_cell(config, cell)  # bad input first, before git or workers
     rng = resolve_range(spec, repo)

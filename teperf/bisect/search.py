@@ -1,21 +1,6 @@
-"""The search itself, apart from what a probe measures (unit-tested with fake probes).
-
-Commits are indexed 0..n along the first-parent history: 0 is GOOD, n is BAD.
-``find_changes`` finds every change point between them, not just the first:
-a segment (lo, hi) whose two ends differ is split at its middle commit i, and
-``probe(i, lo, hi)`` says which halves still have different ends:
-
-- ``(left, right)``: whether i differs from lo, and whether it differs from hi;
-- "skip": i cannot be measured (try a neighbour, as ``git bisect skip`` does);
-- "undecided": measured, but the measurement cannot tell (the segment stops
-  there, its commits left as candidates).
-
-Each half whose ends differ is searched the same way, until every change sits
-on one commit (hi = lo + 1). k changes cost about k * log2(n) probes; one
-change exactly ceil(log2(n)), the classic bisection. Two changes that cancel
-inside one segment (a commit that adds what a later one of the same segment
-removes) leave its ends equal and are not looked for.
-"""
+"""The search itself, apart from what a probe measures (unit-tested with fake probes). Commits are indexed
+0 (GOOD) .. n (BAD) along the first-parent history; every change point is found, not just the first.
+Two changes that cancel inside one segment leave its ends equal and are not looked for."""
 
 from __future__ import annotations
 
@@ -43,30 +28,26 @@ class Changes:
     probed: list[int]
 
     @property
-    def found(self) -> list[Segment]:
-        return [s for s in self.segments if s.found]
-
-    @property
     def left(self) -> list[Segment]:
         return [s for s in self.segments if not s.found]
 
 
 def expected_probes(n_commits: int) -> int:
-    """Probes to narrow one change among n first-parent commits (GOOD excluded, BAD included), none
-    skipped."""
+    """Probes to narrow one change among n commits (GOOD excluded, BAD included), none skipped."""
     return math.ceil(math.log2(n_commits)) if n_commits > 1 else 0
 
 
 def next_index(good: int, bad: int, skipped: set[int]) -> int | None:
-    """The middle of (good, bad), or the measurable index nearest to it (lower first); None if none is
-    left."""
+    """The middle of (good, bad), or the measurable index nearest it (lower first); None if none is left."""
     middle = (good + bad) // 2
     left = [i for i in range(good + 1, bad) if i not in skipped]
     return min(left, key=lambda i: (abs(i - middle), i)) if left else None
 
 
 def find_changes(n: int, probe: Callable[[int, int, int], Verdict]) -> Changes:
-    """Every change point of 0..n, whose ends (0 and n) are taken to differ; lower segments first."""
+    """Every change point of 0..n, whose ends are taken to differ; lower segments first. ``probe(i, lo,
+    hi)`` -> (i differs from lo, i differs from hi) | "skip" (i cannot be measured: a neighbour is tried,
+    as ``git bisect skip`` does) | "undecided" (the segment stops there, its commits left as candidates)."""
     pending = [(0, n)]  # segments whose ends differ, the next to search last
     skipped: set[int] = set()
     probed: list[int] = []
@@ -115,11 +96,9 @@ class Part:
 
 def find_steps(n: int, whole: dict, compare: Callable[[int, int], tuple]) -> list[Part]:
     """Every step in time of 0..n, whose compare ``whole`` moved: a part that moved is split at its middle
-    commit m and both halves are compared, ``compare(lo, hi) -> (row, state)``, state one of "moved",
-    "quiet" (nothing of the size looked for), "undecided", "skip" (m cannot be measured: a neighbour is
-    tried), "budget" (not measured: --budget is spent). Halves that moved are split again, down to one
-    commit: a "step", whose row is its own compare against its parent. Cost: about 2 x log2(n) compares
-    per step. Returns the steps and every part not split further, in index order."""
+    m and both halves compared, ``compare(lo, hi) -> (row, state)``, state "moved", "quiet", "undecided",
+    "skip" (m cannot be measured: a neighbour is tried) or "budget" (--budget is spent), down to single
+    commits ("step"s), about 2 x log2(n) compares each. -> the steps and every part not split, in order."""
     pending = [Part(0, n, whole, "moved")]
     skipped: set[int] = set()
     parts: list[Part] = []

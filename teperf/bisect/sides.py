@@ -1,11 +1,6 @@
 """The one seam between bisect and teperf/sides: commit SHA -> runnable Side, and what that costs.
 
-Everything bisect needs from the git/side machinery goes through this file,
-so that a change of that machinery (issue 10's strategy interface) is a
-change here only. A commit that cannot be made runnable (its build fails,
-its tree lacks the package) raises ProbeSkipped: bisect then tries a
-neighbour, as ``git bisect skip`` does.
-"""
+A commit that cannot be made runnable raises ProbeSkipped: bisect tries a neighbour (``git bisect skip``)."""
 
 from __future__ import annotations
 
@@ -18,23 +13,24 @@ from teperf.options import SideOptions
 from teperf.sides import Side
 from teperf.sides.gitrepo import detect_package, find_package_dir
 
-# Rough cost of making one commit runnable, per strategy (seconds), for the plan printed up front: each
-# strategy's te_seconds / other_seconds (teperf/sides/strategies/), until the cache has measured builds.
-# Any other package's figures are a pip install of a mostly-Python tree (nanoGPT's bisect planned
-# 4840 s on TE's figures and took 76 s).
 TE_PACKAGE = "transformer_engine"
 
 
-def tier_seconds(package: str, tier: str, cache_dir: str | None = None, layout: str | None = None):
-    """(seconds, basis) of making one commit runnable with strategy ``tier``: the slowest of this
-    package's builds in the cache when there is one (basis "measured"), else the strategy's own figure
-    for TE ("TE") or for any other package ("default")."""
+def strategy_class(tier: str):
+    """The strategy that makes a commit of ``tier``; a tier no strategy is named after is a whole build."""
     from teperf.sides import strategies
 
     try:
-        cls = strategies.get(tier)
+        return strategies.get(tier)
     except TeperfError:
-        cls = strategies.get("build")
+        return strategies.get("build")
+
+
+def tier_seconds(package: str, tier: str, cache_dir: str | None = None, layout: str | None = None):
+    """(seconds, basis) of making one commit runnable with strategy ``tier``, for the plan: the slowest
+    of this package's builds in the cache ("measured"), else the strategy's figure for TE ("TE") or for
+    any other package, a pip install of a mostly-Python tree ("default")."""
+    cls = strategy_class(tier)
     if cls.cache_kind:
         from teperf.sides import cachedir
         from teperf.sides.layout import layout_for
@@ -59,8 +55,7 @@ def tier_seconds(package: str, tier: str, cache_dir: str | None = None, layout: 
 
 
 def made_with(factory, tier: str) -> str:
-    """The strategy that makes a commit of ``tier``: a bisect pinned to core (GitSideFactory.pin_range)
-    builds the build tier's commits with core."""
+    """The strategy that makes a commit of ``tier``: core for the build tier when pinned to it."""
     return "core" if tier == "build" and getattr(factory, "pinned", None) == "core" else tier
 
 
@@ -82,8 +77,7 @@ class SideFactory(Protocol):
 
 @dataclasses.dataclass
 class GitSideFactory:
-    """Sides from the same machinery as ``teperf compare A..B`` (teperf.sides.git.plan_sides: tiers, caches),
-    made with the same options."""
+    """Sides from the same machinery and options as ``teperf compare A..B`` (sides.git.plan_sides)."""
 
     opts: SideOptions  # the git-side options, as compare takes them
     log: Callable[[str], None] | None = None
@@ -93,11 +87,10 @@ class GitSideFactory:
         self.package, self.package_dir = self.opts.package, self.opts.package_dir
 
     def pin_range(self, good_sha: str, bad_sha: str) -> str | None:
-        """When GOOD..BAD needs compiled code (extension or build), make every side of the run that
-        way, GOOD's and unchanged commits' too: a wheel's extension on one side and a local build on
-        the other puts the difference between the two builds into every delta (issue 20; on the H200
-        the local build of TE 2.16's extension read about 1 % slower than the wheel's). The caches,
-        keyed by compiled inputs, keep it to one build per distinct set of inputs."""
+        """When GOOD..BAD needs compiled code, make every side of the run that way, GOOD's too: a wheel's
+        extension on one side and a local build on the other puts the builds' difference into every delta
+        (TE 2.16's local extension read 1 % slower than the wheel's). The caches keep it to one build per
+        distinct set of compiled inputs."""
         if self.opts.strategy != "auto":
             return None
         tier = self.tier(good_sha, bad_sha)
@@ -112,8 +105,7 @@ class GitSideFactory:
         return None
 
     def _core_applies(self) -> bool:
-        """A core-library change of a package whose core and extension teperf can rebuild over an
-        installed copy (TE): the core strategy, whose shared Ninja tree makes each probe incremental."""
+        """Whether core fits (TE, installed): its shared Ninja tree makes each probe incremental."""
         from teperf.sides import installed as inst
         from teperf.sides.layout import layout_for
         from teperf.sides.target import Refused

@@ -1,17 +1,7 @@
 """Bisect's search in time: GOOD..BAD compared, then both halves of every part that moved, down to single
-commits (search.find_steps), each compare a paired one through the normal engine (api.compare).
-
-A part "moved" when its interval excludes zero and its delta is at least MIN_STEP_SHARE of GOOD..BAD's;
-it is "quiet" when its interval holds no step that large; otherwise it is measured again with twice the
-pairs while --budget lasts, then left "undecided". A single commit that moved but whose verdict is
-inconclusive (load) is measured again the same way: its verdict is what confirms it. A step found is
-one commit against its parent: its delta, interval and verdict are its own paired compare, and its
-share of GOOD..BAD's measured delta is that delta over GOOD..BAD's.
-
-The parts' compares run trials of at least MIN_TRIAL_S, as pyperf calibrates its loops: on the CPU the
-spread between pairs came from short trials (vector-quantize's A/A, 6 pairs: 4.5 % at 40 steps a trial,
-1.95 % at 200), and a longer trial costs far less than another pair, whose start dominates.
-"""
+commits (search.find_steps), each a paired compare through the normal engine (api.compare). Trials last
+at least MIN_TRIAL_S, as pyperf calibrates its loops: on the CPU short trials made the spread
+(vector-quantize's A/A: 4.5 % at 40 steps a trial, 1.95 % at 200); a longer trial costs less than a pair."""
 
 from __future__ import annotations
 
@@ -35,13 +25,14 @@ ROW_KEEP = tuple(
 
 
 def part_state(row: dict, step_us: float) -> str:
-    """moved | quiet | undecided, for a compare whose delta is looked at for steps of ``step_us`` or more."""
+    """moved (the interval excludes zero, the delta is ``step_us`` or more) | quiet (no step that large
+    in the interval, or a smaller real one) | undecided, for a compare looked at for steps of ``step_us``."""
     delta, low, high = row.get("delta_us"), row.get("ci_low_us"), row.get("ci_high_us")
     if delta is None or low is None or high is None:
         return "undecided"
     if (low > 0 or high < 0) and abs(delta) >= step_us:
         return "moved"
-    if max(abs(low), abs(high)) < step_us or low > 0 or high < 0:  # no step that large, or a smaller real one
+    if max(abs(low), abs(high)) < step_us or low > 0 or high < 0:
         return "quiet"
     return "undecided"
 
@@ -97,8 +88,7 @@ class TimeSearch:
         return row, path
 
     def _compare_once(self, base: int, head: int, processes: int):
-        """One compare of base..head with ``processes`` pairs -> (row, bundle path, seconds), or (None, why
-        not, seconds); its seconds count against --budget."""
+        """One compare with ``processes`` pairs -> (row, bundle path, seconds) or (None, why not, seconds)."""
         sched = dataclasses.replace(self.config.schedule, processes=processes, iters=self.trial_iters)
         config = dataclasses.replace(self.config, schedule=sched, counters=False)
         t0 = self.clock()
@@ -117,13 +107,11 @@ class TimeSearch:
 
     def affordable(self, processes: int) -> bool:
         """Whether a compare of ``processes`` pairs fits in what is left of --budget (by the pace so far)."""
-        per_pair = max(self.compare_s) if self.compare_s else 0.0
-        return self.timing_s + processes * per_pair <= self.budget_s
+        return self.timing_s + processes * max(self.compare_s, default=0.0) <= self.budget_s
 
     def timed(self, base: int, head: int, decide: Callable[[dict], str]):
-        """Compare base..head and ``decide`` from its row; measure again with twice the pairs while that
-        is "undecided" and --budget allows -> (the last row, the decision); (None, "skip") or (None,
-        "budget")."""
+        """Compare base..head and ``decide`` from its row, again with twice the pairs while "undecided"
+        (MAX_DOUBLINGS) and --budget allows -> (the last row, the decision), (None, "skip" | "budget")."""
         processes = self.config.schedule.processes
         for _ in range(MAX_DOUBLINGS + 1):
             if not self.affordable(processes):
@@ -157,16 +145,10 @@ class TimeSearch:
     def _rel(self, path) -> str:
         return str(Path(path).relative_to(self.bundle.path))
 
-    def endpoint_timing(self) -> tuple[Optional[dict], str]:
-        """GOOD..BAD in time -> (its row, "moved" | "quiet" | "undecided"), or (None, why not). Moved: its
-        interval excludes zero; quiet: the verdict is no change; undecided, measured again while
-        --budget lasts (the search needs to know there is a change)."""
-        return self.timed(0, len(self.rng.commits), whole_state)
-
     def refine_endpoint(self, endpoint: dict) -> dict:
-        """Sets the parts' trial length from GOOD..BAD's step time (MIN_TRIAL_S) and, where that is longer
-        than the config's, measures GOOD..BAD again with it: every share's denominator is then as precise
-        as its numerator. The first row stays when the second did not move."""
+        """Sets the parts' trial length from GOOD..BAD's step time (MIN_TRIAL_S); where that is longer than
+        the config's, GOOD..BAD is measured again with it, so that each share's denominator is as precise
+        as its numerator (the first row stays when the second did not move)."""
         fastest = min(
             (v for v in (endpoint.get("base_us"), endpoint.get("head_us")) if v and v > 0), default=0
         )

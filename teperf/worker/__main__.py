@@ -1,12 +1,11 @@
 """Worker entry point: ``python -m teperf.worker`` (started by teperf.engine.spawn).
 
-Order matters: take the protocol stream, pin the core, set thread counts and
-sys.path, and only then import torch, so that everything torch does at import
-already runs on the chosen core with one thread.
-"""
+The protocol stream, core, thread counts and sys.path are set before torch is imported, so that what
+torch does at import already runs on the chosen core with one thread."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -52,11 +51,9 @@ def die_with_parent() -> bool:
 
 
 def _die_with_coordinator(channel) -> None:
-    """A worker must not outlive its coordinator, even a SIGKILLed one, or a hung worker
-    would run for good: the kernel kills us when the parent dies (Linux), and a watchdog
-    thread catches what that misses (a parent gone before prctl, another OS, nobody left
-    reading our replies while the main thread is stuck in measured code). Our stdin
-    closing is no sign: a client may send every command and close it at once."""
+    """Never outlive the coordinator, even a SIGKILLed one: the kernel kills us with the parent (Linux),
+    a watchdog thread catches what that misses (a parent gone before prctl, another OS, nobody reading
+    our replies). Stdin closing is no sign: a client may send every command and close it at once."""
     parent = os.getppid()  # the coordinator, or a wrapper script it started us through
     armed = die_with_parent()
     if os.getppid() != parent or parent == 1 or not _alive(os.environ.get("TEPERF_COORDINATOR_PID")):
@@ -121,20 +118,16 @@ def main() -> int:
 
 
 def leave(code: int) -> None:
-    """End the process without the interpreter's teardown. Unloading torch and the package under test
-    cost a worker 0.8 s of CPU on the 2-core VM (vq: einx, torch), six times a night, taken from the pairs
-    starting beside it, for nothing: the replies are written (the channel is unbuffered), the atexit
-    handlers run and the streams are flushed first; only the module teardown is skipped."""
+    """End the process without the module teardown (unloading torch cost 0.8 s of CPU, taken from the
+    pairs starting beside it); atexit handlers run and streams are flushed first."""
     import atexit
 
     try:
         atexit._run_exitfuncs()
     finally:
         for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-            try:
+            with contextlib.suppress(AttributeError, OSError, ValueError):
                 stream.flush()
-            except (AttributeError, OSError, ValueError):
-                pass
         os._exit(code)
 
 

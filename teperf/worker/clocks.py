@@ -1,13 +1,9 @@
-"""Clocks read around a timed loop of steps.
-
-Process CPU time is the headline: on CUDA the backward pass runs on
-PyTorch's autograd device thread, so the main thread's clock sees about half
-of a step (../shared/gpu/README.md). Main-thread CPU and wall time are kept
-beside it.
-"""
+"""Clocks read around a timed loop of steps: process CPU time is the headline (on CUDA the backward runs on
+autograd's device thread, which the main thread's clock misses); main-thread CPU and wall time beside it."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Callable
 
@@ -30,8 +26,6 @@ def time_loop(step: Callable[[], None], iters: int, cuda: bool) -> dict:
     sync_ns = 0
     gpu_ns = None
     if cuda:
-        import torch
-
         events[1].record()
         s0 = time.perf_counter_ns()
         torch.cuda.synchronize()
@@ -55,13 +49,9 @@ def _children_cpu_ns() -> int:
 
 
 def time_once(fn: Callable[[], None], cuda: bool) -> dict:
-    """Clocks around one call that pays a one-time cost (a first step, a compile, a capture).
-
-    Beside the trial clocks it keeps the CPU time of the child processes the call
-    waited for: inductor runs the C++ compiler (CPU) or ptxas (CUDA) as children,
-    whose time no clock of this process sees. On CUDA the final synchronize is
-    inside the wall time: the GPU work of a first call is part of what it costs.
-    """
+    """Clocks around one call that pays a one-time cost (a first step, a compile, a capture), with the
+    CPU time of the children it waited for (inductor's C++ compiler or ptxas). On CUDA the final
+    synchronize is inside the wall time: a first call's GPU work is part of its cost."""
     c0 = _children_cpu_ns()
     p0 = time.process_time_ns()
     t0 = time.thread_time_ns()
@@ -75,8 +65,6 @@ def time_once(fn: Callable[[], None], cuda: bool) -> dict:
     t1 = time.thread_time_ns()
     p1 = time.process_time_ns()
     c1 = _children_cpu_ns()
-    import os
-
     return {
         "process_cpu_ns": p1 - p0,
         "children_cpu_ns": c1 - c0,

@@ -1,26 +1,15 @@
-"""Where torch.compile keeps what it compiled: inductor's and Triton's on-disk caches.
-
-A user's first compile meets a cold cache; a second run of the same program a warm one. teperf makes
-that state explicit per case:
-
-- cold (default): the worker makes a fresh temporary directory at start and removes it at exit; each
-  compile case gets its own empty subdirectory, and inductor's in-memory caches are cleared before it,
-  so a case's first call reuses nothing an earlier case (or pair) compiled.
-- warm (``--compile-cache warm``): the coordinator owns one directory per run and side, filled
-  beforehand by a throwaway worker that set up every compile case once; each case reads its own
-  subdirectory there, in-memory caches cleared, so the first call takes the on-disk cached path.
-
-The process-level warm-up (teperf.worker.session: a tiny compile that probes the C++ compiler's vector
-ISA and such) uses one directory shared by every worker of the run: its cost is in no case's figure,
-and sharing it saves each fresh worker ~15 s of compiler runs. Compilation runs in this process
-(TORCHINDUCTOR_COMPILE_THREADS=1, set before torch is imported), so its cost lands on teperf's clocks.
-"""
+"""Where torch.compile keeps what it compiled: inductor's and Triton's on-disk caches, per case. cold
+(default): a temporary directory per worker, an empty subdirectory per compile case; warm: one directory
+per run and side, filled beforehand by a throwaway worker. The process warm-up shares one directory across
+the run's workers (saving each ~15 s of compiler runs). TORCHINDUCTOR_COMPILE_THREADS=1 keeps compiling in
+this process, on teperf's clocks."""
 
 from __future__ import annotations
 
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 
 MODES = ("cold", "warm")
@@ -38,8 +27,6 @@ CACHE_COUNTERS = {
 
 def cache_counts() -> dict:
     """The compile caches' counters so far in this process ({} before dynamo was imported)."""
-    import sys
-
     utils = sys.modules.get("torch._dynamo.utils")
     if utils is None:
         return {}
@@ -51,7 +38,7 @@ def counts_since(before: dict) -> dict:
     return {key: value - before.get(key, 0) for key, value in cache_counts().items()}
 
 
-def _count_files(path: str) -> int:
+def count_files(path: str) -> int:
     return sum(len(files) for _, _, files in os.walk(path))
 
 
@@ -65,8 +52,7 @@ class CompileCache:
             self.root = spec["dir"]
             self.owned = False
         else:
-            # inside the run's directory when the coordinator gave one: removed with it even if this worker is
-            # killed
+            # inside the run's directory when given: removed with it even if this worker is killed
             self.root = tempfile.mkdtemp(prefix="teperf-inductor-", dir=spec.get("parent"))
             self.owned = True
             atexit.register(self.close)
@@ -81,24 +67,18 @@ class CompileCache:
         """Point the caches at ``root/tag`` and forget what inductor holds in memory."""
         path = os.path.join(self.root, tag)
         self._point(path)
-        return {"mode": self.mode, "dir": path, "files_before": _count_files(path)}
+        return {"mode": self.mode, "dir": path, "files_before": count_files(path)}
 
     @staticmethod
     def _point(path: str) -> None:
         os.makedirs(path, exist_ok=True)
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
         os.environ["TRITON_CACHE_DIR"] = os.path.join(path, "triton")
-        import sys
-
         if "torch._inductor.utils" in sys.modules:  # nothing to clear before inductor was ever imported
             utils = sys.modules["torch._inductor.utils"]
             clear = getattr(utils, "clear_caches", None) or getattr(utils, "clear_inductor_caches", None)
             if clear is not None:
                 clear()
-
-    @staticmethod
-    def files(path: str) -> int:
-        return _count_files(path)
 
     def close(self) -> None:
         if self.owned:

@@ -1,60 +1,16 @@
 """Deterministic counts of what one fwd+bwd step does (``{"cmd": "counters"}``).
 
-Timing is noisy; counts are not. ``count_step`` runs the step a few times untimed (lazy imports, caches
-and first-call paths done), then counts ONE step per counter, each in its own instrumented pass, so that
-one counter's instrumentation never shows up in another's count:
+``count_step`` runs the step a few times untimed, then counts ONE step per counter, each in its own pass,
+so that one counter's instrumentation never shows in another's: python_calls (Python frames started, not
+generator resumptions nor C calls), aten_ops (what a TorchDispatchMode sees; compiled regions run eagerly
+for it), autograd_nodes, kernel_launches and syncs (CUDA only, from the profiler, less an empty step's),
+allocations (CUDA's caching allocator, else the profiler's ``[memory]`` events). Compile cells add
+``count_compile``'s residue: graphs, graph_breaks, recompiles, guard_failures.
 
-python_calls
-    Python frames *started* during the step: functions, methods, lambdas, the first run of a
-    generator/coroutine body, comprehensions on Python <= 3.11 (3.12 inlines them, PEP 709). Not
-    generator resumptions, nor calls of C functions (builtins, torch's bindings: those show as
-    ``aten_ops`` and in the profile, and C-call events differ between sys.setprofile and
-    sys.monitoring). The harness around the step (zero_grads, the call lambda, ``_first_tensor``) is
-    the same on both sides, so deltas are exact. Mechanism: sys.monitoring PY_START (all threads) on
-    3.12+, else sys.setprofile ``call`` events minus generator resumptions.
-aten_ops
-    ATen operator calls a TorchDispatchMode sees (forward and backward): every op that reaches the
-    Python dispatch key, after autograd and CompositeImplicit decompositions; ops issued inside a tensor
-    subclass's own __torch_dispatch__ count once. torch.compile'd regions (TE's jit_fuser functions) run
-    eagerly for this pass (_dynamo_eager) and count as their eager ops.
-autograd_nodes
-    Backward nodes the autograd engine executed (AccumulateGrad included), from the profiler's
-    ``autograd::engine::evaluate_function:`` events.
-kernel_launches
-    CUDA only (else None): host-side launch API calls torch.profiler records (cudaLaunchKernel*,
-    cuLaunchKernel*, cudaGraphLaunch, cudaLaunchCooperativeKernel*); a graph replay is one launch.
-syncs
-    CUDA only (else None): host-device synchronisations torch.profiler records
-    (cuda{Device,Stream,Event}Synchronize, synchronous cudaMemcpy/cudaMemcpy2D), less what profiling an
-    empty step records (the profiler's own and our trailing synchronize).
-allocations
-    CUDA: caching-allocator requests (``memory_stats()['allocation.all.allocated']`` over the step).
-    CPU: the profiler's ``[memory]`` events of positive size (``profile_memory=True``).
-
-Compile cells (``--modes compile``) add the compile residue (``count_compile``):
-
-graphs, graph_breaks
-    Graphs dynamo compiled and graph breaks it met at the case's first call (dynamo's counters; a break
-    costs host time between graphs and keeps the CUDA-graph backend out). ``break_reasons``: their
-    reasons, deduplicated (at most 5, 200 characters each).
-recompiles, guard_failures
-    Frames dynamo compiled again and guard checks that failed during one steady step: 0 unless
-    something the guards read changes every step.
-
-The Python calls are counted once more after the passes; a different number (a pass changed the
-module's state, and so the timed trials that follow) is reported on the worker's stderr.
-
-Checked on the H200 (torch 2.11, Python 3.12, TE 2.20.2; Linear, LayerNormLinear, LayerNormMLP x
-bf16/fp8_delayed/fp8_current, a cuda-graph case, a module with one .item()): identical in two fresh
-processes and twice in one; syncs agree with torch.cuda.set_sync_debug_mode. One exception: code
-torch.compile builds (TE LayerNormMLP bf16's fused bias-GeLU) makes 2 more Python calls per step when
-compiled in this process than when loaded from inductor's FX-graph cache (332 vs 330): count after the
-cache is warm (e.g. in the second worker pair).
-
-Every pass runs with the cyclic garbage collector off (no finaliser at a random point) and autograd's
-device threads off (``set_multithreading_enabled(False)``), so a CUDA backward runs on the calling
-thread where every mechanism sees it. A counter that cannot be measured here is None, never a guess.
-"""
+Every pass runs with the garbage collector and autograd's device threads off, so a CUDA backward runs on
+the calling thread where every mechanism sees it. A counter not measurable here is None, never a guess.
+Code torch.compile builds makes a few more Python calls when compiled in this process than when loaded
+from inductor's cache (TE LayerNormMLP bf16: 332 vs 330): count once the cache is warm."""
 
 from __future__ import annotations
 
@@ -89,14 +45,9 @@ def count_step(step: Callable[[], None], cuda: bool, warm: int = WARM_STEPS) -> 
     with _steady():
         counts["python_calls"] = count_python_calls(step)
         counts["aten_ops"] = _count_aten_ops(step)
-        nodes, launches, syncs, cpu_allocs = _profiler_pass(step, cuda)
-        counts["autograd_nodes"] = nodes
-        if cuda:
-            counts["kernel_launches"] = launches
-            counts["syncs"] = syncs
-            counts["allocations"] = _count_cuda_allocations(step)
-        else:
-            counts["allocations"] = cpu_allocs
+        nodes, launches, syncs, cpu_allocs = _profiler_pass(step, cuda)  # launches, syncs: None on CPU
+        counts.update(autograd_nodes=nodes, kernel_launches=launches, syncs=syncs)
+        counts["allocations"] = _count_cuda_allocations(step) if cuda else cpu_allocs
         after = count_python_calls(step)
     if after != counts["python_calls"]:
         print(
@@ -108,9 +59,8 @@ def count_step(step: Callable[[], None], cuda: bool, warm: int = WARM_STEPS) -> 
 
 
 def count_compile(step: Callable[[], None], first_call: dict, cuda: bool) -> dict:
-    """The compile residue of a compiled case: ``first_call`` is what the session recorded while
-    the first call compiled (teperf.worker.runner.compile_counts_during); one more step is run
-    here to count recompiles and guard failures."""
+    """The compile residue: ``first_call`` is what the first call compiled (runner.compile_counts_during);
+    one more step counts recompiles and guard failures."""
     import torch
     import torch._dynamo.utils as dynamo_utils
 
@@ -149,13 +99,11 @@ def _steady():
             gc.enable()
 
 
-# ---- Python calls (torch-free, so it is testable on any interpreter) ----
-
 _GEN_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
 
 
 def count_python_calls(fn: Callable[[], object]) -> int:
-    """Python frames started while ``fn()`` runs, ``fn`` itself included."""
+    """Python frames started while ``fn()`` runs, ``fn`` itself included (torch-free: testable anywhere)."""
     if hasattr(sys, "monitoring"):
         return _count_monitoring(fn)
     return _count_setprofile(fn)
@@ -163,11 +111,7 @@ def count_python_calls(fn: Callable[[], object]) -> int:
 
 def _count_monitoring(fn) -> int:
     mon = sys.monitoring
-    tool = None
-    for candidate in (mon.PROFILER_ID, 3, 4, 5):
-        if mon.get_tool(candidate) is None:
-            tool = candidate
-            break
+    tool = next((t for t in (mon.PROFILER_ID, 3, 4, 5) if mon.get_tool(t) is None), None)
     if tool is None:
         raise RuntimeError("no free sys.monitoring tool id for counting Python calls")
     mon.use_tool_id(tool, "teperf-counters")
@@ -221,9 +165,6 @@ def _count_setprofile(fn) -> int:
     return n - resumed
 
 
-# ---- ATen ops ----
-
-
 def _count_aten_ops(step) -> int:
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -241,31 +182,23 @@ def _count_aten_ops(step) -> int:
 
 
 def _dynamo_eager():
-    """Run torch.compile'd functions eagerly for the dispatch-mode pass: seeing a user TorchDispatchMode,
-    dynamo marks the compiled frame skipped for the rest of the process (TE 2.20 LayerNormMLP bf16's
-    compiled bias-GeLU then ran eagerly in every later step, 330 -> 222 Python calls per step).
-    ``set_stance("force_eager")`` bypasses dynamo for this one step and leaves its caches alone. Without
-    dynamo imported nothing is compiled (importing it for this would cost seconds per worker)."""
-    if "torch._dynamo" not in sys.modules:
+    """Run torch.compile'd functions eagerly for the dispatch-mode pass: seeing a TorchDispatchMode, dynamo
+    marks the frame skipped for good (TE LayerNormMLP bf16's bias-GeLU then ran eagerly in every later
+    step); ``set_stance("force_eager")`` bypasses it for this step and leaves its caches alone."""
+    if "torch._dynamo" not in sys.modules:  # nothing compiled (importing it would cost seconds)
         return contextlib.nullcontext()
-    try:
+    with contextlib.suppress(Exception):
         import torch.compiler
 
         set_stance = getattr(torch.compiler, "set_stance", None)
         if set_stance is not None:
             return set_stance("force_eager")
-    except Exception:
-        pass
     return contextlib.nullcontext()
 
 
-# ---- profiler: autograd nodes, launches, syncs, CPU allocations ----
-
-
 def _profiler_pass(step, cuda: bool):
-    """(autograd nodes, launches, syncs, CPU allocations) of one step. On CUDA the same profiling of an
-    empty step is subtracted: the profiler and our trailing synchronize add cudaDeviceSynchronize calls
-    (2 on torch 2.11 + CUDA 13)."""
+    """(autograd nodes, launches, syncs, CPU allocations) of one step, less an empty step's on CUDA (the
+    profiler and our trailing synchronize add cudaDeviceSynchronize calls)."""
     nodes, launches, syncs, allocs = _profile_counts(step, cuda)
     if not cuda:
         return nodes, None, None, allocs
@@ -310,6 +243,4 @@ def _count_cuda_allocations(step) -> Optional[int]:
     step()
     torch.cuda.synchronize()
     after = torch.cuda.memory_stats().get("allocation.all.allocated")
-    if before is None or after is None:
-        return None
-    return int(after - before)
+    return None if before is None or after is None else int(after - before)

@@ -1,21 +1,15 @@
-"""A fork server: ``python -m teperf.worker.forkserver FD`` (started by teperf.engine.forkserver).
-
-One per side and generation, in the side's interpreter with the side's environment and hash seed.
-It imports torch, the package under test and teperf's worker once (10 s on the H200), never
-touches CUDA, and forks a worker for each request: the child takes the pipes the coordinator sent
-(SCM_RIGHTS) as its stdin, stdout and stderr and runs ``teperf.worker.__main__.main`` as a fresh
-worker would, from its ``init`` on (core, sys.path, device). What a fork cannot vary (the hash
-seed, the address-space layout) the coordinator varies by starting a new server every few pairs.
-
-Control messages on the SEQPACKET socket FD, one JSON object each:
+"""A fork server: ``python -m teperf.worker.forkserver FD`` (started by teperf.engine.forkserver), one per
+side and generation (new ones vary what a fork cannot: hash seed, address layout). It imports torch and
+the package under test once, never touches CUDA, and forks a worker per request on the pipes the
+coordinator sent (SCM_RIGHTS). Messages on the SEQPACKET socket FD:
   coordinator -> server: {"cmd": "init", "sys_path", "preload"}; {"cmd": "fork"} + 3 fds; {"cmd": "quit"}
   server -> coordinator: {"type": "ready", "pid", "import_s"} | {"type": "fatal", "error"};
-                         {"type": "forked", "pid"}; {"type": "exit", "pid", "status"} (unsolicited)
-A quit stops the forking; the server exits once its children have (they keep measuring meanwhile).
-"""
+                         {"type": "forked", "pid"}; {"type": "exit", "pid", "status"} (unsolicited)"""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import os
 import signal
@@ -33,13 +27,6 @@ def _send(sock, lock, message: dict) -> None:
         sock.send(json.dumps(message).encode())
 
 
-def _status(raw: int) -> int:
-    """waitpid's status as Popen's returncode: the exit code, or -signal."""
-    if os.WIFSIGNALED(raw):
-        return -os.WTERMSIG(raw)
-    return os.WEXITSTATUS(raw)
-
-
 def _reaper(sock, lock, children: set, changed: threading.Condition) -> None:
     """Reap every child and say how it ended (the coordinator cannot wait for a grandchild)."""
     while True:
@@ -54,17 +41,8 @@ def _reaper(sock, lock, children: set, changed: threading.Condition) -> None:
         with changed:
             children.discard(pid)
             changed.notify_all()
-        try:
-            _send(sock, lock, {"type": "exit", "pid": pid, "status": _status(raw)})
-        except OSError:
-            pass
-
-
-def _preload(names: list) -> None:
-    import importlib
-
-    for name in names:
-        importlib.import_module(name)
+        with contextlib.suppress(OSError):
+            _send(sock, lock, {"type": "exit", "pid": pid, "status": os.waitstatus_to_exitcode(raw)})
 
 
 def _child(fds: list, sock) -> None:
@@ -80,7 +58,7 @@ def _child(fds: list, sock) -> None:
             if fd > 2:
                 os.close(fd)
         sock.close()
-        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the worker's command stream, for the whole process
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the worker's command stream, for good
         sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", closefd=False, buffering=1)  # noqa: SIM115
         os.environ["TEPERF_FORKED"] = str(os.getppid())
@@ -88,15 +66,11 @@ def _child(fds: list, sock) -> None:
 
         code = main()
     except BaseException:
-        try:
+        with contextlib.suppress(Exception):
             traceback.print_exc()
-        except Exception:
-            pass
     finally:
-        try:
+        with contextlib.suppress(Exception):
             sys.stderr.flush()
-        except Exception:
-            pass
         os._exit(code or 0)
 
 
@@ -113,7 +87,8 @@ def main() -> int:
     sys.path[0:0] = list(init.get("sys_path") or [])
     started = time.perf_counter()
     try:
-        _preload(list(init.get("preload") or []))
+        for name in init.get("preload") or []:
+            importlib.import_module(name)
         import torch
 
         if torch.cuda.is_initialized():  # a forked child cannot use its parent's CUDA context

@@ -1,22 +1,9 @@
 """Function-level profile of a step (``{"cmd": "profile"}``), for ``teperf explain``.
 
-cProfile over ``iters`` steps after a short untimed warm-up, reported per step. One dict per function:
-
-  file   absolute path of the source file ("~" for C functions)
-  rel    the path relative to the sys.path entry it was imported from ("torch/nn/modules/linear.py"),
-         so that the base and head copies of one function get the same key in the diff
-  line   first line of the function (0 for C functions)
-  name   qualified name (co_qualname on 3.11+, "Linear.forward"); cProfile's text for C functions
-  calls  calls per step (total calls / iters; recursive calls included)
-  own_us own time (tottime) per step, microseconds
-  cum_us cumulative time per step, microseconds
-
-Times include cProfile's per-call overhead, so they overstate call-heavy code: they tell *where* a delta
-is, the timed trials *how much*. Sorted by own time and cut at ``limit`` entries (small modules have a few
-hundred functions: normally nothing is cut and call counts diff exactly). Profiling runs with
-``torch.autograd.set_multithreading_enabled(False)``: a CUDA backward would otherwise run on autograd's
-device thread, which cProfile (per-thread) does not see.
-"""
+cProfile over ``iters`` steps after a short warm-up, one row per function and per step: file, rel (the
+path below its sys.path entry, so base and head copies of a function share a key), line, name, calls,
+own_us, cum_us. cProfile's overhead overstates call-heavy code: it tells where a delta is, the timed
+trials how much. Autograd's device threads are off, so that cProfile (per-thread) sees a CUDA backward."""
 
 from __future__ import annotations
 
@@ -57,11 +44,9 @@ def functions_from(profiler: cProfile.Profile, iters: int, limit: int = DEFAULT_
     for entry in profiler.getstats():
         code = entry.code
         if isinstance(code, str):  # a C function: cProfile's description of it
-            file, line, name = "~", 0, code
-            rel = "~"
+            file, rel, line, name = "~", "~", 0, code
         else:
-            file = code.co_filename
-            line = code.co_firstlineno
+            file, line = code.co_filename, code.co_firstlineno
             name = getattr(code, "co_qualname", code.co_name)
             rel = relative_path(file, roots)
         rows.append(

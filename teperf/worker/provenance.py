@@ -1,19 +1,16 @@
 """What this worker really imported: interpreter, torch and the package under test, with a content hash.
 
-Asked once per worker after its cases are set up (so every import the cases
-needed has happened). The hash covers the package's files this process
-loaded: its ``.py`` modules and the compiled files mapped into memory that
-belong to it (extension modules and the libraries beside them), each by
-content and path relative to the package. Two sides that imported the same
-code hash the same wherever it lies on disk; one changed byte tells them apart.
-"""
+The hash covers the package's files this process loaded (``.py`` modules and mapped compiled files), each
+by content and path relative to the package: the same code hashes the same wherever it lies on disk."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import os
 import sys
+import time
 
 COMPILED_SUFFIXES = (".so", ".pyd", ".dylib", ".dll")
 CHUNK = 1 << 20
@@ -22,14 +19,11 @@ CHUNK = 1 << 20
 def _mapped_files() -> set[str]:
     """Real paths of every file mapped into this process (Linux); empty elsewhere."""
     out: set[str] = set()
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                parts = line.split(None, 5)
-                if len(parts) == 6 and parts[5].startswith("/"):
-                    out.add(parts[5].strip().removesuffix(" (deleted)"))
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/self/maps") as maps:
+        for line in maps:
+            parts = line.split(None, 5)
+            if len(parts) == 6 and parts[5].startswith("/"):
+                out.add(parts[5].strip().removesuffix(" (deleted)"))
     return out
 
 
@@ -59,11 +53,6 @@ def _belongs(module_name: str, name: str, file: str) -> bool:
         return True
     # a compiled sibling such as transformer_engine_torch (TE's PyTorch extension)
     return module_name.startswith(name + "_") and file.endswith(COMPILED_SUFFIXES)
-
-
-def _stat_key(path: str) -> list:
-    st = os.stat(path)
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
 def package_facts(name: str, mapped: set[str], known: dict | None = None) -> dict:
@@ -104,7 +93,8 @@ def package_facts(name: str, mapped: set[str], known: dict | None = None) -> dic
                 digest = _file_hash(files[rel])
             else:
                 real = os.path.realpath(files[rel])
-                stat = _stat_key(real)
+                st = os.stat(real)
+                stat = [st.st_size, st.st_mtime_ns, st.st_ino]
                 prior = known.get(real)
                 digest = prior[3] if prior and list(prior[:3]) == stat else _file_hash(real)
                 compiled[real] = stat + [digest]
@@ -124,8 +114,6 @@ def package_facts(name: str, mapped: set[str], known: dict | None = None) -> dic
 
 def imported_facts(packages: list[str], known: dict | None = None) -> dict:
     """The worker's interpreter, torch, and each package under test (``packages``)."""
-    import time
-
     started = time.perf_counter()
     torch = sys.modules.get("torch")
     mapped = _mapped_files()
@@ -144,8 +132,7 @@ def imported_facts(packages: list[str], known: dict | None = None) -> dict:
         if name == "torch":  # torch's own modules: version and path say which; hashing GBs would not pay
             facts["packages"][name] = {
                 "imported": torch is not None,
-                "version": facts["torch"]["version"],
-                "path": facts["torch"]["path"],
+                **facts["torch"],
                 "files": None,
                 "hash": None,
             }

@@ -1,13 +1,11 @@
-"""Turns a built case into a ``step()``: one forward + ``.sum().backward()``.
-
-Backends only build (module, inputs, autocast); how a step is run in each
-mode (eager, cuda-graph, compile) is decided here, once for all backends.
-"""
+"""Turns a built case into a ``step()``: one forward + ``.sum().backward()``, in each mode (eager,
+cuda-graph, compile), decided here once for all backends."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib
 from typing import Any, Callable, ContextManager, Optional
 
@@ -19,25 +17,20 @@ class Built:
     call: Optional[Callable[..., Any]] = None  # (module, *inputs) -> output; default module(*inputs)
     autocast: Optional[Callable[[], ContextManager]] = None  # a fresh context per step
     info: dict = dataclasses.field(default_factory=dict)  # recorded in the bundle per case
-    # Backends that need mode-specific preparation (TE's make_graphed_callables)
-    # can supply their own graph builder: (built, sample_inputs) -> callable.
-    make_graphed: Optional[Callable[["Built"], Callable[..., Any]]] = None
-    # Module-level state the forward reads and rewrites between calls (TE's cached attention
-    # backend choice). Cases sharing a worker would see each other's: the session gives each
-    # case the state of a fresh process before its first call, saves it after set-up and puts
-    # it back before each trial (see Session.ready).
+    make_graphed: Optional[Callable[["Built"], Callable[..., Any]]] = None  # the backend's own graphing
+    # Module-level state the forward reads and rewrites (TE's attention backend choice): the session
+    # keeps one copy per case, so that cases sharing a worker never see each other's (Session.ready).
     global_state: Optional[dict] = None
-    # Another recipe/autocast state to switch to once, after the first compiled call: what a
-    # recompile costs when the recipe changes at run time (TE: another recipe; torch: an
-    # autocast dtype). None: the backend has no other state to offer here.
+    # Another autocast to switch to once after the first compiled call (what a recompile costs when
+    # the recipe changes at run time); None: the backend has none to offer here.
     alt_autocast: Optional[Callable[[], ContextManager]] = None
     alt_autocast_what: Optional[str] = None
     # Called once after the first step (TE records the attention backend that call picked).
     after_first_call: Optional[Callable[["Built"], None]] = None
 
 
-# Enough compiled variants per code object for every compiled case of a worker (TE's
-# forwards are shared by all recipes of a module); the default falls back to eager quietly.
+# Enough compiled variants per code object for every compiled case of a worker (TE's forwards are shared
+# by all recipes of a module); the default falls back to eager quietly.
 DYNAMO_LIMITS = {
     "cache_size_limit": 64,
     "recompile_limit": 64,
@@ -47,10 +40,8 @@ DYNAMO_LIMITS = {
 
 
 def isolate_dynamo():
-    """Forget every other case's compiled code and guards, so that this case compiles as it
-    would alone: its first call pays the whole compile (issue 17) and meets no other case's
-    guards (issue 13: compiled TE attention cases failed when sharing a worker). Cases
-    compiled before lose their code too: the session re-warms them, untimed."""
+    """Forget every other case's compiled code and guards, so that this case compiles as it would alone
+    (compiled TE attention cases failed when sharing a worker); the session re-warms the others, untimed."""
     import torch._dynamo as dynamo
 
     for key, value in DYNAMO_LIMITS.items():
@@ -86,11 +77,8 @@ def _first_tensor(out):
 
 
 def make_step(built: Built, mode: str) -> tuple[Callable[..., None], dict]:
-    """Return (step, info). ``info`` records what the mode did (e.g. graph breaks).
-
-    Nothing is compiled or captured here for compile mode: the first ``step()`` pays
-    it (teperf.worker.session times it). ``step(autocast=f)`` runs one step under
-    another autocast factory ``f`` (the recompile measurement)."""
+    """(step, info about what the mode did). Nothing is compiled here: the first ``step()`` pays it (the
+    session times it). ``step(autocast=f)`` runs one step under another autocast factory."""
     import torch
 
     module = built.module
@@ -136,9 +124,8 @@ def make_step(built: Built, mode: str) -> tuple[Callable[..., None], dict]:
 
 
 def compile_counts_during(fn: Callable[[], None]) -> dict:
-    """What dynamo compiled while ``fn`` ran: graphs, graph breaks and their reasons
-    (from dynamo's counters, not dynamo.explain: explain would trace the module before the
-    timed first call and so take part of the compile out of it)."""
+    """What dynamo compiled while ``fn`` ran: graphs, graph breaks and their reasons (from its counters:
+    dynamo.explain would trace before the timed first call, taking part of the compile out of it)."""
     graphs0, breaks0 = _dynamo_counts()
     fn()
     graphs1, breaks1 = _dynamo_counts()
@@ -155,15 +142,11 @@ def compile_counts_during(fn: Callable[[], None]) -> dict:
 
 
 def module_class(name: str) -> str:
-    """The class a module name builds: ``GroupedLinear[num_gemms=4]`` (a --sweep value) ->
-    ``GroupedLinear``."""
+    """The class a module name builds: ``GroupedLinear[num_gemms=4]`` (a --sweep value) -> GroupedLinear."""
     return name.split("[", 1)[0]
 
 
 def import_object(spec: str):
     """'pkg.mod:attr' -> the attribute, imported in this (the side's) interpreter."""
     mod_name, _, attr = spec.partition(":")
-    obj = importlib.import_module(mod_name)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
+    return functools.reduce(getattr, attr.split("."), importlib.import_module(mod_name))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import sys
@@ -91,11 +92,7 @@ class Session:
         if cmd == "trial":
             return self.trial(message["case_id"], int(message["iters"]))
         if cmd == "warm":
-            step = self.ready(message["case_id"])
-            for _ in range(int(message["steps"])):
-                step()
-            if self.cuda:
-                self.torch.cuda.synchronize()
+            self._steps(self.ready(message["case_id"]), int(message["steps"]))
             return {"type": "warm", "case_id": message["case_id"], "info": self.cases[message["case_id"]][2]}
         if cmd == "pin":
             return self.pin(int(message["core"]))
@@ -105,14 +102,12 @@ class Session:
             facts = imported_facts(list(message.get("packages") or []), message.get("known"))
             return {"type": "imported", "imported": facts}
         if cmd == "counters":
-            from teperf.worker.counters import count_step
+            from teperf.worker.counters import count_compile, count_step
 
             step = self.ready(message["case_id"])
             counters = count_step(step, self.cuda)
             info = self.cases[message["case_id"]][2]
             if "graphs" in info:  # a compile case: its first call recorded what dynamo compiled
-                from teperf.worker.counters import count_compile
-
                 counters.update(count_compile(step, info, self.cuda))
             return {"type": "counters", "case_id": message["case_id"], "counters": counters}
         if cmd == "profile":
@@ -124,36 +119,29 @@ class Session:
         raise ValueError(f"unknown command {cmd!r}")
 
     def pin(self, core: int) -> dict:
-        """Move every thread of this process to ``core`` (a prestarted worker imported
-        torch on another core while the previous pair was measuring)."""
+        """Move every thread of this process to ``core`` (a prestarted worker imported torch elsewhere)."""
         for tid in os.listdir("/proc/self/task"):
-            try:
+            with contextlib.suppress(ProcessLookupError):  # a thread that just ended
                 os.sched_setaffinity(int(tid), {core})
-            except ProcessLookupError:  # a thread that just ended
-                pass
         return {"type": "pinned", "affinity": sorted(os.sched_getaffinity(0))}
 
     def setup(self, case: dict) -> dict:
         from teperf.worker.backends import get_backend
 
-        torch = self.torch
         case_id = case["id"]
         backend = get_backend(case["backend"])
         reason = backend.recipe_status(case["recipe"], self.device)
         if reason:
             return {"type": "error", "case_id": case_id, "error": reason, "skipped": True}
         t0 = time.perf_counter()
-        torch.manual_seed(1234)  # same data on both sides
+        self.torch.manual_seed(1234)  # same data on both sides
         built = backend.build(case, self.device)
         info = dict(built.info)
         info["build_s"] = round(time.perf_counter() - t0, 3)
         step, mode_info = self._first_call(case, built, info)
         self.warmed_at[case_id] = self.dynamo_epoch
         self.warmups[case_id] = int(case["warmup"])
-        for _ in range(int(case["warmup"])):
-            step()
-        if self.cuda:
-            torch.cuda.synchronize()
+        self._steps(step, int(case["warmup"]))
         info.update(mode_info)
         info["setup_s"] = round(time.perf_counter() - t0, 3)
         self.cases[case_id] = (step, built, info)
@@ -162,27 +150,27 @@ class Session:
         return {"type": "ready", "case_id": case_id, "info": info}
 
     def ready(self, case_id: int):
-        """The case's step, with its own global state back and its compiled code current:
-        whatever other cases did in this worker since must not reach the timed loop."""
+        """The case's step, its own global state back and its compiled code current (re-warmed, untimed)."""
         step, built, _info = self.cases[case_id]
         if case_id in self.saved_state:
             built.global_state.clear()
             built.global_state.update(self.saved_state[case_id])
         if self.warmed_at.get(case_id, self.dynamo_epoch) != self.dynamo_epoch:
-            for _ in range(max(2, self.warmups.get(case_id, 0))):  # recompiles here, untimed
-                step()
-            if self.cuda:
-                self.torch.cuda.synchronize()
+            self._steps(step, max(2, self.warmups.get(case_id, 0)))  # recompiles here, untimed
             self.warmed_at[case_id] = self.dynamo_epoch
         return step
 
+    def _steps(self, step, n: int) -> None:
+        for _ in range(n):
+            step()
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
     def _first_call(self, case: dict, built, info: dict):
-        """Make the step and time its first call apart from building and warming up:
-        the one-time cost a user pays before the first fast step (info["first_call"]).
-        In compile mode, also one step under another recipe/autocast (info["recompile"])
-        and the step back (info["switch_back"]: cached, if the second recipe change is cheap)."""
+        """Make the step and time its first call (info["first_call"]), the one-time cost a user pays; in
+        compile mode also one step under another recipe (info["recompile"]) and back (info["switch_back"])."""
         from teperf.worker.clocks import time_once
-        from teperf.worker.compile_cache import cache_counts, counts_since
+        from teperf.worker.compile_cache import cache_counts, count_files, counts_since
         from teperf.worker.runner import compile_counts_during, isolate_dynamo, make_step
 
         mode = case["mode"]
@@ -194,11 +182,8 @@ class Session:
             built.global_state.update(pristine)
         cache = None
         if mode == "compile":
-            # One way to keep compiled cases apart (issue 13) that also makes each first call
-            # compile from nothing (issue 17): dynamo forgets every earlier case's code and
-            # guards, inductor's in-memory caches are cleared and its on-disk cache pointed at
-            # this case's directory. The cases set up before lost their compiled code (TE's
-            # torch.compile'd fusions in eager cases too): ready() re-warms them, untimed.
+            # each first call compiles from nothing, apart from other cases: dynamo forgets their code
+            # and guards (ready() re-warms them, untimed), the case gets its own on-disk cache
             isolate_dynamo()
             self.dynamo_epoch += 1
             cache = self.compile_cache.use(f"case{case['id']}")
@@ -219,7 +204,7 @@ class Session:
         if warmup:
             first_call["after_process_warmup"] = warmup
         if cache is not None:
-            cache["files_after"] = self.compile_cache.files(cache["dir"])
+            cache["files_after"] = count_files(cache["dir"])
             cache.update(counts_since(counted))  # hits: graphs it found in the cache
             first_call["cache"] = cache
         info["first_call"] = first_call
@@ -243,10 +228,8 @@ class Session:
         return step, made["info"]
 
     def _process_warmup(self, mode: str) -> dict | None:
-        """Once per process, before its first measured first call: what any first call
-        in a fresh process pays whatever the module (autograd and, on CUDA, cuBLAS and
-        the autograd device thread; for compile, importing dynamo/inductor and probing
-        the compiler; for cuda-graph, the first capture). Recorded, kept out of the per-case figures."""
+        """Once per process: what any first call in a fresh process pays whatever the module (autograd,
+        cuBLAS; importing dynamo, probing the compiler; a first capture), kept out of the cases' figures."""
         from teperf.worker.clocks import time_once
 
         torch = self.torch
@@ -293,7 +276,4 @@ def _driver_version() -> str:
     # Read from the kernel module's file to avoid a dependency on pynvml.
     with open("/proc/driver/nvidia/version") as f:
         first = f.readline()
-    for token in first.split():
-        if token[0].isdigit() and "." in token:
-            return token
-    return first.strip()
+    return next((token for token in first.split() if token[0].isdigit() and "." in token), first.strip())

@@ -1,24 +1,14 @@
-"""TransformerEngine version shims and shape rules, in one place.
-
-Pure Python: no torch, no transformer_engine at import. Functions that need TE take the imported
-``transformer_engine.pytorch`` (or a fake with the same attribute names), so the logic is unit-tested
-without TE (tests/test_te_backend.py).
-
-What differs between TE releases (../shared/context/transformer-engine-notes.md, section 1):
-- autocast: ``te.autocast(recipe=...)`` since 2.9; before, ``te.fp8_autocast(fp8_recipe=...)``
-  (deprecated, warns, from 2.9 on);
-- availability probes: ``te.is_*_available(return_reason=True)``; older releases lack
-  ``return_reason`` (or the function): ``FP8GlobalStateManager.is_*_available()`` gives ``(ok, reason)``;
-- make_graphed_callables: ``enabled=/recipe=`` in new TE, ``fp8_enabled=/fp8_recipe=`` in old;
-- constructors: te.LayerNorm/RMSNorm ``normalized_shape`` (old: ``hidden_size``) and ``params_dtype``
-  (new ops-based: alias of ``dtype``); ``device`` goes through ``**kwargs`` there. Keywords we add by
-  default are dropped where a constructor does not take them; the config's never are;
-- GroupedLinear ``m_splits``: list of ints up to 2.16, CPU int64 tensor from 2.17 (a list still works
-  there but is converted on every call: extra host cost).
-"""
+"""TransformerEngine version shims and shape rules, pure Python: what needs TE takes the imported
+``transformer_engine.pytorch`` (or a fake: tests/test_te_backend.py). Release differences
+(../shared/context/transformer-engine-notes.md, section 1): ``te.autocast(recipe=)`` since 2.9, before
+``te.fp8_autocast(fp8_recipe=)``; ``te.is_*_available(return_reason=True)``, else FP8GlobalStateManager's;
+make_graphed_callables' ``enabled/recipe`` (old: ``fp8_`` prefixed); LayerNorm/RMSNorm ``normalized_shape``
+(old: ``hidden_size``) and ``params_dtype`` (ops-based: ``dtype``), our default keywords dropped where a
+constructor lacks them; GroupedLinear ``m_splits`` a CPU int64 tensor from 2.17 (a list is converted)."""
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 import warnings
@@ -29,8 +19,7 @@ MODULES = tuple(
     TransformerLayer""".split()
 )
 # recipe -> (its class in transformer_engine.common.recipe, TE's availability probe (the same name on
-# te.pytorch and on FP8GlobalStateManager), the recipe a case switches to once after its first compiled
-# call: the PR thread asks what a recompile costs when the recipe changes at run time); None: bf16
+# te.pytorch and FP8GlobalStateManager), the recipe a compiled case switches to once); None: bf16
 _RECIPES = {
     "bf16": (None, None, "fp8_delayed"),
     "fp8_delayed": ("DelayedScaling", "is_fp8_available", "fp8_current"),
@@ -49,22 +38,14 @@ HEAD_DIM = 64  # num_attention_heads = hidden // 64 unless the config says other
 NUM_GEMMS = 4  # GroupedLinear
 QUANTIZING = tuple(m for m in MODULES if m not in ("LayerNorm", "RMSNorm"))
 ATTENTION = ("MultiheadAttention", "TransformerLayer")
-# teperf's own kwarg, not TE's: TransformerLayer with layers = N is a model-sized cell, a
-# torch.nn.Sequential of N layers built with the same constructor kwargs (README, "Compile residue").
+# teperf's own kwarg, not TE's: TransformerLayer with layers = N is a Sequential of N layers, model-sized
 STACK_KWARG = "layers"
 
 
 def parse_version(text: Optional[str]) -> tuple:
     """'2.20.2' -> (2, 20, 2); '2.17.0.dev0+abc' -> (2, 17, 0); junk -> ()."""
-    if not text:
-        return ()
-    m = re.match(r"\s*(\d+(?:\.\d+)*)", str(text))
-    if not m:
-        return ()
-    return tuple(int(p) for p in m.group(1).split("."))
-
-
-# ---------------------------------------------------------------- recipes
+    m = re.match(r"\s*(\d+(?:\.\d+)*)", str(text or ""))
+    return tuple(int(p) for p in m.group(1).split(".")) if m else ()
 
 
 def recipe_class_name(recipe: str) -> Optional[str]:
@@ -74,8 +55,7 @@ def recipe_class_name(recipe: str) -> Optional[str]:
 
 
 def make_recipe(recipe_module: Any, recipe: str, overrides: Optional[dict] = None):
-    """The one recipe object of a case (None for bf16). ``recipe_module`` is
-    ``transformer_engine.common.recipe``."""
+    """The one recipe object of a case (None for bf16), from ``transformer_engine.common.recipe``."""
     name = recipe_class_name(recipe)
     if name is None:
         return None
@@ -92,11 +72,8 @@ def _normalize_probe_result(result) -> tuple:
 
 
 def probe_recipe(te: Any, recipe: str, fp8_state_manager: Any = None, te_version: str = "") -> Optional[str]:
-    """None if ``recipe`` is usable here, else TE's own reason.
-
-    ``te`` is ``transformer_engine.pytorch``; ``fp8_state_manager`` is
-    ``FP8GlobalStateManager`` (fallback for TE without ``return_reason``).
-    """
+    """None if ``recipe`` is usable here, else TE's own reason; ``fp8_state_manager`` is
+    ``FP8GlobalStateManager``, the fallback for a TE without ``return_reason``."""
     recipe_class_name(recipe)  # validates the name
     probe = RECIPE_PROBES[recipe]
     if probe is None:  # bf16
@@ -132,38 +109,21 @@ def probe_recipe(te: Any, recipe: str, fp8_state_manager: Any = None, te_version
     return reason or f"{probe}() is False ({ver}gave no reason)"
 
 
-# ---------------------------------------------------------------- autocast
+def _parameters(fn: Callable) -> dict:
+    try:
+        return dict(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return {}
 
 
 def has_param(fn: Callable, name: str) -> bool:
-    import inspect
-
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
+    params = _parameters(fn)
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
-_FP8_AUTOCAST_FILTERED = False
-
-
-def silence_fp8_autocast_warning() -> None:
-    """Install once (at build time, never per step) a filter for fp8_autocast's deprecation warning."""
-    global _FP8_AUTOCAST_FILTERED
-    if not _FP8_AUTOCAST_FILTERED:
-        warnings.filterwarnings("ignore", message=r".*fp8_autocast.*", category=DeprecationWarning)
-        warnings.filterwarnings("ignore", message=r".*fp8_autocast.*", category=FutureWarning)
-        _FP8_AUTOCAST_FILTERED = True
-
-
 def autocast_factory(te: Any, recipe_obj: Any) -> tuple:
-    """(zero-arg callable returning a fresh autocast context, api name).
-
-    bf16 (``recipe_obj is None``) -> (None, "none"): the step runs with no TE
-    autocast at all, as a bf16 model does. Otherwise one pre-built recipe object
-    is captured and reused for every step.
-    """
+    """(zero-arg callable returning a fresh autocast context, api name); bf16 (``recipe_obj`` None):
+    (None, "none"), no TE autocast at all, as a bf16 model runs. The one recipe object serves every step."""
     if recipe_obj is None:
         return None, "none"
     autocast = getattr(te, "autocast", None)
@@ -172,18 +132,14 @@ def autocast_factory(te: Any, recipe_obj: Any) -> tuple:
     fp8_autocast = getattr(te, "fp8_autocast", None)
     if fp8_autocast is None:
         raise RuntimeError("this TransformerEngine has neither te.autocast nor te.fp8_autocast")
-    silence_fp8_autocast_warning()
+    for category in (DeprecationWarning, FutureWarning):  # at build time, never per step
+        warnings.filterwarnings("ignore", message=r".*fp8_autocast.*", category=category)
     return (lambda: fp8_autocast(enabled=True, fp8_recipe=recipe_obj)), "te.fp8_autocast(fp8_recipe=...)"
 
 
 def graph_kwargs(make_graphed_callables: Callable, recipe_obj: Any) -> dict:
     """Quantization kwargs for te.make_graphed_callables in this TE's spelling."""
-    import inspect
-
-    try:
-        names = set(inspect.signature(make_graphed_callables).parameters)
-    except (TypeError, ValueError):
-        names = set()
+    names = _parameters(make_graphed_callables)
     prefix = "" if "enabled" in names and "recipe" in names else "fp8_"
     kw = {prefix + "enabled": recipe_obj is not None}
     if recipe_obj is not None:
@@ -191,12 +147,8 @@ def graph_kwargs(make_graphed_callables: Callable, recipe_obj: Any) -> dict:
     return kw
 
 
-# ---------------------------------------------------------------- constructors
-
-
 def attention_heads(hidden: int, kwargs: Optional[dict] = None) -> int:
-    kwargs = kwargs or {}
-    if "num_attention_heads" in kwargs:
+    if "num_attention_heads" in (kwargs or {}):
         return int(kwargs["num_attention_heads"])
     return max(1, hidden // HEAD_DIM)
 
@@ -208,44 +160,31 @@ def num_gemms(kwargs: Optional[dict] = None) -> int:
 def constructor_kwargs(
     module: str, shape: list, dtype: Any, device: Any, user: Optional[dict] = None
 ) -> tuple:
-    """(defaults, user) keyword arguments for ``te.<module>``.
-
-    ``defaults`` are ours (sizes, bf16 params, device, dropout off, sbhd) and
-    may be dropped or renamed to fit an older constructor (see adapt_kwargs);
-    ``user`` are the config's kwargs, applied on top and passed as given.
-    """
+    """(defaults, user) keyword arguments for ``te.<module>``: ours may be dropped or renamed to fit an
+    older constructor (adapt_kwargs); the config's are applied on top as given."""
     if module not in MODULES:
         raise ValueError(f"unknown TE module {module!r}; use one of: {', '.join(MODULES)}")
     user = dict(user or {})
     h = int(shape[-1])
-    common = {"params_dtype": dtype, "device": device}
-    if module == "Linear":
-        d = {"in_features": h, "out_features": h}
-    elif module == "LayerNormLinear":
-        d = {"in_features": h, "out_features": 3 * h}
-    elif module == "LayerNormMLP":
-        d = {"hidden_size": h, "ffn_hidden_size": 4 * h}
-    elif module in ("LayerNorm", "RMSNorm"):
-        d = {"normalized_shape": h}
-    elif module == "GroupedLinear":
-        d = {"num_gemms": NUM_GEMMS, "in_features": h, "out_features": h}
-    elif module == "MultiheadAttention":
-        d = {
-            "hidden_size": h,
-            "num_attention_heads": attention_heads(h, user),
-            "attention_dropout": 0.0,
-            "qkv_format": "sbhd",
-        }
-    else:  # TransformerLayer
-        d = {
+    heads = {"num_attention_heads": attention_heads(h, user)} if module in ATTENTION else {}
+    d = {
+        "Linear": {"in_features": h, "out_features": h},
+        "LayerNormLinear": {"in_features": h, "out_features": 3 * h},
+        "LayerNormMLP": {"hidden_size": h, "ffn_hidden_size": 4 * h},
+        "LayerNorm": {"normalized_shape": h},
+        "RMSNorm": {"normalized_shape": h},
+        "GroupedLinear": {"num_gemms": NUM_GEMMS, "in_features": h, "out_features": h},
+        "MultiheadAttention": {"hidden_size": h, **heads, "attention_dropout": 0.0, "qkv_format": "sbhd"},
+        "TransformerLayer": {
             "hidden_size": h,
             "ffn_hidden_size": 4 * h,
-            "num_attention_heads": attention_heads(h, user),
+            **heads,
             "hidden_dropout": 0.0,
             "attention_dropout": 0.0,
             "attn_input_format": "sbhd",
-        }
-    d.update(common)
+        },
+    }[module]
+    d.update(params_dtype=dtype, device=device)
     for key in user:  # the config's value wins; a key given by the config is the config's
         d.pop(key, None)
     return d, user
@@ -259,11 +198,8 @@ _RENAMES = {
 
 
 def adapt_kwargs(params: Iterable[str], has_var_kw: bool, defaults: dict, user: dict) -> tuple:
-    """Fit our default kwargs to a constructor signature (names in ``params``).
-
-    Returns (kwargs, notes): notes list what was renamed or dropped, recorded in
-    the case info. User kwargs pass unchanged (a typo fails loudly in TE).
-    """
+    """Fit our default kwargs to a constructor's ``params`` -> (kwargs, notes of what was renamed or
+    dropped). User kwargs pass unchanged (a typo fails loudly in TE)."""
     params = set(params)
     out: dict = {}
     notes: list = []
@@ -285,16 +221,11 @@ def adapt_kwargs(params: Iterable[str], has_var_kw: bool, defaults: dict, user: 
 
 def signature_of(cls: Any) -> tuple:
     """(parameter names, has **kwargs) of cls.__init__."""
-    import inspect
-
     params = inspect.signature(cls.__init__).parameters
     return [n for n in params if n != "self"], any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
-# ---------------------------------------------------------------- inputs
-
-
-def input_shape(module: str, shape: list, kwargs: Optional[dict] = None) -> list:
+def input_shape(module: str, shape: list) -> list:
     """Shape of the input tensor: as given, except GroupedLinear takes [tokens, hidden]."""
     shape = [int(d) for d in shape]
     if module == "GroupedLinear":
@@ -311,18 +242,12 @@ def m_splits_for(tokens: int, gemms: int) -> list:
 
 def m_splits_as_tensor(te_version: str) -> bool:
     """TE 2.17+ types m_splits as a CPU int64 tensor (a list is converted every call)."""
-    v = parse_version(te_version)
-    return bool(v) and v >= (2, 17)
+    return parse_version(te_version) >= (2, 17)
 
 
-# ---------------------------------------------------------------- shape rules
-
-# Per recipe: (row rule, column rule, grouped split alignment, name of the rule, source)
-# FP8: TE's own assert_dim_for_fp8_exec only asks tokens % 8, but the cuBLASLt FP8
-# GEMMs (the wgrad GEMM contracts over tokens) need % 16: on an H200 with TE 2.20.2,
-# 8 and 24 tokens pass the assert and then fail in cublaslt_gemm.cu
-# CanonicalizeGemmInput for all three FP8 recipes; 16, 64, 128 work. TE's autocast
-# docstring says "both dimensions divisible by 16"; its tests skip otherwise.
+# Per recipe: (row rule, column rule, grouped split alignment, name of the rule, source). FP8: TE's
+# assert_dim_for_fp8_exec asks tokens % 8, but cuBLASLt's FP8 GEMMs need % 16 (on the H200, 8 and 24
+# tokens failed in CanonicalizeGemmInput for all three FP8 recipes; TE's autocast docs say 16).
 _RULES = {
     "fp8_delayed": (16, 16, 16, "FP8 GEMM", "cuBLASLt FP8 GEMM; TE autocast docs"),
     "fp8_current": (16, 16, 16, "FP8 GEMM", "cuBLASLt FP8 GEMM; TE autocast docs"),
@@ -333,10 +258,7 @@ _RULES = {
 
 
 def check_shape(module: str, recipe: str, shape, kwargs: Optional[dict] = None) -> Optional[str]:
-    """None if ``shape`` can run ``module`` under ``recipe``, else a message naming the rule.
-
-    tokens = product of all dims but the last, hidden = last dim.
-    """
+    """None if ``shape`` [tokens..., hidden] can run ``module`` under ``recipe``, else the rule it breaks."""
     if module not in MODULES:
         return f"unknown TE module {module!r}"
     if recipe not in RECIPE_CLASSES:

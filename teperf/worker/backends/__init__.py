@@ -1,13 +1,6 @@
-"""Backends build a case's module and inputs inside the worker.
-
-A backend is a module with:
-  MODULES: tuple[str, ...]                       built-in module names
-  RECIPES: tuple[str, ...]                       recipe names it knows
-  def recipe_status(recipe, device) -> str|None   None if usable here, else why it is skipped
-  def build(case: dict, device: str) -> Built     see teperf.worker.runner.Built
-The coordinator validates names against the static copy in teperf.plan,
-so the worker is only asked for cases that exist.
-"""
+"""Backends build a case's module and inputs inside the worker: each is a module with MODULES (built-in
+module names), RECIPES, ``recipe_status(recipe, device)`` (None if usable here, else why it is skipped)
+and ``build(case, device) -> runner.Built``. The coordinator checks names against their static copies."""
 
 from __future__ import annotations
 

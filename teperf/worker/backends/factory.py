@@ -1,24 +1,13 @@
-"""Modules from the side's own code: ``factory = "pkg.mod:callable"``.
-
-The factory is imported inside the worker, after the side's directories are
-first on sys.path, so base and head each import their own ``pkg``.
-
-The contract (README, "Your own modules"): ``factory(**kwargs)`` returns an
-``nn.Module``; teperf moves it to the device and the recipe's dtype. Its
-input is one float tensor of the cell's shape, in that dtype, with
-``requires_grad``; or whatever ``inputs(shape, dtype, device)`` returns (a
-tensor, or a tuple/list of positional arguments: token ids, several tensors).
-A step calls ``module(*inputs)`` and runs ``.sum().backward()`` on its output,
-or on the first element of a returned tuple or list.
-"""
+"""Modules from the side's own code, ``factory = "pkg.mod:callable"`` (README, "Your own modules"):
+imported in the worker after the side's directories lead sys.path, so base and head each import their
+own ``pkg``; its input is a tensor of the cell's shape, or what ``inputs(shape, dtype, device)`` returns."""
 
 from __future__ import annotations
 
+from teperf.worker.backends.torch_ref import DTYPES, RECIPES
 from teperf.worker.runner import Built, dtype_autocast, import_object
 
 MODULES: tuple = ()
-RECIPES = ("fp32", "bf16")
-DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 
 
 def recipe_status(recipe: str, device: str):

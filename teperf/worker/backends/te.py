@@ -1,9 +1,5 @@
-"""TransformerEngine backend: te.Linear ... te.TransformerLayer under every recipe.
-
-The coordinator imports this module for MODULES, RECIPES and check_shape and
-never has torch, so torch and transformer_engine are imported only inside
-functions. Version differences live in teperf.worker.te_compat.
-"""
+"""TransformerEngine backend. The coordinator imports it for MODULES, RECIPES and check_shape without
+torch, so torch and transformer_engine are imported inside functions (version shims: te_compat)."""
 
 from __future__ import annotations
 
@@ -16,17 +12,7 @@ from teperf.worker.runner import Built, module_class
 
 MODULES = compat.MODULES
 RECIPES = compat.RECIPES
-
-
-def check_shape(module: str, recipe: str, shape, kwargs: Optional[dict] = None) -> Optional[str]:
-    """Pure Python (no torch, no TE): None if the shape fits, else the rule it breaks."""
-    return compat.check_shape(module, recipe, shape, kwargs)
-
-
-def _te():
-    import transformer_engine.pytorch as te
-
-    return te
+check_shape = compat.check_shape  # pure Python: None if the shape fits, else the rule it breaks
 
 
 def _te_version() -> str:
@@ -47,21 +33,16 @@ def _found(paths, attr: str, fits=lambda value: value is not None):
     return None
 
 
-def _state_manager():
-    paths = ("transformer_engine.pytorch.quantization", "transformer_engine.pytorch.fp8")
-    return _found(paths, "FP8GlobalStateManager")
-
-
 def recipe_status(recipe: str, device: str) -> Optional[str]:
-    """None if the recipe runs here; else TE's reason (shown as skipped, not as an error).
-
-    A TE that cannot be imported raises: that is an error, not a skip."""
+    """None if the recipe runs here, else TE's reason (a skip); a TE that cannot be imported raises."""
     if recipe not in RECIPES:
         return f"recipe {recipe} is not known to the te backend (use one of: {', '.join(RECIPES)})"
     if not str(device).startswith("cuda"):
         return f"TransformerEngine modules need a CUDA device (device is {device})"
-    te = _te()
-    reason = compat.probe_recipe(te, recipe, _state_manager(), _te_version())
+    import transformer_engine.pytorch as te
+
+    paths = ("transformer_engine.pytorch.quantization", "transformer_engine.pytorch.fp8")
+    reason = compat.probe_recipe(te, recipe, _found(paths, "FP8GlobalStateManager"), _te_version())
     if reason is None and compat.RECIPE_CLASSES[recipe] is not None:
         from transformer_engine.common import recipe as recipe_mod
 
@@ -71,11 +52,9 @@ def recipe_status(recipe: str, device: str) -> Optional[str]:
 
 
 def _attention_state() -> Optional[dict]:
-    """TE's module-level ``_attention_backends`` dict: the attention backend chosen for the
-    last call's parameters. Each attention case must see its own (Built.global_state): under
-    torch.compile another case's entry sent dynamo into comparing foreign AttentionParams
-    (InternalTorchDynamoError in get_attention_backend), and in eager mode it made the first
-    step of each trial choose the backend again."""
+    """TE's module-level ``_attention_backends`` dict, the backend chosen for the last call. Each
+    attention case keeps its own (Built.global_state): another case's entry sent dynamo into comparing
+    foreign AttentionParams, and in eager mode made each trial's first step choose again."""
     paths = (
         "transformer_engine.pytorch.attention.dot_product_attention.dot_product_attention",
         "transformer_engine.pytorch.attention.dot_product_attention",
@@ -110,9 +89,9 @@ def _splits_wrapper(inner, m_splits):
 
 def build(case: dict, device: str) -> Built:
     import torch
+    import transformer_engine.pytorch as te
     from transformer_engine.common import recipe as recipe_mod
 
-    te = _te()
     version = _te_version()
     name = module_class(case["module"])
     recipe = case["recipe"]
@@ -151,7 +130,7 @@ def build(case: dict, device: str) -> Built:
     if notes:
         info["constructor_shims"] = notes
     if name == "GroupedLinear":
-        splits = compat.m_splits_for(x.shape[0], int(ctor.get("num_gemms", compat.NUM_GEMMS)))
+        splits = compat.m_splits_for(x.shape[0], compat.num_gemms(ctor))
         if compat.m_splits_as_tensor(version):
             m_splits = torch.tensor(splits, dtype=torch.int64, device="cpu")  # built once, not per call
             info["m_splits"] = f"cpu int64 tensor {splits}"
@@ -162,8 +141,7 @@ def build(case: dict, device: str) -> Built:
 
     after_first_call = None
     if name in compat.ATTENTION:
-        # The first attention call picks the backend (slow): it is part of the first call
-        # teperf times (info["first_call"]); which backend it picked is recorded after it.
+        # the first call (timed) picks the backend; which one it picked is recorded after it
         def after_first_call(built: Built):
             built.info["attention_backend"] = _attention_backend()
             built.info["nvte_attention_env"] = {
@@ -194,8 +172,7 @@ def build(case: dict, device: str) -> Built:
 
 
 def _other_recipe(te, recipe_mod, name: str, recipe: str, shape, kwargs, device):
-    """(autocast factory, description) of another recipe this case can switch to at run
-    time (the PR thread's recompile question), or (None, None) when none runs here."""
+    """(autocast factory, description) of another recipe to switch to at run time, or (None, None)."""
     other = compat.OTHER_RECIPE.get(recipe)
     if other is None or name not in compat.QUANTIZING:
         return None, None
@@ -217,7 +194,7 @@ def describe() -> dict:
 
     import torch
 
-    version = str(getattr(transformer_engine, "__version__", ""))
+    version = _te_version()
     facts: dict = {
         "version": version,
         "location": os.path.dirname(transformer_engine.__file__),
@@ -228,8 +205,7 @@ def describe() -> dict:
         "nvte_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NVTE_")},
         "flash_attn_installed": importlib.util.find_spec("flash_attn") is not None,
     }
-    ext = sys.modules.get("transformer_engine_torch")
-    facts["torch_extension"] = getattr(ext, "__file__", None)
+    facts["torch_extension"] = getattr(sys.modules.get("transformer_engine_torch"), "__file__", None)
     try:
         from transformer_engine.common import _get_shared_object_file
 

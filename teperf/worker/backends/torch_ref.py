@@ -1,8 +1,4 @@
-"""Plain-PyTorch reference modules: the CPU default, no GPU or TE needed.
-
-They mirror the shape of TE's modules (LayerNorm + Linear, LayerNorm + MLP)
-so the engine can be exercised end to end anywhere.
-"""
+"""Plain-PyTorch reference modules shaped like TE's: the CPU default, no GPU or TE needed."""
 
 from __future__ import annotations
 
