@@ -62,12 +62,8 @@ def side_text(desc: dict) -> str:
         if desc.get("subject"):
             bits.append(repr(desc["subject"][:60]))
     if desc.get("strategy"):
-        extension = ""
-        if desc.get("ext_key"):
-            extension = (
-                f" (extension {'from the cache' if desc.get('ext_reused') else 'built'} "
-                f"{desc['ext_key'][:8]})"
-            )
+        how = "from the cache" if desc.get("ext_reused") else "built"
+        extension = f" (extension {how} {desc['ext_key'][:8]})" if desc.get("ext_key") else ""
         bits.append(f"strategy {desc['strategy']}{extension}")
     if desc.get("sys_path"):
         bits.append("path " + ":".join(desc["sys_path"]))
@@ -80,8 +76,7 @@ def side_text(desc: dict) -> str:
 
 
 def counters_text(counters, compare: bool = False) -> str:
-    """Changes head - base; one side's counts where there is only one (a run, or a compare cut short
-    before head counted: labelled, as the other rows of that table are deltas)."""
+    """Changes head - base; one side's counts where there is only one (labelled in a compare)."""
     if not counters or not counters.get("base"):
         return ""
     if counters.get("head") is None:
@@ -154,8 +149,9 @@ def key_columns(rows: list[dict], mode: bool | None = None) -> list[str]:
     return ["module", "recipe"] + ["shape"] * show_shape + ["mode"] * show_mode
 
 
-def ci_column(alpha: float) -> str:
-    return f"{int(round((1 - alpha) * 100))}% CI"
+def _compare_columns(summary: Summary) -> list[str]:
+    base, head = list(summary.meta["sides"])[:2]
+    return [base, head, "delta", "delta %", f"{int(round((1 - summary.settings.alpha) * 100))}% CI"]
 
 
 def _pct_or_dash(value) -> str:
@@ -196,9 +192,7 @@ def table_model(summary: Summary) -> TableModel:
     keys = key_columns(summary.rows)
     cols = list(keys)
     if summary.compare:
-        labels = list(meta["sides"])
-        cols += [labels[0], labels[1], "delta", "delta %", ci_column(stats.alpha)]
-        cols += ["pairs"] * show_pairs + ["verdict"]
+        cols += _compare_columns(summary) + ["pairs"] * show_pairs + ["verdict"]
     else:
         cols += ["median", "spread (IQR)", "main thread", "wall", "between pairs"] + ["pairs"] * show_pairs
     # a run has no verdict column to say why a cell was not measured: its own column, where one needs it
@@ -263,16 +257,7 @@ def onetime_model(summary: Summary) -> TableModel | None:
     keys = key_columns(summary.rows, mode=True)
     cols = keys + ["cost"]
     if summary.compare:
-        labels = list(summary.meta["sides"])
-        cols += [
-            labels[0],
-            labels[1],
-            "delta",
-            "delta %",
-            ci_column(summary.settings.alpha),
-            "pairs",
-            "verdict",
-        ]
+        cols += _compare_columns(summary) + ["pairs", "verdict"]
     else:
         cols += ["median", "between pairs", "pairs", "extra vs eager", "saves per step", "break-even (steps)"]
     rows, styles = [], []
@@ -280,14 +265,7 @@ def onetime_model(summary: Summary) -> TableModel | None:
         cells, style = _onetime_cells(summary, r, cost)
         rows.append([r[k] for k in keys] + [ONETIME_LABEL[cost]] + cells)
         styles.append(style)
-    return TableModel(
-        title="one-time costs",
-        header=[ONETIME_HEADER],
-        columns=cols,
-        rows=rows,
-        styles=styles,
-        footer=list(summary.onetime_notes),
-    )
+    return TableModel("one-time costs", [ONETIME_HEADER], cols, rows, styles, list(summary.onetime_notes))
 
 
 def render_rich(model: TableModel, console) -> None:
@@ -344,10 +322,14 @@ def csv_text(fields, rows) -> str:
     return buf.getvalue()
 
 
+def _flat_rows(summary: Summary) -> list[dict]:
+    return [{k: json_value(r.get(k)) for k in ROW_FIELDS} for r in summary.rows]
+
+
 def render_json(summary: Summary, console=None) -> str:
     data = {
         "meta": summary.meta,
-        "rows": [{k: json_value(r.get(k)) for k in ROW_FIELDS} for r in summary.rows],
+        "rows": _flat_rows(summary),
         "notes": summary.notes,
         "onetime_notes": summary.onetime_notes,
         "imported": summary.imported,
@@ -357,7 +339,7 @@ def render_json(summary: Summary, console=None) -> str:
 
 
 def render_csv(summary: Summary, console=None) -> str:
-    flat = [{k: json_value(r.get(k)) for k in ROW_FIELDS} for r in summary.rows]
+    flat = _flat_rows(summary)
     for row in flat:
         for k in ("counters", "info"):
             row[k] = json.dumps(row[k], sort_keys=True) if row[k] is not None else ""
