@@ -1,12 +1,8 @@
-"""Configuration: TOML file + CLI overrides -> one typed, validated :class:`Config`.
+"""Configuration: TOML file + CLI overrides -> one typed :class:`Config`, every user error raised here.
 
-Every validation error of user input is raised here, before any worker starts,
-as a TeperfError that names the fix.
-
-The dataclasses below are the one table of config keys: each field made with :func:`key` carries
-its default, its check and its command-line flag (:class:`Option`). The TOML keys each table takes,
-the overrides, :func:`build_config`'s handling and the click options of ``commands/_common.py`` are
-all made from them, so a new key is one field here (README, "Layout").
+The dataclasses below are the one table of config keys: each :func:`key` field carries its default, its
+check and its command-line flag (:class:`Option`); the TOML tables, the overrides and the click options
+of ``commands/_common.py`` are all made from them, so a new key is one field here.
 """
 
 from __future__ import annotations
@@ -41,9 +37,6 @@ class ModuleSpec:
     factory: str | None = None  # "pkg.mod:callable" imported inside the side's worker
     kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     inputs: str | None = None  # "pkg.mod:callable" making the forward's inputs (factory modules only)
-
-
-# ----------------------------------------------------------------------------- the table of config keys
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,9 +139,8 @@ def _prestart(value, name: str, resolved: dict):
 
 @dataclasses.dataclass(frozen=True)
 class Schedule:
-    # Many fresh pairs of many short couples: the H200 VM's speed swings in
-    # multi-second spells, so short adjacent A/B couples and many of them buy
-    # precision; long trials do not (README, "Choosing the schedule").
+    # Many fresh pairs of short couples: the H200 VM's speed swings in multi-second spells, so many short
+    # adjacent A/B couples buy precision and long trials do not (README, "Choosing the schedule").
     processes: int = key(
         8, _whole(), Option("Fresh worker pairs (the unit of replication).", type=int, show_default=True)
     )
@@ -184,9 +176,6 @@ class Schedule:
             show_default=True,
         ),
     )
-    # Run until the answer is known (teperf/engine/adaptive.py): with precision_pct, fresh pairs keep
-    # coming until every cell's 95 % half-width is at most this many %, or the budget is spent;
-    # `processes` is then not used. budget_s alone caps a fixed schedule's wall time.
     precision_pct: float | None = key(
         None,
         _precision,
@@ -207,13 +196,9 @@ class Schedule:
             metavar="DURATION",
         ),
     )
-    # No cell stops before this many pairs (the default schedule's count). Stopping on width picks moments
-    # when the sd happens to look small; simulated A/A false changes (min_effect 0) went from 5 % to 8-10 %
-    # with 4, 6.5-7 % with 8 (tests/test_adaptive.py).
+    # No cell stops before this many pairs: stopping on width picks moments when the sd looks small
+    # (simulated A/A false changes: 5 % fixed, 8-10 % with 4, 6.5-7 % with 8; tests/test_adaptive.py).
     min_pairs: int = key(8, _whole(2))
-    # How each pair's workers start (teperf/engine/forkserver.py): "fresh" interpreters, or children
-    # forked from a server per side that imported torch and the package once; a server serves
-    # `server_pairs` pairs, then a new one with a new hash seed takes over.
     spawn: str = key(
         "fresh",
         _choice(SPAWNS, "spawn"),
@@ -254,8 +239,6 @@ class Stats:
         _choice(METRICS, "metric", fix="use one of"),
         Option("Headline clock.", type=METRICS, show_default=True),
     )
-    # The floor of the same for one-time costs (first call, recompile), which vary by tens of % between
-    # processes: a cell's own A/A spread raises it (teperf.stats.onetime_cell).
     min_effect_once_pct: float = key(
         10.0,
         _percent(),
@@ -358,7 +341,7 @@ class Config:
 
     def option(self, key: str) -> str:
         """How the user gave ``key``: its flag (``--timeout``) or the config key (``timeout_s``)."""
-        return CLI_FLAGS.get(key, f"--{key}") if key in self.from_cli else key
+        return _named(key, self.from_cli)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -446,8 +429,9 @@ _RETIRED = {
 }
 
 
-def _named(key: str, overrides: Mapping[str, Any]) -> str:
-    return CLI_FLAGS.get(key, f"--{key}") if overrides.get(key) is not None else key
+def _named(key: str, given) -> str:
+    """How the user named ``key``: its flag where it was ``given`` on the command line, else the key."""
+    return CLI_FLAGS.get(key, f"--{key}") if key in given else key
 
 
 def backend_module(name: str):
@@ -578,11 +562,7 @@ def _table(raw: Mapping[str, Any], key: str) -> dict:
 def _string_list(value, key: str) -> list | None:
     if value is None:
         return None
-    if (
-        isinstance(value, str)
-        or not isinstance(value, (list, tuple))
-        or not all(isinstance(v, str) for v in value)
-    ):
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise TeperfError(
             f"{key} must be a list of names, got {value!r}",
             f'write e.g. {key} = ["{key[:-1]}"]' if key != "recipes" else 'write e.g. recipes = ["bf16"]',
@@ -670,13 +650,14 @@ def _module_table(name: str, spec, facts, backend: str) -> ModuleSpec:
     return ModuleSpec(name, factory, dict(kwargs), inputs)
 
 
+def _empty(key: str, ov: Mapping[str, Any], fix: str) -> TeperfError:
+    return TeperfError(f"{_named(key, ov)} is empty: nothing to measure", fix)
+
+
 def _shapes(shapes_raw, ov: Mapping[str, Any]) -> list[tuple[int, ...]]:
     """The shapes key (lists of ints, or --shape texts) as tuples of positive ints."""
     if isinstance(shapes_raw, (list, tuple)) and not shapes_raw:
-        raise TeperfError(
-            f"{_named('shapes', ov)} is empty: nothing to measure",
-            "give at least one shape, e.g. shapes = [[8, 2, 256]]",
-        )
+        raise _empty("shapes", ov, "give at least one shape, e.g. shapes = [[8, 2, 256]]")
     if not isinstance(shapes_raw, (list, tuple)) or not all(
         isinstance(s, (list, tuple, str)) for s in shapes_raw
     ):
@@ -699,18 +680,14 @@ def _listed(key: str, raw: Mapping[str, Any], ov: Mapping[str, Any], known) -> l
     """The names of a list key (recipes, modes) as given (None: not given); given empty is refused."""
     names = ov[key] if key in ov else _string_list(raw.get(key), key)
     if names is not None and not names:
-        raise TeperfError(
-            f"{_named(key, ov)} is empty: nothing to measure",
-            f"name at least one {key[:-1]}: {', '.join(known)}",
-        )
+        raise _empty(key, ov, f"name at least one {key[:-1]}: {', '.join(known)}")
     return names
 
 
 def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
     """What is measured: backend, device, modules, recipes, modes and shapes, which depend on each other."""
     backend = ov.get("backend", raw.get("backend", "torch"))
-    if backend not in BACKENDS:
-        raise TeperfError(f"unknown backend {backend!r}", f"use one of: {', '.join(BACKENDS)}")
+    facts = backend_module(backend)
     device = ov.get("device", raw.get("device", "cpu" if backend == "torch" else "cuda"))
     if device not in DEVICES:
         raise TeperfError(f"unknown device {device!r}", f"use one of: {', '.join(DEVICES)}")
@@ -719,7 +696,6 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
             f"{_named('backend', ov)} te needs a CUDA device, but {_named('device', ov)} is cpu",
             "use --device cuda on a GPU machine, or --backend torch for the CPU reference modules",
         )
-    facts = backend_module(backend)
 
     # modules: a list of names, or a table of custom modules, or both (list names + [modules.X] tables)
     mod_raw = raw.get("modules", None)
@@ -735,10 +711,7 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
     if names is None:
         names = list(facts.MODULES)
     if not names:
-        raise TeperfError(
-            f"{_named('modules', ov)} is empty: nothing to measure",
-            f"name at least one module, e.g. {', '.join(facts.MODULES[:2])}",
-        )
+        raise _empty("modules", ov, f"name at least one module, e.g. {', '.join(facts.MODULES[:2])}")
     modules = []
     for name in names:
         if name in custom:
@@ -754,11 +727,8 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
 
     recipes = _listed("recipes", raw, ov, facts.RECIPES)
     if not recipes:
-        recipes = (
-            ("fp32",)
-            if (backend == "torch" and device == "cpu")
-            else (("bf16",) if backend == "torch" else tuple(facts.RECIPES))
-        )
+        torch_recipes = ("fp32",) if device == "cpu" else ("bf16",)
+        recipes = torch_recipes if backend == "torch" else tuple(facts.RECIPES)
     for recipe in recipes:
         if recipe not in facts.RECIPES:
             raise TeperfError(
