@@ -366,15 +366,12 @@ class Key:
 
     @property
     def flag(self) -> str | None:
-        if self.option is None:
-            return None
-        return self.option.flag or "--" + self.name.replace("_", "-")
+        return None if self.option is None else self.option.flag or "--" + self.name.replace("_", "-")
 
 
 def from_meta(cls, meta: Mapping[str, Any], **overrides):
-    """The ``Schedule`` or ``Stats`` a bundle's meta.json recorded, with ``overrides``: the one reader of a
-    bundle's settings. Keys this teperf does not know are ignored, and a damaged or missing value reads
-    as the default (a report never ends in a traceback)."""
+    """The ``Schedule`` or ``Stats`` a bundle's meta.json recorded, with ``overrides``; an unknown key is
+    ignored and a damaged or missing value reads as the default (a report never ends in a traceback)."""
     raw = (meta.get("config") or {}).get(cls.__name__.lower()) or {}
     defaults = cls()
     kept = {
@@ -435,8 +432,8 @@ def _named(key: str, given) -> str:
 
 
 def backend_module(name: str):
-    """The worker backend's static facts (MODULES, RECIPES, check_shape). These modules
-    import torch only inside functions, so the coordinator can read them."""
+    """The worker backend's static facts (MODULES, RECIPES, check_shape); it imports torch only inside
+    functions, so the coordinator can read them."""
     if name not in BACKENDS:
         raise TeperfError(f"unknown backend {name!r}", f"use one of: {', '.join(BACKENDS)}")
     from teperf.worker.backends import get_backend
