@@ -472,7 +472,7 @@ def parse_duration(value, name: str = "--budget") -> float:
                 "write a duration like 5m, 90s, 1h, 1h30m or plain seconds",
             )
         seconds = sum(float(n) * DURATION_UNITS[u or "s"] for n, u in parts)
-    if not seconds > 0 or seconds != seconds or seconds == float("inf"):
+    if not 0 < seconds < math.inf:
         raise TeperfError(
             f"{name} must be a positive duration, got {value!r}", "write a duration like 5m, 90s or 1h"
         )
@@ -683,7 +683,7 @@ def _listed(key: str, raw: Mapping[str, Any], ov: Mapping[str, Any], known) -> l
 
 def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
     """What is measured: backend, device, modules, recipes, modes and shapes, which depend on each other."""
-    backend = ov.get("backend", raw.get("backend", "torch"))
+    backend = ov.get("backend", raw.get("backend", Config.backend))
     facts = backend_module(backend)
     device = ov.get("device", raw.get("device", "cpu" if backend == "torch" else "cuda"))
     if device not in DEVICES:
@@ -732,14 +732,14 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
                 f"unknown recipe {recipe!r} for backend {backend}", f"use one of: {', '.join(facts.RECIPES)}"
             )
 
-    modes = tuple(_listed("modes", raw, ov, MODES) or ("eager",))
+    modes = tuple(_listed("modes", raw, ov, MODES) or Config.modes)
     for mode in modes:
         if mode not in MODES:
             raise TeperfError(f"unknown mode {mode!r}", f"use one of: {', '.join(MODES)}")
         if mode == "cuda-graph" and device != "cuda":
             raise TeperfError("mode cuda-graph needs --device cuda", "drop cuda-graph from modes on the CPU")
 
-    shapes = _shapes(ov["shapes"] if "shapes" in ov else raw.get("shapes", [[8, 2, 256]]), ov)
+    shapes = _shapes(ov["shapes"] if "shapes" in ov else raw.get("shapes", Config.shapes), ov)
 
     return {
         "backend": backend,

@@ -376,10 +376,8 @@ def check_gpu_busy() -> Check:
     usage = _nvidia_smi(["--query-gpu=index,utilization.gpu,memory.used", "--format=csv,noheader,nounits"])
     if usage is None:
         return Check("gpu_busy", "unknown", "nvidia-smi not found")
-    apps = (
-        _nvidia_smi(["--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader,nounits"])
-        or ""
-    )
+    apps_query = ["--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader,nounits"]
+    apps = _nvidia_smi(apps_query) or ""
     busy = []
     for line in usage.strip().splitlines():
         fields = [f.strip() for f in line.split(",")]
@@ -416,15 +414,11 @@ def quick_checks(core: Optional[int] = None, device: str = "cpu") -> list[Check]
 
 def all_checks(core: Optional[int] = None, pythons: tuple = ()) -> list[Check]:
     """Everything ``teperf doctor`` shows."""
-    checks = quick_checks(core)
-    checks.append(_safe("clocksource", check_clocksource))
-    checks.append(_safe("python", check_python))
-    checks.extend(_safe_list("versions", lambda: check_versions(None)))
+    checks = quick_checks(core) + [_safe("clocksource", check_clocksource), _safe("python", check_python)]
+    checks += _safe_list("versions", lambda: check_versions(None))
     for python in pythons:
-        checks.extend(_safe_list(f"versions [{python}]", lambda python=python: check_versions(python)))
-    checks.append(_safe("gpu", check_gpu_visible))
-    checks.append(_safe("gpu_busy", check_gpu_busy))
-    return checks
+        checks += _safe_list(f"versions [{python}]", lambda python=python: check_versions(python))
+    return checks + [_safe("gpu", check_gpu_visible), _safe("gpu_busy", check_gpu_busy)]
 
 
 def worst(checks: list[Check]) -> str:
