@@ -56,12 +56,13 @@ class Option:
 Check = Callable[[Any, str, dict], Any]  # (value, how the user named the key, keys resolved so far) -> value
 
 
-def key(default: Any, check: Check | None = None, option: Option | None = None, *, matrix: bool = False):
-    """A config key: a dataclass field with its check and flag. ``check`` gets the given value (or the
-    default) and returns the value kept (None: kept as given); ``matrix`` keys (backend ... shapes) say
-    what is measured and are resolved together by ``_matrix``, as they depend on each other."""
+def key(default: Any, check: Check | None = None, help: str | None = None, *, matrix: bool = False, **option):
+    """A config key: a dataclass field with its check and, given ``help``, its flag (``option``: the rest
+    of its :class:`Option`). ``check`` gets the given value (or the default) and returns the value kept;
+    ``matrix`` keys (backend ... shapes) say what is measured and are resolved together by ``_matrix``."""
+    flag = None if help is None else Option(help, **option)
     return dataclasses.field(
-        default=default, metadata={"key": True, "check": check, "option": option, "matrix": matrix}
+        default=default, metadata={"key": True, "check": check, "option": flag, "matrix": matrix}
     )
 
 
@@ -142,59 +143,47 @@ class Schedule:
     # Many fresh pairs of short couples: the H200 VM's speed swings in multi-second spells, so many short
     # adjacent A/B couples buy precision and long trials do not (README, "Choosing the schedule").
     processes: int = key(
-        8, _whole(), Option("Fresh worker pairs (the unit of replication).", type=int, show_default=True)
+        8, _whole(), "Fresh worker pairs (the unit of replication).", type=int, show_default=True
     )
     rounds: int = key(
         2,
         _whole(),
-        Option(
-            "Rounds per pair; each round runs every case in a new shuffled order.",
-            type=int,
-            show_default=True,
-        ),
+        "Rounds per pair; each round runs every case in a new shuffled order.",
+        type=int,
+        show_default=True,
     )
     trials: int = key(
         6,
         _whole(),
-        Option(
-            "Trials per case per round (compare: rounds x trials even, so A B and B A couples balance).",
-            type=int,
-            show_default=True,
-        ),
+        "Trials per case per round (compare: rounds x trials even, so A B and B A couples balance).",
+        type=int,
+        show_default=True,
     )
-    iters: int = key(50, _whole(), Option("fwd+bwd steps per trial.", type=int, show_default=True))
-    warmup: int = key(
-        50, _whole(0), Option("Untimed steps after building each case.", type=int, show_default=True)
-    )
+    iters: int = key(50, _whole(), "fwd+bwd steps per trial.", type=int, show_default=True)
+    warmup: int = key(50, _whole(0), "Untimed steps after building each case.", type=int, show_default=True)
     timeout_s: float = key(
         600.0,
         _seconds,
-        Option(
-            "Seconds a worker may take for one request (start-up, set-up or one trial); then it is killed.",
-            flag="--timeout",
-            type=float,
-            show_default=True,
-        ),
+        "Seconds a worker may take for one request (start-up, set-up or one trial); then it is killed.",
+        flag="--timeout",
+        type=float,
+        show_default=True,
     )
     precision_pct: float | None = key(
         None,
         _precision,
-        Option(
-            "Keep adding fresh pairs until every cell's 95% interval is at most +-P % (or the budget is "
-            "spent); --processes is then not used.",
-            flag="--precision",
-            type=float,
-            metavar="P",
-        ),
+        "Keep adding fresh pairs until every cell's 95% interval is at most +-P % (or the budget is "
+        "spent); --processes is then not used.",
+        flag="--precision",
+        type=float,
+        metavar="P",
     )
     budget_s: float | None = key(  # seconds from the start of the first pair; None = no limit
         None,
         _budget,
-        Option(
-            "Wall-clock limit of the measuring: 5m, 90s, 1h or seconds (default with --precision: 10m).",
-            flag="--budget",
-            metavar="DURATION",
-        ),
+        "Wall-clock limit of the measuring: 5m, 90s, 1h or seconds (default with --precision: 10m).",
+        flag="--budget",
+        metavar="DURATION",
     )
     # No cell stops before this many pairs: stopping on width picks moments when the sd looks small
     # (simulated A/A false changes: 5 % fixed, 8-10 % with 4, 6.5-7 % with 8; tests/test_adaptive.py).
@@ -202,22 +191,18 @@ class Schedule:
     spawn: str = key(
         "fresh",
         _choice(SPAWNS, "spawn"),
-        Option(
-            "How each pair's workers start: fresh interpreters (default), or forked from a server per "
-            "side that imported torch and the package once (starts in about a second; a new server with a "
-            "new hash seed every --server-pairs pairs).",
-            type=SPAWNS,
-        ),
+        "How each pair's workers start: fresh interpreters (default), or forked from a server per "
+        "side that imported torch and the package once (starts in about a second; a new server with a "
+        "new hash seed every --server-pairs pairs).",
+        type=SPAWNS,
     )
     server_pairs: int = key(
         4,
         _server_pairs,
-        Option(
-            "With --spawn forkserver: pairs each server serves before a fresh one takes over "
-            "(default {default}).",
-            type=int,
-            metavar="N",
-        ),
+        "With --spawn forkserver: pairs each server serves before a fresh one takes over "
+        "(default {default}).",
+        type=int,
+        metavar="N",
     )
 
 
@@ -227,41 +212,37 @@ class Stats:
     min_effect_pct: float = key(
         1.0,
         _percent(),
-        Option(
-            "Changes under this many % do not matter: 'no change' needs the whole interval inside +-this.",
-            flag="--min-effect",
-            type=float,
-            show_default=True,
-        ),
+        "Changes under this many % do not matter: 'no change' needs the whole interval inside +-this.",
+        flag="--min-effect",
+        type=float,
+        show_default=True,
     )
     metric: str = key(
         "process_cpu",
         _choice(METRICS, "metric", fix="use one of"),
-        Option("Headline clock.", type=METRICS, show_default=True),
+        "Headline clock.",
+        type=METRICS,
+        show_default=True,
     )
     min_effect_once_pct: float = key(
         10.0,
         _percent(),
-        Option(
-            "The same for one-time costs (first call, recompile), at least: a cell's own spread between "
-            "pairs raises it.",
-            flag="--min-effect-once",
-            type=float,
-            show_default=True,
-        ),
+        "The same for one-time costs (first call, recompile), at least: a cell's own spread between "
+        "pairs raises it.",
+        flag="--min-effect-once",
+        type=float,
+        show_default=True,
     )
     max_contended_pct: float = key(
         20.0,
         _percent(100),
-        Option(
-            "A cell with more than this many % of its trial couples sharing the measuring core (even after "
-            "re-measuring) is 'inconclusive (load)'; 100 accepts any load: every couple counts (README, "
-            "'A loaded machine').",
-            flag="--max-contended",
-            type=float,
-            metavar="PCT",
-            show_default=True,
-        ),
+        "A cell with more than this many % of its trial couples sharing the measuring core (even after "
+        "re-measuring) is 'inconclusive (load)'; 100 accepts any load: every couple counts (README, "
+        "'A loaded machine').",
+        flag="--max-contended",
+        type=float,
+        metavar="PCT",
+        show_default=True,
     )
 
 
@@ -269,31 +250,28 @@ class Stats:
 class Config:
     backend: str = key(
         "torch",
-        option=Option(
-            "torch: plain-PyTorch reference modules (CPU or GPU); te: TransformerEngine (needs CUDA).",
-            type=BACKENDS,
-        ),
+        help="torch: plain-PyTorch reference modules (CPU or GPU); te: TransformerEngine (needs CUDA).",
+        type=BACKENDS,
         matrix=True,
     )
     device: str = key(
-        "cpu",
-        option=Option("Where the modules run (default: cpu for torch, cuda for te).", type=DEVICES),
-        matrix=True,
+        "cpu", help="Where the modules run (default: cpu for torch, cuda for te).", type=DEVICES, matrix=True
     )
     modules: tuple[ModuleSpec, ...] = key(
-        (), option=Option("Modules to measure (comma-separated).", metavar="A,B", parse="names"), matrix=True
+        (), help="Modules to measure (comma-separated).", metavar="A,B", parse="names", matrix=True
     )
     recipes: tuple[str, ...] = key(
-        (), option=Option("Recipes, e.g. bf16,fp8_delayed.", metavar="A,B", parse="names"), matrix=True
+        (), help="Recipes, e.g. bf16,fp8_delayed.", metavar="A,B", parse="names", matrix=True
     )
     modes: tuple[str, ...] = key(
-        ("eager",),
-        option=Option(f"Modes: {', '.join(MODES)}.", metavar="A,B", parse="names"),
-        matrix=True,
+        ("eager",), help=f"Modes: {', '.join(MODES)}.", metavar="A,B", parse="names", matrix=True
     )
     shapes: tuple[tuple[int, ...], ...] = key(
         ((8, 2, 256),),
-        option=Option("Input shape; repeat for several.", flag="--shape", metavar="8,2,256", parse="shapes"),
+        help="Input shape; repeat for several.",
+        flag="--shape",
+        metavar="8,2,256",
+        parse="shapes",
         matrix=True,
     )
     schedule: Schedule = Schedule()
@@ -301,40 +279,33 @@ class Config:
     core: int | None = key(
         None,
         lambda value, name, resolved: check_core(value),
-        Option("CPU core to pin the workers to (default: the last one).", type=int),
+        "CPU core to pin the workers to (default: the last one).",
+        type=int,
     )
-    seed: int = key(
-        0, _whole(0), Option("Seed of the case order and the hash seeds.", type=int, show_default=True)
-    )
+    seed: int = key(0, _whole(0), "Seed of the case order and the hash seeds.", type=int, show_default=True)
     counters: bool = key(False, lambda value, name, resolved: bool(value))  # each command has its own flag
     prestart: int | None = key(  # None: auto
         None,
         _prestart,
-        Option(
-            "Pairs to start ahead on spare cores while one measures (auto: lanes x (start / measure time + "
-            "1), at most one spare core per worker; 0 = off).",
-            metavar="N|auto",
-            show_default="auto",
-        ),
+        "Pairs to start ahead on spare cores while one measures (auto: lanes x (start / measure time + "
+        "1), at most one spare core per worker; 0 = off).",
+        metavar="N|auto",
+        show_default="auto",
     )
     compile_cache: str = key(
         "cold",
         _choice(COMPILE_CACHES, "compile cache state"),
-        Option(
-            "Inductor's on-disk cache at a compile case's first call: cold (default, empty per case "
-            "and process) or warm (filled by a throwaway worker per side before the first pair).",
-            type=COMPILE_CACHES,
-        ),
+        "Inductor's on-disk cache at a compile case's first call: cold (default, empty per case "
+        "and process) or warm (filled by a throwaway worker per side before the first pair).",
+        type=COMPILE_CACHES,
     )
     lanes: int = key(  # "auto" resolved to a number (cpus.check_lanes)
         1,
         lambda value, name, resolved: check_lanes(value, resolved["core"], name),
-        Option(
-            "Pairs measuring at once, each on its own physical core (auto: "
-            "one lane per 4 physical cores, at most 4; see README, 'Parallel lanes').",
-            metavar="N|auto",
-            show_default="1, or the config's",
-        ),
+        "Pairs measuring at once, each on its own physical core (auto: "
+        "one lane per 4 physical cores, at most 4; see README, 'Parallel lanes').",
+        metavar="N|auto",
+        show_default="1, or the config's",
     )
     source: str | None = None  # the TOML file it came from
     from_cli: tuple[str, ...] = ()  # keys whose value the user typed as a flag: errors name the flag
