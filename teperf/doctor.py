@@ -191,13 +191,11 @@ def check_load() -> Check:
 def runnable_on_core(core: int) -> Optional[list[tuple[int, str]]]:
     """(tid, name) of other runnable (state R) threads last run on ``core``; None if /proc is unreadable."""
     try:
-        pids = [int(p) for p in os.listdir(PROC) if p.isdigit()]
+        pids = [int(p) for p in os.listdir(PROC) if p.isdigit() and int(p) != os.getpid()]
     except OSError:
         return None
     found = []
     for pid in pids:
-        if pid == os.getpid():
-            continue
         try:
             tids = [int(t) for t in os.listdir(f"{PROC}/{pid}/task")]
         except OSError:
@@ -209,11 +207,8 @@ def runnable_on_core(core: int) -> Optional[list[tuple[int, str]]]:
                 continue
             # comm may hold spaces and parentheses: split after the last ')'
             head, _, rest = stat.rpartition(")")
-            fields = rest.split()
-            if len(fields) < 37:
-                continue
-            state, processor = fields[0], fields[36]  # fields 3 and 39 of proc(5)
-            if state == "R" and processor.isdigit() and int(processor) == core:
+            fields = rest.split()  # state and processor: fields 3 and 39 of proc(5)
+            if len(fields) >= 37 and fields[0] == "R" and fields[36] == str(core):
                 found.append((tid, head.partition("(")[2]))
     return found
 
