@@ -373,13 +373,12 @@ _SECTION_TYPES = {
     f.name: type(f.default) for f in dataclasses.fields(Config) if dataclasses.is_dataclass(f.default)
 }
 SECTIONS = tuple(_SECTION_TYPES)  # ("schedule", "stats"): the TOML tables
-# The flags in --help in this order (as they always were); a key not named here comes after them.
+# The flags in --help in this order; a key not named here comes after them.
 HELP_ORDER = tuple(
     """backend device modules recipes modes shapes processes rounds trials iters warmup timeout_s core seed
     metric prestart lanes min_effect_pct min_effect_once_pct max_contended_pct precision_pct budget_s
     compile_cache spawn server_pairs""".split()
 )
-# The keys a command-line flag overrides, in --help order.
 OVERRIDE_KEYS = tuple(
     sorted(
         (k.name for k in KEYS if k.option),

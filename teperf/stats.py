@@ -1,15 +1,11 @@
 """Statistics of one cell: medians, paired delta, interval, verdict.
 
-The process pair is the unit of replication (trials inside one process are not independent draws).
-Per pair, r_p = the median over its adjacent A/B trial couples of ln(head / base): couples cancel the
-drift between pairs and, through the median, most of the H200 VM's multi-second slow spells (side
-medians measured a 1.3-1.9x wider between-pair sd). A pair without couples uses ln of its side medians.
-The estimate is the mean of r_p with a Student t interval over pairs; the base figure is the geometric
-mean of per-pair medians and head = base x exp(r), so the columns add up. One pair: the interval comes
-from its couples (ci_basis "trials") and misses between-process noise. Pairs of one fork-server
-generation share its layout and hash seed and moved together on the H200, so there the generation
-(the mean r_p of its pairs) is the unit (ci_basis "generations"; "one generation": over its pairs).
-The verdict follows teperf/verdicts.py; the smallest detectable change is (t_{1-alpha/2} + t_{0.8}) x se.
+The process pair is the unit of replication: per pair, r_p = the median over its adjacent A/B trial
+couples of ln(head / base), which cancels the drift between pairs and most of the H200 VM's slow spells
+(side medians gave a 1.3-1.9x wider between-pair sd). The estimate is the mean of r_p with a Student t
+interval over pairs (one pair: over its couples, ci_basis "trials"); head = base x exp(r), base the
+geometric mean of per-pair medians. Pairs of one fork-server generation moved together on the H200,
+so there the generation is the unit (ci_basis "generations"). Verdicts follow teperf/verdicts.py.
 """
 
 from __future__ import annotations
