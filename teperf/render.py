@@ -169,9 +169,7 @@ def _step_cells(summary: Summary, r: dict, show_pairs: bool, show_why: bool) -> 
         line = [STATUS_TEXT[status]] + [""] * 4 + pairs + [reason] * (2 if summary.compare else 1)
         return line, "dim" if status == "skipped" else "red"
     if summary.compare:
-        ci = "-"
-        if r.get("ci_low_us") is not None:
-            ci = f"[{r['ci_low_us']:+,.1f}, {r['ci_high_us']:+,.1f}] us"
+        ci = "-" if r.get("ci_low_us") is None else f"[{r['ci_low_us']:+,.1f}, {r['ci_high_us']:+,.1f}] us"
         v = verdict_text(r) + (" (partial)" if status == "partial" else "")
         line = [us(r["base_us"]), us(r["head_us"]), signed_us(r["delta_us"]), pct(r["delta_pct"]), ci]
         return line + pairs + [v], STYLE.get(r.get("verdict"))
@@ -237,9 +235,8 @@ def _onetime_cells(summary: Summary, r: dict, cost: str) -> tuple[list[str], str
         verdict = verdict_text({"verdict": g("verdict"), "bound_pct": g("bound_pct")})
         line = [ms(g("base_ms")), ms(g("head_ms")), signed_ms(g("delta_ms")), pct(g("delta_pct")), ci]
         return line + [str(g("n_pairs") or 0), verdict], STYLE.get(g("verdict"))
-    first = cost == "first_call"
     line = [ms(g("base_ms")), _pct_or_dash(g("pair_sd_pct")), str(g("n_pairs") or 0)]
-    if not first:
+    if cost != "first_call":
         return line + ["", "", ""], None
     extra, saves = signed_ms(r.get("onetime_extra_ms")), signed_us(r.get("saving_per_step_us"))
     return line + [extra, saves, _steps_text(r.get("break_even_steps"))], None
@@ -278,11 +275,9 @@ def render_rich(model: TableModel, console) -> None:
     table = Table(
         title=model.title, caption=safe("\n".join(model.header)), caption_justify="left", title_justify="left"
     )
+    text = ("module", "recipe", "shape", "mode", "verdict", "counters", "why")  # when numeric is None
     for col in model.columns:
-        if model.numeric is not None:
-            right = col in model.numeric
-        else:
-            right = col not in ("module", "recipe", "shape", "mode", "verdict", "counters", "why")
+        right = col in model.numeric if model.numeric is not None else col not in text
         # fold, not ellipsis: a long module name or path must keep its end on a narrow terminal
         table.add_column(safe(col), justify="right" if right else "left", overflow="fold")
     for row, style in zip(model.rows, model.styles):
