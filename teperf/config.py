@@ -621,7 +621,7 @@ def _empty(key: str, ov: Mapping[str, Any], fix: str) -> TeperfError:
     return TeperfError(f"{_named(key, ov)} is empty: nothing to measure", fix)
 
 
-def _shapes(shapes_raw, ov: Mapping[str, Any]) -> list[tuple[int, ...]]:
+def _shapes(shapes_raw, ov: Mapping[str, Any]) -> tuple[tuple[int, ...], ...]:
     """The shapes key (lists of ints, or --shape texts) as tuples of positive ints."""
     if isinstance(shapes_raw, (list, tuple)) and not shapes_raw:
         raise _empty("shapes", ov, "give at least one shape, e.g. shapes = [[8, 2, 256]]")
@@ -640,7 +640,7 @@ def _shapes(shapes_raw, ov: Mapping[str, Any]) -> list[tuple[int, ...]]:
                 f"malformed shape {shape!r}", "write shapes as lists of positive integers, e.g. [8, 2, 256]"
             )
         shapes.append(dims)
-    return shapes
+    return tuple(shapes)
 
 
 def _listed(key: str, raw: Mapping[str, Any], ov: Mapping[str, Any], known) -> list | None:
@@ -679,20 +679,16 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
         names = list(facts.MODULES)
     if not names:
         raise _empty("modules", ov, f"name at least one module, e.g. {', '.join(facts.MODULES[:2])}")
-    modules = []
     for name in names:
-        if name in custom:
-            modules.append(custom[name])
-        elif name in facts.MODULES:
-            modules.append(ModuleSpec(name))
-        else:
+        if name not in custom and name not in facts.MODULES:
             known = list(dict.fromkeys(list(facts.MODULES) + list(custom)))
             raise TeperfError(
                 f"unknown module {name!r} for backend {backend}",
                 f"use one of: {', '.join(known)} (or add [modules.{name}] with a factory)",
             )
+    modules = tuple(custom.get(name, ModuleSpec(name)) for name in names)
 
-    recipes = _listed("recipes", raw, ov, facts.RECIPES)
+    recipes = tuple(_listed("recipes", raw, ov, facts.RECIPES) or ())
     if not recipes:
         torch_recipes = ("fp32",) if device == "cpu" else ("bf16",)
         recipes = torch_recipes if backend == "torch" else tuple(facts.RECIPES)
@@ -711,11 +707,4 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
 
     shapes = _shapes(ov["shapes"] if "shapes" in ov else raw.get("shapes", Config.shapes), ov)
 
-    return {
-        "backend": backend,
-        "device": device,
-        "modules": tuple(modules),
-        "recipes": tuple(recipes),
-        "modes": modes,
-        "shapes": tuple(shapes),
-    }
+    return dict(backend=backend, device=device, modules=modules, recipes=recipes, modes=modes, shapes=shapes)
