@@ -404,10 +404,7 @@ def check_version(meta: Mapping[str, Any], where: str = "this bundle") -> int:
 
 
 def _failure_v1_to_v2(record: dict) -> dict:
-    record.setdefault("final", True)
-    record.setdefault("lost_pairs", [])
-    record.setdefault("log_tail", "")
-    return record
+    return {"final": True, "lost_pairs": [], "log_tail": "", **record}
 
 
 # schema N -> {kind: what turns a record of that kind into schema N + 1}
@@ -500,17 +497,14 @@ class HistoryRow:
         return dataclasses.asdict(self)
 
 
-def _column_types() -> dict[str, type]:
-    hints = _hints(HistoryRow)
-    out = {}
-    for f in dataclasses.fields(HistoryRow):
-        args = [a for a in typing.get_args(hints[f.name]) if a is not type(None)]
-        out[f.name] = args[0] if args else hints[f.name]
-    return out
+def _column_type(hint) -> type:
+    """Optional[X] -> X."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return args[0] if args else hint
 
 
 # Column -> the Python type of its values (None is allowed in every column but run_id).
-HISTORY_COLUMN_TYPES = _column_types()
+HISTORY_COLUMN_TYPES = {name: _column_type(hint) for name, hint in _hints(HistoryRow).items()}
 HISTORY_COLUMNS = tuple(HISTORY_COLUMN_TYPES)
 RUN_COLUMNS = HISTORY_COLUMNS[: HISTORY_COLUMNS.index("bundle") + 1]
 CELL_COLUMNS = HISTORY_COLUMNS[len(RUN_COLUMNS) :]
