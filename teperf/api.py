@@ -25,19 +25,22 @@ from teperf import __version__
 from teperf.bundle import Bundle, coordinator_facts, now_iso
 from teperf.config import Config
 from teperf.cpus import cpu_model
+from teperf.doctor import quick_checks
 from teperf.engine.adaptive import Adaptive, Snapshot
 from teperf.engine.coordinator import lane_cores, run_schedule
 from teperf.engine.probe import preflight
 from teperf.engine.signals import terminate_as_interrupt
+from teperf.engine.spawn import check_python
 from teperf.errors import Interrupted, TeperfError
 from teperf.memory import check_memory
-from teperf.nightly import NightlyPlan, NightlyResult
+from teperf.nightly import NightlyInterrupted, NightlyPlan, NightlyResult
 from teperf.options import MeasureOptions, SideOptions
 from teperf.plan import check_balance, check_duration, expand, hash_seed, total_steps
 from teperf.provenance import check_path_sides
 from teperf.records import WorkerRecord
 from teperf.sides import Side, with_inherited_pythonpath
 from teperf.sides.git import plan_sides
+from teperf.sides.gitrepo import GitFailed, repo_root, resolve, run_git
 from teperf.stats import preload as preload_stats
 from teperf.summary import Summary, summarize  # noqa: F401  (re-exported)
 
@@ -62,8 +65,6 @@ def path_side(label: str, path: Optional[str] = None, python: Optional[str] = No
             )
         sys_path = (str(p.resolve()),)
     if python is not None:
-        from teperf.engine.spawn import check_python
-
         check_python(python)
     return Side(
         label=label,
@@ -86,8 +87,6 @@ def host_facts(config: Config) -> dict:
 
 
 def _doctor_warnings(core: int, device: str) -> list[str]:
-    from teperf.doctor import quick_checks
-
     return [
         f"{check.name}: {check.detail}" + (f" ({check.fix})" if check.fix else "")
         for check in quick_checks(core, device=device)
@@ -210,7 +209,6 @@ def plan_nightly(
     the night ``ref`` would have had at ``at``, paired with a commit of ``base_among``."""
     from teperf.history.store import HistoryStore, default_night
     from teperf.nightly import check_night, choose_base, local_machine, parse_shard, shard_cases
-    from teperf.sides.gitrepo import GitFailed, repo_root, resolve, run_git
 
     shard_i, shard_n = parse_shard(shard)
     cases = shard_cases(expand(config), shard_i, shard_n)
@@ -273,7 +271,6 @@ def nightly(
     ``show(summary)`` runs before the shard is added. Ctrl-C/SIGTERM: the shard is recorded as
     interrupted where it can be, then teperf.nightly.NightlyInterrupted says where."""
     from teperf.history.store import machine_from_meta
-    from teperf.nightly import NightlyInterrupted
 
     base, head = plan_sides(plan.choice.spec, dataclasses.replace(sides, repo=plan.repo)).make()
     try:
