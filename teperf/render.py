@@ -290,13 +290,10 @@ def render_rich(model: TableModel, console) -> None:
 def render_markdown(model: TableModel) -> str:
     out = [f"**{model.title}**", ""]
     esc = for_markdown  # names, subjects and errors come from configs, code and git
-    out += [f"- {esc(h)}" for h in model.header]
-    out.append("")
+    out += [f"- {esc(h)}" for h in model.header] + [""]
     out.append("| " + " | ".join(esc(c) for c in model.columns) + " |")
     out.append("|" + "|".join("---" for _ in model.columns) + "|")
-    for row in model.rows:
-        out.append("| " + " | ".join(esc(c) for c in row) + " |")
-    out.append("")
+    out += ["| " + " | ".join(esc(c) for c in row) + " |" for row in model.rows] + [""]
     # GitHub renders consecutive <sub> lines as one block; <br> keeps them apart.
     out.append("<br>\n".join(f"<sub>{esc(f)}</sub>" for f in model.footer))
     return "\n".join(out) + "\n"
@@ -304,9 +301,7 @@ def render_markdown(model: TableModel) -> str:
 
 def json_value(v):
     """NaN and infinities as null: JSON has no words for them."""
-    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
-        return None
-    return v
+    return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
 def csv_text(fields, rows) -> str:
@@ -355,12 +350,7 @@ def _models(summary: Summary) -> list[TableModel]:
 
 
 # fmt -> fn(summary, console): the text to print, or None where it printed on ``console`` itself
-RENDERERS = {
-    "table": _render_table,
-    "markdown": _render_markdown,
-    "json": render_json,
-    "csv": render_csv,
-}
+RENDERERS = {"table": _render_table, "markdown": _render_markdown, "json": render_json, "csv": render_csv}
 FORMATS = tuple(RENDERERS)
 
 
