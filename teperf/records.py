@@ -221,7 +221,7 @@ class StopRecord(Typed):
     precision_pct: Optional[float] = None
     budget_s: Optional[float] = None
     open: list = dataclasses.field(default_factory=list)
-    prestart: Optional[dict] = None  # pairs started ahead: depth, started, measured, lanes' waits (issue 34)
+    prestart: Optional[dict] = None  # pairs started ahead: depth, started, measured, lanes' waits
 
 
 @dataclasses.dataclass(kw_only=True)
