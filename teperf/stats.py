@@ -74,13 +74,11 @@ def compare_cell(
     times; groups: pair -> its fork-server generation (None: every pair is its own unit)."""
     couples = couples or {}
     pairs = sorted(set(base) & set(head))
-    all_base = [v for p in pairs for v in base[p]]
-    all_head = [v for p in pairs for v in head[p]]
     out = {
         "n_pairs": len(pairs),
         "n_trials": sum(len(v) for v in base.values()),  # every base trial on disk, matched or not
-        "base_spread_pct": spread_pct(all_base),
-        "head_spread_pct": spread_pct(all_head),
+        "base_spread_pct": spread_pct([v for p in pairs for v in base[p]]),
+        "head_spread_pct": spread_pct([v for p in pairs for v in head[p]]),
     }
     if not pairs:
         return {**out, "base_us": None, "head_us": None, "verdict": None}
