@@ -5,14 +5,16 @@ cfg = config.load_config("default", {"processes": 4})
 path = api.compare(cfg, api.path_side("base", "old/"), api.path_side("head", "new/"))
 print(api.summarize(path).rows)
 
-A nightly: ``plan = api.plan_nightly(cfg, options.SideOptions(repo=...), history=...)``, then
-``api.nightly(plan, options.MeasureOptions(cfg), sides)`` (what ``teperf nightly`` does).
+A nightly: ``api.nightly(api.plan_nightly(cfg, sides, history=...), options.MeasureOptions(cfg), sides)``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import platform
+import re
 import signal
 import socket
 import sys
@@ -23,27 +25,28 @@ from teperf import __version__
 from teperf.bundle import Bundle, coordinator_facts, now_iso
 from teperf.config import Config
 from teperf.cpus import cpu_model
+from teperf.doctor import quick_checks
 from teperf.engine.adaptive import Adaptive, Snapshot
 from teperf.engine.coordinator import lane_cores, run_schedule
 from teperf.engine.probe import preflight
 from teperf.engine.signals import terminate_as_interrupt
+from teperf.engine.spawn import check_python
 from teperf.errors import Interrupted, TeperfError
 from teperf.memory import check_memory
-from teperf.nightly import NightlyPlan, NightlyResult
+from teperf.nightly import NightlyInterrupted, NightlyPlan, NightlyResult
 from teperf.options import MeasureOptions, SideOptions
 from teperf.plan import check_balance, check_duration, expand, hash_seed, total_steps
 from teperf.provenance import check_path_sides
 from teperf.records import WorkerRecord
 from teperf.sides import Side, with_inherited_pythonpath
 from teperf.sides.git import plan_sides
+from teperf.sides.gitrepo import GitFailed, repo_root, resolve, run_git
 from teperf.stats import preload as preload_stats
 from teperf.summary import Summary, summarize  # noqa: F401  (re-exported)
 
 
 def path_side(label: str, path: Optional[str] = None, python: Optional[str] = None) -> Side:
     """A side from a directory put first on sys.path and/or an interpreter."""
-    import re
-
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", label or ""):
         raise TeperfError(
             f"side label {label!r} is not a plain name", "use letters, digits, '.', '_' or '-' (--label)"
@@ -62,8 +65,6 @@ def path_side(label: str, path: Optional[str] = None, python: Optional[str] = No
             )
         sys_path = (str(p.resolve()),)
     if python is not None:
-        from teperf.engine.spawn import check_python
-
         check_python(python)
     return Side(
         label=label,
@@ -86,8 +87,6 @@ def host_facts(config: Config) -> dict:
 
 
 def _doctor_warnings(core: int, device: str) -> list[str]:
-    from teperf.doctor import quick_checks
-
     return [
         f"{check.name}: {check.detail}" + (f" ({check.fix})" if check.fix else "")
         for check in quick_checks(core, device=device)
@@ -108,11 +107,8 @@ def measure(
 ) -> Path:
     """Run the whole schedule for 1 (run) or 2 (compare) sides; return the bundle path.
 
-    ``progress(total_steps)`` returns the per-trial callback (or None for silence); the total is
-    None when ``--precision`` leaves the number of pairs open.
-    ``live(snapshot)`` is called at the start and after every pair with each cell's pairs,
-    delta and half-width and the budget left (teperf.engine.adaptive.Snapshot).
-    ``cases`` narrows the matrix (e.g. one shard of it); default: all of ``expand(config)``.
+    ``progress(total_steps or None)`` returns the per-trial callback (or None); ``live(snapshot)`` is
+    called at the start and after every pair; ``cases`` narrows ``expand(config)`` (e.g. to a shard).
     """
     if len(sides) not in (1, 2) or len({s.label for s in sides}) != len(sides):
         raise TeperfError(
@@ -208,14 +204,11 @@ def plan_nightly(
     at: Optional[str] = None,
     base_among: Optional[set] = None,
 ) -> NightlyPlan:
-    """Tonight's plan for one shard (``shard`` "I/N", default all): the head of ``ref`` in ``sides.repo``,
-    the commit it is paired with (teperf.nightly.choose_base, from the ``history`` store), the cases
-    and this machine's fingerprint. Measures nothing; ``plan.choice.skip`` says there is nothing new.
-    A backfill (teperf.backfill) plans the night ``ref`` would have had at commit ``at``, paired with
-    a commit of ``base_among`` (the previous one it measured)."""
+    """Tonight's plan for one shard ("I/N", default all): the head of ``ref``, the commit it is paired
+    with (teperf.nightly.choose_base), the cases and this machine; measures nothing. A backfill plans
+    the night ``ref`` would have had at ``at``, paired with a commit of ``base_among``."""
     from teperf.history.store import HistoryStore, default_night
     from teperf.nightly import check_night, choose_base, local_machine, parse_shard, shard_cases
-    from teperf.sides.gitrepo import GitFailed, repo_root, resolve, run_git
 
     shard_i, shard_n = parse_shard(shard)
     cases = shard_cases(expand(config), shard_i, shard_n)
@@ -272,17 +265,12 @@ def nightly(
     view: Optional[Callable[[], ContextManager]] = None,
     show: Optional[Callable[[Summary], None]] = None,
 ) -> NightlyResult:
-    """Make the plan's two git sides, compare them on the plan's cases and add the shard to the history.
+    """Make the plan's two git sides, compare them on its cases and add the shard to the history.
 
-    ``view()`` is entered around the measuring only and yields ``(progress, live)`` for :func:`measure`;
-    ``show(summary)`` is called before the shard is added to the history. Ctrl-C/SIGTERM: the shard is
-    recorded as interrupted where it can be (not as missing, never as complete), then
-    teperf.nightly.NightlyInterrupted says where."""
-    import contextlib
-    import dataclasses
-
+    ``view()`` is entered around the measuring and yields ``(progress, live)`` for :func:`measure`;
+    ``show(summary)`` runs before the shard is added. Ctrl-C/SIGTERM: the shard is recorded as
+    interrupted where it can be, then teperf.nightly.NightlyInterrupted says where."""
     from teperf.history.store import machine_from_meta
-    from teperf.nightly import NightlyInterrupted
 
     base, head = plan_sides(plan.choice.spec, dataclasses.replace(sides, repo=plan.repo)).make()
     try:

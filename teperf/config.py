@@ -1,12 +1,8 @@
-"""Configuration: TOML file + CLI overrides -> one typed, validated :class:`Config`.
+"""Configuration: TOML file + CLI overrides -> one typed :class:`Config`, every user error raised here.
 
-Every validation error of user input is raised here, before any worker starts,
-as a TeperfError that names the fix.
-
-The dataclasses below are the one table of config keys: each field made with :func:`key` carries
-its default, its check and its command-line flag (:class:`Option`). The TOML keys each table takes,
-the overrides, :func:`build_config`'s handling and the click options of ``commands/_common.py`` are
-all made from them, so a new key is one field here (README, "Layout").
+The dataclasses below are the one table of config keys: each :func:`key` field carries its default, its
+check and its command-line flag (:class:`Option`); the TOML tables, the overrides and the click options
+of ``commands/_common.py`` are all made from them, so a new key is one field here.
 """
 
 from __future__ import annotations
@@ -43,9 +39,6 @@ class ModuleSpec:
     inputs: str | None = None  # "pkg.mod:callable" making the forward's inputs (factory modules only)
 
 
-# ----------------------------------------------------------------------------- the table of config keys
-
-
 @dataclasses.dataclass(frozen=True)
 class Option:
     """A config key's command-line flag; commands/_common.py makes the click option from it."""
@@ -63,12 +56,13 @@ class Option:
 Check = Callable[[Any, str, dict], Any]  # (value, how the user named the key, keys resolved so far) -> value
 
 
-def key(default: Any, check: Check | None = None, option: Option | None = None, *, matrix: bool = False):
-    """A config key: a dataclass field with its check and flag. ``check`` gets the given value (or the
-    default) and returns the value kept (None: kept as given); ``matrix`` keys (backend ... shapes) say
-    what is measured and are resolved together by ``_matrix``, as they depend on each other."""
+def key(default: Any, check: Check | None = None, help: str | None = None, *, matrix: bool = False, **option):
+    """A config key: a dataclass field with its check and, given ``help``, its flag (``option``: the rest
+    of its :class:`Option`). ``check`` gets the given value (or the default) and returns the value kept;
+    ``matrix`` keys (backend ... shapes) say what is measured and are resolved together by ``_matrix``."""
+    flag = None if help is None else Option(help, **option)
     return dataclasses.field(
-        default=default, metadata={"key": True, "check": check, "option": option, "matrix": matrix}
+        default=default, metadata={"key": True, "check": check, "option": flag, "matrix": matrix}
     )
 
 
@@ -146,93 +140,69 @@ def _prestart(value, name: str, resolved: dict):
 
 @dataclasses.dataclass(frozen=True)
 class Schedule:
-    # Many fresh pairs of many short couples: the H200 VM's speed swings in
-    # multi-second spells, so short adjacent A/B couples and many of them buy
-    # precision; long trials do not (README, "Choosing the schedule").
+    # Many fresh pairs of short couples: the H200 VM's speed swings in multi-second spells, so many short
+    # adjacent A/B couples buy precision and long trials do not (README, "Choosing the schedule").
     processes: int = key(
-        8, _whole(), Option("Fresh worker pairs (the unit of replication).", type=int, show_default=True)
+        8, _whole(), "Fresh worker pairs (the unit of replication).", type=int, show_default=True
     )
     rounds: int = key(
         2,
         _whole(),
-        Option(
-            "Rounds per pair; each round runs every case in a new shuffled order.",
-            type=int,
-            show_default=True,
-        ),
+        "Rounds per pair; each round runs every case in a new shuffled order.",
+        type=int,
+        show_default=True,
     )
     trials: int = key(
         6,
         _whole(),
-        Option(
-            "Trials per case per round (compare: rounds x trials even, so A B and B A couples balance).",
-            type=int,
-            show_default=True,
-        ),
+        "Trials per case per round (compare: rounds x trials even, so A B and B A couples balance).",
+        type=int,
+        show_default=True,
     )
-    iters: int = key(50, _whole(), Option("fwd+bwd steps per trial.", type=int, show_default=True))
-    warmup: int = key(
-        50, _whole(0), Option("Untimed steps after building each case.", type=int, show_default=True)
-    )
+    iters: int = key(50, _whole(), "fwd+bwd steps per trial.", type=int, show_default=True)
+    warmup: int = key(50, _whole(0), "Untimed steps after building each case.", type=int, show_default=True)
     timeout_s: float = key(
         600.0,
         _seconds,
-        Option(
-            "Seconds a worker may take for one request (start-up, set-up or one trial); then it is killed.",
-            flag="--timeout",
-            type=float,
-            show_default=True,
-        ),
+        "Seconds a worker may take for one request (start-up, set-up or one trial); then it is killed.",
+        flag="--timeout",
+        type=float,
+        show_default=True,
     )
-    # Run until the answer is known (teperf/engine/adaptive.py): with precision_pct, fresh pairs keep
-    # coming until every cell's 95 % half-width is at most this many %, or the budget is spent;
-    # `processes` is then not used. budget_s alone caps a fixed schedule's wall time.
     precision_pct: float | None = key(
         None,
         _precision,
-        Option(
-            "Keep adding fresh pairs until every cell's 95% interval is at most +-P % (or the budget is "
-            "spent); --processes is then not used.",
-            flag="--precision",
-            type=float,
-            metavar="P",
-        ),
+        "Keep adding fresh pairs until every cell's 95% interval is at most +-P % (or the budget is "
+        "spent); --processes is then not used.",
+        flag="--precision",
+        type=float,
+        metavar="P",
     )
     budget_s: float | None = key(  # seconds from the start of the first pair; None = no limit
         None,
         _budget,
-        Option(
-            "Wall-clock limit of the measuring: 5m, 90s, 1h or seconds (default with --precision: 10m).",
-            flag="--budget",
-            metavar="DURATION",
-        ),
+        "Wall-clock limit of the measuring: 5m, 90s, 1h or seconds (default with --precision: 10m).",
+        flag="--budget",
+        metavar="DURATION",
     )
-    # No cell stops before this many pairs (the default schedule's count). Stopping on width picks moments
-    # when the sd happens to look small; simulated A/A false changes (min_effect 0) went from 5 % to 8-10 %
-    # with 4, 6.5-7 % with 8 (tests/test_adaptive.py).
+    # No cell stops before this many pairs: stopping on width picks moments when the sd looks small
+    # (simulated A/A false changes: 5 % fixed, 8-10 % with 4, 6.5-7 % with 8; tests/test_adaptive.py).
     min_pairs: int = key(8, _whole(2))
-    # How each pair's workers start (teperf/engine/forkserver.py): "fresh" interpreters, or children
-    # forked from a server per side that imported torch and the package once; a server serves
-    # `server_pairs` pairs, then a new one with a new hash seed takes over.
     spawn: str = key(
         "fresh",
         _choice(SPAWNS, "spawn"),
-        Option(
-            "How each pair's workers start: fresh interpreters (default), or forked from a server per "
-            "side that imported torch and the package once (starts in about a second; a new server with a "
-            "new hash seed every --server-pairs pairs).",
-            type=SPAWNS,
-        ),
+        "How each pair's workers start: fresh interpreters (default), or forked from a server per "
+        "side that imported torch and the package once (starts in about a second; a new server with a "
+        "new hash seed every --server-pairs pairs).",
+        type=SPAWNS,
     )
     server_pairs: int = key(
         4,
         _server_pairs,
-        Option(
-            "With --spawn forkserver: pairs each server serves before a fresh one takes over "
-            "(default {default}).",
-            type=int,
-            metavar="N",
-        ),
+        "With --spawn forkserver: pairs each server serves before a fresh one takes over "
+        "(default {default}).",
+        type=int,
+        metavar="N",
     )
 
 
@@ -242,43 +212,37 @@ class Stats:
     min_effect_pct: float = key(
         1.0,
         _percent(),
-        Option(
-            "Changes under this many % do not matter: 'no change' needs the whole interval inside +-this.",
-            flag="--min-effect",
-            type=float,
-            show_default=True,
-        ),
+        "Changes under this many % do not matter: 'no change' needs the whole interval inside +-this.",
+        flag="--min-effect",
+        type=float,
+        show_default=True,
     )
     metric: str = key(
         "process_cpu",
         _choice(METRICS, "metric", fix="use one of"),
-        Option("Headline clock.", type=METRICS, show_default=True),
+        "Headline clock.",
+        type=METRICS,
+        show_default=True,
     )
-    # The floor of the same for one-time costs (first call, recompile), which vary by tens of % between
-    # processes: a cell's own A/A spread raises it (teperf.stats.onetime_cell).
     min_effect_once_pct: float = key(
         10.0,
         _percent(),
-        Option(
-            "The same for one-time costs (first call, recompile), at least: a cell's own spread between "
-            "pairs raises it.",
-            flag="--min-effect-once",
-            type=float,
-            show_default=True,
-        ),
+        "The same for one-time costs (first call, recompile), at least: a cell's own spread between "
+        "pairs raises it.",
+        flag="--min-effect-once",
+        type=float,
+        show_default=True,
     )
     max_contended_pct: float = key(
         20.0,
         _percent(100),
-        Option(
-            "A cell with more than this many % of its trial couples sharing the measuring core (even after "
-            "re-measuring) is 'inconclusive (load)'; 100 accepts any load: every couple counts (README, "
-            "'A loaded machine').",
-            flag="--max-contended",
-            type=float,
-            metavar="PCT",
-            show_default=True,
-        ),
+        "A cell with more than this many % of its trial couples sharing the measuring core (even after "
+        "re-measuring) is 'inconclusive (load)'; 100 accepts any load: every couple counts (README, "
+        "'A loaded machine').",
+        flag="--max-contended",
+        type=float,
+        metavar="PCT",
+        show_default=True,
     )
 
 
@@ -286,31 +250,28 @@ class Stats:
 class Config:
     backend: str = key(
         "torch",
-        option=Option(
-            "torch: plain-PyTorch reference modules (CPU or GPU); te: TransformerEngine (needs CUDA).",
-            type=BACKENDS,
-        ),
+        help="torch: plain-PyTorch reference modules (CPU or GPU); te: TransformerEngine (needs CUDA).",
+        type=BACKENDS,
         matrix=True,
     )
     device: str = key(
-        "cpu",
-        option=Option("Where the modules run (default: cpu for torch, cuda for te).", type=DEVICES),
-        matrix=True,
+        "cpu", help="Where the modules run (default: cpu for torch, cuda for te).", type=DEVICES, matrix=True
     )
     modules: tuple[ModuleSpec, ...] = key(
-        (), option=Option("Modules to measure (comma-separated).", metavar="A,B", parse="names"), matrix=True
+        (), help="Modules to measure (comma-separated).", metavar="A,B", parse="names", matrix=True
     )
     recipes: tuple[str, ...] = key(
-        (), option=Option("Recipes, e.g. bf16,fp8_delayed.", metavar="A,B", parse="names"), matrix=True
+        (), help="Recipes, e.g. bf16,fp8_delayed.", metavar="A,B", parse="names", matrix=True
     )
     modes: tuple[str, ...] = key(
-        ("eager",),
-        option=Option(f"Modes: {', '.join(MODES)}.", metavar="A,B", parse="names"),
-        matrix=True,
+        ("eager",), help=f"Modes: {', '.join(MODES)}.", metavar="A,B", parse="names", matrix=True
     )
     shapes: tuple[tuple[int, ...], ...] = key(
         ((8, 2, 256),),
-        option=Option("Input shape; repeat for several.", flag="--shape", metavar="8,2,256", parse="shapes"),
+        help="Input shape; repeat for several.",
+        flag="--shape",
+        metavar="8,2,256",
+        parse="shapes",
         matrix=True,
     )
     schedule: Schedule = Schedule()
@@ -318,47 +279,40 @@ class Config:
     core: int | None = key(
         None,
         lambda value, name, resolved: check_core(value),
-        Option("CPU core to pin the workers to (default: the last one).", type=int),
+        "CPU core to pin the workers to (default: the last one).",
+        type=int,
     )
-    seed: int = key(
-        0, _whole(0), Option("Seed of the case order and the hash seeds.", type=int, show_default=True)
-    )
+    seed: int = key(0, _whole(0), "Seed of the case order and the hash seeds.", type=int, show_default=True)
     counters: bool = key(False, lambda value, name, resolved: bool(value))  # each command has its own flag
     prestart: int | None = key(  # None: auto
         None,
         _prestart,
-        Option(
-            "Pairs to start ahead on spare cores while one measures (auto: lanes x (start / measure time + "
-            "1), at most one spare core per worker; 0 = off).",
-            metavar="N|auto",
-            show_default="auto",
-        ),
+        "Pairs to start ahead on spare cores while one measures (auto: lanes x (start / measure time + "
+        "1), at most one spare core per worker; 0 = off).",
+        metavar="N|auto",
+        show_default="auto",
     )
     compile_cache: str = key(
         "cold",
         _choice(COMPILE_CACHES, "compile cache state"),
-        Option(
-            "Inductor's on-disk cache at a compile case's first call: cold (default, empty per case "
-            "and process) or warm (filled by a throwaway worker per side before the first pair).",
-            type=COMPILE_CACHES,
-        ),
+        "Inductor's on-disk cache at a compile case's first call: cold (default, empty per case "
+        "and process) or warm (filled by a throwaway worker per side before the first pair).",
+        type=COMPILE_CACHES,
     )
     lanes: int = key(  # "auto" resolved to a number (cpus.check_lanes)
         1,
         lambda value, name, resolved: check_lanes(value, resolved["core"], name),
-        Option(
-            "Pairs measuring at once, each on its own physical core (auto: "
-            "one lane per 4 physical cores, at most 4; see README, 'Parallel lanes').",
-            metavar="N|auto",
-            show_default="1, or the config's",
-        ),
+        "Pairs measuring at once, each on its own physical core (auto: "
+        "one lane per 4 physical cores, at most 4; see README, 'Parallel lanes').",
+        metavar="N|auto",
+        show_default="1, or the config's",
     )
     source: str | None = None  # the TOML file it came from
     from_cli: tuple[str, ...] = ()  # keys whose value the user typed as a flag: errors name the flag
 
     def option(self, key: str) -> str:
         """How the user gave ``key``: its flag (``--timeout``) or the config key (``timeout_s``)."""
-        return CLI_FLAGS.get(key, f"--{key}") if key in self.from_cli else key
+        return _named(key, self.from_cli)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -383,15 +337,12 @@ class Key:
 
     @property
     def flag(self) -> str | None:
-        if self.option is None:
-            return None
-        return self.option.flag or "--" + self.name.replace("_", "-")
+        return None if self.option is None else self.option.flag or "--" + self.name.replace("_", "-")
 
 
 def from_meta(cls, meta: Mapping[str, Any], **overrides):
-    """The ``Schedule`` or ``Stats`` a bundle's meta.json recorded, with ``overrides``: the one reader of a
-    bundle's settings. Keys this teperf does not know are ignored, and a damaged or missing value reads
-    as the default (a report never ends in a traceback)."""
+    """The ``Schedule`` or ``Stats`` a bundle's meta.json recorded, with ``overrides``; an unknown key is
+    ignored and a damaged or missing value reads as the default (a report never ends in a traceback)."""
     raw = (meta.get("config") or {}).get(cls.__name__.lower()) or {}
     defaults = cls()
     kept = {
@@ -422,13 +373,12 @@ _SECTION_TYPES = {
     f.name: type(f.default) for f in dataclasses.fields(Config) if dataclasses.is_dataclass(f.default)
 }
 SECTIONS = tuple(_SECTION_TYPES)  # ("schedule", "stats"): the TOML tables
-# The flags in --help in this order (as they always were); a key not named here comes after them.
+# The flags in --help in this order; a key not named here comes after them.
 HELP_ORDER = tuple(
     """backend device modules recipes modes shapes processes rounds trials iters warmup timeout_s core seed
     metric prestart lanes min_effect_pct min_effect_once_pct max_contended_pct precision_pct budget_s
     compile_cache spawn server_pairs""".split()
 )
-# The keys a command-line flag overrides, in --help order.
 OVERRIDE_KEYS = tuple(
     sorted(
         (k.name for k in KEYS if k.option),
@@ -446,13 +396,14 @@ _RETIRED = {
 }
 
 
-def _named(key: str, overrides: Mapping[str, Any]) -> str:
-    return CLI_FLAGS.get(key, f"--{key}") if overrides.get(key) is not None else key
+def _named(key: str, given) -> str:
+    """How the user named ``key``: its flag where it was ``given`` on the command line, else the key."""
+    return CLI_FLAGS.get(key, f"--{key}") if key in given else key
 
 
 def backend_module(name: str):
-    """The worker backend's static facts (MODULES, RECIPES, check_shape). These modules
-    import torch only inside functions, so the coordinator can read them."""
+    """The worker backend's static facts (MODULES, RECIPES, check_shape); it imports torch only inside
+    functions, so the coordinator can read them."""
     if name not in BACKENDS:
         raise TeperfError(f"unknown backend {name!r}", f"use one of: {', '.join(BACKENDS)}")
     from teperf.worker.backends import get_backend
@@ -491,7 +442,7 @@ def parse_duration(value, name: str = "--budget") -> float:
                 "write a duration like 5m, 90s, 1h, 1h30m or plain seconds",
             )
         seconds = sum(float(n) * DURATION_UNITS[u or "s"] for n, u in parts)
-    if not seconds > 0 or seconds != seconds or seconds == float("inf"):
+    if not 0 < seconds < math.inf:
         raise TeperfError(
             f"{name} must be a positive duration, got {value!r}", "write a duration like 5m, 90s or 1h"
         )
@@ -578,11 +529,7 @@ def _table(raw: Mapping[str, Any], key: str) -> dict:
 def _string_list(value, key: str) -> list | None:
     if value is None:
         return None
-    if (
-        isinstance(value, str)
-        or not isinstance(value, (list, tuple))
-        or not all(isinstance(v, str) for v in value)
-    ):
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise TeperfError(
             f"{key} must be a list of names, got {value!r}",
             f'write e.g. {key} = ["{key[:-1]}"]' if key != "recipes" else 'write e.g. recipes = ["bf16"]',
@@ -670,13 +617,14 @@ def _module_table(name: str, spec, facts, backend: str) -> ModuleSpec:
     return ModuleSpec(name, factory, dict(kwargs), inputs)
 
 
-def _shapes(shapes_raw, ov: Mapping[str, Any]) -> list[tuple[int, ...]]:
+def _empty(key: str, ov: Mapping[str, Any], fix: str) -> TeperfError:
+    return TeperfError(f"{_named(key, ov)} is empty: nothing to measure", fix)
+
+
+def _shapes(shapes_raw, ov: Mapping[str, Any]) -> tuple[tuple[int, ...], ...]:
     """The shapes key (lists of ints, or --shape texts) as tuples of positive ints."""
     if isinstance(shapes_raw, (list, tuple)) and not shapes_raw:
-        raise TeperfError(
-            f"{_named('shapes', ov)} is empty: nothing to measure",
-            "give at least one shape, e.g. shapes = [[8, 2, 256]]",
-        )
+        raise _empty("shapes", ov, "give at least one shape, e.g. shapes = [[8, 2, 256]]")
     if not isinstance(shapes_raw, (list, tuple)) or not all(
         isinstance(s, (list, tuple, str)) for s in shapes_raw
     ):
@@ -692,25 +640,21 @@ def _shapes(shapes_raw, ov: Mapping[str, Any]) -> list[tuple[int, ...]]:
                 f"malformed shape {shape!r}", "write shapes as lists of positive integers, e.g. [8, 2, 256]"
             )
         shapes.append(dims)
-    return shapes
+    return tuple(shapes)
 
 
 def _listed(key: str, raw: Mapping[str, Any], ov: Mapping[str, Any], known) -> list | None:
     """The names of a list key (recipes, modes) as given (None: not given); given empty is refused."""
     names = ov[key] if key in ov else _string_list(raw.get(key), key)
     if names is not None and not names:
-        raise TeperfError(
-            f"{_named(key, ov)} is empty: nothing to measure",
-            f"name at least one {key[:-1]}: {', '.join(known)}",
-        )
+        raise _empty(key, ov, f"name at least one {key[:-1]}: {', '.join(known)}")
     return names
 
 
 def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
     """What is measured: backend, device, modules, recipes, modes and shapes, which depend on each other."""
-    backend = ov.get("backend", raw.get("backend", "torch"))
-    if backend not in BACKENDS:
-        raise TeperfError(f"unknown backend {backend!r}", f"use one of: {', '.join(BACKENDS)}")
+    backend = ov.get("backend", raw.get("backend", Config.backend))
+    facts = backend_module(backend)
     device = ov.get("device", raw.get("device", "cpu" if backend == "torch" else "cuda"))
     if device not in DEVICES:
         raise TeperfError(f"unknown device {device!r}", f"use one of: {', '.join(DEVICES)}")
@@ -719,7 +663,6 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
             f"{_named('backend', ov)} te needs a CUDA device, but {_named('device', ov)} is cpu",
             "use --device cuda on a GPU machine, or --backend torch for the CPU reference modules",
         )
-    facts = backend_module(backend)
 
     # modules: a list of names, or a table of custom modules, or both (list names + [modules.X] tables)
     mod_raw = raw.get("modules", None)
@@ -735,50 +678,33 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
     if names is None:
         names = list(facts.MODULES)
     if not names:
-        raise TeperfError(
-            f"{_named('modules', ov)} is empty: nothing to measure",
-            f"name at least one module, e.g. {', '.join(facts.MODULES[:2])}",
-        )
-    modules = []
+        raise _empty("modules", ov, f"name at least one module, e.g. {', '.join(facts.MODULES[:2])}")
     for name in names:
-        if name in custom:
-            modules.append(custom[name])
-        elif name in facts.MODULES:
-            modules.append(ModuleSpec(name))
-        else:
+        if name not in custom and name not in facts.MODULES:
             known = list(dict.fromkeys(list(facts.MODULES) + list(custom)))
             raise TeperfError(
                 f"unknown module {name!r} for backend {backend}",
                 f"use one of: {', '.join(known)} (or add [modules.{name}] with a factory)",
             )
+    modules = tuple(custom.get(name, ModuleSpec(name)) for name in names)
 
-    recipes = _listed("recipes", raw, ov, facts.RECIPES)
+    recipes = tuple(_listed("recipes", raw, ov, facts.RECIPES) or ())
     if not recipes:
-        recipes = (
-            ("fp32",)
-            if (backend == "torch" and device == "cpu")
-            else (("bf16",) if backend == "torch" else tuple(facts.RECIPES))
-        )
+        torch_recipes = ("fp32",) if device == "cpu" else ("bf16",)
+        recipes = torch_recipes if backend == "torch" else tuple(facts.RECIPES)
     for recipe in recipes:
         if recipe not in facts.RECIPES:
             raise TeperfError(
                 f"unknown recipe {recipe!r} for backend {backend}", f"use one of: {', '.join(facts.RECIPES)}"
             )
 
-    modes = tuple(_listed("modes", raw, ov, MODES) or ("eager",))
+    modes = tuple(_listed("modes", raw, ov, MODES) or Config.modes)
     for mode in modes:
         if mode not in MODES:
             raise TeperfError(f"unknown mode {mode!r}", f"use one of: {', '.join(MODES)}")
         if mode == "cuda-graph" and device != "cuda":
             raise TeperfError("mode cuda-graph needs --device cuda", "drop cuda-graph from modes on the CPU")
 
-    shapes = _shapes(ov["shapes"] if "shapes" in ov else raw.get("shapes", [[8, 2, 256]]), ov)
+    shapes = _shapes(ov["shapes"] if "shapes" in ov else raw.get("shapes", Config.shapes), ov)
 
-    return {
-        "backend": backend,
-        "device": device,
-        "modules": tuple(modules),
-        "recipes": tuple(recipes),
-        "modes": modes,
-        "shapes": tuple(shapes),
-    }
+    return dict(backend=backend, device=device, modules=modules, recipes=recipes, modes=modes, shapes=shapes)

@@ -1,18 +1,9 @@
-"""Read-only checks of the measuring machine (``teperf doctor``).
+"""Read-only checks of the measuring machine (``teperf doctor``): each a :class:`Check` that never raises
+(what cannot be read is ``unknown``, with the reason); versions come from package metadata, not imports.
 
-Every check returns a :class:`Check` ``(name, status, detail, fix)`` with status ``ok``, ``warn``,
-``fail`` or ``unknown``. Nothing here changes a system setting, and nothing raises: whatever cannot be
-read (no cpufreq in a VM, no /proc, no nvidia-smi, a timeout) is ``unknown`` with the reason. No torch
-import: versions come from ``importlib.metadata`` (this interpreter) or a side's interpreter asked in a
-subprocess.
-
-Verdicts chosen for teperf's design (paired, interleaved, fresh processes):
-- ASLR on (2) is ``ok``: fresh worker pairs are meant to sample address-space layouts, and the
-  pair-level interval accounts for them. ASLR off makes a layout effect a fixed bias of one side: ``warn``.
-- No isolated cores is a ``warn`` (timings share the core with the OS), as is a chosen core that is not
-  isolated when others are.
-- A chosen core that this process may not use is the only ``fail`` among the quick checks: the run
-  would not start.
+Verdicts fit teperf's design: ASLR on is ``ok`` (fresh pairs are meant to sample layouts; off, a layout
+effect is a fixed bias of one side), no isolated core is a ``warn``, and the only quick ``fail`` is a
+core this process may not use (the run would not start).
 """
 
 from __future__ import annotations
@@ -62,9 +53,6 @@ def _safe_list(name: str, fn: Callable[[], list[Check]]) -> list[Check]:
         return [Check(name, "unknown", f"could not check: {type(exc).__name__}: {exc}")]
 
 
-# ---- individual checks ----
-
-
 def check_core(core: int) -> Check:
     cores = available_cores()
     total = os.cpu_count() or len(cores)
@@ -83,20 +71,15 @@ def check_core(core: int) -> Check:
             f"core {core}; {span}: the coordinator, the OS and the workers share it",
             "use a machine (or cgroup) with at least 2 cores",
         )
-    notes = []
-    status = "ok"
+    notes, status, fix = [], "ok", ""
     siblings = smt_siblings(core, SYS_CPU) - {core}
     if siblings:
         notes.append(f"SMT sibling(s) {cpu_list_text(sorted(siblings))} share its execution units")
+        fix = "keep the sibling idle (or disable SMT)"
     if core == 0:
-        status = "warn"
+        status, fix = "warn", f"use --core {cores[-1]}"
         notes.append("core 0 takes most interrupts and housekeeping")
     detail = f"core {core}; {span}" + (f"; {'; '.join(notes)}" if notes else "")
-    fix = (
-        f"use --core {cores[-1]}"
-        if core == 0
-        else ("keep the sibling idle (or disable SMT)" if siblings else "")
-    )
     return Check("core", status, detail, fix)
 
 
@@ -205,17 +188,14 @@ def check_load() -> Check:
     return Check("load", "ok", detail)
 
 
-def runnable_on_core(core: int, exclude: Optional[set[int]] = None) -> Optional[list[tuple[int, str]]]:
-    """(tid, name) of runnable (state R) threads last run on ``core``, or None if /proc cannot be read."""
-    exclude = exclude if exclude is not None else {os.getpid()}
+def runnable_on_core(core: int) -> Optional[list[tuple[int, str]]]:
+    """(tid, name) of other runnable (state R) threads last run on ``core``; None if /proc is unreadable."""
     try:
-        pids = [int(p) for p in os.listdir(PROC) if p.isdigit()]
+        pids = [int(p) for p in os.listdir(PROC) if p.isdigit() and int(p) != os.getpid()]
     except OSError:
         return None
     found = []
     for pid in pids:
-        if pid in exclude:
-            continue
         try:
             tids = [int(t) for t in os.listdir(f"{PROC}/{pid}/task")]
         except OSError:
@@ -227,11 +207,8 @@ def runnable_on_core(core: int, exclude: Optional[set[int]] = None) -> Optional[
                 continue
             # comm may hold spaces and parentheses: split after the last ')'
             head, _, rest = stat.rpartition(")")
-            fields = rest.split()
-            if len(fields) < 37:
-                continue
-            state, processor = fields[0], fields[36]  # fields 3 and 39 of proc(5)
-            if state == "R" and processor.isdigit() and int(processor) == core:
+            fields = rest.split()  # state and processor: fields 3 and 39 of proc(5)
+            if len(fields) >= 37 and fields[0] == "R" and fields[36] == str(core):
                 found.append((tid, head.partition("(")[2]))
     return found
 
@@ -274,8 +251,7 @@ def check_python() -> Check:
 
 
 def distribution_versions() -> dict:
-    """{'torch': version|None, 'transformer_engine': version|None} of this interpreter, without importing
-    them."""
+    """{'torch': version|None, 'transformer_engine': version|None} of this interpreter, not imported."""
     from importlib import metadata
 
     def version(*names):
@@ -338,27 +314,19 @@ def check_versions(python: Optional[str] = None) -> list[Check]:
     if torch_version:
         checks.append(Check(f"torch{label}", "ok", f"torch {torch_version}"))
     else:
-        # A side's interpreter without torch cannot run a worker; the coordinator's own
-        # interpreter only needs torch when a side uses it (the default).
+        # the coordinator's own interpreter needs torch only when a side uses it (the default)
         status = "fail" if python is not None else "warn"
-        checks.append(
-            Check(
-                f"torch{label}",
-                status,
-                "torch is not installed: workers started with this interpreter cannot run",
-                "install torch into this interpreter",
-            )
-        )
+        checks.append(Check(f"torch{label}", status, NO_TORCH, "install torch into this interpreter"))
     te = found.get("transformer_engine")
     checks.append(Check(f"transformer_engine{label}", "ok", f"TransformerEngine {te}" if te else NO_TE))
     return checks
 
 
+NO_TORCH = "torch is not installed: workers started with this interpreter cannot run"
 NO_TE = "not installed as a distribution (fine for --backend torch; a side may bring TE on its path)"
 
 
 def _bad_python(label: str, detail: str, what: str) -> Check:
-    """A side's interpreter that gives no answer; the fix points the options at ``what``."""
     fix = f"point --python (and --base-python/--head-python) at {what}"
     return Check(f"python{label}", "fail", detail, fix)
 
@@ -369,11 +337,8 @@ def _nvidia_smi(args: list[str], timeout_s: float = 15.0) -> Optional[str]:
         return None
     out = subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout_s)
     if out.returncode != 0:
-        raise RuntimeError(
-            (out.stderr or out.stdout).strip().splitlines()[0]
-            if (out.stderr or out.stdout).strip()
-            else f"exit {out.returncode}"
-        )
+        said = (out.stderr or out.stdout).strip()
+        raise RuntimeError(said.splitlines()[0] if said else f"exit {out.returncode}")
     return out.stdout
 
 
@@ -391,12 +356,8 @@ def gpu_and_driver() -> tuple[Optional[str], Optional[str]]:
 def check_gpu_visible() -> Check:
     listing = _nvidia_smi(["-L"])
     if listing is None:
-        driver = os.path.exists("/proc/driver/nvidia/version")
-        detail = (
-            "nvidia-smi not found"
-            + ("" if driver else " and no NVIDIA driver loaded")
-            + " (fine for --device cpu)"
-        )
+        driver = "" if os.path.exists("/proc/driver/nvidia/version") else " and no NVIDIA driver loaded"
+        detail = f"nvidia-smi not found{driver} (fine for --device cpu)"
         return Check("gpu", "unknown", detail, "install the NVIDIA driver utilities to measure --device cuda")
     gpus = [line.strip() for line in listing.splitlines() if line.strip().startswith("GPU")]
     if not gpus:
@@ -410,10 +371,8 @@ def check_gpu_busy() -> Check:
     usage = _nvidia_smi(["--query-gpu=index,utilization.gpu,memory.used", "--format=csv,noheader,nounits"])
     if usage is None:
         return Check("gpu_busy", "unknown", "nvidia-smi not found")
-    apps = (
-        _nvidia_smi(["--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader,nounits"])
-        or ""
-    )
+    apps_query = ["--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader,nounits"]
+    apps = _nvidia_smi(apps_query) or ""
     busy = []
     for line in usage.strip().splitlines():
         fields = [f.strip() for f in line.split(",")]
@@ -431,14 +390,8 @@ def check_gpu_busy() -> Check:
     return Check("gpu_busy", "ok", "GPU idle, no compute processes")
 
 
-# ---- collections ----
-
-
 def quick_checks(core: Optional[int] = None, device: str = "cpu") -> list[Check]:
-    """The cheap subset that compare runs before measuring (well under a second).
-
-    Goes into the bundle's metadata; non-ok results go in the table footer.
-    """
+    """The cheap subset (well under a second) that compare runs before measuring, into the bundle's meta."""
     core = default_core(None) if core is None else core  # compare's default core
     checks = [_safe("core", lambda: check_core(core))]
     if checks[0].status != "fail":  # advice about a core this machine lacks (isolcpus=999) would mislead
@@ -456,16 +409,11 @@ def quick_checks(core: Optional[int] = None, device: str = "cpu") -> list[Check]
 
 def all_checks(core: Optional[int] = None, pythons: tuple = ()) -> list[Check]:
     """Everything ``teperf doctor`` shows."""
-    core = default_core(None) if core is None else core  # compare's default core
-    checks = quick_checks(core)
-    checks.append(_safe("clocksource", check_clocksource))
-    checks.append(_safe("python", check_python))
-    checks.extend(_safe_list("versions", lambda: check_versions(None)))
+    checks = quick_checks(core) + [_safe("clocksource", check_clocksource), _safe("python", check_python)]
+    checks += _safe_list("versions", lambda: check_versions(None))
     for python in pythons:
-        checks.extend(_safe_list(f"versions [{python}]", lambda python=python: check_versions(python)))
-    checks.append(_safe("gpu", check_gpu_visible))
-    checks.append(_safe("gpu_busy", check_gpu_busy))
-    return checks
+        checks += _safe_list(f"versions [{python}]", lambda python=python: check_versions(python))
+    return checks + [_safe("gpu", check_gpu_visible), _safe("gpu_busy", check_gpu_busy)]
 
 
 def worst(checks: list[Check]) -> str:

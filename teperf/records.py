@@ -1,40 +1,18 @@
 """Every record a bundle holds and every row of the history, as typed values that check themselves.
 
-A bundle is a directory:
-  meta.json       run metadata (:class:`BundleMeta`); rewritten atomically
-  records.jsonl   one JSON object per line (a record below), appended and flushed as each thing happens,
-                  so a crash or Ctrl-C keeps all of it
-  workers/*.log   each worker's stderr
-
-Records, by ``kind``: ``worker`` (a worker's hello), ``setup`` (a case set up, failed or skipped in a
-worker; its ``info`` holds the one-time costs, teperf.schema.ONETIME_COSTS), ``pair`` (a process pair
-started), ``trial`` (one timed trial), ``counters``, ``failure`` (a worker died or hung, or a case raised),
-``compile_cache`` and ``prewarm`` (runs with compile cases), ``server`` (--spawn forkserver), ``stop``
-(last: how the run ended) and, in a bisect bundle, ``probe``. A kind this teperf does not know is kept
-as :class:`UnknownRecord` and ignored.
-
-Reading goes through :func:`parse_record` and :meth:`BundleMeta.from_dict`: a record whose fields have
-the wrong types is refused (the reader skips and counts it, like a damaged line), keys a record does not
-define are kept in ``extra`` and written back unchanged, and a bundle of an older schema is upgraded on
-the way in (:data:`UPGRADES`). A bundle of a newer schema is refused with the teperf version that reads
-it (:func:`check_version`).
-
-Schema versions (``"schema"`` in meta.json):
-  1  teperf 0.1.0. A failure record may lack ``final`` (a worker that did not start, a case whose trial
-     raised, and every failure of bundles written before lost pairs were retried: all of them final)
-     and ``lost_pairs``.
-  2  teperf 0.2.0. Every record is written from its type here, with all of its fields. Fields added
-     since, optional with defaults (older schema-2 bundles read as before): a trial's ``lane``/``core``
-     (--lanes) and ``attempt`` (a couple measured again after it shared its core).
-
-History rows (:class:`HistoryRow`) are the columns of the Parquet history (teperf.history.store derives
-its Arrow schema from them); the store's own version is :data:`HISTORY_SCHEMA_VERSION`.
+A bundle is a directory: meta.json (:class:`BundleMeta`, rewritten atomically), records.jsonl (one record
+a line, appended and flushed as each thing happens, so a crash keeps all of it) and workers/*.log.
+A record whose fields have the wrong types is refused (the reader skips and counts it); keys a record
+does not define are kept in ``extra`` and written back; an unknown kind is kept as :class:`UnknownRecord`.
+Schema 1 bundles (teperf 0.1.0: failures without ``final``/``lost_pairs``) are upgraded on the way in
+(:data:`UPGRADES`); a newer schema is refused with the teperf version that reads it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import functools
 import typing
 from typing import Any, ClassVar, Mapping, Optional, Union
 
@@ -52,9 +30,6 @@ CONTENDED_WALL_OVER_CPU = 1.2  # a CPU trial whose wall time exceeds its CPU tim
 
 class RecordError(ValueError):
     """A record or meta.json whose fields do not have the types its kind defines."""
-
-
-# ----------------------------------------------------------------------------- field checks
 
 
 def _accepts(value: Any, hint: Any) -> bool:
@@ -75,6 +50,9 @@ def _accepts(value: Any, hint: Any) -> bool:
     return isinstance(value, hint)
 
 
+_hints = functools.cache(typing.get_type_hints)
+
+
 @dataclasses.dataclass(kw_only=True)
 class Typed:
     """Base of every record: ``from_dict`` checks the types, ``to_dict`` writes the JSON object back."""
@@ -83,17 +61,8 @@ class Typed:
     extra: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def _hints(cls) -> dict:
-        hints = cls.__dict__.get("_hint_cache")
-        if hints is None:
-            hints = typing.get_type_hints(cls)
-            cls._hint_cache = hints
-        return hints
-
-    @classmethod
     def from_dict(cls, raw: Mapping[str, Any]):
-        """A decoded line -> the record; RecordError when a field is missing or of the wrong type.
-        Keys the type does not define are kept in ``extra``."""
+        """A decoded line -> the record (unknown keys in ``extra``); RecordError when a field is missing."""
         values: dict[str, Any] = {}
         extra = {k: v for k, v in raw.items() if k != "kind"}
         for f in dataclasses.fields(cls):
@@ -107,7 +76,7 @@ class Typed:
 
     def __post_init__(self) -> None:
         # Checked when made, so that the engine cannot write a record a reader would refuse.
-        hints = self._hints()
+        hints = _hints(type(self))
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name != "extra" and not _accepts(value, hints[f.name]):
@@ -132,9 +101,6 @@ class Typed:
 CaseId = Union[int, str]
 
 
-# ----------------------------------------------------------------------------- records of records.jsonl
-
-
 @dataclasses.dataclass(kw_only=True)
 class WorkerRecord(Typed):
     """A worker started and said hello (its interpreter, torch, TE, GPU, start-up time)."""
@@ -148,8 +114,7 @@ class WorkerRecord(Typed):
 
 @dataclasses.dataclass(kw_only=True)
 class SetupRecord(Typed):
-    """A case set up in one side's worker: ready (with ``info``), error, or skipped (e.g. a recipe
-    the GPU lacks)."""
+    """A case set up in one side's worker: ready (with ``info``), error, or skipped."""
 
     kind: ClassVar[str] = "setup"
     pair: int
@@ -178,8 +143,7 @@ class PairRecord(Typed):
 
 @dataclasses.dataclass(kw_only=True)
 class TrialRecord(Typed):
-    """One timed trial of ``iters`` steps; clocks in ns for all steps together (teperf.worker.clocks).
-    Keys the worker adds that are not named here stay in ``extra``."""
+    """One timed trial of ``iters`` steps; clocks in ns for all steps together (teperf.worker.clocks)."""
 
     kind: ClassVar[str] = "trial"
     pair: int
@@ -199,9 +163,7 @@ class TrialRecord(Typed):
     compiles: Optional[int] = None
     lane: int = 0  # --lanes: which lane measured it (bundles from before lanes: lane 0)
     core: Optional[int] = None
-    # 0: the couple's first measurement; n: its n-th re-measure, after an attempt that shared its core
-    # (teperf/engine/coordinator.py). Older bundles: 0.
-    attempt: int = 0
+    attempt: int = 0  # n: the couple's n-th re-measure, after an attempt that shared its core
 
     def check(self) -> None:
         if self.iters <= 0:
@@ -210,14 +172,13 @@ class TrialRecord(Typed):
             raise RecordError(f"trial record with attempt={self.attempt}")
 
     def contended(self, device: Optional[str]) -> bool:
-        """Whether another process had the measuring core during this trial: on the CPU, wall time
-        well above process CPU time (the worker sat runnable but descheduled). On a GPU the wall
-        time also holds waits for the device, so this cannot tell there: False."""
+        """Whether another process had the core: wall well above CPU time (on a GPU, device waits are
+        in the wall time too, so it cannot tell: False)."""
         return device == "cpu" and self.wall_ns > CONTENDED_WALL_OVER_CPU * self.process_cpu_ns
 
     def per_step_us(self, clock: str) -> Optional[float]:
         """``clock`` (a field name, e.g. 'process_cpu_ns') per step in us; None where not measured."""
-        value = getattr(self, clock, None) if clock in self._hints() else self.extra.get(clock)
+        value = getattr(self, clock, None) if clock in _hints(type(self)) else self.extra.get(clock)
         if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
             return None
         return value / self.iters / 1000.0
@@ -236,8 +197,7 @@ class CountersRecord(Typed):
 
 @dataclasses.dataclass(kw_only=True)
 class FailureRecord(Typed):
-    """A worker died or hung, or a case raised. ``final`` False: the cell lost this pair only and
-    the next pair measures it again; ``lost_pairs``: the pairs it has lost so far.
+    """A worker died or hung, or a case raised. ``final`` False: the next pair measures the cell again;
     ``case_id`` None: a worker that did not start."""
 
     kind: ClassVar[str] = "failure"
@@ -261,7 +221,7 @@ class StopRecord(Typed):
     precision_pct: Optional[float] = None
     budget_s: Optional[float] = None
     open: list = dataclasses.field(default_factory=list)
-    prestart: Optional[dict] = None  # pairs started ahead: depth, started, measured, lanes' waits (issue 34)
+    prestart: Optional[dict] = None  # pairs started ahead: depth, started, measured, lanes' waits
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -275,8 +235,7 @@ class CompileCacheRecord(Typed):
 
 @dataclasses.dataclass(kw_only=True)
 class PrewarmRecord(Typed):
-    """``--compile-cache warm``: a compile case set up once before the first pair by a throwaway worker.
-    ``side`` None: the pre-warm worker did not start (``error`` says why)."""
+    """``--compile-cache warm``: a compile case set up by a throwaway worker (``side`` None: not started)."""
 
     kind: ClassVar[str] = "prewarm"
     side: Optional[str] = None
@@ -288,8 +247,7 @@ class PrewarmRecord(Typed):
 
 @dataclasses.dataclass(kw_only=True)
 class ServerRecord(Typed):
-    """``--spawn forkserver``: a side's fork server of one generation started, died (and was started
-    again) or failed to start (the workers then started fresh)."""
+    """``--spawn forkserver``: a side's fork server started, died or failed to start."""
 
     kind: ClassVar[str] = "server"
     event: str
@@ -340,8 +298,7 @@ Record = Union[tuple(KINDS.values()) + (UnknownRecord,)]
 
 
 def parse_record(raw: Mapping[str, Any], schema: int = SCHEMA_VERSION) -> Record:
-    """One line of records.jsonl (decoded), written under ``schema`` -> its typed record.
-    Raises RecordError when a known kind lacks a field or has one of the wrong type."""
+    """One decoded line of records.jsonl, written under ``schema`` -> its typed record (or RecordError)."""
     if not isinstance(raw, Mapping):
         raise RecordError("a record is a JSON object")
     raw = upgrade_record(dict(raw), schema)
@@ -351,13 +308,9 @@ def parse_record(raw: Mapping[str, Any], schema: int = SCHEMA_VERSION) -> Record
     return cls.from_dict(raw)
 
 
-# ----------------------------------------------------------------------------- meta.json
-
-
 @dataclasses.dataclass(kw_only=True)
 class BundleMeta:
-    """meta.json of a run, compare, nightly or bisect bundle. Bisect's own keys (spec, good, bad,
-    commits, plan, result, ...) stay in ``extra``."""
+    """meta.json of a run, compare, nightly or bisect bundle (bisect's own keys stay in ``extra``)."""
 
     schema: int = SCHEMA_VERSION
     status: str = "running"
@@ -379,13 +332,12 @@ class BundleMeta:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> "BundleMeta":
-        """A meta.json object, upgraded to this schema. Raises RecordError when its parts have the wrong
-        types, TeperfError when a newer teperf wrote it."""
+        """A meta.json object, upgraded; RecordError for wrong types, TeperfError for a newer schema."""
         if not isinstance(raw, Mapping):
             raise RecordError("meta.json holds no metadata object")
         check_version(raw)
-        raw = upgrade_meta(dict(raw))
-        hints = _META_HINTS
+        raw = {**raw, "schema": SCHEMA_VERSION}  # so far an upgrade changes only the version number
+        hints = _hints(cls)
         values, extra = {}, {}
         names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         for key, value in raw.items():
@@ -406,23 +358,6 @@ class BundleMeta:
         out.update(self.extra)
         return out
 
-    @property
-    def labels(self) -> list[str]:
-        """Side labels in order: [base] for a run, [base, head] for a compare."""
-        return list(self.sides)
-
-    @property
-    def device(self) -> Optional[str]:
-        return self.config.get("device")
-
-    @property
-    def schedule(self) -> dict:
-        sched = self.config.get("schedule")
-        return sched if isinstance(sched, dict) else {}
-
-
-_META_HINTS = typing.get_type_hints(BundleMeta)
-
 
 @dataclasses.dataclass(kw_only=True)
 class CaseMeta(Typed):
@@ -440,10 +375,6 @@ class CaseMeta(Typed):
     def shape_text(self) -> str:
         return shape_text(self.shape)
 
-    @property
-    def cell(self) -> str:
-        return cell_key(self.module, self.recipe, self.shape, self.mode)
-
 
 def shape_text(shape) -> str:
     """[8, 2, 256] -> '8x2x256', as a shape reads in a cell's key."""
@@ -451,16 +382,12 @@ def shape_text(shape) -> str:
 
 
 def cell_key(module: str, recipe: str, shape, mode: str) -> str:
-    """The one key of a cell: 'Linear/bf16/8x2x256/eager' (teperf.plan.Case.key, CaseMeta.cell)."""
+    """The one key of a cell: 'Linear/bf16/8x2x256/eager' (teperf.plan.Case.key)."""
     return f"{module}/{recipe}/{shape_text(shape)}/{mode}"
 
 
-# ----------------------------------------------------------------------------- versions and upgrades
-
-
 def check_version(meta: Mapping[str, Any], where: str = "this bundle") -> int:
-    """The schema ``meta`` was written under (1 when it does not say); a TeperfError when it is newer than
-    this teperf reads, naming the teperf version that wrote it."""
+    """The schema ``meta`` was written under (default 1); a TeperfError when it is newer than this reads."""
     version = meta.get("schema", 1)
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise RecordError(f"meta.json: schema {version!r} is not a version number")
@@ -477,11 +404,7 @@ def check_version(meta: Mapping[str, Any], where: str = "this bundle") -> int:
 
 
 def _failure_v1_to_v2(record: dict) -> dict:
-    # Schema 1 left "final" out where every failure was final, and "lost_pairs" where none was lost.
-    record.setdefault("final", True)
-    record.setdefault("lost_pairs", [])
-    record.setdefault("log_tail", "")
-    return record
+    return {"final": True, "lost_pairs": [], "log_tail": "", **record}
 
 
 # schema N -> {kind: what turns a record of that kind into schema N + 1}
@@ -496,27 +419,14 @@ def upgrade_record(record: dict, schema: int) -> dict:
     return record
 
 
-def upgrade_meta(meta: dict) -> dict:
-    """meta.json of an older schema -> this one (so far only the version number changes)."""
-    meta["schema"] = SCHEMA_VERSION
-    return meta
-
-
-# ----------------------------------------------------------------------------- summary rows
-
-
 def lost_pairs_text(pairs: list) -> str:
     """How a failure record's ``lost_pairs`` reads in the table: 'in 2 pairs: 0, 1'."""
     return f"in {len(pairs)} pair{'s' if len(pairs) != 1 else ''}: {', '.join(map(str, pairs))}"
 
 
-# ----------------------------------------------------------------------------- history rows
-
-
 @dataclasses.dataclass(kw_only=True)
 class HistoryRow:
-    """One cell of one run in the nightly history (one row of its Parquet files). Run-level
-    columns come first and repeat on every row of a run; ``RUN_COLUMNS`` names them."""
+    """One cell of one run in the nightly history; the run-level columns (``RUN_COLUMNS``) come first."""
 
     run_id: str
     run_kind: Optional[str] = None  # nightly | import
@@ -587,27 +497,21 @@ class HistoryRow:
         return dataclasses.asdict(self)
 
 
-def _column_types() -> dict[str, type]:
-    hints = typing.get_type_hints(HistoryRow)
-    out = {}
-    for f in dataclasses.fields(HistoryRow):
-        args = [a for a in typing.get_args(hints[f.name]) if a is not type(None)]
-        out[f.name] = args[0] if args else hints[f.name]
-    return out
+def _column_type(hint) -> type:
+    """Optional[X] -> X."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return args[0] if args else hint
 
 
 # Column -> the Python type of its values (None is allowed in every column but run_id).
-HISTORY_COLUMN_TYPES = _column_types()
+HISTORY_COLUMN_TYPES = {name: _column_type(hint) for name, hint in _hints(HistoryRow).items()}
 HISTORY_COLUMNS = tuple(HISTORY_COLUMN_TYPES)
 RUN_COLUMNS = HISTORY_COLUMNS[: HISTORY_COLUMNS.index("bundle") + 1]
 CELL_COLUMNS = HISTORY_COLUMNS[len(RUN_COLUMNS) :]
 CELL_KEY = ("module", "recipe", "shape", "dtype", "mode")
 
 
-# ----------------------------------------------------------------------------- explained change points
-
-# Version of the explanation records (the store's ``_explanations/*.json``); bump it when a field changes
-# meaning, and teach ExplanationRecord.from_stored to read the older one.
+# of the store's ``_explanations/*.json``: bump it when a field changes meaning, and read the older one
 EXPLANATION_SCHEMA_VERSION = 1
 # explained: commits named carry the change; noise: GOOD..BAD is no change when measured again;
 # unexplained: it moved but no commit was confirmed; failed: the bisect could not run (tried again next time)
@@ -617,8 +521,7 @@ CULPRIT_FIELDS = tuple("sha short_sha subject delta_us share share_ci verdict co
 
 @dataclasses.dataclass(kw_only=True)
 class ExplanationRecord(Typed):
-    """One change point of the history, bisected between the two nights around it: its culprits
-    (each a dict of CULPRIT_FIELDS, biggest share first) and the one-line answer of the bisect."""
+    """A change point of the history bisected: its culprits (dicts of CULPRIT_FIELDS) and the answer."""
 
     kind: ClassVar[str] = "explanation"
     schema: int = EXPLANATION_SCHEMA_VERSION

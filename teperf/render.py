@@ -62,12 +62,8 @@ def side_text(desc: dict) -> str:
         if desc.get("subject"):
             bits.append(repr(desc["subject"][:60]))
     if desc.get("strategy"):
-        extension = ""
-        if desc.get("ext_key"):
-            extension = (
-                f" (extension {'from the cache' if desc.get('ext_reused') else 'built'} "
-                f"{desc['ext_key'][:8]})"
-            )
+        how = "from the cache" if desc.get("ext_reused") else "built"
+        extension = f" (extension {how} {desc['ext_key'][:8]})" if desc.get("ext_key") else ""
         bits.append(f"strategy {desc['strategy']}{extension}")
     if desc.get("sys_path"):
         bits.append("path " + ":".join(desc["sys_path"]))
@@ -80,8 +76,7 @@ def side_text(desc: dict) -> str:
 
 
 def counters_text(counters, compare: bool = False) -> str:
-    """Changes head - base; one side's counts where there is only one (a run, or a compare cut short
-    before head counted: labelled, as the other rows of that table are deltas)."""
+    """Changes head - base; one side's counts where there is only one (labelled in a compare)."""
     if not counters or not counters.get("base"):
         return ""
     if counters.get("head") is None:
@@ -154,8 +149,9 @@ def key_columns(rows: list[dict], mode: bool | None = None) -> list[str]:
     return ["module", "recipe"] + ["shape"] * show_shape + ["mode"] * show_mode
 
 
-def ci_column(alpha: float) -> str:
-    return f"{int(round((1 - alpha) * 100))}% CI"
+def _compare_columns(summary: Summary) -> list[str]:
+    base, head = list(summary.meta["sides"])[:2]
+    return [base, head, "delta", "delta %", f"{int(round((1 - summary.settings.alpha) * 100))}% CI"]
 
 
 def _pct_or_dash(value) -> str:
@@ -173,9 +169,7 @@ def _step_cells(summary: Summary, r: dict, show_pairs: bool, show_why: bool) -> 
         line = [STATUS_TEXT[status]] + [""] * 4 + pairs + [reason] * (2 if summary.compare else 1)
         return line, "dim" if status == "skipped" else "red"
     if summary.compare:
-        ci = "-"
-        if r.get("ci_low_us") is not None:
-            ci = f"[{r['ci_low_us']:+,.1f}, {r['ci_high_us']:+,.1f}] us"
+        ci = "-" if r.get("ci_low_us") is None else f"[{r['ci_low_us']:+,.1f}, {r['ci_high_us']:+,.1f}] us"
         v = verdict_text(r) + (" (partial)" if status == "partial" else "")
         line = [us(r["base_us"]), us(r["head_us"]), signed_us(r["delta_us"]), pct(r["delta_pct"]), ci]
         return line + pairs + [v], STYLE.get(r.get("verdict"))
@@ -196,9 +190,7 @@ def table_model(summary: Summary) -> TableModel:
     keys = key_columns(summary.rows)
     cols = list(keys)
     if summary.compare:
-        labels = list(meta["sides"])
-        cols += [labels[0], labels[1], "delta", "delta %", ci_column(stats.alpha)]
-        cols += ["pairs"] * show_pairs + ["verdict"]
+        cols += _compare_columns(summary) + ["pairs"] * show_pairs + ["verdict"]
     else:
         cols += ["median", "spread (IQR)", "main thread", "wall", "between pairs"] + ["pairs"] * show_pairs
     # a run has no verdict column to say why a cell was not measured: its own column, where one needs it
@@ -243,9 +235,8 @@ def _onetime_cells(summary: Summary, r: dict, cost: str) -> tuple[list[str], str
         verdict = verdict_text({"verdict": g("verdict"), "bound_pct": g("bound_pct")})
         line = [ms(g("base_ms")), ms(g("head_ms")), signed_ms(g("delta_ms")), pct(g("delta_pct")), ci]
         return line + [str(g("n_pairs") or 0), verdict], STYLE.get(g("verdict"))
-    first = cost == "first_call"
     line = [ms(g("base_ms")), _pct_or_dash(g("pair_sd_pct")), str(g("n_pairs") or 0)]
-    if not first:
+    if cost != "first_call":
         return line + ["", "", ""], None
     extra, saves = signed_ms(r.get("onetime_extra_ms")), signed_us(r.get("saving_per_step_us"))
     return line + [extra, saves, _steps_text(r.get("break_even_steps"))], None
@@ -263,16 +254,7 @@ def onetime_model(summary: Summary) -> TableModel | None:
     keys = key_columns(summary.rows, mode=True)
     cols = keys + ["cost"]
     if summary.compare:
-        labels = list(summary.meta["sides"])
-        cols += [
-            labels[0],
-            labels[1],
-            "delta",
-            "delta %",
-            ci_column(summary.settings.alpha),
-            "pairs",
-            "verdict",
-        ]
+        cols += _compare_columns(summary) + ["pairs", "verdict"]
     else:
         cols += ["median", "between pairs", "pairs", "extra vs eager", "saves per step", "break-even (steps)"]
     rows, styles = [], []
@@ -280,14 +262,7 @@ def onetime_model(summary: Summary) -> TableModel | None:
         cells, style = _onetime_cells(summary, r, cost)
         rows.append([r[k] for k in keys] + [ONETIME_LABEL[cost]] + cells)
         styles.append(style)
-    return TableModel(
-        title="one-time costs",
-        header=[ONETIME_HEADER],
-        columns=cols,
-        rows=rows,
-        styles=styles,
-        footer=list(summary.onetime_notes),
-    )
+    return TableModel("one-time costs", [ONETIME_HEADER], cols, rows, styles, list(summary.onetime_notes))
 
 
 def render_rich(model: TableModel, console) -> None:
@@ -300,11 +275,9 @@ def render_rich(model: TableModel, console) -> None:
     table = Table(
         title=model.title, caption=safe("\n".join(model.header)), caption_justify="left", title_justify="left"
     )
+    text = ("module", "recipe", "shape", "mode", "verdict", "counters", "why")  # when numeric is None
     for col in model.columns:
-        if model.numeric is not None:
-            right = col in model.numeric
-        else:
-            right = col not in ("module", "recipe", "shape", "mode", "verdict", "counters", "why")
+        right = col in model.numeric if model.numeric is not None else col not in text
         # fold, not ellipsis: a long module name or path must keep its end on a narrow terminal
         table.add_column(safe(col), justify="right" if right else "left", overflow="fold")
     for row, style in zip(model.rows, model.styles):
@@ -317,13 +290,10 @@ def render_rich(model: TableModel, console) -> None:
 def render_markdown(model: TableModel) -> str:
     out = [f"**{model.title}**", ""]
     esc = for_markdown  # names, subjects and errors come from configs, code and git
-    out += [f"- {esc(h)}" for h in model.header]
-    out.append("")
+    out += [f"- {esc(h)}" for h in model.header] + [""]
     out.append("| " + " | ".join(esc(c) for c in model.columns) + " |")
     out.append("|" + "|".join("---" for _ in model.columns) + "|")
-    for row in model.rows:
-        out.append("| " + " | ".join(esc(c) for c in row) + " |")
-    out.append("")
+    out += ["| " + " | ".join(esc(c) for c in row) + " |" for row in model.rows] + [""]
     # GitHub renders consecutive <sub> lines as one block; <br> keeps them apart.
     out.append("<br>\n".join(f"<sub>{esc(f)}</sub>" for f in model.footer))
     return "\n".join(out) + "\n"
@@ -331,9 +301,7 @@ def render_markdown(model: TableModel) -> str:
 
 def json_value(v):
     """NaN and infinities as null: JSON has no words for them."""
-    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
-        return None
-    return v
+    return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
 def csv_text(fields, rows) -> str:
@@ -344,10 +312,14 @@ def csv_text(fields, rows) -> str:
     return buf.getvalue()
 
 
+def _flat_rows(summary: Summary) -> list[dict]:
+    return [{k: json_value(r.get(k)) for k in ROW_FIELDS} for r in summary.rows]
+
+
 def render_json(summary: Summary, console=None) -> str:
     data = {
         "meta": summary.meta,
-        "rows": [{k: json_value(r.get(k)) for k in ROW_FIELDS} for r in summary.rows],
+        "rows": _flat_rows(summary),
         "notes": summary.notes,
         "onetime_notes": summary.onetime_notes,
         "imported": summary.imported,
@@ -357,7 +329,7 @@ def render_json(summary: Summary, console=None) -> str:
 
 
 def render_csv(summary: Summary, console=None) -> str:
-    flat = [{k: json_value(r.get(k)) for k in ROW_FIELDS} for r in summary.rows]
+    flat = _flat_rows(summary)
     for row in flat:
         for k in ("counters", "info"):
             row[k] = json.dumps(row[k], sort_keys=True) if row[k] is not None else ""
@@ -378,12 +350,7 @@ def _models(summary: Summary) -> list[TableModel]:
 
 
 # fmt -> fn(summary, console): the text to print, or None where it printed on ``console`` itself
-RENDERERS = {
-    "table": _render_table,
-    "markdown": _render_markdown,
-    "json": render_json,
-    "csv": render_csv,
-}
+RENDERERS = {"table": _render_table, "markdown": _render_markdown, "json": render_json, "csv": render_csv}
 FORMATS = tuple(RENDERERS)
 
 

@@ -1,36 +1,11 @@
 """Statistics of one cell: medians, paired delta, interval, verdict.
 
-Method (the process pair is the unit of replication; trials inside one
-process are not independent draws, see ../shared/gpu/README.md):
-
-1. Per pair p and side, the median per-step time over that pair's trials;
-   the base figure is the geometric mean of those over pairs.
-2. Per pair, r_p = the median over its trial couples of ln(head / base). A
-   couple is the base and head trial that ran next to each other (A B / B A),
-   so r_p cancels what drifts between pairs (the absolute level moves by several
-   % on a cloud VM) and, through the median, most of the multi-second slow
-   spells that the H200 VM shows (its speed swings up to 2x): comparing side
-   medians instead let a spell that covered more of one side's trials through,
-   and measured 1.3-1.9x wider between-pair sd on the H200's A/A bundles.
-   A pair without couples (records from elsewhere) uses ln of the side medians.
-3. The estimate is the mean of r_p; its interval is Student's t over pairs
-   (scipy.stats.t, n_pairs - 1 degrees of freedom). Reported in % as
-   exp(r) - 1 and in us by scaling the base figure; the head figure is the
-   base figure times exp(r), so the columns add up.
-4. With a single pair there is nothing to replicate over; the interval then
-   comes from the trial couples inside that pair (ci_basis = "trials") and
-   misses between-process noise, which the output says.
-5. Pairs forked by one fork-server generation (--spawn forkserver) share its
-   address-space layout and hash seed, and on the H200 they moved together
-   (6 of 6 cells differed between generations): they are not independent, and
-   a t over pairs is too narrow. There the generation is the unit (``groups``:
-   pair -> generation): r_g = the mean of its pairs' r_p, the estimate is the
-   mean of r_g and its interval Student's t over generations (ci_basis =
-   "generations"). With a single generation the interval comes from its pairs
-   and misses between-generation noise (ci_basis = "one generation").
-
-The verdict comes from the interval by the rule of teperf/verdicts.py.
-The smallest detectable change is (t_{1-alpha/2} + t_{0.8}) * sd / sqrt(n), i.e. at 80 % power.
+The process pair is the unit of replication: per pair, r_p = the median over its adjacent A/B trial
+couples of ln(head / base), which cancels the drift between pairs and most of the H200 VM's slow spells
+(side medians gave a 1.3-1.9x wider between-pair sd). The estimate is the mean of r_p with a Student t
+interval over pairs (one pair: over its couples, ci_basis "trials"); head = base x exp(r), base the
+geometric mean of per-pair medians. Pairs of one fork-server generation moved together on the H200,
+so there the generation is the unit (ci_basis "generations"). Verdicts follow teperf/verdicts.py.
 """
 
 from __future__ import annotations
@@ -63,9 +38,8 @@ def spread_pct(values: Sequence[float]) -> float | None:
 
 
 def preload() -> None:
-    """Import scipy.stats now. It is imported lazily (half a second of CLI start-up), but a run must
-    not import it mid-measuring: a Ctrl-C that lands inside that import leaves scipy half-imported,
-    and the summary of what was measured then fails (AttributeError: no attribute '_lib')."""
+    """Import scipy.stats before measuring: a Ctrl-C inside its lazy import leaves it half-imported,
+    and the summary of what was measured then fails."""
     from scipy import stats  # noqa: F401
 
 
@@ -96,18 +70,15 @@ def compare_cell(
     couples: Mapping[int, Sequence[tuple[float, float]]] | None = None,
     groups: Mapping[int, int] | None = None,
 ) -> dict:
-    """base/head: pair -> per-step times (us) of that pair's trials.
-    couples: pair -> (base, head) per-step times of the trials that ran next to each other.
-    groups: pair -> its fork-server generation (None: every pair is its own unit)."""
+    """base/head: pair -> per-step times (us) of its trials; couples: pair -> adjacent (base, head) trial
+    times; groups: pair -> its fork-server generation (None: every pair is its own unit)."""
     couples = couples or {}
     pairs = sorted(set(base) & set(head))
-    all_base = [v for p in pairs for v in base[p]]
-    all_head = [v for p in pairs for v in head[p]]
     out = {
         "n_pairs": len(pairs),
         "n_trials": sum(len(v) for v in base.values()),  # every base trial on disk, matched or not
-        "base_spread_pct": spread_pct(all_base),
-        "head_spread_pct": spread_pct(all_head),
+        "base_spread_pct": spread_pct([v for p in pairs for v in base[p]]),
+        "head_spread_pct": spread_pct([v for p in pairs for v in head[p]]),
     }
     if not pairs:
         return {**out, "base_us": None, "head_us": None, "verdict": None}
@@ -125,15 +96,12 @@ def compare_cell(
         out["n_generations"] = len(units)
         basis = "generations"
         if len(units) == 1:
-            # One generation: its pairs give the width, which cannot see between-generation noise.
             basis, units = "one generation", logs
     mean, half, sd, mde = t_interval(units, cfg.alpha)
     out["base_us"] = float(math.exp(np.mean([math.log(np.median(base[p])) for p in pairs])))
     out["head_us"] = out["base_us"] * math.exp(mean)
     if len(pairs) == 1:
-        # Nothing to replicate over: the width comes from the trial couples of
-        # the one pair, which cannot see between-process noise (the output says so).
-        basis = "trials"
+        basis = "trials"  # nothing to replicate over: the couples of the one pair give the width
         one = couples.get(pairs[0], ())
         if len(one) >= 2:
             _, half, _, mde = t_interval(np.array([math.log(h / b) for b, h in one]), cfg.alpha)
@@ -158,8 +126,7 @@ def compare_cell(
 
 
 def unit_logs(pairs: Sequence[int], logs: np.ndarray, groups: Mapping[int, int] | None) -> np.ndarray:
-    """The independent draws the interval is taken over: the pairs' log ratios, or with ``groups``
-    the mean log ratio of each generation's pairs (generations in order of their first pair)."""
+    """The independent draws of the interval: the pairs' log ratios, or each generation's mean of them."""
     if not groups:
         return logs
     by_group: dict[int, list[float]] = {}
@@ -171,18 +138,13 @@ def unit_logs(pairs: Sequence[int], logs: np.ndarray, groups: Mapping[int, int] 
 
 
 def generations(spawn: str | None, seeds: Mapping[int, int]) -> dict[int, int] | None:
-    """pair -> its fork-server generation, named by the hash seed its server gave every fork: the unit of
-    the intervals (``groups``), for the live --precision rule and the summary alike. None unless the run
-    forked its workers (--spawn forkserver)."""
-    if spawn != "forkserver" or not seeds:
-        return None
-    return dict(seeds)
+    """pair -> its fork-server generation (the hash seed its server gave every fork); None unless forked."""
+    return dict(seeds) if spawn == "forkserver" and seeds else None
 
 
 def half_width_pct(row: Mapping) -> float | None:
-    """The 95 % half-width of a row's interval in %, the figure ``--precision`` aims at (None: no interval).
-    Taken on the log scale the interval is built on, (exp(h) - 1) x 100, so that it does not grow with
-    the estimate: a +20 % cell and an A/A cell with the same noise stop at the same pair."""
+    """The half-width in % that ``--precision`` aims at (None: no interval), on the log scale so that a
+    +20 % cell and an A/A cell with the same noise stop at the same pair."""
     low, high = row.get("ci_low_pct"), row.get("ci_high_pct")
     if low is None or high is None:
         return None
@@ -208,17 +170,14 @@ def single_cell(values: Mapping[int, Sequence[float]]) -> dict:
 
 
 def onetime_pairs_needed(alpha: float) -> int:
-    """The fewest units from which the signed-rank interval exists at all: with n units the smallest
-    two-sided p-value is 2 / 2**n, so 6 at alpha 0.05 (the interval is then [min, max] of the units)."""
+    """The fewest units with a signed-rank interval: the smallest two-sided p-value is 2 / 2**n."""
     return max(2, math.ceil(1 - math.log2(alpha)))
 
 
 def signed_rank_interval(logs: Sequence[float], alpha: float) -> tuple[float, float, float] | None:
-    """(Hodges-Lehmann estimate, low, high) of the centre of ``logs``: the median of the Walsh averages
-    (x_i + x_j) / 2, i <= j, and the exact (1 - alpha) Wilcoxon signed-rank interval between two of
-    them; None below onetime_pairs_needed. Under an A/A the log ratios are symmetric about 0 (the two
-    sides are exchangeable within a pair), so it misses 0 at most alpha of the time whatever their
-    tails: one-time costs are few and heavy-tailed, where Student's t read 2 of 8 A/A cells slower."""
+    """(Hodges-Lehmann estimate, low, high): the median Walsh average and the exact Wilcoxon signed-rank
+    interval; None below onetime_pairs_needed. It holds whatever the tails (the sides are exchangeable
+    in an A/A): one-time costs are few and heavy-tailed, where Student's t read 2 of 8 A/A cells slower."""
     x = np.sort(np.asarray(logs, dtype=float))
     n = len(x)
     if n < onetime_pairs_needed(alpha):
@@ -265,15 +224,9 @@ def onetime_cell(
     cfg: Stats,
     groups: Mapping[int, int] | None = None,
 ) -> dict:
-    """A one-time cost (ms) of one cell: one figure per side per process pair.
-
-    The rule (ONETIME_RULE): per pair r_p = ln(head / base) (with ``groups``, fork-server generations
-    are the unit: the mean r_p of each), the estimate is their Hodges-Lehmann centre and the interval
-    the signed-rank one (signed_rank_interval), with no verdict below onetime_pairs_needed units
-    ("too few pairs", or "too few generations"). The minimum effect is the larger of
-    ``min_effect_once_pct`` and the cost's A/A spread measured in the cell, the robust sd of the units
-    around their centre: a change smaller than one pair's noise is not called (one-time costs vary by
-    tens of % between processes). One side alone (`run`): the geometric mean over pairs and their spread."""
+    """A one-time cost (ms) of one cell, one figure per side per pair (onetime_rule says the rule).
+    The minimum effect is raised to the cost's own A/A spread (robust sd of the units): one-time costs
+    vary by tens of % between processes. One side alone: geometric mean over pairs and their spread."""
     base = {p: v for p, v in base.items() if v and v > 0}
     if head is None:
         one = single_cell({p: [v] for p, v in base.items()})
@@ -319,11 +272,8 @@ def onetime_cell(
 
 
 def pick_attempt(attempts: Mapping[int, Mapping], sides: Sequence) -> tuple[int | None, bool]:
-    """One couple (the trials of ``sides`` that ran next to each other), measured once or, after an
-    attempt that shared its core, again (teperf/engine/coordinator.py). ``attempts``: attempt ->
-    side -> (value, contended). Returns (the first attempt in which every side measured and none was
-    contended, False); (None, True) when every complete attempt was contended: the couple is left
-    out, not averaged in; (None, False) when no attempt is complete (a run cut short)."""
+    """One couple's ``attempts`` (attempt -> side -> (value, contended)) -> (the first complete attempt
+    that none contended, False); (None, True) when every complete one was; (None, False): none complete."""
     complete = False
     for attempt in sorted(attempts):
         got = attempts[attempt]
@@ -336,13 +286,10 @@ def pick_attempt(attempts: Mapping[int, Mapping], sides: Sequence) -> tuple[int 
 
 
 def choose_attempts(slots: Mapping, sides: Sequence, limit_pct: float) -> tuple[dict, list, int, int]:
-    """The couples of one cell that its figures rest on (teperf.summary.aggregate and the --precision
-    rule alike). ``slots``: couple key -> attempt -> side -> (value, contended). Each couple counts with
-    pick_attempt's attempt; one contended in every attempt is left out, unless more than ``limit_pct`` %
-    of the couples (or all of them) are: then they count too, with their last attempt, so that the figures
-    show what was measured (the verdict then says load). ``limit_pct`` 100 accepts any load: every couple
-    counts. Returns (key -> the attempt that counts, the keys
-    without a complete attempt, couples, couples contended in every attempt)."""
+    """The couples a cell's figures rest on. ``slots``: couple key -> pick_attempt's ``attempts``. A couple
+    contended every time is left out, unless more than ``limit_pct`` % (or all) are: then they count with
+    their last attempt (the verdict says load). Returns (key -> attempt, keys without a complete attempt,
+    couples, couples contended every time)."""
     picked, incomplete, contended = {}, [], {}
     for key, attempts in slots.items():
         attempt, every_time = pick_attempt(attempts, sides)
@@ -359,9 +306,8 @@ def choose_attempts(slots: Mapping, sides: Sequence, limit_pct: float) -> tuple[
 
 
 def break_even_steps(extra_ms: float | None, saving_us: float | None) -> int | str | None:
-    """Steps after the first before a mode has paid back its one-time extra over eager
-    (extra / saving per step, rounded up; 0 when it costs nothing extra up front);
-    "never" when it is not faster per step; None when a figure is missing."""
+    """Steps until a mode pays back its one-time extra over eager; "never" when it saves nothing per step;
+    None when a figure is missing."""
     if extra_ms is None or saving_us is None:
         return None
     if saving_us <= 0:
@@ -370,15 +316,13 @@ def break_even_steps(extra_ms: float | None, saving_us: float | None) -> int | s
 
 
 def lanes_agree(groups: list[list[float]], alpha: float) -> tuple[float | None, str]:
-    """p-value of a one-way ANOVA over the lanes' per-pair log ratios, and 'yes'/'NO' at ``alpha``
-    ('-' with fewer than two lanes of at least two pairs)."""
+    """p-value of a one-way ANOVA over the lanes' per-pair log ratios and 'yes'/'NO' at ``alpha``."""
     groups = [g for g in groups if len(g) >= 2]
-    if len(groups) < 2:
+    # fewer than two lanes of two pairs, or no spread inside any lane: ANOVA is undefined
+    if len(groups) < 2 or all(len(set(g)) == 1 for g in groups):
         return None, "-"
     from scipy import stats as sps
 
-    if all(len(set(g)) == 1 for g in groups):  # no spread inside any lane: ANOVA is undefined
-        return None, "-"
     p = float(sps.f_oneway(*groups).pvalue)
     if math.isnan(p):
         return None, "-"
