@@ -1,10 +1,5 @@
-"""A rough upper bound of each case's memory, checked before any worker starts.
-
-A shape whose tensors cannot fit would otherwise start workers that the OOM
-killer ends minutes later with a bare SIGKILL. The coordinator has no torch, so
-the bound is arithmetic on the shape: parameters (with their gradients and
-quantized copies) plus the activations a forward + backward keeps.
-"""
+"""A rough upper bound of each case's memory from its shape (no torch here), checked before any worker
+starts: otherwise the OOM killer ends them minutes later with a bare SIGKILL."""
 
 from __future__ import annotations
 
@@ -52,8 +47,8 @@ def estimate_bytes(case) -> int | None:
 
 
 def available_bytes(device: str) -> int | None:
-    """Free memory where the tensors live: host RAM (MemAvailable) for cpu, the first GPU's
-    free memory from nvidia-smi for cuda; None where unknown (then nothing is refused)."""
+    """Free memory where the tensors live (MemAvailable, or the first GPU's from nvidia-smi); None:
+    unknown, nothing is refused."""
     if device.startswith("cuda"):
         smi = shutil.which("nvidia-smi")
         if smi is None:
@@ -79,9 +74,8 @@ def available_bytes(device: str) -> int | None:
 
 
 def input_bytes(case) -> int | None:
-    """A lower bound for a factory module's case (its module is unknown here): the input made from the
-    shape, the output and their gradients, at least as large. None where its own ``inputs`` reads the
-    shape."""
+    """A lower bound for a factory module's case: the input, output and their gradients. None where its
+    own ``inputs`` reads the shape."""
     if not case.factory or case.inputs or not case.shape:
         return None
     return 4 * math.prod(case.shape) * (4 if case.dtype == "float32" else 2)

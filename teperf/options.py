@@ -1,12 +1,6 @@
-"""The option groups the measuring commands share, as typed values the library takes whole.
-
-``SideOptions``: how git sides are made (compare, bisect, nightly): what ``teperf.sides.git.plan_sides``
-and bisect's ``GitSideFactory`` hold; each field carries its flag, as a config key does, and the values
-are checked when taken. ``MeasureOptions``: what is measured and where it goes (run, compare, bisect,
-nightly): the resolved Config (with --counters and --sweep applied), the bundle directory, the output
-format and the verdicts that fail the run. commands/_common.py makes both from the click options; a
-Python caller makes them directly.
-"""
+"""The option groups the measuring commands share, as typed values the library takes whole:
+``SideOptions`` (how git sides are made; each field carries its flag) and ``MeasureOptions`` (the
+resolved Config and where its results go). commands/_common.py makes both from the click options."""
 
 from __future__ import annotations
 
@@ -20,8 +14,8 @@ from teperf.errors import TeperfError
 
 
 def _side(default: Any = None, option: Option | None = None):
-    """A git-side option: a field with its flag (commands/_common.side_options makes the click option;
-    "{strategies}" and "{placeholders}" in its help are filled in there, from teperf.sides)."""
+    """A git-side option: a field with its flag (commands/_common.side_options fills in its help's
+    "{strategies}" and "{placeholders}")."""
     return dataclasses.field(default=default, metadata={"option": option})
 
 
@@ -91,8 +85,7 @@ class SideOptions:
     package_hint: str | None = None
 
     def git_flags_given(self) -> list[str]:
-        """The flags given that only make sides from git refs (all but --python): for a refusal when the
-        sides are directories or interpreters, which would ignore them."""
+        """The flags given that only git sides use (all but --python), to refuse them for other sides."""
         return [
             "--" + f.name.replace("_", "-")
             for f in dataclasses.fields(self)
@@ -103,7 +96,7 @@ class SideOptions:
     def interpreter(self) -> str:
         return self.python or sys.executable
 
-    def __post_init__(self):  # checked once, when the options are taken (bisect used to check per commit)
+    def __post_init__(self):
         if self.cuda_archs is not None and not re.fullmatch(r"\d+[a-z]?(;\d+[a-z]?)*", self.cuda_archs):
             raise TeperfError(
                 f"--cuda-archs {self.cuda_archs!r} is not a list of CUDA archs",

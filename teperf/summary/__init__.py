@@ -1,9 +1,5 @@
-"""Bundle -> one table model (meta + rows + notes), whatever state the bundle is in.
-
-Three steps, each its own module and each tested on the stored bundles of tests/fixtures/bundles:
-parsing (``parse``: typed records grouped by cell), aggregation (``aggregate``: one row of figures,
-status and error per cell) and presentation (``notes``: the words under the tables).
-"""
+"""Bundle -> one table model (meta + rows + notes), whatever state the bundle is in: ``parse`` (records
+by cell), ``aggregate`` (one row per cell) and ``notes`` (the words under the tables)."""
 
 from __future__ import annotations
 

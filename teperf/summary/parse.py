@@ -1,8 +1,5 @@
-"""Parsing: a bundle on disk -> its typed records, grouped by cell. No statistics, no text.
-
-Whatever state the bundle is in: a record that does not read (damaged, cut short, a known kind
-with fields of the wrong type) and a case of meta.json without its keys are counted, not fatal.
-"""
+"""Parsing: a bundle on disk -> its typed records, grouped by cell. A record or case that does not read
+is counted, not fatal."""
 
 from __future__ import annotations
 
