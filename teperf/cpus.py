@@ -34,15 +34,9 @@ def smt_siblings(core: int, sys_cpu: str = SYS_CPU) -> set[int]:
 def parse_cpu_list(text: str) -> set[int]:
     """Linux cpu-list syntax: '0-3,8,10-11' -> {0,1,2,3,8,10,11}; '' -> set()."""
     cores: set[int] = set()
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            cores.update(range(int(lo), int(hi) + 1))
-        else:
-            cores.add(int(part))
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        lo, _, hi = part.partition("-")
+        cores.update(range(int(lo), int(hi or lo) + 1))
     return cores
 
 

@@ -41,9 +41,8 @@ def estimate_bytes(case) -> int | None:
         seq, batch = case.shape[0], math.prod(case.shape[1:-1])
         total += 3 * seq * seq * batch * max(1, hidden // HEAD_DIM) * elem
     layers = (case.kwargs or {}).get(STACK_KWARG, 1)  # TransformerLayer stacked N deep
-    return (
-        total * layers if isinstance(layers, int) and not isinstance(layers, bool) and layers > 1 else total
-    )
+    stacked = isinstance(layers, int) and not isinstance(layers, bool) and layers > 1
+    return total * layers if stacked else total
 
 
 def available_bytes(device: str) -> int | None:

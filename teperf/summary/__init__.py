@@ -81,12 +81,8 @@ def summarize(path, stats: Stats | None = None, lane: int | None = None) -> Summ
 
 
 def code_problems(parsed: ParsedBundle) -> list[str]:
-    problems = []
     identical = identical_code(parsed.meta, parsed.workers)
-    if identical:
-        problems.append(identical)
-    for label in mixed_code(parsed.workers):
-        problems.append(
-            f"{label}'s workers did not all import the same code: its tree changed during the run"
-        )
-    return problems
+    return ([identical] if identical else []) + [
+        f"{label}'s workers did not all import the same code: its tree changed during the run"
+        for label in mixed_code(parsed.workers)
+    ]

@@ -1,5 +1,4 @@
-"""Aggregation: a parsed bundle -> one row per cell (teperf.schema.ROW_FIELDS): its figures
-(teperf/stats.py), its status and what went wrong. No notes; the table's text is presentation's."""
+"""Aggregation: a parsed bundle -> one row per cell (teperf.schema.ROW_FIELDS): figures, status, error."""
 
 from __future__ import annotations
 
@@ -75,12 +74,9 @@ def lost_pairs(cell: CellRecords) -> set:
 
 
 def clean_trials(parsed: ParsedBundle, cell: CellRecords, field: str, limit_pct: float) -> tuple[list, dict]:
-    """The trials a cell's per-step figures rest on. A couple (the trials that ran next to each other, one
-    per side) counts with its first attempt in which no trial shared its core (the coordinator re-measures
-    a contended couple while it may); a couple contended in every attempt is left out, not averaged in.
-    Where more than ``limit_pct`` % of the couples (or all of them) would be left out, every couple counts
-    (its last attempt), so that the table still shows what was measured, and the verdict says load.
-    Trials of a lost pair count for nothing.
+    """The trials a cell's per-step figures rest on: each couple's first attempt in which no trial shared
+    its core; a couple contended in every attempt is left out, unless more than ``limit_pct`` % would
+    be (then every couple counts and the verdict says load). A lost pair's trials count for nothing.
     Returns ([(TrialRecord, us, couple key)], {"couples", "contended", "remeasured"})."""
     sides = [parsed.base_label] + ([parsed.head_label] if parsed.head_label else [])
     lost = lost_pairs(cell)
@@ -108,7 +104,7 @@ def clean_trials(parsed: ParsedBundle, cell: CellRecords, field: str, limit_pct:
 
 def step_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
     """Per-step figures: the headline clock's estimate and interval, the other clocks' medians, GPU-bound,
-    and how many couples shared their core (too many: the verdict is inconclusive, cause load)."""
+    and how many couples shared their core."""
     field = METRIC_FIELD[stats.metric]
     base, head = parsed.base_label, parsed.head_label
     times = defaultdict(lambda: defaultdict(list))  # side -> pair -> [us]
@@ -135,12 +131,9 @@ def step_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
         out["remeasured"] = counts["remeasured"]
         apply_load(out, stats.max_contended_pct)
     for label, prefix in ((base, "base"), (head, "head")):
-        if label is None:
-            continue
-        if clocks[label].get("thread_cpu_ns"):
-            out[f"{prefix}_thread_us"] = float(np.median(clocks[label]["thread_cpu_ns"]))
-        if clocks[label].get("wall_ns"):
-            out[f"{prefix}_wall_us"] = float(np.median(clocks[label]["wall_ns"]))
+        for clock, name in (("thread_cpu_ns", "thread_us"), ("wall_ns", "wall_us")):
+            if label is not None and clocks[label].get(clock):
+                out[f"{prefix}_{name}"] = float(np.median(clocks[label][clock]))
     syncs = [v for label in (base, head) if label for v in clocks[label].get("sync_ns", [])]
     walls = [v for label in (base, head) if label for v in clocks[label].get("wall_ns", [])]
     if parsed.device == "cuda" and syncs:
