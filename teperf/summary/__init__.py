@@ -37,9 +37,8 @@ class Summary:
 
     @property
     def show_pairs(self) -> bool:
-        """Whether the table needs a pairs column: some cell rests on fewer pairs than the schedule
-        planned (a lost pair, a stop), or cells got different numbers (--precision lets settled
-        cells drop out). The one place that decides it for every format."""
+        """Whether the table (in every format) needs a pairs column: a cell rests on fewer pairs than
+        planned, or cells got different numbers (--precision)."""
         measured = [r for r in self.rows if r.get("status") != "skipped"]
         short = any(
             r.get("pairs_planned") and (r.get("n_pairs") or 0) != r["pairs_planned"] for r in measured

@@ -88,9 +88,7 @@ class ParsedBundle:
 
 
 def parse(path, lane: Optional[int] = None) -> ParsedBundle:
-    """Read the bundle at ``path``; a TeperfError when it is not one, a newer teperf wrote it, or its
-    meta.json is damaged beyond reading. ``lane``: only the trials that lane measured (``report
-    --by-lane``)."""
+    """Read the bundle at ``path`` (a TeperfError when it cannot be); ``lane``: only that lane's trials."""
     bundle = Bundle.open(path)
     meta = bundle.meta().to_dict()
     if coordinator_gone(meta):
@@ -99,11 +97,8 @@ def parse(path, lane: Optional[int] = None) -> ParsedBundle:
     cases, bad_cases = [], 0
     for raw in meta.get("cases") or []:
         try:
-            cases.append(CaseMeta.from_dict(raw) if isinstance(raw, dict) else None)
+            cases.append(CaseMeta.from_dict(raw if isinstance(raw, dict) else {}))  # {}: lacks its keys
         except RecordError:
-            cases.append(None)
-        if cases[-1] is None:
-            cases.pop()
             bad_cases += 1
     parsed = ParsedBundle(
         path=bundle.path, meta=meta, cases=cases, cells=defaultdict(CellRecords), bad_cases=bad_cases
