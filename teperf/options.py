@@ -13,73 +13,57 @@ from teperf.config import Config, Option
 from teperf.errors import TeperfError
 
 
-def _side(default: Any = None, option: Option | None = None):
+def _side(help: str, default: Any = None, **option):
     """A git-side option: a field with its flag (commands/_common.side_options fills in its help's
     "{strategies}" and "{placeholders}")."""
-    return dataclasses.field(default=default, metadata={"option": option})
+    return dataclasses.field(default=default, metadata={"option": Option(help, **option)})
 
 
 @dataclasses.dataclass(frozen=True)
 class SideOptions:
-    repo: str = _side(".", Option("Git repository the refs are in.", metavar="DIR", show_default=True))
+    repo: str = _side("Git repository the refs are in.", ".", metavar="DIR", show_default=True)
     strategy: str = _side(
-        "auto", Option("How a git side is made runnable. {strategies}", parse="strategy", show_default=True)
+        "How a git side is made runnable. {strategies}", "auto", parse="strategy", show_default=True
     )
     package: str | None = _side(  # None: found in the repo (gitrepo.detect_package)
-        option=Option(
-            "Package or module under test (its import name; default: found in the repo: "
-            "transformer_engine, pyproject's name, the one top-level package or module).",
-            metavar="NAME",
-        )
+        "Package or module under test (its import name; default: found in the repo: "
+        "transformer_engine, pyproject's name, the one top-level package or module).",
+        metavar="NAME",
     )
     package_dir: str | None = _side(
-        option=Option(
-            "The package's directory inside the repo, or the one that holds a single module NAME.py "
-            "(default: found by name).",
-            metavar="PATH",
-        )
+        "The package's directory inside the repo, or the one that holds a single module NAME.py "
+        "(default: found by name).",
+        metavar="PATH",
     )
     layout: Any = _side(  # a --layout TOML file or a PackageLayout; None: built in for the package
-        option=Option(
-            "TOML file: which paths of the package are core, extension, version files (default: "
-            "built in for transformer_engine; see teperf/sides/layout.py).",
-            metavar="FILE",
-        )
+        "TOML file: which paths of the package are core, extension, version files (default: "
+        "built in for transformer_engine; see teperf/sides/layout.py).",
+        metavar="FILE",
     )
     build_command: tuple[str, ...] | None = _side(  # --strategy build's command, split like a shell would
-        option=Option(
-            "Build command of --strategy build (default: pip install into a per-build prefix); "
-            "placeholders: {placeholders}.",
-            metavar="CMD",
-        )
+        "Build command of --strategy build (default: pip install into a per-build prefix); "
+        "placeholders: {placeholders}.",
+        metavar="CMD",
     )
     jobs: int | None = _side(
-        option=Option(
-            "Parallel compile jobs of extension and build strategies (default: the free cores).",
-            type=int,
-            metavar="N",
-        )
+        "Parallel compile jobs of extension and build strategies (default: the free cores).",
+        type=int,
+        metavar="N",
     )
     cache_dir: str | None = _side(
-        option=Option(
-            "Where git trees, overlays and builds are cached (default: $TEPERF_CACHE or ~/.cache/teperf).",
-            metavar="DIR",
-        )
+        "Where git trees, overlays and builds are cached (default: $TEPERF_CACHE or ~/.cache/teperf).",
+        metavar="DIR",
     )
     allow_dirty: bool | None = _side(
-        option=Option(
-            "Measure a checked-out side even with uncommitted changes in the package.", parse="flag"
-        )
+        "Measure a checked-out side even with uncommitted changes in the package.", parse="flag"
     )
     python: str | None = _side(  # the interpreter that runs the workers; None: this one
-        option=Option("Interpreter that runs the workers (default: this one).", metavar="EXE", parse="python")
+        "Interpreter that runs the workers (default: this one).", metavar="EXE", parse="python"
     )
     cuda_archs: str | None = _side(  # None: the local GPUs'
-        option=Option(
-            "CUDA archs compiled sides are built for, e.g. 90 or '80;90' (default: "
-            "NVTE_CUDA_ARCHS, else the local GPUs' from nvidia-smi).",
-            metavar="ARCHS",
-        )
+        "CUDA archs compiled sides are built for, e.g. 90 or '80;90' (default: "
+        "NVTE_CUDA_ARCHS, else the local GPUs' from nvidia-smi).",
+        metavar="ARCHS",
     )
     # not a flag: what the config's factories import (Config.factory_package), for a repo of several modules
     package_hint: str | None = None

@@ -168,22 +168,20 @@ def analyze(bundle_path, sweep: Sweep) -> list[dict]:
         row: dict = {"series": name, "key": sweep.key, "values": values, "sides": {}}
         slopes: dict = {}
         for label in labels:
-            by_pair = {}
-            means = []
-            for value in values:
-                medians = [statistics.median(p[value]) for p in per[label].values() if p.get(value)]
-                means.append(statistics.fmean(medians) if medians else None)
+            pairs = per[label]
+            medians = [[statistics.median(p[v]) for p in pairs.values() if p.get(v)] for v in values]
             # values no pair measured (skipped at run time: a recipe the GPU lacks) drop out
-            measured = [v for v in values if any(p.get(v) for p in per[label].values())]
-            for pair, got in per[label].items():
-                xs = [v for v in measured if got.get(v)]
-                if len(xs) == len(measured):  # a pair that measured every measured value
-                    by_pair[pair] = _ols_slope(xs, [statistics.median(got[v]) for v in xs])
+            measured = [v for v, m in zip(values, medians) if m]
+            by_pair = {  # the pairs that measured every measured value
+                pair: _ols_slope(measured, [statistics.median(got[v]) for v in measured])
+                for pair, got in pairs.items()
+                if all(got.get(v) for v in measured)
+            }
             slopes[label] = {p: s for p, s in by_pair.items() if s is not None}
             counters = [parsed.cell(cases[v].id).counters.get(label) for v in values]
             calls = [c.get("python_calls") if c else None for c in counters]
             row["sides"][label] = {
-                "us": means,
+                "us": [statistics.fmean(m) if m else None for m in medians],
                 "python_calls": calls,
                 "calls_slope": _ols_slope(values, calls) if None not in calls else None,
                 **_interval(list(slopes[label].values()), stats.alpha),

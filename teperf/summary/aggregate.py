@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from operator import itemgetter
 from typing import Optional
 
 import numpy as np
@@ -206,14 +207,11 @@ def status_of(case: CaseMeta, cell: CellRecords, n_trials) -> dict:
 
 def add_break_even(rows: list[dict]) -> None:
     """`run`: per cell and mode, the one-time extra over the eager cell and the steps that pay it back."""
-    eager = {(r["module"], r["recipe"], r["shape"], r["dtype"]): r for r in rows if r["mode"] == "eager"}
+    cell = itemgetter("module", "recipe", "shape", "dtype")
+    eager = {cell(r): r for r in rows if r["mode"] == "eager"}
     for r in rows:
-        e = eager.get((r["module"], r["recipe"], r["shape"], r["dtype"]))
-        if (
-            r["mode"] == "eager"
-            or e is None
-            or None in (r.get("first_call_base_ms"), e.get("first_call_base_ms"))
-        ):
+        e = eager.get(cell(r)) if r["mode"] != "eager" else None
+        if e is None or None in (r.get("first_call_base_ms"), e.get("first_call_base_ms")):
             continue
         r["onetime_extra_ms"] = r["first_call_base_ms"] - e["first_call_base_ms"]
         if r.get("base_us") is not None and e.get("base_us") is not None:
