@@ -135,11 +135,8 @@ def pair_slots(config: Config, case_ids: list[int], pair: int, n_sides: int) -> 
         random.Random(f"{config.seed}/{pair}/{rnd}").shuffle(order)
         for case_id in order:
             for trial in range(sched.trials):
-                sides = list(range(n_sides))
                 # A B, then B A: flips every trial, every round and every pair
-                if (pair + rnd + trial) % 2 == 1:
-                    sides.reverse()
-                for position, side in enumerate(sides):
+                for position, side in enumerate(start_order(pair + rnd + trial, n_sides)):
                     yield Slot(rnd, case_id, trial, side, position)
 
 

@@ -74,15 +74,8 @@ class FunctionDelta:
         return self.rel if self.line <= 0 else f"{self.rel}:{self.line}"
 
     def to_dict(self) -> dict:
-        out = dataclasses.asdict(self)
-        out.update(
-            d_calls=self.d_calls,
-            d_own_us=self.d_own_us,
-            d_cum_us=self.d_cum_us,
-            where=self.where,
-            own_settled=self.own_settled,
-        )
-        return out
+        derived = ("d_calls", "d_own_us", "d_cum_us", "where", "own_settled")
+        return {**dataclasses.asdict(self), **{name: getattr(self, name) for name in derived}}
 
 
 def _key(row: dict) -> tuple:

@@ -198,11 +198,9 @@ def stop_note(stop: StopRecord, meta: dict) -> str:
     if stop.reason == "precision reached":
         return f"precision: every cell reached +-{target:g}% (95% half-width) after {pairs} pairs, {took}"
     if stop.reason == "budget":
-        planned = (
-            ""
-            if target is not None
-            else f" of {(meta.get('config') or {}).get('schedule', {}).get('processes')}"
-        )
+        planned = ""
+        if target is None:
+            planned = f" of {(meta.get('config') or {}).get('schedule', {}).get('processes')}"
         return f"budget of {duration(budget)} spent after {pairs}{planned} pairs ({took}){missed}"
     if stop.reason == "max pairs":
         return f"stopped at the most pairs teperf runs ({pairs}), {took}{missed}"
