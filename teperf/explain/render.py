@@ -1,5 +1,4 @@
-"""The explain texts: a profile diff as text or JSON, a counter diff in one line, ``teperf explain``'s
-report."""
+"""The explain texts: a profile diff as text or JSON, a counter diff in one line, the explain report."""
 
 from __future__ import annotations
 
@@ -19,9 +18,7 @@ from teperf.provenance import side_line
 
 
 def count_text(value: float) -> str:
-    if value == int(value):
-        return f"{int(value):+d}"
-    return f"{value:+.2f}"
+    return f"{int(value):+d}" if value == int(value) else f"{value:+.2f}"
 
 
 def summary(deltas: list[FunctionDelta], n_time: int = 2, n_calls: int = 2) -> str:
@@ -47,9 +44,7 @@ def summary(deltas: list[FunctionDelta], n_time: int = 2, n_calls: int = 2) -> s
 
 def render_text(deltas: list[FunctionDelta], n: int = 15, title: str = "") -> str:
     """Two plain-text tables: top-n by own-time delta and by call-count delta."""
-    lines = []
-    if title:
-        lines.append(title)
+    lines = [title] if title else []
     total_base = sum(d.base_own_us for d in deltas)
     total_head = sum(d.head_own_us for d in deltas)
     lines.append(
