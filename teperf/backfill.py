@@ -67,11 +67,8 @@ def list_commits(root: str, spec: str, *, tags: bool = False) -> list[Commit]:
     for line in refs.splitlines():
         obj, peeled, name = line.split(" ", 2)
         tagged.setdefault(peeled or obj, []).append(name)
-    commits = []
-    for line in out.splitlines():
-        sha, _, subject = line.partition("\0")
-        commits.append(Commit(sha, subject, tuple(tagged.get(sha, ()))))
-    return commits
+    lines = (line.partition("\0") for line in out.splitlines())
+    return [Commit(sha, subject, tuple(tagged.get(sha, ()))) for sha, _, subject in lines]
 
 
 def eta(seconds: Sequence[float], left: int) -> str:

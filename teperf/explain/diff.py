@@ -151,12 +151,9 @@ def by_calls(deltas: list[FunctionDelta], n: Optional[int] = None) -> list[Funct
 
 def counter_deltas(base: Optional[dict], head: Optional[dict]) -> dict:
     """{key: head - base} for every counter measurable on both sides (None otherwise)."""
-    out = {}
-    for key, *_ in COUNTER_LABELS:
-        b = (base or {}).get(key)
-        h = (head or {}).get(key)
-        out[key] = None if b is None or h is None else h - b
-    return out
+    base, head = base or {}, head or {}
+    values = {key: (base.get(key), head.get(key)) for key, *_ in COUNTER_LABELS}
+    return {key: None if b is None or h is None else h - b for key, (b, h) in values.items()}
 
 
 def combine_profiles(profiles: list[list[dict]]) -> list[dict]:
@@ -175,10 +172,7 @@ def combine_profiles(profiles: list[list[dict]]) -> list[dict]:
             per = values.setdefault(key, {f: [0.0] * len(profiles) for f in ("calls", "own_us", "cum_us")})
             for field in per:
                 per[field][index] += float(row.get(field) or 0)
-    out = []
     for key, row in merged.items():
         for field, series in values[key].items():
             row[field] = round(statistics.median(series), 4 if field == "calls" else 3)
-        out.append(row)
-    out.sort(key=lambda r: -r["own_us"])
-    return out
+    return sorted(merged.values(), key=lambda r: -r["own_us"])
