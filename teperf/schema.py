@@ -34,22 +34,13 @@ ONETIME_CLOCKS = {
 
 # Keys of one summary row (teperf.stats.summarize), in output order for csv/json.
 ROW_FIELDS = (
-    "module",
-    "recipe",
-    "shape",
-    "dtype",
-    "mode",
+    *("module", "recipe", "shape", "dtype", "mode"),
     "status",  # ok | partial | failed | skipped
     "error",
     # per-step host time of the base side: geometric mean of per-pair medians (the only side for `run`)
     "base_us",
     "head_us",  # base_us x the paired ratio exp(mean r_p), so head - base = delta (stats.py)
-    "delta_us",
-    "delta_pct",
-    "ci_low_us",
-    "ci_high_us",
-    "ci_low_pct",
-    "ci_high_pct",
+    *("delta_us", "delta_pct", "ci_low_us", "ci_high_us", "ci_low_pct", "ci_high_pct"),
     "verdict",  # faster | slower | no change | inconclusive | None (teperf/verdicts.py)
     "bound_pct",  # inconclusive: the change its interval could not rule out
     "verdict_cause",  # "load": inconclusive because too many couples shared their core (contended_pct)
@@ -63,10 +54,7 @@ ROW_FIELDS = (
     "mde_pct",  # smallest change this run could detect (80 % power)
     "contended_pct",  # % of trial couples left out: they shared their core in every attempt (CPU only)
     "remeasured",  # trial couples measured again after an attempt that shared its core
-    "base_thread_us",
-    "head_thread_us",
-    "base_wall_us",
-    "head_wall_us",
+    *("base_thread_us", "head_thread_us", "base_wall_us", "head_wall_us"),
     "host_bound",  # False when the GPU was behind (CUDA only), None on CPU
     "sync_us",  # median final-synchronize wait per step
     *ONETIME_FIELDS,

@@ -169,10 +169,8 @@ def rerun_config(meta: dict, core: Optional[int] = None, timeout_s: Optional[flo
     recorded = meta.get("config") or {}
     core, note = _usable_core(core, recorded.get("core"))
     schedule = from_meta(Schedule, meta, **({"timeout_s": float(timeout_s)} if timeout_s else {}))
-    config = Config(
-        device=recorded.get("device", "cpu"), core=core, seed=int(recorded.get("seed", 0)), schedule=schedule
-    )
-    return config, note
+    device, seed = recorded.get("device", "cpu"), int(recorded.get("seed", 0))
+    return Config(device=device, core=core, seed=seed, schedule=schedule), note
 
 
 def explain_bundle(

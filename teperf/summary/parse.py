@@ -133,9 +133,8 @@ def _add(parsed: ParsedBundle, rec) -> None:
             cell.ready.append(rec)
     elif isinstance(rec, CountersRecord):
         parsed.cells[rec.case_id].counters.setdefault(rec.side, rec.counters)
-    elif isinstance(rec, FailureRecord):
-        if rec.case_id is not None:
-            parsed.cells[rec.case_id].failures.append(rec)
+    elif isinstance(rec, FailureRecord) and rec.case_id is not None:
+        parsed.cells[rec.case_id].failures.append(rec)
     elif isinstance(rec, PairRecord):
         if rec.start_s is not None:
             parsed.pair_starts.append(rec.start_s)
