@@ -87,11 +87,8 @@ def choose_base(
 
     def parent_choice(why: str) -> BaseChoice:
         if has_parent is not None and not has_parent(head_sha):
-            return BaseChoice(
-                f"{head_sha}..{head_sha}",
-                None,
-                f"{why}; the head is a root commit: measured against itself (A/A)",
-            )
+            why += "; the head is a root commit: measured against itself (A/A)"
+            return BaseChoice(f"{head_sha}..{head_sha}", None, why)
         return BaseChoice(head_sha, None, f"{why}: paired with the head's first parent")
 
     if prev is None:

@@ -44,7 +44,7 @@ def aggregate(parsed: ParsedBundle, stats: Stats) -> list[dict]:
 
 def cell_row(parsed: ParsedBundle, case: CaseMeta, stats: Stats) -> dict:
     cell = parsed.cell(case.id)
-    row = {k: None for k in ROW_FIELDS}
+    row = dict.fromkeys(ROW_FIELDS)
     row.update(
         module=case.module, recipe=case.recipe, shape=case.shape_text, dtype=case.dtype, mode=case.mode
     )
