@@ -195,10 +195,7 @@ class Bundle:
         except OSError as exc:  # every cell would read "not measured": the data is gone, not unmeasured
             raise _unreadable(path, exc) from None
         with f:
-            for raw in f:
-                raw = raw.strip()
-                if not raw:
-                    continue
+            for raw in filter(None, (line.strip() for line in f)):
                 try:
                     record = json.loads(raw.decode("utf-8"))
                 except ValueError:  # bad JSON or bad UTF-8

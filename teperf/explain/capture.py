@@ -245,9 +245,8 @@ def code_drift(records, now: dict) -> dict:
         before = then.get(label)
         if before is None:
             continue
-        same_packages = {
-            k: v for k, v in (before.get("packages") or {}).items() if k in (facts.get("packages") or {})
-        }
+        kept = facts.get("packages") or {}
+        same_packages = {k: v for k, v in (before.get("packages") or {}).items() if k in kept}
         if code_identity({**before, "packages": same_packages}) != code_identity(facts):
             notes[f"{label} code"] = (
                 f"{label} now imports other code than when the bundle was measured: this explains today's "
