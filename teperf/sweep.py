@@ -214,10 +214,8 @@ def render(rows: list[dict]) -> str:
         labels = list(row["sides"])
         n = max(s["n_pairs"] for s in row["sides"].values())
         lines.append(f"sweep {row['key']} over {row['series']} ({n} pairs):")
-        head = (
-            "  " + f"{row['key']:>10}" + "".join(f" {lb + ' us':>12} {lb + ' py calls':>16}" for lb in labels)
-        )
-        lines.append(head)
+        columns = "".join(f" {lb + ' us':>12} {lb + ' py calls':>16}" for lb in labels)
+        lines.append(f"  {row['key']:>10}{columns}")
         for i, value in enumerate(row["values"]):
             cells = "".join(
                 f" {_us(row['sides'][lb]['us'][i]):>12} {str(row['sides'][lb]['python_calls'][i] or '-'):>16}"

@@ -96,6 +96,7 @@ def profile_case(config, sides: list, case: dict, log_dir: Path, *, iters: int, 
     from teperf.engine.spawn import WorkerError
     from teperf.plan import Case
 
+    progress = progress or (lambda message: None)
     plan_case = Case.from_meta(case)
     result: dict = {"counters": {}, "profiles": {}, "hello": {}, "errors": {}, "imported": {}}
     runs: dict = {s.label: [] for s in sides}
@@ -105,8 +106,7 @@ def profile_case(config, sides: list, case: dict, log_dir: Path, *, iters: int, 
             workers = {}
             for side in sides:  # all start at once, then each collects its hello and pins
                 starting = side.label
-                if progress:
-                    progress(f"starting the {starting} worker")
+                progress(f"starting the {starting} worker")
                 workers[starting] = stack.enter_context(
                     one_worker(config, side, log_dir, backends=[plan_case.backend])
                 )
@@ -116,8 +116,7 @@ def profile_case(config, sides: list, case: dict, log_dir: Path, *, iters: int, 
             _set_up(workers, plan_case, case, result)
             for r in range(max(int(repeats), 1)):
                 for label in list(workers) if r % 2 == 0 else list(reversed(workers)):
-                    if progress:
-                        progress(f"profiling {label} ({r + 1}/{repeats})")
+                    progress(f"profiling {label} ({r + 1}/{repeats})")
                     runs[label].append(workers[label].profile(plan_case, iters))
     except StepFailed as exc:
         raise TeperfError(
