@@ -1,12 +1,6 @@
-"""teperf nightly --backfill A..B: the nights a history would have had, measured now.
-
-Each selected commit is one night of teperf nightly (api.plan_nightly + api.nightly) on the branch
-``--ref`` names, paired with the previous selected commit, as the nightly would have paired it; so
-the rows are a nightly's and everything that reads the history reads them alike. A commit already in
-the store is skipped by the nightly's own rule (choose_base), which is what makes a second run resume.
-``--budget`` is the whole backfill's here: each night's compare gets what is left, and no night starts
-once it is spent.
-"""
+"""teperf nightly --backfill A..B: the nights a history would have had, measured now, one nightly per
+selected commit paired with the previous one. Commits in the store already are skipped (so a second
+run resumes); ``--budget`` is the whole backfill's."""
 
 from __future__ import annotations
 
@@ -29,8 +23,8 @@ class Commit:
 
 
 def select(commits: Sequence[Commit], *, tags: bool = False, every: Optional[int] = None) -> list[Commit]:
-    """The commits to measure, oldest first: all, only the tagged ones (--tags), every N-th of those
-    (--every N, counted from A); A and B themselves always, so the backfill spans the range."""
+    """The commits to measure, oldest first: all or the tagged ones (--tags), every N-th (--every N),
+    and A and B always."""
     if every is not None and every < 1:
         raise TeperfError(f"--every {every}", "give a positive number of commits, e.g. --every 10")
     if not commits:
@@ -43,8 +37,8 @@ def select(commits: Sequence[Commit], *, tags: bool = False, every: Optional[int
 
 
 def list_commits(root: str, spec: str, *, tags: bool = False) -> list[Commit]:
-    """A and the commits of A..B, oldest first: the first-parent line, or (--tags) every commit of the
-    range in topological order, since a release may be tagged off the first-parent line."""
+    """A and the commits of A..B, oldest first: the first-parent line, or (--tags) every commit, since a
+    release may be tagged off the first-parent line."""
     from teperf.sides.gitrepo import resolve, run_git
 
     if ".." not in spec or spec.count("..") != 1 or "..." in spec:
@@ -73,11 +67,8 @@ def list_commits(root: str, spec: str, *, tags: bool = False) -> list[Commit]:
     for line in refs.splitlines():
         obj, peeled, name = line.split(" ", 2)
         tagged.setdefault(peeled or obj, []).append(name)
-    commits = []
-    for line in out.splitlines():
-        sha, _, subject = line.partition("\0")
-        commits.append(Commit(sha, subject, tuple(tagged.get(sha, ()))))
-    return commits
+    lines = (line.partition("\0") for line in out.splitlines())
+    return [Commit(sha, subject, tuple(tagged.get(sha, ()))) for sha, _, subject in lines]
 
 
 def eta(seconds: Sequence[float], left: int) -> str:
@@ -164,7 +155,6 @@ def backfill(
 
 
 def _in_store(store, shas: list) -> list:
-    """``shas`` (in order) that have rows in the store."""
     if not shas:
         return []
     have = set(store.read()["sha"].dropna())

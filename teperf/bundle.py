@@ -25,6 +25,7 @@ from teperf.records import (
 )
 
 DEFAULT_RESULTS = Path("results")
+DAMAGED = "the bundle is damaged; re-run the measurement"
 
 
 def now_iso() -> str:
@@ -48,20 +49,14 @@ def _process_start(pid: int) -> int | None:
 
 
 def coordinator_facts() -> dict:
-    """Who writes this bundle: recorded in meta.json so that a reader can tell a live run
-    from one whose coordinator died without a word (SIGKILL, a power cut)."""
+    """Who writes this bundle, so that a reader can tell a live run from a killed one."""
     return {"pid": os.getpid(), "hostname": socket.gethostname(), "start_ticks": _process_start(os.getpid())}
 
 
 def coordinator_gone(meta: dict) -> bool:
-    """True when meta says ``running`` but its coordinator no longer exists on this host.
-    Unknown (another host, no record) counts as not gone."""
-    facts = meta.get("coordinator")
-    if (
-        meta.get("status") != "running"
-        or not isinstance(facts, dict)
-        or facts.get("hostname") != socket.gethostname()
-    ):
+    """True when meta says ``running`` but its coordinator no longer exists on this host (unknown: no)."""
+    facts = meta.get("coordinator") if meta.get("status") == "running" else None
+    if not isinstance(facts, dict) or facts.get("hostname") != socket.gethostname():
         return False
     pid = facts.get("pid")
     if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
@@ -89,12 +84,8 @@ def _unreadable(path: Path, exc: OSError) -> TeperfError:
     if isinstance(exc, FileNotFoundError):
         return TeperfError(f"{path} is missing", "the bundle lost its measurements; re-run the measurement")
     if isinstance(exc, IsADirectoryError):
-        return TeperfError(
-            f"{path} is a directory, not a file", "the bundle is damaged; re-run the measurement"
-        )
-    return TeperfError(
-        f"cannot read {path}: {exc.strerror or exc}", "the bundle is damaged; re-run the measurement"
-    )
+        return TeperfError(f"{path} is a directory, not a file", DAMAGED)
+    return TeperfError(f"cannot read {path}: {exc.strerror or exc}", DAMAGED)
 
 
 class Bundle:
@@ -122,8 +113,7 @@ class Bundle:
         path.mkdir()
         (path / "workers").mkdir()
         bundle = cls(path)
-        meta = {"schema": SCHEMA_VERSION, "status": "running", **meta}
-        bundle.write_meta(meta)
+        bundle.write_meta({"schema": SCHEMA_VERSION, "status": "running", **meta})
         bundle._records = open(path / RECORDS_FILE, "a", buffering=1)
         return bundle
 
@@ -150,20 +140,15 @@ class Bundle:
         write_json_atomic(self.path / META_FILE, meta)
 
     def read_meta(self) -> dict:
+        path = self.path / META_FILE
         try:
-            meta = json.loads((self.path / META_FILE).read_bytes().decode("utf-8"))
+            meta = json.loads(path.read_bytes().decode("utf-8"))
         except OSError as exc:
-            raise _unreadable(self.path / META_FILE, exc) from None
+            raise _unreadable(path, exc) from None
         except ValueError as exc:  # UnicodeDecodeError is a ValueError
-            raise TeperfError(
-                f"cannot read {self.path / META_FILE}: {str(exc)[:200]}",
-                "the bundle is damaged; re-run the measurement",
-            )
+            raise TeperfError(f"cannot read {path}: {str(exc)[:200]}", DAMAGED)
         if not isinstance(meta, dict):
-            raise TeperfError(
-                f"{self.path / META_FILE} holds no metadata object",
-                "the bundle is damaged; re-run the measurement",
-            )
+            raise TeperfError(f"{path} holds no metadata object", DAMAGED)
         return meta
 
     def meta(self) -> BundleMeta:
@@ -193,9 +178,8 @@ class Bundle:
             self._records = None
 
     def records(self) -> Iterator[Record]:
-        """Every record, typed (teperf.records) and upgraded to this schema; a line that is not one
-        (cut short by a crash, damaged bytes, a known kind with fields of the wrong type) is
-        skipped and counted in ``skipped_lines``."""
+        """Every record, typed and upgraded to this schema; a line that is not one is skipped and counted
+        in ``skipped_lines``."""
         for raw in self.raw_records():
             try:
                 yield parse_record(raw, self.schema)
@@ -203,8 +187,7 @@ class Bundle:
                 self.skipped_lines += 1
 
     def raw_records(self) -> Iterator[dict]:
-        """Every line that reads as a JSON object, as written; any other line is skipped and
-        counted in ``skipped_lines``."""
+        """Every line that reads as a JSON object, as written; others are counted in ``skipped_lines``."""
         self.skipped_lines = 0
         path = self.path / RECORDS_FILE
         try:
@@ -212,10 +195,7 @@ class Bundle:
         except OSError as exc:  # every cell would read "not measured": the data is gone, not unmeasured
             raise _unreadable(path, exc) from None
         with f:
-            for raw in f:
-                raw = raw.strip()
-                if not raw:
-                    continue
+            for raw in filter(None, (line.strip() for line in f)):
                 try:
                     record = json.loads(raw.decode("utf-8"))
                 except ValueError:  # bad JSON or bad UTF-8

@@ -1,11 +1,5 @@
-"""`teperf report --by-lane`: each lane's estimate of every cell, and whether the lanes agree.
-
-The estimate rests on every pair (the pair is the unit, the lane a recorded factor); this checks that the
-lanes tell the same story: per lane the main table's statistic over its pairs only, and per cell a one-way
-ANOVA of the per-pair log ratios across lanes (``stats.lanes_agree``). Lanes that differ in many cells would
-mean that where a pair ran moved its answer, which pairing does not cancel. ``level`` (a lane's base time
-against all lanes') shows lanes that slow each other's steps.
-"""
+"""`teperf report --by-lane`: each lane's estimate of every cell over its pairs only, and whether the
+lanes agree (a one-way ANOVA of the per-pair log ratios): where a pair ran must not move its answer."""
 
 from __future__ import annotations
 
@@ -14,6 +8,7 @@ from collections import defaultdict
 
 from teperf.bundle import Bundle
 from teperf.config import Stats
+from teperf.numbers import pct, us
 from teperf.records import TrialRecord
 from teperf.render import TableModel, csv_text, json_value, key_columns, render_markdown, render_rich
 from teperf.stats import lanes_agree
@@ -69,14 +64,12 @@ def table_model(summary: Summary, rows: list[dict]) -> TableModel:
     lines, styles = [], []
     for r in rows:
         line = [r[k] for k in keys]
-        base = "-" if r["base_us"] is None else f"{r['base_us']:,.1f} us"
-        level = "" if r["lane"] == "all" or r["level_pct"] is None else f"{r['level_pct']:+.1f}%"
-        line += [str(r["lane"]), r["core"], str(r["n_pairs"] or 0), base, level]
+        level = "" if r["lane"] == "all" else pct(r["level_pct"], none="")
+        line += [str(r["lane"]), r["core"], str(r["n_pairs"] or 0), us(r["base_us"]), level]
         if summary.compare:
             ci = "-" if r["ci_low_pct"] is None else f"[{r['ci_low_pct']:+.1f}, {r['ci_high_pct']:+.1f}]%"
-            delta = "-" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%"
             agree = r["agree"] + (f" ({r['agree_p']:.2f})" if r["agree_p"] is not None else "")
-            line += [delta, ci, r["verdict"] or "-", agree]
+            line += [pct(r["delta_pct"]), ci, r["verdict"] or "-", agree]
         lines.append(line)
         styles.append("bold" if r["lane"] == "all" else ("red" if r.get("agree") == "NO" else None))
     n_lanes = len({r["lane"] for r in rows if r["lane"] != "all"})

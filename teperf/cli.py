@@ -1,8 +1,5 @@
-"""The ``teperf`` command: parses, calls the library, prints. It never measures.
-
-Each subcommand lives in its own file under ``teperf/commands/`` and exposes a
-click command named ``command``.
-"""
+"""The ``teperf`` command: parses, calls the library, prints. Each subcommand is the ``command`` of a
+module under ``teperf/commands/``."""
 
 from __future__ import annotations
 

@@ -21,8 +21,7 @@ def available_cores() -> list[int]:
 
 
 def smt_siblings(core: int, sys_cpu: str = SYS_CPU) -> set[int]:
-    """Hardware threads sharing ``core``'s physical core (itself included): work on a
-    sibling slows the measuring core down, so prestarted workers stay off them."""
+    """Hardware threads sharing ``core``'s physical core (itself included), which slow it down."""
     try:
         with open(f"{sys_cpu}/cpu{core}/topology/thread_siblings_list") as f:
             text = f.read()
@@ -34,15 +33,9 @@ def smt_siblings(core: int, sys_cpu: str = SYS_CPU) -> set[int]:
 def parse_cpu_list(text: str) -> set[int]:
     """Linux cpu-list syntax: '0-3,8,10-11' -> {0,1,2,3,8,10,11}; '' -> set()."""
     cores: set[int] = set()
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            cores.update(range(int(lo), int(hi) + 1))
-        else:
-            cores.add(int(part))
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        lo, _, hi = part.partition("-")
+        cores.update(range(int(lo), int(hi or lo) + 1))
     return cores
 
 
@@ -73,10 +66,7 @@ def check_core(core) -> int:
 
 
 # ----------------------------------------------------------------------------- lane topology (--lanes)
-# Which cores measure at once: engine/lanes.py runs the lanes, config.py checks --lanes with these.
-
-# the most lanes `auto` picks; raise it only where the lanes benchmark shows calibration holds
-AUTO_MAX_LANES = 4
+AUTO_MAX_LANES = 4  # the most `auto` picks; raise it only where the lanes benchmark shows calibration holds
 CORES_PER_LANE = 4  # one core measures, the others start its next pairs (a TE pair imports for 10-30 s)
 SiblingsOf = Callable[[int], set]
 
@@ -104,28 +94,23 @@ def assign_lanes(
     siblings_of: SiblingsOf = smt_siblings,
     option: str = "--lanes",
 ) -> list[int]:
-    """The measuring core of each lane: lane 0 on ``first`` (the configured core), the others on the
-    highest-numbered thread of the other physical cores, from the top down (like the default core).
-    More lanes than physical cores: a TeperfError naming the fix."""
+    """The measuring core of each lane: lane 0 on ``first``, the others on the highest-numbered thread of
+    the other physical cores, from the top down (like the default core)."""
     if n == 1:
         return [first]  # one lane: the configured core, as before lanes existed
     cores = available_cores() if cores is None else sorted(set(cores))
     groups = physical_cores(cores, siblings_of)
-    if n > len(groups):
-        return _too_many(n, groups, option)
+    count = len(groups)
+    if n > count:
+        threads = sum(len(g) for g in groups)
+        smt = f" ({threads} hardware threads: SMT siblings never measure at once)" if threads > count else ""
+        raise TeperfError(
+            f"{option} {n}: this process may use only {count} physical core{'s' if count != 1 else ''}{smt}",
+            f"use {option} {count} or fewer, or {option} auto",
+        )
     own = next((g for g in groups if first in g), None)
     others = sorted((g for g in groups if g is not own), key=lambda g: g[-1], reverse=True)
     return [first] + [g[-1] for g in others[: n - 1]]
-
-
-def _too_many(n: int, groups: list[list[int]], option: str):
-    count = len(groups)
-    threads = sum(len(g) for g in groups)
-    smt = f" ({threads} hardware threads: SMT siblings never measure at once)" if threads > count else ""
-    raise TeperfError(
-        f"{option} {n}: this process may use only {count} physical core{'s' if count != 1 else ''}{smt}",
-        f"use {option} {count} or fewer, or {option} auto",
-    )
 
 
 def spare_cores(

@@ -4,7 +4,6 @@ exit statuses a CI can rely on (README "Exit status")."""
 import signal
 from pathlib import Path
 
-EXIT_OK = 0  # every cell measured (skipped cells - a recipe the GPU lacks - count as measured)
 EXIT_CELLS_FAILED = 1  # a cell failed or ended partial; the table says which and why
 EXIT_USAGE = 2  # bad input, refused before (or instead of) measuring
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130: Ctrl-C; SIGTERM gives 128 + 15 = 143, as shells report it

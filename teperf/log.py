@@ -10,10 +10,7 @@ Log = Callable[[str], None]
 
 
 def stderr_logger(prefix: str = "teperf") -> Log:
-    def log(message: str) -> None:
-        print(f"{prefix}: {message}", file=sys.stderr, flush=True)
-
-    return log
+    return lambda message: print(f"{prefix}: {message}", file=sys.stderr, flush=True)
 
 
 stderr_log = stderr_logger()

@@ -1,10 +1,5 @@
-"""A rough upper bound of each case's memory, checked before any worker starts.
-
-A shape whose tensors cannot fit would otherwise start workers that the OOM
-killer ends minutes later with a bare SIGKILL. The coordinator has no torch, so
-the bound is arithmetic on the shape: parameters (with their gradients and
-quantized copies) plus the activations a forward + backward keeps.
-"""
+"""A rough upper bound of each case's memory from its shape (no torch here), checked before any worker
+starts: otherwise the OOM killer ends them minutes later with a bare SIGKILL."""
 
 from __future__ import annotations
 
@@ -46,14 +41,13 @@ def estimate_bytes(case) -> int | None:
         seq, batch = case.shape[0], math.prod(case.shape[1:-1])
         total += 3 * seq * seq * batch * max(1, hidden // HEAD_DIM) * elem
     layers = (case.kwargs or {}).get(STACK_KWARG, 1)  # TransformerLayer stacked N deep
-    return (
-        total * layers if isinstance(layers, int) and not isinstance(layers, bool) and layers > 1 else total
-    )
+    stacked = isinstance(layers, int) and not isinstance(layers, bool) and layers > 1
+    return total * layers if stacked else total
 
 
 def available_bytes(device: str) -> int | None:
-    """Free memory where the tensors live: host RAM (MemAvailable) for cpu, the first GPU's
-    free memory from nvidia-smi for cuda; None where unknown (then nothing is refused)."""
+    """Free memory where the tensors live (MemAvailable, or the first GPU's from nvidia-smi); None:
+    unknown, nothing is refused."""
     if device.startswith("cuda"):
         smi = shutil.which("nvidia-smi")
         if smi is None:
@@ -79,9 +73,8 @@ def available_bytes(device: str) -> int | None:
 
 
 def input_bytes(case) -> int | None:
-    """A lower bound for a factory module's case (its module is unknown here): the input made from the
-    shape, the output and their gradients, at least as large. None where its own ``inputs`` reads the
-    shape."""
+    """A lower bound for a factory module's case: the input, output and their gradients. None where its
+    own ``inputs`` reads the shape."""
     if not case.factory or case.inputs or not case.shape:
         return None
     return 4 * math.prod(case.shape) * (4 if case.dtype == "float32" else 2)

@@ -1,13 +1,5 @@
-"""teperf nightly's decisions and plan: which commit tonight's head is paired with, which cases a
-shard runs, which machine this is. Plain functions, testable without git or workers; the API
-(``teperf.api.plan_nightly``, ``teperf.api.nightly``) runs them, the command prints.
-
-Each night is a paired comparison (``teperf compare PREV..HEAD`` on git sides), so the history holds
-both the absolute host time of every nightly commit and a night-over-night delta with its own interval.
-The first night (no earlier nightly on this machine kind) pairs the head with its first parent.
-``--shard I/N`` measures the I-th of N deterministic slices of the case matrix, so N machines of one
-kind can split a night; every row records its machine fingerprint and machines never mix.
-"""
+"""teperf nightly's decisions and plan, without git or workers: which commit tonight's head is paired
+with (each night is ``compare PREV..HEAD``), which cases a shard runs, which machine this is."""
 
 from __future__ import annotations
 
@@ -15,6 +7,7 @@ import dataclasses
 from typing import Any, Sequence
 
 from teperf.errors import TeperfError
+from teperf.records import shape_text
 
 DEFAULT_CONFIG = "nightly"
 
@@ -43,17 +36,12 @@ def check_shard(i: int, n: int) -> tuple[int, int]:
 
 
 def shard_cases(cases: Sequence[Any], index: int, count: int) -> list:
-    """The ``index``-th (1-based) of ``count`` slices of ``cases``.
-
-    Deterministic and independent of the order the matrix was written in:
-    cases are sorted by (module, recipe, shape, dtype, mode) and dealt round-robin,
-    so slices differ in size by at most one and every case is in exactly one slice.
-    """
+    """The ``index``-th (1-based) of ``count`` slices of ``cases``: sorted, so independent of the matrix's
+    order, and dealt round-robin."""
     check_shard(index, count)
 
     def key(c):
-        shape = c.shape if isinstance(c.shape, str) else "x".join(map(str, c.shape))
-        return (str(c.module), str(c.recipe), shape, str(c.dtype), str(c.mode))
+        return (str(c.module), str(c.recipe), shape_text(c.shape), str(c.dtype), str(c.mode))
 
     ordered = sorted(cases, key=key)
     return [c for k, c in enumerate(ordered) if k % count == index - 1]
@@ -80,31 +68,16 @@ def choose_base(
     has_parent=None,
     base_among: set | None = None,
 ) -> BaseChoice:
-    """Which commit tonight's head is paired with.
-
-    The commit of the newest earlier nightly (by run date) of this machine kind and branch
-    that measured another commit, whatever its shard.  There is nothing new (skip, unless
-    ``force``) when this shard already has a complete run in this night (``night``, default: the
-    head's), or when another night on this machine kind measured the head completely, every shard.
-    A failed or interrupted shard is measured again, so its re-run completes the night.  When the
-    previous commit is not an ancestor of the head (the branch was rewritten) or there is none,
-    pair with the head's first parent.  ``is_ancestor(a, b)`` may be given to check ancestry
-    (None: assume it is); ``has_parent(sha)`` whether the head has a parent (None: assume so);
-    a root commit is measured against itself (A/A). ``base_among``: the base may only be one of these
-    commits (a backfill's previous one: the night it would have followed, whatever was measured later).
-    """
+    """Which commit tonight's head is paired with: the newest earlier nightly's of this machine kind and
+    branch, whatever its shard; the head's first parent when there is none or it is no ancestor
+    (``is_ancestor``; a root commit: itself, A/A). Skip (unless ``force``) when this shard of
+    ``night`` completed, or another night measured the head completely. ``base_among``: a backfill's
+    previous commit, the only base allowed."""
     from teperf.history.store import default_night, latest_run
 
     have = history is not None and not history.empty
     if have and not force:
-        skip = _already_measured(
-            history,
-            machine=machine,
-            ref=ref,
-            head_sha=head_sha,
-            shard=shard,
-            night=night or default_night(head_sha),
-        )
+        skip = _already_measured(history, machine, ref, head_sha, shard, night or default_night(head_sha))
         if skip:
             return BaseChoice(head_sha, None, skip, skip=True)
     if have and base_among is not None:
@@ -114,11 +87,8 @@ def choose_base(
 
     def parent_choice(why: str) -> BaseChoice:
         if has_parent is not None and not has_parent(head_sha):
-            return BaseChoice(
-                f"{head_sha}..{head_sha}",
-                None,
-                f"{why}; the head is a root commit: measured against itself (A/A)",
-            )
+            why += "; the head is a root commit: measured against itself (A/A)"
+            return BaseChoice(f"{head_sha}..{head_sha}", None, why)
         return BaseChoice(head_sha, None, f"{why}: paired with the head's first parent")
 
     if prev is None:
@@ -132,9 +102,7 @@ def choose_base(
     )
 
 
-def _already_measured(
-    history, *, machine: str, ref: str, head_sha: str, shard: str, night: str
-) -> str | None:
+def _already_measured(history, machine: str, ref: str, head_sha: str, shard: str, night: str) -> str | None:
     """Why this shard need not run (None: it must): see ``choose_base``."""
     from teperf.history.nights import nights
 
@@ -156,12 +124,8 @@ def _already_measured(
 def local_machine(
     device: str, *, cpu_model: str | None = None, gpu: str | None = None, driver: str | None = None
 ) -> tuple[str, str]:
-    """This machine's fingerprint as the nightly's rows will record it.
-
-    On the CPU the worker reports no GPU, so neither does this; on CUDA the GPU name and driver
-    come from nvidia-smi (the worker reads them from torch and /proc; they agree on NVIDIA's stack,
-    and the run's rows use the worker's own report).
-    """
+    """This machine's fingerprint as the nightly's rows will record it (on CUDA the GPU from nvidia-smi,
+    which agrees with what the worker reports)."""
     from teperf.cpus import cpu_model as _cpu
     from teperf.doctor import gpu_and_driver
     from teperf.history.store import machine_fingerprint

@@ -20,17 +20,15 @@ def signed_us(v, none: str = "-") -> str:
     return none if missing(v) else f"{v:+,.1f} us"
 
 
-def ms(v, none: str = "-") -> str:
+def ms(v, none: str = "-", sign: str = "") -> str:
     """One-time costs: 2 decimals below 10 ms ('3.25 ms'), none above ('1,234 ms')."""
     if missing(v):
         return none
-    return f"{v:,.2f} ms" if abs(v) < 10 else f"{v:,.0f} ms"
+    return f"{v:{sign},.2f} ms" if abs(v) < 10 else f"{v:{sign},.0f} ms"
 
 
 def signed_ms(v, none: str = "-") -> str:
-    if missing(v):
-        return none
-    return f"{v:+,.2f} ms" if abs(v) < 10 else f"{v:+,.0f} ms"
+    return ms(v, none, sign="+")
 
 
 def pct(v, signed: bool = True, none: str = "-") -> str:

@@ -1,12 +1,6 @@
-"""The option groups the measuring commands share, as typed values the library takes whole.
-
-``SideOptions``: how git sides are made (compare, bisect, nightly): what ``teperf.sides.git.plan_sides``
-and bisect's ``GitSideFactory`` hold; each field carries its flag, as a config key does, and the values
-are checked when taken. ``MeasureOptions``: what is measured and where it goes (run, compare, bisect,
-nightly): the resolved Config (with --counters and --sweep applied), the bundle directory, the output
-format and the verdicts that fail the run. commands/_common.py makes both from the click options; a
-Python caller makes them directly.
-"""
+"""The option groups the measuring commands share, as typed values the library takes whole:
+``SideOptions`` (how git sides are made; each field carries its flag) and ``MeasureOptions`` (the
+resolved Config and where its results go). commands/_common.py makes both from the click options."""
 
 from __future__ import annotations
 
@@ -19,80 +13,63 @@ from teperf.config import Config, Option
 from teperf.errors import TeperfError
 
 
-def _side(default: Any = None, option: Option | None = None):
-    """A git-side option: a field with its flag (commands/_common.side_options makes the click option;
-    "{strategies}" and "{placeholders}" in its help are filled in there, from teperf.sides)."""
-    return dataclasses.field(default=default, metadata={"option": option})
+def _side(help: str, default: Any = None, **option):
+    """A git-side option: a field with its flag (commands/_common.side_options fills in its help's
+    "{strategies}" and "{placeholders}")."""
+    return dataclasses.field(default=default, metadata={"option": Option(help, **option)})
 
 
 @dataclasses.dataclass(frozen=True)
 class SideOptions:
-    repo: str = _side(".", Option("Git repository the refs are in.", metavar="DIR", show_default=True))
+    repo: str = _side("Git repository the refs are in.", ".", metavar="DIR", show_default=True)
     strategy: str = _side(
-        "auto", Option("How a git side is made runnable. {strategies}", parse="strategy", show_default=True)
+        "How a git side is made runnable. {strategies}", "auto", parse="strategy", show_default=True
     )
     package: str | None = _side(  # None: found in the repo (gitrepo.detect_package)
-        option=Option(
-            "Package or module under test (its import name; default: found in the repo: "
-            "transformer_engine, pyproject's name, the one top-level package or module).",
-            metavar="NAME",
-        )
+        "Package or module under test (its import name; default: found in the repo: "
+        "transformer_engine, pyproject's name, the one top-level package or module).",
+        metavar="NAME",
     )
     package_dir: str | None = _side(
-        option=Option(
-            "The package's directory inside the repo, or the one that holds a single module NAME.py "
-            "(default: found by name).",
-            metavar="PATH",
-        )
+        "The package's directory inside the repo, or the one that holds a single module NAME.py "
+        "(default: found by name).",
+        metavar="PATH",
     )
     layout: Any = _side(  # a --layout TOML file or a PackageLayout; None: built in for the package
-        option=Option(
-            "TOML file: which paths of the package are core, extension, version files (default: "
-            "built in for transformer_engine; see teperf/sides/layout.py).",
-            metavar="FILE",
-        )
+        "TOML file: which paths of the package are core, extension, version files (default: "
+        "built in for transformer_engine; see teperf/sides/layout.py).",
+        metavar="FILE",
     )
     build_command: tuple[str, ...] | None = _side(  # --strategy build's command, split like a shell would
-        option=Option(
-            "Build command of --strategy build (default: pip install into a per-build prefix); "
-            "placeholders: {placeholders}.",
-            metavar="CMD",
-        )
+        "Build command of --strategy build (default: pip install into a per-build prefix); "
+        "placeholders: {placeholders}.",
+        metavar="CMD",
     )
     jobs: int | None = _side(
-        option=Option(
-            "Parallel compile jobs of extension and build strategies (default: the free cores).",
-            type=int,
-            metavar="N",
-        )
+        "Parallel compile jobs of extension and build strategies (default: the free cores).",
+        type=int,
+        metavar="N",
     )
     cache_dir: str | None = _side(
-        option=Option(
-            "Where git trees, overlays and builds are cached (default: $TEPERF_CACHE or ~/.cache/teperf).",
-            metavar="DIR",
-        )
+        "Where git trees, overlays and builds are cached (default: $TEPERF_CACHE or ~/.cache/teperf).",
+        metavar="DIR",
     )
     allow_dirty: bool | None = _side(
-        option=Option(
-            "Measure a checked-out side even with uncommitted changes in the package.", parse="flag"
-        )
+        "Measure a checked-out side even with uncommitted changes in the package.", parse="flag"
     )
     python: str | None = _side(  # the interpreter that runs the workers; None: this one
-        option=Option("Interpreter that runs the workers (default: this one).", metavar="EXE", parse="python")
+        "Interpreter that runs the workers (default: this one).", metavar="EXE", parse="python"
     )
     cuda_archs: str | None = _side(  # None: the local GPUs'
-        option=Option(
-            "CUDA archs compiled sides are built for, e.g. 90 or '80;90' (default: "
-            "NVTE_CUDA_ARCHS, else the local GPUs' from nvidia-smi).",
-            metavar="ARCHS",
-        )
+        "CUDA archs compiled sides are built for, e.g. 90 or '80;90' (default: "
+        "NVTE_CUDA_ARCHS, else the local GPUs' from nvidia-smi).",
+        metavar="ARCHS",
     )
     # not a flag: what the config's factories import (Config.factory_package), for a repo of several modules
     package_hint: str | None = None
 
     def git_flags_given(self) -> list[str]:
-        """The flags given that only make sides from git refs (all but --python): for a refusal when the
-        sides are directories or interpreters, which would ignore them."""
+        """The flags given that only git sides use (all but --python), to refuse them for other sides."""
         return [
             "--" + f.name.replace("_", "-")
             for f in dataclasses.fields(self)
@@ -103,7 +80,7 @@ class SideOptions:
     def interpreter(self) -> str:
         return self.python or sys.executable
 
-    def __post_init__(self):  # checked once, when the options are taken (bisect used to check per commit)
+    def __post_init__(self):
         if self.cuda_archs is not None and not re.fullmatch(r"\d+[a-z]?(;\d+[a-z]?)*", self.cuda_archs):
             raise TeperfError(
                 f"--cuda-archs {self.cuda_archs!r} is not a list of CUDA archs",

@@ -1,9 +1,5 @@
-"""Cases (what is measured) and the schedule (in what order).
-
-A case is (module, recipe, shape, dtype, mode). The schedule walks fresh
-worker pairs -> rounds -> cases (shuffled per round) -> trials, with the two
-sides alternating so that every base trial has a head trial beside it in time.
-"""
+"""Cases (module, recipe, shape, dtype, mode) and the schedule: pairs -> rounds -> cases (shuffled)
+-> trials, the sides alternating so that every base trial has a head trial beside it in time."""
 
 from __future__ import annotations
 
@@ -72,8 +68,7 @@ def shape_problem(config: Config, module: str, factory, recipe: str, shape, kwar
 
 
 def expand(config: Config) -> list[Case]:
-    """The case matrix. Cases a shape rule rules out stay in it, marked ``skip``, so
-    the table shows them with the rule; a matrix where nothing can run is an error."""
+    """The case matrix; cases a shape rule rules out stay, marked ``skip``, so the table shows why."""
     cases = []
     for spec in config.modules:
         for recipe in config.recipes:
@@ -122,8 +117,7 @@ def pairs_per_server(schedule) -> int:
 
 
 def server_generation(schedule, pair: int) -> int | None:
-    """The fork-server generation that forks ``pair`` (--spawn forkserver: a new server every
-    ``server_pairs`` pairs); None when each pair's workers start fresh."""
+    """The fork-server generation that forks ``pair``; None when each pair's workers start fresh."""
     if schedule.spawn != "forkserver":
         return None
     return pair // pairs_per_server(schedule)
@@ -141,11 +135,8 @@ def pair_slots(config: Config, case_ids: list[int], pair: int, n_sides: int) -> 
         random.Random(f"{config.seed}/{pair}/{rnd}").shuffle(order)
         for case_id in order:
             for trial in range(sched.trials):
-                sides = list(range(n_sides))
                 # A B, then B A: flips every trial, every round and every pair
-                if (pair + rnd + trial) % 2 == 1:
-                    sides.reverse()
-                for position, side in enumerate(sides):
+                for position, side in enumerate(start_order(pair + rnd + trial, n_sides)):
                     yield Slot(rnd, case_id, trial, side, position)
 
 
@@ -168,9 +159,7 @@ def total_steps(config: Config, n_cases: int, n_sides: int) -> int:
     return s.processes * s.rounds * s.trials * s.iters * n_cases * n_sides
 
 
-# Floors no machine beats, to refuse a schedule that cannot end (a typo of --processes or --iters) before
-# it starts: a fwd+bwd step of the smallest module costs more host time than this, and a pair's workers
-# take longer than this to start (a fork from a server included).
+# Floors no machine beats (a step's host time, a pair's start), to refuse a schedule that cannot end.
 MIN_STEP_S = 5e-6
 MIN_PAIR_START_S = 0.05
 DAY_S = 86400.0
@@ -183,8 +172,7 @@ def _span(seconds: float) -> str:
 
 
 def check_duration(config: Config, n_cases: int, n_sides: int) -> None:
-    """Refuse a request a worker cannot finish in --timeout, and a fixed schedule (no --budget) that
-    cannot finish in a day, from the floors above; one line that says how long it would take."""
+    """Refuse a trial that cannot finish in --timeout, and a fixed schedule that cannot in a day."""
     s, name = config.schedule, config.option
     request = max(s.iters, s.warmup) * MIN_STEP_S
     if request > s.timeout_s:
@@ -211,10 +199,8 @@ TE_PACKAGES = ("transformer_engine",)
 
 
 def packages_under_test(config, sides=()) -> list[str]:
-    """Top-level import names whose code the cells measure: the package a git side was made of
-    (``--package``), TE for the te backend, each factory's package, torch itself for torch's
-    built-in reference modules. A factory outside the sides' trees that imports the package
-    (nanoGPT's ``model``) is the same on both sides: the side's package is what differs."""
+    """Top-level import names whose code the cells measure: a git side's ``--package``, TE for the te
+    backend, each factory's package, torch for torch's built-in modules."""
     names = [s.description["package"] for s in sides if isinstance(s.description.get("package"), str)]
     if config.backend == "te":
         names += TE_PACKAGES

@@ -1,12 +1,5 @@
-"""Which code each side really runs: checked before measuring, recorded while measuring, judged after.
-
-A measuring tool's worst defect is a confident number about the wrong code. Before any pair starts,
-``engine.probe.preflight`` asks each side's interpreter where torch, the package under test and teperf's
-worker code would come from, and :func:`check_path_sides` refuses ``--base-path/--head-path`` that the
-config imports nothing from. Each worker then reports what it imported (teperf.worker.provenance:
-interpreter, torch, the package's version, path and content hash); :func:`identical_code` says when two
-sides the user meant to differ ran the same code.
-"""
+"""Which code each side really runs (a confident number about the wrong code is the worst defect):
+path sides checked before measuring, what each worker imported judged after."""
 
 from __future__ import annotations
 
@@ -62,9 +55,8 @@ def side_facts(worker_records: Iterable) -> dict[str, dict]:
 
 
 def code_identity(imported: dict) -> Optional[tuple]:
-    """What makes two sides' code the same: the Python and torch versions, and every package under
-    test's content hash (torch's own modules, too big to hash, by version and path: two installs
-    of one version may still differ). None when something is unknown."""
+    """What makes two sides' code the same: the Python and torch versions and each package's content hash
+    (torch, too big to hash, by version and path). None when something is unknown."""
     packages = imported.get("packages") or {}
     if not packages:
         return None
@@ -116,8 +108,7 @@ def identical_code(meta: dict, worker_records: Iterable) -> Optional[str]:
 
 
 def side_line(label: str, imported: dict) -> str:
-    """'base imported: python 3.11.7 (/venv-a), torch 2.13.0 (/venv-a/.../torch), demo_blocks (path, hash
-    ...)'."""
+    """'base imported: python 3.11.7 (/venv-a), torch 2.13.0 (...), demo_blocks (path, hash ...)'."""
     torch = imported.get("torch") or {}
     bits = [f"python {imported.get('python')} ({imported.get('prefix')})"]
     bits.append(f"torch {torch.get('version')} ({torch.get('path')})")

@@ -1,9 +1,5 @@
-"""Text from configs, code, git and exceptions, made safe for where it is shown.
-
-Module names, commit subjects and exception messages are not ours: in markdown
-meant for a PR comment they must not become HTML or break the table, and on a
-terminal their escape sequences must not reach the terminal.
-"""
+"""Text that is not ours (module names, commit subjects, exception messages), made safe: no HTML or
+broken tables in markdown, no escape sequences on a terminal."""
 
 from __future__ import annotations
 

@@ -1,15 +1,10 @@
-"""What a summary row is (teperf.summary -> render, gate, history): its fields in output order, and
-the one-time costs a setup record's ``info`` carries. Every record of a bundle and every history row
-is a typed value in teperf/records.py, which also holds the schema version and its upgrades.
-"""
+"""What a summary row is: its fields in output order, and the one-time costs a setup record's ``info``
+carries. The records themselves are typed in teperf/records.py."""
 
 from __future__ import annotations
 
-# One-time costs of a cell (teperf.stats.onetime_cell), one figure per side and process pair,
-# in ms of the headline clock (process CPU: the worker's own plus its compiler children's):
-#   first_call  eager: the first step; compile: torch.compile + the first step (trace and
-#               compile); cuda-graph: the capture + the first replay. Apart from building the
-#               module and the warm-up (teperf/worker/session.py).
+# One-time costs of a cell, one figure per side and process pair, in ms of the headline clock:
+#   first_call  the first step (compile: with torch.compile; cuda-graph: the capture + first replay)
 #   recompile   compile only: the first step under another recipe/autocast after the first call.
 ONETIME_COSTS = ("first_call", "recompile")
 # min_effect_pct: the min effect its verdict used (teperf.stats.onetime_cell)
@@ -29,48 +24,27 @@ ONETIME_CLOCKS = {
     "thread_cpu": ("thread_cpu_ns",),
     "wall": ("wall_ns",),
 }
-# Shapes of the one-time records inside a ready setup record's "info" (written by teperf/worker/session.py):
-#   time_once      = {"process_cpu_ns", "children_cpu_ns", "thread_cpu_ns", "wall_ns": int,
-#                     "cores": [int] | None (the affinity it ran with)}
-#   first_call     = time_once + {"what": str,
-#                     "after_process_warmup": {kind: time_once | {"error": str}} (the worker's first case
-#                                             only; kind: eager | compile | cuda-graph),
-#                     "cache": {"mode": cold|warm, "dir", "files_before", "files_after",
-#                               "fxgraph_hit|miss|bypass", "autograd_hit|miss|bypass": int (graphs, per cache;
-#                               teperf.worker.compile_cache.CACHE_COUNTERS)} (compile only)}
-#   recompile      = time_once + {"what": str, "graphs": int}   (compile, when the backend offers another
-#                                                                 recipe)
-#   switch_back    = time_once + {"what": str}                   (the step back under the case's own recipe)
-#   recompile_error = str                                        (the switch failed; the rest still stands)
-# Compile cases also carry info["graphs"], ["graph_breaks"], ["break_reasons"], ["compile_note"] from dynamo's
-# counters during the first call. A setup record of an older bundle has none of these: its row's one-time
-# fields stay None and no one-time table is shown.
+# The one-time records in a ready setup record's "info" (teperf/worker/session.py writes them):
+#   time_once   = {"process_cpu_ns", "children_cpu_ns", "thread_cpu_ns", "wall_ns", "cores": [int] | None}
+#   first_call  = time_once + {"what", "after_process_warmup": {kind: time_once | {"error"}},
+#                 "cache": {"mode", "dir", "files_before", "files_after", "fxgraph_hit|miss|bypass",
+#                 "autograd_hit|miss|bypass"} (compile only)}
+#   recompile   = time_once + {"what", "graphs"}; switch_back = time_once + {"what"}; recompile_error = str
+# An older bundle's setup records have none of these: no one-time figures or table.
 
 # Keys of one summary row (teperf.stats.summarize), in output order for csv/json.
 ROW_FIELDS = (
-    "module",
-    "recipe",
-    "shape",
-    "dtype",
-    "mode",
+    *("module", "recipe", "shape", "dtype", "mode"),
     "status",  # ok | partial | failed | skipped
     "error",
     # per-step host time of the base side: geometric mean of per-pair medians (the only side for `run`)
     "base_us",
     "head_us",  # base_us x the paired ratio exp(mean r_p), so head - base = delta (stats.py)
-    "delta_us",
-    "delta_pct",
-    "ci_low_us",
-    "ci_high_us",
-    "ci_low_pct",
-    "ci_high_pct",
-    "verdict",  # faster | slower | no change | inconclusive | None (teperf/stats.py says what each rules out)
-    # inconclusive: the change its interval could not rule out (the end farthest outside +-min_effect)
-    "bound_pct",
+    *("delta_us", "delta_pct", "ci_low_us", "ci_high_us", "ci_low_pct", "ci_high_pct"),
+    "verdict",  # faster | slower | no change | inconclusive | None (teperf/verdicts.py)
+    "bound_pct",  # inconclusive: the change its interval could not rule out
     "verdict_cause",  # "load": inconclusive because too many couples shared their core (contended_pct)
-    # "pairs" (process pairs are the unit), "trials" (one pair only), "generations" (--spawn forkserver:
-    # fork-server generations are the unit) or "one generation" (one only: its pairs give the width)
-    "ci_basis",
+    "ci_basis",  # the interval's unit: pairs | trials (one pair) | generations | one generation
     "n_pairs",  # process pairs the figures rest on
     "pairs_planned",  # process pairs the schedule asked for (more than n_pairs: lost or interrupted)
     "n_trials",  # base-side trials in the bundle (the only side for `run`)
@@ -80,10 +54,7 @@ ROW_FIELDS = (
     "mde_pct",  # smallest change this run could detect (80 % power)
     "contended_pct",  # % of trial couples left out: they shared their core in every attempt (CPU only)
     "remeasured",  # trial couples measured again after an attempt that shared its core
-    "base_thread_us",
-    "head_thread_us",
-    "base_wall_us",
-    "head_wall_us",
+    *("base_thread_us", "head_thread_us", "base_wall_us", "head_wall_us"),
     "host_bound",  # False when the GPU was behind (CUDA only), None on CPU
     "sync_us",  # median final-synchronize wait per step
     *ONETIME_FIELDS,

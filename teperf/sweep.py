@@ -1,18 +1,6 @@
-"""Overhead slopes: ``--sweep KEY=V1,V2,...`` over a module kwarg or a shape dimension.
-
-How much host time does one more GEMM of GroupedLinear cost, or one more token? The sweep
-turns each value into its own cell of ONE run, so every process pair measures every value:
-
-- a module kwarg (``num_gemms=1,2,4,8``): each module becomes one module per value, named
-  ``GroupedLinear[num_gemms=4]`` (the backend builds the class before the ``[``);
-- a shape dimension (``dim0=64,128,256``, dim0 = the sequence in TE's [seq, batch, hidden]):
-  each shape becomes one shape per value.
-
-Per pair and side, the per-step host time of each value (median of its trials) is fitted against the
-value by least squares (us per unit). The pair is the unit: the slope's interval is Student's t over the
-pairs' slopes, head - base that of the per-pair differences, with its verdict (teperf.verdicts.slope_verdict).
-The counters per value come with it (Python calls per value and their exact slope). No torch here.
-"""
+"""Overhead slopes: ``--sweep KEY=V1,V2,...`` over a module kwarg (``GroupedLinear[num_gemms=4]``) or a
+shape dimension (``dim0=64,128``), each value a cell of one run. Per pair and side, host time is fitted
+against the value by least squares; the slope's interval is Student's t over the pairs' slopes."""
 
 from __future__ import annotations
 
@@ -153,8 +141,8 @@ def _interval(samples, alpha: float) -> dict:
 
 
 def analyze(bundle_path, sweep: Sweep) -> list[dict]:
-    """One dict per series (module/recipe/shape-with-*/mode): the values, per side the mean per-step
-    us and counters per value, the slope per side with its interval, and head - base with its verdict."""
+    """One dict per series (module/recipe/shape-with-*/mode): per side the us and counters per value and
+    the slope with its interval, and head - base with its verdict."""
     from teperf.config import METRIC_FIELD
     from teperf.summary import parse, stats_from_meta
 
@@ -180,22 +168,20 @@ def analyze(bundle_path, sweep: Sweep) -> list[dict]:
         row: dict = {"series": name, "key": sweep.key, "values": values, "sides": {}}
         slopes: dict = {}
         for label in labels:
-            by_pair = {}
-            means = []
-            for value in values:
-                medians = [statistics.median(p[value]) for p in per[label].values() if p.get(value)]
-                means.append(statistics.fmean(medians) if medians else None)
+            pairs = per[label]
+            medians = [[statistics.median(p[v]) for p in pairs.values() if p.get(v)] for v in values]
             # values no pair measured (skipped at run time: a recipe the GPU lacks) drop out
-            measured = [v for v in values if any(p.get(v) for p in per[label].values())]
-            for pair, got in per[label].items():
-                xs = [v for v in measured if got.get(v)]
-                if len(xs) == len(measured):  # a pair that measured every measured value
-                    by_pair[pair] = _ols_slope(xs, [statistics.median(got[v]) for v in xs])
+            measured = [v for v, m in zip(values, medians) if m]
+            by_pair = {  # the pairs that measured every measured value
+                pair: _ols_slope(measured, [statistics.median(got[v]) for v in measured])
+                for pair, got in pairs.items()
+                if all(got.get(v) for v in measured)
+            }
             slopes[label] = {p: s for p, s in by_pair.items() if s is not None}
             counters = [parsed.cell(cases[v].id).counters.get(label) for v in values]
             calls = [c.get("python_calls") if c else None for c in counters]
             row["sides"][label] = {
-                "us": means,
+                "us": [statistics.fmean(m) if m else None for m in medians],
                 "python_calls": calls,
                 "calls_slope": _ols_slope(values, calls) if None not in calls else None,
                 **_interval(list(slopes[label].values()), stats.alpha),
@@ -228,10 +214,8 @@ def render(rows: list[dict]) -> str:
         labels = list(row["sides"])
         n = max(s["n_pairs"] for s in row["sides"].values())
         lines.append(f"sweep {row['key']} over {row['series']} ({n} pairs):")
-        head = (
-            "  " + f"{row['key']:>10}" + "".join(f" {lb + ' us':>12} {lb + ' py calls':>16}" for lb in labels)
-        )
-        lines.append(head)
+        columns = "".join(f" {lb + ' us':>12} {lb + ' py calls':>16}" for lb in labels)
+        lines.append(f"  {row['key']:>10}{columns}")
         for i, value in enumerate(row["values"]):
             cells = "".join(
                 f" {_us(row['sides'][lb]['us'][i]):>12} {str(row['sides'][lb]['python_calls'][i] or '-'):>16}"
@@ -250,13 +234,9 @@ def render(rows: list[dict]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-# ---- the dashboard: kwarg sweeps that a nightly stored (cells named MODULE[KEY=V]) ----
-
-
 def series_from_cells(cells) -> list[dict]:
-    """Per (module, key, recipe, shape/dtype/mode) of one machine's history cells named ``MODULE[KEY=V]``
-    (a nightly run with --sweep): the values, the newest host time per value with its night's interval
-    bounds when paired, and the least-squares slope through them (us per unit). Two values at least."""
+    """Per (module, key, recipe, variant) of history cells named ``MODULE[KEY=V]`` with two values or
+    more: the newest host time per value and the least-squares slope through them."""
     groups: dict = defaultdict(dict)
     for cell in cells:
         m = VARIANT.match(cell.module)

@@ -1,24 +1,12 @@
-"""Verdicts: their names, the rules that give a cell one, how each is shown, and the --fail-on groups.
-
-The interval rule (:func:`verdict`) says what the interval ruled out:
-
-- "slower"/"faster": the interval excludes 0 and the estimate is at least min_effect_pct;
-- "no change": the whole interval lies inside +-min_effect_pct, so every change that matters is
-  ruled out (a narrow interval around +0.4 % is no change; [-2.3, +8.5] % is not);
-- "inconclusive" otherwise, with the bound it could not exclude (:func:`inconclusive_bound`, "up to
-  +8.5 %"). More pairs, or ``--precision``, settle it.
-
-The load rule (:func:`loaded`): a cell of which more than --max-contended % of the trial couples shared
-the measuring core in every attempt is inconclusive, cause "load", whatever its interval. One-time costs
-below the fewest units an interval needs read "too few pairs" (or generations); a --sweep slope reads
-steeper/flatter (:func:`slope_verdict`). ``--fail-on`` never relies on a bare ratio, only on these.
-"""
+"""Verdicts: their names, the rules that give a cell one (the interval rule, the load rule, a --sweep
+slope's), how each is shown, and the --fail-on groups, which rely on these and never on a bare ratio."""
 
 from __future__ import annotations
 
 from typing import Iterable, Sequence
 
 from teperf.errors import TeperfError
+from teperf.schema import ONETIME_COSTS
 
 SLOWER, FASTER, NO_CHANGE, INCONCLUSIVE = "slower", "faster", "no change", "inconclusive"
 NAMES = (SLOWER, FASTER, NO_CHANGE, INCONCLUSIVE)
@@ -37,7 +25,8 @@ FAIL_ON = {SLOWER: {SLOWER}, FASTER: {FASTER}, "change": {SLOWER, FASTER}, INCON
 
 
 def verdict(delta_pct: float, low_pct: float | None, high_pct: float | None, cfg) -> str:
-    """The interval rule; ``cfg.min_effect_pct`` is the smallest change that matters."""
+    """The interval rule; ``cfg.min_effect_pct`` is the smallest change that matters. "no change" needs
+    the whole interval inside +-min_effect_pct: [-2.3, +8.5] % is inconclusive, "up to +8.5 %"."""
     if low_pct is None or high_pct is None:
         return INCONCLUSIVE  # no interval at all: nothing was ruled out
     if (low_pct > 0 or high_pct < 0) and abs(delta_pct) >= cfg.min_effect_pct:
@@ -62,8 +51,7 @@ def loaded(contended: int, couples: int, limit_pct: float) -> bool:
 
 
 def apply_load(figures: dict, limit_pct: float) -> None:
-    """A cell's figures under the load rule: what could be measured shared its core too often, so what
-    was not detected likely did too, and no verdict stands."""
+    """A cell's figures under the load rule: too many couples shared the core, so no verdict stands."""
     if figures.get("verdict") is not None and figures["contended_pct"] > limit_pct:
         figures.update(verdict=INCONCLUSIVE, bound_pct=None, verdict_cause=LOAD)
 
@@ -111,10 +99,8 @@ def parse_fail_on(values: Iterable[str] | None) -> set[str]:
 
 
 def failing_cells(rows: Sequence[dict], verdicts: set[str]) -> list[str]:
-    """'module/recipe[/shape/mode][ cost] verdict delta' of every row's per-step verdict, and of its one-time
-    verdicts (first call, recompile: their own minimum effect), that is in ``verdicts``."""
-    from teperf.schema import ONETIME_COSTS
-
+    """'module/recipe[/shape/mode][ cost] verdict delta' of every per-step and one-time verdict in
+    ``verdicts``."""
     shapes = len({r.get("shape") for r in rows}) > 1
     modes = len({r.get("mode") for r in rows}) > 1
     out = []
@@ -122,13 +108,10 @@ def failing_cells(rows: Sequence[dict], verdicts: set[str]) -> list[str]:
         cell = "/".join(
             [r["module"], r["recipe"]] + ([r["shape"]] if shapes else []) + ([r["mode"]] if modes else [])
         )
-        figures = [("", r)] + [
-            (
-                f" {cost.replace('_', ' ')}",
-                {k: r.get(f"{cost}_{k}") for k in ("verdict", "delta_pct", "bound_pct")},
-            )
-            for cost in ONETIME_COSTS
-        ]
+        figures = [("", r)]
+        for cost in ONETIME_COSTS:
+            onetime = {k: r.get(f"{cost}_{k}") for k in ("verdict", "delta_pct", "bound_pct")}
+            figures.append((f" {cost.replace('_', ' ')}", onetime))
         for what, f in figures:
             if f.get("verdict") not in verdicts:
                 continue

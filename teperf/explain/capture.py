@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from teperf.errors import TeperfError
 from teperf.explain.diff import apply_intervals, combine_profiles, diff_profiles, own_time_intervals
 from teperf.explain.render import counters_diff, to_json
 
@@ -24,10 +25,8 @@ def cell_key(case: dict) -> str:
 
 
 def find_case(meta: dict, cell: Optional[str], where: str = "the bundle") -> dict:
-    """The bundle case named by ``MODULE/RECIPE[/SHAPE[/MODE]]`` (shape as 8x2x256); ``where`` names
-    what the cases came from in the errors (a config's, before any bundle exists)."""
-    from teperf.errors import TeperfError
-
+    """The bundle case named by ``MODULE/RECIPE[/SHAPE[/MODE]]`` (shape as 8x2x256); ``where``: what the
+    cases came from, for the errors."""
     cases = list(meta.get("cases") or [])
     if not cases:
         raise TeperfError(
@@ -52,7 +51,6 @@ def find_case(meta: dict, cell: Optional[str], where: str = "the bundle") -> dic
 
 def sides_from_meta(meta: dict) -> list:
     """The bundle's sides, in the order they were measured (base before head)."""
-    from teperf.errors import TeperfError
     from teperf.sides import Side
 
     described = meta.get("sides") or {}
@@ -91,18 +89,14 @@ def sides_from_meta(meta: dict) -> list:
 
 
 def profile_case(config, sides: list, case: dict, log_dir: Path, *, iters: int, repeats: int, progress=None):
-    """Start one pinned worker per side, set the case up, count, then profile it
-    ``repeats`` times per side, alternating which side goes first (combined by
-    the per-function median, see combine_profiles).
-
-    Returns {"counters": {label: dict|None}, "profiles": {label: rows}, "hello": {label: dict},
-    "errors": {label: str}, "imported": {label: dict}, "own_time_ci": ...}.
-    """
+    """Start one pinned worker per side, set the case up, count, then profile it ``repeats`` times per
+    side, alternating which side goes first. Returns {"counters", "profiles", "hello", "errors",
+    "imported": {label: ...}, "own_time_ci"}."""
     from teperf.engine.oneshot import StepFailed, one_worker
     from teperf.engine.spawn import WorkerError
-    from teperf.errors import TeperfError
     from teperf.plan import Case
 
+    progress = progress or (lambda message: None)
     plan_case = Case.from_meta(case)
     result: dict = {"counters": {}, "profiles": {}, "hello": {}, "errors": {}, "imported": {}}
     runs: dict = {s.label: [] for s in sides}
@@ -112,8 +106,7 @@ def profile_case(config, sides: list, case: dict, log_dir: Path, *, iters: int, 
             workers = {}
             for side in sides:  # all start at once, then each collects its hello and pins
                 starting = side.label
-                if progress:
-                    progress(f"starting the {starting} worker")
+                progress(f"starting the {starting} worker")
                 workers[starting] = stack.enter_context(
                     one_worker(config, side, log_dir, backends=[plan_case.backend])
                 )
@@ -123,8 +116,7 @@ def profile_case(config, sides: list, case: dict, log_dir: Path, *, iters: int, 
             _set_up(workers, plan_case, case, result)
             for r in range(max(int(repeats), 1)):
                 for label in list(workers) if r % 2 == 0 else list(reversed(workers)):
-                    if progress:
-                        progress(f"profiling {label} ({r + 1}/{repeats})")
+                    progress(f"profiling {label} ({r + 1}/{repeats})")
                     runs[label].append(workers[label].profile(plan_case, iters))
     except StepFailed as exc:
         raise TeperfError(
@@ -143,10 +135,8 @@ def profile_case(config, sides: list, case: dict, log_dir: Path, *, iters: int, 
 
 
 def _set_up(workers: dict, plan_case, case: dict, result: dict) -> None:
-    """Set the case up on every side, record which code each imports (the bundle says what was
-    measured), then count it once per side."""
+    """Set the case up on every side, record which code each imports, then count it once per side."""
     from teperf.engine.oneshot import StepFailed
-    from teperf.errors import TeperfError
 
     for label, worker in workers.items():
         try:
@@ -171,18 +161,15 @@ def _set_up(workers: dict, plan_case, case: dict, result: dict) -> None:
 
 
 def rerun_config(meta: dict, core: Optional[int] = None, timeout_s: Optional[float] = None):
-    """(config, note): the Config to run a bundle's cell again with here, its device, seed and schedule
-    (``timeout_s`` replacing the recorded one), on ``core`` or the bundle's when usable (else the note
-    says which core was taken)."""
+    """(config, note): the Config to run a bundle's cell again with here, on ``core`` or the bundle's
+    when usable (else the note says which core was taken)."""
     from teperf.config import Config, Schedule, from_meta
 
     recorded = meta.get("config") or {}
     core, note = _usable_core(core, recorded.get("core"))
     schedule = from_meta(Schedule, meta, **({"timeout_s": float(timeout_s)} if timeout_s else {}))
-    config = Config(
-        device=recorded.get("device", "cpu"), core=core, seed=int(recorded.get("seed", 0)), schedule=schedule
-    )
-    return config, note
+    device, seed = recorded.get("device", "cpu"), int(recorded.get("seed", 0))
+    return Config(device=device, core=core, seed=seed, schedule=schedule), note
 
 
 def explain_bundle(
@@ -195,12 +182,8 @@ def explain_bundle(
     timeout_s: Optional[float] = None,
     progress=None,
 ) -> dict:
-    """Profile one cell of a bundle on its sides again; the library side of ``teperf explain``.
-
-    Writes worker logs and ``explain-<cell>.json`` under ``BUNDLE/explain/`` (or a
-    temporary directory when the bundle is read-only) and returns that object:
-    {cell, case, sides, counters, counters_diff, profiles, diff, saved_to}.
-    """
+    """Profile one cell of a bundle on its sides again (``teperf explain``); the report is also saved under
+    ``BUNDLE/explain/`` (or a temporary directory when the bundle is read-only)."""
     from teperf.bundle import Bundle
 
     bundle = Bundle.open(bundle_path)
@@ -261,9 +244,8 @@ def code_drift(records, now: dict) -> dict:
         before = then.get(label)
         if before is None:
             continue
-        same_packages = {
-            k: v for k, v in (before.get("packages") or {}).items() if k in (facts.get("packages") or {})
-        }
+        kept = facts.get("packages") or {}
+        same_packages = {k: v for k, v in (before.get("packages") or {}).items() if k in kept}
         if code_identity({**before, "packages": same_packages}) != code_identity(facts):
             notes[f"{label} code"] = (
                 f"{label} now imports other code than when the bundle was measured: this explains today's "

@@ -1,14 +1,7 @@
-"""The profile and counter diff: two profiles or two counter sets -> what changed, function by function.
+"""Two profiles or two counter sets (as the worker sends them) -> what changed, function by function.
 
-Coordinator side: no torch. Input is what the worker sends back
-(``teperf.worker.profile`` rows, ``teperf.worker.counters`` dicts).
-
-Functions are matched between base and head by (rel, name): the path
-relative to the sys.path entry it came from plus the qualified name, so the
-same function matches although its absolute path and line differ between
-the two trees. Several entries with one key (two lambdas in one function)
-are added up.
-"""
+Functions match by (rel, name): the path relative to its sys.path entry and the qualified name, so a
+function matches across trees; entries with one key (two lambdas in one function) are added up."""
 
 from __future__ import annotations
 
@@ -45,8 +38,7 @@ class FunctionDelta:
     head_cum_us: float = 0.0
     in_base: bool = False
     in_head: bool = False
-    # Own-time change per repeat (head - base, the two profiled next to each other): its mean and 95%
-    # half-width. None: not known (one repeat, or rows given without their repeats).
+    # Own-time change per repeat (head - base): its mean and 95% half-width; None: one repeat.
     own_mean_us: Optional[float] = None
     own_hw_us: Optional[float] = None
 
@@ -81,20 +73,9 @@ class FunctionDelta:
             return ""
         return self.rel if self.line <= 0 else f"{self.rel}:{self.line}"
 
-    @property
-    def short_name(self) -> str:
-        return self.name
-
     def to_dict(self) -> dict:
-        out = dataclasses.asdict(self)
-        out.update(
-            d_calls=self.d_calls,
-            d_own_us=self.d_own_us,
-            d_cum_us=self.d_cum_us,
-            where=self.where,
-            own_settled=self.own_settled,
-        )
-        return out
+        derived = ("d_calls", "d_own_us", "d_cum_us", "where", "own_settled")
+        return {**dataclasses.asdict(self), **{name: getattr(self, name) for name in derived}}
 
 
 def _key(row: dict) -> tuple:
@@ -122,9 +103,8 @@ def diff_profiles(base: Iterable[dict], head: Iterable[dict]) -> list[FunctionDe
 
 
 def own_time_intervals(base_runs: list[list[dict]], head_runs: list[list[dict]]) -> dict[str, list]:
-    """{"rel\tname": [mean, half_width]} of each function's own-time change over the repeats: repeat r's
-    head minus repeat r's base (profiled one after the other), Student t at 95%. Few repeats give
-    wide intervals: at 2 repeats a -620 us line can be +134 us at 5."""
+    """{"rel\tname": [mean, half_width]} of each function's own-time change, repeat r's head minus repeat
+    r's base, Student t at 95%."""
     from teperf.stats import t_half_width
 
     n = min(len(base_runs), len(head_runs))
@@ -162,11 +142,8 @@ def by_own_time(deltas: list[FunctionDelta], n: Optional[int] = None) -> list[Fu
 
 
 def by_calls(deltas: list[FunctionDelta], n: Optional[int] = None) -> list[FunctionDelta]:
-    """Largest |delta calls| first (only functions whose call count changed).
-
-    Ties are broken by |delta cumulative time|, so a helper ranks above the
-    functions it calls when both gained the same number of calls.
-    """
+    """Largest |delta calls| first, of the functions whose count changed; ties by |delta cumulative time|,
+    so a helper ranks above the functions it calls."""
     changed = [d for d in deltas if d.d_calls != 0]
     ranked = sorted(changed, key=lambda d: (-abs(d.d_calls), -abs(d.d_cum_us), d.rel, d.name))
     return ranked if n is None else ranked[:n]
@@ -174,21 +151,14 @@ def by_calls(deltas: list[FunctionDelta], n: Optional[int] = None) -> list[Funct
 
 def counter_deltas(base: Optional[dict], head: Optional[dict]) -> dict:
     """{key: head - base} for every counter measurable on both sides (None otherwise)."""
-    out = {}
-    for key, *_ in COUNTER_LABELS:
-        b = (base or {}).get(key)
-        h = (head or {}).get(key)
-        out[key] = None if b is None or h is None else h - b
-    return out
+    base, head = base or {}, head or {}
+    values = {key: (base.get(key), head.get(key)) for key, *_ in COUNTER_LABELS}
+    return {key: None if b is None or h is None else h - b for key, (b, h) in values.items()}
 
 
 def combine_profiles(profiles: list[list[dict]]) -> list[dict]:
-    """Several per-step profiles of one side -> one, by the per-function median.
-
-    A function absent from one profile counts as 0 there. The median keeps a
-    preemption that landed in one repeat from being pinned on whatever
-    function happened to be running.
-    """
+    """Several per-step profiles of one side -> one, by the per-function median (absent: 0), which keeps
+    a preemption in one repeat off whatever function was running."""
     import statistics
 
     if len(profiles) == 1:
@@ -202,10 +172,7 @@ def combine_profiles(profiles: list[list[dict]]) -> list[dict]:
             per = values.setdefault(key, {f: [0.0] * len(profiles) for f in ("calls", "own_us", "cum_us")})
             for field in per:
                 per[field][index] += float(row.get(field) or 0)
-    out = []
     for key, row in merged.items():
         for field, series in values[key].items():
             row[field] = round(statistics.median(series), 4 if field == "calls" else 3)
-        out.append(row)
-    out.sort(key=lambda r: -r["own_us"])
-    return out
+    return sorted(merged.values(), key=lambda r: -r["own_us"])

@@ -1,5 +1,4 @@
-"""The explain texts: a profile diff as text or JSON, a counter diff in one line, ``teperf explain``'s
-report."""
+"""The explain texts: a profile diff as text or JSON, a counter diff in one line, the explain report."""
 
 from __future__ import annotations
 
@@ -19,26 +18,22 @@ from teperf.provenance import side_line
 
 
 def count_text(value: float) -> str:
-    if value == int(value):
-        return f"{int(value):+d}"
-    return f"{value:+.2f}"
+    return f"{int(value):+d}" if value == int(value) else f"{value:+.2f}"
 
 
 def summary(deltas: list[FunctionDelta], n_time: int = 2, n_calls: int = 2) -> str:
-    """One line: "+13 calls of g (dataclasses.py:1), +6.0 us +-1.2 us in f (pkg/mod.py:12)".
-
-    Call counts first: they repeat exactly. Then own time, leaving out the changes whose interval
-    over the repeats includes 0 (noise at this many repeats); without intervals, the largest."""
+    """One line: "+13 calls of g (dataclasses.py:1), +6.0 us +-1.2 us in f (pkg/mod.py:12)": call counts
+    first (they repeat exactly), then own-time changes whose interval excludes 0."""
     parts = []
     for d in by_calls(deltas, n_calls):
         parts.append(
-            f"{count_text(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.short_name}"
+            f"{count_text(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.name}"
             + (f" ({d.where})" if d.where else "")
         )
     timed = [d for d in by_own_time(deltas) if d.d_own_us != 0 and d.own_settled is not False]
     for d in timed[:n_time]:
         pm = f" {d.own_pm}" if d.own_pm else ""
-        parts.append(f"{signed_us(d.d_own_us)}{pm} in {d.short_name}" + (f" ({d.where})" if d.where else ""))
+        parts.append(f"{signed_us(d.d_own_us)}{pm} in {d.name}" + (f" ({d.where})" if d.where else ""))
     unsettled = sum(1 for d in deltas if d.d_own_us != 0 and d.own_settled is False)
     if not parts:
         return "no function-level difference" + (
@@ -49,9 +44,7 @@ def summary(deltas: list[FunctionDelta], n_time: int = 2, n_calls: int = 2) -> s
 
 def render_text(deltas: list[FunctionDelta], n: int = 15, title: str = "") -> str:
     """Two plain-text tables: top-n by own-time delta and by call-count delta."""
-    lines = []
-    if title:
-        lines.append(title)
+    lines = [title] if title else []
     total_base = sum(d.base_own_us for d in deltas)
     total_head = sum(d.head_own_us for d in deltas)
     lines.append(
@@ -67,7 +60,7 @@ def render_text(deltas: list[FunctionDelta], n: int = 15, title: str = "") -> st
         pm = "" if d.own_hw_us is None else ("~" if d.own_settled is False else "") + d.own_pm
         lines.append(
             f"  {signed_us(d.d_own_us):>10} {pm:>11} {d.base_own_us:>9.1f} {d.head_own_us:>9.1f} "
-            f"{_calls_pair(d):>13}  {d.short_name}  {d.where}{_presence(d)}"
+            f"{_calls_pair(d):>13}  {d.name}  {d.where}{_presence(d)}"
         )
     lines.append("")
     changed = by_calls(deltas, n)
@@ -77,7 +70,7 @@ def render_text(deltas: list[FunctionDelta], n: int = 15, title: str = "") -> st
     for d in changed:
         lines.append(
             f"  {count_text(d.d_calls):>10} {_calls_pair(d):>19} {signed_us(d.d_cum_us):>10} cum  "
-            f"{d.short_name}  {d.where}{_presence(d)}"
+            f"{d.name}  {d.where}{_presence(d)}"
         )
     return "\n".join(lines)
 
@@ -106,17 +99,9 @@ def to_json(deltas: list[FunctionDelta], n: int = 50) -> dict:
     }
 
 
-# ---- counters ----
-
-
 def counters_diff(base: Optional[dict], head: Optional[dict], full: bool = False) -> str:
-    """Short text for tables, e.g. "+14 py calls, +1 aten op, 0 kernels".
-
-    Python calls, ATen ops and kernels are always shown when measurable (so
-    "0 kernels" says the count was checked); the others only when they
-    changed, unless ``full``. Counters not measurable on both sides are left
-    out; with no counters at all the text is "" (nothing measured).
-    """
+    """Short text for tables, e.g. "+14 py calls, +1 aten op, 0 kernels": the always-shown counters even
+    at 0 (checked), the others when changed or ``full``; "" without counters."""
     if not base or not head:
         return ""
     deltas = counter_deltas(base, head)

@@ -1,9 +1,5 @@
-"""Bundle -> one table model (meta + rows + notes), whatever state the bundle is in.
-
-Three steps, each its own module and each tested on the stored bundles of tests/fixtures/bundles:
-parsing (``parse``: typed records grouped by cell), aggregation (``aggregate``: one row of figures,
-status and error per cell) and presentation (``notes``: the words under the tables).
-"""
+"""Bundle -> one table model (meta + rows + notes), whatever state the bundle is in: ``parse`` (records
+by cell), ``aggregate`` (one row per cell) and ``notes`` (the words under the tables)."""
 
 from __future__ import annotations
 
@@ -41,9 +37,8 @@ class Summary:
 
     @property
     def show_pairs(self) -> bool:
-        """Whether the table needs a pairs column: some cell rests on fewer pairs than the schedule
-        planned (a lost pair, a stop), or cells got different numbers (--precision lets settled
-        cells drop out). The one place that decides it for every format."""
+        """Whether the table (in every format) needs a pairs column: a cell rests on fewer pairs than
+        planned, or cells got different numbers (--precision)."""
         measured = [r for r in self.rows if r.get("status") != "skipped"]
         short = any(
             r.get("pairs_planned") and (r.get("n_pairs") or 0) != r["pairs_planned"] for r in measured
@@ -85,12 +80,8 @@ def summarize(path, stats: Stats | None = None, lane: int | None = None) -> Summ
 
 
 def code_problems(parsed: ParsedBundle) -> list[str]:
-    problems = []
     identical = identical_code(parsed.meta, parsed.workers)
-    if identical:
-        problems.append(identical)
-    for label in mixed_code(parsed.workers):
-        problems.append(
-            f"{label}'s workers did not all import the same code: its tree changed during the run"
-        )
-    return problems
+    return ([identical] if identical else []) + [
+        f"{label}'s workers did not all import the same code: its tree changed during the run"
+        for label in mixed_code(parsed.workers)
+    ]

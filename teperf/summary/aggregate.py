@@ -1,9 +1,9 @@
-"""Aggregation: a parsed bundle -> one row per cell (teperf.schema.ROW_FIELDS): its figures
-(teperf/stats.py), its status and what went wrong. No notes; the table's text is presentation's."""
+"""Aggregation: a parsed bundle -> one row per cell (teperf.schema.ROW_FIELDS): figures, status, error."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from operator import itemgetter
 from typing import Optional
 
 import numpy as np
@@ -44,7 +44,7 @@ def aggregate(parsed: ParsedBundle, stats: Stats) -> list[dict]:
 
 def cell_row(parsed: ParsedBundle, case: CaseMeta, stats: Stats) -> dict:
     cell = parsed.cell(case.id)
-    row = {k: None for k in ROW_FIELDS}
+    row = dict.fromkeys(ROW_FIELDS)
     row.update(
         module=case.module, recipe=case.recipe, shape=case.shape_text, dtype=case.dtype, mode=case.mode
     )
@@ -75,12 +75,9 @@ def lost_pairs(cell: CellRecords) -> set:
 
 
 def clean_trials(parsed: ParsedBundle, cell: CellRecords, field: str, limit_pct: float) -> tuple[list, dict]:
-    """The trials a cell's per-step figures rest on. A couple (the trials that ran next to each other, one
-    per side) counts with its first attempt in which no trial shared its core (the coordinator re-measures
-    a contended couple while it may); a couple contended in every attempt is left out, not averaged in.
-    Where more than ``limit_pct`` % of the couples (or all of them) would be left out, every couple counts
-    (its last attempt), so that the table still shows what was measured, and the verdict says load.
-    Trials of a lost pair count for nothing.
+    """The trials a cell's per-step figures rest on: each couple's first attempt in which no trial shared
+    its core; a couple contended in every attempt is left out, unless more than ``limit_pct`` % would
+    be (then every couple counts and the verdict says load). A lost pair's trials count for nothing.
     Returns ([(TrialRecord, us, couple key)], {"couples", "contended", "remeasured"})."""
     sides = [parsed.base_label] + ([parsed.head_label] if parsed.head_label else [])
     lost = lost_pairs(cell)
@@ -108,7 +105,7 @@ def clean_trials(parsed: ParsedBundle, cell: CellRecords, field: str, limit_pct:
 
 def step_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
     """Per-step figures: the headline clock's estimate and interval, the other clocks' medians, GPU-bound,
-    and how many couples shared their core (too many: the verdict is inconclusive, cause load)."""
+    and how many couples shared their core."""
     field = METRIC_FIELD[stats.metric]
     base, head = parsed.base_label, parsed.head_label
     times = defaultdict(lambda: defaultdict(list))  # side -> pair -> [us]
@@ -135,12 +132,9 @@ def step_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
         out["remeasured"] = counts["remeasured"]
         apply_load(out, stats.max_contended_pct)
     for label, prefix in ((base, "base"), (head, "head")):
-        if label is None:
-            continue
-        if clocks[label].get("thread_cpu_ns"):
-            out[f"{prefix}_thread_us"] = float(np.median(clocks[label]["thread_cpu_ns"]))
-        if clocks[label].get("wall_ns"):
-            out[f"{prefix}_wall_us"] = float(np.median(clocks[label]["wall_ns"]))
+        for clock, name in (("thread_cpu_ns", "thread_us"), ("wall_ns", "wall_us")):
+            if label is not None and clocks[label].get(clock):
+                out[f"{prefix}_{name}"] = float(np.median(clocks[label][clock]))
     syncs = [v for label in (base, head) if label for v in clocks[label].get("sync_ns", [])]
     walls = [v for label in (base, head) if label for v in clocks[label].get("wall_ns", [])]
     if parsed.device == "cuda" and syncs:
@@ -213,14 +207,11 @@ def status_of(case: CaseMeta, cell: CellRecords, n_trials) -> dict:
 
 def add_break_even(rows: list[dict]) -> None:
     """`run`: per cell and mode, the one-time extra over the eager cell and the steps that pay it back."""
-    eager = {(r["module"], r["recipe"], r["shape"], r["dtype"]): r for r in rows if r["mode"] == "eager"}
+    cell = itemgetter("module", "recipe", "shape", "dtype")
+    eager = {cell(r): r for r in rows if r["mode"] == "eager"}
     for r in rows:
-        e = eager.get((r["module"], r["recipe"], r["shape"], r["dtype"]))
-        if (
-            r["mode"] == "eager"
-            or e is None
-            or None in (r.get("first_call_base_ms"), e.get("first_call_base_ms"))
-        ):
+        e = eager.get(cell(r)) if r["mode"] != "eager" else None
+        if e is None or None in (r.get("first_call_base_ms"), e.get("first_call_base_ms")):
             continue
         r["onetime_extra_ms"] = r["first_call_base_ms"] - e["first_call_base_ms"]
         if r.get("base_us") is not None and e.get("base_us") is not None:

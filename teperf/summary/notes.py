@@ -3,6 +3,8 @@ ended) and under the one-time table. Words only: every figure comes from aggrega
 
 from __future__ import annotations
 
+import socket
+
 import numpy as np
 
 from teperf.config import Stats, from_meta
@@ -20,8 +22,6 @@ def _plural(n: int, word: str) -> str:
 
 def _where_running(meta: dict) -> str:
     """' on HOST (pid N)' for a coordinator on another host, whose liveness this reader cannot check."""
-    import socket
-
     facts = meta.get("coordinator")
     if not isinstance(facts, dict) or not facts.get("hostname") or facts["hostname"] == socket.gethostname():
         return ""
@@ -79,9 +79,7 @@ def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
             f"{_plural(parsed.compiled_in_trial, 'trial')} of compiled cells compiled inside "
             "the timed loop: their times include compilation"
         )
-    load = load_note(parsed, rows, stats)
-    if load:
-        out.append(load)
+    out.append(load_note(parsed, rows, stats))
     starts = parsed.pair_starts
     made = "forked" if parsed.pair_generations is not None else "fresh"
     if len(starts) > 1:
@@ -91,8 +89,7 @@ def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
         )
     elif starts:
         out.append(f"{made} process pair: {starts[0]:.1f} s to start and set up")
-    if parsed.stop is not None and stop_note(parsed.stop, meta):
-        out.append(stop_note(parsed.stop, meta))
+    out.append(stop_note(parsed.stop, meta) if parsed.stop is not None else "")
     lanes = parsed.config.get("lanes")
     if isinstance(lanes, int) and lanes > 1:
         cores = (meta.get("host") or {}).get("lane_cores") or []
@@ -101,19 +98,14 @@ def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
             f"{lanes} lanes measured pairs at once{on}; `teperf report --by-lane` shows each lane's estimate "
             "and whether they agree"
         )
-    generations = generation_note(parsed, rows, stats)
-    if generations:
-        out.append(generations)
-    for w in meta.get("warnings") or []:
-        out.append(f"doctor: {w}")
-    return out
+    out.append(generation_note(parsed, rows, stats))
+    out += [f"doctor: {w}" for w in meta.get("warnings") or []]
+    return [note for note in out if note]  # the *_note helpers give "" for nothing to say
 
 
 def generation_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str:
-    """With --spawn forkserver, the pairs forked by one server generation share its address-space layout
-    and hash seed: if they agree with each other more than with other generations, pairs are not
-    independent and the interval over pairs is too narrow. Counted per cell with a one-way ANOVA of the
-    per-pair log ratios across generations (those with 2+ pairs)."""
+    """--spawn forkserver: whether the pairs of one server generation (sharing its address-space layout
+    and hash seed) agree more with each other than with other generations', per cell (one-way ANOVA)."""
     generation_of = parsed.pair_generations
     if generation_of is None:
         return ""
@@ -177,8 +169,7 @@ def load_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str:
 
 
 def warm_cache_text(caches: list[dict], filled: int) -> str:
-    """What a warm run's compile first calls found in the cache: hits for every graph they compiled, or
-    not (inductor's FX graph cache and AOT autograd's count each graph: hit, miss, or bypass)."""
+    """What a warm run's compile first calls found in the cache (each graph: hit, miss or bypass)."""
     counted = [c for c in caches if "fxgraph_hit" in c]
     if not counted:  # a bundle from before the counters: only whether the directory held files
         return f"{filled} of {len(caches)} compile first calls found it filled"
@@ -207,11 +198,9 @@ def stop_note(stop: StopRecord, meta: dict) -> str:
     if stop.reason == "precision reached":
         return f"precision: every cell reached +-{target:g}% (95% half-width) after {pairs} pairs, {took}"
     if stop.reason == "budget":
-        planned = (
-            ""
-            if target is not None
-            else f" of {(meta.get('config') or {}).get('schedule', {}).get('processes')}"
-        )
+        planned = ""
+        if target is None:
+            planned = f" of {(meta.get('config') or {}).get('schedule', {}).get('processes')}"
         return f"budget of {duration(budget)} spent after {pairs}{planned} pairs ({took}){missed}"
     if stop.reason == "max pairs":
         return f"stopped at the most pairs teperf runs ({pairs}), {took}{missed}"

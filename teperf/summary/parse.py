@@ -1,8 +1,5 @@
-"""Parsing: a bundle on disk -> its typed records, grouped by cell. No statistics, no text.
-
-Whatever state the bundle is in: a record that does not read (damaged, cut short, a known kind
-with fields of the wrong type) and a case of meta.json without its keys are counted, not fatal.
-"""
+"""Parsing: a bundle on disk -> its typed records, grouped by cell. A record or case that does not read
+is counted, not fatal."""
 
 from __future__ import annotations
 
@@ -91,9 +88,7 @@ class ParsedBundle:
 
 
 def parse(path, lane: Optional[int] = None) -> ParsedBundle:
-    """Read the bundle at ``path``; a TeperfError when it is not one, a newer teperf wrote it, or its
-    meta.json is damaged beyond reading. ``lane``: only the trials that lane measured (``report
-    --by-lane``)."""
+    """Read the bundle at ``path`` (a TeperfError when it cannot be); ``lane``: only that lane's trials."""
     bundle = Bundle.open(path)
     meta = bundle.meta().to_dict()
     if coordinator_gone(meta):
@@ -102,11 +97,8 @@ def parse(path, lane: Optional[int] = None) -> ParsedBundle:
     cases, bad_cases = [], 0
     for raw in meta.get("cases") or []:
         try:
-            cases.append(CaseMeta.from_dict(raw) if isinstance(raw, dict) else None)
+            cases.append(CaseMeta.from_dict(raw if isinstance(raw, dict) else {}))  # {}: lacks its keys
         except RecordError:
-            cases.append(None)
-        if cases[-1] is None:
-            cases.pop()
             bad_cases += 1
     parsed = ParsedBundle(
         path=bundle.path, meta=meta, cases=cases, cells=defaultdict(CellRecords), bad_cases=bad_cases
@@ -141,9 +133,8 @@ def _add(parsed: ParsedBundle, rec) -> None:
             cell.ready.append(rec)
     elif isinstance(rec, CountersRecord):
         parsed.cells[rec.case_id].counters.setdefault(rec.side, rec.counters)
-    elif isinstance(rec, FailureRecord):
-        if rec.case_id is not None:
-            parsed.cells[rec.case_id].failures.append(rec)
+    elif isinstance(rec, FailureRecord) and rec.case_id is not None:
+        parsed.cells[rec.case_id].failures.append(rec)
     elif isinstance(rec, PairRecord):
         if rec.start_s is not None:
             parsed.pair_starts.append(rec.start_s)
