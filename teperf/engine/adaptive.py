@@ -1,11 +1,6 @@
-"""When to stop measuring, and which cells the next pair measures.
-
-Without ``precision_pct`` the schedule is fixed: ``processes`` pairs of every case (cut short only by
-``budget_s``). With it, pairs keep coming until every cell's 95 % half-width is at most ``precision_pct``
-(a cell with ``min_pairs`` pairs and a narrow enough interval gets no more) or the budget is spent.
-Stopping looks only at interval widths, never at the estimates, so it does not pick the answer; the interim
-intervals are the final table's statistic (``teperf.stats.compare_cell``). The clock is injected for tests.
-"""
+"""When to stop measuring, and which cells the next pair measures: a fixed ``processes`` pairs, or with
+``precision_pct`` pairs until every cell's 95 % half-width is that narrow (or ``budget_s`` is spent).
+Stopping reads only interval widths, never the estimates, so it does not pick the answer."""
 
 from __future__ import annotations
 
@@ -183,12 +178,10 @@ class Adaptive:
         self._pair_start[pair] = start_s
         if n_cases:
             self._pair_cost.append(seconds / n_cases)
-        for cid in skipped:
-            if cid in self.cells and not self.cells[cid].dropped:
-                self.cells[cid].dropped = "skipped"
-        for cid in failed:
-            if cid in self.cells and not self.cells[cid].dropped:
-                self.cells[cid].dropped = "failed"
+        for why, cids in (("skipped", skipped), ("failed", failed)):
+            for cid in cids:
+                if cid in self.cells and not self.cells[cid].dropped:
+                    self.cells[cid].dropped = why
         for cid in self._trials:
             self.update_cell(cid)
         self._notify()
@@ -206,8 +199,7 @@ class Adaptive:
             if pair in self._finished
             for key, attempts in by_key.items()
         }
-        # the summary's rule (teperf.summary.aggregate.clean_trials): couples that shared the core are left
-        # out
+        # the summary's rule (summary.aggregate.clean_trials): couples that shared the core are left out
         picked, _, n_couples, n_contended = choose_attempts(slots, (0, 1), self.stats.max_contended_pct)
         for (pair, key), attempt in picked.items():
             (b, _), (h, _) = slots[(pair, key)][attempt][0], slots[(pair, key)][attempt][1]
@@ -250,11 +242,7 @@ class Adaptive:
             elapsed_s=round(self.elapsed(), 3),
             precision_pct=self.target,
             budget_s=self.budget,
-            open=[
-                c.key
-                for c in self.cells.values()
-                if self.target is not None and not c.settled and not c.dropped
-            ],
+            open=[self.cells[cid].key for cid in self.open_cases()] if self.target is not None else [],
         )
 
     def _stop(self, reason: str) -> list[int]:

@@ -1,13 +1,7 @@
-"""Walks the schedule: fresh worker pairs -> set-up -> interleaved trials -> bundle.
+"""Walks the schedule: fresh worker pairs -> set-up -> interleaved trials -> bundle (never importing torch).
 
-The coordinator never imports torch. A run (:func:`run_schedule`) is three owners and the lanes that use
-them: :class:`~teperf.engine.prestart.PairSchedule` hands out the pairs (the adaptive plan, the pairs started
-ahead, each cell's lost-pair budget), :class:`WorkerLives` keeps every worker process from spawn to reap (and
-the fork servers), :class:`RunRecords` writes the pairs' and trials' records and tells the progress view.
-The pairs share one :class:`~teperf.engine.pair.RunContext`; a pair is a
-:class:`~teperf.engine.pair.PairTrials` (its processes a ``PairWorkers``): a case that raises fails at once;
-a worker that dies or hangs costs the case its pair only.
-"""
+A run's lanes take pairs from a PairSchedule (engine/prestart.py); WorkerLives keeps every worker process
+from spawn to reap, RunRecords writes the records and tells the progress view."""
 
 from __future__ import annotations
 
@@ -128,9 +122,8 @@ class WorkerLives:
 
     def retire(self, runner: PairTrials, lock: threading.RLock) -> None:
         """End a measured pair's workers without waiting for them: they tear down on a spare core.
-        Reaps those that have ended, outside the lanes' lock: reaped under it, each waited for a CUDA
-        process's teardown (seconds) while every lane stood still (gaps of 15 s between the trials
-        of the H200's 4 lanes, issue 34). Only past RETIRED_MAX still exiting does this lane wait."""
+        Reaps those that have ended outside the lanes' lock (under it, every lane stood still for each
+        CUDA teardown). Only past RETIRED_MAX still exiting does this lane wait."""
         quitting: list[Worker] = []
         # In turn over the spare cores: at 20 pairs a minute, 40 CUDA teardowns would overload one core.
         cores = self.import_cores
@@ -166,11 +159,11 @@ class WorkerLives:
         """Quit the fork servers (each leaves once its children have) and record what they did."""
         if self.servers is None:
             return
-        for worker in self.retired:
-            worker.reap()
+        self.reap()
         self.retired.clear()
         self.servers.close()
-        records.servers(self.servers.events)
+        for event in self.servers.events:
+            records.bundle.append(ServerRecord(**event))
 
 
 class RunRecords:
@@ -193,9 +186,6 @@ class RunRecords:
                 )
             )
 
-    def trial(self, record: TrialRecord) -> None:
-        self.bundle.append(record)  # under the caller's lock, with the plan told of it
-
     def tick(self, steps: int, text: str) -> None:
         if self.progress:
             self.progress(steps, text)
@@ -205,10 +195,6 @@ class RunRecords:
         on = f" lane {runner.lane + 1}" if self.lanes > 1 else ""
         again = f" (re-measure {attempt})" if attempt else ""
         return f"pair {runner.pair + 1}{of}{on} {case.key}{again}"
-
-    def servers(self, events: list[dict]) -> None:
-        for event in events:
-            self.bundle.append(ServerRecord(**event))
 
 
 class _Run:
@@ -312,7 +298,7 @@ class _Run:
                 if record is None:
                     self.records.tick(iters, "")
                     continue
-                self.records.trial(record)
+                self.records.bundle.append(record)
                 plan.add_trial(
                     pair,
                     case.id,
@@ -356,38 +342,26 @@ def run_schedule(
     try:
         if cache_root is not None and config.compile_cache == "warm":
             prewarm_compile_cache(config, sides, cases, bundle, cache_root)
-        return _run_pairs(config, sides, cases, bundle, progress, adaptive, cache_root)
+        plan = adaptive or Adaptive(config, cases, len(sides))
+        run = _Run(config, sides, cases, bundle, progress, plan, cache_root)
+        plan.start()
+        try:
+            if len(run.lane_cores) == 1:
+                run.lane(0)  # in this thread, as before lanes existed
+            else:
+                run_lanes(len(run.lane_cores), run.lane, run.stop, run.lives.kill_all)
+            run.end(stopping=False)
+            bundle.append(dataclasses.replace(plan.stop_record(), prestart=run.schedule.figures()))
+        except BaseException:
+            run.end(stopping=True)
+            raise
+        finally:
+            run.lives.reap()
+            run.lives.close_servers(run.records)
+        return run.schedule.retries.failed
     finally:
         if cache_root is not None:
             shutil.rmtree(cache_root, ignore_errors=True)
-
-
-def _run_pairs(
-    config: Config,
-    sides: list[Side],
-    cases: list[Case],
-    bundle: Bundle,
-    progress: Optional[Progress],
-    adaptive: Optional[Adaptive],
-    cache_root: Optional[str],
-) -> dict:
-    plan = adaptive or Adaptive(config, cases, len(sides))
-    run = _Run(config, sides, cases, bundle, progress, plan, cache_root)
-    plan.start()
-    try:
-        if len(run.lane_cores) == 1:
-            run.lane(0)  # in this thread, as before lanes existed
-        else:
-            run_lanes(len(run.lane_cores), run.lane, run.stop, run.lives.kill_all)
-        run.end(stopping=False)
-        bundle.append(dataclasses.replace(plan.stop_record(), prestart=run.schedule.figures()))
-    except BaseException:
-        run.end(stopping=True)
-        raise
-    finally:
-        run.lives.reap()
-        run.lives.close_servers(run.records)
-    return run.schedule.retries.failed
 
 
 def preload_modules(config: Config, cases: list[Case], sides: list[Side]) -> list[str]:

@@ -1,30 +1,25 @@
-"""Workers forked from a server per side (``--spawn forkserver``) instead of fresh interpreters.
-
-A fresh TE worker spends about 10 s importing torch and TE before it measures anything; a child
-forked from a process that already imported them starts in under a second (issue 23). Forks share
-what a fresh process would draw anew (the hash seed, the address-space layout), so each side's
-server is replaced every ``server_pairs`` pairs, each generation with its own PYTHONHASHSEED: the
-generations, not the forks, sample what varies between processes.
-
-The coordinator talks to a server over a SEQPACKET socket (teperf.worker.forkserver) and to each
-forked worker over the same pipes a fresh one has; :class:`ForkedProcess` is the ``Popen`` the
-Worker class sees.
-"""
+"""Workers forked from a server per side (``--spawn forkserver``): under a second to start, not the 10 s
+of importing torch and TE. Forks share the hash seed and address-space layout, so each side's server is
+replaced every ``server_pairs`` pairs with its own PYTHONHASHSEED: the generations sample what varies
+between processes. A server is spoken to over a SEQPACKET socket (teperf.worker.forkserver)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
+import select
 import signal
 import socket
 import subprocess
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Optional
 
-from teperf.engine.spawn import WorkerError, check_python, worker_env
+from teperf.engine.spawn import WorkerError, _pin, check_python, worker_env
 from teperf.plan import hash_seed, pairs_per_server, server_generation
 from teperf.sides import Side
 
@@ -56,8 +51,6 @@ class ForkedProcess:
     def _gone(self) -> bool:
         if self._pidfd is None:
             return False
-        import select
-
         return bool(select.select([self._pidfd], [], [], 0)[0])
 
     def poll(self) -> Optional[int]:
@@ -66,7 +59,7 @@ class ForkedProcess:
             if code is None and self._gone():  # ended; its status is on the way from the server
                 code = self.server.exit_status(self.pid, wait_s=EXIT_REPORT_WAIT_S)
                 if code is None:
-                    code = -signal.SIGKILL if self.server.killed(self.pid) else -1
+                    code = -signal.SIGKILL if self.pid in self.server.killed_pids else -1
             if code is not None:
                 self.returncode = code
                 self._close_pidfd()
@@ -78,8 +71,6 @@ class ForkedProcess:
             if deadline is not None and time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired(f"forked worker {self.pid}", timeout)
             if self._pidfd is not None:
-                import select
-
                 left = 0.5 if deadline is None else max(0.0, min(0.5, deadline - time.monotonic()))
                 select.select([self._pidfd], [], [], left)
             else:
@@ -88,14 +79,12 @@ class ForkedProcess:
 
     def kill(self) -> None:
         if self.poll() is None:
-            self.server.note_killed(self.pid)
-            try:
+            self.server.killed_pids.add(self.pid)
+            with contextlib.suppress(OSError):
                 if self._pidfd is not None and hasattr(signal, "pidfd_send_signal"):
                     signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)  # never a recycled pid
                 else:
                     os.kill(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, OSError):
-                pass
 
     def _close_pidfd(self) -> None:
         if self._pidfd is not None:
@@ -119,13 +108,13 @@ class ForkServer:
         run_in=None,
     ):
         """``run_in(fn)``: where the process is started (ServerPool: one long-lived thread, since
-        the server's PR_SET_PDEATHSIG fires when the *thread* that started it ends)."""
+        PR_SET_PDEATHSIG fires when the *thread* that started it ends)."""
         check_python(side.python)
         self.side, self.seed = side, seed
         self._lock = threading.Lock()  # one fork request at a time
         self._replies: queue.Queue = queue.Queue()
         self._exits: dict[int, int] = {}
-        self._killed: set[int] = set()
+        self.killed_pids: set[int] = set()  # forks this side killed (an exit without report: SIGKILL)
         self._exited = threading.Condition()
         self.closed = False
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -150,11 +139,8 @@ class ForkServer:
             raise ServerError(f"cannot start a fork server for {side.label}: {exc}")
         finally:
             child.close()
-        if core is not None and hasattr(os, "sched_setaffinity"):
-            try:  # import on a spare core; each child moves to its own core at its init
-                os.sched_setaffinity(self.proc.pid, {core})
-            except OSError:
-                pass
+        if core is not None:  # import on a spare core; each child moves to its own core at its init
+            _pin(self.proc, core)
         threading.Thread(target=self._read, name=f"teperf-forkserver-{side.label}", daemon=True).start()
         self._send({"cmd": "init", "sys_path": list(side.sys_path), "preload": preload})
         hello = self._reply(timeout_s)
@@ -230,61 +216,32 @@ class ForkServer:
                 self._exited.wait_for(lambda: pid in self._exits or not self.alive(), wait_s)
             return self._exits.get(pid)
 
-    def note_killed(self, pid: int) -> None:
-        self._killed.add(pid)
-
-    def killed(self, pid: int) -> bool:
-        return pid in self._killed
-
     def quit(self) -> None:
         """No more forks; the server leaves once its children have ended (they measure on)."""
         with self._lock:
             if not self.closed:
                 self.closed = True
-                try:
+                with contextlib.suppress(ServerError):
                     self._send({"cmd": "quit"})
-                except ServerError:
-                    pass
 
     def kill(self) -> None:
         self.closed = True
         if self.proc.poll() is None:
             self.proc.kill()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
         self.sock.close()
         self._log.close()
 
     def reap(self, timeout_s: float = 30.0) -> None:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            pass
         self.kill()
 
 
-class _Slot:
-    """One generation's server of one side, or why it failed, once it exists; ``get`` waits for it."""
-
-    def __init__(self):
-        self.ready = threading.Event()
-        self.server: Optional[ForkServer] = None
-        self.error: Optional[ServerError] = None
-
-    def put(self, result) -> None:
-        if isinstance(result, ServerError):
-            self.error = result
-        else:
-            self.server = result
-        self.ready.set()
-
-    def get(self) -> ForkServer:
-        self.ready.wait()
-        if self.server is None:
-            raise self.error
-        return self.server
+def _started(slot: Future) -> Optional[ForkServer]:
+    """A slot's server once it has started (None while it imports, or where it failed)."""
+    return slot.result() if slot.done() and slot.exception() is None else None
 
 
 class ServerPool:
@@ -306,7 +263,7 @@ class ServerPool:
         self.log_dir, self.cwd, self.core_for = Path(log_dir), Path(cwd), core_for
         self.max_pairs = max_pairs  # no server is started ahead for a generation past it
         self.lock = threading.Lock()
-        self.slots: dict[tuple[int, int], _Slot] = {}  # (side index, generation) -> its server
+        self.slots: dict[tuple[int, int], Future] = {}  # (side index, generation) -> its server
         self.all: list[ForkServer] = []
         self.started = 0  # servers started, restarts included
         self.restarts = 0  # servers that died and were started again
@@ -368,9 +325,9 @@ class ServerPool:
             slot = self.slots.get(key)
             owner = slot is None
             if owner:
-                slot = self.slots[key] = _Slot()
+                slot = self.slots[key] = Future()
         if not owner:
-            return slot.get()
+            return slot.result()
         side = self.sides[index]
         try:
             server = ForkServer(
@@ -386,21 +343,21 @@ class ServerPool:
         except ServerError as exc:
             self.failed = str(exc)
             self._event("failed", index, generation, None, error=str(exc))
-            slot.put(exc)
+            slot.set_exception(exc)
             raise
         with self.lock:
             self.all.append(server)
             self.started += 1
             # Older generations of this side fork no more; each leaves when its children have.
             for (i, g), old in list(self.slots.items()):
-                if i == index and g < generation - 1 and old.server is not None:
-                    old.server.quit()
+                if i == index and g < generation - 1 and _started(old) is not None:
+                    old.result().quit()
                     del self.slots[(i, g)]
             closed = self.closed
         if closed:  # the run ended while this one imported
             server.kill()
         self._event("started", index, generation, server)
-        slot.put(server)
+        slot.set_result(server)
         if (
             ahead
             and not closed
@@ -447,7 +404,7 @@ class ServerPool:
         """A new server for a generation whose server died (counted)."""
         with self.lock:
             slot = self.slots.get((index, generation))
-            if slot is not None and slot.server is dead:
+            if slot is not None and _started(slot) is dead:
                 del self.slots[(index, generation)]
                 self.restarts += not dead.alive()
         return self._server(index, generation, ahead=False)
@@ -488,7 +445,8 @@ class PendingFork:
     """A worker on its way from a fork server, as the Worker sees it (a ``Popen``) at once: the
     fork waits for the server's imports in a thread of its own, so that launching a pair ahead
     never holds up the lanes; what the Worker writes meanwhile is passed on when it exists.
-    ``start()`` returns the process (forked, or fresh where no server could start)."""
+    ``start()`` returns the process (forked, or fresh where no server could start). It is its own
+    ``stdin`` (write, flush, close) and ``stdout`` (fileno)."""
 
     def __init__(self, start):
         self._lock = threading.Lock()
@@ -499,8 +457,7 @@ class PendingFork:
         self._stdin_closed = False
         self._buffered: Optional[list[bytes]] = []
         self.forked = False
-        self.stdin = _PendingStdin(self)
-        self.stdout = _PendingStdout(self)
+        self.stdin = self.stdout = self
         threading.Thread(target=self._run, args=(start,), name="teperf-fork", daemon=True).start()
 
     def _run(self, start) -> None:
@@ -558,40 +515,30 @@ class PendingFork:
                 return
         self._proc.kill()
 
-
-class _PendingStdin:
-    def __init__(self, owner: PendingFork):
-        self.owner = owner
-
     def write(self, data: bytes) -> None:
-        with self.owner._lock:
-            if self.owner._buffered is not None:
-                self.owner._buffered.append(bytes(data))
+        with self._lock:
+            if self._buffered is not None:
+                self._buffered.append(bytes(data))
                 return
-            proc = self.owner._proc
+            proc = self._proc
         if proc is None:
             raise BrokenPipeError("the worker never started")
         proc.stdin.write(data)
 
     def flush(self) -> None:
-        with self.owner._lock:
-            proc = self.owner._proc if self.owner._buffered is None else None
+        with self._lock:
+            proc = self._proc if self._buffered is None else None
         if proc is not None:
             proc.stdin.flush()
 
     def close(self) -> None:
-        with self.owner._lock:
-            if self.owner._buffered is not None:
-                self.owner._stdin_closed = True
+        with self._lock:
+            if self._buffered is not None:
+                self._stdin_closed = True
                 return
-            proc = self.owner._proc
+            proc = self._proc
         if proc is not None:
             proc.stdin.close()
 
-
-class _PendingStdout:
-    def __init__(self, owner: PendingFork):
-        self.owner = owner
-
     def fileno(self) -> int:
-        return self.owner.real().stdout.fileno()
+        return self.real().stdout.fileno()

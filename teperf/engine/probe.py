@@ -1,11 +1,6 @@
-"""One worker, one case, one question: the exact step counters of a side (``teperf bisect``'s probe).
-
-Counters repeat exactly, so a probe needs no pairing, no schedule and no
-statistics: start the side's worker pinned to the measuring core, set the
-case up, ask for ``counters``, quit. ``ForkedProbes`` starts those workers
-as forks of a server that imported torch once, so that a probe costs the
-package's import and one step, not an interpreter's start (about 1 s, not 10).
-"""
+"""Before a run, what each side's interpreter finds (:func:`preflight`); and ``teperf bisect``'s probe: one
+worker, one case, its exact step counters (they repeat exactly: no pairing, no statistics), forked from a
+server that imported torch once (:class:`ForkedProbes`: about 1 s a probe, not 10)."""
 
 from __future__ import annotations
 
@@ -89,10 +84,7 @@ def preflight(config, sides: Iterable[Side], hash_seed: int = 0) -> dict[str, di
             name for name in wanted if not facts["found"].get(name) or "error:" in str(facts["found"][name])
         ]
         if missing:
-            what = {
-                "torch": "torch",
-                "teperf.worker": "teperf's worker code (a Python >= 3.9 that can read it)",
-            }
+            what = {"teperf.worker": "teperf's worker code (a Python >= 3.9 that can read it)"}
             names = ", ".join(what.get(m, m) for m in missing)
             fix = (
                 f"install torch into that environment ({side.python} -m pip install torch)"
@@ -187,10 +179,8 @@ def count_case(config: Config, side: Side, case: Case, log_path: Path, launcher=
 
 class ForkedProbes:
     """Counter probes forked from servers that imported torch (and nothing of the package under test):
-    one server per interpreter and environment, reused by every commit's probe, whose worker puts the
-    commit's tree first on sys.path at its init as a fresh one does. Counters count one step after
-    set-up and warm-up, so a fork counts what a fresh interpreter counts; a server that cannot start
-    leaves its probes to fresh interpreters."""
+    one server per interpreter and environment, reused by every commit's probe (its worker puts the
+    commit's tree first on sys.path). A server that cannot start leaves its probes to fresh interpreters."""
 
     def __init__(self, config: Config, cases: list[Case], log_dir: Path):
         self.config, self.cases, self.log_dir = config, cases, Path(log_dir)

@@ -1,17 +1,15 @@
-"""Starting one worker process for a side and talking to it.
-
-A worker is a fresh ``python -m teperf.worker`` in the side's interpreter,
-pinned to the chosen core before torch is imported, single-threaded, with
-the pair's hash seed. Its stderr goes to a log file in the bundle.
-"""
+"""Starting one worker process for a side (``python -m teperf.worker`` in its interpreter, pinned,
+single-threaded, with the pair's hash seed, stderr to a log in the bundle) and talking to it."""
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import select
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -53,8 +51,6 @@ class WorkerError(RuntimeError):
 def exit_text(code: int) -> str:
     """'exited with status 3' / 'was killed by SIGKILL (signal 9)'."""
     if code is not None and code < 0:
-        import signal
-
         try:
             name = signal.Signals(-code).name
         except ValueError:
@@ -78,10 +74,8 @@ def check_python(python: str) -> None:
 def remove_at_exit(root: str) -> None:
     """Remove a temporary directory as teperf exits; a second Ctrl-C while it does leaves the
     directory rather than a traceback ("Exception ignored in atexit callback") under the one line."""
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         shutil.rmtree(root, ignore_errors=True)
-    except KeyboardInterrupt:
-        pass
 
 
 def worker_code_dir() -> str:
@@ -119,16 +113,13 @@ def worker_env(side: Side, hash_seed: int) -> dict:
 
 
 def _pin(proc, core: int) -> None:
-    """Pins a just-started child to ``core`` from the parent, microseconds after its fork: its interpreter's
-    own start (tens of ms) would otherwise run wherever the scheduler puts it, often the measuring core when
-    a hog fills the spare one (issue 32). From the parent, not a preexec_fn: the coordinator has threads."""
+    """Pins a just-started child to ``core`` from the parent, microseconds after its fork (its interpreter's
+    start would often run on the measuring core). Not a preexec_fn: the coordinator has threads."""
     pid = getattr(proc, "pid", None)
     if pid is None or not hasattr(os, "sched_setaffinity"):
         return
-    try:
+    with contextlib.suppress(OSError):  # the worker pins itself on init and says so if it cannot
         os.sched_setaffinity(pid, {core})
-    except OSError:
-        pass  # the worker pins itself on init and says so if it cannot
 
 
 class Worker:
@@ -220,7 +211,7 @@ class Worker:
                     f"worker for {self.side.label} sent {hello!r} instead of hello", self.log_tail()
                 )
             hello["start_s"] = round(time.perf_counter() - self._t0, 3)
-            hello["forked"] = self.forked  # from a fork server (--spawn forkserver), not a fresh interpreter
+            hello["forked"] = self.forked
             hello["waited_s"] = round(time.perf_counter() - waited, 3)
             self.hello = hello
         return self.hello
@@ -289,7 +280,7 @@ class Worker:
 
     def request(self, message: dict, timeout_s: float | None = None) -> dict:
         self.send(message)
-        return self.receive(self.timeout_s if timeout_s is None else timeout_s)
+        return self.receive(timeout_s)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -316,10 +307,8 @@ class Worker:
     def reap(self, timeout_s: float = 10.0) -> None:
         """Wait for the worker to end. Its stdin is closed first: the EOF ends a
         worker that never got its quit (an interrupted retire) as well."""
-        try:
+        with contextlib.suppress(OSError):
             self.proc.stdin.close()
-        except OSError:
-            pass
         try:
             self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -331,7 +320,5 @@ class Worker:
             self.proc.kill()
             self.proc.wait()
         for stream in (self.proc.stdin, self._log):
-            try:
+            with contextlib.suppress(OSError):  # a pipe whose reader is gone
                 stream.close()
-            except OSError:  # a pipe whose reader is gone
-                pass
