@@ -1,7 +1,7 @@
 """Walks the schedule: fresh worker pairs -> set-up -> interleaved trials -> bundle (never importing torch).
 
 A run's lanes take pairs from a PairSchedule (engine/prestart.py); WorkerLives keeps every worker process
-from spawn to reap, RunRecords writes the records and tells the progress view."""
+from spawn to reap."""
 
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ class WorkerLives:
         for worker in self.retired:
             worker.reap()
 
-    def close_servers(self, records: "RunRecords") -> None:
+    def close_servers(self, bundle: Bundle) -> None:
         """Quit the fork servers (each leaves once its children have) and record what they did."""
         if self.servers is None:
             return
@@ -163,45 +163,13 @@ class WorkerLives:
         self.retired.clear()
         self.servers.close()
         for event in self.servers.events:
-            records.bundle.append(ServerRecord(**event))
-
-
-class RunRecords:
-    """What the run writes as it measures: the pairs' and trials' records to the bundle, in the order
-    the lanes measured them (``lock``), and the progress view, told after each sample is on disk.
-    (A pair writes its own set-ups and failures: PairTrials.)"""
-
-    def __init__(self, bundle: Bundle, progress: Optional[Progress], lock: threading.RLock, lanes: int):
-        self.bundle, self.progress, self.lock, self.lanes = bundle, progress, lock, lanes
-
-    def pair(self, runner: PairTrials, start_s: float) -> None:
-        with self.lock:
-            self.bundle.append(
-                PairRecord(
-                    pair=runner.pair,
-                    hash_seed=runner.seed,
-                    start_s=round(start_s, 3),
-                    lane=runner.lane,
-                    core=runner.core,
-                )
-            )
-
-    def tick(self, steps: int, text: str) -> None:
-        if self.progress:
-            self.progress(steps, text)
-
-    def trial_text(self, plan: Adaptive, runner: PairTrials, case: Case, attempt: int) -> str:
-        of = f"/{plan.max_pairs}" if plan.target is None else ""
-        on = f" lane {runner.lane + 1}" if self.lanes > 1 else ""
-        again = f" (re-measure {attempt})" if attempt else ""
-        return f"pair {runner.pair + 1}{of}{on} {case.key}{again}"
+            bundle.append(ServerRecord(**event))
 
 
 class _Run:
-    """One run: its lanes measure the pairs the schedule hands them (``lane``, ``measure``), with the
-    workers' lives, the schedule and the records each kept by their own class. ``lock`` (shared by the
-    three) guards the schedule, the order of records in the bundle and the progress view; worker I/O
-    runs outside it."""
+    """One run: its lanes measure the pairs the schedule hands them (``lane``, ``measure``), write their
+    records and tell the progress view. ``lock`` guards the schedule, the order of records in the bundle
+    and the progress view; worker I/O runs outside it."""
 
     def __init__(
         self,
@@ -213,7 +181,7 @@ class _Run:
         plan: Adaptive,
         cache_root: Optional[str] = None,
     ):
-        self.config, self.plan, self.cases = config, plan, cases
+        self.config, self.plan, self.cases, self.bundle, self.progress = config, plan, cases, bundle, progress
         self.by_id = {c.id: c for c in cases}
         self.lock = threading.RLock()
         self.stop = threading.Event()
@@ -223,7 +191,6 @@ class _Run:
         self.schedule = PairSchedule(
             config, plan, self.lane_cores, import_cores, len(sides), self.runner, self.lock, self.stop
         )
-        self.records = RunRecords(bundle, progress, self.lock, len(self.lane_cores))
         self.ctx = RunContext(
             config=config,
             sides=sides,
@@ -261,7 +228,16 @@ class _Run:
         t0 = time.perf_counter()
         runner.start()
         start_s = time.perf_counter() - t0
-        self.records.pair(runner, start_s)
+        with self.lock:
+            self.bundle.append(
+                PairRecord(
+                    pair=pair,
+                    hash_seed=runner.seed,
+                    start_s=round(start_s, 3),
+                    lane=runner.lane,
+                    core=runner.core,
+                )
+            )
         # Counted once, outside the timed trials. Not in the first pair when there
         # are more: there one side meets a cold torch.compile cache, the other a warm one.
         if config.counters and pair == min(1, plan.max_pairs - 1):
@@ -296,24 +272,24 @@ class _Run:
             record = runner.trial(slot, case, iters, attempt) if runner.active(case.id) else None
             with self.lock:
                 if record is None:
-                    self.records.tick(iters, "")
+                    self._tick(iters, "")
                     continue
-                self.records.bundle.append(record)
+                self.bundle.append(record)
+                contended = record.contended(self.config.device)
                 plan.add_trial(
-                    pair,
-                    case.id,
-                    slot.round,
-                    slot.trial,
-                    slot.side,
-                    record.to_dict(),
-                    attempt=attempt,
-                    contended=record.contended(self.config.device),
+                    pair, case.id, slot.round, slot.trial, slot.side, record.to_dict(), attempt, contended
                 )
                 records.append(record)
                 # after the sample is on disk: a redraw must not stand between
-                text = self.records.trial_text(plan, runner, case, attempt)
-                self.records.tick(iters, f"{text} · {self.schedule.line()}")
+                of = f"/{plan.max_pairs}" if plan.target is None else ""
+                on = f" lane {runner.lane + 1}" if len(self.lane_cores) > 1 else ""
+                again = f" (re-measure {attempt})" if attempt else ""
+                self._tick(iters, f"pair {pair + 1}{of}{on} {case.key}{again} · {self.schedule.line()}")
         return records
+
+    def _tick(self, steps: int, text: str) -> None:
+        if self.progress:
+            self.progress(steps, text)
 
     def end(self, stopping: bool) -> None:
         """After the lanes: close what is left. ``stopping``: kill at once, a worker may be hung."""
@@ -357,7 +333,7 @@ def run_schedule(
             raise
         finally:
             run.lives.reap()
-            run.lives.close_servers(run.records)
+            run.lives.close_servers(bundle)
         return run.schedule.retries.failed
     finally:
         if cache_root is not None:

@@ -38,31 +38,27 @@ class ForkedProcess:
     forked = True  # what Worker.forked reads
 
     def __init__(self, pid: int, stdin, stdout, server: "ForkServer"):
-        self.pid = pid
-        self.stdin = stdin
-        self.stdout = stdout
-        self.server = server
+        self.pid, self.stdin, self.stdout, self.server = pid, stdin, stdout, server
         self.returncode: Optional[int] = None
         try:
             self._pidfd = os.pidfd_open(pid)
         except (AttributeError, OSError):  # no pidfd: the server's exit report alone says it ended
             self._pidfd = None
 
-    def _gone(self) -> bool:
-        if self._pidfd is None:
-            return False
-        return bool(select.select([self._pidfd], [], [], 0)[0])
-
     def poll(self) -> Optional[int]:
         if self.returncode is None:
             code = self.server.exit_status(self.pid)
-            if code is None and self._gone():  # ended; its status is on the way from the server
+            pidfd = self._pidfd
+            if code is None and pidfd is not None and select.select([pidfd], [], [], 0)[0]:
+                # ended; its status is on the way from the server
                 code = self.server.exit_status(self.pid, wait_s=EXIT_REPORT_WAIT_S)
                 if code is None:
                     code = -signal.SIGKILL if self.pid in self.server.killed_pids else -1
             if code is not None:
                 self.returncode = code
-                self._close_pidfd()
+                if pidfd is not None:
+                    os.close(pidfd)
+                    self._pidfd = None
         return self.returncode
 
     def wait(self, timeout: Optional[float] = None) -> int:
@@ -85,11 +81,6 @@ class ForkedProcess:
                     signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)  # never a recycled pid
                 else:
                     os.kill(self.pid, signal.SIGKILL)
-
-    def _close_pidfd(self) -> None:
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
 
 
 class ForkServer:
@@ -117,8 +108,7 @@ class ForkServer:
         self.killed_pids: set[int] = set()  # forks this side killed (an exit without report: SIGKILL)
         self._exited = threading.Condition()
         self.closed = False
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.sock = parent
+        self.sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._log = open(log_path, "ab")
         env = worker_env(side, seed)
         t0 = time.perf_counter()
@@ -265,7 +255,6 @@ class ServerPool:
         self.lock = threading.Lock()
         self.slots: dict[tuple[int, int], Future] = {}  # (side index, generation) -> its server
         self.all: list[ForkServer] = []
-        self.started = 0  # servers started, restarts included
         self.restarts = 0  # servers that died and were started again
         self.failed: Optional[str] = None  # a server could not start: the run's workers start fresh
         self.closed = False
@@ -347,7 +336,6 @@ class ServerPool:
             raise
         with self.lock:
             self.all.append(server)
-            self.started += 1
             # Older generations of this side fork no more; each leaves when its children have.
             for (i, g), old in list(self.slots.items()):
                 if i == index and g < generation - 1 and _started(old) is not None:

@@ -1,11 +1,5 @@
-"""One process pair: a worker per side, the cases set up in them, their trials.
-
-:class:`RunContext` is what a run's pairs share. :class:`PairWorkers` owns one pair's processes from
-spawn to close; :class:`PairTrials` sets the cases up in them, runs the trials and counters and writes
-what happens (set-ups, failures, the workers' hellos) to the bundle. A worker that dies or hangs costs the
-case this pair only (:class:`CellRetries`), and a couple that shared its core is measured again
-(:class:`RemeasureBudget`). The coordinator (engine/coordinator.py) decides which pairs run where.
-"""
+"""One process pair: its workers (:class:`PairWorkers`), the cases set up in them and their trials
+(:class:`PairTrials`), the records of it all; what a run's pairs share (:class:`RunContext`)."""
 
 from __future__ import annotations
 
@@ -66,12 +60,9 @@ class RemeasureBudget:
 
 
 class CellRetries:
-    """Per-cell budget of lost pairs, shared by all pairs of a run.
-
-    An error the case itself raises (a factory or forward that raises) fails the
-    cell at once: it would raise again. A worker that dies or hangs may be the
-    machine's fault (OOM killer, a stuck driver): the cell loses that pair only
-    and the next pair measures it again, until it has lost ``limit`` pairs."""
+    """Per-cell budget of lost pairs, shared by all pairs of a run. An error the case raises fails the cell
+    at once (it would raise again); a worker that dies or hangs may be the machine's fault (OOM killer, a
+    stuck driver): the cell loses that pair only, until it has lost ``limit`` pairs."""
 
     def __init__(self, limit: int = LOST_PAIRS_PER_CELL):
         self.limit = limit
@@ -95,7 +86,7 @@ class CellRetries:
 
 @dataclasses.dataclass(frozen=True)
 class RunContext:
-    """What every pair of one run shares, made once by the coordinator and passed whole."""
+    """What every pair of one run shares."""
 
     config: Config
     sides: list[Side]
@@ -174,8 +165,8 @@ class PairWorkers:
 
 
 class PairTrials:
-    """One process pair as a lane measures it: its cases set up in its workers (:class:`PairWorkers`),
-    its trials and counters, and the records of all of it (set-ups, failures, the workers' hellos)."""
+    """One process pair as a lane measures it: its cases set up in its workers, its trials and counters,
+    and the records of all of it (set-ups, failures, the workers' hellos)."""
 
     def __init__(self, ctx: RunContext, pair: int, cases: list[Case]):
         self.ctx, self.pair = ctx, pair
@@ -205,9 +196,8 @@ class PairTrials:
         return start_order(self.pair, len(self.ctx.sides))
 
     def launch(self, import_cores: list[int]) -> None:
-        """Start this pair's processes and queue every case's set-up, without waiting: they import torch,
-        build and warm up on spare cores (side i on ``import_cores[i]``) while the previous pair measures;
-        ``start`` moves them to the measuring core and warms up again."""
+        """Start this pair's processes and queue every case's set-up without waiting (side i imports on
+        ``import_cores[i]`` while the previous pair measures); ``start`` moves them to the measuring core."""
         for index in self._order():
             worker = self.workers.spawn(index, import_cores[index])
             self.queued[index] = []
@@ -220,9 +210,8 @@ class PairTrials:
             self._start_side(index)
             self._collect_queued(index)
             self._move_to_measuring_core(index)
-        # Cases not set up ahead (a cold pair, or a side restarted above), in the pair's start order: the
-        # side that sets a case up second finds the code it runs warm in the shared caches, and its first
-        # call read 7-20 % cheaper; base always first biased every lanes pair's one-time A/A (issue 32).
+        # Cases not set up ahead, in the pair's start order: the side that sets a case up second finds its
+        # code warm in the shared caches (a first call 7-20 % cheaper), so base must not always go first.
         for case in self._runnable_cases():
             for index in (i for i in self._order() if i in self.workers.live):
                 if self.runnable(case.id) and case.id not in self.ready[index]:

@@ -96,16 +96,12 @@ def worker_code_dir() -> str:
 
 
 def worker_env(side: Side, hash_seed: int) -> dict:
-    env = dict(os.environ)
-    env.update(side.env)
-    for var in THREAD_VARS:
-        env[var] = "1"
+    env = {**os.environ, **side.env, **dict.fromkeys(THREAD_VARS, "1")}
     env["PYTHONHASHSEED"] = str(hash_seed)
     env["PYTHONUNBUFFERED"] = "1"
     env["TEPERF_COORDINATOR_PID"] = str(os.getpid())  # the worker's watchdog ends it when we are gone
-    # teperf's worker code (and nothing else of the driver) must be importable by the side's
-    # interpreter; the side's directories are put before it by the worker itself. A PYTHONPATH
-    # the user set stays: the worker records its sys.path (teperf.worker.provenance).
+    # teperf's worker code (and nothing else of the driver), after the side's directories (the worker puts
+    # them first) and before a PYTHONPATH the user set (the worker records its sys.path).
     env["PYTHONPATH"] = os.pathsep.join(
         [worker_code_dir()] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     )
@@ -143,9 +139,7 @@ class Worker:
         """``launcher(log_file)``: a Popen-like process to use instead of a fresh interpreter
         (a fork server's child, teperf.engine.forkserver), or None to start one."""
         check_python(side.python)
-        self.side = side
-        self.core = core
-        self.timeout_s = timeout_s
+        self.side, self.core, self.timeout_s = side, core, timeout_s
         self.log_path = Path(log_path)
         self._log = open(self.log_path, "ab")
         self._buffer = b""
