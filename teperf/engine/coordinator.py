@@ -41,12 +41,6 @@ def lane_cores(config: Config) -> list[int]:
     return assign_lanes(config.lanes, config.core)
 
 
-def import_cores_for(config: Config, lanes: Optional[list[int]] = None) -> list[int]:
-    """Cores where upcoming pairs may start while the lanes measure: no measuring core, and none of
-    their SMT siblings; empty when none is left (then no prestart)."""
-    return spare_cores(lane_cores(config) if lanes is None else lanes)
-
-
 def prewarm_compile_cache(
     config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, cache_root: str
 ) -> None:
@@ -54,7 +48,7 @@ def prewarm_compile_cache(
     compile case once, so that its directory holds what that case compiles; every pair then
     measures the cached path (a user's second run). Its setups are kept as "prewarm" records."""
     todo = [c for c in cases if c.mode == "compile" and not c.skip]
-    cores = import_cores_for(config) or [config.core]
+    cores = spare_cores(lane_cores(config)) or [config.core]
     try:
         with contextlib.ExitStack() as stack:
             workers = []
@@ -151,19 +145,16 @@ class WorkerLives:
         if self.servers is not None:
             self.servers.close(stopping=True)
 
-    def reap(self) -> None:
+    def close(self, bundle: Bundle) -> None:
+        """Reap the retired workers, then quit the fork servers (each leaves once its children have) and
+        record what they did."""
         for worker in self.retired:
             worker.reap()
-
-    def close_servers(self, bundle: Bundle) -> None:
-        """Quit the fork servers (each leaves once its children have) and record what they did."""
-        if self.servers is None:
-            return
-        self.reap()
         self.retired.clear()
-        self.servers.close()
-        for event in self.servers.events:
-            bundle.append(ServerRecord(**event))
+        if self.servers is not None:
+            self.servers.close()
+            for event in self.servers.events:
+                bundle.append(ServerRecord(**event))
 
 
 class _Run:
@@ -186,7 +177,7 @@ class _Run:
         self.lock = threading.RLock()
         self.stop = threading.Event()
         self.lane_cores = lane_cores(config)
-        import_cores = import_cores_for(config, self.lane_cores)
+        import_cores = spare_cores(self.lane_cores)
         self.lives = WorkerLives(config, sides, cases, bundle, self.lane_cores, import_cores, plan.max_pairs)
         self.schedule = PairSchedule(
             config, plan, self.lane_cores, import_cores, len(sides), self.runner, self.lock, self.stop
@@ -291,13 +282,6 @@ class _Run:
         if self.progress:
             self.progress(steps, text)
 
-    def end(self, stopping: bool) -> None:
-        """After the lanes: close what is left. ``stopping``: kill at once, a worker may be hung."""
-        if stopping:
-            self.lives.kill_everything()
-        else:
-            self.schedule.close_upcoming()
-
 
 def run_schedule(
     config: Config,
@@ -326,14 +310,13 @@ def run_schedule(
                 run.lane(0)  # in this thread, as before lanes existed
             else:
                 run_lanes(len(run.lane_cores), run.lane, run.stop, run.lives.kill_all)
-            run.end(stopping=False)
+            run.schedule.close_upcoming()
             bundle.append(dataclasses.replace(plan.stop_record(), prestart=run.schedule.figures()))
         except BaseException:
-            run.end(stopping=True)
+            run.lives.kill_everything()  # a worker may be hung
             raise
         finally:
-            run.lives.reap()
-            run.lives.close_servers(bundle)
+            run.lives.close(bundle)
         return run.schedule.retries.failed
     finally:
         if cache_root is not None:

@@ -1,8 +1,5 @@
-"""What to do about a worker that failed: a hint naming the likely cause, not a guess.
-
-Worker failures reach the user as text (in the bundle's failure records and the
-table), so the hints read the same words teperf.engine.spawn writes.
-"""
+"""What to do about a worker that failed: a hint naming the likely cause, read from the words
+teperf.engine.spawn writes (failures reach the user as text)."""
 
 from __future__ import annotations
 

@@ -62,10 +62,9 @@ class RemeasureBudget:
 class CellRetries:
     """Per-cell budget of lost pairs, shared by all pairs of a run. An error the case raises fails the cell
     at once (it would raise again); a worker that dies or hangs may be the machine's fault (OOM killer, a
-    stuck driver): the cell loses that pair only, until it has lost ``limit`` pairs."""
+    stuck driver): the cell loses that pair only, until it has lost LOST_PAIRS_PER_CELL pairs."""
 
-    def __init__(self, limit: int = LOST_PAIRS_PER_CELL):
-        self.limit = limit
+    def __init__(self):
         self.failed: dict[int, str] = {}  # case_id -> reason
         self.lost: dict[int, list[int]] = defaultdict(list)  # case_id -> pairs lost
 
@@ -75,7 +74,7 @@ class CellRetries:
     def lose(self, case_id: int, pair: int, reason: str) -> bool:
         """Charge the cell a lost pair; True when that used up its budget (the cell is now failed)."""
         self.lost[case_id].append(pair)
-        if len(self.lost[case_id]) >= self.limit:
+        if len(self.lost[case_id]) >= LOST_PAIRS_PER_CELL:
             self.fail(case_id, f"{reason} ({lost_pairs_text(self.lost[case_id])})")
             return True
         return False
@@ -250,15 +249,14 @@ class PairTrials:
             self._worker_failed(index, None, exc)
             return
         # Caches and branch predictors now belong to the measuring core: warm up there too.
+        warmup = self.ctx.config.schedule.warmup
         for case_id in sorted(self.ready[index]):
             if not self.runnable(case_id):
                 continue
-            try:
-                reply = worker.request(
-                    {"cmd": "warm", "case_id": case_id, "steps": self.ctx.config.schedule.warmup}
-                )
-            except WorkerError as exc:
-                self._worker_failed(index, self.cases[case_id], exc)
+            reply = self._request(
+                index, self.cases[case_id], {"cmd": "warm", "case_id": case_id, "steps": warmup}
+            )
+            if reply is None:
                 return
             if reply.get("type") != "warm":
                 self._record_setup(index, self.cases[case_id], reply)
@@ -287,12 +285,9 @@ class PairTrials:
         worker = self.workers.live.get(index)
         if worker is None or "imported" in (worker.hello or {}):
             return
-        try:
-            reply = worker.request(
-                {"cmd": "imported", "packages": list(self.ctx.packages), "known": dict(KNOWN_HASHES)}
-            )
-        except WorkerError as exc:
-            self._worker_failed(index, None, exc)
+        message = {"cmd": "imported", "packages": list(self.ctx.packages), "known": dict(KNOWN_HASHES)}
+        reply = self._request(index, None, message)
+        if reply is None:
             return
         if reply.get("type") == "imported":
             worker.hello["imported"] = reply["imported"]
@@ -309,13 +304,18 @@ class PairTrials:
                 WorkerRecord(pair=self.pair, side=label, hash_seed=self.seed, hello=worker.hello)
             )
 
-    def _setup(self, index: int, case: Case) -> None:
+    def _request(self, index: int, case: Optional[Case], message: dict) -> Optional[dict]:
+        """Side ``index``'s reply to ``message``; None when its worker died or hung (handled)."""
         try:
-            reply = self.workers.live[index].request({"cmd": "setup", "case": self._wire(case)})
+            return self.workers.live[index].request(message)
         except WorkerError as exc:
             self._worker_failed(index, case, exc)
-            return
-        self._record_setup(index, case, reply)
+            return None
+
+    def _setup(self, index: int, case: Case) -> None:
+        reply = self._request(index, case, {"cmd": "setup", "case": self._wire(case)})
+        if reply is not None:
+            self._record_setup(index, case, reply)
 
     def _record_setup(self, index: int, case: Case, reply: dict) -> None:
         side = self.ctx.sides[index]
@@ -373,13 +373,11 @@ class PairTrials:
         return not self.given_up and self.runnable(case_id) and len(self.workers.live) == len(self.ctx.sides)
 
     def counters(self, case: Case) -> None:
-        for index, worker in sorted(self.workers.live.items()):
+        for index in sorted(self.workers.live):
             if not self.active(case.id):
                 return
-            try:
-                reply = worker.request({"cmd": "counters", "case_id": case.id})
-            except WorkerError as exc:
-                self._worker_failed(index, case, exc)
+            reply = self._request(index, case, {"cmd": "counters", "case_id": case.id})
+            if reply is None:
                 return
             if reply.get("type") == "counters":
                 label = self.ctx.sides[index].label
@@ -392,10 +390,8 @@ class PairTrials:
         """One trial of ``case`` on the side of ``slot``, as its record; None when it failed (recorded).
         ``attempt``: how many times its couple was measured before (it shared its core then)."""
         index, label = slot.side, self.ctx.sides[slot.side].label
-        try:
-            reply = self.workers.live[index].request({"cmd": "trial", "case_id": case.id, "iters": iters})
-        except WorkerError as exc:
-            self._worker_failed(index, case, exc)
+        reply = self._request(index, case, {"cmd": "trial", "case_id": case.id, "iters": iters})
+        if reply is None:
             return None
         error = reply.get("error")
         if reply.get("type") == "trial":

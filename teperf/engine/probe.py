@@ -155,8 +155,7 @@ class ProbeFailed(Exception):
 
     def __init__(self, reason: str, log_tail: str = ""):
         super().__init__(reason)
-        self.reason = reason
-        self.log_tail = log_tail
+        self.reason, self.log_tail = reason, log_tail
 
 
 def count_case(config: Config, side: Side, case: Case, log_path: Path, launcher=None) -> dict:
