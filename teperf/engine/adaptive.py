@@ -46,8 +46,7 @@ class Snapshot:
 
 
 class Adaptive:
-    """The coordinator asks it which cases go into the next pair and whether to stop;
-    it is fed every trial as it lands on disk."""
+    """Which cases go into the next pair and whether to stop; fed every trial as it lands on disk."""
 
     def __init__(
         self, config: Config, cases: Iterable, n_sides: int, clock: Callable[[], float] = time.monotonic
@@ -90,8 +89,8 @@ class Adaptive:
         return 0.0 if self.t0 is None else self.clock() - self.t0
 
     def open_cases(self, failed: Iterable[int] = ()) -> list[int]:
-        """Cases that still need pairs, in case order. In a fixed schedule that is every case
-        (failed ones are the pair runner's business there, as before)."""
+        """Cases that still need pairs, in case order (in a fixed schedule every case: the pair runner skips
+        failed ones)."""
         if self.target is None:
             return list(self.cells)
         failed = set(failed)
@@ -130,9 +129,8 @@ class Adaptive:
         return True
 
     def pair_estimate(self, n_cases: int) -> float:
-        """Seconds the next pair will likely take with ``n_cases`` cases: the median measuring cost per
-        case so far, plus the median start of the pairs after each lane's first (which paid the cold
-        start that later pairs, started ahead, mostly do not)."""
+        """Seconds the next pair will likely take with ``n_cases`` cases: the median cost per case so far,
+        plus the median start of the pairs after each lane's first (those paid the cold start)."""
         if not self._pair_cost:
             return 0.0
         later = [s for pair, s in self._pair_start.items() if pair >= self.cold_pairs]
@@ -152,8 +150,7 @@ class Adaptive:
         attempt: int = 0,
         contended: bool = False,
     ) -> None:
-        """A trial as it lands; ``attempt`` > 0: its couple measured again after sharing its core
-        (``contended``: this trial did)."""
+        """A trial as it lands; ``attempt`` > 0: its couple again (``contended``: it shared its core)."""
         value = record.get(self.field)
         if isinstance(value, (int, float)) and record.get("iters"):
             per_step = value / record["iters"] / 1000.0
@@ -171,8 +168,7 @@ class Adaptive:
         failed: Iterable[int] = (),
         start_s: float = 0.0,
     ) -> None:
-        """After each pair (``seconds`` of measuring ``n_cases`` cases after ``start_s`` of start-up):
-        settle the cells whose interval is narrow enough."""
+        """After each pair (``seconds`` measuring ``n_cases`` cases): settle the cells narrow enough."""
         self._finished.add(pair)
         self.pairs_done = len(self._measured)
         self._pair_start[pair] = start_s

@@ -44,9 +44,8 @@ def lane_cores(config: Config) -> list[int]:
 def prewarm_compile_cache(
     config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, cache_root: str
 ) -> None:
-    """--compile-cache warm: before the first pair, one throwaway worker per side sets up every
-    compile case once, so that its directory holds what that case compiles; every pair then
-    measures the cached path (a user's second run). Its setups are kept as "prewarm" records."""
+    """--compile-cache warm: before the first pair, a throwaway worker per side sets up every compile
+    case once, so that every pair measures the cached path (a user's second run)."""
     todo = [c for c in cases if c.mode == "compile" and not c.skip]
     cores = spare_cores(lane_cores(config)) or [config.core]
     try:
@@ -146,8 +145,7 @@ class WorkerLives:
             self.servers.close(stopping=True)
 
     def close(self, bundle: Bundle) -> None:
-        """Reap the retired workers, then quit the fork servers (each leaves once its children have) and
-        record what they did."""
+        """Reap the retired workers, quit the fork servers and record what they did."""
         for worker in self.retired:
             worker.reap()
         self.retired.clear()
@@ -158,9 +156,8 @@ class WorkerLives:
 
 
 class _Run:
-    """One run: its lanes measure the pairs the schedule hands them (``lane``, ``measure``), write their
-    records and tell the progress view. ``lock`` guards the schedule, the order of records in the bundle
-    and the progress view; worker I/O runs outside it."""
+    """One run: its lanes measure the pairs the schedule hands them. ``lock`` guards the schedule, the
+    order of records in the bundle and the progress view; worker I/O runs outside it."""
 
     def __init__(
         self,
@@ -291,10 +288,8 @@ def run_schedule(
     progress: Optional[Progress] = None,
     adaptive: Optional[Adaptive] = None,
 ) -> dict:
-    """Measure every case on every side. Returns {case_id: reason} for failed cases.
-    ``adaptive`` decides how many pairs and which cases each measures (default: the fixed schedule);
-    a failed cell drops out of it, a cell that lost a pair is measured again by the next one.
-    With ``config.lanes`` > 1 that many pairs measure at once, one per lane (engine/lanes.py)."""
+    """Measure every case on every side; {case_id: reason} for failed cases. ``adaptive`` decides how
+    many pairs and which cases each measures (default: the fixed schedule)."""
     cache_root = None
     if any(c.mode == "compile" and not c.skip for c in cases):
         cache_root = tempfile.mkdtemp(prefix="teperf-compile-")

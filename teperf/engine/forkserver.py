@@ -274,8 +274,8 @@ class ServerPool:
         return hash_seed(self.config.seed, generation * self.every)
 
     def launcher(self, index: int, pair: int):
-        """``launch(log_file) -> ForkedProcess`` for side ``index`` of ``pair`` (None: start it
-        fresh), with ``launch.pending(log_file, popen)``: the same without waiting (PendingFork)."""
+        """``launch(log_file)``: a ForkedProcess for side ``index`` of ``pair`` (None: start it fresh);
+        ``launch.pending(log_file, popen)`` the same without waiting."""
         if self.failed is not None:
             return None
         generation = self.generation(pair)
@@ -363,12 +363,9 @@ class ServerPool:
                     target=self._start_jobs, name="teperf-forkserver-starter", daemon=True
                 )
                 self._starter.start()
-        done: queue.Queue = queue.Queue()
+        done: Future = Future()
         self._jobs.put((fn, done))
-        ok, value = done.get()
-        if not ok:
-            raise value
-        return value
+        return done.result()
 
     def _start_jobs(self) -> None:
         while True:
@@ -378,15 +375,13 @@ class ServerPool:
                 return
             fn, done = job
             try:
-                done.put((True, fn()))
+                done.set_result(fn())
             except BaseException as exc:
-                done.put((False, exc))
+                done.set_exception(exc)
 
     def _ahead(self, index: int, generation: int) -> None:
-        try:
+        with contextlib.suppress(ServerError):  # recorded; its pairs start fresh
             self._server(index, generation, ahead=False)
-        except ServerError:
-            pass  # recorded; its pairs start fresh
 
     def replace(self, index: int, generation: int, dead: ForkServer) -> ForkServer:
         """A new server for a generation whose server died (counted)."""
@@ -430,11 +425,9 @@ class ServerPool:
 
 
 class PendingFork:
-    """A worker on its way from a fork server, as the Worker sees it (a ``Popen``) at once: the
-    fork waits for the server's imports in a thread of its own, so that launching a pair ahead
-    never holds up the lanes; what the Worker writes meanwhile is passed on when it exists.
-    ``start()`` returns the process (forked, or fresh where no server could start). It is its own
-    ``stdin`` (write, flush, close) and ``stdout`` (fileno)."""
+    """A worker on its way from a fork server, a ``Popen`` to the Worker at once: ``start()`` (the fork,
+    or a fresh process) runs in a thread of its own, so launching a pair ahead never holds up the lanes.
+    It is its own ``stdin`` (what is written meanwhile is passed on) and ``stdout``."""
 
     def __init__(self, start):
         self._lock = threading.Lock()

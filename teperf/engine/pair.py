@@ -49,8 +49,7 @@ class RemeasureBudget:
         self.in_a_row = 0  # re-measures in a row that shared the core too
 
     def take(self, attempt: int, contended: bool) -> bool:
-        """Whether the couple just measured (its ``attempt``-th time; ``contended``: it shared the core)
-        is measured again; counts it."""
+        """Whether the couple just measured (``attempt``; ``contended``: it shared the core) goes again."""
         if attempt > 0:
             self.in_a_row = self.in_a_row + 1 if contended else 0
         if not contended or attempt >= self.per_couple or self.left <= 0 or self.in_a_row >= self.futile:
@@ -334,8 +333,7 @@ class PairTrials:
             self.ctx.bundle.append(record("error", error=reply.get("error")))
 
     def _worker_failed(self, index: int, case: Optional[Case], exc: WorkerError) -> None:
-        """The worker died or hung: the case loses this pair (and is failed once it has lost
-        too many); a fresh worker for the side takes over the other cases."""
+        """The worker died or hung: the case loses this pair; a fresh worker takes over the other cases."""
         ctx = self.ctx
         ctx.check_stop()
         side = ctx.sides[index]
@@ -387,8 +385,8 @@ class PairTrials:
                 self.ctx.bundle.append(record)
 
     def trial(self, slot: Slot, case: Case, iters: int, attempt: int = 0) -> Optional[TrialRecord]:
-        """One trial of ``case`` on the side of ``slot``, as its record; None when it failed (recorded).
-        ``attempt``: how many times its couple was measured before (it shared its core then)."""
+        """One trial of ``case`` on the side of ``slot``; None when it failed (recorded). ``attempt``: how
+        many times its couple was measured before."""
         index, label = slot.side, self.ctx.sides[slot.side].label
         reply = self._request(index, case, {"cmd": "trial", "case_id": case.id, "iters": iters})
         if reply is None:

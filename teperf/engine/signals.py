@@ -9,8 +9,7 @@ from contextlib import contextmanager
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM arrived. A KeyboardInterrupt, so every Ctrl-C path (stop the workers,
-    keep the samples) handles it too; ``signum`` decides the exit status."""
+    """SIGTERM arrived: a KeyboardInterrupt, so every Ctrl-C path handles it; ``signum`` sets the exit."""
 
     signum = signal.SIGTERM
 
@@ -21,8 +20,7 @@ def _raise_terminated(signum, frame):
 
 @contextmanager
 def terminate_as_interrupt():
-    """While inside, SIGTERM raises :class:`Terminated` (main thread only: elsewhere Python
-    cannot install handlers, and the caller's own handling stands)."""
+    """While inside, SIGTERM raises :class:`Terminated` (in the main thread only: only it has handlers)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

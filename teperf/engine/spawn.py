@@ -79,10 +79,9 @@ def remove_at_exit(root: str) -> None:
 
 
 def worker_code_dir() -> str:
-    """A private directory that holds teperf's worker code and nothing else, for the workers'
-    PYTHONPATH. Never the directory above the installed package: in a normal (non-editable)
-    install that is the driver's whole site-packages, and a side's interpreter would import
-    the driver's torch and packages before its own (an A/A that prints like a result)."""
+    """A private directory with teperf's worker code and nothing else, for the workers' PYTHONPATH. Not
+    the directory above the installed package: in a normal install that is the driver's site-packages,
+    and a side would import the driver's torch and packages before its own."""
     with _worker_code_lock:
         if "dir" not in _worker_code:
             root = tempfile.mkdtemp(prefix="teperf-worker-code-")
@@ -119,8 +118,7 @@ def _pin(proc, core: int) -> None:
 
 
 class Worker:
-    """A worker process. Construction starts it and returns at once; ``wait_ready``
-    collects its hello, so the next pair can import torch while this one measures."""
+    """A worker process: started at once; ``wait_ready`` collects its hello (it has imported torch)."""
 
     def __init__(
         self,
@@ -136,8 +134,7 @@ class Worker:
         compile_cache: dict | None = None,
         launcher=None,
     ):
-        """``launcher(log_file)``: a Popen-like process to use instead of a fresh interpreter
-        (a fork server's child, teperf.engine.forkserver), or None to start one."""
+        """``launcher(log_file)``: a fork server's child to use instead of a fresh interpreter, or None."""
         check_python(side.python)
         self.side, self.core, self.timeout_s = side, core, timeout_s
         self.log_path = Path(log_path)
@@ -285,9 +282,8 @@ class Worker:
         self.reap()
 
     def retire(self, core: int | None) -> None:
-        """Ask the worker to quit without waiting for it. A CUDA process takes
-        seconds to tear down; moved to ``core`` first, it does so off the
-        measuring core while the next pair measures. ``reap`` collects it."""
+        """Ask the worker to quit without waiting: moved to ``core`` first, its CUDA teardown (seconds)
+        runs off the measuring core. ``reap`` collects it."""
         if self.hello is None:  # still importing: nothing worth a clean exit
             self.kill()
         if self.alive():
@@ -299,8 +295,7 @@ class Worker:
                 self.kill()
 
     def reap(self, timeout_s: float = 10.0) -> None:
-        """Wait for the worker to end. Its stdin is closed first: the EOF ends a
-        worker that never got its quit (an interrupted retire) as well."""
+        """Wait for the worker to end; closing its stdin first ends one that never got its quit."""
         with contextlib.suppress(OSError):
             self.proc.stdin.close()
         try:
