@@ -77,8 +77,6 @@ class Adaptive:
         self.stop_reason = ""
         self.listeners: list[Callable[[Snapshot], None]] = []
 
-    # ---------------------------------------------------------------- what the coordinator asks
-
     def start(self) -> None:
         """The budget counts from here (before the first pair starts, start-up included)."""
         if self.t0 is None:
@@ -136,8 +134,6 @@ class Adaptive:
         later = [s for pair, s in self._pair_start.items() if pair >= self.cold_pairs]
         start = statistics.median(later) if later else 0.0
         return statistics.median(self._pair_cost) * n_cases + start
-
-    # ---------------------------------------------------------------- what the coordinator feeds it
 
     def add_trial(
         self,
@@ -217,8 +213,6 @@ class Adaptive:
         ):
             cell.settled = True  # for good: a settled cell gets no more pairs
         return cell
-
-    # ---------------------------------------------------------------- for the live view and the bundle
 
     def snapshot(self) -> Snapshot:
         return Snapshot(

@@ -204,8 +204,7 @@ class _Run:
             try:
                 self.measure(runner, todo)
             except BaseException:
-                # Stopping (Ctrl-C, SIGTERM, an error): every sample is on disk, so end the
-                # workers at once rather than ask them, which waits on a hung one.
+                # Stopping: every sample is on disk; asking the workers to quit would wait on a hung one.
                 runner.close(hurry=True)
                 raise
             self.lives.retire(runner, self.lock)
@@ -226,8 +225,7 @@ class _Run:
                     core=runner.core,
                 )
             )
-        # Counted once, outside the timed trials. Not in the first pair when there
-        # are more: there one side meets a cold torch.compile cache, the other a warm one.
+        # Counted once, outside the trials; not in the first pair, where one side meets a cold compile cache.
         if config.counters and pair == min(1, plan.max_pairs - 1):
             for case in self.cases:
                 if case.id in runner.cases:

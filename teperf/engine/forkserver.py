@@ -23,7 +23,6 @@ from teperf.engine.spawn import WorkerError, _pin, check_python, worker_env
 from teperf.plan import hash_seed, pairs_per_server, server_generation
 from teperf.sides import Side
 
-START_TIMEOUT_S = 600.0  # importing torch and TE on a loaded machine
 REPLY_TIMEOUT_S = 60.0
 EXIT_REPORT_WAIT_S = 2.0  # after the child is gone, how long the server may take to say how it ended
 
@@ -95,7 +94,7 @@ class ForkServer:
         log_path: Path,
         cwd: Path,
         core: Optional[int],
-        timeout_s: float = START_TIMEOUT_S,
+        timeout_s: float,
         run_in=None,
     ):
         """``run_in(fn)``: where the process is started (ServerPool: one long-lived thread, since
@@ -464,15 +463,6 @@ class PendingFork:
             self._buffered = None
         self._done.set()
 
-    def real(self):
-        self._done.wait()
-        if self._proc is None:
-            error = self._error
-            raise (
-                error if isinstance(error, WorkerError) else WorkerError(f"the worker did not start: {error}")
-            )
-        return self._proc
-
     @property
     def pid(self) -> Optional[int]:
         return getattr(self._proc, "pid", None)
@@ -522,4 +512,11 @@ class PendingFork:
             proc.stdin.close()
 
     def fileno(self) -> int:
-        return self.real().stdout.fileno()
+        """The process's stdout, once it exists (the Worker's first read waits here)."""
+        self._done.wait()
+        if self._proc is None:
+            error = self._error
+            raise (
+                error if isinstance(error, WorkerError) else WorkerError(f"the worker did not start: {error}")
+            )
+        return self._proc.stdout.fileno()

@@ -64,7 +64,6 @@ def one_worker(
     backends: list[str],
     core: Optional[int] = None,
     log_name: Optional[str] = None,
-    warmup: Optional[int] = None,
     **worker_args,
 ) -> Iterator[OneShot]:
     """A worker of ``side`` pinned to ``core`` (default: the config's), logging to ``log_dir/<label>.log``
@@ -84,6 +83,6 @@ def one_worker(
         **worker_args,
     )
     try:
-        yield OneShot(worker, config.device, config.schedule.warmup if warmup is None else warmup)
+        yield OneShot(worker, config.device, config.schedule.warmup)
     finally:
         worker.close()

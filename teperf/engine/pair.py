@@ -155,8 +155,7 @@ class PairWorkers:
             for worker in workers:
                 worker.close()
             return
-        # Handed over before retiring: a Ctrl-C inside retire() (it talks to the
-        # worker) must still leave every worker to the caller's reap, or one outlives us.
+        # Handed over first: a Ctrl-C inside retire() must still leave every worker to the caller's reap.
         retired.extend(workers)
         for worker in workers:
             worker.retire(retire_core)
@@ -317,20 +316,19 @@ class PairTrials:
             self._record_setup(index, case, reply)
 
     def _record_setup(self, index: int, case: Case, reply: dict) -> None:
-        side = self.ctx.sides[index]
-
-        def record(status: str, **fields) -> SetupRecord:
-            return SetupRecord(pair=self.pair, side=side.label, case_id=case.id, status=status, **fields)
-
+        label, error = self.ctx.sides[index].label, reply.get("error")
         if reply.get("type") in ("ready", "warm"):
             self.ready[index].add(case.id)
-            self.ctx.bundle.append(record("ready", info=reply.get("info", {})))
+            status, fields = "ready", {"info": reply.get("info", {})}
         elif reply.get("skipped"):
             self.skipped[case.id] = reply.get("error", "")
-            self.ctx.bundle.append(record("skipped", error=reply.get("error")))
+            status, fields = "skipped", {"error": error}
         else:
-            self.ctx.retries.fail(case.id, f"{side.label}: {reply.get('error')}")
-            self.ctx.bundle.append(record("error", error=reply.get("error")))
+            self.ctx.retries.fail(case.id, f"{label}: {error}")
+            status, fields = "error", {"error": error}
+        self.ctx.bundle.append(
+            SetupRecord(pair=self.pair, side=label, case_id=case.id, status=status, **fields)
+        )
 
     def _worker_failed(self, index: int, case: Optional[Case], exc: WorkerError) -> None:
         """The worker died or hung: the case loses this pair; a fresh worker takes over the other cases."""
@@ -397,12 +395,9 @@ class PairTrials:
             try:
                 return TrialRecord.from_dict(
                     {
+                        **dataclasses.asdict(slot),  # round, trial, position, case_id
+                        "side": label,  # not its index
                         "pair": self.pair,
-                        "round": slot.round,
-                        "trial": slot.trial,
-                        "side": label,
-                        "position": slot.position,
-                        "case_id": case.id,
                         "hash_seed": self.seed,
                         "t": round(time.time(), 3),
                         "lane": self.lane,

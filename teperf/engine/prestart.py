@@ -138,8 +138,7 @@ class PairSchedule:
             return self.new_runner(runner.pair, todo)  # it starts cold, one side after the other
 
     def _launch_ahead(self) -> None:
-        # Before this pair starts, so that they import while it starts too. Each lane's first pair
-        # starts cold on the lane's core; the spare cores start the pairs after those.
+        # Before this pair starts, so that they import while it starts too (each lane's first starts cold).
         self.next_launch = max(self.next_launch, self.taken, len(self.lane_cores))
         self.depth = self._depth()
         self.max_depth = max(self.max_depth, self.depth)

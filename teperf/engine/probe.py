@@ -19,8 +19,7 @@ from teperf.sides import Side
 
 PREFLIGHT_TIMEOUT_S = 120.0
 
-# Run in the side's interpreter with the side's sys.path and PYTHONPATH: finds, never imports
-# (importing torch and TE costs 10 s on the H200; find_spec of a top-level name costs milliseconds).
+# Run in the side's interpreter: finds, never imports (importing torch and TE costs 10 s, find_spec ms).
 _PREFLIGHT = r"""
 import importlib.util, json, sys
 sys.path[0:0] = json.loads(sys.argv[1])
@@ -105,8 +104,7 @@ def preflight(config, sides: Iterable[Side], hash_seed: int = 0) -> dict[str, di
     return found
 
 
-# Run in a side's interpreter: import the packages under test from the side's tree, then name every
-# top-level module that came from elsewhere (their dependencies: einops, ...), for a server to preload.
+# Run in a side's interpreter: the top-level modules the packages under test import from outside its tree.
 _DEPENDENCIES = """
 import importlib, json, os, sys
 tree, names = json.loads(sys.argv[1]), json.loads(sys.argv[2])

@@ -149,8 +149,7 @@ class Worker:
             stdout=subprocess.PIPE,
             stderr=self._log,
             env=worker_env(side, hash_seed),
-            # A neutral cwd: `python -m` puts the cwd first on sys.path, and a
-            # source checkout there would shadow the package under test.
+            # A neutral cwd: `python -m` puts it first on sys.path, where a checkout would shadow the package.
             cwd=str(cwd),
             start_new_session=True,  # Ctrl-C reaches the coordinator only
         )
@@ -198,9 +197,7 @@ class Worker:
                     hello.get("fix"),
                 )
             if hello.get("type") != "hello":
-                raise WorkerError(
-                    f"worker for {self.side.label} sent {hello!r} instead of hello", self.log_tail()
-                )
+                raise self._failed(f"sent {hello!r} instead of hello")
             hello["start_s"] = round(time.perf_counter() - self._t0, 3)
             hello["forked"] = self.forked
             hello["waited_s"] = round(time.perf_counter() - waited, 3)
@@ -211,10 +208,7 @@ class Worker:
         """Move every thread of the worker to ``core``."""
         reply = self.request({"cmd": "pin", "core": core}, timeout_s)
         if reply.get("type") != "pinned":
-            raise WorkerError(
-                f"worker for {self.side.label} could not move to core {core}: {reply.get('error')}",
-                self.log_tail(),
-            )
+            raise self._failed(f"could not move to core {core}: {reply.get('error')}")
         self.hello["affinity"] = reply["affinity"]
         self.hello["imported_on_core"] = self.core
         self.core = core
@@ -228,14 +222,16 @@ class Worker:
             return ""
         return "\n".join(text[-lines:])
 
+    def _failed(self, what: str, **kwargs) -> WorkerError:
+        """'worker for <side> <what>', with the end of its log."""
+        return WorkerError(f"worker for {self.side.label} {what}", self.log_tail(), **kwargs)
+
     def send(self, message: dict) -> None:
         try:
             self.proc.stdin.write(encode(message))
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
-            raise WorkerError(
-                f"worker for {self.side.label} is gone (exit {self.proc.poll()})", self.log_tail()
-            )
+            raise self._failed(f"is gone (exit {self.proc.poll()})")
 
     def receive(self, timeout_s: float | None = None) -> dict:
         """The next reply line; WorkerError if the worker dies or takes longer than the timeout."""
@@ -246,28 +242,20 @@ class Worker:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
-                raise WorkerError(
-                    f"worker for {self.side.label} did not answer within {timeout_s:g} s (killed)",
-                    self.log_tail(),
-                    timed_out=True,
-                )
+                raise self._failed(f"did not answer within {timeout_s:g} s (killed)", timed_out=True)
             ready, _, _ = select.select([fd], [], [], min(left, 1.0))
             if not ready:
                 continue
             chunk = os.read(fd, 1 << 16)
             if not chunk:
                 code = self.proc.wait()
-                raise WorkerError(
-                    f"worker for {self.side.label} {exit_text(code)}", self.log_tail(), exit_code=code
-                )
+                raise self._failed(exit_text(code), exit_code=code)
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         try:
             return decode(line)
         except ValueError:
-            raise WorkerError(
-                f"worker for {self.side.label} wrote a malformed line: {line[:200]!r}", self.log_tail()
-            )
+            raise self._failed(f"wrote a malformed line: {line[:200]!r}")
 
     def request(self, message: dict, timeout_s: float | None = None) -> dict:
         self.send(message)
