@@ -23,13 +23,7 @@ from teperf.engine.pair import PairTrials, RemeasureBudget, RunContext, compile_
 from teperf.engine.prestart import PairSchedule
 from teperf.engine.spawn import Worker, WorkerError
 from teperf.plan import Case, Slot, packages_under_test, pair_slots
-from teperf.records import (
-    CompileCacheRecord,
-    PairRecord,
-    PrewarmRecord,
-    ServerRecord,
-    TrialRecord,
-)
+from teperf.records import CompileCacheRecord, PairRecord, PrewarmRecord, ServerRecord, TrialRecord
 from teperf.sides import Side
 
 Progress = Callable[[int, str], None]  # (steps just measured, what is running)

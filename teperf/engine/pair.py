@@ -1,5 +1,5 @@
-"""One process pair: its workers (:class:`PairWorkers`), the cases set up in them and their trials
-(:class:`PairTrials`), the records of it all; what a run's pairs share (:class:`RunContext`)."""
+"""One process pair: its workers, the cases set up in them and their trials (:class:`PairTrials`), the
+records of it all; what a run's pairs share (:class:`RunContext`)."""
 
 from __future__ import annotations
 
@@ -102,68 +102,9 @@ class RunContext:
             raise LaneStopped()
 
 
-class PairWorkers:
-    """The processes of one pair, a worker per side (``live``: side index -> Worker), spawn to close."""
-
-    def __init__(self, ctx: RunContext, pair: int, seed: int, backends: list[str]):
-        self.ctx, self.pair, self.seed, self.backends = ctx, pair, seed, backends
-        self.live: dict[int, Worker] = {}
-
-    def spawn(self, index: int, core: int) -> Worker:
-        ctx, side = self.ctx, self.ctx.sides[index]
-        worker = Worker(
-            side,
-            core=core,
-            device=ctx.config.device,
-            backends=self.backends,
-            hash_seed=self.seed,
-            log_path=ctx.bundle.worker_log(self.pair, side.label),
-            cwd=ctx.bundle.path,
-            timeout_s=ctx.config.schedule.timeout_s,
-            compile_cache=compile_cache_spec(ctx.config, ctx.cache_root, side.label),
-            launcher=ctx.servers.launcher(index, self.pair) if ctx.servers is not None else None,
-        )
-        ctx.spawned.append(worker)
-        self.live[index] = worker
-        return worker
-
-    def ready(self, index: int, core: int) -> Worker:
-        """Side ``index``'s worker (spawned on ``core`` unless launched ahead) once it said hello."""
-        try:
-            worker = self.live.get(index) or self.spawn(index, core)
-            worker.wait_ready()
-        except WorkerError:
-            self.live.pop(index, None)
-            raise
-        return worker
-
-    def kill(self, index: int) -> None:
-        self.live.pop(index).kill()
-
-    def close(
-        self, retire_core: Optional[int] = None, retired: Optional[list] = None, hurry: bool = False
-    ) -> None:
-        """End the workers: at once when ``retired`` is given (they are reaped later), else waiting;
-        ``hurry`` (the run is stopping) kills them without asking: one may be hung."""
-        workers = list(self.live.values())
-        self.live.clear()
-        if hurry:
-            for worker in workers:
-                worker.kill()
-            return
-        if retired is None:
-            for worker in workers:
-                worker.close()
-            return
-        # Handed over first: a Ctrl-C inside retire() must still leave every worker to the caller's reap.
-        retired.extend(workers)
-        for worker in workers:
-            worker.retire(retire_core)
-
-
 class PairTrials:
-    """One process pair as a lane measures it: its cases set up in its workers, its trials and counters,
-    and the records of all of it (set-ups, failures, the workers' hellos)."""
+    """One process pair as a lane measures it: a worker per side (``live``: side index -> Worker) from
+    spawn to close, the cases set up in them, their trials and counters, and the records of all of it."""
 
     def __init__(self, ctx: RunContext, pair: int, cases: list[Case]):
         self.ctx, self.pair = ctx, pair
@@ -173,7 +114,8 @@ class PairTrials:
         # A forked worker has its server's hash seed: that of its generation's first pair.
         servers = ctx.servers
         self.seed = servers.seed(pair) if servers is not None else hash_seed(ctx.config.seed, pair)
-        self.workers = PairWorkers(ctx, pair, self.seed, sorted({c.backend for c in cases}))
+        self.backends = sorted({c.backend for c in cases})
+        self.live: dict[int, Worker] = {}
         self.lost_here: set[int] = set()  # cases whose worker died or hung in this pair
         self.given_up = False  # too many restarts: the rest of this pair is skipped
         self.skipped: dict[int, str] = {c.id: c.skip for c in cases if c.skip}
@@ -192,11 +134,38 @@ class PairTrials:
     def _order(self) -> list[int]:
         return start_order(self.pair, len(self.ctx.sides))
 
+    def _spawn(self, index: int, core: int) -> Worker:
+        ctx, side = self.ctx, self.ctx.sides[index]
+        worker = Worker(
+            side,
+            core=core,
+            device=ctx.config.device,
+            backends=self.backends,
+            hash_seed=self.seed,
+            log_path=ctx.bundle.worker_log(self.pair, side.label),
+            cwd=ctx.bundle.path,
+            timeout_s=ctx.config.schedule.timeout_s,
+            compile_cache=compile_cache_spec(ctx.config, ctx.cache_root, side.label),
+            launcher=ctx.servers.launcher(index, self.pair) if ctx.servers is not None else None,
+        )
+        ctx.spawned.append(worker)
+        self.live[index] = worker
+        return worker
+
+    def _ready_worker(self, index: int) -> None:
+        """Side ``index``'s worker (spawned on the measuring core unless launched ahead) says hello."""
+        try:
+            worker = self.live.get(index) or self._spawn(index, self.core)
+            worker.wait_ready()
+        except WorkerError:
+            self.live.pop(index, None)
+            raise
+
     def launch(self, import_cores: list[int]) -> None:
         """Start this pair's processes and queue every case's set-up without waiting (side i imports on
         ``import_cores[i]`` while the previous pair measures); ``start`` moves them to the measuring core."""
         for index in self._order():
-            worker = self.workers.spawn(index, import_cores[index])
+            worker = self._spawn(index, import_cores[index])
             self.queued[index] = []
             for case in self._runnable_cases():
                 worker.send({"cmd": "setup", "case": self._wire(case)})
@@ -210,7 +179,7 @@ class PairTrials:
         # Cases not set up ahead, in the pair's start order: the side that sets a case up second finds its
         # code warm in the shared caches (a first call 7-20 % cheaper), so base must not always go first.
         for case in self._runnable_cases():
-            for index in (i for i in self._order() if i in self.workers.live):
+            for index in (i for i in self._order() if i in self.live):
                 if self.runnable(case.id) and case.id not in self.ready[index]:
                     self._setup(index, case)
         for index in self._order():
@@ -228,17 +197,17 @@ class PairTrials:
 
     def _collect_queued(self, index: int) -> None:
         for case_id in self.queued.pop(index, []):
-            if index not in self.workers.live:
+            if index not in self.live:
                 return
             try:
-                reply = self.workers.live[index].receive()
+                reply = self.live[index].receive()
             except WorkerError as exc:  # the fresh worker sets everything up anew
                 self._worker_failed(index, self.cases[case_id], exc)
                 return
             self._record_setup(index, self.cases[case_id], reply)
 
     def _move_to_measuring_core(self, index: int) -> None:
-        worker = self.workers.live.get(index)
+        worker = self.live.get(index)
         if worker is None or worker.core == self.core:
             return
         try:
@@ -262,7 +231,7 @@ class PairTrials:
     def _start_side(self, index: int) -> None:
         ctx, side = self.ctx, self.ctx.sides[index]
         try:
-            self.workers.ready(index, self.core)
+            self._ready_worker(index)
         except WorkerError as exc:
             ctx.check_stop()
             last = exc.log_tail.strip().splitlines()[-1:] or [""]
@@ -280,7 +249,7 @@ class PairTrials:
     def _describe_imports(self, index: int) -> None:
         """Ask the worker what it really imported (interpreter, torch, the package under test with
         its content hash) and keep it in its hello: the bundle then proves which code each side ran."""
-        worker = self.workers.live.get(index)
+        worker = self.live.get(index)
         if worker is None or "imported" in (worker.hello or {}):
             return
         message = {"cmd": "imported", "packages": list(self.ctx.packages), "known": dict(KNOWN_HASHES)}
@@ -295,7 +264,7 @@ class PairTrials:
             worker.hello["imported"] = {"error": str(reply.get("error"))}
 
     def _record_worker(self, index: int) -> None:
-        worker = self.workers.live.get(index)
+        worker = self.live.get(index)
         if worker is not None:
             label = self.ctx.sides[index].label
             self.ctx.bundle.append(
@@ -305,7 +274,7 @@ class PairTrials:
     def _request(self, index: int, case: Optional[Case], message: dict) -> Optional[dict]:
         """Side ``index``'s reply to ``message``; None when its worker died or hung (handled)."""
         try:
-            return self.workers.live[index].request(message)
+            return self.live[index].request(message)
         except WorkerError as exc:
             self._worker_failed(index, case, exc)
             return None
@@ -351,7 +320,7 @@ class PairTrials:
                 log_tail=exc.log_tail,
             )
         )
-        self.workers.kill(index)
+        self.live.pop(index).kill()
         self.queued.pop(index, None)
         self.restarts += 1
         if self.restarts > MAX_RESTARTS_PER_PAIR:
@@ -360,16 +329,16 @@ class PairTrials:
         # A fresh worker for this side, on the measuring core, with the cases that still work set up again.
         self._start_side(index)
         for other in self._runnable_cases():
-            if index in self.workers.live:
+            if index in self.live:
                 self._setup(index, other)
         self._describe_imports(index)
         self._record_worker(index)
 
     def active(self, case_id: int) -> bool:
-        return not self.given_up and self.runnable(case_id) and len(self.workers.live) == len(self.ctx.sides)
+        return not self.given_up and self.runnable(case_id) and len(self.live) == len(self.ctx.sides)
 
     def counters(self, case: Case) -> None:
-        for index in sorted(self.workers.live):
+        for index in sorted(self.live):
             if not self.active(case.id):
                 return
             reply = self._request(index, case, {"cmd": "counters", "case_id": case.id})
@@ -417,7 +386,22 @@ class PairTrials:
     def close(
         self, retire_core: Optional[int] = None, retired: Optional[list] = None, hurry: bool = False
     ) -> None:
-        self.workers.close(retire_core, retired, hurry)
+        """End the workers: at once when ``retired`` is given (they are reaped later), else waiting;
+        ``hurry`` (the run is stopping) kills them without asking: one may be hung."""
+        workers = list(self.live.values())
+        self.live.clear()
+        if hurry:
+            for worker in workers:
+                worker.kill()
+            return
+        if retired is None:
+            for worker in workers:
+                worker.close()
+            return
+        # Handed over first: a Ctrl-C inside retire() must still leave every worker to the caller's reap.
+        retired.extend(workers)
+        for worker in workers:
+            worker.retire(retire_core)
 
 
 def compile_cache_spec(config: Config, cache_root: Optional[str], label: str) -> Optional[dict]:
