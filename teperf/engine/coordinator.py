@@ -94,7 +94,7 @@ class WorkerLives:
         self.spawned: list[Worker] = []  # every worker this run started: what a stop kills
         self.servers = None
         if config.schedule.spawn == "forkserver":
-            from teperf.engine.forkserver import ServerPool
+            from teperf.engine.forkserver import ServerPool, preload_modules
 
             cores = import_cores or lane_cores
             self.servers = ServerPool(
@@ -308,15 +308,3 @@ def run_schedule(
     finally:
         if cache_root is not None:
             shutil.rmtree(cache_root, ignore_errors=True)
-
-
-def preload_modules(config: Config, cases: list[Case], sides: list[Side]) -> list[str]:
-    """What a fork server imports before it forks: torch, teperf's worker, each backend in use and
-    the packages under test (a package whose import initializes CUDA makes the server refuse)."""
-    names = ["torch", "teperf.worker.session", "teperf.worker.runner", "teperf.worker.counters"]
-    backends = {c.backend for c in cases}
-    names += [f"teperf.worker.backends.{'torch_ref' if b == 'torch' else b}" for b in sorted(backends)]
-    if "te" in backends:
-        names.append("transformer_engine.pytorch")
-    names += [p for p in packages_under_test(config, sides) if p not in ("torch", "transformer_engine")]
-    return list(dict.fromkeys(names))

@@ -19,8 +19,9 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Optional
 
+from teperf.config import Config
 from teperf.engine.spawn import WorkerError, _pin, check_python, worker_env
-from teperf.plan import hash_seed, pairs_per_server, server_generation
+from teperf.plan import Case, hash_seed, packages_under_test, pairs_per_server, server_generation
 from teperf.sides import Side
 
 REPLY_TIMEOUT_S = 60.0
@@ -233,13 +234,25 @@ def _started(slot: Future) -> Optional[ForkServer]:
     return slot.result() if slot.done() and slot.exception() is None else None
 
 
+def preload_modules(config: Config, cases: list[Case], sides: list[Side]) -> list[str]:
+    """What a fork server imports before it forks: torch, teperf's worker, each backend in use and
+    the packages under test (a package whose import initializes CUDA makes the server refuse)."""
+    names = ["torch", "teperf.worker.session", "teperf.worker.runner", "teperf.worker.counters"]
+    backends = {c.backend for c in cases}
+    names += [f"teperf.worker.backends.{'torch_ref' if b == 'torch' else b}" for b in sorted(backends)]
+    if "te" in backends:
+        names.append("transformer_engine.pytorch")
+    names += [p for p in packages_under_test(config, sides) if p not in ("torch", "transformer_engine")]
+    return list(dict.fromkeys(names))
+
+
 class ServerPool:
     """The fork servers of one run: per side, a generation of ``every`` pairs each with its own
     hash seed (that of its first pair, so generation 0 draws what a fresh first pair would)."""
 
     def __init__(
         self,
-        config,
+        config: Config,
         sides: list[Side],
         preload: list[str],
         log_dir: Path,

@@ -185,8 +185,7 @@ class ForkedProbes:
         self.failed: list[str] = []
 
     def _server(self, side: Side):
-        from teperf.engine.coordinator import preload_modules
-        from teperf.engine.forkserver import ForkServer, ServerError
+        from teperf.engine.forkserver import ForkServer, ServerError, preload_modules
 
         key = (side.python, tuple(sorted(side.env.items())))
         if key not in self.servers:
