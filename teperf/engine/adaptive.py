@@ -54,7 +54,6 @@ class Adaptive:
         sched = config.schedule
         self.target = sched.precision_pct if n_sides == 2 else None
         self.budget = sched.budget_s
-        self.min_pairs = sched.min_pairs
         self.max_pairs = MAX_PAIRS if self.target is not None else sched.processes
         self.stats: Stats = config.stats
         self.schedule = sched
@@ -87,8 +86,7 @@ class Adaptive:
         return 0.0 if self.t0 is None else self.clock() - self.t0
 
     def open_cases(self, failed: Iterable[int] = ()) -> list[int]:
-        """Cases that still need pairs, in case order (in a fixed schedule every case: the pair runner skips
-        failed ones)."""
+        """Cases that still need pairs, in case order (a fixed schedule: all, failed ones are skipped)."""
         if self.target is None:
             return list(self.cells)
         failed = set(failed)
@@ -209,7 +207,7 @@ class Adaptive:
         if (
             self.target is not None
             and not load
-            and settles(cell.pairs, cell.half_pct, self.target, self.min_pairs)
+            and settles(cell.pairs, cell.half_pct, self.target, self.schedule.min_pairs)
         ):
             cell.settled = True  # for good: a settled cell gets no more pairs
         return cell

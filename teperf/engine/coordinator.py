@@ -1,7 +1,5 @@
 """Walks the schedule: fresh worker pairs -> set-up -> interleaved trials -> bundle (never importing torch).
-
-A run's lanes take pairs from a PairSchedule (engine/prestart.py); WorkerLives keeps every worker process
-from spawn to reap."""
+The lanes take pairs from a PairSchedule (engine/prestart.py); WorkerLives keeps every worker process."""
 
 from __future__ import annotations
 
@@ -108,9 +106,8 @@ class WorkerLives:
             )
 
     def retire(self, runner: PairTrials, lock: threading.RLock) -> None:
-        """End a measured pair's workers without waiting for them: they tear down on a spare core.
-        Reaps those that have ended outside the lanes' lock (under it, every lane stood still for each
-        CUDA teardown). Only past RETIRED_MAX still exiting does this lane wait."""
+        """End a measured pair's workers without waiting: they tear down on a spare core. Reaps those that
+        ended outside the lanes' lock; only past RETIRED_MAX still exiting does this lane wait."""
         quitting: list[Worker] = []
         # In turn over the spare cores: at 20 pairs a minute, 40 CUDA teardowns would overload one core.
         cores = self.import_cores

@@ -1,7 +1,6 @@
-"""Workers forked from a server per side (``--spawn forkserver``): under a second to start, not the 10 s
-of importing torch and TE. Forks share the hash seed and address-space layout, so each side's server is
-replaced every ``server_pairs`` pairs with its own PYTHONHASHSEED: the generations sample what varies
-between processes. A server is spoken to over a SEQPACKET socket (teperf.worker.forkserver)."""
+"""Workers forked from a server per side (``--spawn forkserver``): under a second to start, not 10 s of
+importing torch and TE. Forks share the hash seed and address-space layout, so each side's server is
+replaced every ``server_pairs`` pairs with its own PYTHONHASHSEED: the generations sample that."""
 
 from __future__ import annotations
 
@@ -367,8 +366,7 @@ class ServerPool:
         return server
 
     def _in_starter(self, fn):
-        """Run ``fn`` (a Popen) in the pool's one starter thread, which lives as long as the pool:
-        a server started from a lane's or a helper's thread would be SIGKILLed when that thread ends."""
+        """Run ``fn`` (a Popen) in the pool's one starter thread, which outlives the servers (PDEATHSIG)."""
         with self.lock:
             if self._starter is None:
                 self._starter = threading.Thread(

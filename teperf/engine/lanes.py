@@ -20,9 +20,8 @@ def run_lanes(
     n: int, lane: Callable[[int], None], stop: threading.Event, kill_all: Callable[[], None]
 ) -> None:
     """Run ``lane(i)`` for i in 0..n-1, each in its own thread, until all return. The first error of a
-    lane (or Ctrl-C/SIGTERM, which reach the main thread only) stops every lane: ``stop`` is set,
-    ``kill_all`` ends every worker, again until the lanes have ended (or STOP_WAIT_S passed), and the
-    error is raised here: no worker is left behind and the bundle keeps every finished trial."""
+    lane (or Ctrl-C/SIGTERM, which reach the main thread only) sets ``stop``, ``kill_all`` ends every
+    worker until the lanes have ended (or STOP_WAIT_S passed), and the error is raised here."""
     errors: list[BaseException] = []
     returned: list[int] = []
     done = threading.Event()  # a lane thread that ran out of pairs waits for this before it ends

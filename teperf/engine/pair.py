@@ -352,8 +352,7 @@ class PairTrials:
                 self.ctx.bundle.append(record)
 
     def trial(self, slot: Slot, case: Case, iters: int, attempt: int = 0) -> Optional[TrialRecord]:
-        """One trial of ``case`` on the side of ``slot``; None when it failed (recorded). ``attempt``: how
-        many times its couple was measured before."""
+        """One trial of ``case`` on the side of ``slot``; None when it failed (recorded)."""
         index, label = slot.side, self.ctx.sides[slot.side].label
         reply = self._request(index, case, {"cmd": "trial", "case_id": case.id, "iters": iters})
         if reply is None:

@@ -29,10 +29,9 @@ def prestart_depth(
     start_s: Optional[float] = None,
     measure_s: Optional[float] = None,
 ) -> int:
-    """Pairs kept started ahead (README, "Pairs started ahead"): for no lane to wait for a start,
-    lanes * ceil(start_s / measure_s) pairs starting and one per lane ready, but at most one spare core
-    per worker (two importers on one core each take twice as long). Until a pair has told both times:
-    as deep as the spare cores allow."""
+    """Pairs kept started ahead (README, "Pairs started ahead"): lanes * ceil(start_s / measure_s) pairs
+    starting and one per lane ready, but at most one spare core per worker (two importers on one core
+    each take twice as long); as deep as the spare cores allow until the times are known."""
     if n_import_cores == 0:
         return 0
     if config.prestart is not None:

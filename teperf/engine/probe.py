@@ -175,9 +175,8 @@ def count_case(config: Config, side: Side, case: Case, log_path: Path, launcher=
 
 
 class ForkedProbes:
-    """Counter probes forked from servers that imported torch (and nothing of the package under test):
-    one server per interpreter and environment, reused by every commit's probe (its worker puts the
-    commit's tree first on sys.path). A server that cannot start leaves its probes to fresh interpreters."""
+    """Counter probes forked from servers that imported torch (nothing of the package under test), one per
+    interpreter and environment; a server that cannot start leaves its probes to fresh interpreters."""
 
     def __init__(self, config: Config, cases: list[Case], log_dir: Path):
         self.config, self.cases, self.log_dir = config, cases, Path(log_dir)

@@ -1,5 +1,4 @@
-"""SIGTERM ends a run like Ctrl-C: what `timeout`, CI cancellation and `kill` send must
-also stop the workers, keep every sample and mark the bundle interrupted."""
+"""SIGTERM (`timeout`, CI cancellation, `kill`) ends a run like Ctrl-C: workers stopped, samples kept."""
 
 from __future__ import annotations
 
