@@ -213,14 +213,8 @@ class Adaptive:
         return cell
 
     def snapshot(self) -> Snapshot:
-        return Snapshot(
-            [dataclasses.replace(c) for c in self.cells.values()],
-            self.pairs_done,
-            self.target,
-            self.budget,
-            self.elapsed(),
-            self.stop_reason,
-        )
+        cells = [dataclasses.replace(c) for c in self.cells.values()]
+        return Snapshot(cells, self.pairs_done, self.target, self.budget, self.elapsed(), self.stop_reason)
 
     def stop_record(self) -> StopRecord:
         """What the bundle keeps about how the run ended (summary.py turns it into a note)."""

@@ -206,16 +206,11 @@ class _Run:
         t0 = time.perf_counter()
         runner.start()
         start_s = time.perf_counter() - t0
+        record = PairRecord(
+            pair=pair, hash_seed=runner.seed, start_s=round(start_s, 3), lane=runner.lane, core=runner.core
+        )
         with self.lock:
-            self.bundle.append(
-                PairRecord(
-                    pair=pair,
-                    hash_seed=runner.seed,
-                    start_s=round(start_s, 3),
-                    lane=runner.lane,
-                    core=runner.core,
-                )
-            )
+            self.bundle.append(record)
         # Counted once, outside the trials; not in the first pair, where one side meets a cold compile cache.
         if config.counters and pair == min(1, plan.max_pairs - 1):
             for case in self.cases:

@@ -183,9 +183,7 @@ class PairTrials:
                 if self.runnable(case.id) and case.id not in self.ready[index]:
                     self._setup(index, case)
         for index in self._order():
-            # after every set-up: the factories' imports are what the content hash must cover
-            self._describe_imports(index)
-            self._record_worker(index)
+            self._record_worker(index)  # after every set-up: the content hash covers the factories' imports
 
     def runnable(self, case_id: int) -> bool:
         return (
@@ -264,6 +262,8 @@ class PairTrials:
             worker.hello["imported"] = {"error": str(reply.get("error"))}
 
     def _record_worker(self, index: int) -> None:
+        """Record the hello of side ``index``'s worker, with what it imported."""
+        self._describe_imports(index)
         worker = self.live.get(index)
         if worker is not None:
             label = self.ctx.sides[index].label
@@ -331,7 +331,6 @@ class PairTrials:
         for other in self._runnable_cases():
             if index in self.live:
                 self._setup(index, other)
-        self._describe_imports(index)
         self._record_worker(index)
 
     def active(self, case_id: int) -> bool:
@@ -346,10 +345,9 @@ class PairTrials:
                 return
             if reply.get("type") == "counters":
                 label = self.ctx.sides[index].label
-                record = CountersRecord(
-                    pair=self.pair, side=label, case_id=case.id, counters=reply["counters"]
+                self.ctx.bundle.append(
+                    CountersRecord(pair=self.pair, side=label, case_id=case.id, counters=reply["counters"])
                 )
-                self.ctx.bundle.append(record)
 
     def trial(self, slot: Slot, case: Case, iters: int, attempt: int = 0) -> Optional[TrialRecord]:
         """One trial of ``case`` on the side of ``slot``; None when it failed (recorded)."""
