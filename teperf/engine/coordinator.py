@@ -15,6 +15,7 @@ from teperf.bundle import Bundle
 from teperf.config import Config
 from teperf.cpus import assign_lanes, spare_cores
 from teperf.engine.adaptive import Adaptive
+from teperf.engine.forkserver import ServerPool, preload_modules
 from teperf.engine.lanes import LaneStopped, run_lanes
 from teperf.engine.oneshot import one_worker
 from teperf.engine.pair import PairTrials, RemeasureBudget, RunContext, compile_cache_spec
@@ -92,8 +93,6 @@ class WorkerLives:
         self.spawned: list[Worker] = []  # every worker this run started: what a stop kills
         self.servers = None
         if config.schedule.spawn == "forkserver":
-            from teperf.engine.forkserver import ServerPool, preload_modules
-
             cores = import_cores or lane_cores
             self.servers = ServerPool(
                 config,

@@ -463,14 +463,12 @@ class PendingFork:
                 if self._killed:
                     proc.kill()
                 else:
-                    try:
+                    with contextlib.suppress(OSError):
                         for data in self._buffered or ():
                             proc.stdin.write(data)
                         proc.stdin.flush()
                         if self._stdin_closed:
                             proc.stdin.close()
-                    except OSError:
-                        pass
             self._buffered = None
         self._done.set()
 

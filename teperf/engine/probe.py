@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Iterable
 
 from teperf.config import Config
+from teperf.engine.forkserver import ForkServer, ServerError, preload_modules
 from teperf.engine.oneshot import StepFailed, one_worker
 from teperf.engine.spawn import WorkerError, check_python, worker_code_dir, worker_env
 from teperf.errors import TeperfError
@@ -184,8 +185,6 @@ class ForkedProbes:
         self.failed: list[str] = []
 
     def _server(self, side: Side):
-        from teperf.engine.forkserver import ForkServer, ServerError, preload_modules
-
         key = (side.python, tuple(sorted(side.env.items())))
         if key not in self.servers:
             self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -211,8 +210,6 @@ class ForkedProbes:
         return self.servers[key]
 
     def count(self, side: Side, case: Case, log_path: Path) -> dict:
-        from teperf.engine.forkserver import ServerError
-
         server = self._server(side)
 
         def launch(log_file):
