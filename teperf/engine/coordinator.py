@@ -159,7 +159,7 @@ class _Run:
         plan: Adaptive,
         cache_root: Optional[str] = None,
     ):
-        self.config, self.plan, self.cases, self.bundle, self.progress = config, plan, cases, bundle, progress
+        self.config, self.plan, self.bundle, self.progress = config, plan, bundle, progress
         self.by_id = {c.id: c for c in cases}
         self.lock = threading.RLock()
         self.stop = threading.Event()
@@ -212,9 +212,8 @@ class _Run:
             self.bundle.append(record)
         # Counted once, outside the trials; not in the first pair, where one side meets a cold compile cache.
         if config.counters and pair == min(1, plan.max_pairs - 1):
-            for case in self.cases:
-                if case.id in runner.cases:
-                    runner.counters(case)
+            for case in runner.cases.values():  # in case order, as the plan hands them out
+                runner.counters(case)
         slots = list(pair_slots(config, todo, pair, n_sides))
         # A loaded machine may at most double a pair's trials with re-measures.
         remeasures = RemeasureBudget(len(slots) // n_sides)

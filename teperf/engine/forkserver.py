@@ -257,7 +257,7 @@ class ServerPool:
         log_dir: Path,
         cwd: Path,
         core_for,
-        max_pairs: Optional[int] = None,
+        max_pairs: int,
     ):
         self.config, self.sides, self.preload = config, sides, preload
         self.every = pairs_per_server(config.schedule)
@@ -357,11 +357,7 @@ class ServerPool:
             server.kill()
         self._event("started", index, generation, server)
         slot.set_result(server)
-        if (
-            ahead
-            and not closed
-            and (self.max_pairs is None or (generation + 1) * self.every < self.max_pairs)
-        ):
+        if ahead and not closed and (generation + 1) * self.every < self.max_pairs:
             threading.Thread(target=self._ahead, args=(index, generation + 1), daemon=True).start()
         return server
 

@@ -22,15 +22,13 @@ FACTORY_HINT = (
 )
 
 
-def failure_hint(error: str, timeout_option: str = "--timeout") -> str:
+def failure_hint(error: str) -> str:
     """The hint for a cell's failure text (a worker killed, hung, or a case that raised)."""
     text = error or ""
     if _SIGKILLED.search(text):
         return OOM_HINT
     if "did not answer within" in text:
-        return (
-            f"a step or set-up took longer than the timeout: raise {timeout_option} if the case is just slow"
-        )
+        return "a step or set-up took longer than the timeout: raise --timeout if the case is just slow"
     if "was killed by" in text:
         return "something killed the worker (see its log)"
     missing = _NO_ATTRIBUTE.search(text)
