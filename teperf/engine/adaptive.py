@@ -69,8 +69,7 @@ class Adaptive:
         self._pair_start: dict[int, float] = {}  # pair -> seconds it took to start (each lane's first: cold)
         self.cold_pairs = max(1, config.lanes)  # pairs 0..lanes-1 start cold, one per lane
         self.rows: dict[int, dict] = {}  # case -> its interim stats.compare_cell row
-        # pairs that measured at least one trial (a pair cut by the budget at once does not count)
-        self.pairs_done = 0
+        self.pairs_done = 0  # pairs that measured at least one trial
         self._measured: set[int] = set()
         self._finished: set[int] = set()  # pairs that ended: with lanes, others are still measuring
         self.stop_reason = ""

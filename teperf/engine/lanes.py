@@ -7,8 +7,7 @@ import threading
 import time
 from typing import Callable
 
-# while stopping, how often every worker of the run is killed again (a lane may have just spawned one)
-STOP_SWEEP_S = 0.2
+STOP_SWEEP_S = 0.2  # while stopping, how often every worker is killed again (a lane may have spawned one)
 STOP_WAIT_S = 15.0  # then lane threads still running are abandoned (daemon threads; their workers are killed)
 
 
@@ -36,8 +35,8 @@ def run_lanes(
             stop.set()
         finally:
             returned.append(i)
-        # A worker dies with the thread that started it (PR_SET_PDEATHSIG is per thread), and this
-        # lane may have started pairs ahead that another lane measures now: end only when all are done.
+        # A worker dies with the thread that started it (PR_SET_PDEATHSIG): this lane's pairs started
+        # ahead may be measuring on another lane now.
         done.wait()
 
     threads = [

@@ -30,9 +30,7 @@ from teperf.sides import Side
 
 MAX_RESTARTS_PER_PAIR = 3  # then the rest of the pair is given up (its cells go on in the next pair)
 LOST_PAIRS_PER_CELL = 2  # a cell whose worker died or hung in this many pairs is failed
-# Compiled files' content hashes by real path (with size, mtime and inode): a worker re-hashes a
-# 100+ MB library only when it changed (teperf.worker.provenance).
-KNOWN_HASHES: dict[str, list] = {}
+KNOWN_HASHES: dict[str, list] = {}  # compiled files' hashes by path, size, mtime: hashed again if changed
 MAX_REMEASURES_PER_COUPLE = 3  # a couple contended this often is left out (summary: "inconclusive (load)")
 MAX_FUTILE_REMEASURES = 4  # re-measures in a row that shared the core too: the pair stops re-measuring
 
@@ -111,8 +109,7 @@ class PairTrials:
         self.core = ctx.config.core  # the measuring core: its lane's (set when a lane takes the pair)
         self.lane = 0
         self.cases = {c.id: c for c in cases}
-        # A forked worker has its server's hash seed: that of its generation's first pair.
-        servers = ctx.servers
+        servers = ctx.servers  # a forked worker has its server's hash seed
         self.seed = servers.seed(pair) if servers is not None else hash_seed(ctx.config.seed, pair)
         self.backends = sorted({c.backend for c in cases})
         self.live: dict[int, Worker] = {}

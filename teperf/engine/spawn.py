@@ -99,8 +99,8 @@ def worker_env(side: Side, hash_seed: int) -> dict:
     env["PYTHONHASHSEED"] = str(hash_seed)
     env["PYTHONUNBUFFERED"] = "1"
     env["TEPERF_COORDINATOR_PID"] = str(os.getpid())  # the worker's watchdog ends it when we are gone
-    # teperf's worker code (and nothing else of the driver), after the side's directories (the worker puts
-    # them first) and before a PYTHONPATH the user set (the worker records its sys.path).
+    # teperf's worker code (nothing else of the driver) before a PYTHONPATH the user set (the worker puts
+    # the side's directories first)
     env["PYTHONPATH"] = os.pathsep.join(
         [worker_code_dir()] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     )
