@@ -186,10 +186,7 @@ class _Run:
 
     def lane(self, lane: int) -> None:
         """Measure pairs on ``lane`` until the schedule is done."""
-        while True:
-            taken = self.schedule.take(lane)
-            if taken is None:
-                return
+        while (taken := self.schedule.take(lane)) is not None:
             runner, todo = taken
             try:
                 self.measure(runner, todo)

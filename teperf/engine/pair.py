@@ -149,15 +149,6 @@ class PairTrials:
         self.live[index] = worker
         return worker
 
-    def _ready_worker(self, index: int) -> None:
-        """Side ``index``'s worker (spawned on the measuring core unless launched ahead) says hello."""
-        try:
-            worker = self.live.get(index) or self._spawn(index, self.core)
-            worker.wait_ready()
-        except WorkerError:
-            self.live.pop(index, None)
-            raise
-
     def launch(self, import_cores: list[int]) -> None:
         """Start this pair's processes and queue every case's set-up without waiting (side i imports on
         ``import_cores[i]`` while the previous pair measures); ``start`` moves them to the measuring core."""
@@ -225,9 +216,11 @@ class PairTrials:
 
     def _start_side(self, index: int) -> None:
         ctx, side = self.ctx, self.ctx.sides[index]
-        try:
-            self._ready_worker(index)
+        try:  # spawned on the measuring core unless launched ahead
+            worker = self.live.get(index) or self._spawn(index, self.core)
+            worker.wait_ready()
         except WorkerError as exc:
+            self.live.pop(index, None)
             ctx.check_stop()
             last = exc.log_tail.strip().splitlines()[-1:] or [""]
             ctx.bundle.append(
