@@ -269,9 +269,8 @@ class ServerPool:
         self.restarts = 0  # servers that died and were started again
         self.failed: Optional[str] = None  # a server could not start: the run's workers start fresh
         self.closed = False
-        self._starter: Optional[threading.Thread] = None
-        self._jobs: queue.Queue = queue.Queue()
-        self._stopped = threading.Event()  # set once every server has ended
+        self._jobs: queue.Queue = queue.Queue()  # for the starter thread: (Popen call, its Future); None: end
+        threading.Thread(target=self._start_jobs, name="teperf-forkserver-starter", daemon=True).start()
         self.events: list[dict] = []  # what the bundle records (started, died, failed)
 
     def generation(self, pair: int) -> int:
@@ -363,22 +362,12 @@ class ServerPool:
 
     def _in_starter(self, fn):
         """Run ``fn`` (a Popen) in the pool's one starter thread, which outlives the servers (PDEATHSIG)."""
-        with self.lock:
-            if self._starter is None:
-                self._starter = threading.Thread(
-                    target=self._start_jobs, name="teperf-forkserver-starter", daemon=True
-                )
-                self._starter.start()
         done: Future = Future()
         self._jobs.put((fn, done))
         return done.result()
 
     def _start_jobs(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                self._stopped.wait()  # the servers' parent thread must outlive them
-                return
+        while (job := self._jobs.get()) is not None:  # None: the pool closed, its servers have ended
             fn, done = job
             try:
                 done.set_result(fn())
@@ -427,7 +416,6 @@ class ServerPool:
             for server in list(self.all):
                 server.reap()
         self._jobs.put(None)
-        self._stopped.set()
 
 
 class PendingFork:

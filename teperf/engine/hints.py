@@ -47,7 +47,6 @@ def start_hint(exc, side, config: Config, log: Path) -> str:
         return (
             f"importing torch/TE took longer than the timeout: raise {config.option('timeout_s')} (see {log})"
         )
-    code = getattr(exc, "exit_code", None)
-    if code == -9:
+    if getattr(exc, "exit_code", None) == -9:
         return f"{OOM_HINT} (see {log})"
     return f"see {log}; check that {side.python} can import torch"

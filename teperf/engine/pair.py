@@ -76,9 +76,6 @@ class CellRetries:
             return True
         return False
 
-    def runnable(self, case_id: int) -> bool:
-        return case_id not in self.failed
-
 
 @dataclasses.dataclass(frozen=True)
 class RunContext:
@@ -175,7 +172,7 @@ class PairTrials:
 
     def runnable(self, case_id: int) -> bool:
         return (
-            self.ctx.retries.runnable(case_id)
+            case_id not in self.ctx.retries.failed
             and case_id not in self.skipped
             and case_id not in self.lost_here
             and case_id not in self.dropped
