@@ -269,9 +269,9 @@ class ServerPool:
         self.restarts = 0  # servers that died and were started again
         self.failed: Optional[str] = None  # a server could not start: the run's workers start fresh
         self.closed = False
+        self.events: list[dict] = []  # what the bundle records (started, died, failed)
         self._jobs: queue.Queue = queue.Queue()  # for the starter thread: (Popen call, its Future); None: end
         threading.Thread(target=self._start_jobs, name="teperf-forkserver-starter", daemon=True).start()
-        self.events: list[dict] = []  # what the bundle records (started, died, failed)
 
     def generation(self, pair: int) -> int:
         return server_generation(self.config.schedule, pair)
