@@ -44,19 +44,20 @@ class ForkedProcess:
         except (AttributeError, OSError):  # no pidfd: the server's exit report alone says it ended
             self._pidfd = None
 
+    def _gone(self) -> bool:
+        return self._pidfd is not None and bool(select.select([self._pidfd], [], [], 0)[0])
+
     def poll(self) -> Optional[int]:
         if self.returncode is None:
             code = self.server.exit_status(self.pid)
-            pidfd = self._pidfd
-            if code is None and pidfd is not None and select.select([pidfd], [], [], 0)[0]:
-                # ended; its status is on the way from the server
+            if code is None and self._gone():  # ended; its status is on the way from the server
                 code = self.server.exit_status(self.pid, wait_s=EXIT_REPORT_WAIT_S)
                 if code is None:
                     code = -signal.SIGKILL if self.pid in self.server.killed_pids else -1
             if code is not None:
                 self.returncode = code
-                if pidfd is not None:
-                    os.close(pidfd)
+                if self._pidfd is not None:
+                    os.close(self._pidfd)
                     self._pidfd = None
         return self.returncode
 
