@@ -1,11 +1,6 @@
-"""When to stop measuring, and which cells the next pair measures.
-
-Without ``precision_pct`` the schedule is fixed: ``processes`` pairs of every case (cut short only by
-``budget_s``). With it, pairs keep coming until every cell's 95 % half-width is at most ``precision_pct``
-(a cell with ``min_pairs`` pairs and a narrow enough interval gets no more) or the budget is spent.
-Stopping looks only at interval widths, never at the estimates, so it does not pick the answer; the interim
-intervals are the final table's statistic (``teperf.stats.compare_cell``). The clock is injected for tests.
-"""
+"""When to stop measuring, and which cells the next pair measures: a fixed ``processes`` pairs, or with
+``precision_pct`` pairs until every cell's 95 % half-width is that narrow (or ``budget_s`` is spent).
+Stopping reads only interval widths, never the estimates, so it does not pick the answer."""
 
 from __future__ import annotations
 
@@ -51,8 +46,7 @@ class Snapshot:
 
 
 class Adaptive:
-    """The coordinator asks it which cases go into the next pair and whether to stop;
-    it is fed every trial as it lands on disk."""
+    """Which cases go into the next pair and whether to stop; fed every trial as it lands on disk."""
 
     def __init__(
         self, config: Config, cases: Iterable, n_sides: int, clock: Callable[[], float] = time.monotonic
@@ -60,7 +54,6 @@ class Adaptive:
         sched = config.schedule
         self.target = sched.precision_pct if n_sides == 2 else None
         self.budget = sched.budget_s
-        self.min_pairs = sched.min_pairs
         self.max_pairs = MAX_PAIRS if self.target is not None else sched.processes
         self.stats: Stats = config.stats
         self.schedule = sched
@@ -76,14 +69,11 @@ class Adaptive:
         self._pair_start: dict[int, float] = {}  # pair -> seconds it took to start (each lane's first: cold)
         self.cold_pairs = max(1, config.lanes)  # pairs 0..lanes-1 start cold, one per lane
         self.rows: dict[int, dict] = {}  # case -> its interim stats.compare_cell row
-        # pairs that measured at least one trial (a pair cut by the budget at once does not count)
-        self.pairs_done = 0
+        self.pairs_done = 0  # pairs that measured at least one trial
         self._measured: set[int] = set()
         self._finished: set[int] = set()  # pairs that ended: with lanes, others are still measuring
         self.stop_reason = ""
         self.listeners: list[Callable[[Snapshot], None]] = []
-
-    # ---------------------------------------------------------------- what the coordinator asks
 
     def start(self) -> None:
         """The budget counts from here (before the first pair starts, start-up included)."""
@@ -95,8 +85,7 @@ class Adaptive:
         return 0.0 if self.t0 is None else self.clock() - self.t0
 
     def open_cases(self, failed: Iterable[int] = ()) -> list[int]:
-        """Cases that still need pairs, in case order. In a fixed schedule that is every case
-        (failed ones are the pair runner's business there, as before)."""
+        """Cases that still need pairs, in case order (a fixed schedule: all, failed ones are skipped)."""
         if self.target is None:
             return list(self.cells)
         failed = set(failed)
@@ -135,16 +124,13 @@ class Adaptive:
         return True
 
     def pair_estimate(self, n_cases: int) -> float:
-        """Seconds the next pair will likely take with ``n_cases`` cases: the median measuring cost per
-        case so far, plus the median start of the pairs after each lane's first (which paid the cold
-        start that later pairs, started ahead, mostly do not)."""
+        """Seconds the next pair will likely take with ``n_cases`` cases: the median cost per case so far,
+        plus the median start of the pairs after each lane's first (those paid the cold start)."""
         if not self._pair_cost:
             return 0.0
         later = [s for pair, s in self._pair_start.items() if pair >= self.cold_pairs]
         start = statistics.median(later) if later else 0.0
         return statistics.median(self._pair_cost) * n_cases + start
-
-    # ---------------------------------------------------------------- what the coordinator feeds it
 
     def add_trial(
         self,
@@ -157,8 +143,7 @@ class Adaptive:
         attempt: int = 0,
         contended: bool = False,
     ) -> None:
-        """A trial as it lands; ``attempt`` > 0: its couple measured again after sharing its core
-        (``contended``: this trial did)."""
+        """A trial as it lands; ``attempt`` > 0: its couple again (``contended``: it shared its core)."""
         value = record.get(self.field)
         if isinstance(value, (int, float)) and record.get("iters"):
             per_step = value / record["iters"] / 1000.0
@@ -176,19 +161,16 @@ class Adaptive:
         failed: Iterable[int] = (),
         start_s: float = 0.0,
     ) -> None:
-        """After each pair (``seconds`` of measuring ``n_cases`` cases after ``start_s`` of start-up):
-        settle the cells whose interval is narrow enough."""
+        """After each pair (``seconds`` measuring ``n_cases`` cases): settle the cells narrow enough."""
         self._finished.add(pair)
         self.pairs_done = len(self._measured)
         self._pair_start[pair] = start_s
         if n_cases:
             self._pair_cost.append(seconds / n_cases)
-        for cid in skipped:
-            if cid in self.cells and not self.cells[cid].dropped:
-                self.cells[cid].dropped = "skipped"
-        for cid in failed:
-            if cid in self.cells and not self.cells[cid].dropped:
-                self.cells[cid].dropped = "failed"
+        for why, cids in (("skipped", skipped), ("failed", failed)):
+            for cid in cids:
+                if cid in self.cells and not self.cells[cid].dropped:
+                    self.cells[cid].dropped = why
         for cid in self._trials:
             self.update_cell(cid)
         self._notify()
@@ -206,8 +188,7 @@ class Adaptive:
             if pair in self._finished
             for key, attempts in by_key.items()
         }
-        # the summary's rule (teperf.summary.aggregate.clean_trials): couples that shared the core are left
-        # out
+        # the summary's rule (summary.aggregate.clean_trials): couples that shared the core are left out
         picked, _, n_couples, n_contended = choose_attempts(slots, (0, 1), self.stats.max_contended_pct)
         for (pair, key), attempt in picked.items():
             (b, _), (h, _) = slots[(pair, key)][attempt][0], slots[(pair, key)][attempt][1]
@@ -225,22 +206,14 @@ class Adaptive:
         if (
             self.target is not None
             and not load
-            and settles(cell.pairs, cell.half_pct, self.target, self.min_pairs)
+            and settles(cell.pairs, cell.half_pct, self.target, self.schedule.min_pairs)
         ):
             cell.settled = True  # for good: a settled cell gets no more pairs
         return cell
 
-    # ---------------------------------------------------------------- for the live view and the bundle
-
     def snapshot(self) -> Snapshot:
-        return Snapshot(
-            [dataclasses.replace(c) for c in self.cells.values()],
-            self.pairs_done,
-            self.target,
-            self.budget,
-            self.elapsed(),
-            self.stop_reason,
-        )
+        cells = [dataclasses.replace(c) for c in self.cells.values()]
+        return Snapshot(cells, self.pairs_done, self.target, self.budget, self.elapsed(), self.stop_reason)
 
     def stop_record(self) -> StopRecord:
         """What the bundle keeps about how the run ended (summary.py turns it into a note)."""
@@ -250,11 +223,7 @@ class Adaptive:
             elapsed_s=round(self.elapsed(), 3),
             precision_pct=self.target,
             budget_s=self.budget,
-            open=[
-                c.key
-                for c in self.cells.values()
-                if self.target is not None and not c.settled and not c.dropped
-            ],
+            open=[self.cells[cid].key for cid in self.open_cases()] if self.target is not None else [],
         )
 
     def _stop(self, reason: str) -> list[int]:

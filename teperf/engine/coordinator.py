@@ -1,13 +1,5 @@
-"""Walks the schedule: fresh worker pairs -> set-up -> interleaved trials -> bundle.
-
-The coordinator never imports torch. A run (:func:`run_schedule`) is three owners and the lanes that use
-them: :class:`~teperf.engine.prestart.PairSchedule` hands out the pairs (the adaptive plan, the pairs started
-ahead, each cell's lost-pair budget), :class:`WorkerLives` keeps every worker process from spawn to reap (and
-the fork servers), :class:`RunRecords` writes the pairs' and trials' records and tells the progress view.
-The pairs share one :class:`~teperf.engine.pair.RunContext`; a pair is a
-:class:`~teperf.engine.pair.PairTrials` (its processes a ``PairWorkers``): a case that raises fails at once;
-a worker that dies or hangs costs the case its pair only.
-"""
+"""Walks the schedule: fresh worker pairs -> set-up -> interleaved trials -> bundle (never importing torch).
+The lanes take pairs from a PairSchedule (engine/prestart.py); WorkerLives keeps every worker process."""
 
 from __future__ import annotations
 
@@ -23,19 +15,14 @@ from teperf.bundle import Bundle
 from teperf.config import Config
 from teperf.cpus import assign_lanes, spare_cores
 from teperf.engine.adaptive import Adaptive
+from teperf.engine.forkserver import ServerPool, preload_modules
 from teperf.engine.lanes import LaneStopped, run_lanes
 from teperf.engine.oneshot import one_worker
 from teperf.engine.pair import PairTrials, RemeasureBudget, RunContext, compile_cache_spec
 from teperf.engine.prestart import PairSchedule
 from teperf.engine.spawn import Worker, WorkerError
 from teperf.plan import Case, Slot, packages_under_test, pair_slots
-from teperf.records import (
-    CompileCacheRecord,
-    PairRecord,
-    PrewarmRecord,
-    ServerRecord,
-    TrialRecord,
-)
+from teperf.records import CompileCacheRecord, PairRecord, PrewarmRecord, ServerRecord, TrialRecord
 from teperf.sides import Side
 
 Progress = Callable[[int, str], None]  # (steps just measured, what is running)
@@ -47,20 +34,13 @@ def lane_cores(config: Config) -> list[int]:
     return assign_lanes(config.lanes, config.core)
 
 
-def import_cores_for(config: Config, lanes: Optional[list[int]] = None) -> list[int]:
-    """Cores where upcoming pairs may start while the lanes measure: no measuring core, and none of
-    their SMT siblings; empty when none is left (then no prestart)."""
-    return spare_cores(lane_cores(config) if lanes is None else lanes)
-
-
 def prewarm_compile_cache(
     config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, cache_root: str
 ) -> None:
-    """--compile-cache warm: before the first pair, one throwaway worker per side sets up every
-    compile case once, so that its directory holds what that case compiles; every pair then
-    measures the cached path (a user's second run). Its setups are kept as "prewarm" records."""
+    """--compile-cache warm: before the first pair, a throwaway worker per side sets up every compile
+    case once, so that every pair measures the cached path (a user's second run)."""
     todo = [c for c in cases if c.mode == "compile" and not c.skip]
-    cores = import_cores_for(config) or [config.core]
+    cores = spare_cores(lane_cores(config)) or [config.core]
     try:
         with contextlib.ExitStack() as stack:
             workers = []
@@ -113,8 +93,6 @@ class WorkerLives:
         self.spawned: list[Worker] = []  # every worker this run started: what a stop kills
         self.servers = None
         if config.schedule.spawn == "forkserver":
-            from teperf.engine.forkserver import ServerPool
-
             cores = import_cores or lane_cores
             self.servers = ServerPool(
                 config,
@@ -127,10 +105,8 @@ class WorkerLives:
             )
 
     def retire(self, runner: PairTrials, lock: threading.RLock) -> None:
-        """End a measured pair's workers without waiting for them: they tear down on a spare core.
-        Reaps those that have ended, outside the lanes' lock: reaped under it, each waited for a CUDA
-        process's teardown (seconds) while every lane stood still (gaps of 15 s between the trials
-        of the H200's 4 lanes, issue 34). Only past RETIRED_MAX still exiting does this lane wait."""
+        """End a measured pair's workers without waiting: they tear down on a spare core. Reaps those that
+        ended outside the lanes' lock; only past RETIRED_MAX still exiting does this lane wait."""
         quitting: list[Worker] = []
         # In turn over the spare cores: at 20 pairs a minute, 40 CUDA teardowns would overload one core.
         cores = self.import_cores
@@ -158,64 +134,20 @@ class WorkerLives:
         if self.servers is not None:
             self.servers.close(stopping=True)
 
-    def reap(self) -> None:
-        for worker in self.retired:
-            worker.reap()
-
-    def close_servers(self, records: "RunRecords") -> None:
-        """Quit the fork servers (each leaves once its children have) and record what they did."""
-        if self.servers is None:
-            return
+    def close(self, bundle: Bundle) -> None:
+        """Reap the retired workers, quit the fork servers and record what they did."""
         for worker in self.retired:
             worker.reap()
         self.retired.clear()
-        self.servers.close()
-        records.servers(self.servers.events)
-
-
-class RunRecords:
-    """What the run writes as it measures: the pairs' and trials' records to the bundle, in the order
-    the lanes measured them (``lock``), and the progress view, told after each sample is on disk.
-    (A pair writes its own set-ups and failures: PairTrials.)"""
-
-    def __init__(self, bundle: Bundle, progress: Optional[Progress], lock: threading.RLock, lanes: int):
-        self.bundle, self.progress, self.lock, self.lanes = bundle, progress, lock, lanes
-
-    def pair(self, runner: PairTrials, start_s: float) -> None:
-        with self.lock:
-            self.bundle.append(
-                PairRecord(
-                    pair=runner.pair,
-                    hash_seed=runner.seed,
-                    start_s=round(start_s, 3),
-                    lane=runner.lane,
-                    core=runner.core,
-                )
-            )
-
-    def trial(self, record: TrialRecord) -> None:
-        self.bundle.append(record)  # under the caller's lock, with the plan told of it
-
-    def tick(self, steps: int, text: str) -> None:
-        if self.progress:
-            self.progress(steps, text)
-
-    def trial_text(self, plan: Adaptive, runner: PairTrials, case: Case, attempt: int) -> str:
-        of = f"/{plan.max_pairs}" if plan.target is None else ""
-        on = f" lane {runner.lane + 1}" if self.lanes > 1 else ""
-        again = f" (re-measure {attempt})" if attempt else ""
-        return f"pair {runner.pair + 1}{of}{on} {case.key}{again}"
-
-    def servers(self, events: list[dict]) -> None:
-        for event in events:
-            self.bundle.append(ServerRecord(**event))
+        if self.servers is not None:
+            self.servers.close()
+            for event in self.servers.events:
+                bundle.append(ServerRecord(**event))
 
 
 class _Run:
-    """One run: its lanes measure the pairs the schedule hands them (``lane``, ``measure``), with the
-    workers' lives, the schedule and the records each kept by their own class. ``lock`` (shared by the
-    three) guards the schedule, the order of records in the bundle and the progress view; worker I/O
-    runs outside it."""
+    """One run: its lanes measure the pairs the schedule hands them. ``lock`` guards the schedule, the
+    order of records in the bundle and the progress view; worker I/O runs outside it."""
 
     def __init__(
         self,
@@ -227,17 +159,16 @@ class _Run:
         plan: Adaptive,
         cache_root: Optional[str] = None,
     ):
-        self.config, self.plan, self.cases = config, plan, cases
+        self.config, self.plan, self.bundle, self.progress = config, plan, bundle, progress
         self.by_id = {c.id: c for c in cases}
         self.lock = threading.RLock()
         self.stop = threading.Event()
         self.lane_cores = lane_cores(config)
-        import_cores = import_cores_for(config, self.lane_cores)
+        import_cores = spare_cores(self.lane_cores)
         self.lives = WorkerLives(config, sides, cases, bundle, self.lane_cores, import_cores, plan.max_pairs)
         self.schedule = PairSchedule(
             config, plan, self.lane_cores, import_cores, len(sides), self.runner, self.lock, self.stop
         )
-        self.records = RunRecords(bundle, progress, self.lock, len(self.lane_cores))
         self.ctx = RunContext(
             config=config,
             sides=sides,
@@ -255,16 +186,12 @@ class _Run:
 
     def lane(self, lane: int) -> None:
         """Measure pairs on ``lane`` until the schedule is done."""
-        while True:
-            taken = self.schedule.take(lane)
-            if taken is None:
-                return
+        while (taken := self.schedule.take(lane)) is not None:
             runner, todo = taken
             try:
                 self.measure(runner, todo)
             except BaseException:
-                # Stopping (Ctrl-C, SIGTERM, an error): every sample is on disk, so end the
-                # workers at once rather than ask them, which waits on a hung one.
+                # Stopping: every sample is on disk; asking the workers to quit would wait on a hung one.
                 runner.close(hurry=True)
                 raise
             self.lives.retire(runner, self.lock)
@@ -275,13 +202,15 @@ class _Run:
         t0 = time.perf_counter()
         runner.start()
         start_s = time.perf_counter() - t0
-        self.records.pair(runner, start_s)
-        # Counted once, outside the timed trials. Not in the first pair when there
-        # are more: there one side meets a cold torch.compile cache, the other a warm one.
+        record = PairRecord(
+            pair=pair, hash_seed=runner.seed, start_s=round(start_s, 3), lane=runner.lane, core=runner.core
+        )
+        with self.lock:
+            self.bundle.append(record)
+        # Counted once, outside the trials; not in the first pair, where one side meets a cold compile cache.
         if config.counters and pair == min(1, plan.max_pairs - 1):
-            for case in self.cases:
-                if case.id in runner.cases:
-                    runner.counters(case)
+            for case in runner.cases.values():  # in case order, as the plan hands them out
+                runner.counters(case)
         slots = list(pair_slots(config, todo, pair, n_sides))
         # A loaded machine may at most double a pair's trials with re-measures.
         remeasures = RemeasureBudget(len(slots) // n_sides)
@@ -310,31 +239,24 @@ class _Run:
             record = runner.trial(slot, case, iters, attempt) if runner.active(case.id) else None
             with self.lock:
                 if record is None:
-                    self.records.tick(iters, "")
+                    self._tick(iters, "")
                     continue
-                self.records.trial(record)
+                self.bundle.append(record)
+                contended = record.contended(self.config.device)
                 plan.add_trial(
-                    pair,
-                    case.id,
-                    slot.round,
-                    slot.trial,
-                    slot.side,
-                    record.to_dict(),
-                    attempt=attempt,
-                    contended=record.contended(self.config.device),
+                    pair, case.id, slot.round, slot.trial, slot.side, record.to_dict(), attempt, contended
                 )
                 records.append(record)
                 # after the sample is on disk: a redraw must not stand between
-                text = self.records.trial_text(plan, runner, case, attempt)
-                self.records.tick(iters, f"{text} · {self.schedule.line()}")
+                of = f"/{plan.max_pairs}" if plan.target is None else ""
+                on = f" lane {runner.lane + 1}" if len(self.lane_cores) > 1 else ""
+                again = f" (re-measure {attempt})" if attempt else ""
+                self._tick(iters, f"pair {pair + 1}{of}{on} {case.key}{again} · {self.schedule.line()}")
         return records
 
-    def end(self, stopping: bool) -> None:
-        """After the lanes: close what is left. ``stopping``: kill at once, a worker may be hung."""
-        if stopping:
-            self.lives.kill_everything()
-        else:
-            self.schedule.close_upcoming()
+    def _tick(self, steps: int, text: str) -> None:
+        if self.progress:
+            self.progress(steps, text)
 
 
 def run_schedule(
@@ -345,10 +267,8 @@ def run_schedule(
     progress: Optional[Progress] = None,
     adaptive: Optional[Adaptive] = None,
 ) -> dict:
-    """Measure every case on every side. Returns {case_id: reason} for failed cases.
-    ``adaptive`` decides how many pairs and which cases each measures (default: the fixed schedule);
-    a failed cell drops out of it, a cell that lost a pair is measured again by the next one.
-    With ``config.lanes`` > 1 that many pairs measure at once, one per lane (engine/lanes.py)."""
+    """Measure every case on every side; {case_id: reason} for failed cases. ``adaptive`` decides how
+    many pairs and which cases each measures (default: the fixed schedule)."""
     cache_root = None
     if any(c.mode == "compile" and not c.skip for c in cases):
         cache_root = tempfile.mkdtemp(prefix="teperf-compile-")
@@ -356,47 +276,22 @@ def run_schedule(
     try:
         if cache_root is not None and config.compile_cache == "warm":
             prewarm_compile_cache(config, sides, cases, bundle, cache_root)
-        return _run_pairs(config, sides, cases, bundle, progress, adaptive, cache_root)
+        plan = adaptive or Adaptive(config, cases, len(sides))
+        run = _Run(config, sides, cases, bundle, progress, plan, cache_root)
+        plan.start()
+        try:
+            if len(run.lane_cores) == 1:
+                run.lane(0)  # in this thread, as before lanes existed
+            else:
+                run_lanes(len(run.lane_cores), run.lane, run.stop, run.lives.kill_all)
+            run.schedule.close_upcoming()
+            bundle.append(dataclasses.replace(plan.stop_record(), prestart=run.schedule.figures()))
+        except BaseException:
+            run.lives.kill_everything()  # a worker may be hung
+            raise
+        finally:
+            run.lives.close(bundle)
+        return run.schedule.retries.failed
     finally:
         if cache_root is not None:
             shutil.rmtree(cache_root, ignore_errors=True)
-
-
-def _run_pairs(
-    config: Config,
-    sides: list[Side],
-    cases: list[Case],
-    bundle: Bundle,
-    progress: Optional[Progress],
-    adaptive: Optional[Adaptive],
-    cache_root: Optional[str],
-) -> dict:
-    plan = adaptive or Adaptive(config, cases, len(sides))
-    run = _Run(config, sides, cases, bundle, progress, plan, cache_root)
-    plan.start()
-    try:
-        if len(run.lane_cores) == 1:
-            run.lane(0)  # in this thread, as before lanes existed
-        else:
-            run_lanes(len(run.lane_cores), run.lane, run.stop, run.lives.kill_all)
-        run.end(stopping=False)
-        bundle.append(dataclasses.replace(plan.stop_record(), prestart=run.schedule.figures()))
-    except BaseException:
-        run.end(stopping=True)
-        raise
-    finally:
-        run.lives.reap()
-        run.lives.close_servers(run.records)
-    return run.schedule.retries.failed
-
-
-def preload_modules(config: Config, cases: list[Case], sides: list[Side]) -> list[str]:
-    """What a fork server imports before it forks: torch, teperf's worker, each backend in use and
-    the packages under test (a package whose import initializes CUDA makes the server refuse)."""
-    names = ["torch", "teperf.worker.session", "teperf.worker.runner", "teperf.worker.counters"]
-    backends = {c.backend for c in cases}
-    names += [f"teperf.worker.backends.{'torch_ref' if b == 'torch' else b}" for b in sorted(backends)]
-    if "te" in backends:
-        names.append("transformer_engine.pytorch")
-    names += [p for p in packages_under_test(config, sides) if p not in ("torch", "transformer_engine")]
-    return list(dict.fromkeys(names))

@@ -1,34 +1,28 @@
-"""Workers forked from a server per side (``--spawn forkserver``) instead of fresh interpreters.
-
-A fresh TE worker spends about 10 s importing torch and TE before it measures anything; a child
-forked from a process that already imported them starts in under a second (issue 23). Forks share
-what a fresh process would draw anew (the hash seed, the address-space layout), so each side's
-server is replaced every ``server_pairs`` pairs, each generation with its own PYTHONHASHSEED: the
-generations, not the forks, sample what varies between processes.
-
-The coordinator talks to a server over a SEQPACKET socket (teperf.worker.forkserver) and to each
-forked worker over the same pipes a fresh one has; :class:`ForkedProcess` is the ``Popen`` the
-Worker class sees.
-"""
+"""Workers forked from a server per side (``--spawn forkserver``): under a second to start, not 10 s of
+importing torch and TE. Forks share the hash seed and address-space layout, so each side's server is
+replaced every ``server_pairs`` pairs with its own PYTHONHASHSEED: the generations sample that."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
+import select
 import signal
 import socket
 import subprocess
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Optional
 
-from teperf.engine.spawn import WorkerError, check_python, worker_env
-from teperf.plan import hash_seed, pairs_per_server, server_generation
+from teperf.config import Config
+from teperf.engine.spawn import WorkerError, _pin, check_python, worker_env
+from teperf.plan import Case, hash_seed, packages_under_test, pairs_per_server, server_generation
 from teperf.sides import Side
 
-START_TIMEOUT_S = 600.0  # importing torch and TE on a loaded machine
 REPLY_TIMEOUT_S = 60.0
 EXIT_REPORT_WAIT_S = 2.0  # after the child is gone, how long the server may take to say how it ended
 
@@ -43,10 +37,7 @@ class ForkedProcess:
     forked = True  # what Worker.forked reads
 
     def __init__(self, pid: int, stdin, stdout, server: "ForkServer"):
-        self.pid = pid
-        self.stdin = stdin
-        self.stdout = stdout
-        self.server = server
+        self.pid, self.stdin, self.stdout, self.server = pid, stdin, stdout, server
         self.returncode: Optional[int] = None
         try:
             self._pidfd = os.pidfd_open(pid)
@@ -54,11 +45,7 @@ class ForkedProcess:
             self._pidfd = None
 
     def _gone(self) -> bool:
-        if self._pidfd is None:
-            return False
-        import select
-
-        return bool(select.select([self._pidfd], [], [], 0)[0])
+        return self._pidfd is not None and bool(select.select([self._pidfd], [], [], 0)[0])
 
     def poll(self) -> Optional[int]:
         if self.returncode is None:
@@ -66,10 +53,12 @@ class ForkedProcess:
             if code is None and self._gone():  # ended; its status is on the way from the server
                 code = self.server.exit_status(self.pid, wait_s=EXIT_REPORT_WAIT_S)
                 if code is None:
-                    code = -signal.SIGKILL if self.server.killed(self.pid) else -1
+                    code = -signal.SIGKILL if self.pid in self.server.killed_pids else -1
             if code is not None:
                 self.returncode = code
-                self._close_pidfd()
+                if self._pidfd is not None:
+                    os.close(self._pidfd)
+                    self._pidfd = None
         return self.returncode
 
     def wait(self, timeout: Optional[float] = None) -> int:
@@ -78,8 +67,6 @@ class ForkedProcess:
             if deadline is not None and time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired(f"forked worker {self.pid}", timeout)
             if self._pidfd is not None:
-                import select
-
                 left = 0.5 if deadline is None else max(0.0, min(0.5, deadline - time.monotonic()))
                 select.select([self._pidfd], [], [], left)
             else:
@@ -88,19 +75,12 @@ class ForkedProcess:
 
     def kill(self) -> None:
         if self.poll() is None:
-            self.server.note_killed(self.pid)
-            try:
+            self.server.killed_pids.add(self.pid)
+            with contextlib.suppress(OSError):
                 if self._pidfd is not None and hasattr(signal, "pidfd_send_signal"):
                     signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)  # never a recycled pid
                 else:
                     os.kill(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, OSError):
-                pass
-
-    def _close_pidfd(self) -> None:
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
 
 
 class ForkServer:
@@ -115,21 +95,20 @@ class ForkServer:
         log_path: Path,
         cwd: Path,
         core: Optional[int],
-        timeout_s: float = START_TIMEOUT_S,
+        timeout_s: float,
         run_in=None,
     ):
         """``run_in(fn)``: where the process is started (ServerPool: one long-lived thread, since
-        the server's PR_SET_PDEATHSIG fires when the *thread* that started it ends)."""
+        PR_SET_PDEATHSIG fires when the *thread* that started it ends)."""
         check_python(side.python)
         self.side, self.seed = side, seed
         self._lock = threading.Lock()  # one fork request at a time
         self._replies: queue.Queue = queue.Queue()
         self._exits: dict[int, int] = {}
-        self._killed: set[int] = set()
+        self.killed_pids: set[int] = set()  # forks this side killed (an exit without report: SIGKILL)
         self._exited = threading.Condition()
         self.closed = False
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.sock = parent
+        self.sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._log = open(log_path, "ab")
         env = worker_env(side, seed)
         t0 = time.perf_counter()
@@ -150,11 +129,8 @@ class ForkServer:
             raise ServerError(f"cannot start a fork server for {side.label}: {exc}")
         finally:
             child.close()
-        if core is not None and hasattr(os, "sched_setaffinity"):
-            try:  # import on a spare core; each child moves to its own core at its init
-                os.sched_setaffinity(self.proc.pid, {core})
-            except OSError:
-                pass
+        if core is not None:  # import on a spare core; each child moves to its own core at its init
+            _pin(self.proc, core)
         threading.Thread(target=self._read, name=f"teperf-forkserver-{side.label}", daemon=True).start()
         self._send({"cmd": "init", "sys_path": list(side.sys_path), "preload": preload})
         hello = self._reply(timeout_s)
@@ -230,61 +206,44 @@ class ForkServer:
                 self._exited.wait_for(lambda: pid in self._exits or not self.alive(), wait_s)
             return self._exits.get(pid)
 
-    def note_killed(self, pid: int) -> None:
-        self._killed.add(pid)
-
-    def killed(self, pid: int) -> bool:
-        return pid in self._killed
-
     def quit(self) -> None:
         """No more forks; the server leaves once its children have ended (they measure on)."""
         with self._lock:
             if not self.closed:
                 self.closed = True
-                try:
+                with contextlib.suppress(ServerError):
                     self._send({"cmd": "quit"})
-                except ServerError:
-                    pass
 
     def kill(self) -> None:
         self.closed = True
         if self.proc.poll() is None:
             self.proc.kill()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
         self.sock.close()
         self._log.close()
 
     def reap(self, timeout_s: float = 30.0) -> None:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            pass
         self.kill()
 
 
-class _Slot:
-    """One generation's server of one side, or why it failed, once it exists; ``get`` waits for it."""
+def _started(slot: Future) -> Optional[ForkServer]:
+    """A slot's server once it has started (None while it imports, or where it failed)."""
+    return slot.result() if slot.done() and slot.exception() is None else None
 
-    def __init__(self):
-        self.ready = threading.Event()
-        self.server: Optional[ForkServer] = None
-        self.error: Optional[ServerError] = None
 
-    def put(self, result) -> None:
-        if isinstance(result, ServerError):
-            self.error = result
-        else:
-            self.server = result
-        self.ready.set()
-
-    def get(self) -> ForkServer:
-        self.ready.wait()
-        if self.server is None:
-            raise self.error
-        return self.server
+def preload_modules(config: Config, cases: list[Case], sides: list[Side]) -> list[str]:
+    """What a fork server imports before it forks: torch, teperf's worker, each backend in use and
+    the packages under test (a package whose import initializes CUDA makes the server refuse)."""
+    names = ["torch", "teperf.worker.session", "teperf.worker.runner", "teperf.worker.counters"]
+    backends = {c.backend for c in cases}
+    names += [f"teperf.worker.backends.{'torch_ref' if b == 'torch' else b}" for b in sorted(backends)]
+    if "te" in backends:
+        names.append("transformer_engine.pytorch")
+    names += [p for p in packages_under_test(config, sides) if p not in ("torch", "transformer_engine")]
+    return list(dict.fromkeys(names))
 
 
 class ServerPool:
@@ -293,29 +252,27 @@ class ServerPool:
 
     def __init__(
         self,
-        config,
+        config: Config,
         sides: list[Side],
         preload: list[str],
         log_dir: Path,
         cwd: Path,
         core_for,
-        max_pairs: Optional[int] = None,
+        max_pairs: int,
     ):
         self.config, self.sides, self.preload = config, sides, preload
         self.every = pairs_per_server(config.schedule)
         self.log_dir, self.cwd, self.core_for = Path(log_dir), Path(cwd), core_for
         self.max_pairs = max_pairs  # no server is started ahead for a generation past it
         self.lock = threading.Lock()
-        self.slots: dict[tuple[int, int], _Slot] = {}  # (side index, generation) -> its server
+        self.slots: dict[tuple[int, int], Future] = {}  # (side index, generation) -> its server
         self.all: list[ForkServer] = []
-        self.started = 0  # servers started, restarts included
         self.restarts = 0  # servers that died and were started again
         self.failed: Optional[str] = None  # a server could not start: the run's workers start fresh
         self.closed = False
-        self._starter: Optional[threading.Thread] = None
-        self._jobs: queue.Queue = queue.Queue()
-        self._stopped = threading.Event()  # set once every server has ended
         self.events: list[dict] = []  # what the bundle records (started, died, failed)
+        self._jobs: queue.Queue = queue.Queue()  # for the starter thread: (Popen call, its Future); None: end
+        threading.Thread(target=self._start_jobs, name="teperf-forkserver-starter", daemon=True).start()
 
     def generation(self, pair: int) -> int:
         return server_generation(self.config.schedule, pair)
@@ -328,8 +285,8 @@ class ServerPool:
         return hash_seed(self.config.seed, generation * self.every)
 
     def launcher(self, index: int, pair: int):
-        """``launch(log_file) -> ForkedProcess`` for side ``index`` of ``pair`` (None: start it
-        fresh), with ``launch.pending(log_file, popen)``: the same without waiting (PendingFork)."""
+        """``launch(log_file)``: a ForkedProcess for side ``index`` of ``pair`` (None: start it fresh);
+        ``launch.pending(log_file, popen)`` the same without waiting."""
         if self.failed is not None:
             return None
         generation = self.generation(pair)
@@ -368,9 +325,9 @@ class ServerPool:
             slot = self.slots.get(key)
             owner = slot is None
             if owner:
-                slot = self.slots[key] = _Slot()
+                slot = self.slots[key] = Future()
         if not owner:
-            return slot.get()
+            return slot.result()
         side = self.sides[index]
         try:
             server = ForkServer(
@@ -386,68 +343,47 @@ class ServerPool:
         except ServerError as exc:
             self.failed = str(exc)
             self._event("failed", index, generation, None, error=str(exc))
-            slot.put(exc)
+            slot.set_exception(exc)
             raise
         with self.lock:
             self.all.append(server)
-            self.started += 1
             # Older generations of this side fork no more; each leaves when its children have.
             for (i, g), old in list(self.slots.items()):
-                if i == index and g < generation - 1 and old.server is not None:
-                    old.server.quit()
+                if i == index and g < generation - 1 and _started(old) is not None:
+                    old.result().quit()
                     del self.slots[(i, g)]
             closed = self.closed
         if closed:  # the run ended while this one imported
             server.kill()
         self._event("started", index, generation, server)
-        slot.put(server)
-        if (
-            ahead
-            and not closed
-            and (self.max_pairs is None or (generation + 1) * self.every < self.max_pairs)
-        ):
+        slot.set_result(server)
+        if ahead and not closed and (generation + 1) * self.every < self.max_pairs:
             threading.Thread(target=self._ahead, args=(index, generation + 1), daemon=True).start()
         return server
 
     def _in_starter(self, fn):
-        """Run ``fn`` (a Popen) in the pool's one starter thread, which lives as long as the pool:
-        a server started from a lane's or a helper's thread would be SIGKILLed when that thread ends."""
-        with self.lock:
-            if self._starter is None:
-                self._starter = threading.Thread(
-                    target=self._start_jobs, name="teperf-forkserver-starter", daemon=True
-                )
-                self._starter.start()
-        done: queue.Queue = queue.Queue()
+        """Run ``fn`` (a Popen) in the pool's one starter thread, which outlives the servers (PDEATHSIG)."""
+        done: Future = Future()
         self._jobs.put((fn, done))
-        ok, value = done.get()
-        if not ok:
-            raise value
-        return value
+        return done.result()
 
     def _start_jobs(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                self._stopped.wait()  # the servers' parent thread must outlive them
-                return
+        while (job := self._jobs.get()) is not None:  # None: the pool closed, its servers have ended
             fn, done = job
             try:
-                done.put((True, fn()))
+                done.set_result(fn())
             except BaseException as exc:
-                done.put((False, exc))
+                done.set_exception(exc)
 
     def _ahead(self, index: int, generation: int) -> None:
-        try:
+        with contextlib.suppress(ServerError):  # recorded; its pairs start fresh
             self._server(index, generation, ahead=False)
-        except ServerError:
-            pass  # recorded; its pairs start fresh
 
     def replace(self, index: int, generation: int, dead: ForkServer) -> ForkServer:
         """A new server for a generation whose server died (counted)."""
         with self.lock:
             slot = self.slots.get((index, generation))
-            if slot is not None and slot.server is dead:
+            if slot is not None and _started(slot) is dead:
                 del self.slots[(index, generation)]
                 self.restarts += not dead.alive()
         return self._server(index, generation, ahead=False)
@@ -481,14 +417,12 @@ class ServerPool:
             for server in list(self.all):
                 server.reap()
         self._jobs.put(None)
-        self._stopped.set()
 
 
 class PendingFork:
-    """A worker on its way from a fork server, as the Worker sees it (a ``Popen``) at once: the
-    fork waits for the server's imports in a thread of its own, so that launching a pair ahead
-    never holds up the lanes; what the Worker writes meanwhile is passed on when it exists.
-    ``start()`` returns the process (forked, or fresh where no server could start)."""
+    """A worker on its way from a fork server, a ``Popen`` to the Worker at once: ``start()`` (the fork,
+    or a fresh process) runs in a thread of its own, so launching a pair ahead never holds up the lanes.
+    It is its own ``stdin`` (what is written meanwhile is passed on) and ``stdout``."""
 
     def __init__(self, start):
         self._lock = threading.Lock()
@@ -499,8 +433,7 @@ class PendingFork:
         self._stdin_closed = False
         self._buffered: Optional[list[bytes]] = []
         self.forked = False
-        self.stdin = _PendingStdin(self)
-        self.stdout = _PendingStdout(self)
+        self.stdin = self.stdout = self
         threading.Thread(target=self._run, args=(start,), name="teperf-fork", daemon=True).start()
 
     def _run(self, start) -> None:
@@ -515,25 +448,14 @@ class PendingFork:
                 if self._killed:
                     proc.kill()
                 else:
-                    try:
+                    with contextlib.suppress(OSError):
                         for data in self._buffered or ():
                             proc.stdin.write(data)
                         proc.stdin.flush()
                         if self._stdin_closed:
                             proc.stdin.close()
-                    except OSError:
-                        pass
             self._buffered = None
         self._done.set()
-
-    def real(self):
-        self._done.wait()
-        if self._proc is None:
-            error = self._error
-            raise (
-                error if isinstance(error, WorkerError) else WorkerError(f"the worker did not start: {error}")
-            )
-        return self._proc
 
     @property
     def pid(self) -> Optional[int]:
@@ -558,40 +480,37 @@ class PendingFork:
                 return
         self._proc.kill()
 
-
-class _PendingStdin:
-    def __init__(self, owner: PendingFork):
-        self.owner = owner
-
     def write(self, data: bytes) -> None:
-        with self.owner._lock:
-            if self.owner._buffered is not None:
-                self.owner._buffered.append(bytes(data))
+        with self._lock:
+            if self._buffered is not None:
+                self._buffered.append(bytes(data))
                 return
-            proc = self.owner._proc
+            proc = self._proc
         if proc is None:
             raise BrokenPipeError("the worker never started")
         proc.stdin.write(data)
 
     def flush(self) -> None:
-        with self.owner._lock:
-            proc = self.owner._proc if self.owner._buffered is None else None
+        with self._lock:
+            proc = self._proc if self._buffered is None else None
         if proc is not None:
             proc.stdin.flush()
 
     def close(self) -> None:
-        with self.owner._lock:
-            if self.owner._buffered is not None:
-                self.owner._stdin_closed = True
+        with self._lock:
+            if self._buffered is not None:
+                self._stdin_closed = True
                 return
-            proc = self.owner._proc
+            proc = self._proc
         if proc is not None:
             proc.stdin.close()
 
-
-class _PendingStdout:
-    def __init__(self, owner: PendingFork):
-        self.owner = owner
-
     def fileno(self) -> int:
-        return self.owner.real().stdout.fileno()
+        """The process's stdout, once it exists (the Worker's first read waits here)."""
+        self._done.wait()
+        if self._proc is None:
+            error = self._error
+            raise (
+                error if isinstance(error, WorkerError) else WorkerError(f"the worker did not start: {error}")
+            )
+        return self._proc.stdout.fileno()

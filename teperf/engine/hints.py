@@ -1,8 +1,5 @@
-"""What to do about a worker that failed: a hint naming the likely cause, not a guess.
-
-Worker failures reach the user as text (in the bundle's failure records and the
-table), so the hints read the same words teperf.engine.spawn writes.
-"""
+"""What to do about a worker that failed: a hint naming the likely cause, read from the words
+teperf.engine.spawn writes (failures reach the user as text)."""
 
 from __future__ import annotations
 
@@ -25,15 +22,13 @@ FACTORY_HINT = (
 )
 
 
-def failure_hint(error: str, timeout_option: str = "--timeout") -> str:
+def failure_hint(error: str) -> str:
     """The hint for a cell's failure text (a worker killed, hung, or a case that raised)."""
     text = error or ""
     if _SIGKILLED.search(text):
         return OOM_HINT
     if "did not answer within" in text:
-        return (
-            f"a step or set-up took longer than the timeout: raise {timeout_option} if the case is just slow"
-        )
+        return "a step or set-up took longer than the timeout: raise --timeout if the case is just slow"
     if "was killed by" in text:
         return "something killed the worker (see its log)"
     missing = _NO_ATTRIBUTE.search(text)
@@ -52,7 +47,6 @@ def start_hint(exc, side, config: Config, log: Path) -> str:
         return (
             f"importing torch/TE took longer than the timeout: raise {config.option('timeout_s')} (see {log})"
         )
-    code = getattr(exc, "exit_code", None)
-    if code == -9:
+    if getattr(exc, "exit_code", None) == -9:
         return f"{OOM_HINT} (see {log})"
     return f"see {log}; check that {side.python} can import torch"

@@ -1,10 +1,5 @@
-"""Parallel measuring lanes (``--lanes N``): a thread per lane, each measuring one pair at a time on its
-own physical core (which cores: teperf/cpus.py; SMT siblings would share a pipeline and caches).
-
-Worker I/O releases the GIL, so threads suffice. On Ctrl-C/SIGTERM (which reach the main thread only) the
-main thread sets ``stop``, kills every worker the run has started, again and again until the lane threads
-have ended, and re-raises: no worker is left behind and the bundle keeps every finished trial.
-"""
+"""Parallel measuring lanes (``--lanes N``): a thread per lane (worker I/O releases the GIL), each measuring
+one pair at a time on its own physical core (teperf/cpus.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +7,7 @@ import threading
 import time
 from typing import Callable
 
-# while stopping, how often every worker of the run is killed again (a lane may have just spawned one)
-STOP_SWEEP_S = 0.2
+STOP_SWEEP_S = 0.2  # while stopping, how often every worker is killed again (a lane may have spawned one)
 STOP_WAIT_S = 15.0  # then lane threads still running are abandoned (daemon threads; their workers are killed)
 
 
@@ -25,8 +19,8 @@ def run_lanes(
     n: int, lane: Callable[[int], None], stop: threading.Event, kill_all: Callable[[], None]
 ) -> None:
     """Run ``lane(i)`` for i in 0..n-1, each in its own thread, until all return. The first error of a
-    lane (or Ctrl-C/SIGTERM here in the main thread) stops every lane: ``stop`` is set, ``kill_all``
-    ends every worker, and the error is raised here once the lanes have ended (or STOP_WAIT_S passed)."""
+    lane (or Ctrl-C/SIGTERM, which reach the main thread only) sets ``stop``, ``kill_all`` ends every
+    worker until the lanes have ended (or STOP_WAIT_S passed), and the error is raised here."""
     errors: list[BaseException] = []
     returned: list[int] = []
     done = threading.Event()  # a lane thread that ran out of pairs waits for this before it ends
@@ -41,8 +35,8 @@ def run_lanes(
             stop.set()
         finally:
             returned.append(i)
-        # A worker dies with the thread that started it (PR_SET_PDEATHSIG is per thread), and this
-        # lane may have started pairs ahead that another lane measures now: end only when all are done.
+        # A worker dies with the thread that started it (PR_SET_PDEATHSIG): this lane's pairs started
+        # ahead may be measuring on another lane now.
         done.wait()
 
     threads = [

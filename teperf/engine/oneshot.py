@@ -1,9 +1,5 @@
-"""One worker outside the measured pairs: bisect's counter probe, the counters gate, explain's profile and
-the compile-cache prewarm all start it here, with the config's device, hash seed and timeout.
-
-    with one_worker(config, side, log_dir, backends=["torch"]) as w:
-        w.ready(); w.setup(case); counters = w.counters(case)
-"""
+"""One worker outside the measured pairs (bisect's counter probe, the counters gate, explain's profile,
+the compile-cache prewarm), with the config's device, hash seed and timeout: :func:`one_worker`."""
 
 from __future__ import annotations
 
@@ -68,13 +64,11 @@ def one_worker(
     backends: list[str],
     core: Optional[int] = None,
     log_name: Optional[str] = None,
-    warmup: Optional[int] = None,
     **worker_args,
 ) -> Iterator[OneShot]:
     """A worker of ``side`` pinned to ``core`` (default: the config's), logging to ``log_dir/<label>.log``
-    (or ``log_name``) with ``log_dir`` as its neutral cwd; closed when the block ends. It starts at
-    once and ``ready()`` waits for it, so several can import side by side. ``worker_args``: the
-    ``Worker``'s ``launcher`` or ``compile_cache``. Raises WorkerError when it cannot start."""
+    (or ``log_name``) with ``log_dir`` as its cwd; closed when the block ends. It starts at once and
+    ``ready()`` waits for it, so several can import side by side. Raises WorkerError when it cannot start."""
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     worker = Worker(
@@ -89,6 +83,6 @@ def one_worker(
         **worker_args,
     )
     try:
-        yield OneShot(worker, config.device, config.schedule.warmup if warmup is None else warmup)
+        yield OneShot(worker, config.device, config.schedule.warmup)
     finally:
         worker.close()

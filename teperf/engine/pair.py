@@ -1,11 +1,5 @@
-"""One process pair: a worker per side, the cases set up in them, their trials.
-
-:class:`RunContext` is what a run's pairs share. :class:`PairWorkers` owns one pair's processes from
-spawn to close; :class:`PairTrials` sets the cases up in them, runs the trials and counters and writes
-what happens (set-ups, failures, the workers' hellos) to the bundle. A worker that dies or hangs costs the
-case this pair only (:class:`CellRetries`), and a couple that shared its core is measured again
-(:class:`RemeasureBudget`). The coordinator (engine/coordinator.py) decides which pairs run where.
-"""
+"""One process pair: its workers, the cases set up in them and their trials (:class:`PairTrials`), the
+records of it all; what a run's pairs share (:class:`RunContext`)."""
 
 from __future__ import annotations
 
@@ -36,9 +30,7 @@ from teperf.sides import Side
 
 MAX_RESTARTS_PER_PAIR = 3  # then the rest of the pair is given up (its cells go on in the next pair)
 LOST_PAIRS_PER_CELL = 2  # a cell whose worker died or hung in this many pairs is failed
-# Compiled files' content hashes by real path (with size, mtime and inode): a worker re-hashes a
-# 100+ MB library only when it changed (teperf.worker.provenance).
-KNOWN_HASHES: dict[str, list] = {}
+KNOWN_HASHES: dict[str, list] = {}  # compiled files' hashes by path, size, mtime: hashed again if changed
 MAX_REMEASURES_PER_COUPLE = 3  # a couple contended this often is left out (summary: "inconclusive (load)")
 MAX_FUTILE_REMEASURES = 4  # re-measures in a row that shared the core too: the pair stops re-measuring
 
@@ -55,8 +47,7 @@ class RemeasureBudget:
         self.in_a_row = 0  # re-measures in a row that shared the core too
 
     def take(self, attempt: int, contended: bool) -> bool:
-        """Whether the couple just measured (its ``attempt``-th time; ``contended``: it shared the core)
-        is measured again; counts it."""
+        """Whether the couple just measured (``attempt``; ``contended``: it shared the core) goes again."""
         if attempt > 0:
             self.in_a_row = self.in_a_row + 1 if contended else 0
         if not contended or attempt >= self.per_couple or self.left <= 0 or self.in_a_row >= self.futile:
@@ -66,15 +57,11 @@ class RemeasureBudget:
 
 
 class CellRetries:
-    """Per-cell budget of lost pairs, shared by all pairs of a run.
+    """Per-cell budget of lost pairs, shared by all pairs of a run. An error the case raises fails the cell
+    at once (it would raise again); a worker that dies or hangs may be the machine's fault (OOM killer, a
+    stuck driver): the cell loses that pair only, until it has lost LOST_PAIRS_PER_CELL pairs."""
 
-    An error the case itself raises (a factory or forward that raises) fails the
-    cell at once: it would raise again. A worker that dies or hangs may be the
-    machine's fault (OOM killer, a stuck driver): the cell loses that pair only
-    and the next pair measures it again, until it has lost ``limit`` pairs."""
-
-    def __init__(self, limit: int = LOST_PAIRS_PER_CELL):
-        self.limit = limit
+    def __init__(self):
         self.failed: dict[int, str] = {}  # case_id -> reason
         self.lost: dict[int, list[int]] = defaultdict(list)  # case_id -> pairs lost
 
@@ -84,18 +71,15 @@ class CellRetries:
     def lose(self, case_id: int, pair: int, reason: str) -> bool:
         """Charge the cell a lost pair; True when that used up its budget (the cell is now failed)."""
         self.lost[case_id].append(pair)
-        if len(self.lost[case_id]) >= self.limit:
+        if len(self.lost[case_id]) >= LOST_PAIRS_PER_CELL:
             self.fail(case_id, f"{reason} ({lost_pairs_text(self.lost[case_id])})")
             return True
         return False
 
-    def runnable(self, case_id: int) -> bool:
-        return case_id not in self.failed
-
 
 @dataclasses.dataclass(frozen=True)
 class RunContext:
-    """What every pair of one run shares, made once by the coordinator and passed whole."""
+    """What every pair of one run shares."""
 
     config: Config
     sides: list[Side]
@@ -113,79 +97,19 @@ class RunContext:
             raise LaneStopped()
 
 
-class PairWorkers:
-    """The processes of one pair, a worker per side (``live``: side index -> Worker), spawn to close."""
-
-    def __init__(self, ctx: RunContext, pair: int, seed: int, backends: list[str]):
-        self.ctx, self.pair, self.seed, self.backends = ctx, pair, seed, backends
-        self.live: dict[int, Worker] = {}
-
-    def spawn(self, index: int, core: int) -> Worker:
-        ctx, side = self.ctx, self.ctx.sides[index]
-        worker = Worker(
-            side,
-            core=core,
-            device=ctx.config.device,
-            backends=self.backends,
-            hash_seed=self.seed,
-            log_path=ctx.bundle.worker_log(self.pair, side.label),
-            cwd=ctx.bundle.path,
-            timeout_s=ctx.config.schedule.timeout_s,
-            compile_cache=compile_cache_spec(ctx.config, ctx.cache_root, side.label),
-            launcher=ctx.servers.launcher(index, self.pair) if ctx.servers is not None else None,
-        )
-        ctx.spawned.append(worker)
-        self.live[index] = worker
-        return worker
-
-    def ready(self, index: int, core: int) -> Worker:
-        """Side ``index``'s worker (spawned on ``core`` unless launched ahead) once it said hello."""
-        try:
-            worker = self.live.get(index) or self.spawn(index, core)
-            worker.wait_ready()
-        except WorkerError:
-            self.live.pop(index, None)
-            raise
-        return worker
-
-    def kill(self, index: int) -> None:
-        self.live.pop(index).kill()
-
-    def close(
-        self, retire_core: Optional[int] = None, retired: Optional[list] = None, hurry: bool = False
-    ) -> None:
-        """End the workers: at once when ``retired`` is given (they are reaped later), else waiting;
-        ``hurry`` (the run is stopping) kills them without asking: one may be hung."""
-        workers = list(self.live.values())
-        self.live.clear()
-        if hurry:
-            for worker in workers:
-                worker.kill()
-            return
-        if retired is None:
-            for worker in workers:
-                worker.close()
-            return
-        # Handed over before retiring: a Ctrl-C inside retire() (it talks to the
-        # worker) must still leave every worker to the caller's reap, or one outlives us.
-        retired.extend(workers)
-        for worker in workers:
-            worker.retire(retire_core)
-
-
 class PairTrials:
-    """One process pair as a lane measures it: its cases set up in its workers (:class:`PairWorkers`),
-    its trials and counters, and the records of all of it (set-ups, failures, the workers' hellos)."""
+    """One process pair as a lane measures it: a worker per side (``live``: side index -> Worker) from
+    spawn to close, the cases set up in them, their trials and counters, and the records of all of it."""
 
     def __init__(self, ctx: RunContext, pair: int, cases: list[Case]):
         self.ctx, self.pair = ctx, pair
         self.core = ctx.config.core  # the measuring core: its lane's (set when a lane takes the pair)
         self.lane = 0
         self.cases = {c.id: c for c in cases}
-        # A forked worker has its server's hash seed: that of its generation's first pair.
-        servers = ctx.servers
+        servers = ctx.servers  # a forked worker has its server's hash seed
         self.seed = servers.seed(pair) if servers is not None else hash_seed(ctx.config.seed, pair)
-        self.workers = PairWorkers(ctx, pair, self.seed, sorted({c.backend for c in cases}))
+        self.backends = sorted({c.backend for c in cases})
+        self.live: dict[int, Worker] = {}
         self.lost_here: set[int] = set()  # cases whose worker died or hung in this pair
         self.given_up = False  # too many restarts: the rest of this pair is skipped
         self.skipped: dict[int, str] = {c.id: c.skip for c in cases if c.skip}
@@ -204,12 +128,29 @@ class PairTrials:
     def _order(self) -> list[int]:
         return start_order(self.pair, len(self.ctx.sides))
 
+    def _spawn(self, index: int, core: int) -> Worker:
+        ctx, side = self.ctx, self.ctx.sides[index]
+        worker = Worker(
+            side,
+            core=core,
+            device=ctx.config.device,
+            backends=self.backends,
+            hash_seed=self.seed,
+            log_path=ctx.bundle.worker_log(self.pair, side.label),
+            cwd=ctx.bundle.path,
+            timeout_s=ctx.config.schedule.timeout_s,
+            compile_cache=compile_cache_spec(ctx.config, ctx.cache_root, side.label),
+            launcher=ctx.servers.launcher(index, self.pair) if ctx.servers is not None else None,
+        )
+        ctx.spawned.append(worker)
+        self.live[index] = worker
+        return worker
+
     def launch(self, import_cores: list[int]) -> None:
-        """Start this pair's processes and queue every case's set-up, without waiting: they import torch,
-        build and warm up on spare cores (side i on ``import_cores[i]``) while the previous pair measures;
-        ``start`` moves them to the measuring core and warms up again."""
+        """Start this pair's processes and queue every case's set-up without waiting (side i imports on
+        ``import_cores[i]`` while the previous pair measures); ``start`` moves them to the measuring core."""
         for index in self._order():
-            worker = self.workers.spawn(index, import_cores[index])
+            worker = self._spawn(index, import_cores[index])
             self.queued[index] = []
             for case in self._runnable_cases():
                 worker.send({"cmd": "setup", "case": self._wire(case)})
@@ -220,21 +161,18 @@ class PairTrials:
             self._start_side(index)
             self._collect_queued(index)
             self._move_to_measuring_core(index)
-        # Cases not set up ahead (a cold pair, or a side restarted above), in the pair's start order: the
-        # side that sets a case up second finds the code it runs warm in the shared caches, and its first
-        # call read 7-20 % cheaper; base always first biased every lanes pair's one-time A/A (issue 32).
+        # Cases not set up ahead, in the pair's start order: the side that sets a case up second finds its
+        # code warm in the shared caches (a first call 7-20 % cheaper), so base must not always go first.
         for case in self._runnable_cases():
-            for index in (i for i in self._order() if i in self.workers.live):
+            for index in (i for i in self._order() if i in self.live):
                 if self.runnable(case.id) and case.id not in self.ready[index]:
                     self._setup(index, case)
         for index in self._order():
-            # after every set-up: the factories' imports are what the content hash must cover
-            self._describe_imports(index)
-            self._record_worker(index)
+            self._record_worker(index)  # after every set-up: the content hash covers the factories' imports
 
     def runnable(self, case_id: int) -> bool:
         return (
-            self.ctx.retries.runnable(case_id)
+            case_id not in self.ctx.retries.failed
             and case_id not in self.skipped
             and case_id not in self.lost_here
             and case_id not in self.dropped
@@ -242,17 +180,17 @@ class PairTrials:
 
     def _collect_queued(self, index: int) -> None:
         for case_id in self.queued.pop(index, []):
-            if index not in self.workers.live:
+            if index not in self.live:
                 return
             try:
-                reply = self.workers.live[index].receive()
+                reply = self.live[index].receive()
             except WorkerError as exc:  # the fresh worker sets everything up anew
                 self._worker_failed(index, self.cases[case_id], exc)
                 return
             self._record_setup(index, self.cases[case_id], reply)
 
     def _move_to_measuring_core(self, index: int) -> None:
-        worker = self.workers.live.get(index)
+        worker = self.live.get(index)
         if worker is None or worker.core == self.core:
             return
         try:
@@ -261,24 +199,25 @@ class PairTrials:
             self._worker_failed(index, None, exc)
             return
         # Caches and branch predictors now belong to the measuring core: warm up there too.
+        warmup = self.ctx.config.schedule.warmup
         for case_id in sorted(self.ready[index]):
             if not self.runnable(case_id):
                 continue
-            try:
-                reply = worker.request(
-                    {"cmd": "warm", "case_id": case_id, "steps": self.ctx.config.schedule.warmup}
-                )
-            except WorkerError as exc:
-                self._worker_failed(index, self.cases[case_id], exc)
+            reply = self._request(
+                index, self.cases[case_id], {"cmd": "warm", "case_id": case_id, "steps": warmup}
+            )
+            if reply is None:
                 return
             if reply.get("type") != "warm":
                 self._record_setup(index, self.cases[case_id], reply)
 
     def _start_side(self, index: int) -> None:
         ctx, side = self.ctx, self.ctx.sides[index]
-        try:
-            self.workers.ready(index, self.core)
+        try:  # spawned on the measuring core unless launched ahead
+            worker = self.live.get(index) or self._spawn(index, self.core)
+            worker.wait_ready()
         except WorkerError as exc:
+            self.live.pop(index, None)
             ctx.check_stop()
             last = exc.log_tail.strip().splitlines()[-1:] or [""]
             ctx.bundle.append(
@@ -295,15 +234,12 @@ class PairTrials:
     def _describe_imports(self, index: int) -> None:
         """Ask the worker what it really imported (interpreter, torch, the package under test with
         its content hash) and keep it in its hello: the bundle then proves which code each side ran."""
-        worker = self.workers.live.get(index)
+        worker = self.live.get(index)
         if worker is None or "imported" in (worker.hello or {}):
             return
-        try:
-            reply = worker.request(
-                {"cmd": "imported", "packages": list(self.ctx.packages), "known": dict(KNOWN_HASHES)}
-            )
-        except WorkerError as exc:
-            self._worker_failed(index, None, exc)
+        message = {"cmd": "imported", "packages": list(self.ctx.packages), "known": dict(KNOWN_HASHES)}
+        reply = self._request(index, None, message)
+        if reply is None:
             return
         if reply.get("type") == "imported":
             worker.hello["imported"] = reply["imported"]
@@ -313,40 +249,45 @@ class PairTrials:
             worker.hello["imported"] = {"error": str(reply.get("error"))}
 
     def _record_worker(self, index: int) -> None:
-        worker = self.workers.live.get(index)
+        """Record the hello of side ``index``'s worker, with what it imported."""
+        self._describe_imports(index)
+        worker = self.live.get(index)
         if worker is not None:
             label = self.ctx.sides[index].label
             self.ctx.bundle.append(
                 WorkerRecord(pair=self.pair, side=label, hash_seed=self.seed, hello=worker.hello)
             )
 
-    def _setup(self, index: int, case: Case) -> None:
+    def _request(self, index: int, case: Optional[Case], message: dict) -> Optional[dict]:
+        """Side ``index``'s reply to ``message``; None when its worker died or hung (handled)."""
         try:
-            reply = self.workers.live[index].request({"cmd": "setup", "case": self._wire(case)})
+            return self.live[index].request(message)
         except WorkerError as exc:
             self._worker_failed(index, case, exc)
-            return
-        self._record_setup(index, case, reply)
+            return None
+
+    def _setup(self, index: int, case: Case) -> None:
+        reply = self._request(index, case, {"cmd": "setup", "case": self._wire(case)})
+        if reply is not None:
+            self._record_setup(index, case, reply)
 
     def _record_setup(self, index: int, case: Case, reply: dict) -> None:
-        side = self.ctx.sides[index]
-
-        def record(status: str, **fields) -> SetupRecord:
-            return SetupRecord(pair=self.pair, side=side.label, case_id=case.id, status=status, **fields)
-
+        label, error = self.ctx.sides[index].label, reply.get("error")
         if reply.get("type") in ("ready", "warm"):
             self.ready[index].add(case.id)
-            self.ctx.bundle.append(record("ready", info=reply.get("info", {})))
+            status, fields = "ready", {"info": reply.get("info", {})}
         elif reply.get("skipped"):
             self.skipped[case.id] = reply.get("error", "")
-            self.ctx.bundle.append(record("skipped", error=reply.get("error")))
+            status, fields = "skipped", {"error": error}
         else:
-            self.ctx.retries.fail(case.id, f"{side.label}: {reply.get('error')}")
-            self.ctx.bundle.append(record("error", error=reply.get("error")))
+            self.ctx.retries.fail(case.id, f"{label}: {error}")
+            status, fields = "error", {"error": error}
+        self.ctx.bundle.append(
+            SetupRecord(pair=self.pair, side=label, case_id=case.id, status=status, **fields)
+        )
 
     def _worker_failed(self, index: int, case: Optional[Case], exc: WorkerError) -> None:
-        """The worker died or hung: the case loses this pair (and is failed once it has lost
-        too many); a fresh worker for the side takes over the other cases."""
+        """The worker died or hung: the case loses this pair; a fresh worker takes over the other cases."""
         ctx = self.ctx
         ctx.check_stop()
         side = ctx.sides[index]
@@ -366,7 +307,7 @@ class PairTrials:
                 log_tail=exc.log_tail,
             )
         )
-        self.workers.kill(index)
+        self.live.pop(index).kill()
         self.queued.pop(index, None)
         self.restarts += 1
         if self.restarts > MAX_RESTARTS_PER_PAIR:
@@ -375,38 +316,31 @@ class PairTrials:
         # A fresh worker for this side, on the measuring core, with the cases that still work set up again.
         self._start_side(index)
         for other in self._runnable_cases():
-            if index in self.workers.live:
+            if index in self.live:
                 self._setup(index, other)
-        self._describe_imports(index)
         self._record_worker(index)
 
     def active(self, case_id: int) -> bool:
-        return not self.given_up and self.runnable(case_id) and len(self.workers.live) == len(self.ctx.sides)
+        return not self.given_up and self.runnable(case_id) and len(self.live) == len(self.ctx.sides)
 
     def counters(self, case: Case) -> None:
-        for index, worker in sorted(self.workers.live.items()):
+        for index in sorted(self.live):
             if not self.active(case.id):
                 return
-            try:
-                reply = worker.request({"cmd": "counters", "case_id": case.id})
-            except WorkerError as exc:
-                self._worker_failed(index, case, exc)
+            reply = self._request(index, case, {"cmd": "counters", "case_id": case.id})
+            if reply is None:
                 return
             if reply.get("type") == "counters":
                 label = self.ctx.sides[index].label
-                record = CountersRecord(
-                    pair=self.pair, side=label, case_id=case.id, counters=reply["counters"]
+                self.ctx.bundle.append(
+                    CountersRecord(pair=self.pair, side=label, case_id=case.id, counters=reply["counters"])
                 )
-                self.ctx.bundle.append(record)
 
     def trial(self, slot: Slot, case: Case, iters: int, attempt: int = 0) -> Optional[TrialRecord]:
-        """One trial of ``case`` on the side of ``slot``, as its record; None when it failed (recorded).
-        ``attempt``: how many times its couple was measured before (it shared its core then)."""
+        """One trial of ``case`` on the side of ``slot``; None when it failed (recorded)."""
         index, label = slot.side, self.ctx.sides[slot.side].label
-        try:
-            reply = self.workers.live[index].request({"cmd": "trial", "case_id": case.id, "iters": iters})
-        except WorkerError as exc:
-            self._worker_failed(index, case, exc)
+        reply = self._request(index, case, {"cmd": "trial", "case_id": case.id, "iters": iters})
+        if reply is None:
             return None
         error = reply.get("error")
         if reply.get("type") == "trial":
@@ -414,12 +348,9 @@ class PairTrials:
             try:
                 return TrialRecord.from_dict(
                     {
+                        **dataclasses.asdict(slot),  # round, trial, position, case_id
+                        "side": label,  # not its index
                         "pair": self.pair,
-                        "round": slot.round,
-                        "trial": slot.trial,
-                        "side": label,
-                        "position": slot.position,
-                        "case_id": case.id,
                         "hash_seed": self.seed,
                         "t": round(time.time(), 3),
                         "lane": self.lane,
@@ -439,7 +370,22 @@ class PairTrials:
     def close(
         self, retire_core: Optional[int] = None, retired: Optional[list] = None, hurry: bool = False
     ) -> None:
-        self.workers.close(retire_core, retired, hurry)
+        """End the workers: at once when ``retired`` is given (they are reaped later), else waiting;
+        ``hurry`` (the run is stopping) kills them without asking: one may be hung."""
+        workers = list(self.live.values())
+        self.live.clear()
+        if hurry:
+            for worker in workers:
+                worker.kill()
+            return
+        if retired is None:
+            for worker in workers:
+                worker.close()
+            return
+        # Handed over first: a Ctrl-C inside retire() must still leave every worker to the caller's reap.
+        retired.extend(workers)
+        for worker in workers:
+            worker.retire(retire_core)
 
 
 def compile_cache_spec(config: Config, cache_root: Optional[str], label: str) -> Optional[dict]:

@@ -1,6 +1,5 @@
-"""Pairs started ahead (issue 34): how many (:func:`prestart_depth`, the rule in README, "Pairs started
-ahead") and :class:`PairSchedule`, which hands the lanes their pairs and starts the next ones on spare cores
-(never a measuring core or its SMT sibling: teperf/cpus.py spare_cores)."""
+"""Pairs started ahead: how many (:func:`prestart_depth`) and :class:`PairSchedule`, which hands the lanes
+their pairs and starts the next ones on spare cores (teperf/cpus.py spare_cores)."""
 
 from __future__ import annotations
 
@@ -30,11 +29,9 @@ def prestart_depth(
     start_s: Optional[float] = None,
     measure_s: Optional[float] = None,
 ) -> int:
-    """Pairs kept started ahead (README, "Pairs started ahead"). The rule: ``lanes`` lanes each measure a
-    pair in ``measure_s`` while a pair takes ``start_s`` to start, so for no lane to wait for a start,
-    lanes * ceil(start_s / measure_s) pairs must be starting and one per lane ready: that many, but at
-    most one spare core per worker (two importers on one core each take twice as long: deeper buys
-    nothing). Until a pair has told both times: as deep as the spare cores allow. None spare: none."""
+    """Pairs kept started ahead (README, "Pairs started ahead"): lanes * ceil(start_s / measure_s) pairs
+    starting and one per lane ready, but at most one spare core per worker (two importers on one core
+    each take twice as long); as deep as the spare cores allow until the times are known."""
     if n_import_cores == 0:
         return 0
     if config.prestart is not None:
@@ -48,9 +45,8 @@ def prestart_depth(
 
 
 class PairSchedule:
-    """Which pair a lane measures next, and what it measures: the adaptive plan's pairs in order, the
-    pairs started ahead on spare cores (prestart), and each cell's budget of lost pairs. Lanes take
-    pairs from their own threads: ``lock`` guards all of it."""
+    """Which pair a lane measures next, and what: the adaptive plan's pairs in order, the pairs started
+    ahead, and each cell's budget of lost pairs. Lanes take pairs from their threads under ``lock``."""
 
     def __init__(
         self,
@@ -129,10 +125,8 @@ class PairSchedule:
 
     def _launch_cold(self, runner: PairTrials, lane: int, todo: list[int]) -> PairTrials:
         """A pair nobody started ahead (each lane's first): where spare cores are enough for it and a
-        pair ahead without sharing, its sides import and set up at once, each on a spare core, then move
-        to the lane's core (PairTrials.start); one after the other on the lane's core they took twice as
-        long (a warm TE run: 33 s to its first trial, all of it the first pair's start). Returns the pair
-        to measure: a fresh, unlaunched one where the launch failed."""
+        pair ahead without sharing, its sides import at once, each on a spare core (one after the other
+        on the lane's core took twice as long). Returns the pair to measure: a fresh one where that failed."""
         if len(self.import_cores) < self.n_sides * (len(self.lane_cores) + 1):
             return runner
         try:
@@ -143,10 +137,7 @@ class PairSchedule:
             return self.new_runner(runner.pair, todo)  # it starts cold, one side after the other
 
     def _launch_ahead(self) -> None:
-        # Launch the pairs ahead before this one starts, so that they import while it starts
-        # too: launched after it, pair 1 of a TE run waited 11-14 s for its set-up.
-        # The first pair of each lane starts cold on its own lane's core, idle until then; the spare
-        # cores start the pairs after those.
+        # Before this pair starts, so that they import while it starts too (each lane's first starts cold).
         self.next_launch = max(self.next_launch, self.taken, len(self.lane_cores))
         self.depth = self._depth()
         self.max_depth = max(self.max_depth, self.depth)
@@ -183,7 +174,7 @@ class PairSchedule:
                 self.cold_starts.append(start_s)
             self.plan.pair_done(
                 runner.pair,
-                time.perf_counter() - t0 - start_s,
+                self.measure_times[-1],
                 len(todo),
                 skipped=runner.skipped,
                 failed=self.retries.failed,
@@ -191,8 +182,6 @@ class PairSchedule:
             )
 
     def close_upcoming(self) -> None:
-        # Started ahead for pairs the run no longer needs: killed, nothing of theirs is kept. Asked to
-        # quit, each was waited for in turn (a CUDA teardown, seconds each): with 6 pairs ahead that
-        # ran the budget over.
+        # Pairs the run no longer needs: killed, not asked to quit (each CUDA teardown waited for in turn).
         for ahead in self.upcoming:
             ahead.close(hurry=True)

@@ -1,11 +1,6 @@
-"""One worker, one case, one question: the exact step counters of a side (``teperf bisect``'s probe).
-
-Counters repeat exactly, so a probe needs no pairing, no schedule and no
-statistics: start the side's worker pinned to the measuring core, set the
-case up, ask for ``counters``, quit. ``ForkedProbes`` starts those workers
-as forks of a server that imported torch once, so that a probe costs the
-package's import and one step, not an interpreter's start (about 1 s, not 10).
-"""
+"""Before a run, what each side's interpreter finds (:func:`preflight`); and ``teperf bisect``'s probe: one
+worker, one case, its exact step counters (they repeat exactly: no pairing, no statistics), forked from a
+server that imported torch once (:class:`ForkedProbes`: about 1 s a probe, not 10)."""
 
 from __future__ import annotations
 
@@ -16,6 +11,7 @@ from pathlib import Path
 from typing import Iterable
 
 from teperf.config import Config
+from teperf.engine.forkserver import ForkServer, ServerError, preload_modules
 from teperf.engine.oneshot import StepFailed, one_worker
 from teperf.engine.spawn import WorkerError, check_python, worker_code_dir, worker_env
 from teperf.errors import TeperfError
@@ -24,8 +20,7 @@ from teperf.sides import Side
 
 PREFLIGHT_TIMEOUT_S = 120.0
 
-# Run in the side's interpreter with the side's sys.path and PYTHONPATH: finds, never imports
-# (importing torch and TE costs 10 s on the H200; find_spec of a top-level name costs milliseconds).
+# Run in the side's interpreter: finds, never imports (importing torch and TE costs 10 s, find_spec ms).
 _PREFLIGHT = r"""
 import importlib.util, json, sys
 sys.path[0:0] = json.loads(sys.argv[1])
@@ -89,10 +84,7 @@ def preflight(config, sides: Iterable[Side], hash_seed: int = 0) -> dict[str, di
             name for name in wanted if not facts["found"].get(name) or "error:" in str(facts["found"][name])
         ]
         if missing:
-            what = {
-                "torch": "torch",
-                "teperf.worker": "teperf's worker code (a Python >= 3.9 that can read it)",
-            }
+            what = {"teperf.worker": "teperf's worker code (a Python >= 3.9 that can read it)"}
             names = ", ".join(what.get(m, m) for m in missing)
             fix = (
                 f"install torch into that environment ({side.python} -m pip install torch)"
@@ -113,8 +105,7 @@ def preflight(config, sides: Iterable[Side], hash_seed: int = 0) -> dict[str, di
     return found
 
 
-# Run in a side's interpreter: import the packages under test from the side's tree, then name every
-# top-level module that came from elsewhere (their dependencies: einops, ...), for a server to preload.
+# Run in a side's interpreter: the top-level modules the packages under test import from outside its tree.
 _DEPENDENCIES = """
 import importlib, json, os, sys
 tree, names = json.loads(sys.argv[1]), json.loads(sys.argv[2])
@@ -163,8 +154,7 @@ class ProbeFailed(Exception):
 
     def __init__(self, reason: str, log_tail: str = ""):
         super().__init__(reason)
-        self.reason = reason
-        self.log_tail = log_tail
+        self.reason, self.log_tail = reason, log_tail
 
 
 def count_case(config: Config, side: Side, case: Case, log_path: Path, launcher=None) -> dict:
@@ -186,11 +176,8 @@ def count_case(config: Config, side: Side, case: Case, log_path: Path, launcher=
 
 
 class ForkedProbes:
-    """Counter probes forked from servers that imported torch (and nothing of the package under test):
-    one server per interpreter and environment, reused by every commit's probe, whose worker puts the
-    commit's tree first on sys.path at its init as a fresh one does. Counters count one step after
-    set-up and warm-up, so a fork counts what a fresh interpreter counts; a server that cannot start
-    leaves its probes to fresh interpreters."""
+    """Counter probes forked from servers that imported torch (nothing of the package under test), one per
+    interpreter and environment; a server that cannot start leaves its probes to fresh interpreters."""
 
     def __init__(self, config: Config, cases: list[Case], log_dir: Path):
         self.config, self.cases, self.log_dir = config, cases, Path(log_dir)
@@ -198,9 +185,6 @@ class ForkedProbes:
         self.failed: list[str] = []
 
     def _server(self, side: Side):
-        from teperf.engine.coordinator import preload_modules
-        from teperf.engine.forkserver import ForkServer, ServerError
-
         key = (side.python, tuple(sorted(side.env.items())))
         if key not in self.servers:
             self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -226,8 +210,6 @@ class ForkedProbes:
         return self.servers[key]
 
     def count(self, side: Side, case: Case, log_path: Path) -> dict:
-        from teperf.engine.forkserver import ServerError
-
         server = self._server(side)
 
         def launch(log_file):

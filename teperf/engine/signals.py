@@ -1,5 +1,4 @@
-"""SIGTERM ends a run like Ctrl-C: what `timeout`, CI cancellation and `kill` send must
-also stop the workers, keep every sample and mark the bundle interrupted."""
+"""SIGTERM (`timeout`, CI cancellation, `kill`) ends a run like Ctrl-C: workers stopped, samples kept."""
 
 from __future__ import annotations
 
@@ -9,8 +8,7 @@ from contextlib import contextmanager
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM arrived. A KeyboardInterrupt, so every Ctrl-C path (stop the workers,
-    keep the samples) handles it too; ``signum`` decides the exit status."""
+    """SIGTERM arrived: a KeyboardInterrupt, so every Ctrl-C path handles it; ``signum`` sets the exit."""
 
     signum = signal.SIGTERM
 
@@ -21,8 +19,7 @@ def _raise_terminated(signum, frame):
 
 @contextmanager
 def terminate_as_interrupt():
-    """While inside, SIGTERM raises :class:`Terminated` (main thread only: elsewhere Python
-    cannot install handlers, and the caller's own handling stands)."""
+    """While inside, SIGTERM raises :class:`Terminated` (in the main thread only: only it has handlers)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

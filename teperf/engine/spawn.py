@@ -1,17 +1,15 @@
-"""Starting one worker process for a side and talking to it.
-
-A worker is a fresh ``python -m teperf.worker`` in the side's interpreter,
-pinned to the chosen core before torch is imported, single-threaded, with
-the pair's hash seed. Its stderr goes to a log file in the bundle.
-"""
+"""Starting one worker process for a side (``python -m teperf.worker`` in its interpreter, pinned,
+single-threaded, with the pair's hash seed, stderr to a log in the bundle) and talking to it."""
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import select
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -53,8 +51,6 @@ class WorkerError(RuntimeError):
 def exit_text(code: int) -> str:
     """'exited with status 3' / 'was killed by SIGKILL (signal 9)'."""
     if code is not None and code < 0:
-        import signal
-
         try:
             name = signal.Signals(-code).name
         except ValueError:
@@ -78,17 +74,14 @@ def check_python(python: str) -> None:
 def remove_at_exit(root: str) -> None:
     """Remove a temporary directory as teperf exits; a second Ctrl-C while it does leaves the
     directory rather than a traceback ("Exception ignored in atexit callback") under the one line."""
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         shutil.rmtree(root, ignore_errors=True)
-    except KeyboardInterrupt:
-        pass
 
 
 def worker_code_dir() -> str:
-    """A private directory that holds teperf's worker code and nothing else, for the workers'
-    PYTHONPATH. Never the directory above the installed package: in a normal (non-editable)
-    install that is the driver's whole site-packages, and a side's interpreter would import
-    the driver's torch and packages before its own (an A/A that prints like a result)."""
+    """A private directory with teperf's worker code and nothing else, for the workers' PYTHONPATH. Not
+    the directory above the installed package: in a normal install that is the driver's site-packages,
+    and a side would import the driver's torch and packages before its own."""
     with _worker_code_lock:
         if "dir" not in _worker_code:
             root = tempfile.mkdtemp(prefix="teperf-worker-code-")
@@ -102,16 +95,12 @@ def worker_code_dir() -> str:
 
 
 def worker_env(side: Side, hash_seed: int) -> dict:
-    env = dict(os.environ)
-    env.update(side.env)
-    for var in THREAD_VARS:
-        env[var] = "1"
+    env = {**os.environ, **side.env, **dict.fromkeys(THREAD_VARS, "1")}
     env["PYTHONHASHSEED"] = str(hash_seed)
     env["PYTHONUNBUFFERED"] = "1"
     env["TEPERF_COORDINATOR_PID"] = str(os.getpid())  # the worker's watchdog ends it when we are gone
-    # teperf's worker code (and nothing else of the driver) must be importable by the side's
-    # interpreter; the side's directories are put before it by the worker itself. A PYTHONPATH
-    # the user set stays: the worker records its sys.path (teperf.worker.provenance).
+    # teperf's worker code (nothing else of the driver) before a PYTHONPATH the user set (the worker puts
+    # the side's directories first)
     env["PYTHONPATH"] = os.pathsep.join(
         [worker_code_dir()] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     )
@@ -119,21 +108,17 @@ def worker_env(side: Side, hash_seed: int) -> dict:
 
 
 def _pin(proc, core: int) -> None:
-    """Pins a just-started child to ``core`` from the parent, microseconds after its fork: its interpreter's
-    own start (tens of ms) would otherwise run wherever the scheduler puts it, often the measuring core when
-    a hog fills the spare one (issue 32). From the parent, not a preexec_fn: the coordinator has threads."""
+    """Pins a just-started child to ``core`` from the parent, microseconds after its fork (its interpreter's
+    start would often run on the measuring core). Not a preexec_fn: the coordinator has threads."""
     pid = getattr(proc, "pid", None)
     if pid is None or not hasattr(os, "sched_setaffinity"):
         return
-    try:
+    with contextlib.suppress(OSError):  # the worker pins itself on init and says so if it cannot
         os.sched_setaffinity(pid, {core})
-    except OSError:
-        pass  # the worker pins itself on init and says so if it cannot
 
 
 class Worker:
-    """A worker process. Construction starts it and returns at once; ``wait_ready``
-    collects its hello, so the next pair can import torch while this one measures."""
+    """A worker process: started at once; ``wait_ready`` collects its hello (it has imported torch)."""
 
     def __init__(
         self,
@@ -149,12 +134,9 @@ class Worker:
         compile_cache: dict | None = None,
         launcher=None,
     ):
-        """``launcher(log_file)``: a Popen-like process to use instead of a fresh interpreter
-        (a fork server's child, teperf.engine.forkserver), or None to start one."""
+        """``launcher(log_file)``: a fork server's child to use instead of a fresh interpreter, or None."""
         check_python(side.python)
-        self.side = side
-        self.core = core
-        self.timeout_s = timeout_s
+        self.side, self.core, self.timeout_s = side, core, timeout_s
         self.log_path = Path(log_path)
         self._log = open(self.log_path, "ab")
         self._buffer = b""
@@ -167,8 +149,7 @@ class Worker:
             stdout=subprocess.PIPE,
             stderr=self._log,
             env=worker_env(side, hash_seed),
-            # A neutral cwd: `python -m` puts the cwd first on sys.path, and a
-            # source checkout there would shadow the package under test.
+            # A neutral cwd: `python -m` puts it first on sys.path, where a checkout would shadow the package.
             cwd=str(cwd),
             start_new_session=True,  # Ctrl-C reaches the coordinator only
         )
@@ -216,11 +197,9 @@ class Worker:
                     hello.get("fix"),
                 )
             if hello.get("type") != "hello":
-                raise WorkerError(
-                    f"worker for {self.side.label} sent {hello!r} instead of hello", self.log_tail()
-                )
+                raise self._failed(f"sent {hello!r} instead of hello")
             hello["start_s"] = round(time.perf_counter() - self._t0, 3)
-            hello["forked"] = self.forked  # from a fork server (--spawn forkserver), not a fresh interpreter
+            hello["forked"] = self.forked
             hello["waited_s"] = round(time.perf_counter() - waited, 3)
             self.hello = hello
         return self.hello
@@ -229,10 +208,7 @@ class Worker:
         """Move every thread of the worker to ``core``."""
         reply = self.request({"cmd": "pin", "core": core}, timeout_s)
         if reply.get("type") != "pinned":
-            raise WorkerError(
-                f"worker for {self.side.label} could not move to core {core}: {reply.get('error')}",
-                self.log_tail(),
-            )
+            raise self._failed(f"could not move to core {core}: {reply.get('error')}")
         self.hello["affinity"] = reply["affinity"]
         self.hello["imported_on_core"] = self.core
         self.core = core
@@ -246,14 +222,16 @@ class Worker:
             return ""
         return "\n".join(text[-lines:])
 
+    def _failed(self, what: str, **kwargs) -> WorkerError:
+        """'worker for <side> <what>', with the end of its log."""
+        return WorkerError(f"worker for {self.side.label} {what}", self.log_tail(), **kwargs)
+
     def send(self, message: dict) -> None:
         try:
             self.proc.stdin.write(encode(message))
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
-            raise WorkerError(
-                f"worker for {self.side.label} is gone (exit {self.proc.poll()})", self.log_tail()
-            )
+            raise self._failed(f"is gone (exit {self.proc.poll()})")
 
     def receive(self, timeout_s: float | None = None) -> dict:
         """The next reply line; WorkerError if the worker dies or takes longer than the timeout."""
@@ -264,32 +242,24 @@ class Worker:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
-                raise WorkerError(
-                    f"worker for {self.side.label} did not answer within {timeout_s:g} s (killed)",
-                    self.log_tail(),
-                    timed_out=True,
-                )
+                raise self._failed(f"did not answer within {timeout_s:g} s (killed)", timed_out=True)
             ready, _, _ = select.select([fd], [], [], min(left, 1.0))
             if not ready:
                 continue
             chunk = os.read(fd, 1 << 16)
             if not chunk:
                 code = self.proc.wait()
-                raise WorkerError(
-                    f"worker for {self.side.label} {exit_text(code)}", self.log_tail(), exit_code=code
-                )
+                raise self._failed(exit_text(code), exit_code=code)
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         try:
             return decode(line)
         except ValueError:
-            raise WorkerError(
-                f"worker for {self.side.label} wrote a malformed line: {line[:200]!r}", self.log_tail()
-            )
+            raise self._failed(f"wrote a malformed line: {line[:200]!r}")
 
     def request(self, message: dict, timeout_s: float | None = None) -> dict:
         self.send(message)
-        return self.receive(self.timeout_s if timeout_s is None else timeout_s)
+        return self.receive(timeout_s)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -300,9 +270,8 @@ class Worker:
         self.reap()
 
     def retire(self, core: int | None) -> None:
-        """Ask the worker to quit without waiting for it. A CUDA process takes
-        seconds to tear down; moved to ``core`` first, it does so off the
-        measuring core while the next pair measures. ``reap`` collects it."""
+        """Ask the worker to quit without waiting: moved to ``core`` first, its CUDA teardown (seconds)
+        runs off the measuring core. ``reap`` collects it."""
         if self.hello is None:  # still importing: nothing worth a clean exit
             self.kill()
         if self.alive():
@@ -314,12 +283,9 @@ class Worker:
                 self.kill()
 
     def reap(self, timeout_s: float = 10.0) -> None:
-        """Wait for the worker to end. Its stdin is closed first: the EOF ends a
-        worker that never got its quit (an interrupted retire) as well."""
-        try:
+        """Wait for the worker to end; closing its stdin first ends one that never got its quit."""
+        with contextlib.suppress(OSError):
             self.proc.stdin.close()
-        except OSError:
-            pass
         try:
             self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -331,7 +297,5 @@ class Worker:
             self.proc.kill()
             self.proc.wait()
         for stream in (self.proc.stdin, self._log):
-            try:
+            with contextlib.suppress(OSError):  # a pipe whose reader is gone
                 stream.close()
-            except OSError:  # a pipe whose reader is gone
-                pass
