@@ -1,11 +1,7 @@
-"""The nightly dashboard: a static site that works offline (index, one page per machine, regressions,
-plotly.js copied from the installed package, no CDN).
+"""The nightly dashboard: a static site that works offline (plotly.js copied from the installed package).
 
-Commit subjects, refs, names and errors are untrusted: pages go through Jinja2 with autoescape on; the one
-``|safe`` value, the figure JSON, has ``<``, ``>`` and ``&`` escaped so it cannot close its script block,
-and its strings are HTML-escaped because plotly renders HTML in hover labels. The pages' CSP allows no
-inline script.
-"""
+Subjects, refs and errors are untrusted: Jinja2 autoescapes; the one ``|safe`` value, the figure JSON, has
+``<>&`` escaped (_SCRIPT_ESCAPES) and its strings HTML-escaped (_esc); the CSP allows no inline script."""
 
 from __future__ import annotations
 
@@ -450,10 +446,6 @@ def _slope_models(cells) -> list[dict]:
 # ----------------------------------------------------------------------------- the site
 
 
-def _asset(name: str) -> bytes:
-    return resources.files("teperf.history").joinpath("static", name).read_bytes()
-
-
 def _check_replaceable(out: Path) -> None:
     """Refuse to replace ``out`` unless it is absent, an empty directory or a site built here."""
     if not os.path.lexists(out):
@@ -504,8 +496,9 @@ def build_site(
         )
         (work / "assets").mkdir()
         (work / "assets" / "plotly.min.js").write_text(plotly.offline.get_plotlyjs(), encoding="utf-8")
-        (work / "assets" / "dashboard.js").write_bytes(_asset("dashboard.js"))
-        (work / "assets" / "style.css").write_bytes(_asset("style.css"))
+        static = resources.files("teperf.history") / "static"
+        for name in ("dashboard.js", "style.css"):
+            (work / "assets" / name).write_bytes((static / name).read_bytes())
         env = jinja2.Environment(
             loader=jinja2.PackageLoader("teperf.history", "templates"),
             autoescape=True,  # every {{ }} is HTML-escaped (templates end in .j2, so say it outright)
@@ -537,13 +530,11 @@ def build_site(
             page_m["slopes"] = _slope_models(m["cells_obj"])
             write(m["page"], "machine.html.j2", m["label"], page=m["page"], charts=True, m=page_m)
         _check_replaceable(out)
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
         if os.path.lexists(out):
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
             os.replace(out, old)
-            os.replace(work, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(work, out)
+        os.replace(work, out)
+        shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
