@@ -282,9 +282,8 @@ def _shards_text(night):
     """The night's shards for a table cell: '3 of 3' quietly, an incomplete night loudly."""
     if night is None:
         return ""
-    if night.complete:
-        return f"{night.done} of {night.count}", "dim"
-    return f"{night.done} of {night.count} !", "bold red"
+    text = f"{night.done} of {night.count}"
+    return (text, "dim") if night.complete else (text + " !", "bold red")
 
 
 def _emit_records(rows: list[dict], fmt: str, csv_rows: list[dict]) -> bool:

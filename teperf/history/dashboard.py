@@ -142,6 +142,9 @@ def _host_traces(go, cell: Cell, x: list, cd: list) -> list:
     return traces
 
 
+_ERROR_BARS = dict(thickness=1.2, width=3, color="#5d6d7e")
+
+
 def _night_trace(go, pts: list, x: list, cd: list):
     """The bottom panel: the paired night-over-night change, with its interval."""
     err_plus = [
@@ -156,15 +159,7 @@ def _night_trace(go, pts: list, x: list, cd: list):
         marker=dict(
             size=7, color=[HTML_COLOR.get(p.verdict, NO_VERDICT_COLOR) for p in pts], symbol="diamond"
         ),
-        error_y=dict(
-            type="data",
-            symmetric=False,
-            array=err_plus,
-            arrayminus=err_minus,
-            thickness=1.2,
-            width=3,
-            color="#5d6d7e",
-        ),
+        error_y=dict(type="data", symmetric=False, array=err_plus, arrayminus=err_minus, **_ERROR_BARS),
         customdata=cd,
         hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}<br>vs %{customdata[6]}: "
         "%{customdata[4]} %{customdata[5]}<br>%{customdata[3]}<extra></extra>",
@@ -205,19 +200,8 @@ def _change_marks(cell: Cell, explained: dict | None = None) -> tuple[list, list
         who = culprit_label(cell, ch, explained)
         text += f": {who}" if who else ""
         shapes.append(dict(xref="x", yref="paper", x0=ch.index - 0.5, x1=x1, y0=0, y1=1, **look))
-        annotations.append(
-            dict(
-                x=at,
-                y=1.0,
-                xref="x",
-                yref="paper",
-                yanchor="bottom",
-                yshift=15 * row,
-                showarrow=False,
-                text=_esc(text),
-                font=dict(color=color, size=11),
-            )
-        )
+        label = dict(x=at, yshift=15 * row, text=_esc(text), font=dict(color=color, size=11))
+        annotations.append(dict(y=1.0, xref="x", yref="paper", yanchor="bottom", showarrow=False, **label))
     return shapes, annotations
 
 

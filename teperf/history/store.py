@@ -377,9 +377,8 @@ class HistoryStore:
         present (the same bundle imported twice) is not added again, except that one present without a
         commit is replaced by this one when it names one (import --sha)."""
         rows = rows_from_summary(summary, **kwargs)
-        run_id = rows[0].run_id if rows else None
-        token = f"_{run_id.rsplit('_', 1)[-1]}{SUFFIX}" if run_id else None
-        present = [f for f in self.files() if f.endswith(token)] if token else []
+        token = f"_{rows[0].run_id.rsplit('_', 1)[-1]}{SUFFIX}" if rows else None
+        present = [f for f in self.files() if f.endswith(token)] if rows else []
         if present and rows[0].sha and f"_{NO_SHA}_" in posixpath.basename(present[0]):
             path = self.append(rows)  # imported before without a commit: this import names it
             self.fs.rm(present[0])
