@@ -77,7 +77,7 @@ def _custom(p: Point) -> list:
     ]
 
 
-def _host_traces(go, cell: Cell, x: list, cd: list) -> list:
+def _host_traces(go, cell: Cell, x: list, cd: list, colors: list) -> list:
     """The top panel's traces: the paired interval's band, the levels between changes, host time, failures."""
     pts, traces = cell.points, []
     # 95 % band of the night's paired interval, put on the head's scale: base + [ci_low, ci_high]
@@ -116,11 +116,7 @@ def _host_traces(go, cell: Cell, x: list, cd: list) -> list:
             mode="lines+markers",
             name="host time",
             line=dict(color="#2e86c1", width=1.5),
-            marker=dict(
-                size=8,
-                color=[HTML_COLOR.get(p.verdict, NO_VERDICT_COLOR) for p in pts],
-                line=dict(width=0.5, color="#fff"),
-            ),
+            marker=dict(size=8, color=colors, line=dict(width=0.5, color="#fff")),
             customdata=cd,
             hovertemplate=hover,
         )
@@ -145,7 +141,7 @@ def _host_traces(go, cell: Cell, x: list, cd: list) -> list:
 _ERROR_BARS = dict(thickness=1.2, width=3, color="#5d6d7e")
 
 
-def _night_trace(go, pts: list, x: list, cd: list):
+def _night_trace(go, pts: list, x: list, cd: list, colors: list):
     """The bottom panel: the paired night-over-night change, with its interval."""
     err_plus = [
         p.ci_high_pct - p.delta_pct if None not in (p.ci_high_pct, p.delta_pct) else None for p in pts
@@ -156,9 +152,7 @@ def _night_trace(go, pts: list, x: list, cd: list):
         y=[p.delta_pct if p.ok else None for p in pts],
         mode="markers",
         name="night vs previous (%)",
-        marker=dict(
-            size=7, color=[HTML_COLOR.get(p.verdict, NO_VERDICT_COLOR) for p in pts], symbol="diamond"
-        ),
+        marker=dict(size=7, color=colors, symbol="diamond"),
         error_y=dict(type="data", symmetric=False, array=err_plus, arrayminus=err_minus, **_ERROR_BARS),
         customdata=cd,
         hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}<br>vs %{customdata[6]}: "
@@ -215,9 +209,10 @@ def cell_figure(cell: Cell, explained: dict | None = None) -> dict:
     x = list(range(len(pts)))
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.68, 0.32], vertical_spacing=0.07)
     cd = [_custom(p) for p in pts]
-    for trace in _host_traces(go, cell, x, cd):
+    colors = [HTML_COLOR.get(p.verdict, NO_VERDICT_COLOR) for p in pts]
+    for trace in _host_traces(go, cell, x, cd, colors):
         fig.add_trace(trace, row=1, col=1)
-    fig.add_trace(_night_trace(go, pts, x, cd), row=2, col=1)
+    fig.add_trace(_night_trace(go, pts, x, cd, colors), row=2, col=1)
     shapes, annotations = _change_marks(cell, explained)
     fig.add_hline(y=0, line=dict(color="#aab7b8", width=1), row=2, col=1)
     fig.update_layout(
