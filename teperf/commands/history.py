@@ -10,6 +10,7 @@ import click
 
 from teperf.commands._common import _console, format_option, side_options, take_measure, take_sides
 from teperf.errors import TeperfError
+from teperf.numbers import missing
 from teperf.records import CELL_KEY
 from teperf.safe_text import for_terminal
 from teperf.verdicts import HISTORY_STYLE
@@ -72,13 +73,6 @@ def _explain_options(f):
     )(f)
     f = click.option("--config", "config_path", metavar="FILE|NAME", help="With --explain: the config.")(f)
     return side_options("history", "repo", "strategy", "package")(f)
-
-
-def _explain(history_url, config_path, budget, results_dir, **given) -> None:
-    measure = take_measure(
-        {"config_path": config_path, "budget_s": budget, "results_dir": results_dir}, "nightly"
-    )
-    explain_new(history_url, take_sides(given), measure)
 
 
 def explain_new(history_url, sides, measure, total_s=None, clock=None) -> list:
@@ -184,7 +178,9 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
     if explain:
         if not changes:
             raise TeperfError("--explain explains the change points", "add --changes")
-        _explain(history_url, **bisect)
+        given = {"config_path": bisect.pop("config_path"), "budget_s": bisect.pop("budget")}
+        measure = take_measure({**given, "results_dir": bisect.pop("results_dir")}, "nightly")
+        explain_new(history_url, take_sides(bisect), measure)
     else:  # the bisects' options mean nothing without them: say so rather than drop them
         flags = {"config_path": "--config", "budget": "--budget", "results_dir": "--results-dir"}
         given = [flag for key, flag in flags.items() if bisect.get(key) is not None]
@@ -262,7 +258,9 @@ def _point_rows(df, night_of: dict):
     for r in df.itertuples(index=False):
         date = r.committed_at if r.committed_at is not None and str(r.committed_at) != "NaT" else r.run_date
         ci = (
-            f"[{r.ci_low_pct:+.1f}, {r.ci_high_pct:+.1f}]" if _ok(r.ci_low_pct) and _ok(r.ci_high_pct) else ""
+            f"[{r.ci_low_pct:+.1f}, {r.ci_high_pct:+.1f}]"
+            if not missing(r.ci_low_pct) and not missing(r.ci_high_pct)
+            else ""
         )
         verdict = _s(r.verdict) or (_s(r.status) if r.status != "ok" else "")
         cause = " (load)" if _s(r.verdict_cause) == "load" else ""
@@ -271,8 +269,8 @@ def _point_rows(df, night_of: dict):
             _s(r.sha)[:10],
             _s(r.subject)[:50],
             f"{_s(r.module)} {_s(r.recipe)} {_s(r.shape)}",
-            f"{r.host_us:.1f}" if _ok(r.host_us) else "-",
-            f"{r.delta_pct:+.1f}" if _ok(r.delta_pct) else "",
+            f"{r.host_us:.1f}" if not missing(r.host_us) else "-",
+            f"{r.delta_pct:+.1f}" if not missing(r.delta_pct) else "",
             ci,
             (verdict + cause, HISTORY_STYLE.get(verdict, "")),
             _shards_text(night_of.get((r.machine, r.night))),
@@ -284,9 +282,8 @@ def _shards_text(night):
     """The night's shards for a table cell: '3 of 3' quietly, an incomplete night loudly."""
     if night is None:
         return ""
-    if night.complete:
-        return f"{night.done} of {night.count}", "dim"
-    return f"{night.done} of {night.count} !", "bold red"
+    text = f"{night.done} of {night.count}"
+    return (text, "dim") if night.complete else (text + " !", "bold red")
 
 
 def _emit_records(rows: list[dict], fmt: str, csv_rows: list[dict]) -> bool:
@@ -352,13 +349,6 @@ def _print_nights(found, fmt: str) -> None:
 def _s(v) -> str:
     """An optional string column's value: missing (None, NaN) reads as ''."""
     return v if isinstance(v, str) else ""
-
-
-def _ok(v) -> bool:
-    try:
-        return v is not None and v == v
-    except TypeError:
-        return False
 
 
 def _print_changes(df, fmt: str, explained: dict) -> None:

@@ -1,11 +1,7 @@
-"""The nightly dashboard: a static site that works offline (index, one page per machine, regressions,
-plotly.js copied from the installed package, no CDN).
+"""The nightly dashboard: a static site that works offline (plotly.js copied from the installed package).
 
-Commit subjects, refs, names and errors are untrusted: pages go through Jinja2 with autoescape on; the one
-``|safe`` value, the figure JSON, has ``<``, ``>`` and ``&`` escaped so it cannot close its script block,
-and its strings are HTML-escaped because plotly renders HTML in hover labels. The pages' CSP allows no
-inline script.
-"""
+Subjects, refs and errors are untrusted: Jinja2 autoescapes; the one ``|safe`` value, the figure JSON, has
+``<>&`` escaped (_SCRIPT_ESCAPES) and its strings HTML-escaped (_esc); the CSP allows no inline script."""
 
 from __future__ import annotations
 
@@ -81,7 +77,7 @@ def _custom(p: Point) -> list:
     ]
 
 
-def _host_traces(go, cell: Cell, x: list, cd: list) -> list:
+def _host_traces(go, cell: Cell, x: list, cd: list, colors: list) -> list:
     """The top panel's traces: the paired interval's band, the levels between changes, host time, failures."""
     pts, traces = cell.points, []
     # 95 % band of the night's paired interval, put on the head's scale: base + [ci_low, ci_high]
@@ -120,11 +116,7 @@ def _host_traces(go, cell: Cell, x: list, cd: list) -> list:
             mode="lines+markers",
             name="host time",
             line=dict(color="#2e86c1", width=1.5),
-            marker=dict(
-                size=8,
-                color=[HTML_COLOR.get(p.verdict, NO_VERDICT_COLOR) for p in pts],
-                line=dict(width=0.5, color="#fff"),
-            ),
+            marker=dict(size=8, color=colors, line=dict(width=0.5, color="#fff")),
             customdata=cd,
             hovertemplate=hover,
         )
@@ -146,7 +138,10 @@ def _host_traces(go, cell: Cell, x: list, cd: list) -> list:
     return traces
 
 
-def _night_trace(go, pts: list, x: list, cd: list):
+_ERROR_BARS = dict(thickness=1.2, width=3, color="#5d6d7e")
+
+
+def _night_trace(go, pts: list, x: list, cd: list, colors: list):
     """The bottom panel: the paired night-over-night change, with its interval."""
     err_plus = [
         p.ci_high_pct - p.delta_pct if None not in (p.ci_high_pct, p.delta_pct) else None for p in pts
@@ -157,18 +152,8 @@ def _night_trace(go, pts: list, x: list, cd: list):
         y=[p.delta_pct if p.ok else None for p in pts],
         mode="markers",
         name="night vs previous (%)",
-        marker=dict(
-            size=7, color=[HTML_COLOR.get(p.verdict, NO_VERDICT_COLOR) for p in pts], symbol="diamond"
-        ),
-        error_y=dict(
-            type="data",
-            symmetric=False,
-            array=err_plus,
-            arrayminus=err_minus,
-            thickness=1.2,
-            width=3,
-            color="#5d6d7e",
-        ),
+        marker=dict(size=7, color=colors, symbol="diamond"),
+        error_y=dict(type="data", symmetric=False, array=err_plus, arrayminus=err_minus, **_ERROR_BARS),
         customdata=cd,
         hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}<br>vs %{customdata[6]}: "
         "%{customdata[4]} %{customdata[5]}<br>%{customdata[3]}<extra></extra>",
@@ -209,19 +194,8 @@ def _change_marks(cell: Cell, explained: dict | None = None) -> tuple[list, list
         who = culprit_label(cell, ch, explained)
         text += f": {who}" if who else ""
         shapes.append(dict(xref="x", yref="paper", x0=ch.index - 0.5, x1=x1, y0=0, y1=1, **look))
-        annotations.append(
-            dict(
-                x=at,
-                y=1.0,
-                xref="x",
-                yref="paper",
-                yanchor="bottom",
-                yshift=15 * row,
-                showarrow=False,
-                text=_esc(text),
-                font=dict(color=color, size=11),
-            )
-        )
+        label = dict(x=at, yshift=15 * row, text=_esc(text), font=dict(color=color, size=11))
+        annotations.append(dict(y=1.0, xref="x", yref="paper", yanchor="bottom", showarrow=False, **label))
     return shapes, annotations
 
 
@@ -235,9 +209,10 @@ def cell_figure(cell: Cell, explained: dict | None = None) -> dict:
     x = list(range(len(pts)))
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.68, 0.32], vertical_spacing=0.07)
     cd = [_custom(p) for p in pts]
-    for trace in _host_traces(go, cell, x, cd):
+    colors = [HTML_COLOR.get(p.verdict, NO_VERDICT_COLOR) for p in pts]
+    for trace in _host_traces(go, cell, x, cd, colors):
         fig.add_trace(trace, row=1, col=1)
-    fig.add_trace(_night_trace(go, pts, x, cd), row=2, col=1)
+    fig.add_trace(_night_trace(go, pts, x, cd, colors), row=2, col=1)
     shapes, annotations = _change_marks(cell, explained)
     fig.add_hline(y=0, line=dict(color="#aab7b8", width=1), row=2, col=1)
     fig.update_layout(
@@ -450,10 +425,6 @@ def _slope_models(cells) -> list[dict]:
 # ----------------------------------------------------------------------------- the site
 
 
-def _asset(name: str) -> bytes:
-    return resources.files("teperf.history").joinpath("static", name).read_bytes()
-
-
 def _check_replaceable(out: Path) -> None:
     """Refuse to replace ``out`` unless it is absent, an empty directory or a site built here."""
     if not os.path.lexists(out):
@@ -504,8 +475,9 @@ def build_site(
         )
         (work / "assets").mkdir()
         (work / "assets" / "plotly.min.js").write_text(plotly.offline.get_plotlyjs(), encoding="utf-8")
-        (work / "assets" / "dashboard.js").write_bytes(_asset("dashboard.js"))
-        (work / "assets" / "style.css").write_bytes(_asset("style.css"))
+        static = resources.files("teperf.history") / "static"
+        for name in ("dashboard.js", "style.css"):
+            (work / "assets" / name).write_bytes((static / name).read_bytes())
         env = jinja2.Environment(
             loader=jinja2.PackageLoader("teperf.history", "templates"),
             autoescape=True,  # every {{ }} is HTML-escaped (templates end in .j2, so say it outright)
@@ -537,13 +509,11 @@ def build_site(
             page_m["slopes"] = _slope_models(m["cells_obj"])
             write(m["page"], "machine.html.j2", m["label"], page=m["page"], charts=True, m=page_m)
         _check_replaceable(out)
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
         if os.path.lexists(out):
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
             os.replace(out, old)
-            os.replace(work, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(work, out)
+        os.replace(work, out)
+        shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

@@ -1,13 +1,6 @@
-"""The nightly history: an append-only Parquet dataset, ``<root>/<run_id>.parquet``, one row per cell.
-
-``root`` is a local directory or an fsspec URL. Nothing is rewritten, and each file name carries the
-machine fingerprint and a token, so many writers (the shards of a night, several machines) append side by
-side with no shared file to lose an update to. A write is atomic: a temporary dot-file that no reader
-picks up, then renamed; on object stores one PUT of the final name (atomic there).
-
-Without teperf: ``pandas.read_parquet("results/history")`` (takes the first file's columns), or DuckDB's
-``read_parquet('results/history/*.parquet', union_by_name=true)``, which keeps every column.
-"""
+"""The nightly history: append-only Parquet files ``<root>/<run_id>.parquet`` (a local directory or an
+fsspec URL), one row per cell. Every writer adds its own file, atomically: a temporary dot-file renamed, or
+on object stores one PUT. DuckDB reads it too: ``read_parquet('DIR/*.parquet', union_by_name=true)``."""
 
 from __future__ import annotations
 
@@ -48,16 +41,11 @@ OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "memory"}
 
 _TS = pa.timestamp("us", tz="UTC")
 _ARROW_TYPES = {str: pa.string(), float: pa.float64(), int: pa.int64(), bool: pa.bool_(), _dt.datetime: _TS}
-
-
-def _arrow_field(name: str) -> pa.Field:
-    return pa.field(name, _ARROW_TYPES[HISTORY_COLUMN_TYPES[name]], nullable=name != "run_id")
-
-
-# HistoryRow's columns: the run-level ones (the same on every row of one file), then the cell's
-_FIELDS = [_arrow_field(name) for name in HISTORY_COLUMN_TYPES]
 SCHEMA_KEY = b"teperf.history.schema"
-SCHEMA = pa.schema(_FIELDS, metadata={SCHEMA_KEY: str(HISTORY_SCHEMA_VERSION).encode()})
+SCHEMA = pa.schema(  # HistoryRow's columns: the run-level ones (the same on every row of a file), the cell's
+    [pa.field(name, _ARROW_TYPES[t], nullable=name != "run_id") for name, t in HISTORY_COLUMN_TYPES.items()],
+    metadata={SCHEMA_KEY: str(HISTORY_SCHEMA_VERSION).encode()},
+)
 COLUMNS = SCHEMA.names
 
 
@@ -143,12 +131,6 @@ def split_shard(text) -> tuple[int, int]:
 NO_SHA = "nosha"  # a run id's commit part when the bundle names none
 
 
-def make_run_id(meta: Mapping[str, Any], machine: str, sha: str | None, shard: str, token: str) -> str:
-    started = _ts(meta.get("started_at")) or _dt.datetime.now(_dt.timezone.utc)
-    short = (sha or NO_SHA)[:10]
-    return f"{started:%Y%m%dT%H%M%SZ}_{machine}_{short}_s{shard.replace('/', 'of')}_{token}"
-
-
 # a summary row's values that a history row carries as they are, and its figures (floats, NaN: None)
 _AS_IS = (
     "module recipe dtype mode status verdict verdict_cause ci_basis host_bound first_call_verdict".split()
@@ -203,7 +185,9 @@ def rows_from_summary(
         name = posixpath.basename(str(bundle or "").rstrip("/"))
         ident = f"{name}|{meta.get('started_at')}|{shard}|{night or ''}"
         token = hashlib.sha256(ident.encode()).hexdigest()[:8]
-        run_id = make_run_id(meta, mach["machine"], sha, shard, token)
+        started = _ts(meta.get("started_at")) or _dt.datetime.now(_dt.timezone.utc)
+        short = (sha or NO_SHA)[:10]
+        run_id = f"{started:%Y%m%dT%H%M%SZ}_{mach['machine']}_{short}_s{shard.replace('/', 'of')}_{token}"
     run = {
         "run_id": run_id,
         "run_kind": run_kind,
@@ -231,18 +215,14 @@ def rows_from_summary(
     return [HistoryRow(**run, **_cell_columns(r, is_compare=base is not None)) for r in summary.rows]
 
 
-def history_row(row: HistoryRow | Mapping[str, Any]) -> HistoryRow:
-    """A row as its type; a mapping is checked (unknown columns, wrong types: a ValueError)."""
-    if isinstance(row, HistoryRow):
-        return row
-    unknown = set(row) - set(COLUMNS)
-    if unknown:
-        raise RecordError(f"history row with unknown columns {sorted(unknown)}")
-    return HistoryRow(**row)
-
-
 def to_table(rows: Sequence[HistoryRow | Mapping[str, Any]]) -> pa.Table:
-    typed = [history_row(row) for row in rows]
+    """Rows as a table; a mapping is checked (unknown columns, wrong types: a ValueError)."""
+    typed = []
+    for row in rows:
+        unknown = set() if isinstance(row, HistoryRow) else set(row) - set(COLUMNS)
+        if unknown:
+            raise RecordError(f"history row with unknown columns {sorted(unknown)}")
+        typed.append(row if isinstance(row, HistoryRow) else HistoryRow(**row))
     cols = {name: [getattr(row, name) for row in typed] for name in COLUMNS}
     return pa.Table.from_pydict(cols, schema=SCHEMA)
 
@@ -290,11 +270,10 @@ class HistoryStore:
 
     def files(self) -> list[str]:
         """Complete run files, sorted by name (= run date first)."""
-        out = []
-        for name in self._ls(self.root):
-            base = posixpath.basename(name.rstrip("/"))
-            if base.endswith(SUFFIX) and not base.startswith((".", "_")):
-                out.append(name)
+        bases = {name: posixpath.basename(name.rstrip("/")) for name in self._ls(self.root)}
+        out = [
+            name for name, base in bases.items() if base.endswith(SUFFIX) and not base.startswith((".", "_"))
+        ]
         return sorted(out, key=posixpath.basename)
 
     def append(self, rows: Sequence[Mapping[str, Any]] | pa.Table) -> str:
@@ -366,15 +345,8 @@ class HistoryStore:
             out[rec.key] = rec
         return out
 
-    def read(
-        self,
-        *,
-        machine: str | None = None,
-        module: str | None = None,
-        recipe: str | None = None,
-        ref: str | None = None,
-    ):
-        """All rows (a pandas DataFrame in the store's schema), optionally filtered. A file that cannot
+    def read(self, *, ref: str | None = None):
+        """All rows (a pandas DataFrame in the store's schema), optionally of one ref. A file that cannot
         be read is skipped and named in ``unreadable`` rather than taking the whole history down."""
         tables = []
         self.unreadable = []
@@ -396,9 +368,8 @@ class HistoryStore:
             df.loc[missing, "night"] = [
                 default_night(sha, rid) for sha, rid in zip(df.loc[missing, "sha"], df.loc[missing, "run_id"])
             ]
-        for col, val in (("machine", machine), ("module", module), ("recipe", recipe), ("ref", ref)):
-            if val is not None:
-                df = df[df[col] == val]
+        if ref is not None:
+            df = df[df["ref"] == ref]
         return df.reset_index(drop=True)
 
     def add_summary(self, summary, **kwargs) -> tuple[str, bool]:
@@ -406,9 +377,8 @@ class HistoryStore:
         present (the same bundle imported twice) is not added again, except that one present without a
         commit is replaced by this one when it names one (import --sha)."""
         rows = rows_from_summary(summary, **kwargs)
-        run_id = rows[0].run_id if rows else None
-        token = f"_{run_id.rsplit('_', 1)[-1]}{SUFFIX}" if run_id else None
-        present = [f for f in self.files() if f.endswith(token)] if token else []
+        token = f"_{rows[0].run_id.rsplit('_', 1)[-1]}{SUFFIX}" if rows else None
+        present = [f for f in self.files() if f.endswith(token)] if rows else []
         if present and rows[0].sha and f"_{NO_SHA}_" in posixpath.basename(present[0]):
             path = self.append(rows)  # imported before without a commit: this import names it
             self.fs.rm(present[0])
@@ -440,15 +410,11 @@ def check_version(table: pa.Table, path: str) -> int:
 
 def _conform(table: pa.Table) -> pa.Table:
     """Any older/newer file -> today's schema: missing columns null, unknown ones dropped."""
-    cols = []
-    for field in SCHEMA:
-        if field.name in table.column_names:
-            col = table.column(field.name)
-            if col.type != field.type:
-                col = col.cast(field.type, safe=False)
-            cols.append(col)
-        else:
-            cols.append(pa.nulls(table.num_rows, field.type))
+    names = table.column_names
+    cols = [
+        table.column(f.name).cast(f.type, safe=False) if f.name in names else pa.nulls(table.num_rows, f.type)
+        for f in SCHEMA
+    ]
     return pa.Table.from_arrays(cols, schema=SCHEMA)
 
 
