@@ -1,9 +1,5 @@
-"""Configuration: TOML file + CLI overrides -> one typed :class:`Config`, every user error raised here.
-
-The dataclasses below are the one table of config keys: each :func:`key` field carries its default, its
-check and its command-line flag (:class:`Option`); the TOML tables, the overrides and the click options
-of ``commands/_common.py`` are all made from them, so a new key is one field here.
-"""
+"""TOML file + CLI overrides -> one typed :class:`Config`. Each :func:`key` field is the one place of a
+config key's default, check and flag: the TOML tables, overrides and click options are made from them."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Read-only checks of the measuring machine (``teperf doctor``): each a :class:`Check` that never raises
-(what cannot be read is ``unknown``, with the reason); versions come from package metadata, not imports.
-
-Verdicts fit teperf's design: ASLR on is ``ok`` (fresh pairs are meant to sample layouts; off, a layout
-effect is a fixed bias of one side), no isolated core is a ``warn``, and the only quick ``fail`` is a
-core this process may not use (the run would not start).
-"""
+"""Read-only checks of the measuring machine (``teperf doctor``), each a :class:`Check` that never raises
+(what cannot be read is ``unknown``). ASLR on is ``ok``: fresh pairs are meant to sample layouts."""
 
 from __future__ import annotations
 
