@@ -66,6 +66,11 @@ def _whole(minimum: int = 1) -> Check:
     return lambda value, name, resolved: _positive_int(value, name, minimum)
 
 
+def _count(default: int, help: str, minimum: int = 1):
+    """A whole-number key whose flag shows its default."""
+    return key(default, _whole(minimum), help, type=int, show_default=True)
+
+
 def _seconds(value, name: str, resolved: dict):
     if isinstance(value, bool) or not (isinstance(value, (int, float)) and 0 < value < math.inf):
         raise TeperfError(
@@ -138,25 +143,13 @@ def _prestart(value, name: str, resolved: dict):
 class Schedule:
     # Many fresh pairs of short couples: the H200 VM's speed swings in multi-second spells, so many short
     # adjacent A/B couples buy precision and long trials do not (README, "Choosing the schedule").
-    processes: int = key(
-        8, _whole(), "Fresh worker pairs (the unit of replication).", type=int, show_default=True
+    processes: int = _count(8, "Fresh worker pairs (the unit of replication).")
+    rounds: int = _count(2, "Rounds per pair; each round runs every case in a new shuffled order.")
+    trials: int = _count(
+        6, "Trials per case per round (compare: rounds x trials even, so A B and B A couples balance)."
     )
-    rounds: int = key(
-        2,
-        _whole(),
-        "Rounds per pair; each round runs every case in a new shuffled order.",
-        type=int,
-        show_default=True,
-    )
-    trials: int = key(
-        6,
-        _whole(),
-        "Trials per case per round (compare: rounds x trials even, so A B and B A couples balance).",
-        type=int,
-        show_default=True,
-    )
-    iters: int = key(50, _whole(), "fwd+bwd steps per trial.", type=int, show_default=True)
-    warmup: int = key(50, _whole(0), "Untimed steps after building each case.", type=int, show_default=True)
+    iters: int = _count(50, "fwd+bwd steps per trial.")
+    warmup: int = _count(50, "Untimed steps after building each case.", minimum=0)
     timeout_s: float = key(
         600.0,
         _seconds,
@@ -278,7 +271,7 @@ class Config:
         "CPU core to pin the workers to (default: the last one).",
         type=int,
     )
-    seed: int = key(0, _whole(0), "Seed of the case order and the hash seeds.", type=int, show_default=True)
+    seed: int = _count(0, "Seed of the case order and the hash seeds.", minimum=0)
     counters: bool = key(False, lambda value, name, resolved: bool(value))  # each command has its own flag
     prestart: int | None = key(  # None: auto
         None,

@@ -85,9 +85,7 @@ class Typed:
 
     def to_dict(self) -> dict:
         out = {"kind": self.kind} if self.kind else {}
-        for f in dataclasses.fields(self):
-            if f.name != "extra":
-                out[f.name] = getattr(self, f.name)
+        out.update((f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "extra")
         out.update(self.extra)
         return out
 

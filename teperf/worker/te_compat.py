@@ -171,9 +171,7 @@ def constructor_kwargs(
         },
     }[module]
     d.update(params_dtype=dtype, device=device)
-    for key in user:  # the config's value wins; a key given by the config is the config's
-        d.pop(key, None)
-    return d, user
+    return {k: v for k, v in d.items() if k not in user}, user  # a key the config gives is the config's
 
 
 # Renames applied to our defaults when a constructor lacks the new name.
