@@ -391,8 +391,7 @@ def _named(key: str, given) -> str:
 
 
 def backend_module(name: str):
-    """The worker backend's static facts (MODULES, RECIPES, check_shape); it imports torch only inside
-    functions, so the coordinator can read them."""
+    """The worker backend's static facts (MODULES, RECIPES, check_shape): it imports torch only when used."""
     if name not in BACKENDS:
         raise TeperfError(f"unknown backend {name!r}", f"use one of: {', '.join(BACKENDS)}")
     from teperf.worker.backends import get_backend

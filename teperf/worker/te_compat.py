@@ -107,8 +107,7 @@ def _parameters(fn: Callable) -> dict:
 
 
 def autocast_factory(te: Any, recipe_obj: Any) -> tuple:
-    """(zero-arg callable returning a fresh autocast context, api name); bf16 (``recipe_obj`` None):
-    (None, "none"), no TE autocast at all, as a bf16 model runs. The one recipe object serves every step."""
+    """(zero-arg callable returning a fresh autocast context, api name); bf16: (None, "none"), no autocast."""
     if recipe_obj is None:
         return None, "none"
     autocast = getattr(te, "autocast", None)
