@@ -362,18 +362,13 @@ _SECTION_TYPES = {
     f.name: type(f.default) for f in dataclasses.fields(Config) if dataclasses.is_dataclass(f.default)
 }
 SECTIONS = tuple(_SECTION_TYPES)  # ("schedule", "stats"): the TOML tables
-# The flags in --help in this order; a key not named here comes after them.
+# The flags in --help in this order (every key with a flag is named here).
 HELP_ORDER = tuple(
     """backend device modules recipes modes shapes processes rounds trials iters warmup timeout_s core seed
     metric prestart lanes min_effect_pct min_effect_once_pct max_contended_pct precision_pct budget_s
     compile_cache spawn server_pairs""".split()
 )
-OVERRIDE_KEYS = tuple(
-    sorted(
-        (k.name for k in KEYS if k.option),
-        key=lambda n: HELP_ORDER.index(n) if n in HELP_ORDER else len(HELP_ORDER),
-    )
-)
+OVERRIDE_KEYS = tuple(sorted((k.name for k in KEYS if k.option), key=HELP_ORDER.index))
 CLI_FLAGS = {k.name: k.flag for k in KEYS if k.flag}  # config key -> the CLI flag that overrides it
 _KNOWN = {
     "the top level": {k.name for k in KEYS if k.section is None} | set(SECTIONS),
