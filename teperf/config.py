@@ -1,9 +1,5 @@
-"""Configuration: TOML file + CLI overrides -> one typed :class:`Config`, every user error raised here.
-
-The dataclasses below are the one table of config keys: each :func:`key` field carries its default, its
-check and its command-line flag (:class:`Option`); the TOML tables, the overrides and the click options
-of ``commands/_common.py`` are all made from them, so a new key is one field here.
-"""
+"""TOML file + CLI overrides -> one typed :class:`Config`. Each :func:`key` field is the one place of a
+config key's default, check and flag: the TOML tables, overrides and click options are made from them."""
 
 from __future__ import annotations
 
@@ -68,6 +64,11 @@ def key(default: Any, check: Check | None = None, help: str | None = None, *, ma
 
 def _whole(minimum: int = 1) -> Check:
     return lambda value, name, resolved: _positive_int(value, name, minimum)
+
+
+def _count(default: int, help: str, minimum: int = 1):
+    """A whole-number key whose flag shows its default."""
+    return key(default, _whole(minimum), help, type=int, show_default=True)
 
 
 def _seconds(value, name: str, resolved: dict):
@@ -142,25 +143,13 @@ def _prestart(value, name: str, resolved: dict):
 class Schedule:
     # Many fresh pairs of short couples: the H200 VM's speed swings in multi-second spells, so many short
     # adjacent A/B couples buy precision and long trials do not (README, "Choosing the schedule").
-    processes: int = key(
-        8, _whole(), "Fresh worker pairs (the unit of replication).", type=int, show_default=True
+    processes: int = _count(8, "Fresh worker pairs (the unit of replication).")
+    rounds: int = _count(2, "Rounds per pair; each round runs every case in a new shuffled order.")
+    trials: int = _count(
+        6, "Trials per case per round (compare: rounds x trials even, so A B and B A couples balance)."
     )
-    rounds: int = key(
-        2,
-        _whole(),
-        "Rounds per pair; each round runs every case in a new shuffled order.",
-        type=int,
-        show_default=True,
-    )
-    trials: int = key(
-        6,
-        _whole(),
-        "Trials per case per round (compare: rounds x trials even, so A B and B A couples balance).",
-        type=int,
-        show_default=True,
-    )
-    iters: int = key(50, _whole(), "fwd+bwd steps per trial.", type=int, show_default=True)
-    warmup: int = key(50, _whole(0), "Untimed steps after building each case.", type=int, show_default=True)
+    iters: int = _count(50, "fwd+bwd steps per trial.")
+    warmup: int = _count(50, "Untimed steps after building each case.", minimum=0)
     timeout_s: float = key(
         600.0,
         _seconds,
@@ -282,7 +271,7 @@ class Config:
         "CPU core to pin the workers to (default: the last one).",
         type=int,
     )
-    seed: int = key(0, _whole(0), "Seed of the case order and the hash seeds.", type=int, show_default=True)
+    seed: int = _count(0, "Seed of the case order and the hash seeds.", minimum=0)
     counters: bool = key(False, lambda value, name, resolved: bool(value))  # each command has its own flag
     prestart: int | None = key(  # None: auto
         None,
@@ -373,18 +362,13 @@ _SECTION_TYPES = {
     f.name: type(f.default) for f in dataclasses.fields(Config) if dataclasses.is_dataclass(f.default)
 }
 SECTIONS = tuple(_SECTION_TYPES)  # ("schedule", "stats"): the TOML tables
-# The flags in --help in this order; a key not named here comes after them.
+# The flags in --help in this order (every key with a flag is named here).
 HELP_ORDER = tuple(
     """backend device modules recipes modes shapes processes rounds trials iters warmup timeout_s core seed
     metric prestart lanes min_effect_pct min_effect_once_pct max_contended_pct precision_pct budget_s
     compile_cache spawn server_pairs""".split()
 )
-OVERRIDE_KEYS = tuple(
-    sorted(
-        (k.name for k in KEYS if k.option),
-        key=lambda n: HELP_ORDER.index(n) if n in HELP_ORDER else len(HELP_ORDER),
-    )
-)
+OVERRIDE_KEYS = tuple(sorted((k.name for k in KEYS if k.option), key=HELP_ORDER.index))
 CLI_FLAGS = {k.name: k.flag for k in KEYS if k.flag}  # config key -> the CLI flag that overrides it
 _KNOWN = {
     "the top level": {k.name for k in KEYS if k.section is None} | set(SECTIONS),
@@ -402,8 +386,7 @@ def _named(key: str, given) -> str:
 
 
 def backend_module(name: str):
-    """The worker backend's static facts (MODULES, RECIPES, check_shape); it imports torch only inside
-    functions, so the coordinator can read them."""
+    """The worker backend's static facts (MODULES, RECIPES, check_shape): it imports torch only when used."""
     if name not in BACKENDS:
         raise TeperfError(f"unknown backend {name!r}", f"use one of: {', '.join(BACKENDS)}")
     from teperf.worker.backends import get_backend

@@ -1,10 +1,5 @@
-"""Read-only checks of the measuring machine (``teperf doctor``): each a :class:`Check` that never raises
-(what cannot be read is ``unknown``, with the reason); versions come from package metadata, not imports.
-
-Verdicts fit teperf's design: ASLR on is ``ok`` (fresh pairs are meant to sample layouts; off, a layout
-effect is a fixed bias of one side), no isolated core is a ``warn``, and the only quick ``fail`` is a
-core this process may not use (the run would not start).
-"""
+"""Read-only checks of the measuring machine (``teperf doctor``), each a :class:`Check` that never raises
+(what cannot be read is ``unknown``). ASLR on is ``ok``: fresh pairs are meant to sample layouts."""
 
 from __future__ import annotations
 
@@ -188,12 +183,12 @@ def check_load() -> Check:
     return Check("load", "ok", detail)
 
 
-def runnable_on_core(core: int) -> Optional[list[tuple[int, str]]]:
-    """(tid, name) of other runnable (state R) threads last run on ``core``; None if /proc is unreadable."""
+def check_runnable(core: int) -> Check:
+    """Other runnable (state R) threads last run on ``core``."""
     try:
         pids = [int(p) for p in os.listdir(PROC) if p.isdigit() and int(p) != os.getpid()]
     except OSError:
-        return None
+        return Check("runnable", "unknown", f"{PROC} not listable")
     found = []
     for pid in pids:
         try:
@@ -210,13 +205,6 @@ def runnable_on_core(core: int) -> Optional[list[tuple[int, str]]]:
             fields = rest.split()  # state and processor: fields 3 and 39 of proc(5)
             if len(fields) >= 37 and fields[0] == "R" and fields[36] == str(core):
                 found.append((tid, head.partition("(")[2]))
-    return found
-
-
-def check_runnable(core: int) -> Check:
-    found = runnable_on_core(core)
-    if found is None:
-        return Check("runnable", "unknown", f"{PROC} not listable")
     if not found:
         return Check("runnable", "ok", f"no other runnable thread on core {core}")
     names = ", ".join(f"{name} ({tid})" for tid, name in found[:5]) + (" ..." if len(found) > 5 else "")

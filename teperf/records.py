@@ -1,12 +1,6 @@
-"""Every record a bundle holds and every row of the history, as typed values that check themselves.
-
-A bundle is a directory: meta.json (:class:`BundleMeta`, rewritten atomically), records.jsonl (one record
-a line, appended and flushed as each thing happens, so a crash keeps all of it) and workers/*.log.
-A record whose fields have the wrong types is refused (the reader skips and counts it); keys a record
-does not define are kept in ``extra`` and written back; an unknown kind is kept as :class:`UnknownRecord`.
-Schema 1 bundles (teperf 0.1.0: failures without ``final``/``lost_pairs``) are upgraded on the way in
-(:data:`UPGRADES`); a newer schema is refused with the teperf version that reads it.
-"""
+"""Every record of a bundle (meta.json, records.jsonl) and every history row, as typed values that check
+themselves: wrong types are refused, unknown keys kept in ``extra``, unknown kinds as :class:`UnknownRecord`;
+schema 1 records are upgraded on the way in, a newer schema is refused."""
 
 from __future__ import annotations
 
@@ -91,9 +85,7 @@ class Typed:
 
     def to_dict(self) -> dict:
         out = {"kind": self.kind} if self.kind else {}
-        for f in dataclasses.fields(self):
-            if f.name != "extra":
-                out[f.name] = getattr(self, f.name)
+        out.update((f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "extra")
         out.update(self.extra)
         return out
 
@@ -301,7 +293,8 @@ def parse_record(raw: Mapping[str, Any], schema: int = SCHEMA_VERSION) -> Record
     """One decoded line of records.jsonl, written under ``schema`` -> its typed record (or RecordError)."""
     if not isinstance(raw, Mapping):
         raise RecordError("a record is a JSON object")
-    raw = upgrade_record(dict(raw), schema)
+    if schema < 2 and raw.get("kind") == "failure":  # schema 1 (teperf 0.1.0) failures lack these
+        raw = {"final": True, "lost_pairs": [], "log_tail": "", **raw}
     cls = KINDS.get(raw.get("kind"))
     if cls is None:
         return UnknownRecord(raw=dict(raw))
@@ -403,22 +396,6 @@ def check_version(meta: Mapping[str, Any], where: str = "this bundle") -> int:
     return version
 
 
-def _failure_v1_to_v2(record: dict) -> dict:
-    return {"final": True, "lost_pairs": [], "log_tail": "", **record}
-
-
-# schema N -> {kind: what turns a record of that kind into schema N + 1}
-UPGRADES: dict[int, dict[str, Any]] = {1: {"failure": _failure_v1_to_v2}}
-
-
-def upgrade_record(record: dict, schema: int) -> dict:
-    for version in range(schema, SCHEMA_VERSION):
-        step = UPGRADES.get(version, {}).get(record.get("kind"))
-        if step is not None:
-            record = step(record)
-    return record
-
-
 def lost_pairs_text(pairs: list) -> str:
     """How a failure record's ``lost_pairs`` reads in the table: 'in 2 pairs: 0, 1'."""
     return f"in {len(pairs)} pair{'s' if len(pairs) != 1 else ''}: {', '.join(map(str, pairs))}"
@@ -507,7 +484,6 @@ def _column_type(hint) -> type:
 HISTORY_COLUMN_TYPES = {name: _column_type(hint) for name, hint in _hints(HistoryRow).items()}
 HISTORY_COLUMNS = tuple(HISTORY_COLUMN_TYPES)
 RUN_COLUMNS = HISTORY_COLUMNS[: HISTORY_COLUMNS.index("bundle") + 1]
-CELL_COLUMNS = HISTORY_COLUMNS[len(RUN_COLUMNS) :]
 CELL_KEY = ("module", "recipe", "shape", "dtype", "mode")
 
 

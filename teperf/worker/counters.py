@@ -1,16 +1,6 @@
-"""Deterministic counts of what one fwd+bwd step does (``{"cmd": "counters"}``).
-
-``count_step`` runs the step a few times untimed, then counts ONE step per counter, each in its own pass,
-so that one counter's instrumentation never shows in another's: python_calls (Python frames started, not
-generator resumptions nor C calls), aten_ops (what a TorchDispatchMode sees; compiled regions run eagerly
-for it), autograd_nodes, kernel_launches and syncs (CUDA only, from the profiler, less an empty step's),
-allocations (CUDA's caching allocator, else the profiler's ``[memory]`` events). Compile cells add
-``count_compile``'s residue: graphs, graph_breaks, recompiles, guard_failures.
-
-Every pass runs with the garbage collector and autograd's device threads off, so a CUDA backward runs on
-the calling thread where every mechanism sees it. A counter not measurable here is None, never a guess.
-Code torch.compile builds makes a few more Python calls when compiled in this process than when loaded
-from inductor's cache (TE LayerNormMLP bf16: 332 vs 330): count once the cache is warm."""
+"""Deterministic counts of what one fwd+bwd step does, one counter per pass so that one's instrumentation
+never shows in another's; the garbage collector and autograd's device threads are off, so a CUDA backward
+runs on the calling thread. A counter not measurable here is None, never a guess."""
 
 from __future__ import annotations
 

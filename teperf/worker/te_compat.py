@@ -1,10 +1,5 @@
 """TransformerEngine version shims and shape rules, pure Python: what needs TE takes the imported
-``transformer_engine.pytorch`` (or a fake: tests/test_te_backend.py). Release differences
-(../shared/context/transformer-engine-notes.md, section 1): ``te.autocast(recipe=)`` since 2.9, before
-``te.fp8_autocast(fp8_recipe=)``; ``te.is_*_available(return_reason=True)``, else FP8GlobalStateManager's;
-make_graphed_callables' ``enabled/recipe`` (old: ``fp8_`` prefixed); LayerNorm/RMSNorm ``normalized_shape``
-(old: ``hidden_size``) and ``params_dtype`` (ops-based: ``dtype``), our default keywords dropped where a
-constructor lacks them; GroupedLinear ``m_splits`` a CPU int64 tensor from 2.17 (a list is converted)."""
+``transformer_engine.pytorch`` (or a fake: tests/test_te_backend.py)."""
 
 from __future__ import annotations
 
@@ -65,12 +60,6 @@ def make_recipe(recipe_module: Any, recipe: str, overrides: Optional[dict] = Non
     return cls(**(overrides or {}))
 
 
-def _normalize_probe_result(result) -> tuple:
-    if isinstance(result, tuple):
-        return bool(result[0]), str(result[1]) if len(result) > 1 and result[1] is not None else ""
-    return bool(result), ""
-
-
 def probe_recipe(te: Any, recipe: str, fp8_state_manager: Any = None, te_version: str = "") -> Optional[str]:
     """None if ``recipe`` is usable here, else TE's own reason; ``fp8_state_manager`` is
     ``FP8GlobalStateManager``, the fallback for a TE without ``return_reason``."""
@@ -103,10 +92,11 @@ def probe_recipe(te: Any, recipe: str, fp8_state_manager: Any = None, te_version
             f"{ver}has no {probe}(): recipe {recipe} ({RECIPE_CLASSES[recipe]}) is not supported by this "
             "TransformerEngine"
         )
-    ok, reason = _normalize_probe_result(result)
-    if ok:
-        return None
-    return reason or f"{probe}() is False ({ver}gave no reason)"
+    if isinstance(result, tuple):
+        ok, reason = bool(result[0]), result[1] if len(result) > 1 and result[1] is not None else ""
+    else:
+        ok, reason = bool(result), ""
+    return None if ok else str(reason) or f"{probe}() is False ({ver}gave no reason)"
 
 
 def _parameters(fn: Callable) -> dict:
@@ -116,18 +106,13 @@ def _parameters(fn: Callable) -> dict:
         return {}
 
 
-def has_param(fn: Callable, name: str) -> bool:
-    params = _parameters(fn)
-    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-
-
 def autocast_factory(te: Any, recipe_obj: Any) -> tuple:
-    """(zero-arg callable returning a fresh autocast context, api name); bf16 (``recipe_obj`` None):
-    (None, "none"), no TE autocast at all, as a bf16 model runs. The one recipe object serves every step."""
+    """(zero-arg callable returning a fresh autocast context, api name); bf16: (None, "none"), no autocast."""
     if recipe_obj is None:
         return None, "none"
     autocast = getattr(te, "autocast", None)
-    if autocast is not None and has_param(autocast, "recipe"):
+    params = _parameters(autocast) if autocast is not None else {}
+    if "recipe" in params or any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return (lambda: autocast(enabled=True, recipe=recipe_obj)), "te.autocast(recipe=...)"
     fp8_autocast = getattr(te, "fp8_autocast", None)
     if fp8_autocast is None:
@@ -185,9 +170,7 @@ def constructor_kwargs(
         },
     }[module]
     d.update(params_dtype=dtype, device=device)
-    for key in user:  # the config's value wins; a key given by the config is the config's
-        d.pop(key, None)
-    return d, user
+    return {k: v for k, v in d.items() if k not in user}, user  # a key the config gives is the config's
 
 
 # Renames applied to our defaults when a constructor lacks the new name.
@@ -248,10 +231,9 @@ def m_splits_as_tensor(te_version: str) -> bool:
 # Per recipe: (row rule, column rule, grouped split alignment, name of the rule, source). FP8: TE's
 # assert_dim_for_fp8_exec asks tokens % 8, but cuBLASLt's FP8 GEMMs need % 16 (on the H200, 8 and 24
 # tokens failed in CanonicalizeGemmInput for all three FP8 recipes; TE's autocast docs say 16).
+_FP8_GEMM = (16, 16, 16, "FP8 GEMM", "cuBLASLt FP8 GEMM; TE autocast docs")
 _RULES = {
-    "fp8_delayed": (16, 16, 16, "FP8 GEMM", "cuBLASLt FP8 GEMM; TE autocast docs"),
-    "fp8_current": (16, 16, 16, "FP8 GEMM", "cuBLASLt FP8 GEMM; TE autocast docs"),
-    "fp8_block": (16, 16, 16, "FP8 GEMM", "cuBLASLt FP8 GEMM; TE autocast docs"),
+    **dict.fromkeys(("fp8_delayed", "fp8_current", "fp8_block"), _FP8_GEMM),
     "mxfp8": (32, 32, 32, "MXFP8 32-element blocks", "MXFP8Quantizer.is_quantizable"),
     "nvfp4": (32, 32, 128, "NVFP4 quantize-transpose (rows, cols % 32)", "quantize_transpose_nvfp4.cuh"),
 }
