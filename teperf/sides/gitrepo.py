@@ -1,8 +1,5 @@
-"""Git plumbing for git sides: run git, resolve refs, read trees, materialize commits.
-
-Works on a bare repository too (``git archive`` and ``ls-tree`` need no work tree); every git call takes
-an argument list, never a shell string. Nothing here knows about packages, builds or strategies.
-"""
+"""Git plumbing for git sides: run git, resolve refs, read trees, materialize commits (a bare repository
+too: ``git archive`` and ``ls-tree`` need no work tree). Every git call takes an argument list."""
 
 from __future__ import annotations
 
@@ -251,9 +248,12 @@ def _shallowest(repo: str | os.PathLike, sha: str, name: str) -> str | None:
 
 
 def find_package_dir(repo: str | os.PathLike, sha: str, package: str) -> str | None:
-    """The package's directory inside the repo at ``sha`` (``pkg``, ``src/pkg``, ...), or None."""
+    """The package's directory at ``sha`` (``pkg``, ``src/pkg``, ...), else the file of a module of that
+    name (nanoGPT's ``model.py``: a repo whose code is one module), or None."""
     init = _shallowest(repo, sha, f"{package.split('.')[0]}/__init__.py")
-    return init[: -len("/__init__.py")] if init else find_module_file(repo, sha, package)
+    if init:
+        return init[: -len("/__init__.py")]
+    return None if "." in package else _shallowest(repo, sha, f"{package}.py")  # a module holds no submodules
 
 
 # Top-level directories and modules that are never the code under test.
@@ -304,12 +304,9 @@ def detect_package(repo: str | os.PathLike, sha: str, hint: str | None = None) -
     )
 
 
-def find_module_file(repo: str | os.PathLike, sha: str, package: str) -> str | None:
-    """The file of a single module named ``package`` at ``sha`` (``model.py``, ``src/model.py``), or None.
-    A repo whose code is one module (nanoGPT's ``model.py``) names it in place of a package directory."""
-    if "." in package:  # a module file holds no submodules
-        return None
-    return _shallowest(repo, sha, f"{package}.py")
+def _prefix(package_dir: str) -> str:
+    pkg = package_dir.strip("/")
+    return "" if pkg in ("", ".") else pkg + "/"
 
 
 def module_in_dir(repo: str | os.PathLike, shas: Sequence[str], package: str, package_dir: str) -> str | None:
@@ -318,7 +315,7 @@ def module_in_dir(repo: str | os.PathLike, shas: Sequence[str], package: str, pa
     pkg = package_dir.strip("/")
     if "." in package or pkg.endswith(".py") or PurePosixPath(pkg or ".").name == package:
         return None
-    prefix = "" if pkg in ("", ".") else pkg + "/"
+    prefix = _prefix(package_dir)
     module = f"{prefix}{package}.py"
     if any(show_file(repo, sha, f"{prefix}{package}/__init__.py") is not None for sha in shas):
         return None
@@ -498,8 +495,7 @@ def diff_entries(repo: str | os.PathLike, a: str, b: str) -> list[DiffEntry]:
 
 def tracked_py(repo: str | os.PathLike, sha: str, package_dir: str) -> set[str]:
     """Package-relative paths of the .py files tracked under ``package_dir`` at ``sha``."""
-    pkg = package_dir.strip("/")
-    prefix = "" if pkg in ("", ".") else pkg + "/"
+    prefix = _prefix(package_dir)
     rows = ls_tree(repo, sha, prefix or None)
     return {name[len(prefix) :] for _m, kind, _o, name in rows if kind == "blob" and name.endswith(".py")}
 
