@@ -1,7 +1,5 @@
-"""The counters gate: a side's exact step counters (teperf/worker/counters.py) against the expected file
-kept in the repo. Timing gates misfire on shared CI runners; like PyTorch's instruction-count gate, a change
-either way fails (a decrease is a win: update the file). Coordinator side: no torch.
-"""
+"""The counters gate: a side's exact step counters against the expected file kept in the repo (timing gates
+misfire on shared CI runners). A change either way fails; a decrease is a win: update the file."""
 
 from __future__ import annotations
 
@@ -110,11 +108,11 @@ def functions_text(expected_calls: Optional[dict], got_calls: Optional[dict], n:
     if not expected_calls or got_calls is None:
         return []
     deltas = by_calls(diff_profiles(as_profile(expected_calls), as_profile(got_calls)), n)
-    out = []
-    for d in deltas:
-        where = f" ({d.rel})" if d.rel not in ("~", "") else ""
-        out.append(f"{count_text(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.name}{where}")
-    return out
+    return [
+        f"{count_text(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.name}"
+        + (f" ({d.rel})" if d.rel not in ("~", "") else "")
+        for d in deltas
+    ]
 
 
 @dataclasses.dataclass
@@ -287,12 +285,12 @@ def check(
         cells.append(cell)
     result = checked(path, side.label, seen, cells, expected)
     if update:
-        _update(result, expected, cells)
+        _update(result, expected)
     result.seconds = round(time.perf_counter() - t0, 1)
     return result
 
 
-def _update(result: CheckResult, expected: Optional[Expected], cells: list) -> None:
+def _update(result: CheckResult, expected: Optional[Expected]) -> None:
     counted = {c.key: c.counters for c in result.changed}
     if expected is None:
         text = new_file_text(result.path.name, result.made_with, counted)
@@ -305,7 +303,7 @@ def _update(result: CheckResult, expected: Optional[Expected], cells: list) -> N
         tmp.replace(result.path)
     for key in counted:
         result.updated[key] = "rewritten" if expected is not None and key in expected.rows else "added"
-    calls = {c.key: c.calls for c in cells if c.calls is not None}
+    calls = {c.key: c.calls for c in result.cells if c.calls is not None}
     if calls:
         write_calls(result.path, result.made_with, calls)
 

@@ -1,7 +1,5 @@
-"""Running a build command: its environment (jobs, CUDA archs, ccache), its log, a live status line.
-
-Shared by the build strategies; knows nothing about what is built.
-"""
+"""Running a build command for the build strategies: its environment (jobs, CUDA archs, ccache), its log,
+a live status line."""
 
 from __future__ import annotations
 

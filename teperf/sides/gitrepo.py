@@ -17,8 +17,6 @@ from typing import Sequence
 from teperf.errors import TeperfError
 from teperf.sides import cachedir
 
-# --------------------------------------------------------------------- running git
-
 
 class GitFailed(Exception):
     def __init__(self, args: Sequence[str], returncode: int, stderr: str):
@@ -52,9 +50,6 @@ def run_git(repo: str | os.PathLike, *args: str, binary: bool = False, check: bo
         return proc.stdout
     out = proc.stdout.decode(errors="surrogateescape")
     return out[:-1] if out.endswith("\n") else out
-
-
-# --------------------------------------------------------------------- repo and refs
 
 
 def repo_root(repo: str | os.PathLike = ".") -> Path:
@@ -91,7 +86,6 @@ def has_work_tree(repo: str | os.PathLike) -> bool:
 class RefSpec:
     """What the user typed, split: ``A..B``, ``A...B`` or a single ref."""
 
-    text: str
     base: str  # ref as typed ('' is HEAD in git's A..B syntax)
     head: str
     mode: str  # "range" (A..B), "merge-base" (A...B) or "parent" (single ref: base = its first parent)
@@ -117,12 +111,12 @@ def parse_spec(spec: str) -> RefSpec:
         base, _, head = text.partition("..")
         mode = "range"
     else:
-        return RefSpec(text=text, base=f"{text}^1", head=text, mode="parent")
+        return RefSpec(base=f"{text}^1", head=text, mode="parent")
     if ".." in head or (not base and not head):
         raise TeperfError(
             f"cannot parse ref spec {spec!r}", "give BASE..HEAD, BASE...HEAD or a single commit"
         )
-    return RefSpec(text=text, base=base, head=head, mode=mode)
+    return RefSpec(base=base, head=head, mode=mode)
 
 
 def commit_sha(repo: str | os.PathLike, ref: str) -> str | None:
@@ -168,7 +162,6 @@ def commit_info(repo: str | os.PathLike, sha: str, ref: str) -> Commit:
 
 @dataclasses.dataclass(frozen=True)
 class Resolved:
-    spec: RefSpec
     base: Commit
     head: Commit
     repo: Path
@@ -191,15 +184,8 @@ def resolve_spec(spec: str, repo: str | os.PathLike = ".") -> Resolved:
     else:
         base_sha = resolve(root, parsed.base_ref, what="base ref")
         base_ref = parsed.base_ref
-    return Resolved(
-        spec=parsed,
-        base=commit_info(root, base_sha, base_ref),
-        head=commit_info(root, head_sha, parsed.head_ref),
-        repo=root,
-    )
-
-
-# --------------------------------------------------------------------- the work tree
+    head = commit_info(root, head_sha, parsed.head_ref)
+    return Resolved(base=commit_info(root, base_sha, base_ref), head=head, repo=root)
 
 
 def dirty_files(repo: str | os.PathLike) -> list[str]:
@@ -219,9 +205,6 @@ def dirty_files(repo: str | os.PathLike) -> list[str]:
 def checked_out_sha(repo: str | os.PathLike) -> str | None:
     """The commit checked out in the work tree; None for a bare repository (nothing is checked out)."""
     return commit_sha(repo, "HEAD") if has_work_tree(repo) else None
-
-
-# --------------------------------------------------------------------- trees
 
 
 def ls_tree(repo: str | os.PathLike, sha: str, path: str | None = None) -> list[tuple[str, str, str, str]]:
