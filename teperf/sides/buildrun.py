@@ -311,55 +311,48 @@ def writable_copy(tree: Path, dest: Path) -> None:
                 os.chmod(path, os.stat(path).st_mode | 0o200)
 
 
-def sync_tree(tree: Path, dest: Path, manifest: set[str]) -> tuple[set[str], int]:
-    """Make ``dest`` hold ``tree``'s files, rewriting only those whose content differs: unchanged files
-    keep their mtime, so make/ninja/CMake recompile only what differs (a rewritten file gets the current
-    time: git archive's commit time may be older than the previous side's objects). ``manifest``: the files
-    the previous sync wrote, removed when no longer in ``tree``. Returns (new manifest, files rewritten)."""
+def _same_file(src: Path, dst: Path) -> bool:
+    if src.is_symlink():
+        return dst.is_symlink() and os.readlink(dst) == os.readlink(src)
+    return (
+        dst.is_file()
+        and not dst.is_symlink()
+        and dst.stat().st_size == src.stat().st_size
+        and dst.read_bytes() == src.read_bytes()
+    )
+
+
+def sync_workdir(work: Path, tree: Path, sha: str, **meta) -> int:
+    """Make ``work/src`` hold ``tree``'s files and note its commit; returns the files rewritten. Only files
+    whose content differs are rewritten: unchanged ones keep their mtime, so make/ninja/CMake recompile only
+    what differs (a rewritten file gets the current time: git archive's commit time may be older than the
+    previous side's objects). Files the previous sync wrote that ``tree`` lacks are removed."""
+    dest = work / "src"
+    dest.mkdir(parents=True, exist_ok=True)
+    manifest_file = work / "manifest.json"
     now: set[str] = set()
     rewritten = 0
     for root, _dirs, files in os.walk(tree):
         rel_root = os.path.relpath(root, tree)
         for name in files:
             rel = name if rel_root == "." else os.path.join(rel_root, name)
-            if rel == ".teperf.json":
+            if rel == cachedir.META:
                 continue
             now.add(rel)
             src, dst = Path(root) / name, dest / rel
-            if src.is_symlink():
-                if dst.is_symlink() and os.readlink(dst) == os.readlink(src):
-                    continue
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                if dst.exists() or dst.is_symlink():
-                    dst.unlink()
-                os.symlink(os.readlink(src), dst)
-                rewritten += 1
-                continue
-            if (
-                dst.is_file()
-                and not dst.is_symlink()
-                and dst.stat().st_size == src.stat().st_size
-                and dst.read_bytes() == src.read_bytes()
-            ):
+            if _same_file(src, dst):
                 continue
             dst.parent.mkdir(parents=True, exist_ok=True)
-            if dst.is_symlink():
+            if dst.is_symlink() or (src.is_symlink() and dst.exists()):
                 dst.unlink()
-            shutil.copyfile(src, dst)
-            os.chmod(dst, (src.stat().st_mode & 0o777) | 0o200)
+            if src.is_symlink():
+                os.symlink(os.readlink(src), dst)
+            else:
+                shutil.copyfile(src, dst)
+                os.chmod(dst, (src.stat().st_mode & 0o777) | 0o200)
             rewritten += 1
-    for rel in manifest - now:
+    for rel in set(cachedir.read_json(manifest_file).get("files", [])) - now:
         (dest / rel).unlink(missing_ok=True)
-    return now, rewritten
-
-
-def sync_workdir(work: Path, tree: Path, sha: str, **meta) -> int:
-    """Sync ``tree`` into ``work/src`` (see sync_tree) and note its commit; returns the files rewritten."""
-    src = work / "src"
-    src.mkdir(parents=True, exist_ok=True)
-    manifest_file = work / "manifest.json"
-    manifest = set(cachedir.read_json(manifest_file).get("files", []))
-    manifest, rewritten = sync_tree(tree, src, manifest)
-    cachedir.write_json(manifest_file, {"files": sorted(manifest), "sha": sha})
+    cachedir.write_json(manifest_file, {"files": sorted(now), "sha": sha})
     cachedir.write_json(work / cachedir.META, {"complete": True, "sha": sha, **meta})
     return rewritten

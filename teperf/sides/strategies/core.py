@@ -356,10 +356,9 @@ class Core(Extension):
         installed = self.basis.installed
         tree = self.tree(commit, submodules=True)
         # the extension compiles against the side's headers and does not link the core: build both at once
-        with concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="teperf-build") as pool:
-            core_job = pool.submit(self.ensure_core, label, commit, tree)
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="teperf-build") as pool:
             ext_job = pool.submit(self.ensure, label, commit)
-            core = core_job.result()
+            core = self.ensure_core(label, commit, tree)
             built = ext_job.result()
         own = dict(built["artifacts"])
         for rel in self._installed_core(installed):
