@@ -183,12 +183,8 @@ def ccache_stats(env: Mapping[str, str]) -> dict[str, int]:
     exe = env.get("TEPERF_CCACHE")
     if not exe:
         return {}
-    out = tool_output([exe, "--print-stats"], env)
-    stats = {}
-    for line in out.splitlines():
-        key, _, value = line.partition("\t")
-        if value.strip().isdigit():
-            stats[key.strip()] = int(value)
+    entries = (line.partition("\t") for line in tool_output([exe, "--print-stats"], env).splitlines())
+    stats = {key.strip(): int(value) for key, _, value in entries if value.strip().isdigit()}
     return {
         "hits": stats.get("direct_cache_hit", 0) + stats.get("preprocessed_cache_hit", 0),
         "misses": stats.get("cache_miss", 0),
@@ -226,14 +222,13 @@ def settle(
             out.write(f"\nteperf: the build exited 0 but {missing}\n")
         meta["returncode"] = -1
     rc = meta.get("returncode")
+    meta["ok"] = rc == 0
+    cachedir.write_json(home / cachedir.BUILD_META, meta)
     if rc != 0:
-        cachedir.write_json(home / cachedir.BUILD_META, meta)
         last = tail(log_path)
         log(f"{building} failed; last lines of {log_path}:\n{last}")
         what = f"produced no {product}" if rc == -1 else f"failed with exit {rc}"
         raise BuildFailed(f"{building} {what} (log: {log_path})", fix, log_path, last)
-    meta["ok"] = True
-    cachedir.write_json(home / cachedir.BUILD_META, meta)
 
 
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
