@@ -131,8 +131,12 @@ class CheckResult:
         return [c for c in self.cells if c.status in ("changed", "new")]
 
     @property
+    def failed(self) -> list:
+        return [c for c in self.cells if c.status == "failed"]
+
+    @property
     def passed(self) -> bool:
-        return not self.changed and all(c.status != "failed" for c in self.cells)
+        return not self.changed and not self.failed
 
     def to_dict(self) -> dict:
         return {
