@@ -162,6 +162,7 @@ def commit_info(repo: str | os.PathLike, sha: str, ref: str) -> Commit:
 
 @dataclasses.dataclass(frozen=True)
 class Resolved:
+    spec: RefSpec
     base: Commit
     head: Commit
     repo: Path
@@ -185,7 +186,7 @@ def resolve_spec(spec: str, repo: str | os.PathLike = ".") -> Resolved:
         base_sha = resolve(root, parsed.base_ref, what="base ref")
         base_ref = parsed.base_ref
     head = commit_info(root, head_sha, parsed.head_ref)
-    return Resolved(base=commit_info(root, base_sha, base_ref), head=head, repo=root)
+    return Resolved(parsed, commit_info(root, base_sha, base_ref), head, root)
 
 
 def dirty_files(repo: str | os.PathLike) -> list[str]:
