@@ -51,12 +51,11 @@ class Change:
         return "win" if self.got < self.expected else "regression"
 
     def text(self) -> str:
-        if self.expected is None or self.got is None:
-            return f"{self.counter} {self.expected} -> {self.got} ({self.kind})"
-        tol = f", allowed +-{self.allowed}" if self.allowed else ""
-        return (
-            f"{self.counter} {self.expected} -> {self.got} ({self.got - self.expected:+d}{tol}, {self.kind})"
-        )
+        how = self.kind
+        if self.expected is not None and self.got is not None:
+            tol = f", allowed +-{self.allowed}" if self.allowed else ""
+            how = f"{self.got - self.expected:+d}{tol}, {how}"
+        return f"{self.counter} {self.expected} -> {self.got} ({how})"
 
 
 @dataclasses.dataclass

@@ -113,12 +113,9 @@ class Core(Extension):
         """package-relative path -> installed file, for the core library files the sides replace."""
         found = {}
         for path in inst.compiled_files(installed):
-            if self.cb.is_artifact(path.name):
-                try:
-                    rel = str(path.relative_to(installed.location))
-                except ValueError:  # an in-place build keeps it next to the package directory
-                    rel = path.name
-                found[rel] = str(path)
+            if self.cb.is_artifact(path.name):  # an in-place build keeps it next to the package directory
+                inside = path.is_relative_to(installed.location)
+                found[str(path.relative_to(installed.location)) if inside else path.name] = str(path)
         return found
 
     @functools.cached_property
