@@ -3,7 +3,6 @@ a live status line."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import shutil
@@ -12,7 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from teperf.cpus import available_cores
 from teperf.errors import TeperfError
@@ -241,14 +240,16 @@ def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-@contextlib.contextmanager
-def _status(what: str, log_path: Path, log: Log) -> Iterator[None]:
-    """Elapsed time and the log's last line: on a terminal one live line, elsewhere a line every 30 s."""
+def run_logged(
+    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path, what: str, log: Log
+) -> tuple[int, float]:
+    """Run ``argv`` with its output in ``log_path``; return (exit status, seconds). Meanwhile the elapsed
+    time and the log's last line: on a terminal one live line, elsewhere a line every 30 s."""
     tty = sys.stderr.isatty()
     started = time.perf_counter()
     stop = threading.Event()
 
-    def run() -> None:
+    def status() -> None:
         while not stop.wait(STATUS_EVERY_S if tty else PROGRESS_EVERY_S):
             seconds = int(time.perf_counter() - started)
             last = [text.strip() for text in tail(log_path, 5).splitlines() if text.strip()]
@@ -260,39 +261,29 @@ def _status(what: str, log_path: Path, log: Log) -> Iterator[None]:
             else:
                 log(line[:200])
 
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-        if tty:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
-
-
-def run_logged(
-    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path, what: str, log: Log
-) -> tuple[int, float]:
-    """Run ``argv`` with its output in ``log_path``; return (exit status, seconds)."""
-    started = time.perf_counter()
+    thread = threading.Thread(target=status, daemon=True)
     with open(log_path, "ab") as out:
         out.write(f"$ {' '.join(argv)}\n(cwd {cwd})\n".encode())
         out.flush()
-        with _status(what, log_path, log):
-            try:
-                rc = subprocess.run(
-                    list(argv),
-                    cwd=cwd,
-                    env=dict(env),
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                ).returncode
-            except OSError as exc:
-                out.write(f"\ncould not start the build command: {exc}\n".encode())
-                rc = 127
+        thread.start()
+        try:
+            rc = subprocess.run(
+                list(argv),
+                cwd=cwd,
+                env=dict(env),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            ).returncode
+        except OSError as exc:
+            out.write(f"\ncould not start the build command: {exc}\n".encode())
+            rc = 127
+        finally:
+            stop.set()
+            thread.join()
+            if tty:
+                sys.stderr.write("\r\x1b[K")
+                sys.stderr.flush()
     return rc, time.perf_counter() - started
 
 
