@@ -3,6 +3,7 @@ misfire on shared CI runners). A change either way fails; a decrease is a win: u
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 import tempfile
@@ -102,11 +103,11 @@ def compare_counts(
     return CellResult(key, status, counters, changes, calls=calls, break_reasons=breaks)
 
 
-def functions_text(expected_calls: Optional[dict], got_calls: Optional[dict], n: int = 4) -> list[str]:
-    """The functions whose calls per step changed most (explain's call diff), as short texts."""
+def functions_text(expected_calls: Optional[dict], got_calls: Optional[dict]) -> list[str]:
+    """The 4 functions whose calls per step changed most (explain's call diff), as short texts."""
     if not expected_calls or got_calls is None:
         return []
-    deltas = by_calls(diff_profiles(as_profile(expected_calls), as_profile(got_calls)), n)
+    deltas = by_calls(diff_profiles(as_profile(expected_calls), as_profile(got_calls)), 4)
     return [
         f"{count_text(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.name}"
         + (f" ({d.rel})" if d.rel not in ("~", "") else "")
@@ -178,7 +179,7 @@ def count_cells(
     log_dir: Path,
     *,
     on_hello: Callable[[dict], None] = lambda hello: None,
-    want_calls: Callable[[str, dict], bool] = lambda key, counters: False,
+    want_calls: Callable[[str, dict], bool],
     progress: Callable[[str], None] = lambda text: None,
 ) -> tuple[dict, dict]:
     """(hello, {case key: CellResult with counters or a reason}) from one worker of ``side``; every case is
@@ -217,10 +218,8 @@ def count_cells(
                 cell = results[case.key] = CellResult(case.key, "counted", counters)
                 if want_calls(case.key, counters):
                     progress(f"profiling {case.key}")
-                    try:
+                    with contextlib.suppress(StepFailed):  # the counts stand; only the functions go unnamed
                         cell.calls = calls_by_function(worker.profile(case, PROFILE_ITERS))
-                    except StepFailed:
-                        pass  # the counts stand; only the functions go unnamed
     except WorkerError as exc:
         if worker is None or (not results and current is None):
             raise TeperfError(f"the {side.label} worker did not start: {exc}", f"see {log_path}") from None
