@@ -226,7 +226,23 @@ class Core(Extension):
                 )
                 meta = self._configure(label, commit, (key, n_files), work, lib, log_path, rewritten)
                 artifacts = self._build_core(label, work, lib, log_path, meta)
-            return self._settle_core(label, commit, home, work, meta, artifacts)
+            buildrun.settle(
+                home,
+                meta,
+                log_path,
+                self.target.log,
+                produced=bool(artifacts),
+                missing=f"{work / 'build'} has no {' or '.join(self.cb.artifacts)}",
+                building=f"building the core library for {label} {commit.sha[:10]}",
+                product="core library",
+                fix="read the log and fix the build (the next run tries again), or use --strategy build",
+            )
+            steps = meta.get("steps_rebuilt")
+            self.target.log(
+                f"{label} {commit.sha[:10]}: core built in {meta['seconds']} s"
+                + (f" ({steps} of {meta.get('steps_total')} steps)" if steps is not None else "")
+            )
+            return meta
 
         return self.ensure_built(self.cache_kind, key, "lib", label, commit, "core library", make)
 
@@ -298,28 +314,6 @@ class Core(Extension):
             ccache=buildrun.ccache_delta(meta.pop("ccache_before"), buildrun.ccache_stats(env)),
         )
         return artifacts
-
-    def _settle_core(
-        self, label: str, commit: Commit, home: Path, work: Path, meta: dict, artifacts: dict
-    ) -> dict:
-        t = self.target
-        buildrun.settle(
-            home,
-            meta,
-            Path(meta["log"]),
-            t.log,
-            produced=bool(artifacts),
-            missing=f"{work / 'build'} has no {' or '.join(self.cb.artifacts)}",
-            building=f"building the core library for {label} {commit.sha[:10]}",
-            product="core library",
-            fix="read the log and fix the build (the next run tries again), or use --strategy build",
-        )
-        steps = meta.get("steps_rebuilt")
-        t.log(
-            f"{label} {commit.sha[:10]}: core built in {meta['seconds']} s"
-            + (f" ({steps} of {meta.get('steps_total')} steps)" if steps is not None else "")
-        )
-        return meta
 
     @staticmethod
     def _steps(log_path: Path, offset: int, build: Path, env: Mapping[str, str]) -> dict:
