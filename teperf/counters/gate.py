@@ -1,10 +1,9 @@
-"""The counters gate: a side's exact step counters (teperf/worker/counters.py) against the expected file
-kept in the repo. Timing gates misfire on shared CI runners; like PyTorch's instruction-count gate, a change
-either way fails (a decrease is a win: update the file). Coordinator side: no torch.
-"""
+"""The counters gate: a side's exact step counters against the expected file kept in the repo (timing gates
+misfire on shared CI runners). A change either way fails; a decrease is a win: update the file."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 import tempfile
@@ -53,12 +52,11 @@ class Change:
         return "win" if self.got < self.expected else "regression"
 
     def text(self) -> str:
-        if self.expected is None or self.got is None:
-            return f"{self.counter} {self.expected} -> {self.got} ({self.kind})"
-        tol = f", allowed +-{self.allowed}" if self.allowed else ""
-        return (
-            f"{self.counter} {self.expected} -> {self.got} ({self.got - self.expected:+d}{tol}, {self.kind})"
-        )
+        how = self.kind
+        if self.expected is not None and self.got is not None:
+            tol = f", allowed +-{self.allowed}" if self.allowed else ""
+            how = f"{self.got - self.expected:+d}{tol}, {how}"
+        return f"{self.counter} {self.expected} -> {self.got} ({how})"
 
 
 @dataclasses.dataclass
@@ -105,16 +103,16 @@ def compare_counts(
     return CellResult(key, status, counters, changes, calls=calls, break_reasons=breaks)
 
 
-def functions_text(expected_calls: Optional[dict], got_calls: Optional[dict], n: int = 4) -> list[str]:
-    """The functions whose calls per step changed most (explain's call diff), as short texts."""
+def functions_text(expected_calls: Optional[dict], got_calls: Optional[dict]) -> list[str]:
+    """The 4 functions whose calls per step changed most (explain's call diff), as short texts."""
     if not expected_calls or got_calls is None:
         return []
-    deltas = by_calls(diff_profiles(as_profile(expected_calls), as_profile(got_calls)), n)
-    out = []
-    for d in deltas:
-        where = f" ({d.rel})" if d.rel not in ("~", "") else ""
-        out.append(f"{count_text(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.name}{where}")
-    return out
+    deltas = by_calls(diff_profiles(as_profile(expected_calls), as_profile(got_calls)), 4)
+    return [
+        f"{count_text(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.name}"
+        + (f" ({d.rel})" if d.rel not in ("~", "") else "")
+        for d in deltas
+    ]
 
 
 @dataclasses.dataclass
@@ -181,7 +179,7 @@ def count_cells(
     log_dir: Path,
     *,
     on_hello: Callable[[dict], None] = lambda hello: None,
-    want_calls: Callable[[str, dict], bool] = lambda key, counters: False,
+    want_calls: Callable[[str, dict], bool],
     progress: Callable[[str], None] = lambda text: None,
 ) -> tuple[dict, dict]:
     """(hello, {case key: CellResult with counters or a reason}) from one worker of ``side``; every case is
@@ -220,10 +218,8 @@ def count_cells(
                 cell = results[case.key] = CellResult(case.key, "counted", counters)
                 if want_calls(case.key, counters):
                     progress(f"profiling {case.key}")
-                    try:
+                    with contextlib.suppress(StepFailed):  # the counts stand; only the functions go unnamed
                         cell.calls = calls_by_function(worker.profile(case, PROFILE_ITERS))
-                    except StepFailed:
-                        pass  # the counts stand; only the functions go unnamed
     except WorkerError as exc:
         if worker is None or (not results and current is None):
             raise TeperfError(f"the {side.label} worker did not start: {exc}", f"see {log_path}") from None
@@ -287,12 +283,12 @@ def check(
         cells.append(cell)
     result = checked(path, side.label, seen, cells, expected)
     if update:
-        _update(result, expected, cells)
+        _update(result, expected)
     result.seconds = round(time.perf_counter() - t0, 1)
     return result
 
 
-def _update(result: CheckResult, expected: Optional[Expected], cells: list) -> None:
+def _update(result: CheckResult, expected: Optional[Expected]) -> None:
     counted = {c.key: c.counters for c in result.changed}
     if expected is None:
         text = new_file_text(result.path.name, result.made_with, counted)
@@ -305,7 +301,7 @@ def _update(result: CheckResult, expected: Optional[Expected], cells: list) -> N
         tmp.replace(result.path)
     for key in counted:
         result.updated[key] = "rewritten" if expected is not None and key in expected.rows else "added"
-    calls = {c.key: c.calls for c in cells if c.calls is not None}
+    calls = {c.key: c.calls for c in result.cells if c.calls is not None}
     if calls:
         write_calls(result.path, result.made_with, calls)
 

@@ -1,11 +1,8 @@
-"""Running a build command: its environment (jobs, CUDA archs, ccache), its log, a live status line.
-
-Shared by the build strategies; knows nothing about what is built.
-"""
+"""Running a build command for the build strategies: its environment (jobs, CUDA archs, ccache), its log,
+a live status line."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import shutil
@@ -14,7 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from teperf.cpus import available_cores
 from teperf.errors import TeperfError
@@ -185,12 +182,8 @@ def ccache_stats(env: Mapping[str, str]) -> dict[str, int]:
     exe = env.get("TEPERF_CCACHE")
     if not exe:
         return {}
-    out = tool_output([exe, "--print-stats"], env)
-    stats = {}
-    for line in out.splitlines():
-        key, _, value = line.partition("\t")
-        if value.strip().isdigit():
-            stats[key.strip()] = int(value)
+    entries = (line.partition("\t") for line in tool_output([exe, "--print-stats"], env).splitlines())
+    stats = {key.strip(): int(value) for key, _, value in entries if value.strip().isdigit()}
     return {
         "hits": stats.get("direct_cache_hit", 0) + stats.get("preprocessed_cache_hit", 0),
         "misses": stats.get("cache_miss", 0),
@@ -228,14 +221,13 @@ def settle(
             out.write(f"\nteperf: the build exited 0 but {missing}\n")
         meta["returncode"] = -1
     rc = meta.get("returncode")
+    meta["ok"] = rc == 0
+    cachedir.write_json(home / cachedir.BUILD_META, meta)
     if rc != 0:
-        cachedir.write_json(home / cachedir.BUILD_META, meta)
         last = tail(log_path)
         log(f"{building} failed; last lines of {log_path}:\n{last}")
         what = f"produced no {product}" if rc == -1 else f"failed with exit {rc}"
         raise BuildFailed(f"{building} {what} (log: {log_path})", fix, log_path, last)
-    meta["ok"] = True
-    cachedir.write_json(home / cachedir.BUILD_META, meta)
 
 
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -248,14 +240,16 @@ def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-@contextlib.contextmanager
-def _status(what: str, log_path: Path, log: Log) -> Iterator[None]:
-    """Elapsed time and the log's last line: on a terminal one live line, elsewhere a line every 30 s."""
+def run_logged(
+    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path, what: str, log: Log
+) -> tuple[int, float]:
+    """Run ``argv`` with its output in ``log_path``; return (exit status, seconds). Meanwhile the elapsed
+    time and the log's last line: on a terminal one live line, elsewhere a line every 30 s."""
     tty = sys.stderr.isatty()
     started = time.perf_counter()
     stop = threading.Event()
 
-    def run() -> None:
+    def status() -> None:
         while not stop.wait(STATUS_EVERY_S if tty else PROGRESS_EVERY_S):
             seconds = int(time.perf_counter() - started)
             last = [text.strip() for text in tail(log_path, 5).splitlines() if text.strip()]
@@ -267,39 +261,29 @@ def _status(what: str, log_path: Path, log: Log) -> Iterator[None]:
             else:
                 log(line[:200])
 
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-        if tty:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
-
-
-def run_logged(
-    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], log_path: Path, what: str, log: Log
-) -> tuple[int, float]:
-    """Run ``argv`` with its output in ``log_path``; return (exit status, seconds)."""
-    started = time.perf_counter()
+    thread = threading.Thread(target=status, daemon=True)
     with open(log_path, "ab") as out:
         out.write(f"$ {' '.join(argv)}\n(cwd {cwd})\n".encode())
         out.flush()
-        with _status(what, log_path, log):
-            try:
-                rc = subprocess.run(
-                    list(argv),
-                    cwd=cwd,
-                    env=dict(env),
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                ).returncode
-            except OSError as exc:
-                out.write(f"\ncould not start the build command: {exc}\n".encode())
-                rc = 127
+        thread.start()
+        try:
+            rc = subprocess.run(
+                list(argv),
+                cwd=cwd,
+                env=dict(env),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            ).returncode
+        except OSError as exc:
+            out.write(f"\ncould not start the build command: {exc}\n".encode())
+            rc = 127
+        finally:
+            stop.set()
+            thread.join()
+            if tty:
+                sys.stderr.write("\r\x1b[K")
+                sys.stderr.flush()
     return rc, time.perf_counter() - started
 
 
@@ -313,55 +297,48 @@ def writable_copy(tree: Path, dest: Path) -> None:
                 os.chmod(path, os.stat(path).st_mode | 0o200)
 
 
-def sync_tree(tree: Path, dest: Path, manifest: set[str]) -> tuple[set[str], int]:
-    """Make ``dest`` hold ``tree``'s files, rewriting only those whose content differs: unchanged files
-    keep their mtime, so make/ninja/CMake recompile only what differs (a rewritten file gets the current
-    time: git archive's commit time may be older than the previous side's objects). ``manifest``: the files
-    the previous sync wrote, removed when no longer in ``tree``. Returns (new manifest, files rewritten)."""
+def _same_file(src: Path, dst: Path) -> bool:
+    if src.is_symlink():
+        return dst.is_symlink() and os.readlink(dst) == os.readlink(src)
+    return (
+        dst.is_file()
+        and not dst.is_symlink()
+        and dst.stat().st_size == src.stat().st_size
+        and dst.read_bytes() == src.read_bytes()
+    )
+
+
+def sync_workdir(work: Path, tree: Path, sha: str, **meta) -> int:
+    """Make ``work/src`` hold ``tree``'s files and note its commit; returns the files rewritten. Only files
+    whose content differs are rewritten: unchanged ones keep their mtime, so make/ninja/CMake recompile only
+    what differs (a rewritten file gets the current time: git archive's commit time may be older than the
+    previous side's objects). Files the previous sync wrote that ``tree`` lacks are removed."""
+    dest = work / "src"
+    dest.mkdir(parents=True, exist_ok=True)
+    manifest_file = work / "manifest.json"
     now: set[str] = set()
     rewritten = 0
     for root, _dirs, files in os.walk(tree):
         rel_root = os.path.relpath(root, tree)
         for name in files:
             rel = name if rel_root == "." else os.path.join(rel_root, name)
-            if rel == ".teperf.json":
+            if rel == cachedir.META:
                 continue
             now.add(rel)
             src, dst = Path(root) / name, dest / rel
-            if src.is_symlink():
-                if dst.is_symlink() and os.readlink(dst) == os.readlink(src):
-                    continue
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                if dst.exists() or dst.is_symlink():
-                    dst.unlink()
-                os.symlink(os.readlink(src), dst)
-                rewritten += 1
-                continue
-            if (
-                dst.is_file()
-                and not dst.is_symlink()
-                and dst.stat().st_size == src.stat().st_size
-                and dst.read_bytes() == src.read_bytes()
-            ):
+            if _same_file(src, dst):
                 continue
             dst.parent.mkdir(parents=True, exist_ok=True)
-            if dst.is_symlink():
+            if dst.is_symlink() or (src.is_symlink() and dst.exists()):
                 dst.unlink()
-            shutil.copyfile(src, dst)
-            os.chmod(dst, (src.stat().st_mode & 0o777) | 0o200)
+            if src.is_symlink():
+                os.symlink(os.readlink(src), dst)
+            else:
+                shutil.copyfile(src, dst)
+                os.chmod(dst, (src.stat().st_mode & 0o777) | 0o200)
             rewritten += 1
-    for rel in manifest - now:
+    for rel in set(cachedir.read_json(manifest_file).get("files", [])) - now:
         (dest / rel).unlink(missing_ok=True)
-    return now, rewritten
-
-
-def sync_workdir(work: Path, tree: Path, sha: str, **meta) -> int:
-    """Sync ``tree`` into ``work/src`` (see sync_tree) and note its commit; returns the files rewritten."""
-    src = work / "src"
-    src.mkdir(parents=True, exist_ok=True)
-    manifest_file = work / "manifest.json"
-    manifest = set(cachedir.read_json(manifest_file).get("files", []))
-    manifest, rewritten = sync_tree(tree, src, manifest)
-    cachedir.write_json(manifest_file, {"files": sorted(manifest), "sha": sha})
+    cachedir.write_json(manifest_file, {"files": sorted(now), "sha": sha})
     cachedir.write_json(work / cachedir.META, {"complete": True, "sha": sha, **meta})
     return rewritten

@@ -1,8 +1,5 @@
-"""Git plumbing for git sides: run git, resolve refs, read trees, materialize commits.
-
-Works on a bare repository too (``git archive`` and ``ls-tree`` need no work tree); every git call takes
-an argument list, never a shell string. Nothing here knows about packages, builds or strategies.
-"""
+"""Git plumbing for git sides: run git, resolve refs, read trees, materialize commits (a bare repository
+too: ``git archive`` and ``ls-tree`` need no work tree). Every git call takes an argument list."""
 
 from __future__ import annotations
 
@@ -19,8 +16,6 @@ from typing import Sequence
 
 from teperf.errors import TeperfError
 from teperf.sides import cachedir
-
-# --------------------------------------------------------------------- running git
 
 
 class GitFailed(Exception):
@@ -57,9 +52,6 @@ def run_git(repo: str | os.PathLike, *args: str, binary: bool = False, check: bo
     return out[:-1] if out.endswith("\n") else out
 
 
-# --------------------------------------------------------------------- repo and refs
-
-
 def repo_root(repo: str | os.PathLike = ".") -> Path:
     """The top level of the git work tree that holds ``repo`` (a bare repository: its git directory)."""
     path = Path(repo).expanduser()
@@ -94,7 +86,6 @@ def has_work_tree(repo: str | os.PathLike) -> bool:
 class RefSpec:
     """What the user typed, split: ``A..B``, ``A...B`` or a single ref."""
 
-    text: str
     base: str  # ref as typed ('' is HEAD in git's A..B syntax)
     head: str
     mode: str  # "range" (A..B), "merge-base" (A...B) or "parent" (single ref: base = its first parent)
@@ -120,12 +111,12 @@ def parse_spec(spec: str) -> RefSpec:
         base, _, head = text.partition("..")
         mode = "range"
     else:
-        return RefSpec(text=text, base=f"{text}^1", head=text, mode="parent")
+        return RefSpec(base=f"{text}^1", head=text, mode="parent")
     if ".." in head or (not base and not head):
         raise TeperfError(
             f"cannot parse ref spec {spec!r}", "give BASE..HEAD, BASE...HEAD or a single commit"
         )
-    return RefSpec(text=text, base=base, head=head, mode=mode)
+    return RefSpec(base=base, head=head, mode=mode)
 
 
 def commit_sha(repo: str | os.PathLike, ref: str) -> str | None:
@@ -194,15 +185,8 @@ def resolve_spec(spec: str, repo: str | os.PathLike = ".") -> Resolved:
     else:
         base_sha = resolve(root, parsed.base_ref, what="base ref")
         base_ref = parsed.base_ref
-    return Resolved(
-        spec=parsed,
-        base=commit_info(root, base_sha, base_ref),
-        head=commit_info(root, head_sha, parsed.head_ref),
-        repo=root,
-    )
-
-
-# --------------------------------------------------------------------- the work tree
+    head = commit_info(root, head_sha, parsed.head_ref)
+    return Resolved(parsed, commit_info(root, base_sha, base_ref), head, root)
 
 
 def dirty_files(repo: str | os.PathLike) -> list[str]:
@@ -222,9 +206,6 @@ def dirty_files(repo: str | os.PathLike) -> list[str]:
 def checked_out_sha(repo: str | os.PathLike) -> str | None:
     """The commit checked out in the work tree; None for a bare repository (nothing is checked out)."""
     return commit_sha(repo, "HEAD") if has_work_tree(repo) else None
-
-
-# --------------------------------------------------------------------- trees
 
 
 def ls_tree(repo: str | os.PathLike, sha: str, path: str | None = None) -> list[tuple[str, str, str, str]]:
@@ -251,9 +232,12 @@ def _shallowest(repo: str | os.PathLike, sha: str, name: str) -> str | None:
 
 
 def find_package_dir(repo: str | os.PathLike, sha: str, package: str) -> str | None:
-    """The package's directory inside the repo at ``sha`` (``pkg``, ``src/pkg``, ...), or None."""
+    """The package's directory at ``sha`` (``pkg``, ``src/pkg``, ...), else the file of a module of that
+    name (nanoGPT's ``model.py``: a repo whose code is one module), or None."""
     init = _shallowest(repo, sha, f"{package.split('.')[0]}/__init__.py")
-    return init[: -len("/__init__.py")] if init else find_module_file(repo, sha, package)
+    if init:
+        return init[: -len("/__init__.py")]
+    return None if "." in package else _shallowest(repo, sha, f"{package}.py")  # a module holds no submodules
 
 
 # Top-level directories and modules that are never the code under test.
@@ -304,12 +288,9 @@ def detect_package(repo: str | os.PathLike, sha: str, hint: str | None = None) -
     )
 
 
-def find_module_file(repo: str | os.PathLike, sha: str, package: str) -> str | None:
-    """The file of a single module named ``package`` at ``sha`` (``model.py``, ``src/model.py``), or None.
-    A repo whose code is one module (nanoGPT's ``model.py``) names it in place of a package directory."""
-    if "." in package:  # a module file holds no submodules
-        return None
-    return _shallowest(repo, sha, f"{package}.py")
+def _prefix(package_dir: str) -> str:
+    pkg = package_dir.strip("/")
+    return "" if pkg in ("", ".") else pkg + "/"
 
 
 def module_in_dir(repo: str | os.PathLike, shas: Sequence[str], package: str, package_dir: str) -> str | None:
@@ -318,7 +299,7 @@ def module_in_dir(repo: str | os.PathLike, shas: Sequence[str], package: str, pa
     pkg = package_dir.strip("/")
     if "." in package or pkg.endswith(".py") or PurePosixPath(pkg or ".").name == package:
         return None
-    prefix = "" if pkg in ("", ".") else pkg + "/"
+    prefix = _prefix(package_dir)
     module = f"{prefix}{package}.py"
     if any(show_file(repo, sha, f"{prefix}{package}/__init__.py") is not None for sha in shas):
         return None
@@ -498,8 +479,7 @@ def diff_entries(repo: str | os.PathLike, a: str, b: str) -> list[DiffEntry]:
 
 def tracked_py(repo: str | os.PathLike, sha: str, package_dir: str) -> set[str]:
     """Package-relative paths of the .py files tracked under ``package_dir`` at ``sha``."""
-    pkg = package_dir.strip("/")
-    prefix = "" if pkg in ("", ".") else pkg + "/"
+    prefix = _prefix(package_dir)
     rows = ls_tree(repo, sha, prefix or None)
     return {name[len(prefix) :] for _m, kind, _o, name in rows if kind == "blob" and name.endswith(".py")}
 

@@ -1,11 +1,6 @@
-"""core: rebuild the compiled core library with CMake and the framework extension, over the installed package.
-
-For TE, ``libtransformer_engine.so`` and ``transformer_engine_torch`` (the layout's ``core_build`` and
-``extension``); the installed package, with its distribution metadata, stays what Python imports (TE's
-install checks pass). The core builds in ONE persistent CMake/Ninja tree per repository and build
-configuration, each side's tree synced into it rewriting only the files that differ, so the next side or
-bisect probe recompiles only what its change reaches; each finished library is cached per core inputs.
-"""
+"""core: rebuild the core library (CMake) and the extension over the installed package, which stays what
+Python imports. One persistent Ninja tree per repository and build configuration, each side synced into it
+(only differing files rewritten), so a side recompiles only what its change reaches."""
 
 from __future__ import annotations
 
@@ -25,7 +20,6 @@ from teperf.sides.strategies.compiled import described
 from teperf.sides.strategies.extension import Extension, ext_meta
 from teperf.sides.target import Plan, Refused
 
-KIND = "cores"
 # TE's core on the H200's 16 cores (nvcc 13.0, sm_90, 79 Ninja steps), before any was built here
 TE_FULL_BUILD_S = 281
 HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".hh", ".inc")
@@ -48,24 +42,18 @@ def _module_dir(python: str, module: str) -> str | None:
 
 def read_cmake_cache(build: Path) -> dict[str, str]:
     """The CMakeCache.txt entries teperf records (compilers, flags, archs)."""
-    found: dict[str, str] = {}
     try:
         text = (build / "CMakeCache.txt").read_text(errors="replace")
     except OSError:
-        return found
-    for line in text.splitlines():
-        name, _, value = line.partition("=")
-        key = name.split(":", 1)[0]
-        if key in CACHE_KEYS:
-            found[key] = value
-    return found
+        return {}
+    entries = (line.partition("=") for line in text.splitlines())
+    return {key: value for name, _, value in entries if (key := name.split(":", 1)[0]) in CACHE_KEYS}
 
 
 def compiler_version(compiler: str) -> str:
     """One line naming the compiler's release (nvcc: 'release 13.0, V13.0.48'; gcc: its first line)."""
-    lines = [
-        line.strip() for line in buildrun.tool_output([compiler, "--version"]).splitlines() if line.strip()
-    ]
+    out = buildrun.tool_output([compiler, "--version"])
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
     return next((line for line in lines if "release" in line), lines[0] if lines else "")
 
 
@@ -125,12 +113,9 @@ class Core(Extension):
         """package-relative path -> installed file, for the core library files the sides replace."""
         found = {}
         for path in inst.compiled_files(installed):
-            if self.cb.is_artifact(path.name):
-                try:
-                    rel = str(path.relative_to(installed.location))
-                except ValueError:  # an in-place build keeps it next to the package directory
-                    rel = path.name
-                found[rel] = str(path)
+            if self.cb.is_artifact(path.name):  # an in-place build keeps it next to the package directory
+                inside = path.is_relative_to(installed.location)
+                found[str(path.relative_to(installed.location)) if inside else path.name] = str(path)
         return found
 
     @functools.cached_property
@@ -172,7 +157,7 @@ class Core(Extension):
         return self.buildtree(self._recipe(), "core-")
 
     def _full_build(self) -> str:
-        last = self.last_seconds(KIND, full_only=True)
+        last = self.last_seconds(self.cache_kind, full_only=True)
         if last:
             return f"about {last:.0f} s like the slowest full core build before"
         if self.target.layout.name == "transformer_engine":
@@ -204,7 +189,7 @@ class Core(Extension):
             previous = True  # the next side builds incrementally in the same tree
             return f"full core build with {jobs} (the first in {tree}; {self._full_build()})"
 
-        cached = functools.partial(self.cached, KIND, output="lib")
+        cached = functools.partial(self.cached, self.cache_kind, output="lib")
         costs = [
             (label, f"{core}; {ext_costs.get(label, '')}".rstrip("; "))
             for label, core in self.side_costs(self.core_key, cached, "core", "sources", fresh)
@@ -241,9 +226,25 @@ class Core(Extension):
                 )
                 meta = self._configure(label, commit, (key, n_files), work, lib, log_path, rewritten)
                 artifacts = self._build_core(label, work, lib, log_path, meta)
-            return self._settle_core(label, commit, home, work, meta, artifacts)
+            buildrun.settle(
+                home,
+                meta,
+                log_path,
+                self.target.log,
+                produced=bool(artifacts),
+                missing=f"{work / 'build'} has no {' or '.join(self.cb.artifacts)}",
+                building=f"building the core library for {label} {commit.sha[:10]}",
+                product="core library",
+                fix="read the log and fix the build (the next run tries again), or use --strategy build",
+            )
+            steps = meta.get("steps_rebuilt")
+            self.target.log(
+                f"{label} {commit.sha[:10]}: core built in {meta['seconds']} s"
+                + (f" ({steps} of {meta.get('steps_total')} steps)" if steps is not None else "")
+            )
+            return meta
 
-        return self.ensure_built(KIND, key, "lib", label, commit, "core library", make)
+        return self.ensure_built(self.cache_kind, key, "lib", label, commit, "core library", make)
 
     def _configure(
         self, label: str, commit: Commit, keyed: tuple, work: Path, lib: Path, log_path: Path, rewritten: int
@@ -277,19 +278,16 @@ class Core(Extension):
         if fresh:
             generator = ["-G", "Ninja"] if shutil.which("ninja", path=env.get("PATH")) else []
             source = str(work / "src" / self.cb.cmake_dir)
-            rc, configure_s = buildrun.run_logged(
-                [self._cmake(), "-S", source, "-B", str(build), *generator, *self._cmake_args()],
-                cwd=work,
-                env=env,
-                log_path=log_path,
-                what=f"configuring the core for {label}",
-                log=t.log,
-            )
+            args = ["-S", source, "-B", str(build), *generator, *self._cmake_args()]
+            rc, configure_s = self._run_cmake(args, work, log_path, f"configuring the core for {label}")
         meta.update(returncode=rc, configure_seconds=round(configure_s, 1))
         return meta
 
-    def _cmake(self) -> str:
-        return shutil.which("cmake", path=self._core_env.get("PATH")) or "cmake"
+    def _run_cmake(self, args: list[str], work: Path, log_path: Path, what: str) -> tuple[int, float]:
+        cmake = shutil.which("cmake", path=self._core_env.get("PATH")) or "cmake"
+        return buildrun.run_logged(
+            [cmake, *args], cwd=work, env=self._core_env, log_path=log_path, what=what, log=self.target.log
+        )
 
     def _build_core(self, label: str, work: Path, lib: Path, log_path: Path, meta: dict) -> dict[str, str]:
         """Build a configured tree (unless configuring failed) and copy its libraries into ``lib``."""
@@ -297,13 +295,9 @@ class Core(Extension):
         build_s = 0.0
         if meta["returncode"] == 0:
             offset = log_path.stat().st_size if log_path.exists() else 0
-            meta["returncode"], build_s = buildrun.run_logged(
-                [self._cmake(), "--build", str(build), "--parallel", env["MAX_JOBS"]],
-                cwd=work,
-                env=env,
-                log_path=log_path,
-                what=f"building the core for {label}",
-                log=self.target.log,
+            args = ["--build", str(build), "--parallel", env["MAX_JOBS"]]
+            meta["returncode"], build_s = self._run_cmake(
+                args, work, log_path, f"building the core for {label}"
             )
             meta.update(self._steps(log_path, offset, build, env))
         artifacts = self._collect(build, lib) if meta["returncode"] == 0 else {}
@@ -321,40 +315,17 @@ class Core(Extension):
         )
         return artifacts
 
-    def _settle_core(
-        self, label: str, commit: Commit, home: Path, work: Path, meta: dict, artifacts: dict
-    ) -> dict:
-        t = self.target
-        buildrun.settle(
-            home,
-            meta,
-            Path(meta["log"]),
-            t.log,
-            produced=bool(artifacts),
-            missing=f"{work / 'build'} has no {' or '.join(self.cb.artifacts)}",
-            building=f"building the core library for {label} {commit.sha[:10]}",
-            product="core library",
-            fix="read the log and fix the build (the next run tries again), or use --strategy build",
-        )
-        steps = meta.get("steps_rebuilt")
-        t.log(
-            f"{label} {commit.sha[:10]}: core built in {meta['seconds']} s"
-            + (f" ({steps} of {meta.get('steps_total')} steps)" if steps is not None else "")
-        )
-        return meta
-
     @staticmethod
     def _steps(log_path: Path, offset: int, build: Path, env: Mapping[str, str]) -> dict:
         """How many Ninja steps this build ran (its '[k/N]' lines), of how many a full build runs."""
+        ninja = shutil.which("ninja", path=env.get("PATH"))
+        if not (build / "build.ninja").is_file() or not ninja:
+            return {}
         try:
             with open(log_path, "rb") as handle:
                 handle.seek(offset)
-                text = handle.read()
+                steps = NINJA_STEP.findall(handle.read())
         except OSError:
-            return {}
-        steps = NINJA_STEP.findall(text)
-        ninja = shutil.which("ninja", path=env.get("PATH"))
-        if not (build / "build.ninja").is_file() or not ninja:
             return {}
         # every command of the default targets: what a build from nothing runs
         listed = buildrun.tool_output([ninja, "-C", str(build), "-t", "commands"], timeout=120)
@@ -376,10 +347,9 @@ class Core(Extension):
         installed = self.basis.installed
         tree = self.tree(commit, submodules=True)
         # the extension compiles against the side's headers and does not link the core: build both at once
-        with concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="teperf-build") as pool:
-            core_job = pool.submit(self.ensure_core, label, commit, tree)
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="teperf-build") as pool:
             ext_job = pool.submit(self.ensure, label, commit)
-            core = core_job.result()
+            core = self.ensure_core(label, commit, tree)
             built = ext_job.result()
         own = dict(built["artifacts"])
         for rel in self._installed_core(installed):
