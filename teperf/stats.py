@@ -1,12 +1,6 @@
-"""Statistics of one cell: medians, paired delta, interval, verdict.
-
-The process pair is the unit of replication: per pair, r_p = the median over its adjacent A/B trial
-couples of ln(head / base), which cancels the drift between pairs and most of the H200 VM's slow spells
-(side medians gave a 1.3-1.9x wider between-pair sd). The estimate is the mean of r_p with a Student t
-interval over pairs (one pair: over its couples, ci_basis "trials"); head = base x exp(r), base the
-geometric mean of per-pair medians. Pairs of one fork-server generation moved together on the H200,
-so there the generation is the unit (ci_basis "generations"). Verdicts follow teperf/verdicts.py.
-"""
+"""Statistics of one cell. The process pair is the unit: r_p = the median ln(head / base) over its
+adjacent A/B trial couples (cancels drift between pairs); the estimate is the mean of r_p with a Student t
+interval over pairs (one pair: over its couples), or over fork-server generations, which move together."""
 
 from __future__ import annotations
 
@@ -41,11 +35,6 @@ def preload() -> None:
     """Import scipy.stats before measuring: a Ctrl-C inside its lazy import leaves it half-imported,
     and the summary of what was measured then fails."""
     from scipy import stats  # noqa: F401
-
-
-def t_half_width(values: Sequence[float], alpha: float = 0.05) -> float:
-    """Half-width of the (1 - alpha) Student t interval of the mean of ``values``; inf when n < 2."""
-    return t_interval(np.asarray(values, dtype=float), alpha)[1]
 
 
 def t_interval(samples: np.ndarray, alpha: float) -> tuple[float, float, float, float]:

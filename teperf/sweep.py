@@ -28,10 +28,6 @@ class Sweep:
         m = DIM.match(self.key)
         return int(m.group(1)) if m else None
 
-    @property
-    def text(self) -> str:
-        return f"{self.key}={','.join(_fmt(v) for v in self.values)}"
-
 
 def _fmt(value) -> str:
     return str(int(value)) if float(value) == int(value) else f"{value:g}"

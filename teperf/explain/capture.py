@@ -12,11 +12,12 @@ from typing import Optional
 from teperf.errors import TeperfError
 from teperf.explain.diff import apply_intervals, combine_profiles, diff_profiles, own_time_intervals
 from teperf.explain.render import counters_diff, to_json
+from teperf.records import shape_text
 
 
 def _cell_fields(case: dict) -> list[str]:
     """A bundle case's key (teperf.plan.Case.key) by part, from a case that may lack fields."""
-    shape = "x".join(str(n) for n in case.get("shape") or [])
+    shape = shape_text(case.get("shape") or [])
     return [str(case.get("module")), str(case.get("recipe")), shape, str(case.get("mode"))]
 
 

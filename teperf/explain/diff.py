@@ -105,7 +105,7 @@ def diff_profiles(base: Iterable[dict], head: Iterable[dict]) -> list[FunctionDe
 def own_time_intervals(base_runs: list[list[dict]], head_runs: list[list[dict]]) -> dict[str, list]:
     """{"rel\tname": [mean, half_width]} of each function's own-time change, repeat r's head minus repeat
     r's base, Student t at 95%."""
-    from teperf.stats import t_half_width
+    from teperf.stats import t_interval
 
     n = min(len(base_runs), len(head_runs))
     if n < 2:
@@ -123,7 +123,7 @@ def own_time_intervals(base_runs: list[list[dict]], head_runs: list[list[dict]])
     out = {}
     for key in keys:
         diffs = [h.get(key, 0.0) - b.get(key, 0.0) for b, h in zip(base, head)]
-        out["\t".join(key)] = [round(sum(diffs) / n, 3), round(t_half_width(diffs), 3)]
+        out["\t".join(key)] = [round(sum(diffs) / n, 3), round(t_interval(diffs, 0.05)[1], 3)]
     return out
 
 
