@@ -1,8 +1,5 @@
-"""One table model -> rich / markdown / json / csv (``RENDERERS``, the one list of formats).
-
-``table_model`` decides what is shown and how numbers are written; the renderers only lay it out, so
-every format says the same thing. A new format is one entry of ``RENDERERS``.
-"""
+"""One table model -> rich / markdown / json / csv (``RENDERERS``, the one list of formats): ``table_model``
+decides what is shown and how numbers read, the renderers only lay it out, so every format says the same."""
 
 from __future__ import annotations
 

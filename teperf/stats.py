@@ -17,6 +17,7 @@ from teperf.verdicts import (
     TOO_FEW_GENERATIONS,
     TOO_FEW_PAIRS,
     inconclusive_bound,
+    loaded,
     verdict,
 )
 
@@ -37,7 +38,7 @@ def preload() -> None:
     from scipy import stats  # noqa: F401
 
 
-def t_interval(samples: np.ndarray, alpha: float) -> tuple[float, float, float, float]:
+def t_interval(samples: Sequence[float], alpha: float) -> tuple[float, float, float, float]:
     """(mean, half_width, sd, mde) of a t interval; half_width = inf when n < 2."""
     from scipy import stats as sps  # imported here: it costs half a second of CLI start-up
 
@@ -289,7 +290,7 @@ def choose_attempts(slots: Mapping, sides: Sequence, limit_pct: float) -> tuple[
         else:
             incomplete.append(key)
     couples = len(picked) + len(contended)
-    if contended and (limit_pct >= 100.0 or 100.0 * len(contended) / couples > limit_pct or not picked):
+    if contended and (limit_pct >= 100.0 or loaded(len(contended), couples, limit_pct) or not picked):
         picked.update(contended)
     return picked, incomplete, couples, len(contended)
 

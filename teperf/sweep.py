@@ -120,13 +120,11 @@ def _ols_slope(xs, ys) -> Optional[float]:
 
 
 def _interval(samples, alpha: float) -> dict:
-    import numpy as np
-
     from teperf.stats import t_interval
 
     if not samples:
         return {"slope": None, "lo": None, "hi": None, "n_pairs": 0}
-    mean, half, _sd, _mde = t_interval(np.asarray(samples, dtype=float), alpha)
+    mean, half, _sd, _mde = t_interval(samples, alpha)
     finite = math.isfinite(half)
     return {
         "slope": mean,

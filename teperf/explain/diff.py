@@ -1,7 +1,5 @@
-"""Two profiles or two counter sets (as the worker sends them) -> what changed, function by function.
-
-Functions match by (rel, name): the path relative to its sys.path entry and the qualified name, so a
-function matches across trees; entries with one key (two lambdas in one function) are added up."""
+"""Two profiles or counter sets -> what changed, function by function. Functions match by (path relative
+to their sys.path entry, qualified name), so across trees; entries sharing a key (two lambdas) add up."""
 
 from __future__ import annotations
 
