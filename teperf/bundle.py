@@ -155,11 +155,8 @@ class Bundle:
         except RecordError as exc:
             raise _damaged(self.path, str(exc)) from None
 
-    def update_meta(self, **changes) -> dict:
-        meta = self.read_meta()
-        meta.update(changes)
-        self.write_meta(meta)
-        return meta
+    def update_meta(self, **changes) -> None:
+        self.write_meta({**self.read_meta(), **changes})
 
     def append(self, record: Typed | dict) -> None:
         """Write one record (a dict is read as its type first, so what is written always reads back)."""

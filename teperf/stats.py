@@ -94,7 +94,7 @@ def compare_cell(
         basis = "trials"  # nothing to replicate over: the couples of the one pair give the width
         one = couples.get(pairs[0], ())
         if len(one) >= 2:
-            _, half, _, mde = t_interval(np.array([math.log(h / b) for b, h in one]), cfg.alpha)
+            _, half, _, mde = t_interval([math.log(h / b) for b, h in one], cfg.alpha)
     to_pct = lambda r: (math.exp(r) - 1) * 100  # noqa: E731
     delta_pct = to_pct(mean)
     low_pct, high_pct = (to_pct(mean - half), to_pct(mean + half)) if math.isfinite(half) else (None, None)
