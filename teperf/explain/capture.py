@@ -38,7 +38,7 @@ def find_case(meta: dict, cell: Optional[str], where: str = "the bundle") -> dic
         if len(cases) == 1:
             return cases[0]
         raise TeperfError(f"{where} has several cells", "pick one with --cell, one of: " + ", ".join(names))
-    wanted = [part for part in cell.strip().strip("/").split("/")]
+    wanted = cell.strip().strip("/").split("/")
     hits = [c for c in cases if _cell_fields(c)[: len(wanted)] == wanted]
     if not hits:
         raise TeperfError(f"no cell {cell!r} in {where}", "use one of: " + ", ".join(names))

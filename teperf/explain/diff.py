@@ -135,16 +135,14 @@ def apply_intervals(deltas: list[FunctionDelta], intervals: dict) -> list[Functi
 
 def by_own_time(deltas: list[FunctionDelta], n: Optional[int] = None) -> list[FunctionDelta]:
     """Largest |delta own time| first; ties broken by |delta calls|, then name."""
-    ranked = sorted(deltas, key=lambda d: (-abs(d.d_own_us), -abs(d.d_calls), d.rel, d.name))
-    return ranked if n is None else ranked[:n]
+    return sorted(deltas, key=lambda d: (-abs(d.d_own_us), -abs(d.d_calls), d.rel, d.name))[:n]
 
 
 def by_calls(deltas: list[FunctionDelta], n: Optional[int] = None) -> list[FunctionDelta]:
     """Largest |delta calls| first, of the functions whose count changed; ties by |delta cumulative time|,
     so a helper ranks above the functions it calls."""
     changed = [d for d in deltas if d.d_calls != 0]
-    ranked = sorted(changed, key=lambda d: (-abs(d.d_calls), -abs(d.d_cum_us), d.rel, d.name))
-    return ranked if n is None else ranked[:n]
+    return sorted(changed, key=lambda d: (-abs(d.d_calls), -abs(d.d_cum_us), d.rel, d.name))[:n]
 
 
 def counter_deltas(base: Optional[dict], head: Optional[dict]) -> dict:
