@@ -105,11 +105,9 @@ def measure(
     cases: Optional[list] = None,
     live: Optional[Callable[[Snapshot], None]] = None,
 ) -> Path:
-    """Run the whole schedule for 1 (run) or 2 (compare) sides; return the bundle path.
-
-    ``progress(total_steps or None)`` returns the per-trial callback (or None); ``live(snapshot)`` is
-    called at the start and after every pair; ``cases`` narrows ``expand(config)`` (e.g. to a shard).
-    """
+    """Run the whole schedule for 1 (run) or 2 (compare) sides; return the bundle path. ``progress(total
+    steps or None)`` returns the per-trial callback; ``live(snapshot)`` is called at the start and after
+    every pair; ``cases`` narrows ``expand(config)`` (e.g. to a shard)."""
     if len(sides) not in (1, 2) or len({s.label for s in sides}) != len(sides):
         raise TeperfError(
             "need one side (run) or two differently labelled sides (compare)", "check the side options"
@@ -265,11 +263,9 @@ def nightly(
     view: Optional[Callable[[], ContextManager]] = None,
     show: Optional[Callable[[Summary], None]] = None,
 ) -> NightlyResult:
-    """Make the plan's two git sides, compare them on its cases and add the shard to the history.
-
-    ``view()`` is entered around the measuring and yields ``(progress, live)`` for :func:`measure`;
-    ``show(summary)`` runs before the shard is added. Ctrl-C/SIGTERM: the shard is recorded as
-    interrupted where it can be, then teperf.nightly.NightlyInterrupted says where."""
+    """Make the plan's two git sides, compare them on its cases and add the shard to the history. ``view()``
+    yields ``(progress, live)`` for :func:`measure` around the measuring; ``show(summary)`` runs before the
+    shard is added. Ctrl-C/SIGTERM: the shard is recorded as interrupted where it can be."""
     from teperf.history.store import machine_from_meta
 
     base, head = plan_sides(plan.choice.spec, dataclasses.replace(sides, repo=plan.repo)).make()

@@ -9,7 +9,7 @@ import secrets
 import socket
 import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from teperf.errors import TeperfError
 from teperf.records import (
@@ -30,12 +30,6 @@ DAMAGED = "the bundle is damaged; re-run the measurement"
 
 def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
-    os.replace(tmp, path)
 
 
 def _process_start(pid: int) -> int | None:
@@ -137,7 +131,10 @@ class Bundle:
         return bundle
 
     def write_meta(self, meta: dict) -> None:
-        write_json_atomic(self.path / META_FILE, meta)
+        path = self.path / META_FILE
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # replaced whole: a reader never sees half
+        tmp.write_text(json.dumps(meta, indent=2, default=str) + "\n")
+        os.replace(tmp, path)
 
     def read_meta(self) -> dict:
         path = self.path / META_FILE
@@ -158,11 +155,8 @@ class Bundle:
         except RecordError as exc:
             raise _damaged(self.path, str(exc)) from None
 
-    def update_meta(self, **changes) -> dict:
-        meta = self.read_meta()
-        meta.update(changes)
-        self.write_meta(meta)
-        return meta
+    def update_meta(self, **changes) -> None:
+        self.write_meta({**self.read_meta(), **changes})
 
     def append(self, record: Typed | dict) -> None:
         """Write one record (a dict is read as its type first, so what is written always reads back)."""

@@ -68,11 +68,9 @@ def choose_base(
     has_parent=None,
     base_among: set | None = None,
 ) -> BaseChoice:
-    """Which commit tonight's head is paired with: the newest earlier nightly's of this machine kind and
-    branch, whatever its shard; the head's first parent when there is none or it is no ancestor
-    (``is_ancestor``; a root commit: itself, A/A). Skip (unless ``force``) when this shard of
-    ``night`` completed, or another night measured the head completely. ``base_among``: a backfill's
-    previous commit, the only base allowed."""
+    """Tonight's base: the newest earlier nightly's commit of this machine kind and branch (any shard; only
+    ``base_among`` in a backfill), else or when no ancestor the head's first parent (a root commit: itself,
+    A/A). Skip unless ``force`` when this shard of ``night`` completed, or another night did the head."""
     from teperf.history.store import default_night, latest_run
 
     have = history is not None and not history.empty

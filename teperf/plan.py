@@ -195,15 +195,12 @@ def check_duration(config: Config, n_cases: int, n_sides: int) -> None:
         )
 
 
-TE_PACKAGES = ("transformer_engine",)
-
-
 def packages_under_test(config, sides=()) -> list[str]:
     """Top-level import names whose code the cells measure: a git side's ``--package``, TE for the te
     backend, each factory's package, torch for torch's built-in modules."""
     names = [s.description["package"] for s in sides if isinstance(s.description.get("package"), str)]
     if config.backend == "te":
-        names += TE_PACKAGES
+        names.append("transformer_engine")
     for spec in config.modules:
         factory = getattr(spec, "factory", None)
         if factory:

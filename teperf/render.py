@@ -1,8 +1,5 @@
-"""One table model -> rich / markdown / json / csv (``RENDERERS``, the one list of formats).
-
-``table_model`` decides what is shown and how numbers are written; the renderers only lay it out, so
-every format says the same thing. A new format is one entry of ``RENDERERS``.
-"""
+"""One table model -> rich / markdown / json / csv (``RENDERERS``, the one list of formats): ``table_model``
+decides what is shown and how numbers read, the renderers only lay it out, so every format says the same."""
 
 from __future__ import annotations
 
@@ -154,10 +151,6 @@ def _compare_columns(summary: Summary) -> list[str]:
     return [base, head, "delta", "delta %", f"{int(round((1 - summary.settings.alpha) * 100))}% CI"]
 
 
-def _pct_or_dash(value) -> str:
-    return "-" if value is None else f"{value:.1f}%"
-
-
 def _step_cells(summary: Summary, r: dict, show_pairs: bool, show_why: bool) -> tuple[list[str], str | None]:
     """A row's cells after its key columns, and its style."""
     status = r.get("status")
@@ -173,8 +166,8 @@ def _step_cells(summary: Summary, r: dict, show_pairs: bool, show_why: bool) -> 
         v = verdict_text(r) + (" (partial)" if status == "partial" else "")
         line = [us(r["base_us"]), us(r["head_us"]), signed_us(r["delta_us"]), pct(r["delta_pct"]), ci]
         return line + pairs + [v], STYLE.get(r.get("verdict"))
-    line = [us(r["base_us"]), _pct_or_dash(r.get("base_spread_pct")), us(r.get("base_thread_us"))]
-    line += [us(r.get("base_wall_us")), _pct_or_dash(r.get("pair_sd_pct"))] + pairs
+    line = [us(r["base_us"]), pct(r.get("base_spread_pct"), signed=False), us(r.get("base_thread_us"))]
+    line += [us(r.get("base_wall_us")), pct(r.get("pair_sd_pct"), signed=False)] + pairs
     line += [(r.get("error") or "")[:90]] if show_why else []
     return line, None if status == "ok" else "yellow"
 
@@ -235,7 +228,7 @@ def _onetime_cells(summary: Summary, r: dict, cost: str) -> tuple[list[str], str
         verdict = verdict_text({"verdict": g("verdict"), "bound_pct": g("bound_pct")})
         line = [ms(g("base_ms")), ms(g("head_ms")), signed_ms(g("delta_ms")), pct(g("delta_pct")), ci]
         return line + [str(g("n_pairs") or 0), verdict], STYLE.get(g("verdict"))
-    line = [ms(g("base_ms")), _pct_or_dash(g("pair_sd_pct")), str(g("n_pairs") or 0)]
+    line = [ms(g("base_ms")), pct(g("pair_sd_pct"), signed=False), str(g("n_pairs") or 0)]
     if cost != "first_call":
         return line + ["", "", ""], None
     extra, saves = signed_ms(r.get("onetime_extra_ms")), signed_us(r.get("saving_per_step_us"))

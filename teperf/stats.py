@@ -1,12 +1,6 @@
-"""Statistics of one cell: medians, paired delta, interval, verdict.
-
-The process pair is the unit of replication: per pair, r_p = the median over its adjacent A/B trial
-couples of ln(head / base), which cancels the drift between pairs and most of the H200 VM's slow spells
-(side medians gave a 1.3-1.9x wider between-pair sd). The estimate is the mean of r_p with a Student t
-interval over pairs (one pair: over its couples, ci_basis "trials"); head = base x exp(r), base the
-geometric mean of per-pair medians. Pairs of one fork-server generation moved together on the H200,
-so there the generation is the unit (ci_basis "generations"). Verdicts follow teperf/verdicts.py.
-"""
+"""Statistics of one cell. The process pair is the unit: r_p = the median ln(head / base) over its
+adjacent A/B trial couples (cancels drift between pairs); the estimate is the mean of r_p with a Student t
+interval over pairs (one pair: over its couples), or over fork-server generations, which move together."""
 
 from __future__ import annotations
 
@@ -23,6 +17,7 @@ from teperf.verdicts import (
     TOO_FEW_GENERATIONS,
     TOO_FEW_PAIRS,
     inconclusive_bound,
+    loaded,
     verdict,
 )
 
@@ -43,12 +38,7 @@ def preload() -> None:
     from scipy import stats  # noqa: F401
 
 
-def t_half_width(values: Sequence[float], alpha: float = 0.05) -> float:
-    """Half-width of the (1 - alpha) Student t interval of the mean of ``values``; inf when n < 2."""
-    return t_interval(np.asarray(values, dtype=float), alpha)[1]
-
-
-def t_interval(samples: np.ndarray, alpha: float) -> tuple[float, float, float, float]:
+def t_interval(samples: Sequence[float], alpha: float) -> tuple[float, float, float, float]:
     """(mean, half_width, sd, mde) of a t interval; half_width = inf when n < 2."""
     from scipy import stats as sps  # imported here: it costs half a second of CLI start-up
 
@@ -104,7 +94,7 @@ def compare_cell(
         basis = "trials"  # nothing to replicate over: the couples of the one pair give the width
         one = couples.get(pairs[0], ())
         if len(one) >= 2:
-            _, half, _, mde = t_interval(np.array([math.log(h / b) for b, h in one]), cfg.alpha)
+            _, half, _, mde = t_interval([math.log(h / b) for b, h in one], cfg.alpha)
     to_pct = lambda r: (math.exp(r) - 1) * 100  # noqa: E731
     delta_pct = to_pct(mean)
     low_pct, high_pct = (to_pct(mean - half), to_pct(mean + half)) if math.isfinite(half) else (None, None)
@@ -300,7 +290,7 @@ def choose_attempts(slots: Mapping, sides: Sequence, limit_pct: float) -> tuple[
         else:
             incomplete.append(key)
     couples = len(picked) + len(contended)
-    if contended and (limit_pct >= 100.0 or 100.0 * len(contended) / couples > limit_pct or not picked):
+    if contended and (limit_pct >= 100.0 or loaded(len(contended), couples, limit_pct) or not picked):
         picked.update(contended)
     return picked, incomplete, couples, len(contended)
 

@@ -28,10 +28,6 @@ class Sweep:
         m = DIM.match(self.key)
         return int(m.group(1)) if m else None
 
-    @property
-    def text(self) -> str:
-        return f"{self.key}={','.join(_fmt(v) for v in self.values)}"
-
 
 def _fmt(value) -> str:
     return str(int(value)) if float(value) == int(value) else f"{value:g}"
@@ -124,13 +120,11 @@ def _ols_slope(xs, ys) -> Optional[float]:
 
 
 def _interval(samples, alpha: float) -> dict:
-    import numpy as np
-
     from teperf.stats import t_interval
 
     if not samples:
         return {"slope": None, "lo": None, "hi": None, "n_pairs": 0}
-    mean, half, _sd, _mde = t_interval(np.asarray(samples, dtype=float), alpha)
+    mean, half, _sd, _mde = t_interval(samples, alpha)
     finite = math.isfinite(half)
     return {
         "slope": mean,

@@ -12,11 +12,12 @@ from typing import Optional
 from teperf.errors import TeperfError
 from teperf.explain.diff import apply_intervals, combine_profiles, diff_profiles, own_time_intervals
 from teperf.explain.render import counters_diff, to_json
+from teperf.records import shape_text
 
 
 def _cell_fields(case: dict) -> list[str]:
     """A bundle case's key (teperf.plan.Case.key) by part, from a case that may lack fields."""
-    shape = "x".join(str(n) for n in case.get("shape") or [])
+    shape = shape_text(case.get("shape") or [])
     return [str(case.get("module")), str(case.get("recipe")), shape, str(case.get("mode"))]
 
 
@@ -37,7 +38,7 @@ def find_case(meta: dict, cell: Optional[str], where: str = "the bundle") -> dic
         if len(cases) == 1:
             return cases[0]
         raise TeperfError(f"{where} has several cells", "pick one with --cell, one of: " + ", ".join(names))
-    wanted = [part for part in cell.strip().strip("/").split("/")]
+    wanted = cell.strip().strip("/").split("/")
     hits = [c for c in cases if _cell_fields(c)[: len(wanted)] == wanted]
     if not hits:
         raise TeperfError(f"no cell {cell!r} in {where}", "use one of: " + ", ".join(names))

@@ -1,7 +1,5 @@
-"""Two profiles or two counter sets (as the worker sends them) -> what changed, function by function.
-
-Functions match by (rel, name): the path relative to its sys.path entry and the qualified name, so a
-function matches across trees; entries with one key (two lambdas in one function) are added up."""
+"""Two profiles or counter sets -> what changed, function by function. Functions match by (path relative
+to their sys.path entry, qualified name), so across trees; entries sharing a key (two lambdas) add up."""
 
 from __future__ import annotations
 
@@ -105,7 +103,7 @@ def diff_profiles(base: Iterable[dict], head: Iterable[dict]) -> list[FunctionDe
 def own_time_intervals(base_runs: list[list[dict]], head_runs: list[list[dict]]) -> dict[str, list]:
     """{"rel\tname": [mean, half_width]} of each function's own-time change, repeat r's head minus repeat
     r's base, Student t at 95%."""
-    from teperf.stats import t_half_width
+    from teperf.stats import t_interval
 
     n = min(len(base_runs), len(head_runs))
     if n < 2:
@@ -123,7 +121,7 @@ def own_time_intervals(base_runs: list[list[dict]], head_runs: list[list[dict]])
     out = {}
     for key in keys:
         diffs = [h.get(key, 0.0) - b.get(key, 0.0) for b, h in zip(base, head)]
-        out["\t".join(key)] = [round(sum(diffs) / n, 3), round(t_half_width(diffs), 3)]
+        out["\t".join(key)] = [round(sum(diffs) / n, 3), round(t_interval(diffs, 0.05)[1], 3)]
     return out
 
 
@@ -137,16 +135,14 @@ def apply_intervals(deltas: list[FunctionDelta], intervals: dict) -> list[Functi
 
 def by_own_time(deltas: list[FunctionDelta], n: Optional[int] = None) -> list[FunctionDelta]:
     """Largest |delta own time| first; ties broken by |delta calls|, then name."""
-    ranked = sorted(deltas, key=lambda d: (-abs(d.d_own_us), -abs(d.d_calls), d.rel, d.name))
-    return ranked if n is None else ranked[:n]
+    return sorted(deltas, key=lambda d: (-abs(d.d_own_us), -abs(d.d_calls), d.rel, d.name))[:n]
 
 
 def by_calls(deltas: list[FunctionDelta], n: Optional[int] = None) -> list[FunctionDelta]:
     """Largest |delta calls| first, of the functions whose count changed; ties by |delta cumulative time|,
     so a helper ranks above the functions it calls."""
     changed = [d for d in deltas if d.d_calls != 0]
-    ranked = sorted(changed, key=lambda d: (-abs(d.d_calls), -abs(d.d_cum_us), d.rel, d.name))
-    return ranked if n is None else ranked[:n]
+    return sorted(changed, key=lambda d: (-abs(d.d_calls), -abs(d.d_cum_us), d.rel, d.name))[:n]
 
 
 def counter_deltas(base: Optional[dict], head: Optional[dict]) -> dict:

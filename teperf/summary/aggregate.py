@@ -75,10 +75,8 @@ def lost_pairs(cell: CellRecords) -> set:
 
 
 def clean_trials(parsed: ParsedBundle, cell: CellRecords, field: str, limit_pct: float) -> tuple[list, dict]:
-    """The trials a cell's per-step figures rest on: each couple's first attempt in which no trial shared
-    its core; a couple contended in every attempt is left out, unless more than ``limit_pct`` % would
-    be (then every couple counts and the verdict says load). A lost pair's trials count for nothing.
-    Returns ([(TrialRecord, us, couple key)], {"couples", "contended", "remeasured"})."""
+    """The trials a cell's per-step figures rest on (the attempts teperf.stats.choose_attempts picks; a lost
+    pair's count for nothing): ([(TrialRecord, us, couple key)], {"couples", "contended", "remeasured"})."""
     sides = [parsed.base_label] + ([parsed.head_label] if parsed.head_label else [])
     lost = lost_pairs(cell)
     # (pair, round, trial) -> attempt -> side -> (us, contended)
