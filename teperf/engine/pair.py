@@ -36,9 +36,8 @@ MAX_FUTILE_REMEASURES = 4  # re-measures in a row that shared the core too: the 
 
 
 class RemeasureBudget:
-    """How often one pair may measure a couple again after it shared its core (wall time well above CPU
-    time, TrialRecord.contended): ``per_couple`` times each, ``total`` times in all, and no more once
-    ``futile`` re-measures in a row shared it too (a load that lasts, not a spell: more costs time only)."""
+    """How often one pair may re-measure a couple that shared its core (TrialRecord.contended): ``per_couple``
+    times each, ``total`` in all, none once ``futile`` in a row shared it too (a lasting load)."""
 
     def __init__(
         self, total: int, per_couple: int = MAX_REMEASURES_PER_COUPLE, futile: int = MAX_FUTILE_REMEASURES
@@ -57,9 +56,8 @@ class RemeasureBudget:
 
 
 class CellRetries:
-    """Per-cell budget of lost pairs, shared by all pairs of a run. An error the case raises fails the cell
-    at once (it would raise again); a worker that dies or hangs may be the machine's fault (OOM killer, a
-    stuck driver): the cell loses that pair only, until it has lost LOST_PAIRS_PER_CELL pairs."""
+    """Per-cell budget of lost pairs, shared by a run's pairs: a worker that dies or hangs may be the
+    machine's fault (OOM killer), so the cell loses that pair only, until LOST_PAIRS_PER_CELL are lost."""
 
     def __init__(self):
         self.failed: dict[int, str] = {}  # case_id -> reason

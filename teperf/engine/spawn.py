@@ -72,16 +72,14 @@ def check_python(python: str) -> None:
 
 
 def remove_at_exit(root: str) -> None:
-    """Remove a temporary directory as teperf exits; a second Ctrl-C while it does leaves the
-    directory rather than a traceback ("Exception ignored in atexit callback") under the one line."""
+    """Remove a temporary directory at exit; a second Ctrl-C meanwhile leaves it, not a traceback."""
     with contextlib.suppress(KeyboardInterrupt):
         shutil.rmtree(root, ignore_errors=True)
 
 
 def worker_code_dir() -> str:
-    """A private directory with teperf's worker code and nothing else, for the workers' PYTHONPATH. Not
-    the directory above the installed package: in a normal install that is the driver's site-packages,
-    and a side would import the driver's torch and packages before its own."""
+    """teperf's worker code alone, for the workers' PYTHONPATH: the directory above the installed package
+    is the driver's site-packages, whose torch a side would import before its own."""
     with _worker_code_lock:
         if "dir" not in _worker_code:
             root = tempfile.mkdtemp(prefix="teperf-worker-code-")
