@@ -218,11 +218,7 @@ class PairTrials:
             self.live.pop(index, None)
             ctx.check_stop()
             last = exc.log_tail.strip().splitlines()[-1:] or [""]
-            ctx.bundle.append(
-                FailureRecord(
-                    pair=self.pair, side=side.label, case_id=None, error=str(exc), log_tail=exc.log_tail
-                )
-            )
+            self._record_failure(index, None, str(exc), log_tail=exc.log_tail)
             raise TeperfError(
                 f"the {side.label} worker did not start: {exc.fatal or last[0] or exc}",
                 start_hint(exc, side, ctx.config, ctx.bundle.worker_log(self.pair, side.label)),
@@ -294,17 +290,8 @@ class PairTrials:
         if case is not None:
             self.lost_here.add(case.id)
             final = ctx.retries.lose(case.id, self.pair, f"{side.label}: {exc}")
-        ctx.bundle.append(
-            FailureRecord(
-                pair=self.pair,
-                side=side.label,
-                case_id=case_id,
-                error=str(exc),
-                final=final,
-                lost_pairs=list(ctx.retries.lost.get(case_id, [])),
-                log_tail=exc.log_tail,
-            )
-        )
+        lost = list(ctx.retries.lost.get(case_id, []))
+        self._record_failure(index, case_id, str(exc), final=final, lost_pairs=lost, log_tail=exc.log_tail)
         self.live.pop(index).kill()
         self.queued.pop(index, None)
         self.restarts += 1
@@ -360,10 +347,13 @@ class PairTrials:
             except RecordError as exc:  # a worker of another teperf version, say
                 error = f"the worker sent a trial this teperf cannot read: {exc}"
         self.ctx.retries.fail(case.id, f"{label}: {error}")
-        self.ctx.bundle.append(
-            FailureRecord(pair=self.pair, side=label, case_id=case.id, error=error, final=True)
-        )
+        self._record_failure(index, case.id, error)  # final (the default): it would fail again
         return None
+
+    def _record_failure(self, index: int, case_id: Optional[int], error: Optional[str], **fields) -> None:
+        label = self.ctx.sides[index].label
+        record = FailureRecord(pair=self.pair, side=label, case_id=case_id, error=error, **fields)
+        self.ctx.bundle.append(record)
 
     def close(
         self, retire_core: Optional[int] = None, retired: Optional[list] = None, hurry: bool = False

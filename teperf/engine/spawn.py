@@ -41,9 +41,7 @@ class WorkerError(RuntimeError):
         timed_out: bool = False,
     ):
         super().__init__(message)
-        self.log_tail = log_tail
-        self.fatal = fatal
-        self.fix = fix
+        self.log_tail, self.fatal, self.fix = log_tail, fatal, fix
         self.exit_code = exit_code  # negative: killed by that signal
         self.timed_out = timed_out
 
