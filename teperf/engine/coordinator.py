@@ -75,8 +75,7 @@ def prewarm_compile_cache(
 
 
 class WorkerLives:
-    """Every worker process of the run, from spawn to reap: the list a stop kills (``spawned``), the
-    workers quitting on a spare core (``retired``) and the fork servers of --spawn forkserver."""
+    """Every worker process of the run, from spawn to reap, and the fork servers of --spawn forkserver."""
 
     def __init__(
         self,

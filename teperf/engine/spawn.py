@@ -266,8 +266,7 @@ class Worker:
         self.reap()
 
     def retire(self, core: int | None) -> None:
-        """Ask the worker to quit without waiting: moved to ``core`` first, its CUDA teardown (seconds)
-        runs off the measuring core. ``reap`` collects it."""
+        """Quit without waiting, on ``core`` first: the CUDA teardown runs off the measuring core."""
         if self.hello is None:  # still importing: nothing worth a clean exit
             self.kill()
         if self.alive():
