@@ -104,11 +104,8 @@ class Adaptive:
             return self._stop(
                 "precision reached" if any(c.settled for c in self.cells.values()) else "no cell left"
             )
-        if (
-            self.budget is not None
-            and pair > 0
-            and self.elapsed() + self.pair_estimate(len(todo)) > self.budget
-        ):
+        budgeted = self.budget is not None and pair > 0  # the first pair always runs
+        if budgeted and self.elapsed() + self.pair_estimate(len(todo)) > self.budget:
             return self._stop("budget")
         return todo
 
