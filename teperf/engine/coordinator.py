@@ -216,13 +216,12 @@ class _Run:
         for start in range(0, len(slots), n_sides):
             couple = slots[start : start + n_sides]  # the trials that run next to each other
             attempt = 0
-            while True:
-                records = self._couple(runner, couple, attempt)
-                if records is None:
-                    return self.schedule.pair_done(runner, todo, t0, start_s)  # the budget is spent
+            while (records := self._couple(runner, couple, attempt)) is not None:
                 if not remeasures.take(attempt, any(r.contended(config.device) for r in records)):
                     break
                 attempt += 1
+            else:
+                break  # the budget is spent: no more couples
         self.schedule.pair_done(runner, todo, t0, start_s)
 
     def _couple(self, runner: PairTrials, couple: list[Slot], attempt: int) -> Optional[list[TrialRecord]]:
