@@ -61,15 +61,9 @@ def prewarm_compile_cache(
                 worker.wait_ready()
                 for case in todo:
                     reply = worker.receive()
-                    bundle.append(
-                        PrewarmRecord(
-                            side=side.label,
-                            case_id=case.id,
-                            status=reply.get("type"),
-                            info=reply.get("info"),
-                            error=reply.get("error"),
-                        )
-                    )
+                    fields = {key: reply.get(key) for key in ("info", "error")}
+                    status = reply.get("type")
+                    bundle.append(PrewarmRecord(side=side.label, case_id=case.id, status=status, **fields))
     except WorkerError as exc:  # the pairs then meet a partly filled cache, which the records show
         bundle.append(PrewarmRecord(status="error", error=str(exc)))
 
