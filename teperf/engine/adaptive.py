@@ -104,11 +104,8 @@ class Adaptive:
             return self._stop(
                 "precision reached" if any(c.settled for c in self.cells.values()) else "no cell left"
             )
-        if (
-            self.budget is not None
-            and pair > 0
-            and self.elapsed() + self.pair_estimate(len(todo)) > self.budget
-        ):
+        budgeted = self.budget is not None and pair > 0  # the first pair always runs
+        if budgeted and self.elapsed() + self.pair_estimate(len(todo)) > self.budget:
             return self._stop("budget")
         return todo
 
@@ -175,11 +172,11 @@ class Adaptive:
             self.update_cell(cid)
         self._notify()
 
-    def update_cell(self, case_id: int) -> CellState:
+    def update_cell(self, case_id: int) -> None:
         cell = self.cells[case_id]
         if self.n_sides != 2:
             cell.pairs = len(self._trials.get(case_id, {}))
-            return cell
+            return
         base, head, couples = defaultdict(list), defaultdict(list), defaultdict(list)
         # a pair another lane is still measuring is left out: its figure is not final yet
         slots = {
@@ -209,7 +206,6 @@ class Adaptive:
             and settles(cell.pairs, cell.half_pct, self.target, self.schedule.min_pairs)
         ):
             cell.settled = True  # for good: a settled cell gets no more pairs
-        return cell
 
     def snapshot(self) -> Snapshot:
         cells = [dataclasses.replace(c) for c in self.cells.values()]

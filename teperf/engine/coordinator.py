@@ -61,22 +61,15 @@ def prewarm_compile_cache(
                 worker.wait_ready()
                 for case in todo:
                     reply = worker.receive()
-                    bundle.append(
-                        PrewarmRecord(
-                            side=side.label,
-                            case_id=case.id,
-                            status=reply.get("type"),
-                            info=reply.get("info"),
-                            error=reply.get("error"),
-                        )
-                    )
+                    fields = {key: reply.get(key) for key in ("info", "error")}
+                    status = reply.get("type")
+                    bundle.append(PrewarmRecord(side=side.label, case_id=case.id, status=status, **fields))
     except WorkerError as exc:  # the pairs then meet a partly filled cache, which the records show
         bundle.append(PrewarmRecord(status="error", error=str(exc)))
 
 
 class WorkerLives:
-    """Every worker process of the run, from spawn to reap: the list a stop kills (``spawned``), the
-    workers quitting on a spare core (``retired``) and the fork servers of --spawn forkserver."""
+    """Every worker process of the run, from spawn to reap, and the fork servers of --spawn forkserver."""
 
     def __init__(
         self,
@@ -217,13 +210,12 @@ class _Run:
         for start in range(0, len(slots), n_sides):
             couple = slots[start : start + n_sides]  # the trials that run next to each other
             attempt = 0
-            while True:
-                records = self._couple(runner, couple, attempt)
-                if records is None:
-                    return self.schedule.pair_done(runner, todo, t0, start_s)  # the budget is spent
+            while (records := self._couple(runner, couple, attempt)) is not None:
                 if not remeasures.take(attempt, any(r.contended(config.device) for r in records)):
                     break
                 attempt += 1
+            else:
+                break  # the budget is spent: no more couples
         self.schedule.pair_done(runner, todo, t0, start_s)
 
     def _couple(self, runner: PairTrials, couple: list[Slot], attempt: int) -> Optional[list[TrialRecord]]:

@@ -274,11 +274,8 @@ class ServerPool:
         self._jobs: queue.Queue = queue.Queue()  # for the starter thread: (Popen call, its Future); None: end
         threading.Thread(target=self._start_jobs, name="teperf-forkserver-starter", daemon=True).start()
 
-    def generation(self, pair: int) -> int:
-        return server_generation(self.config.schedule, pair)
-
     def seed(self, pair: int) -> int:
-        return self.generation_seed(self.generation(pair))
+        return self.generation_seed(server_generation(self.config.schedule, pair))
 
     def generation_seed(self, generation: int) -> int:
         """The PYTHONHASHSEED of a generation's server and its forks: its first pair's."""
@@ -289,7 +286,7 @@ class ServerPool:
         ``launch.pending(log_file, popen)`` the same without waiting."""
         if self.failed is not None:
             return None
-        generation = self.generation(pair)
+        generation = server_generation(self.config.schedule, pair)
 
         def launch(log_file):
             try:
@@ -397,9 +394,7 @@ class ServerPool:
                 "side": self.sides[index].label,
                 "generation": generation,
                 "hash_seed": self.generation_seed(generation),
-                "pid": getattr(server, "pid", None),
-                "start_s": getattr(server, "start_s", None),
-                "import_s": getattr(server, "import_s", None),
+                **{key: getattr(server, key, None) for key in ("pid", "start_s", "import_s")},
                 "error": error,
             }
         )
@@ -420,9 +415,8 @@ class ServerPool:
 
 
 class PendingFork:
-    """A worker on its way from a fork server, a ``Popen`` to the Worker at once: ``start()`` (the fork,
-    or a fresh process) runs in a thread of its own, so launching a pair ahead never holds up the lanes.
-    It is its own ``stdin`` (what is written meanwhile is passed on) and ``stdout``."""
+    """A worker on its way from a fork server, a ``Popen`` (and its own stdin and stdout) at once: ``start()``
+    runs in a thread of its own, so launching a pair ahead never holds up the lanes."""
 
     def __init__(self, start):
         self._lock = threading.Lock()

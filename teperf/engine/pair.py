@@ -36,9 +36,8 @@ MAX_FUTILE_REMEASURES = 4  # re-measures in a row that shared the core too: the 
 
 
 class RemeasureBudget:
-    """How often one pair may measure a couple again after it shared its core (wall time well above CPU
-    time, TrialRecord.contended): ``per_couple`` times each, ``total`` times in all, and no more once
-    ``futile`` re-measures in a row shared it too (a load that lasts, not a spell: more costs time only)."""
+    """How often one pair may re-measure a couple that shared its core (TrialRecord.contended): ``per_couple``
+    times each, ``total`` in all, none once ``futile`` in a row shared it too (a lasting load)."""
 
     def __init__(
         self, total: int, per_couple: int = MAX_REMEASURES_PER_COUPLE, futile: int = MAX_FUTILE_REMEASURES
@@ -57,9 +56,8 @@ class RemeasureBudget:
 
 
 class CellRetries:
-    """Per-cell budget of lost pairs, shared by all pairs of a run. An error the case raises fails the cell
-    at once (it would raise again); a worker that dies or hangs may be the machine's fault (OOM killer, a
-    stuck driver): the cell loses that pair only, until it has lost LOST_PAIRS_PER_CELL pairs."""
+    """Per-cell budget of lost pairs, shared by a run's pairs: a worker that dies or hangs may be the
+    machine's fault (OOM killer), so the cell loses that pair only, until LOST_PAIRS_PER_CELL are lost."""
 
     def __init__(self):
         self.failed: dict[int, str] = {}  # case_id -> reason
@@ -220,11 +218,7 @@ class PairTrials:
             self.live.pop(index, None)
             ctx.check_stop()
             last = exc.log_tail.strip().splitlines()[-1:] or [""]
-            ctx.bundle.append(
-                FailureRecord(
-                    pair=self.pair, side=side.label, case_id=None, error=str(exc), log_tail=exc.log_tail
-                )
-            )
+            self._record_failure(index, None, str(exc), log_tail=exc.log_tail)
             raise TeperfError(
                 f"the {side.label} worker did not start: {exc.fatal or last[0] or exc}",
                 start_hint(exc, side, ctx.config, ctx.bundle.worker_log(self.pair, side.label)),
@@ -296,17 +290,8 @@ class PairTrials:
         if case is not None:
             self.lost_here.add(case.id)
             final = ctx.retries.lose(case.id, self.pair, f"{side.label}: {exc}")
-        ctx.bundle.append(
-            FailureRecord(
-                pair=self.pair,
-                side=side.label,
-                case_id=case_id,
-                error=str(exc),
-                final=final,
-                lost_pairs=list(ctx.retries.lost.get(case_id, [])),
-                log_tail=exc.log_tail,
-            )
-        )
+        lost = list(ctx.retries.lost.get(case_id, []))
+        self._record_failure(index, case_id, str(exc), final=final, lost_pairs=lost, log_tail=exc.log_tail)
         self.live.pop(index).kill()
         self.queued.pop(index, None)
         self.restarts += 1
@@ -362,10 +347,13 @@ class PairTrials:
             except RecordError as exc:  # a worker of another teperf version, say
                 error = f"the worker sent a trial this teperf cannot read: {exc}"
         self.ctx.retries.fail(case.id, f"{label}: {error}")
-        self.ctx.bundle.append(
-            FailureRecord(pair=self.pair, side=label, case_id=case.id, error=error, final=True)
-        )
+        self._record_failure(index, case.id, error)  # final (the default): it would fail again
         return None
+
+    def _record_failure(self, index: int, case_id: Optional[int], error: Optional[str], **fields) -> None:
+        label = self.ctx.sides[index].label
+        record = FailureRecord(pair=self.pair, side=label, case_id=case_id, error=error, **fields)
+        self.ctx.bundle.append(record)
 
     def close(
         self, retire_core: Optional[int] = None, retired: Optional[list] = None, hurry: bool = False

@@ -41,9 +41,7 @@ class WorkerError(RuntimeError):
         timed_out: bool = False,
     ):
         super().__init__(message)
-        self.log_tail = log_tail
-        self.fatal = fatal
-        self.fix = fix
+        self.log_tail, self.fatal, self.fix = log_tail, fatal, fix
         self.exit_code = exit_code  # negative: killed by that signal
         self.timed_out = timed_out
 
@@ -72,16 +70,14 @@ def check_python(python: str) -> None:
 
 
 def remove_at_exit(root: str) -> None:
-    """Remove a temporary directory as teperf exits; a second Ctrl-C while it does leaves the
-    directory rather than a traceback ("Exception ignored in atexit callback") under the one line."""
+    """Remove a temporary directory at exit; a second Ctrl-C meanwhile leaves it, not a traceback."""
     with contextlib.suppress(KeyboardInterrupt):
         shutil.rmtree(root, ignore_errors=True)
 
 
 def worker_code_dir() -> str:
-    """A private directory with teperf's worker code and nothing else, for the workers' PYTHONPATH. Not
-    the directory above the installed package: in a normal install that is the driver's site-packages,
-    and a side would import the driver's torch and packages before its own."""
+    """teperf's worker code alone, for the workers' PYTHONPATH: the directory above the installed package
+    is the driver's site-packages, whose torch a side would import before its own."""
     with _worker_code_lock:
         if "dir" not in _worker_code:
             root = tempfile.mkdtemp(prefix="teperf-worker-code-")
@@ -270,8 +266,7 @@ class Worker:
         self.reap()
 
     def retire(self, core: int | None) -> None:
-        """Ask the worker to quit without waiting: moved to ``core`` first, its CUDA teardown (seconds)
-        runs off the measuring core. ``reap`` collects it."""
+        """Quit without waiting, on ``core`` first: the CUDA teardown runs off the measuring core."""
         if self.hello is None:  # still importing: nothing worth a clean exit
             self.kill()
         if self.alive():
