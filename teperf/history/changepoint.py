@@ -1,15 +1,7 @@
-"""Change detection on one cell's series of levels (host time per night).
-
-A night paired against the previous night's commit is judged by that compare (analysis.py): a level
-moves with the machine's load, a paired delta does not. The levels are searched for steps only at nights
-without one, and for drifts, which no single compare resolves.
-
-Steps: E-divisive means (Matteson & James, JASA 2014; as in MongoDB's CI and Apache Otava, whose packages
-pin numpy), non-parametric for skewed host times, accepted while a seeded permutation test gives
-p <= ``sig_level`` (with 999 permutations, about 4 nights each side). Each is then judged by its local,
-detrended jump; those below the minimum effect are merged away weakest first (Fleming et al., ICPE 2023).
-Drifts: Mann-Kendall with the Theil-Sen slope on the segments between steps. A change at ``index=i``
-means point ``i`` is the first after it, ``i-1`` the last before it.
+"""Change detection on one cell's series of levels (host time per night), at nights without a paired
+compare (analysis.py). Steps: E-divisive means (Matteson & James 2014) with a seeded permutation test,
+steps below the minimum effect merged away weakest first; drifts: Mann-Kendall with the Theil-Sen slope
+between steps. A change at ``index=i`` means point ``i`` is the first after it.
 """
 
 from __future__ import annotations

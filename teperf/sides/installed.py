@@ -133,14 +133,8 @@ def find_installed(package: str, python: str = sys.executable) -> Installed:
         for entry in sorted(location.parent.iterdir()):
             if entry.is_file() and entry.name.startswith(prefixes) and is_compiled(entry.name):
                 siblings.append(str(entry))
-    return Installed(
-        package=package,
-        location=location,
-        version=info.get("version"),
-        distribution=info.get("distribution"),
-        in_site_dir=in_site,
-        sibling_libs=tuple(siblings),
-    )
+    version, distribution = info.get("version"), info.get("distribution")
+    return Installed(package, location, version, distribution, in_site, tuple(siblings))
 
 
 def version_commit(version: str | None) -> str | None:

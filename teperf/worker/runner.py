@@ -70,12 +70,6 @@ def dtype_autocast(device: str) -> tuple[Callable[[], ContextManager], str]:
     return (lambda: torch.autocast(kind, dtype=dtype)), f"torch.autocast({kind!r}, dtype={dtype})"
 
 
-def _first_tensor(out):
-    if isinstance(out, (tuple, list)):
-        return out[0]
-    return out
-
-
 def make_step(built: Built, mode: str) -> tuple[Callable[..., None], dict]:
     """(step, info about what the mode did). Nothing is compiled here: the first ``step()`` pays it (the
     session times it). ``step(autocast=f)`` runs one step under another autocast factory."""
@@ -118,7 +112,7 @@ def make_step(built: Built, mode: str) -> tuple[Callable[..., None], dict]:
         zero_grads()
         with autocast():
             out = fn(module, *built.inputs)
-        _first_tensor(out).sum().backward()
+        (out[0] if isinstance(out, (tuple, list)) else out).sum().backward()
 
     return step, info
 
