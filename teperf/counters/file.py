@@ -90,7 +90,7 @@ class Expected:
                 f"{path} has no [made_with] table of version strings",
                 f"make the file with {UPDATE_HINT.format(file=path)}",
             )
-        tolerance = _tolerance(raw.get("tolerance") or {}, f"{path} [tolerance]")
+        tolerance = _counters(raw.get("tolerance") or {}, f"{path} [tolerance]")
         cells = raw.get("cells") or {}
         if not isinstance(cells, dict):
             raise TeperfError(f"{path}: cells must be a table", "write them under [cells]")
@@ -99,13 +99,8 @@ class Expected:
             where = f"{path} row {key!r}"
             if not isinstance(value, dict):
                 raise TeperfError(f"{where} is not a table", 'write it as "KEY" = { python_calls = 34, ... }')
-            extra = sorted(set(value) - set(COUNTER_KEYS) - {"tolerance"})
-            if extra:
-                raise TeperfError(
-                    f"{where}: unknown counter {extra[0]!r}", f"counters: {', '.join(COUNTER_KEYS)}"
-                )
-            counts = {name: _count(value[name], f"{where} {name}") for name in COUNTER_KEYS if name in value}
-            rows[key] = Row(key, counts, _tolerance(value.get("tolerance") or {}, f"{where} tolerance"))
+            counts = _counters({k: v for k, v in value.items() if k != "tolerance"}, where)
+            rows[key] = Row(key, counts, _counters(value.get("tolerance") or {}, f"{where} tolerance"))
         return cls(path, dict(made_with), tolerance, rows, text)
 
     def allowed(self, row: Row, counter: str) -> int:
@@ -118,7 +113,8 @@ def _count(value, where: str) -> int:
     return value
 
 
-def _tolerance(table, where: str) -> dict:
+def _counters(table, where: str) -> dict:
+    """counter -> count of a row or a tolerance table, checked."""
     if not isinstance(table, dict):
         raise TeperfError(f"{where} must be a table", "write e.g. tolerance = { allocations = 2 }")
     unknown = sorted(set(table) - set(COUNTER_KEYS))

@@ -81,14 +81,6 @@ def make_step(built: Built, mode: str) -> tuple[Callable[..., None], dict]:
     params = [p for p in module.parameters() if p.requires_grad]
     info: dict = {}
 
-    def zero_grads():
-        # set_to_none keeps memory flat and is what training loops do
-        for p in params:
-            p.grad = None
-        for x in built.inputs:
-            if isinstance(x, torch.Tensor) and x.grad is not None:
-                x.grad = None
-
     if mode == "eager":
         fn = call
     elif mode == "compile":
@@ -99,17 +91,21 @@ def make_step(built: Built, mode: str) -> tuple[Callable[..., None], dict]:
             raise RuntimeError("mode cuda-graph needs CUDA; use --mode eager on CPU")
         if built.make_graphed is not None:
             graphed = built.make_graphed(built)
+            info["graphed_by"] = "backend"
         else:
             graphed = torch.cuda.make_graphed_callables(module, tuple(built.inputs))
+            info["graphed_by"] = "torch.cuda.make_graphed_callables"
         fn = lambda m, *xs: graphed(*xs)  # noqa: E731
-        info["graphed_by"] = (
-            "backend" if built.make_graphed is not None else "torch.cuda.make_graphed_callables"
-        )
     else:
         raise ValueError(f"unknown mode {mode!r}")
 
     def step(autocast=autocast):
-        zero_grads()
+        # set_to_none keeps memory flat and is what training loops do
+        for p in params:
+            p.grad = None
+        for x in built.inputs:
+            if isinstance(x, torch.Tensor) and x.grad is not None:
+                x.grad = None
         with autocast():
             out = fn(module, *built.inputs)
         (out[0] if isinstance(out, (tuple, list)) else out).sum().backward()
