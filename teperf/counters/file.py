@@ -1,7 +1,5 @@
-"""The expected-counters file of ``teperf counters check`` and its calls sidecar.
-
-TOML, one line per cell, so that ``--update`` rewrites only the rows that changed and keeps comments and
-hand-set tolerances::
+"""The expected-counters file of ``teperf counters check``: TOML, one line per cell, so that ``--update``
+rewrites only the rows that changed and keeps comments and hand-set tolerances::
 
     [made_with]                      # a side with other versions is refused, not diffed
     python = "3.11"
@@ -15,8 +13,8 @@ hand-set tolerances::
     [cells]
     "MLP/fp32/8x2x64/eager" = { python_calls = 90, aten_ops = 30, tolerance = { python_calls = 2 } }
 
-Beside it, ``<file stem>.calls.json`` (written by ``--update``) keeps each cell's calls per step by
-function (cProfile) to name the functions behind a change; never gated.
+Its sidecar ``<file stem>.calls.json`` (written by ``--update``, never gated) keeps each cell's calls per
+step by function (cProfile) to name the functions behind a change.
 """
 
 from __future__ import annotations

@@ -204,8 +204,8 @@ def describe() -> dict:
         "m_splits": "tensor" if compat.m_splits_as_tensor(version) else "list",
         "nvte_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NVTE_")},
         "flash_attn_installed": importlib.util.find_spec("flash_attn") is not None,
+        "torch_extension": getattr(sys.modules.get("transformer_engine_torch"), "__file__", None),
     }
-    facts["torch_extension"] = getattr(sys.modules.get("transformer_engine_torch"), "__file__", None)
     try:
         from transformer_engine.common import _get_shared_object_file
 
