@@ -161,21 +161,20 @@ def rewrite(expected: Expected, changed: dict[str, dict]) -> str:
     if cells_header is None:
         lines += ["", "[cells]"]
         cells_header = len(lines) - 1
+    inserts = []
     for key in sorted(changed):
-        if key in expected.rows and key not in row_at:
+        old = expected.rows.get(key)
+        if old is not None and key not in row_at:
             raise TeperfError(
                 f"{expected.path}: row {key!r} is not written on one line under [cells]",
                 'write each row as "KEY" = { python_calls = 34, ... }, then --update again',
             )
-    inserts = []
-    for key, counts in changed.items():
-        old = expected.rows.get(key)
-        line = row_line(key, counts, old.tolerance if old else None)
+        line = row_line(key, changed[key], old.tolerance if old else None)
         if key in row_at:
             lines[row_at[key]] = line
         else:
             inserts.append((key, line))
-    for key, line in sorted(inserts):
+    for key, line in inserts:  # in key order
         # right after the row before it in sort order, so a comment above the next row stays there
         before = [k for k in row_at if k < key]
         at = row_at[max(before)] + 1 if before else cells_header + 1
