@@ -185,8 +185,7 @@ def rewrite(expected: Expected, changed: dict[str, dict]) -> str:
 
 
 def calls_path(path) -> Path:
-    path = Path(path)
-    return path.with_name(path.stem + ".calls.json")
+    return Path(path).with_suffix(".calls.json")
 
 
 def read_calls(path) -> dict:

@@ -66,10 +66,8 @@ def _attention_state() -> Optional[dict]:
 def _attention_backend() -> Optional[dict]:
     """Which attention backend TE chose (after a first call); None if unknown."""
     backends = _attention_state()
-    if backends is None:
-        return None
     keys = ("use_flash_attention", "use_fused_attention", "fused_attention_backend", "use_unfused_attention")
-    return {k: str(backends.get(k)) for k in keys if k in backends}
+    return None if backends is None else {k: str(backends[k]) for k in keys if k in backends}
 
 
 def _splits_wrapper(inner, m_splits):
