@@ -1,7 +1,5 @@
-"""The expected-counters file of ``teperf counters check`` and its calls sidecar.
-
-TOML, one line per cell, so that ``--update`` rewrites only the rows that changed and keeps comments and
-hand-set tolerances::
+"""The expected-counters file of ``teperf counters check``: TOML, one line per cell, so that ``--update``
+rewrites only the rows that changed and keeps comments and hand-set tolerances::
 
     [made_with]                      # a side with other versions is refused, not diffed
     python = "3.11"
@@ -15,8 +13,8 @@ hand-set tolerances::
     [cells]
     "MLP/fp32/8x2x64/eager" = { python_calls = 90, aten_ops = 30, tolerance = { python_calls = 2 } }
 
-Beside it, ``<file stem>.calls.json`` (written by ``--update``) keeps each cell's calls per step by
-function (cProfile) to name the functions behind a change; never gated.
+Its sidecar ``<file stem>.calls.json`` (written by ``--update``, never gated) keeps each cell's calls per
+step by function (cProfile) to name the functions behind a change.
 """
 
 from __future__ import annotations
@@ -90,7 +88,7 @@ class Expected:
                 f"{path} has no [made_with] table of version strings",
                 f"make the file with {UPDATE_HINT.format(file=path)}",
             )
-        tolerance = _tolerance(raw.get("tolerance") or {}, f"{path} [tolerance]")
+        tolerance = _counters(raw.get("tolerance") or {}, f"{path} [tolerance]")
         cells = raw.get("cells") or {}
         if not isinstance(cells, dict):
             raise TeperfError(f"{path}: cells must be a table", "write them under [cells]")
@@ -99,13 +97,8 @@ class Expected:
             where = f"{path} row {key!r}"
             if not isinstance(value, dict):
                 raise TeperfError(f"{where} is not a table", 'write it as "KEY" = { python_calls = 34, ... }')
-            extra = sorted(set(value) - set(COUNTER_KEYS) - {"tolerance"})
-            if extra:
-                raise TeperfError(
-                    f"{where}: unknown counter {extra[0]!r}", f"counters: {', '.join(COUNTER_KEYS)}"
-                )
-            counts = {name: _count(value[name], f"{where} {name}") for name in COUNTER_KEYS if name in value}
-            rows[key] = Row(key, counts, _tolerance(value.get("tolerance") or {}, f"{where} tolerance"))
+            counts = _counters({k: v for k, v in value.items() if k != "tolerance"}, where)
+            rows[key] = Row(key, counts, _counters(value.get("tolerance") or {}, f"{where} tolerance"))
         return cls(path, dict(made_with), tolerance, rows, text)
 
     def allowed(self, row: Row, counter: str) -> int:
@@ -118,7 +111,8 @@ def _count(value, where: str) -> int:
     return value
 
 
-def _tolerance(table, where: str) -> dict:
+def _counters(table, where: str) -> dict:
+    """counter -> count of a row or a tolerance table, checked."""
     if not isinstance(table, dict):
         raise TeperfError(f"{where} must be a table", "write e.g. tolerance = { allocations = 2 }")
     unknown = sorted(set(table) - set(COUNTER_KEYS))
@@ -167,21 +161,20 @@ def rewrite(expected: Expected, changed: dict[str, dict]) -> str:
     if cells_header is None:
         lines += ["", "[cells]"]
         cells_header = len(lines) - 1
+    inserts = []
     for key in sorted(changed):
-        if key in expected.rows and key not in row_at:
+        old = expected.rows.get(key)
+        if old is not None and key not in row_at:
             raise TeperfError(
                 f"{expected.path}: row {key!r} is not written on one line under [cells]",
                 'write each row as "KEY" = { python_calls = 34, ... }, then --update again',
             )
-    inserts = []
-    for key, counts in changed.items():
-        old = expected.rows.get(key)
-        line = row_line(key, counts, old.tolerance if old else None)
+        line = row_line(key, changed[key], old.tolerance if old else None)
         if key in row_at:
             lines[row_at[key]] = line
         else:
             inserts.append((key, line))
-    for key, line in sorted(inserts):
+    for key, line in inserts:  # in key order
         # right after the row before it in sort order, so a comment above the next row stays there
         before = [k for k in row_at if k < key]
         at = row_at[max(before)] + 1 if before else cells_header + 1
@@ -192,8 +185,7 @@ def rewrite(expected: Expected, changed: dict[str, dict]) -> str:
 
 
 def calls_path(path) -> Path:
-    path = Path(path)
-    return path.with_name(path.stem + ".calls.json")
+    return Path(path).with_suffix(".calls.json")
 
 
 def read_calls(path) -> dict:

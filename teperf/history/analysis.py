@@ -1,9 +1,5 @@
-"""History rows -> per-cell series, detected changes and overview numbers (for ``teperf history`` and
-``teperf dashboard``).
-
-One point per commit and machine, the newest run standing for a re-measured commit; failed cells are
-points without a value (shown, never fed to change detection). Each point carries its night and, when
-that night is incomplete, what is missing.
+"""History rows -> per-cell series, detected changes and overview numbers (``teperf history``/``dashboard``):
+one point per commit and machine (the newest run wins); failed cells are points without a value.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""Change detection on one cell's series of levels (host time per night).
-
-A night paired against the previous night's commit is judged by that compare (analysis.py): a level
-moves with the machine's load, a paired delta does not. The levels are searched for steps only at nights
-without one, and for drifts, which no single compare resolves.
-
-Steps: E-divisive means (Matteson & James, JASA 2014; as in MongoDB's CI and Apache Otava, whose packages
-pin numpy), non-parametric for skewed host times, accepted while a seeded permutation test gives
-p <= ``sig_level`` (with 999 permutations, about 4 nights each side). Each is then judged by its local,
-detrended jump; those below the minimum effect are merged away weakest first (Fleming et al., ICPE 2023).
-Drifts: Mann-Kendall with the Theil-Sen slope on the segments between steps. A change at ``index=i``
-means point ``i`` is the first after it, ``i-1`` the last before it.
+"""Change detection on one cell's series of levels (host time per night), at nights without a paired
+compare (analysis.py). Steps: E-divisive means (Matteson & James 2014) with a seeded permutation test,
+steps below the minimum effect merged away weakest first; drifts: Mann-Kendall with the Theil-Sen slope
+between steps. A change at ``index=i`` means point ``i`` is the first after it.
 """
 
 from __future__ import annotations
@@ -175,10 +167,30 @@ def detect(
     if np.isnan(x).any():
         raise ValueError("series contains NaN; drop failed points first")
     off = len(x) - settings.window if settings.window and len(x) > settings.window else 0
-    inside = [c - off for c in cuts if c > off]
+    x = x[off:]
+    cuts = [c - off for c in cuts if c > off]
     allowed = None if steps_at is None else {i - off for i in steps_at if i >= off}
-    found = _detect(x[off:], settings, inside, allowed)
-    return [dataclasses.replace(c, index=c.index + off, end_index=c.end_index + off) for c in found]
+    points = _steps(x, settings) if allowed is None or allowed else {}
+    points = {i: p for i, p in points.items() if allowed is None or i in allowed}
+    bounds = sorted({0, len(x), *points, *cuts})
+    changes: list[Change] = []
+    for lo, i, hi in zip(bounds, bounds[1:], bounds[2:]):
+        if i in points:  # its size: medians of the whole segments on either side (what a reader sees)
+            before, after = float(np.median(x[lo:i])), float(np.median(x[i:hi]))
+            changes.append(Change("step", i + off, i + off, before, after, points[i]))
+    for a, b in pairwise(bounds):
+        seg = x[a:b]
+        if len(seg) < settings.drift_min_points:
+            continue
+        t = np.arange(len(seg))
+        tau = sps.kendalltau(t, seg)
+        if not np.isfinite(tau.pvalue) or tau.pvalue > settings.drift_sig_level:
+            continue
+        fit = sps.theilslopes(seg, t)
+        start, end = fit.intercept, fit.intercept + fit.slope * (len(seg) - 1)
+        if _big_enough(start, end, settings):
+            changes.append(Change("drift", a + off, b - 1 + off, float(start), float(end), float(tau.pvalue)))
+    return sorted(changes, key=lambda c: (c.index, c.kind))
 
 
 def _steps(x: np.ndarray, settings: DetectionSettings) -> dict[int, float]:
@@ -206,31 +218,6 @@ def _steps(x: np.ndarray, settings: DetectionSettings) -> dict[int, float]:
     return points
 
 
-def _detect(x: np.ndarray, settings: DetectionSettings, cuts: list[int], allowed) -> list[Change]:
-    points = _steps(x, settings) if allowed is None or allowed else {}
-    points = {i: p for i, p in points.items() if allowed is None or i in allowed}
-    bounds = sorted({0, len(x), *points, *cuts})
-    changes: list[Change] = []
-    for j in range(1, len(bounds) - 1):
-        if bounds[j] in points:  # its size: medians of the whole segments on either side (what a reader sees)
-            b = float(np.median(x[bounds[j - 1] : bounds[j]]))
-            a = float(np.median(x[bounds[j] : bounds[j + 1]]))
-            changes.append(Change("step", bounds[j], bounds[j], b, a, points[bounds[j]]))
-    for a, b in pairwise(bounds):
-        seg = x[a:b]
-        if len(seg) < settings.drift_min_points:
-            continue
-        t = np.arange(len(seg))
-        tau = sps.kendalltau(t, seg)
-        if not np.isfinite(tau.pvalue) or tau.pvalue > settings.drift_sig_level:
-            continue
-        fit = sps.theilslopes(seg, t)
-        start, end = fit.intercept, fit.intercept + fit.slope * (len(seg) - 1)
-        if _big_enough(start, end, settings):
-            changes.append(Change("drift", a, b - 1, float(start), float(end), float(tau.pvalue)))
-    return sorted(changes, key=lambda c: (c.index, c.kind))
-
-
 def segment_levels(
     series: Sequence[float], cuts: Sequence[int], changes: Sequence[Change], start: int = 0
 ) -> list[tuple[int, int, float, float]]:
@@ -246,9 +233,6 @@ def segment_levels(
         if b <= a:
             continue
         d = drifts.get((a, b - 1))
-        if d is not None:
-            out.append((a, b, d.before, d.after))
-        else:
-            level = float(np.median(x[a:b]))
-            out.append((a, b, level, level))
+        y0, y1 = (d.before, d.after) if d is not None else (float(np.median(x[a:b])),) * 2
+        out.append((a, b, y0, y1))
     return out

@@ -149,17 +149,8 @@ def entries(cache_dir: str | os.PathLike | None = None, kinds=KINDS, sizes: bool
                 continue
             meta = read_json(path / (BUILD_META if kind in BUILT else META))
             complete = not path.name.startswith(".tmp-") and bool(meta) and meta.get("ok", True) is not False
-            found.append(
-                Entry(
-                    kind=kind,
-                    key=path.name,
-                    path=path,
-                    meta=meta,
-                    size=du(path) if sizes else 0,
-                    mtime=path.stat().st_mtime,
-                    complete=complete,
-                )
-            )
+            size = du(path) if sizes else 0
+            found.append(Entry(kind, path.name, path, meta, size, path.stat().st_mtime, complete))
     return found
 
 

@@ -133,14 +133,8 @@ def find_installed(package: str, python: str = sys.executable) -> Installed:
         for entry in sorted(location.parent.iterdir()):
             if entry.is_file() and entry.name.startswith(prefixes) and is_compiled(entry.name):
                 siblings.append(str(entry))
-    return Installed(
-        package=package,
-        location=location,
-        version=info.get("version"),
-        distribution=info.get("distribution"),
-        in_site_dir=in_site,
-        sibling_libs=tuple(siblings),
-    )
+    version, distribution = info.get("version"), info.get("distribution")
+    return Installed(package, location, version, distribution, in_site, tuple(siblings))
 
 
 def version_commit(version: str | None) -> str | None:
@@ -213,27 +207,6 @@ def compiled_files(installed: Installed) -> list[Path]:
     return found + [Path(p) for p in installed.sibling_libs]
 
 
-def check_sides_against(
-    installed: Installed, target: Target, pair: Pair, *, strategy: str, tier: str
-) -> tuple[str | None, str]:
-    """(the installed build's commit or None, how that was decided); Refused when a side's compiled
-    sources differ from that commit's beyond what ``strategy`` rebuilds (``tier``)."""
-    commit, check = installed_commit(target.repo, installed)
-    if not commit:
-        return None, check
-    for label, side in pair.sides():
-        diff = changes.diff(target.repo, commit, side.sha, target.layout, target.package_dir)
-        if changes.TIERS.index(diff.tier) > changes.TIERS.index(tier):
-            raise Refused(
-                f"{strategy} cannot run {label}: the installed {installed.package} {installed.version} was "
-                f"built from {commit[:10]}, whose compiled sources differ from {label} {side.sha[:10]} "
-                f"({changes.shorten(diff.deciding(), 4)})",
-                f"install a build of {label} ({side.sha[:10]}) or of a commit with the same compiled "
-                f"sources, or use --strategy {diff.tier}",
-            )
-    return commit, check
-
-
 @dataclasses.dataclass(frozen=True)
 class Basis:
     """The installed build a pair's sides run over, checked against both sides."""
@@ -250,9 +223,20 @@ class Basis:
 def basis(
     target: Target, pair: Pair, *, strategy: str, tier: str, installed: Installed | None = None
 ) -> Basis:
-    """The installed package (unless given), checked to serve ``strategy`` (rebuilding up to ``tier``)."""
+    """The installed package (unless given), checked to serve ``strategy`` (rebuilding up to ``tier``):
+    Refused when a side's compiled sources differ from its build's commit beyond what that rebuilds."""
     installed = installed or find_installed(target.package, target.python)
-    commit, check = check_sides_against(installed, target, pair, strategy=strategy, tier=tier)
+    commit, check = installed_commit(target.repo, installed)
+    for label, side in pair.sides() if commit else ():
+        diff = changes.diff(target.repo, commit, side.sha, target.layout, target.package_dir)
+        if changes.TIERS.index(diff.tier) > changes.TIERS.index(tier):
+            raise Refused(
+                f"{strategy} cannot run {label}: the installed {installed.package} {installed.version} was "
+                f"built from {commit[:10]}, whose compiled sources differ from {label} {side.sha[:10]} "
+                f"({changes.shorten(diff.deciding(), 4)})",
+                f"install a build of {label} ({side.sha[:10]}) or of a commit with the same compiled "
+                f"sources, or use --strategy {diff.tier}",
+            )
     shas = filter(None, (pair.base.sha, pair.head.sha, commit))
     known = frozenset().union(*(gitrepo.tracked_py(target.repo, sha, target.package_dir) for sha in shas))
     return Basis(installed=installed, commit=commit, check=check, known_py=known)

@@ -1,8 +1,7 @@
 """What teperf knows about a package's source layout: which paths are what, and how its extension is built.
 
-All of teperf's TransformerEngine-specific build knowledge is ``TE_LAYOUT``
-below. Any other package gets ``GENERIC`` (no core/extension split: a
-non-Python change means a full build) unless ``--layout FILE`` describes it::
+All of teperf's TransformerEngine-specific build knowledge is ``TE_LAYOUT`` below. Any other package gets
+``GENERIC`` (no core/extension split: a non-Python change means a full build) unless ``--layout FILE``::
 
     core = ["mypkg/core/"]                 # compiled core library sources: a change needs --strategy build
     version_files = ["VERSION.txt"]        # version strings only: a change is a note, not a build
@@ -24,8 +23,8 @@ non-Python change means a full build) unless ``--layout FILE`` describes it::
     cmake_args = ["-DCMAKE_BUILD_TYPE=Release"]
     module_dirs = { MYPKG_DEP_PATH = "nvidia.dep" }   # unset variables: that module's directory
 
-A pattern ending in ``/`` is a directory (everything below it), any other is
-an ``fnmatch`` pattern on the repository-relative path.
+A pattern ending in ``/`` is a directory (everything below it), any other an ``fnmatch`` pattern on the
+repository-relative path.
 """
 
 from __future__ import annotations

@@ -66,10 +66,8 @@ def _attention_state() -> Optional[dict]:
 def _attention_backend() -> Optional[dict]:
     """Which attention backend TE chose (after a first call); None if unknown."""
     backends = _attention_state()
-    if backends is None:
-        return None
     keys = ("use_flash_attention", "use_fused_attention", "fused_attention_backend", "use_unfused_attention")
-    return {k: str(backends.get(k)) for k in keys if k in backends}
+    return None if backends is None else {k: str(backends[k]) for k in keys if k in backends}
 
 
 def _splits_wrapper(inner, m_splits):
@@ -204,8 +202,8 @@ def describe() -> dict:
         "m_splits": "tensor" if compat.m_splits_as_tensor(version) else "list",
         "nvte_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NVTE_")},
         "flash_attn_installed": importlib.util.find_spec("flash_attn") is not None,
+        "torch_extension": getattr(sys.modules.get("transformer_engine_torch"), "__file__", None),
     }
-    facts["torch_extension"] = getattr(sys.modules.get("transformer_engine_torch"), "__file__", None)
     try:
         from transformer_engine.common import _get_shared_object_file
 
