@@ -70,6 +70,12 @@ def dtype_autocast(device: str) -> tuple[Callable[[], ContextManager], str]:
     return (lambda: torch.autocast(kind, dtype=dtype)), f"torch.autocast({kind!r}, dtype={dtype})"
 
 
+def _first_tensor(out):
+    if isinstance(out, (tuple, list)):
+        return out[0]
+    return out
+
+
 def make_step(built: Built, mode: str) -> tuple[Callable[..., None], dict]:
     """(step, info about what the mode did). Nothing is compiled here: the first ``step()`` pays it (the
     session times it). ``step(autocast=f)`` runs one step under another autocast factory."""
@@ -81,6 +87,14 @@ def make_step(built: Built, mode: str) -> tuple[Callable[..., None], dict]:
     params = [p for p in module.parameters() if p.requires_grad]
     info: dict = {}
 
+    def zero_grads():
+        # set_to_none keeps memory flat and is what training loops do
+        for p in params:
+            p.grad = None
+        for x in built.inputs:
+            if isinstance(x, torch.Tensor) and x.grad is not None:
+                x.grad = None
+
     if mode == "eager":
         fn = call
     elif mode == "compile":
@@ -91,24 +105,20 @@ def make_step(built: Built, mode: str) -> tuple[Callable[..., None], dict]:
             raise RuntimeError("mode cuda-graph needs CUDA; use --mode eager on CPU")
         if built.make_graphed is not None:
             graphed = built.make_graphed(built)
-            info["graphed_by"] = "backend"
         else:
             graphed = torch.cuda.make_graphed_callables(module, tuple(built.inputs))
-            info["graphed_by"] = "torch.cuda.make_graphed_callables"
         fn = lambda m, *xs: graphed(*xs)  # noqa: E731
+        info["graphed_by"] = (
+            "backend" if built.make_graphed is not None else "torch.cuda.make_graphed_callables"
+        )
     else:
         raise ValueError(f"unknown mode {mode!r}")
 
     def step(autocast=autocast):
-        # set_to_none keeps memory flat and is what training loops do
-        for p in params:
-            p.grad = None
-        for x in built.inputs:
-            if isinstance(x, torch.Tensor) and x.grad is not None:
-                x.grad = None
+        zero_grads()
         with autocast():
             out = fn(module, *built.inputs)
-        (out[0] if isinstance(out, (tuple, list)) else out).sum().backward()
+        _first_tensor(out).sum().backward()
 
     return step, info
 
