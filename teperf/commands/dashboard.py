@@ -45,9 +45,8 @@ def command(history_url, out, machine, ref, min_effect_pct, sig_level):
     teperf dashboard --history results/history --out site/
     then open site/index.html (no server or network needed)
     """
-    from teperf.history.analysis import analyze
     from teperf.history.changepoint import DetectionSettings
-    from teperf.history.dashboard import build_site
+    from teperf.history.dashboard import build_from_store
     from teperf.history.nights import nights
 
     if not 0 < sig_level < 1:
@@ -64,17 +63,8 @@ def command(history_url, out, machine, ref, min_effect_pct, sig_level):
     df = select_machine(read_history(store, ref=ref), machine)
     if df.empty:
         click.echo(f"teperf: the history at {store.url} is empty; writing an empty dashboard", err=True)
-    cells = analyze(df, settings)
     found = nights(df)
-    index = build_site(
-        cells,
-        out,
-        store=str(store.url),
-        n_runs=int(df["run_id"].nunique()) if not df.empty else 0,
-        settings=settings,
-        nights=found,
-        explained=store.explanations(),
-    )
+    index, cells = build_from_store(store, out, df, settings, found)
     n_changes = sum(len(c.changes) for c in cells)
     n_slower = sum(1 for c in cells for ch in c.changes if ch.direction == "slower")
     machines = len({c.machine for c in cells})

@@ -520,15 +520,19 @@ def build_site(
     return out / "index.html"
 
 
-def build_from_store(store: HistoryStore, out: str | os.PathLike) -> tuple[Path, list[Cell]]:
-    df = store.read()
-    cells = analyze(df)
+def build_from_store(
+    store: HistoryStore, out: str | os.PathLike, df=None, settings=None, nights=None
+) -> tuple[Path, list[Cell]]:
+    """The site of ``df`` (default: the whole store) with the store's explanations."""
+    df = store.read() if df is None else df
+    cells = analyze(df, settings)
     index = build_site(
         cells,
         out,
         store=str(store.url),
         n_runs=int(df["run_id"].nunique()) if not df.empty else 0,
-        nights=find_nights(df),
+        settings=settings,
+        nights=find_nights(df) if nights is None else nights,
         explained=store.explanations(),
     )
     return index, cells
