@@ -1,7 +1,5 @@
-"""GOOD..BAD's change, attributed to the change points the search found (pure: unit-tested on dicts).
-
-A change point's share is its delta over GOOD..BAD's on the first of ``keys`` (Python calls, when they
-moved; the others break ties). Commits that moved the other way are listed apart, never the culprit."""
+"""GOOD..BAD's counter change attributed to its change points: a share is the delta over GOOD..BAD's on the
+first of ``keys`` (the others break ties). Commits that moved the other way are listed apart."""
 
 from __future__ import annotations
 

@@ -41,9 +41,6 @@ class Progress:
         if self.status is not None:
             self.status.update(self._text())
 
-    def step_found(self) -> None:
-        self.steps += 1
-
     def close(self) -> None:
         if self.status is not None:
             self.status.stop()

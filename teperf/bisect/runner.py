@@ -1,8 +1,5 @@
-"""``teperf bisect GOOD..BAD --cell MODULE/RECIPE``: which commits of GOOD..BAD cost the time.
-
-Counters at GOOD and BAD, then every change point of those that differ (bisect/counters.py); then time
-(bisect/timing.py) down to single commits, so a commit that moves time but no counter is found too; then
-the answer (bisect/conclude.py). Compares nest under the bundle's ``compares/``, worker logs ``workers/``."""
+"""``teperf bisect GOOD..BAD --cell MODULE/RECIPE``: counters first (every change point), then time down to
+single commits, so a commit that moves time but no counter is found too."""
 
 from __future__ import annotations
 
@@ -182,9 +179,7 @@ def bisect(
     log: Log | None = None,
     plan_only: bool = False,
 ) -> Path | None:
-    """Find the commits of GOOD..BAD that moved ``cell``; return the bundle (kind "bisect"), or None
-    with ``plan_only`` (the plan logged, nothing run). ``factory`` makes the sides (default: git sides of
-    ``repo``)."""
+    """The bundle (kind "bisect") of the commits of GOOD..BAD that moved ``cell``; None with ``plan_only``."""
     log = log or stderr_logger("teperf bisect")
     case = find_cell(config, cell)  # bad input first, before git or workers
     rng = resolve_range(spec, repo)

@@ -1,6 +1,5 @@
-"""The search itself, apart from what a probe measures (unit-tested with fake probes). Commits are indexed
-0 (GOOD) .. n (BAD) along the first-parent history; every change point is found, not just the first.
-Two changes that cancel inside one segment leave its ends equal and are not looked for."""
+"""The search itself, apart from what a probe measures. Commits are indexed 0 (GOOD) .. n (BAD); every
+change point is found, but two changes that cancel inside one segment leave its ends equal."""
 
 from __future__ import annotations
 
@@ -95,10 +94,8 @@ class Part:
 
 
 def find_steps(n: int, whole: dict, compare: Callable[[int, int], tuple]) -> list[Part]:
-    """Every step in time of 0..n, whose compare ``whole`` moved: a part that moved is split at its middle
-    m and both halves compared, ``compare(lo, hi) -> (row, state)``, state "moved", "quiet", "undecided",
-    "skip" (m cannot be measured: a neighbour is tried) or "budget" (--budget is spent), down to single
-    commits ("step"s), about 2 x log2(n) compares each. -> the steps and every part not split, in order."""
+    """The steps in time of 0..n (``whole`` moved) and every part not split, in order: a part that moved is
+    split and both halves compared, ``compare(lo, hi) -> (row, state)``."""
     pending = [Part(0, n, whole, "moved")]
     skipped: set[int] = set()
     parts: list[Part] = []

@@ -1,6 +1,4 @@
-"""The one seam between bisect and teperf/sides: commit SHA -> runnable Side, and what that costs.
-
-A commit that cannot be made runnable raises ProbeSkipped: bisect tries a neighbour (``git bisect skip``)."""
+"""The one seam between bisect and teperf/sides: commit SHA -> runnable Side (or ProbeSkipped), its cost."""
 
 from __future__ import annotations
 
@@ -27,9 +25,8 @@ def strategy_class(tier: str):
 
 
 def tier_seconds(package: str, tier: str, cache_dir: str | None = None, layout: str | None = None):
-    """(seconds, basis) of making one commit runnable with strategy ``tier``, for the plan: the slowest
-    of this package's builds in the cache ("measured"), else the strategy's figure for TE ("TE") or for
-    any other package, a pip install of a mostly-Python tree ("default")."""
+    """(seconds, basis) of making one commit runnable with strategy ``tier``: the slowest of this package's
+    builds in the cache ("measured"), else the strategy's figure for TE ("TE") or another package."""
     cls = strategy_class(tier)
     if cls.cache_kind:
         from teperf.sides import cachedir
@@ -88,9 +85,7 @@ class GitSideFactory:
 
     def pin_range(self, good_sha: str, bad_sha: str) -> str | None:
         """When GOOD..BAD needs compiled code, make every side of the run that way, GOOD's too: a wheel's
-        extension on one side and a local build on the other puts the builds' difference into every delta
-        (TE 2.16's local extension read 1 % slower than the wheel's). The caches keep it to one build per
-        distinct set of compiled inputs."""
+        extension against a local build puts the builds' difference into every delta."""
         if self.opts.strategy != "auto":
             return None
         tier = self.tier(good_sha, bad_sha)

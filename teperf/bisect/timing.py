@@ -1,7 +1,5 @@
-"""Bisect's search in time: GOOD..BAD compared, then both halves of every part that moved, down to single
-commits (search.find_steps), each a paired compare through the normal engine (api.compare). Trials last
-at least MIN_TRIAL_S, as pyperf calibrates its loops: on the CPU short trials made the spread
-(vector-quantize's A/A: 4.5 % at 40 steps a trial, 1.95 % at 200); a longer trial costs less than a pair."""
+"""Bisect's search in time: both halves of every part that moved, each a paired compare (api.compare).
+Trials last at least MIN_TRIAL_S, as pyperf calibrates its loops: on the CPU short trials made the spread."""
 
 from __future__ import annotations
 
@@ -25,8 +23,8 @@ ROW_KEEP = tuple(
 
 
 def part_state(row: dict, step_us: float) -> str:
-    """moved (the interval excludes zero, the delta is ``step_us`` or more) | quiet (no step that large
-    in the interval, or a smaller real one) | undecided, for a compare looked at for steps of ``step_us``."""
+    """moved (the interval excludes zero, the delta is ``step_us`` or more) | quiet (no step that large in
+    the interval, or a smaller real one) | undecided."""
     delta, low, high = row.get("delta_us"), row.get("ci_low_us"), row.get("ci_high_us")
     if delta is None or low is None or high is None:
         return "undecided"
@@ -146,9 +144,8 @@ class TimeSearch:
         return str(Path(path).relative_to(self.bundle.path))
 
     def refine_endpoint(self, endpoint: dict) -> dict:
-        """Sets the parts' trial length from GOOD..BAD's step time (MIN_TRIAL_S); where that is longer than
-        the config's, GOOD..BAD is measured again with it, so that each share's denominator is as precise
-        as its numerator (the first row stays when the second did not move)."""
+        """Sets the parts' trial length (MIN_TRIAL_S); where it is longer than the config's, GOOD..BAD is
+        measured again with it, so that each share's denominator is as precise as its numerator."""
         fastest = min(
             (v for v in (endpoint.get("base_us"), endpoint.get("head_us")) if v and v > 0), default=0
         )
@@ -174,7 +171,7 @@ class TimeSearch:
             if state == "undecided" and row is not None and part_state(row, step_us) == "moved":
                 state = "moved"  # still under load: a step, its verdict inconclusive (load), no share
             if state == "moved" and hi - lo == 1:
-                self.progress.step_found()
+                self.progress.steps += 1
             return row, state
 
         return bsearch.find_steps(len(self.rng.commits), endpoint, compare)
