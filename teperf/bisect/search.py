@@ -26,10 +26,6 @@ class Changes:
     segments: list[Segment]  # in index order: the change points found, and the segments left unnarrowed
     probed: list[int]
 
-    @property
-    def left(self) -> list[Segment]:
-        return [s for s in self.segments if not s.found]
-
 
 def expected_probes(n_commits: int) -> int:
     """Probes to narrow one change among n commits (GOOD excluded, BAD included), none skipped."""

@@ -103,13 +103,11 @@ class GitSideFactory:
         """Whether core fits (TE, installed): its shared Ninja tree makes each probe incremental."""
         from teperf.sides import installed as inst
         from teperf.sides.layout import layout_for
+        from teperf.sides.strategies import Core
         from teperf.sides.target import Refused
 
         try:
-            layout = layout_for(self.package or TE_PACKAGE, self.opts.layout)
-            from teperf.sides.strategies import Core
-
-            if not Core.fits(layout):
+            if not Core.fits(layout_for(self.package or TE_PACKAGE, self.opts.layout)):
                 return False
             inst.find_installed(self.package or TE_PACKAGE, self.opts.interpreter)
         except (TeperfError, Refused):
