@@ -8,12 +8,10 @@ from typing import Callable, Optional
 from teperf.bisect.search import Segment
 from teperf.explain.diff import COUNTER_LABELS
 
-COUNTER_ORDER = tuple(key for key, *_ in COUNTER_LABELS)
-
 
 def ordered(keys) -> list[str]:
     """Counter keys, Python calls first, then as explain lists them (unknown ones last, by name)."""
-    rank = {key: i for i, key in enumerate(COUNTER_ORDER)}
+    rank = {key: i for i, (key, *_) in enumerate(COUNTER_LABELS)}
     return sorted(keys, key=lambda k: (rank.get(k, len(rank)), k))
 
 

@@ -103,22 +103,20 @@ class TimeSearch:
             return None, f"{row.get('status')}: {row.get('error')}", seconds
         return row, path, seconds
 
-    def affordable(self, processes: int) -> bool:
-        """Whether a compare of ``processes`` pairs fits in what is left of --budget (by the pace so far)."""
-        return self.timing_s + processes * max(self.compare_s, default=0.0) <= self.budget_s
-
     def timed(self, base: int, head: int, decide: Callable[[dict], str]):
         """Compare base..head and ``decide`` from its row, again with twice the pairs while "undecided"
         (MAX_DOUBLINGS) and --budget allows -> (the last row, the decision), (None, "skip" | "budget")."""
         processes = self.config.schedule.processes
         for _ in range(MAX_DOUBLINGS + 1):
-            if not self.affordable(processes):
+            # what is left of --budget, by the pace so far
+            if self.timing_s + processes * max(self.compare_s, default=0.0) > self.budget_s:
                 return None, "budget"
             row, path, seconds = self._compare_once(base, head, processes)
             if row is None:
                 self._record(head, "timing", "skip", seconds, detail=path, base_index=base)
                 return None, "skip"
             decided = decide(row)
+            rel = str(Path(path).relative_to(self.bundle.path))
             self.n_probes += 1
             self.n_compares += 1
             self._record(
@@ -128,20 +126,17 @@ class TimeSearch:
                 seconds,
                 detail=f"{self.rng.at(base).short_sha}.. {row_text(row)}",
                 tier=row.get("tier"),
-                bundle=self._rel(path),
+                bundle=rel,
                 base_index=base,
                 processes=processes,
                 iters=self.trial_iters,
                 **{k: row.get(k) for k in ("delta_pct", "ci_low_pct", "ci_high_pct", "verdict")},
             )
-            kept = dict({k: row.get(k) for k in ROW_KEEP}, bundle=self._rel(path))
+            kept = dict({k: row.get(k) for k in ROW_KEEP}, bundle=rel)
             if decided != "undecided":
                 return kept, decided
             processes *= 2
         return kept, "undecided"
-
-    def _rel(self, path) -> str:
-        return str(Path(path).relative_to(self.bundle.path))
 
     def refine_endpoint(self, endpoint: dict) -> dict:
         """Sets the parts' trial length (MIN_TRIAL_S); where it is longer than the config's, GOOD..BAD is
