@@ -18,8 +18,7 @@ class Progress:
         if sys.stderr.isatty():
             from rich.console import Console
 
-            self.console = Console(stderr=True)
-            self.status = self.console.status(self._text())
+            self.status = Console(stderr=True).status(self._text())
             self.status.start()
 
     def _text(self) -> str:

@@ -123,12 +123,7 @@ class Bisector(CounterSearch, TimeSearch):
             "found" if not result["unresolved"] else ("partial" if result["culprits"] else "undecided")
         )
         result["parts"] = [
-            {
-                "good_index": p.lo,
-                "bad_index": p.hi,
-                "status": p.status,
-                "delta_us": (p.row or {}).get("delta_us"),
-            }
+            dict(good_index=p.lo, bad_index=p.hi, status=p.status, delta_us=(p.row or {}).get("delta_us"))
             for p in parts
         ]
         return self._finish(result)

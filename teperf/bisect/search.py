@@ -62,15 +62,13 @@ def find_changes(n: int, probe: Callable[[int, int, int], Verdict]) -> Changes:
             skipped.add(i)
             pending.append((lo, hi))
             continue
-        if verdict == "undecided":
-            segments.append(Segment(lo, hi, "undecided"))
-            continue
-        if not (isinstance(verdict, tuple) and len(verdict) == 2):
+        if verdict != "undecided" and not (isinstance(verdict, tuple) and len(verdict) == 2):
             raise ValueError(f"probe returned {verdict!r}")
-        left, right = verdict
-        if not (left or right):  # like both ends, which differ from each other: cannot tell where
+        # or like both ends, which differ from each other: cannot tell where
+        if verdict == "undecided" or not any(verdict):
             segments.append(Segment(lo, hi, "undecided"))
             continue
+        left, right = verdict
         if right:
             pending.append((i, hi))
         if left:

@@ -86,18 +86,15 @@ class GitSideFactory:
     def pin_range(self, good_sha: str, bad_sha: str) -> str | None:
         """When GOOD..BAD needs compiled code, make every side of the run that way, GOOD's too: a wheel's
         extension against a local build puts the builds' difference into every delta."""
-        if self.opts.strategy != "auto":
+        tier = self.tier(good_sha, bad_sha) if self.opts.strategy == "auto" else None
+        if tier not in ("extension", "build"):
             return None
-        tier = self.tier(good_sha, bad_sha)
-        if tier in ("extension", "build"):
-            name = "core" if tier == "build" and self._core_applies() else tier
-            self.pinned = name
-            (self.log or stderr_log)(
-                f"every side of this bisect is made with --strategy {name} (GOOD..BAD needs it): no side "
-                "runs the installed build's compiled code while another runs a local build"
-            )
-            return name
-        return None
+        self.pinned = "core" if tier == "build" and self._core_applies() else tier
+        (self.log or stderr_log)(
+            f"every side of this bisect is made with --strategy {self.pinned} (GOOD..BAD needs it): no side "
+            "runs the installed build's compiled code while another runs a local build"
+        )
+        return self.pinned
 
     def _core_applies(self) -> bool:
         """Whether core fits (TE, installed): its shared Ninja tree makes each probe incremental."""
