@@ -1,7 +1,5 @@
-"""GOOD..BAD's change, attributed to the change points the search found (pure: unit-tested on dicts).
-
-A change point's share is its delta over GOOD..BAD's on the first of ``keys`` (Python calls, when they
-moved; the others break ties). Commits that moved the other way are listed apart, never the culprit."""
+"""GOOD..BAD's counter change attributed to its change points: a share is the delta over GOOD..BAD's on the
+first of ``keys`` (the others break ties). Commits that moved the other way are listed apart."""
 
 from __future__ import annotations
 
@@ -10,12 +8,10 @@ from typing import Callable, Optional
 from teperf.bisect.search import Segment
 from teperf.explain.diff import COUNTER_LABELS
 
-COUNTER_ORDER = tuple(key for key, *_ in COUNTER_LABELS)
-
 
 def ordered(keys) -> list[str]:
     """Counter keys, Python calls first, then as explain lists them (unknown ones last, by name)."""
-    rank = {key: i for i, key in enumerate(COUNTER_ORDER)}
+    rank = {key: i for i, (key, *_) in enumerate(COUNTER_LABELS)}
     return sorted(keys, key=lambda k: (rank.get(k, len(rank)), k))
 
 

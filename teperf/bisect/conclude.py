@@ -1,6 +1,5 @@
-"""A bisect's answer from what it measured (pure: unit-tested on dicts). A step in time is confirmed when
-its own compare's verdict moved the way GOOD..BAD did; only then does it carry a share, its delta over
-GOOD..BAD's. With --no-confirm the shares are of GOOD..BAD's counter change."""
+"""A bisect's answer from what it measured. A step in time is confirmed, and carries a share of GOOD..BAD's
+delta, when its own compare's verdict moved the way GOOD..BAD did."""
 
 from __future__ import annotations
 
@@ -84,8 +83,7 @@ def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside) -> d
 
 def conclude(result: dict) -> dict:
     """``explained`` (True, False, or None when there is nothing to explain) and ``answer``, one line."""
-    explained, answer = _answer(result)
-    result.update(explained=explained, answer=answer)
+    result["explained"], result["answer"] = _answer(result)
     return result
 
 

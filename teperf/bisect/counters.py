@@ -23,10 +23,6 @@ class CounterSearch:
     counters: dict
     count_seconds: list
 
-    def side(self, index: int):
-        """The side of commit ``index`` (paired with GOOD, so its tier covers both)."""
-        return self.factory.sides(self.rng.good.sha, self.rng.at(index).sha)[0 if index == 0 else 1]
-
     def count(self, index: int, what: str = "counters") -> Optional[dict]:
         """Counters of commit ``index`` (cached: counters repeat exactly), or None (recorded as skipped)."""
         from teperf.engine.probe import ProbeFailed, count_case
@@ -36,7 +32,8 @@ class CounterSearch:
         t0 = time.perf_counter()
         commit = self.rng.at(index)
         try:
-            side = self.side(index)
+            # paired with GOOD, so that its tier covers both
+            side = self.factory.sides(self.rng.good.sha, commit.sha)[0 if index == 0 else 1]
             log_path = (
                 self.bundle.path / "workers" / f"{index:03d}-{commit.short_sha}-{what.replace(' ', '-')}.log"
             )
@@ -68,9 +65,8 @@ class CounterSearch:
         return self.counters[0], self.counters[n]
 
     def recount(self, good: dict, bad: dict) -> tuple[dict, dict]:
-        """GOOD and BAD once more, each in a new worker (kept where it counted): code torch.compile builds
-        makes a few more Python calls in the process that compiled it than when loaded from inductor's
-        cache, and every later probe of the same code sees the second count."""
+        """GOOD and BAD once more, each in a new worker: code torch.compile built makes a few more Python
+        calls in the process that compiled it than later probes, loading it from inductor's cache, see."""
         n = len(self.rng.commits)
         for index, first in ((0, good), (n, bad)):
             second = self.count(index, "counters again")

@@ -18,8 +18,7 @@ class Progress:
         if sys.stderr.isatty():
             from rich.console import Console
 
-            self.console = Console(stderr=True)
-            self.status = self.console.status(self._text())
+            self.status = Console(stderr=True).status(self._text())
             self.status.start()
 
     def _text(self) -> str:
@@ -40,9 +39,6 @@ class Progress:
         self.log(f"[{n}] {role} {sha} {what}: {result}{' - ' + detail if detail else ''} ({seconds:.1f} s)")
         if self.status is not None:
             self.status.update(self._text())
-
-    def step_found(self) -> None:
-        self.steps += 1
 
     def close(self) -> None:
         if self.status is not None:

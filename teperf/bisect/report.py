@@ -158,17 +158,18 @@ def probe_model(meta: dict, probes: list[ProbeRecord], path) -> TableModel:
     )
 
 
-def confirm_path(meta: dict, path) -> Path | None:
-    culprits = (meta.get("result") or {}).get("culprits") or [{}]
-    rel = (culprits[0].get("row") or {}).get("bundle")
-    return Path(path) / rel if rel else None
-
-
-def _confirmed(confirm: Path | None, fmt: str, console=None):
-    """The biggest culprit's own compare against its parent, rendered; None where it was not run."""
+def _confirmed(meta: dict, path, fmt: str, console=None):
+    """The biggest culprit's own compare against its parent, rendered (a table printed on ``console``
+    under its title); None where it was not run."""
     from teperf.summary import summarize
 
-    return render(summarize(confirm), fmt, console=console) if confirm and confirm.is_dir() else None
+    culprits = (meta.get("result") or {}).get("culprits") or [{}]
+    rel = (culprits[0].get("row") or {}).get("bundle")
+    if not rel or not (Path(path) / rel).is_dir():
+        return None
+    if fmt == "table":
+        console.print("\nthe biggest culprit's own compare against its parent", highlight=False)
+    return render(summarize(Path(path) / rel), fmt, console=console)
 
 
 def _json(meta: dict, probes: list, path, console=None) -> str:
@@ -182,7 +183,7 @@ def _json(meta: dict, probes: list, path, console=None) -> str:
         "meta": meta,
         "probes": [p.to_dict() for p in probes],
     }
-    confirm = _confirmed(confirm_path(meta, path), "json")
+    confirm = _confirmed(meta, path, "json")
     if confirm is not None:
         out["confirm"] = json.loads(confirm)
     return json.dumps(out, indent=2, default=str) + "\n"
@@ -190,7 +191,7 @@ def _json(meta: dict, probes: list, path, console=None) -> str:
 
 def _markdown(meta: dict, probes: list, path, console=None) -> str:
     text = render_markdown(probe_model(meta, probes, path))
-    confirm = _confirmed(confirm_path(meta, path), "markdown")
+    confirm = _confirmed(meta, path, "markdown")
     if confirm is not None:
         text += "\n**the biggest culprit's own compare against its parent**\n\n" + confirm
     return text
@@ -198,10 +199,7 @@ def _markdown(meta: dict, probes: list, path, console=None) -> str:
 
 def _table(meta: dict, probes: list, path, console=None) -> None:
     render_rich(probe_model(meta, probes, path), console)
-    confirm = confirm_path(meta, path)
-    if confirm and confirm.is_dir():
-        console.print("\nthe biggest culprit's own compare against its parent", highlight=False)
-        _confirmed(confirm, "table", console)
+    _confirmed(meta, path, "table", console)
 
 
 RENDERERS = {"table": _table, "markdown": _markdown, "json": _json}  # fmt -> fn(meta, probes, path, console)

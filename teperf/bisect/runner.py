@@ -1,11 +1,9 @@
-"""``teperf bisect GOOD..BAD --cell MODULE/RECIPE``: which commits of GOOD..BAD cost the time.
-
-Counters at GOOD and BAD, then every change point of those that differ (bisect/counters.py); then time
-(bisect/timing.py) down to single commits, so a commit that moves time but no counter is found too; then
-the answer (bisect/conclude.py). Compares nest under the bundle's ``compares/``, worker logs ``workers/``."""
+"""``teperf bisect GOOD..BAD --cell MODULE/RECIPE``: counters first (every change point), then time down to
+single commits, so a commit that moves time but no counter is found too."""
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import sys
 import time
@@ -28,30 +26,24 @@ from teperf.plan import Case
 from teperf.records import ProbeRecord
 
 
+@dataclasses.dataclass(eq=False)
 class Bisector(CounterSearch, TimeSearch):
     """One bisect run: its range, cell, side factory and bundle."""
 
-    def __init__(
-        self,
-        config: Config,
-        rng: Range,
-        case: Case,
-        factory: SideFactory,
-        bundle: Bundle,
-        *,
-        budget_s: float,
-        confirm: bool,
-        log: Log,
-        plan: dict | None = None,
-        probes=None,
-    ):
-        self.config, self.rng, self.case, self.factory, self.bundle = config, rng, case, factory, bundle
-        self.plan = plan or {}
-        self.budget_s = budget_s
-        self.confirm_wanted = confirm
-        self.log = log
-        self.probes = probes  # ForkedProbes, or None: each counter probe a fresh interpreter
-        self.progress = Progress(log, self.plan, budget_s)
+    config: Config
+    rng: Range
+    case: Case
+    factory: SideFactory
+    bundle: Bundle
+    _: dataclasses.KW_ONLY
+    budget_s: float
+    confirm: bool
+    log: Log
+    plan: dict = dataclasses.field(default_factory=dict)
+    probes: object = None  # ForkedProbes, or None: each counter probe a fresh interpreter
+
+    def __post_init__(self):
+        self.progress = Progress(self.log, self.plan, self.budget_s)
         self.timing_s = 0.0  # seconds spent in compares (what --budget bounds)
         self.compare_s: list[float] = []  # each compare's seconds per pair
         self.clock = time.perf_counter
@@ -98,17 +90,17 @@ class Bisector(CounterSearch, TimeSearch):
             result["counter_changes"] = found["culprits"] + found["opposite"]
             result["counter_totals"] = found["totals"]
             result["counter_unresolved"] = found["unresolved"]
-            if not self.confirm_wanted:  # counters only: their shares are the answer
+            if not self.confirm:  # counters only: their shares are the answer
                 return self._finish(
                     result,
                     mode="counters",
-                    status="found" if not changes.left else "partial",
+                    status="found" if not found["unresolved"] else "partial",
                     culprits=found["culprits"],
                     opposite_movers=found["opposite"],
                     unresolved=found["unresolved"],
                     totals=found["totals"],
                 )
-        elif not self.confirm_wanted:
+        elif not self.confirm:
             return self._finish(result, mode="counters", status="no change", totals={})
         result["mode"] = "time"
         self.log("GOOD..BAD in time, then both halves of every part that moved")
@@ -131,12 +123,7 @@ class Bisector(CounterSearch, TimeSearch):
             "found" if not result["unresolved"] else ("partial" if result["culprits"] else "undecided")
         )
         result["parts"] = [
-            {
-                "good_index": p.lo,
-                "bad_index": p.hi,
-                "status": p.status,
-                "delta_us": (p.row or {}).get("delta_us"),
-            }
+            dict(good_index=p.lo, bad_index=p.hi, status=p.status, delta_us=(p.row or {}).get("delta_us"))
             for p in parts
         ]
         return self._finish(result)
@@ -182,9 +169,7 @@ def bisect(
     log: Log | None = None,
     plan_only: bool = False,
 ) -> Path | None:
-    """Find the commits of GOOD..BAD that moved ``cell``; return the bundle (kind "bisect"), or None
-    with ``plan_only`` (the plan logged, nothing run). ``factory`` makes the sides (default: git sides of
-    ``repo``)."""
+    """The bundle (kind "bisect") of the commits of GOOD..BAD that moved ``cell``; None with ``plan_only``."""
     log = log or stderr_logger("teperf bisect")
     case = find_cell(config, cell)  # bad input first, before git or workers
     rng = resolve_range(spec, repo)

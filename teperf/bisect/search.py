@@ -1,6 +1,5 @@
-"""The search itself, apart from what a probe measures (unit-tested with fake probes). Commits are indexed
-0 (GOOD) .. n (BAD) along the first-parent history; every change point is found, not just the first.
-Two changes that cancel inside one segment leave its ends equal and are not looked for."""
+"""The search itself, apart from what a probe measures. Commits are indexed 0 (GOOD) .. n (BAD); every
+change point is found, but two changes that cancel inside one segment leave its ends equal."""
 
 from __future__ import annotations
 
@@ -26,10 +25,6 @@ class Segment:
 class Changes:
     segments: list[Segment]  # in index order: the change points found, and the segments left unnarrowed
     probed: list[int]
-
-    @property
-    def left(self) -> list[Segment]:
-        return [s for s in self.segments if not s.found]
 
 
 def expected_probes(n_commits: int) -> int:
@@ -67,15 +62,13 @@ def find_changes(n: int, probe: Callable[[int, int, int], Verdict]) -> Changes:
             skipped.add(i)
             pending.append((lo, hi))
             continue
-        if verdict == "undecided":
-            segments.append(Segment(lo, hi, "undecided"))
-            continue
-        if not (isinstance(verdict, tuple) and len(verdict) == 2):
+        if verdict != "undecided" and not (isinstance(verdict, tuple) and len(verdict) == 2):
             raise ValueError(f"probe returned {verdict!r}")
-        left, right = verdict
-        if not (left or right):  # like both ends, which differ from each other: cannot tell where
+        # or like both ends, which differ from each other: cannot tell where
+        if verdict == "undecided" or not any(verdict):
             segments.append(Segment(lo, hi, "undecided"))
             continue
+        left, right = verdict
         if right:
             pending.append((i, hi))
         if left:
@@ -95,10 +88,8 @@ class Part:
 
 
 def find_steps(n: int, whole: dict, compare: Callable[[int, int], tuple]) -> list[Part]:
-    """Every step in time of 0..n, whose compare ``whole`` moved: a part that moved is split at its middle
-    m and both halves compared, ``compare(lo, hi) -> (row, state)``, state "moved", "quiet", "undecided",
-    "skip" (m cannot be measured: a neighbour is tried) or "budget" (--budget is spent), down to single
-    commits ("step"s), about 2 x log2(n) compares each. -> the steps and every part not split, in order."""
+    """The steps in time of 0..n (``whole`` moved) and every part not split, in order: a part that moved is
+    split and both halves compared, ``compare(lo, hi) -> (row, state)``."""
     pending = [Part(0, n, whole, "moved")]
     skipped: set[int] = set()
     parts: list[Part] = []

@@ -1,6 +1,4 @@
-"""The one seam between bisect and teperf/sides: commit SHA -> runnable Side, and what that costs.
-
-A commit that cannot be made runnable raises ProbeSkipped: bisect tries a neighbour (``git bisect skip``)."""
+"""The one seam between bisect and teperf/sides: commit SHA -> runnable Side (or ProbeSkipped), its cost."""
 
 from __future__ import annotations
 
@@ -27,9 +25,8 @@ def strategy_class(tier: str):
 
 
 def tier_seconds(package: str, tier: str, cache_dir: str | None = None, layout: str | None = None):
-    """(seconds, basis) of making one commit runnable with strategy ``tier``, for the plan: the slowest
-    of this package's builds in the cache ("measured"), else the strategy's figure for TE ("TE") or for
-    any other package, a pip install of a mostly-Python tree ("default")."""
+    """(seconds, basis) of making one commit runnable with strategy ``tier``: the slowest of this package's
+    builds in the cache ("measured"), else the strategy's figure for TE ("TE") or another package."""
     cls = strategy_class(tier)
     if cls.cache_kind:
         from teperf.sides import cachedir
@@ -88,33 +85,26 @@ class GitSideFactory:
 
     def pin_range(self, good_sha: str, bad_sha: str) -> str | None:
         """When GOOD..BAD needs compiled code, make every side of the run that way, GOOD's too: a wheel's
-        extension on one side and a local build on the other puts the builds' difference into every delta
-        (TE 2.16's local extension read 1 % slower than the wheel's). The caches keep it to one build per
-        distinct set of compiled inputs."""
-        if self.opts.strategy != "auto":
+        extension against a local build puts the builds' difference into every delta."""
+        tier = self.tier(good_sha, bad_sha) if self.opts.strategy == "auto" else None
+        if tier not in ("extension", "build"):
             return None
-        tier = self.tier(good_sha, bad_sha)
-        if tier in ("extension", "build"):
-            name = "core" if tier == "build" and self._core_applies() else tier
-            self.pinned = name
-            (self.log or stderr_log)(
-                f"every side of this bisect is made with --strategy {name} (GOOD..BAD needs it): no side "
-                "runs the installed build's compiled code while another runs a local build"
-            )
-            return name
-        return None
+        self.pinned = "core" if tier == "build" and self._core_applies() else tier
+        (self.log or stderr_log)(
+            f"every side of this bisect is made with --strategy {self.pinned} (GOOD..BAD needs it): no side "
+            "runs the installed build's compiled code while another runs a local build"
+        )
+        return self.pinned
 
     def _core_applies(self) -> bool:
         """Whether core fits (TE, installed): its shared Ninja tree makes each probe incremental."""
         from teperf.sides import installed as inst
         from teperf.sides.layout import layout_for
+        from teperf.sides.strategies import Core
         from teperf.sides.target import Refused
 
         try:
-            layout = layout_for(self.package or TE_PACKAGE, self.opts.layout)
-            from teperf.sides.strategies import Core
-
-            if not Core.fits(layout):
+            if not Core.fits(layout_for(self.package or TE_PACKAGE, self.opts.layout)):
                 return False
             inst.find_installed(self.package or TE_PACKAGE, self.opts.interpreter)
         except (TeperfError, Refused):

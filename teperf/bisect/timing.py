@@ -1,7 +1,5 @@
-"""Bisect's search in time: GOOD..BAD compared, then both halves of every part that moved, down to single
-commits (search.find_steps), each a paired compare through the normal engine (api.compare). Trials last
-at least MIN_TRIAL_S, as pyperf calibrates its loops: on the CPU short trials made the spread
-(vector-quantize's A/A: 4.5 % at 40 steps a trial, 1.95 % at 200); a longer trial costs less than a pair."""
+"""Bisect's search in time: both halves of every part that moved, each a paired compare (api.compare).
+Trials last at least MIN_TRIAL_S, as pyperf calibrates its loops: on the CPU short trials made the spread."""
 
 from __future__ import annotations
 
@@ -25,8 +23,8 @@ ROW_KEEP = tuple(
 
 
 def part_state(row: dict, step_us: float) -> str:
-    """moved (the interval excludes zero, the delta is ``step_us`` or more) | quiet (no step that large
-    in the interval, or a smaller real one) | undecided, for a compare looked at for steps of ``step_us``."""
+    """moved (the interval excludes zero, the delta is ``step_us`` or more) | quiet (no step that large in
+    the interval, or a smaller real one) | undecided."""
     delta, low, high = row.get("delta_us"), row.get("ci_low_us"), row.get("ci_high_us")
     if delta is None or low is None or high is None:
         return "undecided"
@@ -105,22 +103,20 @@ class TimeSearch:
             return None, f"{row.get('status')}: {row.get('error')}", seconds
         return row, path, seconds
 
-    def affordable(self, processes: int) -> bool:
-        """Whether a compare of ``processes`` pairs fits in what is left of --budget (by the pace so far)."""
-        return self.timing_s + processes * max(self.compare_s, default=0.0) <= self.budget_s
-
     def timed(self, base: int, head: int, decide: Callable[[dict], str]):
         """Compare base..head and ``decide`` from its row, again with twice the pairs while "undecided"
         (MAX_DOUBLINGS) and --budget allows -> (the last row, the decision), (None, "skip" | "budget")."""
         processes = self.config.schedule.processes
         for _ in range(MAX_DOUBLINGS + 1):
-            if not self.affordable(processes):
+            # what is left of --budget, by the pace so far
+            if self.timing_s + processes * max(self.compare_s, default=0.0) > self.budget_s:
                 return None, "budget"
             row, path, seconds = self._compare_once(base, head, processes)
             if row is None:
                 self._record(head, "timing", "skip", seconds, detail=path, base_index=base)
                 return None, "skip"
             decided = decide(row)
+            rel = str(Path(path).relative_to(self.bundle.path))
             self.n_probes += 1
             self.n_compares += 1
             self._record(
@@ -130,25 +126,21 @@ class TimeSearch:
                 seconds,
                 detail=f"{self.rng.at(base).short_sha}.. {row_text(row)}",
                 tier=row.get("tier"),
-                bundle=self._rel(path),
+                bundle=rel,
                 base_index=base,
                 processes=processes,
                 iters=self.trial_iters,
                 **{k: row.get(k) for k in ("delta_pct", "ci_low_pct", "ci_high_pct", "verdict")},
             )
-            kept = dict({k: row.get(k) for k in ROW_KEEP}, bundle=self._rel(path))
+            kept = dict({k: row.get(k) for k in ROW_KEEP}, bundle=rel)
             if decided != "undecided":
                 return kept, decided
             processes *= 2
         return kept, "undecided"
 
-    def _rel(self, path) -> str:
-        return str(Path(path).relative_to(self.bundle.path))
-
     def refine_endpoint(self, endpoint: dict) -> dict:
-        """Sets the parts' trial length from GOOD..BAD's step time (MIN_TRIAL_S); where that is longer than
-        the config's, GOOD..BAD is measured again with it, so that each share's denominator is as precise
-        as its numerator (the first row stays when the second did not move)."""
+        """Sets the parts' trial length (MIN_TRIAL_S); where it is longer than the config's, GOOD..BAD is
+        measured again with it, so that each share's denominator is as precise as its numerator."""
         fastest = min(
             (v for v in (endpoint.get("base_us"), endpoint.get("head_us")) if v and v > 0), default=0
         )
@@ -174,7 +166,7 @@ class TimeSearch:
             if state == "undecided" and row is not None and part_state(row, step_us) == "moved":
                 state = "moved"  # still under load: a step, its verdict inconclusive (load), no share
             if state == "moved" and hi - lo == 1:
-                self.progress.step_found()
+                self.progress.steps += 1
             return row, state
 
         return bsearch.find_steps(len(self.rng.commits), endpoint, compare)
