@@ -8,10 +8,9 @@ import importlib.resources
 import math
 import os
 import re
+import tomllib
 from pathlib import Path
 from typing import Any, Callable, Mapping
-
-import tomllib
 
 from teperf.cpus import check_core, check_lanes
 from teperf.errors import TeperfError

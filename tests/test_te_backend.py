@@ -11,12 +11,12 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+import tomllib
 import types
 import warnings
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from teperf.worker import te_compat as compat
 from teperf.worker.backends import te as te_backend

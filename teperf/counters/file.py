@@ -22,10 +22,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import tomllib
 from pathlib import Path
 from typing import Optional
-
-import tomllib
 
 from teperf import __version__
 from teperf.errors import TeperfError

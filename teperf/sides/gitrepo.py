@@ -11,6 +11,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
+import tomllib
 from pathlib import Path, PurePosixPath
 from typing import Sequence
 
@@ -257,8 +258,6 @@ def detect_package(repo: str | os.PathLike, sha: str, hint: str | None = None) -
     if "transformer_engine/__init__.py" in blobs:
         return "transformer_engine", "transformer_engine/__init__.py"
     if "pyproject.toml" in blobs:
-        import tomllib  # Python 3.11+: imported only where needed
-
         try:
             name = tomllib.loads(show_file(repo, sha, "pyproject.toml") or "").get("project", {}).get("name")
         except (tomllib.TOMLDecodeError, AttributeError):

@@ -32,9 +32,8 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import os
-from typing import Iterable, Mapping
-
 import tomllib
+from typing import Iterable, Mapping
 
 from teperf.errors import TeperfError
 
