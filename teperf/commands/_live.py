@@ -15,6 +15,7 @@ class LiveView:
 
     def __init__(self):
         from rich import progress as bar
+        from rich.console import Console
 
         self.bar = bar.Progress(
             bar.TextColumn("[bold]measuring"),
@@ -26,7 +27,7 @@ class LiveView:
             bar.TimeRemainingColumn(),
             bar.TextColumn("{task.description}"),
             transient=False,
-            console=_stderr_console(),
+            console=Console(stderr=True),
         )
         self.snapshot = None
 
@@ -83,11 +84,5 @@ def live_view():
     from rich.live import Live
 
     view = LiveView()
-    with Live(view, console=_stderr_console(), refresh_per_second=2, transient=True):
+    with Live(view, console=view.bar.console, refresh_per_second=2, transient=True):
         yield view.factory, view.update
-
-
-def _stderr_console():
-    from rich.console import Console
-
-    return Console(stderr=True)
