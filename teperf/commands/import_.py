@@ -77,10 +77,9 @@ def command(bundles, history_url, ref, shard, sha, subject, commit_date, include
         if new:
             added += 1
             # a bundle of paths or interpreters has no commit: say so, as the history shows none
-            sha_known = overrides.get("sha") or measured_sides(summary.meta)[0].get("sha")
-            no_commit = (
-                "" if sha_known else "; no commit recorded (its sides are not git refs): --sha gives one"
-            )
+            no_commit = ""
+            if not (sha or measured_sides(summary.meta)[0].get("sha")):
+                no_commit = "; no commit recorded (its sides are not git refs): --sha gives one"
             click.echo(f"added {path} -> {file} ({len(summary.rows)} cells{no_commit})")
         else:
             skipped += 1
