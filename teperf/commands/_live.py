@@ -33,11 +33,7 @@ class LiveView:
 
     def factory(self, total):
         task = self.bar.add_task("", total=total)
-
-        def advance(steps, what):
-            self.bar.update(task, advance=steps, description=what)
-
-        return advance
+        return lambda steps, what: self.bar.update(task, advance=steps, description=what)
 
     def update(self, snapshot) -> None:
         self.snapshot = snapshot

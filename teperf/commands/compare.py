@@ -114,8 +114,7 @@ def command(
     elif plan_only:
         raise TeperfError("--plan needs git refs (BASE..HEAD)", "give BASE..HEAD, or leave --plan out")
     elif any((base_path, head_path, base_python, head_python)):
-        ignored = sides.git_flags_given()
-        if ignored:
+        if ignored := sides.git_flags_given():
             raise TeperfError(
                 f"{', '.join(ignored)} only {'apply' if len(ignored) > 1 else 'applies'} to git refs "
                 "(BASE..HEAD), not to --base-path/--head-path/--base-python/--head-python",
