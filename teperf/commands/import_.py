@@ -33,19 +33,16 @@ def command(bundles, history_url, ref, shard, sha, subject, commit_date, include
     teperf import results/20250101-020000-compare-ab12 --history results/history
     """
     from teperf.api import summarize
-    from teperf.history.store import measured_sides
+    from teperf.history.store import _ts, measured_sides
 
     i, n = parse_shard(shard)
     if (subject or commit_date) and not sha:
         raise TeperfError("--subject/--commit-date need --sha", "give the commit with --sha too")
-    if commit_date is not None:
-        from teperf.history.store import _ts
-
-        if _ts(commit_date) is None:
-            raise TeperfError(
-                f"--commit-date {commit_date!r} is not an ISO 8601 date",
-                "write it like 2025-04-30 or 2025-04-30T10:00:00Z",
-            )
+    if commit_date is not None and _ts(commit_date) is None:
+        raise TeperfError(
+            f"--commit-date {commit_date!r} is not an ISO 8601 date",
+            "write it like 2025-04-30 or 2025-04-30T10:00:00Z",
+        )
     if sha is not None and not re.fullmatch(r"[0-9a-fA-F]{4,64}", sha):
         raise TeperfError(
             f"--sha {sha!r} is not a commit hash",
