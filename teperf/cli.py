@@ -10,7 +10,7 @@ import sys
 import click
 
 from teperf import __version__
-from teperf.errors import EXIT_INTERRUPTED, EXIT_USAGE, TeperfError, exit_status_for_signal
+from teperf.errors import EXIT_USAGE, TeperfError, exit_status_for_signal
 from teperf.safe_text import for_terminal
 
 # module name under teperf.commands -> registered in this order
@@ -39,9 +39,9 @@ def main(argv=None) -> None:
     except TeperfError as exc:
         click.echo(for_terminal(f"teperf: error: {exc.one_line()}"), err=True)
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt) as stop:  # Ctrl-C outside a measurement (a git build)
         click.echo("teperf: interrupted", err=True)
-        sys.exit(EXIT_INTERRUPTED)
+        sys.exit(exit_status_for_signal(getattr(stop, "signum", signal.SIGINT)))
     except NO_ARGS_IS_HELP as exc:  # bare `teperf`, `teperf cache`: the help asked for, not an error
         click.echo(exc.ctx.get_help())
         sys.exit(0)
@@ -51,6 +51,3 @@ def main(argv=None) -> None:
         where = ctx.command_path if ctx is not None else "teperf"
         click.echo(for_terminal(f"teperf: error: {exc.format_message()} (see {where} --help)"), err=True)
         sys.exit(EXIT_USAGE if exc.exit_code == 2 else exc.exit_code)
-    except KeyboardInterrupt as stop:  # Ctrl-C outside a measurement (a git build, a report)
-        click.echo("teperf: interrupted", err=True)
-        sys.exit(exit_status_for_signal(getattr(stop, "signum", signal.SIGINT)))

@@ -15,6 +15,7 @@ class LiveView:
 
     def __init__(self):
         from rich import progress as bar
+        from rich.console import Console
 
         self.bar = bar.Progress(
             bar.TextColumn("[bold]measuring"),
@@ -26,17 +27,13 @@ class LiveView:
             bar.TimeRemainingColumn(),
             bar.TextColumn("{task.description}"),
             transient=False,
-            console=_stderr_console(),
+            console=Console(stderr=True),
         )
         self.snapshot = None
 
     def factory(self, total):
         task = self.bar.add_task("", total=total)
-
-        def advance(steps, what):
-            self.bar.update(task, advance=steps, description=what)
-
-        return advance
+        return lambda steps, what: self.bar.update(task, advance=steps, description=what)
 
     def update(self, snapshot) -> None:
         self.snapshot = snapshot
@@ -83,11 +80,5 @@ def live_view():
     from rich.live import Live
 
     view = LiveView()
-    with Live(view, console=_stderr_console(), refresh_per_second=2, transient=True):
+    with Live(view, console=view.bar.console, refresh_per_second=2, transient=True):
         yield view.factory, view.update
-
-
-def _stderr_console():
-    from rich.console import Console
-
-    return Console(stderr=True)

@@ -84,7 +84,8 @@ def command(
     """
     from teperf import api
 
-    config, fmt = measure.config, measure.fmt
+    config = measure.config
+    aside = measure.fmt in ("json", "csv")  # the reports after the table: stderr, so that json/csv parse
     if expected:  # checked now, not after minutes of measuring
         from teperf.counters.file import Expected
 
@@ -114,8 +115,7 @@ def command(
     elif plan_only:
         raise TeperfError("--plan needs git refs (BASE..HEAD)", "give BASE..HEAD, or leave --plan out")
     elif any((base_path, head_path, base_python, head_python)):
-        ignored = sides.git_flags_given()
-        if ignored:
+        if ignored := sides.git_flags_given():
             raise TeperfError(
                 f"{', '.join(ignored)} only {'apply' if len(ignored) > 1 else 'applies'} to git refs "
                 "(BASE..HEAD), not to --base-path/--head-path/--base-python/--head-python",
@@ -133,19 +133,18 @@ def command(
         from teperf.explain.capture import explain_bundle
         from teperf.explain.render import render_report
 
-        # on stderr when stdout carries json/csv, so that it stays parseable
-        click.echo(render_report(explain_bundle(summary.path, explain_cell)), err=fmt in ("json", "csv"))
+        click.echo(render_report(explain_bundle(summary.path, explain_cell)), err=aside)
     if measure.sweep:
         from teperf.sweep import analyze, render
 
-        click.echo(render(analyze(summary.path, measure.sweep)), err=fmt in ("json", "csv"), nl=False)
+        click.echo(render(analyze(summary.path, measure.sweep)), err=aside, nl=False)
     checked = None
     if expected:
         from teperf.counters.gate import check_bundle
         from teperf.counters.render import render
 
         checked = check_bundle(summary.path, expected)
-        click.echo(render(checked), err=fmt in ("json", "csv"), nl=False)
+        click.echo(render(checked), err=aside, nl=False)
     gate(summary, measure.fail_on)
     if checked is not None and not checked.passed:
         sys.exit(1)

@@ -21,9 +21,7 @@ def command():
 
 
 @command.command("check", epilog=CHECK_EPILOG)
-@click.option(
-    "--expected", "expected", required=True, metavar="FILE", help="The expected-counters file (TOML)."
-)
+@click.option("--expected", required=True, metavar="FILE", help="The expected-counters file (TOML).")
 @click.option(
     "--update",
     is_flag=True,

@@ -33,19 +33,16 @@ def command(bundles, history_url, ref, shard, sha, subject, commit_date, include
     teperf import results/20250101-020000-compare-ab12 --history results/history
     """
     from teperf.api import summarize
-    from teperf.history.store import measured_sides
+    from teperf.history.store import _ts, measured_sides
 
     i, n = parse_shard(shard)
     if (subject or commit_date) and not sha:
         raise TeperfError("--subject/--commit-date need --sha", "give the commit with --sha too")
-    if commit_date is not None:
-        from teperf.history.store import _ts
-
-        if _ts(commit_date) is None:
-            raise TeperfError(
-                f"--commit-date {commit_date!r} is not an ISO 8601 date",
-                "write it like 2025-04-30 or 2025-04-30T10:00:00Z",
-            )
+    if commit_date is not None and _ts(commit_date) is None:
+        raise TeperfError(
+            f"--commit-date {commit_date!r} is not an ISO 8601 date",
+            "write it like 2025-04-30 or 2025-04-30T10:00:00Z",
+        )
     if sha is not None and not re.fullmatch(r"[0-9a-fA-F]{4,64}", sha):
         raise TeperfError(
             f"--sha {sha!r} is not a commit hash",
@@ -77,10 +74,9 @@ def command(bundles, history_url, ref, shard, sha, subject, commit_date, include
         if new:
             added += 1
             # a bundle of paths or interpreters has no commit: say so, as the history shows none
-            sha_known = overrides.get("sha") or measured_sides(summary.meta)[0].get("sha")
-            no_commit = (
-                "" if sha_known else "; no commit recorded (its sides are not git refs): --sha gives one"
-            )
+            no_commit = ""
+            if not (sha or measured_sides(summary.meta)[0].get("sha")):
+                no_commit = "; no commit recorded (its sides are not git refs): --sha gives one"
             click.echo(f"added {path} -> {file} ({len(summary.rows)} cells{no_commit})")
         else:
             skipped += 1

@@ -24,7 +24,7 @@ from teperf.commands._common import (
 from teperf.commands._live import live_view
 from teperf.commands.history import explain_new, history_option, warn_unreadable
 from teperf.errors import EXIT_CELLS_FAILED, TeperfError, exit_status_for_signal
-from teperf.nightly import DEFAULT_CONFIG
+from teperf.nightly import DEFAULT_CONFIG, NightlyInterrupted
 from teperf.options import MeasureOptions, SideOptions
 from teperf.safe_text import for_terminal
 
@@ -130,7 +130,6 @@ def _backfill_dry_run(spec, tags, every, sides: SideOptions) -> None:
 
 def _backfill(spec, ref, history_url, tags, every, sides: SideOptions, measure: MeasureOptions) -> None:
     from teperf.backfill import backfill
-    from teperf.nightly import NightlyInterrupted
 
     try:
         result = backfill(
@@ -153,7 +152,6 @@ def _backfill(spec, ref, history_url, tags, every, sides: SideOptions, measure: 
 
 def _night(ref, history_url, shard, night_id, force, dry_run, sides: SideOptions, measure: MeasureOptions):
     from teperf import api
-    from teperf.nightly import NightlyInterrupted
 
     plan = api.plan_nightly(
         measure.config, sides, ref=ref, history=history_url, shard=shard, night=night_id, force=force
