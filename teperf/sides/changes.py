@@ -1,11 +1,6 @@
-"""What changed between two commits, and which tier of side-making that needs.
-
-Every changed path gets one kind: ``python`` (a runtime ``.py`` file of the package), ``version`` (a
-version-string file: compiled code does not depend on it), ``extension`` or ``core`` (an input of the
-framework extension or the compiled core library, as the layout says), ``build`` (any other build input)
-or ``other`` (docs, tests, CI, what the layout calls unrelated). The tier is the cheapest that covers
-every kind present: overlay (python, version, other), extension (plus extension), build (plus the rest).
-"""
+"""What changed between two commits: each path one kind (python, version: no compiled code reads it,
+extension and core as the layout says, build: any other build input, other), and the cheapest tier that
+covers them all: overlay (python, version, other), extension (plus extension), build (plus the rest)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Sides from git refs (``teperf compare base..head``): resolve the spec to two commits, classify what
-differs, pick a strategy, say up front which one, why and what it costs, then have it make each commit
-runnable.
-"""
+"""Sides from git refs (``teperf compare base..head``): resolve the two commits, classify what differs,
+pick a strategy and say up front which, why and at what cost, then have it make each commit runnable."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Shadow trees: one side's ``.py`` files over a compiled build of the package.
-
-``<cache>/overlays/<key>/<package>/`` holds the side's ``.py`` files (deleted ones left out) and a
-symlink to the build's copy of every other file, unless the side brings its own (an extension built
-from its tree). Its parent goes first on the worker's sys.path; it holds no ``*.dist-info``, so
-``importlib.metadata`` still finds the installed distribution.
+"""Shadow trees: ``<cache>/overlays/<key>/<package>/`` holds one side's ``.py`` files and a symlink to the
+build's copy of every other file the side does not bring. Its parent goes first on sys.path; it holds no
+``*.dist-info``, so ``importlib.metadata`` still finds the installed distribution.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The values every strategy works from: what is measured (Target), which two commits (Pair), the plan.
-
-Kept apart so that the strategies, ``auto`` and the entry point share them without importing each other.
-"""
+"""What every strategy works from: what is measured (Target), which two commits (Pair), the plan; apart so
+that the strategies, ``auto`` and the entry point share them without importing each other."""
 
 from __future__ import annotations
 

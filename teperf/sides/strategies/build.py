@@ -1,9 +1,6 @@
-"""build: build the whole package from each side's tree, incrementally, once per hash of its compiled sources.
-
-Commits that differ only in Python share one build. Builds run in ONE persistent directory per repository
-and build configuration, each side's tree synced into it rewriting only the files that differ, so the build
-system's objects stay and the next build recompiles only what differs. The side is its ``.py`` files over
-``prefix/<package>``, ``prefix`` after them on sys.path so the build's distribution metadata is found.
+"""build: build the whole package from each side's tree, once per hash of its compiled sources, in one
+persistent build directory per repository and configuration (synced, so it recompiles only what differs).
+The side is its ``.py`` files over ``prefix/<package>``, ``prefix`` after them on sys.path (dist metadata).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""extension: rebuild only the framework extension from each side's tree, over the installed core library.
-
-For TE, ``transformer_engine_torch`` (the layout's ``extension``), built with ``pip install --target`` in a
-writable copy of the tree; an extension that does not load against the installed core stops with one line
-naming ``--strategy build``.
+"""extension: rebuild only the framework extension (the layout's; TE: ``transformer_engine_torch``) from
+each side's tree, over the installed core library; one that does not load against it names --strategy build.
 """
 
 from __future__ import annotations

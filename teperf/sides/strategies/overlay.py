@@ -1,8 +1,5 @@
-"""overlay: each side's ``.py`` files over the installed build of the package (seconds, no build).
-
-Valid when only runtime ``.py`` files, version strings and files outside the build differ, between the sides
-and between each side and the installed build's commit. No compiled code reads the version file, so a
-version-only difference is a note and both sides report the installed version.
+"""overlay: each side's ``.py`` files over the installed build of the package (seconds, no build), valid
+when only ``.py`` files, version strings (a note: no compiled code reads them) and non-build files differ.
 """
 
 from __future__ import annotations
