@@ -128,10 +128,10 @@ def diff(repo: str | os.PathLike, a: str, b: str, layout: PackageLayout, package
     return Changes(a=a, b=b, items=items)
 
 
-def shorten(paths: Iterable[str], shown: int = 3) -> str:
+def shorten(paths: Iterable[str], shown: int = 3, sep: str = ", ") -> str:
     """'a, b, c +4 more'."""
     paths = list(paths)
-    text = ", ".join(paths[:shown])
+    text = sep.join(paths[:shown])
     return text + (f" +{len(paths) - shown} more" if len(paths) > shown else "")
 
 

@@ -184,7 +184,12 @@ class Extension(CompiledStrategy):
             what=f"building the extension for {label}",
             log=t.log,
         )
-        artifacts = self._artifacts(prefix) if rc == 0 else {}
+        pkg_root = prefix / t.package  # none there: no files (os.walk)
+        artifacts = {
+            rel: str(pkg_root / rel)
+            for rel in (inst.walk_files(pkg_root) if rc == 0 else ())
+            if ext.is_artifact(os.path.basename(rel))
+        }
         meta.update(
             seconds=round(seconds, 1),
             started_at=round(started, 3),
@@ -212,15 +217,6 @@ class Extension(CompiledStrategy):
         """Both sides' builds at once, the jobs split (_build_env): a build's serial steps (setup.py, the
         link) leave most cores idle; one after the other, a cold TE pair took 113 + 57 s on 16 cores."""
         return True
-
-    def _artifacts(self, prefix: Path) -> dict[str, str]:
-        """package-relative path -> built file, for the extension's files under ``prefix/<package>/``."""
-        pkg_root = prefix / self.target.package  # none there: no files (os.walk)
-        return {
-            rel: str(pkg_root / rel)
-            for rel in inst.walk_files(pkg_root)
-            if self.ext.is_artifact(os.path.basename(rel))
-        }
 
     def prepare(self, label: str, commit: Commit, description: Mapping[str, Any]) -> Side:
         built = self.ensure(label, commit)

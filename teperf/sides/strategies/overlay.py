@@ -20,15 +20,14 @@ def version_notes(target, pair) -> tuple[str, ...]:
     paths = pair.changes.paths(changes.VERSION)
     if not paths:
         return ()
-    shown = []
-    for path in paths[:3]:
-        old = (gitrepo.show_file(target.repo, pair.base.sha, path) or "").strip()[:40] or "(none)"
-        new = (gitrepo.show_file(target.repo, pair.head.sha, path) or "").strip()[:40] or "(none)"
-        shown.append(f"{path}: {old} -> {new}")
-    more = f" +{len(paths) - 3} more" if len(paths) > 3 else ""
+
+    def value(commit: Commit, path: str) -> str:
+        return (gitrepo.show_file(target.repo, commit.sha, path) or "").strip()[:40] or "(none)"
+
+    shown = [f"{path}: {value(pair.base, path)} -> {value(pair.head, path)}" for path in paths[:3]]
     return (
-        f"version strings differ ({'; '.join(shown)}{more}); no compiled code reads them, so both sides run "
-        "on the installed build and report its version",
+        f"version strings differ ({changes.shorten([*shown, *paths[3:]], sep='; ')}); no compiled code reads "
+        "them, so both sides run on the installed build and report its version",
     )
 
 
