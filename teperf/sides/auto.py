@@ -1,6 +1,5 @@
 """``--strategy auto``: ``path`` for a pure-Python package, else the cheapest strategy of the diff's tier
-that can run here (a refused one's reason is kept and the next one up tried).
-"""
+that can run here (a refused one's reason is kept and the next one up tried)."""
 
 from __future__ import annotations
 

@@ -19,8 +19,7 @@ from teperf.sides.target import Pair, Plan, Target
 
 
 def check_dirty(resolved: Resolved, package_dir: str | None, allow_dirty: bool) -> dict[str, bool]:
-    """Which sides are the checked-out HEAD of a work tree whose package files have uncommitted changes:
-    the user probably expects those edits measured, and teperf measures commits."""
+    """Which sides are a checked-out HEAD with uncommitted package edits (teperf measures commits)."""
     current = gitrepo.checked_out_sha(resolved.repo)
     hits = [name for name, c in (("base", resolved.base), ("head", resolved.head)) if c.sha == current]
     pkg = (package_dir or ".").strip("/")

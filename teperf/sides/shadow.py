@@ -1,7 +1,6 @@
 """Shadow trees: ``<cache>/overlays/<key>/<package>/`` holds one side's ``.py`` files and a symlink to the
 build's copy of every other file the side does not bring. Its parent goes first on sys.path; it holds no
-``*.dist-info``, so ``importlib.metadata`` still finds the installed distribution.
-"""
+``*.dist-info``, so ``importlib.metadata`` still finds the installed distribution."""
 
 from __future__ import annotations
 

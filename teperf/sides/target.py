@@ -49,8 +49,7 @@ class Target:
             )
 
     def side_pkg_dir(self, tree: Path) -> Path:
-        pkg = self.package_dir.strip("/")
-        return tree if pkg in ("", ".") else tree / pkg
+        return tree / self.package_dir.strip("/")  # pathlib drops a "." or "" part
 
 
 @dataclasses.dataclass(frozen=True)

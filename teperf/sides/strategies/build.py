@@ -1,7 +1,6 @@
 """build: build the whole package from each side's tree, once per hash of its compiled sources, in one
 persistent build directory per repository and configuration (synced, so it recompiles only what differs).
-The side is its ``.py`` files over ``prefix/<package>``, ``prefix`` after them on sys.path (dist metadata).
-"""
+The side is its ``.py`` files over ``prefix/<package>``, ``prefix`` after them on sys.path (dist metadata)."""
 
 from __future__ import annotations
 
@@ -95,7 +94,6 @@ class Build(CompiledStrategy):
         )
 
     def workdir(self) -> Path:
-        """The persistent build directory of this repository and build configuration."""
         config = {
             "command": self.template,
             "python": os.path.realpath(shutil.which(self.target.python) or self.target.python),

@@ -1,6 +1,5 @@
 """extension: rebuild only the framework extension (the layout's; TE: ``transformer_engine_torch``) from
-each side's tree, over the installed core library; one that does not load against it names --strategy build.
-"""
+each side's tree, over the installed core library; one not loading against it names --strategy build."""
 
 from __future__ import annotations
 
@@ -86,8 +85,7 @@ class Extension(CompiledStrategy):
         return self.build_env(extra=self.ext.env, ccache="masquerade")
 
     def _builds_at_once(self) -> int:
-        """How many extension builds this pair runs at the same time: the distinct keys not cached
-        (one where the sides are made one after the other, as the core strategy does)."""
+        """How many extension builds run at once: the distinct uncached keys (1 if the sides run in turn)."""
         if not self.parallel_sides():
             return 1
         keys = {self.key(commit)[0] for _label, commit in self.pair.sides()}
@@ -95,8 +93,7 @@ class Extension(CompiledStrategy):
 
     @functools.cached_property
     def _build_env(self) -> dict[str, str]:
-        """The build's environment, the jobs split between the builds that run at once (the key is
-        the same: MAX_JOBS does not change what is built)."""
+        """The build's environment, its jobs split between the builds that run at once (not in the key)."""
         env = dict(self._env)
         n = str(max(1, int(env["MAX_JOBS"]) // self._builds_at_once()))
         env["MAX_JOBS"] = env["CMAKE_BUILD_PARALLEL_LEVEL"] = n

@@ -1,6 +1,5 @@
 """overlay: each side's ``.py`` files over the installed build of the package (seconds, no build), valid
-when only ``.py`` files, version strings (a note: no compiled code reads them) and non-build files differ.
-"""
+when only ``.py`` files, version strings (a note: no compiled code reads them) and non-build files differ."""
 
 from __future__ import annotations
 
