@@ -105,12 +105,9 @@ class Changes:
         return [c.path for c in self.items if c.kind in kinds]
 
     @property
-    def kinds(self) -> set[str]:
-        return {c.kind for c in self.items}
-
-    @property
     def tier(self) -> str:
-        return next((t for t in ("build", "extension") if self.kinds.intersection(DECIDING[t])), "overlay")
+        kinds = {c.kind for c in self.items}
+        return next((t for t in ("build", "extension") if kinds.intersection(DECIDING[t])), "overlay")
 
     def deciding(self) -> list[str]:
         """The paths that decide the tier (for the overlay tier: the .py and version files)."""

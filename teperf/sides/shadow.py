@@ -36,15 +36,13 @@ def build_shadow(
     """Make (or reuse) ``<cache>/overlays/<key>/<package>/``; return (root for sys.path, its metadata)."""
     overlays = cachedir.kind_dir("overlays", cache_dir)
     final = overlays / spec.key
-    meta_file = final / cachedir.META
     with cachedir.locked(overlays / f"{spec.key}.lock"):
         cachedir.hold(final)
-        existing = cachedir.read_json(meta_file)
+        existing = cachedir.read_json(final / cachedir.META)
         if existing.get("complete"):
             cachedir.touch(final)
             return final, existing
-        if final.exists():
-            cachedir.remove_tree(final)
+        cachedir.remove_tree(final)
         tmp = cachedir.tmp_sibling(final)
         try:
             stats = _fill_shadow(tmp, spec)

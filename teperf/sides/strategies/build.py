@@ -43,7 +43,6 @@ def compiled_hash(
     """(hash of the commit's compiled sources + how they are built, number of files hashed); ``skip``:
     patterns of build inputs that do not change what is built (version files, other frameworks)."""
     env = os.environ if env is None else env
-    globs = list(globs or [])
 
     def selected(path: str, kind: str) -> bool:
         if globs:
@@ -90,7 +89,7 @@ class Build(CompiledStrategy):
             command=self.template,
             python=t.python,
             env=self._env,
-            globs=self._globs or None,
+            globs=self._globs,
         )
 
     def workdir(self) -> Path:
