@@ -55,12 +55,6 @@ def build_shadow(
     return final, written
 
 
-def mark(root: Path, **fields) -> None:
-    """Record more about a finished shadow tree (e.g. that its extension loads)."""
-    meta_file = root / cachedir.META
-    cachedir.write_json(meta_file, {**cachedir.read_json(meta_file), **fields})
-
-
 def _link(target: Path, source: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     os.symlink(os.path.abspath(source), target)
@@ -110,7 +104,7 @@ def _fill_shadow(root: Path, spec: ShadowSpec) -> dict:
     return stats
 
 
-def check_import_location(root: Path, package: str, python: str) -> str:
+def check_import_location(root: Path, package: str, python: str) -> None:
     """Ask ``python`` (with ``root`` first on sys.path, as the worker does) where ``package`` comes from."""
     code = (
         "import importlib.util, sys; sys.path[0:0] = [sys.argv[1]]; "
@@ -125,7 +119,6 @@ def check_import_location(root: Path, package: str, python: str) -> str:
             "remove whatever shadows it (an import hook or .pth that loads it first), "
             "or use --strategy build",
         )
-    return origin
 
 
 def shadow_side(

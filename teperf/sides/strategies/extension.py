@@ -19,7 +19,6 @@ from teperf.sides import Side, buildrun, cachedir, changes
 from teperf.sides import installed as inst
 from teperf.sides.gitrepo import Commit
 from teperf.sides.layout import ExtensionBuild
-from teperf.sides.shadow import mark
 from teperf.sides.strategies.compiled import CompiledStrategy, described
 from teperf.sides.strategies.overlay import version_notes
 from teperf.sides.target import Plan, Refused
@@ -230,8 +229,8 @@ class Extension(CompiledStrategy):
 
     def check_loads(self, label: str, root: Path) -> None:
         """Import what loads the extension, once per shadow tree; an undefined symbol is one clear line."""
-        meta = cachedir.read_json(root / cachedir.META)
-        if meta.get("extension_loads"):
+        meta_file = root / cachedir.META
+        if cachedir.read_json(meta_file).get("extension_loads"):
             return
         code = (
             "import sys; sys.path[0:0] = [sys.argv[1]]; import importlib; "
@@ -247,7 +246,7 @@ class Extension(CompiledStrategy):
                 timeout=600,
             )
         if proc.returncode == 0:
-            mark(root, extension_loads=True)
+            cachedir.write_json(meta_file, {**cachedir.read_json(meta_file), "extension_loads": True})
             return
         err = proc.stderr.strip()
         symbol = re.search(r"undefined symbol: ?(\S+)", err)
