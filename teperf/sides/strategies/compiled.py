@@ -8,11 +8,10 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from teperf.sides import Side, buildrun, cachedir, changes, gitrepo
+from teperf.sides import buildrun, cachedir, gitrepo
 from teperf.sides import installed as inst
 from teperf.sides.gitrepo import Commit
 from teperf.sides.layout import matches
-from teperf.sides.strategies.overlay import overlay_side
 from teperf.sides.strategy import Strategy
 from teperf.sides.target import Refused
 
@@ -133,15 +132,3 @@ class CompiledStrategy(Strategy):
                 cachedir.remove_tree(stale)
             out.mkdir()
             return {**make(home, out, log_path), "reused": False}
-
-    def shadow(
-        self, label: str, commit: Commit, tree: Path, description, *, key: str, built, **files
-    ) -> Side:
-        """overlay_side with the built ``files`` (own_files, replaced), refused if its built code fails."""
-        built = {"changed_extension": self.pair.changes.paths(changes.EXTENSION), **built}
-        side = overlay_side(self, label, commit, tree, description, key=key, built=built, **files)
-        self.check_loads(label, Path(side.sys_path[0]))
-        return side
-
-    def check_loads(self, label: str, root: Path) -> None:
-        """Refuse a side whose built code does not load (TeperfError)."""

@@ -20,7 +20,7 @@ from teperf.sides import installed as inst
 from teperf.sides.gitrepo import Commit
 from teperf.sides.layout import ExtensionBuild
 from teperf.sides.strategies.compiled import CompiledStrategy, described
-from teperf.sides.strategies.overlay import version_notes
+from teperf.sides.strategies.overlay import overlay_side, version_notes
 from teperf.sides.target import Plan, Refused
 
 KIND = "ext"
@@ -83,18 +83,16 @@ class Extension(CompiledStrategy):
     def _env(self) -> dict[str, str]:
         return self.build_env(extra=self.ext.env, ccache="masquerade")
 
-    def _builds_at_once(self) -> int:
-        """How many extension builds run at once: the distinct uncached keys (1 if the sides run in turn)."""
-        if not self.parallel_sides():
-            return 1
-        keys = {self.key(commit)[0] for _label, commit in self.pair.sides()}
-        return max(1, sum(1 for key in keys if not self._cached(key)))
-
     @functools.cached_property
     def _build_env(self) -> dict[str, str]:
-        """The build's environment, its jobs split between the builds that run at once (not in the key)."""
+        """The build's environment, its jobs split between the builds that run at once (the distinct
+        uncached keys; 1 if the sides run in turn); MAX_JOBS is not in the key."""
         env = dict(self._env)
-        n = str(max(1, int(env["MAX_JOBS"]) // self._builds_at_once()))
+        at_once = 1
+        if self.parallel_sides():
+            keys = {self.key(commit)[0] for _label, commit in self.pair.sides()}
+            at_once = max(1, sum(1 for key in keys if not self._cached(key)))
+        n = str(max(1, int(env["MAX_JOBS"]) // at_once))
         env["MAX_JOBS"] = env["CMAKE_BUILD_PARALLEL_LEVEL"] = n
         return env
 
@@ -226,6 +224,15 @@ class Extension(CompiledStrategy):
             key=f"-x{built['key'][:10]}",
             built=ext_meta(built),
         )
+
+    def shadow(
+        self, label: str, commit: Commit, tree: Path, description, *, key: str, built, **files
+    ) -> Side:
+        """overlay_side with the built ``files`` (own_files, replaced), refused if its built code fails."""
+        built = {"changed_extension": self.pair.changes.paths(changes.EXTENSION), **built}
+        side = overlay_side(self, label, commit, tree, description, key=key, built=built, **files)
+        self.check_loads(label, Path(side.sys_path[0]))
+        return side
 
     def check_loads(self, label: str, root: Path) -> None:
         """Import what loads the extension, once per shadow tree; an undefined symbol is one clear line."""
