@@ -17,8 +17,7 @@ from teperf.sides.target import Refused
 
 
 def tree_key(repo, sha: str, selected: Callable[[str, str], bool], recipe: Mapping) -> tuple[str, int]:
-    """(cache key, number of files hashed): the git objects of the commit's files that ``selected(path,
-    kind)`` picks and how they are built (``recipe``)."""
+    """(cache key, files hashed) of the git objects ``selected(path, kind)`` picks and the ``recipe``."""
     h = hashlib.sha256()
     n = 0
     for mode, kind, obj, path in gitrepo.ls_tree(repo, sha):

@@ -85,8 +85,7 @@ class Extension(CompiledStrategy):
 
     @functools.cached_property
     def _build_env(self) -> dict[str, str]:
-        """The build's environment, its jobs split between the builds that run at once (the distinct
-        uncached keys; 1 if the sides run in turn); MAX_JOBS is not in the key."""
+        """The build's environment, MAX_JOBS (not in the key) split between the builds run at once."""
         env = dict(self._env)
         at_once = 1
         if self.parallel_sides():
