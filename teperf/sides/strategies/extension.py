@@ -238,10 +238,7 @@ class Extension(CompiledStrategy):
         meta_file = root / cachedir.META
         if cachedir.read_json(meta_file).get("extension_loads"):
             return
-        code = (
-            "import sys; sys.path[0:0] = [sys.argv[1]]; import importlib; "
-            "importlib.import_module(sys.argv[2])"
-        )
+        code = "import importlib, sys; sys.path[0:0] = [sys.argv[1]]; importlib.import_module(sys.argv[2])"
         with tempfile.TemporaryDirectory(prefix="teperf-check-") as cwd:
             proc = subprocess.run(
                 [self.target.python, "-c", code, str(root), self.ext.import_check],
