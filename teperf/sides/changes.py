@@ -27,9 +27,7 @@ NOT_BUILD_DIRS = frozenset(
     "ci scripts notebooks results configs".split()
 )
 # Outside the package, these directories and file names are always build inputs.
-BUILD_DIRS = frozenset(
-    {"build_tools", "3rdparty", "third_party", "thirdparty", "csrc", "cmake", "extern", "external"}
-)
+BUILD_DIRS = frozenset("build_tools 3rdparty third_party thirdparty csrc cmake extern external".split())
 BUILD_FILES = frozenset(
     "setup.py setup.cfg pyproject.toml CMakeLists.txt MANIFEST.in Makefile meson.build build.py".split()
 )

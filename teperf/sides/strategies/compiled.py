@@ -38,10 +38,9 @@ class CompiledStrategy(Strategy):
 
     def inputs_key(self, commit: Commit, inputs, recipe: Mapping[str, Any]) -> tuple[str, int]:
         """tree_key of the commit's paths matching ``inputs`` but version files (unread by compiled code)."""
-        version_files = self.target.layout.version_files
 
         def selected(path: str, _kind: str) -> bool:
-            return matches(path, inputs) and not matches(path, version_files)
+            return matches(path, inputs) and not matches(path, self.target.layout.version_files)
 
         return tree_key(self.target.repo, commit.sha, selected, recipe)
 
