@@ -18,8 +18,6 @@ from teperf.sides.layout import matches_name
 
 @dataclasses.dataclass(frozen=True)
 class ShadowSpec:
-    """Everything a shadow tree is made of."""
-
     package: str
     installed_dir: Path  # the build's package directory (installed, or a build prefix's)
     side_pkg_dir: Path  # the side's package directory in its materialized tree

@@ -61,7 +61,6 @@ class CompiledStrategy(Strategy):
             ) from None
 
     def build_env(self, **more) -> dict[str, str]:
-        """buildrun.build_env with the target's jobs, cache, interpreter and CUDA archs."""
         t = self.target
         return buildrun.build_env(
             t.layout, jobs=t.jobs, cache_dir=t.cache_dir, python=t.python, cuda_archs=t.cuda_archs, **more
