@@ -1,8 +1,5 @@
-"""``--strategy auto``: the cheapest strategy the pair's git diff allows.
-
-A pure-Python package gets ``path``; otherwise the diff's tier decides, and when a strategy cannot run
-here (nothing installed to overlay on, say) the next one up is tried and the reason kept.
-"""
+"""``--strategy auto``: ``path`` for a pure-Python package, else the cheapest strategy of the diff's tier
+that can run here (a refused one's reason is kept and the next one up tried)."""
 
 from __future__ import annotations
 

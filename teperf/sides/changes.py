@@ -1,11 +1,6 @@
-"""What changed between two commits, and which tier of side-making that needs.
-
-Every changed path gets one kind: ``python`` (a runtime ``.py`` file of the package), ``version`` (a
-version-string file: compiled code does not depend on it), ``extension`` or ``core`` (an input of the
-framework extension or the compiled core library, as the layout says), ``build`` (any other build input)
-or ``other`` (docs, tests, CI, what the layout calls unrelated). The tier is the cheapest that covers
-every kind present: overlay (python, version, other), extension (plus extension), build (plus the rest).
-"""
+"""What changed between two commits: each path one kind (python, version: no compiled code reads it,
+extension and core as the layout says, build: any other build input, other), and the cheapest tier that
+covers them all: overlay (python, version, other), extension (plus extension), build (plus the rest)."""
 
 from __future__ import annotations
 
@@ -32,9 +27,7 @@ NOT_BUILD_DIRS = frozenset(
     "ci scripts notebooks results configs".split()
 )
 # Outside the package, these directories and file names are always build inputs.
-BUILD_DIRS = frozenset(
-    {"build_tools", "3rdparty", "third_party", "thirdparty", "csrc", "cmake", "extern", "external"}
-)
+BUILD_DIRS = frozenset("build_tools 3rdparty third_party thirdparty csrc cmake extern external".split())
 BUILD_FILES = frozenset(
     "setup.py setup.cfg pyproject.toml CMakeLists.txt MANIFEST.in Makefile meson.build build.py".split()
 )
@@ -110,12 +103,9 @@ class Changes:
         return [c.path for c in self.items if c.kind in kinds]
 
     @property
-    def kinds(self) -> set[str]:
-        return {c.kind for c in self.items}
-
-    @property
     def tier(self) -> str:
-        return next((t for t in ("build", "extension") if self.kinds.intersection(DECIDING[t])), "overlay")
+        kinds = {c.kind for c in self.items}
+        return next((t for t in ("build", "extension") if kinds.intersection(DECIDING[t])), "overlay")
 
     def deciding(self) -> list[str]:
         """The paths that decide the tier (for the overlay tier: the .py and version files)."""
@@ -133,10 +123,10 @@ def diff(repo: str | os.PathLike, a: str, b: str, layout: PackageLayout, package
     return Changes(a=a, b=b, items=items)
 
 
-def shorten(paths: Iterable[str], shown: int = 3) -> str:
+def shorten(paths: Iterable[str], shown: int = 3, sep: str = ", ") -> str:
     """'a, b, c +4 more'."""
     paths = list(paths)
-    text = ", ".join(paths[:shown])
+    text = sep.join(paths[:shown])
     return text + (f" +{len(paths) - shown} more" if len(paths) > shown else "")
 
 

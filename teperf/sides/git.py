@@ -1,7 +1,5 @@
-"""Sides from git refs (``teperf compare base..head``): resolve the spec to two commits, classify what
-differs, pick a strategy, say up front which one, why and what it costs, then have it make each commit
-runnable.
-"""
+"""Sides from git refs (``teperf compare base..head``): resolve the two commits, classify what differs,
+pick a strategy and say up front which, why and at what cost, then have it make each commit runnable."""
 
 from __future__ import annotations
 
@@ -20,14 +18,12 @@ from teperf.sides.strategy import Strategy
 from teperf.sides.target import Pair, Plan, Target
 
 
-def check_dirty(resolved: Resolved, package_dir: str | None, allow_dirty: bool) -> dict[str, bool]:
-    """Which sides are the checked-out HEAD of a work tree whose package files have uncommitted changes:
-    the user probably expects those edits measured, and teperf measures commits."""
+def check_dirty(resolved: Resolved, package_dir: str, allow_dirty: bool) -> dict[str, bool]:
+    """Which sides are a checked-out HEAD with uncommitted package edits (teperf measures commits)."""
     current = gitrepo.checked_out_sha(resolved.repo)
     hits = [name for name, c in (("base", resolved.base), ("head", resolved.head)) if c.sha == current]
-    pkg = (package_dir or ".").strip("/")
     dirty = gitrepo.dirty_files(resolved.repo) if hits else []
-    changed = [p for p in dirty if changes.inside(p, pkg) or changes.is_build_input(p, pkg)]
+    changed = [p for p in dirty if changes.inside(p, package_dir) or changes.is_build_input(p, package_dir)]
     if changed and not allow_dirty:
         raise TeperfError(
             f"{' and '.join(hits)} is the checked-out HEAD ({current[:10]}) but the work tree has uncommitted"

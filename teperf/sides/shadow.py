@@ -1,10 +1,6 @@
-"""Shadow trees: one side's ``.py`` files over a compiled build of the package.
-
-``<cache>/overlays/<key>/<package>/`` holds the side's ``.py`` files (deleted ones left out) and a
-symlink to the build's copy of every other file, unless the side brings its own (an extension built
-from its tree). Its parent goes first on the worker's sys.path; it holds no ``*.dist-info``, so
-``importlib.metadata`` still finds the installed distribution.
-"""
+"""Shadow trees: ``<cache>/overlays/<key>/<package>/`` holds one side's ``.py`` files and a symlink to the
+build's copy of every other file the side does not bring. Its parent goes first on sys.path; it holds no
+``*.dist-info``, so ``importlib.metadata`` still finds the installed distribution."""
 
 from __future__ import annotations
 
@@ -22,8 +18,6 @@ from teperf.sides.layout import matches_name
 
 @dataclasses.dataclass(frozen=True)
 class ShadowSpec:
-    """Everything a shadow tree is made of."""
-
     package: str
     installed_dir: Path  # the build's package directory (installed, or a build prefix's)
     side_pkg_dir: Path  # the side's package directory in its materialized tree
@@ -40,15 +34,13 @@ def build_shadow(
     """Make (or reuse) ``<cache>/overlays/<key>/<package>/``; return (root for sys.path, its metadata)."""
     overlays = cachedir.kind_dir("overlays", cache_dir)
     final = overlays / spec.key
-    meta_file = final / cachedir.META
     with cachedir.locked(overlays / f"{spec.key}.lock"):
         cachedir.hold(final)
-        existing = cachedir.read_json(meta_file)
+        existing = cachedir.read_json(final / cachedir.META)
         if existing.get("complete"):
             cachedir.touch(final)
             return final, existing
-        if final.exists():
-            cachedir.remove_tree(final)
+        cachedir.remove_tree(final)
         tmp = cachedir.tmp_sibling(final)
         try:
             stats = _fill_shadow(tmp, spec)
@@ -59,12 +51,6 @@ def build_shadow(
             cachedir.remove_tree(tmp)
             raise
     return final, written
-
-
-def mark(root: Path, **fields) -> None:
-    """Record more about a finished shadow tree (e.g. that its extension loads)."""
-    meta_file = root / cachedir.META
-    cachedir.write_json(meta_file, {**cachedir.read_json(meta_file), **fields})
 
 
 def _link(target: Path, source: Path) -> None:
@@ -116,7 +102,7 @@ def _fill_shadow(root: Path, spec: ShadowSpec) -> dict:
     return stats
 
 
-def check_import_location(root: Path, package: str, python: str) -> str:
+def check_import_location(root: Path, package: str, python: str) -> None:
     """Ask ``python`` (with ``root`` first on sys.path, as the worker does) where ``package`` comes from."""
     code = (
         "import importlib.util, sys; sys.path[0:0] = [sys.argv[1]]; "
@@ -131,7 +117,6 @@ def check_import_location(root: Path, package: str, python: str) -> str:
             "remove whatever shadows it (an import hook or .pth that loads it first), "
             "or use --strategy build",
         )
-    return origin
 
 
 def shadow_side(

@@ -1,7 +1,5 @@
-"""The values every strategy works from: what is measured (Target), which two commits (Pair), the plan.
-
-Kept apart so that the strategies, ``auto`` and the entry point share them without importing each other.
-"""
+"""What every strategy works from: what is measured (Target), which two commits (Pair), the plan; apart so
+that the strategies, ``auto`` and the entry point share them without importing each other."""
 
 from __future__ import annotations
 
@@ -51,8 +49,7 @@ class Target:
             )
 
     def side_pkg_dir(self, tree: Path) -> Path:
-        pkg = self.package_dir.strip("/")
-        return tree if pkg in ("", ".") else tree / pkg
+        return tree / self.package_dir.strip("/")  # pathlib drops a "." or "" part
 
 
 @dataclasses.dataclass(frozen=True)

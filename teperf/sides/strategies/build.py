@@ -1,10 +1,6 @@
-"""build: build the whole package from each side's tree, incrementally, once per hash of its compiled sources.
-
-Commits that differ only in Python share one build. Builds run in ONE persistent directory per repository
-and build configuration, each side's tree synced into it rewriting only the files that differ, so the build
-system's objects stay and the next build recompiles only what differs. The side is its ``.py`` files over
-``prefix/<package>``, ``prefix`` after them on sys.path so the build's distribution metadata is found.
-"""
+"""build: build the whole package from each side's tree, once per hash of its compiled sources, in one
+persistent build directory per repository and configuration (synced, so it recompiles only what differs).
+The side is its ``.py`` files over ``prefix/<package>``, ``prefix`` after them on sys.path (dist metadata)."""
 
 from __future__ import annotations
 
@@ -47,7 +43,6 @@ def compiled_hash(
     """(hash of the commit's compiled sources + how they are built, number of files hashed); ``skip``:
     patterns of build inputs that do not change what is built (version files, other frameworks)."""
     env = os.environ if env is None else env
-    globs = list(globs or [])
 
     def selected(path: str, kind: str) -> bool:
         if globs:
@@ -94,11 +89,10 @@ class Build(CompiledStrategy):
             command=self.template,
             python=t.python,
             env=self._env,
-            globs=self._globs or None,
+            globs=self._globs,
         )
 
     def workdir(self) -> Path:
-        """The persistent build directory of this repository and build configuration."""
         config = {
             "command": self.template,
             "python": os.path.realpath(shutil.which(self.target.python) or self.target.python),

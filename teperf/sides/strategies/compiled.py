@@ -8,18 +8,16 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from teperf.sides import Side, buildrun, cachedir, changes, gitrepo
+from teperf.sides import buildrun, cachedir, gitrepo
 from teperf.sides import installed as inst
 from teperf.sides.gitrepo import Commit
 from teperf.sides.layout import matches
-from teperf.sides.strategies.overlay import overlay_side
 from teperf.sides.strategy import Strategy
 from teperf.sides.target import Refused
 
 
 def tree_key(repo, sha: str, selected: Callable[[str, str], bool], recipe: Mapping) -> tuple[str, int]:
-    """(cache key, number of files hashed): the git objects of the commit's files that ``selected(path,
-    kind)`` picks and how they are built (``recipe``)."""
+    """(cache key, files hashed) of the git objects ``selected(path, kind)`` picks and the ``recipe``."""
     h = hashlib.sha256()
     n = 0
     for mode, kind, obj, path in gitrepo.ls_tree(repo, sha):
@@ -40,10 +38,9 @@ class CompiledStrategy(Strategy):
 
     def inputs_key(self, commit: Commit, inputs, recipe: Mapping[str, Any]) -> tuple[str, int]:
         """tree_key of the commit's paths matching ``inputs`` but version files (unread by compiled code)."""
-        version_files = self.target.layout.version_files
 
         def selected(path: str, _kind: str) -> bool:
-            return matches(path, inputs) and not matches(path, version_files)
+            return matches(path, inputs) and not matches(path, self.target.layout.version_files)
 
         return tree_key(self.target.repo, commit.sha, selected, recipe)
 
@@ -64,7 +61,6 @@ class CompiledStrategy(Strategy):
             ) from None
 
     def build_env(self, **more) -> dict[str, str]:
-        """buildrun.build_env with the target's jobs, cache, interpreter and CUDA archs."""
         t = self.target
         return buildrun.build_env(
             t.layout, jobs=t.jobs, cache_dir=t.cache_dir, python=t.python, cuda_archs=t.cuda_archs, **more
@@ -133,15 +129,3 @@ class CompiledStrategy(Strategy):
                 cachedir.remove_tree(stale)
             out.mkdir()
             return {**make(home, out, log_path), "reused": False}
-
-    def shadow(
-        self, label: str, commit: Commit, tree: Path, description, *, key: str, built, **files
-    ) -> Side:
-        """overlay_side with the built ``files`` (own_files, replaced), refused if its built code fails."""
-        built = {"changed_extension": self.pair.changes.paths(changes.EXTENSION), **built}
-        side = overlay_side(self, label, commit, tree, description, key=key, built=built, **files)
-        self.check_loads(label, Path(side.sys_path[0]))
-        return side
-
-    def check_loads(self, label: str, root: Path) -> None:
-        """Refuse a side whose built code does not load (TeperfError)."""

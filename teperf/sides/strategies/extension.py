@@ -1,9 +1,5 @@
-"""extension: rebuild only the framework extension from each side's tree, over the installed core library.
-
-For TE, ``transformer_engine_torch`` (the layout's ``extension``), built with ``pip install --target`` in a
-writable copy of the tree; an extension that does not load against the installed core stops with one line
-naming ``--strategy build``.
-"""
+"""extension: rebuild only the framework extension (the layout's; TE: ``transformer_engine_torch``) from
+each side's tree, over the installed core library; one not loading against it names --strategy build."""
 
 from __future__ import annotations
 
@@ -23,9 +19,8 @@ from teperf.sides import Side, buildrun, cachedir, changes
 from teperf.sides import installed as inst
 from teperf.sides.gitrepo import Commit
 from teperf.sides.layout import ExtensionBuild
-from teperf.sides.shadow import mark
 from teperf.sides.strategies.compiled import CompiledStrategy, described
-from teperf.sides.strategies.overlay import version_notes
+from teperf.sides.strategies.overlay import overlay_side, version_notes
 from teperf.sides.target import Plan, Refused
 
 KIND = "ext"
@@ -88,20 +83,15 @@ class Extension(CompiledStrategy):
     def _env(self) -> dict[str, str]:
         return self.build_env(extra=self.ext.env, ccache="masquerade")
 
-    def _builds_at_once(self) -> int:
-        """How many extension builds this pair runs at the same time: the distinct keys not cached
-        (one where the sides are made one after the other, as the core strategy does)."""
-        if not self.parallel_sides():
-            return 1
-        keys = {self.key(commit)[0] for _label, commit in self.pair.sides()}
-        return max(1, sum(1 for key in keys if not self._cached(key)))
-
     @functools.cached_property
     def _build_env(self) -> dict[str, str]:
-        """The build's environment, the jobs split between the builds that run at once (the key is
-        the same: MAX_JOBS does not change what is built)."""
+        """The build's environment, MAX_JOBS (not in the key) split between the builds run at once."""
         env = dict(self._env)
-        n = str(max(1, int(env["MAX_JOBS"]) // self._builds_at_once()))
+        at_once = 1
+        if self.parallel_sides():
+            keys = {self.key(commit)[0] for _label, commit in self.pair.sides()}
+            at_once = max(1, sum(1 for key in keys if not self._cached(key)))
+        n = str(max(1, int(env["MAX_JOBS"]) // at_once))
         env["MAX_JOBS"] = env["CMAKE_BUILD_PARALLEL_LEVEL"] = n
         return env
 
@@ -187,7 +177,12 @@ class Extension(CompiledStrategy):
             what=f"building the extension for {label}",
             log=t.log,
         )
-        artifacts = self._artifacts(prefix) if rc == 0 else {}
+        pkg_root = prefix / t.package  # none there: no files (os.walk)
+        artifacts = {
+            rel: str(pkg_root / rel)
+            for rel in (inst.walk_files(pkg_root) if rc == 0 else ())
+            if ext.is_artifact(os.path.basename(rel))
+        }
         meta.update(
             seconds=round(seconds, 1),
             started_at=round(started, 3),
@@ -216,15 +211,6 @@ class Extension(CompiledStrategy):
         link) leave most cores idle; one after the other, a cold TE pair took 113 + 57 s on 16 cores."""
         return True
 
-    def _artifacts(self, prefix: Path) -> dict[str, str]:
-        """package-relative path -> built file, for the extension's files under ``prefix/<package>/``."""
-        pkg_root = prefix / self.target.package  # none there: no files (os.walk)
-        return {
-            rel: str(pkg_root / rel)
-            for rel in inst.walk_files(pkg_root)
-            if self.ext.is_artifact(os.path.basename(rel))
-        }
-
     def prepare(self, label: str, commit: Commit, description: Mapping[str, Any]) -> Side:
         built = self.ensure(label, commit)
         return self.shadow(
@@ -238,15 +224,21 @@ class Extension(CompiledStrategy):
             built=ext_meta(built),
         )
 
+    def shadow(
+        self, label: str, commit: Commit, tree: Path, description, *, key: str, built, **files
+    ) -> Side:
+        """overlay_side with the built ``files`` (own_files, replaced), refused if its built code fails."""
+        built = {"changed_extension": self.pair.changes.paths(changes.EXTENSION), **built}
+        side = overlay_side(self, label, commit, tree, description, key=key, built=built, **files)
+        self.check_loads(label, Path(side.sys_path[0]))
+        return side
+
     def check_loads(self, label: str, root: Path) -> None:
         """Import what loads the extension, once per shadow tree; an undefined symbol is one clear line."""
-        meta = cachedir.read_json(root / cachedir.META)
-        if meta.get("extension_loads"):
+        meta_file = root / cachedir.META
+        if cachedir.read_json(meta_file).get("extension_loads"):
             return
-        code = (
-            "import sys; sys.path[0:0] = [sys.argv[1]]; import importlib; "
-            "importlib.import_module(sys.argv[2])"
-        )
+        code = "import importlib, sys; sys.path[0:0] = [sys.argv[1]]; importlib.import_module(sys.argv[2])"
         with tempfile.TemporaryDirectory(prefix="teperf-check-") as cwd:
             proc = subprocess.run(
                 [self.target.python, "-c", code, str(root), self.ext.import_check],
@@ -257,7 +249,7 @@ class Extension(CompiledStrategy):
                 timeout=600,
             )
         if proc.returncode == 0:
-            mark(root, extension_loads=True)
+            cachedir.write_json(meta_file, {**cachedir.read_json(meta_file), "extension_loads": True})
             return
         err = proc.stderr.strip()
         symbol = re.search(r"undefined symbol: ?(\S+)", err)

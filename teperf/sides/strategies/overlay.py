@@ -1,9 +1,5 @@
-"""overlay: each side's ``.py`` files over the installed build of the package (seconds, no build).
-
-Valid when only runtime ``.py`` files, version strings and files outside the build differ, between the sides
-and between each side and the installed build's commit. No compiled code reads the version file, so a
-version-only difference is a note and both sides report the installed version.
-"""
+"""overlay: each side's ``.py`` files over the installed build of the package (seconds, no build), valid
+when only ``.py`` files, version strings (a note: no compiled code reads them) and non-build files differ."""
 
 from __future__ import annotations
 
@@ -23,15 +19,14 @@ def version_notes(target, pair) -> tuple[str, ...]:
     paths = pair.changes.paths(changes.VERSION)
     if not paths:
         return ()
-    shown = []
-    for path in paths[:3]:
-        old = (gitrepo.show_file(target.repo, pair.base.sha, path) or "").strip()[:40] or "(none)"
-        new = (gitrepo.show_file(target.repo, pair.head.sha, path) or "").strip()[:40] or "(none)"
-        shown.append(f"{path}: {old} -> {new}")
-    more = f" +{len(paths) - 3} more" if len(paths) > 3 else ""
+
+    def value(commit: Commit, path: str) -> str:
+        return (gitrepo.show_file(target.repo, commit.sha, path) or "").strip()[:40] or "(none)"
+
+    shown = [f"{path}: {value(pair.base, path)} -> {value(pair.head, path)}" for path in paths[:3]]
     return (
-        f"version strings differ ({'; '.join(shown)}{more}); no compiled code reads them, so both sides run "
-        "on the installed build and report its version",
+        f"version strings differ ({changes.shorten([*shown, *paths[3:]], sep='; ')}); no compiled code reads "
+        "them, so both sides run on the installed build and report its version",
     )
 
 
