@@ -49,8 +49,8 @@ def _where_else(side: Side) -> str:
 
 
 def preflight(config, sides: Iterable[Side], hash_seed: int = 0) -> dict[str, dict]:
-    """Each side's interpreter, and where it finds torch, the packages under test and teperf's
-    worker; a one-line TeperfError naming the interpreter and what it lacks, before any pair."""
+    """Where each side's interpreter finds torch, the packages under test and teperf's worker; a one-line
+    TeperfError naming the interpreter and what it lacks, before any pair."""
     sides = list(sides)
     wanted = ["torch", *measured_packages(config, sides), "teperf.worker"]
     found: dict[str, dict] = {}
@@ -122,9 +122,8 @@ print(json.dumps(sorted(n for n, m in list(sys.modules.items())
 
 
 def dependencies(side: Side, under_test: list[str], cwd: Path, seed: int) -> list[str]:
-    """The top-level modules the packages under test import from outside the side's tree (not the
-    packages themselves, nor anything named like them: a compiled extension beside them differs by
-    commit); [] when that cannot be found (the probes then import them each)."""
+    """The top-level modules the packages under test import from outside the side's tree, but none named
+    like them (a compiled extension beside them differs by commit); [] when that cannot be found."""
     names = [n for n in under_test if n != "torch"]
     if not names:
         return []
@@ -144,8 +143,7 @@ def dependencies(side: Side, under_test: list[str], cwd: Path, seed: int) -> lis
 
 
 def _named_like(module: str, packages: list[str]) -> bool:
-    """transformer_engine.pytorch and transformer_engine_torch are named like transformer_engine: a
-    server must not import them, or every fork would run the server's copy, not its commit's."""
+    """A server must not import these (transformer_engine_torch too), or forks would run its copy."""
     return any(module.startswith(p) for p in packages if p != "torch")
 
 
@@ -158,8 +156,7 @@ class ProbeFailed(Exception):
 
 
 def count_case(config: Config, side: Side, case: Case, log_path: Path, launcher=None) -> dict:
-    """The counters of one fwd+bwd step of ``case`` on ``side`` (teperf.worker.counters); ``launcher``:
-    where the worker comes from (a fork server's, ForkedProbes), None for a fresh interpreter."""
+    """The counters of one fwd+bwd step of ``case`` on ``side``; ``launcher``: ForkedProbes' fork, or None."""
     log_path = Path(log_path)
     try:
         with one_worker(
@@ -193,11 +190,12 @@ class ForkedProbes:
             preload = [
                 n for n in preload_modules(self.config, self.cases, []) if not _named_like(n, under_test)
             ]
-            preload += dependencies(side, under_test, self.log_dir, hash_seed(self.config.seed, 0))
+            seed = hash_seed(self.config.seed, 0)
+            preload += dependencies(side, under_test, self.log_dir, seed)
             try:
                 self.servers[key] = ForkServer(
                     neutral,
-                    seed=hash_seed(self.config.seed, 0),
+                    seed=seed,
                     preload=list(dict.fromkeys(preload)),
                     log_path=self.log_dir / f"probe-server-{len(self.servers)}.log",
                     cwd=self.log_dir,

@@ -1,8 +1,6 @@
-"""Where torch.compile keeps what it compiled: inductor's and Triton's on-disk caches, per case. cold
-(default): a temporary directory per worker, an empty subdirectory per compile case; warm: one directory
-per run and side, filled beforehand by a throwaway worker. The process warm-up shares one directory across
-the run's workers (saving each ~15 s of compiler runs). TORCHINDUCTOR_COMPILE_THREADS=1 keeps compiling in
-this process, on teperf's clocks."""
+"""Inductor's and Triton's on-disk caches, per case: cold, an empty directory per worker and compile case;
+warm, one per run and side that a throwaway worker filled. TORCHINDUCTOR_COMPILE_THREADS=1 keeps compiling
+in this process, on teperf's clocks."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""What this worker really imported: interpreter, torch and the package under test, with a content hash.
-
-The hash covers the package's files this process loaded (``.py`` modules and mapped compiled files), each
-by content and path relative to the package: the same code hashes the same wherever it lies on disk."""
+"""What this worker really imported, with a content hash of the package's loaded files (by content and
+path relative to the package: the same code hashes the same wherever it lies on disk)."""
 
 from __future__ import annotations
 
