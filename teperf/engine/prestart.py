@@ -29,18 +29,15 @@ def prestart_depth(
     start_s: Optional[float] = None,
     measure_s: Optional[float] = None,
 ) -> int:
-    """Pairs kept started ahead (README, "Pairs started ahead"): lanes * ceil(start_s / measure_s) pairs
-    starting and one per lane ready, but at most one spare core per worker (two importers on one core
-    each take twice as long); as deep as the spare cores allow until the times are known."""
+    """Pairs kept started ahead (README): lanes * ceil(start_s / measure_s) starting and one per lane ready,
+    but at most one spare core per worker (two importers on one core each take twice as long)."""
     if n_import_cores == 0:
         return 0
     if config.prestart is not None:
         return min(config.prestart, n_import_cores)
     max_pairs = config.schedule.processes if max_pairs is None else max_pairs
     by_cores = min(MAX_AUTO_PRESTART, max(1, n_import_cores // max(1, n_sides)))
-    need = by_cores
-    if start_s and measure_s:
-        need = lanes * (math.ceil(start_s / max(measure_s, 0.1)) + 1)
+    need = lanes * (math.ceil(start_s / max(measure_s, 0.1)) + 1) if start_s and measure_s else by_cores
     return max(0, min(by_cores, need, max_pairs - 1))
 
 
@@ -124,9 +121,8 @@ class PairSchedule:
             return runner, todo
 
     def _launch_cold(self, runner: PairTrials, lane: int, todo: list[int]) -> PairTrials:
-        """A pair nobody started ahead (each lane's first): where spare cores are enough for it and a
-        pair ahead without sharing, its sides import at once, each on a spare core (one after the other
-        on the lane's core took twice as long). Returns the pair to measure: a fresh one where that failed."""
+        """A pair nobody started ahead: its sides import at once on spare cores where they are enough for it
+        and a pair ahead. Returns the pair to measure: a fresh one where that failed."""
         if len(self.import_cores) < self.n_sides * (len(self.lane_cores) + 1):
             return runner
         try:

@@ -31,8 +31,7 @@ for name in json.loads(sys.argv[2]):
     except Exception as exc:
         spec, out["found"][name] = None, "error: %s: %s" % (type(exc).__name__, exc)
         continue
-    where = (list(spec.submodule_search_locations or []) or [None]) if spec else [None]
-    out["found"][name] = (spec.origin or where[0]) if spec else None
+    out["found"][name] = spec and (spec.origin or next(iter(spec.submodule_search_locations or []), None))
 print(json.dumps(out))
 """
 

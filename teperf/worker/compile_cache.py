@@ -11,8 +11,7 @@ import sys
 import tempfile
 
 MODES = ("cold", "warm")
-# What torch's compile caches counted (torch._dynamo.utils.counters): per graph, inductor's FX graph
-# cache and AOT autograd's cache each hit, miss or are bypassed (a graph they cannot key or pickle).
+# torch._dynamo.utils.counters: per graph, each cache hits, misses or is bypassed (cannot key or pickle it).
 CACHE_COUNTERS = {
     "fxgraph_hit": ("inductor", "fxgraph_cache_hit"),
     "fxgraph_miss": ("inductor", "fxgraph_cache_miss"),

@@ -59,10 +59,8 @@ def profile_step(step: Callable[[], None], iters: int, cuda: bool) -> list[dict]
 def _path_roots() -> list[str]:
     roots = []
     for entry in sys.path:
-        if not entry:
-            entry = os.getcwd()
         try:
-            roots.append(os.path.realpath(entry))
+            roots.append(os.path.realpath(entry or os.getcwd()))
         except OSError:
             continue
     # The longest root wins, so a site-packages inside a venv beats the venv.

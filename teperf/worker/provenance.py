@@ -54,9 +54,8 @@ def _belongs(module_name: str, name: str, file: str) -> bool:
 
 
 def package_facts(name: str, mapped: set[str], known: dict | None = None) -> dict:
-    """Version, location and content hash of package ``name`` as this process loaded it.
-    ``known``: real path -> [size, mtime_ns, inode, sha256] of compiled files an earlier worker
-    of the run hashed; reused while the file's stat still matches (TE's libraries are 100+ MB)."""
+    """Version, location and content hash of package ``name`` as loaded; ``known``: an earlier worker's
+    ``compiled``, whose hashes are reused while the file's stat matches (TE's libraries are 100+ MB)."""
     known = known or {}
     module = sys.modules.get(name)
     if module is None:
