@@ -1,5 +1,4 @@
-"""Parallel measuring lanes (``--lanes N``): a thread per lane (worker I/O releases the GIL), each measuring
-one pair at a time on its own physical core (teperf/cpus.py)."""
+"""``--lanes N``: a thread per lane (worker I/O releases the GIL), each measuring on its own physical core."""
 
 from __future__ import annotations
 

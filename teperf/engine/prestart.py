@@ -1,5 +1,4 @@
-"""Pairs started ahead: how many (:func:`prestart_depth`) and :class:`PairSchedule`, which hands the lanes
-their pairs and starts the next ones on spare cores (teperf/cpus.py spare_cores)."""
+"""Pairs started ahead on spare cores: how many (:func:`prestart_depth`); the lanes' :class:`PairSchedule`."""
 
 from __future__ import annotations
 
@@ -42,8 +41,7 @@ def prestart_depth(
 
 
 class PairSchedule:
-    """Which pair a lane measures next, and what: the adaptive plan's pairs in order, the pairs started
-    ahead, and each cell's budget of lost pairs. Lanes take pairs from their threads under ``lock``."""
+    """Which pair a lane measures next, and what (the plan's pairs, those started ahead); under ``lock``."""
 
     def __init__(
         self,

@@ -1,6 +1,5 @@
-"""Before a run, what each side's interpreter finds (:func:`preflight`); and ``teperf bisect``'s probe: one
-worker, one case, its exact step counters (they repeat exactly: no pairing, no statistics), forked from a
-server that imported torch once (:class:`ForkedProbes`: about 1 s a probe, not 10)."""
+"""What each side's interpreter finds before a run (:func:`preflight`); bisect's probe: one case's exact
+step counters, forked from a server that imported torch once (:class:`ForkedProbes`: 1 s a probe, not 10)."""
 
 from __future__ import annotations
 
@@ -37,8 +36,7 @@ print(json.dumps(out))
 
 
 def _where_else(side: Side) -> str:
-    """The options that point ``side`` elsewhere: a git side's tree is the ref's, so only PYTHONPATH adds
-    code from outside it; `run`'s one side takes --python/--path."""
+    """The options that point ``side`` elsewhere (a git side's tree is the ref's: only PYTHONPATH adds)."""
     if "ref" in side.description:
         return (
             "put the directory that holds it on PYTHONPATH (git sides import the ref's tree and PYTHONPATH)"
@@ -48,8 +46,7 @@ def _where_else(side: Side) -> str:
 
 
 def preflight(config, sides: Iterable[Side], hash_seed: int = 0) -> dict[str, dict]:
-    """Where each side's interpreter finds torch, the packages under test and teperf's worker; a one-line
-    TeperfError naming the interpreter and what it lacks, before any pair."""
+    """Where each side's interpreter finds torch, the packages under test and teperf's worker; TeperfError."""
     sides = list(sides)
     wanted = ["torch", *measured_packages(config, sides), "teperf.worker"]
     found: dict[str, dict] = {}
@@ -172,8 +169,7 @@ def count_case(config: Config, side: Side, case: Case, log_path: Path, launcher=
 
 
 class ForkedProbes:
-    """Counter probes forked from servers that imported torch (nothing of the package under test), one per
-    interpreter and environment; a server that cannot start leaves its probes to fresh interpreters."""
+    """Probes forked from a server per interpreter and environment; without one, from fresh interpreters."""
 
     def __init__(self, config: Config, cases: list[Case], log_dir: Path):
         self.config, self.cases, self.log_dir = config, cases, Path(log_dir)

@@ -1,6 +1,5 @@
-"""Inductor's and Triton's on-disk caches, per case: cold, an empty directory per worker and compile case;
-warm, one per run and side that a throwaway worker filled. TORCHINDUCTOR_COMPILE_THREADS=1 keeps compiling
-in this process, on teperf's clocks."""
+"""Inductor's and Triton's on-disk caches per case: cold, empty per worker; warm, filled beforehand.
+TORCHINDUCTOR_COMPILE_THREADS=1 keeps compiling in this process, on teperf's clocks."""
 
 from __future__ import annotations
 
@@ -13,12 +12,9 @@ import tempfile
 MODES = ("cold", "warm")
 # torch._dynamo.utils.counters: per graph, each cache hits, misses or is bypassed (cannot key or pickle it).
 CACHE_COUNTERS = {
-    "fxgraph_hit": ("inductor", "fxgraph_cache_hit"),
-    "fxgraph_miss": ("inductor", "fxgraph_cache_miss"),
-    "fxgraph_bypass": ("inductor", "fxgraph_cache_bypass"),
-    "autograd_hit": ("aot_autograd", "autograd_cache_hit"),
-    "autograd_miss": ("aot_autograd", "autograd_cache_miss"),
-    "autograd_bypass": ("aot_autograd", "autograd_cache_bypass"),
+    f"{cache}_{kind}": (group, f"{cache}_cache_{kind}")  # fxgraph_hit: ("inductor", "fxgraph_cache_hit")
+    for cache, group in (("fxgraph", "inductor"), ("autograd", "aot_autograd"))
+    for kind in ("hit", "miss", "bypass")
 }
 
 
