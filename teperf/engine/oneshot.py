@@ -65,8 +65,7 @@ def one_worker(
     log_name: Optional[str] = None,
     **worker_args,
 ) -> Iterator[OneShot]:
-    """A worker of ``side`` with the config's device, hash seed and timeout, cwd ``log_dir``; it starts at
-    once and ``ready()`` waits for it, so several import side by side. WorkerError when it cannot start."""
+    """A worker of ``side`` in ``log_dir``, started at once so that several import side by side (ready())."""
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     worker = Worker(

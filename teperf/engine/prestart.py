@@ -119,8 +119,7 @@ class PairSchedule:
             return runner, todo
 
     def _launch_cold(self, runner: PairTrials, lane: int, todo: list[int]) -> PairTrials:
-        """A pair nobody started ahead: its sides import at once on spare cores where they are enough for it
-        and a pair ahead. Returns the pair to measure: a fresh one where that failed."""
+        """A pair nobody started ahead, its sides importing at once on spare cores where there are enough."""
         if len(self.import_cores) < self.n_sides * (len(self.lane_cores) + 1):
             return runner
         try:

@@ -180,7 +180,6 @@ class ForkedProbes:
         key = (side.python, tuple(sorted(side.env.items())))
         if key not in self.servers:
             self.log_dir.mkdir(parents=True, exist_ok=True)
-            neutral = Side("probe", side.python, (), dict(side.env))  # no commit's tree in the server
             under_test = packages_under_test(self.config, [side])
             preload = [
                 n for n in preload_modules(self.config, self.cases, []) if not _named_like(n, under_test)
@@ -189,7 +188,7 @@ class ForkedProbes:
             preload += dependencies(side, under_test, self.log_dir, seed)
             try:
                 self.servers[key] = ForkServer(
-                    neutral,
+                    Side("probe", side.python, (), dict(side.env)),  # no commit's tree in the server
                     seed=seed,
                     preload=list(dict.fromkeys(preload)),
                     log_path=self.log_dir / f"probe-server-{len(self.servers)}.log",

@@ -1,5 +1,4 @@
-"""Clocks read around a timed loop of steps: process CPU time is the headline (on CUDA the backward runs on
-autograd's device thread, which the main thread's clock misses); main-thread CPU and wall time beside it."""
+"""Clocks around timed steps: process CPU time leads (a CUDA backward runs on autograd's device thread)."""
 
 from __future__ import annotations
 

@@ -41,14 +41,13 @@ class CompileCache:
         self.mode = spec.get("mode") or "cold"
         if self.mode not in MODES:
             raise ValueError(f"unknown compile cache mode {self.mode!r}")
-        if self.mode == "warm":
-            self.root = spec["dir"]
-            self.owned = False
-        else:
+        self.owned = self.mode == "cold"
+        if self.owned:
             # inside the run's directory when given: removed with it even if this worker is killed
             self.root = tempfile.mkdtemp(prefix="teperf-inductor-", dir=spec.get("parent"))
-            self.owned = True
             atexit.register(self.close)
+        else:
+            self.root = spec["dir"]
         self.warmup_dir = spec.get("process_warmup_dir") or os.path.join(self.root, "process-warmup")
         os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
         self.use("process")

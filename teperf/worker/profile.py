@@ -1,6 +1,5 @@
-"""``teperf explain``'s cProfile of a step, one row per function and per step; ``rel`` (the path below its
-sys.path entry) lets base and head copies of a function share a key. Autograd's device threads are off, so
-that cProfile (per-thread) sees a CUDA backward."""
+"""explain's cProfile of a step, a row per function; ``rel`` (the path below its sys.path entry) is a key
+base and head copies share. Autograd's device threads are off: per-thread cProfile sees a CUDA backward."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Messages between coordinator and worker, one JSON object per line: commands on the worker's stdin, one
-reply each but quit (Session.handle) on the fd that was its stdout at start-up (fd 1 then points at stderr,
-so prints from measured code cannot corrupt the stream); a {"type": "hello"} once after start-up."""
+"""One JSON object per line: commands on the worker's stdin, one reply each but quit (Session.handle) on the
+fd that was its stdout at start-up (fd 1 is stderr then: prints cannot corrupt it); a "hello" at start-up."""
 
 from __future__ import annotations
 

@@ -126,14 +126,10 @@ def imported_facts(packages: list[str], known: dict | None = None) -> dict:
         "packages": {},
     }
     for name in packages:
-        if name == "torch":  # torch's own modules: version and path say which; hashing GBs would not pay
-            facts["packages"][name] = {
-                "imported": torch is not None,
-                **facts["torch"],
-                "files": None,
-                "hash": None,
-            }
+        if name == "torch":  # its version and path say which; hashing GBs would not pay
+            entry = {"imported": torch is not None, **facts["torch"], "files": None, "hash": None}
         else:
-            facts["packages"][name] = package_facts(name, mapped, known)
+            entry = package_facts(name, mapped, known)
+        facts["packages"][name] = entry
     facts["seconds"] = round(time.perf_counter() - started, 3)  # what the hashing cost this worker
     return facts
