@@ -1,5 +1,4 @@
-"""What to do about a worker that failed: a hint naming the likely cause, read from the words
-teperf.engine.spawn writes (failures reach the user as text)."""
+"""Hints naming the likely cause of a worker's failure, read from the words teperf.engine.spawn writes."""
 
 from __future__ import annotations
 
@@ -8,8 +7,7 @@ from pathlib import Path
 
 from teperf.config import Config
 
-# How a worker killed by SIGKILL reads in spawn's words: "was killed by SIGKILL" (it died while
-# teperf waited for a reply) or "is gone (exit -9)" (it was dead when teperf next wrote to it).
+# A SIGKILLed worker in spawn's words: "was killed by SIGKILL" (while waited for) or "is gone (exit -9)".
 _SIGKILLED = re.compile(r"SIGKILL|status -9\b|exit -9\b")
 
 _NO_ATTRIBUTE = re.compile(r"AttributeError: module '([\w.]+)' has no attribute '(\w+)'")

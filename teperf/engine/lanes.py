@@ -1,5 +1,4 @@
-"""Parallel measuring lanes (``--lanes N``): a thread per lane (worker I/O releases the GIL), each measuring
-one pair at a time on its own physical core (teperf/cpus.py)."""
+"""``--lanes N``: a thread per lane (worker I/O releases the GIL), each measuring on its own physical core."""
 
 from __future__ import annotations
 
@@ -18,9 +17,8 @@ class LaneStopped(Exception):
 def run_lanes(
     n: int, lane: Callable[[int], None], stop: threading.Event, kill_all: Callable[[], None]
 ) -> None:
-    """Run ``lane(i)`` for i in 0..n-1, each in its own thread, until all return. The first error of a
-    lane (or Ctrl-C/SIGTERM, which reach the main thread only) sets ``stop``, ``kill_all`` ends every
-    worker until the lanes have ended (or STOP_WAIT_S passed), and the error is raised here."""
+    """Run ``lane(i)`` for i < n, each in its own thread. A lane's first error (or Ctrl-C/SIGTERM) sets
+    ``stop``, ``kill_all`` ends every worker until the lanes have ended, and the error is raised here."""
     errors: list[BaseException] = []
     returned: list[int] = []
     done = threading.Event()  # a lane thread that ran out of pairs waits for this before it ends
@@ -35,8 +33,7 @@ def run_lanes(
             stop.set()
         finally:
             returned.append(i)
-        # A worker dies with the thread that started it (PR_SET_PDEATHSIG): this lane's pairs started
-        # ahead may be measuring on another lane now.
+        # A worker dies with the thread that started it (PR_SET_PDEATHSIG): it may measure on another lane.
         done.wait()
 
     threads = [

@@ -1,5 +1,4 @@
-"""One worker outside the measured pairs (bisect's counter probe, the counters gate, explain's profile,
-the compile-cache prewarm), with the config's device, hash seed and timeout: :func:`one_worker`."""
+"""One worker outside the measured pairs (probes, the counters gate, explain, the compile-cache prewarm)."""
 
 from __future__ import annotations
 
@@ -66,9 +65,7 @@ def one_worker(
     log_name: Optional[str] = None,
     **worker_args,
 ) -> Iterator[OneShot]:
-    """A worker of ``side`` pinned to ``core`` (default: the config's), logging to ``log_dir/<label>.log``
-    (or ``log_name``) with ``log_dir`` as its cwd; closed when the block ends. It starts at once and
-    ``ready()`` waits for it, so several can import side by side. Raises WorkerError when it cannot start."""
+    """A worker of ``side`` in ``log_dir``, started at once so that several import side by side (ready())."""
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     worker = Worker(

@@ -1,5 +1,4 @@
-"""Pairs started ahead: how many (:func:`prestart_depth`) and :class:`PairSchedule`, which hands the lanes
-their pairs and starts the next ones on spare cores (teperf/cpus.py spare_cores)."""
+"""Pairs started ahead on spare cores: how many (:func:`prestart_depth`); the lanes' :class:`PairSchedule`."""
 
 from __future__ import annotations
 
@@ -29,24 +28,20 @@ def prestart_depth(
     start_s: Optional[float] = None,
     measure_s: Optional[float] = None,
 ) -> int:
-    """Pairs kept started ahead (README, "Pairs started ahead"): lanes * ceil(start_s / measure_s) pairs
-    starting and one per lane ready, but at most one spare core per worker (two importers on one core
-    each take twice as long); as deep as the spare cores allow until the times are known."""
+    """Pairs kept started ahead (README): lanes * ceil(start_s / measure_s) starting and one per lane ready,
+    but at most one spare core per worker (two importers on one core each take twice as long)."""
     if n_import_cores == 0:
         return 0
     if config.prestart is not None:
         return min(config.prestart, n_import_cores)
     max_pairs = config.schedule.processes if max_pairs is None else max_pairs
     by_cores = min(MAX_AUTO_PRESTART, max(1, n_import_cores // max(1, n_sides)))
-    need = by_cores
-    if start_s and measure_s:
-        need = lanes * (math.ceil(start_s / max(measure_s, 0.1)) + 1)
+    need = lanes * (math.ceil(start_s / max(measure_s, 0.1)) + 1) if start_s and measure_s else by_cores
     return max(0, min(by_cores, need, max_pairs - 1))
 
 
 class PairSchedule:
-    """Which pair a lane measures next, and what: the adaptive plan's pairs in order, the pairs started
-    ahead, and each cell's budget of lost pairs. Lanes take pairs from their threads under ``lock``."""
+    """Which pair a lane measures next, and what (the plan's pairs, those started ahead); under ``lock``."""
 
     def __init__(
         self,
@@ -124,9 +119,7 @@ class PairSchedule:
             return runner, todo
 
     def _launch_cold(self, runner: PairTrials, lane: int, todo: list[int]) -> PairTrials:
-        """A pair nobody started ahead (each lane's first): where spare cores are enough for it and a
-        pair ahead without sharing, its sides import at once, each on a spare core (one after the other
-        on the lane's core took twice as long). Returns the pair to measure: a fresh one where that failed."""
+        """A pair nobody started ahead, its sides importing at once on spare cores where there are enough."""
         if len(self.import_cores) < self.n_sides * (len(self.lane_cores) + 1):
             return runner
         try:

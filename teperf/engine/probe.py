@@ -1,6 +1,5 @@
-"""Before a run, what each side's interpreter finds (:func:`preflight`); and ``teperf bisect``'s probe: one
-worker, one case, its exact step counters (they repeat exactly: no pairing, no statistics), forked from a
-server that imported torch once (:class:`ForkedProbes`: about 1 s a probe, not 10)."""
+"""What each side's interpreter finds before a run (:func:`preflight`); bisect's probe: one case's exact
+step counters, forked from a server that imported torch once (:class:`ForkedProbes`: 1 s a probe, not 10)."""
 
 from __future__ import annotations
 
@@ -31,15 +30,13 @@ for name in json.loads(sys.argv[2]):
     except Exception as exc:
         spec, out["found"][name] = None, "error: %s: %s" % (type(exc).__name__, exc)
         continue
-    where = (list(spec.submodule_search_locations or []) or [None]) if spec else [None]
-    out["found"][name] = (spec.origin or where[0]) if spec else None
+    out["found"][name] = spec and (spec.origin or next(iter(spec.submodule_search_locations or []), None))
 print(json.dumps(out))
 """
 
 
 def _where_else(side: Side) -> str:
-    """The options that point ``side`` elsewhere: a git side's tree is the ref's, so only PYTHONPATH adds
-    code from outside it; `run`'s one side takes --python/--path."""
+    """The options that point ``side`` elsewhere (a git side's tree is the ref's: only PYTHONPATH adds)."""
     if "ref" in side.description:
         return (
             "put the directory that holds it on PYTHONPATH (git sides import the ref's tree and PYTHONPATH)"
@@ -49,8 +46,7 @@ def _where_else(side: Side) -> str:
 
 
 def preflight(config, sides: Iterable[Side], hash_seed: int = 0) -> dict[str, dict]:
-    """Each side's interpreter, and where it finds torch, the packages under test and teperf's
-    worker; a one-line TeperfError naming the interpreter and what it lacks, before any pair."""
+    """Where each side's interpreter finds torch, the packages under test and teperf's worker; TeperfError."""
     sides = list(sides)
     wanted = ["torch", *measured_packages(config, sides), "teperf.worker"]
     found: dict[str, dict] = {}
@@ -122,9 +118,8 @@ print(json.dumps(sorted(n for n, m in list(sys.modules.items())
 
 
 def dependencies(side: Side, under_test: list[str], cwd: Path, seed: int) -> list[str]:
-    """The top-level modules the packages under test import from outside the side's tree (not the
-    packages themselves, nor anything named like them: a compiled extension beside them differs by
-    commit); [] when that cannot be found (the probes then import them each)."""
+    """The top-level modules the packages under test import from outside the side's tree, but none named
+    like them (a compiled extension beside them differs by commit); [] when that cannot be found."""
     names = [n for n in under_test if n != "torch"]
     if not names:
         return []
@@ -144,8 +139,7 @@ def dependencies(side: Side, under_test: list[str], cwd: Path, seed: int) -> lis
 
 
 def _named_like(module: str, packages: list[str]) -> bool:
-    """transformer_engine.pytorch and transformer_engine_torch are named like transformer_engine: a
-    server must not import them, or every fork would run the server's copy, not its commit's."""
+    """A server must not import these (transformer_engine_torch too), or forks would run its copy."""
     return any(module.startswith(p) for p in packages if p != "torch")
 
 
@@ -158,8 +152,7 @@ class ProbeFailed(Exception):
 
 
 def count_case(config: Config, side: Side, case: Case, log_path: Path, launcher=None) -> dict:
-    """The counters of one fwd+bwd step of ``case`` on ``side`` (teperf.worker.counters); ``launcher``:
-    where the worker comes from (a fork server's, ForkedProbes), None for a fresh interpreter."""
+    """The counters of one fwd+bwd step of ``case`` on ``side``; ``launcher``: ForkedProbes' fork, or None."""
     log_path = Path(log_path)
     try:
         with one_worker(
@@ -176,8 +169,7 @@ def count_case(config: Config, side: Side, case: Case, log_path: Path, launcher=
 
 
 class ForkedProbes:
-    """Counter probes forked from servers that imported torch (nothing of the package under test), one per
-    interpreter and environment; a server that cannot start leaves its probes to fresh interpreters."""
+    """Probes forked from a server per interpreter and environment; without one, from fresh interpreters."""
 
     def __init__(self, config: Config, cases: list[Case], log_dir: Path):
         self.config, self.cases, self.log_dir = config, cases, Path(log_dir)
@@ -188,16 +180,16 @@ class ForkedProbes:
         key = (side.python, tuple(sorted(side.env.items())))
         if key not in self.servers:
             self.log_dir.mkdir(parents=True, exist_ok=True)
-            neutral = Side("probe", side.python, (), dict(side.env))  # no commit's tree in the server
             under_test = packages_under_test(self.config, [side])
             preload = [
                 n for n in preload_modules(self.config, self.cases, []) if not _named_like(n, under_test)
             ]
-            preload += dependencies(side, under_test, self.log_dir, hash_seed(self.config.seed, 0))
+            seed = hash_seed(self.config.seed, 0)
+            preload += dependencies(side, under_test, self.log_dir, seed)
             try:
                 self.servers[key] = ForkServer(
-                    neutral,
-                    seed=hash_seed(self.config.seed, 0),
+                    Side("probe", side.python, (), dict(side.env)),  # no commit's tree in the server
+                    seed=seed,
                     preload=list(dict.fromkeys(preload)),
                     log_path=self.log_dir / f"probe-server-{len(self.servers)}.log",
                     cwd=self.log_dir,

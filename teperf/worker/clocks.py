@@ -1,5 +1,4 @@
-"""Clocks read around a timed loop of steps: process CPU time is the headline (on CUDA the backward runs on
-autograd's device thread, which the main thread's clock misses); main-thread CPU and wall time beside it."""
+"""Clocks around timed steps: process CPU time leads (a CUDA backward runs on autograd's device thread)."""
 
 from __future__ import annotations
 
@@ -49,9 +48,8 @@ def _children_cpu_ns() -> int:
 
 
 def time_once(fn: Callable[[], None], cuda: bool) -> dict:
-    """Clocks around one call that pays a one-time cost (a first step, a compile, a capture), with the
-    CPU time of the children it waited for (inductor's C++ compiler or ptxas). On CUDA the final
-    synchronize is inside the wall time: a first call's GPU work is part of its cost."""
+    """Clocks around a one-time cost (a first step, a compile), with its children's CPU time (inductor's C++
+    compiler, ptxas); on CUDA a first call's GPU work is part of its cost, so the wall time syncs."""
     c0 = _children_cpu_ns()
     p0 = time.process_time_ns()
     t0 = time.thread_time_ns()

@@ -1,8 +1,5 @@
-"""Where torch.compile keeps what it compiled: inductor's and Triton's on-disk caches, per case. cold
-(default): a temporary directory per worker, an empty subdirectory per compile case; warm: one directory
-per run and side, filled beforehand by a throwaway worker. The process warm-up shares one directory across
-the run's workers (saving each ~15 s of compiler runs). TORCHINDUCTOR_COMPILE_THREADS=1 keeps compiling in
-this process, on teperf's clocks."""
+"""Inductor's and Triton's on-disk caches per case: cold, empty per worker; warm, filled beforehand.
+TORCHINDUCTOR_COMPILE_THREADS=1 keeps compiling in this process, on teperf's clocks."""
 
 from __future__ import annotations
 
@@ -13,15 +10,11 @@ import sys
 import tempfile
 
 MODES = ("cold", "warm")
-# What torch's compile caches counted (torch._dynamo.utils.counters): per graph, inductor's FX graph
-# cache and AOT autograd's cache each hit, miss or are bypassed (a graph they cannot key or pickle).
+# torch._dynamo.utils.counters: per graph, each cache hits, misses or is bypassed (cannot key or pickle it).
 CACHE_COUNTERS = {
-    "fxgraph_hit": ("inductor", "fxgraph_cache_hit"),
-    "fxgraph_miss": ("inductor", "fxgraph_cache_miss"),
-    "fxgraph_bypass": ("inductor", "fxgraph_cache_bypass"),
-    "autograd_hit": ("aot_autograd", "autograd_cache_hit"),
-    "autograd_miss": ("aot_autograd", "autograd_cache_miss"),
-    "autograd_bypass": ("aot_autograd", "autograd_cache_bypass"),
+    f"{cache}_{kind}": (group, f"{cache}_cache_{kind}")  # fxgraph_hit: ("inductor", "fxgraph_cache_hit")
+    for cache, group in (("fxgraph", "inductor"), ("autograd", "aot_autograd"))
+    for kind in ("hit", "miss", "bypass")
 }
 
 
@@ -48,14 +41,13 @@ class CompileCache:
         self.mode = spec.get("mode") or "cold"
         if self.mode not in MODES:
             raise ValueError(f"unknown compile cache mode {self.mode!r}")
-        if self.mode == "warm":
-            self.root = spec["dir"]
-            self.owned = False
-        else:
+        self.owned = self.mode == "cold"
+        if self.owned:
             # inside the run's directory when given: removed with it even if this worker is killed
             self.root = tempfile.mkdtemp(prefix="teperf-inductor-", dir=spec.get("parent"))
-            self.owned = True
             atexit.register(self.close)
+        else:
+            self.root = spec["dir"]
         self.warmup_dir = spec.get("process_warmup_dir") or os.path.join(self.root, "process-warmup")
         os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
         self.use("process")

@@ -1,7 +1,5 @@
-"""A fork server: ``python -m teperf.worker.forkserver FD`` (started by teperf.engine.forkserver), one per
-side and generation (new ones vary what a fork cannot: hash seed, address layout). It imports torch and
-the package under test once, never touches CUDA, and forks a worker per request on the pipes the
-coordinator sent (SCM_RIGHTS). Messages on the SEQPACKET socket FD:
+"""``python -m teperf.worker.forkserver FD`` (teperf.engine.forkserver): imports torch and the package under
+test once, never touches CUDA, and forks a worker per request on the pipes sent (SCM_RIGHTS). On socket FD:
   coordinator -> server: {"cmd": "init", "sys_path", "preload"}; {"cmd": "fork"} + 3 fds; {"cmd": "quit"}
   server -> coordinator: {"type": "ready", "pid", "import_s"} | {"type": "fatal", "error"};
                          {"type": "forked", "pid"}; {"type": "exit", "pid", "status"} (unsolicited)"""

@@ -1,9 +1,5 @@
-"""Function-level profile of a step (``{"cmd": "profile"}``), for ``teperf explain``.
-
-cProfile over ``iters`` steps after a short warm-up, one row per function and per step: file, rel (the
-path below its sys.path entry, so base and head copies of a function share a key), line, name, calls,
-own_us, cum_us. cProfile's overhead overstates call-heavy code: it tells where a delta is, the timed
-trials how much. Autograd's device threads are off, so that cProfile (per-thread) sees a CUDA backward."""
+"""explain's cProfile of a step, a row per function; ``rel`` (the path below its sys.path entry) is a key
+base and head copies share. Autograd's device threads are off: per-thread cProfile sees a CUDA backward."""
 
 from __future__ import annotations
 
@@ -12,11 +8,11 @@ import os
 import sys
 from typing import Callable
 
-DEFAULT_LIMIT = 2000
+LIMIT = 2000  # rows
 WARM_STEPS = 2
 
 
-def profile_step(step: Callable[[], None], iters: int, cuda: bool, limit: int = DEFAULT_LIMIT) -> list[dict]:
+def profile_step(step: Callable[[], None], iters: int, cuda: bool) -> list[dict]:
     import torch
 
     iters = max(int(iters), 1)
@@ -34,11 +30,6 @@ def profile_step(step: Callable[[], None], iters: int, cuda: bool, limit: int = 
                 torch.cuda.synchronize()
         finally:
             profiler.disable()
-    return functions_from(profiler, iters, limit)
-
-
-def functions_from(profiler: cProfile.Profile, iters: int, limit: int = DEFAULT_LIMIT) -> list[dict]:
-    """Turn a finished cProfile.Profile into the JSON rows described above."""
     roots = _path_roots()
     rows = []
     for entry in profiler.getstats():
@@ -61,16 +52,14 @@ def functions_from(profiler: cProfile.Profile, iters: int, limit: int = DEFAULT_
             }
         )
     rows.sort(key=lambda r: (-r["own_us"], r["rel"], r["name"]))
-    return rows[:limit]
+    return rows[:LIMIT]
 
 
 def _path_roots() -> list[str]:
     roots = []
     for entry in sys.path:
-        if not entry:
-            entry = os.getcwd()
         try:
-            roots.append(os.path.realpath(entry))
+            roots.append(os.path.realpath(entry or os.getcwd()))
         except OSError:
             continue
     # The longest root wins, so a site-packages inside a venv beats the venv.

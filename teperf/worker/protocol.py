@@ -1,10 +1,5 @@
-"""Messages between coordinator and worker: one JSON object per line.
-
-Commands go to the worker's stdin; replies come on the fd that was its stdout at start-up (fd 1 then
-points at stderr, so prints from measured code cannot corrupt the stream). Each command but quit gets
-one reply (Session.handle): {"type": "ready" | "trial" | "counters" | ..., "case_id", ...}, or
-{"type": "error", "case_id", "error"} ("skipped": true for a recipe that cannot run here). Unsolicited,
-once after start-up: {"type": "hello", **environment facts}. A setup's case: Case.to_wire."""
+"""One JSON object per line: commands on the worker's stdin, one reply each but quit (Session.handle) on the
+fd that was its stdout at start-up (fd 1 is stderr then: prints cannot corrupt it); a "hello" at start-up."""
 
 from __future__ import annotations
 

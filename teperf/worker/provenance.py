@@ -1,7 +1,5 @@
-"""What this worker really imported: interpreter, torch and the package under test, with a content hash.
-
-The hash covers the package's files this process loaded (``.py`` modules and mapped compiled files), each
-by content and path relative to the package: the same code hashes the same wherever it lies on disk."""
+"""What this worker really imported, with a content hash of the package's loaded files (by content and
+path relative to the package: the same code hashes the same wherever it lies on disk)."""
 
 from __future__ import annotations
 
@@ -56,9 +54,8 @@ def _belongs(module_name: str, name: str, file: str) -> bool:
 
 
 def package_facts(name: str, mapped: set[str], known: dict | None = None) -> dict:
-    """Version, location and content hash of package ``name`` as this process loaded it.
-    ``known``: real path -> [size, mtime_ns, inode, sha256] of compiled files an earlier worker
-    of the run hashed; reused while the file's stat still matches (TE's libraries are 100+ MB)."""
+    """Version, location and content hash of package ``name`` as loaded; ``known``: an earlier worker's
+    ``compiled``, whose hashes are reused while the file's stat matches (TE's libraries are 100+ MB)."""
     known = known or {}
     module = sys.modules.get(name)
     if module is None:
@@ -129,14 +126,10 @@ def imported_facts(packages: list[str], known: dict | None = None) -> dict:
         "packages": {},
     }
     for name in packages:
-        if name == "torch":  # torch's own modules: version and path say which; hashing GBs would not pay
-            facts["packages"][name] = {
-                "imported": torch is not None,
-                **facts["torch"],
-                "files": None,
-                "hash": None,
-            }
+        if name == "torch":  # its version and path say which; hashing GBs would not pay
+            entry = {"imported": torch is not None, **facts["torch"], "files": None, "hash": None}
         else:
-            facts["packages"][name] = package_facts(name, mapped, known)
+            entry = package_facts(name, mapped, known)
+        facts["packages"][name] = entry
     facts["seconds"] = round(time.perf_counter() - started, 3)  # what the hashing cost this worker
     return facts
