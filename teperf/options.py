@@ -14,8 +14,7 @@ from teperf.errors import TeperfError
 
 
 def _side(help: str, default: Any = None, **option):
-    """A git-side option: a field with its flag (commands/_common.side_options fills in its help's
-    "{strategies}" and "{placeholders}")."""
+    """A git-side option: a field with its flag (commands/_common.side_options fills in its help)."""
     return dataclasses.field(default=default, metadata={"option": Option(help, **option)})
 
 

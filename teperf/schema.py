@@ -24,13 +24,8 @@ ONETIME_CLOCKS = {
     "thread_cpu": ("thread_cpu_ns",),
     "wall": ("wall_ns",),
 }
-# The one-time records in a ready setup record's "info" (teperf/worker/session.py writes them):
-#   time_once   = {"process_cpu_ns", "children_cpu_ns", "thread_cpu_ns", "wall_ns", "cores": [int] | None}
-#   first_call  = time_once + {"what", "after_process_warmup": {kind: time_once | {"error"}},
-#                 "cache": {"mode", "dir", "files_before", "files_after", "fxgraph_hit|miss|bypass",
-#                 "autograd_hit|miss|bypass"} (compile only)}
-#   recompile   = time_once + {"what", "graphs"}; switch_back = time_once + {"what"}; recompile_error = str
-# An older bundle's setup records have none of these: no one-time figures or table.
+# A ready setup record's "info" holds first_call, recompile and switch_back, each a time_once record plus
+# "what" (teperf/worker/session.py writes them); an older bundle's have none: no one-time figures.
 
 # Keys of one summary row (teperf.stats.summarize), in output order for csv/json.
 ROW_FIELDS = (

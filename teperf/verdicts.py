@@ -37,8 +37,7 @@ def verdict(delta_pct: float, low_pct: float | None, high_pct: float | None, cfg
 
 
 def inconclusive_bound(low_pct: float | None, high_pct: float | None, cfg) -> float | None:
-    """The change an inconclusive interval could not rule out: its end farthest outside +-min_effect
-    (None without an interval)."""
+    """The change an inconclusive interval could not rule out: its end farthest outside +-min_effect."""
     if low_pct is None or high_pct is None:
         return None
     outside = [v for v in (low_pct, high_pct) if abs(v) > cfg.min_effect_pct] or [low_pct, high_pct]
@@ -99,8 +98,7 @@ def parse_fail_on(values: Iterable[str] | None) -> set[str]:
 
 
 def failing_cells(rows: Sequence[dict], verdicts: set[str]) -> list[str]:
-    """'module/recipe[/shape/mode][ cost] verdict delta' of every per-step and one-time verdict in
-    ``verdicts``."""
+    """'module/recipe[/shape/mode][ cost] verdict delta' of every per-step and one-time verdict given."""
     shapes = len({r.get("shape") for r in rows}) > 1
     modes = len({r.get("mode") for r in rows}) > 1
     out = []

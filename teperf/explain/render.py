@@ -22,8 +22,7 @@ def count_text(value: float) -> str:
 
 
 def summary(deltas: list[FunctionDelta], n_time: int = 2, n_calls: int = 2) -> str:
-    """One line: "+13 calls of g (dataclasses.py:1), +6.0 us +-1.2 us in f (pkg/mod.py:12)": call counts
-    first (they repeat exactly), then own-time changes whose interval excludes 0."""
+    """One line: call-count changes first (they repeat exactly), then own-time changes excluding 0."""
     parts = []
     for d in by_calls(deltas, n_calls):
         parts.append(
@@ -100,8 +99,7 @@ def to_json(deltas: list[FunctionDelta], n: int = 50) -> dict:
 
 
 def counters_diff(base: Optional[dict], head: Optional[dict], full: bool = False) -> str:
-    """Short text for tables, e.g. "+14 py calls, +1 aten op, 0 kernels": the always-shown counters even
-    at 0 (checked), the others when changed or ``full``; "" without counters."""
+    """E.g. "+14 py calls, +1 aten op, 0 kernels": the always-shown ones even at 0, others when changed."""
     if not base or not head:
         return ""
     deltas = counter_deltas(base, head)
