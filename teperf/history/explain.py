@@ -49,8 +49,7 @@ class ChangePoint:
     @property
     def spec(self) -> str:
         """The cell as bisect's --cell names it: MODULE/RECIPE/SHAPE/MODE."""
-        c = self.cell
-        return "/".join((c.module, c.recipe, c.shape, c.mode))
+        return "/".join((self.cell.module, self.cell.recipe, self.cell.shape, self.cell.mode))
 
 
 def change_key(cell_key: tuple, good_sha: str, bad_sha: str) -> str:
