@@ -1,5 +1,4 @@
-"""This machine's CPUs: usable cores, SMT siblings, cpu lists, the one ``--core`` check, and which
-physical cores measure at once under ``--lanes`` (README, "Parallel lanes")."""
+"""This machine's CPUs: usable cores, SMT siblings, cpu lists, ``--core`` and the ``--lanes`` cores."""
 
 from __future__ import annotations
 

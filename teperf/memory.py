@@ -1,5 +1,4 @@
-"""A rough upper bound of each case's memory from its shape (no torch here), checked before any worker
-starts: otherwise the OOM killer ends them minutes later with a bare SIGKILL."""
+"""Each case's rough memory bound, checked before any worker starts (not minutes later by OOM SIGKILL)."""
 
 from __future__ import annotations
 

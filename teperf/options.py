@@ -1,6 +1,4 @@
-"""The option groups the measuring commands share, as typed values the library takes whole:
-``SideOptions`` (how git sides are made; each field carries its flag) and ``MeasureOptions`` (the
-resolved Config and where its results go). commands/_common.py makes both from the click options."""
+"""The measuring commands' shared options as typed values: ``SideOptions`` and ``MeasureOptions``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Which code each side really runs (a confident number about the wrong code is the worst defect):
-path sides checked before measuring, what each worker imported judged after."""
+"""Which code each side really runs: path sides checked before measuring, worker imports after."""
 
 from __future__ import annotations
 

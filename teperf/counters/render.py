@@ -1,5 +1,4 @@
-"""The text of a counters check (``teperf counters check``, ``compare --expected``); JSON is
-``CheckResult.to_dict``."""
+"""The text of a counters check (``teperf counters check``, ``compare --expected``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Bundle -> one table model (meta + rows + notes), whatever state the bundle is in: ``parse`` (records
-by cell), ``aggregate`` (one row per cell) and ``notes`` (the words under the tables)."""
+"""Bundle -> one table model (meta + rows + notes), whatever state the bundle is in."""
 
 from __future__ import annotations
 
