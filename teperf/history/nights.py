@@ -118,5 +118,4 @@ def by_key(items: Iterable[Night]) -> dict[tuple[str, str], Night]:
 def status_column(df, found: Iterable[Night] | None = None):
     """Each row's night, described (``Night.describe``): a column for CSV/JSON output."""
     index = by_key(found if found is not None else nights(df))
-    keys = zip(df["machine"], df["night"])
-    return [index[key].describe() if key in index else None for key in keys]
+    return [index[key].describe() if key in index else None for key in zip(df["machine"], df["night"])]
