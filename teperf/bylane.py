@@ -1,5 +1,4 @@
-"""`teperf report --by-lane`: each lane's estimate of every cell over its pairs only, and whether the
-lanes agree (a one-way ANOVA of the per-pair log ratios): where a pair ran must not move its answer."""
+"""`teperf report --by-lane`: each lane's estimate of every cell, and whether the lanes agree (ANOVA)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""This machine's CPUs: the cores this process may use, SMT siblings, Linux cpu lists, the one
-check of a ``--core`` (config, doctor, explain and the coordinator all ask here), and the lane
-topology: which physical cores measure at once under ``--lanes`` (README, "Parallel lanes")."""
+"""This machine's CPUs: usable cores, SMT siblings, cpu lists, ``--core`` and the ``--lanes`` cores."""
 
 from __future__ import annotations
 
@@ -53,8 +51,7 @@ def core_usable(core) -> bool:
 
 
 def check_core(core) -> int:
-    """The core to pin workers to: ``core`` if this process may use it (else a TeperfError naming the
-    ones it may), default the last usable one."""
+    """The core to pin workers to: ``core`` if this process may use it, default the last usable one."""
     cores = available_cores()
     if core is None:
         return cores[-1]
@@ -72,18 +69,12 @@ SiblingsOf = Callable[[int], set]
 
 
 def physical_cores(cores: Iterable[int], siblings_of: SiblingsOf = smt_siblings) -> list[list[int]]:
-    """The available hardware threads grouped by physical core, each group sorted, groups in order of
-    their first thread. A thread whose topology cannot be read counts as a core of its own."""
-    cores = sorted(set(cores))
+    """The hardware threads grouped by physical core, in order of their first thread (sorted)."""
     available = set(cores)
     groups: list[list[int]] = []
-    seen: set[int] = set()
-    for core in cores:
-        if core in seen:
-            continue
-        group = sorted((siblings_of(core) | {core}) & available)
-        seen.update(group)
-        groups.append(group)
+    for core in sorted(available):
+        if not any(core in group for group in groups):
+            groups.append(sorted((siblings_of(core) | {core}) & available))
     return groups
 
 
@@ -94,8 +85,7 @@ def assign_lanes(
     siblings_of: SiblingsOf = smt_siblings,
     option: str = "--lanes",
 ) -> list[int]:
-    """The measuring core of each lane: lane 0 on ``first``, the others on the highest-numbered thread of
-    the other physical cores, from the top down (like the default core)."""
+    """Each lane's measuring core: lane 0 on ``first``, the others on other physical cores' top threads."""
     if n == 1:
         return [first]  # one lane: the configured core, as before lanes existed
     cores = available_cores() if cores is None else sorted(set(cores))
@@ -116,8 +106,7 @@ def assign_lanes(
 def spare_cores(
     lane_cores: list[int], cores: Optional[Iterable[int]] = None, siblings_of: SiblingsOf = smt_siblings
 ) -> list[int]:
-    """Cores where upcoming pairs may start while the lanes measure: no lane's core and no lane's SMT
-    sibling, ever (an importer on a sibling slows the measuring core's steps); empty: no prestart."""
+    """Cores where upcoming pairs may start: never a lane's core or its SMT sibling (it would slow it)."""
     cores = available_cores() if cores is None else sorted(set(cores))
     siblings = set().union(*(siblings_of(c) | {c} for c in lane_cores)) if lane_cores else set()
     return [c for c in cores if c not in lane_cores and c not in siblings]

@@ -1,5 +1,4 @@
-"""A rough upper bound of each case's memory from its shape (no torch here), checked before any worker
-starts: otherwise the OOM killer ends them minutes later with a bare SIGKILL."""
+"""Each case's rough memory bound, checked before any worker starts (not minutes later by OOM SIGKILL)."""
 
 from __future__ import annotations
 
@@ -46,8 +45,7 @@ def estimate_bytes(case) -> int | None:
 
 
 def available_bytes(device: str) -> int | None:
-    """Free memory where the tensors live (MemAvailable, or the first GPU's from nvidia-smi); None:
-    unknown, nothing is refused."""
+    """Free memory where the tensors live (MemAvailable, or the first GPU's); None: unknown."""
     if device.startswith("cuda"):
         smi = shutil.which("nvidia-smi")
         if smi is None:
@@ -73,8 +71,7 @@ def available_bytes(device: str) -> int | None:
 
 
 def input_bytes(case) -> int | None:
-    """A lower bound for a factory module's case: the input, output and their gradients. None where its
-    own ``inputs`` reads the shape."""
+    """A lower bound for a factory's case (input, output, grads); None when its ``inputs`` reads the shape."""
     if not case.factory or case.inputs or not case.shape:
         return None
     return 4 * math.prod(case.shape) * (4 if case.dtype == "float32" else 2)

@@ -1,6 +1,4 @@
-"""The option groups the measuring commands share, as typed values the library takes whole:
-``SideOptions`` (how git sides are made; each field carries its flag) and ``MeasureOptions`` (the
-resolved Config and where its results go). commands/_common.py makes both from the click options."""
+"""The measuring commands' shared options as typed values: ``SideOptions`` and ``MeasureOptions``."""
 
 from __future__ import annotations
 
@@ -14,8 +12,7 @@ from teperf.errors import TeperfError
 
 
 def _side(help: str, default: Any = None, **option):
-    """A git-side option: a field with its flag (commands/_common.side_options fills in its help's
-    "{strategies}" and "{placeholders}")."""
+    """A git-side option: a field with its flag (commands/_common.side_options fills in its help)."""
     return dataclasses.field(default=default, metadata={"option": Option(help, **option)})
 
 

@@ -1,5 +1,4 @@
-"""Which code each side really runs (a confident number about the wrong code is the worst defect):
-path sides checked before measuring, what each worker imported judged after."""
+"""Which code each side really runs: path sides checked before measuring, worker imports after."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ from teperf.sides import Side
 
 
 def check_path_sides(config, sides: Iterable[Side]) -> None:
-    """--base-path/--head-path/--path put directories first on sys.path; refuse when the config's
-    modules import nothing from them, or a package under test is in none of them."""
+    """Refuse a path side whose directories the modules import nothing from, or lack a package under test."""
     for side in sides:
         if side.description.get("kind") != "path" or not side.sys_path:
             continue
@@ -55,8 +53,7 @@ def side_facts(worker_records: Iterable) -> dict[str, dict]:
 
 
 def code_identity(imported: dict) -> Optional[tuple]:
-    """What makes two sides' code the same: the Python and torch versions and each package's content hash
-    (torch, too big to hash, by version and path). None when something is unknown."""
+    """Python and torch versions and each package's hash (torch's version and path); None: unknown."""
     packages = imported.get("packages") or {}
     if not packages:
         return None

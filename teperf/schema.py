@@ -1,5 +1,4 @@
-"""What a summary row is: its fields in output order, and the one-time costs a setup record's ``info``
-carries. The records themselves are typed in teperf/records.py."""
+"""A summary row's fields in output order, and the one-time costs a setup record's ``info`` carries."""
 
 from __future__ import annotations
 
@@ -7,10 +6,9 @@ from __future__ import annotations
 #   first_call  the first step (compile: with torch.compile; cuda-graph: the capture + first replay)
 #   recompile   compile only: the first step under another recipe/autocast after the first call.
 ONETIME_COSTS = ("first_call", "recompile")
-# min_effect_pct: the min effect its verdict used (teperf.stats.onetime_cell)
 ONETIME_STATS = tuple(
     """base_ms head_ms delta_ms delta_pct ci_low_ms ci_high_ms ci_low_pct ci_high_pct verdict bound_pct
-    n_pairs pair_sd_pct min_effect_pct""".split()
+    n_pairs pair_sd_pct min_effect_pct""".split()  # min_effect_pct: the one its verdict used
 )
 # In the per-step row as <cost>_<stat>, plus, for `run`, the break-even against the eager cell:
 ONETIME_FIELDS = tuple(f"{cost}_{stat}" for cost in ONETIME_COSTS for stat in ONETIME_STATS) + (
@@ -24,13 +22,8 @@ ONETIME_CLOCKS = {
     "thread_cpu": ("thread_cpu_ns",),
     "wall": ("wall_ns",),
 }
-# The one-time records in a ready setup record's "info" (teperf/worker/session.py writes them):
-#   time_once   = {"process_cpu_ns", "children_cpu_ns", "thread_cpu_ns", "wall_ns", "cores": [int] | None}
-#   first_call  = time_once + {"what", "after_process_warmup": {kind: time_once | {"error"}},
-#                 "cache": {"mode", "dir", "files_before", "files_after", "fxgraph_hit|miss|bypass",
-#                 "autograd_hit|miss|bypass"} (compile only)}
-#   recompile   = time_once + {"what", "graphs"}; switch_back = time_once + {"what"}; recompile_error = str
-# An older bundle's setup records have none of these: no one-time figures or table.
+# A ready setup record's "info" holds first_call, recompile and switch_back, each a time_once record plus
+# "what" (teperf/worker/session.py writes them); an older bundle's have none: no one-time figures.
 
 # Keys of one summary row (teperf.stats.summarize), in output order for csv/json.
 ROW_FIELDS = (

@@ -1,5 +1,4 @@
-"""Verdicts: their names, the rules that give a cell one (the interval rule, the load rule, a --sweep
-slope's), how each is shown, and the --fail-on groups, which rely on these and never on a bare ratio."""
+"""Verdicts: their names, rules (interval, load, --sweep slope), styles and the --fail-on groups."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ FAIL_ON = {SLOWER: {SLOWER}, FASTER: {FASTER}, "change": {SLOWER, FASTER}, INCON
 
 
 def verdict(delta_pct: float, low_pct: float | None, high_pct: float | None, cfg) -> str:
-    """The interval rule; ``cfg.min_effect_pct`` is the smallest change that matters. "no change" needs
-    the whole interval inside +-min_effect_pct: [-2.3, +8.5] % is inconclusive, "up to +8.5 %"."""
+    """The interval rule: "no change" needs the whole interval inside +-``cfg.min_effect_pct``."""
     if low_pct is None or high_pct is None:
         return INCONCLUSIVE  # no interval at all: nothing was ruled out
     if (low_pct > 0 or high_pct < 0) and abs(delta_pct) >= cfg.min_effect_pct:
@@ -37,8 +35,7 @@ def verdict(delta_pct: float, low_pct: float | None, high_pct: float | None, cfg
 
 
 def inconclusive_bound(low_pct: float | None, high_pct: float | None, cfg) -> float | None:
-    """The change an inconclusive interval could not rule out: its end farthest outside +-min_effect
-    (None without an interval)."""
+    """The change an inconclusive interval could not rule out: its end farthest outside +-min_effect."""
     if low_pct is None or high_pct is None:
         return None
     outside = [v for v in (low_pct, high_pct) if abs(v) > cfg.min_effect_pct] or [low_pct, high_pct]
@@ -99,8 +96,7 @@ def parse_fail_on(values: Iterable[str] | None) -> set[str]:
 
 
 def failing_cells(rows: Sequence[dict], verdicts: set[str]) -> list[str]:
-    """'module/recipe[/shape/mode][ cost] verdict delta' of every per-step and one-time verdict in
-    ``verdicts``."""
+    """'module/recipe[/shape/mode][ cost] verdict delta' of every per-step and one-time verdict given."""
     shapes = len({r.get("shape") for r in rows}) > 1
     modes = len({r.get("mode") for r in rows}) > 1
     out = []

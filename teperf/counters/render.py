@@ -1,5 +1,4 @@
-"""The text of a counters check (``teperf counters check``, ``compare --expected``); JSON is
-``CheckResult.to_dict``."""
+"""The text of a counters check (``teperf counters check``, ``compare --expected``)."""
 
 from __future__ import annotations
 
@@ -8,14 +7,13 @@ from teperf.counters.gate import CheckResult
 
 
 def render(result: CheckResult) -> str:
-    lines = []
     counted = [c for c in result.cells if c.status not in ("skipped", "failed")]
     versions = ", ".join(f"{k} {v}" for k, v in result.made_with.items() if k in VERSION_KEYS)
     whose = f"the {result.side} side's counters" if result.side in ("base", "head") else "counters"
-    lines.append(
+    lines = [
         f"{whose} of {len(counted)} cell{'s' if len(counted) != 1 else ''} ({versions}) "
         f"against {result.path}: {result.seconds:.1f} s"
-    )
+    ]
     hint = UPDATE_HINT.format(file=result.path)
     for cell in result.cells:
         if cell.status == "ok":

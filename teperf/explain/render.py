@@ -22,14 +22,12 @@ def count_text(value: float) -> str:
 
 
 def summary(deltas: list[FunctionDelta], n_time: int = 2, n_calls: int = 2) -> str:
-    """One line: "+13 calls of g (dataclasses.py:1), +6.0 us +-1.2 us in f (pkg/mod.py:12)": call counts
-    first (they repeat exactly), then own-time changes whose interval excludes 0."""
-    parts = []
-    for d in by_calls(deltas, n_calls):
-        parts.append(
-            f"{count_text(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.name}"
-            + (f" ({d.where})" if d.where else "")
-        )
+    """One line: call-count changes first (they repeat exactly), then own-time changes excluding 0."""
+    parts = [
+        f"{count_text(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.name}"
+        + (f" ({d.where})" if d.where else "")
+        for d in by_calls(deltas, n_calls)
+    ]
     timed = [d for d in by_own_time(deltas) if d.d_own_us != 0 and d.own_settled is not False]
     for d in timed[:n_time]:
         pm = f" {d.own_pm}" if d.own_pm else ""
@@ -47,24 +45,21 @@ def render_text(deltas: list[FunctionDelta], n: int = 15, title: str = "") -> st
     lines = [title] if title else []
     total_base = sum(d.base_own_us for d in deltas)
     total_head = sum(d.head_own_us for d in deltas)
-    lines.append(
+    lines += [
         f"profiled own time per step: base {total_base:.1f} us, head {total_head:.1f} us "
-        f"({signed_us(total_head - total_base)}; includes cProfile overhead)"
-    )
-    lines.append("")
-    lines.append(
-        f"By own time (top {n}; +- is the 95% interval over the repeats, ~ marks one that includes 0):"
-    )
-    lines.append(f"  {'delta':>10} {'+-':>11} {'base':>9} {'head':>9} {'calls b/h':>13}  function")
+        f"({signed_us(total_head - total_base)}; includes cProfile overhead)",
+        "",
+        f"By own time (top {n}; +- is the 95% interval over the repeats, ~ marks one that includes 0):",
+        f"  {'delta':>10} {'+-':>11} {'base':>9} {'head':>9} {'calls b/h':>13}  function",
+    ]
     for d in by_own_time(deltas, n):
         pm = "" if d.own_hw_us is None else ("~" if d.own_settled is False else "") + d.own_pm
         lines.append(
             f"  {signed_us(d.d_own_us):>10} {pm:>11} {d.base_own_us:>9.1f} {d.head_own_us:>9.1f} "
             f"{_calls_pair(d):>13}  {d.name}  {d.where}{_presence(d)}"
         )
-    lines.append("")
     changed = by_calls(deltas, n)
-    lines.append(f"By calls per step ({len(by_calls(deltas))} functions changed; top {n}):")
+    lines += ["", f"By calls per step ({len(by_calls(deltas))} functions changed; top {n}):"]
     if not changed:
         lines.append("  (no call count changed)")
     for d in changed:
@@ -76,10 +71,7 @@ def render_text(deltas: list[FunctionDelta], n: int = 15, title: str = "") -> st
 
 
 def _calls_pair(d: FunctionDelta) -> str:
-    def fmt(v: float) -> str:
-        return str(int(v)) if v == int(v) else f"{v:.2f}"
-
-    return f"{fmt(d.base_calls)}/{fmt(d.head_calls)}"
+    return "/".join(count_text(v).lstrip("+") for v in (d.base_calls, d.head_calls))
 
 
 def _presence(d: FunctionDelta) -> str:
@@ -100,8 +92,7 @@ def to_json(deltas: list[FunctionDelta], n: int = 50) -> dict:
 
 
 def counters_diff(base: Optional[dict], head: Optional[dict], full: bool = False) -> str:
-    """Short text for tables, e.g. "+14 py calls, +1 aten op, 0 kernels": the always-shown counters even
-    at 0 (checked), the others when changed or ``full``; "" without counters."""
+    """E.g. "+14 py calls, +1 aten op, 0 kernels": the always-shown ones even at 0, others when changed."""
     if not base or not head:
         return ""
     deltas = counter_deltas(base, head)
@@ -144,12 +135,10 @@ def render_report(report: dict, n: int = 15) -> str:
         lines.append(f"  in short: {summary(deltas)}")
         if int(report.get("repeats") or 0) < 2:
             lines.append("  (one repeat: own-time changes have no interval; --repeats 3 or more gives one)")
-        lines.append("")
-        lines.append(render_text(deltas, n=n))
+        lines += ["", render_text(deltas, n=n)]
     else:
         rows = report["profiles"][labels[0]][:n]
-        lines.append("")
-        lines.append(f"By own time (top {n}), {labels[0]}:")
+        lines += ["", f"By own time (top {n}), {labels[0]}:"]
         for row in rows:
             where = row.get("rel", "?") if not row.get("line") else f"{row.get('rel')}:{row.get('line')}"
             lines.append(f"  {row['own_us']:>9.1f} us {row['calls']:>8g} calls  {row['name']}  {where}")

@@ -1,9 +1,6 @@
-"""Each change point of the history explained: bisected (teperf.bisect) between the two nights around it.
-
-The answer is stored as an ExplanationRecord keyed by machine, cell and the two nights' commits, so a
-change point is bisected once (again only when its bisect failed), and only on its own machine kind:
-another machine's times are not this one's to explain.
-"""
+"""Each change point of the history bisected between the two nights around it, once (again only when its
+bisect failed) and only on its own machine kind, stored as an ExplanationRecord keyed by machine, cell
+and the two nights' commits."""
 
 from __future__ import annotations
 
@@ -52,8 +49,7 @@ class ChangePoint:
     @property
     def spec(self) -> str:
         """The cell as bisect's --cell names it: MODULE/RECIPE/SHAPE/MODE."""
-        c = self.cell
-        return "/".join((c.module, c.recipe, c.shape, c.mode))
+        return "/".join((self.cell.module, self.cell.recipe, self.cell.shape, self.cell.mode))
 
 
 def change_key(cell_key: tuple, good_sha: str, bad_sha: str) -> str:

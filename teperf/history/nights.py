@@ -1,10 +1,6 @@
-"""Nights: the shards of one night put back together, and whether the night is whole.
-
-A night is every run of one machine fingerprint and night id (by default the measured commit). It is
-complete only when every shard 1..N has a complete run and all measured one commit; else it says what is
-missing. The newest run of a shard stands for it; when the split changed within a night (``1/2`` then
-``1/3``), the newest run's N is the night's, and runs of the old split still give cells but no shards.
-"""
+"""Nights: every run of one machine and night id, its shards put back together. A night is complete when
+every shard 1..N has a complete run and all measured one commit; a shard's newest run stands for it, and
+the newest run's N is the night's (runs of an older split give cells but no shards)."""
 
 from __future__ import annotations
 
@@ -27,10 +23,8 @@ class Night:
     subject: str | None
     started: _dt.datetime | None  # the first shard's run date
     count: int  # N: how many shards the night was split into
-    # the commits its shards measured: one, unless the ref moved between shards
-    shas: list[str] = dataclasses.field(default_factory=list)
-    # shard index -> status of its newest run (complete | failed | interrupted | ...)
-    shards: dict[int, str] = dataclasses.field(default_factory=dict)
+    shas: list[str] = dataclasses.field(default_factory=list)  # its shards' commits (more: the ref moved)
+    shards: dict[int, str] = dataclasses.field(default_factory=dict)  # shard -> its newest run's status
     runs: int = 0
 
     @property
@@ -124,5 +118,4 @@ def by_key(items: Iterable[Night]) -> dict[tuple[str, str], Night]:
 def status_column(df, found: Iterable[Night] | None = None):
     """Each row's night, described (``Night.describe``): a column for CSV/JSON output."""
     index = by_key(found if found is not None else nights(df))
-    keys = zip(df["machine"], df["night"])
-    return [index[key].describe() if key in index else None for key in keys]
+    return [index[key].describe() if key in index else None for key in zip(df["machine"], df["night"])]

@@ -1,5 +1,4 @@
-"""Bundle -> one table model (meta + rows + notes), whatever state the bundle is in: ``parse`` (records
-by cell), ``aggregate`` (one row per cell) and ``notes`` (the words under the tables)."""
+"""Bundle -> one table model (meta + rows + notes), whatever state the bundle is in."""
 
 from __future__ import annotations
 
@@ -21,8 +20,7 @@ class Summary:
     notes: list[str]
     path: Path | None = None
     onetime_notes: list[str] = dataclasses.field(default_factory=list)  # under the one-time table
-    # Why the sides' figures are not a comparison of what the user named (identical code, code that
-    # changed during the run); shown above the table, and the measuring commands exit 1 on it.
+    # Why the figures compare not what the user named (identical or changing code); exits 1.
     code_problems: list[str] = dataclasses.field(default_factory=list)
     imported: dict = dataclasses.field(default_factory=dict)  # label -> what its first worker imported
     stats: Stats | None = None  # the settings the rows were computed with (None: the bundle's own)
@@ -37,8 +35,7 @@ class Summary:
 
     @property
     def show_pairs(self) -> bool:
-        """Whether the table (in every format) needs a pairs column: a cell rests on fewer pairs than
-        planned, or cells got different numbers (--precision)."""
+        """Whether the table needs a pairs column: a cell has fewer pairs than planned or than another."""
         measured = [r for r in self.rows if r.get("status") != "skipped"]
         short = any(
             r.get("pairs_planned") and (r.get("n_pairs") or 0) != r["pairs_planned"] for r in measured

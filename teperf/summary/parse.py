@@ -1,5 +1,4 @@
-"""Parsing: a bundle on disk -> its typed records, grouped by cell. A record or case that does not read
-is counted, not fatal."""
+"""A bundle on disk -> its typed records by cell; a record or case that does not read is counted."""
 
 from __future__ import annotations
 
@@ -75,8 +74,7 @@ class ParsedBundle:
 
     @property
     def pair_generations(self) -> Optional[dict[int, int]]:
-        """pair -> its fork-server generation (named by the server's hash seed), the unit the intervals
-        are taken over (teperf.stats.compare_cell); None unless the run forked its workers."""
+        """pair -> its fork-server generation (the intervals' unit); None unless the run forked workers."""
         return generations((self.config.get("schedule") or {}).get("spawn"), self.pair_seeds)
 
     @property
