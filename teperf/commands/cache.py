@@ -49,6 +49,14 @@ def command():
     """Show or clear teperf's cache of git trees, overlays, builds, build directories and extensions."""
 
 
+def _list_json(root, found) -> None:
+    entries = [
+        {k: getattr(e, k) for k in ("kind", "key", "path", "size", "mtime", "complete", "meta")}
+        for e in found
+    ]  # the paths as strings by default=str
+    click.echo(json.dumps({"root": str(root), "entries": entries}, indent=2, default=str))
+
+
 def _list_table(root, found) -> None:
     if not found:
         click.echo(f"cache {root}: empty")
@@ -72,17 +80,15 @@ def _list_table(root, found) -> None:
     console.print(f"{len(found)} entries, {_size(sum(e.size for e in found))}")
 
 
+RENDERERS = {"table": _list_table, "json": _list_json}  # fmt -> fn(root, entries), prints
+
+
 @command.command("list")
 @_cache_dir_option
-@format_option(("table", "json"))
+@format_option(RENDERERS)
 def list_(cache_dir, fmt):
     """List the cached git trees, overlay trees and builds."""
-    root, found = cachedir.cache_root(cache_dir), cachedir.entries(cache_dir)
-    if fmt == "table":
-        return _list_table(root, found)
-    fields = ("kind", "key", "path", "size", "mtime", "complete", "meta")
-    entries = [{k: getattr(e, k) for k in fields} for e in found]  # the paths as strings by default=str
-    click.echo(json.dumps({"root": str(root), "entries": entries}, indent=2, default=str))
+    RENDERERS[fmt](cachedir.cache_root(cache_dir), cachedir.entries(cache_dir))
 
 
 @command.command("clear")

@@ -30,6 +30,15 @@ def _print_text(core, checks, verdict) -> None:
     console.print(f"overall: [{style}]{verdict}[/] (doctor only reads; it never changes a setting)")
 
 
+def _print_json(core, checks, verdict) -> None:
+    click.echo(
+        json.dumps({"core": core, "verdict": verdict, "checks": [c.to_dict() for c in checks]}, indent=2)
+    )
+
+
+RENDERERS = {"text": _print_text, "json": _print_json}  # fmt -> fn(core, checks, verdict), prints
+
+
 @click.command("doctor")
 @click.option(
     "--core",
@@ -45,7 +54,7 @@ def _print_text(core, checks, verdict) -> None:
     callback=interpreter,
     help="Also report Python/torch/TE versions of this side interpreter; repeatable.",
 )
-@format_option(("text", "json"), default="text")
+@format_option(RENDERERS, default="text")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too, not only on failures.")
 def command(core, pythons, fmt, strict):
     """Check CPU frequency, core isolation, ASLR, load, versions and GPU; change nothing."""
@@ -55,11 +64,6 @@ def command(core, pythons, fmt, strict):
     core = check_core(core)  # compare's default, or the given core refused (exit 2) if this machine lacks it
     checks = all_checks(core, tuple(pythons))
     verdict = worst(checks)
-    if fmt == "json":
-        click.echo(
-            json.dumps({"core": core, "verdict": verdict, "checks": [c.to_dict() for c in checks]}, indent=2)
-        )
-    else:
-        _print_text(core, checks, verdict)
+    RENDERERS[fmt](core, checks, verdict)
     if verdict == "fail" or (strict and verdict == "warn"):
         sys.exit(1)
