@@ -230,3 +230,46 @@ def test_a_history_without_paired_compares_is_searched_in_its_levels(tmp_path):
     assert steps_of(store) == [("step", "slower", 18, sha(17), sha(18))]
     (linear,) = [c for c in analyze(store.read()) if c.module == "Linear"]
     assert linear.changes[0].pvalue is not None and linear.changes[0].paired is None
+
+
+def _store_of(tmp_path, plan, edit):
+    store = HistoryStore(tmp_path / "history")
+    for i, run in enumerate(synthetic.rows(plan)):
+        for row in run:
+            if row.module == "Linear":
+                edit(i, row)
+        store.append(run)
+    return store
+
+
+def test_an_inconclusive_paired_compare_leaves_the_step_to_the_levels_search(tmp_path):
+    """A night whose compare read inconclusive (load, too few pairs) says nothing about its step: a +30 %
+    level step there is found by the levels' search (CI once lost a 24x step this way)."""
+
+    def inconclusive_at_18(i, row):
+        if i == 18:
+            row.verdict = "inconclusive"
+
+    store = _store_of(
+        tmp_path, synthetic.Plan(commits=30, steps={("Linear", "fp32", 18): 30.0}), inconclusive_at_18
+    )
+    sha = synthetic.sha_of
+    assert steps_of(store) == [("step", "slower", 18, sha(17), sha(18))]
+    (linear,) = [c for c in analyze(store.read()) if c.module == "Linear"]
+    assert linear.changes[0].paired is None and linear.changes[0].pvalue is not None
+
+
+def test_a_step_after_a_failed_night_is_bisected_from_the_last_measured_one(tmp_path):
+    """Night 18 (the step) failed; night 19 compared itself with it: the levels' search finds the step
+    at 19 and its good side is night 17, the last one measured, not the failed night."""
+
+    def failed_at_18(i, row):
+        if i == 18:
+            row.status, row.host_us, row.verdict, row.error = "error", None, None, "worker crashed"
+
+    store = _store_of(
+        tmp_path, synthetic.Plan(commits=30, steps={("Linear", "fp32", 18): 30.0}), failed_at_18
+    )
+    sha = synthetic.sha_of
+    assert steps_of(store) == [("step", "slower", 19, sha(17), sha(19))]
+    assert [(p.good_sha, p.bad_sha) for p in change_points(analyze(store.read()))] == [(sha(17), sha(19))]

@@ -56,7 +56,10 @@ def test_backfill_resume_and_explain(tmp_path):
     assert "backfill: 0 measured, 10 already in the store" in again.stderr
 
     out = teperf(tmp_path, history, "history", "--changes", "--explain", "--format", "json", *common)
-    (change,) = json.loads(out.stdout)
+    changes = json.loads(out.stdout)
+    # on a miss, the nights as measured (each one's paired verdict) say why
+    assert len(changes) == 1, teperf(tmp_path, history, "history", *common).stdout
+    (change,) = changes
     assert change["direction"] == "slower" and change["first_bad_sha"] == history.culprit
     explanation = change["explanation"]
     assert explanation["status"] == "explained", explanation["answer"]

@@ -14,6 +14,7 @@ from teperf.history import changepoint
 from teperf.history.nights import NEVER, Night, by_key, nights, when
 from teperf.history.store import ordered
 from teperf.records import CELL_KEY
+from teperf.verdicts import FASTER, NO_CHANGE, SLOWER
 
 WEEK = _dt.timedelta(days=7)
 
@@ -169,11 +170,13 @@ def _note(night: Night | None) -> str | None:
 
 
 def _paired_night(points: Sequence[Point], i: int) -> Point | None:
-    """Point ``i`` if its paired comparison was against exactly point ``i-1``'s commit."""
+    """Point ``i`` if its paired comparison was against exactly point ``i-1``'s commit and decided (an
+    inconclusive compare, or one against a failed night, says nothing: the levels' search covers it)."""
     if i <= 0 or i >= len(points):
         return None
-    p = points[i]
-    return p if p.verdict is not None and p.base_sha is not None and p.base_sha == points[i - 1].sha else None
+    p, prev = points[i], points[i - 1]
+    decided = p.verdict in (SLOWER, FASTER, NO_CHANGE)
+    return p if decided and prev.ok and p.base_sha is not None and p.base_sha == prev.sha else None
 
 
 def _stepped(points: Sequence[Point], i: int, s: changepoint.DetectionSettings) -> Point | None:
@@ -228,7 +231,8 @@ def analyze_cell(
     found = [_paired_found(points, i) for i in paired]
     for ch in raw:
         a, b = ok_idx[ch.index], ok_idx[ch.end_index]
-        last_good = points[a - 1] if a > 0 else None
+        # the last night measured before it: a failed night in between is not a good side to bisect from
+        last_good = points[ok_idx[ch.index - 1]] if ch.index > 0 else None
         found.append(
             Found(ch.kind, ch.direction, a, b, ch.before, ch.after, ch.pvalue, points[a], last_good, None)
         )
