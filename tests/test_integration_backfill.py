@@ -52,6 +52,8 @@ def test_backfill_resume_and_explain(tmp_path):
     first = teperf(tmp_path, history, "nightly", "--backfill", "good..bad", *common, "--results-dir", "res")
     assert "backfill: 10 measured, 0 already in the store" in first.stderr
     assert "left" in first.stderr  # the estimate of the time left
+    dry = teperf(tmp_path, history, "nightly", "--backfill", "good..bad", "--dry-run", *common)
+    assert "would measure 0 commit(s), one night each, oldest first; 10 already in the store" in dry.stdout
     again = teperf(tmp_path, history, "nightly", "--backfill", "good..bad", *common)
     assert "backfill: 0 measured, 10 already in the store" in again.stderr
 

@@ -102,7 +102,7 @@ def command(
     if (tags or every) and not backfill:
         raise TeperfError("--tags and --every choose the commits of a --backfill", "add --backfill A..B")
     if backfill and dry_run:
-        _backfill_dry_run(backfill, tags, every, sides)
+        _backfill_dry_run(backfill, ref, history_url, tags, every, sides, measure.config)
         return
     start, total_s = time.monotonic(), None
     if backfill:
@@ -115,17 +115,21 @@ def command(
         explain_new(history_url, sides, measure, total_s=total_s)
 
 
-def _backfill_dry_run(spec, tags, every, sides: SideOptions) -> None:
-    """--backfill with --dry-run: the commits it would measure, one night each; nothing measured or stored."""
+def _backfill_dry_run(spec, ref, history_url, tags, every, sides: SideOptions, config) -> None:
+    """--backfill --dry-run: the commits it would measure (those in the store marked); measures nothing."""
+    from teperf import api
     from teperf.backfill import list_commits, select
     from teperf.sides.gitrepo import repo_root
 
     chosen = select(list_commits(str(repo_root(sides.repo)), spec, tags=tags), tags=tags, every=every)
+    plans = [api.plan_nightly(config, sides, ref=ref, history=history_url, at=c.sha) for c in chosen]
+    have = [plan.choice.skip for plan in plans]
     click.echo(
-        f"dry run: --backfill {spec} would measure {len(chosen)} commit(s), one night each, oldest first"
+        f"dry run: --backfill {spec} would measure {have.count(False)} commit(s), one night each, oldest"
+        f" first; {have.count(True)} already in the store"
     )
-    for commit in chosen:
-        click.echo(f"  {commit.name} {for_terminal(commit.subject[:60])}")
+    for commit, skip in zip(chosen, have):
+        click.echo(f"  {commit.name} {for_terminal(commit.subject[:60])}{'  (in the store)' * skip}")
 
 
 def _backfill(spec, ref, history_url, tags, every, sides: SideOptions, measure: MeasureOptions) -> None:

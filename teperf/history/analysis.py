@@ -14,7 +14,7 @@ from teperf.history import changepoint
 from teperf.history.nights import NEVER, Night, by_key, nights, when
 from teperf.history.store import ordered
 from teperf.records import CELL_KEY
-from teperf.verdicts import FASTER, NO_CHANGE, SLOWER
+from teperf.verdicts import INCONCLUSIVE
 
 WEEK = _dt.timedelta(days=7)
 
@@ -170,13 +170,23 @@ def _note(night: Night | None) -> str | None:
 
 
 def _paired_night(points: Sequence[Point], i: int) -> Point | None:
-    """Point ``i`` if its paired comparison was against exactly point ``i-1``'s commit and decided (an
-    inconclusive compare, or one against a failed night, says nothing: the levels' search covers it)."""
+    """Point ``i`` if its paired comparison was against point ``i-1``'s commit, a night that was measured."""
     if i <= 0 or i >= len(points):
         return None
     p, prev = points[i], points[i - 1]
-    decided = p.verdict in (SLOWER, FASTER, NO_CHANGE)
-    return p if decided and prev.ok and p.base_sha is not None and p.base_sha == prev.sha else None
+    spans = p.verdict is not None and prev.ok and p.base_sha is not None and p.base_sha == prev.sha
+    return p if spans else None
+
+
+def _levels_may_step(points: Sequence[Point], i: int, s: changepoint.DetectionSettings) -> int:
+    """Where the levels may step: 0 (either way; no compare spans the night), +1/-1 (an inconclusive
+    compare's estimate moved that way past the minimum effect), None (not here: levels swing with load)."""
+    p = _paired_night(points, i)
+    if p is None:
+        return 0
+    if p.verdict != INCONCLUSIVE or p.delta_pct is None or abs(p.delta_pct) < s.min_effect_pct:
+        return None
+    return 1 if p.delta_pct > 0 else -1
 
 
 def _stepped(points: Sequence[Point], i: int, s: changepoint.DetectionSettings) -> Point | None:
@@ -226,8 +236,9 @@ def analyze_cell(
     cs = dataclasses.replace(settings, seed=settings.seed ^ seed)
     paired = paired_steps(points, cs)
     cuts = [ok_idx.index(i) for i in paired]
-    unpaired = [j for j in range(1, len(ok_idx)) if _paired_night(points, ok_idx[j]) is None]
-    raw = changepoint.detect(values, cs, cuts, unpaired) if len(values) >= 2 * cs.min_size else []
+    may = {j: w for j in range(1, len(ok_idx)) if (w := _levels_may_step(points, ok_idx[j], cs)) is not None}
+    raw = changepoint.detect(values, cs, cuts, may) if len(values) >= 2 * cs.min_size else []
+    raw = [c for c in raw if c.kind != "step" or may[c.index] in (0, 1 if c.after > c.before else -1)]
     found = [_paired_found(points, i) for i in paired]
     for ch in raw:
         a, b = ok_idx[ch.index], ok_idx[ch.end_index]
