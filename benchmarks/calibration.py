@@ -244,7 +244,9 @@ def calibrate(
     tmp = Path(tempfile.mkdtemp(prefix="teperf-calibration-"))
     tally, heads, sizes = Tally(), {0: BASE}, None
     levels = parse_levels(",".join(map(str, levels)))
-    log(f"measuring core {core}; hog on core {hog_core}; schedule {' '.join(SCHEDULE)}; work in {tmp}")
+    # the extra compare arguments come last, so they override the schedule's: the log shows both
+    schedule = " ".join([*SCHEDULE, *extra])
+    log(f"measuring core {core}; hog on core {hog_core}; schedule {schedule}; work in {tmp}")
     t0 = time.monotonic()
     for run in range(runs):
         for condition in conditions:
