@@ -75,7 +75,7 @@ def choose_base(
 
     have = history is not None and not history.empty
     if have and not force:
-        skip = _already_measured(history, machine, ref, head_sha, shard, night or default_night(head_sha))
+        skip = already_measured(history, machine, ref, head_sha, shard, night or default_night(head_sha))
         if skip:
             return BaseChoice(head_sha, None, skip, skip=True)
     if have and base_among is not None:
@@ -100,7 +100,7 @@ def choose_base(
     )
 
 
-def _already_measured(history, machine: str, ref: str, head_sha: str, shard: str, night: str) -> str | None:
+def already_measured(history, machine: str, ref: str, head_sha: str, shard: str, night: str) -> str | None:
     """Why this shard need not run (None: it must): see ``choose_base``."""
     from teperf.history.nights import nights
 

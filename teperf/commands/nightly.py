@@ -116,14 +116,15 @@ def command(
 
 
 def _backfill_dry_run(spec, ref, history_url, tags, every, sides: SideOptions, config) -> None:
-    """--backfill --dry-run: the commits it would measure (those in the store marked); measures nothing."""
-    from teperf import api
+    """--backfill --dry-run: the commits it would measure, those plan_nightly skips marked; one store read."""
     from teperf.backfill import list_commits, select
+    from teperf.history.store import HistoryStore, default_night
+    from teperf.nightly import already_measured, local_machine
     from teperf.sides.gitrepo import repo_root
 
     chosen = select(list_commits(str(repo_root(sides.repo)), spec, tags=tags), tags=tags, every=every)
-    plans = [api.plan_nightly(config, sides, ref=ref, history=history_url, at=c.sha) for c in chosen]
-    have = [plan.choice.skip for plan in plans]
+    df, (machine, _) = HistoryStore(history_url).read(), local_machine(config.device)
+    have = [bool(already_measured(df, machine, ref, c.sha, "1/1", default_night(c.sha))) for c in chosen]
     click.echo(
         f"dry run: --backfill {spec} would measure {have.count(False)} commit(s), one night each, oldest"
         f" first; {have.count(True)} already in the store"

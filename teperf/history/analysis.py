@@ -14,7 +14,7 @@ from teperf.history import changepoint
 from teperf.history.nights import NEVER, Night, by_key, nights, when
 from teperf.history.store import ordered
 from teperf.records import CELL_KEY
-from teperf.verdicts import INCONCLUSIVE
+from teperf.verdicts import FASTER, INCONCLUSIVE, SLOWER
 
 WEEK = _dt.timedelta(days=7)
 
@@ -178,15 +178,14 @@ def _paired_night(points: Sequence[Point], i: int) -> Point | None:
     return p if spans else None
 
 
-def _levels_may_step(points: Sequence[Point], i: int, s: changepoint.DetectionSettings) -> int:
-    """Where the levels may step: 0 (either way; no compare spans the night), +1/-1 (an inconclusive
-    compare's estimate moved that way past the minimum effect), None (not here: levels swing with load)."""
+def _levels_may_step(points: Sequence[Point], i: int, s: changepoint.DetectionSettings) -> tuple | None:
+    """Ways the levels may step at night ``i``: both, an inconclusive estimate's, None (load swings them)."""
     p = _paired_night(points, i)
     if p is None:
-        return 0
+        return (SLOWER, FASTER)
     if p.verdict != INCONCLUSIVE or p.delta_pct is None or abs(p.delta_pct) < s.min_effect_pct:
         return None
-    return 1 if p.delta_pct > 0 else -1
+    return (SLOWER,) if p.delta_pct > 0 else (FASTER,)
 
 
 def _stepped(points: Sequence[Point], i: int, s: changepoint.DetectionSettings) -> Point | None:
@@ -238,7 +237,7 @@ def analyze_cell(
     cuts = [ok_idx.index(i) for i in paired]
     may = {j: w for j in range(1, len(ok_idx)) if (w := _levels_may_step(points, ok_idx[j], cs)) is not None}
     raw = changepoint.detect(values, cs, cuts, may) if len(values) >= 2 * cs.min_size else []
-    raw = [c for c in raw if c.kind != "step" or may[c.index] in (0, 1 if c.after > c.before else -1)]
+    raw = [c for c in raw if c.kind != "step" or c.direction in may[c.index]]
     found = [_paired_found(points, i) for i in paired]
     for ch in raw:
         a, b = ok_idx[ch.index], ok_idx[ch.end_index]
