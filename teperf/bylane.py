@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
 
@@ -10,7 +11,7 @@ from teperf.config import Stats
 from teperf.numbers import pct, us
 from teperf.records import TrialRecord
 from teperf.render import TableModel, csv_text, json_value, key_columns, render_markdown, render_rich
-from teperf.stats import lanes_agree
+from teperf.stats import lanes_agree, level_text
 from teperf.summary import Summary, summarize
 
 FIELDS = ("module", "recipe", "shape", "mode", "lane", "core", "n_pairs", "base_us", "level_pct", "delta_pct")
@@ -32,7 +33,9 @@ def breakdown(path, stats: Stats | None = None) -> tuple[Summary, list[dict]]:
     whole = summarize(path, stats)
     stats = whole.settings
     cores = lane_cores(path)
-    per_lane = {lane: summarize(path, stats, lane=lane).rows for lane in cores}
+    # every lane's intervals at the whole table's level, as its "all" row
+    at = dataclasses.replace(stats, alpha=whole.levels.alpha) if whole.levels else stats
+    per_lane = {lane: summarize(path, at, lane=lane).rows for lane in cores}
     rows = []
     for i, row in enumerate(whole.rows):
         cell = {k: row.get(k) for k in ("module", "recipe", "shape", "mode")}
@@ -59,7 +62,8 @@ def table_model(summary: Summary, rows: list[dict]) -> TableModel:
     keys = key_columns(rows)
     cols = keys + ["lane", "core", "pairs", "base", "level"]
     if summary.compare:
-        cols += ["delta %", "95% CI", "verdict", "lanes agree (p)"]
+        level = summary.levels.alpha if summary.levels else summary.settings.alpha
+        cols += ["delta %", f"{level_text(level)} CI", "verdict", "lanes agree (p)"]
     lines, styles = [], []
     for r in rows:
         line = [r[k] for k in keys]

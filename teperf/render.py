@@ -13,6 +13,7 @@ from teperf.numbers import duration, ms, pct, signed_ms, signed_us, us
 from teperf.provenance import side_line
 from teperf.safe_text import for_markdown, for_terminal
 from teperf.schema import ROW_FIELDS
+from teperf.stats import TableLevels, level_text
 from teperf.summary import Summary
 from teperf.verdicts import LOAD, STYLE, verdict_text
 
@@ -112,9 +113,15 @@ def _header(summary: Summary, cfg: dict, metric: str) -> list[str]:
     return header
 
 
-def _compare_footer(rows: list[dict], stats) -> list[str]:
+def _compare_footer(rows: list[dict], stats, levels: TableLevels | None) -> list[str]:
     """How a compare table's intervals and verdicts are made (after the summary's notes)."""
     footer = []
+    if levels and levels.family > 1:
+        footer.append(
+            f"table rule: Benjamini-Hochberg over the {levels.family} cells that could be called finds "
+            f"{levels.changed} changed, so every interval is a {level_text(levels.alpha)} one: with no real "
+            f"change, any slower/faster in this table has a chance <= {stats.alpha:g}"
+        )
     mdes = [r["mde_pct"] for r in rows if r.get("mde_pct") is not None]
     if mdes:
         footer.append(
@@ -148,7 +155,8 @@ def key_columns(rows: list[dict], mode: bool | None = None) -> list[str]:
 
 def _compare_columns(summary: Summary) -> list[str]:
     base, head = list(summary.meta["sides"])[:2]
-    return [base, head, "delta", "delta %", f"{int(round((1 - summary.settings.alpha) * 100))}% CI"]
+    alpha = summary.levels.alpha if summary.levels else summary.settings.alpha
+    return [base, head, "delta", "delta %", f"{level_text(alpha)} CI"]
 
 
 def _step_cells(summary: Summary, r: dict, show_pairs: bool, show_why: bool) -> tuple[list[str], str | None]:
@@ -201,7 +209,9 @@ def table_model(summary: Summary) -> TableModel:
             line.append(counters_text(r.get("counters"), summary.compare))
         rows.append(line)
         styles.append(style)
-    footer = list(summary.notes) + (_compare_footer(summary.rows, stats) if summary.compare else [])
+    footer = list(summary.notes) + (
+        _compare_footer(summary.rows, stats, summary.levels) if summary.compare else []
+    )
     if summary.path:
         footer.append(f"bundle: {summary.path}")
     title = "teperf compare" if summary.compare else "teperf run"

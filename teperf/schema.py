@@ -8,7 +8,7 @@ from __future__ import annotations
 ONETIME_COSTS = ("first_call", "recompile")
 ONETIME_STATS = tuple(
     """base_ms head_ms delta_ms delta_pct ci_low_ms ci_high_ms ci_low_pct ci_high_pct verdict bound_pct
-    n_pairs pair_sd_pct min_effect_pct""".split()  # min_effect_pct: the one its verdict used
+    n_pairs pair_sd_pct min_effect_pct p_value""".split()  # min_effect_pct: the one its verdict used
 )
 # In the per-step row as <cost>_<stat>, plus, for `run`, the break-even against the eager cell:
 ONETIME_FIELDS = tuple(f"{cost}_{stat}" for cost in ONETIME_COSTS for stat in ONETIME_STATS) + (
@@ -36,6 +36,7 @@ ROW_FIELDS = (
     *("delta_us", "delta_pct", "ci_low_us", "ci_high_us", "ci_low_pct", "ci_high_pct"),
     "verdict",  # faster | slower | no change | inconclusive | None (teperf/verdicts.py)
     "bound_pct",  # inconclusive: the change its interval could not rule out
+    "p_value",  # the cell's own two-sided p of "no change"; the table's rule (stats.table_levels) reads it
     "verdict_cause",  # "load": inconclusive because too many couples shared their core (contended_pct)
     "ci_basis",  # the interval's unit: pairs | trials (one pair) | generations | one generation
     "n_pairs",  # process pairs the figures rest on

@@ -53,6 +53,18 @@ def t_interval(samples: Sequence[float], alpha: float) -> tuple[float, float, fl
     return mean, tcrit * se, sd, mde
 
 
+def t_p_value(centre: float, samples: Sequence[float]) -> float | None:
+    """Two-sided p of Student's t for ``centre`` with the standard error of ``samples``: below alpha exactly
+    when t_interval's interval around ``centre`` excludes 0."""
+    from scipy import stats as sps
+
+    n = len(samples)
+    se = float(np.std(samples, ddof=1)) / math.sqrt(n) if n >= 2 else math.nan
+    if not math.isfinite(se):
+        return None
+    return float(2 * sps.t.sf(abs(centre) / se, n - 1)) if se > 0 else float(centre == 0)
+
+
 def compare_cell(
     base: Mapping[int, Sequence[float]],
     head: Mapping[int, Sequence[float]],
@@ -88,13 +100,15 @@ def compare_cell(
         if len(units) == 1:
             basis, units = "one generation", logs
     mean, half, sd, mde = t_interval(units, cfg.alpha)
+    width_from = units
     out["base_us"] = float(math.exp(np.mean([math.log(np.median(base[p])) for p in pairs])))
     out["head_us"] = out["base_us"] * math.exp(mean)
     if len(pairs) == 1:
         basis = "trials"  # nothing to replicate over: the couples of the one pair give the width
         one = couples.get(pairs[0], ())
         if len(one) >= 2:
-            _, half, _, mde = t_interval([math.log(h / b) for b, h in one], cfg.alpha)
+            width_from = [math.log(h / b) for b, h in one]
+            _, half, _, mde = t_interval(width_from, cfg.alpha)
     to_pct = lambda r: (math.exp(r) - 1) * 100  # noqa: E731
     delta_pct = to_pct(mean)
     low_pct, high_pct = (to_pct(mean - half), to_pct(mean + half)) if math.isfinite(half) else (None, None)
@@ -109,6 +123,8 @@ def compare_cell(
         ci_basis=basis,
         pair_sd_pct=sd * 100 if basis in INDEPENDENT_BASES else None,
         mde_pct=None if not math.isfinite(mde) else to_pct(mde),
+        p_value=t_p_value(mean, width_from) if math.isfinite(half) else None,
+        min_p=0.0,
     )
     out["verdict"] = verdict(delta_pct, low_pct, high_pct, cfg)
     out["bound_pct"] = inconclusive_bound(low_pct, high_pct, cfg) if out["verdict"] == INCONCLUSIVE else None
@@ -164,33 +180,73 @@ def onetime_pairs_needed(alpha: float) -> int:
     return max(2, math.ceil(1 - math.log2(alpha)))
 
 
-def signed_rank_interval(logs: Sequence[float], alpha: float) -> tuple[float, float, float] | None:
-    """(Hodges-Lehmann estimate, low, high): the median Walsh average and the exact Wilcoxon signed-rank
-    interval; None below onetime_pairs_needed. It holds whatever the tails (the sides are exchangeable
-    in an A/A): one-time costs are few and heavy-tailed, where Student's t read 2 of 8 A/A cells slower."""
+def _signed_rank_cdf(n: int) -> np.ndarray:
+    """P(W+ <= j), j = 0..n(n+1)/2: the exact null distribution of W+ (each rank in or out with p 1/2)."""
+    dist = np.ones(1)
+    for rank in range(1, n + 1):
+        dist = (np.concatenate([dist, np.zeros(rank)]) + np.concatenate([np.zeros(rank), dist])) / 2
+    return np.cumsum(dist)
+
+
+def signed_rank_interval(logs: Sequence[float], alpha: float) -> tuple[float, float, float, float] | None:
+    """(Hodges-Lehmann estimate, low, high, p): the median Walsh average, the exact Wilcoxon signed-rank
+    interval and the p-value that is <= alpha exactly when it excludes 0; None below onetime_pairs_needed.
+    It holds whatever the tails (the sides are exchangeable in an A/A): one-time costs are few and
+    heavy-tailed, where Student's t read 2 of 8 A/A cells slower."""
     x = np.sort(np.asarray(logs, dtype=float))
     n = len(x)
     if n < onetime_pairs_needed(alpha):
         return None
-    # the exact null distribution of W+ (each rank in or out with probability 1/2), by convolution
-    dist = np.ones(1)
-    for rank in range(1, n + 1):
-        dist = (np.concatenate([dist, np.zeros(rank)]) + np.concatenate([np.zeros(rank), dist])) / 2
-    # P(W+ < below) <= alpha/2
-    below = int(np.searchsorted(np.cumsum(dist), alpha / 2 * (1 + 1e-9), side="right"))
+    cdf = _signed_rank_cdf(n)
+    below = int(np.searchsorted(cdf, alpha / 2 * (1 + 1e-9), side="right"))  # P(W+ < below) <= alpha/2
     walsh = np.sort((x[:, None] + x[None, :])[np.triu_indices(n)] / 2)
-    return float(np.median(walsh)), float(walsh[below - 1]), float(walsh[len(walsh) - below])
+    # the interval excludes 0 when fewer than `below` Walsh averages lie on one side of it
+    p = min(1.0, 2 * float(cdf[min(int(np.sum(walsh <= 0)), int(np.sum(walsh >= 0)))]))
+    return float(np.median(walsh)), float(walsh[below - 1]), float(walsh[len(walsh) - below]), p
 
 
-def onetime_rule(alpha: float, floor_pct: float, unit: str = "pairs") -> str:
+def onetime_rule(alpha: float, floor_pct: float, unit: str = "pairs", floor: float | None = None) -> str:
     """The one-time rule in words, for the report's footer (onetime_cell applies it)."""
     return (
-        f"verdicts: Hodges-Lehmann estimate and exact signed-rank {round((1 - alpha) * 100)}% interval over "
-        f"{unit} of ln(head/base), from {onetime_pairs_needed(alpha)} {unit} on ('too few {unit}' below); "
-        f"slower/faster when the interval excludes 0 and the estimate passes the min effect: the larger of "
-        f"--min-effect-once ({floor_pct:g}%) and the cost's A/A spread in the cell (robust sd over {unit}); "
+        f"verdicts: Hodges-Lehmann estimate and exact signed-rank {level_text(alpha)} interval over "
+        f"{unit} of ln(head/base), from {onetime_pairs_needed(floor or alpha)} {unit} on ('too few {unit}' "
+        f"below); slower/faster when the interval excludes 0 and the estimate passes the min effect: the "
+        f"larger of --min-effect-once ({floor_pct:g}%) and the cost's A/A spread in the cell (robust sd over "
+        f"{unit}); "
         f"no change when the interval lies inside +-{floor_pct:g}%"
     )
+
+
+def level_text(alpha: float) -> str:
+    """An interval's confidence level as the tables print it: 95%, 98.3%."""
+    return f"{(1 - alpha) * 100:.3g}%"
+
+
+@dataclasses.dataclass(frozen=True)
+class TableLevels:
+    """A compare table's rule across its cells (table_levels): one interval level for every cell."""
+
+    alpha: float  # every interval is a 1 - alpha one
+    floor: float  # a cell whose smallest reachable p-value is above this gets no verdict
+    family: int  # the cells that could reach a verdict
+    changed: int  # of them, those whose interval excludes 0
+    cells: int  # every cell with an interval: at onetime_pairs_needed(alpha / cells) pairs all are family
+
+
+def table_levels(cells: Sequence[tuple[float, float]], alpha: float) -> TableLevels:
+    """(p, smallest reachable p) of each cell with an interval -> the table's levels. One 95 % interval per
+    cell calls about 1 in 20 unchanged cells slower or faster, so a table of many calls some. Tarone (1990)
+    leaves out the cells that could not pass (one-time costs at few pairs); Benjamini-Hochberg over the rest
+    (Gilbert 2005) then holds the chance of any false verdict in an unchanged table to alpha, and the
+    share of false ones among those called in a changed table. A cell's interval at alpha x max(changed, 1)
+    / family excludes 0 exactly when Benjamini-Hochberg rejects its p (Benjamini-Yekutieli's FCR interval)."""
+    if len(cells) <= 1:
+        return TableLevels(alpha, alpha, len(cells), sum(p <= alpha for p, _ in cells), len(cells))
+    k = next(k for k in range(1, len(cells) + 1) if sum(low <= alpha / k for _, low in cells) <= k)
+    family = sorted(p for p, low in cells if low <= alpha / k)
+    changed = max((i for i, p in enumerate(family, 1) if p <= alpha * i / len(family)), default=0)
+    level = alpha * max(changed, 1) / max(len(family), 1)
+    return TableLevels(level, alpha / k, len(family), changed, len(cells))
 
 
 def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -213,8 +269,10 @@ def onetime_cell(
     head: Mapping[int, float] | None,
     cfg: Stats,
     groups: Mapping[int, int] | None = None,
+    floor: float | None = None,
 ) -> dict:
-    """A one-time cost (ms) of one cell, one figure per side per pair (onetime_rule says the rule).
+    """A one-time cost (ms) of one cell, one figure per side per pair (onetime_rule says the rule); ``floor``:
+    the table's TableLevels.floor, which a cell's fewest units must be able to reach.
     The minimum effect is raised to the cost's own A/A spread (robust sd of the units): one-time costs
     vary by tens of % between processes. One side alone: geometric mean over pairs and their spread."""
     base = {p: v for p, v in base.items() if v and v > 0}
@@ -231,7 +289,8 @@ def onetime_cell(
     units = unit_logs(pairs, logs, groups)
     to_pct = lambda r: (math.exp(r) - 1) * 100  # noqa: E731
     b = float(math.exp(np.mean([math.log(base[p]) for p in pairs])))
-    interval = signed_rank_interval(units, cfg.alpha)
+    enough = len(units) >= onetime_pairs_needed(floor or cfg.alpha)
+    interval = signed_rank_interval(units, cfg.alpha) if enough else None
     centre = interval[0] if interval else float(np.median(units))
     spread = robust_sd(units) if len(units) > 1 else math.nan
     min_effect = max(cfg.min_effect_once_pct, to_pct(spread) if math.isfinite(spread) else 0.0)
@@ -242,12 +301,14 @@ def onetime_cell(
         delta_pct=to_pct(centre),
         pair_sd_pct=float(np.std(units, ddof=1)) * 100 if len(units) > 1 else None,
         min_effect_pct=min_effect,
+        min_p=2.0 ** (1 - len(units)),
     )
     if interval is None:
         out["verdict"] = TOO_FEW_GENERATIONS if len(units) < len(pairs) else TOO_FEW_PAIRS
         return out
     low, high = to_pct(interval[1]), to_pct(interval[2])
     out.update(ci_low_pct=low, ci_high_pct=high, ci_low_ms=b * low / 100, ci_high_ms=b * high / 100)
+    out["p_value"] = interval[3]
     rule = dataclasses.replace(cfg, min_effect_pct=min_effect)
     out["verdict"] = verdict(out["delta_pct"], low, high, rule)
     floor = cfg.min_effect_once_pct

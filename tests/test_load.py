@@ -135,7 +135,7 @@ def test_too_many_contended_couples_make_the_verdict_inconclusive_for_load(tmp_p
     assert json.loads(render(summary, "json"))["rows"][0]["verdict_cause"] == "load"
     # the limit is a setting: raised, the same bundle has a verdict again
     parsed = parse(summary.path)
-    assert aggregate(parsed, Stats(max_contended_pct=50.0))[0]["verdict"] == "slower"
+    assert aggregate(parsed, Stats(max_contended_pct=50.0))[0][0]["verdict"] == "slower"
 
 
 def test_max_contended_100_accepts_any_load(tmp_path):
@@ -147,15 +147,15 @@ def test_max_contended_100_accepts_any_load(tmp_path):
         r["wall_ns"] = r["process_cpu_ns"] * 3
     (every.path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     parsed = parse(every.path)
-    loaded = aggregate(parsed, Stats())[0]
-    accepted = aggregate(parsed, Stats(max_contended_pct=100.0))[0]
+    loaded = aggregate(parsed, Stats())[0][0]
+    accepted = aggregate(parsed, Stats(max_contended_pct=100.0))[0][0]
     assert loaded["verdict_cause"] == "load" and loaded["contended_pct"] == 100
     assert accepted["verdict"] == "slower" and accepted["verdict_cause"] is None
     assert accepted["n_trials"] == 24 and accepted["delta_pct"] == loaded["delta_pct"]
     # a few contended couples: left out at the default, counted (as before issue 22) at 100
     some = parse(_bundle(tmp_path / "some", {0, 1}).path)
-    assert aggregate(some, Stats())[0]["n_trials"] == 22
-    counted = aggregate(some, Stats(max_contended_pct=100.0))[0]
+    assert aggregate(some, Stats())[0][0]["n_trials"] == 22
+    counted = aggregate(some, Stats(max_contended_pct=100.0))[0][0]
     assert counted["n_trials"] == 24 and counted["contended_pct"] == pytest.approx(100 * 2 / 24)
 
 

@@ -14,6 +14,7 @@ import os
 import numpy as np
 import pytest
 from rich.console import Console
+from scipy import stats as sps
 
 from teperf.bundle import Bundle
 from teperf.config import Stats, load_config
@@ -76,8 +77,8 @@ def test_onetime_verdicts_need_six_pairs_and_their_own_minimum_effect():
 def test_signed_rank_interval_is_exact():
     # n = 6: the only 95 % interval is [min, max] (2 / 2**6 = 3.1 %); n = 5 has none (6.25 % > 5 %)
     x = [0.3, -0.1, 0.2, 0.05, 0.4, 0.1]
-    est, low, high = signed_rank_interval(x, 0.05)
-    assert (low, high) == (min(x), max(x))
+    est, low, high, p = signed_rank_interval(x, 0.05)
+    assert (low, high) == (min(x), max(x)) and p > 0.05  # the interval holds 0
     walsh = sorted((a + b) / 2 for i, a in enumerate(x) for b in x[i:])
     assert est == pytest.approx(float(np.median(walsh)))
     assert signed_rank_interval(x[:5], 0.05) is None
@@ -85,7 +86,15 @@ def test_signed_rank_interval_is_exact():
     # n = 12: the table's critical value 13 drops the 13 lowest and highest Walsh averages
     y = np.random.default_rng(3).normal(size=12)
     w = np.sort([(y[i] + y[j]) / 2 for i in range(12) for j in range(i, 12)])
-    assert signed_rank_interval(y, 0.05)[1:] == (pytest.approx(w[13]), pytest.approx(w[-14]))
+    assert signed_rank_interval(y, 0.05)[1:3] == (pytest.approx(w[13]), pytest.approx(w[-14]))
+    # its p-value is scipy's exact Wilcoxon test, and <= alpha exactly when the interval at alpha excludes 0
+    for seed in range(40):
+        z = np.random.default_rng(seed).normal(0.5, 1, size=9)
+        p = signed_rank_interval(z, 0.05)[3]
+        assert p == pytest.approx(sps.wilcoxon(z, method="exact").pvalue)
+        for alpha in (0.01, 0.02, 0.05, 0.1):
+            _, low, high, _ = signed_rank_interval(z, alpha)
+            assert (p <= alpha) == (low > 0 or high < 0)
 
 
 def _onetime_draws(rng, n_pairs, factor=1.0, tail="lognormal"):
@@ -162,7 +171,7 @@ def _clocks(ms: float, core: int = 1, **extra) -> dict:
     }
 
 
-def _bundle(tmp_path, sides=("base", "head"), head_factor=1.0, pairs=6) -> Bundle:
+def _bundle(tmp_path, sides=("base", "head"), head_factor=1.0, pairs=8) -> Bundle:
     cfg = load_config(None, {"modules": ["Linear"], "modes": ["eager", "compile"], "core": None})
     meta = {
         "kind": "compare" if len(sides) == 2 else "run",
@@ -244,7 +253,8 @@ def test_compare_summary_has_paired_onetime_figures(tmp_path):
     bundle = _bundle(tmp_path, head_factor=1.25)
     s = summarize(bundle.path)
     eager, comp = s.rows
-    assert comp["first_call_n_pairs"] == 6 and comp["first_call_verdict"] == "slower"
+    # 5 cells (2 per step, 2 first calls, 1 recompile): at 8 pairs every one-time cell can pass 0.05 / 5
+    assert comp["first_call_n_pairs"] == 8 and comp["first_call_verdict"] == "slower"
     assert comp["first_call_delta_pct"] == pytest.approx(25.0)
     assert comp["recompile_base_ms"] == pytest.approx(900.0) and comp["recompile_delta_pct"] == pytest.approx(
         25.0
@@ -252,6 +262,10 @@ def test_compare_summary_has_paired_onetime_figures(tmp_path):
     assert eager["recompile_base_ms"] is None and eager["first_call_base_ms"] == pytest.approx(2.0, rel=0.05)
     assert any("compile cache cold" in n for n in s.onetime_notes)
     assert any("graphs compiled by it: 1" in n for n in s.onetime_notes)
+    # at 6 pairs none can (2 / 2**6 > 0.05 / 2): left out, so the per-step cells keep 0.05 / 2
+    six = summarize(_bundle(tmp_path / "six", head_factor=1.25, pairs=6).path)
+    assert {r["first_call_verdict"] for r in six.rows} == {"too few pairs"}
+    assert six.levels.family == 2 and any("from 8 pairs on" in n for n in six.onetime_notes)
 
 
 def test_metric_picks_the_onetime_clock(tmp_path):
@@ -406,7 +420,7 @@ def _drop(bundle: Bundle, keep) -> None:
 
 def test_a_lost_pair_counts_for_no_onetime_figure(tmp_path):
     """CellRetries: a worker that died costs the cell that pair, its first call included."""
-    bundle = _bundle(tmp_path, head_factor=1.25, pairs=7)
+    bundle = _bundle(tmp_path, head_factor=1.25, pairs=9)
     # pair 1's head worker died during the compile cell's trials: no head trials there, a failure record
     _drop(
         bundle,
@@ -429,11 +443,11 @@ def test_a_lost_pair_counts_for_no_onetime_figure(tmp_path):
         )
     s = summarize(bundle.path)
     eager, comp = s.rows
-    assert comp["status"] == "partial" and comp["n_pairs"] == 6
-    assert comp["first_call_n_pairs"] == 6 and comp["recompile_n_pairs"] == 6
-    assert eager["first_call_n_pairs"] == 7  # the other cell kept the pair
+    assert comp["status"] == "partial" and comp["n_pairs"] == 8
+    assert comp["first_call_n_pairs"] == 8 and comp["recompile_n_pairs"] == 8
+    assert eager["first_call_n_pairs"] == 9  # the other cell kept the pair
     md = render(s, "markdown")
-    assert "| 6 | slower |" in md.split("**one-time costs**")[1]
+    assert "| 8 | slower |" in md.split("**one-time costs**")[1]
 
 
 def test_a_cell_whose_every_pair_was_lost_has_no_onetime_figure(tmp_path):
@@ -465,16 +479,16 @@ def test_a_cell_whose_every_pair_was_lost_has_no_onetime_figure(tmp_path):
 def test_precision_runs_render_onetime_rows_with_their_pairs(tmp_path):
     """--precision: cells settle after different numbers of pairs; the one-time table says how many
     each rests on and the inconclusive verdict carries its bound, as in the per-step table."""
-    bundle = _bundle(tmp_path, pairs=6)
+    bundle = _bundle(tmp_path, pairs=8)
     meta = json.loads((bundle.path / "meta.json").read_text())
     meta["config"]["schedule"].update(precision_pct=1.0, budget_s=600, min_pairs=3)
     (bundle.path / "meta.json").write_text(json.dumps(meta))
-    # the eager cell settled after 3 pairs: pairs 3 to 5 set it up (started ahead) but ran no trials of it
+    # the eager cell settled after 3 pairs: pairs 3 to 7 set it up (started ahead) but ran no trials of it
     _drop(bundle, lambda r: not (r["kind"] == "trial" and r["case_id"] == 0 and r["pair"] >= 3))
     lines = [json.loads(l) for l in (bundle.path / "records.jsonl").read_text().splitlines()]
     for r in lines:  # the compile cell's head first calls scatter by pair: no interval inside +-1%
         if r["kind"] == "setup" and r["side"] == "head" and r["case_id"] == 1:
-            r["info"]["first_call"] = _clocks(3000.0 * (1.2, 0.9, 1.1, 0.95, 1.0, 1.05)[r["pair"]])
+            r["info"]["first_call"] = _clocks(3000.0 * (1.2, 0.9, 1.1, 0.95, 1.0, 1.05, 0.92, 1.08)[r["pair"]])
     (bundle.path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     with open(bundle.path / "records.jsonl", "a") as f:
         f.write(
@@ -482,7 +496,7 @@ def test_precision_runs_render_onetime_rows_with_their_pairs(tmp_path):
                 {
                     "kind": "stop",
                     "reason": "precision reached",
-                    "pairs": 6,
+                    "pairs": 8,
                     "elapsed_s": 30.0,
                     "precision_pct": 1.0,
                     "budget_s": 600,
@@ -493,12 +507,12 @@ def test_precision_runs_render_onetime_rows_with_their_pairs(tmp_path):
         )
     s = summarize(bundle.path)
     eager, comp = s.rows
-    assert eager["n_pairs"] == 3 and comp["n_pairs"] == 6 and s.show_pairs
-    assert eager["first_call_n_pairs"] == 6  # every pair that set the cell up
+    assert eager["n_pairs"] == 3 and comp["n_pairs"] == 8 and s.show_pairs
+    assert eager["first_call_n_pairs"] == 8  # every pair that set the cell up
     assert comp["first_call_verdict"] == "inconclusive" and comp["first_call_bound_pct"] is not None
     assert comp["recompile_verdict"] == "no change"
     onetime_md = render(s, "markdown").split("**one-time costs**")[1]
-    assert "| 6 | inconclusive (up to" in onetime_md and "| 6 | no change |" in onetime_md
+    assert "| 8 | inconclusive (up to" in onetime_md and "| 8 | no change |" in onetime_md
     data = json.loads(render(s, "json"))
     assert {"first_call_bound_pct", "first_call_n_pairs"} <= set(data["rows"][1])
     assert "noisy" not in render(s, "markdown")

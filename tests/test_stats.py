@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from teperf.config import Stats
-from teperf.stats import compare_cell, half_width_pct, single_cell
+from teperf.stats import TableLevels, compare_cell, half_width_pct, single_cell, table_levels
 from teperf.verdicts import inconclusive_bound, verdict
 
 DEFAULT = Stats()
@@ -207,3 +207,54 @@ def test_wilson_interval():
     assert wilson_interval(1, 24) == (pytest.approx(0.0074, abs=1e-4), pytest.approx(0.2024, abs=1e-4))
     low, high = wilson_interval(5, 10)
     assert low == pytest.approx(1 - high) and wilson_interval(0, 0) == (0.0, 1.0)
+
+
+def _table(rng, cfg, shifts, **kw):
+    """One compare table of seeded cells: their rows at the run's level, then again at the table's."""
+    data = [simulate_cell(rng, shift_pct=s, **kw) for s in shifts]
+    rows = [compare_cell(b, h, cfg, c) for b, h, c in data]
+    levels = table_levels([(r["p_value"], r["min_p"]) for r in rows], cfg.alpha)
+    at = Stats(alpha=levels.alpha, min_effect_pct=cfg.min_effect_pct)
+    return [compare_cell(b, h, at, c) for b, h, c in data], levels
+
+
+def test_table_rule_holds_an_unchanged_tables_false_verdicts_to_alpha():
+    """Issue 32: 24 A/A cells at 95 % each read 2+ false verdicts a quarter of the time; the table's rule
+    holds the chance of any false verdict in a table of unchanged cells to alpha."""
+    rng = np.random.default_rng(32)
+    cfg = Stats(alpha=0.05, min_effect_pct=0.0)
+    tables = 1000
+    per_cell = any_false = 0
+    for _ in range(tables):
+        rows, _ = _table(rng, cfg, [0.0] * 6)
+        per_cell += sum(measure(rng, cfg)["verdict"] in ("slower", "faster") for _ in range(6))
+        any_false += any(r["verdict"] in ("slower", "faster") for r in rows)
+    assert 0.04 <= per_cell / (6 * tables) <= 0.06  # each cell alone: its nominal 5 %
+    assert 0.025 <= any_false / tables <= 0.06, any_false  # the table as a whole: 5 %, not 1 - 0.95**6 = 26 %
+
+
+def test_table_rule_keeps_a_real_change_and_its_interval_agrees_with_the_test():
+    rng = np.random.default_rng(7)
+    cfg = Stats(alpha=0.05, min_effect_pct=1.0)
+    found = 0
+    for _ in range(100):
+        rows, levels = _table(rng, cfg, [0.0, 0.0, 8.0, 0.0, 0.0, 0.0])
+        found += rows[2]["verdict"] == "slower"
+        for r in rows:  # an interval at the table's level excludes 0 exactly when Benjamini-Hochberg rejects
+            excludes = r["ci_low_pct"] > 0 or r["ci_high_pct"] < 0
+            assert excludes == (r["p_value"] <= levels.alpha)
+        assert levels.family == 6 and levels.alpha == pytest.approx(0.05 * max(1, levels.changed) / 6)
+    assert found >= 95  # +8 % on 3 % pair noise: the rule costs width, not this plant
+
+
+@pytest.mark.parametrize(
+    ("pairs", "family", "floor"),
+    [(6, 3, 0.05 / 3), (7, 3, 0.05 / 4), (8, 6, 0.05 / 6)],
+)
+def test_table_rule_leaves_out_one_time_cells_that_could_not_pass(pairs, family, floor):
+    """Tarone: 3 per-step and 3 first-call cells; a signed-rank p is at least 2 / 2**pairs."""
+    cells = [(0.5, 0.0)] * 3 + [(0.5, 2.0 ** (1 - pairs))] * 3
+    levels = table_levels(cells, 0.05)
+    assert (levels.family, levels.changed, levels.cells) == (family, 0, 6)
+    assert levels.floor == pytest.approx(floor) and levels.alpha == pytest.approx(0.05 / family)
+    assert table_levels([(0.01, 0.0)], 0.05) == TableLevels(0.05, 0.05, 1, 1, 1)  # one cell: its own level

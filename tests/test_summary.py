@@ -40,7 +40,7 @@ def _rounded(value):
 def test_the_three_steps_make_what_summarize_made_before_the_split(path):
     parsed = parse(path)
     stats = stats_from_meta(parsed.meta)
-    rows = aggregate(parsed, stats)
+    rows, _ = aggregate(parsed, stats)
     got = {
         "rows": [{k: json_value(v) for k, v in r.items() if k != "info"} for r in rows],
         "notes": notes(parsed, rows, stats),
@@ -72,7 +72,7 @@ def test_parse_groups_typed_records_by_cell():
 
 def test_aggregate_sets_figures_and_statuses():
     parsed = parse(FIXTURES / "bundles" / "v1-run-failures")
-    rows = aggregate(parsed, Stats())
+    rows, _ = aggregate(parsed, Stats())
     by_status = {}
     for r in rows:
         by_status.setdefault(r["status"], []).append(r)
@@ -83,13 +83,13 @@ def test_aggregate_sets_figures_and_statuses():
     )
     assert all(r["host_bound"] is not None for r in by_status["ok"])  # CUDA: whether the GPU kept up is known
     # the headline clock is a setting: the same bundle summarised by wall time gives other figures
-    wall = aggregate(parsed, Stats(metric="wall"))
+    wall, _ = aggregate(parsed, Stats(metric="wall"))
     ok = [(a, b) for a, b in zip(rows, wall) if a["status"] == "ok"]
     assert ok and all(not math.isclose(a["base_us"], b["base_us"]) for a, b in ok[:5])
 
     compare = {
         r["module"]: r
-        for r in aggregate(parse(FIXTURES / "bundles" / "v2-compare-compile-cpu"), Stats())
+        for r in aggregate(parse(FIXTURES / "bundles" / "v2-compare-compile-cpu"), Stats())[0]
         if r["mode"] == "eager"
     }
     # recorded on a loaded VM: 55 of 72 trials shared their core, so no verdict stands (issue 22) ...
@@ -101,7 +101,7 @@ def test_aggregate_sets_figures_and_statuses():
 def test_notes_say_what_the_figures_rest_on():
     one_pair = parse(FIXTURES / "bundles" / "v1-compare-interrupted")
     stats = stats_from_meta(one_pair.meta)
-    text = notes(one_pair, aggregate(one_pair, stats), stats)
+    text = notes(one_pair, aggregate(one_pair, stats)[0], stats)
     assert any(n.startswith("run status: interrupted") for n in text)
     assert any(n.startswith("one process pair: intervals cover trial noise only") for n in text)
     compiled = parse(FIXTURES / "bundles" / "v2-compare-compile-cpu")
@@ -128,6 +128,6 @@ def test_a_lost_pair_makes_a_partial_cell_with_a_note(tmp_path):
         )
     parsed = parse(path)
     stats = stats_from_meta(parsed.meta)
-    rows = aggregate(parsed, stats)
+    rows, _ = aggregate(parsed, stats)
     assert rows[0]["status"] == "partial" and rows[0]["error"] == "lost pair 2: worker died"
     assert any(n.startswith("partial Linear/fp32/") for n in notes(parsed, rows, stats))

@@ -55,7 +55,10 @@ class Adaptive:
         self.target = sched.precision_pct if n_sides == 2 else None
         self.budget = sched.budget_s
         self.max_pairs = MAX_PAIRS if self.target is not None else sched.processes
-        self.stats: Stats = config.stats
+        # the table's widest level (stats.table_levels: every cell in the family, none changed), so that
+        # the half-width --precision reached is the one the table shows at most
+        cells = max(1, sum(not c.skip for c in cases))
+        self.stats: Stats = dataclasses.replace(config.stats, alpha=config.stats.alpha / cells)
         self.schedule = sched
         self.field = METRIC_FIELD.get(config.stats.metric, "process_cpu_ns")
         self.clock = clock

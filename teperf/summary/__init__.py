@@ -8,6 +8,7 @@ from pathlib import Path
 from teperf.config import METRIC_FIELD, Stats, from_meta
 from teperf.errors import TeperfError
 from teperf.provenance import identical_code, mixed_code, side_facts
+from teperf.stats import TableLevels
 from teperf.summary.aggregate import aggregate
 from teperf.summary.notes import notes, onetime_notes
 from teperf.summary.parse import ParsedBundle, parse
@@ -24,6 +25,7 @@ class Summary:
     code_problems: list[str] = dataclasses.field(default_factory=list)
     imported: dict = dataclasses.field(default_factory=dict)  # label -> what its first worker imported
     stats: Stats | None = None  # the settings the rows were computed with (None: the bundle's own)
+    levels: TableLevels | None = None  # a compare table's rule across its cells (stats.table_levels)
 
     @property
     def settings(self) -> Stats:
@@ -63,16 +65,17 @@ def summarize(path, stats: Stats | None = None, lane: int | None = None) -> Summ
     """The table model of a bundle; ``lane``: only the trials that lane measured (``report --by-lane``)."""
     parsed = parse(path, lane)
     stats = stats or stats_from_meta(parsed.meta)
-    rows = aggregate(parsed, stats)
+    rows, levels = aggregate(parsed, stats, table_rule=lane is None)  # a lane's rows: at the caller's level
     return Summary(
         meta=parsed.meta,
         rows=rows,
         notes=notes(parsed, rows, stats),
         path=parsed.path,
-        onetime_notes=onetime_notes(parsed),
+        onetime_notes=onetime_notes(parsed, levels),
         code_problems=code_problems(parsed),
         imported=side_facts(parsed.workers),
         stats=stats,
+        levels=levels,
     )
 
 

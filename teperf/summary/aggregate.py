@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from operator import itemgetter
 from typing import Optional
@@ -11,9 +12,17 @@ import numpy as np
 from teperf.config import METRIC_FIELD, Stats
 from teperf.records import CaseMeta, lost_pairs_text
 from teperf.schema import ONETIME_CLOCKS, ONETIME_COSTS, ONETIME_STATS, ROW_FIELDS
-from teperf.stats import break_even_steps, choose_attempts, compare_cell, onetime_cell, single_cell
+from teperf.stats import (
+    TableLevels,
+    break_even_steps,
+    choose_attempts,
+    compare_cell,
+    onetime_cell,
+    single_cell,
+    table_levels,
+)
 from teperf.summary.parse import CellRecords, ParsedBundle
-from teperf.verdicts import apply_load
+from teperf.verdicts import LOAD, apply_load
 
 NOT_HOST_BOUND_SYNC_FRACTION = 0.02  # the final synchronize waited > 2 % of the loop: GPU was behind
 EXTRA_CLOCKS = ("thread_cpu_ns", "wall_ns", "sync_ns")
@@ -34,15 +43,36 @@ def trials_without_clock(parsed: ParsedBundle, stats: Stats) -> int:
     return sum(t.per_step_us(field) is None for cell in parsed.cells.values() for t in cell.trials)
 
 
-def aggregate(parsed: ParsedBundle, stats: Stats) -> list[dict]:
-    """One row per well-formed case of meta.json, in its order."""
+def aggregate(
+    parsed: ParsedBundle, stats: Stats, table_rule: bool = True
+) -> tuple[list[dict], TableLevels | None]:
+    """One row per well-formed case of meta.json, in its order, and a compare table's levels: its cells
+    again with every interval at the table's level (stats.table_levels) where that is not the run's own."""
     rows = [cell_row(parsed, case, stats) for case in parsed.cases]
     if parsed.head_label is None:
         add_break_even(rows)
-    return rows
+    if parsed.head_label is None or not table_rule:
+        return rows, None
+    levels = table_levels(verdict_cells(rows), stats.alpha)
+    if (levels.alpha, levels.floor) != (stats.alpha, stats.alpha):
+        table = dataclasses.replace(stats, alpha=levels.alpha)
+        rows = [cell_row(parsed, case, table, levels.floor) for case in parsed.cases]
+    return rows, levels
 
 
-def cell_row(parsed: ParsedBundle, case: CaseMeta, stats: Stats) -> dict:
+def verdict_cells(rows: list[dict]) -> list[tuple[float, float]]:
+    """(p, smallest reachable p) of every per-step and one-time cell that could be called slower or faster."""
+    cells = [
+        (r["p_value"], 0.0) for r in rows if r.get("p_value") is not None and r.get("verdict_cause") != LOAD
+    ]
+    for cost in ONETIME_COSTS:
+        cells += [
+            (r.get(f"{cost}_p_value") or 1.0, r[f"{cost}_min_p"]) for r in rows if r.get(f"{cost}_min_p")
+        ]
+    return cells
+
+
+def cell_row(parsed: ParsedBundle, case: CaseMeta, stats: Stats, floor: float | None = None) -> dict:
     cell = parsed.cell(case.id)
     row = dict.fromkeys(ROW_FIELDS)
     row.update(
@@ -50,7 +80,7 @@ def cell_row(parsed: ParsedBundle, case: CaseMeta, stats: Stats) -> dict:
     )
     row["info"] = next((r.info for r in cell.setups.values() if r.status == "ready"), None)
     row.update(step_figures(parsed, cell, stats))
-    row.update(onetime_figures(parsed, cell, stats))
+    row.update(onetime_figures(parsed, cell, stats, floor))
     if cell.counters:
         head = parsed.head_label
         row["counters"] = {
@@ -151,7 +181,9 @@ def onetime_ms(clocks, metric: str) -> float | None:
     return sum(parts) / 1e6
 
 
-def onetime_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
+def onetime_figures(
+    parsed: ParsedBundle, cell: CellRecords, stats: Stats, floor: float | None = None
+) -> dict:
     """One-time costs (first call, recompile), one figure per side and pair, paired like per-step times."""
     by_cost = defaultdict(lambda: defaultdict(dict))  # cost -> side -> pair -> ms
     for setup in cell.ready:
@@ -170,9 +202,9 @@ def onetime_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> di
         }
         if by_side.get(base):
             figures = onetime_cell(
-                by_side[base], by_side.get(head, {}) if head else None, stats, parsed.pair_generations
+                by_side[base], by_side.get(head, {}) if head else None, stats, parsed.pair_generations, floor
             )
-            out.update({f"{cost}_{k}": v for k, v in figures.items() if k in ONETIME_STATS})
+            out.update({f"{cost}_{k}": v for k, v in figures.items() if k in ONETIME_STATS or k == "min_p"})
     return out
 
 

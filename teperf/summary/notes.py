@@ -10,7 +10,7 @@ import numpy as np
 from teperf.config import Stats, from_meta
 from teperf.numbers import duration
 from teperf.records import CONTENDED_WALL_OVER_CPU, StopRecord
-from teperf.stats import lanes_agree, onetime_rule
+from teperf.stats import TableLevels, lanes_agree, onetime_rule
 from teperf.summary.aggregate import planned_pairs, trials_without_clock
 from teperf.summary.parse import ParsedBundle
 from teperf.verdicts import LOAD
@@ -207,7 +207,7 @@ def stop_note(stop: StopRecord, meta: dict) -> str:
     return ""
 
 
-def onetime_notes(parsed: ParsedBundle) -> list[str]:
+def onetime_notes(parsed: ParsedBundle, levels: TableLevels | None = None) -> list[str]:
     """The one-time table's footer: the clock, where first calls ran, the compile cache, the warm-ups."""
     meta = parsed.meta
     config = parsed.config
@@ -250,7 +250,8 @@ def onetime_notes(parsed: ParsedBundle) -> list[str]:
         f"the warm-up"
     ]
     if len(meta.get("sides") or {}) == 2:
-        out.append(onetime_rule(stats.alpha, stats.min_effect_once_pct, unit))
+        alpha, floor = (levels.alpha, stats.alpha / max(1, levels.cells)) if levels else (stats.alpha, None)
+        out.append(onetime_rule(alpha, stats.min_effect_once_pct, unit, floor))
     spare = first_calls - on_measuring_core
     if spare:
         out.append(
