@@ -1,11 +1,13 @@
 #!/bin/bash
 # H200 evidence for one-time costs under issue 32's rule (Hodges-Lehmann + exact signed-rank interval over
-# pairs, min effect = max(--min-effect-once, the cell's A/A spread), "too few pairs" below 6). ONE device
+# pairs, min effect = max(--min-effect-once, the cell's A/A spread)) and its table rule (Benjamini-Hochberg
+# over a compare's cells; a one-time cell needs 2 / 2**pairs <= 0.05 / cells: 10 pairs for eager+cuda-graph's
+# 16 cells, 9 for compile's 12; "too few pairs" below). ONE device
 # call of at most 9 minutes, from the repo root with .gpu/ carried (TE 2.16.0):
 #     OUT=/tmp/out bash scripts/gpu_onetime.sh          (run(command="OUT=$OUT bash scripts/gpu_onetime.sh",
 #                                                          carry=[".gpu"], timeout_s=560))
 # A/A of the PR thread's cells (--config pr-thread: LayerNormLinear/LayerNormMLP x bf16/fp8 delayed, [8,2,256]),
-# TE on both sides, PAIRS (6) pairs a run, jobs side by side on their own measuring cores, each repeating its
+# TE on both sides, PAIRS (10) pairs a run, jobs side by side on their own measuring cores, each repeating its
 # run until the deadline (LIMIT s after the start, default 470) leaves less than one run's time:
 #   eager-N       cores 2-4, 5-7:   --modes eager,cuda-graph   (8 first-call cells a run, cheap: most runs)
 #   compile-N     cores 8-10, 11-13: --modes compile, cold cache (4 first-call + 4 recompile cells a run)
@@ -20,7 +22,7 @@ set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 T0=$(date +%s)
 LIMIT=${LIMIT:-470}   # s after the start by which every job ends (then the summary, about 20 s)
-PAIRS=${PAIRS:-6}
+PAIRS=${PAIRS:-10}
 log() { echo "[$(( $(date +%s) - T0 )) s] $*" | tee -a "$OUT/log.txt"; }
 log "gpu_onetime.sh: OUT=$OUT LIMIT=$LIMIT PAIRS=$PAIRS; source .gpu/setup.sh"
 source .gpu/setup.sh >> "$OUT/log.txt" 2>&1 || { log "setup.sh failed"; tail -20 "$OUT/log.txt"; exit 1; }
@@ -55,10 +57,10 @@ job() {
     if [ $rc -eq 2 ]; then log "$name: stopped: $(tail -1 "$dir/$(( n - 1 )).err")"; break; fi
   done
 }
-job eager-1 2-4 3 60 20 --modes eager,cuda-graph &
-job eager-2 5-7 6 60 20 --modes eager,cuda-graph &
-job compile-1 8-10 9 200 3 --modes compile &
-job compile-2 11-13 12 200 3 --modes compile &
+job eager-1 2-4 3 150 20 --modes eager,cuda-graph &
+job eager-2 5-7 6 150 20 --modes eager,cuda-graph &
+job compile-1 8-10 9 300 3 --modes compile &
+job compile-2 11-13 12 300 3 --modes compile &
 job warm 0-1,14-15 15 200 1 --modes compile --compile-cache warm &
 wait
 trap - INT TERM

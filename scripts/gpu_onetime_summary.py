@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from teperf.stats import wilson_interval  # noqa: E402
 
 COSTS = ("first_call", "recompile")
+FIGURES = ("verdict", "n_pairs", "min_effect_pct", "pair_sd_pct", "delta_pct")
 
 
 def runs(out: Path, say: bool = False):
@@ -34,20 +35,28 @@ def median(values) -> str:
 
 
 def verdict_table(out: Path) -> int:
-    groups = defaultdict(list)  # (mode + cache, cost) -> one-time figures of a cell
+    groups = defaultdict(list)  # (mode + cache, cost) -> figures of a cell
+    tables = called = 0  # compares, and those with any slower/faster (per step or one-time)
     for job, _, data in runs(out, say=True):
         warm = " (warm cache)" if job == "warm" else ""
+        verdicts = []
         for row in data.get("rows", []):
+            if row.get("verdict"):
+                groups[(row["mode"] + warm, "per step")].append({k: row.get(k) for k in FIGURES})
+                verdicts.append(row["verdict"])
             for cost in COSTS:
                 if row.get(f"{cost}_n_pairs"):
-                    groups[(row["mode"] + warm, cost)].append({k: row.get(f"{cost}_{k}") for k in (
-                        "verdict", "n_pairs", "min_effect_pct", "pair_sd_pct", "delta_pct")})  # fmt: skip
+                    groups[(row["mode"] + warm, cost)].append({k: row.get(f"{cost}_{k}") for k in FIGURES})
+                    verdicts.append(row.get(f"{cost}_verdict"))
+        tables += 1
+        called += any(v in ("slower", "faster") for v in verdicts)
     print(
         "| mode | cost | cells | with a verdict | slower | faster | false rate [95% Wilson] | no change | "
         "inconclusive | too few pairs | median pairs | median min effect % | median pair sd % |"
     )
     print("|" + "---|" * 13)
     total = false_total = decided_total = 0
+    step_cells = step_false = 0
     for (mode, cost), cells in sorted(groups.items()):
         verdicts = [c["verdict"] or "" for c in cells]
         decided = [v for v in verdicts if not v.startswith("too few")]
@@ -59,6 +68,9 @@ def verdict_table(out: Path) -> int:
               f"{len(verdicts) - len(decided)} | {median(c['n_pairs'] for c in cells)} | "
               f"{median(c['min_effect_pct'] for c in cells)} | "
               f"{median(c['pair_sd_pct'] for c in cells)} |")  # fmt: skip
+        if cost == "per step":
+            step_cells, step_false = step_cells + len(decided), step_false + slower + faster
+            continue
         total, decided_total, false_total = (
             total + len(cells),
             decided_total + len(decided),
@@ -69,6 +81,12 @@ def verdict_table(out: Path) -> int:
         f"{decided_total} "
           f"with a verdict, {false_total} slower/faster: {false_total / max(1, decided_total):.1%} "
           f"[{low:.1%}, {high:.1%}] (target <= 5%)")  # fmt: skip
+    low, high = wilson_interval(step_false, step_cells)
+    rate = step_false / max(1, step_cells)
+    print(f"per step: {step_cells} A/A cells, {step_false} slower/faster: {rate:.1%} [{low:.1%}, {high:.1%}]")
+    low, high = wilson_interval(called, tables)
+    print(f"tables: {tables} A/A compares, {called} with any slower/faster: {called / max(1, tables):.1%} "
+          f"[{low:.1%}, {high:.1%}] (the table rule's target <= 5%)")  # fmt: skip
     return total
 
 
@@ -111,7 +129,7 @@ def main() -> None:
     for _, _, data in runs(out):
         rule = [n for n in data.get("onetime_notes", []) if n.startswith("verdicts:")]
         if rule:
-            print(f"rule: {rule[0]}\n")
+            print(f"rule: {rule[0]}; table levels of this run: {data.get('table_levels')}\n")
             break
     verdict_table(out)
     warm_table(out)

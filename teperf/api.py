@@ -59,10 +59,8 @@ def path_side(label: str, path: Optional[str] = None, python: Optional[str] = No
             raise TeperfError(f"{option} is empty", f"point {option} at the directory that holds the package")
         if not p.is_dir():
             where = "" if p.is_absolute() else f" (from {Path.cwd()})"
-            raise TeperfError(
-                f"{option} {path!r}{where} is not a directory",
-                f"point {option} at the directory that holds the package to import",
-            )
+            fix = f"point {option} at the directory that holds the package to import"
+            raise TeperfError(f"{option} {path!r}{where} is not a directory", fix)
         sys_path = (str(p.resolve()),)
     if python is not None:
         check_python(python)

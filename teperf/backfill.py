@@ -47,18 +47,14 @@ def list_commits(root: str, spec: str, *, tags: bool = False) -> list[Commit]:
         )
     a, b = spec.split("..")
     if not a.strip() or not b.strip():
-        raise TeperfError(
-            f"--backfill {spec!r} leaves out {'A' if not a.strip() else 'B'}",
-            "name both ends, e.g. --backfill v1.0..v2.0 or --backfill v1.0..HEAD",
-        )
+        fix = "name both ends, e.g. --backfill v1.0..v2.0 or --backfill v1.0..HEAD"
+        raise TeperfError(f"--backfill {spec!r} leaves out {'A' if not a.strip() else 'B'}", fix)
     a_sha, b_sha = resolve(root, a, what="--backfill's A"), resolve(root, b, what="--backfill's B")
     walk = ["--topo-order"] if tags else ["--first-parent"]
     out = run_git(root, "log", "--reverse", *walk, "--format=%H%x00%s", f"{a_sha}..{b_sha}")
     if not out and a_sha != b_sha:  # B is A's ancestor (reversed), or on a branch of its own that A has
-        raise TeperfError(
-            f"--backfill {spec}: {b} ({b_sha[:10]}) adds no commit to {a} ({a_sha[:10]})",
-            f"give A older than B, e.g. --backfill {b}..{a}",
-        )
+        fix = f"give A older than B, e.g. --backfill {b}..{a}"
+        raise TeperfError(f"--backfill {spec}: {b} ({b_sha[:10]}) adds no commit to {a} ({a_sha[:10]})", fix)
     out = run_git(root, "log", "-1", "--format=%H%x00%s", a_sha) + ("\n" + out if out else "")
     tagged: dict[str, list[str]] = {}
     refs = run_git(

@@ -98,10 +98,8 @@ class Bundle:
         except OSError as exc:
             # mkdir says "File exists" for a file where the directory (or a parent of it) should be
             why = "a file is in the way" if isinstance(exc, FileExistsError) else exc.strerror
-            raise TeperfError(
-                f"cannot create results directory {root}: {why}",
-                "pass a writable --results-dir that is a directory, or move the file away",
-            )
+            fix = "pass a writable --results-dir that is a directory, or move the file away"
+            raise TeperfError(f"cannot create results directory {root}: {why}", fix)
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         path = root / f"{stamp}-{kind}-{secrets.token_hex(2)}"
         path.mkdir()
@@ -115,10 +113,8 @@ class Bundle:
     def open(cls, path: str | os.PathLike) -> "Bundle":
         p = Path(path)
         if not (p / META_FILE).is_file():
-            raise TeperfError(
-                f"{p} is not a teperf bundle (no {META_FILE})",
-                "pass a directory under results/ written by teperf run/compare",
-            )
+            fix = "pass a directory under results/ written by teperf run/compare"
+            raise TeperfError(f"{p} is not a teperf bundle (no {META_FILE})", fix)
         bundle = cls(p)
         try:
             meta = bundle.read_meta()

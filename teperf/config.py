@@ -72,10 +72,8 @@ def _count(default: int, help: str, minimum: int = 1):
 
 def _seconds(value, name: str, resolved: dict):
     if isinstance(value, bool) or not (isinstance(value, (int, float)) and 0 < value < math.inf):
-        raise TeperfError(
-            f"{name} must be a positive number of seconds, got {value!r}",
-            f"e.g. {name} 600" if name.startswith("--") else f"e.g. {name} = 600",
-        )
+        fix = f"e.g. {name} 600" if name.startswith("--") else f"e.g. {name} = 600"
+        raise TeperfError(f"{name} must be a positive number of seconds, got {value!r}", fix)
     return value
 
 
@@ -118,10 +116,8 @@ def _server_pairs(value, name: str, resolved: dict):
     _positive_int(value, name)
     # typed as a flag without forkserver it would be ignored; a config file's value may wait for --spawn
     if name.startswith("--") and resolved.get("spawn") != "forkserver":
-        raise TeperfError(
-            f"{name} is for --spawn forkserver, but spawn is {resolved.get('spawn')}",
-            f"add --spawn forkserver, or drop {name}",
-        )
+        fix = f"add --spawn forkserver, or drop {name}"
+        raise TeperfError(f"{name} is for --spawn forkserver, but spawn is {resolved.get('spawn')}", fix)
     return value
 
 
@@ -131,10 +127,8 @@ def _prestart(value, name: str, resolved: dict):
     if isinstance(value, str) and value.isdigit():
         return int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TeperfError(
-            f'prestart must be a whole number >= 0 or "auto", got {value!r}',
-            'e.g. prestart = "auto" or --prestart 0 to start every pair cold',
-        )
+        fix = 'e.g. prestart = "auto" or --prestart 0 to start every pair cold'
+        raise TeperfError(f'prestart must be a whole number >= 0 or "auto", got {value!r}', fix)
     return value
 
 
@@ -419,10 +413,8 @@ def parse_duration(value, name: str = "--budget") -> float:
             or "".join(n + u for n, u in parts) != text
             or (len(parts) > 1 and not all(u for _, u in parts))
         ):
-            raise TeperfError(
-                f"malformed duration {value!r} for {name}",
-                "write a duration like 5m, 90s, 1h, 1h30m or plain seconds",
-            )
+            fix = "write a duration like 5m, 90s, 1h, 1h30m or plain seconds"
+            raise TeperfError(f"malformed duration {value!r} for {name}", fix)
         seconds = sum(float(n) * DURATION_UNITS[u or "s"] for n, u in parts)
     if not 0 < seconds < math.inf:
         raise TeperfError(
@@ -454,10 +446,8 @@ def resolve_config(name: str) -> tuple[str, str]:
     if stem in shipped:
         return f"{CONFIGS_PACKAGE}:{stem}.toml", shipped[stem]
     if path.is_dir():
-        raise TeperfError(
-            f"config {name!r} is a directory, not a TOML file",
-            f"give the TOML file inside it, or one of: {', '.join(sorted(shipped))}",
-        )
+        fix = f"give the TOML file inside it, or one of: {', '.join(sorted(shipped))}"
+        raise TeperfError(f"config {name!r} is a directory, not a TOML file", fix)
     raise TeperfError(
         f"config file {name!r} not found", f"give a path or one of: {', '.join(sorted(shipped))}"
     )
@@ -494,10 +484,8 @@ def _unknown(keys, known, where: str):
 
 def _positive_int(value, name: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise TeperfError(
-            f"{name} must be an integer >= {minimum}, got {value!r}",
-            f"set {name} to a whole number >= {minimum}",
-        )
+        fix = f"set {name} to a whole number >= {minimum}"
+        raise TeperfError(f"{name} must be an integer >= {minimum}, got {value!r}", fix)
     return value
 
 
@@ -512,10 +500,8 @@ def _string_list(value, key: str) -> list | None:
     if value is None:
         return None
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise TeperfError(
-            f"{key} must be a list of names, got {value!r}",
-            f'write e.g. {key} = ["{key[:-1]}"]' if key != "recipes" else 'write e.g. recipes = ["bf16"]',
-        )
+        fix = f'write e.g. {key} = ["{key[:-1]}"]' if key != "recipes" else 'write e.g. recipes = ["bf16"]'
+        raise TeperfError(f"{key} must be a list of names, got {value!r}", fix)
     return list(value)
 
 
@@ -558,10 +544,8 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
 def _module_table(name: str, spec, facts, backend: str) -> ModuleSpec:
     """One [modules.NAME] table: a factory module, or a built-in one with constructor kwargs."""
     if not isinstance(spec, dict):
-        raise TeperfError(
-            f"[modules.{name}] must be a table",
-            'write [modules.NAME] with factory = "pkg.mod:callable"',
-        )
+        fix = 'write [modules.NAME] with factory = "pkg.mod:callable"'
+        raise TeperfError(f"[modules.{name}] must be a table", fix)
     _unknown(spec, {"factory", "kwargs", "inputs"}, f"[modules.{name}]")
     factory = spec.get("factory")
     kwargs = spec.get("kwargs") or {}
@@ -587,15 +571,11 @@ def _module_table(name: str, spec, facts, backend: str) -> ModuleSpec:
             )
         return ModuleSpec(name, None, dict(kwargs))  # a built-in module with constructor kwargs
     if factory is None:
-        raise TeperfError(
-            f'[modules.{name}] needs factory = "pkg.mod:callable"',
-            "add the factory key, or use a built-in module name",
-        )
+        fix = "add the factory key, or use a built-in module name"
+        raise TeperfError(f'[modules.{name}] needs factory = "pkg.mod:callable"', fix)
     if not isinstance(factory, str) or not re.fullmatch(r"[\w.]+:[\w.]+", factory):
-        raise TeperfError(
-            f'[modules.{name}] factory {factory!r} is not of the form "pkg.mod:callable"',
-            'write the module, a colon and the function, e.g. factory = "mypkg.models:make_block"',
-        )
+        fix = 'write the module, a colon and the function, e.g. factory = "mypkg.models:make_block"'
+        raise TeperfError(f'[modules.{name}] factory {factory!r} is not of the form "pkg.mod:callable"', fix)
     return ModuleSpec(name, factory, dict(kwargs), inputs)
 
 
@@ -610,10 +590,8 @@ def _shapes(shapes_raw, ov: Mapping[str, Any]) -> tuple[tuple[int, ...], ...]:
     if not isinstance(shapes_raw, (list, tuple)) or not all(
         isinstance(s, (list, tuple, str)) for s in shapes_raw
     ):
-        raise TeperfError(
-            f"shapes must be a list of shapes, got {shapes_raw!r}",
-            "write shapes = [[8, 2, 256]] (a list of lists)",
-        )
+        fix = "write shapes = [[8, 2, 256]] (a list of lists)"
+        raise TeperfError(f"shapes must be a list of shapes, got {shapes_raw!r}", fix)
     shapes = []
     for shape in shapes_raw:
         dims = parse_shape(shape) if isinstance(shape, str) else tuple(shape)
@@ -664,10 +642,8 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
     for name in names:
         if name not in custom and name not in facts.MODULES:
             known = list(dict.fromkeys(list(facts.MODULES) + list(custom)))
-            raise TeperfError(
-                f"unknown module {name!r} for backend {backend}",
-                f"use one of: {', '.join(known)} (or add [modules.{name}] with a factory)",
-            )
+            fix = f"use one of: {', '.join(known)} (or add [modules.{name}] with a factory)"
+            raise TeperfError(f"unknown module {name!r} for backend {backend}", fix)
     modules = tuple(custom.get(name, ModuleSpec(name)) for name in names)
 
     recipes = tuple(_listed("recipes", raw, ov, facts.RECIPES) or ())

@@ -53,19 +53,11 @@ def check_core(core: int) -> Check:
     total = os.cpu_count() or len(cores)
     span = f"{len(cores)} usable of {total} logical cores ({cpu_list_text(cores)})"
     if core not in cores:
-        return Check(
-            "core",
-            "fail",
-            f"core {core} is not usable here: {span}",
-            f"pick one of {cpu_list_text(cores)} with --core",
-        )
+        fix = f"pick one of {cpu_list_text(cores)} with --core"
+        return Check("core", "fail", f"core {core} is not usable here: {span}", fix)
     if len(cores) == 1:
-        return Check(
-            "core",
-            "warn",
-            f"core {core}; {span}: the coordinator, the OS and the workers share it",
-            "use a machine (or cgroup) with at least 2 cores",
-        )
+        detail = f"core {core}; {span}: the coordinator, the OS and the workers share it"
+        return Check("core", "warn", detail, "use a machine (or cgroup) with at least 2 cores")
     notes, status, fix = [], "ok", ""
     siblings = smt_siblings(core, SYS_CPU) - {core}
     if siblings:
@@ -86,12 +78,8 @@ def check_governor(core: int) -> Check:
         return Check("governor", "unknown", f"{path} not readable (no cpufreq here, common in VMs)")
     if governor == "performance":
         return Check("governor", "ok", f"core {core}: performance")
-    return Check(
-        "governor",
-        "warn",
-        f"core {core}: {governor} (clock speed changes with load)",
-        "sudo cpupower frequency-set -g performance",
-    )
+    fix = "sudo cpupower frequency-set -g performance"
+    return Check("governor", "warn", f"core {core}: {governor} (clock speed changes with load)", fix)
 
 
 def check_turbo() -> Check:
@@ -104,12 +92,8 @@ def check_turbo() -> Check:
         if value == off:
             return Check("turbo", "ok", f"{word} off ({name}={off})")
         on = "0" if off == "1" else "1"
-        return Check(
-            "turbo",
-            "warn",
-            f"{word} on ({name}={on}): clock depends on temperature and other cores",
-            f"echo {off} | sudo tee {SYS_CPU}/{name}",
-        )
+        detail = f"{word} on ({name}={on}): clock depends on temperature and other cores"
+        return Check("turbo", "warn", detail, f"echo {off} | sudo tee {SYS_CPU}/{name}")
     return Check("turbo", "unknown", "neither intel_pstate/no_turbo nor cpufreq/boost is readable")
 
 
@@ -127,18 +111,11 @@ def check_isolation(core: int) -> Check:
         extra = "" if core in nohz else " (not nohz_full: the timer tick still interrupts it)"
         return Check("isolation", "ok", f"core {core} is isolated{extra}")
     if isolated:
-        return Check(
-            "isolation",
-            "warn",
-            f"core {core} is not isolated; isolated: {cpu_list_text(sorted(isolated))}",
-            f"use --core {min(isolated)}",
-        )
-    return Check(
-        "isolation",
-        "warn",
-        "no isolated cores: the OS schedules other work on the measuring core",
-        f"boot with isolcpus={core} nohz_full={core} rcu_nocbs={core} (or use a quiet machine)",
-    )
+        detail = f"core {core} is not isolated; isolated: {cpu_list_text(sorted(isolated))}"
+        return Check("isolation", "warn", detail, f"use --core {min(isolated)}")
+    detail = "no isolated cores: the OS schedules other work on the measuring core"
+    fix = f"boot with isolcpus={core} nohz_full={core} rcu_nocbs={core} (or use a quiet machine)"
+    return Check("isolation", "warn", detail, fix)
 
 
 def check_aslr() -> Check:
@@ -148,20 +125,12 @@ def check_aslr() -> Check:
     except OSError:
         return Check("aslr", "unknown", f"{path} not readable")
     if value == "2":
-        return Check(
-            "aslr",
-            "ok",
-            "full ASLR (2): each fresh worker pair samples another address-space layout, as intended",
-        )
+        detail = "full ASLR (2): each fresh worker pair samples another address-space layout, as intended"
+        return Check("aslr", "ok", detail)
     if value == "1":
         return Check("aslr", "ok", "partial ASLR (1): stack/mmap layouts vary between worker pairs")
-    return Check(
-        "aslr",
-        "warn",
-        f"ASLR off ({value}): every worker gets the same layout, so a layout effect becomes a fixed bias of "
-        "one side",
-        f"echo 2 | sudo tee {path}",
-    )
+    why = "every worker gets the same layout, so a layout effect becomes a fixed bias of one side"
+    return Check("aslr", "warn", f"ASLR off ({value}): {why}", f"echo 2 | sudo tee {path}")
 
 
 def check_load() -> Check:
@@ -174,12 +143,8 @@ def check_load() -> Check:
     ncpu = len(available_cores()) or 1
     detail = f"load average {load1:.2f} (1 min), {load5:.2f} (5 min) on {ncpu} usable cores"
     if load1 > max(1.0, 0.5 * ncpu):
-        return Check(
-            "load",
-            "warn",
-            detail + ": the machine is busy",
-            "wait for other jobs to finish, or measure on a quiet machine",
-        )
+        fix = "wait for other jobs to finish, or measure on a quiet machine"
+        return Check("load", "warn", detail + ": the machine is busy", fix)
     return Check("load", "ok", detail)
 
 
@@ -208,12 +173,8 @@ def check_runnable(core: int) -> Check:
     if not found:
         return Check("runnable", "ok", f"no other runnable thread on core {core}")
     names = ", ".join(f"{name} ({tid})" for tid, name in found[:5]) + (" ..." if len(found) > 5 else "")
-    return Check(
-        "runnable",
-        "warn",
-        f"{len(found)} other runnable thread(s) on core {core}: {names}",
-        "stop them, or pick a quiet core with --core",
-    )
+    detail = f"{len(found)} other runnable thread(s) on core {core}: {names}"
+    return Check("runnable", "warn", detail, "stop them, or pick a quiet core with --core")
 
 
 def check_clocksource() -> Check:
@@ -223,12 +184,8 @@ def check_clocksource() -> Check:
     except OSError:
         return Check("clocksource", "unknown", f"{path} not readable")
     if source in ("hpet", "acpi_pm"):
-        return Check(
-            "clocksource",
-            "warn",
-            f"{source}: reading the clock is slow (microseconds)",
-            "use tsc if the kernel offers it (clocksource=tsc)",
-        )
+        fix = "use tsc if the kernel offers it (clocksource=tsc)"
+        return Check("clocksource", "warn", f"{source}: reading the clock is slow (microseconds)", fix)
     return Check("clocksource", "ok", source)
 
 
@@ -369,12 +326,8 @@ def check_gpu_busy() -> Check:
     procs = [line.strip() for line in apps.strip().splitlines() if line.strip()]
     if busy or procs:
         detail = "; ".join(busy + [f"process {p}" for p in procs[:5]])
-        return Check(
-            "gpu_busy",
-            "warn",
-            detail,
-            "wait for the other GPU work to finish: it competes for the GPU and the host",
-        )
+        fix = "wait for the other GPU work to finish: it competes for the GPU and the host"
+        return Check("gpu_busy", "warn", detail, fix)
     return Check("gpu_busy", "ok", "GPU idle, no compute processes")
 
 

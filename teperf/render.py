@@ -327,6 +327,7 @@ def render_json(summary: Summary, console=None) -> str:
         "onetime_notes": summary.onetime_notes,
         "imported": summary.imported,
         "code_problems": summary.code_problems,
+        "table_levels": dataclasses.asdict(summary.levels) if summary.levels else None,
     }
     return json.dumps(data, indent=2, default=str) + "\n"
 

@@ -78,19 +78,14 @@ def slope_verdict(delta: dict) -> str:
 def parse_fail_on(values: Iterable[str] | None) -> set[str]:
     """--fail-on values (repeatable, or comma lists) -> the verdicts that fail the run."""
     verdicts: set[str] = set()
+    use = f"use {', '.join(FAIL_ON)} (repeat it or join with commas)"
     for value in values or ():
         names = [v.strip().lower() for v in str(value).split(",") if v.strip()]
         if not names:  # an empty CI variable would otherwise gate nothing, silently
-            raise TeperfError(
-                f"--fail-on {value!r} names no verdict",
-                f"use {', '.join(FAIL_ON)} (repeat it or join with commas), or leave --fail-on out",
-            )
+            raise TeperfError(f"--fail-on {value!r} names no verdict", f"{use}, or leave --fail-on out")
         for name in names:
             if name not in FAIL_ON:
-                raise TeperfError(
-                    f"--fail-on {name!r} is not a verdict",
-                    f"use {', '.join(FAIL_ON)} (repeat it or join with commas)",
-                )
+                raise TeperfError(f"--fail-on {name!r} is not a verdict", use)
             verdicts |= FAIL_ON[name]
     return verdicts
 

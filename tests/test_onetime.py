@@ -488,7 +488,9 @@ def test_precision_runs_render_onetime_rows_with_their_pairs(tmp_path):
     lines = [json.loads(l) for l in (bundle.path / "records.jsonl").read_text().splitlines()]
     for r in lines:  # the compile cell's head first calls scatter by pair: no interval inside +-1%
         if r["kind"] == "setup" and r["side"] == "head" and r["case_id"] == 1:
-            r["info"]["first_call"] = _clocks(3000.0 * (1.2, 0.9, 1.1, 0.95, 1.0, 1.05, 0.92, 1.08)[r["pair"]])
+            r["info"]["first_call"] = _clocks(
+                3000.0 * (1.2, 0.9, 1.1, 0.95, 1.0, 1.05, 0.92, 1.08)[r["pair"]]
+            )
     (bundle.path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     with open(bundle.path / "records.jsonl", "a") as f:
         f.write(

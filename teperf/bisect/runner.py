@@ -55,20 +55,9 @@ class Bisector(CounterSearch, TimeSearch):
     def _record(self, index: int, what: str, result: str, seconds: float, **fields) -> None:
         commit = self.rng.at(index)
         role = "GOOD" if index == 0 else ("BAD" if index == len(self.rng.commits) else "probe")
-        self.bundle.append(
-            ProbeRecord.from_dict(
-                {
-                    "kind": "probe",
-                    "index": index,
-                    "role": role,
-                    **commit_meta(commit),
-                    "what": what,
-                    "result": result,
-                    "seconds": round(seconds, 2),
-                    **fields,
-                }
-            )
-        )
+        raw = {"kind": "probe", "index": index, "role": role, **commit_meta(commit), "what": what}
+        raw.update(result=result, seconds=round(seconds, 2))
+        self.bundle.append(ProbeRecord.from_dict({**raw, **fields}))
         self.progress.probe(role, commit.short_sha, what, result, fields.get("detail", ""), seconds)
 
     def _commit(self, index: int) -> dict:

@@ -282,10 +282,8 @@ def gate(summary, verdicts: set) -> None:
 
     cells = failing_cells(summary.rows, verdicts) if verdicts else []
     if cells:
-        click.echo(
-            f"teperf: fail-on: {len(cells)} cell{'s' if len(cells) != 1 else ''}: {'; '.join(cells)}",
-            err=True,
-        )
+        plural = "s" if len(cells) != 1 else ""
+        click.echo(f"teperf: fail-on: {len(cells)} cell{plural}: {'; '.join(cells)}", err=True)
         sys.exit(1)
 
 
@@ -378,12 +376,7 @@ def measure_and_report(fn, measure: MeasureOptions, *sides):
         first = summary.meta.get("error") or next((r.get("error") for r in bad if r.get("error")), "") or ""
         measured = [r for r in summary.rows if r.get("status") != "skipped"]
         every = "every cell" if len(bad) == len(measured) else f"{len(bad)} cell(s)"
-        click.echo(
-            for_terminal(
-                f"teperf: {every} failed or ended partial ({first[:300]}); {failure_hint(first)} "
-                f"(worker logs: {path}/workers/)"
-            ),
-            err=True,
-        )
+        hint = f"{failure_hint(first)} (worker logs: {path}/workers/)"
+        click.echo(for_terminal(f"teperf: {every} failed or ended partial ({first[:300]}); {hint}"), err=True)
         sys.exit(EXIT_CELLS_FAILED)
     return summary

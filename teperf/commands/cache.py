@@ -50,10 +50,8 @@ def command():
 
 
 def _list_json(root, found) -> None:
-    entries = [
-        {k: getattr(e, k) for k in ("kind", "key", "path", "size", "mtime", "complete", "meta")}
-        for e in found
-    ]  # the paths as strings by default=str
+    keys = ("kind", "key", "path", "size", "mtime", "complete", "meta")
+    entries = [{k: getattr(e, k) for k in keys} for e in found]  # the paths as strings by default=str
     click.echo(json.dumps({"root": str(root), "entries": entries}, indent=2, default=str))
 
 

@@ -31,9 +31,8 @@ def _print_text(core, checks, verdict) -> None:
 
 
 def _print_json(core, checks, verdict) -> None:
-    click.echo(
-        json.dumps({"core": core, "verdict": verdict, "checks": [c.to_dict() for c in checks]}, indent=2)
-    )
+    report = {"core": core, "verdict": verdict, "checks": [c.to_dict() for c in checks]}
+    click.echo(json.dumps(report, indent=2))
 
 
 RENDERERS = {"text": _print_text, "json": _print_json}  # fmt -> fn(core, checks, verdict), prints

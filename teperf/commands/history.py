@@ -39,12 +39,8 @@ def read_history(store, **filters):
 
 def warn_unreadable(store) -> None:
     for what in store.unreadable:
-        click.echo(
-            for_terminal(
-                f"teperf: warning: skipped an unreadable history file: {what}; move it out of the history"
-            ),
-            err=True,
-        )
+        line = f"teperf: warning: skipped an unreadable history file: {what}; move it out of the history"
+        click.echo(for_terminal(line), err=True)
 
 
 def select_machine(df, machine: str | None):
@@ -185,10 +181,8 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
         flags = {"config_path": "--config", "budget": "--budget", "results_dir": "--results-dir"}
         given = [flag for key, flag in flags.items() if bisect.get(key) is not None]
         if given:
-            raise TeperfError(
-                f"{given[0]} is for --explain's bisects, which this command does not run",
-                f"add --changes --explain, or drop {given[0]}",
-            )
+            fix = f"add --changes --explain, or drop {given[0]}"
+            raise TeperfError(f"{given[0]} is for --explain's bisects, which this command does not run", fix)
     store = open_store(history_url)
     whole = select_machine(read_history(store, ref=ref), machine)
     found = nights(whole)  # from every cell: a --module filter must not make a night look short of shards
@@ -198,10 +192,8 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
             df = df[df[col] == val]
     if df.empty:
         given = ", ".join(f"{k}={v}" for k, v in (("module", module), ("recipe", recipe), ("ref", ref)) if v)
-        raise TeperfError(
-            f"no history{' matching ' + given if given else ''} in {store.url}",
-            "run teperf nightly or teperf import BUNDLE first, or check --history and the filters",
-        )
+        fix = "run teperf nightly or teperf import BUNDLE first, or check --history and the filters"
+        raise TeperfError(f"no history{' matching ' + given if given else ''} in {store.url}", fix)
     if list_nights:
         _print_nights(found, fmt)
         return
@@ -257,11 +249,8 @@ def _print_rich(columns: str, rows, right=()) -> None:
 def _point_rows(df, night_of: dict):
     for r in df.itertuples(index=False):
         date = r.committed_at if r.committed_at is not None and str(r.committed_at) != "NaT" else r.run_date
-        ci = (
-            f"[{r.ci_low_pct:+.1f}, {r.ci_high_pct:+.1f}]"
-            if not missing(r.ci_low_pct) and not missing(r.ci_high_pct)
-            else ""
-        )
+        has_ci = not missing(r.ci_low_pct) and not missing(r.ci_high_pct)
+        ci = f"[{r.ci_low_pct:+.1f}, {r.ci_high_pct:+.1f}]" if has_ci else ""
         verdict = _s(r.verdict) or (_s(r.status) if r.status != "ok" else "")
         cause = " (load)" if _s(r.verdict_cause) == "load" else ""
         yield (

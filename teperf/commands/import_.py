@@ -39,20 +39,14 @@ def command(bundles, history_url, ref, shard, sha, subject, commit_date, include
     if (subject or commit_date) and not sha:
         raise TeperfError("--subject/--commit-date need --sha", "give the commit with --sha too")
     if commit_date is not None and _ts(commit_date) is None:
-        raise TeperfError(
-            f"--commit-date {commit_date!r} is not an ISO 8601 date",
-            "write it like 2025-04-30 or 2025-04-30T10:00:00Z",
-        )
+        fix = "write it like 2025-04-30 or 2025-04-30T10:00:00Z"
+        raise TeperfError(f"--commit-date {commit_date!r} is not an ISO 8601 date", fix)
     if sha is not None and not re.fullmatch(r"[0-9a-fA-F]{4,64}", sha):
-        raise TeperfError(
-            f"--sha {sha!r} is not a commit hash",
-            "give the commit's hex SHA (4 to 40 hex digits; git rev-parse REF prints it)",
-        )
+        fix = "give the commit's hex SHA (4 to 40 hex digits; git rev-parse REF prints it)"
+        raise TeperfError(f"--sha {sha!r} is not a commit hash", fix)
     if sha and len(bundles) > 1:
-        raise TeperfError(
-            "--sha names one commit, but several bundles were given",
-            "import them one at a time with their own --sha",
-        )
+        fix = "import them one at a time with their own --sha"
+        raise TeperfError("--sha names one commit, but several bundles were given", fix)
     store = open_store(history_url)
     overrides = dict(sha=sha, subject=subject, committed_at=commit_date) if sha else {}
     added = skipped = 0

@@ -169,12 +169,8 @@ class PairTrials:
             self._record_worker(index)  # after every set-up: the content hash covers the factories' imports
 
     def runnable(self, case_id: int) -> bool:
-        return (
-            case_id not in self.ctx.retries.failed
-            and case_id not in self.skipped
-            and case_id not in self.lost_here
-            and case_id not in self.dropped
-        )
+        settled = (self.ctx.retries.failed, self.skipped, self.lost_here, self.dropped)
+        return all(case_id not in s for s in settled)
 
     def _collect_queued(self, index: int) -> None:
         for case_id in self.queued.pop(index, []):
@@ -245,12 +241,10 @@ class PairTrials:
     def _record_worker(self, index: int) -> None:
         """Record the hello of side ``index``'s worker, with what it imported."""
         self._describe_imports(index)
-        worker = self.live.get(index)
-        if worker is not None:
+        if (worker := self.live.get(index)) is not None:
             label = self.ctx.sides[index].label
-            self.ctx.bundle.append(
-                WorkerRecord(pair=self.pair, side=label, hash_seed=self.seed, hello=worker.hello)
-            )
+            record = WorkerRecord(pair=self.pair, side=label, hash_seed=self.seed, hello=worker.hello)
+            self.ctx.bundle.append(record)
 
     def _request(self, index: int, case: Optional[Case], message: dict) -> Optional[dict]:
         """Side ``index``'s reply to ``message``; None when its worker died or hung (handled)."""

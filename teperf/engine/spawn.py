@@ -63,10 +63,8 @@ def check_python(python: str) -> None:
     else:
         ok = shutil.which(python) is not None
     if not ok:
-        raise TeperfError(
-            f"interpreter {python!r} does not exist or is not executable",
-            "point --python/--base-python/--head-python at a python executable",
-        )
+        fix = "point --python/--base-python/--head-python at a python executable"
+        raise TeperfError(f"interpreter {python!r} does not exist or is not executable", fix)
 
 
 def remove_at_exit(root: str) -> None:

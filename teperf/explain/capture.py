@@ -43,10 +43,8 @@ def find_case(meta: dict, cell: Optional[str], where: str = "the bundle") -> dic
     if not hits:
         raise TeperfError(f"no cell {cell!r} in {where}", "use one of: " + ", ".join(names))
     if len(hits) > 1:
-        raise TeperfError(
-            f"--cell {cell!r} matches {len(hits)} cells",
-            "add /SHAPE and /MODE, one of: " + ", ".join(cell_key(c) for c in hits),
-        )
+        fix = "add /SHAPE and /MODE, one of: " + ", ".join(cell_key(c) for c in hits)
+        raise TeperfError(f"--cell {cell!r} matches {len(hits)} cells", fix)
     return hits[0]
 
 
@@ -65,10 +63,8 @@ def sides_from_meta(meta: dict) -> list:
         sys_path = tuple(desc.pop("sys_path", ()) or ())
         missing = [p for p in sys_path if not os.path.isdir(p)]
         if missing:
-            raise TeperfError(
-                f"the {label} side's directory {missing[0]} is gone",
-                "run teperf compare again to rebuild the sides",
-            )
+            fix = "run teperf compare again to rebuild the sides"
+            raise TeperfError(f"the {label} side's directory {missing[0]} is gone", fix)
         pythonpath = (desc.get("env") or {}).get("PYTHONPATH") or ""
         gone = [p for p in pythonpath.split(os.pathsep) if p and not os.path.isdir(p)]
         if gone:  # the shell's PYTHONPATH at measuring time (teperf.sides.with_inherited_pythonpath)

@@ -241,19 +241,15 @@ class HistoryStore:
         try:
             self.fs, self.root = fsspec.core.url_to_fs(url)
         except (ImportError, ValueError) as exc:
-            raise TeperfError(
-                f"cannot open history store {url!r}: {exc}",
-                "give a local directory or an fsspec URL whose filesystem package is installed",
-            )
+            fix = "give a local directory or an fsspec URL whose filesystem package is installed"
+            raise TeperfError(f"cannot open history store {url!r}: {exc}", fix)
         proto = self.fs.protocol
         protocols = set(proto) if isinstance(proto, (tuple, list)) else {proto}
         self.local = "file" in protocols
         self.object_store = bool(OBJECT_STORES & protocols)
         if self.local and os.path.exists(self.root) and not os.path.isdir(self.root):
-            raise TeperfError(
-                f"{url} is a file, not a history store (a directory of run files)",
-                "give the history's directory (--history, or $TEPERF_HISTORY)",
-            )
+            fix = "give the history's directory (--history, or $TEPERF_HISTORY)"
+            raise TeperfError(f"{url} is a file, not a history store (a directory of run files)", fix)
 
     def __repr__(self) -> str:
         return f"HistoryStore({self.url!r})"
@@ -280,10 +276,8 @@ class HistoryStore:
         """Write one run (all rows must share one run_id) as a new file, atomically; return its path."""
         table = rows if isinstance(rows, pa.Table) else to_table(rows)
         if table.num_rows == 0:
-            raise TeperfError(
-                "nothing to add to the history: the run has no cells",
-                "check the bundle (teperf report BUNDLE)",
-            )
+            fix = "check the bundle (teperf report BUNDLE)"
+            raise TeperfError("nothing to add to the history: the run has no cells", fix)
         ids = set(table.column("run_id").to_pylist())
         if len(ids) != 1 or None in ids:
             raise ValueError(f"one run per file: got run ids {sorted(map(str, ids))}")

@@ -105,14 +105,10 @@ def parse_spec(spec: str) -> RefSpec:
     text = (spec or "").strip()
     if not text:
         raise TeperfError("empty ref spec", "give BASE..HEAD, BASE...HEAD or a single commit (e.g. HEAD)")
-    if "..." in text:
-        base, _, head = text.partition("...")
-        mode = "merge-base"
-    elif ".." in text:
-        base, _, head = text.partition("..")
-        mode = "range"
-    else:
+    if ".." not in text:
         return RefSpec(base=f"{text}^1", head=text, mode="parent")
+    sep, mode = ("...", "merge-base") if "..." in text else ("..", "range")
+    base, _, head = text.partition(sep)
     if ".." in head or (not base and not head):
         raise TeperfError(
             f"cannot parse ref spec {spec!r}", "give BASE..HEAD, BASE...HEAD or a single commit"
@@ -135,14 +131,10 @@ def resolve(repo: str | os.PathLike, ref: str, *, what: str = "ref") -> str:
             parent_of = ref[:-2]
             probe = commit_sha(repo, parent_of)
             if probe:
-                raise TeperfError(
-                    f"{parent_of} ({probe[:10]}) has no parent commit to compare it with",
-                    f"give both sides, e.g. teperf compare BASE..{parent_of}",
-                )
-        raise TeperfError(
-            f"{what} {ref!r} does not name a commit in {repo}",
-            f"check the name (git -C {repo} log --oneline --all | head), or git fetch it first",
-        )
+                fix = f"give both sides, e.g. teperf compare BASE..{parent_of}"
+                raise TeperfError(f"{parent_of} ({probe[:10]}) has no parent commit to compare it with", fix)
+        fix = f"check the name (git -C {repo} log --oneline --all | head), or git fetch it first"
+        raise TeperfError(f"{what} {ref!r} does not name a commit in {repo}", fix)
     return sha
 
 
@@ -377,10 +369,8 @@ def _fill_submodules(repo: Path, sha: str, dest: Path, depth: int = 0) -> None:
             continue
         source = _submodule_repo(repo, path)
         if source is None or run_git(source, "cat-file", "-t", commit, check=False).strip() != "commit":
-            raise TeperfError(
-                f"submodule {path} at {commit[:10]} is not available locally in {repo}",
-                f"run git -C {repo} submodule update --init --recursive, then run teperf again",
-            )
+            fix = f"run git -C {repo} submodule update --init --recursive, then run teperf again"
+            raise TeperfError(f"submodule {path} at {commit[:10]} is not available locally in {repo}", fix)
         target = dest / path
         target.mkdir(parents=True, exist_ok=True)
         _extract_archive(source, commit, target)

@@ -76,7 +76,7 @@ class Installed:
         }
 
 
-def ask_python(python: str, code: str, *args: str) -> subprocess.CompletedProcess:
+def ask_python(python: str, code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run ``code`` in ``python`` from an empty directory, where no package shadows the installed one."""
     with tempfile.TemporaryDirectory(prefix="teperf-ask-") as cwd:
         return subprocess.run(
@@ -85,7 +85,7 @@ def ask_python(python: str, code: str, *args: str) -> subprocess.CompletedProces
             capture_output=True,
             text=True,
             stdin=subprocess.DEVNULL,
-            timeout=120,
+            timeout=timeout,
         )
 
 

@@ -8,8 +8,6 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -239,15 +237,7 @@ class Extension(CompiledStrategy):
         if cachedir.read_json(meta_file).get("extension_loads"):
             return
         code = "import importlib, sys; sys.path[0:0] = [sys.argv[1]]; importlib.import_module(sys.argv[2])"
-        with tempfile.TemporaryDirectory(prefix="teperf-check-") as cwd:
-            proc = subprocess.run(
-                [self.target.python, "-c", code, str(root), self.ext.import_check],
-                cwd=cwd,
-                capture_output=True,
-                text=True,
-                stdin=subprocess.DEVNULL,
-                timeout=600,
-            )
+        proc = inst.ask_python(self.target.python, code, str(root), self.ext.import_check, timeout=600)
         if proc.returncode == 0:
             cachedir.write_json(meta_file, {**cachedir.read_json(meta_file), "extension_loads": True})
             return
