@@ -34,7 +34,7 @@ def breakdown(path, stats: Stats | None = None) -> tuple[Summary, list[dict]]:
     stats = whole.settings
     cores = lane_cores(path)
     # every lane's intervals at the whole table's level, as its "all" row
-    at = dataclasses.replace(stats, alpha=whole.levels.alpha) if whole.levels else stats
+    at = dataclasses.replace(stats, alpha=whole.interval_alpha)
     per_lane = {lane: summarize(path, at, lane=lane).rows for lane in cores}
     rows = []
     for i, row in enumerate(whole.rows):
@@ -62,8 +62,7 @@ def table_model(summary: Summary, rows: list[dict]) -> TableModel:
     keys = key_columns(rows)
     cols = keys + ["lane", "core", "pairs", "base", "level"]
     if summary.compare:
-        level = summary.levels.alpha if summary.levels else summary.settings.alpha
-        cols += ["delta %", f"{level_text(level)} CI", "verdict", "lanes agree (p)"]
+        cols += ["delta %", f"{level_text(summary.interval_alpha)} CI", "verdict", "lanes agree (p)"]
     lines, styles = [], []
     for r in rows:
         line = [r[k] for k in keys]

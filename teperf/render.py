@@ -155,8 +155,7 @@ def key_columns(rows: list[dict], mode: bool | None = None) -> list[str]:
 
 def _compare_columns(summary: Summary) -> list[str]:
     base, head = list(summary.meta["sides"])[:2]
-    alpha = summary.levels.alpha if summary.levels else summary.settings.alpha
-    return [base, head, "delta", "delta %", f"{level_text(alpha)} CI"]
+    return [base, head, "delta", "delta %", f"{level_text(summary.interval_alpha)} CI"]
 
 
 def _step_cells(summary: Summary, r: dict, show_pairs: bool, show_why: bool) -> tuple[list[str], str | None]:

@@ -205,11 +205,15 @@ def signed_rank_interval(logs: Sequence[float], alpha: float) -> tuple[float, fl
     return float(np.median(walsh)), float(walsh[below - 1]), float(walsh[len(walsh) - below]), p
 
 
-def onetime_rule(alpha: float, floor_pct: float, unit: str = "pairs", floor: float | None = None) -> str:
-    """The one-time rule in words, for the report's footer (onetime_cell applies it)."""
+def onetime_rule(
+    alpha: float, floor_pct: float, unit: str = "pairs", needed_alpha: float | None = None
+) -> str:
+    """The one-time rule in words, for the report's footer (onetime_cell applies it); ``needed_alpha``: the
+    level the fewest units must reach (the table's), when it is not ``alpha``."""
+    needed = onetime_pairs_needed(needed_alpha or alpha)
     return (
         f"verdicts: Hodges-Lehmann estimate and exact signed-rank {level_text(alpha)} interval over "
-        f"{unit} of ln(head/base), from {onetime_pairs_needed(floor or alpha)} {unit} on ('too few {unit}' "
+        f"{unit} of ln(head/base), from {needed} {unit} on ('too few {unit}' "
         f"below); slower/faster when the interval excludes 0 and the estimate passes the min effect: the "
         f"larger of --min-effect-once ({floor_pct:g}%) and the cost's A/A spread in the cell (robust sd over "
         f"{unit}); "

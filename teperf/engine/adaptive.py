@@ -55,8 +55,8 @@ class Adaptive:
         self.target = sched.precision_pct if n_sides == 2 else None
         self.budget = sched.budget_s
         self.max_pairs = MAX_PAIRS if self.target is not None else sched.processes
-        # the table's widest level (stats.table_levels: every cell in the family, none changed), so that
-        # the half-width --precision reached is the one the table shows at most
+        # the table's widest level over its per-step cells (stats.table_levels: all in the family, none
+        # changed); one-time cells that join the family at many pairs can widen the table's intervals more
         cells = max(1, sum(not c.skip for c in cases))
         self.stats: Stats = dataclasses.replace(config.stats, alpha=config.stats.alpha / cells)
         self.schedule = sched

@@ -32,6 +32,11 @@ class Summary:
         return self.stats or stats_from_meta(self.meta)
 
     @property
+    def interval_alpha(self) -> float:
+        """1 - the confidence of every interval in the table: the table rule's level, else the run's."""
+        return self.levels.alpha if self.levels else self.settings.alpha
+
+    @property
     def compare(self) -> bool:
         return len(self.meta.get("sides", {})) == 2
 

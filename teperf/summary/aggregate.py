@@ -67,7 +67,9 @@ def verdict_cells(rows: list[dict]) -> list[tuple[float, float]]:
     ]
     for cost in ONETIME_COSTS:
         cells += [
-            (r.get(f"{cost}_p_value") or 1.0, r[f"{cost}_min_p"]) for r in rows if r.get(f"{cost}_min_p")
+            (1.0 if r[f"{cost}_p_value"] is None else r[f"{cost}_p_value"], r[f"{cost}_min_p"])
+            for r in rows
+            if r.get(f"{cost}_min_p")
         ]
     return cells
 

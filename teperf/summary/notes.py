@@ -250,8 +250,11 @@ def onetime_notes(parsed: ParsedBundle, levels: TableLevels | None = None) -> li
         f"the warm-up"
     ]
     if len(meta.get("sides") or {}) == 2:
-        alpha, floor = (levels.alpha, stats.alpha / max(1, levels.cells)) if levels else (stats.alpha, None)
-        out.append(onetime_rule(alpha, stats.min_effect_once_pct, unit, floor))
+        # from stats.alpha / cells pairs on, every one-time cell of the table is in its family
+        needed = stats.alpha / max(1, levels.cells) if levels else None
+        out.append(
+            onetime_rule(levels.alpha if levels else stats.alpha, stats.min_effect_once_pct, unit, needed)
+        )
     spare = first_calls - on_measuring_core
     if spare:
         out.append(
