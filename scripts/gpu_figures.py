@@ -1,4 +1,4 @@
-"""One line of figures per step of scripts/gpu_issue34.sh, read from what the step left (issue 34).
+"""One line of figures per step of scripts/gpu_prthread.sh, read from what the step left (issue 34).
 
     python3 scripts/gpu_figures.py spawn BUNDLE WALL_S BUDGET_S   pairs/min, false verdicts, budget overrun,
     prestart

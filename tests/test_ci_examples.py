@@ -1,4 +1,4 @@
-"""The CI examples (examples/ci/) parse, and run the very commands the README's "Nightly at scale" gives.
+"""The CI examples (examples/ci/) parse, and run the very commands the manual's "Nightly at scale" gives.
 
 The Slurm script and the workflow's shard step are also run as shell, with stand-ins for
 sbatch, srun and teperf on PATH that record their arguments.
@@ -24,7 +24,7 @@ LABELS = ["self-hosted", "gpu", "h200"]
 
 
 def readme_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "nightly.md").read_text()
     section = text.split("\n## Nightly at scale\n", 1)[1].split("\n## ", 1)[0]
     block = re.search(r"```\n(.*?)```", section, re.S).group(1)
     return [line for line in block.splitlines() if line.strip()]
@@ -224,4 +224,4 @@ def test_counters_workflow_runs_the_gate_on_pull_requests():
     # every expected file the workflow checks is one the header says how to make
     files = set(re.findall(r"--expected (\S+)", path.read_text()))
     assert files == {"ci/teperf-counters-cpu.toml", "ci/teperf-counters-h200.toml"}
-    assert "github-counters.yml" in (ROOT / "README.md").read_text()
+    assert "github-counters.yml" in (ROOT / "docs" / "counters.md").read_text()

@@ -18,8 +18,8 @@
 #                               for spawn, --plan for ext and bisect): checks the flow and the figures
 # The lead's two device calls (run, kind nvidia-h200, timeout_s 570, carry [".gpu", ".te-src"]), the second
 # started at once when the first returns (within 30 s the machine and call 1's core builds are still there):
-#     source .gpu/setup.sh && bash scripts/gpu_issue34.sh call1
-#     source .gpu/setup.sh && bash scripts/gpu_issue34.sh call2
+#     source .gpu/setup.sh && bash scripts/gpu_prthread.sh call1
+#     source .gpu/setup.sh && bash scripts/gpu_prthread.sh call2
 # CALL_LIMIT (default 540 s, from the script's start) bounds each call's steps below the 570 s limit.
 # Every step prints "== step" and its figures; a failing step does not stop the next, and each step's
 # output is under $OUT as soon as it ends: $OUT/summary.txt (the figures), $OUT/log.txt, $OUT/<step>.*,
@@ -229,6 +229,6 @@ case $MODE in
   ext) do_ext ;;
   spawn) do_spawn ;;
   bisect) do_bisect ;;
-  *) echo "usage: gpu_issue34.sh [--dry-run] call1|call2|ext|spawn|bisect" >&2; exit 2 ;;
+  *) echo "usage: gpu_prthread.sh [--dry-run] call1|call2|ext|spawn|bisect" >&2; exit 2 ;;
 esac
 exit 0

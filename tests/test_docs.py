@@ -1,0 +1,66 @@
+"""The manual: the command reference is generated from the click commands (so every command and option is in
+it), every page is in the navigation, every evidence set is listed, and the README stays short."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+import pytest
+
+mkdocs_click_docs = pytest.importorskip("mkdocs_click._docs")
+yaml = pytest.importorskip("yaml")
+
+from teperf.cli import cli  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+
+def walk(command, path=("teperf",)):
+    yield path, command
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            yield from walk(sub, (*path, name))
+
+
+def test_the_generated_reference_has_every_command_and_option():
+    text = "\n".join(mkdocs_click_docs.make_command_docs("teperf", cli, style="table", list_subcommands=True))
+    assert "::: mkdocs-click" in (DOCS / "reference.md").read_text()
+    for path, command in walk(cli):
+        assert " ".join(path) in text, path
+        for param in command.params:
+            for opt in getattr(param, "opts", []):
+                if opt.startswith("-") and not getattr(param, "hidden", False):
+                    assert opt in text, (path, opt)
+
+
+def nav_files(nav):
+    for item in nav:
+        for value in item.values() if isinstance(item, dict) else [item]:
+            if isinstance(value, list):
+                yield from nav_files(value)
+            else:
+                yield value
+
+
+def test_every_page_is_in_the_navigation_and_no_page_speaks_of_issue_numbers():
+    conf = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)
+    pages = {p.name for p in DOCS.glob("*.md")}
+    assert set(nav_files(conf["nav"])) == pages
+    for page in [*DOCS.glob("*.md"), ROOT / "README.md"]:
+        assert not re.search(r"\bissues? \d", page.read_text(), re.I), page
+
+
+def test_every_evidence_set_is_listed():
+    listed = (DOCS / "evidence.md").read_text()
+    for d in (ROOT / "results" / "evidence").iterdir():
+        if d.is_dir():
+            assert f"`results/evidence/{d.name}/`" in listed, d.name
+
+
+def test_the_readme_is_short_and_points_at_the_manual():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 200
+    assert "make docs" in text and "make demo" in text and "make test" in text
