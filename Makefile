@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.teperf-installed
 
-.PHONY: setup demo test test-fast lint format bench bench-schedules calibrate bench-lanes bench-spawn bench-bisect nightly-demo clean
+.PHONY: setup demo test test-fast lint docs format bench bench-schedules calibrate bench-lanes bench-spawn bench-bisect nightly-demo clean
 
 setup: $(STAMP)
 
@@ -27,10 +27,16 @@ test: setup
 test-fast: setup
 	$(BIN)/python -m pytest -q -ra -m "not browser" -k "not integration"
 
-# Formatter check and linter (settings in pyproject.toml [tool.ruff]); `make format` rewrites the files.
+# Formatter check, linter (pyproject.toml [tool.ruff]) and the layers contract ([tool.importlinter]);
+# `make format` rewrites the files.
 lint: setup
 	$(BIN)/ruff format --check --diff teperf tests benchmarks examples scripts
 	$(BIN)/ruff check teperf tests benchmarks examples scripts
+	$(BIN)/lint-imports
+
+# The manual (docs/, mkdocs.yml) into site/; --strict fails on a broken link or a page left out of the nav.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 format: setup
 	$(BIN)/ruff format teperf tests benchmarks examples scripts
