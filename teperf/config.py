@@ -135,7 +135,7 @@ def _prestart(value, name: str, resolved: dict):
 @dataclasses.dataclass(frozen=True)
 class Schedule:
     # Many fresh pairs of short couples: the H200 VM's speed swings in multi-second spells, so many short
-    # adjacent A/B couples buy precision and long trials do not (README, "Choosing the schedule").
+    # adjacent A/B couples buy precision and long trials do not (docs/measuring.md, "Choosing the schedule").
     processes: int = _count(8, "Fresh worker pairs (the unit of replication).")
     rounds: int = _count(2, "Rounds per pair; each round runs every case in a new shuffled order.")
     trials: int = _count(
@@ -219,7 +219,7 @@ class Stats:
         20.0,
         _percent(100),
         "A cell with more than this many % of its trial couples sharing the measuring core (even after "
-        "re-measuring) is 'inconclusive (load)'; 100 accepts any load: every couple counts (README, "
+        "re-measuring) is 'inconclusive (load)'; 100 accepts any load: every couple counts (docs/measuring.md, "
         "'A loaded machine').",
         flag="--max-contended",
         type=float,
@@ -285,7 +285,7 @@ class Config:
         1,
         lambda value, name, resolved: check_lanes(value, resolved["core"], name),
         "Pairs measuring at once, each on its own physical core (auto: "
-        "one lane per 4 physical cores, at most 4; see README, 'Parallel lanes').",
+        "one lane per 4 physical cores, at most 4; see docs/measuring.md, 'Parallel lanes').",
         metavar="N|auto",
         show_default="1, or the config's",
     )
@@ -553,7 +553,7 @@ def _module_table(name: str, spec, facts, backend: str) -> ModuleSpec:
     if inputs is not None and (not isinstance(inputs, str) or ":" not in inputs):
         raise TeperfError(
             f'[modules.{name}] inputs must be "pkg.mod:callable"',
-            "name a function make_inputs(shape, dtype, device) in the side's code (README, "
+            "name a function make_inputs(shape, dtype, device) in the side's code (docs/measuring.md, "
             "'Your own modules')",
         )
     if inputs is not None and factory is None:

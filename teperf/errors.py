@@ -1,5 +1,5 @@
 """The one exception type that the CLI turns into a one-line message and exit 2, and the
-exit statuses a CI can rely on (README "Exit status")."""
+exit statuses a CI can rely on (docs/usage.md, "Exit status")."""
 
 import signal
 from pathlib import Path

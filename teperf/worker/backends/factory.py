@@ -1,4 +1,4 @@
-"""Modules from the side's own code, ``factory = "pkg.mod:callable"`` (README, "Your own modules"):
+"""Modules from the side's own code, ``factory = "pkg.mod:callable"`` (docs/usage.md, "Your own modules"):
 imported in the worker after the side's directories lead sys.path, so base and head each import their
 own ``pkg``; its input is a tensor of the cell's shape, or what ``inputs(shape, dtype, device)`` returns."""
 
