@@ -32,8 +32,18 @@ from teperf.engine.probe import preflight
 from teperf.engine.signals import terminate_as_interrupt
 from teperf.engine.spawn import check_python
 from teperf.errors import Interrupted, TeperfError
+from teperf.history.store import HistoryStore, default_night, machine_from_meta
 from teperf.memory import check_memory
-from teperf.nightly import NightlyInterrupted, NightlyPlan, NightlyResult
+from teperf.nightly import (
+    NightlyInterrupted,
+    NightlyPlan,
+    NightlyResult,
+    check_night,
+    choose_base,
+    local_machine,
+    parse_shard,
+    shard_cases,
+)
 from teperf.options import MeasureOptions, SideOptions
 from teperf.plan import check_balance, check_duration, expand, hash_seed, total_steps
 from teperf.provenance import check_path_sides
@@ -203,8 +213,6 @@ def plan_nightly(
     """Tonight's plan for one shard ("I/N", default all): the head of ``ref``, the commit it is paired
     with (teperf.nightly.choose_base), the cases and this machine; measures nothing. A backfill plans
     the night ``ref`` would have had at ``at``, paired with a commit of ``base_among``."""
-    from teperf.history.store import HistoryStore, default_night
-    from teperf.nightly import check_night, choose_base, local_machine, parse_shard, shard_cases
 
     shard_i, shard_n = parse_shard(shard)
     cases = shard_cases(expand(config), shard_i, shard_n)
@@ -264,7 +272,6 @@ def nightly(
     """Make the plan's two git sides, compare them on its cases and add the shard to the history. ``view()``
     yields ``(progress, live)`` for :func:`measure` around the measuring; ``show(summary)`` runs before the
     shard is added. Ctrl-C/SIGTERM: the shard is recorded as interrupted where it can be."""
-    from teperf.history.store import machine_from_meta
 
     base, head = plan_sides(plan.choice.spec, dataclasses.replace(sides, repo=plan.repo)).make()
     try:

@@ -8,7 +8,10 @@ import dataclasses
 import time
 from typing import Callable, Optional, Sequence
 
+from teperf import api
 from teperf.errors import TeperfError
+from teperf.history.store import HistoryStore
+from teperf.sides.gitrepo import repo_root, resolve, run_git
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +42,6 @@ def select(commits: Sequence[Commit], *, tags: bool = False, every: Optional[int
 def list_commits(root: str, spec: str, *, tags: bool = False) -> list[Commit]:
     """A and the commits of A..B, oldest first: the first-parent line, or (--tags) every commit, since a
     release may be tagged off the first-parent line."""
-    from teperf.sides.gitrepo import resolve, run_git
 
     if ".." not in spec or spec.count("..") != 1 or "..." in spec:
         raise TeperfError(
@@ -105,9 +107,6 @@ def backfill(
     clock: Callable[[], float] = time.monotonic,
 ) -> BackfillResult:
     """Measure the selected commits of ``spec`` one night each, into ``history``; see the module."""
-    from teperf import api
-    from teperf.history.store import HistoryStore
-    from teperf.sides.gitrepo import repo_root
 
     root = str(repo_root(sides.repo))
     chosen = select(list_commits(root, spec, tags=tags), tags=tags, every=every)

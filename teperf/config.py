@@ -219,8 +219,8 @@ class Stats:
         20.0,
         _percent(100),
         "A cell with more than this many % of its trial couples sharing the measuring core (even after "
-        "re-measuring) is 'inconclusive (load)'; 100 accepts any load: every couple counts (docs/measuring.md, "
-        "'A loaded machine').",
+        "re-measuring) is 'inconclusive (load)'; 100 accepts any load: every couple counts "
+        "(docs/measuring.md, 'A loaded machine').",
         flag="--max-contended",
         type=float,
         metavar="PCT",

@@ -6,7 +6,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
+from teperf.cpus import cpu_model as _cpu
+from teperf.doctor import gpu_and_driver
 from teperf.errors import TeperfError
+from teperf.history.nights import nights
+from teperf.history.store import default_night, latest_run, machine_fingerprint
 from teperf.records import shape_text
 
 DEFAULT_CONFIG = "nightly"
@@ -71,7 +75,6 @@ def choose_base(
     """Tonight's base: the newest earlier nightly's commit of this machine kind and branch (any shard; only
     ``base_among`` in a backfill), else or when no ancestor the head's first parent (a root commit: itself,
     A/A). Skip unless ``force`` when this shard of ``night`` completed, or another night did the head."""
-    from teperf.history.store import default_night, latest_run
 
     have = history is not None and not history.empty
     if have and not force:
@@ -102,7 +105,6 @@ def choose_base(
 
 def already_measured(history, machine: str, ref: str, head_sha: str, shard: str, night: str) -> str | None:
     """Why this shard need not run (None: it must): see ``choose_base``."""
-    from teperf.history.nights import nights
 
     sel = history[(history["machine"] == machine) & (history["ref"] == ref) & (history["sha"] == head_sha)]
     if sel.empty:
@@ -124,9 +126,6 @@ def local_machine(
 ) -> tuple[str, str]:
     """This machine's fingerprint as the nightly's rows will record it (on CUDA the GPU from nvidia-smi,
     which agrees with what the worker reports)."""
-    from teperf.cpus import cpu_model as _cpu
-    from teperf.doctor import gpu_and_driver
-    from teperf.history.store import machine_fingerprint
 
     cpu_model = cpu_model or _cpu()
     if device == "cuda" and gpu is None:

@@ -11,7 +11,10 @@ import statistics
 from collections import defaultdict
 from typing import Optional
 
+from teperf.config import METRIC_FIELD, ModuleSpec, backend_module
 from teperf.errors import TeperfError
+from teperf.stats import t_interval
+from teperf.summary import parse, stats_from_meta
 from teperf.verdicts import slope_verdict
 
 VARIANT = re.compile(r"^(?P<module>[^\[]+)\[(?P<key>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>[^\]]+)\]$")
@@ -75,7 +78,6 @@ def apply(config, sweep: Sweep):
                     )
                 shapes.append(tuple(value if i == sweep.dim else d for i, d in enumerate(shape)))
         return dataclasses.replace(config, shapes=tuple(dict.fromkeys(shapes)))
-    from teperf.config import ModuleSpec, backend_module
 
     modules = []
     for spec in config.modules:
@@ -120,7 +122,6 @@ def _ols_slope(xs, ys) -> Optional[float]:
 
 
 def _interval(samples, alpha: float) -> dict:
-    from teperf.stats import t_interval
 
     if not samples:
         return {"slope": None, "lo": None, "hi": None, "n_pairs": 0}
@@ -137,8 +138,6 @@ def _interval(samples, alpha: float) -> dict:
 def analyze(bundle_path, sweep: Sweep) -> list[dict]:
     """One dict per series (module/recipe/shape-with-*/mode): per side the us and counters per value and
     the slope with its interval, and head - base with its verdict."""
-    from teperf.config import METRIC_FIELD
-    from teperf.summary import parse, stats_from_meta
 
     parsed = parse(bundle_path)
     stats = stats_from_meta(parsed.meta)

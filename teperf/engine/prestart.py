@@ -28,8 +28,8 @@ def prestart_depth(
     start_s: Optional[float] = None,
     measure_s: Optional[float] = None,
 ) -> int:
-    """Pairs kept started ahead (docs/measuring.md): lanes * ceil(start_s / measure_s) starting and one per lane ready,
-    but at most one spare core per worker (two importers on one core each take twice as long)."""
+    """Pairs kept started ahead (docs/measuring.md): lanes * ceil(start_s / measure_s) starting and one per
+    lane ready, but at most one spare core per worker (two importers on one core each take twice as long)."""
     if n_import_cores == 0:
         return 0
     if config.prestart is not None:

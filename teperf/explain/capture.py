@@ -9,10 +9,18 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from teperf.bundle import Bundle
+from teperf.config import Config, Schedule, from_meta
+from teperf.cpus import check_core, core_usable
+from teperf.engine.oneshot import StepFailed, one_worker
+from teperf.engine.spawn import WorkerError
 from teperf.errors import TeperfError
 from teperf.explain.diff import apply_intervals, combine_profiles, diff_profiles, own_time_intervals
 from teperf.explain.render import counters_diff, to_json
+from teperf.plan import Case
+from teperf.provenance import code_identity, side_facts
 from teperf.records import shape_text
+from teperf.sides import Side
 
 
 def _cell_fields(case: dict) -> list[str]:
@@ -50,7 +58,6 @@ def find_case(meta: dict, cell: Optional[str], where: str = "the bundle") -> dic
 
 def sides_from_meta(meta: dict) -> list:
     """The bundle's sides, in the order they were measured (base before head)."""
-    from teperf.sides import Side
 
     described = meta.get("sides") or {}
     if not described:
@@ -89,9 +96,6 @@ def profile_case(config, sides: list, case: dict, log_dir: Path, *, iters: int, 
     """Start one pinned worker per side, set the case up, count, then profile it ``repeats`` times per
     side, alternating which side goes first. Returns {"counters", "profiles", "hello", "errors",
     "imported": {label: ...}, "own_time_ci"}."""
-    from teperf.engine.oneshot import StepFailed, one_worker
-    from teperf.engine.spawn import WorkerError
-    from teperf.plan import Case
 
     progress = progress or (lambda message: None)
     plan_case = Case.from_meta(case)
@@ -133,7 +137,6 @@ def profile_case(config, sides: list, case: dict, log_dir: Path, *, iters: int, 
 
 def _set_up(workers: dict, plan_case, case: dict, result: dict) -> None:
     """Set the case up on every side, record which code each imports, then count it once per side."""
-    from teperf.engine.oneshot import StepFailed
 
     for label, worker in workers.items():
         try:
@@ -160,7 +163,6 @@ def _set_up(workers: dict, plan_case, case: dict, result: dict) -> None:
 def rerun_config(meta: dict, core: Optional[int] = None, timeout_s: Optional[float] = None):
     """(config, note): the Config to run a bundle's cell again with here, on ``core`` or the bundle's
     when usable (else the note says which core was taken)."""
-    from teperf.config import Config, Schedule, from_meta
 
     recorded = meta.get("config") or {}
     core, note = _usable_core(core, recorded.get("core"))
@@ -181,7 +183,6 @@ def explain_bundle(
 ) -> dict:
     """Profile one cell of a bundle on its sides again (``teperf explain``); the report is also saved under
     ``BUNDLE/explain/`` (or a temporary directory when the bundle is read-only)."""
-    from teperf.bundle import Bundle
 
     bundle = Bundle.open(bundle_path)
     meta = bundle.meta().to_dict()
@@ -233,7 +234,6 @@ def case_packages(case) -> list[str]:
 
 def code_drift(records, now: dict) -> dict:
     """label -> a note when a side now imports other code than its workers did when the bundle was made."""
-    from teperf.provenance import code_identity, side_facts
 
     then = side_facts(records)
     notes = {}
@@ -253,7 +253,6 @@ def code_drift(records, now: dict) -> dict:
 
 def _usable_core(asked, recorded) -> tuple[int, str]:
     """(core, note): --core if given (must exist), else the bundle's core, else the last usable one."""
-    from teperf.cpus import check_core, core_usable
 
     if asked is not None or recorded is None:
         return check_core(asked), ""

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable, Optional
 
+from teperf.stats import t_interval
+
 COUNTER_LABELS = (
     # key, singular, plural, shown when 0
     ("python_calls", "py call", "py calls", True),
@@ -103,7 +105,6 @@ def diff_profiles(base: Iterable[dict], head: Iterable[dict]) -> list[FunctionDe
 def own_time_intervals(base_runs: list[list[dict]], head_runs: list[list[dict]]) -> dict[str, list]:
     """{"rel\tname": [mean, half_width]} of each function's own-time change, repeat r's head minus repeat
     r's base, Student t at 95%."""
-    from teperf.stats import t_interval
 
     n = min(len(base_runs), len(head_runs))
     if n < 2:

@@ -21,9 +21,11 @@ from teperf import __version__, numbers
 from teperf.errors import TeperfError
 from teperf.history import changepoint
 from teperf.history.analysis import Cell, Found, Point, analyze
+from teperf.history.explain import as_dict, explanation_of
 from teperf.history.nights import NEVER, Night
 from teperf.history.nights import nights as find_nights
 from teperf.history.store import HistoryStore
+from teperf.sweep import series_from_cells
 from teperf.verdicts import CSS_CLASS, HTML_COLOR
 
 NO_VERDICT_COLOR = "#34495e"
@@ -163,7 +165,6 @@ def _night_trace(go, pts: list, x: list, cd: list, colors: list):
 def culprit_label(cell: Cell, ch: Found, explained: dict | None) -> str:
     """What a change point's marker on the chart says of its bisect: its culprits' short shas and
     shares ("d3dd5e5 76%, 56f20dc 36%"), "noise" or "unexplained"; "" when it was not bisected."""
-    from teperf.history.explain import explanation_of
 
     rec = explanation_of(cell, ch, explained or {})
     if rec is None or rec.status == "failed":
@@ -247,7 +248,6 @@ def _names(c: Cell) -> dict:
 
 def _change_row(c: Cell, ch: Found, explained: dict | None = None) -> dict:
     """One change's table row; ``explained`` (store.explanations()) adds its culprits."""
-    from teperf.history.explain import as_dict, explanation_of
 
     paired = "-"
     if ch.paired is not None and ch.paired.delta_pct is not None:
@@ -405,7 +405,6 @@ def slope_figure(series: dict) -> dict:
 
 
 def _slope_models(cells) -> list[dict]:
-    from teperf.sweep import series_from_cells
 
     models = []
     for series in series_from_cells(cells):

@@ -13,6 +13,7 @@ from typing import Iterable, Optional
 from teperf import __version__
 from teperf.errors import TeperfError
 from teperf.records import CELL_KEY, CULPRIT_FIELDS, ExplanationRecord
+from teperf.sides.gitrepo import GitFailed, run_git
 
 _GITHUB = re.compile(r"^(?:https?://|ssh://git@|git@)github\.com[:/]([^/]+)/(.+?)(?:\.git)?/?$")
 
@@ -25,7 +26,6 @@ def commit_url(remote: Optional[str], sha: str) -> Optional[str]:
 
 def remote_url(repo: str) -> Optional[str]:
     """The repository's origin URL (None: no remote, or not a git repository)."""
-    from teperf.sides.gitrepo import GitFailed, run_git
 
     try:
         return run_git(repo, "config", "--get", "remote.origin.url").strip() or None
