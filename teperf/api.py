@@ -15,14 +15,12 @@ import dataclasses
 import os
 import platform
 import re
-import signal
 import socket
 import sys
 from pathlib import Path
 from typing import Callable, ContextManager, Optional
 
-from teperf import __version__
-from teperf.bundle import Bundle, coordinator_facts, now_iso
+from teperf.bundle import Bundle, coordinator_facts
 from teperf.config import Config
 from teperf.cpus import cpu_model
 from teperf.doctor import quick_checks
@@ -136,11 +134,6 @@ def measure(
     preload_stats()  # before any Ctrl-C can be meant for the run (see its docstring)
     kind = "compare" if len(sides) == 2 else "run"
     meta = {
-        "teperf_version": __version__,
-        "kind": kind,
-        "command": command if command is not None else sys.argv,
-        "started_at": now_iso(),
-        "finished_at": None,
         "config": config.to_dict(),
         "sides": {s.label: s.to_meta() for s in sides},
         "preflight": found,  # where each side's interpreter finds torch and the packages under test
@@ -150,33 +143,24 @@ def measure(
         "coordinator": coordinator_facts(),  # lets a reader tell a live run from one whose coordinator died
         **(extra_meta or {}),
     }
-    bundle = Bundle.create(results_dir, kind, meta)
     total = total_steps(config, len(cases), len(sides)) if config.schedule.precision_pct is None else None
     callback = progress(total) if progress else None
     adaptive = Adaptive(config, cases, len(sides))
     if live is not None:
         adaptive.listeners.append(live)
-    status, error = "complete", None
-    try:
+    with Bundle.session(results_dir, kind, meta, command) as bundle:
+
+        def at_end() -> dict:
+            workers = _worker_facts(bundle)
+            first = next(iter(workers.values()), {})  # what the workers saw of the GPU
+            gpu = {key: first[key] for key in ("gpu", "driver", "cuda") if first.get(key)}
+            return {"workers": workers, "host": {**meta["host"], **gpu}}
+
+        bundle.at_end = at_end
         with terminate_as_interrupt():
             failed = run_schedule(config, sides, cases, bundle, callback, adaptive)
         if failed and len(failed) == len(cases):
-            status = "failed"
-    except KeyboardInterrupt as stop:
-        status = "interrupted"
-        raise Interrupted(bundle.path, getattr(stop, "signum", signal.SIGINT))
-    except TeperfError as exc:
-        status, error = "failed", exc.one_line()
-        raise
-    except Exception as exc:  # keep the bundle consistent, then let the CLI report it
-        status, error = "failed", f"{type(exc).__name__}: {exc}"
-        raise
-    finally:
-        bundle.close()
-        workers = _worker_facts(bundle)
-        first = next(iter(workers.values()), {})  # what the workers saw of the GPU
-        host = {**meta["host"], **{key: first[key] for key in ("gpu", "driver", "cuda") if first.get(key)}}
-        bundle.update_meta(status=status, error=error, finished_at=now_iso(), workers=workers, host=host)
+            bundle.status = "failed"
     return bundle.path
 
 

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
 import secrets
+import signal
 import socket
+import sys
 import threading
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
-from teperf.errors import TeperfError
+from teperf import __version__
+from teperf.errors import Interrupted, TeperfError
 from teperf.records import (
     META_FILE,
     RECORDS_FILE,
@@ -89,6 +93,9 @@ class Bundle:
         self._append_lock = threading.Lock()  # parallel lanes append from their own threads
         self.skipped_lines = 0  # lines of records.jsonl the last records() pass could not read
         self.schema = SCHEMA_VERSION  # the version it was written under (records() upgrades older ones)
+        # what Bundle.session writes at the end: the status, its error, and keys known only then
+        self.status, self.error = "complete", None
+        self.at_end: Callable[[], dict] | None = None
 
     @classmethod
     def create(cls, results_dir: str | os.PathLike | None, kind: str, meta: dict) -> "Bundle":
@@ -108,6 +115,34 @@ class Bundle:
         bundle.write_meta({"schema": SCHEMA_VERSION, "status": "running", **meta})
         bundle._records = open(path / RECORDS_FILE, "a", buffering=1)
         return bundle
+
+    @classmethod
+    @contextlib.contextmanager
+    def session(cls, results_dir, kind: str, meta: dict, command: list | None = None) -> Iterator["Bundle"]:
+        """A run's bundle, from its first key to its end status: the keys every bundle has, then
+        complete / interrupted / failed written whatever ends the body. The body may set ``status`` (a run
+        whose every cell failed) and ``at_end`` (called after the records are closed: more keys to write)."""
+        head = {
+            "teperf_version": __version__,
+            "kind": kind,
+            "command": command if command is not None else sys.argv,
+        }
+        bundle = cls.create(results_dir, kind, {**head, "started_at": now_iso(), "finished_at": None, **meta})
+        try:
+            yield bundle
+        except (KeyboardInterrupt, Interrupted) as stop:
+            bundle.status = "interrupted"
+            raise Interrupted(bundle.path, getattr(stop, "signum", signal.SIGINT)) from None
+        except TeperfError as exc:
+            bundle.status, bundle.error = "failed", exc.one_line()
+            raise
+        except Exception as exc:  # keep the bundle consistent, then let the CLI report it
+            bundle.status, bundle.error = "failed", f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            bundle.close()
+            end = bundle.at_end() if bundle.at_end else {}
+            bundle.update_meta(status=bundle.status, error=bundle.error, finished_at=now_iso(), **end)
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> "Bundle":
