@@ -433,7 +433,7 @@ def test_budget_ends_the_search_with_what_is_known(tmp_path, monkeypatch):
     assert (result["unresolved"][0]["good_index"], result["unresolved"][0]["bad_index"]) == (4, 8)
     lines = headline({"result": result, "status": "complete", "good": {}, "bad": {}, "plan": {}})
     assert any(
-        "not narrowed to one commit (+100.0 us)" in line and "--budget was spent" in line for line in lines
+        "not narrowed to one commit (+100.0 us [" in line and "--budget was spent" in line for line in lines
     )
 
 
