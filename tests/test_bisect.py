@@ -686,3 +686,93 @@ def test_the_parts_trials_last_at_least_min_trial_s_and_good_bad_is_measured_aga
     assert timed[:3] == [(0, 8, 20), (0, 8, long), (0, 4, long)]  # GOOD..BAD again: the shares' denominator
     assert {it for _, _, it in timed[1:]} == {long}
     assert [e["short_sha"] for e in result["culprits"]] == ["0000005"]
+
+
+# ------------------------------------ the answer carries every counter change point, with its time share
+
+
+def _report(result, tmp_path):
+    """The text lines and the JSON of a result, as `teperf bisect` prints them."""
+    import json
+
+    from teperf.bisect.report import RENDERERS, headline, load
+    from teperf.bundle import Bundle
+
+    meta = {"kind": "bisect", "commits": [], "plan": {}, "good": {}, "bad": {}}
+    bundle = Bundle.create(tmp_path / "shown", "bisect", meta)
+    bundle.close()
+    bundle.update_meta(status="complete", result=result)
+    lines = headline({**meta, "status": "complete", "result": result})
+    return lines, json.loads(RENDERERS["json"](*load(bundle.path), bundle.path))
+
+
+def test_counters_that_moved_are_the_answer_when_good_to_bad_is_undecided_in_time(tmp_path, monkeypatch):
+    """The issue's first fixture: only commit 7 of 12 adds 7 Python calls; GOOD..BAD reads +0.4 %
+    [-0.25, +1.05] however many pairs (min effect 1 %): undecided, with the budget far from spent."""
+    calls = _steps(100, {7: 107})
+    result, probes = _run_fake(
+        tmp_path,
+        monkeypatch,
+        _steps(100.0, {7: 100.4}),
+        n=12,
+        counters_of=lambda i: {"python_calls": calls(i)},
+        half=lambda *a: 0.65,
+    )
+    assert [p["processes"] for p in probes if p["what"] == "timing"] == [2, 4, 8]
+    assert result["status"] == "inconclusive" and result["budget_spent"] is False
+    assert result["outcome"] == "counters" and result["exit_code"] == 3 and result["explained"] is False
+    assert result["answer"].startswith(
+        "counters moved, time undecided: 1 commit(s) moved the counters: 0000007"
+    )
+    assert (
+        "within --budget" not in result["answer"]
+        and "could not be told: +0.4% [-0.2, +1.1] inconclusive at 8 pairs" in result["answer"]
+    )
+    (mover,) = result["counter_movers"]
+    assert mover["short_sha"] == "0000007" and mover["deltas"] == {"python_calls": 7}
+    assert (
+        mover["time"]["told"] is False and mover["time"]["of"] == "cell" and mover["time"]["under"] == 0.0105
+    )
+    # 8 pairs gave +-0.65 %; inside +-1 % around +0.4 % needs +-0.6 %: 8 x (0.65 / 0.6)^2 -> 10 pairs
+    assert result["settle"] == {"pairs": 8, "pairs_needed": 10, "budget_s": 50}
+    lines, out = _report(result, tmp_path)
+    text = "\n".join(lines)
+    assert "moved the counters, no step in time of their own (1):" in text
+    assert "time: too small to tell at this schedule: under 1.1% of the cell's time" in text
+    assert "about 10 pairs would settle GOOD..BAD (2 more" in text
+    assert out["exit_code"] == 3 and [e["short_sha"] for e in out["counter_movers"]] == ["0000007"]
+    assert out["settle"]["pairs_needed"] == 10 and out["counter_changes"] == out["counter_movers"]
+
+
+def test_every_counter_mover_is_named_beside_the_time_culprit(tmp_path, monkeypatch):
+    """The issue's second fixture: c1 -6 calls, c3 +50, c5 +150 (with its 37.5 us): time names c5; c3 and
+    c1 follow as counter movers (c1 the other way), each with what time told of it; the part 0..4 whose
+    interval excludes zero (+2.2 us [+0.2, +4.2], under the step size) is reported as moved, not quiet."""
+    calls = _steps(100, {1: 94, 3: 144, 5: 294})
+    time_of = _steps(100.0, {1: 99.7, 3: 102.2, 5: 139.7})
+    result, probes = _run_fake(
+        tmp_path, monkeypatch, time_of, counters_of=lambda i: {"python_calls": calls(i)}, half=lambda *a: 2.0
+    )
+    assert (0, 4, "small") in _timed(probes)
+    assert [e["short_sha"] for e in result["counter_changes"]] == ["0000005", "0000003", "0000001"]
+    assert [e["short_sha"] for e in result["culprits"]] == ["0000005"]
+    assert [e["short_sha"] for e in result["counter_movers"]] == ["0000003"]
+    assert [e["short_sha"] for e in result["counter_opposite"]] == ["0000001"]
+    c3 = result["counter_movers"][0]["time"]
+    assert (
+        c3["part"] == [0, 4]
+        and c3["of"] == "GOOD..BAD"
+        and c3["share_ci"] == [round(0.2 / 39.7, 4), round(4.2 / 39.7, 4)]
+    )
+    (small,) = result["small_movers"]
+    assert (small["good_index"], small["bad_index"], small["delta_us"]) == (0, 4, 2.2)
+    assert result["outcome"] == "explained" and result["exit_code"] == 0
+    assert "counters also moved at 0000003 (python_calls +50)" in result["answer"]
+    lines, out = _report(result, tmp_path)
+    text = "\n".join(lines)
+    order = [text.index(f'000000{i} "commit {i}"') for i in (5, 3, 1)]
+    assert order == sorted(order), text  # time culprit, counter mover, the other way on the counters
+    assert "moved in time by less than the step size (no share) (1):" in text and "quiet" not in text
+    for key in ("counter_movers", "counter_opposite", "small_movers", "counter_changes", "unconfirmed"):
+        assert key in out, key
+    assert [e["time"]["part"] for e in out["counter_changes"]] == [[4, 5], [0, 4], [0, 4]]

@@ -54,7 +54,10 @@ def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside) -> d
         elif part.status == "small":
             small.append(
                 dict(
-                    _part(part, commit), delta_us=row.get("delta_us"), row=row, share_ci=_share_ci(row, total)
+                    _part(part, commit),
+                    delta_us=round(row["delta_us"], 2),
+                    row=row,
+                    share_ci=_share_ci(row, total),
                 )
             )
         elif part.status in ("undecided", "skipped", "budget"):
@@ -111,9 +114,16 @@ def time_share(index: int, measured: dict, endpoint: dict, moved: bool) -> dict:
     if not holding:
         return {"told": False, "part": None, "under": None, "of": None}
     _, lo, hi = min(holding)
+    last = max(h for _, h in measured)  # BAD's index: (0, last) is GOOD..BAD
     row = measured[(lo, hi)]
     low, high = row.get("ci_low_us"), row.get("ci_high_us")
-    out = {"part": [lo, hi], "own": hi - lo == 1, "delta_us": row.get("delta_us"), "ci_us": [low, high]}
+    out = {
+        "part": [lo, hi],
+        "own": hi - lo == 1,
+        "whole": (lo, hi) == (0, last),
+        "delta_us": row.get("delta_us"),
+        "ci_us": [low, high],
+    }
     out["pairs"] = row.get("n_pairs")
     if low is None or high is None:
         return dict(out, told=False, under=None, of=None)
@@ -201,13 +211,13 @@ def _named(entries, n: int = 3) -> str:
 
 
 def endpoint_text(end: dict) -> str:
-    """GOOD..BAD's row in one phrase: delta [interval] (%), verdict (cause), the pairs it rests on."""
-    if not end or end.get("delta_us") is None:
-        return "GOOD..BAD in time: not measured"
+    """GOOD..BAD's row in one phrase: delta % [interval], verdict (cause), the pairs it rests on."""
+    if not end or end.get("delta_pct") is None:
+        return "not measured"
     ci = "" if end.get("ci_low_pct") is None else f" [{end['ci_low_pct']:+.1f}, {end['ci_high_pct']:+.1f}]"
     cause = f" ({end['verdict_cause']})" if end.get("verdict_cause") else ""
     pairs = f" at {end['n_pairs']} pairs" if end.get("n_pairs") else ""
-    return f"GOOD..BAD in time {end.get('delta_pct') or 0:+.1f}%{ci} {end.get('verdict')}{cause}{pairs}"
+    return f"{end.get('delta_pct') or 0:+.1f}%{ci} {end.get('verdict')}{cause}{pairs}"
 
 
 def _answer(result: dict) -> tuple[str, str]:
@@ -223,7 +233,7 @@ def _answer(result: dict) -> tuple[str, str]:
         )
     if status == "inconclusive":
         within = " within --budget" if result.get("budget_spent") else ""
-        told = f"whether GOOD..BAD changed in time could not be told{within} ({endpoint_text(end)})"
+        told = f"whether GOOD..BAD changed in time could not be told{within}: {endpoint_text(end)}"
         if changes:
             return (
                 "counters",

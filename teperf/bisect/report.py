@@ -67,6 +67,7 @@ def time_text(t: dict | None) -> str:
     lo, hi = t["part"]
     low, high = t.get("ci_us") or (None, None)
     where = "its own compare" if t.get("own") else f"part {lo}..{hi} ({hi - lo} commits)"
+    where = "GOOD..BAD" if t.get("whole") else where
     pairs = f" at {t['pairs']} pairs" if t.get("pairs") else ""
     figure = (
         f"{where}: {t['delta_us']:+.1f} us [{low:+.1f}, {high:+.1f}]{pairs}" if low is not None else where
@@ -151,7 +152,7 @@ def headline(meta: dict) -> list[str]:
         lines.append(result["answer"] + (f" (exit {result['exit_code']})" if "exit_code" in result else ""))
     end = result.get("endpoint")
     if end and end.get("delta_us") is not None:
-        lines.append(f"{endpoint_text(end)}: {end['delta_us']:+.1f} us{ci_text(end)}")
+        lines.append(f"GOOD..BAD in time: {end['delta_us']:+.1f} us{ci_text(end)} ({endpoint_text(end)})")
         if end.get("verdict_cause") == "load" and result.get("culprits"):
             lines.append("  GOOD..BAD read under load: the shares rest on that reading")
     hint = result.get("settle") or {}
