@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import run_cli
 from gitfixture import HISTORY_CONFIG, make_history
@@ -510,7 +512,32 @@ def test_only_opposite_movers_is_unexplained():
     assert result["answer"].startswith("unexplained: every commit found moved the other way (1)")
 
 
-def test_unexplained_exits_1_with_one_line(tmp_path, monkeypatch, capsys):
+_COMMIT = {"subject": "a commit", "date": "2026-11-30"}
+_MOVER = {**_COMMIT, "short_sha": "0000007", "index": 7, "share": 1.0, "deltas": {"python_calls": 7}}
+_STEP = {**_COMMIT, "short_sha": "0000005", "index": 5, "share": 0.9, "delta_us": 90.0}
+_MOVED = {"delta_us": 100.0, "delta_pct": 10.0, "verdict": "slower"}
+
+
+@pytest.mark.parametrize(
+    "result, code, words",
+    [
+        (
+            {
+                "status": "found",
+                "endpoint": _MOVED,
+                "culprits": [_STEP],
+                "rest": {"share": 0.1, "delta_us": 10},
+            },
+            0,
+            None,
+        ),
+        ({"status": "inconclusive"}, 1, "unexplained: whether GOOD..BAD changed"),
+        ({"status": "inconclusive", "counter_changes": [_MOVER]}, 3, "counters moved, time undecided"),
+        ({"status": "no change"}, 4, "no change: GOOD..BAD is no change in time and no counter differs"),
+        ({"status": "no change", "counter_changes": [_MOVER]}, 4, "counters moved at 1 commit(s)"),
+    ],
+)
+def test_each_answer_has_its_exit_status(tmp_path, monkeypatch, capsys, result, code, words):
     from conftest import run_in_process
 
     from teperf.bisect import conclude, runner
@@ -519,20 +546,81 @@ def test_unexplained_exits_1_with_one_line(tmp_path, monkeypatch, capsys):
     def fake_bisect(config, spec, cell, **kwargs):
         bundle = Bundle.create(tmp_path / "r", "bisect", {"kind": "bisect", "commits": [], "plan": {}})
         bundle.close()
-        result = {"mode": "time", "status": "inconclusive", "probes": 0}
-        bundle.update_meta(status="complete", result=conclude.conclude(result))
+        bundle.update_meta(status="complete", result=conclude.conclude(dict(result, mode="time", probes=0)))
         return bundle.path
 
     monkeypatch.setattr(runner, "bisect", fake_bisect)
     config = tmp_path / "c.toml"
     config.write_text(HISTORY_CONFIG)
-    code, out, err = run_in_process(
-        ["bisect", "good..bad", "--cell", "MLP/fp32", "--config", str(config)], capsys
+    args = ["bisect", "good..bad", "--cell", "MLP/fp32", "--config", str(config)]
+    got, out, err = run_in_process(args, capsys)
+    assert got == code, err
+    if words:  # not explained: the answer is the last line on stderr too
+        assert err.strip().splitlines()[-1].startswith("teperf bisect: ") and words in err, err
+    code, out, err = run_in_process([*args, "--format", "json"], capsys)
+    assert json.loads(out)["exit_code"] == got
+
+
+def test_help_lists_the_exit_statuses(capsys):
+    from conftest import run_in_process
+
+    code, out, _ = run_in_process(["bisect", "--help"], capsys)
+    text = " ".join(out.split())
+    assert code == 0
+    for words in (
+        "0 explained",
+        "1 unexplained",
+        "2 bad input",
+        "3 counters moved but time undecided",
+        "4 nothing moved",
+    ):
+        assert words in text, text
+
+
+def test_never_explained_while_most_is_unexplained_or_parts_undecided():
+    """The x-transformers answer: one culprit with 21 %, 79 % unexplained, parts undecided: not exit 0."""
+    from teperf.bisect.conclude import conclude
+
+    base = {"mode": "time", "status": "partial", "endpoint": _MOVED, "rest": {"share": 0.79, "delta_us": 79}}
+    part = {"status": "undecided", "good_index": 3, "bad_index": 4, "candidates": [{"short_sha": "0000004"}]}
+    small = conclude(dict(base, culprits=[dict(_STEP, share=0.21)], unresolved=[part] * 5))
+    assert small["exit_code"] == 1 and not small["answer"].startswith("explained")
+    assert "carry only 21%" in small["answer"] and "5 part(s) undecided" in small["answer"]
+    moved = conclude(
+        dict(base, culprits=[dict(_STEP, share=0.21)], unresolved=[part], counter_changes=[_MOVER])
     )
-    assert code == 1
-    assert err.strip().splitlines()[-1].startswith("teperf bisect: unexplained: whether GOOD..BAD changed"), (
-        err
+    assert moved["outcome"] == "counters" and moved["exit_code"] == 3
+    # most carried, but a part left undecided: still not "explained"
+    most = conclude(dict(base, culprits=[_STEP], unresolved=[part], rest={"share": 0.1, "delta_us": 10}))
+    assert most["exit_code"] == 1
+
+
+def test_a_one_commit_part_has_no_halves_and_good_to_bad_keeps_its_load_qualifier():
+    from teperf.bisect.conclude import conclude
+    from teperf.bisect.report import headline
+
+    loaded = dict(
+        _MOVED, verdict="inconclusive", verdict_cause="load", n_pairs=6, ci_low_pct=-1, ci_high_pct=21
     )
+    part = {
+        "status": "undecided",
+        "good_index": 3,
+        "bad_index": 4,
+        "candidates": [{"short_sha": "0000004"}],
+        "row": {
+            "delta_us": 5.0,
+            "delta_pct": 0.5,
+            "ci_low_us": -9,
+            "ci_high_us": 19,
+            "verdict": "inconclusive",
+        },
+    }
+    result = conclude({"mode": "time", "status": "inconclusive", "endpoint": loaded, "unresolved": [part]})
+    assert "inconclusive (load) at 6 pairs" in result["answer"]
+    lines = headline({"result": result, "status": "complete", "good": {}, "bad": {}, "plan": {}})
+    assert any("(+10.0% [-1.0, +21.0] inconclusive (load) at 6 pairs)" in line for line in lines), lines
+    (line,) = [line for line in lines if line.startswith("0000004")]
+    assert "one commit, not told against its parent" in line and "halves" not in line
 
 
 def test_plan_counts_one_build_per_distinct_set_of_compiled_inputs():
