@@ -185,7 +185,9 @@ def headline(meta: dict) -> list[str]:
         )
     for left in result.get("unresolved") or []:
         lines.append(unresolved_text(left, bool(result.get("budget_spent"))))
-    return lines + _counter_lines(result, [], [])
+    # a bundle from before counter_movers: its counter change points as they were listed
+    old = result.get("counter_changes") if "counter_movers" not in result else []
+    return lines + _counter_lines(dict(result, totals=result.get("counter_totals")), old, [])
 
 
 def _counter_lines(result: dict, changes, opposite) -> list[str]:
