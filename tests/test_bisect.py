@@ -600,7 +600,7 @@ def test_a_one_commit_part_has_no_halves_and_good_to_bad_keeps_its_load_qualifie
     from teperf.bisect.report import headline
 
     loaded = dict(
-        _MOVED, verdict="inconclusive", verdict_cause="load", n_pairs=6, ci_low_pct=-1, ci_high_pct=21
+        _MOVED, verdict="inconclusive", verdict_cause="load", n_pairs=6, ci_low_us=-10, ci_high_us=210
     )
     part = {
         "status": "undecided",
@@ -618,7 +618,9 @@ def test_a_one_commit_part_has_no_halves_and_good_to_bad_keeps_its_load_qualifie
     result = conclude({"mode": "time", "status": "inconclusive", "endpoint": loaded, "unresolved": [part]})
     assert "inconclusive (load) at 6 pairs" in result["answer"]
     lines = headline({"result": result, "status": "complete", "good": {}, "bad": {}, "plan": {}})
-    assert any("(+10.0% [-1.0, +21.0] inconclusive (load) at 6 pairs)" in line for line in lines), lines
+    assert any(
+        "+100.0 us [-10.0, +210.0] (+10.0%) inconclusive (load) at 6 pairs" in line for line in lines
+    ), lines
     (line,) = [line for line in lines if line.startswith("0000004")]
     assert "one commit, not told against its parent" in line and "halves" not in line
 
@@ -814,12 +816,14 @@ def test_counters_that_moved_are_the_answer_when_good_to_bad_is_undecided_in_tim
     )
     assert (
         "within --budget" not in result["answer"]
-        and "could not be told: +0.4% [-0.2, +1.1] inconclusive at 8 pairs" in result["answer"]
+        and "could not be told: +0.4 us [-0.2, +1.1] (+0.4%) inconclusive at 8 pairs" in result["answer"]
     )
     (mover,) = result["counter_movers"]
     assert mover["short_sha"] == "0000007" and mover["deltas"] == {"python_calls": 7}
     assert (
-        mover["time"]["told"] is False and mover["time"]["of"] == "cell" and mover["time"]["under"] == 0.0105
+        mover["time"]["share_ci"] is None
+        and mover["time"]["of"] == "cell"
+        and mover["time"]["under"] == 0.0105
     )
     # 8 pairs gave +-0.65 %; inside +-1 % around +0.4 % needs +-0.6 %: 8 x (0.65 / 0.6)^2 -> 10 pairs
     assert result["settle"] == {"pairs": 8, "pairs_needed": 10, "budget_s": 50}

@@ -7,6 +7,7 @@ import math
 from typing import Callable, Optional
 
 from teperf.bisect.search import Part
+from teperf.bisect.timing import row_text
 
 
 def _sign(x) -> int:
@@ -15,7 +16,7 @@ def _sign(x) -> int:
 
 def step_entry(part: Part, total_us: float, commit: Callable[[int], dict], counters: Optional[dict]) -> dict:
     row = part.row or {}
-    delta, low, high = row.get("delta_us") or 0.0, row.get("ci_low_us"), row.get("ci_high_us")
+    delta = row.get("delta_us") or 0.0
     entry = {
         **commit(part.hi),
         "index": part.hi,
@@ -27,8 +28,8 @@ def step_entry(part: Part, total_us: float, commit: Callable[[int], dict], count
         "counters": counters,  # what the counters did at it ({}: none moved; None: not counted)
         "share": round(delta / total_us, 4) if total_us else 0.0,
     }
-    if low is not None and high is not None and total_us:
-        entry["share_ci"] = sorted((round(low / total_us, 4), round(high / total_us, 4)))
+    if _share_ci(row, total_us):
+        entry["share_ci"] = _share_ci(row, total_us)
     return entry
 
 
@@ -107,34 +108,26 @@ def _share_ci(row: dict, total_us: float) -> Optional[list]:
 
 
 def time_share(index: int, measured: dict, endpoint: dict, moved: bool) -> dict:
-    """What time can tell of commit ``index`` from the smallest measured part that holds it: its share
-    interval of GOOD..BAD's delta (``moved``: GOOD..BAD moved), or "too small to tell at this schedule",
-    bounded by that part's interval (as a share of GOOD..BAD's delta, else in % of the cell's time)."""
+    """What time can tell of commit ``index``, from the smallest measured part that holds it: a share
+    interval of GOOD..BAD's delta (``moved``: GOOD..BAD moved) where that part's excludes zero, and
+    ``under``, the most it can be (of GOOD..BAD's delta, else of the cell's time: "too small to tell")."""
     holding = [(hi - lo, lo, hi) for lo, hi in measured if lo < index <= hi]
     if not holding:
-        return {"told": False, "part": None, "under": None, "of": None}
+        return {"part": None}
     _, lo, hi = min(holding)
-    last = max(h for _, h in measured)  # BAD's index: (0, last) is GOOD..BAD
     row = measured[(lo, hi)]
     low, high = row.get("ci_low_us"), row.get("ci_high_us")
-    out = {
-        "part": [lo, hi],
-        "own": hi - lo == 1,
-        "whole": (lo, hi) == (0, last),
-        "delta_us": row.get("delta_us"),
-        "ci_us": [low, high],
-    }
-    out["pairs"] = row.get("n_pairs")
+    out = {"part": [lo, hi], "own": hi - lo == 1, "whole": lo == 0 and hi == max(h for _, h in measured)}
+    out.update(delta_us=row.get("delta_us"), ci_us=[low, high], pairs=row.get("n_pairs"))
     if low is None or high is None:
-        return dict(out, told=False, under=None, of=None)
+        return out
     if moved:
-        out["of"], share = "GOOD..BAD", _share_ci(row, endpoint.get("delta_us") or 0.0)
-        out["under"] = round(max(abs(share[0]), abs(share[1])), 4)
+        share = _share_ci(row, endpoint["delta_us"])
+        out.update(of="GOOD..BAD", under=max(map(abs, share)))
     else:  # no share of an undecided GOOD..BAD: in % of the cell's time
-        out["of"], out["under"] = "cell", round(max(abs(row["ci_low_pct"]), abs(row["ci_high_pct"])) / 100, 4)
         share = None
-    excludes = low > 0 or high < 0
-    return dict(out, told=bool(excludes and out["own"]), share_ci=share if excludes else None)
+        out.update(of="cell", under=round(max(abs(row["ci_low_pct"]), abs(row["ci_high_pct"])) / 100, 4))
+    return dict(out, share_ci=share if low > 0 or high < 0 else None)
 
 
 def counter_movers(result: dict, measured: dict) -> dict:
@@ -211,13 +204,9 @@ def _named(entries, n: int = 3) -> str:
 
 
 def endpoint_text(end: dict) -> str:
-    """GOOD..BAD's row in one phrase: delta % [interval], verdict (cause), the pairs it rests on."""
-    if not end or end.get("delta_pct") is None:
-        return "not measured"
-    ci = "" if end.get("ci_low_pct") is None else f" [{end['ci_low_pct']:+.1f}, {end['ci_high_pct']:+.1f}]"
-    cause = f" ({end['verdict_cause']})" if end.get("verdict_cause") else ""
+    """GOOD..BAD's row in one phrase, with the pairs it rests on."""
     pairs = f" at {end['n_pairs']} pairs" if end.get("n_pairs") else ""
-    return f"{end.get('delta_pct') or 0:+.1f}%{ci} {end.get('verdict')}{cause}{pairs}"
+    return row_text(end) + pairs if end else "not measured"
 
 
 def _answer(result: dict) -> tuple[str, str]:

@@ -65,19 +65,21 @@ def time_text(t: dict | None) -> str:
     if not t or not t.get("part"):
         return "not measured in time"
     lo, hi = t["part"]
-    low, high = t.get("ci_us") or (None, None)
-    where = "its own compare" if t.get("own") else f"part {lo}..{hi} ({hi - lo} commits)"
-    where = "GOOD..BAD" if t.get("whole") else where
-    pairs = f" at {t['pairs']} pairs" if t.get("pairs") else ""
-    figure = (
-        f"{where}: {t['delta_us']:+.1f} us [{low:+.1f}, {high:+.1f}]{pairs}" if low is not None else where
+    where = (
+        "GOOD..BAD"
+        if t["whole"]
+        else "its own compare"
+        if t["own"]
+        else f"part {lo}..{hi} ({hi - lo} commits)"
     )
-    of = "of GOOD..BAD's delta" if t.get("of") == "GOOD..BAD" else "of the cell's time"
-    if t.get("told"):
-        return f"moved, {_pct_ci(t.get('share_ci'))} {of} ({figure})"
-    if t.get("under") is None:
-        return f"not told ({figure})"
-    if t.get("share_ci") or (low is not None and (low > 0 or high < 0)):
+    low, high = t["ci_us"]
+    if low is None or t.get("under") is None:
+        return f"not told ({where})"
+    figure = f"{where}: {t['delta_us']:+.1f} us [{low:+.1f}, {high:+.1f}] at {t['pairs']} pairs"
+    of = "of GOOD..BAD's delta" if t["of"] == "GOOD..BAD" else "of the cell's time"
+    if t.get("share_ci") and t["own"]:
+        return f"moved, {_pct_ci(t['share_ci'])} {of} ({figure})"
+    if t.get("share_ci"):
         return f"not told apart from its part, which moved: up to {t['under']:.0%} {of} ({figure})"
     return f"too small to tell at this schedule: under {t['under']:.1%} {of} ({figure})"
 
@@ -152,7 +154,7 @@ def headline(meta: dict) -> list[str]:
         lines.append(result["answer"] + (f" (exit {result['exit_code']})" if "exit_code" in result else ""))
     end = result.get("endpoint")
     if end and end.get("delta_us") is not None:
-        lines.append(f"GOOD..BAD in time: {end['delta_us']:+.1f} us{ci_text(end)} ({endpoint_text(end)})")
+        lines.append(f"GOOD..BAD in time: {endpoint_text(end)}")
         if end.get("verdict_cause") == "load" and result.get("culprits"):
             lines.append("  GOOD..BAD read under load: the shares rest on that reading")
     hint = result.get("settle") or {}
