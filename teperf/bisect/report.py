@@ -65,13 +65,8 @@ def time_text(t: dict | None) -> str:
     if not t or not t.get("part"):
         return "not measured in time"
     lo, hi = t["part"]
-    where = (
-        "GOOD..BAD"
-        if t["whole"]
-        else "its own compare"
-        if t["own"]
-        else f"part {lo}..{hi} ({hi - lo} commits)"
-    )
+    where = {(True, False): "GOOD..BAD", (False, True): "its own compare"}.get((t["whole"], t["own"]))
+    where = where or f"part {lo}..{hi} ({hi - lo} commits)"
     low, high = t["ci_us"]
     if low is None or t.get("under") is None:
         return f"not told ({where})"
@@ -158,16 +153,12 @@ def headline(meta: dict) -> list[str]:
         if end.get("verdict_cause") == "load" and result.get("culprits"):
             lines.append("  GOOD..BAD read under load: the shares rest on that reading")
     hint = result.get("settle") or {}
-    needed = hint.get("pairs_needed")
+    needed, budget = hint.get("pairs_needed"), hint.get("budget_s")
     if needed:
+        budget = f", about {budget} s of --budget for GOOD..BAD alone" if budget else ""
         lines.append(
             f"about {needed} pairs would settle GOOD..BAD ({needed - hint['pairs']} more; the interval "
-            f"narrows as 1/sqrt(pairs)): --processes {needed}"
-            + (
-                f", about {hint['budget_s']} s of --budget for GOOD..BAD alone"
-                if hint.get("budget_s")
-                else ""
-            )
+            f"narrows as 1/sqrt(pairs)): --processes {needed}{budget}"
         )
     elif result.get("status") == "inconclusive":
         lines.append("a longer --budget or --precision may settle whether GOOD..BAD changed")
@@ -259,12 +250,7 @@ def _json(meta: dict, probes: list, path, console=None) -> str:
     # every section the text shows, the same keys; counter_changes: every counter change point found
     for key in [k for k, *_ in SECTIONS] + ["counter_changes", "unresolved", "counter_unresolved", "rest"]:
         out[key] = result.get(key) or ([] if key != "rest" else None)
-    out.update(
-        {
-            "meta": meta,
-            "probes": [p.to_dict() for p in probes],
-        }
-    )
+    out.update(meta=meta, probes=[p.to_dict() for p in probes])
     confirm = _confirmed(meta, path, "json")
     if confirm is not None:
         out["confirm"] = json.loads(confirm)
