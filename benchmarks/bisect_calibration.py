@@ -5,6 +5,8 @@ whether the shares add up to GOOD..BAD's measured delta, probes and wall time. F
   many        64 commits: 56 that change the Python calls (+-3..9 each), spins of 300 and 150 us at 20
               and 47 (50+ change points; the counters must name every one, time the two spins)
   vq          vector-quantize-pytorch 1.14.0..1.22.0 (../shared/repos, vq.toml): d3dd5e5 must come first
+  xt          x-transformers 1.16.8..2.16.1 (../shared/repos, x-transformers.toml): time culprits first, every
+              counter change point with its time share, in <= 15 min
 
     python benchmarks/bisect_calibration.py [calls+spin many vq] [--results DIR]
 """
@@ -31,10 +33,10 @@ def run_bisect(repo: Path, spec: str, cell: str, config: Path, results: Path, en
     t0 = time.perf_counter()
     res = subprocess.run(argv, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
-    if res.returncode not in (0, 1):
+    if res.returncode not in (0, 1, 3, 4):  # teperf bisect --help: an answer; 2 and signals are not
         raise SystemExit(f"bisect failed ({res.returncode}): {res.stderr[-3000:]}")
     out = json.loads(res.stdout)
-    out["wall"] = wall
+    out["wall"], out["exit"], out["text"] = wall, res.returncode, res.stderr
     return out
 
 
@@ -110,13 +112,29 @@ def vq(tmp: Path, results: Path) -> None:
     show("vq 1.14.0..1.22.0", out, ["d3dd5e5", "56f20dc"])
 
 
+def xt(tmp: Path, results: Path) -> None:
+    bundle = SHARED_REPOS / "x-transformers.bundle"
+    if not bundle.exists():
+        print(f"\n== xt: skipped ({bundle} not found)")
+        return
+    repo = tmp / "xt"
+    subprocess.run(["git", "clone", "-q", str(bundle), str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "2.16.1"], check=True)
+    config = SHARED_REPOS / "x-transformers.toml"
+    out = run_bisect(repo, "1.16.8..2.16.1", "Encoder/fp32", config, results, _env())
+    show("xt 1.16.8..2.16.1", out, [c["short_sha"] for c in out["culprits"]] or ["?"])
+    print(f"   exit {out['exit']}; counter change points {len(out['counter_changes'])}, counter-only movers "
+          f"{len(out['counter_movers'])}, small movers {len(out['small_movers'])}, undecided "
+          f"{len(out['unresolved'])}")  # fmt: skip
+
+
 def _env() -> dict:
     import os
 
     return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
-CASES = {"calls+spin": calls_and_spin, "many": many, "vq": vq}
+CASES = {"calls+spin": calls_and_spin, "many": many, "vq": vq, "xt": xt}
 
 
 def main() -> None:

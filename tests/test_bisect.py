@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import run_cli
 from gitfixture import HISTORY_CONFIG, make_history
@@ -433,7 +435,7 @@ def test_budget_ends_the_search_with_what_is_known(tmp_path, monkeypatch):
     assert (result["unresolved"][0]["good_index"], result["unresolved"][0]["bad_index"]) == (4, 8)
     lines = headline({"result": result, "status": "complete", "good": {}, "bad": {}, "plan": {}})
     assert any(
-        "not narrowed to one commit (+100.0 us)" in line and "--budget was spent" in line for line in lines
+        "not narrowed to one commit (+100.0 us [" in line and "--budget was spent" in line for line in lines
     )
 
 
@@ -510,7 +512,32 @@ def test_only_opposite_movers_is_unexplained():
     assert result["answer"].startswith("unexplained: every commit found moved the other way (1)")
 
 
-def test_unexplained_exits_1_with_one_line(tmp_path, monkeypatch, capsys):
+_COMMIT = {"subject": "a commit", "date": "2026-11-30"}
+_MOVER = {**_COMMIT, "short_sha": "0000007", "index": 7, "share": 1.0, "deltas": {"python_calls": 7}}
+_STEP = {**_COMMIT, "short_sha": "0000005", "index": 5, "share": 0.9, "delta_us": 90.0}
+_MOVED = {"delta_us": 100.0, "delta_pct": 10.0, "verdict": "slower"}
+
+
+@pytest.mark.parametrize(
+    "result, code, words",
+    [
+        (
+            {
+                "status": "found",
+                "endpoint": _MOVED,
+                "culprits": [_STEP],
+                "rest": {"share": 0.1, "delta_us": 10},
+            },
+            0,
+            None,
+        ),
+        ({"status": "inconclusive"}, 1, "unexplained: whether GOOD..BAD changed"),
+        ({"status": "inconclusive", "counter_changes": [_MOVER]}, 3, "counters moved, time undecided"),
+        ({"status": "no change"}, 4, "no change: GOOD..BAD is no change in time and no counter differs"),
+        ({"status": "no change", "counter_changes": [_MOVER]}, 4, "counters moved at 1 commit(s)"),
+    ],
+)
+def test_each_answer_has_its_exit_status(tmp_path, monkeypatch, capsys, result, code, words):
     from conftest import run_in_process
 
     from teperf.bisect import conclude, runner
@@ -519,20 +546,83 @@ def test_unexplained_exits_1_with_one_line(tmp_path, monkeypatch, capsys):
     def fake_bisect(config, spec, cell, **kwargs):
         bundle = Bundle.create(tmp_path / "r", "bisect", {"kind": "bisect", "commits": [], "plan": {}})
         bundle.close()
-        result = {"mode": "time", "status": "inconclusive", "probes": 0}
-        bundle.update_meta(status="complete", result=conclude.conclude(result))
+        bundle.update_meta(status="complete", result=conclude.conclude(dict(result, mode="time", probes=0)))
         return bundle.path
 
     monkeypatch.setattr(runner, "bisect", fake_bisect)
     config = tmp_path / "c.toml"
     config.write_text(HISTORY_CONFIG)
-    code, out, err = run_in_process(
-        ["bisect", "good..bad", "--cell", "MLP/fp32", "--config", str(config)], capsys
+    args = ["bisect", "good..bad", "--cell", "MLP/fp32", "--config", str(config)]
+    got, out, err = run_in_process(args, capsys)
+    assert got == code, err
+    if words:  # not explained: the answer is the last line on stderr too
+        assert err.strip().splitlines()[-1].startswith("teperf bisect: ") and words in err, err
+    code, out, err = run_in_process([*args, "--format", "json"], capsys)
+    assert json.loads(out)["exit_code"] == got
+
+
+def test_help_lists_the_exit_statuses(capsys):
+    from conftest import run_in_process
+
+    code, out, _ = run_in_process(["bisect", "--help"], capsys)
+    text = " ".join(out.split())
+    assert code == 0
+    for words in (
+        "0 explained",
+        "1 unexplained",
+        "2 bad input",
+        "3 counters moved but time undecided",
+        "4 nothing moved",
+    ):
+        assert words in text, text
+
+
+def test_never_explained_while_most_is_unexplained_or_parts_undecided():
+    """The x-transformers answer: one culprit with 21 %, 79 % unexplained, parts undecided: not exit 0."""
+    from teperf.bisect.conclude import conclude
+
+    base = {"mode": "time", "status": "partial", "endpoint": _MOVED, "rest": {"share": 0.79, "delta_us": 79}}
+    part = {"status": "undecided", "good_index": 3, "bad_index": 4, "candidates": [{"short_sha": "0000004"}]}
+    small = conclude(dict(base, culprits=[dict(_STEP, share=0.21)], unresolved=[part] * 5))
+    assert small["exit_code"] == 1 and not small["answer"].startswith("explained")
+    assert "carry only 21%" in small["answer"] and "5 part(s) undecided" in small["answer"]
+    moved = conclude(
+        dict(base, culprits=[dict(_STEP, share=0.21)], unresolved=[part], counter_changes=[_MOVER])
     )
-    assert code == 1
-    assert err.strip().splitlines()[-1].startswith("teperf bisect: unexplained: whether GOOD..BAD changed"), (
-        err
+    assert moved["outcome"] == "counters" and moved["exit_code"] == 3
+    # most carried, but a part left undecided: still not "explained"
+    most = conclude(dict(base, culprits=[_STEP], unresolved=[part], rest={"share": 0.1, "delta_us": 10}))
+    assert most["exit_code"] == 1
+
+
+def test_a_one_commit_part_has_no_halves_and_good_to_bad_keeps_its_load_qualifier():
+    from teperf.bisect.conclude import conclude
+    from teperf.bisect.report import headline
+
+    loaded = dict(
+        _MOVED, verdict="inconclusive", verdict_cause="load", n_pairs=6, ci_low_us=-10, ci_high_us=210
     )
+    part = {
+        "status": "undecided",
+        "good_index": 3,
+        "bad_index": 4,
+        "candidates": [{"short_sha": "0000004"}],
+        "row": {
+            "delta_us": 5.0,
+            "delta_pct": 0.5,
+            "ci_low_us": -9,
+            "ci_high_us": 19,
+            "verdict": "inconclusive",
+        },
+    }
+    result = conclude({"mode": "time", "status": "inconclusive", "endpoint": loaded, "unresolved": [part]})
+    assert "inconclusive (load) at 6 pairs" in result["answer"]
+    lines = headline({"result": result, "status": "complete", "good": {}, "bad": {}, "plan": {}})
+    assert any(
+        "+100.0 us [-10.0, +210.0] (+10.0%) inconclusive (load) at 6 pairs" in line for line in lines
+    ), lines
+    (line,) = [line for line in lines if line.startswith("0000004")]
+    assert "one commit, not told against its parent" in line and "halves" not in line
 
 
 def test_plan_counts_one_build_per_distinct_set_of_compiled_inputs():
@@ -686,3 +776,95 @@ def test_the_parts_trials_last_at_least_min_trial_s_and_good_bad_is_measured_aga
     assert timed[:3] == [(0, 8, 20), (0, 8, long), (0, 4, long)]  # GOOD..BAD again: the shares' denominator
     assert {it for _, _, it in timed[1:]} == {long}
     assert [e["short_sha"] for e in result["culprits"]] == ["0000005"]
+
+
+# ------------------------------------ the answer carries every counter change point, with its time share
+
+
+def _report(result, tmp_path):
+    """The text lines and the JSON of a result, as `teperf bisect` prints them."""
+    import json
+
+    from teperf.bisect.report import RENDERERS, headline, load
+    from teperf.bundle import Bundle
+
+    meta = {"kind": "bisect", "commits": [], "plan": {}, "good": {}, "bad": {}}
+    bundle = Bundle.create(tmp_path / "shown", "bisect", meta)
+    bundle.close()
+    bundle.update_meta(status="complete", result=result)
+    lines = headline({**meta, "status": "complete", "result": result})
+    return lines, json.loads(RENDERERS["json"](*load(bundle.path), bundle.path))
+
+
+def test_counters_that_moved_are_the_answer_when_good_to_bad_is_undecided_in_time(tmp_path, monkeypatch):
+    """The issue's first fixture: only commit 7 of 12 adds 7 Python calls; GOOD..BAD reads +0.4 %
+    [-0.25, +1.05] however many pairs (min effect 1 %): undecided, with the budget far from spent."""
+    calls = _steps(100, {7: 107})
+    result, probes = _run_fake(
+        tmp_path,
+        monkeypatch,
+        _steps(100.0, {7: 100.4}),
+        n=12,
+        counters_of=lambda i: {"python_calls": calls(i)},
+        half=lambda *a: 0.65,
+    )
+    assert [p["processes"] for p in probes if p["what"] == "timing"] == [2, 4, 8]
+    assert result["status"] == "inconclusive" and result["budget_spent"] is False
+    assert result["outcome"] == "counters" and result["exit_code"] == 3 and result["explained"] is False
+    assert result["answer"].startswith(
+        "counters moved, time undecided: 1 commit(s) moved the counters: 0000007"
+    )
+    assert (
+        "within --budget" not in result["answer"]
+        and "could not be told: +0.4 us [-0.2, +1.1] (+0.4%) inconclusive at 8 pairs" in result["answer"]
+    )
+    (mover,) = result["counter_movers"]
+    assert mover["short_sha"] == "0000007" and mover["deltas"] == {"python_calls": 7}
+    assert (
+        mover["time"]["share_ci"] is None
+        and mover["time"]["of"] == "cell"
+        and mover["time"]["under"] == 0.0105
+    )
+    # 8 pairs gave +-0.65 %; inside +-1 % around +0.4 % needs +-0.6 %: 8 x (0.65 / 0.6)^2 -> 10 pairs
+    assert result["settle"] == {"pairs": 8, "pairs_needed": 10, "budget_s": 50}
+    lines, out = _report(result, tmp_path)
+    text = "\n".join(lines)
+    assert "moved the counters, no step in time of their own (1):" in text
+    assert "time: too small to tell at this schedule: under 1.1% of the cell's time" in text
+    assert "about 10 pairs would settle GOOD..BAD (2 more" in text
+    assert out["exit_code"] == 3 and [e["short_sha"] for e in out["counter_movers"]] == ["0000007"]
+    assert out["settle"]["pairs_needed"] == 10 and out["counter_changes"] == out["counter_movers"]
+
+
+def test_every_counter_mover_is_named_beside_the_time_culprit(tmp_path, monkeypatch):
+    """The issue's second fixture: c1 -6 calls, c3 +50, c5 +150 (with its 37.5 us): time names c5; c3 and
+    c1 follow as counter movers (c1 the other way), each with what time told of it; the part 0..4 whose
+    interval excludes zero (+2.2 us [+0.2, +4.2], under the step size) is reported as moved, not quiet."""
+    calls = _steps(100, {1: 94, 3: 144, 5: 294})
+    time_of = _steps(100.0, {1: 99.7, 3: 102.2, 5: 139.7})
+    result, probes = _run_fake(
+        tmp_path, monkeypatch, time_of, counters_of=lambda i: {"python_calls": calls(i)}, half=lambda *a: 2.0
+    )
+    assert (0, 4, "small") in _timed(probes)
+    assert [e["short_sha"] for e in result["counter_changes"]] == ["0000005", "0000003", "0000001"]
+    assert [e["short_sha"] for e in result["culprits"]] == ["0000005"]
+    assert [e["short_sha"] for e in result["counter_movers"]] == ["0000003"]
+    assert [e["short_sha"] for e in result["counter_opposite"]] == ["0000001"]
+    c3 = result["counter_movers"][0]["time"]
+    assert (
+        c3["part"] == [0, 4]
+        and c3["of"] == "GOOD..BAD"
+        and c3["share_ci"] == [round(0.2 / 39.7, 4), round(4.2 / 39.7, 4)]
+    )
+    (small,) = result["small_movers"]
+    assert (small["good_index"], small["bad_index"], small["delta_us"]) == (0, 4, 2.2)
+    assert result["outcome"] == "explained" and result["exit_code"] == 0
+    assert "counters also moved at 0000003 (python_calls +50)" in result["answer"]
+    lines, out = _report(result, tmp_path)
+    text = "\n".join(lines)
+    order = [text.index(f'000000{i} "commit {i}"') for i in (5, 3, 1)]
+    assert order == sorted(order), text  # time culprit, counter mover, the other way on the counters
+    assert "moved in time by less than the step size (no share) (1):" in text and "quiet" not in text
+    for key in ("counter_movers", "counter_opposite", "small_movers", "counter_changes", "unconfirmed"):
+        assert key in out, key
+    assert [e["time"]["part"] for e in out["counter_changes"]] == [[4, 5], [0, 4], [0, 4]]

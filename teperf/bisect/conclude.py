@@ -3,9 +3,11 @@ delta, when its own compare's verdict moved the way GOOD..BAD did."""
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Optional
 
 from teperf.bisect.search import Part
+from teperf.bisect.timing import row_text
 
 
 def _sign(x) -> int:
@@ -14,7 +16,7 @@ def _sign(x) -> int:
 
 def step_entry(part: Part, total_us: float, commit: Callable[[int], dict], counters: Optional[dict]) -> dict:
     row = part.row or {}
-    delta, low, high = row.get("delta_us") or 0.0, row.get("ci_low_us"), row.get("ci_high_us")
+    delta = row.get("delta_us") or 0.0
     entry = {
         **commit(part.hi),
         "index": part.hi,
@@ -26,20 +28,22 @@ def step_entry(part: Part, total_us: float, commit: Callable[[int], dict], count
         "counters": counters,  # what the counters did at it ({}: none moved; None: not counted)
         "share": round(delta / total_us, 4) if total_us else 0.0,
     }
-    if low is not None and high is not None and total_us:
-        entry["share_ci"] = sorted((round(low / total_us, 4), round(high / total_us, 4)))
+    if _share_ci(row, total_us):
+        entry["share_ci"] = _share_ci(row, total_us)
     return entry
 
 
 def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside) -> dict:
     """culprits (confirmed, the way GOOD..BAD moved, biggest first), opposite (confirmed the other way),
-    unconfirmed (steps whose verdict is not decisive: no share), unresolved (parts that may hold a step
+    unconfirmed (steps whose verdict is not decisive: no share), small_movers (parts whose interval
+    excludes zero, under the step size: not searched, no share), unresolved (parts that may hold a step
     not narrowed), rest (GOOD..BAD's delta the confirmed steps leave), sum check."""
     total = endpoint.get("delta_us") or 0.0
     direction = _sign(total)
     wanted = {1: "slower", -1: "faster"}
-    culprits, opposite, unconfirmed, unresolved = [], [], [], []
+    culprits, opposite, unconfirmed, small, unresolved = [], [], [], [], []
     for part in parts:
+        row = part.row or {}
         if part.status == "step":
             entry = step_entry(part, total, commit, counters_beside(part.hi))
             if entry["verdict"] == wanted.get(direction):
@@ -48,19 +52,24 @@ def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside) -> d
                 opposite.append(entry)
             else:
                 unconfirmed.append(entry)
+        elif part.status == "small":
+            small.append(
+                dict(
+                    _part(part, commit),
+                    delta_us=round(row["delta_us"], 2),
+                    row=row,
+                    share_ci=_share_ci(row, total),
+                )
+            )
         elif part.status in ("undecided", "skipped", "budget"):
-            row = part.row or {}
             unresolved.append(
-                {
-                    "status": part.status,
-                    "good_index": part.lo,
-                    "bad_index": part.hi,
-                    "parent": commit(part.lo),
-                    "candidates": [commit(i) for i in range(part.lo + 1, part.hi + 1)],
-                    "delta_us": row.get("delta_us"),
-                    "row": row,
-                    "direction": _sign(row.get("delta_us")) * direction if row else 1,
-                }
+                dict(
+                    _part(part, commit),
+                    status=part.status,
+                    delta_us=row.get("delta_us"),
+                    row=row,
+                    direction=_sign(row.get("delta_us")) * direction if row else 1,
+                )
             )
     culprits.sort(key=lambda e: -e["share"])
     opposite.sort(key=lambda e: e["share"])
@@ -70,6 +79,7 @@ def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside) -> d
         "culprits": culprits,
         "opposite_movers": opposite,
         "unconfirmed": unconfirmed,
+        "small_movers": small,
         "unresolved": unresolved,
         "rest": {
             "delta_us": round(total - carried_us, 2),
@@ -81,49 +91,180 @@ def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside) -> d
     }
 
 
+def _part(part: Part, commit) -> dict:
+    return {
+        "good_index": part.lo,
+        "bad_index": part.hi,
+        "parent": commit(part.lo),
+        "candidates": [commit(i) for i in range(part.lo + 1, part.hi + 1)],
+    }
+
+
+def _share_ci(row: dict, total_us: float) -> Optional[list]:
+    low, high = row.get("ci_low_us"), row.get("ci_high_us")
+    if low is None or high is None or not total_us:
+        return None
+    return sorted((round(low / total_us, 4), round(high / total_us, 4)))
+
+
+def time_share(index: int, measured: dict, endpoint: dict, moved: bool) -> dict:
+    """What time can tell of commit ``index``, from the smallest measured part that holds it: a share
+    interval of GOOD..BAD's delta (``moved``: GOOD..BAD moved) where that part's excludes zero, and
+    ``under``, the most it can be (of GOOD..BAD's delta, else of the cell's time: "too small to tell")."""
+    holding = [(hi - lo, lo, hi) for lo, hi in measured if lo < index <= hi]
+    if not holding:
+        return {"part": None}
+    _, lo, hi = min(holding)
+    row = measured[(lo, hi)]
+    low, high = row.get("ci_low_us"), row.get("ci_high_us")
+    out = {"part": [lo, hi], "own": hi - lo == 1, "whole": lo == 0 and hi == max(h for _, h in measured)}
+    out.update(delta_us=row.get("delta_us"), ci_us=[low, high], pairs=row.get("n_pairs"))
+    if low is None or high is None:
+        return out
+    if moved:
+        share = _share_ci(row, endpoint["delta_us"])
+        out.update(of="GOOD..BAD", under=max(map(abs, share)))
+    else:  # no share of an undecided GOOD..BAD: in % of the cell's time
+        share = None
+        out.update(of="cell", under=round(max(abs(row["ci_low_pct"]), abs(row["ci_high_pct"])) / 100, 4))
+    return dict(out, share_ci=share if low > 0 or high < 0 else None)
+
+
+def counter_movers(result: dict, measured: dict) -> dict:
+    """Each counter change point with its time share (time_share); those not a step in time of their own
+    are the counter-only movers (counter_movers) and, the other way on the counters, counter_opposite."""
+    endpoint = result.get("endpoint") or {}
+    moved = result.get("status") not in ("inconclusive", "no change")  # else GOOD..BAD gives no share
+    steps = {
+        e["index"] for key in ("culprits", "opposite_movers", "unconfirmed") for e in result.get(key) or []
+    }
+    movers, against = [], []
+    for entry in result["counter_changes"]:
+        entry["time"] = time_share(entry["index"], measured, endpoint, moved)
+        if entry["index"] not in steps:
+            (against if entry["share"] < 0 else movers).append(entry)
+    return {"counter_movers": movers, "counter_opposite": against}
+
+
+def settle(endpoint: dict, min_effect_pct: float, pair_s: list[float]) -> dict:
+    """How many pairs would settle an undecided GOOD..BAD, from its measured spread: the interval narrows
+    as 1/sqrt(pairs); to slower/faster it must exclude zero (|delta| >= min effect), to no change it must
+    fit inside +-min effect."""
+    delta, low, high = (endpoint.get(k) for k in ("delta_pct", "ci_low_pct", "ci_high_pct"))
+    pairs = endpoint.get("n_pairs")
+    out: dict = {"pairs": pairs, "pairs_needed": None, "budget_s": None}
+    if None in (delta, low, high) or not pairs:
+        return out
+    half, target = (
+        (high - low) / 2,
+        abs(delta) if abs(delta) >= min_effect_pct else min_effect_pct - abs(delta),
+    )
+    if half <= 0 or target <= 0.05 * half:  # the delta sits at the min effect: no number of pairs is enough
+        return out
+    needed = max(pairs + 1, math.ceil(pairs * (half / target) ** 2))
+    per_pair = max(pair_s, default=0.0)
+    return dict(out, pairs_needed=needed, budget_s=round(needed * per_pair) if per_pair else None)
+
+
+# a bisect's outcome -> its exit status (teperf bisect --help); 2 (bad input) and 130/143: as every command
+EXIT = {"explained": 0, "unexplained": 1, "counters": 3, "no change": 4}
+EXIT_HELP = """\b
+Exit status: 0 explained (the commits named carry most of GOOD..BAD's change
+in time and no part is left undecided; --no-confirm: the counters' change);
+1 unexplained (no answer to act on: time moved or may have, no counter
+moved, or what was found does not carry it); 2 bad input, or GOOD or BAD
+cannot be measured; 3 counters moved but time undecided (the counter change
+points are named, each with what time could tell of it); 4 nothing moved
+(GOOD..BAD is no change in time: counter change points, if any, are listed
+at no measurable cost; --no-confirm: no counter differs); 130 Ctrl-C; 143
+SIGTERM."""
+
+
 def conclude(result: dict) -> dict:
-    """``explained`` (True, False, or None when there is nothing to explain) and ``answer``, one line."""
-    result["explained"], result["answer"] = _answer(result)
+    """``outcome`` (a key of EXIT), ``exit_code``, ``explained`` (True, False, or None when there is nothing
+    to explain) and ``answer``, one line."""
+    outcome, answer = _answer(result)
+    result["outcome"], result["exit_code"], result["answer"] = outcome, EXIT[outcome], answer
+    result["explained"] = None if outcome == "no change" else outcome == "explained"
     return result
 
 
-def _answer(result: dict) -> tuple[Optional[bool], str]:
+def _pct(x) -> str:
+    return f"{x:.0%}" if x is not None else "?"
+
+
+def _named(entries, n: int = 3) -> str:
+    def one(e: dict) -> str:
+        deltas = e.get("deltas") or {}
+        key = next(iter(deltas), None)
+        return f"{e['short_sha']} ({key} {deltas[key]:+g})" if key else e["short_sha"]
+
+    more = f" and {len(entries) - n} more" if len(entries) > n else ""
+    return ", ".join(one(e) for e in entries[:n]) + more
+
+
+def endpoint_text(end: dict) -> str:
+    """GOOD..BAD's row in one phrase, with the pairs it rests on."""
+    pairs = f" at {end['n_pairs']} pairs" if end.get("n_pairs") else ""
+    return row_text(end) + pairs if end else "not measured"
+
+
+def _answer(result: dict) -> tuple[str, str]:
     status, end = result.get("status"), result.get("endpoint") or {}
+    changes = result.get("counter_changes") or []
+    if result.get("mode") == "counters":
+        return _counters_answer(result)
     if status == "no change":
-        moved = result.get("moved_counters")
-        return None, "no change: GOOD..BAD is no change in time" + (
-            f" (counters moved at {len(result.get('counter_changes') or [])} commit(s), listed, at no "
-            "measurable cost)"
-            if moved
+        return "no change", "no change: GOOD..BAD is no change in time" + (
+            f"; counters moved at {len(changes)} commit(s), listed, at no measurable cost: {_named(changes)}"
+            if changes
             else " and no counter differs"
         )
     if status == "inconclusive":
-        return False, "unexplained: whether GOOD..BAD changed in time could not be told within --budget"
-    if result.get("mode") == "counters":
-        return _counters_answer(result)
+        within = " within --budget" if result.get("budget_spent") else ""
+        told = f"whether GOOD..BAD changed in time could not be told{within}: {endpoint_text(end)}"
+        if changes:
+            return (
+                "counters",
+                f"counters moved, time undecided: {len(changes)} commit(s) moved the counters: "
+                + (f"{_named(changes)}; {told}"),
+            )
+        return "unexplained", f"unexplained: {told}; no counter differs"
     culprits = result.get("culprits") or []
     what = f"GOOD..BAD's {end.get('delta_us', 0):+.1f} us ({end.get('delta_pct', 0):+.1f}%)"
+    if end.get("verdict_cause"):
+        what += f", read {end['verdict']} ({end['verdict_cause']})"
     rest = result.get("rest") or {}
     left = result.get("unresolved") or []
-    tail = f"; {rest.get('share', 0):.0%} unexplained ({rest.get('delta_us', 0):+.1f} us)"
+    tail = f"; {_pct(rest.get('share', 0))} unexplained ({rest.get('delta_us', 0):+.1f} us)"
     if result.get("opposite_movers"):
         tail += f"; {len(result['opposite_movers'])} moved the other way"
     if left:
-        tail += f"; {len(left)} part(s) not narrowed to one commit ({left[0]['status']})"
+        tail += f"; {len(left)} part(s) undecided"
+    if result.get("counter_movers"):
+        tail += f"; counters also moved at {_named(result['counter_movers'])}"
+    share = sum(e["share"] for e in culprits)
+    named = ", ".join(f"{e['short_sha']} {e['share']:.0%}" for e in culprits[:3])
+    if culprits and share >= 0.5 and not left:
+        return "explained", f"explained: {len(culprits)} commit(s) carry {share:.0%} of {what}: {named}{tail}"
     if culprits:
-        named = ", ".join(f"{e['short_sha']} {e['share']:.0%}" for e in culprits[:3])
-        share = sum(e["share"] for e in culprits)
-        return True, f"explained: {len(culprits)} commit(s) carry {share:.0%} of {what}: {named}{tail}"
-    why = "no step confirmed by its own compare"
-    if result.get("unconfirmed"):
-        why += f" ({len(result['unconfirmed'])} found, their verdicts not decisive)"
-    return False, f"unexplained: {why} for {what}{tail}"
+        found = f"{len(culprits)} commit(s) carry only {share:.0%} of {what}: {named}{tail}"
+    else:
+        why = "no step confirmed by its own compare"
+        if result.get("unconfirmed"):
+            why += f" ({len(result['unconfirmed'])} found, their verdicts not decisive)"
+        found = f"{why} for {what}{tail}"
+    if changes:
+        return "counters", f"counters moved, time undecided: {found}"
+    return "unexplained", f"unexplained: {found}"
 
 
-def _counters_answer(result: dict) -> tuple[bool, str]:
+def _counters_answer(result: dict) -> tuple[str, str]:
     """--no-confirm: the commits that moved the counters, shares of GOOD..BAD's counter change."""
     culprits, opposite = result.get("culprits") or [], result.get("opposite_movers") or []
     totals = result.get("totals") or {}
+    if result.get("status") == "no change":
+        return "no change", "no change: no counter differs between GOOD and BAD (no time measured)"
     key = next(iter(totals), None)
     what = f"GOOD..BAD's {totals[key]:+g} {key}" if key else "GOOD..BAD's counter change"
     skipped = [u for u in result.get("unresolved") or [] if u["status"] == "skipped" and u["direction"] > 0]
@@ -132,7 +273,7 @@ def _counters_answer(result: dict) -> tuple[bool, str]:
     )
     if culprits or skipped:
         share = sum(e["share"] for e in culprits)
-        return True, (
+        return "explained", (
             f"explained by counters (no time measured): {len(culprits)} commit(s) carry {share:.0%} of {what}"
             + (f", biggest {culprits[0]['short_sha']} ({culprits[0]['share']:.0%})" if culprits else "")
             + (f"; {len(skipped)} change(s) among commits that cannot be measured" if skipped else "")
@@ -142,4 +283,4 @@ def _counters_answer(result: dict) -> tuple[bool, str]:
     left = result.get("unresolved") or []
     if left:
         why += f"; {len(left)} segment(s) not narrowed ({left[0]['status']})"
-    return False, f"unexplained: {why} for {what}"
+    return "unexplained", f"unexplained: {why} for {what}"

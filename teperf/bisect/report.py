@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from teperf.bisect.timing import ci_text
+from teperf.bisect.conclude import endpoint_text
+from teperf.bisect.timing import MAX_DOUBLINGS, ci_text, row_text
 from teperf.bundle import Bundle
 from teperf.explain.render import counters_diff
 from teperf.records import ProbeRecord
@@ -13,7 +14,13 @@ from teperf.render import TableModel, render, render_markdown, render_rich
 from teperf.sides.changes import shorten
 
 # a probe's result: the time search's part states, a skipped commit
-RESULT_STYLE = {"moved": "bold red", "quiet": "green", "skip": "yellow", "undecided": "yellow"}
+RESULT_STYLE = {
+    "moved": "bold red",
+    "small": "red",
+    "quiet": "green",
+    "skip": "yellow",
+    "undecided": "yellow",
+}
 
 
 def load(path) -> tuple[dict, list[ProbeRecord]]:
@@ -49,10 +56,73 @@ def step_text(entry: dict) -> str:
     )
 
 
+def _pct_ci(ci) -> str:
+    return f"[{ci[0]:.0%}, {ci[1]:.0%}]" if ci else ""
+
+
+def time_text(t: dict | None) -> str:
+    """What time told of a counter change point (conclude.time_share)."""
+    if not t or not t.get("part"):
+        return "not measured in time"
+    lo, hi = t["part"]
+    where = {(True, False): "GOOD..BAD", (False, True): "its own compare"}.get((t["whole"], t["own"]))
+    where = where or f"part {lo}..{hi} ({hi - lo} commits)"
+    low, high = t["ci_us"]
+    if low is None or t.get("under") is None:
+        return f"not told ({where})"
+    figure = f"{where}: {t['delta_us']:+.1f} us [{low:+.1f}, {high:+.1f}] at {t['pairs']} pairs"
+    of = "of GOOD..BAD's delta" if t["of"] == "GOOD..BAD" else "of the cell's time"
+    if t.get("share_ci") and t["own"]:
+        return f"moved, {_pct_ci(t['share_ci'])} {of} ({figure})"
+    if t.get("share_ci"):
+        return f"not told apart from its part, which moved: up to {t['under']:.0%} {of} ({figure})"
+    return f"too small to tell at this schedule: under {t['under']:.1%} {of} ({figure})"
+
+
 def entry_text(entry: dict) -> str:
-    """A commit that moved the counters: its change and its share of GOOD..BAD's counter change."""
+    """A commit that moved the counters: its change, its share of GOOD..BAD's counter change, and (with a
+    search in time) what time told of it."""
     moved = counters_diff(entry.get("before"), entry.get("after")) or "?"
-    return f"{_commit(entry)}: {moved}, {entry.get('share', 0):.0%} of the counter change"
+    text = f"{_commit(entry)}: {moved}, {entry.get('share', 0):.0%} of the counter change"
+    return text + (f"; time: {time_text(entry['time'])}" if "time" in entry else "")
+
+
+def small_text(entry: dict) -> str:
+    """A part whose interval excludes zero, under the step size: not searched, left out of the shares."""
+    row, names = entry.get("row") or {}, [c["short_sha"] for c in entry.get("candidates") or []]
+    what = names[0] if len(names) == 1 else f"part of {len(names)} commits ({shorten(names, shown=4)})"
+    return (
+        f"{what}: moved {row_text(row)}, {_pct_ci(entry.get('share_ci'))} of GOOD..BAD; under the step size, "
+        "left out of the shares"
+    )
+
+
+def unresolved_text(left: dict, budget_spent: bool) -> str:
+    names = [c["short_sha"] for c in left.get("candidates") or []]
+    row = left.get("row") or {}
+    figure = f" ({row_text(row)})" if row.get("delta_pct") is not None else ""
+    if left["status"] == "skipped":
+        why = "its commits could not be measured"
+    elif left["status"] == "budget":
+        why = "--budget was spent before it was split"
+    else:
+        why = "its compare could not tell whether it holds a step" + (
+            " within --budget" if budget_spent else f", at up to {2**MAX_DOUBLINGS}x the pairs"
+        )
+    if len(names) == 1:
+        return f"{names[0]}{figure}: one commit, not told against its parent; {why}"
+    return f"not narrowed to one commit{figure}: {shorten(names, shown=6)}; {why}"
+
+
+# the answer's sections: the result's key, its title; the JSON carries the same keys
+SECTIONS = (
+    ("culprits", "culprits by time, biggest share first", step_text),
+    ("opposite_movers", "moved the other way in time", step_text),
+    ("unconfirmed", "steps whose own verdict is not decisive (no share)", step_text),
+    ("small_movers", "moved in time by less than the step size (no share)", small_text),
+    ("counter_movers", "moved the counters, no step in time of their own", entry_text),
+    ("counter_opposite", "moved the counters the other way", entry_text),
+)
 
 
 def headline(meta: dict) -> list[str]:
@@ -63,7 +133,9 @@ def headline(meta: dict) -> list[str]:
     lines = [
         f"range {good.get('short_sha')}..{bad.get('short_sha')} ({n} first-parent commits), "
         f"cell {meta.get('cell')}; {result.get('compares', result.get('probes', '?'))} compares in time "
-        f"({result.get('timing_s', '?')} s)"
+        f"({result.get('timing_s', '?')} s"
+        + (f" of --budget {meta['budget_s']:.0f} s" if meta.get("budget_s") else "")
+        + ")"
         + (
             f", {result.get('counter_probes', '?')} counter probes of {probe_s} s (median)"
             if probe_s is not None
@@ -74,24 +146,28 @@ def headline(meta: dict) -> list[str]:
     if meta.get("status") != "complete":
         lines.append(f"run status: {meta.get('status')}{': ' + meta['error'] if meta.get('error') else ''}")
     if result.get("answer"):
-        lines.append(result["answer"])
+        lines.append(result["answer"] + (f" (exit {result['exit_code']})" if "exit_code" in result else ""))
     end = result.get("endpoint")
     if end and end.get("delta_us") is not None:
+        lines.append(f"GOOD..BAD in time: {endpoint_text(end)}")
+        if end.get("verdict_cause") == "load" and result.get("culprits"):
+            lines.append("  GOOD..BAD read under load: the shares rest on that reading")
+    hint = result.get("settle") or {}
+    needed, budget = hint.get("pairs_needed"), hint.get("budget_s")
+    if needed:
+        budget = f", about {budget} s of --budget for GOOD..BAD alone" if budget else ""
         lines.append(
-            f"GOOD..BAD in time: {end['delta_us']:+.1f} us{ci_text(end)} ({end.get('delta_pct') or 0:+.1f}%) "
-            f"{end.get('verdict')}"
+            f"about {needed} pairs would settle GOOD..BAD ({needed - hint['pairs']} more; the interval "
+            f"narrows as 1/sqrt(pairs)): --processes {needed}{budget}"
         )
+    elif result.get("status") == "inconclusive":
+        lines.append("a longer --budget or --precision may settle whether GOOD..BAD changed")
     if result.get("mode") == "counters":
         return lines + _counter_lines(result, result.get("culprits"), result.get("opposite_movers"))
-    groups = (
-        ("culprits by time, biggest share first", result.get("culprits")),
-        ("moved the other way", result.get("opposite_movers")),
-        ("steps whose own verdict is not decisive (no share)", result.get("unconfirmed")),
-    )
-    for title, entries in groups:
-        if entries:
-            lines.append(f"{title} ({len(entries)}):")
-            lines += [f"  {step_text(e)}" for e in entries]
+    for key, title, text in SECTIONS:
+        if result.get(key):
+            lines.append(f"{title} ({len(result[key])}):")
+            lines += [f"  {text(e)}" for e in result[key]]
     rest = result.get("rest")
     if rest:
         within = result.get("steps_within_interval")
@@ -101,28 +177,23 @@ def headline(meta: dict) -> list[str]:
             + ("" if within is None else f", {'inside' if within else 'outside'} GOOD..BAD's interval")
         )
     for left in result.get("unresolved") or []:
-        why = {"skipped": "its commits could not be measured", "budget": "--budget was spent"}.get(
-            left["status"], "its halves could not be told apart within --budget"
-        )
-        names = shorten([c["short_sha"] for c in left.get("candidates") or []], shown=6)
-        delta = f" ({left['delta_us']:+.1f} us)" if left.get("delta_us") is not None else ""
-        lines.append(f"not narrowed to one commit{delta}: {names}; {why}")
-    if result.get("status") == "inconclusive":
-        lines.append("a longer --budget or --precision may settle whether GOOD..BAD changed")
-    return lines + _counter_lines(result, result.get("counter_changes"), [])
+        lines.append(unresolved_text(left, bool(result.get("budget_spent"))))
+    # a bundle from before counter_movers: its counter change points as they were listed
+    old = result.get("counter_changes") if "counter_movers" not in result else []
+    return lines + _counter_lines(dict(result, totals=result.get("counter_totals")), old, [])
 
 
 def _counter_lines(result: dict, changes, opposite) -> list[str]:
+    """--no-confirm's answer (the commits that moved the counters, each way); GOOD -> BAD's counters."""
     lines = []
-    if changes:
-        lines.append(
-            f"commits that moved the counters ({len(changes)}), by "
-            f"{next(iter(result.get('counter_totals') or result.get('totals') or {'counters': 0}))}:"
-        )
-        lines += [f"  {entry_text(e)}" for e in changes]
-    if opposite:
-        lines.append("moved the counters the other way:")
-        lines += [f"  {entry_text(e)}" for e in opposite]
+    by = next(iter(result.get("totals") or {"counters": 0}))
+    for title, entries in (
+        (f"commits that moved the counters, by {by}", changes),
+        ("moved the counters the other way", opposite),
+    ):
+        if entries:
+            lines.append(f"{title} ({len(entries)}):")
+            lines += [f"  {entry_text(e)}" for e in entries]
     if result.get("moved_counters"):
         diff = counters_diff(result.get("counters_good"), result.get("counters_bad"))
         lines.append(f"counters GOOD -> BAD: {diff}")
@@ -174,15 +245,12 @@ def _confirmed(meta: dict, path, fmt: str, console=None):
 
 def _json(meta: dict, probes: list, path, console=None) -> str:
     result = meta.get("result") or {}
-    out = {
-        "answer": result.get("answer"),
-        "explained": result.get("explained"),
-        "culprits": result.get("culprits") or [],  # biggest share first
-        "opposite_movers": result.get("opposite_movers") or [],
-        "unresolved": result.get("unresolved") or [],
-        "meta": meta,
-        "probes": [p.to_dict() for p in probes],
-    }
+    keys = ("answer", "outcome", "exit_code", "explained", "endpoint", "settle", "budget_spent")
+    out = {key: result.get(key) for key in keys}
+    # every section the text shows, the same keys; counter_changes: every counter change point found
+    for key in [k for k, *_ in SECTIONS] + ["counter_changes", "unresolved", "counter_unresolved", "rest"]:
+        out[key] = result.get(key) or ([] if key != "rest" else None)
+    out.update(meta=meta, probes=[p.to_dict() for p in probes])
     confirm = _confirmed(meta, path, "json")
     if confirm is not None:
         out["confirm"] = json.loads(confirm)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from teperf import __version__
 from teperf.bisect.attribute import attribute, ordered
-from teperf.bisect.conclude import conclude, time_shares
+from teperf.bisect.conclude import conclude, counter_movers, settle, time_shares
 from teperf.bisect.counters import CounterSearch, moved
 from teperf.bisect.plan import Range, commit_meta, find_cell, make_plan, plan_lines, resolve_range
 from teperf.bisect.progress import Progress
@@ -51,6 +51,8 @@ class Bisector(CounterSearch, TimeSearch):
         self.n_compares = 0
         self.counters: dict[int, dict] = {}  # index -> counters
         self.count_seconds: list[float] = []  # each counter probe's, side making included
+        self.measured: dict[tuple[int, int], dict] = {}  # (lo, hi) -> its last compare's row
+        self.budget_spent = False  # a compare was not started: --budget would have run out
 
     def _record(self, index: int, what: str, result: str, seconds: float, **fields) -> None:
         commit = self.rng.at(index)
@@ -93,28 +95,23 @@ class Bisector(CounterSearch, TimeSearch):
             return self._finish(result, mode="counters", status="no change", totals={})
         result["mode"] = "time"
         self.log("GOOD..BAD in time, then both halves of every part that moved")
-        endpoint, state = self.timed(0, n, whole_state)  # (row, moved | quiet | undecided) or (None, why not)
-        if endpoint is None:
-            if state == "budget":
-                return self._finish(result, status="inconclusive")
+        endpoint, state = self.timed(0, n, whole_state)  # (row, moved | quiet | undecided | budget)
+        if endpoint is None and state != "budget":
             raise TeperfError(
                 f"GOOD..BAD could not be compared ({state})",
                 f"see the worker logs under {self.bundle.path}/compares",
             )
+        result["endpoint"] = endpoint
         if state != "moved":
-            return self._finish(
-                result, endpoint=endpoint, status="no change" if state == "quiet" else "inconclusive"
-            )
-        endpoint = result["endpoint"] = self.refine_endpoint(endpoint)
+            if state != "quiet" and endpoint is not None:
+                result["settle"] = settle(endpoint, self.config.stats.min_effect_pct, self.compare_s)
+            return self._finish(result, status="no change" if state == "quiet" else "inconclusive")
+        endpoint = result["endpoint"] = self.measured[(0, n)] = self.refine_endpoint(endpoint)
         parts = self.time_search(endpoint)
         result.update(time_shares(parts, endpoint, self._commit, self.counters_beside))
         result["status"] = (
             "found" if not result["unresolved"] else ("partial" if result["culprits"] else "undecided")
         )
-        result["parts"] = [
-            dict(good_index=p.lo, bad_index=p.hi, status=p.status, delta_us=(p.row or {}).get("delta_us"))
-            for p in parts
-        ]
         return self._finish(result)
 
     def _finish(self, result: dict, **fields) -> dict:
@@ -126,6 +123,12 @@ class Bisector(CounterSearch, TimeSearch):
             round(statistics.median(self.count_seconds), 2) if self.count_seconds else None
         )
         result["timing_s"] = round(self.timing_s, 1)
+        result["budget_spent"] = self.budget_spent
+        result["compared"] = [
+            dict(row, good_index=lo, bad_index=hi) for (lo, hi), row in self.measured.items()
+        ]
+        if result.get("counter_changes") and result.get("mode") == "time":
+            result.update(counter_movers(result, self.measured))
         if result.get("culprits"):
             top = result["culprits"][0]
             result["culprit"], result["parent"] = self._commit(top["index"]), top["parent"]

@@ -18,21 +18,19 @@ MAX_DOUBLINGS = 2  # an undecided part is measured again with 2x, then 4x the pa
 MIN_TRIAL_S = 0.1  # the parts' trials last at least this long (GOOD..BAD's step time sets their steps)
 ROW_KEEP = tuple(
     """status verdict verdict_cause base_us head_us delta_us delta_pct ci_low_pct ci_high_pct ci_low_us
-    ci_high_us""".split()
+    ci_high_us n_pairs""".split()
 )
 
 
 def part_state(row: dict, step_us: float) -> str:
-    """moved (the interval excludes zero, the delta is ``step_us`` or more) | quiet (no step that large in
-    the interval, or a smaller real one) | undecided."""
+    """moved (the interval excludes zero, the delta is ``step_us`` or more) | small (it excludes zero, the
+    delta is smaller: not searched, but reported) | quiet (no step that large in the interval) | undecided."""
     delta, low, high = row.get("delta_us"), row.get("ci_low_us"), row.get("ci_high_us")
     if delta is None or low is None or high is None:
         return "undecided"
-    if (low > 0 or high < 0) and abs(delta) >= step_us:
-        return "moved"
-    if max(abs(low), abs(high)) < step_us or low > 0 or high < 0:
-        return "quiet"
-    return "undecided"
+    if low > 0 or high < 0:
+        return "moved" if abs(delta) >= step_us else "small"
+    return "quiet" if max(abs(low), abs(high)) < step_us else "undecided"
 
 
 def whole_state(row: dict) -> str:
@@ -105,12 +103,14 @@ class TimeSearch:
 
     def timed(self, base: int, head: int, decide: Callable[[dict], str]):
         """Compare base..head and ``decide`` from its row, again with twice the pairs while "undecided"
-        (MAX_DOUBLINGS) and --budget allows -> (the last row, the decision), (None, "skip" | "budget")."""
-        processes = self.config.schedule.processes
+        (MAX_DOUBLINGS) and --budget allows -> (the last row, the decision), (None, "skip"), (the last row
+        or None, "budget"). Every row is kept in ``measured`` by (base, head)."""
+        processes, kept = self.config.schedule.processes, None
         for _ in range(MAX_DOUBLINGS + 1):
             # what is left of --budget, by the pace so far
             if self.timing_s + processes * max(self.compare_s, default=0.0) > self.budget_s:
-                return None, "budget"
+                self.budget_spent = True
+                return kept, "budget"
             row, path, seconds = self._compare_once(base, head, processes)
             if row is None:
                 self._record(head, "timing", "skip", seconds, detail=path, base_index=base)
@@ -132,7 +132,9 @@ class TimeSearch:
                 iters=self.trial_iters,
                 **{k: row.get(k) for k in ("delta_pct", "ci_low_pct", "ci_high_pct", "verdict")},
             )
-            kept = dict({k: row.get(k) for k in ROW_KEEP}, bundle=rel)
+            kept = dict({k: row.get(k) for k in ROW_KEEP}, bundle=rel, state=decided)
+            kept["n_pairs"] = kept["n_pairs"] or processes
+            self.measured[(base, head)] = kept
             if decided != "undecided":
                 return kept, decided
             processes *= 2

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from teperf.bisect.conclude import EXIT_HELP
 from teperf.bisect.report import RENDERERS, load, render_bisect
 from teperf.commands._common import (
     BUILD_OPTIONS,
@@ -21,7 +22,7 @@ from teperf.options import MeasureOptions, SideOptions
 DEFAULT_BUDGET_S = 1800.0
 
 
-@click.command("bisect")
+@click.command("bisect", epilog=EXIT_HELP)
 @click.argument("spec", metavar="GOOD..BAD")
 @click.option(
     "--cell",
@@ -59,14 +60,13 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
     single commits (about 2 x log2(n) compares per step), so that a commit
     that moves time without moving a counter is found too. Culprits are ranked
     by their share of GOOD..BAD's measured delta, each with its own compare
-    against its parent and the counters that moved at it beside it.
+    against its parent and the counters that moved at it beside it; every
+    other counter change point follows with what time could tell of it (a
+    share interval, or "too small to tell at this schedule: under X %").
     --budget (default 30m) bounds the compares; an undecided part is measured
     again with 2x, then 4x the pairs while it lasts; when it is spent the
-    search ends with what it knows.
-
-    \b
-    Exit 0: the commits named carry the change (or there is none);
-    exit 1: unexplained (no step confirmed by its own compare), one line on stderr.
+    search ends with what it knows. An answer that is not "explained" is
+    also one line on stderr.
     """
     from teperf.bisect.runner import bisect
     from teperf.bisect.sides import GitSideFactory
@@ -101,6 +101,7 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
     if path is not None:
         show(path)
         result = load(path)[0].get("result") or {}
-        if result.get("explained") is False:  # the commits named do not carry the change: say so, exit 1
+        code = result.get("exit_code", 0)
+        if code:  # not explained: the answer on stderr too, and its exit status (EXIT_HELP)
             click.echo(f"teperf bisect: {result.get('answer')}", err=True)
-            sys.exit(1)
+            sys.exit(code)
