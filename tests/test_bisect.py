@@ -412,6 +412,7 @@ def test_a_bisect_on_a_busy_machine_names_the_38_pct_commit_with_its_share(tmp_p
     assert result["culprits"][0]["verdict"] == "slower"
     assert result["culprits"][0]["share"] == pytest.approx(1.0, abs=0.05)
     assert result["explained"] is True
+    assert all("(load: 100% contended, +-" in p["detail"] for p in probes if p["what"] == "timing")
 
 
 def test_a_step_the_other_way_is_an_opposite_mover(tmp_path, monkeypatch):
