@@ -265,7 +265,8 @@ def calibrate(
 ) -> Tally:
     """Runs the interleaved compares (``extra``: more compare arguments) and tallies their verdicts. Each
     planted compare's truth is measured in one process right after it, on the same core, under the same
-    condition (the hog still running): a hog moves the truth itself (shared caches, the host's cores)."""
+    condition (the hog still running): a hog moves the truth itself (shared caches, the host's cores);
+    busy's truth with the load stopped, as a hog on the truth's own core times the hog, not the code."""
     cores = available_cores()
     core = cores[-1]
     hog_core = next((c for c in cores if c != core), core)
@@ -291,9 +292,12 @@ def calibrate(
                     beside = start_load(condition, core, hog_core, tmp)
                     try:
                         data = compare(kind, heads[level], out, ["--core", str(core), *extra])
-                        truth_of = truth(heads[level], core) if level and data is not None else None
+                        busy = condition == "busy"  # a hog on its core would move the truth's own clock
+                        truth_of = truth(heads[level], core) if level and data and not busy else None
                     finally:
                         stop_load(beside)
+                    if level and data and truth_of is None:
+                        truth_of = truth(heads[level], core)  # with the load stopped: the code's own cost
                     if data is None:
                         continue
                     if sizes is None and level == 0:
