@@ -3,7 +3,8 @@
 Runs many real `teperf compare --config demo` (examples/planted/base against itself: A/A; against a copy whose
 MLP busy-waits a planted amount per step and once more in its first call: planted at 1x, 2x, 4x the min
 effect), per verdict kind (KINDS: one lane, two lanes, fork-server generations, runs stopped by --precision)
-and condition (quiet; a CPU hog pinned to a core other than the measuring one), interleaved run by run.
+and condition (quiet; a CPU hog pinned to a core other than the measuring one; busy: a hog on every core, the
+measuring one too, and a second teperf compare running beside it), interleaved run by run.
 Linear and LayerNormLinear run the same code on both sides in every run: A/A cells even in planted runs.
 
 Per condition, kind and cost (per step; one-time first call) it prints:
@@ -14,7 +15,7 @@ Figures, not asserts (tests/test_calibration.py runs a small version with fixed 
 is left out: it needs torch.compile workers (tens of seconds each on the CPU).
 
     .venv/bin/python benchmarks/calibration.py [--runs 2] [--kinds step,lanes,forkserver,precision]
-        [--levels 0,1,2,4] [--conditions quiet,hog] [--markdown FILE] [-- more compare arguments]
+        [--levels 0,1,2,4] [--conditions quiet,hog,busy] [--markdown FILE] [-- more compare arguments]
 """
 
 from __future__ import annotations
@@ -97,6 +98,32 @@ def make_side(root: Path, step_us: float, first_us: float) -> Path:
     text = text.replace(FORWARD, FORWARD + FIRST_CALL, 1)
     init.write_text(f"FIRST_CALL_EXTRA_US = {first_us:.3f}\n" + text)
     return root
+
+
+BESIDE = "import subprocess as s, sys\nwhile 1:\n    s.run([sys.executable, '-m', 'teperf'] + sys.argv[1:])"
+
+
+def start_load(condition: str, core: int, hog_core: int, tmp: Path) -> list[subprocess.Popen]:
+    """The processes a condition runs beside the compare: none (quiet), a hog on ``hog_core`` (hog), or a
+    hog on every core and a second demo compare, A/A, again and again on ``hog_core`` (busy)."""
+    if condition == "quiet":
+        return []
+    hogs = [hog_core] if condition == "hog" else sorted({core, *available_cores()})
+    procs = [subprocess.Popen([sys.executable, "-c", HOG, str(c)]) for c in hogs]
+    if condition == "busy":  # its own session, so that stop_load ends its workers too
+        again = ["compare", "--config", "demo", "--no-counters", "--base-path", str(BASE), "--head-path",
+                 str(BASE), *SCHEDULE, "--core", str(hog_core), "--results-dir", str(tmp)]  # fmt: skip
+        procs.append(
+            subprocess.Popen([sys.executable, "-c", BESIDE, *again], cwd=ROOT, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        )  # fmt: skip
+    return procs
+
+
+def stop_load(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        os.killpg(proc.pid, 9) if proc.args[2] == BESIDE else proc.kill()
+        proc.wait()
 
 
 def truth(head: Path, core: int | None) -> dict:
@@ -238,7 +265,8 @@ def calibrate(
 ) -> Tally:
     """Runs the interleaved compares (``extra``: more compare arguments) and tallies their verdicts. Each
     planted compare's truth is measured in one process right after it, on the same core, under the same
-    condition (the hog still running): a hog moves the truth itself (shared caches, the host's cores)."""
+    condition (the hog still running): a hog moves the truth itself (shared caches, the host's cores);
+    busy's truth with the load stopped, as a hog on the truth's own core times the hog, not the code."""
     cores = available_cores()
     core = cores[-1]
     hog_core = next((c for c in cores if c != core), core)
@@ -261,18 +289,15 @@ def calibrate(
                         once_ms = plant[1] / 1000
                         log(f"planted {level_name(level)}: {plant[0]:.2f} us per step, {once_ms:.3f} ms once")
                     out = tmp / f"r{run}-{condition}-{kind}-{level}"
-                    hog = (
-                        subprocess.Popen([sys.executable, "-c", HOG, str(hog_core)])
-                        if condition == "hog"
-                        else None
-                    )
+                    beside = start_load(condition, core, hog_core, tmp)
                     try:
                         data = compare(kind, heads[level], out, ["--core", str(core), *extra])
-                        truth_of = truth(heads[level], core) if level and data is not None else None
+                        busy = condition == "busy"  # a hog on its core would move the truth's own clock
+                        truth_of = truth(heads[level], core) if level and data and not busy else None
                     finally:
-                        if hog is not None:
-                            hog.kill()
-                            hog.wait()
+                        stop_load(beside)
+                    if level and data and truth_of is None:
+                        truth_of = truth(heads[level], core)  # with the load stopped: the code's own cost
                     if data is None:
                         continue
                     if sizes is None and level == 0:
@@ -310,7 +335,7 @@ def main() -> None:
         default="0,1,2,4,40us",
         help="planted sizes in min effects, or per step in us ('40us'); 0: A/A",
     )
-    ap.add_argument("--conditions", default="quiet,hog")
+    ap.add_argument("--conditions", default="quiet,hog", help="quiet, hog, busy")
     ap.add_argument("--markdown", help="also write the table to this file")
     ap.add_argument("extra", nargs="*", help="more teperf compare arguments (after --)")
     args = ap.parse_args()

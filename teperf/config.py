@@ -219,8 +219,8 @@ class Stats:
         20.0,
         _percent(100),
         "A cell with more than this many % of its trial couples sharing the measuring core (even after "
-        "re-measuring) is 'inconclusive (load)'; 100 accepts any load: every couple counts "
-        "(docs/measuring.md, 'A loaded machine').",
+        "re-measuring) counts them and widens its interval by the bias load could add: 'inconclusive "
+        "(load)' when the change is within it; 100 accepts any load: every couple counts, no widening.",
         flag="--max-contended",
         type=float,
         metavar="PCT",

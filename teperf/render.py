@@ -15,7 +15,7 @@ from teperf.safe_text import for_markdown, for_terminal
 from teperf.schema import ROW_FIELDS
 from teperf.stats import TableLevels, level_text
 from teperf.summary import Summary
-from teperf.verdicts import LOAD, STYLE, verdict_text
+from teperf.verdicts import STYLE, verdict_text
 
 STATUS_TEXT = {"skipped": "skipped", "failed": "FAILED", "partial": "partial", "missing": "not measured"}
 
@@ -137,11 +137,15 @@ def _compare_footer(rows: list[dict], stats, levels: TableLevels | None) -> list
         f"no change = the whole interval inside +-{effect:g}%; inconclusive = neither, with the change it "
         "could not rule out"
     )
-    if any(r.get("verdict_cause") == LOAD for r in rows):
-        limit = stats.max_contended_pct
+    bounds = [r for r in rows if r.get("load_bound_pct") is not None]
+    if bounds:
+        limit, most = stats.max_contended_pct, max(bounds, key=lambda r: r["load_bound_pct"])
         footer.append(
-            f"inconclusive (load) = more than {limit:g}% of the cell's trial couples shared the measuring "
-            "core in every attempt: its figures include them and no verdict stands"
+            f"load: {len(bounds)} cell(s) had more than {limit:g}% of their trial couples share the measuring"
+            f" core in every attempt (up to {max(r['contended_pct'] for r in bounds):.0f}%); their figures "
+            f"count them and their intervals are widened by the bias load could add (up to "
+            f"+-{most['load_bound_pct']:.1f}%, from {most.get('load_bound_source') or 'the couples'}); "
+            "inconclusive (load) = the change is within that"
         )
     return footer
 

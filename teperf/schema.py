@@ -37,7 +37,7 @@ ROW_FIELDS = (
     "verdict",  # faster | slower | no change | inconclusive | None (teperf/verdicts.py)
     "bound_pct",  # inconclusive: the change its interval could not rule out
     "p_value",  # the cell's own two-sided p of "no change"; the table's rule (stats.table_levels) reads it
-    "verdict_cause",  # "load": inconclusive because too many couples shared their core (contended_pct)
+    "verdict_cause",  # "load": inconclusive, the change within what load could make (load_bound_pct)
     "ci_basis",  # the interval's unit: pairs | trials (one pair) | generations | one generation
     "n_pairs",  # process pairs the figures rest on
     "pairs_planned",  # process pairs the schedule asked for (more than n_pairs: lost or interrupted)
@@ -47,6 +47,7 @@ ROW_FIELDS = (
     "pair_sd_pct",  # standard deviation of per-pair log ratios (with forkserver: of generation means), in %
     "mde_pct",  # smallest change this run could detect (80 % power)
     "contended_pct",  # % of trial couples left out: they shared their core in every attempt (CPU only)
+    "load_bound_pct",  # over --max-contended: the bias load could add, which widens the interval both ways
     "remeasured",  # trial couples measured again after an attempt that shared its core
     *("base_thread_us", "head_thread_us", "base_wall_us", "head_wall_us"),
     "host_bound",  # False when the GPU was behind (CUDA only), None on CPU

@@ -13,6 +13,7 @@ import numpy as np
 from teperf.config import Stats
 from teperf.verdicts import (
     INCONCLUSIVE,
+    LOAD,
     NO_CHANGE,
     TOO_FEW_GENERATIONS,
     TOO_FEW_PAIRS,
@@ -71,9 +72,11 @@ def compare_cell(
     cfg: Stats,
     couples: Mapping[int, Sequence[tuple[float, float]]] | None = None,
     groups: Mapping[int, int] | None = None,
+    load_bias: float | None = None,
 ) -> dict:
     """base/head: pair -> per-step times (us) of its trials; couples: pair -> adjacent (base, head) trial
-    times; groups: pair -> its fork-server generation (None: every pair is its own unit)."""
+    times; groups: pair -> its fork-server generation (None: every pair is its own unit); load_bias: the
+    bias load could add (load_bound, log scale; None: no load rule), which widens the interval both ways."""
     couples = couples or {}
     pairs = sorted(set(base) & set(head))
     out = {
@@ -100,6 +103,7 @@ def compare_cell(
         if len(units) == 1:
             basis, units = "one generation", logs
     mean, half, sd, mde = t_interval(units, cfg.alpha)
+    bias = load_bias or 0.0
     width_from = units
     out["base_us"] = float(math.exp(np.mean([math.log(np.median(base[p])) for p in pairs])))
     out["head_us"] = out["base_us"] * math.exp(mean)
@@ -111,6 +115,7 @@ def compare_cell(
             _, half, _, mde = t_interval(width_from, cfg.alpha)
     to_pct = lambda r: (math.exp(r) - 1) * 100  # noqa: E731
     delta_pct = to_pct(mean)
+    half += bias
     low_pct, high_pct = (to_pct(mean - half), to_pct(mean + half)) if math.isfinite(half) else (None, None)
     b = out["base_us"]
     out.update(
@@ -123,12 +128,48 @@ def compare_cell(
         ci_basis=basis,
         pair_sd_pct=sd * 100 if basis in INDEPENDENT_BASES else None,
         mde_pct=None if not math.isfinite(mde) else to_pct(mde),
-        p_value=t_p_value(mean, width_from) if math.isfinite(half) else None,
+        # the p of the widened interval: below alpha exactly when it excludes 0
+        p_value=t_p_value(math.copysign(max(abs(mean) - bias, 0.0), mean), width_from)
+        if math.isfinite(half)
+        else None,
         min_p=0.0,
     )
     out["verdict"] = verdict(delta_pct, low_pct, high_pct, cfg)
+    if load_bias is not None:
+        out["load_bound_pct"] = to_pct(bias)
+        narrow = (to_pct(mean - half + bias), to_pct(mean + half - bias))
+        if math.isfinite(half) and verdict(delta_pct, *narrow, cfg) != out["verdict"]:
+            out["verdict_cause"] = LOAD  # the change is within what load could make
     out["bound_pct"] = inconclusive_bound(low_pct, high_pct, cfg) if out["verdict"] == INCONCLUSIVE else None
     return out
+
+
+def load_bound(couples: Mapping[int, Sequence[tuple[float, float, bool]]]) -> tuple[float, str]:
+    """The bias load could add to a cell's estimate (log scale), and what measured it. ``couples``: pair ->
+    (ln(head/base), lost-time asymmetry, contended) of each couple its figures rest on; the asymmetry is
+    ln(wall/CPU time) of the head trial minus the base's. Interleaving makes load hit both sides alike in
+    expectation (its noise is in the pairs' interval); what may be left is bias, bounded twice:
+    (a) time the head lost to other processes more than the base, taken whole (CPU time loses a small
+    part of it, if any), summarised like the estimate: mean over pairs of the median over couples;
+    (b) how far the contended couples move the estimate from the clean couples' of their pair (a pair
+    with no clean couple: by the mean difference of contended and clean elsewhere). The larger counts."""
+    asym = [float(np.median([x for _, x, _ in c])) for c in couples.values() if c]
+    bound, source = (abs(float(np.mean(asym))), "the head's lost time over the base's") if asym else (0.0, "")
+    shifts, gaps, unmeasured = [], [], 0
+    for c in couples.values():
+        clean, shared = [r for r, _, s in c if not s], [r for r, _, s in c if s]
+        if clean and shared:
+            shifts.append(float(np.median([r for r, _, _ in c]) - np.median(clean)))
+            gaps.append(float(np.median(shared) - np.median(clean)))
+        elif shared:
+            unmeasured += 1  # nothing clean to hold it against in this pair
+        else:
+            shifts.append(0.0)
+    if gaps:
+        shift = abs(float(np.mean(shifts + [float(np.mean(gaps))] * unmeasured)))
+        if shift > bound:
+            bound, source = shift, "contended against clean couples"
+    return bound, source
 
 
 def unit_logs(pairs: Sequence[int], logs: np.ndarray, groups: Mapping[int, int] | None) -> np.ndarray:

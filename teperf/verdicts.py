@@ -11,7 +11,7 @@ SLOWER, FASTER, NO_CHANGE, INCONCLUSIVE = "slower", "faster", "no change", "inco
 NAMES = (SLOWER, FASTER, NO_CHANGE, INCONCLUSIVE)
 TOO_FEW_PAIRS = "too few pairs"  # a one-time cost's verdict below stats.onetime_pairs_needed
 TOO_FEW_GENERATIONS = "too few generations"  # the same where fork-server generations are the unit
-LOAD = "load"  # the verdict_cause of a cell made inconclusive by the load rule
+LOAD = "load"  # the verdict_cause of a cell whose change is within what load could make (stats.load_bound)
 
 # How each verdict is shown: the report's rich table, `teperf history`'s terminal, the dashboard.
 STYLE = {SLOWER: "bold red", FASTER: "bold green", NO_CHANGE: "dim", INCONCLUSIVE: "yellow"}
@@ -43,21 +43,23 @@ def inconclusive_bound(low_pct: float | None, high_pct: float | None, cfg) -> fl
 
 
 def loaded(contended: int, couples: int, limit_pct: float) -> bool:
-    """The load rule: more than ``limit_pct`` % of a cell's couples shared the core in every attempt."""
+    """The load rule: more than ``limit_pct`` % of a cell's couples shared the core in every attempt.
+    Then they count, and the interval is widened by the bias load could add (stats.load_bound): a verdict
+    stands when it clears that, else the cell is inconclusive with verdict_cause LOAD."""
     return bool(couples) and 100.0 * contended / couples > limit_pct
 
 
-def apply_load(figures: dict, limit_pct: float) -> None:
-    """A cell's figures under the load rule: too many couples shared the core, so no verdict stands."""
-    if figures.get("verdict") is not None and figures["contended_pct"] > limit_pct:
-        figures.update(verdict=INCONCLUSIVE, bound_pct=None, verdict_cause=LOAD)
+def load_text(f: dict) -> str:
+    """'load: 83% contended, bias up to 2.1%': what load did to a cell the load rule withheld."""
+    bound = f", bias up to {f['load_bound_pct']:.1f}%" if f.get("load_bound_pct") is not None else ""
+    return f"load: {f.get('contended_pct') or 0:.0f}% contended{bound}"
 
 
 def verdict_text(row: dict) -> str:
     """The verdict as the table shows it: an inconclusive one with the change it could not rule out."""
     v = row.get("verdict") or "-"
     if v == INCONCLUSIVE and row.get("verdict_cause") == LOAD:
-        v += f" (load: {row.get('contended_pct') or 0:.0f}% contended)"
+        v += f" ({load_text(row)})"
     elif v == INCONCLUSIVE and row.get("bound_pct") is not None:
         v += f" (up to {row['bound_pct']:+.1f}%)"
     return v
@@ -108,9 +110,9 @@ def failing_cells(rows: Sequence[dict], verdicts: set[str]) -> list[str]:
                 continue
             delta = f" {f['delta_pct']:+.1f}%" if f.get("delta_pct") is not None else ""
             bound = ""
-            if f.get("verdict") == INCONCLUSIVE and f.get("bound_pct") is not None:
+            if f.get("verdict_cause") == LOAD:
+                bound = f" ({load_text(f)})"
+            elif f.get("verdict") == INCONCLUSIVE and f.get("bound_pct") is not None:
                 bound = f" (up to {f['bound_pct']:+.1f}%)"
-            elif f.get("verdict_cause") == LOAD:
-                bound = f" (load: {f.get('contended_pct') or 0:.0f}% of couples shared their core)"
             out.append(f"{cell}{what} {f['verdict']}{delta}{bound}")
     return out

@@ -198,11 +198,13 @@ def _run_fake(
     confirm=True,
     verdict_of=None,
     iters=100_000,
+    row_of=None,
 ):
     """A Bisector over n fake commits: time_of(i) is commit i's step in us (None: it does not build),
         counters_of(i) its counters (default: the same everywhere), half(base, head, processes) the half-width
         of a compare's interval in us. A compare takes 5 s per pair of processes, on a fake clock. Trials of
-    ``iters`` steps are already longer than MIN_TRIAL_S (no second GOOD..BAD) unless it is lowered."""
+    ``iters`` steps are already longer than MIN_TRIAL_S (no second GOOD..BAD) unless it is lowered.
+    row_of(t_base, t_head): the compare's summary row instead of one made from ``half``."""
     from teperf.bisect.runner import Bisector, Range
     from teperf.bisect.sides import ProbeSkipped
     from teperf.bundle import Bundle
@@ -263,6 +265,8 @@ def _run_fake(
                 "ci_low_us": low,
                 "ci_high_us": high,
             }
+            if row_of is not None:
+                row = row_of(t_base, t_head)
             return row, self.bundle.path / "compares" / f"c{base}-{head}"
 
     bundle = Bundle.create(tmp_path / "results", "bisect", {"kind": "bisect", "commits": [], "plan": {}})
@@ -387,6 +391,30 @@ def test_a_step_still_under_load_stays_a_step_without_a_share(tmp_path, monkeypa
     )
     assert len([1 for lo, hi, _ in _timed(probes) if (lo, hi) == (5, 6)]) == 3  # 1x, 2x, 4x the pairs
     assert not result["culprits"] and [e["short_sha"] for e in result["unconfirmed"]] == ["0000006"]
+
+
+def test_a_bisect_on_a_busy_machine_names_the_38_pct_commit_with_its_share(tmp_path, monkeypatch):
+    """Issue 43: every compare's couples all shared their core (a hog on it, both sides alike); each row is
+    the summary's of a seeded bundle, so the load rule is the one compare and nightly apply."""
+    from test_load import _busy
+
+    from teperf.summary import summarize
+
+    made = iter(range(1000))
+
+    def row_of(t_base, t_head):
+        path = _busy(tmp_path / f"c{next(made)}", change=t_head / t_base, level=t_base, pairs=12).path
+        row = summarize(path).rows[0]
+        assert row["contended_pct"] == 100 and row["load_bound_pct"] is not None
+        return row
+
+    result, probes = _run_fake(tmp_path, monkeypatch, _steps(170.0, {6: 234.6}), n=10, row_of=row_of)
+    assert [(lo, hi) for lo, hi, r in _timed(probes) if r == "moved"][-1] == (5, 6)
+    assert [e["short_sha"] for e in result["culprits"]] == ["0000006"] and not result["unconfirmed"]
+    assert result["culprits"][0]["verdict"] == "slower"
+    assert result["culprits"][0]["share"] == pytest.approx(1.0, abs=0.05)
+    assert result["explained"] is True
+    assert all("(load: 100% contended, +-" in p["detail"] for p in probes if p["what"] == "timing")
 
 
 def test_a_step_the_other_way_is_an_opposite_mover(tmp_path, monkeypatch):

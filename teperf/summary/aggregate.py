@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import defaultdict
 from operator import itemgetter
 from typing import Optional
@@ -17,12 +18,13 @@ from teperf.stats import (
     break_even_steps,
     choose_attempts,
     compare_cell,
+    load_bound,
     onetime_cell,
     single_cell,
     table_levels,
 )
 from teperf.summary.parse import CellRecords, ParsedBundle
-from teperf.verdicts import LOAD, apply_load
+from teperf.verdicts import loaded
 
 NOT_HOST_BOUND_SYNC_FRACTION = 0.02  # the final synchronize waited > 2 % of the loop: GPU was behind
 EXTRA_CLOCKS = ("thread_cpu_ns", "wall_ns", "sync_ns")
@@ -62,9 +64,7 @@ def aggregate(
 
 def verdict_cells(rows: list[dict]) -> list[tuple[float, float]]:
     """(p, smallest reachable p) of every per-step and one-time cell that could be called slower or faster."""
-    cells = [
-        (r["p_value"], 0.0) for r in rows if r.get("p_value") is not None and r.get("verdict_cause") != LOAD
-    ]
+    cells = [(r["p_value"], 0.0) for r in rows if r.get("p_value") is not None]
     for cost in ONETIME_COSTS:
         cells += [
             (1.0 if r[f"{cost}_p_value"] is None else r[f"{cost}_p_value"], r[f"{cost}_min_p"])
@@ -133,6 +133,11 @@ def clean_trials(parsed: ParsedBundle, cell: CellRecords, field: str, limit_pct:
     return used, counts
 
 
+def lost_time(t) -> float:
+    """ln(wall / CPU time) of a trial: the share of its wall time other processes took (0 on an idle core)."""
+    return math.log(t.wall_ns / t.process_cpu_ns) if t.wall_ns and t.process_cpu_ns else 0.0
+
+
 def step_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
     """Per-step figures: the headline clock's estimate and interval, the other clocks' medians, GPU-bound,
     and how many couples shared their core."""
@@ -141,10 +146,12 @@ def step_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
     times = defaultdict(lambda: defaultdict(list))  # side -> pair -> [us]
     clocks = defaultdict(lambda: defaultdict(list))  # side -> clock -> [us]
     couples = {}  # (pair, round, trial) -> {side: us}
+    lost = {}  # (pair, round, trial) -> {side: (lost_time, contended)}
     used, counts = clean_trials(parsed, cell, field, stats.max_contended_pct)
     for t, v, key in used:
         times[t.side][t.pair].append(v)
         couples.setdefault(key, {})[t.side] = v
+        lost.setdefault(key, {})[t.side] = (lost_time(t), t.contended(parsed.device))
         for clock in EXTRA_CLOCKS:
             value = t.per_step_us(clock)
             if value is not None:
@@ -152,15 +159,23 @@ def step_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
     if head is None:
         out = dict(single_cell(times[base]))
     else:
-        by_pair = defaultdict(list)
-        for (pair, _round, _trial), c in couples.items():
+        by_pair, evidence = defaultdict(list), defaultdict(list)
+        for key, c in couples.items():
             if base in c and head in c:
-                by_pair[pair].append((c[base], c[head]))
-        out = dict(compare_cell(times[base], times[head], stats, by_pair, parsed.pair_generations))
+                by_pair[key[0]].append((c[base], c[head]))
+                (lost_b, shared_b), (lost_h, shared_h) = lost[key][base], lost[key][head]
+                evidence[key[0]].append((math.log(c[head] / c[base]), lost_h - lost_b, shared_b or shared_h))
+        bias, source = None, ""
+        limit = stats.max_contended_pct
+        if parsed.device == "cpu" and limit < 100.0 and loaded(counts["contended"], counts["couples"], limit):
+            bias, source = load_bound(evidence)  # 100 accepts any load: no rule
+        out = dict(
+            compare_cell(times[base], times[head], stats, by_pair, parsed.pair_generations, bias),
+            load_bound_source=source or None,
+        )
     if counts["couples"] and parsed.device == "cpu":  # elsewhere no trial tells (TrialRecord.contended)
         out["contended_pct"] = 100.0 * counts["contended"] / counts["couples"]
         out["remeasured"] = counts["remeasured"]
-        apply_load(out, stats.max_contended_pct)
     for label, prefix in ((base, "base"), (head, "head")):
         for clock, name in (("thread_cpu_ns", "thread_us"), ("wall_ns", "wall_us")):
             if label is not None and clocks[label].get(clock):

@@ -162,7 +162,8 @@ def load_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str:
         loaded = sum(r.get("verdict_cause") == LOAD for r in rows)
         text += (
             f"; {_plural(len(counted), 'cell')} had more than {limit:g}% of their couples share it in every "
-            f"attempt (up to {max(counted):.0f}%): their figures count them"
+            f"attempt (up to {max(counted):.0f}%): their figures count them, their intervals widened by the "
+            "bias load could add"
             + (f", and {loaded} {'is' if loaded == 1 else 'are'} inconclusive (load)" if loaded else "")
         )
     return text + " - pick a quieter --core or machine"
