@@ -1,0 +1,49 @@
+"""A newcomer's fourth pass (what teperf says after something went wrong): one test per item.
+Fast: stored bundles, config and CLI parsing; no worker starts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from conftest import ROOT, run_in_process
+
+BUNDLES = ROOT / "tests" / "fixtures" / "bundles"
+
+
+def _one_error(code, out, err, *parts):
+    assert code == 2, (out, err)
+    assert err.count("\n") == 1 and err.startswith("teperf: error: ") and "Traceback" not in err, err
+    for part in parts:
+        assert part in err, err
+
+
+def _cut(tmp_path, name="v2-compare-compile-cpu", keep=60):
+    """A copy of a complete bundle whose records.jsonl was cut short after the run (meta says complete)."""
+    dst = tmp_path / "cut"
+    shutil.copytree(BUNDLES / name, dst)
+    lines = (dst / "records.jsonl").read_text().splitlines(keepends=True)
+    (dst / "records.jsonl").write_text("".join(lines[:keep]))
+    assert json.loads((dst / "meta.json").read_text())["status"] == "complete"
+    return dst
+
+
+# --- 2: a records.jsonl cut short is partial, in the report and for import ----------------------------
+
+
+def test_a_cut_short_records_file_makes_its_cells_partial_with_a_note(tmp_path, capsys):
+    from teperf.summary import summarize
+
+    summary = summarize(_cut(tmp_path))
+    assert {r["status"] for r in summary.rows} == {"partial"}
+    assert any(n.startswith("partial ") and "1 of 3 pairs" in n for n in summary.notes), summary.notes
+
+
+def test_import_keeps_a_cut_short_bundle_out_of_the_history_without_include_partial(tmp_path, capsys):
+    bundle = str(_cut(tmp_path))
+    hist = str(tmp_path / "h")
+    code, out, err = run_in_process(["import", bundle, "--history", hist, "--sha", "abc1234"], capsys)
+    assert code == 0 and "0 bundles added" in out and "cells partial" in err, (out, err)
+    argv = ["import", bundle, "--history", hist, "--sha", "abc1234", "--include-partial"]
+    code, out, err = run_in_process(argv, capsys)
+    assert code == 0 and "1 bundle added" in out, (out, err)
