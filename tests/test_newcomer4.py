@@ -47,3 +47,11 @@ def test_import_keeps_a_cut_short_bundle_out_of_the_history_without_include_part
     argv = ["import", bundle, "--history", hist, "--sha", "abc1234", "--include-partial"]
     code, out, err = run_in_process(argv, capsys)
     assert code == 0 and "1 bundle added" in out, (out, err)
+
+
+# --- 4: a path teperf cannot use (/proc, /sys) is one line, not a traceback ---------------------------
+
+
+def test_an_unusable_special_path_is_one_line(capsys):
+    argv = ["dashboard", "--history", str(ROOT / "tests" / "fixtures" / "history-v1"), "--out", "/proc/site"]
+    _one_error(*run_in_process(argv, capsys), "cannot use /proc/", "a directory of your own")
