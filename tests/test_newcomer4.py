@@ -55,3 +55,39 @@ def test_import_keeps_a_cut_short_bundle_out_of_the_history_without_include_part
 def test_an_unusable_special_path_is_one_line(capsys):
     argv = ["dashboard", "--history", str(ROOT / "tests" / "fixtures" / "history-v1"), "--out", "/proc/site"]
     _one_error(*run_in_process(argv, capsys), "cannot use /proc/", "a directory of your own")
+
+
+# --- 1: a failed cell is no "tree changed" warning; its error is said ----------------------------------
+
+
+def _imported(files: int, digest: str) -> dict:
+    pkg = {"imported": True, "version": None, "path": "/x/demo_blocks", "files": files, "hash": digest}
+    torch = {"imported": True, "version": "2.13.0", "path": "/t", "files": None, "hash": None}
+    return {"python": "3.11.7", "torch": torch, "packages": {"demo_blocks": pkg, "torch": torch}}
+
+
+def _failed_cell_bundle(tmp_path):
+    """v2-compare's workers with what they imported; pair 2's base failed its last set-up (a factory
+    raised), so it loaded one file of its package instead of two."""
+    dst = tmp_path / "failed"
+    shutil.copytree(BUNDLES / "v2-compare-compile-cpu", dst)
+    out = []
+    for line in (dst / "records.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec["kind"] == "worker":
+            broken = (rec["pair"], rec["side"]) == (2, "base")
+            digest = "aaaa" if broken else {"base": "bbbb", "head": "cccc"}[rec["side"]]
+            rec["hello"]["imported"] = _imported(1 if broken else 2, digest)
+        if rec["kind"] == "setup" and (rec["pair"], rec["side"], rec["case_id"]) == (2, "base", 0):
+            rec.update(status="error", info=None, error="ValueError: the factory raised")
+        out.append(json.dumps(rec))
+    (dst / "records.jsonl").write_text("\n".join(out) + "\n")
+    return dst
+
+
+def test_a_failed_set_up_is_not_read_as_a_tree_that_changed(tmp_path):
+    from teperf.summary import summarize
+
+    summary = summarize(_failed_cell_bundle(tmp_path))
+    assert summary.code_problems == []
+    assert any("the factory raised" in (r.get("error") or "") for r in summary.incomplete_rows)

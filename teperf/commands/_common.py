@@ -369,9 +369,9 @@ def measure_and_report(fn, measure: MeasureOptions, *sides):
         click.echo(
             for_terminal(f"teperf: {problem}; check what each side points at (bundle: {path})"), err=True
         )
-    if summary.code_problems:
-        sys.exit(EXIT_CELLS_FAILED)
     bad = summary.incomplete_rows
+    if summary.code_problems and not bad:
+        sys.exit(EXIT_CELLS_FAILED)
     if bad:
         first = summary.meta.get("error") or next((r.get("error") for r in bad if r.get("error")), "") or ""
         measured = [r for r in summary.rows if r.get("status") != "skipped"]
