@@ -193,7 +193,7 @@ class Stats:
     alpha: float = key(0.05, _alpha)  # 1 - confidence of the interval
     min_effect_pct: float = key(
         1.0,
-        _percent(),
+        _percent(100),  # above 100 % a typo (1e9) would read every change as 'no change'
         "Changes under this many % do not matter: 'no change' needs the whole interval inside +-this.",
         flag="--min-effect",
         type=float,
@@ -208,7 +208,7 @@ class Stats:
     )
     min_effect_once_pct: float = key(
         10.0,
-        _percent(),
+        _percent(100),  # above 100 % a typo (1e9) would read every change as 'no change'
         "The same for one-time costs (first call, recompile), at least: a cell's own spread between "
         "pairs raises it.",
         flag="--min-effect-once",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
 from conftest import ROOT, run_in_process
 
 BUNDLES = ROOT / "tests" / "fixtures" / "bundles"
@@ -91,3 +92,18 @@ def test_a_failed_set_up_is_not_read_as_a_tree_that_changed(tmp_path):
     summary = summarize(_failed_cell_bundle(tmp_path))
     assert summary.code_problems == []
     assert any("the factory raised" in (r.get("error") or "") for r in summary.incomplete_rows)
+
+
+# --- 11: a min effect past 100 % is refused (1e9 read every change as "no change") --------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--min-effect", "1e9"],
+        ["run", "--min-effect-once", "101"],
+        ["dashboard", "--history", "x", "--out", "y", "--min-effect", "1e9"],
+    ],
+)
+def test_a_min_effect_past_100_percent_is_refused(argv, capsys):
+    _one_error(*run_in_process(argv, capsys), "between 0 and 100")
