@@ -107,3 +107,28 @@ def test_a_failed_set_up_is_not_read_as_a_tree_that_changed(tmp_path):
 )
 def test_a_min_effect_past_100_percent_is_refused(argv, capsys):
     _one_error(*run_in_process(argv, capsys), "between 0 and 100")
+
+
+# --- 3: a shape no machine holds, a schedule of days ---------------------------------------------------
+
+
+def test_a_shape_of_too_many_elements_is_refused_even_when_the_factory_makes_its_inputs():
+    from teperf.errors import TeperfError
+    from teperf.memory import check_memory
+    from teperf.plan import Case
+
+    shape = (99999999999999999999, 2, 64)
+    case = Case(0, "factory", "Block", "fp32", shape, "float32", "eager", factory="m:make", inputs="m:inp")
+    with pytest.raises(TeperfError, match="needs at least"):
+        check_memory([case], "cpu", available=2**34)
+
+
+def test_a_schedule_of_many_hours_says_how_long_it_takes(capsys):
+    from teperf.config import build_config
+    from teperf.plan import check_duration
+
+    check_duration(build_config({}, {"processes": 100000}), 3, 2)
+    err = capsys.readouterr().err
+    assert "takes about" in err and "days" in err and "--budget" in err, err
+    check_duration(build_config({}, {"processes": 8}), 3, 2)
+    assert capsys.readouterr().err == ""
