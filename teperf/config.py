@@ -665,4 +665,9 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
 
     shapes = _shapes(ov["shapes"] if "shapes" in ov else raw.get("shapes", Config.shapes), ov)
 
+    for key, values in (("modules", names), ("recipes", recipes), ("modes", modes), ("shapes", shapes)):
+        twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        if twice is not None:  # else the same cell is measured twice: two rows, maybe two verdicts
+            shown = ",".join(map(str, twice)) if isinstance(twice, (tuple, list)) else twice
+            raise TeperfError(f"{_named(key, ov)} names {shown} twice", "name each one once")
     return dict(backend=backend, device=device, modules=modules, recipes=recipes, modes=modes, shapes=shapes)

@@ -132,3 +132,30 @@ def test_a_schedule_of_many_hours_says_how_long_it_takes(capsys):
     assert "takes about" in err and "days" in err and "--budget" in err, err
     check_duration(build_config({}, {"processes": 8}), 3, 2)
     assert capsys.readouterr().err == ""
+
+
+# --- 8: the same module, recipe, mode or shape named twice ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        ({"modules": ["Linear", "Linear"]}, "--modules names Linear twice"),
+        ({"recipes": ["fp32", "fp32"]}, "--recipes names fp32 twice"),
+        ({"modes": ["eager", "eager"]}, "--modes names eager twice"),
+        ({"shapes": [[8, 2, 64], [8, 2, 64]]}, "--shape names 8,2,64 twice"),
+    ],
+)
+def test_a_cell_named_twice_is_refused(overrides, words):
+    from teperf.config import build_config
+    from teperf.errors import TeperfError
+
+    with pytest.raises(TeperfError, match=words):
+        build_config({}, overrides)
+
+
+def test_the_shipped_configs_name_each_cell_once():
+    from teperf.config import load_config
+
+    for name in ["default", "demo", "nightly", "pr-thread", "te-model"]:
+        load_config(name)
