@@ -159,3 +159,50 @@ def test_the_shipped_configs_name_each_cell_once():
 
     for name in ["default", "demo", "nightly", "pr-thread", "te-model"]:
         load_config(name)
+
+
+# --- 12: two runs on one machine do not measure on each other's core ----------------------------------
+
+_CLAIM = "import sys, teperf.cpus as c; print(c.check_core(None), flush=True); sys.stdin.read()"
+
+
+def test_a_second_run_pins_to_a_core_the_first_did_not_claim(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    from teperf import cpus, doctor
+
+    if len(cpus.available_cores()) < 2:
+        pytest.skip("needs two usable cores")
+    monkeypatch.setenv("TEPERF_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.setattr(cpus, "_CLAIMS", {})
+    first = subprocess.Popen([sys.executable, "-c", _CLAIM], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        taken = int(first.stdout.readline())
+        assert taken == cpus.available_cores()[-1]
+        assert cpus.claimed_by_others() == {taken: str(first.pid)}
+        mine = cpus.check_core(None)
+        assert mine != taken and mine in cpus.available_cores()
+        assert taken not in cpus.spare_cores([mine])  # nor are its pairs started on the other's core
+        check = doctor.check_runnable(taken)
+        assert check.status == "warn" and f"another teperf run (pid {first.pid})" in check.detail
+    finally:
+        first.communicate(b"")
+    assert cpus.claimed_by_others() == {}  # its claim ended with it
+
+
+def test_the_doctor_does_not_count_this_runs_own_workers_as_load():
+    import os
+    import subprocess
+    import sys
+
+    from teperf import doctor
+
+    pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    assert os.getppid() not in doctor._descendants(pids)
+
+    child = subprocess.Popen([sys.executable, "-c", "input()"], stdin=subprocess.PIPE)
+    try:
+        assert child.pid in doctor._descendants(pids + [child.pid])
+    finally:
+        child.communicate(b"\n")
