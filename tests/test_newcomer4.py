@@ -206,3 +206,18 @@ def test_the_doctor_does_not_count_this_runs_own_workers_as_load():
         assert child.pid in doctor._descendants(pids + [child.pid])
     finally:
         child.communicate(b"\n")
+
+
+# --- 7 and 10: one path side alone; --strategy env with two interpreters ------------------------------
+
+
+def test_one_path_side_alone_is_refused_naming_the_other(capsys):
+    base = str(ROOT / "examples" / "planted" / "base")
+    _one_error(*run_in_process(["compare", "--config", "demo", "--base-path", base], capsys), "--head-path")
+
+
+def test_strategy_env_is_taken_with_two_interpreters(tmp_path, capsys):
+    argv = ["compare", "--strategy", "env", "--base-python", str(tmp_path / "a" / "python")]
+    code, out, err = run_in_process([*argv, "--head-python", str(tmp_path / "b" / "python")], capsys)
+    _one_error(code, out, err, "does not exist")  # it got as far as the interpreters
+    assert "only applies" not in err
