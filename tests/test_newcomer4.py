@@ -213,7 +213,7 @@ def test_the_doctor_does_not_count_this_runs_own_workers_as_load():
 
 def test_one_path_side_alone_is_refused_naming_the_other(capsys):
     base = str(ROOT / "examples" / "planted" / "base")
-    _one_error(*run_in_process(["compare", "--config", "demo", "--base-path", base], capsys), "--head-path")
+    _one_error(*run_in_process(["compare", "--config", "demo", "--base-path", base], capsys), "without --head-path")
 
 
 def test_strategy_env_is_taken_with_two_interpreters(tmp_path, capsys):
