@@ -213,7 +213,9 @@ def test_the_doctor_does_not_count_this_runs_own_workers_as_load():
 
 def test_one_path_side_alone_is_refused_naming_the_other(capsys):
     base = str(ROOT / "examples" / "planted" / "base")
-    _one_error(*run_in_process(["compare", "--config", "demo", "--base-path", base], capsys), "without --head-path")
+    _one_error(
+        *run_in_process(["compare", "--config", "demo", "--base-path", base], capsys), "without --head-path"
+    )
 
 
 def test_strategy_env_is_taken_with_two_interpreters(tmp_path, capsys):
@@ -221,3 +223,12 @@ def test_strategy_env_is_taken_with_two_interpreters(tmp_path, capsys):
     code, out, err = run_in_process([*argv, "--head-python", str(tmp_path / "b" / "python")], capsys)
     _one_error(code, out, err, "does not exist")  # it got as far as the interpreters
     assert "only applies" not in err
+
+
+# --- 6: bisect refuses an unbalanced schedule up front, as compare does -------------------------------
+
+
+def test_bisect_refuses_an_odd_schedule_before_any_probe(tmp_path, capsys):
+    argv = ["bisect", "v1..v2", "--cell", "Linear/fp32", "--config", "demo", "--rounds", "1", "--trials", "3"]
+    code, out, err = run_in_process([*argv, "--repo", str(tmp_path / "nope")], capsys)
+    _one_error(code, out, err, "an odd number of couples per pair")
