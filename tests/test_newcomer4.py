@@ -232,3 +232,26 @@ def test_bisect_refuses_an_odd_schedule_before_any_probe(tmp_path, capsys):
     argv = ["bisect", "v1..v2", "--cell", "Linear/fp32", "--config", "demo", "--rounds", "1", "--trials", "3"]
     code, out, err = run_in_process([*argv, "--repo", str(tmp_path / "nope")], capsys)
     _one_error(code, out, err, "an odd number of couples per pair")
+
+
+# --- 5: a budget too short for any pair says so, not "check the module factories" ---------------------
+
+
+def test_a_budget_that_measured_nothing_says_raise_the_budget(tmp_path, capsys):
+    from teperf.commands._common import measure_and_report
+    from teperf.config import build_config
+    from teperf.options import MeasureOptions
+
+    dst = tmp_path / "b"
+    shutil.copytree(BUNDLES / "v2-compare-compile-cpu", dst)
+    lines = (dst / "records.jsonl").read_text().splitlines(keepends=True)
+    (dst / "records.jsonl").write_text("".join(ln for ln in lines if '"kind":"trial"' not in ln))
+    meta = json.loads((dst / "meta.json").read_text())
+    meta["config"]["schedule"]["budget_s"] = 1.0
+    (dst / "meta.json").write_text(json.dumps(meta))
+    measure = MeasureOptions(config=build_config({}, {}), fmt="json")
+    with pytest.raises(SystemExit) as stop:
+        measure_and_report(lambda *a, **k: dst, measure)
+    err = capsys.readouterr().err
+    assert stop.value.code == 1 and "within the 1 s budget" in err and "raise --budget" in err, err
+    assert "module factories" not in err
