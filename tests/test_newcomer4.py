@@ -255,3 +255,32 @@ def test_a_budget_that_measured_nothing_says_raise_the_budget(tmp_path, capsys):
     err = capsys.readouterr().err
     assert stop.value.code == 1 and "within the 1 s budget" in err and "raise --budget" in err, err
     assert "module factories" not in err
+
+
+# --- 9: explain's change and its interval agree; a loaded machine is said -----------------------------
+
+
+def test_explain_shows_the_interval_around_its_own_centre():
+    from teperf.explain.diff import FunctionDelta
+    from teperf.explain.render import render_text, summary
+
+    # the summed profiles moved +103.4 us; the repeats' mean change is +110.0 +- 106.6: settled
+    d = FunctionDelta(
+        "m.py", "f", "/m.py", 1, base_own_us=10.0, head_own_us=113.4, in_base=True, in_head=True
+    )
+    d.own_mean_us, d.own_hw_us = 110.0, 106.6
+    assert summary([d]) == "+110.0 us +-106.6 us in f (m.py:1)"
+    (row,) = [ln for ln in render_text([d]).splitlines() if ln.endswith(" f  m.py:1")]
+    assert "+110.0 us" in row, row
+
+
+def test_explain_says_when_the_machine_is_busy(monkeypatch):
+    from teperf import doctor
+    from teperf.explain import capture
+
+    busy = doctor.Check("load", "warn", "load average 6.05 on 2 usable cores: the machine is busy")
+    monkeypatch.setattr(doctor, "check_load", lambda: busy)
+    monkeypatch.setattr(doctor, "check_runnable", lambda core: doctor.Check("runnable", "ok", ""))
+    assert "the machine is busy" in capture.machine_load(1) and "own times include" in capture.machine_load(1)
+    monkeypatch.setattr(doctor, "check_load", lambda: doctor.Check("load", "ok", ""))
+    assert capture.machine_load(1) == ""
