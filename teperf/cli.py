@@ -39,6 +39,11 @@ def main(argv=None) -> None:
     except TeperfError as exc:
         click.echo(for_terminal(f"teperf: error: {exc.one_line()}"), err=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:  # a path teperf cannot make, read or write (/sys, /proc, a full disk)
+        where = f" {exc.filename}" if exc.filename else ""
+        fix = "give a path you can read and write (a directory of your own)"
+        click.echo(for_terminal(f"teperf: error: cannot use{where}: {exc.strerror or exc}; {fix}"), err=True)
+        sys.exit(EXIT_USAGE)
     except (click.exceptions.Abort, KeyboardInterrupt) as stop:  # Ctrl-C outside a measurement (a git build)
         click.echo("teperf: interrupted", err=True)
         sys.exit(exit_status_for_signal(getattr(stop, "signum", signal.SIGINT)))

@@ -193,7 +193,7 @@ class Stats:
     alpha: float = key(0.05, _alpha)  # 1 - confidence of the interval
     min_effect_pct: float = key(
         1.0,
-        _percent(),
+        _percent(100),  # above 100 % a typo (1e9) would read every change as 'no change'
         "Changes under this many % do not matter: 'no change' needs the whole interval inside +-this.",
         flag="--min-effect",
         type=float,
@@ -208,7 +208,7 @@ class Stats:
     )
     min_effect_once_pct: float = key(
         10.0,
-        _percent(),
+        _percent(100),  # above 100 % a typo (1e9) would read every change as 'no change'
         "The same for one-time costs (first call, recompile), at least: a cell's own spread between "
         "pairs raises it.",
         flag="--min-effect-once",
@@ -665,4 +665,9 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
 
     shapes = _shapes(ov["shapes"] if "shapes" in ov else raw.get("shapes", Config.shapes), ov)
 
+    for key, values in (("modules", names), ("recipes", recipes), ("modes", modes), ("shapes", shapes)):
+        twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        if twice is not None:  # else the same cell is measured twice: two rows, maybe two verdicts
+            shown = ",".join(map(str, twice)) if isinstance(twice, (tuple, list)) else twice
+            raise TeperfError(f"{_named(key, ov)} names {shown} twice", "name each one once")
     return dict(backend=backend, device=device, modules=modules, recipes=recipes, modes=modes, shapes=shapes)

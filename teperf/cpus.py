@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import os
 import platform
+import tempfile
+from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from teperf.errors import TeperfError
@@ -50,15 +53,72 @@ def core_usable(core) -> bool:
     return not isinstance(core, bool) and isinstance(core, int) and core in available_cores()
 
 
+_CLAIMS: dict = {}  # core -> the open file whose flock claims it for this process's life (the OS frees it)
+
+
+def claims_dir() -> Path:
+    """Where each teperf run claims its measuring core (one lock file per core)."""
+    base = os.environ.get("TEPERF_RUNTIME_DIR") or os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    return Path(base) / "teperf-cores"
+
+
+def claim_core(core: int) -> bool:
+    """Claim ``core`` for this process (False: another teperf run holds it, or no claim can be made)."""
+    if core in _CLAIMS:
+        return True
+    try:
+        claims_dir().mkdir(mode=0o777, parents=True, exist_ok=True)
+        f = open(claims_dir() / f"core{core}", "a+")
+    except OSError:
+        return False
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        return False
+    f.truncate(0)
+    f.write(str(os.getpid()))
+    f.flush()
+    _CLAIMS[core] = f
+    return True
+
+
+def claimed_by_others() -> dict[int, str]:
+    """Cores other teperf runs measure on now -> the pid that claimed each."""
+    out = {}
+    try:
+        files = [p for p in claims_dir().glob("core*") if p.name[4:].isdigit()]
+    except OSError:
+        return out
+    for path in files:
+        core = int(path.name[4:])
+        if core in _CLAIMS:
+            continue
+        try:
+            with open(path) as f:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)  # free: nobody holds it
+                except OSError:
+                    out[core] = f.read().strip() or "?"
+        except OSError:
+            continue
+    return out
+
+
 def check_core(core) -> int:
-    """The core to pin workers to: ``core`` if this process may use it, default the last usable one."""
+    """The core to pin workers to: ``core`` if this process may use it, default the last usable one that
+    no other teperf run has claimed (two runs on one machine must not measure on each other's core)."""
     cores = available_cores()
     if core is None:
-        return cores[-1]
+        held = [c for c in _CLAIMS if c in cores]
+        if held:
+            return held[-1]
+        return next((c for c in reversed(cores) if claim_core(c)), cores[-1])
     if not core_usable(core):
         raise TeperfError(
             f"core {core!r} is not available on this machine", f"use one of: {cpu_list_text(cores)} (--core)"
         )
+    claim_core(core)  # told to: measure there anyway, but keep later runs' defaults off it
     return core
 
 
@@ -109,7 +169,8 @@ def spare_cores(
     """Cores where upcoming pairs may start: never a lane's core or its SMT sibling (it would slow it)."""
     cores = available_cores() if cores is None else sorted(set(cores))
     siblings = set().union(*(siblings_of(c) | {c} for c in lane_cores)) if lane_cores else set()
-    return [c for c in cores if c not in lane_cores and c not in siblings]
+    others = claimed_by_others()  # another teperf run measures there: starting pairs would load it
+    return [c for c in cores if c not in lane_cores and c not in siblings and c not in others]
 
 
 def auto_lanes(cores: Optional[Iterable[int]] = None, siblings_of: SiblingsOf = smt_siblings) -> int:

@@ -11,7 +11,14 @@ import subprocess
 import sys
 from typing import Callable, NamedTuple, Optional
 
-from teperf.cpus import SYS_CPU, available_cores, cpu_list_text, parse_cpu_list, smt_siblings
+from teperf.cpus import (
+    SYS_CPU,
+    available_cores,
+    claimed_by_others,
+    cpu_list_text,
+    parse_cpu_list,
+    smt_siblings,
+)
 from teperf.cpus import check_core as default_core
 
 STATUSES = ("ok", "warn", "fail", "unknown")
@@ -148,14 +155,35 @@ def check_load() -> Check:
     return Check("load", "ok", detail)
 
 
+def _descendants(pids: list[int]) -> set[int]:
+    """The processes this one started, and theirs (from each process's ppid, proc(5) field 4)."""
+    children: dict[int, list[int]] = {}
+    for pid in pids:
+        try:
+            ppid = int(_read(f"{PROC}/{pid}/stat").rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(pid)
+    out, todo = set(), [os.getpid()]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
+
+
 def check_runnable(core: int) -> Check:
     """Other runnable (state R) threads last run on ``core``."""
     try:
         pids = [int(p) for p in os.listdir(PROC) if p.isdigit() and int(p) != os.getpid()]
     except OSError:
         return Check("runnable", "unknown", f"{PROC} not listable")
+    own = _descendants(pids)  # this teperf's own workers are not load on its core
     found = []
     for pid in pids:
+        if pid in own:
+            continue
         try:
             tids = [int(t) for t in os.listdir(f"{PROC}/{pid}/task")]
         except OSError:
@@ -170,6 +198,10 @@ def check_runnable(core: int) -> Check:
             fields = rest.split()  # state and processor: fields 3 and 39 of proc(5)
             if len(fields) >= 37 and fields[0] == "R" and fields[36] == str(core):
                 found.append((tid, head.partition("(")[2]))
+    other = claimed_by_others().get(core)
+    if other is not None:  # it may sleep between trials: the claim says it, not the thread state
+        detail = f"another teperf run (pid {other}) measures on core {core}"
+        return Check("runnable", "warn", detail, "let it finish, or pick another --core")
     if not found:
         return Check("runnable", "ok", f"no other runnable thread on core {core}")
     names = ", ".join(f"{name} ({tid})" for tid, name in found[:5]) + (" ..." if len(found) > 5 else "")

@@ -21,6 +21,7 @@ PARAMS_PER_HIDDEN_SQ = {
     "TransformerLayer": 12,
 }
 BYTES_PER_PARAM = 16  # weight + grad + fp32/quantized copies, generously
+MAX_ELEMENTS = 2**40  # a shape of more elements fits no machine, whatever its inputs= makes of it
 ACTIVATIONS_PER_TOKEN_HIDDEN = 32  # inputs, 4h intermediates and their grads, generously
 
 
@@ -88,6 +89,8 @@ def check_memory(cases, device: str, available: int | None = None) -> None:
         need, about = estimate_bytes(case), "about"
         if need is None:
             need, about = input_bytes(case), "at least"
+        if need is None and case.shape and math.prod(case.shape) > MAX_ELEMENTS:  # an inputs= factory too
+            need, about = math.prod(case.shape), "at least"
         if need is not None and need > available:
             raise TeperfError(
                 f"{case.module} at shape {list(case.shape)} needs {about} {need / 2**30:.1f} GiB, but "

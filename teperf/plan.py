@@ -9,6 +9,7 @@ from typing import Any, Iterator, Mapping
 
 from teperf.config import Config, backend_module
 from teperf.errors import TeperfError
+from teperf.log import stderr_log
 from teperf.records import cell_key, shape_text
 
 DTYPE_OF_RECIPE = {"fp32": "float32"}  # everything else runs with bf16 parameters
@@ -163,6 +164,9 @@ def total_steps(config: Config, n_cases: int, n_sides: int) -> int:
 MIN_STEP_S = 5e-6
 MIN_PAIR_START_S = 0.05
 DAY_S = 86400.0
+# What a pair and a step typically take on a CPU host (a fresh worker imports torch in ~3 s, overlapped)
+TYPICAL_PAIR_S = {"fresh": 2.5, "forkserver": 0.5}
+TYPICAL_STEP_S = 50e-6
 
 
 def _span(seconds: float) -> str:
@@ -193,6 +197,12 @@ def check_duration(config: Config, n_cases: int, n_sides: int) -> None:
             f"trials x {s.iters} iters x {n_cases} cells x {n_sides} sides takes at least {_span(floor)}",
             "lower --processes, --iters or the cells, or cap the time with --budget",
         )
+    typical = (
+        s.processes * TYPICAL_PAIR_S.get(s.spawn, 2.5)
+        + total_steps(config, n_cases, n_sides) * TYPICAL_STEP_S
+    )
+    if typical > 3 * 3600:  # it may finish, but say so before hours go by
+        stderr_log(f"this schedule takes about {_span(typical)} at typical speeds; --budget caps it")
 
 
 def packages_under_test(config, sides=()) -> list[str]:

@@ -4,12 +4,15 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED = ROOT / "examples" / "planted"
+# the tests' default core is the last one, whatever teperf runs claim on this machine (teperf.cpus)
+os.environ.setdefault("TEPERF_RUNTIME_DIR", tempfile.mkdtemp(prefix="teperf-test-claims-"))
 
 
 def run_cli(*args, cwd=None, timeout=600, env=None):

@@ -22,7 +22,7 @@ from teperf.config import Config
 from teperf.errors import Interrupted, TeperfError
 from teperf.log import Log, stderr_logger
 from teperf.options import SideOptions
-from teperf.plan import Case
+from teperf.plan import Case, check_balance
 from teperf.records import ProbeRecord
 
 
@@ -164,6 +164,7 @@ def bisect(
     """The bundle (kind "bisect") of the commits of GOOD..BAD that moved ``cell``; None with ``plan_only``."""
     log = log or stderr_logger("teperf bisect")
     case = find_cell(config, cell)  # bad input first, before git or workers
+    check_balance(config, 2)  # every probe compares two sides: compare's refusal, not minutes of probes
     rng = resolve_range(spec, repo)
     factory = factory or GitSideFactory(SideOptions(repo=str(rng.repo)))
     plan = make_plan(rng, factory, config)

@@ -51,8 +51,10 @@ def command(history_url, out, machine, ref, min_effect_pct, sig_level):
 
     if not 0 < sig_level < 1:
         raise TeperfError(f"--sig-level must be between 0 and 1, got {sig_level}", "e.g. --sig-level 0.01")
-    if min_effect_pct < 0:
-        raise TeperfError(f"--min-effect must be >= 0, got {min_effect_pct}", "e.g. --min-effect 2")
+    if not 0 <= min_effect_pct <= 100:
+        raise TeperfError(
+            f"--min-effect must be between 0 and 100, got {min_effect_pct}", "e.g. --min-effect 2"
+        )
     settings = DetectionSettings(min_effect_pct=min_effect_pct, sig_level=sig_level)
     store = open_store(history_url)
     if not store.fs.exists(store.root):  # a typo in --history must not build an empty site

@@ -171,6 +171,14 @@ def rerun_config(meta: dict, core: Optional[int] = None, timeout_s: Optional[flo
     return Config(device=device, core=core, seed=seed, schedule=schedule), note
 
 
+def machine_load(core: int) -> str:
+    """A busy machine or core in one line ('' when quiet): the profile's times then include that work."""
+    from teperf.doctor import check_load, check_runnable
+
+    busy = [c.detail for c in (check_load(), check_runnable(core)) if c.status == "warn"]
+    return "; ".join(busy) + ("; own times include that work (a quieter machine or --core)" if busy else "")
+
+
 def explain_bundle(
     bundle_path,
     cell: Optional[str] = None,
@@ -191,6 +199,7 @@ def explain_bundle(
     config, core_note = rerun_config(meta, core, timeout_s)
     cell_name = cell_key(case)
     log_dir = _writable_dir(Path(bundle.path) / "explain", cell_name)
+    load = machine_load(config.core)  # before the profile: its own workers are not load
     outcome = profile_case(config, sides, case, log_dir, iters=iters, repeats=repeats, progress=progress)
     labels = [s.label for s in sides]
     drift = code_drift(bundle.records(), outcome.get("imported") or {})
@@ -202,7 +211,12 @@ def explain_bundle(
         "repeats": repeats,
         "sides": labels,
         "counters": outcome["counters"],
-        "errors": {**outcome["errors"], **drift, **({"core": core_note} if core_note else {})},
+        "errors": {
+            **outcome["errors"],
+            **drift,
+            **({"core": core_note} if core_note else {}),
+            **({"load": load} if load else {}),
+        },
         "profiles": outcome["profiles"],
         "imported": outcome.get("imported") or {},
         "own_time_ci": outcome.get("own_time_ci") or {},

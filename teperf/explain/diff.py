@@ -50,6 +50,12 @@ class FunctionDelta:
         return abs(self.own_mean_us) > self.own_hw_us
 
     @property
+    def own_shown_us(self) -> float:
+        """The change shown beside its interval: the interval's centre (the mean over repeats) when there is
+        one, else the change of the summed profiles."""
+        return self.d_own_us if self.own_mean_us is None else self.own_mean_us
+
+    @property
     def own_pm(self) -> str:
         """'+-12.3 us', or '' without an interval."""
         return "" if self.own_hw_us is None else f"+-{self.own_hw_us:.1f} us"

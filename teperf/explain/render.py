@@ -31,7 +31,7 @@ def summary(deltas: list[FunctionDelta], n_time: int = 2, n_calls: int = 2) -> s
     timed = [d for d in by_own_time(deltas) if d.d_own_us != 0 and d.own_settled is not False]
     for d in timed[:n_time]:
         pm = f" {d.own_pm}" if d.own_pm else ""
-        parts.append(f"{signed_us(d.d_own_us)}{pm} in {d.name}" + (f" ({d.where})" if d.where else ""))
+        parts.append(f"{signed_us(d.own_shown_us)}{pm} in {d.name}" + (f" ({d.where})" if d.where else ""))
     unsettled = sum(1 for d in deltas if d.d_own_us != 0 and d.own_settled is False)
     if not parts:
         return "no function-level difference" + (
@@ -55,7 +55,7 @@ def render_text(deltas: list[FunctionDelta], n: int = 15, title: str = "") -> st
     for d in by_own_time(deltas, n):
         pm = "" if d.own_hw_us is None else ("~" if d.own_settled is False else "") + d.own_pm
         lines.append(
-            f"  {signed_us(d.d_own_us):>10} {pm:>11} {d.base_own_us:>9.1f} {d.head_own_us:>9.1f} "
+            f"  {signed_us(d.own_shown_us):>10} {pm:>11} {d.base_own_us:>9.1f} {d.head_own_us:>9.1f} "
             f"{_calls_pair(d):>13}  {d.name}  {d.where}{_presence(d)}"
         )
     changed = by_calls(deltas, n)

@@ -91,13 +91,11 @@ def cell_row(parsed: ParsedBundle, case: CaseMeta, stats: Stats, floor: float | 
         }
     row.update(status_of(case, cell, row["n_trials"]))
     row["pairs_planned"] = planned_pairs(parsed)
-    if (  # a run stopped early: a cell short of its pairs is partial, not "ok"
-        row["status"] == "ok"
-        and parsed.meta.get("status") == "interrupted"
-        and row["pairs_planned"]
-        and (row.get("n_pairs") or 0) < row["pairs_planned"]
-    ):
-        row.update(status="partial", error="the run was interrupted")  # the note and table give the count
+    # a run stopped early, or a records.jsonl cut short after it: a cell short of its pairs is partial
+    if row["status"] == "ok" and row["pairs_planned"] and (row.get("n_pairs") or 0) < row["pairs_planned"]:
+        stopped = parsed.meta.get("status") == "interrupted"
+        error = "the run was interrupted" if stopped else "records.jsonl holds fewer pairs (cut short?)"
+        row.update(status="partial", error=error)  # the note and table give the count
     return row
 
 

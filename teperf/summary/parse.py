@@ -55,6 +55,7 @@ class ParsedBundle:
     preempted_trials: int = 0  # CPU trials that waited for their core (wall time well above CPU time)
     compiled_in_trial: int = 0  # trials that compiled inside the timed loop
     workers: list[WorkerRecord] = dataclasses.field(default_factory=list)  # each worker's hello
+    failed_workers: set = dataclasses.field(default_factory=set)  # (pair, side) of a set-up error or death
 
     @property
     def labels(self) -> list[str]:
@@ -127,12 +128,16 @@ def _add(parsed: ParsedBundle, rec) -> None:
     elif isinstance(rec, SetupRecord):
         cell = parsed.cells[rec.case_id]
         cell.setups[rec.side] = rec
+        if rec.status == "error":
+            parsed.failed_workers.add((rec.pair, rec.side))
         if rec.status == "ready" and isinstance(rec.info, dict):
             cell.ready.append(rec)
     elif isinstance(rec, CountersRecord):
         parsed.cells[rec.case_id].counters.setdefault(rec.side, rec.counters)
-    elif isinstance(rec, FailureRecord) and rec.case_id is not None:
-        parsed.cells[rec.case_id].failures.append(rec)
+    elif isinstance(rec, FailureRecord):
+        parsed.failed_workers.add((rec.pair, rec.side))
+        if rec.case_id is not None:
+            parsed.cells[rec.case_id].failures.append(rec)
     elif isinstance(rec, PairRecord):
         if rec.start_s is not None:
             parsed.pair_starts.append(rec.start_s)
