@@ -56,8 +56,9 @@ bench-schedules: setup
 	$(BIN)/python benchmarks/schedule_quality.py --repeats 3
 
 # How often each kind of verdict lies (issue 32): A/A and planted (1x/2x/4x the min effect) demo compares per
-# verdict kind (one lane, two lanes, fork-server generations, --precision), quiet and with a CPU hog on the other
-# core. Figures, not asserts (tests/test_calibration.py is the CI's small version); CALIBRATE_ARGS for more runs.
+# verdict kind (one lane, two lanes, fork-server generations, --precision), quiet, with a CPU hog on the other
+# core, and busy (a hog on every core and a second compare beside). Figures, not asserts
+# (tests/test_calibration.py is the CI's small version); CALIBRATE_ARGS for more runs.
 CALIBRATE_ARGS ?= --runs 2
 calibrate: setup
 	$(BIN)/python benchmarks/calibration.py $(CALIBRATE_ARGS) --markdown results/calibration.md

@@ -335,7 +335,7 @@ def main() -> None:
         default="0,1,2,4,40us",
         help="planted sizes in min effects, or per step in us ('40us'); 0: A/A",
     )
-    ap.add_argument("--conditions", default="quiet,hog", help="quiet, hog, busy")
+    ap.add_argument("--conditions", default="quiet,hog,busy")
     ap.add_argument("--markdown", help="also write the table to this file")
     ap.add_argument("extra", nargs="*", help="more teperf compare arguments (after --)")
     args = ap.parse_args()
