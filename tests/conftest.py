@@ -44,6 +44,14 @@ def rows_by_module(stdout: str) -> dict:
     return {r["module"]: r for r in data["rows"]}
 
 
+def pytest_collection_modifyitems(config, items):
+    """Every test of a test_integration_*.py file starts real workers: marked real_worker here, so that a new
+    test there is marked too. Real-worker tests elsewhere carry @pytest.mark.real_worker themselves."""
+    for item in items:
+        if item.path.name.startswith("test_integration_"):
+            item.add_marker(pytest.mark.real_worker)
+
+
 @pytest.fixture
 def results_dir(tmp_path):
     return tmp_path / "results"
