@@ -13,13 +13,12 @@ from pathlib import Path
 
 import pytest
 from conftest import PLANTED, ROOT, rows_by_module, run_cli
+from schedules import FORKED, SMALL
 
-# Where fresh interpreters are not the subject: one torch import per side (a fork server), not one per worker.
-# A worker's death, hang and SIGKILL in fresh interpreters: test_failing_cells_are_marked_and_the_rest_goes_on
-# (its 8 s timeout_s also bounds a server's start), test_a_worker_killed_by_sigkill_hints_at_memory,
+# FORKED where fresh interpreters are not the subject. A worker's death, hang and SIGKILL in fresh
+# interpreters: test_failing_cells_are_marked_and_the_rest_goes_on (its 8 s timeout_s also bounds a fork
+# server's start), test_a_worker_killed_by_sigkill_hints_at_memory,
 # test_a_worker_that_cannot_start_names_the_cause.
-FORKED = ["--spawn", "forkserver"]
-SMALL = ["--processes", "4", "--rounds", "1", "--trials", "4", "--iters", "30", "--warmup", "10"]
 
 
 def _trials(bundle: Path) -> list[dict]:

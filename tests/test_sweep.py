@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_in_process
+from schedules import schedule
 
 from teperf import sweep as sw
 from teperf.config import load_config
@@ -112,7 +113,7 @@ def test_compare_sweep_finds_a_steeper_slope(tmp_path, capsys):
     config.write_text(SWEEP_CONFIG)
     base, head = _side(tmp_path / "base", 300), _side(tmp_path / "head", 1200)
     args = ["compare", "--config", str(config), "--sweep", "extra=0,4,8"]
-    args += ["--processes", "4", "--rounds", "1", "--trials", "2", "--iters", "10", "--warmup", "5"]
+    args += schedule(2, 10, 5, processes=4)
     args += ["--base-path", str(base), "--head-path", str(head), "--results-dir", str(tmp_path / "r")]
     code, out, err = run_in_process(args, capsys)
     assert code == 0, (out, err)
