@@ -165,6 +165,7 @@ def test_max_contended_is_validated():
         load_config(None, {"max_contended_pct": 150.0})
 
 
+@pytest.mark.real_worker
 def test_the_engine_re_measures_a_contended_couple_and_the_summary_uses_the_re_measure(tmp_path, monkeypatch):
     """Real workers, in-process coordinator; the contention flag injected: every couple's first trial
     (trial 0) shares its core in its first attempt."""
@@ -188,6 +189,7 @@ def test_the_engine_re_measures_a_contended_couple_and_the_summary_uses_the_re_m
     assert row["verdict_cause"] is None
 
 
+@pytest.mark.real_worker
 def test_a_couple_contended_every_time_is_re_measured_at_most_three_times(tmp_path, monkeypatch):
     from teperf import api
 
