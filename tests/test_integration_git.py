@@ -93,7 +93,8 @@ def test_overlay_detects_planted_slowdown(fx, results_dir):
 
 # An A/A's false-verdict rate is benchmarks/calibration.py's; here, that both sides are one overlay.
 def test_overlay_a_a_measures_one_tree_twice(fx, results_dir):
-    res = compare(fx, "main..main", "--strategy", "overlay", *AA, results_dir=results_dir)
+    # forked workers (one torch import per side): the subject is the sides, not how workers start
+    res = compare(fx, "main..main", "--strategy", "overlay", *AA, *schedules.FORKED, results_dir=results_dir)
     assert res.returncode == 0, res.stderr
     rows = rows_by_module(res.stdout)
     assert rows and all(r["verdict"] is not None for r in rows.values()), rows

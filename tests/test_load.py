@@ -174,8 +174,10 @@ def test_the_engine_re_measures_a_contended_couple_and_the_summary_uses_the_re_m
     monkeypatch.setattr(TrialRecord, "contended", lambda self, device: self.trial == 0 and self.attempt == 0)
     cfg = load_config(
         "demo",
-        {"modules": ["Linear"], "processes": 3, "rounds": 1, "trials": 4, "iters": 20, "warmup": 5},
-    )
+        # forked workers: one torch import per side, not one per worker (fresh spawns: the test below)
+        {"modules": ["Linear"], "processes": 3, "rounds": 1, "trials": 4, "iters": 20, "warmup": 5,
+         "spawn": "forkserver"},
+    )  # fmt: skip
     same = str(PLANTED / "base")
     path = api.compare(
         cfg, api.path_side("base", same), api.path_side("head", same), results_dir=str(tmp_path), command=[]
