@@ -25,7 +25,7 @@ test: setup
 	$(BIN)/python -m pytest -q -ra
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -ra -m "not browser and not real_worker"
+	$(BIN)/python -m pytest -q -ra -m "not browser and not real_worker and not slow"
 
 # Formatter check and linter (settings in pyproject.toml [tool.ruff]); `make format` rewrites the files.
 lint: setup

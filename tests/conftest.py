@@ -45,10 +45,11 @@ def rows_by_module(stdout: str) -> dict:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Every test of a test_integration_*.py file starts real workers: marked real_worker here, so that a new
-    test there is marked too. Real-worker tests elsewhere carry @pytest.mark.real_worker themselves."""
+    """Every test of a file named *integration* (test_integration_*.py, test_history_integration_nightly.py)
+    starts real workers: marked real_worker here, so that a new test there is marked too. Real-worker tests
+    elsewhere carry @pytest.mark.real_worker themselves."""
     for item in items:
-        if item.path.name.startswith("test_integration_"):
+        if "integration" in item.path.stem:
             item.add_marker(pytest.mark.real_worker)
 
 

@@ -223,6 +223,7 @@ def side(root: Path, extra: int) -> Path:
     return root
 
 
+@pytest.mark.real_worker  # counts in one-off workers
 def test_check_update_and_refusal_end_to_end(tmp_path, capsys):
     config = tmp_path / "gate.toml"
     config.write_text(FIX_CONFIG)
