@@ -25,7 +25,7 @@ test: setup
 	$(BIN)/python -m pytest -q -ra
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -ra -m "not browser" -k "not integration"
+	$(BIN)/python -m pytest -q -ra -m "not browser and not real_worker and not slow"
 
 # Formatter check, linter (pyproject.toml [tool.ruff]) and the layers contract ([tool.importlinter]);
 # `make format` rewrites the files.

@@ -47,6 +47,29 @@ def rows_by_module(stdout: str) -> dict:
     return {r["module"]: r for r in data["rows"]}
 
 
+def pytest_collection_modifyitems(config, items):
+    """Every test of a file named *integration* (test_integration_*.py, test_history_integration_nightly.py)
+    starts real workers: marked real_worker here, so that a new test there is marked too. Real-worker tests
+    elsewhere carry @pytest.mark.real_worker themselves."""
+    for item in items:
+        if "integration" in item.path.stem:
+            item.add_marker(pytest.mark.real_worker)
+
+
+@pytest.fixture(autouse=True)
+def _real_worker_is_marked(request):
+    """A test that is not marked real_worker and leaves a worker's log (a bundle's workers/*.log) under its
+    tmp_path started a real worker: it fails, so that `make test-fast` stays free of them."""
+    if request.node.get_closest_marker("real_worker") or "tmp_path" not in request.fixturenames:
+        yield
+        return
+    tmp = request.getfixturevalue("tmp_path")
+    yield
+    logs = sorted(p.relative_to(tmp) for p in tmp.rglob("*.log") if p.parent.name == "workers")
+    if logs:
+        pytest.fail(f"started real workers ({logs[0]}, ...): mark it @pytest.mark.real_worker", pytrace=False)
+
+
 @pytest.fixture
 def results_dir(tmp_path):
     return tmp_path / "results"

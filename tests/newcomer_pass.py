@@ -26,11 +26,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from schedules import TWO_PAIRS  # tests/ is on sys.path: the script's own folder
+
 HERE = Path(__file__).resolve().parent.parent
 PLANTED = HERE / "examples" / "planted"
 BUNDLES = HERE / "tests" / "fixtures" / "bundles"
 HISTORY = HERE / "tests" / "fixtures" / "history-v1"
-TINY = ["--processes", "2", "--rounds", "1", "--trials", "2", "--iters", "5", "--warmup", "2"]
+TINY = TWO_PAIRS
 
 # Reviewed by hand: messages that name a wrong cause or a wrong fix (name -> why).
 MISLEADING: dict[str, str] = {}

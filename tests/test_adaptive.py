@@ -204,6 +204,7 @@ def test_listeners_see_each_pair_and_the_budget():
     assert all(c.settled and c.delta_pct is not None for c in last.cells)
 
 
+@pytest.mark.slow  # a simulation
 def test_aa_false_changes_stay_near_alpha_under_the_stopping_rule():
     # Stopping on width only must not turn the 5 % of a fixed schedule into much more. A rule
     # that looked at the estimate (stop once the interval excludes 0) would call most A/A cells.

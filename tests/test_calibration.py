@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import calibration  # noqa: E402
 
 
+@pytest.mark.real_worker  # a dozen demo compares
 @pytest.mark.statistical
 def test_small_calibration_keeps_false_verdicts_rare_and_finds_a_32x_plant():
     # --max-contended 100: the interval rule is what is calibrated here; load's verdict is

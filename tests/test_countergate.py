@@ -223,6 +223,7 @@ def side(root: Path, extra: int) -> Path:
     return root
 
 
+@pytest.mark.real_worker  # counts in one-off workers
 def test_check_update_and_refusal_end_to_end(tmp_path, capsys):
     config = tmp_path / "gate.toml"
     config.write_text(FIX_CONFIG)
@@ -315,6 +316,7 @@ def test_compare_bundle_head_against_the_file(tmp_path):
         cg.check_bundle(FIXTURE_BUNDLE, other)
 
 
+@pytest.mark.real_worker
 def test_compare_expected_gates_the_head_side(tmp_path, capsys):
     config = tmp_path / "gate.toml"
     config.write_text(FIX_CONFIG)

@@ -275,6 +275,7 @@ def _worker_counters(side_dir: Path, cwd: Path, hash_seed: int, cases: list[dict
     return got
 
 
+@pytest.mark.real_worker
 def test_reproducible_across_fresh_processes_and_hash_seeds(tmp_path):
     side = write_side(tmp_path / "side")
     wires = [case(0), case(1, kwargs={"extra": 3})]
@@ -284,6 +285,7 @@ def test_reproducible_across_fresh_processes_and_hash_seeds(tmp_path):
     assert first[1]["python_calls"] - first[0]["python_calls"] == 6
 
 
+@pytest.mark.real_worker
 def test_head_tree_with_k_extra_calls_in_fresh_workers(tmp_path):
     k = 5
     base = write_side(tmp_path / "base", extra=0)

@@ -276,6 +276,7 @@ def bundle(tmp_path_factory):
     )
 
 
+@pytest.mark.real_worker
 def test_explain_puts_the_helper_on_top(bundle):
     report = ex_capture.explain_bundle(bundle, "Block/fp32", iters=20, repeats=3)
     assert report["cell"] == "Block/fp32/4x16/eager"
@@ -297,6 +298,7 @@ def test_explain_puts_the_helper_on_top(bundle):
     assert "helper" in ranked, text
 
 
+@pytest.mark.real_worker
 def test_explain_cli(bundle):
     from click.testing import CliRunner
 
@@ -314,6 +316,7 @@ def test_explain_cli(bundle):
     assert bad.exit_code != 0 and isinstance(bad.exception, TeperfError)
 
 
+@pytest.mark.real_worker
 def test_bundle_row_carries_counters(bundle):
     from teperf.api import summarize
 

@@ -66,6 +66,7 @@ def test_flat_noisy_series_has_no_change(seed):
     assert detect(x, DetectionSettings(seed=seed)) == []
 
 
+@pytest.mark.slow  # a simulation
 def test_slow_drift_is_reported_as_a_drift_not_as_steps():
     """+0.25 % a night over 60 nights (~15 % in all) under 1 % noise: no night-to-night step stands
     out, so every series must report a drift; a noise-made step on top is allowed in at most one

@@ -163,6 +163,7 @@ def test_import_adds_bundles_once(tmp_path, monkeypatch, capsys):
     assert code == 2
 
 
+@pytest.mark.real_worker
 def test_history_of_a_bundle_without_commits(tmp_path, capsys):
     """A --base-path compare has no sha, subject or commit date: history must still print it."""
     from conftest import PLANTED, run_cli

@@ -169,6 +169,7 @@ def teperf(*args, endpoint):
     )
 
 
+@pytest.mark.real_worker
 def test_two_shards_at_once_into_s3_are_one_night(s3, repo, tmp_path):
     root, demo, repo_dir, site, shas, config = repo
     history = make_bucket("nightly")

@@ -9,21 +9,7 @@ import os
 
 from conftest import run_cli
 from gitfixture import make_single_module
-
-TINY = [
-    "--processes",
-    "1",
-    "--rounds",
-    "1",
-    "--trials",
-    "2",
-    "--iters",
-    "5",
-    "--warmup",
-    "2",
-    "--prestart",
-    "0",
-]
+from schedules import TINY
 
 
 def test_single_module_repo_compares_by_git_refs_and_explains_later(tmp_path):

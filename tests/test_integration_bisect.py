@@ -18,10 +18,11 @@ import math
 
 from conftest import run_cli
 from gitfixture import HISTORY_CONFIG, make_history
+from schedules import schedule
 
 # Small: the 3 ms spin is ~10x the step; what is tested is the search, not the engine's precision.
 SCHEDULE = [
-    *("--processes", "3", "--rounds", "1", "--trials", "2", "--iters", "5", "--warmup", "3"),
+    *schedule(2, 5, 3, processes=3),
     *("--max-contended", "100"),
 ]
 

@@ -13,8 +13,12 @@ from pathlib import Path
 
 import pytest
 from conftest import PLANTED, ROOT, rows_by_module, run_cli
+from schedules import FORKED, SMALL
 
-SMALL = ["--processes", "4", "--rounds", "1", "--trials", "4", "--iters", "30", "--warmup", "10"]
+# FORKED where fresh interpreters are not the subject. A worker's death, hang and SIGKILL in fresh
+# interpreters: test_failing_cells_are_marked_and_the_rest_goes_on (its 8 s timeout_s also bounds a fork
+# server's start), test_a_worker_killed_by_sigkill_hints_at_memory,
+# test_a_worker_that_cannot_start_names_the_cause.
 
 
 def _trials(bundle: Path) -> list[dict]:
@@ -289,6 +293,7 @@ def test_a_worker_that_dies_costs_its_pair_not_its_cell(tmp_path, faulty, result
         "--head-path",
         pkg,
         "--no-counters",
+        *FORKED,
         "--format",
         "json",
         "--results-dir",
@@ -329,7 +334,7 @@ def test_a_worker_killed_mid_run_counts_its_pair_out_and_hints_at_memory(tmp_pat
     ''')
     )
     res = run_cli(
-        "compare", "--config", cfg, "--base-path", pkg, "--head-path", pkg, "--no-counters",
+        "compare", "--config", cfg, "--base-path", pkg, "--head-path", pkg, "--no-counters", *FORKED,
         "--format", "json", "--results-dir", results_dir,
     )  # fmt: skip
     assert res.returncode == 1, res.stderr
@@ -436,36 +441,6 @@ def test_ctrl_c_keeps_every_measured_trial(results_dir):
             pid = json.loads(rec)["hello"]["pid"]
             with pytest.raises(ProcessLookupError):
                 os.kill(pid, 0)
-
-
-def test_report_survives_a_torn_last_line(results_dir):
-    res = run_cli(
-        "run",
-        "--modules",
-        "Linear",
-        "--processes",
-        "1",
-        "--rounds",
-        "1",
-        "--trials",
-        "2",
-        "--iters",
-        "10",
-        "--warmup",
-        "2",
-        "--results-dir",
-        results_dir,
-        "--format",
-        "csv",
-    )
-    assert res.returncode == 0, res.stderr
-    bundle = _only_bundle(results_dir)
-    with open(bundle / "records.jsonl", "a") as f:
-        f.write('{"kind":"trial","pair":0,"ro')  # a crash mid-write
-    again = run_cli("report", bundle, "--format", "csv")
-    assert again.returncode == 0, again.stderr
-    assert again.stdout.splitlines()[0].startswith("module,recipe,shape")
-    assert again.stdout == res.stdout
 
 
 def test_compiled_cases_sharing_a_worker_all_measure_without_compiling_in_trials(results_dir):

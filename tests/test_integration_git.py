@@ -11,57 +11,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import schedules
 from conftest import rows_by_module, run_cli
 from gitfixture import make_fixture
 
 # Changes under 3 % count as "no change" here: these tests check that the right code runs on each side
 # (a 200 us busy-wait on ~500 us is +40 %), not the engine's A/A calibration (tested with many cells
 # elsewhere).
-SMALL = [
-    "--processes",
-    "4",
-    "--rounds",
-    "1",
-    "--trials",
-    "4",
-    "--iters",
-    "30",
-    "--warmup",
-    "10",
-    "--no-counters",
-    "--min-effect",
-    "3",
-]
-AA = [
-    "--processes",
-    "3",
-    "--rounds",
-    "1",
-    "--trials",
-    "4",
-    "--iters",
-    "30",
-    "--warmup",
-    "10",
-    "--no-counters",
-    "--min-effect",
-    "3",
-]
-TINY = [
-    "--processes",
-    "1",
-    "--rounds",
-    "1",
-    "--trials",
-    "2",
-    "--iters",
-    "10",
-    "--warmup",
-    "2",
-    "--no-counters",
-    "--modules",
-    "MLP",
-]
+SMALL = [*schedules.SMALL, "--no-counters", "--min-effect", "3"]
+AA = [*schedules.AA, "--no-counters", "--min-effect", "3"]
+TINY = [*schedules.ONE_PAIR, "--no-counters", "--modules", "MLP"]
 
 CONFIG = """\
 backend = "torch"
@@ -134,7 +93,8 @@ def test_overlay_detects_planted_slowdown(fx, results_dir):
 
 # An A/A's false-verdict rate is benchmarks/calibration.py's; here, that both sides are one overlay.
 def test_overlay_a_a_measures_one_tree_twice(fx, results_dir):
-    res = compare(fx, "main..main", "--strategy", "overlay", *AA, results_dir=results_dir)
+    # forked workers (one torch import per side): the subject is the sides, not how workers start
+    res = compare(fx, "main..main", "--strategy", "overlay", *AA, *schedules.FORKED, results_dir=results_dir)
     assert res.returncode == 0, res.stderr
     rows = rows_by_module(res.stdout)
     assert rows and all(r["verdict"] is not None for r in rows.values()), rows

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 from conftest import PLANTED, ROOT, rows_by_module, run_cli
+from schedules import schedule
 from test_integration_engine import FAULTY, flaky_config
 from test_integration_signals import _children, _wait_for_hang, _wait_gone, stuck_config
 
@@ -23,20 +24,8 @@ pytestmark = pytest.mark.skipif(
     PHYSICAL < 2, reason=f"--lanes 2 needs 2 physical cores; this process may use {PHYSICAL}"
 )
 
-QUICK = ("--rounds", "1", "--trials", "2", "--iters", "10", "--warmup", "5", "--no-counters", "--lanes", "2")
-PLANTED_SCHEDULE = (
-    "--rounds",
-    "1",
-    "--trials",
-    "4",
-    "--iters",
-    "20",
-    "--warmup",
-    "5",
-    "--no-counters",
-    "--lanes",
-    "2",
-)
+QUICK = (*schedule(2, 10, 5), "--no-counters", "--lanes", "2")
+PLANTED_SCHEDULE = (*schedule(4, 20, 5), "--no-counters", "--lanes", "2")
 
 
 def _records(results) -> tuple[dict, list[dict]]:

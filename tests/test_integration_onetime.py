@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from schedules import schedule
 
 SMALL = [
     "--modules",
@@ -20,16 +21,7 @@ SMALL = [
     "eager,compile",
     "--shape",
     "8,2,32",
-    "--processes",
-    "2",
-    "--rounds",
-    "1",
-    "--trials",
-    "2",
-    "--iters",
-    "10",
-    "--warmup",
-    "2",
+    *schedule(2, 10, 2, processes=2),
 ]
 
 

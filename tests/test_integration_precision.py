@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from schedules import schedule
 
-SHORT = ["--rounds", "1", "--trials", "4", "--iters", "30", "--warmup", "10", "--no-counters"]
+SHORT = [*schedule(4, 30, 10), "--no-counters"]
 
 
 def _records(results_dir: Path, kind: str) -> list[dict]:

@@ -224,6 +224,7 @@ def test_max_contended_is_validated():
         load_config(None, {"max_contended_pct": 150.0})
 
 
+@pytest.mark.real_worker
 def test_the_engine_re_measures_a_contended_couple_and_the_summary_uses_the_re_measure(tmp_path, monkeypatch):
     """Real workers, in-process coordinator; the contention flag injected: every couple's first trial
     (trial 0) shares its core in its first attempt."""
@@ -232,8 +233,10 @@ def test_the_engine_re_measures_a_contended_couple_and_the_summary_uses_the_re_m
     monkeypatch.setattr(TrialRecord, "contended", lambda self, device: self.trial == 0 and self.attempt == 0)
     cfg = load_config(
         "demo",
-        {"modules": ["Linear"], "processes": 3, "rounds": 1, "trials": 4, "iters": 20, "warmup": 5},
-    )
+        # forked workers: one torch import per side, not one per worker (fresh spawns: the test below)
+        {"modules": ["Linear"], "processes": 3, "rounds": 1, "trials": 4, "iters": 20, "warmup": 5,
+         "spawn": "forkserver"},
+    )  # fmt: skip
     same = str(PLANTED / "base")
     path = api.compare(
         cfg, api.path_side("base", same), api.path_side("head", same), results_dir=str(tmp_path), command=[]
@@ -247,6 +250,7 @@ def test_the_engine_re_measures_a_contended_couple_and_the_summary_uses_the_re_m
     assert row["verdict_cause"] is None
 
 
+@pytest.mark.real_worker
 def test_a_couple_contended_every_time_is_re_measured_at_most_three_times(tmp_path, monkeypatch):
     from teperf import api
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from conftest import PLANTED, ROOT
 
 # A Ctrl-C that lands inside `from scipy import stats` during a run: an import hook raises
@@ -48,6 +49,7 @@ CTRL_C_IN_IMPORT = textwrap.dedent(
 )
 
 
+@pytest.mark.real_worker
 def test_ctrl_c_inside_a_lazy_import_still_gives_130_and_the_table(tmp_path):
     proc = subprocess.run(
         [

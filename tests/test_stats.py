@@ -218,6 +218,7 @@ def _table(rng, cfg, shifts, **kw):
     return [compare_cell(b, h, at, c) for b, h, c in data], levels
 
 
+@pytest.mark.slow  # a simulation
 def test_table_rule_holds_an_unchanged_tables_false_verdicts_to_alpha():
     """Issue 32: 24 A/A cells at 95 % each read 2+ false verdicts a quarter of the time; the table's rule
     holds the chance of any false verdict in a table of unchanged cells to alpha."""

@@ -133,3 +133,20 @@ def test_a_lost_pair_makes_a_partial_cell_with_a_note(tmp_path):
     rows, _ = aggregate(parsed, stats)
     assert rows[0]["status"] == "partial" and rows[0]["error"] == "lost pair 2: worker died"
     assert any(n.startswith("partial Linear/fp32/") for n in notes(parsed, rows, stats))
+
+
+def test_report_survives_a_torn_last_line(tmp_path, capsys):
+    """A crash mid-write leaves half a record at the end of records.jsonl: report reads the rest, as before.
+    (Was tests/test_integration_engine.py's, which measured a bundle only to tear it.)"""
+    from conftest import run_in_process
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(FIXTURES / "bundles" / "v2-compare-compile-cpu", bundle)
+    code, before, err = run_in_process(["report", str(bundle), "--format", "csv"], capsys)
+    assert code == 0, err
+    with open(bundle / "records.jsonl", "a") as f:
+        f.write('{"kind":"trial","pair":0,"ro')  # a crash mid-write
+    code, after, err = run_in_process(["report", str(bundle), "--format", "csv"], capsys)
+    assert code == 0, err
+    assert after.splitlines()[0].startswith("module,recipe,shape") and len(after.splitlines()) > 1
+    assert after == before

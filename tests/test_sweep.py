@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_in_process
+from schedules import schedule
 
 from teperf import sweep as sw
 from teperf.config import load_config
@@ -105,6 +106,7 @@ def _side(root: Path, loop: int) -> Path:
     return root
 
 
+@pytest.mark.real_worker
 @pytest.mark.statistical  # head's 4x longer loop is many times the noise of a slope
 def test_compare_sweep_finds_a_steeper_slope(tmp_path, capsys):
     # head's helper loops 4x as long: every extra call costs ~4x the host time, the calls stay the same
@@ -112,7 +114,7 @@ def test_compare_sweep_finds_a_steeper_slope(tmp_path, capsys):
     config.write_text(SWEEP_CONFIG)
     base, head = _side(tmp_path / "base", 300), _side(tmp_path / "head", 1200)
     args = ["compare", "--config", str(config), "--sweep", "extra=0,4,8"]
-    args += ["--processes", "4", "--rounds", "1", "--trials", "2", "--iters", "10", "--warmup", "5"]
+    args += schedule(2, 10, 5, processes=4)
     args += ["--base-path", str(base), "--head-path", str(head), "--results-dir", str(tmp_path / "r")]
     code, out, err = run_in_process(args, capsys)
     assert code == 0, (out, err)

@@ -891,6 +891,7 @@ def test_describe_without_te(monkeypatch):
     assert "error" in facts
 
 
+@pytest.mark.slow  # a real torch.compile
 def test_make_step_compile_goes_through_call(fake_te):
     """runner's compile mode compiles through built.call (GroupedLinear needs m_splits); the first
     step compiles, and dynamo's counters say what."""
