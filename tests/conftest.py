@@ -15,6 +15,18 @@ PLANTED = ROOT / "examples" / "planted"
 os.environ.setdefault("TEPERF_RUNTIME_DIR", tempfile.mkdtemp(prefix="teperf-test-claims-"))
 
 
+@pytest.fixture(autouse=True)
+def _release_core_claims():
+    """A run claims its measuring core for its process's life (teperf.cpus); tests share one process, so each
+    test's in-process runs give theirs back, and the next test's default core is the last one again."""
+    yield
+    from teperf import cpus
+
+    for f in cpus._CLAIMS.values():
+        f.close()
+    cpus._CLAIMS.clear()
+
+
 def run_cli(*args, cwd=None, timeout=600, env=None):
     """Run the real `teperf` CLI in a subprocess; returns CompletedProcess (text)."""
     full_env = dict(os.environ)
