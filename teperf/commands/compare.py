@@ -120,8 +120,8 @@ def command(
         if bool(base_path) != bool(head_path) and not (base_python or head_python):  # else this python, bare
             given, label = ("base", "head") if base_path else ("head", "base")
             raise TeperfError(
-                f"--{given}-path given without --{label}-path: {label} would be this interpreter with nothing "
-                "of its own on sys.path",
+                f"--{given}-path given without --{label}-path: {label} would be this interpreter with "
+                "nothing of its own on sys.path",
                 f"give --{label}-path DIR too (or --{label}-python for an installed {label})",
             )
         if ignored:
