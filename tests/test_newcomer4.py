@@ -284,3 +284,10 @@ def test_explain_says_when_the_machine_is_busy(monkeypatch):
     assert "the machine is busy" in capture.machine_load(1) and "own times include" in capture.machine_load(1)
     monkeypatch.setattr(doctor, "check_load", lambda: doctor.Check("load", "ok", ""))
     assert capture.machine_load(1) == ""
+
+
+# --- the pass: a special file as the cache directory ---------------------------------------------------
+
+
+def test_cache_list_refuses_a_device_as_its_directory(capsys):
+    _one_error(*run_in_process(["cache", "list", "--cache-dir", "/dev/null"], capsys), "not a directory")
