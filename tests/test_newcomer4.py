@@ -326,3 +326,15 @@ def test_the_cli_takes_sigterm_as_an_interrupt(capsys):
     run_in_process(["--version"], capsys)
     assert signal.getsignal(signal.SIGTERM) is _raise_terminated
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def test_a_results_dir_that_cannot_be_made_names_no_file_in_the_way(tmp_path):
+    from teperf.bundle import Bundle
+    from teperf.errors import TeperfError
+
+    with pytest.raises(TeperfError) as refused:
+        Bundle.create("/proc/teperf-results", "run", {})
+    assert "move the file away" not in str(refused.value)
+    (tmp_path / "f").write_text("")
+    with pytest.raises(TeperfError, match="move the file away"):
+        Bundle.create(tmp_path / "f", "run", {})
