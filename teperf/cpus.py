@@ -94,9 +94,6 @@ def check_core(core) -> int:
     no other teperf run has claimed (two runs on one machine must not measure on each other's core)."""
     cores = available_cores()
     if core is None:
-        held = [c for c in _CLAIMS if c in cores]
-        if held:
-            return held[-1]
         return next((c for c in reversed(cores) if claim_core(c)), cores[-1])
     if not core_usable(core):
         raise TeperfError(

@@ -290,7 +290,7 @@ def test_explain_says_when_the_machine_is_busy(monkeypatch):
 
 
 def test_cache_list_refuses_a_device_as_its_directory(capsys):
-    _one_error(*run_in_process(["cache", "list", "--cache-dir", "/dev/null"], capsys), "not a directory")
+    _one_error(*run_in_process(["cache", "list", "--cache-dir", "/dev/null"], capsys), "a file is in the way")
 
 
 # --- the pass: Ctrl-C or SIGTERM while teperf still imports -------------------------------------------

@@ -117,7 +117,9 @@ def command(
     elif any((base_path, head_path, base_python, head_python)):
         # --strategy env names exactly these sides (its help says so): not a git flag here
         ignored = [f for f in sides.git_flags_given() if not (f == "--strategy" and sides.strategy == "env")]
-        if bool(base_path) != bool(head_path) and not (base_python or head_python):  # else this python, bare
+        if (base_path is None) != (head_path is None) and not (
+            base_python or head_python
+        ):  # else this python, bare
             given, label = ("base", "head") if base_path else ("head", "base")
             raise TeperfError(
                 f"--{given}-path given without --{label}-path: {label} would be this interpreter with "
