@@ -1411,7 +1411,9 @@ CLASS = {"OK": "clean", "MISLEADING": "misleading", "WRONG": "wrong", "CHECK": "
 def write_table(where: Path, results: list[dict]) -> None:
     """README.md: counts per class, then command, exit code, first line and class of every case."""
     where.mkdir(parents=True, exist_ok=True)
-    (where / "results.json").write_text(json.dumps(results, indent=1))
+    keep = ("name", "argv", "expect", "rc", "traceback", "stderr_lines", "first_error", "seconds", "verdict")
+    slim = [{k: r.get(k) for k in (*keep, "why")} for r in results]  # --json keeps the stderr tails
+    (where / "results.json").write_text(json.dumps(slim, indent=0))
     classes = [REVIEWED.get(r["name"], (CLASS[r["verdict"]], r["why"])) for r in results]
     counts = {c: sum(k == c for k, _ in classes) for c in ("clean", "misleading", "wrong", "check")}
 
