@@ -51,8 +51,12 @@ def main(argv=None) -> None:
         click.echo(for_terminal(f"teperf: error: cannot use{where}: {exc.strerror or exc}; {fix}"), err=True)
         sys.exit(EXIT_USAGE)
     except (click.exceptions.Abort, KeyboardInterrupt) as stop:  # Ctrl-C outside a measurement (a git build)
-        click.echo("teperf: interrupted", err=True)
-        sys.exit(exit_status_for_signal(getattr(stop, "signum", signal.SIGINT)))
+        cause = stop.__cause__ or stop.__context__  # click turns a KeyboardInterrupt (Terminated) into Abort
+        signum = getattr(stop, "signum", None) or getattr(cause, "signum", signal.SIGINT)
+        click.echo(
+            "teperf: terminated (SIGTERM)" if signum == signal.SIGTERM else "teperf: interrupted", err=True
+        )
+        sys.exit(exit_status_for_signal(signum))
     except NO_ARGS_IS_HELP as exc:  # bare `teperf`, `teperf cache`: the help asked for, not an error
         click.echo(exc.ctx.get_help())
         sys.exit(0)

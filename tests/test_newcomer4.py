@@ -338,3 +338,16 @@ def test_a_results_dir_that_cannot_be_made_names_no_file_in_the_way(tmp_path):
     (tmp_path / "f").write_text("")
     with pytest.raises(TeperfError, match="move the file away"):
         Bundle.create(tmp_path / "f", "run", {})
+
+
+def test_sigterm_in_a_command_exits_143_though_click_made_it_an_abort(monkeypatch, capsys):
+
+    from teperf.commands import doctor
+    from teperf.engine.signals import Terminated
+
+    def stop(*a, **k):
+        raise Terminated()
+
+    monkeypatch.setattr(doctor.command, "callback", stop)
+    code, out, err = run_in_process(["doctor"], capsys)
+    assert code == 143 and err.strip() == "teperf: terminated (SIGTERM)", (code, err)
