@@ -104,8 +104,11 @@ class Bundle:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             # mkdir says "File exists" for a file where the directory (or a parent of it) should be
-            why = "a file is in the way" if isinstance(exc, FileExistsError) else exc.strerror
-            fix = "pass a writable --results-dir that is a directory, or move the file away"
+            in_way = isinstance(exc, FileExistsError)
+            why = "a file is in the way" if in_way else exc.strerror
+            fix = "pass a writable --results-dir that is a directory" + (
+                ", or move the file away" if in_way else ""
+            )
             raise TeperfError(f"cannot create results directory {root}: {why}", fix)
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         path = root / f"{stamp}-{kind}-{secrets.token_hex(2)}"

@@ -6,10 +6,12 @@ from __future__ import annotations
 import importlib
 import signal
 import sys
+import threading
 
 import click
 
 from teperf import __version__
+from teperf.engine.signals import _raise_terminated
 from teperf.errors import EXIT_USAGE, TeperfError, exit_status_for_signal
 from teperf.safe_text import for_terminal
 
@@ -34,6 +36,10 @@ NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
 def main(argv=None) -> None:
+    # Ctrl-C is a KeyboardInterrupt again, and SIGTERM one too (Terminated, exit 143), whatever the step
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         cli.main(args=argv, prog_name="teperf", standalone_mode=False)
     except TeperfError as exc:
@@ -45,8 +51,12 @@ def main(argv=None) -> None:
         click.echo(for_terminal(f"teperf: error: cannot use{where}: {exc.strerror or exc}; {fix}"), err=True)
         sys.exit(EXIT_USAGE)
     except (click.exceptions.Abort, KeyboardInterrupt) as stop:  # Ctrl-C outside a measurement (a git build)
-        click.echo("teperf: interrupted", err=True)
-        sys.exit(exit_status_for_signal(getattr(stop, "signum", signal.SIGINT)))
+        cause = stop.__cause__ or stop.__context__  # click turns a KeyboardInterrupt (Terminated) into Abort
+        signum = getattr(stop, "signum", None) or getattr(cause, "signum", signal.SIGINT)
+        click.echo(
+            "teperf: terminated (SIGTERM)" if signum == signal.SIGTERM else "teperf: interrupted", err=True
+        )
+        sys.exit(exit_status_for_signal(signum))
     except NO_ARGS_IS_HELP as exc:  # bare `teperf`, `teperf cache`: the help asked for, not an error
         click.echo(exc.ctx.get_help())
         sys.exit(0)

@@ -56,29 +56,20 @@ def core_usable(core) -> bool:
 _CLAIMS: dict = {}  # core -> the open file whose flock claims it for this process's life (the OS frees it)
 
 
-def claims_dir() -> Path:
-    """Where each teperf run claims its measuring core (one lock file per core)."""
+def _claim_file(core) -> Path:
     base = os.environ.get("TEPERF_RUNTIME_DIR") or os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    return Path(base) / "teperf-cores"
+    return Path(base) / "teperf-cores" / f"core{core}"
 
 
 def claim_core(core: int) -> bool:
     """Claim ``core`` for this process (False: another teperf run holds it, or no claim can be made)."""
-    if core in _CLAIMS:
-        return True
     try:
-        claims_dir().mkdir(mode=0o777, parents=True, exist_ok=True)
-        f = open(claims_dir() / f"core{core}", "a+")
-    except OSError:
-        return False
-    try:
+        _claim_file(core).parent.mkdir(parents=True, exist_ok=True)
+        f = _CLAIMS.get(core) or open(_claim_file(core), "a+")
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        f.close()
         return False
-    f.truncate(0)
-    f.write(str(os.getpid()))
-    f.flush()
+    f.truncate(0), f.write(str(os.getpid())), f.flush()
     _CLAIMS[core] = f
     return True
 
@@ -86,20 +77,13 @@ def claim_core(core: int) -> bool:
 def claimed_by_others() -> dict[int, str]:
     """Cores other teperf runs measure on now -> the pid that claimed each."""
     out = {}
-    try:
-        files = [p for p in claims_dir().glob("core*") if p.name[4:].isdigit()]
-    except OSError:
-        return out
-    for path in files:
-        core = int(path.name[4:])
-        if core in _CLAIMS:
-            continue
+    for core in set(available_cores()) - set(_CLAIMS):
         try:
-            with open(path) as f:
-                try:
-                    fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)  # free: nobody holds it
-                except OSError:
-                    out[core] = f.read().strip() or "?"
+            with open(_claim_file(core)) as f:
+                if fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB) is None:
+                    continue  # free: nobody holds it
+        except BlockingIOError:
+            out[core] = _claim_file(core).read_text().strip() or "?"
         except OSError:
             continue
     return out
@@ -110,9 +94,6 @@ def check_core(core) -> int:
     no other teperf run has claimed (two runs on one machine must not measure on each other's core)."""
     cores = available_cores()
     if core is None:
-        held = [c for c in _CLAIMS if c in cores]
-        if held:
-            return held[-1]
         return next((c for c in reversed(cores) if claim_core(c)), cores[-1])
     if not core_usable(core):
         raise TeperfError(

@@ -284,3 +284,70 @@ def test_explain_says_when_the_machine_is_busy(monkeypatch):
     assert "the machine is busy" in capture.machine_load(1) and "own times include" in capture.machine_load(1)
     monkeypatch.setattr(doctor, "check_load", lambda: doctor.Check("load", "ok", ""))
     assert capture.machine_load(1) == ""
+
+
+# --- the pass: a special file as the cache directory ---------------------------------------------------
+
+
+def test_cache_list_refuses_a_device_as_its_directory(capsys):
+    _one_error(*run_in_process(["cache", "list", "--cache-dir", "/dev/null"], capsys), "a file is in the way")
+
+
+# --- the pass: Ctrl-C or SIGTERM while teperf still imports -------------------------------------------
+
+_SIGNAL_WHILE_IMPORTING = """
+import os, signal, sys
+import teperf.__main__ as entry
+class KillOnImport:  # importing teperf.cli sends this process the signal, as a Ctrl-C during the imports
+    def find_spec(self, name, path=None, target=None):
+        if name == "teperf.cli":
+            os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+sys.meta_path.insert(0, KillOnImport())
+entry.main()
+"""
+
+
+@pytest.mark.parametrize("sig, code, line", [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "SIGTERM")])
+def test_a_signal_while_teperf_imports_is_one_line(sig, code, line):
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_WHILE_IMPORTING, sig], capture_output=True, text=True
+    )
+    assert proc.returncode == code and proc.stderr.count("\n") == 1 and line in proc.stderr, proc.stderr
+
+
+def test_the_cli_takes_sigterm_as_an_interrupt(capsys):
+    import signal
+
+    from teperf.engine.signals import _raise_terminated
+
+    run_in_process(["--version"], capsys)
+    assert signal.getsignal(signal.SIGTERM) is _raise_terminated
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def test_a_results_dir_that_cannot_be_made_names_no_file_in_the_way(tmp_path):
+    from teperf.bundle import Bundle
+    from teperf.errors import TeperfError
+
+    with pytest.raises(TeperfError) as refused:
+        Bundle.create("/proc/teperf-results", "run", {})
+    assert "move the file away" not in str(refused.value)
+    (tmp_path / "f").write_text("")
+    with pytest.raises(TeperfError, match="move the file away"):
+        Bundle.create(tmp_path / "f", "run", {})
+
+
+def test_sigterm_in_a_command_exits_143_though_click_made_it_an_abort(monkeypatch, capsys):
+
+    from teperf.commands import doctor
+    from teperf.engine.signals import Terminated
+
+    def stop(*a, **k):
+        raise Terminated()
+
+    monkeypatch.setattr(doctor.command, "callback", stop)
+    code, out, err = run_in_process(["doctor"], capsys)
+    assert code == 143 and err.strip() == "teperf: terminated (SIGTERM)", (code, err)

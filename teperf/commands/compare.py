@@ -117,16 +117,15 @@ def command(
     elif any((base_path, head_path, base_python, head_python)):
         # --strategy env names exactly these sides (its help says so): not a git flag here
         ignored = [f for f in sides.git_flags_given() if not (f == "--strategy" and sides.strategy == "env")]
-        for label, path, python, other_path, other_python in (
-            ("base", base_path, base_python, head_path, head_python),
-            ("head", head_path, head_python, base_path, base_python),
-        ):
-            if not (path or python) and other_path and not other_python:  # else this interpreter, as is
-                raise TeperfError(
-                    f"--{'head' if label == 'base' else 'base'}-path given without --{label}-path: {label} "
-                    "would be this interpreter with nothing of its own on sys.path",
-                    f"give --{label}-path DIR too (or --{label}-python for an installed {label})",
-                )
+        if (base_path is None) != (head_path is None) and not (
+            base_python or head_python
+        ):  # else this python, bare
+            given, label = ("base", "head") if base_path else ("head", "base")
+            raise TeperfError(
+                f"--{given}-path given without --{label}-path: {label} would be this interpreter with "
+                "nothing of its own on sys.path",
+                f"give --{label}-path DIR too (or --{label}-python for an installed {label})",
+            )
         if ignored:
             raise TeperfError(
                 f"{', '.join(ignored)} only {'apply' if len(ignored) > 1 else 'applies'} to git refs "

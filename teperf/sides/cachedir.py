@@ -36,6 +36,11 @@ BUILD_META = "build.json"  # inside builds/<hash>/ and ext/<key>/
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
     given = cache_dir or os.environ.get("TEPERF_CACHE")
+    if given and Path(given).exists() and not Path(given).is_dir():  # /dev/null: click's file_okay passes it
+        raise TeperfError(
+            f"cannot use {given} as teperf's cache directory: a file is in the way",
+            "pass --cache-dir (or set $TEPERF_CACHE to) a writable directory",
+        )
     if given:
         return Path(given).expanduser().absolute()
     xdg = os.environ.get("XDG_CACHE_HOME")
