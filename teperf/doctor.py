@@ -19,7 +19,6 @@ from teperf.cpus import (
     parse_cpu_list,
     smt_siblings,
 )
-from teperf.cpus import check_core as default_core
 
 STATUSES = ("ok", "warn", "fail", "unknown")
 PROC = "/proc"
@@ -365,7 +364,9 @@ def check_gpu_busy() -> Check:
 
 def quick_checks(core: Optional[int] = None, device: str = "cpu") -> list[Check]:
     """The cheap subset (well under a second) that compare runs before measuring, into the bundle's meta."""
-    core = default_core(None) if core is None else core  # compare's default core
+    if core is None:  # compare's default core now, seen without claiming it (doctor changes nothing)
+        others, cores = claimed_by_others(), available_cores()
+        core = next((c for c in reversed(cores) if c not in others), cores[-1])
     checks = [_safe("core", lambda: check_core(core))]
     if checks[0].status != "fail":  # advice about a core this machine lacks (isolcpus=999) would mislead
         checks += [
