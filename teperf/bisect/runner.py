@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-import sys
 import time
 from pathlib import Path
 
-from teperf import __version__
 from teperf.bisect.attribute import attribute, ordered
 from teperf.bisect.conclude import conclude, counter_movers, settle, time_shares
 from teperf.bisect.counters import CounterSearch, moved
@@ -17,9 +15,10 @@ from teperf.bisect.plan import Range, commit_meta, find_cell, make_plan, plan_li
 from teperf.bisect.progress import Progress
 from teperf.bisect.sides import GitSideFactory, SideFactory
 from teperf.bisect.timing import TimeSearch, whole_state
-from teperf.bundle import Bundle, now_iso
+from teperf.bundle import Bundle
 from teperf.config import Config
-from teperf.errors import Interrupted, TeperfError
+from teperf.engine.probe import ForkedProbes
+from teperf.errors import TeperfError
 from teperf.log import Log, stderr_logger
 from teperf.options import SideOptions
 from teperf.plan import Case, check_balance
@@ -176,11 +175,6 @@ def bisect(
     if plan_only:
         return None
     meta = {
-        "teperf_version": __version__,
-        "kind": "bisect",
-        "command": command if command is not None else sys.argv,
-        "started_at": now_iso(),
-        "finished_at": None,
         "spec": spec,
         "repo": str(rng.repo),
         "cell": case.key,
@@ -192,40 +186,27 @@ def bisect(
         "plan": plan,
         "budget_s": budget_s,
     }
-    bundle = Bundle.create(results_dir, "bisect", meta)
     started = time.perf_counter()
-    status, error, result = "complete", None, {}
-    from teperf.engine.probe import ForkedProbes
-
-    probes = ForkedProbes(config, [case], bundle.path / "workers")
-    quiet_sides(factory, bundle.path / "sides.log")  # one line per probe on stderr, the sides' story here
-    bisector = Bisector(
-        config,
-        rng,
-        case,
-        factory,
-        bundle,
-        budget_s=budget_s,
-        confirm=confirm,
-        log=log,
-        plan=plan,
-        probes=probes,
-    )
-    try:
-        result = bisector.run()
-    except (KeyboardInterrupt, Interrupted):
-        status = "interrupted"
-        raise Interrupted(bundle.path) from None
-    except TeperfError as exc:
-        status, error = "failed", exc.one_line()
-        raise
-    except Exception as exc:
-        status, error = "failed", f"{type(exc).__name__}: {exc}"
-        raise
-    finally:
-        probes.close()
-        bisector.progress.close()
-        bundle.close()
-        result["wall_s"] = round(time.perf_counter() - started, 1)
-        bundle.update_meta(status=status, error=error, finished_at=now_iso(), result=result)
+    result: dict = {}
+    with Bundle.session(results_dir, "bisect", meta, command) as bundle:
+        bundle.at_end = lambda: {"result": {**result, "wall_s": round(time.perf_counter() - started, 1)}}
+        probes = ForkedProbes(config, [case], bundle.path / "workers")
+        quiet_sides(factory, bundle.path / "sides.log")  # one line per probe on stderr, the sides' story here
+        bisector = Bisector(
+            config,
+            rng,
+            case,
+            factory,
+            bundle,
+            budget_s=budget_s,
+            confirm=confirm,
+            log=log,
+            plan=plan,
+            probes=probes,
+        )
+        try:
+            result = bisector.run()
+        finally:
+            probes.close()
+            bisector.progress.close()
     return bundle.path
