@@ -142,7 +142,7 @@ def render_report(report: dict, n: int = 15) -> str:
         for row in rows:
             where = row.get("rel", "?") if not row.get("line") else f"{row.get('rel')}:{row.get('line')}"
             lines.append(f"  {row['own_us']:>9.1f} us {row['calls']:>8g} calls  {row['name']}  {where}")
-    for label, error in (report.get("errors") or {}).items():
+    for label, error in {**(report.get("errors") or {}), **(report.get("notes") or {})}.items():
         lines.append(f"  note: {label}: {error}")
     if report.get("saved_to"):
         lines.append(f"saved: {report['saved_to']}")
