@@ -80,8 +80,7 @@ def claimed_by_others() -> dict[int, str]:
     for core in set(available_cores()) - set(_CLAIMS):
         try:
             with open(_claim_file(core)) as f:
-                if fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB) is None:
-                    continue  # free: nobody holds it
+                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)  # taken at once: nobody holds it
         except BlockingIOError:
             out[core] = _claim_file(core).read_text().strip() or "?"
         except OSError:
@@ -89,12 +88,20 @@ def claimed_by_others() -> dict[int, str]:
     return out
 
 
+def default_core(claim: bool = True) -> int:
+    """The last usable core that no other teperf run has claimed (two runs on one machine must not measure
+    on each other's core), claimed for this process; ``claim=False`` only looks (doctor changes nothing)."""
+    cores = available_cores()
+    others = () if claim else claimed_by_others()
+    free = claim_core if claim else (lambda c: c not in others)
+    return next((c for c in reversed(cores) if free(c)), cores[-1])
+
+
 def check_core(core) -> int:
-    """The core to pin workers to: ``core`` if this process may use it, default the last usable one that
-    no other teperf run has claimed (two runs on one machine must not measure on each other's core)."""
+    """The core to pin workers to: ``core`` if this process may use it, default ``default_core()``."""
     cores = available_cores()
     if core is None:
-        return next((c for c in reversed(cores) if claim_core(c)), cores[-1])
+        return default_core()
     if not core_usable(core):
         raise TeperfError(
             f"core {core!r} is not available on this machine", f"use one of: {cpu_list_text(cores)} (--core)"

@@ -16,6 +16,7 @@ from teperf.cpus import (
     available_cores,
     claimed_by_others,
     cpu_list_text,
+    default_core,
     parse_cpu_list,
     smt_siblings,
 )
@@ -364,9 +365,7 @@ def check_gpu_busy() -> Check:
 
 def quick_checks(core: Optional[int] = None, device: str = "cpu") -> list[Check]:
     """The cheap subset (well under a second) that compare runs before measuring, into the bundle's meta."""
-    if core is None:  # compare's default core now, seen without claiming it (doctor changes nothing)
-        others, cores = claimed_by_others(), available_cores()
-        core = next((c for c in reversed(cores) if c not in others), cores[-1])
+    core = default_core(claim=False) if core is None else core  # compare's default core now
     checks = [_safe("core", lambda: check_core(core))]
     if checks[0].status != "fail":  # advice about a core this machine lacks (isolcpus=999) would mislead
         checks += [

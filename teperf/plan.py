@@ -198,7 +198,7 @@ def check_duration(config: Config, n_cases: int, n_sides: int) -> None:
             "lower --processes, --iters or the cells, or cap the time with --budget",
         )
     typical = (
-        s.processes * TYPICAL_PAIR_S.get(s.spawn, 2.5)
+        s.processes * TYPICAL_PAIR_S.get(s.spawn, TYPICAL_PAIR_S["fresh"])
         + total_steps(config, n_cases, n_sides) * TYPICAL_STEP_S
     )
     if typical > 3 * 3600:  # it may finish, but say so before hours go by

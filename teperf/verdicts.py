@@ -55,14 +55,19 @@ def load_text(f: dict) -> str:
     return f"load: {f.get('contended_pct') or 0:.0f}% contended{bound}"
 
 
+def qualifier(f: dict) -> str:
+    """What an inconclusive verdict adds: ' (load: ...)' when load withheld it, else the change it could
+    not rule out (' (up to +X%)'); '' for any other verdict."""
+    if f.get("verdict") != INCONCLUSIVE:
+        return ""
+    if f.get("verdict_cause") == LOAD:
+        return f" ({load_text(f)})"
+    return f" (up to {f['bound_pct']:+.1f}%)" if f.get("bound_pct") is not None else ""
+
+
 def verdict_text(row: dict) -> str:
     """The verdict as the table shows it: an inconclusive one with the change it could not rule out."""
-    v = row.get("verdict") or "-"
-    if v == INCONCLUSIVE and row.get("verdict_cause") == LOAD:
-        v += f" ({load_text(row)})"
-    elif v == INCONCLUSIVE and row.get("bound_pct") is not None:
-        v += f" (up to {row['bound_pct']:+.1f}%)"
-    return v
+    return (row.get("verdict") or "-") + qualifier(row)
 
 
 def slope_verdict(delta: dict) -> str:
@@ -109,10 +114,5 @@ def failing_cells(rows: Sequence[dict], verdicts: set[str]) -> list[str]:
             if f.get("verdict") not in verdicts:
                 continue
             delta = f" {f['delta_pct']:+.1f}%" if f.get("delta_pct") is not None else ""
-            bound = ""
-            if f.get("verdict_cause") == LOAD:
-                bound = f" ({load_text(f)})"
-            elif f.get("verdict") == INCONCLUSIVE and f.get("bound_pct") is not None:
-                bound = f" (up to {f['bound_pct']:+.1f}%)"
-            out.append(f"{cell}{what} {f['verdict']}{delta}{bound}")
+            out.append(f"{cell}{what} {f['verdict']}{delta}{qualifier(f)}")
     return out

@@ -28,8 +28,9 @@ def step_entry(part: Part, total_us: float, commit: Callable[[int], dict], count
         "counters": counters,  # what the counters did at it ({}: none moved; None: not counted)
         "share": round(delta / total_us, 4) if total_us else 0.0,
     }
-    if _share_ci(row, total_us):
-        entry["share_ci"] = _share_ci(row, total_us)
+    share_ci = _share_ci(row, total_us)
+    if share_ci:
+        entry["share_ci"] = share_ci
     return entry
 
 

@@ -164,9 +164,9 @@ def step_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
                 (lost_b, shared_b), (lost_h, shared_h) = lost[key][base], lost[key][head]
                 evidence[key[0]].append((math.log(c[head] / c[base]), lost_h - lost_b, shared_b or shared_h))
         bias, source = None, ""
-        limit = stats.max_contended_pct
-        if parsed.device == "cpu" and limit < 100.0 and loaded(counts["contended"], counts["couples"], limit):
-            bias, source = load_bound(evidence)  # 100 accepts any load: no rule
+        # loaded() is never true at --max-contended 100, which accepts any load: no rule
+        if parsed.device == "cpu" and loaded(counts["contended"], counts["couples"], stats.max_contended_pct):
+            bias, source = load_bound(evidence)
         out = dict(
             compare_cell(times[base], times[head], stats, by_pair, parsed.pair_generations, bias),
             load_bound_source=source or None,
