@@ -54,6 +54,14 @@ def run_in_process(argv, capsys):
     return code, out.out, out.err
 
 
+def one_error(code, out, err, *parts):
+    """Bad input's answer: exit 2 and one 'teperf: error:' line holding every part, no traceback."""
+    assert code == 2, (out, err)
+    assert err.count("\n") == 1 and err.startswith("teperf: error: ") and "Traceback" not in err, err
+    for part in parts:
+        assert part in err, err
+
+
 def rows_by_module(stdout: str) -> dict:
     data = json.loads(stdout)
     return {r["module"]: r for r in data["rows"]}

@@ -12,18 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_in_process
+from conftest import ROOT, one_error, run_in_process
 
 from teperf.errors import TeperfError
 
 BUNDLES = ROOT / "tests" / "fixtures" / "bundles"
-
-
-def _one_error(code, out, err, *parts):
-    assert code == 2, (out, err)
-    assert err.count("\n") == 1 and err.startswith("teperf: error: ") and "Traceback" not in err, err
-    for part in parts:
-        assert part in err, err
 
 
 # --- interpreters given as relative paths -------------------------------------------------------------
@@ -54,12 +47,12 @@ def test_a_relative_interpreter_path_works_from_the_temporary_directory_of_the_p
 )
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
 def test_every_float_option_refuses_nan_and_infinity(flag, value, capsys):
-    _one_error(*run_in_process(["run", flag, value], capsys), flag)
+    one_error(*run_in_process(["run", flag, value], capsys), flag)
 
 
 @pytest.mark.parametrize("argv", [["dashboard", "--min-effect", "nan"], ["dashboard", "--sig-level", "nan"]])
 def test_other_commands_float_options_refuse_nan(argv, capsys):
-    _one_error(*run_in_process(argv, capsys), argv[1])
+    one_error(*run_in_process(argv, capsys), argv[1])
 
 
 @pytest.mark.parametrize(
@@ -81,9 +74,7 @@ def test_a_toml_nan_or_inf_is_refused_too(section, key, value):
 
 
 def test_cache_clear_refuses_a_negative_age(tmp_path, capsys):
-    _one_error(
-        *run_in_process(["cache", "clear", "--older-than", "-1", "--cache-dir", str(tmp_path)], capsys)
-    )
+    one_error(*run_in_process(["cache", "clear", "--older-than", "-1", "--cache-dir", str(tmp_path)], capsys))
 
 
 # --- bundles whose records cannot be read ---------------------------------------------------------------
@@ -106,7 +97,7 @@ def _copy(tmp_path, name="v1-compare-counters") -> Path:
 def test_report_says_when_the_records_are_gone(tmp_path, damage, words, capsys):
     path = _copy(tmp_path)
     damage(path / "records.jsonl")
-    _one_error(*run_in_process(["report", str(path)], capsys), words, "re-run the measurement")
+    one_error(*run_in_process(["report", str(path)], capsys), words, "re-run the measurement")
 
 
 def test_a_permission_problem_says_permission_not_damage(tmp_path, monkeypatch, capsys):
@@ -120,7 +111,7 @@ def test_a_permission_problem_says_permission_not_damage(tmp_path, monkeypatch, 
 
     monkeypatch.setattr(Path, "read_bytes", read_bytes)  # the tests run as root, for whom chmod 000 reads
     code, out, err = run_in_process(["report", str(path)], capsys)
-    _one_error(code, out, err, "permission denied", "chmod")
+    one_error(code, out, err, "permission denied", "chmod")
     assert "damaged" not in err
 
 
@@ -146,11 +137,11 @@ def test_a_missing_package_names_the_options_of_that_side():
 
 def test_git_side_options_with_paths_are_refused(tmp_path, capsys):
     argv = ["compare", "--base-path", str(tmp_path), "--head-path", str(tmp_path), "--strategy", "overlay"]
-    _one_error(*run_in_process(argv, capsys), "--strategy", "BASE..HEAD")
+    one_error(*run_in_process(argv, capsys), "--strategy", "BASE..HEAD")
 
 
 def test_server_pairs_without_forkserver_is_refused(capsys):
-    _one_error(*run_in_process(["run", "--server-pairs", "3"], capsys), "--spawn forkserver")
+    one_error(*run_in_process(["run", "--server-pairs", "3"], capsys), "--spawn forkserver")
     from teperf.config import build_config
 
     assert build_config({}, {"server_pairs": 3, "spawn": "forkserver"}).schedule.server_pairs == 3
@@ -158,7 +149,7 @@ def test_server_pairs_without_forkserver_is_refused(capsys):
 
 
 def test_history_changes_and_nights_together_are_refused(tmp_path, capsys):
-    _one_error(
+    one_error(
         *run_in_process(["history", "--history", str(tmp_path), "--changes", "--nights"], capsys), "--nights"
     )
 
@@ -303,7 +294,7 @@ def test_gpu_scripts_cite_no_files_a_user_does_not_have():
 )
 def test_a_schedule_that_cannot_finish_is_refused_before_any_worker(argv, words, tmp_path, capsys):
     code, out, err = run_in_process(["run", *argv, "--results-dir", str(tmp_path)], capsys)
-    _one_error(code, out, err, words)
+    one_error(code, out, err, words)
     assert not any(tmp_path.iterdir())  # no bundle: refused before measuring
 
 
@@ -393,8 +384,8 @@ def test_a_factory_function_its_module_lacks_is_named_not_the_paths():
 
 
 def test_a_tiny_timeout_names_the_timeout_not_the_iters(capsys):
-    _one_error(*run_in_process(["run", "--timeout", "1e-9"], capsys), "raise --timeout")
-    _one_error(
+    one_error(*run_in_process(["run", "--timeout", "1e-9"], capsys), "raise --timeout")
+    one_error(
         *run_in_process(["run", "--iters", "1000000000", "--timeout", "1"], capsys),
         "5,000 s",
         "lower --iters",
@@ -420,7 +411,7 @@ def test_by_lane_of_a_bundle_that_measured_nothing_says_so(tmp_path, capsys):
 @pytest.mark.parametrize("value", ["", "  "])
 def test_an_empty_config_is_refused_not_read_as_the_default(command, value, capsys):
     code, out, err = run_in_process([*command.split(), "--config", value], capsys)
-    _one_error(code, out, err, "--config is empty", "default, demo")
+    one_error(code, out, err, "--config is empty", "default, demo")
 
 
 def test_a_results_dir_that_is_a_file_says_so(tmp_path):
@@ -483,7 +474,7 @@ def test_backfill_dry_run_lists_the_commits_and_measures_nothing(tmp_path, capsy
 def test_a_reversed_backfill_range_is_refused(tmp_path, capsys):
     repo = _planted_repo(tmp_path)
     argv = ["nightly", "--repo", str(repo), "--config", "demo", "--dry-run", "--history", str(tmp_path / "h")]
-    _one_error(
+    one_error(
         *run_in_process([*argv, "--backfill", "HEAD..HEAD~1"], capsys), "adds no commit", "HEAD~1..HEAD"
     )
 
@@ -493,14 +484,14 @@ def test_a_reversed_backfill_range_is_refused(tmp_path, capsys):
 )
 def test_history_refuses_the_explain_options_without_explain(flag, value, tmp_path, capsys):
     argv = ["history", "--history", str(ROOT / "tests" / "fixtures" / "history-v1"), flag, value]
-    _one_error(*run_in_process(argv, capsys), f"{flag} is for --explain", "--changes --explain")
+    one_error(*run_in_process(argv, capsys), f"{flag} is for --explain", "--changes --explain")
 
 
 @pytest.mark.parametrize("sha", ["not a sha!", "", "abc", "v1.0", "a" * 65])
 def test_import_refuses_a_sha_that_is_no_commit_hash(sha, tmp_path, capsys):
     bundle = str(BUNDLES / "v1-compare-counters")
     argv = ["import", bundle, "--history", str(tmp_path / "h"), "--sha", sha]
-    _one_error(*run_in_process(argv, capsys), "is not a commit hash", "git rev-parse")
+    one_error(*run_in_process(argv, capsys), "is not a commit hash", "git rev-parse")
     assert not (tmp_path / "h").exists()
 
 
@@ -515,37 +506,37 @@ def test_doctor_fails_an_interpreter_that_is_no_python(exe):
 def test_a_path_unused_because_modules_picked_built_ins_names_them(capsys):
     argv = ["run", "--config", "demo", "--path", str(ROOT / "examples" / "planted" / "base")]
     code, out, err = run_in_process([*argv, "--modules", "LayerNormMLP"], capsys)
-    _one_error(code, out, err, "the modules measured (LayerNormMLP) are torch's built-in", "check --modules")
+    one_error(code, out, err, "the modules measured (LayerNormMLP) are torch's built-in", "check --modules")
 
 
 @pytest.mark.parametrize("spec, end", [("..HEAD", "A"), ("HEAD~1..", "B")])
 def test_a_backfill_range_without_an_end_says_which(spec, end, tmp_path, capsys):
     repo = _planted_repo(tmp_path)
     argv = ["nightly", "--repo", str(repo), "--config", "demo", "--dry-run", "--history", str(tmp_path / "h")]
-    _one_error(*run_in_process([*argv, "--backfill", spec], capsys), f"leaves out {end}", "name both ends")
+    one_error(*run_in_process([*argv, "--backfill", spec], capsys), f"leaves out {end}", "name both ends")
 
 
 def test_an_empty_path_is_refused_and_a_relative_one_says_where_from(tmp_path, monkeypatch, capsys):
-    _one_error(*run_in_process(["run", "--config", "demo", "--path", ""], capsys), "--path is empty")
+    one_error(*run_in_process(["run", "--config", "demo", "--path", ""], capsys), "--path is empty")
     monkeypatch.chdir(tmp_path)
     code, out, err = run_in_process(["run", "--config", "demo", "--path", "examples/planted/base"], capsys)
-    _one_error(code, out, err, f"'examples/planted/base' (from {tmp_path}) is not a directory")
+    one_error(code, out, err, f"'examples/planted/base' (from {tmp_path}) is not a directory")
     code, out, err = run_in_process(["compare", "--base-path", "", "--head-path", "x"], capsys)
-    _one_error(code, out, err, "--base-path is empty")
+    one_error(code, out, err, "--base-path is empty")
 
 
 @pytest.mark.parametrize("command", ["nightly --dry-run", "import x"])
 def test_a_shard_count_of_zero_is_named(command, capsys):
-    _one_error(*run_in_process([*command.split(), "--shard", "1/0"], capsys), "N, the number of shards")
+    one_error(*run_in_process([*command.split(), "--shard", "1/0"], capsys), "N, the number of shards")
 
 
 def test_a_non_ascii_table_name_says_to_quote_it(tmp_path, capsys):
     path = tmp_path / "c.toml"
     path.write_text('backend = "torch"\n[modules.Lïnear]\nfactory = "x:y"\n', encoding="utf-8")
-    _one_error(*run_in_process(["run", "--config", str(path)], capsys), "invalid TOML", "is quoted")
+    one_error(*run_in_process(["run", "--config", str(path)], capsys), "invalid TOML", "is quoted")
     path.write_text("backend = \n", encoding="utf-8")
     code, out, err = run_in_process(["run", "--config", str(path)], capsys)
-    _one_error(code, out, err, "fix the syntax of the config file")
+    one_error(code, out, err, "fix the syntax of the config file")
     assert "quoted" not in err
 
 

@@ -7,16 +7,9 @@ import json
 import shutil
 
 import pytest
-from conftest import ROOT, run_in_process
+from conftest import ROOT, one_error, run_in_process
 
 BUNDLES = ROOT / "tests" / "fixtures" / "bundles"
-
-
-def _one_error(code, out, err, *parts):
-    assert code == 2, (out, err)
-    assert err.count("\n") == 1 and err.startswith("teperf: error: ") and "Traceback" not in err, err
-    for part in parts:
-        assert part in err, err
 
 
 def _cut(tmp_path, name="v2-compare-compile-cpu", keep=60):
@@ -55,7 +48,7 @@ def test_import_keeps_a_cut_short_bundle_out_of_the_history_without_include_part
 
 def test_an_unusable_special_path_is_one_line(capsys):
     argv = ["dashboard", "--history", str(ROOT / "tests" / "fixtures" / "history-v1"), "--out", "/proc/site"]
-    _one_error(*run_in_process(argv, capsys), "cannot use /proc/", "a directory of your own")
+    one_error(*run_in_process(argv, capsys), "cannot use /proc/", "a directory of your own")
 
 
 # --- 1: a failed cell is no "tree changed" warning; its error is said ----------------------------------
@@ -106,7 +99,7 @@ def test_a_failed_set_up_is_not_read_as_a_tree_that_changed(tmp_path):
     ],
 )
 def test_a_min_effect_past_100_percent_is_refused(argv, capsys):
-    _one_error(*run_in_process(argv, capsys), "between 0 and 100")
+    one_error(*run_in_process(argv, capsys), "between 0 and 100")
 
 
 # --- 3: a shape no machine holds, a schedule of days ---------------------------------------------------
@@ -213,7 +206,7 @@ def test_the_doctor_does_not_count_this_runs_own_workers_as_load():
 
 def test_one_path_side_alone_is_refused_naming_the_other(capsys):
     base = str(ROOT / "examples" / "planted" / "base")
-    _one_error(
+    one_error(
         *run_in_process(["compare", "--config", "demo", "--base-path", base], capsys), "without --head-path"
     )
 
@@ -221,7 +214,7 @@ def test_one_path_side_alone_is_refused_naming_the_other(capsys):
 def test_strategy_env_is_taken_with_two_interpreters(tmp_path, capsys):
     argv = ["compare", "--strategy", "env", "--base-python", str(tmp_path / "a" / "python")]
     code, out, err = run_in_process([*argv, "--head-python", str(tmp_path / "b" / "python")], capsys)
-    _one_error(code, out, err, "does not exist")  # it got as far as the interpreters
+    one_error(code, out, err, "does not exist")  # it got as far as the interpreters
     assert "only applies" not in err
 
 
@@ -231,7 +224,7 @@ def test_strategy_env_is_taken_with_two_interpreters(tmp_path, capsys):
 def test_bisect_refuses_an_odd_schedule_before_any_probe(tmp_path, capsys):
     argv = ["bisect", "v1..v2", "--cell", "Linear/fp32", "--config", "demo", "--rounds", "1", "--trials", "3"]
     code, out, err = run_in_process([*argv, "--repo", str(tmp_path / "nope")], capsys)
-    _one_error(code, out, err, "an odd number of couples per pair")
+    one_error(code, out, err, "an odd number of couples per pair")
 
 
 # --- 5: a budget too short for any pair says so, not "check the module factories" ---------------------
@@ -290,7 +283,7 @@ def test_explain_says_when_the_machine_is_busy(monkeypatch):
 
 
 def test_cache_list_refuses_a_device_as_its_directory(capsys):
-    _one_error(*run_in_process(["cache", "list", "--cache-dir", "/dev/null"], capsys), "a file is in the way")
+    one_error(*run_in_process(["cache", "list", "--cache-dir", "/dev/null"], capsys), "a file is in the way")
 
 
 # --- the pass: Ctrl-C or SIGTERM while teperf still imports -------------------------------------------
