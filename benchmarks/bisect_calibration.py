@@ -101,24 +101,29 @@ def many(tmp: Path, results: Path) -> None:
     show("many", out, [history.shas[20][:7], history.shas[47][:7]], counter_changes=changed)
 
 
-def vq(tmp: Path, results: Path) -> None:
-    bundle = SHARED_REPOS / "vector-quantize-pytorch.bundle"
+def _clone(name: str, bundle_file: str, tmp: Path) -> Path | None:
+    """A real history from ../shared/repos, cloned under ``tmp`` (None, said, where it is not there)."""
+    bundle = SHARED_REPOS / bundle_file
     if not bundle.exists():
-        print(f"\n== vq: skipped ({bundle} not found)")
-        return
-    repo = tmp / "vq"
+        print(f"\n== {name}: skipped ({bundle} not found)")
+        return None
+    repo = tmp / name
     subprocess.run(["git", "clone", "-q", str(bundle), str(repo)], check=True)
+    return repo
+
+
+def vq(tmp: Path, results: Path) -> None:
+    repo = _clone("vq", "vector-quantize-pytorch.bundle", tmp)
+    if repo is None:
+        return
     out = run_bisect(repo, "1.14.0..1.22.0", "VQ/fp32", SHARED_REPOS / "vq.toml", results, _env())
     show("vq 1.14.0..1.22.0", out, ["d3dd5e5", "56f20dc"])
 
 
 def xt(tmp: Path, results: Path) -> None:
-    bundle = SHARED_REPOS / "x-transformers.bundle"
-    if not bundle.exists():
-        print(f"\n== xt: skipped ({bundle} not found)")
+    repo = _clone("xt", "x-transformers.bundle", tmp)
+    if repo is None:
         return
-    repo = tmp / "xt"
-    subprocess.run(["git", "clone", "-q", str(bundle), str(repo)], check=True)
     subprocess.run(["git", "-C", str(repo), "checkout", "-q", "2.16.1"], check=True)
     config = SHARED_REPOS / "x-transformers.toml"
     out = run_bisect(repo, "1.16.8..2.16.1", "Encoder/fp32", config, results, _env())
