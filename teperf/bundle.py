@@ -154,7 +154,10 @@ class Bundle:
             raise TeperfError(
                 f"{p} is an archive, not a bundle", f"unpack it first (tar -xf {p}), then pass its directory"
             )
-        if not (p / META_FILE).is_file():
+        meta_file = p / META_FILE
+        if not meta_file.is_file() and (meta_file.is_symlink() or meta_file.is_dir()):  # no file to read
+            raise TeperfError(f"{meta_file} is a broken link or a directory, not a file", DAMAGED)
+        if not meta_file.is_file():
             fix = "pass a directory under results/ written by teperf run/compare"
             raise TeperfError(f"{p} is not a teperf bundle (no {META_FILE})", fix)
         bundle = cls(p)

@@ -131,3 +131,36 @@ def test_a_config_given_as_a_pipe_is_read_not_called_missing(tmp_path):
         assert resolve_config(f"/dev/fd/{read}")[1] == text
     finally:
         os.close(read)
+
+
+def test_sigterm_into_bisect_exits_143_as_its_help_says(tmp_path, monkeypatch, capsys):
+    import signal
+
+    from gitfixture import HISTORY_CONFIG
+
+    from teperf.bisect import runner
+    from teperf.bundle import Bundle
+    from teperf.errors import Interrupted
+
+    def stopped(config, spec, cell, **kwargs):  # SIGTERM while it measured: Bundle.session's Interrupted
+        bundle = Bundle.create(tmp_path / "r", "bisect", {"kind": "bisect", "commits": [], "plan": {}})
+        bundle.close()
+        bundle.update_meta(status="interrupted")
+        raise Interrupted(bundle.path, signal.SIGTERM)
+
+    monkeypatch.setattr(runner, "bisect", stopped)
+    (tmp_path / "c.toml").write_text(HISTORY_CONFIG)
+    argv = ["bisect", "good..bad", "--cell", "MLP/fp32", "--config", str(tmp_path / "c.toml")]
+    code, out, err = run_in_process(argv, capsys)
+    assert code == 143 and err.startswith("teperf: terminated (SIGTERM); the bundle keeps"), (code, err)
+
+
+def test_a_meta_json_that_is_a_broken_link_or_a_directory_is_damage_not_no_bundle(tmp_path, capsys):
+    broken, folder = _copy(tmp_path, "broken"), _copy(tmp_path, "folder")
+    (broken / "meta.json").unlink()
+    (broken / "meta.json").symlink_to(tmp_path / "nowhere")
+    (folder / "meta.json").unlink()
+    (folder / "meta.json").mkdir()
+    for bundle in (broken, folder):
+        code, out, err = run_in_process(["report", str(bundle)], capsys)
+        one_error(code, out, err, "meta.json is a broken link or a directory", "damaged")
