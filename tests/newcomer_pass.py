@@ -213,6 +213,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
     demo = ["--config", "demo"]
     bund = str(w / "bundles" / "v1-compare-counters")
     fixed = ["--base-path", B, "--head-path", H, *TINY]
+    night = ["nightly", "--repo", str(repo), *demo, "--dry-run"]
 
     # --- top level and help
     good(
@@ -359,9 +360,8 @@ def cases(w: Path, repo: Path) -> list[dict]:
         str(w / "file_not_dir"),
         *TINY,
     )
-    bad("run --sweep malformed", "run", "--sweep", "nokv")
-    bad("run --sweep empty values", "run", "--sweep", "hidden=")
-    bad("run --sweep builtin kwargs", "run", "--sweep", "hidden=1,2")
+    for what, value in [("malformed", "nokv"), ("empty values", "hidden="), ("builtin kwargs", "hidden=1,2")]:
+        bad(f"run --sweep {what}", "run", "--sweep", value)
     fail(
         "run a cell that fails: --sweep an unknown kwarg (no 'tree changed')",
         "run",
@@ -385,6 +385,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
 
     # --- compare
     bad("compare nothing", "compare")
+    refs = ["compare", "v1..v2", "--repo", str(repo), *demo]
     # git's own range forms: A..A is a deliberate A/A, '' is HEAD; --plan measures nothing
     good("compare a..a --plan", "compare", "v1..v1", "--repo", str(repo), *demo, "--plan")
     good("compare ..b --plan", "compare", "..v2", "--repo", str(repo), *demo, "--plan")
@@ -425,11 +426,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
     bad("compare --expected missing", "compare", *demo, *fixed, "--expected", str(w / "nope.toml"))
     bad(
         "compare --layout malformed",
-        "compare",
-        "v1..v2",
-        "--repo",
-        str(repo),
-        *demo,
+        *refs,
         "--layout",
         str(w / "layout_bad.toml"),
     )
@@ -437,33 +434,21 @@ def cases(w: Path, repo: Path) -> list[dict]:
     bad("compare --jobs -1", "compare", "v1..v2", "--repo", str(repo), *demo, "--jobs", "-1")
     bad(
         "compare --package missing in repo",
-        "compare",
-        "v1..v2",
-        "--repo",
-        str(repo),
-        *demo,
+        *refs,
         "--package",
         "nopkg",
         "--plan",
     )
     bad(
         "compare --package-dir missing",
-        "compare",
-        "v1..v2",
-        "--repo",
-        str(repo),
-        *demo,
+        *refs,
         "--package-dir",
         "nope/dir",
         "--plan",
     )
     good(
         "compare --cache-dir file --plan (plan only)",
-        "compare",
-        "v1..v2",
-        "--repo",
-        str(repo),
-        *demo,
+        *refs,
         "--cache-dir",
         str(w / "file_not_dir"),
         "--plan",
@@ -491,11 +476,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
 
     bad(
         "compare --cache-dir file (sides made)",
-        "compare",
-        "v1..v2",
-        "--repo",
-        str(repo),
-        *demo,
+        *refs,
         "--cache-dir",
         str(w / "file_not_dir"),
         *TINY,
@@ -506,11 +487,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
     )
     bad(
         "compare --package-dir absolute (outside the repo)",
-        "compare",
-        "v1..v2",
-        "--repo",
-        str(repo),
-        *demo,
+        *refs,
         "--package-dir",
         str(w / "dir"),
         "--plan",
@@ -529,11 +506,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
     )
     bad(
         "nightly --backfill a.. (dry run)",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--backfill",
         "v1..",
         "--history",
@@ -541,11 +514,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
     )
     good(
         "nightly --backfill --tags --every 2 --dry-run",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--backfill",
         "v1..v2",
         "--tags",
@@ -703,11 +672,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
         )
     good(
         "nightly --backfill a..a (A alone)",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--backfill",
         "v1..v1",
         "--history",
@@ -715,11 +680,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
     )
     bad(
         "nightly --backfill ..b",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--backfill",
         "..v2",
         "--history",
@@ -727,11 +688,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
     )
     bad(
         "nightly --backfill reversed",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--backfill",
         "v2..v1",
         "--history",
@@ -739,11 +696,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
     )
     bad(
         "nightly --every 0",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--backfill",
         "v1..v2",
         "--every",
@@ -753,11 +706,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
     )
     bad(
         "nightly --every without --backfill",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--every",
         "2",
         "--history",
@@ -765,43 +714,27 @@ def cases(w: Path, repo: Path) -> list[dict]:
     )
     bad(
         "nightly --tags without --backfill",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--tags",
         "--history",
         str(w / "h1"),
     )
     bad(
         "nightly --history is a file",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--history",
         str(w / "file_not_dir"),
     )
     bad(
         "nightly --history bogus URL",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--history",
         "bogus://x/y",
     )
     good("nightly --dry-run", "nightly", "--repo", str(repo), *demo, "--dry-run", "--history", str(w / "h1"))
     good(
         "nightly --backfill --dry-run",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--backfill",
         "v1..v2",
         "--history",
@@ -902,11 +835,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
     # --- environment oddities
     good(
         "compare --plan with TEPERF_CACHE a file (plan only)",
-        "compare",
-        "v1..v2",
-        "--repo",
-        str(repo),
-        *demo,
+        *refs,
         "--plan",
         env={"TEPERF_CACHE": str(w / "file_not_dir")},
     )
@@ -936,17 +865,9 @@ def cases(w: Path, repo: Path) -> list[dict]:
     stages += [("SIGINT", 0.1), ("SIGINT", 1.5), ("SIGINT", 8.0), ("SIGTERM", 0.3), ("SIGTERM", 8.0)]
     stages += [("SIGINT2", 8.0)]
     for sig, when in stages:
+        argv = ["run", *demo, "--path", B, *TINY, "--results-dir", str(w / f"res-{sig}-{when}")]
         out.append(
-            dict(
-                name=f"{sig} into a tiny run after {when}s",
-                argv=["run", *demo, "--path", B, *TINY, "--results-dir", str(w / f"res-{sig}-{when}")],
-                expect="signal",
-                sig=sig,
-                when=when,
-                cwd=None,
-                env=None,
-                timeout=60,
-            )
+            dict(name=f"{sig} into a tiny run after {when}s", argv=argv, expect="signal", sig=sig, when=when)
         )
     return out
 
@@ -959,6 +880,7 @@ def _fourth_pass(w: Path, repo: Path, bad, good, fail, out) -> None:
     D = w / "bundles"
     bund = str(D / "v1-compare-counters")
     hist = str(w / "hist")
+    night = ["nightly", "--repo", str(repo), *demo, "--dry-run"]
 
     # damaged bundles: report reads what it can and says what it left out; import keeps partial ones out
     good("report cut-short records (partial)", "report", str(D / "cut-short"), want="partial")
@@ -1050,34 +972,16 @@ def _fourth_pass(w: Path, repo: Path, bad, good, fail, out) -> None:
     bad("run --config /proc/self/status", "run", "--config", "/proc/self/status")
     bad("run --config /dev/null/x", "run", "--config", "/dev/null/x")
     bad("run --path /proc", "run", *demo, "--path", "/proc/self/fdinfo", *TINY)
-    bad(
-        "counters check --expected /proc --update",
-        "counters",
-        "check",
-        *demo,
-        "--path",
-        B,
-        "--modules",
-        "Linear",
-        "--expected",
-        "/proc/cnt.toml",
-        "--update",
-        timeout=90,
-    )
-    bad(
-        "counters check --expected /sys/kernel/x.toml --update",
-        "counters",
-        "check",
-        *demo,
-        "--path",
-        B,
-        "--modules",
-        "Linear",
-        "--expected",
-        "/sys/kernel/x.toml",
-        "--update",
-        timeout=90,
-    )
+    for where in ["/proc/cnt.toml", "/sys/kernel/x.toml"]:
+        counters = ["counters", "check", *demo, "--path", B, "--modules", "Linear"]
+        bad(
+            f"counters check --expected {where} --update",
+            *counters,
+            "--expected",
+            where,
+            "--update",
+            timeout=90,
+        )
     good("doctor with TEPERF_RUNTIME_DIR unusable", "doctor", env={"TEPERF_RUNTIME_DIR": "/proc/x"})
     good(
         "compare --plan with TEPERF_RUNTIME_DIR a file",
@@ -1109,13 +1013,22 @@ def _fourth_pass(w: Path, repo: Path, bad, good, fail, out) -> None:
     cell = ["--cell", "Linear/fp32"]
     bad("bisect unknown good", "bisect", "nope..v2", "--repo", str(repo), *demo, *cell)
     bad("bisect unknown bad", "bisect", "v1..nope", "--repo", str(repo), *demo, *cell)
-    bad("bisect a..a", "bisect", "v1..v1", "--repo", str(repo), *demo, *cell)
+    bad("bisect a..a (no --plan)", "bisect", "v1..v1", "--repo", str(repo), *demo, *cell)
     bad("bisect reversed", "bisect", "v2..v1", "--repo", str(repo), *demo, *cell)
-    bad("bisect unknown cell", "bisect", "v1..v2", "--repo", str(repo), *demo, "--cell", "Nope/fp32")
-    bad("bisect no cell", "bisect", "v1..v2", "--repo", str(repo), *demo)
+    bad(
+        "bisect unknown cell (no --plan)",
+        "bisect",
+        "v1..v2",
+        "--repo",
+        str(repo),
+        *demo,
+        "--cell",
+        "Nope/fp32",
+    )
+    bad("bisect --cell ''", "bisect", "v1..v2", "--repo", str(repo), *demo, "--cell", "")
     bad("bisect --repo missing", "bisect", "v1..v2", "--repo", str(w / "nope"), *demo, *cell)
     bad("bisect --repo a file", "bisect", "v1..v2", "--repo", str(w / "file_not_dir"), *demo, *cell)
-    good("bisect --plan", "bisect", "v1..v2", "--repo", str(repo), *demo, *cell, "--plan")
+    good("bisect --plan Linear/fp32", "bisect", "v1..v2", "--repo", str(repo), *demo, *cell, "--plan")
     bad("bisect --budget 0", "bisect", "v1..v2", "--repo", str(repo), *demo, *cell, "--budget", "0")
     bad(
         "nightly --ref deadbeef",
@@ -1131,11 +1044,7 @@ def _fourth_pass(w: Path, repo: Path, bad, good, fail, out) -> None:
     )
     bad(
         "nightly --backfill nope..v2",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--backfill",
         "nope..v2",
         "--history",
@@ -1269,11 +1178,7 @@ def _fourth_pass(w: Path, repo: Path, bad, good, fail, out) -> None:
     )
     bad(
         "nightly --shard 99999999999999999999/2",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--shard",
         "99999999999999999999/2",
         "--history",
@@ -1360,16 +1265,7 @@ def _fifth_pass(w: Path, repo: Path, bad, good, fail, out) -> None:
         ),
     ]:
         out.append(
-            dict(
-                name=f"{sig} into {name} after {when}s",
-                argv=argv,
-                expect="signal",
-                sig=sig,
-                when=when,
-                cwd=None,
-                env=None,
-                timeout=60,
-            )
+            dict(name=f"{sig} into {name} after {when}s", argv=argv, expect="signal", sig=sig, when=when)
         )
 
     # several teperf runs at once
@@ -1445,21 +1341,11 @@ def _fifth_pass(w: Path, repo: Path, bad, good, fail, out) -> None:
         "abc1234",
         cwd=str(w),
     )
-    good(
-        "counters check --config <(...) (a pipe)",
-        "counters",
-        "check",
-        "--path",
-        B,
-        "--modules",
-        "Linear",
-        "--expected",
-        str(w / "c5p.toml"),
-        "--update",
-        bash_tail=f"--config <(cat {HERE / 'teperf' / 'configs' / 'demo.toml'})",
-    )
+    pipe = f"--config <(cat {HERE / 'teperf' / 'configs' / 'demo.toml'})"
+    counters = ["counters", "check", "--path", B, "--modules", "Linear", "--expected", str(w / "c5p.toml")]
+    good("counters check --config <(...) (a pipe)", *counters, "--update", bash_tail=pipe)
     bad("run --results-dir under a file", *tiny, "--results-dir", str(w / "file_not_dir" / "sub"))
-    bad("run --config /dev/null/x.toml", "run", "--config", "/dev/null/x.toml")
+    bad("run --config '~/x.toml' (no shell to expand ~)", "run", "--config", "~/x.toml")
 
     # limits just past the edge of the options added lately
     good(
@@ -1505,20 +1391,8 @@ def _fifth_pass(w: Path, repo: Path, bad, good, fail, out) -> None:
         str(w / "r5"),
     )
     bad("run --seed -1", *tiny, "--seed", "-1")
-    good(
-        "nightly --backfill --every 10**6 --dry-run",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
-        "--backfill",
-        "v1..v2",
-        "--every",
-        str(10**6),
-        "--history",
-        str(w / "h1"),
-    )
+    dry = ["nightly", "--repo", str(repo), *demo, "--dry-run", "--history", str(w / "h1")]
+    good("nightly --backfill --every 10**6 --dry-run", *dry, "--backfill", "v1..v2", "--every", str(10**6))
     good(
         "cache clear --older-than 1e308",
         "cache",
@@ -1655,7 +1529,7 @@ def _run_one(argv, case, cwd, env, t0) -> dict:
             time.sleep(0.3)
             proc.send_signal(sig)
     try:
-        stdout, stderr = proc.communicate(timeout=case["timeout"])
+        stdout, stderr = proc.communicate(timeout=case.get("timeout", 60))
     except subprocess.TimeoutExpired:
         timed_out = True
         os.killpg(proc.pid, signal.SIGKILL)
