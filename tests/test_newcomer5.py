@@ -164,3 +164,17 @@ def test_a_meta_json_that_is_a_broken_link_or_a_directory_is_damage_not_no_bundl
     for bundle in (broken, folder):
         code, out, err = run_in_process(["report", str(bundle)], capsys)
         one_error(code, out, err, "meta.json is a broken link or a directory", "damaged")
+
+
+def test_counters_update_into_a_place_it_cannot_write_names_the_file_asked_for():
+    from pathlib import Path
+
+    import pytest
+
+    from teperf.counters.gate import CheckResult, _update
+    from teperf.errors import TeperfError
+
+    result = CheckResult(path=Path("/proc/cnt.toml"), side="run", made_with={}, cells=[], not_in_config=[])
+    with pytest.raises(TeperfError, match=r"cannot write /proc/cnt.toml: ") as refused:
+        _update(result, None)
+    assert ".cnt.toml.tmp" not in str(refused.value)
