@@ -159,6 +159,14 @@ class Bundle:
             raise TeperfError(f"{meta_file} is a broken link or a directory, not a file", DAMAGED)
         if not meta_file.is_file():
             fix = "pass a directory under results/ written by teperf run/compare"
+            try:
+                inside = sorted(c for c in (p.iterdir() if p.is_dir() else ()) if (c / META_FILE).is_file())
+            except OSError:  # not ours to list
+                inside = []
+            if p.name in (META_FILE, RECORDS_FILE) and p.is_file():  # a file of a bundle
+                fix = f"pass the bundle's directory: {p.parent}"
+            elif inside:  # results/ itself
+                fix = f"pass one of the {len(inside)} bundles in it, e.g. the last: {inside[-1]}"
             raise TeperfError(f"{p} is not a teperf bundle (no {META_FILE})", fix)
         bundle = cls(p)
         try:

@@ -193,6 +193,8 @@ def _more_damaged_bundles(w: Path) -> None:
     ]:
         (copy(name) / "meta.json").write_text(json.dumps({**meta, **change}))
     shutil.copytree(src, D / "spaced ünï bundle")
+    for name in ("20261205-a", "20261205-b"):  # results/ as a run leaves it: bundles in a directory
+        shutil.copytree(src, w / "results" / name)
 
 
 def cases(w: Path, repo: Path) -> list[dict]:
@@ -1236,6 +1238,12 @@ def _fifth_pass(w: Path, repo: Path, bad, good, fail, out) -> None:
     bad("report sides a list", "report", str(D / "meta-sides-list"), want="not dict")
     good("report config null", "report", str(D / "meta-no-config"))
     good("report a bundle named with spaces and unicode", "report", str(D / "spaced ünï bundle"))
+    bad("report results/ (a directory of bundles)", "report", str(w / "results"), want="e.g. the last")
+    bad("import results/ (a directory of bundles)", "import", str(w / "results"), "--history", str(w / "h5"))
+    for name in ("meta.json", "records.jsonl"):
+        bad(
+            f"report a bundle's {name}", "report", str(w / "results" / "20261205-a" / name), want="directory:"
+        )
 
     # signals at other stages: making git sides, bisecting, checking counters, importing, a dashboard
     for name, argv, sig, when in [

@@ -178,3 +178,13 @@ def test_counters_update_into_a_place_it_cannot_write_names_the_file_asked_for()
     with pytest.raises(TeperfError, match=r"cannot write /proc/cnt.toml: ") as refused:
         _update(result, None)
     assert ".cnt.toml.tmp" not in str(refused.value)
+
+
+def test_a_results_directory_or_a_file_of_a_bundle_is_answered_with_the_bundle_to_pass(tmp_path, capsys):
+    results = tmp_path / "results"
+    results.mkdir()
+    _copy(results, "20261205-a"), _copy(results, "20261205-b")
+    code, out, err = run_in_process(["report", str(results)], capsys)
+    one_error(code, out, err, f"e.g. the last: {results / '20261205-b'}")
+    code, out, err = run_in_process(["import", str(results / "20261205-a" / "meta.json")], capsys)
+    one_error(code, out, err, f"pass the bundle's directory: {results / '20261205-a'}")
