@@ -1619,13 +1619,15 @@ def write_table(where: Path, results: list[dict]) -> None:
         return str(text).replace("|", "\\|").replace("\n", " ")[:160]
 
     lines = [
-        "# A newcomer's pass, 2026-12-05 (issue 46)",
+        "# A newcomer's pass, 2026-12-05 b (issue 46)",
         "",
         "`python tests/newcomer_pass.py --teperf /tmp/nc-venv/bin/teperf --table DIR`, run from another",
         "directory against a non-editable install (`pip install .` in its own venv, torch 2.13.0 CPU) on",
-        "the shared 2-core machine. clean: good input works, bad input is one `teperf: error:` line with",
-        "its fix and a non-zero exit; misleading: a message that names a wrong cause or fix; wrong: exit 0",
-        "on bad input, a traceback, a wrong number, lost data or a hang.",
+        "the shared 2-core machine, with the pass's own `TEPERF_RUNTIME_DIR` (other teperf runs on the",
+        "machine claim no core of its cases; the cases 'while every core is claimed' claim them all).",
+        "clean: good input works, bad input is one `teperf: error:` line with its fix and a non-zero exit;",
+        "misleading: a message that names a wrong cause or fix; wrong: exit 0 on bad input, a traceback, a",
+        "wrong number, lost data or a hang. Cases 436-496 are the fifth pass's (`--fifth` runs only them).",
         "",
         f"**{len(results)} cases: " + ", ".join(f"{v} {k}" for k, v in counts.items() if v) + "**",
         "",
