@@ -1609,7 +1609,18 @@ CLASS = {"OK": "clean", "MISLEADING": "misleading", "WRONG": "wrong", "CHECK": "
 def write_table(where: Path, results: list[dict]) -> None:
     """README.md: counts per class, then command, exit code, first line and class of every case."""
     where.mkdir(parents=True, exist_ok=True)
-    keep = ("name", "argv", "expect", "rc", "traceback", "stderr_lines", "first_error", "seconds", "verdict")
+    keep = (
+        "name",
+        "argv",
+        "expect",
+        "rc",
+        "traceback",
+        "stderr_lines",
+        "first_error",
+        "seconds",
+        "verdict",
+        "fifth",
+    )
     slim = [{k: r.get(k) for k in (*keep, "why")} for r in results]  # --json keeps the stderr tails
     (where / "results.json").write_text(json.dumps(slim, indent=0))
     classes = [REVIEWED.get(r["name"], (CLASS[r["verdict"]], r["why"])) for r in results]
@@ -1627,7 +1638,7 @@ def write_table(where: Path, results: list[dict]) -> None:
         "machine claim no core of its cases; the cases 'while every core is claimed' claim them all).",
         "clean: good input works, bad input is one `teperf: error:` line with its fix and a non-zero exit;",
         "misleading: a message that names a wrong cause or fix; wrong: exit 0 on bad input, a traceback, a",
-        "wrong number, lost data or a hang. Cases 436-496 are the fifth pass's (`--fifth` runs only them).",
+        "wrong number, lost data or a hang. Cases marked (5th) are the fifth pass's (`--fifth` runs them).",
         "",
         f"**{len(results)} cases: " + ", ".join(f"{v} {k}" for k, v in counts.items() if v) + "**",
         "",
@@ -1637,8 +1648,9 @@ def write_table(where: Path, results: list[dict]) -> None:
     for i, (r, (klass, why)) in enumerate(zip(results, classes), 1):
         cmd = "teperf " + " ".join(a if a and " " not in a else repr(a) for a in r["argv"])
         first = r["first_error"] or r["stdout_head"].split("\n")[0]
+        name = r["name"] + (" (5th)" if r.get("fifth") else "")
         lines.append(
-            f"| {i} | {cell(r['name'])} | `{cell(cmd)}` | {r['rc']} | {cell(first)} | "
+            f"| {i} | {cell(name)} | `{cell(cmd)}` | {r['rc']} | {cell(first)} | "
             f"{klass}{' (' + cell(why) + ')' if why and klass != 'clean' else ''} |"
         )
     (where / "README.md").write_text("\n".join(lines) + "\n")
@@ -1671,6 +1683,7 @@ def main() -> int:
     results = []
     for i, case in enumerate(todo, 1):
         rec = run_case(args.teperf, case, w, run_dir)
+        rec["fifth"] = bool(case.get("fifth"))
         results.append(rec)
         mark = "" if rec["verdict"] == "OK" else f"  <-- {rec['verdict']} {rec['why']}"
         print(
