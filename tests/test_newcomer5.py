@@ -188,3 +188,12 @@ def test_a_results_directory_or_a_file_of_a_bundle_is_answered_with_the_bundle_t
     one_error(code, out, err, f"e.g. the last: {results / '20261205-b'}")
     code, out, err = run_in_process(["import", str(results / "20261205-a" / "meta.json")], capsys)
     one_error(code, out, err, f"pass the bundle's directory: {results / '20261205-a'}")
+
+
+def test_an_absolute_package_dir_is_named_as_given_not_with_its_root_cut_off(tmp_path, capsys):
+    from test_newcomer3 import _planted_repo
+
+    repo = _planted_repo(tmp_path)
+    argv = ["compare", "HEAD~1..HEAD", "--repo", str(repo), "--config", "demo", "--plan"]
+    code, out, err = run_in_process([*argv, "--package-dir", str(tmp_path / "elsewhere")], capsys)
+    assert code == 2 and f"--package-dir {tmp_path / 'elsewhere'} is in neither" in err, err
