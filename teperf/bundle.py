@@ -150,8 +150,23 @@ class Bundle:
     @classmethod
     def open(cls, path: str | os.PathLike) -> "Bundle":
         p = Path(path)
-        if not (p / META_FILE).is_file():
+        if p.is_file() and p.name.endswith((".tar.xz", ".tar.gz", ".tgz", ".tar")):  # evidence's form
+            raise TeperfError(
+                f"{p} is an archive, not a bundle", f"unpack it first (tar -xf {p}), then pass its directory"
+            )
+        meta_file = p / META_FILE
+        if not meta_file.is_file() and (meta_file.is_symlink() or meta_file.is_dir()):  # no file to read
+            raise TeperfError(f"{meta_file} is a broken link or a directory, not a file", DAMAGED)
+        if not meta_file.is_file():
             fix = "pass a directory under results/ written by teperf run/compare"
+            try:
+                inside = sorted(c for c in (p.iterdir() if p.is_dir() else ()) if (c / META_FILE).is_file())
+            except OSError:  # not ours to list
+                inside = []
+            if p.name in (META_FILE, RECORDS_FILE) and p.is_file():  # a file of a bundle
+                fix = f"pass the bundle's directory: {p.parent}"
+            elif inside:  # results/ itself
+                fix = f"pass one of the {len(inside)} bundles in it, e.g. the last: {inside[-1]}"
             raise TeperfError(f"{p} is not a teperf bundle (no {META_FILE})", fix)
         bundle = cls(p)
         try:
@@ -173,7 +188,7 @@ class Bundle:
     def read_meta(self) -> dict:
         path = self.path / META_FILE
         try:
-            meta = json.loads(path.read_bytes().decode("utf-8"))
+            meta = json.loads(path.read_bytes().decode("utf-8-sig"))  # a BOM: an editor's, not damage
         except OSError as exc:
             raise _unreadable(path, exc) from None
         except ValueError as exc:  # UnicodeDecodeError is a ValueError
@@ -215,15 +230,20 @@ class Bundle:
                 self.skipped_lines += 1
 
     def raw_records(self) -> Iterator[dict]:
-        """Every line that reads as a JSON object, as written; others are counted in ``skipped_lines``."""
+        """Each line that is a JSON object, once, as written; others are counted in ``skipped_lines``."""
         self.skipped_lines = 0
         path = self.path / RECORDS_FILE
         try:
             f = open(path, "rb")
         except OSError as exc:  # every cell would read "not measured": the data is gone, not unmeasured
             raise _unreadable(path, exc) from None
+        seen: set[int] = set()  # a line written twice (records appended again) is one record, not two
         with f:
             for raw in filter(None, (line.strip() for line in f)):
+                if hash(raw) in seen:
+                    self.skipped_lines += 1
+                    continue
+                seen.add(hash(raw))
                 try:
                     record = json.loads(raw.decode("utf-8"))
                 except ValueError:  # bad JSON or bad UTF-8

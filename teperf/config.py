@@ -436,7 +436,7 @@ def shipped_names() -> list[str]:
 def resolve_config(name: str) -> tuple[str, str]:
     """(source, TOML text) of a path, or of a shipped config's name (with or without .toml)."""
     path = Path(name)
-    if path.is_file():
+    if path.exists() and not path.is_dir():  # a file, or a pipe: --config <(...) is /dev/fd/63
         try:
             return str(path), path.read_text()
         except (OSError, UnicodeDecodeError) as exc:

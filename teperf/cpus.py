@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from teperf.errors import TeperfError
+from teperf.log import stderr_log
 
 SYS_CPU = "/sys/devices/system/cpu"
 
@@ -53,6 +54,7 @@ def core_usable(core) -> bool:
     return not isinstance(core, bool) and isinstance(core, int) and core in available_cores()
 
 
+_SHARED: list = []  # the claimed core this process measures on all the same (every core was claimed)
 _CLAIMS: dict = {}  # core -> the open file whose flock claims it for this process's life (the OS frees it)
 
 
@@ -94,7 +96,15 @@ def default_core(claim: bool = True) -> int:
     cores = available_cores()
     others = () if claim else claimed_by_others()
     free = claim_core if claim else (lambda c: c not in others)
-    return next((c for c in reversed(cores) if free(c)), cores[-1])
+    core = next((c for c in reversed(cores) if free(c)), None)
+    held = claimed_by_others() if core is None and claim else {}
+    if set(cores) <= set(held) and not _SHARED:  # said once: measuring beside another run times its load
+        _SHARED.append(cores[-1])
+        stderr_log(
+            f"every core is claimed by another teperf run; core {cores[-1]} is shared with pid "
+            f"{held[cores[-1]]}, whose load the figures will count (wait for it to finish, or pass --core N)"
+        )
+    return cores[-1] if core is None else core
 
 
 def check_core(core) -> int:

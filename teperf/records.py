@@ -169,9 +169,10 @@ class TrialRecord(Typed):
         return device == "cpu" and self.wall_ns > CONTENDED_WALL_OVER_CPU * self.process_cpu_ns
 
     def per_step_us(self, clock: str) -> Optional[float]:
-        """``clock`` (a field name, e.g. 'process_cpu_ns') per step in us; None where not measured."""
+        """``clock`` (a field name, e.g. 'process_cpu_ns') per step in us; None where not measured, or where
+        the value is no time (negative, NaN, infinite: a damaged line, whose log would raise)."""
         value = getattr(self, clock, None) if clock in _hints(type(self)) else self.extra.get(clock)
-        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
             return None
         return value / self.iters / 1000.0
 
@@ -338,7 +339,8 @@ class BundleMeta:
                 if value is None and key in ("config", "sides", "host", "cases"):
                     continue  # an empty part reads as the default
                 if not _accepts(value, hints[key]):
-                    raise RecordError(f"meta.json: {key} is {type(value).__name__}, not {hints[key]}")
+                    want = str(hints[key]).replace("typing.", "").replace("<class '", "").replace("'>", "")
+                    raise RecordError(f"meta.json: {key} is {type(value).__name__}, not {want}")
                 values[key] = value
             else:
                 extra[key] = value
@@ -386,6 +388,8 @@ def check_version(meta: Mapping[str, Any], where: str = "this bundle") -> int:
         raise RecordError(f"meta.json: schema {version!r} is not a version number")
     if version > SCHEMA_VERSION:
         writer = meta.get("teperf_version")
+        if writer == __version__:  # this very release writes SCHEMA_VERSION: the file was changed since
+            raise RecordError(f"meta.json: schema {version}, but teperf {writer} writes {SCHEMA_VERSION}")
         use = writer if isinstance(writer, str) and writer else "a newer release"
         raise TeperfError(
             f"{where} has bundle schema {version}, written by teperf {use}; this teperf {__version__} reads "

@@ -16,12 +16,15 @@ workers are few and tiny (the demo's planted blocks, a few steps).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +36,9 @@ PLANTED = HERE / "examples" / "planted"
 BUNDLES = HERE / "tests" / "fixtures" / "bundles"
 HISTORY = HERE / "tests" / "fixtures" / "history-v1"
 TINY = TWO_PAIRS
+
+# The installed teperf's own interpreter (main sets it): a side with the same code as this one.
+TEPERF_PYTHON = [sys.executable]
 
 # Reviewed by hand: messages that name a wrong cause or a wrong fix (name -> why).
 MISLEADING: dict[str, str] = {}
@@ -107,6 +113,7 @@ def make_world(w: Path) -> dict:
     first.write_bytes(first.read_bytes()[:100])
     (w / "cache").mkdir()
     _damaged_bundles(w)
+    _more_damaged_bundles(w)
     return {"repo": repo}
 
 
@@ -147,27 +154,68 @@ def _damaged_bundles(w: Path) -> None:
     os.symlink(w / "bundles" / "v1-compare-counters", w / "bundles" / "symlinked")
 
 
+def _more_damaged_bundles(w: Path) -> None:
+    """The fifth pass: damage of other kinds, each on a copy of a complete bundle."""
+    src = BUNDLES / "v2-compare-compile-cpu"
+    D = w / "bundles"
+
+    def copy(name):
+        shutil.copytree(src, D / name)
+        return D / name
+
+    text = (src / "records.jsonl").read_text()
+    lines = text.splitlines()
+    meta = json.loads((src / "meta.json").read_text())
+    with tarfile.open(D / "archived.tar.xz", "w:xz") as tar:  # as results/evidence keeps bundles
+        tar.add(src, arcname="archived")
+    (copy("meta-bom") / "meta.json").write_bytes(b"\xef\xbb\xbf" + (src / "meta.json").read_bytes())
+    (copy("crlf") / "records.jsonl").write_text("\r\n".join(lines) + "\r\n")
+    (copy("records-twice") / "records.jsonl").write_text(text + text)
+    for name, value in [("trial-negative", -1000), ("trial-nan", float("nan"))]:
+        i = next(i for i, ln in enumerate(lines) if '"kind":"trial"' in ln)
+        trial = dict(json.loads(lines[i]), process_cpu_ns=value)
+        (copy(name) / "records.jsonl").write_text("\n".join([*lines[:i], json.dumps(trial), *lines[i + 1 :]]))
+    for name in ("meta.json", "records.jsonl"):
+        dst = copy(f"dangling-{name}")
+        (dst / name).unlink()
+        os.symlink(w / "nowhere", dst / name)
+    gz = copy("records-gzipped")
+    subprocess.run(["gzip", str(gz / "records.jsonl")], check=True)
+    metadir = copy("meta-a-directory")
+    (metadir / "meta.json").unlink()
+    (metadir / "meta.json").mkdir()
+    for name, change in [
+        ("meta-newer-release", dict(schema=3, teperf_version="9.0.0")),
+        ("meta-status-failed", dict(status="failed", error="worker died")),
+        ("meta-cases-empty", dict(cases=[])),
+        ("meta-sides-list", dict(sides=["base", "head"])),
+        ("meta-no-config", dict(config=None)),
+    ]:
+        (copy(name) / "meta.json").write_text(json.dumps({**meta, **change}))
+    shutil.copytree(src, D / "spaced ünï bundle")
+    for name in ("20261205-a", "20261205-b"):  # results/ as a run leaves it: bundles in a directory
+        shutil.copytree(src, w / "results" / name)
+
+
 def cases(w: Path, repo: Path) -> list[dict]:
     out: list[dict] = []
 
-    def bad(name, *argv, cwd=None, env=None, timeout=20):
-        out.append(dict(name=name, argv=list(argv), expect="bad", cwd=cwd, env=env, timeout=timeout))
+    def case(expect, timeout):
+        def add(name, *argv, cwd=None, env=None, timeout=timeout, **more):
+            out.append(
+                dict(name=name, argv=list(argv), expect=expect, cwd=cwd, env=env, timeout=timeout, **more)
+            )
 
-    def fail(name, *argv, cwd=None, env=None, timeout=60, want=None):
-        out.append(
-            dict(name=name, argv=list(argv), expect="fail", cwd=cwd, env=env, timeout=timeout, want=want)
-        )
+        return add
 
-    def good(name, *argv, cwd=None, env=None, timeout=60, want=None):
-        out.append(
-            dict(name=name, argv=list(argv), expect="good", cwd=cwd, env=env, timeout=timeout, want=want)
-        )
+    bad, fail, good = case("bad", 20), case("fail", 60), case("good", 60)
 
     B = str(PLANTED / "base")
     H = str(PLANTED / "head")
     demo = ["--config", "demo"]
     bund = str(w / "bundles" / "v1-compare-counters")
     fixed = ["--base-path", B, "--head-path", H, *TINY]
+    night = ["nightly", "--repo", str(repo), *demo, "--dry-run"]
 
     # --- top level and help
     good(
@@ -314,30 +362,22 @@ def cases(w: Path, repo: Path) -> list[dict]:
         str(w / "file_not_dir"),
         *TINY,
     )
-    bad("run --sweep malformed", "run", "--sweep", "nokv")
-    bad("run --sweep empty values", "run", "--sweep", "hidden=")
-    bad("run --sweep builtin kwargs", "run", "--sweep", "hidden=1,2")
-    out.append(
-        dict(
-            name="run --sweep demo unknown kwarg (cells fail)",
-            argv=[
-                "run",
-                *demo,
-                "--path",
-                B,
-                "--sweep",
-                "bogus=1,2",
-                *TINY,
-                "--modules",
-                "Linear",
-                "--results-dir",
-                str(w / "res"),
-            ],
-            expect="fail",
-            cwd=None,
-            env=None,
-            timeout=60,
-        )
+    for what, value in [("malformed", "nokv"), ("empty values", "hidden="), ("builtin kwargs", "hidden=1,2")]:
+        bad(f"run --sweep {what}", "run", "--sweep", value)
+    fail(
+        "run a cell that fails: --sweep an unknown kwarg (no 'tree changed')",
+        "run",
+        *demo,
+        "--path",
+        B,
+        "--sweep",
+        "bogus=1,2",
+        *TINY,
+        "--modules",
+        "Linear",
+        "--results-dir",
+        str(w / "res"),
+        avoid="tree changed",
     )
     bad("run --sweep demo non-number", "run", *demo, "--path", B, "--sweep", "hidden=a,b")
     bad("run --label ''", "run", *demo, "--path", B, "--label", "", *TINY)
@@ -347,6 +387,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
 
     # --- compare
     bad("compare nothing", "compare")
+    refs = ["compare", "v1..v2", "--repo", str(repo), *demo]
     # git's own range forms: A..A is a deliberate A/A, '' is HEAD; --plan measures nothing
     good("compare a..a --plan", "compare", "v1..v1", "--repo", str(repo), *demo, "--plan")
     good("compare ..b --plan", "compare", "..v2", "--repo", str(repo), *demo, "--plan")
@@ -369,7 +410,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
         "compare only --head-python (same code: said, exit 1)",
         "compare",
         "--head-python",
-        sys.executable,
+        TEPERF_PYTHON[0],
         *TINY,
         "--modules",
         "Linear",
@@ -387,11 +428,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
     bad("compare --expected missing", "compare", *demo, *fixed, "--expected", str(w / "nope.toml"))
     bad(
         "compare --layout malformed",
-        "compare",
-        "v1..v2",
-        "--repo",
-        str(repo),
-        *demo,
+        *refs,
         "--layout",
         str(w / "layout_bad.toml"),
     )
@@ -399,33 +436,21 @@ def cases(w: Path, repo: Path) -> list[dict]:
     bad("compare --jobs -1", "compare", "v1..v2", "--repo", str(repo), *demo, "--jobs", "-1")
     bad(
         "compare --package missing in repo",
-        "compare",
-        "v1..v2",
-        "--repo",
-        str(repo),
-        *demo,
+        *refs,
         "--package",
         "nopkg",
         "--plan",
     )
     bad(
         "compare --package-dir missing",
-        "compare",
-        "v1..v2",
-        "--repo",
-        str(repo),
-        *demo,
+        *refs,
         "--package-dir",
         "nope/dir",
         "--plan",
     )
     good(
         "compare --cache-dir file --plan (plan only)",
-        "compare",
-        "v1..v2",
-        "--repo",
-        str(repo),
-        *demo,
+        *refs,
         "--cache-dir",
         str(w / "file_not_dir"),
         "--plan",
@@ -453,11 +478,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
 
     bad(
         "compare --cache-dir file (sides made)",
-        "compare",
-        "v1..v2",
-        "--repo",
-        str(repo),
-        *demo,
+        *refs,
         "--cache-dir",
         str(w / "file_not_dir"),
         *TINY,
@@ -467,18 +488,13 @@ def cases(w: Path, repo: Path) -> list[dict]:
         str(w / "res"),
     )
     bad(
-        "compare --package-dir missing (all)",
-        "compare",
-        "v1..v2",
-        "--repo",
-        str(repo),
-        *demo,
+        "compare --package-dir absolute (outside the repo)",
+        *refs,
         "--package-dir",
-        "x/y/z",
+        str(w / "dir"),
         "--plan",
     )
     bad("run --config '  '", "run", "--config", "  ")
-    bad("run --config demo --modules built-in only", "run", *demo, "--path", B, "--modules", "LayerNormMLP")
     bad("import --sha ''", "import", bund, "--history", str(w / "h3"), "--sha", "")
     bad("import --sha v1.0", "import", bund, "--history", str(w / "h3"), "--sha", "v1.0")
     bad("history --config without --explain", "history", "--history", str(w / "hist"), "--config", "demo")
@@ -492,11 +508,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
     )
     bad(
         "nightly --backfill a.. (dry run)",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--backfill",
         "v1..",
         "--history",
@@ -504,11 +516,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
     )
     good(
         "nightly --backfill --tags --every 2 --dry-run",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--backfill",
         "v1..v2",
         "--tags",
@@ -666,11 +674,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
         )
     good(
         "nightly --backfill a..a (A alone)",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--backfill",
         "v1..v1",
         "--history",
@@ -678,11 +682,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
     )
     bad(
         "nightly --backfill ..b",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--backfill",
         "..v2",
         "--history",
@@ -690,11 +690,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
     )
     bad(
         "nightly --backfill reversed",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--backfill",
         "v2..v1",
         "--history",
@@ -702,11 +698,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
     )
     bad(
         "nightly --every 0",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--backfill",
         "v1..v2",
         "--every",
@@ -716,11 +708,7 @@ def cases(w: Path, repo: Path) -> list[dict]:
     )
     bad(
         "nightly --every without --backfill",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--every",
         "2",
         "--history",
@@ -728,43 +716,27 @@ def cases(w: Path, repo: Path) -> list[dict]:
     )
     bad(
         "nightly --tags without --backfill",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--tags",
         "--history",
         str(w / "h1"),
     )
     bad(
         "nightly --history is a file",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--history",
         str(w / "file_not_dir"),
     )
     bad(
         "nightly --history bogus URL",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--history",
         "bogus://x/y",
     )
     good("nightly --dry-run", "nightly", "--repo", str(repo), *demo, "--dry-run", "--history", str(w / "h1"))
     good(
         "nightly --backfill --dry-run",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--backfill",
         "v1..v2",
         "--history",
@@ -865,17 +837,17 @@ def cases(w: Path, repo: Path) -> list[dict]:
     # --- environment oddities
     good(
         "compare --plan with TEPERF_CACHE a file (plan only)",
-        "compare",
-        "v1..v2",
-        "--repo",
-        str(repo),
-        *demo,
+        *refs,
         "--plan",
         env={"TEPERF_CACHE": str(w / "file_not_dir")},
     )
     good("report NO cwd (deleted)", "report", bund, cwd="DELETED")
 
     _fourth_pass(w, repo, bad, good, fail, out)
+    before = len(out)
+    _fifth_pass(w, repo, bad, good, fail, out)
+    for c in out[before:]:
+        c["fifth"] = True  # --fifth runs only these
 
     # --- a tiny real run, and signals into it
     good("run tiny demo", "run", *demo, "--path", B, *TINY, "--results-dir", str(w / "res"), timeout=120)
@@ -895,17 +867,9 @@ def cases(w: Path, repo: Path) -> list[dict]:
     stages += [("SIGINT", 0.1), ("SIGINT", 1.5), ("SIGINT", 8.0), ("SIGTERM", 0.3), ("SIGTERM", 8.0)]
     stages += [("SIGINT2", 8.0)]
     for sig, when in stages:
+        argv = ["run", *demo, "--path", B, *TINY, "--results-dir", str(w / f"res-{sig}-{when}")]
         out.append(
-            dict(
-                name=f"{sig} into a tiny run after {when}s",
-                argv=["run", *demo, "--path", B, *TINY, "--results-dir", str(w / f"res-{sig}-{when}")],
-                expect="signal",
-                sig=sig,
-                when=when,
-                cwd=None,
-                env=None,
-                timeout=60,
-            )
+            dict(name=f"{sig} into a tiny run after {when}s", argv=argv, expect="signal", sig=sig, when=when)
         )
     return out
 
@@ -918,6 +882,7 @@ def _fourth_pass(w: Path, repo: Path, bad, good, fail, out) -> None:
     D = w / "bundles"
     bund = str(D / "v1-compare-counters")
     hist = str(w / "hist")
+    night = ["nightly", "--repo", str(repo), *demo, "--dry-run"]
 
     # damaged bundles: report reads what it can and says what it left out; import keeps partial ones out
     good("report cut-short records (partial)", "report", str(D / "cut-short"), want="partial")
@@ -1009,34 +974,16 @@ def _fourth_pass(w: Path, repo: Path, bad, good, fail, out) -> None:
     bad("run --config /proc/self/status", "run", "--config", "/proc/self/status")
     bad("run --config /dev/null/x", "run", "--config", "/dev/null/x")
     bad("run --path /proc", "run", *demo, "--path", "/proc/self/fdinfo", *TINY)
-    bad(
-        "counters check --expected /proc --update",
-        "counters",
-        "check",
-        *demo,
-        "--path",
-        B,
-        "--modules",
-        "Linear",
-        "--expected",
-        "/proc/cnt.toml",
-        "--update",
-        timeout=90,
-    )
-    bad(
-        "counters check --expected /sys/kernel/x.toml --update",
-        "counters",
-        "check",
-        *demo,
-        "--path",
-        B,
-        "--modules",
-        "Linear",
-        "--expected",
-        "/sys/kernel/x.toml",
-        "--update",
-        timeout=90,
-    )
+    for where in ["/proc/cnt.toml", "/sys/kernel/x.toml"]:
+        counters = ["counters", "check", *demo, "--path", B, "--modules", "Linear"]
+        bad(
+            f"counters check --expected {where} --update",
+            *counters,
+            "--expected",
+            where,
+            "--update",
+            timeout=90,
+        )
     good("doctor with TEPERF_RUNTIME_DIR unusable", "doctor", env={"TEPERF_RUNTIME_DIR": "/proc/x"})
     good(
         "compare --plan with TEPERF_RUNTIME_DIR a file",
@@ -1068,13 +1015,22 @@ def _fourth_pass(w: Path, repo: Path, bad, good, fail, out) -> None:
     cell = ["--cell", "Linear/fp32"]
     bad("bisect unknown good", "bisect", "nope..v2", "--repo", str(repo), *demo, *cell)
     bad("bisect unknown bad", "bisect", "v1..nope", "--repo", str(repo), *demo, *cell)
-    bad("bisect a..a", "bisect", "v1..v1", "--repo", str(repo), *demo, *cell)
+    bad("bisect a..a (no --plan)", "bisect", "v1..v1", "--repo", str(repo), *demo, *cell)
     bad("bisect reversed", "bisect", "v2..v1", "--repo", str(repo), *demo, *cell)
-    bad("bisect unknown cell", "bisect", "v1..v2", "--repo", str(repo), *demo, "--cell", "Nope/fp32")
-    bad("bisect no cell", "bisect", "v1..v2", "--repo", str(repo), *demo)
+    bad(
+        "bisect unknown cell (no --plan)",
+        "bisect",
+        "v1..v2",
+        "--repo",
+        str(repo),
+        *demo,
+        "--cell",
+        "Nope/fp32",
+    )
+    bad("bisect --cell ''", "bisect", "v1..v2", "--repo", str(repo), *demo, "--cell", "")
     bad("bisect --repo missing", "bisect", "v1..v2", "--repo", str(w / "nope"), *demo, *cell)
     bad("bisect --repo a file", "bisect", "v1..v2", "--repo", str(w / "file_not_dir"), *demo, *cell)
-    good("bisect --plan", "bisect", "v1..v2", "--repo", str(repo), *demo, *cell, "--plan")
+    good("bisect --plan Linear/fp32", "bisect", "v1..v2", "--repo", str(repo), *demo, *cell, "--plan")
     bad("bisect --budget 0", "bisect", "v1..v2", "--repo", str(repo), *demo, *cell, "--budget", "0")
     bad(
         "nightly --ref deadbeef",
@@ -1090,11 +1046,7 @@ def _fourth_pass(w: Path, repo: Path, bad, good, fail, out) -> None:
     )
     bad(
         "nightly --backfill nope..v2",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--backfill",
         "nope..v2",
         "--history",
@@ -1165,34 +1117,20 @@ def _fourth_pass(w: Path, repo: Path, bad, good, fail, out) -> None:
         "--min-effect",
         "1e9",
     )
-    out.append(
-        dict(
-            name="run a cell that fails (no 'tree changed')",
-            argv=[
-                "run",
-                *demo,
-                "--path",
-                B,
-                "--sweep",
-                "bogus=1,2",
-                *TINY,
-                "--modules",
-                "Linear",
-                "--results-dir",
-                str(w / "res46"),
-            ],
-            expect="fail",
-            cwd=None,
-            env=None,
-            timeout=90,
-            avoid="tree changed",
-        )
-    )
+
+    def cores():
+        metas = [list((w / f"res-two-{tag}").glob("*/meta.json")) for tag in "AB"]
+        return [json.loads(m[0].read_text())["config"]["core"] if m else None for m in metas]
+
     out.append(
         dict(
             name="two tiny runs at once pin different cores",
-            argv=["run", *demo, "--path", B, *TINY],
-            expect="two",
+            argvs=[
+                ["run", *demo, "--path", B, *TINY, "--results-dir", str(w / f"res-two-{tag}")] for tag in "AB"
+            ],
+            expect="parallel",
+            stagger=2.0,  # the second starts once the first has claimed its core
+            check=lambda: None not in cores() and len(set(cores())) == 2,
             cwd=None,
             env=None,
             timeout=150,
@@ -1204,7 +1142,7 @@ def _fourth_pass(w: Path, repo: Path, bad, good, fail, out) -> None:
         "run --seed 2**64 (any whole seed >= 0 works)", "run", *demo, "--path", B, *TINY, "--seed", str(2**64)
     )
     bad(
-        "run --processes 1 compare (one pair)",
+        "compare --processes 0",
         "compare",
         *demo,
         "--base-path",
@@ -1216,20 +1154,20 @@ def _fourth_pass(w: Path, repo: Path, bad, good, fail, out) -> None:
     )
     bad("run --iters 2**63", "run", *demo, "--path", B, "--iters", str(2**63))
     bad("run --timeout 1e300", "run", *demo, "--path", B, "--timeout", "1e300", "--iters", str(10**12))
-    bad("run --budget 1e9h", "run", *demo, "--path", B, "--budget", "1e9h", "--processes", "x")
+    bad("run --budget 1e9h (a malformed duration)", "run", *demo, "--path", B, "--budget", "1e9h")
     bad("run --lanes 10**6", "run", *demo, "--path", B, "--lanes", str(10**6))
-    bad(
-        "run --prestart huge",
-        "run",
+    good(
+        "compare --plan --prestart huge (at most one spare core per worker)",
+        "compare",
+        "v1..v2",
+        "--repo",
+        str(repo),
         *demo,
-        "--path",
-        B,
+        "--plan",
         "--prestart",
         "99999999999999999999999",
-        "--core",
-        "99999",
     )
-    bad("history --last 10**30", "history", "--history", hist, "--last", "x" + "9" * 30)
+    good("history --last 10**30", "history", "--history", hist, "--last", str(10**30))
     good("history --last 10**6", "history", "--history", hist, "--last", str(10**6))
     bad(
         "cache clear --older-than 1e400",
@@ -1242,15 +1180,235 @@ def _fourth_pass(w: Path, repo: Path, bad, good, fail, out) -> None:
     )
     bad(
         "nightly --shard 99999999999999999999/2",
-        "nightly",
-        "--repo",
-        str(repo),
-        *demo,
-        "--dry-run",
+        *night,
         "--shard",
         "99999999999999999999/2",
         "--history",
         str(w / "h1"),
+    )
+
+
+def _fifth_pass(w: Path, repo: Path, bad, good, fail, out) -> None:
+    """The fifth pass (2026-12-05 b): damage of new kinds, signals at other stages, runs at once, special
+    paths, and limits just past the edge of the options added lately."""
+    B = str(PLANTED / "base")
+    demo = ["--config", "demo"]
+    D = w / "bundles"
+    hist = str(w / "hist")
+    tiny = ["run", *demo, "--path", B, *TINY]
+    plan = ["compare", "v1..v2", "--repo", str(repo), *demo, "--plan"]
+    cell = ["bisect", "v1..v2", "--repo", str(repo), *demo]
+
+    # damaged bundles of other kinds
+    archive = str(D / "archived.tar.xz")
+    bad("report a bundle kept as .tar.xz", "report", archive, want="tar -xf")
+    bad("import a bundle kept as .tar.xz", "import", archive, "--history", str(w / "h5"), want="tar -xf")
+    bad("explain a bundle kept as .tar.xz", "explain", archive, want="tar -xf")
+    good("report meta.json saved with a BOM", "report", str(D / "meta-bom"))
+    good("report records with CRLF line ends", "report", str(D / "crlf"), avoid="unreadable")
+    good(
+        "report records written twice (counted once)",
+        "report",
+        str(D / "records-twice"),
+        want="written twice",
+    )
+    good("report --by-lane records written twice", "report", str(D / "records-twice"), "--by-lane")
+    good(
+        "import records written twice",
+        "import",
+        str(D / "records-twice"),
+        "--history",
+        str(w / "h5"),
+        "--sha",
+        "abc1234",
+        want="1 bundle added",
+    )
+    good("report a trial with a negative time", "report", str(D / "trial-negative"), want="unreadable line")
+    good("report a trial with a NaN time", "report", str(D / "trial-nan"), want="unreadable line")
+    good("report json, a trial with a NaN time", "report", str(D / "trial-nan"), "--format", "json")
+    bad("report meta.json a dangling symlink", "report", str(D / "dangling-meta.json"), want="broken link")
+    bad(
+        "report records.jsonl a dangling symlink", "report", str(D / "dangling-records.jsonl"), want="missing"
+    )
+    bad("report records.jsonl gzipped", "report", str(D / "records-gzipped"), want="missing")
+    bad("report meta.json a directory", "report", str(D / "meta-a-directory"), want="a directory, not a file")
+    bad("report schema of a newer release", "report", str(D / "meta-newer-release"), want="9.0.0 or newer")
+    good("report status failed", "report", str(D / "meta-status-failed"), want="worker died")
+    good("report cases []", "report", str(D / "meta-cases-empty"), want="lists no cases")
+    bad("report sides a list", "report", str(D / "meta-sides-list"), want="not dict")
+    good("report config null", "report", str(D / "meta-no-config"))
+    good("report a bundle named with spaces and unicode", "report", str(D / "spaced ünï bundle"))
+    bad("report results/ (a directory of bundles)", "report", str(w / "results"), want="e.g. the last")
+    bad("import results/ (a directory of bundles)", "import", str(w / "results"), "--history", str(w / "h5"))
+    for name in ("meta.json", "records.jsonl"):
+        bad(
+            f"report a bundle's {name}", "report", str(w / "results" / "20261205-a" / name), want="directory:"
+        )
+
+    # signals at other stages: making git sides, bisecting, checking counters, importing, a dashboard
+    for name, argv, sig, when in [
+        ("compare v1..v2 (sides being made)", [*plan[:-1], *TINY], "SIGINT", 1.0),
+        ("compare v1..v2 (measuring)", [*plan[:-1], *TINY], "SIGTERM", 5.0),
+        ("bisect (counters)", [*cell, "--cell", "MLP/fp32"], "SIGINT", 3.0),
+        ("bisect (timing)", [*cell, "--cell", "MLP/fp32"], "SIGTERM", 9.0),
+        (
+            "counters check",
+            ["counters", "check", *demo, "--path", B, "--expected", str(w / "c5.toml"), "--update"],
+            "SIGINT",
+            1.5,
+        ),
+        (
+            "import",
+            ["import", str(D / "v1-compare-counters"), "--history", str(w / "h5s"), "--sha", "ab12"],
+            "SIGINT",
+            0.6,
+        ),
+        ("dashboard", ["dashboard", "--history", hist, "--out", str(w / "site5s")], "SIGTERM", 0.8),
+        ("a forkserver run", [*tiny, "--spawn", "forkserver"], "SIGINT", 4.0),
+        (
+            "nightly",
+            ["nightly", "--repo", str(repo), *demo, "--history", str(w / "h5n"), *TINY],
+            "SIGTERM",
+            6.0,
+        ),
+    ]:
+        out.append(
+            dict(name=f"{sig} into {name} after {when}s", argv=argv, expect="signal", sig=sig, when=when)
+        )
+
+    # several teperf runs at once
+    out.append(
+        dict(
+            name="two tiny runs into one --results-dir at once",
+            argvs=[[*tiny, "--results-dir", str(w / "r5")]] * 2,
+            expect="parallel",
+            check=lambda: len(list((w / "r5").glob("*/meta.json"))) == 2,
+            cwd=None,
+            env=None,
+            timeout=150,
+        )
+    )
+    out.append(
+        dict(
+            name="two imports into one history at once",
+            expect="parallel",
+            cwd=None,
+            env=None,
+            timeout=90,
+            argvs=[
+                ["import", str(D / b), "--history", str(w / "h5p"), "--sha", sha]
+                for b, sha in (("v1-compare-counters", "aaaa111"), ("v2-compare-compile-cpu", "bbbb222"))
+            ],
+            check=lambda: len(list((w / "h5p").rglob("*.parquet"))) == 2,
+        )
+    )
+    out.append(
+        dict(
+            name="two dashboards into one --out at once",
+            expect="parallel",
+            cwd=None,
+            env=None,
+            timeout=90,
+            argvs=[["dashboard", "--history", hist, "--out", str(w / "site5p")]] * 2,
+            check=lambda: (w / "site5p" / "index.html").is_file(),
+        )
+    )
+    good(
+        "a run while every core is claimed (said)",
+        *tiny,
+        "--results-dir",
+        str(w / "r5h"),
+        hold=True,
+        want="every core is claimed",
+    )
+    good(
+        "a run on --core 0 while every core is claimed (told to)",
+        *tiny,
+        "--core",
+        "0",
+        "--results-dir",
+        str(w / "r5h"),
+        hold=True,
+        avoid="every core is claimed",
+    )
+    good("doctor while every core is claimed", "doctor", hold=True, want="another teperf run")
+
+    # special paths
+    good("run --results-dir with spaces and unicode", *tiny, "--results-dir", str(w / "rés ults"))
+    good(
+        "dashboard --out with spaces and unicode", "dashboard", "--history", hist, "--out", str(w / "sïte 5")
+    )
+    good("history --history with a trailing slash", "history", "--history", hist + "/")
+    good(
+        "import --history relative to the cwd",
+        "import",
+        str(D / "v1-compare-counters"),
+        "--history",
+        "h5r",
+        "--sha",
+        "abc1234",
+        cwd=str(w),
+    )
+    pipe = f"--config <(cat {HERE / 'teperf' / 'configs' / 'demo.toml'})"
+    counters = ["counters", "check", "--path", B, "--modules", "Linear", "--expected", str(w / "c5p.toml")]
+    good("counters check --config <(...) (a pipe)", *counters, "--update", bash_tail=pipe)
+    bad("run --results-dir under a file", *tiny, "--results-dir", str(w / "file_not_dir" / "sub"))
+    bad("run --config '~/x.toml' (no shell to expand ~)", "run", "--config", "~/x.toml")
+
+    # limits just past the edge of the options added lately
+    good(
+        "run --max-contended 100 (any load)", *tiny, "--max-contended", "100", "--results-dir", str(w / "r5")
+    )
+    good("run --max-contended 0 (no load)", *tiny, "--max-contended", "0", "--results-dir", str(w / "r5e"))
+    bad("run --max-contended 100.0001", *tiny, "--max-contended", "100.0001")
+    good("compare --plan --min-effect 100 (the edge)", *plan, "--min-effect", "100")
+    bad("compare --plan --min-effect 100.0001", *plan, "--min-effect", "100.0001")
+    good("compare --plan --precision 0.01 (the edge)", *plan, "--precision", "0.01")
+    bad("compare --plan --precision 0.0099", *plan, "--precision", "0.0099")
+    bad("bisect --max-contended 101", *cell, "--cell", "MLP/fp32", "--max-contended", "101")
+    bad("bisect --precision 0.001", *cell, "--cell", "MLP/fp32", "--precision", "0.001")
+    good(
+        "bisect --no-confirm, counters moved (exit 0: explained)",
+        *cell,
+        "--cell",
+        "MLP/fp32",
+        "--no-confirm",
+        rc=0,
+    )
+    good("bisect --no-confirm, nothing moved (exit 4)", *cell, "--cell", "Linear/fp32", "--no-confirm", rc=4)
+    fail(
+        "bisect --budget 1s (exit 1: undecided within it)",
+        *cell,
+        "--cell",
+        "Linear/fp32",
+        "--budget",
+        "1s",
+        timeout=150,
+        want="--budget",
+    )
+    bad("run --timeout 0.001 (the worker cannot start)", *tiny, "--timeout", "0.001", want="raise --timeout")
+    good("run --iters 1 --warmup 0", *tiny, "--iters", "1", "--warmup", "0", "--results-dir", str(w / "r5"))
+    good(
+        "run --spawn forkserver --server-pairs 1",
+        *tiny,
+        "--spawn",
+        "forkserver",
+        "--server-pairs",
+        "1",
+        "--results-dir",
+        str(w / "r5"),
+    )
+    bad("run --seed -1", *tiny, "--seed", "-1")
+    dry = ["nightly", "--repo", str(repo), *demo, "--dry-run", "--history", str(w / "h1")]
+    good("nightly --backfill --every 10**6 --dry-run", *dry, "--backfill", "v1..v2", "--every", str(10**6))
+    good(
+        "cache clear --older-than 1e308",
+        "cache",
+        "clear",
+        "--cache-dir",
+        str(w / "cache"),
+        "--older-than",
+        "1e308",
     )
 
 
@@ -1260,61 +1418,103 @@ def _default_signals():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def run_two(teperf: str, case: dict, w: Path, run_dir: Path) -> dict:
-    """Two tiny runs started 2 s apart: both must finish, on different cores (teperf.cpus claims)."""
-    env = dict(os.environ, TEPERF_CACHE=str(w / "cache"), COLUMNS="120")
+def _env(w: Path, case: dict) -> dict:
+    """The pass's own cache and core claims: other teperf runs on a shared machine decide no case."""
+    env = dict(
+        os.environ, TEPERF_CACHE=str(w / "cache"), COLUMNS="120", TEPERF_RUNTIME_DIR=str(w / "runtime")
+    )
+    return {**env, **(case.get("env") or {})}
+
+
+@contextlib.contextmanager
+def _cores_held(w: Path, hold: bool):
+    """Every core claimed as another teperf run would claim it (a lock file per core, this pid in it)."""
+    held = []
+    if hold:
+        (w / "runtime" / "teperf-cores").mkdir(parents=True, exist_ok=True)
+        for core in os.sched_getaffinity(0):
+            f = open(w / "runtime" / "teperf-cores" / f"core{core}", "w")
+            f.write(str(os.getpid())), f.flush(), fcntl.flock(f, fcntl.LOCK_EX)
+            held.append(f)
+    try:
+        yield
+    finally:
+        [f.close() for f in held]
+
+
+def run_parallel(teperf: str, case: dict, w: Path, run_dir: Path) -> dict:
+    """Several teperf commands at once: each must finish well, and what they made must be whole (check)."""
     t0 = time.monotonic()
     procs = []
-    for tag in "AB":
-        argv = [teperf, *case["argv"], "--results-dir", str(w / f"res-two-{tag}")]
+    for argv in case["argvs"]:
         procs.append(
             subprocess.Popen(
-                argv,
+                [teperf, *argv],
                 cwd=run_dir,
-                env=env,
+                env=_env(w, case),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
                 errors="replace",
             )
         )
-        time.sleep(2.0)
+        time.sleep(case.get("stagger", 0.3))
     outs = [p.communicate(timeout=case["timeout"]) for p in procs]
-    cores = []
-    for tag in "AB":
-        metas = list((w / f"res-two-{tag}").glob("*/meta.json"))
-        cores.append(json.loads(metas[0].read_text())["config"]["core"] if metas else None)
     rcs = [p.returncode for p in procs]
+    lines = [ln for _, e in outs for ln in e.splitlines() if ln.strip()]
     rec = dict(
         name=case["name"],
-        argv=case["argv"],
-        expect="two",
+        argv=case["argvs"][0],
+        expect="parallel",
         rc=max(rcs),
         traceback=any("Traceback" in e for _, e in outs),
-        stderr_lines=sum(len(e.splitlines()) for _, e in outs),
-        first_error=f"cores {cores[0]} and {cores[1]}",
-        stdout_head="",
+        stderr_lines=len(lines),
+        first_error=next((ln for ln in lines if "error" in ln.lower()), ""),
+        stdout_head=outs[0][0][:300],
         timed_out=False,
         seconds=round(time.monotonic() - t0, 1),
     )
-    ok = rcs == [0, 0] and None not in cores and cores[0] != cores[1] and not rec["traceback"]
-    rec["verdict"], rec["why"] = ("OK", "") if ok else ("WRONG", f"exits {rcs}, cores {cores}")
+    ok = rcs == [0] * len(rcs) and not rec["traceback"] and case["check"]()
+    rec["verdict"], rec["why"] = (
+        ("OK", "") if ok else ("WRONG", f"exits {rcs}, or what they made is not whole")
+    )
+    if not rec["first_error"]:
+        rec["first_error"] = f"{len(rcs)} at once: exits {rcs}"
+    if not ok:
+        rec["stderr_tail"] = "\n".join(e[-1500:] for _, e in outs)
     return rec
 
 
 def run_case(teperf: str, case: dict, w: Path, run_dir: Path) -> dict:
-    if case["expect"] == "two":
-        return run_two(teperf, case, w, run_dir)
-    env = dict(os.environ, TEPERF_CACHE=str(w / "cache"), COLUMNS="120")
-    env.update(case.get("env") or {})
+    if case["expect"] == "parallel":
+        return run_parallel(teperf, case, w, run_dir)
+    env = _env(w, case)
     cwd = case.get("cwd") or run_dir
     if cwd == "DELETED":
         cwd = w / "gone"
         cwd.mkdir(exist_ok=True)
         argv = ["sh", "-c", f'cd "{cwd}" && rmdir "{cwd}" && exec "$0" "$@"', teperf, *case["argv"]]
+    elif case.get("bash_tail"):  # what a shell passes for --config <(...): /dev/fd/63
+        argv = ["bash", "-c", f'exec "$0" "$@" {case["bash_tail"]}', teperf, *case["argv"]]
     else:
         argv = [teperf, *case["argv"]]
     t0 = time.monotonic()
+    with _cores_held(w, case.get("hold")):
+        rec = _run_one(argv, case, cwd, env, t0)
+    if case["expect"] == "signal" and rec["verdict"] == "OK" and "measured: " in rec["stderr"]:
+        # what was measured must still read: report the bundle the interrupted run names
+        bundle = rec["stderr"].split("measured: ", 1)[1].split()[0]
+        rep = subprocess.run(  # from where the command ran: the bundle's path may be relative (results/...)
+            [teperf, "report", bundle], capture_output=True, text=True, env=env, timeout=60, cwd=cwd
+        )
+        rec["report_rc"] = rep.returncode
+        if rep.returncode not in (0, 1) or "Traceback" in rep.stderr or "interrupted" not in rep.stdout:
+            rec["verdict"], rec["why"] = "WRONG", f"report of the interrupted bundle: exit {rep.returncode}"
+    rec.pop("stderr")
+    return rec
+
+
+def _run_one(argv, case, cwd, env, t0) -> dict:
     proc = subprocess.Popen(
         argv,
         cwd=cwd,
@@ -1337,7 +1537,7 @@ def run_case(teperf: str, case: dict, w: Path, run_dir: Path) -> dict:
             time.sleep(0.3)
             proc.send_signal(sig)
     try:
-        stdout, stderr = proc.communicate(timeout=case["timeout"])
+        stdout, stderr = proc.communicate(timeout=case.get("timeout", 60))
     except subprocess.TimeoutExpired:
         timed_out = True
         os.killpg(proc.pid, signal.SIGKILL)
@@ -1361,13 +1561,7 @@ def run_case(teperf: str, case: dict, w: Path, run_dir: Path) -> dict:
         rec["verdict"], rec["why"] = "OK", "the run ended before the signal was sent"
     if rec["verdict"] != "OK":
         rec["stderr_tail"] = stderr[-3000:]
-    if case["expect"] == "signal" and rec["verdict"] == "OK" and "measured: " in stderr:
-        # what was measured must still read: report the bundle the interrupted run names
-        bundle = stderr.split("measured: ", 1)[1].split()[0]
-        rep = subprocess.run([teperf, "report", bundle], capture_output=True, text=True, env=env, timeout=60)
-        rec["report_rc"] = rep.returncode
-        if rep.returncode not in (0, 1) or "Traceback" in rep.stderr or "interrupted" not in rep.stdout:
-            rec["verdict"], rec["why"] = "WRONG", f"report of the interrupted bundle: exit {rep.returncode}"
+    rec["stderr"] = stderr
     return rec
 
 
@@ -1387,6 +1581,8 @@ def classify(rec, case, stderr, stdout):
         return "WRONG", f"does not say {case['want']!r}"
     if case.get("avoid") and case["avoid"] in stdout + stderr:
         return "MISLEADING", f"says {case['avoid']!r}"
+    if case.get("rc") is not None:  # an exit status that is an answer (bisect's)
+        return ("OK", "") if rc == case["rc"] else ("WRONG", f"exit {rc}, want {case['rc']}")
     if case["expect"] == "good":
         return ("OK", "") if rc == 0 else ("WRONG", f"exit {rc} for good input")
     if case["expect"] == "signal":
@@ -1413,7 +1609,18 @@ CLASS = {"OK": "clean", "MISLEADING": "misleading", "WRONG": "wrong", "CHECK": "
 def write_table(where: Path, results: list[dict]) -> None:
     """README.md: counts per class, then command, exit code, first line and class of every case."""
     where.mkdir(parents=True, exist_ok=True)
-    keep = ("name", "argv", "expect", "rc", "traceback", "stderr_lines", "first_error", "seconds", "verdict")
+    keep = (
+        "name",
+        "argv",
+        "expect",
+        "rc",
+        "traceback",
+        "stderr_lines",
+        "first_error",
+        "seconds",
+        "verdict",
+        "fifth",
+    )
     slim = [{k: r.get(k) for k in (*keep, "why")} for r in results]  # --json keeps the stderr tails
     (where / "results.json").write_text(json.dumps(slim, indent=0))
     classes = [REVIEWED.get(r["name"], (CLASS[r["verdict"]], r["why"])) for r in results]
@@ -1423,13 +1630,15 @@ def write_table(where: Path, results: list[dict]) -> None:
         return str(text).replace("|", "\\|").replace("\n", " ")[:160]
 
     lines = [
-        "# A newcomer's pass, 2026-12-05 (issue 46)",
+        "# A newcomer's pass, 2026-12-05 b (issue 46)",
         "",
         "`python tests/newcomer_pass.py --teperf /tmp/nc-venv/bin/teperf --table DIR`, run from another",
         "directory against a non-editable install (`pip install .` in its own venv, torch 2.13.0 CPU) on",
-        "the shared 2-core machine. clean: good input works, bad input is one `teperf: error:` line with",
-        "its fix and a non-zero exit; misleading: a message that names a wrong cause or fix; wrong: exit 0",
-        "on bad input, a traceback, a wrong number, lost data or a hang.",
+        "the shared 2-core machine, with the pass's own `TEPERF_RUNTIME_DIR` (other teperf runs on the",
+        "machine claim no core of its cases; the cases 'while every core is claimed' claim them all).",
+        "clean: good input works, bad input is one `teperf: error:` line with its fix and a non-zero exit;",
+        "misleading: a message that names a wrong cause or fix; wrong: exit 0 on bad input, a traceback, a",
+        "wrong number, lost data or a hang. Cases marked (5th) are the fifth pass's (`--fifth` runs them).",
         "",
         f"**{len(results)} cases: " + ", ".join(f"{v} {k}" for k, v in counts.items() if v) + "**",
         "",
@@ -1439,8 +1648,9 @@ def write_table(where: Path, results: list[dict]) -> None:
     for i, (r, (klass, why)) in enumerate(zip(results, classes), 1):
         cmd = "teperf " + " ".join(a if a and " " not in a else repr(a) for a in r["argv"])
         first = r["first_error"] or r["stdout_head"].split("\n")[0]
+        name = r["name"] + (" (5th)" if r.get("fifth") else "")
         lines.append(
-            f"| {i} | {cell(r['name'])} | `{cell(cmd)}` | {r['rc']} | {cell(first)} | "
+            f"| {i} | {cell(name)} | `{cell(cmd)}` | {r['rc']} | {cell(first)} | "
             f"{klass}{' (' + cell(why) + ')' if why and klass != 'clean' else ''} |"
         )
     (where / "README.md").write_text("\n".join(lines) + "\n")
@@ -1454,17 +1664,26 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--teperf", default=shutil.which("teperf") or "teperf")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--only", default=None)
+    ap.add_argument("--only", default=None, help="only the cases whose name holds one of A|B|...")
+    ap.add_argument("--fifth", action="store_true", help="only the fifth pass's cases")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--table", default=None, help="write README.md (counts and the table) to this directory")
     args = ap.parse_args()
+    beside = Path(args.teperf).parent / "python"
+    TEPERF_PYTHON[0] = str(beside) if beside.exists() else sys.executable
     w = Path(tempfile.mkdtemp(prefix="teperf-newcomer-"))
     run_dir = Path(tempfile.mkdtemp(prefix="teperf-newcomer-cwd-"))
     world = make_world(w)
-    todo = [c for c in cases(w, world["repo"]) if not args.only or args.only in c["name"]]
+    todo = [
+        c
+        for c in cases(w, world["repo"])
+        if not args.only or any(o in c["name"] for o in args.only.split("|"))
+    ]
+    todo = [c for c in todo if c.get("fifth") or not args.fifth]
     results = []
     for i, case in enumerate(todo, 1):
         rec = run_case(args.teperf, case, w, run_dir)
+        rec["fifth"] = bool(case.get("fifth"))
         results.append(rec)
         mark = "" if rec["verdict"] == "OK" else f"  <-- {rec['verdict']} {rec['why']}"
         print(

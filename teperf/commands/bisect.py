@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import click
@@ -70,7 +71,7 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
     """
     from teperf.bisect.runner import bisect
     from teperf.bisect.sides import GitSideFactory
-    from teperf.errors import Interrupted
+    from teperf.errors import Interrupted, exit_status_for_signal
 
     config, fmt = measure.config, measure.fmt
     if sides.python:
@@ -94,10 +95,11 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
             command=["teperf"] + sys.argv[1:],
             plan_only=plan_only,
         )
-    except Interrupted as stop:
-        click.echo(f"teperf: interrupted; the bundle keeps the probes so far: {stop.path}", err=True)
+    except Interrupted as stop:  # Ctrl-C 130, SIGTERM 143 (as the help says)
+        how = "terminated (SIGTERM)" if stop.signum == signal.SIGTERM else "interrupted"
+        click.echo(f"teperf: {how}; the bundle keeps the probes so far: {stop.path}", err=True)
         show(stop.path)
-        sys.exit(130)
+        sys.exit(exit_status_for_signal(stop.signum))
     if path is not None:
         show(path)
         result = load(path)[0].get("result") or {}

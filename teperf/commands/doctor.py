@@ -57,10 +57,11 @@ RENDERERS = {"text": _print_text, "json": _print_json}  # fmt -> fn(core, checks
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too, not only on failures.")
 def command(core, pythons, fmt, strict):
     """Check CPU frequency, core isolation, ASLR, load, versions and GPU; change nothing."""
-    from teperf.cpus import check_core
+    from teperf.cpus import check_core, default_core
     from teperf.doctor import all_checks, worst
 
-    core = check_core(core)  # compare's default, or the given core refused (exit 2) if this machine lacks it
+    # compare's default, seen without claiming it (doctor changes nothing), or the given core refused (exit 2)
+    core = default_core(claim=False) if core is None else check_core(core)
     checks = all_checks(core, tuple(pythons))
     verdict = worst(checks)
     RENDERERS[fmt](core, checks, verdict)

@@ -10,7 +10,7 @@ from teperf.commands._common import Number, format_option, tty_progress
 
 
 @click.command("explain")
-@click.argument("bundle", type=click.Path(file_okay=False, exists=True))
+@click.argument("bundle", type=click.Path(exists=True))
 @click.option(
     "--cell",
     metavar="MODULE/RECIPE[/SHAPE[/MODE]]",

@@ -12,7 +12,7 @@ from teperf.nightly import parse_shard
 
 
 @click.command("import")
-@click.argument("bundles", nargs=-1, required=True, type=click.Path(file_okay=False), metavar="BUNDLE...")
+@click.argument("bundles", nargs=-1, required=True, type=click.Path(), metavar="BUNDLE...")
 @history_option
 @click.option("--ref", help="Branch name to record (default: the measured side's ref).")
 @click.option("--shard", metavar="I/N", help="Which slice of a split night the bundle is (default 1/1).")

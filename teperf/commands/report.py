@@ -10,7 +10,7 @@ from teperf.render import RENDERERS
 
 
 @click.command("report")
-@click.argument("bundle", type=click.Path(file_okay=False))
+@click.argument("bundle", type=click.Path())
 @format_option(RENDERERS)
 @click.option("--metric", type=click.Choice(METRICS), help="Headline clock to summarise.")
 @click.option(

@@ -295,10 +295,15 @@ def _update(result: CheckResult, expected: Optional[Expected]) -> None:
     else:
         text = rewrite(expected, counted)
     if counted or expected is None:
-        result.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = result.path.with_name(f".{result.path.name}.tmp")
-        tmp.write_text(text)
-        tmp.replace(result.path)
+        try:
+            result.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(text)
+            tmp.replace(result.path)
+        except OSError as exc:  # name the file asked for, not the hidden one written first
+            raise TeperfError(
+                f"cannot write {result.path}: {exc.strerror}", "give --expected a file you can write"
+            )
     for key in counted:
         result.updated[key] = "rewritten" if expected is not None and key in expected.rows else "added"
     calls = {c.key: c.calls for c in result.cells if c.calls is not None}

@@ -195,8 +195,8 @@ def explain_bundle(
     bundle = Bundle.open(bundle_path)
     meta = bundle.meta().to_dict()
     case = find_case(meta, cell)
+    config, core_note = rerun_config(meta, core, timeout_s)  # --core refused before the sides are looked at
     sides = sides_from_meta(meta)
-    config, core_note = rerun_config(meta, core, timeout_s)
     cell_name = cell_key(case)
     log_dir = _writable_dir(Path(bundle.path) / "explain", cell_name)
     load = machine_load(config.core)  # before the profile: its own workers are not load

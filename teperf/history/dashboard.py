@@ -465,8 +465,11 @@ def build_site(
     settings = settings or changepoint.DetectionSettings()
     out = Path(out)
     _check_replaceable(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    except OSError as exc:  # name --out, not the hidden directory the site is built in
+        raise TeperfError(f"cannot write --out {out}: {exc.strerror}", "pass --out a directory you can write")
     os.chmod(work, 0o755)  # mkdtemp makes it private; a site is for reading
     try:
         (work / MARKER).write_text(

@@ -128,8 +128,8 @@ def plan_sides(spec: str, opts: SideOptions | None = None, *, log: Log | None = 
         asked = pkg_dir.strip("/")
         if asked not in ("", ".") and all(gitrepo.show_file(root, sha, asked) is None for sha in shas):
             raise TeperfError(
-                f"--package-dir {asked} is in neither {resolved.head.short_sha} nor {resolved.base.short_sha}"
-                f" of {root}",
+                f"--package-dir {pkg_dir} is in neither {resolved.head.short_sha} nor "
+                f"{resolved.base.short_sha} of {root}",
                 "pass the package's directory relative to the repo root (git ls-tree -d HEAD), or leave "
                 "--package-dir out to find it",
             )

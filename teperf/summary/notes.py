@@ -54,7 +54,7 @@ def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
     if skipped_lines:
         out.append(
             f"skipped {_plural(skipped_lines, 'unreadable line')} of records.jsonl "
-            "(cut short by a crash, or damaged); the rest is shown"
+            "(cut short by a crash, written twice, or damaged); the rest is shown"
         )
     elif meta.get("status") == "failed":
         out.append(f"run status: failed{': ' + meta['error'] if meta.get('error') else ''}")
