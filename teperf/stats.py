@@ -144,17 +144,19 @@ def compare_cell(
     return out
 
 
-def load_bound(couples: Mapping[int, Sequence[tuple[float, float, bool]]]) -> tuple[float, str]:
+def load_bound(couples: Mapping[int, Sequence[tuple[float, float, bool]]], alpha: float) -> tuple[float, str]:
     """The bias load could add to a cell's estimate (log scale), and what measured it. ``couples``: pair ->
     (ln(head/base), lost-time asymmetry, contended) of each couple its figures rest on; the asymmetry is
     ln(wall/CPU time) of the head trial minus the base's. Interleaving makes load hit both sides alike in
     expectation (its noise is in the pairs' interval); what may be left is bias, bounded twice:
-    (a) time the head lost to other processes more than the base, taken whole (CPU time loses a small
-    part of it, if any), summarised like the estimate: mean over pairs of the median over couples;
+    (a) time the head lost to other processes more than the base, summarised like the estimate (mean over
+    pairs of the median over couples), times the share of it the estimate carries (carried_share): taken
+    whole, a hog's noise in it bounded a CPU-time estimate that did not move with it by +-30 %;
     (b) how far the contended couples move the estimate from the clean couples' of their pair (a pair
     with no clean couple: by the mean difference of contended and clean elsewhere). The larger counts."""
     asym = [float(np.median([x for _, x, _ in c])) for c in couples.values() if c]
-    bound, source = (abs(float(np.mean(asym))), "the head's lost time over the base's") if asym else (0.0, "")
+    lost = abs(float(np.mean(asym))) * carried_share(couples, alpha) if asym else 0.0
+    bound, source = lost, "the head's lost time over the base's" if asym else ""
     shifts, gaps, unmeasured = [], [], 0
     for c in couples.values():
         clean, shared = [r for r, _, s in c if not s], [r for r, _, s in c if s]
@@ -170,6 +172,22 @@ def load_bound(couples: Mapping[int, Sequence[tuple[float, float, bool]]]) -> tu
         if shift > bound:
             bound, source = shift, "contended against clean couples"
     return bound, source
+
+
+def carried_share(couples: Mapping[int, Sequence[tuple[float, float, bool]]], alpha: float) -> float:
+    """The share of the lost-time asymmetry the couples' log ratios carry, at most 1: |slope| plus its
+    (1 - alpha) t margin of the least-squares line through the couples, each pair centred on its own
+    means (the change and the pair's level drop out). 1 when the asymmetry does not vary enough to tell."""
+    from scipy import stats as sps
+
+    pairs = [np.array(c, dtype=float)[:, :2] for c in couples.values() if len(c) >= 2]
+    d = np.concatenate([m - m.mean(axis=0) for m in pairs]) if pairs else np.zeros((0, 2))
+    dof, sxx = len(d) - len(pairs) - 1, float(d[:, 1] @ d[:, 1])
+    if dof < 1 or sxx < 1e-12:
+        return 1.0
+    slope = float(d[:, 1] @ d[:, 0]) / sxx
+    se = math.sqrt(float(np.sum((d[:, 0] - slope * d[:, 1]) ** 2)) / dof / sxx)
+    return min(1.0, abs(slope) + float(sps.t.ppf(1 - alpha / 2, dof)) * se)
 
 
 def unit_logs(pairs: Sequence[int], logs: np.ndarray, groups: Mapping[int, int] | None) -> np.ndarray:

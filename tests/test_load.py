@@ -195,6 +195,38 @@ def test_a_one_sided_load_bias_of_the_size_of_the_change_is_withheld(tmp_path):
     assert real["verdict"] == "slower" and real["load_bound_pct"] < 5
 
 
+def _noisy_lost_time(tmp_path, change, carried, pairs=8, couples=4):
+    """Shaped like the busy calibration's two misses (2026-12-05): every couple shared its core, each trial
+    lost 30-70 % of its wall time and the head about 28 % more than the base, with a noise of 0.3 (log)
+    per couple, so that the pairs' medians of the asymmetry scatter +-0.2. The head's CPU time is
+    ``change`` x the base's, times ``carried`` of the lost-time asymmetry (log scale). Seeded."""
+    rng = np.random.default_rng(1205)
+
+    def couple(pair, k):
+        now = 178.0 * (1 + 0.03 * rng.standard_normal())
+        base, head = (now * (1 + 0.01 * rng.standard_normal()) for _ in range(2))
+        lost_b = rng.uniform(1.4, 3.0)
+        asym = 0.25 + 0.3 * rng.standard_normal()
+        return [(base, head * change * np.exp(carried * asym), lost_b, lost_b * np.exp(asym))]
+
+    return _write(tmp_path, couple, pairs, couples)
+
+
+def test_noisy_lost_time_that_the_cpu_time_does_not_carry_does_not_hide_a_change(tmp_path):
+    # the misses: +25 % in CPU time, the lost time's noise beside it; the CPU time does not move with it
+    row = summarize(_noisy_lost_time(tmp_path / "a", change=1.25, carried=0.0).path).rows[0]
+    assert row["contended_pct"] == 100 and row["delta_pct"] == pytest.approx(25, abs=3)
+    assert row["verdict"] == "slower" and row["verdict_cause"] is None
+    assert row["load_bound_pct"] < 5 and row["ci_low_pct"] > 15
+    # A/A under the same load: no change to call, and none called
+    aa = summarize(_noisy_lost_time(tmp_path / "b", change=1.0, carried=0.0).path).rows[0]
+    assert aa["verdict"] not in ("slower", "faster") and aa["ci_low_pct"] < 0 < aa["ci_high_pct"]
+    # the same lost time carried whole into the CPU time: the head reads slower by it alone, withheld
+    carried = summarize(_noisy_lost_time(tmp_path / "c", change=1.0, carried=1.0).path).rows[0]
+    assert carried["delta_pct"] > 15 and carried["load_bound_pct"] >= carried["delta_pct"] * 0.8
+    assert carried["verdict"] == "inconclusive" and carried["verdict_cause"] == "load"
+
+
 def test_max_contended_100_accepts_any_load(tmp_path):
     every = _bundle(tmp_path, set(range(6)), head_factor=1.1)
     # every couple shared its core: with the limit at 100 % the figures come from all of them, verdict as
