@@ -197,9 +197,9 @@ def test_a_one_sided_load_bias_of_the_size_of_the_change_is_withheld(tmp_path):
 
 def _noisy_lost_time(tmp_path, change, carried, pairs=8, couples=4):
     """Shaped like the busy calibration's two misses (2026-12-05): every couple shared its core, each trial
-    lost 30-70 % of its wall time and the head about 28 % more than the base, with a noise of 0.3 (log)
-    per couple, so that the pairs' medians of the asymmetry scatter +-0.2. The head's CPU time is
-    ``change`` x the base's, times ``carried`` of the lost-time asymmetry (log scale). Seeded."""
+    lost 30-70 % of its wall time and the head about 25 % (log) more than the base (the misses: 17-23 %
+    less), scattered by 0.3 per couple (they: 0.2). The head's CPU time is ``change`` x the base's, times
+    ``carried`` of the lost-time asymmetry (log scale). Seeded."""
     rng = np.random.default_rng(1205)
 
     def couple(pair, k):
