@@ -151,7 +151,7 @@ def load_bound(couples: Mapping[int, Sequence[tuple[float, float, bool]]], alpha
     expectation (its noise is in the pairs' interval); what may be left is bias, bounded twice:
     (a) time the head lost to other processes more than the base, summarised like the estimate (mean over
     pairs of the median over couples), times the share of it the estimate carries (carried_share): taken
-    whole, the head's longer trials losing 17-23 % less under a hog bounded its CPU time by 19-26 %;
+    whole, the head's longer trials losing 17-23 % less under a hog bounded its CPU time by 18-26 %;
     (b) how far the contended couples move the estimate from the clean couples' of their pair (a pair
     with no clean couple: by the mean difference of contended and clean elsewhere). The larger counts."""
     asym = [float(np.median([x for _, x, _ in c])) for c in couples.values() if c]
