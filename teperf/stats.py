@@ -150,12 +150,16 @@ def load_bound(couples: Mapping[int, Sequence[tuple[float, float, bool]]], alpha
     ln(wall/CPU time) of the head trial minus the base's. Interleaving makes load hit both sides alike in
     expectation (its noise is in the pairs' interval); what may be left is bias, bounded twice:
     (a) time the head lost to other processes more than the base, summarised like the estimate (mean over
-    pairs of the median over couples), times the share of it the estimate carries (carried_share): taken
-    whole, the head's longer trials losing 17-23 % less under a hog bounded its CPU time by 18-26 %;
+    pairs of the median over couples), times the share of it the estimate carries: |slope| + margin of the
+    log ratio on the asymmetry (within_pair_slope), at most 1 (taken whole, the head's longer trials losing
+    17-23 % less under a hog bounded its CPU time by 18-26 %);
     (b) how far the contended couples move the estimate from the clean couples' of their pair (a pair
-    with no clean couple: by the mean difference of contended and clean elsewhere). The larger counts."""
+    with no clean couple: by the mean difference of contended and clean elsewhere), all of it where that
+    difference is twice its margin (within_pair_slope), none where the margin holds it: one clean couple
+    in 32 had made its noise a 23 % bound. The larger counts."""
     asym = [float(np.median([x for _, x, _ in c])) for c in couples.values() if c]
-    lost = abs(float(np.mean(asym))) * carried_share(couples, alpha) if asym else 0.0
+    slope, margin = within_pair_slope(couples, 1, alpha)
+    lost = abs(float(np.mean(asym))) * min(1.0, abs(slope) + margin) if asym else 0.0
     bound, source = lost, "the head's lost time over the base's" if asym else ""
     shifts, gaps, unmeasured = [], [], 0
     for c in couples.values():
@@ -168,26 +172,30 @@ def load_bound(couples: Mapping[int, Sequence[tuple[float, float, bool]]], alpha
         else:
             shifts.append(0.0)
     if gaps:
-        shift = abs(float(np.mean(shifts + [float(np.mean(gaps))] * unmeasured)))
+        gap, margin = within_pair_slope(couples, 2, alpha)
+        shown = min(1.0, max(0.0, abs(gap) / margin - 1))  # all of it from twice its margin, none within it
+        shift = abs(float(np.mean(shifts + [float(np.mean(gaps))] * unmeasured))) * shown
         if shift > bound:
             bound, source = shift, "contended against clean couples"
     return bound, source
 
 
-def carried_share(couples: Mapping[int, Sequence[tuple[float, float, bool]]], alpha: float) -> float:
-    """The share of the lost-time asymmetry the couples' log ratios carry, at most 1: |slope| plus its
-    (1 - alpha) t margin of the least-squares line through the couples, each pair centred on its own
-    means (the change and the pair's level drop out). 1 when the asymmetry does not vary enough to tell."""
+def within_pair_slope(
+    couples: Mapping[int, Sequence[tuple[float, float, bool]]], column: int, alpha: float
+) -> tuple[float, float]:
+    """(slope, its 1 - alpha t margin) of the least-squares line of the couples' log ratio on their
+    ``column`` (1: lost-time asymmetry, 2: contended), each pair centred on its own means so that the change
+    and the pair's level drop out; the margin is inf where that column does not vary enough to tell."""
     from scipy import stats as sps
 
-    pairs = [np.array(c, dtype=float)[:, :2] for c in couples.values() if len(c) >= 2]
+    pairs = [np.array(c, dtype=float)[:, [0, column]] for c in couples.values() if len(c) >= 2]
     d = np.concatenate([m - m.mean(axis=0) for m in pairs]) if pairs else np.zeros((0, 2))
     dof, sxx = len(d) - len(pairs) - 1, float(d[:, 1] @ d[:, 1])
     if dof < 1 or sxx < 1e-12:
-        return 1.0
+        return 0.0, math.inf
     slope = float(d[:, 1] @ d[:, 0]) / sxx
     se = math.sqrt(float(np.sum((d[:, 0] - slope * d[:, 1]) ** 2)) / dof / sxx)
-    return min(1.0, abs(slope) + float(sps.t.ppf(1 - alpha / 2, dof)) * se)
+    return slope, float(sps.t.ppf(1 - alpha / 2, dof)) * se
 
 
 def unit_logs(pairs: Sequence[int], logs: np.ndarray, groups: Mapping[int, int] | None) -> np.ndarray:
