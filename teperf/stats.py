@@ -173,7 +173,7 @@ def load_bound(couples: Mapping[int, Sequence[tuple[float, float, bool]]], alpha
             shifts.append(0.0)
     if gaps:
         gap, margin = within_pair_slope(couples, 2, alpha)
-        shown = min(1.0, max(0.0, abs(gap) / margin - 1))  # all of it from twice its margin, none within it
+        shown = 1.0 if abs(gap) >= 2 * margin else max(0.0, abs(gap) / margin - 1)  # none within its margin
         shift = abs(float(np.mean(shifts + [float(np.mean(gaps))] * unmeasured))) * shown
         if shift > bound:
             bound, source = shift, "contended against clean couples"

@@ -361,3 +361,16 @@ def test_a_worker_is_pinned_from_birth_not_only_once_it_reads_its_init():
     assert os.sched_getaffinity(proc.pid) == {core}
     out, _ = proc.communicate("go\n")
     assert out.strip() == f"[{core}]"
+
+
+def test_load_bound_takes_an_exact_gap_whole_and_an_unvarying_asymmetry_whole():
+    from teperf.stats import load_bound, within_pair_slope
+
+    # no noise at all (margin 0): the contended couples' +0.5 counts whole, no division by a zero margin
+    exact = {p: [(0.0, 0.0, False), (0.5, 0.0, True)] for p in range(3)}
+    assert within_pair_slope(exact, 2, 0.05) == (0.5, 0.0)
+    assert load_bound(exact, 0.05) == (0.25, "contended against clean couples")
+    # the head lost 0.3 more in every couple alike: no telling how much the estimate carries, all of it
+    alike = {p: [(0.1, 0.3, True)] * 4 for p in range(3)}
+    assert within_pair_slope(alike, 1, 0.05)[1] == float("inf")
+    assert load_bound(alike, 0.05) == pytest.approx((0.3, "the head's lost time over the base's"))
