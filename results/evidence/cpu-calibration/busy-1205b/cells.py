@@ -1,4 +1,5 @@
-"""Per planted compare under this checkout's rule: MLP estimate, interval, load bound, verdict, truth."""
+"""Per kept compare of a --keep folder: MLP (and the A/A cells) estimate, interval, load bound, verdict, truth.
+    .venv/bin/python results/evidence/cpu-calibration/busy-1205b/cells.py KEEP_FOLDER"""
 import json, sys
 from pathlib import Path
 from teperf.summary import stats_from_meta

@@ -1,4 +1,6 @@
-"""Dump each cell's load evidence: per couple (r, asym, contended) and the bound."""
+"""Each loaded cell of the given bundles: its verdict and load bound under this checkout's rule, the pairs' lost-time
+asymmetry and log ratios, and the within-pair slope of the log ratio on the asymmetry (beta, se).
+    .venv/bin/python results/evidence/cpu-calibration/busy-1205b/slopes.py BUNDLE [BUNDLE ...]"""
 import sys, json, math
 import numpy as np
 import importlib; agg = importlib.import_module("teperf.summary.aggregate")
