@@ -261,16 +261,23 @@ def plant_sizes(level, sizes: tuple | None) -> tuple[float, float] | None:
 
 
 def calibrate(
-    runs: int, kinds: list[str], levels: list, conditions: list[str], extra: list[str] = (), log=print
+    runs: int,
+    kinds: list[str],
+    levels: list,
+    conditions: list[str],
+    extra: list[str] = (),
+    log=print,
+    keep: Path | None = None,
 ) -> Tally:
     """Runs the interleaved compares (``extra``: more compare arguments) and tallies their verdicts. Each
     planted compare's truth is measured in one process right after it, on the same core, under the same
     condition (the hog still running): a hog moves the truth itself (shared caches, the host's cores);
-    busy's truth with the load stopped, as a hog on the truth's own core times the hog, not the code."""
+    busy's truth with the load stopped, as a hog on the truth's own core times the hog, not the code.
+    ``keep``: work there and keep every compare's bundle with its truth (truth.json), for --rerender."""
     cores = available_cores()
     core = cores[-1]
     hog_core = next((c for c in cores if c != core), core)
-    tmp = Path(tempfile.mkdtemp(prefix="teperf-calibration-"))
+    tmp = Path(tempfile.mkdtemp(prefix="teperf-calibration-", dir=keep))
     tally, heads, sizes = Tally(), {0: BASE}, None
     levels = parse_levels(",".join(map(str, levels)))
     # the extra compare arguments come last, so they override the schedule's: the log shows both
@@ -300,6 +307,8 @@ def calibrate(
                         truth_of = truth(heads[level], core)  # with the load stopped: the code's own cost
                     if data is None:
                         continue
+                    if truth_of:
+                        (out / "truth.json").write_text(json.dumps(truth_of))
                     if sizes is None and level == 0:
                         sizes = sizes_from(data)
                         log(
@@ -322,7 +331,26 @@ def calibrate(
                     )
                     log(f"[{time.monotonic() - t0:5.0f}s] run {run} {condition} {kind} {level_name(level)}: "
                         f"{verdicts}{size}")  # fmt: skip
-    shutil.rmtree(tmp, ignore_errors=True)
+    if keep is None:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return tally
+
+
+def rerender(work: Path) -> Tally:
+    """The tally of kept compares (--keep), each bundle re-rendered by `teperf report` with the statistics
+    of this checkout: a rule changed after the run, judged on the same trials."""
+    tally = Tally()
+    for out in sorted(work.glob("*/r*-*-*-*")):
+        run, condition, kind, level = out.name.split("-", 3)
+        level = level if level.endswith("us") else int(level)
+        bundle = sorted((b for b in out.iterdir() if b.is_dir()), key=os.path.getmtime)[-1]
+        cmd = [sys.executable, "-m", "teperf", "report", str(bundle), "--format", "json"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        if not proc.stdout.strip():
+            print(f"  {out.name}: report failed: {proc.stderr.strip()[-300:]}", file=sys.stderr)
+            continue
+        truth_of = json.loads((out / "truth.json").read_text()) if level else None
+        tally.add((condition, kind), json.loads(proc.stdout), level, truth_of)
     return tally
 
 
@@ -337,10 +365,16 @@ def main() -> None:
     )
     ap.add_argument("--conditions", default="quiet,hog,busy")
     ap.add_argument("--markdown", help="also write the table to this file")
+    ap.add_argument("--keep", type=Path, help="keep every compare's bundle and truth under this folder")
+    ap.add_argument("--rerender", type=Path, help="no compares: re-tally the bundles kept in this folder")
     ap.add_argument("extra", nargs="*", help="more teperf compare arguments (after --)")
     args = ap.parse_args()
     levels = parse_levels(args.levels)
-    tally = calibrate(args.runs, args.kinds.split(","), levels, args.conditions.split(","), args.extra)
+    if args.rerender:
+        tally = rerender(args.rerender)
+    else:
+        conditions = args.conditions.split(",")
+        tally = calibrate(args.runs, args.kinds.split(","), levels, conditions, args.extra, keep=args.keep)
     load = os.getloadavg()
     text = tally.table(levels) + f"\n\nload average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}\n"
     print(text)

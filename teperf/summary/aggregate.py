@@ -166,7 +166,7 @@ def step_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
         bias, source = None, ""
         # loaded() is never true at --max-contended 100, which accepts any load: no rule
         if parsed.device == "cpu" and loaded(counts["contended"], counts["couples"], stats.max_contended_pct):
-            bias, source = load_bound(evidence)
+            bias, source = load_bound(evidence, stats.alpha)
         out = dict(
             compare_cell(times[base], times[head], stats, by_pair, parsed.pair_generations, bias),
             load_bound_source=source or None,
