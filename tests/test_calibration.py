@@ -18,10 +18,8 @@ import calibration  # noqa: E402
 @pytest.mark.statistical
 def test_small_calibration_keeps_false_verdicts_rare_and_finds_a_32x_plant():
     # --max-contended 100: the interval rule is what is calibrated here; load's verdict is
-    # tests/test_load.py's. 6 pairs, not make calibrate's 8: the interval holds its level at any number of
-    # pairs (fewer only widen it), and 12 fresh workers a compare, not 16, are a quarter of the test's time.
-    extra = ["--max-contended", "100", "--processes", "6"]
-    tally = calibration.calibrate(2, ["step"], [0, 4, 32], ["quiet"], extra, log=print)
+    # tests/test_load.py's
+    tally = calibration.calibrate(2, ["step"], [0, 4, 32], ["quiet"], ["--max-contended", "100"], log=print)
     for cost in ("per step", "first call"):
         aa = tally.aa[("quiet", "step", cost)]
         false = [v for v in aa if v in ("slower", "faster")]
