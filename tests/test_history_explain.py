@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import types
-from pathlib import Path
 
 import pytest
 import synthetic_history as synthetic
+from conftest import run_in_process
 
 from teperf.backfill import Commit, eta, list_commits, select
 from teperf.errors import TeperfError
@@ -21,7 +20,6 @@ from teperf.history.store import HistoryStore
 from teperf.nightly import choose_base
 from teperf.records import ExplanationRecord, RecordError
 
-ROOT = Path(__file__).resolve().parent.parent
 STEP_AT = 20
 
 
@@ -211,32 +209,17 @@ def test_commit_urls():
 # ----------------------------------------------------------------------------- what shows them
 
 
-def test_history_json_and_table_carry_the_culprits(store):
+def test_history_json_and_table_carry_the_culprits(store, capsys):
     def history(*args):
-        res = subprocess.run(
-            [sys.executable, "-m", "teperf", "history", "--history", str(store.url), "--changes", *args],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert res.returncode == 0, res.stderr
-        return res.stdout
+        code, out, err = run_in_process(["history", "--history", str(store.url), *args], capsys)
+        assert code == 0, err
+        return out
 
-    (change,) = json.loads(history("--format", "json"))
+    (change,) = json.loads(history("--changes", "--format", "json"))
     assert change["explanation"]["status"] == "explained"
     assert change["explanation"]["culprits"][0]["url"].startswith("https://github.com/acme/widgets/commit/")
-    assert "fffffff 90% [70%, 110%]" in history()
-    points = json.loads(
-        subprocess.run(
-            [sys.executable, "-m", "teperf", "history", "--history", str(store.url), "--format", "json"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        ).stdout
-    )
+    assert "fffffff 90% [70%, 110%]" in history("--changes")
+    points = json.loads(history("--format", "json"))
     carried = [p for p in points if p.get("explanation")]
     assert [p["sha"] for p in carried] == [change["first_bad_sha"]]
     assert carried[0]["explanation"]["culprits"][0]["share"] == 0.9

@@ -1,8 +1,8 @@
 """`teperf nightly` for real: git sides on a fixture repo, real workers, the history store.
 
-Small schedule (a few seconds a night); checks what each night is paired with,
-that a night with nothing new is skipped, that two shards split the cells, and
-that the dashboard builds from what was measured.
+Small schedule (a few seconds a night; workers fork from a server per side, as spawning is not the subject
+here); checks what each night is paired with, that a night with nothing new is skipped, that two shards
+split the cells, and that the dashboard builds from what was measured.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ rounds = 1
 trials = 2
 iters = 20
 warmup = 5
+spawn = "forkserver"
 """
 
 

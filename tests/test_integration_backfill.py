@@ -15,7 +15,8 @@ from pathlib import Path
 from gitfixture import HISTORY_CONFIG, git, make_history
 
 ROOT = Path(__file__).resolve().parent.parent
-# A small schedule in the config, so that history --explain's bisect uses it too.
+# A small schedule in the config, so that history --explain's bisect uses it too. Workers fork from a server
+# per side (2 torch imports a compare, not 4): spawning is tests/test_integration_forkserver.py's subject.
 SCHEDULE = """
 [schedule]
 processes = 2
@@ -23,6 +24,7 @@ rounds = 1
 trials = 2
 iters = 5
 warmup = 3
+spawn = "forkserver"
 
 [stats]
 max_contended_pct = 100

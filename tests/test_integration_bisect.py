@@ -18,11 +18,14 @@ import math
 
 from conftest import run_cli
 from gitfixture import HISTORY_CONFIG, make_history
-from schedules import schedule
+from schedules import FORKED, schedule
 
-# Small: the 3 ms spin is ~10x the step; what is tested is the search, not the engine's precision.
+# Small: a 1 ms spin is ~8x the step; what is tested is the search, not the engine's precision. Each
+# compare's workers fork from a server per side (FORKED: 2 torch imports a compare, not 6); that a forked
+# worker imports its own commit's tree is test_a_forked_probe_counts_what_a_fresh_worker_counts's.
 SCHEDULE = [
     *schedule(2, 5, 3, processes=3),
+    *FORKED,
     *("--max-contended", "100"),
 ]
 
@@ -93,7 +96,7 @@ def test_counters_find_the_commit_that_adds_python_calls(tmp_path):
 
 
 def test_time_finds_the_commit_that_adds_a_busy_wait(tmp_path):
-    history = make_history(tmp_path / "fx", n=8, culprit=5, spin_ns=3_000_000)
+    history = make_history(tmp_path / "fx", n=8, culprit=5, spin_ns=1_000_000)
     out, stderr, _ = bisect(history, tmp_path)
     result = out["meta"]["result"]
     assert result["mode"] == "time" and result["moved_counters"] == []
@@ -108,8 +111,8 @@ def test_time_finds_the_commit_that_adds_a_busy_wait(tmp_path):
 
 
 def test_counters_name_every_change_point_and_time_names_the_costly_one(tmp_path):
-    # Python calls: +4 at 3, -2 at 6, +10 at 9 (with a 3 ms busy-wait, so that time moves with it)
-    steps = {3: {"extra_calls": 4}, 6: {"extra_calls": 2}, 9: {"extra_calls": 12, "spin_ns": 3_000_000}}
+    # Python calls: +4 at 3, -2 at 6, +10 at 9 (with a 1 ms busy-wait, so that time moves with it)
+    steps = {3: {"extra_calls": 4}, 6: {"extra_calls": 2}, 9: {"extra_calls": 12, "spin_ns": 1_000_000}}
     history = make_history(tmp_path / "fx", n=12, steps=steps)
     out, stderr, _ = bisect(history, tmp_path)
     result = out["meta"]["result"]
@@ -138,7 +141,7 @@ def test_a_spin_is_named_before_a_commit_of_cheap_python_calls(tmp_path):
 
 
 def test_time_finds_two_busy_wait_steps(tmp_path):
-    steps = {2: {"spin_ns": 2_000_000}, 5: {"spin_ns": 6_000_000}}
+    steps = {2: {"spin_ns": 500_000}, 5: {"spin_ns": 1_500_000}}  # +0.5 ms, then +1 ms
     history = make_history(tmp_path / "fx", n=6, steps=steps)
     out, stderr, _ = bisect(history, tmp_path)
     result = out["meta"]["result"]
