@@ -10,7 +10,7 @@ from pathlib import Path
 
 from teperf.bisect.attribute import attribute, ordered
 from teperf.bisect.conclude import conclude, counter_movers, settle, time_shares
-from teperf.bisect.counters import CounterSearch, moved
+from teperf.bisect.counters import MIN_CHANGE, CounterSearch, moved
 from teperf.bisect.plan import Range, commit_meta, find_cell, make_plan, plan_lines, resolve_range
 from teperf.bisect.progress import Progress
 from teperf.bisect.sides import GitSideFactory, SideFactory
@@ -75,7 +75,8 @@ class Bisector(CounterSearch, TimeSearch):
         if keys:
             keys = ordered(keys)
             self.log(f"counters differ between GOOD and BAD ({', '.join(keys)}): every change point")
-            changes = self.counter_search(keys)
+            # with time to come, change points too small to carry a share it could tell are not narrowed
+            changes = self.counter_search(keys, MIN_CHANGE if self.confirm else 0.0)
             found = attribute(changes.segments, self.counters.get, keys, self._commit, n)
             result["counter_changes"] = found["culprits"] + found["opposite"]
             result["counter_totals"] = found["totals"]

@@ -15,6 +15,9 @@ from teperf.errors import TeperfError
 
 MIN_STEP_SHARE = 0.1  # the search looks for steps of at least this share of GOOD..BAD's delta
 MAX_DOUBLINGS = 2  # an undecided part is measured again with 2x, then 4x the pairs, then left undecided
+# ... unless its interval already bounds it under this many steps: one more compare could only tell
+# whether it holds a step near the step size, which the answer's shares could not tell apart (left as is)
+BOUND_STEPS = 2
 MIN_TRIAL_S = 0.1  # the parts' trials last at least this long (GOOD..BAD's step time sets their steps)
 ROW_KEEP = tuple(
     """status verdict verdict_cause base_us head_us delta_us delta_pct ci_low_pct ci_high_pct ci_low_us
@@ -105,10 +108,10 @@ class TimeSearch:
             return None, f"{row.get('status')}: {row.get('error')}", seconds
         return row, path, seconds
 
-    def timed(self, base: int, head: int, decide: Callable[[dict], str]):
+    def timed(self, base: int, head: int, decide: Callable[[dict], str], again=lambda row: True):
         """Compare base..head and ``decide`` from its row, again with twice the pairs while "undecided"
-        (MAX_DOUBLINGS) and --budget allows -> (the last row, the decision), (None, "skip"), (the last row
-        or None, "budget"). Every row is kept in ``measured`` by (base, head)."""
+        (MAX_DOUBLINGS), ``again(row)`` and --budget allow -> (the last row, the decision), (None, "skip"),
+        (the last row or None, "budget"). Every row is kept in ``measured`` by (base, head)."""
         processes, kept = self.config.schedule.processes, None
         for _ in range(MAX_DOUBLINGS + 1):
             # what is left of --budget, by the pace so far
@@ -141,6 +144,9 @@ class TimeSearch:
             self.measured[(base, head)] = kept
             if decided != "undecided":
                 return kept, decided
+            if not again(row):
+                kept["left"] = "bounded"
+                return kept, decided
             processes *= 2
         return kept, "undecided"
 
@@ -167,8 +173,13 @@ class TimeSearch:
                 return "undecided"  # a step's own verdict confirms it: measured again, the load may pass
             return state
 
+        def again(lo: int, hi: int, row: dict) -> bool:
+            """Not a part whose interval bounds it under BOUND_STEPS steps (a step's own compare is)."""
+            low, high = row.get("ci_low_us"), row.get("ci_high_us")
+            return hi - lo == 1 or low is None or max(abs(low), abs(high)) >= BOUND_STEPS * step_us
+
         def compare(lo: int, hi: int):
-            row, state = self.timed(lo, hi, lambda r: decide(lo, hi, r))
+            row, state = self.timed(lo, hi, lambda r: decide(lo, hi, r), lambda r: again(lo, hi, r))
             if state == "undecided" and row is not None and part_state(row, step_us) == "moved":
                 state = "moved"  # still under load: a step, its verdict inconclusive (load), no share
             if state == "moved" and hi - lo == 1:
