@@ -11,9 +11,8 @@ from teperf.bisect.sides import ProbeSkipped
 from teperf.errors import TeperfError
 from teperf.explain.render import counters_diff
 
-# with a search in time, a segment whose ends differ by less than this share of GOOD's count on every
-# counter is not narrowed (x-transformers 1.16.8..2.16.1: 86 probes, not 180, for the 20 change points
-# over it; its 37 others moved 1-6 of 423 Python calls): reported as such, with its deltas
+# before a search in time, a segment whose ends differ by under this share of GOOD's count on every counter
+# is not narrowed (x-transformers 1.16.8..2.16.1: 88 probes, not 184; 37 change points of 1-6 of 423 calls)
 MIN_CHANGE = 0.01
 
 

@@ -109,7 +109,7 @@ def unresolved_text(left: dict, budget_spent: bool) -> str:
     elif row.get("left") == "bounded":
         why = (
             f"its interval bounds it under {BOUND_STEPS}x the step size "
-            f"({BOUND_STEPS * MIN_STEP_SHARE:.0%} of GOOD..BAD): not measured again"
+            f"({BOUND_STEPS * MIN_STEP_SHARE:.0%} of GOOD..BAD): not measured at {2**MAX_DOUBLINGS}x"
         )
     else:
         why = "its compare could not tell whether it holds a step" + (
@@ -122,12 +122,13 @@ def unresolved_text(left: dict, budget_spent: bool) -> str:
 
 def segment_text(seg: dict) -> str:
     """A segment the counter search did not narrow (search.Segment's status), with its ends' deltas."""
-    names = [c["short_sha"] for c in seg.get("candidates") or []]
-    why = {
-        "small": f"by under {MIN_CHANGE:.0%} of GOOD's count on every counter, not narrowed",
-        "skipped": "its commits could not be measured",
-    }.get(seg.get("status"), "not narrowed")
-    return f"counters moved ({_counter_deltas(seg.get('deltas'))}) in {shorten(names, shown=6)}: {why}"
+    names = shorten([c["short_sha"] for c in seg.get("candidates") or []], shown=6)
+    why = (
+        f"under {MIN_CHANGE:.0%} of GOOD's count on every counter"
+        if seg["status"] == "small"
+        else seg["status"]
+    )
+    return f"counters moved ({_counter_deltas(seg.get('deltas'))}) in {names}: not narrowed ({why})"
 
 
 # the answer's sections: the result's key, its title; the JSON carries the same keys

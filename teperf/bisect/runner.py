@@ -75,7 +75,6 @@ class Bisector(CounterSearch, TimeSearch):
         if keys:
             keys = ordered(keys)
             self.log(f"counters differ between GOOD and BAD ({', '.join(keys)}): every change point")
-            # with time to come, change points too small to carry a share it could tell are not narrowed
             changes = self.counter_search(keys, MIN_CHANGE if self.confirm else 0.0)
             found = attribute(changes.segments, self.counters.get, keys, self._commit, n)
             result["counter_changes"] = found["culprits"] + found["opposite"]

@@ -14,9 +14,7 @@ Verdict = Union[tuple, str]  # (left differs, right differs) | "skip" | "undecid
 class Segment:
     good: int  # the last index like the segment's lower end
     bad: int  # the first index unlike it
-    # found (bad = good + 1) | skipped (every commit between is unmeasurable) | undecided | small (its
-    # ends differ by less than the search looks for: not narrowed)
-    status: str
+    status: str  # found (bad = good + 1) | skipped (none between is measurable) | undecided | small
 
     @property
     def found(self) -> bool:
@@ -103,7 +101,8 @@ def find_steps(n: int, whole: dict, compare: Callable[[int, int], tuple]) -> lis
     skipped: set[int] = set()
     parts: list[Part] = []
     while pending:
-        part = pending.pop(max(range(len(pending)), key=lambda i: (_size(pending[i]), -pending[i].lo)))
+        part = max(pending, key=lambda p: (abs((p.row or {}).get("delta_us") or 0.0), -p.lo))
+        pending.remove(part)
         if part.hi - part.lo == 1:
             parts.append(dataclasses.replace(part, status="step"))
             continue
@@ -128,7 +127,3 @@ def find_steps(n: int, whole: dict, compare: Callable[[int, int], tuple]) -> lis
             (pending if half.status == "moved" else parts).append(half)
     parts.sort(key=lambda p: p.lo)
     return parts
-
-
-def _size(part: Part) -> float:
-    return abs((part.row or {}).get("delta_us") or 0.0)

@@ -15,8 +15,8 @@ from teperf.errors import TeperfError
 
 MIN_STEP_SHARE = 0.1  # the search looks for steps of at least this share of GOOD..BAD's delta
 MAX_DOUBLINGS = 2  # an undecided part is measured again with 2x, then 4x the pairs, then left undecided
-# ... unless its interval already bounds it under this many steps: one more compare could only tell
-# whether it holds a step near the step size, which the answer's shares could not tell apart (left as is)
+# ... unless its 2x interval already bounds it under this many steps: 4x the pairs could only tell whether
+# it holds a step near the step size (x-transformers under load: 217 s of 4x compares that still could not)
 BOUND_STEPS = 2
 MIN_TRIAL_S = 0.1  # the parts' trials last at least this long (GOOD..BAD's step time sets their steps)
 ROW_KEEP = tuple(
@@ -110,8 +110,9 @@ class TimeSearch:
 
     def timed(self, base: int, head: int, decide: Callable[[dict], str], again=lambda row: True):
         """Compare base..head and ``decide`` from its row, again with twice the pairs while "undecided"
-        (MAX_DOUBLINGS), ``again(row)`` and --budget allow -> (the last row, the decision), (None, "skip"),
-        (the last row or None, "budget"). Every row is kept in ``measured`` by (base, head)."""
+        (MAX_DOUBLINGS), --budget and, past the first doubling, ``again(row)`` allow -> (the last row, the
+        decision), (None, "skip"), (the last row or None, "budget"). Every row is kept in ``measured`` by
+        (base, head); one left by ``again`` says so (left: bounded)."""
         processes, kept = self.config.schedule.processes, None
         for _ in range(MAX_DOUBLINGS + 1):
             # what is left of --budget, by the pace so far
@@ -144,7 +145,7 @@ class TimeSearch:
             self.measured[(base, head)] = kept
             if decided != "undecided":
                 return kept, decided
-            if not again(row):
+            if processes > self.config.schedule.processes and not again(row):
                 kept["left"] = "bounded"
                 return kept, decided
             processes *= 2
