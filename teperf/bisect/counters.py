@@ -92,11 +92,7 @@ class CounterSearch:
 
         def small(lo: int, hi: int) -> bool:
             a, b, good = self.counters[lo], self.counters[hi], self.counters[0]
-            return all(
-                a.get(k) == b.get(k)
-                or (None not in (a.get(k), b.get(k)) and abs(b[k] - a[k]) < min_change * abs(good[k]))
-                for k in keys
-            )
+            return all(abs((b.get(k) or 0) - (a.get(k) or 0)) < min_change * abs(good[k]) for k in keys)
 
         def probe(index: int, lo: int, hi: int):
             self.n_probes += 1

@@ -107,10 +107,8 @@ def unresolved_text(left: dict, budget_spent: bool) -> str:
     elif left["status"] == "budget":
         why = "--budget was spent before it was split"
     elif row.get("left") == "bounded":
-        why = (
-            f"its interval bounds it under {BOUND_STEPS}x the step size "
-            f"({BOUND_STEPS * MIN_STEP_SHARE:.0%} of GOOD..BAD): not measured at {2**MAX_DOUBLINGS}x"
-        )
+        why = f"its interval bounds it under {BOUND_STEPS}x the step size "
+        why += f"({BOUND_STEPS * MIN_STEP_SHARE:.0%} of GOOD..BAD): not measured at {2**MAX_DOUBLINGS}x"
     else:
         why = "its compare could not tell whether it holds a step" + (
             " within --budget" if budget_spent else f", at up to {2**MAX_DOUBLINGS}x the pairs"
