@@ -970,3 +970,18 @@ def test_an_undecided_part_bounded_under_two_steps_at_2x_is_not_measured_at_4x(t
     assert (left["good_index"], left["bad_index"], left["row"]["left"]) == (0, 4, "bounded")
     lines, _ = _report(result, tmp_path)
     assert any("bounds it under 2x the step size (20% of GOOD..BAD): not measured at 4x" in x for x in lines)
+
+
+def test_an_undecided_half_waits_until_the_parts_that_moved_are_split(tmp_path, monkeypatch):
+    # 0..4 holds nothing but reads +-18 us at 2 pairs (+-9 at 4): the step at 6 is found before it is
+    # measured again
+    result, probes = _run_fake(
+        tmp_path,
+        monkeypatch,
+        _steps(100.0, {6: 200.0}),
+        half=lambda base, head, processes: (36.0 / processes) if (base, head) == (0, 4) else 5.0,
+    )
+    timed = _timed(probes)
+    assert timed.index((5, 6, "moved")) < timed.index((0, 4, "quiet"))
+    assert [t for t in timed if t[:2] == (0, 4)] == [(0, 4, "undecided"), (0, 4, "quiet")]
+    assert [e["short_sha"] for e in result["culprits"]] == ["0000006"] and not result["unresolved"]

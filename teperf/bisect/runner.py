@@ -51,6 +51,7 @@ class Bisector(CounterSearch, TimeSearch):
         self.counters: dict[int, dict] = {}  # index -> counters
         self.count_seconds: list[float] = []  # each counter probe's, side making included
         self.measured: dict[tuple[int, int], dict] = {}  # (lo, hi) -> its last compare's row
+        self.next_pairs: dict[tuple[int, int], int] = {}
         self.budget_spent = False  # a compare was not started: --budget would have run out
 
     def _record(self, index: int, what: str, result: str, seconds: float, **fields) -> None:

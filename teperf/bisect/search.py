@@ -90,18 +90,31 @@ class Part:
     lo: int
     hi: int
     row: Optional[dict]
-    status: str  # step (one commit that moved) | quiet | undecided | skipped | budget | moved (to split)
+    # step (one commit that moved) | quiet | undecided | skipped | budget | moved (to split) | again (may be
+    # measured again)
+    status: str
 
 
 def find_steps(n: int, whole: dict, compare: Callable[[int, int], tuple]) -> list[Part]:
     """The steps in time of 0..n (``whole`` moved) and every part not split, in order: a part that moved is
     split and both halves compared, ``compare(lo, hi) -> (row, state)``; the part that moved most first
-    (the lower of two alike), so that a --budget that runs out leaves the smallest parts."""
+    (the lower of two alike), so that a --budget that runs out leaves the smallest parts. A half "again"
+    (undecided, may be measured again) waits until no part that moved is left: the widest first."""
     pending = [Part(0, n, whole, "moved")]
+    deferred: list[Part] = []
     skipped: set[int] = set()
     parts: list[Part] = []
-    while pending:
-        part = max(pending, key=lambda p: (abs((p.row or {}).get("delta_us") or 0.0), -p.lo))
+    while pending or deferred:
+        if not pending:
+            part = max(deferred, key=lambda p: (_reach(p), -p.lo))
+            deferred.remove(part)
+            row, state = compare(part.lo, part.hi)
+            part = Part(
+                part.lo, part.hi, row or part.row, "undecided" if state in ("skip", "budget") else state
+            )
+            {"moved": pending, "again": deferred}.get(part.status, parts).append(part)
+            continue
+        part = max(pending, key=lambda p: (_reach(p), -p.lo))
         pending.remove(part)
         if part.hi - part.lo == 1:
             parts.append(dataclasses.replace(part, status="step"))
@@ -124,6 +137,14 @@ def find_steps(n: int, whole: dict, compare: Callable[[int, int], tuple]) -> lis
             parts.append(dataclasses.replace(part, status="budget"))
             continue
         for half in halves:
-            (pending if half.status == "moved" else parts).append(half)
+            {"moved": pending, "again": deferred}.get(half.status, parts).append(half)
     parts.sort(key=lambda p: p.lo)
     return parts
+
+
+def _reach(part: Part) -> float:
+    """How far from zero a part's delta (moved) or interval (again) reaches."""
+    row = part.row or {}
+    if part.status == "moved":
+        return abs(row.get("delta_us") or 0.0)
+    return max(abs(row.get("ci_low_us") or 0.0), abs(row.get("ci_high_us") or 0.0))

@@ -64,6 +64,7 @@ class TimeSearch:
     """The timing half of a Bisector (teperf.bisect.runner)."""
 
     search_iters: Optional[int] = None  # steps a trial of the parts' compares, once GOOD..BAD has measured
+    next_pairs: dict  # (base, head) -> the pairs its next compare takes, where it was undecided
 
     @property
     def trial_iters(self) -> int:
@@ -108,13 +109,19 @@ class TimeSearch:
             return None, f"{row.get('status')}: {row.get('error')}", seconds
         return row, path, seconds
 
-    def timed(self, base: int, head: int, decide: Callable[[dict], str], again=lambda row: True):
+    def timed(self, base: int, head: int, decide: Callable[[dict], str], again=lambda row: True, once=False):
         """Compare base..head and ``decide`` from its row, again with twice the pairs while "undecided"
         (MAX_DOUBLINGS), --budget and, past the first doubling, ``again(row)`` allow -> (the last row, the
         decision), (None, "skip"), (the last row or None, "budget"). Every row is kept in ``measured`` by
-        (base, head); one left by ``again`` says so (left: bounded)."""
-        processes, kept = self.config.schedule.processes, None
-        for _ in range(MAX_DOUBLINGS + 1):
+        (base, head); one left by ``again`` says so (left: bounded). ``once``: one compare, then "again"
+        where another may follow (with the pairs doubled: the next call goes on from there)."""
+        first = self.config.schedule.processes
+        processes, kept = (
+            (self.next_pairs.get((base, head), first), self.measured.get((base, head)))
+            if once
+            else (first, None)
+        )
+        while processes <= first * 2**MAX_DOUBLINGS:
             # what is left of --budget, by the pace so far
             if self.timing_s + processes * max(self.compare_s, default=0.0) > self.budget_s:
                 self.budget_spent = True
@@ -145,10 +152,12 @@ class TimeSearch:
             self.measured[(base, head)] = kept
             if decided != "undecided":
                 return kept, decided
-            if processes > self.config.schedule.processes and not again(row):
+            if processes > first and not again(row):
                 kept["left"] = "bounded"
                 return kept, decided
-            processes *= 2
+            processes = self.next_pairs[(base, head)] = processes * 2
+            if once and processes <= first * 2**MAX_DOUBLINGS:
+                return kept, "again"
         return kept, "undecided"
 
     def refine_endpoint(self, endpoint: dict) -> dict:
@@ -180,7 +189,7 @@ class TimeSearch:
             return hi - lo == 1 or low is None or max(abs(low), abs(high)) >= BOUND_STEPS * step_us
 
         def compare(lo: int, hi: int):
-            row, state = self.timed(lo, hi, lambda r: decide(lo, hi, r), lambda r: again(lo, hi, r))
+            row, state = self.timed(lo, hi, lambda r: decide(lo, hi, r), lambda r: again(lo, hi, r), True)
             if state == "undecided" and row is not None and part_state(row, step_us) == "moved":
                 state = "moved"  # still under load: a step, its verdict inconclusive (load), no share
             if state == "moved" and hi - lo == 1:
