@@ -90,9 +90,7 @@ class Part:
     lo: int
     hi: int
     row: Optional[dict]
-    # step (one commit that moved) | quiet | undecided | skipped | budget | moved (to split) | again (may be
-    # measured again)
-    status: str
+    status: str  # step (one commit moved) | quiet | undecided | skipped | budget | moved (to split) | again
 
 
 def find_steps(n: int, whole: dict, compare: Callable[[int, int], tuple]) -> list[Part]:

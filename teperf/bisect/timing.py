@@ -116,11 +116,8 @@ class TimeSearch:
         (base, head); one left by ``again`` says so (left: bounded). ``once``: one compare, then "again"
         where another may follow (with the pairs doubled: the next call goes on from there)."""
         first = self.config.schedule.processes
-        processes, kept = (
-            (self.next_pairs.get((base, head), first), self.measured.get((base, head)))
-            if once
-            else (first, None)
-        )
+        processes = self.next_pairs.get((base, head), first) if once else first
+        kept = self.measured.get((base, head)) if once else None
         while processes <= first * 2**MAX_DOUBLINGS:
             # what is left of --budget, by the pace so far
             if self.timing_s + processes * max(self.compare_s, default=0.0) > self.budget_s:
