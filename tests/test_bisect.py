@@ -985,3 +985,26 @@ def test_an_undecided_half_waits_until_the_parts_that_moved_are_split(tmp_path, 
     assert timed.index((5, 6, "moved")) < timed.index((0, 4, "quiet"))
     assert [t for t in timed if t[:2] == (0, 4)] == [(0, 4, "undecided"), (0, 4, "quiet")]
     assert [e["short_sha"] for e in result["culprits"]] == ["0000006"] and not result["unresolved"]
+
+
+def test_an_undecided_step_is_measured_again_before_a_wider_part(tmp_path, monkeypatch):
+    # commit 6's own compare first reads under load; 0..4 holds nothing but reads +-120 us at 2 pairs
+    loaded = {"left": 1}
+
+    def verdict_of(base, head, v):
+        if (base, head) == (5, 6) and loaded["left"]:
+            loaded["left"] -= 1
+            return "inconclusive (load)"
+        return v
+
+    result, probes = _run_fake(
+        tmp_path,
+        monkeypatch,
+        _steps(100.0, {6: 200.0}),
+        half=lambda base, head, processes: (240.0 / processes) if (base, head) == (0, 4) else 5.0,
+        verdict_of=verdict_of,
+    )
+    timed = [t[:2] for t in _timed(probes)]
+    again = [i for i, t in enumerate(timed) if t in ((5, 6), (0, 4)) and timed[:i].count(t)]
+    assert [timed[i] for i in again][:2] == [(5, 6), (0, 4)]  # the step first, then the wider part
+    assert [e["short_sha"] for e in result["culprits"]] == ["0000006"]

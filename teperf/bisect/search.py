@@ -97,14 +97,15 @@ def find_steps(n: int, whole: dict, compare: Callable[[int, int], tuple]) -> lis
     """The steps in time of 0..n (``whole`` moved) and every part not split, in order: a part that moved is
     split and both halves compared, ``compare(lo, hi) -> (row, state)``; the part that moved most first
     (the lower of two alike), so that a --budget that runs out leaves the smallest parts. A half "again"
-    (undecided, may be measured again) waits until no part that moved is left: the widest first."""
+    (undecided, may be measured again) waits until no part that moved is left: one commit (a step to
+    confirm) first, then the widest."""
     pending = [Part(0, n, whole, "moved")]
     deferred: list[Part] = []
     skipped: set[int] = set()
     parts: list[Part] = []
     while pending or deferred:
         if not pending:
-            part = max(deferred, key=lambda p: (_reach(p), -p.lo))
+            part = max(deferred, key=lambda p: (p.hi - p.lo == 1, _reach(p), -p.lo))
             deferred.remove(part)
             row, state = compare(part.lo, part.hi)
             part = Part(
