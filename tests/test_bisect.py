@@ -415,6 +415,9 @@ def test_a_bisect_on_a_busy_machine_names_the_38_pct_commit_with_its_share(tmp_p
     assert result["culprits"][0]["share"] == pytest.approx(1.0, abs=0.05)
     assert result["explained"] is True
     assert all("(load: 100% contended, +-" in p["detail"] for p in probes if p["what"] == "timing")
+    from teperf.bisect.conclude import endpoint_text  # the answer's GOOD..BAD line says the load too
+
+    assert "slower (load: 100% contended, +-" in endpoint_text(result["endpoint"])
 
 
 def test_a_step_the_other_way_is_an_opposite_mover(tmp_path, monkeypatch):

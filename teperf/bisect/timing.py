@@ -21,7 +21,7 @@ BOUND_STEPS = 2
 MIN_TRIAL_S = 0.1  # the parts' trials last at least this long (GOOD..BAD's step time sets their steps)
 ROW_KEEP = tuple(
     """status verdict verdict_cause base_us head_us delta_us delta_pct ci_low_pct ci_high_pct ci_low_us
-    ci_high_us n_pairs""".split()
+    ci_high_us n_pairs contended_pct load_bound_pct""".split()
 )
 
 
