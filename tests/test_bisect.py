@@ -418,6 +418,8 @@ def test_a_bisect_on_a_busy_machine_names_the_38_pct_commit_with_its_share(tmp_p
     from teperf.bisect.conclude import endpoint_text  # the answer's GOOD..BAD line says the load too
 
     assert "slower (load: 100% contended, +-" in endpoint_text(result["endpoint"])
+    lines, _ = _report(result, tmp_path)
+    assert "  GOOD..BAD read under load: the shares rest on that reading" in lines, lines
 
 
 def test_a_step_the_other_way_is_an_opposite_mover(tmp_path, monkeypatch):

@@ -165,7 +165,8 @@ def headline(meta: dict) -> list[str]:
     end = result.get("endpoint")
     if end and end.get("delta_us") is not None:
         lines.append(f"GOOD..BAD in time: {endpoint_text(end)}")
-        if end.get("verdict_cause") == "load" and result.get("culprits"):
+        loaded = end.get("verdict_cause") == "load" or end.get("load_bound_pct") is not None
+        if loaded and result.get("culprits"):
             lines.append("  GOOD..BAD read under load: the shares rest on that reading")
     hint = result.get("settle") or {}
     needed, budget = hint.get("pairs_needed"), hint.get("budget_s")
@@ -194,7 +195,7 @@ def headline(meta: dict) -> list[str]:
     for left in result.get("unresolved") or []:
         lines.append(unresolved_text(left, bool(result.get("budget_spent"))))
     segments = result.get("counter_unresolved") or []
-    if segments and result.get("mode") != "counters":
+    if segments:
         lines.append(f"counter segments not narrowed to one commit ({len(segments)}):")
         lines += [f"  {segment_text(seg)}" for seg in segments]
     # a bundle from before counter_movers: its counter change points as they were listed
