@@ -79,7 +79,7 @@ bench-lanes: setup
 bench-spawn: setup
 	$(BIN)/python benchmarks/spawn_calibration.py --runs 3 --budget 60s
 
-# Bisect on histories whose answer is known: culprits by time, shares, probes, wall time (vq needs einops, einx).
+# Bisect on histories whose answer is known: culprits by time, shares, probes, wall time (vq needs einops, einx; x-transformers loguru too).
 bench-bisect: setup
-	$(BIN)/pip install -q einops einx
+	$(BIN)/pip install -q einops einx loguru
 	$(BIN)/python benchmarks/bisect_calibration.py --results results/bench-bisect

@@ -130,7 +130,8 @@ def xt(tmp: Path, results: Path) -> None:
     show("xt 1.16.8..2.16.1", out, [c["short_sha"] for c in out["culprits"]] or ["?"])
     print(f"   exit {out['exit']}; counter change points {len(out['counter_changes'])}, counter-only movers "
           f"{len(out['counter_movers'])}, small movers {len(out['small_movers'])}, undecided "
-          f"{len(out['unresolved'])}")  # fmt: skip
+          f"{len(out['unresolved'])}, counter segments under 1 % not narrowed "
+          f"{len(out['counter_unresolved'])}")  # fmt: skip
 
 
 def _env() -> dict:

@@ -415,6 +415,11 @@ def test_a_bisect_on_a_busy_machine_names_the_38_pct_commit_with_its_share(tmp_p
     assert result["culprits"][0]["share"] == pytest.approx(1.0, abs=0.05)
     assert result["explained"] is True
     assert all("(load: 100% contended, +-" in p["detail"] for p in probes if p["what"] == "timing")
+    from teperf.bisect.conclude import endpoint_text  # the answer's GOOD..BAD line says the load too
+
+    assert "slower (load: 100% contended, +-" in endpoint_text(result["endpoint"])
+    lines, _ = _report(result, tmp_path)
+    assert "  GOOD..BAD read under load: the shares rest on that reading" in lines, lines
 
 
 def test_a_step_the_other_way_is_an_opposite_mover(tmp_path, monkeypatch):
@@ -896,3 +901,115 @@ def test_every_counter_mover_is_named_beside_the_time_culprit(tmp_path, monkeypa
     for key in ("counter_movers", "counter_opposite", "small_movers", "counter_changes", "unconfirmed"):
         assert key in out, key
     assert [e["time"]["part"] for e in out["counter_changes"]] == [[4, 5], [0, 4], [0, 4]]
+
+
+def test_a_small_segment_is_left_but_good_to_bad_is_always_searched():
+    probed = []
+
+    def probe(i, lo, hi):
+        probed.append(i)
+        return True, True
+
+    changes = search.find_changes(4, probe, small=lambda lo, hi: True)
+    assert probed == [2]  # 0..4 itself is searched however little its ends differ
+    assert [(s.good, s.bad, s.status) for s in changes.segments] == [(0, 2, "small"), (2, 4, "small")]
+
+
+def test_counter_segments_under_one_pct_are_not_narrowed_before_a_search_in_time(tmp_path, monkeypatch):
+    """Of 1000 calls, commit 3 adds 50, 9 adds 2 and 10 removes 1: with time to come, 8..16 (+1 call, 0.1 %)
+    is left as one segment, said with its deltas; --no-confirm (the counters are the answer) narrows all."""
+    calls = _steps(1000, {3: 1050, 9: 1052, 10: 1051})
+    kw = dict(n=16, counters_of=lambda i: {"python_calls": calls(i)}, half=lambda *a: 2.0)
+    result, probes = _run_fake(tmp_path / "t", monkeypatch, _steps(100.0, {3: 150.0}), **kw)
+    assert [e["short_sha"] for e in result["counter_changes"]] == ["0000003"]
+    (left,) = result["counter_unresolved"]
+    assert (left["good_index"], left["bad_index"], left["status"], left["deltas"]) == (
+        8,
+        16,
+        "small",
+        {"python_calls": 1},
+    )
+    lines, out = _report(result, tmp_path)
+    assert "counter segments not narrowed to one commit (1):" in lines, lines
+    assert any(
+        "python_calls +1" in x and "not narrowed (under 1% of GOOD's count on every counter)" in x
+        for x in lines
+    ), lines
+    assert out["counter_unresolved"][0]["status"] == "small"
+    assert [e["short_sha"] for e in result["culprits"]] == ["0000003"] and result["exit_code"] == 0
+    counted = len([p for p in probes if p["what"] == "counters"])
+    result, probes = _run_fake(tmp_path / "c", monkeypatch, _steps(100.0, {}), confirm=False, **kw)
+    assert sorted(e["short_sha"] for e in result["culprits"] + result["opposite_movers"]) == [
+        "0000003",
+        "0000009",
+        "000000a",
+    ]
+    assert not result["unresolved"] and len([p for p in probes if p["what"] == "counters"]) > counted
+
+
+def test_the_part_that_moved_most_is_split_first_so_a_short_budget_names_the_biggest_step(
+    tmp_path, monkeypatch
+):
+    # +30 us at 2, +70 at 6; 7 compares of 10 s fit the budget: GOOD..BAD and the way down to one step
+    result, probes = _run_fake(
+        tmp_path, monkeypatch, _steps(100.0, {2: 130.0, 6: 200.0}), half=lambda *a: 2.0, budget_s=75.0
+    )
+    assert len(_timed(probes)) == 7 and result["budget_spent"]
+    assert [e["short_sha"] for e in result["culprits"]] == ["0000006"]  # lower half first found 0000002
+    assert [(u["good_index"], u["bad_index"]) for u in result["unresolved"]] == [(0, 4)]
+
+
+def test_an_undecided_part_bounded_under_two_steps_at_2x_is_not_measured_at_4x(tmp_path, monkeypatch):
+    # 0..4 holds nothing, read 0 +- 15 us at 2x the pairs: not quiet at the 10 us step size, nor can it hold
+    # 20 us; 4x the pairs could only tell whether it holds a step near the step size
+    result, probes = _run_fake(
+        tmp_path,
+        monkeypatch,
+        _steps(100.0, {6: 200.0}),
+        half=lambda base, head, processes: 15.0 if (base, head) == (0, 4) else 2.0,
+    )
+    zero_to_four = [p for p in probes if p["what"] == "timing" and (p["base_index"], p["index"]) == (0, 4)]
+    assert [(p["result"], p["processes"]) for p in zero_to_four] == [("undecided", 2), ("undecided", 4)]
+    assert [e["short_sha"] for e in result["culprits"]] == ["0000006"]
+    (left,) = result["unresolved"]
+    assert (left["good_index"], left["bad_index"], left["row"]["left"]) == (0, 4, "bounded")
+    lines, _ = _report(result, tmp_path)
+    assert any("bounds it under 2x the step size (20% of GOOD..BAD): not measured at 4x" in x for x in lines)
+
+
+def test_an_undecided_half_waits_until_the_parts_that_moved_are_split(tmp_path, monkeypatch):
+    # 0..4 holds nothing but reads +-18 us at 2 pairs (+-9 at 4): the step at 6 is found before it is
+    # measured again
+    result, probes = _run_fake(
+        tmp_path,
+        monkeypatch,
+        _steps(100.0, {6: 200.0}),
+        half=lambda base, head, processes: (36.0 / processes) if (base, head) == (0, 4) else 5.0,
+    )
+    timed = _timed(probes)
+    assert timed.index((5, 6, "moved")) < timed.index((0, 4, "quiet"))
+    assert [t for t in timed if t[:2] == (0, 4)] == [(0, 4, "undecided"), (0, 4, "quiet")]
+    assert [e["short_sha"] for e in result["culprits"]] == ["0000006"] and not result["unresolved"]
+
+
+def test_an_undecided_step_is_measured_again_before_a_wider_part(tmp_path, monkeypatch):
+    # commit 6's own compare first reads under load; 0..4 holds nothing but reads +-120 us at 2 pairs
+    loaded = {"left": 1}
+
+    def verdict_of(base, head, v):
+        if (base, head) == (5, 6) and loaded["left"]:
+            loaded["left"] -= 1
+            return "inconclusive (load)"
+        return v
+
+    result, probes = _run_fake(
+        tmp_path,
+        monkeypatch,
+        _steps(100.0, {6: 200.0}),
+        half=lambda base, head, processes: (240.0 / processes) if (base, head) == (0, 4) else 5.0,
+        verdict_of=verdict_of,
+    )
+    timed = [t[:2] for t in _timed(probes)]
+    again = [i for i, t in enumerate(timed) if t in ((5, 6), (0, 4)) and timed[:i].count(t)]
+    assert [timed[i] for i in again][:2] == [(5, 6), (0, 4)]  # the step first, then the wider part
+    assert [e["short_sha"] for e in result["culprits"]] == ["0000006"]

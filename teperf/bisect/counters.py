@@ -11,6 +11,10 @@ from teperf.bisect.sides import ProbeSkipped
 from teperf.errors import TeperfError
 from teperf.explain.render import counters_diff
 
+# before a search in time, a segment whose ends differ by under this share of GOOD's count on every counter
+# is not narrowed (x-transformers 1.16.8..2.16.1: 88 probes, not 184; 37 change points of 1-6 of 423 calls)
+MIN_CHANGE = 0.01
+
 
 def moved(good: dict, bad: dict) -> list[str]:
     """The counters measured at GOOD that BAD has different."""
@@ -79,11 +83,16 @@ class CounterSearch:
                 )
         return self.counters[0], self.counters[n]
 
-    def counter_search(self, keys: list[str]) -> bsearch.Changes:
-        """Every change point of ``keys`` between GOOD and BAD (counted already): exact equality."""
+    def counter_search(self, keys: list[str], min_change: float = 0.0) -> bsearch.Changes:
+        """Every change point of ``keys`` between GOOD and BAD (counted already): exact equality; segments
+        whose ends differ by under ``min_change`` of GOOD's count on every key are left (status small)."""
 
         def differ(a: dict, b: dict) -> bool:
             return any(a.get(k) != b.get(k) for k in keys)
+
+        def small(lo: int, hi: int) -> bool:
+            a, b, good = self.counters[lo], self.counters[hi], self.counters[0]
+            return all(abs((b.get(k) or 0) - (a.get(k) or 0)) < min_change * abs(good[k]) for k in keys)
 
         def probe(index: int, lo: int, hi: int):
             self.n_probes += 1
@@ -92,7 +101,7 @@ class CounterSearch:
                 return "skip"
             return differ(self.counters[lo], counters), differ(counters, self.counters[hi])
 
-        return bsearch.find_changes(len(self.rng.commits), probe)
+        return bsearch.find_changes(len(self.rng.commits), probe, small if min_change else None)
 
     def counters_beside(self, index: int) -> Optional[dict]:
         """What the counters did at index against its parent ({}: none moved; None: not countable)."""

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from teperf.bisect.conclude import endpoint_text
-from teperf.bisect.timing import MAX_DOUBLINGS, ci_text, row_text
+from teperf.bisect.counters import MIN_CHANGE
+from teperf.bisect.timing import BOUND_STEPS, MAX_DOUBLINGS, MIN_STEP_SHARE, ci_text, row_text
 from teperf.bundle import Bundle
 from teperf.explain.render import counters_diff
 from teperf.records import ProbeRecord
@@ -105,6 +106,9 @@ def unresolved_text(left: dict, budget_spent: bool) -> str:
         why = "its commits could not be measured"
     elif left["status"] == "budget":
         why = "--budget was spent before it was split"
+    elif row.get("left") == "bounded":
+        why = f"its interval bounds it under {BOUND_STEPS}x the step size "
+        why += f"({BOUND_STEPS * MIN_STEP_SHARE:.0%} of GOOD..BAD): not measured at {2**MAX_DOUBLINGS}x"
     else:
         why = "its compare could not tell whether it holds a step" + (
             " within --budget" if budget_spent else f", at up to {2**MAX_DOUBLINGS}x the pairs"
@@ -112,6 +116,17 @@ def unresolved_text(left: dict, budget_spent: bool) -> str:
     if len(names) == 1:
         return f"{names[0]}{figure}: one commit, not told against its parent; {why}"
     return f"not narrowed to one commit{figure}: {shorten(names, shown=6)}; {why}"
+
+
+def segment_text(seg: dict) -> str:
+    """A segment the counter search did not narrow (search.Segment's status), with its ends' deltas."""
+    names = shorten([c["short_sha"] for c in seg.get("candidates") or []], shown=6)
+    why = (
+        f"under {MIN_CHANGE:.0%} of GOOD's count on every counter"
+        if seg["status"] == "small"
+        else seg["status"]
+    )
+    return f"counters moved ({_counter_deltas(seg.get('deltas'))}) in {names}: not narrowed ({why})"
 
 
 # the answer's sections: the result's key, its title; the JSON carries the same keys
@@ -150,7 +165,8 @@ def headline(meta: dict) -> list[str]:
     end = result.get("endpoint")
     if end and end.get("delta_us") is not None:
         lines.append(f"GOOD..BAD in time: {endpoint_text(end)}")
-        if end.get("verdict_cause") == "load" and result.get("culprits"):
+        loaded = end.get("verdict_cause") == "load" or end.get("load_bound_pct") is not None
+        if loaded and result.get("culprits"):
             lines.append("  GOOD..BAD read under load: the shares rest on that reading")
     hint = result.get("settle") or {}
     needed, budget = hint.get("pairs_needed"), hint.get("budget_s")
@@ -178,6 +194,10 @@ def headline(meta: dict) -> list[str]:
         )
     for left in result.get("unresolved") or []:
         lines.append(unresolved_text(left, bool(result.get("budget_spent"))))
+    segments = result.get("counter_unresolved") or []
+    if segments:
+        lines.append(f"counter segments not narrowed to one commit ({len(segments)}):")
+        lines += [f"  {segment_text(seg)}" for seg in segments]
     # a bundle from before counter_movers: its counter change points as they were listed
     old = result.get("counter_changes") if "counter_movers" not in result else []
     return lines + _counter_lines(dict(result, totals=result.get("counter_totals")), old, [])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from teperf.bisect.attribute import attribute, ordered
 from teperf.bisect.conclude import conclude, counter_movers, settle, time_shares
-from teperf.bisect.counters import CounterSearch, moved
+from teperf.bisect.counters import MIN_CHANGE, CounterSearch, moved
 from teperf.bisect.plan import Range, commit_meta, find_cell, make_plan, plan_lines, resolve_range
 from teperf.bisect.progress import Progress
 from teperf.bisect.sides import GitSideFactory, SideFactory
@@ -51,6 +51,7 @@ class Bisector(CounterSearch, TimeSearch):
         self.counters: dict[int, dict] = {}  # index -> counters
         self.count_seconds: list[float] = []  # each counter probe's, side making included
         self.measured: dict[tuple[int, int], dict] = {}  # (lo, hi) -> its last compare's row
+        self.next_pairs: dict[tuple[int, int], int] = {}
         self.budget_spent = False  # a compare was not started: --budget would have run out
 
     def _record(self, index: int, what: str, result: str, seconds: float, **fields) -> None:
@@ -75,7 +76,7 @@ class Bisector(CounterSearch, TimeSearch):
         if keys:
             keys = ordered(keys)
             self.log(f"counters differ between GOOD and BAD ({', '.join(keys)}): every change point")
-            changes = self.counter_search(keys)
+            changes = self.counter_search(keys, MIN_CHANGE if self.confirm else 0.0)
             found = attribute(changes.segments, self.counters.get, keys, self._commit, n)
             result["counter_changes"] = found["culprits"] + found["opposite"]
             result["counter_totals"] = found["totals"]

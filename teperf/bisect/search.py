@@ -14,7 +14,7 @@ Verdict = Union[tuple, str]  # (left differs, right differs) | "skip" | "undecid
 class Segment:
     good: int  # the last index like the segment's lower end
     bad: int  # the first index unlike it
-    status: str  # found (bad = good + 1) | skipped (every commit between is unmeasurable) | undecided
+    status: str  # found (bad = good + 1) | skipped (none between is measurable) | undecided | small
 
     @property
     def found(self) -> bool:
@@ -39,10 +39,13 @@ def next_index(good: int, bad: int, skipped: set[int]) -> int | None:
     return min(left, key=lambda i: (abs(i - middle), i)) if left else None
 
 
-def find_changes(n: int, probe: Callable[[int, int, int], Verdict]) -> Changes:
+def find_changes(
+    n: int, probe: Callable[[int, int, int], Verdict], small: Optional[Callable[[int, int], bool]] = None
+) -> Changes:
     """Every change point of 0..n, whose ends are taken to differ; lower segments first. ``probe(i, lo,
     hi)`` -> (i differs from lo, i differs from hi) | "skip" (i cannot be measured: a neighbour is tried,
-    as ``git bisect skip`` does) | "undecided" (the segment stops there, its commits left as candidates)."""
+    as ``git bisect skip`` does) | "undecided" (the segment stops there, its commits left as candidates).
+    ``small(lo, hi)``: a segment other than 0..n whose ends differ too little to narrow (status small)."""
     pending = [(0, n)]  # segments whose ends differ, the next to search last
     skipped: set[int] = set()
     probed: list[int] = []
@@ -51,6 +54,9 @@ def find_changes(n: int, probe: Callable[[int, int, int], Verdict]) -> Changes:
         lo, hi = pending.pop()
         if hi - lo == 1:
             segments.append(Segment(lo, hi, "found"))
+            continue
+        if small is not None and (lo, hi) != (0, n) and small(lo, hi):
+            segments.append(Segment(lo, hi, "small"))
             continue
         i = next_index(lo, hi, skipped)
         if i is None:
@@ -84,17 +90,31 @@ class Part:
     lo: int
     hi: int
     row: Optional[dict]
-    status: str  # step (one commit that moved) | quiet | undecided | skipped | budget | moved (to split)
+    status: str  # step (one commit moved) | quiet | undecided | skipped | budget | moved (to split) | again
 
 
 def find_steps(n: int, whole: dict, compare: Callable[[int, int], tuple]) -> list[Part]:
     """The steps in time of 0..n (``whole`` moved) and every part not split, in order: a part that moved is
-    split and both halves compared, ``compare(lo, hi) -> (row, state)``."""
+    split and both halves compared, ``compare(lo, hi) -> (row, state)``; the part that moved most first
+    (the lower of two alike), so that a --budget that runs out leaves the smallest parts. A half "again"
+    (undecided, may be measured again) waits until no part that moved is left: one commit (a step to
+    confirm) first, then the widest."""
     pending = [Part(0, n, whole, "moved")]
+    deferred: list[Part] = []
     skipped: set[int] = set()
     parts: list[Part] = []
-    while pending:
-        part = pending.pop()
+    while pending or deferred:
+        if not pending:
+            part = max(deferred, key=lambda p: (p.hi - p.lo == 1, _reach(p), -p.lo))
+            deferred.remove(part)
+            row, state = compare(part.lo, part.hi)
+            part = Part(
+                part.lo, part.hi, row or part.row, "undecided" if state in ("skip", "budget") else state
+            )
+            {"moved": pending, "again": deferred}.get(part.status, parts).append(part)
+            continue
+        part = max(pending, key=lambda p: (_reach(p), -p.lo))
+        pending.remove(part)
         if part.hi - part.lo == 1:
             parts.append(dataclasses.replace(part, status="step"))
             continue
@@ -115,7 +135,15 @@ def find_steps(n: int, whole: dict, compare: Callable[[int, int], tuple]) -> lis
         if all(h.status == "budget" for h in halves):
             parts.append(dataclasses.replace(part, status="budget"))
             continue
-        for half in reversed(halves):  # the lower half is searched first
-            (pending if half.status == "moved" else parts).append(half)
+        for half in halves:
+            {"moved": pending, "again": deferred}.get(half.status, parts).append(half)
     parts.sort(key=lambda p: p.lo)
     return parts
+
+
+def _reach(part: Part) -> float:
+    """How far from zero a part's delta (moved) or interval (again) reaches."""
+    row = part.row or {}
+    if part.status == "moved":
+        return abs(row.get("delta_us") or 0.0)
+    return max(abs(row.get("ci_low_us") or 0.0), abs(row.get("ci_high_us") or 0.0))

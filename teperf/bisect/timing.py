@@ -15,10 +15,13 @@ from teperf.errors import TeperfError
 
 MIN_STEP_SHARE = 0.1  # the search looks for steps of at least this share of GOOD..BAD's delta
 MAX_DOUBLINGS = 2  # an undecided part is measured again with 2x, then 4x the pairs, then left undecided
+# ... unless its 2x interval already bounds it under this many steps: 4x the pairs could only tell whether
+# it holds a step near the step size (x-transformers under load: 217 s of 4x compares that still could not)
+BOUND_STEPS = 2
 MIN_TRIAL_S = 0.1  # the parts' trials last at least this long (GOOD..BAD's step time sets their steps)
 ROW_KEEP = tuple(
     """status verdict verdict_cause base_us head_us delta_us delta_pct ci_low_pct ci_high_pct ci_low_us
-    ci_high_us n_pairs""".split()
+    ci_high_us n_pairs contended_pct load_bound_pct""".split()
 )
 
 
@@ -61,6 +64,7 @@ class TimeSearch:
     """The timing half of a Bisector (teperf.bisect.runner)."""
 
     search_iters: Optional[int] = None  # steps a trial of the parts' compares, once GOOD..BAD has measured
+    next_pairs: dict  # (base, head) -> the pairs its next compare takes, where it was undecided
 
     @property
     def trial_iters(self) -> int:
@@ -105,12 +109,16 @@ class TimeSearch:
             return None, f"{row.get('status')}: {row.get('error')}", seconds
         return row, path, seconds
 
-    def timed(self, base: int, head: int, decide: Callable[[dict], str]):
+    def timed(self, base: int, head: int, decide: Callable[[dict], str], again=lambda row: True, once=False):
         """Compare base..head and ``decide`` from its row, again with twice the pairs while "undecided"
-        (MAX_DOUBLINGS) and --budget allows -> (the last row, the decision), (None, "skip"), (the last row
-        or None, "budget"). Every row is kept in ``measured`` by (base, head)."""
-        processes, kept = self.config.schedule.processes, None
-        for _ in range(MAX_DOUBLINGS + 1):
+        (MAX_DOUBLINGS), --budget and, past the first doubling, ``again(row)`` allow -> (the last row, the
+        decision), (None, "skip"), (the last row or None, "budget"). Every row is kept in ``measured`` by
+        (base, head); one left by ``again`` says so (left: bounded). ``once``: one compare, then "again"
+        where another may follow (with the pairs doubled: the next call goes on from there)."""
+        first = self.config.schedule.processes
+        processes = self.next_pairs.get((base, head), first) if once else first
+        kept = self.measured.get((base, head)) if once else None
+        while processes <= first * 2**MAX_DOUBLINGS:
             # what is left of --budget, by the pace so far
             if self.timing_s + processes * max(self.compare_s, default=0.0) > self.budget_s:
                 self.budget_spent = True
@@ -141,7 +149,12 @@ class TimeSearch:
             self.measured[(base, head)] = kept
             if decided != "undecided":
                 return kept, decided
-            processes *= 2
+            if processes > first and not again(row):
+                kept["left"] = "bounded"
+                return kept, decided
+            processes = self.next_pairs[(base, head)] = processes * 2
+            if once and processes <= first * 2**MAX_DOUBLINGS:
+                return kept, "again"
         return kept, "undecided"
 
     def refine_endpoint(self, endpoint: dict) -> dict:
@@ -167,8 +180,13 @@ class TimeSearch:
                 return "undecided"  # a step's own verdict confirms it: measured again, the load may pass
             return state
 
+        def again(lo: int, hi: int, row: dict) -> bool:
+            """Not a part whose interval bounds it under BOUND_STEPS steps (a step's own compare is)."""
+            low, high = row.get("ci_low_us"), row.get("ci_high_us")
+            return hi - lo == 1 or low is None or max(abs(low), abs(high)) >= BOUND_STEPS * step_us
+
         def compare(lo: int, hi: int):
-            row, state = self.timed(lo, hi, lambda r: decide(lo, hi, r))
+            row, state = self.timed(lo, hi, lambda r: decide(lo, hi, r), lambda r: again(lo, hi, r), True)
             if state == "undecided" and row is not None and part_state(row, step_us) == "moved":
                 state = "moved"  # still under load: a step, its verdict inconclusive (load), no share
             if state == "moved" and hi - lo == 1:

@@ -56,18 +56,19 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
 
     Counters at GOOD and BAD first (each a worker forked from one that
     imported torch, about a second); when one differs, every commit that moved
-    it, exactly (k change points cost about k x log2(n) probes). Then time:
-    GOOD..BAD compared, then both halves of every part that moved, down to
-    single commits (about 2 x log2(n) compares per step), so that a commit
-    that moves time without moving a counter is found too. Culprits are ranked
-    by their share of GOOD..BAD's measured delta, each with its own compare
-    against its parent and the counters that moved at it beside it; every
-    other counter change point follows with what time could tell of it (a
-    share interval, or "too small to tell at this schedule: under X %").
-    --budget (default 30m) bounds the compares; an undecided part is measured
-    again with 2x, then 4x the pairs while it lasts; when it is spent the
-    search ends with what it knows. An answer that is not "explained" is
-    also one line on stderr.
+    it (k change points cost about k x log2(n) probes; a segment under 1 % of
+    GOOD's counts is left). Then time: GOOD..BAD compared, then both halves of
+    every part that moved, the biggest first, down to single commits (about 2
+    x log2(n) compares per step), so that a commit that moves time without
+    moving a counter is found too. Culprits are ranked by their share of
+    GOOD..BAD's measured delta, each with its own compare against its parent
+    and the counters that moved at it beside it; every other counter change
+    point follows with what time could tell of it (a share interval, or "too
+    small to tell at this schedule: under X %"). --budget (default 30m) bounds
+    the compares; an undecided part is measured again with 2x, then 4x the
+    pairs (if it could hold 2 steps) while it lasts; when it is spent the
+    search ends with what it knows. An answer that is not "explained" is also
+    one line on stderr.
     """
     from teperf.bisect.runner import bisect
     from teperf.bisect.sides import GitSideFactory
