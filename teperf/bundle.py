@@ -237,13 +237,13 @@ class Bundle:
             f = open(path, "rb")
         except OSError as exc:  # every cell would read "not measured": the data is gone, not unmeasured
             raise _unreadable(path, exc) from None
-        seen: set[int] = set()  # a line written twice (records appended again) is one record, not two
+        seen: set[bytes] = set()  # a line written twice (records appended again) is one record, not two
         with f:
             for raw in filter(None, (line.strip() for line in f)):
-                if hash(raw) in seen:
+                if raw in seen:  # the line itself, not its hash: a collision would drop a measured sample
                     self.skipped_lines += 1
                     continue
-                seen.add(hash(raw))
+                seen.add(raw)
                 try:
                     record = json.loads(raw.decode("utf-8"))
                 except ValueError:  # bad JSON or bad UTF-8
