@@ -3,14 +3,17 @@ config key's default, check and flag: the TOML tables, overrides and click optio
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import importlib.resources
 import math
 import os
 import re
 import tomllib
+import typing
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Union
 
 from teperf.cpus import check_core, check_lanes
 from teperf.errors import TeperfError
@@ -24,6 +27,7 @@ CONFIGS_PACKAGE = "teperf.configs"  # package data: the same in editable and nor
 COMPILE_CACHES = ("cold", "warm")  # inductor's on-disk cache at a compile case's first call
 SPAWNS = ("fresh", "forkserver")
 DEFAULT_PRECISION_BUDGET_S = 600.0  # --precision without --budget: stop after ten minutes
+DEFAULT_BISECT_BUDGET_S = 1800.0  # a bisect (each one of a backfill) without --budget
 
 
 @dataclasses.dataclass(frozen=True)
@@ -322,23 +326,72 @@ class Key:
         return None if self.option is None else self.option.flag or "--" + self.name.replace("_", "-")
 
 
-def from_meta(cls, meta: Mapping[str, Any], **overrides):
-    """The ``Schedule`` or ``Stats`` a bundle's meta.json recorded, with ``overrides``; an unknown key is
-    ignored and a damaged or missing value reads as the default (a report never ends in a traceback)."""
-    raw = (meta.get("config") or {}).get(cls.__name__.lower()) or {}
-    defaults = cls()
-    kept = {
-        f.name: raw[f.name]
-        for f in dataclasses.fields(cls)
-        if isinstance(raw, dict) and f.name in raw and _same_kind(raw[f.name], getattr(defaults, f.name))
-    }
-    return dataclasses.replace(defaults, **{**kept, **overrides})
+@dataclasses.dataclass(frozen=True)
+class RecordedConfig(Config):
+    """A bundle's Config as read back from meta.json: a key that is missing or not of its type reads as
+    the default, and ``recorded`` says which were there (a report never ends in a traceback)."""
+
+    recorded: frozenset = frozenset()  # "core", "schedule.processes", ...: the keys meta.json held
+
+    def known(self, name: str, missing: Any = None) -> Any:
+        """The recorded value of ``name`` ("core", "schedule.processes"), ``missing`` where the bundle did
+        not record it; a name that is no key is an AttributeError, not a silent None."""
+        section, _, field = name.rpartition(".")
+        value = getattr(getattr(self, section) if section else self, field)
+        return value if name in self.recorded else missing
 
 
-def _same_kind(value, default) -> bool:
-    if isinstance(default, float):
+def accepts(value: Any, hint: Any) -> bool:
+    """Whether ``value`` (as JSON decoded it) fits the annotation ``hint``."""
+    if hint is Any:
+        return True
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Union or type(hint).__name__ == "UnionType":
+        return any(accepts(value, arg) for arg in args)
+    if hint is type(None):
+        return value is None
+    if origin is tuple and args[-1:] == (Ellipsis,):
+        return isinstance(value, tuple) and all(accepts(v, args[0]) for v in value)
+    if origin is not None:
+        hint = origin
+    if hint is float:  # JSON writes 3.0 as 3
         return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return type(value) is type(default)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
+type_hints = functools.cache(typing.get_type_hints)
+
+
+def _from_json(value, hint):
+    """JSON's lists as the tuples of ``hint``, its objects as the dataclass (a ModuleSpec)."""
+    if typing.get_origin(hint) is tuple and isinstance(value, list):
+        return tuple(_from_json(v, typing.get_args(hint)[0]) for v in value)
+    if dataclasses.is_dataclass(hint) and isinstance(value, dict):
+        with contextlib.suppress(TypeError):  # keys it does not have: left as is, then refused
+            return hint(**value)
+    return value
+
+
+def _read(cls, raw, prefix: str = "") -> tuple[dict, set]:
+    """The values of ``cls``'s fields that ``raw`` holds with their type, and their names."""
+    raw, hints = raw if isinstance(raw, Mapping) else {}, type_hints(cls)
+    values, recorded = {}, set()
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(f.default):  # a section: [schedule], [stats]
+            inner, names = _read(type(f.default), raw.get(f.name), f"{f.name}.")
+            values[f.name], recorded = type(f.default)(**inner), recorded | names
+        elif f.name in raw and accepts(value := _from_json(raw[f.name], hints[f.name]), hints[f.name]):
+            values[f.name] = value
+            recorded.add(prefix + f.name)
+    return values, recorded
+
+
+def read_config(raw: Any) -> RecordedConfig:
+    """The config object of a bundle's meta.json as a RecordedConfig (an unknown key is ignored)."""
+    values, recorded = _read(Config, raw)
+    return RecordedConfig(**values, recorded=frozenset(recorded))
 
 
 def _keys(cls, section: str | None = None):

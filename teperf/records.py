@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import functools
 import typing
 from typing import Any, ClassVar, Mapping, Optional, Union
 
 from teperf import __version__
+from teperf.config import RecordedConfig, accepts, read_config, type_hints
 from teperf.errors import TeperfError
 
 SCHEMA_VERSION = 2
@@ -24,27 +24,6 @@ CONTENDED_WALL_OVER_CPU = 1.2  # a CPU trial whose wall time exceeds its CPU tim
 
 class RecordError(ValueError):
     """A record or meta.json whose fields do not have the types its kind defines."""
-
-
-def _accepts(value: Any, hint: Any) -> bool:
-    """Whether ``value`` (as JSON decoded it) fits the annotation ``hint``."""
-    if hint is Any:
-        return True
-    origin = typing.get_origin(hint)
-    if origin is Union or type(hint).__name__ == "UnionType":
-        return any(_accepts(value, arg) for arg in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if origin is not None:
-        hint = origin
-    if hint is float:  # JSON writes 3.0 as 3
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, hint)
-
-
-_hints = functools.cache(typing.get_type_hints)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -70,10 +49,10 @@ class Typed:
 
     def __post_init__(self) -> None:
         # Checked when made, so that the engine cannot write a record a reader would refuse.
-        hints = _hints(type(self))
+        hints = type_hints(type(self))
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name != "extra" and not _accepts(value, hints[f.name]):
+            if f.name != "extra" and not accepts(value, hints[f.name]):
                 raise RecordError(
                     f"{self.kind or type(self).__name__} record: {f.name}={value!r:.60} is not "
                     f"{hints[f.name]}"
@@ -171,7 +150,7 @@ class TrialRecord(Typed):
     def per_step_us(self, clock: str) -> Optional[float]:
         """``clock`` (a field name, e.g. 'process_cpu_ns') per step in us; None where not measured, or where
         the value is no time (negative, NaN, infinite: a damaged line, whose log would raise)."""
-        value = getattr(self, clock, None) if clock in _hints(type(self)) else self.extra.get(clock)
+        value = getattr(self, clock, None) if clock in type_hints(type(self)) else self.extra.get(clock)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
             return None
         return value / self.iters / 1000.0
@@ -313,7 +292,7 @@ class BundleMeta:
     command: Optional[list] = None
     started_at: Optional[str] = None
     finished_at: Optional[str] = None
-    config: dict = dataclasses.field(default_factory=dict)
+    config: RecordedConfig = dataclasses.field(default_factory=RecordedConfig)  # written back as recorded
     sides: dict = dataclasses.field(default_factory=dict)
     host: dict = dataclasses.field(default_factory=dict)
     cases: list = dataclasses.field(default_factory=list)
@@ -322,6 +301,7 @@ class BundleMeta:
     error: Optional[str] = None
     workers: Optional[dict] = None
     status_detail: Optional[str] = None
+    config_raw: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
     extra: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -331,23 +311,28 @@ class BundleMeta:
             raise RecordError("meta.json holds no metadata object")
         check_version(raw)
         raw = {**raw, "schema": SCHEMA_VERSION}  # so far an upgrade changes only the version number
-        hints = _hints(cls)
+        hints = type_hints(cls)
         values, extra = {}, {}
-        names = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        names = {f.name for f in dataclasses.fields(cls)} - {"extra", "config_raw"}
         for key, value in raw.items():
             if key in names:
                 if value is None and key in ("config", "sides", "host", "cases"):
                     continue  # an empty part reads as the default
-                if not _accepts(value, hints[key]):
-                    want = str(hints[key]).replace("typing.", "").replace("<class '", "").replace("'>", "")
+                hint = dict if key == "config" else hints[key]  # read as a RecordedConfig below
+                if not accepts(value, hint):
+                    want = str(hint).replace("typing.", "").replace("<class '", "").replace("'>", "")
                     raise RecordError(f"meta.json: {key} is {type(value).__name__}, not {want}")
                 values[key] = value
             else:
                 extra[key] = value
+        if "config" in values:  # typed; the object itself is kept to be written back as it was
+            values["config_raw"] = values["config"]
+            values["config"] = read_config(values["config"])
         return cls(**values, extra=extra)
 
     def to_dict(self) -> dict:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        out["config"] = out.pop("config_raw")
         if self.status_detail is None:
             out.pop("status_detail")
         out.update(self.extra)
@@ -471,7 +456,7 @@ class HistoryRow:
             raise RecordError(f"history row with run_id {self.run_id!r}")
         for name, want in HISTORY_COLUMN_TYPES.items():
             value = getattr(self, name)
-            if value is not None and not _accepts(value, Optional[want]):
+            if value is not None and not accepts(value, Optional[want]):
                 raise RecordError(f"history row: {name}={value!r:.60} is not {want.__name__}")
 
     def to_dict(self) -> dict:
@@ -485,7 +470,7 @@ def _column_type(hint) -> type:
 
 
 # Column -> the Python type of its values (None is allowed in every column but run_id).
-HISTORY_COLUMN_TYPES = {name: _column_type(hint) for name, hint in _hints(HistoryRow).items()}
+HISTORY_COLUMN_TYPES = {name: _column_type(hint) for name, hint in type_hints(HistoryRow).items()}
 HISTORY_COLUMNS = tuple(HISTORY_COLUMN_TYPES)
 RUN_COLUMNS = HISTORY_COLUMNS[: HISTORY_COLUMNS.index("bundle") + 1]
 CELL_KEY = ("module", "recipe", "shape", "dtype", "mode")

@@ -9,6 +9,7 @@ import io
 import json
 import math
 
+from teperf.config import RecordedConfig
 from teperf.numbers import duration, ms, pct, signed_ms, signed_us, us
 from teperf.provenance import side_line
 from teperf.safe_text import for_markdown, for_terminal
@@ -31,19 +32,19 @@ class TableModel:
     numeric: tuple[str, ...] | None = None  # right-justified columns (None: all but the text ones of compare)
 
 
-def schedule_text(sched: dict, rows: list[dict]) -> str:
+def schedule_text(cfg: RecordedConfig, rows: list[dict]) -> str:
     """How many pairs: fixed, or until the precision target / budget (with the pairs each cell got)."""
     pairs = sorted({r["n_pairs"] for r in rows if r.get("n_pairs")})
     got = f"{pairs[0]}" if len(pairs) == 1 else f"{pairs[0]}-{pairs[-1]}" if pairs else "0"
-    budget = sched.get("budget_s")
-    if sched.get("precision_pct") is not None:
+    budget, target = cfg.known("schedule.budget_s"), cfg.known("schedule.precision_pct")
+    if target is not None:
         limit = f" or {duration(budget)}" if budget else ""
         return (
-            f"until every cell is within +-{sched['precision_pct']:g}% (at least {sched.get('min_pairs')} "
+            f"until every cell is within +-{target:g}% (at least {cfg.known('schedule.min_pairs')} "
             f"pairs){limit}: {got} process pairs per cell"
         )
     limit = f" (budget {duration(budget)}: {got} ran)" if budget else ""
-    return f"{sched.get('processes')} process pairs{limit}"
+    return f"{cfg.known('schedule.processes')} process pairs{limit}"
 
 
 def pairs_text(row: dict) -> str:
@@ -86,10 +87,9 @@ def counters_text(counters, compare: bool = False) -> str:
     return counters_diff(counters["base"], counters["head"])
 
 
-def _header(summary: Summary, cfg: dict, metric: str) -> list[str]:
+def _header(summary: Summary, cfg: RecordedConfig, metric: str) -> list[str]:
     """Code problems, the sides and what they imported, and the schedule, above the table."""
     meta = summary.meta
-    sched = cfg.get("schedule", {})
     sides = meta.get("sides") if isinstance(meta.get("sides"), dict) else {}
     header = [f"WARNING: {p}" for p in summary.code_problems]
     header += [side_text(d) for d in sides.values() if isinstance(d, dict)]
@@ -97,16 +97,17 @@ def _header(summary: Summary, cfg: dict, metric: str) -> list[str]:
     head_side = sides.get("head") if isinstance(sides.get("head"), dict) else {}
     header += [f"note: {n}" for n in head_side.get("notes") or []]
     host = meta.get("host") if isinstance(meta.get("host"), dict) else {}
-    known_size = isinstance(sched.get("processes"), int) or sched.get("precision_pct") is not None
-    if known_size and all(isinstance(sched.get(k), int) for k in ("rounds", "trials", "iters")):
+    sched = cfg.schedule
+    known_size = cfg.known("schedule.processes") or cfg.known("schedule.precision_pct") is not None
+    if known_size and {"schedule.rounds", "schedule.trials", "schedule.iters"} <= cfg.recorded:
         plan = (
-            f"{schedule_text(sched, summary.rows)} x {sched['rounds']} rounds x {sched['trials']} trials x "
-            f"{sched['iters']} iters"
+            f"{schedule_text(cfg, summary.rows)} x {sched.rounds} rounds x {sched.trials} trials x "
+            f"{sched.iters} iters"
         )
     else:
         plan = "schedule unknown (meta.json does not say)"
     header.append(
-        f"{plan}; core {cfg.get('core', '?')}; {cfg.get('device', '?')} "
+        f"{plan}; core {cfg.known('core', '?')}; {cfg.known('device', '?')} "
         f"({host.get('gpu') or host.get('cpu_model', '?')}); "
         f"median {metric} time per fwd+bwd step"
     )
@@ -184,10 +185,8 @@ def _step_cells(summary: Summary, r: dict, show_pairs: bool, show_why: bool) -> 
 
 
 def table_model(summary: Summary) -> TableModel:
-    meta = summary.meta
-    cfg = meta.get("config", {})
     stats = summary.settings
-    header = _header(summary, cfg, stats.metric.replace("_", " "))
+    header = _header(summary, summary.config, stats.metric.replace("_", " "))
     show_counters = any(r.get("counters") for r in summary.rows)
     show_host = any(r.get("host_bound") is not None for r in summary.rows)
     show_pairs = summary.show_pairs

@@ -51,6 +51,24 @@ def test_every_record_of_a_fixture_reads_as_its_type_and_writes_back(path):
         assert {k: v for k, v in record.to_dict().items() if k in line} == line
     meta = bundle.meta()
     assert meta.schema == SCHEMA_VERSION and meta.sides and meta.cases
+    written = json.loads((path / "meta.json").read_text())
+    assert meta.to_dict()["config"] == written["config"]  # the typed config is written back as recorded
+    assert meta.config.shapes and meta.config.schedule.iters == written["config"]["schedule"]["iters"]
+
+
+def test_meta_config_reads_typed_and_says_what_it_did_not_record():
+    meta = json.loads((BUNDLES / "v1-compare-counters" / "meta.json").read_text())
+    raw = {**meta["config"], "core": None, "lanes": "two", "schedule": {"processes": 3, "rounds": True}}
+    del raw["stats"]
+    config = BundleMeta.from_dict({**meta, "config": raw}).config
+    assert config.known("core", "?") is None and config.known("schedule.processes") == 3
+    # damaged (a str, a bool for an int) or absent: the default, and known() says it was not recorded
+    assert config.lanes == 1 and config.known("lanes") is None and config.known("lanes", "?") == "?"
+    assert config.schedule.rounds == 2 and config.known("schedule.rounds") is None
+    assert config.stats.metric == "process_cpu" and config.known("stats.metric") is None
+    assert config.modules[0].name == meta["config"]["modules"][0]["name"]
+    with pytest.raises(AttributeError):
+        config.known("schedule.procesess")  # a misspelled key is an error, not a silent None
 
 
 def test_a_schema_1_failure_record_is_upgraded_on_read():

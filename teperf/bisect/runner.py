@@ -16,7 +16,7 @@ from teperf.bisect.progress import Progress
 from teperf.bisect.sides import GitSideFactory, SideFactory
 from teperf.bisect.timing import TimeSearch, whole_state
 from teperf.bundle import Bundle
-from teperf.config import Config
+from teperf.config import DEFAULT_BISECT_BUDGET_S, Config
 from teperf.engine.probe import ForkedProbes
 from teperf.errors import TeperfError
 from teperf.log import Log, stderr_logger
@@ -155,7 +155,7 @@ def bisect(
     factory: SideFactory | None = None,
     repo: str = ".",
     results_dir: str | None = None,
-    budget_s: float = 1800.0,
+    budget_s: float = DEFAULT_BISECT_BUDGET_S,
     confirm: bool = True,
     command: list[str] | None = None,
     log: Log | None = None,

@@ -18,9 +18,8 @@ from teperf.commands._common import (
     grouped,
     side_options,
 )
+from teperf.config import DEFAULT_BISECT_BUDGET_S as DEFAULT_BUDGET_S
 from teperf.options import MeasureOptions, SideOptions
-
-DEFAULT_BUDGET_S = 1800.0
 
 
 @click.command("bisect", epilog=EXIT_HELP)

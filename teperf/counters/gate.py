@@ -323,7 +323,8 @@ def check_bundle(
     t0 = time.perf_counter()
     expected = Expected.read(expected_path)
     bundle = Bundle.open(bundle_path)
-    meta = bundle.meta().to_dict()
+    typed = bundle.meta()
+    meta = typed.to_dict()
     labels = list((meta.get("sides") or {}).keys())
     label = side_label or ("head" if "head" in labels else (labels[-1] if labels else "head"))
     hello: dict = {}
@@ -333,7 +334,7 @@ def check_bundle(
             hello = record.hello or {}
         elif isinstance(record, CountersRecord) and record.side == label:
             counters.setdefault(record.case_id, record.counters)
-    seen = made_with(hello, (meta.get("config") or {}).get("device", "cpu")) if hello else {}
+    seen = made_with(hello, typed.config.device) if hello else {}
     if hello:
         refuse_other_versions(expected, seen)
     cells = []

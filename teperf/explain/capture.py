@@ -4,13 +4,14 @@ worker per side that counts and profiles it, and the report (rendered by teperf.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 from pathlib import Path
 from typing import Optional
 
 from teperf.bundle import Bundle
-from teperf.config import Config, Schedule, from_meta
+from teperf.config import Config, read_config
 from teperf.cpus import check_core, core_usable
 from teperf.engine.oneshot import StepFailed, one_worker
 from teperf.engine.spawn import WorkerError
@@ -164,11 +165,11 @@ def rerun_config(meta: dict, core: Optional[int] = None, timeout_s: Optional[flo
     """(config, note): the Config to run a bundle's cell again with here, on ``core`` or the bundle's
     when usable (else the note says which core was taken)."""
 
-    recorded = meta.get("config") or {}
-    core, note = _usable_core(core, recorded.get("core"))
-    schedule = from_meta(Schedule, meta, **({"timeout_s": float(timeout_s)} if timeout_s else {}))
-    device, seed = recorded.get("device", "cpu"), int(recorded.get("seed", 0))
-    return Config(device=device, core=core, seed=seed, schedule=schedule), note
+    recorded = read_config(meta.get("config"))
+    core, note = _usable_core(core, recorded.core)
+    schedule = recorded.schedule
+    schedule = dataclasses.replace(schedule, timeout_s=float(timeout_s)) if timeout_s else schedule
+    return Config(device=recorded.device, core=core, seed=recorded.seed, schedule=schedule), note
 
 
 def machine_load(core: int) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from teperf.config import METRIC_FIELD, Stats, from_meta
+from teperf.config import METRIC_FIELD, RecordedConfig, Stats, read_config
 from teperf.errors import TeperfError
 from teperf.provenance import identical_code, mixed_code, side_facts
 from teperf.stats import TableLevels
@@ -26,6 +26,11 @@ class Summary:
     imported: dict = dataclasses.field(default_factory=dict)  # label -> what its first worker imported
     stats: Stats | None = None  # the settings the rows were computed with (None: the bundle's own)
     levels: TableLevels | None = None  # a compare table's rule across its cells (stats.table_levels)
+
+    @property
+    def config(self) -> RecordedConfig:
+        """The settings the bundle recorded (``known`` tells what it did not)."""
+        return read_config(self.meta.get("config"))
 
     @property
     def settings(self) -> Stats:
@@ -57,7 +62,7 @@ class Summary:
 
 def stats_from_meta(meta: dict, **overrides) -> Stats:
     """The run's statistics settings (keys this teperf does not know are ignored)."""
-    stats = from_meta(Stats, meta, **overrides)
+    stats = dataclasses.replace(read_config(meta.get("config")).stats, **overrides)
     if stats.metric not in METRIC_FIELD:
         raise TeperfError(
             f"unknown metric {stats.metric!r} in the bundle",

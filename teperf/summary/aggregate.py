@@ -32,11 +32,8 @@ EXTRA_CLOCKS = ("thread_cpu_ns", "wall_ns", "sync_ns")
 
 def planned_pairs(parsed: ParsedBundle) -> Optional[int]:
     """The pairs the schedule asked for; None where --precision left the number open."""
-    schedule = parsed.config.get("schedule")
-    schedule = schedule if isinstance(schedule, dict) else {}
-    planned = schedule.get("processes")
-    ok = isinstance(planned, int) and not isinstance(planned, bool) and schedule.get("precision_pct") is None
-    return planned if ok else None
+    config = parsed.config
+    return config.known("schedule.processes") if config.known("schedule.precision_pct") is None else None
 
 
 def trials_without_clock(parsed: ParsedBundle, stats: Stats) -> int:

@@ -7,7 +7,7 @@ import socket
 
 import numpy as np
 
-from teperf.config import Stats, from_meta
+from teperf.config import Stats, read_config
 from teperf.numbers import duration
 from teperf.records import CONTENDED_WALL_OVER_CPU, StopRecord
 from teperf.stats import TableLevels, lanes_agree, onetime_rule
@@ -90,8 +90,8 @@ def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
     elif starts:
         out.append(f"{made} process pair: {starts[0]:.1f} s to start and set up")
     out.append(stop_note(parsed.stop, meta) if parsed.stop is not None else "")
-    lanes = parsed.config.get("lanes")
-    if isinstance(lanes, int) and lanes > 1:
+    lanes = parsed.config.known("lanes", 1)
+    if lanes > 1:
         cores = (meta.get("host") or {}).get("lane_cores") or []
         on = f" on cores {', '.join(map(str, cores))}" if cores else ""
         out.append(
@@ -201,7 +201,7 @@ def stop_note(stop: StopRecord, meta: dict) -> str:
     if stop.reason == "budget":
         planned = ""
         if target is None:
-            planned = f" of {(meta.get('config') or {}).get('schedule', {}).get('processes')}"
+            planned = f" of {read_config(meta.get('config')).known('schedule.processes')}"
         return f"budget of {duration(budget)} spent after {pairs}{planned} pairs ({took}){missed}"
     if stop.reason == "max pairs":
         return f"stopped at the most pairs teperf runs ({pairs}), {took}{missed}"
@@ -223,10 +223,10 @@ def onetime_notes(parsed: ParsedBundle, levels: TableLevels | None = None) -> li
         if not isinstance(first, dict):
             continue
         first_calls += 1
-        if first.get("cores") == [config.get("core")]:
+        if first.get("cores") == [config.known("core")]:
             on_measuring_core += 1
         cpu = (first.get("process_cpu_ns") or 0) + (first.get("children_cpu_ns") or 0)
-        if config.get("device") == "cpu" and first.get("wall_ns", 0) > 1.2 * cpu:
+        if config.known("device") == "cpu" and first.get("wall_ns", 0) > 1.2 * cpu:
             shared_core += 1  # wall time well above CPU time: another process had the core
         warm = (first.get("after_process_warmup") or {}).get("compile")
         if isinstance(warm, dict) and "error" not in warm:
@@ -238,7 +238,7 @@ def onetime_notes(parsed: ParsedBundle, levels: TableLevels | None = None) -> li
             recompile_graphs.append(int(info["recompile"].get("graphs") or 0))
     if not first_calls:
         return []
-    stats = from_meta(Stats, meta)  # the run's own clock and rule
+    stats = config.stats  # the run's own clock and rule
     metric = stats.metric
     clock = {
         "process_cpu": "process CPU time (the worker's threads plus the compiler processes it ran)",

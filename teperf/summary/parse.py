@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import defaultdict
 from pathlib import Path
 from typing import Optional
 
 from teperf.bundle import Bundle, coordinator_gone
+from teperf.config import RecordedConfig, read_config
 from teperf.errors import TeperfError
 from teperf.records import (
     RECORDS_FILE,
@@ -69,18 +71,18 @@ class ParsedBundle:
     def head_label(self) -> Optional[str]:
         return self.labels[1] if len(self.labels) > 1 else None
 
-    @property
-    def config(self) -> dict:
-        return self.meta.get("config") or {}
+    @functools.cached_property
+    def config(self) -> RecordedConfig:
+        return read_config(self.meta.get("config"))
 
     @property
     def pair_generations(self) -> Optional[dict[int, int]]:
         """pair -> its fork-server generation (the intervals' unit); None unless the run forked workers."""
-        return generations((self.config.get("schedule") or {}).get("spawn"), self.pair_seeds)
+        return generations(self.config.known("schedule.spawn"), self.pair_seeds)
 
     @property
     def device(self) -> Optional[str]:
-        return self.config.get("device")
+        return self.config.known("device")
 
     def cell(self, case_id: CaseId) -> CellRecords:
         return self.cells.get(case_id) or CellRecords()
