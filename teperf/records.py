@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Mapping, Optional, Union
 from teperf import __version__
 from teperf.config import RecordedConfig, accepts, read_config, type_hints
 from teperf.errors import TeperfError
+from teperf.schema import ONETIME_COSTS, ROW_FIELDS
 
 SCHEMA_VERSION = 2
 HISTORY_SCHEMA_VERSION = 1
@@ -357,13 +358,45 @@ class CaseMeta(Typed):
 
 
 def shape_text(shape) -> str:
-    """[8, 2, 256] -> '8x2x256', as a shape reads in a cell's key."""
-    return "x".join(map(str, shape))
+    """[8, 2, 256] -> '8x2x256', as a shape reads in a cell's key (a summary row's is that text)."""
+    return shape if isinstance(shape, str) else "x".join(map(str, shape))
 
 
 def cell_key(module: str, recipe: str, shape, mode: str) -> str:
     """The one key of a cell: 'Linear/bf16/8x2x256/eager' (teperf.plan.Case.key)."""
     return f"{module}/{recipe}/{shape_text(shape)}/{mode}"
+
+
+class _RowReads:
+    """What a summary row answers besides its fields: its cell's key and, at the JSON/CSV edge, a dict."""
+
+    @property
+    def key(self) -> str:
+        return cell_key(self.module, self.recipe, self.shape, self.mode)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    # Reads by name, for the callers not yet moved to attributes: a name that is no field is an
+    # AttributeError, not a silent None.
+    def __getitem__(self, name: str):
+        return getattr(self, name)
+
+    def get(self, name: str, default=None):
+        return getattr(self, name)
+
+
+# A summary row's figures that json/csv leave out: the smallest p its interval could reach (of each one-time
+# cost too), where its load bound came from, and each pair's log ratio (report --by-lane groups them).
+ROW_INTERNAL = ("min_p", *(f"{cost}_min_p" for cost in ONETIME_COSTS), "load_bound_source", "pair_logs")
+# One row of the summary table (teperf.summary.aggregate), frozen: a misspelled field cannot read None.
+Row = dataclasses.make_dataclass(
+    "Row",
+    [(name, Any, None) for name in ROW_FIELDS + ROW_INTERNAL],
+    bases=(_RowReads,),
+    frozen=True,
+    kw_only=True,
+)
 
 
 def check_version(meta: Mapping[str, Any], where: str = "this bundle") -> int:

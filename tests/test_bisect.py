@@ -266,7 +266,7 @@ def _run_fake(
                 "ci_high_us": high,
             }
             if row_of is not None:
-                row = row_of(t_base, t_head)
+                row = row_of(t_base, t_head).to_dict()  # a probe's row: the summary's, as compare() keeps it
             return row, self.bundle.path / "compares" / f"c{base}-{head}"
 
     bundle = Bundle.create(tmp_path / "results", "bisect", {"kind": "bisect", "commits": [], "plan": {}})

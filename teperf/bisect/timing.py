@@ -88,7 +88,7 @@ class TimeSearch:
             cases=[self.case],
             command=["teperf", "bisect", "(probe)"],
         )
-        row = dict(api.summarize(path).rows[0], tier=head_side.description.get("strategy"))
+        row = dict(api.summarize(path).rows[0].to_dict(), tier=head_side.description.get("strategy"))
         return row, path
 
     def _compare_once(self, base: int, head: int, processes: int):

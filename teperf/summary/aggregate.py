@@ -11,7 +11,7 @@ from typing import Optional
 import numpy as np
 
 from teperf.config import METRIC_FIELD, Stats
-from teperf.records import CaseMeta, lost_pairs_text
+from teperf.records import CaseMeta, Row, lost_pairs_text
 from teperf.schema import ONETIME_CLOCKS, ONETIME_COSTS, ONETIME_STATS, ROW_FIELDS
 from teperf.stats import (
     TableLevels,
@@ -44,19 +44,19 @@ def trials_without_clock(parsed: ParsedBundle, stats: Stats) -> int:
 
 def aggregate(
     parsed: ParsedBundle, stats: Stats, table_rule: bool = True
-) -> tuple[list[dict], TableLevels | None]:
+) -> tuple[list[Row], TableLevels | None]:
     """One row per well-formed case of meta.json, in its order, and a compare table's levels: its cells
     again with every interval at the table's level (stats.table_levels) where that is not the run's own."""
     rows = [cell_row(parsed, case, stats) for case in parsed.cases]
     if parsed.head_label is None:
         add_break_even(rows)
-    if parsed.head_label is None or not table_rule:
-        return rows, None
-    levels = table_levels(verdict_cells(rows), stats.alpha)
-    if (levels.alpha, levels.floor) != (stats.alpha, stats.alpha):
+    levels = None
+    if parsed.head_label is not None and table_rule:
+        levels = table_levels(verdict_cells(rows), stats.alpha)
+    if levels and (levels.alpha, levels.floor) != (stats.alpha, stats.alpha):
         table = dataclasses.replace(stats, alpha=levels.alpha)
         rows = [cell_row(parsed, case, table, levels.floor) for case in parsed.cases]
-    return rows, levels
+    return [Row(**row) for row in rows], levels
 
 
 def verdict_cells(rows: list[dict]) -> list[tuple[float, float]]:
