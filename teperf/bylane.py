@@ -9,7 +9,7 @@ from collections import defaultdict
 from teperf.bundle import Bundle
 from teperf.config import Stats
 from teperf.numbers import pct, us
-from teperf.records import TrialRecord
+from teperf.records import Row, TrialRecord
 from teperf.render import TableModel, csv_text, json_value, key_columns, render_markdown, render_rich
 from teperf.stats import lanes_agree, level_text
 from teperf.summary import Summary, summarize
@@ -38,28 +38,26 @@ def breakdown(path, stats: Stats | None = None) -> tuple[Summary, list[dict]]:
     per_lane = {lane: summarize(path, at, lane=lane).rows for lane in cores}
     rows = []
     for i, row in enumerate(whole.rows):
-        cell = {k: row.get(k) for k in ("module", "recipe", "shape", "mode")}
+        cell = {k: getattr(row, k) for k in ("module", "recipe", "shape", "mode")}
         groups = []
         for lane, lane_rows in per_lane.items():
             r = lane_rows[i]
-            if not r.get("n_pairs"):
+            if not r.n_pairs:
                 continue
-            groups.append(list((r.get("pair_logs") or {}).values()))
+            groups.append(list((r.pair_logs or {}).values()))
             rows.append({**cell, **_figures(r, row), "lane": lane, "core": ",".join(map(str, cores[lane]))})
         p, agree = lanes_agree(groups, stats.alpha)
         rows.append({**cell, **_figures(row, row), "lane": "all", "core": "", "agree_p": p, "agree": agree})
     return whole, rows
 
 
-def _figures(r: dict, whole: dict) -> dict:
-    level = None
-    if r.get("base_us") and whole.get("base_us"):
-        level = (r["base_us"] / whole["base_us"] - 1) * 100
-    return {**{k: r.get(k) for k in FIGURES}, "level_pct": level, "agree_p": None, "agree": ""}
+def _figures(r: Row, whole: Row) -> dict:
+    level = (r.base_us / whole.base_us - 1) * 100 if r.base_us and whole.base_us else None
+    return {**{k: getattr(r, k) for k in FIGURES}, "level_pct": level, "agree_p": None, "agree": ""}
 
 
 def table_model(summary: Summary, rows: list[dict]) -> TableModel:
-    keys = key_columns(rows)
+    keys = key_columns(summary.rows)  # the cells' own rows: the same cells
     cols = keys + ["lane", "core", "pairs", "base", "level"]
     if summary.compare:
         cols += ["delta %", f"{level_text(summary.interval_alpha)} CI", "verdict", "lanes agree (p)"]

@@ -387,8 +387,12 @@ class _RowReads:
 
 
 # A summary row's figures that json/csv leave out: the smallest p its interval could reach (of each one-time
-# cost too), where its load bound came from, and each pair's log ratio (report --by-lane groups them).
-ROW_INTERNAL = ("min_p", *(f"{cost}_min_p" for cost in ONETIME_COSTS), "load_bound_source", "pair_logs")
+# cost too), where its load bound came from, each pair's log ratio (report --by-lane groups them) and the
+# fork-server generations its interval rests on.
+ROW_INTERNAL = (
+    *("min_p", *(f"{cost}_min_p" for cost in ONETIME_COSTS)),
+    *("load_bound_source", "pair_logs", "n_generations"),
+)
 # One row of the summary table (teperf.summary.aggregate), frozen: a misspelled field cannot read None.
 Row = dataclasses.make_dataclass(
     "Row",

@@ -12,6 +12,7 @@ import math
 from teperf.config import RecordedConfig
 from teperf.numbers import duration, ms, pct, signed_ms, signed_us, us
 from teperf.provenance import side_line
+from teperf.records import Row
 from teperf.safe_text import for_markdown, for_terminal
 from teperf.schema import ROW_FIELDS
 from teperf.stats import TableLevels, level_text
@@ -32,9 +33,9 @@ class TableModel:
     numeric: tuple[str, ...] | None = None  # right-justified columns (None: all but the text ones of compare)
 
 
-def schedule_text(cfg: RecordedConfig, rows: list[dict]) -> str:
+def schedule_text(cfg: RecordedConfig, rows: list[Row]) -> str:
     """How many pairs: fixed, or until the precision target / budget (with the pairs each cell got)."""
-    pairs = sorted({r["n_pairs"] for r in rows if r.get("n_pairs")})
+    pairs = sorted({r.n_pairs for r in rows if r.n_pairs})
     got = f"{pairs[0]}" if len(pairs) == 1 else f"{pairs[0]}-{pairs[-1]}" if pairs else "0"
     budget, target = cfg.known("schedule.budget_s"), cfg.known("schedule.precision_pct")
     if target is not None:
@@ -47,10 +48,10 @@ def schedule_text(cfg: RecordedConfig, rows: list[dict]) -> str:
     return f"{cfg.known('schedule.processes')} process pairs{limit}"
 
 
-def pairs_text(row: dict) -> str:
+def pairs_text(row: Row) -> str:
     """The pairs cell: '3/8' of a fixed schedule, '12' where --precision left the number open."""
-    got = row.get("n_pairs") or 0
-    return f"{got}/{row['pairs_planned']}" if row.get("pairs_planned") else str(got)
+    got = row.n_pairs or 0
+    return f"{got}/{row.pairs_planned}" if row.pairs_planned else str(got)
 
 
 def side_text(desc: dict) -> str:
@@ -114,7 +115,7 @@ def _header(summary: Summary, cfg: RecordedConfig, metric: str) -> list[str]:
     return header
 
 
-def _compare_footer(rows: list[dict], stats, levels: TableLevels | None) -> list[str]:
+def _compare_footer(rows: list[Row], stats, levels: TableLevels | None) -> list[str]:
     """How a compare table's intervals and verdicts are made (after the summary's notes)."""
     footer = []
     if levels and levels.family > 1:
@@ -123,14 +124,14 @@ def _compare_footer(rows: list[dict], stats, levels: TableLevels | None) -> list
             f"{levels.changed} changed, so every interval is a {level_text(levels.alpha)} one: with no real "
             f"change, any slower/faster in this table has a chance <= {stats.alpha:g}"
         )
-    mdes = [r["mde_pct"] for r in rows if r.get("mde_pct") is not None]
+    mdes = [r.mde_pct for r in rows if r.mde_pct is not None]
     if mdes:
         footer.append(
             f"smallest detectable change (80% power): {min(mdes):.1f}% .. {max(mdes):.1f}% per cell"
         )
     effect = stats.min_effect_pct
     unit = "pairs (pair = unit)"
-    if any(r.get("ci_basis") == "generations" for r in rows):  # "one generation": over its pairs
+    if any(r.ci_basis == "generations" for r in rows):  # "one generation": over its pairs
         unit = "fork-server generations (generation = unit, each the mean of its pairs)"
     footer.append(f"intervals: Student t over {unit} of the median log ratio of adjacent A/B trial couples")
     footer.append(
@@ -138,23 +139,23 @@ def _compare_footer(rows: list[dict], stats, levels: TableLevels | None) -> list
         f"no change = the whole interval inside +-{effect:g}%; inconclusive = neither, with the change it "
         "could not rule out"
     )
-    bounds = [r for r in rows if r.get("load_bound_pct") is not None]
+    bounds = [r for r in rows if r.load_bound_pct is not None]
     if bounds:
-        limit, most = stats.max_contended_pct, max(bounds, key=lambda r: r["load_bound_pct"])
+        limit, most = stats.max_contended_pct, max(bounds, key=lambda r: r.load_bound_pct)
         footer.append(
             f"load: {len(bounds)} cell(s) had more than {limit:g}% of their trial couples share the measuring"
-            f" core in every attempt (up to {max(r['contended_pct'] for r in bounds):.0f}%); their figures "
+            f" core in every attempt (up to {max(r.contended_pct for r in bounds):.0f}%); their figures "
             f"count them and their intervals are widened by the bias load could add (up to "
-            f"+-{most['load_bound_pct']:.1f}%, from {most.get('load_bound_source') or 'the couples'}); "
+            f"+-{most.load_bound_pct:.1f}%, from {most.load_bound_source or 'the couples'}); "
             "inconclusive (load) = the change is within that"
         )
     return footer
 
 
-def key_columns(rows: list[dict], mode: bool | None = None) -> list[str]:
+def key_columns(rows: list[Row], mode: bool | None = None) -> list[str]:
     """The columns that name a cell: module, recipe, and shape and mode where the rows differ in them."""
-    show_shape = len({r["shape"] for r in rows}) > 1
-    show_mode = len({r["mode"] for r in rows}) > 1 if mode is None else mode
+    show_shape = len({r.shape for r in rows}) > 1
+    show_mode = len({r.mode for r in rows}) > 1 if mode is None else mode
     return ["module", "recipe"] + ["shape"] * show_shape + ["mode"] * show_mode
 
 
@@ -163,32 +164,32 @@ def _compare_columns(summary: Summary) -> list[str]:
     return [base, head, "delta", "delta %", f"{level_text(summary.interval_alpha)} CI"]
 
 
-def _step_cells(summary: Summary, r: dict, show_pairs: bool, show_why: bool) -> tuple[list[str], str | None]:
+def _step_cells(summary: Summary, r: Row, show_pairs: bool, show_why: bool) -> tuple[list[str], str | None]:
     """A row's cells after its key columns, and its style."""
-    status = r.get("status")
+    status = r.status
     pairs = [pairs_text(r) if status != "skipped" else ""] if show_pairs else []
     if status in ("skipped", "failed", "missing"):
-        reason = (r.get("error") or "")[:90]
+        reason = (r.error or "")[:90]
         # compare: base, head, delta, delta %, CI, [pairs], verdict (and the reason once more);
         # run: median, spread, main thread, wall, between pairs, [pairs], why
         line = [STATUS_TEXT[status]] + [""] * 4 + pairs + [reason] * (2 if summary.compare else 1)
         return line, "dim" if status == "skipped" else "red"
     if summary.compare:
-        ci = "-" if r.get("ci_low_us") is None else f"[{r['ci_low_us']:+,.1f}, {r['ci_high_us']:+,.1f}] us"
+        ci = "-" if r.ci_low_us is None else f"[{r.ci_low_us:+,.1f}, {r.ci_high_us:+,.1f}] us"
         v = verdict_text(r) + (" (partial)" if status == "partial" else "")
-        line = [us(r["base_us"]), us(r["head_us"]), signed_us(r["delta_us"]), pct(r["delta_pct"]), ci]
-        return line + pairs + [v], STYLE.get(r.get("verdict"))
-    line = [us(r["base_us"]), pct(r.get("base_spread_pct"), signed=False), us(r.get("base_thread_us"))]
-    line += [us(r.get("base_wall_us")), pct(r.get("pair_sd_pct"), signed=False)] + pairs
-    line += [(r.get("error") or "")[:90]] if show_why else []
+        line = [us(r.base_us), us(r.head_us), signed_us(r.delta_us), pct(r.delta_pct), ci]
+        return line + pairs + [v], STYLE.get(r.verdict)
+    line = [us(r.base_us), pct(r.base_spread_pct, signed=False), us(r.base_thread_us)]
+    line += [us(r.base_wall_us), pct(r.pair_sd_pct, signed=False)] + pairs
+    line += [(r.error or "")[:90]] if show_why else []
     return line, None if status == "ok" else "yellow"
 
 
 def table_model(summary: Summary) -> TableModel:
     stats = summary.settings
     header = _header(summary, summary.config, stats.metric.replace("_", " "))
-    show_counters = any(r.get("counters") for r in summary.rows)
-    show_host = any(r.get("host_bound") is not None for r in summary.rows)
+    show_counters = any(r.counters for r in summary.rows)
+    show_host = any(r.host_bound is not None for r in summary.rows)
     show_pairs = summary.show_pairs
     keys = key_columns(summary.rows)
     cols = list(keys)
@@ -197,18 +198,16 @@ def table_model(summary: Summary) -> TableModel:
     else:
         cols += ["median", "spread (IQR)", "main thread", "wall", "between pairs"] + ["pairs"] * show_pairs
     # a run has no verdict column to say why a cell was not measured: its own column, where one needs it
-    show_why = not summary.compare and any(
-        r.get("status") in ("skipped", "failed", "missing") for r in summary.rows
-    )
+    show_why = not summary.compare and any(r.status in ("skipped", "failed", "missing") for r in summary.rows)
     cols += ["why"] * show_why + ["host-bound"] * show_host + ["counters"] * show_counters
     rows, styles = [], []
     for r in summary.rows:
         cells, style = _step_cells(summary, r, show_pairs, show_why)
-        line = [r[k] for k in keys] + cells
+        line = [getattr(r, k) for k in keys] + cells
         if show_host:
-            line.append({True: "yes", False: "GPU-bound", None: "-"}[r.get("host_bound")])
+            line.append({True: "yes", False: "GPU-bound", None: "-"}[r.host_bound])
         if show_counters:
-            line.append(counters_text(r.get("counters"), summary.compare))
+            line.append(counters_text(r.counters, summary.compare))
         rows.append(line)
         styles.append(style)
     footer = list(summary.notes) + (
@@ -233,8 +232,8 @@ def _steps_text(steps) -> str:
     return f"{steps:,}" if isinstance(steps, int) else str(steps)
 
 
-def _onetime_cells(summary: Summary, r: dict, cost: str) -> tuple[list[str], str | None]:
-    g = lambda k: r.get(f"{cost}_{k}")  # noqa: E731
+def _onetime_cells(summary: Summary, r: Row, cost: str) -> tuple[list[str], str | None]:
+    g = lambda k: getattr(r, f"{cost}_{k}")  # noqa: E731
     if summary.compare:
         ci = "-" if g("ci_low_ms") is None else f"[{g('ci_low_ms'):+,.2f}, {g('ci_high_ms'):+,.2f}] ms"
         verdict = verdict_text({"verdict": g("verdict"), "bound_pct": g("bound_pct")})
@@ -243,8 +242,8 @@ def _onetime_cells(summary: Summary, r: dict, cost: str) -> tuple[list[str], str
     line = [ms(g("base_ms")), pct(g("pair_sd_pct"), signed=False), str(g("n_pairs") or 0)]
     if cost != "first_call":
         return line + ["", "", ""], None
-    extra, saves = signed_ms(r.get("onetime_extra_ms")), signed_us(r.get("saving_per_step_us"))
-    return line + [extra, saves, _steps_text(r.get("break_even_steps"))], None
+    extra, saves = signed_ms(r.onetime_extra_ms), signed_us(r.saving_per_step_us)
+    return line + [extra, saves, _steps_text(r.break_even_steps)], None
 
 
 def onetime_model(summary: Summary) -> TableModel | None:
@@ -252,7 +251,7 @@ def onetime_model(summary: Summary) -> TableModel | None:
     from teperf.schema import ONETIME_COSTS
 
     lines = [
-        (r, cost) for r in summary.rows for cost in ONETIME_COSTS if r.get(f"{cost}_base_ms") is not None
+        (r, cost) for r in summary.rows for cost in ONETIME_COSTS if getattr(r, f"{cost}_base_ms") is not None
     ]
     if not lines:
         return None
@@ -265,7 +264,7 @@ def onetime_model(summary: Summary) -> TableModel | None:
     rows, styles = [], []
     for r, cost in lines:
         cells, style = _onetime_cells(summary, r, cost)
-        rows.append([r[k] for k in keys] + [ONETIME_LABEL[cost]] + cells)
+        rows.append([getattr(r, k) for k in keys] + [ONETIME_LABEL[cost]] + cells)
         styles.append(style)
     return TableModel("one-time costs", [ONETIME_HEADER], cols, rows, styles, list(summary.onetime_notes))
 
@@ -318,7 +317,7 @@ def csv_text(fields, rows) -> str:
 
 
 def _flat_rows(summary: Summary) -> list[dict]:
-    return [{k: json_value(r.get(k)) for k in ROW_FIELDS} for r in summary.rows]
+    return [{k: json_value(v) for k, v in r.to_dict().items() if k in ROW_FIELDS} for r in summary.rows]
 
 
 def render_json(summary: Summary, console=None) -> str:

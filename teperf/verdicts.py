@@ -97,18 +97,17 @@ def parse_fail_on(values: Iterable[str] | None) -> set[str]:
     return verdicts
 
 
-def failing_cells(rows: Sequence[dict], verdicts: set[str]) -> list[str]:
-    """'module/recipe[/shape/mode][ cost] verdict delta' of every per-step and one-time verdict given."""
-    shapes = len({r.get("shape") for r in rows}) > 1
-    modes = len({r.get("mode") for r in rows}) > 1
+def failing_cells(rows: Sequence, verdicts: set[str]) -> list[str]:
+    """'module/recipe[/shape/mode][ cost] verdict delta' of every per-step and one-time verdict given
+    (``rows``: records.Row)."""
+    shapes = len({r.shape for r in rows}) > 1
+    modes = len({r.mode for r in rows}) > 1
     out = []
     for r in rows:
-        cell = "/".join(
-            [r["module"], r["recipe"]] + ([r["shape"]] if shapes else []) + ([r["mode"]] if modes else [])
-        )
+        cell = "/".join([r.module, r.recipe] + [r.shape] * shapes + [r.mode] * modes)
         figures = [("", r)]
         for cost in ONETIME_COSTS:
-            onetime = {k: r.get(f"{cost}_{k}") for k in ("verdict", "delta_pct", "bound_pct")}
+            onetime = {k: getattr(r, f"{cost}_{k}") for k in ("verdict", "delta_pct", "bound_pct")}
             figures.append((f" {cost.replace('_', ' ')}", onetime))
         for what, f in figures:
             if f.get("verdict") not in verdicts:

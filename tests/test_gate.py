@@ -1,24 +1,27 @@
 """--fail-on: parsing, which cells fail, and the exit codes of the real CLI on a finished bundle."""
 
+import dataclasses
+
 import pytest
 from conftest import PLANTED, run_cli
 
 from teperf.commands._common import gate
 from teperf.errors import TeperfError
+from teperf.records import Row
 from teperf.summary import Summary
 from teperf.verdicts import failing_cells, parse_fail_on
 
 
 def row(module, verdict, delta=1.0, bound=None, shape="8x2x64"):
-    return {
-        "module": module,
-        "recipe": "fp32",
-        "shape": shape,
-        "mode": "eager",
-        "verdict": verdict,
-        "delta_pct": delta,
-        "bound_pct": bound,
-    }
+    return Row(
+        module=module,
+        recipe="fp32",
+        shape=shape,
+        mode="eager",
+        verdict=verdict,
+        delta_pct=delta,
+        bound_pct=bound,
+    )
 
 
 ROWS = [
@@ -68,14 +71,14 @@ def test_failing_cells_name_the_cells():
 
 def test_fail_on_covers_one_time_verdicts():
     """Issue 22: a compile cell whose first call got 40 % slower failed no gate."""
-    compiled = {
-        **row("Linear", "no change", 0.2),
-        "mode": "compile",
-        "first_call_verdict": "slower",
-        "first_call_delta_pct": 40.0,
-        "recompile_verdict": "too few pairs",
-        "recompile_delta_pct": 90.0,
-    }
+    compiled = dataclasses.replace(
+        row("Linear", "no change", 0.2),
+        mode="compile",
+        first_call_verdict="slower",
+        first_call_delta_pct=40.0,
+        recompile_verdict="too few pairs",
+        recompile_delta_pct=90.0,
+    )
     assert failing_cells([compiled], {"slower"}) == ["Linear/fp32 first call slower +40.0%"]
     assert failing_cells([compiled], {"slower", "faster", "inconclusive"}) == [
         "Linear/fp32 first call slower +40.0%"
@@ -86,7 +89,7 @@ def test_fail_on_covers_one_time_verdicts():
 def test_gate_exits_1_with_one_line_only_on_a_matching_verdict(capsys):
     summary = Summary(meta={}, rows=ROWS, notes=[])
     gate(summary, {"faster"} - {"faster"})  # nothing asked: never fails
-    gate(Summary(meta={}, rows=[r for r in ROWS if r["verdict"] != "slower"], notes=[]), {"slower"})
+    gate(Summary(meta={}, rows=[r for r in ROWS if r.verdict != "slower"], notes=[]), {"slower"})
     assert capsys.readouterr().err == ""
     with pytest.raises(SystemExit) as stop:
         gate(summary, parse_fail_on(["change"]))

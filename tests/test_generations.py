@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from teperf.config import Stats
+from teperf.records import Row
 from teperf.summary.notes import generation_note
 from teperf.summary.parse import ParsedBundle
 
@@ -22,12 +23,12 @@ def parsed(spawn: str, seeds: dict[int, int]) -> ParsedBundle:
 SEEDS = {p: 100 + p // 4 for p in range(12)}  # 3 generations of 4 pairs
 
 
-def rows(offsets: dict[int, float]) -> list[dict]:
+def rows(offsets: dict[int, float]) -> list[Row]:
     """20 cells; a pair's log ratio is its generation's offset plus a little of its own."""
     out = []
     for cell in range(20):
         logs = {p: offsets[SEEDS[p]] + 0.001 * (((p * 7 + cell * 3) % 5) - 2) for p in SEEDS}
-        out.append({"pair_logs": logs})
+        out.append(Row(pair_logs=logs))
     return out
 
 
@@ -45,7 +46,7 @@ def test_fresh_pairs_and_single_pair_generations_are_not_tested():
     assert generation_note(parsed("fresh", SEEDS), rows({100: 0.0, 101: 0.03, 102: -0.02}), Stats()) == ""
     own = {p: 1000 + p for p in range(12)}  # every pair its own generation (--server-pairs 1)
     assert (
-        generation_note(parsed("forkserver", own), [{"pair_logs": {p: 0.01 * p for p in own}}], Stats()) == ""
+        generation_note(parsed("forkserver", own), [Row(pair_logs={p: 0.01 * p for p in own})], Stats()) == ""
     )
 
 
@@ -115,11 +116,11 @@ def test_one_time_costs_count_generations_for_too_few():
 def test_one_generation_is_said_in_the_notes():
     from teperf.summary.notes import notes
 
-    row = {"status": "ok", "ci_basis": "one generation", "pair_logs": {0: 0.01, 1: 0.02}}
+    row = Row(status="ok", ci_basis="one generation", pair_logs={0: 0.01, 1: 0.02})
     said = notes(parsed("forkserver", {0: 7, 1: 7}), [row], Stats())
     assert any("one fork-server generation" in n and "--spawn fresh" in n for n in said)
     assert not any(
-        "one fork-server generation" in n for n in notes(parsed("fresh", {}), [{"status": "ok"}], Stats())
+        "one fork-server generation" in n for n in notes(parsed("fresh", {}), [Row(status="ok")], Stats())
     )
 
 

@@ -14,6 +14,7 @@ from conftest import run_in_process
 
 from teperf import cli
 from teperf.history.store import HistoryStore
+from teperf.records import Row
 
 run = run_in_process
 
@@ -98,18 +99,16 @@ def test_import_adds_bundles_once(tmp_path, monkeypatch, capsys):
         if "partial" in str(path):
             meta["status"] = "interrupted"
         rows = [
-            {
-                "module": "Linear",
-                "recipe": "fp32",
-                "shape": "8x2x256",
-                "dtype": "float32",
-                "mode": "eager",
-                "status": "ok",
-                "base_us": 123.0,
-                "head_us": None,
-                "verdict": None,
-                "n_pairs": 3,
-            }
+            Row(
+                module="Linear",
+                recipe="fp32",
+                shape="8x2x256",
+                dtype="float32",
+                mode="eager",
+                status="ok",
+                base_us=123.0,
+                n_pairs=3,
+            )
         ]
         return types.SimpleNamespace(meta=meta, rows=rows)
 

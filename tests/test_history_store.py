@@ -21,6 +21,7 @@ from teperf.history.store import (
     ordered,
     rows_from_summary,
 )
+from teperf.records import Row
 
 
 def make_meta(
@@ -81,7 +82,7 @@ def make_row(module="Linear", recipe="fp32", base=100.0, head=110.0, single=Fals
         "counters": {"base": {"ops": 3}, "head": {"ops": 4}},
     }
     row.update(extra)
-    return row
+    return Row(**row)
 
 
 def summary(meta=None, rows=None):

@@ -1,10 +1,11 @@
 """Every output format carries the new verdicts, the inconclusive bound and the precision schedule."""
 
 import csv
+import dataclasses
 import io
 import json
 
-from teperf.records import StopRecord
+from teperf.records import Row, StopRecord
 from teperf.render import render, table_model
 from teperf.schema import ROW_FIELDS
 from teperf.summary import Summary
@@ -35,7 +36,7 @@ def _row(module, verdict, delta, low, high, pairs, bound=None):
         ci_basis="pairs",
         mde_pct=2.0,
     )
-    return r
+    return Row(**r)
 
 
 def summary(precision=1.0, budget=300.0):
@@ -77,8 +78,7 @@ def test_markdown_shows_the_bound_pairs_and_the_target():
 
 def test_fixed_schedule_header_and_no_pairs_column_when_all_equal():
     s = summary(precision=None, budget=None)
-    for r in s.rows:
-        r["n_pairs"] = 8
+    s.rows = [dataclasses.replace(r, n_pairs=8) for r in s.rows]
     model = table_model(s)
     assert "pairs" not in model.columns
     assert model.header[-1].startswith("8 process pairs x 2 rounds")
@@ -131,17 +131,15 @@ def test_stop_notes():
 
 def test_fixed_schedule_with_a_budget_says_how_many_pairs_ran():
     s = summary(precision=None, budget=90.0)
-    for r in s.rows:
-        r["n_pairs"] = 5
+    s.rows = [dataclasses.replace(r, n_pairs=5) for r in s.rows]
     assert table_model(s).header[-1].startswith("8 process pairs (budget 90 s: 5 ran) x 2 rounds")
 
 
 def test_one_pairs_column_for_lost_pairs_and_for_precision():
     # fixed schedule: a cell that lost a pair shows n/planned, once, before the verdict
     fixed = summary(precision=None, budget=None)
-    for r in fixed.rows:
-        r.update(n_pairs=8, pairs_planned=8)
-    fixed.rows[0]["n_pairs"] = 7
+    fixed.rows = [dataclasses.replace(r, n_pairs=8, pairs_planned=8) for r in fixed.rows]
+    fixed.rows[0] = dataclasses.replace(fixed.rows[0], n_pairs=7)
     model = table_model(fixed)
     assert (
         model.columns.count("pairs") == 1
@@ -149,7 +147,7 @@ def test_one_pairs_column_for_lost_pairs_and_for_precision():
     )
     assert [line[model.columns.index("pairs")] for line in model.rows] == ["7/8", "8/8"]
     # every cell got what was planned: no column
-    fixed.rows[0]["n_pairs"] = 8
+    fixed.rows[0] = dataclasses.replace(fixed.rows[0], n_pairs=8)
     assert not fixed.show_pairs and "pairs" not in table_model(fixed).columns
     # --precision: nothing planned, the bare counts
     open_ = summary()

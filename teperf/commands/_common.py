@@ -373,12 +373,12 @@ def measure_and_report(fn, measure: MeasureOptions, *sides):
     if summary.code_problems and not bad:
         sys.exit(EXIT_CELLS_FAILED)
     if bad:
-        first = summary.meta.get("error") or next((r.get("error") for r in bad if r.get("error")), "") or ""
-        measured = [r for r in summary.rows if r.get("status") != "skipped"]
+        first = summary.meta.get("error") or next((r.error for r in bad if r.error), "") or ""
+        measured = [r for r in summary.rows if r.status != "skipped"]
         every = "every cell" if len(bad) == len(measured) else f"{len(bad)} cell(s)"
         hint = f"{failure_hint(first)} (worker logs: {path}/workers/)"
         budget = (summary.meta.get("config") or {}).get("schedule", {}).get("budget_s")
-        if not first and all(r.get("status") == "missing" for r in bad):  # nothing failed: never measured
+        if not first and all(r.status == "missing" for r in bad):  # nothing failed: never measured
             first = "no trial of them was measured" + (f" within the {budget:g} s budget" if budget else "")
             hint = "raise --budget (a pair starts in seconds)" if budget else f"see {path}/workers/"
         click.echo(for_terminal(f"teperf: {every} failed or ended partial ({first[:300]}); {hint}"), err=True)

@@ -56,7 +56,7 @@ def command(bundles, history_url, ref, shard, sha, subject, commit_date, include
             if note.startswith("skipped "):  # a damaged bundle: say what was left out
                 click.echo(f"{path}: {note}", err=True)
         status = summary.meta.get("status")
-        partial = sum(r.get("status") == "partial" for r in summary.rows)  # e.g. records.jsonl cut short
+        partial = sum(r.status == "partial" for r in summary.rows)  # e.g. records.jsonl cut short
         why = f"run status {status!r}" if status in ("running", "interrupted") else ""
         why = why or (f"{partial} of {len(summary.rows)} cells partial" if partial else "")
         if why and not include_partial:

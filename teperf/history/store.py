@@ -29,6 +29,7 @@ from teperf.records import (
     ExplanationRecord,
     HistoryRow,
     RecordError,
+    Row,
     shape_text,
 )
 
@@ -141,21 +142,22 @@ _NUMBERS = (
 ).split()
 
 
-def _cell_columns(r: Mapping[str, Any], is_compare: bool) -> dict:
+def _cell_columns(r: Row, is_compare: bool) -> dict:
     """A summary row's cell columns: the measured side's figures (head's in a compare)."""
     side = "head" if is_compare else "base"
-    shape, counters = r.get("shape"), r.get("counters")
-    row = {key: r.get(key) for key in _AS_IS}
-    row.update({key: _num(r.get(key)) for key in _NUMBERS})
-    row.update({key: None if r.get(key) is None else int(r[key]) for key in ("n_pairs", "n_trials")})
+    counters = r.counters
+    row = {key: getattr(r, key) for key in _AS_IS}
+    row.update({key: _num(getattr(r, key)) for key in _NUMBERS})
     row.update(
-        shape=shape if shape is None or isinstance(shape, str) else shape_text(shape),
-        error=None if r.get("error") is None else str(r["error"]),
-        host_us=_num(r.get(f"{side}_us")),
-        host_spread_pct=_num(r.get(f"{side}_spread_pct")),
+        n_pairs=None if r.n_pairs is None else int(r.n_pairs),
+        n_trials=None if r.n_trials is None else int(r.n_trials),
+        shape=None if r.shape is None else shape_text(r.shape),
+        error=None if r.error is None else str(r.error),
+        host_us=_num(getattr(r, f"{side}_us")),
+        host_spread_pct=_num(getattr(r, f"{side}_spread_pct")),
         counters=None if counters is None else json.dumps(counters, sort_keys=True, default=str),
-        first_call_ms=_num(r.get(f"first_call_{side}_ms")),
-        recompile_ms=_num(r.get(f"recompile_{side}_ms")),
+        first_call_ms=_num(getattr(r, f"first_call_{side}_ms")),
+        recompile_ms=_num(getattr(r, f"recompile_{side}_ms")),
     )
     return row
 

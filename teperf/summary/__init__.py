@@ -48,16 +48,14 @@ class Summary:
     @property
     def show_pairs(self) -> bool:
         """Whether the table needs a pairs column: a cell has fewer pairs than planned or than another."""
-        measured = [r for r in self.rows if r.get("status") != "skipped"]
-        short = any(
-            r.get("pairs_planned") and (r.get("n_pairs") or 0) != r["pairs_planned"] for r in measured
-        )
-        return short or len({r.get("n_pairs") for r in measured if r.get("n_pairs")}) > 1
+        measured = [r for r in self.rows if r.status != "skipped"]
+        short = any(r.pairs_planned and (r.n_pairs or 0) != r.pairs_planned for r in measured)
+        return short or len({r.n_pairs for r in measured if r.n_pairs}) > 1
 
     @property
     def incomplete_rows(self) -> list[dict]:
         """Cells that failed, ended partial or were never measured (skipped ones are fine)."""
-        return [r for r in self.rows if r.get("status") in ("failed", "partial", "missing")]
+        return [r for r in self.rows if r.status in ("failed", "partial", "missing")]
 
 
 def stats_from_meta(meta: dict, **overrides) -> Stats:

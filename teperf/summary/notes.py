@@ -9,7 +9,7 @@ import numpy as np
 
 from teperf.config import Stats, read_config
 from teperf.numbers import duration
-from teperf.records import CONTENDED_WALL_OVER_CPU, StopRecord
+from teperf.records import CONTENDED_WALL_OVER_CPU, Row, StopRecord
 from teperf.stats import TableLevels, lanes_agree, onetime_rule
 from teperf.summary.aggregate import planned_pairs, trials_without_clock
 from teperf.summary.parse import ParsedBundle
@@ -29,17 +29,15 @@ def _where_running(meta: dict) -> str:
     return f" on {facts['hostname']}{pid}, which this host cannot check"
 
 
-def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
+def notes(parsed: ParsedBundle, rows: list[Row], stats: Stats) -> list[str]:
     meta = parsed.meta
     out = []
     planned = planned_pairs(parsed)
     for row in rows:
-        if row["status"] == "partial":
-            where = "/".join(str(row[k]) for k in ("module", "recipe", "shape", "mode"))
+        if row.status == "partial":
             of_planned = f" of {planned}" if planned else ""
             out.append(
-                f"partial {where}: its figures rest on {row['n_pairs'] or 0}{of_planned} pairs; "
-                f"{row['error']}"
+                f"partial {row.key}: its figures rest on {row.n_pairs or 0}{of_planned} pairs; {row.error}"
             )
     if meta.get("status") == "interrupted":
         detail = f" ({meta['status_detail']})" if meta.get("status_detail") else ""
@@ -58,18 +56,18 @@ def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
         )
     elif meta.get("status") == "failed":
         out.append(f"run status: failed{': ' + meta['error'] if meta.get('error') else ''}")
-    if any(r.get("ci_basis") == "trials" for r in rows):
+    if any(r.ci_basis == "trials" for r in rows):
         out.append(
             "one process pair: intervals cover trial noise only, not the between-process noise (a few % on a "
             "VM); use --processes 3 or more for verdicts that hold"
         )
-    if any(r.get("ci_basis") == "one generation" for r in rows):
+    if any(r.ci_basis == "one generation" for r in rows):
         out.append(
             "one fork-server generation: intervals cover the noise between its pairs only, not between "
             "generations (the unit with --spawn forkserver); use more pairs than --server-pairs, or "
             "--spawn fresh"
         )
-    if any(r.get("host_bound") is False for r in rows):
+    if any(r.host_bound is False for r in rows):
         out.append(
             "cells marked 'GPU-bound': the GPU was behind at the end of a trial, so host time is not what "
             "limits the step"
@@ -103,7 +101,7 @@ def notes(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> list[str]:
     return [note for note in out if note]  # the *_note helpers give "" for nothing to say
 
 
-def generation_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str:
+def generation_note(parsed: ParsedBundle, rows: list[Row], stats: Stats) -> str:
     """--spawn forkserver: whether the pairs of one server generation (sharing its address-space layout
     and hash seed) agree more with each other than with other generations', per cell (one-way ANOVA)."""
     generation_of = parsed.pair_generations
@@ -113,7 +111,7 @@ def generation_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str
     tested = differ = 0
     for row in rows:
         groups: dict[int, list[float]] = {}
-        for pair, value in (row.get("pair_logs") or {}).items():
+        for pair, value in (row.pair_logs or {}).items():
             generation = generation_of.get(int(pair))
             if generation is not None:
                 groups.setdefault(generation, []).append(value)
@@ -136,10 +134,10 @@ def generation_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str
     return text
 
 
-def load_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str:
+def load_note(parsed: ParsedBundle, rows: list[Row], stats: Stats) -> str:
     """What sharing the measuring core did: couples measured again, couples left out, cells inconclusive."""
-    remeasured = sum(r.get("remeasured") or 0 for r in rows)
-    shares = [r["contended_pct"] for r in rows if r.get("contended_pct")]
+    remeasured = sum(r.remeasured or 0 for r in rows)
+    shares = [r.contended_pct for r in rows if r.contended_pct]
     limit = stats.max_contended_pct
     counted = [p for p in shares if p > limit or p == 100 or limit >= 100]  # teperf.stats.choose_attempts
     left_out = [p for p in shares if p not in counted]
@@ -159,7 +157,7 @@ def load_note(parsed: ParsedBundle, rows: list[dict], stats: Stats) -> str:
     if counted and limit >= 100:
         text += f"; they count (the limit is 100%): up to {max(counted):.0f}% of a cell's couples"
     elif counted:
-        loaded = sum(r.get("verdict_cause") == LOAD for r in rows)
+        loaded = sum(r.verdict_cause == LOAD for r in rows)
         text += (
             f"; {_plural(len(counted), 'cell')} had more than {limit:g}% of their couples share it in every "
             f"attempt (up to {max(counted):.0f}%): their figures count them, their intervals widened by the "
