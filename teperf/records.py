@@ -377,14 +377,6 @@ class _RowReads:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
-    # Reads by name, for the callers not yet moved to attributes: a name that is no field is an
-    # AttributeError, not a silent None.
-    def __getitem__(self, name: str):
-        return getattr(self, name)
-
-    def get(self, name: str, default=None):
-        return getattr(self, name)
-
 
 # A summary row's figures that json/csv leave out: the smallest p its interval could reach (of each one-time
 # cost too), where its load bound came from, each pair's log ratio (report --by-lane groups them) and the

@@ -17,7 +17,7 @@ from teperf.safe_text import for_markdown, for_terminal
 from teperf.schema import ROW_FIELDS
 from teperf.stats import TableLevels, level_text
 from teperf.summary import Summary
-from teperf.verdicts import STYLE, verdict_text
+from teperf.verdicts import STYLE, onetime, verdict_text
 
 STATUS_TEXT = {"skipped": "skipped", "failed": "FAILED", "partial": "partial", "missing": "not measured"}
 
@@ -236,7 +236,7 @@ def _onetime_cells(summary: Summary, r: Row, cost: str) -> tuple[list[str], str 
     g = lambda k: getattr(r, f"{cost}_{k}")  # noqa: E731
     if summary.compare:
         ci = "-" if g("ci_low_ms") is None else f"[{g('ci_low_ms'):+,.2f}, {g('ci_high_ms'):+,.2f}] ms"
-        verdict = verdict_text({"verdict": g("verdict"), "bound_pct": g("bound_pct")})
+        verdict = verdict_text(onetime(r, cost))
         line = [ms(g("base_ms")), ms(g("head_ms")), signed_ms(g("delta_ms")), pct(g("delta_pct")), ci]
         return line + [str(g("n_pairs") or 0), verdict], STYLE.get(g("verdict"))
     line = [ms(g("base_ms")), pct(g("pair_sd_pct"), signed=False), str(g("n_pairs") or 0)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Iterable, Sequence
 
 from teperf.errors import TeperfError
@@ -49,25 +50,31 @@ def loaded(contended: int, couples: int, limit_pct: float) -> bool:
     return bool(couples) and 100.0 * contended / couples > limit_pct
 
 
-def load_text(f: dict) -> str:
+def load_text(row) -> str:
     """'load: 83% contended, bias up to 2.1%': what load did to a cell the load rule withheld."""
-    bound = f", bias up to {f['load_bound_pct']:.1f}%" if f.get("load_bound_pct") is not None else ""
-    return f"load: {f.get('contended_pct') or 0:.0f}% contended{bound}"
+    bound = f", bias up to {row.load_bound_pct:.1f}%" if row.load_bound_pct is not None else ""
+    return f"load: {row.contended_pct or 0:.0f}% contended{bound}"
 
 
-def qualifier(f: dict) -> str:
+def qualifier(row) -> str:
     """What an inconclusive verdict adds: ' (load: ...)' when load withheld it, else the change it could
-    not rule out (' (up to +X%)'); '' for any other verdict."""
-    if f.get("verdict") != INCONCLUSIVE:
+    not rule out (' (up to +X%)'); '' for any other verdict. ``row``: a records.Row."""
+    if row.verdict != INCONCLUSIVE:
         return ""
-    if f.get("verdict_cause") == LOAD:
-        return f" ({load_text(f)})"
-    return f" (up to {f['bound_pct']:+.1f}%)" if f.get("bound_pct") is not None else ""
+    if row.verdict_cause == LOAD:
+        return f" ({load_text(row)})"
+    return f" (up to {row.bound_pct:+.1f}%)" if row.bound_pct is not None else ""
 
 
-def verdict_text(row: dict) -> str:
+def verdict_text(row) -> str:
     """The verdict as the table shows it: an inconclusive one with the change it could not rule out."""
-    return (row.get("verdict") or "-") + qualifier(row)
+    return (row.verdict or "-") + qualifier(row)
+
+
+def onetime(row, cost: str):
+    """The row as its one-time ``cost`` (schema.ONETIME_COSTS) reads: its verdict, change and bound."""
+    figures = {k: getattr(row, f"{cost}_{k}") for k in ("verdict", "delta_pct", "bound_pct")}
+    return dataclasses.replace(row, **figures, verdict_cause=None)
 
 
 def slope_verdict(delta: dict) -> str:
@@ -105,13 +112,10 @@ def failing_cells(rows: Sequence, verdicts: set[str]) -> list[str]:
     out = []
     for r in rows:
         cell = "/".join([r.module, r.recipe] + [r.shape] * shapes + [r.mode] * modes)
-        figures = [("", r)]
-        for cost in ONETIME_COSTS:
-            onetime = {k: getattr(r, f"{cost}_{k}") for k in ("verdict", "delta_pct", "bound_pct")}
-            figures.append((f" {cost.replace('_', ' ')}", onetime))
+        figures = [("", r)] + [(f" {cost.replace('_', ' ')}", onetime(r, cost)) for cost in ONETIME_COSTS]
         for what, f in figures:
-            if f.get("verdict") not in verdicts:
+            if f.verdict not in verdicts:
                 continue
-            delta = f" {f['delta_pct']:+.1f}%" if f.get("delta_pct") is not None else ""
-            out.append(f"{cell}{what} {f['verdict']}{delta}{qualifier(f)}")
+            delta = f" {f.delta_pct:+.1f}%" if f.delta_pct is not None else ""
+            out.append(f"{cell}{what} {f.verdict}{delta}{qualifier(f)}")
     return out

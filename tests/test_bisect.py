@@ -405,7 +405,7 @@ def test_a_bisect_on_a_busy_machine_names_the_38_pct_commit_with_its_share(tmp_p
     def row_of(t_base, t_head):
         path = _busy(tmp_path / f"c{next(made)}", change=t_head / t_base, level=t_base, pairs=12).path
         row = summarize(path).rows[0]
-        assert row["contended_pct"] == 100 and row["load_bound_pct"] is not None
+        assert row.contended_pct == 100 and row.load_bound_pct is not None
         return row
 
     result, probes = _run_fake(tmp_path, monkeypatch, _steps(170.0, {6: 234.6}), n=10, row_of=row_of)

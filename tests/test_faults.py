@@ -243,7 +243,7 @@ def test_report_survives_any_bytes_and_counts_what_it_skipped(tmp_path, tail, sk
         code, out, err = run(["report", str(path), "--format", fmt], capsys)
         assert code == 0 and "Traceback" not in err, err
     summary = summarize(path)
-    assert summary.rows[0]["n_trials"] == 4
+    assert summary.rows[0].n_trials == 4
     assert any(f"skipped {skipped} unreadable line" in n for n in summary.notes), summary.notes
 
 

@@ -130,40 +130,40 @@ def test_contended_couples_are_left_out_or_replaced_by_their_re_measure(tmp_path
     summary = summarize(_bundle(tmp_path / "a", {0, 1}).path)
     left_out = summary.rows[0]
     assert any("left out of the figures: 8% per cell" in n for n in summary.notes)
-    assert left_out["contended_pct"] == pytest.approx(100 * 2 / 24) and left_out["remeasured"] == 0
-    assert abs(left_out["delta_pct"]) < 0.3 and left_out["verdict"] == "no change"
-    assert left_out.get("verdict_cause") is None
+    assert left_out.contended_pct == pytest.approx(100 * 2 / 24) and left_out.remeasured == 0
+    assert abs(left_out.delta_pct) < 0.3 and left_out.verdict == "no change"
+    assert left_out.verdict_cause is None
     again = summarize(_bundle(tmp_path / "b", {0, 1}, remeasure=True).path)
     row = again.rows[0]
-    assert row["contended_pct"] == 0 and row["remeasured"] == 2 and row["verdict"] == "no change"
-    assert row["n_trials"] == 24  # one base trial per couple: the clean re-measure, not both attempts
+    assert row.contended_pct == 0 and row.remeasured == 2 and row.verdict == "no change"
+    assert row.n_trials == 24  # one base trial per couple: the clean re-measure, not both attempts
     assert any("2 couples measured again" in n for n in again.notes)
 
 
 def test_a_few_contended_couples_over_the_limit_widen_the_interval_by_what_they_moved(tmp_path):
     # 4 of 24 couples (17 %) is under the 20 % limit: left out; 6 of 24 (25 %) is over it: they count
     under = summarize(_bundle(tmp_path / "a", {0, 1, 2, 3}, head_factor=1.1).path).rows[0]
-    assert under["verdict"] == "slower" and under["delta_pct"] == pytest.approx(10, abs=0.5)
-    assert under["load_bound_pct"] is None
+    assert under.verdict == "slower" and under.delta_pct == pytest.approx(10, abs=0.5)
+    assert under.load_bound_pct is None
     summary = summarize(_bundle(tmp_path / "b", {0, 1, 2, 3, 4, 5}, head_factor=1.1).path)
     row = summary.rows[0]
-    assert row["contended_pct"] == pytest.approx(25.0) and row["n_trials"] == 24  # every couple counts
+    assert row.contended_pct == pytest.approx(25.0) and row.n_trials == 24  # every couple counts
     # one +30 % couple of four moves each pair's median a little, not past +10 %: the verdict stands
-    assert 0 < row["load_bound_pct"] < 1 and row["verdict"] == "slower" and row["verdict_cause"] is None
-    assert row["ci_high_pct"] - row["ci_low_pct"] > 2 * row["load_bound_pct"]
+    assert 0 < row.load_bound_pct < 1 and row.verdict == "slower" and row.verdict_cause is None
+    assert row.ci_high_pct - row.ci_low_pct > 2 * row.load_bound_pct
     assert any("1 cell had more than 20% of their couples" in n and "widened" in n for n in summary.notes)
     assert "widened by the bias load could add" in render(summary, "markdown")
-    assert json.loads(render(summary, "json"))["rows"][0]["load_bound_pct"] == row["load_bound_pct"]
+    assert json.loads(render(summary, "json"))["rows"][0]["load_bound_pct"] == row.load_bound_pct
 
 
 def test_a_38_pct_change_under_load_on_every_couple_reads_slower_and_fails_the_gate(tmp_path):
     # a hog on the core: every trial lost about half its wall time, both sides alike (interleaving)
     summary = summarize(_busy(tmp_path, wall=lambda rng: tuple(1.6 + 0.8 * rng.random(2))).path)
     row = summary.rows[0]
-    assert row["contended_pct"] == 100 and row["delta_pct"] == pytest.approx(38, abs=2)
-    assert row["verdict"] == "slower" and row["verdict_cause"] is None
-    assert 0 < row["load_bound_pct"] < 5 and row["ci_low_pct"] > 30
-    assert row["p_value"] < 0.05
+    assert row.contended_pct == 100 and row.delta_pct == pytest.approx(38, abs=2)
+    assert row.verdict == "slower" and row.verdict_cause is None
+    assert 0 < row.load_bound_pct < 5 and row.ci_low_pct > 30
+    assert row.p_value < 0.05
     with pytest.raises(SystemExit) as exit_:  # what compare and nightly run for --fail-on
         gate(summary, parse_fail_on(["slower"]))
     assert exit_.value.code == 1
@@ -175,24 +175,22 @@ def test_a_one_sided_load_bias_of_the_size_of_the_change_is_withheld(tmp_path):
     # the hog hits only the head's trials, and they read +38 %: load alone could make that
     hog_on_head = summarize(_busy(tmp_path / "a", change=1.0, head_bias=1.38, wall=lambda rng: (1, 2)).path)
     row = hog_on_head.rows[0]
-    assert row["delta_pct"] == pytest.approx(38, abs=2) and row["load_bound_pct"] > 38
-    assert row["verdict"] == "inconclusive" and row["verdict_cause"] == "load"
-    assert (
-        verdict_text(row) == f"inconclusive (load: 100% contended, bias up to {row['load_bound_pct']:.1f}%)"
-    )
+    assert row.delta_pct == pytest.approx(38, abs=2) and row.load_bound_pct > 38
+    assert row.verdict == "inconclusive" and row.verdict_cause == "load"
+    assert verdict_text(row) == f"inconclusive (load: 100% contended, bias up to {row.load_bound_pct:.1f}%)"
     assert failing_cells(hog_on_head.rows, {"slower"}) == []
     assert failing_cells(hog_on_head.rows, {"inconclusive"}) == [
-        f"Linear/fp32 inconclusive {row['delta_pct']:+.1f}% (load: 100% contended, bias up to "
-        f"{row['load_bound_pct']:.1f}%)"
+        f"Linear/fp32 inconclusive {row.delta_pct:+.1f}% (load: 100% contended, bias up to "
+        f"{row.load_bound_pct:.1f}%)"
     ]
     assert "inconclusive (load) = the change is within that" in render(hog_on_head, "markdown")
     # both sides lost time alike, but the contended couples (3 of 4) read +38 % and the clean ones 0
     shared = summarize(_busy(tmp_path / "b", change=1.0, head_bias=1.38, clean_k=(0,)).path).rows[0]
-    assert shared["contended_pct"] == pytest.approx(75) and shared["delta_pct"] > 30
-    assert shared["verdict_cause"] == "load" and shared["load_bound_pct"] > 30
+    assert shared.contended_pct == pytest.approx(75) and shared.delta_pct > 30
+    assert shared.verdict_cause == "load" and shared.load_bound_pct > 30
     # the same couples, clean ones +38 % too: the load moved nothing, the change stands
     real = summarize(_busy(tmp_path / "c", clean_k=(0,)).path).rows[0]
-    assert real["verdict"] == "slower" and real["load_bound_pct"] < 5
+    assert real.verdict == "slower" and real.load_bound_pct < 5
 
 
 def _noisy_lost_time(tmp_path, change, carried, pairs=8, couples=4):
@@ -215,16 +213,16 @@ def _noisy_lost_time(tmp_path, change, carried, pairs=8, couples=4):
 def test_noisy_lost_time_that_the_cpu_time_does_not_carry_does_not_hide_a_change(tmp_path):
     # the misses: +25 % in CPU time, the lost time's noise beside it; the CPU time does not move with it
     row = summarize(_noisy_lost_time(tmp_path / "a", change=1.25, carried=0.0).path).rows[0]
-    assert row["contended_pct"] == 100 and row["delta_pct"] == pytest.approx(25, abs=3)
-    assert row["verdict"] == "slower" and row["verdict_cause"] is None
-    assert row["load_bound_pct"] < 5 and row["ci_low_pct"] > 15
+    assert row.contended_pct == 100 and row.delta_pct == pytest.approx(25, abs=3)
+    assert row.verdict == "slower" and row.verdict_cause is None
+    assert row.load_bound_pct < 5 and row.ci_low_pct > 15
     # A/A under the same load: no change to call, and none called
     aa = summarize(_noisy_lost_time(tmp_path / "b", change=1.0, carried=0.0).path).rows[0]
-    assert aa["verdict"] not in ("slower", "faster") and aa["ci_low_pct"] < 0 < aa["ci_high_pct"]
+    assert aa.verdict not in ("slower", "faster") and aa.ci_low_pct < 0 < aa.ci_high_pct
     # the same lost time carried whole into the CPU time: the head reads slower by it alone, withheld
     carried = summarize(_noisy_lost_time(tmp_path / "c", change=1.0, carried=1.0).path).rows[0]
-    assert carried["delta_pct"] > 15 and carried["load_bound_pct"] >= carried["delta_pct"] * 0.8
-    assert carried["verdict"] == "inconclusive" and carried["verdict_cause"] == "load"
+    assert carried.delta_pct > 15 and carried.load_bound_pct >= carried.delta_pct * 0.8
+    assert carried.verdict == "inconclusive" and carried.verdict_cause == "load"
 
 
 def test_one_clean_couple_among_contended_ones_does_not_bound_the_load_by_its_noise(tmp_path):
@@ -241,8 +239,8 @@ def test_one_clean_couple_among_contended_ones_does_not_bound_the_load_by_its_no
         return [(base, head, *(1.6 + 0.8 * rng.random(2)))]
 
     row = summarize(_write(tmp_path, couple, pairs=8).path).rows[0]
-    assert row["contended_pct"] == pytest.approx(100 * 31 / 32) and row["delta_pct"] > 15
-    assert row["verdict"] == "slower" and row["load_bound_pct"] < 10
+    assert row.contended_pct == pytest.approx(100 * 31 / 32) and row.delta_pct > 15
+    assert row.verdict == "slower" and row.load_bound_pct < 10
 
 
 def test_max_contended_100_accepts_any_load(tmp_path):
@@ -257,15 +255,15 @@ def test_max_contended_100_accepts_any_load(tmp_path):
     loaded = aggregate(parsed, Stats())[0][0]
     accepted = aggregate(parsed, Stats(max_contended_pct=100.0))[0][0]
     # both sides lost the same time in every couple: the load rule widens by nothing, the verdict stands
-    assert loaded["contended_pct"] == 100 and loaded["load_bound_pct"] == pytest.approx(0, abs=1e-9)
-    assert loaded["verdict"] == "slower" and accepted["verdict"] == "slower"
-    assert accepted["load_bound_pct"] is None and accepted["verdict_cause"] is None
-    assert accepted["n_trials"] == 24 and accepted["delta_pct"] == loaded["delta_pct"]
+    assert loaded.contended_pct == 100 and loaded.load_bound_pct == pytest.approx(0, abs=1e-9)
+    assert loaded.verdict == "slower" and accepted.verdict == "slower"
+    assert accepted.load_bound_pct is None and accepted.verdict_cause is None
+    assert accepted.n_trials == 24 and accepted.delta_pct == loaded.delta_pct
     # a few contended couples: left out at the default, counted (as before issue 22) at 100
     some = parse(_bundle(tmp_path / "some", {0, 1}).path)
-    assert aggregate(some, Stats())[0][0]["n_trials"] == 22
+    assert aggregate(some, Stats())[0][0].n_trials == 22
     counted = aggregate(some, Stats(max_contended_pct=100.0))[0][0]
-    assert counted["n_trials"] == 24 and counted["contended_pct"] == pytest.approx(100 * 2 / 24)
+    assert counted.n_trials == 24 and counted.contended_pct == pytest.approx(100 * 2 / 24)
 
 
 def test_max_contended_is_validated():
@@ -296,8 +294,8 @@ def test_the_engine_re_measures_a_contended_couple_and_the_summary_uses_the_re_m
     assert {(t.pair, t.trial) for t in again} == {(p, 0) for p in range(3)} and len(again) == 6
     assert all(t.attempt == 0 for t in trials if t.trial != 0)
     row = summarize(path).rows[0]
-    assert row["remeasured"] == 3 and row["contended_pct"] == 0 and row["n_pairs"] == 3
-    assert row["verdict_cause"] is None
+    assert row.remeasured == 3 and row.contended_pct == 0 and row.n_pairs == 3
+    assert row.verdict_cause is None
 
 
 @pytest.mark.real_worker
@@ -320,7 +318,7 @@ def test_a_couple_contended_every_time_is_re_measured_at_most_three_times(tmp_pa
     ]  # fmt: skip
     row = summarize(path).rows[0]
     # every couple counts, its interval widened by what load could add (here: the injected flag, no lost time)
-    assert row["contended_pct"] == 100 and row["n_trials"] == 4 and row["load_bound_pct"] is not None
+    assert row.contended_pct == 100 and row.n_trials == 4 and row.load_bound_pct is not None
 
 
 @pytest.mark.parametrize("limit, settled", [(20.0, False), (100.0, True)])

@@ -29,7 +29,7 @@ def test_a_cut_short_records_file_makes_its_cells_partial_with_a_note(tmp_path, 
     from teperf.summary import summarize
 
     summary = summarize(_cut(tmp_path))
-    assert {r["status"] for r in summary.rows} == {"partial"}
+    assert {r.status for r in summary.rows} == {"partial"}
     assert any(n.startswith("partial ") and "1 of 3 pairs" in n for n in summary.notes), summary.notes
 
 
@@ -86,7 +86,7 @@ def test_a_failed_set_up_is_not_read_as_a_tree_that_changed(tmp_path):
 
     summary = summarize(_failed_cell_bundle(tmp_path))
     assert summary.code_problems == []
-    assert any("the factory raised" in (r.get("error") or "") for r in summary.incomplete_rows)
+    assert any("the factory raised" in (r.error or "") for r in summary.incomplete_rows)
 
 
 # --- 11: a min effect past 100 % is refused (1e9 read every change as "no change") --------------------

@@ -254,17 +254,15 @@ def test_compare_summary_has_paired_onetime_figures(tmp_path):
     s = summarize(bundle.path)
     eager, comp = s.rows
     # 5 cells (2 per step, 2 first calls, 1 recompile): at 8 pairs every one-time cell can pass 0.05 / 5
-    assert comp["first_call_n_pairs"] == 8 and comp["first_call_verdict"] == "slower"
-    assert comp["first_call_delta_pct"] == pytest.approx(25.0)
-    assert comp["recompile_base_ms"] == pytest.approx(900.0) and comp["recompile_delta_pct"] == pytest.approx(
-        25.0
-    )
-    assert eager["recompile_base_ms"] is None and eager["first_call_base_ms"] == pytest.approx(2.0, rel=0.05)
+    assert comp.first_call_n_pairs == 8 and comp.first_call_verdict == "slower"
+    assert comp.first_call_delta_pct == pytest.approx(25.0)
+    assert comp.recompile_base_ms == pytest.approx(900.0) and comp.recompile_delta_pct == pytest.approx(25.0)
+    assert eager.recompile_base_ms is None and eager.first_call_base_ms == pytest.approx(2.0, rel=0.05)
     assert any("compile cache cold" in n for n in s.onetime_notes)
     assert any("graphs compiled by it: 1" in n for n in s.onetime_notes)
     # at 6 pairs none can (2 / 2**6 > 0.05 / 2): left out, so the per-step cells keep 0.05 / 2
     six = summarize(_bundle(tmp_path / "six", head_factor=1.25, pairs=6).path)
-    assert {r["first_call_verdict"] for r in six.rows} == {"too few pairs"}
+    assert {r.first_call_verdict for r in six.rows} == {"too few pairs"}
     assert six.levels.family == 2 and any("from 8 pairs on" in n for n in six.onetime_notes)
 
 
@@ -272,7 +270,7 @@ def test_metric_picks_the_onetime_clock(tmp_path):
     bundle = _bundle(tmp_path)
     wall = summarize(bundle.path, Stats(metric="wall")).rows[1]
     thread = summarize(bundle.path, Stats(metric="thread_cpu")).rows[1]
-    assert thread["first_call_base_ms"] == pytest.approx(wall["first_call_base_ms"] / 2, rel=1e-3)
+    assert thread.first_call_base_ms == pytest.approx(wall.first_call_base_ms / 2, rel=1e-3)
 
 
 def test_onetime_table_in_every_format(tmp_path):
@@ -296,13 +294,13 @@ def test_onetime_table_in_every_format(tmp_path):
 def test_run_table_gives_the_break_even(tmp_path):
     s = summarize(_bundle(tmp_path, sides=("run",)).path)
     eager, comp = s.rows
-    assert comp["saving_per_step_us"] == pytest.approx(40.0, rel=0.02)
-    assert comp["onetime_extra_ms"] == pytest.approx(comp["first_call_base_ms"] - eager["first_call_base_ms"])
-    assert comp["break_even_steps"] == break_even_steps(comp["onetime_extra_ms"], comp["saving_per_step_us"])
-    assert isinstance(comp["break_even_steps"], int) and comp["break_even_steps"] > 70000
-    assert eager["break_even_steps"] is None
+    assert comp.saving_per_step_us == pytest.approx(40.0, rel=0.02)
+    assert comp.onetime_extra_ms == pytest.approx(comp.first_call_base_ms - eager.first_call_base_ms)
+    assert comp.break_even_steps == break_even_steps(comp.onetime_extra_ms, comp.saving_per_step_us)
+    assert isinstance(comp.break_even_steps, int) and comp.break_even_steps > 70000
+    assert eager.break_even_steps is None
     md = render(s, "markdown")
-    assert "break-even (steps)" in md and f"{comp['break_even_steps']:,}" in md
+    assert "break-even (steps)" in md and f"{comp.break_even_steps:,}" in md
 
 
 def test_bundle_without_onetime_records_renders_as_before(tmp_path):
@@ -315,7 +313,7 @@ def test_bundle_without_onetime_records_renders_as_before(tmp_path):
         "".join(json.dumps(r) + "\n" for r in lines if r["kind"] != "compile_cache")
     )
     s = summarize(bundle.path)
-    assert s.rows[1]["first_call_base_ms"] is None and not s.onetime_notes
+    assert s.rows[1].first_call_base_ms is None and not s.onetime_notes
     assert "one-time costs" not in render(s, "markdown")
 
 
@@ -327,7 +325,7 @@ def test_history_rows_carry_the_onetime_cost(tmp_path):
     st.add_summary(s, run_kind="nightly", bundle="x")
     df = st.read()
     comp = df[df["mode"] == "compile"].iloc[0]
-    assert comp.first_call_ms == pytest.approx(s.rows[1]["first_call_head_ms"])
+    assert comp.first_call_ms == pytest.approx(s.rows[1].first_call_head_ms)
     assert comp.first_call_delta_pct == pytest.approx(25.0) and comp.first_call_verdict == "slower"
     assert comp.recompile_ms == pytest.approx(900.0 * 1.25)
     assert math.isnan(df[df["mode"] == "eager"].iloc[0].recompile_ms)
@@ -443,9 +441,9 @@ def test_a_lost_pair_counts_for_no_onetime_figure(tmp_path):
         )
     s = summarize(bundle.path)
     eager, comp = s.rows
-    assert comp["status"] == "partial" and comp["n_pairs"] == 8
-    assert comp["first_call_n_pairs"] == 8 and comp["recompile_n_pairs"] == 8
-    assert eager["first_call_n_pairs"] == 9  # the other cell kept the pair
+    assert comp.status == "partial" and comp.n_pairs == 8
+    assert comp.first_call_n_pairs == 8 and comp.recompile_n_pairs == 8
+    assert eager.first_call_n_pairs == 9  # the other cell kept the pair
     md = render(s, "markdown")
     assert "| 8 | slower |" in md.split("**one-time costs**")[1]
 
@@ -470,7 +468,7 @@ def test_a_cell_whose_every_pair_was_lost_has_no_onetime_figure(tmp_path):
             )
     s = summarize(bundle.path)
     comp = s.rows[1]
-    assert comp["first_call_base_ms"] is None and comp["recompile_base_ms"] is None
+    assert comp.first_call_base_ms is None and comp.recompile_base_ms is None
     for fmt in ("markdown", "json", "csv"):
         assert render(s, fmt)
     assert "| compile | recompile |" not in render(s, "markdown")
@@ -509,10 +507,10 @@ def test_precision_runs_render_onetime_rows_with_their_pairs(tmp_path):
         )
     s = summarize(bundle.path)
     eager, comp = s.rows
-    assert eager["n_pairs"] == 3 and comp["n_pairs"] == 8 and s.show_pairs
-    assert eager["first_call_n_pairs"] == 8  # every pair that set the cell up
-    assert comp["first_call_verdict"] == "inconclusive" and comp["first_call_bound_pct"] is not None
-    assert comp["recompile_verdict"] == "no change"
+    assert eager.n_pairs == 3 and comp.n_pairs == 8 and s.show_pairs
+    assert eager.first_call_n_pairs == 8  # every pair that set the cell up
+    assert comp.first_call_verdict == "inconclusive" and comp.first_call_bound_pct is not None
+    assert comp.recompile_verdict == "no change"
     onetime_md = render(s, "markdown").split("**one-time costs**")[1]
     assert "| 8 | inconclusive (up to" in onetime_md and "| 8 | no change |" in onetime_md
     data = json.loads(render(s, "json"))

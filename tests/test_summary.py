@@ -90,29 +90,27 @@ def test_aggregate_sets_figures_and_statuses():
     rows, _ = aggregate(parsed, Stats())
     by_status = {}
     for r in rows:
-        by_status.setdefault(r["status"], []).append(r)
+        by_status.setdefault(r.status, []).append(r)
     assert set(by_status) == {"ok", "skipped", "failed"} and len(rows) == 144
-    assert all(r["error"] for r in by_status["failed"] + by_status["skipped"])
-    assert all(
-        r["base_us"] > 0 and r["head_us"] is None and r["sync_us"] is not None for r in by_status["ok"]
-    )
-    assert all(r["host_bound"] is not None for r in by_status["ok"])  # CUDA: whether the GPU kept up is known
+    assert all(r.error for r in by_status["failed"] + by_status["skipped"])
+    assert all(r.base_us > 0 and r.head_us is None and r.sync_us is not None for r in by_status["ok"])
+    assert all(r.host_bound is not None for r in by_status["ok"])  # CUDA: whether the GPU kept up is known
     # the headline clock is a setting: the same bundle summarised by wall time gives other figures
     wall, _ = aggregate(parsed, Stats(metric="wall"))
-    ok = [(a, b) for a, b in zip(rows, wall) if a["status"] == "ok"]
-    assert ok and all(not math.isclose(a["base_us"], b["base_us"]) for a, b in ok[:5])
+    ok = [(a, b) for a, b in zip(rows, wall) if a.status == "ok"]
+    assert ok and all(not math.isclose(a.base_us, b.base_us) for a, b in ok[:5])
 
     compare = {
-        r["module"]: r
+        r.module: r
         for r in aggregate(parse(FIXTURES / "bundles" / "v2-compare-compile-cpu"), Stats())[0]
-        if r["mode"] == "eager"
+        if r.mode == "eager"
     }
     # recorded on a loaded VM: 55 of 72 trials shared their core; the planted 100 us clears what load could
     # add (issue 43; issue 22's rule had withheld it as inconclusive (load)) ...
-    assert compare["MLP"]["verdict"] == "slower" and compare["MLP"]["verdict_cause"] is None
-    assert 0 < compare["MLP"]["load_bound_pct"] < compare["MLP"]["ci_low_pct"]
-    assert compare["MLP"]["delta_us"] > 50 and compare["MLP"]["contended_pct"] == 100  # the planted 100 us
-    assert compare["MLP"]["first_call_base_ms"] > 0 and compare["MLP"]["n_pairs"] == 3
+    assert compare["MLP"].verdict == "slower" and compare["MLP"].verdict_cause is None
+    assert 0 < compare["MLP"].load_bound_pct < compare["MLP"].ci_low_pct
+    assert compare["MLP"].delta_us > 50 and compare["MLP"].contended_pct == 100  # the planted 100 us
+    assert compare["MLP"].first_call_base_ms > 0 and compare["MLP"].n_pairs == 3
 
 
 def test_notes_say_what_the_figures_rest_on():
@@ -146,7 +144,7 @@ def test_a_lost_pair_makes_a_partial_cell_with_a_note(tmp_path):
     parsed = parse(path)
     stats = stats_from_meta(parsed.meta)
     rows, _ = aggregate(parsed, stats)
-    assert rows[0]["status"] == "partial" and rows[0]["error"] == "lost pair 2: worker died"
+    assert rows[0].status == "partial" and rows[0].error == "lost pair 2: worker died"
     assert any(n.startswith("partial Linear/fp32/") for n in notes(parsed, rows, stats))
 
 
