@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from teperf import records
 from teperf.bundle import Bundle
 from teperf.config import Config, read_config
 from teperf.cpus import check_core, core_usable
@@ -20,18 +21,13 @@ from teperf.explain.diff import apply_intervals, combine_profiles, diff_profiles
 from teperf.explain.render import counters_diff, to_json
 from teperf.plan import Case
 from teperf.provenance import code_identity, side_facts
-from teperf.records import shape_text
 from teperf.sides import Side
 
 
-def _cell_fields(case: dict) -> list[str]:
-    """A bundle case's key (teperf.plan.Case.key) by part, from a case that may lack fields."""
-    shape = shape_text(case.get("shape") or [])
-    return [str(case.get("module")), str(case.get("recipe")), shape, str(case.get("mode"))]
-
-
 def cell_key(case: dict) -> str:
-    return "/".join(_cell_fields(case))
+    """A bundle case's key (records.cell_key), from a case that may lack fields."""
+    module, recipe, mode = (str(case.get(k)) for k in ("module", "recipe", "mode"))
+    return records.cell_key(module, recipe, case.get("shape") or [], mode)
 
 
 def find_case(meta: dict, cell: Optional[str], where: str = "the bundle") -> dict:
@@ -48,7 +44,7 @@ def find_case(meta: dict, cell: Optional[str], where: str = "the bundle") -> dic
             return cases[0]
         raise TeperfError(f"{where} has several cells", "pick one with --cell, one of: " + ", ".join(names))
     wanted = cell.strip().strip("/").split("/")
-    hits = [c for c in cases if _cell_fields(c)[: len(wanted)] == wanted]
+    hits = [c for c in cases if cell_key(c).split("/")[: len(wanted)] == wanted]
     if not hits:
         raise TeperfError(f"no cell {cell!r} in {where}", "use one of: " + ", ".join(names))
     if len(hits) > 1:
