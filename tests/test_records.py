@@ -3,6 +3,7 @@ one is refused in one line, wrong types are refused; history rows check themselv
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -26,8 +27,10 @@ from teperf.records import (
     StopRecord,
     TrialRecord,
     UnknownRecord,
+    cell_key,
     parse_record,
 )
+from teperf.schema import ROW_FIELDS
 
 BUNDLES = Path(__file__).parent / "fixtures" / "bundles"
 FIXTURES = sorted(p for p in BUNDLES.iterdir() if (p / "meta.json").is_file())
@@ -170,6 +173,22 @@ def test_meta_with_parts_of_the_wrong_type_is_damaged(tmp_path, capsys):
         Bundle.open(path).meta()
     with pytest.raises(RecordError):
         BundleMeta.from_dict({**meta, "cases": {"0": {}}})
+
+
+def test_a_summary_row_is_frozen_and_a_misspelled_field_is_an_error():
+    from teperf.summary import summarize
+
+    row = summarize(BUNDLES / "v1-compare-counters").rows[0]
+    assert (
+        row.key
+        == "LayerNormLinear/bf16/8x2x256/eager"
+        == cell_key(row.module, row.recipe, [8, 2, 256], "eager")
+    )
+    with pytest.raises(AttributeError):
+        row.verdict_caus  # noqa: B018 (a dict's .get would have read None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.verdict = "faster"
+    assert list(row.to_dict())[: len(ROW_FIELDS)] == list(ROW_FIELDS)
 
 
 # --- history rows ------------------------------------------------------------------------------------
