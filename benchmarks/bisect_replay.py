@@ -1,7 +1,8 @@
 """A stored bisect run replayed through today's search, no worker started: each counter probe answers with
 the counters that run measured at that commit, each compare with the row that run measured for that part
 (the same part measured again: its next row), seconds as they took. Prints what the search would probe and
-compare now, the seconds that would cost at that run's pace, and its answer. Figures, not asserts.
+compare now, the seconds that would cost at that run's pace (and the wall time, with what the stored run
+spent outside probes and compares), and its answer. Figures, not asserts.
 
     python benchmarks/bisect_replay.py BUNDLE_DIR|answer.json --config TOML [--budget S]
 
@@ -159,6 +160,15 @@ def main() -> None:
         f"replayed: {out['counter_probes']} counter probes ({out['counter_s']} s), {out['compares']} "
         f"compares, {out['pairs']} pairs ({out['compare_s']} s); {r.get('answer')}"
     )
+    # the stored run's wall less its probes' and compares' seconds: plan, git, rendering, worker shutdown
+    wall = meta["result"].get("wall_s")
+    if wall:
+        rest = wall - sum(p["seconds"] for p in probes)
+        print(
+            f"   wall at the stored run's pace: about {out['counter_s'] + out['compare_s'] + rest:.0f} s "
+            f"(stored: {wall:.0f} s, {rest:.0f} s of it outside probes and compares); "
+            f"exit {r.get('exit_code')}"
+        )
     print(f"   culprits: {[(c['short_sha'], c['share']) for c in r.get('culprits') or []]}")
     print(
         f"   counter change points {len(r.get('counter_changes') or [])}, segments not narrowed "

@@ -108,7 +108,8 @@ class Bisector(CounterSearch, TimeSearch):
             return self._finish(result, status="no change" if state == "quiet" else "inconclusive")
         endpoint = result["endpoint"] = self.measured[(0, n)] = self.refine_endpoint(endpoint)
         parts = self.time_search(endpoint)
-        result.update(time_shares(parts, endpoint, self._commit, self.counters_beside))
+        pair_s = max(self.compare_s, default=0.0)
+        result.update(time_shares(parts, endpoint, self._commit, self.counters_beside, pair_s))
         result["status"] = (
             "found" if not result["unresolved"] else ("partial" if result["culprits"] else "undecided")
         )

@@ -15,9 +15,9 @@ from teperf.errors import TeperfError
 
 MIN_STEP_SHARE = 0.1  # the search looks for steps of at least this share of GOOD..BAD's delta
 MAX_DOUBLINGS = 2  # an undecided part is measured again with 2x, then 4x the pairs, then left undecided
-# ... unless its 2x interval already bounds it under this many steps: 4x the pairs could only tell whether
-# it holds a step near the step size (x-transformers under load: 217 s of 4x compares that still could not)
-BOUND_STEPS = 2
+# ... while it could change the answer (could_change): x-transformers on a quiet VM spent 700 s of
+# 1,003 s measuring again parts that could not
+MOST = 0.5  # "explained": the commits named carry at least this share of GOOD..BAD's delta
 MIN_TRIAL_S = 0.1  # the parts' trials last at least this long (GOOD..BAD's step time sets their steps)
 ROW_KEEP = tuple(
     """status verdict verdict_cause base_us head_us delta_us delta_pct ci_low_pct ci_high_pct ci_low_us
@@ -58,6 +58,56 @@ def row_text(row: dict) -> str:
             f" (load: {row.get('contended_pct') or 0:.0f}% contended, +-{row['load_bound_pct']:.1f}% added)"
         )
     return f"{row.get('delta_us', 0):+.1f} us{ci} ({row['delta_pct']:+.1f}%) {row.get('verdict')}{cause}"
+
+
+def pairs_to_settle(row: dict, step_us: float) -> Optional[int]:
+    """The pairs that would settle an undecided part, from its measured spread (the interval narrows as
+    1/sqrt(pairs)): moved once it excludes zero, quiet once it fits under the step size, small once it
+    excludes zero under it; None where it has no interval."""
+    low, high, pairs = row.get("ci_low_us"), row.get("ci_high_us"), row.get("n_pairs")
+    if low is None or high is None or not pairs:
+        return None
+    delta = abs(row.get("delta_us") or 0.0)
+    target = max(delta, step_us - delta)  # >= step_us / 2
+    return max(pairs + 1, math.ceil(pairs * ((high - low) / 2 / target) ** 2))
+
+
+def could_change(
+    parts: list, found: list, total_us: float, step_us: float, max_pairs: int, pairs_left: float
+):
+    """Of the undecided ``parts`` (search.Part, each with its row), those worth measuring again: whose
+    next compares could change what the answer reports, given the parts ``found`` so far. All of them
+    while each could be settled within ``max_pairs`` (the most a part is measured with) and all within
+    ``pairs_left`` (what is left of --budget, in pairs), by their measured spread: settled, the answer
+    could become "explained" (the exit code's class); all of them while no culprit is named (each could
+    hold a step of a reportable share). Else those that could be settled within ``max_pairs`` (one that
+    could not stays undecided whatever it reads) and either reach, GOOD..BAD's way, past the smallest
+    named culprit's delta (it could outrank it) or read a step's delta themselves (a culprit more)."""
+    sign = 1 if total_us >= 0 else -1
+    wanted = "slower" if sign > 0 else "faster"
+    named = [sign * p.row["delta_us"] for p in found if p.status == "step" and p.row.get("verdict") == wanted]
+    needed = [pairs_to_settle(p.row, step_us) for p in parts]
+    settles = [n is not None and n <= max_pairs for n in needed]
+    if not named or (all(settles) and _cost(parts, needed) <= pairs_left):
+        return parts
+
+    def changes(part) -> bool:
+        low, high, delta = (sign * part.row[k] for k in ("ci_low_us", "ci_high_us", "delta_us"))
+        return max(low, high) > min(named) or delta >= step_us
+
+    return [p for p, ok in zip(parts, settles) if ok and changes(p)]
+
+
+def _cost(parts: list, needed: list[int]) -> int:
+    """Pairs the compares that would settle ``parts`` take: each measured again with twice the pairs of
+    its last until it has ``needed`` (a compare does not pool the pairs of the one before)."""
+    total = 0
+    for part, want in zip(parts, needed):
+        pairs = part.row["n_pairs"]
+        while pairs < want:
+            pairs *= 2
+            total += pairs
+    return total
 
 
 class TimeSearch:
@@ -109,12 +159,12 @@ class TimeSearch:
             return None, f"{row.get('status')}: {row.get('error')}", seconds
         return row, path, seconds
 
-    def timed(self, base: int, head: int, decide: Callable[[dict], str], again=lambda row: True, once=False):
+    def timed(self, base: int, head: int, decide: Callable[[dict], str], once=False):
         """Compare base..head and ``decide`` from its row, again with twice the pairs while "undecided"
-        (MAX_DOUBLINGS), --budget and, past the first doubling, ``again(row)`` allow -> (the last row, the
-        decision), (None, "skip"), (the last row or None, "budget"). Every row is kept in ``measured`` by
-        (base, head); one left by ``again`` says so (left: bounded). ``once``: one compare, then "again"
-        where another may follow (with the pairs doubled: the next call goes on from there)."""
+        (MAX_DOUBLINGS) and --budget allow -> (the last row, the decision), (None, "skip"), (the last row
+        or None, "budget"; a row so left says so: left: budget). Every row is kept in ``measured`` by
+        (base, head). ``once``: one compare, then "again" where another may follow (with the pairs
+        doubled: the next call goes on from there)."""
         first = self.config.schedule.processes
         processes = self.next_pairs.get((base, head), first) if once else first
         kept = self.measured.get((base, head)) if once else None
@@ -122,6 +172,8 @@ class TimeSearch:
             # what is left of --budget, by the pace so far
             if self.timing_s + processes * max(self.compare_s, default=0.0) > self.budget_s:
                 self.budget_spent = True
+                if kept is not None:
+                    kept["left"] = "budget"
                 return kept, "budget"
             row, path, seconds = self._compare_once(base, head, processes)
             if row is None:
@@ -148,9 +200,6 @@ class TimeSearch:
             kept["n_pairs"] = kept["n_pairs"] or processes
             self.measured[(base, head)] = kept
             if decided != "undecided":
-                return kept, decided
-            if processes > first and not again(row):
-                kept["left"] = "bounded"
                 return kept, decided
             processes = self.next_pairs[(base, head)] = processes * 2
             if once and processes <= first * 2**MAX_DOUBLINGS:
@@ -180,17 +229,18 @@ class TimeSearch:
                 return "undecided"  # a step's own verdict confirms it: measured again, the load may pass
             return state
 
-        def again(lo: int, hi: int, row: dict) -> bool:
-            """Not a part whose interval bounds it under BOUND_STEPS steps (a step's own compare is)."""
-            low, high = row.get("ci_low_us"), row.get("ci_high_us")
-            return hi - lo == 1 or low is None or max(abs(low), abs(high)) >= BOUND_STEPS * step_us
-
         def compare(lo: int, hi: int):
-            row, state = self.timed(lo, hi, lambda r: decide(lo, hi, r), lambda r: again(lo, hi, r), True)
+            row, state = self.timed(lo, hi, lambda r: decide(lo, hi, r), once=True)
             if state == "undecided" and row is not None and part_state(row, step_us) == "moved":
                 state = "moved"  # still under load: a step, its verdict inconclusive (load), no share
             if state == "moved" and hi - lo == 1:
                 self.progress.steps += 1
             return row, state
 
-        return bsearch.find_steps(len(self.rng.commits), endpoint, compare)
+        def worth(parts: list[bsearch.Part], found: list[bsearch.Part]) -> list[bsearch.Part]:
+            pair_s = max(self.compare_s, default=0.0)
+            left = (self.budget_s - self.timing_s) / pair_s if pair_s else math.inf
+            most = self.config.schedule.processes * 2**MAX_DOUBLINGS
+            return could_change(parts, found, endpoint["delta_us"], step_us, most, left)
+
+        return bsearch.find_steps(len(self.rng.commits), endpoint, compare, worth)
