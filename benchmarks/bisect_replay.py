@@ -37,8 +37,10 @@ def stored(path: Path) -> tuple[dict, list[dict]]:
 
 
 def replay(meta: dict, probes: list[dict], path: Path, config_path: Path, budget_s: float) -> dict:
+    from teperf.bisect.counters import CounterSearch
     from teperf.bisect.plan import Range, find_cell
     from teperf.bisect.runner import Bisector
+    from teperf.bisect.timing import TimeSearch
     from teperf.bundle import Bundle
     from teperf.config import load_config
     from teperf.sides.gitrepo import Commit
@@ -83,28 +85,30 @@ def replay(meta: dict, probes: list[dict], path: Path, config_path: Path, budget
     class NotStored(Exception):
         pass
 
-    class Replay(Bisector):
-        now = 0.0
+    clock = {"now": 0.0}
+    log_rows: list = []  # (index, what, result, seconds, pairs) of each probe, as it would be recorded
 
+    class Counts(CounterSearch):
         def count(self, index, what="counters"):
             if index in self.counters:
                 return self.counters[index]
             if index not in counters:
                 missing.append(f"counters of {index}")
                 return None
-            self.now += count_s.get(index, 0.0)
+            clock["now"] += count_s.get(index, 0.0)
             self.count_seconds.append(count_s.get(index, 0.0))
             self.counters[index] = counters[index]
             return counters[index]
 
+    class Times(TimeSearch):
         def compare(self, base, head, config):
             left = rows.get((base, head))
             if not left:
                 missing.append(f"compare {base}..{head}")
                 raise NotStored
             row, seconds, _ = left.pop(0)
-            self.now += seconds
-            return dict(row), self.bundle.path / "compares" / f"{base}-{head}"
+            clock["now"] += seconds
+            return dict(row), self.probe.bundle.path / "compares" / f"{base}-{head}"
 
         def _compare_once(self, base, head, processes):
             try:
@@ -113,26 +117,23 @@ def replay(meta: dict, probes: list[dict], path: Path, config_path: Path, budget
                 self.budget_s = 0.0  # ends the search as a spent --budget would
                 return None, "not stored", 0.0
 
-        def _record(self, index, what, result, seconds, **fields):
-            self.log_rows.append((index, what, result, seconds, fields.get("processes")))
-
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         bundle = Bundle.create(Path(tmp) / "r", "bisect", {"kind": "bisect", "commits": [], "plan": {}})
-        bisector = Replay(
-            config, rng, case, None, bundle, budget_s=budget_s, confirm=True, log=lambda s: None
+        quiet = {"budget_s": budget_s, "confirm": True, "log": lambda s: None}
+        bisector = Bisector(config, rng, case, None, bundle, counts=Counts, times=Times, **quiet)
+        bisector.probe.clock = lambda: clock["now"]
+        bisector.probe.record = lambda index, what, result, seconds, **fields: log_rows.append(
+            (index, what, result, seconds, fields.get("processes"))
         )
-        bisector.log_rows = []
-        bisector.clock = lambda: bisector.now
-        bisector.progress.probe = lambda *a, **k: None
         result = bisector.run()
         bundle.close()
-    timed = [r for r in bisector.log_rows if r[1] == "timing"]
+    timed = [r for r in log_rows if r[1] == "timing"]
     return {
         "result": result,
-        "counter_probes": len(bisector.count_seconds),
-        "counter_s": round(sum(bisector.count_seconds)),
+        "counter_probes": len(bisector.counts.count_seconds),
+        "counter_s": round(sum(bisector.counts.count_seconds)),
         "compares": len(timed),
         "pairs": sum(r[4] or 0 for r in timed),
         "compare_s": round(sum(r[3] for r in timed)),

@@ -207,6 +207,7 @@ def _run_fake(
     row_of(t_base, t_head): the compare's summary row instead of one made from ``half``."""
     from teperf.bisect.runner import Bisector, Range
     from teperf.bisect.sides import ProbeSkipped
+    from teperf.bisect.timing import TimeSearch
     from teperf.bundle import Bundle
     from teperf.config import build_config
     from teperf.engine import probe
@@ -236,12 +237,12 @@ def _run_fake(
         def tier(self, base_sha, head_sha):
             return "overlay"
 
-    class Fake(Bisector):
-        now = 0.0
+    clock = {"now": 0.0}
 
+    class Fake(TimeSearch):
         def compare(self, base, head, config):
-            self.factory.sides(self.rng.at(base).sha, self.rng.at(head).sha)
-            self.now += 5.0 * config.schedule.processes  # what the compare took
+            self.probe.sides(base, head)
+            clock["now"] += 5.0 * config.schedule.processes  # what the compare took
             t_base, t_head = time_of(base), time_of(head)
             delta = t_head - t_base
             w = half(base, head, config.schedule.processes)
@@ -267,14 +268,14 @@ def _run_fake(
             }
             if row_of is not None:
                 row = row_of(t_base, t_head)
-            return row, self.bundle.path / "compares" / f"c{base}-{head}"
+            return row, self.probe.bundle.path / "compares" / f"c{base}-{head}"
 
     bundle = Bundle.create(tmp_path / "results", "bisect", {"kind": "bisect", "commits": [], "plan": {}})
     monkeypatch.setattr(
         probe, "count_case", lambda config, side, *a, **k: dict(counters_of(side.description["index"]))
     )
     try:
-        fake = Fake(
+        fake = Bisector(
             config,
             rng,
             expand(config)[0],
@@ -283,8 +284,9 @@ def _run_fake(
             budget_s=budget_s,
             confirm=confirm,
             log=lambda line: None,
+            times=Fake,
         )
-        fake.clock = lambda: fake.now  # seconds pass as compares run, and only then
+        fake.probe.clock = lambda: clock["now"]  # seconds pass as compares run, and only then
         result = fake.run()
     finally:
         bundle.close()

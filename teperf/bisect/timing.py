@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from teperf.bisect import search as bsearch
+from teperf.bisect.plan import Probe
 from teperf.bisect.sides import ProbeSkipped
 from teperf.config import Config
 from teperf.errors import TeperfError
@@ -110,22 +111,30 @@ def _cost(parts: list, needed: list[int]) -> int:
     return total
 
 
+@dataclasses.dataclass(eq=False)
 class TimeSearch:
-    """The timing half of a Bisector (teperf.bisect.runner)."""
+    """The timing half of a bisect (teperf.bisect.runner), over its Probe, within ``budget_s``."""
 
+    probe: Probe
+    budget_s: float
+    timing_s: float = 0.0  # seconds spent in compares (what --budget bounds)
+    compare_s: list = dataclasses.field(default_factory=list)  # each compare's seconds per pair
+    n_compares: int = 0
+    measured: dict = dataclasses.field(default_factory=dict)  # (lo, hi) -> its last compare's row
+    next_pairs: dict = dataclasses.field(default_factory=dict)  # (lo, hi) -> its next compare's pairs
+    budget_spent: bool = False  # a compare was not started: --budget would have run out
     search_iters: Optional[int] = None  # steps a trial of the parts' compares, once GOOD..BAD has measured
-    next_pairs: dict  # (base, head) -> the pairs its next compare takes, where it was undecided
 
     @property
     def trial_iters(self) -> int:
         """Steps a trial of the next compare: the parts' (search_iters) once set, else the config's."""
-        return self.search_iters or self.config.schedule.iters
+        return self.search_iters or self.probe.config.schedule.iters
 
     def compare(self, base: int, head: int, config: Config):
         """A paired compare of two commits of the range through the normal engine -> (row, bundle path)."""
         from teperf import api
 
-        base_side, head_side = self.factory.sides(self.rng.at(base).sha, self.rng.at(head).sha)
+        base_side, head_side = self.probe.sides(base, head)
         left = None  # an adaptive (--precision) compare gets what is left of --budget
         if config.schedule.precision_pct is not None:
             left = max(self.budget_s - self.timing_s, 1.0)
@@ -134,8 +143,8 @@ class TimeSearch:
             config,
             base_side,
             head_side,
-            results_dir=str(self.bundle.path / "compares"),
-            cases=[self.case],
+            results_dir=str(self.probe.bundle.path / "compares"),
+            cases=[self.probe.case],
             command=["teperf", "bisect", "(probe)"],
         )
         row = dict(api.summarize(path).rows[0], tier=head_side.description.get("strategy"))
@@ -143,16 +152,16 @@ class TimeSearch:
 
     def _compare_once(self, base: int, head: int, processes: int):
         """One compare with ``processes`` pairs -> (row, bundle path, seconds) or (None, why not, seconds)."""
-        sched = dataclasses.replace(self.config.schedule, processes=processes, iters=self.trial_iters)
-        config = dataclasses.replace(self.config, schedule=sched, counters=False)
-        t0 = self.clock()
+        sched = dataclasses.replace(self.probe.config.schedule, processes=processes, iters=self.trial_iters)
+        config = dataclasses.replace(self.probe.config, schedule=sched, counters=False)
+        t0 = self.probe.clock()
         try:
             row, path = self.compare(base, head, config)
         except ProbeSkipped as exc:
             return None, exc.reason, 0.0
         except TeperfError as exc:
             return None, exc.one_line(), 0.0
-        seconds = self.clock() - t0
+        seconds = self.probe.clock() - t0
         self.timing_s += seconds
         self.compare_s.append(seconds / processes)
         if row.get("status") not in ("ok", "partial"):
@@ -165,7 +174,7 @@ class TimeSearch:
         or None, "budget"; a row so left says so: left: budget). Every row is kept in ``measured`` by
         (base, head). ``once``: one compare, then "again" where another may follow (with the pairs
         doubled: the next call goes on from there)."""
-        first = self.config.schedule.processes
+        first = self.probe.config.schedule.processes
         processes = self.next_pairs.get((base, head), first) if once else first
         kept = self.measured.get((base, head)) if once else None
         while processes <= first * 2**MAX_DOUBLINGS:
@@ -177,18 +186,18 @@ class TimeSearch:
                 return kept, "budget"
             row, path, seconds = self._compare_once(base, head, processes)
             if row is None:
-                self._record(head, "timing", "skip", seconds, detail=path, base_index=base)
+                self.probe.record(head, "timing", "skip", seconds, detail=path, base_index=base)
                 return None, "skip"
             decided = decide(row)
-            rel = str(Path(path).relative_to(self.bundle.path))
-            self.n_probes += 1
+            rel = str(Path(path).relative_to(self.probe.bundle.path))
+            self.probe.n_probes += 1
             self.n_compares += 1
-            self._record(
+            self.probe.record(
                 head,
                 "timing",
                 decided,
                 seconds,
-                detail=f"{self.rng.at(base).short_sha}.. {row_text(row)}",
+                detail=f"{self.probe.rng.at(base).short_sha}.. {row_text(row)}",
                 tier=row.get("tier"),
                 bundle=rel,
                 base_index=base,
@@ -212,11 +221,11 @@ class TimeSearch:
         fastest = min(
             (v for v in (endpoint.get("base_us"), endpoint.get("head_us")) if v and v > 0), default=0
         )
-        iters = self.config.schedule.iters
+        iters = self.probe.config.schedule.iters
         self.search_iters = max(iters, math.ceil(MIN_TRIAL_S * 1e6 / fastest)) if fastest else iters
         if self.search_iters == iters:
             return endpoint
-        row, state = self.timed(0, len(self.rng.commits), whole_state)
+        row, state = self.timed(0, len(self.probe.rng.commits), whole_state)
         return row if state == "moved" else endpoint
 
     def time_search(self, endpoint: dict) -> list[bsearch.Part]:
@@ -234,13 +243,13 @@ class TimeSearch:
             if state == "undecided" and row is not None and part_state(row, step_us) == "moved":
                 state = "moved"  # still under load: a step, its verdict inconclusive (load), no share
             if state == "moved" and hi - lo == 1:
-                self.progress.steps += 1
+                self.probe.progress.steps += 1
             return row, state
 
         def worth(parts: list[bsearch.Part], found: list[bsearch.Part]) -> list[bsearch.Part]:
             pair_s = max(self.compare_s, default=0.0)
             left = (self.budget_s - self.timing_s) / pair_s if pair_s else math.inf
-            most = self.config.schedule.processes * 2**MAX_DOUBLINGS
+            most = self.probe.config.schedule.processes * 2**MAX_DOUBLINGS
             return could_change(parts, found, endpoint["delta_us"], step_us, most, left)
 
-        return bsearch.find_steps(len(self.rng.commits), endpoint, compare, worth)
+        return bsearch.find_steps(len(self.probe.rng.commits), endpoint, compare, worth)
