@@ -968,33 +968,29 @@ def _pairs_of(probes, lo, hi):
 
 
 def test_a_part_its_spread_could_not_settle_within_4x_is_not_measured_again(tmp_path, monkeypatch):
-    # 0..4 holds nothing but reads 0 +- 40 us whatever its pairs: to fit under the 10 us step size its
-    # interval must narrow 4x, 16x the pairs (32), past the 4x the search takes; the step at 6 is named
+    # 0..4 holds nothing but reads 0 +- 120 us at 2 pairs: to fit under the 10 us step size its t interval
+    # needs 10 pairs, past the 4x (8) the search takes; the step at 6 is named
     result, probes = _run_fake(
         tmp_path,
         monkeypatch,
         _steps(100.0, {6: 200.0}),
-        half=lambda base, head, processes: 40.0 if (base, head) == (0, 4) else 2.0,
+        half=lambda base, head, processes: 120.0 if (base, head) == (0, 4) else 2.0,
     )
     assert _pairs_of(probes, 0, 4) == [2]  # the old rule: 2, 4, 8 pairs (400 s more on a quiet VM)
     assert [e["short_sha"] for e in result["culprits"]] == ["0000006"]
     (left,) = result["unresolved"]
-    assert (left["good_index"], left["bad_index"], left["row"]["left"], left["pairs_needed"]) == (
-        0,
-        4,
-        "answer",
-        32,
-    )
-    assert result["settle_parts"] == {"pairs": 32, "seconds": 160}  # 5 s a pair on the fake clock
+    assert (left["good_index"], left["bad_index"], left["row"]["left"]) == (0, 4, "answer")
+    assert left["pairs_needed"] == 10
+    assert result["settle_parts"] == {"pairs": 10, "seconds": 50}  # 5 s a pair on the fake clock
     assert result["exit_code"] == 1 and not result["budget_spent"]
+    answer = result["answer"]
     assert (
-        "1 part(s) undecided (left: measuring again could not change this answer); about 32 pairs"
-        in (result["answer"])
+        "1 part(s) undecided (left: measuring again could not change this answer); about 10 pairs" in answer
     )
-    assert "within --budget" not in result["answer"]
+    assert "within --budget" not in answer
     lines, out = _report(result, tmp_path)
-    assert any("not measured again: that could not change this answer; about 32 pairs" in x for x in lines)
-    assert out["settle_parts"] == result["settle_parts"] and out["unresolved"][0]["pairs_needed"] == 32
+    assert any("not measured again: that could not change this answer; about 10 pairs" in x for x in lines)
+    assert out["settle_parts"] == result["settle_parts"] and out["unresolved"][0]["pairs_needed"] == 10
 
 
 def test_parts_that_could_all_be_settled_are_measured_until_the_answer_is_explained(tmp_path, monkeypatch):
@@ -1017,10 +1013,10 @@ def test_a_part_that_could_outrank_a_named_culprit_is_measured_again_one_that_co
     tmp_path, monkeypatch
 ):
     # 16 commits, GOOD..BAD +100: +60 at 13 (named), +40 at 3; 0..4 first reads +40 +- 48 (it could hold
-    # more than the named +60, and 6 pairs would settle it), 8..12 holds nothing and reads 0 +- 40 (it
+    # more than the named +60, and 3 pairs would settle it), 8..12 holds nothing and reads 0 +- 120 (it
     # could not outrank +60, nor be settled within 4x): only 0..4 is measured again
     def half(base, head, processes):
-        return {(0, 4): 96.0 / processes, (8, 12): 40.0}.get((base, head), 2.0)
+        return {(0, 4): 96.0 / processes, (8, 12): 120.0}.get((base, head), 2.0)
 
     result, probes = _run_fake(tmp_path, monkeypatch, _steps(100.0, {3: 140.0, 13: 200.0}), n=16, half=half)
     assert _pairs_of(probes, 0, 4) == [2, 4] and _pairs_of(probes, 8, 12) == [2]  # old rule: [2, 4, 8]
@@ -1039,18 +1035,19 @@ def test_could_change_keeps_only_parts_that_could_change_the_answer():
         return Part(lo, lo + 1, dict(row, verdict=verdict), status)
 
     step = part(9, 40.0, 5.0, status="step", verdict="slower")  # a culprit of +40 of +100
-    wide = part(0, 0.0, 60.0)  # 0 +- 60: could outrank +40, but 3 x 36 pairs would settle it
-    near = part(1, 5.0, 15.0)  # [-10, +20]: under +40, under the step size; 27 pairs
-    big = part(2, 12.0, 15.0)  # reads a step (+12 >= 10): 5 pairs
-    high = part(3, 8.0, 36.0)  # reaches +44 > +40: 3 x (36 / 8)^2 = 61 pairs
-    assert [pairs_to_settle(p.row, 10.0) for p in (wide, near, big, high)] == [108, 27, 5, 61]
+    wide = part(0, 0.0, 60.0)  # 0 +- 60 at 3 pairs: could outrank +40, but 25 pairs would settle it
+    near = part(1, 5.0, 15.0)  # [-10, +20]: under +40, under the step size; 9 pairs
+    big = part(2, 12.0, 15.0)  # reads a step (+12 >= 10): 4 pairs
+    high = part(3, 8.0, 36.0)  # reaches +44 > +40: 16 pairs
+    assert [pairs_to_settle(p.row, 10.0) for p in (wide, near, big, high)] == [25, 9, 4, 16]
     assert could_change([wide, near, big, high], [step], 100.0, 10.0, 12, 1e9) == [big]
-    high = part(3, 8.0, 9.0)  # reaches +17, under +40: 3 x (9 / 8)^2 -> 4 pairs
-    assert could_change([near, high], [step], 100.0, 10.0, 12, 1e9) == []  # near: 27 pairs, past 4x
-    assert could_change([near, high], [], 100.0, 10.0, 12, 0) == [near, high]  # no culprit named: all
-    assert could_change([near, high], [step], 100.0, 10.0, 32, 1e9) == [near, high]  # all could settle
-    assert could_change([near, high], [step], 100.0, 10.0, 32, 95) == []  # ... not within --budget (96)
-    assert could_change([near, high], [step], -100.0, 10.0, 32, 0) == [near, high]  # none named that way
+    high = part(3, 8.0, 9.0)  # reaches +17, under +40: 4 pairs
+    # both could settle within 12 pairs, in 3 -> 6 -> 12 and 3 -> 6 pairs: all, while 24 pairs are left
+    assert could_change([near, high], [step], 100.0, 10.0, 12, 24) == [near, high]
+    assert could_change([near, high], [step], 100.0, 10.0, 12, 23) == []  # neither changes the ranking
+    assert could_change([near, high], [step], 100.0, 10.0, 8, 1e9) == []  # near: 9 pairs, past 8
+    assert could_change([near, high], [], 100.0, 10.0, 8, 0) == [near, high]  # no culprit named: all
+    assert could_change([near, high], [step], -100.0, 10.0, 8, 0) == [near, high]  # none named that way
 
 
 def test_an_undecided_half_waits_until_the_parts_that_moved_are_split(tmp_path, monkeypatch):

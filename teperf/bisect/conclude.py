@@ -34,13 +34,13 @@ def step_entry(part: Part, total_us: float, commit: Callable[[int], dict], count
     return entry
 
 
-def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside, pair_s: float = 0.0) -> dict:
+def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside, pair_s=0.0, alpha=0.05) -> dict:
     """culprits (confirmed, the way GOOD..BAD moved, biggest first), opposite (confirmed the other way),
     unconfirmed (steps whose verdict is not decisive: no share), small_movers (parts whose interval
     excludes zero, under the step size: not searched, no share), unresolved (parts that may hold a step
-    not narrowed, each with the pairs that would settle it), settle_parts (their pairs in all, and the
-    seconds those take at ``pair_s`` a pair), rest (GOOD..BAD's delta the confirmed steps leave), sum
-    check."""
+    not narrowed, each with the pairs that would settle it at ``alpha``), settle_parts (their pairs in
+    all, and the seconds those take at ``pair_s`` a pair), rest (GOOD..BAD's delta the confirmed steps
+    leave), sum check."""
     total = endpoint.get("delta_us") or 0.0
     direction = _sign(total)
     wanted = {1: "slower", -1: "faster"}
@@ -72,7 +72,7 @@ def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside, pair
                     delta_us=row.get("delta_us"),
                     row=row,
                     direction=_sign(row.get("delta_us")) * direction if row else 1,
-                    pairs_needed=pairs_to_settle(row, MIN_STEP_SHARE * abs(total)),
+                    pairs_needed=pairs_to_settle(row, MIN_STEP_SHARE * abs(total), alpha),
                 )
             )
     culprits.sort(key=lambda e: -e["share"])

@@ -93,7 +93,8 @@ class Bisector:
         endpoint = result["endpoint"] = times.measured[(0, n)] = times.refine_endpoint(endpoint)
         parts = times.time_search(endpoint)
         pair_s = max(times.compare_s, default=0.0)
-        result.update(time_shares(parts, endpoint, probe.commit, counts.counters_beside, pair_s))
+        alpha = probe.config.stats.alpha
+        result.update(time_shares(parts, endpoint, probe.commit, counts.counters_beside, pair_s, alpha))
         result["status"] = (
             "found" if not result["unresolved"] else ("partial" if result["culprits"] else "undecided")
         )

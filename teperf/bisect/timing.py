@@ -61,20 +61,27 @@ def row_text(row: dict) -> str:
     return f"{row.get('delta_us', 0):+.1f} us{ci} ({row['delta_pct']:+.1f}%) {row.get('verdict')}{cause}"
 
 
-def pairs_to_settle(row: dict, step_us: float) -> Optional[int]:
-    """The pairs that would settle an undecided part, from its measured spread (the interval narrows as
-    1/sqrt(pairs)): moved once it excludes zero, quiet once it fits under the step size, small once it
-    excludes zero under it; None where it has no interval."""
+def pairs_to_settle(row: dict, step_us: float, alpha: float = 0.05) -> Optional[int]:
+    """The pairs that would settle an undecided part, from its measured spread: its interval is a t
+    interval over the pairs (teperf.stats), so with N pairs its half-width is t(N-1) sd / sqrt(N). Settled:
+    moved once it excludes zero, quiet once it fits under the step size, small once it excludes zero under
+    it; None where it has no interval."""
+    from scipy import stats as sps  # the compares imported it already
+
     low, high, pairs = row.get("ci_low_us"), row.get("ci_high_us"), row.get("n_pairs")
-    if low is None or high is None or not pairs:
+    if low is None or high is None or not pairs or pairs < 2:
         return None
     delta = abs(row.get("delta_us") or 0.0)
     target = max(delta, step_us - delta)  # >= step_us / 2
-    return max(pairs + 1, math.ceil(pairs * ((high - low) / 2 / target) ** 2))
+    sd = (high - low) / 2 * math.sqrt(pairs) / sps.t.ppf(1 - alpha / 2, pairs - 1)
+    n = max(pairs + 1, math.ceil((sps.norm.ppf(1 - alpha / 2) * sd / target) ** 2))
+    while sps.t.ppf(1 - alpha / 2, n - 1) * sd / math.sqrt(n) > target:
+        n += max(1, n // 20)
+    return n
 
 
 def could_change(
-    parts: list, found: list, total_us: float, step_us: float, max_pairs: int, pairs_left: float
+    parts: list, found: list, total_us: float, step_us: float, max_pairs: int, pairs_left: float, alpha=0.05
 ):
     """Of the undecided ``parts`` (search.Part, each with its row), those worth measuring again: whose
     next compares could change what the answer reports, given the parts ``found`` so far. All of them
@@ -87,7 +94,7 @@ def could_change(
     sign = 1 if total_us >= 0 else -1
     wanted = "slower" if sign > 0 else "faster"
     named = [sign * p.row["delta_us"] for p in found if p.status == "step" and p.row.get("verdict") == wanted]
-    needed = [pairs_to_settle(p.row, step_us) for p in parts]
+    needed = [pairs_to_settle(p.row, step_us, alpha) for p in parts]
     settles = [n is not None and n <= max_pairs for n in needed]
     if not named or (all(settles) and _cost(parts, needed) <= pairs_left):
         return parts
@@ -250,6 +257,7 @@ class TimeSearch:
             pair_s = max(self.compare_s, default=0.0)
             left = (self.budget_s - self.timing_s) / pair_s if pair_s else math.inf
             most = self.probe.config.schedule.processes * 2**MAX_DOUBLINGS
-            return could_change(parts, found, endpoint["delta_us"], step_us, most, left)
+            alpha = self.probe.config.stats.alpha
+            return could_change(parts, found, endpoint["delta_us"], step_us, most, left, alpha)
 
         return bsearch.find_steps(len(self.probe.rng.commits), endpoint, compare, worth)
