@@ -1,7 +1,8 @@
 """A stored bisect run replayed through today's search, no worker started: each counter probe answers with
 the counters that run measured at that commit, each compare with the row that run measured for that part
 (the same part measured again: its next row), seconds as they took. Prints what the search would probe and
-compare now, the seconds that would cost at that run's pace, and its answer. Figures, not asserts.
+compare now, the seconds that would cost at that run's pace (and the wall time, with what the stored run
+spent outside probes and compares), and its answer. Figures, not asserts.
 
     python benchmarks/bisect_replay.py BUNDLE_DIR|answer.json --config TOML [--budget S]
 
@@ -36,8 +37,10 @@ def stored(path: Path) -> tuple[dict, list[dict]]:
 
 
 def replay(meta: dict, probes: list[dict], path: Path, config_path: Path, budget_s: float) -> dict:
+    from teperf.bisect.counters import CounterSearch
     from teperf.bisect.plan import Range, find_cell
     from teperf.bisect.runner import Bisector
+    from teperf.bisect.timing import TimeSearch
     from teperf.bundle import Bundle
     from teperf.config import load_config
     from teperf.sides.gitrepo import Commit
@@ -82,28 +85,30 @@ def replay(meta: dict, probes: list[dict], path: Path, config_path: Path, budget
     class NotStored(Exception):
         pass
 
-    class Replay(Bisector):
-        now = 0.0
+    clock = {"now": 0.0}
+    log_rows: list = []  # (index, what, result, seconds, pairs) of each probe, as it would be recorded
 
+    class Counts(CounterSearch):
         def count(self, index, what="counters"):
             if index in self.counters:
                 return self.counters[index]
             if index not in counters:
                 missing.append(f"counters of {index}")
                 return None
-            self.now += count_s.get(index, 0.0)
+            clock["now"] += count_s.get(index, 0.0)
             self.count_seconds.append(count_s.get(index, 0.0))
             self.counters[index] = counters[index]
             return counters[index]
 
+    class Times(TimeSearch):
         def compare(self, base, head, config):
             left = rows.get((base, head))
             if not left:
                 missing.append(f"compare {base}..{head}")
                 raise NotStored
             row, seconds, _ = left.pop(0)
-            self.now += seconds
-            return dict(row), self.bundle.path / "compares" / f"{base}-{head}"
+            clock["now"] += seconds
+            return dict(row), self.probe.bundle.path / "compares" / f"{base}-{head}"
 
         def _compare_once(self, base, head, processes):
             try:
@@ -112,26 +117,23 @@ def replay(meta: dict, probes: list[dict], path: Path, config_path: Path, budget
                 self.budget_s = 0.0  # ends the search as a spent --budget would
                 return None, "not stored", 0.0
 
-        def _record(self, index, what, result, seconds, **fields):
-            self.log_rows.append((index, what, result, seconds, fields.get("processes")))
-
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         bundle = Bundle.create(Path(tmp) / "r", "bisect", {"kind": "bisect", "commits": [], "plan": {}})
-        bisector = Replay(
-            config, rng, case, None, bundle, budget_s=budget_s, confirm=True, log=lambda s: None
+        quiet = {"budget_s": budget_s, "confirm": True, "log": lambda s: None}
+        bisector = Bisector(config, rng, case, None, bundle, counts=Counts, times=Times, **quiet)
+        bisector.probe.clock = lambda: clock["now"]
+        bisector.probe.record = lambda index, what, result, seconds, **fields: log_rows.append(
+            (index, what, result, seconds, fields.get("processes"))
         )
-        bisector.log_rows = []
-        bisector.clock = lambda: bisector.now
-        bisector.progress.probe = lambda *a, **k: None
         result = bisector.run()
         bundle.close()
-    timed = [r for r in bisector.log_rows if r[1] == "timing"]
+    timed = [r for r in log_rows if r[1] == "timing"]
     return {
         "result": result,
-        "counter_probes": len(bisector.count_seconds),
-        "counter_s": round(sum(bisector.count_seconds)),
+        "counter_probes": len(bisector.counts.count_seconds),
+        "counter_s": round(sum(bisector.counts.count_seconds)),
         "compares": len(timed),
         "pairs": sum(r[4] or 0 for r in timed),
         "compare_s": round(sum(r[3] for r in timed)),
@@ -159,6 +161,15 @@ def main() -> None:
         f"replayed: {out['counter_probes']} counter probes ({out['counter_s']} s), {out['compares']} "
         f"compares, {out['pairs']} pairs ({out['compare_s']} s); {r.get('answer')}"
     )
+    # the stored run's wall less its probes' and compares' seconds: plan, git, rendering, worker shutdown
+    wall = meta["result"].get("wall_s")
+    if wall:
+        rest = wall - sum(p["seconds"] for p in probes)
+        print(
+            f"   wall at the stored run's pace: about {out['counter_s'] + out['compare_s'] + rest:.0f} s "
+            f"(stored: {wall:.0f} s, {rest:.0f} s of it outside probes and compares); "
+            f"exit {r.get('exit_code')}"
+        )
     print(f"   culprits: {[(c['short_sha'], c['share']) for c in r.get('culprits') or []]}")
     print(
         f"   counter change points {len(r.get('counter_changes') or [])}, segments not narrowed "

@@ -207,6 +207,7 @@ def _run_fake(
     row_of(t_base, t_head): the compare's summary row instead of one made from ``half``."""
     from teperf.bisect.runner import Bisector, Range
     from teperf.bisect.sides import ProbeSkipped
+    from teperf.bisect.timing import TimeSearch
     from teperf.bundle import Bundle
     from teperf.config import build_config
     from teperf.engine import probe
@@ -236,12 +237,12 @@ def _run_fake(
         def tier(self, base_sha, head_sha):
             return "overlay"
 
-    class Fake(Bisector):
-        now = 0.0
+    clock = {"now": 0.0}
 
+    class Fake(TimeSearch):
         def compare(self, base, head, config):
-            self.factory.sides(self.rng.at(base).sha, self.rng.at(head).sha)
-            self.now += 5.0 * config.schedule.processes  # what the compare took
+            self.probe.sides(base, head)
+            clock["now"] += 5.0 * config.schedule.processes  # what the compare took
             t_base, t_head = time_of(base), time_of(head)
             delta = t_head - t_base
             w = half(base, head, config.schedule.processes)
@@ -267,14 +268,14 @@ def _run_fake(
             }
             if row_of is not None:
                 row = row_of(t_base, t_head).to_dict()  # a probe's row: the summary's, as compare() keeps it
-            return row, self.bundle.path / "compares" / f"c{base}-{head}"
+            return row, self.probe.bundle.path / "compares" / f"c{base}-{head}"
 
     bundle = Bundle.create(tmp_path / "results", "bisect", {"kind": "bisect", "commits": [], "plan": {}})
     monkeypatch.setattr(
         probe, "count_case", lambda config, side, *a, **k: dict(counters_of(side.description["index"]))
     )
     try:
-        fake = Fake(
+        fake = Bisector(
             config,
             rng,
             expand(config)[0],
@@ -283,8 +284,9 @@ def _run_fake(
             budget_s=budget_s,
             confirm=confirm,
             log=lambda line: None,
+            times=Fake,
         )
-        fake.clock = lambda: fake.now  # seconds pass as compares run, and only then
+        fake.probe.clock = lambda: clock["now"]  # seconds pass as compares run, and only then
         result = fake.run()
     finally:
         bundle.close()
@@ -959,22 +961,93 @@ def test_the_part_that_moved_most_is_split_first_so_a_short_budget_names_the_big
     assert [(u["good_index"], u["bad_index"]) for u in result["unresolved"]] == [(0, 4)]
 
 
-def test_an_undecided_part_bounded_under_two_steps_at_2x_is_not_measured_at_4x(tmp_path, monkeypatch):
-    # 0..4 holds nothing, read 0 +- 15 us at 2x the pairs: not quiet at the 10 us step size, nor can it hold
-    # 20 us; 4x the pairs could only tell whether it holds a step near the step size
+def _pairs_of(probes, lo, hi):
+    return [
+        p["processes"] for p in probes if p["what"] == "timing" and (p["base_index"], p["index"]) == (lo, hi)
+    ]
+
+
+def test_a_part_its_spread_could_not_settle_within_4x_is_not_measured_again(tmp_path, monkeypatch):
+    # 0..4 holds nothing but reads 0 +- 120 us at 2 pairs: to fit under the 10 us step size its t interval
+    # needs 10 pairs, past the 4x (8) the search takes; the step at 6 is named
     result, probes = _run_fake(
         tmp_path,
         monkeypatch,
         _steps(100.0, {6: 200.0}),
-        half=lambda base, head, processes: 15.0 if (base, head) == (0, 4) else 2.0,
+        half=lambda base, head, processes: 120.0 if (base, head) == (0, 4) else 2.0,
     )
-    zero_to_four = [p for p in probes if p["what"] == "timing" and (p["base_index"], p["index"]) == (0, 4)]
-    assert [(p["result"], p["processes"]) for p in zero_to_four] == [("undecided", 2), ("undecided", 4)]
+    assert _pairs_of(probes, 0, 4) == [2]  # the old rule: 2, 4, 8 pairs (400 s more on a quiet VM)
     assert [e["short_sha"] for e in result["culprits"]] == ["0000006"]
     (left,) = result["unresolved"]
-    assert (left["good_index"], left["bad_index"], left["row"]["left"]) == (0, 4, "bounded")
-    lines, _ = _report(result, tmp_path)
-    assert any("bounds it under 2x the step size (20% of GOOD..BAD): not measured at 4x" in x for x in lines)
+    assert (left["good_index"], left["bad_index"], left["row"]["left"]) == (0, 4, "answer")
+    assert left["pairs_needed"] == 10
+    assert result["settle_parts"] == {"pairs": 10, "seconds": 50}  # 5 s a pair on the fake clock
+    assert result["exit_code"] == 1 and not result["budget_spent"]
+    answer = result["answer"]
+    assert (
+        "1 part(s) undecided (left: measuring again could not change this answer); about 10 pairs" in answer
+    )
+    assert "within --budget" not in answer
+    lines, out = _report(result, tmp_path)
+    assert any("not measured again: that could not change this answer; about 10 pairs" in x for x in lines)
+    assert out["settle_parts"] == result["settle_parts"] and out["unresolved"][0]["pairs_needed"] == 10
+
+
+def test_parts_that_could_all_be_settled_are_measured_until_the_answer_is_explained(tmp_path, monkeypatch):
+    # +7 us at 2 (under the 10 us step), +12 at 6, +81 at 7; 0..4 reads +7 +- 14 at 2 pairs, +-7 at 4: its
+    # 4-pair interval [0, +14] is under 2 steps (the old rule stopped there, exit 1), but its spread says 5
+    # pairs settle it: at 8 it reads [+3.5, +10.5], small, and nothing is left undecided
+    result, probes = _run_fake(
+        tmp_path,
+        monkeypatch,
+        _steps(100.0, {2: 107.0, 6: 119.0, 7: 200.0}),
+        half=lambda base, head, processes: 28.0 / processes if (base, head) == (0, 4) else 2.0,
+    )
+    assert _pairs_of(probes, 0, 4) == [2, 4, 8]
+    assert [e["short_sha"] for e in result["culprits"]] == ["0000007", "0000006"]
+    assert [(e["good_index"], e["bad_index"]) for e in result["small_movers"]] == [(0, 4)]
+    assert not result["unresolved"] and result["exit_code"] == 0
+
+
+def test_a_part_that_could_outrank_a_named_culprit_is_measured_again_one_that_could_not_is_left(
+    tmp_path, monkeypatch
+):
+    # 16 commits, GOOD..BAD +100: +60 at 13 (named), +40 at 3; 0..4 first reads +40 +- 48 (it could hold
+    # more than the named +60, and 3 pairs would settle it), 8..12 holds nothing and reads 0 +- 120 (it
+    # could not outrank +60, nor be settled within 4x): only 0..4 is measured again
+    def half(base, head, processes):
+        return {(0, 4): 96.0 / processes, (8, 12): 120.0}.get((base, head), 2.0)
+
+    result, probes = _run_fake(tmp_path, monkeypatch, _steps(100.0, {3: 140.0, 13: 200.0}), n=16, half=half)
+    assert _pairs_of(probes, 0, 4) == [2, 4] and _pairs_of(probes, 8, 12) == [2]  # old rule: [2, 4, 8]
+    assert [e["short_sha"] for e in result["culprits"]] == ["000000d", "0000003"]
+    assert [(u["good_index"], u["bad_index"], u["row"]["left"]) for u in result["unresolved"]] == [
+        (8, 12, "answer")
+    ]
+
+
+def test_could_change_keeps_only_parts_that_could_change_the_answer():
+    from teperf.bisect.search import Part
+    from teperf.bisect.timing import could_change, pairs_to_settle
+
+    def part(lo, delta, half, pairs=3, status="again", verdict="inconclusive"):
+        row = {"delta_us": delta, "ci_low_us": delta - half, "ci_high_us": delta + half, "n_pairs": pairs}
+        return Part(lo, lo + 1, dict(row, verdict=verdict), status)
+
+    step = part(9, 40.0, 5.0, status="step", verdict="slower")  # a culprit of +40 of +100
+    wide = part(0, 0.0, 60.0)  # 0 +- 60 at 3 pairs: could outrank +40, but 25 pairs would settle it
+    near = part(1, 5.0, 15.0)  # [-10, +20]: under +40, under the step size; 9 pairs
+    big = part(2, 12.0, 15.0)  # reads a step (+12 >= 10): 4 pairs
+    high = part(3, 8.0, 36.0)  # reaches +44 > +40: 16 pairs
+    assert [pairs_to_settle(p.row, 10.0) for p in (wide, near, big, high)] == [25, 9, 4, 16]
+    assert could_change([wide, near, big, high], [step], 100.0, 10.0, 12, 1e9) == [big]
+    high = part(3, 8.0, 9.0)  # reaches +17, under +40: 4 pairs
+    # both could settle within 12 pairs, in 3 -> 6 -> 12 and 3 -> 6 pairs: all, while 24 pairs are left
+    assert could_change([near, high], [step], 100.0, 10.0, 12, 24) == [near, high]
+    assert could_change([near, high], [step], 100.0, 10.0, 12, 23) == []  # neither changes the ranking
+    assert could_change([near, high], [step], 100.0, 10.0, 8, 1e9) == []  # near: 9 pairs, past 8
+    assert could_change([near, high], [], 100.0, 10.0, 8, 0) == [near, high]  # no culprit named: all
+    assert could_change([near, high], [step], -100.0, 10.0, 8, 0) == [near, high]  # none named that way
 
 
 def test_an_undecided_half_waits_until_the_parts_that_moved_are_split(tmp_path, monkeypatch):
@@ -993,7 +1066,7 @@ def test_an_undecided_half_waits_until_the_parts_that_moved_are_split(tmp_path, 
 
 
 def test_an_undecided_step_is_measured_again_before_a_wider_part(tmp_path, monkeypatch):
-    # commit 6's own compare first reads under load; 0..4 holds nothing but reads +-120 us at 2 pairs
+    # commit 6's own compare first reads under load; 0..4 holds nothing but reads +-12 us at 2 pairs
     loaded = {"left": 1}
 
     def verdict_of(base, head, v):
@@ -1006,7 +1079,7 @@ def test_an_undecided_step_is_measured_again_before_a_wider_part(tmp_path, monke
         tmp_path,
         monkeypatch,
         _steps(100.0, {6: 200.0}),
-        half=lambda base, head, processes: (240.0 / processes) if (base, head) == (0, 4) else 5.0,
+        half=lambda base, head, processes: (24.0 / processes) if (base, head) == (0, 4) else 5.0,
         verdict_of=verdict_of,
     )
     timed = [t[:2] for t in _timed(probes)]

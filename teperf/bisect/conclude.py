@@ -7,7 +7,7 @@ import math
 from typing import Callable, Optional
 
 from teperf.bisect.search import Part
-from teperf.bisect.timing import row_text
+from teperf.bisect.timing import MIN_STEP_SHARE, MOST, pairs_to_settle, row_text
 
 
 def _sign(x) -> int:
@@ -34,11 +34,13 @@ def step_entry(part: Part, total_us: float, commit: Callable[[int], dict], count
     return entry
 
 
-def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside) -> dict:
+def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside, pair_s=0.0, alpha=0.05) -> dict:
     """culprits (confirmed, the way GOOD..BAD moved, biggest first), opposite (confirmed the other way),
     unconfirmed (steps whose verdict is not decisive: no share), small_movers (parts whose interval
     excludes zero, under the step size: not searched, no share), unresolved (parts that may hold a step
-    not narrowed), rest (GOOD..BAD's delta the confirmed steps leave), sum check."""
+    not narrowed, each with the pairs that would settle it at ``alpha``), settle_parts (their pairs in
+    all, and the seconds those take at ``pair_s`` a pair), rest (GOOD..BAD's delta the confirmed steps
+    leave), sum check."""
     total = endpoint.get("delta_us") or 0.0
     direction = _sign(total)
     wanted = {1: "slower", -1: "faster"}
@@ -70,13 +72,16 @@ def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside) -> d
                     delta_us=row.get("delta_us"),
                     row=row,
                     direction=_sign(row.get("delta_us")) * direction if row else 1,
+                    pairs_needed=pairs_to_settle(row, MIN_STEP_SHARE * abs(total), alpha),
                 )
             )
     culprits.sort(key=lambda e: -e["share"])
     opposite.sort(key=lambda e: e["share"])
     carried_us = sum(e["delta_us"] for e in culprits + opposite)
     low, high = endpoint.get("ci_low_us"), endpoint.get("ci_high_us")
+    needed = sum(u["pairs_needed"] or 0 for u in unresolved)
     return {
+        "settle_parts": {"pairs": needed, "seconds": round(needed * pair_s)} if needed else None,
         "culprits": culprits,
         "opposite_movers": opposite,
         "unconfirmed": unconfirmed,
@@ -241,12 +246,21 @@ def _answer(result: dict) -> tuple[str, str]:
     if result.get("opposite_movers"):
         tail += f"; {len(result['opposite_movers'])} moved the other way"
     if left:
-        tail += f"; {len(left)} part(s) undecided"
+        tail += f"; {len(left)} part(s) undecided" + (
+            " within --budget" if result.get("budget_spent") else ""
+        )
+        kept = sum(1 for u in left if (u.get("row") or {}).get("left") == "answer")
+        if kept:  # left by could_change (teperf.bisect.timing)
+            some = "" if kept == len(left) else f"{kept} "
+            tail += f" ({some}left: measuring again could not change this answer)"
+        hint = result.get("settle_parts") or {}
+        if hint.get("pairs"):
+            tail += f"; about {hint['pairs']} pairs ({hint['seconds']} s at this pace) would settle them"
     if result.get("counter_movers"):
         tail += f"; counters also moved at {_named(result['counter_movers'])}"
     share = sum(e["share"] for e in culprits)
     named = ", ".join(f"{e['short_sha']} {e['share']:.0%}" for e in culprits[:3])
-    if culprits and share >= 0.5 and not left:
+    if culprits and share >= MOST and not left:
         return "explained", f"explained: {len(culprits)} commit(s) carry {share:.0%} of {what}: {named}{tail}"
     if culprits:
         found = f"{len(culprits)} commit(s) carry only {share:.0%} of {what}: {named}{tail}"

@@ -3,10 +3,12 @@ forked from a server that imported torch (teperf.engine.probe.ForkedProbes), abo
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Optional
 
 from teperf.bisect import search as bsearch
+from teperf.bisect.plan import Probe
 from teperf.bisect.sides import ProbeSkipped
 from teperf.errors import TeperfError
 from teperf.explain.render import counters_diff
@@ -21,11 +23,14 @@ def moved(good: dict, bad: dict) -> list[str]:
     return [k for k in sorted(set(good) | set(bad)) if good.get(k) is not None and good.get(k) != bad.get(k)]
 
 
+@dataclasses.dataclass(eq=False)
 class CounterSearch:
-    """The counter half of a Bisector (teperf.bisect.runner): its rng, case, factory, bundle, log."""
+    """The counter half of a bisect (teperf.bisect.runner), over its Probe."""
 
-    counters: dict
-    count_seconds: list
+    probe: Probe
+    probes: object = None  # ForkedProbes, or None: each counter probe a fresh interpreter
+    counters: dict = dataclasses.field(default_factory=dict)  # index -> counters
+    count_seconds: list = dataclasses.field(default_factory=list)  # each counter probe's, sides included
 
     def count(self, index: int, what: str = "counters") -> Optional[dict]:
         """Counters of commit ``index`` (cached: counters repeat exactly), or None (recorded as skipped)."""
@@ -34,49 +39,49 @@ class CounterSearch:
         if index in self.counters and what == "counters":
             return self.counters[index]
         t0 = time.perf_counter()
-        commit = self.rng.at(index)
+        probe, commit = self.probe, self.probe.rng.at(index)
         try:
-            # paired with GOOD, so that its tier covers both
-            side = self.factory.sides(self.rng.good.sha, commit.sha)[0 if index == 0 else 1]
+            side = probe.sides(0, index)[0 if index == 0 else 1]  # paired with GOOD: its tier covers both
             log_path = (
-                self.bundle.path / "workers" / f"{index:03d}-{commit.short_sha}-{what.replace(' ', '-')}.log"
+                probe.bundle.path / "workers" / f"{index:03d}-{commit.short_sha}-{what.replace(' ', '-')}.log"
             )
             if self.probes is not None:
-                counters = self.probes.count(side, self.case, log_path)
+                counters = self.probes.count(side, probe.case, log_path)
             else:
-                counters = count_case(self.config, side, self.case, log_path)
+                counters = count_case(probe.config, side, probe.case, log_path)
         except (ProbeSkipped, ProbeFailed) as exc:
-            tier = self.factory.tier(self.rng.good.sha, commit.sha)
-            self._record(index, what, "skip", time.perf_counter() - t0, detail=exc.reason, tier=tier)
+            tier = probe.factory.tier(probe.rng.good.sha, commit.sha)
+            probe.record(index, what, "skip", time.perf_counter() - t0, detail=exc.reason, tier=tier)
             return None
         seconds = time.perf_counter() - t0
         self.counters[index] = counters
         self.count_seconds.append(seconds)
-        tier = side.description.get("strategy")
-        self._record(index, what, "measured", seconds, counters=counters, tier=tier)
+        probe.record(
+            index, what, "measured", seconds, counters=counters, tier=side.description.get("strategy")
+        )
         return counters
 
     def endpoint_counters(self) -> tuple[dict, dict]:
-        n = len(self.rng.commits)
+        n = len(self.probe.rng.commits)
         for index in (0, n):
             if self.count(index) is None:
-                record = list(self.bundle.records())[-1]
+                record = list(self.probe.bundle.records())[-1]
                 which = "GOOD" if index == 0 else "BAD"
                 raise TeperfError(
-                    f"{which} {self.rng.at(index).short_sha} cannot be measured: {record.detail}",
-                    f"pick a {which} that builds and imports (worker logs: {self.bundle.path}/workers)",
+                    f"{which} {self.probe.rng.at(index).short_sha} cannot be measured: {record.detail}",
+                    f"pick a {which} that builds and imports (worker logs: {self.probe.bundle.path}/workers)",
                 )
         return self.counters[0], self.counters[n]
 
     def recount(self, good: dict, bad: dict) -> tuple[dict, dict]:
         """GOOD and BAD once more, each in a new worker: code torch.compile built makes a few more Python
         calls in the process that compiled it than later probes, loading it from inductor's cache, see."""
-        n = len(self.rng.commits)
+        n = len(self.probe.rng.commits)
         for index, first in ((0, good), (n, bad)):
             second = self.count(index, "counters again")
             if second is not None and second != first:
                 which = "GOOD" if index == 0 else "BAD"
-                self.log(
+                self.probe.log(
                     f"{which}'s counters changed in a second worker "
                     f"({counters_diff(first, second)}; a cold compile cache in the first?): "
                     "the search uses the second"
@@ -95,13 +100,13 @@ class CounterSearch:
             return all(abs((b.get(k) or 0) - (a.get(k) or 0)) < min_change * abs(good[k]) for k in keys)
 
         def probe(index: int, lo: int, hi: int):
-            self.n_probes += 1
+            self.probe.n_probes += 1
             counters = self.count(index)
             if counters is None:
                 return "skip"
             return differ(self.counters[lo], counters), differ(counters, self.counters[hi])
 
-        return bsearch.find_changes(len(self.rng.commits), probe, small if min_change else None)
+        return bsearch.find_changes(len(self.probe.rng.commits), probe, small if min_change else None)
 
     def counters_beside(self, index: int) -> Optional[dict]:
         """What the counters did at index against its parent ({}: none moved; None: not countable)."""

@@ -1,17 +1,24 @@
-"""Bisect's plan: the range (GOOD..BAD's first-parent commits), the cell, and what the search will cost."""
+"""Bisect's plan: the range (GOOD..BAD's first-parent commits), the cell, and what the search will cost;
+the Probe both searches measure them through."""
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections import Counter
 from itertools import pairwise
 from pathlib import Path
+from typing import Callable
 
 from teperf.bisect import search as bsearch
+from teperf.bisect.progress import Progress
 from teperf.bisect.sides import TE_PACKAGE, SideFactory, made_with, strategy_class, tier_seconds
+from teperf.bundle import Bundle
 from teperf.config import Config
 from teperf.errors import TeperfError
+from teperf.log import Log
 from teperf.plan import Case, expand
+from teperf.records import ProbeRecord
 from teperf.sides import gitrepo as git
 
 WORKER_SECONDS = {"cpu": 4.0, "cuda": 40.0}  # start, import, set up, count: for the plan's estimate
@@ -78,6 +85,37 @@ def find_cell(config: Config, cell: str) -> Case:
 
 def commit_meta(commit: git.Commit) -> dict:
     return {"sha": commit.sha, "short_sha": commit.short_sha, "subject": commit.subject, "date": commit.date}
+
+
+@dataclasses.dataclass(eq=False)
+class Probe:
+    """What the counter search and the time search (teperf.bisect.counters, .timing) both use: commits
+    by index (0 GOOD .. n BAD), their sides, the bundle and progress line each probe is recorded in."""
+
+    config: Config
+    rng: Range
+    case: Case
+    factory: SideFactory
+    bundle: Bundle
+    progress: Progress
+    log: Log
+    clock: Callable[[], float] = time.perf_counter
+    n_probes: int = 0  # counter probes and compares
+
+    def sides(self, base: int, head: int) -> tuple:
+        """The sides of commits ``base`` and ``head`` (ProbeSkipped where one cannot be made)."""
+        return self.factory.sides(self.rng.at(base).sha, self.rng.at(head).sha)
+
+    def commit(self, index: int) -> dict:
+        return commit_meta(self.rng.at(index))
+
+    def record(self, index: int, what: str, result: str, seconds: float, **fields) -> None:
+        commit = self.rng.at(index)
+        role = "GOOD" if index == 0 else ("BAD" if index == len(self.rng.commits) else "probe")
+        raw = {"kind": "probe", "index": index, "role": role, **commit_meta(commit), "what": what}
+        raw.update(result=result, seconds=round(seconds, 2))
+        self.bundle.append(ProbeRecord.from_dict({**raw, **fields}))
+        self.progress.probe(role, commit.short_sha, what, result, fields.get("detail", ""), seconds)
 
 
 def compare_seconds(config: Config) -> float:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from teperf.bisect.conclude import endpoint_text
 from teperf.bisect.counters import MIN_CHANGE
-from teperf.bisect.timing import BOUND_STEPS, MAX_DOUBLINGS, MIN_STEP_SHARE, ci_text, row_text
+from teperf.bisect.timing import MAX_DOUBLINGS, ci_text, row_text
 from teperf.bundle import Bundle
 from teperf.explain.render import counters_diff
 from teperf.records import ProbeRecord
@@ -98,7 +98,7 @@ def small_text(entry: dict) -> str:
     )
 
 
-def unresolved_text(left: dict, budget_spent: bool) -> str:
+def unresolved_text(left: dict) -> str:
     names = [c["short_sha"] for c in left.get("candidates") or []]
     row = left.get("row") or {}
     figure = f" ({row_text(row)})" if row.get("delta_pct") is not None else ""
@@ -106,13 +106,15 @@ def unresolved_text(left: dict, budget_spent: bool) -> str:
         why = "its commits could not be measured"
     elif left["status"] == "budget":
         why = "--budget was spent before it was split"
-    elif row.get("left") == "bounded":
-        why = f"its interval bounds it under {BOUND_STEPS}x the step size "
-        why += f"({BOUND_STEPS * MIN_STEP_SHARE:.0%} of GOOD..BAD): not measured at {2**MAX_DOUBLINGS}x"
+    elif row.get("left") == "answer":
+        why = "not measured again: that could not change this answer"
     else:
         why = "its compare could not tell whether it holds a step" + (
-            " within --budget" if budget_spent else f", at up to {2**MAX_DOUBLINGS}x the pairs"
+            " within --budget" if row.get("left") == "budget" else f", at up to {2**MAX_DOUBLINGS}x the pairs"
         )
+    needed = left.get("pairs_needed")
+    if needed:
+        why += f"; about {needed} pairs would settle it (measured at {row.get('n_pairs')})"
     if len(names) == 1:
         return f"{names[0]}{figure}: one commit, not told against its parent; {why}"
     return f"not narrowed to one commit{figure}: {shorten(names, shown=6)}; {why}"
@@ -193,7 +195,7 @@ def headline(meta: dict) -> list[str]:
             + ("" if within is None else f", {'inside' if within else 'outside'} GOOD..BAD's interval")
         )
     for left in result.get("unresolved") or []:
-        lines.append(unresolved_text(left, bool(result.get("budget_spent"))))
+        lines.append(unresolved_text(left))
     segments = result.get("counter_unresolved") or []
     if segments:
         lines.append(f"counter segments not narrowed to one commit ({len(segments)}):")
@@ -265,7 +267,16 @@ def _confirmed(meta: dict, path, fmt: str, console=None):
 
 def _json(meta: dict, probes: list, path, console=None) -> str:
     result = meta.get("result") or {}
-    keys = ("answer", "outcome", "exit_code", "explained", "endpoint", "settle", "budget_spent")
+    keys = (
+        "answer",
+        "outcome",
+        "exit_code",
+        "explained",
+        "endpoint",
+        "settle",
+        "settle_parts",
+        "budget_spent",
+    )
     out = {key: result.get(key) for key in keys}
     # every section the text shows, the same keys; counter_changes: every counter change point found
     for key in [k for k, *_ in SECTIONS] + ["counter_changes", "unresolved", "counter_unresolved", "rest"]:

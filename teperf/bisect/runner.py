@@ -3,7 +3,6 @@ single commits, so a commit that moves time but no counter is found too."""
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 import time
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 from teperf.bisect.attribute import attribute, ordered
 from teperf.bisect.conclude import conclude, counter_movers, settle, time_shares
 from teperf.bisect.counters import MIN_CHANGE, CounterSearch, moved
-from teperf.bisect.plan import Range, commit_meta, find_cell, make_plan, plan_lines, resolve_range
+from teperf.bisect.plan import Probe, Range, commit_meta, find_cell, make_plan, plan_lines, resolve_range
 from teperf.bisect.progress import Progress
 from teperf.bisect.sides import GitSideFactory, SideFactory
 from teperf.bisect.timing import TimeSearch, whole_state
@@ -22,62 +21,47 @@ from teperf.errors import TeperfError
 from teperf.log import Log, stderr_logger
 from teperf.options import SideOptions
 from teperf.plan import Case, check_balance
-from teperf.records import ProbeRecord
 
 
-@dataclasses.dataclass(eq=False)
-class Bisector(CounterSearch, TimeSearch):
-    """One bisect run: its range, cell, side factory and bundle."""
+class Bisector:
+    """One bisect run: the counter search, then the time search, each over the run's one Probe. ``counts``
+    and ``times``: the searches' classes (a replay or a test gives its own)."""
 
-    config: Config
-    rng: Range
-    case: Case
-    factory: SideFactory
-    bundle: Bundle
-    _: dataclasses.KW_ONLY
-    budget_s: float
-    confirm: bool
-    log: Log
-    plan: dict = dataclasses.field(default_factory=dict)
-    probes: object = None  # ForkedProbes, or None: each counter probe a fresh interpreter
-
-    def __post_init__(self):
-        self.progress = Progress(self.log, self.plan, self.budget_s)
-        self.timing_s = 0.0  # seconds spent in compares (what --budget bounds)
-        self.compare_s: list[float] = []  # each compare's seconds per pair
-        self.clock = time.perf_counter
-        self.n_probes = 0  # the counter search's probes and the compares
-        self.n_compares = 0
-        self.counters: dict[int, dict] = {}  # index -> counters
-        self.count_seconds: list[float] = []  # each counter probe's, side making included
-        self.measured: dict[tuple[int, int], dict] = {}  # (lo, hi) -> its last compare's row
-        self.next_pairs: dict[tuple[int, int], int] = {}
-        self.budget_spent = False  # a compare was not started: --budget would have run out
-
-    def _record(self, index: int, what: str, result: str, seconds: float, **fields) -> None:
-        commit = self.rng.at(index)
-        role = "GOOD" if index == 0 else ("BAD" if index == len(self.rng.commits) else "probe")
-        raw = {"kind": "probe", "index": index, "role": role, **commit_meta(commit), "what": what}
-        raw.update(result=result, seconds=round(seconds, 2))
-        self.bundle.append(ProbeRecord.from_dict({**raw, **fields}))
-        self.progress.probe(role, commit.short_sha, what, result, fields.get("detail", ""), seconds)
-
-    def _commit(self, index: int) -> dict:
-        return commit_meta(self.rng.at(index))
+    def __init__(
+        self,
+        config: Config,
+        rng: Range,
+        case: Case,
+        factory: SideFactory,
+        bundle: Bundle,
+        *,
+        budget_s: float,
+        confirm: bool,
+        log: Log,
+        plan: dict | None = None,
+        probes=None,  # ForkedProbes, or None: each counter probe a fresh interpreter
+        counts=CounterSearch,
+        times=TimeSearch,
+    ):
+        self.progress = Progress(log, plan or {}, budget_s)
+        self.probe = Probe(config, rng, case, factory, bundle, self.progress, log)
+        self.counts, self.times = counts(self.probe, probes), times(self.probe, budget_s)
+        self.confirm = confirm
 
     def run(self) -> dict:
-        good, bad = self.endpoint_counters()
+        counts, times, probe = self.counts, self.times, self.probe
+        good, bad = counts.endpoint_counters()
         keys = moved(good, bad)
         if keys:
-            good, bad = self.recount(good, bad)
+            good, bad = counts.recount(good, bad)
             keys = moved(good, bad)
         result: dict = {"counters_good": good, "counters_bad": bad, "moved_counters": keys}
-        n = len(self.rng.commits)
+        n = len(probe.rng.commits)
         if keys:
             keys = ordered(keys)
-            self.log(f"counters differ between GOOD and BAD ({', '.join(keys)}): every change point")
-            changes = self.counter_search(keys, MIN_CHANGE if self.confirm else 0.0)
-            found = attribute(changes.segments, self.counters.get, keys, self._commit, n)
+            probe.log(f"counters differ between GOOD and BAD ({', '.join(keys)}): every change point")
+            changes = counts.counter_search(keys, MIN_CHANGE if self.confirm else 0.0)
+            found = attribute(changes.segments, counts.counters.get, keys, probe.commit, n)
             result["counter_changes"] = found["culprits"] + found["opposite"]
             result["counter_totals"] = found["totals"]
             result["counter_unresolved"] = found["unresolved"]
@@ -94,44 +78,47 @@ class Bisector(CounterSearch, TimeSearch):
         elif not self.confirm:
             return self._finish(result, mode="counters", status="no change", totals={})
         result["mode"] = "time"
-        self.log("GOOD..BAD in time, then both halves of every part that moved")
-        endpoint, state = self.timed(0, n, whole_state)  # (row, moved | quiet | undecided | budget)
+        probe.log("GOOD..BAD in time, then both halves of every part that moved")
+        endpoint, state = times.timed(0, n, whole_state)  # (row, moved | quiet | undecided | budget)
         if endpoint is None and state != "budget":
             raise TeperfError(
                 f"GOOD..BAD could not be compared ({state})",
-                f"see the worker logs under {self.bundle.path}/compares",
+                f"see the worker logs under {probe.bundle.path}/compares",
             )
         result["endpoint"] = endpoint
         if state != "moved":
             if state != "quiet" and endpoint is not None:
-                result["settle"] = settle(endpoint, self.config.stats.min_effect_pct, self.compare_s)
+                result["settle"] = settle(endpoint, probe.config.stats.min_effect_pct, times.compare_s)
             return self._finish(result, status="no change" if state == "quiet" else "inconclusive")
-        endpoint = result["endpoint"] = self.measured[(0, n)] = self.refine_endpoint(endpoint)
-        parts = self.time_search(endpoint)
-        result.update(time_shares(parts, endpoint, self._commit, self.counters_beside))
+        endpoint = result["endpoint"] = times.measured[(0, n)] = times.refine_endpoint(endpoint)
+        parts = times.time_search(endpoint)
+        pair_s = max(times.compare_s, default=0.0)
+        alpha = probe.config.stats.alpha
+        result.update(time_shares(parts, endpoint, probe.commit, counts.counters_beside, pair_s, alpha))
         result["status"] = (
             "found" if not result["unresolved"] else ("partial" if result["culprits"] else "undecided")
         )
         return self._finish(result)
 
     def _finish(self, result: dict, **fields) -> dict:
+        counts, times = self.counts, self.times
         result.update(fields)
-        result["probes"] = self.n_probes
-        result["compares"] = self.n_compares
-        result["counter_probes"] = len(self.count_seconds)
+        result["probes"] = self.probe.n_probes
+        result["compares"] = times.n_compares
+        result["counter_probes"] = len(counts.count_seconds)
         result["counter_probe_s"] = (
-            round(statistics.median(self.count_seconds), 2) if self.count_seconds else None
+            round(statistics.median(counts.count_seconds), 2) if counts.count_seconds else None
         )
-        result["timing_s"] = round(self.timing_s, 1)
-        result["budget_spent"] = self.budget_spent
+        result["timing_s"] = round(times.timing_s, 1)
+        result["budget_spent"] = times.budget_spent
         result["compared"] = [
-            dict(row, good_index=lo, bad_index=hi) for (lo, hi), row in self.measured.items()
+            dict(row, good_index=lo, bad_index=hi) for (lo, hi), row in times.measured.items()
         ]
         if result.get("counter_changes") and result.get("mode") == "time":
-            result.update(counter_movers(result, self.measured))
+            result.update(counter_movers(result, times.measured))
         if result.get("culprits"):
             top = result["culprits"][0]
-            result["culprit"], result["parent"] = self._commit(top["index"]), top["parent"]
+            result["culprit"], result["parent"] = self.probe.commit(top["index"]), top["parent"]
         return conclude(result)
 
 

@@ -93,19 +93,27 @@ class Part:
     status: str  # step (one commit moved) | quiet | undecided | skipped | budget | moved (to split) | again
 
 
-def find_steps(n: int, whole: dict, compare: Callable[[int, int], tuple]) -> list[Part]:
+def find_steps(
+    n: int, whole: dict, compare: Callable[[int, int], tuple], worth: Optional[Callable] = None
+) -> list[Part]:
     """The steps in time of 0..n (``whole`` moved) and every part not split, in order: a part that moved is
     split and both halves compared, ``compare(lo, hi) -> (row, state)``; the part that moved most first
     (the lower of two alike), so that a --budget that runs out leaves the smallest parts. A half "again"
     (undecided, may be measured again) waits until no part that moved is left: one commit (a step to
-    confirm) first, then the widest."""
+    confirm) first, then the widest. ``worth(deferred, parts)``: those of them still worth measuring again
+    (parts: what is settled so far); once none is, the rest are left undecided, their rows marked
+    ``left: "answer"`` (they could not change the answer)."""
     pending = [Part(0, n, whole, "moved")]
     deferred: list[Part] = []
     skipped: set[int] = set()
     parts: list[Part] = []
     while pending or deferred:
         if not pending:
-            part = max(deferred, key=lambda p: (p.hi - p.lo == 1, _reach(p), -p.lo))
+            open_ = worth(deferred, parts) if worth else deferred
+            if not open_:
+                parts += [Part(p.lo, p.hi, dict(p.row or {}, left="answer"), "undecided") for p in deferred]
+                break
+            part = max(open_, key=lambda p: (p.hi - p.lo == 1, _reach(p), -p.lo))
             deferred.remove(part)
             row, state = compare(part.lo, part.hi)
             part = Part(

@@ -9,15 +9,16 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from teperf.bisect import search as bsearch
+from teperf.bisect.plan import Probe
 from teperf.bisect.sides import ProbeSkipped
 from teperf.config import Config
 from teperf.errors import TeperfError
 
 MIN_STEP_SHARE = 0.1  # the search looks for steps of at least this share of GOOD..BAD's delta
 MAX_DOUBLINGS = 2  # an undecided part is measured again with 2x, then 4x the pairs, then left undecided
-# ... unless its 2x interval already bounds it under this many steps: 4x the pairs could only tell whether
-# it holds a step near the step size (x-transformers under load: 217 s of 4x compares that still could not)
-BOUND_STEPS = 2
+# ... while it could change the answer (could_change): x-transformers on a quiet VM spent 700 s of
+# 1,003 s measuring again parts that could not
+MOST = 0.5  # "explained": the commits named carry at least this share of GOOD..BAD's delta
 MIN_TRIAL_S = 0.1  # the parts' trials last at least this long (GOOD..BAD's step time sets their steps)
 ROW_KEEP = tuple(
     """status verdict verdict_cause base_us head_us delta_us delta_pct ci_low_pct ci_high_pct ci_low_us
@@ -60,22 +61,87 @@ def row_text(row: dict) -> str:
     return f"{row.get('delta_us', 0):+.1f} us{ci} ({row['delta_pct']:+.1f}%) {row.get('verdict')}{cause}"
 
 
-class TimeSearch:
-    """The timing half of a Bisector (teperf.bisect.runner)."""
+def pairs_to_settle(row: dict, step_us: float, alpha: float = 0.05) -> Optional[int]:
+    """The pairs that would settle an undecided part, from its measured spread: its interval is a t
+    interval over the pairs (teperf.stats), so with N pairs its half-width is t(N-1) sd / sqrt(N). Settled:
+    moved once it excludes zero, quiet once it fits under the step size, small once it excludes zero under
+    it; None where it has no interval."""
+    from scipy import stats as sps  # the compares imported it already
 
+    low, high, pairs = row.get("ci_low_us"), row.get("ci_high_us"), row.get("n_pairs")
+    if low is None or high is None or not pairs or pairs < 2:
+        return None
+    delta = abs(row.get("delta_us") or 0.0)
+    target = max(delta, step_us - delta)  # >= step_us / 2
+    sd = (high - low) / 2 * math.sqrt(pairs) / sps.t.ppf(1 - alpha / 2, pairs - 1)
+    n = max(pairs + 1, math.ceil((sps.norm.ppf(1 - alpha / 2) * sd / target) ** 2))
+    while sps.t.ppf(1 - alpha / 2, n - 1) * sd / math.sqrt(n) > target:
+        n += max(1, n // 20)
+    return n
+
+
+def could_change(
+    parts: list, found: list, total_us: float, step_us: float, max_pairs: int, pairs_left: float, alpha=0.05
+):
+    """Of the undecided ``parts`` (search.Part, each with its row), those worth measuring again: whose
+    next compares could change what the answer reports, given the parts ``found`` so far. All of them
+    while each could be settled within ``max_pairs`` (the most a part is measured with) and all within
+    ``pairs_left`` (what is left of --budget, in pairs), by their measured spread: settled, the answer
+    could become "explained" (the exit code's class); all of them while no culprit is named (each could
+    hold a step of a reportable share). Else those that could be settled within ``max_pairs`` (one that
+    could not stays undecided whatever it reads) and either reach, GOOD..BAD's way, past the smallest
+    named culprit's delta (it could outrank it) or read a step's delta themselves (a culprit more)."""
+    sign = 1 if total_us >= 0 else -1
+    wanted = "slower" if sign > 0 else "faster"
+    named = [sign * p.row["delta_us"] for p in found if p.status == "step" and p.row.get("verdict") == wanted]
+    needed = [pairs_to_settle(p.row, step_us, alpha) for p in parts]
+    settles = [n is not None and n <= max_pairs for n in needed]
+    if not named or (all(settles) and _cost(parts, needed) <= pairs_left):
+        return parts
+
+    def changes(part) -> bool:
+        low, high, delta = (sign * part.row[k] for k in ("ci_low_us", "ci_high_us", "delta_us"))
+        return max(low, high) > min(named) or delta >= step_us
+
+    return [p for p, ok in zip(parts, settles) if ok and changes(p)]
+
+
+def _cost(parts: list, needed: list[int]) -> int:
+    """Pairs the compares that would settle ``parts`` take: each measured again with twice the pairs of
+    its last until it has ``needed`` (a compare does not pool the pairs of the one before)."""
+    total = 0
+    for part, want in zip(parts, needed):
+        pairs = part.row["n_pairs"]
+        while pairs < want:
+            pairs *= 2
+            total += pairs
+    return total
+
+
+@dataclasses.dataclass(eq=False)
+class TimeSearch:
+    """The timing half of a bisect (teperf.bisect.runner), over its Probe, within ``budget_s``."""
+
+    probe: Probe
+    budget_s: float
+    timing_s: float = 0.0  # seconds spent in compares (what --budget bounds)
+    compare_s: list = dataclasses.field(default_factory=list)  # each compare's seconds per pair
+    n_compares: int = 0
+    measured: dict = dataclasses.field(default_factory=dict)  # (lo, hi) -> its last compare's row
+    next_pairs: dict = dataclasses.field(default_factory=dict)  # (lo, hi) -> its next compare's pairs
+    budget_spent: bool = False  # a compare was not started: --budget would have run out
     search_iters: Optional[int] = None  # steps a trial of the parts' compares, once GOOD..BAD has measured
-    next_pairs: dict  # (base, head) -> the pairs its next compare takes, where it was undecided
 
     @property
     def trial_iters(self) -> int:
         """Steps a trial of the next compare: the parts' (search_iters) once set, else the config's."""
-        return self.search_iters or self.config.schedule.iters
+        return self.search_iters or self.probe.config.schedule.iters
 
     def compare(self, base: int, head: int, config: Config):
         """A paired compare of two commits of the range through the normal engine -> (row, bundle path)."""
         from teperf import api
 
-        base_side, head_side = self.factory.sides(self.rng.at(base).sha, self.rng.at(head).sha)
+        base_side, head_side = self.probe.sides(base, head)
         left = None  # an adaptive (--precision) compare gets what is left of --budget
         if config.schedule.precision_pct is not None:
             left = max(self.budget_s - self.timing_s, 1.0)
@@ -84,8 +150,8 @@ class TimeSearch:
             config,
             base_side,
             head_side,
-            results_dir=str(self.bundle.path / "compares"),
-            cases=[self.case],
+            results_dir=str(self.probe.bundle.path / "compares"),
+            cases=[self.probe.case],
             command=["teperf", "bisect", "(probe)"],
         )
         row = dict(api.summarize(path).rows[0].to_dict(), tier=head_side.description.get("strategy"))
@@ -93,50 +159,52 @@ class TimeSearch:
 
     def _compare_once(self, base: int, head: int, processes: int):
         """One compare with ``processes`` pairs -> (row, bundle path, seconds) or (None, why not, seconds)."""
-        sched = dataclasses.replace(self.config.schedule, processes=processes, iters=self.trial_iters)
-        config = dataclasses.replace(self.config, schedule=sched, counters=False)
-        t0 = self.clock()
+        sched = dataclasses.replace(self.probe.config.schedule, processes=processes, iters=self.trial_iters)
+        config = dataclasses.replace(self.probe.config, schedule=sched, counters=False)
+        t0 = self.probe.clock()
         try:
             row, path = self.compare(base, head, config)
         except ProbeSkipped as exc:
             return None, exc.reason, 0.0
         except TeperfError as exc:
             return None, exc.one_line(), 0.0
-        seconds = self.clock() - t0
+        seconds = self.probe.clock() - t0
         self.timing_s += seconds
         self.compare_s.append(seconds / processes)
         if row.get("status") not in ("ok", "partial"):
             return None, f"{row.get('status')}: {row.get('error')}", seconds
         return row, path, seconds
 
-    def timed(self, base: int, head: int, decide: Callable[[dict], str], again=lambda row: True, once=False):
+    def timed(self, base: int, head: int, decide: Callable[[dict], str], once=False):
         """Compare base..head and ``decide`` from its row, again with twice the pairs while "undecided"
-        (MAX_DOUBLINGS), --budget and, past the first doubling, ``again(row)`` allow -> (the last row, the
-        decision), (None, "skip"), (the last row or None, "budget"). Every row is kept in ``measured`` by
-        (base, head); one left by ``again`` says so (left: bounded). ``once``: one compare, then "again"
-        where another may follow (with the pairs doubled: the next call goes on from there)."""
-        first = self.config.schedule.processes
+        (MAX_DOUBLINGS) and --budget allow -> (the last row, the decision), (None, "skip"), (the last row
+        or None, "budget"; a row so left says so: left: budget). Every row is kept in ``measured`` by
+        (base, head). ``once``: one compare, then "again" where another may follow (with the pairs
+        doubled: the next call goes on from there)."""
+        first = self.probe.config.schedule.processes
         processes = self.next_pairs.get((base, head), first) if once else first
         kept = self.measured.get((base, head)) if once else None
         while processes <= first * 2**MAX_DOUBLINGS:
             # what is left of --budget, by the pace so far
             if self.timing_s + processes * max(self.compare_s, default=0.0) > self.budget_s:
                 self.budget_spent = True
+                if kept is not None:
+                    kept["left"] = "budget"
                 return kept, "budget"
             row, path, seconds = self._compare_once(base, head, processes)
             if row is None:
-                self._record(head, "timing", "skip", seconds, detail=path, base_index=base)
+                self.probe.record(head, "timing", "skip", seconds, detail=path, base_index=base)
                 return None, "skip"
             decided = decide(row)
-            rel = str(Path(path).relative_to(self.bundle.path))
-            self.n_probes += 1
+            rel = str(Path(path).relative_to(self.probe.bundle.path))
+            self.probe.n_probes += 1
             self.n_compares += 1
-            self._record(
+            self.probe.record(
                 head,
                 "timing",
                 decided,
                 seconds,
-                detail=f"{self.rng.at(base).short_sha}.. {row_text(row)}",
+                detail=f"{self.probe.rng.at(base).short_sha}.. {row_text(row)}",
                 tier=row.get("tier"),
                 bundle=rel,
                 base_index=base,
@@ -149,9 +217,6 @@ class TimeSearch:
             self.measured[(base, head)] = kept
             if decided != "undecided":
                 return kept, decided
-            if processes > first and not again(row):
-                kept["left"] = "bounded"
-                return kept, decided
             processes = self.next_pairs[(base, head)] = processes * 2
             if once and processes <= first * 2**MAX_DOUBLINGS:
                 return kept, "again"
@@ -163,11 +228,11 @@ class TimeSearch:
         fastest = min(
             (v for v in (endpoint.get("base_us"), endpoint.get("head_us")) if v and v > 0), default=0
         )
-        iters = self.config.schedule.iters
+        iters = self.probe.config.schedule.iters
         self.search_iters = max(iters, math.ceil(MIN_TRIAL_S * 1e6 / fastest)) if fastest else iters
         if self.search_iters == iters:
             return endpoint
-        row, state = self.timed(0, len(self.rng.commits), whole_state)
+        row, state = self.timed(0, len(self.probe.rng.commits), whole_state)
         return row if state == "moved" else endpoint
 
     def time_search(self, endpoint: dict) -> list[bsearch.Part]:
@@ -180,17 +245,19 @@ class TimeSearch:
                 return "undecided"  # a step's own verdict confirms it: measured again, the load may pass
             return state
 
-        def again(lo: int, hi: int, row: dict) -> bool:
-            """Not a part whose interval bounds it under BOUND_STEPS steps (a step's own compare is)."""
-            low, high = row.get("ci_low_us"), row.get("ci_high_us")
-            return hi - lo == 1 or low is None or max(abs(low), abs(high)) >= BOUND_STEPS * step_us
-
         def compare(lo: int, hi: int):
-            row, state = self.timed(lo, hi, lambda r: decide(lo, hi, r), lambda r: again(lo, hi, r), True)
+            row, state = self.timed(lo, hi, lambda r: decide(lo, hi, r), once=True)
             if state == "undecided" and row is not None and part_state(row, step_us) == "moved":
                 state = "moved"  # still under load: a step, its verdict inconclusive (load), no share
             if state == "moved" and hi - lo == 1:
-                self.progress.steps += 1
+                self.probe.progress.steps += 1
             return row, state
 
-        return bsearch.find_steps(len(self.rng.commits), endpoint, compare)
+        def worth(parts: list[bsearch.Part], found: list[bsearch.Part]) -> list[bsearch.Part]:
+            pair_s = max(self.compare_s, default=0.0)
+            left = (self.budget_s - self.timing_s) / pair_s if pair_s else math.inf
+            most = self.probe.config.schedule.processes * 2**MAX_DOUBLINGS
+            alpha = self.probe.config.stats.alpha
+            return could_change(parts, found, endpoint["delta_us"], step_us, most, left, alpha)
+
+        return bsearch.find_steps(len(self.probe.rng.commits), endpoint, compare, worth)

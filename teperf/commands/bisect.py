@@ -65,9 +65,10 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
     point follows with what time could tell of it (a share interval, or "too
     small to tell at this schedule: under X %"). --budget (default 30m) bounds
     the compares; an undecided part is measured again with 2x, then 4x the
-    pairs (if it could hold 2 steps) while it lasts; when it is spent the
-    search ends with what it knows. An answer that is not "explained" is also
-    one line on stderr.
+    pairs while it lasts and that could change the answer (by the part's
+    measured spread); the answer says about how many pairs would settle the
+    parts left. When --budget is spent the search ends with what it knows. An
+    answer that is not "explained" is also one line on stderr.
     """
     from teperf.bisect.runner import bisect
     from teperf.bisect.sides import GitSideFactory
