@@ -32,11 +32,12 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from scipy.stats import binomtest
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from teperf.cpus import available_cores  # noqa: E402
-from teperf.stats import wilson_interval  # noqa: E402
 
 BASE = ROOT / "examples" / "planted" / "base"
 PLANTED_CELL = "MLP"
@@ -176,8 +177,10 @@ class Tally:
         for key in sorted(set(self.aa) | set(self.planted)):
             verdicts = self.aa.get(key, [])
             false = sum(v in ("slower", "faster") for v in verdicts)
-            low, high = wilson_interval(false, len(verdicts))
-            rate = f"{false / max(1, len(verdicts)):.0%} [{low:.0%}, {high:.0%}]" if verdicts else "-"
+            rate = "-"
+            if verdicts:  # with its 95 % Wilson score interval
+                ci = binomtest(false, len(verdicts)).proportion_ci(method="wilson")
+                rate = f"{false / len(verdicts):.0%} [{ci.low:.0%}, {ci.high:.0%}]"
             load = verdicts.count("inconclusive (load)")
             cells = [*key, str(len(verdicts)), str(false), rate, str(verdicts.count("no change")), str(load)]
             for level in [lv for lv in levels if lv]:

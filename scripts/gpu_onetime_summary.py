@@ -1,5 +1,5 @@
 """Summary of scripts/gpu_onetime.sh's output directory: one-time A/A verdicts under issue 32's rule per mode
-and cost, and the warm-cache job's hits per compile first call. Stdlib + teperf.stats (no torch).
+and cost, and the warm-cache job's hits per compile first call. Stdlib + scipy (no torch).
 
     python3 scripts/gpu_onetime_summary.py OUT > OUT/summary.md
 """
@@ -12,11 +12,15 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from teperf.stats import wilson_interval  # noqa: E402
+from scipy.stats import binomtest
 
 COSTS = ("first_call", "recompile")
 FIGURES = ("verdict", "n_pairs", "min_effect_pct", "pair_sd_pct", "delta_pct")
+
+
+def wilson_interval(k: int, n: int) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a proportion k / n (scipy's); (0, 1) where n is 0."""
+    return tuple(map(float, binomtest(k, n).proportion_ci(method="wilson"))) if n else (0.0, 1.0)
 
 
 def runs(out: Path, say: bool = False):

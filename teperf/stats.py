@@ -320,15 +320,6 @@ def table_levels(cells: Sequence[tuple[float, float]], alpha: float) -> TableLev
     return TableLevels(level, alpha / k, len(family), changed, len(cells))
 
 
-def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The 95 % Wilson score interval of a proportion k / n (0..1): what a calibration's rates carry."""
-    if n == 0:
-        return 0.0, 1.0
-    p, d = k / n, 1 + z * z / n
-    centre, half = (p + z * z / (2 * n)) / d, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def robust_sd(values: Sequence[float]) -> float:
     """The median absolute deviation scaled to a normal sd: one heavy tail does not move it."""
     v = np.asarray(values, dtype=float)

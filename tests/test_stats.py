@@ -199,16 +199,6 @@ def test_single_side_summary():
     assert res["base_spread_pct"] > 0
 
 
-def test_wilson_interval():
-    from teperf.stats import wilson_interval
-
-    # the textbook values: 0 of 20 -> [0, 16.1 %]; 1 of 24 -> [0.7, 20.2 %]; 5 of 10 symmetric about 50 %
-    assert wilson_interval(0, 20) == (0.0, pytest.approx(0.1611, abs=1e-4))
-    assert wilson_interval(1, 24) == (pytest.approx(0.0074, abs=1e-4), pytest.approx(0.2024, abs=1e-4))
-    low, high = wilson_interval(5, 10)
-    assert low == pytest.approx(1 - high) and wilson_interval(0, 0) == (0.0, 1.0)
-
-
 def _table(rng, cfg, shifts, **kw):
     """One compare table of seeded cells: their rows at the run's level, then again at the table's."""
     data = [simulate_cell(rng, shift_pct=s, **kw) for s in shifts]
