@@ -143,11 +143,7 @@ def plan_sides(spec: str, opts: SideOptions | None = None, *, log: Log | None = 
         package=package,
         package_dir=pkg_dir,
         layout=layout,
-        python=opts.interpreter,
-        cache_dir=opts.cache_dir,
-        build_command=tuple(opts.build_command) if opts.build_command else None,
-        jobs=opts.jobs,
-        cuda_archs=opts.cuda_archs,
+        opts=opts,
         log=log,
     )
     pair = Pair(

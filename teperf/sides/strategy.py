@@ -51,5 +51,5 @@ class Strategy:
         pkg = t.package_dir.strip("/")
         needs = pkg if package_only and pkg not in ("", ".") else None
         return gitrepo.materialize(
-            t.repo, commit.sha, cache_dir=t.cache_dir, submodules=submodules, needs=needs
+            t.repo, commit.sha, cache_dir=t.opts.cache_dir, submodules=submodules, needs=needs
         )
