@@ -24,6 +24,7 @@ CONFIGS_PACKAGE = "teperf.configs"  # package data: the same in editable and nor
 COMPILE_CACHES = ("cold", "warm")  # inductor's on-disk cache at a compile case's first call
 SPAWNS = ("fresh", "forkserver")
 DEFAULT_PRECISION_BUDGET_S = 600.0  # --precision without --budget: stop after ten minutes
+DEFAULT_BISECT_BUDGET_S = 1800.0  # a bisect (each one of a backfill) without --budget
 
 
 @dataclasses.dataclass(frozen=True)
