@@ -52,7 +52,7 @@ def tier_seconds(package: str, tier: str, cache_dir: str | None = None, layout: 
 
 def made_with(factory, tier: str) -> str:
     """The strategy that makes a commit of ``tier``: core for the build tier when pinned to it."""
-    return "core" if tier == "build" and getattr(factory, "pinned", None) == "core" else tier
+    return Core.name if tier == Core.tier and getattr(factory, "pinned", None) == Core.name else tier
 
 
 class ProbeSkipped(Exception):
@@ -91,7 +91,7 @@ class GitSideFactory:
         tier = self.tier(good_sha, bad_sha) if self.opts.strategy == "auto" else None
         if tier not in ("extension", "build"):
             return None
-        self.pinned = "core" if tier == "build" and self._core_applies() else tier
+        self.pinned = Core.name if tier == Core.tier and self._core_applies() else tier
         self._log(
             f"every side of this bisect is made with --strategy {self.pinned} (GOOD..BAD needs it): no side "
             "runs the installed build's compiled code while another runs a local build"
