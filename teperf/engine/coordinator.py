@@ -133,19 +133,19 @@ class _Run:
         self.by_id = {c.id: c for c in cases}
         self.lane_cores = lane_cores(config)
         import_cores = spare_cores(self.lane_cores)
+        packages = tuple(packages_under_test(config, sides))
         servers = None
         if config.schedule.spawn == "forkserver":
             cores = import_cores or self.lane_cores
             servers = ServerPool(
                 config,
                 sides,
-                preload_modules(config, cases, sides),
+                preload_modules(cases, packages),
                 bundle.path / "workers",
                 bundle.path,
                 lambda i: cores[i % len(cores)],
                 plan.max_pairs,
             )
-        packages = tuple(packages_under_test(config, sides))
         self.ctx = RunContext(
             config,
             sides,
