@@ -228,11 +228,4 @@ class Build(CompiledStrategy):
             "tree": str(tree),
             **described("build", built, "hash prefix log reused seconds from_sha command workdir"),
         }
-        return shadow_side(
-            label,
-            spec,
-            python=t.python,
-            cache_dir=t.opts.cache_dir,
-            description=description,
-            extra_sys_path=(str(prefix),),
-        )
+        return shadow_side(label, spec, t, description, extra_sys_path=(str(prefix),))
