@@ -760,7 +760,7 @@ def test_an_answer_without_totals_still_reads():
 def test_a_compiled_range_makes_every_side_the_same_way(monkeypatch):
     """GOOD..BAD needs the extension tier: GOOD (and any unchanged commit) is built too, never the
     installed wheel's compiled code beside local builds (issue 20, item 6)."""
-    import teperf.sides.git as sides_git
+    import teperf.bisect.sides as bisect_sides
     from teperf.bisect.sides import GitSideFactory
     from teperf.options import SideOptions
 
@@ -774,7 +774,7 @@ def test_a_compiled_range_makes_every_side_the_same_way(monkeypatch):
         asked.append((spec, kwargs["strategy"]))
         return Planned()
 
-    monkeypatch.setattr(sides_git, "plan_sides", plan_sides)
+    monkeypatch.setattr(bisect_sides, "plan_sides", plan_sides)
     factory = GitSideFactory(SideOptions(repo=".", package="pkg", package_dir="pkg"), log=lambda line: None)
     monkeypatch.setattr(factory, "tier", lambda a, b: "extension" if (a, b) == ("g", "b") else "path")
     assert factory.pin_range("g", "b") == "extension"

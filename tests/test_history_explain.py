@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
+import sys
 import types
 
 import pytest
@@ -282,10 +284,7 @@ def test_backfill_stops_when_the_budget_is_spent(monkeypatch, tmp_path):
 
 def test_explain_stays_within_what_a_backfill_left(monkeypatch, tmp_path, capsys):
     """After a backfill, each bisect's compares get at most what its --budget left; none starts once spent."""
-    import teperf.nightly
-    from teperf.bisect import report, runner
-    from teperf.bisect import sides as bsides
-    from teperf.commands.history import explain_new
+    import teperf.history_bisect as hb
 
     st = HistoryStore(tmp_path / "history")
     steps = {
@@ -303,15 +302,16 @@ def test_explain_stays_within_what_a_backfill_left(monkeypatch, tmp_path, capsys
         now[0] += 250.0
         return tmp_path / f"bisect-{len(budgets)}"
 
-    monkeypatch.setattr(runner, "bisect", bisect)
-    monkeypatch.setattr(report, "load", lambda path: ({"result": result()},))
-    monkeypatch.setattr(bsides, "GitSideFactory", lambda sides: None)
-    monkeypatch.setattr(teperf.nightly, "local_machine", lambda device: (points[0].cell.machine, None))
+    monkeypatch.setattr(hb, "bisect", bisect)
+    monkeypatch.setattr(hb, "load", lambda path: ({"result": result()},))
+    monkeypatch.setattr(hb, "GitSideFactory", lambda sides: None)
+    monkeypatch.setattr(hb, "local_machine", lambda device: (points[0].cell.machine, None))
     config = types.SimpleNamespace(device="cpu", schedule=types.SimpleNamespace(budget_s=1800.0))
-    done = explain_new(
+    done = hb.explain_changes(
         str(tmp_path / "history"),
         types.SimpleNamespace(repo=str(tmp_path)),
         types.SimpleNamespace(config=config, results_dir=None),
+        functools.partial(print, file=sys.stderr),
         total_s=400.0,
         clock=lambda: now[0],
     )

@@ -126,8 +126,7 @@ class _Runner:
 
 
 def _schedule(import_cores, fail_first=False):
-    import threading
-
+    from teperf.engine.pair import RunContext
     from teperf.engine.prestart import PairSchedule
 
     made = []
@@ -137,7 +136,8 @@ def _schedule(import_cores, fail_first=False):
         return made[-1]
 
     cfg = load_config("default", {"processes": 4, "prestart": 1})
-    sched = PairSchedule(cfg, _Plan(), [1], import_cores, 2, new_runner, threading.RLock(), threading.Event())
+    ctx = RunContext(cfg, ["base", "head"], None, lane_cores=[1], import_cores=import_cores)
+    sched = PairSchedule(ctx, _Plan(), new_runner)
     return sched, made
 
 

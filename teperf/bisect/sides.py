@@ -8,16 +8,18 @@ from typing import Callable, Protocol
 from teperf.errors import TeperfError
 from teperf.log import stderr_log
 from teperf.options import SideOptions
-from teperf.sides import Side
-from teperf.sides.gitrepo import detect_package, find_package_dir
+from teperf.sides import Side, cachedir, changes, strategies
+from teperf.sides import installed as inst
+from teperf.sides.git import find_package, plan_sides
+from teperf.sides.layout import layout_for
+from teperf.sides.strategies import Core
+from teperf.sides.target import Refused
 
 TE_PACKAGE = "transformer_engine"
 
 
 def strategy_class(tier: str):
     """The strategy that makes a commit of ``tier``; a tier no strategy is named after is a whole build."""
-    from teperf.sides import strategies
-
     try:
         return strategies.get(tier)
     except TeperfError:
@@ -29,9 +31,6 @@ def tier_seconds(package: str, tier: str, cache_dir: str | None = None, layout: 
     builds in the cache ("measured"), else the strategy's figure for TE ("TE") or another package."""
     cls = strategy_class(tier)
     if cls.cache_kind:
-        from teperf.sides import cachedir
-        from teperf.sides.layout import layout_for
-
         try:
             layout_name = layout_for(package, layout).name
         except TeperfError:
@@ -53,7 +52,7 @@ def tier_seconds(package: str, tier: str, cache_dir: str | None = None, layout: 
 
 def made_with(factory, tier: str) -> str:
     """The strategy that makes a commit of ``tier``: core for the build tier when pinned to it."""
-    return "core" if tier == "build" and getattr(factory, "pinned", None) == "core" else tier
+    return Core.name if tier == Core.tier and getattr(factory, "pinned", None) == Core.name else tier
 
 
 class ProbeSkipped(Exception):
@@ -83,14 +82,17 @@ class GitSideFactory:
     def __post_init__(self):  # found in the first commit asked about when not given
         self.package, self.package_dir = self.opts.package, self.opts.package_dir
 
+    def _log(self, line: str) -> None:
+        (self.log or stderr_log)(line)
+
     def pin_range(self, good_sha: str, bad_sha: str) -> str | None:
         """When GOOD..BAD needs compiled code, make every side of the run that way, GOOD's too: a wheel's
         extension against a local build puts the builds' difference into every delta."""
         tier = self.tier(good_sha, bad_sha) if self.opts.strategy == "auto" else None
         if tier not in ("extension", "build"):
             return None
-        self.pinned = "core" if tier == "build" and self._core_applies() else tier
-        (self.log or stderr_log)(
+        self.pinned = Core.name if tier == Core.tier and self._core_applies() else tier
+        self._log(
             f"every side of this bisect is made with --strategy {self.pinned} (GOOD..BAD needs it): no side "
             "runs the installed build's compiled code while another runs a local build"
         )
@@ -98,11 +100,6 @@ class GitSideFactory:
 
     def _core_applies(self) -> bool:
         """Whether core fits (TE, installed): its shared Ninja tree makes each probe incremental."""
-        from teperf.sides import installed as inst
-        from teperf.sides.layout import layout_for
-        from teperf.sides.strategies import Core
-        from teperf.sides.target import Refused
-
         try:
             if not Core.fits(layout_for(self.package or TE_PACKAGE, self.opts.layout)):
                 return False
@@ -112,25 +109,12 @@ class GitSideFactory:
         return True
 
     def _package_dir(self, sha: str) -> str:
-        if self.package is None:  # found once, in the first commit asked about, and said
-            self.package, how = detect_package(self.opts.repo, sha, self.opts.package_hint)
-            (self.log or stderr_log)(
-                f"package under test: {self.package} ({how}; --package NAME names another)"
-            )
-        if self.package_dir is None:
-            found = find_package_dir(self.opts.repo, sha, self.package)
-            if found is None:
-                raise TeperfError(
-                    f"no {self.package}/__init__.py or {self.package}.py in {sha[:10]} of {self.opts.repo}",
-                    "pass --package NAME (the import name under test) and --package-dir PATH if it lives "
-                    "elsewhere",
-                )
-            self.package_dir = found.strip("/") or "."
+        if self.package is None or self.package_dir is None:  # found once, in the first commit asked about
+            given = dataclasses.replace(self.opts, package=self.package)
+            self.package, self.package_dir = find_package(self.opts.repo, (sha,), sha[:10], given, self._log)
         return self.package_dir
 
     def sides(self, base_sha: str, head_sha: str) -> tuple[Side, Side]:
-        from teperf.sides.git import plan_sides
-
         try:
             package_dir = self._package_dir(base_sha)  # first: it finds the package when not given
             return plan_sides(
@@ -151,9 +135,6 @@ class GitSideFactory:
 
     def tier(self, base_sha: str, head_sha: str) -> str:
         """From the git diff alone (no interpreter asked): what ``auto`` starts from."""
-        from teperf.sides import changes
-        from teperf.sides.layout import layout_for
-
         if self.opts.strategy != "auto":
             return self.opts.strategy
         package_dir = self._package_dir(base_sha)
@@ -165,22 +146,9 @@ class GitSideFactory:
     def _pure_python(self, base_sha: str, head_sha: str) -> bool:
         """Whether auto picks ``path`` (nothing compiled anywhere), decided once per run."""
         if not hasattr(self, "_path_tier"):
-            from teperf.sides.git import plan_sides
-
             try:
-                planned = plan_sides(  # as auto would, with no build options
-                    f"{base_sha}..{head_sha}",
-                    SideOptions(
-                        repo=self.opts.repo,
-                        package=self.package,
-                        package_dir=self.package_dir,
-                        layout=self.opts.layout,
-                        python=self.opts.interpreter,
-                        cache_dir=self.opts.cache_dir,
-                        allow_dirty=True,
-                    ),
-                    log=lambda line: None,
-                )
+                given = dict(package=self.package, package_dir=self.package_dir, allow_dirty=True)
+                planned = plan_sides(f"{base_sha}..{head_sha}", self.opts, log=lambda line: None, **given)
                 self._path_tier = planned.strategy.name == "path"
             except TeperfError:
                 self._path_tier = False

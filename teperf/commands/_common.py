@@ -138,24 +138,7 @@ def make_config(kwargs: dict, default_config: str = "default", **extra):
 # ----------------------------------------------------------------------------- the git-side options
 # A new one: a field of teperf.options.SideOptions with its Option (and its use in plan_sides/the factory),
 # and its name in the side_options(...) lines of the commands that take it.
-
-
-def _side_option_kwargs(field: dataclasses.Field) -> dict:
-    """The click kwargs of a SideOptions field, from its Option."""
-    from teperf.sides import strategies
-    from teperf.sides.strategies.build import PLACEHOLDERS
-
-    opt = field.metadata["option"]
-    placeholders = ", ".join(f"{k} {v}" for k, v in PLACEHOLDERS.items())
-    text = opt.help.replace("{strategies}", strategies.help_text()).replace("{placeholders}", placeholders)
-    kwargs = _click_kwargs(opt, text)
-    if field.default is not None:
-        kwargs.update(default=field.default, show_default=opt.show_default)
-    if opt.parse == "strategy":
-        kwargs["type"] = click.Choice(strategies.NAMES)
-    return kwargs
-
-
+#
 # Where bisect and nightly word a git-side option their own way (as they always have: a change here
 # changes that command's --help); both take only the strategies that make sides from git refs.
 _SIDE_WORDING = {
@@ -184,17 +167,27 @@ BUILD_OPTIONS = tuple("repo strategy package package_dir build_command jobs cuda
 def side_options(command: str, *names: str):
     """The git-side options ``names`` (SideOptions' fields), in this order, as ``command`` words them."""
     from teperf.sides import strategies
+    from teperf.sides.strategies.build import PLACEHOLDERS
 
     wording = _SIDE_WORDING.get(command, {})
-    git_strategies = strategies.help_text(strategies.GIT_NAMES)
+    words = {
+        "{strategies}": strategies.help_text(),
+        "{git_strategies}": strategies.help_text(strategies.GIT_NAMES),
+        "{placeholders}": ", ".join(f"{k} {v}" for k, v in PLACEHOLDERS.items()),
+    }
 
     def decorate(f):
         for name in reversed(names):
-            kwargs = _side_option_kwargs(_SIDE_FLAGS[name])
-            if name in wording:
-                kwargs["help"] = wording[name].format(git_strategies=git_strategies)
-            if name == "strategy" and command in _SIDE_WORDING:
-                kwargs["type"] = click.Choice(strategies.GIT_NAMES)
+            field = _SIDE_FLAGS[name]
+            opt = field.metadata["option"]
+            text = wording.get(name, opt.help)
+            for word, value in words.items():
+                text = text.replace(word, value)
+            kwargs = _click_kwargs(opt, text)
+            if field.default is not None:
+                kwargs.update(default=field.default, show_default=opt.show_default)
+            if opt.parse == "strategy":  # bisect, nightly: the strategies that make sides from git refs
+                kwargs["type"] = click.Choice(strategies.GIT_NAMES if wording else strategies.NAMES)
             f = click.option("--" + name.replace("_", "-"), name, **kwargs)(f)
         return f
 

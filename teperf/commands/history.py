@@ -71,63 +71,16 @@ def _explain_options(f):
     return side_options("history", "repo", "strategy", "package")(f)
 
 
-def explain_new(history_url, sides, measure, total_s=None, clock=None) -> list:
-    """Bisect and record every change point of this machine not yet explained; returns the records.
-    Each bisect's compares get --budget (default 30m); ``total_s`` (what a backfill's --budget left)
-    bounds them all: none starts once it is spent, and the change points left wait for the next run."""
-    import time
-
-    clock = clock or time.monotonic
-    from teperf.bisect.report import load
-    from teperf.bisect.runner import bisect
-    from teperf.bisect.sides import GitSideFactory
-    from teperf.commands.bisect import DEFAULT_BUDGET_S
+def explain_new(history_url, sides, measure, total_s=None) -> list:
+    """history_bisect.explain_changes, said on stderr; a Ctrl-C exits 130 (what was explained is stored)."""
     from teperf.errors import Interrupted
-    from teperf.history.analysis import analyze
-    from teperf.history.explain import change_points, failed, pending, record, remote_url
-    from teperf.nightly import local_machine
+    from teperf.history_bisect import explain_changes
 
-    config = measure.config
-    machine, _ = local_machine(config.device)
-    store = open_store(history_url)
-    todo = pending(change_points(analyze(store.read())), store.explanations(), machine)
-    remote = remote_url(sides.repo)
-    log = functools.partial(click.echo, err=True)
-    each_s = config.schedule.budget_s or DEFAULT_BUDGET_S
-    if total_s is not None:
-        each_s = min(each_s, DEFAULT_BUDGET_S)  # a backfill's --budget is all of it, not each bisect's
-    start, done = clock(), []
-    for n, point in enumerate(todo, 1):
-        left_s = None if total_s is None else total_s - (clock() - start)
-        if left_s is not None and left_s <= 0:
-            log(f"explain: the budget is spent; {len(todo) - n + 1} change point(s) left for the next run")
-            break
-        log(
-            f"explain [{n}/{len(todo)}] {point.spec}: {point.found.direction} "
-            f"{point.found.delta_us:+.1f} us between {point.good_sha[:10]} and {point.bad_sha[:10]}"
-        )
-        try:
-            path = bisect(
-                config,
-                f"{point.good_sha}..{point.bad_sha}",
-                point.spec,
-                factory=GitSideFactory(sides),
-                repo=sides.repo,
-                results_dir=measure.results_dir,
-                budget_s=each_s if left_s is None else min(each_s, left_s),
-                command=["teperf", "history", "--explain"],
-            )
-            rec = record(point, load(path)[0].get("result") or {}, str(path), remote)
-        except Interrupted as stop:  # the change points explained so far are stored; this one next time
-            click.echo(f"teperf: interrupted; the bisect's bundle keeps its probes: {stop.path}", err=True)
-            sys.exit(130)
-        except TeperfError as exc:
-            rec = failed(point, exc.one_line())
-        store.add_explanation(rec)
-        done.append(rec)
-        log(f"explain [{n}/{len(todo)}] {point.spec}: {rec.answer}")
-    click.echo(f"explain: {len(done)} change point(s) bisected", err=True)
-    return done
+    try:
+        return explain_changes(history_url, sides, measure, functools.partial(click.echo, err=True), total_s)
+    except Interrupted as stop:
+        click.echo(f"teperf: interrupted; the bisect's bundle keeps its probes: {stop.path}", err=True)
+        sys.exit(130)
 
 
 @click.command("history")

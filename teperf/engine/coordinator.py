@@ -7,7 +7,6 @@ import contextlib
 import dataclasses
 import shutil
 import tempfile
-import threading
 import time
 from typing import Callable, Optional
 
@@ -71,40 +70,19 @@ def prewarm_compile_cache(
 class WorkerLives:
     """Every worker process of the run, from spawn to reap, and the fork servers of --spawn forkserver."""
 
-    def __init__(
-        self,
-        config: Config,
-        sides: list[Side],
-        cases: list[Case],
-        bundle: Bundle,
-        lane_cores: list[int],
-        import_cores: list[int],
-        max_pairs: int,
-    ):
-        self.import_cores = import_cores  # where measured pairs' workers tear down, a pair per core in turn
+    def __init__(self, ctx: RunContext):
+        self.ctx, self.servers = ctx, ctx.servers
+        self.spawned: list[Worker] = ctx.spawned  # every worker this run started: what a stop kills
         self.retired: list[Worker] = []  # quit, still tearing down on a spare core
-        self.spawned: list[Worker] = []  # every worker this run started: what a stop kills
-        self.servers = None
-        if config.schedule.spawn == "forkserver":
-            cores = import_cores or lane_cores
-            self.servers = ServerPool(
-                config,
-                sides,
-                preload_modules(config, cases, sides),
-                bundle.path / "workers",
-                bundle.path,
-                lambda i: cores[i % len(cores)],
-                max_pairs,
-            )
 
-    def retire(self, runner: PairTrials, lock: threading.RLock) -> None:
+    def retire(self, runner: PairTrials) -> None:
         """End a measured pair's workers without waiting: they tear down on a spare core. Reaps those that
         ended outside the lanes' lock; only past RETIRED_MAX still exiting does this lane wait."""
         quitting: list[Worker] = []
         # In turn over the spare cores: at 20 pairs a minute, 40 CUDA teardowns would overload one core.
-        cores = self.import_cores
+        cores = self.ctx.import_cores  # where measured pairs' workers tear down, a pair per core in turn
         runner.close(cores[-1 - runner.pair % len(cores)] if cores else None, quitting)
-        with lock:
+        with self.ctx.lock:
             self.retired.extend(quitting)
             done = [w for w in self.retired if not w.alive()]
             self.retired = [w for w in self.retired if w.alive()]
@@ -127,7 +105,7 @@ class WorkerLives:
         if self.servers is not None:
             self.servers.close(stopping=True)
 
-    def close(self, bundle: Bundle) -> None:
+    def close(self) -> None:
         """Reap the retired workers, quit the fork servers and record what they did."""
         for worker in self.retired:
             worker.reap()
@@ -135,12 +113,11 @@ class WorkerLives:
         if self.servers is not None:
             self.servers.close()
             for event in self.servers.events:
-                bundle.append(ServerRecord(**event))
+                self.ctx.bundle.append(ServerRecord(**event))
 
 
 class _Run:
-    """One run: its lanes measure the pairs the schedule hands them. ``lock`` guards the schedule, the
-    order of records in the bundle and the progress view; worker I/O runs outside it."""
+    """One run: its lanes measure the pairs the schedule hands them (``ctx.lock``: RunContext)."""
 
     def __init__(
         self,
@@ -154,25 +131,34 @@ class _Run:
     ):
         self.config, self.plan, self.bundle, self.progress = config, plan, bundle, progress
         self.by_id = {c.id: c for c in cases}
-        self.lock = threading.RLock()
-        self.stop = threading.Event()
         self.lane_cores = lane_cores(config)
         import_cores = spare_cores(self.lane_cores)
-        self.lives = WorkerLives(config, sides, cases, bundle, self.lane_cores, import_cores, plan.max_pairs)
-        self.schedule = PairSchedule(
-            config, plan, self.lane_cores, import_cores, len(sides), self.runner, self.lock, self.stop
-        )
+        packages = tuple(packages_under_test(config, sides))
+        servers = None
+        if config.schedule.spawn == "forkserver":
+            cores = import_cores or self.lane_cores
+            servers = ServerPool(
+                config,
+                sides,
+                preload_modules(cases, packages),
+                bundle.path / "workers",
+                bundle.path,
+                lambda i: cores[i % len(cores)],
+                plan.max_pairs,
+            )
         self.ctx = RunContext(
-            config=config,
-            sides=sides,
-            bundle=bundle,
-            retries=self.schedule.retries,
-            stop=self.stop,
-            spawned=self.lives.spawned,
+            config,
+            sides,
+            bundle,
+            self.lane_cores,
+            import_cores,
             cache_root=cache_root,
-            servers=self.lives.servers,
-            packages=tuple(packages_under_test(config, sides)),
+            servers=servers,
+            packages=packages,
         )
+        self.lock, self.stop = self.ctx.lock, self.ctx.stop
+        self.lives = WorkerLives(self.ctx)
+        self.schedule = PairSchedule(self.ctx, plan, self.runner)
 
     def runner(self, pair: int, case_ids: list[int]) -> PairTrials:
         return PairTrials(self.ctx, pair, [self.by_id[c] for c in case_ids])
@@ -187,7 +173,7 @@ class _Run:
                 # Stopping: every sample is on disk; asking the workers to quit would wait on a hung one.
                 runner.close(hurry=True)
                 raise
-            self.lives.retire(runner, self.lock)
+            self.lives.retire(runner)
 
     def measure(self, runner: PairTrials, todo: list[int]) -> None:
         """Start one pair on its lane's core and run its trials, each on disk as it lands."""
@@ -282,7 +268,7 @@ def run_schedule(
             run.lives.kill_everything()  # a worker may be hung
             raise
         finally:
-            run.lives.close(bundle)
+            run.lives.close()
         return run.schedule.retries.failed
     finally:
         if cache_root is not None:

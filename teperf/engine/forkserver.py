@@ -16,11 +16,11 @@ import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from teperf.config import Config
 from teperf.engine.spawn import WorkerError, _pin, check_python, worker_env
-from teperf.plan import Case, hash_seed, packages_under_test, pairs_per_server, server_generation
+from teperf.plan import Case, hash_seed, pairs_per_server, server_generation
 from teperf.sides import Side
 
 REPLY_TIMEOUT_S = 60.0
@@ -234,7 +234,7 @@ def _started(slot: Future) -> Optional[ForkServer]:
     return slot.result() if slot.done() and slot.exception() is None else None
 
 
-def preload_modules(config: Config, cases: list[Case], sides: list[Side]) -> list[str]:
+def preload_modules(cases: list[Case], packages: Sequence[str] = ()) -> list[str]:
     """What a fork server imports before it forks: torch, teperf's worker, each backend in use and
     the packages under test (a package whose import initializes CUDA makes the server refuse)."""
     names = ["torch", "teperf.worker.session", "teperf.worker.runner", "teperf.worker.counters"]
@@ -242,7 +242,7 @@ def preload_modules(config: Config, cases: list[Case], sides: list[Side]) -> lis
     names += [f"teperf.worker.backends.{'torch_ref' if b == 'torch' else b}" for b in sorted(backends)]
     if "te" in backends:
         names.append("transformer_engine.pytorch")
-    names += [p for p in packages_under_test(config, sides) if p not in ("torch", "transformer_engine")]
+    names += [p for p in packages if p not in ("torch", "transformer_engine")]
     return list(dict.fromkeys(names))
 
 

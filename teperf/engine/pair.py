@@ -77,14 +77,19 @@ class CellRetries:
 
 @dataclasses.dataclass(frozen=True)
 class RunContext:
-    """What every pair of one run shares."""
+    """What one run's pairs, schedule and workers share, made once (engine/coordinator.py's _Run)."""
 
     config: Config
     sides: list[Side]
     bundle: Bundle
-    retries: CellRetries
-    stop: threading.Event  # set: the run is stopping, a dead worker is no lost pair (engine/lanes.py)
-    spawned: list  # every worker of the run, for a stop to kill
+    lane_cores: list[int] = dataclasses.field(default_factory=list)  # each lane's measuring core
+    import_cores: list[int] = dataclasses.field(default_factory=list)  # spare: pairs import, tear down there
+    retries: CellRetries = dataclasses.field(default_factory=CellRetries)
+    # guards the schedule, the order of records in the bundle and the progress view; worker I/O runs outside
+    lock: threading.RLock = dataclasses.field(default_factory=threading.RLock)
+    # set: the run is stopping, a dead worker is no lost pair (engine/lanes.py)
+    stop: threading.Event = dataclasses.field(default_factory=threading.Event)
+    spawned: list = dataclasses.field(default_factory=list)  # every worker of the run, for a stop to kill
     cache_root: Optional[str] = None  # inductor's caches of this run (compile_cache_spec)
     servers: Any = None  # fork servers (--spawn forkserver, engine/forkserver.py), or None: fresh ones
     packages: tuple = ()  # the packages under test, whose imports each worker reports

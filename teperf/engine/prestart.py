@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import threading
 import time
 from collections import deque
 from typing import Callable, Optional
@@ -12,7 +11,7 @@ from typing import Callable, Optional
 from teperf.config import Config
 from teperf.engine.adaptive import Adaptive
 from teperf.engine.lanes import LaneStopped
-from teperf.engine.pair import CellRetries, PairTrials
+from teperf.engine.pair import PairTrials, RunContext
 from teperf.engine.spawn import WorkerError
 from teperf.errors import TeperfError
 
@@ -43,20 +42,10 @@ def prestart_depth(
 class PairSchedule:
     """Which pair a lane measures next, and what (the plan's pairs, those started ahead); under ``lock``."""
 
-    def __init__(
-        self,
-        config: Config,
-        plan: Adaptive,
-        lane_cores: list[int],
-        import_cores: list[int],
-        n_sides: int,
-        new_runner: Callable[[int, list[int]], PairTrials],
-        lock: threading.RLock,
-        stop: threading.Event,
-    ):
-        self.config, self.plan, self.lane_cores, self.import_cores = config, plan, lane_cores, import_cores
-        self.n_sides, self.new_runner, self.lock, self.stop = n_sides, new_runner, lock, stop
-        self.retries = CellRetries()
+    def __init__(self, ctx: RunContext, plan: Adaptive, new_runner: Callable[[int, list[int]], PairTrials]):
+        self.config, self.plan, self.new_runner, self.retries = ctx.config, plan, new_runner, ctx.retries
+        self.lane_cores, self.import_cores, self.n_sides = ctx.lane_cores, ctx.import_cores, len(ctx.sides)
+        self.lock, self.stop = ctx.lock, ctx.stop
         self.upcoming: deque[PairTrials] = deque()  # pairs started ahead, numbered from ``taken`` on
         self.taken = 0  # pairs handed to a lane so far
         self.next_launch = 1

@@ -181,9 +181,7 @@ class ForkedProbes:
         if key not in self.servers:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             under_test = packages_under_test(self.config, [side])
-            preload = [
-                n for n in preload_modules(self.config, self.cases, []) if not _named_like(n, under_test)
-            ]
+            preload = [n for n in preload_modules(self.cases) if not _named_like(n, under_test)]
             seed = hash_seed(self.config.seed, 0)
             preload += dependencies(side, under_test, self.log_dir, seed)
             try:

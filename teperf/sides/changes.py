@@ -43,8 +43,8 @@ COMPILED_SUFFIXES = tuple(
 
 
 def inside(path: str, package_dir: str) -> bool:
-    pkg = package_dir.strip("/")
-    return pkg in ("", ".") or path == pkg or path.startswith(pkg + "/")
+    under = gitrepo.prefix(package_dir)
+    return path.startswith(under) or path + "/" == under
 
 
 def is_build_input(path: str, package_dir: str, submodule: bool = False) -> bool:

@@ -7,6 +7,7 @@ import concurrent.futures
 import dataclasses
 import os
 import time
+from typing import Sequence
 
 from teperf.errors import TeperfError
 from teperf.log import Log, stderr_log
@@ -95,12 +96,31 @@ class SidesPlan:
         return made[0], made[1]
 
 
+def find_package(root, shas: Sequence[str], where: str, opts: SideOptions, log: Log) -> tuple[str, str]:
+    """(package, package_dir) under test: --package, else found in ``shas[0]`` (said through ``log``);
+    --package-dir as given, else the package's directory in the first of ``shas`` (``where`` names them)."""
+    package, pkg_dir = opts.package, opts.package_dir
+    if not package:
+        package, how = gitrepo.detect_package(root, shas[0], opts.package_hint)
+        log(f"package under test: {package} ({how}; --package NAME names another)")
+    if pkg_dir is None:
+        pkg_dir = next(filter(None, (gitrepo.find_package_dir(root, sha, package) for sha in shas)), None)
+        if pkg_dir is None:
+            raise TeperfError(
+                f"no {package}/__init__.py or {package}.py in {where} of {root}",
+                "pass --package NAME (the import name under test) and --package-dir PATH if it lives "
+                "elsewhere",
+            )
+        pkg_dir = pkg_dir.strip("/") or "."
+    return package, pkg_dir
+
+
 def plan_sides(spec: str, opts: SideOptions | None = None, *, log: Log | None = None, **given) -> SidesPlan:
     """Resolve ``spec`` (``A..B``, ``A...B``: base = merge-base, or one ref: base = its first parent),
     classify the diff, choose the strategy and say so through ``log`` (default stderr); build nothing.
     ``opts`` (``given`` fields replace its own) says how; ``allow_dirty`` None reads $TEPERF_ALLOW_DIRTY."""
     opts = dataclasses.replace(opts or SideOptions(), **given)
-    strategy, package, layout, allow_dirty = opts.strategy, opts.package, opts.layout, opts.allow_dirty
+    strategy, layout, allow_dirty = opts.strategy, opts.layout, opts.allow_dirty
     log = log or stderr_log
     if strategy != "auto":
         cls = strategies.get(strategy)  # unknown names fail here, before git is asked anything
@@ -110,21 +130,10 @@ def plan_sides(spec: str, opts: SideOptions | None = None, *, log: Log | None = 
         allow_dirty = os.environ.get("TEPERF_ALLOW_DIRTY", "") not in ("", "0")
     resolved = gitrepo.resolve_spec(spec, opts.repo)
     root = resolved.repo
-    if not package:
-        package, how = gitrepo.detect_package(root, resolved.head.sha, opts.package_hint)
-        log(f"package under test: {package} ({how}; --package NAME names another)")
-    pkg_dir = opts.package_dir
     shas = (resolved.head.sha, resolved.base.sha)
-    if pkg_dir is None:
-        pkg_dir = next(filter(None, (gitrepo.find_package_dir(root, sha, package) for sha in shas)), None)
-        if pkg_dir is None:
-            raise TeperfError(
-                f"no {package}/__init__.py or {package}.py in {resolved.head.short_sha} or "
-                f"{resolved.base.short_sha} of {root}",
-                "pass --package NAME (the import name under test) and --package-dir PATH if it lives "
-                "elsewhere",
-            )
-    else:  # --package-dir DIR that holds the code as one module file, DIR/NAME.py
+    where = f"{resolved.head.short_sha} or {resolved.base.short_sha}"
+    package, pkg_dir = find_package(root, shas, where, opts, log)
+    if opts.package_dir is not None:  # --package-dir DIR that holds the code as one module file, DIR/NAME.py
         asked = pkg_dir.strip("/")
         if asked not in ("", ".") and all(gitrepo.show_file(root, sha, asked) is None for sha in shas):
             raise TeperfError(
@@ -143,11 +152,7 @@ def plan_sides(spec: str, opts: SideOptions | None = None, *, log: Log | None = 
         package=package,
         package_dir=pkg_dir,
         layout=layout,
-        python=opts.interpreter,
-        cache_dir=opts.cache_dir,
-        build_command=tuple(opts.build_command) if opts.build_command else None,
-        jobs=opts.jobs,
-        cuda_archs=opts.cuda_archs,
+        opts=opts,
         log=log,
     )
     pair = Pair(

@@ -279,7 +279,8 @@ def detect_package(repo: str | os.PathLike, sha: str, hint: str | None = None) -
     )
 
 
-def _prefix(package_dir: str) -> str:
+def prefix(package_dir: str) -> str:
+    """``package_dir`` as a path prefix: ``"pkg/"``, or ``""`` for the repo root (``"."``, ``""``)."""
     pkg = package_dir.strip("/")
     return "" if pkg in ("", ".") else pkg + "/"
 
@@ -290,9 +291,9 @@ def module_in_dir(repo: str | os.PathLike, shas: Sequence[str], package: str, pa
     pkg = package_dir.strip("/")
     if "." in package or pkg.endswith(".py") or PurePosixPath(pkg or ".").name == package:
         return None
-    prefix = _prefix(package_dir)
-    module = f"{prefix}{package}.py"
-    if any(show_file(repo, sha, f"{prefix}{package}/__init__.py") is not None for sha in shas):
+    where = prefix(package_dir)
+    module = f"{where}{package}.py"
+    if any(show_file(repo, sha, f"{where}{package}/__init__.py") is not None for sha in shas):
         return None
     return module if any(show_file(repo, sha, module) is not None for sha in shas) else None
 
@@ -468,9 +469,9 @@ def diff_entries(repo: str | os.PathLike, a: str, b: str) -> list[DiffEntry]:
 
 def tracked_py(repo: str | os.PathLike, sha: str, package_dir: str) -> set[str]:
     """Package-relative paths of the .py files tracked under ``package_dir`` at ``sha``."""
-    prefix = _prefix(package_dir)
-    rows = ls_tree(repo, sha, prefix or None)
-    return {name[len(prefix) :] for _m, kind, _o, name in rows if kind == "blob" and name.endswith(".py")}
+    under = prefix(package_dir)
+    rows = ls_tree(repo, sha, under or None)
+    return {name[len(under) :] for _m, kind, _o, name in rows if kind == "blob" and name.endswith(".py")}
 
 
 def show_file(repo: str | os.PathLike, sha: str, path: str) -> str | None:

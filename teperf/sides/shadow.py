@@ -14,6 +14,7 @@ from teperf.errors import TeperfError
 from teperf.sides import Side, cachedir
 from teperf.sides.installed import ask_python, walk_files
 from teperf.sides.layout import matches_name
+from teperf.sides.target import Target
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,19 +121,12 @@ def check_import_location(root: Path, package: str, python: str) -> None:
 
 
 def shadow_side(
-    label: str,
-    spec: ShadowSpec,
-    *,
-    python: str,
-    cache_dir: str | os.PathLike | None,
-    description: Mapping,
-    extra_sys_path: Iterable[str] = (),
+    label: str, spec: ShadowSpec, target: Target, description: Mapping, extra_sys_path: Iterable[str] = ()
 ) -> Side:
-    """The side that runs ``spec``'s shadow tree (checked to be what ``python`` imports)."""
-    description = dict(description)
-    root, meta = build_shadow(
-        spec, cache_dir=cache_dir, meta={k: description.get(k) for k in ("sha", "repo", "subject", "package")}
-    )
+    """The side that runs ``spec``'s shadow tree (checked to be what ``target.python`` imports)."""
+    description, python = dict(description), target.python
+    meta = {k: description.get(k) for k in ("sha", "repo", "subject", "package")}
+    root, meta = build_shadow(spec, cache_dir=target.opts.cache_dir, meta=meta)
     check_import_location(root, spec.package, python)
     stats = meta.get("stats", {})
     description.update(

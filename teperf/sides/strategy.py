@@ -48,8 +48,7 @@ class Strategy:
         """The commit's files; ``package_only``: the package's directory is all the side uses (path and
         overlay tiers), so objects missing elsewhere (a partial mirror) do not stop it."""
         t = self.target
-        pkg = t.package_dir.strip("/")
-        needs = pkg if package_only and pkg not in ("", ".") else None
+        needs = (gitrepo.prefix(t.package_dir).rstrip("/") or None) if package_only else None
         return gitrepo.materialize(
-            t.repo, commit.sha, cache_dir=t.cache_dir, submodules=submodules, needs=needs
+            t.repo, commit.sha, cache_dir=t.opts.cache_dir, submodules=submodules, needs=needs
         )

@@ -4,12 +4,11 @@ that the strategies, ``auto`` and the entry point share them without importing e
 from __future__ import annotations
 
 import dataclasses
-import os
-import sys
 from pathlib import Path
 
 from teperf.errors import TeperfError
 from teperf.log import Log, stderr_log
+from teperf.options import SideOptions
 from teperf.sides.changes import Changes
 from teperf.sides.gitrepo import Commit
 from teperf.sides.layout import PackageLayout
@@ -27,12 +26,13 @@ class Target:
     package: str
     package_dir: str  # the package's directory inside the repo ('.' = the repo root), or a module's file
     layout: PackageLayout
-    python: str = sys.executable  # runs the workers; holds the installed package; builds
-    cache_dir: str | os.PathLike | None = None
-    build_command: tuple[str, ...] | None = None  # --strategy build's argv template
-    jobs: int | None = None  # parallel compile jobs (None: the free cores)
-    cuda_archs: str | None = None  # CUDA archs to build for, e.g. "90" or "80;90" (None: the local GPUs')
+    opts: SideOptions = SideOptions()  # how sides are made: the interpreter, cache, build options
     log: Log = stderr_log
+
+    @property
+    def python(self) -> str:
+        """Runs the workers; holds the installed package; builds."""
+        return self.opts.interpreter
 
     @property
     def module_file(self) -> bool:

@@ -73,7 +73,7 @@ class Build(CompiledStrategy):
 
     @property
     def template(self) -> list[str]:
-        return list(self.target.build_command or DEFAULT_COMMAND)
+        return list(self.target.opts.build_command or DEFAULT_COMMAND)
 
     @functools.cached_property
     def _globs(self) -> list[str]:
@@ -105,7 +105,7 @@ class Build(CompiledStrategy):
         t = self.target
         times = [
             e.meta.get("seconds")
-            for e in cachedir.entries(t.cache_dir, kinds=("builds",), sizes=False)
+            for e in cachedir.entries(t.opts.cache_dir, kinds=("builds",), sizes=False)
             if e.complete and e.meta.get("package") == t.package and e.meta.get("seconds") is not None
         ]
         if times:
@@ -228,11 +228,4 @@ class Build(CompiledStrategy):
             "tree": str(tree),
             **described("build", built, "hash prefix log reused seconds from_sha command workdir"),
         }
-        return shadow_side(
-            label,
-            spec,
-            python=t.python,
-            cache_dir=t.cache_dir,
-            description=description,
-            extra_sys_path=(str(prefix),),
-        )
+        return shadow_side(label, spec, t, description, extra_sys_path=(str(prefix),))

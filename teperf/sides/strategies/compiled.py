@@ -48,7 +48,7 @@ class CompiledStrategy(Strategy):
         """The persistent build directory of this repository and build ``config``."""
         data = json.dumps({"repo": str(self.target.repo), **config}, sort_keys=True)
         key = hashlib.sha256(data.encode()).hexdigest()[:16]
-        return cachedir.kind_dir("buildtrees", self.target.cache_dir) / f"{prefix}{key}"
+        return cachedir.kind_dir("buildtrees", self.target.opts.cache_dir) / f"{prefix}{key}"
 
     def installed_build(self, what: str) -> inst.Installed:
         """The installed package whose files the built ones replace (Refused, saying ``what``, if none)."""
@@ -61,9 +61,9 @@ class CompiledStrategy(Strategy):
             ) from None
 
     def build_env(self, **more) -> dict[str, str]:
-        t = self.target
+        t, o = self.target, self.target.opts
         return buildrun.build_env(
-            t.layout, jobs=t.jobs, cache_dir=t.cache_dir, python=t.python, cuda_archs=t.cuda_archs, **more
+            t.layout, jobs=o.jobs, cache_dir=o.cache_dir, python=t.python, cuda_archs=o.cuda_archs, **more
         )
 
     def build_meta(self, key: str, commit, n_files: int, **more) -> dict:
@@ -74,7 +74,7 @@ class CompiledStrategy(Strategy):
 
     def cached(self, kind: str, key: str, output: str) -> dict:
         """The build.json of a finished build of ``key`` ({} when there is none)."""
-        home = cachedir.kind_dir(kind, self.target.cache_dir) / key
+        home = cachedir.kind_dir(kind, self.target.opts.cache_dir) / key
         meta = cachedir.read_json(home / cachedir.BUILD_META)
         return meta if meta.get("ok") and (home / output).is_dir() else {}
 
@@ -82,7 +82,7 @@ class CompiledStrategy(Strategy):
         """The slowest earlier build of this layout (``full_only``: that rebuilt every step)."""
         times = [
             e.meta.get("seconds")
-            for e in cachedir.entries(self.target.cache_dir, kinds=(kind,), sizes=False)
+            for e in cachedir.entries(self.target.opts.cache_dir, kinds=(kind,), sizes=False)
             if e.complete
             and e.meta.get("layout") == self.target.layout.name
             and (not full_only or e.meta.get("steps_rebuilt") == e.meta.get("steps_total"))
@@ -113,7 +113,7 @@ class CompiledStrategy(Strategy):
         """The build.json of ``key``'s build (plus 'reused'): from the cache (logged unless ``product`` is
         ""), else ``make(home, out, log_path)`` builds it into ``out`` (emptied) and returns that."""
         t = self.target
-        builds = cachedir.kind_dir(kind, t.cache_dir)
+        builds = cachedir.kind_dir(kind, t.opts.cache_dir)
         home = builds / key
         with cachedir.locked(builds / f"{key}.lock"):
             cachedir.hold(home)

@@ -131,7 +131,7 @@ class Core(Extension):
     @functools.cached_property
     def archs(self) -> str:
         var = self.target.layout.cuda_archs_env
-        return (self._core_env.get(var, "") if var else "") or (self.target.cuda_archs or "")
+        return (self._core_env.get(var, "") if var else "") or (self.target.opts.cuda_archs or "")
 
     def _cmake_args(self) -> list[str]:
         args = [*self.cb.cmake_args, f"-DPython_EXECUTABLE={self.target.python}"]

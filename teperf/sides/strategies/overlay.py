@@ -53,7 +53,7 @@ def overlay_side(
         "changed_py": strategy.pair.changes.paths(changes.PYTHON),
         **(built or {}),
     }
-    return shadow_side(label, spec, python=t.python, cache_dir=t.cache_dir, description=description)
+    return shadow_side(label, spec, t, description)
 
 
 class Overlay(Strategy):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from teperf.sides import Side, changes
+from teperf.sides import Side, changes, gitrepo
 from teperf.sides.gitrepo import Commit
 from teperf.sides.strategy import Strategy
 from teperf.sides.target import Plan, Refused
@@ -20,7 +20,7 @@ class PathStrategy(Strategy):
         pkg = self.target.package_dir.strip("/")
         if self.target.module_file:  # one module (model.py): the directory that holds it
             return pkg.rpartition("/")[0]
-        if pkg in ("", "."):
+        if not gitrepo.prefix(pkg):
             raise Refused(
                 f"--strategy path needs {self.target.package} in a directory of that name or a module "
                 f"{self.target.package}.py, not the repo root as the package",
