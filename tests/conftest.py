@@ -93,18 +93,3 @@ def _real_worker_is_marked(request):
 @pytest.fixture
 def results_dir(tmp_path):
     return tmp_path / "results"
-
-
-@pytest.fixture
-def core_claims_let_go(monkeypatch):
-    """For a test that measures through the CLI in this process (run_in_process): the core its run claims is
-    let go when the test ends. A claim lasts the claiming process's life, here pytest's, so later runs of
-    the session would otherwise find that core taken and measure on another, or share one."""
-    from teperf import cpus
-
-    claims: dict = {}
-    monkeypatch.setattr(cpus, "_CLAIMS", claims)
-    monkeypatch.setattr(cpus, "_SHARED", [])
-    yield
-    for f in claims.values():
-        f.close()

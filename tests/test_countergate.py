@@ -225,7 +225,7 @@ def side(root: Path, extra: int) -> Path:
 
 
 @pytest.mark.real_worker  # counts in one-off workers
-def test_check_update_and_refusal_end_to_end(tmp_path, capsys, core_claims_let_go):
+def test_check_update_and_refusal_end_to_end(tmp_path, capsys):
     config = tmp_path / "gate.toml"
     config.write_text(FIX_CONFIG)
     base, head = side(tmp_path / "base", 0), side(tmp_path / "head", 3)
@@ -318,7 +318,7 @@ def test_compare_bundle_head_against_the_file(tmp_path):
 
 
 @pytest.mark.real_worker
-def test_compare_expected_gates_the_head_side(tmp_path, capsys, core_claims_let_go):
+def test_compare_expected_gates_the_head_side(tmp_path, capsys):
     config = tmp_path / "gate.toml"
     config.write_text(FIX_CONFIG)
     base, head = side(tmp_path / "base", 0), side(tmp_path / "head", 2)

@@ -36,7 +36,7 @@ def teperf(capsys, *args):
     return out, err
 
 
-def test_backfill_resume_and_explain(tmp_path, monkeypatch, capsys, core_claims_let_go):
+def test_backfill_resume_and_explain(tmp_path, monkeypatch, capsys):
     # explain's bisect measures its parts with 20 ms trials on the fast side, not MIN_TRIAL_S's 100 ms (each
     # slow trial was 6 s of spinning): its subject is which commit, not the trials' length (test_bisect's)
     monkeypatch.setattr(timing, "MIN_TRIAL_S", 0.02)

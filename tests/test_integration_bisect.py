@@ -35,8 +35,7 @@ SCHEDULE = [
 
 def bisect(history, tmp_path, monkeypatch, capsys, *args, rc=0):
     """The real CLI entry point in this process (its workers are real processes), so that a test may lower
-    the parts' trial length (MIN_TRIAL_S) where the trials' precision is not its subject. The test takes
-    core_claims_let_go."""
+    the parts' trial length (MIN_TRIAL_S) where the trials' precision is not its subject."""
     (tmp_path / "bisect.toml").write_text(HISTORY_CONFIG)
     env = {"PYTHONPATH": str(history.site), "TEPERF_CACHE": str(tmp_path / "cache")}
     for name, value in env.items():
@@ -49,7 +48,7 @@ def bisect(history, tmp_path, monkeypatch, capsys, *args, rc=0):
     return json.loads(out), err, env
 
 
-def test_counters_find_the_commit_that_adds_python_calls(tmp_path, monkeypatch, capsys, core_claims_let_go):
+def test_counters_find_the_commit_that_adds_python_calls(tmp_path, monkeypatch, capsys):
     history = make_history(tmp_path / "fx", n=20, culprit=13, extra_calls=5, broken=(10,))
     out, stderr, env = bisect(history, tmp_path, monkeypatch, capsys, "--no-confirm")
     meta, result = out["meta"], out["meta"]["result"]
@@ -87,7 +86,7 @@ def test_counters_find_the_commit_that_adds_python_calls(tmp_path, monkeypatch, 
     assert f"{history.culprit[:7]}" in res.stdout and "100% of the counter change" in res.stdout
 
 
-def test_time_finds_the_commit_that_adds_a_busy_wait(tmp_path, monkeypatch, capsys, core_claims_let_go):
+def test_time_finds_the_commit_that_adds_a_busy_wait(tmp_path, monkeypatch, capsys):
     # The parts' trials last 20 ms on the fast side, not MIN_TRIAL_S's 100 ms (each slow trial was 1.1 s of
     # spinning): the 1 ms spin is many times the step either way; that the trials last at least MIN_TRIAL_S
     # and GOOD..BAD is measured again with them is tests/test_bisect.py's (a fake compare).

@@ -108,7 +108,7 @@ def _side(root: Path, loop: int) -> Path:
 
 @pytest.mark.real_worker
 @pytest.mark.statistical  # head's 4x longer loop is many times the noise of a slope
-def test_compare_sweep_finds_a_steeper_slope(tmp_path, capsys, core_claims_let_go):
+def test_compare_sweep_finds_a_steeper_slope(tmp_path, capsys):
     # head's helper loops 4x as long: every extra call costs ~4x the host time, the calls stay the same
     config = tmp_path / "sweep.toml"
     config.write_text(SWEEP_CONFIG)
