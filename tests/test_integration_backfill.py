@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import run_in_process
 from gitfixture import HISTORY_CONFIG, git, make_history
 
@@ -36,6 +37,7 @@ def teperf(capsys, *args):
     return out, err
 
 
+@pytest.mark.statistical  # the nights' change point and its culprit are found by live timing (a 3 ms spin)
 def test_backfill_resume_and_explain(tmp_path, monkeypatch, capsys):
     # explain's bisect measures its parts with 20 ms trials on the fast side, not MIN_TRIAL_S's 100 ms (each
     # slow trial was 6 s of spinning): its subject is which commit, not the trials' length (test_bisect's)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
 from conftest import run_cli, run_in_process
 from gitfixture import HISTORY_CONFIG, make_history
 from schedules import FORKED, schedule
@@ -86,6 +87,7 @@ def test_counters_find_the_commit_that_adds_python_calls(tmp_path, monkeypatch, 
     assert f"{history.culprit[:7]}" in res.stdout and "100% of the counter change" in res.stdout
 
 
+@pytest.mark.statistical  # the 1 ms spin is named by live timing (many times the step)
 def test_time_finds_the_commit_that_adds_a_busy_wait(tmp_path, monkeypatch, capsys):
     # The parts' trials last 20 ms on the fast side, not MIN_TRIAL_S's 100 ms (each slow trial was 1.1 s of
     # spinning): the 1 ms spin is many times the step either way; that the trials last at least MIN_TRIAL_S

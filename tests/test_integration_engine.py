@@ -227,6 +227,7 @@ def faulty(tmp_path):
     return pkg, cfg
 
 
+@pytest.mark.alone  # its 8 s timeout_s bounds each worker's start: nothing beside it to slow that
 def test_failing_cells_are_marked_and_the_rest_goes_on(faulty, results_dir):
     pkg, cfg = faulty
     res = run_cli(
