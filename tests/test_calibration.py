@@ -16,7 +16,6 @@ import calibration  # noqa: E402
 
 @pytest.mark.real_worker  # a dozen demo compares
 @pytest.mark.statistical
-@pytest.mark.alone  # false and detection rates with fixed thresholds: no test beside it
 def test_small_calibration_keeps_false_verdicts_rare_and_finds_a_32x_plant():
     # --max-contended 100: the interval rule is what is calibrated here; load's verdict is
     # tests/test_load.py's
