@@ -76,10 +76,15 @@ def rows_by_module(stdout: str) -> dict:
 def pytest_collection_modifyitems(config, items):
     """Every test of a file named *integration* (test_integration_*.py, test_history_integration_nightly.py)
     starts real workers: marked real_worker here, so that a new test there is marked too. Real-worker tests
-    elsewhere carry @pytest.mark.real_worker themselves."""
+    elsewhere carry @pytest.mark.real_worker themselves. The files holding any come first."""
     for item in items:
         if "integration" in item.path.stem:
             item.add_marker(pytest.mark.real_worker)
+    # The modules that start real workers first (a stable sort: each module's own order kept): two at a time
+    # (make test's -n 2 --dist loadscope), the long ones start at once and the many short in-process modules
+    # fill in at the end, not one long module alone on one core while the other idles.
+    real = {item.path for item in items if item.get_closest_marker("real_worker")}
+    items.sort(key=lambda item: item.path not in real)
 
 
 @pytest.fixture(autouse=True)
