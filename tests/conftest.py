@@ -13,12 +13,18 @@ ROOT = Path(__file__).resolve().parent.parent
 PLANTED = ROOT / "examples" / "planted"
 # the tests' default core is the last one, whatever teperf runs claim on this machine (teperf.cpus)
 os.environ.setdefault("TEPERF_RUNTIME_DIR", tempfile.mkdtemp(prefix="teperf-test-claims-"))
+# ... and, for a test that starts no real worker, whatever a real-worker test beside it claims (make test runs
+# two tests at a time): one directory per pytest process, so only its own tests' runs are there
+IN_PROCESS_CLAIMS = tempfile.mkdtemp(prefix="teperf-test-own-claims-")
 
 
 @pytest.fixture(autouse=True)
-def _release_core_claims():
+def _release_core_claims(request, monkeypatch):
     """A run claims its measuring core for its process's life (teperf.cpus); tests share one process, so each
-    test's in-process runs give theirs back, and the next test's default core is the last one again."""
+    test's in-process runs give theirs back, and the next test's default core is the last one again. Two
+    real-worker tests side by side share the session's claims, so that their runs measure on two cores."""
+    if not request.node.get_closest_marker("real_worker"):
+        monkeypatch.setenv("TEPERF_RUNTIME_DIR", IN_PROCESS_CLAIMS)
     yield
     from teperf import cpus
 
@@ -70,10 +76,15 @@ def rows_by_module(stdout: str) -> dict:
 def pytest_collection_modifyitems(config, items):
     """Every test of a file named *integration* (test_integration_*.py, test_history_integration_nightly.py)
     starts real workers: marked real_worker here, so that a new test there is marked too. Real-worker tests
-    elsewhere carry @pytest.mark.real_worker themselves."""
+    elsewhere carry @pytest.mark.real_worker themselves. The files holding any come first."""
     for item in items:
         if "integration" in item.path.stem:
             item.add_marker(pytest.mark.real_worker)
+    # The modules that start real workers first (a stable sort: each module's own order kept): two at a time
+    # (make test's -n 2 --dist loadscope), the long ones start at once and the many short in-process modules
+    # fill in at the end, not one long module alone on one core while the other idles.
+    real = {item.path for item in items if item.get_closest_marker("real_worker")}
+    items.sort(key=lambda item: item.path not in real)
 
 
 @pytest.fixture(autouse=True)

@@ -277,6 +277,8 @@ def bundle(tmp_path_factory):
 
 
 @pytest.mark.real_worker
+@pytest.mark.statistical  # helper first by own time: live timing
+@pytest.mark.alone  # the own-time ranking named torch first once at load 10
 def test_explain_puts_the_helper_on_top(bundle):
     report = ex_capture.explain_bundle(bundle, "Block/fp32", iters=20, repeats=3)
     assert report["cell"] == "Block/fp32/4x16/eager"

@@ -166,6 +166,7 @@ def test_import_adds_bundles_once(tmp_path, monkeypatch, capsys):
 def test_history_of_a_bundle_without_commits(tmp_path, capsys):
     """A --base-path compare has no sha, subject or commit date: history must still print it."""
     from conftest import PLANTED, run_cli
+    from schedules import TINY
 
     res = tmp_path / "res"
     proc = run_cli(
@@ -176,16 +177,7 @@ def test_history_of_a_bundle_without_commits(tmp_path, capsys):
         PLANTED / "base",
         "--config",
         "demo",
-        "--processes",
-        "2",
-        "--rounds",
-        "1",
-        "--trials",
-        "2",
-        "--iters",
-        "5",
-        "--warmup",
-        "1",
+        *TINY,  # one pair: what history prints of it is the subject, not its timing
         "--no-counters",
         "--results-dir",
         res,

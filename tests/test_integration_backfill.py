@@ -7,14 +7,13 @@ engine's precision): night 5's paired compare is the change point.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
+import pytest
+from conftest import run_in_process
 from gitfixture import HISTORY_CONFIG, git, make_history
 
-ROOT = Path(__file__).resolve().parent.parent
+from teperf.bisect import timing
+
 # A small schedule in the config, so that history --explain's bisect uses it too. Workers fork from a server
 # per side (2 torch imports a compare, not 4): spawning is tests/test_integration_forkserver.py's subject.
 SCHEDULE = """
@@ -31,38 +30,38 @@ max_contended_pct = 100
 """
 
 
-def teperf(tmp_path, history, *args):
-    env = {**os.environ, "PYTHONPATH": str(history.site), "TEPERF_CACHE": str(tmp_path / "cache")}
-    res = subprocess.run(
-        [sys.executable, "-m", "teperf", *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    return res
+def teperf(capsys, *args):
+    """The real CLI entry point in this process (its workers are real processes): (stdout, stderr)."""
+    code, out, err = run_in_process(list(args), capsys)
+    assert code == 0, err[-3000:]
+    return out, err
 
 
-def test_backfill_resume_and_explain(tmp_path):
+@pytest.mark.statistical  # the nights' change point and its culprit are found by live timing (a 3 ms spin)
+def test_backfill_resume_and_explain(tmp_path, monkeypatch, capsys):
+    # explain's bisect measures its parts with 20 ms trials on the fast side, not MIN_TRIAL_S's 100 ms (each
+    # slow trial was 6 s of spinning): its subject is which commit, not the trials' length (test_bisect's)
+    monkeypatch.setattr(timing, "MIN_TRIAL_S", 0.02)
     history = make_history(tmp_path / "fx", n=9, culprit=5, spin_ns=3_000_000)
+    monkeypatch.setenv("PYTHONPATH", str(history.site))
+    monkeypatch.setenv("TEPERF_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
     git(history.repo, "remote", "add", "origin", "https://github.com/acme/mypkg.git")
     (tmp_path / "cfg.toml").write_text(HISTORY_CONFIG + SCHEDULE)
     common = ["--repo", str(history.repo), "--package", "mypkg", "--config", "cfg.toml", "--history", "hist"]
 
-    first = teperf(tmp_path, history, "nightly", "--backfill", "good..bad", *common, "--results-dir", "res")
-    assert "backfill: 10 measured, 0 already in the store" in first.stderr
-    assert "left" in first.stderr  # the estimate of the time left
-    dry = teperf(tmp_path, history, "nightly", "--backfill", "good..bad", "--dry-run", *common)
-    assert "would measure 0 commit(s), one night each, oldest first; 10 already in the store" in dry.stdout
-    again = teperf(tmp_path, history, "nightly", "--backfill", "good..bad", *common)
-    assert "backfill: 0 measured, 10 already in the store" in again.stderr
+    _, err = teperf(capsys, "nightly", "--backfill", "good..bad", *common, "--results-dir", "res")
+    assert "backfill: 10 measured, 0 already in the store" in err
+    assert "left" in err  # the estimate of the time left
+    out, _ = teperf(capsys, "nightly", "--backfill", "good..bad", "--dry-run", *common)
+    assert "would measure 0 commit(s), one night each, oldest first; 10 already in the store" in out
+    _, err = teperf(capsys, "nightly", "--backfill", "good..bad", *common)
+    assert "backfill: 0 measured, 10 already in the store" in err
 
-    out = teperf(tmp_path, history, "history", "--changes", "--explain", "--format", "json", *common)
-    changes = json.loads(out.stdout)
+    out, _ = teperf(capsys, "history", "--changes", "--explain", "--format", "json", *common)
+    changes = json.loads(out)
     # on a miss, the nights as measured (each one's paired verdict) say why
-    assert len(changes) == 1, teperf(tmp_path, history, "history", *common).stdout
+    assert len(changes) == 1, teperf(capsys, "history", *common)[0]
     (change,) = changes
     assert change["direction"] == "slower" and change["first_bad_sha"] == history.culprit
     explanation = change["explanation"]
@@ -75,7 +74,7 @@ def test_backfill_resume_and_explain(tmp_path):
     print(f"\nbackfill + explain: {explanation['answer']}")
 
     # asked again: nothing left to bisect
-    again = teperf(tmp_path, history, "history", "--changes", "--explain", *common)
-    assert "explain: 0 change point(s) bisected" in again.stderr
-    teperf(tmp_path, history, "dashboard", "--history", "hist", "--out", "site")
+    _, err = teperf(capsys, "history", "--changes", "--explain", *common)
+    assert "explain: 0 change point(s) bisected" in err
+    teperf(capsys, "dashboard", "--history", "hist", "--out", "site")
     assert top["url"] in (tmp_path / "site" / "regressions.html").read_text()

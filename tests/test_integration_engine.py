@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PLANTED, ROOT, rows_by_module, run_cli
-from schedules import FORKED, SMALL
+from schedules import FORKED, SMALL, TINY, schedule
 
 # FORKED where fresh interpreters are not the subject. A worker's death, hang and SIGKILL in fresh
 # interpreters: test_failing_cells_are_marked_and_the_rest_goes_on (its 8 s timeout_s also bounds a fork
@@ -227,6 +227,7 @@ def faulty(tmp_path):
     return pkg, cfg
 
 
+@pytest.mark.alone  # its 8 s timeout_s bounds each worker's start: nothing beside it to slow that
 def test_failing_cells_are_marked_and_the_rest_goes_on(faulty, results_dir):
     pkg, cfg = faulty
     res = run_cli(
@@ -382,16 +383,7 @@ def test_ctrl_c_keeps_every_measured_trial(results_dir):
             sys.executable,
             "--head-python",
             sys.executable,
-            "--processes",
-            "50",
-            "--rounds",
-            "1",
-            "--trials",
-            "4",
-            "--iters",
-            "30",
-            "--warmup",
-            "5",
+            *schedule(4, 30, 5, processes=50),
             "--max-contended",  # every couple counts, whatever the load: the count below is exact
             "100",
             "--no-counters",
@@ -457,18 +449,7 @@ def test_compiled_cases_sharing_a_worker_all_measure_without_compiling_in_trials
         "8,2,64",
         "--shape",
         "4,32",
-        "--processes",
-        "1",
-        "--rounds",
-        "1",
-        "--trials",
-        "2",
-        "--iters",
-        "5",
-        "--warmup",
-        "2",
-        "--prestart",
-        "0",
+        *TINY,
         "--format",
         "json",
         "--results-dir",
@@ -526,16 +507,7 @@ def test_a_worker_killed_by_sigkill_hints_at_memory(tmp_path, results_dir):
         cfg,
         "--path",
         pkg,
-        "--processes",
-        "1",
-        "--rounds",
-        "1",
-        "--trials",
-        "2",
-        "--iters",
-        "5",
-        "--warmup",
-        "1",
+        *schedule(2, 5, 1, processes=1),
         "--format",
         "csv",
         "--results-dir",

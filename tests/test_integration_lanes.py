@@ -20,9 +20,12 @@ from test_integration_signals import _children, _wait_for_hang, _wait_gone, stuc
 from teperf.cpus import available_cores, physical_cores, smt_siblings
 
 PHYSICAL = len(physical_cores(available_cores()))
-pytestmark = pytest.mark.skipif(
-    PHYSICAL < 2, reason=f"--lanes 2 needs 2 physical cores; this process may use {PHYSICAL}"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        PHYSICAL < 2, reason=f"--lanes 2 needs 2 physical cores; this process may use {PHYSICAL}"
+    ),
+    pytest.mark.alone,  # two lanes measure on two cores: no other test beside them
+]
 
 QUICK = (*schedule(2, 10, 5), "--no-counters", "--lanes", "2")
 PLANTED_SCHEDULE = (*schedule(4, 20, 5), "--no-counters", "--lanes", "2")

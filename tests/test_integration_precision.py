@@ -11,6 +11,9 @@ import pytest
 from conftest import run_cli
 from schedules import schedule
 
+# --precision stops on a width within a --budget of wall time: no other test beside it
+pytestmark = pytest.mark.alone
+
 SHORT = [*schedule(4, 30, 10), "--no-counters"]
 
 
