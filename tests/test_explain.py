@@ -323,9 +323,9 @@ def test_bundle_row_carries_counters(bundle):
     from teperf.api import summarize
 
     (row_,) = summarize(bundle).rows
-    assert row_["counters"]["head"]["python_calls"] - row_["counters"]["base"]["python_calls"] == 2 * K
+    assert row_.counters["head"]["python_calls"] - row_.counters["base"]["python_calls"] == 2 * K
     assert (
-        counters_diff(row_["counters"]["base"], row_["counters"]["head"]) == f"+{2 * K} py calls, 0 aten ops"
+        counters_diff(row_.counters["base"], row_.counters["head"]) == f"+{2 * K} py calls, 0 aten ops"
     )
 
 
