@@ -324,9 +324,7 @@ def test_bundle_row_carries_counters(bundle):
 
     (row_,) = summarize(bundle).rows
     assert row_.counters["head"]["python_calls"] - row_.counters["base"]["python_calls"] == 2 * K
-    assert (
-        counters_diff(row_.counters["base"], row_.counters["head"]) == f"+{2 * K} py calls, 0 aten ops"
-    )
+    assert counters_diff(row_.counters["base"], row_.counters["head"]) == f"+{2 * K} py calls, 0 aten ops"
 
 
 def test_compile_residue_in_explain_and_the_tables():
