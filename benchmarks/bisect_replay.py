@@ -72,7 +72,7 @@ def replay(meta: dict, probes: list[dict], path: Path, config_path: Path, budget
             if path.is_dir() and (path / str(p.get("bundle"))).is_dir():  # the compare's own summary row
                 from teperf.summary import summarize
 
-                row = dict(summarize(path / p["bundle"]).rows[0], n_pairs=p.get("processes"))
+                row = dict(summarize(path / p["bundle"]).rows[0].to_dict(), n_pairs=p.get("processes"))
             rows[key].append((row, p["seconds"], p.get("processes")))
     commits = [Commit(c["sha"], c["short_sha"], c["subject"], c["date"], "") for c in meta["commits"]]
     good = meta["good"]

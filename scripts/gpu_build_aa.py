@@ -54,7 +54,7 @@ def main() -> int:
             "bundle": str(path),
             "rows": [
                 {k: r.get(k) for k in ("module", "recipe", "delta_pct", "ci_low_us", "ci_high_us", "verdict")}
-                for r in summary.rows
+                for r in (row.to_dict() for row in summary.rows)
             ],
             "imported": summary.imported,
             "code_problems": summary.code_problems,

@@ -38,7 +38,7 @@ def spawn(bundle: str, wall: str, budget: str) -> str:
     stop = next((r for r in recs if r.get("kind") == "stop"), {})
     pairs = stop.get("pairs") or sum(1 for r in recs if r.get("kind") == "pair")
     elapsed = stop.get("elapsed_s") or wall_s
-    rows = summarize(str(path)).rows if stop else []
+    rows = [r.to_dict() for r in summarize(str(path)).rows] if stop else []
     false = [f"{r['module']}/{r['recipe']}" for r in rows if r.get("verdict") in ("slower", "faster")]
     hw = [
         round(50 * (r["ci_high_us"] - r["ci_low_us"]) / r["base_us"], 2)

@@ -22,15 +22,16 @@ summarize() {  # bundle label -> one line of figures
 import json, sys
 from teperf.api import summarize
 s = summarize(sys.argv[1])
+rows = [r.to_dict() for r in s.rows]
 recs = [json.loads(l) for l in open(f"{sys.argv[1]}/records.jsonl")]
 stop = next((r for r in recs if r["kind"] == "stop"), {})
 pairs = sum(1 for r in recs if r["kind"] == "pair")
 servers = [r for r in recs if r["kind"] == "server"]
 starts = sorted(r["start_s"] for r in recs if r["kind"] == "pair")
 el = stop.get("elapsed_s") or 0
-hw = sorted(round(50 * (r["ci_high_us"] - r["ci_low_us"]) / r["base_us"], 2) for r in s.rows if r.get("ci_low_us") is not None)
-cells = "; ".join(f"{r['module']}/{r['recipe']} {r['delta_pct']:+.2f}% {r['verdict']}" for r in s.rows if r.get("delta_pct") is not None)
-false = sum(r["verdict"] in ("slower", "faster") for r in s.rows if r["module"] != "LayerNormLinear" or "aa" in sys.argv[2])
+hw = sorted(round(50 * (r["ci_high_us"] - r["ci_low_us"]) / r["base_us"], 2) for r in rows if r.get("ci_low_us") is not None)
+cells = "; ".join(f"{r['module']}/{r['recipe']} {r['delta_pct']:+.2f}% {r['verdict']}" for r in rows if r.get("delta_pct") is not None)
+false = sum(r["verdict"] in ("slower", "faster") for r in rows if r["module"] != "LayerNormLinear" or "aa" in sys.argv[2])
 print(f"{sys.argv[2]}: {pairs} pairs in {el:.0f} s measuring ({60 * pairs / max(el, 1):.1f}/min; budget {stop.get('budget_s')} s, "
       f"over by {100 * (el / stop['budget_s'] - 1) if stop.get('budget_s') else float('nan'):+.1f}%); half-widths {hw}; "
       f"pair start median {starts[len(starts) // 2] if starts else None} s; servers {len([x for x in servers if x['event'] == 'started'])}, "
