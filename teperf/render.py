@@ -317,7 +317,7 @@ def csv_text(fields, rows) -> str:
 
 
 def _flat_rows(summary: Summary) -> list[dict]:
-    return [{k: json_value(v) for k, v in r.to_dict().items() if k in ROW_FIELDS} for r in summary.rows]
+    return [{k: json_value(getattr(r, k)) for k in ROW_FIELDS} for r in summary.rows]
 
 
 def render_json(summary: Summary, console=None) -> str:

@@ -107,6 +107,10 @@ def find_steps(
     deferred: list[Part] = []
     skipped: set[int] = set()
     parts: list[Part] = []
+
+    def place(part: Part) -> None:  # moved: split next; again: waits (deferred); else: settled
+        {"moved": pending, "again": deferred}.get(part.status, parts).append(part)
+
     while pending or deferred:
         if not pending:
             open_ = worth(deferred, parts) if worth else deferred
@@ -119,7 +123,7 @@ def find_steps(
             part = Part(
                 part.lo, part.hi, row or part.row, "undecided" if state in ("skip", "budget") else state
             )
-            {"moved": pending, "again": deferred}.get(part.status, parts).append(part)
+            place(part)
             continue
         part = max(pending, key=lambda p: (_reach(p), -p.lo))
         pending.remove(part)
@@ -144,7 +148,7 @@ def find_steps(
             parts.append(dataclasses.replace(part, status="budget"))
             continue
         for half in halves:
-            {"moved": pending, "again": deferred}.get(half.status, parts).append(half)
+            place(half)
     parts.sort(key=lambda p: p.lo)
     return parts
 

@@ -370,7 +370,7 @@ def measure_and_report(fn, measure: MeasureOptions, *sides):
         measured = [r for r in summary.rows if r.status != "skipped"]
         every = "every cell" if len(bad) == len(measured) else f"{len(bad)} cell(s)"
         hint = f"{failure_hint(first)} (worker logs: {path}/workers/)"
-        budget = (summary.meta.get("config") or {}).get("schedule", {}).get("budget_s")
+        budget = summary.config.known("schedule.budget_s")
         if not first and all(r.status == "missing" for r in bad):  # nothing failed: never measured
             first = "no trial of them was measured" + (f" within the {budget:g} s budget" if budget else "")
             hint = "raise --budget (a pair starts in seconds)" if budget else f"see {path}/workers/"

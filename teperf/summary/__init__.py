@@ -8,6 +8,7 @@ from pathlib import Path
 from teperf.config import METRIC_FIELD, RecordedConfig, Stats, read_config
 from teperf.errors import TeperfError
 from teperf.provenance import identical_code, mixed_code, side_facts
+from teperf.records import Row
 from teperf.stats import TableLevels
 from teperf.summary.aggregate import aggregate
 from teperf.summary.notes import notes, onetime_notes
@@ -17,7 +18,7 @@ from teperf.summary.parse import ParsedBundle, parse
 @dataclasses.dataclass
 class Summary:
     meta: dict
-    rows: list[dict]
+    rows: list[Row]
     notes: list[str]
     path: Path | None = None
     onetime_notes: list[str] = dataclasses.field(default_factory=list)  # under the one-time table
@@ -53,7 +54,7 @@ class Summary:
         return short or len({r.n_pairs for r in measured if r.n_pairs}) > 1
 
     @property
-    def incomplete_rows(self) -> list[dict]:
+    def incomplete_rows(self) -> list[Row]:
         """Cells that failed, ended partial or were never measured (skipped ones are fine)."""
         return [r for r in self.rows if r.status in ("failed", "partial", "missing")]
 
