@@ -2,7 +2,7 @@
 
 One history plants 5 Python calls per step in one commit of twenty (found by
 counters, exactly, with a commit that does not import on the way: skipped);
-one a 1 ms busy-wait in one commit of eight (named by time, from real compares).
+one a 1 ms busy-wait in one commit of four (named by time, from real compares).
 The figures are printed: pytest -s. The spin is many times the step: what is
 tested is the search end to end, not the engine's precision; the load rule is
 off (--max-contended 100), as a verdict under load is the calibration suite's
@@ -93,7 +93,8 @@ def test_time_finds_the_commit_that_adds_a_busy_wait(tmp_path, monkeypatch, caps
     # spinning): the 1 ms spin is many times the step either way; that the trials last at least MIN_TRIAL_S
     # and GOOD..BAD is measured again with them is tests/test_bisect.py's (a fake compare).
     monkeypatch.setattr(timing, "MIN_TRIAL_S", 0.02)
-    history = make_history(tmp_path / "fx", n=8, culprit=5, spin_ns=1_000_000)
+    # four commits: two bisection steps, so the search still halves a range it has measured
+    history = make_history(tmp_path / "fx", n=4, culprit=3, spin_ns=1_000_000)
     out, stderr, _ = bisect(history, tmp_path, monkeypatch, capsys)
     result = out["meta"]["result"]
     assert result["mode"] == "time" and result["moved_counters"] == []
@@ -103,7 +104,7 @@ def test_time_finds_the_commit_that_adds_a_busy_wait(tmp_path, monkeypatch, caps
     assert top["row"]["bundle"].startswith("compares/") and 0.5 < top["share"] < 1.5
     timed = [p for p in out["probes"] if p["what"] == "timing"]
     assert all(p["bundle"].startswith("compares/") for p in timed)
-    assert len(timed) <= 1 + 2 * math.ceil(math.log2(8)) + 2  # two measured again at most
+    assert len(timed) <= 1 + 2 * math.ceil(math.log2(4)) + 2  # two measured again at most
     print(f"\ntime bisect: {len(timed)} compares, {result['wall_s']} s; {out['answer']}")
 
 
