@@ -122,7 +122,8 @@ def backfill(
         if left_s is not None and left_s <= 0:
             result.stopped = "the budget is spent"
             break
-        measured_before = _in_store(HistoryStore(history), [c.sha for c in chosen[:i]])
+        have = set(HistoryStore(history).read()["sha"].dropna()) if i else set()
+        measured_before = [c.sha for c in chosen[:i] if c.sha in have]
         plan = api.plan_nightly(
             config, sides, ref=ref, history=history, at=commit.sha, base_among=measured_before[-1:] or None
         )
@@ -130,7 +131,10 @@ def backfill(
             result.skipped.append(commit.sha)
             log(f"{head}: in the store already, skipped")
             continue
-        night_config = config if left_s is None else _with_budget(config, left_s)
+        night_config = config
+        if left_s is not None:
+            schedule = dataclasses.replace(config.schedule, budget_s=max(left_s, 1.0))
+            night_config = dataclasses.replace(config, schedule=schedule)
         t0 = clock()
         try:
             api.nightly(plan, dataclasses.replace(measure, config=night_config), sides, command=command)
@@ -147,16 +151,3 @@ def backfill(
             f"{to_go} to go" + (f", {eta(took, to_go)}" if to_go else "")
         )
     return result
-
-
-def _in_store(store, shas: list) -> list:
-    if not shas:
-        return []
-    have = set(store.read()["sha"].dropna())
-    return [s for s in shas if s in have]
-
-
-def _with_budget(config, seconds: float):
-    return dataclasses.replace(
-        config, schedule=dataclasses.replace(config.schedule, budget_s=max(seconds, 1.0))
-    )

@@ -195,10 +195,6 @@ def conclude(result: dict) -> dict:
     return result
 
 
-def _pct(x) -> str:
-    return f"{x:.0%}" if x is not None else "?"
-
-
 def _named(entries, n: int = 3) -> str:
     def one(e: dict) -> str:
         deltas = e.get("deltas") or {}
@@ -242,7 +238,7 @@ def _answer(result: dict) -> tuple[str, str]:
         what += f", read {end['verdict']} ({end['verdict_cause']})"
     rest = result.get("rest") or {}
     left = result.get("unresolved") or []
-    tail = f"; {_pct(rest.get('share', 0))} unexplained ({rest.get('delta_us', 0):+.1f} us)"
+    tail = f"; {rest.get('share', 0):.0%} unexplained ({rest.get('delta_us', 0):+.1f} us)"
     if result.get("opposite_movers"):
         tail += f"; {len(result['opposite_movers'])} moved the other way"
     if left:

@@ -267,16 +267,7 @@ def _confirmed(meta: dict, path, fmt: str, console=None):
 
 def _json(meta: dict, probes: list, path, console=None) -> str:
     result = meta.get("result") or {}
-    keys = (
-        "answer",
-        "outcome",
-        "exit_code",
-        "explained",
-        "endpoint",
-        "settle",
-        "settle_parts",
-        "budget_spent",
-    )
+    keys = "answer outcome exit_code explained endpoint settle settle_parts budget_spent".split()
     out = {key: result.get(key) for key in keys}
     # every section the text shows, the same keys; counter_changes: every counter change point found
     for key in [k for k, *_ in SECTIONS] + ["counter_changes", "unresolved", "counter_unresolved", "rest"]:

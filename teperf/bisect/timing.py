@@ -39,9 +39,7 @@ def part_state(row: dict, step_us: float) -> str:
 
 def whole_state(row: dict) -> str:
     """GOOD..BAD's state: quiet when its verdict is no change, moved when its interval excludes zero."""
-    if row.get("verdict") == "no change":
-        return "quiet"
-    return part_state(row, 0.0) if row.get("ci_low_us") is not None else "undecided"
+    return "quiet" if row.get("verdict") == "no change" else part_state(row, 0.0)
 
 
 def ci_text(row: dict) -> str:
@@ -83,14 +81,10 @@ def pairs_to_settle(row: dict, step_us: float, alpha: float = 0.05) -> Optional[
 def could_change(
     parts: list, found: list, total_us: float, step_us: float, max_pairs: int, pairs_left: float, alpha=0.05
 ):
-    """Of the undecided ``parts`` (search.Part, each with its row), those worth measuring again: whose
-    next compares could change what the answer reports, given the parts ``found`` so far. All of them
-    while each could be settled within ``max_pairs`` (the most a part is measured with) and all within
-    ``pairs_left`` (what is left of --budget, in pairs), by their measured spread: settled, the answer
-    could become "explained" (the exit code's class); all of them while no culprit is named (each could
-    hold a step of a reportable share). Else those that could be settled within ``max_pairs`` (one that
-    could not stays undecided whatever it reads) and either reach, GOOD..BAD's way, past the smallest
-    named culprit's delta (it could outrank it) or read a step's delta themselves (a culprit more)."""
+    """Of the undecided ``parts``, those whose next compares could change the answer, given those ``found``:
+    all while no culprit is named, or while each settles within ``max_pairs`` and all within ``pairs_left``
+    (the answer could become "explained"); else those that settle within ``max_pairs`` and either reach,
+    GOOD..BAD's way, past the smallest named culprit's delta or read a step's delta themselves."""
     sign = 1 if total_us >= 0 else -1
     wanted = "slower" if sign > 0 else "faster"
     named = [sign * p.row["delta_us"] for p in found if p.status == "step" and p.row.get("verdict") == wanted]

@@ -11,7 +11,7 @@ import math
 from typing import Any, Sequence
 
 from teperf.history import changepoint
-from teperf.history.nights import NEVER, Night, by_key, nights, when
+from teperf.history.nights import NEVER, Night, by_key, nights, value, when
 from teperf.history.store import ordered
 from teperf.records import CELL_KEY
 from teperf.verdicts import FASTER, INCONCLUSIVE, SLOWER
@@ -130,33 +130,20 @@ class Cell:
         return (steps or drifts or [None])[-1]
 
 
-def _val(x):
-    """A row's value, None where it is missing (None, NaN, NaT)."""
-    import pandas as pd
-
-    try:
-        return None if x is None or (not isinstance(x, str) and pd.isna(x)) else x
-    except (TypeError, ValueError):  # pd.isna of a list is an array, not one bool
-        return x
-
-
 # Point fields read straight from the row's column of the same name
-_SAME = (
-    "sha subject host_us status base_sha base_us delta_us delta_pct ci_low_us ci_high_us ci_low_pct"
-    " ci_high_pct verdict error night"
-).split()
+_SAME = [f.name for f in dataclasses.fields(Point) if f.name not in ("date", "run_id", "night_note")]
 
 
 def _points(group, night_of: dict[tuple[str, str], Night]) -> list[Point]:
     """Rows of one cell (series order) -> one point per commit (newest run wins)."""
     newest: dict[str, Any] = {}  # first appearance order: re-runs keep their commit's place
     for row in group.itertuples(index=False):
-        key = _val(row.sha) or f"run:{row.run_id}"
+        key = value(row.sha) or f"run:{row.run_id}"
         if key not in newest or (when(row.run_date) or NEVER) >= (when(newest[key].run_date) or NEVER):
             newest[key] = row
     return [
         Point(
-            **{name: _val(getattr(r, name)) for name in _SAME},
+            **{name: value(getattr(r, name)) for name in _SAME},
             date=when(r.committed_at) or when(r.run_date),
             run_id=r.run_id,
             night_note=_note(night_of.get((r.machine, r.night))),
