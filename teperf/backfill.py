@@ -42,7 +42,6 @@ def select(commits: Sequence[Commit], *, tags: bool = False, every: Optional[int
 def list_commits(root: str, spec: str, *, tags: bool = False) -> list[Commit]:
     """A and the commits of A..B, oldest first: the first-parent line, or (--tags) every commit, since a
     release may be tagged off the first-parent line."""
-
     if ".." not in spec or spec.count("..") != 1 or "..." in spec:
         raise TeperfError(
             f"--backfill {spec!r} is not a range", "write it as A..B, e.g. --backfill v1.0..v2.0"
@@ -107,7 +106,6 @@ def backfill(
     clock: Callable[[], float] = time.monotonic,
 ) -> BackfillResult:
     """Measure the selected commits of ``spec`` one night each, into ``history``; see the module."""
-
     root = str(repo_root(sides.repo))
     chosen = select(list_commits(root, spec, tags=tags), tags=tags, every=every)
     result = BackfillResult(selected=[c.sha for c in chosen])

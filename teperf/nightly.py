@@ -21,8 +21,7 @@ def parse_shard(text: str | None) -> tuple[int, int]:
     if text is None:
         return 1, 1
     try:
-        i_text, n_text = text.split("/")
-        i, n = int(i_text), int(n_text)
+        i, n = map(int, text.split("/"))
     except ValueError:
         raise TeperfError(f"malformed shard {text!r}", "write it as I/N, e.g. --shard 2/4") from None
     return check_shard(i, n)
@@ -75,7 +74,6 @@ def choose_base(
     """Tonight's base: the newest earlier nightly's commit of this machine kind and branch (any shard; only
     ``base_among`` in a backfill), else or when no ancestor the head's first parent (a root commit: itself,
     A/A). Skip unless ``force`` when this shard of ``night`` completed, or another night did the head."""
-
     have = history is not None and not history.empty
     if have and not force:
         skip = already_measured(history, machine, ref, head_sha, shard, night or default_night(head_sha))
@@ -105,7 +103,6 @@ def choose_base(
 
 def already_measured(history, machine: str, ref: str, head_sha: str, shard: str, night: str) -> str | None:
     """Why this shard need not run (None: it must): see ``choose_base``."""
-
     sel = history[(history["machine"] == machine) & (history["ref"] == ref) & (history["sha"] == head_sha)]
     if sel.empty:
         return None
@@ -126,7 +123,6 @@ def local_machine(
 ) -> tuple[str, str]:
     """This machine's fingerprint as the nightly's rows will record it (on CUDA the GPU from nvidia-smi,
     which agrees with what the worker reports)."""
-
     cpu_model = cpu_model or _cpu()
     if device == "cuda" and gpu is None:
         gpu, driver = gpu_and_driver()

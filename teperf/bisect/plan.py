@@ -60,8 +60,6 @@ def resolve_range(spec: str, repo: str) -> Range:
             "give GOOD..BAD with GOOD older than BAD on its history (swap them?)",
         ) from None
     shas = git.run_git(root, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}").split()
-    if not shas:
-        raise TeperfError(f"{spec}: no commits between GOOD and BAD", "give a BAD that comes after GOOD")
     if git.run_git(root, "rev-parse", f"{shas[0]}^1") != good:
         raise TeperfError(
             f"{parsed.base} ({good[:10]}) is not on the first-parent history of {parsed.head}",

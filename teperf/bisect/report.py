@@ -280,11 +280,9 @@ def _json(meta: dict, probes: list, path, console=None) -> str:
 
 
 def _markdown(meta: dict, probes: list, path, console=None) -> str:
-    text = render_markdown(probe_model(meta, probes, path))
-    confirm = _confirmed(meta, path, "markdown")
-    if confirm is not None:
-        text += "\n**the biggest culprit's own compare against its parent**\n\n" + confirm
-    return text
+    text, confirm = render_markdown(probe_model(meta, probes, path)), _confirmed(meta, path, "markdown")
+    title = "\n**the biggest culprit's own compare against its parent**\n\n"
+    return text if confirm is None else text + title + confirm
 
 
 def _table(meta: dict, probes: list, path, console=None) -> None:

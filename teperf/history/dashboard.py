@@ -165,7 +165,6 @@ def _night_trace(go, pts: list, x: list, cd: list, colors: list):
 def culprit_label(cell: Cell, ch: Found, explained: dict | None) -> str:
     """What a change point's marker on the chart says of its bisect: its culprits' short shas and
     shares ("d3dd5e5 76%, 56f20dc 36%"), "noise" or "unexplained"; "" when it was not bisected."""
-
     rec = explanation_of(cell, ch, explained or {})
     if rec is None or rec.status == "failed":
         return ""
@@ -248,7 +247,6 @@ def _names(c: Cell) -> dict:
 
 def _change_row(c: Cell, ch: Found, explained: dict | None = None) -> dict:
     """One change's table row; ``explained`` (store.explanations()) adds its culprits."""
-
     paired = "-"
     if ch.paired is not None and ch.paired.delta_pct is not None:
         paired = (
@@ -405,7 +403,6 @@ def slope_figure(series: dict) -> dict:
 
 
 def _slope_models(cells) -> list[dict]:
-
     models = []
     for series in series_from_cells(cells):
         names = {k: series[k] for k in ("module", "key", "recipe", "variant")}

@@ -83,16 +83,12 @@ def machine_from_meta(meta: Mapping[str, Any]) -> dict:
 
 
 def _ts(value) -> _dt.datetime | None:
-    if isinstance(value, _dt.datetime):
-        dt = value
-    else:
+    if not isinstance(value, _dt.datetime):
         try:
-            dt = _dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+            value = _dt.datetime.fromisoformat(str(value))  # 3.11 reads a "Z" too
         except ValueError:
             return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=_dt.timezone.utc)
-    return dt.astimezone(_dt.timezone.utc)
+    return (value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)).astimezone(_dt.timezone.utc)
 
 
 def _num(value):
@@ -384,14 +380,10 @@ class HistoryStore:
         return self.append(rows), True
 
 
-def check_version(table: pa.Table, path: str) -> int:
-    """The history schema a file was written under (1 when it does not say); a TeperfError when a
-    newer teperf wrote it, naming that teperf's version."""
+def check_version(table: pa.Table, path: str) -> None:
+    """A TeperfError when a newer teperf wrote the file (one that does not say is schema 1), naming it."""
     raw = (table.schema.metadata or {}).get(SCHEMA_KEY, b"1")
-    try:
-        version = int(raw)
-    except ValueError:
-        version = 1
+    version = int(raw) if raw.isdigit() else 1
     if version > HISTORY_SCHEMA_VERSION:
         writers = table.column("teperf_version").to_pylist() if "teperf_version" in table.column_names else []
         use = next((v for v in writers if v), "a newer release")
@@ -401,7 +393,6 @@ def check_version(table: pa.Table, path: str) -> int:
             f"read the history with teperf {use} or newer (upgrade: git pull in teperf's clone, then pip "
             "install -U .)",
         )
-    return version
 
 
 def _conform(table: pa.Table) -> pa.Table:
