@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Optional
 
+from teperf.bisect.attribute import span
 from teperf.bisect.search import Part
 from teperf.bisect.timing import MIN_STEP_SHARE, MOST, pairs_to_settle, row_text
 
@@ -35,12 +36,9 @@ def step_entry(part: Part, total_us: float, commit: Callable[[int], dict], count
 
 
 def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside, pair_s=0.0, alpha=0.05) -> dict:
-    """culprits (confirmed, the way GOOD..BAD moved, biggest first), opposite (confirmed the other way),
-    unconfirmed (steps whose verdict is not decisive: no share), small_movers (parts whose interval
-    excludes zero, under the step size: not searched, no share), unresolved (parts that may hold a step
-    not narrowed, each with the pairs that would settle it at ``alpha``), settle_parts (their pairs in
-    all, and the seconds those take at ``pair_s`` a pair), rest (GOOD..BAD's delta the confirmed steps
-    leave), sum check."""
+    """The parts sorted into the answer's sections (report.SECTIONS); only a step whose own verdict moved
+    as GOOD..BAD did (or the other way) gets a share; unresolved parts carry the pairs that would settle
+    them at ``alpha``, settle_parts their sum and its seconds at ``pair_s`` a pair."""
     total = endpoint.get("delta_us") or 0.0
     direction = _sign(total)
     wanted = {1: "slower", -1: "faster"}
@@ -58,7 +56,7 @@ def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside, pair
         elif part.status == "small":
             small.append(
                 dict(
-                    _part(part, commit),
+                    span(part.lo, part.hi, commit),
                     delta_us=round(row["delta_us"], 2),
                     row=row,
                     share_ci=_share_ci(row, total),
@@ -67,7 +65,7 @@ def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside, pair
         elif part.status in ("undecided", "skipped", "budget"):
             unresolved.append(
                 dict(
-                    _part(part, commit),
+                    span(part.lo, part.hi, commit),
                     status=part.status,
                     delta_us=row.get("delta_us"),
                     row=row,
@@ -94,15 +92,6 @@ def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside, pair
         # the confirmed steps' deltas against GOOD..BAD's measured interval: do the parts add up?
         "steps_us": round(carried_us, 2),
         "steps_within_interval": None if low is None else bool(low <= carried_us <= high),
-    }
-
-
-def _part(part: Part, commit) -> dict:
-    return {
-        "good_index": part.lo,
-        "bad_index": part.hi,
-        "parent": commit(part.lo),
-        "candidates": [commit(i) for i in range(part.lo + 1, part.hi + 1)],
     }
 
 

@@ -60,10 +60,8 @@ def row_text(row: dict) -> str:
 
 
 def pairs_to_settle(row: dict, step_us: float, alpha: float = 0.05) -> Optional[int]:
-    """The pairs that would settle an undecided part, from its measured spread: its interval is a t
-    interval over the pairs (teperf.stats), so with N pairs its half-width is t(N-1) sd / sqrt(N). Settled:
-    moved once it excludes zero, quiet once it fits under the step size, small once it excludes zero under
-    it; None where it has no interval."""
+    """The pairs that would settle an undecided part (exclude zero, or fit under the step size), from its
+    measured spread: a t interval over N pairs is t(N-1) sd / sqrt(N) wide (teperf.stats)."""
     from scipy import stats as sps  # the compares imported it already
 
     low, high, pairs = row.get("ci_low_us"), row.get("ci_high_us"), row.get("n_pairs")
@@ -171,10 +169,8 @@ class TimeSearch:
 
     def timed(self, base: int, head: int, decide: Callable[[dict], str], once=False):
         """Compare base..head and ``decide`` from its row, again with twice the pairs while "undecided"
-        (MAX_DOUBLINGS) and --budget allow -> (the last row, the decision), (None, "skip"), (the last row
-        or None, "budget"; a row so left says so: left: budget). Every row is kept in ``measured`` by
-        (base, head). ``once``: one compare, then "again" where another may follow (with the pairs
-        doubled: the next call goes on from there)."""
+        and --budget allow -> (row, decision), (None, "skip") or (row or None, "budget"; the row says
+        left: budget). ``once``: one compare, then "again" where another may follow from there."""
         first = self.probe.config.schedule.processes
         processes = self.next_pairs.get((base, head), first) if once else first
         kept = self.measured.get((base, head)) if once else None
