@@ -34,8 +34,7 @@ def select(commits: Sequence[Commit], *, tags: bool = False, every: Optional[int
         return []
     pool = [c for c in commits if c.tags] if tags else list(commits)
     picked = pool[:: every or 1]
-    ends = [commits[0], commits[-1]]
-    wanted = {c.sha for c in picked} | {c.sha for c in ends}
+    wanted = {c.sha for c in picked} | {commits[0].sha, commits[-1].sha}
     return [c for c in commits if c.sha in wanted]
 
 

@@ -150,10 +150,8 @@ def settle(endpoint: dict, min_effect_pct: float, pair_s: list[float]) -> dict:
     out: dict = {"pairs": pairs, "pairs_needed": None, "budget_s": None}
     if None in (delta, low, high) or not pairs:
         return out
-    half, target = (
-        (high - low) / 2,
-        abs(delta) if abs(delta) >= min_effect_pct else min_effect_pct - abs(delta),
-    )
+    half = (high - low) / 2
+    target = abs(delta) if abs(delta) >= min_effect_pct else min_effect_pct - abs(delta)
     if half <= 0 or target <= 0.05 * half:  # the delta sits at the min effect: no number of pairs is enough
         return out
     needed = max(pairs + 1, math.ceil(pairs * (half / target) ** 2))
@@ -203,6 +201,7 @@ def endpoint_text(end: dict) -> str:
 def _answer(result: dict) -> tuple[str, str]:
     status, end = result.get("status"), result.get("endpoint") or {}
     changes = result.get("counter_changes") or []
+    within = " within --budget" if result.get("budget_spent") else ""
     if result.get("mode") == "counters":
         return _counters_answer(result)
     if status == "no change":
@@ -212,14 +211,10 @@ def _answer(result: dict) -> tuple[str, str]:
             else " and no counter differs"
         )
     if status == "inconclusive":
-        within = " within --budget" if result.get("budget_spent") else ""
         told = f"whether GOOD..BAD changed in time could not be told{within}: {endpoint_text(end)}"
         if changes:
-            return (
-                "counters",
-                f"counters moved, time undecided: {len(changes)} commit(s) moved the counters: "
-                + (f"{_named(changes)}; {told}"),
-            )
+            moved = f"{len(changes)} commit(s) moved the counters: {_named(changes)}; {told}"
+            return "counters", f"counters moved, time undecided: {moved}"
         return "unexplained", f"unexplained: {told}; no counter differs"
     culprits = result.get("culprits") or []
     what = f"GOOD..BAD's {end.get('delta_us', 0):+.1f} us ({end.get('delta_pct', 0):+.1f}%)"
@@ -231,9 +226,7 @@ def _answer(result: dict) -> tuple[str, str]:
     if result.get("opposite_movers"):
         tail += f"; {len(result['opposite_movers'])} moved the other way"
     if left:
-        tail += f"; {len(left)} part(s) undecided" + (
-            " within --budget" if result.get("budget_spent") else ""
-        )
+        tail += f"; {len(left)} part(s) undecided{within}"
         kept = sum(1 for u in left if (u.get("row") or {}).get("left") == "answer")
         if kept:  # left by could_change (teperf.bisect.timing)
             some = "" if kept == len(left) else f"{kept} "

@@ -122,12 +122,10 @@ class TimeSearch:
     measured: dict = dataclasses.field(default_factory=dict)  # (lo, hi) -> its last compare's row
     next_pairs: dict = dataclasses.field(default_factory=dict)  # (lo, hi) -> its next compare's pairs
     budget_spent: bool = False  # a compare was not started: --budget would have run out
-    search_iters: Optional[int] = None  # steps a trial of the parts' compares, once GOOD..BAD has measured
+    trial_iters: int = 0  # steps a trial of the next compare: the config's, the parts' (refine_endpoint)
 
-    @property
-    def trial_iters(self) -> int:
-        """Steps a trial of the next compare: the parts' (search_iters) once set, else the config's."""
-        return self.search_iters or self.probe.config.schedule.iters
+    def __post_init__(self):
+        self.trial_iters = self.probe.config.schedule.iters
 
     def compare(self, base: int, head: int, config: Config):
         """A paired compare of two commits of the range through the normal engine -> (row, bundle path)."""
@@ -195,12 +193,11 @@ class TimeSearch:
                 decided,
                 seconds,
                 detail=f"{self.probe.rng.at(base).short_sha}.. {row_text(row)}",
-                tier=row.get("tier"),
                 bundle=rel,
                 base_index=base,
                 processes=processes,
                 iters=self.trial_iters,
-                **{k: row.get(k) for k in ("delta_pct", "ci_low_pct", "ci_high_pct", "verdict")},
+                **{k: row.get(k) for k in ("tier", "delta_pct", "ci_low_pct", "ci_high_pct", "verdict")},
             )
             kept = dict({k: row.get(k) for k in ROW_KEEP}, bundle=rel, state=decided)
             kept["n_pairs"] = kept["n_pairs"] or processes
@@ -218,9 +215,9 @@ class TimeSearch:
         fastest = min(
             (v for v in (endpoint.get("base_us"), endpoint.get("head_us")) if v and v > 0), default=0
         )
-        iters = self.probe.config.schedule.iters
-        self.search_iters = max(iters, math.ceil(MIN_TRIAL_S * 1e6 / fastest)) if fastest else iters
-        if self.search_iters == iters:
+        iters = self.trial_iters
+        self.trial_iters = max(iters, math.ceil(MIN_TRIAL_S * 1e6 / fastest)) if fastest else iters
+        if self.trial_iters == iters:
             return endpoint
         row, state = self.timed(0, len(self.probe.rng.commits), whole_state)
         return row if state == "moved" else endpoint
