@@ -26,8 +26,7 @@ class Commit:
 
 
 def select(commits: Sequence[Commit], *, tags: bool = False, every: Optional[int] = None) -> list[Commit]:
-    """The commits to measure, oldest first: all or the tagged ones (--tags), every N-th (--every N),
-    and A and B always."""
+    """The commits to measure, oldest first: all or the tagged ones, every N-th, and A and B always."""
     if every is not None and every < 1:
         raise TeperfError(f"--every {every}", "give a positive number of commits, e.g. --every 10")
     if not commits:

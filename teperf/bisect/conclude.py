@@ -44,7 +44,7 @@ def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside, pair
     wanted = {1: "slower", -1: "faster"}
     culprits, opposite, unconfirmed, small, unresolved = [], [], [], [], []
     for part in parts:
-        row = part.row or {}
+        row, where = part.row or {}, span(part.lo, part.hi, commit)
         if part.status == "step":
             entry = step_entry(part, total, commit, counters_beside(part.hi))
             if entry["verdict"] == wanted.get(direction):
@@ -54,18 +54,12 @@ def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside, pair
             else:
                 unconfirmed.append(entry)
         elif part.status == "small":
-            small.append(
-                dict(
-                    span(part.lo, part.hi, commit),
-                    delta_us=round(row["delta_us"], 2),
-                    row=row,
-                    share_ci=_share_ci(row, total),
-                )
-            )
+            share_ci = _share_ci(row, total)
+            small.append(dict(where, delta_us=round(row["delta_us"], 2), row=row, share_ci=share_ci))
         elif part.status in ("undecided", "skipped", "budget"):
             unresolved.append(
                 dict(
-                    span(part.lo, part.hi, commit),
+                    where,
                     status=part.status,
                     delta_us=row.get("delta_us"),
                     row=row,
@@ -126,8 +120,7 @@ def time_share(index: int, measured: dict, endpoint: dict, moved: bool) -> dict:
 
 
 def counter_movers(result: dict, measured: dict) -> dict:
-    """Each counter change point with its time share (time_share); those not a step in time of their own
-    are the counter-only movers (counter_movers) and, the other way on the counters, counter_opposite."""
+    """Each counter change point with its time_share; those not a step in time of their own, by way."""
     endpoint = result.get("endpoint") or {}
     moved = result.get("status") not in ("inconclusive", "no change")  # else GOOD..BAD gives no share
     steps = {
@@ -174,8 +167,7 @@ SIGTERM."""
 
 
 def conclude(result: dict) -> dict:
-    """``outcome`` (a key of EXIT), ``exit_code``, ``explained`` (True, False, or None when there is nothing
-    to explain) and ``answer``, one line."""
+    """``outcome`` (a key of EXIT), ``exit_code``, ``explained`` (None: nothing to explain), ``answer``."""
     outcome, answer = _answer(result)
     result["outcome"], result["exit_code"], result["answer"] = outcome, EXIT[outcome], answer
     result["explained"] = None if outcome == "no change" else outcome == "explained"

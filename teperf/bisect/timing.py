@@ -99,8 +99,7 @@ def could_change(
 
 
 def _cost(parts: list, needed: list[int]) -> int:
-    """Pairs the compares that would settle ``parts`` take: each measured again with twice the pairs of
-    its last until it has ``needed`` (a compare does not pool the pairs of the one before)."""
+    """Pairs the compares that would settle ``parts`` take: each doubles its last (they do not pool)."""
     total = 0
     for part, want in zip(parts, needed):
         pairs = part.row["n_pairs"]

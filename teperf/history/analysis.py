@@ -94,8 +94,7 @@ class Cell:
     @property
     def slug(self) -> str:
         """A file/anchor-safe id (module names are untrusted text)."""
-        text = "\0".join(self.key)
-        return "c" + hashlib.sha256(text.encode()).hexdigest()[:12]
+        return "c" + hashlib.sha256("\0".join(self.key).encode()).hexdigest()[:12]
 
     @property
     def variant(self) -> str:
@@ -110,10 +109,8 @@ class Cell:
         last = self.latest
         if last is None or last.date is None:
             return None
-        for p in reversed(self.points[:-1]):
-            if p.ok and p.date is not None and p.date <= last.date - WEEK:
-                return p
-        return None
+        cutoff = last.date - WEEK
+        return next((p for p in reversed(self.points[:-1]) if p.ok and p.date and p.date <= cutoff), None)
 
     def change_vs_week(self) -> float | None:
         old, last = self.week_ago(), self.latest
@@ -122,8 +119,7 @@ class Cell:
         return 100.0 * (last.host_us - old.host_us) / old.host_us
 
     def recent_change(self, within: int = 7) -> Found | None:
-        """The newest step whose first bad point is among the last ``within`` points, else a
-        drift that is still going on (reaches the newest point)."""
+        """The newest step among the last ``within`` points, else a drift that reaches the newest point."""
         n = len(self.points)
         steps = [c for c in self.changes if c.kind == "step" and c.index >= n - within]
         drifts = [c for c in self.changes if c.kind == "drift" and c.end_index == n - 1]

@@ -158,11 +158,9 @@ def detect(
     cuts: Sequence[int] = (),
     steps_at: Optional[Collection[int]] = None,
 ) -> list[Change]:
-    """Steps and drifts in ``series`` (its newest ``settings.window`` points; no NaN).
-
-    ``cuts``: steps found otherwise (the nights' paired compares), which bound the drifts' segments;
-    ``steps_at``: where a step of the levels may be reported (None: anywhere; empty: the search is skipped).
-    """
+    """Steps and drifts in ``series`` (its newest ``settings.window`` points; no NaN). ``cuts``: steps found
+    otherwise (the nights' paired compares), which bound the drifts' segments; ``steps_at``: where a step
+    of the levels may be reported (None: anywhere; empty: the search is skipped)."""
     x = np.asarray(series, dtype=float)
     if np.isnan(x).any():
         raise ValueError("series contains NaN; drop failed points first")

@@ -365,9 +365,8 @@ class HistoryStore:
         return df.reset_index(drop=True)
 
     def add_summary(self, summary, **kwargs) -> tuple[str, bool]:
-        """Rows from a bundle summary -> a new run file.  Returns (path, added); a run already
-        present (the same bundle imported twice) is not added again, except that one present without a
-        commit is replaced by this one when it names one (import --sha)."""
+        """Rows from a bundle summary -> a new run file: (path, added). The same bundle imported twice is
+        not added again, except that one present without a commit is replaced by one naming it (--sha)."""
         rows = rows_from_summary(summary, **kwargs)
         token = f"_{rows[0].run_id.rsplit('_', 1)[-1]}{SUFFIX}" if rows else None
         present = [f for f in self.files() if f.endswith(token)] if rows else []
