@@ -146,19 +146,13 @@ def headline(meta: dict) -> list[str]:
     result = meta.get("result") or {}
     good, bad = meta.get("good") or {}, meta.get("bad") or {}
     n = len(meta.get("commits") or [])
-    probe_s = result.get("counter_probe_s")
+    probe_s, counts = result.get("counter_probe_s"), result.get("counter_probes", "?")
+    budget = f" of --budget {meta['budget_s']:.0f} s" if meta.get("budget_s") else ""
+    counted = "" if probe_s is None else f", {counts} counter probes of {probe_s} s (median)"
     lines = [
         f"range {good.get('short_sha')}..{bad.get('short_sha')} ({n} first-parent commits), "
         f"cell {meta.get('cell')}; {result.get('compares', result.get('probes', '?'))} compares in time "
-        f"({result.get('timing_s', '?')} s"
-        + (f" of --budget {meta['budget_s']:.0f} s" if meta.get("budget_s") else "")
-        + ")"
-        + (
-            f", {result.get('counter_probes', '?')} counter probes of {probe_s} s (median)"
-            if probe_s is not None
-            else ""
-        )
-        + f"; {result.get('wall_s', '?')} s in all"
+        f"({result.get('timing_s', '?')} s{budget}){counted}; {result.get('wall_s', '?')} s in all"
     ]
     if meta.get("status") != "complete":
         lines.append(f"run status: {meta.get('status')}{': ' + meta['error'] if meta.get('error') else ''}")

@@ -131,10 +131,6 @@ class TimeSearch:
         from teperf import api
 
         base_side, head_side = self.probe.sides(base, head)
-        left = None  # an adaptive (--precision) compare gets what is left of --budget
-        if config.schedule.precision_pct is not None:
-            left = max(self.budget_s - self.timing_s, 1.0)
-        config = dataclasses.replace(config, schedule=dataclasses.replace(config.schedule, budget_s=left))
         path = api.compare(
             config,
             base_side,
@@ -148,7 +144,10 @@ class TimeSearch:
 
     def _compare_once(self, base: int, head: int, processes: int):
         """One compare with ``processes`` pairs -> (row, bundle path, seconds) or (None, why not, seconds)."""
-        sched = dataclasses.replace(self.probe.config.schedule, processes=processes, iters=self.trial_iters)
+        sched = self.probe.config.schedule
+        # an adaptive (--precision) compare gets what is left of --budget
+        left = max(self.budget_s - self.timing_s, 1.0) if sched.precision_pct is not None else None
+        sched = dataclasses.replace(sched, processes=processes, iters=self.trial_iters, budget_s=left)
         config = dataclasses.replace(self.probe.config, schedule=sched, counters=False)
         t0 = self.probe.clock()
         try:

@@ -210,7 +210,6 @@ def analyze_cell(
 ) -> Cell:
     """One cell's points and change points: a step where a night's paired compare says so; the levels'
     search only at nights without one, and for drifts (changepoint.py)."""
-    module, recipe, shape, dtype, mode = key
     points = _points(ordered(group), night_of)
     ok_idx = [i for i, p in enumerate(points) if p.ok]
     values = [points[i].host_us for i in ok_idx]
@@ -234,7 +233,7 @@ def analyze_cell(
     steps = cuts + [c.index for c in raw if c.kind == "step"]
     segments = changepoint.segment_levels(values, steps, raw, first) if values else []
     levels = [(ok_idx[start], ok_idx[stop - 1], y0, y1) for start, stop, y0, y1 in segments]
-    return Cell(machine, machine_label, module, recipe, shape, dtype, mode, points, found, levels)
+    return Cell(machine, machine_label, *key, points, found, levels)
 
 
 def analyze(df, settings: changepoint.DetectionSettings | None = None) -> list[Cell]:
@@ -243,9 +242,7 @@ def analyze(df, settings: changepoint.DetectionSettings | None = None) -> list[C
     if df.empty:
         return []
     night_of = by_key(nights(df))
-    df = df.copy()
-    for c in CELL_KEY:
-        df[c] = df[c].fillna("")
+    df = df.fillna({c: "" for c in CELL_KEY})
     cells = []
     for (machine, *key), group in df.groupby(["machine", *CELL_KEY], sort=True):
         labels = group["machine_label"].dropna()

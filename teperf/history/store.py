@@ -141,7 +141,6 @@ _NUMBERS = (
 def _cell_columns(r: Row, is_compare: bool) -> dict:
     """A summary row's cell columns: the measured side's figures (head's in a compare)."""
     side = "head" if is_compare else "base"
-    counters = r.counters
     row = {key: getattr(r, key) for key in _AS_IS}
     row.update({key: _num(getattr(r, key)) for key in _NUMBERS})
     row.update(
@@ -151,7 +150,7 @@ def _cell_columns(r: Row, is_compare: bool) -> dict:
         error=None if r.error is None else str(r.error),
         host_us=_num(getattr(r, f"{side}_us")),
         host_spread_pct=_num(getattr(r, f"{side}_spread_pct")),
-        counters=None if counters is None else json.dumps(counters, sort_keys=True, default=str),
+        counters=None if r.counters is None else json.dumps(r.counters, sort_keys=True, default=str),
         first_call_ms=_num(getattr(r, f"first_call_{side}_ms")),
         recompile_ms=_num(getattr(r, f"recompile_{side}_ms")),
     )
