@@ -45,10 +45,8 @@ def _counter_deltas(deltas: dict | None) -> str:
 
 def step_text(entry: dict) -> str:
     """One step in time: its own compare against its parent, its share of GOOD..BAD's, its counters."""
-    row = entry.get("row") or {}
-    share = f"{entry.get('share', 0):.0%}"
-    if entry.get("share_ci"):
-        share += f" [{entry['share_ci'][0]:.0%}, {entry['share_ci'][1]:.0%}]"
+    row, ci = entry.get("row") or {}, entry.get("share_ci")
+    share = f"{entry.get('share', 0):.0%}" + (f" {_pct_ci(ci)}" if ci else "")
     return (
         f"{_commit(entry)}: {entry.get('delta_us', 0):+.1f} us{ci_text(row)} "
         f"({row.get('delta_pct') or 0:+.1f}%) "

@@ -76,14 +76,11 @@ class GitSideFactory:
     """Sides from the same machinery and options as ``teperf compare A..B`` (sides.git.plan_sides)."""
 
     opts: SideOptions  # the git-side options, as compare takes them
-    log: Callable[[str], None] | None = None
+    log: Callable[[str], None] = stderr_log
     pinned: str | None = None  # the strategy every side of the run is made with (pin_range)
 
     def __post_init__(self):  # found in the first commit asked about when not given
         self.package, self.package_dir = self.opts.package, self.opts.package_dir
-
-    def _log(self, line: str) -> None:
-        (self.log or stderr_log)(line)
 
     def pin_range(self, good_sha: str, bad_sha: str) -> str | None:
         """When GOOD..BAD needs compiled code, make every side of the run that way, GOOD's too: a wheel's
@@ -92,7 +89,7 @@ class GitSideFactory:
         if tier not in ("extension", "build"):
             return None
         self.pinned = Core.name if tier == Core.tier and self._core_applies() else tier
-        self._log(
+        self.log(
             f"every side of this bisect is made with --strategy {self.pinned} (GOOD..BAD needs it): no side "
             "runs the installed build's compiled code while another runs a local build"
         )
@@ -111,7 +108,7 @@ class GitSideFactory:
     def _package_dir(self, sha: str) -> str:
         if self.package is None or self.package_dir is None:  # found once, in the first commit asked about
             given = dataclasses.replace(self.opts, package=self.package)
-            self.package, self.package_dir = find_package(self.opts.repo, (sha,), sha[:10], given, self._log)
+            self.package, self.package_dir = find_package(self.opts.repo, (sha,), sha[:10], given, self.log)
         return self.package_dir
 
     def sides(self, base_sha: str, head_sha: str) -> tuple[Side, Side]:

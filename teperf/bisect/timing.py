@@ -50,12 +50,12 @@ def ci_text(row: dict) -> str:
 def row_text(row: dict) -> str:
     if row.get("delta_pct") is None:
         return str(row.get("error") or row.get("status"))
-    ci = ci_text(row)
     cause = f" ({row['verdict_cause']})" if row.get("verdict_cause") else ""
     if row.get("load_bound_pct") is not None:  # the interval holds what load could add (verdicts.loaded)
         cause = (
             f" (load: {row.get('contended_pct') or 0:.0f}% contended, +-{row['load_bound_pct']:.1f}% added)"
         )
+    ci = ci_text(row)
     return f"{row.get('delta_us', 0):+.1f} us{ci} ({row['delta_pct']:+.1f}%) {row.get('verdict')}{cause}"
 
 

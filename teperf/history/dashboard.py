@@ -48,9 +48,7 @@ def _fmt_pct(v) -> str:
 
 
 def _fmt_date(d) -> str:
-    if d is None:
-        return ""
-    return d.strftime("%Y-%m-%d %H:%M UTC") if isinstance(d, _dt.datetime) else str(d)
+    return d.strftime("%Y-%m-%d %H:%M UTC") if isinstance(d, _dt.datetime) else str(d or "")
 
 
 def _json_for_script(obj) -> str:
@@ -125,11 +123,10 @@ def _host_traces(go, cell: Cell, x: list, cd: list, colors: list) -> list:
     )
     failed = [i for i, p in enumerate(pts) if not p.ok]
     if failed:
-        ok_vals = [p.host_us for p in pts if p.ok]
         traces.append(
             go.Scatter(
                 x=failed,
-                y=[min(ok_vals) if ok_vals else 0] * len(failed),
+                y=[min((p.host_us for p in pts if p.ok), default=0)] * len(failed),
                 mode="markers",
                 name="failed",
                 marker=dict(symbol="x", size=10, color="#c0392b"),

@@ -248,9 +248,6 @@ class HistoryStore:
             fix = "give the history's directory (--history, or $TEPERF_HISTORY)"
             raise TeperfError(f"{url} is a file, not a history store (a directory of run files)", fix)
 
-    def __repr__(self) -> str:
-        return f"HistoryStore({self.url!r})"
-
     def _path(self, name: str) -> str:
         return posixpath.join(self.root, name) if not self.local else os.path.join(self.root, name)
 
