@@ -104,8 +104,6 @@ def choose_base(
 def already_measured(history, machine: str, ref: str, head_sha: str, shard: str, night: str) -> str | None:
     """Why this shard need not run (None: it must): see ``choose_base``."""
     sel = history[(history["machine"] == machine) & (history["ref"] == ref) & (history["sha"] == head_sha)]
-    if sel.empty:
-        return None
     mine = sel[(sel["night"] == night) & (sel["shard"] == shard) & (sel["run_status"] == "complete")]
     if not mine.empty:
         return (

@@ -55,8 +55,7 @@ def _json_for_script(obj) -> str:
     """JSON that is safe inside <script type="application/json">: no '<', '>' or '&' survive."""
     from plotly.utils import PlotlyJSONEncoder
 
-    text = json.dumps(obj, cls=PlotlyJSONEncoder, separators=(",", ":"))
-    return text.translate(_SCRIPT_ESCAPES)
+    return json.dumps(obj, cls=PlotlyJSONEncoder, separators=(",", ":")).translate(_SCRIPT_ESCAPES)
 
 
 # ----------------------------------------------------------------------------- figures
@@ -256,7 +255,6 @@ def _change_row(c: Cell, ch: Found, explained: dict | None = None) -> dict:
         **_names(c),
         "kind": ch.kind + (f"{span}, through {c.points[ch.end_index].short_sha}" if span else ""),
         "direction": ch.direction,
-        "css": ch.direction,
         "what": f"{ch.kind}, {ch.direction}" + (f" ({span[1:]})" if span else ""),
         "size_us": f"{ch.delta_us:+,.1f}",
         "size_pct": _fmt_pct(ch.delta_pct),
@@ -434,7 +432,6 @@ def _cell_model(c: Cell, explained: dict | None) -> dict:
         **_names(c),
         "figure_json": _json_for_script(cell_figure(c, explained)),
         "changes": rows,
-        "n_changes": len(rows),
         "changes_css": "slower" if any(r["direction"] == "slower" for r in rows) else "faster",
     }
 
