@@ -108,10 +108,8 @@ def backfill(
     chosen = select(list_commits(root, spec, tags=tags), tags=tags, every=every)
     result = BackfillResult(selected=[c.sha for c in chosen])
     budget, start, took = config.schedule.budget_s, clock(), []
-    log(
-        f"backfill: {len(chosen)} commit(s) of {spec} on {ref}"
-        + (f", budget {budget:.0f} s" if budget else "")
-    )
+    within = f", budget {budget:.0f} s" if budget else ""
+    log(f"backfill: {len(chosen)} commit(s) of {spec} on {ref}{within}")
     for i, commit in enumerate(chosen):
         head = f"backfill [{i + 1}/{len(chosen)}] {commit.name} {commit.subject[:50]!r}"
         left_s = None if budget is None else budget - (clock() - start)

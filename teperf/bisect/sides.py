@@ -35,16 +35,14 @@ def tier_seconds(package: str, tier: str, cache_dir: str | None = None, layout: 
             layout_name = layout_for(package, layout).name
         except TeperfError:
             layout_name = None
-        by_package = cls.cache_kind == "builds"  # whole builds say their package, the others their layout
-        times = [
-            e.meta.get("seconds")
-            for e in cachedir.entries(cache_dir, kinds=(cls.cache_kind,), sizes=False)
-            if e.complete
-            and e.meta.get("seconds")
-            and (e.meta.get("package") == package if by_package else e.meta.get("layout") == layout_name)
-        ]
-        if times:
-            return float(max(times)), "measured"
+        # whole builds say their package, the others their layout
+        key, want = ("package", package) if cls.cache_kind == "builds" else ("layout", layout_name)
+        entries = cachedir.entries(cache_dir, kinds=(cls.cache_kind,), sizes=False)
+        seconds = max(
+            (e.meta.get("seconds") or 0 for e in entries if e.complete and e.meta.get(key) == want), default=0
+        )
+        if seconds:
+            return float(seconds), "measured"
     if package == TE_PACKAGE:
         return cls.te_seconds, "TE"
     return cls.other_seconds, "default"
