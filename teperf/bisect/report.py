@@ -30,9 +30,7 @@ def load(path) -> tuple[dict, list[ProbeRecord]]:
 
 
 def _commit(c: dict | None) -> str:
-    if not c:
-        return "?"
-    return f'{c["short_sha"]} "{c["subject"][:70]}" ({c["date"][:10]})'
+    return f'{c["short_sha"]} "{c["subject"][:70]}" ({c["date"][:10]})' if c else "?"
 
 
 def _counter_deltas(deltas: dict | None) -> str:

@@ -43,9 +43,7 @@ def tier_seconds(package: str, tier: str, cache_dir: str | None = None, layout: 
         )
         if seconds:
             return float(seconds), "measured"
-    if package == TE_PACKAGE:
-        return cls.te_seconds, "TE"
-    return cls.other_seconds, "default"
+    return (cls.te_seconds, "TE") if package == TE_PACKAGE else (cls.other_seconds, "default")
 
 
 def made_with(factory, tier: str) -> str:

@@ -120,7 +120,5 @@ def pending(points: list[ChangePoint], known: dict, machine: str) -> list[Change
 
 def as_dict(rec: Optional[ExplanationRecord]) -> Optional[dict]:
     """What ``history --changes --format json`` and the dashboard carry of a record."""
-    if rec is None:
-        return None
     keep = ("status", "answer", "culprits", "delta_us", "rest_us", "bundle", "explained_at", "schema")
-    return {k: getattr(rec, k) for k in keep}
+    return None if rec is None else {k: getattr(rec, k) for k in keep}
