@@ -46,8 +46,7 @@ def shard_cases(cases: Sequence[Any], index: int, count: int) -> list:
     def key(c):
         return (str(c.module), str(c.recipe), shape_text(c.shape), str(c.dtype), str(c.mode))
 
-    ordered = sorted(cases, key=key)
-    return [c for k, c in enumerate(ordered) if k % count == index - 1]
+    return sorted(cases, key=key)[index - 1 :: count]
 
 
 @dataclasses.dataclass(frozen=True)

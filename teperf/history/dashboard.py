@@ -243,12 +243,9 @@ def _names(c: Cell) -> dict:
 
 def _change_row(c: Cell, ch: Found, explained: dict | None = None) -> dict:
     """One change's table row; ``explained`` (store.explanations()) adds its culprits."""
-    paired = "-"
-    if ch.paired is not None and ch.paired.delta_pct is not None:
-        paired = (
-            f"{_fmt_pct(ch.paired.delta_pct)} [{_fmt_pct(ch.paired.ci_low_pct)}, "
-            f"{_fmt_pct(ch.paired.ci_high_pct)}] {ch.paired.verdict}"
-        )
+    p, paired = ch.paired, "-"
+    if p is not None and p.delta_pct is not None:
+        paired = f"{_fmt_pct(p.delta_pct)} [{_fmt_pct(p.ci_low_pct)}, {_fmt_pct(p.ci_high_pct)}] {p.verdict}"
     good = ch.last_good
     span = f" over {ch.end_index - ch.index + 1} commits" if ch.kind == "drift" else ""
     return {

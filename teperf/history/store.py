@@ -104,10 +104,8 @@ def measured_sides(meta: Mapping[str, Any]) -> tuple[dict, dict | None]:
     sides = dict(meta.get("sides") or {})
     if "head" in sides:
         return dict(sides["head"]), dict(sides.get("base") or {}) or None
-    labels = list(sides)
-    if len(labels) >= 2:
-        return dict(sides[labels[1]]), dict(sides[labels[0]])
-    return (dict(sides[labels[0]]) if labels else {}), None
+    found = [dict(side) for side in sides.values()]  # in order: base, head
+    return (found[1], found[0]) if len(found) >= 2 else ((found or [{}])[0], None)
 
 
 def default_night(sha: str | None, run_id: str | None = None) -> str:
