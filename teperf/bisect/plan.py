@@ -87,8 +87,7 @@ def commit_meta(commit: git.Commit) -> dict:
 
 @dataclasses.dataclass(eq=False)
 class Probe:
-    """What the counter search and the time search (teperf.bisect.counters, .timing) both use: commits
-    by index (0 GOOD .. n BAD), their sides, the bundle and progress line each probe is recorded in."""
+    """What both searches (counters.py, timing.py) measure through: commits by index, 0 GOOD .. n BAD."""
 
     config: Config
     rng: Range

@@ -14,7 +14,6 @@ from teperf.records import ProbeRecord
 from teperf.render import TableModel, render, render_markdown, render_rich
 from teperf.sides.changes import shorten
 
-# a probe's result: the time search's part states, a skipped commit
 RESULT_STYLE = {
     "moved": "bold red",
     "small": "red",
@@ -77,8 +76,7 @@ def time_text(t: dict | None) -> str:
 
 
 def entry_text(entry: dict) -> str:
-    """A commit that moved the counters: its change, its share of GOOD..BAD's counter change, and (with a
-    search in time) what time told of it."""
+    """A commit that moved the counters: its change, its share, and what time told of it (if searched)."""
     moved = counters_diff(entry.get("before"), entry.get("after")) or "?"
     text = f"{_commit(entry)}: {moved}, {entry.get('share', 0):.0%} of the counter change"
     return text + (f"; time: {time_text(entry['time'])}" if "time" in entry else "")
@@ -242,8 +240,7 @@ def probe_model(meta: dict, probes: list[ProbeRecord], path) -> TableModel:
 
 
 def _confirmed(meta: dict, path, fmt: str, console=None):
-    """The biggest culprit's own compare against its parent, rendered (a table printed on ``console``
-    under its title); None where it was not run."""
+    """The biggest culprit's own compare, rendered (a table: printed under its title); None if not run."""
     from teperf.summary import summarize
 
     culprits = (meta.get("result") or {}).get("culprits") or [{}]

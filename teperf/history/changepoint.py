@@ -219,9 +219,8 @@ def _steps(x: np.ndarray, settings: DetectionSettings) -> dict[int, float]:
 def segment_levels(
     series: Sequence[float], cuts: Sequence[int], changes: Sequence[Change], start: int = 0
 ) -> list[tuple[int, int, float, float]]:
-    """(start, stop, level at start, level at stop - 1) of the segments between the steps at ``cuts``,
-    for plotting: the median for a flat segment, the Theil-Sen line for a drifting one (``changes``).
-    Points before ``start`` (outside the analysed window) get no level."""
+    """(start, stop, level at start, level at stop - 1) of the segments between ``cuts``, for plotting: a
+    flat one's median, a drifting one's Theil-Sen line; points before ``start`` (not analysed) get none."""
     x = np.asarray(series, dtype=float)
     cuts = sorted({c for c in cuts if c > start})
     drifts = {(c.index, c.end_index): c for c in changes if c.kind == "drift"}

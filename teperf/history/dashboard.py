@@ -171,8 +171,7 @@ def culprit_label(cell: Cell, ch: Found, explained: dict | None) -> str:
 
 
 def _change_marks(cell: Cell, explained: dict | None = None) -> tuple[list, list]:
-    """(shapes, annotations): a dotted line at each step change, a shaded span over each drift, each
-    labelled with its bisect's culprits when it was explained (culprit_label)."""
+    """(shapes, annotations): a dotted line per step, a shaded span per drift, each with culprit_label."""
     shapes, annotations = [], []
     close, row, last = max(3, len(cell.points) // 8), 0, None  # labels of nearby marks go one above the other
     for ch in cell.changes:
@@ -196,8 +195,7 @@ def _change_marks(cell: Cell, explained: dict | None = None) -> tuple[list, list
 
 
 def cell_figure(cell: Cell, explained: dict | None = None) -> dict:
-    """The plotly figure (as a dict) of one cell: host time over commits + paired night deltas;
-    ``explained`` (store.explanations()) names each change point's culprits at its marker."""
+    """One cell's plotly figure (a dict): host time over commits above, the paired night deltas below."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
