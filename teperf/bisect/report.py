@@ -182,8 +182,7 @@ def headline(meta: dict) -> list[str]:
             f"steps add up to {result.get('steps_us', 0):+.1f} us"
             + ("" if within is None else f", {'inside' if within else 'outside'} GOOD..BAD's interval")
         )
-    for left in result.get("unresolved") or []:
-        lines.append(unresolved_text(left))
+    lines += [unresolved_text(left) for left in result.get("unresolved") or []]
     segments = result.get("counter_unresolved") or []
     if segments:
         lines.append(f"counter segments not narrowed to one commit ({len(segments)}):")

@@ -210,9 +210,8 @@ class TimeSearch:
     def refine_endpoint(self, endpoint: dict) -> dict:
         """Sets the parts' trial length (MIN_TRIAL_S); where it is longer than the config's, GOOD..BAD is
         measured again with it, so that each share's denominator is as precise as its numerator."""
-        fastest = min(
-            (v for v in (endpoint.get("base_us"), endpoint.get("head_us")) if v and v > 0), default=0
-        )
+        ends = (endpoint.get("base_us"), endpoint.get("head_us"))
+        fastest = min((v for v in ends if v and v > 0), default=0)
         iters = self.trial_iters
         self.trial_iters = max(iters, math.ceil(MIN_TRIAL_S * 1e6 / fastest)) if fastest else iters
         if self.trial_iters == iters:

@@ -55,8 +55,7 @@ class Night:
         by_status: dict[str, list[int]] = {}
         for i, st in self.not_complete:
             by_status.setdefault(st, []).append(i)
-        for st, idx in by_status.items():
-            out.append(", ".join(f"{i}/{self.count}" for i in idx) + f" {st}")
+        out += [", ".join(f"{i}/{self.count}" for i in idx) + f" {st}" for st, idx in by_status.items()]
         if len(self.shas) > 1:
             out.append(f"shards measured different commits ({self.short_sha})")
         return out
