@@ -139,8 +139,7 @@ class TimeSearch:
             cases=[self.probe.case],
             command=["teperf", "bisect", "(probe)"],
         )
-        row = dict(api.summarize(path).rows[0].to_dict(), tier=head_side.description.get("strategy"))
-        return row, path
+        return dict(api.summarize(path).rows[0].to_dict(), tier=head_side.description.get("strategy")), path
 
     def _compare_once(self, base: int, head: int, processes: int):
         """One compare with ``processes`` pairs -> (row, bundle path, seconds) or (None, why not, seconds)."""

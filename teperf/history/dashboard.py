@@ -396,12 +396,11 @@ def _slope_models(cells) -> list[dict]:
     models = []
     for series in series_from_cells(cells):
         names = {k: series[k] for k in ("module", "key", "recipe", "variant")}
-        slope = series["slope"]
         models.append(
             {
                 **names,
                 "slug": "s" + hashlib.sha256("\0".join(names.values()).encode()).hexdigest()[:12],
-                "slope": "-" if slope is None else f"{slope:+.2f} us per {series['key']}",
+                "slope": "-" if series["slope"] is None else f"{series['slope']:+.2f} us per {series['key']}",
                 "figure_json": _json_for_script(slope_figure(series)),
             }
         )
