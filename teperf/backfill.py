@@ -26,23 +26,20 @@ class Commit:
 
 
 def select(commits: Sequence[Commit], *, tags: bool = False, every: Optional[int] = None) -> list[Commit]:
-    """The commits to measure, oldest first: all or the tagged ones (--tags), every N-th (--every N),
-    and A and B always."""
+    """The commits to measure, oldest first: all or the tagged ones, every N-th, and A and B always."""
     if every is not None and every < 1:
         raise TeperfError(f"--every {every}", "give a positive number of commits, e.g. --every 10")
     if not commits:
         return []
     pool = [c for c in commits if c.tags] if tags else list(commits)
     picked = pool[:: every or 1]
-    ends = [commits[0], commits[-1]]
-    wanted = {c.sha for c in picked} | {c.sha for c in ends}
+    wanted = {c.sha for c in picked} | {commits[0].sha, commits[-1].sha}
     return [c for c in commits if c.sha in wanted]
 
 
 def list_commits(root: str, spec: str, *, tags: bool = False) -> list[Commit]:
     """A and the commits of A..B, oldest first: the first-parent line, or (--tags) every commit, since a
     release may be tagged off the first-parent line."""
-
     if ".." not in spec or spec.count("..") != 1 or "..." in spec:
         raise TeperfError(
             f"--backfill {spec!r} is not a range", "write it as A..B, e.g. --backfill v1.0..v2.0"
@@ -107,22 +104,20 @@ def backfill(
     clock: Callable[[], float] = time.monotonic,
 ) -> BackfillResult:
     """Measure the selected commits of ``spec`` one night each, into ``history``; see the module."""
-
     root = str(repo_root(sides.repo))
     chosen = select(list_commits(root, spec, tags=tags), tags=tags, every=every)
     result = BackfillResult(selected=[c.sha for c in chosen])
     budget, start, took = config.schedule.budget_s, clock(), []
-    log(
-        f"backfill: {len(chosen)} commit(s) of {spec} on {ref}"
-        + (f", budget {budget:.0f} s" if budget else "")
-    )
+    within = f", budget {budget:.0f} s" if budget else ""
+    log(f"backfill: {len(chosen)} commit(s) of {spec} on {ref}{within}")
     for i, commit in enumerate(chosen):
         head = f"backfill [{i + 1}/{len(chosen)}] {commit.name} {commit.subject[:50]!r}"
         left_s = None if budget is None else budget - (clock() - start)
         if left_s is not None and left_s <= 0:
             result.stopped = "the budget is spent"
             break
-        measured_before = _in_store(HistoryStore(history), [c.sha for c in chosen[:i]])
+        have = set(HistoryStore(history).read()["sha"].dropna()) if i else set()
+        measured_before = [c.sha for c in chosen[:i] if c.sha in have]
         plan = api.plan_nightly(
             config, sides, ref=ref, history=history, at=commit.sha, base_among=measured_before[-1:] or None
         )
@@ -130,7 +125,10 @@ def backfill(
             result.skipped.append(commit.sha)
             log(f"{head}: in the store already, skipped")
             continue
-        night_config = config if left_s is None else _with_budget(config, left_s)
+        night_config = config
+        if left_s is not None:
+            schedule = dataclasses.replace(config.schedule, budget_s=max(left_s, 1.0))
+            night_config = dataclasses.replace(config, schedule=schedule)
         t0 = clock()
         try:
             api.nightly(plan, dataclasses.replace(measure, config=night_config), sides, command=command)
@@ -147,16 +145,3 @@ def backfill(
             f"{to_go} to go" + (f", {eta(took, to_go)}" if to_go else "")
         )
     return result
-
-
-def _in_store(store, shas: list) -> list:
-    if not shas:
-        return []
-    have = set(store.read()["sha"].dropna())
-    return [s for s in shas if s in have]
-
-
-def _with_budget(config, seconds: float):
-    return dataclasses.replace(
-        config, schedule=dataclasses.replace(config.schedule, budget_s=max(seconds, 1.0))
-    )

@@ -18,10 +18,9 @@ from teperf.nightly import local_machine
 
 
 def explain_changes(history_url, sides, measure, log: Log, total_s=None, clock=time.monotonic) -> list:
-    """Bisect and record every change point of this machine not yet explained; returns the records.
-    Each bisect's compares get --budget (default 30m); ``total_s`` (what a backfill's --budget left)
-    bounds them all: none starts once it is spent, and the change points left wait for the next run.
-    A Ctrl-C (errors.Interrupted) leaves the change points explained so far stored."""
+    """Bisect and record every change point of this machine not yet explained; returns the records. Each
+    bisect gets --budget (default 30m); ``total_s`` (what a backfill's --budget left) bounds them all, the
+    rest waiting for the next run. A Ctrl-C leaves the change points explained so far stored."""
     config = measure.config
     machine, _ = local_machine(config.device)
     store = HistoryStore(history_url)

@@ -21,8 +21,7 @@ def parse_shard(text: str | None) -> tuple[int, int]:
     if text is None:
         return 1, 1
     try:
-        i_text, n_text = text.split("/")
-        i, n = int(i_text), int(n_text)
+        i, n = map(int, text.split("/"))
     except ValueError:
         raise TeperfError(f"malformed shard {text!r}", "write it as I/N, e.g. --shard 2/4") from None
     return check_shard(i, n)
@@ -47,8 +46,7 @@ def shard_cases(cases: Sequence[Any], index: int, count: int) -> list:
     def key(c):
         return (str(c.module), str(c.recipe), shape_text(c.shape), str(c.dtype), str(c.mode))
 
-    ordered = sorted(cases, key=key)
-    return [c for k, c in enumerate(ordered) if k % count == index - 1]
+    return sorted(cases, key=key)[index - 1 :: count]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +73,6 @@ def choose_base(
     """Tonight's base: the newest earlier nightly's commit of this machine kind and branch (any shard; only
     ``base_among`` in a backfill), else or when no ancestor the head's first parent (a root commit: itself,
     A/A). Skip unless ``force`` when this shard of ``night`` completed, or another night did the head."""
-
     have = history is not None and not history.empty
     if have and not force:
         skip = already_measured(history, machine, ref, head_sha, shard, night or default_night(head_sha))
@@ -105,10 +102,7 @@ def choose_base(
 
 def already_measured(history, machine: str, ref: str, head_sha: str, shard: str, night: str) -> str | None:
     """Why this shard need not run (None: it must): see ``choose_base``."""
-
     sel = history[(history["machine"] == machine) & (history["ref"] == ref) & (history["sha"] == head_sha)]
-    if sel.empty:
-        return None
     mine = sel[(sel["night"] == night) & (sel["shard"] == shard) & (sel["run_status"] == "complete")]
     if not mine.empty:
         return (
@@ -126,7 +120,6 @@ def local_machine(
 ) -> tuple[str, str]:
     """This machine's fingerprint as the nightly's rows will record it (on CUDA the GPU from nvidia-smi,
     which agrees with what the worker reports)."""
-
     cpu_model = cpu_model or _cpu()
     if device == "cuda" and gpu is None:
         gpu, driver = gpu_and_driver()

@@ -519,7 +519,7 @@ class ExplanationRecord(Typed):
 
     kind: ClassVar[str] = "explanation"
     schema: int = EXPLANATION_SCHEMA_VERSION
-    key: str  # teperf.history.explain.change_key: machine, cell, GOOD and BAD
+    key: str  # teperf.history.explain.ChangePoint.key: machine, cell, GOOD and BAD
     machine: str
     module: str
     recipe: str

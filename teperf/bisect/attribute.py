@@ -24,6 +24,12 @@ def _deltas(before: dict, after: dict) -> dict:
     return out
 
 
+def span(lo: int, hi: int, commit: Callable[[int], dict]) -> dict:
+    """A part or segment lo..hi left unnarrowed: its ends, its parent (lo) and the commits it holds."""
+    candidates = [commit(i) for i in range(lo + 1, hi + 1)]
+    return {"good_index": lo, "bad_index": hi, "parent": commit(lo), "candidates": candidates}
+
+
 def _direction(deltas: dict, totals: dict, keys: list[str]) -> int:
     """+1: moved as GOOD..BAD did (on the first key it moved), -1: the other way, 0: on none of ``keys``."""
     for key in keys:
@@ -60,9 +66,7 @@ def attribute(
         if not seg.found:
             entry.update(
                 status=seg.status,
-                good_index=seg.good,
-                bad_index=seg.bad,
-                candidates=[commit(i) for i in range(seg.good + 1, seg.bad + 1)],
+                **span(seg.good, seg.bad, commit),
                 direction=_direction(deltas, totals, keys),
             )
             unresolved.append(entry)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Optional
 
+from teperf.bisect.attribute import span
 from teperf.bisect.search import Part
 from teperf.bisect.timing import MIN_STEP_SHARE, MOST, pairs_to_settle, row_text
 
@@ -35,18 +36,15 @@ def step_entry(part: Part, total_us: float, commit: Callable[[int], dict], count
 
 
 def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside, pair_s=0.0, alpha=0.05) -> dict:
-    """culprits (confirmed, the way GOOD..BAD moved, biggest first), opposite (confirmed the other way),
-    unconfirmed (steps whose verdict is not decisive: no share), small_movers (parts whose interval
-    excludes zero, under the step size: not searched, no share), unresolved (parts that may hold a step
-    not narrowed, each with the pairs that would settle it at ``alpha``), settle_parts (their pairs in
-    all, and the seconds those take at ``pair_s`` a pair), rest (GOOD..BAD's delta the confirmed steps
-    leave), sum check."""
+    """The parts sorted into the answer's sections (report.SECTIONS); only a step whose own verdict moved
+    as GOOD..BAD did (or the other way) gets a share; unresolved parts carry the pairs that would settle
+    them at ``alpha``, settle_parts their sum and its seconds at ``pair_s`` a pair."""
     total = endpoint.get("delta_us") or 0.0
     direction = _sign(total)
     wanted = {1: "slower", -1: "faster"}
     culprits, opposite, unconfirmed, small, unresolved = [], [], [], [], []
     for part in parts:
-        row = part.row or {}
+        row, where = part.row or {}, span(part.lo, part.hi, commit)
         if part.status == "step":
             entry = step_entry(part, total, commit, counters_beside(part.hi))
             if entry["verdict"] == wanted.get(direction):
@@ -56,18 +54,12 @@ def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside, pair
             else:
                 unconfirmed.append(entry)
         elif part.status == "small":
-            small.append(
-                dict(
-                    _part(part, commit),
-                    delta_us=round(row["delta_us"], 2),
-                    row=row,
-                    share_ci=_share_ci(row, total),
-                )
-            )
+            share_ci = _share_ci(row, total)
+            small.append(dict(where, delta_us=round(row["delta_us"], 2), row=row, share_ci=share_ci))
         elif part.status in ("undecided", "skipped", "budget"):
             unresolved.append(
                 dict(
-                    _part(part, commit),
+                    where,
                     status=part.status,
                     delta_us=row.get("delta_us"),
                     row=row,
@@ -94,15 +86,6 @@ def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside, pair
         # the confirmed steps' deltas against GOOD..BAD's measured interval: do the parts add up?
         "steps_us": round(carried_us, 2),
         "steps_within_interval": None if low is None else bool(low <= carried_us <= high),
-    }
-
-
-def _part(part: Part, commit) -> dict:
-    return {
-        "good_index": part.lo,
-        "bad_index": part.hi,
-        "parent": commit(part.lo),
-        "candidates": [commit(i) for i in range(part.lo + 1, part.hi + 1)],
     }
 
 
@@ -137,8 +120,7 @@ def time_share(index: int, measured: dict, endpoint: dict, moved: bool) -> dict:
 
 
 def counter_movers(result: dict, measured: dict) -> dict:
-    """Each counter change point with its time share (time_share); those not a step in time of their own
-    are the counter-only movers (counter_movers) and, the other way on the counters, counter_opposite."""
+    """Each counter change point with its time_share; those not a step in time of their own, by way."""
     endpoint = result.get("endpoint") or {}
     moved = result.get("status") not in ("inconclusive", "no change")  # else GOOD..BAD gives no share
     steps = {
@@ -161,10 +143,8 @@ def settle(endpoint: dict, min_effect_pct: float, pair_s: list[float]) -> dict:
     out: dict = {"pairs": pairs, "pairs_needed": None, "budget_s": None}
     if None in (delta, low, high) or not pairs:
         return out
-    half, target = (
-        (high - low) / 2,
-        abs(delta) if abs(delta) >= min_effect_pct else min_effect_pct - abs(delta),
-    )
+    half = (high - low) / 2
+    target = abs(delta) if abs(delta) >= min_effect_pct else min_effect_pct - abs(delta)
     if half <= 0 or target <= 0.05 * half:  # the delta sits at the min effect: no number of pairs is enough
         return out
     needed = max(pairs + 1, math.ceil(pairs * (half / target) ** 2))
@@ -187,16 +167,11 @@ SIGTERM."""
 
 
 def conclude(result: dict) -> dict:
-    """``outcome`` (a key of EXIT), ``exit_code``, ``explained`` (True, False, or None when there is nothing
-    to explain) and ``answer``, one line."""
+    """``outcome`` (a key of EXIT), ``exit_code``, ``explained`` (None: nothing to explain), ``answer``."""
     outcome, answer = _answer(result)
     result["outcome"], result["exit_code"], result["answer"] = outcome, EXIT[outcome], answer
     result["explained"] = None if outcome == "no change" else outcome == "explained"
     return result
-
-
-def _pct(x) -> str:
-    return f"{x:.0%}" if x is not None else "?"
 
 
 def _named(entries, n: int = 3) -> str:
@@ -218,6 +193,7 @@ def endpoint_text(end: dict) -> str:
 def _answer(result: dict) -> tuple[str, str]:
     status, end = result.get("status"), result.get("endpoint") or {}
     changes = result.get("counter_changes") or []
+    within = " within --budget" if result.get("budget_spent") else ""
     if result.get("mode") == "counters":
         return _counters_answer(result)
     if status == "no change":
@@ -227,14 +203,10 @@ def _answer(result: dict) -> tuple[str, str]:
             else " and no counter differs"
         )
     if status == "inconclusive":
-        within = " within --budget" if result.get("budget_spent") else ""
         told = f"whether GOOD..BAD changed in time could not be told{within}: {endpoint_text(end)}"
         if changes:
-            return (
-                "counters",
-                f"counters moved, time undecided: {len(changes)} commit(s) moved the counters: "
-                + (f"{_named(changes)}; {told}"),
-            )
+            moved = f"{len(changes)} commit(s) moved the counters: {_named(changes)}; {told}"
+            return "counters", f"counters moved, time undecided: {moved}"
         return "unexplained", f"unexplained: {told}; no counter differs"
     culprits = result.get("culprits") or []
     what = f"GOOD..BAD's {end.get('delta_us', 0):+.1f} us ({end.get('delta_pct', 0):+.1f}%)"
@@ -242,13 +214,11 @@ def _answer(result: dict) -> tuple[str, str]:
         what += f", read {end['verdict']} ({end['verdict_cause']})"
     rest = result.get("rest") or {}
     left = result.get("unresolved") or []
-    tail = f"; {_pct(rest.get('share', 0))} unexplained ({rest.get('delta_us', 0):+.1f} us)"
+    tail = f"; {rest.get('share', 0):.0%} unexplained ({rest.get('delta_us', 0):+.1f} us)"
     if result.get("opposite_movers"):
         tail += f"; {len(result['opposite_movers'])} moved the other way"
     if left:
-        tail += f"; {len(left)} part(s) undecided" + (
-            " within --budget" if result.get("budget_spent") else ""
-        )
+        tail += f"; {len(left)} part(s) undecided{within}"
         kept = sum(1 for u in left if (u.get("row") or {}).get("left") == "answer")
         if kept:  # left by could_change (teperf.bisect.timing)
             some = "" if kept == len(left) else f"{kept} "

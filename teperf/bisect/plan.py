@@ -60,8 +60,6 @@ def resolve_range(spec: str, repo: str) -> Range:
             "give GOOD..BAD with GOOD older than BAD on its history (swap them?)",
         ) from None
     shas = git.run_git(root, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}").split()
-    if not shas:
-        raise TeperfError(f"{spec}: no commits between GOOD and BAD", "give a BAD that comes after GOOD")
     if git.run_git(root, "rev-parse", f"{shas[0]}^1") != good:
         raise TeperfError(
             f"{parsed.base} ({good[:10]}) is not on the first-parent history of {parsed.head}",
@@ -89,8 +87,7 @@ def commit_meta(commit: git.Commit) -> dict:
 
 @dataclasses.dataclass(eq=False)
 class Probe:
-    """What the counter search and the time search (teperf.bisect.counters, .timing) both use: commits
-    by index (0 GOOD .. n BAD), their sides, the bundle and progress line each probe is recorded in."""
+    """What both searches (counters.py, timing.py) measure through: commits by index, 0 GOOD .. n BAD."""
 
     config: Config
     rng: Range
@@ -118,22 +115,10 @@ class Probe:
         self.progress.probe(role, commit.short_sha, what, result, fields.get("detail", ""), seconds)
 
 
-def compare_seconds(config: Config) -> float:
-    s = config.schedule
-    steps = s.processes * s.rounds * s.trials * s.iters * 2 + s.processes * 2 * s.warmup * 2
-    return steps * STEP_US.get(config.device, 500.0) / 1e6 + s.processes * 1.0 + WORKER_SECONDS[config.device]
-
-
 def distinct_builds(rng: Range, factory: SideFactory) -> int:
     """How many different builds the range holds (the caches are keyed by compiled inputs)."""
     shas = [rng.good.sha] + [commit.sha for commit in rng.commits]
     return 1 + sum(strategy_class(factory.tier(a, b)).compiled for a, b in pairwise(shas))  # 1: GOOD's
-
-
-def side_seconds(factory: SideFactory, tier: str) -> tuple[float, str]:
-    """(seconds, basis) of making one commit runnable in ``tier``; TE's for a factory without a figure."""
-    seconds = getattr(factory, "seconds", None)
-    return seconds(tier) if seconds else tier_seconds(TE_PACKAGE, tier, cache_dir="/nonexistent")
 
 
 BASIS_TEXT = {
@@ -148,7 +133,11 @@ def make_plan(rng: Range, factory: SideFactory, config: Config) -> dict:
     shown = {made_with(factory, t): n for t, n in tiers.items()}  # said as made
     n = len(rng.commits)
     probes = bsearch.expected_probes(n)
-    per_tier = {tier: side_seconds(factory, tier) for tier in tiers}
+    # (seconds, basis) of making one commit runnable in a tier; TE's for a factory without a figure
+    seconds = getattr(factory, "seconds", None) or (
+        lambda t: tier_seconds(TE_PACKAGE, t, cache_dir="/nonexistent")
+    )
+    per_tier = {tier: seconds(tier) for tier in tiers}
     worst = max(tiers, key=lambda t: per_tier[t][0])
     side_s, basis = per_tier[worst]
     is_compiled = strategy_class(worst).compiled
@@ -156,7 +145,9 @@ def make_plan(rng: Range, factory: SideFactory, config: Config) -> dict:
     sides = 2 + probes
     distinct = distinct_builds(rng, factory) if is_compiled else sides
     builds = min(sides, distinct)
-    compare_s = compare_seconds(config)
+    s = config.schedule
+    steps = s.processes * s.rounds * s.trials * s.iters * 2 + s.processes * 2 * s.warmup * 2
+    compare_s = steps * STEP_US.get(config.device, 500.0) / 1e6 + s.processes + WORKER_SECONDS[config.device]
     probe_s = FORKED_PROBE_S[config.device]
     # each further change point: its probes (and their builds, while new compiled inputs are left)
     further_builds = min(probes, max(distinct - builds, 0)) if is_compiled else probes

@@ -14,7 +14,6 @@ from teperf.records import ProbeRecord
 from teperf.render import TableModel, render, render_markdown, render_rich
 from teperf.sides.changes import shorten
 
-# a probe's result: the time search's part states, a skipped commit
 RESULT_STYLE = {
     "moved": "bold red",
     "small": "red",
@@ -30,9 +29,7 @@ def load(path) -> tuple[dict, list[ProbeRecord]]:
 
 
 def _commit(c: dict | None) -> str:
-    if not c:
-        return "?"
-    return f'{c["short_sha"]} "{c["subject"][:70]}" ({c["date"][:10]})'
+    return f'{c["short_sha"]} "{c["subject"][:70]}" ({c["date"][:10]})' if c else "?"
 
 
 def _counter_deltas(deltas: dict | None) -> str:
@@ -45,10 +42,8 @@ def _counter_deltas(deltas: dict | None) -> str:
 
 def step_text(entry: dict) -> str:
     """One step in time: its own compare against its parent, its share of GOOD..BAD's, its counters."""
-    row = entry.get("row") or {}
-    share = f"{entry.get('share', 0):.0%}"
-    if entry.get("share_ci"):
-        share += f" [{entry['share_ci'][0]:.0%}, {entry['share_ci'][1]:.0%}]"
+    row, ci = entry.get("row") or {}, entry.get("share_ci")
+    share = f"{entry.get('share', 0):.0%}" + (f" {_pct_ci(ci)}" if ci else "")
     return (
         f"{_commit(entry)}: {entry.get('delta_us', 0):+.1f} us{ci_text(row)} "
         f"({row.get('delta_pct') or 0:+.1f}%) "
@@ -81,8 +76,7 @@ def time_text(t: dict | None) -> str:
 
 
 def entry_text(entry: dict) -> str:
-    """A commit that moved the counters: its change, its share of GOOD..BAD's counter change, and (with a
-    search in time) what time told of it."""
+    """A commit that moved the counters: its change, its share, and what time told of it (if searched)."""
     moved = counters_diff(entry.get("before"), entry.get("after")) or "?"
     text = f"{_commit(entry)}: {moved}, {entry.get('share', 0):.0%} of the counter change"
     return text + (f"; time: {time_text(entry['time'])}" if "time" in entry else "")
@@ -146,19 +140,13 @@ def headline(meta: dict) -> list[str]:
     result = meta.get("result") or {}
     good, bad = meta.get("good") or {}, meta.get("bad") or {}
     n = len(meta.get("commits") or [])
-    probe_s = result.get("counter_probe_s")
+    probe_s, counts = result.get("counter_probe_s"), result.get("counter_probes", "?")
+    budget = f" of --budget {meta['budget_s']:.0f} s" if meta.get("budget_s") else ""
+    counted = "" if probe_s is None else f", {counts} counter probes of {probe_s} s (median)"
     lines = [
         f"range {good.get('short_sha')}..{bad.get('short_sha')} ({n} first-parent commits), "
         f"cell {meta.get('cell')}; {result.get('compares', result.get('probes', '?'))} compares in time "
-        f"({result.get('timing_s', '?')} s"
-        + (f" of --budget {meta['budget_s']:.0f} s" if meta.get("budget_s") else "")
-        + ")"
-        + (
-            f", {result.get('counter_probes', '?')} counter probes of {probe_s} s (median)"
-            if probe_s is not None
-            else ""
-        )
-        + f"; {result.get('wall_s', '?')} s in all"
+        f"({result.get('timing_s', '?')} s{budget}){counted}; {result.get('wall_s', '?')} s in all"
     ]
     if meta.get("status") != "complete":
         lines.append(f"run status: {meta.get('status')}{': ' + meta['error'] if meta.get('error') else ''}")
@@ -194,8 +182,7 @@ def headline(meta: dict) -> list[str]:
             f"steps add up to {result.get('steps_us', 0):+.1f} us"
             + ("" if within is None else f", {'inside' if within else 'outside'} GOOD..BAD's interval")
         )
-    for left in result.get("unresolved") or []:
-        lines.append(unresolved_text(left))
+    lines += [unresolved_text(left) for left in result.get("unresolved") or []]
     segments = result.get("counter_unresolved") or []
     if segments:
         lines.append(f"counter segments not narrowed to one commit ({len(segments)}):")
@@ -252,8 +239,7 @@ def probe_model(meta: dict, probes: list[ProbeRecord], path) -> TableModel:
 
 
 def _confirmed(meta: dict, path, fmt: str, console=None):
-    """The biggest culprit's own compare against its parent, rendered (a table printed on ``console``
-    under its title); None where it was not run."""
+    """The biggest culprit's own compare, rendered (a table: printed under its title); None if not run."""
     from teperf.summary import summarize
 
     culprits = (meta.get("result") or {}).get("culprits") or [{}]
@@ -267,16 +253,7 @@ def _confirmed(meta: dict, path, fmt: str, console=None):
 
 def _json(meta: dict, probes: list, path, console=None) -> str:
     result = meta.get("result") or {}
-    keys = (
-        "answer",
-        "outcome",
-        "exit_code",
-        "explained",
-        "endpoint",
-        "settle",
-        "settle_parts",
-        "budget_spent",
-    )
+    keys = "answer outcome exit_code explained endpoint settle settle_parts budget_spent".split()
     out = {key: result.get(key) for key in keys}
     # every section the text shows, the same keys; counter_changes: every counter change point found
     for key in [k for k, *_ in SECTIONS] + ["counter_changes", "unresolved", "counter_unresolved", "rest"]:
@@ -289,11 +266,9 @@ def _json(meta: dict, probes: list, path, console=None) -> str:
 
 
 def _markdown(meta: dict, probes: list, path, console=None) -> str:
-    text = render_markdown(probe_model(meta, probes, path))
-    confirm = _confirmed(meta, path, "markdown")
-    if confirm is not None:
-        text += "\n**the biggest culprit's own compare against its parent**\n\n" + confirm
-    return text
+    text, confirm = render_markdown(probe_model(meta, probes, path)), _confirmed(meta, path, "markdown")
+    title = "\n**the biggest culprit's own compare against its parent**\n\n"
+    return text if confirm is None else text + title + confirm
 
 
 def _table(meta: dict, probes: list, path, console=None) -> None:

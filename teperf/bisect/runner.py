@@ -105,10 +105,9 @@ class Bisector:
         result.update(fields)
         result["probes"] = self.probe.n_probes
         result["compares"] = times.n_compares
-        result["counter_probes"] = len(counts.count_seconds)
-        result["counter_probe_s"] = (
-            round(statistics.median(counts.count_seconds), 2) if counts.count_seconds else None
-        )
+        seconds = counts.count_seconds
+        result["counter_probes"] = len(seconds)
+        result["counter_probe_s"] = round(statistics.median(seconds), 2) if seconds else None
         result["timing_s"] = round(times.timing_s, 1)
         result["budget_spent"] = times.budget_spent
         result["compared"] = [

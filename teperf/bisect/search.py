@@ -96,13 +96,10 @@ class Part:
 def find_steps(
     n: int, whole: dict, compare: Callable[[int, int], tuple], worth: Optional[Callable] = None
 ) -> list[Part]:
-    """The steps in time of 0..n (``whole`` moved) and every part not split, in order: a part that moved is
-    split and both halves compared, ``compare(lo, hi) -> (row, state)``; the part that moved most first
-    (the lower of two alike), so that a --budget that runs out leaves the smallest parts. A half "again"
-    (undecided, may be measured again) waits until no part that moved is left: one commit (a step to
-    confirm) first, then the widest. ``worth(deferred, parts)``: those of them still worth measuring again
-    (parts: what is settled so far); once none is, the rest are left undecided, their rows marked
-    ``left: "answer"`` (they could not change the answer)."""
+    """The steps in time of 0..n (``whole`` moved) and every part not split, in order. The part that moved
+    most is split first, so that a --budget that runs out leaves the smallest parts. A half "again" waits
+    until no part that moved is left (one commit first, then the widest) and while ``worth(deferred,
+    settled)`` keeps it; the rest are left undecided, their rows marked ``left: "answer"``."""
     pending = [Part(0, n, whole, "moved")]
     deferred: list[Part] = []
     skipped: set[int] = set()
@@ -120,10 +117,8 @@ def find_steps(
             part = max(open_, key=lambda p: (p.hi - p.lo == 1, _reach(p), -p.lo))
             deferred.remove(part)
             row, state = compare(part.lo, part.hi)
-            part = Part(
-                part.lo, part.hi, row or part.row, "undecided" if state in ("skip", "budget") else state
-            )
-            place(part)
+            state = "undecided" if state in ("skip", "budget") else state
+            place(Part(part.lo, part.hi, row or part.row, state))
             continue
         part = max(pending, key=lambda p: (_reach(p), -p.lo))
         pending.remove(part)

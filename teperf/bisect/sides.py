@@ -35,19 +35,15 @@ def tier_seconds(package: str, tier: str, cache_dir: str | None = None, layout: 
             layout_name = layout_for(package, layout).name
         except TeperfError:
             layout_name = None
-        by_package = cls.cache_kind == "builds"  # whole builds say their package, the others their layout
-        times = [
-            e.meta.get("seconds")
-            for e in cachedir.entries(cache_dir, kinds=(cls.cache_kind,), sizes=False)
-            if e.complete
-            and e.meta.get("seconds")
-            and (e.meta.get("package") == package if by_package else e.meta.get("layout") == layout_name)
-        ]
-        if times:
-            return float(max(times)), "measured"
-    if package == TE_PACKAGE:
-        return cls.te_seconds, "TE"
-    return cls.other_seconds, "default"
+        # whole builds say their package, the others their layout
+        key, want = ("package", package) if cls.cache_kind == "builds" else ("layout", layout_name)
+        entries = cachedir.entries(cache_dir, kinds=(cls.cache_kind,), sizes=False)
+        seconds = max(
+            (e.meta.get("seconds") or 0 for e in entries if e.complete and e.meta.get(key) == want), default=0
+        )
+        if seconds:
+            return float(seconds), "measured"
+    return (cls.te_seconds, "TE") if package == TE_PACKAGE else (cls.other_seconds, "default")
 
 
 def made_with(factory, tier: str) -> str:
@@ -76,14 +72,11 @@ class GitSideFactory:
     """Sides from the same machinery and options as ``teperf compare A..B`` (sides.git.plan_sides)."""
 
     opts: SideOptions  # the git-side options, as compare takes them
-    log: Callable[[str], None] | None = None
+    log: Callable[[str], None] = stderr_log
     pinned: str | None = None  # the strategy every side of the run is made with (pin_range)
 
     def __post_init__(self):  # found in the first commit asked about when not given
         self.package, self.package_dir = self.opts.package, self.opts.package_dir
-
-    def _log(self, line: str) -> None:
-        (self.log or stderr_log)(line)
 
     def pin_range(self, good_sha: str, bad_sha: str) -> str | None:
         """When GOOD..BAD needs compiled code, make every side of the run that way, GOOD's too: a wheel's
@@ -92,7 +85,7 @@ class GitSideFactory:
         if tier not in ("extension", "build"):
             return None
         self.pinned = Core.name if tier == Core.tier and self._core_applies() else tier
-        self._log(
+        self.log(
             f"every side of this bisect is made with --strategy {self.pinned} (GOOD..BAD needs it): no side "
             "runs the installed build's compiled code while another runs a local build"
         )
@@ -111,7 +104,7 @@ class GitSideFactory:
     def _package_dir(self, sha: str) -> str:
         if self.package is None or self.package_dir is None:  # found once, in the first commit asked about
             given = dataclasses.replace(self.opts, package=self.package)
-            self.package, self.package_dir = find_package(self.opts.repo, (sha,), sha[:10], given, self._log)
+            self.package, self.package_dir = find_package(self.opts.repo, (sha,), sha[:10], given, self.log)
         return self.package_dir
 
     def sides(self, base_sha: str, head_sha: str) -> tuple[Side, Side]:

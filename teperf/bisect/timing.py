@@ -39,9 +39,7 @@ def part_state(row: dict, step_us: float) -> str:
 
 def whole_state(row: dict) -> str:
     """GOOD..BAD's state: quiet when its verdict is no change, moved when its interval excludes zero."""
-    if row.get("verdict") == "no change":
-        return "quiet"
-    return part_state(row, 0.0) if row.get("ci_low_us") is not None else "undecided"
+    return "quiet" if row.get("verdict") == "no change" else part_state(row, 0.0)
 
 
 def ci_text(row: dict) -> str:
@@ -52,20 +50,18 @@ def ci_text(row: dict) -> str:
 def row_text(row: dict) -> str:
     if row.get("delta_pct") is None:
         return str(row.get("error") or row.get("status"))
-    ci = ci_text(row)
     cause = f" ({row['verdict_cause']})" if row.get("verdict_cause") else ""
     if row.get("load_bound_pct") is not None:  # the interval holds what load could add (verdicts.loaded)
         cause = (
             f" (load: {row.get('contended_pct') or 0:.0f}% contended, +-{row['load_bound_pct']:.1f}% added)"
         )
+    ci = ci_text(row)
     return f"{row.get('delta_us', 0):+.1f} us{ci} ({row['delta_pct']:+.1f}%) {row.get('verdict')}{cause}"
 
 
 def pairs_to_settle(row: dict, step_us: float, alpha: float = 0.05) -> Optional[int]:
-    """The pairs that would settle an undecided part, from its measured spread: its interval is a t
-    interval over the pairs (teperf.stats), so with N pairs its half-width is t(N-1) sd / sqrt(N). Settled:
-    moved once it excludes zero, quiet once it fits under the step size, small once it excludes zero under
-    it; None where it has no interval."""
+    """The pairs that would settle an undecided part (exclude zero, or fit under the step size), from its
+    measured spread: a t interval over N pairs is t(N-1) sd / sqrt(N) wide (teperf.stats)."""
     from scipy import stats as sps  # the compares imported it already
 
     low, high, pairs = row.get("ci_low_us"), row.get("ci_high_us"), row.get("n_pairs")
@@ -83,14 +79,10 @@ def pairs_to_settle(row: dict, step_us: float, alpha: float = 0.05) -> Optional[
 def could_change(
     parts: list, found: list, total_us: float, step_us: float, max_pairs: int, pairs_left: float, alpha=0.05
 ):
-    """Of the undecided ``parts`` (search.Part, each with its row), those worth measuring again: whose
-    next compares could change what the answer reports, given the parts ``found`` so far. All of them
-    while each could be settled within ``max_pairs`` (the most a part is measured with) and all within
-    ``pairs_left`` (what is left of --budget, in pairs), by their measured spread: settled, the answer
-    could become "explained" (the exit code's class); all of them while no culprit is named (each could
-    hold a step of a reportable share). Else those that could be settled within ``max_pairs`` (one that
-    could not stays undecided whatever it reads) and either reach, GOOD..BAD's way, past the smallest
-    named culprit's delta (it could outrank it) or read a step's delta themselves (a culprit more)."""
+    """Of the undecided ``parts``, those whose next compares could change the answer, given those ``found``:
+    all while no culprit is named, or while each settles within ``max_pairs`` and all within ``pairs_left``
+    (the answer could become "explained"); else those that settle within ``max_pairs`` and either reach,
+    GOOD..BAD's way, past the smallest named culprit's delta or read a step's delta themselves."""
     sign = 1 if total_us >= 0 else -1
     wanted = "slower" if sign > 0 else "faster"
     named = [sign * p.row["delta_us"] for p in found if p.status == "step" and p.row.get("verdict") == wanted]
@@ -107,8 +99,7 @@ def could_change(
 
 
 def _cost(parts: list, needed: list[int]) -> int:
-    """Pairs the compares that would settle ``parts`` take: each measured again with twice the pairs of
-    its last until it has ``needed`` (a compare does not pool the pairs of the one before)."""
+    """Pairs the compares that would settle ``parts`` take: each doubles its last (they do not pool)."""
     total = 0
     for part, want in zip(parts, needed):
         pairs = part.row["n_pairs"]
@@ -130,22 +121,16 @@ class TimeSearch:
     measured: dict = dataclasses.field(default_factory=dict)  # (lo, hi) -> its last compare's row
     next_pairs: dict = dataclasses.field(default_factory=dict)  # (lo, hi) -> its next compare's pairs
     budget_spent: bool = False  # a compare was not started: --budget would have run out
-    search_iters: Optional[int] = None  # steps a trial of the parts' compares, once GOOD..BAD has measured
+    trial_iters: int = 0  # steps a trial of the next compare: the config's, the parts' (refine_endpoint)
 
-    @property
-    def trial_iters(self) -> int:
-        """Steps a trial of the next compare: the parts' (search_iters) once set, else the config's."""
-        return self.search_iters or self.probe.config.schedule.iters
+    def __post_init__(self):
+        self.trial_iters = self.probe.config.schedule.iters
 
     def compare(self, base: int, head: int, config: Config):
         """A paired compare of two commits of the range through the normal engine -> (row, bundle path)."""
         from teperf import api
 
         base_side, head_side = self.probe.sides(base, head)
-        left = None  # an adaptive (--precision) compare gets what is left of --budget
-        if config.schedule.precision_pct is not None:
-            left = max(self.budget_s - self.timing_s, 1.0)
-        config = dataclasses.replace(config, schedule=dataclasses.replace(config.schedule, budget_s=left))
         path = api.compare(
             config,
             base_side,
@@ -154,12 +139,14 @@ class TimeSearch:
             cases=[self.probe.case],
             command=["teperf", "bisect", "(probe)"],
         )
-        row = dict(api.summarize(path).rows[0].to_dict(), tier=head_side.description.get("strategy"))
-        return row, path
+        return dict(api.summarize(path).rows[0].to_dict(), tier=head_side.description.get("strategy")), path
 
     def _compare_once(self, base: int, head: int, processes: int):
         """One compare with ``processes`` pairs -> (row, bundle path, seconds) or (None, why not, seconds)."""
-        sched = dataclasses.replace(self.probe.config.schedule, processes=processes, iters=self.trial_iters)
+        sched = self.probe.config.schedule
+        # an adaptive (--precision) compare gets what is left of --budget
+        left = max(self.budget_s - self.timing_s, 1.0) if sched.precision_pct is not None else None
+        sched = dataclasses.replace(sched, processes=processes, iters=self.trial_iters, budget_s=left)
         config = dataclasses.replace(self.probe.config, schedule=sched, counters=False)
         t0 = self.probe.clock()
         try:
@@ -177,10 +164,8 @@ class TimeSearch:
 
     def timed(self, base: int, head: int, decide: Callable[[dict], str], once=False):
         """Compare base..head and ``decide`` from its row, again with twice the pairs while "undecided"
-        (MAX_DOUBLINGS) and --budget allow -> (the last row, the decision), (None, "skip"), (the last row
-        or None, "budget"; a row so left says so: left: budget). Every row is kept in ``measured`` by
-        (base, head). ``once``: one compare, then "again" where another may follow (with the pairs
-        doubled: the next call goes on from there)."""
+        and --budget allow -> (row, decision), (None, "skip") or (row or None, "budget"; the row says
+        left: budget). ``once``: one compare, then "again" where another may follow from there."""
         first = self.probe.config.schedule.processes
         processes = self.next_pairs.get((base, head), first) if once else first
         kept = self.measured.get((base, head)) if once else None
@@ -205,12 +190,11 @@ class TimeSearch:
                 decided,
                 seconds,
                 detail=f"{self.probe.rng.at(base).short_sha}.. {row_text(row)}",
-                tier=row.get("tier"),
                 bundle=rel,
                 base_index=base,
                 processes=processes,
                 iters=self.trial_iters,
-                **{k: row.get(k) for k in ("delta_pct", "ci_low_pct", "ci_high_pct", "verdict")},
+                **{k: row.get(k) for k in ("tier", "delta_pct", "ci_low_pct", "ci_high_pct", "verdict")},
             )
             kept = dict({k: row.get(k) for k in ROW_KEEP}, bundle=rel, state=decided)
             kept["n_pairs"] = kept["n_pairs"] or processes
@@ -225,12 +209,11 @@ class TimeSearch:
     def refine_endpoint(self, endpoint: dict) -> dict:
         """Sets the parts' trial length (MIN_TRIAL_S); where it is longer than the config's, GOOD..BAD is
         measured again with it, so that each share's denominator is as precise as its numerator."""
-        fastest = min(
-            (v for v in (endpoint.get("base_us"), endpoint.get("head_us")) if v and v > 0), default=0
-        )
-        iters = self.probe.config.schedule.iters
-        self.search_iters = max(iters, math.ceil(MIN_TRIAL_S * 1e6 / fastest)) if fastest else iters
-        if self.search_iters == iters:
+        ends = (endpoint.get("base_us"), endpoint.get("head_us"))
+        fastest = min((v for v in ends if v and v > 0), default=0)
+        iters = self.trial_iters
+        self.trial_iters = max(iters, math.ceil(MIN_TRIAL_S * 1e6 / fastest)) if fastest else iters
+        if self.trial_iters == iters:
             return endpoint
         row, state = self.timed(0, len(self.probe.rng.commits), whole_state)
         return row if state == "moved" else endpoint

@@ -11,7 +11,7 @@ import math
 from typing import Any, Sequence
 
 from teperf.history import changepoint
-from teperf.history.nights import NEVER, Night, by_key, nights, when
+from teperf.history.nights import NEVER, Night, by_key, nights, value, when
 from teperf.history.store import ordered
 from teperf.records import CELL_KEY
 from teperf.verdicts import FASTER, INCONCLUSIVE, SLOWER
@@ -94,8 +94,7 @@ class Cell:
     @property
     def slug(self) -> str:
         """A file/anchor-safe id (module names are untrusted text)."""
-        text = "\0".join(self.key)
-        return "c" + hashlib.sha256(text.encode()).hexdigest()[:12]
+        return "c" + hashlib.sha256("\0".join(self.key).encode()).hexdigest()[:12]
 
     @property
     def variant(self) -> str:
@@ -110,10 +109,8 @@ class Cell:
         last = self.latest
         if last is None or last.date is None:
             return None
-        for p in reversed(self.points[:-1]):
-            if p.ok and p.date is not None and p.date <= last.date - WEEK:
-                return p
-        return None
+        cutoff = last.date - WEEK
+        return next((p for p in reversed(self.points[:-1]) if p.ok and p.date and p.date <= cutoff), None)
 
     def change_vs_week(self) -> float | None:
         old, last = self.week_ago(), self.latest
@@ -122,41 +119,27 @@ class Cell:
         return 100.0 * (last.host_us - old.host_us) / old.host_us
 
     def recent_change(self, within: int = 7) -> Found | None:
-        """The newest step whose first bad point is among the last ``within`` points, else a
-        drift that is still going on (reaches the newest point)."""
+        """The newest step among the last ``within`` points, else a drift that reaches the newest point."""
         n = len(self.points)
         steps = [c for c in self.changes if c.kind == "step" and c.index >= n - within]
         drifts = [c for c in self.changes if c.kind == "drift" and c.end_index == n - 1]
         return (steps or drifts or [None])[-1]
 
 
-def _val(x):
-    """A row's value, None where it is missing (None, NaN, NaT)."""
-    import pandas as pd
-
-    try:
-        return None if x is None or (not isinstance(x, str) and pd.isna(x)) else x
-    except (TypeError, ValueError):  # pd.isna of a list is an array, not one bool
-        return x
-
-
 # Point fields read straight from the row's column of the same name
-_SAME = (
-    "sha subject host_us status base_sha base_us delta_us delta_pct ci_low_us ci_high_us ci_low_pct"
-    " ci_high_pct verdict error night"
-).split()
+_SAME = [f.name for f in dataclasses.fields(Point) if f.name not in ("date", "run_id", "night_note")]
 
 
 def _points(group, night_of: dict[tuple[str, str], Night]) -> list[Point]:
     """Rows of one cell (series order) -> one point per commit (newest run wins)."""
     newest: dict[str, Any] = {}  # first appearance order: re-runs keep their commit's place
     for row in group.itertuples(index=False):
-        key = _val(row.sha) or f"run:{row.run_id}"
+        key = value(row.sha) or f"run:{row.run_id}"
         if key not in newest or (when(row.run_date) or NEVER) >= (when(newest[key].run_date) or NEVER):
             newest[key] = row
     return [
         Point(
-            **{name: _val(getattr(r, name)) for name in _SAME},
+            **{name: value(getattr(r, name)) for name in _SAME},
             date=when(r.committed_at) or when(r.run_date),
             run_id=r.run_id,
             night_note=_note(night_of.get((r.machine, r.night))),
@@ -227,7 +210,6 @@ def analyze_cell(
 ) -> Cell:
     """One cell's points and change points: a step where a night's paired compare says so; the levels'
     search only at nights without one, and for drifts (changepoint.py)."""
-    module, recipe, shape, dtype, mode = key
     points = _points(ordered(group), night_of)
     ok_idx = [i for i, p in enumerate(points) if p.ok]
     values = [points[i].host_us for i in ok_idx]
@@ -251,7 +233,7 @@ def analyze_cell(
     steps = cuts + [c.index for c in raw if c.kind == "step"]
     segments = changepoint.segment_levels(values, steps, raw, first) if values else []
     levels = [(ok_idx[start], ok_idx[stop - 1], y0, y1) for start, stop, y0, y1 in segments]
-    return Cell(machine, machine_label, module, recipe, shape, dtype, mode, points, found, levels)
+    return Cell(machine, machine_label, *key, points, found, levels)
 
 
 def analyze(df, settings: changepoint.DetectionSettings | None = None) -> list[Cell]:
@@ -260,9 +242,7 @@ def analyze(df, settings: changepoint.DetectionSettings | None = None) -> list[C
     if df.empty:
         return []
     night_of = by_key(nights(df))
-    df = df.copy()
-    for c in CELL_KEY:
-        df[c] = df[c].fillna("")
+    df = df.fillna({c: "" for c in CELL_KEY})
     cells = []
     for (machine, *key), group in df.groupby(["machine", *CELL_KEY], sort=True):
         labels = group["machine_label"].dropna()

@@ -158,11 +158,9 @@ def detect(
     cuts: Sequence[int] = (),
     steps_at: Optional[Collection[int]] = None,
 ) -> list[Change]:
-    """Steps and drifts in ``series`` (its newest ``settings.window`` points; no NaN).
-
-    ``cuts``: steps found otherwise (the nights' paired compares), which bound the drifts' segments;
-    ``steps_at``: where a step of the levels may be reported (None: anywhere; empty: the search is skipped).
-    """
+    """Steps and drifts in ``series`` (its newest ``settings.window`` points; no NaN). ``cuts``: steps found
+    otherwise (the nights' paired compares), which bound the drifts' segments; ``steps_at``: where a step
+    of the levels may be reported (None: anywhere; empty: the search is skipped)."""
     x = np.asarray(series, dtype=float)
     if np.isnan(x).any():
         raise ValueError("series contains NaN; drop failed points first")
@@ -221,9 +219,8 @@ def _steps(x: np.ndarray, settings: DetectionSettings) -> dict[int, float]:
 def segment_levels(
     series: Sequence[float], cuts: Sequence[int], changes: Sequence[Change], start: int = 0
 ) -> list[tuple[int, int, float, float]]:
-    """(start, stop, level at start, level at stop - 1) of the segments between the steps at ``cuts``,
-    for plotting: the median for a flat segment, the Theil-Sen line for a drifting one (``changes``).
-    Points before ``start`` (outside the analysed window) get no level."""
+    """(start, stop, level at start, level at stop - 1) of the segments between ``cuts``, for plotting: a
+    flat one's median, a drifting one's Theil-Sen line; points before ``start`` (not analysed) get none."""
     x = np.asarray(series, dtype=float)
     cuts = sorted({c for c in cuts if c > start})
     drifts = {(c.index, c.end_index): c for c in changes if c.kind == "drift"}

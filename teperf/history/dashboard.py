@@ -48,17 +48,14 @@ def _fmt_pct(v) -> str:
 
 
 def _fmt_date(d) -> str:
-    if d is None:
-        return ""
-    return d.strftime("%Y-%m-%d %H:%M UTC") if isinstance(d, _dt.datetime) else str(d)
+    return d.strftime("%Y-%m-%d %H:%M UTC") if isinstance(d, _dt.datetime) else str(d or "")
 
 
 def _json_for_script(obj) -> str:
     """JSON that is safe inside <script type="application/json">: no '<', '>' or '&' survive."""
     from plotly.utils import PlotlyJSONEncoder
 
-    text = json.dumps(obj, cls=PlotlyJSONEncoder, separators=(",", ":"))
-    return text.translate(_SCRIPT_ESCAPES)
+    return json.dumps(obj, cls=PlotlyJSONEncoder, separators=(",", ":")).translate(_SCRIPT_ESCAPES)
 
 
 # ----------------------------------------------------------------------------- figures
@@ -125,11 +122,10 @@ def _host_traces(go, cell: Cell, x: list, cd: list, colors: list) -> list:
     )
     failed = [i for i, p in enumerate(pts) if not p.ok]
     if failed:
-        ok_vals = [p.host_us for p in pts if p.ok]
         traces.append(
             go.Scatter(
                 x=failed,
-                y=[min(ok_vals) if ok_vals else 0] * len(failed),
+                y=[min((p.host_us for p in pts if p.ok), default=0)] * len(failed),
                 mode="markers",
                 name="failed",
                 marker=dict(symbol="x", size=10, color="#c0392b"),
@@ -165,7 +161,6 @@ def _night_trace(go, pts: list, x: list, cd: list, colors: list):
 def culprit_label(cell: Cell, ch: Found, explained: dict | None) -> str:
     """What a change point's marker on the chart says of its bisect: its culprits' short shas and
     shares ("d3dd5e5 76%, 56f20dc 36%"), "noise" or "unexplained"; "" when it was not bisected."""
-
     rec = explanation_of(cell, ch, explained or {})
     if rec is None or rec.status == "failed":
         return ""
@@ -176,8 +171,7 @@ def culprit_label(cell: Cell, ch: Found, explained: dict | None) -> str:
 
 
 def _change_marks(cell: Cell, explained: dict | None = None) -> tuple[list, list]:
-    """(shapes, annotations): a dotted line at each step change, a shaded span over each drift, each
-    labelled with its bisect's culprits when it was explained (culprit_label)."""
+    """(shapes, annotations): a dotted line per step, a shaded span per drift, each with culprit_label."""
     shapes, annotations = [], []
     close, row, last = max(3, len(cell.points) // 8), 0, None  # labels of nearby marks go one above the other
     for ch in cell.changes:
@@ -201,8 +195,7 @@ def _change_marks(cell: Cell, explained: dict | None = None) -> tuple[list, list
 
 
 def cell_figure(cell: Cell, explained: dict | None = None) -> dict:
-    """The plotly figure (as a dict) of one cell: host time over commits + paired night deltas;
-    ``explained`` (store.explanations()) names each change point's culprits at its marker."""
+    """One cell's plotly figure (a dict): host time over commits above, the paired night deltas below."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -248,20 +241,15 @@ def _names(c: Cell) -> dict:
 
 def _change_row(c: Cell, ch: Found, explained: dict | None = None) -> dict:
     """One change's table row; ``explained`` (store.explanations()) adds its culprits."""
-
-    paired = "-"
-    if ch.paired is not None and ch.paired.delta_pct is not None:
-        paired = (
-            f"{_fmt_pct(ch.paired.delta_pct)} [{_fmt_pct(ch.paired.ci_low_pct)}, "
-            f"{_fmt_pct(ch.paired.ci_high_pct)}] {ch.paired.verdict}"
-        )
+    p, paired = ch.paired, "-"
+    if p is not None and p.delta_pct is not None:
+        paired = f"{_fmt_pct(p.delta_pct)} [{_fmt_pct(p.ci_low_pct)}, {_fmt_pct(p.ci_high_pct)}] {p.verdict}"
     good = ch.last_good
     span = f" over {ch.end_index - ch.index + 1} commits" if ch.kind == "drift" else ""
     return {
         **_names(c),
         "kind": ch.kind + (f"{span}, through {c.points[ch.end_index].short_sha}" if span else ""),
         "direction": ch.direction,
-        "css": ch.direction,
         "what": f"{ch.kind}, {ch.direction}" + (f" ({span[1:]})" if span else ""),
         "size_us": f"{ch.delta_us:+,.1f}",
         "size_pct": _fmt_pct(ch.delta_pct),
@@ -405,16 +393,14 @@ def slope_figure(series: dict) -> dict:
 
 
 def _slope_models(cells) -> list[dict]:
-
     models = []
     for series in series_from_cells(cells):
         names = {k: series[k] for k in ("module", "key", "recipe", "variant")}
-        slope = series["slope"]
         models.append(
             {
                 **names,
                 "slug": "s" + hashlib.sha256("\0".join(names.values()).encode()).hexdigest()[:12],
-                "slope": "-" if slope is None else f"{slope:+.2f} us per {series['key']}",
+                "slope": "-" if series["slope"] is None else f"{series['slope']:+.2f} us per {series['key']}",
                 "figure_json": _json_for_script(slope_figure(series)),
             }
         )
@@ -440,7 +426,6 @@ def _cell_model(c: Cell, explained: dict | None) -> dict:
         **_names(c),
         "figure_json": _json_for_script(cell_figure(c, explained)),
         "changes": rows,
-        "n_changes": len(rows),
         "changes_css": "slower" if any(r["direction"] == "slower" for r in rows) else "faster",
     }
 

@@ -26,7 +26,6 @@ def commit_url(remote: Optional[str], sha: str) -> Optional[str]:
 
 def remote_url(repo: str) -> Optional[str]:
     """The repository's origin URL (None: no remote, or not a git repository)."""
-
     try:
         return run_git(repo, "config", "--get", "remote.origin.url").strip() or None
     except (GitFailed, TeperfError, OSError):
@@ -44,17 +43,13 @@ class ChangePoint:
 
     @property
     def key(self) -> str:
-        return change_key(self.cell.key, self.good_sha, self.bad_sha)
+        text = "\0".join((*map(str, self.cell.key), self.good_sha, self.bad_sha))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @property
     def spec(self) -> str:
         """The cell as bisect's --cell names it: MODULE/RECIPE/SHAPE/MODE."""
         return "/".join((self.cell.module, self.cell.recipe, self.cell.shape, self.cell.mode))
-
-
-def change_key(cell_key: tuple, good_sha: str, bad_sha: str) -> str:
-    text = "\0".join((*map(str, cell_key), good_sha, bad_sha))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def change_point(cell, ch) -> Optional[ChangePoint]:
@@ -125,7 +120,5 @@ def pending(points: list[ChangePoint], known: dict, machine: str) -> list[Change
 
 def as_dict(rec: Optional[ExplanationRecord]) -> Optional[dict]:
     """What ``history --changes --format json`` and the dashboard carry of a record."""
-    if rec is None:
-        return None
     keep = ("status", "answer", "culprits", "delta_us", "rest_us", "bundle", "explained_at", "schema")
-    return {k: getattr(rec, k) for k in keep}
+    return None if rec is None else {k: getattr(rec, k) for k in keep}

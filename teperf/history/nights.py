@@ -55,8 +55,7 @@ class Night:
         by_status: dict[str, list[int]] = {}
         for i, st in self.not_complete:
             by_status.setdefault(st, []).append(i)
-        for st, idx in by_status.items():
-            out.append(", ".join(f"{i}/{self.count}" for i in idx) + f" {st}")
+        out += [", ".join(f"{i}/{self.count}" for i in idx) + f" {st}" for st, idx in by_status.items()]
         if len(self.shas) > 1:
             out.append(f"shards measured different commits ({self.short_sha})")
         return out
@@ -99,15 +98,19 @@ def nights(df) -> list[Night]:
     return sorted(out.values(), key=lambda nt: (nt.machine, nt.started or NEVER, nt.night))
 
 
+def value(x):
+    """A row's value, None where it is missing (None, NaN, NaT)."""
+    import pandas as pd
+
+    try:
+        return None if x is None or (not isinstance(x, str) and pd.isna(x)) else x
+    except (TypeError, ValueError):  # pd.isna of a list is an array, not one bool
+        return x
+
+
 def when(v) -> _dt.datetime | None:
     """A row's timestamp as a datetime (None for None, NaN, NaT)."""
-    try:
-        import pandas as pd
-
-        if v is None or pd.isna(v):
-            return None
-    except (TypeError, ValueError):
-        pass
+    v = value(v)
     return v.to_pydatetime() if hasattr(v, "to_pydatetime") else v
 
 

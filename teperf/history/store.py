@@ -83,16 +83,12 @@ def machine_from_meta(meta: Mapping[str, Any]) -> dict:
 
 
 def _ts(value) -> _dt.datetime | None:
-    if isinstance(value, _dt.datetime):
-        dt = value
-    else:
+    if not isinstance(value, _dt.datetime):
         try:
-            dt = _dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+            value = _dt.datetime.fromisoformat(str(value))  # 3.11 reads a "Z" too
         except ValueError:
             return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=_dt.timezone.utc)
-    return dt.astimezone(_dt.timezone.utc)
+    return (value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)).astimezone(_dt.timezone.utc)
 
 
 def _num(value):
@@ -108,10 +104,8 @@ def measured_sides(meta: Mapping[str, Any]) -> tuple[dict, dict | None]:
     sides = dict(meta.get("sides") or {})
     if "head" in sides:
         return dict(sides["head"]), dict(sides.get("base") or {}) or None
-    labels = list(sides)
-    if len(labels) >= 2:
-        return dict(sides[labels[1]]), dict(sides[labels[0]])
-    return (dict(sides[labels[0]]) if labels else {}), None
+    found = [dict(side) for side in sides.values()]  # in order: base, head
+    return (found[1], found[0]) if len(found) >= 2 else ((found or [{}])[0], None)
 
 
 def default_night(sha: str | None, run_id: str | None = None) -> str:
@@ -145,7 +139,6 @@ _NUMBERS = (
 def _cell_columns(r: Row, is_compare: bool) -> dict:
     """A summary row's cell columns: the measured side's figures (head's in a compare)."""
     side = "head" if is_compare else "base"
-    counters = r.counters
     row = {key: getattr(r, key) for key in _AS_IS}
     row.update({key: _num(getattr(r, key)) for key in _NUMBERS})
     row.update(
@@ -155,7 +148,7 @@ def _cell_columns(r: Row, is_compare: bool) -> dict:
         error=None if r.error is None else str(r.error),
         host_us=_num(getattr(r, f"{side}_us")),
         host_spread_pct=_num(getattr(r, f"{side}_spread_pct")),
-        counters=None if counters is None else json.dumps(counters, sort_keys=True, default=str),
+        counters=None if r.counters is None else json.dumps(r.counters, sort_keys=True, default=str),
         first_call_ms=_num(getattr(r, f"first_call_{side}_ms")),
         recompile_ms=_num(getattr(r, f"recompile_{side}_ms")),
     )
@@ -252,9 +245,6 @@ class HistoryStore:
         if self.local and os.path.exists(self.root) and not os.path.isdir(self.root):
             fix = "give the history's directory (--history, or $TEPERF_HISTORY)"
             raise TeperfError(f"{url} is a file, not a history store (a directory of run files)", fix)
-
-    def __repr__(self) -> str:
-        return f"HistoryStore({self.url!r})"
 
     def _path(self, name: str) -> str:
         return posixpath.join(self.root, name) if not self.local else os.path.join(self.root, name)
@@ -369,9 +359,8 @@ class HistoryStore:
         return df.reset_index(drop=True)
 
     def add_summary(self, summary, **kwargs) -> tuple[str, bool]:
-        """Rows from a bundle summary -> a new run file.  Returns (path, added); a run already
-        present (the same bundle imported twice) is not added again, except that one present without a
-        commit is replaced by this one when it names one (import --sha)."""
+        """Rows from a bundle summary -> a new run file: (path, added). The same bundle imported twice is
+        not added again, except that one present without a commit is replaced by one naming it (--sha)."""
         rows = rows_from_summary(summary, **kwargs)
         token = f"_{rows[0].run_id.rsplit('_', 1)[-1]}{SUFFIX}" if rows else None
         present = [f for f in self.files() if f.endswith(token)] if rows else []
@@ -384,14 +373,10 @@ class HistoryStore:
         return self.append(rows), True
 
 
-def check_version(table: pa.Table, path: str) -> int:
-    """The history schema a file was written under (1 when it does not say); a TeperfError when a
-    newer teperf wrote it, naming that teperf's version."""
+def check_version(table: pa.Table, path: str) -> None:
+    """A TeperfError when a newer teperf wrote the file (one that does not say is schema 1), naming it."""
     raw = (table.schema.metadata or {}).get(SCHEMA_KEY, b"1")
-    try:
-        version = int(raw)
-    except ValueError:
-        version = 1
+    version = int(raw) if raw.isdigit() else 1
     if version > HISTORY_SCHEMA_VERSION:
         writers = table.column("teperf_version").to_pylist() if "teperf_version" in table.column_names else []
         use = next((v for v in writers if v), "a newer release")
@@ -401,7 +386,6 @@ def check_version(table: pa.Table, path: str) -> int:
             f"read the history with teperf {use} or newer (upgrade: git pull in teperf's clone, then pip "
             "install -U .)",
         )
-    return version
 
 
 def _conform(table: pa.Table) -> pa.Table:
