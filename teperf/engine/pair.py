@@ -226,26 +226,19 @@ class PairTrials:
             )
         self.ready[index] = set()
 
-    def _describe_imports(self, index: int) -> None:
-        """Ask the worker what it really imported (interpreter, torch, the package under test with
-        its content hash) and keep it in its hello: the bundle then proves which code each side ran."""
-        worker = self.live.get(index)
-        if worker is None or "imported" in (worker.hello or {}):
-            return
-        message = {"cmd": "imported", "packages": list(self.ctx.packages), "known": dict(KNOWN_HASHES)}
-        reply = self._request(index, None, message)
-        if reply is None:
-            return
-        if reply.get("type") == "imported":
-            worker.hello["imported"] = reply["imported"]
-            for facts in (reply["imported"].get("packages") or {}).values():
-                KNOWN_HASHES.update((facts or {}).get("compiled") or {})
-        else:  # an older worker, or the hashing failed: the run goes on, the bundle says so
-            worker.hello["imported"] = {"error": str(reply.get("error"))}
-
     def _record_worker(self, index: int) -> None:
-        """Record the hello of side ``index``'s worker, with what it imported."""
-        self._describe_imports(index)
+        """Record the hello of side ``index``'s worker with what it really imported (interpreter, torch, the
+        package under test with its content hash): the bundle then proves which code each side ran."""
+        worker = self.live.get(index)
+        if worker is not None and "imported" not in (worker.hello or {}):
+            message = {"cmd": "imported", "packages": list(self.ctx.packages), "known": dict(KNOWN_HASHES)}
+            reply = self._request(index, None, message) or {}  # {}: it died, a fresh one was recorded
+            if reply.get("type") == "imported":
+                worker.hello["imported"] = reply["imported"]
+                for facts in (reply["imported"].get("packages") or {}).values():
+                    KNOWN_HASHES.update((facts or {}).get("compiled") or {})
+            else:  # an older worker, or the hashing failed: the run goes on, the bundle says so
+                worker.hello["imported"] = {"error": str(reply.get("error"))}
         if (worker := self.live.get(index)) is not None:
             label = self.ctx.sides[index].label
             record = WorkerRecord(pair=self.pair, side=label, hash_seed=self.seed, hello=worker.hello)

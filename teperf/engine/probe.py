@@ -3,6 +3,7 @@ step counters, forked from a server that imported torch once (:class:`ForkedProb
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import tempfile
@@ -12,7 +13,7 @@ from typing import Iterable
 from teperf.config import Config
 from teperf.engine.forkserver import ForkServer, ServerError, preload_modules
 from teperf.engine.oneshot import StepFailed, one_worker
-from teperf.engine.spawn import WorkerError, check_python, worker_code_dir, worker_env
+from teperf.engine.spawn import WorkerError, _closing, check_python, worker_code_dir, worker_env
 from teperf.errors import TeperfError
 from teperf.plan import Case, hash_seed, measured_packages, packages_under_test
 from teperf.sides import Side
@@ -163,7 +164,7 @@ def count_case(config: Config, side: Side, case: Case, log_path: Path, launcher=
                 worker.setup(case)
                 return worker.counters(case)
             except StepFailed as exc:
-                raise ProbeFailed(str(exc), worker.worker.log_tail()) from None
+                raise ProbeFailed(str(exc), worker.log_tail()) from None
     except WorkerError as exc:
         raise ProbeFailed(str(exc), exc.log_tail) from None
 
@@ -202,11 +203,12 @@ class ForkedProbes:
     def count(self, side: Side, case: Case, log_path: Path) -> dict:
         server = self._server(side)
 
-        def launch(log_file):
-            try:
-                return server.fork(log_file) if server is not None and server.alive() else None
-            except ServerError:
-                return None  # this probe starts fresh
+        def launch(fds, popen):
+            with _closing(*fds[:2]):
+                with contextlib.suppress(ServerError):  # else this probe starts fresh
+                    if server is not None and server.alive():
+                        return server.fork(fds)
+                return popen()
 
         return count_case(self.config, side, case, log_path, launcher=launch)
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 import re
@@ -24,9 +25,7 @@ _RECIPES = {
     "nvfp4": ("NVFP4BlockScaling", "is_nvfp4_available", "fp8_delayed"),
 }
 RECIPES = tuple(_RECIPES)
-RECIPE_CLASSES = {recipe: row[0] for recipe, row in _RECIPES.items()}
-RECIPE_PROBES = {recipe: row[1] for recipe, row in _RECIPES.items()}
-OTHER_RECIPE = {recipe: row[2] for recipe, row in _RECIPES.items()}
+RECIPE_CLASSES, RECIPE_PROBES, OTHER_RECIPE = ({r: row[i] for r, row in _RECIPES.items()} for i in range(3))
 
 # Defaults for the small host-bound benchmark modules.
 HEAD_DIM = 64  # num_attention_heads = hidden // 64 unless the config says otherwise
@@ -79,10 +78,8 @@ def probe_recipe(te: Any, recipe: str, fp8_state_manager: Any = None, te_version
     fn = getattr(te, probe, None)
     result = None
     if fn is not None:
-        try:
+        with contextlib.suppress(TypeError):  # an older TE without return_reason
             result = fn(return_reason=True)
-        except TypeError:  # an older TE without return_reason
-            result = None
     if result is None and fp8_state_manager is not None and hasattr(fp8_state_manager, probe):
         result = getattr(fp8_state_manager, probe)()
     if result is None and fn is not None:
