@@ -126,15 +126,13 @@ class PairSchedule:
         while len(self.upcoming) < self.depth and self.plan.may_launch(self.next_launch):
             ahead = self.new_runner(self.next_launch, self.plan.open_cases(self.retries.failed))
             self.upcoming.append(ahead)  # closed on any error, half-launched or not
-            self.next_launch += 1
-            self.started += 1
             try:
                 ahead.launch(self._spare(ahead.pair))
             except (TeperfError, WorkerError):
                 self.upcoming.pop().close()  # that pair starts cold when its turn comes
-                self.next_launch -= 1
-                self.started -= 1
                 break
+            self.next_launch += 1
+            self.started += 1
 
     def _spare(self, k: int) -> list[int]:
         """The k-th group of spare cores, one per side, in turn (shared where cores are few)."""

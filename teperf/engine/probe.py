@@ -36,6 +36,19 @@ print(json.dumps(out))
 """
 
 
+def _run_script(side: Side, script: str, names: list[str], cwd, seed: int, timeout: float):
+    """``script`` run in the side's interpreter, given the side's tree and ``names`` (JSON arguments)."""
+    return subprocess.run(
+        [side.python, "-c", script, json.dumps(list(side.sys_path)), json.dumps(names)],
+        cwd=str(cwd),
+        env=worker_env(side, seed),
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
+    )
+
+
 def _where_else(side: Side) -> str:
     """The options that point ``side`` elsewhere (a git side's tree is the ref's: only PYTHONPATH adds)."""
     if "ref" in side.description:
@@ -55,15 +68,7 @@ def preflight(config, sides: Iterable[Side], hash_seed: int = 0) -> dict[str, di
         check_python(side.python)
         with tempfile.TemporaryDirectory(prefix="teperf-preflight-") as cwd:
             try:
-                proc = subprocess.run(
-                    [side.python, "-c", _PREFLIGHT, json.dumps(list(side.sys_path)), json.dumps(wanted)],
-                    cwd=cwd,
-                    env=worker_env(side, hash_seed),
-                    capture_output=True,
-                    text=True,
-                    stdin=subprocess.DEVNULL,
-                    timeout=PREFLIGHT_TIMEOUT_S,
-                )
+                proc = _run_script(side, _PREFLIGHT, wanted, cwd, hash_seed, PREFLIGHT_TIMEOUT_S)
             except (OSError, subprocess.TimeoutExpired) as exc:
                 raise TeperfError(
                     f"{side.label}'s interpreter {side.python} could not be asked what it imports: {exc}",
@@ -125,14 +130,7 @@ def dependencies(side: Side, under_test: list[str], cwd: Path, seed: int) -> lis
     if not names:
         return []
     try:
-        out = subprocess.run(
-            [side.python, "-c", _DEPENDENCIES, json.dumps(list(side.sys_path)), json.dumps(names)],
-            env=worker_env(side, seed),
-            cwd=str(cwd),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        out = _run_script(side, _DEPENDENCIES, names, cwd, seed, 300)
         found = json.loads(out.stdout) if out.returncode == 0 else []
     except (OSError, ValueError, subprocess.TimeoutExpired):
         return []
