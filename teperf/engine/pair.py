@@ -354,18 +354,15 @@ class PairTrials:
         ``hurry`` (the run is stopping) kills them without asking: one may be hung."""
         workers = list(self.live.values())
         self.live.clear()
-        if hurry:
-            for worker in workers:
-                worker.kill()
-            return
-        if retired is None:
-            for worker in workers:
-                worker.close()
-            return
-        # Handed over first: a Ctrl-C inside retire() must still leave every worker to the caller's reap.
-        retired.extend(workers)
+        if retired is not None:  # first: a Ctrl-C inside retire() must still leave them to the caller's reap
+            retired.extend(workers)
         for worker in workers:
-            worker.retire(retire_core)
+            if hurry:
+                worker.kill()
+            elif retired is None:
+                worker.close()
+            else:
+                worker.retire(retire_core)
 
 
 def compile_cache_spec(config: Config, cache_root: Optional[str], label: str) -> Optional[dict]:
