@@ -143,7 +143,6 @@ class _Run:
             self.servers.close(stopping=True)
 
     def close(self) -> None:
-        """Reap the retired workers, quit the fork servers and record what they did."""
         for worker in self.retired:
             worker.reap()
         self.retired.clear()
@@ -156,7 +155,6 @@ class _Run:
         return PairTrials(self.ctx, pair, [self.by_id[c] for c in case_ids])
 
     def lane(self, lane: int) -> None:
-        """Measure pairs on ``lane`` until the schedule is done."""
         while (taken := self.schedule.take(lane)) is not None:
             runner, todo = taken
             try:

@@ -56,7 +56,6 @@ class PairSchedule:
         self.depth = self.max_depth = self._depth()
 
     def _depth(self) -> int:
-        """prestart_depth with the start and measuring times of the pairs so far (medians)."""
         start = statistics.median(self.cold_starts) if self.cold_starts else None
         measure = statistics.median(self.measure_times) if self.measure_times else None
         return prestart_depth(

@@ -211,7 +211,6 @@ class Worker:
         return self.hello
 
     def pin(self, core: int, timeout_s: float | None = None) -> None:
-        """Move every thread of the worker to ``core``."""
         reply = self.request({"cmd": "pin", "core": core}, timeout_s)
         if reply.get("type") != "pinned":
             raise self._failed(f"could not move to core {core}: {reply.get('error')}")
