@@ -227,7 +227,7 @@ def count_cells(
         reason = f"the worker failed at {where}: {exc}"[:300] + f" (log: {log_path})"
         for case in runnable:
             results.setdefault(case.key, CellResult(case.key, "failed", reason=reason))
-        hello = worker.worker.hello or {}
+        hello = worker.hello or {}
     return hello, results
 
 

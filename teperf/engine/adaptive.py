@@ -202,13 +202,9 @@ class Adaptive:
         # One pair's (or one generation's) interval misses between-process noise: no width yet.
         cell.half_pct = half_width_pct(row) if row.get("ci_basis") in INDEPENDENT_BASES else None
         # Too many couples shared their core: more pairs, while the budget lasts, may bring the share down.
-        load = loaded(n_contended, n_couples, self.stats.max_contended_pct)
-        if (
-            self.target is not None
-            and not load
-            and settles(cell.pairs, cell.half_pct, self.target, self.schedule.min_pairs)
-        ):
-            cell.settled = True  # for good: a settled cell gets no more pairs
+        if self.target is not None and not loaded(n_contended, n_couples, self.stats.max_contended_pct):
+            # for good: a settled cell gets no more pairs
+            cell.settled |= settles(cell.pairs, cell.half_pct, self.target, self.schedule.min_pairs)
 
     def snapshot(self) -> Snapshot:
         cells = [dataclasses.replace(c) for c in self.cells.values()]

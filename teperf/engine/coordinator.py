@@ -1,5 +1,5 @@
 """Walks the schedule: fresh worker pairs -> set-up -> interleaved trials -> bundle (never importing torch).
-The lanes take pairs from a PairSchedule (engine/prestart.py); WorkerLives keeps every worker process."""
+The lanes take pairs from a PairSchedule (engine/prestart.py); _Run keeps every worker process."""
 
 from __future__ import annotations
 
@@ -33,91 +33,9 @@ def lane_cores(config: Config) -> list[int]:
     return assign_lanes(config.lanes, config.core)
 
 
-def prewarm_compile_cache(
-    config: Config, sides: list[Side], cases: list[Case], bundle: Bundle, cache_root: str
-) -> None:
-    """--compile-cache warm: before the first pair, a throwaway worker per side sets up every compile
-    case once, so that every pair measures the cached path (a user's second run)."""
-    todo = [c for c in cases if c.mode == "compile" and not c.skip]
-    cores = spare_cores(lane_cores(config)) or [config.core]
-    try:
-        with contextlib.ExitStack() as stack:
-            workers = []
-            for index, side in enumerate(sides):
-                worker = one_worker(
-                    config,
-                    side,
-                    bundle.path / "workers",
-                    backends=sorted({c.backend for c in cases}),
-                    core=cores[index % len(cores)],
-                    log_name=f"prewarm-{side.label}.log",
-                    compile_cache=compile_cache_spec(config, cache_root, side.label),
-                )
-                workers.append(stack.enter_context(worker).worker)
-                for case in todo:  # queued now: both sides compile side by side
-                    workers[-1].send({"cmd": "setup", "case": case.to_wire(config.device, 1)})
-            for side, worker in zip(sides, workers):
-                worker.wait_ready()
-                for case in todo:
-                    reply = worker.receive()
-                    fields = {key: reply.get(key) for key in ("info", "error")}
-                    status = reply.get("type")
-                    bundle.append(PrewarmRecord(side=side.label, case_id=case.id, status=status, **fields))
-    except WorkerError as exc:  # the pairs then meet a partly filled cache, which the records show
-        bundle.append(PrewarmRecord(status="error", error=str(exc)))
-
-
-class WorkerLives:
-    """Every worker process of the run, from spawn to reap, and the fork servers of --spawn forkserver."""
-
-    def __init__(self, ctx: RunContext):
-        self.ctx, self.servers = ctx, ctx.servers
-        self.spawned: list[Worker] = ctx.spawned  # every worker this run started: what a stop kills
-        self.retired: list[Worker] = []  # quit, still tearing down on a spare core
-
-    def retire(self, runner: PairTrials) -> None:
-        """End a measured pair's workers without waiting: they tear down on a spare core. Reaps those that
-        ended outside the lanes' lock; only past RETIRED_MAX still exiting does this lane wait."""
-        quitting: list[Worker] = []
-        # In turn over the spare cores: at 20 pairs a minute, 40 CUDA teardowns would overload one core.
-        cores = self.ctx.import_cores  # where measured pairs' workers tear down, a pair per core in turn
-        runner.close(cores[-1 - runner.pair % len(cores)] if cores else None, quitting)
-        with self.ctx.lock:
-            self.retired.extend(quitting)
-            done = [w for w in self.retired if not w.alive()]
-            self.retired = [w for w in self.retired if w.alive()]
-            if len(self.retired) > RETIRED_MAX:  # too many still exiting: wait for the oldest
-                done += self.retired[:-RETIRED_MAX]
-                del self.retired[:-RETIRED_MAX]
-        for worker in done:
-            worker.reap()
-
-    def kill_all(self) -> None:
-        """SIGKILL every worker of the run (lane threads may still hold their pipes: they see EOF)."""
-        for worker in list(self.spawned):
-            if worker.alive():
-                worker.proc.kill()
-
-    def kill_everything(self) -> None:
-        """The run is stopping: kill at once, a worker may be hung."""
-        for worker in self.spawned:
-            worker.kill()
-        if self.servers is not None:
-            self.servers.close(stopping=True)
-
-    def close(self) -> None:
-        """Reap the retired workers, quit the fork servers and record what they did."""
-        for worker in self.retired:
-            worker.reap()
-        self.retired.clear()
-        if self.servers is not None:
-            self.servers.close()
-            for event in self.servers.events:
-                self.ctx.bundle.append(ServerRecord(**event))
-
-
 class _Run:
-    """One run: its lanes measure the pairs the schedule hands them (``ctx.lock``: RunContext)."""
+    """One run: its lanes measure the pairs the schedule hands them (``ctx.lock``: RunContext). It keeps
+    every worker process from spawn to reap, and the fork servers of --spawn forkserver."""
 
     def __init__(
         self,
@@ -134,10 +52,10 @@ class _Run:
         self.lane_cores = lane_cores(config)
         import_cores = spare_cores(self.lane_cores)
         packages = tuple(packages_under_test(config, sides))
-        servers = None
+        self.servers = None
         if config.schedule.spawn == "forkserver":
             cores = import_cores or self.lane_cores
-            servers = ServerPool(
+            self.servers = ServerPool(
                 config,
                 sides,
                 preload_modules(cases, packages),
@@ -153,18 +71,90 @@ class _Run:
             self.lane_cores,
             import_cores,
             cache_root=cache_root,
-            servers=servers,
+            servers=self.servers,
             packages=packages,
         )
         self.lock, self.stop = self.ctx.lock, self.ctx.stop
-        self.lives = WorkerLives(self.ctx)
+        self.retired: list[Worker] = []  # quit, still tearing down on a spare core
         self.schedule = PairSchedule(self.ctx, plan, self.runner)
+
+    def prewarm(self, cases: list[Case]) -> None:
+        """--compile-cache warm: before the first pair, a throwaway worker per side sets up every compile
+        case once, so that every pair measures the cached path (a user's second run)."""
+        config, bundle, sides = self.config, self.bundle, self.ctx.sides
+        todo = [c for c in cases if c.mode == "compile" and not c.skip]
+        cores = self.ctx.import_cores or [config.core]
+        try:
+            with contextlib.ExitStack() as stack:
+                workers = []
+                for index, side in enumerate(sides):
+                    worker = one_worker(
+                        config,
+                        side,
+                        bundle.path / "workers",
+                        backends=sorted({c.backend for c in cases}),
+                        core=cores[index % len(cores)],
+                        log_name=f"prewarm-{side.label}.log",
+                        compile_cache=compile_cache_spec(config, self.ctx.cache_root, side.label),
+                    )
+                    workers.append(stack.enter_context(worker))
+                    for case in todo:  # queued now: both sides compile side by side
+                        workers[-1].send({"cmd": "setup", "case": case.to_wire(config.device, 1)})
+                for side, worker in zip(sides, workers):
+                    worker.wait_ready()
+                    for case in todo:
+                        reply = worker.receive()
+                        fields = {key: reply.get(key) for key in ("info", "error")}
+                        status = reply.get("type")
+                        bundle.append(
+                            PrewarmRecord(side=side.label, case_id=case.id, status=status, **fields)
+                        )
+        except WorkerError as exc:  # the pairs then meet a partly filled cache, which the records show
+            bundle.append(PrewarmRecord(status="error", error=str(exc)))
+
+    def retire(self, runner: PairTrials) -> None:
+        """End a measured pair's workers without waiting: they tear down on a spare core. Reaps those that
+        ended outside the lanes' lock; only past RETIRED_MAX still exiting does this lane wait."""
+        quitting: list[Worker] = []
+        # In turn over the spare cores: at 20 pairs a minute, 40 CUDA teardowns would overload one core.
+        cores = self.ctx.import_cores
+        runner.close(cores[-1 - runner.pair % len(cores)] if cores else None, quitting)
+        with self.lock:
+            self.retired.extend(quitting)
+            done = [w for w in self.retired if not w.alive()]
+            self.retired = [w for w in self.retired if w.alive()]
+            if len(self.retired) > RETIRED_MAX:  # too many still exiting: wait for the oldest
+                done += self.retired[:-RETIRED_MAX]
+                del self.retired[:-RETIRED_MAX]
+        for worker in done:
+            worker.reap()
+
+    def kill_all(self) -> None:
+        """SIGKILL every worker of the run (lane threads may still hold their pipes: they see EOF)."""
+        for worker in list(self.ctx.spawned):
+            if worker.alive():
+                worker.proc.kill()
+
+    def kill_everything(self) -> None:
+        """The run is stopping: kill at once, a worker may be hung."""
+        for worker in self.ctx.spawned:
+            worker.kill()
+        if self.servers is not None:
+            self.servers.close(stopping=True)
+
+    def close(self) -> None:
+        for worker in self.retired:
+            worker.reap()
+        self.retired.clear()
+        if self.servers is not None:
+            self.servers.close()
+            for event in self.servers.events:
+                self.bundle.append(ServerRecord(**event))
 
     def runner(self, pair: int, case_ids: list[int]) -> PairTrials:
         return PairTrials(self.ctx, pair, [self.by_id[c] for c in case_ids])
 
     def lane(self, lane: int) -> None:
-        """Measure pairs on ``lane`` until the schedule is done."""
         while (taken := self.schedule.take(lane)) is not None:
             runner, todo = taken
             try:
@@ -173,7 +163,7 @@ class _Run:
                 # Stopping: every sample is on disk; asking the workers to quit would wait on a hung one.
                 runner.close(hurry=True)
                 raise
-            self.lives.retire(runner)
+            self.retire(runner)
 
     def measure(self, runner: PairTrials, todo: list[int]) -> None:
         """Start one pair on its lane's core and run its trials, each on disk as it lands."""
@@ -252,23 +242,23 @@ def run_schedule(
         cache_root = tempfile.mkdtemp(prefix="teperf-compile-")
         bundle.append(CompileCacheRecord(mode=config.compile_cache, dir=cache_root))
     try:
-        if cache_root is not None and config.compile_cache == "warm":
-            prewarm_compile_cache(config, sides, cases, bundle, cache_root)
         plan = adaptive or Adaptive(config, cases, len(sides))
         run = _Run(config, sides, cases, bundle, progress, plan, cache_root)
-        plan.start()
         try:
+            if cache_root is not None and config.compile_cache == "warm":
+                run.prewarm(cases)
+            plan.start()
             if len(run.lane_cores) == 1:
                 run.lane(0)  # in this thread, as before lanes existed
             else:
-                run_lanes(len(run.lane_cores), run.lane, run.stop, run.lives.kill_all)
+                run_lanes(len(run.lane_cores), run.lane, run.stop, run.kill_all)
             run.schedule.close_upcoming()
             bundle.append(dataclasses.replace(plan.stop_record(), prestart=run.schedule.figures()))
         except BaseException:
-            run.lives.kill_everything()  # a worker may be hung
+            run.kill_everything()  # a worker may be hung
             raise
         finally:
-            run.lives.close()
+            run.close()
         return run.schedule.retries.failed
     finally:
         if cache_root is not None:

@@ -14,12 +14,12 @@ import socket
 import subprocess
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Optional, Sequence
 
 from teperf.config import Config
-from teperf.engine.spawn import WorkerError, _pin, check_python, worker_env
+from teperf.engine.spawn import WorkerError, _closing, _pin, check_python, worker_env
 from teperf.plan import Case, hash_seed, pairs_per_server, server_generation
 from teperf.sides import Side
 
@@ -36,21 +36,19 @@ class ForkedProcess:
 
     forked = True  # what Worker.forked reads
 
-    def __init__(self, pid: int, stdin, stdout, server: "ForkServer"):
-        self.pid, self.stdin, self.stdout, self.server = pid, stdin, stdout, server
+    def __init__(self, pid: int, server: "ForkServer"):
+        self.pid, self.server = pid, server
         self.returncode: Optional[int] = None
         try:
             self._pidfd = os.pidfd_open(pid)
         except (AttributeError, OSError):  # no pidfd: the server's exit report alone says it ended
             self._pidfd = None
 
-    def _gone(self) -> bool:
-        return self._pidfd is not None and bool(select.select([self._pidfd], [], [], 0)[0])
-
     def poll(self) -> Optional[int]:
         if self.returncode is None:
             code = self.server.exit_status(self.pid)
-            if code is None and self._gone():  # ended; its status is on the way from the server
+            gone = self._pidfd is not None and select.select([self._pidfd], [], [], 0)[0]
+            if code is None and gone:  # ended; its status is on the way from the server
                 code = self.server.exit_status(self.pid, wait_s=EXIT_REPORT_WAIT_S)
                 if code is None:
                     code = -signal.SIGKILL if self.pid in self.server.killed_pids else -1
@@ -179,26 +177,16 @@ class ForkServer:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def fork(self, log_file) -> ForkedProcess:
-        """A new worker process with fresh pipes; its stderr goes to ``log_file``."""
+    def fork(self, fds) -> ForkedProcess:
+        """A new worker process on ``fds`` (its stdin, stdout and stderr)."""
         with self._lock:
             if self.closed or not self.alive():
                 raise ServerError(f"the {self.side.label} fork server is gone")
-            r_in, w_in = os.pipe()
-            r_out, w_out = os.pipe()
-            try:
-                self._send({"cmd": "fork"}, (r_in, w_out, log_file.fileno()))
-                reply = self._reply(REPLY_TIMEOUT_S)
-            finally:
-                os.close(r_in)
-                os.close(w_out)
-            if reply.get("type") != "forked":
-                os.close(w_in)
-                os.close(r_out)
-                raise ServerError(
-                    f"the {self.side.label} fork server did not fork: {reply.get('error', reply)}"
-                )
-        return ForkedProcess(reply["pid"], os.fdopen(w_in, "wb"), os.fdopen(r_out, "rb"), self)
+            self._send({"cmd": "fork"}, fds)
+            reply = self._reply(REPLY_TIMEOUT_S)
+        if reply.get("type") != "forked":
+            raise ServerError(f"the {self.side.label} fork server did not fork: {reply.get('error', reply)}")
+        return ForkedProcess(reply["pid"], self)
 
     def exit_status(self, pid: int, wait_s: float = 0.0) -> Optional[int]:
         with self._exited:
@@ -271,8 +259,7 @@ class ServerPool:
         self.failed: Optional[str] = None  # a server could not start: the run's workers start fresh
         self.closed = False
         self.events: list[dict] = []  # what the bundle records (started, died, failed)
-        self._jobs: queue.Queue = queue.Queue()  # for the starter thread: (Popen call, its Future); None: end
-        threading.Thread(target=self._start_jobs, name="teperf-forkserver-starter", daemon=True).start()
+        self._starter = ThreadPoolExecutor(1, thread_name_prefix="teperf-forkserver-starter")
 
     def seed(self, pair: int) -> int:
         return self.generation_seed(server_generation(self.config.schedule, pair))
@@ -282,35 +269,31 @@ class ServerPool:
         return hash_seed(self.config.seed, generation * self.every)
 
     def launcher(self, index: int, pair: int):
-        """``launch(log_file)``: a ForkedProcess for side ``index`` of ``pair`` (None: start it fresh);
-        ``launch.pending(log_file, popen)`` the same without waiting."""
+        """``launch(fds, popen)`` (Worker's launcher): side ``index``'s worker of ``pair``, forked from
+        the generation's server in the background, or started fresh where that fails."""
         if self.failed is not None:
             return None
         generation = server_generation(self.config.schedule, pair)
 
-        def launch(log_file):
+        def fork(fds):
             try:
                 server = self._server(index, generation)
             except ServerError:
                 return None  # recorded; this worker and the run's next ones start fresh
             try:
-                return server.fork(log_file)
+                return server.fork(fds)
             except ServerError:
                 if server.alive() and not server.closed:
                     raise
                 if not server.alive():  # killed for memory, a crash: one new server for it, counted
                     self._event("died", index, generation, server, error=f"exit {server.proc.poll()}")
                 try:
-                    return self.replace(index, generation, server).fork(log_file)
+                    return self.replace(index, generation, server).fork(fds)
                 except ServerError:
                     return None
 
-        def pending(log_file, popen):
-            # a fresh fallback starts in the long-lived starter thread too (PR_SET_PDEATHSIG)
-            return PendingFork(lambda: launch(log_file) or self._in_starter(popen))
-
-        launch.pending = pending
-        return launch
+        # a fresh fallback starts in the long-lived starter thread too (PR_SET_PDEATHSIG)
+        return lambda fds, popen: PendingFork(lambda: fork(fds) or self._in_starter(popen), fds)
 
     def _server(self, index: int, generation: int, ahead: bool = True) -> ForkServer:
         """This side's server of ``generation``, started on first use (once, whoever asks first);
@@ -360,17 +343,7 @@ class ServerPool:
 
     def _in_starter(self, fn):
         """Run ``fn`` (a Popen) in the pool's one starter thread, which outlives the servers (PDEATHSIG)."""
-        done: Future = Future()
-        self._jobs.put((fn, done))
-        return done.result()
-
-    def _start_jobs(self) -> None:
-        while (job := self._jobs.get()) is not None:  # None: the pool closed, its servers have ended
-            fn, done = job
-            try:
-                done.set_result(fn())
-            except BaseException as exc:
-                done.set_exception(exc)
+        return self._starter.submit(fn).result()
 
     def _ahead(self, index: int, generation: int) -> None:
         with contextlib.suppress(ServerError):  # recorded; its pairs start fresh
@@ -411,49 +384,41 @@ class ServerPool:
         if not stopping:
             for server in list(self.all):
                 server.reap()
-        self._jobs.put(None)
+        self._starter.shutdown(wait=False)  # its thread ends: the servers have
 
 
 class PendingFork:
-    """A worker on its way from a fork server, a ``Popen`` (and its own stdin and stdout) at once: ``start()``
-    runs in a thread of its own, so launching a pair ahead never holds up the lanes."""
+    """A worker on its way from a fork server, as a ``Popen``: ``start()`` runs in a thread of its own, so
+    launching a pair ahead never holds up the lanes. What the Worker writes waits in its pipe; its first read
+    ends once the pipe ends ``fds[:2]`` are closed here (the process has them, or never started)."""
 
-    def __init__(self, start):
+    def __init__(self, start, fds):
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._proc = None
-        self._error: Optional[BaseException] = None
+        self.error: Optional[WorkerError] = None  # why it never started (the Worker raises it)
         self._killed = False
-        self._stdin_closed = False
-        self._buffered: Optional[list[bytes]] = []
-        self.forked = False
-        self.stdin = self.stdout = self
-        threading.Thread(target=self._run, args=(start,), name="teperf-fork", daemon=True).start()
+        threading.Thread(target=self._run, args=(start, fds), name="teperf-fork", daemon=True).start()
 
-    def _run(self, start) -> None:
+    def _run(self, start, fds) -> None:
         try:
-            proc = start()
-        except BaseException as exc:  # the Worker reports it on its next read
-            proc, self._error = None, exc
+            with _closing(*fds[:2]):
+                proc = start()
+        except BaseException as exc:
+            proc = None
+            self.error = (
+                exc if isinstance(exc, WorkerError) else WorkerError(f"the worker did not start: {exc}")
+            )
         with self._lock:
             self._proc = proc
-            if proc is not None:
-                self.forked = getattr(proc, "forked", False)
-                if self._killed:
-                    proc.kill()
-                else:
-                    with contextlib.suppress(OSError):
-                        for data in self._buffered or ():
-                            proc.stdin.write(data)
-                        proc.stdin.flush()
-                        if self._stdin_closed:
-                            proc.stdin.close()
-            self._buffered = None
+            if proc is not None and self._killed:
+                proc.kill()
         self._done.set()
 
     @property
-    def pid(self) -> Optional[int]:
-        return getattr(self._proc, "pid", None)
+    def forked(self) -> bool:
+        self._done.wait()  # the hello may come before start() returned
+        return getattr(self._proc, "forked", False)
 
     def poll(self) -> Optional[int]:
         if not self._done.is_set():
@@ -473,38 +438,3 @@ class PendingFork:
                 self._killed = True
                 return
         self._proc.kill()
-
-    def write(self, data: bytes) -> None:
-        with self._lock:
-            if self._buffered is not None:
-                self._buffered.append(bytes(data))
-                return
-            proc = self._proc
-        if proc is None:
-            raise BrokenPipeError("the worker never started")
-        proc.stdin.write(data)
-
-    def flush(self) -> None:
-        with self._lock:
-            proc = self._proc if self._buffered is None else None
-        if proc is not None:
-            proc.stdin.flush()
-
-    def close(self) -> None:
-        with self._lock:
-            if self._buffered is not None:
-                self._stdin_closed = True
-                return
-            proc = self._proc
-        if proc is not None:
-            proc.stdin.close()
-
-    def fileno(self) -> int:
-        """The process's stdout, once it exists (the Worker's first read waits here)."""
-        self._done.wait()
-        if self._proc is None:
-            error = self._error
-            raise (
-                error if isinstance(error, WorkerError) else WorkerError(f"the worker did not start: {error}")
-            )
-        return self._proc.stdout.fileno()

@@ -29,8 +29,7 @@ def failure_hint(error: str) -> str:
         return "a step or set-up took longer than the timeout: raise --timeout if the case is just slow"
     if "was killed by" in text:
         return "something killed the worker (see its log)"
-    missing = _NO_ATTRIBUTE.search(text)
-    if missing:  # the module imported: not a path problem, a name in the config
+    if missing := _NO_ATTRIBUTE.search(text):  # the module imported: not a path problem, a name in the config
         return (
             f"{missing[1]} has no {missing[2]}: check the factory (or inputs) key that names it in the config"
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
 
 from teperf.engine.spawn import Worker
 from teperf.plan import Case, hash_seed
@@ -19,22 +19,15 @@ class StepFailed(Exception):
         super().__init__(f"{what} failed: {self.error}")
 
 
-class OneShot:
-    """A started worker and the requests the one-shot jobs make of it."""
+class OneShot(Worker):
+    """A worker outside the measured pairs and the requests the one-shot jobs make of it."""
 
-    def __init__(self, worker: Worker, device: str, warmup: int):
-        self.worker, self.device, self.warmup = worker, device, warmup
+    warmup = 1  # the set-up's warm-up steps: one_worker's config says
 
-    @property
-    def log_path(self) -> Path:
-        return self.worker.log_path
-
-    def ready(self) -> dict:
-        """The worker's hello, once it has imported torch."""
-        return self.worker.wait_ready()
+    ready = Worker.wait_ready  # the worker's hello, once it has imported torch
 
     def _ask(self, what: str, message: dict, answer: str) -> dict:
-        reply = self.worker.request(message)
+        reply = self.request(message)
         if reply.get("type") != answer:
             raise StepFailed(what, reply)
         return reply
@@ -50,11 +43,10 @@ class OneShot:
         return self._ask("profiling", message, "profile")["functions"]
 
     def imported(self, packages: list[str]) -> Optional[dict]:
-        reply = self.worker.request({"cmd": "imported", "packages": packages})
+        reply = self.request({"cmd": "imported", "packages": packages})
         return reply["imported"] if reply.get("type") == "imported" else None
 
 
-@contextlib.contextmanager
 def one_worker(
     config,
     side: Side,
@@ -64,11 +56,11 @@ def one_worker(
     core: Optional[int] = None,
     log_name: Optional[str] = None,
     **worker_args,
-) -> Iterator[OneShot]:
+) -> contextlib.closing[OneShot]:
     """A worker of ``side`` in ``log_dir``, started at once so that several import side by side (ready())."""
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
-    worker = Worker(
+    worker = OneShot(
         side,
         core=config.core if core is None else core,
         device=config.device,
@@ -79,7 +71,5 @@ def one_worker(
         timeout_s=config.schedule.timeout_s,
         **worker_args,
     )
-    try:
-        yield OneShot(worker, config.device, config.schedule.warmup)
-    finally:
-        worker.close()
+    worker.warmup = config.schedule.warmup
+    return contextlib.closing(worker)

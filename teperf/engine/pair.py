@@ -226,26 +226,19 @@ class PairTrials:
             )
         self.ready[index] = set()
 
-    def _describe_imports(self, index: int) -> None:
-        """Ask the worker what it really imported (interpreter, torch, the package under test with
-        its content hash) and keep it in its hello: the bundle then proves which code each side ran."""
-        worker = self.live.get(index)
-        if worker is None or "imported" in (worker.hello or {}):
-            return
-        message = {"cmd": "imported", "packages": list(self.ctx.packages), "known": dict(KNOWN_HASHES)}
-        reply = self._request(index, None, message)
-        if reply is None:
-            return
-        if reply.get("type") == "imported":
-            worker.hello["imported"] = reply["imported"]
-            for facts in (reply["imported"].get("packages") or {}).values():
-                KNOWN_HASHES.update((facts or {}).get("compiled") or {})
-        else:  # an older worker, or the hashing failed: the run goes on, the bundle says so
-            worker.hello["imported"] = {"error": str(reply.get("error"))}
-
     def _record_worker(self, index: int) -> None:
-        """Record the hello of side ``index``'s worker, with what it imported."""
-        self._describe_imports(index)
+        """Record the hello of side ``index``'s worker with what it really imported (interpreter, torch, the
+        package under test with its content hash): the bundle then proves which code each side ran."""
+        worker = self.live.get(index)
+        if worker is not None and "imported" not in (worker.hello or {}):
+            message = {"cmd": "imported", "packages": list(self.ctx.packages), "known": dict(KNOWN_HASHES)}
+            reply = self._request(index, None, message) or {}  # {}: it died, a fresh one was recorded
+            if reply.get("type") == "imported":
+                worker.hello["imported"] = reply["imported"]
+                for facts in (reply["imported"].get("packages") or {}).values():
+                    KNOWN_HASHES.update((facts or {}).get("compiled") or {})
+            else:  # an older worker, or the hashing failed: the run goes on, the bundle says so
+                worker.hello["imported"] = {"error": str(reply.get("error"))}
         if (worker := self.live.get(index)) is not None:
             label = self.ctx.sides[index].label
             record = WorkerRecord(pair=self.pair, side=label, hash_seed=self.seed, hello=worker.hello)
@@ -361,18 +354,15 @@ class PairTrials:
         ``hurry`` (the run is stopping) kills them without asking: one may be hung."""
         workers = list(self.live.values())
         self.live.clear()
-        if hurry:
-            for worker in workers:
-                worker.kill()
-            return
-        if retired is None:
-            for worker in workers:
-                worker.close()
-            return
-        # Handed over first: a Ctrl-C inside retire() must still leave every worker to the caller's reap.
-        retired.extend(workers)
+        if retired is not None:  # first: a Ctrl-C inside retire() must still leave them to the caller's reap
+            retired.extend(workers)
         for worker in workers:
-            worker.retire(retire_core)
+            if hurry:
+                worker.kill()
+            elif retired is None:
+                worker.close()
+            else:
+                worker.retire(retire_core)
 
 
 def compile_cache_spec(config: Config, cache_root: Optional[str], label: str) -> Optional[dict]:

@@ -56,7 +56,6 @@ class PairSchedule:
         self.depth = self.max_depth = self._depth()
 
     def _depth(self) -> int:
-        """prestart_depth with the start and measuring times of the pairs so far (medians)."""
         start = statistics.median(self.cold_starts) if self.cold_starts else None
         measure = statistics.median(self.measure_times) if self.measure_times else None
         return prestart_depth(
@@ -126,15 +125,13 @@ class PairSchedule:
         while len(self.upcoming) < self.depth and self.plan.may_launch(self.next_launch):
             ahead = self.new_runner(self.next_launch, self.plan.open_cases(self.retries.failed))
             self.upcoming.append(ahead)  # closed on any error, half-launched or not
-            self.next_launch += 1
-            self.started += 1
             try:
                 ahead.launch(self._spare(ahead.pair))
             except (TeperfError, WorkerError):
                 self.upcoming.pop().close()  # that pair starts cold when its turn comes
-                self.next_launch -= 1
-                self.started -= 1
                 break
+            self.next_launch += 1
+            self.started += 1
 
     def _spare(self, k: int) -> list[int]:
         """The k-th group of spare cores, one per side, in turn (shared where cores are few)."""

@@ -3,6 +3,7 @@ step counters, forked from a server that imported torch once (:class:`ForkedProb
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import tempfile
@@ -12,7 +13,7 @@ from typing import Iterable
 from teperf.config import Config
 from teperf.engine.forkserver import ForkServer, ServerError, preload_modules
 from teperf.engine.oneshot import StepFailed, one_worker
-from teperf.engine.spawn import WorkerError, check_python, worker_code_dir, worker_env
+from teperf.engine.spawn import WorkerError, _closing, check_python, worker_code_dir, worker_env
 from teperf.errors import TeperfError
 from teperf.plan import Case, hash_seed, measured_packages, packages_under_test
 from teperf.sides import Side
@@ -35,6 +36,19 @@ print(json.dumps(out))
 """
 
 
+def _run_script(side: Side, script: str, names: list[str], cwd, seed: int, timeout: float):
+    """``script`` run in the side's interpreter, given the side's tree and ``names`` (JSON arguments)."""
+    return subprocess.run(
+        [side.python, "-c", script, json.dumps(list(side.sys_path)), json.dumps(names)],
+        cwd=str(cwd),
+        env=worker_env(side, seed),
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
+    )
+
+
 def _where_else(side: Side) -> str:
     """The options that point ``side`` elsewhere (a git side's tree is the ref's: only PYTHONPATH adds)."""
     if "ref" in side.description:
@@ -54,15 +68,7 @@ def preflight(config, sides: Iterable[Side], hash_seed: int = 0) -> dict[str, di
         check_python(side.python)
         with tempfile.TemporaryDirectory(prefix="teperf-preflight-") as cwd:
             try:
-                proc = subprocess.run(
-                    [side.python, "-c", _PREFLIGHT, json.dumps(list(side.sys_path)), json.dumps(wanted)],
-                    cwd=cwd,
-                    env=worker_env(side, hash_seed),
-                    capture_output=True,
-                    text=True,
-                    stdin=subprocess.DEVNULL,
-                    timeout=PREFLIGHT_TIMEOUT_S,
-                )
+                proc = _run_script(side, _PREFLIGHT, wanted, cwd, hash_seed, PREFLIGHT_TIMEOUT_S)
             except (OSError, subprocess.TimeoutExpired) as exc:
                 raise TeperfError(
                     f"{side.label}'s interpreter {side.python} could not be asked what it imports: {exc}",
@@ -124,14 +130,7 @@ def dependencies(side: Side, under_test: list[str], cwd: Path, seed: int) -> lis
     if not names:
         return []
     try:
-        out = subprocess.run(
-            [side.python, "-c", _DEPENDENCIES, json.dumps(list(side.sys_path)), json.dumps(names)],
-            env=worker_env(side, seed),
-            cwd=str(cwd),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        out = _run_script(side, _DEPENDENCIES, names, cwd, seed, 300)
         found = json.loads(out.stdout) if out.returncode == 0 else []
     except (OSError, ValueError, subprocess.TimeoutExpired):
         return []
@@ -163,7 +162,7 @@ def count_case(config: Config, side: Side, case: Case, log_path: Path, launcher=
                 worker.setup(case)
                 return worker.counters(case)
             except StepFailed as exc:
-                raise ProbeFailed(str(exc), worker.worker.log_tail()) from None
+                raise ProbeFailed(str(exc), worker.log_tail()) from None
     except WorkerError as exc:
         raise ProbeFailed(str(exc), exc.log_tail) from None
 
@@ -202,11 +201,12 @@ class ForkedProbes:
     def count(self, side: Side, case: Case, log_path: Path) -> dict:
         server = self._server(side)
 
-        def launch(log_file):
-            try:
-                return server.fork(log_file) if server is not None and server.alive() else None
-            except ServerError:
-                return None  # this probe starts fresh
+        def launch(fds, popen):
+            with _closing(*fds[:2]):
+                with contextlib.suppress(ServerError):  # else this probe starts fresh
+                    if server is not None and server.alive():
+                        return server.fork(fds)
+                return popen()
 
         return count_case(self.config, side, case, log_path, launcher=launch)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import json
 import os
 import select
 import shutil
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from teperf.errors import TeperfError
 from teperf.sides import Side
-from teperf.worker.protocol import decode, encode
+from teperf.worker.protocol import encode
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the driver's teperf package
 _worker_code: dict[str, str] = {}
@@ -101,6 +102,16 @@ def worker_env(side: Side, hash_seed: int) -> dict:
     return env
 
 
+@contextlib.contextmanager
+def _closing(*fds: int):
+    """Close the child's pipe ends here once it has them (or failed to start)."""
+    try:
+        yield
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def _pin(proc, core: int) -> None:
     """Pins a just-started child to ``core`` from the parent, microseconds after its fork (its interpreter's
     start would often run on the measuring core). Not a preexec_fn: the coordinator has threads."""
@@ -128,19 +139,23 @@ class Worker:
         compile_cache: dict | None = None,
         launcher=None,
     ):
-        """``launcher(log_file)``: a fork server's child to use instead of a fresh interpreter, or None."""
+        """``launcher(fds, popen)``: the process on ``fds`` (its stdin, stdout and stderr), from a fork server
+        or ``popen()``; it closes the pipe ends ``fds[:2]`` here once the process has them."""
         check_python(side.python)
-        self.side, self.core, self.timeout_s = side, core, timeout_s
+        self.side, self.core, self.timeout_s, self.device = side, core, timeout_s, device
         self.log_path = Path(log_path)
         self._log = open(self.log_path, "ab")
         self._buffer = b""
         self._t0 = time.perf_counter()
         self.hello: dict | None = None
+        r_in, w_in = os.pipe()
+        r_out, w_out = os.pipe()
+        self.stdin, self.stdout = os.fdopen(w_in, "wb"), os.fdopen(r_out, "rb")
         popen = functools.partial(
             subprocess.Popen,
             [side.python, "-m", "teperf.worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
+            stdin=r_in,
+            stdout=w_out,
             stderr=self._log,
             env=worker_env(side, hash_seed),
             # A neutral cwd: `python -m` puts it first on sys.path, where a checkout would shadow the package.
@@ -148,20 +163,16 @@ class Worker:
             start_new_session=True,  # Ctrl-C reaches the coordinator only
         )
         try:
-            if launcher is not None and hasattr(launcher, "pending"):
-                self.proc = launcher.pending(self._log, popen)  # forks in the background
+            if launcher is not None:
+                self.proc = launcher((r_in, w_out, self._log.fileno()), popen)
             else:
-                proc = launcher(self._log) if launcher is not None else None
-                if proc is None:
-                    proc = popen()
-                    _pin(proc, core)
-                self.proc = proc
+                with _closing(r_in, w_out):
+                    self.proc = popen()
+            _pin(self.proc, core)
         except OSError as exc:
-            self._log.close()
+            for stream in (self._log, self.stdin, self.stdout):
+                stream.close()
             raise WorkerError(f"cannot start {side.python} for {side.label}: {exc.strerror or exc}")
-        except WorkerError:
-            self._log.close()
-            raise
         self.send(
             {
                 "cmd": "init",
@@ -182,6 +193,7 @@ class Worker:
         """Wait for the hello (the worker has imported torch and is listening)."""
         if self.hello is None:
             waited = time.perf_counter()
+            forked = self.forked  # waits for a pending fork's start (its server may still import): untimed
             hello = self.receive()
             if hello.get("type") == "fatal":
                 raise WorkerError(
@@ -193,13 +205,12 @@ class Worker:
             if hello.get("type") != "hello":
                 raise self._failed(f"sent {hello!r} instead of hello")
             hello["start_s"] = round(time.perf_counter() - self._t0, 3)
-            hello["forked"] = self.forked
+            hello["forked"] = forked
             hello["waited_s"] = round(time.perf_counter() - waited, 3)
             self.hello = hello
         return self.hello
 
     def pin(self, core: int, timeout_s: float | None = None) -> None:
-        """Move every thread of the worker to ``core``."""
         reply = self.request({"cmd": "pin", "core": core}, timeout_s)
         if reply.get("type") != "pinned":
             raise self._failed(f"could not move to core {core}: {reply.get('error')}")
@@ -222,15 +233,15 @@ class Worker:
 
     def send(self, message: dict) -> None:
         try:
-            self.proc.stdin.write(encode(message))
-            self.proc.stdin.flush()
+            self.stdin.write(encode(message))
+            self.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._failed(f"is gone (exit {self.proc.poll()})")
 
     def receive(self, timeout_s: float | None = None) -> dict:
         """The next reply line; WorkerError if the worker dies or takes longer than the timeout."""
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
-        fd = self.proc.stdout.fileno()
+        fd = self.stdout.fileno()
         deadline = time.monotonic() + timeout_s
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
@@ -243,11 +254,11 @@ class Worker:
             chunk = os.read(fd, 1 << 16)
             if not chunk:
                 code = self.proc.wait()
-                raise self._failed(exit_text(code), exit_code=code)
+                raise getattr(self.proc, "error", None) or self._failed(exit_text(code), exit_code=code)
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         try:
-            return decode(line)
+            return json.loads(line)
         except ValueError:
             raise self._failed(f"wrote a malformed line: {line[:200]!r}")
 
@@ -278,7 +289,7 @@ class Worker:
     def reap(self, timeout_s: float = 10.0) -> None:
         """Wait for the worker to end; closing its stdin first ends one that never got its quit."""
         with contextlib.suppress(OSError):
-            self.proc.stdin.close()
+            self.stdin.close()
         try:
             self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -289,6 +300,6 @@ class Worker:
         if self.alive():
             self.proc.kill()
             self.proc.wait()
-        for stream in (self.proc.stdin, self._log):
+        for stream in (self.stdin, self._log):
             with contextlib.suppress(OSError):  # a pipe whose reader is gone
                 stream.close()

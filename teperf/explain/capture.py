@@ -143,7 +143,7 @@ def _set_up(workers: dict, plan_case, case: dict, result: dict) -> None:
                 f"the {label} side could not set up {cell_key(case)}: {exc.error}",
                 f"see {worker.log_path}",
             ) from None
-    packages = [w.worker.side.description.get("package") for w in workers.values()]
+    packages = [w.side.description.get("package") for w in workers.values()]
     packages = list(dict.fromkeys([p for p in packages if isinstance(p, str)] + case_packages(plan_case)))
     for label, worker in workers.items():
         imported = worker.imported(packages)

@@ -6,6 +6,7 @@ torch does at import already runs on the chosen core with one thread."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
 import signal
@@ -18,22 +19,12 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 WATCHDOG_PERIOD_S = 1.0
 
 
-def _open_channel():
-    # The protocol owns the original stdout; prints from measured code go to stderr.
-    out = os.fdopen(os.dup(1), "wb", buffering=0)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return out
-
-
 def _alive(pid: str | None) -> bool:
-    if not pid:
-        return True  # started by hand or by a test: nobody to watch
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, ValueError):
+    except (PermissionError, ValueError, TypeError):  # no pid: started by hand or by a test, nobody to watch
         pass
     return True
 
@@ -73,14 +64,17 @@ def _die_with_coordinator(channel) -> None:
 
 
 def main() -> int:
-    channel = _open_channel()
+    # The protocol owns the original stdout; prints from measured code go to stderr.
+    channel = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     # The coordinator owns Ctrl-C: it stops the run and keeps the samples.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_coordinator(channel)
-    from teperf.worker.protocol import decode, encode
+    from teperf.worker.protocol import encode
 
     inbox = sys.stdin.buffer
-    init = decode(inbox.readline())
+    init = json.loads(inbox.readline())
     core = init.get("core")
     if core is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {int(core)})
@@ -103,7 +97,7 @@ def main() -> int:
     hello.update(type="hello", core=core, import_s=round(time.perf_counter() - started, 3), pid=os.getpid())
     channel.write(encode(hello))
     for line in inbox:
-        message = decode(line)
+        message = json.loads(line)
         if message.get("cmd") == "quit":
             break
         try:

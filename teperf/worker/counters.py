@@ -94,9 +94,7 @@ _GEN_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENER
 
 def count_python_calls(fn: Callable[[], object]) -> int:
     """Python frames started while ``fn()`` runs, ``fn`` itself included (torch-free: testable anywhere)."""
-    if hasattr(sys, "monitoring"):
-        return _count_monitoring(fn)
-    return _count_setprofile(fn)
+    return _count_monitoring(fn) if hasattr(sys, "monitoring") else _count_setprofile(fn)
 
 
 def _count_monitoring(fn) -> int:

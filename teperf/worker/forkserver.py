@@ -48,11 +48,9 @@ def _child(fds: list, sock) -> None:
     code = 1
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        stdin_fd, stdout_fd, log_fd = fds
-        os.dup2(stdin_fd, 0)
-        os.dup2(stdout_fd, 1)
-        os.dup2(log_fd, 2)
-        for fd in (stdin_fd, stdout_fd, log_fd):
+        for target, fd in enumerate(fds):  # stdin, stdout, the log as stderr
+            os.dup2(fd, target)
+        for fd in fds:
             if fd > 2:
                 os.close(fd)
         sock.close()

@@ -8,7 +8,3 @@ import json
 
 def encode(message: dict) -> bytes:
     return (json.dumps(message, separators=(",", ":")) + "\n").encode()
-
-
-def decode(line: bytes | str) -> dict:
-    return json.loads(line)

@@ -57,12 +57,10 @@ def package_facts(name: str, mapped: set[str], known: dict | None = None) -> dic
     """Version, location and content hash of package ``name`` as loaded; ``known``: an earlier worker's
     ``compiled``, whose hashes are reused while the file's stat matches (TE's libraries are 100+ MB)."""
     known = known or {}
-    module = sys.modules.get(name)
-    if module is None:
-        try:
-            module = importlib.import_module(name)
-        except Exception as exc:
-            return {"imported": False, "error": f"{type(exc).__name__}: {exc}"}
+    try:
+        module = importlib.import_module(name)  # as loaded, if it is
+    except Exception as exc:
+        return {"imported": False, "error": f"{type(exc).__name__}: {exc}"}
     location = getattr(module, "__file__", None)
     paths = list(getattr(module, "__path__", []) or [])
     root = paths[0] if paths else (os.path.dirname(location) if location else None)

@@ -50,15 +50,11 @@ def isolate_dynamo():
     dynamo.reset()
 
 
-def _dynamo_counts() -> tuple[int, dict]:
+def dynamo_counts() -> tuple[int, dict]:
+    """Graphs dynamo has compiled in this process so far, and its graph breaks by reason."""
     import torch._dynamo.utils as dynamo_utils
 
     return int(dynamo_utils.counters["stats"]["unique_graphs"]), dict(dynamo_utils.counters["graph_break"])
-
-
-def dynamo_graphs() -> int:
-    """Graphs dynamo has compiled in this process so far (to catch a compile inside a timed trial)."""
-    return _dynamo_counts()[0]
 
 
 def dtype_autocast(device: str) -> tuple[Callable[[], ContextManager], str]:
@@ -68,12 +64,6 @@ def dtype_autocast(device: str) -> tuple[Callable[[], ContextManager], str]:
     kind = "cuda" if str(device).startswith("cuda") else "cpu"
     dtype = torch.float16 if kind == "cuda" else torch.bfloat16
     return (lambda: torch.autocast(kind, dtype=dtype)), f"torch.autocast({kind!r}, dtype={dtype})"
-
-
-def _first_tensor(out):
-    if isinstance(out, (tuple, list)):
-        return out[0]
-    return out
 
 
 def make_step(built: Built, mode: str) -> tuple[Callable[..., None], dict]:
@@ -118,7 +108,7 @@ def make_step(built: Built, mode: str) -> tuple[Callable[..., None], dict]:
         zero_grads()
         with autocast():
             out = fn(module, *built.inputs)
-        _first_tensor(out).sum().backward()
+        (out[0] if isinstance(out, (tuple, list)) else out).sum().backward()
 
     return step, info
 
@@ -126,9 +116,9 @@ def make_step(built: Built, mode: str) -> tuple[Callable[..., None], dict]:
 def compile_counts_during(fn: Callable[[], None]) -> dict:
     """What dynamo compiled while ``fn`` ran: graphs, graph breaks and their reasons (from its counters:
     dynamo.explain would trace before the timed first call, taking part of the compile out of it)."""
-    graphs0, breaks0 = _dynamo_counts()
+    graphs0, breaks0 = dynamo_counts()
     fn()
-    graphs1, breaks1 = _dynamo_counts()
+    graphs1, breaks1 = dynamo_counts()
     new_breaks = {k: v - breaks0.get(k, 0) for k, v in breaks1.items() if v - breaks0.get(k, 0) > 0}
     info = {
         "graphs": graphs1 - graphs0,

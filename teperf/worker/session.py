@@ -71,17 +71,14 @@ class Session:
                 gpu_memory_gib=round(props.total_memory / 2**30, 1),
                 cuda=torch.version.cuda,
                 cuda_initialized=torch.cuda.is_initialized(),
+                driver=None,
             )
-            try:
+            with contextlib.suppress(Exception):
                 facts["driver"] = _driver_version()
-            except Exception:
-                facts["driver"] = None
         from teperf.worker.backends import get_backend
 
         for name in self.backend_names:
-            backend = get_backend(name)
-            describe = getattr(backend, "describe", None)
-            if describe is not None:
+            if (describe := getattr(get_backend(name), "describe", None)) is not None:
                 facts[f"backend_{name}"] = describe()
         return facts
 
@@ -191,15 +188,13 @@ class Session:
         counted = cache_counts() if cache is not None else {}
 
         def first():
-            made["step"], made["info"] = make_step(built, mode)
-            made["step"]()
+            made["step"], made["info"] = make_step(built, mode)  # compiles nothing yet: the first step does
+            if mode == "compile":
+                made["info"].update(compile_counts_during(made["step"]))
+            else:
+                made["step"]()
 
-        if mode == "compile":
-            counts = {}
-            first_call = time_once(lambda: counts.update(compile_counts_during(first)), self.cuda)
-            made["info"].update(counts)
-        else:
-            first_call = time_once(first, self.cuda)
+        first_call = time_once(first, self.cuda)
         first_call["what"] = FIRST_CALL_WHAT[mode]
         if warmup:
             first_call["after_process_warmup"] = warmup
@@ -259,12 +254,12 @@ class Session:
         step = self.ready(case_id)
         dynamo = "torch._dynamo" in sys.modules  # loaded by a compile case or TE's compiled fusions
         if dynamo:
-            from teperf.worker.runner import dynamo_graphs
+            from teperf.worker.runner import dynamo_counts
 
-            graphs = dynamo_graphs()
+            graphs = dynamo_counts()[0]
         clocks = time_loop(step, iters, self.cuda)
         if dynamo:  # a compile inside the timed loop would swamp the host time
-            clocks["compiles"] = dynamo_graphs() - graphs
+            clocks["compiles"] = dynamo_counts()[0] - graphs
         return {"type": "trial", "case_id": case_id, **clocks}
 
     def close(self):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 import re
@@ -24,9 +25,7 @@ _RECIPES = {
     "nvfp4": ("NVFP4BlockScaling", "is_nvfp4_available", "fp8_delayed"),
 }
 RECIPES = tuple(_RECIPES)
-RECIPE_CLASSES = {recipe: row[0] for recipe, row in _RECIPES.items()}
-RECIPE_PROBES = {recipe: row[1] for recipe, row in _RECIPES.items()}
-OTHER_RECIPE = {recipe: row[2] for recipe, row in _RECIPES.items()}
+RECIPE_CLASSES, RECIPE_PROBES, OTHER_RECIPE = ({r: row[i] for r, row in _RECIPES.items()} for i in range(3))
 
 # Defaults for the small host-bound benchmark modules.
 HEAD_DIM = 64  # num_attention_heads = hidden // 64 unless the config says otherwise
@@ -67,22 +66,18 @@ def probe_recipe(te: Any, recipe: str, fp8_state_manager: Any = None, te_version
     probe = RECIPE_PROBES[recipe]
     if probe is None:  # bf16
         fn = getattr(te, "is_bf16_available", None)
-        if fn is not None:
-            try:
-                ok = bool(fn())
-            except Exception as exc:  # noqa: BLE001 - report, never crash the probe
-                return f"te.is_bf16_available() failed: {type(exc).__name__}: {exc}"
-            if not ok:
-                return "te.is_bf16_available() is False: bf16 needs compute capability 8.0 or higher"
-        return None
+        try:
+            if fn is None or fn():
+                return None
+        except Exception as exc:  # noqa: BLE001 - report, never crash the probe
+            return f"te.is_bf16_available() failed: {type(exc).__name__}: {exc}"
+        return "te.is_bf16_available() is False: bf16 needs compute capability 8.0 or higher"
     ver = f"TE {te_version} " if te_version else "this TE "
     fn = getattr(te, probe, None)
     result = None
     if fn is not None:
-        try:
+        with contextlib.suppress(TypeError):  # an older TE without return_reason
             result = fn(return_reason=True)
-        except TypeError:  # an older TE without return_reason
-            result = None
     if result is None and fp8_state_manager is not None and hasattr(fp8_state_manager, probe):
         result = getattr(fp8_state_manager, probe)()
     if result is None and fn is not None:
@@ -92,11 +87,8 @@ def probe_recipe(te: Any, recipe: str, fp8_state_manager: Any = None, te_version
             f"{ver}has no {probe}(): recipe {recipe} ({RECIPE_CLASSES[recipe]}) is not supported by this "
             "TransformerEngine"
         )
-    if isinstance(result, tuple):
-        ok, reason = bool(result[0]), result[1] if len(result) > 1 and result[1] is not None else ""
-    else:
-        ok, reason = bool(result), ""
-    return None if ok else str(reason) or f"{probe}() is False ({ver}gave no reason)"
+    ok, reason = (*result, None)[:2] if isinstance(result, tuple) else (result, None)  # (ok, reason) or ok
+    return None if ok else str(reason or "") or f"{probe}() is False ({ver}gave no reason)"
 
 
 def _parameters(fn: Callable) -> dict:

@@ -3,6 +3,7 @@ torch, so torch and transformer_engine are imported inside functions (version sh
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import Optional
@@ -210,10 +211,9 @@ def describe() -> dict:
         facts["core_library"] = str(_get_shared_object_file("core"))
     except Exception as exc:  # noqa: BLE001
         facts["core_library"] = f"unknown ({type(exc).__name__})"
-    try:
+    facts["torch_cudnn"] = None
+    with contextlib.suppress(Exception):
         facts["torch_cudnn"] = torch.backends.cudnn.version()
-    except Exception:  # noqa: BLE001
-        facts["torch_cudnn"] = None
     if torch.cuda.is_available():
         try:
             facts["cudnn"] = ".".join(str(p) for p in te.get_cudnn_version())

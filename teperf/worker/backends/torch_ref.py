@@ -36,11 +36,6 @@ def build(case: dict, device: str) -> Built:
     dtype = getattr(torch, DTYPES[case["recipe"]])
     module = make_module(case["module"], case["shape"][-1]).to(device=device, dtype=dtype)
     x = torch.randn(*case["shape"], device=device, dtype=dtype, requires_grad=True)
+    info = {"params": sum(p.numel() for p in module.parameters())}
     alt, alt_what = dtype_autocast(device)
-    return Built(
-        module=module,
-        inputs=(x,),
-        info={"params": sum(p.numel() for p in module.parameters())},
-        alt_autocast=alt,
-        alt_autocast_what=alt_what,
-    )
+    return Built(module=module, inputs=(x,), info=info, alt_autocast=alt, alt_autocast_what=alt_what)
