@@ -320,12 +320,6 @@ def table_levels(cells: Sequence[tuple[float, float]], alpha: float) -> TableLev
     return TableLevels(level, alpha / k, len(family), changed, len(cells))
 
 
-def robust_sd(values: Sequence[float]) -> float:
-    """The median absolute deviation scaled to a normal sd: one heavy tail does not move it."""
-    v = np.asarray(values, dtype=float)
-    return float(np.median(np.abs(v - np.median(v))) * 1.4826) if len(v) else math.nan
-
-
 def onetime_cell(
     base: Mapping[int, float],
     head: Mapping[int, float] | None,
@@ -354,8 +348,9 @@ def onetime_cell(
     enough = len(units) >= onetime_pairs_needed(floor or cfg.alpha)
     interval = signed_rank_interval(units, cfg.alpha) if enough else None
     centre = interval[0] if interval else float(np.median(units))
-    spread = robust_sd(units) if len(units) > 1 else math.nan
-    min_effect = max(cfg.min_effect_once_pct, to_pct(spread) if math.isfinite(spread) else 0.0)
+    # the robust sd (median absolute deviation scaled to a normal sd): one heavy tail does not move it
+    spread = float(np.median(np.abs(units - np.median(units)))) * 1.4826 if len(units) > 1 else 0.0
+    min_effect = max(cfg.min_effect_once_pct, to_pct(spread))
     out.update(
         base_ms=b,
         head_ms=b * math.exp(centre),
