@@ -17,8 +17,8 @@ from teperf.cpus import check_core, core_usable
 from teperf.engine.oneshot import StepFailed, one_worker
 from teperf.engine.spawn import WorkerError
 from teperf.errors import TeperfError
-from teperf.explain.diff import apply_intervals, combine_profiles, diff_profiles, own_time_intervals
-from teperf.explain.render import counters_diff, to_json
+from teperf.explain.diff import combine_profiles, own_time_intervals
+from teperf.explain.render import counters_diff, report_deltas, to_json
 from teperf.plan import Case
 from teperf.provenance import code_identity, side_facts
 from teperf.sides import Side
@@ -199,7 +199,7 @@ def explain_bundle(
     load = machine_load(config.core)  # before the profile: its own workers are not load
     outcome = profile_case(config, sides, case, log_dir, iters=iters, repeats=repeats, progress=progress)
     labels = [s.label for s in sides]
-    drift = code_drift(bundle.records(), outcome.get("imported") or {})
+    drift = code_drift(bundle.records(), outcome["imported"])
     report = {
         "cell": cell_name,
         "case": case,
@@ -208,25 +208,16 @@ def explain_bundle(
         "repeats": repeats,
         "sides": labels,
         "counters": outcome["counters"],
-        "errors": {
-            **outcome["errors"],
-            **drift,
-            **({"core": core_note} if core_note else {}),
-        },
+        "errors": outcome["errors"] | drift | ({"core": core_note} if core_note else {}),
         "notes": {"load": load} if load else {},  # not an error: the figures stand, with this said
         "profiles": outcome["profiles"],
-        "imported": outcome.get("imported") or {},
-        "own_time_ci": outcome.get("own_time_ci") or {},
+        "imported": outcome["imported"],
+        "own_time_ci": outcome.get("own_time_ci", {}),
     }
     if len(labels) == 2:
-        base, head = labels
-        deltas = apply_intervals(
-            diff_profiles(outcome["profiles"][base], outcome["profiles"][head]), report["own_time_ci"]
-        )
-        report["counters_diff"] = counters_diff(
-            outcome["counters"].get(base), outcome["counters"].get(head), full=True
-        )
-        report["diff"] = to_json(deltas)
+        base, head = (outcome["counters"].get(label) for label in labels)
+        report["counters_diff"] = counters_diff(base, head, full=True)
+        report["diff"] = to_json(report_deltas(report))
     target = log_dir / "explain.json"
     try:
         target.write_text(json.dumps(report, indent=1))

@@ -107,6 +107,12 @@ def counters_diff(base: Optional[dict], head: Optional[dict], full: bool = False
     return ", ".join(parts)
 
 
+def report_deltas(report: dict) -> list[FunctionDelta]:
+    """An explain report's function changes, head - base, with their own-time intervals."""
+    base, head = (report["profiles"][label] for label in report["sides"])
+    return apply_intervals(diff_profiles(base, head), report.get("own_time_ci") or {})
+
+
 def render_report(report: dict, n: int = 15) -> str:
     """Text for ``teperf explain``."""
     lines = [
@@ -128,10 +134,7 @@ def render_report(report: dict, n: int = 15) -> str:
                 lines.append(f"  {label} graph breaks: " + "; ".join(c["break_reasons"]))
     if len(labels) == 2:
         lines.append(f"  counters {labels[1]} - {labels[0]}: {report.get('counters_diff') or 'n/a'}")
-        deltas = apply_intervals(
-            diff_profiles(report["profiles"][labels[0]], report["profiles"][labels[1]]),
-            report.get("own_time_ci") or {},
-        )
+        deltas = report_deltas(report)
         lines.append(f"  in short: {summary(deltas)}")
         if int(report.get("repeats") or 0) < 2:
             lines.append("  (one repeat: own-time changes have no interval; --repeats 3 or more gives one)")

@@ -140,13 +140,11 @@ def step_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
     base, head = parsed.base_label, parsed.head_label
     times = defaultdict(lambda: defaultdict(list))  # side -> pair -> [us]
     clocks = defaultdict(lambda: defaultdict(list))  # side -> clock -> [us]
-    couples = {}  # (pair, round, trial) -> {side: us}
-    lost = {}  # (pair, round, trial) -> {side: (lost_time, contended)}
+    couples = defaultdict(dict)  # (pair, round, trial) -> side -> (us, lost_time, contended)
     used, counts = clean_trials(parsed, cell, field, stats.max_contended_pct)
     for t, v, key in used:
         times[t.side][t.pair].append(v)
-        couples.setdefault(key, {})[t.side] = v
-        lost.setdefault(key, {})[t.side] = (lost_time(t), t.contended(parsed.device))
+        couples[key][t.side] = (v, lost_time(t), t.contended(parsed.device))
         for clock in EXTRA_CLOCKS:
             value = t.per_step_us(clock)
             if value is not None:
@@ -157,9 +155,9 @@ def step_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
         by_pair, evidence = defaultdict(list), defaultdict(list)
         for key, c in couples.items():
             if base in c and head in c:
-                by_pair[key[0]].append((c[base], c[head]))
-                (lost_b, shared_b), (lost_h, shared_h) = lost[key][base], lost[key][head]
-                evidence[key[0]].append((math.log(c[head] / c[base]), lost_h - lost_b, shared_b or shared_h))
+                (b, lost_b, shared_b), (h, lost_h, shared_h) = c[base], c[head]
+                by_pair[key[0]].append((b, h))
+                evidence[key[0]].append((math.log(h / b), lost_h - lost_b, shared_b or shared_h))
         bias, source = None, ""
         # loaded() is never true at --max-contended 100, which accepts any load: no rule
         if parsed.device == "cpu" and loaded(counts["contended"], counts["couples"], stats.max_contended_pct):
