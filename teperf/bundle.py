@@ -240,18 +240,15 @@ class Bundle:
         seen: set[bytes] = set()  # a line written twice (records appended again) is one record, not two
         with f:
             for raw in filter(None, (line.strip() for line in f)):
-                if raw in seen:  # the line itself, not its hash: a collision would drop a measured sample
+                record = None
+                if raw not in seen:  # the line itself, not its hash: a collision would drop a measured sample
+                    seen.add(raw)
+                    with contextlib.suppress(ValueError):  # bad JSON or bad UTF-8
+                        record = json.loads(raw.decode("utf-8"))
+                if isinstance(record, dict):
+                    yield record
+                else:
                     self.skipped_lines += 1
-                    continue
-                seen.add(raw)
-                try:
-                    record = json.loads(raw.decode("utf-8"))
-                except ValueError:  # bad JSON or bad UTF-8
-                    record = None
-                if not isinstance(record, dict):
-                    self.skipped_lines += 1
-                    continue
-                yield record
 
     def worker_log(self, pair: int, side: str) -> Path:
         return self.path / "workers" / f"pair{pair:02d}-{side}.log"
