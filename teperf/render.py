@@ -14,7 +14,7 @@ from teperf.numbers import duration, ms, pct, signed_ms, signed_us, us
 from teperf.provenance import side_line
 from teperf.records import Row
 from teperf.safe_text import for_markdown, for_terminal
-from teperf.schema import ROW_FIELDS
+from teperf.schema import ONETIME_COSTS, ROW_FIELDS
 from teperf.stats import TableLevels, level_text
 from teperf.summary import Summary
 from teperf.verdicts import STYLE, onetime, verdict_text
@@ -219,7 +219,6 @@ def table_model(summary: Summary) -> TableModel:
     return TableModel(title=title, header=header, columns=cols, rows=rows, styles=styles, footer=footer)
 
 
-ONETIME_LABEL = {"first_call": "first call", "recompile": "recompile"}
 ONETIME_HEADER = (
     "what a cell costs once, before its first fast step: the first call (eager: the first step; compile: "
     "tracing and compiling; cuda-graph: the capture) and, for compile, the recompile when the recipe changes"
@@ -248,8 +247,6 @@ def _onetime_cells(summary: Summary, r: Row, cost: str) -> tuple[list[str], str 
 
 def onetime_model(summary: Summary) -> TableModel | None:
     """The second table: one-time costs per cell (first call, recompile), None when the bundle has none."""
-    from teperf.schema import ONETIME_COSTS
-
     lines = [
         (r, cost) for r in summary.rows for cost in ONETIME_COSTS if getattr(r, f"{cost}_base_ms") is not None
     ]
@@ -264,7 +261,7 @@ def onetime_model(summary: Summary) -> TableModel | None:
     rows, styles = [], []
     for r, cost in lines:
         cells, style = _onetime_cells(summary, r, cost)
-        rows.append([getattr(r, k) for k in keys] + [ONETIME_LABEL[cost]] + cells)
+        rows.append([getattr(r, k) for k in keys] + [cost.replace("_", " ")] + cells)
         styles.append(style)
     return TableModel("one-time costs", [ONETIME_HEADER], cols, rows, styles, list(summary.onetime_notes))
 

@@ -86,14 +86,10 @@ def apply(config, sweep: Sweep):
                 f"--sweep {sweep.key}: the {config.backend} backend's built-in {spec.name} takes no kwargs",
                 "sweep a shape dimension (--sweep dim0=...), or use modules with a factory",
             )
-        for value in sweep.values:
-            modules.append(
-                ModuleSpec(
-                    name=f"{spec.name}[{sweep.key}={_fmt(value)}]",
-                    factory=spec.factory,
-                    kwargs={**dict(spec.kwargs), sweep.key: value},
-                )
-            )
+        modules += [
+            ModuleSpec(f"{spec.name}[{sweep.key}={_fmt(v)}]", spec.factory, {**spec.kwargs, sweep.key: v})
+            for v in sweep.values
+        ]
     return dataclasses.replace(config, modules=tuple(modules))
 
 
@@ -122,7 +118,6 @@ def _ols_slope(xs, ys) -> Optional[float]:
 
 
 def _interval(samples, alpha: float) -> dict:
-
     if not samples:
         return {"slope": None, "lo": None, "hi": None, "n_pairs": 0}
     mean, half, _sd, _mde = t_interval(samples, alpha)
