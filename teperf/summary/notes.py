@@ -31,14 +31,12 @@ def _where_running(meta: dict) -> str:
 
 def notes(parsed: ParsedBundle, rows: list[Row], stats: Stats) -> list[str]:
     meta = parsed.meta
-    out = []
-    planned = planned_pairs(parsed)
-    for row in rows:
-        if row.status == "partial":
-            of_planned = f" of {planned}" if planned else ""
-            out.append(
-                f"partial {row.key}: its figures rest on {row.n_pairs or 0}{of_planned} pairs; {row.error}"
-            )
+    of_planned = f" of {planned_pairs(parsed)}" if planned_pairs(parsed) else ""
+    out = [
+        f"partial {row.key}: its figures rest on {row.n_pairs or 0}{of_planned} pairs; {row.error}"
+        for row in rows
+        if row.status == "partial"
+    ]
     if meta.get("status") == "interrupted":
         detail = f" ({meta['status_detail']})" if meta.get("status_detail") else ""
         out.append(f"run status: interrupted{detail} - the table shows what was measured before it stopped")
