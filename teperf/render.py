@@ -48,12 +48,6 @@ def schedule_text(cfg: RecordedConfig, rows: list[Row]) -> str:
     return f"{cfg.known('schedule.processes')} process pairs{limit}"
 
 
-def pairs_text(row: Row) -> str:
-    """The pairs cell: '3/8' of a fixed schedule, '12' where --precision left the number open."""
-    got = row.n_pairs or 0
-    return f"{got}/{row.pairs_planned}" if row.pairs_planned else str(got)
-
-
 def side_text(desc: dict) -> str:
     label = desc.get("label", "?")
     bits = []
@@ -167,7 +161,8 @@ def _compare_columns(summary: Summary) -> list[str]:
 def _step_cells(summary: Summary, r: Row, show_pairs: bool, show_why: bool) -> tuple[list[str], str | None]:
     """A row's cells after its key columns, and its style."""
     status = r.status
-    pairs = [pairs_text(r) if status != "skipped" else ""] if show_pairs else []
+    got = f"{r.n_pairs or 0}" + (f"/{r.pairs_planned}" if r.pairs_planned else "")  # no plan: --precision
+    pairs = [got if status != "skipped" else ""] if show_pairs else []
     if status in ("skipped", "failed", "missing"):
         reason = (r.error or "")[:90]
         # compare: base, head, delta, delta %, CI, [pairs], verdict (and the reason once more);

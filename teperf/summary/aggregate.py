@@ -195,21 +195,17 @@ def onetime_figures(
     parsed: ParsedBundle, cell: CellRecords, stats: Stats, floor: float | None = None
 ) -> dict:
     """One-time costs (first call, recompile), one figure per side and pair, paired like per-step times."""
+    lost = lost_pairs(cell)
     by_cost = defaultdict(lambda: defaultdict(dict))  # cost -> side -> pair -> ms
     for setup in cell.ready:
         for cost in ONETIME_COSTS:
             ms = onetime_ms(setup.info.get(cost), stats.metric)
             # the first set-up of a case in a pair counts (a restarted worker sets up again)
-            if ms is not None:
+            if ms is not None and setup.pair not in lost:
                 by_cost[cost][setup.side].setdefault(setup.pair, ms)
-    lost = lost_pairs(cell)
     base, head = parsed.base_label, parsed.head_label
     out = {}
-    for cost in ONETIME_COSTS:
-        by_side = {
-            side: {p: ms for p, ms in by_pair.items() if p not in lost}
-            for side, by_pair in by_cost[cost].items()
-        }
+    for cost, by_side in by_cost.items():
         if by_side.get(base):
             figures = onetime_cell(
                 by_side[base], by_side.get(head, {}) if head else None, stats, parsed.pair_generations, floor
