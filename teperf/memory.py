@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import shutil
 import subprocess
 
 from teperf.errors import TeperfError
@@ -48,12 +47,9 @@ def estimate_bytes(case) -> int | None:
 def available_bytes(device: str) -> int | None:
     """Free memory where the tensors live (MemAvailable, or the first GPU's); None: unknown."""
     if device.startswith("cuda"):
-        smi = shutil.which("nvidia-smi")
-        if smi is None:
-            return None
-        try:
+        try:  # no nvidia-smi: FileNotFoundError
             out = subprocess.run(
-                [smi, "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+                ["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
                 capture_output=True,
                 text=True,
                 timeout=10,

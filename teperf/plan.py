@@ -49,17 +49,12 @@ class Case:
         return {**wire, "device": device, "warmup": warmup}
 
     def to_meta(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["shape"] = list(self.shape)
-        d["kwargs"] = dict(self.kwargs)
-        return d
+        return {**dataclasses.asdict(self), "shape": list(self.shape), "kwargs": dict(self.kwargs)}
 
 
 def shape_problem(config: Config, module: str, factory, recipe: str, shape, kwargs) -> str | None:
     """The backend's alignment rule this (module, recipe, shape) breaks, or None."""
-    if factory:
-        return None
-    check = getattr(backend_module(config.backend), "check_shape", None)
+    check = None if factory else getattr(backend_module(config.backend), "check_shape", None)
     if check is None:
         return None
     from teperf.worker.runner import module_class
