@@ -104,12 +104,6 @@ class Expected:
         return int(row.tolerance.get(counter, self.tolerance.get(counter, 0)))
 
 
-def _count(value, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TeperfError(f"{where} must be a whole number >= 0, got {value!r}", "fix the row or --update it")
-    return value
-
-
 def _counters(table, where: str) -> dict:
     """counter -> count of a row or a tolerance table, checked."""
     if not isinstance(table, dict):
@@ -117,7 +111,12 @@ def _counters(table, where: str) -> dict:
     unknown = sorted(set(table) - set(COUNTER_KEYS))
     if unknown:
         raise TeperfError(f"{where}: unknown counter {unknown[0]!r}", f"counters: {', '.join(COUNTER_KEYS)}")
-    return {k: _count(v, f"{where} {k}") for k, v in table.items()}
+    for k, v in table.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise TeperfError(
+                f"{where} {k} must be a whole number >= 0, got {v!r}", "fix the row or --update it"
+            )
+    return dict(table)
 
 
 def row_line(key: str, counts: dict, tolerance: Optional[dict] = None) -> str:
