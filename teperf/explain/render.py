@@ -76,11 +76,7 @@ def _calls_pair(d: FunctionDelta) -> str:
 
 def _presence(d: FunctionDelta) -> str:
     # cProfile lists only functions that ran: "not called" may also mean "does not exist"
-    if d.in_head and not d.in_base:
-        return "  [not called in base]"
-    if d.in_base and not d.in_head:
-        return "  [not called in head]"
-    return ""
+    return f"  [not called in {'base' if d.in_head else 'head'}]" if d.in_base != d.in_head else ""
 
 
 def to_json(deltas: list[FunctionDelta], n: int = 50) -> dict:

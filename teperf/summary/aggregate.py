@@ -81,11 +81,8 @@ def cell_row(parsed: ParsedBundle, case: CaseMeta, stats: Stats, floor: float | 
     row.update(step_figures(parsed, cell, stats))
     row.update(onetime_figures(parsed, cell, stats, floor))
     if cell.counters:
-        head = parsed.head_label
-        row["counters"] = {
-            "base": cell.counters.get(parsed.base_label),
-            "head": cell.counters.get(head) if head else None,
-        }
+        sides = {"base": parsed.base_label, "head": parsed.head_label}  # a run's head: None, so no counts
+        row["counters"] = {side: cell.counters.get(label) for side, label in sides.items()}
     row.update(status_of(case, cell, row["n_trials"]))
     row["pairs_planned"] = planned_pairs(parsed)
     # a run stopped early, or a records.jsonl cut short after it: a cell short of its pairs is partial
@@ -225,7 +222,7 @@ def status_of(case: CaseMeta, cell: CellRecords, n_trials) -> dict:
     if skipped and not n_trials:
         return {"status": "skipped", "error": skipped[0].error, "verdict": None}
     if errors or lost:
-        out = {"status": "failed" if not n_trials else "partial"}
+        out = {"status": "partial"} if n_trials else {"status": "failed", "verdict": None}
         if errors:
             out["error"] = str(errors[0].error)
             if getattr(errors[0], "lost_pairs", None):
@@ -235,8 +232,6 @@ def status_of(case: CaseMeta, cell: CellRecords, n_trials) -> dict:
             out["error"] = (
                 f"lost pair{'s' if len(pairs) > 1 else ''} {', '.join(map(str, pairs))}: {lost[0].error}"
             )
-        if not n_trials:
-            out["verdict"] = None
         return out
     return {"status": "ok" if n_trials else "missing"}
 
