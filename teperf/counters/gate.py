@@ -139,17 +139,9 @@ class CheckResult:
         return not self.changed and not self.failed
 
     def to_dict(self) -> dict:
-        return {
-            "file": str(self.path),
-            "side": self.side,
-            "made_with": self.made_with,
-            "passed": self.passed,
-            "seconds": self.seconds,
-            "cells": [c.to_dict() for c in self.cells],
-            "not_in_config": self.not_in_config,
-            "updated": self.updated,
-            "new_rows": self.new_rows,
-        }
+        names = ("side", "made_with", "passed", "seconds", "cells", "not_in_config", "updated", "new_rows")
+        out = {"file": str(self.path), **{name: getattr(self, name) for name in names}}
+        return out | {"cells": [c.to_dict() for c in self.cells]}
 
 
 def checked(path, side: str, seen: dict, cells: list, expected: Optional[Expected]) -> CheckResult:

@@ -272,9 +272,7 @@ def _writable_dir(parent: Path, cell_name: str) -> Path:
     target = parent / safe
     try:
         target.mkdir(parents=True, exist_ok=True)
-        probe = target / ".write-test"
-        probe.write_text("")
-        probe.unlink()
+        tempfile.TemporaryFile(dir=target).close()  # that it can be written
         return target
     except OSError:
         return Path(tempfile.mkdtemp(prefix=f"teperf-explain-{safe}-"))
