@@ -159,7 +159,6 @@ def rewrite(expected: Expected, changed: dict[str, dict]) -> str:
     if cells_header is None:
         lines += ["", "[cells]"]
         cells_header = len(lines) - 1
-    inserts = []
     for key in sorted(changed):
         old = expected.rows.get(key)
         if old is not None and key not in row_at:
@@ -170,9 +169,7 @@ def rewrite(expected: Expected, changed: dict[str, dict]) -> str:
         line = row_line(key, changed[key], old.tolerance if old else None)
         if key in row_at:
             lines[row_at[key]] = line
-        else:
-            inserts.append((key, line))
-    for key, line in inserts:  # in key order
+            continue
         # right after the row before it in sort order, so a comment above the next row stays there
         before = [k for k in row_at if k < key]
         at = row_at[max(before)] + 1 if before else cells_header + 1
