@@ -158,11 +158,14 @@ def _set_up(workers: dict, plan_case, case: dict, result: dict) -> None:
 
 
 def rerun_config(meta: dict, core: Optional[int] = None, timeout_s: Optional[float] = None):
-    """(config, note): the Config to run a bundle's cell again with here, on ``core`` or the bundle's
-    when usable (else the note says which core was taken)."""
-
+    """(config, note): the Config to run a bundle's cell again with here, on ``core`` (must exist), else the
+    bundle's when usable, else the last usable one (the note says which core was taken)."""
     recorded = read_config(meta.get("config"))
-    core, note = _usable_core(core, recorded.core)
+    asked, core, note = core, recorded.core, ""
+    if asked is not None or core is None or not core_usable(core):
+        core = check_core(asked)
+        if asked is None and recorded.core is not None:
+            note = f"the bundle's core {recorded.core} is not usable here; profiled on core {core}"
     schedule = recorded.schedule
     schedule = dataclasses.replace(schedule, timeout_s=float(timeout_s)) if timeout_s else schedule
     return Config(device=recorded.device, core=core, seed=recorded.seed, schedule=schedule), note
@@ -251,17 +254,6 @@ def code_drift(records, now: dict) -> dict:
                 "code"
             )
     return notes
-
-
-def _usable_core(asked, recorded) -> tuple[int, str]:
-    """(core, note): --core if given (must exist), else the bundle's core, else the last usable one."""
-
-    if asked is not None or recorded is None:
-        return check_core(asked), ""
-    if not core_usable(recorded):
-        fallback = check_core(None)
-        return fallback, f"the bundle's core {recorded} is not usable here; profiled on core {fallback}"
-    return recorded, ""
 
 
 def _writable_dir(parent: Path, cell_name: str) -> Path:
