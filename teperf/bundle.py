@@ -125,12 +125,9 @@ class Bundle:
         """A run's bundle, from its first key to its end status: the keys every bundle has, then
         complete / interrupted / failed written whatever ends the body. The body may set ``status`` (a run
         whose every cell failed) and ``at_end`` (called after the records are closed: more keys to write)."""
-        head = {
-            "teperf_version": __version__,
-            "kind": kind,
-            "command": command if command is not None else sys.argv,
-        }
-        bundle = cls.create(results_dir, kind, {**head, "started_at": now_iso(), "finished_at": None, **meta})
+        command = sys.argv if command is None else command
+        head = {"teperf_version": __version__, "kind": kind, "command": command, "started_at": now_iso()}
+        bundle = cls.create(results_dir, kind, {**head, "finished_at": None, **meta})
         try:
             yield bundle
         except (KeyboardInterrupt, Interrupted) as stop:

@@ -238,21 +238,11 @@ def series_from_cells(cells) -> list[dict]:
         name = (m.group("module"), m.group("key"), cell.recipe, cell.variant)
         groups[name][value] = last
     out = []
-    for (module, key, recipe, variant), points in sorted(groups.items()):
+    for name, points in sorted(groups.items()):
         if len(points) < 2:
             continue
         values = sorted(points)
-        us = [points[v].host_us for v in values]
-        out.append(
-            {
-                "module": module,
-                "key": key,
-                "recipe": recipe,
-                "variant": variant,
-                "values": values,
-                "us": us,
-                "shas": [points[v].short_sha for v in values],
-                "slope": _ols_slope(values, us),
-            }
-        )
+        us, shas = [points[v].host_us for v in values], [points[v].short_sha for v in values]
+        named = dict(zip(("module", "key", "recipe", "variant"), name))
+        out.append(named | {"values": values, "us": us, "shas": shas, "slope": _ols_slope(values, us)})
     return out
