@@ -282,10 +282,9 @@ def check(
 
 def _update(result: CheckResult, expected: Optional[Expected]) -> None:
     counted = {c.key: c.counters for c in result.changed}
-    if expected is None:
-        text = new_file_text(result.path.name, result.made_with, counted)
-    else:
-        text = rewrite(expected, counted)
+    text = (
+        rewrite(expected, counted) if expected else new_file_text(result.path.name, result.made_with, counted)
+    )
     if counted or expected is None:
         tmp = result.path.with_name(f".{result.path.name}.tmp")
         try:
