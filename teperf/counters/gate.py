@@ -30,7 +30,7 @@ from teperf.engine.spawn import WorkerError
 from teperf.errors import TeperfError
 from teperf.explain.capture import cell_key
 from teperf.explain.diff import by_calls, diff_profiles
-from teperf.explain.render import count_text
+from teperf.explain.render import calls_text
 from teperf.plan import Case
 
 PROFILE_ITERS = 3  # steps profiled for the by-function calls (counts per step are exact)
@@ -108,11 +108,7 @@ def functions_text(expected_calls: Optional[dict], got_calls: Optional[dict]) ->
     if not expected_calls or got_calls is None:
         return []
     deltas = by_calls(diff_profiles(as_profile(expected_calls), as_profile(got_calls)), 4)
-    return [
-        f"{count_text(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.name}"
-        + (f" ({d.rel})" if d.rel not in ("~", "") else "")
-        for d in deltas
-    ]
+    return [calls_text(d) for d in deltas]  # as_profile has no lines: each names its file
 
 
 @dataclasses.dataclass

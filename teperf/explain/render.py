@@ -21,13 +21,15 @@ def count_text(value: float) -> str:
     return f"{int(value):+d}" if value == int(value) else f"{value:+.2f}"
 
 
+def calls_text(d: FunctionDelta) -> str:
+    """'+5 calls of f (pkg/mod.py:12)'."""
+    where = f" ({d.where})" if d.where else ""
+    return f"{count_text(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.name}{where}"
+
+
 def summary(deltas: list[FunctionDelta], n_time: int = 2, n_calls: int = 2) -> str:
     """One line: call-count changes first (they repeat exactly), then own-time changes excluding 0."""
-    parts = [
-        f"{count_text(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.name}"
-        + (f" ({d.where})" if d.where else "")
-        for d in by_calls(deltas, n_calls)
-    ]
+    parts = [calls_text(d) for d in by_calls(deltas, n_calls)]
     timed = [d for d in by_own_time(deltas) if d.d_own_us != 0 and d.own_settled is not False]
     for d in timed[:n_time]:
         pm = f" {d.own_pm}" if d.own_pm else ""
