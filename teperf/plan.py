@@ -10,7 +10,7 @@ from typing import Any, Iterator, Mapping
 from teperf.config import Config, backend_module
 from teperf.errors import TeperfError
 from teperf.log import stderr_log
-from teperf.records import cell_key, shape_text
+from teperf.records import cell_key
 
 DTYPE_OF_RECIPE = {"fp32": "float32"}  # everything else runs with bf16 parameters
 
@@ -34,10 +34,6 @@ class Case:
         """A case as a bundle's meta.json recorded it (``cases``); fields it lacks take their defaults."""
         names = [f.name for f in dataclasses.fields(cls) if f.name != "skip"]
         return cls(**{**{k: case[k] for k in names if k in case}, "shape": tuple(case.get("shape") or ())})
-
-    @property
-    def shape_text(self) -> str:
-        return shape_text(self.shape)
 
     @property
     def key(self) -> str:

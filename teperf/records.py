@@ -351,10 +351,6 @@ class CaseMeta(Typed):
     mode: str
     skip: Optional[str] = None
 
-    @property
-    def shape_text(self) -> str:
-        return shape_text(self.shape)
-
 
 def shape_text(shape) -> str:
     """[8, 2, 256] -> '8x2x256', as a shape reads in a cell's key (a summary row's is that text)."""

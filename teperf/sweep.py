@@ -13,6 +13,7 @@ from typing import Optional
 
 from teperf.config import METRIC_FIELD, ModuleSpec, backend_module
 from teperf.errors import TeperfError
+from teperf.records import shape_text
 from teperf.stats import t_interval
 from teperf.summary import parse, stats_from_meta
 from teperf.verdicts import slope_verdict
@@ -106,7 +107,7 @@ def _series_key(case, sweep: Sweep):
     if not m or m.group("key") != sweep.key:
         return None
     value = float(m.group("value"))
-    return f"{m.group('module')}/{case.recipe}/{case.shape_text}/{case.mode}", value
+    return f"{m.group('module')}/{case.recipe}/{shape_text(case.shape)}/{case.mode}", value
 
 
 def _ols_slope(xs, ys) -> Optional[float]:

@@ -11,7 +11,7 @@ from typing import Optional
 import numpy as np
 
 from teperf.config import METRIC_FIELD, Stats
-from teperf.records import CaseMeta, Row, lost_pairs_text
+from teperf.records import CaseMeta, Row, lost_pairs_text, shape_text
 from teperf.schema import ONETIME_CLOCKS, ONETIME_COSTS, ONETIME_STATS, ROW_FIELDS
 from teperf.stats import (
     TableLevels,
@@ -75,7 +75,7 @@ def cell_row(parsed: ParsedBundle, case: CaseMeta, stats: Stats, floor: float | 
     cell = parsed.cell(case.id)
     row = dict.fromkeys(ROW_FIELDS)
     row.update(
-        module=case.module, recipe=case.recipe, shape=case.shape_text, dtype=case.dtype, mode=case.mode
+        module=case.module, recipe=case.recipe, shape=shape_text(case.shape), dtype=case.dtype, mode=case.mode
     )
     row["info"] = next((r.info for r in cell.setups.values() if r.status == "ready"), None)
     row.update(step_figures(parsed, cell, stats))
