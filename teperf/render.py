@@ -313,15 +313,9 @@ def _flat_rows(summary: Summary) -> list[dict]:
 
 
 def render_json(summary: Summary, console=None) -> str:
-    data = {
-        "meta": summary.meta,
-        "rows": _flat_rows(summary),
-        "notes": summary.notes,
-        "onetime_notes": summary.onetime_notes,
-        "imported": summary.imported,
-        "code_problems": summary.code_problems,
-        "table_levels": dataclasses.asdict(summary.levels) if summary.levels else None,
-    }
+    names = ("meta", "rows", "notes", "onetime_notes", "imported", "code_problems")
+    data = {name: getattr(summary, name) for name in names} | {"rows": _flat_rows(summary)}
+    data["table_levels"] = dataclasses.asdict(summary.levels) if summary.levels else None
     return json.dumps(data, indent=2, default=str) + "\n"
 
 
