@@ -203,20 +203,12 @@ def explain_bundle(
     outcome = profile_case(config, sides, case, log_dir, iters=iters, repeats=repeats, progress=progress)
     labels = [s.label for s in sides]
     drift = code_drift(bundle.records(), outcome["imported"])
-    report = {
-        "cell": cell_name,
-        "case": case,
-        "core": config.core,
-        "iters": iters,
-        "repeats": repeats,
-        "sides": labels,
-        "counters": outcome["counters"],
-        "errors": outcome["errors"] | drift | ({"core": core_note} if core_note else {}),
-        "notes": {"load": load} if load else {},  # not an error: the figures stand, with this said
-        "profiles": outcome["profiles"],
-        "imported": outcome["imported"],
-        "own_time_ci": outcome.get("own_time_ci", {}),
+    report = dict(cell=cell_name, case=case, core=config.core, iters=iters, repeats=repeats, sides=labels)
+    report |= {
+        k: outcome.get(k, {}) for k in ("counters", "errors", "notes", "profiles", "imported", "own_time_ci")
     }
+    report["errors"] |= drift | ({"core": core_note} if core_note else {})
+    report["notes"] = {"load": load} if load else {}  # not an error: the figures stand, with this said
     if len(labels) == 2:
         base, head = (outcome["counters"].get(label) for label in labels)
         report["counters_diff"] = counters_diff(base, head, full=True)
