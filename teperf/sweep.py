@@ -122,13 +122,8 @@ def _interval(samples, alpha: float) -> dict:
     if not samples:
         return {"slope": None, "lo": None, "hi": None, "n_pairs": 0}
     mean, half, _sd, _mde = t_interval(samples, alpha)
-    finite = math.isfinite(half)
-    return {
-        "slope": mean,
-        "lo": mean - half if finite else None,
-        "hi": mean + half if finite else None,
-        "n_pairs": len(samples),
-    }
+    lo, hi = (mean - half, mean + half) if math.isfinite(half) else (None, None)
+    return {"slope": mean, "lo": lo, "hi": hi, "n_pairs": len(samples)}
 
 
 def analyze(bundle_path, sweep: Sweep) -> list[dict]:
