@@ -220,12 +220,6 @@ ONETIME_HEADER = (
 )
 
 
-def _steps_text(steps) -> str:
-    if steps is None:
-        return "-"
-    return f"{steps:,}" if isinstance(steps, int) else str(steps)
-
-
 def _onetime_cells(summary: Summary, r: Row, cost: str) -> tuple[list[str], str | None]:
     g = lambda k: getattr(r, f"{cost}_{k}")  # noqa: E731
     if summary.compare:
@@ -237,7 +231,8 @@ def _onetime_cells(summary: Summary, r: Row, cost: str) -> tuple[list[str], str 
     if cost != "first_call":
         return line + ["", "", ""], None
     extra, saves = signed_ms(r.onetime_extra_ms), signed_us(r.saving_per_step_us)
-    return line + [extra, saves, _steps_text(r.break_even_steps)], None
+    steps = r.break_even_steps  # "never", or None where a figure is missing
+    return line + [extra, saves, f"{steps:,}" if isinstance(steps, int) else str(steps or "-")], None
 
 
 def onetime_model(summary: Summary) -> TableModel | None:
