@@ -129,7 +129,6 @@ def _interval(samples, alpha: float) -> dict:
 def analyze(bundle_path, sweep: Sweep) -> list[dict]:
     """One dict per series (module/recipe/shape-with-*/mode): per side the us and counters per value and
     the slope with its interval, and head - base with its verdict."""
-
     parsed = parse(bundle_path)
     stats = stats_from_meta(parsed.meta)
     field = METRIC_FIELD[stats.metric]

@@ -7,6 +7,8 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
+import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -55,7 +57,6 @@ def find_case(meta: dict, cell: Optional[str], where: str = "the bundle") -> dic
 
 def sides_from_meta(meta: dict) -> list:
     """The bundle's sides, in the order they were measured (base before head)."""
-
     described = meta.get("sides") or {}
     if not described:
         raise TeperfError(
@@ -93,7 +94,6 @@ def profile_case(config, sides: list, case: dict, log_dir: Path, *, iters: int, 
     """Start one pinned worker per side, set the case up, count, then profile it ``repeats`` times per
     side, alternating which side goes first. Returns {"counters", "profiles", "hello", "errors",
     "imported": {label: ...}, "own_time_ci"}."""
-
     progress = progress or (lambda message: None)
     plan_case = Case.from_meta(case)
     result: dict = {"counters": {}, "profiles": {}, "hello": {}, "errors": {}, "imported": {}}
@@ -134,7 +134,6 @@ def profile_case(config, sides: list, case: dict, log_dir: Path, *, iters: int, 
 
 def _set_up(workers: dict, plan_case, case: dict, result: dict) -> None:
     """Set the case up on every side, record which code each imports, then count it once per side."""
-
     for label, worker in workers.items():
         try:
             worker.setup(plan_case)
@@ -191,7 +190,6 @@ def explain_bundle(
 ) -> dict:
     """Profile one cell of a bundle on its sides again (``teperf explain``); the report is also saved under
     ``BUNDLE/explain/`` (or a temporary directory when the bundle is read-only)."""
-
     bundle = Bundle.open(bundle_path)
     meta = bundle.meta().to_dict()
     case = find_case(meta, cell)
@@ -231,7 +229,6 @@ def case_packages(case) -> list[str]:
 
 def code_drift(records, now: dict) -> dict:
     """label -> a note when a side now imports other code than its workers did when the bundle was made."""
-
     then = side_facts(records)
     notes = {}
     for label, facts in now.items():
@@ -249,9 +246,6 @@ def code_drift(records, now: dict) -> dict:
 
 
 def _writable_dir(parent: Path, cell_name: str) -> Path:
-    import re
-    import tempfile
-
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", cell_name)
     target = parent / safe
     try:
