@@ -113,11 +113,8 @@ def clean_trials(parsed: ParsedBundle, cell: CellRecords, field: str, limit_pct:
         slots[(t.pair, t.round, t.trial)][t.attempt][t.side] = (v, t.contended(parsed.device))
         records[(t.pair, t.round, t.trial, t.attempt, t.side)] = (t, v)
     picked, incomplete, couples, contended = choose_attempts(slots, sides, limit_pct)
-    counts = {
-        "couples": couples,
-        "contended": contended,
-        "remeasured": sum(max(attempts) > 0 for attempts in slots.values()),
-    }
+    remeasured = sum(max(attempts) > 0 for attempts in slots.values())
+    counts = {"couples": couples, "contended": contended, "remeasured": remeasured}
     used = [(*records[(*key, attempt, side)], key) for key, attempt in picked.items() for side in sides]
     for key in incomplete:  # no complete couple (a run cut short): its trials that did not share the core
         last = max(slots[key])
