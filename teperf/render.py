@@ -10,6 +10,7 @@ import json
 import math
 
 from teperf.config import RecordedConfig
+from teperf.explain.render import counters_diff
 from teperf.numbers import duration, ms, pct, signed_ms, signed_us, us
 from teperf.provenance import side_line
 from teperf.records import Row
@@ -77,8 +78,6 @@ def counters_text(counters, compare: bool = False) -> str:
         c = counters["base"]
         text = ", ".join(f"{k} {v}" for k, v in c.items() if v is not None and not isinstance(v, list))
         return f"base only (counts, not changes): {text}" if compare and text else text
-    from teperf.explain.render import counters_diff
-
     return counters_diff(counters["base"], counters["head"])
 
 
