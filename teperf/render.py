@@ -50,7 +50,6 @@ def schedule_text(cfg: RecordedConfig, rows: list[Row]) -> str:
 
 
 def side_text(desc: dict) -> str:
-    label = desc.get("label", "?")
     bits = []
     if desc.get("sha"):
         bits.append(desc["sha"][:10] + (" (dirty)" if desc.get("dirty") else ""))
@@ -67,7 +66,7 @@ def side_text(desc: dict) -> str:
     pythonpath = (desc.get("env") or {}).get("PYTHONPATH")
     if pythonpath:  # inherited from the shell: a factory outside the side's tree may come from there
         bits.append(f"PYTHONPATH {pythonpath}")
-    return f"{label}: " + ", ".join(bits)
+    return f"{desc.get('label', '?')}: " + ", ".join(bits)
 
 
 def counters_text(counters, compare: bool = False) -> str:

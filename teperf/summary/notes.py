@@ -224,12 +224,11 @@ def onetime_notes(parsed: ParsedBundle, levels: TableLevels | None = None) -> li
     caches = [first["cache"] for first in firsts if isinstance(first.get("cache"), dict)]
     recompiles = [info["recompile"] for info in infos if isinstance(info.get("recompile"), dict)]
     stats = config.stats  # the run's own clock and rule
-    metric = stats.metric
     clock = {
         "process_cpu": "process CPU time (the worker's threads plus the compiler processes it ran)",
         "thread_cpu": "main-thread CPU time",
         "wall": "wall time",
-    }.get(metric, metric)
+    }.get(stats.metric, stats.metric)
     unit = "fork-server generations" if parsed.pair_generations is not None else "pairs"
     out = [
         f"one-time costs: {clock} of one call per side and process pair, apart from building the module and "
