@@ -39,8 +39,7 @@ def now_iso() -> str:
 def _process_start(pid: int) -> int | None:
     """Start time of ``pid`` in clock ticks since boot (Linux), which tells a reused pid apart."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode(errors="replace")
+        stat = Path(f"/proc/{pid}/stat").read_bytes().decode(errors="replace")
         return int(stat.rsplit(")", 1)[1].split()[19])
     except (OSError, ValueError, IndexError):
         return None
