@@ -39,8 +39,7 @@ def now_iso() -> str:
 def _process_start(pid: int) -> int | None:
     """Start time of ``pid`` in clock ticks since boot (Linux), which tells a reused pid apart."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode(errors="replace")
+        stat = Path(f"/proc/{pid}/stat").read_bytes().decode(errors="replace")
         return int(stat.rsplit(")", 1)[1].split()[19])
     except (OSError, ValueError, IndexError):
         return None
@@ -125,12 +124,9 @@ class Bundle:
         """A run's bundle, from its first key to its end status: the keys every bundle has, then
         complete / interrupted / failed written whatever ends the body. The body may set ``status`` (a run
         whose every cell failed) and ``at_end`` (called after the records are closed: more keys to write)."""
-        head = {
-            "teperf_version": __version__,
-            "kind": kind,
-            "command": command if command is not None else sys.argv,
-        }
-        bundle = cls.create(results_dir, kind, {**head, "started_at": now_iso(), "finished_at": None, **meta})
+        command = sys.argv if command is None else command
+        head = {"teperf_version": __version__, "kind": kind, "command": command, "started_at": now_iso()}
+        bundle = cls.create(results_dir, kind, {**head, "finished_at": None, **meta})
         try:
             yield bundle
         except (KeyboardInterrupt, Interrupted) as stop:
@@ -240,18 +236,15 @@ class Bundle:
         seen: set[bytes] = set()  # a line written twice (records appended again) is one record, not two
         with f:
             for raw in filter(None, (line.strip() for line in f)):
-                if raw in seen:  # the line itself, not its hash: a collision would drop a measured sample
+                record = None
+                if raw not in seen:  # the line itself, not its hash: a collision would drop a measured sample
+                    seen.add(raw)
+                    with contextlib.suppress(ValueError):  # bad JSON or bad UTF-8
+                        record = json.loads(raw.decode("utf-8"))
+                if isinstance(record, dict):
+                    yield record
+                else:
                     self.skipped_lines += 1
-                    continue
-                seen.add(raw)
-                try:
-                    record = json.loads(raw.decode("utf-8"))
-                except ValueError:  # bad JSON or bad UTF-8
-                    record = None
-                if not isinstance(record, dict):
-                    self.skipped_lines += 1
-                    continue
-                yield record
 
     def worker_log(self, pair: int, side: str) -> Path:
         return self.path / "workers" / f"pair{pair:02d}-{side}.log"

@@ -88,34 +88,17 @@ def table_model(summary: Summary, rows: list[dict]) -> TableModel:
         )
     if summary.path:
         footer.append(f"bundle: {summary.path}")
-    return TableModel(
-        title="teperf report --by-lane",
-        header=[],
-        columns=cols,
-        rows=lines,
-        styles=styles,
-        footer=footer,
-        numeric=("lane", "core", "pairs", "base", "level", "delta %"),
-    )
-
-
-def _json(summary: Summary, rows: list[dict], console=None) -> str:
-    return json.dumps({"lanes": [{k: json_value(r.get(k)) for k in FIELDS} for r in rows]}, indent=2) + "\n"
-
-
-def _csv(summary: Summary, rows: list[dict], console=None) -> str:
-    return csv_text(FIELDS, ({k: json_value(r.get(k)) for k in FIELDS} for r in rows))
-
-
-# fmt -> fn(summary, rows, console), as teperf.render.RENDERERS
-RENDERERS = {
-    "table": lambda summary, rows, console=None: render_rich(table_model(summary, rows), console),
-    "markdown": lambda summary, rows, console=None: render_markdown(table_model(summary, rows)),
-    "json": _json,
-    "csv": _csv,
-}
+    numeric = ("lane", "core", "pairs", "base", "level", "delta %")
+    return TableModel("teperf report --by-lane", [], cols, lines, styles, footer, numeric)
 
 
 def render_by_lane(path, fmt: str, stats: Stats | None = None, console=None) -> str | None:
+    """fmt (teperf.render.RENDERERS' keys) -> the text to print, or None where it printed on ``console``."""
     summary, rows = breakdown(path, stats)
-    return RENDERERS[fmt](summary, rows, console)
+    flat = [{k: json_value(r.get(k)) for k in FIELDS} for r in rows]
+    if fmt == "json":
+        return json.dumps({"lanes": flat}, indent=2) + "\n"
+    if fmt == "csv":
+        return csv_text(FIELDS, flat)
+    model = table_model(summary, rows)
+    return render_markdown(model) if fmt == "markdown" else render_rich(model, console)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import itertools
 import os
@@ -25,11 +26,9 @@ def available_cores() -> list[int]:
 def smt_siblings(core: int, sys_cpu: str = SYS_CPU) -> set[int]:
     """Hardware threads sharing ``core``'s physical core (itself included), which slow it down."""
     try:
-        with open(f"{sys_cpu}/cpu{core}/topology/thread_siblings_list") as f:
-            text = f.read()
+        return parse_cpu_list(Path(f"{sys_cpu}/cpu{core}/topology/thread_siblings_list").read_text()) | {core}
     except OSError:
         return {core}
-    return parse_cpu_list(text) | {core}
 
 
 def parse_cpu_list(text: str) -> set[int]:
@@ -194,11 +193,8 @@ def check_lanes(value, first: int, option: str = "--lanes") -> int:
 
 
 def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
     return platform.processor() or "unknown"

@@ -6,10 +6,10 @@ from pathlib import Path
 
 EXIT_CELLS_FAILED = 1  # a cell failed or ended partial; the table says which and why
 EXIT_USAGE = 2  # bad input, refused before (or instead of) measuring
-EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130: Ctrl-C; SIGTERM gives 128 + 15 = 143, as shells report it
 
 
 def exit_status_for_signal(signum: int) -> int:
+    """130 for Ctrl-C, 143 for SIGTERM, as shells report them."""
     return 128 + int(signum)
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
-import shutil
 import subprocess
 
 from teperf.errors import TeperfError
@@ -48,12 +48,9 @@ def estimate_bytes(case) -> int | None:
 def available_bytes(device: str) -> int | None:
     """Free memory where the tensors live (MemAvailable, or the first GPU's); None: unknown."""
     if device.startswith("cuda"):
-        smi = shutil.which("nvidia-smi")
-        if smi is None:
-            return None
-        try:
+        try:  # no nvidia-smi: FileNotFoundError
             out = subprocess.run(
-                [smi, "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+                ["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
                 capture_output=True,
                 text=True,
                 timeout=10,
@@ -61,13 +58,10 @@ def available_bytes(device: str) -> int | None:
             return int(out.split()[0]) * 2**20
         except (OSError, subprocess.SubprocessError, ValueError, IndexError):
             return None
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
     return None
 
 

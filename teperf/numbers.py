@@ -33,9 +33,7 @@ def signed_ms(v, none: str = "-") -> str:
 
 def pct(v, signed: bool = True, none: str = "-") -> str:
     """2.345 -> '+2.3%' ('2.3%' unsigned)."""
-    if missing(v):
-        return none
-    return f"{v:+.1f}%" if signed else f"{v:.1f}%"
+    return none if missing(v) else f"{v:{'+' if signed else ''}.1f}%"
 
 
 def duration(seconds) -> str:

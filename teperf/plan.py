@@ -10,7 +10,7 @@ from typing import Any, Iterator, Mapping
 from teperf.config import Config, backend_module
 from teperf.errors import TeperfError
 from teperf.log import stderr_log
-from teperf.records import cell_key, shape_text
+from teperf.records import cell_key
 
 DTYPE_OF_RECIPE = {"fp32": "float32"}  # everything else runs with bf16 parameters
 
@@ -36,10 +36,6 @@ class Case:
         return cls(**{**{k: case[k] for k in names if k in case}, "shape": tuple(case.get("shape") or ())})
 
     @property
-    def shape_text(self) -> str:
-        return shape_text(self.shape)
-
-    @property
     def key(self) -> str:
         return cell_key(self.module, self.recipe, self.shape, self.mode)
 
@@ -49,17 +45,12 @@ class Case:
         return {**wire, "device": device, "warmup": warmup}
 
     def to_meta(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["shape"] = list(self.shape)
-        d["kwargs"] = dict(self.kwargs)
-        return d
+        return {**dataclasses.asdict(self), "shape": list(self.shape), "kwargs": dict(self.kwargs)}
 
 
 def shape_problem(config: Config, module: str, factory, recipe: str, shape, kwargs) -> str | None:
     """The backend's alignment rule this (module, recipe, shape) breaks, or None."""
-    if factory:
-        return None
-    check = getattr(backend_module(config.backend), "check_shape", None)
+    check = None if factory else getattr(backend_module(config.backend), "check_shape", None)
     if check is None:
         return None
     from teperf.worker.runner import module_class

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import typing
 from typing import Any, ClassVar, Mapping, Optional, Union
 
 from teperf import __version__
@@ -352,10 +351,6 @@ class CaseMeta(Typed):
     mode: str
     skip: Optional[str] = None
 
-    @property
-    def shape_text(self) -> str:
-        return shape_text(self.shape)
-
 
 def shape_text(shape) -> str:
     """[8, 2, 256] -> '8x2x256', as a shape reads in a cell's key (a summary row's is that text)."""
@@ -419,67 +414,42 @@ def lost_pairs_text(pairs: list) -> str:
     return f"in {len(pairs)} pair{'s' if len(pairs) != 1 else ''}: {', '.join(map(str, pairs))}"
 
 
-@dataclasses.dataclass(kw_only=True)
-class HistoryRow:
-    """One cell of one run in the nightly history; the run-level columns (``RUN_COLUMNS``) come first."""
+# The nightly history's columns: the run's (the same on every row of a file), then the cell's. ref and
+# subject are untrusted text; run_date: when the measurement started; base_*: what the nightly commit was
+# paired against (the previous one); machine: the fingerprint id (hash of cpu_model, gpu, driver); shard:
+# "I/N"; night: which night the shard belongs to (store.default_night; older files: null); host_us and
+# host_spread_pct: the measured side's (head, or the only side); counters: JSON text; first_call_* and
+# recompile_ms: one-time costs (teperf.schema ONETIME_COSTS), ms, the measured side's and a compare's paired
+# change; verdict_cause: "load" where its couples shared their core (older files: null).
+RUN_COLUMNS = tuple(
+    """run_id run_kind run_date run_status ref sha subject committed_at base_sha base_subject
+    base_committed_at machine machine_label cpu_model gpu driver hostname shard night teperf_version
+    torch_version bundle""".split()
+)
+HISTORY_COLUMNS = RUN_COLUMNS + tuple(
+    """module recipe shape dtype mode status error host_us host_spread_pct base_us head_us delta_us delta_pct
+    ci_low_us ci_high_us ci_low_pct ci_high_pct verdict ci_basis n_pairs n_trials base_spread_pct
+    head_spread_pct pair_sd_pct mde_pct host_bound counters first_call_ms first_call_delta_pct
+    first_call_verdict recompile_ms verdict_cause""".split()
+)
 
-    run_id: str
-    run_kind: Optional[str] = None  # nightly | import
-    run_date: Optional[_dt.datetime] = None  # when the measurement started
-    run_status: Optional[str] = None  # complete | failed | interrupted | running
-    ref: Optional[str] = None  # branch the nightly watches (untrusted text)
-    sha: Optional[str] = None  # the measured commit (head of the nightly)
-    subject: Optional[str] = None  # its subject line (untrusted text)
-    committed_at: Optional[_dt.datetime] = None
-    base_sha: Optional[str] = None  # what it was paired against (previous nightly commit)
-    base_subject: Optional[str] = None
-    base_committed_at: Optional[_dt.datetime] = None
-    machine: Optional[str] = None  # fingerprint id: hash of cpu_model, gpu, driver
-    machine_label: Optional[str] = None
-    cpu_model: Optional[str] = None
-    gpu: Optional[str] = None
-    driver: Optional[str] = None
-    hostname: Optional[str] = None
-    shard: Optional[str] = None  # "I/N"
-    night: Optional[str] = None  # which night the shard belongs to (store.default_night); older files: null
-    teperf_version: Optional[str] = None
-    torch_version: Optional[str] = None
-    bundle: Optional[str] = None
-    # the cell
-    module: Optional[str] = None
-    recipe: Optional[str] = None
-    shape: Optional[str] = None
-    dtype: Optional[str] = None
-    mode: Optional[str] = None
-    status: Optional[str] = None
-    error: Optional[str] = None
-    host_us: Optional[float] = None  # the measured side's median host time per step (head, or the only side)
-    host_spread_pct: Optional[float] = None
-    base_us: Optional[float] = None
-    head_us: Optional[float] = None
-    delta_us: Optional[float] = None
-    delta_pct: Optional[float] = None
-    ci_low_us: Optional[float] = None
-    ci_high_us: Optional[float] = None
-    ci_low_pct: Optional[float] = None
-    ci_high_pct: Optional[float] = None
-    verdict: Optional[str] = None
-    ci_basis: Optional[str] = None
-    n_pairs: Optional[int] = None
-    n_trials: Optional[int] = None
-    base_spread_pct: Optional[float] = None
-    head_spread_pct: Optional[float] = None
-    pair_sd_pct: Optional[float] = None
-    mde_pct: Optional[float] = None
-    host_bound: Optional[bool] = None
-    counters: Optional[str] = None  # JSON text
-    # one-time costs (teperf.schema ONETIME_COSTS), ms: the measured side's, and a compare's paired change
-    first_call_ms: Optional[float] = None
-    first_call_delta_pct: Optional[float] = None
-    first_call_verdict: Optional[str] = None
-    recompile_ms: Optional[float] = None
-    verdict_cause: Optional[str] = None  # "load": its couples shared their core (older files: null)
 
+def _column_type(name: str) -> type:
+    """A history column's type, as its name says: figures (_us, _pct, _ms) float, counts (n_) int."""
+    if name.endswith(("_us", "_pct", "_ms")):
+        return float
+    if name.startswith("n_"):
+        return int
+    if name == "run_date" or name.endswith("_at"):
+        return _dt.datetime
+    return bool if name == "host_bound" else str
+
+
+# Column -> the Python type of its values (None is allowed in every column but run_id).
+HISTORY_COLUMN_TYPES = {name: _column_type(name) for name in HISTORY_COLUMNS}
+
+
+class _HistoryChecks(_RowReads):
     def __post_init__(self) -> None:
         if not isinstance(self.run_id, str) or not self.run_id:
             raise RecordError(f"history row with run_id {self.run_id!r}")
@@ -488,20 +458,14 @@ class HistoryRow:
             if value is not None and not accepts(value, Optional[want]):
                 raise RecordError(f"history row: {name}={value!r:.60} is not {want.__name__}")
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
-
-def _column_type(hint) -> type:
-    """Optional[X] -> X."""
-    args = [a for a in typing.get_args(hint) if a is not type(None)]
-    return args[0] if args else hint
-
-
-# Column -> the Python type of its values (None is allowed in every column but run_id).
-HISTORY_COLUMN_TYPES = {name: _column_type(hint) for name, hint in type_hints(HistoryRow).items()}
-HISTORY_COLUMNS = tuple(HISTORY_COLUMN_TYPES)
-RUN_COLUMNS = HISTORY_COLUMNS[: HISTORY_COLUMNS.index("bundle") + 1]
+# One cell of one run in the nightly history, its types checked when made.
+HistoryRow = dataclasses.make_dataclass(
+    "HistoryRow",
+    [("run_id", str)] + [(name, Optional[HISTORY_COLUMN_TYPES[name]], None) for name in HISTORY_COLUMNS[1:]],
+    bases=(_HistoryChecks,),
+    kw_only=True,
+)
 CELL_KEY = ("module", "recipe", "shape", "dtype", "mode")
 
 

@@ -10,11 +10,12 @@ import json
 import math
 
 from teperf.config import RecordedConfig
+from teperf.explain.render import counters_diff
 from teperf.numbers import duration, ms, pct, signed_ms, signed_us, us
 from teperf.provenance import side_line
 from teperf.records import Row
 from teperf.safe_text import for_markdown, for_terminal
-from teperf.schema import ROW_FIELDS
+from teperf.schema import ONETIME_COSTS, ROW_FIELDS
 from teperf.stats import TableLevels, level_text
 from teperf.summary import Summary
 from teperf.verdicts import STYLE, onetime, verdict_text
@@ -48,14 +49,7 @@ def schedule_text(cfg: RecordedConfig, rows: list[Row]) -> str:
     return f"{cfg.known('schedule.processes')} process pairs{limit}"
 
 
-def pairs_text(row: Row) -> str:
-    """The pairs cell: '3/8' of a fixed schedule, '12' where --precision left the number open."""
-    got = row.n_pairs or 0
-    return f"{got}/{row.pairs_planned}" if row.pairs_planned else str(got)
-
-
 def side_text(desc: dict) -> str:
-    label = desc.get("label", "?")
     bits = []
     if desc.get("sha"):
         bits.append(desc["sha"][:10] + (" (dirty)" if desc.get("dirty") else ""))
@@ -72,7 +66,7 @@ def side_text(desc: dict) -> str:
     pythonpath = (desc.get("env") or {}).get("PYTHONPATH")
     if pythonpath:  # inherited from the shell: a factory outside the side's tree may come from there
         bits.append(f"PYTHONPATH {pythonpath}")
-    return f"{label}: " + ", ".join(bits)
+    return f"{desc.get('label', '?')}: " + ", ".join(bits)
 
 
 def counters_text(counters, compare: bool = False) -> str:
@@ -83,8 +77,6 @@ def counters_text(counters, compare: bool = False) -> str:
         c = counters["base"]
         text = ", ".join(f"{k} {v}" for k, v in c.items() if v is not None and not isinstance(v, list))
         return f"base only (counts, not changes): {text}" if compare and text else text
-    from teperf.explain.render import counters_diff
-
     return counters_diff(counters["base"], counters["head"])
 
 
@@ -167,7 +159,8 @@ def _compare_columns(summary: Summary) -> list[str]:
 def _step_cells(summary: Summary, r: Row, show_pairs: bool, show_why: bool) -> tuple[list[str], str | None]:
     """A row's cells after its key columns, and its style."""
     status = r.status
-    pairs = [pairs_text(r) if status != "skipped" else ""] if show_pairs else []
+    got = f"{r.n_pairs or 0}" + (f"/{r.pairs_planned}" if r.pairs_planned else "")  # no plan: --precision
+    pairs = [got if status != "skipped" else ""] if show_pairs else []
     if status in ("skipped", "failed", "missing"):
         reason = (r.error or "")[:90]
         # compare: base, head, delta, delta %, CI, [pairs], verdict (and the reason once more);
@@ -219,17 +212,10 @@ def table_model(summary: Summary) -> TableModel:
     return TableModel(title=title, header=header, columns=cols, rows=rows, styles=styles, footer=footer)
 
 
-ONETIME_LABEL = {"first_call": "first call", "recompile": "recompile"}
 ONETIME_HEADER = (
     "what a cell costs once, before its first fast step: the first call (eager: the first step; compile: "
     "tracing and compiling; cuda-graph: the capture) and, for compile, the recompile when the recipe changes"
 )
-
-
-def _steps_text(steps) -> str:
-    if steps is None:
-        return "-"
-    return f"{steps:,}" if isinstance(steps, int) else str(steps)
 
 
 def _onetime_cells(summary: Summary, r: Row, cost: str) -> tuple[list[str], str | None]:
@@ -243,13 +229,12 @@ def _onetime_cells(summary: Summary, r: Row, cost: str) -> tuple[list[str], str 
     if cost != "first_call":
         return line + ["", "", ""], None
     extra, saves = signed_ms(r.onetime_extra_ms), signed_us(r.saving_per_step_us)
-    return line + [extra, saves, _steps_text(r.break_even_steps)], None
+    steps = r.break_even_steps  # "never", or None where a figure is missing
+    return line + [extra, saves, f"{steps:,}" if isinstance(steps, int) else str(steps or "-")], None
 
 
 def onetime_model(summary: Summary) -> TableModel | None:
     """The second table: one-time costs per cell (first call, recompile), None when the bundle has none."""
-    from teperf.schema import ONETIME_COSTS
-
     lines = [
         (r, cost) for r in summary.rows for cost in ONETIME_COSTS if getattr(r, f"{cost}_base_ms") is not None
     ]
@@ -264,7 +249,7 @@ def onetime_model(summary: Summary) -> TableModel | None:
     rows, styles = [], []
     for r, cost in lines:
         cells, style = _onetime_cells(summary, r, cost)
-        rows.append([getattr(r, k) for k in keys] + [ONETIME_LABEL[cost]] + cells)
+        rows.append([getattr(r, k) for k in keys] + [cost.replace("_", " ")] + cells)
         styles.append(style)
     return TableModel("one-time costs", [ONETIME_HEADER], cols, rows, styles, list(summary.onetime_notes))
 
@@ -321,15 +306,9 @@ def _flat_rows(summary: Summary) -> list[dict]:
 
 
 def render_json(summary: Summary, console=None) -> str:
-    data = {
-        "meta": summary.meta,
-        "rows": _flat_rows(summary),
-        "notes": summary.notes,
-        "onetime_notes": summary.onetime_notes,
-        "imported": summary.imported,
-        "code_problems": summary.code_problems,
-        "table_levels": dataclasses.asdict(summary.levels) if summary.levels else None,
-    }
+    names = ("meta", "rows", "notes", "onetime_notes", "imported", "code_problems")
+    data = {name: getattr(summary, name) for name in names} | {"rows": _flat_rows(summary)}
+    data["table_levels"] = dataclasses.asdict(summary.levels) if summary.levels else None
     return json.dumps(data, indent=2, default=str) + "\n"
 
 

@@ -146,17 +146,14 @@ def compare_cell(
 
 def load_bound(couples: Mapping[int, Sequence[tuple[float, float, bool]]], alpha: float) -> tuple[float, str]:
     """The bias load could add to a cell's estimate (log scale), and what measured it. ``couples``: pair ->
-    (ln(head/base), lost-time asymmetry, contended) of each couple its figures rest on; the asymmetry is
-    ln(wall/CPU time) of the head trial minus the base's. Interleaving makes load hit both sides alike in
-    expectation (its noise is in the pairs' interval); what may be left is bias, bounded twice:
-    (a) time the head lost to other processes more than the base, summarised like the estimate (mean over
-    pairs of the median over couples), times the share of it the estimate carries: |slope| + margin of the
-    log ratio on the asymmetry (within_pair_slope), at most 1 (taken whole, the head's longer trials losing
-    17-23 % less under a hog bounded its CPU time by 18-26 %);
-    (b) how far the contended couples move the estimate from the clean couples' of their pair (a pair
-    with no clean couple: by the mean difference of contended and clean elsewhere), all of it where that
-    difference is twice its margin (within_pair_slope), none where the margin holds it: one clean couple
-    in 32 had made its noise a 23 % bound. The larger counts."""
+    (ln(head/base), ln(wall/CPU) of the head trial minus the base's, contended) of each couple its figures
+    rest on. Interleaving makes load hit both sides alike in expectation; the bias left is bounded twice,
+    the larger counting: (a) the head's lost time over the base's (mean over pairs of the median over
+    couples) times the share the estimate carries, |slope| + margin (within_pair_slope) at most 1 (taken
+    whole, the head's trials losing 17-23 % less under a hog bounded its CPU time by 18-26 %); (b) how far
+    the contended couples move the estimate from their pair's clean ones (no clean one: the mean gap
+    elsewhere), in full at twice the gap's margin, none within it (one clean couple in 32 had made its noise
+    a 23 % bound)."""
     asym = [float(np.median([x for _, x, _ in c])) for c in couples.values() if c]
     slope, margin = within_pair_slope(couples, 1, alpha)
     lost = abs(float(np.mean(asym))) * min(1.0, abs(slope) + margin) if asym else 0.0
@@ -320,12 +317,6 @@ def table_levels(cells: Sequence[tuple[float, float]], alpha: float) -> TableLev
     return TableLevels(level, alpha / k, len(family), changed, len(cells))
 
 
-def robust_sd(values: Sequence[float]) -> float:
-    """The median absolute deviation scaled to a normal sd: one heavy tail does not move it."""
-    v = np.asarray(values, dtype=float)
-    return float(np.median(np.abs(v - np.median(v))) * 1.4826) if len(v) else math.nan
-
-
 def onetime_cell(
     base: Mapping[int, float],
     head: Mapping[int, float] | None,
@@ -354,8 +345,9 @@ def onetime_cell(
     enough = len(units) >= onetime_pairs_needed(floor or cfg.alpha)
     interval = signed_rank_interval(units, cfg.alpha) if enough else None
     centre = interval[0] if interval else float(np.median(units))
-    spread = robust_sd(units) if len(units) > 1 else math.nan
-    min_effect = max(cfg.min_effect_once_pct, to_pct(spread) if math.isfinite(spread) else 0.0)
+    # the robust sd (median absolute deviation scaled to a normal sd): one heavy tail does not move it
+    spread = float(np.median(np.abs(units - np.median(units)))) * 1.4826 if len(units) > 1 else 0.0
+    min_effect = max(cfg.min_effect_once_pct, to_pct(spread))
     out.update(
         base_ms=b,
         head_ms=b * math.exp(centre),

@@ -13,6 +13,7 @@ from typing import Optional
 
 from teperf.config import METRIC_FIELD, ModuleSpec, backend_module
 from teperf.errors import TeperfError
+from teperf.records import shape_text
 from teperf.stats import t_interval
 from teperf.summary import parse, stats_from_meta
 from teperf.verdicts import slope_verdict
@@ -86,14 +87,10 @@ def apply(config, sweep: Sweep):
                 f"--sweep {sweep.key}: the {config.backend} backend's built-in {spec.name} takes no kwargs",
                 "sweep a shape dimension (--sweep dim0=...), or use modules with a factory",
             )
-        for value in sweep.values:
-            modules.append(
-                ModuleSpec(
-                    name=f"{spec.name}[{sweep.key}={_fmt(value)}]",
-                    factory=spec.factory,
-                    kwargs={**dict(spec.kwargs), sweep.key: value},
-                )
-            )
+        modules += [
+            ModuleSpec(f"{spec.name}[{sweep.key}={_fmt(v)}]", spec.factory, {**spec.kwargs, sweep.key: v})
+            for v in sweep.values
+        ]
     return dataclasses.replace(config, modules=tuple(modules))
 
 
@@ -110,7 +107,7 @@ def _series_key(case, sweep: Sweep):
     if not m or m.group("key") != sweep.key:
         return None
     value = float(m.group("value"))
-    return f"{m.group('module')}/{case.recipe}/{case.shape_text}/{case.mode}", value
+    return f"{m.group('module')}/{case.recipe}/{shape_text(case.shape)}/{case.mode}", value
 
 
 def _ols_slope(xs, ys) -> Optional[float]:
@@ -122,23 +119,16 @@ def _ols_slope(xs, ys) -> Optional[float]:
 
 
 def _interval(samples, alpha: float) -> dict:
-
     if not samples:
         return {"slope": None, "lo": None, "hi": None, "n_pairs": 0}
     mean, half, _sd, _mde = t_interval(samples, alpha)
-    finite = math.isfinite(half)
-    return {
-        "slope": mean,
-        "lo": mean - half if finite else None,
-        "hi": mean + half if finite else None,
-        "n_pairs": len(samples),
-    }
+    lo, hi = (mean - half, mean + half) if math.isfinite(half) else (None, None)
+    return {"slope": mean, "lo": lo, "hi": hi, "n_pairs": len(samples)}
 
 
 def analyze(bundle_path, sweep: Sweep) -> list[dict]:
     """One dict per series (module/recipe/shape-with-*/mode): per side the us and counters per value and
     the slope with its interval, and head - base with its verdict."""
-
     parsed = parse(bundle_path)
     stats = stats_from_meta(parsed.meta)
     field = METRIC_FIELD[stats.metric]
@@ -243,21 +233,11 @@ def series_from_cells(cells) -> list[dict]:
         name = (m.group("module"), m.group("key"), cell.recipe, cell.variant)
         groups[name][value] = last
     out = []
-    for (module, key, recipe, variant), points in sorted(groups.items()):
+    for name, points in sorted(groups.items()):
         if len(points) < 2:
             continue
         values = sorted(points)
-        us = [points[v].host_us for v in values]
-        out.append(
-            {
-                "module": module,
-                "key": key,
-                "recipe": recipe,
-                "variant": variant,
-                "values": values,
-                "us": us,
-                "shas": [points[v].short_sha for v in values],
-                "slope": _ols_slope(values, us),
-            }
-        )
+        us, shas = [points[v].host_us for v in values], [points[v].short_sha for v in values]
+        named = dict(zip(("module", "key", "recipe", "variant"), name))
+        out.append(named | {"values": values, "us": us, "shas": shas, "slope": _ols_slope(values, us)})
     return out

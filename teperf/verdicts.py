@@ -50,19 +50,14 @@ def loaded(contended: int, couples: int, limit_pct: float) -> bool:
     return bool(couples) and 100.0 * contended / couples > limit_pct
 
 
-def load_text(row) -> str:
-    """'load: 83% contended, bias up to 2.1%': what load did to a cell the load rule withheld."""
-    bound = f", bias up to {row.load_bound_pct:.1f}%" if row.load_bound_pct is not None else ""
-    return f"load: {row.contended_pct or 0:.0f}% contended{bound}"
-
-
 def qualifier(row) -> str:
-    """What an inconclusive verdict adds: ' (load: ...)' when load withheld it, else the change it could
-    not rule out (' (up to +X%)'); '' for any other verdict. ``row``: a records.Row."""
+    """What an inconclusive verdict adds (``row``: a records.Row): ' (load: 83% contended, bias up to 2.1%)'
+    when load withheld it, else the change it could not rule out (' (up to +X%)'); '' for any other."""
     if row.verdict != INCONCLUSIVE:
         return ""
     if row.verdict_cause == LOAD:
-        return f" ({load_text(row)})"
+        bound = f", bias up to {row.load_bound_pct:.1f}%" if row.load_bound_pct is not None else ""
+        return f" (load: {row.contended_pct or 0:.0f}% contended{bound})"
     return f" (up to {row.bound_pct:+.1f}%)" if row.bound_pct is not None else ""
 
 

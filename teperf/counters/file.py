@@ -104,12 +104,6 @@ class Expected:
         return int(row.tolerance.get(counter, self.tolerance.get(counter, 0)))
 
 
-def _count(value, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TeperfError(f"{where} must be a whole number >= 0, got {value!r}", "fix the row or --update it")
-    return value
-
-
 def _counters(table, where: str) -> dict:
     """counter -> count of a row or a tolerance table, checked."""
     if not isinstance(table, dict):
@@ -117,7 +111,12 @@ def _counters(table, where: str) -> dict:
     unknown = sorted(set(table) - set(COUNTER_KEYS))
     if unknown:
         raise TeperfError(f"{where}: unknown counter {unknown[0]!r}", f"counters: {', '.join(COUNTER_KEYS)}")
-    return {k: _count(v, f"{where} {k}") for k, v in table.items()}
+    for k, v in table.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise TeperfError(
+                f"{where} {k} must be a whole number >= 0, got {v!r}", "fix the row or --update it"
+            )
+    return dict(table)
 
 
 def row_line(key: str, counts: dict, tolerance: Optional[dict] = None) -> str:
@@ -160,7 +159,6 @@ def rewrite(expected: Expected, changed: dict[str, dict]) -> str:
     if cells_header is None:
         lines += ["", "[cells]"]
         cells_header = len(lines) - 1
-    inserts = []
     for key in sorted(changed):
         old = expected.rows.get(key)
         if old is not None and key not in row_at:
@@ -171,9 +169,7 @@ def rewrite(expected: Expected, changed: dict[str, dict]) -> str:
         line = row_line(key, changed[key], old.tolerance if old else None)
         if key in row_at:
             lines[row_at[key]] = line
-        else:
-            inserts.append((key, line))
-    for key, line in inserts:  # in key order
+            continue
         # right after the row before it in sort order, so a comment above the next row stays there
         before = [k for k in row_at if k < key]
         at = row_at[max(before)] + 1 if before else cells_header + 1

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from teperf.bundle import Bundle
 from teperf.counters.file import (
     COUNTER_KEYS,
     UPDATE_HINT,
@@ -28,10 +29,11 @@ from teperf.counters.file import (
 from teperf.engine.oneshot import StepFailed, one_worker
 from teperf.engine.spawn import WorkerError
 from teperf.errors import TeperfError
-from teperf.explain.capture import cell_key
+from teperf.explain.capture import cell_key, rerun_config, sides_from_meta
 from teperf.explain.diff import by_calls, diff_profiles
-from teperf.explain.render import count_text
-from teperf.plan import Case
+from teperf.explain.render import calls_text
+from teperf.plan import Case, expand
+from teperf.records import CountersRecord, WorkerRecord
 
 PROFILE_ITERS = 3  # steps profiled for the by-function calls (counts per step are exact)
 
@@ -108,11 +110,7 @@ def functions_text(expected_calls: Optional[dict], got_calls: Optional[dict]) ->
     if not expected_calls or got_calls is None:
         return []
     deltas = by_calls(diff_profiles(as_profile(expected_calls), as_profile(got_calls)), 4)
-    return [
-        f"{count_text(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.name}"
-        + (f" ({d.rel})" if d.rel not in ("~", "") else "")
-        for d in deltas
-    ]
+    return [calls_text(d) for d in deltas]  # as_profile has no lines: each names its file
 
 
 @dataclasses.dataclass
@@ -139,17 +137,9 @@ class CheckResult:
         return not self.changed and not self.failed
 
     def to_dict(self) -> dict:
-        return {
-            "file": str(self.path),
-            "side": self.side,
-            "made_with": self.made_with,
-            "passed": self.passed,
-            "seconds": self.seconds,
-            "cells": [c.to_dict() for c in self.cells],
-            "not_in_config": self.not_in_config,
-            "updated": self.updated,
-            "new_rows": self.new_rows,
-        }
+        names = ("side", "made_with", "passed", "seconds", "cells", "not_in_config", "updated", "new_rows")
+        out = {"file": str(self.path), **{name: getattr(self, name) for name in names}}
+        return out | {"cells": [c.to_dict() for c in self.cells]}
 
 
 def checked(path, side: str, seen: dict, cells: list, expected: Optional[Expected]) -> CheckResult:
@@ -243,8 +233,6 @@ def check(
     """Count every cell of ``config`` on ``side`` once and compare with the file at ``expected_path``;
     ``update`` rewrites the rows that changed and adds the new ones (a missing file is made). A side whose
     versions differ from the file's is refused (TeperfError) either way."""
-    from teperf.plan import expand
-
     t0 = time.perf_counter()
     path = Path(expected_path)
     expected = None if update and not path.exists() else Expected.read(path)
@@ -290,10 +278,9 @@ def check(
 
 def _update(result: CheckResult, expected: Optional[Expected]) -> None:
     counted = {c.key: c.counters for c in result.changed}
-    if expected is None:
-        text = new_file_text(result.path.name, result.made_with, counted)
-    else:
-        text = rewrite(expected, counted)
+    text = (
+        rewrite(expected, counted) if expected else new_file_text(result.path.name, result.made_with, counted)
+    )
     if counted or expected is None:
         tmp = result.path.with_name(f".{result.path.name}.tmp")
         try:
@@ -317,9 +304,6 @@ def check_bundle(
     """The counters ``compare`` recorded for one side (default: head) against the file, nothing counted
     again; ``name_functions``: one worker of that side profiles the changed cells the calls sidecar has, to
     name the functions behind the change as ``teperf counters check`` does."""
-    from teperf.bundle import Bundle
-    from teperf.records import CountersRecord, WorkerRecord
-
     t0 = time.perf_counter()
     expected = Expected.read(expected_path)
     bundle = Bundle.open(bundle_path)
@@ -364,8 +348,6 @@ def by_key(result: CheckResult, key: str) -> Optional[CellResult]:
 def _name_functions(meta: dict, label: str, cases: list, known: dict, result: CheckResult) -> None:
     """Profile the changed cells on the bundle's ``label`` side in one worker; a side that is gone
     (a temporary tree) or a worker that fails leaves the functions unnamed, with a note."""
-    from teperf.explain.capture import rerun_config, sides_from_meta
-
     plan_cases = [Case.from_meta(case) for case in cases]
     work = Path(tempfile.mkdtemp(prefix="teperf-counters-"))
     try:

@@ -7,6 +7,8 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
+import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -17,8 +19,8 @@ from teperf.cpus import check_core, core_usable
 from teperf.engine.oneshot import StepFailed, one_worker
 from teperf.engine.spawn import WorkerError
 from teperf.errors import TeperfError
-from teperf.explain.diff import apply_intervals, combine_profiles, diff_profiles, own_time_intervals
-from teperf.explain.render import counters_diff, to_json
+from teperf.explain.diff import combine_profiles, own_time_intervals
+from teperf.explain.render import counters_diff, report_deltas, to_json
 from teperf.plan import Case
 from teperf.provenance import code_identity, side_facts
 from teperf.sides import Side
@@ -55,7 +57,6 @@ def find_case(meta: dict, cell: Optional[str], where: str = "the bundle") -> dic
 
 def sides_from_meta(meta: dict) -> list:
     """The bundle's sides, in the order they were measured (base before head)."""
-
     described = meta.get("sides") or {}
     if not described:
         raise TeperfError(
@@ -93,7 +94,6 @@ def profile_case(config, sides: list, case: dict, log_dir: Path, *, iters: int, 
     """Start one pinned worker per side, set the case up, count, then profile it ``repeats`` times per
     side, alternating which side goes first. Returns {"counters", "profiles", "hello", "errors",
     "imported": {label: ...}, "own_time_ci"}."""
-
     progress = progress or (lambda message: None)
     plan_case = Case.from_meta(case)
     result: dict = {"counters": {}, "profiles": {}, "hello": {}, "errors": {}, "imported": {}}
@@ -134,7 +134,6 @@ def profile_case(config, sides: list, case: dict, log_dir: Path, *, iters: int, 
 
 def _set_up(workers: dict, plan_case, case: dict, result: dict) -> None:
     """Set the case up on every side, record which code each imports, then count it once per side."""
-
     for label, worker in workers.items():
         try:
             worker.setup(plan_case)
@@ -158,11 +157,14 @@ def _set_up(workers: dict, plan_case, case: dict, result: dict) -> None:
 
 
 def rerun_config(meta: dict, core: Optional[int] = None, timeout_s: Optional[float] = None):
-    """(config, note): the Config to run a bundle's cell again with here, on ``core`` or the bundle's
-    when usable (else the note says which core was taken)."""
-
+    """(config, note): the Config to run a bundle's cell again with here, on ``core`` (must exist), else the
+    bundle's when usable, else the last usable one (the note says which core was taken)."""
     recorded = read_config(meta.get("config"))
-    core, note = _usable_core(core, recorded.core)
+    asked, core, note = core, recorded.core, ""
+    if asked is not None or core is None or not core_usable(core):
+        core = check_core(asked)
+        if asked is None and recorded.core is not None:
+            note = f"the bundle's core {recorded.core} is not usable here; profiled on core {core}"
     schedule = recorded.schedule
     schedule = dataclasses.replace(schedule, timeout_s=float(timeout_s)) if timeout_s else schedule
     return Config(device=recorded.device, core=core, seed=recorded.seed, schedule=schedule), note
@@ -188,7 +190,6 @@ def explain_bundle(
 ) -> dict:
     """Profile one cell of a bundle on its sides again (``teperf explain``); the report is also saved under
     ``BUNDLE/explain/`` (or a temporary directory when the bundle is read-only)."""
-
     bundle = Bundle.open(bundle_path)
     meta = bundle.meta().to_dict()
     case = find_case(meta, cell)
@@ -199,34 +200,17 @@ def explain_bundle(
     load = machine_load(config.core)  # before the profile: its own workers are not load
     outcome = profile_case(config, sides, case, log_dir, iters=iters, repeats=repeats, progress=progress)
     labels = [s.label for s in sides]
-    drift = code_drift(bundle.records(), outcome.get("imported") or {})
-    report = {
-        "cell": cell_name,
-        "case": case,
-        "core": config.core,
-        "iters": iters,
-        "repeats": repeats,
-        "sides": labels,
-        "counters": outcome["counters"],
-        "errors": {
-            **outcome["errors"],
-            **drift,
-            **({"core": core_note} if core_note else {}),
-        },
-        "notes": {"load": load} if load else {},  # not an error: the figures stand, with this said
-        "profiles": outcome["profiles"],
-        "imported": outcome.get("imported") or {},
-        "own_time_ci": outcome.get("own_time_ci") or {},
+    drift = code_drift(bundle.records(), outcome["imported"])
+    report = dict(cell=cell_name, case=case, core=config.core, iters=iters, repeats=repeats, sides=labels)
+    report |= {
+        k: outcome.get(k, {}) for k in ("counters", "errors", "notes", "profiles", "imported", "own_time_ci")
     }
+    report["errors"] |= drift | ({"core": core_note} if core_note else {})
+    report["notes"] = {"load": load} if load else {}  # not an error: the figures stand, with this said
     if len(labels) == 2:
-        base, head = labels
-        deltas = apply_intervals(
-            diff_profiles(outcome["profiles"][base], outcome["profiles"][head]), report["own_time_ci"]
-        )
-        report["counters_diff"] = counters_diff(
-            outcome["counters"].get(base), outcome["counters"].get(head), full=True
-        )
-        report["diff"] = to_json(deltas)
+        base, head = (outcome["counters"].get(label) for label in labels)
+        report["counters_diff"] = counters_diff(base, head, full=True)
+        report["diff"] = to_json(report_deltas(report))
     target = log_dir / "explain.json"
     try:
         target.write_text(json.dumps(report, indent=1))
@@ -245,7 +229,6 @@ def case_packages(case) -> list[str]:
 
 def code_drift(records, now: dict) -> dict:
     """label -> a note when a side now imports other code than its workers did when the bundle was made."""
-
     then = side_facts(records)
     notes = {}
     for label, facts in now.items():
@@ -262,28 +245,12 @@ def code_drift(records, now: dict) -> dict:
     return notes
 
 
-def _usable_core(asked, recorded) -> tuple[int, str]:
-    """(core, note): --core if given (must exist), else the bundle's core, else the last usable one."""
-
-    if asked is not None or recorded is None:
-        return check_core(asked), ""
-    if not core_usable(recorded):
-        fallback = check_core(None)
-        return fallback, f"the bundle's core {recorded} is not usable here; profiled on core {fallback}"
-    return recorded, ""
-
-
 def _writable_dir(parent: Path, cell_name: str) -> Path:
-    import re
-    import tempfile
-
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", cell_name)
     target = parent / safe
     try:
         target.mkdir(parents=True, exist_ok=True)
-        probe = target / ".write-test"
-        probe.write_text("")
-        probe.unlink()
+        tempfile.TemporaryFile(dir=target).close()  # that it can be written
         return target
     except OSError:
         return Path(tempfile.mkdtemp(prefix=f"teperf-explain-{safe}-"))

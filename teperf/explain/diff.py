@@ -4,6 +4,7 @@ to their sys.path entry, qualified name), so across trees; entries sharing a key
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from typing import Iterable, Optional
 
 from teperf.stats import t_interval
@@ -111,7 +112,6 @@ def diff_profiles(base: Iterable[dict], head: Iterable[dict]) -> list[FunctionDe
 def own_time_intervals(base_runs: list[list[dict]], head_runs: list[list[dict]]) -> dict[str, list]:
     """{"rel\tname": [mean, half_width]} of each function's own-time change, repeat r's head minus repeat
     r's base, Student t at 95%."""
-
     n = min(len(base_runs), len(head_runs))
     if n < 2:
         return {}
@@ -162,8 +162,6 @@ def counter_deltas(base: Optional[dict], head: Optional[dict]) -> dict:
 def combine_profiles(profiles: list[list[dict]]) -> list[dict]:
     """Several per-step profiles of one side -> one, by the per-function median (absent: 0), which keeps
     a preemption in one repeat off whatever function was running."""
-    import statistics
-
     if len(profiles) == 1:
         return list(profiles[0])
     merged: dict[tuple, dict] = {}

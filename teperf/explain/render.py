@@ -21,13 +21,15 @@ def count_text(value: float) -> str:
     return f"{int(value):+d}" if value == int(value) else f"{value:+.2f}"
 
 
+def calls_text(d: FunctionDelta) -> str:
+    """'+5 calls of f (pkg/mod.py:12)'."""
+    where = f" ({d.where})" if d.where else ""
+    return f"{count_text(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.name}{where}"
+
+
 def summary(deltas: list[FunctionDelta], n_time: int = 2, n_calls: int = 2) -> str:
     """One line: call-count changes first (they repeat exactly), then own-time changes excluding 0."""
-    parts = [
-        f"{count_text(d.d_calls)} {'call' if abs(d.d_calls) == 1 else 'calls'} of {d.name}"
-        + (f" ({d.where})" if d.where else "")
-        for d in by_calls(deltas, n_calls)
-    ]
+    parts = [calls_text(d) for d in by_calls(deltas, n_calls)]
     timed = [d for d in by_own_time(deltas) if d.d_own_us != 0 and d.own_settled is not False]
     for d in timed[:n_time]:
         pm = f" {d.own_pm}" if d.own_pm else ""
@@ -76,11 +78,7 @@ def _calls_pair(d: FunctionDelta) -> str:
 
 def _presence(d: FunctionDelta) -> str:
     # cProfile lists only functions that ran: "not called" may also mean "does not exist"
-    if d.in_head and not d.in_base:
-        return "  [not called in base]"
-    if d.in_base and not d.in_head:
-        return "  [not called in head]"
-    return ""
+    return f"  [not called in {'base' if d.in_head else 'head'}]" if d.in_base != d.in_head else ""
 
 
 def to_json(deltas: list[FunctionDelta], n: int = 50) -> dict:
@@ -107,6 +105,12 @@ def counters_diff(base: Optional[dict], head: Optional[dict], full: bool = False
     return ", ".join(parts)
 
 
+def report_deltas(report: dict) -> list[FunctionDelta]:
+    """An explain report's function changes, head - base, with their own-time intervals."""
+    base, head = (report["profiles"][label] for label in report["sides"])
+    return apply_intervals(diff_profiles(base, head), report.get("own_time_ci") or {})
+
+
 def render_report(report: dict, n: int = 15) -> str:
     """Text for ``teperf explain``."""
     lines = [
@@ -128,10 +132,7 @@ def render_report(report: dict, n: int = 15) -> str:
                 lines.append(f"  {label} graph breaks: " + "; ".join(c["break_reasons"]))
     if len(labels) == 2:
         lines.append(f"  counters {labels[1]} - {labels[0]}: {report.get('counters_diff') or 'n/a'}")
-        deltas = apply_intervals(
-            diff_profiles(report["profiles"][labels[0]], report["profiles"][labels[1]]),
-            report.get("own_time_ci") or {},
-        )
+        deltas = report_deltas(report)
         lines.append(f"  in short: {summary(deltas)}")
         if int(report.get("repeats") or 0) < 2:
             lines.append("  (one repeat: own-time changes have no interval; --repeats 3 or more gives one)")

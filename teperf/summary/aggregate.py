@@ -11,7 +11,7 @@ from typing import Optional
 import numpy as np
 
 from teperf.config import METRIC_FIELD, Stats
-from teperf.records import CaseMeta, Row, lost_pairs_text
+from teperf.records import CaseMeta, Row, lost_pairs_text, shape_text
 from teperf.schema import ONETIME_CLOCKS, ONETIME_COSTS, ONETIME_STATS, ROW_FIELDS
 from teperf.stats import (
     TableLevels,
@@ -75,17 +75,14 @@ def cell_row(parsed: ParsedBundle, case: CaseMeta, stats: Stats, floor: float | 
     cell = parsed.cell(case.id)
     row = dict.fromkeys(ROW_FIELDS)
     row.update(
-        module=case.module, recipe=case.recipe, shape=case.shape_text, dtype=case.dtype, mode=case.mode
+        module=case.module, recipe=case.recipe, shape=shape_text(case.shape), dtype=case.dtype, mode=case.mode
     )
     row["info"] = next((r.info for r in cell.setups.values() if r.status == "ready"), None)
     row.update(step_figures(parsed, cell, stats))
     row.update(onetime_figures(parsed, cell, stats, floor))
     if cell.counters:
-        head = parsed.head_label
-        row["counters"] = {
-            "base": cell.counters.get(parsed.base_label),
-            "head": cell.counters.get(head) if head else None,
-        }
+        sides = {"base": parsed.base_label, "head": parsed.head_label}  # a run's head: None, so no counts
+        row["counters"] = {side: cell.counters.get(label) for side, label in sides.items()}
     row.update(status_of(case, cell, row["n_trials"]))
     row["pairs_planned"] = planned_pairs(parsed)
     # a run stopped early, or a records.jsonl cut short after it: a cell short of its pairs is partial
@@ -116,11 +113,8 @@ def clean_trials(parsed: ParsedBundle, cell: CellRecords, field: str, limit_pct:
         slots[(t.pair, t.round, t.trial)][t.attempt][t.side] = (v, t.contended(parsed.device))
         records[(t.pair, t.round, t.trial, t.attempt, t.side)] = (t, v)
     picked, incomplete, couples, contended = choose_attempts(slots, sides, limit_pct)
-    counts = {
-        "couples": couples,
-        "contended": contended,
-        "remeasured": sum(max(attempts) > 0 for attempts in slots.values()),
-    }
+    remeasured = sum(max(attempts) > 0 for attempts in slots.values())
+    counts = {"couples": couples, "contended": contended, "remeasured": remeasured}
     used = [(*records[(*key, attempt, side)], key) for key, attempt in picked.items() for side in sides]
     for key in incomplete:  # no complete couple (a run cut short): its trials that did not share the core
         last = max(slots[key])
@@ -140,13 +134,11 @@ def step_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
     base, head = parsed.base_label, parsed.head_label
     times = defaultdict(lambda: defaultdict(list))  # side -> pair -> [us]
     clocks = defaultdict(lambda: defaultdict(list))  # side -> clock -> [us]
-    couples = {}  # (pair, round, trial) -> {side: us}
-    lost = {}  # (pair, round, trial) -> {side: (lost_time, contended)}
+    couples = defaultdict(dict)  # (pair, round, trial) -> side -> (us, lost_time, contended)
     used, counts = clean_trials(parsed, cell, field, stats.max_contended_pct)
     for t, v, key in used:
         times[t.side][t.pair].append(v)
-        couples.setdefault(key, {})[t.side] = v
-        lost.setdefault(key, {})[t.side] = (lost_time(t), t.contended(parsed.device))
+        couples[key][t.side] = (v, lost_time(t), t.contended(parsed.device))
         for clock in EXTRA_CLOCKS:
             value = t.per_step_us(clock)
             if value is not None:
@@ -157,9 +149,9 @@ def step_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
         by_pair, evidence = defaultdict(list), defaultdict(list)
         for key, c in couples.items():
             if base in c and head in c:
-                by_pair[key[0]].append((c[base], c[head]))
-                (lost_b, shared_b), (lost_h, shared_h) = lost[key][base], lost[key][head]
-                evidence[key[0]].append((math.log(c[head] / c[base]), lost_h - lost_b, shared_b or shared_h))
+                (b, lost_b, shared_b), (h, lost_h, shared_h) = c[base], c[head]
+                by_pair[key[0]].append((b, h))
+                evidence[key[0]].append((math.log(h / b), lost_h - lost_b, shared_b or shared_h))
         bias, source = None, ""
         # loaded() is never true at --max-contended 100, which accepts any load: no rule
         if parsed.device == "cpu" and loaded(counts["contended"], counts["couples"], stats.max_contended_pct):
@@ -197,21 +189,17 @@ def onetime_figures(
     parsed: ParsedBundle, cell: CellRecords, stats: Stats, floor: float | None = None
 ) -> dict:
     """One-time costs (first call, recompile), one figure per side and pair, paired like per-step times."""
+    lost = lost_pairs(cell)
     by_cost = defaultdict(lambda: defaultdict(dict))  # cost -> side -> pair -> ms
     for setup in cell.ready:
         for cost in ONETIME_COSTS:
             ms = onetime_ms(setup.info.get(cost), stats.metric)
             # the first set-up of a case in a pair counts (a restarted worker sets up again)
-            if ms is not None:
+            if ms is not None and setup.pair not in lost:
                 by_cost[cost][setup.side].setdefault(setup.pair, ms)
-    lost = lost_pairs(cell)
     base, head = parsed.base_label, parsed.head_label
     out = {}
-    for cost in ONETIME_COSTS:
-        by_side = {
-            side: {p: ms for p, ms in by_pair.items() if p not in lost}
-            for side, by_pair in by_cost[cost].items()
-        }
+    for cost, by_side in by_cost.items():
         if by_side.get(base):
             figures = onetime_cell(
                 by_side[base], by_side.get(head, {}) if head else None, stats, parsed.pair_generations, floor
@@ -231,7 +219,7 @@ def status_of(case: CaseMeta, cell: CellRecords, n_trials) -> dict:
     if skipped and not n_trials:
         return {"status": "skipped", "error": skipped[0].error, "verdict": None}
     if errors or lost:
-        out = {"status": "failed" if not n_trials else "partial"}
+        out = {"status": "partial"} if n_trials else {"status": "failed", "verdict": None}
         if errors:
             out["error"] = str(errors[0].error)
             if getattr(errors[0], "lost_pairs", None):
@@ -241,8 +229,6 @@ def status_of(case: CaseMeta, cell: CellRecords, n_trials) -> dict:
             out["error"] = (
                 f"lost pair{'s' if len(pairs) > 1 else ''} {', '.join(map(str, pairs))}: {lost[0].error}"
             )
-        if not n_trials:
-            out["verdict"] = None
         return out
     return {"status": "ok" if n_trials else "missing"}
 

@@ -31,14 +31,12 @@ def _where_running(meta: dict) -> str:
 
 def notes(parsed: ParsedBundle, rows: list[Row], stats: Stats) -> list[str]:
     meta = parsed.meta
-    out = []
-    planned = planned_pairs(parsed)
-    for row in rows:
-        if row.status == "partial":
-            of_planned = f" of {planned}" if planned else ""
-            out.append(
-                f"partial {row.key}: its figures rest on {row.n_pairs or 0}{of_planned} pairs; {row.error}"
-            )
+    of_planned = f" of {planned_pairs(parsed)}" if planned_pairs(parsed) else ""
+    out = [
+        f"partial {row.key}: its figures rest on {row.n_pairs or 0}{of_planned} pairs; {row.error}"
+        for row in rows
+        if row.status == "partial"
+    ]
     if meta.get("status") == "interrupted":
         detail = f" ({meta['status_detail']})" if meta.get("status_detail") else ""
         out.append(f"run status: interrupted{detail} - the table shows what was measured before it stopped")
@@ -210,39 +208,27 @@ def onetime_notes(parsed: ParsedBundle, levels: TableLevels | None = None) -> li
     """The one-time table's footer: the clock, where first calls ran, the compile cache, the warm-ups."""
     meta = parsed.meta
     config = parsed.config
-    first_calls = on_measuring_core = shared_core = 0
-    warmups: list[float] = []  # process-level compile warm-up, s of CPU
-    caches: list[dict] = []  # a compile case's cache at its first call (teperf.schema: first_call.cache)
-    recompile_what: set = set()
-    recompile_graphs: list[int] = []
-    for setup in (s for cell in parsed.cells.values() for s in cell.ready):
-        info = setup.info
-        first = info.get("first_call")
-        if not isinstance(first, dict):
-            continue
-        first_calls += 1
-        if first.get("cores") == [config.known("core")]:
-            on_measuring_core += 1
-        cpu = (first.get("process_cpu_ns") or 0) + (first.get("children_cpu_ns") or 0)
-        if config.known("device") == "cpu" and first.get("wall_ns", 0) > 1.2 * cpu:
-            shared_core += 1  # wall time well above CPU time: another process had the core
-        warm = (first.get("after_process_warmup") or {}).get("compile")
-        if isinstance(warm, dict) and "error" not in warm:
-            warmups.append(((warm.get("process_cpu_ns") or 0) + (warm.get("children_cpu_ns") or 0)) / 1e9)
-        if isinstance(first.get("cache"), dict):
-            caches.append(first["cache"])
-        if isinstance(info.get("recompile"), dict):
-            recompile_what.add(str(info["recompile"].get("what")))
-            recompile_graphs.append(int(info["recompile"].get("graphs") or 0))
-    if not first_calls:
+    ready = [s.info for cell in parsed.cells.values() for s in cell.ready]
+    infos = [info for info in ready if isinstance(info.get("first_call"), dict)]
+    if not infos:
         return []
+    firsts = [info["first_call"] for info in infos]
+    cpu = lambda c: (c.get("process_cpu_ns") or 0) + (c.get("children_cpu_ns") or 0)  # noqa: E731
+    first_calls = len(firsts)
+    on_measuring_core = sum(first.get("cores") == [config.known("core")] for first in firsts)
+    on_cpu = config.known("device") == "cpu"  # wall time well above CPU time: another process had the core
+    shared_core = sum(on_cpu and first.get("wall_ns", 0) > 1.2 * cpu(first) for first in firsts)
+    warm = [(first.get("after_process_warmup") or {}).get("compile") for first in firsts]
+    warmups = [cpu(w) / 1e9 for w in warm if isinstance(w, dict) and "error" not in w]  # s of CPU
+    # a compile case's cache at its first call (teperf.schema: first_call.cache)
+    caches = [first["cache"] for first in firsts if isinstance(first.get("cache"), dict)]
+    recompiles = [info["recompile"] for info in infos if isinstance(info.get("recompile"), dict)]
     stats = config.stats  # the run's own clock and rule
-    metric = stats.metric
     clock = {
         "process_cpu": "process CPU time (the worker's threads plus the compiler processes it ran)",
         "thread_cpu": "main-thread CPU time",
         "wall": "wall time",
-    }.get(metric, metric)
+    }.get(stats.metric, stats.metric)
     unit = "fork-server generations" if parsed.pair_generations is not None else "pairs"
     out = [
         f"one-time costs: {clock} of one call per side and process pair, apart from building the module and "
@@ -281,8 +267,8 @@ def onetime_notes(parsed: ParsedBundle, levels: TableLevels | None = None) -> li
             + warm_cache_text(caches, filled)
             + (f"; {prewarm_errors} pre-warm set-ups failed" if prewarm_errors else "")
         )
-    for what in sorted(recompile_what):
-        graphs = sorted(set(recompile_graphs))
+    for what in sorted({str(r.get("what")) for r in recompiles}):
+        graphs = sorted({int(r.get("graphs") or 0) for r in recompiles})
         none = " (no graph: nothing recompiled, the step ran eagerly)" if graphs == [0] else ""
         out.append(
             f"recompile: {what}, right after the first compiled call; graphs compiled by it: "

@@ -125,8 +125,7 @@ def _add(parsed: ParsedBundle, rec) -> None:
         parsed.cells[rec.case_id].trials.append(rec)
         parsed.total_trials += 1
         parsed.compiled_in_trial += bool(rec.compiles)
-        if rec.contended(parsed.device):
-            parsed.preempted_trials += 1
+        parsed.preempted_trials += rec.contended(parsed.device)
     elif isinstance(rec, SetupRecord):
         cell = parsed.cells[rec.case_id]
         cell.setups[rec.side] = rec
