@@ -212,7 +212,7 @@ def settle(
     missing: str,
     building: str,
     product: str,
-    fix: str,
+    fix: str = "read the log and fix the build (the next run tries again), or use --strategy build",
 ) -> None:
     """Record a finished build's outcome in ``home``; raise BuildFailed (with the log's tail) when it
     failed, or exited 0 without the ``product`` it should leave (``missing`` says so in the log)."""

@@ -87,7 +87,7 @@ class SidesPlan:
     def make(self) -> tuple[Side, Side]:
         started = time.perf_counter()
         jobs = [(label, commit, self.description(label, commit)) for label, commit in self.pair.sides()]
-        if self.strategy.parallel_sides():
+        if self.strategy.parallel:
             with concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="teperf-side") as pool:
                 made = list(pool.map(lambda job: self.strategy.prepare(*job), jobs))
         else:

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -78,13 +81,18 @@ class CompiledStrategy(Strategy):
         meta = cachedir.read_json(home / cachedir.BUILD_META)
         return meta if meta.get("ok") and (home / output).is_dir() else {}
 
+    @functools.cached_property
+    def python_path(self) -> str:
+        """The workers' interpreter as a real path (part of build keys)."""
+        return os.path.realpath(shutil.which(self.target.python) or self.target.python)
+
     def last_seconds(self, kind: str, full_only: bool = False) -> float | None:
-        """The slowest earlier build of this layout (``full_only``: that rebuilt every step)."""
+        """The slowest earlier build of this package (``full_only``: that rebuilt every step)."""
         times = [
             e.meta.get("seconds")
             for e in cachedir.entries(self.target.opts.cache_dir, kinds=(kind,), sizes=False)
             if e.complete
-            and e.meta.get("layout") == self.target.layout.name
+            and e.meta.get("package") == self.target.package
             and (not full_only or e.meta.get("steps_rebuilt") == e.meta.get("steps_total"))
             and e.meta.get("seconds")
         ]

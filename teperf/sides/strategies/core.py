@@ -66,6 +66,7 @@ class Core(Extension):
     tier = "build"
     cache_kind = "cores"
     te_seconds = 300.0
+    parallel = False  # one shared Ninja tree: head's core builds incrementally after base's
 
     @property
     def cb(self) -> CoreBuild:
@@ -106,9 +107,6 @@ class Core(Extension):
     def fits(cls, layout) -> bool:
         return layout.core_build is not None and layout.extension is not None
 
-    def parallel_sides(self) -> bool:
-        return False  # one shared Ninja tree: head's core builds incrementally after base's
-
     def _installed_core(self, installed: inst.Installed) -> dict[str, str]:
         """package-relative path -> installed file, for the core library files the sides replace."""
         found = {}
@@ -140,11 +138,10 @@ class Core(Extension):
         return args
 
     def _recipe(self) -> dict:
-        t = self.target
         return {
             "cmake_dir": self.cb.cmake_dir,
             "cmake_args": self._cmake_args(),
-            "python": os.path.realpath(shutil.which(t.python) or t.python),
+            "python": self.python_path,
             "env": buildrun.hashed_env(self._core_env, tuple(self.cb.module_dirs)),
         }
 
@@ -235,7 +232,6 @@ class Core(Extension):
                 missing=f"{work / 'build'} has no {' or '.join(self.cb.artifacts)}",
                 building=f"building the core library for {label} {commit.sha[:10]}",
                 product="core library",
-                fix="read the log and fix the build (the next run tries again), or use --strategy build",
             )
             steps = meta.get("steps_rebuilt")
             self.target.log(
