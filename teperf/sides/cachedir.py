@@ -64,23 +64,22 @@ def kind_dir(kind: str, cache_dir: str | os.PathLike | None = None) -> Path:
     return path
 
 
-def tmp_sibling(final: Path) -> Path:
-    """A fresh temporary directory next to ``final`` (same filesystem, so rename is atomic)."""
+@contextlib.contextmanager
+def making(final: Path) -> Iterator[Path]:
+    """A fresh temporary directory next to ``final`` (same filesystem: the rename is atomic) to fill in the
+    block, then renamed to ``final``; if another process got there first, theirs is kept."""
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".tmp-{final.name}-{os.getpid()}-{time.monotonic_ns()}"
     tmp.mkdir()
-    return tmp
-
-
-def publish(tmp: Path, final: Path) -> Path:
-    """Rename ``tmp`` to ``final``; if another process got there first, keep theirs."""
     try:
-        os.rename(tmp, final)
-    except OSError:
-        if not final.exists():
-            raise
-        remove_tree(tmp)
-    return final
+        yield tmp
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not final.exists():
+                raise
+    finally:
+        remove_tree(tmp)  # gone once renamed
 
 
 def remove_tree(path: Path) -> None:

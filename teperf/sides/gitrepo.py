@@ -34,11 +34,9 @@ def _git_exe() -> str:
 
 
 def _git_env() -> dict:
-    env = dict(os.environ)
-    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", LANG="C", GIT_OPTIONAL_LOCKS="0")
-    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):  # the repo is given by -C, nothing else
-        env.pop(name, None)
-    return env
+    # the repo is given by -C, nothing else
+    env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
+    return env | dict(GIT_TERMINAL_PROMPT="0", LC_ALL="C", LANG="C", GIT_OPTIONAL_LOCKS="0")
 
 
 def run_git(repo: str | os.PathLike, *args: str, binary: bool = False, check: bool = True):
@@ -196,22 +194,13 @@ def dirty_files(repo: str | os.PathLike) -> list[str]:
     return files
 
 
-def checked_out_sha(repo: str | os.PathLike) -> str | None:
-    """The commit checked out in the work tree; None for a bare repository (nothing is checked out)."""
-    return commit_sha(repo, "HEAD") if has_work_tree(repo) else None
-
-
 def ls_tree(repo: str | os.PathLike, sha: str, path: str | None = None) -> list[tuple[str, str, str, str]]:
     """(mode, type, object, path) of every entry (recursively) in a commit, optionally under ``path``."""
     args = ["ls-tree", "-r", "-z", "--full-tree", sha]
     if path:
         args += ["--", path]
-    rows = []
-    for item in filter(None, run_git(repo, *args).split("\0")):  # -z: no final newline to strip
-        meta, _, name = item.partition("\t")
-        mode, kind, obj = meta.split()
-        rows.append((mode, kind, obj, name))
-    return rows
+    items = filter(None, run_git(repo, *args).split("\0"))  # -z: no final newline to strip
+    return [(*meta.split(), name) for meta, _, name in (item.partition("\t") for item in items)]
 
 
 def _blobs(repo: str | os.PathLike, sha: str) -> list[str]:
@@ -378,19 +367,6 @@ def _fill_submodules(repo: Path, sha: str, dest: Path, depth: int = 0) -> None:
         _fill_submodules(source, commit, target, depth + 1)
 
 
-def _extract_tree(repo: Path, sha: str, dest: Path, needs: str | None) -> tuple[int, str | None]:
-    """(files, the one path taken or None for all): the whole commit, or where objects outside ``needs``
-    are missing (a partial mirror without some data file), only ``needs``."""
-    try:
-        return _extract_archive(repo, sha, dest), None
-    except TeperfError:
-        if not needs:
-            raise
-    for child in list(dest.iterdir()):  # what the whole archive wrote before it stopped
-        cachedir.remove_tree(child)
-    return _extract_archive(repo, sha, dest, (needs,)), needs
-
-
 def materialize(
     repo: str | os.PathLike,
     sha: str,
@@ -417,12 +393,17 @@ def materialize(
             else:
                 cachedir.touch(final)
             return final
-        if final.exists():
-            cachedir.remove_tree(final)  # an incomplete leftover
-        tmp = cachedir.tmp_sibling(final)
+        cachedir.remove_tree(final)  # an incomplete leftover
         started = time.perf_counter()
-        try:
-            files, only = _extract_tree(repo, sha, tmp, needs)
+        with cachedir.making(final) as tmp:
+            try:
+                files, only = _extract_archive(repo, sha, tmp), None
+            except TeperfError:  # objects outside ``needs`` are missing (a partial mirror): take only it
+                if not needs:
+                    raise
+                cachedir.remove_tree(tmp)  # what the whole archive wrote before it stopped
+                tmp.mkdir()
+                files, only = _extract_archive(repo, sha, tmp, (needs,)), needs
             if submodules:
                 _fill_submodules(repo, sha, tmp)
             cachedir.write_json(
@@ -439,10 +420,6 @@ def materialize(
                     "seconds": round(time.perf_counter() - started, 3),
                 },
             )
-            cachedir.publish(tmp, final)
-        except BaseException:
-            cachedir.remove_tree(tmp)
-            raise
     return final
 
 
