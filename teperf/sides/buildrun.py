@@ -96,15 +96,6 @@ def sysconfig_compilers(python: str | None) -> tuple[str, ...]:
     return tuple(os.path.basename(word) for word in out.split() if word)
 
 
-def ccache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
-    """The compiler cache every build of every repository shares (ccache is content-addressed)."""
-    home = cachedir.kind_dir("ccache", cache_dir) / "shared"
-    if not (home / cachedir.META).is_file():
-        home.mkdir(parents=True, exist_ok=True)
-        cachedir.write_json(home / cachedir.META, {"complete": True, "what": "compiler cache (ccache)"})
-    return home
-
-
 def _masquerade(ccache: str, home: Path, names: Sequence[str]) -> Path:
     """A directory of compiler names that are ccache: first on PATH, setuptools' and torch's compiler
     calls go through it (ccache finds the real compiler further down PATH)."""
@@ -147,7 +138,11 @@ def build_env(
     env["CMAKE_BUILD_PARALLEL_LEVEL"] = n
     exe = find_ccache(python) if ccache else None
     if exe:
-        home = ccache_dir(cache_dir)
+        # the compiler cache every build of every repository shares (ccache is content-addressed)
+        home = cachedir.kind_dir("ccache", cache_dir) / "shared"
+        if not (home / cachedir.META).is_file():
+            home.mkdir(exist_ok=True)
+            cachedir.write_json(home / cachedir.META, {"complete": True, "what": "compiler cache (ccache)"})
         env.setdefault("CCACHE_DIR", str(home))
         # trees live at different paths under the cache (one per side or build configuration): hash
         # paths relative to it, and accept headers copied just before the compile (TE's extension build)

@@ -127,14 +127,14 @@ def find_installed(package: str, python: str = sys.executable) -> Installed:
     location = Path(locations[0]).absolute()
     site_dirs = {os.path.realpath(d) for d in info.get("site_dirs") or []}
     in_site = os.path.realpath(location.parent) in site_dirs
-    siblings = []
-    if not in_site:  # editable/in-place: compiled parts may sit next to the package directory
-        prefixes = (package, f"lib{package}")
-        for entry in sorted(location.parent.iterdir()):
-            if entry.is_file() and entry.name.startswith(prefixes) and is_compiled(entry.name):
-                siblings.append(str(entry))
-    version, distribution = info.get("version"), info.get("distribution")
-    return Installed(package, location, version, distribution, in_site, tuple(siblings))
+    # editable/in-place: compiled parts may sit next to the package directory
+    beside = () if in_site else sorted(location.parent.iterdir())
+    siblings = tuple(
+        str(e)
+        for e in beside
+        if e.is_file() and e.name.startswith((package, f"lib{package}")) and is_compiled(e.name)
+    )
+    return Installed(package, location, info.get("version"), info.get("distribution"), in_site, siblings)
 
 
 def version_commit(version: str | None) -> str | None:
