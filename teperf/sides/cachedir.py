@@ -49,8 +49,6 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
 
 
 def kind_dir(kind: str, cache_dir: str | os.PathLike | None = None) -> Path:
-    if kind not in KINDS:
-        raise ValueError(f"unknown cache kind {kind!r}")
     path = cache_root(cache_dir) / kind
     try:
         path.mkdir(parents=True, exist_ok=True)

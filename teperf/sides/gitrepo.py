@@ -292,8 +292,7 @@ def _untar(stream, dest: Path) -> int:
     count = 0
     with tarfile.open(fileobj=stream, mode="r|") as tar:
         for member in tar:
-            wanted = member.isfile() or member.isdir() or member.issym() or member.islnk()
-            if not wanted or member.name == "pax_global_header":  # pax headers are no files
+            if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
                 continue
             try:
                 tar.extract(member, dest, filter="tar")

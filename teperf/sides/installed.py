@@ -67,14 +67,6 @@ class Installed:
     in_site_dir: bool  # False for editable/in-place installs (a checkout on sys.path)
     sibling_libs: tuple[str, ...] = ()  # editable layout: shared objects next to the package dir
 
-    def to_meta(self) -> dict:
-        return {
-            "installed": str(self.location),
-            "installed_version": self.version,
-            "installed_distribution": self.distribution,
-            "installed_layout": "site" if self.in_site_dir else "in-place",
-        }
-
 
 def ask_python(python: str, code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run ``code`` in ``python`` from an empty directory, where no package shadows the installed one."""
@@ -217,7 +209,15 @@ class Basis:
     known_py: frozenset[str]  # package-relative .py paths tracked in base, head or that commit
 
     def to_meta(self) -> dict:
-        return {**self.installed.to_meta(), "installed_commit": self.commit, "installed_check": self.check}
+        i = self.installed
+        return {
+            "installed": str(i.location),
+            "installed_version": i.version,
+            "installed_distribution": i.distribution,
+            "installed_layout": "site" if i.in_site_dir else "in-place",
+            "installed_commit": self.commit,
+            "installed_check": self.check,
+        }
 
 
 def basis(

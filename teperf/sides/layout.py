@@ -39,13 +39,10 @@ from teperf.errors import TeperfError
 
 
 def matches(path: str, patterns: Iterable[str]) -> bool:
-    for pattern in patterns:
-        if pattern.endswith("/"):
-            if path.startswith(pattern) or path == pattern[:-1]:
-                return True
-        elif fnmatch.fnmatchcase(path, pattern):
-            return True
-    return False
+    return any(
+        path.startswith(p) or path == p[:-1] if p.endswith("/") else fnmatch.fnmatchcase(path, p)
+        for p in patterns
+    )
 
 
 def matches_name(name: str, patterns: Iterable[str]) -> bool:

@@ -120,6 +120,4 @@ def shadow_side(
     )
     if stats.get("own_files"):
         description.update(overlay_own_files=stats["own_files"], overlay_replaced=stats.get("replaced"))
-    return Side(
-        label=label, python=python, sys_path=(str(root), *extra_sys_path), env={}, description=description
-    )
+    return Side(label=label, python=python, sys_path=(str(root), *extra_sys_path), description=description)

@@ -4,6 +4,7 @@ The side is its ``.py`` files over ``prefix/<package>``, ``prefix`` after them o
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import os
@@ -199,10 +200,8 @@ class Build(CompiledStrategy):
         installed_dir = prefix / t.package
         known = gitrepo.tracked_py(t.repo, commit.sha, t.package_dir)
         if built.get("sha") and built["sha"] != commit.sha:
-            try:
+            with contextlib.suppress(gitrepo.GitFailed):  # the build's commit may be gone from this repo
                 known |= gitrepo.tracked_py(t.repo, built["sha"], t.package_dir)
-            except gitrepo.GitFailed:  # the commit the build came from is gone from this repo
-                pass
         spec = ShadowSpec(
             package=t.package,
             installed_dir=installed_dir,

@@ -56,6 +56,5 @@ class PathStrategy(Strategy):
             label=label,
             python=self.target.python,
             sys_path=(str(root),),
-            env={},
             description={**description, "tree": str(tree)},
         )
