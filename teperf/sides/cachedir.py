@@ -64,8 +64,7 @@ def kind_dir(kind: str, cache_dir: str | os.PathLike | None = None) -> Path:
 
 @contextlib.contextmanager
 def making(final: Path) -> Iterator[Path]:
-    """A fresh temporary directory next to ``final`` (same filesystem: the rename is atomic) to fill in the
-    block, then renamed to ``final``; if another process got there first, theirs is kept."""
+    """A temporary sibling of ``final`` to fill, then renamed to it (atomic; another process's copy wins)."""
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".tmp-{final.name}-{os.getpid()}-{time.monotonic_ns()}"
     tmp.mkdir()
@@ -214,12 +213,11 @@ def hold(path: Path) -> None:
     while True:
         handle = open(inuse, "a+")
         _flock(handle, fcntl.LOCK_SH)
-        try:  # a clear unlinks the file it locked: a lock on that one would guard nothing
+        # a clear unlinks the file it locked: a lock on that one would guard nothing
+        with contextlib.suppress(FileNotFoundError):
             if os.fstat(handle.fileno()).st_ino == os.stat(inuse).st_ino:
                 _HELD[path] = handle
                 return
-        except FileNotFoundError:
-            pass
         handle.close()
 
 

@@ -1,7 +1,5 @@
-"""The installed package: where the workers' interpreter imports it from, which commit it was built from.
-
-The coordinator never imports the package: it asks that interpreter, in a subprocess.
-"""
+"""The installed package: where the workers' interpreter imports it from (asked in a subprocess: the
+coordinator never imports it), which commit it was built from."""
 
 from __future__ import annotations
 
@@ -130,8 +128,7 @@ def find_installed(package: str, python: str = sys.executable) -> Installed:
 
 
 def version_commit(version: str | None) -> str | None:
-    """The commit in a local version label: '2.20.0.dev0+d0067d0' -> 'd0067d0' (also '+gabc1234',
-    '+git.abc1234')."""
+    """'2.20.0.dev0+d0067d0' -> 'd0067d0' (also '+gabc1234', '+git.abc1234')."""
     if not version or "+" not in version:
         return None
     for part in re.split(r"[.\-_]", version.split("+", 1)[1]):

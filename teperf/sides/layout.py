@@ -137,8 +137,7 @@ def layout_for(package: str, path: str | os.PathLike | None = None) -> PackageLa
 
 
 def _load(cls, data: Mapping, where: str, table: str = "", **given):
-    """A ``cls`` from a TOML table (``table``: its name; it needs every field without a default): lists
-    and tables of strings checked, any other value a string (a directory: no trailing ``/``)."""
+    """A ``cls`` from TOML table ``table``: its fields without a default required, the rest typed by field."""
     fields = dataclasses.fields(cls)
     missing = [f.name for f in fields if f.default is f.default_factory is dataclasses.MISSING]
     missing = [name for name in missing if not data.get(name)]
@@ -159,7 +158,7 @@ def _load(cls, data: Mapping, where: str, table: str = "", **given):
                 raise TeperfError(f"{where}: {f.name} must be a table of strings", "fix the layout file")
             given[f.name] = {str(k): str(v) for k, v in value.items()}
         else:
-            given[f.name] = str(value).strip("/")
+            given[f.name] = str(value).strip("/")  # a directory: no trailing /
     return cls(**given)
 
 

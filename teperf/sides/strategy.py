@@ -1,6 +1,5 @@
-"""The one interface every way of making git sides implements: made for one Target and one Pair, it
-plans (or refuses) and then turns each commit into a runnable Side. Implementations: teperf/sides/strategies/.
-"""
+"""The interface of every way of making git sides (teperf/sides/strategies/): made for one Target and one
+Pair, it plans (or refuses) and then turns each commit into a runnable Side."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""The strategies: the one list the CLI (compare, bisect, nightly), ``auto`` and bisect's plan use; each
-class describes itself (``teperf.sides.strategy.Strategy``).
-"""
+"""The strategies: the one list the CLI (compare, bisect, nightly), ``auto`` and bisect's plan use."""
 
 from __future__ import annotations
 

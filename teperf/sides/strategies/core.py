@@ -350,14 +350,14 @@ class Core(Extension):
             built={
                 "changed_core": self.pair.changes.paths(changes.CORE),
                 **ext_meta(built),
-                **described("core", core, "key lib log reused seconds from_sha"),
+                **described(
+                    "core", core, "key lib log reused seconds from_sha archs cmake_args compilers ccache"
+                ),
                 "core_steps": [core.get("steps_rebuilt"), core.get("steps_total")],
-                **described("core", core, "archs cmake_args compilers"),
                 "core_flags": {
                     k: v
                     for k, v in (core.get("cmake_cache") or {}).items()
                     if k.endswith(("_FLAGS", "_TYPE"))
                 },
-                "core_ccache": core.get("ccache"),
             },
         )
