@@ -49,12 +49,7 @@ def tool_output(argv: Sequence[str], env: Mapping[str, str] | None = None, timeo
     """What a short query of a tool (nvidia-smi, ccache, a compiler) prints; "" if it cannot run or fails."""
     try:
         proc = subprocess.run(
-            list(argv),
-            env=None if env is None else dict(env),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
+            argv, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
         )
     except (OSError, subprocess.SubprocessError):
         return ""
@@ -197,34 +192,6 @@ def hashed_env(env: Mapping[str, str], also: Sequence[str] = ()) -> dict[str, st
     return {k: env[k] for k in (*HASHED_ENV, *also) if env.get(k)}
 
 
-def settle(
-    home: Path,
-    meta: dict,
-    log_path: Path,
-    log: Log,
-    *,
-    produced: bool,
-    missing: str,
-    building: str,
-    product: str,
-    fix: str = "read the log and fix the build (the next run tries again), or use --strategy build",
-) -> None:
-    """Record a finished build's outcome in ``home``; raise BuildFailed (with the log's tail) when it
-    failed, or exited 0 without the ``product`` it should leave (``missing`` says so in the log)."""
-    if meta.get("returncode") == 0 and not produced:
-        with open(log_path, "a") as out:
-            out.write(f"\nteperf: the build exited 0 but {missing}\n")
-        meta["returncode"] = -1
-    rc = meta.get("returncode")
-    meta["ok"] = rc == 0
-    cachedir.write_json(home / cachedir.BUILD_META, meta)
-    if rc != 0:
-        last = tail(log_path)
-        log(f"{building} failed; last lines of {log_path}:\n{last}")
-        what = f"produced no {product}" if rc == -1 else f"failed with exit {rc}"
-        raise BuildFailed(f"{building} {what} (log: {log_path})", fix, log_path, last)
-
-
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     try:
         with open(path, "rb") as handle:
@@ -263,12 +230,7 @@ def run_logged(
         thread.start()
         try:
             rc = subprocess.run(
-                list(argv),
-                cwd=cwd,
-                env=dict(env),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
+                argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             ).returncode
         except OSError as exc:
             out.write(f"\ncould not start the build command: {exc}\n".encode())

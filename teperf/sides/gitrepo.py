@@ -338,16 +338,11 @@ def _submodule_repo(repo: Path, path: str) -> Path | None:
     checked_out = repo / path
     if has_work_tree(repo) and (checked_out / ".git").exists():
         return checked_out
-    git_dir = Path(run_git(repo, "rev-parse", "--absolute-git-dir"))
-    name = run_git(repo, "config", "-f", ".gitmodules", "--get-regexp", r"^submodule\..*\.path$", check=False)
-    for line in name.splitlines():
-        key, _, value = line.partition(" ")
-        if value == path:
-            module = git_dir / "modules" / key[len("submodule.") : -len(".path")]
-            if module.is_dir():
-                return module
-    module = git_dir / "modules" / path
-    return module if module.is_dir() else None
+    modules = Path(run_git(repo, "rev-parse", "--absolute-git-dir")) / "modules"
+    out = run_git(repo, "config", "-f", ".gitmodules", "--get-regexp", r"^submodule\..*\.path$", check=False)
+    keys = [key for key, _, value in (line.partition(" ") for line in out.splitlines()) if value == path]
+    names = [key[len("submodule.") : -len(".path")] for key in keys]  # the submodule's name, else its path
+    return next((modules / name for name in [*names, path] if (modules / name).is_dir()), None)
 
 
 def _fill_submodules(repo: Path, sha: str, dest: Path, depth: int = 0) -> None:

@@ -176,11 +176,9 @@ class Build(CompiledStrategy):
                     argv, cwd=src, env=env, log_path=log_path, what=f"building {label}", log=t.log
                 )
             meta.update(seconds=round(seconds, 1), returncode=rc)
-            buildrun.settle(
+            self.settle(
                 home,
                 meta,
-                log_path,
-                t.log,
                 produced=(prefix / t.package).is_dir(),
                 missing=f"{prefix} has no {t.package}/ directory",
                 building=f"building {t.package} for {label} {commit.sha[:10]}",

@@ -18,6 +18,8 @@ from teperf.sides.layout import matches
 from teperf.sides.strategy import Strategy
 from teperf.sides.target import Refused
 
+FIX = "read the log and fix the build (the next run tries again), or use --strategy build"
+
 
 def tree_key(repo, sha: str, selected: Callable[[str, str], bool], recipe: Mapping) -> tuple[str, int]:
     """(cache key, files hashed) of the git objects ``selected(path, kind)`` picks and the ``recipe``."""
@@ -74,6 +76,32 @@ class CompiledStrategy(Strategy):
         t = self.target
         ids = {"key": key, "sha": commit.sha, "repo": str(t.repo), "package": t.package}
         return {"ok": False, **ids, "layout": t.layout.name, "hashed_files": n_files, **more}
+
+    def settle(
+        self,
+        home: Path,
+        meta: dict,
+        produced: bool,
+        missing: str,
+        building: str,
+        product: str,
+        fix: str = FIX,
+    ) -> None:
+        """Record a finished build's outcome in ``home``; raise BuildFailed (with the log's tail) when it
+        failed, or exited 0 without the ``product`` it should leave (``missing`` says so in the log)."""
+        log_path = home / "build.log"
+        if meta.get("returncode") == 0 and not produced:
+            with open(log_path, "a") as out:
+                out.write(f"\nteperf: the build exited 0 but {missing}\n")
+            meta["returncode"] = -1
+        rc = meta.get("returncode")
+        meta["ok"] = rc == 0
+        cachedir.write_json(home / cachedir.BUILD_META, meta)
+        if rc != 0:
+            last = buildrun.tail(log_path)
+            self.target.log(f"{building} failed; last lines of {log_path}:\n{last}")
+            what = f"produced no {product}" if rc == -1 else f"failed with exit {rc}"
+            raise buildrun.BuildFailed(f"{building} {what} (log: {log_path})", fix, log_path, last)
 
     def cached(self, kind: str, key: str, output: str) -> dict:
         """The build.json of a finished build of ``key`` ({} when there is none)."""

@@ -275,11 +275,9 @@ class Core(Extension):
             },
             ccache=buildrun.ccache_delta(ccache_before, buildrun.ccache_stats(env)),
         )
-        buildrun.settle(
+        self.settle(
             home,
             meta,
-            log_path,
-            t.log,
             produced=bool(artifacts),
             missing=f"{build} has no {' or '.join(self.cb.artifacts)}",
             building=f"building the core library for {label} {commit.sha[:10]}",

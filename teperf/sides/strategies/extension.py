@@ -191,11 +191,9 @@ class Extension(CompiledStrategy):
             artifacts=artifacts,
             ccache=buildrun.ccache_delta(before, buildrun.ccache_stats(env)),
         )
-        buildrun.settle(
+        self.settle(
             home,
             meta,
-            log_path,
-            t.log,
             produced=bool(artifacts),
             missing=f"{prefix}/{t.package}/ has no {' or '.join(ext.artifacts)}",
             building=f"building the extension for {label} {commit.sha[:10]}",
