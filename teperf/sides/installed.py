@@ -3,6 +3,7 @@ coordinator never imports it), which commit it was built from."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -172,11 +173,9 @@ def fingerprint(location: Path, extra: Iterable[str] = ()) -> str:
     """Changes when the installed package changes (a new build, a reinstall)."""
     h = hashlib.sha256(str(location).encode())
     for rel in walk_files(location):
-        try:
+        with contextlib.suppress(OSError):
             st = os.stat(location / rel)
-        except OSError:
-            continue
-        h.update(f"\0{rel}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+            h.update(f"\0{rel}\0{st.st_size}\0{st.st_mtime_ns}".encode())
     for path in extra:
         h.update(f"\0{path}".encode())
     return h.hexdigest()

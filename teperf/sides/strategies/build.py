@@ -141,13 +141,8 @@ class Build(CompiledStrategy):
                 cachedir.hold(work)
                 src = work / "src"
                 rewritten = buildrun.sync_workdir(work, tree, commit.sha, repo=str(t.repo))
-                subs = {
-                    "{prefix}": str(prefix),
-                    "{src}": str(src),
-                    "{python}": t.python,
-                    "{jobs}": self._env["MAX_JOBS"],
-                }
-                argv = [re.sub(r"\{\w+\}", lambda m: subs.get(m[0], m[0]), arg) for arg in self.template]
+                subs = dict(prefix=str(prefix), src=str(src), python=t.python, jobs=self._env["MAX_JOBS"])
+                argv = [re.sub(r"\{(\w+)\}", lambda m: subs.get(m[1], m[0]), arg) for arg in self.template]
                 env = {**self._env, "TEPERF_BUILD_PREFIX": str(prefix), "TEPERF_BUILD_SRC": str(src)}
                 t.log(
                     f"{label} {commit.sha[:10]}: building {t.package} in {src} "

@@ -3,6 +3,7 @@ each side's tree, over the installed core library; one not loading against it na
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -70,13 +71,10 @@ class Extension(CompiledStrategy):
         """Fingerprint of the installed core: every compiled file of the package but the extension's."""
         h = hashlib.sha256()
         for path in sorted(inst.compiled_files(self.basis.installed)):
-            if self.ext.is_artifact(path.name):
-                continue
-            try:
-                st = path.stat()
-            except OSError:
-                continue
-            h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+            if not self.ext.is_artifact(path.name):
+                with contextlib.suppress(OSError):
+                    st = path.stat()
+                    h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
         return h.hexdigest()
 
     @functools.cached_property
