@@ -121,16 +121,13 @@ def build_env(
     """The environment of a build: the layout's variables (the user's win), jobs, CUDA archs, ``ccache``:
     "launcher" (CMake's compiler launchers: CMake builds), "masquerade" (compiler names on PATH:
     setuptools and torch.utils.cpp_extension builds) or "" (none)."""
-    env = dict(os.environ if base is None else base)
-    for key, value in {**layout.build_env, **dict(extra or {})}.items():
-        env.setdefault(key, value)
+    env = {**layout.build_env, **(extra or {}), **(os.environ if base is None else base)}
     if layout.cuda_archs_env:  # --cuda-archs wins over the environment, which wins over the local GPUs
         archs = cuda_archs or env.get(layout.cuda_archs_env) or local_cuda_archs()
         if archs:
             env[layout.cuda_archs_env] = archs
-    n = str(jobs or free_cores())
-    env["MAX_JOBS"] = n  # torch.utils.cpp_extension (ninja) and TE's build
-    env["CMAKE_BUILD_PARALLEL_LEVEL"] = n
+    # torch.utils.cpp_extension (ninja) and TE's build read MAX_JOBS
+    env["MAX_JOBS"] = env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs or free_cores())
     exe = find_ccache(python) if ccache else None
     if exe:
         # the compiler cache every build of every repository shares (ccache is content-addressed)

@@ -112,7 +112,6 @@ def find_package(root, shas: Sequence[str], where: str, opts: SideOptions, log: 
                 "pass --package NAME (the import name under test) and --package-dir PATH if it lives "
                 "elsewhere",
             )
-        pkg_dir = pkg_dir.strip("/") or "."
     return package, pkg_dir
 
 
