@@ -142,12 +142,7 @@ def entries(cache_dir: str | os.PathLike | None = None, kinds=KINDS, sizes: bool
     root = cache_root(cache_dir)
     found: list[Entry] = []
     for kind in kinds:
-        directory = root / kind
-        if not directory.is_dir():
-            continue
-        for path in sorted(directory.iterdir()):
-            if not path.is_dir() or path.name.endswith(".lock"):
-                continue
+        for path in sorted(p for p in (root / kind).glob("*") if p.is_dir()):  # not the .lock, .inuse files
             meta = read_json(path / (BUILD_META if kind in BUILT else META))
             complete = not path.name.startswith(".tmp-") and bool(meta) and meta.get("ok", True) is not False
             size = du(path) if sizes else 0
