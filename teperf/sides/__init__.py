@@ -1,7 +1,5 @@
-"""A side is one thing that is measured: a label and how to start a worker for it.
-
-Every way of making a side ends in a :class:`Side`; the engine knows nothing else about sides.
-"""
+"""A side is one thing that is measured: a label and how to start a worker for it. Every way of making a
+side ends in a :class:`Side`; the engine knows nothing else about sides."""
 
 from __future__ import annotations
 

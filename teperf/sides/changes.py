@@ -95,8 +95,6 @@ class Change:
 class Changes:
     """The classified difference between two commits."""
 
-    a: str
-    b: str
     items: tuple[Change, ...]
 
     def paths(self, *kinds: str) -> list[str]:
@@ -116,11 +114,8 @@ class Changes:
 
 
 def diff(repo: str | os.PathLike, a: str, b: str, layout: PackageLayout, package_dir: str) -> Changes:
-    items = tuple(
-        Change(e.path, classify(e.path, layout, package_dir, e.submodule))
-        for e in gitrepo.diff_entries(repo, a, b)
-    )
-    return Changes(a=a, b=b, items=items)
+    entries = gitrepo.diff_entries(repo, a, b)
+    return Changes(tuple(Change(e.path, classify(e.path, layout, package_dir, e.submodule)) for e in entries))
 
 
 def shorten(paths: Iterable[str], shown: int = 3, sep: str = ", ") -> str:

@@ -21,7 +21,8 @@ from teperf.sides.target import Pair, Plan, Target
 
 def check_dirty(resolved: Resolved, package_dir: str, allow_dirty: bool) -> dict[str, bool]:
     """Which sides are a checked-out HEAD with uncommitted package edits (teperf measures commits)."""
-    current = gitrepo.checked_out_sha(resolved.repo)
+    # a bare repository has nothing checked out
+    current = gitrepo.commit_sha(resolved.repo, "HEAD") if gitrepo.has_work_tree(resolved.repo) else None
     hits = [name for name, c in (("base", resolved.base), ("head", resolved.head)) if c.sha == current]
     dirty = gitrepo.dirty_files(resolved.repo) if hits else []
     changed = [p for p in dirty if changes.inside(p, package_dir) or changes.is_build_input(p, package_dir)]
@@ -87,7 +88,7 @@ class SidesPlan:
     def make(self) -> tuple[Side, Side]:
         started = time.perf_counter()
         jobs = [(label, commit, self.description(label, commit)) for label, commit in self.pair.sides()]
-        if self.strategy.parallel_sides():
+        if self.strategy.parallel:
             with concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="teperf-side") as pool:
                 made = list(pool.map(lambda job: self.strategy.prepare(*job), jobs))
         else:
@@ -111,7 +112,6 @@ def find_package(root, shas: Sequence[str], where: str, opts: SideOptions, log: 
                 "pass --package NAME (the import name under test) and --package-dir PATH if it lives "
                 "elsewhere",
             )
-        pkg_dir = pkg_dir.strip("/") or "."
     return package, pkg_dir
 
 

@@ -34,11 +34,9 @@ def _git_exe() -> str:
 
 
 def _git_env() -> dict:
-    env = dict(os.environ)
-    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", LANG="C", GIT_OPTIONAL_LOCKS="0")
-    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):  # the repo is given by -C, nothing else
-        env.pop(name, None)
-    return env
+    # the repo is given by -C, nothing else
+    env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
+    return env | dict(GIT_TERMINAL_PROMPT="0", LC_ALL="C", LANG="C", GIT_OPTIONAL_LOCKS="0")
 
 
 def run_git(repo: str | os.PathLike, *args: str, binary: bool = False, check: bool = True):
@@ -196,22 +194,13 @@ def dirty_files(repo: str | os.PathLike) -> list[str]:
     return files
 
 
-def checked_out_sha(repo: str | os.PathLike) -> str | None:
-    """The commit checked out in the work tree; None for a bare repository (nothing is checked out)."""
-    return commit_sha(repo, "HEAD") if has_work_tree(repo) else None
-
-
 def ls_tree(repo: str | os.PathLike, sha: str, path: str | None = None) -> list[tuple[str, str, str, str]]:
     """(mode, type, object, path) of every entry (recursively) in a commit, optionally under ``path``."""
     args = ["ls-tree", "-r", "-z", "--full-tree", sha]
     if path:
         args += ["--", path]
-    rows = []
-    for item in filter(None, run_git(repo, *args).split("\0")):  # -z: no final newline to strip
-        meta, _, name = item.partition("\t")
-        mode, kind, obj = meta.split()
-        rows.append((mode, kind, obj, name))
-    return rows
+    items = filter(None, run_git(repo, *args).split("\0"))  # -z: no final newline to strip
+    return [(*meta.split(), name) for meta, _, name in (item.partition("\t") for item in items)]
 
 
 def _blobs(repo: str | os.PathLike, sha: str) -> list[str]:
@@ -303,8 +292,7 @@ def _untar(stream, dest: Path) -> int:
     count = 0
     with tarfile.open(fileobj=stream, mode="r|") as tar:
         for member in tar:
-            wanted = member.isfile() or member.isdir() or member.issym() or member.islnk()
-            if not wanted or member.name == "pax_global_header":  # pax headers are no files
+            if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
                 continue
             try:
                 tar.extract(member, dest, filter="tar")
@@ -350,16 +338,11 @@ def _submodule_repo(repo: Path, path: str) -> Path | None:
     checked_out = repo / path
     if has_work_tree(repo) and (checked_out / ".git").exists():
         return checked_out
-    git_dir = Path(run_git(repo, "rev-parse", "--absolute-git-dir"))
-    name = run_git(repo, "config", "-f", ".gitmodules", "--get-regexp", r"^submodule\..*\.path$", check=False)
-    for line in name.splitlines():
-        key, _, value = line.partition(" ")
-        if value == path:
-            module = git_dir / "modules" / key[len("submodule.") : -len(".path")]
-            if module.is_dir():
-                return module
-    module = git_dir / "modules" / path
-    return module if module.is_dir() else None
+    modules = Path(run_git(repo, "rev-parse", "--absolute-git-dir")) / "modules"
+    out = run_git(repo, "config", "-f", ".gitmodules", "--get-regexp", r"^submodule\..*\.path$", check=False)
+    keys = [key for key, _, value in (line.partition(" ") for line in out.splitlines()) if value == path]
+    names = [key[len("submodule.") : -len(".path")] for key in keys]  # the submodule's name, else its path
+    return next((modules / name for name in [*names, path] if (modules / name).is_dir()), None)
 
 
 def _fill_submodules(repo: Path, sha: str, dest: Path, depth: int = 0) -> None:
@@ -376,19 +359,6 @@ def _fill_submodules(repo: Path, sha: str, dest: Path, depth: int = 0) -> None:
         target.mkdir(parents=True, exist_ok=True)
         _extract_archive(source, commit, target)
         _fill_submodules(source, commit, target, depth + 1)
-
-
-def _extract_tree(repo: Path, sha: str, dest: Path, needs: str | None) -> tuple[int, str | None]:
-    """(files, the one path taken or None for all): the whole commit, or where objects outside ``needs``
-    are missing (a partial mirror without some data file), only ``needs``."""
-    try:
-        return _extract_archive(repo, sha, dest), None
-    except TeperfError:
-        if not needs:
-            raise
-    for child in list(dest.iterdir()):  # what the whole archive wrote before it stopped
-        cachedir.remove_tree(child)
-    return _extract_archive(repo, sha, dest, (needs,)), needs
 
 
 def materialize(
@@ -417,12 +387,17 @@ def materialize(
             else:
                 cachedir.touch(final)
             return final
-        if final.exists():
-            cachedir.remove_tree(final)  # an incomplete leftover
-        tmp = cachedir.tmp_sibling(final)
+        cachedir.remove_tree(final)  # an incomplete leftover
         started = time.perf_counter()
-        try:
-            files, only = _extract_tree(repo, sha, tmp, needs)
+        with cachedir.making(final) as tmp:
+            try:
+                files, only = _extract_archive(repo, sha, tmp), None
+            except TeperfError:  # objects outside ``needs`` are missing (a partial mirror): take only it
+                if not needs:
+                    raise
+                cachedir.remove_tree(tmp)  # what the whole archive wrote before it stopped
+                tmp.mkdir()
+                files, only = _extract_archive(repo, sha, tmp, (needs,)), needs
             if submodules:
                 _fill_submodules(repo, sha, tmp)
             cachedir.write_json(
@@ -439,10 +414,6 @@ def materialize(
                     "seconds": round(time.perf_counter() - started, 3),
                 },
             )
-            cachedir.publish(tmp, final)
-        except BaseException:
-            cachedir.remove_tree(tmp)
-            raise
     return final
 
 

@@ -1,10 +1,9 @@
-"""The installed package: where the workers' interpreter imports it from, which commit it was built from.
-
-The coordinator never imports the package: it asks that interpreter, in a subprocess.
-"""
+"""The installed package: where the workers' interpreter imports it from (asked in a subprocess: the
+coordinator never imports it), which commit it was built from."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -67,14 +66,6 @@ class Installed:
     in_site_dir: bool  # False for editable/in-place installs (a checkout on sys.path)
     sibling_libs: tuple[str, ...] = ()  # editable layout: shared objects next to the package dir
 
-    def to_meta(self) -> dict:
-        return {
-            "installed": str(self.location),
-            "installed_version": self.version,
-            "installed_distribution": self.distribution,
-            "installed_layout": "site" if self.in_site_dir else "in-place",
-        }
-
 
 def ask_python(python: str, code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run ``code`` in ``python`` from an empty directory, where no package shadows the installed one."""
@@ -127,19 +118,18 @@ def find_installed(package: str, python: str = sys.executable) -> Installed:
     location = Path(locations[0]).absolute()
     site_dirs = {os.path.realpath(d) for d in info.get("site_dirs") or []}
     in_site = os.path.realpath(location.parent) in site_dirs
-    siblings = []
-    if not in_site:  # editable/in-place: compiled parts may sit next to the package directory
-        prefixes = (package, f"lib{package}")
-        for entry in sorted(location.parent.iterdir()):
-            if entry.is_file() and entry.name.startswith(prefixes) and is_compiled(entry.name):
-                siblings.append(str(entry))
-    version, distribution = info.get("version"), info.get("distribution")
-    return Installed(package, location, version, distribution, in_site, tuple(siblings))
+    # editable/in-place: compiled parts may sit next to the package directory
+    beside = () if in_site else sorted(location.parent.iterdir())
+    siblings = tuple(
+        str(e)
+        for e in beside
+        if e.is_file() and e.name.startswith((package, f"lib{package}")) and is_compiled(e.name)
+    )
+    return Installed(package, location, info.get("version"), info.get("distribution"), in_site, siblings)
 
 
 def version_commit(version: str | None) -> str | None:
-    """The commit in a local version label: '2.20.0.dev0+d0067d0' -> 'd0067d0' (also '+gabc1234',
-    '+git.abc1234')."""
+    """'2.20.0.dev0+d0067d0' -> 'd0067d0' (also '+gabc1234', '+git.abc1234')."""
     if not version or "+" not in version:
         return None
     for part in re.split(r"[.\-_]", version.split("+", 1)[1]):
@@ -183,11 +173,9 @@ def fingerprint(location: Path, extra: Iterable[str] = ()) -> str:
     """Changes when the installed package changes (a new build, a reinstall)."""
     h = hashlib.sha256(str(location).encode())
     for rel in walk_files(location):
-        try:
+        with contextlib.suppress(OSError):
             st = os.stat(location / rel)
-        except OSError:
-            continue
-        h.update(f"\0{rel}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+            h.update(f"\0{rel}\0{st.st_size}\0{st.st_mtime_ns}".encode())
     for path in extra:
         h.update(f"\0{path}".encode())
     return h.hexdigest()
@@ -217,7 +205,15 @@ class Basis:
     known_py: frozenset[str]  # package-relative .py paths tracked in base, head or that commit
 
     def to_meta(self) -> dict:
-        return {**self.installed.to_meta(), "installed_commit": self.commit, "installed_check": self.check}
+        i = self.installed
+        return {
+            "installed": str(i.location),
+            "installed_version": i.version,
+            "installed_distribution": i.distribution,
+            "installed_layout": "site" if i.in_site_dir else "in-place",
+            "installed_commit": self.commit,
+            "installed_check": self.check,
+        }
 
 
 def basis(

@@ -39,13 +39,10 @@ from teperf.errors import TeperfError
 
 
 def matches(path: str, patterns: Iterable[str]) -> bool:
-    for pattern in patterns:
-        if pattern.endswith("/"):
-            if path.startswith(pattern) or path == pattern[:-1]:
-                return True
-        elif fnmatch.fnmatchcase(path, pattern):
-            return True
-    return False
+    return any(
+        path.startswith(p) or path == p[:-1] if p.endswith("/") else fnmatch.fnmatchcase(path, p)
+        for p in patterns
+    )
 
 
 def matches_name(name: str, patterns: Iterable[str]) -> bool:
@@ -139,30 +136,30 @@ def layout_for(package: str, path: str | os.PathLike | None = None) -> PackageLa
     return load_layout(path) if path else BUILT_IN.get(package, GENERIC)
 
 
-def _strings(data: Mapping, key: str, where: str) -> tuple[str, ...]:
-    value = data.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise TeperfError(f"{where}: {key} must be a list of strings", "fix the layout file")
-    return tuple(value)
-
-
-def _table(data: Mapping, key: str, where: str, required: Iterable[str]) -> Mapping | None:
-    """The ``[key]`` table, checked to have the ``required`` keys; None when the file has none."""
-    if key not in data:
-        return None
-    missing = [k for k in required if not data[key].get(k)]
-    if missing:
+def _load(cls, data: Mapping, where: str, table: str = "", **given):
+    """A ``cls`` from TOML table ``table``: its fields without a default required, the rest typed by field."""
+    fields = dataclasses.fields(cls)
+    missing = [f.name for f in fields if f.default is f.default_factory is dataclasses.MISSING]
+    missing = [name for name in missing if not data.get(name)]
+    if table and missing:
         raise TeperfError(
-            f"{where}: [{key}] lacks {', '.join(missing)}", "add them (see teperf/sides/layout.py)"
+            f"{where}: [{table}] lacks {', '.join(missing)}", "add them (see teperf/sides/layout.py)"
         )
-    return data[key]
-
-
-def _env(data: Mapping, key: str, where: str) -> dict[str, str]:
-    value = data.get(key, {})
-    if not isinstance(value, dict):
-        raise TeperfError(f"{where}: {key} must be a table of strings", "fix the layout file")
-    return {str(k): str(v) for k, v in value.items()}
+    for f in fields:
+        value = data.get(f.name)
+        if f.name in given or value is None:
+            continue
+        if f.type == "tuple[str, ...]":
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise TeperfError(f"{where}: {f.name} must be a list of strings", "fix the layout file")
+            given[f.name] = tuple(value)
+        elif f.type == "Mapping[str, str]":
+            if not isinstance(value, dict):
+                raise TeperfError(f"{where}: {f.name} must be a table of strings", "fix the layout file")
+            given[f.name] = {str(k): str(v) for k, v in value.items()}
+        else:
+            given[f.name] = str(value).strip("/")  # a directory: no trailing /
+    return cls(**given)
 
 
 def load_layout(path: str | os.PathLike) -> PackageLayout:
@@ -180,33 +177,7 @@ def load_layout(path: str | os.PathLike) -> PackageLayout:
         raise TeperfError(
             f"{where}: unknown key(s) {', '.join(unknown)}", f"use only {', '.join(sorted(known))}"
         )
-    extension = core_build = None
-    ext = _table(data, "extension", where, ("sources", "setup_dir", "artifacts", "import_check"))
-    if ext is not None:
-        extension = ExtensionBuild(
-            sources=_strings(ext, "sources", where),
-            setup_dir=str(ext["setup_dir"]).strip("/"),
-            artifacts=_strings(ext, "artifacts", where),
-            import_check=str(ext["import_check"]),
-            env=_env(ext, "env", where),
-            hash_also=_strings(ext, "hash_also", where),
-        )
-    cb = _table(data, "core_build", where, ("cmake_dir", "artifacts"))
-    if cb is not None:
-        core_build = CoreBuild(
-            cmake_dir=str(cb["cmake_dir"]).strip("/"),
-            artifacts=_strings(cb, "artifacts", where),
-            sources=_strings(cb, "sources", where),
-            cmake_args=_strings(cb, "cmake_args", where) if "cmake_args" in cb else CoreBuild.cmake_args,
-            module_dirs=_env(cb, "module_dirs", where),
-        )
-    return PackageLayout(
-        name=str(data.get("name") or os.path.basename(os.fspath(path))),
-        core=_strings(data, "core", where),
-        extension=extension,
-        core_build=core_build,
-        version_files=_strings(data, "version_files", where),
-        unrelated=_strings(data, "unrelated", where),
-        build_env=_env(data, "build_env", where),
-        cuda_archs_env=data.get("cuda_archs_env"),
-    )
+    tables = {"extension": ExtensionBuild, "core_build": CoreBuild}
+    built = {key: _load(cls, data[key], where, key) for key, cls in tables.items() if key in data}
+    name = str(data.get("name") or os.path.basename(os.fspath(path)))
+    return _load(PackageLayout, data, where, name=name, **built)

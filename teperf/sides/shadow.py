@@ -29,31 +29,6 @@ class ShadowSpec:
     replaced: tuple[str, ...] = ()  # fnmatch patterns of build files (base names) the side's files replace
 
 
-def build_shadow(
-    spec: ShadowSpec, *, cache_dir: str | os.PathLike | None, meta: Mapping
-) -> tuple[Path, dict]:
-    """Make (or reuse) ``<cache>/overlays/<key>/<package>/``; return (root for sys.path, its metadata)."""
-    overlays = cachedir.kind_dir("overlays", cache_dir)
-    final = overlays / spec.key
-    with cachedir.locked(overlays / f"{spec.key}.lock"):
-        cachedir.hold(final)
-        existing = cachedir.read_json(final / cachedir.META)
-        if existing.get("complete"):
-            cachedir.touch(final)
-            return final, existing
-        cachedir.remove_tree(final)
-        tmp = cachedir.tmp_sibling(final)
-        try:
-            stats = _fill_shadow(tmp, spec)
-            written = {**meta, "complete": True, "stats": stats}
-            cachedir.write_json(tmp / cachedir.META, written)
-            cachedir.publish(tmp, final)
-        except BaseException:
-            cachedir.remove_tree(tmp)
-            raise
-    return final, written
-
-
 def _link(target: Path, source: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     os.symlink(os.path.abspath(source), target)
@@ -103,31 +78,38 @@ def _fill_shadow(root: Path, spec: ShadowSpec) -> dict:
     return stats
 
 
-def check_import_location(root: Path, package: str, python: str) -> None:
-    """Ask ``python`` (with ``root`` first on sys.path, as the worker does) where ``package`` comes from."""
+def shadow_side(
+    label: str, spec: ShadowSpec, target: Target, description: Mapping, extra_sys_path: Iterable[str] = ()
+) -> Side:
+    """The side that runs ``spec``'s shadow tree ``<cache>/overlays/<key>/<package>/`` (made once), checked
+    to be what ``target.python`` imports with it first on sys.path, as the worker has it."""
+    description, python = dict(description), target.python
+    overlays = cachedir.kind_dir("overlays", target.opts.cache_dir)
+    root = overlays / spec.key
+    with cachedir.locked(overlays / f"{spec.key}.lock"):
+        cachedir.hold(root)
+        meta = cachedir.read_json(root / cachedir.META)
+        if meta.get("complete"):
+            cachedir.touch(root)
+        else:
+            cachedir.remove_tree(root)
+            with cachedir.making(root) as tmp:
+                meta = {k: description.get(k) for k in ("sha", "repo", "subject", "package")}
+                meta.update(complete=True, stats=_fill_shadow(tmp, spec))
+                cachedir.write_json(tmp / cachedir.META, meta)
     code = (
         "import importlib.util, sys; sys.path[0:0] = [sys.argv[1]]; "
         "s = importlib.util.find_spec(sys.argv[2]); print(s.origin if s else '')"
     )
-    proc = ask_python(python, code, str(root), package)
+    proc = ask_python(python, code, str(root), spec.package)
     origin = proc.stdout.strip()
     if proc.returncode != 0 or not origin or not os.path.abspath(origin).startswith(str(root) + os.sep):
         raise TeperfError(
-            f"with the overlay {root} first on sys.path, {python} still imports {package} from "
+            f"with the overlay {root} first on sys.path, {python} still imports {spec.package} from "
             f"{origin or '(nowhere)'}",
             "remove whatever shadows it (an import hook or .pth that loads it first), "
             "or use --strategy build",
         )
-
-
-def shadow_side(
-    label: str, spec: ShadowSpec, target: Target, description: Mapping, extra_sys_path: Iterable[str] = ()
-) -> Side:
-    """The side that runs ``spec``'s shadow tree (checked to be what ``target.python`` imports)."""
-    description, python = dict(description), target.python
-    meta = {k: description.get(k) for k in ("sha", "repo", "subject", "package")}
-    root, meta = build_shadow(spec, cache_dir=target.opts.cache_dir, meta=meta)
-    check_import_location(root, spec.package, python)
     stats = meta.get("stats", {})
     description.update(
         overlay=str(root),
@@ -138,6 +120,4 @@ def shadow_side(
     )
     if stats.get("own_files"):
         description.update(overlay_own_files=stats["own_files"], overlay_replaced=stats.get("replaced"))
-    return Side(
-        label=label, python=python, sys_path=(str(root), *extra_sys_path), env={}, description=description
-    )
+    return Side(label=label, python=python, sys_path=(str(root), *extra_sys_path), description=description)

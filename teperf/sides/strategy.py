@@ -1,6 +1,5 @@
-"""The one interface every way of making git sides implements: made for one Target and one Pair, it
-plans (or refuses) and then turns each commit into a runnable Side. Implementations: teperf/sides/strategies/.
-"""
+"""The interface of every way of making git sides (teperf/sides/strategies/): made for one Target and one
+Pair, it plans (or refuses) and then turns each commit into a runnable Side."""
 
 from __future__ import annotations
 
@@ -20,6 +19,7 @@ class Strategy:
     compiled: ClassVar[bool] = False  # bisect plans one build per distinct set of compiled inputs
     te_seconds: ClassVar[float] = 600.0  # making one TE commit runnable, before any was measured here
     other_seconds: ClassVar[float] = 60.0  # the same for any other package (mostly-Python trees build fast)
+    parallel: ClassVar[bool] = False  # base and head made at the same time (independent builds)
 
     def __init__(self, target: Target, pair: Pair):
         self.target = target
@@ -37,10 +37,6 @@ class Strategy:
     def fits(cls, layout) -> bool:
         """Whether the package's layout describes what this strategy builds (auto skips it if not)."""
         return True
-
-    def parallel_sides(self) -> bool:
-        """Whether base and head are made at the same time (independent builds that cannot share)."""
-        return False
 
     # helpers for the implementations
 

@@ -1,6 +1,4 @@
-"""The strategies: the one list the CLI (compare, bisect, nightly), ``auto`` and bisect's plan use; each
-class describes itself (``teperf.sides.strategy.Strategy``).
-"""
+"""The strategies: the one list the CLI (compare, bisect, nightly), ``auto`` and bisect's plan use."""
 
 from __future__ import annotations
 
@@ -14,13 +12,10 @@ from teperf.sides.strategies.path import PathStrategy
 
 CLASSES = (Overlay, Extension, Core, Build, PathStrategy, Env)  # in the order --help lists them
 
-
-def _either(names: list[str]) -> str:
-    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
-
+*_tiered, _last_tiered = [c.name for c in CLASSES if c.tier]
 
 HELP = {
-    "auto": f"pick the cheapest from the git diff: {_either([c.name for c in CLASSES if c.tier])} "
+    "auto": f"pick the cheapest from the git diff: {', '.join(_tiered)} or {_last_tiered} "
     "(path for a pure-Python package)",
     **{c.name: c.help for c in CLASSES},
 }

@@ -4,9 +4,11 @@ The side is its ``.py`` files over ``prefix/<package>``, ``prefix`` after them o
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Mapping
@@ -93,23 +95,15 @@ class Build(CompiledStrategy):
         )
 
     def workdir(self) -> Path:
-        config = {
-            "command": self.template,
-            "python": os.path.realpath(shutil.which(self.target.python) or self.target.python),
-            "env": buildrun.hashed_env(self._env),
-        }
+        config = {"command": self.template, "python": self.python_path, "env": buildrun.hashed_env(self._env)}
         return self.buildtree(config)
 
     def _estimate(self) -> str:
         """What a full build of this package took before (TE's figure only for TE: others may be fast)."""
         t = self.target
-        times = [
-            e.meta.get("seconds")
-            for e in cachedir.entries(t.opts.cache_dir, kinds=("builds",), sizes=False)
-            if e.complete and e.meta.get("package") == t.package and e.meta.get("seconds") is not None
-        ]
-        if times:
-            return f"about {max(times):.0f} s like the slowest {t.package} build before"
+        last = self.last_seconds(self.cache_kind)
+        if last:
+            return f"about {last:.0f} s like the slowest {t.package} build before"
         if t.layout.name == "transformer_engine":
             return "TE's takes tens of minutes"
         return f"no earlier {t.package} build to go by"
@@ -127,7 +121,7 @@ class Build(CompiledStrategy):
         costs = []
         for label, commit in self.pair.sides():
             digest, _ = self.key(commit)
-            if self.cached("builds", digest, "prefix"):
+            if self.cached(self.cache_kind, digest, "prefix"):
                 cost = f"build reused from the cache ({digest[:12]})"
             elif incremental.is_dir():
                 cost = f"incremental build in {incremental} (recompiles what differs, {jobs})"
@@ -147,17 +141,8 @@ class Build(CompiledStrategy):
                 cachedir.hold(work)
                 src = work / "src"
                 rewritten = buildrun.sync_workdir(work, tree, commit.sha, repo=str(t.repo))
-                subs = {
-                    "{prefix}": str(prefix),
-                    "{src}": str(src),
-                    "{python}": t.python,
-                    "{jobs}": self._env["MAX_JOBS"],
-                }
-                argv = []
-                for arg in self.template:
-                    for placeholder, value in subs.items():
-                        arg = arg.replace(placeholder, value)
-                    argv.append(arg)
+                subs = dict(prefix=str(prefix), src=str(src), python=t.python, jobs=self._env["MAX_JOBS"])
+                argv = [re.sub(r"\{(\w+)\}", lambda m: subs.get(m[1], m[0]), arg) for arg in self.template]
                 env = {**self._env, "TEPERF_BUILD_PREFIX": str(prefix), "TEPERF_BUILD_SRC": str(src)}
                 t.log(
                     f"{label} {commit.sha[:10]}: building {t.package} in {src} "
@@ -167,32 +152,28 @@ class Build(CompiledStrategy):
                     f"{', ccache' if 'CMAKE_CXX_COMPILER_LAUNCHER' in env else ''}); "
                     f"log: {log_path}"
                 )
-                meta = {
-                    "ok": False,
-                    "hash": digest,
-                    "sha": commit.sha,
-                    "repo": str(t.repo),
-                    "package": t.package,
-                    "package_dir": t.package_dir,
-                    "command": argv,
-                    "prefix": str(prefix),
-                    "log": str(log_path),
-                    "workdir": str(src),
-                    "files_rewritten": rewritten,
-                    "hashed_files": n_files,
-                    "globs": self._globs,
-                    "python": t.python,
-                    "env": buildrun.hashed_env(env, ("MAX_JOBS", "CMAKE_CXX_COMPILER_LAUNCHER")),
-                }
+                meta = self.build_meta(
+                    digest,
+                    commit,
+                    n_files,
+                    hash=digest,
+                    package_dir=t.package_dir,
+                    command=argv,
+                    prefix=str(prefix),
+                    log=str(log_path),
+                    workdir=str(src),
+                    files_rewritten=rewritten,
+                    globs=self._globs,
+                    python=t.python,
+                    env=buildrun.hashed_env(env, ("MAX_JOBS", "CMAKE_CXX_COMPILER_LAUNCHER")),
+                )
                 rc, seconds = buildrun.run_logged(
                     argv, cwd=src, env=env, log_path=log_path, what=f"building {label}", log=t.log
                 )
             meta.update(seconds=round(seconds, 1), returncode=rc)
-            buildrun.settle(
+            self.settle(
                 home,
                 meta,
-                log_path,
-                t.log,
                 produced=(prefix / t.package).is_dir(),
                 missing=f"{prefix} has no {t.package}/ directory",
                 building=f"building {t.package} for {label} {commit.sha[:10]}",
@@ -202,7 +183,7 @@ class Build(CompiledStrategy):
             t.log(f"{label} {commit.sha[:10]}: built in {meta['seconds']} s")
             return meta
 
-        return self.ensure_built("builds", digest, "prefix", label, commit, "", make)
+        return self.ensure_built(self.cache_kind, digest, "prefix", label, commit, "", make)
 
     def prepare(self, label: str, commit: Commit, description: Mapping[str, Any]) -> Side:
         t = self.target
@@ -212,10 +193,8 @@ class Build(CompiledStrategy):
         installed_dir = prefix / t.package
         known = gitrepo.tracked_py(t.repo, commit.sha, t.package_dir)
         if built.get("sha") and built["sha"] != commit.sha:
-            try:
+            with contextlib.suppress(gitrepo.GitFailed):  # the build's commit may be gone from this repo
                 known |= gitrepo.tracked_py(t.repo, built["sha"], t.package_dir)
-            except gitrepo.GitFailed:  # the commit the build came from is gone from this repo
-                pass
         spec = ShadowSpec(
             package=t.package,
             installed_dir=installed_dir,

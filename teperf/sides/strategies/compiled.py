@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -14,6 +17,8 @@ from teperf.sides.gitrepo import Commit
 from teperf.sides.layout import matches
 from teperf.sides.strategy import Strategy
 from teperf.sides.target import Refused
+
+FIX = "read the log and fix the build (the next run tries again), or use --strategy build"
 
 
 def tree_key(repo, sha: str, selected: Callable[[str, str], bool], recipe: Mapping) -> tuple[str, int]:
@@ -72,19 +77,50 @@ class CompiledStrategy(Strategy):
         ids = {"key": key, "sha": commit.sha, "repo": str(t.repo), "package": t.package}
         return {"ok": False, **ids, "layout": t.layout.name, "hashed_files": n_files, **more}
 
+    def settle(
+        self,
+        home: Path,
+        meta: dict,
+        produced: bool,
+        missing: str,
+        building: str,
+        product: str,
+        fix: str = FIX,
+    ) -> None:
+        """Record a finished build's outcome in ``home``; raise BuildFailed (with the log's tail) when it
+        failed, or exited 0 without the ``product`` it should leave (``missing`` says so in the log)."""
+        log_path = home / "build.log"
+        if meta.get("returncode") == 0 and not produced:
+            with open(log_path, "a") as out:
+                out.write(f"\nteperf: the build exited 0 but {missing}\n")
+            meta["returncode"] = -1
+        rc = meta.get("returncode")
+        meta["ok"] = rc == 0
+        cachedir.write_json(home / cachedir.BUILD_META, meta)
+        if rc != 0:
+            last = buildrun.tail(log_path)
+            self.target.log(f"{building} failed; last lines of {log_path}:\n{last}")
+            what = f"produced no {product}" if rc == -1 else f"failed with exit {rc}"
+            raise buildrun.BuildFailed(f"{building} {what} (log: {log_path})", fix, log_path, last)
+
     def cached(self, kind: str, key: str, output: str) -> dict:
         """The build.json of a finished build of ``key`` ({} when there is none)."""
         home = cachedir.kind_dir(kind, self.target.opts.cache_dir) / key
         meta = cachedir.read_json(home / cachedir.BUILD_META)
         return meta if meta.get("ok") and (home / output).is_dir() else {}
 
+    @functools.cached_property
+    def python_path(self) -> str:
+        """The workers' interpreter as a real path (part of build keys)."""
+        return os.path.realpath(shutil.which(self.target.python) or self.target.python)
+
     def last_seconds(self, kind: str, full_only: bool = False) -> float | None:
-        """The slowest earlier build of this layout (``full_only``: that rebuilt every step)."""
+        """The slowest earlier build of this package (``full_only``: that rebuilt every step)."""
         times = [
             e.meta.get("seconds")
             for e in cachedir.entries(self.target.opts.cache_dir, kinds=(kind,), sizes=False)
             if e.complete
-            and e.meta.get("layout") == self.target.layout.name
+            and e.meta.get("package") == self.target.package
             and (not full_only or e.meta.get("steps_rebuilt") == e.meta.get("steps_total"))
             and e.meta.get("seconds")
         ]

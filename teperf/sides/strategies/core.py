@@ -66,6 +66,7 @@ class Core(Extension):
     tier = "build"
     cache_kind = "cores"
     te_seconds = 300.0
+    parallel = False  # one shared Ninja tree: head's core builds incrementally after base's
 
     @property
     def cb(self) -> CoreBuild:
@@ -106,9 +107,6 @@ class Core(Extension):
     def fits(cls, layout) -> bool:
         return layout.core_build is not None and layout.extension is not None
 
-    def parallel_sides(self) -> bool:
-        return False  # one shared Ninja tree: head's core builds incrementally after base's
-
     def _installed_core(self, installed: inst.Installed) -> dict[str, str]:
         """package-relative path -> installed file, for the core library files the sides replace."""
         found = {}
@@ -140,11 +138,10 @@ class Core(Extension):
         return args
 
     def _recipe(self) -> dict:
-        t = self.target
         return {
             "cmake_dir": self.cb.cmake_dir,
             "cmake_args": self._cmake_args(),
-            "python": os.path.realpath(shutil.which(t.python) or t.python),
+            "python": self.python_path,
             "env": buildrun.hashed_env(self._core_env, tuple(self.cb.module_dirs)),
         }
 
@@ -216,94 +213,59 @@ class Core(Extension):
     def ensure_core(self, label: str, commit: Commit, tree: Path) -> dict:
         """Build this commit's core library unless the cache has it; return its build.json (plus 'reused')."""
         key, n_files = self.core_key(commit)
-
-        def make(home: Path, lib: Path, log_path: Path) -> dict:
-            work = self.workdir()
-            with cachedir.locked(work.with_suffix(".lock")):
-                cachedir.hold(work)
-                rewritten = buildrun.sync_workdir(
-                    work, tree, commit.sha, repo=str(self.target.repo), package=self.target.package
-                )
-                meta = self._configure(label, commit, (key, n_files), work, lib, log_path, rewritten)
-                artifacts = self._build_core(label, work, lib, log_path, meta)
-            buildrun.settle(
-                home,
-                meta,
-                log_path,
-                self.target.log,
-                produced=bool(artifacts),
-                missing=f"{work / 'build'} has no {' or '.join(self.cb.artifacts)}",
-                building=f"building the core library for {label} {commit.sha[:10]}",
-                product="core library",
-                fix="read the log and fix the build (the next run tries again), or use --strategy build",
-            )
-            steps = meta.get("steps_rebuilt")
-            self.target.log(
-                f"{label} {commit.sha[:10]}: core built in {meta['seconds']} s"
-                + (f" ({steps} of {meta.get('steps_total')} steps)" if steps is not None else "")
-            )
-            return meta
-
+        make = functools.partial(self._build_core, label, commit, tree, (key, n_files))
         return self.ensure_built(self.cache_kind, key, "lib", label, commit, "core library", make)
 
-    def _configure(
-        self, label: str, commit: Commit, keyed: tuple, work: Path, lib: Path, log_path: Path, rewritten: int
+    def _build_core(
+        self, label: str, commit: Commit, tree: Path, keyed: tuple, home: Path, lib: Path, log_path: Path
     ) -> dict:
-        """Run CMake's configure step in a fresh build tree; the build's metadata so far."""
-        t, env = self.target, self._core_env
-        (key, n_files), build = keyed, work / "build"
-        fresh = not (build / "CMakeCache.txt").is_file()
-        meta = self.build_meta(
-            key,
-            commit,
-            n_files,
-            workdir=str(work),
-            lib=str(lib),
-            log=str(log_path),
-            files_rewritten=rewritten,
-            cmake_args=self._cmake_args(),
-            archs=self.archs or None,
-            configured=fresh,
-            env=buildrun.hashed_env(env, ("MAX_JOBS", "CMAKE_CUDA_COMPILER_LAUNCHER", *self.cb.module_dirs)),
-        )
-        t.log(
-            f"{label} {commit.sha[:10]}: building the {t.layout.name} core library in {work} "
-            f"({'configure + full build' if fresh else 'incremental'}; "
-            f"{changes.plural(rewritten, 'file')} rewritten since its last build; "
-            f"{changes.plural(env['MAX_JOBS'], 'job')}"
-            f"{', ccache' if env.get('TEPERF_CCACHE') else ''}); log: {log_path}"
-        )
-        meta["ccache_before"] = buildrun.ccache_stats(env)
-        rc, configure_s = 0, 0.0
-        if fresh:
-            generator = ["-G", "Ninja"] if shutil.which("ninja", path=env.get("PATH")) else []
-            source = str(work / "src" / self.cb.cmake_dir)
-            args = ["-S", source, "-B", str(build), *generator, *self._cmake_args()]
-            rc, configure_s = self._run_cmake(args, work, log_path, f"configuring the core for {label}")
-        meta.update(returncode=rc, configure_seconds=round(configure_s, 1))
-        return meta
-
-    def _run_cmake(self, args: list[str], work: Path, log_path: Path, what: str) -> tuple[int, float]:
-        cmake = shutil.which("cmake", path=self._core_env.get("PATH")) or "cmake"
-        return buildrun.run_logged(
-            [cmake, *args], cwd=work, env=self._core_env, log_path=log_path, what=what, log=self.target.log
-        )
-
-    def _build_core(self, label: str, work: Path, lib: Path, log_path: Path, meta: dict) -> dict[str, str]:
-        """Build a configured tree (unless configuring failed) and copy its libraries into ``lib``."""
-        env, build = self._core_env, work / "build"
-        build_s = 0.0
-        if meta["returncode"] == 0:
-            offset = log_path.stat().st_size if log_path.exists() else 0
-            args = ["--build", str(build), "--parallel", env["MAX_JOBS"]]
-            meta["returncode"], build_s = self._run_cmake(
-                args, work, log_path, f"building the core for {label}"
+        """``tree`` synced into the shared tree, configured if fresh, built; its libraries copied out."""
+        (key, n_files), t, env, work = keyed, self.target, self._core_env, self.workdir()
+        build = work / "build"
+        with cachedir.locked(work.with_suffix(".lock")):
+            cachedir.hold(work)
+            rewritten = buildrun.sync_workdir(work, tree, commit.sha, repo=str(t.repo), package=t.package)
+            fresh = not (build / "CMakeCache.txt").is_file()
+            meta = self.build_meta(
+                key,
+                commit,
+                n_files,
+                workdir=str(work),
+                lib=str(lib),
+                log=str(log_path),
+                files_rewritten=rewritten,
+                cmake_args=self._cmake_args(),
+                archs=self.archs or None,
+                configured=fresh,
+                env=buildrun.hashed_env(
+                    env, ("MAX_JOBS", "CMAKE_CUDA_COMPILER_LAUNCHER", *self.cb.module_dirs)
+                ),
             )
-            meta.update(self._steps(log_path, offset, build, env))
-        artifacts = self._collect(build, lib) if meta["returncode"] == 0 else {}
-        cache = read_cmake_cache(build)
+            t.log(
+                f"{label} {commit.sha[:10]}: building the {t.layout.name} core library in {work} "
+                f"({'configure + full build' if fresh else 'incremental'}; "
+                f"{changes.plural(rewritten, 'file')} rewritten since its last build; "
+                f"{changes.plural(env['MAX_JOBS'], 'job')}"
+                f"{', ccache' if env.get('TEPERF_CCACHE') else ''}); log: {log_path}"
+            )
+            ccache_before = buildrun.ccache_stats(env)
+            rc, configure_s, build_s = 0, 0.0, 0.0
+            if fresh:
+                generator = ["-G", "Ninja"] if shutil.which("ninja", path=env.get("PATH")) else []
+                source = str(work / "src" / self.cb.cmake_dir)
+                args = ["-S", source, "-B", str(build), *generator, *self._cmake_args()]
+                rc, configure_s = self._run_cmake(args, work, log_path, f"configuring the core for {label}")
+            if rc == 0:
+                offset = log_path.stat().st_size if log_path.exists() else 0
+                args = ["--build", str(build), "--parallel", env["MAX_JOBS"]]
+                rc, build_s = self._run_cmake(args, work, log_path, f"building the core for {label}")
+                meta.update(self._steps(log_path, offset, build, env))
+            artifacts = self._collect(build, lib) if rc == 0 else {}
+            cache = read_cmake_cache(build)
         meta.update(
-            seconds=round(meta["configure_seconds"] + build_s, 1),
+            returncode=rc,
+            configure_seconds=round(configure_s, 1),
+            seconds=round(configure_s + build_s, 1),
             artifacts=artifacts,
             cmake_cache=cache,
             compilers={
@@ -311,9 +273,28 @@ class Core(Extension):
                 for k in ("CMAKE_C_COMPILER", "CMAKE_CXX_COMPILER", "CMAKE_CUDA_COMPILER")
                 if cache.get(k)
             },
-            ccache=buildrun.ccache_delta(meta.pop("ccache_before"), buildrun.ccache_stats(env)),
+            ccache=buildrun.ccache_delta(ccache_before, buildrun.ccache_stats(env)),
         )
-        return artifacts
+        self.settle(
+            home,
+            meta,
+            produced=bool(artifacts),
+            missing=f"{build} has no {' or '.join(self.cb.artifacts)}",
+            building=f"building the core library for {label} {commit.sha[:10]}",
+            product="core library",
+        )
+        steps = meta.get("steps_rebuilt")
+        t.log(
+            f"{label} {commit.sha[:10]}: core built in {meta['seconds']} s"
+            + (f" ({steps} of {meta.get('steps_total')} steps)" if steps is not None else "")
+        )
+        return meta
+
+    def _run_cmake(self, args: list[str], work: Path, log_path: Path, what: str) -> tuple[int, float]:
+        cmake = shutil.which("cmake", path=self._core_env.get("PATH")) or "cmake"
+        return buildrun.run_logged(
+            [cmake, *args], cwd=work, env=self._core_env, log_path=log_path, what=what, log=self.target.log
+        )
 
     @staticmethod
     def _steps(log_path: Path, offset: int, build: Path, env: Mapping[str, str]) -> dict:
@@ -367,14 +348,14 @@ class Core(Extension):
             built={
                 "changed_core": self.pair.changes.paths(changes.CORE),
                 **ext_meta(built),
-                **described("core", core, "key lib log reused seconds from_sha"),
+                **described(
+                    "core", core, "key lib log reused seconds from_sha archs cmake_args compilers ccache"
+                ),
                 "core_steps": [core.get("steps_rebuilt"), core.get("steps_total")],
-                **described("core", core, "archs cmake_args compilers"),
                 "core_flags": {
                     k: v
                     for k, v in (core.get("cmake_cache") or {}).items()
                     if k.endswith(("_FLAGS", "_TYPE"))
                 },
-                "core_ccache": core.get("ccache"),
             },
         )

@@ -18,6 +18,3 @@ class Env(Strategy):
             "give the sides with --base-python/--head-python or --base-path/--head-path "
             "instead of a ref spec",
         )
-
-    def prepare(self, label, commit, description):
-        self.plan()

@@ -3,11 +3,11 @@ each side's tree, over the installed core library; one not loading against it na
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
 import re
-import shutil
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -38,6 +38,9 @@ class Extension(CompiledStrategy):
     tier = "extension"
     cache_kind = "ext"
     te_seconds = 90.0
+    # both sides' builds at once, the jobs split (_build_env): a build's serial steps (setup.py, the link)
+    # leave most cores idle; one after the other, a cold TE pair took 113 + 57 s on 16 cores
+    parallel = True
 
     @property
     def ext(self) -> ExtensionBuild:
@@ -68,13 +71,10 @@ class Extension(CompiledStrategy):
         """Fingerprint of the installed core: every compiled file of the package but the extension's."""
         h = hashlib.sha256()
         for path in sorted(inst.compiled_files(self.basis.installed)):
-            if self.ext.is_artifact(path.name):
-                continue
-            try:
-                st = path.stat()
-            except OSError:
-                continue
-            h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+            if not self.ext.is_artifact(path.name):
+                with contextlib.suppress(OSError):
+                    st = path.stat()
+                    h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
         return h.hexdigest()
 
     @functools.cached_property
@@ -86,7 +86,7 @@ class Extension(CompiledStrategy):
         """The build's environment, MAX_JOBS (not in the key) split between the builds run at once."""
         env = dict(self._env)
         at_once = 1
-        if self.parallel_sides():
+        if self.parallel:
             keys = {self.key(commit)[0] for _label, commit in self.pair.sides()}
             at_once = max(1, sum(1 for key in keys if not self._cached(key)))
         n = str(max(1, int(env["MAX_JOBS"]) // at_once))
@@ -95,11 +95,11 @@ class Extension(CompiledStrategy):
 
     def key(self, commit: Commit) -> tuple[str, int]:
         """(cache key of this commit's extension build, number of input files hashed)."""
-        t, ext = self.target, self.ext
+        ext = self.ext
         recipe = {
             "command": ext.command("{python}", "{prefix}"),
             "setup_dir": ext.setup_dir,
-            "python": os.path.realpath(shutil.which(t.python) or t.python),
+            "python": self.python_path,
             "env": buildrun.hashed_env(self._env, tuple(ext.env)),
             "core": self.core,
         }
@@ -189,25 +189,17 @@ class Extension(CompiledStrategy):
             artifacts=artifacts,
             ccache=buildrun.ccache_delta(before, buildrun.ccache_stats(env)),
         )
-        buildrun.settle(
+        self.settle(
             home,
             meta,
-            log_path,
-            t.log,
             produced=bool(artifacts),
             missing=f"{prefix}/{t.package}/ has no {' or '.join(ext.artifacts)}",
             building=f"building the extension for {label} {commit.sha[:10]}",
             product="extension",
-            fix="read the log and fix the build (the next run tries again), or use --strategy build",
         )
         cachedir.remove_tree(src)
         t.log(f"{label} {commit.sha[:10]}: extension built in {meta['seconds']} s")
         return meta
-
-    def parallel_sides(self) -> bool:
-        """Both sides' builds at once, the jobs split (_build_env): a build's serial steps (setup.py, the
-        link) leave most cores idle; one after the other, a cold TE pair took 113 + 57 s on 16 cores."""
-        return True
 
     def prepare(self, label: str, commit: Commit, description: Mapping[str, Any]) -> Side:
         built = self.ensure(label, commit)

@@ -37,11 +37,10 @@ class PathStrategy(Strategy):
 
     def plan(self) -> Plan:
         self._import_root()
-        kinds = self.pair.changes.counts()
         changed = self.pair.changes.paths(
             changes.PYTHON, changes.VERSION, changes.EXTENSION, changes.CORE, changes.BUILD
         )
-        n = sum(kinds.values())
+        n = len(self.pair.changes.items)
         reason = f"the package has nothing to build; {n} file{'s differ' if n != 1 else ' differs'}" + (
             f" ({changes.shorten(changed)})" if changed else ""
         )
@@ -56,6 +55,5 @@ class PathStrategy(Strategy):
             label=label,
             python=self.target.python,
             sys_path=(str(root),),
-            env={},
             description={**description, "tree": str(tree)},
         )
