@@ -9,6 +9,7 @@ import platform
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Callable, NamedTuple, Optional
 
 from teperf.cpus import (
@@ -39,9 +40,13 @@ class Check(NamedTuple):
         return self._asdict()
 
 
-def _read(path: str) -> str:
-    with open(path) as f:
-        return f.read().strip()
+def _read(path: str) -> str | None:
+    """The file's text, None where it cannot be read (no cpufreq in a VM, a process gone)."""
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
 
 
 def _safe(name: str, fn: Callable[[], Check]) -> Check:
@@ -79,9 +84,7 @@ def check_core(core: int) -> Check:
 
 def check_governor(core: int) -> Check:
     path = f"{SYS_CPU}/cpu{core}/cpufreq/scaling_governor"
-    try:
-        governor = _read(path)
-    except OSError:
+    if (governor := _read(path)) is None:
         return Check("governor", "unknown", f"{path} not readable (no cpufreq here, common in VMs)")
     if governor == "performance":
         return Check("governor", "ok", f"core {core}: performance")
@@ -92,9 +95,7 @@ def check_governor(core: int) -> Check:
 def check_turbo() -> Check:
     # (file, its value with turbo off, the word): Intel's pstate driver, else cpufreq's generic switch
     for name, off, word in (("intel_pstate/no_turbo", "1", "turbo"), ("cpufreq/boost", "0", "boost")):
-        try:
-            value = _read(f"{SYS_CPU}/{name}")
-        except OSError:
+        if (value := _read(f"{SYS_CPU}/{name}")) is None:
             continue
         if value == off:
             return Check("turbo", "ok", f"{word} off ({name}={off})")
@@ -107,12 +108,12 @@ def check_turbo() -> Check:
 def check_isolation(core: int) -> Check:
     path = f"{SYS_CPU}/isolated"
     try:
-        isolated = parse_cpu_list(_read(path))
+        isolated = parse_cpu_list(Path(path).read_text().strip())
     except (OSError, ValueError) as exc:
         return Check("isolation", "unknown", f"{path} not readable ({type(exc).__name__})")
     try:
-        nohz = parse_cpu_list(_read(f"{SYS_CPU}/nohz_full"))
-    except (OSError, ValueError):
+        nohz = parse_cpu_list(_read(f"{SYS_CPU}/nohz_full") or "")
+    except ValueError:
         nohz = set()
     if core in isolated:
         extra = "" if core in nohz else " (not nohz_full: the timer tick still interrupts it)"
@@ -127,9 +128,7 @@ def check_isolation(core: int) -> Check:
 
 def check_aslr() -> Check:
     path = f"{PROC}/sys/kernel/randomize_va_space"
-    try:
-        value = _read(path)
-    except OSError:
+    if (value := _read(path)) is None:
         return Check("aslr", "unknown", f"{path} not readable")
     if value == "2":
         detail = "full ASLR (2): each fresh worker pair samples another address-space layout, as intended"
@@ -143,9 +142,9 @@ def check_aslr() -> Check:
 def check_load() -> Check:
     path = f"{PROC}/loadavg"
     try:
-        fields = _read(path).split()
+        fields = (_read(path) or "").split()
         load1, load5 = float(fields[0]), float(fields[1])
-    except (OSError, ValueError, IndexError):
+    except (ValueError, IndexError):
         return Check("load", "unknown", f"{path} not readable")
     ncpu = len(available_cores()) or 1
     detail = f"load average {load1:.2f} (1 min), {load5:.2f} (5 min) on {ncpu} usable cores"
@@ -160,8 +159,8 @@ def _descendants(pids: list[int]) -> set[int]:
     children: dict[int, list[int]] = {}
     for pid in pids:
         try:
-            ppid = int(_read(f"{PROC}/{pid}/stat").rpartition(")")[2].split()[1])
-        except (OSError, ValueError, IndexError):
+            ppid = int((_read(f"{PROC}/{pid}/stat") or "").rpartition(")")[2].split()[1])
+        except (ValueError, IndexError):
             continue
         children.setdefault(ppid, []).append(pid)
     out, todo = set(), [os.getpid()]
@@ -189,9 +188,7 @@ def check_runnable(core: int) -> Check:
         except OSError:
             continue  # gone, or not ours to read
         for tid in tids:
-            try:
-                stat = _read(f"{PROC}/{pid}/task/{tid}/stat")
-            except OSError:
+            if (stat := _read(f"{PROC}/{pid}/task/{tid}/stat")) is None:
                 continue
             # comm may hold spaces and parentheses: split after the last ')'
             head, _, rest = stat.rpartition(")")
@@ -211,9 +208,7 @@ def check_runnable(core: int) -> Check:
 
 def check_clocksource() -> Check:
     path = "/sys/devices/system/clocksource/clocksource0/current_clocksource"
-    try:
-        source = _read(path)
-    except OSError:
+    if (source := _read(path)) is None:
         return Check("clocksource", "unknown", f"{path} not readable")
     if source in ("hpet", "acpi_pm"):
         fix = "use tsc if the kernel offers it (clocksource=tsc)"
@@ -227,8 +222,10 @@ def check_python() -> Check:
     )
 
 
-def distribution_versions() -> dict:
-    """{'torch': version|None, 'transformer_engine': version|None} of this interpreter, not imported."""
+def _versions(te_names) -> dict:
+    """Python, torch and TE versions from the distributions' metadata, importing nothing (also sent to a
+    side's interpreter as source: it uses only the stdlib)."""
+    import platform
     from importlib import metadata
 
     def version(*names):
@@ -239,27 +236,20 @@ def distribution_versions() -> dict:
                 continue
         return None
 
-    return {"torch": version("torch"), "transformer_engine": version(*TE_DISTRIBUTIONS)}
-
-
-_SIDE_PROBE = (
-    "import json, platform, sys\n"
-    "from importlib import metadata\n"
-    "def v(*names):\n"
-    "    for n in names:\n"
-    "        try:\n"
-    "            return metadata.version(n)\n"
-    "        except metadata.PackageNotFoundError:\n"
-    "            pass\n"
-    "print(json.dumps({'python': platform.python_version(), 'torch': v('torch'), 'transformer_engine': "
-    "v(*%r)}))\n"
-) % (TE_DISTRIBUTIONS,)
+    return {
+        "python": platform.python_version(),
+        "torch": version("torch"),
+        "transformer_engine": version(*te_names),
+    }
 
 
 def side_versions(python: str, timeout_s: float = 30.0) -> dict:
     """Ask another interpreter for its Python, torch and TE versions (metadata only, no imports)."""
+    import inspect
+
+    code = f"import json\n{inspect.getsource(_versions)}\nprint(json.dumps(_versions({TE_DISTRIBUTIONS!r})))"
     out = subprocess.run(
-        [python, "-I", "-c", _SIDE_PROBE], capture_output=True, text=True, timeout=timeout_s, check=True
+        [python, "-I", "-c", code], capture_output=True, text=True, timeout=timeout_s, check=True
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -268,7 +258,7 @@ def check_versions(python: Optional[str] = None) -> list[Check]:
     """torch and TE versions of ``python`` (this interpreter when None)."""
     label = "" if python is None else f" [{python}]"
     try:
-        found = distribution_versions() if python is None else side_versions(python)
+        found = _versions(TE_DISTRIBUTIONS) if python is None else side_versions(python)
     except (FileNotFoundError, PermissionError) as exc:
         return [_bad_python(label, f"cannot run the interpreter: {exc}", "an executable python")]
     except (IndexError, ValueError, subprocess.CalledProcessError) as exc:  # ran, but gave no answer
