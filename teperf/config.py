@@ -92,7 +92,7 @@ def _budget(value, name: str, resolved: dict):
 
 
 def _choice(choices: tuple[str, ...], what: str, fix: str = "{name} takes one of") -> Check:
-    def check(value, name: str, resolved: dict):
+    def check(value, name: str = "", resolved: dict | None = None):
         if value not in choices:
             raise TeperfError(f"unknown {what} {value!r}", f"{fix.format(name=name)}: {', '.join(choices)}")
         return value
@@ -108,12 +108,10 @@ def _alpha(value, name: str, resolved: dict):
     return value
 
 
-def _percent(high: float | None = None) -> Check:
-    def check(value, name: str, resolved: dict):
-        _number(value, name, 0, high)
-        return value  # as given: an int stays an int in the bundle's config
-
-    return check
+def _percent(value, name: str, resolved: dict):
+    # above 100 % a typo (1e9) would read every change as 'no change'
+    _number(value, name, 0, 100)
+    return value  # as given: an int stays an int in the bundle's config
 
 
 def _server_pairs(value, name: str, resolved: dict):
@@ -197,7 +195,7 @@ class Stats:
     alpha: float = key(0.05, _alpha)  # 1 - confidence of the interval
     min_effect_pct: float = key(
         1.0,
-        _percent(100),  # above 100 % a typo (1e9) would read every change as 'no change'
+        _percent,
         "Changes under this many % do not matter: 'no change' needs the whole interval inside +-this.",
         flag="--min-effect",
         type=float,
@@ -212,7 +210,7 @@ class Stats:
     )
     min_effect_once_pct: float = key(
         10.0,
-        _percent(100),  # above 100 % a typo (1e9) would read every change as 'no change'
+        _percent,
         "The same for one-time costs (first call, recompile), at least: a cell's own spread between "
         "pairs raises it.",
         flag="--min-effect-once",
@@ -221,7 +219,7 @@ class Stats:
     )
     max_contended_pct: float = key(
         20.0,
-        _percent(100),
+        _percent,
         "A cell with more than this many % of its trial couples sharing the measuring core (even after "
         "re-measuring) counts them and widens its interval by the bias load could add: 'inconclusive "
         "(load)' when the change is within it; 100 accepts any load: every couple counts, no widening.",
@@ -408,13 +406,12 @@ _SECTION_TYPES = {
     f.name: type(f.default) for f in dataclasses.fields(Config) if dataclasses.is_dataclass(f.default)
 }
 SECTIONS = tuple(_SECTION_TYPES)  # ("schedule", "stats"): the TOML tables
-# The flags in --help in this order (every key with a flag is named here).
-HELP_ORDER = tuple(
+# Every key with a flag (test_config checks), in --help's order.
+OVERRIDE_KEYS = tuple(
     """backend device modules recipes modes shapes processes rounds trials iters warmup timeout_s core seed
     metric prestart lanes min_effect_pct min_effect_once_pct max_contended_pct precision_pct budget_s
     compile_cache spawn server_pairs""".split()
 )
-OVERRIDE_KEYS = tuple(sorted((k.name for k in KEYS if k.option), key=HELP_ORDER.index))
 CLI_FLAGS = {k.name: k.flag for k in KEYS if k.flag}  # config key -> the CLI flag that overrides it
 _KNOWN = {
     "the top level": {k.name for k in KEYS if k.section is None} | set(SECTIONS),
@@ -433,8 +430,7 @@ def _named(key: str, given) -> str:
 
 def backend_module(name: str):
     """The worker backend's static facts (MODULES, RECIPES, check_shape): it imports torch only when used."""
-    if name not in BACKENDS:
-        raise TeperfError(f"unknown backend {name!r}", f"use one of: {', '.join(BACKENDS)}")
+    _choice(BACKENDS, "backend", "use one of")(name)
     from teperf.worker.backends import get_backend
 
     return get_backend(name)
@@ -669,8 +665,7 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
     backend = ov.get("backend", raw.get("backend", Config.backend))
     facts = backend_module(backend)
     device = ov.get("device", raw.get("device", "cpu" if backend == "torch" else "cuda"))
-    if device not in DEVICES:
-        raise TeperfError(f"unknown device {device!r}", f"use one of: {', '.join(DEVICES)}")
+    _choice(DEVICES, "device", "use one of")(device)
     if backend == "te" and device == "cpu":  # else every cell is skipped and nothing is measured
         raise TeperfError(
             f"{_named('backend', ov)} te needs a CUDA device, but {_named('device', ov)} is cpu",
@@ -711,8 +706,7 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
 
     modes = tuple(_listed("modes", raw, ov, MODES) or Config.modes)
     for mode in modes:
-        if mode not in MODES:
-            raise TeperfError(f"unknown mode {mode!r}", f"use one of: {', '.join(MODES)}")
+        _choice(MODES, "mode", "use one of")(mode)
         if mode == "cuda-graph" and device != "cuda":
             raise TeperfError("mode cuda-graph needs --device cuda", "drop cuda-graph from modes on the CPU")
 
