@@ -673,17 +673,14 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
         )
 
     # modules: a list of names, or a table of custom modules, or both (list names + [modules.X] tables)
-    mod_raw = raw.get("modules", None)
+    mod_raw = raw.get("modules")
     custom: dict[str, ModuleSpec] = {}
-    names: list[str] | None = None
     if isinstance(mod_raw, dict):
         custom = {name: _module_table(name, spec, facts, backend) for name, spec in mod_raw.items()}
-        names = list(custom)
-    elif mod_raw is not None:
-        names = _string_list(mod_raw, "modules")
+    names = list(custom) if isinstance(mod_raw, dict) else _string_list(mod_raw, "modules")  # None: not given
     if "modules" in ov:
         names = list(ov["modules"])
-    if names is None:
+    elif names is None:
         names = list(facts.MODULES)
     if not names:
         raise _empty("modules", ov, f"name at least one module, e.g. {', '.join(facts.MODULES[:2])}")
@@ -695,9 +692,8 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
     modules = tuple(custom.get(name, ModuleSpec(name)) for name in names)
 
     recipes = tuple(_listed("recipes", raw, ov, facts.RECIPES) or ())
-    if not recipes:
-        torch_recipes = ("fp32",) if device == "cpu" else ("bf16",)
-        recipes = torch_recipes if backend == "torch" else tuple(facts.RECIPES)
+    if not recipes:  # te: every recipe; torch: the device's usual dtype
+        recipes = tuple(facts.RECIPES) if backend == "te" else ("fp32",) if device == "cpu" else ("bf16",)
     for recipe in recipes:
         if recipe not in facts.RECIPES:
             raise TeperfError(

@@ -216,12 +216,6 @@ def check_clocksource() -> Check:
     return Check("clocksource", "ok", source)
 
 
-def check_python() -> Check:
-    return Check(
-        "python", "ok", f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})"
-    )
-
-
 def _versions(te_names) -> dict:
     """Python, torch and TE versions from the distributions' metadata, importing nothing (also sent to a
     side's interpreter as source: it uses only the stdlib)."""
@@ -372,7 +366,8 @@ def quick_checks(core: Optional[int] = None, device: str = "cpu") -> list[Check]
 
 def all_checks(core: Optional[int] = None, pythons: tuple = ()) -> list[Check]:
     """Everything ``teperf doctor`` shows."""
-    checks = quick_checks(core) + [_safe("clocksource", check_clocksource), _safe("python", check_python)]
+    python = f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})"
+    checks = quick_checks(core) + [_safe("clocksource", check_clocksource), Check("python", "ok", python)]
     checks += _safe_list("versions", lambda: check_versions(None))
     for python in pythons:
         checks += _safe_list(f"versions [{python}]", lambda python=python: check_versions(python))
@@ -380,6 +375,4 @@ def all_checks(core: Optional[int] = None, pythons: tuple = ()) -> list[Check]:
 
 
 def worst(checks: list[Check]) -> str:
-    """fail > warn > unknown > ok."""
-    order = {"fail": 3, "warn": 2, "unknown": 1, "ok": 0}
-    return max((c.status for c in checks), key=lambda s: order.get(s, 0), default="ok")
+    return max((c.status for c in checks), key=("ok", "unknown", "warn", "fail").index, default="ok")

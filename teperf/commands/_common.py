@@ -22,15 +22,12 @@ from teperf.safe_text import for_terminal
 
 
 def _csv_list(ctx, param, value):
-    if value is None:
-        return None
-    return [v.strip() for v in value.split(",") if v.strip()]  # [] when given empty: refused by config
+    # [] when given empty: refused by config
+    return None if value is None else [v.strip() for v in value.split(",") if v.strip()]
 
 
 def _shape_list(ctx, param, value):
-    if not value:
-        return None
-    return [parse_shape(v) for v in value]
+    return [parse_shape(v) for v in value] if value else None
 
 
 class Number(click.ParamType):
@@ -125,8 +122,7 @@ def config_options(f):
 
 
 def make_config(kwargs: dict, default_config: str = "default", **extra):
-    overrides = {k: kwargs.pop(k, None) for k in OVERRIDE_KEYS}
-    overrides.update({k: v for k, v in extra.items() if v is not None})
+    overrides = {k: kwargs.pop(k, None) for k in OVERRIDE_KEYS} | extra  # None: not given
     path = kwargs.pop("config_path", None)
     if path is not None and not path.strip():
         raise TeperfError(
@@ -243,19 +239,17 @@ def take_measure(kwargs: dict, default_config: str = "default") -> MeasureOption
     )
 
 
-COUNTERS_HELP = "Count python calls, ATen ops, ... per step, once, outside the timed trials."
-SWEEP_HELP = (
-    "Measure every value of a module kwarg (num_gemms=1,2,4,8) or shape dimension (dim0=64,128) as its own "
-    "cell; then print the host-time slope per unit."
-)
-
-
-def counters_option(default: bool, help: str = COUNTERS_HELP):
+def counters_option(
+    default: bool, help: str = "Count python calls, ATen ops, ... per step, once, outside the timed trials."
+):
     """--counters/--no-counters: the config's ``counters`` key, whose default each command chooses."""
     return click.option("--counters/--no-counters", default=default, show_default=True, help=help)
 
 
-def sweep_option(help: str = SWEEP_HELP):
+def sweep_option(
+    help: str = "Measure every value of a module kwarg (num_gemms=1,2,4,8) or shape dimension (dim0=64,128) "
+    "as its own cell; then print the host-time slope per unit.",
+):
     return click.option("--sweep", metavar="KEY=V1,V2,...", help=help)
 
 
