@@ -292,6 +292,20 @@ def _console():
     return Console(width=None if sys.stdout.isatty() else 200)
 
 
+def print_table(columns: str, rows, right=(), title: str | None = None) -> None:
+    """A table of ``columns`` ('|' between names); each cell text or (text, style), never read as rich
+    markup (commit subjects and paths are anyone's text)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=title, header_style="bold")
+    for col in columns.split("|"):
+        table.add_column(col, justify="right" if col in right else "left", overflow="fold")
+    for row in rows:
+        table.add_row(*(Text(*cell) if isinstance(cell, tuple) else Text(cell) for cell in row))
+    _console().print(table)
+
+
 def tty_progress(prefix: str):
     """A progress callback: ``prefix: what`` on stderr, on a terminal only."""
 

@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from teperf.commands._common import _console, format_option, side_options, take_measure, take_sides
+from teperf.commands._common import format_option, print_table, side_options, take_measure, take_sides
 from teperf.errors import TeperfError
 from teperf.numbers import missing
 from teperf.records import CELL_KEY
@@ -64,6 +64,7 @@ def _explain_options(f):
     f = click.option("--results-dir", metavar="DIR", help="With --explain: where the bisect bundles go.")(f)
     f = click.option(
         "--budget",
+        "budget_s",
         metavar="DURATION",
         help="With --explain: each bisect's budget for compares (default 30m).",
     )(f)
@@ -127,11 +128,10 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
     if explain:
         if not changes:
             raise TeperfError("--explain explains the change points", "add --changes")
-        given = {"config_path": bisect.pop("config_path"), "budget_s": bisect.pop("budget")}
-        measure = take_measure({**given, "results_dir": bisect.pop("results_dir")}, "nightly")
+        measure = take_measure(bisect, "nightly")  # takes --config, --budget and --results-dir
         explain_new(history_url, take_sides(bisect), measure)
     else:  # the bisects' options mean nothing without them: say so rather than drop them
-        flags = {"config_path": "--config", "budget": "--budget", "results_dir": "--results-dir"}
+        flags = {"config_path": "--config", "budget_s": "--budget", "results_dir": "--results-dir"}
         given = [flag for key, flag in flags.items() if bisect.get(key) is not None]
         if given:
             fix = f"add --changes --explain, or drop {given[0]}"
@@ -169,7 +169,7 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
     elif fmt == "json":
         click.echo(df.to_json(orient="records", date_format="iso", indent=1))
     else:
-        _print_rich(
+        print_table(
             "date|commit|subject|cell|host us|night %|95% CI %|verdict|shards|machine",
             _point_rows(df, by_key(found)),
             right=("host us", "night %"),
@@ -183,20 +183,6 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
 def night_line(n) -> str:
     """An incomplete night, as history and dashboard print it under their output."""
     return f"night {n.night} ({n.short_sha or 'no commit'}) on machine {n.machine}: {n.describe()}"
-
-
-def _print_rich(columns: str, rows, right=()) -> None:
-    """A table of ``columns`` ('|' between names); each cell text or (text, style), never read as rich
-    markup (commit subjects are anyone's text)."""
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(header_style="bold")
-    for col in columns.split("|"):
-        table.add_column(col, justify="right" if col in right else "left", overflow="fold")
-    for row in rows:
-        table.add_row(*(Text(*cell) if isinstance(cell, tuple) else Text(cell) for cell in row))
-    _console().print(table)
 
 
 def _point_rows(df, night_of: dict):
@@ -272,7 +258,7 @@ def _print_nights(found, fmt: str) -> None:
     ]
     if _emit_records(rows, fmt, flat):
         return
-    _print_rich(
+    print_table(
         "started|night|commit|subject|shards|machine",
         (
             (
@@ -322,7 +308,7 @@ def _print_changes(df, fmt: str, explained: dict) -> None:
     if not rows:
         click.echo("no changes detected")
         return
-    _print_rich(
+    print_table(
         "cell|change|size|last good|first bad|culprits|machine",
         (
             (
