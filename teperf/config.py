@@ -70,7 +70,6 @@ def _whole(minimum: int = 1) -> Check:
 
 
 def _count(default: int, help: str, minimum: int = 1):
-    """A whole-number key whose flag shows its default."""
     return key(default, _whole(minimum), help, type=int, show_default=True)
 
 
@@ -332,15 +331,13 @@ class RecordedConfig(Config):
     recorded: frozenset = frozenset()  # "core", "schedule.processes", ...: the keys meta.json held
 
     def known(self, name: str, missing: Any = None) -> Any:
-        """The recorded value of ``name`` ("core", "schedule.processes"), ``missing`` where the bundle did
-        not record it; a name that is no key is an AttributeError, not a silent None."""
+        """``missing`` where the bundle did not record ``name``; a name that is no key is an AttributeError."""
         section, _, field = name.rpartition(".")
         value = getattr(getattr(self, section) if section else self, field)
         return value if name in self.recorded else missing
 
 
 def accepts(value: Any, hint: Any) -> bool:
-    """Whether ``value`` (as JSON decoded it) fits the annotation ``hint``."""
     if hint is Any:
         return True
     origin, args = typing.get_origin(hint), typing.get_args(hint)
@@ -473,7 +470,6 @@ def parse_duration(value, name: str = "--budget") -> float:
 
 
 def shipped_configs() -> dict[str, str]:
-    """Name -> TOML text of every config shipped inside the package."""
     root = importlib.resources.files(CONFIGS_PACKAGE)
     return {p.name[: -len(".toml")]: p.read_text() for p in root.iterdir() if p.name.endswith(".toml")}
 

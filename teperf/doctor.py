@@ -238,7 +238,6 @@ def _versions(te_names) -> dict:
 
 
 def side_versions(python: str, timeout_s: float = 30.0) -> dict:
-    """Ask another interpreter for its Python, torch and TE versions (metadata only, no imports)."""
     import inspect
 
     code = f"import json\n{inspect.getsource(_versions)}\nprint(json.dumps(_versions({TE_DISTRIBUTIONS!r})))"
@@ -365,7 +364,6 @@ def quick_checks(core: Optional[int] = None, device: str = "cpu") -> list[Check]
 
 
 def all_checks(core: Optional[int] = None, pythons: tuple = ()) -> list[Check]:
-    """Everything ``teperf doctor`` shows."""
     python = f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})"
     checks = quick_checks(core) + [_safe("clocksource", check_clocksource), Check("python", "ok", python)]
     checks += _safe_list("versions", lambda: check_versions(None))

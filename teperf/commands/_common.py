@@ -76,15 +76,10 @@ or ended partial (the table says which and why); 2 bad input; 130 Ctrl-C;
 
 def _click_kwargs(opt: Option, help_text: str) -> dict:
     """The click kwargs an Option (a config key's or a git-side option's) says, but its default."""
-    kwargs: dict = {"help": help_text}
-    if isinstance(opt.type, tuple):
-        kwargs["type"] = click.Choice(opt.type)
-    elif opt.type is not None:
-        kwargs["type"] = Number() if opt.type is float else opt.type
-    if opt.metavar:
-        kwargs["metavar"] = opt.metavar
-    kwargs.update(_PARSE.get(opt.parse, {}))
-    return kwargs
+    kind = (
+        click.Choice(opt.type) if isinstance(opt.type, tuple) else Number() if opt.type is float else opt.type
+    )
+    return {"help": help_text, "type": kind, "metavar": opt.metavar, **_PARSE.get(opt.parse, {})}
 
 
 def _key_option(key: Key):
@@ -94,9 +89,7 @@ def _key_option(key: Key):
     if show is True:  # the dataclass default (one source of truth); a --config file may set its own
         default = f"{key.default:g}" if isinstance(key.default, float) else key.default
         show = f"{default}, or the config's"
-    if show:
-        kwargs["show_default"] = show
-    return click.option(key.flag, key.name, **kwargs)
+    return click.option(key.flag, key.name, show_default=show, **kwargs)
 
 
 _PARSE = {
@@ -108,7 +101,6 @@ _PARSE = {
 
 
 def config_options(f):
-    """--config plus one override per config key with a flag."""
     keys = {k.name: k for k in KEYS}
     for name in reversed(OVERRIDE_KEYS):
         f = _key_option(keys[name])(f)
@@ -131,12 +123,8 @@ def make_config(kwargs: dict, default_config: str = "default", **extra):
     return load_config(path if path is not None else default_config, overrides)
 
 
-# ----------------------------------------------------------------------------- the git-side options
-# A new one: a field of teperf.options.SideOptions with its Option (and its use in plan_sides/the factory),
-# and its name in the side_options(...) lines of the commands that take it.
-#
-# Where bisect and nightly word a git-side option their own way (as they always have: a change here
-# changes that command's --help); both take only the strategies that make sides from git refs.
+# The git-side options are SideOptions' fields. Where bisect and nightly word one their own way (as they
+# always have: a change here changes that command's --help).
 _SIDE_WORDING = {
     "bisect": {
         "strategy": "How each commit is made runnable, as in compare (see teperf compare --help).",

@@ -326,8 +326,8 @@ def _print_changes(df, fmt: str, explained: dict) -> None:
 
 
 def _with_explanations(df, explained: dict, text: bool):
-    """Each point that is the BAD night of an explained change point carries its explanation (CSV: its
-    answer); no column when nothing is explained, so such a history reads as before."""
+    """The explanation of the change point whose BAD night a point is (CSV: its answer); no column when
+    nothing is explained, so such a history reads as before."""
     from teperf.history.explain import as_dict
 
     if not explained or df.empty:
@@ -340,8 +340,7 @@ def _with_explanations(df, explained: dict, text: bool):
 
 
 def _culprits_text(explanation: dict | None) -> str:
-    """'abc1234 87% [70%, 104%]' per culprit, or what the bisect said (noise, unexplained); '' if not
-    asked."""
+    """'abc1234 87% [70%, 104%]' per culprit, or what the bisect said; '' if not asked."""
     if not explanation:
         return ""
     if not explanation["culprits"]:
