@@ -331,7 +331,7 @@ class RecordedConfig(Config):
     recorded: frozenset = frozenset()  # "core", "schedule.processes", ...: the keys meta.json held
 
     def known(self, name: str, missing: Any = None) -> Any:
-        """``missing`` where the bundle did not record ``name``; a name that is no key is an AttributeError."""
+        """``missing`` where the bundle did not record ``name``; a name that is no key: AttributeError."""
         section, _, field = name.rpartition(".")
         value = getattr(getattr(self, section) if section else self, field)
         return value if name in self.recorded else missing
