@@ -410,10 +410,7 @@ OVERRIDE_KEYS = tuple(
     compile_cache spawn server_pairs""".split()
 )
 CLI_FLAGS = {k.name: k.flag for k in KEYS if k.flag}  # config key -> the CLI flag that overrides it
-_KNOWN = {
-    "the top level": {k.name for k in KEYS if k.section is None} | set(SECTIONS),
-    **{f"[{s}]": {k.name for k in KEYS if k.section == s} for s in SECTIONS},
-}
+_KNOWN = {s: {k.name for k in KEYS if k.section == s} | set(() if s else SECTIONS) for s in (None, *SECTIONS)}
 _RETIRED = {
     "noise_limit_pct": "the 'noisy' verdict is gone: an interval that reaches past +-min_effect_pct is "
     "'inconclusive'; delete noise_limit_pct from [stats]"
@@ -566,11 +563,11 @@ def _number(value, name: str, low: float, high: float | None = None) -> float:
 
 
 def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: str | None = None) -> Config:
-    _unknown(raw, _KNOWN["the top level"], "the top level")
+    _unknown(raw, _KNOWN[None], "the top level")
     given = {None: raw}
     for section in SECTIONS:
         given[section] = _table(raw, section)
-        _unknown(given[section], _KNOWN[f"[{section}]"], f"[{section}]")
+        _unknown(given[section], _KNOWN[section], f"[{section}]")
     ov = {k: v for k, v in overrides.items() if v is not None}
 
     resolved = _matrix(raw, ov)

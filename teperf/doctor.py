@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import platform
@@ -183,18 +184,14 @@ def check_runnable(core: int) -> Check:
     for pid in pids:
         if pid in own:
             continue
-        try:
-            tids = [int(t) for t in os.listdir(f"{PROC}/{pid}/task")]
-        except OSError:
-            continue  # gone, or not ours to read
-        for tid in tids:
-            if (stat := _read(f"{PROC}/{pid}/task/{tid}/stat")) is None:
+        for path in glob.glob(f"{PROC}/{pid}/task/*/stat"):  # none: gone, or not ours to read
+            if (stat := _read(path)) is None:
                 continue
             # comm may hold spaces and parentheses: split after the last ')'
             head, _, rest = stat.rpartition(")")
             fields = rest.split()  # state and processor: fields 3 and 39 of proc(5)
             if len(fields) >= 37 and fields[0] == "R" and fields[36] == str(core):
-                found.append((tid, head.partition("(")[2]))
+                found.append((int(path.split("/")[-2]), head.partition("(")[2]))
     other = claimed_by_others().get(core)
     if other is not None:  # it may sleep between trials: the claim says it, not the thread state
         detail = f"another teperf run (pid {other}) measures on core {core}"

@@ -336,7 +336,6 @@ def measure_and_report(fn, measure: MeasureOptions, *sides):
     from teperf.errors import Interrupted
 
     _preload_report()
-    fmt = measure.fmt
     try:
         with live_view() as (progress, live):
             path = fn(
@@ -350,10 +349,10 @@ def measure_and_report(fn, measure: MeasureOptions, *sides):
     except Interrupted as stop:
         how = "terminated (SIGTERM)" if stop.signum == signal.SIGTERM else "interrupted"
         click.echo(f"teperf: {how}; the bundle keeps what was measured: {stop.path}", err=True)
-        emit(summarize(stop.path), fmt)
+        emit(summarize(stop.path), measure.fmt)
         sys.exit(exit_status_for_signal(stop.signum))
     summary = summarize(path)
-    emit(summary, fmt)
+    emit(summary, measure.fmt)
     for problem in summary.code_problems:  # a CI job must not read this as a clean result
         click.echo(
             for_terminal(f"teperf: {problem}; check what each side points at (bundle: {path})"), err=True
