@@ -60,9 +60,7 @@ def key(default: Any, check: Check | None = None, help: str | None = None, *, ma
     of its :class:`Option`). ``check`` gets the given value (or the default) and returns the value kept;
     ``matrix`` keys (backend ... shapes) say what is measured and are resolved together by ``_matrix``."""
     flag = None if help is None else Option(help, **option)
-    return dataclasses.field(
-        default=default, metadata={"key": True, "check": check, "option": flag, "matrix": matrix}
-    )
+    return dataclasses.field(default=default, metadata={"check": check, "option": flag, "matrix": matrix})
 
 
 def _whole(minimum: int = 1) -> Check:
@@ -393,9 +391,8 @@ def _keys(cls, section: str | None = None):
     for f in dataclasses.fields(cls):
         if dataclasses.is_dataclass(f.default):
             yield from _keys(type(f.default), f.name)
-        elif f.metadata.get("key"):
-            meta = f.metadata
-            yield Key(f.name, section, f.default, meta["check"], meta["option"], meta["matrix"])
+        elif f.metadata:  # a key() field
+            yield Key(f.name, section, f.default, **f.metadata)
 
 
 KEYS: tuple[Key, ...] = tuple(_keys(Config))

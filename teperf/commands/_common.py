@@ -155,19 +155,16 @@ def side_options(command: str, *names: str):
 
     wording = _SIDE_WORDING.get(command, {})
     words = {
-        "{strategies}": strategies.help_text(),
-        "{git_strategies}": strategies.help_text(strategies.GIT_NAMES),
-        "{placeholders}": ", ".join(f"{k} {v}" for k, v in PLACEHOLDERS.items()),
+        "strategies": strategies.help_text(),
+        "git_strategies": strategies.help_text(strategies.GIT_NAMES),
+        "placeholders": ", ".join(f"{k} {v}" for k, v in PLACEHOLDERS.items()),
     }
 
     def decorate(f):
         for name in reversed(names):
             field = _SIDE_FLAGS[name]
             opt = field.metadata["option"]
-            text = wording.get(name, opt.help)
-            for word, value in words.items():
-                text = text.replace(word, value)
-            kwargs = _click_kwargs(opt, text)
+            kwargs = _click_kwargs(opt, wording.get(name, opt.help).format(**words))
             if field.default is not None:
                 kwargs.update(default=field.default, show_default=opt.show_default)
             if opt.parse == "strategy":  # bisect, nightly: the strategies that make sides from git refs
