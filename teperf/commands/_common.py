@@ -301,14 +301,14 @@ def tty_progress(prefix: str):
     return progress
 
 
-def echo_rendered(text: str | None) -> None:
-    """Print what a renderer returned (None: it printed on the console itself)."""
-    if text is not None:
+def echo_rendered(render_fn, *args) -> None:
+    """Print what ``render_fn(*args, console=...)`` returns (None: it printed on the console itself)."""
+    if (text := render_fn(*args, console=_console())) is not None:
         click.echo(text, nl=False)
 
 
 def emit(summary, fmt: str) -> None:
-    echo_rendered(render(summary, fmt, console=_console()))
+    echo_rendered(render, summary, fmt)
 
 
 def _preload_report() -> None:
