@@ -354,10 +354,7 @@ def measure_and_report(fn, measure: MeasureOptions, *sides):
         click.echo(
             for_terminal(f"teperf: {problem}; check what each side points at (bundle: {path})"), err=True
         )
-    bad = summary.incomplete_rows
-    if summary.code_problems and not bad:
-        sys.exit(EXIT_CELLS_FAILED)
-    if bad:
+    if bad := summary.incomplete_rows:
         first = summary.meta.get("error") or next((r.error for r in bad if r.error), "") or ""
         measured = [r for r in summary.rows if r.status != "skipped"]
         every = "every cell" if len(bad) == len(measured) else f"{len(bad)} cell(s)"
@@ -367,5 +364,6 @@ def measure_and_report(fn, measure: MeasureOptions, *sides):
             first = "no trial of them was measured" + (f" within the {budget:g} s budget" if budget else "")
             hint = "raise --budget (a pair starts in seconds)" if budget else f"see {path}/workers/"
         click.echo(for_terminal(f"teperf: {every} failed or ended partial ({first[:300]}); {hint}"), err=True)
+    if bad or summary.code_problems:
         sys.exit(EXIT_CELLS_FAILED)
     return summary

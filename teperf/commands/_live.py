@@ -26,7 +26,6 @@ class LiveView:
             bar.TextColumn("ETA"),
             bar.TimeRemainingColumn(),
             bar.TextColumn("{task.description}"),
-            transient=False,
             console=Console(stderr=True),
         )
         self.snapshot = None
