@@ -59,19 +59,6 @@ def select_machine(df, machine: str | None):
     return df[df["machine"] == hits[0]]
 
 
-def _explain_options(f):
-    """What --explain's bisects need: the repository's sides, a config with the cells, a budget each."""
-    f = click.option("--results-dir", metavar="DIR", help="With --explain: where the bisect bundles go.")(f)
-    f = click.option(
-        "--budget",
-        "budget_s",
-        metavar="DURATION",
-        help="With --explain: each bisect's budget for compares (default 30m).",
-    )(f)
-    f = click.option("--config", "config_path", metavar="FILE|NAME", help="With --explain: the config.")(f)
-    return side_options("history", "repo", "strategy", "package")(f)
-
-
 def explain_new(history_url, sides, measure, total_s=None) -> list:
     """history_bisect.explain_changes, said on stderr; a Ctrl-C exits 130 (what was explained is stored)."""
     from teperf.errors import Interrupted
@@ -107,7 +94,15 @@ def explain_new(history_url, sides, measure, total_s=None) -> list:
     help="With --changes: first bisect each change point of this machine not yet explained, between the "
     "nights around it (needs --repo and a --config with its cell), and store its culprits.",
 )
-@_explain_options
+@side_options("history", "repo", "strategy", "package")  # what --explain's bisects need
+@click.option("--config", "config_path", metavar="FILE|NAME", help="With --explain: the config.")
+@click.option(
+    "--budget",
+    "budget_s",
+    metavar="DURATION",
+    help="With --explain: each bisect's budget for compares (default 30m).",
+)
+@click.option("--results-dir", metavar="DIR", help="With --explain: where the bisect bundles go.")
 def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt, last, explain, **bisect):
     """Show the nightly history (one row per commit and cell).
 
