@@ -438,9 +438,6 @@ def parse_shape(text: str) -> tuple[int, ...]:
     return dims
 
 
-DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
-
-
 def parse_duration(value, name: str = "--budget") -> float:
     """'5m', '90s', '1h', '1h30m', '2.5m' or plain seconds (a number or its text) -> seconds > 0."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -455,7 +452,7 @@ def parse_duration(value, name: str = "--budget") -> float:
         ):
             fix = "write a duration like 5m, 90s, 1h, 1h30m or plain seconds"
             raise TeperfError(f"malformed duration {value!r} for {name}", fix)
-        seconds = sum(float(n) * DURATION_UNITS[u or "s"] for n, u in parts)
+        seconds = sum(float(n) * {"h": 3600.0, "m": 60.0}.get(u, 1.0) for n, u in parts)
     if not 0 < seconds < math.inf:
         raise TeperfError(
             f"{name} must be a positive duration, got {value!r}", "write a duration like 5m, 90s or 1h"
