@@ -252,8 +252,7 @@ def gate(summary, verdicts: set) -> None:
     """--fail-on: exit 1, naming the cells in one line on stderr, when any cell has one of ``verdicts``."""
     from teperf.verdicts import failing_cells
 
-    cells = failing_cells(summary.rows, verdicts) if verdicts else []
-    if cells:
+    if verdicts and (cells := failing_cells(summary.rows, verdicts)):
         plural = "s" if len(cells) != 1 else ""
         click.echo(f"teperf: fail-on: {len(cells)} cell{plural}: {'; '.join(cells)}", err=True)
         sys.exit(1)
