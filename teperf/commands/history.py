@@ -329,8 +329,7 @@ def _with_explanations(df, explained: dict, text: bool):
         return df
     cell = ("machine", *CELL_KEY)
     by_bad = {(*(getattr(r, c) for c in cell), r.bad_sha): as_dict(r) for r in explained.values()}
-    keys = zip(*(df[c].fillna("") for c in (*cell, "sha")))
-    found = [by_bad.get(k) for k in keys]
+    found = [by_bad.get(k) for k in zip(*(df[c].fillna("") for c in (*cell, "sha")))]
     return df.assign(explanation=[(e or {}).get("answer") if text else e for e in found])
 
 
