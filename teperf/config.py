@@ -105,10 +105,14 @@ def _alpha(value, name: str, resolved: dict):
     return value
 
 
-def _percent(value, name: str, resolved: dict):
-    # above 100 % a typo (1e9) would read every change as 'no change'
-    _number(value, name, 0, 100)
-    return value  # as given: an int stays an int in the bundle's config
+def _percent(default: float, flag: str, help: str, **option):
+    """A key of 0 to 100 % (above 100 % a typo such as 1e9 would read every change as 'no change')."""
+
+    def check(value, name: str, resolved: dict):
+        _number(value, name, 0, 100)
+        return value  # as given: an int stays an int in the bundle's config
+
+    return key(default, check, help, flag=flag, type=float, show_default=True, **option)
 
 
 def _server_pairs(value, name: str, resolved: dict):
@@ -190,13 +194,10 @@ class Schedule:
 @dataclasses.dataclass(frozen=True)
 class Stats:
     alpha: float = key(0.05, _alpha)  # 1 - confidence of the interval
-    min_effect_pct: float = key(
+    min_effect_pct: float = _percent(
         1.0,
-        _percent,
+        "--min-effect",
         "Changes under this many % do not matter: 'no change' needs the whole interval inside +-this.",
-        flag="--min-effect",
-        type=float,
-        show_default=True,
     )
     metric: str = key(
         "process_cpu",
@@ -205,25 +206,19 @@ class Stats:
         type=METRICS,
         show_default=True,
     )
-    min_effect_once_pct: float = key(
+    min_effect_once_pct: float = _percent(
         10.0,
-        _percent,
+        "--min-effect-once",
         "The same for one-time costs (first call, recompile), at least: a cell's own spread between "
         "pairs raises it.",
-        flag="--min-effect-once",
-        type=float,
-        show_default=True,
     )
-    max_contended_pct: float = key(
+    max_contended_pct: float = _percent(
         20.0,
-        _percent,
+        "--max-contended",
         "A cell with more than this many % of its trial couples sharing the measuring core (even after "
         "re-measuring) counts them and widens its interval by the bias load could add: 'inconclusive "
         "(load)' when the change is within it; 100 accepts any load: every couple counts, no widening.",
-        flag="--max-contended",
-        type=float,
         metavar="PCT",
-        show_default=True,
     )
 
 
