@@ -273,14 +273,12 @@ def check_versions(python: Optional[str] = None) -> list[Check]:
     else:
         # the coordinator's own interpreter needs torch only when a side uses it (the default)
         status = "fail" if python is not None else "warn"
-        checks.append(Check(f"torch{label}", status, NO_TORCH, "install torch into this interpreter"))
+        detail = "torch is not installed: workers started with this interpreter cannot run"
+        checks.append(Check(f"torch{label}", status, detail, "install torch into this interpreter"))
     te = found.get("transformer_engine")
-    checks.append(Check(f"transformer_engine{label}", "ok", f"TransformerEngine {te}" if te else NO_TE))
+    no_te = "not installed as a distribution (fine for --backend torch; a side may bring TE on its path)"
+    checks.append(Check(f"transformer_engine{label}", "ok", f"TransformerEngine {te}" if te else no_te))
     return checks
-
-
-NO_TORCH = "torch is not installed: workers started with this interpreter cannot run"
-NO_TE = "not installed as a distribution (fine for --backend torch; a side may bring TE on its path)"
 
 
 def _bad_python(label: str, detail: str, what: str) -> Check:
