@@ -359,8 +359,8 @@ def quick_checks(core: Optional[int] = None, device: str = "cpu") -> list[Check]
 
 
 def all_checks(core: Optional[int] = None, pythons: tuple = ()) -> list[Check]:
-    python = f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})"
-    checks = quick_checks(core) + [_safe("clocksource", check_clocksource), Check("python", "ok", python)]
+    this = f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})"
+    checks = quick_checks(core) + [_safe("clocksource", check_clocksource), Check("python", "ok", this)]
     checks += _safe_list("versions", lambda: check_versions(None))
     for python in pythons:
         checks += _safe_list(f"versions [{python}]", lambda python=python: check_versions(python))
