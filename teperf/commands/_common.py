@@ -292,12 +292,7 @@ def print_table(columns: str, rows, right=(), title: str | None = None) -> None:
 
 def tty_progress(prefix: str):
     """A progress callback: ``prefix: what`` on stderr, on a terminal only."""
-
-    def progress(what: str) -> None:
-        if sys.stderr.isatty():
-            click.echo(f"{prefix}: {what}", err=True)
-
-    return progress
+    return lambda what: click.echo(f"{prefix}: {what}", err=True) if sys.stderr.isatty() else None
 
 
 def echo_rendered(render_fn, *args) -> None:
