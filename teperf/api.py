@@ -72,12 +72,7 @@ def path_side(label: str, path: Optional[str] = None, python: Optional[str] = No
         sys_path = (str(p.resolve()),)
     if python is not None:
         check_python(python)
-    return Side(
-        label=label,
-        python=python or sys.executable,
-        sys_path=sys_path,
-        description={"kind": "env" if python else "path"},
-    )
+    return Side(label, python or sys.executable, sys_path, description={"kind": "env" if python else "path"})
 
 
 def measure(
