@@ -409,8 +409,7 @@ _RETIRED = {
 }
 
 
-def _named(key: str, given) -> str:
-    """How the user named ``key``: its flag where it was ``given`` on the command line, else the key."""
+def _named(key: str, given) -> str:  # as Config.option, before there is a Config
     return CLI_FLAGS.get(key, f"--{key}") if key in given else key
 
 
