@@ -132,9 +132,8 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
             fix = f"add --changes --explain, or drop {given[0]}"
             raise TeperfError(f"{given[0]} is for --explain's bisects, which this command does not run", fix)
     store = open_store(history_url)
-    whole = select_machine(read_history(store, ref=ref), machine)
-    found = nights(whole)  # from every cell: a --module filter must not make a night look short of shards
-    df = whole
+    df = select_machine(read_history(store, ref=ref), machine)
+    found = nights(df)  # from every cell: a --module filter must not make a night look short of shards
     for col, val in (("module", module), ("recipe", recipe)):
         if val is not None:
             df = df[df[col] == val]
