@@ -336,8 +336,6 @@ def accepts(value: Any, hint: Any) -> bool:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is Union or type(hint).__name__ == "UnionType":
         return any(accepts(value, arg) for arg in args)
-    if hint is type(None):
-        return value is None
     if origin is tuple and args[-1:] == (Ellipsis,):
         return isinstance(value, tuple) and all(accepts(v, args[0]) for v in value)
     if origin is not None:

@@ -214,8 +214,7 @@ def check_clocksource() -> Check:
 
 
 def _versions(te_names) -> dict:
-    """Python, torch and TE versions from the distributions' metadata, importing nothing (also sent to a
-    side's interpreter as source: it uses only the stdlib)."""
+    """Python, torch and TE versions from metadata, importing nothing (sent as source to a side's python)."""
     import platform
     from importlib import metadata
 
