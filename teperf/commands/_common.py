@@ -14,7 +14,7 @@ import sys
 import click
 
 from teperf.commands._live import live_view
-from teperf.config import KEYS, OVERRIDE_KEYS, Key, Option, load_config, parse_shape, shipped_names
+from teperf.config import KEYS, OVERRIDE_KEYS, Option, load_config, parse_shape, shipped_names
 from teperf.errors import EXIT_CELLS_FAILED, TeperfError, exit_status_for_signal
 from teperf.options import MeasureOptions, SideOptions
 from teperf.render import RENDERERS, render
@@ -82,16 +82,6 @@ def _click_kwargs(opt: Option, help_text: str) -> dict:
     return {"help": help_text, "type": kind, "metavar": opt.metavar, **_PARSE.get(opt.parse, {})}
 
 
-def _key_option(key: Key):
-    """The click option of a config key (teperf/config.py's table); None means 'not given'."""
-    kwargs = _click_kwargs(key.option, key.option.help.replace("{default}", str(key.default)))
-    show = key.option.show_default
-    if show is True:  # the dataclass default (one source of truth); a --config file may set its own
-        default = f"{key.default:g}" if isinstance(key.default, float) else key.default
-        show = f"{default}, or the config's"
-    return click.option(key.flag, key.name, show_default=show, **kwargs)
-
-
 _PARSE = {
     "names": {"callback": _csv_list},
     "shapes": {"multiple": True, "callback": _shape_list},
@@ -101,9 +91,15 @@ _PARSE = {
 
 
 def config_options(f):
+    """--config and each config key's flag (teperf/config.py's table); None means 'not given'."""
     keys = {k.name: k for k in KEYS}
-    for name in reversed(OVERRIDE_KEYS):
-        f = _key_option(keys[name])(f)
+    for key in map(keys.get, reversed(OVERRIDE_KEYS)):
+        show = key.option.show_default
+        if show is True:  # the dataclass default (one source of truth); a --config file may set its own
+            default = f"{key.default:g}" if isinstance(key.default, float) else key.default
+            show = f"{default}, or the config's"
+        kwargs = _click_kwargs(key.option, key.option.help.replace("{default}", str(key.default)))
+        f = click.option(key.flag, key.name, show_default=show, **kwargs)(f)
     return click.option(
         "--config",
         "config_path",
