@@ -107,7 +107,6 @@ def measure(
     check_path_sides(config, sides)
     found = preflight(config, sides, hash_seed(config.seed, 0))
     preload_stats()  # before any Ctrl-C can be meant for the run (see its docstring)
-    kind = "compare" if len(sides) == 2 else "run"
     meta = {
         "config": config.to_dict(),
         "sides": {s.label: s.to_meta() for s in sides},
@@ -135,7 +134,7 @@ def measure(
     adaptive = Adaptive(config, cases, len(sides))
     if live is not None:
         adaptive.listeners.append(live)
-    with Bundle.session(results_dir, kind, meta, command) as bundle:
+    with Bundle.session(results_dir, "compare" if len(sides) == 2 else "run", meta, command) as bundle:
 
         def at_end() -> dict:
             workers: dict = {}  # the first hello of each side, plus every pair's start-up time
