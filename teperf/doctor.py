@@ -72,8 +72,7 @@ def check_core(core: int) -> Check:
         detail = f"core {core}; {span}: the coordinator, the OS and the workers share it"
         return Check("core", "warn", detail, "use a machine (or cgroup) with at least 2 cores")
     notes, status, fix = [], "ok", ""
-    siblings = smt_siblings(core, SYS_CPU) - {core}
-    if siblings:
+    if siblings := smt_siblings(core, SYS_CPU) - {core}:
         notes.append(f"SMT sibling(s) {cpu_list_text(sorted(siblings))} share its execution units")
         fix = "keep the sibling idle (or disable SMT)"
     if core == 0:
@@ -192,8 +191,8 @@ def check_runnable(core: int) -> Check:
             fields = rest.split()  # state and processor: fields 3 and 39 of proc(5)
             if len(fields) >= 37 and fields[0] == "R" and fields[36] == str(core):
                 found.append((int(path.split("/")[-2]), head.partition("(")[2]))
-    other = claimed_by_others().get(core)
-    if other is not None:  # it may sleep between trials: the claim says it, not the thread state
+    # it may sleep between trials: the claim says it, not the thread state
+    if (other := claimed_by_others().get(core)) is not None:
         detail = f"another teperf run (pid {other}) measures on core {core}"
         return Check("runnable", "warn", detail, "let it finish, or pick another --core")
     if not found:
@@ -286,8 +285,7 @@ def _bad_python(label: str, detail: str, what: str) -> Check:
 
 
 def _nvidia_smi(args: list[str], timeout_s: float = 15.0) -> Optional[str]:
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
+    if (exe := shutil.which("nvidia-smi")) is None:
         return None
     out = subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout_s)
     if out.returncode != 0:
