@@ -265,8 +265,7 @@ def check_versions(python: Optional[str] = None) -> list[Check]:
     checks = []
     if python is not None:
         checks.append(Check(f"python{label}", "ok", f"Python {found.get('python')}"))
-    torch_version = found.get("torch")
-    if torch_version:
+    if torch_version := found.get("torch"):
         checks.append(Check(f"torch{label}", "ok", f"torch {torch_version}"))
     else:
         # the coordinator's own interpreter needs torch only when a side uses it (the default)
@@ -306,8 +305,7 @@ def gpu_and_driver() -> tuple[Optional[str], Optional[str]]:
 
 
 def check_gpu_visible() -> Check:
-    listing = _nvidia_smi(["-L"])
-    if listing is None:
+    if (listing := _nvidia_smi(["-L"])) is None:
         driver = "" if os.path.exists("/proc/driver/nvidia/version") else " and no NVIDIA driver loaded"
         detail = f"nvidia-smi not found{driver} (fine for --device cpu)"
         return Check("gpu", "unknown", detail, "install the NVIDIA driver utilities to measure --device cuda")

@@ -127,8 +127,7 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
         explain_new(history_url, take_sides(bisect), measure)
     else:  # the bisects' options mean nothing without them: say so rather than drop them
         flags = {"config_path": "--config", "budget_s": "--budget", "results_dir": "--results-dir"}
-        given = [flag for key, flag in flags.items() if bisect.get(key) is not None]
-        if given:
+        if given := [flag for key, flag in flags.items() if bisect.get(key) is not None]:
             fix = f"add --changes --explain, or drop {given[0]}"
             raise TeperfError(f"{given[0]} is for --explain's bisects, which this command does not run", fix)
     store = open_store(history_url)
