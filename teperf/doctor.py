@@ -63,8 +63,7 @@ def _safe_list(name: str, fn: Callable[[], list[Check]]) -> list[Check]:
 
 def check_core(core: int) -> Check:
     cores = available_cores()
-    total = os.cpu_count() or len(cores)
-    span = f"{len(cores)} usable of {total} logical cores ({cpu_list_text(cores)})"
+    span = f"{len(cores)} usable of {os.cpu_count() or len(cores)} logical cores ({cpu_list_text(cores)})"
     if core not in cores:
         fix = f"pick one of {cpu_list_text(cores)} with --core"
         return Check("core", "fail", f"core {core} is not usable here: {span}", fix)
