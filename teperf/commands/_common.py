@@ -205,8 +205,7 @@ def take_measure(kwargs: dict, default_config: str = "default") -> MeasureOption
     fail_on = frozenset(parse_fail_on(kwargs.pop("fail_on", None)))
     config = make_config(kwargs, default_config, counters=kwargs.pop("counters", None))
     swept = None
-    sweep = kwargs.pop("sweep", None)
-    if sweep:
+    if sweep := kwargs.pop("sweep", None):
         from teperf.sweep import apply, parse_sweep
 
         swept = parse_sweep(sweep)
