@@ -501,9 +501,8 @@ def load_config(path: str | os.PathLike | None = None, overrides: Mapping[str, A
 
 def _unknown(keys, known, where: str):
     extra = sorted(set(keys) - set(known))
-    for key in extra:
-        if key in _RETIRED:
-            raise TeperfError(f"config key {key!r} in {where} was retired", _RETIRED[key])
+    if retired := [key for key in extra if key in _RETIRED]:
+        raise TeperfError(f"config key {retired[0]!r} in {where} was retired", _RETIRED[retired[0]])
     if extra:
         raise TeperfError(
             f"unknown config key {extra[0]!r} in {where}", f"known keys: {', '.join(sorted(known))}"
