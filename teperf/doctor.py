@@ -298,8 +298,7 @@ def gpu_and_driver() -> tuple[Optional[str], Optional[str]]:
         out = _nvidia_smi(["--query-gpu=name,driver_version", "--format=csv,noheader"], timeout_s=30.0) or ""
     except (OSError, RuntimeError, subprocess.SubprocessError):
         return None, None
-    first = out.strip().splitlines()[0] if out.strip() else ""
-    name, _, driver = first.partition(",")
+    name, _, driver = next(iter(out.strip().splitlines()), "").partition(",")
     return (name.strip() or None), (driver.strip() or None)
 
 
