@@ -556,11 +556,10 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
     ov = {k: v for k, v in overrides.items() if v is not None}
 
     resolved = _matrix(raw, ov)
-    for k in KEYS:  # in the dataclasses' order: a check may read the keys before it (lanes reads core)
-        if k.matrix:
-            continue
+    # in the dataclasses' order: a check may read the keys before it (lanes reads core)
+    for k in [k for k in KEYS if not k.matrix]:  # every one of them has a check
         value = ov[k.name] if k.name in ov else given[k.section].get(k.name, k.default)
-        resolved[k.name] = value if k.check is None else k.check(value, _named(k.name, ov), resolved)
+        resolved[k.name] = k.check(value, _named(k.name, ov), resolved)
     tables = {
         s: _SECTION_TYPES[s](**{k.name: resolved.pop(k.name) for k in KEYS if k.section == s})
         for s in SECTIONS
