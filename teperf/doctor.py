@@ -77,8 +77,7 @@ def check_core(core: int) -> Check:
     if core == 0:
         status, fix = "warn", f"use --core {cores[-1]}"
         notes.append("core 0 takes most interrupts and housekeeping")
-    detail = f"core {core}; {span}" + (f"; {'; '.join(notes)}" if notes else "")
-    return Check("core", status, detail, fix)
+    return Check("core", status, "; ".join([f"core {core}", span, *notes]), fix)
 
 
 def check_governor(core: int) -> Check:

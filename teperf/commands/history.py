@@ -141,11 +141,9 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
         fix = "run teperf nightly or teperf import BUNDLE first, or check --history and the filters"
         raise TeperfError(f"no history{' matching ' + given if given else ''} in {store.url}", fix)
     if list_nights:
-        _print_nights(found, fmt)
-        return
+        return _print_nights(found, fmt)
     if changes:
-        _print_changes(df, fmt, store.explanations())
-        return
+        return _print_changes(df, fmt, store.explanations())
     df = ordered(df)
     if last:
         keep = []
