@@ -72,32 +72,7 @@ def path_side(label: str, path: Optional[str] = None, python: Optional[str] = No
         sys_path = (str(p.resolve()),)
     if python is not None:
         check_python(python)
-    return Side(
-        label=label,
-        python=python or sys.executable,
-        sys_path=sys_path,
-        description={"kind": "env" if python else "path"},
-    )
-
-
-def host_facts(config: Config) -> dict:
-    return {
-        "hostname": socket.gethostname(),
-        "cpu_model": cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "core": config.core,
-        "lane_cores": lane_cores(config),
-        "platform": platform.platform(),
-        "coordinator_python": sys.version.split()[0],
-    }
-
-
-def _doctor_warnings(core: int, device: str) -> list[str]:
-    return [
-        f"{check.name}: {check.detail}" + (f" ({check.fix})" if check.fix else "")
-        for check in quick_checks(core, device=device)
-        if check.status in ("warn", "fail")
-    ]
+    return Side(label, python or sys.executable, sys_path, description={"kind": "env" if python else "path"})
 
 
 def measure(
@@ -132,14 +107,25 @@ def measure(
     check_path_sides(config, sides)
     found = preflight(config, sides, hash_seed(config.seed, 0))
     preload_stats()  # before any Ctrl-C can be meant for the run (see its docstring)
-    kind = "compare" if len(sides) == 2 else "run"
     meta = {
         "config": config.to_dict(),
         "sides": {s.label: s.to_meta() for s in sides},
         "preflight": found,  # where each side's interpreter finds torch and the packages under test
-        "host": host_facts(config),
+        "host": {
+            "hostname": socket.gethostname(),
+            "cpu_model": cpu_model(),
+            "cpu_count": os.cpu_count(),
+            "core": config.core,
+            "lane_cores": lane_cores(config),
+            "platform": platform.platform(),
+            "coordinator_python": sys.version.split()[0],
+        },
         "cases": [c.to_meta() for c in cases],
-        "warnings": _doctor_warnings(config.core, config.device),
+        "warnings": [
+            f"{check.name}: {check.detail}" + (f" ({check.fix})" if check.fix else "")
+            for check in quick_checks(config.core, device=config.device)
+            if check.status in ("warn", "fail")
+        ],
         "coordinator": coordinator_facts(),  # lets a reader tell a live run from one whose coordinator died
         **(extra_meta or {}),
     }
@@ -148,10 +134,14 @@ def measure(
     adaptive = Adaptive(config, cases, len(sides))
     if live is not None:
         adaptive.listeners.append(live)
-    with Bundle.session(results_dir, kind, meta, command) as bundle:
+    with Bundle.session(results_dir, "compare" if len(sides) == 2 else "run", meta, command) as bundle:
 
         def at_end() -> dict:
-            workers = _worker_facts(bundle)
+            workers: dict = {}  # the first hello of each side, plus every pair's start-up time
+            for rec in bundle.records():
+                if isinstance(rec, WorkerRecord):
+                    side = workers.setdefault(rec.side, dict(rec.hello))
+                    side.setdefault("start_s_by_pair", []).append(rec.hello.get("start_s"))
             first = next(iter(workers.values()), {})  # what the workers saw of the GPU
             gpu = {key: first[key] for key in ("gpu", "driver", "cuda") if first.get(key)}
             return {"workers": workers, "host": {**meta["host"], **gpu}}
@@ -162,16 +152,6 @@ def measure(
         if failed and len(failed) == len(cases):
             bundle.status = "failed"
     return bundle.path
-
-
-def _worker_facts(bundle: Bundle) -> dict:
-    """The first hello of each side, plus every pair's start-up time."""
-    facts: dict = {}
-    for rec in bundle.records():
-        if isinstance(rec, WorkerRecord):
-            side = facts.setdefault(rec.side, dict(rec.hello))
-            side.setdefault("start_s_by_pair", []).append(rec.hello.get("start_s"))
-    return facts
 
 
 def run(config: Config, side: Side, **kwargs) -> Path:

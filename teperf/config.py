@@ -60,9 +60,7 @@ def key(default: Any, check: Check | None = None, help: str | None = None, *, ma
     of its :class:`Option`). ``check`` gets the given value (or the default) and returns the value kept;
     ``matrix`` keys (backend ... shapes) say what is measured and are resolved together by ``_matrix``."""
     flag = None if help is None else Option(help, **option)
-    return dataclasses.field(
-        default=default, metadata={"key": True, "check": check, "option": flag, "matrix": matrix}
-    )
+    return dataclasses.field(default=default, metadata={"check": check, "option": flag, "matrix": matrix})
 
 
 def _whole(minimum: int = 1) -> Check:
@@ -70,7 +68,6 @@ def _whole(minimum: int = 1) -> Check:
 
 
 def _count(default: int, help: str, minimum: int = 1):
-    """A whole-number key whose flag shows its default."""
     return key(default, _whole(minimum), help, type=int, show_default=True)
 
 
@@ -92,7 +89,7 @@ def _budget(value, name: str, resolved: dict):
 
 
 def _choice(choices: tuple[str, ...], what: str, fix: str = "{name} takes one of") -> Check:
-    def check(value, name: str, resolved: dict):
+    def check(value, name: str = "", resolved: dict | None = None):
         if value not in choices:
             raise TeperfError(f"unknown {what} {value!r}", f"{fix.format(name=name)}: {', '.join(choices)}")
         return value
@@ -108,12 +105,14 @@ def _alpha(value, name: str, resolved: dict):
     return value
 
 
-def _percent(high: float | None = None) -> Check:
+def _percent(default: float, flag: str, help: str, **option):
+    """A key of 0 to 100 % (above 100 % a typo such as 1e9 would read every change as 'no change')."""
+
     def check(value, name: str, resolved: dict):
-        _number(value, name, 0, high)
+        _number(value, name, 0, 100)
         return value  # as given: an int stays an int in the bundle's config
 
-    return check
+    return key(default, check, help, flag=flag, type=float, show_default=True, **option)
 
 
 def _server_pairs(value, name: str, resolved: dict):
@@ -195,13 +194,10 @@ class Schedule:
 @dataclasses.dataclass(frozen=True)
 class Stats:
     alpha: float = key(0.05, _alpha)  # 1 - confidence of the interval
-    min_effect_pct: float = key(
+    min_effect_pct: float = _percent(
         1.0,
-        _percent(100),  # above 100 % a typo (1e9) would read every change as 'no change'
+        "--min-effect",
         "Changes under this many % do not matter: 'no change' needs the whole interval inside +-this.",
-        flag="--min-effect",
-        type=float,
-        show_default=True,
     )
     metric: str = key(
         "process_cpu",
@@ -210,25 +206,19 @@ class Stats:
         type=METRICS,
         show_default=True,
     )
-    min_effect_once_pct: float = key(
+    min_effect_once_pct: float = _percent(
         10.0,
-        _percent(100),  # above 100 % a typo (1e9) would read every change as 'no change'
+        "--min-effect-once",
         "The same for one-time costs (first call, recompile), at least: a cell's own spread between "
         "pairs raises it.",
-        flag="--min-effect-once",
-        type=float,
-        show_default=True,
     )
-    max_contended_pct: float = key(
+    max_contended_pct: float = _percent(
         20.0,
-        _percent(100),
+        "--max-contended",
         "A cell with more than this many % of its trial couples sharing the measuring core (even after "
         "re-measuring) counts them and widens its interval by the bias load could add: 'inconclusive "
         "(load)' when the change is within it; 100 accepts any load: every couple counts, no widening.",
-        flag="--max-contended",
-        type=float,
         metavar="PCT",
-        show_default=True,
     )
 
 
@@ -334,22 +324,18 @@ class RecordedConfig(Config):
     recorded: frozenset = frozenset()  # "core", "schedule.processes", ...: the keys meta.json held
 
     def known(self, name: str, missing: Any = None) -> Any:
-        """The recorded value of ``name`` ("core", "schedule.processes"), ``missing`` where the bundle did
-        not record it; a name that is no key is an AttributeError, not a silent None."""
+        """``missing`` where the bundle did not record ``name``; a name that is no key: AttributeError."""
         section, _, field = name.rpartition(".")
         value = getattr(getattr(self, section) if section else self, field)
         return value if name in self.recorded else missing
 
 
 def accepts(value: Any, hint: Any) -> bool:
-    """Whether ``value`` (as JSON decoded it) fits the annotation ``hint``."""
     if hint is Any:
         return True
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is Union or type(hint).__name__ == "UnionType":
         return any(accepts(value, arg) for arg in args)
-    if hint is type(None):
-        return value is None
     if origin is tuple and args[-1:] == (Ellipsis,):
         return isinstance(value, tuple) and all(accepts(v, args[0]) for v in value)
     if origin is not None:
@@ -398,9 +384,8 @@ def _keys(cls, section: str | None = None):
     for f in dataclasses.fields(cls):
         if dataclasses.is_dataclass(f.default):
             yield from _keys(type(f.default), f.name)
-        elif f.metadata.get("key"):
-            meta = f.metadata
-            yield Key(f.name, section, f.default, meta["check"], meta["option"], meta["matrix"])
+        elif f.metadata:  # a key() field
+            yield Key(f.name, section, f.default, **f.metadata)
 
 
 KEYS: tuple[Key, ...] = tuple(_keys(Config))
@@ -408,33 +393,27 @@ _SECTION_TYPES = {
     f.name: type(f.default) for f in dataclasses.fields(Config) if dataclasses.is_dataclass(f.default)
 }
 SECTIONS = tuple(_SECTION_TYPES)  # ("schedule", "stats"): the TOML tables
-# The flags in --help in this order (every key with a flag is named here).
-HELP_ORDER = tuple(
+# Every key with a flag (test_config checks), in --help's order.
+OVERRIDE_KEYS = tuple(
     """backend device modules recipes modes shapes processes rounds trials iters warmup timeout_s core seed
     metric prestart lanes min_effect_pct min_effect_once_pct max_contended_pct precision_pct budget_s
     compile_cache spawn server_pairs""".split()
 )
-OVERRIDE_KEYS = tuple(sorted((k.name for k in KEYS if k.option), key=HELP_ORDER.index))
 CLI_FLAGS = {k.name: k.flag for k in KEYS if k.flag}  # config key -> the CLI flag that overrides it
-_KNOWN = {
-    "the top level": {k.name for k in KEYS if k.section is None} | set(SECTIONS),
-    **{f"[{s}]": {k.name for k in KEYS if k.section == s} for s in SECTIONS},
-}
+_KNOWN = {s: {k.name for k in KEYS if k.section == s} | set(() if s else SECTIONS) for s in (None, *SECTIONS)}
 _RETIRED = {
     "noise_limit_pct": "the 'noisy' verdict is gone: an interval that reaches past +-min_effect_pct is "
     "'inconclusive'; delete noise_limit_pct from [stats]"
 }
 
 
-def _named(key: str, given) -> str:
-    """How the user named ``key``: its flag where it was ``given`` on the command line, else the key."""
+def _named(key: str, given) -> str:  # as Config.option, before there is a Config
     return CLI_FLAGS.get(key, f"--{key}") if key in given else key
 
 
 def backend_module(name: str):
     """The worker backend's static facts (MODULES, RECIPES, check_shape): it imports torch only when used."""
-    if name not in BACKENDS:
-        raise TeperfError(f"unknown backend {name!r}", f"use one of: {', '.join(BACKENDS)}")
+    _choice(BACKENDS, "backend", "use one of")(name)
     from teperf.worker.backends import get_backend
 
     return get_backend(name)
@@ -451,9 +430,6 @@ def parse_shape(text: str) -> tuple[int, ...]:
     return dims
 
 
-DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
-
-
 def parse_duration(value, name: str = "--budget") -> float:
     """'5m', '90s', '1h', '1h30m', '2.5m' or plain seconds (a number or its text) -> seconds > 0."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -468,7 +444,7 @@ def parse_duration(value, name: str = "--budget") -> float:
         ):
             fix = "write a duration like 5m, 90s, 1h, 1h30m or plain seconds"
             raise TeperfError(f"malformed duration {value!r} for {name}", fix)
-        seconds = sum(float(n) * DURATION_UNITS[u or "s"] for n, u in parts)
+        seconds = sum(float(n) * {"h": 3600.0, "m": 60.0}.get(u, 1.0) for n, u in parts)
     if not 0 < seconds < math.inf:
         raise TeperfError(
             f"{name} must be a positive duration, got {value!r}", "write a duration like 5m, 90s or 1h"
@@ -477,7 +453,6 @@ def parse_duration(value, name: str = "--budget") -> float:
 
 
 def shipped_configs() -> dict[str, str]:
-    """Name -> TOML text of every config shipped inside the package."""
     root = importlib.resources.files(CONFIGS_PACKAGE)
     return {p.name[: -len(".toml")]: p.read_text() for p in root.iterdir() if p.name.endswith(".toml")}
 
@@ -526,9 +501,8 @@ def load_config(path: str | os.PathLike | None = None, overrides: Mapping[str, A
 
 def _unknown(keys, known, where: str):
     extra = sorted(set(keys) - set(known))
-    for key in extra:
-        if key in _RETIRED:
-            raise TeperfError(f"config key {key!r} in {where} was retired", _RETIRED[key])
+    if retired := [key for key in extra if key in _RETIRED]:
+        raise TeperfError(f"config key {retired[0]!r} in {where} was retired", _RETIRED[retired[0]])
     if extra:
         raise TeperfError(
             f"unknown config key {extra[0]!r} in {where}", f"known keys: {', '.join(sorted(known))}"
@@ -574,19 +548,18 @@ def _number(value, name: str, low: float, high: float | None = None) -> float:
 
 
 def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: str | None = None) -> Config:
-    _unknown(raw, _KNOWN["the top level"], "the top level")
+    _unknown(raw, _KNOWN[None], "the top level")
     given = {None: raw}
     for section in SECTIONS:
         given[section] = _table(raw, section)
-        _unknown(given[section], _KNOWN[f"[{section}]"], f"[{section}]")
+        _unknown(given[section], _KNOWN[section], f"[{section}]")
     ov = {k: v for k, v in overrides.items() if v is not None}
 
     resolved = _matrix(raw, ov)
-    for k in KEYS:  # in the dataclasses' order: a check may read the keys before it (lanes reads core)
-        if k.matrix:
-            continue
+    # in the dataclasses' order: a check may read the keys before it (lanes reads core)
+    for k in [k for k in KEYS if not k.matrix]:  # every one of them has a check
         value = ov[k.name] if k.name in ov else given[k.section].get(k.name, k.default)
-        resolved[k.name] = value if k.check is None else k.check(value, _named(k.name, ov), resolved)
+        resolved[k.name] = k.check(value, _named(k.name, ov), resolved)
     tables = {
         s: _SECTION_TYPES[s](**{k.name: resolved.pop(k.name) for k in KEYS if k.section == s})
         for s in SECTIONS
@@ -669,8 +642,7 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
     backend = ov.get("backend", raw.get("backend", Config.backend))
     facts = backend_module(backend)
     device = ov.get("device", raw.get("device", "cpu" if backend == "torch" else "cuda"))
-    if device not in DEVICES:
-        raise TeperfError(f"unknown device {device!r}", f"use one of: {', '.join(DEVICES)}")
+    _choice(DEVICES, "device", "use one of")(device)
     if backend == "te" and device == "cpu":  # else every cell is skipped and nothing is measured
         raise TeperfError(
             f"{_named('backend', ov)} te needs a CUDA device, but {_named('device', ov)} is cpu",
@@ -678,17 +650,14 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
         )
 
     # modules: a list of names, or a table of custom modules, or both (list names + [modules.X] tables)
-    mod_raw = raw.get("modules", None)
+    mod_raw = raw.get("modules")
     custom: dict[str, ModuleSpec] = {}
-    names: list[str] | None = None
     if isinstance(mod_raw, dict):
         custom = {name: _module_table(name, spec, facts, backend) for name, spec in mod_raw.items()}
-        names = list(custom)
-    elif mod_raw is not None:
-        names = _string_list(mod_raw, "modules")
+    names = list(custom) if isinstance(mod_raw, dict) else _string_list(mod_raw, "modules")  # None: not given
     if "modules" in ov:
         names = list(ov["modules"])
-    if names is None:
+    elif names is None:
         names = list(facts.MODULES)
     if not names:
         raise _empty("modules", ov, f"name at least one module, e.g. {', '.join(facts.MODULES[:2])}")
@@ -700,9 +669,8 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
     modules = tuple(custom.get(name, ModuleSpec(name)) for name in names)
 
     recipes = tuple(_listed("recipes", raw, ov, facts.RECIPES) or ())
-    if not recipes:
-        torch_recipes = ("fp32",) if device == "cpu" else ("bf16",)
-        recipes = torch_recipes if backend == "torch" else tuple(facts.RECIPES)
+    if not recipes:  # te: every recipe; torch: the device's usual dtype
+        recipes = tuple(facts.RECIPES) if backend == "te" else ("fp32",) if device == "cpu" else ("bf16",)
     for recipe in recipes:
         if recipe not in facts.RECIPES:
             raise TeperfError(
@@ -711,8 +679,7 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
 
     modes = tuple(_listed("modes", raw, ov, MODES) or Config.modes)
     for mode in modes:
-        if mode not in MODES:
-            raise TeperfError(f"unknown mode {mode!r}", f"use one of: {', '.join(MODES)}")
+        _choice(MODES, "mode", "use one of")(mode)
         if mode == "cuda-graph" and device != "cuda":
             raise TeperfError("mode cuda-graph needs --device cuda", "drop cuda-graph from modes on the CPU")
 

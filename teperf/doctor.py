@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import platform
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Callable, NamedTuple, Optional
 
 from teperf.cpus import (
@@ -39,9 +41,13 @@ class Check(NamedTuple):
         return self._asdict()
 
 
-def _read(path: str) -> str:
-    with open(path) as f:
-        return f.read().strip()
+def _read(path: str) -> str | None:
+    """The file's text, None where it cannot be read (no cpufreq in a VM, a process gone)."""
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
 
 
 def _safe(name: str, fn: Callable[[], Check]) -> Check:
@@ -57,8 +63,7 @@ def _safe_list(name: str, fn: Callable[[], list[Check]]) -> list[Check]:
 
 def check_core(core: int) -> Check:
     cores = available_cores()
-    total = os.cpu_count() or len(cores)
-    span = f"{len(cores)} usable of {total} logical cores ({cpu_list_text(cores)})"
+    span = f"{len(cores)} usable of {os.cpu_count() or len(cores)} logical cores ({cpu_list_text(cores)})"
     if core not in cores:
         fix = f"pick one of {cpu_list_text(cores)} with --core"
         return Check("core", "fail", f"core {core} is not usable here: {span}", fix)
@@ -66,22 +71,18 @@ def check_core(core: int) -> Check:
         detail = f"core {core}; {span}: the coordinator, the OS and the workers share it"
         return Check("core", "warn", detail, "use a machine (or cgroup) with at least 2 cores")
     notes, status, fix = [], "ok", ""
-    siblings = smt_siblings(core, SYS_CPU) - {core}
-    if siblings:
+    if siblings := smt_siblings(core, SYS_CPU) - {core}:
         notes.append(f"SMT sibling(s) {cpu_list_text(sorted(siblings))} share its execution units")
         fix = "keep the sibling idle (or disable SMT)"
     if core == 0:
         status, fix = "warn", f"use --core {cores[-1]}"
         notes.append("core 0 takes most interrupts and housekeeping")
-    detail = f"core {core}; {span}" + (f"; {'; '.join(notes)}" if notes else "")
-    return Check("core", status, detail, fix)
+    return Check("core", status, "; ".join([f"core {core}", span, *notes]), fix)
 
 
 def check_governor(core: int) -> Check:
     path = f"{SYS_CPU}/cpu{core}/cpufreq/scaling_governor"
-    try:
-        governor = _read(path)
-    except OSError:
+    if (governor := _read(path)) is None:
         return Check("governor", "unknown", f"{path} not readable (no cpufreq here, common in VMs)")
     if governor == "performance":
         return Check("governor", "ok", f"core {core}: performance")
@@ -92,9 +93,7 @@ def check_governor(core: int) -> Check:
 def check_turbo() -> Check:
     # (file, its value with turbo off, the word): Intel's pstate driver, else cpufreq's generic switch
     for name, off, word in (("intel_pstate/no_turbo", "1", "turbo"), ("cpufreq/boost", "0", "boost")):
-        try:
-            value = _read(f"{SYS_CPU}/{name}")
-        except OSError:
+        if (value := _read(f"{SYS_CPU}/{name}")) is None:
             continue
         if value == off:
             return Check("turbo", "ok", f"{word} off ({name}={off})")
@@ -107,12 +106,12 @@ def check_turbo() -> Check:
 def check_isolation(core: int) -> Check:
     path = f"{SYS_CPU}/isolated"
     try:
-        isolated = parse_cpu_list(_read(path))
+        isolated = parse_cpu_list(Path(path).read_text().strip())
     except (OSError, ValueError) as exc:
         return Check("isolation", "unknown", f"{path} not readable ({type(exc).__name__})")
     try:
-        nohz = parse_cpu_list(_read(f"{SYS_CPU}/nohz_full"))
-    except (OSError, ValueError):
+        nohz = parse_cpu_list(_read(f"{SYS_CPU}/nohz_full") or "")
+    except ValueError:
         nohz = set()
     if core in isolated:
         extra = "" if core in nohz else " (not nohz_full: the timer tick still interrupts it)"
@@ -127,9 +126,7 @@ def check_isolation(core: int) -> Check:
 
 def check_aslr() -> Check:
     path = f"{PROC}/sys/kernel/randomize_va_space"
-    try:
-        value = _read(path)
-    except OSError:
+    if (value := _read(path)) is None:
         return Check("aslr", "unknown", f"{path} not readable")
     if value == "2":
         detail = "full ASLR (2): each fresh worker pair samples another address-space layout, as intended"
@@ -143,9 +140,9 @@ def check_aslr() -> Check:
 def check_load() -> Check:
     path = f"{PROC}/loadavg"
     try:
-        fields = _read(path).split()
+        fields = (_read(path) or "").split()
         load1, load5 = float(fields[0]), float(fields[1])
-    except (OSError, ValueError, IndexError):
+    except (ValueError, IndexError):
         return Check("load", "unknown", f"{path} not readable")
     ncpu = len(available_cores()) or 1
     detail = f"load average {load1:.2f} (1 min), {load5:.2f} (5 min) on {ncpu} usable cores"
@@ -160,8 +157,8 @@ def _descendants(pids: list[int]) -> set[int]:
     children: dict[int, list[int]] = {}
     for pid in pids:
         try:
-            ppid = int(_read(f"{PROC}/{pid}/stat").rpartition(")")[2].split()[1])
-        except (OSError, ValueError, IndexError):
+            ppid = int((_read(f"{PROC}/{pid}/stat") or "").rpartition(")")[2].split()[1])
+        except (ValueError, IndexError):
             continue
         children.setdefault(ppid, []).append(pid)
     out, todo = set(), [os.getpid()]
@@ -184,22 +181,16 @@ def check_runnable(core: int) -> Check:
     for pid in pids:
         if pid in own:
             continue
-        try:
-            tids = [int(t) for t in os.listdir(f"{PROC}/{pid}/task")]
-        except OSError:
-            continue  # gone, or not ours to read
-        for tid in tids:
-            try:
-                stat = _read(f"{PROC}/{pid}/task/{tid}/stat")
-            except OSError:
+        for path in glob.glob(f"{PROC}/{pid}/task/*/stat"):  # none: gone, or not ours to read
+            if (stat := _read(path)) is None:
                 continue
             # comm may hold spaces and parentheses: split after the last ')'
             head, _, rest = stat.rpartition(")")
             fields = rest.split()  # state and processor: fields 3 and 39 of proc(5)
             if len(fields) >= 37 and fields[0] == "R" and fields[36] == str(core):
-                found.append((tid, head.partition("(")[2]))
-    other = claimed_by_others().get(core)
-    if other is not None:  # it may sleep between trials: the claim says it, not the thread state
+                found.append((int(path.split("/")[-2]), head.partition("(")[2]))
+    # it may sleep between trials: the claim says it, not the thread state
+    if (other := claimed_by_others().get(core)) is not None:
         detail = f"another teperf run (pid {other}) measures on core {core}"
         return Check("runnable", "warn", detail, "let it finish, or pick another --core")
     if not found:
@@ -211,9 +202,7 @@ def check_runnable(core: int) -> Check:
 
 def check_clocksource() -> Check:
     path = "/sys/devices/system/clocksource/clocksource0/current_clocksource"
-    try:
-        source = _read(path)
-    except OSError:
+    if (source := _read(path)) is None:
         return Check("clocksource", "unknown", f"{path} not readable")
     if source in ("hpet", "acpi_pm"):
         fix = "use tsc if the kernel offers it (clocksource=tsc)"
@@ -221,14 +210,9 @@ def check_clocksource() -> Check:
     return Check("clocksource", "ok", source)
 
 
-def check_python() -> Check:
-    return Check(
-        "python", "ok", f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})"
-    )
-
-
-def distribution_versions() -> dict:
-    """{'torch': version|None, 'transformer_engine': version|None} of this interpreter, not imported."""
+def _versions(te_names) -> dict:
+    """Python, torch and TE versions from metadata, importing nothing (sent as source to a side's python)."""
+    import platform
     from importlib import metadata
 
     def version(*names):
@@ -239,27 +223,19 @@ def distribution_versions() -> dict:
                 continue
         return None
 
-    return {"torch": version("torch"), "transformer_engine": version(*TE_DISTRIBUTIONS)}
-
-
-_SIDE_PROBE = (
-    "import json, platform, sys\n"
-    "from importlib import metadata\n"
-    "def v(*names):\n"
-    "    for n in names:\n"
-    "        try:\n"
-    "            return metadata.version(n)\n"
-    "        except metadata.PackageNotFoundError:\n"
-    "            pass\n"
-    "print(json.dumps({'python': platform.python_version(), 'torch': v('torch'), 'transformer_engine': "
-    "v(*%r)}))\n"
-) % (TE_DISTRIBUTIONS,)
+    return {
+        "python": platform.python_version(),
+        "torch": version("torch"),
+        "transformer_engine": version(*te_names),
+    }
 
 
 def side_versions(python: str, timeout_s: float = 30.0) -> dict:
-    """Ask another interpreter for its Python, torch and TE versions (metadata only, no imports)."""
+    import inspect
+
+    code = f"import json\n{inspect.getsource(_versions)}\nprint(json.dumps(_versions({TE_DISTRIBUTIONS!r})))"
     out = subprocess.run(
-        [python, "-I", "-c", _SIDE_PROBE], capture_output=True, text=True, timeout=timeout_s, check=True
+        [python, "-I", "-c", code], capture_output=True, text=True, timeout=timeout_s, check=True
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -268,7 +244,7 @@ def check_versions(python: Optional[str] = None) -> list[Check]:
     """torch and TE versions of ``python`` (this interpreter when None)."""
     label = "" if python is None else f" [{python}]"
     try:
-        found = distribution_versions() if python is None else side_versions(python)
+        found = _versions(TE_DISTRIBUTIONS) if python is None else side_versions(python)
     except (FileNotFoundError, PermissionError) as exc:
         return [_bad_python(label, f"cannot run the interpreter: {exc}", "an executable python")]
     except (IndexError, ValueError, subprocess.CalledProcessError) as exc:  # ran, but gave no answer
@@ -287,20 +263,17 @@ def check_versions(python: Optional[str] = None) -> list[Check]:
     checks = []
     if python is not None:
         checks.append(Check(f"python{label}", "ok", f"Python {found.get('python')}"))
-    torch_version = found.get("torch")
-    if torch_version:
+    if torch_version := found.get("torch"):
         checks.append(Check(f"torch{label}", "ok", f"torch {torch_version}"))
     else:
         # the coordinator's own interpreter needs torch only when a side uses it (the default)
         status = "fail" if python is not None else "warn"
-        checks.append(Check(f"torch{label}", status, NO_TORCH, "install torch into this interpreter"))
+        detail = "torch is not installed: workers started with this interpreter cannot run"
+        checks.append(Check(f"torch{label}", status, detail, "install torch into this interpreter"))
     te = found.get("transformer_engine")
-    checks.append(Check(f"transformer_engine{label}", "ok", f"TransformerEngine {te}" if te else NO_TE))
+    no_te = "not installed as a distribution (fine for --backend torch; a side may bring TE on its path)"
+    checks.append(Check(f"transformer_engine{label}", "ok", f"TransformerEngine {te}" if te else no_te))
     return checks
-
-
-NO_TORCH = "torch is not installed: workers started with this interpreter cannot run"
-NO_TE = "not installed as a distribution (fine for --backend torch; a side may bring TE on its path)"
 
 
 def _bad_python(label: str, detail: str, what: str) -> Check:
@@ -309,8 +282,7 @@ def _bad_python(label: str, detail: str, what: str) -> Check:
 
 
 def _nvidia_smi(args: list[str], timeout_s: float = 15.0) -> Optional[str]:
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
+    if (exe := shutil.which("nvidia-smi")) is None:
         return None
     out = subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout_s)
     if out.returncode != 0:
@@ -325,14 +297,12 @@ def gpu_and_driver() -> tuple[Optional[str], Optional[str]]:
         out = _nvidia_smi(["--query-gpu=name,driver_version", "--format=csv,noheader"], timeout_s=30.0) or ""
     except (OSError, RuntimeError, subprocess.SubprocessError):
         return None, None
-    first = out.strip().splitlines()[0] if out.strip() else ""
-    name, _, driver = first.partition(",")
+    name, _, driver = next(iter(out.strip().splitlines()), "").partition(",")
     return (name.strip() or None), (driver.strip() or None)
 
 
 def check_gpu_visible() -> Check:
-    listing = _nvidia_smi(["-L"])
-    if listing is None:
+    if (listing := _nvidia_smi(["-L"])) is None:
         driver = "" if os.path.exists("/proc/driver/nvidia/version") else " and no NVIDIA driver loaded"
         detail = f"nvidia-smi not found{driver} (fine for --device cpu)"
         return Check("gpu", "unknown", detail, "install the NVIDIA driver utilities to measure --device cuda")
@@ -381,8 +351,8 @@ def quick_checks(core: Optional[int] = None, device: str = "cpu") -> list[Check]
 
 
 def all_checks(core: Optional[int] = None, pythons: tuple = ()) -> list[Check]:
-    """Everything ``teperf doctor`` shows."""
-    checks = quick_checks(core) + [_safe("clocksource", check_clocksource), _safe("python", check_python)]
+    this = f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})"
+    checks = quick_checks(core) + [_safe("clocksource", check_clocksource), Check("python", "ok", this)]
     checks += _safe_list("versions", lambda: check_versions(None))
     for python in pythons:
         checks += _safe_list(f"versions [{python}]", lambda python=python: check_versions(python))
@@ -390,6 +360,4 @@ def all_checks(core: Optional[int] = None, pythons: tuple = ()) -> list[Check]:
 
 
 def worst(checks: list[Check]) -> str:
-    """fail > warn > unknown > ok."""
-    order = {"fail": 3, "warn": 2, "unknown": 1, "ok": 0}
-    return max((c.status for c in checks), key=lambda s: order.get(s, 0), default="ok")
+    return max((c.status for c in checks), key=("ok", "unknown", "warn", "fail").index, default="ok")

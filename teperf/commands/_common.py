@@ -14,7 +14,7 @@ import sys
 import click
 
 from teperf.commands._live import live_view
-from teperf.config import KEYS, OVERRIDE_KEYS, Key, Option, load_config, parse_shape, shipped_names
+from teperf.config import KEYS, OVERRIDE_KEYS, Option, load_config, parse_shape, shipped_names
 from teperf.errors import EXIT_CELLS_FAILED, TeperfError, exit_status_for_signal
 from teperf.options import MeasureOptions, SideOptions
 from teperf.render import RENDERERS, render
@@ -22,15 +22,12 @@ from teperf.safe_text import for_terminal
 
 
 def _csv_list(ctx, param, value):
-    if value is None:
-        return None
-    return [v.strip() for v in value.split(",") if v.strip()]  # [] when given empty: refused by config
+    # [] when given empty: refused by config
+    return None if value is None else [v.strip() for v in value.split(",") if v.strip()]
 
 
 def _shape_list(ctx, param, value):
-    if not value:
-        return None
-    return [parse_shape(v) for v in value]
+    return [parse_shape(v) for v in value] if value else None
 
 
 class Number(click.ParamType):
@@ -79,27 +76,10 @@ or ended partial (the table says which and why); 2 bad input; 130 Ctrl-C;
 
 def _click_kwargs(opt: Option, help_text: str) -> dict:
     """The click kwargs an Option (a config key's or a git-side option's) says, but its default."""
-    kwargs: dict = {"help": help_text}
-    if isinstance(opt.type, tuple):
-        kwargs["type"] = click.Choice(opt.type)
-    elif opt.type is not None:
-        kwargs["type"] = Number() if opt.type is float else opt.type
-    if opt.metavar:
-        kwargs["metavar"] = opt.metavar
-    kwargs.update(_PARSE.get(opt.parse, {}))
-    return kwargs
-
-
-def _key_option(key: Key):
-    """The click option of a config key (teperf/config.py's table); None means 'not given'."""
-    kwargs = _click_kwargs(key.option, key.option.help.replace("{default}", str(key.default)))
-    show = key.option.show_default
-    if show is True:  # the dataclass default (one source of truth); a --config file may set its own
-        default = f"{key.default:g}" if isinstance(key.default, float) else key.default
-        show = f"{default}, or the config's"
-    if show:
-        kwargs["show_default"] = show
-    return click.option(key.flag, key.name, **kwargs)
+    kind = (
+        click.Choice(opt.type) if isinstance(opt.type, tuple) else Number() if opt.type is float else opt.type
+    )
+    return {"help": help_text, "type": kind, "metavar": opt.metavar, **_PARSE.get(opt.parse, {})}
 
 
 _PARSE = {
@@ -111,10 +91,15 @@ _PARSE = {
 
 
 def config_options(f):
-    """--config plus one override per config key with a flag."""
+    """--config and each config key's flag (teperf/config.py's table); None means 'not given'."""
     keys = {k.name: k for k in KEYS}
-    for name in reversed(OVERRIDE_KEYS):
-        f = _key_option(keys[name])(f)
+    for key in map(keys.get, reversed(OVERRIDE_KEYS)):
+        show = key.option.show_default
+        if show is True:  # the dataclass default (one source of truth); a --config file may set its own
+            default = f"{key.default:g}" if isinstance(key.default, float) else key.default
+            show = f"{default}, or the config's"
+        kwargs = _click_kwargs(key.option, key.option.help.replace("{default}", str(key.default)))
+        f = click.option(key.flag, key.name, show_default=show, **kwargs)(f)
     return click.option(
         "--config",
         "config_path",
@@ -125,8 +110,7 @@ def config_options(f):
 
 
 def make_config(kwargs: dict, default_config: str = "default", **extra):
-    overrides = {k: kwargs.pop(k, None) for k in OVERRIDE_KEYS}
-    overrides.update({k: v for k, v in extra.items() if v is not None})
+    overrides = {k: kwargs.pop(k, None) for k in OVERRIDE_KEYS} | extra  # None: not given
     path = kwargs.pop("config_path", None)
     if path is not None and not path.strip():
         raise TeperfError(
@@ -135,12 +119,8 @@ def make_config(kwargs: dict, default_config: str = "default", **extra):
     return load_config(path if path is not None else default_config, overrides)
 
 
-# ----------------------------------------------------------------------------- the git-side options
-# A new one: a field of teperf.options.SideOptions with its Option (and its use in plan_sides/the factory),
-# and its name in the side_options(...) lines of the commands that take it.
-#
-# Where bisect and nightly word a git-side option their own way (as they always have: a change here
-# changes that command's --help); both take only the strategies that make sides from git refs.
+# The git-side options are SideOptions' fields. Where bisect and nightly word one their own way (as they
+# always have: a change here changes that command's --help).
 _SIDE_WORDING = {
     "bisect": {
         "strategy": "How each commit is made runnable, as in compare (see teperf compare --help).",
@@ -171,19 +151,16 @@ def side_options(command: str, *names: str):
 
     wording = _SIDE_WORDING.get(command, {})
     words = {
-        "{strategies}": strategies.help_text(),
-        "{git_strategies}": strategies.help_text(strategies.GIT_NAMES),
-        "{placeholders}": ", ".join(f"{k} {v}" for k, v in PLACEHOLDERS.items()),
+        "strategies": strategies.help_text(),
+        "git_strategies": strategies.help_text(strategies.GIT_NAMES),
+        "placeholders": ", ".join(f"{k} {v}" for k, v in PLACEHOLDERS.items()),
     }
 
     def decorate(f):
         for name in reversed(names):
             field = _SIDE_FLAGS[name]
             opt = field.metadata["option"]
-            text = wording.get(name, opt.help)
-            for word, value in words.items():
-                text = text.replace(word, value)
-            kwargs = _click_kwargs(opt, text)
+            kwargs = _click_kwargs(opt, wording.get(name, opt.help).format(**words))
             if field.default is not None:
                 kwargs.update(default=field.default, show_default=opt.show_default)
             if opt.parse == "strategy":  # bisect, nightly: the strategies that make sides from git refs
@@ -228,8 +205,7 @@ def take_measure(kwargs: dict, default_config: str = "default") -> MeasureOption
     fail_on = frozenset(parse_fail_on(kwargs.pop("fail_on", None)))
     config = make_config(kwargs, default_config, counters=kwargs.pop("counters", None))
     swept = None
-    sweep = kwargs.pop("sweep", None)
-    if sweep:
+    if sweep := kwargs.pop("sweep", None):
         from teperf.sweep import apply, parse_sweep
 
         swept = parse_sweep(sweep)
@@ -243,19 +219,17 @@ def take_measure(kwargs: dict, default_config: str = "default") -> MeasureOption
     )
 
 
-COUNTERS_HELP = "Count python calls, ATen ops, ... per step, once, outside the timed trials."
-SWEEP_HELP = (
-    "Measure every value of a module kwarg (num_gemms=1,2,4,8) or shape dimension (dim0=64,128) as its own "
-    "cell; then print the host-time slope per unit."
-)
-
-
-def counters_option(default: bool, help: str = COUNTERS_HELP):
+def counters_option(
+    default: bool, help: str = "Count python calls, ATen ops, ... per step, once, outside the timed trials."
+):
     """--counters/--no-counters: the config's ``counters`` key, whose default each command chooses."""
     return click.option("--counters/--no-counters", default=default, show_default=True, help=help)
 
 
-def sweep_option(help: str = SWEEP_HELP):
+def sweep_option(
+    help: str = "Measure every value of a module kwarg (num_gemms=1,2,4,8) or shape dimension (dim0=64,128) "
+    "as its own cell; then print the host-time slope per unit.",
+):
     return click.option("--sweep", metavar="KEY=V1,V2,...", help=help)
 
 
@@ -273,8 +247,7 @@ def gate(summary, verdicts: set) -> None:
     """--fail-on: exit 1, naming the cells in one line on stderr, when any cell has one of ``verdicts``."""
     from teperf.verdicts import failing_cells
 
-    cells = failing_cells(summary.rows, verdicts) if verdicts else []
-    if cells:
+    if verdicts and (cells := failing_cells(summary.rows, verdicts)):
         plural = "s" if len(cells) != 1 else ""
         click.echo(f"teperf: fail-on: {len(cells)} cell{plural}: {'; '.join(cells)}", err=True)
         sys.exit(1)
@@ -298,24 +271,33 @@ def _console():
     return Console(width=None if sys.stdout.isatty() else 200)
 
 
+def print_table(columns: str, rows, right=(), title: str | None = None) -> None:
+    """A table of ``columns`` ('|' between names); each cell text or (text, style), never read as rich
+    markup (commit subjects and paths are anyone's text)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=title, header_style="bold")
+    for col in columns.split("|"):
+        table.add_column(col, justify="right" if col in right else "left", overflow="fold")
+    for row in rows:
+        table.add_row(*(Text(*cell) if isinstance(cell, tuple) else Text(cell) for cell in row))
+    _console().print(table)
+
+
 def tty_progress(prefix: str):
     """A progress callback: ``prefix: what`` on stderr, on a terminal only."""
-
-    def progress(what: str) -> None:
-        if sys.stderr.isatty():
-            click.echo(f"{prefix}: {what}", err=True)
-
-    return progress
+    return lambda what: click.echo(f"{prefix}: {what}", err=True) if sys.stderr.isatty() else None
 
 
-def echo_rendered(text: str | None) -> None:
-    """Print what a renderer returned (None: it printed on the console itself)."""
-    if text is not None:
+def echo_rendered(render_fn, *args) -> None:
+    """Print what ``render_fn(*args, console=...)`` returns (None: it printed on the console itself)."""
+    if (text := render_fn(*args, console=_console())) is not None:
         click.echo(text, nl=False)
 
 
 def emit(summary, fmt: str) -> None:
-    echo_rendered(render(summary, fmt, console=_console()))
+    echo_rendered(render, summary, fmt)
 
 
 def _preload_report() -> None:
@@ -340,7 +322,6 @@ def measure_and_report(fn, measure: MeasureOptions, *sides):
     from teperf.errors import Interrupted
 
     _preload_report()
-    fmt = measure.fmt
     try:
         with live_view() as (progress, live):
             path = fn(
@@ -354,18 +335,15 @@ def measure_and_report(fn, measure: MeasureOptions, *sides):
     except Interrupted as stop:
         how = "terminated (SIGTERM)" if stop.signum == signal.SIGTERM else "interrupted"
         click.echo(f"teperf: {how}; the bundle keeps what was measured: {stop.path}", err=True)
-        emit(summarize(stop.path), fmt)
+        emit(summarize(stop.path), measure.fmt)
         sys.exit(exit_status_for_signal(stop.signum))
     summary = summarize(path)
-    emit(summary, fmt)
+    emit(summary, measure.fmt)
     for problem in summary.code_problems:  # a CI job must not read this as a clean result
         click.echo(
             for_terminal(f"teperf: {problem}; check what each side points at (bundle: {path})"), err=True
         )
-    bad = summary.incomplete_rows
-    if summary.code_problems and not bad:
-        sys.exit(EXIT_CELLS_FAILED)
-    if bad:
+    if bad := summary.incomplete_rows:
         first = summary.meta.get("error") or next((r.error for r in bad if r.error), "") or ""
         measured = [r for r in summary.rows if r.status != "skipped"]
         every = "every cell" if len(bad) == len(measured) else f"{len(bad)} cell(s)"
@@ -375,5 +353,6 @@ def measure_and_report(fn, measure: MeasureOptions, *sides):
             first = "no trial of them was measured" + (f" within the {budget:g} s budget" if budget else "")
             hint = "raise --budget (a pair starts in seconds)" if budget else f"see {path}/workers/"
         click.echo(for_terminal(f"teperf: {every} failed or ended partial ({first[:300]}); {hint}"), err=True)
+    if bad or summary.code_problems:
         sys.exit(EXIT_CELLS_FAILED)
     return summary

@@ -26,7 +26,6 @@ class LiveView:
             bar.TextColumn("ETA"),
             bar.TimeRemainingColumn(),
             bar.TextColumn("{task.description}"),
-            transient=False,
             console=Console(stderr=True),
         )
         self.snapshot = None
@@ -43,8 +42,7 @@ class LiveView:
         from rich.console import Group
         from rich.table import Table
 
-        snap = self.snapshot
-        if snap is None:
+        if (snap := self.snapshot) is None:
             return self.bar
         title = f"{snap.pairs_done} pairs done"
         if snap.target_pct is not None:

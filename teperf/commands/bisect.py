@@ -11,7 +11,6 @@ from teperf.bisect.conclude import EXIT_HELP
 from teperf.bisect.report import RENDERERS, load, render_bisect
 from teperf.commands._common import (
     BUILD_OPTIONS,
-    _console,
     config_options,
     echo_rendered,
     format_option,
@@ -80,9 +79,6 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
 
         check_python(sides.python)
 
-    def show(path) -> None:
-        echo_rendered(render_bisect(path, fmt, console=_console()))
-
     try:
         path = bisect(
             config,
@@ -99,10 +95,10 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
     except Interrupted as stop:  # Ctrl-C 130, SIGTERM 143 (as the help says)
         how = "terminated (SIGTERM)" if stop.signum == signal.SIGTERM else "interrupted"
         click.echo(f"teperf: {how}; the bundle keeps the probes so far: {stop.path}", err=True)
-        show(stop.path)
+        echo_rendered(render_bisect, stop.path, fmt)
         sys.exit(exit_status_for_signal(stop.signum))
     if path is not None:
-        show(path)
+        echo_rendered(render_bisect, path, fmt)
         result = load(path)[0].get("result") or {}
         code = result.get("exit_code", 0)
         if code:  # not explained: the answer on stderr too, and its exit status (EXIT_HELP)

@@ -117,9 +117,8 @@ def command(
     elif any((base_path, head_path, base_python, head_python)):
         # --strategy env names exactly these sides (its help says so): not a git flag here
         ignored = [f for f in sides.git_flags_given() if not (f == "--strategy" and sides.strategy == "env")]
-        if (base_path is None) != (head_path is None) and not (
-            base_python or head_python
-        ):  # else this python, bare
+        # one path alone, no interpreter: the other side would be this python, bare
+        if (base_path is None) != (head_path is None) and not (base_python or head_python):
             given, label = ("base", "head") if base_path else ("head", "base")
             raise TeperfError(
                 f"--{given}-path given without --{label}-path: {label} would be this interpreter with "
@@ -149,7 +148,6 @@ def command(
         from teperf.sweep import analyze, render
 
         click.echo(render(analyze(summary.path, measure.sweep)), err=aside, nl=False)
-    checked = None
     if expected:
         from teperf.counters.gate import check_bundle
         from teperf.counters.render import render
@@ -157,5 +155,5 @@ def command(
         checked = check_bundle(summary.path, expected)
         click.echo(render(checked), err=aside, nl=False)
     gate(summary, measure.fail_on)
-    if checked is not None and not checked.passed:
+    if expected and not checked.passed:
         sys.exit(1)

@@ -8,26 +8,16 @@ import sys
 
 import click
 
-from teperf.commands._common import _console, format_option, interpreter
+from teperf.commands._common import _console, format_option, interpreter, print_table
 
 STATUS_STYLE = {"ok": "green", "warn": "yellow", "fail": "bold red", "unknown": "dim"}
 
 
 def _print_text(core, checks, verdict) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
-    console = _console()
-    table = Table(title=f"teperf doctor (core {core})", show_lines=False)
-    for col in ("check", "status", "detail", "fix"):
-        table.add_column(col, overflow="fold")
-    for c in checks:
-        table.add_row(
-            Text(c.name), Text(c.status, style=STATUS_STYLE.get(c.status, "")), Text(c.detail), Text(c.fix)
-        )
-    console.print(table)
+    rows = ((c.name, (c.status, STATUS_STYLE.get(c.status, "")), c.detail, c.fix) for c in checks)
+    print_table("check|status|detail|fix", rows, title=f"teperf doctor (core {core})")
     style = STATUS_STYLE.get(verdict, "")
-    console.print(f"overall: [{style}]{verdict}[/] (doctor only reads; it never changes a setting)")
+    _console().print(f"overall: [{style}]{verdict}[/] (doctor only reads; it never changes a setting)")
 
 
 def _print_json(core, checks, verdict) -> None:

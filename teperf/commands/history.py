@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from teperf.commands._common import _console, format_option, side_options, take_measure, take_sides
+from teperf.commands._common import format_option, print_table, side_options, take_measure, take_sides
 from teperf.errors import TeperfError
 from teperf.numbers import missing
 from teperf.records import CELL_KEY
@@ -59,18 +59,6 @@ def select_machine(df, machine: str | None):
     return df[df["machine"] == hits[0]]
 
 
-def _explain_options(f):
-    """What --explain's bisects need: the repository's sides, a config with the cells, a budget each."""
-    f = click.option("--results-dir", metavar="DIR", help="With --explain: where the bisect bundles go.")(f)
-    f = click.option(
-        "--budget",
-        metavar="DURATION",
-        help="With --explain: each bisect's budget for compares (default 30m).",
-    )(f)
-    f = click.option("--config", "config_path", metavar="FILE|NAME", help="With --explain: the config.")(f)
-    return side_options("history", "repo", "strategy", "package")(f)
-
-
 def explain_new(history_url, sides, measure, total_s=None) -> list:
     """history_bisect.explain_changes, said on stderr; a Ctrl-C exits 130 (what was explained is stored)."""
     from teperf.errors import Interrupted
@@ -106,7 +94,15 @@ def explain_new(history_url, sides, measure, total_s=None) -> list:
     help="With --changes: first bisect each change point of this machine not yet explained, between the "
     "nights around it (needs --repo and a --config with its cell), and store its culprits.",
 )
-@_explain_options
+@side_options("history", "repo", "strategy", "package")  # what --explain's bisects need
+@click.option("--config", "config_path", metavar="FILE|NAME", help="With --explain: the config.")
+@click.option(
+    "--budget",
+    "budget_s",
+    metavar="DURATION",
+    help="With --explain: each bisect's budget for compares (default 30m).",
+)
+@click.option("--results-dir", metavar="DIR", help="With --explain: where the bisect bundles go.")
 def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt, last, explain, **bisect):
     """Show the nightly history (one row per commit and cell).
 
@@ -127,19 +123,16 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
     if explain:
         if not changes:
             raise TeperfError("--explain explains the change points", "add --changes")
-        given = {"config_path": bisect.pop("config_path"), "budget_s": bisect.pop("budget")}
-        measure = take_measure({**given, "results_dir": bisect.pop("results_dir")}, "nightly")
+        measure = take_measure(bisect, "nightly")  # takes --config, --budget and --results-dir
         explain_new(history_url, take_sides(bisect), measure)
     else:  # the bisects' options mean nothing without them: say so rather than drop them
-        flags = {"config_path": "--config", "budget": "--budget", "results_dir": "--results-dir"}
-        given = [flag for key, flag in flags.items() if bisect.get(key) is not None]
-        if given:
+        flags = {"config_path": "--config", "budget_s": "--budget", "results_dir": "--results-dir"}
+        if given := [flag for key, flag in flags.items() if bisect.get(key) is not None]:
             fix = f"add --changes --explain, or drop {given[0]}"
             raise TeperfError(f"{given[0]} is for --explain's bisects, which this command does not run", fix)
     store = open_store(history_url)
-    whole = select_machine(read_history(store, ref=ref), machine)
-    found = nights(whole)  # from every cell: a --module filter must not make a night look short of shards
-    df = whole
+    df = select_machine(read_history(store, ref=ref), machine)
+    found = nights(df)  # from every cell: a --module filter must not make a night look short of shards
     for col, val in (("module", module), ("recipe", recipe)):
         if val is not None:
             df = df[df[col] == val]
@@ -148,11 +141,9 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
         fix = "run teperf nightly or teperf import BUNDLE first, or check --history and the filters"
         raise TeperfError(f"no history{' matching ' + given if given else ''} in {store.url}", fix)
     if list_nights:
-        _print_nights(found, fmt)
-        return
+        return _print_nights(found, fmt)
     if changes:
-        _print_changes(df, fmt, store.explanations())
-        return
+        return _print_changes(df, fmt, store.explanations())
     df = ordered(df)
     if last:
         keep = []
@@ -169,7 +160,7 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
     elif fmt == "json":
         click.echo(df.to_json(orient="records", date_format="iso", indent=1))
     else:
-        _print_rich(
+        print_table(
             "date|commit|subject|cell|host us|night %|95% CI %|verdict|shards|machine",
             _point_rows(df, by_key(found)),
             right=("host us", "night %"),
@@ -183,20 +174,6 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
 def night_line(n) -> str:
     """An incomplete night, as history and dashboard print it under their output."""
     return f"night {n.night} ({n.short_sha or 'no commit'}) on machine {n.machine}: {n.describe()}"
-
-
-def _print_rich(columns: str, rows, right=()) -> None:
-    """A table of ``columns`` ('|' between names); each cell text or (text, style), never read as rich
-    markup (commit subjects are anyone's text)."""
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(header_style="bold")
-    for col in columns.split("|"):
-        table.add_column(col, justify="right" if col in right else "left", overflow="fold")
-    for row in rows:
-        table.add_row(*(Text(*cell) if isinstance(cell, tuple) else Text(cell) for cell in row))
-    _console().print(table)
 
 
 def _point_rows(df, night_of: dict):
@@ -272,7 +249,7 @@ def _print_nights(found, fmt: str) -> None:
     ]
     if _emit_records(rows, fmt, flat):
         return
-    _print_rich(
+    print_table(
         "started|night|commit|subject|shards|machine",
         (
             (
@@ -322,7 +299,7 @@ def _print_changes(df, fmt: str, explained: dict) -> None:
     if not rows:
         click.echo("no changes detected")
         return
-    _print_rich(
+    print_table(
         "cell|change|size|last good|first bad|culprits|machine",
         (
             (
@@ -340,22 +317,20 @@ def _print_changes(df, fmt: str, explained: dict) -> None:
 
 
 def _with_explanations(df, explained: dict, text: bool):
-    """Each point that is the BAD night of an explained change point carries its explanation (CSV: its
-    answer); no column when nothing is explained, so such a history reads as before."""
+    """The explanation of the change point whose BAD night a point is (CSV: its answer); no column when
+    nothing is explained, so such a history reads as before."""
     from teperf.history.explain import as_dict
 
     if not explained or df.empty:
         return df
     cell = ("machine", *CELL_KEY)
     by_bad = {(*(getattr(r, c) for c in cell), r.bad_sha): as_dict(r) for r in explained.values()}
-    keys = zip(*(df[c].fillna("") for c in (*cell, "sha")))
-    found = [by_bad.get(k) for k in keys]
+    found = [by_bad.get(k) for k in zip(*(df[c].fillna("") for c in (*cell, "sha")))]
     return df.assign(explanation=[(e or {}).get("answer") if text else e for e in found])
 
 
 def _culprits_text(explanation: dict | None) -> str:
-    """'abc1234 87% [70%, 104%]' per culprit, or what the bisect said (noise, unexplained); '' if not
-    asked."""
+    """'abc1234 87% [70%, 104%]' per culprit, or what the bisect said; '' if not asked."""
     if not explanation:
         return ""
     if not explanation["culprits"]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from teperf.commands._common import _console, echo_rendered, emit, format_option
+from teperf.commands._common import echo_rendered, emit, format_option
 from teperf.config import METRICS
 from teperf.render import RENDERERS
 
@@ -34,10 +34,10 @@ def command(bundle, fmt, metric, by_lane):
             raise TeperfError(
                 f"a bisect bundle has no {fmt} form", f"use --format {', '.join(most)} or {last}"
             )
-        return echo_rendered(render_bisect(bundle, fmt, console=_console()))
+        return echo_rendered(render_bisect, bundle, fmt)
     stats = stats_from_meta(meta.to_dict(), metric=metric) if metric else None
     if by_lane:
         from teperf.bylane import render_by_lane
 
-        return echo_rendered(render_by_lane(bundle, fmt, stats, console=_console()))
+        return echo_rendered(render_by_lane, bundle, fmt, stats)
     emit(summarize(bundle, stats), fmt)

@@ -32,8 +32,7 @@ def command(side_path, python, label, measure: MeasureOptions):
     """Measure one side: median host time per fwd+bwd step of every case."""
     from teperf import api
 
-    side = api.path_side(label, side_path, python)
-    summary = measure_and_report(api.run, measure, side)
+    summary = measure_and_report(api.run, measure, api.path_side(label, side_path, python))
     if measure.sweep:
         from teperf.sweep import analyze, render
 
