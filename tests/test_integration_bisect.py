@@ -89,10 +89,10 @@ def test_counters_find_the_commit_that_adds_python_calls(tmp_path, monkeypatch, 
 
 @pytest.mark.statistical  # the 1 ms spin is named by live timing (many times the step)
 def test_time_finds_the_commit_that_adds_a_busy_wait(tmp_path, monkeypatch, capsys):
-    # The parts' trials last 20 ms on the fast side, not MIN_TRIAL_S's 100 ms (each slow trial was 1.1 s of
+    # The parts' trials last 5 ms on the fast side, not MIN_TRIAL_S's 100 ms (each slow trial was 1.1 s of
     # spinning): the 1 ms spin is many times the step either way; that the trials last at least MIN_TRIAL_S
     # and GOOD..BAD is measured again with them is tests/test_bisect.py's (a fake compare).
-    monkeypatch.setattr(timing, "MIN_TRIAL_S", 0.02)
+    monkeypatch.setattr(timing, "MIN_TRIAL_S", 0.005)
     # four commits: two bisection steps, so the search still halves a range it has measured
     history = make_history(tmp_path / "fx", n=4, culprit=3, spin_ns=1_000_000)
     out, stderr, _ = bisect(history, tmp_path, monkeypatch, capsys)
