@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
 import json
 import os
 import select
@@ -151,24 +150,30 @@ class Worker:
         r_in, w_in = os.pipe()
         r_out, w_out = os.pipe()
         self.stdin, self.stdout = os.fdopen(w_in, "wb"), os.fdopen(r_out, "rb")
-        popen = functools.partial(
-            subprocess.Popen,
-            [side.python, "-m", "teperf.worker"],
-            stdin=r_in,
-            stdout=w_out,
-            stderr=self._log,
-            env=worker_env(side, hash_seed),
-            # A neutral cwd: `python -m` puts it first on sys.path, where a checkout would shadow the package.
-            cwd=str(cwd),
-            start_new_session=True,  # Ctrl-C reaches the coordinator only
-        )
+        env = worker_env(side, hash_seed)
+
+        def popen() -> subprocess.Popen:
+            # also a fork server's fallback, so a fresh interpreter is pinned however it was started
+            proc = subprocess.Popen(
+                [side.python, "-m", "teperf.worker"],
+                stdin=r_in,
+                stdout=w_out,
+                stderr=self._log,
+                env=env,
+                # A neutral cwd: `python -m` puts it first on sys.path, where a checkout would shadow the
+                # package.
+                cwd=str(cwd),
+                start_new_session=True,  # Ctrl-C reaches the coordinator only
+            )
+            _pin(proc, core)
+            return proc
+
         try:
             if launcher is not None:
                 self.proc = launcher((r_in, w_out, self._log.fileno()), popen)
             else:
                 with _closing(r_in, w_out):
                     self.proc = popen()
-            _pin(self.proc, core)
         except OSError as exc:
             for stream in (self._log, self.stdin, self.stdout):
                 stream.close()
