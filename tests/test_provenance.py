@@ -61,14 +61,14 @@ def _package(root, body):
     return root
 
 
-def _facts(root):
+def _facts(root, versions=None):
     for name in [m for m in sys.modules if m == "hashme_pkg" or m.startswith("hashme_pkg.")]:
         del sys.modules[name]
     sys.path.insert(0, str(root))
     try:
         importlib.invalidate_caches()
         importlib.import_module("hashme_pkg")
-        return package_facts("hashme_pkg", set())
+        return package_facts("hashme_pkg", set(), versions=versions)
     finally:
         sys.path.remove(str(root))
         for name in [m for m in sys.modules if m == "hashme_pkg" or m.startswith("hashme_pkg.")]:
@@ -81,6 +81,21 @@ def test_the_content_hash_ignores_where_the_code_lies_and_sees_one_changed_byte(
     c = _facts(_package(tmp_path / "c", "X = 2\n"))
     assert a["imported"] and a["files"] == 2 and a["path"].startswith(str(tmp_path / "a"))
     assert a["hash"] == b["hash"] != c["hash"]
+
+
+def test_a_version_an_earlier_worker_looked_up_is_not_looked_up_again(tmp_path, monkeypatch):
+    from importlib import metadata
+
+    from teperf.worker.provenance import version_key
+
+    root = _package(tmp_path / "a", "X = 1\n")
+    assert _facts(root)["version"] is None  # no __version__, no distribution: every distribution was scanned
+    monkeypatch.setattr(metadata, "packages_distributions", lambda: pytest.fail("scanned again"))
+    key = version_key(sys.prefix, str(root / "hashme_pkg"))
+    assert _facts(root, {key: "1.2"})["version"] == "1.2"
+    assert _facts(root, {key: None})["version"] is None
+    with pytest.raises(pytest.fail.Exception):  # another environment's version is not this one's
+        _facts(root, {version_key("/other/venv", str(root / "hashme_pkg")): "1.2"})
 
 
 def _imported(prefix, spin_hash, torch_version="2.13.0"):

@@ -27,10 +27,12 @@ from teperf.records import (
     lost_pairs_text,
 )
 from teperf.sides import Side
+from teperf.worker.provenance import version_key
 
 MAX_RESTARTS_PER_PAIR = 3  # then the rest of the pair is given up (its cells go on in the next pair)
 LOST_PAIRS_PER_CELL = 2  # a cell whose worker died or hung in this many pairs is failed
 KNOWN_HASHES: dict[str, list] = {}  # compiled files' hashes by path, size, mtime: hashed again if changed
+KNOWN_VERSIONS: dict[str, Optional[str]] = {}  # packages' versions by version_key: looked up once
 MAX_REMEASURES_PER_COUPLE = 3  # a couple contended this often is left out (summary: "inconclusive (load)")
 MAX_FUTILE_REMEASURES = 4  # re-measures in a row that shared the core too: the pair stops re-measuring
 
@@ -232,11 +234,16 @@ class PairTrials:
         worker = self.live.get(index)
         if worker is not None and "imported" not in (worker.hello or {}):
             message = {"cmd": "imported", "packages": list(self.ctx.packages), "known": dict(KNOWN_HASHES)}
+            message["versions"] = dict(KNOWN_VERSIONS)
             reply = self._request(index, None, message) or {}  # {}: it died, a fresh one was recorded
             if reply.get("type") == "imported":
-                worker.hello["imported"] = reply["imported"]
-                for facts in (reply["imported"].get("packages") or {}).values():
-                    KNOWN_HASHES.update((facts or {}).get("compiled") or {})
+                imported = worker.hello["imported"] = reply["imported"]
+                for facts in (imported.get("packages") or {}).values():
+                    facts = facts or {}
+                    KNOWN_HASHES.update(facts.get("compiled") or {})
+                    if facts.get("imported"):
+                        key = version_key(imported.get("prefix"), facts.get("path"))
+                        KNOWN_VERSIONS[key] = facts.get("version")
             else:  # an older worker, or the hashing failed: the run goes on, the bundle says so
                 worker.hello["imported"] = {"error": str(reply.get("error"))}
         if (worker := self.live.get(index)) is not None:

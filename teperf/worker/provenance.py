@@ -53,10 +53,19 @@ def _belongs(module_name: str, name: str, file: str) -> bool:
     return module_name.startswith(name + "_") and file.endswith(COMPILED_SUFFIXES)
 
 
-def package_facts(name: str, mapped: set[str], known: dict | None = None) -> dict:
+def version_key(prefix: str, path: str | None) -> str:
+    """Where a package's version is known by: its environment and location."""
+    return f"{prefix}:{path}"
+
+
+def package_facts(
+    name: str, mapped: set[str], known: dict | None = None, versions: dict | None = None
+) -> dict:
     """Version, location and content hash of package ``name`` as loaded; ``known``: an earlier worker's
-    ``compiled``, whose hashes are reused while the file's stat matches (TE's libraries are 100+ MB)."""
-    known = known or {}
+    ``compiled``, whose hashes are reused while the file's stat matches (TE's libraries are 100+ MB);
+    ``versions``: earlier workers' versions by version_key (a version without ``__version__`` costs a scan
+    of every installed distribution, 0.2 s a worker)."""
+    known, versions = known or {}, versions or {}
     try:
         module = importlib.import_module(name)  # as loaded, if it is
     except Exception as exc:
@@ -96,9 +105,10 @@ def package_facts(name: str, mapped: set[str], known: dict | None = None) -> dic
         except OSError:
             digest = "unreadable"
         total.update(f"{rel}\0{digest}\n".encode(errors="surrogateescape"))
+    key = version_key(sys.prefix, root or location)
     return {
         "imported": True,
-        "version": _version(name, module),
+        "version": versions[key] if key in versions else _version(name, module),
         "path": root or location,
         "files": len(files),
         "compiled_files": len(compiled),
@@ -107,7 +117,7 @@ def package_facts(name: str, mapped: set[str], known: dict | None = None) -> dic
     }
 
 
-def imported_facts(packages: list[str], known: dict | None = None) -> dict:
+def imported_facts(packages: list[str], known: dict | None = None, versions: dict | None = None) -> dict:
     """The worker's interpreter, torch, and each package under test (``packages``)."""
     started = time.perf_counter()
     torch = sys.modules.get("torch")
@@ -127,7 +137,7 @@ def imported_facts(packages: list[str], known: dict | None = None) -> dict:
         if name == "torch":  # its version and path say which; hashing GBs would not pay
             entry = {"imported": torch is not None, **facts["torch"], "files": None, "hash": None}
         else:
-            entry = package_facts(name, mapped, known)
+            entry = package_facts(name, mapped, known, versions)
         facts["packages"][name] = entry
     facts["seconds"] = round(time.perf_counter() - started, 3)  # what the hashing cost this worker
     return facts

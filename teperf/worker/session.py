@@ -96,7 +96,8 @@ class Session:
         if cmd == "imported":
             from teperf.worker.provenance import imported_facts
 
-            facts = imported_facts(list(message.get("packages") or []), message.get("known"))
+            packages = list(message.get("packages") or [])
+            facts = imported_facts(packages, message.get("known"), message.get("versions"))
             return {"type": "imported", "imported": facts}
         if cmd == "counters":
             from teperf.worker.counters import count_compile, count_step
