@@ -32,7 +32,6 @@ from teperf.worker.provenance import version_key
 MAX_RESTARTS_PER_PAIR = 3  # then the rest of the pair is given up (its cells go on in the next pair)
 LOST_PAIRS_PER_CELL = 2  # a cell whose worker died or hung in this many pairs is failed
 KNOWN_HASHES: dict[str, list] = {}  # compiled files' hashes by path, size, mtime: hashed again if changed
-KNOWN_VERSIONS: dict[str, Optional[str]] = {}  # packages' versions by version_key: looked up once
 MAX_REMEASURES_PER_COUPLE = 3  # a couple contended this often is left out (summary: "inconclusive (load)")
 MAX_FUTILE_REMEASURES = 4  # re-measures in a row that shared the core too: the pair stops re-measuring
 
@@ -95,6 +94,8 @@ class RunContext:
     cache_root: Optional[str] = None  # inductor's caches of this run (compile_cache_spec)
     servers: Any = None  # fork servers (--spawn forkserver, engine/forkserver.py), or None: fresh ones
     packages: tuple = ()  # the packages under test, whose imports each worker reports
+    # their versions by version_key, as the run's first worker of each found them (a lookup costs 0.2 s)
+    versions: dict = dataclasses.field(default_factory=dict)
 
     def check_stop(self) -> None:
         """A worker killed because the run is stopping cost no pair: end the pair, record nothing."""
@@ -234,7 +235,7 @@ class PairTrials:
         worker = self.live.get(index)
         if worker is not None and "imported" not in (worker.hello or {}):
             message = {"cmd": "imported", "packages": list(self.ctx.packages), "known": dict(KNOWN_HASHES)}
-            message["versions"] = dict(KNOWN_VERSIONS)
+            message["versions"] = dict(self.ctx.versions)
             reply = self._request(index, None, message) or {}  # {}: it died, a fresh one was recorded
             if reply.get("type") == "imported":
                 imported = worker.hello["imported"] = reply["imported"]
@@ -243,7 +244,7 @@ class PairTrials:
                     KNOWN_HASHES.update(facts.get("compiled") or {})
                     if facts.get("imported"):
                         key = version_key(imported.get("prefix"), facts.get("path"))
-                        KNOWN_VERSIONS[key] = facts.get("version")
+                        self.ctx.versions[key] = facts.get("version")
             else:  # an older worker, or the hashing failed: the run goes on, the bundle says so
                 worker.hello["imported"] = {"error": str(reply.get("error"))}
         if (worker := self.live.get(index)) is not None:
