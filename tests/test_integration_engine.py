@@ -16,7 +16,7 @@ from conftest import PLANTED, ROOT, rows_by_module, run_cli
 from schedules import FORKED, SMALL, TINY, schedule
 
 # FORKED where fresh interpreters are not the subject. A worker's death, hang and SIGKILL in fresh
-# interpreters: test_failing_cells_are_marked_and_the_rest_goes_on (its 8 s timeout_s also bounds a fork
+# interpreters: test_failing_cells_are_marked_and_the_rest_goes_on (its 5 s timeout_s also bounds a fork
 # server's start), test_a_worker_killed_by_sigkill_hints_at_memory,
 # test_a_worker_that_cannot_start_names_the_cause.
 
@@ -221,13 +221,13 @@ def faulty(tmp_path):
         trials = 2
         iters = 20
         warmup = 5
-        timeout_s = 8
+        timeout_s = 5
     """)
     )
     return pkg, cfg
 
 
-@pytest.mark.alone  # its 8 s timeout_s bounds each worker's start: nothing beside it to slow that
+@pytest.mark.alone  # its 5 s timeout_s bounds each worker's start (1 s alone): nothing beside it to slow that
 def test_failing_cells_are_marked_and_the_rest_goes_on(faulty, results_dir):
     pkg, cfg = faulty
     res = run_cli(
