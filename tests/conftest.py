@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -11,11 +13,21 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED = ROOT / "examples" / "planted"
-# the tests' default core is the last one, whatever teperf runs claim on this machine (teperf.cpus)
-os.environ.setdefault("TEPERF_RUNTIME_DIR", tempfile.mkdtemp(prefix="teperf-test-claims-"))
+
+
+def _claims_dir(prefix: str) -> str:
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+# the tests' default core is the last one, whatever teperf runs claim on this machine (teperf.cpus); xdist's
+# workers inherit the session's directory
+if "TEPERF_RUNTIME_DIR" not in os.environ:
+    os.environ["TEPERF_RUNTIME_DIR"] = _claims_dir("teperf-test-claims-")
 # ... and, for a test that starts no real worker, whatever a real-worker test beside it claims (make test runs
 # two tests at a time): one directory per pytest process, so only its own tests' runs are there
-IN_PROCESS_CLAIMS = tempfile.mkdtemp(prefix="teperf-test-own-claims-")
+IN_PROCESS_CLAIMS = _claims_dir("teperf-test-own-claims-")
 
 
 @pytest.fixture(autouse=True)

@@ -10,6 +10,7 @@ import io
 import json
 import math
 import os
+import tempfile
 
 import numpy as np
 import pytest
@@ -409,6 +410,14 @@ def test_compile_cache_cold_and_warm(tmp_path, monkeypatch):
     assert warm.use("case1") == {"mode": "warm", "dir": str(shared / "case1"), "files_before": 1}
     warm.close()
     assert (shared / "case1" / "artifact").exists()  # the run's directory is the coordinator's to remove
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    lazy = CompileCache(None)  # a run without compile cases: no directory unless inductor writes one
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == os.path.join(lazy.root, "process")
+    assert lazy.root.startswith(str(tmp_path / "tmp")) and not os.listdir(tmp_path / "tmp")
+    os.makedirs(os.path.join(lazy.root, "process"))  # what inductor's cache_dir() does on its first write
+    lazy.close()
+    assert not os.listdir(tmp_path / "tmp")
 
 
 def _drop(bundle: Bundle, keep) -> None:

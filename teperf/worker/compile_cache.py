@@ -39,9 +39,14 @@ class CompileCache:
         spec = dict(spec or {})
         self.mode = spec.get("mode") or "cold"
         self.owned = self.mode == "cold"
+        if self.owned and spec.get("parent"):
+            # inside the run's directory: removed with it even if this worker is killed
+            self.root = tempfile.mkdtemp(prefix="teperf-inductor-", dir=spec["parent"])
+        elif self.owned:  # a run without compile cases: made by inductor only if something compiles after
+            # all (a forked worker leaves without atexit, a killed one without anything)
+            name = f"teperf-inductor-{os.getpid()}-{os.urandom(4).hex()}"
+            self.root = os.path.join(tempfile.gettempdir(), name)
         if self.owned:
-            # inside the run's directory when given: removed with it even if this worker is killed
-            self.root = tempfile.mkdtemp(prefix="teperf-inductor-", dir=spec.get("parent"))
             atexit.register(self.close)
         else:
             self.root = spec["dir"]
@@ -58,9 +63,9 @@ class CompileCache:
         self._point(path)
         return {"mode": self.mode, "dir": path, "files_before": count_files(path)}
 
-    @staticmethod
-    def _point(path: str) -> None:
-        os.makedirs(path, exist_ok=True)
+    def _point(self, path: str) -> None:
+        if os.path.isdir(self.root):  # else inductor makes it, where it compiles at all
+            os.makedirs(path, exist_ok=True)
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
         os.environ["TRITON_CACHE_DIR"] = os.path.join(path, "triton")
         if "torch._inductor.utils" in sys.modules:  # nothing to clear before inductor was ever imported
