@@ -237,15 +237,17 @@ def run_schedule(
 ) -> dict:
     """Measure every case on every side; {case_id: reason} for failed cases. ``adaptive`` decides how
     many pairs and which cases each measures (default: the fixed schedule)."""
-    cache_root = None
-    if any(c.mode == "compile" and not c.skip for c in cases):
-        cache_root = tempfile.mkdtemp(prefix="teperf-compile-")
+    # every worker's inductor directory lies in it, so that a killed worker's is removed with it too (an
+    # eager cell may compile: TE's first calls do)
+    cache_root = tempfile.mkdtemp(prefix="teperf-compile-")
+    compiles = any(c.mode == "compile" and not c.skip for c in cases)
+    if compiles:
         bundle.append(CompileCacheRecord(mode=config.compile_cache, dir=cache_root))
     try:
         plan = adaptive or Adaptive(config, cases, len(sides))
         run = _Run(config, sides, cases, bundle, progress, plan, cache_root)
         try:
-            if cache_root is not None and config.compile_cache == "warm":
+            if compiles and config.compile_cache == "warm":
                 run.prewarm(cases)
             plan.start()
             if len(run.lane_cores) == 1:
@@ -261,5 +263,4 @@ def run_schedule(
             run.close()
         return run.schedule.retries.failed
     finally:
-        if cache_root is not None:
-            shutil.rmtree(cache_root, ignore_errors=True)
+        shutil.rmtree(cache_root, ignore_errors=True)
