@@ -23,12 +23,12 @@ demo: setup
 
 # Two at a time (pytest-xdist, one per core; --dist loadscope keeps a module's tests, and its module-scoped
 # fixtures, on one worker; --no-loadscope-reorder keeps tests/conftest.py's longest-first order of modules,
-# where xdist would put the modules with the most tests first): the in-process tests and the real-worker ones. Those that assert on live timing
-# (statistical) plant changes many times the noise, most with the load rule off, and passed one at a time at
-# load 10 on the 2-core VM (calibration's loose rates too, and beside this part's other tests at load 5-8):
-# one test beside them is load 2. Then, one at a time, those that must be alone (every core for --lanes,
-# --precision's time budget, an 8 s start bound, the own-time ranking) and the browser's; both parts run,
-# and either failing fails the target.
+# where xdist would put the modules with the most tests first): the in-process tests and the real-worker
+# ones. Those that assert on live timing (statistical) plant changes many times the noise, most with the load
+# rule off, and passed one at a time at load 10 on the 2-core VM (calibration's loose rates too, and beside
+# this part's other tests at load 5-8): one test beside them is load 2. Then, one at a time, those that must
+# be alone (every core for --lanes, --precision's time budget, a 5 s start bound, the own-time ranking) and
+# the browser's; both parts run, and either failing fails the target.
 test: setup
 	$(BIN)/python -m pytest -q -ra -n 2 --dist loadscope --no-loadscope-reorder -m "not browser and not alone"; a=$$?; \
 	$(BIN)/python -m pytest -q -ra -m "browser or alone"; b=$$?; exit $$(( a || b ))

@@ -238,7 +238,7 @@ def run_schedule(
     """Measure every case on every side; {case_id: reason} for failed cases. ``adaptive`` decides how
     many pairs and which cases each measures (default: the fixed schedule)."""
     # every worker's inductor directory lies in it, so that a killed worker's is removed with it too (an
-    # eager cell may compile: TE's first calls do)
+    # eager cell may compile after all: one TE check left 18 such directories in /tmp)
     cache_root = tempfile.mkdtemp(prefix="teperf-compile-")
     compiles = any(c.mode == "compile" and not c.skip for c in cases)
     if compiles:
