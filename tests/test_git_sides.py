@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gitfixture import git, make_fixture
+from gitfixture import commit, git, make_fixture
 
 from teperf.errors import TeperfError
 from teperf.sides import buildrun, cachedir, changes, gitrepo
@@ -164,6 +164,26 @@ def test_materialize_is_cached_and_leaves_the_checkout_alone(fx, tmp_path):
     assert (git_dir / "index").stat().st_mtime_ns == index_before
     assert git(fx.repo, "status", "--porcelain") == status_before
     assert not (git_dir / "worktrees").exists()
+
+
+@pytest.mark.parametrize("bare", [False, True])
+def test_materialize_keeps_export_ignored_files_as_committed(fx, tmp_path, bare):
+    # issue 59: git archive dropped export-ignore files (the side failed with a circular import) and
+    # rewrote export-subst ones; a side is the commit's files as committed
+    (fx.repo / ".gitattributes").write_text("mypkg/new.py export-ignore\nmypkg/stamp.py export-subst\n")
+    (fx.repo / "mypkg" / "stamp.py").write_text('SHA = "$Format:%H$"\n')
+    sha = commit(fx.repo, "mark files for export")
+    repo = fx.repo
+    if bare:
+        repo = tmp_path / "bare.git"
+        git(tmp_path, "clone", "-q", "--bare", str(fx.repo), str(repo))
+    tree = gitrepo.materialize(repo, sha, cache_dir=tmp_path / "c")
+    assert (tree / "mypkg" / "new.py").read_text() == (fx.repo / "mypkg" / "new.py").read_text()
+    assert (tree / "mypkg" / "stamp.py").read_text() == 'SHA = "$Format:%H$"\n'
+    only = tmp_path / "only"  # one path (a partial mirror's fallback) is taken as committed too
+    only.mkdir()
+    gitrepo._extract_archive(repo, sha, only, ("mypkg",))
+    assert (only / "mypkg" / "new.py").exists() and not (only / ".gitattributes").exists()
 
 
 def test_materialize_with_submodule(fx, tmp_path):

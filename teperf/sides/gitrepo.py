@@ -304,15 +304,35 @@ def _untar(stream, dest: Path) -> int:
     return count
 
 
+def _archive_cmd(repo: str | os.PathLike, sha: str, nowhere: str) -> list[str]:
+    """``git archive`` of the commit's files as committed. Plain ``git archive`` applies the commit's
+    ``export-ignore``/``export-subst`` attributes (a package file marked export-ignore would be missing from
+    the side); ``--worktree-attributes`` run in an empty work tree (``nowhere``, the cwd: git reads the
+    work tree's attributes relative to it) with no index and no global attributes file reads none."""
+    git_dir = run_git(repo, "rev-parse", "--absolute-git-dir")
+    return [
+        _git_exe(),
+        f"--git-dir={git_dir}",
+        f"--work-tree={nowhere}",
+        "-c",
+        "core.attributesFile=/dev/null",
+        "archive",
+        "--worktree-attributes",
+        "--format=tar",
+        sha,
+    ]
+
+
 def _extract_archive(repo: str | os.PathLike, sha: str, dest: Path, paths: Sequence[str] = ()) -> int:
     """Stream ``git archive sha [-- paths]`` into ``dest``; return the number of files."""
-    cmd = [_git_exe(), "-C", os.fspath(repo), "archive", "--format=tar", sha]
-    if paths:
-        cmd += ["--", *paths]
     count, unreadable = 0, None
-    with tempfile.TemporaryFile() as errors:
+    with tempfile.TemporaryFile() as errors, tempfile.TemporaryDirectory(prefix="teperf-noattr-") as nowhere:
+        cmd = _archive_cmd(repo, sha, nowhere)
+        if paths:
+            cmd += ["--", *paths]
+        env = _git_env() | {"GIT_INDEX_FILE": os.path.join(nowhere, "index")}  # absent: an empty index
         proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, env=_git_env()
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, env=env, cwd=nowhere
         )
         try:
             count = _untar(proc.stdout, dest)
