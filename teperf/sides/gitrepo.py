@@ -400,7 +400,8 @@ def materialize(
         cachedir.hold(final)
         meta = cachedir.read_json(meta_file) if final.is_dir() else {}
         whole_enough = not meta.get("only") or meta.get("only") == needs  # a tree of one path serves only it
-        if meta.get("complete") and whole_enough:
+        # a tree made before "as_committed" may lack export-ignore files: made again
+        if meta.get("complete") and meta.get("as_committed") and whole_enough:
             if submodules and not meta.get("submodules"):  # the tree is there, its submodules are not
                 _fill_submodules(repo, sha, final)
                 cachedir.write_json(meta_file, {**meta, "submodules": True})
@@ -424,6 +425,7 @@ def materialize(
                 tmp / cachedir.META,
                 {
                     "complete": True,
+                    "as_committed": True,
                     "sha": sha,
                     "repo": str(repo),
                     "files": files,
