@@ -44,7 +44,7 @@ from teperf.nightly import (
 )
 from teperf.options import MeasureOptions, SideOptions
 from teperf.plan import check_balance, check_duration, expand, hash_seed, total_steps
-from teperf.provenance import check_path_sides
+from teperf.provenance import check_path_sides, check_sides_used
 from teperf.records import WorkerRecord
 from teperf.sides import Side, with_inherited_pythonpath
 from teperf.sides.git import plan_sides
@@ -178,6 +178,7 @@ def plan_nightly(
     with (teperf.nightly.choose_base), the cases and this machine; measures nothing. A backfill plans
     the night ``ref`` would have had at ``at``, paired with a commit of ``base_among``."""
 
+    check_sides_used(config, f"--ref {at or ref}", git=True)  # before git is asked anything
     shard_i, shard_n = parse_shard(shard)
     cases = shard_cases(expand(config), shard_i, shard_n)
     if not cases:

@@ -11,21 +11,43 @@ from teperf.plan import measured_packages
 from teperf.sides import Side
 
 
+def check_sides_used(config, named: str, *, git: bool = False) -> None:
+    """Refuse sides (``named``: "--base-path DIR", or the git spec "A..B") when the modules measured are
+    torch's built-in reference modules, which import nothing from them: one rule for path and git sides, so
+    that no table of two commits or directories measures torch's own code."""
+    if measured_packages(config):
+        return
+    modules = ", ".join(m.name for m in config.modules)
+    if git:
+        fix = (
+            "pass --config with modules whose factories import the package: --config pr-thread or te-model "
+            'for TransformerEngine, or your own config\'s [modules.NAME] factory = "pkg.mod:make" '
+            "(see --config demo)"
+        )
+    else:
+        fix = (
+            "measure modules whose factories import from the paths (check --modules; a config's "
+            '[modules.NAME] factory = "pkg.mod:make"; see examples/planted and --config demo)'
+        )
+    raise TeperfError(
+        f"{f'the git sides ({named}) are' if git else f'{named} is'} not used: the modules measured "
+        f"({modules}) are torch's built-in reference modules, which import nothing from "
+        f"{'the repository' if git else 'it'}",
+        fix,
+    )
+
+
 def check_path_sides(config, sides: Iterable[Side]) -> None:
-    """Refuse a path side whose directories the modules import nothing from, or lack a package under test."""
+    """Refuse a path side whose directories the modules import nothing from, or lack a package under test;
+    a git side measured with torch's built-in modules too."""
     for side in sides:
+        if side.description.get("source") == "git":
+            check_sides_used(config, str(side.description.get("spec")), git=True)
         if side.description.get("kind") != "path" or not side.sys_path:
             continue
         option = f"--{side.label}-path" if side.label in ("base", "head") else "--path"
+        check_sides_used(config, f"{option} {side.sys_path[0]}")
         wanted = measured_packages(config)
-        if not wanted:
-            raise TeperfError(
-                f"{option} {side.sys_path[0]} is not used: the modules measured "
-                f"({', '.join(m.name for m in config.modules)}) are torch's built-in reference modules, "
-                "which import nothing from it",
-                "measure modules whose factories import from the paths (check --modules; a config's "
-                '[modules.NAME] factory = "pkg.mod:make"; see examples/planted and --config demo)',
-            )
         for name in wanted:
             if not any(_provides(Path(p), name) for p in side.sys_path):
                 raise TeperfError(

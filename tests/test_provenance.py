@@ -41,6 +41,44 @@ def test_path_sides_with_the_default_config_are_refused(tmp_path):
     assert "factor" in info.value.fix
 
 
+def test_git_sides_with_the_default_config_are_refused_like_path_sides():
+    # issue 59: one rule for both; a git side's own package does not make torch's modules import it
+    git_side = Side(
+        label="base", python=sys.executable, description={"source": "git", "spec": "v1..v2", "package": "x"}
+    )
+    with pytest.raises(TeperfError) as info:
+        check_path_sides(build_config({}, {}), [git_side])
+    assert "git sides (v1..v2)" in str(info.value) and "built-in reference modules" in str(info.value)
+    assert "--config" in info.value.fix
+    check_path_sides(build_config(FACTORY_CFG, {}), [git_side])  # factories that import code: fine
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["compare", "v2.16..py"],
+        ["compare", "v2.16..csrc", "--modules", "Linear"],  # a C++ change: two builds would be planned
+        ["compare", "v2.16..csrc", "--plan"],
+        ["bisect", "v2.16..csrc", "--cell", "Linear/fp32"],
+        ["nightly", "--ref", "csrc", "--config", "default", "--dry-run"],
+    ],
+)
+def test_a_te_like_repo_without_a_config_is_refused_before_anything_is_planned(
+    tmp_path, capsys, monkeypatch, argv
+):
+    from conftest import one_error, run_in_process
+    from gitfixture import make_te_shaped
+
+    monkeypatch.setenv("TEPERF_CACHE", str(tmp_path / "cache"))  # today's code would build here
+    monkeypatch.chdir(tmp_path)  # ... and write a bisect bundle under ./results
+
+    repo, _site = make_te_shaped(tmp_path)
+    argv = [*argv, "--repo", str(repo)] + (["--history", str(tmp_path / "h")] if argv[0] == "nightly" else [])
+    code, out, err = run_in_process(argv, capsys)
+    one_error(code, out, err, "git sides", "torch's built-in reference modules", "--config pr-thread")
+    assert "build" not in err.replace("built-in", "")  # nothing planned, no strategy said
+
+
 def test_path_sides_must_hold_the_package_under_test(tmp_path):
     (tmp_path / "old" / "spinpkg").mkdir(parents=True)
     (tmp_path / "new").mkdir()

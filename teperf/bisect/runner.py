@@ -21,6 +21,7 @@ from teperf.errors import TeperfError
 from teperf.log import Log, stderr_logger
 from teperf.options import SideOptions
 from teperf.plan import Case, check_balance
+from teperf.provenance import check_sides_used
 
 
 class Bisector:
@@ -151,6 +152,8 @@ def bisect(
     log = log or stderr_logger("teperf bisect")
     case = find_cell(config, cell)  # bad input first, before git or workers
     check_balance(config, 2)  # every probe compares two sides: compare's refusal, not minutes of probes
+    if factory is None or isinstance(factory, GitSideFactory):  # torch's own modules: no commit moves them
+        check_sides_used(config, spec, git=True)
     rng = resolve_range(spec, repo)
     factory = factory or GitSideFactory(SideOptions(repo=str(rng.repo)))
     plan = make_plan(rng, factory, config)

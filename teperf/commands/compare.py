@@ -106,8 +106,10 @@ def command(
             raise TeperfError(
                 "BASE..HEAD and --base-path/--head-path both given", "use one way to name the sides"
             )
+        from teperf.provenance import check_sides_used
         from teperf.sides.git import plan_sides
 
+        check_sides_used(config, spec, git=True)  # before any build is planned
         planned = plan_sides(spec, dataclasses.replace(sides, python=base_python or head_python))
         if plan_only:
             return
