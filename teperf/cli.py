@@ -3,7 +3,10 @@ module under ``teperf/commands/``."""
 
 from __future__ import annotations
 
+import errno
 import importlib
+import os
+import select
 import signal
 import sys
 import threading
@@ -21,7 +24,48 @@ COMMAND_MODULES = tuple(
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class ReaderGone(Exception):
+    """Our output's reader closed the pipe (head, a closed terminal): not an error of the run."""
+
+
+class _Group(click.Group):
+    def invoke(self, ctx):
+        # click's main turns a broken pipe into exit 1, the code of a failed cell, with no word: taken first
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            if exc.errno == errno.EPIPE and _output_closed():
+                raise ReaderGone from exc
+            raise
+        except SystemExit as exc:  # rich's console exits 1 on a broken pipe of its own (on_broken_pipe)
+            if exc.code == 1 and isinstance(exc.__context__, BrokenPipeError):
+                raise ReaderGone from exc
+            raise
+
+
+def _output_closed() -> bool:
+    """Whether stdout or stderr is a pipe nobody reads any more (not, say, a worker's pipe that broke)."""
+    poll = select.poll()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            poll.register(stream.fileno(), 0)  # errors are reported whatever the mask
+        except (OSError, ValueError, AttributeError):  # not a file (a test's capture)
+            continue
+    return any(event & (select.POLLERR | select.POLLHUP) for _fd, event in poll.poll(0))
+
+
+def _quiet_output() -> None:
+    """Nothing more can be said, and nothing must be left for Python's flush at exit to fail on (Python's
+    own advice for EPIPE: point the descriptors at /dev/null)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="teperf")
 def cli():
     """Host-overhead benchmarks for TransformerEngine modules: paired, interleaved, honest."""
@@ -42,6 +86,9 @@ def main(argv=None) -> None:
         signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         cli.main(args=argv, prog_name="teperf", standalone_mode=False)
+    except ReaderGone:  # `teperf report B | head -1`: what was read is all that was wanted
+        _quiet_output()
+        sys.exit(0)
     except TeperfError as exc:
         click.echo(for_terminal(f"teperf: error: {exc.one_line()}"), err=True)
         sys.exit(exc.exit_code)
