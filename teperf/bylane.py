@@ -101,4 +101,4 @@ def render_by_lane(path, fmt: str, stats: Stats | None = None, console=None) -> 
     if fmt == "csv":
         return csv_text(FIELDS, flat)
     model = table_model(summary, rows)
-    return render_markdown(model) if fmt == "markdown" else render_rich(model, console)
+    return render_markdown(model) if fmt in ("markdown", "comment") else render_rich(model, console)

@@ -18,7 +18,16 @@ from teperf.safe_text import for_markdown, for_terminal
 from teperf.schema import ONETIME_COSTS, ROW_FIELDS
 from teperf.stats import TableLevels, level_text
 from teperf.summary import Summary
-from teperf.verdicts import STYLE, onetime, verdict_text
+from teperf.verdicts import (
+    FASTER,
+    INCONCLUSIVE,
+    NO_CHANGE,
+    SLOWER,
+    STYLE,
+    failing_cells,
+    onetime,
+    verdict_text,
+)
 
 STATUS_TEXT = {"skipped": "skipped", "failed": "FAILED", "partial": "partial", "missing": "not measured"}
 
@@ -288,6 +297,62 @@ def render_markdown(model: TableModel) -> str:
     return "\n".join(out) + "\n"
 
 
+def _side_name(desc: dict) -> str:
+    """A side in a few characters: its commit, else its path or interpreter."""
+    short = desc.get("short_sha") or (desc.get("sha") or "")[:10]
+    return short or ":".join(desc.get("sys_path") or ()) or desc.get("python") or desc.get("label", "?")
+
+
+def verdict_line(summary: Summary) -> str:
+    """The one line a pull request's reader sees first: how the cells came out, the changed ones named, and
+    which sides; the table and the rest follow it."""
+    sides = [d for d in (summary.meta.get("sides") or {}).values() if isinstance(d, dict)]
+    if not summary.compare:
+        measured = sum(r.status in ("ok", "partial") for r in summary.rows)
+        return f"teperf run: {measured} of {len(summary.rows)} cells measured"
+    counted = [r for r in summary.rows if r.status in ("ok", "partial")]
+    counts = [(v, sum(r.verdict == v for r in counted)) for v in (SLOWER, FASTER, INCONCLUSIVE, NO_CHANGE)]
+    parts = [f"{n} {v}" for v, n in counts if n]
+    parts += [f"{n} {STATUS_TEXT[s]}" for s in ("failed", "missing") if (n := _count(summary.rows, s))]
+    changed = failing_cells(summary.rows, {SLOWER, FASTER})
+    named = f": {'; '.join(changed[:4])}{'; ...' if len(changed) > 4 else ''}" if changed else ""
+    between = " .. ".join(f"{d.get('label', '?')} {_side_name(d)}" for d in sides[:2])
+    return f"teperf: {', '.join(parts) or 'no cells'}{named} ({between})"
+
+
+def _count(rows: list[Row], status: str) -> int:
+    return sum(r.status == status for r in rows)
+
+
+def render_comment(summary: Summary, console=None) -> str:
+    """A pull-request comment (GitHub markdown): the verdict line, any reason the figures do not compare
+    what was named, the table; then, folded in <details>, what each side ran, the counters that changed,
+    the schedule, the notes and the one-time costs."""
+    esc = for_markdown
+    model = table_model(summary)
+    counters = []
+    if "counters" in model.columns:  # per cell in the details: a wide column would crowd the table
+        at, keys = model.columns.index("counters"), len(key_columns(summary.rows))
+        counters = [("/".join(row[:keys]), row[at]) for row in model.rows if row[at]]
+        model.columns = model.columns[:at] + model.columns[at + 1 :]
+        model.rows = [row[:at] + row[at + 1 :] for row in model.rows]
+    out = [f"**{esc(verdict_line(summary))}**", ""]
+    out += [f"> **WARNING:** {esc(p)}" for p in summary.code_problems] + [""] * bool(summary.code_problems)
+    out.append("| " + " | ".join(esc(c) for c in model.columns) + " |")
+    out.append("|" + "|".join("---" for _ in model.columns) + "|")
+    out += ["| " + " | ".join(esc(c) for c in row) + " |" for row in model.rows] + [""]
+    out += ["<details><summary>What each side ran, counters, schedule and notes</summary>", ""]
+    out += [f"- {esc(h)}" for h in model.header if not h.startswith("WARNING: ")] + [""]
+    if counters:
+        what = "Counters per step (head - base):" if summary.compare else "Counters per step:"
+        out += [what, ""] + [f"- {esc(c)}: {esc(t)}" for c, t in counters] + [""]
+    out += [f"- {esc(f)}" for f in model.footer] + [""]
+    if (onetime_table := onetime_model(summary)) is not None:
+        out.append(render_markdown(onetime_table))
+    out += ["</details>", ""]
+    return "\n".join(out)
+
+
 def json_value(v):
     """NaN and infinities as null: JSON has no words for them."""
     return None if isinstance(v, float) and not math.isfinite(v) else v
@@ -334,7 +399,13 @@ def _models(summary: Summary) -> list[TableModel]:
 
 
 # fmt -> fn(summary, console): the text to print, or None where it printed on ``console`` itself
-RENDERERS = {"table": _render_table, "markdown": _render_markdown, "json": render_json, "csv": render_csv}
+RENDERERS = {
+    "table": _render_table,
+    "markdown": _render_markdown,
+    "comment": render_comment,
+    "json": render_json,
+    "csv": render_csv,
+}
 FORMATS = tuple(RENDERERS)
 
 

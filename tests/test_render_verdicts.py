@@ -153,3 +153,35 @@ def test_one_pairs_column_for_lost_pairs_and_for_precision():
     open_ = summary()
     model = table_model(open_)
     assert open_.show_pairs and [line[model.columns.index("pairs")] for line in model.rows] == ["12", "31"]
+
+
+def test_comment_leads_with_the_verdict_line_and_folds_the_details():
+    s = summary()
+    s.rows[0] = dataclasses.replace(s.rows[0], verdict="slower", delta_pct=3.0, counters=None)
+    s.rows[1] = dataclasses.replace(
+        s.rows[1], counters={"base": {"python_calls": 10}, "head": {"python_calls": 12}}
+    )
+    s.meta["sides"] = {
+        "base": {"label": "base", "sha": "a" * 40, "short_sha": "aaaaaaa", "subject": "base commit"},
+        "head": {"label": "head", "sha": "b" * 40, "short_sha": "bbbbbbb", "subject": "head | commit"},
+    }
+    text = render(s, "comment")
+    first, blank, *rest = text.splitlines()
+    verdicts = "1 slower, 1 no change: LayerNormLinear/bf16 slower +3.0%"
+    assert first == f"**teperf: {verdicts} (base aaaaaaa .. head bbbbbbb)**"
+    assert blank == ""
+    table, details = "\n".join(rest).split("<details>", 1)
+    assert "| inconclusive" not in table and "| slower |" in table and "| no change |" in table
+    assert "counters" not in table  # the counters are listed per cell, folded
+    assert details.rstrip().endswith("</details>")
+    assert "- LayerNormMLP/bf16: +2 py calls" in details
+    assert "head: bbbbbbb" in details and "head \\| commit" in details  # what each side ran, escaped
+    assert "no change = the whole interval inside +-1%" in details
+
+
+def test_comment_puts_a_reason_the_figures_do_not_compare_above_the_table():
+    s = summary()
+    s.code_problems = ["base and head ran identical code"]
+    lines = render(s, "comment").splitlines()
+    assert lines[0].startswith("**teperf: 1 inconclusive, 1 no change")
+    assert lines[2] == "> **WARNING:** base and head ran identical code"

@@ -26,3 +26,20 @@ def test_a_reader_that_stops_reading_is_not_a_failed_cell(fmt):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 0, err
     assert err == ""
+
+
+def test_the_comment_format_of_a_bundle(capsys):
+    from conftest import run_in_process
+
+    code, out, err = run_in_process(
+        ["report", str(BUNDLES / "v1-compare-counters"), "--format", "comment"], capsys
+    )
+    assert code == 0 and err == "", err
+    lines = out.splitlines()
+    assert (
+        lines[0] == "**teperf: 1 slower: LayerNormLinear/bf16 slower +18.7% (base a3114ed .. head 0080b93)**"
+    )
+    assert lines[2].startswith("| module | recipe | base | head |") and "| slower |" in lines[4]
+    assert "<details>" in out and out.rstrip().endswith("</details>")
+    assert "- LayerNormLinear/bf16: +20 py calls, 0 aten ops, 0 kernels" in out  # the counters
+    assert "- head: 0080b93df5, 'teperf bisect fixture 4" in out  # what each side ran
