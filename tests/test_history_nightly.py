@@ -156,11 +156,13 @@ def test_plan_nightly_is_the_command_without_the_printing(tmp_path):
     from gitfixture import make_fixture
 
     from teperf import api
-    from teperf.config import load_config
+    from teperf.config import build_config
     from teperf.options import SideOptions
 
     fx = make_fixture(tmp_path, install=False)
-    config = load_config("default", {"modules": ["Linear", "LayerNormMLP"]})
+    # factories that import the repository's package (torch's own modules are refused: test_provenance.py)
+    mine = {"factory": "mypkg.blocks:make_mlp"}
+    config = build_config({"modules": {"Linear": mine, "LayerNormMLP": mine}}, {})
     history = str(tmp_path / "history")
     plan = api.plan_nightly(config, SideOptions(repo=str(fx.repo)), history=history, shard="2/2", night="n1")
     assert (plan.head_sha, plan.repo, plan.shard, plan.night) == (fx.head, str(fx.repo), (2, 2), "n1")
@@ -172,7 +174,7 @@ def test_plan_nightly_is_the_command_without_the_printing(tmp_path):
     assert plan.meta()["nightly"]["history"] == str(plan.store.url)
     with pytest.raises(TeperfError, match="shard 3/3 has no cases"):
         api.plan_nightly(
-            load_config("default", {"modules": ["Linear"], "shapes": [(8, 2, 64)]}),
+            build_config({"modules": {"Linear": mine}, "shapes": [[8, 2, 64]]}, {}),
             SideOptions(repo=str(fx.repo)),
             history=history,
             shard="3/3",
