@@ -226,3 +226,155 @@ def test_counters_workflow_runs_the_gate_on_pull_requests():
     files = set(re.findall(r"--expected (\S+)", path.read_text()))
     assert files == {"ci/teperf-counters-cpu.toml", "ci/teperf-counters-h200.toml"}
     assert "github-counters.yml" in (ROOT / "docs" / "counters.md").read_text()
+
+
+# ------------------------------------------------------------------ the pull-request workflow
+
+PR_WORKFLOW = ROOT / "examples" / "ci" / "github-pr.yml"
+SCHEDULE_FLAGS = {"--processes", "--rounds", "--trials", "--iters", "--warmup", "--lanes", "--precision"}
+
+
+def pr_steps() -> dict:
+    wf = yaml.safe_load(PR_WORKFLOW.read_text())
+    return {step.get("name", step.get("uses")): step for step in wf["jobs"]["compare"]["steps"]}
+
+
+def pr_fakes(tmp_path: Path) -> tuple[dict, Path]:
+    """A ``gh`` stand-in: the pull request's commits, its labels ($FAKE_LABELS) and the id of teperf's
+    comment ($FAKE_COMMENT_ID, none if empty); every POST/PATCH's body kept as bodies/N.md; calls in
+    calls.log. Plus the workflow's env and what GitHub's runner sets."""
+    env, log = fakes(tmp_path)
+    bodies = tmp_path / "bodies"
+    bodies.mkdir()
+    gh = f"""{{ printf gh; for a in "$@"; do printf " %q" "$a"; done; echo; }} >> {log}
+case "$*" in
+  *"--jq .head.sha"*) echo 2222222222222222222222222222222222222222 ;;
+  *"--jq .base.sha"*) echo 1111111111111111111111111111111111111111 ;;
+  *labels*) printf '%s\\n' $FAKE_LABELS ;;
+  *"-X PATCH"*|*"-X POST"*) for a in "$@"; do case "$a" in body=@*) n=$(ls {bodies} | wc -l);
+      cp "${{a#body=@}}" "{bodies}/$n.md" ;; esac; done ;;
+  *comments*) [ -n "$FAKE_COMMENT_ID" ] && echo "$FAKE_COMMENT_ID" ;;
+esac
+exit 0
+"""
+    (tmp_path / "bin" / "gh").write_text("#!/bin/bash\n" + gh)
+    (tmp_path / "bin" / "gh").chmod(0o755)
+    wf = yaml.safe_load(PR_WORKFLOW.read_text())
+    runner = tmp_path / "runner"
+    runner.mkdir()
+    env |= {k: str(v) for k, v in wf["env"].items()}
+    env |= {"GITHUB_REPOSITORY": "me/TransformerEngine", "PR": "7", "RUNNER_TEMP": str(runner)}
+    env |= {"RUN_URL": "https://github.com/me/TransformerEngine/actions/runs/1"}
+    env |= {"GITHUB_EVENT_NAME": "pull_request", "FAKE_LABELS": "", "FAKE_COMMENT_ID": ""}
+    env |= {"RESULTS": str(tmp_path / "results"), "GITHUB_OUTPUT": str(tmp_path / "output")}
+    return env, log
+
+
+def run_step(name: str, env: dict, cwd=None) -> subprocess.CompletedProcess:
+    script = pr_steps()[name]["run"]
+    return subprocess.run(
+        ["bash", "-e", "-c", script], env=env, cwd=cwd, capture_output=True, text=True, timeout=600
+    )
+
+
+def outputs(env: dict) -> dict:
+    path = Path(env["GITHUB_OUTPUT"])
+    return dict(line.split("=", 1) for line in path.read_text().splitlines()) if path.exists() else {}
+
+
+def test_pr_workflow_measures_the_pull_request_and_fails_only_on_slower():
+    wf = yaml.safe_load(PR_WORKFLOW.read_text())
+    triggers = wf.get("on", wf.get(True))
+    assert (
+        "labeled" in triggers["pull_request"]["types"] and "synchronize" in triggers["pull_request"]["types"]
+    )
+    assert triggers["issue_comment"]["types"] == ["created"]
+    job = wf["jobs"]["compare"]
+    assert job["runs-on"] == LABELS
+    assert wf["permissions"]["pull-requests"] == "write" and wf["env"]["TEPERF_CONFIG"] == "pr-thread"
+    assert wf["env"]["LONG_LABEL"] in job["if"] and "/teperf longer" in job["if"]
+    # no third-party action: GitHub's own, and gh on the runner
+    assert all(s["uses"].startswith("actions/") for s in job["steps"] if "uses" in s)
+    sigs = signatures("\n".join(run_lines(wf)).replace("\\\n", " ").splitlines())  # joined continuations
+    compare = next(flags for cmd, flags in sigs if cmd == "compare")
+    assert {"--repo", "--config", "--fail-on"} <= set(compare)  # --budget: only when longer (below)
+    assert not SCHEDULE_FLAGS & set(compare)  # the config's schedule plans itself
+    assert ("report", ("--format",)) in sigs and "--format comment" in PR_WORKFLOW.read_text()
+    assert "github-pr.yml" in (ROOT / "docs" / "pull-requests.md").read_text()
+
+
+def test_pr_workflow_takes_the_longer_budget_from_the_label_or_the_command(tmp_path):
+    env, log = pr_fakes(tmp_path)
+    env["FAKE_LABELS"] = "bug teperf-long"
+    out = run_step("Which commits, and how long", env)
+    assert out.returncode == 0, out.stderr
+    assert outputs(env) == {"head": "2" * 40, "base": "1" * 40, "longer": "true"}
+    Path(env["GITHUB_OUTPUT"]).unlink()
+    assert (
+        run_step("Which commits, and how long", {**env, "GITHUB_EVENT_NAME": "issue_comment"}).returncode == 0
+    )
+    assert outputs(env)["longer"] == "true"
+    for longer, budget in (("true", ["--budget", "45m"]), ("false", [])):
+        log.unlink(missing_ok=True)
+        step = {**env, "LONGER": longer, "BASE_SHA": "1" * 40, "HEAD_SHA": "2" * 40}
+        assert run_step("Compare the merge base with the head", step).returncode == 0
+        (teperf,) = [c for c in calls(log) if c[0] == "teperf"]
+        assert teperf == [
+            "teperf", "compare", f"{'1' * 40}...{'2' * 40}", "--repo", ".", "--config", "pr-thread", *budget,
+            "--fail-on", "slower", "--results-dir", env["RESULTS"],
+        ]  # fmt: skip
+
+
+@pytest.mark.real_worker
+def test_pr_workflow_runs_its_compare_and_posts_one_comment(tmp_path):
+    """The compare step as written, over a fixture repository with the config swapped for a CPU one and the
+    schedule cut short (teperf on PATH adds the flags); then the comment is posted once and updated."""
+    import sys
+
+    import schedules
+    from gitfixture import make_fixture
+
+    fx = make_fixture(tmp_path / "fx")
+    config = tmp_path / "cpu.toml"
+    config.write_text(
+        'backend = "torch"\ndevice = "cpu"\nrecipes = ["fp32"]\nshapes = [[8, 2, 32]]\n\n'
+        '[modules.MLP]\nfactory = "mypkg.blocks:make_mlp"\nkwargs = { width = 32, depth = 4 }\n'
+    )
+    env, log = pr_fakes(tmp_path)
+    (tmp_path / "bin" / "git").unlink()  # the real git, on the fixture
+    short = " ".join([*schedules.TWO_PAIRS, *schedules.FORKED, "--no-counters"])
+    (tmp_path / "bin" / "teperf").write_text(
+        f'#!/bin/bash\n[ "$1" = compare ] && set -- "$@" {short}\nexec {sys.executable} -m teperf "$@"\n'
+    )
+    env |= {
+        "TEPERF_CONFIG": str(config),
+        "BASE_SHA": fx.base,
+        "HEAD_SHA": fx.head,
+        "LONGER": "false",
+        "PYTHONPATH": f"{fx.site}{os.pathsep}{ROOT}",
+        "TEPERF_CACHE": str(tmp_path / "cache"),
+    }
+    out = run_step("Compare the merge base with the head", env, cwd=fx.repo)
+    assert out.returncode == 0, out.stderr
+    status = outputs(env)["status"]
+    assert Path(env["RESULTS"]).is_dir(), out.stderr[-3000:]
+    assert len(list(Path(env["RESULTS"]).iterdir())) == 1  # one bundle, the one the comment shows
+    out = run_step("Post or update the comment", {**env, "STATUS": status})
+    assert out.returncode == 0, out.stderr
+    body = (tmp_path / "bodies" / "0.md").read_text().splitlines()
+    assert (
+        body[0] == env["MARKER"] and body[1].startswith("**teperf: ") and "| MLP | fp32 |" in "\n".join(body)
+    )
+    posted = [c for c in calls(log) if c[0] == "gh" and "-X" in c]
+    assert posted[0][:4] == ["gh", "api", "-X", "POST"] and posted[0][4].endswith("/issues/7/comments")
+    # the next push: the comment found by its marker is edited, not a second one posted
+    log.unlink()
+    out = run_step("Post or update the comment", {**env, "STATUS": status, "FAKE_COMMENT_ID": "4242"})
+    assert out.returncode == 0, out.stderr
+    (edit,) = [c for c in calls(log) if c[0] == "gh" and "-X" in c]
+    assert edit[:5] == ["gh", "api", "-X", "PATCH", "repos/me/TransformerEngine/issues/comments/4242"]
+    # the gate: exit 1 exactly where the table says slower (or a cell failed), else 0
+    slower = "slower" in body[1] or "failed" in body[1]
+    assert status == ("1" if slower else "0"), (status, body[:3])
+    gate = run_step("The gate", {**env, "STATUS": status})
+    assert gate.returncode == int(status)
