@@ -378,3 +378,15 @@ def test_pr_workflow_runs_its_compare_and_posts_one_comment(tmp_path):
     assert status == ("1" if slower else "0"), (status, body[:3])
     gate = run_step("The gate", {**env, "STATUS": status})
     assert gate.returncode == int(status)
+
+
+def test_pr_workflow_comments_on_a_pull_request_that_leaves_the_package_alone(tmp_path):
+    env, log = pr_fakes(tmp_path)  # teperf compare measured nothing and exited 0: no bundle
+    out = run_step("Post or update the comment", {**env, "STATUS": "0"})
+    assert out.returncode == 0, out.stderr
+    body = (tmp_path / "bodies" / "0.md").read_text().splitlines()
+    assert body[:2] == [
+        env["MARKER"],
+        "**teperf: the package did not change** (no file of it differs): nothing to measure",
+    ]
+    assert run_step("The gate", {**env, "STATUS": "0"}).returncode == 0

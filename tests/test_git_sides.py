@@ -14,7 +14,7 @@ from gitfixture import commit, git, make_fixture
 from teperf.errors import TeperfError
 from teperf.sides import buildrun, cachedir, changes, gitrepo
 from teperf.sides import installed as installed_mod
-from teperf.sides.git import git_sides
+from teperf.sides.git import git_sides, plan_sides
 from teperf.sides.gitrepo import parse_spec, resolve_spec
 from teperf.sides.layout import GENERIC, TE_LAYOUT
 from teperf.sides.strategies.build import compiled_hash
@@ -585,3 +585,33 @@ def test_cache_root_env(monkeypatch, tmp_path):
     monkeypatch.delenv("TEPERF_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cachedir.cache_root() == tmp_path / "xdg" / "teperf"
+
+
+# ------------------------------------------------------------------ a change outside the package
+
+
+def test_a_docs_only_change_passes_the_gate_saying_the_package_did_not_change(fx, tmp_path, capsys):
+    # issue 59: it measured two identical packages, then exited 1 with "check what each side points at"
+    from conftest import run_in_process
+
+    git(fx.repo, "checkout", "-q", "-b", "docs", fx.head)
+    (fx.repo / "README.md").write_text("# mypkg\n\nnow with docs\n")
+    (fx.repo / "tests").mkdir(exist_ok=True)
+    (fx.repo / "tests" / "test_more.py").write_text("def test_nothing():\n    pass\n")
+    docs = commit(fx.repo, "docs only")
+    config = tmp_path / "mine.toml"
+    config.write_text('[modules.MLP]\nfactory = "mypkg.blocks:make_mlp"\n')
+    argv = ["compare", f"{fx.head}..{docs}", "--repo", str(fx.repo), "--config", str(config)]
+    code, out, err = run_in_process(
+        [*argv, "--fail-on", "slower", "--results-dir", str(tmp_path / "r")], capsys
+    )
+    assert code == 0 and out == "", err
+    assert "teperf: the package mypkg did not change between base" in err
+    assert "2 files differ, none of them its code or a build input (README.md, tests/test_more.py)" in err
+    assert not (tmp_path / "r").exists()  # nothing measured
+    planned = plan_sides(f"{fx.head}..{docs}", repo=str(fx.repo), package="mypkg", log=quiet)
+    assert planned.unchanged(["tests"]) is None  # a factory importing from tests/ sees the change
+    assert (
+        plan_sides(f"{fx.head}..{fx.head}", repo=str(fx.repo), package="mypkg", log=quiet).unchanged() is None
+    )
+    assert plan_sides(f"{fx.base}..{docs}", repo=str(fx.repo), package="mypkg", log=quiet).unchanged() is None

@@ -106,11 +106,16 @@ def command(
             raise TeperfError(
                 "BASE..HEAD and --base-path/--head-path both given", "use one way to name the sides"
             )
+        from teperf.plan import measured_packages
         from teperf.provenance import check_sides_used
         from teperf.sides.git import plan_sides
 
         check_sides_used(config, spec, git=True)  # before any build is planned
         planned = plan_sides(spec, dataclasses.replace(sides, python=base_python or head_python))
+        if unchanged := planned.unchanged(measured_packages(config)):
+            # a docs-only pull request passes a --fail-on gate: there is nothing its change could move
+            click.echo(f"teperf: {unchanged}", err=True)
+            return
         if plan_only:
             return
         base, head = planned.make()

@@ -7,6 +7,7 @@ import concurrent.futures
 import dataclasses
 import os
 import time
+from pathlib import PurePosixPath
 from typing import Sequence
 
 from teperf.errors import TeperfError
@@ -58,6 +59,24 @@ class SidesPlan:
             f"{n} file{' differs' if n == 1 else 's differ'} ({what})",
             *self.plan.lines(),
         ]
+
+    def unchanged(self, imported: Sequence[str] = ()) -> str | None:
+        """A line when base and head are two commits whose package did not change (a docs-only pull
+        request): every differing path is neither its code nor a build input, nor in a top-level package
+        or module named in ``imported`` (what the config's factories import); else None. The same commit
+        twice is a deliberate A/A: None."""
+        b, h = self.pair.base, self.pair.head
+        items = self.pair.changes.items
+        if b.sha == h.sha or any(c.kind != changes.OTHER for c in items):
+            return None
+        tops = {PurePosixPath(c.path).parts[0].removesuffix(".py") for c in items}
+        if tops & set(imported):
+            return None
+        return (
+            f"the package {self.target.package} did not change between base {b.short_sha} and head "
+            f"{h.short_sha}: {changes.plural(len(items), 'file')} differ, none of them its code or a build "
+            f"input ({changes.shorten(c.path for c in items)}); nothing to measure"
+        )
 
     def description(self, label: str, commit: Commit) -> dict:
         t = self.target
