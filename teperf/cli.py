@@ -14,8 +14,8 @@ import threading
 import click
 
 from teperf import __version__
-from teperf.engine.signals import _raise_terminated
-from teperf.errors import EXIT_USAGE, TeperfError, exit_status_for_signal
+from teperf.engine.signals import STOPPING, _raise_terminated
+from teperf.errors import EXIT_USAGE, TeperfError, exit_status_for_signal, stopped_by
 from teperf.safe_text import for_terminal
 
 # module name under teperf.commands -> registered in this order
@@ -83,7 +83,8 @@ def main(argv=None) -> None:
     # Ctrl-C is a KeyboardInterrupt again, and SIGTERM one too (Terminated, exit 143), whatever the step
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, _raise_terminated)
+        for signum in STOPPING:  # SIGTERM, SIGHUP: Terminated (exit 143, 129)
+            signal.signal(signum, _raise_terminated)
     try:
         cli.main(args=argv, prog_name="teperf", standalone_mode=False)
     except ReaderGone:  # `teperf report B | head -1`: what was read is all that was wanted
@@ -100,9 +101,7 @@ def main(argv=None) -> None:
     except (click.exceptions.Abort, KeyboardInterrupt) as stop:  # Ctrl-C outside a measurement (a git build)
         cause = stop.__cause__ or stop.__context__  # click turns a KeyboardInterrupt (Terminated) into Abort
         signum = getattr(stop, "signum", None) or getattr(cause, "signum", signal.SIGINT)
-        click.echo(
-            "teperf: terminated (SIGTERM)" if signum == signal.SIGTERM else "teperf: interrupted", err=True
-        )
+        click.echo(f"teperf: {stopped_by(signum)}", err=True)
         sys.exit(exit_status_for_signal(signum))
     except NO_ARGS_IS_HELP as exc:  # bare `teperf`, `teperf cache`: the help asked for, not an error
         click.echo(exc.ctx.get_help())

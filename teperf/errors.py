@@ -9,8 +9,18 @@ EXIT_USAGE = 2  # bad input, refused before (or instead of) measuring
 
 
 def exit_status_for_signal(signum: int) -> int:
-    """130 for Ctrl-C, 143 for SIGTERM, as shells report them."""
+    """130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP, as shells report them."""
     return 128 + int(signum)
+
+
+def stopped_by(signum: int) -> str:
+    """How a stop is said: "interrupted" (Ctrl-C), "terminated (SIGTERM)", "terminated (SIGHUP)"."""
+    if signum == signal.SIGINT:
+        return "interrupted"
+    try:
+        return f"terminated ({signal.Signals(signum).name})"
+    except ValueError:
+        return f"terminated (signal {signum})"
 
 
 class TeperfError(Exception):
@@ -31,7 +41,7 @@ class TeperfError(Exception):
 
 
 class Interrupted(Exception):
-    """Ctrl-C or SIGTERM during a run; ``path`` is the bundle, which keeps every finished trial."""
+    """Ctrl-C, SIGTERM or SIGHUP during a run; ``path`` is the bundle, which keeps every finished trial."""
 
     def __init__(self, path: Path, signum: int = signal.SIGINT):
         super().__init__(str(path))

@@ -8,14 +8,13 @@ import inspect
 import math
 import os
 import shlex
-import signal
 import sys
 
 import click
 
 from teperf.commands._live import live_view
 from teperf.config import KEYS, OVERRIDE_KEYS, Option, load_config, parse_shape, shipped_names
-from teperf.errors import EXIT_CELLS_FAILED, TeperfError, exit_status_for_signal
+from teperf.errors import EXIT_CELLS_FAILED, TeperfError, exit_status_for_signal, stopped_by
 from teperf.options import MeasureOptions, SideOptions
 from teperf.render import RENDERERS, render
 from teperf.safe_text import for_terminal
@@ -333,8 +332,9 @@ def measure_and_report(fn, measure: MeasureOptions, *sides):
                 live=live,
             )
     except Interrupted as stop:
-        how = "terminated (SIGTERM)" if stop.signum == signal.SIGTERM else "interrupted"
-        click.echo(f"teperf: {how}; the bundle keeps what was measured: {stop.path}", err=True)
+        click.echo(
+            f"teperf: {stopped_by(stop.signum)}; the bundle keeps what was measured: {stop.path}", err=True
+        )
         emit(summarize(stop.path), measure.fmt)
         sys.exit(exit_status_for_signal(stop.signum))
     summary = summarize(path)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 
 import click
@@ -71,7 +70,7 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
     """
     from teperf.bisect.runner import bisect
     from teperf.bisect.sides import GitSideFactory
-    from teperf.errors import Interrupted, exit_status_for_signal
+    from teperf.errors import Interrupted, exit_status_for_signal, stopped_by
 
     config, fmt = measure.config, measure.fmt
     if sides.python:
@@ -93,8 +92,9 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
             plan_only=plan_only,
         )
     except Interrupted as stop:  # Ctrl-C 130, SIGTERM 143 (as the help says)
-        how = "terminated (SIGTERM)" if stop.signum == signal.SIGTERM else "interrupted"
-        click.echo(f"teperf: {how}; the bundle keeps the probes so far: {stop.path}", err=True)
+        click.echo(
+            f"teperf: {stopped_by(stop.signum)}; the bundle keeps the probes so far: {stop.path}", err=True
+        )
         echo_rendered(render_bisect, stop.path, fmt)
         sys.exit(exit_status_for_signal(stop.signum))
     if path is not None:
