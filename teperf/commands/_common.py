@@ -65,12 +65,12 @@ def interpreter(ctx, param, value):
 EXIT_STATUS_HELP = """\b
 Exit status: 0 every cell measured (skipped recipes included); 1 a cell failed
 or ended partial (the table says which and why), or a cell has a verdict that
---fail-on names; 2 bad input; 130 Ctrl-C; 143 SIGTERM (the bundle keeps what
-was measured, status interrupted)."""
+--fail-on names; 2 bad input; 130 Ctrl-C; 143 SIGTERM; 129 SIGHUP (the bundle
+keeps what was measured, status interrupted)."""
 RUN_EXIT_STATUS_HELP = """\b
 Exit status: 0 every cell measured (skipped recipes included); 1 a cell failed
 or ended partial (the table says which and why); 2 bad input; 130 Ctrl-C;
-143 SIGTERM (the bundle keeps what was measured, status interrupted)."""  # run has no --fail-on
+143 SIGTERM; 129 SIGHUP (the bundle keeps what was measured, status interrupted)."""  # run has no --fail-on
 
 
 def _click_kwargs(opt: Option, help_text: str) -> dict:
