@@ -66,3 +66,14 @@ def test_measure_options_take_config_counters_sweep_and_fail_on():
     with pytest.raises(TeperfError, match="--fail-on"):
         take_measure({"fail_on": ("worse",)})
     assert dataclasses.replace(measure, fmt="csv").config is measure.config
+
+
+def test_processes_under_precision_is_said_to_be_unused(capsys):
+    # issue 59: --processes with --precision was dropped without a word
+    take_measure({"processes": 4, "precision_pct": 2.0})
+    err = capsys.readouterr().err
+    assert err.startswith("teperf: --processes 4 is not used: with --precision 2 the pairs run until every")
+    assert "leave --processes out" in err and err.count("\n") == 1
+    take_measure({"processes": 4})  # a fixed schedule uses it
+    take_measure({"precision_pct": 2.0})  # the config's processes: not typed, not said
+    assert capsys.readouterr().err == ""

@@ -15,6 +15,7 @@ import click
 from teperf.commands._live import live_view
 from teperf.config import KEYS, OVERRIDE_KEYS, Option, load_config, parse_shape, shipped_names
 from teperf.errors import EXIT_CELLS_FAILED, TeperfError, exit_status_for_signal, stopped_by
+from teperf.log import stderr_log
 from teperf.options import MeasureOptions, SideOptions
 from teperf.render import RENDERERS, render
 from teperf.safe_text import for_terminal
@@ -197,12 +198,27 @@ def take_sides(kwargs: dict) -> SideOptions:
     return SideOptions(**given)
 
 
+def unused_processes(config) -> str | None:
+    """A line when --processes was typed but --precision decides the pairs (docs/measuring.md): the flag
+    would otherwise be dropped without a word."""
+    s = config.schedule
+    if "processes" not in config.from_cli or s.precision_pct is None:
+        return None
+    return (
+        f"--processes {s.processes} is not used: with {config.option('precision_pct')} {s.precision_pct:g} "
+        f"the pairs run until every cell is within +-{s.precision_pct:g}% (at least {s.min_pairs} pairs) or "
+        f"the budget ends; leave --processes out, or leave out --precision to run {s.processes} pairs"
+    )
+
+
 def take_measure(kwargs: dict, default_config: str = "default") -> MeasureOptions:
     """--config, the config keys' flags, --counters, --sweep, --fail-on, --format and --results-dir."""
     from teperf.verdicts import parse_fail_on
 
     fail_on = frozenset(parse_fail_on(kwargs.pop("fail_on", None)))
     config = make_config(kwargs, default_config, counters=kwargs.pop("counters", None))
+    if (note := unused_processes(config)) is not None:
+        stderr_log(note)
     swept = None
     if sweep := kwargs.pop("sweep", None):
         from teperf.sweep import apply, parse_sweep
