@@ -167,6 +167,23 @@ class NightlyPlan:
             f"{self.night} shard {self.shard_text}: {n} case{'s' if n != 1 else ''}; {self.choice.reason}"
         )
 
+    def to_dict(self) -> dict:
+        """The plan as data (``nightly --dry-run --format json``, and a night with nothing new)."""
+        return {
+            "ref": self.ref,
+            "head_sha": self.head_sha,
+            "repo": self.repo,
+            "shard": self.shard_text,
+            "night": self.night,
+            "machine": self.machine,
+            "label": self.label,
+            "spec": self.choice.spec,
+            "base_sha": self.choice.base_sha,
+            "reason": self.choice.reason,
+            "skip": self.choice.skip,
+            "cases": [c.key for c in self.cases],
+        }
+
     def record(self) -> dict:
         """What the history rows of this shard say about the run."""
         return dict(run_kind="nightly", ref=self.ref, shard=self.shard_text, night=self.night)

@@ -609,9 +609,50 @@ def test_a_docs_only_change_passes_the_gate_saying_the_package_did_not_change(fx
     assert "teperf: the package mypkg did not change between base" in err
     assert "2 files differ, none of them its code or a build input (README.md, tests/test_more.py)" in err
     assert not (tmp_path / "r").exists()  # nothing measured
+    code, out, err = run_in_process([*argv, "--format", "json"], capsys)
+    assert code == 0 and json.loads(out)["unchanged"].startswith("the package mypkg did not change"), err
     planned = plan_sides(f"{fx.head}..{docs}", repo=str(fx.repo), package="mypkg", log=quiet)
     assert planned.unchanged(["tests"]) is None  # a factory importing from tests/ sees the change
     assert (
         plan_sides(f"{fx.head}..{fx.head}", repo=str(fx.repo), package="mypkg", log=quiet).unchanged() is None
     )
     assert plan_sides(f"{fx.base}..{docs}", repo=str(fx.repo), package="mypkg", log=quiet).unchanged() is None
+
+
+@pytest.mark.parametrize(
+    "argv, key",
+    [
+        (["compare", "v0.1.0..main", "--plan"], "plan"),
+        (["bisect", "v0.1.0..main", "--cell", "MLP/fp32", "--plan"], "plan"),
+        (["nightly", "--ref", "main", "--dry-run"], "nightly"),
+    ],
+)
+def test_a_plan_with_format_json_is_json_on_stdout(fx, tmp_path, capsys, monkeypatch, argv, key):
+    # issue 59: --format json wrote nothing to stdout for compare --plan, bisect --plan, nightly --dry-run
+    from conftest import run_in_process
+
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "mine.toml"
+    config.write_text('[modules.MLP]\nfactory = "mypkg.blocks:make_mlp"\n')
+    extra = ["--history", str(tmp_path / "h")] if argv[0] == "nightly" else []
+    argv = [*argv, "--repo", str(fx.repo), "--config", str(config), "--format", "json", *extra]
+    code, out, err = run_in_process(argv, capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    if argv[0] == "compare":
+        assert data["plan"]["strategy"] == "overlay" and data["plan"]["base"]["sha"] == fx.base
+        assert data["plan"]["head"]["sha"] == fx.head and data["unchanged"] is None
+        assert {"path": "mypkg/new.py", "kind": "python"} in data["plan"]["paths"]
+    elif argv[0] == "bisect":
+        assert (
+            data["cell"] == "MLP/fp32/8x2x256/eager"
+            and data["good"]["sha"] == fx.base
+            and data["bad"]["sha"] == fx.head
+        )
+        assert "expected_probes" in data["plan"] and data["lines"]
+    else:
+        assert data["nightly"]["head_sha"] == fx.head and data["nightly"]["cases"] == [
+            "MLP/fp32/8x2x256/eager"
+        ]
+        assert data["dry_run"] is True and data["nightly"]["skip"] is False
+    assert key in data

@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 import time
 from pathlib import Path
+from typing import Callable
 
 from teperf.bisect.attribute import attribute, ordered
 from teperf.bisect.conclude import conclude, counter_movers, settle, time_shares
@@ -147,8 +148,10 @@ def bisect(
     command: list[str] | None = None,
     log: Log | None = None,
     plan_only: bool = False,
+    on_plan: Callable[[dict], None] | None = None,
 ) -> Path | None:
-    """The bundle (kind "bisect") of the commits of GOOD..BAD that moved ``cell``; None with ``plan_only``."""
+    """The bundle (kind "bisect") of the commits of GOOD..BAD that moved ``cell``; None with ``plan_only``.
+    ``on_plan`` gets the plan as data before anything is measured (``--plan --format json``)."""
     log = log or stderr_logger("teperf bisect")
     case = find_cell(config, cell)  # bad input first, before git or workers
     check_balance(config, 2)  # every probe compares two sides: compare's refusal, not minutes of probes
@@ -160,8 +163,13 @@ def bisect(
     pin_range = getattr(factory, "pin_range", None)
     if pin_range is not None:
         plan["pinned_strategy"] = pin_range(rng.good.sha, rng.bad.sha)
-    for line in plan_lines(rng, case, plan):
+    lines = plan_lines(rng, case, plan)
+    for line in lines:
         log(line)
+    if on_plan is not None:
+        commits = [commit_meta(c) for c in rng.commits]
+        bounds = {"good": commit_meta(rng.good), "bad": commit_meta(rng.bad), "commits": commits}
+        on_plan({"spec": spec, "cell": case.key, **bounds, "plan": plan, "lines": lines})
     if plan_only:
         return None
     meta = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
@@ -90,6 +91,10 @@ def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: Measure
             confirm=confirm,
             command=["teperf"] + sys.argv[1:],
             plan_only=plan_only,
+            # --plan --format json: the plan on stdout, as data (the lines go to stderr either way)
+            on_plan=(lambda plan: click.echo(json.dumps(plan, indent=2, default=str)))
+            if plan_only and fmt == "json"
+            else None,
         )
     except Interrupted as stop:  # Ctrl-C 130, SIGTERM 143 (as the help says)
         click.echo(

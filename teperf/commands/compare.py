@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 
 import click
@@ -112,7 +113,10 @@ def command(
 
         check_sides_used(config, spec, git=True)  # before any build is planned
         planned = plan_sides(spec, dataclasses.replace(sides, python=base_python or head_python))
-        if unchanged := planned.unchanged(measured_packages(config)):
+        unchanged = planned.unchanged(measured_packages(config))
+        if measure.fmt == "json" and (plan_only or unchanged):  # what was decided, for whoever parses stdout
+            click.echo(json.dumps({"plan": planned.to_dict(), "unchanged": unchanged}, indent=2))
+        if unchanged:
             # a docs-only pull request passes a --fail-on gate: there is nothing its change could move
             click.echo(f"teperf: {unchanged}", err=True)
             return

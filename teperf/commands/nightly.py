@@ -4,6 +4,7 @@ It parses and prints: teperf.api does the work, teperf/nightly.py the decisions 
 from __future__ import annotations
 
 import functools
+import json
 import sys
 import time
 
@@ -163,6 +164,8 @@ def _night(ref, history_url, shard, night_id, force, dry_run, sides: SideOptions
     )
     warn_unreadable(plan.store)  # the previous nightly was chosen without them
     _log(plan.describe())
+    if measure.fmt == "json" and (plan.choice.skip or dry_run):  # stdout has the plan, not nothing
+        click.echo(json.dumps({"nightly": plan.to_dict(), "dry_run": dry_run}, indent=2))
     if plan.choice.skip:
         _log("nightly: nothing new to measure (use --force to measure it again)")
         return

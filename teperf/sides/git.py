@@ -60,6 +60,36 @@ class SidesPlan:
             *self.plan.lines(),
         ]
 
+    def to_dict(self) -> dict:
+        """What was decided, as data (``compare --plan --format json``): the commits, the differing paths and
+        their kinds, the strategy, why, and each side's expected cost."""
+
+        def commit(c: Commit) -> dict:
+            return {
+                "sha": c.sha,
+                "short_sha": c.short_sha,
+                "ref": c.ref,
+                "subject": c.subject,
+                "date": c.date,
+            }
+
+        return {
+            "spec": self.spec,
+            "repo": str(self.target.repo),
+            "package": self.target.package,
+            "package_dir": self.target.package_dir,
+            "base": commit(self.pair.base),
+            "head": commit(self.pair.head),
+            "changes": self.pair.changes.counts(),
+            "paths": [{"path": c.path, "kind": c.kind} for c in self.pair.changes.items],
+            "strategy": self.plan.strategy,
+            "reason": self.plan.reason,
+            "costs": dict(self.plan.costs),
+            "notes": list(self.plan.notes),
+            "refused": dict(self.refused),
+            "lines": self.lines(),
+        }
+
     def unchanged(self, imported: Sequence[str] = ()) -> str | None:
         """A line when base and head are two commits whose package did not change (a docs-only pull
         request): every differing path is neither its code nor a build input, nor in a top-level package
