@@ -5,6 +5,8 @@ import dataclasses
 import io
 import json
 
+import pytest
+
 from teperf.records import Row, StopRecord
 from teperf.render import render, table_model
 from teperf.schema import ROW_FIELDS
@@ -185,3 +187,22 @@ def test_comment_puts_a_reason_the_figures_do_not_compare_above_the_table():
     lines = render(s, "comment").splitlines()
     assert lines[0].startswith("**teperf: 1 inconclusive, 1 no change")
     assert lines[2] == "> **WARNING:** base and head ran identical code"
+
+
+@pytest.mark.parametrize("width", [60, 80, 120, 200])
+def test_the_terminal_table_never_splits_a_figure(width):
+    # issue 59: at 80 columns (the default terminal) and at 60 the table split numbers mid-digit
+    from rich.console import Console
+
+    s = summary()
+    s.rows = [
+        dataclasses.replace(r, counters={"base": {"python_calls": 10}, "head": {"python_calls": 12}})
+        for r in s.rows
+    ]
+    console = Console(width=width, record=True, file=io.StringIO())
+    render(s, "table", console)
+    lines = console.export_text().splitlines()
+    assert max(map(len, lines)) <= width
+    words = {w for row in table_model(s).rows for cell in row for w in str(cell).split()}
+    split = [w for w in words if not any(w in line for line in lines)]
+    assert split == [], split
