@@ -399,12 +399,12 @@ def check_version(meta: Mapping[str, Any], where: str = "this bundle") -> int:
         writer = meta.get("teperf_version")
         if writer == __version__:  # this very release writes SCHEMA_VERSION: the file was changed since
             raise RecordError(f"meta.json: schema {version}, but teperf {writer} writes {SCHEMA_VERSION}")
-        use = writer if isinstance(writer, str) and writer else "a newer release"
+        known = isinstance(writer, str) and writer
+        by, read = (f"teperf {writer}", f"teperf {writer} or newer") if known else ("a newer teperf",) * 2
         raise TeperfError(
-            f"{where} has bundle schema {version}, written by teperf {use}; this teperf {__version__} reads "
-            f"schema {SCHEMA_VERSION} and older",
-            f"read it with teperf {use} or newer "
-            "(upgrade: git pull in teperf's clone, then pip install -U .)",
+            f"{where} has bundle schema {version}, written by {by}; this teperf {__version__} reads schema "
+            f"{SCHEMA_VERSION} and older",
+            f"read it with {read} (upgrade: git pull in teperf's clone, then pip install -U .)",
         )
     return version
 

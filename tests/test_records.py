@@ -161,6 +161,17 @@ def test_a_bundle_of_a_newer_schema_is_refused_naming_the_teperf_that_reads_it(t
         assert f"schema {SCHEMA_VERSION + 1}" in err_text and "teperf 9.1.0 or newer" in err_text
 
 
+def test_a_newer_bundle_that_does_not_name_its_teperf_says_a_newer_teperf(tmp_path):
+    # issue 59: it read "written by teperf a newer release"
+    path = _newer(tmp_path, writer=None)
+    with pytest.raises(TeperfError) as err:
+        Bundle.open(path)
+    assert (
+        "written by a newer teperf;" in err.value.one_line()
+        and "read it with a newer teperf" in err.value.fix
+    )
+
+
 def test_meta_with_parts_of_the_wrong_type_is_damaged(tmp_path, capsys):
     path = tmp_path / "b"
     shutil.copytree(BUNDLES / "v1-compare-counters", path)

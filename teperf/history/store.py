@@ -379,12 +379,14 @@ def check_version(table: pa.Table, path: str) -> None:
     version = int(raw) if raw.isdigit() else 1
     if version > HISTORY_SCHEMA_VERSION:
         writers = table.column("teperf_version").to_pylist() if "teperf_version" in table.column_names else []
-        use = next((v for v in writers if v), "a newer release")
+        use = next((v for v in writers if v), None)
+        by, read = (
+            (f"teperf {use}", f"teperf {use} or newer") if use else ("a newer teperf", "a newer teperf")
+        )
         raise TeperfError(
-            f"{path} has history schema {version}, written by teperf {use}; this teperf {__version__} "
-            f"reads schema {HISTORY_SCHEMA_VERSION} and older",
-            f"read the history with teperf {use} or newer (upgrade: git pull in teperf's clone, then pip "
-            "install -U .)",
+            f"{path} has history schema {version}, written by {by}; this teperf {__version__} reads schema "
+            f"{HISTORY_SCHEMA_VERSION} and older",
+            f"read the history with {read} (upgrade: git pull in teperf's clone, then pip install -U .)",
         )
 
 
