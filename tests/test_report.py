@@ -43,3 +43,17 @@ def test_the_comment_format_of_a_bundle(capsys):
     assert "<details>" in out and out.rstrip().endswith("</details>")
     assert "- LayerNormLinear/bf16: +20 py calls, 0 aten ops, 0 kernels" in out  # the counters
     assert "- head: 0080b93df5, 'teperf bisect fixture 4" in out  # what each side ran
+
+
+def test_a_bundle_that_says_bisect_but_names_no_commits_is_refused(tmp_path, capsys):
+    # issue 59: it rendered "range None..None"
+    import json
+    import shutil
+
+    from conftest import one_error, run_in_process
+
+    path = tmp_path / "b"
+    shutil.copytree(BUNDLES / "v1-compare-counters", path)
+    meta = json.loads((path / "meta.json").read_text())
+    (path / "meta.json").write_text(json.dumps({**meta, "kind": "bisect"}))
+    one_error(*run_in_process(["report", str(path)], capsys), "says it is a bisect", "names no GOOD and BAD")

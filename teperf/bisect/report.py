@@ -9,6 +9,7 @@ from teperf.bisect.conclude import endpoint_text
 from teperf.bisect.counters import MIN_CHANGE
 from teperf.bisect.timing import MAX_DOUBLINGS, ci_text, row_text
 from teperf.bundle import Bundle
+from teperf.errors import TeperfError
 from teperf.explain.render import counters_diff
 from teperf.records import ProbeRecord
 from teperf.render import TableModel, render, render_markdown, render_rich
@@ -25,7 +26,16 @@ RESULT_STYLE = {
 
 def load(path) -> tuple[dict, list[ProbeRecord]]:
     bundle = Bundle.open(path)
-    return bundle.meta().to_dict(), [r for r in bundle.records() if isinstance(r, ProbeRecord)]
+    meta = bundle.meta().to_dict()
+    # a meta.json that says "bisect" but names no GOOD and BAD commit would render "range None..None"
+    bounds = [meta.get(end) for end in ("good", "bad")]
+    if not all(isinstance(c, dict) and isinstance(c.get("short_sha"), str) for c in bounds):
+        raise TeperfError(
+            f"{path} says it is a bisect (meta.json kind) but names no GOOD and BAD commits: damaged, or "
+            "another kind of bundle",
+            "pass a bundle teperf bisect wrote, or fix meta.json's kind",
+        )
+    return meta, [r for r in bundle.records() if isinstance(r, ProbeRecord)]
 
 
 def _commit(c: dict | None) -> str:
