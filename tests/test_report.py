@@ -56,4 +56,4 @@ def test_a_bundle_that_says_bisect_but_names_no_commits_is_refused(tmp_path, cap
     shutil.copytree(BUNDLES / "v1-compare-counters", path)
     meta = json.loads((path / "meta.json").read_text())
     (path / "meta.json").write_text(json.dumps({**meta, "kind": "bisect"}))
-    one_error(*run_in_process(["report", str(path)], capsys), "says it is a bisect", "names no GOOD and BAD")
+    one_error(*run_in_process(["report", str(path)], capsys), "says it is a bisect", "names no GOOD..BAD")

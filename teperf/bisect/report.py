@@ -27,11 +27,10 @@ RESULT_STYLE = {
 def load(path) -> tuple[dict, list[ProbeRecord]]:
     bundle = Bundle.open(path)
     meta = bundle.meta().to_dict()
-    # a meta.json that says "bisect" but names no GOOD and BAD commit would render "range None..None"
-    bounds = [meta.get(end) for end in ("good", "bad")]
-    if not all(isinstance(c, dict) and isinstance(c.get("short_sha"), str) for c in bounds):
+    # a meta.json that says "bisect" without a bisect's commits (another kind's, edited) rendered "None..None"
+    if not isinstance(meta.get("commits"), list):
         raise TeperfError(
-            f"{path} says it is a bisect (meta.json kind) but names no GOOD and BAD commits: damaged, or "
+            f"{path} says it is a bisect (meta.json kind) but names no GOOD..BAD commits: damaged, or "
             "another kind of bundle",
             "pass a bundle teperf bisect wrote, or fix meta.json's kind",
         )
@@ -154,7 +153,7 @@ def headline(meta: dict) -> list[str]:
     budget = f" of --budget {meta['budget_s']:.0f} s" if meta.get("budget_s") else ""
     counted = "" if probe_s is None else f", {counts} counter probes of {probe_s} s (median)"
     lines = [
-        f"range {good.get('short_sha')}..{bad.get('short_sha')} ({n} first-parent commits), "
+        f"range {good.get('short_sha') or '?'}..{bad.get('short_sha') or '?'} ({n} first-parent commits), "
         f"cell {meta.get('cell')}; {result.get('compares', result.get('probes', '?'))} compares in time "
         f"({result.get('timing_s', '?')} s{budget}){counted}; {result.get('wall_s', '?')} s in all"
     ]
