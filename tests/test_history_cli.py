@@ -75,6 +75,21 @@ def test_dashboard_command(store, tmp_path, capsys):
     assert code == 2
 
 
+def test_a_ref_the_history_does_not_have_is_refused_naming_those_it_has(store, tmp_path, capsys):
+    # issue 59: dashboard --ref nosuchbranch called a full history empty and exited 0
+    from conftest import one_error
+
+    refs = sorted(store.read()["ref"].dropna().unique())
+    for argv in (["dashboard", "--out", str(tmp_path / "site")], ["history"]):
+        code, out, err = run([*argv, "--history", store.url, "--ref", "nosuchbranch"], capsys)
+        one_error(code, out, err, "--ref nosuchbranch matches no row of the history", f"({', '.join(refs)})")
+    assert not (tmp_path / "site").exists()
+    code, _, err = run(
+        ["dashboard", "--history", store.url, "--out", str(tmp_path / "s"), "--ref", refs[0]], capsys
+    )
+    assert code == 0, err
+
+
 def test_dashboard_refuses_an_out_dir_it_did_not_build(store, tmp_path, capsys):
     out_dir = tmp_path / "docs"
     out_dir.mkdir()

@@ -30,11 +30,22 @@ def open_store(url):
     return HistoryStore(url)
 
 
-def read_history(store, **filters):
-    """The store's rows; a file it had to skip is one teperf line on stderr, not a Python warning."""
-    df = store.read(**filters)
+def read_history(store, ref: str | None = None):
+    """The store's rows (of ``ref``); a file it had to skip is one teperf line on stderr, not a Python
+    warning. A ``ref`` no row has, in a history that has rows, is refused naming the refs it has: else a
+    typo reads as an empty history."""
+    df = store.read()
     warn_unreadable(store)
-    return df
+    if ref is None:
+        return df
+    mine = df[df["ref"] == ref].reset_index(drop=True)
+    if mine.empty and not df.empty:
+        refs = sorted(str(r) for r in df["ref"].dropna().unique())
+        raise TeperfError(
+            f"--ref {ref} matches no row of the history at {store.url}",
+            f"use one of its refs ({', '.join(refs) or 'none recorded'}), or leave --ref out",
+        )
+    return mine
 
 
 def warn_unreadable(store) -> None:
