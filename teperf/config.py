@@ -234,13 +234,17 @@ class Config:
         "cpu", help="Where the modules run (default: cpu for torch, cuda for te).", type=DEVICES, matrix=True
     )
     modules: tuple[ModuleSpec, ...] = key(
-        (), help="Modules to measure (comma-separated).", metavar="A,B", parse="names", matrix=True
+        (), help="Modules to measure (comma-separated, or repeat).", metavar="A,B", parse="names", matrix=True
     )
     recipes: tuple[str, ...] = key(
-        (), help="Recipes, e.g. bf16,fp8_delayed.", metavar="A,B", parse="names", matrix=True
+        (), help="Recipes, e.g. bf16,fp8_delayed (or repeat).", metavar="A,B", parse="names", matrix=True
     )
     modes: tuple[str, ...] = key(
-        ("eager",), help=f"Modes: {', '.join(MODES)}.", metavar="A,B", parse="names", matrix=True
+        ("eager",),
+        help=f"Modes: {', '.join(MODES)} (comma-separated, or repeat).",
+        metavar="A,B",
+        parse="names",
+        matrix=True,
     )
     shapes: tuple[tuple[int, ...], ...] = key(
         ((8, 2, 256),),

@@ -77,3 +77,15 @@ def test_processes_under_precision_is_said_to_be_unused(capsys):
     take_measure({"processes": 4})  # a fixed schedule uses it
     take_measure({"precision_pct": 2.0})  # the config's processes: not typed, not said
     assert capsys.readouterr().err == ""
+
+
+def test_a_repeated_list_flag_adds_up_as_shape_does():
+    # issue 59: --modules A --modules B kept only B, while --shape X --shape Y measures both
+    from teperf.cli import cli
+
+    argv = ["--modules", "Linear", "--modules", "LayerNormLinear,LayerNormMLP", "--modes", "eager"]
+    argv += ["--modes", "compile", "--shape", "8,2,64", "--shape", "4,64"]
+    params = cli.commands["compare"].make_context("compare", argv).params
+    assert params["modules"] == ["Linear", "LayerNormLinear", "LayerNormMLP"]
+    assert params["modes"] == ["eager", "compile"] and params["shapes"] == [(8, 2, 64), (4, 64)]
+    assert cli.commands["compare"].make_context("compare", []).params["modules"] is None  # not given

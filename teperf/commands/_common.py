@@ -22,8 +22,9 @@ from teperf.safe_text import for_terminal
 
 
 def _csv_list(ctx, param, value):
-    # [] when given empty: refused by config
-    return None if value is None else [v.strip() for v in value.split(",") if v.strip()]
+    # repeatable, as --shape is: --modules A --modules B,C is A,B,C (the last alone was kept); () is not
+    # given; [] when given empty: refused by config
+    return [v.strip() for item in value for v in item.split(",") if v.strip()] if value else None
 
 
 def _shape_list(ctx, param, value):
@@ -83,7 +84,7 @@ def _click_kwargs(opt: Option, help_text: str) -> dict:
 
 
 _PARSE = {
-    "names": {"callback": _csv_list},
+    "names": {"multiple": True, "callback": _csv_list},
     "shapes": {"multiple": True, "callback": _shape_list},
     "flag": {"is_flag": True, "default": None},
     "python": {"callback": interpreter},
