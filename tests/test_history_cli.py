@@ -6,6 +6,7 @@ import io
 import json
 import sys
 import types
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -60,6 +61,17 @@ def test_history_errors_are_one_line(tmp_path, store, capsys):
     assert code == 2 and err.count("\n") == 1 and "no history" in err
     code, _, err = run(["history", "--history", store.url, "--machine", "nosuch"], capsys)
     assert code == 2 and "matches no machine" in err
+
+
+def test_a_dangling_history_symlink_is_named_as_one(tmp_path, capsys):
+    # issue 59: it read "File exists"
+    from conftest import one_error
+
+    (tmp_path / "link").symlink_to(tmp_path / "gone")
+    bundle = str(Path(__file__).parent / "fixtures" / "bundles" / "v1-compare-counters")
+    for argv in (["import", bundle], ["history"]):
+        code, out, err = run([*argv, "--history", str(tmp_path / "link")], capsys)
+        one_error(code, out, err, "is a symbolic link to", "which does not exist", "mkdir -p")
 
 
 def test_dashboard_command(store, tmp_path, capsys):

@@ -245,6 +245,12 @@ class HistoryStore:
         if self.local and os.path.exists(self.root) and not os.path.isdir(self.root):
             fix = "give the history's directory (--history, or $TEPERF_HISTORY)"
             raise TeperfError(f"{url} is a file, not a history store (a directory of run files)", fix)
+        if self.local and os.path.islink(self.root) and not os.path.exists(self.root):  # else "File exists"
+            target = os.readlink(self.root)
+            raise TeperfError(
+                f"{url} is a symbolic link to {target}, which does not exist",
+                f"create {target} (mkdir -p), or point --history at an existing directory",
+            )
 
     def _path(self, name: str) -> str:
         return posixpath.join(self.root, name) if not self.local else os.path.join(self.root, name)
