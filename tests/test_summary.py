@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from teperf.config import Stats
-from teperf.records import SCHEMA_VERSION, FailureRecord
+from teperf.records import SCHEMA_VERSION, FailureRecord, SetupRecord
 from teperf.render import json_value, render
 from teperf.schema import ROW_FIELDS
 from teperf.summary import aggregate, notes, onetime_notes, parse, stats_from_meta, summarize
@@ -163,3 +163,18 @@ def test_report_survives_a_torn_last_line(tmp_path, capsys):
     assert code == 0, err
     assert after.splitlines()[0].startswith("module,recipe,shape") and len(after.splitlines()) > 1
     assert after == before
+
+
+def test_a_cell_one_side_could_not_set_up_names_that_side(tmp_path):
+    # issue 59: which side lacks a factory was not named
+    path = tmp_path / "b"
+    shutil.copytree(FIXTURES / "bundles" / "v2-compare-compile-cpu", path)
+    error = "AttributeError: module 'demo_blocks' has no attribute 'make_linear'"
+    with open(path / "records.jsonl", "a") as f:
+        f.write(
+            json.dumps(SetupRecord(pair=9, side="head", case_id=0, status="error", error=error).to_dict())
+        )
+        f.write("\n")
+    parsed = parse(path)
+    rows, _ = aggregate(parsed, stats_from_meta(parsed.meta))
+    assert rows[0].error == f"head only: {error}"

@@ -222,6 +222,10 @@ def status_of(case: CaseMeta, cell: CellRecords, n_trials) -> dict:
         out = {"status": "partial"} if n_trials else {"status": "failed", "verdict": None}
         if errors:
             out["error"] = str(errors[0].error)
+            failed = {r.side for r in cell.setups.values() if r.status == "error"}
+            if errors[0] in cell.setups.values() and len(failed) < len(cell.setups):
+                # one side of a compare could not set the cell up (its factory is missing, say): which
+                out["error"] = f"{errors[0].side} only: {out['error']}"
             if getattr(errors[0], "lost_pairs", None):
                 out["error"] += f" ({lost_pairs_text(errors[0].lost_pairs)})"
         else:
