@@ -645,7 +645,10 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
     """What is measured: backend, device, modules, recipes, modes and shapes, which depend on each other."""
     backend = ov.get("backend", raw.get("backend", Config.backend))
     facts = backend_module(backend)
-    device = ov.get("device", raw.get("device", "cpu" if backend == "torch" else "cuda"))
+    default_device = "cpu" if backend == "torch" else "cuda"
+    # --backend over a config of the other backend: its device follows, as --help says, unless given
+    other = "backend" in ov and ov["backend"] != raw.get("backend", Config.backend)
+    device = ov.get("device", default_device if other else raw.get("device", default_device))
     _choice(DEVICES, "device", "use one of")(device)
     if backend == "te" and device == "cpu":  # else every cell is skipped and nothing is measured
         raise TeperfError(

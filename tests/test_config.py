@@ -207,3 +207,34 @@ def test_a_key_check_sees_the_keys_before_it_and_how_the_user_named_it():
     assert build_config({"lanes": 1, "core": 0}, {}).lanes == 1
     assert build_config({"stats": {"min_effect_pct": 2}}, {}).stats.min_effect_pct == 2  # kept as given
     assert build_config({}, {"prestart": "3"}).prestart == 3
+
+
+def test_backend_from_the_command_line_brings_its_own_device_as_help_says():
+    # issue 59: --backend te over the default config (device cpu) was refused as "device is cpu"
+    torch_cpu = {"backend": "torch", "device": "cpu", "recipes": ["fp32"]}
+    assert build_config(torch_cpu, {"backend": "te", "recipes": ["bf16"]}).device == "cuda"
+    assert (
+        build_config({"backend": "te", "device": "cuda"}, {"backend": "torch", "recipes": ["fp32"]}).device
+        == "cpu"
+    )
+    assert build_config({"backend": "torch", "device": "cuda"}, {"backend": "torch"}).device == "cuda"  # same
+    with pytest.raises(TeperfError, match="--backend te needs a CUDA device, but --device is cpu"):
+        build_config(torch_cpu, {"backend": "te", "device": "cpu", "recipes": ["bf16"]})
+
+
+def test_a_te_config_on_a_machine_without_a_gpu_says_so(monkeypatch):
+    # issue 59: it said only "install transformer_engine"
+    import importlib.util
+    import sys
+
+    from teperf.engine import probe
+    from teperf.sides import Side
+
+    if importlib.util.find_spec("transformer_engine"):
+        pytest.skip("transformer_engine is installed here: nothing lacks")
+    monkeypatch.setattr(probe, "has_nvidia_gpu", lambda: False, raising=False)
+    config = load_config("pr-thread")
+    side = Side(label="run", python=sys.executable, sys_path=(), description={})
+    with pytest.raises(TeperfError) as info:
+        probe.preflight(config, [side])
+    assert "on a CUDA GPU, and this machine has none" in str(info.value) and "--config demo" in info.value.fix

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -59,6 +61,11 @@ def _where_else(side: Side) -> str:
     return f"point {flag}python/{flag}path at one that has it"
 
 
+def has_nvidia_gpu() -> bool:
+    """Whether an NVIDIA driver is loaded or nvidia-smi is on PATH (never imports torch)."""
+    return os.path.exists("/proc/driver/nvidia/version") or shutil.which("nvidia-smi") is not None
+
+
 def preflight(config, sides: Iterable[Side], hash_seed: int = 0) -> dict[str, dict]:
     """Where each side's interpreter finds torch, the packages under test and teperf's worker; TeperfError."""
     sides = list(sides)
@@ -85,6 +92,14 @@ def preflight(config, sides: Iterable[Side], hash_seed: int = 0) -> dict[str, di
         missing = [
             name for name in wanted if not facts["found"].get(name) or "error:" in str(facts["found"][name])
         ]
+        if "transformer_engine" in missing and config.device == "cuda" and not has_nvidia_gpu():
+            # the cause is the machine, not the environment: installing TE would not make a GPU
+            raise TeperfError(
+                "this config measures TransformerEngine on a CUDA GPU, and this machine has none (no NVIDIA "
+                f"driver; {side.label}'s interpreter also lacks transformer_engine)",
+                "run it on a GPU machine with transformer_engine installed, or measure on the CPU: "
+                "--config demo, or your own modules with --backend torch --device cpu",
+            )
         if missing:
             what = {"teperf.worker": "teperf's worker code (a Python >= 3.9 that can read it)"}
             names = ", ".join(what.get(m, m) for m in missing)
