@@ -150,6 +150,20 @@ def test_bad_ranges_are_one_line_errors(history, spec, words):
         resolve_range(spec, str(history.repo))
 
 
+def test_reversed_and_diverged_ranges_get_the_fix_that_helps(history):
+    # issue 59: both were told "(swap them?)", which cannot help diverged refs
+    from gitfixture import git
+
+    with pytest.raises(TeperfError) as info:
+        resolve_range("bad..good", str(history.repo))
+    assert info.value.fix == "swap them: teperf bisect good..bad"
+    tree = git(history.repo, "rev-parse", "good^{tree}")
+    off = git(history.repo, "commit-tree", tree, "-p", "good", "-m", "diverged")  # no ref, no checkout
+    with pytest.raises(TeperfError) as info:
+        resolve_range(f"{off}..bad", str(history.repo))
+    assert "swap" not in info.value.fix and f"$(git merge-base {off} bad)..bad" in info.value.fix
+
+
 def test_a_side_branch_commit_as_good_is_refused(history):
     with pytest.raises(TeperfError, match="first-parent history"):
         resolve_range("side4..bad", str(history.repo))

@@ -38,6 +38,14 @@ class Range:
         return self.good if index == 0 else self.commits[index - 1]
 
 
+def _is_ancestor(root, a: str, b: str) -> bool:
+    try:
+        git.run_git(root, "merge-base", "--is-ancestor", a, b)
+    except git.GitFailed:
+        return False
+    return True
+
+
 def resolve_range(spec: str, repo: str) -> Range:
     root = git.repo_root(repo)
     parsed = git.parse_spec(spec)
@@ -55,9 +63,15 @@ def resolve_range(spec: str, repo: str) -> Range:
     try:
         git.run_git(root, "merge-base", "--is-ancestor", good, bad)
     except git.GitFailed:
+        # "swap them" helps only where BAD is GOOD's ancestor; diverged refs need their merge base
+        fix = (
+            f"swap them: teperf bisect {parsed.head}..{parsed.base}"
+            if _is_ancestor(root, bad, good)
+            else f"they diverged: bisect from their merge base, teperf bisect $(git merge-base {parsed.base} "
+            f"{parsed.head})..{parsed.head}"
+        )
         raise TeperfError(
-            f"{parsed.base} ({good[:10]}) is not an ancestor of {parsed.head} ({bad[:10]})",
-            "give GOOD..BAD with GOOD older than BAD on its history (swap them?)",
+            f"{parsed.base} ({good[:10]}) is not an ancestor of {parsed.head} ({bad[:10]})", fix
         ) from None
     shas = git.run_git(root, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}").split()
     if git.run_git(root, "rev-parse", f"{shas[0]}^1") != good:
