@@ -309,9 +309,20 @@ def column_widths(model: TableModel, room: int) -> list[int] | None:
     least = [min(40, max(len(w) for text in column for w in [*text.split(), ""])) for column in cells]
     if sum(least) > room:
         return []
-    lacking = [w - m for w, m in zip(widest, least)]
-    spare, total = room - sum(least), sum(lacking) or 1
-    widths = [m + spare * lack // total for m, lack in zip(least, lacking)]
+    widths, spare = list(least), room - sum(least)
+    # the columns that lack least get all they lack first (a figure and its unit stay on one line); the
+    # rest share what is left
+    order = sorted(range(len(widths)), key=lambda i: widest[i] - least[i])
+    for n, i in enumerate(order):
+        left = order[n:]
+        lacking = sum(widest[j] - least[j] for j in left)
+        if widest[i] - least[i] <= spare:
+            spare -= widest[i] - least[i]
+            widths[i] = widest[i]
+        else:
+            for j in left:
+                widths[j] += spare * (widest[j] - least[j]) // lacking
+            break
     return widths
 
 

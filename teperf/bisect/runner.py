@@ -23,6 +23,7 @@ from teperf.log import Log, stderr_logger
 from teperf.options import SideOptions
 from teperf.plan import Case, check_balance
 from teperf.provenance import check_sides_used
+from teperf.sides.gitrepo import repo_root
 
 
 class Bisector:
@@ -156,6 +157,7 @@ def bisect(
     case = find_cell(config, cell)  # bad input first, before git or workers
     check_balance(config, 2)  # every probe compares two sides: compare's refusal, not minutes of probes
     if factory is None or isinstance(factory, GitSideFactory):  # torch's own modules: no commit moves them
+        repo_root(repo)  # a --repo that is not one is said first
         check_sides_used(config, spec, git=True)
     rng = resolve_range(spec, repo)
     factory = factory or GitSideFactory(SideOptions(repo=str(rng.repo)))

@@ -110,7 +110,9 @@ def command(
         from teperf.plan import measured_packages
         from teperf.provenance import check_sides_used
         from teperf.sides.git import plan_sides
+        from teperf.sides.gitrepo import repo_root
 
+        repo_root(sides.repo)  # a --repo that is not one is said first
         check_sides_used(config, spec, git=True)  # before any build is planned
         planned = plan_sides(spec, dataclasses.replace(sides, python=base_python or head_python))
         unchanged = planned.unchanged(measured_packages(config))
