@@ -43,7 +43,7 @@ from teperf.nightly import (
     shard_cases,
 )
 from teperf.options import MeasureOptions, SideOptions
-from teperf.plan import check_balance, check_duration, expand, hash_seed, total_steps
+from teperf.plan import check_balance, check_duration, expand, hash_seed, measured_packages, total_steps
 from teperf.provenance import check_path_sides, check_sides_used
 from teperf.records import WorkerRecord
 from teperf.sides import Side, with_inherited_pythonpath
@@ -238,7 +238,12 @@ def nightly(
     yields ``(progress, live)`` for :func:`measure` around the measuring; ``show(summary)`` runs before the
     shard is added. Ctrl-C/SIGTERM: the shard is recorded as interrupted where it can be."""
 
-    base, head = plan_sides(plan.choice.spec, dataclasses.replace(sides, repo=plan.repo)).make()
+    planned = plan_sides(plan.choice.spec, dataclasses.replace(sides, repo=plan.repo))
+    if unchanged := planned.unchanged(measured_packages(measure.config)):
+        # a night of docs-only commits: measuring would store noise as a verdict; the next night pairs
+        # with the last commit measured, whose code this is
+        return NightlyResult(path=None, summary=None, history_file=None, unchanged=unchanged)
+    base, head = planned.make()
     try:
         with (view or (lambda: contextlib.nullcontext((None, None))))() as (progress, live):
             path = compare(

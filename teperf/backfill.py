@@ -80,11 +80,14 @@ class BackfillResult:
     measured: list = dataclasses.field(default_factory=list)  # shas measured by this run
     skipped: list = dataclasses.field(default_factory=list)  # shas already in the store
     failed: list = dataclasses.field(default_factory=list)  # shas whose sides could not be made
+    unchanged: list = dataclasses.field(default_factory=list)  # shas whose package is the previous one's
     stopped: Optional[str] = None  # why it ended before the last commit (budget)
 
     def describe(self) -> str:
-        left = len(self.selected) - len(self.measured) - len(self.skipped) - len(self.failed)
+        done = self.measured + self.skipped + self.failed + self.unchanged
+        left = len(self.selected) - len(done)
         text = f"backfill: {len(self.measured)} measured, {len(self.skipped)} already in the store"
+        text += f", {len(self.unchanged)} with the package unchanged (not measured)" if self.unchanged else ""
         text += f", {len(self.failed)} could not be measured (tried again next time)" if self.failed else ""
         return text + (f", {left} left ({self.stopped}): run it again to go on" if left else "")
 
@@ -131,10 +134,16 @@ def backfill(
             night_config = dataclasses.replace(config, schedule=schedule)
         t0 = clock()
         try:
-            api.nightly(plan, dataclasses.replace(measure, config=night_config), sides, command=command)
+            night = api.nightly(
+                plan, dataclasses.replace(measure, config=night_config), sides, command=command
+            )
         except TeperfError as exc:  # a commit that cannot be made runnable: the others still can
             result.failed.append(commit.sha)
             log(f"{head}: not measured: {exc.one_line()}")
+            continue
+        if night.unchanged:  # its code is the previous commit's: no night of its own
+            result.unchanged.append(commit.sha)
+            log(f"{head}: not measured: {night.unchanged}")
             continue
         took.append(clock() - t0)
         result.measured.append(commit.sha)

@@ -208,6 +208,8 @@ class NightlyResult:
     summary: Any  # teperf.summary.Summary
     history_file: str  # where its rows went
     machine_warning: str | None = None  # the workers reported another machine than the probe
+    # the package did not change between the two commits: nothing measured or recorded (path etc. None)
+    unchanged: str | None = None
 
 
 class NightlyInterrupted(Exception):

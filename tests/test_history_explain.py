@@ -259,6 +259,7 @@ def test_backfill_stops_when_the_budget_is_spent(monkeypatch, tmp_path):
         now[0] += 60.0
         if plan.head_sha == commits(5)[1].sha:
             raise TeperfError("cannot make this side", "a broken commit")
+        return types.SimpleNamespace(unchanged=None)  # measured (api.NightlyResult's field)
 
     monkeypatch.setattr(api, "plan_nightly", plan)
     monkeypatch.setattr(api, "nightly", night)

@@ -179,3 +179,24 @@ def test_plan_nightly_is_the_command_without_the_printing(tmp_path):
             history=history,
             shard="3/3",
         )
+
+
+def test_a_night_whose_package_did_not_change_is_not_measured_or_stored(tmp_path):
+    # issue 59: a docs-only night was stored as MLP "faster -1.2 %" (2 pairs), the identical-code warning lost
+    from gitfixture import commit, make_fixture
+
+    from teperf import api
+    from teperf.config import build_config
+    from teperf.options import MeasureOptions, SideOptions
+
+    fx = make_fixture(tmp_path, install=False)
+    (fx.repo / "README.md").write_text("docs only\n")
+    docs = commit(fx.repo, "docs only")
+    config = build_config({"modules": {"MLP": {"factory": "mypkg.blocks:make_mlp"}}}, {})
+    history = str(tmp_path / "history")
+    sides = SideOptions(repo=str(fx.repo), package="mypkg")
+    plan = api.plan_nightly(config, sides, ref="main", history=history, at=docs)
+    assert plan.choice.spec == docs  # paired with its first parent, the fixture's head
+    result = api.nightly(plan, MeasureOptions(config=config, results_dir=str(tmp_path / "r")), sides)
+    assert result.path is None and result.unchanged.startswith("the package mypkg did not change")
+    assert not (tmp_path / "history").exists() or api.HistoryStore(history).read().empty

@@ -185,6 +185,11 @@ def _night(ref, history_url, shard, night_id, force, dry_run, sides: SideOptions
     except NightlyInterrupted as stop:
         _log(f"teperf: interrupted; {stop.recorded}. The bundle keeps what was measured: {stop.path}")
         sys.exit(exit_status_for_signal(stop.signum))
+    if result.unchanged:
+        if measure.fmt == "json":
+            click.echo(json.dumps({"nightly": plan.to_dict(), "unchanged": result.unchanged}, indent=2))
+        _log(f"nightly: {result.unchanged}; not added to the history")
+        return
     if result.machine_warning:
         _log(f"teperf: warning: {result.machine_warning}")
     _log(f"nightly: added to the history: {result.history_file}")
