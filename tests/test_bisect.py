@@ -999,11 +999,16 @@ def test_a_part_its_spread_could_not_settle_within_4x_is_not_measured_again(tmp_
     assert result["exit_code"] == 1 and not result["budget_spent"]
     answer = result["answer"]
     assert (
-        "1 part(s) undecided (left: measuring again could not change this answer); about 10 pairs" in answer
+        "1 part(s) undecided (left: measuring again could not change the commits named); about 10 pairs"
+        in answer
     )
     assert "within --budget" not in answer
+    # issue 59: "carry only 116 %" and "could not change this answer" beside an undecided exit
+    assert "1 commit(s) carry 100% of" in answer and "carry only" not in answer
     lines, out = _report(result, tmp_path)
-    assert any("not measured again: that could not change this answer; about 10 pairs" in x for x in lines)
+    assert any(
+        "not measured again: that could not change the commits named; about 10 pairs" in x for x in lines
+    )
     assert out["settle_parts"] == result["settle_parts"] and out["unresolved"][0]["pairs_needed"] == 10
 
 

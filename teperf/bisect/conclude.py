@@ -222,7 +222,8 @@ def _answer(result: dict) -> tuple[str, str]:
         kept = sum(1 for u in left if (u.get("row") or {}).get("left") == "answer")
         if kept:  # left by could_change (teperf.bisect.timing)
             some = "" if kept == len(left) else f"{kept} "
-            tail += f" ({some}left: measuring again could not change this answer)"
+            # not "this answer": the exit says time is undecided; only the commits named would not change
+            tail += f" ({some}left: measuring again could not change the commits named)"
         hint = result.get("settle_parts") or {}
         if hint.get("pairs"):
             tail += f"; about {hint['pairs']} pairs ({hint['seconds']} s at this pace) would settle them"
@@ -232,8 +233,9 @@ def _answer(result: dict) -> tuple[str, str]:
     named = ", ".join(f"{e['short_sha']} {e['share']:.0%}" for e in culprits[:3])
     if culprits and share >= MOST and not left:
         return "explained", f"explained: {len(culprits)} commit(s) carry {share:.0%} of {what}: {named}{tail}"
-    if culprits:
-        found = f"{len(culprits)} commit(s) carry only {share:.0%} of {what}: {named}{tail}"
+    if culprits:  # "only" where they fall short; 116 % is not short, the undecided parts are what is left
+        only = "only " if share < MOST else ""
+        found = f"{len(culprits)} commit(s) carry {only}{share:.0%} of {what}: {named}{tail}"
     else:
         why = "no step confirmed by its own compare"
         if result.get("unconfirmed"):

@@ -110,7 +110,7 @@ def unresolved_text(left: dict) -> str:
     elif left["status"] == "budget":
         why = "--budget was spent before it was split"
     elif row.get("left") == "answer":
-        why = "not measured again: that could not change this answer"
+        why = "not measured again: that could not change the commits named"
     else:
         why = "its compare could not tell whether it holds a step" + (
             " within --budget" if row.get("left") == "budget" else f", at up to {2**MAX_DOUBLINGS}x the pairs"
