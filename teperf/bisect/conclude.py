@@ -152,7 +152,7 @@ def settle(endpoint: dict, min_effect_pct: float, pair_s: list[float]) -> dict:
     return dict(out, pairs_needed=needed, budget_s=round(needed * per_pair) if per_pair else None)
 
 
-# a bisect's outcome -> its exit status (teperf bisect --help); 2 (bad input) and 130/143: as every command
+# a bisect's outcome -> its exit status (teperf bisect --help); 2 (bad input), 130/143/129: as every command
 EXIT = {"explained": 0, "unexplained": 1, "counters": 3, "no change": 4}
 EXIT_HELP = """\b
 Exit status: 0 explained (the commits named carry most of GOOD..BAD's change
@@ -163,7 +163,7 @@ cannot be measured; 3 counters moved but time undecided (the counter change
 points are named, each with what time could tell of it); 4 nothing moved
 (GOOD..BAD is no change in time: counter change points, if any, are listed
 at no measurable cost; --no-confirm: no counter differs); 130 Ctrl-C; 143
-SIGTERM."""
+SIGTERM; 129 SIGHUP."""
 
 
 def conclude(result: dict) -> dict:
