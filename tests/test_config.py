@@ -238,3 +238,22 @@ def test_a_te_config_on_a_machine_without_a_gpu_says_so(monkeypatch):
     with pytest.raises(TeperfError) as info:
         probe.preflight(config, [side])
     assert "on a CUDA GPU, and this machine has none" in str(info.value) and "--config demo" in info.value.fix
+
+
+def test_an_old_python_is_named_by_its_version_not_its_symptom(tmp_path):
+    # issue 59: Python 2.7 read "No module named util", 3.6 "install torch"
+    import sys
+
+    from teperf.engine import probe
+    from teperf.sides import Side
+
+    old = tmp_path / "python3.6"  # this Python, saying it is 3.6 (the preflight's first test)
+    fake = "import sys; code = sys.argv[1]; sys.argv = ['-c'] + sys.argv[2:]; sys.version_info = (3, 6, 15)"
+    fake += "; sys.version = '3.6.15 (fake)'; exec(code)"
+    old.write_text(f'#!/bin/sh\nshift\nexec {sys.executable} -c "{fake}" "$@"\n')
+    old.chmod(0o755)
+    side = Side(label="base", python=str(old), sys_path=(), description={})
+    with pytest.raises(TeperfError) as info:
+        probe.preflight(load_config("demo"), [side])
+    assert "is Python 3.6.15; teperf's workers need Python 3.9 or newer" in str(info.value)
+    assert info.value.fix == "point --base-python at a Python >= 3.9 that has torch"

@@ -24,9 +24,14 @@ PREFLIGHT_TIMEOUT_S = 120.0
 
 # Run in the side's interpreter: finds, never imports (importing torch and TE costs 10 s, find_spec ms).
 _PREFLIGHT = r"""
-import importlib.util, json, sys
-sys.path[0:0] = json.loads(sys.argv[1])
+import json, sys
 out = {"python": sys.version.split()[0], "executable": sys.executable, "prefix": sys.prefix, "found": {}}
+if sys.version_info < (3, 9):  # said before anything an old Python fails on (2.7: importlib.util)
+    out["too_old"] = True
+    print(json.dumps(out))
+    sys.exit(0)
+import importlib.util
+sys.path[0:0] = json.loads(sys.argv[1])
 for name in json.loads(sys.argv[2]):
     try:
         spec = importlib.util.find_spec(name)
@@ -88,6 +93,13 @@ def preflight(config, sides: Iterable[Side], hash_seed: int = 0) -> dict[str, di
             raise TeperfError(
                 f"{side.label}'s interpreter {side.python} fails to start: {last}",
                 "point the side at a working Python 3 interpreter",
+            )
+        if facts.get("too_old"):  # its symptoms would be "No module named util", "install torch", ...
+            flag = f"--{side.label}-python" if side.label in ("base", "head") else "--python"
+            raise TeperfError(
+                f"{side.label}'s interpreter {side.python} is Python {facts['python']}; teperf's workers "
+                "need Python 3.9 or newer",
+                f"point {flag} at a Python >= 3.9 that has torch",
             )
         missing = [
             name for name in wanted if not facts["found"].get(name) or "error:" in str(facts["found"][name])
