@@ -361,3 +361,22 @@ def test_import_says_how_many_lines_it_skipped(tmp_path, capsys):
     code, out, err = run(["import", str(path), "--history", str(tmp_path / "h"), "--sha", "a" * 40], capsys)
     assert code == 0, err
     assert "skipped 1 unreadable line" in err and "1 bundle added" in out
+
+
+def test_a_worker_that_cannot_import_torch_is_told_which_torch_it_found(tmp_path):
+    # issue 59: "check that python3 can import torch", not which torch it found (a torch/ in --path)
+    import sys
+    import types
+
+    from teperf.config import load_config
+    from teperf.engine.hints import start_hint
+    from teperf.sides import Side
+
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("raise ImportError('not the real torch')\n")
+    side = Side(label="head", python=sys.executable, sys_path=(str(tmp_path),), description={"kind": "path"})
+    hint = start_hint(types.SimpleNamespace(), side, load_config("demo"), tmp_path / "w.log")
+    assert f"it finds torch at {tmp_path / 'torch' / '__init__.py'}: a torch in {tmp_path}" in hint
+    assert "on the side's path, shadows the interpreter's own" in hint
+    plain = Side(label="head", python=sys.executable, sys_path=(), description={})
+    assert "(it finds torch at " in start_hint(types.SimpleNamespace(), plain, load_config("demo"), tmp_path)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
 from pathlib import Path
 
 from teperf.config import Config
@@ -46,4 +49,37 @@ def start_hint(exc, side, config: Config, log: Path) -> str:
         )
     if getattr(exc, "exit_code", None) == -9:
         return f"{OOM_HINT} (see {log})"
-    return f"see {log}; check that {side.python} can import torch"
+    return f"see {log}; check that {side.python} can import torch{_which_torch(side)}"
+
+
+_FIND_TORCH = (
+    "import importlib.util, json, sys; sys.path[0:0] = json.loads(sys.argv[1]); "
+    "s = importlib.util.find_spec('torch'); print(s.origin if s else '')"
+)
+
+
+def _which_torch(side) -> str:
+    """' (it finds torch at X)', and where X shadows the interpreter's own torch (a torch/ in a side's
+    directory, or on PYTHONPATH) that it does: the cause, where "import torch" failing is the symptom."""
+    env = {**os.environ, **side.env}
+    try:
+        proc = subprocess.run(
+            [side.python, "-c", _FIND_TORCH, json.dumps(list(side.sys_path))],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    origin = proc.stdout.strip()
+    if proc.returncode != 0 or not origin:
+        return " (it finds no torch)" if proc.returncode == 0 else ""
+    dirs = [*side.sys_path, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    found = Path(origin).resolve()
+    shadow = next((d for d in dirs if found.is_relative_to(Path(d).resolve())), None)
+    if shadow is None:
+        return f" (it finds torch at {origin})"
+    where = "PYTHONPATH" if shadow not in side.sys_path else "the side's path"
+    return f" (it finds torch at {origin}: a torch in {shadow}, on {where}, shadows the interpreter's own)"
