@@ -129,6 +129,30 @@ def test_bad_ref(fx):
         resolve_spec("--output=x..main", fx.repo)
 
 
+def test_git_words_are_kept(fx, tmp_path):
+    # issue 59: an ambiguous name was taken silently, a date past the reflog answered with its oldest entry,
+    # :/text refused, and a shallow clone's missing parent had no hint to fetch it
+    git(fx.repo, "tag", "topic", fx.base)  # a tag named as the branch
+    with pytest.raises(TeperfError) as info:
+        gitrepo.resolve(fx.repo, "topic", what="head ref")
+    assert (
+        "'topic' is ambiguous" in str(info.value) and "refs/heads/topic or refs/tags/topic" in info.value.fix
+    )
+    assert gitrepo.resolve(fx.repo, "refs/heads/topic") != fx.base
+    with pytest.raises(TeperfError, match="older than its reflog .git: log for 'main' only goes back to"):
+        gitrepo.resolve(fx.repo, "main@{10 years ago}")
+    assert gitrepo.resolve(fx.repo, ":/busy-waits") == fx.head
+    assert resolve_spec(":/mypkg blocks..:/busy-waits", str(fx.repo)).base.sha == fx.base
+    shallow = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{fx.repo}", str(shallow))
+    with pytest.raises(TeperfError) as info:
+        resolve_spec("HEAD", str(shallow))
+    assert (
+        "has no parent commit" in str(info.value)
+        and "this clone is shallow: fetch the parent" in info.value.fix
+    )
+
+
 def test_non_repo(tmp_path):
     plain = tmp_path / "plain"
     plain.mkdir()

@@ -119,17 +119,45 @@ def commit_sha(repo: str | os.PathLike, ref: str) -> str | None:
     return run_git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False).strip() or None
 
 
+def _rev_parse(repo: str | os.PathLike, ref: str) -> tuple[str, str]:
+    """(the SHA ``ref`` names as a commit or '', what git warned). ``:/text`` (the newest commit whose
+    message matches) takes no ``^{commit}``: git would search for the suffix too."""
+    target = ref if ref.startswith(":/") else f"{ref}^{{commit}}"
+    cmd = [_git_exe(), "-C", os.fspath(repo), "rev-parse", "--verify", target]
+    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, env=_git_env())
+    out, said = proc.stdout.decode(errors="replace").strip(), proc.stderr.decode(errors="replace").strip()
+    if proc.returncode == 0 and ref.startswith(":/") and run_git(repo, "cat-file", "-t", out) != "commit":
+        out = ""
+    return (out if proc.returncode == 0 else ""), said
+
+
 def resolve(repo: str | os.PathLike, ref: str, *, what: str = "ref") -> str:
-    """A ref (branch, tag, SHA, HEAD, HEAD~2, ...) -> the full SHA of its commit."""
+    """A ref (branch, tag, SHA, HEAD, HEAD~2, :/text, ...) -> the full SHA of its commit; git's warnings
+    (an ambiguous name, a date past the reflog) refuse it rather than pass silently."""
     if ref.startswith("-"):
         raise TeperfError(f"{what} {ref!r} is not a valid ref", "refs cannot start with '-'")
-    sha = commit_sha(repo, ref) or ""
+    sha, said = _rev_parse(repo, ref)
+    warned = said.splitlines()[0].removeprefix("warning: ") if said else ""
+    if "is ambiguous" in said:  # git takes one of them (a tag before a branch) and says so only here
+        name = re.sub(r"[~^@].*$", "", ref)
+        raise TeperfError(
+            f"{what} {ref!r} is ambiguous in {repo}: {name!r} names more than one ref (git: {warned})",
+            f"name it in full, e.g. refs/heads/{name} or refs/tags/{name}",
+        )
+    if "only goes back to" in said:  # git answers with the reflog's oldest entry
+        raise TeperfError(
+            f"{what} {ref!r} is older than its reflog (git: {warned})",
+            "give a commit, or a date within the reflog (git reflog show), e.g. main@{2.days.ago}",
+        )
     if not re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", sha):
         if ref.endswith("^1"):
             parent_of = ref[:-2]
             probe = commit_sha(repo, parent_of)
             if probe:
                 fix = f"give both sides, e.g. teperf compare BASE..{parent_of}"
+                if run_git(repo, "rev-parse", "--is-shallow-repository", check=False).strip() == "true":
+                    fetch = "git fetch --deepen=1, or --unshallow"
+                    fix = f"this clone is shallow: fetch the parent ({fetch}), or {fix}"
                 raise TeperfError(f"{parent_of} ({probe[:10]}) has no parent commit to compare it with", fix)
         fix = f"check the name (git -C {repo} log --oneline --all | head), or git fetch it first"
         raise TeperfError(f"{what} {ref!r} does not name a commit in {repo}", fix)
