@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import json
 import os
 import secrets
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from teperf import __version__
-from teperf.errors import Interrupted, TeperfError
+from teperf.errors import DiskFull, Interrupted, TeperfError
 from teperf.records import (
     META_FILE,
     RECORDS_FILE,
@@ -135,13 +136,25 @@ class Bundle:
         except TeperfError as exc:
             bundle.status, bundle.error = "failed", exc.one_line()
             raise
+        except OSError as exc:
+            bundle.status, bundle.error = "failed", f"{type(exc).__name__}: {exc}"
+            if (
+                exc.errno == errno.ENOSPC
+            ):  # what was measured is in the bundle: said as such, not "cannot use"
+                raise DiskFull(bundle.path, exc) from None
+            raise
         except Exception as exc:  # keep the bundle consistent, then let the CLI report it
             bundle.status, bundle.error = "failed", f"{type(exc).__name__}: {exc}"
             raise
         finally:
-            bundle.close()
-            end = bundle.at_end() if bundle.at_end else {}
-            bundle.update_meta(status=bundle.status, error=bundle.error, finished_at=now_iso(), **end)
+            try:
+                bundle.close()
+                end = bundle.at_end() if bundle.at_end else {}
+                bundle.update_meta(status=bundle.status, error=bundle.error, finished_at=now_iso(), **end)
+            except OSError as exc:  # a full disk leaves meta.json as it was ("running"); the records stay
+                if exc.errno != errno.ENOSPC:
+                    raise
+                raise DiskFull(bundle.path, exc) from None
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> "Bundle":

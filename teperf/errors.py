@@ -40,6 +40,19 @@ class TeperfError(Exception):
         return text
 
 
+class DiskFull(TeperfError):
+    """The disk filled up during a run; ``path`` is the bundle, which keeps what was written before."""
+
+    exit_code = EXIT_CELLS_FAILED  # measured, then failed: not bad input
+
+    def __init__(self, path: Path, exc: OSError):
+        self.path = path
+        super().__init__(
+            f"the disk filled up while teperf wrote {exc.filename or path} ({exc.strerror or exc})",
+            f"free space (df -h {path}) and run again; {path} keeps what was measured until then",
+        )
+
+
 class Interrupted(Exception):
     """Ctrl-C, SIGTERM or SIGHUP during a run; ``path`` is the bundle, which keeps every finished trial."""
 

@@ -380,3 +380,36 @@ def test_a_worker_that_cannot_import_torch_is_told_which_torch_it_found(tmp_path
     assert "on the side's path, shadows the interpreter's own" in hint
     plain = Side(label="head", python=sys.executable, sys_path=(), description={})
     assert "(it finds torch at " in start_hint(types.SimpleNamespace(), plain, load_config("demo"), tmp_path)
+
+
+def test_a_full_disk_mid_run_prints_what_was_measured_then_says_so(tmp_path, capsys):
+    # issue 59: "cannot use: No space left on device; give a path you can read and write", exit 2 after
+    # measuring, and no table of what was measured
+    import errno
+    import json
+
+    from teperf.bundle import Bundle
+    from teperf.commands._common import measure_and_report
+    from teperf.config import load_config
+    from teperf.errors import DiskFull
+    from teperf.options import MeasureOptions
+
+    fixture = Path(__file__).parent / "fixtures" / "bundles" / "v1-compare-counters"
+    meta = json.loads((fixture / "meta.json").read_text())
+    lines = (fixture / "records.jsonl").read_text().splitlines()
+
+    def measure(config, *sides, results_dir, **kw):
+        with Bundle.session(results_dir, "compare", {k: meta[k] for k in ("config", "sides", "cases")}) as b:
+            for line in lines:
+                b.append(json.loads(line))
+            raise OSError(errno.ENOSPC, "No space left on device", str(b.path / "records.jsonl"))
+
+    options = MeasureOptions(config=load_config("default"), results_dir=str(tmp_path), fmt="json")
+    with pytest.raises(DiskFull) as info:
+        measure_and_report(measure, options)
+    assert info.value.exit_code == 1 and "the disk filled up while teperf wrote" in info.value.one_line()
+    assert "No space left on device" in info.value.one_line() and "keeps what was measured" in info.value.fix
+    printed = json.loads(capsys.readouterr().out)
+    assert [r["module"] for r in printed["rows"]] == ["LayerNormLinear"] and printed["meta"][
+        "status"
+    ] == "failed"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -335,7 +336,7 @@ def measure_and_report(fn, measure: MeasureOptions, *sides):
     on Ctrl-C/SIGTERM (after printing what was measured)."""
     from teperf.api import summarize
     from teperf.engine.hints import failure_hint
-    from teperf.errors import Interrupted
+    from teperf.errors import DiskFull, Interrupted
 
     _preload_report()
     try:
@@ -354,6 +355,10 @@ def measure_and_report(fn, measure: MeasureOptions, *sides):
         )
         emit(summarize(stop.path), measure.fmt)
         sys.exit(exit_status_for_signal(stop.signum))
+    except DiskFull as full:  # the table of what was measured first, then the one line (exit 1)
+        with contextlib.suppress(TeperfError, OSError):
+            emit(summarize(full.path), measure.fmt)
+        raise
     summary = summarize(path)
     emit(summary, measure.fmt)
     for problem in summary.code_problems:  # a CI job must not read this as a clean result
