@@ -257,3 +257,21 @@ def test_an_old_python_is_named_by_its_version_not_its_symptom(tmp_path):
         probe.preflight(load_config("demo"), [side])
     assert "is Python 3.6.15; teperf's workers need Python 3.9 or newer" in str(info.value)
     assert info.value.fix == "point --base-python at a Python >= 3.9 that has torch"
+
+
+def test_an_interpreter_that_does_not_start_is_named_by_its_cause(tmp_path):
+    # issue 59: a failing pyenv shim was named by its last line ("python2 and python3 to be found.")
+    from teperf.engine import probe
+    from teperf.sides import Side
+
+    shim = tmp_path / "python3.8"
+    shim.write_text(
+        "#!/bin/sh\necho 'pyenv: python3.8: command not found' >&2\necho >&2\n"
+        "echo 'The `python3.8` command exists in these Python versions:' >&2\necho '  3.8.10' >&2\n"
+        "echo 'Note: See pyenv help global for tips on allowing both' >&2\n"
+        "echo '      python2 and python3 to be found.' >&2\nexit 127\n"
+    )
+    shim.chmod(0o755)
+    with pytest.raises(TeperfError) as info:
+        probe.preflight(load_config("demo"), [Side(label="head", python=str(shim), description={})])
+    assert "fails to start (exit 127): pyenv: python3.8: command not found" in str(info.value)

@@ -89,9 +89,11 @@ def preflight(config, sides: Iterable[Side], hash_seed: int = 0) -> dict[str, di
         try:
             facts = json.loads(proc.stdout.strip().splitlines()[-1])
         except (IndexError, ValueError):
-            last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+            said = [line.strip() for line in proc.stderr.splitlines() if line.strip()] or ["(no output)"]
+            # a traceback ends with its cause; a launcher (a pyenv shim, a shell) starts with it
+            cause = said[-1] if said[0].startswith("Traceback") else said[0]
             raise TeperfError(
-                f"{side.label}'s interpreter {side.python} fails to start: {last}",
+                f"{side.label}'s interpreter {side.python} fails to start (exit {proc.returncode}): {cause}",
                 "point the side at a working Python 3 interpreter",
             )
         if facts.get("too_old"):  # its symptoms would be "No module named util", "install torch", ...
