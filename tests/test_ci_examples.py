@@ -267,6 +267,7 @@ exit 0
     env |= {"RUN_URL": "https://github.com/me/TransformerEngine/actions/runs/1"}
     env |= {"GITHUB_EVENT_NAME": "pull_request", "FAKE_LABELS": "", "FAKE_COMMENT_ID": ""}
     env |= {"RESULTS": str(tmp_path / "results"), "GITHUB_OUTPUT": str(tmp_path / "output")}
+    env |= {"GITHUB_ENV": str(tmp_path / "github_env"), "GITHUB_RUN_ID": "1", "GITHUB_RUN_ATTEMPT": "2"}
     return env, log
 
 
@@ -309,6 +310,7 @@ def test_pr_workflow_takes_the_longer_budget_from_the_label_or_the_command(tmp_p
     out = run_step("Which commits, and how long", env)
     assert out.returncode == 0, out.stderr
     assert outputs(env) == {"head": "2" * 40, "base": "1" * 40, "longer": "true"}
+    assert Path(env["GITHUB_ENV"]).read_text() == f"RESULTS={env['RUNNER_TEMP']}/teperf-1-2\n"
     Path(env["GITHUB_OUTPUT"]).unlink()
     assert (
         run_step("Which commits, and how long", {**env, "GITHUB_EVENT_NAME": "issue_comment"}).returncode == 0
