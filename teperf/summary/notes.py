@@ -8,6 +8,7 @@ import socket
 import numpy as np
 
 from teperf.config import Stats, read_config
+from teperf.engine.autoschedule import describe
 from teperf.numbers import duration
 from teperf.records import CONTENDED_WALL_OVER_CPU, Row, StopRecord
 from teperf.stats import TableLevels, lanes_agree, onetime_rule
@@ -77,6 +78,8 @@ def notes(parsed: ParsedBundle, rows: list[Row], stats: Stats) -> list[str]:
     elif starts:
         out.append(f"{made} process pair: {starts[0]:.1f} s to start and set up")
     out.append(stop_note(parsed.stop, meta) if parsed.stop is not None else "")
+    if parsed.stop is not None and parsed.stop.schedule:
+        out.append(describe(parsed.stop.schedule, parsed.config.known("lanes", 1), parsed.stop.prestart))
     lanes = parsed.config.known("lanes", 1)
     if lanes > 1:
         cores = (meta.get("host") or {}).get("lane_cores") or []
@@ -187,7 +190,7 @@ def stop_note(stop: StopRecord, meta: dict) -> str:
         return f"precision: every cell reached +-{target:g}% (95% half-width) after {pairs} pairs, {took}"
     if stop.reason == "budget":
         planned = ""
-        if target is None:
+        if target is None and read_config(meta.get("config")).known("schedule.kind") != "auto":
             planned = f" of {read_config(meta.get('config')).known('schedule.processes')}"
         return f"budget of {duration(budget)} spent after {pairs}{planned} pairs ({took}){missed}"
     if stop.reason == "max pairs":
