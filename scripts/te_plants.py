@@ -5,7 +5,7 @@
 NAME:
   pyonly        50 us busy-wait in TransformerEngineBaseModule.prepare_forward (every module, every forward)
   calls         prepare_forward calls a helper 20 times, 5 us each (20 more Python calls per forward)
-  lnl-forward   50 us busy-wait in LayerNormLinear.forward only (the other modules are untouched: A/A)
+  lnl-forward[:N]  N us (default 50) busy-wait in LayerNormLinear.forward only (the others untouched: A/A)
   csrc          100 us busy-wait in Float8Quantizer::create_tensor (C++, every fp8 quantization)
   core:N        N us busy-wait in nvte_quantize_v2 (the core library, common/cast/cast.cu: every FP8 cast)
   core-header   a comment in common/common.h (every core file that includes it recompiles)
@@ -74,23 +74,24 @@ def plant(src: Path, name: str) -> str:
             after="    def prepare_forward(\n",
         )
         return "prepare_forward calls _teperf_check 20 times, 5 us each (Python)"
-    if name == "lnl-forward":
+    if name == "lnl-forward" or name.startswith("lnl-forward:"):
+        us = int(name.partition(":")[2] or 50)
         path = src / "transformer_engine/pytorch/module/layernorm_linear.py"
         path.write_text(
             path.read_text()
             + (
-                "\n\nimport time as _teperf_time  # planted by teperf: 50 us of host work per "
+                f"\n\nimport time as _teperf_time  # planted by teperf: {us} us of host work per "
                 "LayerNormLinear forward\n"
                 "_teperf_lnl_forward = LayerNormLinear.forward\n\n\n"
                 "def _teperf_slow_lnl_forward(self, *args, **kwargs):\n"
-                "    end = _teperf_time.perf_counter_ns() + 50_000\n"
+                f"    end = _teperf_time.perf_counter_ns() + {us * 1000}\n"
                 "    while _teperf_time.perf_counter_ns() < end:\n"
                 "        pass\n"
                 "    return _teperf_lnl_forward(self, *args, **kwargs)\n\n\n"
                 "LayerNormLinear.forward = _teperf_slow_lnl_forward\n"
             )
         )
-        return "LayerNormLinear.forward spins 50 us (Python)"
+        return f"LayerNormLinear.forward spins {us} us (Python)"
     if name == "csrc":
         rel = "transformer_engine/pytorch/csrc/quantizer.cpp"
         edit(src, rel, '#include "common.h"\n', '#include "common.h"\n\n#include <chrono>\n')
