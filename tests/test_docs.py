@@ -64,3 +64,8 @@ def test_the_readme_is_short_and_points_at_the_manual():
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 200
     assert "make docs" in text and "make demo" in text and "make test" in text
+
+
+def test_gpu_scripts_cite_no_files_a_user_does_not_have():
+    for script in (ROOT / "scripts").glob("gpu_*.sh"):
+        assert "../shared" not in script.read_text(), script
