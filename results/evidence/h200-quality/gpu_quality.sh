@@ -2,10 +2,10 @@
 # Measurement quality side by side on the H200 (issue 4), one job at a time on an idle GPU.
 # Both sides are the same installed TE 2.20.2 (A/A), on the PR thread's cells
 # (LayerNormLinear, LayerNormMLP x bf16, fp8_delayed, [8,2,256]) unless said otherwise.
-#     bash scripts/gpu_quality.sh quality   the old default schedule (two seeds), then the PR thread's
-#     bash scripts/gpu_quality.sh final     A/A over every eager cell the H200 has, the new default
+#     bash results/evidence/h200-quality/gpu_quality.sh quality   the old default schedule (two seeds), then the PR thread's
+#     bash results/evidence/h200-quality/gpu_quality.sh final     A/A over every eager cell the H200 has, the new default
 #                                           schedule, and the planted-slowdown overlay test
-#     bash scripts/gpu_quality.sh confirm   the new default (two more seeds), the PR schedule on the
+#     bash results/evidence/h200-quality/gpu_quality.sh confirm   the new default (two more seeds), the PR schedule on the
 #                                           bf16 cells (two more seeds), and the overlay test
 # Writes $OUT/<part>.md (tables), $OUT/log.txt, $OUT/overlay.txt, $OUT/bundles.tar.gz.
 set -u

@@ -4,7 +4,7 @@ A local build of the same source must read the same as the wheel's, or every ext
 and bisect probe that mixes the two carries the build difference in its delta. Both directions:
 installed as base and built as head, then built as base and installed as head.
 
-    python scripts/gpu_build_aa.py --repo /tmp/te-src --ref v2.16 --out results/evidence/h200-sides
+    python results/evidence/h200-sides/gpu_build_aa.py --repo /tmp/te-src --ref v2.16 --out results/evidence/h200-sides
 """
 
 from __future__ import annotations

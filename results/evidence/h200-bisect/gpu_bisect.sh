@@ -2,7 +2,7 @@
 # teperf bisect on the H200 (issue 12): TE 2.16.0 installed (.gpu/setup.sh: yours, sourced here, puts torch and TE 2.16.0 on the path),
 # the TE v2.16 source as .te-src/transformer-engine-v2.16.bundle
 # (make it: git -C TransformerEngine bundle create $PWD/.te-src/transformer-engine-v2.16.bundle v2.16).
-# Ten commits on top of tag v2.16 (scripts/te_plants.py), eight harmless (a comment in a .py file), two planted:
+# Ten commits on top of tag v2.16 (scripts/gpu/te_plants.py), eight harmless (a comment in a .py file), two planted:
 #   commit 4  Python: prepare_forward (every module, every forward) calls a helper 20 times, 5 us each
 #             -> found by counters (+20 Python calls per step), then confirmed slower in time
 #   commit 8  C++: 100 us busy-wait in Float8Quantizer::create_tensor (every fp8 quantization), no counter
@@ -11,10 +11,10 @@
 # Run "py": teperf bisect v2.16..c7 --cell LayerNormLinear/bf16 (7 commits, counters)
 # Run "csrc": teperf bisect c7..c10 --cell LayerNormLinear/fp8_delayed (3 commits, timing; skipped with a
 #             message when this teperf has no --strategy extension)
-#     OUT=/tmp/out bash scripts/gpu_bisect.sh py     on the GPU machine, repo root (~4 min)
-#     OUT=/tmp/out bash scripts/gpu_bisect.sh csrc   then this (~5-6 min: two extension builds, ~75 s each)
-#     OUT=/tmp/out bash scripts/gpu_bisect.sh all    both in one call (~9-10 min: may not fit a 10-minute call)
-#     bash scripts/gpu_bisect.sh --plan-only                  anywhere (CPU): make the commits, print both plans
+#     OUT=/tmp/out bash results/evidence/h200-bisect/gpu_bisect.sh py     on the GPU machine, repo root (~4 min)
+#     OUT=/tmp/out bash results/evidence/h200-bisect/gpu_bisect.sh csrc   then this (~5-6 min: two extension builds, ~75 s each)
+#     OUT=/tmp/out bash results/evidence/h200-bisect/gpu_bisect.sh all    both in one call (~9-10 min: may not fit a 10-minute call)
+#     bash results/evidence/h200-bisect/gpu_bisect.sh --plan-only                  anywhere (CPU): make the commits, print both plans
 #                                                             over a fake installed TE; nothing built or measured
 # Writes $OUT/log.txt (plans, probe logs, culprits, times), $OUT/bisect.md (reports),
 # $OUT/bisect-bundles.tgz (the bisect bundles under results/evidence/h200-bisect/, nested compares included).
@@ -39,7 +39,7 @@ make_commits() {  # -> tags c1..c10 in $SRC, on branch bisect from v2.16
   local PLANTS=(- comment:constants.py comment:utils.py comment:fp8.py calls comment:jit.py comment:graph.py
                 comment:distributed.py csrc comment:export.py comment:quantization.py)
   for i in 1 2 3 4 5 6 7 8 9 10; do
-    what=$($PY scripts/te_plants.py "$SRC" "${PLANTS[$i]}") || { log "making commit $i failed"; exit 1; }
+    what=$($PY scripts/gpu/te_plants.py "$SRC" "${PLANTS[$i]}") || { log "making commit $i failed"; exit 1; }
     "${g[@]}" commit -q -a -m "teperf bisect fixture $i: $what" || exit 1
     "${g[@]}" tag "c$i"
   done

@@ -3,7 +3,7 @@
 # four cells (LayerNormLinear, LayerNormMLP x bf16, fp8_delayed, [8,2,256]) with --precision 1 --budget 5m.
 # The pr-thread config's own schedule is one pair of 6 x 9 x 300 (about 3 minutes a pair); here a pair
 # is the default's 2 rounds x 6 trials x 50 iters, so that fresh pairs come every few seconds.
-#     source .gpu/setup.sh is done here; run from the repo root:  bash scripts/gpu_precision.sh
+#     source .gpu/setup.sh is done here; run from the repo root:  bash results/evidence/h200-precision/gpu_precision.sh
 # Writes $OUT/precision.md (the table), $OUT/precision.json, $OUT/log.txt, $OUT/precision-bundle.tgz.
 # Takes about 6 minutes (the budget counts from the first pair's start, TE start-up included; < 9 min).
 set -u

@@ -5,7 +5,7 @@
 # LayerNormLinear, LayerNormMLP x bf16, fp8_delayed at [8,2,256] (pairs of 2 rounds x 6 trials x 50 iters). Base = the installed TE's .py files,
 # head = the same plus a 50 us busy-wait in LayerNormLinear.forward (git overlay): the two LayerNormLinear
 # cells are the planted change, the four others are A/A.
-#     run from the repo root (source .gpu/setup.sh is done here):  bash scripts/gpu_lanes.sh
+#     run from the repo root (source .gpu/setup.sh is done here):  bash scripts/gpu/lanes.sh
 # Writes $OUT/lanes.md (the summary table), $OUT/bench.txt (every run's line), $OUT/log.txt (topology, timings),
 # $OUT/by-lane-*.md (each run's per-lane breakdown) and $OUT/lanes-bundles.tgz (every bundle).
 # Takes about 7-8 minutes (4 x (75 s + start and tear-down) + set-up); stopped at 8.7 min at the latest.
@@ -32,7 +32,7 @@ TE_DIR=$(python3 -c "import importlib.util as u; print(list(u.find_spec('transfo
   | tar -C "$REPO" -xf -
 G="git -C $REPO -c user.name=teperf -c user.email=teperf@invalid"
 $G init -q -b main && $G add -A && $G commit -qm "base: installed transformer_engine"
-python3 scripts/te_plants.py "$REPO" lnl-forward >> "$OUT/log.txt" 2>&1
+python3 scripts/gpu/te_plants.py "$REPO" lnl-forward >> "$OUT/log.txt" 2>&1
 $G commit -qam "head: LayerNormLinear.forward busy-waits 50 us"
 echo "planted repo ready: $(( $(date +%s) - T0 )) s" >> "$OUT/log.txt"
 

@@ -3,7 +3,7 @@
 # compiled MultiheadAttention/TransformerLayer failed with InternalTorchDynamoError when they shared
 # a worker with other compiled cases). One side (`teperf run`), one worker holding all cells, a short
 # schedule: the point is that every cell the GPU supports measures, not the precision.
-#     source .gpu/setup.sh is done here; run from the repo root:  OUT=/tmp/out bash scripts/gpu_nightly_all.sh
+#     source .gpu/setup.sh is done here; run from the repo root:  OUT=/tmp/out bash results/evidence/h200-nightly-all/gpu_nightly_all.sh
 # Writes $OUT/log.txt (progress, exit status, cells by mode and status, every failure),
 # $OUT/nightly.json and $OUT/nightly.md (the table), $OUT/nightly-bundle.tgz (the bundle).
 # Expect: exit 0, every cell ok or skipped (mxfp8/nvfp4 need Blackwell: skipped with TE's reason),

@@ -10,8 +10,8 @@
 #               bf16 cells no change; run twice, the second run reuses both builds from the cache
 #   version  build_tools/VERSION.txt 2.16.0 -> 2.16.1 -> overlay, with the version note in the bundle
 # For each: the time from the command's start to its first measured trial.
-#     OUT=/tmp/out bash scripts/gpu_tiers.sh             on the GPU machine, from the repo root (~8 min)
-#     bash scripts/gpu_tiers.sh --plan-only              anywhere (CPU): make the commits, print each plan
+#     OUT=/tmp/out bash results/evidence/h200-tiers/gpu_tiers.sh             on the GPU machine, from the repo root (~8 min)
+#     bash results/evidence/h200-tiers/gpu_tiers.sh --plan-only              anywhere (CPU): make the commits, print each plan
 #                                                        over a fake installed TE; no build, no measuring
 # Writes $OUT/log.txt (times, plans, verdicts), $OUT/tiers.md (tables), $OUT/tiers-bundles.tgz (bundles
 # under results/evidence/h200-tiers/ plus the extension build logs).
@@ -33,7 +33,7 @@ make_commits() {  # -> branches pyonly, csrc, version in $SRC, each one commit o
   local g=(git -C "$SRC" -c user.name=teperf -c user.email=teperf@invalid -c commit.gpgsign=false)
   for what in pyonly csrc version; do
     "${g[@]}" checkout -q -b "$what" v2.16 || exit 1
-    python3 scripts/te_plants.py "$SRC" "$what" > /dev/null || { log "planting $what failed"; exit 1; }
+    python3 scripts/gpu/te_plants.py "$SRC" "$what" > /dev/null || { log "planting $what failed"; exit 1; }
     "${g[@]}" commit -q -a -m "teperf tiers: $what" || exit 1
     log "commit $what: $(git -C "$SRC" log --oneline -1) ($(git -C "$SRC" diff --stat v2.16 HEAD | tail -1))"
   done

@@ -4,7 +4,7 @@
 # over a compare's cells; a one-time cell needs 2 / 2**pairs <= 0.05 / cells: 10 pairs for eager+cuda-graph's
 # 16 cells, 9 for compile's 12; "too few pairs" below). ONE device
 # call of at most 9 minutes, from the repo root with .gpu/ carried (TE 2.16.0):
-#     OUT=/tmp/out bash scripts/gpu_onetime.sh          (run(command="OUT=$OUT bash scripts/gpu_onetime.sh",
+#     OUT=/tmp/out bash results/evidence/h200-onetime/gpu_onetime.sh          (run(command="OUT=$OUT bash results/evidence/h200-onetime/gpu_onetime.sh",
 #                                                          carry=[".gpu"], timeout_s=560))
 # A/A of the PR thread's cells (--config pr-thread: LayerNormLinear/LayerNormMLP x bf16/fp8 delayed, [8,2,256]),
 # TE on both sides, PAIRS (10) pairs a run, jobs side by side on their own measuring cores, each repeating its
@@ -31,7 +31,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$OUT/log.tx
 SHORT="--config pr-thread --processes $PAIRS --rounds 1 --trials 2 --iters 30 --warmup 10"
 AA="--base-python python3 --head-python python3 --no-counters"
 
-summary() { python3 scripts/gpu_onetime_summary.py "$OUT" > "$OUT/summary.md" 2>> "$OUT/log.txt"; }
+summary() { python3 results/evidence/h200-onetime/gpu_onetime_summary.py "$OUT" > "$OUT/summary.md" 2>> "$OUT/log.txt"; }
 trap 'log "interrupted: summary of what ran"; summary; cat "$OUT/summary.md"; exit 130' INT TERM
 
 # Each job's coordinator is confined to its own cores (taskset): its measuring core and the spare cores its

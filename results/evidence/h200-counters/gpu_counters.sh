@@ -2,10 +2,10 @@
 # H200 evidence for the counters gate, the compile residue and the overhead slopes (issue 26); gate and sweep ran on the H200 (results/evidence/h200-counters), gate-all and model not yet.
 # On the GPU machine, from the repo root, with .gpu/ carried (TE 2.20.2 or 2.16.0), one part per device call
 # (a call may last 10 minutes at most):
-#     OUT=/tmp/out bash scripts/gpu_counters.sh gate       # about 3-5 min
-#     OUT=/tmp/out bash scripts/gpu_counters.sh gate-all   # about 5-8 min
-#     OUT=/tmp/out bash scripts/gpu_counters.sh model      # about 5-9 min
-#     OUT=/tmp/out bash scripts/gpu_counters.sh sweep      # about 2-4 min
+#     OUT=/tmp/out bash results/evidence/h200-counters/gpu_counters.sh gate       # about 3-5 min
+#     OUT=/tmp/out bash results/evidence/h200-counters/gpu_counters.sh gate-all   # about 5-8 min
+#     OUT=/tmp/out bash results/evidence/h200-counters/gpu_counters.sh model      # about 5-9 min
+#     OUT=/tmp/out bash results/evidence/h200-counters/gpu_counters.sh sweep      # about 2-4 min
 # Writes under $OUT: log.txt (exit status and wall time per job), the expected files it made (*.toml with
 # their .calls.json) and the text of each check (*.txt, stderr in *.err).
 #   gate:     the PR thread's cells (config pr-thread) eager (core 3) and compile (core 11, at the same

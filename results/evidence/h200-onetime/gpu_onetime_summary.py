@@ -1,7 +1,7 @@
-"""Summary of scripts/gpu_onetime.sh's output directory: one-time A/A verdicts under issue 32's rule per mode
+"""Summary of results/evidence/h200-onetime/gpu_onetime.sh's output directory: one-time A/A verdicts under issue 32's rule per mode
 and cost, and the warm-cache job's hits per compile first call. Stdlib + scipy (no torch).
 
-    python3 scripts/gpu_onetime_summary.py OUT > OUT/summary.md
+    python3 results/evidence/h200-onetime/gpu_onetime_summary.py OUT > OUT/summary.md
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def warm_table(out: Path) -> None:
 
 def main() -> None:
     out = Path(sys.argv[1])
-    print("# one-time A/A on the H200 (scripts/gpu_onetime.sh)\n")
+    print("# one-time A/A on the H200 (results/evidence/h200-onetime/gpu_onetime.sh)\n")
     for _, _, data in runs(out):
         rule = [n for n in data.get("onetime_notes", []) if n.startswith("verdicts:")]
         if rule:

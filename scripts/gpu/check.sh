@@ -23,7 +23,7 @@ measure() {  # name limit_s args...
 measure aa 260 --base-python "$PY" --head-python "$PY" --budget 3m
 git clone -q "$HERE/.te-src/transformer-engine-v2.16.bundle" "$SRC" \
   && git -C "$SRC" -c user.name=teperf -c user.email=teperf@invalid checkout -q -B lnl v2.16 \
-  && $PY scripts/te_plants.py "$SRC" lnl-forward \
+  && $PY scripts/gpu/te_plants.py "$SRC" lnl-forward \
   && git -C "$SRC" -c user.name=teperf -c user.email=teperf@invalid commit -q -a -m "teperf: lnl-forward" \
   && measure planted 200 v2.16..lnl --repo "$SRC" --budget 2m
 tar czf "$OUT/bundles.tgz" -C "$R" .

