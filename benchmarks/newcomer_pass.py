@@ -2,7 +2,7 @@
 
 Not a pytest test: run it against an installed teperf, from any directory:
 
-    python results/evidence/newcomer-1205b/newcomer_pass.py [--teperf /tmp/venv/bin/teperf] [--json out.json] [--only SUBSTR]
+    python benchmarks/newcomer_pass.py [--teperf /tmp/venv/bin/teperf] [--json out.json] [--only SUBSTR]
 
 For each input it records the exit status, whether stderr has a traceback, the number of stderr lines and the
 first error line, and classifies it: OK (one `teperf: error:` line and a non-zero exit for bad input, success
@@ -29,9 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parents[3]  # the repository (results/evidence/newcomer-1205b/)
+HERE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(HERE / "tests"))
 from schedules import TWO_PAIRS  # noqa: E402
+
 PLANTED = HERE / "examples" / "planted"
 BUNDLES = HERE / "tests" / "fixtures" / "bundles"
 HISTORY = HERE / "tests" / "fixtures" / "history-v1"
@@ -1632,7 +1633,7 @@ def write_table(where: Path, results: list[dict]) -> None:
     lines = [
         "# A newcomer's pass, 2026-12-05 b (issue 46)",
         "",
-        "`python results/evidence/newcomer-1205b/newcomer_pass.py --teperf /tmp/nc-venv/bin/teperf --table DIR`, run from another",
+        "`python benchmarks/newcomer_pass.py --teperf /tmp/nc-venv/bin/teperf --table DIR`, run from another",
         "directory against a non-editable install (`pip install .` in its own venv, torch 2.13.0 CPU) on",
         "the shared 2-core machine, with the pass's own `TEPERF_RUNTIME_DIR` (other teperf runs on the",
         "machine claim no core of its cases; the cases 'while every core is claimed' claim them all).",
