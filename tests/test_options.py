@@ -66,3 +66,20 @@ def test_measure_options_take_config_counters_sweep_and_fail_on():
     with pytest.raises(TeperfError, match="--fail-on"):
         take_measure({"fail_on": ("worse",)})
     assert dataclasses.replace(measure, fmt="csv").config is measure.config
+
+
+def test_a_relative_interpreter_path_works_from_the_temporary_directory_of_the_pre_check(
+    tmp_path, monkeypatch
+):
+    from teperf.commands._common import interpreter
+    from teperf.config import load_config
+    from teperf.engine.probe import preflight
+    from teperf.sides import Side
+
+    (tmp_path / "venvA").symlink_to(sys.prefix)  # this environment, named as the README does
+    monkeypatch.chdir(tmp_path)
+    python = interpreter(None, None, "venvA/bin/python")
+    assert python == str(tmp_path / "venvA" / "bin" / "python")
+    assert interpreter(None, None, ("venvA/bin/python", "python3")) == (python, "python3")  # PATH names stay
+    found = preflight(load_config("default"), [Side("run", python)])
+    assert found["run"]["found"]["torch"]
