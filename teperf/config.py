@@ -300,11 +300,9 @@ class Config:
         "and process) or warm (filled by a throwaway worker per side before the first pair).",
         type=COMPILE_CACHES,
     )
-    lanes: int = key(  # "auto" resolved to a number (cpus.check_lanes); None: auto under --schedule auto
-        None,
-        lambda value, name, resolved: check_lanes(
-            "auto" if value is None and resolved.get("kind") == "auto" else value, resolved["core"], name
-        ),
+    lanes: int = key(  # "auto" resolved to a number (cpus.check_lanes); --schedule auto: auto unless given
+        1,
+        lambda value, name, resolved: check_lanes(value, resolved["core"], name),
         "Pairs measuring at once, each on its own physical core (auto: "
         "one lane per 4 idle physical cores, at most 4; see docs/measuring.md, 'Parallel lanes').",
         metavar="N|auto",
@@ -595,6 +593,8 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
     if sched.kind == "auto":  # a config's own numbers are its --schedule fixed
         pilot = {k: getattr(Schedule, k) for k in AUTO_PLANNED if k not in ov}
         tables["schedule"] = dataclasses.replace(sched, **pilot)
+        if "lanes" not in ov and "lanes" not in raw:
+            resolved["lanes"] = check_lanes("auto", resolved["core"])
     elif "kind" in ov:  # --schedule fixed: the config's pairs as written, not its target or budget
         targets = {k: None for k in ("precision_pct", "budget_s") if k not in ov}
         tables["schedule"] = dataclasses.replace(sched, **targets)
