@@ -36,13 +36,13 @@ prepare() {
 AA=(--base-python "$PY" --head-python "$PY" --config pr-thread)
 FIXED=(--schedule fixed --processes 1000 --rounds 2 --trials 6 --warmup 50)
 case $STEP in
-  noise)  # about 8 minutes
+  noise)  # about 6 minutes
     for v in "l1 1 50" "l2 2 50" "l4 4 50" "l8 8 50" "i25 1 25" "i200 1 200" "i400 1 400"; do
       set -- $v
-      run "$1" 70 X=1 -- "${AA[@]}" "${FIXED[@]}" --lanes "$2" --iters "$3" --spawn forkserver --budget 25s
+      run "$1" 60 X=1 -- "${AA[@]}" "${FIXED[@]}" --lanes "$2" --iters "$3" --spawn forkserver --budget 20s
     done
-    run pinned 65 X=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 2 --iters 50 --budget 45s
-    run spread 65 TEPERF_SPREAD_THREADS=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 2 --iters 50 --budget 45s
+    run pinned 65 X=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 2 --iters 50 --budget 40s
+    run spread 65 TEPERF_SPREAD_THREADS=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 2 --iters 50 --budget 40s
     ;;
   planted)  # about 7 minutes
     prepare && run planted 400 X=1 -- v2.16..plant --repo "$SRC" --config pr-thread
