@@ -146,3 +146,63 @@ def test_a_planned_choice_reaches_the_pairs_after_the_pilot():
     assert plan.choice is not None
     assert plan.schedule_for(autoschedule.PILOT_PAIRS).trials == plan.choice.trials
     assert plan.stop_record().schedule["couples"] == plan.choice.couples
+
+
+# --------------------------------------------------------------------------- real workers on the CPU
+
+ONE_LONG_PAIR = """
+backend = "torch"
+device = "cpu"
+recipes = ["fp32"]
+shapes = [[8, 2, 64]]
+
+[modules.MLP]
+factory = "demo_blocks:make_mlp"
+kwargs = { hidden = 64 }
+
+[schedule]
+processes = 1
+rounds = 2
+trials = 4
+iters = 20
+warmup = 10
+min_pairs = 4
+"""
+
+
+def _one_long_pair(tmp_path, results_dir, *extra):
+    from tests.conftest import ROOT, run_cli
+
+    config = tmp_path / "one-pair.toml"
+    config.write_text(ONE_LONG_PAIR)
+    planted = ROOT / "examples" / "planted"
+    return run_cli(
+        "compare", "--config", config, "--base-path", planted / "base", "--head-path", planted / "head",
+        "--max-contended", "100", "--format", "json", "--results-dir", results_dir, *extra,
+    )  # fmt: skip
+
+
+@pytest.mark.real_worker
+def test_a_cpu_config_of_one_long_pair_calls_nothing_and_its_gate_fails(tmp_path, results_dir):
+    import json
+
+    # head's MLP spins 100 us a step: one pair's trial interval would have called it slower
+    res = _one_long_pair(tmp_path, results_dir, "--fail-on", "slower")
+    (row,) = json.loads(res.stdout)["rows"]
+    assert row["n_pairs"] == 1 and row["verdict"] == "inconclusive" and row["verdict_cause"] == "few units"
+    assert res.returncode == 1  # --fail-on: undecided is not passing
+    assert "MLP/fp32 inconclusive" in res.stderr and "a verdict needs 3" in res.stderr
+
+
+@pytest.mark.real_worker
+@pytest.mark.statistical
+def test_the_same_config_under_precision_plans_its_pairs_and_decides(tmp_path, results_dir):
+    import json
+
+    # a target every cell meets at once: the run ends at min_pairs (4), whatever the machine's speed
+    res = _one_long_pair(tmp_path, results_dir, "--precision", "50")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    (row,) = out["rows"]
+    assert row["n_pairs"] == 4 and row["verdict"] == "slower", row  # +100 us on about 500 us
+    assert any(n.startswith("schedule auto: 1 lane") for n in out["notes"]), out["notes"]
