@@ -46,8 +46,8 @@ case $STEP in
     ;;
   planted)  # about 7 minutes
     prepare && run planted 400 X=1 -- v2.16..plant --repo "$SRC" --config pr-thread
-    run one-pair 100 X=1 -- v2.16..plant --repo "$SRC" --config pr-thread --schedule fixed \
-      --processes 1 --rounds 2 --trials 6 --iters 300
+    run one-pair 80 X=1 -- v2.16..plant --repo "$SRC" --config pr-thread --schedule fixed \
+      --processes 1 --rounds 2 --trials 6 --iters 100
     ;;
   aa)  # about 6.5 minutes
     run aa 400 X=1 -- "${AA[@]}"
