@@ -4,7 +4,7 @@ the counters that run measured at that commit, each compare with the row that ru
 compare now, the seconds that would cost at that run's pace (and the wall time, with what the stored run
 spent outside probes and compares), and its answer. Figures, not asserts.
 
-    python benchmarks/bisect_replay.py BUNDLE_DIR|answer.json --config TOML [--budget S]
+    python benchmarks/bisect_replay.py BUNDLE_DIR|answer.json[.gz] --config TOML [--budget S]
 
 A part or commit that run never measured ends the replay's time search as a spent --budget would, and is
 said ("not stored"); so is a counter probe of a commit it never counted.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gzip
 import json
 import re
 import sys
@@ -32,7 +33,7 @@ def stored(path: Path) -> tuple[dict, list[dict]]:
 
         meta, probes = load(path)
         return meta, [p.to_dict() for p in probes]
-    out = json.loads(path.read_text())
+    out = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_text())
     return out["meta"], out["probes"]
 
 

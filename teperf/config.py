@@ -26,6 +26,11 @@ METRIC_FIELD = {metric: f"{metric}_ns" for metric in METRICS}  # the trial recor
 CONFIGS_PACKAGE = "teperf.configs"  # package data: the same in editable and normal installs
 COMPILE_CACHES = ("cold", "warm")  # inductor's on-disk cache at a compile case's first call
 SPAWNS = ("fresh", "forkserver")
+# --schedule: auto, teperf plans the pairs (engine/autoschedule.py); fixed, the config's numbers as written
+SCHEDULE_KINDS = ("auto", "fixed")
+DEFAULT_AUTO_BUDGET_S = 300.0  # --schedule auto with neither --precision nor --budget
+# What --schedule auto plans (from Schedule's defaults, its pilot), unless typed as a flag
+AUTO_PLANNED = ("processes", "rounds", "trials", "iters")
 DEFAULT_PRECISION_BUDGET_S = 600.0  # --precision without --budget: stop after ten minutes
 DEFAULT_BISECT_BUDGET_S = 1800.0  # a bisect (each one of a backfill) without --budget
 
@@ -86,6 +91,16 @@ def _budget(value, name: str, resolved: dict):
     if value is not None:
         return parse_duration(value, "budget_s (--budget)")
     return DEFAULT_PRECISION_BUDGET_S if resolved.get("precision_pct") is not None else None
+
+
+def _schedule_kind(value, name: str, resolved: dict):
+    if value is None:
+        targeted = resolved.get("precision_pct") is not None or resolved.get("budget_s") is not None
+        return "auto" if targeted else "fixed"
+    value = _choice(SCHEDULE_KINDS, "schedule")(value, name)
+    if value == "auto" and resolved.get("budget_s") is None and resolved.get("precision_pct") is None:
+        resolved["budget_s"] = DEFAULT_AUTO_BUDGET_S  # an auto schedule runs until its budget
+    return value
 
 
 def _choice(choices: tuple[str, ...], what: str, fix: str = "{name} takes one of") -> Check:
@@ -169,6 +184,16 @@ class Schedule:
         "Wall-clock limit of the measuring: 5m, 90s, 1h or seconds (default with --precision: 10m).",
         flag="--budget",
         metavar="DURATION",
+    )
+    kind: str | None = key(  # None: auto where precision_pct or budget_s is set, else fixed
+        None,
+        lambda value, name, resolved: _schedule_kind(value, name, resolved),
+        "auto: teperf plans the pairs (lanes, trials per pair) for the narrowest interval per minute, "
+        "from a pilot of the first pairs; fixed: the config's processes x rounds x trials x iters as written "
+        "(default: auto with --precision or --budget, else fixed).",
+        flag="--schedule",
+        type=SCHEDULE_KINDS,
+        show_default="auto with --precision/--budget",
     )
     # No cell stops before this many pairs: stopping on width picks moments when the sd looks small
     # (simulated A/A false changes: 5 % fixed, 8-10 % with 4, 6.5-7 % with 8; tests/test_adaptive.py).
@@ -279,13 +304,13 @@ class Config:
         "and process) or warm (filled by a throwaway worker per side before the first pair).",
         type=COMPILE_CACHES,
     )
-    lanes: int = key(  # "auto" resolved to a number (cpus.check_lanes)
+    lanes: int = key(  # "auto" resolved to a number (cpus.check_lanes); --schedule auto: auto unless given
         1,
         lambda value, name, resolved: check_lanes(value, resolved["core"], name),
         "Pairs measuring at once, each on its own physical core (auto: "
-        "one lane per 4 physical cores, at most 4; see docs/measuring.md, 'Parallel lanes').",
+        "one lane per 4 idle physical cores, at most 4; see docs/measuring.md, 'Parallel lanes').",
         metavar="N|auto",
-        show_default="1, or the config's",
+        show_default="auto with --schedule auto, else 1",
     )
     source: str | None = None  # the TOML file it came from
     from_cli: tuple[str, ...] = ()  # keys whose value the user typed as a flag: errors name the flag
@@ -401,7 +426,7 @@ SECTIONS = tuple(_SECTION_TYPES)  # ("schedule", "stats"): the TOML tables
 OVERRIDE_KEYS = tuple(
     """backend device modules recipes modes shapes processes rounds trials iters warmup timeout_s core seed
     metric prestart lanes min_effect_pct min_effect_once_pct max_contended_pct precision_pct budget_s
-    compile_cache spawn server_pairs""".split()
+    kind compile_cache spawn server_pairs""".split()
 )
 CLI_FLAGS = {k.name: k.flag for k in KEYS if k.flag}  # config key -> the CLI flag that overrides it
 _KNOWN = {s: {k.name for k in KEYS if k.section == s} | set(() if s else SECTIONS) for s in (None, *SECTIONS)}
@@ -568,6 +593,15 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
         s: _SECTION_TYPES[s](**{k.name: resolved.pop(k.name) for k in KEYS if k.section == s})
         for s in SECTIONS
     }
+    sched = tables["schedule"]
+    if sched.kind == "auto":  # a config's own numbers are its --schedule fixed
+        pilot = {k: getattr(Schedule, k) for k in AUTO_PLANNED if k not in ov}
+        tables["schedule"] = dataclasses.replace(sched, **pilot)
+        if "lanes" not in ov and "lanes" not in raw:
+            resolved["lanes"] = check_lanes("auto", resolved["core"])
+    elif "kind" in ov:  # --schedule fixed: the config's pairs as written, not its target or budget
+        targets = {k: None for k in ("precision_pct", "budget_s") if k not in ov}
+        tables["schedule"] = dataclasses.replace(sched, **targets)
     return Config(**tables, **resolved, source=source, from_cli=tuple(sorted(ov)))
 
 

@@ -171,7 +171,8 @@ def spare_cores(
 
 
 def auto_lanes(cores: Optional[Iterable[int]] = None, siblings_of: SiblingsOf = smt_siblings) -> int:
-    cores = available_cores() if cores is None else cores
+    """A lane per CORES_PER_LANE physical cores no other teperf run measures on, at most AUTO_MAX_LANES."""
+    cores = set(available_cores()) - set(claimed_by_others()) if cores is None else cores
     return max(1, min(AUTO_MAX_LANES, len(physical_cores(cores, siblings_of)) // CORES_PER_LANE))
 
 

@@ -120,8 +120,9 @@ def start_order(pair: int, n_sides: int) -> list[int]:
     return order if pair % 2 == 0 else order[::-1]
 
 
-def pair_slots(config: Config, case_ids: list[int], pair: int, n_sides: int) -> Iterator[Slot]:
-    sched = config.schedule
+def pair_slots(config: Config, case_ids: list[int], pair: int, n_sides: int, sched=None) -> Iterator[Slot]:
+    """``sched``: this pair's rounds and trials where --schedule auto planned them (default: the config's)."""
+    sched = sched or config.schedule
     for rnd in range(sched.rounds):
         order = list(case_ids)
         random.Random(f"{config.seed}/{pair}/{rnd}").shuffle(order)

@@ -194,6 +194,7 @@ class StopRecord(Typed):
     budget_s: Optional[float] = None
     open: list = dataclasses.field(default_factory=list)
     prestart: Optional[dict] = None  # pairs started ahead: depth, started, measured, lanes' waits
+    schedule: Optional[dict] = None  # --schedule auto's last choice (engine.autoschedule.Choice.to_dict)
 
 
 @dataclasses.dataclass(kw_only=True)

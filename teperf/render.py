@@ -54,6 +54,8 @@ def schedule_text(cfg: RecordedConfig, rows: list[Row]) -> str:
             f"until every cell is within +-{target:g}% (at least {cfg.known('schedule.min_pairs')} "
             f"pairs){limit}: {got} process pairs per cell"
         )
+    if cfg.known("schedule.kind") == "auto":
+        return f"until the budget of {duration(budget)}: {got} process pairs per cell"
     limit = f" (budget {duration(budget)}: {got} ran)" if budget else ""
     return f"{cfg.known('schedule.processes')} process pairs{limit}"
 
@@ -102,10 +104,10 @@ def _header(summary: Summary, cfg: RecordedConfig, metric: str) -> list[str]:
     sched = cfg.schedule
     known_size = cfg.known("schedule.processes") or cfg.known("schedule.precision_pct") is not None
     if known_size and {"schedule.rounds", "schedule.trials", "schedule.iters"} <= cfg.recorded:
-        plan = (
-            f"{schedule_text(cfg, summary.rows)} x {sched.rounds} rounds x {sched.trials} trials x "
-            f"{sched.iters} iters"
-        )
+        # auto: the pilot's trials, then the footer's choice
+        trials = "auto" if cfg.known("schedule.kind") == "auto" else sched.trials
+        plan = f"{schedule_text(cfg, summary.rows)} x {sched.rounds} rounds x {trials} trials x "
+        plan += f"{sched.iters} iters"
     else:
         plan = "schedule unknown (meta.json does not say)"
     header.append(

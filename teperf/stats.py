@@ -12,8 +12,10 @@ import numpy as np
 
 from teperf.config import Stats
 from teperf.verdicts import (
+    FEW_UNITS,
     INCONCLUSIVE,
     LOAD,
+    MIN_VERDICT_UNITS,
     NO_CHANGE,
     TOO_FEW_GENERATIONS,
     TOO_FEW_PAIRS,
@@ -137,6 +139,10 @@ def compare_cell(
     out["verdict"] = verdict(delta_pct, low_pct, high_pct, cfg)
     if load_bias is not None:
         out["load_bound_pct"] = to_pct(bias)
+    if basis not in INDEPENDENT_BASES or len(units) < MIN_VERDICT_UNITS:
+        # the interval is shown, but the design cannot back a verdict on it (verdicts.FEW_UNITS)
+        out["verdict"], out["verdict_cause"] = INCONCLUSIVE, FEW_UNITS
+    elif load_bias is not None:
         narrow = (to_pct(mean - half + bias), to_pct(mean + half - bias))
         if math.isfinite(half) and verdict(delta_pct, *narrow, cfg) != out["verdict"]:
             out["verdict_cause"] = LOAD  # the change is within what load could make

@@ -13,6 +13,11 @@ NAMES = (SLOWER, FASTER, NO_CHANGE, INCONCLUSIVE)
 TOO_FEW_PAIRS = "too few pairs"  # a one-time cost's verdict below stats.onetime_pairs_needed
 TOO_FEW_GENERATIONS = "too few generations"  # the same where fork-server generations are the unit
 LOAD = "load"  # the verdict_cause of a cell whose change is within what load could make (stats.load_bound)
+# The verdict_cause of a cell whose interval rests on fewer independent units (process pairs, fork-server
+# generations) than a verdict needs: one pair's interval covers trial noise only, and two units give a
+# t interval whose sd is one difference. Such a cell is undecided, and --fail-on fails it.
+FEW_UNITS = "few units"
+MIN_VERDICT_UNITS = 3
 
 # How each verdict is shown: the report's rich table, `teperf history`'s terminal, the dashboard.
 STYLE = {SLOWER: "bold red", FASTER: "bold green", NO_CHANGE: "dim", INCONCLUSIVE: "yellow"}
@@ -55,6 +60,10 @@ def qualifier(row) -> str:
     when load withheld it, else the change it could not rule out (' (up to +X%)'); '' for any other."""
     if row.verdict != INCONCLUSIVE:
         return ""
+    if row.verdict_cause == FEW_UNITS:
+        unit = "generation" if row.ci_basis in ("generations", "one generation") else "pair"
+        n = row.n_generations if unit == "generation" else row.n_pairs
+        return f" ({n or 0} {unit}{'s' if n != 1 else ''}: a verdict needs {MIN_VERDICT_UNITS})"
     if row.verdict_cause == LOAD:
         bound = f", bias up to {row.load_bound_pct:.1f}%" if row.load_bound_pct is not None else ""
         return f" (load: {row.contended_pct or 0:.0f}% contended{bound})"
@@ -103,13 +112,14 @@ def failing_cells(rows: Sequence, verdicts: set[str]) -> list[str]:
     """'module/recipe[/shape/mode][ cost] verdict delta' of every per-step and one-time verdict given
     (``rows``: records.Row)."""
     shapes = len({r.shape for r in rows}) > 1
+    undecided = bool(verdicts)  # a gate must not pass what the design could not decide
     modes = len({r.mode for r in rows}) > 1
     out = []
     for r in rows:
         cell = "/".join([r.module, r.recipe] + [r.shape] * shapes + [r.mode] * modes)
         figures = [("", r)] + [(f" {cost.replace('_', ' ')}", onetime(r, cost)) for cost in ONETIME_COSTS]
         for what, f in figures:
-            if f.verdict not in verdicts:
+            if f.verdict not in verdicts and not (undecided and f.verdict_cause == FEW_UNITS):
                 continue
             delta = f" {f.delta_pct:+.1f}%" if f.delta_pct is not None else ""
             out.append(f"{cell}{what} {f.verdict}{delta}{qualifier(f)}")

@@ -773,3 +773,20 @@ def make_single_module(root: Path) -> SingleModule:
     config = root / "nano.toml"
     write(config, SINGLE_CONFIG)
     return SingleModule(repo=repo, helpers=helpers, config=config, base=base, head=head)
+
+
+def planted_repo(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = dict(os.environ, GIT_AUTHOR_NAME="n", GIT_AUTHOR_EMAIL="n@x", GIT_COMMITTER_NAME="n")
+    env["GIT_COMMITTER_EMAIL"] = "n@x"
+    for side in ("base", "head"):
+        shutil.rmtree(repo / "demo_blocks", ignore_errors=True)
+        shutil.copytree(
+            Path(__file__).resolve().parent.parent / "examples" / "planted" / side / "demo_blocks",
+            repo / "demo_blocks",
+        )
+        for args in (["init", "-q"] if side == "base" else [], ["add", "-A"], ["commit", "-qm", side]):
+            if args:
+                subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+    return repo

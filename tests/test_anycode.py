@@ -4,9 +4,12 @@ root, data files, a partial clone, the inputs factory, the recorded PYTHONPATH, 
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
+from conftest import run_in_process
 from gitfixture import commit, git, make_fixture, make_pure_python, make_single_module, make_te_shaped, write
+from gitfixture import planted_repo as _planted_repo
 
 from teperf.config import load_config
 from teperf.errors import TeperfError
@@ -186,3 +189,76 @@ def test_bisect_build_estimate_goes_by_the_packages_own_builds(tmp_path):
     cachedir.write_json(home / cachedir.BUILD_META, {"ok": True, "package": "model", "seconds": 12.5})
     assert tier_seconds("model", "build", cache) == (12.5, "measured")
     assert tier_seconds("model", "path", cache) == (1.0, "default")
+
+
+def _git(repo, *args):
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
+    env["GIT_COMMITTER_EMAIL"] = "t@t"
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env
+    )
+
+
+def test_a_blob_missing_outside_the_package_does_not_stop_a_package_only_tree(tmp_path):
+    from teperf.sides import gitrepo
+
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "__init__.py").write_text("X = 1\n")
+    (repo / "data").mkdir()
+    (repo / "data" / "enwik8.gz").write_bytes(b"not in this mirror")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "c")
+    sha = _git(repo, "rev-parse", "HEAD").stdout.strip()
+    blob = _git(repo, "rev-parse", "HEAD:data/enwik8.gz").stdout.strip()
+    (repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()  # as in a partial mirror
+    with pytest.raises(TeperfError, match="git archive"):
+        gitrepo.materialize(repo, sha, cache_dir=tmp_path / "c")
+    tree = gitrepo.materialize(repo, sha, cache_dir=tmp_path / "c", needs="pkg")
+    assert (tree / "pkg" / "__init__.py").read_text() == "X = 1\n" and not (tree / "data").exists()
+    assert gitrepo.materialize(repo, sha, cache_dir=tmp_path / "c", needs="pkg") == tree  # cached
+    with pytest.raises(
+        TeperfError, match="git archive"
+    ):  # a strategy that needs the whole tree still says so
+        gitrepo.materialize(repo, sha, cache_dir=tmp_path / "c")
+
+
+def test_the_package_of_a_root_of_several_modules_comes_from_the_config_factories(tmp_path):
+    from teperf.config import build_config
+    from teperf.sides import gitrepo
+
+    repo = tmp_path / "nano"
+    repo.mkdir()
+    for name in ("bench", "configurator", "model", "sample", "train"):
+        (repo / f"{name}.py").write_text("X = 1\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "c")
+    sha = _git(repo, "rev-parse", "HEAD").stdout.strip()
+    with pytest.raises(TeperfError, match="cannot tell which package"):
+        gitrepo.detect_package(repo, sha)
+    config = build_config({"modules": {"Block": {"factory": "model:make"}}}, {})
+    assert config.factory_package == "model"
+    assert gitrepo.detect_package(repo, sha, config.factory_package)[0] == "model"
+    with pytest.raises(TeperfError, match="cannot tell which package"):  # a hint that is no candidate
+        gitrepo.detect_package(repo, sha, "elsewhere")
+    assert build_config({}, {}).factory_package is None  # built-in modules import no package of the repo
+
+
+def test_a_package_dir_in_neither_commit_is_named_as_missing(tmp_path, capsys):
+    repo = _planted_repo(tmp_path)
+    argv = ["compare", "HEAD~1..HEAD", "--repo", str(repo), "--config", "demo", "--plan", "--package-dir"]
+    code, out, err = run_in_process([*argv, "nope/dir"], capsys)
+    assert code == 2 and "Traceback" not in err
+    assert err.splitlines()[-1].startswith("teperf: error: --package-dir nope/dir is in neither"), err
+    assert "is not named" not in err
+    code, out, err = run_in_process([*argv, "demo_blocks"], capsys)
+    assert code == 0, err
+
+
+def test_an_absolute_package_dir_is_named_as_given_not_with_its_root_cut_off(tmp_path, capsys):
+    repo = _planted_repo(tmp_path)
+    argv = ["compare", "HEAD~1..HEAD", "--repo", str(repo), "--config", "demo", "--plan"]
+    code, out, err = run_in_process([*argv, "--package-dir", str(tmp_path / "elsewhere")], capsys)
+    assert code == 2 and f"--package-dir {tmp_path / 'elsewhere'} is in neither" in err, err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run_cli
+from conftest import one_error, run_cli, run_in_process
 from gitfixture import HISTORY_CONFIG, make_history
 
 from teperf.bisect import search
@@ -1105,3 +1105,9 @@ def test_an_undecided_step_is_measured_again_before_a_wider_part(tmp_path, monke
     again = [i for i, t in enumerate(timed) if t in ((5, 6), (0, 4)) and timed[:i].count(t)]
     assert [timed[i] for i in again][:2] == [(5, 6), (0, 4)]  # the step first, then the wider part
     assert [e["short_sha"] for e in result["culprits"]] == ["0000006"]
+
+
+def test_bisect_refuses_an_odd_schedule_before_any_probe(tmp_path, capsys):
+    argv = ["bisect", "v1..v2", "--cell", "Linear/fp32", "--config", "demo", "--rounds", "1", "--trials", "3"]
+    code, out, err = run_in_process([*argv, "--repo", str(tmp_path / "nope")], capsys)
+    one_error(code, out, err, "an odd number of couples per pair")

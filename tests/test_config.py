@@ -1,4 +1,5 @@
 import pytest
+from conftest import ROOT, one_error, run_in_process
 
 from teperf.config import (
     DEFAULT_PRECISION_BUDGET_S,
@@ -8,7 +9,7 @@ from teperf.config import (
     parse_duration,
     parse_shape,
 )
-from teperf.cpus import available_cores, parse_cpu_list
+from teperf.cpus import available_cores
 from teperf.errors import TeperfError
 
 
@@ -133,13 +134,6 @@ def test_unknown_config_lists_the_shipped_names():
 )
 def test_prestart_auto_or_count(raw, overrides, want):
     assert build_config(raw, overrides).prestart == want
-
-
-@pytest.mark.parametrize(
-    "text, cores", [("7\n", {7}), ("3,11", {3, 11}), ("6-7", {6, 7}), ("0-1,8-9", {0, 1, 8, 9})]
-)
-def test_parse_cpu_list(text, cores):
-    assert parse_cpu_list(text) == cores
 
 
 @pytest.mark.parametrize(
@@ -275,3 +269,84 @@ def test_an_interpreter_that_does_not_start_is_named_by_its_cause(tmp_path):
     with pytest.raises(TeperfError) as info:
         probe.preflight(load_config("demo"), [Side(label="head", python=str(shim), description={})])
     assert "fails to start (exit 127): pyenv: python3.8: command not found" in str(info.value)
+
+
+def test_config_directory_says_directory(tmp_path, capsys):
+    from conftest import run_in_process
+
+    code, _, err = run_in_process(["run", "--config", str(tmp_path), "--path", "."], capsys)
+    assert code == 2 and "is a directory, not a TOML file" in err and "not found" not in err
+
+
+@pytest.mark.parametrize(
+    "section, key",
+    [("stats", "min_effect_pct"), ("stats", "max_contended_pct"), ("stats", "min_effect_once_pct")]
+    + [
+        ("stats", "alpha"),
+        ("schedule", "timeout_s"),
+        ("schedule", "precision_pct"),
+        ("schedule", "budget_s"),
+    ],
+)
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_toml_nan_or_inf_is_refused_too(section, key, value):
+    from teperf.config import build_config
+
+    with pytest.raises(TeperfError, match=key):
+        build_config({section: {key: value}}, {})
+
+
+def test_a_malformed_factory_says_malformed_not_missing():
+    from teperf.config import build_config
+
+    with pytest.raises(TeperfError) as err:
+        build_config({"modules": {"B": {"factory": "nocolon"}}}, {})
+    assert "not of the form" in err.value.one_line() and "add the factory key" not in err.value.one_line()
+
+
+def test_a_non_ascii_table_name_says_to_quote_it(tmp_path, capsys):
+    path = tmp_path / "c.toml"
+    path.write_text('backend = "torch"\n[modules.Lïnear]\nfactory = "x:y"\n', encoding="utf-8")
+    one_error(*run_in_process(["run", "--config", str(path)], capsys), "invalid TOML", "is quoted")
+    path.write_text("backend = \n", encoding="utf-8")
+    code, out, err = run_in_process(["run", "--config", str(path)], capsys)
+    one_error(code, out, err, "fix the syntax of the config file")
+    assert "quoted" not in err
+
+
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        ({"modules": ["Linear", "Linear"]}, "--modules names Linear twice"),
+        ({"recipes": ["fp32", "fp32"]}, "--recipes names fp32 twice"),
+        ({"modes": ["eager", "eager"]}, "--modes names eager twice"),
+        ({"shapes": [[8, 2, 64], [8, 2, 64]]}, "--shape names 8,2,64 twice"),
+    ],
+)
+def test_a_cell_named_twice_is_refused(overrides, words):
+    from teperf.config import build_config
+    from teperf.errors import TeperfError
+
+    with pytest.raises(TeperfError, match=words):
+        build_config({}, overrides)
+
+
+def test_the_shipped_configs_name_each_cell_once():
+    from teperf.config import load_config
+
+    for name in ["default", "demo", "nightly", "pr-thread", "te-model"]:
+        load_config(name)
+
+
+def test_a_config_given_as_a_pipe_is_read_not_called_missing(tmp_path):
+    import os
+
+    from teperf.config import resolve_config
+
+    text = (ROOT / "teperf" / "configs" / "demo.toml").read_text()
+    read, write = os.pipe()  # what a shell's --config <(...) passes: /dev/fd/N, a pipe
+    os.write(write, text.encode()), os.close(write)
+    try:
+        assert resolve_config(f"/dev/fd/{read}")[1] == text
+    finally:
+        os.close(read)

@@ -364,3 +364,17 @@ def test_compare_expected_gates_the_head_side(tmp_path, capsys):
         capsys,
     )
     assert code == 2 and "--compile-cache cold" in err
+
+
+def test_counters_update_into_a_place_it_cannot_write_names_the_file_asked_for():
+    from pathlib import Path
+
+    import pytest
+
+    from teperf.counters.gate import CheckResult, _update
+    from teperf.errors import TeperfError
+
+    result = CheckResult(path=Path("/proc/cnt.toml"), side="run", made_with={}, cells=[], not_in_config=[])
+    with pytest.raises(TeperfError, match=r"cannot write /proc/cnt.toml: ") as refused:
+        _update(result, None)
+    assert ".cnt.toml.tmp" not in str(refused.value)

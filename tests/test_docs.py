@@ -1,5 +1,6 @@
 """The manual: the command reference is generated from the click commands (so every command and option is in
-it), every page is in the navigation, every evidence set is listed, and the README stays short."""
+it), every page is in the navigation, every evidence set is listed, every file of teperf it names exists, and
+the README stays short."""
 
 from __future__ import annotations
 
@@ -64,3 +65,32 @@ def test_the_readme_is_short_and_points_at_the_manual():
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 200
     assert "make docs" in text and "make demo" in text and "make test" in text
+
+
+def test_gpu_scripts_cite_no_files_a_user_does_not_have():
+    for script in [
+        *(ROOT / "scripts" / "gpu").glob("*.sh"),
+        *(ROOT / "results" / "evidence").glob("*/gpu_*.sh"),
+    ]:
+        assert "../shared" not in script.read_text(), script
+
+
+def test_every_teperf_file_the_docs_name_exists():
+    """A `teperf/...py` path anywhere in docs/ or the README, and each file or folder of architecture.md's
+    layout (its names are under teperf/), is in the tree: a renamed or moved module fails here until its page
+    follows."""
+    named = set()
+    for page in [*DOCS.glob("*.md"), ROOT / "README.md"]:
+        named |= set(re.findall(r"\bteperf/[\w/]+\.py\b", page.read_text()))
+    layout = (DOCS / "architecture.md").read_text().split("```")[1].splitlines()
+    assert layout[1] == "teperf/", layout[:2]
+    for line in layout[2:]:
+        first = (
+            re.split(r"\s{2,}", line.strip())[0]
+            if line.startswith("  ") and not line.startswith("   ")
+            else ""
+        )
+        named |= {f"teperf/{name}" for name in re.split(r",\s*", first) if name.endswith((".py", "/"))}
+    assert len(named) > 40, sorted(named)  # the layout was read
+    missing = sorted(path for path in named if not (ROOT / path).exists())
+    assert not missing, missing

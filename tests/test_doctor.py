@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
+from conftest import run_in_process
 
 from teperf import doctor
 from teperf.commands.doctor import command
@@ -239,3 +241,37 @@ def test_quick_checks_give_no_core_advice_for_a_core_the_machine_lacks():
     assert checks["core"].status == "fail"
     assert "isolation" not in checks and "runnable" not in checks
     assert all(str(missing) not in c.fix for name, c in checks.items() if name != "core")
+
+
+@pytest.mark.parametrize("exe", ["/bin/true", "/bin/false"])
+def test_doctor_fails_an_interpreter_that_is_no_python(exe):
+    from teperf import doctor
+
+    (check,) = doctor.check_versions(exe)
+    assert check.status == "fail" and "does not answer like a Python 3" in check.detail, check
+
+
+def test_the_doctor_does_not_count_this_runs_own_workers_as_load():
+    import os
+    import subprocess
+    import sys
+
+    from teperf import doctor
+
+    pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    assert os.getppid() not in doctor._descendants(pids)
+
+    child = subprocess.Popen([sys.executable, "-c", "input()"], stdin=subprocess.PIPE)
+    try:
+        assert child.pid in doctor._descendants(pids + [child.pid])
+    finally:
+        child.communicate(b"\n")
+
+
+def test_doctor_claims_no_core(tmp_path, monkeypatch, capsys):
+    from teperf import doctor
+
+    monkeypatch.setenv("TEPERF_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.setattr(doctor, "all_checks", lambda core, pythons: [])
+    code, out, err = run_in_process(["doctor"], capsys)
+    assert code == 0 and not (tmp_path / "teperf-cores").exists(), (out, err)

@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, one_error, run_in_process
 
 from teperf.errors import TeperfError
 from teperf.explain import capture as ex_capture
@@ -385,3 +386,43 @@ def test_own_time_intervals_keep_noise_out_of_the_summary():
     text = ex_render.render_text(deltas)
     assert "~+-" in text  # the noisy line is marked as within its interval
     assert ex_diff.own_time_intervals(base_runs[:1], head_runs[:1]) == {}  # one repeat: no interval
+
+
+def test_unknown_cell_before_measuring_names_the_config(capsys):
+    from conftest import run_in_process
+
+    argv = ["compare", "--base-path", ".", "--head-path", ".", "--explain", "Nope/fp32"]
+    code, _, err = run_in_process(argv, capsys)
+    assert code == 2 and "no cell 'Nope/fp32' in the config" in err and "bundle" not in err
+
+
+def test_explain_shows_the_interval_around_its_own_centre():
+    from teperf.explain.diff import FunctionDelta
+    from teperf.explain.render import render_text, summary
+
+    # the summed profiles moved +103.4 us; the repeats' mean change is +110.0 +- 106.6: settled
+    d = FunctionDelta(
+        "m.py", "f", "/m.py", 1, base_own_us=10.0, head_own_us=113.4, in_base=True, in_head=True
+    )
+    d.own_mean_us, d.own_hw_us = 110.0, 106.6
+    assert summary([d]) == "+110.0 us +-106.6 us in f (m.py:1)"
+    (row,) = [ln for ln in render_text([d]).splitlines() if ln.endswith(" f  m.py:1")]
+    assert "+110.0 us" in row, row
+
+
+def test_explain_says_when_the_machine_is_busy(monkeypatch):
+    from teperf import doctor
+    from teperf.explain import capture
+
+    busy = doctor.Check("load", "warn", "load average 6.05 on 2 usable cores: the machine is busy")
+    monkeypatch.setattr(doctor, "check_load", lambda: busy)
+    monkeypatch.setattr(doctor, "check_runnable", lambda core: doctor.Check("runnable", "ok", ""))
+    assert "the machine is busy" in capture.machine_load(1) and "own times include" in capture.machine_load(1)
+    monkeypatch.setattr(doctor, "check_load", lambda: doctor.Check("load", "ok", ""))
+    assert capture.machine_load(1) == ""
+
+
+def test_explain_refuses_a_core_this_machine_lacks_before_it_looks_at_the_sides(capsys):
+    bundle = ROOT / "tests" / "fixtures" / "bundles" / "v1-compare-counters"  # its sides are long gone
+    code, out, err = run_in_process(["explain", str(bundle), "--core", "999"], capsys)
+    one_error(code, out, err, "core 999 is not available")

@@ -1,5 +1,5 @@
 """Issue 13 without worker processes: refused mistakes, hints, escaping, damaged bundles,
-memory bound, help texts, exit statuses (the CLI in-process)."""
+help texts, exit statuses (the CLI in-process)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,10 @@ import pytest
 from conftest import run_in_process
 
 from teperf import cli
-from teperf.bundle import Bundle
 from teperf.config import build_config
 from teperf.engine.hints import OOM_HINT, failure_hint, start_hint
 from teperf.engine.spawn import WorkerError, exit_text
 from teperf.errors import TeperfError
-from teperf.memory import check_memory, estimate_bytes
-from teperf.plan import expand
 from teperf.render import render
 from teperf.safe_text import for_markdown, for_terminal
 from teperf.summary import summarize
@@ -267,27 +264,6 @@ def test_unreadable_meta_is_one_line(tmp_path, meta_bytes, capsys):
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_records_counts_skipped_lines(tmp_path):
-    path = _bundle(tmp_path, _meta(), b'{"kind":"x"}\n\xff\n{"kind":"y"}\n{"kin')
-    bundle = Bundle(path)
-    assert [r.to_dict()["kind"] for r in bundle.records()] == ["x", "y"] and bundle.skipped_lines == 2
-
-
-# --- memory bound --------------------------------------------------------------------------------
-
-
-def test_memory_bound_refuses_shapes_that_cannot_fit():
-    cfg = build_config({"shapes": [[8, 2, 64], [4, 65536]]}, {"modules": ["LayerNormMLP"]})
-    small, big = expand(cfg)
-    assert 0 < estimate_bytes(small) < 2**24 < estimate_bytes(big)
-    check_memory([small], "cpu", available=2**30)
-    with pytest.raises(
-        TeperfError, match=r"LayerNormMLP at shape \[4, 65536\] needs about .* GiB.*smaller --shape"
-    ):
-        check_memory([small, big], "cpu", available=2**30)
-    check_memory([big], "cuda", available=None)  # unknown free memory: nothing refused (no nvidia-smi here)
-
-
 # --- help and exit statuses ----------------------------------------------------------------------
 
 
@@ -413,3 +389,11 @@ def test_a_full_disk_mid_run_prints_what_was_measured_then_says_so(tmp_path, cap
     assert [r["module"] for r in printed["rows"]] == ["LayerNormLinear"] and printed["meta"][
         "status"
     ] == "failed"
+
+
+def test_a_factory_function_its_module_lacks_is_named_not_the_paths():
+    from teperf.engine.hints import FACTORY_HINT, failure_hint
+
+    hint = failure_hint("AttributeError: module 'demo_blocks' has no attribute 'nope'")
+    assert hint.startswith("demo_blocks has no nope") and "factory" in hint
+    assert failure_hint("ModuleNotFoundError: No module named 'x'") == FACTORY_HINT

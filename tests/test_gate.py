@@ -3,7 +3,7 @@
 import dataclasses
 
 import pytest
-from conftest import PLANTED, run_cli
+from conftest import PLANTED, run_cli, run_in_process
 
 from teperf.commands._common import gate
 from teperf.errors import TeperfError
@@ -116,3 +116,21 @@ def test_bad_fail_on_is_a_usage_error_before_anything_runs(results_dir):
     assert res.returncode == 2
     assert res.stderr.count("\n") == 1 and "--fail-on 'noisy' is not a verdict" in res.stderr
     assert not results_dir.exists()  # rejected before measuring
+
+
+def test_fail_on_empty_is_refused(capsys):
+    from conftest import run_in_process
+
+    code, _, err = run_in_process(
+        ["compare", "--base-path", ".", "--head-path", ".", "--fail-on", ""], capsys
+    )
+    assert code == 2 and "--fail-on '' names no verdict" in err and "Traceback" not in err
+    code, _, err = run_in_process(
+        ["compare", "--base-path", ".", "--head-path", ".", "--fail-on", " , "], capsys
+    )
+    assert code == 2 and "names no verdict" in err
+
+
+def test_run_help_promises_no_fail_on(capsys):
+    code, out, _ = run_in_process(["run", "--help"], capsys)
+    assert code == 0 and "--fail-on" not in out

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import shutil
 import sys
 import types
 from pathlib import Path
@@ -11,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import synthetic_history as synthetic
-from conftest import run_in_process
+from conftest import ROOT, one_error, run_in_process
 
 from teperf import cli
 from teperf.history.store import HistoryStore
@@ -254,3 +256,116 @@ def test_import_of_a_non_bundle_is_a_one_line_error(tmp_path, capsys):
 
 def test_commands_are_registered():
     assert {"nightly", "history", "dashboard", "import"} <= set(cli.cli.commands)
+
+
+BUNDLES = ROOT / "tests" / "fixtures" / "bundles"
+
+
+def test_dashboard_of_a_file_is_refused(tmp_path, capsys):
+    from conftest import run_in_process
+
+    not_a_store = tmp_path / "passwd"
+    not_a_store.write_text("root:x:0:0::/root:/bin/sh\n")
+    code, _, err = run_in_process(
+        ["dashboard", "--history", str(not_a_store), "--out", str(tmp_path / "site")], capsys
+    )
+    assert code == 2 and "is a file, not a history store" in err
+    assert not (tmp_path / "site").exists()
+
+
+def _copy(tmp_path, name="v1-compare-counters") -> Path:
+    path = tmp_path / name
+    shutil.copytree(BUNDLES / name, path)
+    return path
+
+
+def test_history_changes_and_nights_together_are_refused(tmp_path, capsys):
+    one_error(
+        *run_in_process(["history", "--history", str(tmp_path), "--changes", "--nights"], capsys), "--nights"
+    )
+
+
+def _import(path, hist, capsys, *extra):
+    return run_in_process(["import", str(path), "--history", str(hist), *extra], capsys)
+
+
+def test_an_unreadable_history_file_is_one_teperf_line(tmp_path, capsys):
+    hist = tmp_path / "h"
+    code, out, err = _import(_copy(tmp_path), hist, capsys, "--sha", "a" * 40)
+    assert code == 0, err
+    (hist / "20990101T000000Z_x_nosha_s1of1_deadbeef.parquet").write_bytes(b"PAR1 cut short")
+    code, out, err = run_in_process(["history", "--history", str(hist)], capsys)
+    assert code == 0 and "Warning" not in err and "store.py" not in err
+    assert err.count("\n") == 1 and err.startswith("teperf: warning: skipped an unreadable history file")
+
+
+def test_the_same_bundle_imported_twice_is_added_once_and_sha_names_a_commitless_one(tmp_path, capsys):
+    from teperf.history.store import HistoryStore
+
+    hist, path = tmp_path / "h", _copy(tmp_path)
+    meta = json.loads((path / "meta.json").read_text())
+    for side in meta["sides"].values():
+        side.pop("sha", None)  # as a --base-path compare's
+    (path / "meta.json").write_text(json.dumps(meta))
+    code, out, err = _import(path, hist, capsys)
+    assert code == 0 and "1 bundle added" in out and "no commit recorded" in out and "--sha" in out
+    code, out, err = _import(Path(os.path.relpath(path)), hist, capsys, "--sha", "b" * 40)
+    assert code == 0 and "1 bundle added" in out and "no commit recorded" not in out
+    assert list(HistoryStore(hist).read()["sha"].unique()) == ["b" * 40]  # replaced, not added beside it
+    code, out, err = _import(path, hist, capsys, "--sha", "b" * 40)
+    assert code == 0 and "already in the history" in out and len(HistoryStore(hist).files()) == 1
+
+
+def test_the_history_table_shows_the_load_cause(tmp_path, capsys):
+    from test_history_store import make_meta, make_row, summary
+
+    from teperf.history.store import HistoryStore
+
+    HistoryStore(tmp_path / "h").add_summary(
+        summary(make_meta(), [make_row(verdict="inconclusive", verdict_cause="load")]), bundle="x"
+    )
+    code, out, err = run_in_process(["history", "--history", str(tmp_path / "h")], capsys)
+    assert code == 0 and "inconclusive (load)" in out, (out, err)
+
+
+@pytest.mark.parametrize(
+    "flag, value", [("--budget", "5m"), ("--config", "demo"), ("--results-dir", "somewhere")]
+)
+def test_history_refuses_the_explain_options_without_explain(flag, value, tmp_path, capsys):
+    argv = ["history", "--history", str(ROOT / "tests" / "fixtures" / "history-v1"), flag, value]
+    one_error(*run_in_process(argv, capsys), f"{flag} is for --explain", "--changes --explain")
+
+
+@pytest.mark.parametrize("sha", ["not a sha!", "", "abc", "v1.0", "a" * 65])
+def test_import_refuses_a_sha_that_is_no_commit_hash(sha, tmp_path, capsys):
+    bundle = str(BUNDLES / "v1-compare-counters")
+    argv = ["import", bundle, "--history", str(tmp_path / "h"), "--sha", sha]
+    one_error(*run_in_process(argv, capsys), "is not a commit hash", "git rev-parse")
+    assert not (tmp_path / "h").exists()
+
+
+def _cut(tmp_path, name="v2-compare-compile-cpu", keep=60):
+    """A copy of a complete bundle whose records.jsonl was cut short after the run (meta says complete)."""
+    dst = tmp_path / "cut"
+    shutil.copytree(BUNDLES / name, dst)
+    lines = (dst / "records.jsonl").read_text().splitlines(keepends=True)
+    (dst / "records.jsonl").write_text("".join(lines[:keep]))
+    assert json.loads((dst / "meta.json").read_text())["status"] == "complete"
+    return dst
+
+
+def test_import_keeps_a_cut_short_bundle_out_of_the_history_without_include_partial(tmp_path, capsys):
+    bundle = str(_cut(tmp_path))
+    hist = str(tmp_path / "h")
+    code, out, err = run_in_process(["import", bundle, "--history", hist, "--sha", "abc1234"], capsys)
+    assert code == 0 and "0 bundles added" in out and "cells partial" in err, (out, err)
+    argv = ["import", bundle, "--history", hist, "--sha", "abc1234", "--include-partial"]
+    code, out, err = run_in_process(argv, capsys)
+    assert code == 0 and "1 bundle added" in out, (out, err)
+
+
+def test_an_unusable_special_path_is_one_line(capsys):
+    argv = ["dashboard", "--history", str(ROOT / "tests" / "fixtures" / "history-v1"), "--out", "/proc/site"]
+    code, out, err = run_in_process(argv, capsys)
+    one_error(code, out, err, "cannot write --out /proc/site", "a directory you can write")
+    assert "/proc/.site." not in err, err  # the hidden directory the site is built in is not what was given

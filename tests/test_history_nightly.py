@@ -1,4 +1,5 @@
-"""The nightly's decisions, without git or workers: shards, the previous nightly's commit, the machine."""
+"""The nightly's decisions, without workers: shards, the previous nightly's commit, the machine, backfill's
+range and dry run, and a repository that is none."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import random
 
 import pytest
 import synthetic_history as synthetic
+from conftest import one_error, run_in_process
+from gitfixture import planted_repo as _planted_repo
 
 from teperf.errors import TeperfError
 from teperf.history.store import HistoryStore, machine_fingerprint
@@ -200,3 +203,43 @@ def test_a_night_whose_package_did_not_change_is_not_measured_or_stored(tmp_path
     result = api.nightly(plan, MeasureOptions(config=config, results_dir=str(tmp_path / "r")), sides)
     assert result.path is None and result.unchanged.startswith("the package mypkg did not change")
     assert not (tmp_path / "history").exists() or api.HistoryStore(history).read().empty
+
+
+def test_nightly_outside_git_does_not_point_to_compare(tmp_path, capsys):
+    from conftest import run_in_process
+
+    code, _, err = run_in_process(["nightly", "--repo", str(tmp_path)], capsys)
+    assert code == 2 and "is not inside a git repository" in err
+    assert "teperf compare" not in err
+
+
+def test_backfill_dry_run_lists_the_commits_and_measures_nothing(tmp_path, capsys):
+    repo = _planted_repo(tmp_path)
+    history = tmp_path / "history"
+    argv = ["nightly", "--repo", str(repo), "--config", "demo", "--dry-run", "--history", str(history)]
+    code, out, err = run_in_process([*argv, "--backfill", "HEAD~1..HEAD"], capsys)
+    assert code == 0, err
+    assert "would measure 2 commit(s)" in out and "base" in out and "head" in out, out
+    assert not history.exists()  # nothing measured, nothing stored
+    code, out, err = run_in_process([*argv, "--backfill", "HEAD..HEAD"], capsys)
+    assert code == 0 and "would measure 1 commit(s)" in out, (out, err)
+
+
+def test_a_reversed_backfill_range_is_refused(tmp_path, capsys):
+    repo = _planted_repo(tmp_path)
+    argv = ["nightly", "--repo", str(repo), "--config", "demo", "--dry-run", "--history", str(tmp_path / "h")]
+    one_error(
+        *run_in_process([*argv, "--backfill", "HEAD..HEAD~1"], capsys), "adds no commit", "HEAD~1..HEAD"
+    )
+
+
+@pytest.mark.parametrize("spec, end", [("..HEAD", "A"), ("HEAD~1..", "B")])
+def test_a_backfill_range_without_an_end_says_which(spec, end, tmp_path, capsys):
+    repo = _planted_repo(tmp_path)
+    argv = ["nightly", "--repo", str(repo), "--config", "demo", "--dry-run", "--history", str(tmp_path / "h")]
+    one_error(*run_in_process([*argv, "--backfill", spec], capsys), f"leaves out {end}", "name both ends")
+
+
+@pytest.mark.parametrize("command", ["nightly --dry-run", "import x"])
+def test_a_shard_count_of_zero_is_named(command, capsys):
+    one_error(*run_in_process([*command.split(), "--shard", "1/0"], capsys), "N, the number of shards")

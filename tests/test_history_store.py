@@ -258,3 +258,10 @@ def test_timestamps_without_zone_are_utc():
     )
     assert rows[0].run_date == dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
     assert rows[0].committed_at.tzinfo is not None
+
+
+def test_history_keeps_the_load_cause():
+    from teperf.history.store import rows_from_summary
+
+    rows = rows_from_summary(summary(make_meta(), [make_row(verdict="inconclusive", verdict_cause="load")]))
+    assert rows[0].verdict_cause == "load"

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import sys
 import threading
+from pathlib import Path
 
 import pytest
+from conftest import ROOT, run_in_process
 
 from teperf import cpus
 from teperf.config import load_config
@@ -279,3 +282,22 @@ def test_each_lane_starts_its_first_pair_on_spare_cores_and_later_pairs_come_sta
         4,
     ]
     bundle.close()
+
+
+BUNDLES = ROOT / "tests" / "fixtures" / "bundles"
+
+
+def _copy(tmp_path, name="v1-compare-counters") -> Path:
+    path = tmp_path / name
+    shutil.copytree(BUNDLES / name, path)
+    return path
+
+
+def test_by_lane_of_a_bundle_that_measured_nothing_says_so(tmp_path, capsys):
+    path = _copy(tmp_path)
+    (path / "records.jsonl").write_bytes(b"")
+    meta = json.loads((path / "meta.json").read_text())
+    meta["status"] = "failed"
+    (path / "meta.json").write_text(json.dumps(meta))
+    code, out, err = run_in_process(["report", str(path), "--by-lane", "--format", "markdown"], capsys)
+    assert code == 0 and "no cell was measured" in out and "0 lanes" not in out, (out, err)

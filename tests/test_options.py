@@ -89,3 +89,20 @@ def test_a_repeated_list_flag_adds_up_as_shape_does():
     assert params["modules"] == ["Linear", "LayerNormLinear", "LayerNormMLP"]
     assert params["modes"] == ["eager", "compile"] and params["shapes"] == [(8, 2, 64), (4, 64)]
     assert cli.commands["compare"].make_context("compare", []).params["modules"] is None  # not given
+
+
+def test_a_relative_interpreter_path_works_from_the_temporary_directory_of_the_pre_check(
+    tmp_path, monkeypatch
+):
+    from teperf.commands._common import interpreter
+    from teperf.config import load_config
+    from teperf.engine.probe import preflight
+    from teperf.sides import Side
+
+    (tmp_path / "venvA").symlink_to(sys.prefix)  # this environment, named as the README does
+    monkeypatch.chdir(tmp_path)
+    python = interpreter(None, None, "venvA/bin/python")
+    assert python == str(tmp_path / "venvA" / "bin" / "python")
+    assert interpreter(None, None, ("venvA/bin/python", "python3")) == (python, "python3")  # PATH names stay
+    found = preflight(load_config("default"), [Side("run", python)])
+    assert found["run"]["found"]["torch"]

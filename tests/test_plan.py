@@ -1,6 +1,10 @@
 from collections import Counter
 
+import pytest
+from conftest import one_error, run_in_process
+
 from teperf.config import load_config
+from teperf.errors import TeperfError
 from teperf.plan import expand, hash_seed, pair_slots, start_order, total_steps
 
 
@@ -178,3 +182,37 @@ def test_the_schedule_counts_pairs_started_waiting_and_measured():
     assert ahead is made[1] and ahead.started_ahead
     sched.close_upcoming()
     assert all(r.closed for r in made[2:])
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--processes", "99999999999999999999"], "cannot finish in a day"),
+        (["--iters", "1000000000000"], "one trial takes at least"),
+        (["--warmup", "1000000000000"], "one warm-up takes at least"),
+    ],
+)
+def test_a_schedule_that_cannot_finish_is_refused_before_any_worker(argv, words, tmp_path, capsys):
+    code, out, err = run_in_process(["run", *argv, "--results-dir", str(tmp_path)], capsys)
+    one_error(code, out, err, words)
+    assert not any(tmp_path.iterdir())  # no bundle: refused before measuring
+
+
+def test_a_long_schedule_with_a_budget_is_left_to_the_budget():
+    from teperf.config import build_config
+    from teperf.plan import check_duration
+
+    check_duration(build_config({}, {"processes": 10**12, "budget_s": "5m"}), 3, 1)
+    with pytest.raises(TeperfError, match="cannot finish in a day"):
+        check_duration(build_config({}, {"processes": 10**12}), 3, 1)
+
+
+def test_a_schedule_of_many_hours_says_how_long_it_takes(capsys):
+    from teperf.config import build_config
+    from teperf.plan import check_duration
+
+    check_duration(build_config({}, {"processes": 100000}), 3, 2)
+    err = capsys.readouterr().err
+    assert "takes about" in err and "days" in err and "--budget" in err, err
+    check_duration(build_config({}, {"processes": 8}), 3, 2)
+    assert capsys.readouterr().err == ""

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import json
+import shutil
 import sys
 from types import SimpleNamespace
 
 import pytest
+from conftest import ROOT, one_error, run_in_process
 
 from teperf.config import build_config
 from teperf.errors import TeperfError
@@ -252,3 +255,54 @@ def test_a_git_sides_package_is_under_test_even_behind_an_outside_factory():
     config = build_config({"modules": {"GPT": {"factory": "nanofactory:make"}}}, {})
     git_side = Side(label="base", python=sys.executable, description={"package": "model", "sha": "1" * 40})
     assert packages_under_test(config, [git_side]) == ["model", "nanofactory"]
+
+
+BUNDLES = ROOT / "tests" / "fixtures" / "bundles"
+
+
+def test_a_missing_package_names_the_options_of_that_side():
+    from teperf.engine.probe import _where_else
+    from teperf.sides import Side
+
+    assert "--python/--path" in _where_else(Side("run", "python"))
+    assert "--base-python/--base-path" in _where_else(Side("base", "python"))
+    assert "PYTHONPATH" in _where_else(Side("head", "python", description={"ref": "main", "kind": "git"}))
+
+
+def test_a_path_unused_because_modules_picked_built_ins_names_them(capsys):
+    argv = ["run", "--config", "demo", "--path", str(ROOT / "examples" / "planted" / "base")]
+    code, out, err = run_in_process([*argv, "--modules", "LayerNormMLP"], capsys)
+    one_error(code, out, err, "the modules measured (LayerNormMLP) are torch's built-in", "check --modules")
+
+
+def _imported_files(files: int, digest: str) -> dict:
+    pkg = {"imported": True, "version": None, "path": "/x/demo_blocks", "files": files, "hash": digest}
+    torch = {"imported": True, "version": "2.13.0", "path": "/t", "files": None, "hash": None}
+    return {"python": "3.11.7", "torch": torch, "packages": {"demo_blocks": pkg, "torch": torch}}
+
+
+def _failed_cell_bundle(tmp_path):
+    """v2-compare's workers with what they imported; pair 2's base failed its last set-up (a factory
+    raised), so it loaded one file of its package instead of two."""
+    dst = tmp_path / "failed"
+    shutil.copytree(BUNDLES / "v2-compare-compile-cpu", dst)
+    out = []
+    for line in (dst / "records.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec["kind"] == "worker":
+            broken = (rec["pair"], rec["side"]) == (2, "base")
+            digest = "aaaa" if broken else {"base": "bbbb", "head": "cccc"}[rec["side"]]
+            rec["hello"]["imported"] = _imported_files(1 if broken else 2, digest)
+        if rec["kind"] == "setup" and (rec["pair"], rec["side"], rec["case_id"]) == (2, "base", 0):
+            rec.update(status="error", info=None, error="ValueError: the factory raised")
+        out.append(json.dumps(rec))
+    (dst / "records.jsonl").write_text("\n".join(out) + "\n")
+    return dst
+
+
+def test_a_failed_set_up_is_not_read_as_a_tree_that_changed(tmp_path):
+    from teperf.summary import summarize
+
+    summary = summarize(_failed_cell_bundle(tmp_path))
+    assert summary.code_problems == []
+    assert any("the factory raised" in (r.error or "") for r in summary.incomplete_rows)

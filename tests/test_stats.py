@@ -5,6 +5,8 @@ gets its own level (a few % apart, the same for both sides of a pair only
 partly), and trials inside one process scatter much less.
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -138,12 +140,23 @@ def test_us_and_pct_agree_and_interval_contains_estimate():
     assert res["mde_pct"] > 0 and res["pair_sd_pct"] > 0
 
 
-def test_single_pair_falls_back_to_trial_couples():
+def test_single_pair_shows_its_trial_interval_but_calls_nothing():
+    # One pair's interval covers trial noise only: even a +20 % change is left undecided (issue 55).
     rng = np.random.default_rng(7)
     b, h, couples = simulate_cell(rng, n_pairs=1, shift_pct=20.0)
     res = compare_cell(b, h, DEFAULT, couples)
     assert res["ci_basis"] == "trials" and res["n_pairs"] == 1
-    assert res["verdict"] == "slower"
+    assert res["ci_low_pct"] > 0  # the interval alone would have said slower
+    assert (res["verdict"], res["verdict_cause"]) == ("inconclusive", "few units")
+
+
+def test_two_pairs_call_nothing_three_do():
+    rng = np.random.default_rng(3)
+    b, h, couples = simulate_cell(rng, n_pairs=2, shift_pct=20.0)
+    assert compare_cell(b, h, DEFAULT, couples)["verdict_cause"] == "few units"
+    b, h, couples = simulate_cell(rng, n_pairs=3, shift_pct=20.0)
+    res = compare_cell(b, h, DEFAULT, couples)
+    assert res["verdict"] == "slower" and res.get("verdict_cause") is None
 
 
 def test_no_pairs_means_no_verdict():
@@ -249,3 +262,16 @@ def test_table_rule_leaves_out_one_time_cells_that_could_not_pass(pairs, family,
     assert (levels.family, levels.changed, levels.cells) == (family, 0, 6)
     assert levels.floor == pytest.approx(floor) and levels.alpha == pytest.approx(0.05 / family)
     assert table_levels([(0.01, 0.0)], 0.05) == TableLevels(0.05, 0.05, 1, 1, 1)  # one cell: its own level
+
+
+def test_fail_on_fails_a_cell_too_few_pairs_left_undecided():
+    from teperf.records import Row
+    from teperf.verdicts import failing_cells
+
+    few = Row(module="Linear", recipe="bf16", verdict="inconclusive", verdict_cause="few units", n_pairs=1)
+    few = dataclasses.replace(few, ci_basis="trials", delta_pct=2.0)
+    decided = Row(module="LayerNorm", recipe="bf16", verdict="inconclusive", n_pairs=8, ci_basis="pairs")
+    assert failing_cells([few, decided], {"slower"}) == [
+        "Linear/bf16 inconclusive +2.0% (1 pair: a verdict needs 3)"
+    ]
+    assert failing_cells([few, decided], set()) == []  # no gate asked for: nothing fails

@@ -118,7 +118,7 @@ def test_notes_say_what_the_figures_rest_on():
     stats = stats_from_meta(one_pair.meta)
     text = notes(one_pair, aggregate(one_pair, stats)[0], stats)
     assert any(n.startswith("run status: interrupted") for n in text)
-    assert any(n.startswith("one process pair: intervals cover trial noise only") for n in text)
+    assert any(n.startswith("no slower or faster called: one process pair's interval") for n in text)
     compiled = parse(FIXTURES / "bundles" / "v2-compare-compile-cpu")
     footer = onetime_notes(compiled)
     assert footer[0].startswith("one-time costs: process CPU time") and any(

@@ -5,12 +5,14 @@ Stopping reads only interval widths, never the estimates, so it does not pick th
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 import time
 from collections import defaultdict
 from typing import Callable, Iterable, Optional
 
-from teperf.config import METRIC_FIELD, Config, Stats
+from teperf.config import METRIC_FIELD, Config, Schedule, Stats
+from teperf.engine import autoschedule
 from teperf.records import StopRecord
 from teperf.stats import INDEPENDENT_BASES, choose_attempts, compare_cell, generations, half_width_pct
 from teperf.verdicts import loaded
@@ -54,7 +56,15 @@ class Adaptive:
         sched = config.schedule
         self.target = sched.precision_pct if n_sides == 2 else None
         self.budget = sched.budget_s
-        self.max_pairs = MAX_PAIRS if self.target is not None else sched.processes
+        self.auto = sched.kind == "auto"
+        self.max_pairs = MAX_PAIRS if self.target is not None or self.auto else sched.processes
+        # --schedule auto plans the couples per pair, unless the user typed them
+        self.plans_couples = self.auto and n_sides == 2 and not {"rounds", "trials"} & set(config.from_cli)
+        self.choice: Optional[autoschedule.Choice] = None
+        self._pair_sched: dict[int, Schedule] = {}  # pair -> the schedule it measured with
+        self._trials_s: dict[int, float] = defaultdict(float)  # pair -> its timed trials' wall seconds
+        self._costs: list[dict] = []  # finished pairs, as autoschedule.pair_cost reads them
+        self._couple_logs: dict[int, dict[int, list[float]]] = {}  # case -> pair -> couple log ratios
         # the table's widest level over its per-step cells (stats.table_levels: all in the family, none
         # changed); one-time cells that join the family at many pairs can widen the table's intervals more
         cells = max(1, sum(not c.skip for c in cases))
@@ -123,6 +133,14 @@ class Adaptive:
         self.stop_reason = "budget"
         return True
 
+    def schedule_for(self, pair: int) -> Schedule:
+        """The rounds and trials ``pair`` measures with: the latest auto choice, else the config's."""
+        sched = self.schedule
+        if self.choice is not None:
+            sched = dataclasses.replace(sched, rounds=autoschedule.ROUNDS, trials=self.choice.trials)
+        self._pair_sched[pair] = sched
+        return sched
+
     def pair_estimate(self, n_cases: int) -> float:
         """Seconds the next pair will likely take with ``n_cases`` cases: the median cost per case so far,
         plus the median start of the pairs after each lane's first (those paid the cold start)."""
@@ -148,6 +166,7 @@ class Adaptive:
         if isinstance(value, (int, float)) and record.get("iters"):
             per_step = value / record["iters"] / 1000.0
             self._trials[case_id][pair][(round_, trial)][attempt][side] = (per_step, contended)
+            self._trials_s[pair] += (record.get("wall_ns") or 0) / 1e9
             if record.get("hash_seed") is not None:
                 self._seeds[pair] = record["hash_seed"]
             self._measured.add(pair)
@@ -160,20 +179,47 @@ class Adaptive:
         skipped: Iterable[int] = (),
         failed: Iterable[int] = (),
         start_s: float = 0.0,
+        ahead: bool = False,
     ) -> None:
-        """After each pair (``seconds`` measuring ``n_cases`` cases): settle the cells narrow enough."""
+        """After each pair (``seconds`` measuring ``n_cases`` cases, its lane waited ``start_s`` for it to
+        start; ``ahead``: it was started ahead): settle the cells narrow enough."""
         self._finished.add(pair)
         self.pairs_done = len(self._measured)
         self._pair_start[pair] = start_s
         if n_cases:
             self._pair_cost.append(seconds / n_cases)
+            sched = self._pair_sched.get(pair, self.schedule)
+            self._costs.append(
+                {
+                    "measure_s": seconds,
+                    "trials_s": self._trials_s.pop(pair, 0.0),
+                    "couples": sched.rounds * sched.trials * n_cases,
+                    "n_cases": n_cases,
+                    "wait_s": start_s if pair >= self.cold_pairs else 0.0,  # a lane's first start is no wait
+                    "ahead": ahead,
+                }
+            )
         for why, cids in (("skipped", skipped), ("failed", failed)):
             for cid in cids:
                 if cid in self.cells and not self.cells[cid].dropped:
                     self.cells[cid].dropped = why
         for cid in self._trials:
             self.update_cell(cid)
+        if self.plans_couples:
+            self.replan()
         self._notify()
+
+    def replan(self) -> None:
+        """--schedule auto: the couples per pair for the pairs that start measuring from now on."""
+        cost = autoschedule.pair_cost(self._costs)
+        open_ids = self.open_cases()
+        noises = [
+            noise
+            for cid in open_ids
+            if (noise := autoschedule.cell_noise(self.cells[cid].key, self._couple_logs.get(cid, {})))
+        ]
+        if cost is not None and noises:
+            self.choice = autoschedule.choose(cost, noises, len(open_ids))
 
     def update_cell(self, case_id: int) -> None:
         cell = self.cells[case_id]
@@ -195,6 +241,7 @@ class Adaptive:
             base[pair].append(b)
             head[pair].append(h)
             couples[pair].append((b, h))
+        self._couple_logs[case_id] = {p: [math.log(h / b) for b, h in c] for p, c in couples.items()}
         groups = generations(self.schedule.spawn, self._seeds)  # the summary's unit of the intervals
         row = self.rows[case_id] = compare_cell(base, head, self.stats, couples, groups)
         cell.pairs = row["n_pairs"]
@@ -219,6 +266,7 @@ class Adaptive:
             precision_pct=self.target,
             budget_s=self.budget,
             open=[self.cells[cid].key for cid in self.open_cases()] if self.target is not None else [],
+            schedule=self.choice.to_dict() if self.choice is not None else None,
         )
 
     def _stop(self, reason: str) -> list[int]:

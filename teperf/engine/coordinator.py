@@ -180,7 +180,7 @@ class _Run:
         if config.counters and pair == min(1, plan.max_pairs - 1):
             for case in runner.cases.values():  # in case order, as the plan hands them out
                 runner.counters(case)
-        slots = list(pair_slots(config, todo, pair, n_sides))
+        slots = list(pair_slots(config, todo, pair, n_sides, plan.schedule_for(pair)))
         # A loaded machine may at most double a pair's trials with re-measures.
         remeasures = RemeasureBudget(len(slots) // n_sides)
         for start in range(0, len(slots), n_sides):

@@ -158,6 +158,7 @@ class PairSchedule:
                 skipped=runner.skipped,
                 failed=self.retries.failed,
                 start_s=start_s,
+                ahead=runner.started_ahead,
             )
 
     def close_upcoming(self) -> None:

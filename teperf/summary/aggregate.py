@@ -31,9 +31,10 @@ EXTRA_CLOCKS = ("thread_cpu_ns", "wall_ns", "sync_ns")
 
 
 def planned_pairs(parsed: ParsedBundle) -> Optional[int]:
-    """The pairs the schedule asked for; None where --precision left the number open."""
+    """The pairs the schedule asked for; None where --precision or --schedule auto left the number open."""
     config = parsed.config
-    return config.known("schedule.processes") if config.known("schedule.precision_pct") is None else None
+    open_ended = config.known("schedule.precision_pct") is not None or config.known("schedule.kind") == "auto"
+    return None if open_ended else config.known("schedule.processes")
 
 
 def trials_without_clock(parsed: ParsedBundle, stats: Stats) -> int:

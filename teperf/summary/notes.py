@@ -8,12 +8,13 @@ import socket
 import numpy as np
 
 from teperf.config import Stats, read_config
+from teperf.engine.autoschedule import describe
 from teperf.numbers import duration
 from teperf.records import CONTENDED_WALL_OVER_CPU, Row, StopRecord
 from teperf.stats import TableLevels, lanes_agree, onetime_rule
 from teperf.summary.aggregate import planned_pairs, trials_without_clock
 from teperf.summary.parse import ParsedBundle
-from teperf.verdicts import LOAD
+from teperf.verdicts import FEW_UNITS, LOAD, MIN_VERDICT_UNITS
 
 
 def _plural(n: int, word: str) -> str:
@@ -54,17 +55,8 @@ def notes(parsed: ParsedBundle, rows: list[Row], stats: Stats) -> list[str]:
         )
     elif meta.get("status") == "failed":
         out.append(f"run status: failed{': ' + meta['error'] if meta.get('error') else ''}")
-    if any(r.ci_basis == "trials" for r in rows):
-        out.append(
-            "one process pair: intervals cover trial noise only, not the between-process noise (a few % on a "
-            "VM); use --processes 3 or more for verdicts that hold"
-        )
-    if any(r.ci_basis == "one generation" for r in rows):
-        out.append(
-            "one fork-server generation: intervals cover the noise between its pairs only, not between "
-            "generations (the unit with --spawn forkserver); use more pairs than --server-pairs, or "
-            "--spawn fresh"
-        )
+    if few := [r for r in rows if r.verdict_cause == FEW_UNITS or r.ci_basis in ("trials", "one generation")]:
+        out.append(few_units_note(few))
     if any(r.host_bound is False for r in rows):
         out.append(
             "cells marked 'GPU-bound': the GPU was behind at the end of a trial, so host time is not what "
@@ -86,6 +78,8 @@ def notes(parsed: ParsedBundle, rows: list[Row], stats: Stats) -> list[str]:
     elif starts:
         out.append(f"{made} process pair: {starts[0]:.1f} s to start and set up")
     out.append(stop_note(parsed.stop, meta) if parsed.stop is not None else "")
+    if parsed.stop is not None and parsed.stop.schedule:
+        out.append(describe(parsed.stop.schedule, parsed.config.known("lanes", 1), parsed.stop.prestart))
     lanes = parsed.config.known("lanes", 1)
     if lanes > 1:
         cores = (meta.get("host") or {}).get("lane_cores") or []
@@ -196,7 +190,7 @@ def stop_note(stop: StopRecord, meta: dict) -> str:
         return f"precision: every cell reached +-{target:g}% (95% half-width) after {pairs} pairs, {took}"
     if stop.reason == "budget":
         planned = ""
-        if target is None:
+        if target is None and read_config(meta.get("config")).known("schedule.kind") != "auto":
             planned = f" of {read_config(meta.get('config')).known('schedule.processes')}"
         return f"budget of {duration(budget)} spent after {pairs}{planned} pairs ({took}){missed}"
     if stop.reason == "max pairs":
@@ -275,3 +269,22 @@ def onetime_notes(parsed: ParsedBundle, levels: TableLevels | None = None) -> li
             f"{', '.join(map(str, graphs))}{none}"
         )
     return out
+
+
+def few_units_note(rows) -> str:
+    """Why cells on too few independent units are undecided, and what would decide them (one line)."""
+    if any(r.ci_basis == "one generation" for r in rows):
+        return (
+            "one fork-server generation: no slower or faster called (a verdict needs "
+            f"{MIN_VERDICT_UNITS} generations, the unit with --spawn forkserver); use more pairs than "
+            "--server-pairs, or --spawn fresh"
+        )
+    fewest = min(r.n_pairs or 0 for r in rows)
+    if fewest == 1:
+        why = "one process pair's interval covers trial noise only, not the noise between processes"
+    else:
+        why = f"{fewest} process pairs estimate the noise between processes too loosely"
+    return (
+        f"no slower or faster called: {why}; a verdict needs {MIN_VERDICT_UNITS} pairs or more "
+        f"(--processes {MIN_VERDICT_UNITS}, or --budget to let teperf plan them)"
+    )

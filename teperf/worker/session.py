@@ -117,10 +117,15 @@ class Session:
         raise ValueError(f"unknown command {cmd!r}")
 
     def pin(self, core: int) -> dict:
-        """Move every thread of this process to ``core`` (a prestarted worker imported torch elsewhere)."""
+        """Move every thread of this process to ``core`` (a prestarted worker imported torch elsewhere).
+        TEPERF_SPREAD_THREADS=1, for the couple-noise study (scripts/gpu_noise.sh): only the main thread;
+        the others (autograd's device thread, CUDA's) go to every other core."""
+        others = {core}
+        if os.environ.get("TEPERF_SPREAD_THREADS") == "1":
+            others = set(range(os.cpu_count() or 1)) - {core} or {core}
         for tid in os.listdir("/proc/self/task"):
-            with contextlib.suppress(ProcessLookupError):  # a thread that just ended
-                os.sched_setaffinity(int(tid), {core})
+            with contextlib.suppress(ProcessLookupError, OSError):  # a thread that just ended
+                os.sched_setaffinity(int(tid), {core} if int(tid) == os.getpid() else others)
         return {"type": "pinned", "affinity": sorted(os.sched_getaffinity(0))}
 
     def setup(self, case: dict) -> dict:

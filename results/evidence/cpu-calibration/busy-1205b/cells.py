@@ -11,10 +11,10 @@ for out in sorted(Path(sys.argv[1]).glob("*/r*-*-*-*"), key=lambda p: (p.name.sp
     rows, _ = aggregate(p, stats_from_meta(p.meta))
     truth = json.loads((out / "truth.json").read_text())["per step"] if (out / "truth.json").exists() else None
     for r in rows:
-        if r["module"] != "MLP" and not out.name.endswith("-0"):
+        if r.module != "MLP" and not out.name.endswith("-0"):
             continue
-        v = r["verdict"] + (" (load)" if r.get("verdict_cause") == "load" else "")
-        lb = r.get("load_bound_pct")
-        print(f"{out.name:24s} {r['module']:16s} {r['delta_us']:+7.1f} us [{r['ci_low_us']:+7.1f}, {r['ci_high_us']:+7.1f}] "
-              f"contended {r.get('contended_pct') or 0:3.0f}% bound {'-' if lb is None else f'{lb:.2f}%':>6s} {v:20s}"
-              + (f" truth {truth:+.1f} us" if truth and r['module'] == 'MLP' else ""))
+        v = r.verdict + (" (load)" if r.verdict_cause == "load" else "")
+        lb = r.load_bound_pct
+        print(f"{out.name:24s} {r.module:16s} {r.delta_us:+7.1f} us [{r.ci_low_us:+7.1f}, {r.ci_high_us:+7.1f}] "
+              f"contended {r.contended_pct or 0:3.0f}% bound {'-' if lb is None else f'{lb:.2f}%':>6s} {v:20s}"
+              + (f" truth {truth:+.1f} us" if truth and r.module == 'MLP' else ""))

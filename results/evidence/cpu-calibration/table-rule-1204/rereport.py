@@ -16,8 +16,8 @@ CALLED = ("slower", "faster")
 
 def called(rows) -> tuple[int, int, int]:
     """(per-step cells, one-time cells, slower/faster among them)."""
-    step = [r["verdict"] for r in rows if r.get("verdict")]
-    once = [r["first_call_verdict"] for r in rows if r.get("first_call_verdict")]
+    step = [r.verdict for r in rows if r.verdict]
+    once = [r.first_call_verdict for r in rows if r.first_call_verdict]
     return len(step), len(once), sum(v in CALLED for v in step + once)
 
 
@@ -37,9 +37,9 @@ for top in sys.argv[1:]:
                     lines.append(
                         f"    {b.name}: level {(1 - levels.alpha) * 100:.1f}% over {levels.family} cells; "
                         + ", ".join(
-                            f"{r['module']} {r['verdict']} {r['delta_pct']:+.2f}% "
-                            f"[{r['ci_low_pct']:+.2f}, {r['ci_high_pct']:+.2f}] p={r['p_value']:.3f}"
-                            f" / first call {r['first_call_verdict']}"
+                            f"{r.module} {r.verdict} {r.delta_pct:+.2f}% "
+                            f"[{r.ci_low_pct:+.2f}, {r.ci_high_pct:+.2f}] p={r.p_value:.3f}"
+                            f" / first call {r.first_call_verdict}"
                             for r in rows
                         )
                     )

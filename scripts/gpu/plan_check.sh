@@ -1,0 +1,59 @@
+#!/bin/bash
+# Issue 55's device runs (carry [".gpu", ".te-src"]; start with `source .gpu/setup.sh &&`), one step a call:
+#   noise    the couple-noise decomposition: A/A (installed TE against itself), the PR thread's 4 cells, 12
+#            couples a pair: lanes 1/2/4/8 and trials of 25..400 iters (forked pairs, 25 s each), the worker's
+#            threads pinned with its main thread or spread (fresh pairs, 2 lanes)
+#   planted  the README's command, exactly: v2.16..plant (LayerNormLinear.forward spins 12 us) --config
+#            pr-thread; then the same with one fixed pair (it must call nothing slower or faster)
+#   aa       the README's command on A/A (installed TE against itself); then 4 fresh lanes, prestart off
+# Each run's table is $OUT/<name>.md, its stderr $OUT/<name>.err; figures from benchmarks/schedule_plan.py
+# in $OUT/<step>-figures.txt; the bundles in $OUT/<step>-bundles.tgz.
+set -u
+STEP=${1:?noise, planted or aa}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+HERE=$PWD; PY=${PYTHON:-python3}; W=/tmp/teperf-plan; SRC=$W/te-src; R=$W/results-$STEP
+mkdir -p "$W" "$R"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$HERE:${PYTHONPATH:-}"
+PLANTS=$(ls scripts/gpu/te_plants.py scripts/te_plants.py 2>/dev/null | head -1)
+{ nproc; lscpu | grep -E "^(Model name|Thread|Core|Socket|CPU\(s\))"; nvidia-smi -L; } > "$OUT/machine-$STEP.txt" 2>&1
+run() {  # name limit_s env... -- teperf compare args...
+  local name=$1 limit=$2 t0; shift 2
+  local envs=(); while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
+  t0=$(date +%s)
+  echo "== $name: teperf compare $*"
+  timeout --signal=INT "$limit" env "${envs[@]}" $PY -m teperf compare "$@" --format markdown \
+    --results-dir "$R/$name" > "$OUT/$name.md" 2> "$OUT/$name.err"
+  echo "$name: rc=$? wall=$(( $(date +%s) - t0 )) s"
+  cat "$OUT/$name.md"; grep -E "schedule auto|budget|precision|no slower" "$OUT/$name.err" | tail -4
+}
+prepare() {
+  [ -d "$SRC" ] && return 0
+  git clone -q "$HERE/.te-src/transformer-engine-v2.16.bundle" "$SRC" \
+    && git -C "$SRC" -c user.name=teperf -c user.email=teperf@invalid checkout -q -B plant v2.16 \
+    && $PY "$PLANTS" "$SRC" lnl-forward:12 \
+    && git -C "$SRC" -c user.name=teperf -c user.email=teperf@invalid commit -q -a -m "teperf: lnl-forward 12 us"
+}
+AA=(--base-python "$PY" --head-python "$PY" --config pr-thread)
+FIXED=(--schedule fixed --processes 1000 --rounds 2 --trials 6 --warmup 50)
+case $STEP in
+  noise)  # about 6 minutes
+    for v in "l1 1 50" "l2 2 50" "l4 4 50" "l8 8 50" "i25 1 25" "i200 1 200" "i400 1 400"; do
+      set -- $v
+      run "$1" 60 X=1 -- "${AA[@]}" "${FIXED[@]}" --lanes "$2" --iters "$3" --spawn forkserver --budget 20s
+    done
+    run pinned 65 X=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 2 --iters 50 --budget 40s
+    run spread 65 TEPERF_SPREAD_THREADS=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 2 --iters 50 --budget 40s
+    ;;
+  planted)  # about 7 minutes
+    prepare && run planted 400 X=1 -- v2.16..plant --repo "$SRC" --config pr-thread
+    run one-pair 80 X=1 -- v2.16..plant --repo "$SRC" --config pr-thread --schedule fixed \
+      --processes 1 --rounds 2 --trials 6 --iters 100
+    ;;
+  aa)  # about 6.5 minutes
+    run aa 400 X=1 -- "${AA[@]}"
+    run l4-noprestart 70 X=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 4 --iters 50 --prestart 0 --budget 45s
+    ;;
+esac
+$PY benchmarks/schedule_plan.py $(ls -d "$R"/*/2026* 2>/dev/null) > "$OUT/$STEP-figures.txt" 2>&1
+cat "$OUT/$STEP-figures.txt"
+tar czf "$OUT/$STEP-bundles.tgz" -C "$R" .
