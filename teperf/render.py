@@ -20,6 +20,7 @@ from teperf.stats import TableLevels, level_text
 from teperf.summary import Summary
 from teperf.verdicts import (
     FASTER,
+    FEW_UNITS,
     INCONCLUSIVE,
     NO_CHANGE,
     SLOWER,
@@ -370,7 +371,12 @@ def verdict_line(summary: Summary) -> str:
     counts = [(v, sum(r.verdict == v for r in counted)) for v in (SLOWER, FASTER, INCONCLUSIVE, NO_CHANGE)]
     parts = [f"{n} {v}" for v, n in counts if n]
     parts += [f"{n} {STATUS_TEXT[s]}" for s in ("failed", "missing") if (n := _count(summary.rows, s))]
-    changed = failing_cells(summary.rows, {SLOWER, FASTER})
+    # failing_cells also lists the cells too few units left undecided (a gate fails them): said apart
+    changed = [
+        c for c in failing_cells(summary.rows, {SLOWER, FASTER}) if f" {SLOWER}" in c or f" {FASTER}" in c
+    ]
+    if few := sum(r.verdict_cause == FEW_UNITS for r in counted):
+        parts.append(f"{few} with too few units for a verdict (a --fail-on gate fails them)")
     named = f": {'; '.join(changed[:4])}{'; ...' if len(changed) > 4 else ''}" if changed else ""
     between = " .. ".join(f"{d.get('label', '?')} {_side_name(d)}" for d in sides[:2])
     return f"teperf: {', '.join(parts) or 'no cells'}{named} ({between})"

@@ -206,3 +206,12 @@ def test_the_terminal_table_never_splits_a_figure(width):
     words = {w for row in table_model(s).rows for cell in row for w in str(cell).split()}
     split = [w for w in words if not any(w in line for line in lines)]
     assert split == [], split
+
+
+def test_the_verdict_line_says_which_cells_too_few_units_left_undecided():
+    # a --fail-on gate fails them: the comment's first line must say why the job failed
+    s = summary()
+    s.rows[0] = dataclasses.replace(s.rows[0], verdict_cause="few units", n_pairs=1, ci_basis="pairs")
+    line = render(s, "comment").splitlines()[0]
+    assert "1 with too few units for a verdict (a --fail-on gate fails them)" in line
+    assert "LayerNormLinear" not in line  # not named as a change
