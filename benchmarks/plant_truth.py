@@ -46,7 +46,7 @@ PACKAGE = "plant_probe"
 HIDDEN = 256
 SHAPE = [8, 2, HIDDEN]
 KINDS = ("thread", "perf", "arith")
-PROBE = '''"""teperf's plant probe (benchmarks/plant_truth.py): LayerNorm -> Linear, a plant in the forward."""
+PROBE = '''"""teperf's plant probe (benchmarks/plant_truth.py): LayerNorm -> Linear, a plant in forward."""
 
 import time
 
@@ -115,10 +115,10 @@ def block_deltas(order: list[bool], per_step: list[float]) -> list[float]:
     out = []
     for i in range(0, len(per_step) - len(per_step) % 4, 4):
         states, times = order[i : i + 4], per_step[i : i + 4]
+        if list(states) not in ([False, True, True, False], [True, False, False, True]):
+            raise ValueError(f"block at trial {i} is not ABBA: {states}")
         on = [t for s, t in zip(states, times) if s]
         off = [t for s, t in zip(states, times) if not s]
-        if len(on) != 2 or len(off) != 2:
-            raise ValueError(f"block at trial {i} is not ABBA: {states}")
         out.append((on[0] + on[1]) / 2 - (off[0] + off[1]) / 2)
     return out
 
@@ -388,7 +388,8 @@ def main() -> None:
             f"truth {r['kind']:6} {r['us']:5g} us: {r['truth_us']:+.2f} +- {r['truth_hw_us']:.2f} us "
             f"(thread {r['thread_us']:+.2f}, wall {r['wall_us']:+.2f}; base {r['base_us']:.1f} us/step, "
             f"{r['blocks']} blocks; +{r['switches_per_step']:.3f} switches/step of "
-            f"{r['base_switches_per_step']:.3f}, {r['us_per_switch']:.0f} us each, net {r['net_us']:+.1f} us)",
+            f"{r['base_switches_per_step']:.3f}, {r['us_per_switch']:.0f} us each, "
+            f"net {r['net_us']:+.1f} us)",
             flush=True,
         )
 
@@ -436,8 +437,8 @@ def _probe_dir() -> dict:
 
 def render(sizes, kinds, tkinds, truth, measured) -> str:
     lines = [
-        "| plant | nominal us | truth us (+-95 %) | truth thread/wall us | teperf us [95 %] | raw mean/median us "
-        "| est / truth |",
+        "| plant | nominal us | truth us (+-95 %) | truth thread/wall us | teperf us [95 %] "
+        "| raw mean/median us | est / truth |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for k in kinds:
