@@ -187,6 +187,52 @@ def raw_delta(records: list[dict]) -> dict | None:
     return {"mean_us": statistics.fmean(mean_d), "median_us": statistics.fmean(med_d), "pairs": len(pairs)}
 
 
+def couples_of(records: list[dict]) -> dict:
+    """pair -> [(base, head) per-step us] of a bundle's trial couples (key: pair, round, trial; of several
+    attempts the last one with both sides)."""
+    slots: dict = {}
+    for r in records:
+        if r.get("kind") == "trial" and r.get("process_cpu_ns") is not None and r.get("iters"):
+            key = (r["pair"], r.get("round", 0), r.get("trial", 0))
+            slots.setdefault(key, {}).setdefault(r.get("attempt", 0), {})[r["side"]] = (
+                r["process_cpu_ns"] / r["iters"] / 1e3
+            )
+    out: dict = {}
+    for (pair, *_), attempts in sorted(slots.items()):
+        whole = [a for a, sides in attempts.items() if "base" in sides and "head" in sides]
+        if whole:
+            sides = attempts[max(whole)]
+            out.setdefault(pair, []).append((sides["base"], sides["head"]))
+    return out
+
+
+def estimators(couples: dict) -> dict:
+    """Per-step deltas (us) from the same couples by several estimators: teperf's (geometric mean of the
+    pairs' base medians x (exp(mean over pairs of the median couple log ratio) - 1)), the same with the mean
+    log ratio, the ratio of the sides' means, and the additive mean and median of (head - base)."""
+    import statistics
+
+    pairs = sorted(p for p, c in couples.items() if c)
+    if not pairs:
+        return {}
+    base_g = math.exp(statistics.fmean(math.log(statistics.median(b for b, _ in couples[p])) for p in pairs))
+    med_log = statistics.fmean(statistics.median(math.log(h / b) for b, h in couples[p]) for p in pairs)
+    mean_log = statistics.fmean(statistics.fmean(math.log(h / b) for b, h in couples[p]) for p in pairs)
+    means = [
+        (statistics.fmean(b for b, _ in couples[p]), statistics.fmean(h for _, h in couples[p]))
+        for p in pairs
+    ]
+    return {
+        "teperf_us": base_g * math.expm1(med_log),
+        "mean_log_us": base_g * math.expm1(mean_log),
+        "ratio_of_means_us": statistics.fmean(b for b, _ in means)
+        * math.expm1(statistics.fmean(math.log(h / b) for b, h in means)),
+        "mean_diff_us": statistics.fmean(statistics.fmean(h - b for b, h in couples[p]) for p in pairs),
+        "median_diff_us": statistics.fmean(statistics.median(h - b for b, h in couples[p]) for p in pairs),
+        "base_us": base_g,
+    }
+
+
 # ---------------------------------------------------------------- the worker-like child (the truth)
 
 CHILD_FLAG = "--child"
@@ -335,6 +381,7 @@ def run_compare(work: Path, kind: str, us: float, laps: int, schedule: list[str]
     if bundles:
         records = [json.loads(line) for line in bundles[0].read_text().splitlines() if line.strip()]
         got["raw"] = raw_delta(records)
+        got["estimators"] = estimators(couples_of(records))
         got["bundle"] = str(bundles[0].parent)
     return got
 

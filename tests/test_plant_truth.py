@@ -115,3 +115,22 @@ def test_render_fits_the_measured_kinds(pt):
     table = pt.render(sizes, ["thread"], ["thread"], truth, measured)
     assert "thread: teperf = +1.00 (+-0.00) + 1.0000 (+-0.0000) x truth" in table
     assert "+ 1.1000 (+-0.0000) x nominal" in table
+
+
+def test_estimators_agree_on_an_additive_change_without_noise(pt):
+    def trial(pair, rnd, side, us, attempt=0):
+        return {"kind": "trial", "pair": pair, "round": rnd, "trial": 0, "side": side, "iters": 1,
+                "process_cpu_ns": us * 1000, "attempt": attempt}  # fmt: skip
+
+    records = []
+    for pair, base in enumerate((100.0, 120.0, 80.0)):
+        for rnd in range(3):
+            records += [trial(pair, rnd, "base", base), trial(pair, rnd, "head", base + 50)]
+    records.append(trial(0, 0, "head", 999.0, attempt=1))  # an attempt without its base: not a couple
+    couples = pt.couples_of(records)
+    assert couples[0] == [(100.0, 150.0)] * 3
+    got = pt.estimators(couples)
+    assert got["mean_diff_us"] == pytest.approx(50) and got["median_diff_us"] == pytest.approx(50)
+    # the ratio estimators convert through a base level, so unequal pairs move them a little (Jensen)
+    for key in ("teperf_us", "mean_log_us", "ratio_of_means_us"):
+        assert got[key] == pytest.approx(50, rel=0.02)
