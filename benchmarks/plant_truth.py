@@ -408,8 +408,13 @@ def main() -> None:
     ap.add_argument("--abs-us", type=float, default=0.25, help="truth: ... or this many us, the larger")
     ap.add_argument("--core", type=int, default=None, help="core of the truth child (default: the last)")
     ap.add_argument("--out", type=Path, help="write results.json and table.md here")
+    ap.add_argument(
+        "--reanalyse", type=Path, metavar="DIR", help="only recompute the tables of a run's --out"
+    )
     ap.add_argument("extra", nargs="*", help="more teperf compare arguments (after --)")
     args = ap.parse_args()
+    if args.reanalyse:
+        return reanalyse(args.reanalyse)
     sizes = [float(s) for s in args.sizes.split(",") if s]
     kinds = [k for k in args.kinds.split(",") if k]
     tkinds = [k for k in args.teperf_kinds.split(",") if k]
@@ -458,6 +463,9 @@ def main() -> None:
                 )
 
     table = render(sizes, kinds, tkinds, truth, measured)
+    rows = [{"kind": k, "us": us, **v} for (k, us), v in measured.items()]
+    if rows:
+        table += "\n\n" + estimator_table(rows, truth)
     print()
     print(table)
     meta = {"started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(started)), "load_before": load0,
@@ -473,6 +481,46 @@ def main() -> None:
             "teperf": [{"kind": k, "us": us, **v} for (k, us), v in measured.items()],
         }
         (args.out / "results.json").write_text(json.dumps(dump, indent=1) + "\n")
+
+
+def estimator_table(rows: list[dict], truth: dict) -> str:
+    """Per teperf compare: its estimate and the other estimators on the same couples, against the truth."""
+    lines = [
+        "| plant | nominal us | truth us | teperf (median log ratio) | mean log ratio | ratio of means "
+        "| mean (head - base) | median (head - base) | base us/step |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        e = r.get("estimators") or {}
+        t = truth.get((r["kind"], r["us"]))
+        lines.append(
+            f"| {r['kind']} | {r['us']:g} | {fmt(t and t['truth_us'])} | {fmt(e.get('teperf_us'))} "
+            f"| {fmt(e.get('mean_log_us'))} | {fmt(e.get('ratio_of_means_us'))} "
+            f"| {fmt(e.get('mean_diff_us'))} | {fmt(e.get('median_diff_us'))} "
+            f"| {fmt(e.get('base_us'), '.1f')} |"
+        )
+    return "\n".join(lines)
+
+
+def reanalyse(out: Path) -> None:
+    """Recompute the estimators from the kept bundles of a run (``--out DIR``) and print both tables."""
+    dump = json.loads((out / "results.json").read_text())
+    truth = {(r["kind"], r["us"]): r for r in dump["truth"]}
+    for row in dump["teperf"]:
+        bundle = Path(row.get("bundle") or "")
+        if (bundle / "records.jsonl").exists():
+            records = [
+                json.loads(x) for x in (bundle / "records.jsonl").read_text().splitlines() if x.strip()
+            ]
+            row["estimators"] = estimators(couples_of(records))
+    measured = {(r["kind"], r["us"]): r for r in dump["teperf"]}
+    sizes = sorted({r["us"] for r in dump["truth"]} | {r["us"] for r in dump["teperf"]})
+    kinds = list(dict.fromkeys(r["kind"] for r in dump["truth"]))
+    tkinds = list(dict.fromkeys(r["kind"] for r in dump["teperf"]))
+    table = render(sizes, kinds, tkinds, truth, measured) + "\n\n" + estimator_table(dump["teperf"], truth)
+    print(table)
+    (out / "table.md").write_text(table + "\n")
+    (out / "results.json").write_text(json.dumps(dump, indent=1) + "\n")
 
 
 def _probe_dir() -> dict:
