@@ -56,6 +56,8 @@ ON = {on}  # the plant runs in forward (head: True, base: False; the truth harne
 KIND = {kind!r}  # thread | perf | arith
 US = {us!r}  # nominal size (thread, perf: the clock's us; arith: what LAPS took when calibrated)
 LAPS = {laps}  # arith: loop laps
+MEASURE = False  # the truth harness sets it to time the plant's own CPU (SPENT[0], ns)
+SPENT = [0]
 
 
 def plant():
@@ -82,7 +84,12 @@ class Probe(nn.Module):
 
     def forward(self, x):
         if ON:
-            plant()
+            if MEASURE:  # the truth harness's diagnosis: the plant's own thread CPU time
+                t0 = time.thread_time_ns()
+                plant()
+                SPENT[0] += time.thread_time_ns() - t0
+            else:
+                plant()
         return self.fc(self.norm(x))
 
 
@@ -268,15 +275,18 @@ def child(spec: dict) -> dict:
         probe.KIND, probe.US, probe.LAPS = job["kind"], float(job["us"]), int(job["laps"])
         probe.ON = True
         session.trial(0, iters)  # warm the plant's own code path, untimed
-        per_step, clocks, order = [], {"thread": [], "wall": [], "switches": []}, []
+        probe.MEASURE = bool(spec.get("measure_plant"))
+        per_step, clocks, order = [], {"thread": [], "wall": [], "switches": [], "own": []}, []
         t_end = time.monotonic() + spec["max_s"]
         blocks = 0
         while True:
             for state in abba_order(1):
                 probe.ON = state
                 n0 = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+                probe.SPENT[0] = 0
                 got = session.trial(0, iters)
                 n1 = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+                clocks["own"].append(probe.SPENT[0] / iters / 1e3)
                 clocks["switches"].append((n1 - n0) / iters)
                 order.append(state)
                 per_step.append(got["process_cpu_ns"] / iters / 1e3)
@@ -308,6 +318,10 @@ def child(spec: dict) -> dict:
                 / len(off),
                 "us_per_switch": net["us_per_switch"],
                 "net_us": net["plant_us"],
+                # with measure_plant: the plant's own thread CPU per step, and the rest of the step's change
+                "own_us": t_mean(block_deltas(order, clocks["own"]))[0]
+                if spec.get("measure_plant")
+                else None,
                 "blocks": blocks,
                 "iters": iters,
             }
@@ -406,6 +420,11 @@ def main() -> None:
     ap.add_argument("--min-blocks", type=int, default=30)
     ap.add_argument("--rel", type=float, default=0.02, help="truth: target half-width, share of the cost")
     ap.add_argument("--abs-us", type=float, default=0.25, help="truth: ... or this many us, the larger")
+    ap.add_argument(
+        "--measure-plant",
+        action="store_true",
+        help="truth: also time the plant's own thread CPU inside forward (two more clock calls a step)",
+    )
     ap.add_argument("--core", type=int, default=None, help="core of the truth child (default: the last)")
     ap.add_argument("--out", type=Path, help="write results.json and table.md here")
     ap.add_argument(
@@ -433,7 +452,8 @@ def main() -> None:
     # 2. the truth, every kind x size in one worker-like process
     jobs = [{"kind": k, "us": us, "laps": laps[us]} for k in kinds for us in sizes]
     spec = {"core": core, "warmup": args.warmup, "iters": args.iters, "jobs": jobs, "max_s": args.max_s,
-            "min_blocks": args.min_blocks, "rel": args.rel, "abs_us": args.abs_us} | _probe_dir()  # fmt: skip
+            "min_blocks": args.min_blocks, "rel": args.rel, "abs_us": args.abs_us,
+            "measure_plant": args.measure_plant} | _probe_dir()  # fmt: skip
     truth = {(r["kind"], r["us"]): r for r in run_child(spec)["results"]}
     for r in truth.values():
         print(
@@ -441,7 +461,12 @@ def main() -> None:
             f"(thread {r['thread_us']:+.2f}, wall {r['wall_us']:+.2f}; base {r['base_us']:.1f} us/step, "
             f"{r['blocks']} blocks; +{r['switches_per_step']:.3f} switches/step of "
             f"{r['base_switches_per_step']:.3f}, {r['us_per_switch']:.0f} us each, "
-            f"net {r['net_us']:+.1f} us)",
+            f"net {r['net_us']:+.1f} us"
+            + (
+                f"; the plant's own {r['own_us']:.1f} us, the rest {r['truth_us'] - r['own_us']:+.1f} us)"
+                if r.get("own_us") is not None
+                else ")"
+            ),
             flush=True,
         )
 
