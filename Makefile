@@ -72,7 +72,7 @@ bench-schedules: setup
 # 0/50/100/200 us against their in-process truth (one worker-like process, ABBA), teperf's estimate and the
 # fits; PLANT_TRUTH_ARGS for the full curve (docs/statistics.md has the command).
 CALIBRATE_ARGS ?= --runs 2
-PLANT_TRUTH_ARGS ?= --sizes 0,50,100,200 --kinds thread,perf,arith --max-s 6 --min-blocks 20 --processes 4 \
+PLANT_TRUTH_ARGS ?= --sizes 0,50,100,200 --kinds thread,arith --max-s 5 --min-blocks 20 --processes 4 \
 	--schedule "--rounds 1 --trials 4 --iters 30 --warmup 10"
 calibrate: setup
 	$(BIN)/python benchmarks/calibration.py $(CALIBRATE_ARGS) --markdown results/calibration.md
