@@ -68,7 +68,7 @@ bench-schedules: setup
 # verdict kind (one lane, two lanes, fork-server generations, --precision), quiet, with a CPU hog on the other
 # core, and busy (a hog on every core and a second compare beside). Figures, not asserts
 # (tests/test_calibration.py is the CI's small version); CALIBRATE_ARGS for more runs.
-# Then the CPU half of issue 56's response curve (benchmarks/plant_truth.py, a couple of minutes): planted
+# Then the CPU half of issue 56's response curve (benchmarks/plant_truth.py, about 3 minutes): planted
 # 0/50/100/200 us against their in-process truth (one worker-like process, ABBA), teperf's estimate and the
 # fits; PLANT_TRUTH_ARGS for the full curve (docs/statistics.md has the command).
 CALIBRATE_ARGS ?= --runs 2
