@@ -68,9 +68,15 @@ bench-schedules: setup
 # verdict kind (one lane, two lanes, fork-server generations, --precision), quiet, with a CPU hog on the other
 # core, and busy (a hog on every core and a second compare beside). Figures, not asserts
 # (tests/test_calibration.py is the CI's small version); CALIBRATE_ARGS for more runs.
+# Then the CPU half of issue 56's response curve (benchmarks/plant_truth.py, about 3 minutes): planted
+# 0/50/100/200 us against their in-process truth (one worker-like process, ABBA), teperf's estimate and the
+# fits; PLANT_TRUTH_ARGS for the full curve (docs/statistics.md has the command).
 CALIBRATE_ARGS ?= --runs 2
+PLANT_TRUTH_ARGS ?= --sizes 0,50,100,200 --kinds thread,arith --max-s 5 --min-blocks 20 --processes 4 \
+	--schedule "--rounds 1 --trials 4 --iters 30 --warmup 10"
 calibrate: setup
 	$(BIN)/python benchmarks/calibration.py $(CALIBRATE_ARGS) --markdown results/calibration.md
+	$(BIN)/python benchmarks/plant_truth.py $(PLANT_TRUTH_ARGS) --out results/plant-truth
 
 clean:
 	rm -rf $(VENV) site .pytest_cache
