@@ -1,6 +1,7 @@
 """How close a compare came to what the machine allows: per cell the half-width at the table's level, the
 width one minute would give, the couple noise and the noise between pairs; per run the pairs a minute
-against the start limit (the pairs a minute the spare cores could start, from the run's own cold starts).
+against the start limit: the lanes over the start period the planner measured (the time per pair a lane
+waited for starts), or where no lane waited, a pair per cold start on every two spare cores.
 Prints figures; asserts nothing.
 
     .venv/bin/python benchmarks/schedule_plan.py BUNDLE [BUNDLE ...]         # figures of stored runs
@@ -61,13 +62,18 @@ def figures(path: Path) -> dict:
     minutes = (stop.elapsed_s or 0) / 60 if stop else 0
     prestart = (stop.prestart or {}) if stop else {}
     pairs = max((r.n_pairs or 0 for r in summary.rows), default=0)
-    start_s, spare = prestart.get("start_s"), prestart.get("spare_cores") or 0
-    # every spare core starts one worker at a time, two workers a pair: the most pairs a minute starts allow
-    start_limit = 60 * (spare / 2) / start_s if start_s and spare >= 2 else None
     config = summary.config
+    lanes = config.known("lanes", 1)
+    planned = (stop.schedule or {}) if stop else {}
+    start_limit = None
+    if planned.get("start_period_s"):  # the lanes waited for starts: one pair per period a lane, measured
+        start_limit = 60 * lanes / planned["start_period_s"]
+    elif prestart.get("start_s") and (prestart.get("spare_cores") or 0) >= 2:
+        # no lane waited: a pair per cold start on every two spare cores, a bound the run did not reach
+        start_limit = 60 * (prestart["spare_cores"] / 2) / prestart["start_s"]
     run = {
         "bundle": path.name,
-        "lanes": config.known("lanes", 1),
+        "lanes": lanes,
         "iters": config.known("schedule.iters"),
         "spawn": config.known("schedule.spawn"),
         "prestart": prestart.get("depth"),
@@ -75,7 +81,7 @@ def figures(path: Path) -> dict:
         "minutes": minutes,
         "pairs_per_min": pairs / minutes if minutes else None,
         "start_limit_per_min": start_limit,
-        "schedule": (stop.schedule or {}) if stop else {},
+        "schedule": planned,
     }
     cells = []
     for row, case in zip(summary.rows, parsed.cases):
