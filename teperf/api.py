@@ -129,7 +129,7 @@ def measure(
         "coordinator": coordinator_facts(),  # lets a reader tell a live run from one whose coordinator died
         **(extra_meta or {}),
     }
-    total = total_steps(config, len(cases), len(sides)) if config.schedule.precision_pct is None else None
+    total = total_steps(config, len(cases), len(sides)) if config.schedule.kind == "fixed" else None
     callback = progress(total) if progress else None
     adaptive = Adaptive(config, cases, len(sides))
     if live is not None:

@@ -206,3 +206,14 @@ def test_the_same_config_under_precision_plans_its_pairs_and_decides(tmp_path, r
     (row,) = out["rows"]
     assert row["n_pairs"] == 4 and row["verdict"] == "slower", row  # +100 us on about 500 us
     assert any(n.startswith("schedule auto: 1 lane") for n in out["notes"]), out["notes"]
+
+
+def test_processes_typed_under_a_planned_budget_is_said_to_be_unused():
+    from teperf.commands._common import unused_processes
+
+    line = unused_processes(load_config("default", {"budget_s": "1m", "processes": 4}))
+    assert (
+        line.startswith("--processes 4 is not used: the schedule plans itself") and "--schedule fixed" in line
+    )
+    fixed = load_config("default", {"budget_s": "1m", "processes": 4, "kind": "fixed"})
+    assert unused_processes(fixed) is None  # fixed: the budget caps those 4 pairs

@@ -204,8 +204,13 @@ def unused_processes(config) -> str | None:
     """A line when --processes was typed but --precision decides the pairs (docs/measuring.md): the flag
     would otherwise be dropped without a word."""
     s = config.schedule
-    if "processes" not in config.from_cli or s.precision_pct is None:
+    if "processes" not in config.from_cli or (s.kind != "auto" and s.precision_pct is None):
         return None
+    if s.precision_pct is None:
+        return (
+            f"--processes {s.processes} is not used: the schedule plans itself (--schedule auto) and runs "
+            f"until the budget of {s.budget_s:g} s ends; add --schedule fixed to run {s.processes} pairs"
+        )
     return (
         f"--processes {s.processes} is not used: with {config.option('precision_pct')} {s.precision_pct:g} "
         f"the pairs run until every cell is within +-{s.precision_pct:g}% (at least {s.min_pairs} pairs) or "

@@ -216,7 +216,7 @@ class _Run:
                 )
                 records.append(record)
                 # after the sample is on disk: a redraw must not stand between
-                of = f"/{plan.max_pairs}" if plan.target is None else ""
+                of = f"/{plan.max_pairs}" if plan.target is None and not plan.auto else ""
                 on = f" lane {runner.lane + 1}" if len(self.lane_cores) > 1 else ""
                 again = f" (re-measure {attempt})" if attempt else ""
                 self._tick(iters, f"pair {pair + 1}{of}{on} {case.key}{again} · {self.schedule.line()}")
