@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.teperf-installed
 
-.PHONY: setup demo test test-fast lint docs format bench bench-schedules calibrate bench-lanes bench-spawn bench-bisect nightly-demo clean
+.PHONY: setup demo test test-fast lint docs format bench bench-schedules bench-plan calibrate bench-lanes bench-spawn bench-bisect nightly-demo clean
 
 setup: $(STAMP)
 
@@ -63,6 +63,13 @@ bench: setup
 # The PR thread's schedule vs teperf's default, A/A: half-width, spread, wall time, false changes.
 bench-schedules: setup
 	$(BIN)/python benchmarks/schedule_quality.py --repeats 3
+
+# --schedule auto against what the machine allows: the demo for a minute, the schedule planning itself; per
+# cell the half-width, the width a minute gives, couple and between-pair noise; pairs a minute against the
+# start limit (BENCH_PLAN_ARGS: other compare args after --, e.g. a GPU config). Figures, not asserts.
+BENCH_PLAN_ARGS ?=
+bench-plan: setup
+	$(BIN)/python benchmarks/schedule_plan.py --run $(BENCH_PLAN_ARGS)
 
 # How often each kind of verdict lies (issue 32): A/A and planted (1x/2x/4x the min effect) demo compares per
 # verdict kind (one lane, two lanes, fork-server generations, --precision), quiet, with a CPU hog on the other
