@@ -213,12 +213,14 @@ def _run_fake(
     verdict_of=None,
     iters=100_000,
     row_of=None,
+    same_code=None,
 ):
     """A Bisector over n fake commits: time_of(i) is commit i's step in us (None: it does not build),
         counters_of(i) its counters (default: the same everywhere), half(base, head, processes) the half-width
         of a compare's interval in us. A compare takes 5 s per pair of processes, on a fake clock. Trials of
     ``iters`` steps are already longer than MIN_TRIAL_S (no second GOOD..BAD) unless it is lowered.
-    row_of(t_base, t_head): the compare's summary row instead of one made from ``half``."""
+    row_of(t_base, t_head): the compare's summary row instead of one made from ``half``.
+    same_code(base, head): whether the two sides imported identical code (TimeSearch.compare's same_code)."""
     from teperf.bisect.runner import Bisector, Range
     from teperf.bisect.sides import ProbeSkipped
     from teperf.bisect.timing import TimeSearch
@@ -282,6 +284,8 @@ def _run_fake(
             }
             if row_of is not None:
                 row = row_of(t_base, t_head).to_dict()  # a probe's row: the summary's, as compare() keeps it
+            if same_code is not None:
+                row["same_code"] = same_code(base, head)
             return row, self.probe.bundle.path / "compares" / f"c{base}-{head}"
 
     bundle = Bundle.create(tmp_path / "results", "bisect", {"kind": "bisect", "commits": [], "plan": {}})
@@ -1043,6 +1047,44 @@ def test_a_part_that_could_outrank_a_named_culprit_is_measured_again_one_that_co
     assert [(u["good_index"], u["bad_index"], u["row"]["left"]) for u in result["unresolved"]] == [
         (8, 12, "answer")
     ]
+
+
+def test_a_part_whose_ends_import_identical_code_is_no_change_not_undecided(tmp_path, monkeypatch):
+    # issue 59: commits 1..4 touch no package file (docs), so 0..4's sides hash the same; it reads 0 +- 120
+    # us, which 4x the pairs could not settle. It was left undecided: exit 3 "time undecided" (the counters
+    # moved at 6) beside "measuring again could not change the commits named". It is no change in the
+    # package, measured once, and the step at 6 explains GOOD..BAD
+    result, probes = _run_fake(
+        tmp_path,
+        monkeypatch,
+        _steps(100.0, {6: 200.0}),
+        counters_of=_calls({6: 110}),
+        half=lambda base, head, processes: 120.0 if (base, head) == (0, 4) else 2.0,
+        same_code=lambda base, head: head <= 4,
+    )
+    assert (0, 4, "identical") in _timed(probes) and _pairs_of(probes, 0, 4) == [2]
+    assert [e["short_sha"] for e in result["culprits"]] == ["0000006"] and not result["unresolved"]
+    assert result["outcome"] == "explained" and result["exit_code"] == 0, result["answer"]
+    assert "undecided" not in result["answer"]
+    lines, out = _report(result, tmp_path)
+    assert any(x.startswith("no change in the package: 0000001, 0000002, 0000003, 0000004") for x in lines)
+    assert [(p["good_index"], p["bad_index"]) for p in out["same_code"]] == [(0, 4)]
+
+
+def test_same_code_is_two_sides_whose_package_hashes_the_same():
+    from teperf.bisect.timing import same_code
+
+    def imported(hash_, name="pkg"):
+        packages = {name: {"imported": True, "hash": hash_, "version": "1", "path": "/p"}}
+        return {"python": "3.12.1", "torch": {"version": "2.9"}, "packages": packages}
+
+    assert same_code({"base": imported("ab12"), "head": imported("ab12")})
+    assert not same_code({"base": imported("ab12"), "head": imported("cd34")})
+    assert not same_code({"base": imported(None), "head": imported(None)})  # not hashed: unknown
+    assert not same_code({"base": imported("ab12")})  # one side reported
+    torch = {"imported": True, "hash": None, "version": "2.9", "path": "/t"}
+    only_torch = {"python": "3.12.1", "torch": {"version": "2.9"}, "packages": {"torch": torch}}
+    assert not same_code({"base": only_torch, "head": only_torch})  # torch is named, not hashed
 
 
 def test_could_change_keeps_only_parts_that_could_change_the_answer():

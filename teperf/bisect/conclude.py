@@ -42,7 +42,7 @@ def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside, pair
     total = endpoint.get("delta_us") or 0.0
     direction = _sign(total)
     wanted = {1: "slower", -1: "faster"}
-    culprits, opposite, unconfirmed, small, unresolved = [], [], [], [], []
+    culprits, opposite, unconfirmed, small, unresolved, same = [], [], [], [], [], []
     for part in parts:
         row, where = part.row or {}, span(part.lo, part.hi, commit)
         if part.status == "step":
@@ -53,6 +53,8 @@ def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside, pair
                 opposite.append(entry)
             else:
                 unconfirmed.append(entry)
+        elif part.status == "identical":  # settled: the package did not change, left out of the answer
+            same.append(dict(where, row=row))
         elif part.status == "small":
             share_ci = _share_ci(row, total)
             small.append(dict(where, delta_us=round(row["delta_us"], 2), row=row, share_ci=share_ci))
@@ -79,6 +81,7 @@ def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside, pair
         "unconfirmed": unconfirmed,
         "small_movers": small,
         "unresolved": unresolved,
+        "same_code": same,
         "rest": {
             "delta_us": round(total - carried_us, 2),
             "share": round(1 - sum(e["share"] for e in culprits + opposite), 4) if total else 0.0,

@@ -19,6 +19,7 @@ RESULT_STYLE = {
     "moved": "bold red",
     "small": "red",
     "quiet": "green",
+    "identical": "green",
     "skip": "yellow",
     "undecided": "yellow",
 }
@@ -98,6 +99,17 @@ def small_text(entry: dict) -> str:
     return (
         f"{what}: moved {row_text(row)}, {_pct_ci(entry.get('share_ci'))} of GOOD..BAD; under the step size, "
         "left out of the shares"
+    )
+
+
+def same_code_text(part: dict) -> str:
+    """A part whose two ends imported identical code: settled as no change in the package."""
+    names = shorten([c["short_sha"] for c in part.get("candidates") or []], shown=6)
+    row = part.get("row") or {}
+    figure = f" (read {row_text(row)})" if row.get("delta_pct") is not None else ""
+    return (
+        f"no change in the package: {names}{figure}; both ends imported identical code, so the delta is "
+        "noise and measuring again could not move it"
     )
 
 
@@ -192,6 +204,7 @@ def headline(meta: dict) -> list[str]:
             + ("" if within is None else f", {'inside' if within else 'outside'} GOOD..BAD's interval")
         )
     lines += [unresolved_text(left) for left in result.get("unresolved") or []]
+    lines += [same_code_text(part) for part in result.get("same_code") or []]
     segments = result.get("counter_unresolved") or []
     if segments:
         lines.append(f"counter segments not narrowed to one commit ({len(segments)}):")
@@ -265,7 +278,8 @@ def _json(meta: dict, probes: list, path, console=None) -> str:
     keys = "answer outcome exit_code explained endpoint settle settle_parts budget_spent".split()
     out = {key: result.get(key) for key in keys}
     # every section the text shows, the same keys; counter_changes: every counter change point found
-    for key in [k for k, *_ in SECTIONS] + ["counter_changes", "unresolved", "counter_unresolved", "rest"]:
+    listed = "counter_changes unresolved same_code counter_unresolved rest".split()
+    for key in [k for k, *_ in SECTIONS] + listed:
         out[key] = result.get(key) or ([] if key != "rest" else None)
     out.update(meta=meta, probes=[p.to_dict() for p in probes])
     confirm = _confirmed(meta, path, "json")

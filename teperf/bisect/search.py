@@ -90,7 +90,9 @@ class Part:
     lo: int
     hi: int
     row: Optional[dict]
-    status: str  # step (one commit moved) | quiet | undecided | skipped | budget | moved (to split) | again
+    # step (one commit moved) | quiet | identical (both ends import the same code: no change in the package)
+    # | undecided | skipped | budget | moved (to split) | again
+    status: str
 
 
 def find_steps(

@@ -13,6 +13,7 @@ from teperf.bisect.plan import Probe
 from teperf.bisect.sides import ProbeSkipped
 from teperf.config import Config
 from teperf.errors import TeperfError
+from teperf.provenance import code_identity
 
 MIN_STEP_SHARE = 0.1  # the search looks for steps of at least this share of GOOD..BAD's delta
 MAX_DOUBLINGS = 2  # an undecided part is measured again with 2x, then 4x the pairs, then left undecided
@@ -22,7 +23,7 @@ MOST = 0.5  # "explained": the commits named carry at least this share of GOOD..
 MIN_TRIAL_S = 0.1  # the parts' trials last at least this long (GOOD..BAD's step time sets their steps)
 ROW_KEEP = tuple(
     """status verdict verdict_cause base_us head_us delta_us delta_pct ci_low_pct ci_high_pct ci_low_us
-    ci_high_us n_pairs contended_pct load_bound_pct""".split()
+    ci_high_us n_pairs contended_pct load_bound_pct same_code""".split()
 )
 
 
@@ -35,6 +36,15 @@ def part_state(row: dict, step_us: float) -> str:
     if low > 0 or high < 0:
         return "moved" if abs(delta) >= step_us else "small"
     return "quiet" if max(abs(low), abs(high)) < step_us else "undecided"
+
+
+def same_code(imported: dict) -> bool:
+    """Whether a compare's two sides imported identical code: python, torch and the package's files hash
+    the same (a docs-only commit). Its delta is noise by construction; no number of pairs can move it."""
+    ids = [code_identity(facts) for facts in imported.values()]
+    if len(ids) != 2 or ids[0] is None or ids[0] != ids[1]:
+        return False
+    return any(name != "torch" for name, _ in ids[0][2])  # torch alone is named by version, not hashed
 
 
 def whole_state(row: dict) -> str:
@@ -139,7 +149,9 @@ class TimeSearch:
             cases=[self.probe.case],
             command=["teperf", "bisect", "(probe)"],
         )
-        return dict(api.summarize(path).rows[0].to_dict(), tier=head_side.description.get("strategy")), path
+        summary = api.summarize(path)
+        row = dict(summary.rows[0].to_dict(), tier=head_side.description.get("strategy"))
+        return dict(row, same_code=same_code(summary.imported)), path
 
     def _compare_once(self, base: int, head: int, processes: int):
         """One compare with ``processes`` pairs -> (row, bundle path, seconds) or (None, why not, seconds)."""
@@ -223,6 +235,8 @@ class TimeSearch:
         step_us = MIN_STEP_SHARE * abs(endpoint["delta_us"])
 
         def decide(lo: int, hi: int, row: dict) -> str:
+            if row.get("same_code"):  # no change in the package: settled, whatever the noise read
+                return "identical"
             state = part_state(row, step_us)
             if state == "moved" and hi - lo == 1 and row.get("verdict_cause") == "load":
                 return "undecided"  # a step's own verdict confirms it: measured again, the load may pass
