@@ -510,8 +510,14 @@ def resolve_config(name: str) -> tuple[str, str]:
     )
 
 
-def load_config(path: str | os.PathLike | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
-    """Read the TOML at ``path`` (optional), apply ``overrides`` (CLI values; None = not given)."""
+def load_config(
+    path: str | os.PathLike | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    budget_plans: bool = True,
+) -> Config:
+    """Read the TOML at ``path`` (optional), apply ``overrides`` (CLI values; None = not given).
+    ``budget_plans``: a budget alone plans the schedule (compare, run); False where --budget bounds a
+    whole job of many compares (bisect, nightly), whose compares keep the config's fixed schedule."""
     raw: dict[str, Any] = {}
     source = None
     if path is not None:
@@ -525,7 +531,7 @@ def load_config(path: str | os.PathLike | None = None, overrides: Mapping[str, A
             if at and 0 < int(at.group(1)) <= len(lines) and not lines[int(at.group(1)) - 1].isascii():
                 fix += ' (a name with other characters than A-Z a-z 0-9 _ - is quoted: [modules."Nämé"])'
             raise TeperfError(f"{source}: invalid TOML ({exc})", fix)
-    return build_config(raw, overrides or {}, source)
+    return build_config(raw, overrides or {}, source, budget_plans)
 
 
 def _unknown(keys, known, where: str):
@@ -576,7 +582,9 @@ def _number(value, name: str, low: float, high: float | None = None) -> float:
     return float(value)
 
 
-def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: str | None = None) -> Config:
+def build_config(
+    raw: Mapping[str, Any], overrides: Mapping[str, Any], source: str | None = None, budget_plans: bool = True
+) -> Config:
     _unknown(raw, _KNOWN[None], "the top level")
     given = {None: raw}
     for section in SECTIONS:
@@ -594,6 +602,8 @@ def build_config(raw: Mapping[str, Any], overrides: Mapping[str, Any], source: s
         for s in SECTIONS
     }
     sched = tables["schedule"]
+    if sched.kind == "auto" and not budget_plans and "kind" not in ov and sched.precision_pct is None:
+        sched = tables["schedule"] = dataclasses.replace(sched, kind="fixed")
     if sched.kind == "auto":  # a config's own numbers are its --schedule fixed
         pilot = {k: getattr(Schedule, k) for k in AUTO_PLANNED if k not in ov}
         tables["schedule"] = dataclasses.replace(sched, **pilot)

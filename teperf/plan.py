@@ -194,7 +194,7 @@ def check_duration(config: Config, n_cases: int, n_sides: int) -> None:
         + total_steps(config, n_cases, n_sides) * TYPICAL_STEP_S
     )
     if typical > 3 * 3600:  # it may finish, but say so before hours go by
-        stderr_log(f"this schedule takes about {_span(typical)} at typical speeds; --budget plans one that ends in time")
+        stderr_log(f"this schedule takes about {_span(typical)} at typical speeds; --budget plans one to fit")
 
 
 def packages_under_test(config, sides=()) -> list[str]:

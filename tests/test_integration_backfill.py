@@ -15,15 +15,17 @@ from gitfixture import HISTORY_CONFIG, git, make_history
 from teperf.bisect import timing
 
 # A small schedule in the config, so that history --explain's bisect uses it too. Workers fork from a server
-# per side (2 torch imports a compare, not 4): spawning is tests/test_integration_forkserver.py's subject.
+# per side and pair (3 pairs in 3 generations: a verdict needs 3 units); spawning is
+# tests/test_integration_forkserver.py's subject.
 SCHEDULE = """
 [schedule]
-processes = 2
+processes = 3
 rounds = 1
 trials = 2
 iters = 5
 warmup = 3
 spawn = "forkserver"
+server_pairs = 1
 
 [stats]
 max_contended_pct = 100

@@ -30,6 +30,7 @@ from teperf.bisect import timing
 SCHEDULE = [
     *schedule(2, 5, 3, processes=3),
     *FORKED,
+    *("--server-pairs", "1"),  # 3 generations: one generation's verdict is withheld like one pair's
     *("--max-contended", "100"),
 ]
 

@@ -296,7 +296,8 @@ def test_plan_only_and_bare_repo_through_the_cli(fx, tmp_path, results_dir):
     lines = res.stderr.strip().splitlines()
     assert lines[1] == "teperf: strategy build: compiled sources differ (mypkg/csrc/op.cpp)", lines
     assert lines[2].startswith("teperf:   base: ") and lines[3].startswith("teperf:   head: ")
-    assert res.stdout == "" and not results_dir.exists()  # nothing built, nothing measured
+    # --format json: the plan, on stdout; nothing built, nothing measured
+    assert json.loads(res.stdout)["plan"]["spec"] == "main..cpp" and not results_dir.exists()
     res = run_cli("compare", "--plan", "--base-python", "python3", env=fx.env, cwd=fx.root)
     assert res.returncode == 2 and "--plan needs git refs" in res.stderr
 

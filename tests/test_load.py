@@ -295,7 +295,7 @@ def test_the_engine_re_measures_a_contended_couple_and_the_summary_uses_the_re_m
     assert all(t.attempt == 0 for t in trials if t.trial != 0)
     row = summarize(path).rows[0]
     assert row.remeasured == 3 and row.contended_pct == 0 and row.n_pairs == 3
-    assert row.verdict_cause is None
+    assert row.verdict_cause != "load"  # the re-measures are clean (one generation: "few units")
 
 
 @pytest.mark.real_worker

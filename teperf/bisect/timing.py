@@ -158,7 +158,11 @@ class TimeSearch:
         sched = self.probe.config.schedule
         # an adaptive (--precision) compare gets what is left of --budget
         left = max(self.budget_s - self.timing_s, 1.0) if sched.precision_pct is not None else None
-        sched = dataclasses.replace(sched, processes=processes, iters=self.trial_iters, budget_s=left)
+        # its own pairs (fixed) unless --precision: --budget is the bisect's, not this compare's
+        kind = sched.kind if sched.precision_pct is not None else "fixed"
+        sched = dataclasses.replace(
+            sched, processes=processes, iters=self.trial_iters, budget_s=left, kind=kind
+        )
         config = dataclasses.replace(self.probe.config, schedule=sched, counters=False)
         t0 = self.probe.clock()
         try:
@@ -174,11 +178,16 @@ class TimeSearch:
             return None, f"{row.get('status')}: {row.get('error')}", seconds
         return row, path, seconds
 
+    @property
+    def first_pairs(self) -> int:
+        """Pairs of a part's first compare: the config's (a confirming verdict needs 3 of them)."""
+        return self.probe.config.schedule.processes
+
     def timed(self, base: int, head: int, decide: Callable[[dict], str], once=False):
         """Compare base..head and ``decide`` from its row, again with twice the pairs while "undecided"
         and --budget allow -> (row, decision), (None, "skip") or (row or None, "budget"; the row says
         left: budget). ``once``: one compare, then "again" where another may follow from there."""
-        first = self.probe.config.schedule.processes
+        first = self.first_pairs
         processes = self.next_pairs.get((base, head), first) if once else first
         kept = self.measured.get((base, head)) if once else None
         while processes <= first * 2**MAX_DOUBLINGS:
@@ -253,7 +262,7 @@ class TimeSearch:
         def worth(parts: list[bsearch.Part], found: list[bsearch.Part]) -> list[bsearch.Part]:
             pair_s = max(self.compare_s, default=0.0)
             left = (self.budget_s - self.timing_s) / pair_s if pair_s else math.inf
-            most = self.probe.config.schedule.processes * 2**MAX_DOUBLINGS
+            most = self.first_pairs * 2**MAX_DOUBLINGS
             alpha = self.probe.config.stats.alpha
             return could_change(parts, found, endpoint["delta_us"], step_us, most, left, alpha)
 

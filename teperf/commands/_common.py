@@ -111,14 +111,14 @@ def config_options(f):
     )(f)
 
 
-def make_config(kwargs: dict, default_config: str = "default", **extra):
+def make_config(kwargs: dict, default_config: str = "default", budget_plans: bool = True, **extra):
     overrides = {k: kwargs.pop(k, None) for k in OVERRIDE_KEYS} | extra  # None: not given
     path = kwargs.pop("config_path", None)
     if path is not None and not path.strip():
         raise TeperfError(
             "--config is empty", f"give a TOML file's path or one of: {', '.join(shipped_names())}"
         )
-    return load_config(path if path is not None else default_config, overrides)
+    return load_config(path if path is not None else default_config, overrides, budget_plans)
 
 
 # The git-side options are SideOptions' fields. Where bisect and nightly word one their own way (as they
@@ -173,9 +173,10 @@ def side_options(command: str, *names: str):
     return decorate
 
 
-def grouped(default_config: str = "default"):
+def grouped(default_config: str = "default", budget_plans: bool = True):
     """Hand the command ``sides`` (SideOptions, when it takes them) and ``measure`` (MeasureOptions) in
-    place of their separate options. Put it right above the ``def``, under the click options."""
+    place of their separate options. Put it right above the ``def``, under the click options.
+    ``budget_plans``: False where --budget bounds a job of many compares (config.load_config)."""
 
     def decorate(f):
         wants_sides = "sides" in inspect.signature(f).parameters  # run's --python is its own side's
@@ -183,7 +184,7 @@ def grouped(default_config: str = "default"):
         @functools.wraps(f)
         def command(**kwargs):
             sides = take_sides(kwargs) if wants_sides else None
-            measure = kwargs["measure"] = take_measure(kwargs, default_config)
+            measure = kwargs["measure"] = take_measure(kwargs, default_config, budget_plans)
             if wants_sides:  # a repo of several modules: the one the config's factories import is under test
                 kwargs["sides"] = dataclasses.replace(sides, package_hint=measure.config.factory_package)
             return f(**kwargs)
@@ -218,12 +219,12 @@ def unused_processes(config) -> str | None:
     )
 
 
-def take_measure(kwargs: dict, default_config: str = "default") -> MeasureOptions:
+def take_measure(kwargs: dict, default_config: str = "default", budget_plans: bool = True) -> MeasureOptions:
     """--config, the config keys' flags, --counters, --sweep, --fail-on, --format and --results-dir."""
     from teperf.verdicts import parse_fail_on
 
     fail_on = frozenset(parse_fail_on(kwargs.pop("fail_on", None)))
-    config = make_config(kwargs, default_config, counters=kwargs.pop("counters", None))
+    config = make_config(kwargs, default_config, budget_plans, counters=kwargs.pop("counters", None))
     if (note := unused_processes(config)) is not None:
         stderr_log(note)
     swept = None

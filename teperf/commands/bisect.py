@@ -45,7 +45,7 @@ from teperf.options import MeasureOptions, SideOptions
 @click.option("--results-dir", metavar="DIR", help="Where the bundle goes (default: ./results).")
 @format_option(RENDERERS)
 @config_options
-@grouped()
+@grouped(budget_plans=False)  # --budget bounds the whole bisect
 def command(spec, cell, plan_only, confirm, sides: SideOptions, measure: MeasureOptions):
     """Find the commits of GOOD..BAD (first-parent history) that cost one cell its time.
 

@@ -77,7 +77,7 @@ _log = functools.partial(click.echo, err=True)
 @fail_on_option
 @config_options
 @output_options
-@grouped(default_config=DEFAULT_CONFIG)
+@grouped(default_config=DEFAULT_CONFIG, budget_plans=False)  # --budget bounds the whole job
 def command(
     ref,
     history_url,
