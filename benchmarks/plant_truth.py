@@ -46,6 +46,39 @@ PACKAGE = "plant_probe"
 HIDDEN = 256
 SHAPE = [8, 2, HIDDEN]
 KINDS = ("thread", "perf", "arith")
+TORCH_PROBE = """
+
+class Probe(nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.norm = nn.LayerNorm(hidden)
+        self.fc = nn.Linear(hidden, hidden)
+
+    def forward(self, x):
+        if ON:
+            planted()
+        return self.fc(self.norm(x))
+
+
+def make_probe(hidden={hidden}):
+    return Probe(hidden)
+"""
+# The GPU half: TE's LayerNormLinear with the plant at the top of its forward, as scripts/gpu/te_plants.py's
+# lnl-forward wraps it (one more Python frame a step); built by the factory backend in bf16 on the GPU.
+TE_PROBE = """
+import transformer_engine.pytorch as te
+
+
+class Probe(te.LayerNormLinear):
+    def forward(self, *args, **kwargs):
+        if ON:
+            planted()
+        return super().forward(*args, **kwargs)
+
+
+def make_probe(hidden={hidden}):
+    return Probe(hidden, 3 * hidden)
+"""
 PROBE = '''"""teperf's plant probe (benchmarks/plant_truth.py): LayerNorm -> Linear, a plant in forward."""
 
 import time
@@ -76,34 +109,25 @@ def plant():
         return acc
 
 
-class Probe(nn.Module):
-    def __init__(self, hidden):
-        super().__init__()
-        self.norm = nn.LayerNorm(hidden)
-        self.fc = nn.Linear(hidden, hidden)
-
-    def forward(self, x):
-        if ON:
-            if MEASURE:  # the truth harness's diagnosis: the plant's own thread CPU time
-                t0 = time.thread_time_ns()
-                plant()
-                SPENT[0] += time.thread_time_ns() - t0
-            else:
-                plant()
-        return self.fc(self.norm(x))
-
-
-def make_probe(hidden={hidden}):
-    return Probe(hidden)
+def planted():
+    if MEASURE:  # the truth harness's diagnosis: the plant's own thread CPU time
+        t0 = time.thread_time_ns()
+        plant()
+        SPENT[0] += time.thread_time_ns() - t0
+    else:
+        plant()
 '''
 
 
-def write_side(root: Path, on: bool, kind: str, us: float, laps: int) -> Path:
-    """A side directory holding the probe package (``root/plant_probe/__init__.py``)."""
+def write_side(root: Path, on: bool, kind: str, us: float, laps: int, te: bool = False) -> Path:
+    """A side directory holding the probe package (``root/plant_probe/__init__.py``); ``te``: TE's
+    LayerNormLinear on the GPU instead of the torch probe."""
     pkg = root / PACKAGE
     pkg.mkdir(parents=True, exist_ok=True)
     (pkg / "__init__.py").write_text(
-        PROBE.format(on=on, kind=kind, us=float(us), laps=int(laps), hidden=HIDDEN)
+        (PROBE + (TE_PROBE if te else TORCH_PROBE)).format(
+            on=on, kind=kind, us=float(us), laps=int(laps), hidden=HIDDEN
+        )
     )
     return root
 
@@ -257,10 +281,12 @@ def child(spec: dict) -> dict:
 
     from teperf.worker.session import Session
 
-    session = Session(device="cpu", backends=["factory"])
+    te = bool(spec.get("te"))
+    session = Session(device="cuda" if te else "cpu", backends=["factory"])
     probe = importlib.import_module(PACKAGE)
     probe.ON = False
-    case = {"id": 0, "backend": "factory", "recipe": "fp32", "mode": "eager", "shape": SHAPE,
+    recipe = "bf16" if te else "fp32"
+    case = {"id": 0, "backend": "factory", "recipe": recipe, "mode": "eager", "shape": SHAPE,
             "factory": f"{PACKAGE}:make_probe", "kwargs": {}, "warmup": spec["warmup"]}  # fmt: skip
     ready = session.setup(case)
     if ready.get("type") != "ready":
@@ -363,8 +389,8 @@ def run_child(spec: dict) -> dict:
 # ---------------------------------------------------------------- teperf's estimate
 
 CONFIG = """backend = "torch"
-device = "cpu"
-recipes = ["fp32"]
+device = "{device}"
+recipes = ["{recipe}"]
 shapes = [[{shape}]]
 
 [modules.Probe]
@@ -372,13 +398,22 @@ factory = "{package}:make_probe"
 """
 
 
-def run_compare(work: Path, kind: str, us: float, laps: int, schedule: list[str], extra: list[str]) -> dict:
+def run_compare(
+    work: Path, kind: str, us: float, laps: int, schedule: list[str], extra: list[str], te: bool = False
+) -> dict:
     """teperf compare of the probe without and with the plant; its Probe cell, plus the raw differences."""
     tag = f"{kind}-{us:g}"
-    base = write_side(work / tag / "base", False, kind, us, laps)
-    head = write_side(work / tag / "head", True, kind, us, laps)
+    base = write_side(work / tag / "base", False, kind, us, laps, te)
+    head = write_side(work / tag / "head", True, kind, us, laps, te)
     config = work / "probe.toml"
-    config.write_text(CONFIG.format(shape=", ".join(map(str, SHAPE)), package=PACKAGE))
+    config.write_text(
+        CONFIG.format(
+            shape=", ".join(map(str, SHAPE)),
+            package=PACKAGE,
+            device="cuda" if te else "cpu",
+            recipe="bf16" if te else "fp32",
+        )
+    )
     results = work / tag / "results"
     cmd = [sys.executable, "-m", "teperf", "compare", "--config", str(config), "--no-counters",
            "--base-path", str(base), "--head-path", str(head), *schedule, "--max-contended", "100",
@@ -425,6 +460,9 @@ def main() -> None:
         action="store_true",
         help="truth: also time the plant's own thread CPU inside forward (two more clock calls a step)",
     )
+    ap.add_argument(
+        "--te", action="store_true", help="the probe is TE's LayerNormLinear on the GPU, bf16 (the GPU half)"
+    )
     ap.add_argument("--core", type=int, default=None, help="core of the truth child (default: the last)")
     ap.add_argument("--out", type=Path, help="write results.json and table.md here")
     ap.add_argument(
@@ -444,7 +482,7 @@ def main() -> None:
     # 1. the arith loop's laps per us, once, in a pinned worker-like process
     calib = run_child({"side": str(ROOT), "core": core, "warmup": 5, "iters": 1, "jobs": [],
                        "calibrate_arith": True, "max_s": 0, "min_blocks": 1, "rel": 1, "abs_us": 1e9,
-                       "probe_side": True} | _probe_dir())  # fmt: skip
+                       "te": args.te} | _probe_dir(args.te))  # fmt: skip
     laps_per_us = calib["laps_per_us"]
     laps = {us: max(1, round(us * laps_per_us)) for us in sizes}
     print(f"arith: {laps_per_us:.2f} laps per us of thread CPU (fastest of 21 runs)", flush=True)
@@ -453,7 +491,7 @@ def main() -> None:
     jobs = [{"kind": k, "us": us, "laps": laps[us]} for k in kinds for us in sizes]
     spec = {"core": core, "warmup": args.warmup, "iters": args.iters, "jobs": jobs, "max_s": args.max_s,
             "min_blocks": args.min_blocks, "rel": args.rel, "abs_us": args.abs_us,
-            "measure_plant": args.measure_plant} | _probe_dir()  # fmt: skip
+            "measure_plant": args.measure_plant, "te": args.te} | _probe_dir(args.te)  # fmt: skip
     truth = {(r["kind"], r["us"]): r for r in run_child(spec)["results"]}
     for r in truth.values():
         print(
@@ -477,7 +515,7 @@ def main() -> None:
         work = Path(args.out or tmp) / "compares" if args.out else Path(tmp)
         for k in tkinds:
             for us in sizes:
-                got = run_compare(work, k, us, laps[us], schedule, args.extra)
+                got = run_compare(work, k, us, laps[us], schedule, args.extra, args.te)
                 measured[(k, us)] = got
                 raw = got.get("raw") or {}
                 print(
@@ -495,7 +533,7 @@ def main() -> None:
     print(table)
     meta = {"started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(started)), "load_before": load0,
             "load_after": os.getloadavg(), "cpus": os.cpu_count(), "core": core, "laps_per_us": laps_per_us,
-            "argv": sys.argv[1:], "wall_s": round(time.time() - started, 1)}  # fmt: skip
+            "argv": sys.argv[1:], "te": args.te, "wall_s": round(time.time() - started, 1)}  # fmt: skip
     print(f"\nload average {load0[0]:.1f} before, {meta['load_after'][0]:.1f} after; {meta['wall_s']} s")
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
@@ -548,10 +586,10 @@ def reanalyse(out: Path) -> None:
     (out / "results.json").write_text(json.dumps(dump, indent=1) + "\n")
 
 
-def _probe_dir() -> dict:
+def _probe_dir(te: bool = False) -> dict:
     """A side directory with the probe package for the truth child (off, thread; the child sets the rest)."""
     d = Path(tempfile.mkdtemp(prefix="plant-probe-"))
-    write_side(d, False, "thread", 0, 1)
+    write_side(d, False, "thread", 0, 1, te)
     return {"side": str(d)}
 
 

@@ -6,10 +6,13 @@
 #   planted  the README's command, exactly: v2.16..plant (LayerNormLinear.forward spins 12 us) --config
 #            pr-thread; then the same with one fixed pair (it must call nothing slower or faster)
 #   aa       the README's command on A/A (installed TE against itself); then 4 fresh lanes, prestart off
+#   truth    issue 56's GPU half: benchmarks/plant_truth.py --te (TE's LayerNormLinear, bf16, a perf_counter
+#            or thread_time spin of 0..200 us at the top of its forward): the in-process truth against
+#            teperf compare (8 fresh pairs, 4 lanes) per size; $OUT/truth/{table.md,results.json}, truth.log
 # Each run's table is $OUT/<name>.md, its stderr $OUT/<name>.err; figures from benchmarks/schedule_plan.py
 # in $OUT/<step>-figures.txt; the bundles in $OUT/<step>-bundles.tgz.
 set -u
-STEP=${1:?noise, planted or aa}
+STEP=${1:?noise, planted, aa or truth}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 HERE=$PWD; PY=${PYTHON:-python3}; W=/tmp/teperf-plan; SRC=$W/te-src; R=$W/results-$STEP
 mkdir -p "$W" "$R"
@@ -52,6 +55,12 @@ case $STEP in
   aa)  # about 6.5 minutes
     run aa 400 X=1 -- "${AA[@]}"
     run l4-noprestart 70 X=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 4 --iters 50 --prestart 0 --budget 45s
+    ;;
+  truth)  # about 7 minutes
+    timeout --signal=INT 560 $PY benchmarks/plant_truth.py --te --sizes 0,12,25,50,100,200 --kinds perf,thread \
+      --teperf-kinds perf --processes 8 --max-s 12 --min-blocks 10 --out "$OUT/truth" -- --lanes 4 \
+      2>&1 | tee "$OUT/truth.log"
+    exit 0
     ;;
 esac
 $PY benchmarks/schedule_plan.py $(ls -d "$R"/*/2026* 2>/dev/null) > "$OUT/$STEP-figures.txt" 2>&1
