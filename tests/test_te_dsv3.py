@@ -8,7 +8,7 @@ import subprocess
 import sys
 import types
 from pathlib import Path
-from typing import List, Tuple, Union
+from typing import Tuple, Union
 
 import pytest
 
@@ -145,7 +145,11 @@ def apply_rotary_pos_emb(t, freqs, tensor_format="sbhd", interleaved=False, fuse
 def _fake_release(drop=(), router=True, **parts):
     """A fake transformer_engine.pytorch (a namespace) and its importer, like TE 2.20 unless told."""
     te = types.SimpleNamespace(**{k: v for k, v in _fake_parts(**parts).items() if k not in drop})
-    modules = {"transformer_engine.pytorch.attention.rope": types.SimpleNamespace(apply_rotary_pos_emb=apply_rotary_pos_emb)}
+    modules = {
+        "transformer_engine.pytorch.attention.rope": types.SimpleNamespace(
+            apply_rotary_pos_emb=apply_rotary_pos_emb
+        )
+    }
     if router:
         modules["transformer_engine.pytorch.router"] = types.SimpleNamespace(
             fused_topk_with_score_function=lambda *a, **k: None
@@ -155,7 +159,9 @@ def _fake_release(drop=(), router=True, **parts):
 
 def test_a_new_te_has_every_part():
     te, importer = _fake_release()
-    feats, reason = dsv3.probe(te, "DSv3Layer", "fp8_current", {"splits": "gpu"}, "2.20.2", "fp8_block", importer)
+    feats, reason = dsv3.probe(
+        te, "DSv3Layer", "fp8_current", {"splits": "gpu"}, "2.20.2", "fp8_block", importer
+    )
     assert reason is None
     assert feats["router"] is not None and "fused_topk_with_score_function" in feats["notes"]["router"]
     assert feats["splits"] == {"kind": "gpu", "grouped_tensor": True}
@@ -267,7 +273,9 @@ def _torch_te(*, tensor_splits: bool):
     class Linear(torch.nn.Module):
         def __init__(self, in_features, out_features, bias=True, params_dtype=None, device=None):
             super().__init__()
-            self.lin = torch.nn.Linear(in_features, out_features, bias=bias, dtype=params_dtype, device=device)
+            self.lin = torch.nn.Linear(
+                in_features, out_features, bias=bias, dtype=params_dtype, device=device
+            )
 
         def forward(self, x):
             return self.lin(x)
@@ -282,8 +290,17 @@ def _torch_te(*, tensor_splits: bool):
             return self.lin(rms(x, self.norm_weight))
 
     class LayerNormMLP(torch.nn.Module):
-        def __init__(self, hidden_size, ffn_hidden_size, normalization="LayerNorm", activation="gelu",
-                     bias=True, return_layernorm_output=False, params_dtype=None, device=None):
+        def __init__(
+            self,
+            hidden_size,
+            ffn_hidden_size,
+            normalization="LayerNorm",
+            activation="gelu",
+            bias=True,
+            return_layernorm_output=False,
+            params_dtype=None,
+            device=None,
+        ):
             super().__init__()
             assert activation == "swiglu" and normalization == "RMSNorm"
             self.fc1 = torch.nn.Linear(hidden_size, 2 * ffn_hidden_size, bias=bias, dtype=params_dtype)
@@ -298,11 +315,20 @@ def _torch_te(*, tensor_splits: bool):
             return (out, normed) if self.ret else out
 
     class GroupedLinear(torch.nn.Module):
-        def __init__(self, num_gemms, in_features, out_features, bias=True, params_dtype=None, device=None,
-                     use_grouped_tensor=None):
+        def __init__(
+            self,
+            num_gemms,
+            in_features,
+            out_features,
+            bias=True,
+            params_dtype=None,
+            device=None,
+            use_grouped_tensor=None,
+        ):
             super().__init__()
             self.lins = torch.nn.ModuleList(
-                torch.nn.Linear(in_features, out_features, bias=bias, dtype=params_dtype) for _ in range(num_gemms)
+                torch.nn.Linear(in_features, out_features, bias=bias, dtype=params_dtype)
+                for _ in range(num_gemms)
             )
 
         def forward(self, inp, m_splits):
@@ -316,8 +342,14 @@ def _torch_te(*, tensor_splits: bool):
     GroupedLinear.forward.__annotations__["m_splits"] = "torch.Tensor" if tensor_splits else "List[int]"
 
     class DotProductAttention(torch.nn.Module):
-        def __init__(self, num_attention_heads, kv_channels: Union[int, Tuple[int, int]], attention_dropout=0.0,
-                     qkv_format="sbhd", attn_mask_type="causal"):
+        def __init__(
+            self,
+            num_attention_heads,
+            kv_channels: Union[int, Tuple[int, int]],
+            attention_dropout=0.0,
+            qkv_format="sbhd",
+            attn_mask_type="causal",
+        ):
             super().__init__()
 
         def forward(self, q, k, v):
@@ -362,25 +394,39 @@ def _torch_te(*, tensor_splits: bool):
         target = torch.bincount(row_id_map[:, 1], minlength=routing_map.shape[1])
         return _gather(inp, row_id_map), permuted_probs, row_id_map, torch.zeros(1), target
 
-    def moe_unpermute(inp, row_id_map, merging_probs=None, restore_shape=None, map_type="mask", probs=None,
-                      pad_offsets=None):
+    def moe_unpermute(
+        inp, row_id_map, merging_probs=None, restore_shape=None, map_type="mask", probs=None, pad_offsets=None
+    ):
         keep = row_id_map[:, 0] >= 0
         rows, token, expert = inp[keep], row_id_map[keep, 0], row_id_map[keep, 1]
         if merging_probs is not None:
             rows = rows * merging_probs[token, expert].unsqueeze(-1).to(rows.dtype)
         return torch.zeros(restore_shape, dtype=inp.dtype).index_add(0, token, rows)
 
-    def fused_topk_with_score_function(logits, topk, use_pre_softmax, num_groups, group_topk, scaling_factor,
-                                       score_function, expert_bias):
+    def fused_topk_with_score_function(
+        logits, topk, use_pre_softmax, num_groups, group_topk, scaling_factor, score_function, expert_bias
+    ):
         calls["router"] += 1
-        s = dict(experts=logits.shape[1], groups=num_groups, group_topk=group_topk, topk=topk,
-                 score=score_function, scaling=scaling_factor)
+        s = dict(
+            experts=logits.shape[1],
+            groups=num_groups,
+            group_topk=group_topk,
+            topk=topk,
+            score=score_function,
+            scaling=scaling_factor,
+        )
         return dsv3.route_torch(torch, logits, s)
 
     te = types.SimpleNamespace(
-        Linear=Linear, LayerNormLinear=LayerNormLinear, LayerNormMLP=LayerNormMLP, GroupedLinear=GroupedLinear,
-        DotProductAttention=DotProductAttention, RotaryPositionEmbedding=RotaryPositionEmbedding,
-        apply_rotary_pos_emb=apply_rotary_pos_emb, moe_permute=moe_permute, moe_unpermute=moe_unpermute,
+        Linear=Linear,
+        LayerNormLinear=LayerNormLinear,
+        LayerNormMLP=LayerNormMLP,
+        GroupedLinear=GroupedLinear,
+        DotProductAttention=DotProductAttention,
+        RotaryPositionEmbedding=RotaryPositionEmbedding,
+        apply_rotary_pos_emb=apply_rotary_pos_emb,
+        moe_permute=moe_permute,
+        moe_unpermute=moe_unpermute,
         moe_permute_and_pad_with_probs=moe_permute_and_pad_with_probs,
         fused_topk_with_score_function=fused_topk_with_score_function,
     )
@@ -411,7 +457,9 @@ def test_each_model_runs_forward_and_backward_on_cpu(module):
     model, x, calls, _ = _build_and_step(module, "bf16", {})
     assert x.grad is not None and x.grad.shape == x.shape and x.grad.abs().sum() > 0
     params = [p for p in model.parameters() if p.requires_grad]
-    assert params and all(p.grad is not None for p in params), [n for n, p in model.named_parameters() if p.grad is None]
+    assert params and all(p.grad is not None for p in params), [
+        n for n, p in model.named_parameters() if p.grad is None
+    ]
     assert sum(p.numel() for p in model.parameters()) == dsv3.param_count(module, 32, {**SMALL, **SMALL_MOE})
 
 
@@ -511,8 +559,17 @@ def _install(monkeypatch, te_pt, version="2.20.2"):
 
 
 def _case(module="DSv3MoE", recipe="bf16", kwargs=None, mode="eager"):
-    return {"id": 7, "backend": "te", "module": module, "recipe": recipe, "shape": [8, 2, 32],
-            "kwargs": {**SMALL, **SMALL_MOE, **(kwargs or {})}, "mode": mode, "warmup": 1, "dtype": "float32"}
+    return {
+        "id": 7,
+        "backend": "te",
+        "module": module,
+        "recipe": recipe,
+        "shape": [8, 2, 32],
+        "kwargs": {**SMALL, **SMALL_MOE, **(kwargs or {})},
+        "mode": mode,
+        "warmup": 1,
+        "dtype": "float32",
+    }
 
 
 def test_backend_case_status_is_tes_reason_for_models_only(monkeypatch):
@@ -599,8 +656,16 @@ def test_memory_bound_of_a_model_counts_its_experts_and_layers():
     from teperf.plan import Case
 
     def case(kwargs):
-        return Case(id=0, backend="te", module="DSv3Layer", recipe="bf16", shape=(128, 2, 1024),
-                    dtype="bfloat16", mode="eager", kwargs=kwargs)
+        return Case(
+            id=0,
+            backend="te",
+            module="DSv3Layer",
+            recipe="bf16",
+            shape=(128, 2, 1024),
+            dtype="bfloat16",
+            mode="eager",
+            kwargs=kwargs,
+        )
 
     one, four = estimate_bytes(case({})), estimate_bytes(case({"layers": 4}))
     assert four == 4 * one

@@ -58,7 +58,8 @@ class MLAttention(torch.nn.Module):
 class MoE(torch.nn.Module):
     """Mixture of experts, pre-norm, with its residual: the shared expert (LayerNormMLP, whose RMSNorm
     output the routed path reuses), a router (TE's fused top-k or torch), moe_permute (padded per expert
-    where a quantized recipe needs it), the experts as two GroupedLinear with SwiGLU between, moe_unpermute."""
+    where a quantized recipe needs it), the experts as two GroupedLinear with SwiGLU between,
+    moe_unpermute."""
 
     def __init__(self, feats: dict, s: dict, dtype, device):
         super().__init__()
@@ -113,13 +114,17 @@ class MoE(torch.nn.Module):
                 normed, probs, routing_map, counts, self.align
             )
         else:
-            permuted, row_id_map = self.permute(normed, routing_map, num_out_tokens=normed.shape[0] * self.s["topk"])
+            permuted, row_id_map = self.permute(
+                normed, routing_map, num_out_tokens=normed.shape[0] * self.s["topk"]
+            )
         splits = te_dsv3.splits_for(counts, self.splits_kind)
         gate, up = self.fc1(permuted, splits).chunk(2, dim=-1)
         expert_out = self.fc2(F.silu(gate) * up, splits)
         if self.align > 1:
             expert_out = expert_out * permuted_probs.unsqueeze(-1).to(expert_out.dtype)
-            routed = self.unpermute(expert_out, row_id_map, restore_shape=normed.shape, pad_offsets=pad_offsets)
+            routed = self.unpermute(
+                expert_out, row_id_map, restore_shape=normed.shape, pad_offsets=pad_offsets
+            )
         else:
             routed = self.unpermute(expert_out, row_id_map, merging_probs=probs, restore_shape=normed.shape)
         return x + (shared + routed).view(seq, batch, h)

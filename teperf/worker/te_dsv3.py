@@ -181,7 +181,7 @@ def _params(fn: Any) -> set:
 
 
 def _attr(te: Any, name: str, importer: Callable, paths: tuple = ()) -> tuple:
-    """(object, None) from ``te`` or the first of ``paths`` that has it, else (None, TE's ImportError text)."""
+    """(object, None) from ``te`` or the first of ``paths`` having it, else (None, the ImportError's text)."""
     value = getattr(te, name, None)
     if value is not None:
         return value, None

@@ -71,7 +71,9 @@ def _dsv3_probe(case: dict, device: str) -> tuple:
 
     name = module_class(case["module"])
     other = _other_recipe_name(name, case["recipe"])
-    if other and (recipe_status(other, device) or check_shape(name, other, case["shape"], case.get("kwargs"))):
+    if other and (
+        recipe_status(other, device) or check_shape(name, other, case["shape"], case.get("kwargs"))
+    ):
         other = None  # the session will not switch to it: no need to pad for it
     feats, reason = dsv3.probe(te, name, case["recipe"], case.get("kwargs"), _te_version(), other)
     if feats is not None:
@@ -194,7 +196,9 @@ def _record_attention_backend(built: Built) -> None:
     """The first call (timed) picks TE's attention backend; which one it picked is recorded after it."""
     built.info["attention_backend"] = _attention_backend()
     built.info["nvte_attention_env"] = {
-        k: os.environ[k] for k in ("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN") if k in os.environ
+        k: os.environ[k]
+        for k in ("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN")
+        if k in os.environ
     }
 
 
