@@ -615,6 +615,14 @@ def build_config(
     return Config(**tables, **resolved, source=source, from_cli=tuple(sorted(ov)))
 
 
+def _builtin(name: str, facts) -> bool:
+    """Whether the backend builds ``name`` itself: one of its modules or models (te: DSv3Layer), also as a
+    variant table ``[modules."DSv3Layer[splits=gpu]"]`` whose kwargs make the variant."""
+    from teperf.worker.runner import module_class
+
+    return module_class(name) in (*facts.MODULES, *getattr(facts, "MODELS", ()))
+
+
 def _module_table(name: str, spec, facts, backend: str) -> ModuleSpec:
     """One [modules.NAME] table: a factory module, or a built-in one with constructor kwargs."""
     if not isinstance(spec, dict):
@@ -637,7 +645,7 @@ def _module_table(name: str, spec, facts, backend: str) -> ModuleSpec:
         )
     if not isinstance(kwargs, dict):
         raise TeperfError(f"[modules.{name}] kwargs must be a table", "write kwargs = { name = value }")
-    if factory is None and name in facts.MODULES:
+    if factory is None and _builtin(name, facts):
         if kwargs and not getattr(facts, "TAKES_KWARGS", True):
             raise TeperfError(
                 f"[modules.{name}] kwargs: the {backend} backend's built-in {name} takes no kwargs",
@@ -713,8 +721,8 @@ def _matrix(raw: Mapping[str, Any], ov: Mapping[str, Any]) -> dict:
     if not names:
         raise _empty("modules", ov, f"name at least one module, e.g. {', '.join(facts.MODULES[:2])}")
     for name in names:
-        if name not in custom and name not in facts.MODULES:
-            known = list(dict.fromkeys(list(facts.MODULES) + list(custom)))
+        if name not in custom and not _builtin(name, facts):
+            known = list(dict.fromkeys([*facts.MODULES, *getattr(facts, "MODELS", ()), *custom]))
             fix = f"use one of: {', '.join(known)} (or add [modules.{name}] with a factory)"
             raise TeperfError(f"unknown module {name!r} for backend {backend}", fix)
     modules = tuple(custom.get(name, ModuleSpec(name)) for name in names)

@@ -7,6 +7,7 @@ import math
 import subprocess
 
 from teperf.errors import TeperfError
+from teperf.worker import te_dsv3
 from teperf.worker.te_compat import ATTENTION, HEAD_DIM, STACK_KWARG
 
 # Weights per module as a multiple of hidden^2 (LayerNormMLP: h->4h->h); unknown names: a transformer layer's.
@@ -35,6 +36,12 @@ def estimate_bytes(case) -> int | None:
     hidden = case.shape[-1]
     tokens = math.prod(case.shape[:-1]) or 1
     elem = 4 if case.dtype == "float32" else 2
+    if module in te_dsv3.MODELS:  # its own sizes (experts, latents); top-k copies of each token's rows
+        if te_dsv3.check_kwargs(case.kwargs):
+            return None  # the plan skips the case with that reason
+        s = te_dsv3.sizes(hidden, case.kwargs)
+        activations = ACTIVATIONS_PER_TOKEN_HIDDEN * tokens * hidden * elem * s["topk"] * s["layers"]
+        return te_dsv3.param_count(module, hidden, case.kwargs) * BYTES_PER_PARAM + activations
     params = PARAMS_PER_HIDDEN_SQ.get(module, 12) * hidden * hidden + 4 * hidden
     total = params * BYTES_PER_PARAM + ACTIVATIONS_PER_TOKEN_HIDDEN * tokens * hidden * elem
     if module in ATTENTION and len(case.shape) >= 3:  # [seq, batch, hidden]: seq x seq scores per head

@@ -118,7 +118,7 @@ def test_every_shipped_config_loads():
 
 
 def test_unknown_config_lists_the_shipped_names():
-    with pytest.raises(TeperfError, match="one of: default, demo, nightly, pr-thread"):
+    with pytest.raises(TeperfError, match="one of: default, demo, dsv3, nightly, pr-thread"):
         load_config("nope", {})
 
 
@@ -334,7 +334,7 @@ def test_a_cell_named_twice_is_refused(overrides, words):
 def test_the_shipped_configs_name_each_cell_once():
     from teperf.config import load_config
 
-    for name in ["default", "demo", "nightly", "pr-thread", "te-model"]:
+    for name in ["default", "demo", "dsv3", "nightly", "pr-thread", "te-model"]:
         load_config(name)
 
 

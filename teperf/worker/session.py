@@ -134,6 +134,8 @@ class Session:
         case_id = case["id"]
         backend = get_backend(case["backend"])
         reason = backend.recipe_status(case["recipe"], self.device)
+        if not reason and hasattr(backend, "case_status"):  # a part of the module this install lacks
+            reason = backend.case_status(case, self.device)
         if reason:
             return {"type": "error", "case_id": case_id, "error": reason, "skipped": True}
         t0 = time.perf_counter()

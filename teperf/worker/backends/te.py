@@ -9,11 +9,20 @@ import sys
 from typing import Optional
 
 from teperf.worker import te_compat as compat
+from teperf.worker import te_dsv3 as dsv3
 from teperf.worker.runner import Built, module_class
 
 MODULES = compat.MODULES
+# Models built from several TE parts (docs/dsv3.md): accepted by name, never in the default module list
+MODELS = dsv3.MODELS
 RECIPES = compat.RECIPES
-check_shape = compat.check_shape  # pure Python: None if the shape fits, else the rule it breaks
+
+
+def check_shape(module: str, recipe: str, shape, kwargs=None) -> Optional[str]:
+    """Pure Python: None if the shape fits, else the rule it breaks."""
+    if module in MODELS:
+        return dsv3.check_shape(module, recipe, shape, kwargs)
+    return compat.check_shape(module, recipe, shape, kwargs)
 
 
 def _te_version() -> str:
@@ -50,6 +59,33 @@ def recipe_status(recipe: str, device: str) -> Optional[str]:
         if getattr(recipe_mod, compat.RECIPE_CLASSES[recipe], None) is None:
             reason = f"TE {_te_version()} has no recipe class {compat.RECIPE_CLASSES[recipe]}"
     return reason
+
+
+def _other_recipe_name(name: str, recipe: str) -> Optional[str]:
+    return (dsv3.OTHER_RECIPE if name in MODELS else compat.OTHER_RECIPE).get(recipe)
+
+
+def _dsv3_probe(case: dict, device: str) -> tuple:
+    """(features, None) or (None, TE's reason) for a DSv3 case (te_dsv3.probe)."""
+    import transformer_engine.pytorch as te
+
+    name = module_class(case["module"])
+    other = _other_recipe_name(name, case["recipe"])
+    if other and (
+        recipe_status(other, device) or check_shape(name, other, case["shape"], case.get("kwargs"))
+    ):
+        other = None  # the session will not switch to it: no need to pad for it
+    feats, reason = dsv3.probe(te, name, case["recipe"], case.get("kwargs"), _te_version(), other)
+    if feats is not None:
+        feats["other_recipe"] = other
+    return feats, reason
+
+
+def case_status(case: dict, device: str) -> Optional[str]:
+    """None if this TE has every part the case's module needs, else TE's reason (the cell is skipped)."""
+    if module_class(case["module"]) not in MODELS:
+        return None
+    return _dsv3_probe(case, device)[1]
 
 
 def _attention_state() -> Optional[dict]:
@@ -99,6 +135,8 @@ def build(case: dict, device: str) -> Built:
     problem = check_shape(name, recipe, shape, kwargs)
     if problem:
         raise ValueError(f"{name} {recipe} {shape}: {problem}")
+    if name in MODELS:
+        return _build_dsv3(case, device, name, recipe, shape, kwargs)
     layers = int(kwargs.pop(compat.STACK_KWARG, 1))
     dtype = getattr(torch, case.get("dtype") or "bfloat16")
 
@@ -138,16 +176,34 @@ def build(case: dict, device: str) -> Built:
             info["m_splits"] = f"list {splits}"
         call = lambda mod, inp: mod(inp, m_splits)  # noqa: E731
 
-    after_first_call = None
-    if name in compat.ATTENTION:
-        # the first call (timed) picks the backend; which one it picked is recorded after it
-        def after_first_call(built: Built):
-            built.info["attention_backend"] = _attention_backend()
-            built.info["nvte_attention_env"] = {
-                k: os.environ[k]
-                for k in ("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN")
-                if k in os.environ
-            }
+    alt_autocast, alt_what = _other_recipe(te, recipe_mod, name, recipe, shape, kwargs, device)
+    attention = name in compat.ATTENTION
+    return Built(
+        module=module,
+        inputs=(x,),
+        call=call,
+        autocast=autocast,
+        info=info,
+        make_graphed=_graphed_maker(te, recipe_obj, m_splits),
+        global_state=_attention_state() if attention else None,
+        alt_autocast=alt_autocast,
+        alt_autocast_what=alt_what,
+        after_first_call=_record_attention_backend if attention else None,
+    )
+
+
+def _record_attention_backend(built: Built) -> None:
+    """The first call (timed) picks TE's attention backend; which one it picked is recorded after it."""
+    built.info["attention_backend"] = _attention_backend()
+    built.info["nvte_attention_env"] = {
+        k: os.environ[k]
+        for k in ("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN")
+        if k in os.environ
+    }
+
+
+def _graphed_maker(te, recipe_obj, m_splits=None):
+    """Built.make_graphed: te.make_graphed_callables in this TE's spelling of the recipe kwargs."""
 
     def make_graphed(built: Built):
         target = built.module if m_splits is None else _splits_wrapper(built.module, m_splits)
@@ -155,31 +211,80 @@ def build(case: dict, device: str) -> Built:
         built.info["graphed_with"] = "te.make_graphed_callables(" + ", ".join(sorted(gkw)) + ")"
         return te.make_graphed_callables(target, tuple(built.inputs), **gkw)
 
-    alt_autocast, alt_what = _other_recipe(te, recipe_mod, name, recipe, shape, kwargs, device)
+    return make_graphed
+
+
+def _build_dsv3(case: dict, device: str, name: str, recipe: str, shape: list, kwargs: dict) -> Built:
+    """A DSv3 model (te_dsv3, dsv3_model) from the parts this TE has; a missing one raises its reason
+    (the session skipped such a case already, through case_status)."""
+    import torch
+    import transformer_engine.pytorch as te
+    from transformer_engine.common import recipe as recipe_mod
+
+    from teperf.worker import dsv3_model
+
+    feats, reason = _dsv3_probe(case, device)
+    if feats is None:
+        raise RuntimeError(reason)
+    dtype = getattr(torch, case.get("dtype") or "bfloat16")
+    s = dsv3.sizes(shape[-1], kwargs)
+    module = dsv3_model.build(name, feats, s, dtype, device)
+    module.train()
+    x = torch.randn(*shape, device=device, dtype=dtype, requires_grad=True)
+    recipe_obj = compat.make_recipe(recipe_mod, recipe, case.get("recipe_kwargs"))
+    autocast, autocast_api = compat.autocast_factory(te, recipe_obj)
+    info = {
+        "te_version": _te_version(),
+        "te_location": os.path.dirname(sys.modules["transformer_engine"].__file__),
+        "autocast_api": autocast_api,
+        "recipe_repr": repr(recipe_obj) if recipe_obj is not None else None,
+        "input_shape": list(x.shape),
+        "params": sum(p.numel() for p in module.parameters()),
+        "layers": s["layers"],
+        "dsv3": {"sizes": dsv3.describe_sizes(name, shape[-1], kwargs), **feats["notes"]},
+    }
+    if "split_align" in feats:
+        info["dsv3"]["split_align"] = feats["split_align"]
+    alt_autocast = alt_what = None
+    other = feats.get("other_recipe")
+    # a MoE built without the other recipe's padding (a TE without moe_permute_and_pad_with_probs) stays
+    if other and (name not in dsv3.MOE_MODELS or feats["split_align"] >= dsv3.SPLIT_ALIGN[other]):
+        alt_autocast, alt_what = _other_recipe(te, recipe_mod, name, recipe, shape, kwargs, device)
+    attention = name in dsv3.ATTENTION_MODELS
     return Built(
         module=module,
         inputs=(x,),
-        call=call,
         autocast=autocast,
         info=info,
-        make_graphed=make_graphed,
-        global_state=_attention_state() if name in compat.ATTENTION else None,
+        make_graphed=_graphed_maker(te, recipe_obj),
+        global_state=_attention_state() if attention else None,
         alt_autocast=alt_autocast,
         alt_autocast_what=alt_what,
-        after_first_call=after_first_call,
+        after_first_call=_record_attention_backend if attention else None,
     )
 
 
 def _other_recipe(te, recipe_mod, name: str, recipe: str, shape, kwargs, device):
     """(autocast factory, description) of another recipe to switch to at run time, or (None, None)."""
-    other = compat.OTHER_RECIPE.get(recipe)
-    if other is None or name not in compat.QUANTIZING:
+    other = _other_recipe_name(name, recipe)
+    if other is None or (name not in compat.QUANTIZING and name not in MODELS):
         return None, None
     if recipe_status(other, device) or check_shape(name, other, shape, kwargs):
         return None, None
     recipe_obj = compat.make_recipe(recipe_mod, other)
     autocast, api = compat.autocast_factory(te, recipe_obj)
     return autocast, f"{api} with {type(recipe_obj).__name__} ({other})"
+
+
+def _dsv3_parts(te, version: str) -> dict:
+    """Which DSv3 parts this TE has (the bf16 layer, each split path), in TE's words where one is missing."""
+    out = {}
+    for splits in ("list", "gpu"):
+        feats, reason = dsv3.probe(te, "DSv3Layer", "bf16", {"splits": splits}, version, "fp8_current")
+        out[f"DSv3Layer splits={splits}"] = reason or "ok"
+        if feats is not None:
+            out.update({f"{k} ({splits})" if k == "splits" else k: v for k, v in feats["notes"].items()})
+    return out
 
 
 def describe() -> dict:
@@ -211,6 +316,7 @@ def describe() -> dict:
         facts["core_library"] = str(_get_shared_object_file("core"))
     except Exception as exc:  # noqa: BLE001
         facts["core_library"] = f"unknown ({type(exc).__name__})"
+    facts["dsv3"] = _dsv3_parts(te, version)
     facts["torch_cudnn"] = None
     with contextlib.suppress(Exception):
         facts["torch_cudnn"] = torch.backends.cudnn.version()
