@@ -44,6 +44,6 @@ case $STEP in depth|all)
   run depth 270 -- --config dsv3 --modules TransformerLayer,DSv3Layer --modes compile \
     --recipes bf16,fp8_current --sweep layers=1,2,4 --counters "${SCHED[@]}" ;;
 esac
-$PY scripts/gpu/dsv3_summary.py "$R" > "$OUT/summary.md" 2>&1
+$PY benchmarks/dsv3_onetime.py "$R" > "$OUT/summary.md" 2>&1
 cat "$OUT/summary.md"
 tar czf "$OUT/dsv3-bundles.tgz" -C "$R" .

@@ -3,7 +3,7 @@ call, the recompile under another recipe and the switch back (the session record
 table shows the first two), each over the process pairs; compile's first call against depth (least-squares
 slope and intercept over every pair's point); the counters where --counters ran.
 
-    python3 scripts/gpu/dsv3_summary.py RESULTS_DIR...   (each holds bundles, found by their meta.json)
+    python3 benchmarks/dsv3_onetime.py RESULTS_DIR...   (each holds bundles, found by their meta.json)
 """
 
 from __future__ import annotations
