@@ -1,8 +1,9 @@
 """Backfill a fixture history, find its change point, explain it: real git sides, workers and bisect.
 
-Six nights (GOOD and five commits), a 3 ms busy-wait planted at commit 3 (its size is what a few pairs resolve,
-not the engine's precision): night 3's paired compare against night 2 is the change point. Change points come
-from each night's paired compare (history/analysis.py), so more nights add only chances of a false step.
+Six nights (GOOD and five commits), a 3 ms busy-wait planted at commit 3 (its size is what a few pairs
+resolve, not the engine's precision): night 3's paired compare against night 2 is the change point. Change
+points come from each night's paired compare (history/analysis.py), so more nights add only chances of a
+false step.
 """
 
 from __future__ import annotations
