@@ -88,7 +88,8 @@ def rows_by_module(stdout: str) -> dict:
 # Make test's first part runs modules two at a time (-n 2 --dist loadscope --no-loadscope-reorder), each
 # worker taking the next module in this order as it frees: the longest first (CPU seconds of each module's
 # real-worker tests run one file at a time beside a load of 3-8, 2026-12-07: 241, 193, 172, 165, 138, 104,
-# 57, 48, 50, 48, sides_truth not measured, 30), so that no long one starts last beside an idle core. A module not listed follows them (real-worker modules before the in-process ones).
+# 57, 48, 50, 48, sides_truth not measured, 30), so that no long one starts last beside an idle core. A
+# module not listed follows them (real-worker modules before the in-process ones).
 LONGEST_FIRST = (
     "test_calibration",
     "test_integration_bisect",
