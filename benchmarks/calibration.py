@@ -166,10 +166,11 @@ class Tally:
                     self.aa[(*key, cost)].append(verdict)
                     continue
                 low, high = row.get(f"{pre}ci_low{unit}"), row.get(f"{pre}ci_high{unit}")
-                covered = low is not None and low <= truth_of[cost] <= high
+                # None: no truth measured (calibrate(truths=False)), so nothing to cover
+                covered = None if truth_of is None else low is not None and low <= truth_of[cost] <= high
                 self.planted[(*key, cost)][level].append((verdict, covered))
                 est = row.get(f"{pre}delta{unit}")
-                if est is not None and truth_of[cost] > 0:
+                if est is not None and truth_of is not None and truth_of[cost] > 0:
                     self.ratios[(*key, cost)][level].append(est / truth_of[cost])
 
     def rows(self, levels: list) -> list[list[str]]:
@@ -185,7 +186,8 @@ class Tally:
             cells = [*key, str(len(verdicts)), str(false), rate, str(verdicts.count("no change")), str(load)]
             for level in [lv for lv in levels if lv]:
                 got = self.planted.get(key, {}).get(level, [])
-                det, cov = sum(v == "slower" for v, _ in got), sum(c for _, c in got)
+                det = sum(v == "slower" for v, _ in got)
+                cov = "-" if any(c is None for _, c in got) else sum(c for _, c in got)
                 load = sum(v == "inconclusive (load)" for v, _ in got)
                 ratios = self.ratios.get(key, {}).get(level, [])
                 near = sum(abs(r - 1) <= NEAR for r in ratios)
@@ -271,12 +273,14 @@ def calibrate(
     extra: list[str] = (),
     log=print,
     keep: Path | None = None,
+    truths: bool = True,
 ) -> Tally:
     """Runs the interleaved compares (``extra``: more compare arguments) and tallies their verdicts. Each
     planted compare's truth is measured in one process right after it, on the same core, under the same
     condition (the hog still running): a hog moves the truth itself (shared caches, the host's cores);
     busy's truth with the load stopped, as a hog on the truth's own core times the hog, not the code.
-    ``keep``: work there and keep every compare's bundle with its truth (truth.json), for --rerender."""
+    ``keep``: work there and keep every compare's bundle with its truth (truth.json), for --rerender.
+    ``truths=False``: no truth runs (a caller that reads only the verdicts; "covers" reads -)."""
     cores = available_cores()
     core = cores[-1]
     hog_core = next((c for c in cores if c != core), core)
@@ -303,10 +307,11 @@ def calibrate(
                     try:
                         data = compare(kind, heads[level], out, ["--core", str(core), *extra])
                         busy = condition == "busy"  # a hog on its core would move the truth's own clock
-                        truth_of = truth(heads[level], core) if level and data and not busy else None
+                        measured = truths and level and data
+                        truth_of = truth(heads[level], core) if measured and not busy else None
                     finally:
                         stop_load(beside)
-                    if level and data and truth_of is None:
+                    if truths and level and data and truth_of is None:
                         truth_of = truth(heads[level], core)  # with the load stopped: the code's own cost
                     if data is None:
                         continue

@@ -1,4 +1,6 @@
 #!/bin/bash
+# Kept here with the last set it made (it was scripts/gpu/check.sh until 2026-12-07): scripts/gpu/plan_check.sh's
+# `aa` and `planted` steps supersede it.
 # One H200 device call that checks the TE path end to end with today's code (TE 2.16.0 from .gpu/, the TE
 # v2.16 source bundle in .te-src/; carry [".gpu", ".te-src"]), after `source .gpu/setup.sh &&`:
 #   aa:      the PR thread's 4 cells, installed TE against itself, 4 lanes, --precision 0.5 --budget 3m
