@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 
 from teperf.bisect.report import load
+from teperf.bisect.runner import DEFAULT_BISECT_BUDGET_S as DEFAULT_BUDGET_S
 from teperf.bisect.runner import bisect
 from teperf.bisect.sides import GitSideFactory
-from teperf.config import DEFAULT_BISECT_BUDGET_S as DEFAULT_BUDGET_S
 from teperf.errors import TeperfError
 from teperf.history.analysis import analyze
 from teperf.history.explain import change_points, failed, pending, record, remote_url

@@ -4,6 +4,9 @@ explain): one home, so that every place says 1,234.5 us, +2.3% and 4.5 min the s
 from __future__ import annotations
 
 import math
+import re
+
+from teperf.errors import TeperfError
 
 
 def missing(v) -> bool:
@@ -42,3 +45,25 @@ def duration(seconds) -> str:
     if seconds < 120:
         return f"{seconds:.0f} s"
     return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def parse_duration(value, name: str = "--budget") -> float:
+    """'5m', '90s', '1h', '1h30m', '2.5m' or plain seconds (a number or its text) -> seconds > 0."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        text = str(value).strip().lower().replace(" ", "")
+        parts = re.findall(r"(\d+(?:\.\d+)?)([hms]?)", text)
+        if (
+            not text
+            or "".join(n + u for n, u in parts) != text
+            or (len(parts) > 1 and not all(u for _, u in parts))
+        ):
+            fix = "write a duration like 5m, 90s, 1h, 1h30m or plain seconds"
+            raise TeperfError(f"malformed duration {value!r} for {name}", fix)
+        seconds = sum(float(n) * {"h": 3600.0, "m": 60.0}.get(u, 1.0) for n, u in parts)
+    if not 0 < seconds < math.inf:
+        raise TeperfError(
+            f"{name} must be a positive duration, got {value!r}", "write a duration like 5m, 90s or 1h"
+        )
+    return seconds

@@ -16,7 +16,7 @@ from teperf.bisect.progress import Progress
 from teperf.bisect.sides import GitSideFactory, SideFactory
 from teperf.bisect.timing import TimeSearch, whole_state
 from teperf.bundle import Bundle
-from teperf.config import DEFAULT_BISECT_BUDGET_S, Config
+from teperf.config import Config
 from teperf.engine.probe import ForkedProbes
 from teperf.errors import TeperfError
 from teperf.log import Log, stderr_logger
@@ -24,6 +24,8 @@ from teperf.options import SideOptions
 from teperf.plan import Case, check_balance
 from teperf.provenance import check_sides_used
 from teperf.sides.gitrepo import repo_root
+
+DEFAULT_BISECT_BUDGET_S = 1800.0  # a bisect (each one of a backfill) without --budget
 
 
 class Bisector:

@@ -93,7 +93,7 @@ _PARSE = {
 
 
 def config_options(f):
-    """--config and each config key's flag (teperf/config.py's table); None means 'not given'."""
+    """--config and each config key's flag (teperf/config/keys.py's table); None means 'not given'."""
     keys = {k.name: k for k in KEYS}
     for key in map(keys.get, reversed(OVERRIDE_KEYS)):
         show = key.option.show_default

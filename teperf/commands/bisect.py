@@ -9,6 +9,7 @@ import click
 
 from teperf.bisect.conclude import EXIT_HELP
 from teperf.bisect.report import RENDERERS, load, render_bisect
+from teperf.bisect.runner import DEFAULT_BISECT_BUDGET_S as DEFAULT_BUDGET_S
 from teperf.commands._common import (
     BUILD_OPTIONS,
     config_options,
@@ -17,7 +18,6 @@ from teperf.commands._common import (
     grouped,
     side_options,
 )
-from teperf.config import DEFAULT_BISECT_BUDGET_S as DEFAULT_BUDGET_S
 from teperf.options import MeasureOptions, SideOptions
 
 
