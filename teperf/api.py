@@ -18,10 +18,13 @@ import re
 import socket
 import sys
 from pathlib import Path
-from typing import Callable, ContextManager, Optional
+from typing import Any, Callable, ContextManager, Optional
 
 from teperf.bundle import Bundle, coordinator_facts
 from teperf.config import Config
+from teperf.counters.file import Expected
+from teperf.counters.gate import check_bundle
+from teperf.counters.render import render as render_counters
 from teperf.cpus import cpu_model
 from teperf.doctor import quick_checks
 from teperf.engine.adaptive import Adaptive, Snapshot
@@ -30,6 +33,8 @@ from teperf.engine.probe import preflight
 from teperf.engine.signals import terminate_as_interrupt
 from teperf.engine.spawn import check_python
 from teperf.errors import Interrupted, TeperfError
+from teperf.explain.capture import explain_bundle, find_case
+from teperf.explain.render import render_report
 from teperf.history.store import HistoryStore, default_night, machine_from_meta
 from teperf.memory import check_memory
 from teperf.nightly import (
@@ -47,10 +52,12 @@ from teperf.plan import check_balance, check_duration, expand, hash_seed, measur
 from teperf.provenance import check_path_sides, check_sides_used
 from teperf.records import WorkerRecord
 from teperf.sides import Side, with_inherited_pythonpath
-from teperf.sides.git import plan_sides
+from teperf.sides.git import SidesPlan, plan_sides
 from teperf.sides.gitrepo import GitFailed, repo_root, resolve, run_git
 from teperf.stats import preload as preload_stats
 from teperf.summary import Summary, summarize  # noqa: F401  (re-exported)
+from teperf.sweep import Sweep, analyze
+from teperf.sweep import render as render_sweep
 
 
 def path_side(label: str, path: Optional[str] = None, python: Optional[str] = None) -> Side:
@@ -160,6 +167,119 @@ def run(config: Config, side: Side, **kwargs) -> Path:
 
 def compare(config: Config, base: Side, head: Side, **kwargs) -> Path:
     return measure(config, [base, head], **kwargs)
+
+
+def check_extras(
+    config: Config, *, expected: Optional[str] = None, explain_cell: Optional[str] = None
+) -> None:
+    """What compare's --expected and --explain need, checked before measuring, not after minutes of it."""
+    if expected:
+        if not config.counters:
+            raise TeperfError("--expected needs the counters", "leave --no-counters out")
+        if config.compile_cache == "warm":  # code loaded from a warm cache counts differently
+            raise TeperfError(
+                "--expected needs --compile-cache cold, as counters check counts", "leave it out"
+            )
+        Expected.read(expected)
+    if explain_cell:
+        find_case({"cases": [c.to_meta() for c in expand(config)]}, explain_cell, where="the config")
+
+
+@dataclasses.dataclass(frozen=True)
+class CompareSides:
+    """compare's two sides; ``base``/``head`` None when nothing is to be measured (``plan_only``, or the
+    git sides' measured packages are unchanged: ``unchanged`` says why). ``planned``: the git sides' plan."""
+
+    base: Optional[Side] = None
+    head: Optional[Side] = None
+    planned: Optional[SidesPlan] = None
+    unchanged: Optional[str] = None
+
+
+def compare_sides(
+    config: Config,
+    sides: SideOptions,
+    spec: Optional[str] = None,
+    *,
+    base_path=None,
+    head_path=None,
+    base_python=None,
+    head_python=None,
+    plan_only: bool = False,
+) -> CompareSides:
+    """The sides of BASE..HEAD (git refs, planned and made), or of paths and interpreters."""
+    if spec:
+        if base_path or head_path:
+            raise TeperfError(
+                "BASE..HEAD and --base-path/--head-path both given", "use one way to name the sides"
+            )
+        repo_root(sides.repo)  # a --repo that is not one is said first
+        check_sides_used(config, spec, git=True)  # before any build is planned
+        planned = plan_sides(spec, dataclasses.replace(sides, python=base_python or head_python))
+        unchanged = planned.unchanged(measured_packages(config))
+        if unchanged or plan_only:
+            return CompareSides(planned=planned, unchanged=unchanged)
+        return CompareSides(*planned.make(), planned=planned)
+    if plan_only:
+        raise TeperfError("--plan needs git refs (BASE..HEAD)", "give BASE..HEAD, or leave --plan out")
+    if not any((base_path, head_path, base_python, head_python)):
+        raise TeperfError(
+            "nothing to compare",
+            "give BASE..HEAD (git refs), or --base-path/--head-path, or --base-python/--head-python",
+        )
+    # --strategy env names exactly these sides (its help says so): not a git flag here
+    ignored = [f for f in sides.git_flags_given() if not (f == "--strategy" and sides.strategy == "env")]
+    # one path alone, no interpreter: the other side would be this python, bare
+    if (base_path is None) != (head_path is None) and not (base_python or head_python):
+        given, label = ("base", "head") if base_path else ("head", "base")
+        raise TeperfError(
+            f"--{given}-path given without --{label}-path: {label} would be this interpreter with "
+            "nothing of its own on sys.path",
+            f"give --{label}-path DIR too (or --{label}-python for an installed {label})",
+        )
+    if ignored:
+        raise TeperfError(
+            f"{', '.join(ignored)} only {'apply' if len(ignored) > 1 else 'applies'} to git refs "
+            "(BASE..HEAD), not to --base-path/--head-path/--base-python/--head-python",
+            f"drop {', '.join(ignored)}, or give BASE..HEAD",
+        )
+    return CompareSides(path_side("base", base_path, base_python), path_side("head", head_path, head_python))
+
+
+@dataclasses.dataclass(frozen=True)
+class Extras:
+    """The steps after measuring: --explain's report, --sweep's slopes, --expected's counters check."""
+
+    explained: Optional[dict] = None
+    swept: Optional[list] = None
+    checked: Any = None  # counters.gate.CheckResult
+
+    def texts(self) -> list[str]:
+        """Each as the CLI prints it after the table."""
+        return [
+            *([render_report(self.explained) + "\n"] if self.explained is not None else []),
+            *([render_sweep(self.swept)] if self.swept is not None else []),
+            *([render_counters(self.checked)] if self.checked is not None else []),
+        ]
+
+    @property
+    def passed(self) -> bool:  # False: the head's counters moved from the expected file's
+        return self.checked is None or self.checked.passed
+
+
+def extras(
+    summary: Summary,
+    *,
+    explain_cell: Optional[str] = None,
+    sweep: Optional[Sweep] = None,
+    expected: Optional[str] = None,
+) -> Extras:
+    """Run the steps after measuring that were asked for (check them first with :func:`check_extras`)."""
+    return Extras(
+        explained=explain_bundle(summary.path, explain_cell) if explain_cell else None,
+        swept=analyze(summary.path, sweep) if sweep else None,
+        checked=check_bundle(summary.path, expected) if expected else None,
+    )
 
 
 def plan_nightly(

@@ -276,6 +276,15 @@ def gate(summary, verdicts: set) -> None:
         sys.exit(1)
 
 
+def report_extras(summary, extras, measure: MeasureOptions) -> None:
+    """Print the steps after measuring (api.Extras), then exit 1 on --fail-on or moved counters."""
+    for text in extras.texts():  # json/csv: on stderr, so that stdout parses
+        click.echo(text, err=measure.fmt in ("json", "csv"), nl=False)
+    gate(summary, measure.fail_on)
+    if not extras.passed:
+        sys.exit(1)
+
+
 def format_option(renderers, default: str = "table", **kwargs):
     """--format, its choices the keys of a renderer registry (teperf.render.RENDERERS and the like)."""
     return click.option(

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import sys
 
 import click
 
@@ -14,15 +12,14 @@ from teperf.commands._common import (
     config_options,
     counters_option,
     fail_on_option,
-    gate,
     grouped,
     interpreter,
     measure_and_report,
     output_options,
+    report_extras,
     side_options,
     sweep_option,
 )
-from teperf.errors import TeperfError
 from teperf.options import MeasureOptions, SideOptions
 
 
@@ -85,88 +82,15 @@ def command(
     """
     from teperf import api
 
-    config = measure.config
-    aside = measure.fmt in ("json", "csv")  # the reports after the table: stderr, so that json/csv parse
-    if expected:  # checked now, not after minutes of measuring
-        from teperf.counters.file import Expected
-
-        if not config.counters:
-            raise TeperfError("--expected needs the counters", "leave --no-counters out")
-        if config.compile_cache == "warm":  # code loaded from a warm cache counts differently
-            raise TeperfError(
-                "--expected needs --compile-cache cold, as counters check counts", "leave it out"
-            )
-        Expected.read(expected)
-    if explain_cell:  # checked now, not after minutes of measuring
-        from teperf.explain.capture import find_case
-        from teperf.plan import expand
-
-        find_case({"cases": [c.to_meta() for c in expand(config)]}, explain_cell, where="the config")
-    if spec:
-        if base_path or head_path:
-            raise TeperfError(
-                "BASE..HEAD and --base-path/--head-path both given", "use one way to name the sides"
-            )
-        from teperf.plan import measured_packages
-        from teperf.provenance import check_sides_used
-        from teperf.sides.git import plan_sides
-        from teperf.sides.gitrepo import repo_root
-
-        repo_root(sides.repo)  # a --repo that is not one is said first
-        check_sides_used(config, spec, git=True)  # before any build is planned
-        planned = plan_sides(spec, dataclasses.replace(sides, python=base_python or head_python))
-        unchanged = planned.unchanged(measured_packages(config))
-        if measure.fmt == "json" and (plan_only or unchanged):  # what was decided, for whoever parses stdout
-            click.echo(json.dumps({"plan": planned.to_dict(), "unchanged": unchanged}, indent=2))
-        if unchanged:
-            # a docs-only pull request passes a --fail-on gate: there is nothing its change could move
-            click.echo(f"teperf: {unchanged}", err=True)
-            return
-        if plan_only:
-            return
-        base, head = planned.make()
-    elif plan_only:
-        raise TeperfError("--plan needs git refs (BASE..HEAD)", "give BASE..HEAD, or leave --plan out")
-    elif any((base_path, head_path, base_python, head_python)):
-        # --strategy env names exactly these sides (its help says so): not a git flag here
-        ignored = [f for f in sides.git_flags_given() if not (f == "--strategy" and sides.strategy == "env")]
-        # one path alone, no interpreter: the other side would be this python, bare
-        if (base_path is None) != (head_path is None) and not (base_python or head_python):
-            given, label = ("base", "head") if base_path else ("head", "base")
-            raise TeperfError(
-                f"--{given}-path given without --{label}-path: {label} would be this interpreter with "
-                "nothing of its own on sys.path",
-                f"give --{label}-path DIR too (or --{label}-python for an installed {label})",
-            )
-        if ignored:
-            raise TeperfError(
-                f"{', '.join(ignored)} only {'apply' if len(ignored) > 1 else 'applies'} to git refs "
-                "(BASE..HEAD), not to --base-path/--head-path/--base-python/--head-python",
-                f"drop {', '.join(ignored)}, or give BASE..HEAD",
-            )
-        base = api.path_side("base", base_path, base_python)
-        head = api.path_side("head", head_path, head_python)
-    else:
-        raise TeperfError(
-            "nothing to compare",
-            "give BASE..HEAD (git refs), or --base-path/--head-path, or --base-python/--head-python",
-        )
-    summary = measure_and_report(api.compare, measure, base, head)
-    if explain_cell:
-        from teperf.explain.capture import explain_bundle
-        from teperf.explain.render import render_report
-
-        click.echo(render_report(explain_bundle(summary.path, explain_cell)), err=aside)
-    if measure.sweep:
-        from teperf.sweep import analyze, render
-
-        click.echo(render(analyze(summary.path, measure.sweep)), err=aside, nl=False)
-    if expected:
-        from teperf.counters.gate import check_bundle
-        from teperf.counters.render import render
-
-        checked = check_bundle(summary.path, expected)
-        click.echo(render(checked), err=aside, nl=False)
-    gate(summary, measure.fail_on)
-    if expected and not checked.passed:
-        sys.exit(1)
+    api.check_extras(measure.config, expected=expected, explain_cell=explain_cell)
+    paths = dict(base_path=base_path, head_path=head_path, base_python=base_python, head_python=head_python)
+    chosen = api.compare_sides(measure.config, sides, spec, plan_only=plan_only, **paths)
+    if chosen.planned and measure.fmt == "json" and (plan_only or chosen.unchanged):  # for who parses stdout
+        click.echo(json.dumps({"plan": chosen.planned.to_dict(), "unchanged": chosen.unchanged}, indent=2))
+    if chosen.unchanged:  # a docs-only pull request passes a --fail-on gate: nothing its change could move
+        click.echo(f"teperf: {chosen.unchanged}", err=True)
+    if chosen.base is None:
+        return
+    summary = measure_and_report(api.compare, measure, chosen.base, chosen.head)
+    extras = api.extras(summary, explain_cell=explain_cell, sweep=measure.sweep, expected=expected)
+    report_extras(summary, extras, measure)

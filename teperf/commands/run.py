@@ -12,6 +12,7 @@ from teperf.commands._common import (
     interpreter,
     measure_and_report,
     output_options,
+    report_extras,
     sweep_option,
 )
 from teperf.options import MeasureOptions
@@ -33,7 +34,4 @@ def command(side_path, python, label, measure: MeasureOptions):
     from teperf import api
 
     summary = measure_and_report(api.run, measure, api.path_side(label, side_path, python))
-    if measure.sweep:
-        from teperf.sweep import analyze, render
-
-        click.echo(render(analyze(summary.path, measure.sweep)), err=measure.fmt in ("json", "csv"), nl=False)
+    report_extras(summary, api.extras(summary, sweep=measure.sweep), measure)
