@@ -68,6 +68,44 @@ def t_p_value(centre: float, samples: Sequence[float]) -> float | None:
     return float(2 * sps.t.sf(abs(centre) / se, n - 1)) if se > 0 else float(centre == 0)
 
 
+@dataclasses.dataclass(frozen=True)
+class CellEstimate:
+    """One cell's paired estimate (compare_cell), handed whole: the per-step figures of its summary row
+    (teperf.schema.ROW_FIELDS says what each is); None where the cell has no pair or no interval."""
+
+    n_pairs: int
+    n_trials: int
+    base_spread_pct: float | None
+    head_spread_pct: float | None
+    base_us: float | None = None
+    head_us: float | None = None
+    delta_us: float | None = None
+    delta_pct: float | None = None
+    ci_low_pct: float | None = None
+    ci_high_pct: float | None = None
+    ci_low_us: float | None = None
+    ci_high_us: float | None = None
+    ci_basis: str | None = None
+    pair_sd_pct: float | None = None
+    mde_pct: float | None = None
+    p_value: float | None = None
+    min_p: float | None = None
+    verdict: str | None = None
+    verdict_cause: str | None = None
+    bound_pct: float | None = None
+    load_bound_pct: float | None = None
+    pair_logs: dict | None = None  # r_p per pair: what a by-lane breakdown groups
+    n_generations: int | None = None
+
+
+def half_width_pct(cell) -> float | None:
+    """The half-width in % that ``--precision`` aims at of a CellEstimate or Row (None: no interval), on the
+    log scale so that a +20 % cell and an A/A cell with the same noise stop at the same pair."""
+    if cell.ci_low_pct is None or cell.ci_high_pct is None:
+        return None
+    return (math.exp((math.log1p(cell.ci_high_pct / 100) - math.log1p(cell.ci_low_pct / 100)) / 2) - 1) * 100
+
+
 def compare_cell(
     base: Mapping[int, Sequence[float]],
     head: Mapping[int, Sequence[float]],
@@ -75,20 +113,20 @@ def compare_cell(
     couples: Mapping[int, Sequence[tuple[float, float]]] | None = None,
     groups: Mapping[int, int] | None = None,
     load_bias: float | None = None,
-) -> dict:
+) -> CellEstimate:
     """base/head: pair -> per-step times (us) of its trials; couples: pair -> adjacent (base, head) trial
     times; groups: pair -> its fork-server generation (None: every pair is its own unit); load_bias: the
     bias load could add (load_bound, log scale; None: no load rule), which widens the interval both ways."""
     couples = couples or {}
     pairs = sorted(set(base) & set(head))
-    out = {
-        "n_pairs": len(pairs),
-        "n_trials": sum(len(v) for v in base.values()),  # every base trial on disk, matched or not
-        "base_spread_pct": spread_pct([v for p in pairs for v in base[p]]),
-        "head_spread_pct": spread_pct([v for p in pairs for v in head[p]]),
-    }
+    counts = CellEstimate(
+        n_pairs=len(pairs),
+        n_trials=sum(len(v) for v in base.values()),  # every base trial on disk, matched or not
+        base_spread_pct=spread_pct([v for p in pairs for v in base[p]]),
+        head_spread_pct=spread_pct([v for p in pairs for v in head[p]]),
+    )
     if not pairs:
-        return {**out, "base_us": None, "head_us": None, "verdict": None}
+        return counts
 
     def pair_log_ratio(p: int) -> float:
         if couples.get(p):
@@ -96,19 +134,15 @@ def compare_cell(
         return math.log(np.median(head[p]) / np.median(base[p]))
 
     logs = np.array([pair_log_ratio(p) for p in pairs])
-    out["pair_logs"] = dict(zip(pairs, logs.tolist()))  # r_p per pair: what a by-lane breakdown groups
     units = unit_logs(pairs, logs, groups)
-    basis = "pairs"
-    if len(units) < len(pairs):
-        out["n_generations"] = len(units)
-        basis = "generations"
-        if len(units) == 1:
-            basis, units = "one generation", logs
+    n_units = len(units)
+    basis = "pairs" if n_units == len(pairs) else "generations" if n_units > 1 else "one generation"
+    if basis == "one generation":
+        units = logs
     mean, half, sd, mde = t_interval(units, cfg.alpha)
     bias = load_bias or 0.0
     width_from = units
-    out["base_us"] = float(math.exp(np.mean([math.log(np.median(base[p])) for p in pairs])))
-    out["head_us"] = out["base_us"] * math.exp(mean)
+    b = float(math.exp(np.mean([math.log(np.median(base[p])) for p in pairs])))
     if len(pairs) == 1:
         basis = "trials"  # nothing to replicate over: the couples of the one pair give the width
         one = couples.get(pairs[0], ())
@@ -119,10 +153,20 @@ def compare_cell(
     delta_pct = to_pct(mean)
     half += bias
     low_pct, high_pct = (to_pct(mean - half), to_pct(mean + half)) if math.isfinite(half) else (None, None)
-    b = out["base_us"]
-    out.update(
+    called, cause = verdict(delta_pct, low_pct, high_pct, cfg), None
+    if basis not in INDEPENDENT_BASES or len(units) < MIN_VERDICT_UNITS:
+        # the interval is shown, but the design cannot back a verdict on it (verdicts.FEW_UNITS)
+        called, cause = INCONCLUSIVE, FEW_UNITS
+    elif load_bias is not None:
+        narrow = (to_pct(mean - half + bias), to_pct(mean + half - bias))
+        if math.isfinite(half) and verdict(delta_pct, *narrow, cfg) != called:
+            cause = LOAD  # the change is within what load could make
+    return dataclasses.replace(
+        counts,
+        base_us=b,
+        head_us=b * math.exp(mean),
         delta_pct=delta_pct,
-        delta_us=out["head_us"] - b,
+        delta_us=b * math.exp(mean) - b,
         ci_low_pct=low_pct,
         ci_high_pct=high_pct,
         ci_low_us=None if low_pct is None else b * low_pct / 100,
@@ -135,19 +179,13 @@ def compare_cell(
         if math.isfinite(half)
         else None,
         min_p=0.0,
+        verdict=called,
+        verdict_cause=cause,
+        bound_pct=inconclusive_bound(low_pct, high_pct, cfg) if called == INCONCLUSIVE else None,
+        load_bound_pct=None if load_bias is None else to_pct(bias),
+        pair_logs=dict(zip(pairs, logs.tolist())),
+        n_generations=n_units if n_units < len(pairs) else None,
     )
-    out["verdict"] = verdict(delta_pct, low_pct, high_pct, cfg)
-    if load_bias is not None:
-        out["load_bound_pct"] = to_pct(bias)
-    if basis not in INDEPENDENT_BASES or len(units) < MIN_VERDICT_UNITS:
-        # the interval is shown, but the design cannot back a verdict on it (verdicts.FEW_UNITS)
-        out["verdict"], out["verdict_cause"] = INCONCLUSIVE, FEW_UNITS
-    elif load_bias is not None:
-        narrow = (to_pct(mean - half + bias), to_pct(mean + half - bias))
-        if math.isfinite(half) and verdict(delta_pct, *narrow, cfg) != out["verdict"]:
-            out["verdict_cause"] = LOAD  # the change is within what load could make
-    out["bound_pct"] = inconclusive_bound(low_pct, high_pct, cfg) if out["verdict"] == INCONCLUSIVE else None
-    return out
 
 
 def load_bound(couples: Mapping[int, Sequence[tuple[float, float, bool]]], alpha: float) -> tuple[float, str]:
@@ -216,15 +254,6 @@ def unit_logs(pairs: Sequence[int], logs: np.ndarray, groups: Mapping[int, int] 
 def generations(spawn: str | None, seeds: Mapping[int, int]) -> dict[int, int] | None:
     """pair -> its fork-server generation (the hash seed its server gave every fork); None unless forked."""
     return dict(seeds) if spawn == "forkserver" and seeds else None
-
-
-def half_width_pct(row: Mapping) -> float | None:
-    """The half-width in % that ``--precision`` aims at (None: no interval), on the log scale so that a
-    +20 % cell and an A/A cell with the same noise stop at the same pair."""
-    low, high = row.get("ci_low_pct"), row.get("ci_high_pct")
-    if low is None or high is None:
-        return None
-    return (math.exp((math.log1p(high / 100) - math.log1p(low / 100)) / 2) - 1) * 100
 
 
 def single_cell(values: Mapping[int, Sequence[float]]) -> dict:

@@ -7,9 +7,26 @@ import pytest
 
 from teperf.config import load_config
 from teperf.engine.adaptive import Adaptive, settles
-from teperf.plan import expand
+from teperf.plan import Slot, expand
+from teperf.records import TrialRecord
 
 ITERS = 50
+
+
+def landed(pair, case_id, round_, trial, side, us, iters=ITERS, **fields):
+    """A trial of ``us`` per step and its slot, as the coordinator hands them to Adaptive.add_trial."""
+    fields.setdefault("wall_ns", 0.0)
+    record = TrialRecord(
+        pair=pair,
+        round=round_,
+        trial=trial,
+        side=("base", "head")[side],
+        case_id=case_id,
+        iters=iters,
+        process_cpu_ns=us * iters * 1000,
+        **fields,
+    )
+    return record, Slot(round_, case_id, trial, side, side)
 
 
 class Clock:
@@ -49,7 +66,7 @@ def feed(ad, pair, case_id, ratios, base=100.0):
     """One pair of one cell: couples whose head/base ratios are ``ratios``."""
     for k, r in enumerate(ratios):
         for side, us in ((0, base), (1, base * r)):
-            ad.add_trial(pair, case_id, 0, k, side, {"process_cpu_ns": us * ITERS * 1000, "iters": ITERS})
+            ad.add_trial(*landed(pair, case_id, 0, k, side, us))
 
 
 def run_pairs(ad, clock, pair_sd, rng, shift=(0.0, 0.0), seconds_per_case=1.0, max_pairs=200, failed=()):
@@ -213,8 +230,8 @@ def test_aa_false_changes_stay_near_alpha_under_the_stopping_rule():
     for _ in range(n):
         ad, clock, _ = make(precision=1.0, budget=None, modules="Linear", min_effect_pct=0.0, min_pairs=8)
         run_pairs(ad, clock, [0.02], rng)
-        changes += ad.rows[0]["verdict"] in ("slower", "faster")
-        pairs.append(ad.rows[0]["n_pairs"])
+        changes += ad.rows[0].verdict in ("slower", "faster")
+        pairs.append(ad.rows[0].n_pairs)
     assert changes / n <= 0.085, changes / n
     assert np.median(pairs) > 10  # the rule did run long enough to matter
 
@@ -270,7 +287,6 @@ def test_the_live_rule_takes_fork_server_generations_as_the_unit_as_the_summary_
         seed = 11 if pair < 2 else 22  # two generations of two pairs
         for k, r in enumerate((1.01, 1.02, 1.03)):
             for side, us in ((0, 100.0), (1, 100.0 * r)):
-                record = {"process_cpu_ns": us * ITERS * 1000, "iters": ITERS, "hash_seed": seed}
-                ad.add_trial(pair, 0, 0, k, side, record)
+                ad.add_trial(*landed(pair, 0, 0, k, side, us, hash_seed=seed))
         ad.pair_done(pair, 1.0, 1)
-    assert ad.rows[0]["n_generations"] == 2 and ad.rows[0]["ci_basis"] == "generations"
+    assert ad.rows[0].n_generations == 2 and ad.rows[0].ci_basis == "generations"

@@ -4,6 +4,7 @@ import math
 import random
 
 import pytest
+from test_adaptive import landed
 
 from teperf.config import load_config
 from teperf.engine import autoschedule
@@ -140,8 +141,7 @@ def test_a_planned_choice_reaches_the_pairs_after_the_pilot():
             for trial in range(sched.trials):
                 ratio = math.exp(rng.gauss(0, 0.08))
                 for side, value in ((0, 1e6), (1, 1e6 * ratio)):
-                    rec = {"process_cpu_ns": value * 50, "wall_ns": 0.1e9, "iters": 50}
-                    plan.add_trial(pair, cases[0].id, rnd, trial, side, rec)
+                    plan.add_trial(*landed(pair, cases[0].id, rnd, trial, side, value / 1000, wall_ns=0.1e9))
         plan.pair_done(pair, 2.5, 1, start_s=5.0, ahead=True)
     assert plan.choice is not None
     assert plan.schedule_for(autoschedule.PILOT_PAIRS).trials == plan.choice.trials

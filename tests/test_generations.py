@@ -71,13 +71,13 @@ def test_generations_that_move_together_widen_the_interval():
     offsets = [0.0, 0.03, -0.02, 0.01]
     by_pair = cell_of(offsets, 4, groups=False)
     by_generation = cell_of(offsets, 4)
-    assert by_pair["ci_basis"] == "pairs" and by_generation["ci_basis"] == "generations"
-    assert by_generation["n_generations"] == 4 and by_generation["n_pairs"] == 16
-    width = lambda row: row["ci_high_pct"] - row["ci_low_pct"]  # noqa: E731
+    assert by_pair.ci_basis == "pairs" and by_generation.ci_basis == "generations"
+    assert by_generation.n_generations == 4 and by_generation.n_pairs == 16
+    width = lambda row: row.ci_high_pct - row.ci_low_pct  # noqa: E731
     # 16 pairs as if independent: narrow; 4 generations (3 degrees of freedom): what the data support
     assert width(by_generation) > 2.5 * width(by_pair)
     # the estimate is the mean of the generations' means (balanced here: the pairs' mean too)
-    assert by_generation["delta_pct"] == pytest.approx(by_pair["delta_pct"], abs=1e-9)
+    assert by_generation.delta_pct == pytest.approx(by_pair.delta_pct, abs=1e-9)
 
 
 def test_generation_means_equal_a_t_over_them():
@@ -87,15 +87,15 @@ def test_generation_means_equal_a_t_over_them():
     row = cell_of(offsets, 3)
     sd = float(np.std(offsets, ddof=1))
     half = sps.t.ppf(0.975, 3) * sd / 2
-    assert math.log1p(row["ci_high_pct"] / 100) == pytest.approx(np.mean(offsets) + half, rel=1e-6)
+    assert math.log1p(row.ci_high_pct / 100) == pytest.approx(np.mean(offsets) + half, rel=1e-6)
 
 
 def test_one_generation_says_so_and_gives_no_precision_width():
     from teperf.stats import INDEPENDENT_BASES
 
     row = cell_of([0.02], 4)
-    assert row["ci_basis"] == "one generation" and row["ci_basis"] not in INDEPENDENT_BASES
-    assert row["ci_low_pct"] is not None  # the pairs' interval, flagged
+    assert row.ci_basis == "one generation" and row.ci_basis not in INDEPENDENT_BASES
+    assert row.ci_low_pct is not None  # the pairs' interval, flagged
 
 
 def test_a_generation_per_pair_is_the_pair_interval():

@@ -325,14 +325,13 @@ def test_a_couple_contended_every_time_is_re_measured_at_most_three_times(tmp_pa
 def test_precision_does_not_settle_a_cell_whose_couples_shared_the_core(limit, settled):
     """--precision: a narrow cell whose couples all shared their core keeps getting pairs (the load may pass)
     unless --max-contended 100 accepts it; the interim figures follow the summary's rule."""
-    from test_adaptive import ITERS, make
+    from test_adaptive import landed, make
 
     ad, _, _ = make(precision=5.0, budget=None, min_pairs=3, modules="Linear", max_contended_pct=limit)
     for pair in range(4):
         for k in range(4):
             for side, us in ((0, 100.0), (1, 100.5 + 0.1 * k)):
-                record = {"process_cpu_ns": us * ITERS * 1000, "iters": ITERS}
-                ad.add_trial(pair, 0, 0, k, side, record, contended=True)
+                ad.add_trial(*landed(pair, 0, 0, k, side, us), contended=True)
         ad.pair_done(pair, 1.0, 1)
     cell = ad.cells[0]
     assert (

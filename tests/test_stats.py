@@ -65,7 +65,7 @@ def test_aa_false_change_rate_matches_alpha():
     n = 3000
     changes = 0
     for _ in range(n):
-        changes += measure(rng, cfg)["verdict"] in ("slower", "faster")
+        changes += measure(rng, cfg).verdict in ("slower", "faster")
     rate = changes / n
     assert 0.035 <= rate <= 0.065, rate  # 5 % advertised; a binomial 3000 draws sits well inside
 
@@ -74,7 +74,7 @@ def test_aa_false_change_rate_holds_under_slow_spells():
     rng = np.random.default_rng(11)
     cfg = Stats(alpha=0.05, min_effect_pct=0.0)
     n = 2000
-    changes = sum(measure(rng, cfg, spells=0.15)["verdict"] in ("slower", "faster") for _ in range(n))
+    changes = sum(measure(rng, cfg, spells=0.15).verdict in ("slower", "faster") for _ in range(n))
     assert 0.03 <= changes / n <= 0.07, changes / n
 
 
@@ -86,15 +86,15 @@ def test_couples_resist_slow_spells_better_than_side_medians():
     with_couples, medians_only = [], []
     for _ in range(400):
         b, h, c = simulate_cell(rng, spells=0.15)
-        with_couples.append(compare_cell(b, h, cfg, c)["pair_sd_pct"])
-        medians_only.append(compare_cell(b, h, cfg)["pair_sd_pct"])
+        with_couples.append(compare_cell(b, h, cfg, c).pair_sd_pct)
+        medians_only.append(compare_cell(b, h, cfg).pair_sd_pct)
     assert np.median(with_couples) < 0.8 * np.median(medians_only)
 
 
 def test_default_min_effect_keeps_aa_at_or_below_alpha():
     rng = np.random.default_rng(2)
     n = 2000
-    changes = sum(measure(rng, DEFAULT)["verdict"] in ("slower", "faster") for _ in range(n))
+    changes = sum(measure(rng, DEFAULT).verdict in ("slower", "faster") for _ in range(n))
     assert changes / n <= 0.05
 
 
@@ -117,9 +117,9 @@ def test_planted_shift_is_detected_with_the_right_size():
     hits, sizes = 0, []
     for _ in range(300):
         res = measure(rng, DEFAULT, shift_pct=8.0)
-        hits += res["verdict"] == "slower"
-        sizes.append(res["delta_pct"])
-        assert res["ci_low_pct"] < res["ci_high_pct"]
+        hits += res.verdict == "slower"
+        sizes.append(res.delta_pct)
+        assert res.ci_low_pct < res.ci_high_pct
     assert hits / 300 >= 0.9
     assert abs(np.median(sizes) - 8.0) < 1.0
 
@@ -127,17 +127,17 @@ def test_planted_shift_is_detected_with_the_right_size():
 def test_faster_is_reported_as_faster():
     rng = np.random.default_rng(5)
     res = measure(rng, DEFAULT, shift_pct=-15.0)
-    assert res["verdict"] == "faster" and res["delta_us"] < 0
+    assert res.verdict == "faster" and res.delta_us < 0
 
 
 def test_us_and_pct_agree_and_interval_contains_estimate():
     rng = np.random.default_rng(6)
     res = measure(rng, DEFAULT, shift_pct=5.0)
-    assert res["delta_us"] == pytest.approx(res["base_us"] * res["delta_pct"] / 100)
-    assert res["delta_us"] == pytest.approx(res["head_us"] - res["base_us"])  # the columns add up
-    assert res["ci_low_us"] <= res["delta_us"] <= res["ci_high_us"]
-    assert res["ci_basis"] == "pairs" and res["n_pairs"] == 6
-    assert res["mde_pct"] > 0 and res["pair_sd_pct"] > 0
+    assert res.delta_us == pytest.approx(res.base_us * res.delta_pct / 100)
+    assert res.delta_us == pytest.approx(res.head_us - res.base_us)  # the columns add up
+    assert res.ci_low_us <= res.delta_us <= res.ci_high_us
+    assert res.ci_basis == "pairs" and res.n_pairs == 6
+    assert res.mde_pct > 0 and res.pair_sd_pct > 0
 
 
 def test_single_pair_shows_its_trial_interval_but_calls_nothing():
@@ -145,23 +145,23 @@ def test_single_pair_shows_its_trial_interval_but_calls_nothing():
     rng = np.random.default_rng(7)
     b, h, couples = simulate_cell(rng, n_pairs=1, shift_pct=20.0)
     res = compare_cell(b, h, DEFAULT, couples)
-    assert res["ci_basis"] == "trials" and res["n_pairs"] == 1
-    assert res["ci_low_pct"] > 0  # the interval alone would have said slower
-    assert (res["verdict"], res["verdict_cause"]) == ("inconclusive", "few units")
+    assert res.ci_basis == "trials" and res.n_pairs == 1
+    assert res.ci_low_pct > 0  # the interval alone would have said slower
+    assert (res.verdict, res.verdict_cause) == ("inconclusive", "few units")
 
 
 def test_two_pairs_call_nothing_three_do():
     rng = np.random.default_rng(3)
     b, h, couples = simulate_cell(rng, n_pairs=2, shift_pct=20.0)
-    assert compare_cell(b, h, DEFAULT, couples)["verdict_cause"] == "few units"
+    assert compare_cell(b, h, DEFAULT, couples).verdict_cause == "few units"
     b, h, couples = simulate_cell(rng, n_pairs=3, shift_pct=20.0)
     res = compare_cell(b, h, DEFAULT, couples)
-    assert res["verdict"] == "slower" and res.get("verdict_cause") is None
+    assert res.verdict == "slower" and res.verdict_cause is None
 
 
 def test_no_pairs_means_no_verdict():
     res = compare_cell({0: [1.0]}, {}, DEFAULT)
-    assert res["verdict"] is None and res["n_pairs"] == 0
+    assert res.verdict is None and res.n_pairs == 0
 
 
 @pytest.mark.parametrize(
@@ -193,16 +193,16 @@ def test_verdict_rules(delta, low, high, expected, bound):
 def test_inconclusive_row_carries_its_bound():
     # Three pairs a few % apart: the interval reaches past +-1 % on both sides of 0.
     res = compare_cell({0: [100.0], 1: [100.0], 2: [100.0]}, {0: [99.0], 1: [103.0], 2: [101.0]}, DEFAULT)
-    assert res["verdict"] == "inconclusive"
-    assert res["bound_pct"] == pytest.approx(max(res["ci_low_pct"], res["ci_high_pct"], key=abs))
+    assert res.verdict == "inconclusive"
+    assert res.bound_pct == pytest.approx(max(res.ci_low_pct, res.ci_high_pct, key=abs))
     # taken on the log scale: close to half the width in % for an interval this narrow
-    assert half_width_pct(res) == pytest.approx((res["ci_high_pct"] - res["ci_low_pct"]) / 2, rel=0.02)
+    assert half_width_pct(res) == pytest.approx((res.ci_high_pct - res.ci_low_pct) / 2, rel=0.02)
 
 
 def test_decided_rows_have_no_bound():
     rng = np.random.default_rng(8)
     res = measure(rng, DEFAULT, shift_pct=20.0)
-    assert res["verdict"] == "slower" and res["bound_pct"] is None
+    assert res.verdict == "slower" and res.bound_pct is None
 
 
 def test_single_side_summary():
@@ -216,7 +216,7 @@ def _table(rng, cfg, shifts, **kw):
     """One compare table of seeded cells: their rows at the run's level, then again at the table's."""
     data = [simulate_cell(rng, shift_pct=s, **kw) for s in shifts]
     rows = [compare_cell(b, h, cfg, c) for b, h, c in data]
-    levels = table_levels([(r["p_value"], r["min_p"]) for r in rows], cfg.alpha)
+    levels = table_levels([(r.p_value, r.min_p) for r in rows], cfg.alpha)
     at = Stats(alpha=levels.alpha, min_effect_pct=cfg.min_effect_pct)
     return [compare_cell(b, h, at, c) for b, h, c in data], levels
 
@@ -231,8 +231,8 @@ def test_table_rule_holds_an_unchanged_tables_false_verdicts_to_alpha():
     per_cell = any_false = 0
     for _ in range(tables):
         rows, _ = _table(rng, cfg, [0.0] * 6)
-        per_cell += sum(measure(rng, cfg)["verdict"] in ("slower", "faster") for _ in range(6))
-        any_false += any(r["verdict"] in ("slower", "faster") for r in rows)
+        per_cell += sum(measure(rng, cfg).verdict in ("slower", "faster") for _ in range(6))
+        any_false += any(r.verdict in ("slower", "faster") for r in rows)
     assert 0.04 <= per_cell / (6 * tables) <= 0.06  # each cell alone: its nominal 5 %
     assert 0.025 <= any_false / tables <= 0.06, any_false  # the table as a whole: 5 %, not 1 - 0.95**6 = 26 %
 
@@ -243,10 +243,10 @@ def test_table_rule_keeps_a_real_change_and_its_interval_agrees_with_the_test():
     found = 0
     for _ in range(100):
         rows, levels = _table(rng, cfg, [0.0, 0.0, 8.0, 0.0, 0.0, 0.0])
-        found += rows[2]["verdict"] == "slower"
+        found += rows[2].verdict == "slower"
         for r in rows:  # an interval at the table's level excludes 0 exactly when Benjamini-Hochberg rejects
-            excludes = r["ci_low_pct"] > 0 or r["ci_high_pct"] < 0
-            assert excludes == (r["p_value"] <= levels.alpha)
+            excludes = r.ci_low_pct > 0 or r.ci_high_pct < 0
+            assert excludes == (r.p_value <= levels.alpha)
         assert levels.family == 6 and levels.alpha == pytest.approx(0.05 * max(1, levels.changed) / 6)
     assert found >= 95  # +8 % on 3 % pair noise: the rule costs width, not this plant
 

@@ -13,8 +13,16 @@ from typing import Callable, Iterable, Optional
 
 from teperf.config import METRIC_FIELD, Config, Schedule, Stats
 from teperf.engine import autoschedule
-from teperf.records import StopRecord
-from teperf.stats import INDEPENDENT_BASES, choose_attempts, compare_cell, generations, half_width_pct
+from teperf.plan import Slot
+from teperf.records import StopRecord, TrialRecord
+from teperf.stats import (
+    INDEPENDENT_BASES,
+    CellEstimate,
+    choose_attempts,
+    compare_cell,
+    generations,
+    half_width_pct,
+)
 from teperf.verdicts import loaded
 
 MAX_PAIRS = 1000  # with --precision the budget bounds the run; this only guards against a runaway loop
@@ -81,7 +89,7 @@ class Adaptive:
         self._pair_cost: list[float] = []  # seconds of measuring per case, one figure per finished pair
         self._pair_start: dict[int, float] = {}  # pair -> seconds it took to start (each lane's first: cold)
         self.cold_pairs = max(1, config.lanes)  # pairs 0..lanes-1 start cold, one per lane
-        self.rows: dict[int, dict] = {}  # case -> its interim stats.compare_cell row
+        self.rows: dict[int, CellEstimate] = {}  # case -> its interim estimate
         self.pairs_done = 0  # pairs that measured at least one trial
         self._measured: set[int] = set()
         self._finished: set[int] = set()  # pairs that ended: with lanes, others are still measuring
@@ -150,26 +158,18 @@ class Adaptive:
         start = statistics.median(later) if later else 0.0
         return statistics.median(self._pair_cost) * n_cases + start
 
-    def add_trial(
-        self,
-        pair: int,
-        case_id: int,
-        round_: int,
-        trial: int,
-        side: int,
-        record: dict,
-        attempt: int = 0,
-        contended: bool = False,
-    ) -> None:
-        """A trial as it lands; ``attempt`` > 0: its couple again (``contended``: it shared its core)."""
-        value = record.get(self.field)
-        if isinstance(value, (int, float)) and record.get("iters"):
-            per_step = value / record["iters"] / 1000.0
-            self._trials[case_id][pair][(round_, trial)][attempt][side] = (per_step, contended)
-            self._trials_s[pair] += (record.get("wall_ns") or 0) / 1e9
-            if record.get("hash_seed") is not None:
-                self._seeds[pair] = record["hash_seed"]
-            self._measured.add(pair)
+    def add_trial(self, record: TrialRecord, slot: Slot, contended: bool = False) -> None:
+        """A trial as it lands (record.attempt > 0: its couple again; ``contended``: it shared its core)."""
+        per_step = record.per_step_us(self.field)
+        if per_step is not None:
+            self._trials[slot.case_id][record.pair][(slot.round, slot.trial)][record.attempt][slot.side] = (
+                per_step,
+                contended,
+            )
+            self._trials_s[record.pair] += record.wall_ns / 1e9
+            if record.hash_seed is not None:
+                self._seeds[record.pair] = record.hash_seed
+            self._measured.add(record.pair)
 
     def pair_done(
         self,
@@ -243,11 +243,10 @@ class Adaptive:
             couples[pair].append((b, h))
         self._couple_logs[case_id] = {p: [math.log(h / b) for b, h in c] for p, c in couples.items()}
         groups = generations(self.schedule.spawn, self._seeds)  # the summary's unit of the intervals
-        row = self.rows[case_id] = compare_cell(base, head, self.stats, couples, groups)
-        cell.pairs = row["n_pairs"]
-        cell.delta_pct = row.get("delta_pct")
+        estimate = self.rows[case_id] = compare_cell(base, head, self.stats, couples, groups)
+        cell.pairs, cell.delta_pct = estimate.n_pairs, estimate.delta_pct
         # One pair's (or one generation's) interval misses between-process noise: no width yet.
-        cell.half_pct = half_width_pct(row) if row.get("ci_basis") in INDEPENDENT_BASES else None
+        cell.half_pct = half_width_pct(estimate) if estimate.ci_basis in INDEPENDENT_BASES else None
         # Too many couples shared their core: more pairs, while the budget lasts, may bring the share down.
         if self.target is not None and not loaded(n_contended, n_couples, self.stats.max_contended_pct):
             # for good: a settled cell gets no more pairs

@@ -210,10 +210,7 @@ class _Run:
                     self._tick(iters, "")
                     continue
                 self.bundle.append(record)
-                contended = record.contended(self.config.device)
-                plan.add_trial(
-                    pair, case.id, slot.round, slot.trial, slot.side, record.to_dict(), attempt, contended
-                )
+                plan.add_trial(record, slot, record.contended(self.config.device))
                 records.append(record)
                 # after the sample is on disk: a redraw must not stand between
                 of = f"/{plan.max_pairs}" if plan.target is None and not plan.auto else ""

@@ -158,7 +158,9 @@ def step_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
         if parsed.device == "cpu" and loaded(counts["contended"], counts["couples"], stats.max_contended_pct):
             bias, source = load_bound(evidence, stats.alpha)
         out = dict(
-            compare_cell(times[base], times[head], stats, by_pair, parsed.pair_generations, bias),
+            dataclasses.asdict(
+                compare_cell(times[base], times[head], stats, by_pair, parsed.pair_generations, bias)
+            ),
             load_bound_source=source or None,
         )
     if counts["couples"] and parsed.device == "cpu":  # elsewhere no trial tells (TrialRecord.contended)
