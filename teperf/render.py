@@ -103,7 +103,7 @@ def _header(summary: Summary, cfg: RecordedConfig, metric: str) -> list[str]:
     header += [f"note: {n}" for n in head_side.get("notes") or []]
     host = meta.get("host") if isinstance(meta.get("host"), dict) else {}
     sched = cfg.schedule
-    known_size = cfg.known("schedule.processes") or cfg.known("schedule.precision_pct") is not None
+    known_size = cfg.planned_pairs or cfg.open_ended
     if known_size and {"schedule.rounds", "schedule.trials", "schedule.iters"} <= cfg.recorded:
         # auto: the pilot's trials, then the footer's choice
         trials = "auto" if cfg.known("schedule.kind") == "auto" else sched.trials

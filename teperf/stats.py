@@ -28,6 +28,12 @@ from teperf.verdicts import (
 INDEPENDENT_BASES = ("pairs", "generations")
 
 
+def robust_sd(values: Sequence[float]) -> float:
+    """The median absolute deviation scaled to a normal sd: a stalled couple does not move it."""
+    values = np.asarray(values, dtype=float)
+    return float(np.median(np.abs(values - np.median(values)))) * 1.4826
+
+
 def spread_pct(values: Sequence[float]) -> float | None:
     if len(values) < 2:
         return None
@@ -96,6 +102,18 @@ class CellEstimate:
     load_bound_pct: float | None = None
     pair_logs: dict | None = None  # r_p per pair: what a by-lane breakdown groups
     n_generations: int | None = None
+
+
+def pairs_to_settle(half: float, pairs: int, target: float, alpha: float) -> int:
+    """The pairs at which a t interval now ``half`` wide over ``pairs`` pairs would be ``target`` wide (the
+    same unit), its spread as measured: t(N-1) sd / sqrt(N) (bisect's parts and GOOD..BAD alike)."""
+    from scipy import stats as sps
+
+    sd = half * math.sqrt(pairs) / sps.t.ppf(1 - alpha / 2, pairs - 1)
+    n = max(pairs + 1, math.ceil((sps.norm.ppf(1 - alpha / 2) * sd / target) ** 2))
+    while sps.t.ppf(1 - alpha / 2, n - 1) * sd / math.sqrt(n) > target:
+        n += max(1, n // 20)
+    return n
 
 
 def half_width_pct(cell) -> float | None:
@@ -380,8 +398,7 @@ def onetime_cell(
     enough = len(units) >= onetime_pairs_needed(floor or cfg.alpha)
     interval = signed_rank_interval(units, cfg.alpha) if enough else None
     centre = interval[0] if interval else float(np.median(units))
-    # the robust sd (median absolute deviation scaled to a normal sd): one heavy tail does not move it
-    spread = float(np.median(np.abs(units - np.median(units)))) * 1.4826 if len(units) > 1 else 0.0
+    spread = robust_sd(units) if len(units) > 1 else 0.0
     min_effect = max(cfg.min_effect_once_pct, to_pct(spread))
     out.update(
         base_ms=b,

@@ -55,6 +55,12 @@ def loaded(contended: int, couples: int, limit_pct: float) -> bool:
     return bool(couples) and 100.0 * contended / couples > limit_pct
 
 
+def load_text(contended_pct: float | None, load_bound_pct: float | None) -> str:
+    """How load reads beside a verdict: 'load: 83% contended, bias up to 2.1%'."""
+    bound = f", bias up to {load_bound_pct:.1f}%" if load_bound_pct is not None else ""
+    return f"load: {contended_pct or 0:.0f}% contended{bound}"
+
+
 def qualifier(row) -> str:
     """What an inconclusive verdict adds (``row``: a records.Row): ' (load: 83% contended, bias up to 2.1%)'
     when load withheld it, else the change it could not rule out (' (up to +X%)'); '' for any other."""
@@ -65,8 +71,7 @@ def qualifier(row) -> str:
         n = row.n_generations if unit == "generation" else row.n_pairs
         return f" ({n or 0} {unit}{'s' if n != 1 else ''}: a verdict needs {MIN_VERDICT_UNITS})"
     if row.verdict_cause == LOAD:
-        bound = f", bias up to {row.load_bound_pct:.1f}%" if row.load_bound_pct is not None else ""
-        return f" (load: {row.contended_pct or 0:.0f}% contended{bound})"
+        return f" ({load_text(row.contended_pct, row.load_bound_pct)})"
     return f" (up to {row.bound_pct:+.1f}%)" if row.bound_pct is not None else ""
 
 

@@ -434,10 +434,10 @@ def test_a_bisect_on_a_busy_machine_names_the_38_pct_commit_with_its_share(tmp_p
     assert result["culprits"][0]["verdict"] == "slower"
     assert result["culprits"][0]["share"] == pytest.approx(1.0, abs=0.05)
     assert result["explained"] is True
-    assert all("(load: 100% contended, +-" in p["detail"] for p in probes if p["what"] == "timing")
+    assert all("(load: 100% contended, bias up to " in p["detail"] for p in probes if p["what"] == "timing")
     from teperf.bisect.conclude import endpoint_text  # the answer's GOOD..BAD line says the load too
 
-    assert "slower (load: 100% contended, +-" in endpoint_text(result["endpoint"])
+    assert "slower (load: 100% contended, bias up to " in endpoint_text(result["endpoint"])
     lines, _ = _report(result, tmp_path)
     assert "  GOOD..BAD read under load: the shares rest on that reading" in lines, lines
 
@@ -878,15 +878,15 @@ def test_counters_that_moved_are_the_answer_when_good_to_bad_is_undecided_in_tim
         and mover["time"]["of"] == "cell"
         and mover["time"]["under"] == 0.0105
     )
-    # 8 pairs gave +-0.65 %; inside +-1 % around +0.4 % needs +-0.6 %: 8 x (0.65 / 0.6)^2 -> 10 pairs
-    assert result["settle"] == {"pairs": 8, "pairs_needed": 10, "budget_s": 50}
+    # 8 pairs gave +-0.65 %; inside +-1 % around +0.4 % needs +-0.6 %: with t(N-1) / sqrt(N), 9 pairs
+    assert result["settle"] == {"pairs": 8, "pairs_needed": 9, "budget_s": 45}
     lines, out = _report(result, tmp_path)
     text = "\n".join(lines)
     assert "moved the counters, no step in time of their own (1):" in text
     assert "time: too small to tell at this schedule: under 1.1% of the cell's time" in text
-    assert "about 10 pairs would settle GOOD..BAD (2 more" in text
+    assert "about 9 pairs would settle GOOD..BAD (1 more" in text
     assert out["exit_code"] == 3 and [e["short_sha"] for e in out["counter_movers"]] == ["0000007"]
-    assert out["settle"]["pairs_needed"] == 10 and out["counter_changes"] == out["counter_movers"]
+    assert out["settle"]["pairs_needed"] == 9 and out["counter_changes"] == out["counter_movers"]
 
 
 def test_every_counter_mover_is_named_beside_the_time_culprit(tmp_path, monkeypatch):

@@ -3,12 +3,13 @@ delta, when its own compare's verdict moved the way GOOD..BAD did."""
 
 from __future__ import annotations
 
-import math
 from typing import Callable, Optional
 
 from teperf.bisect.attribute import span
 from teperf.bisect.search import Part
-from teperf.bisect.timing import MIN_STEP_SHARE, MOST, pairs_to_settle, row_text
+from teperf.bisect.timing import MIN_STEP_SHARE, MOST, row_text
+from teperf.bisect.timing import pairs_to_settle as part_pairs_to_settle
+from teperf.stats import pairs_to_settle
 
 
 def _sign(x) -> int:
@@ -66,7 +67,7 @@ def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside, pair
                     delta_us=row.get("delta_us"),
                     row=row,
                     direction=_sign(row.get("delta_us")) * direction if row else 1,
-                    pairs_needed=pairs_to_settle(row, MIN_STEP_SHARE * abs(total), alpha),
+                    pairs_needed=part_pairs_to_settle(row, MIN_STEP_SHARE * abs(total), alpha),
                 )
             )
     culprits.sort(key=lambda e: -e["share"])
@@ -137,10 +138,10 @@ def counter_movers(result: dict, measured: dict) -> dict:
     return {"counter_movers": movers, "counter_opposite": against}
 
 
-def settle(endpoint: dict, min_effect_pct: float, pair_s: list[float]) -> dict:
-    """How many pairs would settle an undecided GOOD..BAD, from its measured spread: the interval narrows
-    as 1/sqrt(pairs); to slower/faster it must exclude zero (|delta| >= min effect), to no change it must
-    fit inside +-min effect."""
+def settle(endpoint: dict, min_effect_pct: float, pair_s: list[float], alpha: float = 0.05) -> dict:
+    """How many pairs would settle an undecided GOOD..BAD, from its measured spread (stats.pairs_to_settle):
+    to slower/faster it must exclude zero (|delta| >= min effect), to no change it must fit inside +-min
+    effect."""
     delta, low, high = (endpoint.get(k) for k in ("delta_pct", "ci_low_pct", "ci_high_pct"))
     pairs = endpoint.get("n_pairs")
     out: dict = {"pairs": pairs, "pairs_needed": None, "budget_s": None}
@@ -148,9 +149,10 @@ def settle(endpoint: dict, min_effect_pct: float, pair_s: list[float]) -> dict:
         return out
     half = (high - low) / 2
     target = abs(delta) if abs(delta) >= min_effect_pct else min_effect_pct - abs(delta)
-    if half <= 0 or target <= 0.05 * half:  # the delta sits at the min effect: no number of pairs is enough
+    # the delta at the min effect: no number of pairs is enough (one pair: no spread to project from)
+    if half <= 0 or target <= 0.05 * half or pairs < 2:
         return out
-    needed = max(pairs + 1, math.ceil(pairs * (half / target) ** 2))
+    needed = pairs_to_settle(half, pairs, target, alpha)
     per_pair = max(pair_s, default=0.0)
     return dict(out, pairs_needed=needed, budget_s=round(needed * per_pair) if per_pair else None)
 

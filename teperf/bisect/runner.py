@@ -93,7 +93,8 @@ class Bisector:
         result["endpoint"] = endpoint
         if state != "moved":
             if state != "quiet" and endpoint is not None:
-                result["settle"] = settle(endpoint, probe.config.stats.min_effect_pct, times.compare_s)
+                stats = probe.config.stats
+                result["settle"] = settle(endpoint, stats.min_effect_pct, times.compare_s, stats.alpha)
             return self._finish(result, status="no change" if state == "quiet" else "inconclusive")
         endpoint = result["endpoint"] = times.measured[(0, n)] = times.refine_endpoint(endpoint)
         parts = times.time_search(endpoint)

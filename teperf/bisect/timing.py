@@ -8,12 +8,14 @@ import math
 from pathlib import Path
 from typing import Callable, Optional
 
+from teperf import stats
 from teperf.bisect import search as bsearch
 from teperf.bisect.plan import Probe
 from teperf.bisect.sides import ProbeSkipped
 from teperf.config import Config
 from teperf.errors import TeperfError
 from teperf.provenance import code_identity
+from teperf.verdicts import load_text
 
 MIN_STEP_SHARE = 0.1  # the search looks for steps of at least this share of GOOD..BAD's delta
 MAX_DOUBLINGS = 2  # an undecided part is measured again with 2x, then 4x the pairs, then left undecided
@@ -62,28 +64,19 @@ def row_text(row: dict) -> str:
         return str(row.get("error") or row.get("status"))
     cause = f" ({row['verdict_cause']})" if row.get("verdict_cause") else ""
     if row.get("load_bound_pct") is not None:  # the interval holds what load could add (verdicts.loaded)
-        cause = (
-            f" (load: {row.get('contended_pct') or 0:.0f}% contended, +-{row['load_bound_pct']:.1f}% added)"
-        )
+        cause = f" ({load_text(row.get('contended_pct'), row['load_bound_pct'])})"
     ci = ci_text(row)
     return f"{row.get('delta_us', 0):+.1f} us{ci} ({row['delta_pct']:+.1f}%) {row.get('verdict')}{cause}"
 
 
 def pairs_to_settle(row: dict, step_us: float, alpha: float = 0.05) -> Optional[int]:
     """The pairs that would settle an undecided part (exclude zero, or fit under the step size), from its
-    measured spread: a t interval over N pairs is t(N-1) sd / sqrt(N) wide (teperf.stats)."""
-    from scipy import stats as sps  # the compares imported it already
-
+    measured spread (stats.pairs_to_settle)."""
     low, high, pairs = row.get("ci_low_us"), row.get("ci_high_us"), row.get("n_pairs")
     if low is None or high is None or not pairs or pairs < 2:
         return None
     delta = abs(row.get("delta_us") or 0.0)
-    target = max(delta, step_us - delta)  # >= step_us / 2
-    sd = (high - low) / 2 * math.sqrt(pairs) / sps.t.ppf(1 - alpha / 2, pairs - 1)
-    n = max(pairs + 1, math.ceil((sps.norm.ppf(1 - alpha / 2) * sd / target) ** 2))
-    while sps.t.ppf(1 - alpha / 2, n - 1) * sd / math.sqrt(n) > target:
-        n += max(1, n // 20)
-    return n
+    return stats.pairs_to_settle((high - low) / 2, pairs, max(delta, step_us - delta), alpha)  # >= step / 2
 
 
 def could_change(

@@ -24,6 +24,16 @@ class RecordedConfig(Config):
         value = getattr(getattr(self, section) if section else self, field)
         return value if name in self.recorded else missing
 
+    @property
+    def open_ended(self) -> bool:
+        """--precision or --schedule auto left the number of pairs open."""
+        return self.known("schedule.precision_pct") is not None or self.known("schedule.kind") == "auto"
+
+    @property
+    def planned_pairs(self) -> int | None:
+        """The pairs the schedule asked for; None where it left them open, or where it is not recorded."""
+        return None if self.open_ended else self.known("schedule.processes")
+
 
 def accepts(value: Any, hint: Any) -> bool:
     if hint is Any:

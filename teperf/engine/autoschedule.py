@@ -14,6 +14,8 @@ import math
 import statistics
 from typing import Iterable, Mapping, Optional, Sequence
 
+from teperf.stats import robust_sd
+
 # Var(median of K normal draws) ~ (pi / 2) * sd^2 / K
 MEDIAN_EFFICIENCY = math.pi / 2
 # No process-to-process noise below this is assumed (log scale): three pilot pairs can read it as 0,
@@ -90,14 +92,6 @@ def choose(cost: PairCost, noises: Sequence[Noise], n_cases: int) -> Choice:
 
     best = min(COUPLE_CHOICES, key=lambda k: (widest(k).pair_var(k) * cost.pair_s(n_cases, k), k))
     return Choice(best, widest(best), cost, n_cases)
-
-
-def robust_sd(values: Sequence[float]) -> Optional[float]:
-    """The median absolute deviation scaled to a normal sd: one stalled couple does not move it."""
-    if len(values) < 3:
-        return None
-    med = statistics.median(values)
-    return 1.4826 * statistics.median(abs(v - med) for v in values)
 
 
 def cell_noise(cell: str, couples: Mapping[int, Sequence[float]]) -> Optional[Noise]:

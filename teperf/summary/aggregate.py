@@ -6,7 +6,6 @@ import dataclasses
 import math
 from collections import defaultdict
 from operator import itemgetter
-from typing import Optional
 
 import numpy as np
 
@@ -28,13 +27,6 @@ from teperf.verdicts import loaded
 
 NOT_HOST_BOUND_SYNC_FRACTION = 0.02  # the final synchronize waited > 2 % of the loop: GPU was behind
 EXTRA_CLOCKS = ("thread_cpu_ns", "wall_ns", "sync_ns")
-
-
-def planned_pairs(parsed: ParsedBundle) -> Optional[int]:
-    """The pairs the schedule asked for; None where --precision or --schedule auto left the number open."""
-    config = parsed.config
-    open_ended = config.known("schedule.precision_pct") is not None or config.known("schedule.kind") == "auto"
-    return None if open_ended else config.known("schedule.processes")
 
 
 def trials_without_clock(parsed: ParsedBundle, stats: Stats) -> int:
@@ -85,7 +77,7 @@ def cell_row(parsed: ParsedBundle, case: CaseMeta, stats: Stats, floor: float | 
         sides = {"base": parsed.base_label, "head": parsed.head_label}  # a run's head: None, so no counts
         row["counters"] = {side: cell.counters.get(label) for side, label in sides.items()}
     row.update(status_of(case, cell, row["n_trials"]))
-    row["pairs_planned"] = planned_pairs(parsed)
+    row["pairs_planned"] = parsed.config.planned_pairs
     # a run stopped early, or a records.jsonl cut short after it: a cell short of its pairs is partial
     if row["status"] == "ok" and row["pairs_planned"] and (row.get("n_pairs") or 0) < row["pairs_planned"]:
         stopped = parsed.meta.get("status") == "interrupted"

@@ -12,7 +12,7 @@ from teperf.engine.autoschedule import describe
 from teperf.numbers import duration
 from teperf.records import CONTENDED_WALL_OVER_CPU, Row, StopRecord
 from teperf.stats import TableLevels, lanes_agree, onetime_rule
-from teperf.summary.aggregate import planned_pairs, trials_without_clock
+from teperf.summary.aggregate import trials_without_clock
 from teperf.summary.parse import ParsedBundle
 from teperf.verdicts import FEW_UNITS, LOAD, MIN_VERDICT_UNITS
 
@@ -32,7 +32,7 @@ def _where_running(meta: dict) -> str:
 
 def notes(parsed: ParsedBundle, rows: list[Row], stats: Stats) -> list[str]:
     meta = parsed.meta
-    of_planned = f" of {planned_pairs(parsed)}" if planned_pairs(parsed) else ""
+    of_planned = f" of {parsed.config.planned_pairs}" if parsed.config.planned_pairs else ""
     out = [
         f"partial {row.key}: its figures rest on {row.n_pairs or 0}{of_planned} pairs; {row.error}"
         for row in rows
