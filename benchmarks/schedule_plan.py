@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from teperf.engine.autoschedule import cell_noise  # noqa: E402
-from teperf.stats import half_width_pct  # noqa: E402
+from teperf.stats import clean_couples, half_width_pct  # noqa: E402
 from teperf.summary import summarize  # noqa: E402
 from teperf.summary.parse import parse  # noqa: E402
 
@@ -41,15 +41,17 @@ DEMO = [
 ]
 
 
-def couple_logs(cell, base: str, head: str) -> dict[int, list[float]]:
-    """pair -> ln(head / base) of each first-attempt couple of the cell (process CPU time)."""
-    by_slot: dict = defaultdict(dict)
-    for t in cell.trials:
-        if t.attempt == 0 and t.process_cpu_ns > 0:
-            by_slot[(t.pair, t.round, t.trial)][t.side] = t.process_cpu_ns / t.iters
+def couple_logs(cell, base: str, head: str, limit_pct: float, device: str) -> dict[int, list[float]]:
+    """pair -> ln(head / base) of each couple of the cell (process CPU time) that the summary's rule keeps
+    (teperf.stats.clean_couples)."""
+    shared = lambda t: t.contended(device)  # noqa: E731
+    used, _ = clean_couples(cell.trials, (base, head), "process_cpu_ns", limit_pct, shared)
+    by_key: dict = defaultdict(dict)
+    for t, us, key in used:
+        by_key[key][t.side] = us
     out: dict[int, list[float]] = defaultdict(list)
-    for (pair, _, _), sides in by_slot.items():
-        if base in sides and head in sides:
+    for (pair, _, _), sides in by_key.items():
+        if len(sides) == 2:
             out[pair].append(math.log(sides[head] / sides[base]))
     return out
 
@@ -83,12 +85,14 @@ def figures(path: Path) -> dict:
         "start_limit_per_min": start_limit,
         "schedule": planned,
     }
-    cells = []
+    cells, limit = [], config.known("stats.max_contended_pct", 20.0)
     for row, case in zip(summary.rows, parsed.cases):
-        logs = couple_logs(parsed.cells.get(case.id), parsed.base_label, parsed.head_label or "head")
+        logs = couple_logs(
+            parsed.cells.get(case.id), parsed.base_label, parsed.head_label or "head", limit, parsed.device
+        )
         all_logs = [v for vs in logs.values() for v in vs]
         noise = cell_noise(row.key, logs)
-        half = half_width_pct(row.to_dict())
+        half = half_width_pct(row)
         cells.append(
             {
                 "cell": f"{row.module}/{row.recipe}",

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Mapping, Sequence
+from collections import defaultdict
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -460,6 +461,29 @@ def choose_attempts(slots: Mapping, sides: Sequence, limit_pct: float) -> tuple[
     if contended and (limit_pct >= 100.0 or loaded(len(contended), couples, limit_pct) or not picked):
         picked.update(contended)
     return picked, incomplete, couples, len(contended)
+
+
+def clean_couples(
+    trials: Iterable, sides: Sequence[str], field: str, limit_pct: float, contended: Callable[[Any], bool]
+) -> tuple[list, dict]:
+    """The trials (records.TrialRecord) a cell's per-step figures rest on, the summary's rule and the live
+    stopping rule's alike: per couple the attempt choose_attempts picks; a couple never complete (a run cut
+    short) keeps its trials that did not share the core. ``contended(trial)``: it shared its core.
+    -> ([(trial, us per step of ``field``, couple key)], {"couples", "contended", "remeasured"})."""
+    slots: dict = defaultdict(lambda: defaultdict(dict))  # (pair, round, trial) -> attempt -> side -> (us, c)
+    records = {}
+    for t in trials:
+        if (v := t.per_step_us(field)) is not None:
+            slots[(t.pair, t.round, t.trial)][t.attempt][t.side] = (v, contended(t))
+            records[(t.pair, t.round, t.trial, t.attempt, t.side)] = (t, v)
+    picked, incomplete, couples, n_contended = choose_attempts(slots, sides, limit_pct)
+    remeasured = sum(max(attempts) > 0 for attempts in slots.values())
+    counts = {"couples": couples, "contended": n_contended, "remeasured": remeasured}
+    used = [(*records[(*key, attempt, side)], key) for key, attempt in picked.items() for side in sides]
+    for key in incomplete:
+        last = max(slots[key])
+        used += [(*records[(*key, last, side)], key) for side, (_, c) in slots[key][last].items() if not c]
+    return used, counts
 
 
 def break_even_steps(extra_ms: float | None, saving_us: float | None) -> int | str | None:

@@ -18,7 +18,7 @@ from teperf.records import StopRecord, TrialRecord
 from teperf.stats import (
     INDEPENDENT_BASES,
     CellEstimate,
-    choose_attempts,
+    clean_couples,
     compare_cell,
     generations,
     half_width_pct,
@@ -83,8 +83,9 @@ class Adaptive:
         self.t0: Optional[float] = None
         self.cells = {c.id: CellState(c.id, c.key, dropped=c.skip and "skipped" or "") for c in cases}
         self.n_sides = n_sides
-        # case -> pair -> (round, trial) -> attempt -> {side index: (per-step us, contended)}
-        self._trials: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(dict))))
+        self._trials: dict[int, list[TrialRecord]] = defaultdict(list)  # case -> its trials as they landed
+        self._shared: set[tuple] = set()  # (pair, round, trial, attempt, side): trials that shared the core
+        self._labels: dict[int, str] = {}  # side index -> its label
         self._seeds: dict[int, int] = {}  # pair -> its hash seed (with forkserver: its generation's)
         self._pair_cost: list[float] = []  # seconds of measuring per case, one figure per finished pair
         self._pair_start: dict[int, float] = {}  # pair -> seconds it took to start (each lane's first: cold)
@@ -160,12 +161,11 @@ class Adaptive:
 
     def add_trial(self, record: TrialRecord, slot: Slot, contended: bool = False) -> None:
         """A trial as it lands (record.attempt > 0: its couple again; ``contended``: it shared its core)."""
-        per_step = record.per_step_us(self.field)
-        if per_step is not None:
-            self._trials[slot.case_id][record.pair][(slot.round, slot.trial)][record.attempt][slot.side] = (
-                per_step,
-                contended,
-            )
+        if record.per_step_us(self.field) is not None:
+            self._trials[slot.case_id].append(record)
+            self._labels[slot.side] = record.side
+            if contended:
+                self._shared.add((record.pair, record.round, record.trial, record.attempt, record.side))
             self._trials_s[record.pair] += record.wall_ns / 1e9
             if record.hash_seed is not None:
                 self._seeds[record.pair] = record.hash_seed
@@ -224,31 +224,29 @@ class Adaptive:
     def update_cell(self, case_id: int) -> None:
         cell = self.cells[case_id]
         if self.n_sides != 2:
-            cell.pairs = len(self._trials.get(case_id, {}))
+            cell.pairs = len({t.pair for t in self._trials.get(case_id, ())})
             return
-        base, head, couples = defaultdict(list), defaultdict(list), defaultdict(list)
         # a pair another lane is still measuring is left out: its figure is not final yet
-        slots = {
-            (pair, key): attempts
-            for pair, by_key in self._trials.get(case_id, {}).items()
-            if pair in self._finished
-            for key, attempts in by_key.items()
-        }
-        # the summary's rule (summary.aggregate.clean_trials): couples that shared the core are left out
-        picked, _, n_couples, n_contended = choose_attempts(slots, (0, 1), self.stats.max_contended_pct)
-        for (pair, key), attempt in picked.items():
-            (b, _), (h, _) = slots[(pair, key)][attempt][0], slots[(pair, key)][attempt][1]
-            base[pair].append(b)
-            head[pair].append(h)
-            couples[pair].append((b, h))
+        trials = [t for t in self._trials.get(case_id, ()) if t.pair in self._finished]
+        base, head = self._labels.get(0), self._labels.get(1)
+        shared = lambda t: (t.pair, t.round, t.trial, t.attempt, t.side) in self._shared  # noqa: E731
+        used, counts = clean_couples(trials, (base, head), self.field, self.stats.max_contended_pct, shared)
+        times, by_key, couples = defaultdict(lambda: defaultdict(list)), defaultdict(dict), defaultdict(list)
+        for t, v, key in used:
+            times[t.side][t.pair].append(v)
+            by_key[key][t.side] = v
+        for (pair, _, _), c in by_key.items():
+            if len(c) == 2:
+                couples[pair].append((c[base], c[head]))
         self._couple_logs[case_id] = {p: [math.log(h / b) for b, h in c] for p, c in couples.items()}
         groups = generations(self.schedule.spawn, self._seeds)  # the summary's unit of the intervals
-        estimate = self.rows[case_id] = compare_cell(base, head, self.stats, couples, groups)
+        estimate = self.rows[case_id] = compare_cell(times[base], times[head], self.stats, couples, groups)
         cell.pairs, cell.delta_pct = estimate.n_pairs, estimate.delta_pct
         # One pair's (or one generation's) interval misses between-process noise: no width yet.
         cell.half_pct = half_width_pct(estimate) if estimate.ci_basis in INDEPENDENT_BASES else None
         # Too many couples shared their core: more pairs, while the budget lasts, may bring the share down.
-        if self.target is not None and not loaded(n_contended, n_couples, self.stats.max_contended_pct):
+        limit = self.stats.max_contended_pct
+        if self.target is not None and not loaded(counts["contended"], counts["couples"], limit):
             # for good: a settled cell gets no more pairs
             cell.settled |= settles(cell.pairs, cell.half_pct, self.target, self.schedule.min_pairs)
 

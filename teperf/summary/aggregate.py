@@ -15,7 +15,7 @@ from teperf.schema import ONETIME_CLOCKS, ONETIME_COSTS, ONETIME_STATS, ROW_FIEL
 from teperf.stats import (
     TableLevels,
     break_even_steps,
-    choose_attempts,
+    clean_couples,
     compare_cell,
     load_bound,
     onetime_cell,
@@ -91,30 +91,6 @@ def lost_pairs(cell: CellRecords) -> set:
     return {f.pair for f in cell.failures}
 
 
-def clean_trials(parsed: ParsedBundle, cell: CellRecords, field: str, limit_pct: float) -> tuple[list, dict]:
-    """The trials a cell's per-step figures rest on (the attempts teperf.stats.choose_attempts picks; a lost
-    pair's count for nothing): ([(TrialRecord, us, couple key)], {"couples", "contended", "remeasured"})."""
-    sides = [parsed.base_label] + ([parsed.head_label] if parsed.head_label else [])
-    lost = lost_pairs(cell)
-    # (pair, round, trial) -> attempt -> side -> (us, contended)
-    slots = defaultdict(lambda: defaultdict(dict))
-    records = {}
-    for t in cell.trials:
-        v = t.per_step_us(field)
-        if v is None or t.pair in lost:
-            continue
-        slots[(t.pair, t.round, t.trial)][t.attempt][t.side] = (v, t.contended(parsed.device))
-        records[(t.pair, t.round, t.trial, t.attempt, t.side)] = (t, v)
-    picked, incomplete, couples, contended = choose_attempts(slots, sides, limit_pct)
-    remeasured = sum(max(attempts) > 0 for attempts in slots.values())
-    counts = {"couples": couples, "contended": contended, "remeasured": remeasured}
-    used = [(*records[(*key, attempt, side)], key) for key, attempt in picked.items() for side in sides]
-    for key in incomplete:  # no complete couple (a run cut short): its trials that did not share the core
-        last = max(slots[key])
-        used += [(*records[(*key, last, side)], key) for side, (_, c) in slots[key][last].items() if not c]
-    return used, counts
-
-
 def lost_time(t) -> float:
     """ln(wall / CPU time) of a trial: the share of its wall time other processes took (0 on an idle core)."""
     return math.log(t.wall_ns / t.process_cpu_ns) if t.wall_ns and t.process_cpu_ns else 0.0
@@ -128,7 +104,10 @@ def step_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
     times = defaultdict(lambda: defaultdict(list))  # side -> pair -> [us]
     clocks = defaultdict(lambda: defaultdict(list))  # side -> clock -> [us]
     couples = defaultdict(dict)  # (pair, round, trial) -> side -> (us, lost_time, contended)
-    used, counts = clean_trials(parsed, cell, field, stats.max_contended_pct)
+    lost = lost_pairs(cell)  # a lost pair's trials count for nothing
+    kept = [t for t in cell.trials if t.pair not in lost]
+    sides, shared = [base] + ([head] if head else []), lambda t: t.contended(parsed.device)
+    used, counts = clean_couples(kept, sides, field, stats.max_contended_pct, shared)
     for t, v, key in used:
         times[t.side][t.pair].append(v)
         couples[key][t.side] = (v, lost_time(t), t.contended(parsed.device))
