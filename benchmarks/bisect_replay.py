@@ -41,7 +41,7 @@ def replay(meta: dict, probes: list[dict], path: Path, config_path: Path, budget
     from teperf.bisect.counters import CounterSearch
     from teperf.bisect.plan import Range, find_cell
     from teperf.bisect.runner import Bisector
-    from teperf.bisect.timing import TimeSearch
+    from teperf.bisect.timing import PartRow, TimeSearch
     from teperf.bundle import Bundle
     from teperf.config import load_config
     from teperf.sides.gitrepo import Commit
@@ -109,7 +109,7 @@ def replay(meta: dict, probes: list[dict], path: Path, config_path: Path, budget
                 raise NotStored
             row, seconds, _ = left.pop(0)
             clock["now"] += seconds
-            return dict(row), self.probe.bundle.path / "compares" / f"{base}-{head}"
+            return PartRow.from_dict(row), self.probe.bundle.path / "compares" / f"{base}-{head}"
 
         def _compare_once(self, base, head, processes):
             try:

@@ -275,22 +275,22 @@ def generations(spawn: str | None, seeds: Mapping[int, int]) -> dict[int, int] |
     return dict(seeds) if spawn == "forkserver" and seeds else None
 
 
-def single_cell(values: Mapping[int, Sequence[float]]) -> dict:
-    """One side alone (`teperf run`): median, spread, between-pair spread."""
+def single_cell(values: Mapping[int, Sequence[float]]) -> CellEstimate:
+    """One side alone (`teperf run`): median, spread, between-pair spread (no head: no change, no verdict)."""
     all_v = [v for p in sorted(values) for v in values[p]]
     pair_medians = [float(np.median(values[p])) for p in sorted(values) if values[p]]
     between = None
     if len(pair_medians) >= 2:
         between = float(np.std(pair_medians, ddof=1) / np.mean(pair_medians) * 100)
-    return {
+    return CellEstimate(
         # the same definition as compare_cell's: geometric mean of per-pair medians
-        "base_us": float(np.exp(np.mean(np.log(pair_medians)))) if pair_medians else None,
-        "n_pairs": len(pair_medians),
-        "n_trials": len(all_v),
-        "base_spread_pct": spread_pct(all_v),
-        "pair_sd_pct": between,
-        "verdict": None,
-    }
+        base_us=float(np.exp(np.mean(np.log(pair_medians)))) if pair_medians else None,
+        n_pairs=len(pair_medians),
+        n_trials=len(all_v),
+        base_spread_pct=spread_pct(all_v),
+        head_spread_pct=None,
+        pair_sd_pct=between,
+    )
 
 
 def onetime_pairs_needed(alpha: float) -> int:
@@ -385,7 +385,7 @@ def onetime_cell(
     base = {p: v for p, v in base.items() if v and v > 0}
     if head is None:
         one = single_cell({p: [v] for p, v in base.items()})
-        return {"base_ms": one["base_us"], "n_pairs": one["n_pairs"], "pair_sd_pct": one["pair_sd_pct"]}
+        return {"base_ms": one.base_us, "n_pairs": one.n_pairs, "pair_sd_pct": one.pair_sd_pct}
     head = {p: v for p, v in head.items() if v and v > 0}
     pairs = sorted(set(base) & set(head))
     out: dict = {"n_pairs": len(pairs), "verdict": None, "bound_pct": None}
@@ -401,11 +401,12 @@ def onetime_cell(
     centre = interval[0] if interval else float(np.median(units))
     spread = robust_sd(units) if len(units) > 1 else 0.0
     min_effect = max(cfg.min_effect_once_pct, to_pct(spread))
+    delta_pct = to_pct(centre)
     out.update(
         base_ms=b,
         head_ms=b * math.exp(centre),
         delta_ms=b * math.expm1(centre),
-        delta_pct=to_pct(centre),
+        delta_pct=delta_pct,
         pair_sd_pct=float(np.std(units, ddof=1)) * 100 if len(units) > 1 else None,
         min_effect_pct=min_effect,
         min_p=2.0 ** (1 - len(units)),
@@ -415,18 +416,14 @@ def onetime_cell(
         return out
     low, high = to_pct(interval[1]), to_pct(interval[2])
     out.update(ci_low_pct=low, ci_high_pct=high, ci_low_ms=b * low / 100, ci_high_ms=b * high / 100)
-    out["p_value"] = interval[3]
     rule = dataclasses.replace(cfg, min_effect_pct=min_effect)
-    out["verdict"] = verdict(out["delta_pct"], low, high, rule)
-    floor = cfg.min_effect_once_pct
-    if out["verdict"] == NO_CHANGE and not (-floor <= low and high <= floor):
+    called, floor = verdict(delta_pct, low, high, rule), cfg.min_effect_once_pct
+    if called == NO_CHANGE and not (-floor <= low and high <= floor):
         # the spread raises only the bar for calling a change; "no change" must still rule out
         # every change past --min-effect-once, or a -46..+143 % interval would read "no change"
-        out["verdict"] = INCONCLUSIVE
-        rule = dataclasses.replace(cfg, min_effect_pct=floor)
-    if out["verdict"] == INCONCLUSIVE:
-        out["bound_pct"] = inconclusive_bound(low, high, rule)
-    return out
+        called, rule = INCONCLUSIVE, dataclasses.replace(cfg, min_effect_pct=floor)
+    bound = inconclusive_bound(low, high, rule) if called == INCONCLUSIVE else None
+    return dict(out, p_value=interval[3], verdict=called, bound_pct=bound)
 
 
 def pick_attempt(attempts: Mapping[int, Mapping], sides: Sequence) -> tuple[int | None, bool]:

@@ -223,7 +223,7 @@ def _run_fake(
     same_code(base, head): whether the two sides imported identical code (TimeSearch.compare's same_code)."""
     from teperf.bisect.runner import Bisector, Range
     from teperf.bisect.sides import ProbeSkipped
-    from teperf.bisect.timing import TimeSearch
+    from teperf.bisect.timing import PartRow, TimeSearch
     from teperf.bundle import Bundle
     from teperf.config import build_config
     from teperf.engine import probe
@@ -286,7 +286,7 @@ def _run_fake(
                 row = row_of(t_base, t_head).to_dict()  # a probe's row: the summary's, as compare() keeps it
             if same_code is not None:
                 row["same_code"] = same_code(base, head)
-            return row, self.probe.bundle.path / "compares" / f"c{base}-{head}"
+            return PartRow.from_dict(row), self.probe.bundle.path / "compares" / f"c{base}-{head}"
 
     bundle = Bundle.create(tmp_path / "results", "bisect", {"kind": "bisect", "commits": [], "plan": {}})
     monkeypatch.setattr(
@@ -1089,11 +1089,11 @@ def test_same_code_is_two_sides_whose_package_hashes_the_same():
 
 def test_could_change_keeps_only_parts_that_could_change_the_answer():
     from teperf.bisect.search import Part
-    from teperf.bisect.timing import could_change, pairs_to_settle
+    from teperf.bisect.timing import PartRow, could_change, pairs_to_settle
 
     def part(lo, delta, half, pairs=3, status="again", verdict="inconclusive"):
         row = {"delta_us": delta, "ci_low_us": delta - half, "ci_high_us": delta + half, "n_pairs": pairs}
-        return Part(lo, lo + 1, dict(row, verdict=verdict), status)
+        return Part(lo, lo + 1, PartRow(**row, verdict=verdict), status)
 
     step = part(9, 40.0, 5.0, status="step", verdict="slower")  # a culprit of +40 of +100
     wide = part(0, 0.0, 60.0)  # 0 +- 60 at 3 pairs: could outrank +40, but 25 pairs would settle it

@@ -207,9 +207,9 @@ def test_decided_rows_have_no_bound():
 
 def test_single_side_summary():
     res = single_cell({0: [100.0, 102.0, 98.0], 1: [110.0, 111.0, 109.0]})
-    assert res["base_us"] == pytest.approx((100.0 * 110.0) ** 0.5)  # geometric mean of pair medians
-    assert res["n_pairs"] == 2 and res["pair_sd_pct"] > 5
-    assert res["base_spread_pct"] > 0
+    assert res.base_us == pytest.approx((100.0 * 110.0) ** 0.5)  # geometric mean of pair medians
+    assert res.n_pairs == 2 and res.pair_sd_pct > 5 and res.verdict is None
+    assert res.base_spread_pct > 0
 
 
 def _table(rng, cfg, shifts, **kw):

@@ -7,7 +7,7 @@ from typing import Callable, Optional
 
 from teperf.bisect.attribute import span
 from teperf.bisect.search import Part
-from teperf.bisect.timing import MIN_STEP_SHARE, MOST, row_text
+from teperf.bisect.timing import MIN_STEP_SHARE, MOST, PartRow, row_text
 from teperf.bisect.timing import pairs_to_settle as part_pairs_to_settle
 from teperf.stats import pairs_to_settle
 
@@ -16,17 +16,22 @@ def _sign(x) -> int:
     return 1 if (x or 0) > 0 else (-1 if (x or 0) < 0 else 0)
 
 
+def _json(row: Optional[PartRow]) -> dict:
+    """A part's row as the answer holds it ({}: not measured)."""
+    return row.to_dict() if row else {}
+
+
 def step_entry(part: Part, total_us: float, commit: Callable[[int], dict], counters: Optional[dict]) -> dict:
-    row = part.row or {}
-    delta = row.get("delta_us") or 0.0
+    row = part.row or PartRow()
+    delta = row.delta_us or 0.0
     entry = {
         **commit(part.hi),
         "index": part.hi,
         "parent": commit(part.lo),
         "delta_us": round(delta, 2),
-        "delta_pct": row.get("delta_pct"),
-        "verdict": row.get("verdict"),
-        "row": row,
+        "delta_pct": row.delta_pct,
+        "verdict": row.verdict,
+        "row": _json(part.row),
         "counters": counters,  # what the counters did at it ({}: none moved; None: not counted)
         "share": round(delta / total_us, 4) if total_us else 0.0,
     }
@@ -36,44 +41,46 @@ def step_entry(part: Part, total_us: float, commit: Callable[[int], dict], count
     return entry
 
 
-def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside, pair_s=0.0, alpha=0.05) -> dict:
+def time_shares(
+    parts: list[Part], endpoint: PartRow, commit, counters_beside, pair_s=0.0, alpha=0.05
+) -> dict:
     """The parts sorted into the answer's sections (report.SECTIONS); only a step whose own verdict moved
     as GOOD..BAD did (or the other way) gets a share; unresolved parts carry the pairs that would settle
     them at ``alpha``, settle_parts their sum and its seconds at ``pair_s`` a pair."""
-    total = endpoint.get("delta_us") or 0.0
+    total = endpoint.delta_us or 0.0
     direction = _sign(total)
     wanted = {1: "slower", -1: "faster"}
     culprits, opposite, unconfirmed, small, unresolved, same = [], [], [], [], [], []
     for part in parts:
-        row, where = part.row or {}, span(part.lo, part.hi, commit)
+        row, where = part.row or PartRow(), span(part.lo, part.hi, commit)
         if part.status == "step":
-            entry = step_entry(part, total, commit, counters_beside(part.hi))
-            if entry["verdict"] == wanted.get(direction):
+            entry, verdict = step_entry(part, total, commit, counters_beside(part.hi)), row.verdict
+            if verdict == wanted.get(direction):
                 culprits.append(entry)
-            elif entry["verdict"] == wanted.get(-direction):
+            elif verdict == wanted.get(-direction):
                 opposite.append(entry)
             else:
                 unconfirmed.append(entry)
         elif part.status == "identical":  # settled: the package did not change, left out of the answer
-            same.append(dict(where, row=row))
+            same.append(dict(where, row=_json(part.row)))
         elif part.status == "small":
             share_ci = _share_ci(row, total)
-            small.append(dict(where, delta_us=round(row["delta_us"], 2), row=row, share_ci=share_ci))
+            small.append(dict(where, delta_us=round(row.delta_us, 2), row=_json(part.row), share_ci=share_ci))
         elif part.status in ("undecided", "skipped", "budget"):
             unresolved.append(
                 dict(
                     where,
                     status=part.status,
-                    delta_us=row.get("delta_us"),
-                    row=row,
-                    direction=_sign(row.get("delta_us")) * direction if row else 1,
+                    delta_us=row.delta_us,
+                    row=_json(part.row),
+                    direction=_sign(row.delta_us) * direction if part.row else 1,
                     pairs_needed=part_pairs_to_settle(row, MIN_STEP_SHARE * abs(total), alpha),
                 )
             )
     culprits.sort(key=lambda e: -e["share"])
     opposite.sort(key=lambda e: e["share"])
     carried_us = sum(e["delta_us"] for e in culprits + opposite)
-    low, high = endpoint.get("ci_low_us"), endpoint.get("ci_high_us")
+    low, high = endpoint.ci_low_us, endpoint.ci_high_us
     needed = sum(u["pairs_needed"] or 0 for u in unresolved)
     return {
         "settle_parts": {"pairs": needed, "seconds": round(needed * pair_s)} if needed else None,
@@ -93,14 +100,14 @@ def time_shares(parts: list[Part], endpoint: dict, commit, counters_beside, pair
     }
 
 
-def _share_ci(row: dict, total_us: float) -> Optional[list]:
-    low, high = row.get("ci_low_us"), row.get("ci_high_us")
+def _share_ci(row: PartRow, total_us: float) -> Optional[list]:
+    low, high = row.ci_low_us, row.ci_high_us
     if low is None or high is None or not total_us:
         return None
     return sorted((round(low / total_us, 4), round(high / total_us, 4)))
 
 
-def time_share(index: int, measured: dict, endpoint: dict, moved: bool) -> dict:
+def time_share(index: int, measured: dict, endpoint: Optional[PartRow], moved: bool) -> dict:
     """What time can tell of commit ``index``, from the smallest measured part that holds it: a share
     interval of GOOD..BAD's delta (``moved``: GOOD..BAD moved) where that part's excludes zero, and
     ``under``, the most it can be (of GOOD..BAD's delta, else of the cell's time: "too small to tell")."""
@@ -109,23 +116,22 @@ def time_share(index: int, measured: dict, endpoint: dict, moved: bool) -> dict:
         return {"part": None}
     _, lo, hi = min(holding)
     row = measured[(lo, hi)]
-    low, high = row.get("ci_low_us"), row.get("ci_high_us")
+    low, high = row.ci_low_us, row.ci_high_us
     out = {"part": [lo, hi], "own": hi - lo == 1, "whole": lo == 0 and hi == max(h for _, h in measured)}
-    out.update(delta_us=row.get("delta_us"), ci_us=[low, high], pairs=row.get("n_pairs"))
+    out.update(delta_us=row.delta_us, ci_us=[low, high], pairs=row.n_pairs)
     if low is None or high is None:
         return out
     if moved:
-        share = _share_ci(row, endpoint["delta_us"])
+        share = _share_ci(row, endpoint.delta_us)
         out.update(of="GOOD..BAD", under=max(map(abs, share)))
     else:  # no share of an undecided GOOD..BAD: in % of the cell's time
         share = None
-        out.update(of="cell", under=round(max(abs(row["ci_low_pct"]), abs(row["ci_high_pct"])) / 100, 4))
+        out.update(of="cell", under=round(max(abs(row.ci_low_pct), abs(row.ci_high_pct)) / 100, 4))
     return dict(out, share_ci=share if low > 0 or high < 0 else None)
 
 
-def counter_movers(result: dict, measured: dict) -> dict:
+def counter_movers(result: dict, measured: dict, endpoint: Optional[PartRow]) -> dict:
     """Each counter change point with its time_share; those not a step in time of their own, by way."""
-    endpoint = result.get("endpoint") or {}
     moved = result.get("status") not in ("inconclusive", "no change")  # else GOOD..BAD gives no share
     steps = {
         e["index"] for key in ("culprits", "opposite_movers", "unconfirmed") for e in result.get(key) or []
@@ -138,12 +144,11 @@ def counter_movers(result: dict, measured: dict) -> dict:
     return {"counter_movers": movers, "counter_opposite": against}
 
 
-def settle(endpoint: dict, min_effect_pct: float, pair_s: list[float], alpha: float = 0.05) -> dict:
+def settle(endpoint: PartRow, min_effect_pct: float, pair_s: list[float], alpha: float = 0.05) -> dict:
     """How many pairs would settle an undecided GOOD..BAD, from its measured spread (stats.pairs_to_settle):
     to slower/faster it must exclude zero (|delta| >= min effect), to no change it must fit inside +-min
     effect."""
-    delta, low, high = (endpoint.get(k) for k in ("delta_pct", "ci_low_pct", "ci_high_pct"))
-    pairs = endpoint.get("n_pairs")
+    delta, low, high, pairs = endpoint.delta_pct, endpoint.ci_low_pct, endpoint.ci_high_pct, endpoint.n_pairs
     out: dict = {"pairs": pairs, "pairs_needed": None, "budget_s": None}
     if None in (delta, low, high) or not pairs:
         return out
@@ -189,14 +194,14 @@ def _named(entries, n: int = 3) -> str:
     return ", ".join(one(e) for e in entries[:n]) + more
 
 
-def endpoint_text(end: dict) -> str:
-    """GOOD..BAD's row in one phrase, with the pairs it rests on."""
-    pairs = f" at {end['n_pairs']} pairs" if end.get("n_pairs") else ""
-    return row_text(end) + pairs if end else "not measured"
+def endpoint_text(end: Optional[dict]) -> str:
+    """GOOD..BAD's row (the answer's ``endpoint``) in one phrase, with the pairs it rests on."""
+    row = PartRow.from_dict(end)
+    return row_text(row) + (f" at {row.n_pairs} pairs" if row.n_pairs else "") if end else "not measured"
 
 
 def _answer(result: dict) -> tuple[str, str]:
-    status, end = result.get("status"), result.get("endpoint") or {}
+    status, end = result.get("status"), PartRow.from_dict(result.get("endpoint"))
     changes = result.get("counter_changes") or []
     within = " within --budget" if result.get("budget_spent") else ""
     if result.get("mode") == "counters":
@@ -208,15 +213,16 @@ def _answer(result: dict) -> tuple[str, str]:
             else " and no counter differs"
         )
     if status == "inconclusive":
-        told = f"whether GOOD..BAD changed in time could not be told{within}: {endpoint_text(end)}"
+        told = endpoint_text(result.get("endpoint"))
+        told = f"whether GOOD..BAD changed in time could not be told{within}: {told}"
         if changes:
             moved = f"{len(changes)} commit(s) moved the counters: {_named(changes)}; {told}"
             return "counters", f"counters moved, time undecided: {moved}"
         return "unexplained", f"unexplained: {told}; no counter differs"
     culprits = result.get("culprits") or []
-    what = f"GOOD..BAD's {end.get('delta_us', 0):+.1f} us ({end.get('delta_pct', 0):+.1f}%)"
-    if end.get("verdict_cause"):
-        what += f", read {end['verdict']} ({end['verdict_cause']})"
+    what = f"GOOD..BAD's {end.delta_us or 0:+.1f} us ({end.delta_pct or 0:+.1f}%)"
+    if end.verdict_cause:
+        what += f", read {end.verdict} ({end.verdict_cause})"
     rest = result.get("rest") or {}
     left = result.get("unresolved") or []
     tail = f"; {rest.get('share', 0):.0%} unexplained ({rest.get('delta_us', 0):+.1f} us)"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from teperf.bisect.conclude import endpoint_text
 from teperf.bisect.counters import MIN_CHANGE
-from teperf.bisect.timing import MAX_DOUBLINGS, ci_text, row_text
+from teperf.bisect.timing import MAX_DOUBLINGS, PartRow, ci_text, row_text
 from teperf.bundle import Bundle
 from teperf.errors import TeperfError
 from teperf.explain.render import counters_diff
@@ -52,11 +52,11 @@ def _counter_deltas(deltas: dict | None) -> str:
 
 def step_text(entry: dict) -> str:
     """One step in time: its own compare against its parent, its share of GOOD..BAD's, its counters."""
-    row, ci = entry.get("row") or {}, entry.get("share_ci")
+    row, ci = PartRow.from_dict(entry.get("row")), entry.get("share_ci")
     share = f"{entry.get('share', 0):.0%}" + (f" {_pct_ci(ci)}" if ci else "")
     return (
         f"{_commit(entry)}: {entry.get('delta_us', 0):+.1f} us{ci_text(row)} "
-        f"({row.get('delta_pct') or 0:+.1f}%) "
+        f"({row.delta_pct or 0:+.1f}%) "
         f"{entry.get('verdict')} against its parent; {share} of GOOD..BAD; "
         f"{_counter_deltas(entry.get('counters'))}"
     )
@@ -94,7 +94,7 @@ def entry_text(entry: dict) -> str:
 
 def small_text(entry: dict) -> str:
     """A part whose interval excludes zero, under the step size: not searched, left out of the shares."""
-    row, names = entry.get("row") or {}, [c["short_sha"] for c in entry.get("candidates") or []]
+    row, names = PartRow.from_dict(entry.get("row")), [c["short_sha"] for c in entry.get("candidates") or []]
     what = names[0] if len(names) == 1 else f"part of {len(names)} commits ({shorten(names, shown=4)})"
     return (
         f"{what}: moved {row_text(row)}, {_pct_ci(entry.get('share_ci'))} of GOOD..BAD; under the step size, "
@@ -105,8 +105,8 @@ def small_text(entry: dict) -> str:
 def same_code_text(part: dict) -> str:
     """A part whose two ends imported identical code: settled as no change in the package."""
     names = shorten([c["short_sha"] for c in part.get("candidates") or []], shown=6)
-    row = part.get("row") or {}
-    figure = f" (read {row_text(row)})" if row.get("delta_pct") is not None else ""
+    row = PartRow.from_dict(part.get("row"))
+    figure = f" (read {row_text(row)})" if row.delta_pct is not None else ""
     return (
         f"no change in the package: {names}{figure}; both ends imported identical code, so the delta is "
         "noise and measuring again could not move it"
@@ -115,21 +115,21 @@ def same_code_text(part: dict) -> str:
 
 def unresolved_text(left: dict) -> str:
     names = [c["short_sha"] for c in left.get("candidates") or []]
-    row = left.get("row") or {}
-    figure = f" ({row_text(row)})" if row.get("delta_pct") is not None else ""
+    row = PartRow.from_dict(left.get("row"))
+    figure = f" ({row_text(row)})" if row.delta_pct is not None else ""
     if left["status"] == "skipped":
         why = "its commits could not be measured"
     elif left["status"] == "budget":
         why = "--budget was spent before it was split"
-    elif row.get("left") == "answer":
+    elif row.left == "answer":
         why = "not measured again: that could not change the commits named"
     else:
         why = "its compare could not tell whether it holds a step" + (
-            " within --budget" if row.get("left") == "budget" else f", at up to {2**MAX_DOUBLINGS}x the pairs"
+            " within --budget" if row.left == "budget" else f", at up to {2**MAX_DOUBLINGS}x the pairs"
         )
     needed = left.get("pairs_needed")
     if needed:
-        why += f"; about {needed} pairs would settle it (measured at {row.get('n_pairs')})"
+        why += f"; about {needed} pairs would settle it (measured at {row.n_pairs})"
     if len(names) == 1:
         return f"{names[0]}{figure}: one commit, not told against its parent; {why}"
     return f"not narrowed to one commit{figure}: {shorten(names, shown=6)}; {why}"
@@ -173,10 +173,10 @@ def headline(meta: dict) -> list[str]:
         lines.append(f"run status: {meta.get('status')}{': ' + meta['error'] if meta.get('error') else ''}")
     if result.get("answer"):
         lines.append(result["answer"] + (f" (exit {result['exit_code']})" if "exit_code" in result else ""))
-    end = result.get("endpoint")
-    if end and end.get("delta_us") is not None:
-        lines.append(f"GOOD..BAD in time: {endpoint_text(end)}")
-        loaded = end.get("verdict_cause") == "load" or end.get("load_bound_pct") is not None
+    end = PartRow.from_dict(result.get("endpoint"))
+    if end.delta_us is not None:
+        lines.append(f"GOOD..BAD in time: {endpoint_text(result['endpoint'])}")
+        loaded = end.verdict_cause == "load" or end.load_bound_pct is not None
         if loaded and result.get("culprits"):
             lines.append("  GOOD..BAD read under load: the shares rest on that reading")
     hint = result.get("settle") or {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 from teperf.bisect.attribute import attribute, ordered
 from teperf.bisect.conclude import conclude, counter_movers, settle, time_shares
@@ -14,7 +14,7 @@ from teperf.bisect.counters import MIN_CHANGE, CounterSearch, moved
 from teperf.bisect.plan import Probe, Range, commit_meta, find_cell, make_plan, plan_lines, resolve_range
 from teperf.bisect.progress import Progress
 from teperf.bisect.sides import GitSideFactory, SideFactory
-from teperf.bisect.timing import TimeSearch, whole_state
+from teperf.bisect.timing import PartRow, TimeSearch, whole_state
 from teperf.bundle import Bundle
 from teperf.config import Config
 from teperf.engine.probe import ForkedProbes
@@ -52,6 +52,7 @@ class Bisector:
         self.probe = Probe(config, rng, case, factory, bundle, self.progress, log)
         self.counts, self.times = counts(self.probe, probes), times(self.probe, budget_s)
         self.confirm = confirm
+        self.endpoint: Optional[PartRow] = None  # GOOD..BAD's compare, once measured
 
     def run(self) -> dict:
         counts, times, probe = self.counts, self.times, self.probe
@@ -85,18 +86,20 @@ class Bisector:
         result["mode"] = "time"
         probe.log("GOOD..BAD in time, then both halves of every part that moved")
         endpoint, state = times.timed(0, n, whole_state)  # (row, moved | quiet | undecided | budget)
+        self.endpoint = endpoint
         if endpoint is None and state != "budget":
             raise TeperfError(
                 f"GOOD..BAD could not be compared ({state})",
                 f"see the worker logs under {probe.bundle.path}/compares",
             )
-        result["endpoint"] = endpoint
+        result["endpoint"] = endpoint and endpoint.to_dict()
         if state != "moved":
             if state != "quiet" and endpoint is not None:
                 stats = probe.config.stats
                 result["settle"] = settle(endpoint, stats.min_effect_pct, times.compare_s, stats.alpha)
             return self._finish(result, status="no change" if state == "quiet" else "inconclusive")
-        endpoint = result["endpoint"] = times.measured[(0, n)] = times.refine_endpoint(endpoint)
+        endpoint = self.endpoint = times.measured[(0, n)] = times.refine_endpoint(endpoint)
+        result["endpoint"] = endpoint.to_dict()
         parts = times.time_search(endpoint)
         pair_s = max(times.compare_s, default=0.0)
         alpha = probe.config.stats.alpha
@@ -117,10 +120,10 @@ class Bisector:
         result["timing_s"] = round(times.timing_s, 1)
         result["budget_spent"] = times.budget_spent
         result["compared"] = [
-            dict(row, good_index=lo, bad_index=hi) for (lo, hi), row in times.measured.items()
+            dict(row.to_dict(), good_index=lo, bad_index=hi) for (lo, hi), row in times.measured.items()
         ]
         if result.get("counter_changes") and result.get("mode") == "time":
-            result.update(counter_movers(result, times.measured))
+            result.update(counter_movers(result, times.measured, self.endpoint))
         if result.get("culprits"):
             top = result["culprits"][0]
             result["culprit"], result["parent"] = self.probe.commit(top["index"]), top["parent"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 Verdict = Union[tuple, str]  # (left differs, right differs) | "skip" | "undecided"
 
@@ -89,7 +89,7 @@ class Part:
 
     lo: int
     hi: int
-    row: Optional[dict]
+    row: Optional[Any]  # timing.PartRow
     # step (one commit moved) | quiet | identical (both ends import the same code: no change in the package)
     # | undecided | skipped | budget | moved (to split) | again
     status: str
@@ -114,7 +114,10 @@ def find_steps(
         if not pending:
             open_ = worth(deferred, parts) if worth else deferred
             if not open_:
-                parts += [Part(p.lo, p.hi, dict(p.row or {}, left="answer"), "undecided") for p in deferred]
+                parts += [
+                    Part(p.lo, p.hi, p.row and dataclasses.replace(p.row, left="answer"), "undecided")
+                    for p in deferred
+                ]
                 break
             part = max(open_, key=lambda p: (p.hi - p.lo == 1, _reach(p), -p.lo))
             deferred.remove(part)
@@ -152,7 +155,9 @@ def find_steps(
 
 def _reach(part: Part) -> float:
     """How far from zero a part's delta (moved) or interval (again) reaches."""
-    row = part.row or {}
+    row = part.row
+    if row is None:
+        return 0.0
     if part.status == "moved":
-        return abs(row.get("delta_us") or 0.0)
-    return max(abs(row.get("ci_low_us") or 0.0), abs(row.get("ci_high_us") or 0.0))
+        return abs(row.delta_us or 0.0)
+    return max(abs(row.ci_low_us or 0.0), abs(row.ci_high_us or 0.0))

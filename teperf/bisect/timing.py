@@ -25,14 +25,61 @@ MOST = 0.5  # "explained": the commits named carry at least this share of GOOD..
 MIN_TRIAL_S = 0.1  # the parts' trials last at least this long (GOOD..BAD's step time sets their steps)
 ROW_KEEP = tuple(
     """status verdict verdict_cause base_us head_us delta_us delta_pct ci_low_pct ci_high_pct ci_low_us
-    ci_high_us n_pairs contended_pct load_bound_pct same_code""".split()
+    ci_high_us n_pairs contended_pct load_bound_pct""".split()
 )
 
 
-def part_state(row: dict, step_us: float) -> str:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PartRow:
+    """A part's compare as bisect keeps it: the figures of its summary Row it reads (ROW_KEEP), typed, then
+    whether both ends imported identical code, its bundle, what was decided, and ``left`` ("budget" or
+    "answer": why it was left undecided). ``to_dict`` is its object in the answer (without ``tier``, what the
+    head side was built with, and ``error``); ``from_dict`` reads that back."""
+
+    status: Optional[str] = None
+    verdict: Optional[str] = None
+    verdict_cause: Optional[str] = None
+    base_us: Optional[float] = None
+    head_us: Optional[float] = None
+    delta_us: Optional[float] = None
+    delta_pct: Optional[float] = None
+    ci_low_pct: Optional[float] = None
+    ci_high_pct: Optional[float] = None
+    ci_low_us: Optional[float] = None
+    ci_high_us: Optional[float] = None
+    n_pairs: Optional[int] = None
+    contended_pct: Optional[float] = None
+    load_bound_pct: Optional[float] = None
+    same_code: Optional[bool] = None
+    bundle: Optional[str] = None
+    state: Optional[str] = None
+    left: Optional[str] = None
+    tier: Optional[str] = None
+    error: Optional[str] = None
+
+    @classmethod
+    def of(cls, row, **more) -> PartRow:
+        """From a summary Row (teperf.records.Row)."""
+        return cls(**{name: getattr(row, name) for name in ROW_KEEP}, error=row.error, **more)
+
+    @classmethod
+    def from_dict(cls, raw: Optional[dict]) -> PartRow:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in (raw or {}).items() if k in names})
+
+    def to_dict(self) -> dict:
+        out = {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("tier", "error")
+        }
+        if out["left"] is None:
+            del out["left"]
+        return out
+
+
+def part_state(row: PartRow, step_us: float) -> str:
     """moved (the interval excludes zero, the delta is ``step_us`` or more) | small (it excludes zero, the
     delta is smaller: not searched, but reported) | quiet (no step that large in the interval) | undecided."""
-    delta, low, high = row.get("delta_us"), row.get("ci_low_us"), row.get("ci_high_us")
+    delta, low, high = row.delta_us, row.ci_low_us, row.ci_high_us
     if delta is None or low is None or high is None:
         return "undecided"
     if low > 0 or high < 0:
@@ -49,33 +96,32 @@ def same_code(imported: dict) -> bool:
     return any(name != "torch" for name, _ in ids[0][2])  # torch alone is named by version, not hashed
 
 
-def whole_state(row: dict) -> str:
+def whole_state(row: PartRow) -> str:
     """GOOD..BAD's state: quiet when its verdict is no change, moved when its interval excludes zero."""
-    return "quiet" if row.get("verdict") == "no change" else part_state(row, 0.0)
+    return "quiet" if row.verdict == "no change" else part_state(row, 0.0)
 
 
-def ci_text(row: dict) -> str:
+def ci_text(row: PartRow) -> str:
     """' [low, high]' of a compare's row in us, or '' where it has no interval."""
-    return "" if row.get("ci_low_us") is None else f" [{row['ci_low_us']:+.1f}, {row['ci_high_us']:+.1f}]"
+    return "" if row.ci_low_us is None else f" [{row.ci_low_us:+.1f}, {row.ci_high_us:+.1f}]"
 
 
-def row_text(row: dict) -> str:
-    if row.get("delta_pct") is None:
-        return str(row.get("error") or row.get("status"))
-    cause = f" ({row['verdict_cause']})" if row.get("verdict_cause") else ""
-    if row.get("load_bound_pct") is not None:  # the interval holds what load could add (verdicts.loaded)
-        cause = f" ({load_text(row.get('contended_pct'), row['load_bound_pct'])})"
-    ci = ci_text(row)
-    return f"{row.get('delta_us', 0):+.1f} us{ci} ({row['delta_pct']:+.1f}%) {row.get('verdict')}{cause}"
+def row_text(row: PartRow) -> str:
+    if row.delta_pct is None:
+        return str(row.error or row.status)
+    cause = f" ({row.verdict_cause})" if row.verdict_cause else ""
+    if row.load_bound_pct is not None:  # the interval holds what load could add (verdicts.loaded)
+        cause = f" ({load_text(row.contended_pct, row.load_bound_pct)})"
+    return f"{row.delta_us or 0:+.1f} us{ci_text(row)} ({row.delta_pct:+.1f}%) {row.verdict}{cause}"
 
 
-def pairs_to_settle(row: dict, step_us: float, alpha: float = 0.05) -> Optional[int]:
+def pairs_to_settle(row: PartRow, step_us: float, alpha: float = 0.05) -> Optional[int]:
     """The pairs that would settle an undecided part (exclude zero, or fit under the step size), from its
     measured spread (stats.pairs_to_settle)."""
-    low, high, pairs = row.get("ci_low_us"), row.get("ci_high_us"), row.get("n_pairs")
+    low, high, pairs = row.ci_low_us, row.ci_high_us, row.n_pairs
     if low is None or high is None or not pairs or pairs < 2:
         return None
-    delta = abs(row.get("delta_us") or 0.0)
+    delta = abs(row.delta_us or 0.0)
     return stats.pairs_to_settle((high - low) / 2, pairs, max(delta, step_us - delta), alpha)  # >= step / 2
 
 
@@ -88,14 +134,14 @@ def could_change(
     GOOD..BAD's way, past the smallest named culprit's delta or read a step's delta themselves."""
     sign = 1 if total_us >= 0 else -1
     wanted = "slower" if sign > 0 else "faster"
-    named = [sign * p.row["delta_us"] for p in found if p.status == "step" and p.row.get("verdict") == wanted]
+    named = [sign * p.row.delta_us for p in found if p.status == "step" and p.row.verdict == wanted]
     needed = [pairs_to_settle(p.row, step_us, alpha) for p in parts]
     settles = [n is not None and n <= max_pairs for n in needed]
     if not named or (all(settles) and _cost(parts, needed) <= pairs_left):
         return parts
 
     def changes(part) -> bool:
-        low, high, delta = (sign * part.row[k] for k in ("ci_low_us", "ci_high_us", "delta_us"))
+        low, high, delta = (sign * v for v in (part.row.ci_low_us, part.row.ci_high_us, part.row.delta_us))
         return max(low, high) > min(named) or delta >= step_us
 
     return [p for p, ok in zip(parts, settles) if ok and changes(p)]
@@ -105,7 +151,7 @@ def _cost(parts: list, needed: list[int]) -> int:
     """Pairs the compares that would settle ``parts`` take: each doubles its last (they do not pool)."""
     total = 0
     for part, want in zip(parts, needed):
-        pairs = part.row["n_pairs"]
+        pairs = part.row.n_pairs
         while pairs < want:
             pairs *= 2
             total += pairs
@@ -143,8 +189,8 @@ class TimeSearch:
             command=["teperf", "bisect", "(probe)"],
         )
         summary = api.summarize(path)
-        row = dict(summary.rows[0].to_dict(), tier=head_side.description.get("strategy"))
-        return dict(row, same_code=same_code(summary.imported)), path
+        tier = head_side.description.get("strategy")
+        return PartRow.of(summary.rows[0], tier=tier, same_code=same_code(summary.imported)), path
 
     def _compare_once(self, base: int, head: int, processes: int):
         """One compare with ``processes`` pairs -> (row, bundle path, seconds) or (None, why not, seconds)."""
@@ -167,8 +213,8 @@ class TimeSearch:
         seconds = self.probe.clock() - t0
         self.timing_s += seconds
         self.compare_s.append(seconds / processes)
-        if row.get("status") not in ("ok", "partial"):
-            return None, f"{row.get('status')}: {row.get('error')}", seconds
+        if row.status not in ("ok", "partial"):
+            return None, f"{row.status}: {row.error}", seconds
         return row, path, seconds
 
     @property
@@ -176,7 +222,7 @@ class TimeSearch:
         """Pairs of a part's first compare: the config's (a confirming verdict needs 3 of them)."""
         return self.probe.config.schedule.processes
 
-    def timed(self, base: int, head: int, decide: Callable[[dict], str], once=False):
+    def timed(self, base: int, head: int, decide: Callable[[PartRow], str], once=False):
         """Compare base..head and ``decide`` from its row, again with twice the pairs while "undecided"
         and --budget allow -> (row, decision), (None, "skip") or (row or None, "budget"; the row says
         left: budget). ``once``: one compare, then "again" where another may follow from there."""
@@ -188,7 +234,7 @@ class TimeSearch:
             if self.timing_s + processes * max(self.compare_s, default=0.0) > self.budget_s:
                 self.budget_spent = True
                 if kept is not None:
-                    kept["left"] = "budget"
+                    kept = self.measured[(base, head)] = dataclasses.replace(kept, left="budget")
                 return kept, "budget"
             row, path, seconds = self._compare_once(base, head, processes)
             if row is None:
@@ -208,10 +254,13 @@ class TimeSearch:
                 base_index=base,
                 processes=processes,
                 iters=self.trial_iters,
-                **{k: row.get(k) for k in ("tier", "delta_pct", "ci_low_pct", "ci_high_pct", "verdict")},
+                tier=row.tier,
+                delta_pct=row.delta_pct,
+                ci_low_pct=row.ci_low_pct,
+                ci_high_pct=row.ci_high_pct,
+                verdict=row.verdict,
             )
-            kept = dict({k: row.get(k) for k in ROW_KEEP}, bundle=rel, state=decided)
-            kept["n_pairs"] = kept["n_pairs"] or processes
+            kept = dataclasses.replace(row, bundle=rel, state=decided, n_pairs=row.n_pairs or processes)
             self.measured[(base, head)] = kept
             if decided != "undecided":
                 return kept, decided
@@ -220,10 +269,10 @@ class TimeSearch:
                 return kept, "again"
         return kept, "undecided"
 
-    def refine_endpoint(self, endpoint: dict) -> dict:
+    def refine_endpoint(self, endpoint: PartRow) -> PartRow:
         """Sets the parts' trial length (MIN_TRIAL_S); where it is longer than the config's, GOOD..BAD is
         measured again with it, so that each share's denominator is as precise as its numerator."""
-        ends = (endpoint.get("base_us"), endpoint.get("head_us"))
+        ends = (endpoint.base_us, endpoint.head_us)
         fastest = min((v for v in ends if v and v > 0), default=0)
         iters = self.trial_iters
         self.trial_iters = max(iters, math.ceil(MIN_TRIAL_S * 1e6 / fastest)) if fastest else iters
@@ -232,15 +281,15 @@ class TimeSearch:
         row, state = self.timed(0, len(self.probe.rng.commits), whole_state)
         return row if state == "moved" else endpoint
 
-    def time_search(self, endpoint: dict) -> list[bsearch.Part]:
+    def time_search(self, endpoint: PartRow) -> list[bsearch.Part]:
         """Every step in time of GOOD..BAD (whose ``endpoint`` row moved), and the parts left."""
-        step_us = MIN_STEP_SHARE * abs(endpoint["delta_us"])
+        step_us = MIN_STEP_SHARE * abs(endpoint.delta_us)
 
-        def decide(lo: int, hi: int, row: dict) -> str:
-            if row.get("same_code"):  # no change in the package: settled, whatever the noise read
+        def decide(lo: int, hi: int, row: PartRow) -> str:
+            if row.same_code:  # no change in the package: settled, whatever the noise read
                 return "identical"
             state = part_state(row, step_us)
-            if state == "moved" and hi - lo == 1 and row.get("verdict_cause") == "load":
+            if state == "moved" and hi - lo == 1 and row.verdict_cause == "load":
                 return "undecided"  # a step's own verdict confirms it: measured again, the load may pass
             return state
 
@@ -257,6 +306,6 @@ class TimeSearch:
             left = (self.budget_s - self.timing_s) / pair_s if pair_s else math.inf
             most = self.first_pairs * 2**MAX_DOUBLINGS
             alpha = self.probe.config.stats.alpha
-            return could_change(parts, found, endpoint["delta_us"], step_us, most, left, alpha)
+            return could_change(parts, found, endpoint.delta_us, step_us, most, left, alpha)
 
         return bsearch.find_steps(len(self.probe.rng.commits), endpoint, compare, worth)

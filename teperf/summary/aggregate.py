@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict
-from operator import itemgetter
+from operator import attrgetter
 
 import numpy as np
 
@@ -42,29 +42,26 @@ def aggregate(
     again with every interval at the table's level (stats.table_levels) where that is not the run's own."""
     rows = [cell_row(parsed, case, stats) for case in parsed.cases]
     if parsed.head_label is None:
-        add_break_even(rows)
+        rows = with_break_even(rows)
     levels = None
     if parsed.head_label is not None and table_rule:
         levels = table_levels(verdict_cells(rows), stats.alpha)
     if levels and (levels.alpha, levels.floor) != (stats.alpha, stats.alpha):
         table = dataclasses.replace(stats, alpha=levels.alpha)
         rows = [cell_row(parsed, case, table, levels.floor) for case in parsed.cases]
-    return [Row(**row) for row in rows], levels
+    return rows, levels
 
 
-def verdict_cells(rows: list[dict]) -> list[tuple[float, float]]:
+def verdict_cells(rows: list[Row]) -> list[tuple[float, float]]:
     """(p, smallest reachable p) of every per-step and one-time cell that could be called slower or faster."""
-    cells = [(r["p_value"], 0.0) for r in rows if r.get("p_value") is not None]
-    for cost in ONETIME_COSTS:
-        cells += [
-            (1.0 if r[f"{cost}_p_value"] is None else r[f"{cost}_p_value"], r[f"{cost}_min_p"])
-            for r in rows
-            if r.get(f"{cost}_min_p")
-        ]
+    cells = [(r.p_value, 0.0) for r in rows if r.p_value is not None]
+    for cost in ONETIME_COSTS:  # the one-time costs' fields are named after the cost
+        p_values = [(getattr(r, f"{cost}_p_value"), getattr(r, f"{cost}_min_p")) for r in rows]
+        cells += [(1.0 if p is None else p, low) for p, low in p_values if low]
     return cells
 
 
-def cell_row(parsed: ParsedBundle, case: CaseMeta, stats: Stats, floor: float | None = None) -> dict:
+def cell_row(parsed: ParsedBundle, case: CaseMeta, stats: Stats, floor: float | None = None) -> Row:
     cell = parsed.cell(case.id)
     row = dict.fromkeys(ROW_FIELDS)
     row.update(
@@ -76,14 +73,16 @@ def cell_row(parsed: ParsedBundle, case: CaseMeta, stats: Stats, floor: float | 
     if cell.counters:
         sides = {"base": parsed.base_label, "head": parsed.head_label}  # a run's head: None, so no counts
         row["counters"] = {side: cell.counters.get(label) for side, label in sides.items()}
-    row.update(status_of(case, cell, row["n_trials"]))
-    row["pairs_planned"] = parsed.config.planned_pairs
+    out = Row(**row)
+    out = dataclasses.replace(
+        out, **status_of(case, cell, out.n_trials), pairs_planned=parsed.config.planned_pairs
+    )
     # a run stopped early, or a records.jsonl cut short after it: a cell short of its pairs is partial
-    if row["status"] == "ok" and row["pairs_planned"] and (row.get("n_pairs") or 0) < row["pairs_planned"]:
+    if out.status == "ok" and out.pairs_planned and (out.n_pairs or 0) < out.pairs_planned:
         stopped = parsed.meta.get("status") == "interrupted"
         error = "the run was interrupted" if stopped else "records.jsonl holds fewer pairs (cut short?)"
-        row.update(status="partial", error=error)  # the note and table give the count
-    return row
+        out = dataclasses.replace(out, status="partial", error=error)  # the note and table give the count
+    return out
 
 
 def lost_pairs(cell: CellRecords) -> set:
@@ -116,7 +115,7 @@ def step_figures(parsed: ParsedBundle, cell: CellRecords, stats: Stats) -> dict:
             if value is not None:
                 clocks[t.side][clock].append(value)
     if head is None:
-        out = dict(single_cell(times[base]))
+        out = dataclasses.asdict(single_cell(times[base]))
     else:
         by_pair, evidence = defaultdict(list), defaultdict(list)
         for key, c in couples.items():
@@ -211,15 +210,19 @@ def status_of(case: CaseMeta, cell: CellRecords, n_trials) -> dict:
     return {"status": "ok" if n_trials else "missing"}
 
 
-def add_break_even(rows: list[dict]) -> None:
+def with_break_even(rows: list[Row]) -> list[Row]:
     """`run`: per cell and mode, the one-time extra over the eager cell and the steps that pay it back."""
-    cell = itemgetter("module", "recipe", "shape", "dtype")
-    eager = {cell(r): r for r in rows if r["mode"] == "eager"}
+    cell = attrgetter("module", "recipe", "shape", "dtype")
+    eager = {cell(r): r for r in rows if r.mode == "eager"}
+    out = []
     for r in rows:
-        e = eager.get(cell(r)) if r["mode"] != "eager" else None
-        if e is None or None in (r.get("first_call_base_ms"), e.get("first_call_base_ms")):
-            continue
-        r["onetime_extra_ms"] = r["first_call_base_ms"] - e["first_call_base_ms"]
-        if r.get("base_us") is not None and e.get("base_us") is not None:
-            r["saving_per_step_us"] = e["base_us"] - r["base_us"]
-        r["break_even_steps"] = break_even_steps(r["onetime_extra_ms"], r.get("saving_per_step_us"))
+        e = eager.get(cell(r)) if r.mode != "eager" else None
+        if e is not None and None not in (r.first_call_base_ms, e.first_call_base_ms):
+            extra = r.first_call_base_ms - e.first_call_base_ms
+            saving = None if None in (r.base_us, e.base_us) else e.base_us - r.base_us
+            steps = break_even_steps(extra, saving)
+            r = dataclasses.replace(
+                r, onetime_extra_ms=extra, saving_per_step_us=saving, break_even_steps=steps
+            )
+        out.append(r)
+    return out
