@@ -75,34 +75,16 @@ def t_p_value(centre: float, samples: Sequence[float]) -> float | None:
     return float(2 * sps.t.sf(abs(centre) / se, n - 1)) if se > 0 else float(centre == 0)
 
 
-@dataclasses.dataclass(frozen=True)
-class CellEstimate:
-    """One cell's paired estimate (compare_cell), handed whole: the per-step figures of its summary row
-    (teperf.schema.ROW_FIELDS says what each is); None where the cell has no pair or no interval."""
-
-    n_pairs: int
-    n_trials: int
-    base_spread_pct: float | None
-    head_spread_pct: float | None
-    base_us: float | None = None
-    head_us: float | None = None
-    delta_us: float | None = None
-    delta_pct: float | None = None
-    ci_low_pct: float | None = None
-    ci_high_pct: float | None = None
-    ci_low_us: float | None = None
-    ci_high_us: float | None = None
-    ci_basis: str | None = None
-    pair_sd_pct: float | None = None
-    mde_pct: float | None = None
-    p_value: float | None = None
-    min_p: float | None = None
-    verdict: str | None = None
-    verdict_cause: str | None = None
-    bound_pct: float | None = None
-    load_bound_pct: float | None = None
-    pair_logs: dict | None = None  # r_p per pair: what a by-lane breakdown groups
-    n_generations: int | None = None
+# One cell's paired estimate (compare_cell; single_cell: one side's), handed whole: the per-step figures of
+# its summary row (teperf.schema.ROW_FIELDS says what each is); None where the cell has no pair or interval.
+CELL_FIELDS = tuple(
+    """n_pairs n_trials base_spread_pct head_spread_pct base_us head_us delta_us delta_pct ci_low_pct
+    ci_high_pct ci_low_us ci_high_us ci_basis pair_sd_pct mde_pct p_value min_p verdict verdict_cause
+    bound_pct load_bound_pct pair_logs n_generations""".split()
+)
+CellEstimate = dataclasses.make_dataclass(
+    "CellEstimate", [(name, Any, None) for name in CELL_FIELDS], frozen=True, kw_only=True
+)
 
 
 def pairs_to_settle(half: float, pairs: int, target: float, alpha: float) -> int:

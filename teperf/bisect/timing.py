@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from teperf import stats
 from teperf.bisect import search as bsearch
@@ -29,34 +29,7 @@ ROW_KEEP = tuple(
 )
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PartRow:
-    """A part's compare as bisect keeps it: the figures of its summary Row it reads (ROW_KEEP), typed, then
-    whether both ends imported identical code, its bundle, what was decided, and ``left`` ("budget" or
-    "answer": why it was left undecided). ``to_dict`` is its object in the answer (without ``tier``, what the
-    head side was built with, and ``error``); ``from_dict`` reads that back."""
-
-    status: Optional[str] = None
-    verdict: Optional[str] = None
-    verdict_cause: Optional[str] = None
-    base_us: Optional[float] = None
-    head_us: Optional[float] = None
-    delta_us: Optional[float] = None
-    delta_pct: Optional[float] = None
-    ci_low_pct: Optional[float] = None
-    ci_high_pct: Optional[float] = None
-    ci_low_us: Optional[float] = None
-    ci_high_us: Optional[float] = None
-    n_pairs: Optional[int] = None
-    contended_pct: Optional[float] = None
-    load_bound_pct: Optional[float] = None
-    same_code: Optional[bool] = None
-    bundle: Optional[str] = None
-    state: Optional[str] = None
-    left: Optional[str] = None
-    tier: Optional[str] = None
-    error: Optional[str] = None
-
+class _PartRowReads:
     @classmethod
     def of(cls, row, **more) -> PartRow:
         """From a summary Row (teperf.records.Row)."""
@@ -64,16 +37,22 @@ class PartRow:
 
     @classmethod
     def from_dict(cls, raw: Optional[dict]) -> PartRow:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in (raw or {}).items() if k in names})
+        return cls(**{k: v for k, v in (raw or {}).items() if k in PART_FIELDS})
 
     def to_dict(self) -> dict:
-        out = {
-            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("tier", "error")
-        }
+        out = {name: getattr(self, name) for name in PART_FIELDS[:-2]}  # not tier and error
         if out["left"] is None:
             del out["left"]
         return out
+
+
+# A part's compare as bisect keeps it: the figures of its summary Row it reads (ROW_KEEP), typed, then whether
+# both ends imported identical code, its bundle, what was decided, ``left`` ("budget" or "answer": why it was
+# left undecided), what the head side was built with and the error. ``to_dict`` is its object in the answer.
+PART_FIELDS = (*ROW_KEEP, "same_code", "bundle", "state", "left", "tier", "error")
+PartRow = dataclasses.make_dataclass(
+    "PartRow", [(name, Any, None) for name in PART_FIELDS], bases=(_PartRowReads,), frozen=True, kw_only=True
+)
 
 
 def part_state(row: PartRow, step_us: float) -> str:
