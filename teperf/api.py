@@ -182,7 +182,7 @@ def check_extras(
             )
         Expected.read(expected)
     if explain_cell:
-        find_case({"cases": [c.to_meta() for c in expand(config)]}, explain_cell, where="the config")
+        find_case([c.to_meta() for c in expand(config)], explain_cell, where="the config")
 
 
 @dataclasses.dataclass(frozen=True)

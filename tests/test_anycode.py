@@ -161,7 +161,7 @@ def test_explain_refuses_a_recorded_pythonpath_that_is_gone(tmp_path):
         "sides": {"base": {"label": "base", "python": "python3", "env": {"PYTHONPATH": str(tmp_path / "x")}}}
     }
     with pytest.raises(TeperfError, match="PYTHONPATH directory .*x, recorded in the bundle, is gone"):
-        sides_from_meta(meta)
+        sides_from_meta(meta["sides"])
 
 
 def test_build_estimate_is_not_tes_for_another_package(tmp_path):

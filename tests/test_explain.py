@@ -147,14 +147,14 @@ def test_find_case():
             {"id": 2, "module": "LayerNormLinear", "recipe": "bf16", "shape": [8, 2, 256], "mode": "eager"},
         ]
     }
-    assert find_case(meta, "LayerNormLinear/bf16")["id"] == 2
-    assert find_case(meta, "Linear/bf16/8x2x256/cuda-graph")["id"] == 1
+    assert find_case(meta["cases"], "LayerNormLinear/bf16")["id"] == 2
+    assert find_case(meta["cases"], "Linear/bf16/8x2x256/cuda-graph")["id"] == 1
     with pytest.raises(TeperfError, match="matches 2 cells"):
-        find_case(meta, "Linear/bf16")
+        find_case(meta["cases"], "Linear/bf16")
     with pytest.raises(TeperfError, match="no cell"):
-        find_case(meta, "Linear/fp8")
+        find_case(meta["cases"], "Linear/fp8")
     with pytest.raises(TeperfError, match="several cells"):
-        find_case(meta, None)
+        find_case(meta["cases"], None)
 
 
 def test_function_delta_roundtrip():

@@ -88,7 +88,7 @@ def find_cell(config: Config, cell: str) -> Case:
     from teperf.explain.capture import find_case
 
     cases = expand(config)
-    wanted = find_case({"cases": [c.to_meta() for c in cases]}, cell, where="the config")
+    wanted = find_case([c.to_meta() for c in cases], cell, where="the config")
     case = next(c for c in cases if c.id == wanted["id"])
     if case.skip:
         raise TeperfError(f"cell {cell} cannot run: {case.skip}", "pick another --cell or --shape")

@@ -29,11 +29,11 @@ from teperf.counters.file import (
 from teperf.engine.oneshot import StepFailed, one_worker
 from teperf.engine.spawn import WorkerError
 from teperf.errors import TeperfError
-from teperf.explain.capture import cell_key, rerun_config, sides_from_meta
+from teperf.explain.capture import case_key, rerun_config, sides_from_meta
 from teperf.explain.diff import by_calls, diff_profiles
 from teperf.explain.render import calls_text
 from teperf.plan import Case, expand
-from teperf.records import CountersRecord, WorkerRecord
+from teperf.records import BundleMeta, CountersRecord, WorkerRecord
 
 PROFILE_ITERS = 3  # steps profiled for the by-function calls (counts per step are exact)
 
@@ -307,9 +307,8 @@ def check_bundle(
     t0 = time.perf_counter()
     expected = Expected.read(expected_path)
     bundle = Bundle.open(bundle_path)
-    typed = bundle.meta()
-    meta = typed.to_dict()
-    labels = list((meta.get("sides") or {}).keys())
+    meta = bundle.meta()
+    labels = list(meta.sides)
     label = side_label or ("head" if "head" in labels else (labels[-1] if labels else "head"))
     hello: dict = {}
     counters: dict = {}
@@ -318,11 +317,11 @@ def check_bundle(
             hello = record.hello or {}
         elif isinstance(record, CountersRecord) and record.side == label:
             counters.setdefault(record.case_id, record.counters)
-    seen = made_with(hello, typed.config.device) if hello else {}
+    seen = made_with(hello, meta.config.device) if hello else {}
     if hello:
         refuse_other_versions(expected, seen)
     cells = []
-    cases = [(cell_key(c), c) for c in meta.get("cases") or []]
+    cases = [(case_key(c), c) for c in meta.cases]
     for key, case in cases:
         got = counters.get(case.get("id"))
         if case.get("skip"):
@@ -345,14 +344,14 @@ def by_key(result: CheckResult, key: str) -> Optional[CellResult]:
     return next((c for c in result.changed if c.key == key), None)
 
 
-def _name_functions(meta: dict, label: str, cases: list, known: dict, result: CheckResult) -> None:
+def _name_functions(meta: BundleMeta, label: str, cases: list, known: dict, result: CheckResult) -> None:
     """Profile the changed cells on the bundle's ``label`` side in one worker; a side that is gone
     (a temporary tree) or a worker that fails leaves the functions unnamed, with a note."""
     plan_cases = [Case.from_meta(case) for case in cases]
     work = Path(tempfile.mkdtemp(prefix="teperf-counters-"))
     try:
-        side = next(s for s in sides_from_meta(meta) if s.label == label)
-        config, _note = rerun_config(meta)
+        side = next(s for s in sides_from_meta(meta.sides) if s.label == label)
+        config, _note = rerun_config(meta.config)
         _hello, counted = count_cells(config, side, plan_cases, work, want_calls=lambda key, counters: True)
     except (TeperfError, StopIteration) as exc:
         counted = {}

@@ -14,7 +14,7 @@ from typing import Optional
 
 from teperf import records
 from teperf.bundle import Bundle
-from teperf.config import Config, read_config
+from teperf.config import Config, RecordedConfig
 from teperf.cpus import check_core, core_usable
 from teperf.engine.oneshot import StepFailed, one_worker
 from teperf.engine.spawn import WorkerError
@@ -26,38 +26,36 @@ from teperf.provenance import code_identity, side_facts
 from teperf.sides import Side
 
 
-def cell_key(case: dict) -> str:
+def case_key(case: dict) -> str:
     """A bundle case's key (records.cell_key), from a case that may lack fields."""
     module, recipe, mode = (str(case.get(k)) for k in ("module", "recipe", "mode"))
     return records.cell_key(module, recipe, case.get("shape") or [], mode)
 
 
-def find_case(meta: dict, cell: Optional[str], where: str = "the bundle") -> dict:
-    """The bundle case named by ``MODULE/RECIPE[/SHAPE[/MODE]]`` (shape as 8x2x256); ``where``: what the
-    cases came from, for the errors."""
-    cases = list(meta.get("cases") or [])
+def find_case(cases: list, cell: Optional[str], where: str = "the bundle") -> dict:
+    """Of a bundle's ``cases`` (meta.json's), the one named by ``MODULE/RECIPE[/SHAPE[/MODE]]`` (shape as
+    8x2x256); ``where``: what the cases came from, for the errors."""
     if not cases:
         raise TeperfError(
             "the bundle's metadata lists no cases", "explain a bundle written by teperf compare"
         )
-    names = [cell_key(c) for c in cases]
+    names = [case_key(c) for c in cases]
     if not cell:
         if len(cases) == 1:
             return cases[0]
         raise TeperfError(f"{where} has several cells", "pick one with --cell, one of: " + ", ".join(names))
     wanted = cell.strip().strip("/").split("/")
-    hits = [c for c in cases if cell_key(c).split("/")[: len(wanted)] == wanted]
+    hits = [c for c in cases if case_key(c).split("/")[: len(wanted)] == wanted]
     if not hits:
         raise TeperfError(f"no cell {cell!r} in {where}", "use one of: " + ", ".join(names))
     if len(hits) > 1:
-        fix = "add /SHAPE and /MODE, one of: " + ", ".join(cell_key(c) for c in hits)
+        fix = "add /SHAPE and /MODE, one of: " + ", ".join(case_key(c) for c in hits)
         raise TeperfError(f"--cell {cell!r} matches {len(hits)} cells", fix)
     return hits[0]
 
 
-def sides_from_meta(meta: dict) -> list:
-    """The bundle's sides, in the order they were measured (base before head)."""
-    described = meta.get("sides") or {}
+def sides_from_meta(described: dict) -> list:
+    """The bundle's sides (meta.json's ``sides``), in the order they were measured (base before head)."""
     if not described:
         raise TeperfError(
             "the bundle's metadata has no sides", "explain a bundle written by teperf compare or run"
@@ -139,7 +137,7 @@ def _set_up(workers: dict, plan_case, case: dict, result: dict) -> None:
             worker.setup(plan_case)
         except StepFailed as exc:
             raise TeperfError(
-                f"the {label} side could not set up {cell_key(case)}: {exc.error}",
+                f"the {label} side could not set up {case_key(case)}: {exc.error}",
                 f"see {worker.log_path}",
             ) from None
     packages = [w.side.description.get("package") for w in workers.values()]
@@ -156,10 +154,9 @@ def _set_up(workers: dict, plan_case, case: dict, result: dict) -> None:
             result["errors"][label] = f"counters: {exc.error}"
 
 
-def rerun_config(meta: dict, core: Optional[int] = None, timeout_s: Optional[float] = None):
+def rerun_config(recorded: RecordedConfig, core: Optional[int] = None, timeout_s: Optional[float] = None):
     """(config, note): the Config to run a bundle's cell again with here, on ``core`` (must exist), else the
-    bundle's when usable, else the last usable one (the note says which core was taken)."""
-    recorded = read_config(meta.get("config"))
+    bundle's (``recorded``) when usable, else the last usable one (the note says which core was taken)."""
     asked, core, note = core, recorded.core, ""
     if asked is not None or core is None or not core_usable(core):
         core = check_core(asked)
@@ -191,11 +188,11 @@ def explain_bundle(
     """Profile one cell of a bundle on its sides again (``teperf explain``); the report is also saved under
     ``BUNDLE/explain/`` (or a temporary directory when the bundle is read-only)."""
     bundle = Bundle.open(bundle_path)
-    meta = bundle.meta().to_dict()
-    case = find_case(meta, cell)
-    config, core_note = rerun_config(meta, core, timeout_s)  # --core refused before the sides are looked at
-    sides = sides_from_meta(meta)
-    cell_name = cell_key(case)
+    meta = bundle.meta()
+    case = find_case(meta.cases, cell)
+    config, core_note = rerun_config(meta.config, core, timeout_s)  # --core refused before the sides are read
+    sides = sides_from_meta(meta.sides)
+    cell_name = case_key(case)
     log_dir = _writable_dir(Path(bundle.path) / "explain", cell_name)
     load = machine_load(config.core)  # before the profile: its own workers are not load
     outcome = profile_case(config, sides, case, log_dir, iters=iters, repeats=repeats, progress=progress)
