@@ -391,7 +391,7 @@ def nightly(
     actual = machine_from_meta(summary.meta)["machine"]
     warning = None
     if actual != plan.machine:
-        recorded = summary.meta.get("host", {})
+        recorded = summary.meta.host
         warning = (
             f"the workers reported machine {actual}, the probe said {plan.machine} "
             f"(GPU/driver names differ: {recorded.get('gpu')!r}, {recorded.get('driver')!r}); "

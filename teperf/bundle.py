@@ -51,9 +51,9 @@ def coordinator_facts() -> dict:
     return {"pid": os.getpid(), "hostname": socket.gethostname(), "start_ticks": _process_start(os.getpid())}
 
 
-def coordinator_gone(meta: dict) -> bool:
+def coordinator_gone(meta: BundleMeta) -> bool:
     """True when meta says ``running`` but its coordinator no longer exists on this host (unknown: no)."""
-    facts = meta.get("coordinator") if meta.get("status") == "running" else None
+    facts = meta.coordinator if meta.status == "running" else None
     if not isinstance(facts, dict) or facts.get("hostname") != socket.gethostname():
         return False
     pid = facts.get("pid")

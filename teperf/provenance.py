@@ -8,6 +8,7 @@ from typing import Iterable, Optional
 
 from teperf.errors import TeperfError
 from teperf.plan import measured_packages
+from teperf.records import BundleMeta
 from teperf.sides import Side
 
 
@@ -108,9 +109,9 @@ def meant_to_differ(sides_meta: dict) -> bool:
     return what(base) != what(head)
 
 
-def identical_code(meta: dict, worker_records: Iterable) -> Optional[str]:
+def identical_code(meta: BundleMeta, worker_records: Iterable) -> Optional[str]:
     """One line when two sides meant to differ imported identical code (the run is no comparison)."""
-    if meta.get("kind") != "compare" or not meant_to_differ(meta.get("sides") or {}):
+    if meta.kind != "compare" or not meant_to_differ(meta.sides):
         return None
     facts = side_facts(worker_records)
     if len(facts) != 2:

@@ -95,13 +95,13 @@ def counters_text(counters, compare: bool = False) -> str:
 def _header(summary: Summary, cfg: RecordedConfig, metric: str) -> list[str]:
     """Code problems, the sides and what they imported, and the schedule, above the table."""
     meta = summary.meta
-    sides = meta.get("sides") if isinstance(meta.get("sides"), dict) else {}
+    sides = meta.sides
     header = [f"WARNING: {p}" for p in summary.code_problems]
     header += [side_text(d) for d in sides.values() if isinstance(d, dict)]
     header += [side_line(label, facts) for label, facts in summary.imported.items()]
     head_side = sides.get("head") if isinstance(sides.get("head"), dict) else {}
     header += [f"note: {n}" for n in head_side.get("notes") or []]
-    host = meta.get("host") if isinstance(meta.get("host"), dict) else {}
+    host = meta.host
     sched = cfg.schedule
     known_size = cfg.planned_pairs or cfg.open_ended
     if known_size and {"schedule.rounds", "schedule.trials", "schedule.iters"} <= cfg.recorded:
@@ -164,7 +164,7 @@ def key_columns(rows: list[Row], mode: bool | None = None) -> list[str]:
 
 
 def _compare_columns(summary: Summary) -> list[str]:
-    base, head = list(summary.meta["sides"])[:2]
+    base, head = list(summary.meta.sides)[:2]
     return [base, head, "delta", "delta %", f"{level_text(summary.interval_alpha)} CI"]
 
 
@@ -363,7 +363,7 @@ def _side_name(desc: dict) -> str:
 def verdict_line(summary: Summary) -> str:
     """The one line a pull request's reader sees first: how the cells came out, the changed ones named, and
     which sides; the table and the rest follow it."""
-    sides = [d for d in (summary.meta.get("sides") or {}).values() if isinstance(d, dict)]
+    sides = [d for d in summary.meta.sides.values() if isinstance(d, dict)]
     if not summary.compare:
         measured = sum(r.status in ("ok", "partial") for r in summary.rows)
         return f"teperf run: {measured} of {len(summary.rows)} cells measured"
@@ -433,8 +433,9 @@ def _flat_rows(summary: Summary) -> list[dict]:
 
 
 def render_json(summary: Summary, console=None) -> str:
-    names = ("meta", "rows", "notes", "onetime_notes", "imported", "code_problems")
-    data = {name: getattr(summary, name) for name in names} | {"rows": _flat_rows(summary)}
+    names = ("rows", "notes", "onetime_notes", "imported", "code_problems")
+    data = {"meta": summary.meta.to_dict()} | {name: getattr(summary, name) for name in names}
+    data["rows"] = _flat_rows(summary)
     data["table_levels"] = dataclasses.asdict(summary.levels) if summary.levels else None
     return json.dumps(data, indent=2, default=str) + "\n"
 

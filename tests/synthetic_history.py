@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from teperf.history.store import HistoryStore, machine_from_meta
-from teperf.records import HistoryRow
+from teperf.records import BundleMeta, HistoryRow
 
 DEFAULT_CELLS = (
     ("Linear", "fp32", 100.0),
@@ -60,7 +60,7 @@ def rows(plan: Plan) -> list[list[HistoryRow]]:
     levels = {(m, r): true_levels(plan, m, r, b) for m, r, b in plan.cells}
     for mi, (cpu, gpu, driver) in enumerate(plan.machines):
         host = dict(cpu_model=cpu, gpu=gpu, driver=driver, hostname=f"synthetic-{mi}")
-        mach = machine_from_meta({"host": host})  # the machine columns as an imported bundle gets them
+        mach = machine_from_meta(BundleMeta(host=host))  # the machine columns as an imported bundle gets them
         measured = {
             key: lv * np.exp(rng.normal(0, plan.noise_pct / 100.0, plan.commits))
             for key, lv in levels.items()

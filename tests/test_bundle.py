@@ -218,11 +218,14 @@ def test_records_appended_read_back_as_their_types_each_once(tmp_path):
 
 def test_a_live_coordinator_is_not_gone_and_a_dead_one_on_this_host_is(tmp_path):
     from teperf.bundle import coordinator_facts, coordinator_gone
+    from teperf.records import BundleMeta
+
+    gone = lambda raw: coordinator_gone(BundleMeta.from_dict(raw))  # noqa: E731
 
     me = {"status": "running", "coordinator": coordinator_facts()}
-    assert not coordinator_gone(me)
-    assert not coordinator_gone({**me, "status": "complete"})  # only a running bundle can be orphaned
+    assert not gone(me)
+    assert not gone({**me, "status": "complete"})  # only a running bundle can be orphaned
     other_host = {**me["coordinator"], "hostname": me["coordinator"]["hostname"] + "-elsewhere"}
-    assert not coordinator_gone({"status": "running", "coordinator": other_host})  # unknown: no
+    assert not gone({"status": "running", "coordinator": other_host})  # unknown: no
     reused = {**me["coordinator"], "start_ticks": (me["coordinator"]["start_ticks"] or 0) + 1}
-    assert coordinator_gone({"status": "running", "coordinator": reused})  # this pid, another process
+    assert gone({"status": "running", "coordinator": reused})  # this pid, another process

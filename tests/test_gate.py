@@ -7,7 +7,7 @@ from conftest import PLANTED, run_cli, run_in_process
 
 from teperf.commands._common import gate
 from teperf.errors import TeperfError
-from teperf.records import Row
+from teperf.records import BundleMeta, Row
 from teperf.summary import Summary
 from teperf.verdicts import failing_cells, parse_fail_on
 
@@ -87,9 +87,9 @@ def test_fail_on_covers_one_time_verdicts():
 
 
 def test_gate_exits_1_with_one_line_only_on_a_matching_verdict(capsys):
-    summary = Summary(meta={}, rows=ROWS, notes=[])
+    summary = Summary(meta=BundleMeta(), rows=ROWS, notes=[])
     gate(summary, {"faster"} - {"faster"})  # nothing asked: never fails
-    gate(Summary(meta={}, rows=[r for r in ROWS if r.verdict != "slower"], notes=[]), {"slower"})
+    gate(Summary(meta=BundleMeta(), rows=[r for r in ROWS if r.verdict != "slower"], notes=[]), {"slower"})
     assert capsys.readouterr().err == ""
     with pytest.raises(SystemExit) as stop:
         gate(summary, parse_fail_on(["change"]))

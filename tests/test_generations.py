@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from teperf.config import Stats
-from teperf.records import Row
+from teperf.records import BundleMeta, Row
 from teperf.summary.notes import generation_note
 from teperf.summary.parse import ParsedBundle
 
 
 def parsed(spawn: str, seeds: dict[int, int]) -> ParsedBundle:
     meta = {"config": {"schedule": {"spawn": spawn}}}
-    return ParsedBundle(path=Path("."), meta=meta, cases=[], cells={}, pair_seeds=seeds)
+    return ParsedBundle(path=Path("."), meta=BundleMeta.from_dict(meta), cases=[], cells={}, pair_seeds=seeds)
 
 
 SEEDS = {p: 100 + p // 4 for p in range(12)}  # 3 generations of 4 pairs

@@ -17,7 +17,7 @@ from conftest import ROOT, one_error, run_in_process
 
 from teperf import cli
 from teperf.history.store import HistoryStore
-from teperf.records import Row
+from teperf.records import BundleMeta, Row
 
 run = run_in_process
 
@@ -139,7 +139,7 @@ def test_import_adds_bundles_once(tmp_path, monkeypatch, capsys):
                 n_pairs=3,
             )
         ]
-        return types.SimpleNamespace(meta=meta, rows=rows)
+        return types.SimpleNamespace(meta=BundleMeta.from_dict(meta), rows=rows)
 
     monkeypatch.setattr(api, "summarize", fake_summarize)
     hist = tmp_path / "h"

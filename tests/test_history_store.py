@@ -21,7 +21,7 @@ from teperf.history.store import (
     ordered,
     rows_from_summary,
 )
-from teperf.records import Row
+from teperf.records import BundleMeta, Row
 
 
 def make_meta(
@@ -87,7 +87,7 @@ def make_row(module="Linear", recipe="fp32", base=100.0, head=110.0, single=Fals
 
 def summary(meta=None, rows=None):
     return types.SimpleNamespace(
-        meta=meta or make_meta(),
+        meta=BundleMeta.from_dict(meta or make_meta()),
         rows=rows if rows is not None else [make_row(), make_row("LayerNormMLP", base=200.0, head=190.0)],
     )
 
@@ -226,7 +226,7 @@ def test_machine_fingerprint_separates_gpu_and_driver():
     assert len({a[0], b[0], c[0]}) == 3
     assert a == machine_fingerprint("Xeon 8480", "NVIDIA H200", "570.1")
     assert "H200" in a[1] and "570.1" in a[1] and "no GPU" in c[1]
-    m = machine_from_meta(make_meta(gpu="NVIDIA H200", driver="570.1"))
+    m = machine_from_meta(BundleMeta.from_dict(make_meta(gpu="NVIDIA H200", driver="570.1")))
     assert m["machine"] == machine_fingerprint("Test CPU 9000", "NVIDIA H200", "570.1")[0]
     assert m["gpu"] == "NVIDIA H200" and m["hostname"] == "box"
 

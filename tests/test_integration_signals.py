@@ -212,13 +212,14 @@ def test_workers_die_with_a_sigkilled_coordinator(stuck_run, tmp_path):
 
 def test_a_live_coordinators_bundle_still_reads_running(tmp_path):
     from teperf.bundle import coordinator_facts, coordinator_gone
+    from teperf.records import BundleMeta
+
+    gone = lambda raw: coordinator_gone(BundleMeta.from_dict(raw))  # noqa: E731
 
     meta = {"status": "running", "coordinator": coordinator_facts()}
-    assert not coordinator_gone(meta)  # this very process
-    assert not coordinator_gone({**meta, "status": "complete"})
+    assert not gone(meta)  # this very process
+    assert not gone({**meta, "status": "complete"})
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    assert coordinator_gone(
-        {**meta, "coordinator": {**meta["coordinator"], "pid": dead.pid, "start_ticks": None}}
-    )
-    assert not coordinator_gone({**meta, "coordinator": {**meta["coordinator"], "hostname": "elsewhere"}})
+    assert gone({**meta, "coordinator": {**meta["coordinator"], "pid": dead.pid, "start_ticks": None}})
+    assert not gone({**meta, "coordinator": {**meta["coordinator"], "hostname": "elsewhere"}})

@@ -22,6 +22,7 @@ from teperf.provenance import (
     mixed_code,
     side_line,
 )
+from teperf.records import BundleMeta
 from teperf.sides import Side
 from teperf.worker.provenance import package_facts
 
@@ -167,7 +168,7 @@ ENV_SIDES = {"base": {"python": "/venv-a/bin/python"}, "head": {"python": "/venv
 
 
 def test_two_named_sides_with_identical_code_are_no_comparison():
-    meta = {"kind": "compare", "sides": ENV_SIDES}
+    meta = BundleMeta(kind="compare", sides=ENV_SIDES)
     same = _records(_imported("/venv-a", "abc"), _imported("/venv-b", "abc"))
     problem = identical_code(meta, same)
     assert problem and "both sides ran identical code" in problem and "spinpkg hash abc" in problem
@@ -180,7 +181,7 @@ def test_a_deliberate_a_a_is_not_flagged():
     same_python = {"base": {"python": "/venv-a/bin/python"}, "head": {"python": "/venv-a/bin/python"}}
     records = _records(_imported("/venv-a", "abc"), _imported("/venv-a", "abc"))
     assert not meant_to_differ(same_python)
-    assert identical_code({"kind": "compare", "sides": same_python}, records) is None
+    assert identical_code(BundleMeta(kind="compare", sides=same_python), records) is None
     git_same = {"base": {"sha": "1" * 40}, "head": {"sha": "1" * 40, "sys_path": ["/other"]}}
     assert not meant_to_differ(git_same)
     assert meant_to_differ({"base": {"sha": "1" * 40}, "head": {"sha": "2" * 40}})
@@ -189,7 +190,7 @@ def test_a_deliberate_a_a_is_not_flagged():
 def test_unknown_provenance_never_claims_identity():
     assert code_identity({}) is None
     assert code_identity({"packages": {"spinpkg": {"imported": True, "hash": None}}}) is None
-    meta = {"kind": "compare", "sides": ENV_SIDES}
+    meta = BundleMeta(kind="compare", sides=ENV_SIDES)
     assert identical_code(meta, [SimpleNamespace(side="base", hello={})]) is None
 
 
@@ -203,7 +204,7 @@ def test_torch_built_ins_are_identical_only_from_the_same_install():
             },
         }
 
-    meta = {"kind": "compare", "sides": ENV_SIDES}
+    meta = BundleMeta(kind="compare", sides=ENV_SIDES)
     assert identical_code(
         meta, _records(torch_only("/d"), torch_only("/d"))
     )  # both imported the driver's torch

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from teperf.records import Row, StopRecord
+from teperf.records import BundleMeta, Row, StopRecord
 from teperf.render import render, table_model
 from teperf.schema import ROW_FIELDS
 from teperf.summary import Summary
@@ -64,7 +64,7 @@ def summary(precision=1.0, budget=300.0):
         _row("LayerNormLinear", "inconclusive", 3.0, -2.3, 8.5, 12, bound=8.5),
         _row("LayerNormMLP", "no change", 0.2, -0.7, 0.9, 31),
     ]
-    return Summary(meta=meta, rows=rows, notes=[])
+    return Summary(meta=BundleMeta.from_dict(meta), rows=rows, notes=[])
 
 
 def test_markdown_shows_the_bound_pairs_and_the_target():
@@ -94,7 +94,7 @@ def test_json_and_csv_carry_verdict_and_bound():
 
 
 def test_stop_notes():
-    meta = {"config": {"schedule": {"processes": 8}}}
+    meta = BundleMeta.from_dict({"config": {"schedule": {"processes": 8}}})
     assert (
         stop_note(
             StopRecord(**{"reason": "precision reached", "pairs": 14, "elapsed_s": 95, "precision_pct": 1.0}),
@@ -163,7 +163,7 @@ def test_comment_leads_with_the_verdict_line_and_folds_the_details():
     s.rows[1] = dataclasses.replace(
         s.rows[1], counters={"base": {"python_calls": 10}, "head": {"python_calls": 12}}
     )
-    s.meta["sides"] = {
+    s.meta.sides = {
         "base": {"label": "base", "sha": "a" * 40, "short_sha": "aaaaaaa", "subject": "base commit"},
         "head": {"label": "head", "sha": "b" * 40, "short_sha": "bbbbbbb", "subject": "head | commit"},
     }

@@ -70,7 +70,7 @@ def test_the_three_steps_make_what_summarize_made_before_the_split(path):
 
 def test_parse_groups_typed_records_by_cell():
     parsed = parse(FIXTURES / "bundles" / "v1-run-failures")
-    assert parsed.meta["schema"] == SCHEMA_VERSION and parsed.meta["kind"] == "run"
+    assert parsed.meta.schema == SCHEMA_VERSION and parsed.meta.kind == "run"
     assert len(parsed.cases) == 144 and parsed.bad_cases == 0 and parsed.skipped_lines == 0
     assert parsed.total_trials == sum(len(c.trials) for c in parsed.cells.values()) == 273
     failures = [f for c in parsed.cells.values() for f in c.failures]

@@ -381,7 +381,7 @@ def measure_and_report(fn, measure: MeasureOptions, *sides):
             for_terminal(f"teperf: {problem}; check what each side points at (bundle: {path})"), err=True
         )
     if bad := summary.incomplete_rows:
-        first = summary.meta.get("error") or next((r.error for r in bad if r.error), "") or ""
+        first = summary.meta.error or next((r.error for r in bad if r.error), "") or ""
         measured = [r for r in summary.rows if r.status != "skipped"]
         every = "every cell" if len(bad) == len(measured) else f"{len(bad)} cell(s)"
         hint = f"{failure_hint(first)} (worker logs: {path}/workers/)"

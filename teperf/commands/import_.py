@@ -55,7 +55,7 @@ def command(bundles, history_url, ref, shard, sha, subject, commit_date, include
         for note in getattr(summary, "notes", None) or []:
             if note.startswith("skipped "):  # a damaged bundle: say what was left out
                 click.echo(f"{path}: {note}", err=True)
-        status = summary.meta.get("status")
+        status = summary.meta.status
         partial = sum(r.status == "partial" for r in summary.rows)  # e.g. records.jsonl cut short
         why = f"run status {status!r}" if status in ("running", "interrupted") else ""
         why = why or (f"{partial} of {len(summary.rows)} cells partial" if partial else "")

@@ -193,6 +193,6 @@ def _night(ref, history_url, shard, night_id, force, dry_run, sides: SideOptions
     if result.machine_warning:
         _log(f"teperf: warning: {result.machine_warning}")
     _log(f"nightly: added to the history: {result.history_file}")
-    if result.summary.meta.get("status") == "failed" or result.summary.incomplete_rows:
+    if result.summary.meta.status == "failed" or result.summary.incomplete_rows:
         sys.exit(EXIT_CELLS_FAILED)
     gate(result.summary, measure.fail_on)

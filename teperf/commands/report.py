@@ -35,7 +35,7 @@ def command(bundle, fmt, metric, by_lane):
                 f"a bisect bundle has no {fmt} form", f"use --format {', '.join(most)} or {last}"
             )
         return echo_rendered(render_bisect, bundle, fmt)
-    stats = stats_from_meta(meta.to_dict(), metric=metric) if metric else None
+    stats = stats_from_meta(meta, metric=metric) if metric else None
     if by_lane:
         from teperf.bylane import render_by_lane
 

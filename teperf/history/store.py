@@ -26,6 +26,7 @@ from teperf.records import (
     HISTORY_COLUMN_TYPES,
     HISTORY_SCHEMA_VERSION,
     RUN_COLUMNS,
+    BundleMeta,
     ExplanationRecord,
     HistoryRow,
     RecordError,
@@ -61,10 +62,9 @@ def machine_fingerprint(cpu_model: str | None, gpu: str | None, driver: str | No
     return digest, label
 
 
-def machine_from_meta(meta: Mapping[str, Any]) -> dict:
-    host = dict(meta.get("host") or {})
-    workers = meta.get("workers") or {}
-    hello = next(iter(workers.values()), {}) if isinstance(workers, Mapping) else {}
+def machine_from_meta(meta: BundleMeta) -> dict:
+    host, workers = meta.host, meta.workers or {}
+    hello = next(iter(workers.values()), {})
     gpu = host.get("gpu") or hello.get("gpu")
     driver = host.get("driver") or hello.get("driver")
     fid, label = machine_fingerprint(host.get("cpu_model"), gpu, driver)
@@ -99,9 +99,9 @@ def _num(value):
     return None if math.isnan(f) else f
 
 
-def measured_sides(meta: Mapping[str, Any]) -> tuple[dict, dict | None]:
+def measured_sides(meta: BundleMeta) -> tuple[dict, dict | None]:
     """(measured side, base side or None): for a compare the head is measured; a run has one side."""
-    sides = dict(meta.get("sides") or {})
+    sides = meta.sides
     if "head" in sides:
         return dict(sides["head"]), dict(sides.get("base") or {}) or None
     found = [dict(side) for side in sides.values()]  # in order: base, head
@@ -169,7 +169,7 @@ def rows_from_summary(
     """A bundle summary (``teperf.api.summarize``) -> history rows, one per cell. ``night`` defaults to
     ``default_night`` of its commit; ``overrides`` replaces run-level values (e.g. the sha of a bundle
     whose side has no git description)."""
-    meta = dict(summary.meta)
+    meta = summary.meta
     head, base = measured_sides(meta)
     mach = machine_from_meta(meta)
     overrides = dict(overrides or {})
@@ -178,16 +178,16 @@ def rows_from_summary(
         # deterministic per bundle, so importing the same bundle twice is a no-op: its directory's name
         # (not how the path was typed) and not the sha (a second import may add --sha)
         name = posixpath.basename(str(bundle or "").rstrip("/"))
-        ident = f"{name}|{meta.get('started_at')}|{shard}|{night or ''}"
+        ident = f"{name}|{meta.started_at}|{shard}|{night or ''}"
         token = hashlib.sha256(ident.encode()).hexdigest()[:8]
-        started = _ts(meta.get("started_at")) or _dt.datetime.now(_dt.timezone.utc)
+        started = _ts(meta.started_at) or _dt.datetime.now(_dt.timezone.utc)
         short = (sha or NO_SHA)[:10]
         run_id = f"{started:%Y%m%dT%H%M%SZ}_{mach['machine']}_{short}_s{shard.replace('/', 'of')}_{token}"
     run = {
         "run_id": run_id,
         "run_kind": run_kind,
-        "run_date": _ts(meta.get("started_at")),
-        "run_status": meta.get("status"),
+        "run_date": _ts(meta.started_at),
+        "run_status": meta.status,
         "ref": ref if ref is not None else head.get("ref"),
         "sha": sha,
         "subject": head.get("subject"),
@@ -197,7 +197,7 @@ def rows_from_summary(
         "base_committed_at": _ts((base or {}).get("commit_date") or (base or {}).get("committed_at")),
         "shard": shard,
         "night": night,
-        "teperf_version": meta.get("teperf_version"),
+        "teperf_version": meta.teperf_version,
         "bundle": bundle,
         **mach,
     }

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from teperf.config import METRIC_FIELD, RecordedConfig, Stats, read_config
+from teperf.config import METRIC_FIELD, RecordedConfig, Stats
 from teperf.errors import TeperfError
 from teperf.provenance import identical_code, mixed_code, side_facts
-from teperf.records import Row
+from teperf.records import BundleMeta, Row
 from teperf.stats import TableLevels
 from teperf.summary.aggregate import aggregate
 from teperf.summary.notes import notes, onetime_notes
@@ -17,7 +17,7 @@ from teperf.summary.parse import ParsedBundle, parse
 
 @dataclasses.dataclass
 class Summary:
-    meta: dict
+    meta: BundleMeta
     rows: list[Row]
     notes: list[str]
     path: Path | None = None
@@ -31,7 +31,7 @@ class Summary:
     @property
     def config(self) -> RecordedConfig:
         """The settings the bundle recorded (``known`` tells what it did not)."""
-        return read_config(self.meta.get("config"))
+        return self.meta.config
 
     @property
     def settings(self) -> Stats:
@@ -44,7 +44,7 @@ class Summary:
 
     @property
     def compare(self) -> bool:
-        return len(self.meta.get("sides", {})) == 2
+        return len(self.meta.sides) == 2
 
     @property
     def show_pairs(self) -> bool:
@@ -59,9 +59,9 @@ class Summary:
         return [r for r in self.rows if r.status in ("failed", "partial", "missing")]
 
 
-def stats_from_meta(meta: dict, **overrides) -> Stats:
+def stats_from_meta(meta: BundleMeta, **overrides) -> Stats:
     """The run's statistics settings (keys this teperf does not know are ignored)."""
-    stats = dataclasses.replace(read_config(meta.get("config")).stats, **overrides)
+    stats = dataclasses.replace(meta.config.stats, **overrides)
     if stats.metric not in METRIC_FIELD:
         raise TeperfError(
             f"unknown metric {stats.metric!r} in the bundle",

@@ -79,7 +79,7 @@ def cell_row(parsed: ParsedBundle, case: CaseMeta, stats: Stats, floor: float | 
     )
     # a run stopped early, or a records.jsonl cut short after it: a cell short of its pairs is partial
     if out.status == "ok" and out.pairs_planned and (out.n_pairs or 0) < out.pairs_planned:
-        stopped = parsed.meta.get("status") == "interrupted"
+        stopped = parsed.meta.status == "interrupted"
         error = "the run was interrupted" if stopped else "records.jsonl holds fewer pairs (cut short?)"
         out = dataclasses.replace(out, status="partial", error=error)  # the note and table give the count
     return out

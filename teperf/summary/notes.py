@@ -7,10 +7,10 @@ import socket
 
 import numpy as np
 
-from teperf.config import Stats, read_config
+from teperf.config import Stats
 from teperf.engine.autoschedule import describe
 from teperf.numbers import duration
-from teperf.records import CONTENDED_WALL_OVER_CPU, Row, StopRecord
+from teperf.records import CONTENDED_WALL_OVER_CPU, BundleMeta, Row, StopRecord
 from teperf.stats import TableLevels, lanes_agree, onetime_rule
 from teperf.summary.aggregate import trials_without_clock
 from teperf.summary.parse import ParsedBundle
@@ -21,9 +21,9 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
 
 
-def _where_running(meta: dict) -> str:
+def _where_running(meta: BundleMeta) -> str:
     """' on HOST (pid N)' for a coordinator on another host, whose liveness this reader cannot check."""
-    facts = meta.get("coordinator")
+    facts = meta.coordinator
     if not isinstance(facts, dict) or not facts.get("hostname") or facts["hostname"] == socket.gethostname():
         return ""
     pid = f", pid {facts['pid']}" if facts.get("pid") else ""
@@ -38,14 +38,14 @@ def notes(parsed: ParsedBundle, rows: list[Row], stats: Stats) -> list[str]:
         for row in rows
         if row.status == "partial"
     ]
-    if meta.get("status") == "interrupted":
-        detail = f" ({meta['status_detail']})" if meta.get("status_detail") else ""
+    if meta.status == "interrupted":
+        detail = f" ({meta.status_detail})" if meta.status_detail else ""
         out.append(f"run status: interrupted{detail} - the table shows what was measured before it stopped")
-    elif meta.get("status") == "running":
+    elif meta.status == "running":
         out.append(f"run status: running{_where_running(meta)} - the table shows what was measured so far")
     if parsed.bad_cases:
         out.append(f"skipped {_plural(parsed.bad_cases, 'case')} of meta.json that lack their keys (damaged)")
-    if not meta.get("cases"):
+    if not meta.cases:
         out.append("meta.json lists no cases: nothing to show (a damaged or foreign bundle?)")
     skipped_lines = parsed.skipped_lines + trials_without_clock(parsed, stats)
     if skipped_lines:
@@ -53,8 +53,8 @@ def notes(parsed: ParsedBundle, rows: list[Row], stats: Stats) -> list[str]:
             f"skipped {_plural(skipped_lines, 'unreadable line')} of records.jsonl "
             "(cut short by a crash, written twice, or damaged); the rest is shown"
         )
-    elif meta.get("status") == "failed":
-        out.append(f"run status: failed{': ' + meta['error'] if meta.get('error') else ''}")
+    elif meta.status == "failed":
+        out.append(f"run status: failed{': ' + meta.error if meta.error else ''}")
     if few := [r for r in rows if r.verdict_cause == FEW_UNITS or r.ci_basis in ("trials", "one generation")]:
         out.append(few_units_note(few))
     if any(r.host_bound is False for r in rows):
@@ -82,14 +82,14 @@ def notes(parsed: ParsedBundle, rows: list[Row], stats: Stats) -> list[str]:
         out.append(describe(parsed.stop.schedule, parsed.config.known("lanes", 1), parsed.stop.prestart))
     lanes = parsed.config.known("lanes", 1)
     if lanes > 1:
-        cores = (meta.get("host") or {}).get("lane_cores") or []
+        cores = meta.host.get("lane_cores") or []
         on = f" on cores {', '.join(map(str, cores))}" if cores else ""
         out.append(
             f"{lanes} lanes measured pairs at once{on}; `teperf report --by-lane` shows each lane's estimate "
             "and whether they agree"
         )
     out.append(generation_note(parsed, rows, stats))
-    out += [f"doctor: {w}" for w in meta.get("warnings") or []]
+    out += [f"doctor: {w}" for w in meta.warnings or []]
     return [note for note in out if note]  # the *_note helpers give "" for nothing to say
 
 
@@ -178,7 +178,7 @@ def warm_cache_text(caches: list[dict], filled: int) -> str:
     return text + "".join(f"; {p}" for p in parts if p)
 
 
-def stop_note(stop: StopRecord, meta: dict) -> str:
+def stop_note(stop: StopRecord, meta: BundleMeta) -> str:
     """How a run with --precision or --budget ended; '' for a fixed schedule that ran out."""
     target, budget, pairs = stop.precision_pct, stop.budget_s, stop.pairs
     took = duration(stop.elapsed_s or 0)
@@ -190,8 +190,8 @@ def stop_note(stop: StopRecord, meta: dict) -> str:
         return f"precision: every cell reached +-{target:g}% (95% half-width) after {pairs} pairs, {took}"
     if stop.reason == "budget":
         planned = ""
-        if target is None and read_config(meta.get("config")).known("schedule.kind") != "auto":
-            planned = f" of {read_config(meta.get('config')).known('schedule.processes')}"
+        if target is None and meta.config.known("schedule.kind") != "auto":
+            planned = f" of {meta.config.known('schedule.processes')}"
         return f"budget of {duration(budget)} spent after {pairs}{planned} pairs ({took}){missed}"
     if stop.reason == "max pairs":
         return f"stopped at the most pairs teperf runs ({pairs}), {took}{missed}"
@@ -228,7 +228,7 @@ def onetime_notes(parsed: ParsedBundle, levels: TableLevels | None = None) -> li
         f"one-time costs: {clock} of one call per side and process pair, apart from building the module and "
         f"the warm-up"
     ]
-    if len(meta.get("sides") or {}) == 2:
+    if len(meta.sides) == 2:
         # from stats.alpha / cells pairs on, every one-time cell of the table is in its family
         needed = stats.alpha / max(1, levels.cells) if levels else None
         out.append(

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections import defaultdict
 from pathlib import Path
 from typing import Optional
 
 from teperf.bundle import Bundle, coordinator_gone
-from teperf.config import RecordedConfig, read_config
+from teperf.config import RecordedConfig
 from teperf.errors import TeperfError
 from teperf.records import (
     RECORDS_FILE,
+    BundleMeta,
     CaseId,
     CaseMeta,
     CompileCacheRecord,
@@ -43,7 +43,7 @@ class CellRecords:
 @dataclasses.dataclass
 class ParsedBundle:
     path: Path
-    meta: dict  # meta.json, upgraded; status 'interrupted' when its coordinator is gone
+    meta: BundleMeta  # meta.json, upgraded; status 'interrupted' when its coordinator is gone
     cases: list[CaseMeta]
     cells: dict[CaseId, CellRecords]
     bad_cases: int = 0  # cases of meta.json without their keys
@@ -61,7 +61,7 @@ class ParsedBundle:
 
     @property
     def labels(self) -> list[str]:
-        return list(self.meta.get("sides") or {})
+        return list(self.meta.sides)
 
     @property
     def base_label(self) -> str:
@@ -71,9 +71,9 @@ class ParsedBundle:
     def head_label(self) -> Optional[str]:
         return self.labels[1] if len(self.labels) > 1 else None
 
-    @functools.cached_property
+    @property
     def config(self) -> RecordedConfig:
-        return read_config(self.meta.get("config"))
+        return self.meta.config
 
     @property
     def pair_generations(self) -> Optional[dict[int, int]]:
@@ -91,12 +91,12 @@ class ParsedBundle:
 def parse(path, lane: Optional[int] = None) -> ParsedBundle:
     """Read the bundle at ``path`` (a TeperfError when it cannot be); ``lane``: only that lane's trials."""
     bundle = Bundle.open(path)
-    meta = bundle.meta().to_dict()
+    meta = bundle.meta()
     if coordinator_gone(meta):
         # Its coordinator died without a word (SIGKILL, a crash): it will never finish.
-        meta = {**meta, "status": "interrupted", "status_detail": "coordinator gone"}
+        meta = dataclasses.replace(meta, status="interrupted", status_detail="coordinator gone")
     cases, bad_cases = [], 0
-    for raw in meta.get("cases") or []:
+    for raw in meta.cases:
         try:
             cases.append(CaseMeta.from_dict(raw if isinstance(raw, dict) else {}))  # {}: lacks its keys
         except RecordError:
@@ -111,7 +111,7 @@ def parse(path, lane: Optional[int] = None) -> ParsedBundle:
             continue  # bundles from before lanes measured on one lane: lane 0
         _add(parsed, rec)
     parsed.skipped_lines = bundle.skipped_lines
-    if not read and meta.get("status") == "complete":  # else every cell reads "not measured", silently
+    if not read and meta.status == "complete":  # else every cell reads "not measured", silently
         raise TeperfError(
             f"{bundle.path / RECORDS_FILE} holds no records, but meta.json says the run completed",
             "the bundle lost its measurements; re-run the measurement",
