@@ -259,7 +259,7 @@ def test_each_lane_starts_its_first_pair_on_spare_cores_and_later_pairs_come_sta
     sides = [Side(label="base", python=sys.executable), Side(label="head", python=sys.executable)]
     bundle = Bundle.create(tmp_path, "compare", {})
     run = coordinator._Run(config, sides, cases, bundle, None, Adaptive(config, cases, 2))
-    run.plan.start()
+    run.stop_rule.start()
     taken = [run.schedule.take(lane) for lane in (0, 1)]
     assert [(r.pair, r.lane, r.core) for r, _ in taken] == [(0, 0, 7), (1, 1, 6)]
     # lane 0's first pair, the two pairs ahead (prestart 2), lane 1's first pair

@@ -44,10 +44,10 @@ class _Run:
         cases: list[Case],
         bundle: Bundle,
         progress: Optional[Progress],
-        plan: Adaptive,
+        stop_rule: Adaptive,
         cache_root: Optional[str] = None,
     ):
-        self.config, self.plan, self.bundle, self.progress = config, plan, bundle, progress
+        self.config, self.stop_rule, self.bundle, self.progress = config, stop_rule, bundle, progress
         self.by_id = {c.id: c for c in cases}
         self.lane_cores = lane_cores(config)
         import_cores = spare_cores(self.lane_cores)
@@ -62,7 +62,7 @@ class _Run:
                 bundle.path / "workers",
                 bundle.path,
                 lambda i: cores[i % len(cores)],
-                plan.max_pairs,
+                stop_rule.max_pairs,
             )
         self.ctx = RunContext(
             config,
@@ -76,7 +76,7 @@ class _Run:
         )
         self.lock, self.stop = self.ctx.lock, self.ctx.stop
         self.retired: list[Worker] = []  # quit, still tearing down on a spare core
-        self.schedule = PairSchedule(self.ctx, plan, self.runner)
+        self.schedule = PairSchedule(self.ctx, stop_rule, self.runner)
 
     def prewarm(self, cases: list[Case]) -> None:
         """--compile-cache warm: before the first pair, a throwaway worker per side sets up every compile
@@ -167,7 +167,7 @@ class _Run:
 
     def measure(self, runner: PairTrials, todo: list[int]) -> None:
         """Start one pair on its lane's core and run its trials, each on disk as it lands."""
-        config, plan, n_sides, pair = self.config, self.plan, len(self.ctx.sides), runner.pair
+        config, stop_rule, n_sides, pair = self.config, self.stop_rule, len(self.ctx.sides), runner.pair
         t0 = time.perf_counter()
         runner.start()
         start_s = time.perf_counter() - t0
@@ -177,10 +177,10 @@ class _Run:
         with self.lock:
             self.bundle.append(record)
         # Counted once, outside the trials; not in the first pair, where one side meets a cold compile cache.
-        if config.counters and pair == min(1, plan.max_pairs - 1):
-            for case in runner.cases.values():  # in case order, as the plan hands them out
+        if config.counters and pair == min(1, stop_rule.max_pairs - 1):
+            for case in runner.cases.values():  # in case order, as the stopping rule hands them out
                 runner.counters(case)
-        slots = list(pair_slots(config, todo, pair, n_sides, plan.schedule_for(pair)))
+        slots = list(pair_slots(config, todo, pair, n_sides, stop_rule.schedule_for(pair)))
         # A loaded machine may at most double a pair's trials with re-measures.
         remeasures = RemeasureBudget(len(slots) // n_sides)
         for start in range(0, len(slots), n_sides):
@@ -196,7 +196,7 @@ class _Run:
 
     def _couple(self, runner: PairTrials, couple: list[Slot], attempt: int) -> Optional[list[TrialRecord]]:
         """Measure one couple; its records (a failed trial has none); None when the budget is spent."""
-        plan, iters, pair = self.plan, self.config.schedule.iters, runner.pair
+        stop_rule, iters, pair = self.stop_rule, self.config.schedule.iters, runner.pair
         records = []
         for slot in couple:
             if self.stop.is_set():
@@ -210,10 +210,10 @@ class _Run:
                     self._tick(iters, "")
                     continue
                 self.bundle.append(record)
-                plan.add_trial(record, slot, record.contended(self.config.device))
+                stop_rule.add_trial(record, slot, record.contended(self.config.device))
                 records.append(record)
                 # after the sample is on disk: a redraw must not stand between
-                of = f"/{plan.max_pairs}" if plan.target is None and not plan.auto else ""
+                of = f"/{stop_rule.max_pairs}" if stop_rule.target is None and not stop_rule.auto else ""
                 on = f" lane {runner.lane + 1}" if len(self.lane_cores) > 1 else ""
                 again = f" (re-measure {attempt})" if attempt else ""
                 self._tick(iters, f"pair {pair + 1}{of}{on} {case.key}{again} · {self.schedule.line()}")
@@ -241,18 +241,18 @@ def run_schedule(
     if compiles:
         bundle.append(CompileCacheRecord(mode=config.compile_cache, dir=cache_root))
     try:
-        plan = adaptive or Adaptive(config, cases, len(sides))
-        run = _Run(config, sides, cases, bundle, progress, plan, cache_root)
+        stop_rule = adaptive or Adaptive(config, cases, len(sides))
+        run = _Run(config, sides, cases, bundle, progress, stop_rule, cache_root)
         try:
             if compiles and config.compile_cache == "warm":
                 run.prewarm(cases)
-            plan.start()
+            stop_rule.start()
             if len(run.lane_cores) == 1:
                 run.lane(0)  # in this thread, as before lanes existed
             else:
                 run_lanes(len(run.lane_cores), run.lane, run.stop, run.kill_all)
             run.schedule.close_upcoming()
-            bundle.append(dataclasses.replace(plan.stop_record(), prestart=run.schedule.figures()))
+            bundle.append(dataclasses.replace(stop_rule.stop_record(), prestart=run.schedule.figures()))
         except BaseException:
             run.kill_everything()  # a worker may be hung
             raise

@@ -40,10 +40,18 @@ def prestart_depth(
 
 
 class PairSchedule:
-    """Which pair a lane measures next, and what (the plan's pairs, those started ahead); under ``lock``."""
+    """Which pair a lane measures next, and what (the stopping rule's pairs, those started ahead); under
+    ``lock``."""
 
-    def __init__(self, ctx: RunContext, plan: Adaptive, new_runner: Callable[[int, list[int]], PairTrials]):
-        self.config, self.plan, self.new_runner, self.retries = ctx.config, plan, new_runner, ctx.retries
+    def __init__(
+        self, ctx: RunContext, stop_rule: Adaptive, new_runner: Callable[[int, list[int]], PairTrials]
+    ):
+        self.config, self.stop_rule, self.new_runner, self.retries = (
+            ctx.config,
+            stop_rule,
+            new_runner,
+            ctx.retries,
+        )
         self.lane_cores, self.import_cores, self.n_sides = ctx.lane_cores, ctx.import_cores, len(ctx.sides)
         self.lock, self.stop = ctx.lock, ctx.stop
         self.upcoming: deque[PairTrials] = deque()  # pairs started ahead, numbered from ``taken`` on
@@ -59,7 +67,7 @@ class PairSchedule:
         start = statistics.median(self.cold_starts) if self.cold_starts else None
         measure = statistics.median(self.measure_times) if self.measure_times else None
         return prestart_depth(
-            self.config, len(self.import_cores), self.n_sides, self.plan.max_pairs, len(self.lane_cores),
+            self.config, len(self.import_cores), self.n_sides, self.stop_rule.max_pairs, len(self.lane_cores),
             start, measure,
         )  # fmt: skip
 
@@ -86,7 +94,7 @@ class PairSchedule:
             if self.stop.is_set():
                 raise LaneStopped()
             pair = self.taken
-            todo = self.plan.next_pair(pair, self.retries.failed)
+            todo = self.stop_rule.next_pair(pair, self.retries.failed)
             if not todo:
                 return None
             self.taken += 1
@@ -122,8 +130,8 @@ class PairSchedule:
         self.next_launch = max(self.next_launch, self.taken, len(self.lane_cores))
         self.depth = self._depth()
         self.max_depth = max(self.max_depth, self.depth)
-        while len(self.upcoming) < self.depth and self.plan.may_launch(self.next_launch):
-            ahead = self.new_runner(self.next_launch, self.plan.open_cases(self.retries.failed))
+        while len(self.upcoming) < self.depth and self.stop_rule.may_launch(self.next_launch):
+            ahead = self.new_runner(self.next_launch, self.stop_rule.open_cases(self.retries.failed))
             self.upcoming.append(ahead)  # closed on any error, half-launched or not
             try:
                 ahead.launch(self._spare(ahead.pair))
@@ -140,10 +148,10 @@ class PairSchedule:
 
     def out_of_time(self) -> bool:
         with self.lock:
-            return self.plan.out_of_time()
+            return self.stop_rule.out_of_time()
 
     def pair_done(self, runner: PairTrials, todo: list[int], t0: float, start_s: float) -> None:
-        """Tell the plan the pair is done (started at ``t0``, its workers took ``start_s`` to start)."""
+        """Tell the stop_rule the pair is done (started at ``t0``, its workers took ``start_s`` to start)."""
         with self.lock:
             self.measured += 1
             self.measure_times.append(time.perf_counter() - t0 - start_s)
@@ -151,7 +159,7 @@ class PairSchedule:
                 self.lane_wait_s += start_s
             else:
                 self.cold_starts.append(start_s)
-            self.plan.pair_done(
+            self.stop_rule.pair_done(
                 runner.pair,
                 self.measure_times[-1],
                 len(todo),
