@@ -26,7 +26,6 @@ from teperf.config.keys import (  # noqa: F401 (re-exported: teperf.config is wh
     OVERRIDE_KEYS,
     SECTIONS,
     Config,
-    Key,
     ModuleSpec,
     Option,
     Schedule,

@@ -40,18 +40,13 @@ def prestart_depth(
 
 
 class PairSchedule:
-    """Which pair a lane measures next, and what (the stopping rule's pairs, those started ahead); under
-    ``lock``."""
+    """Which pair a lane measures next and what (the stop rule's, or one started ahead); under ``lock``."""
 
     def __init__(
         self, ctx: RunContext, stop_rule: Adaptive, new_runner: Callable[[int, list[int]], PairTrials]
     ):
-        self.config, self.stop_rule, self.new_runner, self.retries = (
-            ctx.config,
-            stop_rule,
-            new_runner,
-            ctx.retries,
-        )
+        self.config, self.stop_rule, self.retries = ctx.config, stop_rule, ctx.retries
+        self.new_runner = new_runner
         self.lane_cores, self.import_cores, self.n_sides = ctx.lane_cores, ctx.import_cores, len(ctx.sides)
         self.lock, self.stop = ctx.lock, ctx.stop
         self.upcoming: deque[PairTrials] = deque()  # pairs started ahead, numbered from ``taken`` on
