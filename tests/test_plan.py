@@ -170,7 +170,7 @@ def test_the_schedule_counts_pairs_started_waiting_and_measured():
     import time
 
     sched, made = _schedule([2, 3, 4, 5])
-    sched.plan.pair_done = lambda *args, **kwargs: None
+    sched.stop_rule.pair_done = lambda *args, **kwargs: None
     runner, todo = sched.take(0)
     runner.skipped = {}
     assert sched.line() == "pairs started 2, waiting 1, measured 0"  # pair 0 cold, pair 1 ahead
