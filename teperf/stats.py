@@ -447,7 +447,8 @@ def clean_couples(
 ) -> tuple[list, dict]:
     """The trials (records.TrialRecord) a cell's per-step figures rest on, the summary's rule and the live
     stopping rule's alike: per couple the attempt choose_attempts picks; a couple never complete (a run cut
-    short) keeps its trials that did not share the core. ``contended(trial)``: it shared its core.
+    short) keeps its trials that did not share the core (all of them at ``limit_pct`` 100, where any load is
+    accepted, as for whole couples). ``contended(trial)``: it shared its core.
     -> ([(trial, us per step of ``field``, couple key)], {"couples", "contended", "remeasured"})."""
     slots: dict = defaultdict(lambda: defaultdict(dict))  # (pair, round, trial) -> attempt -> side -> (us, c)
     records = {}
@@ -461,7 +462,8 @@ def clean_couples(
     used = [(*records[(*key, attempt, side)], key) for key, attempt in picked.items() for side in sides]
     for key in incomplete:
         last = max(slots[key])
-        used += [(*records[(*key, last, side)], key) for side, (_, c) in slots[key][last].items() if not c]
+        keep = [side for side, (_, c) in slots[key][last].items() if not c or limit_pct >= 100.0]
+        used += [(*records[(*key, last, side)], key) for side in keep]
     return used, counts
 
 

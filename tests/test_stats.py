@@ -10,6 +10,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from teperf import stats
 from teperf.config import Stats
 from teperf.stats import TableLevels, compare_cell, half_width_pct, single_cell, table_levels
 from teperf.verdicts import inconclusive_bound, verdict
@@ -275,3 +276,24 @@ def test_fail_on_fails_a_cell_too_few_pairs_left_undecided():
         "Linear/bf16 inconclusive +2.0% (1 pair: a verdict needs 3)"
     ]
     assert failing_cells([few, decided], set()) == []  # no gate asked for: nothing fails
+
+
+class _Trial:
+    """What clean_couples reads of a records.TrialRecord."""
+
+    def __init__(self, side, trial, us, contended=False, attempt=0):
+        self.side, self.trial, self.us, self.shared = side, trial, us, contended
+        self.pair, self.round, self.attempt = 0, 0, attempt
+
+    def per_step_us(self, field):
+        return self.us
+
+
+def test_clean_couples_keeps_a_cut_couples_contended_trial_only_where_any_load_is_accepted():
+    # couple 0 whole; couple 1 cut short after its base trial, which shared its core
+    trials = [_Trial("base", 0, 10.0), _Trial("head", 0, 11.0), _Trial("base", 1, 12.0, contended=True)]
+    contended = lambda t: t.shared  # noqa: E731
+    used, counts = stats.clean_couples(trials, ["base", "head"], "process_cpu_ns", 20.0, contended)
+    assert sorted(v for _, v, _ in used) == [10.0, 11.0] and counts["couples"] == 1
+    used, _ = stats.clean_couples(trials, ["base", "head"], "process_cpu_ns", 100.0, contended)
+    assert sorted(v for _, v, _ in used) == [10.0, 11.0, 12.0]
