@@ -57,8 +57,8 @@ case $STEP in
     run l4-noprestart 70 X=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 4 --iters 50 --prestart 0 --budget 45s
     ;;
   truth)  # about 7 minutes
-    timeout --signal=INT 530 $PY benchmarks/plant_truth.py --te --sizes 0,12,25,50,100,200 --kinds perf,thread \
-      --teperf-kinds perf --processes 8 --max-s 12 --min-blocks 10 --out "$OUT/truth" -- --lanes 4 \
+    timeout --signal=INT 420 $PY benchmarks/plant_truth.py --te --sizes 0,12,25,50,100,200 --kinds perf,thread \
+      --teperf-kinds perf --processes 8 --max-s 8 --min-blocks 10 --out "$OUT/truth" -- --lanes 4 \
       2>&1 | tee "$OUT/truth.log"
     exit 0
     ;;
