@@ -1,6 +1,6 @@
 """Real TransformerEngine on a GPU: every module x recipe x mode through the worker Session.
 
-Skipped without CUDA or without transformer_engine. On the H200:
+Skipped without CUDA or without transformer_engine; the DSv3 models at the end. On the GPU machine:
     source .gpu/setup.sh && PYTHONPATH=.:$PYTHONPATH python3 -m pytest -m gpu tests/test_gpu_te.py
 """
 
@@ -10,6 +10,7 @@ import importlib.util
 
 import pytest
 
+from teperf.worker import te_dsv3
 from teperf.worker.backends import te as te_backend
 
 pytestmark = [pytest.mark.gpu, pytest.mark.te]
@@ -48,7 +49,7 @@ def session():
     s.close()
 
 
-def _case(module, recipe, mode, shape=SHAPE):
+def _case(module, recipe, mode, shape=SHAPE, kwargs=None):
     return {
         "id": next(_ids),
         "backend": "te",
@@ -60,7 +61,7 @@ def _case(module, recipe, mode, shape=SHAPE):
         "device": "cuda",
         "warmup": 5,
         "factory": None,
-        "kwargs": {},
+        "kwargs": dict(kwargs or {}),
     }
 
 
@@ -157,3 +158,39 @@ def test_fp8_shape_rule_matches_te(session, recipe, tokens, hidden):
             _fp8_step(cls, tokens, hidden)
     else:
         _fp8_step(cls, tokens, hidden)
+
+
+# The DSv3 models (teperf/worker/dsv3_model.py, issue 58) at the shipped config's shape
+DSV3_SHAPE = [128, 2, 1024]
+
+
+@pytest.mark.parametrize("recipe", ["bf16", "fp8_current", "fp8_block"])
+@pytest.mark.parametrize("module", te_dsv3.MODELS)
+def test_each_model_runs_eager_or_skips_with_tes_reason(session, module, recipe):
+    reply = session.setup(_case(module, recipe, "eager", DSV3_SHAPE))
+    if reply.get("skipped"):
+        assert reply["error"] and "Traceback" not in reply["error"]
+        return
+    assert reply["type"] == "ready", reply
+    assert reply["info"]["dsv3"]["sizes"]["hidden"] == 1024
+    trial = session.trial(reply["case_id"], 5)
+    assert trial["gpu_ns"] > 0
+
+
+def test_list_splits_show_as_host_syncs(session):
+    from teperf.worker.counters import count_step
+
+    case = _case("DSv3MoE", "bf16", "eager", DSV3_SHAPE)
+    reply = session.setup(case)
+    assert reply["type"] == "ready", reply
+    counters = count_step(session.ready(case["id"]), True)
+    assert counters["syncs"] >= 1  # the .tolist() of the per-expert counts
+
+
+def test_gpu_splits_run_or_skip_naming_the_list_signature(session):
+    reply = session.setup(_case("DSv3MoE", "bf16", "eager", DSV3_SHAPE, {"splits": "gpu"}))
+    if reply.get("skipped"):
+        assert "m_splits" in reply["error"]
+    else:
+        assert reply["type"] == "ready", reply
+        assert "tensor" in reply["info"]["dsv3"]["splits"]

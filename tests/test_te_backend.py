@@ -30,6 +30,8 @@ def test_import_needs_neither_torch_nor_te():
     code = (
         "import sys; import teperf.worker.backends.te as t; "
         "t.check_shape('LayerNormMLP', 'fp8_delayed', [8, 2, 256]); "
+        "assert t.check_shape('DSv3Layer', 'fp8_block', [128, 2, 1024]) is None; "
+        "import teperf.config as c; c.load_config('dsv3'); "
         "bad = [m for m in ('torch', 'transformer_engine') if m in sys.modules]; "
         "assert not bad, bad; print('clean')"
     )
