@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import math
 from typing import Any, Callable, Optional
 
 MODELS = ("DSv3Layer", "DSv3MoE", "DSv3Attention")
@@ -347,7 +346,3 @@ def describe_sizes(module: str, hidden: int, kwargs: Optional[dict] = None) -> d
         keys += ["experts", "topk", "groups", "group_topk", "moe_ffn", "shared_ffn", "scaling", "score"]
         keys += ["splits", "router"]
     return {k: s[k] for k in keys}
-
-
-def tokens_of(shape) -> int:
-    return math.prod(int(d) for d in shape[:-1])
