@@ -25,10 +25,13 @@ from schedules import FORKED, schedule
 from teperf.bisect import timing
 
 # Small: a 1 ms spin is ~8x the step; what is tested is the search, not the engine's precision. Each
-# compare's workers fork from a server per side (FORKED: 2 torch imports a compare, not 6); that a forked
-# worker imports its own commit's tree is test_a_forked_probe_counts_what_a_fresh_worker_counts's.
+# compare's workers fork from a server per side; that a forked worker imports its own commit's tree is
+# test_a_forked_probe_counts_what_a_fresh_worker_counts's. A compare's cost is its 6 servers' torch imports
+# (3 generations of one pair, 2 sides), not its steps: 50 steps a trial (at least 5 ms where a step takes
+# 100 us or more; 330-680 us on the 2-core VM) are MIN_TRIAL_S's length already, so GOOD..BAD is not
+# measured a second time with longer trials (6 imports, 1 compare of 6, for 5 ms trials instead of 2-3 ms).
 SCHEDULE = [
-    *schedule(2, 5, 3, processes=3),
+    *schedule(2, 50, 3, processes=3),
     *FORKED,
     *("--server-pairs", "1"),  # 3 generations: one generation's verdict is withheld like one pair's
     *("--max-contended", "100"),
@@ -92,7 +95,8 @@ def test_counters_find_the_commit_that_adds_python_calls(tmp_path, monkeypatch, 
 def test_time_finds_the_commit_that_adds_a_busy_wait(tmp_path, monkeypatch, capsys):
     # The parts' trials last 5 ms on the fast side, not MIN_TRIAL_S's 100 ms (each slow trial was 1.1 s of
     # spinning): the 1 ms spin is many times the step either way; that the trials last at least MIN_TRIAL_S
-    # and GOOD..BAD is measured again with them is tests/test_bisect.py's (a fake compare).
+    # and GOOD..BAD is measured again with them is tests/test_bisect.py's (a fake compare). SCHEDULE's 50
+    # steps a trial already last that long on the fast side, so GOOD..BAD is one compare here.
     monkeypatch.setattr(timing, "MIN_TRIAL_S", 0.005)
     # four commits: two bisection steps, so the search still halves a range it has measured
     history = make_history(tmp_path / "fx", n=4, culprit=3, spin_ns=1_000_000)
