@@ -43,9 +43,12 @@ def teperf(capsys, *args):
 
 @pytest.mark.statistical  # the nights' change point and its culprit are found by live timing (a 3 ms spin)
 def test_backfill_resume_and_explain(tmp_path, monkeypatch, capsys):
-    # explain's bisect measures its parts with 20 ms trials on the fast side, not MIN_TRIAL_S's 100 ms (each
-    # slow trial was 6 s of spinning): its subject is which commit, not the trials' length (test_bisect's)
-    monkeypatch.setattr(timing, "MIN_TRIAL_S", 0.02)
+    # explain's bisect spans one commit (night 2..night 3): GOOD..BAD is its only part, so no part is measured
+    # with MIN_TRIAL_S's trials; a longer MIN_TRIAL_S (100 ms: each slow trial was 6 s of spinning; 20 ms
+    # still cost a compare, 6 torch imports) would only measure GOOD..BAD a second time. Its subject is which
+    # commit, not the trials' length: that they last MIN_TRIAL_S and GOOD..BAD is measured again with them is
+    # tests/test_bisect.py's (a fake compare)
+    monkeypatch.setattr(timing, "MIN_TRIAL_S", 0.0)
     history = make_history(tmp_path / "fx", n=5, culprit=3, spin_ns=3_000_000)
     monkeypatch.setenv("PYTHONPATH", str(history.site))
     monkeypatch.setenv("TEPERF_CACHE", str(tmp_path / "cache"))
