@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 import types
 from pathlib import Path
-from typing import Tuple, Union
+from typing import List, Tuple, Union
 
 import pytest
 
@@ -226,6 +226,18 @@ def test_one_head_dim_attention_is_a_reason_with_its_signature():
     te, importer = _fake_release(kv_channels="int")
     feats, reason = dsv3.probe(te, "DSv3Attention", "bf16", {}, "1.9.0", None, importer)
     assert feats is None and "kv_channels: int" in reason and "qk 96 / v 64" in reason
+
+
+def test_evaluated_typing_annotations_are_read_whole():
+    """TE 2.16 annotates without PEP 563: the probe meets typing objects, whose __name__ is only "Union"."""
+    te, importer = _fake_release()
+    te.DotProductAttention.__init__.__annotations__["kv_channels"] = Union[int, Tuple[int, int]]
+    Tensor = type("Tensor", (), {})  # torch.Tensor's stand-in: this file runs without torch
+    te.GroupedLinear.forward.__annotations__["m_splits"] = Union[List[int], Tensor]
+    feats, reason = dsv3.probe(te, "DSv3Layer", "bf16", {"splits": "gpu"}, "2.16.0", None, importer)
+    assert reason is None and feats["splits"]["kind"] == "gpu"
+    te.DotProductAttention.__init__.__annotations__["kv_channels"] = int
+    assert "kv_channels: int)" in dsv3.probe(te, "DSv3Attention", "bf16", {}, "1.9.0", None, importer)[1]
 
 
 def test_fp8_without_padded_permute_skips_the_moe():

@@ -168,7 +168,8 @@ def _annotation(fn: Any, param: str) -> Optional[str]:
     if p is None or p.annotation is inspect.Parameter.empty:
         return None
     ann = p.annotation
-    text = ann if isinstance(ann, str) else getattr(ann, "__name__", None) or str(ann)
+    # a class by its name; typing's forms by their whole text: Union[int, Tuple[int, int]].__name__ is "Union"
+    text = ann if isinstance(ann, str) else ann.__name__ if isinstance(ann, type) else str(ann)
     return text.strip("'\"")  # a string annotation of a string annotation (PEP 563) keeps its quotes
 
 
