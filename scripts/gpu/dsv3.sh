@@ -10,6 +10,7 @@
 # back included) and the depth fit in $OUT/summary.md; the bundles in $OUT/dsv3-bundles.tgz; the TE release
 # setup.sh installed, and which DSv3 parts it has, in $OUT/te.txt. PAIRS=N (default 1) runs N process pairs
 # per run: one-time intervals need 6 or more, which takes longer than one call; raise the limits with it.
+# CELLS_S, GRAPH_S, DEPTH_S: each run's limit in seconds; DEPTH_RECIPES: the depth run's recipes.
 set -u
 STEP=${1:-all}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -37,12 +38,14 @@ run() {  # name limit_s -- teperf run args...
   cat "$OUT/$name.md"; tail -3 "$OUT/$name.err"
 }
 case $STEP in cells|all)
-  run cells 200 -- --config dsv3 --modes eager,cuda-graph --counters "${SCHED[@]}" ;;
+  # eager and cuda-graph apart: a failed capture cannot cost the eager cells their process
+  run cells ${CELLS_S:-120} -- --config dsv3 --modes eager --counters "${SCHED[@]}"
+  run cells-graph ${GRAPH_S:-80} -- --config dsv3 --modes cuda-graph --counters "${SCHED[@]}" ;;
 esac
 case $STEP in depth|all)
   # the dense layer first: a run cut off by its limit has kept the comparison
-  run depth 270 -- --config dsv3 --modules TransformerLayer,DSv3Layer --modes compile \
-    --recipes bf16,fp8_current --sweep layers=1,2,4 --counters "${SCHED[@]}" ;;
+  run depth ${DEPTH_S:-270} -- --config dsv3 --modules TransformerLayer,DSv3Layer --modes compile \
+    --recipes "${DEPTH_RECIPES:-bf16,fp8_current}" --sweep layers=1,2,4 --counters "${SCHED[@]}" ;;
 esac
 $PY benchmarks/dsv3_onetime.py "$R" > "$OUT/summary.md" 2>&1
 cat "$OUT/summary.md"

@@ -7,6 +7,8 @@ import contextlib
 import dataclasses
 import functools
 import importlib
+import sys
+import warnings
 from typing import Any, Callable, ContextManager, Optional
 
 
@@ -140,3 +142,31 @@ def import_object(spec: str):
     """'pkg.mod:attr' -> the attribute, imported in this (the side's) interpreter."""
     mod_name, _, attr = spec.partition(":")
     return functools.reduce(getattr, attr.split("."), importlib.import_module(mod_name))
+
+
+def end_failed_capture(torch) -> str | None:
+    """After a CUDA-graph capture that failed: None when random numbers work again, else why not.
+
+    CUDAGraph.capture_end raises before its epilogue when the capture was invalidated (a host sync inside
+    it), so the RNG generators it registered stay "capturing" and every later random op in the process
+    fails ("Offset increment outside graph capture encountered unexpectedly"). An empty capture on a side
+    stream, with the same generators registered, runs the prologue and epilogue again."""
+    generators = []
+    te_rng = sys.modules.get("transformer_engine.pytorch.distributed")  # TE's tracker's graph-safe states
+    with contextlib.suppress(Exception):
+        generators = [g for g in te_rng.get_all_rng_states().values() if isinstance(g, torch.Generator)]
+    with contextlib.suppress(Exception):
+        graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+        for g in generators:
+            with contextlib.suppress(Exception):
+                graph.register_generator_state(g)
+        with warnings.catch_warnings(), torch.cuda.stream(stream):
+            warnings.simplefilter("ignore")  # "the CUDA graph is empty": it is meant to be
+            graph.capture_begin()
+            graph.capture_end()
+    try:
+        torch.rand(1, device="cuda")
+        torch.cuda.synchronize()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"[:300]
+    return None

@@ -49,6 +49,7 @@ class Session:
         self.dynamo_epoch = 0  # bumped whenever a case's set-up resets dynamo
         self.compile_cache = compile_cache or CompileCache(None)
         self.warmed: set = set()  # process-level warm-ups done (see _process_warmup)
+        self.rng_broken: str | None = None  # why later cases cannot be set up (see runner.end_failed_capture)
 
     def hello(self) -> dict:
         torch = self.torch
@@ -138,12 +139,25 @@ class Session:
             reason = backend.case_status(case, self.device)
         if reason:
             return {"type": "error", "case_id": case_id, "error": reason, "skipped": True}
+        if self.rng_broken:
+            raise RuntimeError(f"not set up: {self.rng_broken}")
         t0 = time.perf_counter()
         self.torch.manual_seed(1234)  # same data on both sides
         built = backend.build(case, self.device)
         info = dict(built.info)
         info["build_s"] = round(time.perf_counter() - t0, 3)
-        step, mode_info = self._first_call(case, built, info)
+        try:
+            step, mode_info = self._first_call(case, built, info)
+        except Exception:
+            if case["mode"] == "cuda-graph":
+                from teperf.worker.runner import end_failed_capture
+
+                broken = end_failed_capture(self.torch)
+                if broken:  # the later cases of this process would fail for a reason not their own
+                    self.rng_broken = (
+                        f"a failed CUDA-graph capture (case {case_id}) broke this process's RNG ({broken})"
+                    )
+            raise
         self.warmed_at[case_id] = self.dynamo_epoch
         self.warmups[case_id] = int(case["warmup"])
         self._steps(step, int(case["warmup"]))
@@ -179,7 +193,7 @@ class Session:
         from teperf.worker.runner import compile_counts_during, isolate_dynamo, make_step
 
         mode = case["mode"]
-        warmup = self._process_warmup(mode)
+        warmup = self._process_warmup(mode, case.get("backend"))
         if built.global_state is not None:
             # as in a fresh process: the first call chooses (TE's attention backend) itself
             pristine = self.pristine_state.setdefault(id(built.global_state), dict(built.global_state))
@@ -230,9 +244,11 @@ class Session:
                 info["switch_back"] = switch_back
         return step, made["info"]
 
-    def _process_warmup(self, mode: str) -> dict | None:
+    def _process_warmup(self, mode: str, backend_name: str | None = None) -> dict | None:
         """Once per process: what any first call in a fresh process pays whatever the module (autograd,
-        cuBLAS; importing dynamo, probing the compiler; a first capture), kept out of the cases' figures."""
+        cuBLAS; importing dynamo, probing the compiler; a first capture), kept out of the cases' figures.
+        A backend's own ``compile_warmup`` adds what its first compile pays (TE: tracing its modules)."""
+        from teperf.worker.backends import get_backend
         from teperf.worker.clocks import time_once
 
         torch = self.torch
@@ -247,7 +263,12 @@ class Session:
                 fn = lambda: lin(x).sum().backward()  # noqa: E731
             elif kind == "compile":
                 self.compile_cache.use_process_warmup()
-                fn = lambda: torch.compile(lambda a: torch.nn.functional.gelu(lin(a)))(x).sum().backward()  # noqa: E731
+                own = getattr(get_backend(backend_name), "compile_warmup", None) if backend_name else None
+
+                def fn(own=own):
+                    torch.compile(lambda a: torch.nn.functional.gelu(lin(a)))(x).sum().backward()
+                    if own is not None:
+                        own(self.device)
             else:
                 fn = lambda: torch.cuda.make_graphed_callables(lin, (x,))(x).sum().backward()  # noqa: E731
             try:
