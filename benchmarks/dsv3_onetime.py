@@ -69,8 +69,9 @@ def main(dirs: list[str]) -> int:
                     family = re.sub(r"\[layers=\d+\]", "", case.module)  # a --sweep layers=... variant
                     depth[(family, case.recipe)].append((info.get("layers", 1), first))
             errors = [s.error for s in cell.setups.values() if s.error]
-            status = case.skip or (str(errors[0])[:160] if errors else "ok")
             pairs = len(cell.ready)
+            ok = "ok" if pairs else "not measured (the run ended first)"
+            status = case.skip or (str(errors[0]).replace("\n", " / ")[:240] if errors else ok)
             row = [case.module, case.recipe, case.mode, pairs, *(_ms(per[c]) for c in COSTS), status]
             print("| " + " | ".join(str(v).replace("|", "/") for v in row) + " |")
             for side, counters in cell.counters.items():

@@ -397,3 +397,41 @@ def test_a_factory_function_its_module_lacks_is_named_not_the_paths():
     hint = failure_hint("AttributeError: module 'demo_blocks' has no attribute 'nope'")
     assert hint.startswith("demo_blocks has no nope") and "factory" in hint
     assert failure_hint("ModuleNotFoundError: No module named 'x'") == FACTORY_HINT
+
+
+# --- what a failed case reports (the worker's describe_failure) ----------------------------------
+
+
+def _raise_in(filename: str, code: str, **names):
+    exec(compile(code, filename, "exec"), names)
+
+
+def test_a_failed_capture_reports_its_first_error_at_tes_line():
+    from teperf.worker.__main__ import describe_failure
+
+    te_file = "/site/transformer_engine/pytorch/permutation.py"
+    try:
+        try:
+            _raise_in(
+                te_file,
+                "def pad():\n    raise RuntimeError('operation not permitted when stream is capturing')\npad()",
+            )
+        finally:
+            raise RuntimeError("operation failed due to a previous error during capture\nSearch for ...")
+    except RuntimeError as exc:
+        text = describe_failure(exc)
+    first, then = text.splitlines()
+    assert first == (
+        "RuntimeError: operation not permitted when stream is capturing "
+        "(at transformer_engine/pytorch/permutation.py:2 in pad)"
+    )
+    assert then == "then RuntimeError: operation failed due to a previous error during capture"
+
+
+def test_a_plain_failure_keeps_its_words_and_names_the_measured_codes_line():
+    from teperf.worker.__main__ import describe_failure
+
+    try:
+        _raise_in("/work/model.py", "def fwd():\n    raise ValueError('boom\\nsecond line')\nfwd()")
+    except ValueError as exc:
+        assert describe_failure(exc) == "ValueError: boom (at model.py:2 in fwd)\nsecond line"

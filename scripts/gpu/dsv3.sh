@@ -3,10 +3,10 @@
 #   source .gpu/setup.sh && OUT=$OUT bash scripts/gpu/dsv3.sh [cells|depth|all]
 #   cells  --config dsv3 as shipped, eager and cuda-graph, every recipe (the GPU's missing ones skip with TE's
 #          reason), with --counters: per-step host time, kernels, Python calls, host syncs (about 3 minutes)
-#   depth  compile, bf16 and fp8 current, DSv3Layer and the dense TransformerLayer at 1, 2 and 4 layers
-#          (--sweep layers=1,2,4): first compile, recompile, switch back, and compile time against depth
-#          (about 4.5 minutes)
-# Each run's table is $OUT/<name>.md, its stderr $OUT/<name>.err; the one-time figures over the pairs (switch
+#   depth  compile, bf16 and fp8 current, DSv3Layer and the dense TransformerLayer at 1, 2 and 4 layers,
+#          one run (fresh processes) a point: first compile, recompile, switch back, and compile time
+#          against depth (about 6 minutes; DEPTH_RECIPES=bf16 halves it)
+# Each run's table and stderr are <name>.md and <name>.err in $OUT/tables.tgz; the one-time figures over the pairs (switch
 # back included) and the depth fit in $OUT/summary.md; the bundles in $OUT/dsv3-bundles.tgz; the TE release
 # setup.sh installed, and which DSv3 parts it has, in $OUT/te.txt. PAIRS=N (default 1) runs N process pairs
 # per run: one-time intervals need 6 or more, which takes longer than one call; raise the limits with it.
@@ -43,10 +43,29 @@ case $STEP in cells|all)
   run cells-graph ${GRAPH_S:-80} -- --config dsv3 --modes cuda-graph --counters "${SCHED[@]}" ;;
 esac
 case $STEP in depth|all)
-  # the dense layer first: a run cut off by its limit has kept the comparison
-  run depth ${DEPTH_S:-270} -- --config dsv3 --modules TransformerLayer,DSv3Layer --modes compile \
-    --recipes "${DEPTH_RECIPES:-bf16,fp8_current}" --sweep layers=1,2,4 --counters "${SCHED[@]}" ;;
+  # one run a point: compile cases sharing a worker are not independent (on an H100, TransformerLayer bf16
+  # read 6.1/4.1/4.1 s at 1/2/4 layers in that order and 4.5/5.6/7.4 s in the order 4/2/1); the dense
+  # layer first, so that a call cut off by its limit has kept the comparison
+  for module in TransformerLayer DSv3Layer; do
+    for n in 1 2 4; do
+      cfg="$R/depth-$module-$n.toml"
+      $PY - "$module" "$n" > "$cfg" <<'PYCFG'  # dsv3's module at this depth, named as --sweep names it
+import json, sys, tomllib
+from pathlib import Path
+module, n = sys.argv[1], int(sys.argv[2])
+config = tomllib.loads(Path("teperf/configs/dsv3.toml").read_text())
+kwargs = {**config["modules"][module].get("kwargs", {}), "layers": n}
+print(f"backend = 'te'\ndevice = 'cuda'\nshapes = {json.dumps(config['shapes'])}")
+print(f'[modules."{module}[layers={n}]"]')
+print("kwargs = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in kwargs.items()) + " }")
+PYCFG
+      run "depth-$module-$n" ${DEPTH_S:-90} -- --config "$cfg" --modes compile \
+        --recipes "${DEPTH_RECIPES:-bf16,fp8_current}" --counters "${SCHED[@]}"
+    done
+  done ;;
 esac
 $PY benchmarks/dsv3_onetime.py "$R" > "$OUT/summary.md" 2>&1
 cat "$OUT/summary.md"
 tar czf "$OUT/dsv3-bundles.tgz" -C "$R" .
+# the device returns at most 8 files: each run's table and stderr travel in one archive
+( cd "$OUT" && tar czf tables.tgz $(ls ./*.md ./*.err 2>/dev/null | grep -v summary.md) && rm -f $(ls ./*.md ./*.err | grep -v summary.md) )

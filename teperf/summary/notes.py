@@ -261,6 +261,16 @@ def onetime_notes(parsed: ParsedBundle, levels: TableLevels | None = None) -> li
             + warm_cache_text(caches, filled)
             + (f"; {prewarm_errors} pre-warm set-ups failed" if prewarm_errors else "")
         )
+    shared = sum(
+        any(isinstance(s.info.get("first_call"), dict) for s in cell.ready) for cell in parsed.cells.values()
+    )
+    if shared > 1:
+        out.append(
+            f"{shared} cases shared each worker, so their first calls are not independent: a process's "
+            "first case pays what a process does once (its first kernels and fusions, the compiler's first "
+            "look at the library's code), later ones reuse what it left; for what a fresh process pays, "
+            "measure one case a run"
+        )
     for what in sorted({str(r.get("what")) for r in recompiles}):
         graphs = sorted({int(r.get("graphs") or 0) for r in recompiles})
         none = " (no graph: nothing recompiled, the step ran eagerly)" if graphs == [0] else ""

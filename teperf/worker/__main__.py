@@ -104,11 +104,39 @@ def main() -> int:
             reply = session.handle(message)
         except Exception as exc:  # one failing case must not end the pair
             traceback.print_exc()
-            error = f"{type(exc).__name__}: {exc}"
+            error = describe_failure(exc)
             reply = {"type": "error", "case_id": message.get("case_id"), "error": error}
         channel.write(encode(reply))
     session.close()
     return 0
+
+
+def describe_failure(exc: BaseException) -> str:
+    """What a failed case reports: the first error of the chain, where the measured code raised it (TE's
+    file and line), then the error that ended the case if it is another. A failed CUDA-graph capture ends
+    with "operation failed due to a previous error during capture"; the cause is the first error."""
+    root, seen = exc, {id(exc)}
+    while (nxt := root.__cause__ or root.__context__) is not None and id(nxt) not in seen:
+        root = nxt
+        seen.add(id(nxt))
+    text = f"{type(root).__name__}: {root}".strip()
+    frames = traceback.extract_tb(root.__traceback__)
+    own = [f for f in frames if "transformer_engine" in f.filename] or [
+        f for f in frames if "/torch/" not in f.filename and "/teperf/worker/" not in f.filename
+    ]
+    if own:
+        where = own[-1].filename.replace(os.sep, "/")
+        where = (
+            where[where.find("transformer_engine/") :]
+            if "transformer_engine/" in where
+            else os.path.basename(where)
+        )
+        text = f"{text.splitlines()[0]} (at {where}:{own[-1].lineno} in {own[-1].name})" + "".join(
+            "\n" + line for line in text.splitlines()[1:]
+        )
+    if root is not exc:
+        text += f"\nthen {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return text
 
 
 def leave(code: int) -> None:
