@@ -414,7 +414,8 @@ def test_a_failed_capture_reports_its_first_error_at_tes_line():
         try:
             _raise_in(
                 te_file,
-                "def pad():\n    raise RuntimeError('operation not permitted when stream is capturing')\npad()",
+                "def pad():\n    raise RuntimeError('operation not permitted when stream is capturing')\n"
+                "pad()",
             )
         finally:
             raise RuntimeError("operation failed due to a previous error during capture\nSearch for ...")
