@@ -150,6 +150,15 @@ def test_budget_cuts_the_current_pair_once_spent():
     assert ad.next_pair(1) == [] and ad.stop_reason == "budget"
 
 
+def test_a_known_start_wait_counts_against_the_budget():
+    ad, clock, _ = make(precision=1.0, budget=100)
+    ad.start()
+    ad.pair_done(0, 20.0, 2, start_s=30.0)
+    clock.now += 60.0
+    assert ad.next_pair(1, start_s=10.0)  # 60 + 10 + 20 fits
+    assert ad.next_pair(2, start_s=25.0) == [] and ad.stop_reason == "budget"  # 60 + 25 + 20 does not
+
+
 def test_budget_alone_caps_a_fixed_schedule():
     ad, clock, _ = make(budget=45, processes=8)
     asked = run_pairs(ad, clock, [0.02, 0.02], np.random.default_rng(6), seconds_per_case=10.0)

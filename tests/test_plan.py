@@ -1,3 +1,4 @@
+import time
 from collections import Counter
 
 import pytest
@@ -103,7 +104,11 @@ def test_prestart_depth_follows_start_vs_measuring_time():
 class _Plan:
     max_pairs = 4
 
-    def next_pair(self, pair, failed):
+    def __init__(self):
+        self.start_s = {}  # pair -> the start wait the schedule foresaw for it
+
+    def next_pair(self, pair, failed, start_s=None):
+        self.start_s[pair] = start_s
         return [0, 1] if pair < self.max_pairs else []
 
     def may_launch(self, pair):
@@ -116,14 +121,14 @@ class _Plan:
 class _Runner:
     def __init__(self, pair, case_ids, fail=False):
         self.pair, self.cases, self.dropped = pair, {c: None for c in case_ids}, set()
-        self.launched, self.closed, self.fail = None, False, fail
+        self.launched, self.closed, self.fail, self.launched_at = None, False, fail, None
 
     def launch(self, cores):
         if self.fail:
             from teperf.engine.spawn import WorkerError
 
             raise WorkerError("no interpreter")
-        self.launched = cores
+        self.launched, self.launched_at = cores, time.perf_counter()
 
     def close(self, hurry=False):
         self.closed = True
@@ -167,8 +172,6 @@ def test_a_cold_pair_whose_launch_fails_starts_cold():
 
 def test_the_schedule_counts_pairs_started_waiting_and_measured():
     """Issue 34: the live line and the stop record's prestart figures."""
-    import time
-
     sched, made = _schedule([2, 3, 4, 5])
     sched.stop_rule.pair_done = lambda *args, **kwargs: None
     runner, todo = sched.take(0)
@@ -182,6 +185,24 @@ def test_the_schedule_counts_pairs_started_waiting_and_measured():
     assert ahead is made[1] and ahead.started_ahead
     sched.close_upcoming()
     assert all(r.closed for r in made[2:])
+
+
+def test_the_budget_check_foresees_the_wait_for_a_pairs_workers():
+    """A lane that took the H100 run's last pair 15 s before its workers were ready overran the budget."""
+    sched, made = _schedule([2, 3, 4, 5])
+    sched.stop_rule.pair_done = lambda *args, **kwargs: None
+    runner, todo = sched.take(0)
+    assert sched.stop_rule.start_s[0] is None  # nothing started yet: the stop rule's own estimate
+    runner.skipped, runner.started_ahead = {}, False
+    t0 = time.perf_counter()
+    sched.pair_done(runner, todo, t0=t0, start_s=20.0)  # a cold start of 20 s
+    ahead, todo = sched.take(0)  # launched just now: about all of a cold start still to wait
+    assert ahead is made[1] and 19.0 < sched.stop_rule.start_s[1] <= 20.0
+    ahead.skipped, ahead.launched_at = {}, t0 - 30.0
+    sched.pair_done(ahead, todo, t0=t0, start_s=2.0)  # launch to ready: 32 s
+    made[2].launched_at = time.perf_counter() - 12.0
+    sched.take(0)
+    assert 19.0 < sched.stop_rule.start_s[2] <= 20.0  # 32 s typical, 12 s of it had
 
 
 @pytest.mark.parametrize(

@@ -113,8 +113,9 @@ class Adaptive:
         failed = set(failed)
         return [cid for cid, c in self.cells.items() if not c.settled and not c.dropped and cid not in failed]
 
-    def next_pair(self, pair: int, failed: Iterable[int] = ()) -> list[int]:
-        """The cases pair ``pair`` measures; [] means stop (the reason is in ``stop_reason``)."""
+    def next_pair(self, pair: int, failed: Iterable[int] = (), start_s: Optional[float] = None) -> list[int]:
+        """The cases pair ``pair`` measures; [] means stop (the reason is in ``stop_reason``). ``start_s``:
+        how long it will likely wait for its workers, where the caller knows (PairSchedule)."""
         if self.stop_reason:
             return []
         if self.t0 is None:
@@ -127,7 +128,7 @@ class Adaptive:
                 "precision reached" if any(c.settled for c in self.cells.values()) else "no cell left"
             )
         budgeted = self.budget is not None and pair > 0  # the first pair always runs
-        if budgeted and self.elapsed() + self.pair_estimate(len(todo)) > self.budget:
+        if budgeted and self.elapsed() + self.pair_estimate(len(todo), start_s) > self.budget:
             return self._stop("budget")
         return todo
 
@@ -150,13 +151,14 @@ class Adaptive:
         self._pair_sched[pair] = sched
         return sched
 
-    def pair_estimate(self, n_cases: int) -> float:
+    def pair_estimate(self, n_cases: int, start_s: Optional[float] = None) -> float:
         """Seconds the next pair will likely take with ``n_cases`` cases: the median cost per case so far,
-        plus the median start of the pairs after each lane's first (those paid the cold start)."""
+        plus ``start_s`` or else the median start of the pairs after each lane's first (those paid the
+        cold start)."""
         if not self._pair_cost:
             return 0.0
         later = [s for pair, s in self._pair_start.items() if pair >= self.cold_pairs]
-        start = statistics.median(later) if later else 0.0
+        start = start_s if start_s is not None else statistics.median(later) if later else 0.0
         return statistics.median(self._pair_cost) * n_cases + start
 
     def add_trial(self, record: TrialRecord, slot: Slot, contended: bool = False) -> None:

@@ -121,6 +121,7 @@ class PairTrials:
         self.skipped: dict[int, str] = {c.id: c.skip for c in cases if c.skip}
         self.dropped: set[int] = set()  # settled since this pair was launched ahead: no trials, no warm-up
         self.started_ahead = False  # launched on spare cores before a lane took it (PairSchedule)
+        self.launched_at: Optional[float] = None  # time.perf_counter() at launch
         self.ready: dict[int, set] = {}  # side index -> case ids set up in its worker
         self.queued: dict[int, list] = {}  # side index -> case ids whose setup was sent ahead
         self.restarts = 0
@@ -155,6 +156,7 @@ class PairTrials:
     def launch(self, import_cores: list[int]) -> None:
         """Start this pair's processes and queue every case's set-up without waiting (side i imports on
         ``import_cores[i]`` while the previous pair measures); ``start`` moves them to the measuring core."""
+        self.launched_at = time.perf_counter()
         for index in self._order():
             worker = self._spawn(index, import_cores[index])
             self.queued[index] = []

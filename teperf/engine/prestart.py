@@ -54,6 +54,7 @@ class PairSchedule:
         self.next_launch = 1
         self.started = self.measured = 0  # pairs whose workers were spawned; pairs measured
         self.cold_starts: list[float] = []  # seconds a pair nobody started ahead took to start
+        self.ahead_starts: list[float] = []  # seconds from launch to ready of each pair started ahead
         self.measure_times: list[float] = []  # seconds each pair measured
         self.lane_wait_s = 0.0  # lanes waiting for pairs started ahead to be ready
         self.depth = self.max_depth = self._depth()
@@ -89,12 +90,12 @@ class PairSchedule:
             if self.stop.is_set():
                 raise LaneStopped()
             pair = self.taken
-            todo = self.stop_rule.next_pair(pair, self.retries.failed)
+            ahead = bool(self.upcoming) and self.upcoming[0].pair == pair
+            todo = self.stop_rule.next_pair(pair, self.retries.failed, self._start_left(ahead))
             if not todo:
                 return None
             self.taken += 1
             # A pair launched ahead set up every case open then; the ones settled since get no trials.
-            ahead = bool(self.upcoming) and self.upcoming[0].pair == pair
             runner = self.upcoming.popleft() if ahead else self.new_runner(pair, todo)
             runner.core, runner.lane = self.lane_cores[lane], lane
             runner.dropped.update(set(runner.cases) - set(todo))
@@ -108,6 +109,18 @@ class PairSchedule:
                 runner.close(hurry=True)
                 raise
             return runner, todo
+
+    def _start_left(self, ahead: bool) -> Optional[float]:
+        """Seconds the next pair will likely wait for its workers (None before a pair has started): a
+        pair started ahead, the typical launch-to-ready less the time it has had; else a cold start. The
+        budget check needs it: a lane that took the last pair 15 s before its workers were ready ran the
+        H100's 5-minute budget to 5.2."""
+        launched = self.upcoming[0].launched_at if ahead else None
+        starts = self.ahead_starts if launched is not None and self.ahead_starts else self.cold_starts
+        if not starts:
+            return None
+        age = time.perf_counter() - launched if launched is not None else 0.0
+        return max(0.0, statistics.median(starts) - age)
 
     def _launch_cold(self, runner: PairTrials, lane: int, todo: list[int]) -> PairTrials:
         """A pair nobody started ahead, its sides importing at once on spare cores where there are enough."""
@@ -152,6 +165,8 @@ class PairSchedule:
             self.measure_times.append(time.perf_counter() - t0 - start_s)
             if runner.started_ahead:
                 self.lane_wait_s += start_s
+                if runner.launched_at is not None:
+                    self.ahead_starts.append(t0 + start_s - runner.launched_at)
             else:
                 self.cold_starts.append(start_s)
             self.stop_rule.pair_done(
