@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import math
 import os
 import subprocess
@@ -567,7 +568,10 @@ def estimator_table(rows: list[dict], truth: dict) -> str:
 
 def reanalyse(out: Path) -> None:
     """Recompute the estimators from the kept bundles of a run (``--out DIR``) and print both tables."""
-    dump = json.loads((out / "results.json").read_text())
+    kept = out / "results.json"
+    # the evidence keeps it xz-compressed
+    text = kept.read_text() if kept.exists() else lzma.open(out / "results.json.xz", "rt").read()
+    dump = json.loads(text)
     truth = {(r["kind"], r["us"]): r for r in dump["truth"]}
     for row in dump["teperf"]:
         bundle = Path(row.get("bundle") or "")

@@ -5,6 +5,7 @@ teperf estimates from run1 and run3, the arith plant's from run2; each against t
 """
 
 import json
+import lzma
 import sys
 from pathlib import Path
 
@@ -12,8 +13,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "benchmarks"))
 import plant_truth as p  # noqa: E402
 
-runs = {n: json.loads((HERE / n / "results.json").read_text()) for n in ("run1", "run2", "run3")
-        if (HERE / n / "results.json").exists()}
+runs = {n: json.loads(lzma.open(HERE / n / "results.json.xz", "rt").read()) for n in ("run1", "run2", "run3")
+        if (HERE / n / "results.json.xz").exists()}
 
 
 def show(name, x, y):

@@ -6,6 +6,7 @@ calls in run2/run3; run1's 12 us burst left out), teperf's from the bundles in b
 """
 
 import json
+import lzma
 import statistics as st
 import sys
 import tarfile
@@ -38,7 +39,7 @@ with tempfile.TemporaryDirectory() as tmp:
         rel = f.relative_to(tmp).parts
         pts.append(("teperf", rel[0], float(rel[2].split("-")[1]), delta(0), delta(1)))
 for n in ("run1", "run2", "run3"):
-    for r in json.loads((HERE / n / "results.json").read_text())["truth"]:
+    for r in json.loads(lzma.open(HERE / n / "results.json.xz", "rt").read())["truth"]:
         if r["kind"] == "thread" and not (n == "run1" and r["us"] == 12):
             meas = 0.0 if r.get("own_us") is None else MEASURING_US
             pts.append(("truth", n, r["us"], r["truth_us"] - meas, r["wall_us"]))
