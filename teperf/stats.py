@@ -20,6 +20,7 @@ from teperf.verdicts import (
     NO_CHANGE,
     TOO_FEW_GENERATIONS,
     TOO_FEW_PAIRS,
+    any_load,
     inconclusive_bound,
     loaded,
     verdict,
@@ -261,9 +262,6 @@ def single_cell(values: Mapping[int, Sequence[float]]) -> CellEstimate:
     """One side alone (`teperf run`): median, spread, between-pair spread (no head: no change, no verdict)."""
     all_v = [v for p in sorted(values) for v in values[p]]
     pair_medians = [float(np.median(values[p])) for p in sorted(values) if values[p]]
-    between = None
-    if len(pair_medians) >= 2:
-        between = float(np.std(pair_medians, ddof=1) / np.mean(pair_medians) * 100)
     return CellEstimate(
         # the same definition as compare_cell's: geometric mean of per-pair medians
         base_us=float(np.exp(np.mean(np.log(pair_medians)))) if pair_medians else None,
@@ -271,7 +269,9 @@ def single_cell(values: Mapping[int, Sequence[float]]) -> CellEstimate:
         n_trials=len(all_v),
         base_spread_pct=spread_pct(all_v),
         head_spread_pct=None,
-        pair_sd_pct=between,
+        pair_sd_pct=float(np.std(pair_medians, ddof=1) / np.mean(pair_medians) * 100)
+        if len(pair_medians) >= 2
+        else None,
     )
 
 
@@ -437,7 +437,7 @@ def choose_attempts(slots: Mapping, sides: Sequence, limit_pct: float) -> tuple[
         else:
             incomplete.append(key)
     couples = len(picked) + len(contended)
-    if contended and (limit_pct >= 100.0 or loaded(len(contended), couples, limit_pct) or not picked):
+    if contended and (any_load(limit_pct) or loaded(len(contended), couples, limit_pct) or not picked):
         picked.update(contended)
     return picked, incomplete, couples, len(contended)
 
@@ -462,7 +462,7 @@ def clean_couples(
     used = [(*records[(*key, attempt, side)], key) for key, attempt in picked.items() for side in sides]
     for key in incomplete:
         last = max(slots[key])
-        keep = [side for side, (_, c) in slots[key][last].items() if not c or limit_pct >= 100.0]
+        keep = [side for side, (_, c) in slots[key][last].items() if not c or any_load(limit_pct)]
         used += [(*records[(*key, last, side)], key) for side in keep]
     return used, counts
 
