@@ -248,9 +248,7 @@ def unit_logs(pairs: Sequence[int], logs: np.ndarray, groups: Mapping[int, int] 
     by_group: dict[int, list[float]] = {}
     for p, r in zip(pairs, logs):
         by_group.setdefault(groups.get(p, -1 - p), []).append(float(r))
-    if len(by_group) == len(pairs):
-        return logs
-    return np.array([float(np.mean(v)) for v in by_group.values()])
+    return logs if len(by_group) == len(pairs) else np.array([float(np.mean(v)) for v in by_group.values()])
 
 
 def generations(spawn: str | None, seeds: Mapping[int, int]) -> dict[int, int] | None:
@@ -472,9 +470,7 @@ def break_even_steps(extra_ms: float | None, saving_us: float | None) -> int | s
     None when a figure is missing."""
     if extra_ms is None or saving_us is None:
         return None
-    if saving_us <= 0:
-        return "never"
-    return max(0, math.ceil(extra_ms * 1000.0 / saving_us))
+    return "never" if saving_us <= 0 else max(0, math.ceil(extra_ms * 1000.0 / saving_us))
 
 
 def lanes_agree(groups: list[list[float]], alpha: float) -> tuple[float | None, str]:

@@ -98,9 +98,7 @@ def slope_verdict(delta: dict) -> str:
         return INCONCLUSIVE
     if lo > 0:
         return "steeper"
-    if hi < 0:
-        return "flatter"
-    return f"inconclusive (up to {max(abs(lo), abs(hi)):.2f} us/unit)"
+    return "flatter" if hi < 0 else f"inconclusive (up to {max(abs(lo), abs(hi)):.2f} us/unit)"
 
 
 def parse_fail_on(values: Iterable[str] | None) -> set[str]:
