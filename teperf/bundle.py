@@ -138,9 +138,8 @@ class Bundle:
             raise
         except OSError as exc:
             bundle.status, bundle.error = "failed", f"{type(exc).__name__}: {exc}"
-            if (
-                exc.errno == errno.ENOSPC
-            ):  # what was measured is in the bundle: said as such, not "cannot use"
+            # what was measured is in the bundle: said as such, not "cannot use"
+            if exc.errno == errno.ENOSPC:
                 raise DiskFull(bundle.path, exc) from None
             raise
         except Exception as exc:  # keep the bundle consistent, then let the CLI report it

@@ -75,8 +75,7 @@ def choose_base(
     A/A). Skip unless ``force`` when this shard of ``night`` completed, or another night did the head."""
     have = history is not None and not history.empty
     if have and not force:
-        skip = already_measured(history, machine, ref, head_sha, shard, night or default_night(head_sha))
-        if skip:
+        if skip := already_measured(history, machine, ref, head_sha, shard, night or default_night(head_sha)):
             return BaseChoice(head_sha, None, skip, skip=True)
     if have and base_among is not None:
         history = history[history["sha"].isin(base_among)]

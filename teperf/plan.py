@@ -110,9 +110,7 @@ def pairs_per_server(schedule) -> int:
 
 def server_generation(schedule, pair: int) -> int | None:
     """The fork-server generation that forks ``pair``; None when each pair's workers start fresh."""
-    if schedule.spawn != "forkserver":
-        return None
-    return pair // pairs_per_server(schedule)
+    return pair // pairs_per_server(schedule) if schedule.spawn == "forkserver" else None
 
 
 def start_order(pair: int, n_sides: int) -> list[int]:

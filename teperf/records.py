@@ -277,9 +277,7 @@ def parse_record(raw: Mapping[str, Any], schema: int = SCHEMA_VERSION) -> Record
     if schema < 2 and raw.get("kind") == "failure":  # schema 1 (teperf 0.1.0) failures lack these
         raw = {"final": True, "lost_pairs": [], "log_tail": "", **raw}
     cls = KINDS.get(raw.get("kind"))
-    if cls is None:
-        return UnknownRecord(raw=dict(raw))
-    return cls.from_dict(raw)
+    return UnknownRecord(raw=dict(raw)) if cls is None else cls.from_dict(raw)
 
 
 @dataclasses.dataclass(kw_only=True)

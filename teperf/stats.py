@@ -20,6 +20,7 @@ from teperf.verdicts import (
     NO_CHANGE,
     TOO_FEW_GENERATIONS,
     TOO_FEW_PAIRS,
+    any_load,
     inconclusive_bound,
     loaded,
     verdict,
@@ -247,9 +248,7 @@ def unit_logs(pairs: Sequence[int], logs: np.ndarray, groups: Mapping[int, int] 
     by_group: dict[int, list[float]] = {}
     for p, r in zip(pairs, logs):
         by_group.setdefault(groups.get(p, -1 - p), []).append(float(r))
-    if len(by_group) == len(pairs):
-        return logs
-    return np.array([float(np.mean(v)) for v in by_group.values()])
+    return logs if len(by_group) == len(pairs) else np.array([float(np.mean(v)) for v in by_group.values()])
 
 
 def generations(spawn: str | None, seeds: Mapping[int, int]) -> dict[int, int] | None:
@@ -261,9 +260,6 @@ def single_cell(values: Mapping[int, Sequence[float]]) -> CellEstimate:
     """One side alone (`teperf run`): median, spread, between-pair spread (no head: no change, no verdict)."""
     all_v = [v for p in sorted(values) for v in values[p]]
     pair_medians = [float(np.median(values[p])) for p in sorted(values) if values[p]]
-    between = None
-    if len(pair_medians) >= 2:
-        between = float(np.std(pair_medians, ddof=1) / np.mean(pair_medians) * 100)
     return CellEstimate(
         # the same definition as compare_cell's: geometric mean of per-pair medians
         base_us=float(np.exp(np.mean(np.log(pair_medians)))) if pair_medians else None,
@@ -271,7 +267,9 @@ def single_cell(values: Mapping[int, Sequence[float]]) -> CellEstimate:
         n_trials=len(all_v),
         base_spread_pct=spread_pct(all_v),
         head_spread_pct=None,
-        pair_sd_pct=between,
+        pair_sd_pct=float(np.std(pair_medians, ddof=1) / np.mean(pair_medians) * 100)
+        if len(pair_medians) >= 2
+        else None,
     )
 
 
@@ -437,7 +435,7 @@ def choose_attempts(slots: Mapping, sides: Sequence, limit_pct: float) -> tuple[
         else:
             incomplete.append(key)
     couples = len(picked) + len(contended)
-    if contended and (limit_pct >= 100.0 or loaded(len(contended), couples, limit_pct) or not picked):
+    if contended and (any_load(limit_pct) or loaded(len(contended), couples, limit_pct) or not picked):
         picked.update(contended)
     return picked, incomplete, couples, len(contended)
 
@@ -462,7 +460,7 @@ def clean_couples(
     used = [(*records[(*key, attempt, side)], key) for key, attempt in picked.items() for side in sides]
     for key in incomplete:
         last = max(slots[key])
-        keep = [side for side, (_, c) in slots[key][last].items() if not c or limit_pct >= 100.0]
+        keep = [side for side, (_, c) in slots[key][last].items() if not c or any_load(limit_pct)]
         used += [(*records[(*key, last, side)], key) for side in keep]
     return used, counts
 
@@ -472,9 +470,7 @@ def break_even_steps(extra_ms: float | None, saving_us: float | None) -> int | s
     None when a figure is missing."""
     if extra_ms is None or saving_us is None:
         return None
-    if saving_us <= 0:
-        return "never"
-    return max(0, math.ceil(extra_ms * 1000.0 / saving_us))
+    return "never" if saving_us <= 0 else max(0, math.ceil(extra_ms * 1000.0 / saving_us))
 
 
 def lanes_agree(groups: list[list[float]], alpha: float) -> tuple[float | None, str]:

@@ -55,6 +55,11 @@ def loaded(contended: int, couples: int, limit_pct: float) -> bool:
     return bool(couples) and 100.0 * contended / couples > limit_pct
 
 
+def any_load(limit_pct: float) -> bool:
+    """--max-contended 100: every couple counts however loaded, the load rule is off."""
+    return limit_pct >= 100.0
+
+
 def load_text(contended_pct: float | None, load_bound_pct: float | None) -> str:
     """How load reads beside a verdict: 'load: 83% contended, bias up to 2.1%'."""
     bound = f", bias up to {load_bound_pct:.1f}%" if load_bound_pct is not None else ""
@@ -93,9 +98,7 @@ def slope_verdict(delta: dict) -> str:
         return INCONCLUSIVE
     if lo > 0:
         return "steeper"
-    if hi < 0:
-        return "flatter"
-    return f"inconclusive (up to {max(abs(lo), abs(hi)):.2f} us/unit)"
+    return "flatter" if hi < 0 else f"inconclusive (up to {max(abs(lo), abs(hi)):.2f} us/unit)"
 
 
 def parse_fail_on(values: Iterable[str] | None) -> set[str]:

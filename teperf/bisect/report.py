@@ -45,9 +45,7 @@ def _commit(c: dict | None) -> str:
 def _counter_deltas(deltas: dict | None) -> str:
     if deltas is None:
         return "counters not counted"
-    if not deltas:
-        return "no counter moved"
-    return ", ".join(f"{k} {v:+g}" for k, v in deltas.items())
+    return ", ".join(f"{k} {v:+g}" for k, v in deltas.items()) if deltas else "no counter moved"
 
 
 def step_text(entry: dict) -> str:

@@ -134,9 +134,8 @@ def command(history_url, module, recipe, machine, ref, changes, list_nights, fmt
     if explain:
         if not changes:
             raise TeperfError("--explain explains the change points", "add --changes")
-        measure = take_measure(
-            bisect, "nightly", budget_plans=False
-        )  # takes --config, --budget and --results-dir
+        # takes --config, --budget and --results-dir
+        measure = take_measure(bisect, "nightly", budget_plans=False)
         explain_new(history_url, take_sides(bisect), measure)
     else:  # the bisects' options mean nothing without them: say so rather than drop them
         flags = {"config_path": "--config", "budget_s": "--budget", "results_dir": "--results-dir"}

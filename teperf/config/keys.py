@@ -179,7 +179,7 @@ class Schedule:
     )
     kind: str | None = key(  # None: auto where precision_pct or budget_s is set, else fixed
         None,
-        lambda value, name, resolved: _schedule_kind(value, name, resolved),
+        _schedule_kind,
         "auto: teperf plans the pairs (lanes, trials per pair) for the narrowest interval per minute, "
         "from a pilot of the first pairs; fixed: the config's processes x rounds x trials x iters as written "
         "(default: auto with --precision or --budget, else fixed).",
@@ -370,15 +370,10 @@ def _positive_int(value, name: str, minimum: int = 1) -> int:
     return value
 
 
-def _number(value, name: str, low: float, high: float | None = None) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)  # nan compares false both ways and would pass the bounds
-        or value < low
-        or (high is not None and value > high)
-    ):
-        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+def _number(value, name: str, low: float, high: float) -> float:
+    # written as "not inside": nan compares false both ways, and so is refused
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        bound = f"between {low} and {high}"
         raise TeperfError(
             f"{name} must be a number {bound}, got {value!r}", f"set {name} to a number {bound}"
         )

@@ -386,9 +386,7 @@ def check_version(table: pa.Table, path: str) -> None:
     if version > HISTORY_SCHEMA_VERSION:
         writers = table.column("teperf_version").to_pylist() if "teperf_version" in table.column_names else []
         use = next((v for v in writers if v), None)
-        by, read = (
-            (f"teperf {use}", f"teperf {use} or newer") if use else ("a newer teperf", "a newer teperf")
-        )
+        by, read = (f"teperf {use}", f"teperf {use} or newer") if use else ("a newer teperf",) * 2
         raise TeperfError(
             f"{path} has history schema {version}, written by {by}; this teperf {__version__} reads schema "
             f"{HISTORY_SCHEMA_VERSION} and older",

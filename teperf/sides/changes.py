@@ -53,9 +53,7 @@ def is_build_input(path: str, package_dir: str, submodule: bool = False) -> bool
     if submodule:
         return True
     if inside(path, package_dir):
-        if p.suffix == ".py":
-            return p.name == "setup.py"
-        return p.suffix not in DOC_SUFFIXES
+        return p.name == "setup.py" if p.suffix == ".py" else p.suffix not in DOC_SUFFIXES
     top = p.parts[0] if len(p.parts) > 1 else ""
     if top in NOT_BUILD_DIRS:  # tests/cpp/*.cu and the like are not part of the package's build
         return False

@@ -153,9 +153,7 @@ def onetime_ms(clocks, metric: str) -> float | None:
     if not isinstance(clocks, dict):
         return None
     parts = [clocks.get(k) for k in ONETIME_CLOCKS[metric]]
-    if not all(isinstance(v, (int, float)) for v in parts):
-        return None
-    return sum(parts) / 1e6
+    return sum(parts) / 1e6 if all(isinstance(v, (int, float)) for v in parts) else None
 
 
 def onetime_figures(

@@ -14,7 +14,7 @@ from teperf.records import CONTENDED_WALL_OVER_CPU, BundleMeta, Row, StopRecord
 from teperf.stats import TableLevels, lanes_agree, onetime_rule
 from teperf.summary.aggregate import trials_without_clock
 from teperf.summary.parse import ParsedBundle
-from teperf.verdicts import FEW_UNITS, LOAD, MIN_VERDICT_UNITS
+from teperf.verdicts import FEW_UNITS, LOAD, MIN_VERDICT_UNITS, any_load
 
 
 def _plural(n: int, word: str) -> str:
@@ -131,7 +131,7 @@ def load_note(parsed: ParsedBundle, rows: list[Row], stats: Stats) -> str:
     remeasured = sum(r.remeasured or 0 for r in rows)
     shares = [r.contended_pct for r in rows if r.contended_pct]
     limit = stats.max_contended_pct
-    counted = [p for p in shares if p > limit or p == 100 or limit >= 100]  # teperf.stats.choose_attempts
+    counted = [p for p in shares if p > limit or p == 100 or any_load(limit)]  # teperf.stats.choose_attempts
     left_out = [p for p in shares if p not in counted]
     if not (remeasured or shares) and parsed.preempted_trials <= 0.05 * parsed.total_trials:
         return ""
@@ -146,7 +146,7 @@ def load_note(parsed: ParsedBundle, rows: list[Row], stats: Stats) -> str:
             "; couples that shared it in every attempt are left out of the figures: "
             f"{low if low == high else f'{low}-{high}'}% per cell"
         )
-    if counted and limit >= 100:
+    if counted and any_load(limit):
         text += f"; they count (the limit is 100%): up to {max(counted):.0f}% of a cell's couples"
     elif counted:
         loaded = sum(r.verdict_cause == LOAD for r in rows)

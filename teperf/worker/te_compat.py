@@ -203,9 +203,7 @@ def signature_of(cls: Any) -> tuple:
 def input_shape(module: str, shape: list) -> list:
     """Shape of the input tensor: as given, except GroupedLinear takes [tokens, hidden]."""
     shape = [int(d) for d in shape]
-    if module == "GroupedLinear":
-        return [math.prod(shape[:-1]), shape[-1]]
-    return shape
+    return [math.prod(shape[:-1]), shape[-1]] if module == "GroupedLinear" else shape
 
 
 def m_splits_for(tokens: int, gemms: int) -> list:

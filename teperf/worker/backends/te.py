@@ -83,9 +83,7 @@ def _dsv3_probe(case: dict, device: str) -> tuple:
 
 def case_status(case: dict, device: str) -> Optional[str]:
     """None if this TE has every part the case's module needs, else TE's reason (the cell is skipped)."""
-    if module_class(case["module"]) not in MODELS:
-        return None
-    return _dsv3_probe(case, device)[1]
+    return _dsv3_probe(case, device)[1] if module_class(case["module"]) in MODELS else None
 
 
 def compile_warmup(device: str) -> None:
