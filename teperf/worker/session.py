@@ -193,7 +193,7 @@ class Session:
         from teperf.worker.runner import compile_counts_during, isolate_dynamo, make_step
 
         mode = case["mode"]
-        warmup = self._process_warmup(mode, case.get("backend"))
+        warmup = self._process_warmup(mode)
         if built.global_state is not None:
             # as in a fresh process: the first call chooses (TE's attention backend) itself
             pristine = self.pristine_state.setdefault(id(built.global_state), dict(built.global_state))
@@ -244,11 +244,9 @@ class Session:
                 info["switch_back"] = switch_back
         return step, made["info"]
 
-    def _process_warmup(self, mode: str, backend_name: str | None = None) -> dict | None:
+    def _process_warmup(self, mode: str) -> dict | None:
         """Once per process: what any first call in a fresh process pays whatever the module (autograd,
-        cuBLAS; importing dynamo, probing the compiler; a first capture), kept out of the cases' figures.
-        A backend's own ``compile_warmup`` adds what its first compile pays (TE: tracing its modules)."""
-        from teperf.worker.backends import get_backend
+        cuBLAS; importing dynamo, probing the compiler; a first capture), kept out of the cases' figures."""
         from teperf.worker.clocks import time_once
 
         torch = self.torch
@@ -263,12 +261,7 @@ class Session:
                 fn = lambda: lin(x).sum().backward()  # noqa: E731
             elif kind == "compile":
                 self.compile_cache.use_process_warmup()
-                own = getattr(get_backend(backend_name), "compile_warmup", None) if backend_name else None
-
-                def fn(own=own):
-                    torch.compile(lambda a: torch.nn.functional.gelu(lin(a)))(x).sum().backward()
-                    if own is not None:
-                        own(self.device)
+                fn = lambda: torch.compile(lambda a: torch.nn.functional.gelu(lin(a)))(x).sum().backward()  # noqa: E731
             else:
                 fn = lambda: torch.cuda.make_graphed_callables(lin, (x,))(x).sum().backward()  # noqa: E731
             try:

@@ -86,18 +86,6 @@ def case_status(case: dict, device: str) -> Optional[str]:
     return _dsv3_probe(case, device)[1] if module_class(case["module"]) in MODELS else None
 
 
-def compile_warmup(device: str) -> None:
-    """Session's process warm-up for compile: one small TE module traced and compiled, so that the first
-    compile case of a process does not also pay for dynamo's first look at TE's code (the DSv3 depth fit
-    read 3 s more at depth 1, the process's first case, than at depth 2)."""
-    import torch
-    import transformer_engine.pytorch as te
-
-    lnl = te.LayerNormLinear(64, 64, params_dtype=torch.bfloat16, device=device)
-    x = torch.randn(16, 64, dtype=torch.bfloat16, device=device, requires_grad=True)
-    torch.compile(lnl)(x).sum().backward()  # Session's isolate_dynamo forgets it before the case
-
-
 def _attention_state() -> Optional[dict]:
     """TE's module-level ``_attention_backends`` dict, the backend chosen for the last call. Each
     attention case keeps its own (Built.global_state): another case's entry sent dynamo into comparing
