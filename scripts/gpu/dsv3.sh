@@ -68,4 +68,4 @@ $PY benchmarks/dsv3_onetime.py "$R" > "$OUT/summary.md" 2>&1
 cat "$OUT/summary.md"
 tar czf "$OUT/dsv3-bundles.tgz" -C "$R" .
 # the device returns at most 8 files: each run's table and stderr travel in one archive
-( cd "$OUT" && tar czf tables.tgz $(ls ./*.md ./*.err 2>/dev/null | grep -v summary.md) && rm -f $(ls ./*.md ./*.err | grep -v summary.md) )
+( cd "$OUT" && tables=$(ls ./*.md ./*.err 2>/dev/null | grep -v summary.md) && tar czf tables.tgz $tables && rm -f $tables )
