@@ -6,6 +6,7 @@
 #   planted  the README's command, exactly: v2.16..plant (LayerNormLinear.forward spins 12 us) --config
 #            pr-thread; then the same with one fixed pair (it must call nothing slower or faster)
 #   aa       the README's command on A/A (installed TE against itself); then 4 fresh lanes, prestart off
+#   (EXTRA=0 skips each step's second run: for the repeats of planted and aa)
 #   truth    issue 56's GPU half: benchmarks/plant_truth.py --te (TE's LayerNormLinear, bf16, a perf_counter
 #            or thread_time spin of 0..200 us at the top of its forward): the in-process truth against
 #            teperf compare (8 fresh pairs, 4 lanes) per size; $OUT/truth/{table.md,results.json}, truth.log
@@ -49,12 +50,12 @@ case $STEP in
     ;;
   planted)  # about 7 minutes
     prepare && run planted 400 X=1 -- v2.16..plant --repo "$SRC" --config pr-thread
-    run one-pair 80 X=1 -- v2.16..plant --repo "$SRC" --config pr-thread --schedule fixed \
+    [ "${EXTRA:-1}" = 0 ] || run one-pair 80 X=1 -- v2.16..plant --repo "$SRC" --config pr-thread --schedule fixed \
       --processes 1 --rounds 2 --trials 6 --iters 100
     ;;
   aa)  # about 6.5 minutes
     run aa 400 X=1 -- "${AA[@]}"
-    run l4-noprestart 70 X=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 4 --iters 50 --prestart 0 --budget 45s
+    [ "${EXTRA:-1}" = 0 ] || run l4-noprestart 70 X=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 4 --iters 50 --prestart 0 --budget 45s
     ;;
   truth)  # about 7 minutes
     timeout --signal=INT 420 $PY benchmarks/plant_truth.py --te --sizes 0,12,25,50,100,200 --kinds perf,thread \
