@@ -1,8 +1,10 @@
 #!/bin/bash
 # Issue 55's device runs (carry [".gpu", ".te-src"]; start with `source .gpu/setup.sh &&`), one step a call:
-#   noise    the couple-noise decomposition: A/A (installed TE against itself), the PR thread's 4 cells, 12
-#            couples a pair: lanes 1/2/4/8 and trials of 25..400 iters (forked pairs, 25 s each), the worker's
-#            threads pinned with its main thread or spread (fresh pairs, 2 lanes)
+#   lanes    the couple-noise decomposition, part 1: A/A (installed TE against itself), the PR thread's 4
+#            cells, 12 couples a pair, forked pairs at 1, 2, 4 and 8 lanes (about 6.5 minutes)
+#   trials   part 2: trials of 25, 200 and 400 iters (forked, 1 lane); the worker's threads pinned with its
+#            main thread or spread (fresh pairs, 2 lanes) (about 8 minutes). Each run's budget is 70 s: on an
+#            H100 host the first TE pair took 38 s to start, so a 20 s budget measured nothing (2026-12-07)
 #   planted  the README's command, exactly: v2.16..plant (LayerNormLinear.forward spins 12 us) --config
 #            pr-thread; then the same with one fixed pair (it must call nothing slower or faster)
 #   aa       the README's command on A/A (installed TE against itself); then 4 fresh lanes, prestart off
@@ -10,10 +12,10 @@
 #   truth    issue 56's GPU half: benchmarks/plant_truth.py --te (TE's LayerNormLinear, bf16, a perf_counter
 #            or thread_time spin of 0..200 us at the top of its forward): the in-process truth against
 #            teperf compare (8 fresh pairs, 4 lanes) per size; $OUT/truth/{table.md,results.json}, truth.log
-# Each run's table is $OUT/<name>.md, its stderr $OUT/<name>.err; figures from benchmarks/schedule_plan.py
+# Each run's table <name>.md and stderr <name>.err are in $OUT/<step>-tables.tgz; figures from benchmarks/schedule_plan.py
 # in $OUT/<step>-figures.txt; the bundles in $OUT/<step>-bundles.tgz.
 set -u
-STEP=${1:?noise, planted, aa or truth}
+STEP=${1:?lanes, trials, planted, aa or truth}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 HERE=$PWD; PY=${PYTHON:-python3}; W=/tmp/teperf-plan; SRC=$W/te-src; R=$W/results-$STEP
 mkdir -p "$W" "$R"
@@ -40,13 +42,19 @@ prepare() {
 AA=(--base-python "$PY" --head-python "$PY" --config pr-thread)
 FIXED=(--schedule fixed --processes 1000 --rounds 2 --trials 6 --warmup 50)
 case $STEP in
-  noise)  # about 6 minutes
-    for v in "l1 1 50" "l2 2 50" "l4 4 50" "l8 8 50" "i25 1 25" "i200 1 200" "i400 1 400"; do
+  lanes)
+    for v in "l1 1" "l2 2" "l4 4" "l8 8"; do
       set -- $v
-      run "$1" 60 X=1 -- "${AA[@]}" "${FIXED[@]}" --lanes "$2" --iters "$3" --spawn forkserver --budget 20s
+      run "$1" 100 X=1 -- "${AA[@]}" "${FIXED[@]}" --lanes "$2" --iters 50 --spawn forkserver --budget 70s
     done
-    run pinned 65 X=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 2 --iters 50 --budget 40s
-    run spread 65 TEPERF_SPREAD_THREADS=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 2 --iters 50 --budget 40s
+    ;;
+  trials)
+    for v in "i25 25" "i200 200" "i400 400"; do
+      set -- $v
+      run "$1" 100 X=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 1 --iters "$2" --spawn forkserver --budget 70s
+    done
+    run pinned 100 X=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 2 --iters 50 --budget 70s
+    run spread 100 TEPERF_SPREAD_THREADS=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 2 --iters 50 --budget 70s
     ;;
   planted)  # about 7 minutes
     prepare && run planted 400 X=1 -- v2.16..plant --repo "$SRC" --config pr-thread
@@ -67,3 +75,5 @@ esac
 $PY benchmarks/schedule_plan.py $(ls -d "$R"/*/2026* 2>/dev/null) > "$OUT/$STEP-figures.txt" 2>&1
 cat "$OUT/$STEP-figures.txt"
 tar czf "$OUT/$STEP-bundles.tgz" -C "$R" .
+# the device returns at most 8 files: every run's table and stderr in one archive
+(cd "$OUT" && tar czf "$STEP-tables.tgz" --remove-files ./*.md ./*.err)

@@ -388,7 +388,7 @@ def measure_and_report(fn, measure: MeasureOptions, *sides):
         budget = summary.config.known("schedule.budget_s")
         if not first and all(r.status == "missing" for r in bad):  # nothing failed: never measured
             first = "no trial of them was measured" + (f" within the {budget:g} s budget" if budget else "")
-            hint = "raise --budget (a pair starts in seconds)" if budget else f"see {path}/workers/"
+            hint = "raise --budget (it includes the first pair's start)" if budget else f"see {path}/workers/"
         click.echo(for_terminal(f"teperf: {every} failed or ended partial ({first[:300]}); {hint}"), err=True)
     if bad or summary.code_problems:
         sys.exit(EXIT_CELLS_FAILED)
