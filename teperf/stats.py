@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict
+from statistics import NormalDist
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -49,31 +50,37 @@ def preload() -> None:
     from scipy import stats  # noqa: F401
 
 
+def t_quantile(q: float, dof: float) -> float:
+    """Student t's q-quantile: the ufunc scipy.stats.t.ppf wraps, without its 0.3 ms of argument checks a
+    call (the schedule computes intervals after every pair)."""
+    from scipy import special  # imported here, as scipy.stats is: CLI start-up
+
+    return float(special.stdtrit(dof, q))
+
+
 def t_interval(samples: Sequence[float], alpha: float) -> tuple[float, float, float, float]:
     """(mean, half_width, sd, mde) of a t interval; half_width = inf when n < 2."""
-    from scipy import stats as sps  # imported here: it costs half a second of CLI start-up
-
     n = len(samples)
     mean = float(np.mean(samples))
     if n < 2:
         return mean, math.inf, math.nan, math.inf
     sd = float(np.std(samples, ddof=1))
     se = sd / math.sqrt(n)
-    tcrit = float(sps.t.ppf(1 - alpha / 2, n - 1))
-    mde = (tcrit + float(sps.t.ppf(0.8, n - 1))) * se
+    tcrit = t_quantile(1 - alpha / 2, n - 1)
+    mde = (tcrit + t_quantile(0.8, n - 1)) * se
     return mean, tcrit * se, sd, mde
 
 
 def t_p_value(centre: float, samples: Sequence[float]) -> float | None:
     """Two-sided p of Student's t for ``centre`` with the standard error of ``samples``: below alpha exactly
     when t_interval's interval around ``centre`` excludes 0."""
-    from scipy import stats as sps
+    from scipy import special
 
     n = len(samples)
     se = float(np.std(samples, ddof=1)) / math.sqrt(n) if n >= 2 else math.nan
     if not math.isfinite(se):
         return None
-    return float(2 * sps.t.sf(abs(centre) / se, n - 1)) if se > 0 else float(centre == 0)
+    return float(2 * special.stdtr(n - 1, -abs(centre) / se)) if se > 0 else float(centre == 0)
 
 
 # One cell's paired estimate (compare_cell; single_cell: one side's), handed whole: the per-step figures of
@@ -91,11 +98,9 @@ CellEstimate = dataclasses.make_dataclass(
 def pairs_to_settle(half: float, pairs: int, target: float, alpha: float) -> int:
     """The pairs at which a t interval now ``half`` wide over ``pairs`` pairs would be ``target`` wide (the
     same unit), its spread as measured: t(N-1) sd / sqrt(N) (bisect's parts and GOOD..BAD alike)."""
-    from scipy import stats as sps
-
-    sd = half * math.sqrt(pairs) / sps.t.ppf(1 - alpha / 2, pairs - 1)
-    n = max(pairs + 1, math.ceil((sps.norm.ppf(1 - alpha / 2) * sd / target) ** 2))
-    while sps.t.ppf(1 - alpha / 2, n - 1) * sd / math.sqrt(n) > target:
+    sd = half * math.sqrt(pairs) / t_quantile(1 - alpha / 2, pairs - 1)
+    n = max(pairs + 1, math.ceil((NormalDist().inv_cdf(1 - alpha / 2) * sd / target) ** 2))
+    while t_quantile(1 - alpha / 2, n - 1) * sd / math.sqrt(n) > target:
         n += max(1, n // 20)
     return n
 
@@ -229,8 +234,6 @@ def within_pair_slope(
     """(slope, its 1 - alpha t margin) of the least-squares line of the couples' log ratio on their
     ``column`` (1: lost-time asymmetry, 2: contended), each pair centred on its own means so that the change
     and the pair's level drop out; the margin is inf where that column does not vary enough to tell."""
-    from scipy import stats as sps
-
     pairs = [np.array(c, dtype=float)[:, [0, column]] for c in couples.values() if len(c) >= 2]
     d = np.concatenate([m - m.mean(axis=0) for m in pairs]) if pairs else np.zeros((0, 2))
     dof, sxx = len(d) - len(pairs) - 1, float(d[:, 1] @ d[:, 1])
@@ -238,7 +241,7 @@ def within_pair_slope(
         return 0.0, math.inf
     slope = float(d[:, 1] @ d[:, 0]) / sxx
     se = math.sqrt(float(np.sum((d[:, 0] - slope * d[:, 1]) ** 2)) / dof / sxx)
-    return slope, float(sps.t.ppf(1 - alpha / 2, dof)) * se
+    return slope, t_quantile(1 - alpha / 2, dof) * se
 
 
 def unit_logs(pairs: Sequence[int], logs: np.ndarray, groups: Mapping[int, int] | None) -> np.ndarray:

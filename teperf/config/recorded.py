@@ -35,11 +35,18 @@ class RecordedConfig(Config):
         return None if self.open_ended else self.known("schedule.processes")
 
 
+@functools.cache
+def _parts(hint: Any) -> tuple[Any, tuple, bool]:
+    """(origin, args, is a union) of a type hint: every record made checks its fields against these."""
+    origin = typing.get_origin(hint)
+    return origin, typing.get_args(hint), origin is Union or type(hint).__name__ == "UnionType"
+
+
 def accepts(value: Any, hint: Any) -> bool:
     if hint is Any:
         return True
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is Union or type(hint).__name__ == "UnionType":
+    origin, args, union = _parts(hint)
+    if union:
         return any(accepts(value, arg) for arg in args)
     if origin is tuple and args[-1:] == (Ellipsis,):
         return isinstance(value, tuple) and all(accepts(v, args[0]) for v in value)
