@@ -230,13 +230,11 @@ def _versions(te_names) -> dict:
     }
 
 
-def side_versions(python: str, timeout_s: float = 30.0) -> dict:
+def side_versions(python: str) -> dict:
     import inspect
 
     code = f"import json\n{inspect.getsource(_versions)}\nprint(json.dumps(_versions({TE_DISTRIBUTIONS!r})))"
-    out = subprocess.run(
-        [python, "-I", "-c", code], capture_output=True, text=True, timeout=timeout_s, check=True
-    )
+    out = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=30, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -18,9 +18,9 @@ def us(v, none: str = "-") -> str:
     return none if missing(v) else f"{v:,.1f} us"
 
 
-def signed_us(v, none: str = "-") -> str:
+def signed_us(v) -> str:
     """12.25 -> '+12.2 us'."""
-    return none if missing(v) else f"{v:+,.1f} us"
+    return "-" if missing(v) else f"{v:+,.1f} us"
 
 
 def ms(v, none: str = "-", sign: str = "") -> str:
@@ -30,8 +30,8 @@ def ms(v, none: str = "-", sign: str = "") -> str:
     return f"{v:{sign},.2f} ms" if abs(v) < 10 else f"{v:{sign},.0f} ms"
 
 
-def signed_ms(v, none: str = "-") -> str:
-    return ms(v, none, sign="+")
+def signed_ms(v) -> str:
+    return ms(v, sign="+")
 
 
 def pct(v, signed: bool = True, none: str = "-") -> str:

@@ -398,14 +398,18 @@ def check_version(meta: Mapping[str, Any], where: str = "this bundle") -> int:
         writer = meta.get("teperf_version")
         if writer == __version__:  # this very release writes SCHEMA_VERSION: the file was changed since
             raise RecordError(f"meta.json: schema {version}, but teperf {writer} writes {SCHEMA_VERSION}")
-        known = isinstance(writer, str) and writer
-        by, read = (f"teperf {writer}", f"teperf {writer} or newer") if known else ("a newer teperf",) * 2
-        raise TeperfError(
-            f"{where} has bundle schema {version}, written by {by}; this teperf {__version__} reads schema "
-            f"{SCHEMA_VERSION} and older",
-            f"read it with {read} (upgrade: git pull in teperf's clone, then pip install -U .)",
-        )
+        raise newer_schema(f"{where} has bundle schema {version}", writer, SCHEMA_VERSION, "it")
     return version
+
+
+def newer_schema(what: str, writer, reads: int, read_what: str) -> TeperfError:
+    """The error for a file a newer teperf (``writer``, its version where known) wrote."""
+    known = isinstance(writer, str) and writer
+    by, read = (f"teperf {writer}", f"teperf {writer} or newer") if known else ("a newer teperf",) * 2
+    return TeperfError(
+        f"{what}, written by {by}; this teperf {__version__} reads schema {reads} and older",
+        f"read {read_what} with {read} (upgrade: git pull in teperf's clone, then pip install -U .)",
+    )
 
 
 def lost_pairs_text(pairs: list) -> str:

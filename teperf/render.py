@@ -370,7 +370,8 @@ def verdict_line(summary: Summary) -> str:
     counted = [r for r in summary.rows if r.status in ("ok", "partial")]
     counts = [(v, sum(r.verdict == v for r in counted)) for v in (SLOWER, FASTER, INCONCLUSIVE, NO_CHANGE)]
     parts = [f"{n} {v}" for v, n in counts if n]
-    parts += [f"{n} {STATUS_TEXT[s]}" for s in ("failed", "missing") if (n := _count(summary.rows, s))]
+    missing = [(s, sum(r.status == s for r in summary.rows)) for s in ("failed", "missing")]
+    parts += [f"{n} {STATUS_TEXT[s]}" for s, n in missing if n]
     # failing_cells also lists the cells too few units left undecided (a gate fails them): said apart
     changed = [
         c for c in failing_cells(summary.rows, {SLOWER, FASTER}) if f" {SLOWER}" in c or f" {FASTER}" in c
@@ -380,10 +381,6 @@ def verdict_line(summary: Summary) -> str:
     named = f": {'; '.join(changed[:4])}{'; ...' if len(changed) > 4 else ''}" if changed else ""
     between = " .. ".join(f"{d.get('label', '?')} {_side_name(d)}" for d in sides[:2])
     return f"teperf: {', '.join(parts) or 'no cells'}{named} ({between})"
-
-
-def _count(rows: list[Row], status: str) -> int:
-    return sum(r.status == status for r in rows)
 
 
 def render_comment(summary: Summary, console=None) -> str:

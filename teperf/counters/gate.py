@@ -227,7 +227,6 @@ def check(
     expected_path,
     *,
     update: bool = False,
-    log_dir: Optional[Path] = None,
     progress: Callable[[str], None] = lambda text: None,
 ) -> CheckResult:
     """Count every cell of ``config`` on ``side`` once and compare with the file at ``expected_path``;
@@ -249,16 +248,16 @@ def check(
         cell = compare_counts(expected, key, counters)
         return cell.status != "ok" or (update and key not in known_calls)
 
-    work = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="teperf-counters-"))
+    work = Path(tempfile.mkdtemp(prefix="teperf-counters-"))
     try:
         hello, counted = count_cells(
             config, side, cases, work, on_hello=on_hello, want_calls=want_calls, progress=progress
         )
     except TeperfError as exc:
-        if log_dir is None and str(work) not in str(exc):  # kept when the error points at its log
+        if str(work) not in str(exc):  # kept when the error points at its log
             shutil.rmtree(work, ignore_errors=True)
         raise
-    if log_dir is None and not any(c.status == "failed" for c in counted.values()):
+    if not any(c.status == "failed" for c in counted.values()):
         shutil.rmtree(work, ignore_errors=True)  # the worker's log is kept only when a cell failed
     if not seen and hello:
         seen.update(made_with(hello, config.device))
@@ -298,12 +297,10 @@ def _update(result: CheckResult, expected: Optional[Expected]) -> None:
         write_calls(result.path, result.made_with, calls)
 
 
-def check_bundle(
-    bundle_path, expected_path, side_label: Optional[str] = None, name_functions: bool = True
-) -> CheckResult:
+def check_bundle(bundle_path, expected_path, side_label: Optional[str] = None) -> CheckResult:
     """The counters ``compare`` recorded for one side (default: head) against the file, nothing counted
-    again; ``name_functions``: one worker of that side profiles the changed cells the calls sidecar has, to
-    name the functions behind the change as ``teperf counters check`` does."""
+    again; one worker of that side profiles the changed cells the calls sidecar has, to name the functions
+    behind the change as ``teperf counters check`` does."""
     t0 = time.perf_counter()
     expected = Expected.read(expected_path)
     bundle = Bundle.open(bundle_path)
@@ -333,7 +330,7 @@ def check_bundle(
     result = checked(expected_path, label, seen, cells, expected)
     known = read_calls(expected_path)
     wanted = [case for key, case in cases if key in known and by_key(result, key)]
-    if name_functions and wanted:
+    if wanted:
         _name_functions(meta, label, wanted, known, result)
     result.seconds = round(time.perf_counter() - t0, 1)
     return result

@@ -223,14 +223,14 @@ class Worker:
         self.hello["imported_on_core"] = self.core
         self.core = core
 
-    def log_tail(self, lines: int = 15) -> str:
+    def log_tail(self) -> str:
         try:
             if not self._log.closed:
                 self._log.flush()
             text = self.log_path.read_text(errors="replace").splitlines()
         except OSError:
             return ""
-        return "\n".join(text[-lines:])
+        return "\n".join(text[-15:])
 
     def _failed(self, what: str, **kwargs) -> WorkerError:
         """'worker for <side> <what>', with the end of its log."""

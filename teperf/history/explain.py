@@ -107,9 +107,9 @@ def record(
     )
 
 
-def failed(point: ChangePoint, why: str, bundle: Optional[str] = None) -> ExplanationRecord:
+def failed(point: ChangePoint, why: str) -> ExplanationRecord:
     """A bisect that could not run: recorded (so the history says so), bisected again next time."""
-    return dataclasses.replace(record(point, {"answer": f"failed: {why}"}, bundle, None), status="failed")
+    return dataclasses.replace(record(point, {"answer": f"failed: {why}"}, None, None), status="failed")
 
 
 def pending(points: list[ChangePoint], known: dict, machine: str) -> list[ChangePoint]:

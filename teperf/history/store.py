@@ -20,7 +20,6 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from teperf import __version__
 from teperf.errors import TeperfError
 from teperf.records import (
     HISTORY_COLUMN_TYPES,
@@ -31,6 +30,7 @@ from teperf.records import (
     HistoryRow,
     RecordError,
     Row,
+    newer_schema,
     shape_text,
 )
 
@@ -337,9 +337,9 @@ class HistoryStore:
             out[rec.key] = rec
         return out
 
-    def read(self, *, ref: str | None = None):
-        """All rows (a pandas DataFrame in the store's schema), optionally of one ref. A file that cannot
-        be read is skipped and named in ``unreadable`` rather than taking the whole history down."""
+    def read(self):
+        """All rows (a pandas DataFrame in the store's schema). A file that cannot be read is skipped and
+        named in ``unreadable`` rather than taking the whole history down."""
         tables = []
         self.unreadable = []
         for path in self.files():
@@ -360,8 +360,6 @@ class HistoryStore:
             df.loc[missing, "night"] = [
                 default_night(sha, rid) for sha, rid in zip(df.loc[missing, "sha"], df.loc[missing, "run_id"])
             ]
-        if ref is not None:
-            df = df[df["ref"] == ref]
         return df.reset_index(drop=True)
 
     def add_summary(self, summary, **kwargs) -> tuple[str, bool]:
@@ -385,12 +383,9 @@ def check_version(table: pa.Table, path: str) -> None:
     version = int(raw) if raw.isdigit() else 1
     if version > HISTORY_SCHEMA_VERSION:
         writers = table.column("teperf_version").to_pylist() if "teperf_version" in table.column_names else []
-        use = next((v for v in writers if v), None)
-        by, read = (f"teperf {use}", f"teperf {use} or newer") if use else ("a newer teperf",) * 2
-        raise TeperfError(
-            f"{path} has history schema {version}, written by {by}; this teperf {__version__} reads schema "
-            f"{HISTORY_SCHEMA_VERSION} and older",
-            f"read the history with {read} (upgrade: git pull in teperf's clone, then pip install -U .)",
+        writer = next((v for v in writers if v), None)
+        raise newer_schema(
+            f"{path} has history schema {version}", writer, HISTORY_SCHEMA_VERSION, "the history"
         )
 
 
