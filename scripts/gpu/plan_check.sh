@@ -11,7 +11,8 @@
 #   (EXTRA=0 skips each step's second run: for the repeats of planted and aa)
 #   truth    issue 56's GPU half: benchmarks/plant_truth.py --te (TE's LayerNormLinear, bf16, a perf_counter
 #            or thread_time spin of 0..200 us at the top of its forward): the in-process truth against
-#            teperf compare (8 fresh pairs, 4 lanes) per size; $OUT/truth/{table.md,results.json}, truth.log
+#            teperf compare (8 fresh pairs, 4 lanes) per size; $OUT/truth/{table.md,results.json}, truth.log;
+#            KINDS and TEPERF_KINDS choose the plants (issue 56 owes KINDS=perf,thread,arith TEPERF_KINDS=thread,arith)
 # Each run's table <name>.md and stderr <name>.err are in $OUT/<step>-tables.tgz; figures from benchmarks/schedule_plan.py
 # in $OUT/<step>-figures.txt; the bundles in $OUT/<step>-bundles.tgz.
 set -u
@@ -66,8 +67,8 @@ case $STEP in
     [ "${EXTRA:-1}" = 0 ] || run l4-noprestart 70 X=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 4 --iters 50 --prestart 0 --budget 45s
     ;;
   truth)  # about 7 minutes
-    timeout --signal=INT 420 $PY benchmarks/plant_truth.py --te --sizes 0,12,25,50,100,200 --kinds perf,thread \
-      --teperf-kinds perf --processes 8 --max-s 8 --min-blocks 10 --out "$OUT/truth" -- --lanes 4 \
+    timeout --signal=INT 420 $PY benchmarks/plant_truth.py --te --sizes 0,12,25,50,100,200 \
+      --kinds "${KINDS:-perf,thread}" --teperf-kinds "${TEPERF_KINDS:-perf}" --processes 8 --max-s 8 --min-blocks 10 --out "$OUT/truth" -- --lanes 4 \
       2>&1 | tee "$OUT/truth.log"
     exit 0
     ;;
