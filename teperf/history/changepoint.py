@@ -7,6 +7,7 @@ between steps. A change at ``index=i`` means point ``i`` is the first after it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from itertools import pairwise
 from typing import Collection, Optional, Sequence
 
@@ -55,28 +56,34 @@ class Change:
 # ----------------------------------------------------------------------------- E-divisive
 
 
+@functools.lru_cache(maxsize=16)  # one entry per segment length; 1.3 MB at the 200-point window
+def _split_grid(n: int, min_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (tau, kappa) of a series of n: the weight nx my / (nx + my), the parts' pair counts, and the
+    splits with both parts >= min_size. The permutation test asks for the same n hundreds of times."""
+    taus = np.arange(n + 1.0)[:, None]
+    nx = np.broadcast_to(taus, (n + 1, n + 1))
+    my = np.arange(n + 1.0)[None, :] - taus
+    valid = (nx >= min_size) & (my >= min_size)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return nx * my / (nx + my), np.stack([nx * my, nx * (nx - 1) / 2.0, my * (my - 1) / 2.0]), valid
+
+
 def _best_split(z: np.ndarray, min_size: int) -> tuple[float, int]:
     """Best (Q, tau) over all splits z[:tau] | z[tau:kappa] with both parts >= min_size: all (tau, kappa)
     pairs at once from a 2-D prefix sum of |z_i - z_j| (O(n^2) memory and time)."""
     n = len(z)
     if n < 2 * min_size:
         return -np.inf, -1
-    d = np.abs(z[:, None] - z[None, :])
+    weight, (nxmy, pairs_x, pairs_y), valid = _split_grid(n, min_size)
     p = np.zeros((n + 1, n + 1))
-    p[1:, 1:] = d.cumsum(0).cumsum(1)  # p[a, b] = sum_{i<a, j<b} d_ij
-    taus = np.arange(n + 1)[:, None]
-    kappas = np.arange(n + 1)[None, :]
+    p[1:, 1:] = np.abs(z[:, None] - z[None, :]).cumsum(0).cumsum(1)  # p[a, b] = sum_{i<a, j<b} d_ij
     diag = np.diag(p)  # p[a, a]
-    within_x = np.broadcast_to(diag[:, None] / 2.0, p.shape)  # pairs inside z[:tau]
+    within_x = diag[:, None] / 2.0  # pairs inside z[:tau]
     # pairs inside z[tau:kappa]: (p[k,k] - 2 p[t,k] + p[t,t]) / 2, d being symmetric
     within_y = (diag[None, :] - 2.0 * p + diag[:, None]) / 2.0
     between = p - diag[:, None]  # sum over i < tau <= j < kappa
-    nx = np.broadcast_to(taus.astype(float), p.shape)
-    my = (kappas - taus).astype(float)
-    valid = (nx >= min_size) & (my >= min_size)
     with np.errstate(divide="ignore", invalid="ignore"):
-        e = 2.0 * between / (nx * my) - within_x / (nx * (nx - 1) / 2.0) - within_y / (my * (my - 1) / 2.0)
-        q = nx * my / (nx + my) * e
+        q = weight * (2.0 * between / nxmy - within_x / pairs_x - within_y / pairs_y)
     q = np.where(valid, q, -np.inf)
     t, _k = np.unravel_index(np.argmax(q), q.shape)
     return float(q[t, _k]), int(t)
