@@ -370,8 +370,8 @@ def verdict_line(summary: Summary) -> str:
     counted = [r for r in summary.rows if r.status in ("ok", "partial")]
     counts = [(v, sum(r.verdict == v for r in counted)) for v in (SLOWER, FASTER, INCONCLUSIVE, NO_CHANGE)]
     parts = [f"{n} {v}" for v, n in counts if n]
-    missing = [(s, sum(r.status == s for r in summary.rows)) for s in ("failed", "missing")]
-    parts += [f"{n} {STATUS_TEXT[s]}" for s, n in missing if n]
+    unmeasured = [(s, sum(r.status == s for r in summary.rows)) for s in ("failed", "missing")]
+    parts += [f"{n} {STATUS_TEXT[s]}" for s, n in unmeasured if n]
     # failing_cells also lists the cells too few units left undecided (a gate fails them): said apart
     changed = [
         c for c in failing_cells(summary.rows, {SLOWER, FASTER}) if f" {SLOWER}" in c or f" {FASTER}" in c
