@@ -65,7 +65,10 @@ def _split_grid(n: int, min_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
     my = np.arange(n + 1.0)[None, :] - taus
     valid = (nx >= min_size) & (my >= min_size)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return nx * my / (nx + my), np.stack([nx * my, nx * (nx - 1) / 2.0, my * (my - 1) / 2.0]), valid
+        grid = nx * my / (nx + my), np.stack([nx * my, nx * (nx - 1) / 2.0, my * (my - 1) / 2.0]), valid
+    for a in grid:
+        a.flags.writeable = False  # shared by every later call: a caller's write would corrupt the cache
+    return grid
 
 
 def _best_split(z: np.ndarray, min_size: int) -> tuple[float, int]:
