@@ -33,6 +33,7 @@ import json
 import lzma
 import math
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -420,7 +421,19 @@ def run_compare(
            "--base-path", str(base), "--head-path", str(head), *schedule, "--max-contended", "100",
            *extra, "--format", "json", "--results-dir", str(results)]  # fmt: skip
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        stdout, stderr = proc.communicate()
+    except KeyboardInterrupt:
+        # the compare is a child, not in the signal's way under `timeout` or `kill`: pass the interrupt on,
+        # so that its workers stop now rather than load the machine under the next measurement
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
+    proc = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
     if proc.returncode not in (0, 1) or not proc.stdout.strip():
         raise RuntimeError(f"compare failed ({proc.returncode}): {proc.stderr[-1500:]}")
     data = json.loads(proc.stdout)
@@ -514,17 +527,21 @@ def main() -> None:
     measured = {}
     with tempfile.TemporaryDirectory(prefix="plant-truth-") as tmp:
         work = Path(args.out or tmp) / "compares" if args.out else Path(tmp)
-        for k in tkinds:
-            for us in sizes:
+        todo = [(k, us) for k in tkinds for us in sizes]
+        for k, us in todo:
+            try:
                 got = run_compare(work, k, us, laps[us], schedule, args.extra, args.te)
-                measured[(k, us)] = got
-                raw = got.get("raw") or {}
-                print(
-                    f"teperf {k:6} {us:5g} us: {fmt(got['delta_us'])} [{fmt(got['ci_low_us'])}, "
-                    f"{fmt(got['ci_high_us'])}] us (raw mean {fmt(raw.get('mean_us'))}, median "
-                    f"{fmt(raw.get('median_us'))}; base {fmt(got['base_us'], '.1f')}; {got['wall_s']} s)",
-                    flush=True,
-                )
+            except KeyboardInterrupt:
+                print(f"interrupted: {len(measured)} of {len(todo)} compares measured; the tables hold those")
+                break
+            measured[(k, us)] = got
+            raw = got.get("raw") or {}
+            print(
+                f"teperf {k:6} {us:5g} us: {fmt(got['delta_us'])} [{fmt(got['ci_low_us'])}, "
+                f"{fmt(got['ci_high_us'])}] us (raw mean {fmt(raw.get('mean_us'))}, median "
+                f"{fmt(raw.get('median_us'))}; base {fmt(got['base_us'], '.1f')}; {got['wall_s']} s)",
+                flush=True,
+            )
 
     table = render(sizes, kinds, tkinds, truth, measured)
     rows = [{"kind": k, "us": us, **v} for (k, us), v in measured.items()]

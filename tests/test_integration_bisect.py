@@ -38,9 +38,10 @@ SCHEDULE = [
 ]
 
 
-def bisect(history, tmp_path, monkeypatch, capsys, *args, rc=0):
+def bisect(history, tmp_path, monkeypatch, capsys, *args, rc=(0,)):
     """The real CLI entry point in this process (its workers are real processes), so that a test may lower
-    the parts' trial length (MIN_TRIAL_S) where the trials' precision is not its subject."""
+    the parts' trial length (MIN_TRIAL_S) where the trials' precision is not its subject. ``rc``: the exit
+    statuses the test accepts."""
     (tmp_path / "bisect.toml").write_text(HISTORY_CONFIG)
     env = {"PYTHONPATH": str(history.site), "TEPERF_CACHE": str(tmp_path / "cache")}
     for name, value in env.items():
@@ -49,7 +50,7 @@ def bisect(history, tmp_path, monkeypatch, capsys, *args, rc=0):
     argv = ["bisect", "good..bad", "--cell", "MLP/fp32", "--repo", str(history.repo), "--package", "mypkg"]
     argv += ["--config", str(tmp_path / "bisect.toml"), *SCHEDULE, *args, "--format", "json"]
     code, out, err = run_in_process([*argv, "--results-dir", str(tmp_path / "results")], capsys)
-    assert code == rc, err
+    assert code in rc, err
     return json.loads(out), err, env
 
 
@@ -100,10 +101,16 @@ def test_time_finds_the_commit_that_adds_a_busy_wait(tmp_path, monkeypatch, caps
     monkeypatch.setattr(timing, "MIN_TRIAL_S", 0.005)
     # four commits: two bisection steps, so the search still halves a range it has measured
     history = make_history(tmp_path / "fx", n=4, culprit=3, spin_ns=1_000_000)
-    out, stderr, _ = bisect(history, tmp_path, monkeypatch, capsys)
+    # exit 1 ("unexplained"): a part between two spinning commits (steps of ~1.7 ms) may stay undecided at 3
+    # pairs on a loaded 2-core VM (a fresh clone's CI run, 2026-12-07: [-118, +192] us); the search then
+    # leaves it only where measuring again could not change the commits named, which is asserted
+    out, stderr, _ = bisect(history, tmp_path, monkeypatch, capsys, rc=(0, 1))
     result = out["meta"]["result"]
     assert result["mode"] == "time" and result["moved_counters"] == []
-    assert result["status"] == "found" and result["culprit"]["sha"] == history.culprit, out["probes"]
+    left = result["unresolved"]
+    assert all(u["row"]["left"] == "answer" for u in left), left
+    assert result["status"] == ("partial" if left else "found"), result["status"]
+    assert result["culprit"]["sha"] == history.culprit, out["probes"]
     top = out["culprits"][0]
     assert top["verdict"] == "slower" and top["counters"] == {}  # the spin adds no Python call
     assert top["row"]["bundle"].startswith("compares/") and 0.5 < top["share"] < 1.5

@@ -66,8 +66,8 @@ case $STEP in
     run aa 400 X=1 -- "${AA[@]}"
     [ "${EXTRA:-1}" = 0 ] || run l4-noprestart 70 X=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 4 --iters 50 --prestart 0 --budget 45s
     ;;
-  truth)  # about 7 minutes
-    timeout --signal=INT 420 $PY benchmarks/plant_truth.py --te --sizes 0,12,25,50,100,200 \
+  truth)  # about 9 minutes: 3 kinds x 6 sizes of truth at 8 s, then 12 compares of ~31 s (2026-12-07)
+    timeout --signal=INT 560 $PY benchmarks/plant_truth.py --te --sizes 0,12,25,50,100,200 \
       --kinds "${KINDS:-perf,thread}" --teperf-kinds "${TEPERF_KINDS:-perf}" --processes 8 --max-s 8 --min-blocks 10 --out "$OUT/truth" -- --lanes 4 \
       2>&1 | tee "$OUT/truth.log"
     exit 0

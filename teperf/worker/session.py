@@ -119,8 +119,8 @@ class Session:
 
     def pin(self, core: int) -> dict:
         """Move every thread of this process to ``core`` (a prestarted worker imported torch elsewhere).
-        TEPERF_SPREAD_THREADS=1, for the couple-noise study (scripts/gpu_noise.sh): only the main thread;
-        the others (autograd's device thread, CUDA's) go to every other core."""
+        TEPERF_SPREAD_THREADS=1, for the couple-noise study (scripts/gpu/plan_check.sh trials): only the main
+        thread; the others (autograd's device thread, CUDA's) go to every other core."""
         others = {core}
         if os.environ.get("TEPERF_SPREAD_THREADS") == "1":
             others = set(range(os.cpu_count() or 1)) - {core} or {core}
