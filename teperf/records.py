@@ -193,6 +193,7 @@ class StopRecord(Typed):
     precision_pct: Optional[float] = None
     budget_s: Optional[float] = None
     open: list = dataclasses.field(default_factory=list)
+    open_half_pct: dict = dataclasses.field(default_factory=dict)  # an open cell's 95 % half-width at the end
     prestart: Optional[dict] = None  # pairs started ahead: depth, started, measured, lanes' waits
     schedule: Optional[dict] = None  # --schedule auto's last choice (engine.autoschedule.Choice.to_dict)
 

@@ -138,6 +138,9 @@ def test_budget_stops_launching_pairs_that_would_not_fit():
     assert len(asked) == 3 and ad.stop_reason == "budget"
     record = ad.stop_record()
     assert record.elapsed_s == 60.0 and len(record.open) == 2
+    # each open cell's width at the end, for the note's "about N min in all would reach it"
+    assert record.open_half_pct == {ad.cells[c].key: round(ad.cells[c].half_pct, 4) for c in ad.cells}
+    assert min(record.open_half_pct.values()) > 0.01
 
 
 def test_budget_cuts_the_current_pair_once_spent():

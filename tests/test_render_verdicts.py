@@ -119,6 +119,15 @@ def test_stop_notes():
         note == "budget of 5.0 min spent after 34 pairs (5.0 min); 1 cell did not reach +-1%: "
         "LayerNormMLP/fp8_delayed/8x2x256/eager"
     )
+    # with the open cells' half-widths (bundles since 2026-12-07): how long would reach the target
+    wide = StopRecord(
+        reason="budget", pairs=52, elapsed_s=293, precision_pct=0.5, budget_s=300,
+        open=["a", "b"], open_half_pct={"a": 0.62, "b": 0.8},
+    )  # fmt: skip
+    assert stop_note(wide, meta).endswith(
+        "2 cells did not reach +-0.5%: a, b (the widest at +-0.80%: about 12.5 min in all at this pace would "
+        "reach it)"
+    )  # 293 s x (0.8 / 0.5)^2 = 750 s
     assert (
         stop_note(
             StopRecord(

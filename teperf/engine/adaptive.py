@@ -258,13 +258,15 @@ class Adaptive:
 
     def stop_record(self) -> StopRecord:
         """What the bundle keeps about how the run ended (summary.py turns it into a note)."""
+        unsettled = [self.cells[cid] for cid in self.open_cases()] if self.target is not None else []
         return StopRecord(
             reason=self.stop_reason or "schedule done",
             pairs=self.pairs_done,
             elapsed_s=round(self.elapsed(), 3),
             precision_pct=self.target,
             budget_s=self.budget,
-            open=[self.cells[cid].key for cid in self.open_cases()] if self.target is not None else [],
+            open=[cell.key for cell in unsettled],
+            open_half_pct={c.key: round(c.half_pct, 4) for c in unsettled if c.half_pct is not None},
             schedule=self.choice.to_dict() if self.choice is not None else None,
         )
 

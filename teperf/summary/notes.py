@@ -186,6 +186,7 @@ def stop_note(stop: StopRecord, meta: BundleMeta) -> str:
     if target is not None and stop.open:
         cells = ", ".join(stop.open[:6]) + (" ..." if len(stop.open) > 6 else "")
         missed = f"; {_plural(len(stop.open), 'cell')} did not reach +-{target:g}%: {cells}"
+        missed += more_time_text(stop)
     if stop.reason == "precision reached":
         return f"precision: every cell reached +-{target:g}% (95% half-width) after {pairs} pairs, {took}"
     if stop.reason == "budget":
@@ -196,6 +197,16 @@ def stop_note(stop: StopRecord, meta: BundleMeta) -> str:
     if stop.reason == "max pairs":
         return f"stopped at the most pairs teperf runs ({pairs}), {took}{missed}"
     return ""
+
+
+def more_time_text(stop: StopRecord) -> str:
+    """How long the run would take in all, at its pace, to bring its widest open cell to the target: a
+    half-width falls as one over the root of the pairs, so the pairs (and minutes) grow as its square."""
+    widest = max(stop.open_half_pct.values(), default=None)
+    if widest is None or not stop.elapsed_s or widest <= stop.precision_pct:
+        return ""
+    total = stop.elapsed_s * (widest / stop.precision_pct) ** 2
+    return f" (the widest at +-{widest:.2f}%: about {duration(total)} in all at this pace would reach it)"
 
 
 def onetime_notes(parsed: ParsedBundle, levels: TableLevels | None = None) -> list[str]:
