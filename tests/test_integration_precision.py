@@ -150,5 +150,7 @@ def test_settled_cell_drops_out_and_the_budget_ends_the_run(tmp_path, results_di
     later = {t["case_id"] for t in _records(results_dir, "trial") if t["pair"] >= quiet}
     assert later == {ids["Noisy"]}  # pairs after the quiet cell settled measured only the noisy one
     assert stop["reason"] == "budget" and stop["open"] == ["Noisy/fp32/8x2x64/eager"], stop
-    assert list(stop["open_half_pct"]) == stop["open"] and stop["open_half_pct"]["Noisy/fp32/8x2x64/eager"] > 0
+    assert (
+        list(stop["open_half_pct"]) == stop["open"] and stop["open_half_pct"]["Noisy/fp32/8x2x64/eager"] > 0
+    )
     assert stop["elapsed_s"] < 40 + 30  # a pair that would not fit is not started; a late one is cut
