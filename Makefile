@@ -39,8 +39,8 @@ test-fast: setup
 # Formatter check, linter (pyproject.toml [tool.ruff]) and the layers contract ([tool.importlinter]);
 # `make format` rewrites the files.
 lint: setup
-	$(BIN)/ruff format --check --diff teperf tests benchmarks examples scripts
-	$(BIN)/ruff check teperf tests benchmarks examples scripts
+	$(BIN)/ruff format --check --diff teperf tests benchmarks examples scripts docs/_hooks
+	$(BIN)/ruff check teperf tests benchmarks examples scripts docs/_hooks
 	$(BIN)/lint-imports
 
 # The manual (docs/, mkdocs.yml) into site/; --strict fails on a broken link or a page left out of the nav.

@@ -94,3 +94,27 @@ def test_every_teperf_file_the_docs_name_exists():
     assert len(named) > 40, sorted(named)  # the layout was read
     missing = sorted(path for path in named if not (ROOT / path).exists())
     assert not missing, missing
+
+
+def test_the_bundle_format_page_lists_every_record_kind_and_field():
+    """docs/bundle-format.md's tables come from teperf/records.py when the manual is built (a mkdocs hook):
+    every record kind and every field a reader checks is on the page."""
+    import dataclasses
+    import importlib.util
+
+    from teperf import records
+
+    spec = importlib.util.spec_from_file_location("bundle_format", DOCS / "_hooks" / "bundle_format.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    page = (DOCS / "bundle-format.md").read_text()
+    assert hook.MARKER in page
+    text = hook.on_page_markdown(page)
+    assert hook.MARKER not in text
+    for cls in [records.BundleMeta, records.CaseMeta, *records.KINDS.values()]:
+        for field in dataclasses.fields(cls):
+            internal = not field.compare  # kept beside the JSON object, not in it
+            assert (f"| `{field.name}` |" in text) != internal, (cls.__name__, field.name)
+    for kind in records.KINDS:
+        assert f"### `{kind}`" in text
+    assert "| `open_half_pct` | `dict` | `{}` | an open cell's 95 % half-width at the end |" in text
