@@ -105,12 +105,17 @@ def pairs_to_settle(half: float, pairs: int, target: float, alpha: float) -> int
     return n
 
 
+def pct_of_log(r: float) -> float:
+    """A log ratio as a percent change: ln(head/base) 0.01 -> +1.005 %."""
+    return (math.exp(r) - 1) * 100
+
+
 def half_width_pct(cell) -> float | None:
     """The half-width in % that ``--precision`` aims at of a CellEstimate or Row (None: no interval), on the
     log scale so that a +20 % cell and an A/A cell with the same noise stop at the same pair."""
     if cell.ci_low_pct is None or cell.ci_high_pct is None:
         return None
-    return (math.exp((math.log1p(cell.ci_high_pct / 100) - math.log1p(cell.ci_low_pct / 100)) / 2) - 1) * 100
+    return pct_of_log((math.log1p(cell.ci_high_pct / 100) - math.log1p(cell.ci_low_pct / 100)) / 2)
 
 
 def compare_cell(
@@ -157,16 +162,17 @@ def compare_cell(
         if len(one) >= 2:
             width_from = [math.log(h / b) for b, h in one]
             _, half, _, mde = t_interval(width_from, cfg.alpha)
-    to_pct = lambda r: (math.exp(r) - 1) * 100  # noqa: E731
-    delta_pct = to_pct(mean)
+    delta_pct = pct_of_log(mean)
     half += bias
-    low_pct, high_pct = (to_pct(mean - half), to_pct(mean + half)) if math.isfinite(half) else (None, None)
+    low_pct, high_pct = (None, None)
+    if math.isfinite(half):
+        low_pct, high_pct = pct_of_log(mean - half), pct_of_log(mean + half)
     called, cause = verdict(delta_pct, low_pct, high_pct, cfg), None
     if basis not in INDEPENDENT_BASES or len(units) < MIN_VERDICT_UNITS:
         # the interval is shown, but the design cannot back a verdict on it (verdicts.FEW_UNITS)
         called, cause = INCONCLUSIVE, FEW_UNITS
     elif load_bias is not None:
-        narrow = (to_pct(mean - half + bias), to_pct(mean + half - bias))
+        narrow = (pct_of_log(mean - half + bias), pct_of_log(mean + half - bias))
         if math.isfinite(half) and verdict(delta_pct, *narrow, cfg) != called:
             cause = LOAD  # the change is within what load could make
     return dataclasses.replace(
@@ -181,7 +187,7 @@ def compare_cell(
         ci_high_us=None if high_pct is None else b * high_pct / 100,
         ci_basis=basis,
         pair_sd_pct=sd * 100 if basis in INDEPENDENT_BASES else None,
-        mde_pct=None if not math.isfinite(mde) else to_pct(mde),
+        mde_pct=None if not math.isfinite(mde) else pct_of_log(mde),
         # the p of the widened interval: below alpha exactly when it excludes 0
         p_value=t_p_value(math.copysign(max(abs(mean) - bias, 0.0), mean), width_from)
         if math.isfinite(half)
@@ -190,7 +196,7 @@ def compare_cell(
         verdict=called,
         verdict_cause=cause,
         bound_pct=inconclusive_bound(low_pct, high_pct, cfg) if called == INCONCLUSIVE else None,
-        load_bound_pct=None if load_bias is None else to_pct(bias),
+        load_bound_pct=None if load_bias is None else pct_of_log(bias),
         pair_logs=dict(zip(pairs, logs.tolist())),
         n_generations=n_units if n_units < len(pairs) else None,
     )
@@ -378,14 +384,13 @@ def onetime_cell(
         return out
     logs = np.array([math.log(head[p] / base[p]) for p in pairs])
     units = unit_logs(pairs, logs, groups)
-    to_pct = lambda r: (math.exp(r) - 1) * 100  # noqa: E731
     b = float(math.exp(np.mean([math.log(base[p]) for p in pairs])))
     enough = len(units) >= onetime_pairs_needed(floor or cfg.alpha)
     interval = signed_rank_interval(units, cfg.alpha) if enough else None
     centre = interval[0] if interval else float(np.median(units))
     spread = robust_sd(units) if len(units) > 1 else 0.0
-    min_effect = max(cfg.min_effect_once_pct, to_pct(spread))
-    delta_pct = to_pct(centre)
+    min_effect = max(cfg.min_effect_once_pct, pct_of_log(spread))
+    delta_pct = pct_of_log(centre)
     out.update(
         base_ms=b,
         head_ms=b * math.exp(centre),
@@ -398,7 +403,7 @@ def onetime_cell(
     if interval is None:
         out["verdict"] = TOO_FEW_GENERATIONS if len(units) < len(pairs) else TOO_FEW_PAIRS
         return out
-    low, high = to_pct(interval[1]), to_pct(interval[2])
+    low, high = pct_of_log(interval[1]), pct_of_log(interval[2])
     out.update(ci_low_pct=low, ci_high_pct=high, ci_low_ms=b * low / 100, ci_high_ms=b * high / 100)
     rule = dataclasses.replace(cfg, min_effect_pct=min_effect)
     called, floor = verdict(delta_pct, low, high, rule), cfg.min_effect_once_pct
