@@ -127,7 +127,7 @@ def test_stop_notes():
     assert stop_note(wide, meta).endswith(
         "2 cells did not reach +-0.5%: a, b (the widest at +-0.80%: about 12.5 min in all at this pace would "
         "reach it)"
-    )  # 293 s x (0.8 / 0.5)^2 = 750 s
+    )  # 293 s / 52 pairs x the 133 pairs that settle +-0.8 % at +-0.5 % (stats.pairs_to_settle) = 749 s
     assert (
         stop_note(
             StopRecord(

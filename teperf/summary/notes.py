@@ -11,7 +11,7 @@ from teperf.config import Stats
 from teperf.engine.autoschedule import describe
 from teperf.numbers import duration
 from teperf.records import CONTENDED_WALL_OVER_CPU, BundleMeta, Row, StopRecord
-from teperf.stats import TableLevels, lanes_agree, onetime_rule
+from teperf.stats import TableLevels, lanes_agree, onetime_rule, pairs_to_settle
 from teperf.summary.aggregate import trials_without_clock
 from teperf.summary.parse import ParsedBundle
 from teperf.verdicts import FEW_UNITS, LOAD, MIN_VERDICT_UNITS, any_load
@@ -186,7 +186,7 @@ def stop_note(stop: StopRecord, meta: BundleMeta) -> str:
     if target is not None and stop.open:
         cells = ", ".join(stop.open[:6]) + (" ..." if len(stop.open) > 6 else "")
         missed = f"; {_plural(len(stop.open), 'cell')} did not reach +-{target:g}%: {cells}"
-        missed += more_time_text(stop)
+        missed += more_time_text(stop, meta.config.stats.alpha)  # the alpha the run's widths were read at
     if stop.reason == "precision reached":
         return f"precision: every cell reached +-{target:g}% (95% half-width) after {pairs} pairs, {took}"
     if stop.reason == "budget":
@@ -199,13 +199,13 @@ def stop_note(stop: StopRecord, meta: BundleMeta) -> str:
     return ""
 
 
-def more_time_text(stop: StopRecord) -> str:
-    """How long the run would take in all, at its pace, to bring its widest open cell to the target: a
-    half-width falls as one over the root of the pairs, so the pairs (and minutes) grow as its square."""
+def more_time_text(stop: StopRecord, alpha: float) -> str:
+    """How long the run would take in all, at its pace, to bring its widest open cell to the target: the
+    pairs that would settle it (stats.pairs_to_settle, the rule bisect's parts use) at its seconds a pair."""
     widest = max(stop.open_half_pct.values(), default=None)
-    if widest is None or not stop.elapsed_s or widest <= stop.precision_pct:
+    if widest is None or not stop.elapsed_s or (stop.pairs or 0) < 2 or widest <= stop.precision_pct:
         return ""
-    total = stop.elapsed_s * (widest / stop.precision_pct) ** 2
+    total = stop.elapsed_s * pairs_to_settle(widest, stop.pairs, stop.precision_pct, alpha) / stop.pairs
     return f" (the widest at +-{widest:.2f}%: about {duration(total)} in all at this pace would reach it)"
 
 
