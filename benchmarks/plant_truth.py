@@ -433,10 +433,9 @@ def run_compare(
         except subprocess.TimeoutExpired:
             proc.kill()
         raise
-    proc = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
-    if proc.returncode not in (0, 1) or not proc.stdout.strip():
-        raise RuntimeError(f"compare failed ({proc.returncode}): {proc.stderr[-1500:]}")
-    data = json.loads(proc.stdout)
+    if proc.returncode not in (0, 1) or not stdout.strip():
+        raise RuntimeError(f"compare failed ({proc.returncode}): {stderr[-1500:]}")
+    data = json.loads(stdout)
     cell = next(c for c in data["rows"] if c.get("module") == "Probe")
     got = {k: cell.get(k) for k in ("delta_us", "ci_low_us", "ci_high_us", "base_us", "delta_pct", "verdict")}
     got.update(n_pairs=cell.get("n_pairs"), wall_s=round(time.monotonic() - t0, 1))
