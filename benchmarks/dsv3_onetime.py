@@ -1,7 +1,8 @@
 """The DSv3 run's one-time figures from its bundles (scripts/gpu/dsv3.sh), as markdown: per cell the first
 call, the recompile under another recipe and the switch back (the session records all three; the one-time
-table shows the first two), each over the process pairs; compile's first call against depth (least-squares
-slope and intercept over every pair's point); the counters where --counters ran.
+table shows the first two), each as the mean over the process pairs with its 95 % t interval; compile's first
+call against depth (least-squares slope and intercept over every pair's point, with their 95 % t intervals);
+the counters where --counters ran.
 
     python3 benchmarks/dsv3_onetime.py RESULTS_DIR...   (each holds bundles, found by their meta.json)
 """
@@ -14,6 +15,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from plant_truth import fit_line  # this folder's own: run as a script, benchmarks/ is on sys.path
+
+from teperf.stats import t_interval
 from teperf.summary import parse
 from teperf.summary.aggregate import onetime_ms
 
@@ -22,21 +26,27 @@ COUNTERS = ("kernel_launches", "python_calls", "syncs", "graphs", "graph_breaks"
 
 
 def _ms(values: list) -> str:
+    """The mean over pairs, its 95 % t half-width, and the pairs' range (one pair: its value alone)."""
     if not values:
         return "-"
-    med = statistics.median(values)
-    spread = f" [{min(values):,.1f}..{max(values):,.1f}]" if len(values) > 1 else ""
-    return f"{med:,.1f}{spread}"
+    if len(values) == 1:
+        return f"{values[0]:,.1f}"
+    mean, half, _, _ = t_interval(values, 0.05)
+    return f"{mean:,.1f} +- {half:,.1f} [{min(values):,.1f}..{max(values):,.1f}]"
 
 
 def _fit(points: list) -> str:
-    """Least squares ms = intercept + slope x layers over (layers, ms) points."""
+    """Least squares ms = intercept + slope x layers over (layers, ms) points, with 95 % t half-widths."""
     xs = [x for x, _ in points]
     if len(set(xs)) < 2:
         return "- (one depth)"
-    mx, my = statistics.fmean(xs), statistics.fmean(y for _, y in points)
-    slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x in xs)
-    return f"{slope:,.1f} ms per layer, intercept {my - slope * mx:,.1f} ms ({len(points)} points)"
+    fit = fit_line(xs, [y for _, y in points])
+    return (
+        f"{fit['slope']:,.1f} +- {fit['slope_hw']:,.1f} ms per layer, intercept {fit['intercept']:,.1f} +- "
+        f"{fit['intercept_hw']:,.1f} ms ({fit['n']} points; per depth: "
+        + ", ".join(f"{x}: {statistics.median(y for d, y in points if d == x):,.0f}" for x in sorted(set(xs)))
+        + " ms median)"
+    )
 
 
 def main(dirs: list[str]) -> int:
@@ -53,6 +63,7 @@ def main(dirs: list[str]) -> int:
         if facts:
             print(f"TE {facts.get('version')} at {facts.get('location')}; DSv3 parts: {facts.get('dsv3')}\n")
         print("| module | recipe | mode | pairs | first call ms | recompile ms | switch back ms | status |")
+        # each cost: mean +- 95 % t half-width over the pairs [their range]
         print("|---|---|---|---|---|---|---|---|")
         counter_rows = []
         for case in parsed.cases:

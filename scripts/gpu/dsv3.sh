@@ -9,12 +9,14 @@
 # Each run's table and stderr are <name>.md and <name>.err in $OUT/tables.tgz; the one-time figures over the pairs (switch
 # back included) and the depth fit in $OUT/summary.md; the bundles in $OUT/dsv3-bundles.tgz; the TE release
 # setup.sh installed, and which DSv3 parts it has, in $OUT/te.txt. PAIRS=N (default 1) runs N process pairs
-# per run: one-time intervals need 6 or more, which takes longer than one call; raise the limits with it.
-# CELLS_S, GRAPH_S, DEPTH_S: each run's limit in seconds; DEPTH_RECIPES: the depth run's recipes.
+# per run, LANES=N (default PAIRS) of them at once on their own cores: one-time intervals need 6 or more.
+# CELLS_S, GRAPH_S, DEPTH_S: each run's limit in seconds; DEADLINE (default 560): the whole step's, after
+# which no run starts and the summary is still written; DEPTH_RECIPES: the depth runs' recipes.
 set -u
 STEP=${1:-all}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-HERE=$PWD; PY=${PYTHON:-python3}; R=/tmp/teperf-dsv3; PAIRS=${PAIRS:-1}
+HERE=$PWD; PY=${PYTHON:-python3}; R=/tmp/teperf-dsv3; PAIRS=${PAIRS:-1}; LANES=${LANES:-$PAIRS}
+END=$(( $(date +%s) + ${DEADLINE:-560} ))
 mkdir -p "$R"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$HERE:${PYTHONPATH:-}"
 { nproc; lscpu | grep -E "^(Model name|Thread|Core|Socket|CPU\(s\))"; nvidia-smi -L; } > "$OUT/machine.txt" 2>&1
@@ -26,10 +28,12 @@ print("TransformerEngine", facts.get("version"), "at", facts.get("location"))
 print(json.dumps({k: facts.get(k) for k in ("dsv3", "recipes", "m_splits", "cudnn", "graph_kwargs")}, indent=1))
 EOF
 cat "$OUT/te.txt"
-SCHED=(--schedule fixed --processes "$PAIRS" --rounds 1 --trials 2 --iters 20 --warmup 3)
+SCHED=(--schedule fixed --processes "$PAIRS" --lanes "$LANES" --rounds 1 --trials 2 --iters 20 --warmup 3)
 run() {  # name limit_s -- teperf run args...
   local name=$1 limit=$2 t0; shift 3
   t0=$(date +%s)
+  (( limit > END - t0 - 25 )) && limit=$(( END - t0 - 25 ))  # leave the summary its time
+  if (( limit < 20 )); then echo "== $name: not run, the step's DEADLINE is reached"; return; fi
   echo "== $name: teperf run $*"
   # SIGINT: teperf stops, keeps what it measured and writes the table
   timeout --signal=INT --kill-after=20 "$limit" $PY -m teperf run "$@" --format markdown \
