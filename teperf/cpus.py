@@ -53,7 +53,9 @@ def core_usable(core) -> bool:
     return not isinstance(core, bool) and isinstance(core, int) and core in available_cores()
 
 
-_SHARED: list = []  # the claimed core this process measures on all the same (every core was claimed)
+# the note that this process measures on a core another run claimed (every core was claimed), and whether it
+# was said: said when measuring starts, so that a refusal of bad input after the config's load stays one line
+_SHARED: dict = {"note": "", "said": False}
 _CLAIMS: dict = {}  # core -> the open file whose flock claims it for this process's life (the OS frees it)
 
 
@@ -97,13 +99,19 @@ def default_core(claim: bool = True) -> int:
     free = claim_core if claim else (lambda c: c not in others)
     core = next((c for c in reversed(cores) if free(c)), None)
     held = claimed_by_others() if core is None and claim else {}
-    if set(cores) <= set(held) and not _SHARED:  # said once: measuring beside another run times its load
-        _SHARED.append(cores[-1])
-        stderr_log(
+    if set(cores) <= set(held) and not _SHARED["note"]:  # measuring beside another run times its load
+        _SHARED["note"] = (
             f"every core is claimed by another teperf run; core {cores[-1]} is shared with pid "
             f"{held[cores[-1]]}, whose load the figures will count (wait for it to finish, or pass --core N)"
         )
     return cores[-1] if core is None else core
+
+
+def say_shared_core() -> None:
+    """Say once, as measuring starts, that the default core is shared with another run (``default_core``)."""
+    if _SHARED["note"] and not _SHARED["said"]:
+        _SHARED["said"] = True
+        stderr_log(_SHARED["note"])
 
 
 def check_core(core) -> int:

@@ -41,7 +41,7 @@ def test_a_run_that_finds_every_core_claimed_says_whose_core_it_shares(tmp_path,
 
     monkeypatch.setenv("TEPERF_RUNTIME_DIR", str(tmp_path))
     monkeypatch.setattr(cpus, "available_cores", lambda: [0, 1])
-    monkeypatch.setattr(cpus, "_SHARED", [])
+    monkeypatch.setattr(cpus, "_SHARED", {"note": "", "said": False})
     (tmp_path / "teperf-cores").mkdir()
     held = []
     for core, pid in ((0, "111"), (1, "222")):  # two other runs (another open file: flock refuses this one)
@@ -52,6 +52,11 @@ def test_a_run_that_finds_every_core_claimed_says_whose_core_it_shares(tmp_path,
         assert cpus.check_core(None) == 1
     finally:
         [f.close() for f in held]
+    assert (
+        capsys.readouterr().err == ""
+    )  # not yet: a refusal of bad input after the config's load stays one line
+    cpus.say_shared_core()  # measuring starts
+    cpus.say_shared_core()
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "every core is claimed" in err, err
     assert "pid 222" in err and "--core" in err, err

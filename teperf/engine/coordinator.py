@@ -12,7 +12,7 @@ from typing import Callable, Optional
 
 from teperf.bundle import Bundle
 from teperf.config import Config
-from teperf.cpus import assign_lanes, spare_cores
+from teperf.cpus import assign_lanes, say_shared_core, spare_cores
 from teperf.engine.adaptive import Adaptive
 from teperf.engine.forkserver import ServerPool, preload_modules
 from teperf.engine.lanes import LaneStopped, run_lanes
@@ -236,6 +236,7 @@ def run_schedule(
     many pairs and which cases each measures (default: the fixed schedule)."""
     # every worker's inductor directory lies in it, so that a killed worker's is removed with it too (an
     # eager cell may compile after all: one TE check left 18 such directories in /tmp)
+    say_shared_core()
     cache_root = tempfile.mkdtemp(prefix="teperf-compile-")
     compiles = any(c.mode == "compile" and not c.skip for c in cases)
     if compiles:
