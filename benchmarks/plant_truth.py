@@ -48,6 +48,21 @@ PACKAGE = "plant_probe"
 HIDDEN = 256
 SHAPE = [8, 2, HIDDEN]
 KINDS = ("thread", "perf", "arith")
+# a fixed amount of work: its cost in us follows the machine's speed of the minute, and truth and teperf run
+# minutes apart, so its truth is rescaled by their base steps (also fixed work) before they are compared; a
+# clock plant's cost is fixed in us and is compared as measured
+FIXED_WORK = ("arith",)
+
+
+def truth_at_speed(kind: str, truth: dict, measured: dict | None) -> tuple[float, float, float]:
+    """(truth us, its half-width, the scale): for a fixed-work plant at the speed of teperf's compare (its
+    base step over the truth's), else as measured (scale 1)."""
+    scale = 1.0
+    if kind in FIXED_WORK and measured and measured.get("base_us") and truth.get("base_us"):
+        scale = measured["base_us"] / truth["base_us"]
+    return truth["truth_us"] * scale, truth["truth_hw_us"] * scale, scale
+
+
 TORCH_PROBE = """
 
 class Probe(nn.Module):
@@ -603,7 +618,12 @@ def reanalyse(out: Path) -> None:
     table = render(sizes, kinds, tkinds, truth, measured) + "\n\n" + estimator_table(dump["teperf"], truth)
     print(table)
     (out / "table.md").write_text(table + "\n")
-    (out / "results.json").write_text(json.dumps(dump, indent=1) + "\n")
+    text = json.dumps(dump, indent=1) + "\n"
+    if kept.exists():
+        kept.write_text(text)
+    else:
+        with lzma.open(out / "results.json.xz", "wt") as f:
+            f.write(text)
 
 
 def _probe_dir(te: bool = False) -> dict:
@@ -615,9 +635,9 @@ def _probe_dir(te: bool = False) -> dict:
 
 def render(sizes, kinds, tkinds, truth, measured) -> str:
     lines = [
-        "| plant | nominal us | truth us (+-95 %) | truth thread/wall us | teperf us [95 %] "
-        "| raw mean/median us | est / truth |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| plant | nominal us | truth us (+-95 %) | truth thread/wall us | at teperf's speed (x base ratio) "
+        "| teperf us [95 %] | inside | raw mean/median us | est / truth |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|",
     ]
     for k in kinds:
         for us in sizes:
@@ -627,26 +647,35 @@ def render(sizes, kinds, tkinds, truth, measured) -> str:
                 continue
             est = m and m.get("delta_us")
             raw = (m or {}).get("raw") or {}
-            ratio = est / t["truth_us"] if est is not None and t["truth_us"] > 1 else None
+            at, at_hw, scale = truth_at_speed(k, t, m)
+            ratio = est / at if est is not None and at > 1 else None
+            inside = "-" if est is None else ("yes" if m["ci_low_us"] <= at <= m["ci_high_us"] else "no")
             lines.append(
                 f"| {k} | {us:g} | {t['truth_us']:+.2f} +- {t['truth_hw_us']:.2f} | {t['thread_us']:+.1f} / "
                 f"{t['wall_us']:+.1f} | "
+                + (f"{at:+.2f} +- {at_hw:.2f} (x {scale:.2f})" if scale != 1.0 else "as measured")
+                + " | "
                 + (f"{fmt(est)} [{fmt(m['ci_low_us'])}, {fmt(m['ci_high_us'])}]" if m else "-")
-                + f" | {fmt(raw.get('mean_us'))} / {fmt(raw.get('median_us'))} | {fmt(ratio, '.3f')} |"
+                + f" | {inside} | {fmt(raw.get('mean_us'))} / {fmt(raw.get('median_us'))}"
+                + f" | {fmt(ratio, '.3f')} |"
             )
     for k in tkinds:
-        pts = [(us, truth[(k, us)]["truth_us"], measured[(k, us)]["delta_us"]) for us in sizes
-               if (k, us) in truth and measured.get((k, us), {}).get("delta_us") is not None]  # fmt: skip
+        done = [
+            us for us in sizes if (k, us) in truth and measured.get((k, us), {}).get("delta_us") is not None
+        ]
+        pts = [(us, truth_at_speed(k, truth[(k, us)], measured[(k, us)])[0], measured[(k, us)]["delta_us"])
+               for us in done]  # fmt: skip
         if len(pts) < 3:
             continue
         lines.append("")
+        # the truth at teperf's speed (fixed-work plants); the truth's own slope below is as measured
         for name, xs in (("truth", [p[1] for p in pts]), ("nominal", [p[0] for p in pts])):
             f = fit_line(xs, [p[2] for p in pts])
             lines.append(
                 f"{k}: teperf = {f['intercept']:+.2f} (+-{f['intercept_hw']:.2f}) + {f['slope']:.4f} "
                 f"(+-{f['slope_hw']:.4f}) x {name}  ({f['n']} plants)"
             )
-        f = fit_line([p[0] for p in pts], [p[1] for p in pts])
+        f = fit_line([p[0] for p in pts], [truth[(k, p[0])]["truth_us"] for p in pts])
         lines.append(
             f"{k}: truth = {f['intercept']:+.2f} (+-{f['intercept_hw']:.2f}) + {f['slope']:.4f} "
             f"(+-{f['slope_hw']:.4f}) x nominal"

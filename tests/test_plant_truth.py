@@ -136,3 +136,15 @@ def test_estimators_agree_on_an_additive_change_without_noise(pt):
     assert got["teperf_us"] == pytest.approx(50.46, abs=0.01)
     assert got["mean_log_us"] == got["teperf_us"]  # one couple value per round: median = mean
     assert got["ratio_of_means_us"] == pytest.approx(51.15, abs=0.01)
+
+
+def test_a_fixed_work_plant_is_compared_at_the_speed_of_teperfs_compare(pt):
+    truth = {"truth_us": 100.0, "truth_hw_us": 8.0, "base_us": 400.0, "thread_us": 100.0, "wall_us": 100.0}
+    slower = {"base_us": 600.0, "delta_us": 150.0, "ci_low_us": 140.0, "ci_high_us": 160.0}
+    assert pt.truth_at_speed("arith", truth, slower) == (150.0, 12.0, 1.5)  # the minute ran 1.5x slower
+    assert pt.truth_at_speed("thread", truth, slower) == (100.0, 8.0, 1.0)  # a clock's us are the clock's
+    assert pt.truth_at_speed("arith", truth, None) == (100.0, 8.0, 1.0)  # nothing measured: as measured
+    rows = pt.render([100.0], ["arith", "thread"], [], {("arith", 100.0): truth, ("thread", 100.0): truth},
+                     {("arith", 100.0): slower, ("thread", 100.0): slower}).splitlines()  # fmt: skip
+    assert "| +150.00 +- 12.00 (x 1.50) |" in rows[2] and rows[2].count("| yes |") == 1, rows[2]
+    assert "as measured" in rows[3] and "| no |" in rows[3], rows[3]
