@@ -40,14 +40,19 @@ def show(name, x, y):
 for log in ("truth.log.xz", "truth2.log.xz"):
     truth, teperf = read(log)
     print(f"## {log}\n")
-    print("| plant | nominal us | truth us (+-95 %) | teperf us [95 %] | truth inside | base us/step |")
-    print("|---|---:|---:|---:|---|---:|")
+    # a fixed-work plant's truth at the speed of its compare (plant_truth.truth_at_speed), as the table's
+    # "at teperf's speed"; "inside" is read there
+    print("| plant | nominal us | truth us (+-95 %) | at teperf's speed | teperf us [95 %] | truth inside "
+          "| base us/step |\n|---|---:|---:|---:|---:|---|---:|")  # fmt: skip
     for (k, us), (t, hw, tb) in sorted(truth.items()):
         m = teperf.get((k, us))
         got = f"{m[0]:+.1f} [{m[1]:+.1f}, {m[2]:+.1f}]" if m else "-"
-        inside = ("yes" if m[1] <= t <= m[2] else "no") if m else "-"
-        print(f"| {k} | {us:g} | {t:+.1f} +- {hw:.1f} | {got} | {inside} | {tb:.0f}, {m[3]:.0f} |" if m else
-              f"| {k} | {us:g} | {t:+.1f} +- {hw:.1f} | - | - | {tb:.0f}, - |")  # fmt: skip
+        at, at_hw, scale = p.truth_at_speed(k, {"truth_us": t, "truth_hw_us": hw, "base_us": tb},
+                                            m and {"base_us": m[3]})  # fmt: skip
+        at_text = f"{at:+.1f} +- {at_hw:.1f} (x {scale:.2f})" if scale != 1.0 else "as measured"
+        inside = ("yes" if m[1] <= at <= m[2] else "no") if m else "-"
+        print(f"| {k} | {us:g} | {t:+.1f} +- {hw:.1f} | {at_text} | {got} | {inside} | {tb:.0f}, {m[3]:.0f} |"
+              if m else f"| {k} | {us:g} | {t:+.1f} +- {hw:.1f} | - | - | - | {tb:.0f}, - |")  # fmt: skip
     print()
     for k in sorted({k for k, _ in truth}):
         sizes = sorted(us for kk, us in truth if kk == k)
