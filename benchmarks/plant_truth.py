@@ -173,14 +173,10 @@ def block_deltas(order: list[bool], per_step: list[float]) -> list[float]:
 
 def t_mean(values: list[float], alpha: float = 0.05) -> tuple[float, float]:
     """(mean, half-width of its 1 - alpha Student t interval); inf for fewer than 2 values."""
-    from scipy import stats as sps
+    from teperf.stats import t_interval
 
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return mean, math.inf
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    return mean, float(sps.t.ppf(1 - alpha / 2, n - 1)) * sd / math.sqrt(n)
+    mean, half, _, _ = t_interval(values, alpha)
+    return mean, half
 
 
 def fit_line(x: list[float], y: list[float], alpha: float = 0.05) -> dict:
