@@ -86,22 +86,23 @@ def rows_by_module(stdout: str) -> dict:
 
 
 # Make test's first part runs modules two at a time (-n 2 --dist loadscope --no-loadscope-reorder), each
-# worker taking the next module in this order as it frees: the longest first (CPU seconds of each module's
-# real-worker tests run one file at a time beside a load of 3-8, 2026-12-07: 241, 193, 172, 165, 138, 104,
-# 57, 48, 50, 48, sides_truth not measured, 30), so that no long one starts last beside an idle core. A
-# module not listed follows them (real-worker modules before the in-process ones).
+# worker taking the next module in this order as it frees: the longest first (seconds of each module's tests
+# in a fresh clone's make test, 2026-12-07, less what later commits cut: 138, 111, 96, 89, 86, 70, 41, 37,
+# 34, 31, 27, 27, 20), so that no long one starts last beside an idle core. A module not listed follows them
+# (real-worker modules before the in-process ones).
 LONGEST_FIRST = (
     "test_calibration",
-    "test_integration_bisect",
     "test_integration_git",
-    "test_integration_backfill",
+    "test_integration_bisect",
     "test_integration_engine",
     "test_integration_onetime",
+    "test_integration_backfill",
     "test_history_integration_nightly",
     "test_integration_forkserver",
     "test_history_s3",
-    "test_countergate",
     "test_integration_sides_truth",
+    "test_countergate",
+    "test_autoschedule",
     "test_integration_signals",
 )
 
