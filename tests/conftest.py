@@ -25,6 +25,10 @@ def _claims_dir(prefix: str) -> str:
 # workers inherit the session's directory
 if "TEPERF_RUNTIME_DIR" not in os.environ:
     os.environ["TEPERF_RUNTIME_DIR"] = _claims_dir("teperf-test-claims-")
+# pip builds a wheel in the tree (build/, teperf.egg-info): two builds at once, one on each xdist worker,
+# clash and one fails or ships a broken wheel; so the tests' wheel is built once, under a lock, and shared
+if "TEPERF_TEST_WHEELS" not in os.environ:
+    os.environ["TEPERF_TEST_WHEELS"] = _claims_dir("teperf-test-wheels-")
 # ... and, for a test that starts no real worker, whatever a real-worker test beside it claims (make test runs
 # two tests at a time): one directory per pytest process, so only its own tests' runs are there
 IN_PROCESS_CLAIMS = _claims_dir("teperf-test-own-claims-")
@@ -43,6 +47,20 @@ def _release_core_claims(request, monkeypatch):
     for f in cpus._CLAIMS.values():
         f.close()
     cpus._CLAIMS.clear()
+
+
+def teperf_wheel() -> Path:
+    """This checkout's wheel, built by the first test of the session that asks (see TEPERF_TEST_WHEELS)."""
+    import fcntl
+
+    wheels = Path(os.environ["TEPERF_TEST_WHEELS"])
+    with open(wheels / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not list(wheels.glob("teperf-*.whl")):
+            pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w"]
+            subprocess.run([*pip, wheels, ROOT], check=True, capture_output=True, cwd=wheels)
+        (wheel,) = list(wheels.glob("teperf-*.whl"))
+    return wheel
 
 
 def run_cli(*args, cwd=None, timeout=600, env=None):
