@@ -25,6 +25,10 @@ def _claims_dir(prefix: str) -> str:
 # workers inherit the session's directory
 if "TEPERF_RUNTIME_DIR" not in os.environ:
     os.environ["TEPERF_RUNTIME_DIR"] = _claims_dir("teperf-test-claims-")
+# pip builds a wheel in the tree (build/, teperf.egg-info): two builds at once, one on each xdist worker,
+# clash and one fails or ships a broken wheel; so the tests' wheel is built once, under a lock, and shared
+if "TEPERF_TEST_WHEELS" not in os.environ:
+    os.environ["TEPERF_TEST_WHEELS"] = _claims_dir("teperf-test-wheels-")
 # ... and, for a test that starts no real worker, whatever a real-worker test beside it claims (make test runs
 # two tests at a time): one directory per pytest process, so only its own tests' runs are there
 IN_PROCESS_CLAIMS = _claims_dir("teperf-test-own-claims-")
@@ -43,6 +47,20 @@ def _release_core_claims(request, monkeypatch):
     for f in cpus._CLAIMS.values():
         f.close()
     cpus._CLAIMS.clear()
+
+
+def teperf_wheel() -> Path:
+    """This checkout's wheel, built by the first test of the session that asks (see TEPERF_TEST_WHEELS)."""
+    import fcntl
+
+    wheels = Path(os.environ["TEPERF_TEST_WHEELS"])
+    with open(wheels / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not list(wheels.glob("teperf-*.whl")):
+            pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w"]
+            subprocess.run([*pip, wheels, ROOT], check=True, capture_output=True, cwd=wheels)
+        (wheel,) = list(wheels.glob("teperf-*.whl"))
+    return wheel
 
 
 def run_cli(*args, cwd=None, timeout=600, env=None):
@@ -86,22 +104,23 @@ def rows_by_module(stdout: str) -> dict:
 
 
 # Make test's first part runs modules two at a time (-n 2 --dist loadscope --no-loadscope-reorder), each
-# worker taking the next module in this order as it frees: the longest first (CPU seconds of each module's
-# real-worker tests run one file at a time beside a load of 3-8, 2026-12-07: 241, 193, 172, 165, 138, 104,
-# 57, 48, 50, 48, sides_truth not measured, 30), so that no long one starts last beside an idle core. A
-# module not listed follows them (real-worker modules before the in-process ones).
+# worker taking the next module in this order as it frees: the longest first (seconds of each module's tests
+# in a fresh clone's make test, 2026-12-07, less what later commits cut: 138, 111, 96, 89, 86, 70, 41, 37,
+# 34, 31, 27, 27, 20), so that no long one starts last beside an idle core. A module not listed follows them
+# (real-worker modules before the in-process ones).
 LONGEST_FIRST = (
     "test_calibration",
-    "test_integration_bisect",
     "test_integration_git",
-    "test_integration_backfill",
+    "test_integration_bisect",
     "test_integration_engine",
     "test_integration_onetime",
+    "test_integration_backfill",
     "test_history_integration_nightly",
     "test_integration_forkserver",
     "test_history_s3",
-    "test_countergate",
     "test_integration_sides_truth",
+    "test_countergate",
+    "test_autoschedule",
     "test_integration_signals",
 )
 

@@ -1,9 +1,10 @@
 """Backfill a fixture history, find its change point, explain it: real git sides, workers and bisect.
 
-Six nights (GOOD and five commits), a 3 ms busy-wait planted at commit 3 (its size is what a few pairs
-resolve, not the engine's precision): night 3's paired compare against night 2 is the change point. Change
-points come from each night's paired compare (history/analysis.py), so more nights add only chances of a
-false step.
+Four nights (GOOD and three commits), a 3 ms busy-wait planted at commit 2 (its size is what a few pairs
+resolve, not the engine's precision): night 2's paired compare against night 1 is the change point, with an
+unchanged night on either side. Change points come from each night's paired compare (history/analysis.py),
+so more nights add only chances of a false step, and a compare each (six nights were a third more time);
+the levels' own search over longer histories is tests/test_history_changepoint.py's.
 """
 
 from __future__ import annotations
@@ -43,13 +44,13 @@ def teperf(capsys, *args):
 
 @pytest.mark.statistical  # the nights' change point and its culprit are found by live timing (a 3 ms spin)
 def test_backfill_resume_and_explain(tmp_path, monkeypatch, capsys):
-    # explain's bisect spans one commit (night 2..night 3): GOOD..BAD is its only part, so no part is measured
+    # explain's bisect spans one commit (night 1..night 2): GOOD..BAD is its only part, so no part is measured
     # with MIN_TRIAL_S's trials; a longer MIN_TRIAL_S (100 ms: each slow trial was 6 s of spinning; 20 ms
     # still cost a compare, 6 torch imports) would only measure GOOD..BAD a second time. Its subject is which
     # commit, not the trials' length: that they last MIN_TRIAL_S and GOOD..BAD is measured again with them is
     # tests/test_bisect.py's (a fake compare)
     monkeypatch.setattr(timing, "MIN_TRIAL_S", 0.0)
-    history = make_history(tmp_path / "fx", n=5, culprit=3, spin_ns=3_000_000)
+    history = make_history(tmp_path / "fx", n=3, culprit=2, spin_ns=3_000_000)
     monkeypatch.setenv("PYTHONPATH", str(history.site))
     monkeypatch.setenv("TEPERF_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
@@ -58,12 +59,12 @@ def test_backfill_resume_and_explain(tmp_path, monkeypatch, capsys):
     common = ["--repo", str(history.repo), "--package", "mypkg", "--config", "cfg.toml", "--history", "hist"]
 
     _, err = teperf(capsys, "nightly", "--backfill", "good..bad", *common, "--results-dir", "res")
-    assert "backfill: 6 measured, 0 already in the store" in err
+    assert "backfill: 4 measured, 0 already in the store" in err
     assert "left" in err  # the estimate of the time left
     out, _ = teperf(capsys, "nightly", "--backfill", "good..bad", "--dry-run", *common)
-    assert "would measure 0 commit(s), one night each, oldest first; 6 already in the store" in out
+    assert "would measure 0 commit(s), one night each, oldest first; 4 already in the store" in out
     _, err = teperf(capsys, "nightly", "--backfill", "good..bad", *common)
-    assert "backfill: 0 measured, 6 already in the store" in err
+    assert "backfill: 0 measured, 4 already in the store" in err
 
     out, _ = teperf(capsys, "history", "--changes", "--explain", "--format", "json", *common)
     changes = json.loads(out)

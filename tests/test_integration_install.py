@@ -14,7 +14,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from conftest import ROOT
+from conftest import teperf_wheel
 
 
 def _site_packages(venv: Path) -> Path:
@@ -23,14 +23,7 @@ def _site_packages(venv: Path) -> Path:
 
 
 def test_wheel_install_finds_shipped_configs_from_any_directory(tmp_path):
-    wheels = tmp_path / "wheels"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", wheels, ROOT],
-        check=True,
-        capture_output=True,
-        cwd=tmp_path,
-    )
-    (wheel,) = list(wheels.glob("teperf-*.whl"))
+    wheel = teperf_wheel()
     venv = tmp_path / "fresh"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
     (_site_packages(venv) / "dev_site.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")

@@ -17,7 +17,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import teperf_wheel
 
 SPIN = """
 import time
@@ -80,14 +80,7 @@ def _venv(path: Path, spin_us: int | None, torch: bool = True) -> Path:
 def world(tmp_path_factory):
     """D: teperf from its wheel + spinpkg 20 us; A: spinpkg 0 us; B: spinpkg 40 us; A2: A's copy."""
     tmp = tmp_path_factory.mktemp("truth")
-    wheels = tmp / "wheels"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", wheels, ROOT],
-        check=True,
-        capture_output=True,
-        cwd=tmp,
-    )
-    (wheel,) = list(wheels.glob("teperf-*.whl"))
+    wheel = teperf_wheel()
     driver = _venv(tmp / "D", 20)
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", driver, "install", "--no-deps", "-q", wheel],

@@ -894,12 +894,16 @@ def test_describe_without_te(monkeypatch):
 
 
 @pytest.mark.slow  # a real torch.compile
-def test_make_step_compile_goes_through_call(fake_te):
+def test_make_step_compile_goes_through_call(fake_te, monkeypatch):
     """runner's compile mode compiles through built.call (GroupedLinear needs m_splits); the first
     step compiles, and dynamo's counters say what."""
-    pytest.importorskip("torch")
+    torch = pytest.importorskip("torch")
     from teperf.worker.runner import compile_counts_during, make_step
 
+    # dynamo's capture (what is asserted) with the eager backend: inductor's C++ build of the graph was
+    # 14 s of the test's 16; real inductor compiles are tests/test_integration_onetime.py's
+    compile_ = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda model, **kw: compile_(model, **{"backend": "eager", **kw}))
     fake_te()
     built = te_backend.build(_case("GroupedLinear", "bf16"), "cpu")
     step, info = make_step(built, "compile")
