@@ -125,7 +125,6 @@ def build(case: dict, device: str) -> Built:
     import transformer_engine.pytorch as te
     from transformer_engine.common import recipe as recipe_mod
 
-    version = _te_version()
     name = module_class(case["module"])
     recipe = case["recipe"]
     shape = [int(d) for d in case["shape"]]
@@ -147,14 +146,9 @@ def build(case: dict, device: str) -> Built:
 
     x = torch.randn(*compat.input_shape(name, shape), device=device, dtype=dtype, requires_grad=True)
     recipe_obj = compat.make_recipe(recipe_mod, recipe, case.get("recipe_kwargs"))  # one per case
-    autocast, autocast_api = compat.autocast_factory(te, recipe_obj)
 
     call = m_splits = None
     info = {
-        "te_version": version,
-        "te_location": os.path.dirname(sys.modules["transformer_engine"].__file__),
-        "autocast_api": autocast_api,
-        "recipe_repr": repr(recipe_obj) if recipe_obj is not None else None,
         "constructor": {
             k: (str(v) if not isinstance(v, (int, float, str, bool)) else v) for k, v in ctor.items()
         },
@@ -166,7 +160,7 @@ def build(case: dict, device: str) -> Built:
         info["constructor_shims"] = notes
     if name == "GroupedLinear":
         splits = compat.m_splits_for(x.shape[0], compat.num_gemms(ctor))
-        if compat.m_splits_as_tensor(version):
+        if compat.m_splits_as_tensor(_te_version()):
             m_splits = torch.tensor(splits, dtype=torch.int64, device="cpu")  # built once, not per call
             info["m_splits"] = f"cpu int64 tensor {splits}"
         else:
@@ -174,18 +168,29 @@ def build(case: dict, device: str) -> Built:
             info["m_splits"] = f"list {splits}"
         call = lambda mod, inp: mod(inp, m_splits)  # noqa: E731
 
-    alt_autocast, alt_what = _other_recipe(te, recipe_mod, name, recipe, shape, kwargs, device)
-    attention = name in compat.ATTENTION
+    alt = _other_recipe(te, recipe_mod, name, recipe, shape, kwargs, device)
+    return _built(te, module, x, recipe_obj, info, name in compat.ATTENTION, alt, call, m_splits)
+
+
+def _built(te, module, x, recipe_obj, info: dict, attention: bool, alt, call=None, m_splits=None) -> Built:
+    """A case's Built, its ``info`` after the facts every case records; ``alt``: _other_recipe's."""
+    autocast, autocast_api = compat.autocast_factory(te, recipe_obj)
+    facts = {
+        "te_version": _te_version(),
+        "te_location": os.path.dirname(sys.modules["transformer_engine"].__file__),
+        "autocast_api": autocast_api,
+        "recipe_repr": repr(recipe_obj) if recipe_obj is not None else None,
+    }
     return Built(
         module=module,
         inputs=(x,),
         call=call,
         autocast=autocast,
-        info=info,
+        info={**facts, **info},
         make_graphed=_graphed_maker(te, recipe_obj, m_splits),
         global_state=_attention_state() if attention else None,
-        alt_autocast=alt_autocast,
-        alt_autocast_what=alt_what,
+        alt_autocast=alt[0],
+        alt_autocast_what=alt[1],
         after_first_call=_record_attention_backend if attention else None,
     )
 
@@ -230,12 +235,7 @@ def _build_dsv3(case: dict, device: str, name: str, recipe: str, shape: list, kw
     module.train()
     x = torch.randn(*shape, device=device, dtype=dtype, requires_grad=True)
     recipe_obj = compat.make_recipe(recipe_mod, recipe, case.get("recipe_kwargs"))
-    autocast, autocast_api = compat.autocast_factory(te, recipe_obj)
     info = {
-        "te_version": _te_version(),
-        "te_location": os.path.dirname(sys.modules["transformer_engine"].__file__),
-        "autocast_api": autocast_api,
-        "recipe_repr": repr(recipe_obj) if recipe_obj is not None else None,
         "input_shape": list(x.shape),
         "params": sum(p.numel() for p in module.parameters()),
         "layers": s["layers"],
@@ -243,23 +243,12 @@ def _build_dsv3(case: dict, device: str, name: str, recipe: str, shape: list, kw
     }
     if "split_align" in feats:
         info["dsv3"]["split_align"] = feats["split_align"]
-    alt_autocast = alt_what = None
+    alt = None, None
     other = feats.get("other_recipe")
     # a MoE built without the other recipe's padding (a TE without moe_permute_and_pad_with_probs) stays
     if other and (name not in dsv3.MOE_MODELS or feats["split_align"] >= dsv3.SPLIT_ALIGN[other]):
-        alt_autocast, alt_what = _other_recipe(te, recipe_mod, name, recipe, shape, kwargs, device)
-    attention = name in dsv3.ATTENTION_MODELS
-    return Built(
-        module=module,
-        inputs=(x,),
-        autocast=autocast,
-        info=info,
-        make_graphed=_graphed_maker(te, recipe_obj),
-        global_state=_attention_state() if attention else None,
-        alt_autocast=alt_autocast,
-        alt_autocast_what=alt_what,
-        after_first_call=_record_attention_backend if attention else None,
-    )
+        alt = _other_recipe(te, recipe_mod, name, recipe, shape, kwargs, device)
+    return _built(te, module, x, recipe_obj, info, name in dsv3.ATTENTION_MODELS, alt)
 
 
 def _other_recipe(te, recipe_mod, name: str, recipe: str, shape, kwargs, device):
