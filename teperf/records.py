@@ -524,9 +524,6 @@ class ExplanationRecord(Typed):
         if not isinstance(version, int):
             raise RecordError(f"{where}: not an explanation record")
         if version > EXPLANATION_SCHEMA_VERSION:
-            raise TeperfError(
-                f"{where} has explanation schema {version}; this teperf {__version__} reads "
-                f"{EXPLANATION_SCHEMA_VERSION} and older",
-                "read the history with the newer teperf that wrote it",
-            )
+            what = f"{where} has explanation schema {version}"
+            raise newer_schema(what, raw.get("teperf_version"), EXPLANATION_SCHEMA_VERSION, "the history")
         return cls.from_dict(raw)
