@@ -345,13 +345,15 @@ def _render_rows(model: TableModel, console, safe) -> None:
 def render_markdown(model: TableModel) -> str:
     out = [f"**{model.title}**", ""]
     esc = for_markdown  # names, subjects and errors come from configs, code and git
-    out += [f"- {esc(h)}" for h in model.header] + [""]
-    out.append("| " + " | ".join(esc(c) for c in model.columns) + " |")
-    out.append("|" + "|".join("---" for _ in model.columns) + "|")
-    out += ["| " + " | ".join(esc(c) for c in row) + " |" for row in model.rows] + [""]
+    out += [f"- {esc(h)}" for h in model.header] + [""] + _pipe_table(model) + [""]
     # GitHub renders consecutive <sub> lines as one block; <br> keeps them apart.
     out.append("<br>\n".join(f"<sub>{esc(f)}</sub>" for f in model.footer))
     return "\n".join(out) + "\n"
+
+
+def _pipe_table(model: TableModel) -> list[str]:
+    line = lambda cells: "| " + " | ".join(for_markdown(c) for c in cells) + " |"  # noqa: E731
+    return [line(model.columns), "|" + "|".join("---" for _ in model.columns) + "|", *map(line, model.rows)]
 
 
 def _side_name(desc: dict) -> str:
@@ -397,9 +399,7 @@ def render_comment(summary: Summary, console=None) -> str:
         model.rows = [row[:at] + row[at + 1 :] for row in model.rows]
     out = [f"**{esc(verdict_line(summary))}**", ""]
     out += [f"> **WARNING:** {esc(p)}" for p in summary.code_problems] + [""] * bool(summary.code_problems)
-    out.append("| " + " | ".join(esc(c) for c in model.columns) + " |")
-    out.append("|" + "|".join("---" for _ in model.columns) + "|")
-    out += ["| " + " | ".join(esc(c) for c in row) + " |" for row in model.rows] + [""]
+    out += _pipe_table(model) + [""]
     out += ["<details><summary>What each side ran, counters, schedule and notes</summary>", ""]
     out += [f"- {esc(h)}" for h in model.header if not h.startswith("WARNING: ")] + [""]
     if counters:
