@@ -127,7 +127,6 @@ def check_core(core) -> int:
     return core
 
 
-# ----------------------------------------------------------------------------- lane topology (--lanes)
 AUTO_MAX_LANES = 4  # the most `auto` picks; raise it only where the lanes benchmark shows calibration holds
 CORES_PER_LANE = 4  # one core measures, the others start its next pairs (a TE pair imports for 10-30 s)
 SiblingsOf = Callable[[int], set]

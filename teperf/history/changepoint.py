@@ -53,9 +53,6 @@ class Change:
         return "slower" if self.delta > 0 else "faster"
 
 
-# ----------------------------------------------------------------------------- E-divisive
-
-
 @functools.lru_cache(maxsize=16)  # one entry per segment length; 1.3 MB at the 200-point window
 def _split_grid(n: int, min_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per (tau, kappa) of a series of n: the weight nx my / (nx + my), the parts' pair counts, and the
@@ -129,9 +126,6 @@ def e_divisive(
         found.append((idx, pvalue))
         bounds = sorted(bounds + [idx])
     return sorted(found)
-
-
-# ----------------------------------------------------------------------------- sizing and drift
 
 
 def _pairwise_slopes(t: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -58,9 +58,6 @@ def _json_for_script(obj) -> str:
     return json.dumps(obj, cls=PlotlyJSONEncoder, separators=(",", ":")).translate(_SCRIPT_ESCAPES)
 
 
-# ----------------------------------------------------------------------------- figures
-
-
 def _custom(p: Point) -> list:
     """A point's hover fields (customdata)."""
     ci = f"[{_fmt_pct(p.ci_low_pct)}, {_fmt_pct(p.ci_high_pct)}]" if p.ci_low_pct is not None else ""
@@ -229,9 +226,6 @@ def cell_figure(cell: Cell, explained: dict | None = None) -> dict:
     fig.update_yaxes(title_text="host us / step", row=1, col=1)
     fig.update_yaxes(title_text="night %", zeroline=True, row=2, col=1)
     return fig.to_plotly_json()
-
-
-# ----------------------------------------------------------------------------- page models
 
 
 def _names(c: Cell) -> dict:
@@ -405,9 +399,6 @@ def _slope_models(cells) -> list[dict]:
             }
         )
     return models
-
-
-# ----------------------------------------------------------------------------- the site
 
 
 def _check_replaceable(out: Path) -> None:

@@ -51,9 +51,6 @@ SCHEMA = pa.schema(  # HistoryRow's columns: the run-level ones (the same on eve
 COLUMNS = SCHEMA.names
 
 
-# ----------------------------------------------------------------------------- machine fingerprint
-
-
 def machine_fingerprint(cpu_model: str | None, gpu: str | None, driver: str | None) -> tuple[str, str]:
     """(id, label) of the machine kind: CPU model + GPU + driver.  Runs of different ids never mix."""
     parts = [(cpu_model or "unknown CPU").strip(), (gpu or "no GPU").strip(), (driver or "no driver").strip()]
@@ -77,9 +74,6 @@ def machine_from_meta(meta: BundleMeta) -> dict:
         "hostname": host.get("hostname"),
         "torch_version": hello.get("torch"),
     }
-
-
-# ----------------------------------------------------------------------------- bundle summary -> rows
 
 
 def _ts(value) -> _dt.datetime | None:
@@ -222,9 +216,6 @@ def to_table(rows: Sequence[HistoryRow | Mapping[str, Any]]) -> pa.Table:
     return pa.Table.from_pydict(cols, schema=SCHEMA)
 
 
-# ----------------------------------------------------------------------------- the store
-
-
 class HistoryStore:
     """A history store at a local path or fsspec URL."""
 
@@ -315,7 +306,6 @@ class HistoryStore:
             self.fs.mv(tmp, final)
         return final
 
-    # ------------------------------------------------------------------------- explained change points
     # A sidecar of the run files: one JSON record per change point (teperf.records.ExplanationRecord),
     # under a folder that files() never lists; a change point explained again replaces its record.
 
