@@ -51,7 +51,7 @@ def shard_cases(cases: Sequence[Any], index: int, count: int) -> list:
 
 @dataclasses.dataclass(frozen=True)
 class BaseChoice:
-    spec: str  # what git_sides gets: "PREV..HEAD", or "HEAD" (= HEAD^1..HEAD)
+    spec: str  # what plan_sides gets: "PREV..HEAD", or "HEAD" (= HEAD^1..HEAD)
     base_sha: str | None  # the previous nightly's commit, when it is the base
     reason: str
     skip: bool = False

@@ -14,7 +14,7 @@ from gitfixture import commit, git, make_fixture
 from teperf.errors import TeperfError
 from teperf.sides import buildrun, cachedir, changes, gitrepo
 from teperf.sides import installed as installed_mod
-from teperf.sides.git import git_sides, plan_sides
+from teperf.sides.git import plan_sides
 from teperf.sides.gitrepo import parse_spec, resolve_spec
 from teperf.sides.layout import GENERIC, TE_LAYOUT
 from teperf.sides.strategies.build import compiled_hash
@@ -38,7 +38,7 @@ def quiet(_msg):
 def sides(fx, spec, **kw):
     kw.setdefault("package", "mypkg")
     kw.setdefault("log", quiet)
-    return git_sides(spec, repo=str(fx.repo), **kw)
+    return plan_sides(spec, repo=str(fx.repo), **kw).make()
 
 
 def overlay_basis(fx, a, b):
@@ -157,14 +157,14 @@ def test_non_repo(tmp_path):
     plain = tmp_path / "plain"
     plain.mkdir()
     with pytest.raises(TeperfError, match="not inside a git repository"):
-        git_sides("a..b", repo=str(plain), package="mypkg", log=quiet)
+        plan_sides("a..b", repo=str(plain), package="mypkg", log=quiet).make()
     with pytest.raises(TeperfError, match="no such directory"):
-        git_sides("a..b", repo=str(tmp_path / "missing"), package="mypkg", log=quiet)
+        plan_sides("a..b", repo=str(tmp_path / "missing"), package="mypkg", log=quiet).make()
 
 
 def test_errors_are_one_line_exit_2(fx):
     with pytest.raises(TeperfError) as exc:
-        git_sides("main..nope", repo=str(fx.repo), package="mypkg", log=quiet)
+        plan_sides("main..nope", repo=str(fx.repo), package="mypkg", log=quiet).make()
     assert "\n" not in exc.value.one_line() and exc.value.exit_code == 2
 
 

@@ -12,7 +12,7 @@ from gitfixture import TE_EDITS, git, make_ext_fixture, make_fixture, make_pure_
 
 from teperf.errors import TeperfError
 from teperf.sides import changes
-from teperf.sides.git import git_sides, plan_sides
+from teperf.sides.git import plan_sides
 from teperf.sides.layout import GENERIC, TE_LAYOUT, load_layout
 from teperf.sides.target import Refused
 
@@ -151,7 +151,9 @@ def test_auto_tier_for_each_kind_of_diff(te, branch):
 
 
 def test_version_only_is_an_overlay_with_a_note_in_the_side_metadata(te):
-    base, head = git_sides("v2.16..version", repo=str(te), package="transformer_engine", log=lambda m: None)
+    base, head = plan_sides(
+        "v2.16..version", repo=str(te), package="transformer_engine", log=lambda m: None
+    ).make()
     assert head.description["strategy"] == "overlay"
     assert "2.16.0 -> 2.16.1" in head.description["notes"][0]
     assert base.description["notes"] == head.description["notes"]
@@ -255,7 +257,7 @@ def test_pure_python_package_runs_from_its_trees(tmp_path, monkeypatch, cache):
     repo = make_pure_python(tmp_path)
     monkeypatch.setenv("PYTHONPATH", "")
     messages = []
-    base, head = git_sides("v1..main", repo=str(repo), package="research", log=messages.append)
+    base, head = plan_sides("v1..main", repo=str(repo), package="research", log=messages.append).make()
     assert head.description["strategy"] == "path" and head.description["package_dir"] == "src/research"
     assert any(m.startswith("strategy path: the package has nothing to build") for m in messages)
     assert head.sys_path == (str(cache / "trees" / head.description["sha"] / "src"),)
@@ -279,9 +281,9 @@ def test_bare_repository(tmp_path, monkeypatch, cache):
     monkeypatch.setenv("PYTHONPATH", str(fx.site))
     bare = tmp_path / "bare.git"
     git(tmp_path, "clone", "-q", "--bare", str(fx.repo), str(bare))
-    base, head = git_sides(
+    base, head = plan_sides(
         "v0.1.0..main", repo=str(bare), package="mypkg", strategy="overlay", log=lambda m: None
-    )
+    ).make()
     assert head.description["repo"] == str(bare) and head.description["dirty"] is False
     assert run_py(head, "import mypkg.blocks as b; print(b.SLOW)") == "True"
     assert run_py(base, "import mypkg.blocks as b; print(b.SLOW)") == "False"

@@ -220,8 +220,3 @@ def plan_sides(spec: str, opts: SideOptions | None = None, *, log: Log | None = 
     for line in planned.lines():
         log(line)
     return planned
-
-
-def git_sides(spec: str, **kwargs) -> tuple[Side, Side]:
-    """Two sides ("base", "head") for a git ref spec; the arguments are plan_sides'."""
-    return plan_sides(spec, **kwargs).make()
