@@ -436,3 +436,33 @@ def test_a_plain_failure_keeps_its_words_and_names_the_measured_codes_line():
         _raise_in("/work/model.py", "def fwd():\n    raise ValueError('boom\\nsecond line')\nfwd()")
     except ValueError as exc:
         assert describe_failure(exc) == "ValueError: boom (at model.py:2 in fwd)\nsecond line"
+
+
+def test_a_failed_compile_names_tes_line_from_dynamos_user_code():
+    # dynamo's traceback holds only torch's frames; TE's line is in its message (TE 2.20.2, torch 2.11)
+    from teperf.worker.__main__ import describe_failure
+
+    te = "/site/transformer_engine/pytorch/attention/dot_product_attention"
+    message = (
+        "NotImplementedError: \n\nfrom user code:\n"
+        '   File "/site/transformer_engine/pytorch/jit.py", line 108, in wrapper\n    return f(*args)\n'
+        f'  File "{te}/utils.py", line 647, in get_attention_backend\n    if cc != (9, 0):\n'
+        '  File "/venv/torch/_dynamo/polyfills/__init__.py", line 536, in cmp_ne\n'
+    )
+
+    class InternalTorchDynamoError(RuntimeError):
+        pass
+
+    try:
+        try:
+            _raise_in(
+                "/venv/torch/_guards.py", "def make_guard():\n    raise NotImplementedError\nmake_guard()"
+            )
+        except NotImplementedError as inner:
+            raise InternalTorchDynamoError(message) from inner
+    except InternalTorchDynamoError as exc:
+        first = describe_failure(exc).splitlines()[0]
+    assert first == (
+        "NotImplementedError: (at transformer_engine/pytorch/attention/dot_product_attention/utils.py:647 "
+        "in get_attention_backend)"
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import select
 import signal
 import sys
@@ -121,9 +122,11 @@ def describe_failure(exc: BaseException) -> str:
         seen.add(id(nxt))
     text = f"{type(root).__name__}: {root}".strip()
     frames = traceback.extract_tb(root.__traceback__)
-    own = [f for f in frames if "transformer_engine" in f.filename] or [
-        f for f in frames if "/torch/" not in f.filename and "/teperf/worker/" not in f.filename
-    ]
+    own = (
+        [f for f in frames if "transformer_engine" in f.filename]
+        or _user_code_frames(f"{exc}\n{root}")
+        or [f for f in frames if "/torch/" not in f.filename and "/teperf/worker/" not in f.filename]
+    )
     if own:
         where = own[-1].filename.replace(os.sep, "/")
         where = (
@@ -137,6 +140,15 @@ def describe_failure(exc: BaseException) -> str:
     if root is not exc:
         text += f"\nthen {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     return text
+
+
+def _user_code_frames(message: str) -> list[traceback.FrameSummary]:
+    """TE's frames that dynamo names in its message ("from user code:"): its own traceback holds only
+    dynamo's frames, so a failed compile would otherwise point into torch."""
+    return [
+        traceback.FrameSummary(m[1], int(m[2]), m[3])
+        for m in re.finditer(r'File "([^"]*transformer_engine[^"]*)", line (\d+), in (\S+)', message)
+    ]
 
 
 def leave(code: int) -> None:
