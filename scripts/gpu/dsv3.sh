@@ -11,7 +11,9 @@
 # setup.sh installed, and which DSv3 parts it has, in $OUT/te.txt. PAIRS=N (default 1) runs N process pairs
 # per run, LANES=N (default PAIRS) of them at once on their own cores: one-time intervals need 6 or more.
 # CELLS_S, GRAPH_S, DEPTH_S: each run's limit in seconds; DEADLINE (default 560): the whole step's, after
-# which no run starts and the summary is still written; DEPTH_RECIPES: the depth runs' recipes.
+# which no run starts and the summary is still written; DEPTH_RECIPES: the depth runs' recipes; DEPTH_MODULES
+# and DEPTHS (default "TransformerLayer DSv3Layer", "1 2 4"): which depth points run, e.g. the ones a call
+# before did not reach (benchmarks/dsv3_onetime.py fits the bundles of both calls together).
 set -u
 STEP=${1:-all}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -50,8 +52,8 @@ case $STEP in depth|all)
   # one run a point: compile cases sharing a worker are not independent (on an H100, TransformerLayer bf16
   # read 6.1/4.1/4.1 s at 1/2/4 layers in that order and 4.5/5.6/7.4 s in the order 4/2/1); the dense
   # layer first, so that a call cut off by its limit has kept the comparison
-  for module in TransformerLayer DSv3Layer; do
-    for n in 1 2 4; do
+  for module in ${DEPTH_MODULES:-TransformerLayer DSv3Layer}; do
+    for n in ${DEPTHS:-1 2 4}; do
       cfg="$R/depth-$module-$n.toml"
       $PY - "$module" "$n" > "$cfg" <<'PYCFG'  # dsv3's module at this depth, named as --sweep names it
 import json, sys, tomllib
