@@ -453,14 +453,16 @@ def test_a_failed_compile_names_tes_line_from_dynamos_user_code():
     class InternalTorchDynamoError(RuntimeError):
         pass
 
+    guard = "def make_guard():\n    raise NotImplementedError\nmake_guard()"
     try:
-        try:
-            _raise_in(
-                "/venv/torch/_guards.py", "def make_guard():\n    raise NotImplementedError\nmake_guard()"
-            )
-        except NotImplementedError as inner:
-            raise InternalTorchDynamoError(message) from inner
-    except InternalTorchDynamoError as exc:
+        try:  # dynamo's error in the middle of the chain: the case's own code wraps it
+            try:
+                _raise_in("/venv/torch/_guards.py", guard)
+            except NotImplementedError as inner:
+                raise InternalTorchDynamoError(message) from inner
+        except InternalTorchDynamoError as dynamo:
+            raise RuntimeError("compile failed") from dynamo
+    except RuntimeError as exc:
         first = describe_failure(exc).splitlines()[0]
     assert first == (
         "NotImplementedError: (at transformer_engine/pytorch/attention/dot_product_attention/utils.py:647 "

@@ -116,15 +116,15 @@ def describe_failure(exc: BaseException) -> str:
     """What a failed case reports: the first error of the chain, where the measured code raised it (TE's
     file and line), then the error that ended the case if it is another. A failed CUDA-graph capture ends
     with "operation failed due to a previous error during capture"; the cause is the first error."""
-    root, seen = exc, {id(exc)}
-    while (nxt := root.__cause__ or root.__context__) is not None and id(nxt) not in seen:
-        root = nxt
-        seen.add(id(nxt))
+    chain = [exc]
+    while (nxt := chain[-1].__cause__ or chain[-1].__context__) is not None and nxt not in chain:
+        chain.append(nxt)
+    root = chain[-1]
     text = f"{type(root).__name__}: {root}".strip()
     frames = traceback.extract_tb(root.__traceback__)
     own = (
         [f for f in frames if "transformer_engine" in f.filename]
-        or _user_code_frames(f"{exc}\n{root}")
+        or _user_code_frames("\n".join(map(str, chain)))
         or [f for f in frames if "/torch/" not in f.filename and "/teperf/worker/" not in f.filename]
     )
     if own:
