@@ -222,7 +222,9 @@ def onetime_notes(parsed: ParsedBundle, levels: TableLevels | None = None) -> li
     first_calls = len(firsts)
     on_measuring_core = sum(first.get("cores") == [config.known("core")] for first in firsts)
     on_cpu = config.known("device") == "cpu"  # wall time well above CPU time: another process had the core
-    shared_core = sum(on_cpu and first.get("wall_ns", 0) > 1.2 * cpu(first) for first in firsts)
+    shared_core = sum(
+        on_cpu and first.get("wall_ns", 0) > CONTENDED_WALL_OVER_CPU * cpu(first) for first in firsts
+    )
     warm = [(first.get("after_process_warmup") or {}).get("compile") for first in firsts]
     warmups = [cpu(w) / 1e9 for w in warm if isinstance(w, dict) and "error" not in w]  # s of CPU
     # a compile case's cache at its first call (teperf.schema: first_call.cache)
@@ -250,7 +252,8 @@ def onetime_notes(parsed: ParsedBundle, levels: TableLevels | None = None) -> li
         out.append(
             f"{spare} of {first_calls} first calls ran on a spare core (pairs set up ahead), "
             f"{on_measuring_core} on the measuring core; CPU time does not depend on the core, "
-            f"wall time does: {shared_core} first calls on the CPU waited >20% for their core"
+            f"wall time does: {shared_core} first calls on the CPU waited "
+            f">{CONTENDED_WALL_OVER_CPU * 100 - 100:.0f}% for their core"
         )
     if warmups:
         out.append(
