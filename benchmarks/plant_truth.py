@@ -182,7 +182,7 @@ def t_mean(values: list[float], alpha: float = 0.05) -> tuple[float, float]:
 def fit_line(x: list[float], y: list[float], alpha: float = 0.05) -> dict:
     """Ordinary least squares y = intercept + slope * x with 1 - alpha t half-widths (n - 2 dof; NaN with
     fewer than 3 points)."""
-    from scipy import stats as sps
+    from teperf.stats import t_quantile
 
     n = len(x)
     if n < 2 or len(y) != n:
@@ -197,7 +197,7 @@ def fit_line(x: list[float], y: list[float], alpha: float = 0.05) -> dict:
     out = {"slope": slope, "intercept": intercept, "n": n, "slope_hw": math.nan, "intercept_hw": math.nan}
     if n > 2:
         s2 = sum(r * r for r in resid) / (n - 2)
-        tcrit = float(sps.t.ppf(1 - alpha / 2, n - 2))
+        tcrit = t_quantile(1 - alpha / 2, n - 2)
         out["slope_hw"] = tcrit * math.sqrt(s2 / sxx)
         out["intercept_hw"] = tcrit * math.sqrt(s2 * (1 / n + mx * mx / sxx))
     return out
