@@ -9,6 +9,8 @@
 #            pr-thread; then the same with one fixed pair (it must call nothing slower or faster)
 #   aa       the README's command on A/A (installed TE against itself); then 4 fresh lanes, prestart off
 #   (EXTRA=0 skips each step's second run: for the repeats of planted and aa)
+#   fork8    the README's command on A/A with forked pairs on 8 lanes (--spawn forkserver --lanes 8): do
+#            forked pairs, 0.6-0.8 s to start after the first, buy +-0.5 % where fresh ones do not (about 6 minutes)
 #   truth    issue 56's GPU half: benchmarks/plant_truth.py --te (TE's LayerNormLinear, bf16, a perf_counter
 #            or thread_time spin of 0..200 us at the top of its forward): the in-process truth against
 #            teperf compare (8 fresh pairs, 4 lanes) per size; $OUT/truth/{table.md,results.json}, truth.log;
@@ -16,7 +18,7 @@
 # Each run's table <name>.md and stderr <name>.err are in $OUT/<step>-tables.tgz; figures from benchmarks/schedule_plan.py
 # in $OUT/<step>-figures.txt; the bundles in $OUT/<step>-bundles.tgz.
 set -u
-STEP=${1:?lanes, trials, planted, aa or truth}
+STEP=${1:?lanes, trials, planted, aa, fork8 or truth}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 HERE=$PWD; PY=${PYTHON:-python3}; W=/tmp/teperf-plan; SRC=$W/te-src; R=$W/results-$STEP
 mkdir -p "$W" "$R"
@@ -65,6 +67,9 @@ case $STEP in
   aa)  # about 6.5 minutes
     run aa 400 X=1 -- "${AA[@]}"
     [ "${EXTRA:-1}" = 0 ] || run l4-noprestart 70 X=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 4 --iters 50 --prestart 0 --budget 45s
+    ;;
+  fork8)  # about 6 minutes
+    run fork8 400 X=1 -- "${AA[@]}" --spawn forkserver --lanes 8
     ;;
   truth)  # about 9 minutes: 3 kinds x 6 sizes of truth at 8 s, then 12 compares of ~31 s (2026-12-07)
     timeout --signal=INT 560 $PY benchmarks/plant_truth.py --te --sizes 0,12,25,50,100,200 \
