@@ -120,7 +120,7 @@ def describe_failure(exc: BaseException) -> str:
     while (nxt := chain[-1].__cause__ or chain[-1].__context__) is not None and nxt not in chain:
         chain.append(nxt)
     root = chain[-1]
-    text = f"{type(root).__name__}: {root}".strip()
+    text = _message(root)
     frames = traceback.extract_tb(root.__traceback__)
     own = (
         [f for f in frames if "transformer_engine" in f.filename]
@@ -138,8 +138,15 @@ def describe_failure(exc: BaseException) -> str:
             "\n" + line for line in text.splitlines()[1:]
         )
     if root is not exc:
-        text += f"\nthen {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        text += f"\nthen {_message(exc).splitlines()[0]}"
     return text
+
+
+def _message(exc: BaseException) -> str:
+    """``Type: message``, without the "from user code:" traceback dynamo appends to a message (its TE line
+    goes into the location instead) and without the colon of an empty message."""
+    message = re.split(r"\n\s*from user code:", str(exc))[0].strip()
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 def _user_code_frames(message: str) -> list[traceback.FrameSummary]:
