@@ -465,7 +465,7 @@ def test_a_failed_compile_names_tes_line_from_dynamos_user_code():
             raise RuntimeError("compile failed") from dynamo
     except RuntimeError as exc:
         described = describe_failure(exc)
-    # as a TE 2.20.2 compile read on an H100 (results/evidence/gpu-dsv3-1207b/): the location, not the traceback
+    # as a TE 2.20.2 compile read on an H100 (results/evidence/gpu-dsv3-1207b/): where, not the traceback
     assert described == (
         "NotImplementedError (at transformer_engine/pytorch/attention/dot_product_attention/utils.py:647 "
         "in get_attention_backend)\nthen RuntimeError: compile failed"
