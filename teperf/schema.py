@@ -23,7 +23,8 @@ ONETIME_CLOCKS = {
     "wall": ("wall_ns",),
 }
 # A ready setup record's "info" holds first_call, recompile and switch_back, each a time_once record plus
-# "what" (teperf/worker/session.py writes them); an older bundle's have none: no one-time figures.
+# "what" (teperf/worker/session.py writes them); an older bundle's have none: no one-time figures. An
+# eager or cuda-graph first call that compiled inside the library (TE's lazy torch.compile) adds "graphs".
 
 # Keys of one summary row (teperf.stats.summarize), in output order for csv/json.
 ROW_FIELDS = (

@@ -285,6 +285,18 @@ def onetime_notes(parsed: ParsedBundle, levels: TableLevels | None = None) -> li
             "look at the library's code), later ones reuse what it left; for what a fresh process pays, "
             "measure one case a run"
         )
+    lazily = [
+        f"{case.module} {case.recipe} {case.mode}"
+        for case in parsed.cases
+        if case.mode != "compile" and case.id in parsed.cells
+        if any((s.info.get("first_call") or {}).get("graphs") for s in parsed.cells[case.id].ready)
+    ]
+    if lazily:
+        out.append(
+            f"first calls that ran torch.compile inside the library: {', '.join(lazily)} (it compiles part "
+            "of its code on first use, e.g. TE's fused helpers); each worker compiles them in an inductor "
+            "cache of its own, cold, so a process that finds them in a warm cache pays less"
+        )
     for what in sorted({str(r.get("what")) for r in recompiles}):
         graphs = sorted({int(r.get("graphs") or 0) for r in recompiles})
         none = " (no graph: nothing recompiled, the step ran eagerly)" if graphs == [0] else ""

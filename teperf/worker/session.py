@@ -190,7 +190,7 @@ class Session:
         compile mode also one step under another recipe (info["recompile"]) and back (info["switch_back"])."""
         from teperf.worker.clocks import time_once
         from teperf.worker.compile_cache import cache_counts, count_files, counts_since
-        from teperf.worker.runner import compile_counts_during, isolate_dynamo, make_step
+        from teperf.worker.runner import compile_counts_during, dynamo_counts, isolate_dynamo, make_step
 
         mode = case["mode"]
         warmup = self._process_warmup(mode)
@@ -208,6 +208,8 @@ class Session:
             cache = self.compile_cache.use(f"case{case['id']}")
         made = {}
         counted = cache_counts() if cache is not None else {}
+        # an eager step may compile all the same: TE torch.compiles its fused helpers on first use
+        graphs_before = dynamo_counts()[0] if "torch._dynamo" in sys.modules else 0
 
         def first():
             made["step"], made["info"] = make_step(built, mode)  # compiles nothing yet: the first step does
@@ -218,6 +220,12 @@ class Session:
 
         first_call = time_once(first, self.cuda)
         first_call["what"] = FIRST_CALL_WHAT[mode]
+        if (
+            mode != "compile"
+            and "torch._dynamo" in sys.modules
+            and (graphs := dynamo_counts()[0] - graphs_before)
+        ):
+            first_call["graphs"] = graphs
         if warmup:
             first_call["after_process_warmup"] = warmup
         if cache is not None:
