@@ -172,7 +172,9 @@ def _clocks(ms: float, core: int = 1, **extra) -> dict:
     }
 
 
-def _bundle(tmp_path, sides=("base", "head"), head_factor=1.0, pairs=8, eager_graphs=0) -> Bundle:
+def _bundle(
+    tmp_path, sides=("base", "head"), head_factor=1.0, pairs=8, eager_graphs=0, cache_mode="cold"
+) -> Bundle:
     cfg = load_config(None, {"modules": ["Linear"], "modes": ["eager", "compile"], "core": None})
     meta = {
         "kind": "compare" if len(sides) == 2 else "run",
@@ -199,7 +201,7 @@ def _bundle(tmp_path, sides=("base", "head"), head_factor=1.0, pairs=8, eager_gr
     }
     bundle = Bundle.create(tmp_path / "results", meta["kind"], meta)
     core = cfg.core
-    bundle.append({"kind": "compile_cache", "mode": "cold", "dir": "/tmp/x"})
+    bundle.append({"kind": "compile_cache", "mode": cache_mode, "dir": "/tmp/x"})
     for pair in range(pairs):
         for side in sides:
             f = head_factor if side == "head" else 1.0
@@ -382,6 +384,12 @@ def test_an_eager_first_call_that_compiles_inside_the_library_says_so(tmp_path):
 
     assert not any("inside the library" in n for n in summarize(_bundle(tmp_path / "a").path).onetime_notes)
     noted = summarize(_bundle(tmp_path / "b", eager_graphs=2).path).onetime_notes
+    assert any("inside the library" in n and n.endswith("in a warm cache pays less") for n in noted)
+    # a warm run's workers share one cache per side: no claim that each compiled cold
+    warm = summarize(_bundle(tmp_path / "c", eager_graphs=2, cache_mode="warm").path).onetime_notes
+    assert any(
+        n.endswith("(it compiles part of its code on first use, e.g. TE's fused helpers)") for n in warm
+    )
     assert any(
         n.startswith("first calls that ran torch.compile inside the library: Linear fp32 eager (")
         for n in noted

@@ -292,11 +292,16 @@ def onetime_notes(parsed: ParsedBundle, levels: TableLevels | None = None) -> li
         if any((s.info.get("first_call") or {}).get("graphs") for s in parsed.cells[case.id].ready)
     ]
     if lazily:
-        out.append(
+        text = (
             f"first calls that ran torch.compile inside the library: {', '.join(lazily)} (it compiles part "
-            "of its code on first use, e.g. TE's fused helpers); each worker compiles them in an inductor "
-            "cache of its own, cold, so a process that finds them in a warm cache pays less"
+            "of its code on first use, e.g. TE's fused helpers)"
         )
+        if cache_mode != "warm":  # under --compile-cache warm a side's workers share one cache
+            text += (
+                "; each worker compiles them in an inductor cache of its own, cold, so a process that finds "
+                "them in a warm cache pays less"
+            )
+        out.append(text)
     for what in sorted({str(r.get("what")) for r in recompiles}):
         graphs = sorted({int(r.get("graphs") or 0) for r in recompiles})
         none = " (no graph: nothing recompiled, the step ran eagerly)" if graphs == [0] else ""
