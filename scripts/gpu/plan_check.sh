@@ -8,7 +8,8 @@
 #   planted  the README's command, exactly: v2.16..plant (LayerNormLinear.forward spins 12 us) --config
 #            pr-thread; then the same with one fixed pair (it must call nothing slower or faster)
 #   aa       the README's command on A/A (installed TE against itself); then 4 fresh lanes, prestart off
-#   (EXTRA=0 skips each step's second run: for the repeats of planted and aa)
+#   (EXTRA=0 skips each step's second run: for the repeats of planted and aa; ARGS: more compare flags for
+#   the first run, e.g. ARGS="--iters 25" for the auto schedule's pilot trial length)
 #   fork8    the README's command on A/A with forked pairs on 8 lanes (--spawn forkserver --lanes 8): do
 #            forked pairs, 0.6-0.8 s to start after the first, buy +-0.5 % where fresh ones do not (about 6 minutes)
 #   truth    issue 56's GPU half: benchmarks/plant_truth.py --te (TE's LayerNormLinear, bf16, a perf_counter
@@ -60,12 +61,12 @@ case $STEP in
     run spread 100 TEPERF_SPREAD_THREADS=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 2 --iters 50 --budget 70s
     ;;
   planted)  # about 7 minutes
-    prepare && run planted 400 X=1 -- v2.16..plant --repo "$SRC" --config pr-thread
+    prepare && run planted 400 X=1 -- v2.16..plant --repo "$SRC" --config pr-thread ${ARGS:-}
     [ "${EXTRA:-1}" = 0 ] || run one-pair 80 X=1 -- v2.16..plant --repo "$SRC" --config pr-thread --schedule fixed \
       --processes 1 --rounds 2 --trials 6 --iters 100
     ;;
   aa)  # about 6.5 minutes
-    run aa 400 X=1 -- "${AA[@]}"
+    run aa 400 X=1 -- "${AA[@]}" ${ARGS:-}
     [ "${EXTRA:-1}" = 0 ] || run l4-noprestart 70 X=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 4 --iters 50 --prestart 0 --budget 45s
     ;;
   fork8)  # about 6 minutes
