@@ -10,6 +10,9 @@
 #   aa       the README's command on A/A (installed TE against itself); then 4 fresh lanes, prestart off
 #   (EXTRA=0 skips each step's second run: for the repeats of planted and aa; ARGS: more compare flags for
 #   the first run, e.g. ARGS="--iters 25" for the auto schedule's pilot trial length)
+#   iters    the README's command on A/A at pilot trials of 50, 25 and 12 iterations (ITERS), BUDGET (150s) each:
+#            the couple noise is a slow drift of the host, so shorter trials may buy more couples a minute at
+#            the same sd (gpu-noise-1207); schedule_plan.py's width x sqrt(minutes) compares them
 #   fork8    the README's command on A/A with forked pairs on 8 lanes (--spawn forkserver --lanes 8): do
 #            forked pairs, 0.6-0.8 s to start after the first, buy +-0.5 % where fresh ones do not (about 6 minutes)
 #   truth    issue 56's GPU half: benchmarks/plant_truth.py --te (TE's LayerNormLinear, bf16, a perf_counter
@@ -19,7 +22,7 @@
 # Each run's table <name>.md and stderr <name>.err are in $OUT/<step>-tables.tgz; figures from benchmarks/schedule_plan.py
 # in $OUT/<step>-figures.txt; the bundles in $OUT/<step>-bundles.tgz.
 set -u
-STEP=${1:?lanes, trials, planted, aa, fork8 or truth}
+STEP=${1:?lanes, trials, planted, aa, iters, fork8 or truth}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 HERE=$PWD; PY=${PYTHON:-python3}; W=/tmp/teperf-plan; SRC=$W/te-src; R=$W/results-$STEP
 mkdir -p "$W" "$R"
@@ -68,6 +71,11 @@ case $STEP in
   aa)  # about 6.5 minutes
     run aa 400 X=1 -- "${AA[@]}" ${ARGS:-}
     [ "${EXTRA:-1}" = 0 ] || run l4-noprestart 70 X=1 -- "${AA[@]}" "${FIXED[@]}" --lanes 4 --iters 50 --prestart 0 --budget 45s
+    ;;
+  iters)  # about 8.5 minutes: does a shorter pilot trial narrow the auto schedule's intervals per minute?
+    for n in ${ITERS:-50 25 12}; do
+      run "i$n" 200 X=1 -- "${AA[@]}" --iters "$n" --budget "${BUDGET:-150s}"
+    done
     ;;
   fork8)  # about 6 minutes
     run fork8 400 X=1 -- "${AA[@]}" --spawn forkserver --lanes 8
