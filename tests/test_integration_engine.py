@@ -33,8 +33,9 @@ def _only_bundle(results_dir: Path) -> Path:
 
 
 # Real processes on a possibly loaded 2-core VM: the planted +100 us is many times the noise of 6 pairs,
-# so its verdict is asserted; the unchanged cells' false rate is benchmarks/calibration.py's. One rerun: with
-# both cores taken by the suite, an untouched cell read Linear +5.2 % `slower` past --min-effect 3 (2026-12-08).
+# so its verdict is asserted; the unchanged cells' false rate is benchmarks/calibration.py's. One rerun:
+# with both cores taken by the suite, an untouched cell read Linear +5.2 % `slower` past --min-effect 3
+# (2026-12-08).
 @pytest.mark.statistical
 @pytest.mark.flaky(reruns=1)
 def test_planted_slowdown_is_detected_and_others_unchanged(results_dir):

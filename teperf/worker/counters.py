@@ -159,6 +159,13 @@ def _count_aten_ops(step) -> int:
     class Counting(TorchDispatchMode):
         n = 0
 
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            # torch >= 2.10 wraps a mode's __torch_dispatch__ in _disable_dynamo, whose first call imports
+            # torch._dynamo (1 s of a CPU worker's CPU); dynamo never traces here (_dynamo_eager). The
+            # opt-out is the one the method's docstring gives.
+            return False
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             self.n += 1
             return func(*args, **(kwargs or {}))
@@ -199,17 +206,23 @@ def _profiler_pass(step, cuda: bool):
 
 def _profile_counts(fn, cuda: bool):
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from torch.autograd.profiler import profile
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    # The Kineto profiler torch.profiler.profile wraps, used directly: the wrapper's start asks
+    # hasattr(torch, "_inductor"), which imports inductor and dynamo (1 s of a CPU worker's CPU). Same events.
     with profile(
-        activities=activities, profile_memory=not cuda, record_shapes=False, with_stack=False
+        use_kineto=True,
+        use_cpu=True,
+        use_device="cuda" if cuda else None,
+        profile_memory=not cuda,
+        record_shapes=False,
+        with_stack=False,
     ) as prof:
         fn()
         if cuda:
             torch.cuda.synchronize()  # so every launch is flushed; calibrated away
     nodes = launches = syncs = allocs = 0
-    for event in prof.profiler.kineto_results.events():
+    for event in prof.kineto_results.events():
         name = event.name()
         if name.startswith(NODE_PREFIX):
             nodes += 1
