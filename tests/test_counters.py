@@ -417,3 +417,17 @@ def test_compile_case_counters_carry_the_residue(session, tmp_path, monkeypatch)
     assert compiled["recompiles"] == 0 and compiled["guard_failures"] == 0
     assert compiled["break_reasons"] == []
     assert _counters(session, 1) == compiled
+
+
+def test_counting_on_the_cpu_loads_neither_dynamo_nor_inductor():
+    # torch.profiler.profile's start (hasattr(torch, "_inductor")) and a dispatch mode's first call (torch's
+    # _disable_dynamo) each import them: 1.2 s of every counting CPU worker, for the same counts
+    code = (
+        "import sys, torch; from teperf.worker.counters import count_step; m = torch.nn.Linear(4, 4); "
+        "x = torch.randn(2, 4); c = count_step(lambda: m(x).sum().backward(), False); "
+        "print(c['aten_ops'] > 0, c['autograd_nodes'] > 0, 'torch._dynamo' in sys.modules, "
+        "'torch._inductor' in sys.modules)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[-4:] == ["True", "True", "False", "False"], proc.stdout

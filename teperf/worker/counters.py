@@ -159,12 +159,11 @@ def _count_aten_ops(step) -> int:
     class Counting(TorchDispatchMode):
         n = 0
 
-        @classmethod
-        def _should_skip_dynamo(cls) -> bool:
+        if "torch._dynamo" not in sys.modules:
             # torch >= 2.10 wraps a mode's __torch_dispatch__ in _disable_dynamo, whose first call imports
-            # torch._dynamo (1 s of a CPU worker's CPU); dynamo never traces here (_dynamo_eager). The
-            # opt-out is the one the method's docstring gives.
-            return False
+            # dynamo (1 s of a CPU worker); with nothing compiled there is nothing to disable. Where dynamo is
+            # loaded, torch's wrapper stays. The opt-out is the one _should_skip_dynamo's docstring gives.
+            _should_skip_dynamo = classmethod(lambda cls: False)
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             self.n += 1
@@ -206,23 +205,22 @@ def _profiler_pass(step, cuda: bool):
 
 def _profile_counts(fn, cuda: bool):
     import torch
-    from torch.autograd.profiler import profile
+    import torch.autograd.profiler
+    from torch.profiler import ProfilerActivity, profile
 
-    # The Kineto profiler torch.profiler.profile wraps, used directly: the wrapper's start asks
-    # hasattr(torch, "_inductor"), which imports inductor and dynamo (1 s of a CPU worker's CPU). Same events.
-    with profile(
-        use_kineto=True,
-        use_cpu=True,
-        use_device="cuda" if cuda else None,
-        profile_memory=not cuda,
-        record_shapes=False,
-        with_stack=False,
-    ) as prof:
+    if cuda:
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=False)
+    else:
+        # On the CPU, the Kineto profiler that torch.profiler.profile wraps, used directly: the wrapper's
+        # start asks hasattr(torch, "_inductor"), which imports inductor and dynamo (1 s of a CPU worker).
+        # On CUDA the wrapper stays: its start also prepares CUPTI for CUDA graphs. The same events.
+        prof = torch.autograd.profiler.profile(use_kineto=True, profile_memory=True, record_shapes=False)
+    with prof:
         fn()
         if cuda:
             torch.cuda.synchronize()  # so every launch is flushed; calibrated away
     nodes = launches = syncs = allocs = 0
-    for event in prof.kineto_results.events():
+    for event in getattr(prof, "profiler", prof).kineto_results.events():
         name = event.name()
         if name.startswith(NODE_PREFIX):
             nodes += 1
