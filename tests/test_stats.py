@@ -297,3 +297,18 @@ def test_clean_couples_keeps_a_cut_couples_contended_trial_only_where_any_load_i
     assert sorted(v for _, v, _ in used) == [10.0, 11.0] and counts["couples"] == 1
     used, _ = stats.clean_couples(trials, ["base", "head"], "process_cpu_ns", 100.0, contended)
     assert sorted(v for _, v, _ in used) == [10.0, 11.0, 12.0]
+
+
+def test_lanes_agree_is_scipys_one_way_anova():
+    # written out so that a CLI run need not import scipy.stats (1.2 s of CPU); the same p to rounding
+    from scipy.stats import f_oneway
+
+    rng = np.random.default_rng(3)
+    for k in (2, 3, 8):
+        groups = [list(rng.normal(rng.normal(0, 0.5), 1, rng.integers(2, 12))) for _ in range(k)]
+        p, agree = stats.lanes_agree(groups, 0.05)
+        assert p == pytest.approx(float(f_oneway(*groups).pvalue), rel=1e-9, abs=1e-12)
+        assert agree == ("yes" if p >= 0.05 else "NO")
+    # a lane of one pair is left out; no spread inside any lane leaves ANOVA undefined
+    assert stats.lanes_agree([[1.0, 1.0, 1.0], [5.0, 5.0, 6.0], [9.0]], 0.05)[1] == "NO"
+    assert stats.lanes_agree([[1.0, 1.0], [2.0, 2.0]], 0.05) == (None, "-")
