@@ -8,7 +8,7 @@ Prints figures; asserts nothing.
     .venv/bin/python benchmarks/schedule_plan.py --run [-- teperf compare args]  # run one, then its figures
 
 With no compare args, --run measures `make demo`'s blocks with a 60 s budget (the schedule plans itself).
-On the GPU: `--run -- v2.16..plant --repo SRC --config pr-thread` (scripts/gpu_plan.sh).
+On the GPU: `--run -- v2.16..plant --repo SRC --config pr-thread` (scripts/gpu/plan_check.sh).
 """
 
 from __future__ import annotations
@@ -146,8 +146,9 @@ def main() -> None:
     ap.add_argument("bundles", nargs="*", type=Path)
     ap.add_argument("--run", action="store_true", help="run one compare first (args after --)")
     ap.add_argument("--results-dir", type=Path, default=None)
-    args, extra = ap.parse_known_args()
-    extra = [a for a in extra if a != "--"]
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)  # argparse would take the compare args as bundles
+    args, extra = ap.parse_args(argv[:cut]), argv[cut + 1 :]
     bundles = list(args.bundles)
     if args.run:
         out = args.results_dir or Path(tempfile.mkdtemp(prefix="teperf-plan-"))

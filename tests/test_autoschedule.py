@@ -217,3 +217,32 @@ def test_processes_typed_under_a_planned_budget_is_said_to_be_unused():
     )
     fixed = load_config("default", {"budget_s": "1m", "processes": 4, "kind": "fixed"})
     assert unused_processes(fixed) is None  # fixed: the budget caps those 4 pairs
+
+
+def test_schedule_plan_benchmark_hands_the_args_after_dashes_to_compare(monkeypatch, tmp_path):
+    # `schedule_plan.py --run -- ARGS` (make bench-plan, the GPU scripts): argparse took ARGS for bundles
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import schedule_plan
+
+    ran = []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: ran.append(cmd))
+    argv = [
+        "schedule_plan.py",
+        "--run",
+        "--results-dir",
+        str(tmp_path),
+        "--",
+        "--config",
+        "demo",
+        "--iters",
+        "25",
+    ]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit):  # nothing ran, so no bundle to show
+        schedule_plan.main()
+    (cmd,) = ran
+    assert cmd[3:8] == ["compare", "--config", "demo", "--iters", "25"]
