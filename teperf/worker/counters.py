@@ -205,10 +205,10 @@ def _profiler_pass(step, cuda: bool):
 
 def _profile_counts(fn, cuda: bool):
     import torch
-    import torch.autograd.profiler
-    from torch.profiler import ProfilerActivity, profile
 
     if cuda:
+        from torch.profiler import ProfilerActivity, profile
+
         prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=False)
     else:
         # On the CPU, the Kineto profiler that torch.profiler.profile wraps, used directly: the wrapper's
@@ -220,7 +220,8 @@ def _profile_counts(fn, cuda: bool):
         if cuda:
             torch.cuda.synchronize()  # so every launch is flushed; calibrated away
     nodes = launches = syncs = allocs = 0
-    for event in getattr(prof, "profiler", prof).kineto_results.events():
+    kineto = prof.profiler if cuda else prof  # the wrapper keeps the Kineto profiler it started
+    for event in kineto.kineto_results.events():
         name = event.name()
         if name.startswith(NODE_PREFIX):
             nodes += 1
